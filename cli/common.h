@@ -1,0 +1,59 @@
+// Options shared by the attnlab subcommands (demo, run, verify, bench, describe) and the code that
+// turns them into a Problem. Each subcommand lives in its own cli/cmd_*.cpp and registers itself
+// through one of the register_* functions below; main.cpp only builds the app and maps
+// exceptions to exit codes (InputError -> 2, CLI11 parse errors -> 2, anything else -> 1).
+#pragma once
+
+#include "core/problem.h"
+#include "core/report.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace attnlab::cli {
+
+struct ProblemArgs {
+  // input: demo, files or random
+  std::string q_file, k_file, v_file;
+  std::optional<int> random_n;
+  int d_k = 64, d_v = 64;
+  std::uint64_t seed = 0;
+  int heads = 1;
+  // state
+  std::string query;             // token or index; empty = default (demo: 上下文, else 0)
+  std::optional<double> temperature;  // default: demo 0.85, else 1.0
+  std::string mask = "none";     // none | causal | FILE
+  std::string tokens, tokens_file;
+  std::string lang;              // zh | en; empty = from $LANG
+  std::string format = "text";   // text | json | csv | markdown
+  std::string backend = "auto";  // auto | cpu | cuda
+  std::string variant = "staged";
+  std::string precision = "fp32";
+  std::string output_file;
+};
+
+// Adds --query --temperature --mask --lang --format --backend (and, when `inputs` is true,
+// --q --k --v --random --dk --dv --seed --tokens --tokens-file --output) to `cmd`.
+void add_state_options(CLI::App* cmd, ProblemArgs& a);
+void add_input_options(CLI::App* cmd, ProblemArgs& a);
+
+// Builds and validates the Problem: the demo when `demo` is true, else files or --random
+// (exactly one of them; otherwise InputError). Applies temperature, mask and tokens.
+Problem build_problem(const ProblemArgs& a, bool demo);
+Lang resolve_lang(const ProblemArgs& a);
+// Query row: --query resolved against the problem, or the default (demo 2, else 0).
+int resolve_query_arg(const ProblemArgs& a, const Problem& p, bool demo);
+
+// Writes text to --output FILE when given, else stdout.
+void emit(const ProblemArgs& a, const std::string& text);
+
+// Subcommand registration; each returns through the exit code stored in `exit_code`.
+void register_demo_and_run(CLI::App& app, int& exit_code);   // cli/cmd_demo_run.cpp
+void register_describe(CLI::App& app, int& exit_code);       // cli/cmd_demo_run.cpp
+void register_verify(CLI::App& app, int& exit_code);         // cli/cmd_verify.cpp
+void register_bench(CLI::App& app, int& exit_code);          // cli/cmd_bench.cpp
+
+}  // namespace attnlab::cli

@@ -1,0 +1,62 @@
+// Backend interface and registry. A backend turns a validated Problem into a Trace; the CLI, the
+// viewer and the tests never compute attention themselves, they ask a backend from here.
+//   "cpu"  — Eigen (cpu/): staged chain and fused blockwise kernel, fp32
+//   "cuda" — CUDA kernels (kernels/): staged and fused, fp32 and bf16; only when compiled in
+//   "auto" — cuda when a device answers, else cpu
+// The fp64 reference (reference_fp64 in cpu/reference.h) is not a registry backend: it is what
+// every backend is checked against.
+#pragma once
+
+#include "core/problem.h"
+#include "core/trace.h"
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace attnlab {
+
+struct RunOptions {
+  Variant variant = Variant::Staged;
+  Precision precision = Precision::FP32;  // bf16 only with the fused variant on CUDA
+  // false: compute every stage but bring back only `output` (large problems, benchmarks).
+  bool keep_stages = true;
+};
+
+// Timings of repeated runs with the inputs already resident (device memory on CUDA): what
+// `attnlab bench` reports. ms[i] is one repetition of the whole chain (staged: all four stages;
+// fused: the one kernel), measured with CUDA events on the GPU and a steady clock on the CPU.
+struct BenchSample {
+  std::vector<double> ms;
+  std::size_t peak_bytes = 0;  // device (CUDA) or working-set (CPU) bytes the run needed
+  MatrixF output;              // the output of the last repetition, for the error check
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;  // "cpu" | "cuda"
+  // Throws InputError for a problem or option combination it cannot run (with the reason),
+  // ResourceError when the estimated memory need does not fit, DeviceError on device failures.
+  virtual Trace run(const Problem& p, const RunOptions& opt) = 0;
+  // Uploads once, runs `warmup` untimed and `repeat` timed repetitions. Same errors as run().
+  virtual BenchSample bench(const Problem& p, const RunOptions& opt, int warmup, int repeat) = 0;
+};
+
+// True when the CUDA backend is compiled in and at least one device answers; otherwise false and
+// *reason (if given) says why ("attnlab was built without CUDA", "cudaGetDeviceCount: ...").
+bool cuda_available(std::string* reason = nullptr);
+
+// "cpu" | "cuda" | "auto". "cuda" without a device throws NoDeviceError("no CUDA device: ...").
+// Unknown names throw InputError.
+std::unique_ptr<Backend> make_backend(const std::string& name);
+
+// Runs the problem on the named backend. Under "auto", a DeviceError from CUDA (out of memory,
+// launch failure) makes it print one line on stderr and run on the CPU instead.
+Trace run_backend(const std::string& name, const Problem& p, const RunOptions& opt = {});
+
+// The backends this build can offer, in preference order ("cuda" first when compiled in).
+std::vector<std::string> compiled_backends();
+
+}  // namespace attnlab

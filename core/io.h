@@ -1,0 +1,34 @@
+// Input/output of matrices and traces: CSV (comma or whitespace separated, '#' comments) and
+// .npy (float32 or float64, 2-D, C order, version 1.0/2.0/3.0), and the JSON/CSV/markdown/text
+// renderings of a Trace that the CLI prints. Readers throw InputError naming the file, and for CSV
+// the line and column ("q.csv:3:2: 'abc' is not a number").
+#pragma once
+
+#include "core/problem.h"
+#include "core/stats.h"
+#include "core/trace.h"
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace attnlab {
+
+// Reads CSV or .npy by extension (".npy" -> npy, anything else -> CSV).
+MatrixF read_matrix(const std::string& path);
+// Parses CSV text; `name` is used in messages.
+MatrixF parse_csv(std::string_view text, const std::string& name);
+// Parses .npy bytes; `name` is used in messages.
+MatrixF parse_npy(std::string_view bytes, const std::string& name);
+// Mask files may hold -inf ("-inf", "-Infinity", "−∞") besides 0; same formats.
+MatrixF read_mask(const std::string& path);
+
+void write_csv(const std::string& path, const MatrixF& m);
+void write_npy(const std::string& path, const MatrixF& m);  // float32, C order
+std::string to_npy_bytes(const MatrixF& m);
+
+// Token labels: "a,b,c" or a file with one token per line (blank lines ignored).
+std::vector<std::string> split_tokens(std::string_view csv);
+std::vector<std::string> read_tokens_file(const std::string& path);
+
+}  // namespace attnlab

@@ -1,0 +1,62 @@
+// The attention problem, independent of any backend: inputs, temperature, mask, labels, heads;
+// its validation (clear InputError messages), the fixed 5-token demo and seeded random problems.
+//
+// Shapes (one head):  Q (n, d_k)   K (m, d_k)   V (m, d_v)   custom mask (n, m) of 0 / -inf.
+// With heads = B*H > 1 the heads are stacked along rows: Q (heads*n, d_k), K (heads*m, d_k),
+// V (heads*m, d_v); head h owns rows [h*n, (h+1)*n) of Q and [h*m, (h+1)*m) of K and V. Every head
+// uses the same mask and temperature. Token labels describe one head (n query, m key labels).
+#pragma once
+
+#include "core/types.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace attnlab {
+
+struct Problem {
+  MatrixF q, k, v;                        // inputs at the lab's working precision (fp32)
+  std::vector<std::string> query_tokens;  // n labels (default "0", "1", ...)
+  std::vector<std::string> key_tokens;    // m labels
+  double temperature = 1.0;               // finite, > 0
+  MaskKind mask = MaskKind::None;
+  MatrixF custom_mask;                    // (n, m), only for MaskKind::Custom: 0 or -inf
+  int heads = 1;                          // B*H independent heads stacked along rows
+  std::string sentence;                   // the demo's sentence; empty for other problems
+
+  int n() const { return static_cast<int>(q.rows()) / heads; }  // queries per head
+  int m() const { return static_cast<int>(k.rows()) / heads; }  // keys per head
+  int d_k() const { return static_cast<int>(q.cols()); }
+  int d_v() const { return static_cast<int>(v.cols()); }
+};
+
+// Throws InputError naming what is wrong: temperature not finite or <= 0; empty inputs;
+// "K has 3 columns but Q has 4"; V rows != K rows; causal with n != m; custom mask shape or
+// values other than 0/-inf; a fully masked row ("row 2 (上下文) is fully masked"); non-finite
+// values in Q, K or V (which matrix, row, column); token label counts; heads not dividing rows.
+void validate(const Problem& p);
+
+// Throws InputError unless t is finite and > 0: "temperature must be a finite number > 0, got 0".
+void validate_temperature(double t);
+
+// The page's 5-token demo: 模型 根据 上下文 分配 权重, d_k 3, d_v 2, T 0.85, mask none.
+Problem demo_problem();
+constexpr int kDemoDefaultQuery = 2;  // 上下文
+
+// Q, K, V with standard-normal entries from a fixed generator (std::mt19937_64 + Box-Muller
+// written out, so every platform and run gives the same numbers for the same seed). heads
+// stacks B*H heads. Tokens default to "0", "1", ....
+Problem random_problem(int n, int d_k, int d_v, std::uint64_t seed, int heads = 1);
+
+// Default labels "0", "1", ..., "count-1".
+std::vector<std::string> index_tokens(int count);
+
+// Resolves a query given as a token label or a 0-based index; throws InputError
+// ("query '你好' is not a token of this problem; tokens are: 模型, 根据, ...").
+int resolve_query(const Problem& p, const std::string& token_or_index);
+
+// The effective additive mask of one head, (n, m): 0 keeps, -inf blocks.
+MatrixF mask_matrix(const Problem& p);
+
+}  // namespace attnlab

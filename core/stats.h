@@ -1,0 +1,34 @@
+// Row statistics of the weights (what the page shows under the table) and the description text.
+#pragma once
+
+#include "core/problem.h"
+#include "core/trace.h"
+
+#include <string>
+
+namespace attnlab {
+
+struct RowStats {
+  double max_weight = 0;  // largest weight in the row (0..1)
+  int argmax = 0;         // its key index (first on ties)
+  double entropy = 0;     // -sum p ln p over unmasked keys (natural log)
+  int unmasked = 0;       // "effective positions": number of unmasked keys
+  double perplexity = 0;  // e^entropy
+  double weight_sum = 0;  // sum of the row's weights
+};
+
+// Row `row` of the weights (0 <= row < heads*n); masked keys come from trace.mask (row % n).
+RowStats row_stats(const Trace& t, int row);
+
+// The description of the current picture (SPEC.md "读取当前图形说明"), regenerated from the state:
+// sentence/token count, query, d_k, temperature, the mask sentence, the row's weights to 3
+// decimals (first 16 then "…" for long rows), the argmax token, and the caveat.
+std::string describe(const Problem& p, const Trace& t, int query, Lang lang);
+
+// The standing caveat, one sentence.
+std::string caveat(Lang lang);
+
+// The mask sentence: "No causal mask is applied; ..." / causal / custom, per language.
+std::string mask_sentence(MaskKind m, Lang lang);
+
+}  // namespace attnlab

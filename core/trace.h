@@ -1,0 +1,41 @@
+// Trace: everything one run of the chain produced, kept stage by stage so that the CLI, the viewer
+// and the tests can show or check any stage; plus the per-stage timings of the backend that ran.
+// All N x M stages are (heads*n, m); output is (heads*n, d_v). A fused run keeps only `output`
+// (has_stages == false): it never materialises the N x N matrices.
+#pragma once
+
+#include "core/types.h"
+
+#include <string>
+
+namespace attnlab {
+
+struct StageTimings {
+  double upload_ms = 0;      // host -> device copies (0 on the CPU)
+  double qk_ms = 0;          // S = Q K^T (with the 1/sqrt(d_k) epilogue where the kernel fuses it)
+  double scale_mask_ms = 0;  // scaled, mask, logits = (scaled + mask) / T
+  double softmax_ms = 0;     // row-wise stable softmax
+  double pv_ms = 0;          // O = P V
+  double download_ms = 0;    // device -> host copies (0 on the CPU)
+  double total_ms = 0;       // wall time of the whole run, as the user waited for it
+};
+
+template <class Matrix>
+struct TraceT {
+  std::string backend;    // "cpu" | "cuda"
+  Variant variant = Variant::Staged;
+  Precision precision = Precision::FP32;
+  bool has_stages = true;
+  Matrix scores;   // Q K^T
+  Matrix scaled;   // Q K^T / sqrt(d_k)
+  Matrix mask;     // 0 / -inf, one head: (n, m)
+  Matrix logits;   // (scaled + mask) / T
+  Matrix weights;  // row-wise softmax(logits); masked entries exactly 0
+  Matrix output;   // weights V
+  StageTimings timings;
+};
+
+using Trace = TraceT<MatrixF>;     // what backends return (fp32 working precision)
+using TraceD = TraceT<MatrixD>;    // the fp64 reference
+
+}  // namespace attnlab

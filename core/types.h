@@ -1,0 +1,52 @@
+// attnlab core types: the matrix aliases every module shares, the lab's enums and the typed
+// errors library code throws. Only `main` functions turn errors into exit codes:
+//   InputError (and its NoDeviceError, ResourceError) -> exit 2, one line "error: ..."
+//   DeviceError and anything else                       -> exit 1
+// This header is plain C++ (no Eigen device code, no CUDA) so .cu files may include it.
+#pragma once
+
+#include <Eigen/Core>
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace attnlab {
+
+// Row-major so that a row (one query) is contiguous, as the kernels and the .npy files see it.
+using MatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MatrixD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+enum class MaskKind { None, Causal, Custom };
+enum class Variant { Staged, Fused };
+enum class Precision { FP32, BF16, FP64 };
+enum class Lang { Zh, En };
+
+std::string_view to_string(MaskKind m);   // "none" | "causal" | "custom"
+std::string_view to_string(Variant v);    // "staged" | "fused"
+std::string_view to_string(Precision p);  // "fp32" | "bf16" | "fp64"
+std::string_view to_string(Lang l);       // "zh" | "en"
+Variant parse_variant(std::string_view s);      // throws InputError on anything else
+Precision parse_precision(std::string_view s);  // throws InputError on anything else
+Lang parse_lang(std::string_view s);            // throws InputError on anything else
+// zh when $LANG starts with "zh", else en.
+Lang lang_from_env();
+
+// Bad input from the user: wrong shapes, bad temperature, malformed files, unknown tokens.
+struct InputError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// `--backend cuda` without a usable device ("no CUDA device: <reason>").
+struct NoDeviceError : InputError {
+  using InputError::InputError;
+};
+// A problem whose estimated memory need exceeds what the host or the device has.
+struct ResourceError : InputError {
+  using InputError::InputError;
+};
+// A CUDA call or launch failed at run time (message names the call and the CUDA error name).
+struct DeviceError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace attnlab

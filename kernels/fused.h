@@ -1,0 +1,25 @@
+// Launchers for the fused (online-softmax) CUDA kernels. Plain C++ header: no CUDA types, so
+// cuda_backend.cu and host-only tools can both include it. All pointers are DEVICE pointers,
+// row-major, heads stacked along rows:
+//   q (heads*n, d_k)  k (heads*m, d_k)  v (heads*m, d_v)  o (heads*n, d_v)
+//   custom_mask: nullptr, or (n, m) additive 0/-inf shared by all heads
+// `scale` = 1 / (sqrt(d_k) * T): the logits are (q.k) * scale (+ mask / T, which is 0 or -inf).
+// `stream` is a cudaStream_t passed as void*. Launch errors throw DeviceError.
+#pragma once
+
+#include <cstdint>
+
+namespace attnlab::cuda {
+
+// fp32 inputs, fp32 math, fp32-accurate (relative error <= 1e-5 against fp64).
+void fused_attention_fp32(const float* q, const float* k, const float* v, float* o, int heads,
+                          int n, int m, int d_k, int d_v, float scale, bool causal,
+                          const float* custom_mask, void* stream);
+
+// bf16 inputs (raw uint16 bit patterns), tensor-core math with fp32 accumulation, fp32 output.
+// d_k == d_v in {64, 128}; throws InputError for other shapes.
+void fused_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const std::uint16_t* v,
+                          float* o, int heads, int n, int m, int d, float scale, bool causal,
+                          void* stream);
+
+}  // namespace attnlab::cuda
