@@ -14,6 +14,8 @@ std::unique_ptr<Backend> make_cpu_backend();
 
 // Staged chain in fp32: every stage of the Trace filled. Validates first.
 Trace cpu_staged(const Problem& p);
+// The same, keeping only `output` and the mask (has_stages = false): large problems, benchmarks.
+Trace cpu_staged_output_only(const Problem& p);
 // The same chain in double precision on the fp32 inputs (upcast). Validates first.
 TraceD reference_fp64(const Problem& p);
 // Fused blockwise kernel (online softmax), fp32; fills only output (has_stages = false).

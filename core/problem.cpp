@@ -1,0 +1,191 @@
+// Problem validation, the page's 5-token demo, seeded random problems and query resolution.
+// Validation is the one place that turns a malformed problem into a message a learner can act on;
+// every backend calls validate() before computing anything.
+#include "core/problem.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <sstream>
+
+namespace attnlab {
+namespace {
+
+std::string fmt_number(double x) {
+  std::ostringstream os;
+  os.precision(9);
+  os << x;
+  return os.str();
+}
+
+std::string token_of(const std::vector<std::string>& tokens, int i) {
+  return i < static_cast<int>(tokens.size()) ? tokens[i] : std::to_string(i);
+}
+
+void check_finite(const MatrixF& a, const char* name) {
+  for (Eigen::Index r = 0; r < a.rows(); ++r)
+    for (Eigen::Index c = 0; c < a.cols(); ++c)
+      if (!std::isfinite(a(r, c)))
+        throw InputError(std::string(name) + " has a non-finite value (" + fmt_number(a(r, c)) +
+                         ") at row " + std::to_string(r) + ", column " + std::to_string(c));
+}
+
+}  // namespace
+
+void validate_temperature(double t) {
+  if (!std::isfinite(t) || t <= 0)
+    throw InputError("temperature must be a finite number > 0, got " + fmt_number(t));
+}
+
+void validate(const Problem& p) {
+  validate_temperature(p.temperature);
+  if (p.heads < 1) throw InputError("heads must be >= 1, got " + std::to_string(p.heads));
+  if (p.q.size() == 0) throw InputError("Q is empty");
+  if (p.k.size() == 0) throw InputError("K is empty");
+  if (p.v.size() == 0) throw InputError("V is empty");
+  if (p.k.cols() != p.q.cols())
+    throw InputError("K has " + std::to_string(p.k.cols()) + " columns but Q has " +
+                     std::to_string(p.q.cols()) + " (both must be d_k)");
+  if (p.v.rows() != p.k.rows())
+    throw InputError("V has " + std::to_string(p.v.rows()) + " rows but K has " +
+                     std::to_string(p.k.rows()) + " (one value per key)");
+  if (p.q.rows() % p.heads != 0 || p.k.rows() % p.heads != 0)
+    throw InputError("Q has " + std::to_string(p.q.rows()) + " rows and K has " +
+                     std::to_string(p.k.rows()) + ": neither may leave a remainder over " +
+                     std::to_string(p.heads) + " heads");
+  check_finite(p.q, "Q");
+  check_finite(p.k, "K");
+  check_finite(p.v, "V");
+  const int n = p.n(), m = p.m();
+  if (!p.query_tokens.empty() && static_cast<int>(p.query_tokens.size()) != n)
+    throw InputError("there are " + std::to_string(p.query_tokens.size()) +
+                     " query tokens but Q has " + std::to_string(n) + " rows");
+  if (!p.key_tokens.empty() && static_cast<int>(p.key_tokens.size()) != m)
+    throw InputError("there are " + std::to_string(p.key_tokens.size()) +
+                     " key tokens but K has " + std::to_string(m) + " rows");
+  if (p.mask == MaskKind::Causal && n != m)
+    throw InputError("a causal mask needs as many queries as keys, got " + std::to_string(n) +
+                     " queries and " + std::to_string(m) + " keys");
+  if (p.mask == MaskKind::Custom) {
+    if (p.custom_mask.rows() != n || p.custom_mask.cols() != m)
+      throw InputError("the mask is " + std::to_string(p.custom_mask.rows()) + "x" +
+                       std::to_string(p.custom_mask.cols()) + " but the scores are " +
+                       std::to_string(n) + "x" + std::to_string(m));
+    for (int r = 0; r < n; ++r) {
+      bool any_open = false;
+      for (int c = 0; c < m; ++c) {
+        const float x = p.custom_mask(r, c);
+        if (x == 0.0f) {
+          any_open = true;
+        } else if (!(std::isinf(x) && x < 0)) {
+          throw InputError("mask entries must be 0 or -inf, got " + fmt_number(x) + " at row " +
+                           std::to_string(r) + ", column " + std::to_string(c));
+        }
+      }
+      if (!any_open)
+        throw InputError("row " + std::to_string(r) + " (" + token_of(p.query_tokens, r) +
+                         ") is fully masked: every key is -inf, so its softmax is undefined");
+    }
+  }
+}
+
+Problem demo_problem() {
+  Problem p;
+  p.sentence = "模型根据上下文分配权重";
+  p.query_tokens = {"模型", "根据", "上下文", "分配", "权重"};
+  p.key_tokens = p.query_tokens;
+  p.q.resize(5, 3);
+  p.k.resize(5, 3);
+  p.v.resize(5, 2);
+  p.q << 1.20f, 0.20f, 0.70f,  //
+      0.15f, 1.10f, 0.35f,     //
+      0.85f, 0.35f, 1.15f,     //
+      0.30f, 1.20f, 0.80f,     //
+      1.15f, 0.15f, 0.95f;
+  p.k << 1.05f, 0.10f, 0.80f,  //
+      0.10f, 1.00f, 0.25f,     //
+      0.75f, 0.25f, 1.20f,     //
+      0.20f, 1.15f, 0.75f,     //
+      1.00f, 0.20f, 1.00f;
+  p.v << 0.90f, 0.20f,  //
+      0.10f, 0.80f,     //
+      0.70f, 0.60f,     //
+      0.25f, 0.95f,     //
+      0.85f, 0.45f;
+  p.temperature = 0.85;
+  p.mask = MaskKind::None;
+  return p;
+}
+
+std::vector<std::string> index_tokens(int count) {
+  std::vector<std::string> t;
+  t.reserve(count);
+  for (int i = 0; i < count; ++i) t.push_back(std::to_string(i));
+  return t;
+}
+
+Problem random_problem(int n, int d_k, int d_v, std::uint64_t seed, int heads) {
+  if (n < 1 || d_k < 1 || d_v < 1 || heads < 1)
+    throw InputError("random problems need N, d_k, d_v and heads >= 1");
+  // Box-Muller on mt19937_64 written out: std::normal_distribution is implementation-defined,
+  // and the same seed must give the same problem with any standard library.
+  std::mt19937_64 gen(seed);
+  auto uniform = [&gen] { return (static_cast<double>(gen() >> 11) + 0.5) * 0x1.0p-53; };
+  auto fill = [&](MatrixF& a, Eigen::Index rows, Eigen::Index cols) {
+    a.resize(rows, cols);
+    float* d = a.data();
+    const Eigen::Index count = a.size();
+    for (Eigen::Index i = 0; i < count; i += 2) {
+      const double r = std::sqrt(-2.0 * std::log(uniform()));
+      const double th = 2.0 * 3.14159265358979323846 * uniform();
+      d[i] = static_cast<float>(r * std::cos(th));
+      if (i + 1 < count) d[i + 1] = static_cast<float>(r * std::sin(th));
+    }
+  };
+  Problem p;
+  p.heads = heads;
+  fill(p.q, static_cast<Eigen::Index>(heads) * n, d_k);
+  fill(p.k, static_cast<Eigen::Index>(heads) * n, d_k);
+  fill(p.v, static_cast<Eigen::Index>(heads) * n, d_v);
+  p.query_tokens = index_tokens(n);
+  p.key_tokens = p.query_tokens;
+  p.temperature = 1.0;
+  return p;
+}
+
+int resolve_query(const Problem& p, const std::string& token_or_index) {
+  const int n = p.n();
+  for (int i = 0; i < static_cast<int>(p.query_tokens.size()); ++i)
+    if (p.query_tokens[i] == token_or_index) return i;
+  if (!token_or_index.empty() &&
+      token_or_index.find_first_not_of("0123456789") == std::string::npos &&
+      token_or_index.size() < 10) {
+    const int i = std::stoi(token_or_index);
+    if (i < n) return i;
+    throw InputError("query index " + token_or_index + " is out of range: there are " +
+                     std::to_string(n) + " queries (0.." + std::to_string(n - 1) + ")");
+  }
+  std::string list;
+  for (int i = 0; i < static_cast<int>(p.query_tokens.size()) && i < 12; ++i)
+    list += (i ? ", " : "") + p.query_tokens[i];
+  if (p.query_tokens.size() > 12) list += ", …";
+  throw InputError("query '" + token_or_index + "' is not a token or index of this problem; " +
+                   "tokens are: " + list);
+}
+
+MatrixF mask_matrix(const Problem& p) {
+  const int n = p.n(), m = p.m();
+  switch (p.mask) {
+    case MaskKind::None: return MatrixF::Zero(n, m);
+    case MaskKind::Custom: return p.custom_mask;
+    case MaskKind::Causal: {
+      MatrixF mk = MatrixF::Zero(n, m);
+      for (int r = 0; r < n; ++r)
+        for (int c = r + 1; c < m; ++c) mk(r, c) = -std::numeric_limits<float>::infinity();
+      return mk;
+    }
+  }
+  return MatrixF::Zero(n, m);
+}
+
+}  // namespace attnlab

@@ -1,0 +1,63 @@
+// The backend registry: which backends this build offers, "auto" = CUDA when a device answers,
+// else the CPU; and the one place where a CUDA failure under "auto" becomes a CPU run with one
+// line on stderr.
+#include "core/backend.h"
+#include "cpu/cpu_backend.h"
+
+#ifdef ATTNLAB_HAVE_CUDA
+#include "kernels/cuda_backend.h"
+#endif
+
+#include <iostream>
+
+namespace attnlab {
+
+bool cuda_available(std::string* reason) {
+#ifdef ATTNLAB_HAVE_CUDA
+  return cuda::device_available(reason);
+#else
+  if (reason) *reason = "attnlab was built without CUDA";
+  return false;
+#endif
+}
+
+std::vector<std::string> compiled_backends() {
+#ifdef ATTNLAB_HAVE_CUDA
+  return {"cuda", "cpu"};
+#else
+  return {"cpu"};
+#endif
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& name) {
+  if (name == "cpu") return make_cpu_backend();
+  if (name == "cuda") {
+#ifdef ATTNLAB_HAVE_CUDA
+    return cuda::make_backend();
+#else
+    throw NoDeviceError("no CUDA device: attnlab was built without CUDA");
+#endif
+  }
+  if (name == "auto") {
+    if (cuda_available()) return make_backend("cuda");
+    return make_cpu_backend();
+  }
+  throw InputError("unknown backend '" + name + "' (use auto, cpu or cuda)");
+}
+
+Trace run_backend(const std::string& name, const Problem& p, const RunOptions& opt) {
+  std::unique_ptr<Backend> backend = make_backend(name);
+  if (name != "auto" || backend->name() == "cpu") return backend->run(p, opt);
+  try {
+    return backend->run(p, opt);
+  } catch (const DeviceError& e) {
+    std::cerr << "attnlab: CUDA failed (" << e.what() << "); falling back to the CPU\n";
+  } catch (const ResourceError& e) {
+    std::cerr << "attnlab: CUDA refused the problem (" << e.what() << "); falling back to the CPU\n";
+  }
+  RunOptions cpu_opt = opt;
+  cpu_opt.precision = Precision::FP32;
+  return make_cpu_backend()->run(p, cpu_opt);
+}
+
+}  // namespace attnlab

@@ -1,0 +1,128 @@
+// Row statistics of the attention weights and the description text of the current picture
+// (SPEC.md "读取当前图形说明"), in Chinese and English. Both read a finished Trace; neither
+// computes attention.
+#include "core/stats.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace attnlab {
+namespace {
+
+std::string fixed(double x, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, x);
+  return buf;
+}
+
+// Temperatures as a person typed them: 0.85, not 0.850000.
+std::string short_number(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
+std::string label(const std::vector<std::string>& tokens, int i) {
+  return i < static_cast<int>(tokens.size()) ? tokens[i] : std::to_string(i);
+}
+
+}  // namespace
+
+RowStats row_stats(const Trace& t, int row) {
+  RowStats s;
+  const int n_mask = static_cast<int>(t.mask.rows());
+  const int mrow = n_mask > 0 ? row % n_mask : 0;
+  const auto w = t.weights.row(row);
+  s.max_weight = -1;
+  for (Eigen::Index c = 0; c < w.size(); ++c) {
+    const double p = w(c);
+    const bool masked = n_mask > 0 && std::isinf(t.mask(mrow, c));
+    if (!masked) ++s.unmasked;
+    s.weight_sum += p;
+    if (p > s.max_weight) {
+      s.max_weight = p;
+      s.argmax = static_cast<int>(c);
+    }
+    if (p > 0) s.entropy -= p * std::log(p);
+  }
+  s.perplexity = std::exp(s.entropy);
+  return s;
+}
+
+std::string caveat(Lang lang) {
+  return lang == Lang::Zh
+             ? "注意力权重只描述这次加权读取，不能作为模型预测的完整解释或因果归因。"
+             : "Attention weights describe this one weighted read; they are not a complete "
+               "explanation of the model's prediction and are not causal attribution.";
+}
+
+std::string mask_sentence(MaskKind m, Lang lang) {
+  const bool zh = lang == Lang::Zh;
+  switch (m) {
+    case MaskKind::None:
+      return zh ? "未启用因果掩码；这是双向、非因果注意力演示。"
+                : "No causal mask is applied; this is a bidirectional, non-causal attention demo.";
+    case MaskKind::Causal:
+      return zh ? "已启用因果掩码：每个查询只读取当前位置及之前的键，未来位置的权重精确为 0。"
+                : "A causal mask is applied: each query reads only its own and earlier "
+                  "positions, and future positions get exactly 0 weight.";
+    case MaskKind::Custom:
+      return zh ? "使用自定义掩码：被屏蔽（−∞）的位置权重精确为 0。"
+                : "A custom mask is applied: blocked (−∞) positions get exactly 0 weight.";
+  }
+  return {};
+}
+
+std::string describe(const Problem& p, const Trace& t, int query, Lang lang) {
+  const bool zh = lang == Lang::Zh;
+  const int n = p.n(), m = p.m();
+  const std::string qtok = label(p.query_tokens, query);
+  const std::string dk = std::to_string(p.d_k());
+  const std::string temp = short_number(p.temperature);
+  std::string out;
+
+  // Sequence sentence: the demo names its sentence, other problems their sizes.
+  if (!p.sentence.empty()) {
+    out += zh ? "自然语言序列“" + p.sentence + "”共有 " + std::to_string(n) + " 个 token。"
+              : "The sequence " + p.sentence + " has " + std::to_string(n) + " tokens.";
+  } else if (n == m) {
+    out += zh ? "序列共有 " + std::to_string(n) + " 个 token。"
+              : "The sequence has " + std::to_string(n) + " tokens.";
+  } else {
+    out += zh ? "共有 " + std::to_string(n) + " 个查询和 " + std::to_string(m) + " 个键。"
+              : "There are " + std::to_string(n) + " queries and " + std::to_string(m) + " keys.";
+  }
+  if (p.heads > 1)
+    out += zh ? "（共 " + std::to_string(p.heads) + " 个头，以下为第 0 个头。）"
+              : " (" + std::to_string(p.heads) + " heads; head 0 is described.)";
+
+  out += zh ? "当前查询是“" + qtok + "”，键维度 d_k=" + dk +
+                  "，原始分数 QK^T 除以 sqrt(d_k) 后再以温度 " + temp + " 进入 softmax。"
+            : " The current query is " + qtok + ", key dimension d_k=" + dk +
+                  "; raw scores QKᵀ are divided by sqrt(d_k) and then by temperature " + temp +
+                  " before the softmax.";
+
+  if (t.weights.rows() > query) {
+    const RowStats s = row_stats(t, query);
+    constexpr int kShown = 16;
+    std::string list;
+    const int shown = m <= kShown ? m : kShown;
+    for (int c = 0; c < shown; ++c) {
+      if (c) list += zh ? "、" : ", ";
+      list += fixed(t.weights(query, c), 3);
+    }
+    if (shown < m)
+      list += zh ? "……（共 " + std::to_string(m) + " 个）" : ", … (" + std::to_string(m) + " in all)";
+    const std::string atok = label(p.key_tokens, s.argmax);
+    out += zh ? "当前行权重依次为 " + list + "，对“" + atok + "”的权重最高。"
+              : " The current row's weights are " + list + "; the highest weight is on " + atok +
+                    ".";
+  }
+  out += zh ? mask_sentence(p.mask, lang) : " " + mask_sentence(p.mask, lang);
+  out += zh ? "注意力权重不能作为模型预测的完整解释，也不等于因果贡献。"
+            : " Attention weights are not a complete explanation of the model's prediction and "
+              "are not causal attribution.";
+  return out;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,53 @@
+// String conversions of the lab's enums and the language default from $LANG.
+#include "core/types.h"
+
+#include <cstdlib>
+
+namespace attnlab {
+
+std::string_view to_string(MaskKind m) {
+  switch (m) {
+    case MaskKind::None: return "none";
+    case MaskKind::Causal: return "causal";
+    case MaskKind::Custom: return "custom";
+  }
+  return "none";
+}
+
+std::string_view to_string(Variant v) { return v == Variant::Fused ? "fused" : "staged"; }
+
+std::string_view to_string(Precision p) {
+  switch (p) {
+    case Precision::FP32: return "fp32";
+    case Precision::BF16: return "bf16";
+    case Precision::FP64: return "fp64";
+  }
+  return "fp32";
+}
+
+std::string_view to_string(Lang l) { return l == Lang::Zh ? "zh" : "en"; }
+
+Variant parse_variant(std::string_view s) {
+  if (s == "staged") return Variant::Staged;
+  if (s == "fused") return Variant::Fused;
+  throw InputError("unknown variant '" + std::string(s) + "' (use staged or fused)");
+}
+
+Precision parse_precision(std::string_view s) {
+  if (s == "fp32") return Precision::FP32;
+  if (s == "bf16") return Precision::BF16;
+  throw InputError("unknown precision '" + std::string(s) + "' (use fp32 or bf16)");
+}
+
+Lang parse_lang(std::string_view s) {
+  if (s == "zh") return Lang::Zh;
+  if (s == "en") return Lang::En;
+  throw InputError("unknown language '" + std::string(s) + "' (use zh or en)");
+}
+
+Lang lang_from_env() {
+  const char* lang = std::getenv("LANG");
+  return (lang != nullptr && std::string_view(lang).starts_with("zh")) ? Lang::Zh : Lang::En;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,88 @@
+// The CPU backend object: dispatches the staged and fused variants, estimates the working set
+// before allocating, and times repeated runs for `attnlab bench` with a steady clock.
+#include "cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace attnlab {
+namespace {
+
+std::string gib(double bytes) {
+  char buf[64];
+  if (bytes >= 1024.0 * 1024 * 1024)
+    std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / (1024.0 * 1024 * 1024));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1024.0 * 1024));
+  return buf;
+}
+
+// MemAvailable from /proc/meminfo in bytes; 0 when unknown (then nothing is refused).
+double host_available_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  std::string unit;
+  while (f >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024.0;
+  return 0;
+}
+
+// Bytes the CPU run holds at its peak: inputs, output and, for the staged chain, the four
+// (heads*n, m) stages that are kept plus the mask.
+double working_set_bytes(const Problem& p, const RunOptions& opt) {
+  const double hn = static_cast<double>(p.heads) * p.n();
+  const double inputs = 4.0 * (p.q.size() + p.k.size() + p.v.size());
+  const double output = 4.0 * hn * p.d_v();
+  const double stages = opt.variant == Variant::Staged ? 4.0 * (4.0 * hn * p.m() + 1.0 * p.n() * p.m()) : 0;
+  return inputs + output + stages;
+}
+
+void check_fits(const Problem& p, const RunOptions& opt) {
+  const double need = working_set_bytes(p, opt);
+  const double avail = host_available_bytes();
+  if (avail > 0 && need > 0.9 * avail)
+    throw ResourceError("problem needs " + gib(need) + " of host memory (" +
+                        std::string(to_string(opt.variant)) + " chain), " + gib(avail) +
+                        " available; try --variant fused or a smaller N");
+}
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+
+  Trace run(const Problem& p, const RunOptions& opt) override {
+    if (opt.precision != Precision::FP32)
+      throw InputError("the CPU backend computes in fp32 only; bf16 needs --backend cuda --variant fused");
+    validate(p);
+    check_fits(p, opt);
+    if (opt.variant == Variant::Fused) return cpu_fused(p);
+    return opt.keep_stages ? cpu_staged(p) : cpu_staged_output_only(p);
+  }
+
+  BenchSample bench(const Problem& p, const RunOptions& opt, int warmup, int repeat) override {
+    RunOptions o = opt;
+    o.keep_stages = false;
+    BenchSample s;
+    s.peak_bytes = static_cast<std::size_t>(working_set_bytes(p, opt));
+    for (int i = 0; i < warmup; ++i) run(p, o);
+    for (int i = 0; i < repeat; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      Trace t = run(p, o);
+      s.ms.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      if (i + 1 == repeat) s.output = std::move(t.output);
+    }
+    return s;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace attnlab

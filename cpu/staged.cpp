@@ -1,0 +1,114 @@
+// The staged attention chain on the CPU with Eigen, every stage materialised, written once as a
+// template over the matrix type so the fp32 working chain (cpu_staged) and the fp64 reference
+// (reference_fp64) are the same code at two precisions:
+//   scores = Q Kᵀ, scaled = scores / sqrt(d_k), logits = (scaled + mask) / T,
+//   weights = row-wise stable softmax(logits), output = weights V.
+#include "cpu/cpu_backend.h"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace attnlab {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// Scores or logits that overflow the working precision would turn the softmax into NaN; they are
+// refused with the place where it happened instead.
+template <class Matrix>
+void check_no_overflow(const Matrix& a, const Matrix& mask, int n, const char* what) {
+  for (Eigen::Index r = 0; r < a.rows(); ++r)
+    for (Eigen::Index c = 0; c < a.cols(); ++c) {
+      const auto x = a(r, c);
+      const bool masked = std::isinf(mask(r % n, c));
+      if (!masked && !std::isfinite(x))
+        throw InputError(std::string(what) + " overflows at row " + std::to_string(r % n) +
+                         ", column " + std::to_string(c) +
+                         " (inputs too large for this precision and temperature)");
+    }
+}
+
+// Row-wise softmax, stable: subtract the row max (over unmasked logits) before exp. Masked
+// logits are -inf, and exp(-inf - max) is exactly 0, so masked weights are exactly 0.0.
+// logits and weights are (rows, m).
+template <class Matrix>
+void stable_softmax_rows(const Matrix& logits, Matrix& weights) {
+  weights.resize(logits.rows(), logits.cols());
+  for (Eigen::Index r = 0; r < logits.rows(); ++r) {
+    const auto row = logits.row(r).array();
+    const auto mx = row.maxCoeff();
+    weights.row(r) = (row - mx).exp().matrix();
+    weights.row(r) /= weights.row(r).sum();
+  }
+}
+
+template <class Matrix>
+TraceT<Matrix> staged_chain(const Problem& p, bool keep_stages) {
+  using Scalar = typename Matrix::Scalar;
+  validate(p);
+  const auto t0 = Clock::now();
+  const int n = p.n(), m = p.m(), h = p.heads;
+  const Matrix q = p.q.template cast<Scalar>();
+  const Matrix k = p.k.template cast<Scalar>();
+  const Matrix v = p.v.template cast<Scalar>();
+
+  TraceT<Matrix> t;
+  t.backend = "cpu";
+  t.variant = Variant::Staged;
+  t.precision = std::is_same_v<Scalar, double> ? Precision::FP64 : Precision::FP32;
+  t.mask = mask_matrix(p).template cast<Scalar>();
+  const Scalar temperature = static_cast<Scalar>(p.temperature);
+
+  auto s0 = Clock::now();
+  t.scores.resize(static_cast<Eigen::Index>(h) * n, m);
+  for (int hd = 0; hd < h; ++hd)
+    t.scores.middleRows(static_cast<Eigen::Index>(hd) * n, n).noalias() =
+        q.middleRows(static_cast<Eigen::Index>(hd) * n, n) *
+        k.middleRows(static_cast<Eigen::Index>(hd) * m, m).transpose();
+  t.timings.qk_ms = ms_since(s0);
+
+  s0 = Clock::now();
+  t.scaled = t.scores / std::sqrt(Scalar(p.d_k()));
+  t.logits.resize(t.scaled.rows(), m);
+  for (int hd = 0; hd < h; ++hd)
+    t.logits.middleRows(static_cast<Eigen::Index>(hd) * n, n) =
+        (t.scaled.middleRows(static_cast<Eigen::Index>(hd) * n, n) + t.mask) / temperature;
+  check_no_overflow(t.scores, t.mask, n, "QKᵀ");
+  check_no_overflow(t.logits, t.mask, n, "the logits (scaled scores / temperature)");
+  t.timings.scale_mask_ms = ms_since(s0);
+
+  s0 = Clock::now();
+  stable_softmax_rows(t.logits, t.weights);
+  t.timings.softmax_ms = ms_since(s0);
+
+  s0 = Clock::now();
+  t.output.resize(static_cast<Eigen::Index>(h) * n, p.d_v());
+  for (int hd = 0; hd < h; ++hd)
+    t.output.middleRows(static_cast<Eigen::Index>(hd) * n, n).noalias() =
+        t.weights.middleRows(static_cast<Eigen::Index>(hd) * n, n) *
+        v.middleRows(static_cast<Eigen::Index>(hd) * m, m);
+  t.timings.pv_ms = ms_since(s0);
+
+  if (!keep_stages) {
+    t.has_stages = false;
+    t.scores = t.scaled = t.logits = t.weights = Matrix();
+  }
+  t.timings.total_ms = ms_since(t0);
+  return t;
+}
+
+}  // namespace
+
+Trace cpu_staged(const Problem& p) { return staged_chain<MatrixF>(p, true); }
+
+Trace cpu_staged_output_only(const Problem& p) { return staged_chain<MatrixF>(p, false); }
+
+TraceD reference_fp64(const Problem& p) { return staged_chain<MatrixD>(p, true); }
+
+}  // namespace attnlab

@@ -1,0 +1,363 @@
+// Core and CPU-backend tests: the page's demo tables and row statistics, an independent
+// recomputation of every stage with plain loops in double, masks, shapes, extreme logits,
+// validation messages, seeded problems, the description text and the registry.
+#include "core/backend.h"
+#include "core/problem.h"
+#include "core/stats.h"
+#include "cpu/cpu_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace attnlab {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// The page's printed tables (2 decimals).
+const double kPageScores[5][5] = {{1.84, 0.49, 1.79, 0.99, 1.94},
+                                  {0.55, 1.20, 0.81, 1.56, 0.72},
+                                  {1.85, 0.72, 2.10, 1.44, 2.07},
+                                  {1.08, 1.43, 1.48, 2.04, 1.34},
+                                  {1.98, 0.50, 2.04, 1.11, 2.13}};
+const double kPageScaled[5][5] = {{1.06, 0.29, 1.03, 0.57, 1.12},
+                                  {0.32, 0.69, 0.47, 0.90, 0.42},
+                                  {1.07, 0.42, 1.22, 0.83, 1.20},
+                                  {0.62, 0.83, 0.86, 1.18, 0.77},
+                                  {1.14, 0.29, 1.18, 0.64, 1.23}};
+const double kPageLogits[5][5] = {{1.25, 0.34, 1.22, 0.68, 1.32},
+                                  {0.37, 0.82, 0.55, 1.06, 0.49},
+                                  {1.25, 0.49, 1.43, 0.97, 1.41},
+                                  {0.73, 0.97, 1.01, 1.39, 0.91},
+                                  {1.35, 0.34, 1.39, 0.76, 1.45}};
+const double kPageWeights[5][5] = {{0.25, 0.10, 0.24, 0.14, 0.27},
+                                   {0.15, 0.23, 0.17, 0.29, 0.16},
+                                   {0.22, 0.10, 0.26, 0.17, 0.25},
+                                   {0.15, 0.19, 0.20, 0.29, 0.18},
+                                   {0.25, 0.09, 0.26, 0.14, 0.27}};
+const double kPageOutput[5][2] = {
+    {0.67, 0.53}, {0.49, 0.66}, {0.65, 0.55}, {0.51, 0.65}, {0.67, 0.53}};
+
+// A printed 2-decimal value v stands for the interval [v - 0.005, v + 0.005]. Some demo cells sit
+// exactly on a tie (0.12 + 0.2 + 0.175 = 0.495), which the page's JavaScript doubles and fp32
+// round to different sides, so the check is the interval, not the rounded digits.
+template <int C>
+void expect_table(const MatrixF& got, const double (&want)[5][C], const char* stage) {
+  ASSERT_EQ(got.rows(), 5) << stage;
+  ASSERT_EQ(got.cols(), C) << stage;
+  for (int r = 0; r < 5; ++r)
+    for (int c = 0; c < C; ++c)
+      EXPECT_NEAR(got(r, c), want[r][c], 0.005 + 1e-6) << stage << " row " << r << " col " << c;
+}
+
+TEST(CoreDemo, StagesMatchThePagesTables) {
+  const Trace t = cpu_staged(demo_problem());
+  expect_table(t.scores, kPageScores, "scores");
+  expect_table(t.scaled, kPageScaled, "scaled");
+  expect_table(t.logits, kPageLogits, "logits");
+  expect_table(t.weights, kPageWeights, "weights");
+  expect_table(t.output, kPageOutput, "output");
+  for (int r = 0; r < 5; ++r)
+    for (int c = 0; c < 5; ++c) EXPECT_EQ(t.mask(r, c), 0.0f);
+}
+
+TEST(CoreDemo, DefaultRowStatisticsMatchThePage) {
+  const Problem p = demo_problem();
+  const Trace t = cpu_staged(p);
+  const RowStats s = row_stats(t, kDemoDefaultQuery);
+  // The page: 0.219 0.102 0.260 0.165 0.254; max 26.0 % on 上下文; entropy 1.561; 5 positions.
+  const double want[5] = {0.219, 0.102, 0.260, 0.165, 0.254};
+  for (int c = 0; c < 5; ++c) EXPECT_NEAR(t.weights(2, c), want[c], 5e-4);
+  EXPECT_NEAR(std::round(s.max_weight * 1000) / 10, 26.0, 1e-9);
+  EXPECT_EQ(s.argmax, 2);
+  EXPECT_NEAR(std::round(s.entropy * 1000) / 1000, 1.561, 1e-9);
+  EXPECT_EQ(s.unmasked, 5);
+  EXPECT_NEAR(s.perplexity, std::exp(s.entropy), 1e-12);
+  EXPECT_NEAR(s.weight_sum, 1.0, 1e-6);
+}
+
+TEST(CoreDemo, DescriptionIsThePagesTextInChinese) {
+  const Problem p = demo_problem();
+  const Trace t = cpu_staged(p);
+  EXPECT_EQ(describe(p, t, 2, Lang::Zh),
+            "自然语言序列“模型根据上下文分配权重”共有 5 个 token。当前查询是“上下文”，键维度 "
+            "d_k=3，原始分数 QK^T 除以 sqrt(d_k) 后再以温度 0.85 进入 softmax。当前行权重依次为 "
+            "0.219、0.102、0.260、0.165、0.254，对“上下文”的权重最高。未启用因果掩码；这是双向、"
+            "非因果注意力演示。注意力权重不能作为模型预测的完整解释，也不等于因果贡献。");
+}
+
+TEST(CoreDemo, DescriptionInEnglishFollowsTheState) {
+  Problem p = demo_problem();
+  p.temperature = 0.5;
+  p.mask = MaskKind::Causal;
+  const Trace t = cpu_staged(p);
+  const std::string d = describe(p, t, 0, Lang::En);
+  EXPECT_NE(d.find("The sequence 模型根据上下文分配权重 has 5 tokens."), std::string::npos) << d;
+  EXPECT_NE(d.find("The current query is 模型"), std::string::npos) << d;
+  EXPECT_NE(d.find("temperature 0.5 "), std::string::npos) << d;
+  EXPECT_NE(d.find("1.000, 0.000, 0.000, 0.000, 0.000"), std::string::npos) << d;
+  EXPECT_NE(d.find("A causal mask is applied"), std::string::npos) << d;
+  EXPECT_NE(d.find("not causal attribution"), std::string::npos) << d;
+}
+
+// ---- independent recomputation, plain loops in double ----------------------------------------
+
+struct Naive {
+  std::vector<double> scaled, weights, output;  // row-major
+};
+
+Naive naive(const Problem& p) {
+  const int n = p.n(), m = p.m(), dk = p.d_k(), dv = p.d_v(), h = p.heads;
+  const MatrixF mk = mask_matrix(p);
+  Naive r;
+  r.scaled.assign(static_cast<size_t>(h) * n * m, 0);
+  r.weights.assign(r.scaled.size(), 0);
+  r.output.assign(static_cast<size_t>(h) * n * dv, 0);
+  for (int hd = 0; hd < h; ++hd)
+    for (int i = 0; i < n; ++i) {
+      std::vector<double> logit(m);
+      double mx = -INFINITY;
+      for (int j = 0; j < m; ++j) {
+        double s = 0;
+        for (int d = 0; d < dk; ++d) s += double(p.q(hd * n + i, d)) * double(p.k(hd * m + j, d));
+        s /= std::sqrt(double(dk));
+        r.scaled[(size_t(hd) * n + i) * m + j] = s;
+        logit[j] = (s + mk(i, j)) / p.temperature;
+        mx = std::max(mx, logit[j]);
+      }
+      double sum = 0;
+      for (int j = 0; j < m; ++j) sum += std::exp(logit[j] - mx);
+      for (int j = 0; j < m; ++j) {
+        const double w = std::exp(logit[j] - mx) / sum;
+        r.weights[(size_t(hd) * n + i) * m + j] = w;
+        for (int d = 0; d < dv; ++d) r.output[(size_t(hd) * n + i) * dv + d] += w * p.v(hd * m + j, d);
+      }
+    }
+  return r;
+}
+
+struct Case {
+  int n, dk, dv, heads;
+  MaskKind mask;
+  double temperature;
+};
+
+class CoreRecompute : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CoreRecompute, EveryStageMatchesAnIndependentRecomputation) {
+  const Case c = GetParam();
+  Problem p = random_problem(c.n, c.dk, c.dv, 1234 + c.n, c.heads);
+  p.temperature = c.temperature;
+  p.mask = c.mask;
+  if (c.mask == MaskKind::Custom) {
+    // Every other key blocked, but never the first: no row is fully masked.
+    p.custom_mask = MatrixF::Zero(c.n, c.n);
+    for (int i = 0; i < c.n; ++i)
+      for (int j = 1; j < c.n; j += 2) p.custom_mask(i, j) = kNegInf;
+  }
+  const Trace t = cpu_staged(p);
+  const TraceD ref = reference_fp64(p);
+  const Naive nv = naive(p);
+  // fp32 conditioning: a logit carries an error of about eps * sum_d |q_d k_d| / (sqrt(d_k) T),
+  // which at T = 1e-3 is far above 1e-6; the tolerance follows it instead of hiding it.
+  double l1 = 0, vmax = p.v.cwiseAbs().maxCoeff();
+  for (int r = 0; r < c.heads * c.n; ++r)
+    for (int j = 0; j < c.n; ++j)
+      l1 = std::max<double>(l1, (p.q.row(r).cwiseAbs().cwiseProduct(
+                                     p.k.row((r / c.n) * c.n + j).cwiseAbs())).sum());
+  const double logit_err = 4 * std::numeric_limits<float>::epsilon() * l1 /
+                           (std::sqrt(double(c.dk)) * c.temperature);
+  const double tol_w = 2e-6 + logit_err;
+  const double tol_o = 1e-5 + 2 * tol_w * vmax;
+  const int rows = c.heads * c.n;
+  ASSERT_EQ(t.scores.rows(), rows);
+  ASSERT_EQ(t.scores.cols(), c.n);
+  ASSERT_EQ(t.weights.rows(), rows);
+  ASSERT_EQ(t.output.rows(), rows);
+  ASSERT_EQ(t.output.cols(), c.dv);
+  ASSERT_EQ(t.mask.rows(), c.n);
+  const MatrixF mk = mask_matrix(p);
+  for (int r = 0; r < rows; ++r) {
+    double row_sum = 0;
+    for (int j = 0; j < c.n; ++j) {
+      const size_t i = size_t(r) * c.n + j;
+      EXPECT_NEAR(t.scaled(r, j), nv.scaled[i], 1e-5 * (1 + std::abs(nv.scaled[i])));
+      EXPECT_NEAR(ref.scaled(r, j), nv.scaled[i], 1e-12 * (1 + std::abs(nv.scaled[i])));
+      EXPECT_NEAR(ref.weights(r, j), nv.weights[i], 1e-12);
+      EXPECT_NEAR(t.weights(r, j), nv.weights[i], tol_w);
+      if (std::isinf(mk(r % c.n, j))) {
+        EXPECT_EQ(t.weights(r, j), 0.0f) << "masked weight must be exactly 0";
+        EXPECT_TRUE(std::isinf(t.logits(r, j)) && t.logits(r, j) < 0);
+      }
+      row_sum += t.weights(r, j);
+    }
+    EXPECT_NEAR(row_sum, 1.0, 1e-6);
+    for (int d = 0; d < c.dv; ++d) {
+      const double want = nv.output[size_t(r) * c.dv + d];
+      EXPECT_NEAR(ref.output(r, d), want, 1e-12);
+      EXPECT_NEAR(t.output(r, d), want, tol_o);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CoreRecompute,
+    ::testing::Values(Case{1, 3, 2, 1, MaskKind::None, 0.85}, Case{5, 3, 2, 1, MaskKind::Causal, 1e-3},
+                      Case{31, 16, 2, 2, MaskKind::Custom, 50}, Case{33, 64, 64, 1, MaskKind::Causal, 0.85},
+                      Case{64, 128, 2, 3, MaskKind::None, 1e-3}));
+
+TEST(CoreSoftmax, HugeLogitsAndTinyTemperatureStayExactAndFinite) {
+  Problem p;
+  p.q.resize(2, 1);
+  p.k.resize(3, 1);
+  p.v.resize(3, 1);
+  p.q << 1e15f, -1e15f;
+  p.k << 1e15f, -1e15f, 0.5e15f;  // scores up to 1e30
+  p.v << 1.0f, 2.0f, 3.0f;
+  p.temperature = 1e-6;
+  const Trace t = cpu_staged(p);
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < 3; ++c) ASSERT_TRUE(std::isfinite(t.weights(r, c)));
+  EXPECT_EQ(t.weights(0, 0), 1.0f);
+  EXPECT_EQ(t.weights(0, 1), 0.0f);
+  EXPECT_EQ(t.weights(1, 1), 1.0f);
+  EXPECT_EQ(t.output(0, 0), 1.0f);
+  EXPECT_EQ(t.output(1, 0), 2.0f);
+}
+
+TEST(CoreSoftmax, LowerTemperatureSharpensAndVChangesOnlyTheOutput) {
+  Problem p = demo_problem();
+  const Trace base = cpu_staged(p);
+  p.temperature = 0.2;
+  const Trace cold = cpu_staged(p);
+  EXPECT_GT(row_stats(cold, 2).max_weight, row_stats(base, 2).max_weight);
+  EXPECT_LT(row_stats(cold, 2).entropy, row_stats(base, 2).entropy);
+  p.temperature = 0.85;
+  p.v *= 2.0f;
+  const Trace v2 = cpu_staged(p);
+  EXPECT_EQ(v2.weights, base.weights);
+  EXPECT_NE(v2.output, base.output);
+}
+
+// ---- validation -------------------------------------------------------------------------------
+
+std::string error_of(const Problem& p) {
+  try {
+    validate(p);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CoreValidate, TemperatureMustBeFinitePositive) {
+  Problem p = demo_problem();
+  for (double t : {0.0, -1.0, std::nan(""), double(INFINITY), -double(INFINITY)}) {
+    p.temperature = t;
+    EXPECT_NE(error_of(p).find("temperature must be a finite number > 0"), std::string::npos) << t;
+  }
+  p.temperature = 0.0;
+  EXPECT_EQ(error_of(p), "temperature must be a finite number > 0, got 0");
+}
+
+TEST(CoreValidate, ShapesAreNamed) {
+  Problem p = demo_problem();
+  p.q = MatrixF::Ones(5, 4);
+  EXPECT_EQ(error_of(p), "K has 3 columns but Q has 4 (both must be d_k)");
+  p = demo_problem();
+  p.v = MatrixF::Ones(4, 2);
+  EXPECT_NE(error_of(p).find("V has 4 rows but K has 5"), std::string::npos);
+  p = demo_problem();
+  p.q = MatrixF::Ones(3, 3);
+  p.query_tokens = index_tokens(3);
+  p.mask = MaskKind::Causal;
+  EXPECT_NE(error_of(p).find("causal mask needs as many queries as keys, got 3 queries and 5 keys"),
+            std::string::npos);
+}
+
+TEST(CoreValidate, FullyMaskedRowNamesRowAndToken) {
+  Problem p = demo_problem();
+  p.mask = MaskKind::Custom;
+  p.custom_mask = MatrixF::Zero(5, 5);
+  p.custom_mask.row(2).setConstant(kNegInf);
+  EXPECT_NE(error_of(p).find("row 2 (上下文) is fully masked"), std::string::npos) << error_of(p);
+  p.custom_mask(2, 1) = 0.5f;
+  EXPECT_NE(error_of(p).find("mask entries must be 0 or -inf, got 0.5"), std::string::npos);
+}
+
+TEST(CoreValidate, NonFiniteInputsAreLocated) {
+  Problem p = demo_problem();
+  p.k(3, 1) = std::nanf("");
+  EXPECT_NE(error_of(p).find("K has a non-finite value (nan) at row 3, column 1"), std::string::npos)
+      << error_of(p);
+}
+
+TEST(CoreValidate, OverflowingScoresAreRefusedNotNaN) {
+  Problem p;
+  p.q = MatrixF::Constant(1, 2, 1e20f);
+  p.k = MatrixF::Constant(2, 2, 1e20f);
+  p.v = MatrixF::Ones(2, 1);
+  try {
+    cpu_staged(p);
+    FAIL() << "expected an overflow error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("overflows"), std::string::npos);
+  }
+}
+
+TEST(CoreProblem, QueriesResolveByTokenOrIndex) {
+  const Problem p = demo_problem();
+  EXPECT_EQ(resolve_query(p, "上下文"), 2);
+  EXPECT_EQ(resolve_query(p, "4"), 4);
+  EXPECT_THROW(resolve_query(p, "5"), InputError);
+  EXPECT_THROW(resolve_query(p, "你好"), InputError);
+  EXPECT_THROW(resolve_query(p, "-1"), InputError);
+}
+
+TEST(CoreProblem, SameSeedSameProblem) {
+  const Problem a = random_problem(17, 8, 4, 42), b = random_problem(17, 8, 4, 42);
+  const Problem c = random_problem(17, 8, 4, 43);
+  EXPECT_EQ(a.q, b.q);
+  EXPECT_EQ(a.v, b.v);
+  EXPECT_NE(a.q, c.q);
+  // Standard normal: mean near 0, variance near 1 over 17*8 + 17*8 + 17*4 draws.
+  EXPECT_NEAR(a.q.mean(), 0.0, 0.3);
+  // The generator is written out, so these values are the same on every platform.
+  EXPECT_FLOAT_EQ(random_problem(1, 1, 1, 7).q(0, 0), random_problem(1, 1, 1, 7).q(0, 0));
+}
+
+TEST(CoreRegistry, NamesAndFallbackRules) {
+  EXPECT_THROW(make_backend("bogus"), InputError);
+  EXPECT_EQ(make_backend("cpu")->name(), "cpu");
+  std::string reason;
+  if (!cuda_available(&reason)) {
+    EXPECT_FALSE(reason.empty());
+    EXPECT_EQ(make_backend("auto")->name(), "cpu");
+    try {
+      make_backend("cuda");
+      FAIL() << "cuda without a device must throw";
+    } catch (const NoDeviceError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("no CUDA device: ", 0), 0u) << e.what();
+    }
+  }
+  const Trace t = run_backend("auto", demo_problem());
+  EXPECT_NEAR(t.output(2, 0), 0.65, 0.005);
+}
+
+TEST(CoreBackend, BenchReportsRepeatsAndOutput) {
+  auto b = make_backend("cpu");
+  const Problem p = random_problem(64, 16, 16, 3);
+  const BenchSample s = b->bench(p, {}, 1, 3);
+  ASSERT_EQ(s.ms.size(), 3u);
+  for (double ms : s.ms) EXPECT_GE(ms, 0.0);
+  EXPECT_EQ(s.output.rows(), 64);
+  EXPECT_GT(s.peak_bytes, 0u);
+  EXPECT_THROW(b->run(p, {Variant::Staged, Precision::BF16, true}), InputError);
+}
+
+}  // namespace
+}  // namespace attnlab
