@@ -22,6 +22,8 @@ MatrixF parse_csv(std::string_view text, const std::string& name);
 MatrixF parse_npy(std::string_view bytes, const std::string& name);
 // Mask files may hold -inf ("-inf", "-Infinity", "−∞") besides 0; same formats.
 MatrixF read_mask(const std::string& path);
+// Mask bytes already in memory (CSV or .npy by `name`'s extension): values 0 or -inf only.
+MatrixF parse_mask(std::string_view bytes, const std::string& name);
 
 void write_csv(const std::string& path, const MatrixF& m);
 void write_npy(const std::string& path, const MatrixF& m);  // float32, C order

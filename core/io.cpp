@@ -1,0 +1,660 @@
+// Matrix input/output: CSV text and .npy files (versions 1.0, 2.0 and 3.0), token label lists.
+//
+// CSV: values separated by commas or whitespace (a line may mix them), '#' starts a comment
+// anywhere on a line, blank lines are skipped, CRLF/CR line ends and a UTF-8 BOM are tolerated.
+// Numbers are read with std::from_chars (strict and locale-free: "1.2x" is an error) and must fit
+// float32. Error positions are "file:line:column", where the column is the 1-based position of
+// the value within its line (the matrix column a learner thinks in), not a character offset.
+//
+// .npy: little-endian float32 ('<f4') or float64 ('<f8'), C order, exactly 2-D. Everything read
+// from a file is treated as hostile: the header parser never reads past the header, and the shape
+// is checked against the bytes actually present before anything is allocated, so a bogus shape
+// cannot trigger a huge allocation (the libFuzzer targets in tests/fuzz/ hammer exactly this).
+//
+// Masks (read_mask, parse_mask) take the same formats but hold only 0 and -inf; every other
+// matrix must be finite. This file depends on nothing from core/ beyond the header-only error
+// types, so the fuzz targets can compile it on its own with clang.
+#include "core/io.h"
+
+#include <algorithm>
+#include <bit>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace attnlab {
+
+// Not yet declared in core/io.h: the mask reader on bytes already in memory (CSV or .npy chosen
+// by `name`'s extension, as read_mask does). The fuzz target uses it to reach the mask path
+// without touching the file system.
+MatrixF parse_mask(std::string_view bytes, const std::string& name);
+
+namespace {
+
+// What values a matrix may hold: ordinary inputs must be finite; masks hold 0 or -inf only.
+enum class Values { Finite, Mask };
+
+constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
+constexpr std::string_view kUnicodeMinus = "\xE2\x88\x92";  // U+2212, as web pages print "−1"
+constexpr std::string_view kInfinitySign = "\xE2\x88\x9E";  // U+221E
+
+constexpr std::string_view kNpyMagic = "\x93NUMPY";
+
+bool ends_with_npy(const std::string& path) {
+  if (path.size() < 4) return false;
+  std::string ext = path.substr(path.size() - 4);
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return ext == ".npy";
+}
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\v' || c == '\f' || c == '\r'; }
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (is_space(s.front()) || s.front() == '\n')) s.remove_prefix(1);
+  while (!s.empty() && (is_space(s.back()) || s.back() == '\n')) s.remove_suffix(1);
+  return s;
+}
+
+// A token as it appears in a message: quoted, at most ~40 bytes (cut on a UTF-8 boundary), control
+// bytes escaped, so that a fuzzed or binary file still gives a one-line, readable message.
+std::string quote(std::string_view token) {
+  constexpr std::size_t kMax = 40;
+  bool cut = false;
+  if (token.size() > kMax) {
+    std::size_t end = kMax;
+    while (end > 0 && (static_cast<unsigned char>(token[end]) & 0xC0) == 0x80) --end;
+    token = token.substr(0, end);
+    cut = true;
+  }
+  std::string out = "'";
+  for (char c : token) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7F) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  if (cut) out += "...";
+  out += "'";
+  return out;
+}
+
+// Shortest text that reads back as the same double; locale-free (unlike printf).
+std::string format_number(double v) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+std::string format_number(float v) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+// ---- files -------------------------------------------------------------------------------------
+
+std::string read_file(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw InputError("cannot open '" + path + "': " + std::strerror(errno));
+  std::string data;
+  char buf[1 << 16];
+  for (;;) {
+    const std::size_t got = std::fread(buf, 1, sizeof buf, f);
+    data.append(buf, got);
+    if (got < sizeof buf) break;
+  }
+  // errno is only meaningful right after the failing call, so capture it before fclose.
+  const int err = std::ferror(f) ? errno : 0;
+  std::fclose(f);
+  if (err != 0) throw InputError("cannot read '" + path + "': " + std::strerror(err));
+  return data;
+}
+
+void write_file(const std::string& path, std::string_view data) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) throw InputError("cannot write '" + path + "': " + std::strerror(errno));
+  const bool wrote = std::fwrite(data.data(), 1, data.size(), f) == data.size();
+  const int err = wrote ? 0 : errno;
+  // A full disk may only show at fclose, when the buffered bytes are flushed.
+  if (std::fclose(f) != 0 && wrote) {
+    throw InputError("cannot write '" + path + "': " + std::strerror(errno));
+  }
+  if (!wrote) throw InputError("cannot write '" + path + "': " + std::strerror(err));
+}
+
+// ---- numbers -----------------------------------------------------------------------------------
+
+// from_chars reports both overflow and underflow as result_out_of_range. Underflow is harmless
+// (the value is 0 at float precision anyway); overflow is an error. Decide by the exponent's sign,
+// or, without an exponent, by whether a nonzero digit precedes the decimal point.
+bool is_underflow(std::string_view t) {
+  const std::size_t e = t.find_first_of("eE");
+  if (e != std::string_view::npos) return e + 1 < t.size() && t[e + 1] == '-';
+  for (char c : t) {
+    if (c == '.') return true;
+    if (c >= '1' && c <= '9') return false;
+  }
+  return true;
+}
+
+enum class NumStatus { Ok, NotANumber, OutOfRange };
+
+// Parses the whole token as a double. Accepts a leading '+' and the Unicode minus U+2212, which
+// from_chars alone does not.
+NumStatus parse_double(std::string_view token, double& out) {
+  std::string buf;
+  if (token.starts_with(kUnicodeMinus)) {
+    buf = "-";
+    buf.append(token.substr(kUnicodeMinus.size()));
+    token = buf;
+  } else if (token.size() > 1 && token[0] == '+' && token[1] != '-' && token[1] != '+') {
+    token.remove_prefix(1);
+  }
+  if (token.empty()) return NumStatus::NotANumber;
+  double v = 0;
+  const char* first = token.data();
+  const char* last = first + token.size();
+  auto r = std::from_chars(first, last, v, std::chars_format::general);
+  if (r.ec == std::errc::result_out_of_range && r.ptr == last) {
+    if (!is_underflow(token)) return NumStatus::OutOfRange;
+    out = token[0] == '-' ? -0.0 : 0.0;
+    return NumStatus::Ok;
+  }
+  if (r.ec != std::errc() || r.ptr != last) return NumStatus::NotANumber;
+  out = v;
+  return NumStatus::Ok;
+}
+
+// The spellings of -inf a mask file may use besides what from_chars reads ("-inf", "-Infinity",
+// any case): the mathematical signs as printed on the page.
+bool is_minus_infinity_sign(std::string_view t) {
+  return (t.starts_with(kUnicodeMinus) && t.substr(kUnicodeMinus.size()) == kInfinitySign) ||
+         (t.starts_with("-") && t.substr(1) == kInfinitySign);
+}
+
+// ---- CSV ---------------------------------------------------------------------------------------
+
+// "file:line:col" (col omitted when 0), built only when a message needs it.
+std::string csv_where(const std::string& name, std::size_t line, std::size_t col) {
+  std::string out = name + ":" + std::to_string(line);
+  if (col > 0) out += ":" + std::to_string(col);
+  return out;
+}
+
+// Converts one CSV token, the col-th value of its line, to the float it stands for.
+float csv_value(std::string_view token, const std::string& name, std::size_t line, std::size_t col,
+                Values mode) {
+  const auto where = [&] { return csv_where(name, line, col); };
+  if (mode == Values::Mask && is_minus_infinity_sign(token)) {
+    return -std::numeric_limits<float>::infinity();
+  }
+  double d = 0;
+  switch (parse_double(token, d)) {
+    case NumStatus::NotANumber:
+      throw InputError(where() + ": " + quote(token) + " is not a number");
+    case NumStatus::OutOfRange:
+      throw InputError(where() + ": value " + quote(token) + " is out of float32 range");
+    case NumStatus::Ok:
+      break;
+  }
+  if (mode == Values::Mask) {
+    if (d == 0) return 0.0f;
+    if (std::isinf(d) && d < 0) return -std::numeric_limits<float>::infinity();
+    // Unquoted as a learner would write it, unless it is too long for a one-line message.
+    throw InputError(where() + ": mask entries must be 0 or -inf, got " +
+                     (token.size() <= 40 ? std::string(token) : quote(token)));
+  }
+  if (!std::isfinite(d)) throw InputError(where() + ": value " + quote(token) + " is not finite");
+  const float f = static_cast<float>(d);
+  if (std::isinf(f)) {
+    throw InputError(where() + ": value " + quote(token) + " is out of float32 range");
+  }
+  return f;
+}
+
+MatrixF parse_csv_values(std::string_view text, const std::string& name, Values mode) {
+  if (text.starts_with(kUtf8Bom)) text.remove_prefix(kUtf8Bom.size());
+  std::vector<float> values;
+  std::size_t cols = 0;
+  std::size_t rows = 0;
+  std::size_t first_row_line = 0;
+  std::size_t line_no = 0;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    // One line; "\r\n", "\n" and a lone "\r" all end it.
+    std::size_t end = pos;
+    while (end < text.size() && text[end] != '\n' && text[end] != '\r') ++end;
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end;
+    if (pos < text.size() && text[pos] == '\r') ++pos;
+    if (pos < text.size() && text[pos] == '\n') ++pos;
+    ++line_no;
+    if (const std::size_t hash = line.find('#'); hash != std::string_view::npos) {
+      line = line.substr(0, hash);
+    }
+
+    std::size_t col = 0;
+    bool after_comma = false;
+    std::size_t i = 0;
+    for (;;) {
+      while (i < line.size() && is_space(line[i])) ++i;
+      if (i == line.size()) {
+        if (after_comma) {
+          throw InputError(csv_where(name, line_no, col + 1) +
+                           ": empty value (the line ends with a comma)");
+        }
+        break;
+      }
+      if (line[i] == ',') {
+        if (col == 0 || after_comma) {
+          throw InputError(csv_where(name, line_no, col + 1) +
+                           ": empty value (two commas in a row or a leading comma)");
+        }
+        after_comma = true;
+        ++i;
+        continue;
+      }
+      std::size_t j = i;
+      while (j < line.size() && !is_space(line[j]) && line[j] != ',') ++j;
+      ++col;
+      after_comma = false;
+      values.push_back(csv_value(line.substr(i, j - i), name, line_no, col, mode));
+      i = j;
+    }
+    if (col == 0) continue;  // blank or comment-only line
+    if (rows == 0) {
+      cols = col;
+      first_row_line = line_no;
+    } else if (col != cols) {
+      throw InputError(csv_where(name, line_no, 0) + ": row has " + std::to_string(col) +
+                       " values but earlier rows have " + std::to_string(cols) +
+                       " (first row on line " + std::to_string(first_row_line) + ")");
+    }
+    ++rows;
+  }
+  if (rows == 0) {
+    throw InputError(name + (trim(text).empty() ? ": no numbers (empty file)"
+                                                : ": no numbers (only blank lines and comments)"));
+  }
+  MatrixF m(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
+  std::copy(values.begin(), values.end(), m.data());
+  return m;
+}
+
+// ---- .npy header -------------------------------------------------------------------------------
+
+struct NpyHeader {
+  std::string descr;
+  bool fortran_order = false;
+  std::vector<std::uint64_t> shape;
+};
+
+// A parser for the one Python literal a .npy header holds, e.g.
+//   {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }
+// It accepts exactly the dict numpy writes (keys descr, fortran_order, shape; either quote style;
+// trailing commas; Python 2's "3L" integers) and rejects anything else with a message, never
+// indexing outside `text`.
+class NpyHeaderParser {
+ public:
+  NpyHeaderParser(std::string_view text, const std::string& name) : s_(text), name_(name) {}
+
+  NpyHeader parse() {
+    NpyHeader h;
+    bool have_descr = false, have_order = false, have_shape = false;
+    skip_ws();
+    expect('{');
+    for (;;) {
+      skip_ws();
+      if (peek() == '}') break;
+      const std::string key = string_literal();
+      skip_ws();
+      expect(':');
+      skip_ws();
+      if (key == "descr") {
+        if (have_descr) fail("duplicate key 'descr'");
+        if (peek() == '[') fail("structured dtypes are not supported; save a plain float array");
+        h.descr = string_literal();
+        have_descr = true;
+      } else if (key == "fortran_order") {
+        if (have_order) fail("duplicate key 'fortran_order'");
+        h.fortran_order = boolean();
+        have_order = true;
+      } else if (key == "shape") {
+        if (have_shape) fail("duplicate key 'shape'");
+        h.shape = tuple();
+        have_shape = true;
+      } else {
+        fail("unexpected key " + quote(key));
+      }
+      skip_ws();
+      if (peek() == ',') {
+        ++pos_;
+        continue;
+      }
+      if (peek() != '}') fail("expected ',' or '}'");
+    }
+    expect('}');
+    // numpy pads the header with spaces and ends it with '\n'; anything else is not a header.
+    skip_ws();
+    if (pos_ != s_.size()) fail("unexpected bytes after the dictionary");
+    if (!have_descr) fail("missing key 'descr'");
+    if (!have_order) fail("missing key 'fortran_order'");
+    if (!have_shape) fail("missing key 'shape'");
+    return h;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw InputError(name_ + ": malformed .npy header: " + what);
+  }
+  // '\0' stands for "end of header"; a literal NUL inside the header is rejected wherever it lands.
+  char peek() const { return pos_ < s_.size() ? s_[pos_] : '\0'; }
+  void skip_ws() {
+    while (pos_ < s_.size() && (is_space(s_[pos_]) || s_[pos_] == '\n')) ++pos_;
+  }
+  void expect(char c) {
+    if (peek() != c || pos_ >= s_.size()) fail(std::string("expected '") + c + "'");
+    ++pos_;
+  }
+  std::string string_literal() {
+    const char q = peek();
+    if (pos_ >= s_.size() || (q != '\'' && q != '"')) fail("expected a quoted string");
+    ++pos_;
+    std::string out;
+    while (pos_ < s_.size() && s_[pos_] != q) {
+      if (s_[pos_] == '\\') {
+        ++pos_;
+        if (pos_ >= s_.size()) break;
+      }
+      out += s_[pos_++];
+    }
+    if (pos_ >= s_.size()) fail("unterminated string");
+    ++pos_;
+    return out;
+  }
+  bool boolean() {
+    const std::string_view rest = s_.substr(pos_);
+    if (rest.starts_with("True")) {
+      pos_ += 4;
+      return true;
+    }
+    if (rest.starts_with("False")) {
+      pos_ += 5;
+      return false;
+    }
+    fail("fortran_order must be True or False");
+  }
+  std::vector<std::uint64_t> tuple() {
+    // More dimensions than this is certainly not a matrix; the cap keeps the vector small.
+    constexpr std::size_t kMaxRank = 32;
+    expect('(');
+    std::vector<std::uint64_t> dims;
+    for (;;) {
+      skip_ws();
+      if (peek() == ')') break;
+      if (dims.size() == kMaxRank) fail("shape has more than 32 dimensions");
+      dims.push_back(integer());
+      skip_ws();
+      if (peek() == ',') {
+        ++pos_;
+        continue;
+      }
+      if (peek() != ')') fail("expected ',' or ')' in shape");
+    }
+    expect(')');
+    return dims;
+  }
+  std::uint64_t integer() {
+    const char* first = s_.data() + pos_;
+    const char* last = s_.data() + s_.size();
+    std::uint64_t v = 0;
+    auto r = std::from_chars(first, last, v);
+    if (r.ec == std::errc::result_out_of_range) fail("shape dimension is too large");
+    if (r.ec != std::errc()) fail("shape dimensions must be non-negative integers");
+    pos_ += static_cast<std::size_t>(r.ptr - first);
+    if (peek() == 'L') ++pos_;
+    return v;
+  }
+
+  std::string_view s_;
+  const std::string& name_;
+  std::size_t pos_ = 0;
+};
+
+std::string shape_text(const std::vector<std::uint64_t>& shape) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(shape[i]);
+  }
+  if (shape.size() == 1) out += ",";
+  return out + ")";
+}
+
+std::uint32_t read_le(std::string_view bytes, std::size_t at, int count) {
+  std::uint32_t v = 0;
+  for (int i = count - 1; i >= 0; --i) {
+    v = (v << 8) | static_cast<unsigned char>(bytes[at + static_cast<std::size_t>(i)]);
+  }
+  return v;
+}
+
+// Element `index` of the data, assembled byte by byte so that neither alignment nor the host's
+// byte order matters.
+double npy_element(const char* data, std::size_t index, std::size_t item) {
+  std::uint64_t bits = 0;
+  const auto* p = reinterpret_cast<const unsigned char*>(data + index * item);
+  for (std::size_t b = item; b-- > 0;) bits = (bits << 8) | p[b];
+  if (item == 4) return std::bit_cast<float>(static_cast<std::uint32_t>(bits));
+  return std::bit_cast<double>(bits);
+}
+
+MatrixF parse_npy_values(std::string_view bytes, const std::string& name, Values mode) {
+  if (bytes.size() < kNpyMagic.size() + 2 || !bytes.starts_with(kNpyMagic)) {
+    throw InputError(name + ": not a .npy file (it does not start with the magic \\x93NUMPY)");
+  }
+  const int major = static_cast<unsigned char>(bytes[6]);
+  const int minor = static_cast<unsigned char>(bytes[7]);
+  if (major < 1 || major > 3) {
+    throw InputError(name + ": .npy format version " + std::to_string(major) + "." +
+                     std::to_string(minor) + " is not supported (1.0, 2.0 and 3.0 are)");
+  }
+  // Version 1.0 stores the header length in 2 bytes, 2.0 and 3.0 (UTF-8 header) in 4.
+  const std::size_t len_bytes = major == 1 ? 2 : 4;
+  const std::size_t header_start = 8 + len_bytes;
+  if (bytes.size() < header_start) throw InputError(name + ": .npy header is truncated");
+  const std::size_t header_len = read_le(bytes, 8, static_cast<int>(len_bytes));
+  if (header_len > bytes.size() - header_start) {
+    throw InputError(name + ": .npy header is truncated (it claims " + std::to_string(header_len) +
+                     " bytes, the file has " + std::to_string(bytes.size() - header_start) + ")");
+  }
+  const NpyHeader h = NpyHeaderParser(bytes.substr(header_start, header_len), name).parse();
+
+  std::size_t item = 0;
+  if (h.descr == "<f4") item = 4;
+  if (h.descr == "<f8") item = 8;
+  if (item == 0) {
+    throw InputError(name + ": dtype " + quote(h.descr) +
+                     " is not supported; expected little-endian float32 '<f4' or float64 '<f8'");
+  }
+  if (h.fortran_order) {
+    throw InputError(name +
+                     ": Fortran-order arrays are not supported; save with np.ascontiguousarray");
+  }
+  if (h.shape.size() != 2) {
+    throw InputError(name + ": expected a 2-D array, got rank " + std::to_string(h.shape.size()) +
+                     " (shape " + shape_text(h.shape) + ")");
+  }
+  const std::uint64_t rows = h.shape[0], cols = h.shape[1];
+  if (rows == 0 || cols == 0) {
+    throw InputError(name + ": array is empty (shape " + shape_text(h.shape) + ")");
+  }
+  constexpr std::uint64_t kMaxDim = std::numeric_limits<int>::max();
+  if (rows > kMaxDim || cols > kMaxDim) {
+    throw InputError(name + ": shape " + shape_text(h.shape) + " is too large");
+  }
+  // rows, cols < 2^31 so the count fits in 64 bits; dividing the bytes present (instead of
+  // multiplying by the item size) keeps the check itself free of overflow.
+  const std::uint64_t count = rows * cols;
+  const std::size_t data_start = header_start + header_len;
+  const std::size_t present = bytes.size() - data_start;
+  if (count > present / item) {
+    throw InputError(name + ": data is truncated: shape " + shape_text(h.shape) + " of " +
+                     (item == 4 ? "float32" : "float64") + " needs " + std::to_string(count) +
+                     " x " + std::to_string(item) + " bytes, the file has " +
+                     std::to_string(present));
+  }
+  if (count * item != present) {
+    throw InputError(name + ": " + std::to_string(present - count * item) +
+                     " unexpected bytes after the data of shape " + shape_text(h.shape) +
+                     " (is the file corrupt or more than one array?)");
+  }
+
+  MatrixF m(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
+  const char* data = bytes.data() + data_start;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const double d = npy_element(data, i, item);
+    const auto where = [&] {
+      return " at [" + std::to_string(i / cols) + ", " + std::to_string(i % cols) + "]";
+    };
+    float f = 0.0f;
+    if (mode == Values::Mask) {
+      if (d == 0) {
+        f = 0.0f;
+      } else if (std::isinf(d) && d < 0) {
+        f = -std::numeric_limits<float>::infinity();
+      } else {
+        throw InputError(name + ": mask entries must be 0 or -inf, got " + format_number(d) +
+                         where());
+      }
+    } else {
+      if (!std::isfinite(d)) {
+        throw InputError(name + ": value " + format_number(d) + where() + " is not finite");
+      }
+      f = static_cast<float>(d);
+      if (std::isinf(f)) {
+        throw InputError(name + ": value " + format_number(d) + where() +
+                         " is out of float32 range");
+      }
+    }
+    m.data()[i] = f;
+  }
+  return m;
+}
+
+}  // namespace
+
+// ---- public API --------------------------------------------------------------------------------
+
+MatrixF parse_csv(std::string_view text, const std::string& name) {
+  return parse_csv_values(text, name, Values::Finite);
+}
+
+MatrixF parse_npy(std::string_view bytes, const std::string& name) {
+  return parse_npy_values(bytes, name, Values::Finite);
+}
+
+MatrixF parse_mask(std::string_view bytes, const std::string& name) {
+  return ends_with_npy(name) ? parse_npy_values(bytes, name, Values::Mask)
+                             : parse_csv_values(bytes, name, Values::Mask);
+}
+
+MatrixF read_matrix(const std::string& path) {
+  const std::string bytes = read_file(path);
+  return ends_with_npy(path) ? parse_npy(bytes, path) : parse_csv(bytes, path);
+}
+
+MatrixF read_mask(const std::string& path) { return parse_mask(read_file(path), path); }
+
+// (rows, cols) -> one line per row, values comma separated. Each value is the shortest text that
+// reads back as the same float (std::to_chars), so the round trip is bit-exact, "0.85" stays
+// readable instead of "0.850000024", and no locale can turn the decimal point into a comma.
+void write_csv(const std::string& path, const MatrixF& m) {
+  std::string out;
+  for (Eigen::Index r = 0; r < m.rows(); ++r) {
+    for (Eigen::Index c = 0; c < m.cols(); ++c) {
+      if (c > 0) out += ',';
+      out += format_number(m(r, c));
+    }
+    out += '\n';
+  }
+  write_file(path, out);
+}
+
+// (rows, cols) -> .npy version 1.0, '<f4', C order. Like numpy, the header (magic, version,
+// length, dict, padding, '\n') is padded with spaces to a multiple of 64 bytes so that the data
+// is aligned for memory mapping.
+std::string to_npy_bytes(const MatrixF& m) {
+  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
+                     std::to_string(m.rows()) + ", " + std::to_string(m.cols()) + "), }";
+  const std::size_t prefix = kNpyMagic.size() + 4;  // magic, version 1.0, 2-byte length
+  const std::size_t unpadded = prefix + dict.size() + 1;
+  dict.append((64 - unpadded % 64) % 64, ' ');
+  dict += '\n';
+  const std::size_t header_len = dict.size();
+
+  std::string out(kNpyMagic);
+  out += '\x01';
+  out += '\x00';
+  out += static_cast<char>(header_len & 0xFF);
+  out += static_cast<char>((header_len >> 8) & 0xFF);
+  out += dict;
+  out.reserve(out.size() + static_cast<std::size_t>(m.size()) * 4);
+  for (Eigen::Index i = 0; i < m.size(); ++i) {
+    const auto bits = std::bit_cast<std::uint32_t>(m.data()[i]);
+    for (int b = 0; b < 4; ++b) out += static_cast<char>((bits >> (8 * b)) & 0xFF);
+  }
+  return out;
+}
+
+void write_npy(const std::string& path, const MatrixF& m) { write_file(path, to_npy_bytes(m)); }
+
+std::vector<std::string> split_tokens(std::string_view csv) {
+  std::vector<std::string> tokens;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = csv.find(',', start);
+    const std::string_view item =
+        trim(csv.substr(start, comma == std::string_view::npos ? csv.npos : comma - start));
+    if (item.empty()) {
+      throw InputError("empty token at position " + std::to_string(tokens.size() + 1) + " in " +
+                       quote(csv) + " (tokens are comma separated, e.g. 'a,b,c')");
+    }
+    tokens.emplace_back(item);
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return tokens;
+}
+
+std::vector<std::string> read_tokens_file(const std::string& path) {
+  const std::string data = read_file(path);
+  std::string_view text = data;
+  if (text.starts_with(kUtf8Bom)) text.remove_prefix(kUtf8Bom.size());
+  std::vector<std::string> tokens;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t nl = text.find('\n', start);
+    if (nl == std::string_view::npos) nl = text.size();
+    const std::string_view item = trim(text.substr(start, nl - start));
+    if (!item.empty()) tokens.emplace_back(item);
+    start = nl + 1;
+  }
+  if (tokens.empty()) throw InputError(path + ": no tokens (the file is empty or blank)");
+  return tokens;
+}
+
+}  // namespace attnlab

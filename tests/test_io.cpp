@@ -1,0 +1,580 @@
+// Tests of core/io: the CSV and .npy readers (every accepted variant and every rejected input with
+// the position its message must name), bit-exact CSV and .npy round trips, a float64 .npy file
+// built byte by byte (no numpy needed), mask files holding -inf, and token lists.
+// Files go to a per-test directory under ::testing::TempDir() whose name carries the process id,
+// because ctest runs tests (and the sanitizer copy of this suite) in parallel.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/io.h"
+
+namespace {
+
+using attnlab::InputError;
+using attnlab::MatrixF;
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// The message of the InputError `f` throws; records a failure when it throws nothing or
+// something else.
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected InputError, got another exception: " << e.what();
+    return {};
+  }
+  ADD_FAILURE() << "expected InputError, nothing was thrown";
+  return {};
+}
+
+std::string csv_error(std::string_view text, const std::string& name = "q.csv") {
+  return error_of([&] { attnlab::parse_csv(text, name); });
+}
+
+std::string npy_error(std::string_view bytes, const std::string& name = "x.npy") {
+  return error_of([&] { attnlab::parse_npy(bytes, name); });
+}
+
+MatrixF rows_of(std::initializer_list<std::initializer_list<float>> rows) {
+  MatrixF m(static_cast<Eigen::Index>(rows.size()),
+            static_cast<Eigen::Index>(rows.begin()->size()));
+  Eigen::Index r = 0;
+  for (const auto& row : rows) {
+    Eigen::Index c = 0;
+    for (float v : row) m(r, c++) = v;
+    ++r;
+  }
+  return m;
+}
+
+// Same shape and the same bits in every entry (so -0.0 vs 0.0 and the last ulp count).
+void expect_bit_equal(const MatrixF& a, const MatrixF& b) {
+  ASSERT_EQ(a.rows(), b.rows());
+  ASSERT_EQ(a.cols(), b.cols());
+  for (Eigen::Index i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(a.data()[i]), std::bit_cast<std::uint32_t>(b.data()[i]))
+        << "entry " << i << ": " << a.data()[i] << " vs " << b.data()[i];
+  }
+}
+
+// A .npy file assembled by hand: magic, version, header length, the dict padded with spaces
+// and '\n', then the raw data, exactly as numpy lays it out.
+std::string npy_bytes(const std::string& dict, std::string_view data, int major = 1) {
+  std::string header = dict;
+  const std::size_t prefix = major == 1 ? 10 : 12;
+  header.append((64 - (prefix + header.size() + 1) % 64) % 64, ' ');
+  header += '\n';
+  std::string out = "\x93NUMPY";
+  out += static_cast<char>(major);
+  out += '\0';
+  const std::size_t n = header.size();
+  out += static_cast<char>(n & 0xFF);
+  out += static_cast<char>((n >> 8) & 0xFF);
+  if (major != 1) {
+    out += static_cast<char>((n >> 16) & 0xFF);
+    out += static_cast<char>((n >> 24) & 0xFF);
+  }
+  out += header;
+  out.append(data);
+  return out;
+}
+
+template <class T>
+std::string le_bytes(const std::vector<T>& values) {
+  std::string out;
+  for (T v : values) {
+    using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+    const auto bits = std::bit_cast<Bits>(v);
+    for (std::size_t b = 0; b < sizeof(T); ++b) out += static_cast<char>((bits >> (8 * b)) & 0xFF);
+  }
+  return out;
+}
+
+std::string f4_dict(const std::string& shape, const std::string& descr = "<f4",
+                    const std::string& order = "False") {
+  return "{'descr': '" + descr + "', 'fortran_order': " + order + ", 'shape': " + shape + ", }";
+}
+
+// A fresh directory per test under ::testing::TempDir(), removed afterwards.
+class IoFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("attnlab_io_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" +
+            info->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::string path(const std::string& leaf) const { return (dir_ / leaf).string(); }
+  std::string write(const std::string& leaf, std::string_view bytes) const {
+    const std::string p = path(leaf);
+    std::ofstream(p, std::ios::binary)
+        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    return p;
+  }
+  std::filesystem::path dir_;
+};
+
+class IoCsvFile : public IoFiles {};
+class IoNpyFile : public IoFiles {};
+class IoMaskFile : public IoFiles {};
+class IoTokensFile : public IoFiles {};
+
+// ---- CSV parsing -------------------------------------------------------------------------------
+
+TEST(IoCsv, CommaSeparated) {
+  expect_bit_equal(attnlab::parse_csv("1,2,3\n4,5,6\n", "q.csv"), rows_of({{1, 2, 3}, {4, 5, 6}}));
+}
+
+TEST(IoCsv, WhitespaceSeparatedAndMixedPerLine) {
+  const MatrixF m = attnlab::parse_csv("1 2\t3\n4, 5 ,6\n  7,8   9  \n", "q.csv");
+  expect_bit_equal(m, rows_of({{1, 2, 3}, {4, 5, 6}, {7, 8, 9}}));
+}
+
+TEST(IoCsv, CommentsBlankLinesCrlfAndBom) {
+  const std::string text =
+      "\xEF\xBB\xBF# Q for the demo\r\n"
+      "\r\n"
+      "1.5, -2.25  # trailing comment\r\n"
+      "   \t \r\n"
+      "# another comment\r\n"
+      "3e-1 4E2\r\n";
+  expect_bit_equal(attnlab::parse_csv(text, "q.csv"), rows_of({{1.5f, -2.25f}, {0.3f, 400.0f}}));
+}
+
+TEST(IoCsv, LoneCrLineEndsAndNoFinalNewline) {
+  expect_bit_equal(attnlab::parse_csv("1,2\r3,4", "q.csv"), rows_of({{1, 2}, {3, 4}}));
+}
+
+TEST(IoCsv, NumberSpellings) {
+  // A leading '+', the Unicode minus U+2212 of web pages, ".5", "5.", exponents.
+  const MatrixF m = attnlab::parse_csv(
+      "+1 \xE2\x88\x92"
+      "2 .5 5. 1e3 -0",
+      "q.csv");
+  expect_bit_equal(m, rows_of({{1, -2, 0.5f, 5, 1000, -0.0f}}));
+}
+
+TEST(IoCsv, ValuesRoundToNearestFloat) {
+  const MatrixF m = attnlab::parse_csv("0.1 0.85 3.4028235e38 1e-50 1e-400", "q.csv");
+  EXPECT_EQ(m(0, 0), 0.1f);
+  EXPECT_EQ(m(0, 1), 0.85f);
+  EXPECT_EQ(m(0, 2), std::numeric_limits<float>::max());
+  EXPECT_EQ(m(0, 3), 0.0f);  // below float's range: flushed, not an error
+  EXPECT_EQ(m(0, 4), 0.0f);  // below even double's range
+}
+
+TEST(IoCsv, SingleValueAndSingleColumn) {
+  expect_bit_equal(attnlab::parse_csv("42", "q.csv"), rows_of({{42}}));
+  expect_bit_equal(attnlab::parse_csv("1\n2\n3\n", "q.csv"), rows_of({{1}, {2}, {3}}));
+}
+
+// ---- CSV errors: each names the file, the line and (for a value) the column ------------------
+
+TEST(IoCsv, NotANumberNamesLineAndColumn) {
+  const std::string e = csv_error("1,2,3\n4,5,6\n7,abc,9\n");
+  EXPECT_NE(e.find("q.csv:3:2:"), std::string::npos) << e;
+  EXPECT_NE(e.find("'abc' is not a number"), std::string::npos) << e;
+}
+
+TEST(IoCsv, LineNumbersCountCommentsAndBlankLines) {
+  const std::string e = csv_error("# header\n\n1 2\n3 x\n");
+  EXPECT_NE(e.find("q.csv:4:2:"), std::string::npos) << e;
+}
+
+TEST(IoCsv, StrictNumbers) {
+  for (const char* bad : {"1.2x", "1,2.3.4", "0x10", "1e", "--1", "1_000", "１"}) {
+    const std::string e = csv_error(bad);
+    EXPECT_NE(e.find("is not a number"), std::string::npos) << bad << " -> " << e;
+    EXPECT_NE(e.find("q.csv:1:"), std::string::npos) << bad << " -> " << e;
+  }
+}
+
+TEST(IoCsv, RaggedRowNamesLineAndCounts) {
+  const std::string e = csv_error("1,2,3\n4,5,6\n\n7,8\n");
+  EXPECT_NE(e.find("q.csv:4:"), std::string::npos) << e;
+  EXPECT_NE(e.find("row has 2 values but earlier rows have 3"), std::string::npos) << e;
+}
+
+TEST(IoCsv, EmptyInputs) {
+  EXPECT_NE(csv_error("").find("q.csv: no numbers (empty file)"), std::string::npos);
+  EXPECT_NE(csv_error("\xEF\xBB\xBF\n\n").find("q.csv: no numbers (empty file)"),
+            std::string::npos);
+  const std::string e = csv_error("# only a comment\n\n");
+  EXPECT_NE(e.find("q.csv: no numbers"), std::string::npos) << e;
+}
+
+TEST(IoCsv, EmptyValues) {
+  std::string e = csv_error("1,,2\n");
+  EXPECT_NE(e.find("q.csv:1:2: empty value"), std::string::npos) << e;
+  e = csv_error("1,2\n,3,4\n");
+  EXPECT_NE(e.find("q.csv:2:1: empty value"), std::string::npos) << e;
+  e = csv_error("1,2,\n");
+  EXPECT_NE(e.find("q.csv:1:3: empty value"), std::string::npos) << e;
+}
+
+TEST(IoCsv, NonFiniteValuesRejected) {
+  std::string e = csv_error("1 2\ninf 3\n");
+  EXPECT_NE(e.find("q.csv:2:1: value 'inf' is not finite"), std::string::npos) << e;
+  e = csv_error("1 -inf\n");
+  EXPECT_NE(e.find("q.csv:1:2: value '-inf' is not finite"), std::string::npos) << e;
+  e = csv_error("nan\n");
+  EXPECT_NE(e.find("q.csv:1:1: value 'nan' is not finite"), std::string::npos) << e;
+}
+
+TEST(IoCsv, OutOfFloatRangeRejected) {
+  std::string e = csv_error("1 2 1e39\n");
+  EXPECT_NE(e.find("q.csv:1:3:"), std::string::npos) << e;
+  EXPECT_NE(e.find("out of float32 range"), std::string::npos) << e;
+  e = csv_error("-1e400\n");
+  EXPECT_NE(e.find("q.csv:1:1:"), std::string::npos) << e;
+  EXPECT_NE(e.find("out of float32 range"), std::string::npos) << e;
+}
+
+TEST(IoCsv, LongOrBinaryTokensAreShortenedAndEscaped) {
+  const std::string e = csv_error(std::string(1000, 'z') + "\x01");
+  EXPECT_LT(e.size(), 120u) << e;
+  const std::string e2 =
+      csv_error(std::string("a\x01"
+                            "b"));
+  EXPECT_NE(e2.find("'a\\x01b'"), std::string::npos) << e2;
+}
+
+// ---- CSV files ---------------------------------------------------------------------------------
+
+TEST_F(IoCsvFile, MissingFile) {
+  const std::string p = path("x.csv");
+  const std::string e = error_of([&] { attnlab::read_matrix(p); });
+  EXPECT_NE(e.find("cannot open '" + p + "': No such file or directory"), std::string::npos) << e;
+}
+
+TEST_F(IoCsvFile, DirectoryIsNotAFile) {
+  const std::string e = error_of([&] { attnlab::read_matrix(dir_.string()); });
+  EXPECT_NE(e.find(dir_.string()), std::string::npos) << e;
+}
+
+TEST_F(IoCsvFile, ErrorsNameThePathAsGiven) {
+  const std::string p = write("q.csv", "1 2\n3 oops\n");
+  const std::string e = error_of([&] { attnlab::read_matrix(p); });
+  EXPECT_NE(e.find(p + ":2:2: 'oops' is not a number"), std::string::npos) << e;
+}
+
+TEST_F(IoCsvFile, RoundTripIsBitExact) {
+  MatrixF m(4, 5);
+  // Values whose shortest decimal form needs all 9 digits, plus extremes and signed zero.
+  const float specials[] = {0.1f,
+                            -0.0f,
+                            1.0f / 3.0f,
+                            std::numeric_limits<float>::max(),
+                            std::numeric_limits<float>::min(),
+                            std::numeric_limits<float>::denorm_min(),
+                            -std::numeric_limits<float>::max(),
+                            std::nextafter(1.0f, 2.0f),
+                            16777217.0f,
+                            0.85f};
+  std::uint32_t state = 12345;
+  for (Eigen::Index i = 0; i < m.size(); ++i) {
+    if (i < static_cast<Eigen::Index>(std::size(specials))) {
+      m.data()[i] = specials[i];
+    } else {
+      state = state * 1664525u + 1013904223u;  // random bit patterns, kept finite
+      float f = std::bit_cast<float>(state);
+      m.data()[i] = std::isfinite(f) ? f : 1.5f;
+    }
+  }
+  const std::string p = path("m.csv");
+  attnlab::write_csv(p, m);
+  expect_bit_equal(attnlab::read_matrix(p), m);
+}
+
+TEST_F(IoCsvFile, WriteCsvLayout) {
+  const std::string p = path("m.csv");
+  attnlab::write_csv(p, rows_of({{1, 0.5f}, {-2, 0.85f}}));
+  std::ifstream in(p, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "1,0.5\n-2,0.85\n");
+}
+
+TEST_F(IoCsvFile, WriteToMissingDirectoryFails) {
+  const std::string p = path("no/such/dir/m.csv");
+  const std::string e = error_of([&] { attnlab::write_csv(p, rows_of({{1}})); });
+  EXPECT_NE(e.find("cannot write '" + p + "'"), std::string::npos) << e;
+}
+
+// ---- .npy --------------------------------------------------------------------------------------
+
+TEST(IoNpy, HeaderLayoutMatchesNumpy) {
+  const std::string b = attnlab::to_npy_bytes(rows_of({{1, 2, 3}, {4, 5, 6}}));
+  ASSERT_GE(b.size(), 10u);
+  EXPECT_EQ(b.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
+  const std::size_t header_len = static_cast<unsigned char>(b[8]) |
+                                 (static_cast<std::size_t>(static_cast<unsigned char>(b[9])) << 8);
+  EXPECT_EQ((10 + header_len) % 64, 0u);
+  const std::string header = b.substr(10, header_len);
+  EXPECT_EQ(header.back(), '\n');
+  EXPECT_NE(header.find("'descr': '<f4'"), std::string::npos) << header;
+  EXPECT_NE(header.find("'fortran_order': False"), std::string::npos) << header;
+  EXPECT_NE(header.find("'shape': (2, 3)"), std::string::npos) << header;
+  EXPECT_EQ(b.size(), 10 + header_len + 6 * 4);
+  // First value 1.0f little-endian: 00 00 80 3F.
+  EXPECT_EQ(b.substr(10 + header_len, 4), std::string("\x00\x00\x80\x3F", 4));
+}
+
+TEST(IoNpy, Float64BuiltByHand) {
+  const std::vector<double> values = {1.25, -2.5, 0.1, 1e-3, 3.0, 123456.789};
+  const std::string b = npy_bytes(f4_dict("(3, 2)", "<f8"), le_bytes(values));
+  const MatrixF m = attnlab::parse_npy(b, "x.npy");
+  ASSERT_EQ(m.rows(), 3);
+  ASSERT_EQ(m.cols(), 2);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(m.data()[i], static_cast<float>(values[i])) << i;
+  EXPECT_EQ(m(1, 0), 0.1f);  // row-major: the third value is row 1, column 0
+}
+
+TEST(IoNpy, Versions2And3AndHeaderVariants) {
+  const std::string data = le_bytes(std::vector<float>{1, 2, 3, 4});
+  for (int major : {2, 3}) {
+    const MatrixF m = attnlab::parse_npy(npy_bytes(f4_dict("(2, 2)"), data, major), "x.npy");
+    expect_bit_equal(m, rows_of({{1, 2}, {3, 4}}));
+  }
+  // Double quotes, another key order, no trailing comma, Python 2 longs, spaces.
+  const std::string dict = "{ \"shape\" : (2L,2L) , \"fortran_order\":False,\"descr\":\"<f4\" }";
+  expect_bit_equal(attnlab::parse_npy(npy_bytes(dict, data), "x.npy"), rows_of({{1, 2}, {3, 4}}));
+}
+
+TEST(IoNpy, UnalignedHeaderIsAccepted) {
+  // Writers other than numpy may skip the 64-byte padding; the data offset is what the length says.
+  const std::string dict = f4_dict("(1, 2)") + "\n";
+  std::string b = "\x93NUMPY\x01";
+  b += '\0';
+  b += static_cast<char>(dict.size());
+  b += '\0';
+  b += dict + le_bytes(std::vector<float>{7, 8});
+  expect_bit_equal(attnlab::parse_npy(b, "x.npy"), rows_of({{7, 8}}));
+}
+
+TEST(IoNpy, RejectsFortranOrder) {
+  const std::string e = npy_error(
+      npy_bytes(f4_dict("(2, 2)", "<f4", "True"), le_bytes(std::vector<float>{1, 2, 3, 4})));
+  EXPECT_NE(e.find("x.npy: Fortran-order arrays are not supported; save with "
+                   "np.ascontiguousarray"),
+            std::string::npos)
+      << e;
+}
+
+TEST(IoNpy, RejectsOtherDtypes) {
+  for (const char* descr : {">f8", ">f4", "<i4", "|u1", "<f2", "<c8", "=f4"}) {
+    const std::string e = npy_error(npy_bytes(f4_dict("(1, 1)", descr), std::string(8, '\0')));
+    EXPECT_NE(e.find("x.npy:"), std::string::npos) << e;
+    EXPECT_NE(e.find(std::string("dtype '") + descr + "'"), std::string::npos) << e;
+  }
+  const std::string e = npy_error(npy_bytes(
+      "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1, 1)}", std::string(4, '\0')));
+  EXPECT_NE(e.find("structured dtypes are not supported"), std::string::npos) << e;
+}
+
+TEST(IoNpy, RejectsRanksOtherThanTwo) {
+  std::string e = npy_error(npy_bytes(f4_dict("(2, 3, 4)"), std::string(96, '\0')));
+  EXPECT_NE(e.find("x.npy: expected a 2-D array, got rank 3 (shape (2, 3, 4))"), std::string::npos)
+      << e;
+  e = npy_error(npy_bytes(f4_dict("(5,)"), std::string(20, '\0')));
+  EXPECT_NE(e.find("rank 1 (shape (5,))"), std::string::npos) << e;
+  e = npy_error(npy_bytes(f4_dict("()"), std::string(4, '\0')));
+  EXPECT_NE(e.find("rank 0"), std::string::npos) << e;
+}
+
+TEST(IoNpy, RejectsTruncatedAndOversizedData) {
+  std::string e = npy_error(npy_bytes(f4_dict("(3, 4)"), std::string(20, '\0')));
+  EXPECT_NE(e.find("x.npy: data is truncated"), std::string::npos) << e;
+  e = npy_error(npy_bytes(f4_dict("(1, 2)"), std::string(12, '\0')));
+  EXPECT_NE(e.find("unexpected bytes after the data"), std::string::npos) << e;
+}
+
+TEST(IoNpy, BogusHugeShapeFailsWithoutAllocating) {
+  // 2^31-1 squared float64 would be 32 EiB: must be refused from the byte count alone.
+  std::string e =
+      npy_error(npy_bytes(f4_dict("(2147483647, 2147483647)", "<f8"), std::string(64, '\0')));
+  EXPECT_NE(e.find("truncated"), std::string::npos) << e;
+  e = npy_error(npy_bytes(f4_dict("(99999999999999999999, 2)"), std::string(8, '\0')));
+  EXPECT_NE(e.find("too large"), std::string::npos) << e;
+  e = npy_error(npy_bytes(f4_dict("(4294967296, 1)"), std::string(8, '\0')));
+  EXPECT_NE(e.find("too large"), std::string::npos) << e;
+  e = npy_error(npy_bytes(f4_dict("(0, 3)"), ""));
+  EXPECT_NE(e.find("empty"), std::string::npos) << e;
+}
+
+TEST(IoNpy, RejectsBadMagicVersionAndHeader) {
+  std::string e = npy_error("1,2,3\n");
+  EXPECT_NE(e.find("x.npy: not a .npy file"), std::string::npos) << e;
+  e = npy_error("");
+  EXPECT_NE(e.find("x.npy: not a .npy file"), std::string::npos) << e;
+  std::string b = npy_bytes(f4_dict("(1, 1)"), std::string(4, '\0'));
+  b[6] = 4;
+  e = npy_error(b);
+  EXPECT_NE(e.find("version 4.0 is not supported"), std::string::npos) << e;
+  // Header length pointing past the end of the file.
+  b = npy_bytes(f4_dict("(1, 1)"), "");
+  b[9] = '\x7F';
+  e = npy_error(b);
+  EXPECT_NE(e.find("x.npy: .npy header is truncated"), std::string::npos) << e;
+  for (const char* dict :
+       {"", "{", "{'descr': '<f4'", "{'descr': '<f4', 'shape': (1, 1)}",
+        "{'descr': '<f4', 'fortran_order': Maybe, 'shape': (1, 1)}",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (1, -1)}",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1), 'x': 1}",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1)} junk",
+        "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (1, 1)}",
+        "{'descr: '<f4', 'fortran_order': False, 'shape': (1, 1)}"}) {
+    e = npy_error(npy_bytes(dict, std::string(4, '\0')));
+    EXPECT_NE(e.find("x.npy: malformed .npy header"), std::string::npos) << dict << " -> " << e;
+  }
+}
+
+TEST(IoNpy, RejectsNonFiniteAndOutOfRangeValues) {
+  std::string e = npy_error(npy_bytes(
+      f4_dict("(1, 2)"), le_bytes(std::vector<float>{1, std::numeric_limits<float>::quiet_NaN()})));
+  EXPECT_NE(e.find("x.npy: value nan at [0, 1] is not finite"), std::string::npos) << e;
+  e = npy_error(
+      npy_bytes(f4_dict("(2, 1)", "<f8"),
+                le_bytes(std::vector<double>{1, -std::numeric_limits<double>::infinity()})));
+  EXPECT_NE(e.find("x.npy: value -inf at [1, 0] is not finite"), std::string::npos) << e;
+  e = npy_error(npy_bytes(f4_dict("(1, 1)", "<f8"), le_bytes(std::vector<double>{1e300})));
+  EXPECT_NE(e.find("out of float32 range"), std::string::npos) << e;
+}
+
+TEST_F(IoNpyFile, RoundTripIsExact) {
+  MatrixF m(7, 3);
+  for (Eigen::Index i = 0; i < m.size(); ++i) {
+    m.data()[i] = std::ldexp(static_cast<float>(i) - 10.3f, static_cast<int>(i % 9) - 4);
+  }
+  m(0, 0) = -0.0f;
+  m(6, 2) = std::numeric_limits<float>::denorm_min();
+  const std::string p = path("m.npy");
+  attnlab::write_npy(p, m);
+  expect_bit_equal(attnlab::read_matrix(p), m);
+}
+
+TEST_F(IoNpyFile, ExtensionIsCaseInsensitive) {
+  const MatrixF m = rows_of({{1, 2}});
+  const std::string p = path("M.NPY");
+  attnlab::write_npy(p, m);
+  expect_bit_equal(attnlab::read_matrix(p), m);
+  // Anything else is CSV, so a .npy under another name fails as CSV, not silently.
+  const std::string q = write("m.dat", attnlab::to_npy_bytes(m));
+  EXPECT_NE(error_of([&] { attnlab::read_matrix(q); }).find(q + ":1:1:"), std::string::npos);
+}
+
+TEST_F(IoNpyFile, ErrorsNameThePath) {
+  const std::string p = write("bad.npy", "not numpy");
+  const std::string e = error_of([&] { attnlab::read_matrix(p); });
+  EXPECT_NE(e.find(p + ": not a .npy file"), std::string::npos) << e;
+}
+
+// ---- masks -------------------------------------------------------------------------------------
+
+TEST_F(IoMaskFile, CsvAcceptsEverySpellingOfMinusInfinity) {
+  const std::string p = write("mask.csv",
+                              "0 -inf -Inf -infinity\n"
+                              "-Infinity \xE2\x88\x92\xE2\x88\x9E -\xE2\x88\x9E 0.0\n");
+  const MatrixF m = attnlab::read_mask(p);
+  ASSERT_EQ(m.rows(), 2);
+  ASSERT_EQ(m.cols(), 4);
+  const float expected[] = {0, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, 0};
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(m.data()[i], expected[i]) << i;
+}
+
+TEST_F(IoMaskFile, CausalMaskCsv) {
+  const std::string p = write("causal.csv", "0,-inf,-inf\n0,0,-inf\n0,0,0\n");
+  const MatrixF m = attnlab::read_mask(p);
+  for (int r = 0; r < 3; ++r) {
+    for (int c = 0; c < 3; ++c) EXPECT_EQ(m(r, c), c > r ? kNegInf : 0.0f) << r << "," << c;
+  }
+}
+
+TEST_F(IoMaskFile, CsvRejectsOtherValues) {
+  const std::string p = write("mask.csv", "0 -inf 0.5\n");
+  std::string e = error_of([&] { attnlab::read_mask(p); });
+  EXPECT_NE(e.find(p + ":1:3: mask entries must be 0 or -inf, got 0.5"), std::string::npos) << e;
+  for (const char* bad : {"inf", "+inf", "1", "nan", "\xE2\x88\x9E"}) {
+    e = error_of([&] { attnlab::parse_mask(std::string("0 ") + bad, "mask.csv"); });
+    EXPECT_NE(e.find("mask.csv:1:2:"), std::string::npos) << bad << " -> " << e;
+  }
+}
+
+TEST_F(IoMaskFile, ReadMatrixStillRejectsMinusInfinity) {
+  const std::string p = write("mask.csv", "0 -inf\n");
+  EXPECT_NE(error_of([&] { attnlab::read_matrix(p); }).find(":1:2: value '-inf' is not finite"),
+            std::string::npos);
+}
+
+TEST_F(IoMaskFile, NpyAcceptsZeroAndMinusInfinityOnly) {
+  MatrixF mask = rows_of({{0, kNegInf}, {0, 0}});
+  const std::string p = path("mask.npy");
+  attnlab::write_npy(p, mask);
+  expect_bit_equal(attnlab::read_mask(p), mask);
+
+  const std::string p8 = write(
+      "mask8.npy",
+      npy_bytes(f4_dict("(1, 2)", "<f8"),
+                le_bytes(std::vector<double>{-std::numeric_limits<double>::infinity(), 0.0})));
+  expect_bit_equal(attnlab::read_mask(p8), rows_of({{kNegInf, 0}}));
+
+  attnlab::write_npy(p, rows_of({{0, 0.5f}}));
+  const std::string e = error_of([&] { attnlab::read_mask(p); });
+  EXPECT_NE(e.find(p + ": mask entries must be 0 or -inf, got 0.5 at [0, 1]"), std::string::npos)
+      << e;
+}
+
+// ---- tokens ------------------------------------------------------------------------------------
+
+TEST(IoTokens, SplitTrimsEachToken) {
+  EXPECT_EQ(attnlab::split_tokens("a,b,c"), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(attnlab::split_tokens(" 模型 , 根据,上下文 "),
+            (std::vector<std::string>{"模型", "根据", "上下文"}));
+  EXPECT_EQ(attnlab::split_tokens("one"), (std::vector<std::string>{"one"}));
+}
+
+TEST(IoTokens, SplitRejectsEmptyTokens) {
+  std::string e = error_of([] { attnlab::split_tokens("a,,c"); });
+  EXPECT_NE(e.find("empty token at position 2"), std::string::npos) << e;
+  e = error_of([] { attnlab::split_tokens("a,b, "); });
+  EXPECT_NE(e.find("empty token at position 3"), std::string::npos) << e;
+  e = error_of([] { attnlab::split_tokens(""); });
+  EXPECT_NE(e.find("empty token at position 1"), std::string::npos) << e;
+}
+
+TEST_F(IoTokensFile, OnePerLineTrimmedBlankLinesSkipped) {
+  const std::string p =
+      write("tokens.txt", "\xEF\xBB\xBF模型\r\n  根据  \n\n\t\n上下文\n分配\n权重");
+  EXPECT_EQ(attnlab::read_tokens_file(p),
+            (std::vector<std::string>{"模型", "根据", "上下文", "分配", "权重"}));
+}
+
+TEST_F(IoTokensFile, MissingAndEmptyFiles) {
+  const std::string missing = path("none.txt");
+  std::string e = error_of([&] { attnlab::read_tokens_file(missing); });
+  EXPECT_NE(e.find("cannot open '" + missing + "'"), std::string::npos) << e;
+  const std::string blank = write("blank.txt", "\n \n");
+  e = error_of([&] { attnlab::read_tokens_file(blank); });
+  EXPECT_NE(e.find(blank + ": no tokens"), std::string::npos) << e;
+}
+
+}  // namespace
