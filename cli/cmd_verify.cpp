@@ -1,6 +1,79 @@
-// PLACEHOLDER — replaced by the helper that owns `attnlab verify`. Registers nothing yet.
+// `attnlab verify`: runs a backend (auto | cpu | cuda, staged or fused, fp32 or bf16) and the fp64
+// CPU reference on the same inputs (the demo by default, or --q/--k/--v files, or --random N), then
+// prints per stage the max absolute and relative error with the tolerances used, the worst row-sum
+// deviation and whether every masked weight is exactly 0; last PASS or FAIL.
+// Exit codes: 0 PASS, 3 FAIL, 2 bad input (main.cpp maps the InputError), 1 device failure.
 #include "cli/common.h"
 
+#include "core/backend.h"
+#include "core/verify.h"
+#include "cpu/cpu_backend.h"
+
+#include <cmath>
+#include <memory>
+#include <optional>
+
 namespace attnlab::cli {
-void register_verify(CLI::App&, int&) {}
+namespace {
+
+struct VerifyJob {
+  ProblemArgs args;
+  std::optional<double> atol, rtol;
+};
+
+bool uses_inputs(const ProblemArgs& a) {
+  return !a.q_file.empty() || !a.k_file.empty() || !a.v_file.empty() || a.random_n.has_value();
+}
+
+void check_tolerance(const char* name, const std::optional<double>& v) {
+  if (v && !(std::isfinite(*v) && *v >= 0))
+    throw InputError(std::string(name) + " must be a finite number >= 0, got " +
+                     std::to_string(*v));
+}
+
+int run_verify(const VerifyJob& job) {
+  const ProblemArgs& a = job.args;
+  check_tolerance("--atol", job.atol);
+  check_tolerance("--rtol", job.rtol);
+  const Format format = parse_format(a.format);
+  if (format != Format::Text && format != Format::Json)
+    throw InputError("verify prints text or json, not '" + a.format + "'");
+
+  const Problem p = build_problem(a, !uses_inputs(a));
+  RunOptions opt;
+  opt.variant = parse_variant(a.variant);
+  opt.precision = parse_precision(a.precision);
+  opt.keep_stages = true;
+  const Trace t = run_backend(a.backend, p, opt);
+  const TraceD ref = reference_fp64(p);
+
+  VerifyOptions vo;
+  vo.atol = job.atol;
+  vo.rtol = job.rtol;
+  const VerifyReport report = verify_trace(p, t, ref, vo);
+  emit(a, format == Format::Json ? render_verify_json(report) : render_verify_text(report));
+  return report.pass ? 0 : 3;
+}
+
+}  // namespace
+
+void register_verify(CLI::App& app, int& exit_code) {
+  auto job = std::make_shared<VerifyJob>();
+  CLI::App* v = app.add_subcommand(
+      "verify",
+      "Run a backend and the fp64 CPU reference on the same inputs (the demo, --q/--k/--v files "
+      "or --random N) and compare every stage: max abs/rel error against |x - ref| <= atol + "
+      "rtol*|ref|, worst row-sum deviation, masked weights exactly 0; PASS (exit 0) or FAIL "
+      "(exit 3)");
+  add_input_options(v, job->args);
+  add_state_options(v, job->args);
+  v->add_option("--atol", job->atol,
+                "Absolute tolerance for every compared stage (default: per stage, printed)")
+      ->type_name("A");
+  v->add_option("--rtol", job->rtol,
+                "Relative tolerance for every compared stage (default: 1e-5 fp32, 2e-2 bf16)")
+      ->type_name("R");
+  v->callback([job, &exit_code] { exit_code = run_verify(*job); });
+}
+
 }  // namespace attnlab::cli

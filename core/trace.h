@@ -16,6 +16,7 @@ struct StageTimings {
   double scale_mask_ms = 0;  // scaled, mask, logits = (scaled + mask) / T
   double softmax_ms = 0;     // row-wise stable softmax
   double pv_ms = 0;          // O = P V
+  double fused_ms = 0;       // the one fused kernel (fused variant only)
   double download_ms = 0;    // device -> host copies (0 on the CPU)
   double total_ms = 0;       // wall time of the whole run, as the user waited for it
 };

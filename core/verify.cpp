@@ -1,0 +1,270 @@
+// Verification of a Trace against the fp64 reference: per-stage errors and tolerance checks, row
+// sums, masked zeros; text and JSON renderings. See core/verify.h for the tolerance rules.
+#include "core/verify.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <sstream>
+
+namespace attnlab {
+namespace {
+
+constexpr double kFp32Ulp = 1.1920928955078125e-07;  // 2^-23, the spacing of fp32 at 1.0
+constexpr double kLogitUlps = 8;
+constexpr double kAtolFraction = 1e-6;
+constexpr double kRtolFp32 = 1e-5;
+constexpr double kWeightsAtolFloor = 1e-6;
+constexpr double kBf16Tol = 2e-2;
+constexpr double kRowSumTolFp32 = 1e-5;
+
+double max_abs_finite(const MatrixD& a) {
+  double mx = 0;
+  for (Eigen::Index i = 0; i < a.size(); ++i)
+    if (std::isfinite(a.data()[i])) mx = std::max(mx, std::abs(a.data()[i]));
+  return mx;
+}
+
+double max_abs_finite(const MatrixF& a) {
+  double mx = 0;
+  for (Eigen::Index i = 0; i < a.size(); ++i)
+    if (std::isfinite(a.data()[i])) mx = std::max(mx, std::abs(static_cast<double>(a.data()[i])));
+  return mx;
+}
+
+// L of the header comment: the logit error every fp32 chain may carry.
+double logit_rounding(const TraceD& ref) { return kLogitUlps * kFp32Ulp * max_abs_finite(ref.logits); }
+
+StageCheck compare(const std::string& stage, const MatrixF& x, const MatrixD& ref, Tolerance tol) {
+  StageCheck c;
+  c.stage = stage;
+  c.tol = tol;
+  if (x.rows() != ref.rows() || x.cols() != ref.cols()) {
+    c.elements = static_cast<std::size_t>(ref.size());
+    c.failures = c.elements;
+    c.pass = false;
+    c.note = "shape (" + std::to_string(x.rows()) + ", " + std::to_string(x.cols()) +
+             "), reference (" + std::to_string(ref.rows()) + ", " + std::to_string(ref.cols()) + ")";
+    return c;
+  }
+  c.elements = static_cast<std::size_t>(ref.size());
+  double worst_excess = 0;
+  for (Eigen::Index r = 0; r < ref.rows(); ++r) {
+    for (Eigen::Index col = 0; col < ref.cols(); ++col) {
+      const double a = x(r, col), b = ref(r, col);
+      bool ok;
+      double excess = 0;
+      if (std::isinf(b) || std::isinf(a) || std::isnan(a) || std::isnan(b)) {
+        // -inf (masked) must be reproduced exactly; anything else non-finite is a failure.
+        ok = !std::isnan(a) && !std::isnan(b) && a == b;
+        if (!ok) {
+          ++c.inf_mismatches;
+          excess = std::numeric_limits<double>::infinity();
+        }
+      } else {
+        const double err = std::abs(a - b);
+        const double bound = tol.atol + tol.rtol * std::abs(b);
+        c.max_abs_err = std::max(c.max_abs_err, err);
+        if (std::abs(b) > tol.atol && b != 0) c.max_rel_err = std::max(c.max_rel_err, err / std::abs(b));
+        ok = err <= bound;
+        excess = err - bound;
+      }
+      if (!ok) {
+        ++c.failures;
+        if (c.worst_row < 0 || excess > worst_excess) {
+          worst_excess = excess;
+          c.worst_row = r;
+          c.worst_col = col;
+        }
+      }
+    }
+  }
+  c.pass = c.failures == 0;
+  return c;
+}
+
+std::string fmt(double v, const char* spec = "%.3g") {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[48];
+  std::snprintf(buf, sizeof buf, spec, v);
+  return buf;
+}
+
+nlohmann::json num(double v) {
+  if (!std::isfinite(v)) return nullptr;
+  return v;
+}
+
+}  // namespace
+
+Tolerance default_tolerance(const std::string& stage, const Problem& p, const TraceD& ref,
+                            Precision precision) {
+  if (stage == "mask") return {0, 0};
+  if (precision == Precision::BF16) return {kBf16Tol, kBf16Tol};
+  if (stage == "scores") return {kAtolFraction * max_abs_finite(ref.scores), kRtolFp32};
+  if (stage == "scaled") return {kAtolFraction * max_abs_finite(ref.scaled), kRtolFp32};
+  if (stage == "logits") return {kAtolFraction * max_abs_finite(ref.logits), kRtolFp32};
+  const double l = logit_rounding(ref);
+  if (stage == "weights") return {std::max(kWeightsAtolFloor, 0.5 * l), kRtolFp32};
+  if (stage == "output")
+    return {kAtolFraction * max_abs_finite(ref.output) + l * max_abs_finite(p.v), kRtolFp32};
+  throw InputError("unknown stage '" + stage + "'");
+}
+
+VerifyReport verify_trace(const Problem& p, const Trace& t, const TraceD& ref,
+                          const VerifyOptions& opt) {
+  VerifyReport r;
+  r.backend = t.backend;
+  r.variant = t.variant;
+  r.precision = t.precision;
+  r.heads = p.heads;
+  r.n = p.n();
+  r.m = p.m();
+  r.d_k = p.d_k();
+  r.d_v = p.d_v();
+  r.temperature = p.temperature;
+  r.mask = p.mask;
+
+  auto tol_of = [&](const std::string& stage) {
+    Tolerance tol = default_tolerance(stage, p, ref, t.precision);
+    if (stage != "mask") {
+      if (opt.atol) tol.atol = *opt.atol;
+      if (opt.rtol) tol.rtol = *opt.rtol;
+    }
+    return tol;
+  };
+
+  if (t.has_stages) {
+    r.stages.push_back(compare("scores", t.scores, ref.scores, tol_of("scores")));
+    r.stages.push_back(compare("scaled", t.scaled, ref.scaled, tol_of("scaled")));
+    r.stages.push_back(compare("mask", t.mask, ref.mask, tol_of("mask")));
+    r.stages.push_back(compare("logits", t.logits, ref.logits, tol_of("logits")));
+    r.stages.push_back(compare("weights", t.weights, ref.weights, tol_of("weights")));
+  }
+  r.stages.push_back(compare("output", t.output, ref.output, tol_of("output")));
+
+  const bool weights_shape_ok =
+      t.has_stages && t.weights.rows() == ref.weights.rows() && t.weights.cols() == ref.weights.cols();
+  if (weights_shape_ok) {
+    r.weights_checked = true;
+    r.row_sum_tol = t.precision == Precision::BF16 ? kBf16Tol : kRowSumTolFp32;
+    for (Eigen::Index row = 0; row < t.weights.rows(); ++row) {
+      double sum = 0;
+      for (Eigen::Index c = 0; c < t.weights.cols(); ++c) sum += t.weights(row, c);
+      double dev = std::abs(sum - 1.0);
+      if (std::isnan(dev)) dev = std::numeric_limits<double>::infinity();  // NaN never passes
+      if (r.worst_row_sum_row < 0 || dev > r.worst_row_sum_dev) {
+        r.worst_row_sum_dev = dev;
+        r.worst_row_sum_row = row;
+      }
+    }
+    r.row_sum_pass = r.worst_row_sum_dev <= r.row_sum_tol;
+    // Masked weights: the reference mask is the truth about which pairs are masked.
+    const Eigen::Index n = r.n;
+    for (Eigen::Index row = 0; row < t.weights.rows(); ++row)
+      for (Eigen::Index c = 0; c < t.weights.cols(); ++c)
+        if (std::isinf(ref.mask(row % n, c))) {
+          ++r.masked_count;
+          if (t.weights(row, c) != 0.0f) ++r.masked_nonzero;
+        }
+    r.masked_zero = r.masked_nonzero == 0;
+  }
+
+  r.pass = r.row_sum_pass && r.masked_zero;
+  for (const StageCheck& c : r.stages) r.pass = r.pass && c.pass;
+  return r;
+}
+
+std::string render_verify_text(const VerifyReport& r) {
+  std::ostringstream o;
+  o << "verify: backend " << r.backend << ", " << to_string(r.variant) << ", "
+    << to_string(r.precision) << "; " << r.heads << (r.heads == 1 ? " head" : " heads") << " x "
+    << r.n << " queries x " << r.m << " keys, d_k " << r.d_k << ", d_v " << r.d_v << ", T "
+    << fmt(r.temperature, "%g") << ", mask " << to_string(r.mask) << "\n";
+  o << "reference: the fp64 CPU chain on the same fp32 inputs; an element passes when "
+       "|x - ref| <= atol + rtol * |ref|\n\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%-8s %12s %12s %11s %9s %10s  %s\n", "stage", "max abs err",
+                "max rel err", "atol", "rtol", "failures", "result");
+  o << line;
+  for (const StageCheck& c : r.stages) {
+    std::snprintf(line, sizeof line, "%-8s %12s %12s %11s %9s %10zu  %s", c.stage.c_str(),
+                  fmt(c.max_abs_err).c_str(), fmt(c.max_rel_err).c_str(),
+                  fmt(c.tol.atol).c_str(), fmt(c.tol.rtol).c_str(), c.failures,
+                  c.pass ? "pass" : "FAIL");
+    o << line;
+    if (!c.pass && c.worst_row >= 0)
+      o << "  (worst at row " << c.worst_row << ", column " << c.worst_col << ")";
+    if (c.inf_mismatches > 0) o << "  (" << c.inf_mismatches << " -inf/NaN mismatches)";
+    if (!c.note.empty()) o << "  (" << c.note << ")";
+    o << "\n";
+  }
+  o << "\n";
+  if (r.weights_checked) {
+    o << "row sums: worst |sum - 1| = " << fmt(r.worst_row_sum_dev) << " (row "
+      << r.worst_row_sum_row << "), tolerance " << fmt(r.row_sum_tol) << ": "
+      << (r.row_sum_pass ? "pass" : "FAIL") << "\n";
+    o << "masked weights exactly 0: " << (r.masked_zero ? "yes" : "no") << " ("
+      << (r.masked_count - r.masked_nonzero) << " of " << r.masked_count << " masked entries are 0)\n";
+  } else {
+    o << "row sums and masked weights: not checked (a fused run keeps no weights)\n";
+  }
+  o << (r.precision == Precision::BF16
+            ? "tolerances: bf16 inputs, atol = rtol = 2e-2\n"
+            : "tolerances: atol = 1e-6 * max|ref| of the stage; weights and output also allow the "
+              "rounding of fp32 logits (8 ulp of the largest logit)\n");
+  o << (r.pass ? "PASS" : "FAIL") << "\n";
+  return o.str();
+}
+
+std::string render_verify_json(const VerifyReport& r) {
+  nlohmann::json j;
+  j["backend"] = r.backend;
+  j["variant"] = std::string(to_string(r.variant));
+  j["precision"] = std::string(to_string(r.precision));
+  j["heads"] = r.heads;
+  j["n"] = r.n;
+  j["m"] = r.m;
+  j["d_k"] = r.d_k;
+  j["d_v"] = r.d_v;
+  j["temperature"] = r.temperature;
+  j["mask"] = std::string(to_string(r.mask));
+  nlohmann::json stages = nlohmann::json::array();
+  for (const StageCheck& c : r.stages) {
+    nlohmann::json s;
+    s["stage"] = c.stage;
+    s["max_abs_err"] = num(c.max_abs_err);
+    s["max_rel_err"] = num(c.max_rel_err);
+    s["atol"] = c.tol.atol;
+    s["rtol"] = c.tol.rtol;
+    s["elements"] = c.elements;
+    s["failures"] = c.failures;
+    s["inf_mismatches"] = c.inf_mismatches;
+    if (c.worst_row >= 0) s["worst"] = {{"row", c.worst_row}, {"column", c.worst_col}};
+    if (!c.note.empty()) s["note"] = c.note;
+    s["pass"] = c.pass;
+    stages.push_back(s);
+  }
+  j["stages"] = stages;
+  if (r.weights_checked) {
+    j["row_sums"] = {{"worst_deviation", num(r.worst_row_sum_dev)},
+                     {"worst_row", r.worst_row_sum_row},
+                     {"tolerance", r.row_sum_tol},
+                     {"pass", r.row_sum_pass}};
+    j["masked_weights"] = {{"masked", r.masked_count},
+                           {"nonzero", r.masked_nonzero},
+                           {"all_zero", r.masked_zero}};
+  } else {
+    j["row_sums"] = nullptr;
+    j["masked_weights"] = nullptr;
+  }
+  j["result"] = r.pass ? "PASS" : "FAIL";
+  j["pass"] = r.pass;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace attnlab

@@ -1,0 +1,92 @@
+// Verification of a backend's Trace against the fp64 reference chain (reference_fp64 in
+// cpu/cpu_backend.h) computed on the same fp32 inputs: what `attnlab verify` prints and what the
+// parity tests assert.
+//
+// Per stage (scores, scaled, mask, logits, weights, output; only output for a fused trace):
+// max absolute error, max relative error (over |ref| > atol, where a relative error means
+// something), and the check |x - ref| <= atol + rtol * |ref| on every element. -inf must match
+// -inf exactly (logits, mask); NaN never passes. Besides: the worst row-sum deviation
+// |sum_j w_ij - 1| of the weights and whether every masked weight is exactly 0.0.
+//
+// Default tolerances (default_tolerance), printed with the figures:
+//   fp32  scores, scaled, logits  rtol 1e-5, atol 1e-6 * max|ref| of that stage
+//         mask                    exact (atol = rtol = 0)
+//         weights                 rtol 1e-5, atol max(1e-6, L / 2)
+//         output                  rtol 1e-5, atol 1e-6 * max|ref output| + L * max|V|
+//     where L = 8 ulp(fp32) * max|ref logit|: the rounding every fp32 chain must make when it
+//     stores the logits (and the dot products behind them). A softmax passes at most half of a
+//     logit error on to a weight, and an output row at most (max error of its logits) * max|V|;
+//     at ordinary temperatures L is below 1e-5, at T = 1e-3 it is what fp32 logits can deliver.
+//   bf16 (fused) output           rtol 2e-2, atol 2e-2
+// VerifyOptions' atol / rtol, when given, replace the defaults for every compared stage.
+#pragma once
+
+#include "core/problem.h"
+#include "core/trace.h"
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attnlab {
+
+struct Tolerance {
+  double atol = 0;
+  double rtol = 0;
+};
+
+struct StageCheck {
+  std::string stage;               // scores | scaled | mask | logits | weights | output
+  Tolerance tol;
+  double max_abs_err = 0;          // over elements where both are finite
+  double max_rel_err = 0;          // over finite elements with |ref| > atol (0 when none)
+  std::size_t elements = 0;
+  std::size_t failures = 0;        // elements outside tolerance, -inf / NaN mismatches included
+  std::size_t inf_mismatches = 0;  // -inf against finite (either way), or NaN
+  long long worst_row = -1, worst_col = -1;  // first element with the largest excess, if any
+  std::string note;                // e.g. a shape mismatch
+  bool pass = true;
+};
+
+struct VerifyOptions {
+  std::optional<double> atol, rtol;  // replace the default tolerances of every compared stage
+};
+
+struct VerifyReport {
+  std::string backend;
+  Variant variant = Variant::Staged;
+  Precision precision = Precision::FP32;
+  int heads = 1, n = 0, m = 0, d_k = 0, d_v = 0;
+  double temperature = 1;
+  MaskKind mask = MaskKind::None;
+
+  std::vector<StageCheck> stages;
+
+  bool weights_checked = false;    // false for fused traces (no weights materialised)
+  double worst_row_sum_dev = 0;    // max over rows of |sum_j w_ij - 1|
+  long long worst_row_sum_row = -1;
+  double row_sum_tol = 0;
+  bool row_sum_pass = true;
+  std::size_t masked_count = 0;    // (row, key) pairs masked, over all heads
+  std::size_t masked_nonzero = 0;  // of which the weight is not exactly 0.0
+  bool masked_zero = true;
+
+  bool pass = true;
+};
+
+// The default tolerance of `stage` for a trace of `precision` (see the header comment).
+Tolerance default_tolerance(const std::string& stage, const Problem& p, const TraceD& ref,
+                            Precision precision);
+
+// Compares `t` (any backend) with `ref` = reference_fp64(p). Never throws on a mismatch: a shape
+// or value mismatch is a failed stage in the report.
+VerifyReport verify_trace(const Problem& p, const Trace& t, const TraceD& ref,
+                          const VerifyOptions& opt = {});
+
+// Human-readable table, ending in a line "PASS" or "FAIL".
+std::string render_verify_text(const VerifyReport& r);
+// The same figures as a JSON object (non-finite numbers as null).
+std::string render_verify_json(const VerifyReport& r);
+
+}  // namespace attnlab

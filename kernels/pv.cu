@@ -1,0 +1,140 @@
+// Stage 4 of the staged chain: O = P V, per head (P = the attention weights).
+// Version 1: shared-memory tiled, register-blocked, fp32 FMA on CUDA cores. Each block computes a
+// 128 x BN tile of O (BN = 64 for d_v <= 64, else 128) walking the key axis in slices of 16; each
+// thread accumulates an 8 x (BN / 16) sub-tile in registers. With a causal mask the slices right of
+// the block's last row are skipped: softmax wrote exactly 0 there, so skipping is exact and halves
+// the work. Any n, m, d_v: tiles are zero-filled past the edges and stores are guarded.
+#include "kernels/cuda_check.h"
+#include "kernels/stages.h"
+
+#include <algorithm>
+#include <cstddef>
+
+namespace attnlab::cuda {
+namespace {
+
+constexpr int kBM = 128;  // query rows per block
+constexpr int kBK = 16;   // keys per shared-memory slice
+constexpr int kTM = 8;    // rows per thread
+constexpr int kThreads = 256;
+constexpr int kPad = 4;   // see qk.cu: keeps float4 alignment, 2-way instead of 16-way conflicts
+constexpr int kMaxGridZ = 65535;
+
+// p is (n, m) and v is (m, d_v) for head blockIdx.z (pointers at head 0 of this launch);
+// o is (n, d_v) per head. BN output columns per block, TN per thread (TN / 4 float4 groups).
+// Two blocks per multiprocessor (<= 128 registers a thread) keep 16 warps in flight to hide the
+// shared-memory and global latencies; the 128-wide version would otherwise take ~157 registers.
+template <int BN, int TN>
+__global__ void __launch_bounds__(kThreads, 2)
+    pv_tiled(const float* __restrict__ p, const float* __restrict__ v, float* __restrict__ o,
+             int n, int m, int d_v, bool causal) {
+  constexpr int kThreadsX = BN / TN;
+  constexpr int kGroupStride = kThreadsX * 4;
+  static_assert((kBM / kTM) * kThreadsX == kThreads, "one thread per sub-tile");
+  static_assert(kBM * kBK % kThreads == 0 && BN * kBK % kThreads == 0, "whole loads per thread");
+
+  __shared__ __align__(16) float ps[kBK][kBM + kPad];  // transposed: ps[kk][row]
+  __shared__ __align__(16) float vs[kBK][BN + kPad];   // as in memory: vs[kk][col]
+
+  const std::size_t head = blockIdx.z;
+  const int row0 = blockIdx.y * kBM;
+  const int col0 = blockIdx.x * BN;
+  const float* ph = p + head * n * m;
+  const float* vh = v + head * m * d_v;
+  const int tid = threadIdx.x;
+  const int tx = tid % kThreadsX;
+  const int ty = tid / kThreadsX;
+  // Causal (n == m): row r has weight 0 for every key > r, so no key past the block's last row
+  // contributes.
+  const int k_end = causal ? std::min(m, row0 + kBM) : m;
+
+  float acc[kTM][TN] = {};
+
+  for (int k0 = 0; k0 < k_end; k0 += kBK) {
+#pragma unroll
+    for (int l = 0; l < kBM * kBK / kThreads; ++l) {
+      const int idx = tid + l * kThreads;
+      const int r = idx / kBK, kk = idx % kBK;
+      const int gr = row0 + r, gk = k0 + kk;
+      ps[kk][r] = (gr < n && gk < k_end) ? ph[static_cast<std::size_t>(gr) * m + gk] : 0.f;
+    }
+#pragma unroll
+    for (int l = 0; l < BN * kBK / kThreads; ++l) {
+      const int idx = tid + l * kThreads;
+      const int kk = idx / BN, c = idx % BN;
+      const int gk = k0 + kk, gc = col0 + c;
+      vs[kk][c] = (gk < k_end && gc < d_v) ? vh[static_cast<std::size_t>(gk) * d_v + gc] : 0.f;
+    }
+    __syncthreads();
+
+#pragma unroll
+    for (int kk = 0; kk < kBK; ++kk) {
+      float a[kTM], b[TN];
+#pragma unroll
+      for (int i = 0; i < kTM; i += 4) {
+        const float4 t = *reinterpret_cast<const float4*>(&ps[kk][ty * kTM + i]);
+        a[i] = t.x, a[i + 1] = t.y, a[i + 2] = t.z, a[i + 3] = t.w;
+      }
+#pragma unroll
+      for (int g = 0; g < TN / 4; ++g) {
+        const float4 t = *reinterpret_cast<const float4*>(&vs[kk][g * kGroupStride + tx * 4]);
+        b[g * 4] = t.x, b[g * 4 + 1] = t.y, b[g * 4 + 2] = t.z, b[g * 4 + 3] = t.w;
+      }
+#pragma unroll
+      for (int i = 0; i < kTM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+    // The next slice overwrites the tiles other threads may still be reading.
+    __syncthreads();
+  }
+
+  const bool vec = (d_v % 4) == 0;  // rows start 16-byte aligned, so float4 stores are legal
+#pragma unroll
+  for (int i = 0; i < kTM; ++i) {
+    const int gr = row0 + ty * kTM + i;
+    if (gr >= n) break;
+    const std::size_t base = (head * n + gr) * static_cast<std::size_t>(d_v);
+#pragma unroll
+    for (int g = 0; g < TN / 4; ++g) {
+      const int c = col0 + g * kGroupStride + tx * 4;
+      const float* r = &acc[i][g * 4];
+      if (vec && c < d_v) {
+        *reinterpret_cast<float4*>(o + base + c) = make_float4(r[0], r[1], r[2], r[3]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          if (c + j < d_v) o[base + c + j] = r[j];
+      }
+    }
+  }
+}
+
+template <int BN, int TN>
+void launch_pv_tiles(const float* p, const float* v, float* o, int heads, int n, int m, int d_v,
+                     bool causal, cudaStream_t stream) {
+  // gridDim.z is limited to 65535: launch heads in chunks, moving the pointers to each chunk.
+  for (int h0 = 0; h0 < heads; h0 += kMaxGridZ) {
+    const int hc = std::min(kMaxGridZ, heads - h0);
+    const dim3 grid((d_v + BN - 1) / BN, (n + kBM - 1) / kBM, hc);
+    const std::size_t h = h0;
+    pv_tiled<BN, TN><<<grid, kThreads, 0, stream>>>(p + h * n * m, v + h * m * d_v,
+                                                    o + h * n * d_v, n, m, d_v, causal);
+    ATTNLAB_CUDA_CHECK(cudaGetLastError());
+  }
+}
+
+}  // namespace
+
+void launch_pv(const float* weights, const float* v, float* output, int heads, int n, int m,
+               int d_v, bool causal, cudaStream_t stream) {
+  if (heads <= 0 || n <= 0 || m <= 0 || d_v <= 0) return;
+  // A 64-wide tile for the narrow outputs (d_v <= 64) so that P is read once and few columns are
+  // computed for nothing; 128 wide above, so that d_v = 128 still reads P only once.
+  if (d_v <= 64)
+    launch_pv_tiles<64, 4>(weights, v, output, heads, n, m, d_v, causal, stream);
+  else
+    launch_pv_tiles<128, 8>(weights, v, output, heads, n, m, d_v, causal, stream);
+}
+
+}  // namespace attnlab::cuda

@@ -1,0 +1,51 @@
+// Launchers of the staged CUDA chain, one stage per file, each a hand-written kernel the lab can
+// show and time on its own:
+//   kernels/qk.cu          S = Q K^T and, in the same epilogue, scaled = S / sqrt(d_k)
+//   kernels/scale_mask.cu  logits = (scaled + mask) / T   (and the (n, m) mask itself)
+//   kernels/softmax.cu     weights = row-wise stable softmax(logits), masked entries exactly 0
+//   kernels/pv.cu          O = weights V
+// All pointers are DEVICE pointers, row-major, with B*H heads stacked along rows (core/problem.h):
+//   q (heads*n, d_k)   k (heads*m, d_k)   v (heads*m, d_v)
+//   scores, scaled, logits, weights (heads*n, m)   mask (n, m) shared by all heads
+//   output (heads*n, d_v)
+// Launchers enqueue on `stream`, check the launch (DeviceError on failure) and do not synchronise.
+// Any n, m, d_k, d_v >= 1 is accepted; sizes need not be multiples of the tiles.
+// Included by .cu files only (it names cudaStream_t).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace attnlab::cuda {
+
+// Mask kinds as the kernels see them (MaskKind without pulling core/ into the kernels).
+enum class MaskCode : int { None = 0, Causal = 1, Custom = 2 };
+
+// scores (heads*n, m) = q k^T per head; scaled = scores * (1 / sqrt(d_k)) computed as a division
+// by `sqrt_dk`, written in the same epilogue (one pass over the (n, m) tile instead of two).
+void launch_qk(const float* q, const float* k, float* scores, float* scaled, int heads, int n,
+               int m, int d_k, float sqrt_dk, cudaStream_t stream);
+
+// mask (n, m): 0 keeps, -inf blocks. None: all 0; Causal: -inf where col > row (n == m);
+// Custom: copied from `custom` (n, m), already validated to hold only 0 / -inf.
+void launch_build_mask(float* mask, const float* custom, MaskCode code, int n, int m,
+                       cudaStream_t stream);
+
+// logits (heads*n, m) = (scaled + mask[row % n]) / temperature; -inf exactly where masked.
+// For None and Causal the mask value is recomputed from (row, col) rather than read, so the stage
+// reads one N x N matrix instead of two; Custom reads `mask` (n, m).
+void launch_scale_mask(const float* scaled, const float* mask, float* logits, MaskCode code,
+                       int heads, int n, int m, float temperature, cudaStream_t stream);
+
+// weights (rows, m) = softmax of each row of logits (rows, m): max, sum of exp(x - max), divide.
+// A warp per row for m <= 1024, a block per row above. -inf logits give exactly 0.0.
+void launch_softmax(const float* logits, float* weights, std::int64_t rows, int m,
+                    cudaStream_t stream);
+
+// output (heads*n, d_v) = weights (heads*n, m) . v (heads*m, d_v) per head. With `causal`
+// (n == m) the key tiles right of each row block are skipped: their weights are exactly 0.
+void launch_pv(const float* weights, const float* v, float* output, int heads, int n, int m,
+               int d_v, bool causal, cudaStream_t stream);
+
+}  // namespace attnlab::cuda

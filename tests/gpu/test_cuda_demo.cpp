@@ -1,0 +1,115 @@
+// The page's 5-token demo through the CUDA backend: the same tables the page shows (2 decimals;
+// weights 3), every stage equal to the CPU backend's, the causal variant's exact zeros, and
+// `attnlab verify --backend cuda` passing. Every test SKIPs ("no CUDA device: <reason>") without
+// a device.
+#include "core/backend.h"
+#include "core/verify.h"
+#include "cpu/cpu_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <limits>
+#include <string>
+
+#include <sys/wait.h>
+
+namespace attnlab {
+namespace {
+
+#define ATTNLAB_REQUIRE_CUDA()                                                 \
+  do {                                                                         \
+    std::string attnlab_reason_;                                               \
+    if (!cuda_available(&attnlab_reason_))                                     \
+      GTEST_SKIP() << "no CUDA device: " << attnlab_reason_;                   \
+  } while (0)
+
+TEST(CudaDemo, MatchesThePageTables) {
+  ATTNLAB_REQUIRE_CUDA();
+  const Problem p = demo_problem();
+  const Trace t = make_backend("cuda")->run(p, {});
+  ASSERT_EQ(t.backend, "cuda");
+  ASSERT_TRUE(t.has_stages);
+  ASSERT_EQ(t.scores.rows(), 5);
+  ASSERT_EQ(t.scores.cols(), 5);
+  ASSERT_EQ(t.mask.rows(), 5);
+  ASSERT_EQ(t.output.rows(), 5);
+  ASSERT_EQ(t.output.cols(), 2);
+
+  // QKᵀ row 模型 = 1.84 0.49 1.79 0.99 1.94
+  const double scores_row0[] = {1.84, 0.49, 1.79, 0.99, 1.94};
+  for (int j = 0; j < 5; ++j) EXPECT_NEAR(t.scores(0, j), scores_row0[j], 0.005) << j;
+  // softmax row 上下文 = 0.219 0.102 0.260 0.165 0.254, max on 上下文 itself
+  const double weights_row2[] = {0.219, 0.102, 0.260, 0.165, 0.254};
+  for (int j = 0; j < 5; ++j) EXPECT_NEAR(t.weights(2, j), weights_row2[j], 0.0005) << j;
+  // Output row 上下文 = 0.65 0.55
+  EXPECT_NEAR(t.output(2, 0), 0.65, 0.005);
+  EXPECT_NEAR(t.output(2, 1), 0.55, 0.005);
+  // Bidirectional: the mask is all zeros.
+  EXPECT_EQ(t.mask, MatrixF::Zero(5, 5));
+}
+
+TEST(CudaDemo, EveryStageEqualsTheCpuBackend) {
+  ATTNLAB_REQUIRE_CUDA();
+  const Problem p = demo_problem();
+  const Trace g = make_backend("cuda")->run(p, {});
+  const Trace c = cpu_staged(p);
+  const auto close = [](const MatrixF& a, const MatrixF& b) {
+    return a.rows() == b.rows() && a.cols() == b.cols() &&
+           ((a - b).cwiseAbs().array() <= 1e-6f + 1e-5f * b.cwiseAbs().array()).all();
+  };
+  EXPECT_TRUE(close(g.scores, c.scores));
+  EXPECT_TRUE(close(g.scaled, c.scaled));
+  EXPECT_EQ(g.mask, c.mask);
+  EXPECT_TRUE(close(g.logits, c.logits));
+  EXPECT_TRUE(close(g.weights, c.weights));
+  EXPECT_TRUE(close(g.output, c.output));
+  const VerifyReport r = verify_trace(p, g, reference_fp64(p));
+  EXPECT_TRUE(r.pass) << render_verify_text(r);
+}
+
+TEST(CudaDemo, CausalFutureWeightsAreExactlyZero) {
+  ATTNLAB_REQUIRE_CUDA();
+  Problem p = demo_problem();
+  p.mask = MaskKind::Causal;
+  const Trace t = make_backend("cuda")->run(p, {});
+  for (int i = 0; i < 5; ++i)
+    for (int j = 0; j < 5; ++j) {
+      if (j > i) {
+        EXPECT_EQ(t.weights(i, j), 0.0f) << i << "," << j;
+        EXPECT_EQ(t.logits(i, j), -std::numeric_limits<float>::infinity()) << i << "," << j;
+      } else {
+        EXPECT_GT(t.weights(i, j), 0.0f) << i << "," << j;
+      }
+    }
+  // Row 0 can only read itself.
+  EXPECT_EQ(t.weights(0, 0), 1.0f);
+  const VerifyReport r = verify_trace(p, t, reference_fp64(p));
+  EXPECT_TRUE(r.pass) << render_verify_text(r);
+  EXPECT_EQ(r.masked_count, 10u);
+}
+
+TEST(CudaDemo, AutoChoosesCuda) {
+  ATTNLAB_REQUIRE_CUDA();
+  EXPECT_EQ(run_backend("auto", demo_problem()).backend, "cuda");
+}
+
+#ifdef ATTNLAB_BINARY
+TEST(CudaDemo, VerifyCommandPasses) {
+  ATTNLAB_REQUIRE_CUDA();
+  const std::string cmd = std::string("'") + ATTNLAB_BINARY + "' verify --backend cuda 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  std::string out;
+  char buf[4096];
+  std::size_t got;
+  while ((got = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, got);
+  const int status = pclose(f);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  EXPECT_NE(out.find("backend cuda"), std::string::npos) << out;
+  EXPECT_NE(out.find("PASS"), std::string::npos) << out;
+}
+#endif
+
+}  // namespace
+}  // namespace attnlab

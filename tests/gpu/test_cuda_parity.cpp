@@ -1,0 +1,202 @@
+// Parity of the staged CUDA chain with the fp64 reference, in the spirit of ggml's
+// test-backend-ops: one check (core/verify.h, the same code and tolerances as `attnlab verify`)
+// over shapes n in {1, 5, 31, 32, 33, 1000, 4097} (tile edges: 32 is a warp, 128 a tile),
+// d_k in {3, 16, 64, 128}, d_v in {2, 64}, masks none / causal / custom, T in {1e-3, 0.85, 50}.
+// Every combination for n <= 1000; n = 4097 (several tiles plus one row/column) for four
+// combinations only, to keep the fp64 reference's CPU time and the whole file well under a minute.
+// Plus multi-head problems, keep_stages = false, bench(), and the refusal of a problem too large.
+// Every test SKIPs ("no CUDA device: <reason>") without a device.
+#include "core/backend.h"
+#include "core/verify.h"
+#include "cpu/cpu_backend.h"
+
+#ifdef ATTNLAB_HAVE_CUDA
+#include "kernels/cuda_backend.h"
+#endif
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <limits>
+#include <string>
+#include <tuple>
+
+namespace attnlab {
+namespace {
+
+#define ATTNLAB_REQUIRE_CUDA()                                                 \
+  do {                                                                         \
+    std::string attnlab_reason_;                                               \
+    if (!cuda_available(&attnlab_reason_))                                     \
+      GTEST_SKIP() << "no CUDA device: " << attnlab_reason_;                   \
+  } while (0)
+
+// (n, m) mask with about a fifth of the pairs blocked, never a whole row (the diagonal-ish key
+// i % m stays open).
+MatrixF custom_mask(int n, int m) {
+  MatrixF mask = MatrixF::Zero(n, m);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < m; ++j)
+      if ((i * 7 + j * 13) % 5 == 0 && j != i % m) mask(i, j) = -std::numeric_limits<float>::infinity();
+  return mask;
+}
+
+Problem make_problem(int n, int d_k, int d_v, MaskKind mask, double t, int heads = 1) {
+  // A different seed per shape, so that no two shapes share inputs.
+  const std::uint64_t seed = 1000003ull * n + 1009ull * d_k + 17ull * d_v + heads;
+  Problem p = random_problem(n, d_k, d_v, seed, heads);
+  p.temperature = t;
+  p.mask = mask;
+  if (mask == MaskKind::Custom) p.custom_mask = custom_mask(n, n);
+  return p;
+}
+
+void expect_parity(const Problem& p, const RunOptions& opt = {}) {
+  std::unique_ptr<Backend> cuda = make_backend("cuda");
+  const Trace t = cuda->run(p, opt);
+  ASSERT_EQ(t.backend, "cuda");
+  const VerifyReport r = verify_trace(p, t, reference_fp64(p));
+  EXPECT_TRUE(r.pass) << render_verify_text(r);
+  if (opt.keep_stages) {
+    EXPECT_TRUE(t.has_stages);
+    EXPECT_EQ(r.stages.size(), 6u);
+    EXPECT_TRUE(r.masked_zero);
+  }
+}
+
+std::string mask_name(MaskKind m) { return std::string(to_string(m)); }
+
+using Shape = std::tuple<int, int, int, MaskKind, double>;  // n, d_k, d_v, mask, T
+
+std::string shape_name(const ::testing::TestParamInfo<Shape>& info) {
+  const auto [n, d_k, d_v, mask, t] = info.param;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "n%d_dk%d_dv%d_%s_T%s", n, d_k, d_v, mask_name(mask).c_str(),
+                t == 1e-3 ? "0001" : t == 0.85 ? "085" : "50");
+  return buf;
+}
+
+class CudaParity : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(CudaParity, StagedMatchesFp64Reference) {
+  ATTNLAB_REQUIRE_CUDA();
+  const auto [n, d_k, d_v, mask, t] = GetParam();
+  expect_parity(make_problem(n, d_k, d_v, mask, t));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Small, CudaParity,
+    ::testing::Combine(::testing::Values(1, 5, 31, 32, 33, 1000), ::testing::Values(3, 16, 64, 128),
+                       ::testing::Values(2, 64),
+                       ::testing::Values(MaskKind::None, MaskKind::Causal, MaskKind::Custom),
+                       ::testing::Values(1e-3, 0.85, 50.0)),
+    shape_name);
+
+INSTANTIATE_TEST_SUITE_P(
+    Large, CudaParity,
+    ::testing::Values(Shape{4097, 64, 64, MaskKind::None, 0.85},
+                      Shape{4097, 128, 64, MaskKind::Causal, 1e-3},
+                      Shape{4097, 16, 2, MaskKind::Custom, 50.0},
+                      Shape{4097, 3, 64, MaskKind::Causal, 0.85}),
+    shape_name);
+
+TEST(CudaParityHeads, StackedHeadsShareMaskAndTemperature) {
+  ATTNLAB_REQUIRE_CUDA();
+  for (MaskKind mask : {MaskKind::None, MaskKind::Causal, MaskKind::Custom}) {
+    SCOPED_TRACE(mask_name(mask));
+    expect_parity(make_problem(33, 64, 64, mask, 0.85, 3));
+  }
+  expect_parity(make_problem(129, 128, 128, MaskKind::Causal, 0.5, 32));
+}
+
+TEST(CudaParityHeads, WideValues) {
+  ATTNLAB_REQUIRE_CUDA();
+  // d_v > 64 takes the 128-wide P.V tile; d = 256 spans 16 shared-memory slices of d_k.
+  expect_parity(make_problem(200, 256, 256, MaskKind::None, 1.0));
+  expect_parity(make_problem(130, 100, 130, MaskKind::Causal, 2.0, 2));
+}
+
+TEST(CudaRun, WithoutStagesBringsBackOnlyTheOutput) {
+  ATTNLAB_REQUIRE_CUDA();
+  const Problem p = make_problem(300, 64, 64, MaskKind::Causal, 0.85);
+  RunOptions opt;
+  opt.keep_stages = false;
+  const Trace t = make_backend("cuda")->run(p, opt);
+  EXPECT_FALSE(t.has_stages);
+  EXPECT_EQ(t.scores.size(), 0);
+  EXPECT_EQ(t.output.rows(), 300);
+  const VerifyReport r = verify_trace(p, t, reference_fp64(p));
+  EXPECT_TRUE(r.pass) << render_verify_text(r);
+}
+
+TEST(CudaRun, TimingsAreRecorded) {
+  ATTNLAB_REQUIRE_CUDA();
+  const Trace t = make_backend("cuda")->run(make_problem(1000, 64, 64, MaskKind::None, 1.0), {});
+  EXPECT_GT(t.timings.upload_ms, 0);
+  EXPECT_GT(t.timings.qk_ms, 0);
+  EXPECT_GT(t.timings.scale_mask_ms, 0);
+  EXPECT_GT(t.timings.softmax_ms, 0);
+  EXPECT_GT(t.timings.pv_ms, 0);
+  EXPECT_GT(t.timings.download_ms, 0);
+  EXPECT_GE(t.timings.total_ms, t.timings.qk_ms + t.timings.pv_ms);
+}
+
+TEST(CudaRun, RepeatedRunsAreBitIdentical) {
+  ATTNLAB_REQUIRE_CUDA();
+  // A moving result on the same inputs would mean a race.
+  const Problem p = make_problem(1000, 64, 64, MaskKind::Custom, 0.85);
+  std::unique_ptr<Backend> cuda = make_backend("cuda");
+  const Trace a = cuda->run(p, {}), b = cuda->run(p, {});
+  EXPECT_EQ(a.weights, b.weights);
+  EXPECT_EQ(a.output, b.output);
+}
+
+TEST(CudaBench, RepeatsAndReturnsTheOutput) {
+  ATTNLAB_REQUIRE_CUDA();
+  const Problem p = make_problem(1024, 64, 64, MaskKind::Causal, 1.0);
+  const BenchSample s = make_backend("cuda")->bench(p, {}, 2, 5);
+  ASSERT_EQ(s.ms.size(), 5u);
+  for (double ms : s.ms) EXPECT_GT(ms, 0);
+  EXPECT_GE(s.peak_bytes, 4u * 1024 * 1024 * sizeof(float));
+  Trace t;
+  t.has_stages = false;
+  t.backend = "cuda";
+  t.output = s.output;
+  const VerifyReport r = verify_trace(p, t, reference_fp64(p));
+  EXPECT_TRUE(r.pass) << render_verify_text(r);
+}
+
+TEST(CudaRun, Bf16NeedsTheFusedVariant) {
+  ATTNLAB_REQUIRE_CUDA();
+  RunOptions opt;
+  opt.precision = Precision::BF16;
+  EXPECT_THROW(make_backend("cuda")->run(demo_problem(), opt), InputError);
+}
+
+TEST(CudaRun, TooLargeForTheDeviceIsRefusedWithTheEstimate) {
+  ATTNLAB_REQUIRE_CUDA();
+  // 4 stages of 200000^2 fp32 = 596 GiB: more than any device has; the inputs are tiny.
+  const Problem p = make_problem(200000, 1, 1, MaskKind::None, 1.0);
+  try {
+    make_backend("cuda")->run(p, {});
+    ADD_FAILURE() << "not refused";
+  } catch (const ResourceError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("GiB of GPU memory"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("free"), std::string::npos) << msg;
+  }
+}
+
+#ifdef ATTNLAB_HAVE_CUDA
+TEST(CudaDevice, DescriptionAndCopyBandwidth) {
+  ATTNLAB_REQUIRE_CUDA();
+  const std::string d = cuda::device_description();
+  EXPECT_NE(d.find("SMs"), std::string::npos) << d;
+  const double gbs = cuda::copy_bandwidth_gbs(std::size_t{256} << 20, 5);
+  EXPECT_GT(gbs, 50.0);
+  std::printf("device: %s; D2D copy %.0f GB/s\n", d.c_str(), gbs);
+}
+#endif
+
+}  // namespace
+}  // namespace attnlab

@@ -1,0 +1,268 @@
+// core/verify: the comparison of a Trace against the fp64 reference, on CPU traces. The CPU
+// staged and fused backends pass on the demo, causal and custom-mask problems; deliberately
+// perturbed traces fail in the stage that was touched; a non-zero masked weight, a lost -inf, a NaN
+// and a shape mismatch are all caught. `attnlab verify` exit codes (0 PASS, 3 FAIL, 2 bad input).
+#include "core/verify.h"
+#include "cpu/cpu_backend.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <string>
+
+#include <sys/wait.h>
+
+namespace attnlab {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+Problem causal_demo() {
+  Problem p = demo_problem();
+  p.mask = MaskKind::Causal;
+  return p;
+}
+
+// Five masked pairs, no row fully masked.
+Problem custom_demo() {
+  Problem p = demo_problem();
+  p.mask = MaskKind::Custom;
+  p.custom_mask = MatrixF::Zero(5, 5);
+  p.custom_mask(0, 1) = kNegInf;
+  p.custom_mask(0, 4) = kNegInf;
+  p.custom_mask(2, 2) = kNegInf;
+  p.custom_mask(3, 0) = kNegInf;
+  p.custom_mask(4, 3) = kNegInf;
+  return p;
+}
+
+const StageCheck& stage(const VerifyReport& r, const std::string& name) {
+  for (const StageCheck& c : r.stages)
+    if (c.stage == name) return c;
+  throw std::runtime_error("no stage " + name);
+}
+
+TEST(Verify, CpuStagedPassesOnDemoCausalAndCustom) {
+  const struct {
+    Problem p;
+    std::size_t masked;
+  } cases[] = {{demo_problem(), 0}, {causal_demo(), 10}, {custom_demo(), 5}};
+  for (const auto& c : cases) {
+    const VerifyReport r = verify_trace(c.p, cpu_staged(c.p), reference_fp64(c.p));
+    EXPECT_TRUE(r.pass) << render_verify_text(r);
+    ASSERT_EQ(r.stages.size(), 6u);
+    EXPECT_TRUE(r.weights_checked);
+    EXPECT_EQ(r.masked_count, c.masked);
+    EXPECT_TRUE(r.masked_zero);
+    EXPECT_LE(r.worst_row_sum_dev, 1e-6);
+    for (const StageCheck& s : r.stages) EXPECT_LE(s.max_rel_err, 1e-5) << s.stage;
+  }
+}
+
+TEST(Verify, FusedTraceComparesOutputOnly) {
+  const Problem p = causal_demo();
+  const VerifyReport r = verify_trace(p, cpu_fused(p), reference_fp64(p));
+  EXPECT_TRUE(r.pass) << render_verify_text(r);
+  ASSERT_EQ(r.stages.size(), 1u);
+  EXPECT_EQ(r.stages[0].stage, "output");
+  EXPECT_FALSE(r.weights_checked);
+}
+
+TEST(Verify, PerturbedScoreFailsInThatStage) {
+  const Problem p = demo_problem();
+  Trace t = cpu_staged(p);
+  t.scores(1, 2) += 1e-3f;
+  const VerifyReport r = verify_trace(p, t, reference_fp64(p));
+  EXPECT_FALSE(r.pass);
+  const StageCheck& s = stage(r, "scores");
+  EXPECT_FALSE(s.pass);
+  EXPECT_EQ(s.failures, 1u);
+  EXPECT_EQ(s.worst_row, 1);
+  EXPECT_EQ(s.worst_col, 2);
+  EXPECT_NEAR(s.max_abs_err, 1e-3, 1e-5);
+  EXPECT_TRUE(stage(r, "output").pass);
+  EXPECT_NE(render_verify_text(r).find("FAIL"), std::string::npos);
+}
+
+TEST(Verify, OutputToleranceIsRelative1e5) {
+  const Problem p = demo_problem();
+  const TraceD ref = reference_fp64(p);
+  Trace t = cpu_staged(p);
+  t.output(2, 0) = static_cast<float>(ref.output(2, 0) * (1 + 1e-4));
+  EXPECT_FALSE(verify_trace(p, t, ref).pass);
+  t.output(2, 0) = static_cast<float>(ref.output(2, 0) * (1 + 2e-6));
+  EXPECT_TRUE(verify_trace(p, t, ref).pass);
+}
+
+TEST(Verify, NonZeroMaskedWeightIsDetected) {
+  const Problem p = causal_demo();
+  Trace t = cpu_staged(p);
+  t.weights(0, 3) = 1e-30f;  // within every tolerance, but not exactly 0
+  const VerifyReport r = verify_trace(p, t, reference_fp64(p));
+  EXPECT_FALSE(r.masked_zero);
+  EXPECT_EQ(r.masked_nonzero, 1u);
+  EXPECT_FALSE(r.pass);
+  EXPECT_NE(render_verify_text(r).find("masked weights exactly 0: no"), std::string::npos);
+}
+
+TEST(Verify, LogitsMustKeepMinusInfinity) {
+  const Problem p = causal_demo();
+  Trace t = cpu_staged(p);
+  t.logits(0, 4) = -1e30f;
+  const VerifyReport r = verify_trace(p, t, reference_fp64(p));
+  EXPECT_FALSE(stage(r, "logits").pass);
+  EXPECT_EQ(stage(r, "logits").inf_mismatches, 1u);
+  EXPECT_FALSE(r.pass);
+}
+
+TEST(Verify, MaskStageIsExact) {
+  const Problem p = causal_demo();
+  Trace t = cpu_staged(p);
+  t.mask(1, 2) = 0.f;  // a masked pair reported as kept
+  EXPECT_FALSE(stage(verify_trace(p, t, reference_fp64(p)), "mask").pass);
+}
+
+TEST(Verify, NaNNeverPasses) {
+  const Problem p = demo_problem();
+  Trace t = cpu_staged(p);
+  t.output(0, 1) = std::numeric_limits<float>::quiet_NaN();
+  VerifyOptions loose;
+  loose.atol = 1e9;
+  const VerifyReport r = verify_trace(p, t, reference_fp64(p), loose);
+  EXPECT_FALSE(stage(r, "output").pass);
+  EXPECT_FALSE(r.pass);
+}
+
+TEST(Verify, RowSumDeviationIsReported) {
+  const Problem p = demo_problem();
+  Trace t = cpu_staged(p);
+  t.weights(3, 1) += 1e-3f;
+  const VerifyReport r = verify_trace(p, t, reference_fp64(p));
+  EXPECT_FALSE(r.row_sum_pass);
+  EXPECT_EQ(r.worst_row_sum_row, 3);
+  EXPECT_NEAR(r.worst_row_sum_dev, 1e-3, 1e-5);
+  EXPECT_FALSE(r.pass);
+}
+
+TEST(Verify, ShapeMismatchFailsWithNote) {
+  const Problem p = demo_problem();
+  Trace t = cpu_staged(p);
+  t.output.resize(4, 2);
+  t.output.setZero();
+  const VerifyReport r = verify_trace(p, t, reference_fp64(p));
+  EXPECT_FALSE(stage(r, "output").pass);
+  EXPECT_NE(stage(r, "output").note.find("shape (4, 2)"), std::string::npos);
+}
+
+TEST(Verify, ToleranceOverrideAppliesToEveryStageButTheMask) {
+  const Problem p = demo_problem();
+  Trace t = cpu_staged(p);
+  t.scores(1, 2) += 1e-3f;
+  VerifyOptions o;
+  o.atol = 1e-2;
+  o.rtol = 0;
+  const VerifyReport r = verify_trace(p, t, reference_fp64(p), o);
+  EXPECT_TRUE(r.pass) << render_verify_text(r);
+  EXPECT_EQ(stage(r, "scores").tol.atol, 1e-2);
+  EXPECT_EQ(stage(r, "mask").tol.atol, 0);
+}
+
+TEST(Verify, DefaultTolerances) {
+  const Problem p = demo_problem();
+  const TraceD ref = reference_fp64(p);
+  const Tolerance scores = default_tolerance("scores", p, ref, Precision::FP32);
+  EXPECT_EQ(scores.rtol, 1e-5);
+  EXPECT_NEAR(scores.atol, 1e-6 * ref.scores.cwiseAbs().maxCoeff(), 1e-12);
+  EXPECT_GE(default_tolerance("weights", p, ref, Precision::FP32).atol, 1e-6);
+  EXPECT_LT(default_tolerance("weights", p, ref, Precision::FP32).atol, 2e-6);
+  const Tolerance bf16 = default_tolerance("output", p, ref, Precision::BF16);
+  EXPECT_EQ(bf16.atol, 2e-2);
+  EXPECT_EQ(bf16.rtol, 2e-2);
+  // A low temperature makes fp32 logits large; the weights' allowance grows with them.
+  Problem cold = p;
+  cold.temperature = 1e-3;
+  const TraceD cold_ref = reference_fp64(cold);
+  EXPECT_GT(default_tolerance("weights", cold, cold_ref, Precision::FP32).atol, 1e-5);
+}
+
+TEST(Verify, JsonCarriesTheSameFigures) {
+  const Problem p = custom_demo();
+  const VerifyReport r = verify_trace(p, cpu_staged(p), reference_fp64(p));
+  const auto j = nlohmann::json::parse(render_verify_json(r));
+  EXPECT_EQ(j["result"], "PASS");
+  EXPECT_EQ(j["backend"], "cpu");
+  EXPECT_EQ(j["mask"], "custom");
+  ASSERT_EQ(j["stages"].size(), 6u);
+  EXPECT_EQ(j["stages"][0]["stage"], "scores");
+  EXPECT_DOUBLE_EQ(j["stages"][0]["max_abs_err"].get<double>(), r.stages[0].max_abs_err);
+  EXPECT_EQ(j["masked_weights"]["masked"], 5);
+  EXPECT_EQ(j["masked_weights"]["all_zero"], true);
+}
+
+#ifdef ATTNLAB_BINARY
+struct Cmd {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+Cmd run_cli(const std::string& args) {
+  static int counter = 0;
+  const std::string err_file =
+      ::testing::TempDir() + "attnlab_verify_err_" + std::to_string(++counter) + ".txt";
+  const std::string cmd = std::string("'") + ATTNLAB_BINARY + "' " + args + " 2>'" + err_file + "'";
+  Cmd c;
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) return c;
+  char buf[4096];
+  std::size_t got;
+  while ((got = fread(buf, 1, sizeof buf, f)) > 0) c.out.append(buf, got);
+  const int status = pclose(f);
+  c.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (FILE* e = fopen(err_file.c_str(), "r")) {
+    while ((got = fread(buf, 1, sizeof buf, e)) > 0) c.err.append(buf, got);
+    fclose(e);
+  }
+  std::remove(err_file.c_str());
+  return c;
+}
+
+TEST(VerifyCli, DemoOnCpuPasses) {
+  const Cmd c = run_cli("verify --backend cpu");
+  EXPECT_EQ(c.exit_code, 0) << c.out << c.err;
+  EXPECT_NE(c.out.find("PASS"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("backend cpu"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("masked weights exactly 0: yes"), std::string::npos) << c.out;
+}
+
+TEST(VerifyCli, RandomCausalJson) {
+  const Cmd c = run_cli("verify --backend cpu --random 40 --dk 16 --dv 8 --mask causal "
+                        "--temperature 0.5 --format json");
+  ASSERT_EQ(c.exit_code, 0) << c.out << c.err;
+  const auto j = nlohmann::json::parse(c.out);
+  EXPECT_EQ(j["result"], "PASS");
+  EXPECT_EQ(j["n"], 40);
+  EXPECT_EQ(j["masked_weights"]["masked"], 40 * 39 / 2);
+}
+
+TEST(VerifyCli, ZeroToleranceFailsWithExit3) {
+  // fp32 against fp64 always differs somewhere; with atol = rtol = 0 that is a FAIL.
+  const Cmd c = run_cli("verify --backend cpu --atol 0 --rtol 0");
+  EXPECT_EQ(c.exit_code, 3) << c.out << c.err;
+  EXPECT_NE(c.out.find("FAIL"), std::string::npos) << c.out;
+}
+
+TEST(VerifyCli, BadInputExits2) {
+  for (const char* args : {"verify --backend cpu --temperature 0", "verify --format csv",
+                           "verify --backend cpu --atol -1", "verify --backend nope"}) {
+    const Cmd c = run_cli(args);
+    EXPECT_EQ(c.exit_code, 2) << args << "\n" << c.out << c.err;
+    EXPECT_EQ(c.err.rfind("error: ", 0), 0u) << args << "\n" << c.err;
+  }
+}
+#endif  // ATTNLAB_BINARY
+
+}  // namespace
+}  // namespace attnlab
