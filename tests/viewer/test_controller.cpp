@@ -1,0 +1,211 @@
+// The controller against the real CPU backend: the demo's numbers reach the viewer (the page's row
+// for 上下文), refused changes keep the last valid state with the core's message, mask / query /
+// backend / random mode, the Compare refusal without CUDA, the state dump, and the measured redraw
+// time of a temperature change at N = 4096 on the CPU (issue 5: within 1 s).
+#include "core/backend.h"
+#include "core/problem.h"
+#include "viewer/bench.h"
+#include "viewer/controller.h"
+#include "viewer/playback.h"
+#include "viewer/state_dump.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <iostream>
+#include <limits>
+#include <sstream>
+
+using namespace attnlab;
+using namespace attnlab::viewer;
+
+namespace {
+ViewerOptions cpu_options() {
+  ViewerOptions o;
+  o.backend = "cpu";
+  return o;
+}
+std::string core_message(double t) {
+  try {
+    validate_temperature(t);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(Controller, DemoShowsThePageNumbers) {
+  Controller c(cpu_options());
+  EXPECT_TRUE(c.demo());
+  EXPECT_EQ(c.query(), 2);
+  EXPECT_EQ(c.problem().query_tokens[2], "上下文");
+  EXPECT_DOUBLE_EQ(c.problem().temperature, 0.85);
+  const MatrixF* w = c.stage_matrix(3);
+  ASSERT_NE(w, nullptr);
+  const double page[] = {0.219, 0.102, 0.260, 0.165, 0.254};
+  for (int j = 0; j < 5; ++j) EXPECT_NEAR((*w)(2, j), page[j], 1e-3);
+  const MatrixF* s = c.stage_matrix(1);
+  ASSERT_NE(s, nullptr);
+  EXPECT_NEAR((*s)(0, 0), 1.84, 0.006);
+  const MatrixF* o = c.stage_matrix(4);
+  ASSERT_NE(o, nullptr);
+  EXPECT_EQ(o->cols(), 2);
+  EXPECT_NEAR((*o)(2, 0), 0.65, 0.006);
+  EXPECT_NEAR((*o)(2, 1), 0.55, 0.006);
+  const auto st = c.stats();
+  ASSERT_TRUE(st);
+  EXPECT_NEAR(st->max_weight, 0.260, 1e-3);
+  EXPECT_NEAR(st->entropy, 1.561, 1e-3);
+  EXPECT_EQ(st->unmasked, 5);
+  EXPECT_EQ(c.column_labels(4), (std::vector<std::string>{"1", "2"}));
+  EXPECT_EQ(c.column_labels(1)[2], "上下文");
+  EXPECT_NE(c.description(Lang::Zh).find("上下文"), std::string::npos);
+}
+
+TEST(Controller, InvalidTemperatureKeepsTheLastValidState) {
+  Controller c(cpu_options());
+  const auto rev = c.revision();
+  const float w0 = (*c.stage_matrix(3))(2, 2);
+  for (double bad : {0.0, -1.0, std::numeric_limits<double>::infinity(), std::nan("")}) {
+    EXPECT_FALSE(c.set_temperature(bad));
+    EXPECT_EQ(c.error(), core_message(bad));
+  }
+  EXPECT_FALSE(c.set_temperature_text("-2"));
+  EXPECT_EQ(c.error(), core_message(-2));
+  EXPECT_FALSE(c.set_temperature_text("abc"));
+  EXPECT_NE(c.error().find("temperature must be a finite number > 0, got 'abc'"), std::string::npos);
+  EXPECT_DOUBLE_EQ(c.problem().temperature, 0.85);
+  EXPECT_EQ(c.revision(), rev);
+  EXPECT_EQ((*c.stage_matrix(3))(2, 2), w0);
+  // A valid one runs the backend again and clears the message; lower T sharpens the row.
+  EXPECT_TRUE(c.set_temperature_text(" 0.5 "));
+  EXPECT_TRUE(c.error().empty());
+  EXPECT_GT(c.revision(), rev);
+  EXPECT_GT((*c.stage_matrix(3))(2, 2), w0);
+}
+
+TEST(Controller, MaskToggleZeroesTheFuture) {
+  Controller c(cpu_options());
+  EXPECT_FALSE(c.step_shows_mask(2));
+  ASSERT_TRUE(c.toggle_mask());
+  EXPECT_EQ(c.problem().mask, MaskKind::Causal);
+  EXPECT_TRUE(c.step_shows_mask(2));
+  EXPECT_TRUE(c.step_shows_mask(3));
+  EXPECT_FALSE(c.step_shows_mask(1));
+  EXPECT_FALSE(c.step_shows_mask(4));
+  const MatrixF& w = *c.stage_matrix(3);
+  for (int r = 0; r < 5; ++r)
+    for (int k = r + 1; k < 5; ++k) EXPECT_EQ(w(r, k), 0.0f);
+  EXPECT_EQ(c.stats()->unmasked, 3);  // 上下文 reads 模型, 根据, itself
+  ASSERT_TRUE(c.toggle_mask());
+  EXPECT_EQ(c.problem().mask, MaskKind::None);
+}
+
+TEST(Controller, QueryMovesAndClamps) {
+  Controller c(cpu_options());
+  const auto rev = c.revision();
+  EXPECT_TRUE(c.move_query(+1));
+  EXPECT_EQ(c.query(), 3);
+  c.move_query(+10);
+  EXPECT_EQ(c.query(), 4);
+  c.move_query(-10);
+  EXPECT_EQ(c.query(), 0);
+  EXPECT_FALSE(c.set_query(7));
+  EXPECT_EQ(c.query(), 0);
+  EXPECT_EQ(c.revision(), rev) << "a query change needs no backend run";
+}
+
+TEST(Controller, QueryFromTheCommandLine) {
+  ViewerOptions o = cpu_options();
+  o.query = "权重";
+  EXPECT_EQ(Controller(o).query(), 4);
+  o.query = "1";
+  EXPECT_EQ(Controller(o).query(), 1);
+  o.query = "你好";
+  EXPECT_THROW(Controller{o}, InputError);
+}
+
+TEST(Controller, CudaRefusedWithTheReasonWhenAbsent) {
+  std::string reason;
+  if (cuda_available(&reason)) GTEST_SKIP() << "a CUDA device is present; the refusal path does not apply";
+  Controller c(cpu_options());
+  EXPECT_FALSE(c.cuda_ok());
+  EXPECT_EQ(c.cuda_reason(), reason);
+  EXPECT_FALSE(c.set_backend("cuda"));
+  EXPECT_NE(c.error().find(reason), std::string::npos);
+  EXPECT_EQ(c.backend(), "cpu");
+  EXPECT_EQ(c.compare_unavailable_reason(), reason);
+  const CompareResult& r = c.run_compare();
+  EXPECT_FALSE(r.done);
+  EXPECT_EQ(r.error, reason);
+  ViewerOptions o = cpu_options();
+  o.backend = "cuda";
+  EXPECT_THROW(Controller{o}, NoDeviceError);
+}
+
+TEST(Controller, RandomModeAndLimits) {
+  Controller c(cpu_options());
+  EXPECT_FALSE(c.load_random(kCpuMaxTokens + 1, 8, 8, 1));
+  EXPECT_NE(c.error().find("CPU limit of 4096"), std::string::npos);
+  EXPECT_TRUE(c.demo());
+  ASSERT_TRUE(c.load_random(64, 8, 4, 3));
+  EXPECT_FALSE(c.demo());
+  EXPECT_EQ(c.n(), 64);
+  EXPECT_EQ(c.query(), 32);
+  EXPECT_DOUBLE_EQ(c.problem().temperature, 0.85) << "temperature carries over";
+  EXPECT_EQ(c.stage_matrix(4)->cols(), 4);
+  EXPECT_EQ(c.column_labels(4).size(), 4u);
+  EXPECT_TRUE(c.stages_kept());
+  ASSERT_TRUE(c.load_demo());
+  EXPECT_TRUE(c.demo());
+  EXPECT_EQ(c.query(), 2);
+  ViewerOptions o = cpu_options();
+  o.random_n = 5000;
+  EXPECT_THROW(Controller{o}, InputError);
+}
+
+TEST(Controller, MaxAbsDiff) {
+  MatrixF a(1, 3), b(1, 3);
+  const float inf = std::numeric_limits<float>::infinity();
+  a << 1, -inf, 3;
+  b << 1.5f, -inf, 2;
+  EXPECT_DOUBLE_EQ(max_abs_diff(a, b), 1.0);
+  b(0, 1) = 0;
+  EXPECT_TRUE(std::isinf(max_abs_diff(a, b)));
+  EXPECT_TRUE(std::isinf(max_abs_diff(a, MatrixF(2, 3))));
+}
+
+TEST(Controller, StateDumpHasTheFieldsTheTestsRead) {
+  Controller c(cpu_options());
+  Playback p;
+  p.set_step(3);
+  ViewSnapshot v;
+  v.playback = &p;
+  v.lang = Lang::Zh;
+  v.width = 1280;
+  v.height = 800;
+  const auto j = nlohmann::json::parse(state_json(c, v));
+  EXPECT_EQ(j["step"], 3);
+  EXPECT_EQ(j["query"], 2);
+  EXPECT_EQ(j["query_token"], "上下文");
+  EXPECT_EQ(j["mask"], "none");
+  EXPECT_DOUBLE_EQ(j["temperature"].get<double>(), 0.85);
+  EXPECT_EQ(j["lang"], "zh");
+  EXPECT_EQ(j["mode"], "demo");
+  EXPECT_EQ(j["N"], 5);
+  EXPECT_TRUE(j.contains("heatmap"));
+  EXPECT_EQ(j["backend_ran"], "cpu");
+}
+
+TEST(Controller, TemperatureRedrawAt4096TokensWithinOneSecondOnCpu) {
+  ViewerOptions o = cpu_options();
+  o.random_n = 4096;
+  o.repeat = 3;
+  std::ostringstream log;
+  const RedrawBench r = run_redraw_bench(o, log);
+  std::cout << log.str();
+  EXPECT_EQ(r.n, 4096);
+  EXPECT_LT(r.median_ms, 1000.0) << log.str();
+}

@@ -1,0 +1,139 @@
+// Keys -> actions, the temperature step of [ and ], the F1 help, command-line parsing (bad flags are
+// refused with a message; the temperature message is validate_temperature's), and the UI text table.
+#include "core/problem.h"
+#include "viewer/keymap.h"
+#include "viewer/options.h"
+#include "viewer/speech.h"
+#include "viewer/strings.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+using namespace attnlab;
+using namespace attnlab::viewer;
+
+TEST(Keymap, EveryDocumentedKeyHasItsAction) {
+  EXPECT_EQ(action_for_key(Key::Space), Action::TogglePlay);
+  EXPECT_EQ(action_for_key(Key::Right), Action::StepNext);
+  EXPECT_EQ(action_for_key(Key::Left), Action::StepPrev);
+  EXPECT_EQ(action_for_key(Key::Home), Action::StepHome);
+  EXPECT_EQ(action_for_key(Key::Up), Action::QueryPrev);
+  EXPECT_EQ(action_for_key(Key::Down), Action::QueryNext);
+  EXPECT_EQ(action_for_key(Key::M), Action::ToggleMask);
+  EXPECT_EQ(action_for_key(Key::LeftBracket), Action::TemperatureDown);
+  EXPECT_EQ(action_for_key(Key::RightBracket), Action::TemperatureUp);
+  EXPECT_EQ(action_for_key(Key::L), Action::ToggleLanguage);
+  EXPECT_EQ(action_for_key(Key::S), Action::Screenshot);
+  EXPECT_EQ(action_for_key(Key::F1), Action::ToggleHelp);
+  EXPECT_EQ(action_for_key(Key::Escape), Action::Quit);
+  EXPECT_FALSE(action_for_key(Key::Other));
+}
+
+TEST(Keymap, TemperatureStepsByRatioWithinTheSliderRange) {
+  EXPECT_DOUBLE_EQ(step_temperature(1.0, true), 1.25);
+  EXPECT_DOUBLE_EQ(step_temperature(1.0, false), 0.8);
+  EXPECT_DOUBLE_EQ(step_temperature(step_temperature(0.85, true), false), 0.85);
+  EXPECT_DOUBLE_EQ(step_temperature(0.05, false), kTemperatureMin);
+  EXPECT_DOUBLE_EQ(step_temperature(19.0, true), kTemperatureMax);
+}
+
+TEST(Keymap, HelpListsTheSameKeysInBothLanguages) {
+  const auto zh = key_help(Lang::Zh), en = key_help(Lang::En);
+  ASSERT_EQ(zh.size(), en.size());
+  EXPECT_GE(en.size(), 10u);
+  EXPECT_EQ(zh[1].first, en[1].first);  // arrows are the same symbols
+}
+
+namespace {
+ViewerOptions parse(std::vector<std::string> a) { return parse_viewer_args(a); }
+std::string error_of(std::vector<std::string> a) {
+  try {
+    parse_viewer_args(a);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(Options, ParsesEveryStateFlag) {
+  const ViewerOptions o = parse({"--screenshot", "x.png", "--query", "上下文", "--step", "3", "--temperature",
+                                 "0.5", "--mask", "causal", "--random", "4096", "--dk", "32", "--dv", "16",
+                                 "--seed", "7", "--lang", "zh", "--size", "1920x1080", "--backend", "cpu",
+                                 "--pool", "mean", "--state-dump", "s.json"});
+  EXPECT_EQ(o.screenshot, "x.png");
+  EXPECT_EQ(o.query, "上下文");
+  EXPECT_EQ(o.step, 3);
+  EXPECT_DOUBLE_EQ(*o.temperature, 0.5);
+  EXPECT_EQ(o.mask, MaskKind::Causal);
+  EXPECT_EQ(*o.random_n, 4096);
+  EXPECT_EQ(o.d_k, 32);
+  EXPECT_EQ(o.d_v, 16);
+  EXPECT_EQ(o.seed, 7u);
+  EXPECT_EQ(*o.lang, Lang::Zh);
+  EXPECT_EQ(o.width, 1920);
+  EXPECT_EQ(o.height, 1080);
+  EXPECT_EQ(o.backend, "cpu");
+  EXPECT_EQ(o.pool, PoolMode::Mean);
+  EXPECT_EQ(o.state_dump, "s.json");
+  const ViewerOptions d = parse({});
+  EXPECT_EQ(d.step, 1);
+  EXPECT_FALSE(d.temperature);
+  EXPECT_EQ(d.backend, "auto");
+}
+
+TEST(Options, RefusesBadFlagsWithAMessage) {
+  EXPECT_NE(error_of({"--bogus"}).find("unknown option '--bogus'"), std::string::npos);
+  EXPECT_NE(error_of({"--step", "7"}).find("--step must be 1, 2, 3 or 4"), std::string::npos);
+  EXPECT_NE(error_of({"--step"}).find("needs a value"), std::string::npos);
+  EXPECT_NE(error_of({"--mask", "diag"}).find("--mask must be none or causal"), std::string::npos);
+  EXPECT_NE(error_of({"--random", "0"}).find("--random must be an integer from 1"), std::string::npos);
+  EXPECT_NE(error_of({"--random", "abc"}).find("got 'abc'"), std::string::npos);
+  EXPECT_NE(error_of({"--size", "big"}).find("--size must be WxH"), std::string::npos);
+  EXPECT_NE(error_of({"--lang", "fr"}), "");
+  EXPECT_NE(error_of({"--backend", "tpu"}).find("--backend must be"), std::string::npos);
+  EXPECT_NE(error_of({"--dk", "8"}).find("add --random N"), std::string::npos);
+  EXPECT_NE(error_of({"--temperature", "abc"}).find("temperature must be a finite number > 0"), std::string::npos);
+}
+
+TEST(Options, TemperatureMessageIsTheCoreOne) {
+  for (const char* bad : {"0", "-1", "inf", "nan"}) {
+    std::string core;
+    try {
+      validate_temperature(std::strtod(bad, nullptr));
+    } catch (const InputError& e) {
+      core = e.what();
+    }
+    ASSERT_FALSE(core.empty()) << bad;
+    EXPECT_EQ(error_of({"--temperature", bad}), core);
+  }
+}
+
+TEST(Strings, EveryEntryExistsInBothLanguages) {
+  for (int i = 0; i < static_cast<int>(S::Count_); ++i) {
+    EXPECT_STRNE(tr(Lang::En, static_cast<S>(i)), "") << i;
+    EXPECT_STRNE(tr(Lang::Zh, static_cast<S>(i)), "") << i;
+  }
+  EXPECT_STREQ(tr(Lang::Zh, S::StepOf), "步骤 %d / 4");
+  EXPECT_STREQ(tr(Lang::En, S::StepOf), "Step %d / 4");
+  EXPECT_EQ(science_notes(Lang::Zh).size(), science_notes(Lang::En).size());
+  EXPECT_EQ(science_notes(Lang::Zh).size(), 7u);
+}
+
+TEST(Strings, Utf8Codepoints) {
+  EXPECT_EQ(utf8_codepoints("上下文a√"), (std::vector<unsigned>{0x4E0A, 0x4E0B, 0x6587, 'a', 0x221A}));
+  EXPECT_EQ(utf8_codepoints(std::string("\xff" "b")), (std::vector<unsigned>{'b'}));
+}
+
+TEST(Speech, VoicesAndPathLookup) {
+  EXPECT_STREQ(espeak_voice(Lang::Zh), "cmn");
+  EXPECT_STREQ(espeak_voice(Lang::En), "en");
+  EXPECT_TRUE(find_on_path("sh"));
+  EXPECT_FALSE(find_on_path("attnlab-no-such-tool-xyz"));
+  // Speak is disabled (available() false) exactly when espeak-ng is not on PATH.
+  Speaker s;
+  EXPECT_EQ(s.available(), find_on_path("espeak-ng").has_value());
+  EXPECT_FALSE(s.speaking());
+}

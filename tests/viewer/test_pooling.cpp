@@ -1,0 +1,207 @@
+// Pooling and heatmap geometry: exact max/mean blocks on small matrices, masked blocks, axis maps
+// that tile the window, square-cell placement, exact hit testing (also when zoomed and pooled),
+// the query row's band, and rasterised masked cells drawn as greys.
+#include "viewer/heatmap.h"
+#include "viewer/pooling.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+using namespace attnlab::viewer;
+
+namespace {
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+std::vector<float> iota16() {
+  std::vector<float> v(16);
+  for (int i = 0; i < 16; ++i) v[i] = static_cast<float>(i + 1);  // rows 1..4, 5..8, 9..12, 13..16
+  return v;
+}
+
+std::vector<float> causal4() {
+  std::vector<float> m(16, 0.0f);
+  for (int r = 0; r < 4; ++r)
+    for (int c = r + 1; c < 4; ++c) m[r * 4 + c] = -kInf;
+  return m;
+}
+}  // namespace
+
+TEST(Pooling, MaxAndMeanOfTwoByTwoBlocks) {
+  const auto v = iota16();
+  const AxisMap rows = map_axis(0, 4, 2, 4), cols = map_axis(0, 4, 2, 4);
+  ASSERT_TRUE(rows.pooled);
+  const auto mx = pool_grid(v.data(), 4, 4, nullptr, 4, rows, cols, PoolMode::Max);
+  ASSERT_EQ(mx.size(), 4u);
+  EXPECT_EQ(mx[0].value, 6);
+  EXPECT_EQ(mx[1].value, 8);
+  EXPECT_EQ(mx[2].value, 14);
+  EXPECT_EQ(mx[3].value, 16);
+  const auto mean = pool_grid(v.data(), 4, 4, nullptr, 4, rows, cols, PoolMode::Mean);
+  EXPECT_FLOAT_EQ(mean[0].value, 3.5f);
+  EXPECT_FLOAT_EQ(mean[1].value, 5.5f);
+  EXPECT_FLOAT_EQ(mean[2].value, 11.5f);
+  EXPECT_FLOAT_EQ(mean[3].value, 13.5f);
+  for (const auto& c : mean) EXPECT_FALSE(c.masked);
+}
+
+TEST(Pooling, MaskedCellsAreLeftOutAndAllMaskedBlocksStayMasked) {
+  const auto v = iota16();
+  const auto m = causal4();
+  const AxisMap rows = map_axis(0, 4, 2, 4), cols = map_axis(0, 4, 2, 4);
+  const auto mx = pool_grid(v.data(), 4, 4, m.data(), 4, rows, cols, PoolMode::Max);
+  // Block (0,0): cells 1, 5, 6 unmasked (2 is above the diagonal).
+  EXPECT_EQ(mx[0].value, 6);
+  EXPECT_TRUE(mx[1].masked) << "rows 0-1, cols 2-3 are all in the future";
+  EXPECT_EQ(mx[2].value, 14);
+  EXPECT_EQ(mx[3].value, 16);  // cells 11, 15, 16
+  const auto mean = pool_grid(v.data(), 4, 4, m.data(), 4, rows, cols, PoolMode::Mean);
+  EXPECT_FLOAT_EQ(mean[0].value, 4.0f);             // (1 + 5 + 6) / 3
+  EXPECT_FLOAT_EQ(mean[3].value, (11 + 15 + 16) / 3.0f);
+}
+
+TEST(Pooling, StackedHeadsShareTheMaskByRowModulo) {
+  std::vector<float> v(32, 1.0f);  // 2 heads x 4 rows, 4 cols
+  const auto m = causal4();
+  const AxisMap rows = map_axis(0, 8, 8, 8), cols = map_axis(0, 4, 4, 4);
+  const auto out = pool_grid(v.data(), 8, 4, m.data(), 4, rows, cols, PoolMode::Max);
+  EXPECT_TRUE(out[4 * 4 + 1].masked);   // row 4 = head 1, row 0: key 1 masked
+  EXPECT_FALSE(out[4 * 4 + 0].masked);
+}
+
+TEST(Pooling, NonFiniteValuesCountAsMasked) {
+  std::vector<float> v = {1, -kInf, 3, std::nanf("")};
+  const auto out = pool_grid(v.data(), 1, 4, nullptr, 1, map_axis(0, 1, 1, 1), map_axis(0, 4, 1, 4), PoolMode::Mean);
+  EXPECT_FLOAT_EQ(out[0].value, 2.0f);
+  const ValueRange r = finite_range(v.data(), 1, 4, nullptr, 1);
+  EXPECT_EQ(r.lo, 1);
+  EXPECT_EQ(r.hi, 3);
+}
+
+TEST(Pooling, AxisMapsTileTheWindowWithoutGaps) {
+  for (int total : {5, 97, 4096, 16384}) {
+    for (int pixels : {1, 3, 100, 477, 900}) {
+      const AxisMap m = map_axis(0, total, pixels, total);
+      ASSERT_EQ(m.size(), pixels);
+      EXPECT_EQ(m.begin.front(), 0);
+      if (total >= pixels) {
+        EXPECT_EQ(m.end.back(), total) << total << " on " << pixels;
+        for (int p = 0; p + 1 < pixels; ++p) EXPECT_EQ(m.end[p], m.begin[p + 1]);
+      }
+      for (int p = 0; p < pixels; ++p) {
+        EXPECT_LT(m.begin[p], m.end[p]);
+        EXPECT_LE(m.end[p], total);
+      }
+    }
+  }
+}
+
+TEST(Pooling, MagnifiedAxisRepeatsCells) {
+  const AxisMap m = map_axis(0, 2, 4, 2);
+  EXPECT_FALSE(m.pooled);
+  EXPECT_EQ(m.begin, (std::vector<int>{0, 0, 1, 1}));
+  const AxisMap z = map_axis(1, 2, 4, 4);  // zoomed window: cells 1 and 2
+  EXPECT_EQ(z.begin, (std::vector<int>{1, 1, 2, 2}));
+}
+
+TEST(Heatmap, SmallMatricesGetSquareCentredCells) {
+  const PlotGeometry g = place_plot(0, 0, 500, 400, 5, 5, HeatView{});
+  EXPECT_FLOAT_EQ(g.cell_w, 80);
+  EXPECT_FLOAT_EQ(g.cell_h, 80);
+  EXPECT_FLOAT_EQ(g.w, 400);
+  EXPECT_FLOAT_EQ(g.x, 50);
+  EXPECT_FLOAT_EQ(g.y, 0);
+  EXPECT_FALSE(g.pooled());
+  const PlotGeometry o = place_plot(0, 0, 500, 400, 5, 2, HeatView{});
+  EXPECT_FLOAT_EQ(o.cell_w, o.cell_h);
+}
+
+TEST(Heatmap, HitTestFindsTheExactCell) {
+  const PlotGeometry g = place_plot(0, 0, 500, 400, 5, 5, HeatView{});
+  auto c = hit_test(g, 50 + 3 * 80 + 40, 2 * 80 + 40);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->row, 2);
+  EXPECT_EQ(c->col, 3);
+  EXPECT_FALSE(hit_test(g, 10, 10));
+  EXPECT_FALSE(hit_test(g, 460, 10));
+}
+
+TEST(Heatmap, HitTestIsExactWhenPooled) {
+  const PlotGeometry g = place_plot(0, 0, 512, 512, 4096, 4096, HeatView{});
+  EXPECT_TRUE(g.pooled());
+  EXPECT_FLOAT_EQ(g.cell_w, 0.125f);
+  auto c = hit_test(g, 100.5f, 200.25f);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->col, 804);  // 100.5 * 8 = 804
+  EXPECT_EQ(c->row, 1602);
+}
+
+TEST(Heatmap, ZoomKeepsThePointUnderTheCursorAndClamps) {
+  HeatView v;
+  v = zoom_view(v, 0.25, 0.25, 2.0, 100, 100);
+  EXPECT_NEAR(v.x1 - v.x0, 0.5, 1e-12);
+  EXPECT_NEAR((0.25 - v.x0) / (v.x1 - v.x0), 0.25, 1e-12);
+  const PlotGeometry g = place_plot(0, 0, 400, 400, 100, 100, v);
+  EXPECT_NEAR(g.vis_rows, 50, 1e-9);
+  auto c = hit_test(g, 0.5f, 0.5f);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->row, static_cast<int>(std::floor(v.y0 * 100)));
+  // Never below two cells, never outside the matrix.
+  for (int i = 0; i < 50; ++i) v = zoom_view(v, 0.9, 0.9, 4.0, 100, 100);
+  EXPECT_NEAR(v.x1 - v.x0, 0.02, 1e-12);
+  EXPECT_LE(v.x1, 1.0);
+  v = pan_view(v, 5, -5);
+  EXPECT_NEAR(v.x1, 1.0, 1e-12);
+  EXPECT_NEAR(v.y0, 0.0, 1e-12);
+}
+
+TEST(Heatmap, QueryBandIsAtLeastThreePixels) {
+  const PlotGeometry g = place_plot(0, 0, 512, 512, 4096, 4096, HeatView{});
+  auto b = row_band(g, 2048, 3);
+  ASSERT_TRUE(b);
+  EXPECT_GE(b->y1 - b->y0, 3 - 1e-4);
+  EXPECT_NEAR((b->y0 + b->y1) / 2, 256 + 0.0625, 0.01);
+  const PlotGeometry s = place_plot(0, 0, 500, 500, 5, 5, HeatView{});
+  auto sb = row_band(s, 2);
+  ASSERT_TRUE(sb);
+  EXPECT_FLOAT_EQ(sb->y0, 200);
+  EXPECT_FLOAT_EQ(sb->y1, 300);
+  HeatView zoomed{0, 0, 0.5, 0.5};
+  EXPECT_FALSE(row_band(place_plot(0, 0, 500, 500, 4, 4, zoomed), 3));
+}
+
+TEST(Heatmap, RasterDrawsMaskedCellsGreyAndOthersOnTheScale) {
+  std::vector<float> v = {0.0f, 1.0f, 0.25f, 0.75f};
+  std::vector<float> mask = {0.0f, -kInf, 0.0f, 0.0f};
+  RasterInput in;
+  in.values = v.data();
+  in.rows = 2;
+  in.cols = 2;
+  in.mask = mask.data();
+  in.mask_rows = 2;
+  in.range = finite_range(v.data(), 2, 2, mask.data(), 2);
+  EXPECT_EQ(in.range.hi, 0.75);
+  const PlotGeometry g = place_plot(0, 0, 40, 40, 2, 2, HeatView{});
+  const auto px = rasterize(in, g);
+  ASSERT_EQ(px.size(), 1600u);
+  auto at = [&](int x, int y) { return px[y * 40 + x]; };
+  // Masked cell (0, 1): only the two greys.
+  for (int y = 0; y < 19; ++y)
+    for (int x = 20; x < 39; ++x)
+      EXPECT_TRUE(at(x, y) == pack_rgba(kMaskDark) || at(x, y) == pack_rgba(kMaskLight));
+  EXPECT_EQ(at(5, 5), pack_rgba(viridis(0)));     // lo
+  EXPECT_EQ(at(25, 25), pack_rgba(viridis(1)));   // hi (0.75)
+  EXPECT_EQ(at(19, 5), pack_rgba(kGridGap));      // gap on a cell's last pixel
+}
+
+TEST(Heatmap, LogScaleSpreadsDecades) {
+  const ValueRange r = log_range(ValueRange{0, 1});
+  EXPECT_NEAR(r.lo, 1e-6, 1e-18);
+  EXPECT_NEAR(scale_pos(1e-3, r, true), 0.5, 1e-9);
+  EXPECT_NEAR(scale_value(0.5, r, true), 1e-3, 1e-12);
+  EXPECT_EQ(scale_pos(0, r, true), 0);
+  EXPECT_NEAR(scale_pos(0.5, ValueRange{0, 1}), 0.5, 1e-12);
+  EXPECT_EQ(scale_pos(3, ValueRange{2, 2}), 0.5);
+}

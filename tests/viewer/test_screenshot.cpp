@@ -1,0 +1,219 @@
+// Headless screenshots of the real attnlab-view binary (SDL_VIDEODRIVER=dummy, software renderer):
+// the PNG is read back and its pixels checked — the orange frame sits on the selected query row,
+// masked cells are grey hatching (not a colour of the scale) under the causal mask and nowhere
+// without it, the picture changes between steps, a 4096-token causal run pools the mask into the
+// upper triangle — and bad flags give one "error: ..." line and exit 2.
+#include "core/backend.h"
+#include "core/problem.h"
+#include "viewer/png_io.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace attnlab;
+using namespace attnlab::viewer;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path work_dir() {
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("attnlab_view_shots_" + std::to_string(getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+struct ViewRun {
+  int code = -1;
+  std::string err;
+};
+
+ViewRun run_view(const std::string& args) {
+  const fs::path err = work_dir() / "stderr.txt";
+  const std::string cmd = "env SDL_VIDEODRIVER=dummy LANG=C.UTF-8 '" + std::string(ATTNLAB_VIEW_BINARY) + "' " +
+                          args + " 2>'" + err.string() + "'";
+  const int status = std::system(cmd.c_str());
+  ViewRun r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream in(err);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  r.err = ss.str();
+  return r;
+}
+
+struct Shot {
+  Image img;
+  nlohmann::json state;
+  // Heatmap geometry from the state dump.
+  float x = 0, y = 0, w = 0, h = 0, cell_w = 0, cell_h = 0;
+};
+
+Shot shoot(const std::string& name, const std::string& args) {
+  const fs::path png = work_dir() / (name + ".png"), json = work_dir() / (name + ".json");
+  const ViewRun r = run_view("--screenshot '" + png.string() + "' --state-dump '" + json.string() + "' " + args);
+  EXPECT_EQ(r.code, 0) << r.err;
+  Shot s;
+  s.img = read_png(png.string());
+  std::ifstream in(json);
+  s.state = nlohmann::json::parse(in);
+  const auto& h = s.state["heatmap"];
+  s.x = h["x"];
+  s.y = h["y"];
+  s.w = h["w"];
+  s.h = h["h"];
+  s.cell_w = h["cell_w"];
+  s.cell_h = h["cell_h"];
+  return s;
+}
+
+bool is_highlight(const std::uint8_t* p) { return p[0] >= 220 && std::abs(p[1] - 140) <= 45 && p[2] <= 70; }
+bool is_grey(const std::uint8_t* p) {
+  return std::max({p[0], p[1], p[2]}) - std::min({p[0], p[1], p[2]}) <= 6 && p[0] >= 40;
+}
+
+// Fraction of grey pixels in the top-left quarter of a cell (away from the centred value text).
+double grey_fraction(const Shot& s, int row, int col) {
+  int grey = 0, total = 0;
+  const int x0 = static_cast<int>(s.x + col * s.cell_w + s.cell_w * 0.08f);
+  const int y0 = static_cast<int>(s.y + row * s.cell_h + s.cell_h * 0.08f);
+  for (int y = y0; y < y0 + static_cast<int>(s.cell_h * 0.25f); ++y) {
+    for (int x = x0; x < x0 + static_cast<int>(s.cell_w * 0.25f); ++x) {
+      grey += is_grey(s.img.at(x, y));
+      ++total;
+    }
+  }
+  return total ? static_cast<double>(grey) / total : 0;
+}
+
+// Rows (in cells) whose horizontal band holds highlight pixels, scanning the plot's middle column.
+std::vector<int> highlighted_rows(const Shot& s) {
+  std::vector<int> rows;
+  const int x = static_cast<int>(s.x + s.w / 2);
+  for (int y = static_cast<int>(s.y) - 6; y < static_cast<int>(s.y + s.h) + 6; ++y) {
+    if (!is_highlight(s.img.at(x, y))) continue;
+    // Frame edges sit within 4 px of a row boundary; attribute them to the row they enclose.
+    rows.push_back(y);
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST(Screenshot, WritesAPngOfTheRequestedSize) {
+  const Shot s = shoot("size", "--size 1920x1080 --lang en");
+  EXPECT_EQ(s.img.width, 1920);
+  EXPECT_EQ(s.img.height, 1080);
+  EXPECT_EQ(s.state["window"]["w"], 1920);
+  EXPECT_EQ(s.state["lang"], "en");
+  EXPECT_GT(s.w, 300);
+}
+
+TEST(Screenshot, HighlightFramesTheSelectedQueryRow) {
+  for (int q : {0, 2, 4}) {
+    const Shot s = shoot("query" + std::to_string(q), "--step 3 --query " + std::to_string(q));
+    EXPECT_EQ(s.state["query"], q);
+    const std::vector<int> ys = highlighted_rows(s);
+    ASSERT_FALSE(ys.empty()) << "no highlight pixels for query " << q;
+    const float top = s.y + q * s.cell_h, bottom = s.y + (q + 1) * s.cell_h;
+    const int lo = *std::min_element(ys.begin(), ys.end()), hi = *std::max_element(ys.begin(), ys.end());
+    EXPECT_NEAR(lo, top - 3, 4) << "query " << q;
+    EXPECT_NEAR(hi, bottom + 1, 4) << "query " << q;
+  }
+}
+
+TEST(Screenshot, MaskedCellsAreGreyOnlyUnderTheCausalMask) {
+  const Shot causal = shoot("causal", "--step 3 --mask causal --query 4");
+  const Shot none = shoot("nomask", "--step 3 --mask none --query 4");
+  for (int r = 0; r < 4; ++r) {
+    for (int c = 0; c < 5; ++c) {
+      const bool future = c > r;
+      if (future) {
+        EXPECT_GT(grey_fraction(causal, r, c), 0.9) << "masked cell " << r << "," << c;
+      } else {
+        EXPECT_LT(grey_fraction(causal, r, c), 0.05) << "unmasked cell " << r << "," << c;
+      }
+      EXPECT_LT(grey_fraction(none, r, c), 0.05) << "no mask, cell " << r << "," << c;
+    }
+  }
+  // Raw scores (step 1) come before the mask: nothing is hatched there.
+  const Shot raw = shoot("causal_step1", "--step 1 --mask causal --query 4");
+  EXPECT_LT(grey_fraction(raw, 0, 4), 0.05);
+}
+
+TEST(Screenshot, ThePictureChangesBetweenSteps) {
+  const Shot a = shoot("step1", "--step 1");
+  const Shot b = shoot("step3", "--step 3");
+  ASSERT_EQ(a.x, b.x);
+  long differ = 0, total = 0;
+  for (int y = static_cast<int>(a.y); y < static_cast<int>(a.y + a.h); ++y) {
+    for (int x = static_cast<int>(a.x); x < static_cast<int>(a.x + a.w); ++x) {
+      differ += !std::equal(a.img.at(x, y), a.img.at(x, y) + 3, b.img.at(x, y));
+      ++total;
+    }
+  }
+  EXPECT_GT(differ, total / 4);
+  EXPECT_EQ(a.state["step"], 1);
+  EXPECT_EQ(b.state["step"], 3);
+}
+
+TEST(Screenshot, FourThousandTokensPoolTheCausalMask) {
+  const Shot s = shoot("r4096", "--random 4096 --step 3 --mask causal --backend cpu --lang en");
+  EXPECT_EQ(s.state["N"], 4096);
+  EXPECT_TRUE(s.state["stages_kept"].get<bool>());
+  EXPECT_LT(s.cell_w, 1.0f);  // pooled
+  // Upper-right corner: all future keys (grey); lower-left: on the scale.
+  int grey_ur = 0, grey_ll = 0, n = 0;
+  for (int i = 0; i < 20; ++i) {
+    for (int j = 0; j < 20; ++j) {
+      grey_ur += is_grey(s.img.at(static_cast<int>(s.x + s.w * 0.8f + i), static_cast<int>(s.y + s.h * 0.1f + j)));
+      grey_ll += is_grey(s.img.at(static_cast<int>(s.x + s.w * 0.1f + i), static_cast<int>(s.y + s.h * 0.8f + j)));
+      ++n;
+    }
+  }
+  EXPECT_EQ(grey_ur, n);
+  EXPECT_EQ(grey_ll, 0);
+  // The query row (2048, the middle) is framed.
+  const std::vector<int> ys = highlighted_rows(s);
+  ASSERT_FALSE(ys.empty());
+  const float mid = s.y + s.h / 2;
+  for (int y : ys) EXPECT_NEAR(y, mid, 6);
+}
+
+TEST(Screenshot, BadFlagsGiveOneErrorLineAndExitTwo) {
+  for (const std::string args : {"--step 7", "--temperature 0", "--bogus", "--mask diag", "--size 10x10",
+                                 "--query 你好", "--random 5000 --backend cpu"}) {
+    const ViewRun r = run_view("--screenshot '" + (work_dir() / "bad.png").string() + "' " + args);
+    EXPECT_EQ(r.code, 2) << args;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << args << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+  }
+  std::string core;
+  try {
+    validate_temperature(0);
+  } catch (const InputError& e) {
+    core = e.what();
+  }
+  EXPECT_EQ(run_view("--temperature 0").err, "error: " + core + "\n");
+  if (!cuda_available()) {
+    const ViewRun r = run_view("--screenshot x.png --backend cuda");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.err.rfind("error: no CUDA device: ", 0), 0u) << r.err;
+  }
+}
+
+TEST(Screenshot, HelpExitsZero) {
+  const ViewRun r = run_view("--help >/dev/null");
+  EXPECT_EQ(r.code, 0);
+}

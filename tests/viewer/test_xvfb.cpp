@@ -1,0 +1,65 @@
+// The real window under Xvfb: start attnlab-view with --state-dump, press Right, Down and m with
+// xdotool (real X key events through XTEST), and read the state back: step 2, query 3 (below the
+// default 上下文), causal mask; then Escape closes it cleanly (exit 0). Skipped, visibly, when
+// xvfb-run or xdotool is not installed.
+#include "viewer/speech.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+using attnlab::viewer::find_on_path;
+
+TEST(Xvfb, RealKeyPressesChangeStepQueryAndMask) {
+  if (!find_on_path("xvfb-run")) GTEST_SKIP() << "xvfb-run not installed (apt install xvfb xauth)";
+  if (!find_on_path("xdotool")) GTEST_SKIP() << "xdotool not installed (apt install xdotool)";
+  const fs::path dir = fs::temp_directory_path() / ("attnlab_view_xvfb_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const fs::path dump = dir / "state.json", during = dir / "during.json", log = dir / "log.txt";
+  // The script (a file, so no quoting through two shells) waits for the first dump (window up),
+  // focuses the window, sends the keys, copies the dump, then quits with Escape and reports the
+  // viewer's exit status.
+  const fs::path script = dir / "keys.sh";
+  {
+    std::ofstream sh(script);
+    sh << "'" << ATTNLAB_VIEW_BINARY << "' --lang en --size 1280x800 --state-dump '" << dump.string() << "' &\n"
+       << "pid=$!\n"
+       << "for i in $(seq 1 200); do [ -f '" << dump.string() << "' ] && break; sleep 0.05; done\n"
+       << "wid=$(xdotool search --sync --name attnlab | head -n 1)\n"
+       << "xdotool windowfocus --sync \"$wid\"\n"
+       << "sleep 0.3\n"
+       << "xdotool key --delay 200 Right Down m\n"
+       << "sleep 1.5\n"
+       << "cp '" << dump.string() << "' '" << during.string() << "'\n"
+       << "xdotool key Escape\n"
+       << "wait $pid\n"
+       << "echo viewer_exit=$?\n";
+  }
+  const std::string cmd = "env -u SDL_VIDEODRIVER timeout 60 xvfb-run -a -s '-screen 0 1280x800x24' sh '" +
+                          script.string() + "' >'" + log.string() + "' 2>&1";
+  const int status = std::system(cmd.c_str());
+  std::ifstream lin(log);
+  const std::string out((std::istreambuf_iterator<char>(lin)), std::istreambuf_iterator<char>());
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  EXPECT_NE(out.find("viewer_exit=0"), std::string::npos) << out;
+  std::ifstream in(during);
+  ASSERT_TRUE(in) << "no state dump: " << out;
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["step"], 2) << out;
+  EXPECT_EQ(j["query"], 3);
+  EXPECT_EQ(j["query_token"], "分配");
+  EXPECT_EQ(j["mask"], "causal");
+  // The dump written on exit agrees.
+  std::ifstream fin(dump);
+  const auto f = nlohmann::json::parse(fin);
+  EXPECT_EQ(f["step"], 2);
+  EXPECT_EQ(f["mask"], "causal");
+  fs::remove_all(dir);
+}

@@ -1,0 +1,73 @@
+// Redraw benchmark (see bench.h).
+#include "viewer/bench.h"
+
+#include "viewer/controller.h"
+#include "viewer/heatmap.h"
+
+#include <algorithm>
+#include <chrono>
+#include <ostream>
+#include <vector>
+
+namespace attnlab::viewer {
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+}  // namespace
+
+RedrawBench run_redraw_bench(const ViewerOptions& opts, std::ostream& log) {
+  using clock = std::chrono::steady_clock;
+  ViewerOptions o = opts;
+  if (!o.random_n) o.random_n = 4096;
+  Controller c(o);
+  RedrawBench r;
+  r.n = c.n();
+  r.d_k = c.problem().d_k();
+  r.backend = c.backend();
+  std::vector<double> total, backend, raster;
+  double t = c.problem().temperature;
+  for (int i = 0; i < o.repeat; ++i) {
+    // Alternate up and down like a learner pressing [ and ].
+    t = i % 2 ? t / 1.25 : t * 1.25;
+    const auto t0 = clock::now();
+    if (!c.set_temperature(t)) throw InputError(c.error());
+    const auto t1 = clock::now();
+    const MatrixF* w = c.stage_matrix(3);
+    if (!w) throw ResourceError("the stages were not kept (not enough memory), nothing to draw");
+    const PlotGeometry g = place_plot(0, 0, 900, 900, static_cast<int>(w->rows()),
+                                      static_cast<int>(w->cols()), HeatView{});
+    RasterInput in;
+    in.values = w->data();
+    in.rows = static_cast<int>(w->rows());
+    in.cols = static_cast<int>(w->cols());
+    in.mask = c.trace().mask.size() ? c.trace().mask.data() : nullptr;
+    in.mask_rows = static_cast<int>(c.trace().mask.rows());
+    in.range = finite_range(in.values, in.rows, in.cols, in.mask, in.mask_rows);
+    in.pool = o.pool;
+    const auto px = rasterize(in, g);
+    const auto t2 = clock::now();
+    const double b = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    const double h = std::chrono::duration<double, std::milli>(t2 - t1).count();
+    backend.push_back(b);
+    raster.push_back(h);
+    total.push_back(b + h);
+    log << "redraw " << (i + 1) << "/" << o.repeat << ": T=" << t << " backend " << b
+        << " ms + heatmap " << h << " ms (" << px.size() << " px) = " << (b + h) << " ms\n";
+  }
+  r.median_ms = median(total);
+  r.min_ms = *std::min_element(total.begin(), total.end());
+  r.max_ms = *std::max_element(total.begin(), total.end());
+  r.median_backend_ms = median(backend);
+  r.median_raster_ms = median(raster);
+  log << "redraw N=" << r.n << " d_k=" << r.d_k << " backend=" << r.backend << " (ran "
+      << c.trace().backend << "): median " << r.median_ms << " ms (backend " << r.median_backend_ms
+      << " ms, heatmap " << r.median_raster_ms << " ms), min " << r.min_ms << " ms, max "
+      << r.max_ms << " ms over " << o.repeat << " temperature changes\n";
+  return r;
+}
+
+}  // namespace attnlab::viewer

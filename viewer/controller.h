@@ -1,0 +1,120 @@
+// The viewer's state and the only place it talks to the lab: the problem (demo or random), the
+// query, temperature, mask and backend, and the Trace the backend registry returned for them. Every
+// change goes through here; a change the core refuses (InputError: bad temperature, limits, no CUDA
+// device) leaves the last valid state in place and keeps the message for the UI. The controller
+// never computes attention itself (it calls attnlab::run_backend); the only arithmetic on results
+// is the Compare check, max |CUDA - CPU| per stage. Free of SDL and ImGui, so it is unit-tested.
+#pragma once
+
+#include "core/backend.h"
+#include "core/problem.h"
+#include "core/stats.h"
+#include "core/trace.h"
+#include "viewer/options.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attnlab::viewer {
+
+constexpr int kCpuMaxTokens = 4096;
+constexpr int kCudaMaxTokens = 16384;
+constexpr int kTableMaxTokens = 16;  // numeric tables are drawn up to this N
+
+struct StageCompare {
+  std::string stage;        // "scores" | "scaled" | "logits" | "weights" | "output"
+  double max_abs_diff = 0;  // max |CUDA - CPU| over all entries (-inf == -inf counts as 0)
+  double cpu_ms = 0, cuda_ms = 0;  // the stage's time on each backend (0 when not timed apart)
+};
+
+struct CompareResult {
+  bool done = false;
+  std::string error;  // why it could not run
+  double cpu_total_ms = 0, cuda_total_ms = 0;
+  std::vector<StageCompare> stages;
+  double speed_up() const { return cuda_total_ms > 0 ? cpu_total_ms / cuda_total_ms : 0; }
+};
+
+// max |a - b| over all entries; equal infinities count as 0, any other non-finite mismatch (or a
+// shape mismatch) as +inf.
+double max_abs_diff(const MatrixF& a, const MatrixF& b);
+
+class Controller {
+ public:
+  // Builds the initial state from the command line. Throws InputError for a bad query, an N over
+  // the backend's limit or "--backend cuda" without a device (main turns it into exit 2).
+  explicit Controller(const ViewerOptions& o);
+
+  // ---- state changes: each returns false and sets error() when refused; state is kept then ----
+  bool set_temperature(double t);
+  bool set_temperature_text(const std::string& text);  // typed entry: "0.5", "abc", "0", ...
+  bool set_query(int q);            // no backend run: the trace holds every row
+  bool move_query(int delta);       // clamped to the rows
+  bool set_mask(MaskKind m);
+  bool toggle_mask();
+  bool set_backend(const std::string& name);  // "cpu" | "cuda"
+  bool load_demo();
+  bool load_random(int n, int d_k, int d_v, std::uint64_t seed);
+  const CompareResult& run_compare();  // runs CPU and CUDA on the current problem
+  void clear_error() { error_.clear(); }
+
+  // ---- what the UI shows ----
+  const Problem& problem() const { return problem_; }
+  const Trace& trace() const { return trace_; }
+  bool demo() const { return demo_; }
+  int query() const { return query_; }
+  int n() const { return problem_.n(); }
+  const std::string& backend() const { return backend_; }  // "cpu" | "cuda" (the chosen one)
+  bool cuda_ok() const { return cuda_ok_; }
+  const std::string& cuda_reason() const { return cuda_reason_; }
+  const std::string& error() const { return error_; }
+  int max_tokens() const { return backend_ == "cuda" ? kCudaMaxTokens : kCpuMaxTokens; }
+  std::string compare_unavailable_reason() const;  // empty when Compare can run
+  const CompareResult& last_compare() const { return compare_; }
+  std::uint64_t revision() const { return revision_; }  // bumps whenever trace_ changes
+  double last_run_ms() const { return last_run_ms_; }   // wall time of the last backend call
+  bool stages_kept() const { return trace_.has_stages; }
+  double stages_need_gb() const { return need_gb_; }
+  double available_gb() const { return avail_gb_; }
+  int random_n() const { return rand_n_; }
+  int random_dk() const { return rand_dk_; }
+  int random_dv() const { return rand_dv_; }
+  std::uint64_t random_seed() const { return rand_seed_; }
+
+  // The heatmap's matrix for step 1..4 (scores, logits, weights, output); null when not kept.
+  const MatrixF* stage_matrix(int step) const;
+  // Steps 2 and 3 draw masked cells as masked (the mask enters at step 2).
+  bool step_shows_mask(int step) const { return (step == 2 || step == 3) && problem_.mask != MaskKind::None; }
+  // Column labels of step 1..4: key tokens, or "1".."d_v" for the output.
+  std::vector<std::string> column_labels(int step) const;
+  std::string description(Lang lang) const;
+  std::optional<RowStats> stats() const;
+
+ private:
+  // Runs the backend for problem_; on any refusal restores `saved` (and its trace) and keeps the
+  // message. Returns true on success.
+  bool rerun(const Problem& saved, bool saved_demo);
+  void run_now();
+
+  Problem problem_;
+  Trace trace_;
+  bool demo_ = true;
+  int query_ = kDemoDefaultQuery;
+  std::string backend_ = "cpu";
+  bool cuda_ok_ = false;
+  std::string cuda_reason_;
+  std::string error_;
+  CompareResult compare_;
+  std::uint64_t revision_ = 0;
+  double last_run_ms_ = 0;
+  double need_gb_ = 0, avail_gb_ = 0;
+  int rand_n_ = 512, rand_dk_ = 64, rand_dv_ = 64;
+  std::uint64_t rand_seed_ = 0;
+};
+
+// Bytes of memory the OS says are available (MemAvailable), or 0 when unknown.
+double available_memory_bytes();
+
+}  // namespace attnlab::viewer

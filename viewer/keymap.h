@@ -1,0 +1,45 @@
+// Keyboard: the viewer's own key names (main.cpp maps SDL keycodes onto them), the action each key
+// triggers, the F1 help text, and the temperature step of [ and ]. Free of SDL so the mapping is
+// unit-tested. Temperature keys multiply or divide by 1.25: a ratio step keeps T > 0 at any size
+// and feels the same at T = 0.1 and T = 5 (the softmax sees logits / T, so ratios are what matter).
+#pragma once
+
+#include "core/types.h"
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace attnlab::viewer {
+
+enum class Key { Space, Left, Right, Home, Up, Down, M, LeftBracket, RightBracket, L, S, F1, Escape, Other };
+
+enum class Action {
+  TogglePlay,
+  StepNext,
+  StepPrev,
+  StepHome,
+  QueryPrev,
+  QueryNext,
+  ToggleMask,
+  TemperatureDown,
+  TemperatureUp,
+  ToggleLanguage,
+  Screenshot,
+  ToggleHelp,
+  Quit,
+};
+
+std::optional<Action> action_for_key(Key k);
+
+constexpr double kTemperatureRatio = 1.25;
+constexpr double kTemperatureMin = 0.05;  // the slider's range; typed values may go beyond
+constexpr double kTemperatureMax = 20.0;
+// t * 1.25 (up) or t / 1.25 (down), kept inside [kTemperatureMin, kTemperatureMax].
+double step_temperature(double t, bool up);
+
+// (key, what it does) lines for the F1 help, in the UI language.
+std::vector<std::pair<std::string, std::string>> key_help(Lang lang);
+
+}  // namespace attnlab::viewer

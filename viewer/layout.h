@@ -1,0 +1,41 @@
+// Window layout, free of SDL: where the control panel, the heatmap, the information panel and the
+// always-visible caveat bar go for a given window size, and how the heatmap's panel is split into
+// labels, plot area and legend. Sizes scale with the font so the layout holds from 1280 x 800 to
+// 1920 x 1080 and stays usable down to 960 x 600.
+#pragma once
+
+namespace attnlab::viewer {
+
+struct Rect {
+  float x = 0, y = 0, w = 0, h = 0;
+  float right() const { return x + w; }
+  float bottom() const { return y + h; }
+  bool contains(float px, float py) const { return px >= x && py >= y && px < x + w && py < y + h; }
+};
+
+bool overlaps(const Rect& a, const Rect& b);
+
+struct Layout {
+  Rect controls;  // left column: state, playback, mode, backend
+  Rect heatmap;   // centre: the heatmap window
+  Rect info;      // right column: statistics, description, tables, performance, notes
+  Rect caveat;    // bottom bar across the window: the standing caveat and the status line
+};
+
+// font_px: the UI font size. Side columns take a share of the width within font-relative bounds;
+// the heatmap gets the rest (at least 40% of the width at 1280 px and above).
+Layout compute_layout(float width, float height, float font_px);
+
+struct HeatmapFrame {
+  Rect plot_area;  // where place_plot() may put the cells
+  Rect row_labels; // query tokens, left of the plot area
+  Rect col_labels; // key tokens, above the plot area
+  Rect legend;     // colour bar and its numbers, right of the plot area
+};
+
+// Splits the heatmap window's content rectangle. row_label_w and col_label_h are the measured label
+// sizes (0 hides them, as for thousands of tokens).
+HeatmapFrame compute_heatmap_frame(const Rect& content, float row_label_w, float col_label_h,
+                                   float font_px);
+
+}  // namespace attnlab::viewer

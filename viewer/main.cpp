@@ -1,0 +1,222 @@
+// attnlab-view: the interactive lab window (SDL2 + Dear ImGui 1.86 with the SDL_Renderer backend).
+// One linear main, after Dear ImGui's example_sdl_sdlrenderer: parse flags (bad ones: one line
+// "error: ..." and exit 2), build the controller (which runs the first backend call), init SDL with
+// null checks that print SDL_GetError(), then event -> update -> draw -> present, teardown in
+// reverse. --screenshot renders three frames without input and writes a PNG (software renderer, so
+// it works with SDL_VIDEODRIVER=dummy and gives the same pixels everywhere); --bench-redraw needs no
+// window at all.
+#include "viewer/bench.h"
+#include "viewer/keymap.h"
+#include "viewer/options.h"
+#include "viewer/png_io.h"
+#include "viewer/strings.h"
+#include "viewer/ui.h"
+
+#include <SDL.h>
+#include <imgui.h>
+#include <imgui_impl_sdl.h>
+#include <imgui_impl_sdlrenderer.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <iostream>
+#include <memory>
+
+namespace {
+
+using namespace attnlab;
+using namespace attnlab::viewer;
+
+Key key_from_sdl(SDL_Keycode k) {
+  switch (k) {
+    case SDLK_SPACE: return Key::Space;
+    case SDLK_LEFT: return Key::Left;
+    case SDLK_RIGHT: return Key::Right;
+    case SDLK_HOME: return Key::Home;
+    case SDLK_UP: return Key::Up;
+    case SDLK_DOWN: return Key::Down;
+    case SDLK_m: return Key::M;
+    case SDLK_LEFTBRACKET: return Key::LeftBracket;
+    case SDLK_RIGHTBRACKET: return Key::RightBracket;
+    case SDLK_l: return Key::L;
+    case SDLK_s: return Key::S;
+    case SDLK_F1: return Key::F1;
+    case SDLK_ESCAPE: return Key::Escape;
+    default: return Key::Other;
+  }
+}
+
+// Reads back what the renderer drew this frame (before present) as RGBA rows.
+Image read_back(SDL_Renderer* r) {
+  Image img;
+  if (SDL_GetRendererOutputSize(r, &img.width, &img.height) != 0) return {};
+  img.rgba.resize(static_cast<std::size_t>(img.width) * img.height * 4);
+  if (SDL_RenderReadPixels(r, nullptr, SDL_PIXELFORMAT_RGBA32, img.rgba.data(), img.width * 4) != 0) return {};
+  return img;
+}
+
+int fail(int code, const std::string& msg) {
+  std::fprintf(stderr, "error: %s\n", msg.c_str());
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ViewerOptions opts;
+  try {
+    opts = parse_viewer_args(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const InputError& e) {
+    return fail(2, e.what());
+  }
+  if (opts.help) {
+    std::fputs(viewer_usage().c_str(), stdout);
+    return 0;
+  }
+  if (opts.bench_redraw) {
+    try {
+      run_redraw_bench(opts, std::cout);
+      return 0;
+    } catch (const InputError& e) {
+      return fail(2, e.what());
+    } catch (const std::exception& e) {
+      return fail(1, e.what());
+    }
+  }
+
+  std::unique_ptr<App> app;
+  try {
+    app = std::make_unique<App>(opts);
+  } catch (const InputError& e) {
+    return fail(2, e.what());
+  } catch (const std::exception& e) {
+    return fail(1, e.what());
+  }
+  app->lang = opts.lang.value_or(lang_from_env());
+  app->play.set_step(opts.step);
+  const bool headless = !opts.screenshot.empty();
+
+  // Headless without any display: fall back to the dummy driver rather than failing.
+  if (SDL_Init(SDL_INIT_VIDEO | SDL_INIT_TIMER) != 0) {
+    if (!headless) return fail(1, std::string("SDL_Init: ") + SDL_GetError());
+    SDL_setenv("SDL_VIDEODRIVER", "dummy", 1);
+    if (SDL_Init(SDL_INIT_VIDEO | SDL_INIT_TIMER) != 0) return fail(1, std::string("SDL_Init: ") + SDL_GetError());
+  }
+  const Uint32 win_flags = SDL_WINDOW_RESIZABLE | (headless ? SDL_WINDOW_HIDDEN : SDL_WINDOW_SHOWN);
+  SDL_Window* window = SDL_CreateWindow(tr(app->lang, S::AppTitle), SDL_WINDOWPOS_CENTERED, SDL_WINDOWPOS_CENTERED,
+                                        opts.width, opts.height, win_flags);
+  if (!window) return fail(1, std::string("SDL_CreateWindow: ") + SDL_GetError());
+  SDL_SetWindowMinimumSize(window, 960, 600);
+  SDL_Renderer* renderer = nullptr;
+  if (!headless) renderer = SDL_CreateRenderer(window, -1, SDL_RENDERER_ACCELERATED | SDL_RENDERER_PRESENTVSYNC);
+  if (!renderer) renderer = SDL_CreateRenderer(window, -1, SDL_RENDERER_SOFTWARE);
+  if (!renderer) return fail(1, std::string("SDL_CreateRenderer: ") + SDL_GetError());
+  app->window = window;
+  app->renderer = renderer;
+
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  ImGuiIO& io = ImGui::GetIO();
+  io.IniFilename = nullptr;  // the layout is computed, nothing to persist
+  ImGui::StyleColorsDark();
+  ImGui::GetStyle().WindowRounding = 0;
+  ImGui::GetStyle().FrameRounding = 3;
+  ImGui_ImplSDL2_InitForSDLRenderer(window);
+  ImGui_ImplSDLRenderer_Init(renderer);
+  // Font size follows the window height the viewer starts with: 18 px at 800, 22 px at 1080.
+  const float font_px = std::round(std::clamp(opts.height / 44.0f, 15.0f, 22.0f));
+  load_fonts(*app, font_px);
+
+  int exit_code = 0;
+  int frames = 0;
+  Uint64 last = SDL_GetPerformanceCounter();
+  Lang title_lang = app->lang;
+  while (!app->quit) {
+    SDL_Event ev;
+    while (SDL_PollEvent(&ev)) {
+      ImGui_ImplSDL2_ProcessEvent(&ev);
+      if (ev.type == SDL_QUIT) app->quit = true;
+      if (ev.type == SDL_WINDOWEVENT && ev.window.event == SDL_WINDOWEVENT_CLOSE &&
+          ev.window.windowID == SDL_GetWindowID(window)) {
+        app->quit = true;
+      }
+      // Shortcuts are off while a text field has the keyboard (typing a temperature).
+      if (ev.type == SDL_KEYDOWN && !io.WantTextInput) {
+        const Key k = key_from_sdl(ev.key.keysym.sym);
+        const bool repeatable = k == Key::Left || k == Key::Right || k == Key::Up || k == Key::Down ||
+                                k == Key::LeftBracket || k == Key::RightBracket;
+        if (ev.key.repeat && !repeatable) continue;
+        if (auto a = action_for_key(k)) apply_action(*app, *a);
+      }
+    }
+    const Uint64 now = SDL_GetPerformanceCounter();
+    tick(*app, static_cast<double>(now - last) / SDL_GetPerformanceFrequency());
+    last = now;
+    if (app->lang != title_lang) {
+      title_lang = app->lang;
+      SDL_SetWindowTitle(window, tr(app->lang, S::AppTitle));
+    }
+
+    ImGui_ImplSDLRenderer_NewFrame();
+    ImGui_ImplSDL2_NewFrame();
+    io.DisplayFramebufferScale = ImVec2(1, 1);
+    ImGui::NewFrame();
+    draw_frame(*app);
+    ImGui::Render();
+    SDL_SetRenderDrawColor(renderer, 20, 20, 24, 255);
+    SDL_RenderClear(renderer);
+    ImGui_ImplSDLRenderer_RenderDrawData(ImGui::GetDrawData());
+
+    // Headless: the third frame is settled (windows sized, fonts uploaded, texture filled).
+    if (headless && ++frames >= 3) {
+      try {
+        write_png(opts.screenshot, read_back(renderer));
+      } catch (const std::exception& e) {
+        exit_code = fail(2, e.what());
+      }
+      break;
+    }
+    if (app->screenshot_requested) {
+      app->screenshot_requested = false;
+      char name[64];
+      const std::time_t t = std::time(nullptr);
+      std::strftime(name, sizeof name, "attnlab-view-%Y%m%d-%H%M%S.png", std::localtime(&t));
+      try {
+        write_png(name, read_back(renderer));
+        char msg[256];
+        std::snprintf(msg, sizeof msg, tr(app->lang, S::ScreenshotSaved), name);
+        set_status(*app, msg);
+      } catch (const std::exception& e) {
+        set_status(*app, e.what());
+      }
+    }
+    SDL_RenderPresent(renderer);
+    try {
+      dump_state_if_changed(*app);
+    } catch (const std::exception& e) {
+      exit_code = fail(2, e.what());
+      break;
+    }
+    // Sleep until an event arrives (50 ms idle, 16 ms while playing) instead of spinning: the
+    // software renderer has no vsync to pace the loop.
+    SDL_WaitEventTimeout(nullptr, app->play.playing() ? 16 : 50);
+  }
+  try {
+    dump_state_if_changed(*app);
+  } catch (const std::exception& e) {
+    exit_code = fail(2, e.what());
+  }
+
+  app->speaker.stop();
+  if (app->heat_tex) SDL_DestroyTexture(app->heat_tex);
+  ImGui_ImplSDLRenderer_Shutdown();
+  ImGui_ImplSDL2_Shutdown();
+  ImGui::DestroyContext();
+  SDL_DestroyRenderer(renderer);
+  SDL_DestroyWindow(window);
+  SDL_Quit();
+  return exit_code;
+}

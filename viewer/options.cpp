@@ -1,0 +1,122 @@
+// Command-line parsing of attnlab-view (see options.h).
+#include "viewer/options.h"
+
+#include "core/problem.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
+namespace attnlab::viewer {
+namespace {
+
+template <class Int>
+Int parse_int(const std::string& flag, const std::string& text, Int lo, Int hi) {
+  Int v{};
+  const auto* end = text.data() + text.size();
+  const auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (ec != std::errc() || p != end || v < lo || v > hi) {
+    throw InputError(flag + " must be an integer from " + std::to_string(lo) + " to " +
+                     std::to_string(hi) + ", got '" + text + "'");
+  }
+  return v;
+}
+
+}  // namespace
+
+std::string viewer_usage() {
+  return "usage: attnlab-view [--screenshot FILE.png] [--query TOKEN|INDEX] [--step 1-4]\n"
+         "                    [--temperature T] [--mask none|causal] [--random N] [--dk D] [--dv D]\n"
+         "                    [--seed S] [--lang zh|en] [--size WxH] [--backend auto|cpu|cuda]\n"
+         "                    [--pool max|mean] [--state-dump FILE.json] [--bench-redraw [--repeat R]]\n"
+         "Interactive lab for scaled dot-product attention (F1 in the window lists the keys).\n"
+         "--screenshot renders a few frames without input, writes the PNG and exits (works with\n"
+         "SDL_VIDEODRIVER=dummy). --bench-redraw times temperature changes (backend + heatmap)\n"
+         "without a window, for --random N (default 4096), and prints milliseconds.\n";
+}
+
+ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
+  ViewerOptions o;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size()) throw InputError("option " + a + " needs a value");
+      return args[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      o.help = true;
+    } else if (a == "--screenshot") {
+      o.screenshot = value();
+    } else if (a == "--query") {
+      o.query = value();
+    } else if (a == "--step") {
+      const std::string& v = value();
+      if (v != "1" && v != "2" && v != "3" && v != "4") {
+        throw InputError("--step must be 1, 2, 3 or 4, got '" + v + "'");
+      }
+      o.step = v[0] - '0';
+    } else if (a == "--temperature") {
+      const std::string& v = value();
+      char* end = nullptr;
+      const double t = std::strtod(v.c_str(), &end);
+      if (v.empty() || end != v.c_str() + v.size()) {
+        throw InputError("temperature must be a finite number > 0, got '" + v + "'");
+      }
+      validate_temperature(t);
+      o.temperature = t;
+    } else if (a == "--mask") {
+      const std::string& v = value();
+      if (v == "none") {
+        o.mask = MaskKind::None;
+      } else if (v == "causal") {
+        o.mask = MaskKind::Causal;
+      } else {
+        throw InputError("--mask must be none or causal, got '" + v + "'");
+      }
+    } else if (a == "--random") {
+      o.random_n = parse_int<int>(a, value(), 1, 16384);
+    } else if (a == "--dk") {
+      o.d_k = parse_int<int>(a, value(), 1, 1024);
+    } else if (a == "--dv") {
+      o.d_v = parse_int<int>(a, value(), 1, 1024);
+    } else if (a == "--seed") {
+      o.seed = parse_int<std::uint64_t>(a, value(), 0, UINT64_MAX);
+    } else if (a == "--lang") {
+      o.lang = parse_lang(value());
+    } else if (a == "--size") {
+      const std::string& v = value();
+      const auto x = v.find('x');
+      if (x == std::string::npos) throw InputError("--size must be WxH (e.g. 1280x800), got '" + v + "'");
+      o.width = parse_int<int>("--size width", v.substr(0, x), 640, 7680);
+      o.height = parse_int<int>("--size height", v.substr(x + 1), 400, 4320);
+    } else if (a == "--backend") {
+      o.backend = value();
+      if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda") {
+        throw InputError("--backend must be auto, cpu or cuda, got '" + o.backend + "'");
+      }
+    } else if (a == "--pool") {
+      const std::string& v = value();
+      if (v == "max") {
+        o.pool = PoolMode::Max;
+      } else if (v == "mean") {
+        o.pool = PoolMode::Mean;
+      } else {
+        throw InputError("--pool must be max or mean, got '" + v + "'");
+      }
+    } else if (a == "--state-dump") {
+      o.state_dump = value();
+    } else if (a == "--bench-redraw") {
+      o.bench_redraw = true;
+    } else if (a == "--repeat") {
+      o.repeat = parse_int<int>(a, value(), 1, 1000);
+    } else {
+      throw InputError("unknown option '" + a + "' (see attnlab-view --help)");
+    }
+  }
+  if ((o.d_k != 64 || o.d_v != 64 || o.seed != 0) && !o.random_n && !o.bench_redraw) {
+    throw InputError("--dk, --dv and --seed describe a random problem: add --random N");
+  }
+  return o;
+}
+
+}  // namespace attnlab::viewer

@@ -1,0 +1,44 @@
+// attnlab-view's command line, parsed without SDL so that bad flags are tested and refused before a
+// window opens (one line "error: ..." and exit 2 in main).
+//   attnlab-view [--screenshot FILE.png] [--query Q] [--step K] [--temperature T]
+//                [--mask none|causal] [--random N] [--dk D] [--dv D] [--seed S] [--lang zh|en]
+//                [--size WxH] [--backend auto|cpu|cuda] [--pool max|mean] [--state-dump FILE.json]
+//                [--bench-redraw] [--repeat R] [--help]
+#pragma once
+
+#include "core/types.h"
+#include "viewer/pooling.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attnlab::viewer {
+
+struct ViewerOptions {
+  std::string screenshot;             // non-empty: headless, render and write this PNG
+  std::string query;                  // token or 0-based index; empty = default
+  int step = 1;                       // 1..4
+  std::optional<double> temperature;  // default: demo 0.85, random 1.0
+  MaskKind mask = MaskKind::None;
+  std::optional<int> random_n;        // random mode with N tokens
+  int d_k = 64, d_v = 64;
+  std::uint64_t seed = 0;
+  std::optional<Lang> lang;           // default from $LANG
+  int width = 1280, height = 800;
+  std::string backend = "auto";       // auto | cpu | cuda
+  PoolMode pool = PoolMode::Max;
+  std::string state_dump;             // write the state as JSON here on every change and on exit
+  bool bench_redraw = false;          // time temperature redraws without a window, print ms
+  int repeat = 5;                     // --bench-redraw repetitions
+  bool help = false;
+};
+
+// Throws InputError ("unknown option '--foo'", "--step must be 1, 2, 3 or 4, got '7'",
+// "temperature must be a finite number > 0, got 0", ...).
+ViewerOptions parse_viewer_args(const std::vector<std::string>& args);
+
+std::string viewer_usage();
+
+}  // namespace attnlab::viewer

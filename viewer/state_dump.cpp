@@ -1,0 +1,51 @@
+// State dump as JSON (see state_dump.h).
+#include "viewer/state_dump.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+
+namespace attnlab::viewer {
+
+std::string state_json(const Controller& c, const ViewSnapshot& v) {
+  const Problem& p = c.problem();
+  nlohmann::json j;
+  j["step"] = v.playback ? v.playback->step() : 1;
+  j["playing"] = v.playback ? v.playback->playing() : false;
+  j["speed"] = v.playback ? v.playback->speed() : 1.0;
+  j["query"] = c.query();
+  j["query_token"] = p.query_tokens.at(c.query());
+  j["mask"] = std::string(to_string(p.mask));
+  j["temperature"] = p.temperature;
+  j["lang"] = std::string(to_string(v.lang));
+  j["mode"] = c.demo() ? "demo" : "random";
+  j["N"] = p.n();
+  j["d_k"] = p.d_k();
+  j["d_v"] = p.d_v();
+  j["seed"] = c.random_seed();
+  j["backend"] = c.backend();
+  j["backend_ran"] = c.trace().backend;
+  j["error"] = c.error();
+  j["stages_kept"] = c.stages_kept();
+  j["window"] = {{"w", v.width}, {"h", v.height}};
+  j["pool"] = v.pool == PoolMode::Max ? "max" : "mean";
+  const PlotGeometry& g = v.plot;
+  j["heatmap"] = {{"x", g.x}, {"y", g.y}, {"w", g.w}, {"h", g.h}, {"rows", g.rows}, {"cols", g.cols},
+                  {"first_row", g.first_row}, {"first_col", g.first_col}, {"vis_rows", g.vis_rows},
+                  {"vis_cols", g.vis_cols}, {"cell_w", g.cell_w}, {"cell_h", g.cell_h}};
+  return j.dump(2) + "\n";
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    if (!out) throw std::runtime_error("cannot write " + path);
+    out << text;
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("cannot write " + path);
+}
+
+}  // namespace attnlab::viewer

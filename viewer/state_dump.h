@@ -1,0 +1,29 @@
+// The viewer's state as JSON (--state-dump FILE.json): what the Xvfb test reads back after sending
+// real key presses, and what the screenshot tests use to find the heatmap's cells in the PNG.
+// Fields: step, playing, speed, query, query_token, mask, temperature, lang, mode, N, d_k, d_v,
+// seed, backend, backend_ran, error, window{w,h}, pool, heatmap{x,y,w,h,rows,cols,first_row,
+// first_col,vis_rows,vis_cols,cell_w,cell_h}.
+#pragma once
+
+#include "viewer/controller.h"
+#include "viewer/heatmap.h"
+#include "viewer/playback.h"
+
+#include <string>
+
+namespace attnlab::viewer {
+
+struct ViewSnapshot {
+  const Playback* playback = nullptr;
+  Lang lang = Lang::En;
+  int width = 0, height = 0;
+  PoolMode pool = PoolMode::Max;
+  PlotGeometry plot;
+};
+
+std::string state_json(const Controller& c, const ViewSnapshot& v);
+
+// Writes atomically (temporary file + rename) so a reader never sees half a file.
+void write_text_file(const std::string& path, const std::string& text);
+
+}  // namespace attnlab::viewer

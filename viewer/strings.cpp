@@ -1,0 +1,249 @@
+// UI text table, scientific notes and UTF-8 helpers (see strings.h). Chinese texts follow the
+// original page (../shared/seed/000_3263779550f4bc2b.txt) wherever the page has them.
+#include "viewer/strings.h"
+
+#include "viewer/keymap.h"
+
+#include <array>
+
+namespace attnlab::viewer {
+namespace {
+
+struct Entry {
+  S id;
+  const char* en;
+  const char* zh;
+};
+
+// Kept in enum order; the static_assert below and the lookup check catch a missing line.
+constexpr Entry kTable[] = {
+    {S::AppTitle, "attnlab — scaled dot-product attention lab", "attnlab — 缩放点积注意力交互实验室"},
+    {S::PageHeading, "The full computation chain", "完整计算流程"},
+    {S::PageIntro,
+     "Q and K have feature dimension d_k=%d; the standard scaling divides by √d_k, then the "
+     "temperature adjusts how sharp the softmax is. V decides the content of the weighted output.",
+     "Q 与 K 的特征维数 d_k=%d；标准缩放先除以 √d_k，再由温度调整 softmax 锐度。V 决定加权输出的内容。"},
+    {S::KeyboardLine, "Keyboard: Space play/pause, ← → one step, Home reset. F1: all keys.",
+     "键盘：空格播放或暂停，左右方向键单步，Home 重置。F1：全部按键。"},
+    {S::Controls, "Controls", "控制"},
+    {S::Input, "Input", "输入"},
+    {S::ModeDemo, "Demo sentence (5 tokens)", "示例句子（5 个 token）"},
+    {S::ModeRandom, "Random sequence", "随机序列"},
+    {S::Generate, "Generate", "生成"},
+    {S::RandomLimits, "N ≤ 4096 on CPU, ≤ 16384 on CUDA", "CPU 上 N ≤ 4096，CUDA 上 N ≤ 16384"},
+    {S::Query, "Query token", "查询 token"},
+    {S::Temperature, "Temperature T", "温度 T"},
+    {S::TemperatureEntry, "Type T, Enter", "输入温度，回车"},
+    {S::Mask, "Mask", "掩码"},
+    {S::MaskNone, "None (bidirectional)", "无（双向）"},
+    {S::MaskCausal, "Causal", "因果"},
+    {S::Backend, "Backend", "后端"},
+    {S::CudaUnavailable, "CUDA unavailable: %s", "CUDA 不可用：%s"},
+    {S::Language, "Language", "语言"},
+    {S::Steps, "Step playback", "分步播放"},
+    {S::StepOf, "Step %d / 4", "步骤 %d / 4"},
+    {S::Play, "Play", "播放"},
+    {S::Pause, "Pause", "暂停"},
+    {S::Speed, "Speed (steps/s)", "速度（步/秒）"},
+    {S::Reset, "Home", "重置"},
+    {S::Prev, "← Back", "← 上一步"},
+    {S::Next, "Next →", "下一步 →"},
+    {S::Step1, "1 · raw scores QK^T", "1 · QK^T（原始分数）"},
+    {S::Step2, "2 · logits = (QK^T/√d_k + mask) / T", "2 · Mask 后 logits（缩放分数 / 温度）"},
+    {S::Step3, "3 · softmax (attention weights)", "3 · softmax（注意力权重）"},
+    {S::Step4, "4 · output = weights · V", "4 · Output = softmax(...)V（加权输出）"},
+    {S::TableQ, "Q (queries)", "Q（查询）"},
+    {S::TableK, "K (keys)", "K（键）"},
+    {S::TableV, "V (values)", "V（值）"},
+    {S::TableScores, "QK^T (raw scores)", "QK^T（原始分数）"},
+    {S::TableScaled, "QK^T / √d_k (scaled scores, d_k=%d)", "QK^T / √d_k（缩放分数，d_k=%d）"},
+    {S::TableMask, "Mask (0 keeps, −∞ blocks)", "Mask（0 保留，−∞ 屏蔽）"},
+    {S::TableLogits, "Masked logits (scaled scores / temperature)", "Mask 后 logits（缩放分数 / 温度）"},
+    {S::TableWeights, "softmax (attention weights)", "softmax（注意力权重）"},
+    {S::TableOutput, "Output = softmax(...)V", "Output = softmax(...)V（加权输出）"},
+    {S::Pooling, "Pooling", "池化"},
+    {S::PoolMax, "max", "最大值"},
+    {S::PoolMean, "mean", "平均值"},
+    {S::ResetView, "Reset view", "重置视图"},
+    {S::Zoom, "zoom %.1f×", "缩放 %.1f×"},
+    {S::PooledNote, "%d×%d matrix on %d×%d px: each pixel pools a block (%s)",
+     "%d×%d 矩阵显示在 %d×%d 像素上：每个像素池化一个区块（%s）"},
+    {S::Masked, "masked", "已屏蔽"},
+    {S::Legend, "scale", "色标"},
+    {S::HeatHint, "wheel: zoom · drag: pan · hover: exact cell", "滚轮缩放 · 拖动平移 · 悬停显示精确单元"},
+    {S::TipQuery, "query", "查询"},
+    {S::TipKey, "key", "键"},
+    {S::TipOutputDim, "output dim", "输出维"},
+    {S::TipValue, "value", "数值"},
+    {S::TipStage, "stage", "阶段"},
+    {S::TipMasked, "masked (−∞ in the mask)", "已屏蔽（mask 为 −∞）"},
+    {S::TipPooled, "pixel shows the %s of rows %d–%d, keys %d–%d: %.4f",
+     "像素显示%s（第 %d–%d 行、第 %d–%d 列）：%.4f"},
+    {S::RowStats, "Row statistics", "行统计"},
+    {S::MaxWeight, "Max weight", "最大权重"},
+    {S::Entropy, "Entropy (natural log)", "熵（自然对数）"},
+    {S::Effective, "Effective positions (unmasked keys)", "有效位置（未屏蔽键数）"},
+    {S::Perplexity, "Perplexity e^H", "困惑度 e^H"},
+    {S::Scale, "Scale", "缩放"},
+    {S::OutputShape, "Output shape", "输出维度"},
+    {S::WeightSum, "Row weight sum", "行权重和"},
+    {S::Argmax, "on", "位于"},
+    {S::Description, "Description of the current picture", "读取当前图形说明"},
+    {S::Copy, "Copy", "复制"},
+    {S::Copied, "Copied to the clipboard", "已复制到剪贴板"},
+    {S::Speak, "Speak", "朗读"},
+    {S::StopSpeaking, "Stop", "停止"},
+    {S::NoEspeak, "Speak needs espeak-ng on PATH (apt install espeak-ng)",
+     "朗读需要 PATH 中有 espeak-ng（apt install espeak-ng）"},
+    {S::Tables, "Numeric tables", "数值流程表"},
+    {S::TablesTooLarge,
+     "Tables are shown for N ≤ %d (here N = %d). Export every stage with: attnlab run --random N "
+     "--format csv",
+     "数值表仅在 N ≤ %d 时显示（当前 N = %d）。导出全部阶段：attnlab run --random N --format csv"},
+    {S::CurrentStep, "◀ current step", "◀ 当前步骤"},
+    {S::StagesNotKept,
+     "Intermediate stages not kept (they would need %.1f GB, %.1f GB available): only the output "
+     "is shown.",
+     "未保留中间阶段（需要 %.1f GB，可用 %.1f GB）：只显示输出。"},
+    {S::Performance, "Performance", "性能"},
+    {S::BackendRan, "Backend that ran", "实际运行的后端"},
+    {S::TimeUpload, "upload", "上传"},
+    {S::TimeQk, "QK^T", "QK^T"},
+    {S::TimeScaleMask, "scale + mask + T", "缩放 + 掩码 + 温度"},
+    {S::TimeSoftmax, "softmax", "softmax"},
+    {S::TimePv, "P·V", "P·V"},
+    {S::TimeDownload, "download", "下载"},
+    {S::TimeTotal, "total", "总计"},
+    {S::Redraw, "Last redraw: backend %.1f ms + heatmap %.1f ms", "上次重绘：后端 %.1f ms + 热力图 %.1f ms"},
+    {S::Compare, "Compare CPU vs CUDA", "对比 CPU 与 CUDA"},
+    {S::CompareNeedsCuda, "Compare needs a CUDA device: %s", "对比需要 CUDA 设备：%s"},
+    {S::CompareCpuLimit, "Compare runs the CPU too, which is limited to N ≤ 4096",
+     "对比也要在 CPU 上运行，CPU 限于 N ≤ 4096"},
+    {S::SpeedUp, "speed-up", "加速比"},
+    {S::MaxDiff, "max |CUDA − CPU|", "max |CUDA − CPU|"},
+    {S::Stage, "stage", "阶段"},
+    {S::Notes, "Scientific notes: model, verification and limits", "科学说明：模型、验证与适用边界"},
+    {S::NotesIntro, "What this implementation does, how it is re-checked automatically, and where it applies.",
+     "以下说明给出当前实现、自动复算口径与适用范围。"},
+    {S::NotesRelated, "Related text: Attention — from weighted averages to self-attention",
+     "相关正文: 注意力机制：从加权平均到自注意力"},
+    {S::Keys, "Keys (F1)", "按键（F1）"},
+    {S::ScreenshotSaved, "Screenshot saved: %s", "截图已保存：%s"},
+    {S::ErrorPrefix, "Refused: ", "已拒绝："},
+    {S::Sequence, "Sequence", "序列"},
+    {S::Tokens, "tokens", "个 token"},
+    {S::ColourScale, "Colour scale", "色标"},
+    {S::ScaleLinear, "linear", "线性"},
+    {S::ScaleLog, "log (6 decades)", "对数（6 个数量级）"},
+    {S::ScaleLogShort, "log", "对数"},
+};
+static_assert(std::size(kTable) == static_cast<std::size_t>(S::Count_), "one line per S value");
+
+}  // namespace
+
+const char* tr(Lang lang, S id) {
+  const Entry& e = kTable[static_cast<int>(id)];
+  return lang == Lang::Zh ? e.zh : e.en;
+}
+
+std::vector<std::pair<std::string, std::string>> science_notes(Lang lang) {
+  if (lang == Lang::Zh) {
+    return {
+        {"观察目标", "沿缩放点积注意力的完整计算链检查分数、掩码、行归一化和加权输出。"},
+        {"数学模型",
+         "依次计算 Q、K、V、QKᵀ、QKᵀ/√dₖ、mask、按温度调整的 logits、逐行 softmax 和 "
+         "output=softmax(...)V。"},
+        {"假设与适用范围",
+         "示例矩阵固定且维度相容，温度为正；因果掩码只允许每个查询读取当前位置及之前的键。\n"
+         "token 序列用于展示矩阵运算，不代表经过训练的完整语言模型。"},
+        {"操作步骤",
+         "选择查询 token，调整 softmax 温度，并切换双向或因果掩码。\n"
+         "展开数值流程表，逐项核对 Q、K、V、原始分数、缩放分数、mask、权重和输出。\n"
+         "比较所选行的权重和、被掩码位置与 output 的维度。"},
+        {"预期现象",
+         "每一行未掩码权重之和为 1，因果掩码后的未来位置权重精确为 0。\n"
+         "较低温度使分布更尖锐；V 改变加权输出内容而不改变由 Q、K 生成的权重。"},
+        {"数值验证",
+         "测试独立复算 √dₖ 缩放、稳定 softmax、行和、掩码零值、矩阵维度与 output 加权和。\n"
+         "无效温度、全掩码行和不相容矩阵维度会被运行时校验拒绝。"},
+        {"局限",
+         "注意力权重只是当前模型计算中的系数，不能自动等同于因果解释或完整模型解释。\n"
+         "固定小矩阵不展示多头投影、位置编码、残差连接、训练过程或真实模型不确定性。"},
+    };
+  }
+  return {
+      {"Goal", "Inspect the scores, the mask, the row normalisation and the weighted output along the "
+               "full scaled dot-product attention chain."},
+      {"Model",
+       "Q, K, V, QKᵀ, QKᵀ/√dₖ, the mask, temperature-adjusted logits, a row-wise softmax, and "
+       "output = softmax(...)V, in that order."},
+      {"Assumptions and scope",
+       "The example matrices are fixed and dimension-compatible; the temperature is positive; a "
+       "causal mask lets each query read only its own and earlier positions.\n"
+       "The tokens illustrate the matrix arithmetic; they are not a trained language model."},
+      {"Procedure",
+       "Pick a query token, adjust the softmax temperature, switch between the bidirectional and "
+       "the causal mask.\n"
+       "Expand the numeric tables and check Q, K, V, raw scores, scaled scores, mask, weights and "
+       "output one by one.\n"
+       "Compare the selected row's weight sum, the masked positions and the output shape."},
+      {"Expected",
+       "Every row's unmasked weights sum to 1; with a causal mask the future positions are exactly 0.\n"
+       "A lower temperature sharpens the distribution; V changes the output content but not the "
+       "weights, which come from Q and K."},
+      {"Verification",
+       "Tests independently recompute the √dₖ scaling, the stable softmax, the row sums, the mask "
+       "zeros, the matrix shapes and the output weighted sum.\n"
+       "An invalid temperature, a fully masked row and incompatible matrix shapes are rejected at "
+       "run time with a clear message."},
+      {"Limits",
+       "Attention weights are coefficients of this computation; they are not automatically a "
+       "causal explanation or a full explanation of the model.\n"
+       "The fixed small matrices show no multi-head projection, positional encoding, residual "
+       "connections, training or real model uncertainty."},
+  };
+}
+
+std::vector<std::string> all_ui_text() {
+  std::vector<std::string> out;
+  for (const Entry& e : kTable) {
+    out.emplace_back(e.en);
+    out.emplace_back(e.zh);
+  }
+  for (Lang l : {Lang::Zh, Lang::En}) {
+    for (auto& [h, b] : science_notes(l)) {
+      out.push_back(h);
+      out.push_back(b);
+    }
+    for (auto& [k, d] : key_help(l)) {
+      out.push_back(k);
+      out.push_back(d);
+    }
+  }
+  return out;
+}
+
+std::vector<unsigned> utf8_codepoints(const std::string& s) {
+  std::vector<unsigned> out;
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const std::size_t n = s.size();
+  for (std::size_t i = 0; i < n;) {
+    const unsigned c = p[i];
+    int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (len == 0 || i + len > n) {
+      ++i;
+      continue;
+    }
+    unsigned cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
+    bool ok = true;
+    for (int k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) ok = false;
+      cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    if (ok) out.push_back(cp);
+    i += ok ? len : 1;
+  }
+  return out;
+}
+
+}  // namespace attnlab::viewer

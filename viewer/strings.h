@@ -1,0 +1,46 @@
+// The viewer's UI text in Chinese and English, in one table so that the font atlas can be built
+// from exactly the glyphs the UI uses (plus tokens and the core's texts, added by the caller), and
+// the scientific notes panel (SPEC.md "模型、验证与适用边界") in both languages. The description,
+// the caveat and the mask sentence come from core/stats.h, not from here.
+#pragma once
+
+#include "core/types.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace attnlab::viewer {
+
+enum class S {
+  AppTitle, PageHeading, PageIntro, KeyboardLine,
+  Controls, Input, ModeDemo, ModeRandom, Generate, RandomLimits, Query, Temperature, TemperatureEntry,
+  Mask, MaskNone, MaskCausal, Backend, CudaUnavailable, Language,
+  Steps, StepOf, Play, Pause, Speed, Reset, Prev, Next,
+  Step1, Step2, Step3, Step4,
+  TableQ, TableK, TableV, TableScores, TableScaled, TableMask, TableLogits, TableWeights, TableOutput,
+  Pooling, PoolMax, PoolMean, ResetView, Zoom, PooledNote, Masked, Legend, HeatHint,
+  TipQuery, TipKey, TipOutputDim, TipValue, TipStage, TipMasked, TipPooled,
+  RowStats, MaxWeight, Entropy, Effective, Perplexity, Scale, OutputShape, WeightSum, Argmax,
+  Description, Copy, Copied, Speak, StopSpeaking, NoEspeak,
+  Tables, TablesTooLarge, CurrentStep, StagesNotKept,
+  Performance, BackendRan, TimeUpload, TimeQk, TimeScaleMask, TimeSoftmax, TimePv, TimeDownload,
+  TimeTotal, Redraw, Compare, CompareNeedsCuda, CompareCpuLimit, SpeedUp, MaxDiff, Stage,
+  Notes, NotesIntro, NotesRelated, Keys, ScreenshotSaved, ErrorPrefix, Sequence, Tokens,
+  ColourScale, ScaleLinear, ScaleLog, ScaleLogShort,
+  Count_
+};
+
+// The text of `id` in `lang` (UTF-8). Some entries are printf formats (noted where used).
+const char* tr(Lang lang, S id);
+
+// The scientific notes: (heading, body) pairs; bodies may hold several lines.
+std::vector<std::pair<std::string, std::string>> science_notes(Lang lang);
+
+// Every string above in both languages, plus the key help: what the font atlas must cover.
+std::vector<std::string> all_ui_text();
+
+// Unicode code points of UTF-8 text (invalid bytes skipped).
+std::vector<unsigned> utf8_codepoints(const std::string& s);
+
+}  // namespace attnlab::viewer

@@ -1,0 +1,927 @@
+// The ImGui windows of attnlab-view (see ui.h): controls on the left, the heatmap in the centre,
+// statistics / description / tables / performance / notes on the right, the caveat bar at the
+// bottom, and the F1 key help. Everything the windows show comes from the Controller; the heatmap
+// pixels come from rasterize() (viewer/heatmap.h) and are uploaded into one SDL texture.
+#include "viewer/ui.h"
+
+#include "viewer/strings.h"
+
+#include <imgui.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <memory>
+#include <set>
+#include <string>
+#include <sys/stat.h>
+#include <vector>
+
+namespace attnlab::viewer {
+namespace {
+
+// Outside the viridis scale (which has no saturated orange): the selected query row.
+constexpr ImU32 kHighlight = IM_COL32(255, 140, 0, 255);
+const ImVec4 kHighlightV4(1.0f, 0.55f, 0.0f, 1.0f);
+const ImVec4 kErrorV4(1.0f, 0.45f, 0.45f, 1.0f);
+const ImVec4 kDimV4(0.7f, 0.7f, 0.7f, 1.0f);
+
+std::string fmt(const char* f, ...) {
+  char buf[2048];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof buf, f, ap);
+  va_end(ap);
+  return buf;
+}
+
+// A heading line between control groups (ImGui 1.86 has no SeparatorText).
+void section(const char* text) {
+  ImGui::Spacing();
+  ImGui::Separator();
+  ImGui::TextColored(kHighlightV4, "%s", text);
+}
+
+bool no_line_start(unsigned cp) {
+  switch (cp) {
+    case 0xFF0C: case 0x3002: case 0x3001: case 0xFF1B: case 0xFF1A: case 0xFF09: case 0x300D:
+    case 0x201D: case 0x2019: case 0xFF01: case 0xFF1F: case ',': case '.': case ';': case ':':
+    case ')': case 0x2026:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// ImGui 1.86 wraps at spaces and ASCII punctuation only: it splits "0.219" after the dot and
+// breaks Chinese runs arbitrarily. This greedy wrapper breaks at spaces and around CJK characters,
+// never inside a number or a word, and keeps closing punctuation off the start of a line.
+void wrapped(const std::string& text, const ImVec4* colour = nullptr) {
+  const float width = std::max(40.0f, ImGui::GetContentRegionAvail().x);
+  if (colour) ImGui::PushStyleColor(ImGuiCol_Text, *colour);
+  std::size_t para_start = 0;
+  while (para_start <= text.size()) {
+    std::size_t para_end = text.find('\n', para_start);
+    if (para_end == std::string::npos) para_end = text.size();
+    const std::string para = text.substr(para_start, para_end - para_start);
+    // Units: a CJK character, a run of other non-space characters (a word, a number), or a run
+    // of spaces; closing punctuation joins the unit before it.
+    enum Kind { Word, Space, Cjk };
+    std::vector<std::string> units;
+    Kind last_kind = Space;
+    for (std::size_t i = 0; i < para.size();) {
+      const unsigned char c0 = static_cast<unsigned char>(para[i]);
+      const std::size_t len = c0 < 0x80 ? 1 : (c0 >> 5) == 6 ? 2 : (c0 >> 4) == 14 ? 3 : 4;
+      const std::string ch = para.substr(i, len);
+      const std::vector<unsigned> cps = utf8_codepoints(ch);
+      const unsigned cp = cps.empty() ? 0 : cps[0];
+      const Kind kind = ch == " " ? Space : cp >= 0x2E80 ? Cjk : Word;
+      if (!units.empty() && (no_line_start(cp) || (kind == last_kind && kind != Cjk))) {
+        units.back() += ch;
+      } else {
+        units.push_back(ch);
+        last_kind = kind;
+      }
+      i += len;
+    }
+    std::string line;
+    for (const std::string& u : units) {
+      const std::string candidate = line + u;
+      if (line.empty() || ImGui::CalcTextSize(candidate.c_str()).x <= width) {
+        line = line.empty() && u[0] == ' ' ? std::string() : candidate;
+      } else {
+        ImGui::TextUnformatted(line.c_str());
+        line = u[0] == ' ' ? std::string() : u;
+      }
+    }
+    ImGui::TextUnformatted(line.c_str());
+    para_start = para_end + 1;
+  }
+  if (colour) ImGui::PopStyleColor();
+}
+
+double seconds_now() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+const char* step_name(Lang l, int step) {
+  static constexpr S names[] = {S::Step1, S::Step2, S::Step3, S::Step4};
+  return tr(l, names[std::clamp(step, 1, 4) - 1]);
+}
+
+// ---- fonts ------------------------------------------------------------------------------------
+
+struct FontFile {
+  std::string path;
+  int index = 0;
+};
+
+bool file_exists(const std::string& p) {
+  struct stat st{};
+  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string run_fc_match(const char* pattern) {
+  const std::string cmd = std::string("fc-match -f '%{file}:%{index}' '") + pattern + "' 2>/dev/null";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
+  if (!pipe) return {};
+  char buf[1024] = {};
+  const std::size_t got = std::fread(buf, 1, sizeof buf - 1, pipe.get());
+  return std::string(buf, got);
+}
+
+FontFile parse_font_spec(const std::string& spec) {
+  const auto colon = spec.rfind(':');
+  if (colon != std::string::npos && colon + 1 < spec.size() &&
+      spec.find_first_not_of("0123456789", colon + 1) == std::string::npos) {
+    return {spec.substr(0, colon), std::stoi(spec.substr(colon + 1))};
+  }
+  return {spec, 0};
+}
+
+// Known Debian locations first (fonts-noto-cjk; index 2 of the .ttc is the Simplified Chinese
+// face), then whatever fontconfig says serves Chinese. $ATTNLAB_FONT=path[:index] overrides.
+std::vector<FontFile> cjk_font_candidates() {
+  std::vector<FontFile> c;
+  if (const char* env = std::getenv("ATTNLAB_FONT"); env && *env) c.push_back(parse_font_spec(env));
+  c.push_back({"/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc", 2});
+  c.push_back({"/usr/share/fonts/truetype/noto/NotoSansCJK-Regular.ttc", 2});
+  c.push_back({"/usr/share/fonts/opentype/noto/NotoSansCJKsc-Regular.otf", 0});
+  for (const char* pattern : {"Noto Sans CJK SC", ":lang=zh-cn"}) {
+    const std::string m = run_fc_match(pattern);
+    if (!m.empty()) c.push_back(parse_font_spec(m));
+  }
+  c.push_back({"/usr/share/fonts/truetype/wqy/wqy-microhei.ttc", 0});
+  c.push_back({"/usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf", 0});
+  return c;
+}
+
+}  // namespace
+
+void load_fonts(App& app, float font_px) {
+  app.font_px = font_px;
+  ImGuiIO& io = ImGui::GetIO();
+  // Glyphs: every UI string, the tokens, the core's description/caveat/mask texts in both
+  // languages, plus the symbol blocks numbers and formulas use. Building from what is used keeps
+  // the atlas at a few hundred CJK glyphs instead of 20 000.
+  std::set<unsigned> cps;
+  auto add_text = [&](const std::string& s) {
+    for (unsigned cp : utf8_codepoints(s)) cps.insert(cp);
+  };
+  for (const std::string& s : all_ui_text()) add_text(s);
+  for (const std::string& t : app.ctl.problem().query_tokens) add_text(t);
+  for (const std::string& t : app.ctl.problem().key_tokens) add_text(t);
+  add_text(demo_problem().sentence);
+  for (const std::string& t : demo_problem().query_tokens) add_text(t);
+  for (Lang l : {Lang::Zh, Lang::En}) {
+    add_text(app.ctl.description(l));
+    add_text(caveat(l));
+    for (MaskKind m : {MaskKind::None, MaskKind::Causal, MaskKind::Custom}) add_text(mask_sentence(m, l));
+  }
+  for (unsigned a = 0x20; a <= 0xFF; ++a) cps.insert(a);
+  for (auto [lo, hi] : {std::pair{0x2000u, 0x206Fu}, {0x2070u, 0x209Fu}, {0x2190u, 0x21FFu},
+                        {0x2200u, 0x22FFu}, {0x25A0u, 0x25FFu}, {0x3000u, 0x303Fu},
+                        {0xFF00u, 0xFFEFu}, {0x1D40u, 0x1D40u}}) {
+    for (unsigned a = lo; a <= hi; ++a) cps.insert(a);
+  }
+  static std::vector<ImWchar> ranges;  // must outlive the atlas build
+  ranges.clear();
+  for (auto it = cps.begin(); it != cps.end();) {
+    if (*it > 0xFFFF) break;  // ImWchar is 16-bit in Debian's build
+    unsigned lo = *it, hi = *it;
+    for (++it; it != cps.end() && *it == hi + 1 && *it <= 0xFFFF; ++it) hi = *it;
+    ranges.push_back(static_cast<ImWchar>(lo));
+    ranges.push_back(static_cast<ImWchar>(hi));
+  }
+  ranges.push_back(0);
+
+  ImFont* font = nullptr;
+  for (const FontFile& f : cjk_font_candidates()) {
+    if (!file_exists(f.path)) continue;
+    ImFontConfig cfg;
+    cfg.FontNo = f.index;
+    cfg.OversampleH = 2;
+    cfg.OversampleV = 1;
+    font = io.Fonts->AddFontFromFileTTF(f.path.c_str(), font_px, &cfg, ranges.data());
+    if (font) {
+      app.font_note = f.path + ":" + std::to_string(f.index);
+      break;
+    }
+  }
+  if (!font) {
+    app.font_note = "no CJK font found (install fonts-noto-cjk); Chinese text shows as '?'";
+    ImFontConfig cfg;
+    cfg.SizePixels = font_px;
+    io.Fonts->AddFontDefault(&cfg);
+    return;
+  }
+  // Noto Sans CJK lacks a few formula glyphs (superscript T, subscript k); DejaVu fills them in.
+  // In merge mode ImGui keeps glyphs already present, so DejaVu only adds the missing ones.
+  const char* dejavu = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+  if (file_exists(dejavu)) {
+    ImFontConfig cfg;
+    cfg.MergeMode = true;
+    io.Fonts->AddFontFromFileTTF(dejavu, font_px, &cfg, ranges.data());
+  }
+}
+
+void set_status(App& app, const std::string& text) {
+  app.status = text;
+  app.status_until = seconds_now() + 4;
+}
+
+void apply_action(App& app, Action a) {
+  Controller& c = app.ctl;
+  switch (a) {
+    case Action::TogglePlay: app.play.toggle_play(); break;
+    case Action::StepNext: app.play.next(); break;
+    case Action::StepPrev: app.play.prev(); break;
+    case Action::StepHome: app.play.home(); break;
+    case Action::QueryPrev: c.move_query(-1); break;
+    case Action::QueryNext: c.move_query(+1); break;
+    case Action::ToggleMask: c.toggle_mask(); break;
+    case Action::TemperatureDown:
+      c.set_temperature(step_temperature(c.problem().temperature, false));
+      break;
+    case Action::TemperatureUp:
+      c.set_temperature(step_temperature(c.problem().temperature, true));
+      break;
+    case Action::ToggleLanguage: app.lang = app.lang == Lang::Zh ? Lang::En : Lang::Zh; break;
+    case Action::Screenshot: app.screenshot_requested = true; break;
+    case Action::ToggleHelp: app.show_help = !app.show_help; break;
+    case Action::Quit: app.quit = true; break;
+  }
+}
+
+bool tick(App& app, double dt) { return app.play.tick(dt); }
+
+ViewSnapshot snapshot(const App& app) {
+  ViewSnapshot s;
+  s.playback = &app.play;
+  s.lang = app.lang;
+  if (app.window) SDL_GetWindowSize(app.window, &s.width, &s.height);
+  s.pool = app.pool;
+  s.plot = app.plot;
+  return s;
+}
+
+void dump_state_if_changed(App& app) {
+  if (app.state_dump_path.empty()) return;
+  const std::string json = state_json(app.ctl, snapshot(app));
+  if (json == app.last_dump) return;
+  write_text_file(app.state_dump_path, json);
+  app.last_dump = json;
+}
+
+namespace {
+
+// ---- heatmap ----------------------------------------------------------------------------------
+
+void update_texture(App& app, const MatrixF& m, bool masked_step, bool log_scale) {
+  const PlotGeometry& g = app.plot;
+  const Trace& t = app.ctl.trace();
+  char key[256];
+  std::snprintf(key, sizeof key, "%llu|%p|%d|%d|%d|%.9f|%.9f|%.9f|%.9f|%d|%d",
+                static_cast<unsigned long long>(app.ctl.revision()), static_cast<const void*>(&m),
+                g.px_w, g.px_h, static_cast<int>(app.pool), app.view.x0, app.view.y0, app.view.x1,
+                app.view.y1, masked_step ? 1 : 0, log_scale ? 1 : 0);
+  if (app.heat_tex && key == app.heat_key) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  RasterInput in;
+  in.values = m.data();
+  in.rows = static_cast<int>(m.rows());
+  in.cols = static_cast<int>(m.cols());
+  in.mask = masked_step && t.mask.size() ? t.mask.data() : nullptr;
+  in.mask_rows = static_cast<int>(t.mask.rows());
+  in.range = finite_range(in.values, in.rows, in.cols, in.mask, in.mask_rows);
+  in.log_scale = log_scale;
+  if (log_scale) in.range = log_range(in.range);
+  in.pool = app.pool;
+  app.range = in.range;
+  app.range_log = log_scale;
+  const std::vector<std::uint32_t> px = rasterize(in, g);
+  if (!app.heat_tex || app.tex_w != g.px_w || app.tex_h != g.px_h) {
+    if (app.heat_tex) SDL_DestroyTexture(app.heat_tex);
+    app.heat_tex = SDL_CreateTexture(app.renderer, SDL_PIXELFORMAT_RGBA32, SDL_TEXTUREACCESS_STREAMING,
+                                     g.px_w, g.px_h);
+    if (!app.heat_tex) {
+      set_status(app, std::string("SDL_CreateTexture: ") + SDL_GetError());
+      return;
+    }
+    SDL_SetTextureScaleMode(app.heat_tex, SDL_ScaleModeNearest);
+    app.tex_w = g.px_w;
+    app.tex_h = g.px_h;
+  }
+  SDL_UpdateTexture(app.heat_tex, nullptr, px.data(), g.px_w * 4);
+  app.heat_key = key;
+  app.last_raster_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Hatched swatch (the legend's "masked" entry and masked cells' look in the legend).
+void draw_hatch(ImDrawList* dl, ImVec2 a, ImVec2 b) {
+  dl->AddRectFilled(a, b, IM_COL32(kMaskDark.r, kMaskDark.g, kMaskDark.b, 255));
+  dl->PushClipRect(a, b, true);
+  for (float x = a.x - (b.y - a.y); x < b.x; x += 8) {
+    dl->AddLine(ImVec2(x, b.y), ImVec2(x + (b.y - a.y), a.y),
+                IM_COL32(kMaskLight.r, kMaskLight.g, kMaskLight.b, 255), 4);
+  }
+  dl->PopClipRect();
+}
+
+std::string cell_value_text(float v) {
+  if (std::isinf(v)) return v < 0 ? "−∞" : "∞";
+  return fmt("%.2f", v);
+}
+
+void draw_heatmap(App& app, const Layout& l) {
+  const Lang lang = app.lang;
+  Controller& c = app.ctl;
+  const int step = app.play.step();
+  ImGui::SetNextWindowPos(ImVec2(l.heatmap.x, l.heatmap.y), ImGuiCond_Always);
+  ImGui::SetNextWindowSize(ImVec2(l.heatmap.w, l.heatmap.h), ImGuiCond_Always);
+  const std::string title = fmt("%s  ·  %s###heatmap", fmt(tr(lang, S::StepOf), step).c_str(), step_name(lang, step));
+  ImGui::Begin(title.c_str(), nullptr,
+               ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
+                   ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse |
+                   ImGuiWindowFlags_NoBringToFrontOnFocus);
+  // Toolbar: pooling, view reset, zoom, hint.
+  ImGui::TextUnformatted(tr(lang, S::Pooling));
+  ImGui::SameLine();
+  if (ImGui::RadioButton(tr(lang, S::PoolMax), app.pool == PoolMode::Max)) app.pool = PoolMode::Max;
+  ImGui::SameLine();
+  if (ImGui::RadioButton(tr(lang, S::PoolMean), app.pool == PoolMode::Mean)) app.pool = PoolMode::Mean;
+  ImGui::SameLine();
+  if (ImGui::Button(tr(lang, S::ResetView))) app.view = HeatView{};
+  ImGui::SameLine();
+  ImGui::TextUnformatted(fmt(tr(lang, S::Zoom), app.view.zoom()).c_str());
+  if (step == 3) {
+    ImGui::SameLine();
+    ImGui::TextUnformatted(" | ");
+    ImGui::SameLine();
+    if (ImGui::RadioButton(tr(lang, S::ScaleLinear), !app.log_weights)) app.log_weights = false;
+    ImGui::SameLine();
+    if (ImGui::RadioButton(tr(lang, S::ScaleLog), app.log_weights)) app.log_weights = true;
+  }
+  ImGui::TextColored(kDimV4, "%s", tr(lang, S::HeatHint));
+
+  const MatrixF* mp = c.stage_matrix(step);
+  if (!mp) {
+    wrapped(fmt(tr(lang, S::StagesNotKept), c.stages_need_gb(), c.available_gb()));
+    mp = c.stage_matrix(4);
+  }
+  if (!mp) {
+    ImGui::End();
+    return;
+  }
+  const MatrixF& m = *mp;
+  const int rows = static_cast<int>(m.rows()), cols = static_cast<int>(m.cols());
+  const bool masked_step = c.step_shows_mask(step) && c.stage_matrix(step) == mp;
+  const Problem& p = c.problem();
+  const std::vector<std::string> col_labels = c.column_labels(step == 4 || mp == c.stage_matrix(4) ? 4 : step);
+  const std::vector<std::string>& row_labels = p.query_tokens;
+  const float fp = app.font_px;
+
+  // Label sizes: every label when few, the widest index otherwise.
+  float row_label_w = 0;
+  if (rows <= 64) {
+    for (const auto& s : row_labels) row_label_w = std::max(row_label_w, ImGui::CalcTextSize(s.c_str()).x);
+  } else {
+    row_label_w = ImGui::CalcTextSize(row_labels.back().c_str()).x;
+  }
+  row_label_w += fp * 0.6f;
+  const float col_label_h = fp + 4;
+
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const Rect content{origin.x, origin.y, avail.x, std::max(0.0f, avail.y - fp * 1.6f)};
+  const HeatmapFrame frame = compute_heatmap_frame(content, row_label_w, col_label_h, fp);
+  app.plot = place_plot(frame.plot_area.x, frame.plot_area.y, frame.plot_area.w, frame.plot_area.h,
+                        rows, cols, app.view);
+  const PlotGeometry& g = app.plot;
+  // Only the softmax weights (never negative) get the log scale.
+  const bool log_scale = app.log_weights && mp == c.stage_matrix(3);
+  update_texture(app, m, masked_step, log_scale);
+
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  // The whole plot is one invisible button: hover, drag to pan, wheel to zoom.
+  ImGui::SetCursorScreenPos(ImVec2(g.x, g.y));
+  ImGui::InvisibleButton("##plot", ImVec2(std::max(1.0f, g.w), std::max(1.0f, g.h)));
+  const bool hovered = ImGui::IsItemHovered();
+  ImGuiIO& io = ImGui::GetIO();
+  if (hovered && io.MouseWheel != 0) {
+    const double fx = app.view.x0 + (io.MousePos.x - g.x) / g.w * (app.view.x1 - app.view.x0);
+    const double fy = app.view.y0 + (io.MousePos.y - g.y) / g.h * (app.view.y1 - app.view.y0);
+    app.view = zoom_view(app.view, fx, fy, std::pow(1.25, io.MouseWheel), rows, cols);
+  }
+  if (ImGui::IsItemActive() && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 1.0f)) {
+    app.view = pan_view(app.view, -io.MouseDelta.x / g.w * (app.view.x1 - app.view.x0),
+                        -io.MouseDelta.y / g.h * (app.view.y1 - app.view.y0));
+  }
+  if (app.heat_tex) {
+    dl->AddImage(reinterpret_cast<ImTextureID>(app.heat_tex), ImVec2(g.x, g.y), ImVec2(g.x + g.w, g.y + g.h));
+  }
+
+  // Values inside cells when they fit (2 decimals, as the page's tables).
+  const float value_w = ImGui::CalcTextSize("-0.00").x + 6;
+  const int r0 = std::max(0, static_cast<int>(std::floor(g.first_row)));
+  const int r1 = std::min(rows, static_cast<int>(std::ceil(g.first_row + g.vis_rows)));
+  const int c0 = std::max(0, static_cast<int>(std::floor(g.first_col)));
+  const int c1 = std::min(cols, static_cast<int>(std::ceil(g.first_col + g.vis_cols)));
+  dl->PushClipRect(ImVec2(g.x, g.y), ImVec2(g.x + g.w, g.y + g.h), true);
+  if (g.cell_w >= value_w && g.cell_h >= fp + 2 && (r1 - r0) * (c1 - c0) <= 4096) {
+    const MatrixF& mask = c.trace().mask;
+    for (int r = r0; r < r1; ++r) {
+      for (int cc = c0; cc < c1; ++cc) {
+        const bool is_masked = masked_step && mask.size() && mask(r % mask.rows(), cc) != 0.0f;
+        const float v = m(r, cc);
+        std::string text = cell_value_text(v);
+        ImU32 colour = IM_COL32_WHITE;
+        if (!is_masked) {
+          const Rgb8 bg = viridis(std::clamp(scale_pos(v, app.range, app.range_log), 0.0, 1.0));
+          colour = cie_lightness(bg) > 55 ? IM_COL32_BLACK : IM_COL32_WHITE;
+        }
+        const ImVec2 ts = ImGui::CalcTextSize(text.c_str());
+        const float cx = col_x(g, cc + 0.5), cy = row_y(g, r + 0.5);
+        dl->AddText(ImVec2(cx - ts.x / 2, cy - ts.y / 2), colour, text.c_str());
+      }
+    }
+  }
+  dl->PopClipRect();
+
+  // Row labels (query tokens): all when they fit, else evenly spaced ticks; the query always.
+  const int query = c.query();
+  const float qmid = row_y(g, query + 0.5);
+  auto row_label = [&](int r, ImU32 colour) {
+    const float y = row_y(g, r + 0.5);
+    if (y < g.y - 1 || y > g.y + g.h + 1) return;
+    const ImVec2 ts = ImGui::CalcTextSize(row_labels[r].c_str());
+    dl->AddText(ImVec2(g.x - fp * 0.4f - ts.x, y - ts.y / 2), colour, row_labels[r].c_str());
+  };
+  const ImU32 label_col = ImGui::GetColorU32(ImGuiCol_Text);
+  int row_stride = 1;
+  while (row_stride * g.cell_h < fp * 1.6f) row_stride = row_stride < 2 ? 2 : row_stride < 5 ? 5 : row_stride * 2;
+  for (int r = (r0 / row_stride) * row_stride; r < r1; r += row_stride) {
+    if (r < r0 || (r != query && std::abs(row_y(g, r + 0.5) - qmid) < fp)) continue;
+    row_label(r, label_col);
+  }
+  row_label(query, kHighlight);
+  // Column labels (key tokens or output dimensions).
+  float col_w_needed = 0;
+  // Widest label over a sample of at most ~128 visible columns (index labels grow to the right).
+  const int sample_step = std::max(1, (c1 - c0) / 128);
+  for (int cc = c0; cc < c1; cc += sample_step) {
+    col_w_needed = std::max(col_w_needed, ImGui::CalcTextSize(col_labels[cc].c_str()).x + 8);
+  }
+  if (c1 > c0) col_w_needed = std::max(col_w_needed, ImGui::CalcTextSize(col_labels[c1 - 1].c_str()).x + 8);
+  int col_stride = 1;
+  while (col_stride * g.cell_w < col_w_needed) col_stride = col_stride < 2 ? 2 : col_stride < 5 ? 5 : col_stride * 2;
+  for (int cc = (c0 / col_stride) * col_stride; cc < c1; cc += col_stride) {
+    if (cc < c0) continue;
+    const float x = col_x(g, cc + 0.5);
+    const ImVec2 ts = ImGui::CalcTextSize(col_labels[cc].c_str());
+    dl->AddText(ImVec2(x - ts.x / 2, g.y - ts.y - 4), label_col, col_labels[cc].c_str());
+  }
+
+  // Selected query row: an orange frame, at least 3 px tall so one row of 4096 stays visible.
+  if (auto band = row_band(g, query, 3)) {
+    dl->AddRect(ImVec2(g.x - 2, band->y0 - 2), ImVec2(g.x + g.w + 2, band->y1 + 2), kHighlight, 0, 0, 3);
+  }
+
+  // Legend: colour bar from lo (bottom) to hi (top), its numbers, the masked swatch.
+  {
+    const Rect& L = frame.legend;
+    const float bar_x = L.x + 4, bar_w = fp * 0.9f;
+    const float bar_top = g.y, bar_h = std::min(g.h, std::max(fp * 6, L.h * 0.55f));
+    const int strips = 64;
+    for (int i = 0; i < strips; ++i) {
+      const Rgb8 col = viridis(1.0 - (i + 0.5) / strips);
+      dl->AddRectFilled(ImVec2(bar_x, bar_top + bar_h * i / strips),
+                        ImVec2(bar_x + bar_w, bar_top + bar_h * (i + 1) / strips + 1),
+                        IM_COL32(col.r, col.g, col.b, 255));
+    }
+    dl->AddRect(ImVec2(bar_x, bar_top), ImVec2(bar_x + bar_w, bar_top + bar_h), label_col);
+    const float tx = bar_x + bar_w + 4;
+    dl->AddText(ImVec2(tx, bar_top - 2), label_col, fmt("%.3g", app.range.hi).c_str());
+    dl->AddText(ImVec2(tx, bar_top + bar_h / 2 - fp / 2), label_col,
+                fmt("%.3g", scale_value(0.5, app.range, app.range_log)).c_str());
+    dl->AddText(ImVec2(tx, bar_top + bar_h - fp), label_col, fmt("%.3g", app.range.lo).c_str());
+    float y = bar_top + bar_h + fp * 0.6f;
+    dl->AddText(ImVec2(bar_x, y), label_col,
+                app.range_log ? tr(lang, S::ScaleLogShort) : tr(lang, S::Legend));
+    y += fp * 1.3f;
+    if (masked_step) {
+      draw_hatch(dl, ImVec2(bar_x, y), ImVec2(bar_x + bar_w, y + fp));
+      dl->AddText(ImVec2(tx, y), label_col, tr(lang, S::Masked));
+    }
+  }
+
+  // Status line under the plot: pooling note.
+  ImGui::SetCursorScreenPos(ImVec2(content.x, content.bottom() + fp * 0.3f));
+  if (g.pooled()) {
+    const char* mode = tr(lang, app.pool == PoolMode::Max ? S::PoolMax : S::PoolMean);
+    ImGui::TextColored(kDimV4, tr(lang, S::PooledNote), rows, cols, g.px_h, g.px_w, mode);
+  }
+
+  // Hover: the exact cell (and, when pooled, what the pixel shows).
+  if (hovered) {
+    if (auto cell = hit_test(g, io.MousePos.x, io.MousePos.y)) {
+      const MatrixF& mask = c.trace().mask;
+      const bool is_masked = masked_step && mask.size() && mask(cell->row % mask.rows(), cell->col) != 0.0f;
+      if (g.cell_w >= 4 && g.cell_h >= 4) {
+        dl->AddRect(ImVec2(col_x(g, cell->col), row_y(g, cell->row)),
+                    ImVec2(col_x(g, cell->col + 1), row_y(g, cell->row + 1)), IM_COL32_WHITE, 0, 0, 2);
+      }
+      ImGui::BeginTooltip();
+      ImGui::Text("%s: %s", tr(lang, S::TipStage), step_name(lang, mp == c.stage_matrix(4) ? 4 : step));
+      ImGui::Text("%s: %s (#%d)", tr(lang, S::TipQuery), row_labels[cell->row].c_str(), cell->row);
+      if (mp == c.stage_matrix(4)) {
+        ImGui::Text("%s: %d", tr(lang, S::TipOutputDim), cell->col + 1);
+      } else {
+        ImGui::Text("%s: %s (#%d)", tr(lang, S::TipKey), col_labels[cell->col].c_str(), cell->col);
+      }
+      if (is_masked) {
+        ImGui::Text("%s: %s", tr(lang, S::TipValue), tr(lang, S::TipMasked));
+      } else {
+        ImGui::Text("%s: %.6g", tr(lang, S::TipValue), m(cell->row, cell->col));
+      }
+      if (g.pooled()) {
+        const int px = std::clamp(static_cast<int>(io.MousePos.x - g.x), 0, g.px_w - 1);
+        const int py = std::clamp(static_cast<int>(io.MousePos.y - g.y), 0, g.px_h - 1);
+        const AxisMap rm = map_axis(g.first_row, g.vis_rows, g.px_h, rows);
+        const AxisMap cm = map_axis(g.first_col, g.vis_cols, g.px_w, cols);
+        AxisMap r1m, c1m;
+        r1m.begin = {rm.begin[py]};
+        r1m.end = {rm.end[py]};
+        c1m.begin = {cm.begin[px]};
+        c1m.end = {cm.end[px]};
+        const auto pooled = pool_grid(m.data(), rows, cols, masked_step && mask.size() ? mask.data() : nullptr,
+                                      static_cast<int>(mask.rows()), r1m, c1m, app.pool);
+        const char* mode = tr(lang, app.pool == PoolMode::Max ? S::PoolMax : S::PoolMean);
+        ImGui::TextColored(kDimV4, tr(lang, S::TipPooled), mode, r1m.begin[0], r1m.end[0] - 1,
+                           c1m.begin[0], c1m.end[0] - 1, pooled[0].masked ? NAN : pooled[0].value);
+      }
+      ImGui::EndTooltip();
+    }
+  }
+  ImGui::End();
+}
+
+// ---- controls ---------------------------------------------------------------------------------
+
+void draw_controls(App& app, const Layout& l) {
+  const Lang lang = app.lang;
+  Controller& c = app.ctl;
+  ImGui::SetNextWindowPos(ImVec2(l.controls.x, l.controls.y), ImGuiCond_Always);
+  ImGui::SetNextWindowSize(ImVec2(l.controls.w, l.controls.h), ImGuiCond_Always);
+  ImGui::Begin(fmt("%s###controls", tr(lang, S::Controls)).c_str(), nullptr,
+               ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
+                   ImGuiWindowFlags_NoBringToFrontOnFocus);
+  // Language.
+  ImGui::TextUnformatted(tr(lang, S::Language));
+  ImGui::SameLine();
+  if (ImGui::RadioButton("中文", app.lang == Lang::Zh)) app.lang = Lang::Zh;
+  ImGui::SameLine();
+  if (ImGui::RadioButton("English", app.lang == Lang::En)) app.lang = Lang::En;
+
+  // Step playback.
+  section(tr(lang, S::Steps));
+  ImGui::TextColored(kHighlightV4, tr(lang, S::StepOf), app.play.step());
+  for (int k = 1; k <= kSteps; ++k) {
+    if (ImGui::Selectable(step_name(lang, k), app.play.step() == k)) app.play.set_step(k);
+  }
+  if (ImGui::Button(tr(lang, S::Prev))) app.play.prev();
+  ImGui::SameLine();
+  if (ImGui::Button(fmt("%s###play", tr(lang, app.play.playing() ? S::Pause : S::Play)).c_str())) {
+    app.play.toggle_play();
+  }
+  ImGui::SameLine();
+  if (ImGui::Button(tr(lang, S::Next))) app.play.next();
+  ImGui::SameLine();
+  if (ImGui::Button(tr(lang, S::Reset))) app.play.home();
+  float speed = static_cast<float>(app.play.speed());
+  ImGui::SetNextItemWidth(-(ImGui::CalcTextSize(tr(lang, S::Speed)).x + ImGui::GetStyle().ItemInnerSpacing.x));
+  if (ImGui::SliderFloat(fmt("%s###speed", tr(lang, S::Speed)).c_str(), &speed, kMinSpeed, kMaxSpeed, "%.2f",
+                         ImGuiSliderFlags_Logarithmic)) {
+    app.play.set_speed(speed);
+  }
+
+  // Query, temperature, mask.
+  section(tr(lang, S::Query));
+  const Problem& p = c.problem();
+  if (p.n() <= 256) {
+    const std::string cur = fmt("%s (#%d)", p.query_tokens[c.query()].c_str(), c.query());
+    ImGui::SetNextItemWidth(-FLT_MIN);
+    if (ImGui::BeginCombo("###query", cur.c_str())) {
+      for (int i = 0; i < p.n(); ++i) {
+        const bool sel = i == c.query();
+        if (ImGui::Selectable(fmt("%s (#%d)###q%d", p.query_tokens[i].c_str(), i, i).c_str(), sel)) c.set_query(i);
+        if (sel) ImGui::SetItemDefaultFocus();
+      }
+      ImGui::EndCombo();
+    }
+  } else {
+    int q = c.query();
+    if (ImGui::InputInt("###queryidx", &q)) c.set_query(std::clamp(q, 0, p.n() - 1));
+  }
+  ImGui::TextUnformatted(tr(lang, S::Temperature));
+  float t = static_cast<float>(p.temperature);
+  // Thousands of tokens: apply when the slider is released, so dragging does not queue runs.
+  const bool live = p.n() <= 512;
+  ImGui::SetNextItemWidth(-FLT_MIN);
+  const bool slid = ImGui::SliderFloat("###tslider", &t, static_cast<float>(kTemperatureMin),
+                                       static_cast<float>(kTemperatureMax), "%.3f", ImGuiSliderFlags_Logarithmic);
+  if ((live && slid) || (!live && ImGui::IsItemDeactivatedAfterEdit())) c.set_temperature(t);
+  // The typed entry follows the state whenever the user is not typing in it.
+  if (!app.temp_entry_active) std::snprintf(app.temp_text, sizeof app.temp_text, "%.4g", p.temperature);
+  ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
+  if (ImGui::InputText("###ttext", app.temp_text, sizeof app.temp_text, ImGuiInputTextFlags_EnterReturnsTrue)) {
+    c.set_temperature_text(app.temp_text);
+  }
+  app.temp_entry_active = ImGui::IsItemActive();
+  ImGui::SameLine();
+  ImGui::TextColored(kDimV4, "%s", tr(lang, S::TemperatureEntry));
+  if (!c.error().empty()) {
+    wrapped(std::string(tr(lang, S::ErrorPrefix)) + c.error(), &kErrorV4);
+  }
+  ImGui::TextUnformatted(tr(lang, S::Mask));
+  if (ImGui::RadioButton(tr(lang, S::MaskNone), p.mask == MaskKind::None)) c.set_mask(MaskKind::None);
+  ImGui::SameLine();
+  if (ImGui::RadioButton(tr(lang, S::MaskCausal), p.mask == MaskKind::Causal)) c.set_mask(MaskKind::Causal);
+
+  // Backend.
+  ImGui::TextUnformatted(tr(lang, S::Backend));
+  if (ImGui::RadioButton("CPU (Eigen)", c.backend() == "cpu")) c.set_backend("cpu");
+  ImGui::SameLine();
+  ImGui::BeginDisabled(!c.cuda_ok());
+  if (ImGui::RadioButton("CUDA", c.backend() == "cuda")) c.set_backend("cuda");
+  ImGui::EndDisabled();
+  if (!c.cuda_ok()) wrapped(fmt(tr(lang, S::CudaUnavailable), c.cuda_reason().c_str()), &kDimV4);
+
+  // Input: demo or random.
+  section(tr(lang, S::Input));
+  if (ImGui::RadioButton(tr(lang, S::ModeDemo), app.in_mode == 0)) {
+    app.in_mode = 0;
+    if (!c.demo() && c.load_demo()) {
+      app.view = HeatView{};
+      app.log_weights = false;
+    }
+  }
+  if (ImGui::RadioButton(tr(lang, S::ModeRandom), app.in_mode == 1)) app.in_mode = 1;
+  if (app.in_mode == 1) {
+    ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
+    ImGui::InputInt("N", &app.in_n, 256, 1024);
+    ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
+    ImGui::InputInt("d_k", &app.in_dk);
+    ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
+    ImGui::InputInt("d_v", &app.in_dv);
+    ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
+    ImGui::InputInt("seed", &app.in_seed);
+    app.in_n = std::clamp(app.in_n, 1, kCudaMaxTokens);
+    app.in_dk = std::clamp(app.in_dk, 1, 1024);
+    app.in_dv = std::clamp(app.in_dv, 1, 1024);
+    app.in_seed = std::max(app.in_seed, 0);
+    if (ImGui::Button(tr(lang, S::Generate))) {
+      if (c.load_random(app.in_n, app.in_dk, app.in_dv, static_cast<std::uint64_t>(app.in_seed))) {
+        app.view = HeatView{};
+        app.log_weights = c.n() > 64;
+        app.in_mode = 1;
+      }
+    }
+    wrapped(tr(lang, S::RandomLimits), &kDimV4);
+  }
+  ImGui::Separator();
+  wrapped(tr(lang, S::KeyboardLine), &kDimV4);
+  ImGui::End();
+}
+
+// ---- information panel ------------------------------------------------------------------------
+
+void matrix_table(const char* id, const std::string& title, const MatrixF& m, const std::vector<std::string>& rows,
+                  const std::vector<std::string>& cols, int highlight_row, bool current, Lang lang) {
+  if (current) {
+    ImGui::TextColored(kHighlightV4, "%s  %s", title.c_str(), tr(lang, S::CurrentStep));
+  } else {
+    ImGui::TextUnformatted(title.c_str());
+  }
+  const int nc = static_cast<int>(m.cols());
+  if (ImGui::BeginTable(id, nc + 1, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
+    ImGui::TableSetupColumn("token");
+    for (int j = 0; j < nc; ++j) ImGui::TableSetupColumn(j < static_cast<int>(cols.size()) ? cols[j].c_str() : "");
+    ImGui::TableHeadersRow();
+    for (int i = 0; i < m.rows(); ++i) {
+      ImGui::TableNextRow();
+      if (i == highlight_row) ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg1, IM_COL32(255, 140, 0, 70));
+      ImGui::TableSetColumnIndex(0);
+      ImGui::TextUnformatted(i < static_cast<int>(rows.size()) ? rows[i].c_str() : "");
+      for (int j = 0; j < nc; ++j) {
+        ImGui::TableSetColumnIndex(j + 1);
+        ImGui::TextUnformatted(cell_value_text(m(i, j)).c_str());
+      }
+    }
+    ImGui::EndTable();
+  }
+}
+
+void draw_info(App& app, const Layout& l) {
+  const Lang lang = app.lang;
+  Controller& c = app.ctl;
+  const Problem& p = c.problem();
+  const Trace& t = c.trace();
+  ImGui::SetNextWindowPos(ImVec2(l.info.x, l.info.y), ImGuiCond_Always);
+  ImGui::SetNextWindowSize(ImVec2(l.info.w, l.info.h), ImGuiCond_Always);
+  ImGui::Begin(fmt("%s###info", tr(lang, S::RowStats)).c_str(), nullptr,
+               ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
+                   ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoTitleBar);
+
+  // Row statistics.
+  if (ImGui::CollapsingHeader(fmt("%s###stats", tr(lang, S::RowStats)).c_str(), ImGuiTreeNodeFlags_DefaultOpen)) {
+    ImGui::Text("%s: %s (#%d)", tr(lang, S::TipQuery), p.query_tokens[c.query()].c_str(), c.query());
+    if (auto st = c.stats()) {
+      ImGui::Text("%s: %.1f%% (%s %s)", tr(lang, S::MaxWeight), st->max_weight * 100, tr(lang, S::Argmax),
+                  p.key_tokens[st->argmax].c_str());
+      ImGui::Text("%s: %.3f", tr(lang, S::Entropy), st->entropy);
+      ImGui::Text("%s: %d", tr(lang, S::Effective), st->unmasked);
+      ImGui::Text("%s: %.3f", tr(lang, S::Perplexity), st->perplexity);
+      ImGui::Text("%s: %.6f", tr(lang, S::WeightSum), st->weight_sum);
+    }
+    ImGui::Text("%s: 1/√%d = %.4f", tr(lang, S::Scale), p.d_k(), 1.0 / std::sqrt(static_cast<double>(p.d_k())));
+    ImGui::Text("%s: %d×%d", tr(lang, S::OutputShape), p.n(), p.d_v());
+  }
+
+  // Description, regenerated from the current state every frame (it is cheap: one row).
+  if (ImGui::CollapsingHeader(fmt("%s###desc", tr(lang, S::Description)).c_str(), ImGuiTreeNodeFlags_DefaultOpen)) {
+    const std::string d = c.description(lang);
+    wrapped(d);
+    if (ImGui::Button(fmt("%s###copy", tr(lang, S::Copy)).c_str())) {
+      SDL_SetClipboardText(d.c_str());
+      set_status(app, tr(lang, S::Copied));
+    }
+    ImGui::SameLine();
+    ImGui::BeginDisabled(!app.speaker.available());
+    if (app.speaker.speaking()) {
+      if (ImGui::Button(fmt("%s###speak", tr(lang, S::StopSpeaking)).c_str())) app.speaker.stop();
+    } else if (ImGui::Button(fmt("%s###speak", tr(lang, S::Speak)).c_str())) {
+      app.speaker.speak(d, lang);
+    }
+    ImGui::EndDisabled();
+    if (!app.speaker.available()) ImGui::TextColored(kDimV4, "%s", tr(lang, S::NoEspeak));
+  }
+
+  // Numeric tables of every stage.
+  if (ImGui::CollapsingHeader(fmt("%s###tables", tr(lang, S::Tables)).c_str(),
+                              p.n() <= 8 ? ImGuiTreeNodeFlags_DefaultOpen : 0)) {
+    ImGui::TextColored(kHighlightV4, "%s", tr(lang, S::PageHeading));
+    wrapped(fmt(tr(lang, S::PageIntro), p.d_k()));
+    if (p.n() > kTableMaxTokens || !t.has_stages) {
+      wrapped(fmt(tr(lang, S::TablesTooLarge), kTableMaxTokens, p.n()));
+    } else {
+      const int step = app.play.step();
+      const int q = c.query();
+      std::vector<std::string> dims_k, dims_v;
+      for (int j = 1; j <= p.d_k(); ++j) dims_k.push_back(std::to_string(j));
+      for (int j = 1; j <= p.d_v(); ++j) dims_v.push_back(std::to_string(j));
+      matrix_table("tq", tr(lang, S::TableQ), p.q, p.query_tokens, dims_k, q, false, lang);
+      matrix_table("tk", tr(lang, S::TableK), p.k, p.key_tokens, dims_k, -1, false, lang);
+      matrix_table("tv", tr(lang, S::TableV), p.v, p.key_tokens, dims_v, -1, step == 4, lang);
+      std::vector<std::string> key_idx;
+      for (int j = 1; j <= p.m(); ++j) key_idx.push_back(std::to_string(j));
+      matrix_table("ts", tr(lang, S::TableScores), t.scores, p.query_tokens, key_idx, q, step == 1, lang);
+      matrix_table("tsc", fmt(tr(lang, S::TableScaled), p.d_k()), t.scaled, p.query_tokens, key_idx, q, step == 2, lang);
+      matrix_table("tm", tr(lang, S::TableMask), t.mask, p.query_tokens, key_idx, q, step == 2, lang);
+      matrix_table("tl", tr(lang, S::TableLogits), t.logits, p.query_tokens, key_idx, q, step == 2, lang);
+      matrix_table("tw", tr(lang, S::TableWeights), t.weights, p.query_tokens, key_idx, q, step == 3, lang);
+      matrix_table("to", tr(lang, S::TableOutput), t.output, p.query_tokens, dims_v, q, step == 4, lang);
+    }
+  }
+
+  // Performance.
+  if (ImGui::CollapsingHeader(fmt("%s###perf", tr(lang, S::Performance)).c_str(), ImGuiTreeNodeFlags_DefaultOpen)) {
+    ImGui::Text("%s: %s (N=%d, d_k=%d, d_v=%d)", tr(lang, S::BackendRan), t.backend.c_str(), p.n(), p.d_k(), p.d_v());
+    const StageTimings& tm = t.timings;
+    if (ImGui::BeginTable("timings", 2, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
+      const std::pair<S, double> rows[] = {{S::TimeUpload, tm.upload_ms},   {S::TimeQk, tm.qk_ms},
+                                           {S::TimeScaleMask, tm.scale_mask_ms}, {S::TimeSoftmax, tm.softmax_ms},
+                                           {S::TimePv, tm.pv_ms},           {S::TimeDownload, tm.download_ms},
+                                           {S::TimeTotal, tm.total_ms}};
+      for (const auto& [label, ms] : rows) {
+        ImGui::TableNextRow();
+        ImGui::TableSetColumnIndex(0);
+        ImGui::TextUnformatted(tr(lang, label));
+        ImGui::TableSetColumnIndex(1);
+        ImGui::Text("%.3f ms", ms);
+      }
+      ImGui::EndTable();
+    }
+    wrapped(fmt(tr(lang, S::Redraw), c.last_run_ms(), app.last_raster_ms));
+    const std::string why = c.compare_unavailable_reason();
+    ImGui::BeginDisabled(!why.empty());
+    if (ImGui::Button(fmt("%s###compare", tr(lang, S::Compare)).c_str())) c.run_compare();
+    ImGui::EndDisabled();
+    if (!why.empty()) {
+      if (!c.cuda_ok()) {
+        ImGui::TextColored(kDimV4, tr(lang, S::CompareNeedsCuda), why.c_str());
+      } else {
+        ImGui::TextColored(kDimV4, "%s", tr(lang, S::CompareCpuLimit));
+      }
+    }
+    const CompareResult& cr = c.last_compare();
+    if (!cr.error.empty()) ImGui::TextColored(kErrorV4, "%s", cr.error.c_str());
+    if (cr.done) {
+      ImGui::Text("%s: %.2f× (CPU %.3f ms / CUDA %.3f ms)", tr(lang, S::SpeedUp), cr.speed_up(), cr.cpu_total_ms,
+                  cr.cuda_total_ms);
+      if (ImGui::BeginTable("compare", 4, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
+        ImGui::TableSetupColumn(tr(lang, S::Stage));
+        ImGui::TableSetupColumn("CPU ms");
+        ImGui::TableSetupColumn("CUDA ms");
+        ImGui::TableSetupColumn(tr(lang, S::MaxDiff));
+        ImGui::TableHeadersRow();
+        for (const StageCompare& s : cr.stages) {
+          ImGui::TableNextRow();
+          ImGui::TableSetColumnIndex(0);
+          ImGui::TextUnformatted(s.stage.c_str());
+          ImGui::TableSetColumnIndex(1);
+          ImGui::Text("%.3f", s.cpu_ms);
+          ImGui::TableSetColumnIndex(2);
+          ImGui::Text("%.3f", s.cuda_ms);
+          ImGui::TableSetColumnIndex(3);
+          ImGui::Text("%.3g", s.max_abs_diff);
+        }
+        ImGui::EndTable();
+      }
+    }
+  }
+
+  // Scientific notes (SPEC.md).
+  if (ImGui::CollapsingHeader(fmt("%s###notes", tr(lang, S::Notes)).c_str())) {
+    wrapped(tr(lang, S::NotesIntro));
+    for (const auto& [heading, body] : science_notes(lang)) {
+      ImGui::TextColored(kHighlightV4, "%s", heading.c_str());
+      wrapped(body);
+    }
+    ImGui::TextColored(kDimV4, "%s", tr(lang, S::NotesRelated));
+  }
+  ImGui::End();
+}
+
+// ---- caveat bar and help ----------------------------------------------------------------------
+
+void draw_caveat(App& app, const Layout& l) {
+  const Lang lang = app.lang;
+  Controller& c = app.ctl;
+  ImGui::SetNextWindowPos(ImVec2(l.caveat.x, l.caveat.y), ImGuiCond_Always);
+  ImGui::SetNextWindowSize(ImVec2(l.caveat.w, l.caveat.h), ImGuiCond_Always);
+  ImGui::Begin("###caveat", nullptr,
+               ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
+                   ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoBringToFrontOnFocus |
+                   ImGuiWindowFlags_NoScrollbar);
+  const std::string line = mask_sentence(c.problem().mask, lang) + " " + caveat(lang);
+  wrapped(line);
+  if (!c.error().empty()) {
+    ImGui::TextColored(kErrorV4, "%s%s", tr(lang, S::ErrorPrefix), c.error().c_str());
+  } else if (!app.status.empty() && seconds_now() < app.status_until) {
+    ImGui::TextColored(kHighlightV4, "%s", app.status.c_str());
+  } else {
+    ImGui::TextColored(kDimV4, "%s", tr(lang, S::KeyboardLine));
+  }
+  ImGui::End();
+}
+
+void draw_help(App& app) {
+  if (!app.show_help) return;
+  const Lang lang = app.lang;
+  const ImVec2 ds = ImGui::GetIO().DisplaySize;
+  ImGui::SetNextWindowPos(ImVec2(ds.x / 2, ds.y / 2), ImGuiCond_Always, ImVec2(0.5f, 0.5f));
+  bool open = true;
+  ImGui::Begin(fmt("%s###help", tr(lang, S::Keys)).c_str(), &open,
+               ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoCollapse);
+  if (ImGui::BeginTable("keys", 2, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
+    for (const auto& [k, d] : key_help(lang)) {
+      ImGui::TableNextRow();
+      ImGui::TableSetColumnIndex(0);
+      ImGui::TextColored(kHighlightV4, "%s", k.c_str());
+      ImGui::TableSetColumnIndex(1);
+      ImGui::TextUnformatted(d.c_str());
+    }
+    ImGui::EndTable();
+  }
+  ImGui::End();
+  if (!open) app.show_help = false;
+}
+
+}  // namespace
+
+void draw_frame(App& app) {
+  const ImVec2 ds = ImGui::GetIO().DisplaySize;
+  const Layout l = compute_layout(ds.x, ds.y, app.font_px);
+  draw_controls(app, l);
+  draw_heatmap(app, l);
+  draw_info(app, l);
+  draw_caveat(app, l);
+  draw_help(app);
+}
+
+}  // namespace attnlab::viewer

@@ -1,0 +1,82 @@
+// The ImGui side of attnlab-view: the App (controller, playback, view and the SDL objects the UI
+// draws with), the font set-up (a CJK font found at run time, atlas built from the glyphs actually
+// used), the actions keys trigger, and one function that builds a frame's windows. main.cpp owns
+// SDL initialisation, the event loop and the headless screenshot path.
+#pragma once
+
+#include "viewer/controller.h"
+#include "viewer/heatmap.h"
+#include "viewer/keymap.h"
+#include "viewer/layout.h"
+#include "viewer/playback.h"
+#include "viewer/speech.h"
+#include "viewer/state_dump.h"
+
+#include <SDL.h>
+
+#include <cstdint>
+#include <string>
+
+namespace attnlab::viewer {
+
+struct App {
+  explicit App(const ViewerOptions& o)
+      : ctl(o), pool(o.pool), state_dump_path(o.state_dump), in_n(ctl.random_n()),
+        in_dk(ctl.random_dk()), in_dv(ctl.random_dv()), in_seed(static_cast<int>(ctl.random_seed())),
+        in_mode(ctl.demo() ? 0 : 1) {
+    log_weights = ctl.n() > 64;
+  }
+
+  Controller ctl;
+  Playback play;
+  Lang lang = Lang::En;
+  PoolMode pool = PoolMode::Max;
+  HeatView view;
+  bool log_weights = false;  // step 3 on a log colour scale (default for more than 64 tokens)
+  float font_px = 18;
+  std::string font_note;  // which font was loaded (or why none was), for --help and the log
+
+  SDL_Window* window = nullptr;
+  SDL_Renderer* renderer = nullptr;
+  SDL_Texture* heat_tex = nullptr;
+  int tex_w = 0, tex_h = 0;
+  std::string heat_key;      // what the texture currently shows; redrawn when it changes
+  PlotGeometry plot;         // last placed plot (hover, dumps)
+  ValueRange range;          // colour range of the current stage
+  bool range_log = false;    // range is a log scale (weights, log_weights on)
+  double last_raster_ms = 0;
+
+  bool show_help = false;
+  bool quit = false;
+  bool screenshot_requested = false;
+  std::string status;        // transient message (screenshot saved, copied)
+  double status_until = 0;   // seconds (SDL_GetTicks64 / 1000) when it disappears
+  std::string state_dump_path;
+  std::string last_dump;
+
+  Speaker speaker;
+  char temp_text[64] = {};
+  bool temp_entry_active = false;
+  int in_n, in_dk, in_dv, in_seed;  // the random-mode fields, applied by Generate
+  int in_mode;                      // 0 demo, 1 random (the radio's value)
+};
+
+// Finds a CJK font (list of known paths, then fc-match), builds the atlas from the glyphs the UI,
+// the tokens and the core's texts use. Sets app.font_note.
+void load_fonts(App& app, float font_px);
+
+void apply_action(App& app, Action a);
+
+// Builds every window of one frame (between ImGui::NewFrame and ImGui::Render).
+void draw_frame(App& app);
+
+// Advances playback; returns true when the step changed.
+bool tick(App& app, double dt);
+
+// Current state for --state-dump; writes the file when the JSON changed.
+ViewSnapshot snapshot(const App& app);
+void dump_state_if_changed(App& app);
+
+void set_status(App& app, const std::string& text);
+
+}  // namespace attnlab::viewer
