@@ -1,0 +1,108 @@
+// `attnlab demo`, `attnlab run` and `attnlab describe`: build the Problem from the options, run it
+// on the chosen backend through the registry (the CLI never computes attention itself), and
+// print the rendering (text tables, json, csv, markdown) or, for describe, only the description.
+#include "cli/common.h"
+
+#include "core/backend.h"
+#include "core/stats.h"
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+
+namespace attnlab::cli {
+namespace {
+
+struct Job {
+  ProblemArgs args;
+  bool demo = false;
+};
+
+Trace run_job(const ProblemArgs& a, const Problem& p) {
+  RunOptions opt;
+  opt.variant = parse_variant(a.variant);
+  opt.precision = parse_precision(a.precision);
+  opt.keep_stages = true;
+  return run_backend(a.backend, p, opt);
+}
+
+void run_and_render(const Job& job) {
+  const ProblemArgs& a = job.args;
+  const Problem p = build_problem(a, job.demo);
+  const int query = resolve_query_arg(a, p, job.demo);
+  const Lang lang = resolve_lang(a);
+  const Format format = parse_format(a.format);
+  const Trace t = run_job(a, p);
+  emit(a, render(p, t, query, lang, format));
+}
+
+// The demo or, when any input option is given, the problem those options describe.
+bool uses_inputs(const ProblemArgs& a) {
+  return !a.q_file.empty() || !a.k_file.empty() || !a.v_file.empty() || a.random_n.has_value();
+}
+
+}  // namespace
+
+void register_demo_and_run(CLI::App& app, int& exit_code) {
+  auto demo = std::make_shared<Job>();
+  demo->demo = true;
+  CLI::App* d = app.add_subcommand(
+      "demo",
+      "The page's 5-token demo (模型 根据 上下文 分配 权重, d_k=3, d_v=2): every stage of the "
+      "chain as a labelled table, the selected row's statistics, the description and the caveat");
+  add_state_options(d, demo->args);
+  d->footer("Examples:\n  attnlab demo --lang en\n  attnlab demo --query 模型 --temperature 0.3 "
+            "--mask causal\n  attnlab demo --format json");
+  d->add_option("--output", demo->args.output_file, "Write the result to FILE instead of stdout")
+      ->type_name("FILE");
+  d->callback([demo, &exit_code] {
+    run_and_render(*demo);
+    exit_code = 0;
+  });
+
+  auto run = std::make_shared<Job>();
+  CLI::App* r = app.add_subcommand(
+      "run",
+      "Any problem: Q, K, V from CSV/.npy files (--q --k --v) or a seeded random problem "
+      "(--random N); same state and output options as demo");
+  add_input_options(r, run->args);
+  add_state_options(r, run->args);
+  r->footer(
+      "Files: CSV (comma or whitespace separated, '#' comments) or .npy (float32/float64, 2-D, "
+      "C order).\nExamples:\n"
+      "  attnlab run --random 64 --dk 16 --dv 8 --seed 1 --mask causal --query 5\n"
+      "  attnlab run --q q.csv --k k.csv --v v.npy --tokens a,b,c --format json --output out.json");
+  r->callback([run, &exit_code] {
+    run_and_render(*run);
+    exit_code = 0;
+  });
+}
+
+void register_describe(CLI::App& app, int& exit_code) {
+  auto job = std::make_shared<Job>();
+  CLI::App* c = app.add_subcommand(
+      "describe",
+      "Only the description of the current picture (the demo, or the problem given by --q/--k/--v "
+      "or --random), regenerated from the state; same options as demo and run");
+  add_input_options(c, job->args);
+  add_state_options(c, job->args);
+  c->callback([job, &exit_code] {
+    const ProblemArgs& a = job->args;
+    const bool demo = !uses_inputs(a);
+    const Problem p = build_problem(a, demo);
+    const int query = resolve_query_arg(a, p, demo);
+    const Lang lang = resolve_lang(a);
+    const Trace t = run_job(a, p);
+    const std::string text = describe(p, t, query, lang);
+    // json: {"description": "..."} for tools; every other format prints the sentence as it is.
+    if (parse_format(a.format) == Format::Json)
+      emit(a, nlohmann::json{{"description", text}}.dump(-1, ' ', false,
+                                                          nlohmann::json::error_handler_t::replace) +
+                  "\n");
+    else
+      emit(a, text + "\n");
+    exit_code = 0;
+  });
+}
+
+}  // namespace attnlab::cli

@@ -1,0 +1,250 @@
+// The options shared by attnlab's subcommands and the code that turns them into a validated
+// Problem: the demo, three matrix files (CSV or .npy) or a seeded random problem; temperature,
+// mask (none | causal | mask file), token labels, query, language. Every bad value becomes an
+// InputError with a message naming the option, so main() can print one line and exit 2.
+#include "cli/common.h"
+
+#include "core/io.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+
+namespace attnlab::cli {
+namespace {
+
+// Limits for --random: far beyond what the lab shows, small enough that a typo is refused with
+// a message instead of an allocation failure.
+constexpr long long kMaxRandomN = 1 << 20;
+constexpr int kMaxDim = 1 << 16;
+constexpr int kMaxHeads = 4096;
+constexpr double kMaxInputBytes = 8.0 * (1ull << 30);
+
+// The temperature as typed: "abc", "nan", "inf", "0" and "-1" all get the same one-line message.
+double parse_temperature(const std::string& s) {
+  const char* begin = s.c_str();
+  char* end = nullptr;
+  const double t = std::strtod(begin, &end);
+  if (s.empty() || end == begin || *end != '\0')
+    throw InputError("temperature must be a finite number > 0, got '" + s + "'");
+  validate_temperature(t);
+  return t;
+}
+
+std::string gib(double bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / (1ull << 30));
+  return buf;
+}
+
+double physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
+}
+
+void check_random_size(const ProblemArgs& a) {
+  const long long n = *a.random_n;
+  if (n < 1 || n > kMaxRandomN)
+    throw InputError("--random N must be between 1 and " + std::to_string(kMaxRandomN) +
+                     ", got " + std::to_string(n));
+  if (a.d_k < 1 || a.d_k > kMaxDim)
+    throw InputError("--dk must be between 1 and " + std::to_string(kMaxDim) + ", got " +
+                     std::to_string(a.d_k));
+  if (a.d_v < 1 || a.d_v > kMaxDim)
+    throw InputError("--dv must be between 1 and " + std::to_string(kMaxDim) + ", got " +
+                     std::to_string(a.d_v));
+  if (a.heads < 1 || a.heads > kMaxHeads)
+    throw InputError("--heads must be between 1 and " + std::to_string(kMaxHeads) + ", got " +
+                     std::to_string(a.heads));
+  const double rows = static_cast<double>(a.heads) * static_cast<double>(n);
+  if (rows > 2147483647.0)
+    throw InputError("--random " + std::to_string(n) + " with --heads " +
+                     std::to_string(a.heads) + " gives more than 2^31 rows");
+  const double bytes = rows * (2.0 * a.d_k + a.d_v) * sizeof(float);
+  if (bytes > kMaxInputBytes)
+    throw ResourceError("--random " + std::to_string(n) + " --dk " + std::to_string(a.d_k) +
+                        " --dv " + std::to_string(a.d_v) + " --heads " + std::to_string(a.heads) +
+                        " needs " + gib(bytes) + " for Q, K and V alone; the limit is " +
+                        gib(kMaxInputBytes));
+}
+
+// The staged chain keeps five (heads*n, m) fp32 matrices on the host; refuse before allocating
+// when that cannot fit in this machine's memory (the backends do their own, finer estimate).
+void check_staged_fits(const Problem& p, Variant variant) {
+  if (variant != Variant::Staged) return;
+  const double cells = static_cast<double>(p.heads) * p.n() * static_cast<double>(p.m());
+  const double bytes = 5.0 * cells * sizeof(float);
+  const double mem = physical_memory_bytes();
+  if (mem > 0 && bytes > mem)
+    throw ResourceError("the staged chain for n=" + std::to_string(p.n()) +
+                        ", m=" + std::to_string(p.m()) + ", heads=" + std::to_string(p.heads) +
+                        " needs about " + gib(bytes) + " of host memory, this machine has " +
+                        gib(mem) + "; use --variant fused");
+}
+
+// --tokens / --tokens-file: n labels (queries, and keys when m == n) or n + m labels (queries
+// first, then keys).
+void apply_tokens(Problem& p, const std::vector<std::string>& tokens, const std::string& opt) {
+  const int n = p.n(), m = p.m();
+  const int count = static_cast<int>(tokens.size());
+  if (count == n && n == m) {
+    p.query_tokens = tokens;
+    p.key_tokens = tokens;
+  } else if (count == n + m) {
+    p.query_tokens.assign(tokens.begin(), tokens.begin() + n);
+    p.key_tokens.assign(tokens.begin() + n, tokens.end());
+  } else {
+    throw InputError(opt + " gives " + std::to_string(count) + " labels but the problem has " +
+                     std::to_string(n) + " queries and " + std::to_string(m) +
+                     " keys (give " + (n == m ? std::to_string(n) + " or " : std::string()) +
+                     std::to_string(n + m) + " labels)");
+  }
+}
+
+}  // namespace
+
+void add_state_options(CLI::App* cmd, ProblemArgs& a) {
+  cmd->add_option("--query", a.query,
+                  "Query row to select: a token label or a 0-based index "
+                  "(default: 上下文 in the demo, else 0)");
+  cmd->add_option_function<std::string>(
+         "--temperature",
+         [&a](const std::string& s) { a.temperature = parse_temperature(s); },
+         "Softmax temperature T > 0, finite (default: 0.85 in the demo, else 1.0)")
+      ->type_name("T");
+  cmd->add_option("--mask", a.mask,
+                  "none (bidirectional), causal (needs n = m) or FILE: an n x m mask of 0 / -inf "
+                  "(CSV or .npy)")
+      ->type_name("none|causal|FILE");
+  cmd->add_option("--lang", a.lang, "Language of the text: zh or en (default: from $LANG)")
+      ->type_name("zh|en");
+  cmd->add_option("--format", a.format, "Output format: text (the page's tables), json, csv "
+                                        "or markdown")
+      ->type_name("text|json|csv|markdown");
+  cmd->add_option("--backend", a.backend,
+                  "auto (CUDA when a device answers, else CPU), cpu or cuda")
+      ->type_name("auto|cpu|cuda");
+  cmd->add_option("--variant", a.variant,
+                  "staged (every stage kept) or fused (online softmax; only the output)")
+      ->type_name("staged|fused");
+  cmd->add_option("--precision", a.precision, "fp32, or bf16 (fused on CUDA only)")
+      ->type_name("fp32|bf16");
+}
+
+void add_input_options(CLI::App* cmd, ProblemArgs& a) {
+  cmd->add_option("--q", a.q_file, "Q (n x d_k) as CSV or .npy (float32/float64, 2-D, C order)")
+      ->type_name("FILE");
+  cmd->add_option("--k", a.k_file, "K (m x d_k) as CSV or .npy")->type_name("FILE");
+  cmd->add_option("--v", a.v_file, "V (m x d_v) as CSV or .npy")->type_name("FILE");
+  cmd->add_option("--random", a.random_n,
+                  "Instead of files: a random problem with N queries and N keys, "
+                  "standard-normal entries")
+      ->type_name("N");
+  cmd->add_option("--dk", a.d_k, "d_k of the random problem (default 64)")->type_name("D");
+  cmd->add_option("--dv", a.d_v, "d_v of the random problem (default 64)")->type_name("D");
+  cmd->add_option("--seed", a.seed, "Seed of the random problem; same seed, same problem "
+                                    "(default 0)")
+      ->type_name("S");
+  cmd->add_option("--heads", a.heads, "Independent heads (B*H) of the random problem "
+                                      "(default 1; tables show head 0)")
+      ->type_name("H");
+  cmd->add_option("--tokens", a.tokens,
+                  "Token labels a,b,c: n labels (queries, and keys when m = n) or n + m "
+                  "(default 0, 1, ...)")
+      ->type_name("a,b,c");
+  cmd->add_option("--tokens-file", a.tokens_file, "Token labels, one per line")
+      ->type_name("FILE");
+  cmd->add_option("--output", a.output_file, "Write the result to FILE instead of stdout")
+      ->type_name("FILE");
+}
+
+Problem build_problem(const ProblemArgs& a, bool demo) {
+  // Option values that do not depend on the inputs are checked first, so a typo costs nothing.
+  if (a.backend != "auto" && a.backend != "cpu" && a.backend != "cuda")
+    throw InputError("unknown backend '" + a.backend + "' (choose auto, cpu or cuda)");
+  parse_format(a.format);
+  parse_variant(a.variant);
+  parse_precision(a.precision);
+  if (!a.lang.empty()) parse_lang(a.lang);
+
+  Problem p;
+  const bool files = !a.q_file.empty() || !a.k_file.empty() || !a.v_file.empty();
+  if (demo) {
+    p = demo_problem();
+  } else if (files && a.random_n) {
+    throw InputError("give either --q/--k/--v files or --random N, not both");
+  } else if (files) {
+    if (a.q_file.empty() || a.k_file.empty() || a.v_file.empty())
+      throw InputError("--q, --k and --v must be given together (missing " +
+                       std::string(a.q_file.empty() ? "--q" : a.k_file.empty() ? "--k" : "--v") +
+                       ")");
+    if (a.heads != 1)
+      throw InputError("--heads applies to --random problems only");
+    p.q = read_matrix(a.q_file);
+    p.k = read_matrix(a.k_file);
+    p.v = read_matrix(a.v_file);
+    p.query_tokens = index_tokens(static_cast<int>(p.q.rows()));
+    p.key_tokens = index_tokens(static_cast<int>(p.k.rows()));
+  } else if (a.random_n) {
+    check_random_size(a);
+    p = random_problem(static_cast<int>(*a.random_n), a.d_k, a.d_v, a.seed, a.heads);
+  } else {
+    throw InputError("run needs its inputs: --q FILE --k FILE --v FILE, or --random N");
+  }
+
+  p.temperature = a.temperature.value_or(demo ? 0.85 : 1.0);
+  if (a.mask == "none") {
+    p.mask = MaskKind::None;
+  } else if (a.mask == "causal") {
+    p.mask = MaskKind::Causal;
+  } else if (a.mask.empty()) {
+    throw InputError("--mask needs none, causal or a FILE");
+  } else {
+    p.custom_mask = read_mask(a.mask);
+    p.mask = MaskKind::Custom;
+  }
+  if (!a.tokens.empty() && !a.tokens_file.empty())
+    throw InputError("give either --tokens or --tokens-file, not both");
+  // Labels are only checked against the shapes once the shapes themselves are known valid.
+  if (!a.tokens.empty() || !a.tokens_file.empty()) {
+    Problem shapes_only = p;
+    shapes_only.query_tokens.clear();
+    shapes_only.key_tokens.clear();
+    validate(shapes_only);
+    if (!a.tokens.empty())
+      apply_tokens(p, split_tokens(a.tokens), "--tokens");
+    else
+      apply_tokens(p, read_tokens_file(a.tokens_file), "--tokens-file");
+  }
+  validate(p);
+  check_staged_fits(p, parse_variant(a.variant));
+  return p;
+}
+
+Lang resolve_lang(const ProblemArgs& a) {
+  return a.lang.empty() ? lang_from_env() : parse_lang(a.lang);
+}
+
+int resolve_query_arg(const ProblemArgs& a, const Problem& p, bool demo) {
+  if (a.query.empty()) return demo ? kDemoDefaultQuery : 0;
+  return resolve_query(p, a.query);
+}
+
+void emit(const ProblemArgs& a, const std::string& text) {
+  if (a.output_file.empty()) {
+    std::cout << text << std::flush;
+    if (!std::cout) throw std::runtime_error("could not write to standard output");
+    return;
+  }
+  std::ofstream f(a.output_file, std::ios::binary);
+  if (!f) throw InputError("cannot open '" + a.output_file + "' for writing");
+  f << text;
+  f.close();
+  if (!f) throw InputError("could not write '" + a.output_file + "'");
+}
+
+}  // namespace attnlab::cli

@@ -1,0 +1,112 @@
+// attnlab: the command-line lab. Builds the CLI11 app from the subcommands' register_* functions
+// and is the one place that turns errors into exit codes, each with one line on stderr:
+//   0  success (and --help)
+//   2  bad input or usage: CLI11 parse errors, InputError (incl. NoDeviceError, ResourceError)
+//   1  internal failure: DeviceError and anything else
+// Subcommands may set other codes through `exit_code` (verify: 3 on FAIL).
+#include "cli/common.h"
+
+#include <cctype>
+#include <exception>
+#include <iostream>
+#include <new>
+#include <string>
+
+namespace {
+
+// CLI11 messages can span lines; the contract is exactly one line.
+std::string one_line(const std::string& msg) {
+  std::string out;
+  bool space = false;
+  for (char ch : msg) {
+    if (ch == '\n' || ch == '\r' || ch == '\t' || ch == ' ') {
+      space = !out.empty();
+      continue;
+    }
+    if (space) out += ' ';
+    space = false;
+    out += ch;
+  }
+  return out.empty() ? "unknown error" : out;
+}
+
+// CLI11 starts its messages with a capital ("The following argument ..."); after "error: " the
+// lab's own style is lower case. Library messages keep their case ("K has 3 columns ...").
+std::string lower_first(std::string s) {
+  if (s.size() > 1 && std::isupper(static_cast<unsigned char>(s[0])) &&
+      std::islower(static_cast<unsigned char>(s[1])))
+    s[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(s[0])));
+  return s;
+}
+
+int fail(const std::string& msg, int code) {
+  std::cerr << "error: " << one_line(msg) << std::endl;
+  return code;
+}
+
+std::string subcommand_names(const CLI::App& app) {
+  std::string names;
+  const auto subs = app.get_subcommands([](const CLI::App*) { return true; });
+  for (std::size_t i = 0; i < subs.size(); ++i)
+    names += (i == 0 ? "" : i + 1 == subs.size() ? " or " : ", ") + subs[i]->get_name();
+  return names;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "attnlab — a lab for scaled dot-product attention: QKᵀ, the √d_k scaling, the mask, the "
+      "temperature, a stable row-wise softmax and P·V, every stage shown and checkable; Eigen on "
+      "the CPU (the reference), CUDA kernels on an NVIDIA GPU.\n"
+      "Exit codes: 0 success, 2 bad input or usage, 1 internal error (verify: 3 on FAIL).",
+      "attnlab"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Help for every subcommand");
+
+  int exit_code = 0;
+  attnlab::cli::register_demo_and_run(app, exit_code);
+  attnlab::cli::register_describe(app, exit_code);
+  attnlab::cli::register_verify(app, exit_code);
+  attnlab::cli::register_bench(app, exit_code);
+
+  // Which subcommand the user meant, for messages ("see attnlab demo --help").
+  std::string sub;
+  for (int i = 1; i < argc && sub.empty(); ++i) {
+    const std::string arg = argv[i];
+    if (arg.empty() || arg[0] == '-') continue;
+    bool known = false;
+    for (const auto* s : app.get_subcommands([](const CLI::App*) { return true; }))
+      known = known || s->get_name() == arg;
+    if (!known)
+      return fail("unknown subcommand '" + arg + "'; choose " + subcommand_names(app) +
+                      " (see attnlab --help)",
+                  2);
+    sub = arg;
+  }
+
+  try {
+    app.parse(argc, argv);
+    return exit_code;
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::string msg = e.what();
+    if (dynamic_cast<const CLI::RequiredError*>(&e) && sub.empty())
+      msg = "a subcommand is required: " + subcommand_names(app);
+    return fail(lower_first(one_line(msg)) + " (see attnlab " + (sub.empty() ? "" : sub + " ") + "--help)", 2);
+  } catch (const attnlab::InputError& e) {
+    return fail(e.what(), 2);
+  } catch (const attnlab::DeviceError& e) {
+    return fail(e.what(), 1);
+  } catch (const std::bad_alloc&) {
+    return fail("out of memory (try a smaller problem or --variant fused)", 1);
+  } catch (const std::exception& e) {
+    return fail(e.what(), 1);
+  } catch (...) {
+    return fail("internal error", 1);
+  }
+}

@@ -1,0 +1,552 @@
+// Renderings of a finished run (Problem + Trace) for people and tools; nothing here computes
+// attention, everything is read from the Trace.
+//   text      the page's layout: every stage as a labelled table (2 decimals, −∞ for masked
+//             entries), columns aligned by terminal display width (CJK = 2 columns), then the
+//             selected row's statistics, the description and the caveat
+//   markdown  the same tables and figures as GitHub markdown
+//   csv       long form `stage,row,col,row_token,col_token,value`, every entry, %.9g, -inf
+//   json      issue 2's schema (nlohmann::ordered_json, keys in the documented order), numbers
+//             at float precision (9 significant digits round-trip a float), -inf as null
+// Text and markdown summarise large problems (n or m > 12: first and last rows/columns plus the
+// selected query) and show head 0 of a multi-head problem; JSON and CSV are always complete.
+#include "core/report.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+namespace attnlab {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr int kMaxShown = 12;  // rows/columns shown in full in text and markdown
+constexpr int kEdge = 6;       // rows/columns kept at each end when summarising
+
+// ---- display width ------------------------------------------------------------------------
+
+// Decodes one UTF-8 code point starting at s[i]; advances i. Invalid bytes count as one column.
+char32_t next_code_point(const std::string& s, std::size_t& i) {
+  const auto b0 = static_cast<unsigned char>(s[i]);
+  int len = b0 < 0x80 ? 1 : (b0 >> 5) == 0x6 ? 2 : (b0 >> 4) == 0xE ? 3 : (b0 >> 3) == 0x1E ? 4 : 1;
+  if (i + len > s.size()) len = 1;
+  char32_t cp = len == 1 ? b0 : len == 2 ? (b0 & 0x1F) : len == 3 ? (b0 & 0x0F) : (b0 & 0x07);
+  for (int k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+  i += len;
+  return cp;
+}
+
+// Columns a terminal gives one code point: 0 for combining marks and zero-width characters,
+// 2 for East Asian Wide and Fullwidth ranges (CJK, Hangul, fullwidth punctuation, emoji),
+// 1 otherwise (ambiguous-width characters such as ∞ count as 1, as in non-CJK locales).
+int code_point_width(char32_t c) {
+  if (c == 0) return 0;
+  if ((c >= 0x0300 && c <= 0x036F) || (c >= 0x200B && c <= 0x200F) || c == 0xFEFF) return 0;
+  if ((c >= 0x1100 && c <= 0x115F) || (c >= 0x2E80 && c <= 0x303E) ||
+      (c >= 0x3041 && c <= 0x33FF) || (c >= 0x3400 && c <= 0x4DBF) ||
+      (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0xA000 && c <= 0xA4CF) ||
+      (c >= 0xAC00 && c <= 0xD7A3) || (c >= 0xF900 && c <= 0xFAFF) ||
+      (c >= 0xFE30 && c <= 0xFE4F) || (c >= 0xFF00 && c <= 0xFF60) ||
+      (c >= 0xFFE0 && c <= 0xFFE6) || (c >= 0x1F300 && c <= 0x1F64F) ||
+      (c >= 0x1F900 && c <= 0x1F9FF) || (c >= 0x20000 && c <= 0x3FFFD))
+    return 2;
+  return 1;
+}
+
+int display_width(const std::string& s) {
+  int w = 0;
+  for (std::size_t i = 0; i < s.size();) w += code_point_width(next_code_point(s, i));
+  return w;
+}
+
+std::string pad_left(const std::string& s, int width) {
+  const int w = display_width(s);
+  return w >= width ? s : std::string(width - w, ' ') + s;
+}
+
+std::string pad_right(const std::string& s, int width) {
+  const int w = display_width(s);
+  return w >= width ? s : s + std::string(width - w, ' ');
+}
+
+// ---- numbers ------------------------------------------------------------------------------
+
+// Two decimals as on the page; −∞ for masked entries; never "nan" or "-0.00".
+std::string fmt2(float x) {
+  if (std::isnan(x)) return "n/a";
+  if (std::isinf(x)) return x < 0 ? "−∞" : "+∞";
+  char buf[64];
+  if (std::fabs(x) < 1e6f)
+    std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(x));
+  else
+    std::snprintf(buf, sizeof buf, "%.2e", static_cast<double>(x));
+  std::string s = buf;
+  if (s == "-0.00") s = "0.00";
+  return s;
+}
+
+std::string fixed(double x, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, x);
+  return buf;
+}
+
+std::string short_number(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
+// %.9g round-trips every float; the double parsed back from it prints (shortest round-trip in
+// nlohmann's dump) with at most 9 significant digits instead of the 17 of the raw widening.
+double float_for_json(float x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(x));
+  return std::strtod(buf, nullptr);
+}
+
+std::string csv_number(float x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x < 0 ? "-inf" : "inf";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(x));
+  return buf;
+}
+
+std::string label(const std::vector<std::string>& tokens, int i) {
+  return i >= 0 && i < static_cast<int>(tokens.size()) ? tokens[i] : std::to_string(i);
+}
+
+// ---- the stages ---------------------------------------------------------------------------
+
+enum class Axis { Query, Key, Feature };  // what a row or column of a stage is indexed by
+
+struct Stage {
+  std::string key;    // JSON/CSV name: q k v scores scaled mask logits weights output
+  std::string title;  // page-style title in the chosen language
+  const MatrixF* m;
+  Axis rows, cols;
+  bool per_head;      // true when rows hold heads*n (or heads*m) rows; mask holds one head
+};
+
+std::vector<Stage> stages_of(const Problem& p, const Trace& t, Lang lang) {
+  const bool zh = lang == Lang::Zh;
+  const std::string dk = std::to_string(p.d_k());
+  const std::string temp = short_number(p.temperature);
+  std::vector<Stage> all = {
+      {"q", zh ? "Q（查询）" : "Q (queries)", &p.q, Axis::Query, Axis::Feature, true},
+      {"k", zh ? "K（键）" : "K (keys)", &p.k, Axis::Key, Axis::Feature, true},
+      {"v", zh ? "V（值）" : "V (values)", &p.v, Axis::Key, Axis::Feature, true},
+      {"scores", zh ? "QKᵀ（原始分数）" : "QKᵀ (raw scores)", &t.scores, Axis::Query, Axis::Key,
+       true},
+      {"scaled",
+       zh ? "QKᵀ / √d_k（缩放分数，d_k=" + dk + "）" : "QKᵀ / √d_k (scaled scores, d_k=" + dk + ")",
+       &t.scaled, Axis::Query, Axis::Key, true},
+      {"mask", zh ? "Mask（0 保留，−∞ 屏蔽）" : "Mask (0 keeps, −∞ blocks)", &t.mask, Axis::Query,
+       Axis::Key, false},
+      {"logits",
+       zh ? "Mask 后 logits（(缩放分数 + mask) / 温度，T=" + temp + "）"
+          : "Masked logits ((scaled scores + mask) / temperature, T=" + temp + ")",
+       &t.logits, Axis::Query, Axis::Key, true},
+      {"weights", zh ? "softmax（注意力权重）" : "softmax (attention weights)", &t.weights,
+       Axis::Query, Axis::Key, true},
+      {"output",
+       zh ? "Output = softmax(...)V（加权输出）" : "Output = softmax(...)V (weighted output)",
+       &t.output, Axis::Query, Axis::Feature, true},
+  };
+  // A fused run (or one with keep_stages off) leaves the N x N stages empty: show what exists.
+  std::vector<Stage> present;
+  for (auto& s : all)
+    if (s.m->size() > 0) present.push_back(s);
+  return present;
+}
+
+std::string axis_label(const Problem& p, Axis a, int i) {
+  switch (a) {
+    case Axis::Query: return label(p.query_tokens, i % std::max(1, p.n()));
+    case Axis::Key: return label(p.key_tokens, i % std::max(1, p.m()));
+    case Axis::Feature: return std::to_string(i + 1);
+  }
+  return {};
+}
+
+// Indices shown when summarising `count` entries; -1 marks a gap ("…"). `keep` (the selected
+// query) stays visible even when it falls into the gap.
+std::vector<int> shown_indices(int count, int keep = -1) {
+  std::vector<int> idx;
+  if (count <= kMaxShown) {
+    for (int i = 0; i < count; ++i) idx.push_back(i);
+    return idx;
+  }
+  std::vector<int> want;
+  for (int i = 0; i < kEdge; ++i) want.push_back(i);
+  if (keep >= kEdge && keep < count - kEdge) want.push_back(keep);
+  for (int i = count - kEdge; i < count; ++i) want.push_back(i);
+  int prev = -1;
+  for (int i : want) {
+    if (prev >= 0 && i != prev + 1) idx.push_back(-1);
+    idx.push_back(i);
+    prev = i;
+  }
+  return idx;
+}
+
+// Rows of head 0 that a stage has: query stages n, key stages m.
+int head_rows(const Problem& p, const Stage& s) {
+  return s.rows == Axis::Query ? p.n() : p.m();
+}
+
+struct Grid {
+  std::vector<std::string> header;             // first cell is the row-label header
+  std::vector<std::vector<std::string>> cells;  // first cell of each row is its label
+};
+
+Grid grid_of(const Problem& p, const Stage& s, int query, bool mark_query) {
+  Grid g;
+  const int rows = std::min<int>(head_rows(p, s), static_cast<int>(s.m->rows()));
+  const int cols = static_cast<int>(s.m->cols());
+  const bool query_rows = s.rows == Axis::Query;
+  const auto ri = shown_indices(rows, query_rows ? query : -1);
+  const auto ci = shown_indices(cols);
+  g.header.push_back("token");
+  for (int c : ci) g.header.push_back(c < 0 ? "…" : axis_label(p, s.cols, c));
+  for (int r : ri) {
+    std::vector<std::string> row;
+    if (r < 0) {
+      row.push_back("…");
+      for (std::size_t k = 0; k < ci.size(); ++k) row.push_back("…");
+    } else {
+      std::string lab = axis_label(p, s.rows, r);
+      if (mark_query) lab = (query_rows && r == query ? "> " : "  ") + lab;
+      row.push_back(lab);
+      for (int c : ci) row.push_back(c < 0 ? "…" : fmt2((*s.m)(r, c)));
+    }
+    g.cells.push_back(std::move(row));
+  }
+  return g;
+}
+
+std::string text_table(const Grid& g) {
+  std::vector<int> width(g.header.size(), 0);
+  for (std::size_t c = 0; c < g.header.size(); ++c) width[c] = display_width(g.header[c]);
+  for (const auto& row : g.cells)
+    for (std::size_t c = 0; c < row.size(); ++c)
+      width[c] = std::max(width[c], display_width(row[c]));
+  std::string out;
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string l = pad_right(cells[0], width[0]);
+    for (std::size_t c = 1; c < cells.size(); ++c) {
+      l += "  ";
+      l += pad_left(cells[c], width[c]);
+    }
+    out += l + "\n";
+  };
+  line(g.header);
+  for (const auto& row : g.cells) line(row);
+  return out;
+}
+
+std::string md_escape(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    if (ch == '|') o += '\\';
+    o += ch;
+  }
+  return o;
+}
+
+std::string markdown_table(const Grid& g) {
+  // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on `"literal" + std::string&&`.
+  auto cell = [](std::string& out, const std::string& s) {
+    out += ' ';
+    out += md_escape(s);
+    out += " |";
+  };
+  std::string out = "|";
+  for (const auto& h : g.header) cell(out, h);
+  out += "\n|---|";
+  for (std::size_t c = 1; c < g.header.size(); ++c) out += "---:|";
+  out += "\n";
+  for (const auto& row : g.cells) {
+    out += "|";
+    for (const auto& c : row) cell(out, c);
+    out += "\n";
+  }
+  return out;
+}
+
+bool has_weights(const Problem& p, const Trace& t, int query) {
+  return t.weights.rows() > query && t.weights.cols() == p.m();
+}
+
+// The header lines before the tables: what problem this is and which backend ran.
+std::vector<std::string> intro_lines(const Problem& p, const Trace& t, int query, Lang lang) {
+  const bool zh = lang == Lang::Zh;
+  const std::string dk = std::to_string(p.d_k());
+  std::vector<std::string> l;
+  l.push_back(zh ? "Q 与 K 的特征维数 d_k=" + dk +
+                       "；标准缩放先除以 √d_k，再由温度调整 softmax 锐度。V 决定加权输出的内容。"
+                 : "Q and K have feature dimension d_k=" + dk +
+                       "; the standard scaling divides by √d_k, then the temperature sets the "
+                       "softmax's sharpness. V decides the content of the weighted output.");
+  std::string seq;
+  if (!p.sentence.empty())
+    seq = zh ? "序列“" + p.sentence + "”，" : "Sequence " + p.sentence + ", ";
+  const std::string mask = std::string(to_string(p.mask));
+  const std::string mask_zh = p.mask == MaskKind::None     ? "无（双向）"
+                              : p.mask == MaskKind::Causal ? "因果"
+                                                           : "自定义";
+  l.push_back(zh ? seq + "n=" + std::to_string(p.n()) + " 个查询，m=" + std::to_string(p.m()) +
+                       " 个键，d_v=" + std::to_string(p.d_v()) + "；当前查询“" +
+                       label(p.query_tokens, query) + "”（第 " + std::to_string(query) +
+                       " 行）；温度 T=" + short_number(p.temperature) + "；掩码：" + mask_zh
+                 : seq + "n=" + std::to_string(p.n()) + " queries, m=" + std::to_string(p.m()) +
+                       " keys, d_v=" + std::to_string(p.d_v()) + "; query " +
+                       label(p.query_tokens, query) + " (row " + std::to_string(query) +
+                       "); temperature T=" + short_number(p.temperature) + "; mask: " + mask);
+  l.push_back((zh ? "后端：" : "backend: ") + t.backend + " · " + std::string(to_string(t.variant)) +
+              " · " + std::string(to_string(t.precision)) + " · " + fixed(t.timings.total_ms, 3) +
+              " ms");
+  if (p.heads > 1)
+    l.push_back(zh ? "共 " + std::to_string(p.heads) +
+                         " 个头；表格只显示第 0 个头，JSON/CSV 输出包含全部。"
+                   : std::to_string(p.heads) +
+                         " heads; the tables show head 0 only, JSON/CSV output holds every head.");
+  if (p.n() > kMaxShown || p.m() > kMaxShown || p.d_k() > kMaxShown || p.d_v() > kMaxShown)
+    l.push_back(zh ? "矩阵较大：表格只显示首尾的行和列（… 表示省略），--format json 或 csv 给出全部数值。"
+                   : "Large matrices: the tables show the first and last rows and columns (… marks "
+                     "the gap); --format json or csv gives every value.");
+  if (!has_weights(p, t, query))
+    l.push_back(zh ? "这次运行（fused 或未保留中间阶段）没有物化 N×N 矩阵，只给出输出；"
+                     "用 --variant staged 查看全部阶段。"
+                   : "This run (fused, or stages not kept) did not materialise the N×N matrices "
+                     "and gives only the output; use --variant staged to see every stage.");
+  return l;
+}
+
+struct StatLine {
+  std::string name, value;
+};
+
+std::vector<StatLine> stat_lines(const Problem& p, const Trace& t, int query, Lang lang) {
+  const bool zh = lang == Lang::Zh;
+  const RowStats s = row_stats(t, query);
+  const std::string dk = std::to_string(p.d_k());
+  char scale[64];
+  std::snprintf(scale, sizeof scale, "1/√%s = %.3f", dk.c_str(), 1.0 / std::sqrt(p.d_k()));
+  const std::string shape = std::to_string(p.n()) + "×" + std::to_string(p.d_v());
+  const std::string atok = label(p.key_tokens, s.argmax);
+  return {
+      {zh ? "最大权重" : "max weight",
+       fixed(100.0 * s.max_weight, 1) + "%" + (zh ? "（“" + atok + "”）" : " (" + atok + ")")},
+      {zh ? "熵" : "entropy", fixed(s.entropy, 3) + (zh ? "（自然对数）" : " (natural log)")},
+      {zh ? "有效位置" : "effective positions",
+       std::to_string(s.unmasked) + (zh ? "（未屏蔽的键）" : " (unmasked keys)")},
+      {zh ? "困惑度 e^H" : "perplexity e^H", fixed(s.perplexity, 3)},
+      {zh ? "权重和" : "weight sum", fixed(s.weight_sum, 6)},
+      {zh ? "缩放" : "scale", scale},
+      {zh ? "输出维度" : "output shape",
+       p.heads > 1 ? std::to_string(p.heads) + "×" + shape : shape},
+  };
+}
+
+std::string stats_title(const Problem& p, int query, Lang lang) {
+  return lang == Lang::Zh ? "查询“" + label(p.query_tokens, query) + "”（第 " +
+                                std::to_string(query) + " 行）的统计"
+                          : "Statistics of query " + label(p.query_tokens, query) + " (row " +
+                                std::to_string(query) + ")";
+}
+
+std::string description_of(const Problem& p, const Trace& t, int query, Lang lang) {
+  return describe(p, t, query, lang);
+}
+
+// ---- the four formats ---------------------------------------------------------------------
+
+std::string render_text(const Problem& p, const Trace& t, int query, Lang lang) {
+  const bool zh = lang == Lang::Zh;
+  std::string out = zh ? "完整计算流程\n" : "Full computation chain\n";
+  for (const auto& l : intro_lines(p, t, query, lang)) out += l + "\n";
+  for (const auto& s : stages_of(p, t, lang)) {
+    out += "\n" + s.title + "\n";
+    out += text_table(grid_of(p, s, query, true));
+  }
+  if (has_weights(p, t, query)) {
+    out += "\n" + stats_title(p, query, lang) + "\n";
+    const auto stats = stat_lines(p, t, query, lang);
+    int w = 0;
+    for (const auto& st : stats) w = std::max(w, display_width(st.name));
+    for (const auto& st : stats) out += pad_right(st.name + (zh ? "：" : ":"), w + 2) + " " + st.value + "\n";
+  }
+  out += zh ? "\n读取当前图形说明\n" : "\nDescription of the current picture\n";
+  out += description_of(p, t, query, lang) + "\n";
+  out += (zh ? "\n说明：" : "\nCaveat: ") + caveat(lang) + "\n";
+  return out;
+}
+
+std::string render_markdown(const Problem& p, const Trace& t, int query, Lang lang) {
+  const bool zh = lang == Lang::Zh;
+  std::string out = zh ? "## 完整计算流程\n\n" : "## Full computation chain\n\n";
+  for (const auto& l : intro_lines(p, t, query, lang)) out += l + "  \n";
+  for (const auto& s : stages_of(p, t, lang)) {
+    out += "\n### " + md_escape(s.title) + "\n\n";
+    out += markdown_table(grid_of(p, s, query, false));
+  }
+  if (has_weights(p, t, query)) {
+    out += "\n### " + md_escape(stats_title(p, query, lang)) + "\n\n";
+    for (const auto& st : stat_lines(p, t, query, lang))
+      out += "- **" + st.name + "**: " + st.value + "\n";
+  }
+  out += zh ? "\n### 读取当前图形说明\n\n" : "\n### Description of the current picture\n\n";
+  out += description_of(p, t, query, lang) + "\n\n> " + caveat(lang) + "\n";
+  return out;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char ch : s) {
+    if (ch == '"') o += '"';
+    o += ch;
+  }
+  return o + "\"";
+}
+
+std::string render_csv(const Problem& p, const Trace& t, Lang lang) {
+  std::string out = "stage,row,col,row_token,col_token,value\n";
+  for (const auto& s : stages_of(p, t, lang)) {
+    const MatrixF& m = *s.m;
+    std::vector<std::string> col_tokens(m.cols());
+    for (Eigen::Index c = 0; c < m.cols(); ++c)
+      col_tokens[c] = s.cols == Axis::Feature ? "" : csv_field(axis_label(p, s.cols, c));
+    for (Eigen::Index r = 0; r < m.rows(); ++r) {
+      const std::string prefix = s.key + "," + std::to_string(r) + ",";
+      const std::string rtok = csv_field(axis_label(p, s.rows, static_cast<int>(r)));
+      for (Eigen::Index c = 0; c < m.cols(); ++c)
+        out += prefix + std::to_string(c) + "," + rtok + "," + col_tokens[c] + "," +
+               csv_number(m(r, c)) + "\n";
+    }
+  }
+  return out;
+}
+
+Json matrix_json(const MatrixF& m) {
+  Json rows = Json::array();
+  for (Eigen::Index r = 0; r < m.rows(); ++r) {
+    Json row = Json::array();
+    for (Eigen::Index c = 0; c < m.cols(); ++c) {
+      const float x = m(r, c);
+      if (std::isfinite(x))
+        row.push_back(float_for_json(x));
+      else
+        row.push_back(nullptr);  // -inf (a masked entry); nothing else reaches a valid trace
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+// One top-level key per line, one matrix row (or one statistics row) per line: readable by a
+// person, still one json.loads away for a tool.
+std::string layout_json(const Json& j) {
+  auto dump = [](const Json& v) { return v.dump(-1, ' ', false, Json::error_handler_t::replace); };
+  std::string out = "{\n";
+  bool first_key = true;
+  for (const auto& [key, value] : j.items()) {
+    out += first_key ? "" : ",\n";
+    first_key = false;
+    out += " " + dump(Json(key)) + ": ";
+    if (key == "stages" || key == "rows") {
+      const bool obj = value.is_object();
+      out += obj ? "{" : "[";
+      bool first = true;
+      for (const auto& [sk, sv] : value.items()) {
+        out += first ? "\n" : ",\n";
+        first = false;
+        out += "  ";
+        if (obj) {
+          out += dump(Json(sk)) + ": [";
+          for (std::size_t r = 0; r < sv.size(); ++r)
+            out += (r ? ",\n   " : "\n   ") + dump(sv[r]);
+          out += "]";
+        } else {
+          out += dump(sv);
+        }
+      }
+      out += first ? "" : "\n ";
+      out += obj ? "}" : "]";
+    } else {
+      out += dump(value);
+    }
+  }
+  return out + "\n}\n";
+}
+
+std::string render_json(const Problem& p, const Trace& t, int query, Lang lang) {
+  Json j;
+  j["tokens"] = p.query_tokens;
+  j["key_tokens"] = p.key_tokens;
+  j["d_k"] = p.d_k();
+  j["d_v"] = p.d_v();
+  j["temperature"] = p.temperature;
+  j["mask"] = std::string(to_string(p.mask));
+  j["backend"] = t.backend;
+  j["precision"] = std::string(to_string(t.precision));
+  j["query"] = query;
+  Json stages = Json::object();
+  for (const auto& s : stages_of(p, t, lang)) stages[s.key] = matrix_json(*s.m);
+  j["stages"] = std::move(stages);
+  Json rows = Json::array();
+  if (t.weights.size() > 0 && t.weights.cols() == p.m()) {
+    for (Eigen::Index r = 0; r < t.weights.rows(); ++r) {
+      const RowStats s = row_stats(t, static_cast<int>(r));
+      Json row;
+      row["token"] = axis_label(p, Axis::Query, static_cast<int>(r));
+      row["max_weight"] = s.max_weight;
+      row["argmax"] = s.argmax;
+      row["entropy"] = s.entropy;
+      row["unmasked"] = s.unmasked;
+      row["perplexity"] = s.perplexity;
+      row["weight_sum"] = s.weight_sum;
+      rows.push_back(std::move(row));
+    }
+  }
+  j["rows"] = std::move(rows);
+  j["description"] = description_of(p, t, query, lang);
+  j["variant"] = std::string(to_string(t.variant));
+  j["heads"] = p.heads;
+  j["timings_ms"] = {{"upload", t.timings.upload_ms},     {"qk", t.timings.qk_ms},
+                     {"scale_mask", t.timings.scale_mask_ms}, {"softmax", t.timings.softmax_ms},
+                     {"pv", t.timings.pv_ms},             {"download", t.timings.download_ms},
+                     {"total", t.timings.total_ms}};
+  return layout_json(j);
+}
+
+}  // namespace
+
+Format parse_format(const std::string& s) {
+  if (s == "text") return Format::Text;
+  if (s == "json") return Format::Json;
+  if (s == "csv") return Format::Csv;
+  if (s == "markdown" || s == "md") return Format::Markdown;
+  throw InputError("unknown format '" + s + "' (choose text, json, csv or markdown)");
+}
+
+std::string render(const Problem& p, const Trace& t, int query, Lang lang, Format f) {
+  if (query < 0 || query >= std::max(1, p.n()))
+    throw InputError("query row " + std::to_string(query) + " is out of range: there are " +
+                     std::to_string(p.n()) + " queries");
+  switch (f) {
+    case Format::Text: return render_text(p, t, query, lang);
+    case Format::Markdown: return render_markdown(p, t, query, lang);
+    case Format::Csv: return render_csv(p, t, lang);
+    case Format::Json: return render_json(p, t, query, lang);
+  }
+  return {};
+}
+
+}  // namespace attnlab

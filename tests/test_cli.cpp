@@ -1,0 +1,559 @@
+// Tests of the real `attnlab` binary (ATTNLAB_BINARY): the demo's text against the page's values,
+// the JSON interface (schema, full precision, -inf as null), determinism of --random, huge logits
+// and tiny temperatures, and every bad input of issue 2: exit code 2 and exactly one stderr line
+// "error: ..." naming what is wrong. Each test works in its own temporary directory.
+#include "core/backend.h"
+#include "core/problem.h"
+#include "cpu/cpu_backend.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace attnlab {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct CliResult {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) {
+    if (c == '\'')
+      q += "'\\''";
+    else
+      q += c;
+  }
+  return q + "'";
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+void write_file(const fs::path& p, const std::string& bytes) {
+  std::ofstream f(p, std::ios::binary);
+  f << bytes;
+}
+
+bool contains(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
+
+std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+// Collapses runs of spaces so table rows compare "modulo spacing".
+std::string squeeze(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == ' ' && (out.empty() || out.back() == ' ')) continue;
+    out += c;
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/attnlab-cli-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  // Runs the binary with `args` under `env` (e.g. "LANG=C.UTF-8"), capturing both streams.
+  CliResult run(const std::vector<std::string>& args, const std::string& env = "LANG=C.UTF-8") {
+    std::string cmd = "env " + env + " " + shell_quote(ATTNLAB_BINARY);
+    for (const auto& a : args) cmd += " " + shell_quote(a);
+    const fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
+    cmd += " </dev/null >" + shell_quote(out) + " 2>" + shell_quote(err);
+    const int status = std::system(cmd.c_str());
+    CliResult r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+
+  std::string file(const std::string& name, const std::string& bytes) {
+    const fs::path p = dir_ / name;
+    write_file(p, bytes);
+    return p.string();
+  }
+
+  // A .npy v1.0 file: `descr` e.g. "<f4", shape as Python tuple text, raw data bytes.
+  std::string npy(const std::string& name, const std::string& descr, const std::string& shape,
+                  const std::string& data, bool fortran = false) {
+    std::string header = "{'descr': '" + descr + "', 'fortran_order': " +
+                         (fortran ? "True" : "False") + ", 'shape': " + shape + ", }";
+    while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+    header += '\n';
+    std::string bytes = "\x93NUMPY";
+    bytes += '\x01';
+    bytes += '\x00';
+    bytes += static_cast<char>(header.size() & 0xFF);
+    bytes += static_cast<char>(header.size() >> 8);
+    return file(name, bytes + header + data);
+  }
+
+  // Expects a refusal: exit 2, nothing on stdout, one stderr line "error: " containing `what`.
+  void expect_refused(const std::vector<std::string>& args, const std::vector<std::string>& what) {
+    const CliResult r = run(args);
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    EXPECT_EQ(r.code, 2) << joined << "\nstderr: " << r.err;
+    EXPECT_TRUE(r.out.empty()) << joined << "\nstdout: " << r.out;
+    const auto ls = lines_of(r.err);
+    ASSERT_EQ(ls.size(), 1u) << joined << "\nstderr: " << r.err;
+    EXPECT_EQ(ls[0].rfind("error: ", 0), 0u) << ls[0];
+    EXPECT_EQ(r.err.back(), '\n');
+    for (const auto& w : what) EXPECT_TRUE(contains(ls[0], w)) << joined << "\n" << ls[0];
+    EXPECT_FALSE(contains(ls[0], "terminate")) << ls[0];
+  }
+
+  fs::path dir_;
+};
+
+// The line of `token` in the table titled `title` of a text rendering, squeezed, marker removed.
+std::string table_row(const std::string& text, const std::string& title, const std::string& token) {
+  const auto ls = lines_of(text);
+  for (std::size_t i = 0; i < ls.size(); ++i) {
+    if (ls[i] != title) continue;
+    for (std::size_t j = i + 2; j < ls.size() && !ls[j].empty(); ++j) {
+      std::string row = squeeze(ls[j]);
+      if (row.rfind("> ", 0) == 0) row = row.substr(2);
+      if (row.rfind(token + " ", 0) == 0) return row.substr(token.size() + 1);
+    }
+  }
+  return "<no row " + token + " under " + title + ">";
+}
+
+std::vector<double> numbers(const std::string& s) {
+  std::vector<double> v;
+  std::istringstream in(s);
+  for (double x; in >> x;) v.push_back(x);
+  return v;
+}
+
+TEST_F(Cli, DemoTextShowsThePagesValues) {
+  const CliResult r = run({"demo", "--lang", "en"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  // QKᵀ row 模型 on the page: 1.84 0.49 1.79 0.99 1.94. Two of these cells are exact ties
+  // (0.495, 0.995) that the page's JavaScript doubles round down and fp32 rounds up, so each
+  // printed cell may differ from the page by one unit in the last place, never more.
+  const std::vector<double> page = {1.84, 0.49, 1.79, 0.99, 1.94};
+  const auto got = numbers(table_row(r.out, "QKᵀ (raw scores)", "模型"));
+  ASSERT_EQ(got.size(), page.size()) << r.out;
+  for (std::size_t i = 0; i < page.size(); ++i) EXPECT_NEAR(got[i], page[i], 0.0101) << i;
+  EXPECT_EQ(table_row(r.out, "softmax (attention weights)", "上下文"), "0.22 0.10 0.26 0.17 0.25");
+  EXPECT_EQ(table_row(r.out, "Output = softmax(...)V (weighted output)", "上下文"), "0.65 0.55");
+  EXPECT_EQ(table_row(r.out, "Q (queries)", "上下文"), "0.85 0.35 1.15");
+  EXPECT_TRUE(contains(r.out, "26.0%"));
+  EXPECT_TRUE(contains(r.out, "1.561"));
+  EXPECT_TRUE(contains(r.out, "1/√3"));
+  EXPECT_TRUE(contains(r.out, "5×2"));
+  EXPECT_TRUE(contains(r.out, "0.219, 0.102, 0.260, 0.165, 0.254"));
+  EXPECT_FALSE(contains(r.out, "nan"));
+}
+
+TEST_F(Cli, DemoLanguageFollowsLangAndFlag) {
+  const CliResult zh = run({"demo"}, "LANG=zh_CN.UTF-8");
+  ASSERT_EQ(zh.code, 0) << zh.err;
+  EXPECT_TRUE(contains(zh.out, "QKᵀ（原始分数）"));
+  EXPECT_TRUE(contains(zh.out, "最大权重"));
+  EXPECT_TRUE(contains(zh.out, "熵"));
+  EXPECT_TRUE(contains(zh.out, "0.219、0.102、0.260、0.165、0.254"));
+  const CliResult en = run({"demo"}, "LANG=C");
+  ASSERT_EQ(en.code, 0) << en.err;
+  EXPECT_TRUE(contains(en.out, "QKᵀ (raw scores)"));
+  const CliResult forced = run({"demo", "--lang", "zh"}, "LANG=C");
+  EXPECT_TRUE(contains(forced.out, "QKᵀ（原始分数）"));
+}
+
+TEST_F(Cli, DemoJsonFollowsTheSchemaAtFullPrecision) {
+  const CliResult r = run({"demo", "--format", "json", "--backend", "cpu"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  for (const char* key : {"tokens", "key_tokens", "d_k", "d_v", "temperature", "mask", "backend",
+                          "precision", "query", "stages", "rows", "description"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_EQ(j["tokens"], json({"模型", "根据", "上下文", "分配", "权重"}));
+  EXPECT_EQ(j["d_k"], 3);
+  EXPECT_EQ(j["d_v"], 2);
+  EXPECT_DOUBLE_EQ(j["temperature"].get<double>(), 0.85);
+  EXPECT_EQ(j["mask"], "none");
+  EXPECT_EQ(j["backend"], "cpu");
+  EXPECT_EQ(j["precision"], "fp32");
+  EXPECT_EQ(j["query"], 2);
+  for (const char* s : {"q", "k", "v", "scores", "scaled", "mask", "logits", "weights", "output"})
+    EXPECT_TRUE(j["stages"].contains(s)) << s;
+  ASSERT_EQ(j["rows"].size(), 5u);
+  for (const char* k : {"token", "max_weight", "argmax", "entropy", "unmasked", "perplexity",
+                        "weight_sum"})
+    EXPECT_TRUE(j["rows"][2].contains(k)) << k;
+  EXPECT_NEAR(j["rows"][2]["max_weight"].get<double>(), 0.260, 0.0005);
+  EXPECT_EQ(j["rows"][2]["argmax"], 2);
+  EXPECT_NEAR(j["rows"][2]["entropy"].get<double>(), 1.561, 0.0005);
+  EXPECT_EQ(j["rows"][2]["unmasked"], 5);
+  EXPECT_TRUE(contains(j["description"].get<std::string>(), "上下文"));
+
+  // The numbers read back as exactly the CPU backend's floats...
+  const Trace t = cpu_staged(demo_problem());
+  for (int row = 0; row < 5; ++row)
+    for (int c = 0; c < 5; ++c)
+      EXPECT_EQ(static_cast<float>(j["stages"]["weights"][row][c].get<double>()),
+                t.weights(row, c));
+  // ...which takes 9 significant digits for some of them (6 would lose bits).
+  std::size_t most = 0;
+  const std::regex number(R"((\d+\.\d+))");
+  for (std::sregex_iterator it(r.out.begin(), r.out.end(), number), end; it != end; ++it) {
+    std::string digits = (*it)[1].str();
+    digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
+    digits.erase(0, digits.find_first_not_of('0'));
+    most = std::max(most, digits.size());
+  }
+  EXPECT_GE(most, 9u);
+}
+
+TEST_F(Cli, CausalJsonWritesMinusInfinityAsNull) {
+  const CliResult r = run({"demo", "--mask", "causal", "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(contains(r.out, "inf"));
+  EXPECT_FALSE(contains(r.out, "NaN"));
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["mask"], "causal");
+  EXPECT_TRUE(j["stages"]["mask"][0][1].is_null());
+  EXPECT_TRUE(j["stages"]["logits"][0][1].is_null());
+  EXPECT_EQ(j["stages"]["mask"][1][0].get<double>(), 0.0);
+  EXPECT_EQ(j["stages"]["weights"][0][1].get<double>(), 0.0);
+  EXPECT_EQ(j["stages"]["weights"][0][0].get<double>(), 1.0);
+  EXPECT_EQ(j["rows"][2]["unmasked"], 3);
+}
+
+TEST_F(Cli, CsvMarkdownAndOutputFile) {
+  const CliResult csv = run({"demo", "--format", "csv"});
+  ASSERT_EQ(csv.code, 0) << csv.err;
+  EXPECT_EQ(lines_of(csv.out).at(0), "stage,row,col,row_token,col_token,value");
+  const CliResult md = run({"demo", "--format", "markdown", "--lang", "en"});
+  ASSERT_EQ(md.code, 0) << md.err;
+  EXPECT_TRUE(contains(md.out, "| 上下文 | 0.22 | 0.10 | 0.26 | 0.17 | 0.25 |"));
+  const std::string out = (dir_ / "demo.json").string();
+  const CliResult f = run({"demo", "--format", "json", "--output", out});
+  ASSERT_EQ(f.code, 0) << f.err;
+  EXPECT_TRUE(f.out.empty());
+  EXPECT_EQ(json::parse(slurp(out))["query"], 2);
+}
+
+TEST_F(Cli, QueryByTokenOrIndexAndTemperature) {
+  const CliResult by_token = run({"demo", "--query", "模型", "--format", "json"});
+  const CliResult by_index = run({"demo", "--query", "0", "--format", "json"});
+  ASSERT_EQ(by_token.code, 0) << by_token.err;
+  ASSERT_EQ(by_index.code, 0) << by_index.err;
+  json a = json::parse(by_token.out), b = json::parse(by_index.out);
+  EXPECT_EQ(a["query"], 0);
+  a.erase("timings_ms");
+  b.erase("timings_ms");
+  EXPECT_EQ(a, b);
+  // A lower temperature sharpens the row: its entropy falls.
+  const json hot = json::parse(run({"demo", "--temperature", "5", "--format", "json"}).out);
+  const json cold = json::parse(run({"demo", "--temperature", "0.1", "--format", "json"}).out);
+  EXPECT_DOUBLE_EQ(hot["temperature"].get<double>(), 5.0);
+  EXPECT_LT(cold["rows"][2]["entropy"].get<double>(), hot["rows"][2]["entropy"].get<double>());
+}
+
+TEST_F(Cli, DescribePrintsOnlyTheDescription) {
+  const CliResult r = run({"describe", "--lang", "en"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(lines_of(r.out).size(), 1u) << r.out;
+  EXPECT_TRUE(contains(r.out, "The current query is 上下文"));
+  EXPECT_TRUE(contains(r.out, "0.219, 0.102, 0.260, 0.165, 0.254"));
+  const CliResult zh = run({"describe", "--lang", "zh", "--mask", "causal"});
+  ASSERT_EQ(zh.code, 0) << zh.err;
+  EXPECT_TRUE(contains(zh.out, "因果"));
+}
+
+TEST_F(Cli, HelpDocumentsEveryOptionAndExitsZero) {
+  const CliResult top = run({"--help"});
+  EXPECT_EQ(top.code, 0) << top.err;
+  for (const char* s : {"demo", "run", "describe"}) EXPECT_TRUE(contains(top.out, s)) << s;
+  const CliResult demo = run({"demo", "--help"});
+  EXPECT_EQ(demo.code, 0);
+  for (const char* o : {"--query", "--temperature", "--mask", "--lang", "--format", "--backend",
+                        "--variant", "--precision"})
+    EXPECT_TRUE(contains(demo.out, o)) << o;
+  const CliResult runh = run({"run", "--help"});
+  EXPECT_EQ(runh.code, 0);
+  for (const char* o : {"--q", "--k", "--v", "--random", "--dk", "--dv", "--seed", "--heads",
+                        "--tokens", "--tokens-file", "--output", "--mask", "--temperature"})
+    EXPECT_TRUE(contains(runh.out, o)) << o;
+}
+
+TEST_F(Cli, RunFilesWithTokensAndCustomMask) {
+  const std::string q = file("q.csv", "# queries\n1 0 0\n0 1 0\n");
+  const std::string k = file("k.csv", "1,0,0\n0,1,0\n0,0,1\n");
+  const std::string v = file("v.csv", "1,2\n3,4\n5,6\n");
+  const std::string mask = file("mask.csv", "0 -inf 0\n0 0 -inf\n");
+  const CliResult r = run({"run", "--q", q, "--k", k, "--v", v, "--mask", mask, "--tokens",
+                           "a,b,x,y,z", "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["tokens"], json({"a", "b"}));
+  EXPECT_EQ(j["key_tokens"], json({"x", "y", "z"}));
+  EXPECT_EQ(j["mask"], "custom");
+  EXPECT_TRUE(j["stages"]["mask"][0][1].is_null());
+  EXPECT_EQ(j["stages"]["weights"][0][1].get<double>(), 0.0);
+  EXPECT_EQ(j["stages"]["weights"][1][2].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(j["temperature"].get<double>(), 1.0);
+  // Default labels are indices.
+  const CliResult plain = run({"run", "--q", q, "--k", k, "--v", v, "--format", "json"});
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_EQ(json::parse(plain.out)["key_tokens"], json({"0", "1", "2"}));
+}
+
+TEST_F(Cli, RunNpyInputs) {
+  auto floats = [](std::initializer_list<float> xs) {
+    std::string b;
+    for (float x : xs) b.append(reinterpret_cast<const char*>(&x), sizeof x);
+    return b;
+  };
+  auto doubles = [](std::initializer_list<double> xs) {
+    std::string b;
+    for (double x : xs) b.append(reinterpret_cast<const char*>(&x), sizeof x);
+    return b;
+  };
+  const std::string q = npy("q.npy", "<f4", "(2, 2)", floats({1, 0, 0, 1}));
+  const std::string k = npy("k.npy", "<f8", "(2, 2)", doubles({1, 0, 0, 1}));
+  const std::string v = file("v.csv", "1\n3\n");
+  const CliResult r = run({"run", "--q", q, "--k", k, "--v", v, "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["d_k"], 2);
+  EXPECT_EQ(j["d_v"], 1);
+}
+
+TEST_F(Cli, RandomProblemsAreDeterministicAndSeeded) {
+  const std::vector<std::string> args = {"run", "--random", "8", "--dk", "4", "--dv", "3",
+                                         "--seed", "7", "--format", "csv", "--backend", "cpu"};
+  const CliResult a = run(args), b = run(args);
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  auto other = args;
+  other[8] = "8";
+  const CliResult c = run(other);
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_NE(a.out, c.out);
+  // q: 8x4, k 8x4, v 8x3, five 8x8 stages, output 8x3
+  EXPECT_EQ(lines_of(a.out).size(), 1u + 32 + 32 + 24 + 5 * 64 + 24);
+}
+
+TEST_F(Cli, LargeRandomTextIsSummarisedAndHeadsAreStacked) {
+  const CliResult r = run({"run", "--random", "200", "--dk", "16", "--dv", "8", "--lang", "en"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "…"));
+  EXPECT_TRUE(contains(r.out, "json or csv"));
+  EXPECT_LT(lines_of(r.out).size(), 200u);
+  const CliResult h = run({"run", "--random", "6", "--dk", "4", "--dv", "2", "--heads", "3",
+                           "--format", "json"});
+  ASSERT_EQ(h.code, 0) << h.err;
+  const json j = json::parse(h.out);
+  EXPECT_EQ(j["heads"], 3);
+  EXPECT_EQ(j["stages"]["q"].size(), 18u);
+  EXPECT_EQ(j["stages"]["weights"].size(), 18u);
+  EXPECT_EQ(j["tokens"].size(), 6u);
+}
+
+TEST_F(Cli, FusedRunKeepsInputsAndOutput) {
+  const CliResult r = run({"run", "--random", "16", "--dk", "4", "--dv", "2", "--variant",
+                           "fused", "--backend", "cpu", "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["variant"], "fused");
+  EXPECT_TRUE(j["stages"].contains("output"));
+  EXPECT_EQ(j["stages"]["output"].size(), 16u);
+  const CliResult text = run({"run", "--random", "16", "--dk", "4", "--dv", "2", "--variant",
+                              "fused", "--backend", "cpu"});
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_TRUE(contains(text.out, "Output"));
+}
+
+// |logit| up to ~1e36 (scores 1e30 / sqrt(3) / 1e-6) must still give exact weights.
+TEST_F(Cli, HugeLogitsAndTinyTemperatureStayExact) {
+  const std::string q = file("q.csv", "1e15 0 0\n0 1e15 0\n1e15 1e15 0\n");
+  const std::string k = file("k.csv", "1e15 0 0\n-1e15 0 0\n0 1e15 0\n");
+  const std::string v = file("v.csv", "1 2\n3 4\n5 6\n");
+  const CliResult r = run({"run", "--q", q, "--k", k, "--v", v, "--temperature", "1e-6",
+                           "--format", "json", "--backend", "cpu"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(contains(r.out, "nan"));
+  EXPECT_FALSE(contains(r.out, "NaN"));
+  const json j = json::parse(r.out);
+  const json& w = j["stages"]["weights"];
+  for (const auto& row : w) {
+    double sum = 0;
+    for (const auto& x : row) {
+      ASSERT_TRUE(x.is_number()) << j["stages"]["weights"].dump();
+      sum += x.get<double>();
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-6);
+  }
+  // Row 0 scores (1e30, -1e30, 0): all weight on key 0. Row 1: on key 2. Row 2 ties keys 0 and 2.
+  EXPECT_EQ(w[0], json({1.0, 0.0, 0.0}));
+  EXPECT_EQ(w[1], json({0.0, 0.0, 1.0}));
+  EXPECT_EQ(w[2], json({0.5, 0.0, 0.5}));
+  EXPECT_EQ(j["stages"]["output"][0], json({1.0, 2.0}));
+  EXPECT_EQ(j["stages"]["output"][2], json({3.0, 4.0}));
+  for (const auto& row : j["rows"]) EXPECT_TRUE(row["entropy"].is_number());
+}
+
+TEST_F(Cli, BadTemperaturesAreRefused) {
+  for (const char* t : {"0", "-1", "nan", "inf", "abc", "1e400", ""})
+    expect_refused({"demo", "--temperature", t}, {"temperature"});
+  expect_refused({"demo", "--temperature=-inf"}, {"temperature"});
+}
+
+TEST_F(Cli, IncompatibleShapesAreNamed) {
+  const std::string q = file("q.csv", "1 2 3 4\n5 6 7 8\n");
+  const std::string k = file("k.csv", "1 2 3\n4 5 6\n");
+  const std::string v = file("v.csv", "1 2\n3 4\n");
+  expect_refused({"run", "--q", q, "--k", k, "--v", v}, {"K has 3 columns but Q has 4"});
+  const std::string k4 = file("k4.csv", "1 2 3 4\n5 6 7 8\n");
+  const std::string v3 = file("v3.csv", "1 2\n3 4\n5 6\n");
+  expect_refused({"run", "--q", q, "--k", k4, "--v", v3}, {"V has 3 rows but K has 2"});
+}
+
+TEST_F(Cli, CausalNeedsSquareScores) {
+  const std::string q = file("q.csv", "1 2 3\n4 5 6\n");
+  const std::string k = file("k.csv", "1 2 3\n4 5 6\n7 8 9\n");
+  const std::string v = file("v.csv", "1 2\n3 4\n5 6\n");
+  expect_refused({"run", "--q", q, "--k", k, "--v", v, "--mask", "causal"},
+                 {"causal", "2 queries", "3 keys"});
+}
+
+TEST_F(Cli, FullyMaskedRowNamesRowAndToken) {
+  const std::string mask =
+      file("mask.csv", "0 0 0 0 0\n0 0 0 0 0\n-inf -inf -inf -inf -inf\n0 0 0 0 0\n0 0 0 0 0\n");
+  expect_refused({"demo", "--mask", mask}, {"row 2", "上下文", "fully masked"});
+  const std::string bad = file("bad-mask.csv", "0 0 0 0 0\n0 0.5 0 0 0\n");
+  expect_refused({"demo", "--mask", bad}, {"bad-mask.csv"});
+}
+
+TEST_F(Cli, NonFiniteInputsAreRefused) {
+  auto floats = [](std::initializer_list<float> xs) {
+    std::string b;
+    for (float x : xs) b.append(reinterpret_cast<const char*>(&x), sizeof x);
+    return b;
+  };
+  const std::string q =
+      npy("q.npy", "<f4", "(2, 2)", floats({1, std::numeric_limits<float>::quiet_NaN(), 0, 1}));
+  const std::string k = file("k.csv", "1 0\n0 1\n");
+  const std::string v = file("v.csv", "1\n2\n");
+  expect_refused({"run", "--q", q, "--k", k, "--v", v}, {"q.npy", "finite"});
+  const std::string qi = file("qi.csv", "1 inf\n0 1\n");
+  expect_refused({"run", "--q", qi, "--k", k, "--v", v}, {"qi.csv", "finite"});
+}
+
+TEST_F(Cli, MalformedCsvNamesFileLineAndColumn) {
+  const std::string k = file("k.csv", "1 0\n0 1\n");
+  const std::string v = file("v.csv", "1\n2\n");
+  expect_refused({"run", "--q", file("empty.csv", ""), "--k", k, "--v", v},
+                 {"empty.csv", "empty"});
+  expect_refused({"run", "--q", file("ragged.csv", "1 2\n3\n"), "--k", k, "--v", v},
+                 {"ragged.csv:2"});
+  expect_refused({"run", "--q", file("word.csv", "1,2\n3,abc\n"), "--k", k, "--v", v},
+                 {"word.csv:2:2", "abc"});
+  expect_refused({"run", "--q", (dir_ / "missing.csv").string(), "--k", k, "--v", v},
+                 {"missing.csv"});
+}
+
+TEST_F(Cli, MalformedNpyIsRefused) {
+  const std::string k = file("k.csv", "1 0\n0 1\n");
+  const std::string v = file("v.csv", "1\n2\n");
+  expect_refused({"run", "--q", file("junk.npy", "this is not numpy"), "--k", k, "--v", v},
+                 {"junk.npy"});
+  expect_refused(
+      {"run", "--q", npy("int.npy", "<i4", "(2, 2)", std::string(16, '\0')), "--k", k, "--v", v},
+      {"int.npy", "dtype"});
+  expect_refused({"run", "--q", npy("fortran.npy", "<f4", "(2, 2)", std::string(16, '\0'), true),
+                  "--k", k, "--v", v},
+                 {"fortran.npy", "Fortran"});
+  expect_refused({"run", "--q", npy("rank3.npy", "<f4", "(1, 2, 2)", std::string(16, '\0')),
+                  "--k", k, "--v", v},
+                 {"rank3.npy", "2-D"});
+  expect_refused(
+      {"run", "--q", npy("short.npy", "<f4", "(2, 2)", std::string(8, '\0')), "--k", k, "--v", v},
+      {"short.npy", "truncated"});
+}
+
+TEST_F(Cli, UnknownQueriesAreRefused) {
+  expect_refused({"demo", "--query", "你好"}, {"你好", "模型"});
+  expect_refused({"demo", "--query", "7"}, {"7", "out of range"});
+  expect_refused({"run", "--random", "4", "--dk", "2", "--dv", "2", "--query", "4"},
+                 {"out of range"});
+}
+
+TEST_F(Cli, UsageErrorsAreOneLine) {
+  expect_refused({"demo", "--bogus"}, {"--bogus"});
+  expect_refused({"bogus"}, {"unknown subcommand", "bogus"});
+  expect_refused({}, {"subcommand"});
+  expect_refused({"demo", "--backend", "bogus"}, {"bogus", "auto"});
+  expect_refused({"demo", "--format", "xml"}, {"xml"});
+  expect_refused({"demo", "--lang", "fr"}, {"fr"});
+  expect_refused({"demo", "--variant", "turbo"}, {"turbo"});
+  expect_refused({"demo", "--query"}, {"--query"});
+  expect_refused({"run"}, {"--random"});
+  expect_refused({"run", "--random", "0"}, {"--random"});
+  expect_refused({"run", "--random", "abc"}, {"--random"});
+  expect_refused({"run", "--random", "100000000"}, {"--random"});
+  expect_refused({"run", "--random", "1000000", "--dk", "4096"}, {"GiB"});
+  expect_refused({"run", "--random", "4", "--dk", "0"}, {"--dk"});
+  expect_refused({"run", "--random", "4", "--heads", "0"}, {"--heads"});
+  expect_refused({"run", "--random", "4", "--tokens", "a,b"}, {"--tokens", "2 labels"});
+  expect_refused({"run", "--random", "4", "--q", "x.csv"}, {"not both"});
+  expect_refused({"run", "--random", "4", "--mask", (dir_ / "nomask.csv").string()},
+                 {"nomask.csv"});
+}
+
+TEST_F(Cli, CudaWithoutADeviceIsRefused) {
+  std::string reason;
+  if (cuda_available(&reason)) GTEST_SKIP() << "a CUDA device is present; nothing to refuse";
+  expect_refused({"demo", "--backend", "cuda"}, {"no CUDA device"});
+  // auto falls back to the CPU silently when there is no device.
+  const CliResult r = run({"demo", "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["backend"], "cpu");
+}
+
+}  // namespace
+}  // namespace attnlab

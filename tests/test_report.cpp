@@ -1,0 +1,288 @@
+// Unit tests of core/report.cpp's render(): the page-style text (titles, −∞, statistics, column
+// alignment by display width with CJK tokens), markdown, the long-form CSV and the JSON schema,
+// whose numbers must read back as exactly the trace's floats. Traces come from the CPU backend.
+#include "core/report.h"
+
+#include "core/stats.h"
+#include "cpu/cpu_backend.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace attnlab {
+namespace {
+
+using nlohmann::json;
+
+std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+// An independent display width: CJK ideographs and fullwidth forms are 2 columns, the rest 1.
+int width_of(const std::string& s) {
+  int w = 0;
+  for (std::size_t i = 0; i < s.size();) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    char32_t cp;
+    int len;
+    if (b < 0x80) {
+      cp = b;
+      len = 1;
+    } else if ((b >> 5) == 0x6) {
+      cp = b & 0x1F;
+      len = 2;
+    } else if ((b >> 4) == 0xE) {
+      cp = b & 0x0F;
+      len = 3;
+    } else {
+      cp = b & 0x07;
+      len = 4;
+    }
+    for (int k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+    i += len;
+    const bool wide = (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0xFF00 && cp <= 0xFF60) ||
+                      (cp >= 0x3000 && cp <= 0x303E);
+    w += wide ? 2 : 1;
+  }
+  return w;
+}
+
+// The lines of the table under `title` (header included), up to the blank line.
+std::vector<std::string> table_under(const std::string& text, const std::string& title) {
+  const auto ls = lines_of(text);
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < ls.size(); ++i) {
+    if (ls[i] != title) continue;
+    for (std::size_t j = i + 1; j < ls.size() && !ls[j].empty(); ++j) out.push_back(ls[j]);
+    break;
+  }
+  return out;
+}
+
+bool contains(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
+
+struct DemoRun {
+  Problem p;
+  Trace t;
+};
+
+DemoRun demo_run(MaskKind mask = MaskKind::None) {
+  DemoRun r{demo_problem(), {}};
+  r.p.mask = mask;
+  r.t = cpu_staged(r.p);
+  return r;
+}
+
+TEST(Report, TextHasEveryStageTitleInOrderZh) {
+  const DemoRun r = demo_run();
+  const std::string text = render(r.p, r.t, kDemoDefaultQuery, Lang::Zh, Format::Text);
+  const std::vector<std::string> titles = {
+      "Q（查询）", "K（键）", "V（值）", "QKᵀ（原始分数）", "QKᵀ / √d_k（缩放分数，d_k=3）",
+      "Mask（0 保留，−∞ 屏蔽）", "softmax（注意力权重）", "Output = softmax(...)V（加权输出）"};
+  std::size_t pos = 0;
+  for (const auto& t : titles) {
+    const std::size_t at = text.find(t, pos);
+    ASSERT_NE(at, std::string::npos) << "missing or out of order: " << t;
+    pos = at;
+  }
+  EXPECT_TRUE(contains(text, "Mask 后 logits")) << text;
+  EXPECT_TRUE(contains(text, "最大权重")) << text;
+  EXPECT_TRUE(contains(text, "26.0%"));
+  EXPECT_TRUE(contains(text, "熵"));
+  EXPECT_TRUE(contains(text, "1.561"));
+  EXPECT_TRUE(contains(text, "有效位置"));
+  EXPECT_TRUE(contains(text, "困惑度"));
+  EXPECT_TRUE(contains(text, "1/√3"));
+  EXPECT_TRUE(contains(text, "5×2"));
+  EXPECT_TRUE(contains(text, describe(r.p, r.t, kDemoDefaultQuery, Lang::Zh)));
+  EXPECT_TRUE(contains(text, caveat(Lang::Zh)));
+}
+
+TEST(Report, TextEnglishTitlesAndStatistics) {
+  const DemoRun r = demo_run();
+  const std::string text = render(r.p, r.t, kDemoDefaultQuery, Lang::En, Format::Text);
+  for (const char* t : {"QKᵀ (raw scores)", "softmax (attention weights)", "max weight",
+                        "entropy", "effective positions", "perplexity", "output shape"})
+    EXPECT_TRUE(contains(text, t)) << t;
+  EXPECT_TRUE(contains(text, caveat(Lang::En)));
+  EXPECT_FALSE(contains(text, "nan"));
+}
+
+// Right-aligned numeric columns under left-aligned CJK labels: every line of a table has the
+// same display width, and each value ends in the column its header ends in.
+TEST(Report, TextColumnsAlignByDisplayWidth) {
+  const DemoRun r = demo_run();
+  const std::string text = render(r.p, r.t, kDemoDefaultQuery, Lang::Zh, Format::Text);
+  for (const char* title : {"QKᵀ（原始分数）", "V（值）", "softmax（注意力权重）"}) {
+    const auto table = table_under(text, title);
+    ASSERT_EQ(table.size(), 6u) << title;
+    const int w = width_of(table[0]);
+    for (const auto& l : table) EXPECT_EQ(width_of(l), w) << title << ": '" << l << "'";
+  }
+  // The 上下文 column header ends where its numbers end: both lines have the same width and the
+  // numbers are right-aligned, so the prefix up to the header's end has the same width as the
+  // prefix up to the value's end.
+  const auto scores = table_under(text, "QKᵀ（原始分数）");
+  const std::size_t h_end = scores[0].find("上下文") + std::string("上下文").size();
+  const std::size_t v_end = scores[3].find("2.1") + 4;  // 上下文 row, 上下文 column (2.10/2.11)
+  EXPECT_EQ(width_of(scores[0].substr(0, h_end)), width_of(scores[3].substr(0, v_end)));
+}
+
+TEST(Report, CausalMaskShowsMinusInfinityAndZeroWeights) {
+  const DemoRun r = demo_run(MaskKind::Causal);
+  const std::string text = render(r.p, r.t, 0, Lang::En, Format::Text);
+  const auto mask = table_under(text, "Mask (0 keeps, −∞ blocks)");
+  ASSERT_EQ(mask.size(), 6u);
+  EXPECT_TRUE(contains(mask[1], "−∞"));   // row 模型 blocks every later key
+  EXPECT_FALSE(contains(mask[5], "−∞"));  // the last row reads everything
+  EXPECT_TRUE(contains(text, "effective positions:  1"));
+}
+
+TEST(Report, JsonRoundTripsTheTraceExactly) {
+  const DemoRun r = demo_run(MaskKind::Causal);
+  const json j = json::parse(render(r.p, r.t, 3, Lang::Zh, Format::Json));
+  EXPECT_EQ(j["tokens"], json(r.p.query_tokens));
+  EXPECT_EQ(j["key_tokens"], json(r.p.key_tokens));
+  EXPECT_EQ(j["d_k"], 3);
+  EXPECT_EQ(j["d_v"], 2);
+  EXPECT_DOUBLE_EQ(j["temperature"].get<double>(), 0.85);
+  EXPECT_EQ(j["mask"], "causal");
+  EXPECT_EQ(j["backend"], "cpu");
+  EXPECT_EQ(j["precision"], "fp32");
+  EXPECT_EQ(j["variant"], "staged");
+  EXPECT_EQ(j["heads"], 1);
+  EXPECT_EQ(j["query"], 3);
+  EXPECT_TRUE(j["timings_ms"].contains("total"));
+  const std::vector<std::pair<std::string, const MatrixF*>> stages = {
+      {"q", &r.p.q},          {"k", &r.p.k},           {"v", &r.p.v},
+      {"scores", &r.t.scores}, {"scaled", &r.t.scaled}, {"mask", &r.t.mask},
+      {"logits", &r.t.logits}, {"weights", &r.t.weights}, {"output", &r.t.output}};
+  for (const auto& [key, m] : stages) {
+    const json& s = j["stages"][key];
+    ASSERT_EQ(s.size(), static_cast<std::size_t>(m->rows())) << key;
+    for (Eigen::Index row = 0; row < m->rows(); ++row) {
+      ASSERT_EQ(s[row].size(), static_cast<std::size_t>(m->cols())) << key;
+      for (Eigen::Index c = 0; c < m->cols(); ++c) {
+        const float want = (*m)(row, c);
+        if (std::isinf(want)) {
+          EXPECT_TRUE(s[row][c].is_null()) << key << " " << row << "," << c;
+        } else {
+          ASSERT_TRUE(s[row][c].is_number()) << key;
+          EXPECT_EQ(static_cast<float>(s[row][c].get<double>()), want) << key << " " << row << "," << c;
+        }
+      }
+    }
+  }
+  ASSERT_EQ(j["rows"].size(), 5u);
+  for (int row = 0; row < 5; ++row) {
+    const RowStats s = row_stats(r.t, row);
+    const json& jr = j["rows"][row];
+    EXPECT_EQ(jr["token"], r.p.query_tokens[row]);
+    EXPECT_DOUBLE_EQ(jr["max_weight"].get<double>(), s.max_weight);
+    EXPECT_EQ(jr["argmax"], s.argmax);
+    EXPECT_DOUBLE_EQ(jr["entropy"].get<double>(), s.entropy);
+    EXPECT_EQ(jr["unmasked"], s.unmasked);
+    EXPECT_EQ(jr["unmasked"], row + 1);  // causal: row r reads r + 1 keys
+    EXPECT_DOUBLE_EQ(jr["perplexity"].get<double>(), s.perplexity);
+    EXPECT_NEAR(jr["weight_sum"].get<double>(), 1.0, 1e-6);
+  }
+  EXPECT_EQ(j["description"], describe(r.p, r.t, 3, Lang::Zh));
+}
+
+TEST(Report, JsonOfAFusedTraceHoldsInputsAndOutputOnly) {
+  DemoRun r = demo_run();
+  r.t.has_stages = false;
+  r.t.variant = Variant::Fused;
+  for (MatrixF* m : {&r.t.scores, &r.t.scaled, &r.t.mask, &r.t.logits, &r.t.weights})
+    m->resize(0, 0);
+  const auto j = nlohmann::ordered_json::parse(render(r.p, r.t, 2, Lang::En, Format::Json));
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : j["stages"].items()) keys.push_back(k);
+  EXPECT_EQ(keys, (std::vector<std::string>{"q", "k", "v", "output"}));
+  EXPECT_TRUE(j["rows"].empty());
+  EXPECT_EQ(j["variant"], "fused");
+  const std::string text = render(r.p, r.t, 2, Lang::En, Format::Text);
+  EXPECT_TRUE(contains(text, "Output = softmax(...)V"));
+  EXPECT_FALSE(contains(text, "softmax (attention weights)"));
+  EXPECT_TRUE(contains(text, "--variant staged"));
+}
+
+TEST(Report, CsvIsLongFormAndComplete) {
+  const DemoRun r = demo_run(MaskKind::Causal);
+  const std::string csv = render(r.p, r.t, 2, Lang::En, Format::Csv);
+  const auto ls = lines_of(csv);
+  ASSERT_FALSE(ls.empty());
+  EXPECT_EQ(ls[0], "stage,row,col,row_token,col_token,value");
+  // q 15 + k 15 + v 10 + five 5x5 stages + output 10 = 175 values
+  EXPECT_EQ(ls.size(), 1u + 15 + 15 + 10 + 5 * 25 + 10);
+  EXPECT_TRUE(contains(csv, "\nmask,0,1,模型,根据,-inf\n"));
+  EXPECT_TRUE(contains(csv, "\nweights,0,1,模型,根据,0\n"));
+  // Full precision: the value column reads back as the trace's float.
+  for (const auto& l : ls) {
+    if (l.rfind("weights,2,0,", 0) != 0) continue;
+    const float v = std::stof(l.substr(l.rfind(',') + 1));
+    EXPECT_EQ(v, r.t.weights(2, 0));
+  }
+}
+
+TEST(Report, MarkdownTables) {
+  const DemoRun r = demo_run();
+  const std::string md = render(r.p, r.t, 2, Lang::En, Format::Markdown);
+  EXPECT_TRUE(contains(md, "### QKᵀ (raw scores)"));
+  EXPECT_TRUE(contains(md, "| token | 模型 | 根据 | 上下文 | 分配 | 权重 |"));
+  EXPECT_TRUE(contains(md, "|---|---:|"));
+  EXPECT_TRUE(contains(md, "| 上下文 | 0.22 | 0.10 | 0.26 | 0.17 | 0.25 |"));
+  EXPECT_TRUE(contains(md, "26.0%"));
+}
+
+TEST(Report, LargeProblemsAreSummarisedInTextButCompleteInJson) {
+  Problem p = random_problem(40, 20, 3, 5);
+  const Trace t = cpu_staged(p);
+  const std::string text = render(p, t, 20, Lang::En, Format::Text);
+  EXPECT_TRUE(contains(text, "…"));
+  EXPECT_TRUE(contains(text, "json or csv"));
+  const auto scores = table_under(text, "QKᵀ (raw scores)");
+  // header + 6 first + gap + the selected row 20 + gap + 6 last
+  EXPECT_EQ(scores.size(), 1u + 6 + 1 + 1 + 1 + 6);
+  bool selected = false;
+  for (const auto& l : scores) selected = selected || l.rfind("> 20 ", 0) == 0;
+  EXPECT_TRUE(selected) << "the selected query row stays visible";
+  const json j = json::parse(render(p, t, 20, Lang::En, Format::Json));
+  EXPECT_EQ(j["stages"]["weights"].size(), 40u);
+  EXPECT_EQ(j["stages"]["weights"][0].size(), 40u);
+}
+
+TEST(Report, MultiHeadShowsHeadZeroAndSaysSo) {
+  Problem p = random_problem(4, 3, 2, 9, 3);
+  const Trace t = cpu_staged(p);
+  const std::string text = render(p, t, 1, Lang::En, Format::Text);
+  EXPECT_TRUE(contains(text, "3 heads"));
+  EXPECT_TRUE(contains(text, "head 0"));
+  EXPECT_EQ(table_under(text, "QKᵀ (raw scores)").size(), 5u);
+  const json j = json::parse(render(p, t, 1, Lang::En, Format::Json));
+  EXPECT_EQ(j["heads"], 3);
+  EXPECT_EQ(j["stages"]["q"].size(), 12u);
+  EXPECT_EQ(j["stages"]["mask"].size(), 4u);
+  EXPECT_EQ(j["rows"].size(), 12u);
+}
+
+TEST(Report, ParseFormat) {
+  EXPECT_EQ(parse_format("text"), Format::Text);
+  EXPECT_EQ(parse_format("json"), Format::Json);
+  EXPECT_EQ(parse_format("csv"), Format::Csv);
+  EXPECT_EQ(parse_format("markdown"), Format::Markdown);
+  EXPECT_THROW(parse_format("xml"), InputError);
+}
+
+}  // namespace
+}  // namespace attnlab
