@@ -1,6 +1,484 @@
-// PLACEHOLDER — replaced by the helper that owns `attnlab bench`. Registers nothing yet.
+// `attnlab bench`: times every valid combination of backend x variant x precision x mask x heads
+// x d x N with the backends' own bench() (inputs resident, warm-up, repeats; CUDA events on the
+// GPU, a steady clock on the CPU) and checks each case's output against an fp64 reference
+// computed in the same run. Reports median / min / max ms, TFLOP/s (4 N^2 d per head, half for
+// causal), bytes and GB/s, peak memory and the error; cases that cannot run are listed as skipped
+// with the reason. Formats: table (people), json and csv (scripts/bench-sweep, compare-torch).
+//
+// Bytes: "min" = every input read once and the output written once (the fused kernels' floor);
+// "moved" = what the variant must move: min for fused; for staged also the four (N, N) stages
+// (scores, scaled, logits, weights) each written once and read once, plus the mask read once.
+// Reference: the full fp64 chain (reference_fp64) when heads*N^2 <= 2^22; above that 64 query
+// rows of head 0, spread evenly, recomputed in double here (the output says which).
 #include "cli/common.h"
 
+#include "core/backend.h"
+#include "cpu/cpu_backend.h"
+#ifdef ATTNLAB_HAVE_CUDA
+#include "kernels/cuda_backend.h"
+#endif
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
 namespace attnlab::cli {
-void register_bench(CLI::App&, int&) {}
+namespace {
+
+constexpr double kFullReferenceLimit = 4194304.0;  // heads * N^2 above this: sampled rows
+constexpr int kSampleRows = 64;
+// Rough sustained rates of the CPU paths on a small machine, only to refuse cases that would
+// take far too long; deliberately pessimistic.
+constexpr double kCpuStagedFlops = 8e9;
+constexpr double kCpuFusedFlops = 40e9;
+
+struct BenchArgs {
+  std::vector<std::string> backends{"cpu", "cuda"};
+  std::vector<std::string> variants{"staged", "fused"};
+  std::vector<std::string> precisions{"fp32", "bf16"};
+  std::vector<int> ns{1024, 4096};
+  std::vector<int> ds{64};
+  std::vector<int> heads{1};
+  std::vector<std::string> masks{"none"};
+  int repeat = 10;
+  int warmup = 2;
+  std::uint64_t seed = 0;
+  std::string format = "table";
+  double max_seconds = 60;
+  std::string output_file;
+};
+
+struct Case {
+  std::string backend, variant, precision, mask;
+  int heads = 1, n = 0, d = 0;
+  std::string label() const {
+    return backend + " " + variant + " " + precision + " " + mask + " heads=" +
+           std::to_string(heads) + " n=" + std::to_string(n) + " d=" + std::to_string(d);
+  }
+};
+
+struct Result {
+  Case c;
+  bool ran = false;
+  std::string reason;  // why it was skipped
+  double median_ms = 0, min_ms = 0, max_ms = 0;
+  int repeats = 0;
+  double flops = 0, tflops = 0;
+  double min_bytes = 0, moved_bytes = 0, gbs = 0;
+  std::size_t peak_bytes = 0;
+  double rel_err = std::numeric_limits<double>::quiet_NaN();
+  std::string reference;
+};
+
+std::string fmt(const char* f, double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, x);
+  return buf;
+}
+
+std::string host_cpu() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  std::string model = "unknown CPU";
+  while (std::getline(f, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto pos = line.find(':');
+      if (pos != std::string::npos) model = line.substr(pos + 2);
+      break;
+    }
+  }
+  return model + " (" + std::to_string(std::thread::hardware_concurrency()) + " threads)";
+}
+
+std::string today() {
+  const std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", std::localtime(&now));
+  return buf;
+}
+
+// 4 N^2 d per head (QK^T and PV, 2 flops per multiply-add each); causal computes half.
+double case_flops(const Case& c) {
+  const double f = 4.0 * c.heads * static_cast<double>(c.n) * c.n * c.d;
+  return c.mask == "causal" ? f / 2 : f;
+}
+
+void case_bytes(const Case& c, double& min_bytes, double& moved_bytes) {
+  const double in_elem = c.precision == "bf16" ? 2.0 : 4.0;
+  const double hn = static_cast<double>(c.heads) * c.n;
+  min_bytes = in_elem * hn * 3.0 * c.d + 4.0 * hn * c.d;
+  moved_bytes = min_bytes;
+  if (c.variant == "staged")
+    moved_bytes += 4.0 * (4.0 * 2.0 * hn * c.n) + 4.0 * static_cast<double>(c.n) * c.n;
+}
+
+// Why the case cannot run, or "" when it can.
+std::string skip_reason(const Case& c, const BenchArgs& a, bool cuda_ok,
+                        const std::string& cuda_reason) {
+  if (c.precision == "bf16" && !(c.backend == "cuda" && c.variant == "fused"))
+    return "bf16 runs only on the cuda fused kernel";
+  if (c.precision == "bf16" && c.d != 64 && c.d != 128) return "bf16 needs d 64 or 128";
+  if (c.backend == "cuda" && !cuda_ok) return "no CUDA device: " + cuda_reason;
+  if (c.backend == "cpu") {
+    const double rate = c.variant == "staged" ? kCpuStagedFlops : kCpuFusedFlops;
+    const double seconds = case_flops(c) / rate * (a.repeat + a.warmup);
+    if (seconds > a.max_seconds)
+      return "would take ~" + fmt("%.0f", seconds) + " s (over --max-seconds " +
+             fmt("%g", a.max_seconds) + ")";
+  }
+  return "";
+}
+
+// fp64 output rows `rows` of head 0, recomputed from the fp32 inputs: (rows.size(), d_v).
+MatrixD sampled_reference(const Problem& p, const std::vector<int>& rows) {
+  const int m = p.m();
+  const MatrixD k = p.k.topRows(m).cast<double>();
+  const MatrixD v = p.v.topRows(m).cast<double>();
+  const double scale = 1.0 / (std::sqrt(static_cast<double>(p.d_k())) * p.temperature);
+  MatrixD out(static_cast<Eigen::Index>(rows.size()), p.d_v());
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    const int i = rows[r];
+    Eigen::VectorXd logits = k * p.q.row(i).transpose().cast<double>() * scale;
+    if (p.mask == MaskKind::Causal)
+      for (int j = i + 1; j < m; ++j) logits(j) = -std::numeric_limits<double>::infinity();
+    const double mx = logits.maxCoeff();
+    const Eigen::VectorXd w = (logits.array() - mx).exp().matrix();
+    out.row(static_cast<Eigen::Index>(r)) = (w.transpose() * v) / w.sum();
+  }
+  return out;
+}
+
+// max |out - ref| / max |ref| against the fp64 reference; sets `which`.
+double check_error(const Problem& p, const MatrixF& out, std::string& which) {
+  if (static_cast<double>(p.heads) * p.n() * p.m() <= kFullReferenceLimit) {
+    which = "fp64 full";
+    const MatrixD ref = reference_fp64(p).output;
+    return (out.cast<double>() - ref).cwiseAbs().maxCoeff() /
+           std::max(ref.cwiseAbs().maxCoeff(), 1e-300);
+  }
+  std::vector<int> rows;
+  const int count = std::min(kSampleRows, p.n());
+  for (int r = 0; r < count; ++r)
+    rows.push_back(count == 1 ? 0 : static_cast<int>((static_cast<long long>(r) * (p.n() - 1)) /
+                                                     (count - 1)));
+  const MatrixD ref = sampled_reference(p, rows);
+  double err = 0;
+  for (std::size_t r = 0; r < rows.size(); ++r)
+    err = std::max(err, (out.row(rows[r]).cast<double>() - ref.row(static_cast<Eigen::Index>(r)))
+                            .cwiseAbs()
+                            .maxCoeff());
+  which = "fp64 " + std::to_string(rows.size()) + " rows of head 0";
+  return err / std::max(ref.cwiseAbs().maxCoeff(), 1e-300);
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t k = v.size() / 2;
+  return v.size() % 2 ? v[k] : 0.5 * (v[k - 1] + v[k]);
+}
+
+void run_case(Result& r, const BenchArgs& a, Backend& backend) {
+  const Case& c = r.c;
+  Problem p = random_problem(c.n, c.d, c.d, a.seed, c.heads);
+  p.mask = c.mask == "causal" ? MaskKind::Causal : MaskKind::None;
+  RunOptions opt;
+  opt.variant = parse_variant(c.variant);
+  opt.precision = parse_precision(c.precision);
+  opt.keep_stages = false;
+  const BenchSample s = backend.bench(p, opt, a.warmup, a.repeat);
+  if (s.ms.empty()) throw InputError("the backend returned no timings");
+  r.ran = true;
+  r.repeats = static_cast<int>(s.ms.size());
+  r.median_ms = median_of(s.ms);
+  r.min_ms = *std::min_element(s.ms.begin(), s.ms.end());
+  r.max_ms = *std::max_element(s.ms.begin(), s.ms.end());
+  r.peak_bytes = s.peak_bytes;
+  r.tflops = r.flops / (r.median_ms * 1e-3) / 1e12;
+  r.gbs = r.moved_bytes / (r.median_ms * 1e-3) / 1e9;
+  r.rel_err = check_error(p, s.output, r.reference);
+}
+
+nlohmann::json to_json(const Result& r) {
+  nlohmann::json j = {{"backend", r.c.backend}, {"variant", r.c.variant},
+                      {"precision", r.c.precision}, {"mask", r.c.mask},
+                      {"heads", r.c.heads}, {"n", r.c.n}, {"d", r.c.d}};
+  if (!r.ran) {
+    j["status"] = "skipped";
+    j["reason"] = r.reason;
+    return j;
+  }
+  j["status"] = "ok";
+  j["repeat"] = r.repeats;
+  j["median_ms"] = r.median_ms;
+  j["min_ms"] = r.min_ms;
+  j["max_ms"] = r.max_ms;
+  j["flops"] = r.flops;
+  j["tflops"] = r.tflops;
+  j["min_bytes"] = r.min_bytes;
+  j["moved_bytes"] = r.moved_bytes;
+  j["gbs"] = r.gbs;
+  j["peak_bytes"] = r.peak_bytes;
+  j["rel_err"] = std::isfinite(r.rel_err) ? nlohmann::json(r.rel_err) : nlohmann::json(nullptr);
+  j["reference"] = r.reference;
+  return j;
+}
+
+struct Machine {
+  std::string date, cpu, device;
+  double copy_gbs = 0;  // 0: not measured
+};
+
+std::string render_json(const Machine& m, const std::vector<Result>& results,
+                        const BenchArgs& a) {
+  nlohmann::json cases = nlohmann::json::array(), skipped = nlohmann::json::array();
+  for (const auto& r : results) (r.ran ? cases : skipped).push_back(to_json(r));
+  nlohmann::json j = {
+      {"date", m.date},
+      {"cpu", m.cpu},
+      {"device", m.device.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.device)},
+      {"copy_bandwidth_gbs", m.copy_gbs > 0 ? nlohmann::json(m.copy_gbs) : nlohmann::json(nullptr)},
+      {"repeat", a.repeat},
+      {"warmup", a.warmup},
+      {"seed", a.seed},
+      {"flops_rule", "4*N^2*d per head, half for causal"},
+      {"bytes_rule",
+       "min_bytes: inputs read once + output written once; moved_bytes: min for fused, staged adds "
+       "4 (N,N) fp32 stages written and read once plus the mask read once; gbs uses moved_bytes"},
+      {"cases", cases},
+      {"skipped", skipped}};
+  return j.dump(2) + "\n";
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char ch : s) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return out + "\"";
+}
+
+std::string render_csv(const std::vector<Result>& results) {
+  std::ostringstream o;
+  o << "backend,variant,precision,mask,heads,n,d,status,median_ms,min_ms,max_ms,tflops,gbs,"
+       "min_bytes,moved_bytes,peak_bytes,rel_err,reference,reason\n";
+  for (const auto& r : results) {
+    o << r.c.backend << ',' << r.c.variant << ',' << r.c.precision << ',' << r.c.mask << ','
+      << r.c.heads << ',' << r.c.n << ',' << r.c.d << ',';
+    if (r.ran) {
+      o << "ok," << fmt("%.6g", r.median_ms) << ',' << fmt("%.6g", r.min_ms) << ','
+        << fmt("%.6g", r.max_ms) << ',' << fmt("%.6g", r.tflops) << ',' << fmt("%.6g", r.gbs)
+        << ',' << fmt("%.0f", r.min_bytes) << ',' << fmt("%.0f", r.moved_bytes) << ','
+        << r.peak_bytes << ',' << fmt("%.3e", r.rel_err) << ',' << csv_field(r.reference) << ",\n";
+    } else {
+      o << "skipped,,,,,,,,,,," << csv_field(r.reason) << '\n';
+    }
+  }
+  return o.str();
+}
+
+std::string render_table(const Machine& m, const std::vector<Result>& results,
+                         const BenchArgs& a) {
+  std::ostringstream o;
+  o << "attnlab bench  " << m.date << "\n";
+  o << "cpu: " << m.cpu << "\n";
+  if (!m.device.empty()) {
+    o << "device: " << m.device;
+    if (m.copy_gbs > 0) o << ", device-to-device copy " << fmt("%.0f", m.copy_gbs) << " GB/s";
+    o << "\n";
+  }
+  o << "repeat " << a.repeat << ", warmup " << a.warmup << ", seed " << a.seed
+    << "; TFLOP/s = 4 N^2 d per head / median (half for causal); GB/s = moved bytes / median\n\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "%-5s %-6s %-4s %-6s %5s %6s %4s %10s %10s %10s %9s %9s %10s %10s %9s %9s  %s\n",
+                "back", "var", "prec", "mask", "heads", "n", "d", "median ms", "min ms", "max ms",
+                "TFLOP/s", "GB/s", "min MB", "moved MB", "peak MB", "rel err", "reference");
+  o << line;
+  for (const auto& r : results) {
+    if (!r.ran) continue;
+    std::snprintf(line, sizeof line,
+                  "%-5s %-6s %-4s %-6s %5d %6d %4d %10.4g %10.4g %10.4g %9.4g %9.4g %10.1f %10.1f %9.1f %9.2e  %s\n",
+                  r.c.backend.c_str(), r.c.variant.c_str(), r.c.precision.c_str(),
+                  r.c.mask.c_str(), r.c.heads, r.c.n, r.c.d, r.median_ms, r.min_ms, r.max_ms,
+                  r.tflops, r.gbs, r.min_bytes / 1e6, r.moved_bytes / 1e6,
+                  static_cast<double>(r.peak_bytes) / 1e6, r.rel_err, r.reference.c_str());
+    o << line;
+  }
+  bool any_skipped = false;
+  for (const auto& r : results) {
+    if (r.ran) continue;
+    if (!any_skipped) o << "\nskipped:\n";
+    any_skipped = true;
+    o << "  " << r.c.label() << ": " << r.reason << "\n";
+  }
+  return o.str();
+}
+
+void check_args(const BenchArgs& a) {
+  auto positive = [](const std::vector<int>& v, const char* name, int hi) {
+    if (v.empty()) throw InputError(std::string(name) + " needs at least one value");
+    for (int x : v)
+      if (x < 1 || x > hi)
+        throw InputError(std::string(name) + " values must be between 1 and " +
+                         std::to_string(hi) + ", got " + std::to_string(x));
+  };
+  positive(a.ns, "--n", 1 << 20);
+  positive(a.ds, "--d", 4096);
+  positive(a.heads, "--heads", 4096);
+  for (const auto& b : a.backends)
+    if (b != "cpu" && b != "cuda")
+      throw InputError("--backend takes cpu and/or cuda, got '" + b + "'");
+  for (const auto& v : a.variants) parse_variant(v);
+  for (const auto& p : a.precisions)
+    if (parse_precision(p) == Precision::FP64)
+      throw InputError("--precision takes fp32 and/or bf16 (fp64 is the reference), got 'fp64'");
+  for (const auto& m : a.masks)
+    if (m != "none" && m != "causal")
+      throw InputError("--mask takes none and/or causal, got '" + m + "'");
+  if (a.backends.empty() || a.variants.empty() || a.precisions.empty() || a.masks.empty())
+    throw InputError("--backend, --variant, --precision and --mask need at least one value");
+  if (a.repeat < 1) throw InputError("--repeat must be >= 1, got " + std::to_string(a.repeat));
+  if (a.warmup < 0) throw InputError("--warmup must be >= 0, got " + std::to_string(a.warmup));
+  if (!(a.max_seconds > 0))
+    throw InputError("--max-seconds must be > 0, got " + fmt("%g", a.max_seconds));
+  if (a.format != "table" && a.format != "json" && a.format != "csv")
+    throw InputError("--format takes table, json or csv, got '" + a.format + "'");
+}
+
+int run_bench(const BenchArgs& a) {
+  check_args(a);
+  Machine machine;
+  machine.date = today();
+  machine.cpu = host_cpu();
+
+  std::string cuda_reason;
+  const bool want_cuda = std::find(a.backends.begin(), a.backends.end(), "cuda") != a.backends.end();
+  const bool cuda_ok = want_cuda && cuda_available(&cuda_reason);
+#ifdef ATTNLAB_HAVE_CUDA
+  if (cuda_ok) {
+    machine.device = cuda::device_description();
+    try {
+      machine.copy_gbs = cuda::copy_bandwidth_gbs(std::size_t{1} << 30);
+    } catch (const std::exception& e) {
+      std::cerr << "bench: copy bandwidth not measured: " << e.what() << "\n";
+    }
+  }
+#endif
+
+  std::vector<Result> results;
+  for (const auto& b : a.backends)
+    for (const auto& v : a.variants)
+      for (const auto& pr : a.precisions)
+        for (const auto& mk : a.masks)
+          for (int h : a.heads)
+            for (int d : a.ds)
+              for (int n : a.ns) {
+                Result r;
+                r.c = Case{b, v, pr, mk, h, n, d};
+                r.flops = case_flops(r.c);
+                case_bytes(r.c, r.min_bytes, r.moved_bytes);
+                results.push_back(r);
+              }
+
+  std::unique_ptr<Backend> cpu, gpu;
+  int exit_code = 0;
+  const std::size_t total = results.size();
+  for (std::size_t i = 0; i < total; ++i) {
+    Result& r = results[i];
+    const std::string prefix =
+        "[" + std::to_string(i + 1) + "/" + std::to_string(total) + "] " + r.c.label() + ": ";
+    r.reason = skip_reason(r.c, a, cuda_ok, cuda_reason);
+    if (!r.reason.empty()) {
+      std::cerr << prefix << "skipped (" << r.reason << ")\n";
+      continue;
+    }
+    std::cerr << prefix << std::flush;
+    try {
+      std::unique_ptr<Backend>& be = r.c.backend == "cpu" ? cpu : gpu;
+      if (!be) be = make_backend(r.c.backend);
+      run_case(r, a, *be);
+      std::cerr << fmt("%.4g", r.median_ms) << " ms median of " << r.repeats << ", "
+                << fmt("%.3g", r.tflops) << " TFLOP/s, rel err " << fmt("%.2e", r.rel_err)
+                << "\n";
+    } catch (const ResourceError& e) {
+      r.ran = false;
+      r.reason = e.what();
+      std::cerr << "skipped (" << r.reason << ")\n";
+    } catch (const InputError& e) {
+      r.ran = false;
+      r.reason = e.what();
+      std::cerr << "skipped (" << r.reason << ")\n";
+    } catch (const DeviceError& e) {
+      // A device failure is a defect, not a property of the case: list it and exit 1 at the end.
+      r.ran = false;
+      r.reason = std::string("device error: ") + e.what();
+      std::cerr << "FAILED (" << r.reason << ")\n";
+      exit_code = 1;
+    }
+  }
+
+  std::string text;
+  if (a.format == "json")
+    text = render_json(machine, results, a);
+  else if (a.format == "csv")
+    text = render_csv(results);
+  else
+    text = render_table(machine, results, a);
+  ProblemArgs out;
+  out.output_file = a.output_file;
+  emit(out, text);
+  return exit_code;
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<BenchArgs>();
+  CLI::App* b = app.add_subcommand(
+      "bench",
+      "Time every valid combination of the lists given (comma-separated), warmed up and "
+      "repeated, and check each against an fp64 reference computed in the same run: median/min/"
+      "max ms, TFLOP/s, bytes and GB/s, peak memory, error; skipped cases with the reason");
+  b->add_option("--backend", a->backends, "cpu and/or cuda (default cpu,cuda)")
+      ->delimiter(',')
+      ->type_name("LIST");
+  b->add_option("--variant", a->variants, "staged and/or fused (default staged,fused)")
+      ->delimiter(',')
+      ->type_name("LIST");
+  b->add_option("--precision", a->precisions, "fp32 and/or bf16 (default fp32,bf16)")
+      ->delimiter(',')
+      ->type_name("LIST");
+  b->add_option("--n", a->ns, "sequence lengths N (default 1024,4096)")
+      ->delimiter(',')
+      ->type_name("LIST");
+  b->add_option("--d", a->ds, "head dims, d_k = d_v (default 64)")
+      ->delimiter(',')
+      ->type_name("LIST");
+  b->add_option("--heads", a->heads, "B*H heads (default 1)")->delimiter(',')->type_name("LIST");
+  b->add_option("--mask", a->masks, "none and/or causal (default none)")
+      ->delimiter(',')
+      ->type_name("LIST");
+  b->add_option("--repeat", a->repeat, "timed repetitions per case (default 10)")
+      ->type_name("R");
+  b->add_option("--warmup", a->warmup, "untimed repetitions first (default 2)")->type_name("W");
+  b->add_option("--seed", a->seed, "seed of the random inputs (default 0)")->type_name("S");
+  b->add_option("--format", a->format, "table | json | csv (default table)")->type_name("FMT");
+  b->add_option("--max-seconds", a->max_seconds,
+                "skip CPU cases estimated to take longer than this (default 60)")
+      ->type_name("S");
+  b->add_option("--output", a->output_file, "write the report to FILE instead of stdout")
+      ->type_name("FILE");
+  b->callback([a, &exit_code] { exit_code = run_bench(*a); });
+}
+
 }  // namespace attnlab::cli

@@ -1,0 +1,371 @@
+// Fused attention with bf16 tensor cores (mma.sync m16n8k16, fp32 accumulation), FlashAttention-2
+// style. mma.sync and ldmatrix are plain sm_80+ instructions, so this builds for sm_90 without
+// the sm_90a target that wgmma would need.
+//
+// Version 1 (the only one). A block of 8 warps owns BQ = 128 queries of one head; warp w owns
+// query rows 16w .. 16w+15 of the tile and keeps
+//   its Q fragments (16 x D, bf16) in registers for the whole key loop,
+//   S = Q K_tile^T (16 x 64, fp32) in mma accumulators,
+//   the online softmax of its rows in registers (running max and sum; each row is spread over
+//   the 4 lanes of a quad, reduced with two xor-shuffles),
+//   P (rounded to bf16) re-used straight from the S accumulators as the A operand of P V,
+//   O (16 x D, fp32) in mma accumulators.
+// K and V tiles (64 x D) stream through shared memory with cp.async, double-buffered; rows are
+// padded by 16 bytes so ldmatrix's eight 16-byte row reads hit eight different bank groups.
+// Keys past m are zero-filled by cp.async and masked to -inf; query rows past n are computed
+// from zeros and never written. Causal: key tiles entirely above the tile's last query are never
+// loaded; a warp whose rows all precede a key tile skips that tile's math.
+#include "kernels/cuda_check.h"  // first: its pragma silences Eigen's nvcc notes
+
+#include "core/types.h"
+#include "kernels/fused.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+namespace attnlab::cuda {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr int kBQ = kWarps * 16;  // queries per block
+constexpr int kBK = 64;           // keys per tile
+constexpr float kLog2e = 1.4426950408889634f;
+
+template <int D>
+struct Bf16Tile {
+  static constexpr int RS = D + 8;  // shared row stride in bf16 elements (16-byte pad)
+  static constexpr int q_elems = kBQ * RS;
+  static constexpr int kv_elems = kBK * RS;
+  // Q, then K[2], then V[2].
+  static constexpr std::size_t smem_bytes = (q_elems + 4 * kv_elems) * sizeof(std::uint16_t);
+};
+
+__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte async copy global -> shared; with valid == false the 16 bytes are zero-filled (src-size
+// 0), and `src` must still be a valid address.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  const int src_size = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(src_size));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Four 8x8 b16 matrices; lane i supplies the row address of matrix i/8, row i%8.
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+// c (16x8 fp32) += a (16x16 bf16, row) * b (16x8 bf16, col).
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)[4],
+                                         std::uint32_t b0, std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  // ex2.approx maps -inf to +0, which is what masked logits need; its relative error (~2^-22)
+  // is far below bf16's.
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Packs two floats as bf16 (round to nearest even), `lo` in the low half: the lower-indexed
+// column of an mma fragment register. Adds the rounded values to `sum`, so the normaliser is the
+// sum of exactly the weights the tensor cores multiply.
+__device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi, float& sum) {
+  std::uint32_t packed;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(hi), "f"(lo));
+  sum += __uint_as_float(packed << 16) + __uint_as_float(packed & 0xffff0000u);
+  return packed;
+}
+
+// ROWS x D bf16 rows from global (row stride D) into shared (row stride RS), 16 bytes a thread.
+template <int ROWS, int D>
+__device__ __forceinline__ void load_tile_async(std::uint16_t* dst, const std::uint16_t* src,
+                                                int rows_valid) {
+  constexpr int chunks = D / 8;
+  for (int idx = threadIdx.x; idx < ROWS * chunks; idx += kThreads) {
+    const int row = idx / chunks;
+    const int c = idx % chunks;
+    const bool valid = row < rows_valid;
+    const std::uint16_t* g = valid ? src + static_cast<std::size_t>(row) * D + c * 8 : src;
+    cp_async16(dst + row * Bf16Tile<D>::RS + c * 8, g, valid);
+  }
+}
+
+// q, k, v (heads*n | heads*m, D) bf16 bits; o (heads*n, D) fp32.
+// Grid: heads * ceil(n / 128) blocks of 256 threads; block b: head b % heads, query tile
+// (tiles - 1 - b / heads), heaviest causal tiles first. `scale_log2` = log2(e) / (sqrt(D) T).
+template <int D>
+__global__ void __launch_bounds__(kThreads)
+    fused_bf16_kernel(const std::uint16_t* __restrict__ q, const std::uint16_t* __restrict__ k,
+                      const std::uint16_t* __restrict__ v, float* __restrict__ o, int heads, int n,
+                      int m, float scale_log2, bool causal) {
+  using T = Bf16Tile<D>;
+  constexpr int RS = T::RS;
+  extern __shared__ uint4 smem_u4[];
+  std::uint16_t* Qs = reinterpret_cast<std::uint16_t*>(smem_u4);  // (BQ, RS)
+  std::uint16_t* Ks = Qs + T::q_elems;                             // 2 x (BK, RS)
+  std::uint16_t* Vs = Ks + 2 * T::kv_elems;                        // 2 x (BK, RS)
+
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int g = lane >> 2;   // fragment row (and row + 8)
+  const int tig = lane & 3;  // fragment column pair
+
+  const int q_tiles = (n + kBQ - 1) / kBQ;
+  const int head = blockIdx.x % heads;
+  const int q0 = (q_tiles - 1 - static_cast<int>(blockIdx.x) / heads) * kBQ;
+  const std::uint16_t* qh = q + (static_cast<std::size_t>(head) * n + q0) * D;
+  const std::uint16_t* kh = k + static_cast<std::size_t>(head) * m * D;
+  const std::uint16_t* vh = v + static_cast<std::size_t>(head) * m * D;
+
+  const int q_last = min(q0 + kBQ, n) - 1;
+  const int key_end = causal ? min(m, q_last + 1) : m;
+  const int k_tiles = (key_end + kBK - 1) / kBK;
+  const int warp_row0 = q0 + warp * 16;  // first query row of this warp
+  const int row0 = warp_row0 + g;        // this lane's two rows: row0 and row0 + 8
+  const int row1 = row0 + 8;
+
+  load_tile_async<kBQ, D>(Qs, qh, min(kBQ, n - q0));
+  cp_async_commit();
+  load_tile_async<kBK, D>(Ks, kh, min(kBK, m));
+  load_tile_async<kBK, D>(Vs, vh, min(kBK, m));
+  cp_async_commit();
+  cp_async_wait<1>();  // Q has landed (K/V tile 0 may still be in flight)
+  __syncthreads();
+
+  // Q fragments (A operand, 16 x 16 per k-chunk): matrices (rows 0-7 | 8-15) x (cols 0-7 | 8-15).
+  std::uint32_t qf[D / 16][4];
+#pragma unroll
+  for (int kc = 0; kc < D / 16; ++kc) {
+    const int r = warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1);
+    const int c = kc * 16 + 8 * (lane >> 4);
+    ldmatrix_x4(qf[kc], Qs + r * RS + c);
+  }
+
+  float oacc[D / 8][4];
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) {
+    oacc[j][0] = oacc[j][1] = oacc[j][2] = oacc[j][3] = 0.f;
+  }
+  float max0 = -INFINITY, max1 = -INFINITY;  // running max of raw q.k for row0 / row1
+  float sum0 = 0.f, sum1 = 0.f;              // this lane's part of the running sums
+
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    const int k0 = kt * kBK;
+    const int buf = kt & 1;
+    if (kt + 1 < k_tiles) {
+      // The other buffer was last read in iteration kt-1, which ended with a barrier.
+      const int k1 = k0 + kBK;
+      load_tile_async<kBK, D>(Ks + (buf ^ 1) * T::kv_elems, kh + static_cast<std::size_t>(k1) * D,
+                              min(kBK, m - k1));
+      load_tile_async<kBK, D>(Vs + (buf ^ 1) * T::kv_elems, vh + static_cast<std::size_t>(k1) * D,
+                              min(kBK, m - k1));
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+
+    // A causal key tile that starts after this warp's last row is fully masked for the warp.
+    const bool skip = causal && k0 > warp_row0 + 15;
+    if (!skip) {
+      const std::uint16_t* Kt = Ks + buf * T::kv_elems;
+      const std::uint16_t* Vt = Vs + buf * T::kv_elems;
+
+      // S = Q K^T: 8 n-tiles of 8 keys. One ldmatrix.x4 gives the B fragments (dims 0-7, 8-15)
+      // of two n-tiles: matrices (keys 0-7 | 8-15) x (dims 0-7 | 8-15) of the 16-key pair.
+      float sacc[kBK / 8][4];
+#pragma unroll
+      for (int j = 0; j < kBK / 8; ++j) sacc[j][0] = sacc[j][1] = sacc[j][2] = sacc[j][3] = 0.f;
+#pragma unroll
+      for (int kc = 0; kc < D / 16; ++kc) {
+#pragma unroll
+        for (int np = 0; np < kBK / 16; ++np) {
+          std::uint32_t b[4];
+          const int r = np * 16 + (lane & 7) + 8 * (lane >> 4);
+          const int c = kc * 16 + 8 * ((lane >> 3) & 1);
+          ldmatrix_x4(b, Kt + r * RS + c);
+          mma_bf16(sacc[2 * np], qf[kc], b[0], b[1]);
+          mma_bf16(sacc[2 * np + 1], qf[kc], b[2], b[3]);
+        }
+      }
+
+      // Masks (only on tiles that need them): keys past m, causal future keys. Lane holds keys
+      // k0 + 8j + 2*tig + {0, 1} of rows row0 (elements 0, 1) and row1 (elements 2, 3).
+      if (k0 + kBK > m || (causal && k0 + kBK - 1 > warp_row0)) {
+#pragma unroll
+        for (int j = 0; j < kBK / 8; ++j) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int key = k0 + 8 * j + 2 * tig + (e & 1);
+            const int row = e < 2 ? row0 : row1;
+            if (key >= m || (causal && key > row)) sacc[j][e] = -INFINITY;
+          }
+        }
+      }
+
+      // Online softmax on raw scores (scale > 0, so the max commutes with scaling).
+      float tmax0 = -INFINITY, tmax1 = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < kBK / 8; ++j) {
+        tmax0 = fmaxf(tmax0, fmaxf(sacc[j][0], sacc[j][1]));
+        tmax1 = fmaxf(tmax1, fmaxf(sacc[j][2], sacc[j][3]));
+      }
+      tmax0 = fmaxf(tmax0, __shfl_xor_sync(0xffffffffu, tmax0, 1));
+      tmax0 = fmaxf(tmax0, __shfl_xor_sync(0xffffffffu, tmax0, 2));
+      tmax1 = fmaxf(tmax1, __shfl_xor_sync(0xffffffffu, tmax1, 1));
+      tmax1 = fmaxf(tmax1, __shfl_xor_sync(0xffffffffu, tmax1, 2));
+      const float new0 = fmaxf(max0, tmax0);
+      const float new1 = fmaxf(max1, tmax1);
+      // All keys so far masked: shift by 0, never by -inf (-inf - -inf is NaN).
+      const float shift0 = new0 == -INFINITY ? 0.f : new0 * scale_log2;
+      const float shift1 = new1 == -INFINITY ? 0.f : new1 * scale_log2;
+      const float corr0 = fast_exp2(max0 * scale_log2 - shift0);
+      const float corr1 = fast_exp2(max1 * scale_log2 - shift1);
+      max0 = new0;
+      max1 = new1;
+
+      // P = exp2(s * scale_log2 - shift), rounded to bf16 and laid out as the A operand of
+      // P V: k-chunk kc2 (keys 16kc2 .. +15) = n-tiles 2kc2 (regs 0, 1) and 2kc2+1 (regs 2, 3).
+      std::uint32_t pf[kBK / 16][4];
+      float part0 = 0.f, part1 = 0.f;
+#pragma unroll
+      for (int kc2 = 0; kc2 < kBK / 16; ++kc2) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const float* sv = sacc[2 * kc2 + half];
+          const float p0 = fast_exp2(fmaf(sv[0], scale_log2, -shift0));
+          const float p1 = fast_exp2(fmaf(sv[1], scale_log2, -shift0));
+          const float p2 = fast_exp2(fmaf(sv[2], scale_log2, -shift1));
+          const float p3 = fast_exp2(fmaf(sv[3], scale_log2, -shift1));
+          pf[kc2][2 * half + 0] = pack_bf16(p0, p1, part0);
+          pf[kc2][2 * half + 1] = pack_bf16(p2, p3, part1);
+        }
+      }
+      sum0 = sum0 * corr0 + part0;
+      sum1 = sum1 * corr1 + part1;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        oacc[j][0] *= corr0;
+        oacc[j][1] *= corr0;
+        oacc[j][2] *= corr1;
+        oacc[j][3] *= corr1;
+      }
+
+      // O += P V. V is row-major (key, dim), the B operand wants (k=key, n=dim) column pairs:
+      // ldmatrix.trans of matrices (keys 0-7 | 8-15) x (dims 0-7 | 8-15) of the d-tile pair.
+#pragma unroll
+      for (int kc2 = 0; kc2 < kBK / 16; ++kc2) {
+#pragma unroll
+        for (int dp = 0; dp < D / 16; ++dp) {
+          std::uint32_t b[4];
+          const int r = kc2 * 16 + (lane & 7) + 8 * ((lane >> 3) & 1);
+          const int c = dp * 16 + 8 * (lane >> 4);
+          ldmatrix_x4_trans(b, Vt + r * RS + c);
+          mma_bf16(oacc[2 * dp], pf[kc2], b[0], b[1]);
+          mma_bf16(oacc[2 * dp + 1], pf[kc2], b[2], b[3]);
+        }
+      }
+    }
+    __syncthreads();  // this buffer is refilled two iterations on
+  }
+
+  // Full row sums over the quad, normalise, write rows < n. Lane holds columns 8j + 2*tig, +1.
+  sum0 += __shfl_xor_sync(0xffffffffu, sum0, 1);
+  sum0 += __shfl_xor_sync(0xffffffffu, sum0, 2);
+  sum1 += __shfl_xor_sync(0xffffffffu, sum1, 1);
+  sum1 += __shfl_xor_sync(0xffffffffu, sum1, 2);
+  const float inv0 = 1.f / sum0;
+  const float inv1 = 1.f / sum1;
+  float* o0 = o + (static_cast<std::size_t>(head) * n + row0) * D;
+  float* o1 = o0 + static_cast<std::size_t>(8) * D;
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) {
+    const int col = 8 * j + 2 * tig;
+    if (row0 < n) {
+      *reinterpret_cast<float2*>(o0 + col) = make_float2(oacc[j][0] * inv0, oacc[j][1] * inv0);
+    }
+    if (row1 < n) {
+      *reinterpret_cast<float2*>(o1 + col) = make_float2(oacc[j][2] * inv1, oacc[j][3] * inv1);
+    }
+  }
+}
+
+template <int D>
+void launch_bf16(const std::uint16_t* q, const std::uint16_t* k, const std::uint16_t* v, float* o,
+                 int heads, int n, int m, float scale_log2, bool causal, cudaStream_t stream) {
+  using T = Bf16Tile<D>;
+  // Above 48 KiB a kernel must opt in to dynamic shared memory; once per instantiation.
+  static const bool configured = [] {
+    ATTNLAB_CUDA_CHECK(cudaFuncSetAttribute(fused_bf16_kernel<D>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(T::smem_bytes)));
+    return true;
+  }();
+  (void)configured;
+  const long long blocks = static_cast<long long>(heads) * ((n + kBQ - 1) / kBQ);
+  if (blocks > 0x7fffffffLL) {
+    throw InputError("fused bf16: " + std::to_string(blocks) + " blocks exceed the grid limit");
+  }
+  fused_bf16_kernel<D><<<static_cast<unsigned>(blocks), kThreads, T::smem_bytes, stream>>>(
+      q, k, v, o, heads, n, m, scale_log2, causal);
+  ATTNLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+void fused_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const std::uint16_t* v,
+                          float* o, int heads, int n, int m, int d, float scale, bool causal,
+                          void* stream) {
+  if (d != 64 && d != 128) {
+    throw InputError("bf16 fused attention supports d_k == d_v in {64, 128}, got " +
+                     std::to_string(d));
+  }
+  if (heads < 1 || n < 1 || m < 1) {
+    throw InputError("fused bf16: empty problem (heads " + std::to_string(heads) + ", n " +
+                     std::to_string(n) + ", m " + std::to_string(m) + ")");
+  }
+  if (causal && n != m) {
+    throw InputError("causal mask needs n == m, got n " + std::to_string(n) + ", m " +
+                     std::to_string(m));
+  }
+  // cp.async moves 16-byte chunks: every row starts 16-byte aligned when the bases are.
+  if (!aligned16(q) || !aligned16(k) || !aligned16(v) || reinterpret_cast<std::uintptr_t>(o) % 8) {
+    throw InputError("fused bf16: device buffers must be 16-byte aligned");
+  }
+  const float scale_log2 = scale * kLog2e;
+  auto s = static_cast<cudaStream_t>(stream);
+  if (d == 64) {
+    launch_bf16<64>(q, k, v, o, heads, n, m, scale_log2, causal, s);
+  } else {
+    launch_bf16<128>(q, k, v, o, heads, n, m, scale_log2, causal, s);
+  }
+}
+
+}  // namespace attnlab::cuda

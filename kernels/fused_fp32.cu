@@ -1,0 +1,373 @@
+// Fused attention in fp32 on CUDA cores: one kernel, online softmax, never materialises N x N.
+//
+// Version 1 (the only one): register-blocked FFMA. A block of 128 threads owns BQ queries of one
+// head (64, or 32 for the 256 head-dim bucket) and walks the keys in tiles of 64:
+//   S tile  = Q_tile K_tile^T        each thread: TQ queries x 8 keys  (float4 smem loads)
+//   online softmax per query row     running max m (log2 units), running sum l, rescale acc
+//   acc    += P_tile V_tile          each thread: TQ queries x D/8 output columns
+// Threads are laid out qg = tid / 8 (query group, 16 of them) and kg = tid % 8 (key / column
+// group), so the 8 threads sharing a query row are 8 consecutive lanes of one warp: row maxima
+// reduce with three xor-shuffles, and each thread keeps the row statistics of its own queries in
+// registers for both phases.
+// Head dims are padded (with zeros) to a bucket D in {32, 64, 128, 256}; max(d_k, d_v) picks it.
+// Causal: key tiles entirely above the diagonal are never loaded; the diagonal tile is masked per
+// element. Blocks are issued heaviest query tile first so the causal triangle balances.
+// Accuracy: plain fp32 FFMA dot products and exp2f (2 ulp) on log2e-premultiplied logits; the
+// relative error against fp64 stays near 1e-6 on random normal inputs.
+#include "kernels/cuda_check.h"  // first: its pragma silences Eigen's nvcc notes
+
+#include "core/types.h"
+#include "kernels/fused.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+namespace attnlab::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kBK = 64;  // keys per tile
+constexpr float kLog2e = 1.4426950408889634f;
+
+template <int D>
+struct Fp32Tile {
+  static constexpr int BQ = D <= 128 ? 64 : 32;  // queries per block (256: keep acc in registers)
+  static constexpr int TQ = BQ / 16;             // queries per thread
+  static constexpr int TV = D / 8;               // output columns per thread
+  static constexpr int PS = BQ + 4;              // P row stride: spreads the float4 stores' banks
+  static constexpr int smem_floats = D * BQ + D * kBK + kBK * D + kBK * PS;
+  static constexpr std::size_t smem_bytes = smem_floats * sizeof(float);
+};
+
+// TQ consecutive floats from shared memory (16- or 8-byte aligned by construction).
+template <int TQ>
+__device__ __forceinline__ void load_tq(const float* src, float (&dst)[TQ]) {
+  if constexpr (TQ == 4) {
+    const float4 t = *reinterpret_cast<const float4*>(src);
+    dst[0] = t.x;
+    dst[1] = t.y;
+    dst[2] = t.z;
+    dst[3] = t.w;
+  } else {
+    static_assert(TQ == 2);
+    const float2 t = *reinterpret_cast<const float2*>(src);
+    dst[0] = t.x;
+    dst[1] = t.y;
+  }
+}
+
+template <int TQ>
+__device__ __forceinline__ void store_tq(float* dst, const float (&src)[TQ]) {
+  if constexpr (TQ == 4) {
+    *reinterpret_cast<float4*>(dst) = make_float4(src[0], src[1], src[2], src[3]);
+  } else {
+    *reinterpret_cast<float2*>(dst) = make_float2(src[0], src[1]);
+  }
+}
+
+// dst is (D, ROWS) in shared memory (transposed: one dimension's values for all rows are
+// contiguous); src is the first of `rows_valid` global rows of `cols_valid` floats, stride ld.
+// Rows and columns outside the valid range become 0 so padded dims add nothing to q.k.
+// Consecutive threads take consecutive rows, so the transposed shared stores are conflict-free.
+template <int ROWS, int D>
+__device__ __forceinline__ void load_transposed(float* dst, const float* src, int rows_valid,
+                                                int cols_valid, int ld, bool vec) {
+  if (vec) {
+    for (int idx = threadIdx.x; idx < ROWS * (D / 4); idx += kThreads) {
+      const int row = idx % ROWS;
+      const int c4 = idx / ROWS;
+      float4 t = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (row < rows_valid && 4 * c4 < cols_valid) {
+        t = *reinterpret_cast<const float4*>(src + static_cast<std::size_t>(row) * ld + 4 * c4);
+      }
+      dst[(4 * c4 + 0) * ROWS + row] = t.x;
+      dst[(4 * c4 + 1) * ROWS + row] = t.y;
+      dst[(4 * c4 + 2) * ROWS + row] = t.z;
+      dst[(4 * c4 + 3) * ROWS + row] = t.w;
+    }
+  } else {
+    for (int idx = threadIdx.x; idx < ROWS * D; idx += kThreads) {
+      const int row = idx % ROWS;
+      const int col = idx / ROWS;
+      dst[col * ROWS + row] = (row < rows_valid && col < cols_valid)
+                                  ? src[static_cast<std::size_t>(row) * ld + col]
+                                  : 0.f;
+    }
+  }
+}
+
+// dst is (ROWS, D) in shared memory, row-major; zero outside the valid rows/columns (a masked
+// key's V row must be 0, not garbage: 0 * NaN would poison the accumulator).
+template <int ROWS, int D>
+__device__ __forceinline__ void load_rowmajor(float* dst, const float* src, int rows_valid,
+                                              int cols_valid, int ld, bool vec) {
+  if (vec) {
+    for (int idx = threadIdx.x; idx < ROWS * (D / 4); idx += kThreads) {
+      const int row = idx / (D / 4);
+      const int c4 = idx % (D / 4);
+      float4 t = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (row < rows_valid && 4 * c4 < cols_valid) {
+        t = *reinterpret_cast<const float4*>(src + static_cast<std::size_t>(row) * ld + 4 * c4);
+      }
+      *reinterpret_cast<float4*>(dst + row * D + 4 * c4) = t;
+    }
+  } else {
+    for (int idx = threadIdx.x; idx < ROWS * D; idx += kThreads) {
+      const int row = idx / D;
+      const int col = idx % D;
+      dst[row * D + col] = (row < rows_valid && col < cols_valid)
+                               ? src[static_cast<std::size_t>(row) * ld + col]
+                               : 0.f;
+    }
+  }
+}
+
+// q (heads*n, dk)  k (heads*m, dk)  v (heads*m, dv)  o (heads*n, dv)  mask (n, m) or nullptr.
+// Grid: heads * ceil(n / BQ) blocks of 128 threads; block b works on head b % heads and query
+// tile (tiles - 1 - b / heads). `scale_log2` = log2(e) / (sqrt(d_k) T). `vec`: d_k, d_v multiples
+// of 4 and 16-byte aligned pointers, so tiles move as float4.
+template <int D>
+__global__ void __launch_bounds__(kThreads)
+    fused_fp32_kernel(const float* __restrict__ q, const float* __restrict__ k,
+                      const float* __restrict__ v, float* __restrict__ o, int heads, int n, int m,
+                      int dk, int dv, float scale_log2, bool causal,
+                      const float* __restrict__ mask, bool vec) {
+  using T = Fp32Tile<D>;
+  constexpr int BQ = T::BQ;
+  constexpr int TQ = T::TQ;
+  constexpr int TV = T::TV;
+  constexpr int PS = T::PS;
+
+  extern __shared__ float4 smem_f4[];
+  float* Qs = reinterpret_cast<float*>(smem_f4);  // (D, BQ) transposed
+  float* Ks = Qs + D * BQ;                         // (D, BK) transposed
+  float* Vs = Ks + D * kBK;                        // (BK, D)
+  float* Ps = Vs + kBK * D;                        // (BK, PS): P transposed, key-major
+
+  const int tid = threadIdx.x;
+  const int kg = tid & 7;   // key group in the S phase, column group in the P.V phase
+  const int qg = tid >> 3;  // query group: queries qg*TQ .. qg*TQ+TQ-1 of the tile
+
+  const int q_tiles = (n + BQ - 1) / BQ;
+  const int head = blockIdx.x % heads;
+  const int q0 = (q_tiles - 1 - static_cast<int>(blockIdx.x) / heads) * BQ;
+
+  const float* qh = q + (static_cast<std::size_t>(head) * n + q0) * dk;
+  const float* kh = k + static_cast<std::size_t>(head) * m * dk;
+  const float* vh = v + static_cast<std::size_t>(head) * m * dv;
+
+  load_transposed<BQ, D>(Qs, qh, min(BQ, n - q0), dk, dk, vec);
+
+  float acc[TQ][TV];
+  float row_max[TQ];  // running max of the logits (log2 units) seen so far; -inf before any key
+  float row_sum[TQ];  // this thread's part of the running sum (its 8 keys per tile)
+#pragma unroll
+  for (int r = 0; r < TQ; ++r) {
+    row_max[r] = -INFINITY;
+    row_sum[r] = 0.f;
+#pragma unroll
+    for (int c = 0; c < TV; ++c) acc[r][c] = 0.f;
+  }
+
+  // Causal (n == m): keys after the tile's last query are masked for every row of the tile.
+  const int q_last = min(q0 + BQ, n) - 1;
+  const int key_end = causal ? min(m, q_last + 1) : m;
+  const int k_tiles = (key_end + kBK - 1) / kBK;
+
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    const int k0 = kt * kBK;
+    __syncthreads();  // the previous tile's Ks/Vs/Ps reads are finished
+    load_transposed<kBK, D>(Ks, kh + static_cast<std::size_t>(k0) * dk, min(kBK, m - k0), dk, dk,
+                            vec);
+    load_rowmajor<kBK, D>(Vs, vh + static_cast<std::size_t>(k0) * dv, min(kBK, m - k0), dv, dv,
+                          vec);
+    __syncthreads();
+
+    // S = Q K^T for this thread's TQ queries x 8 keys (keys kg*4+0..3 and 32+kg*4+0..3).
+    float s[TQ][8];
+#pragma unroll
+    for (int r = 0; r < TQ; ++r) {
+#pragma unroll
+      for (int c = 0; c < 8; ++c) s[r][c] = 0.f;
+    }
+#pragma unroll 8
+    for (int d = 0; d < D; ++d) {
+      float qv[TQ];
+      load_tq<TQ>(Qs + d * BQ + qg * TQ, qv);
+      const float4 ka = *reinterpret_cast<const float4*>(Ks + d * kBK + kg * 4);
+      const float4 kb = *reinterpret_cast<const float4*>(Ks + d * kBK + 32 + kg * 4);
+      const float kv[8] = {ka.x, ka.y, ka.z, ka.w, kb.x, kb.y, kb.z, kb.w};
+#pragma unroll
+      for (int r = 0; r < TQ; ++r) {
+#pragma unroll
+        for (int c = 0; c < 8; ++c) s[r][c] = fmaf(qv[r], kv[c], s[r][c]);
+      }
+    }
+
+    // Logits in log2 units, masked to -inf: keys past m, causal future keys, custom mask.
+    const bool edge = causal || mask != nullptr || k0 + kBK > m;
+#pragma unroll
+    for (int r = 0; r < TQ; ++r) {
+      const int query = q0 + qg * TQ + r;
+#pragma unroll
+      for (int c = 0; c < 8; ++c) {
+        float x = s[r][c] * scale_log2;
+        if (edge) {
+          const int key = k0 + (c < 4 ? kg * 4 + c : 32 + kg * 4 + (c - 4));
+          if (key >= m || (causal && key > query)) {
+            x = -INFINITY;
+          } else if (mask != nullptr && query < n &&
+                     mask[static_cast<std::size_t>(query) * m + key] != 0.f) {
+            x = -INFINITY;
+          }
+        }
+        s[r][c] = x;
+      }
+    }
+
+    // Online softmax: new running max over the 8 threads of the row, rescale what came before.
+#pragma unroll
+    for (int r = 0; r < TQ; ++r) {
+      float tile_max = s[r][0];
+#pragma unroll
+      for (int c = 1; c < 8; ++c) tile_max = fmaxf(tile_max, s[r][c]);
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 4));
+      const float new_max = fmaxf(row_max[r], tile_max);
+      // Every key so far masked: subtract 0 instead of -inf so that -inf - -inf never makes NaN
+      // (p and the correction both come out 0, and the accumulator is still 0).
+      const float shift = new_max == -INFINITY ? 0.f : new_max;
+      const float corr = exp2f(row_max[r] - shift);
+      row_max[r] = new_max;
+      float part = 0.f;
+#pragma unroll
+      for (int c = 0; c < 8; ++c) {
+        s[r][c] = exp2f(s[r][c] - shift);
+        part += s[r][c];
+      }
+      row_sum[r] = row_sum[r] * corr + part;
+#pragma unroll
+      for (int c = 0; c < TV; ++c) acc[r][c] *= corr;
+    }
+
+    // P goes to shared memory key-major so the P.V phase reads TQ queries of one key at once.
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      const int key = c < 4 ? kg * 4 + c : 32 + kg * 4 + (c - 4);
+      float col[TQ];
+#pragma unroll
+      for (int r = 0; r < TQ; ++r) col[r] = s[r][c];
+      store_tq<TQ>(Ps + key * PS + qg * TQ, col);
+    }
+    __syncthreads();
+
+    // acc += P V: this thread's TQ queries x columns kg*4 + 32*t + 0..3.
+#pragma unroll 4
+    for (int j = 0; j < kBK; ++j) {
+      float pv[TQ];
+      load_tq<TQ>(Ps + j * PS + qg * TQ, pv);
+#pragma unroll
+      for (int t = 0; t < D / 32; ++t) {
+        const float4 vv = *reinterpret_cast<const float4*>(Vs + j * D + 32 * t + kg * 4);
+#pragma unroll
+        for (int r = 0; r < TQ; ++r) {
+          acc[r][4 * t + 0] = fmaf(pv[r], vv.x, acc[r][4 * t + 0]);
+          acc[r][4 * t + 1] = fmaf(pv[r], vv.y, acc[r][4 * t + 1]);
+          acc[r][4 * t + 2] = fmaf(pv[r], vv.z, acc[r][4 * t + 2]);
+          acc[r][4 * t + 3] = fmaf(pv[r], vv.w, acc[r][4 * t + 3]);
+        }
+      }
+    }
+  }
+
+  // Normalise by the full row sum (the 8 threads' parts) and write the valid rows and columns.
+#pragma unroll
+  for (int r = 0; r < TQ; ++r) {
+    float l = row_sum[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    l += __shfl_xor_sync(0xffffffffu, l, 4);
+    const float inv = 1.f / l;
+    const int query = q0 + qg * TQ + r;
+    if (query >= n) continue;
+    float* orow = o + (static_cast<std::size_t>(head) * n + query) * dv;
+#pragma unroll
+    for (int t = 0; t < D / 32; ++t) {
+      const int col = 32 * t + kg * 4;
+      if (col >= dv) continue;
+      if (vec) {
+        *reinterpret_cast<float4*>(orow + col) =
+            make_float4(acc[r][4 * t + 0] * inv, acc[r][4 * t + 1] * inv,
+                        acc[r][4 * t + 2] * inv, acc[r][4 * t + 3] * inv);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if (col + e < dv) orow[col + e] = acc[r][4 * t + e] * inv;
+        }
+      }
+    }
+  }
+}
+
+template <int D>
+void launch_fp32(const float* q, const float* k, const float* v, float* o, int heads, int n,
+                 int m, int dk, int dv, float scale_log2, bool causal, const float* mask, bool vec,
+                 cudaStream_t stream) {
+  using T = Fp32Tile<D>;
+  // Above 48 KiB a kernel must opt in to dynamic shared memory; once per instantiation.
+  static const bool configured = [] {
+    ATTNLAB_CUDA_CHECK(cudaFuncSetAttribute(fused_fp32_kernel<D>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(T::smem_bytes)));
+    return true;
+  }();
+  (void)configured;
+  const long long blocks = static_cast<long long>(heads) * ((n + T::BQ - 1) / T::BQ);
+  if (blocks > 0x7fffffffLL) {
+    throw InputError("fused fp32: " + std::to_string(blocks) + " blocks exceed the grid limit");
+  }
+  fused_fp32_kernel<D><<<static_cast<unsigned>(blocks), kThreads, T::smem_bytes, stream>>>(
+      q, k, v, o, heads, n, m, dk, dv, scale_log2, causal, mask, vec);
+  ATTNLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+void fused_attention_fp32(const float* q, const float* k, const float* v, float* o, int heads,
+                          int n, int m, int d_k, int d_v, float scale, bool causal,
+                          const float* custom_mask, void* stream) {
+  if (heads < 1 || n < 1 || m < 1 || d_k < 1 || d_v < 1) {
+    throw InputError("fused fp32: empty problem (heads " + std::to_string(heads) + ", n " +
+                     std::to_string(n) + ", m " + std::to_string(m) + ", d_k " +
+                     std::to_string(d_k) + ", d_v " + std::to_string(d_v) + ")");
+  }
+  if (d_k > 256 || d_v > 256) {
+    throw InputError("fused fp32 supports head dims up to 256, got d_k " + std::to_string(d_k) +
+                     ", d_v " + std::to_string(d_v));
+  }
+  if (causal && n != m) {
+    throw InputError("causal mask needs n == m, got n " + std::to_string(n) + ", m " +
+                     std::to_string(m));
+  }
+  const bool vec = d_k % 4 == 0 && d_v % 4 == 0 && aligned16(q) && aligned16(k) && aligned16(v) &&
+                   aligned16(o);
+  const float scale_log2 = scale * kLog2e;
+  const int dmax = d_k > d_v ? d_k : d_v;
+  auto s = static_cast<cudaStream_t>(stream);
+  if (dmax <= 32) {
+    launch_fp32<32>(q, k, v, o, heads, n, m, d_k, d_v, scale_log2, causal, custom_mask, vec, s);
+  } else if (dmax <= 64) {
+    launch_fp32<64>(q, k, v, o, heads, n, m, d_k, d_v, scale_log2, causal, custom_mask, vec, s);
+  } else if (dmax <= 128) {
+    launch_fp32<128>(q, k, v, o, heads, n, m, d_k, d_v, scale_log2, causal, custom_mask, vec, s);
+  } else {
+    launch_fp32<256>(q, k, v, o, heads, n, m, d_k, d_v, scale_log2, causal, custom_mask, vec, s);
+  }
+}
+
+}  // namespace attnlab::cuda
