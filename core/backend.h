@@ -40,6 +40,10 @@ class Backend {
   // Throws InputError for a problem or option combination it cannot run (with the reason),
   // ResourceError when the estimated memory need does not fit, DeviceError on device failures.
   virtual Trace run(const Problem& p, const RunOptions& opt) = 0;
+  // The same into an existing Trace: a backend may reuse out's buffers when the shapes match, so
+  // repeated runs of one size (the viewer on every temperature change) allocate nothing new. On an
+  // exception `out` is left in an unspecified (but valid) state.
+  virtual void run_into(const Problem& p, const RunOptions& opt, Trace& out) { out = run(p, opt); }
   // Uploads once, runs `warmup` untimed and `repeat` timed repetitions. Same errors as run().
   virtual BenchSample bench(const Problem& p, const RunOptions& opt, int warmup, int repeat) = 0;
 };
@@ -55,6 +59,8 @@ std::unique_ptr<Backend> make_backend(const std::string& name);
 // Runs the problem on the named backend. Under "auto", a DeviceError from CUDA (out of memory,
 // launch failure) makes it print one line on stderr and run on the CPU instead.
 Trace run_backend(const std::string& name, const Problem& p, const RunOptions& opt = {});
+// The same through Backend::run_into (same fallback rule).
+void run_backend_into(const std::string& name, const Problem& p, const RunOptions& opt, Trace& out);
 
 // The backends this build can offer, in preference order ("cuda" first when compiled in).
 std::vector<std::string> compiled_backends();

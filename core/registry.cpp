@@ -45,11 +45,11 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
   throw InputError("unknown backend '" + name + "' (use auto, cpu or cuda)");
 }
 
-Trace run_backend(const std::string& name, const Problem& p, const RunOptions& opt) {
+void run_backend_into(const std::string& name, const Problem& p, const RunOptions& opt, Trace& out) {
   std::unique_ptr<Backend> backend = make_backend(name);
-  if (name != "auto" || backend->name() == "cpu") return backend->run(p, opt);
+  if (name != "auto" || backend->name() == "cpu") return backend->run_into(p, opt, out);
   try {
-    return backend->run(p, opt);
+    return backend->run_into(p, opt, out);
   } catch (const DeviceError& e) {
     std::cerr << "attnlab: CUDA failed (" << e.what() << "); falling back to the CPU\n";
   } catch (const ResourceError& e) {
@@ -57,7 +57,13 @@ Trace run_backend(const std::string& name, const Problem& p, const RunOptions& o
   }
   RunOptions cpu_opt = opt;
   cpu_opt.precision = Precision::FP32;
-  return make_cpu_backend()->run(p, cpu_opt);
+  make_cpu_backend()->run_into(p, cpu_opt, out);
+}
+
+Trace run_backend(const std::string& name, const Problem& p, const RunOptions& opt) {
+  Trace t;
+  run_backend_into(name, p, opt, t);
+  return t;
 }
 
 }  // namespace attnlab

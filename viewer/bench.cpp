@@ -55,8 +55,12 @@ RedrawBench run_redraw_bench(const ViewerOptions& opts, std::ostream& log) {
     backend.push_back(b);
     raster.push_back(h);
     total.push_back(b + h);
+    const StageTimings& tm = c.trace().timings;
     log << "redraw " << (i + 1) << "/" << o.repeat << ": T=" << t << " backend " << b
-        << " ms + heatmap " << h << " ms (" << px.size() << " px) = " << (b + h) << " ms\n";
+        << " ms + heatmap " << h << " ms (" << px.size() << " px) = " << (b + h)
+        << " ms; inside the backend: upload " << tm.upload_ms << ", QK " << tm.qk_ms
+        << ", scale/mask " << tm.scale_mask_ms << ", softmax " << tm.softmax_ms << ", PV "
+        << tm.pv_ms << ", download " << tm.download_ms << ", total " << tm.total_ms << " ms\n";
   }
   r.median_ms = median(total);
   r.min_ms = *std::min_element(total.begin(), total.end());

@@ -90,14 +90,20 @@ void Controller::run_now() {
   avail_gb_ = avail / 1e9;
   // Two traces live at once while the new one is built (the old one stays for "last valid state").
   opt.keep_stages = avail <= 0 || 2 * need < 0.7 * avail;
-  if (!opt.keep_stages && need < 0.7 * avail) {
-    trace_ = Trace{};  // free the old stages first, then there is room for the new ones
-    opt.keep_stages = true;
+  if (!opt.keep_stages) {
+    spare_ = Trace{};  // the spare goes first: there may then be room for one trace
+    if (need < 0.7 * avail) {
+      trace_ = Trace{};  // free the old stages first, then there is room for the new ones
+      opt.keep_stages = true;
+    }
   }
+  // The new run fills the spare trace, whose buffers are reused when the size did not change (the
+  // CUDA backend then downloads into memory that is already mapped); on success the two swap, on
+  // failure trace_ is untouched: the last valid state stays on screen.
   const double t0 = now_ms();
-  Trace t = run_backend(backend_, problem_, opt);
+  run_backend_into(backend_, problem_, opt, spare_);
   last_run_ms_ = now_ms() - t0;
-  trace_ = std::move(t);
+  std::swap(trace_, spare_);
   ++revision_;
   compare_ = CompareResult{};  // a comparison belongs to the problem it ran on
 }

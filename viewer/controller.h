@@ -100,6 +100,7 @@ class Controller {
 
   Problem problem_;
   Trace trace_;
+  Trace spare_;  // the previous trace, whose buffers the next run reuses
   bool demo_ = true;
   int query_ = kDemoDefaultQuery;
   std::string backend_ = "cpu";

@@ -37,6 +37,14 @@ double rel_err(const MatrixF& out, const MatrixD& ref) {
          std::max(ref.cwiseAbs().maxCoeff(), 1e-300);
 }
 
+// Output rows are convex combinations of V rows, so their rounding error scales with max|V|, not
+// with max|output|, which cancellation can make small (T = 50 averages 1000 normal values to about
+// 0.03): the parity sweep measures the error relative to max|V|.
+double rel_err_to_v(const MatrixF& out, const MatrixD& ref, const MatrixF& v) {
+  return (out.cast<double>() - ref).cwiseAbs().maxCoeff() /
+         std::max(static_cast<double>(v.cwiseAbs().maxCoeff()), 1e-300);
+}
+
 // 1e-5 plus what one fp32 rounding of the logits implies (u * scale * max sum|q_i k_i|): at
 // T = 1e-3 the logits reach ~1e3 and no fp32 chain, staged or fused, CPU or GPU, does better.
 double tolerance(const Problem& p) {
@@ -143,7 +151,7 @@ TEST(CudaFusedFp32, MatchesFp64OverTheParityShapes) {
             ASSERT_EQ(f.output.rows(), n);
             ASSERT_EQ(f.output.cols(), d_v);
             ASSERT_TRUE(f.output.allFinite());
-            const double err = rel_err(f.output, reference_fp64(p).output);
+            const double err = rel_err_to_v(f.output, reference_fp64(p).output, p.v);
             EXPECT_LE(err, tolerance(p));
             if (t >= 0.85) worst = std::max(worst, err);
           }
