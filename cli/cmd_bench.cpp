@@ -80,6 +80,12 @@ struct Result {
   std::size_t peak_bytes = 0;
   double rel_err = std::numeric_limits<double>::quiet_NaN();
   std::string reference;
+  // Staged only: each stage's median time over separate runs and the bytes it must move.
+  struct Stage {
+    std::string name;
+    double ms = 0, bytes = 0;
+  };
+  std::vector<Stage> stages;
 };
 
 std::string fmt(const char* f, double x) {
@@ -115,13 +121,29 @@ double case_flops(const Case& c) {
   return c.mask == "causal" ? f / 2 : f;
 }
 
+// The fewest bytes each staged kernel must move in fp32, each input read once and each output
+// written once (heads*n rows of m = n keys, d = d_k = d_v):
+//   qk          Q, K read; scores and scaled written
+//   scale_mask  scaled and the (n, n) mask read; logits written
+//   softmax     logits read; weights written
+//   pv          weights and V read; output written
+std::vector<Result::Stage> staged_stage_bytes(const Case& c) {
+  const double hn = static_cast<double>(c.heads) * c.n, nn = hn * c.n, f = 4.0;
+  return {{"qk", 0, f * (2 * hn * c.d + 2 * nn)},
+          {"scale_mask", 0, f * (nn + static_cast<double>(c.n) * c.n + nn)},
+          {"softmax", 0, f * 2 * nn},
+          {"pv", 0, f * (nn + 2 * hn * c.d)}};
+}
+
 void case_bytes(const Case& c, double& min_bytes, double& moved_bytes) {
   const double in_elem = c.precision == "bf16" ? 2.0 : 4.0;
   const double hn = static_cast<double>(c.heads) * c.n;
   min_bytes = in_elem * hn * 3.0 * c.d + 4.0 * hn * c.d;
   moved_bytes = min_bytes;
-  if (c.variant == "staged")
-    moved_bytes += 4.0 * (4.0 * 2.0 * hn * c.n) + 4.0 * static_cast<double>(c.n) * c.n;
+  if (c.variant == "staged") {
+    moved_bytes = 0;
+    for (const auto& st : staged_stage_bytes(c)) moved_bytes += st.bytes;
+  }
 }
 
 // Why the case cannot run, or "" when it can.
@@ -208,6 +230,24 @@ void run_case(Result& r, const BenchArgs& a, Backend& backend) {
   r.tflops = r.flops / (r.median_ms * 1e-3) / 1e12;
   r.gbs = r.moved_bytes / (r.median_ms * 1e-3) / 1e9;
   r.rel_err = check_error(p, s.output, r.reference);
+  if (opt.variant == Variant::Staged) {
+    // Per-stage times come from the backend's own stage events (CUDA events on the GPU), median
+    // of a few separate runs; the whole-chain figure above stays the reference.
+    r.stages = staged_stage_bytes(c);
+    std::vector<double> qk, sm, so, pv;
+    const int runs = std::max(3, std::min(a.repeat, 7));
+    for (int i = 0; i < runs; ++i) {
+      const StageTimings t = backend.run(p, opt).timings;
+      qk.push_back(t.qk_ms);
+      sm.push_back(t.scale_mask_ms);
+      so.push_back(t.softmax_ms);
+      pv.push_back(t.pv_ms);
+    }
+    r.stages[0].ms = median_of(qk);
+    r.stages[1].ms = median_of(sm);
+    r.stages[2].ms = median_of(so);
+    r.stages[3].ms = median_of(pv);
+  }
 }
 
 nlohmann::json to_json(const Result& r) {
@@ -232,6 +272,14 @@ nlohmann::json to_json(const Result& r) {
   j["peak_bytes"] = r.peak_bytes;
   j["rel_err"] = std::isfinite(r.rel_err) ? nlohmann::json(r.rel_err) : nlohmann::json(nullptr);
   j["reference"] = r.reference;
+  if (!r.stages.empty()) {
+    nlohmann::json st = nlohmann::json::array();
+    for (const auto& x : r.stages)
+      st.push_back({{"stage", x.name}, {"median_ms", x.ms}, {"bytes", x.bytes},
+                    {"gbs", x.ms > 0 ? nlohmann::json(x.bytes / (x.ms * 1e-3) / 1e9)
+                                     : nlohmann::json(nullptr)}});
+    j["stages"] = st;
+  }
   return j;
 }
 
@@ -254,8 +302,10 @@ std::string render_json(const Machine& m, const std::vector<Result>& results,
       {"seed", a.seed},
       {"flops_rule", "4*N^2*d per head, half for causal"},
       {"bytes_rule",
-       "min_bytes: inputs read once + output written once; moved_bytes: min for fused, staged adds "
-       "4 (N,N) fp32 stages written and read once plus the mask read once; gbs uses moved_bytes"},
+       "min_bytes: inputs read once + output written once; moved_bytes: min for fused; for staged "
+       "the sum over its four kernels of what each must read once and write once (scores and "
+       "scaled written, scaled + mask read and logits written, logits read and weights written, "
+       "weights + V read and output written); gbs uses moved_bytes"},
       {"cases", cases},
       {"skipped", skipped}};
   return j.dump(2) + "\n";
@@ -313,6 +363,14 @@ std::string render_table(const Machine& m, const std::vector<Result>& results,
                   r.tflops, r.gbs, r.min_bytes / 1e6, r.moved_bytes / 1e6,
                   static_cast<double>(r.peak_bytes) / 1e6, r.rel_err, r.reference.c_str());
     o << line;
+  }
+  for (const auto& r : results) {
+    if (!r.ran || r.stages.empty()) continue;
+    o << "  stages of " << r.c.label() << ":";
+    for (const auto& x : r.stages)
+      o << "  " << x.name << " " << fmt("%.4g", x.ms) << " ms"
+        << (x.ms > 0 ? " (" + fmt("%.0f", x.bytes / (x.ms * 1e-3) / 1e9) + " GB/s)" : "");
+    o << "\n";
   }
   bool any_skipped = false;
   for (const auto& r : results) {
