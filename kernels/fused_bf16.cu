@@ -2,19 +2,28 @@
 // style. mma.sync and ldmatrix are plain sm_80+ instructions, so this builds for sm_90 without
 // the sm_90a target that wgmma would need.
 //
-// Version 1 (the only one). A block of 8 warps owns BQ = 128 queries of one head; warp w owns
-// query rows 16w .. 16w+15 of the tile and keeps
+// Version 1 (the only one). A block of 8 warps (config 0; see below) owns BQ = 128 queries of
+// one head; warp w owns query rows 16w .. 16w+15 of the tile and keeps
 //   its Q fragments (16 x D, bf16) in registers for the whole key loop,
-//   S = Q K_tile^T (16 x 64, fp32) in mma accumulators,
+//   S = Q K_tile^T (16 x BK, fp32) in mma accumulators,
 //   the online softmax of its rows in registers (running max and sum; each row is spread over
 //   the 4 lanes of a quad, reduced with two xor-shuffles),
 //   P (rounded to bf16) re-used straight from the S accumulators as the A operand of P V,
 //   O (16 x D, fp32) in mma accumulators.
-// K and V tiles (64 x D) stream through shared memory with cp.async, double-buffered; rows are
+// K and V tiles (BK x D) stream through shared memory with cp.async, double-buffered; rows are
 // padded by 16 bytes so ldmatrix's eight 16-byte row reads hit eight different bank groups.
 // Keys past m are zero-filled by cp.async and masked to -inf; query rows past n are computed
 // from zeros and never written. Causal: key tiles entirely above the tile's last query are never
 // loaded; a warp whose rows all precede a key tile skips that tile's math.
+//
+// Tile configurations (ATTNLAB_FUSED_CONFIG, read at every launch; unset, empty or 0 = config 0;
+// any other value throws InputError). The same kernel template, instantiated per configuration;
+// registers from ptxas -v for sm_90, none spills; blocks/SM = min(64K regs, 228 KB smem) bound.
+//   0  8 warps, BQ 128, BK 64   d=64: 127 regs, 54 KB, 2 blocks   d=128: 178 regs, 102 KB, 1
+//      (the verified default; its machine code is byte-identical to the pre-configuration kernel)
+//   1  4 warps, BQ  64, BK 64   d=64: 127 regs, 45 KB, 4 blocks   d=128: 168 regs,  85 KB, 2
+//   2  4 warps, BQ  64, BK 32   d=64:  96 regs, 27 KB, 5 blocks   d=128: 166 regs,  51 KB, 3
+//   3  4 warps, BQ  64, BK 128  d=64: 167 regs, 81 KB, 2 blocks   d=128: runs config 0 (153 KB)
 #include "kernels/cuda_check.h"  // first: its pragma silences Eigen's nvcc notes
 
 #include "core/types.h"
@@ -23,19 +32,23 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 namespace attnlab::cuda {
 namespace {
 
-constexpr int kWarps = 8;
-constexpr int kThreads = kWarps * 32;
-constexpr int kBQ = kWarps * 16;  // queries per block
-constexpr int kBK = 64;           // keys per tile
 constexpr float kLog2e = 1.4426950408889634f;
 
-template <int D>
+// One tile configuration: WARPS warps of 16 query rows each (BQ = 16 * WARPS queries per block),
+// key tiles of BK keys, __launch_bounds__(32 * WARPS, MINB); MINB == 0 sets no minimum (ptxas
+// then allocates as it did before configurations existed; an explicit 1 changes its choices).
+template <int D, int WARPS, int BK, int MINB>
 struct Bf16Tile {
+  static_assert(WARPS >= 1 && BK % 16 == 0 && MINB >= 0);
+  static constexpr int kThreads = WARPS * 32;
+  static constexpr int kBQ = WARPS * 16;  // queries per block
+  static constexpr int kBK = BK;          // keys per tile
   static constexpr int RS = D + 8;  // shared row stride in bf16 elements (16-byte pad)
   static constexpr int q_elems = kBQ * RS;
   static constexpr int kv_elems = kBK * RS;
@@ -101,29 +114,33 @@ __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi, float& su
 }
 
 // ROWS x D bf16 rows from global (row stride D) into shared (row stride RS), 16 bytes a thread.
-template <int ROWS, int D>
+template <int ROWS, int D, int THREADS>
 __device__ __forceinline__ void load_tile_async(std::uint16_t* dst, const std::uint16_t* src,
                                                 int rows_valid) {
   constexpr int chunks = D / 8;
-  for (int idx = threadIdx.x; idx < ROWS * chunks; idx += kThreads) {
+  constexpr int RS = D + 8;
+  for (int idx = threadIdx.x; idx < ROWS * chunks; idx += THREADS) {
     const int row = idx / chunks;
     const int c = idx % chunks;
     const bool valid = row < rows_valid;
     const std::uint16_t* g = valid ? src + static_cast<std::size_t>(row) * D + c * 8 : src;
-    cp_async16(dst + row * Bf16Tile<D>::RS + c * 8, g, valid);
+    cp_async16(dst + row * RS + c * 8, g, valid);
   }
 }
 
 // q, k, v (heads*n | heads*m, D) bf16 bits; o (heads*n, D) fp32.
-// Grid: heads * ceil(n / 128) blocks of 256 threads; block b: head b % heads, query tile
+// Grid: heads * ceil(n / BQ) blocks of 32 * WARPS threads; block b: head b % heads, query tile
 // (tiles - 1 - b / heads), heaviest causal tiles first. `scale_log2` = log2(e) / (sqrt(D) T).
-template <int D>
-__global__ void __launch_bounds__(kThreads)
+template <int D, int WARPS, int BK, int MINB>
+__global__ void __launch_bounds__(WARPS * 32, MINB)
     fused_bf16_kernel(const std::uint16_t* __restrict__ q, const std::uint16_t* __restrict__ k,
                       const std::uint16_t* __restrict__ v, float* __restrict__ o, int heads, int n,
                       int m, float scale_log2, bool causal) {
-  using T = Bf16Tile<D>;
+  using T = Bf16Tile<D, WARPS, BK, MINB>;
   constexpr int RS = T::RS;
+  constexpr int kThreads = T::kThreads;
+  constexpr int kBQ = T::kBQ;
+  constexpr int kBK = T::kBK;
   extern __shared__ uint4 smem_u4[];
   std::uint16_t* Qs = reinterpret_cast<std::uint16_t*>(smem_u4);  // (BQ, RS)
   std::uint16_t* Ks = Qs + T::q_elems;                             // 2 x (BK, RS)
@@ -148,10 +165,10 @@ __global__ void __launch_bounds__(kThreads)
   const int row0 = warp_row0 + g;        // this lane's two rows: row0 and row0 + 8
   const int row1 = row0 + 8;
 
-  load_tile_async<kBQ, D>(Qs, qh, min(kBQ, n - q0));
+  load_tile_async<kBQ, D, kThreads>(Qs, qh, min(kBQ, n - q0));
   cp_async_commit();
-  load_tile_async<kBK, D>(Ks, kh, min(kBK, m));
-  load_tile_async<kBK, D>(Vs, vh, min(kBK, m));
+  load_tile_async<kBK, D, kThreads>(Ks, kh, min(kBK, m));
+  load_tile_async<kBK, D, kThreads>(Vs, vh, min(kBK, m));
   cp_async_commit();
   cp_async_wait<1>();  // Q has landed (K/V tile 0 may still be in flight)
   __syncthreads();
@@ -179,10 +196,10 @@ __global__ void __launch_bounds__(kThreads)
     if (kt + 1 < k_tiles) {
       // The other buffer was last read in iteration kt-1, which ended with a barrier.
       const int k1 = k0 + kBK;
-      load_tile_async<kBK, D>(Ks + (buf ^ 1) * T::kv_elems, kh + static_cast<std::size_t>(k1) * D,
-                              min(kBK, m - k1));
-      load_tile_async<kBK, D>(Vs + (buf ^ 1) * T::kv_elems, vh + static_cast<std::size_t>(k1) * D,
-                              min(kBK, m - k1));
+      load_tile_async<kBK, D, kThreads>(Ks + (buf ^ 1) * T::kv_elems,
+                                        kh + static_cast<std::size_t>(k1) * D, min(kBK, m - k1));
+      load_tile_async<kBK, D, kThreads>(Vs + (buf ^ 1) * T::kv_elems,
+                                        vh + static_cast<std::size_t>(k1) * D, min(kBK, m - k1));
       cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -196,7 +213,7 @@ __global__ void __launch_bounds__(kThreads)
       const std::uint16_t* Kt = Ks + buf * T::kv_elems;
       const std::uint16_t* Vt = Vs + buf * T::kv_elems;
 
-      // S = Q K^T: 8 n-tiles of 8 keys. One ldmatrix.x4 gives the B fragments (dims 0-7, 8-15)
+      // S = Q K^T: BK / 8 n-tiles of 8 keys. One ldmatrix.x4 gives the B fragments (dims 0-7, 8-15)
       // of two n-tiles: matrices (keys 0-7 | 8-15) x (dims 0-7 | 8-15) of the 16-key pair.
       float sacc[kBK / 8][4];
 #pragma unroll
@@ -315,28 +332,77 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <int D>
+template <int D, int WARPS, int BK, int MINB>
 void launch_bf16(const std::uint16_t* q, const std::uint16_t* k, const std::uint16_t* v, float* o,
                  int heads, int n, int m, float scale_log2, bool causal, cudaStream_t stream) {
-  using T = Bf16Tile<D>;
+  using T = Bf16Tile<D, WARPS, BK, MINB>;
   // Above 48 KiB a kernel must opt in to dynamic shared memory; once per instantiation.
   static const bool configured = [] {
-    ATTNLAB_CUDA_CHECK(cudaFuncSetAttribute(fused_bf16_kernel<D>,
+    ATTNLAB_CUDA_CHECK(cudaFuncSetAttribute(fused_bf16_kernel<D, WARPS, BK, MINB>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(T::smem_bytes)));
     return true;
   }();
   (void)configured;
-  const long long blocks = static_cast<long long>(heads) * ((n + kBQ - 1) / kBQ);
+  const long long blocks = static_cast<long long>(heads) * ((n + T::kBQ - 1) / T::kBQ);
   if (blocks > 0x7fffffffLL) {
     throw InputError("fused bf16: " + std::to_string(blocks) + " blocks exceed the grid limit");
   }
-  fused_bf16_kernel<D><<<static_cast<unsigned>(blocks), kThreads, T::smem_bytes, stream>>>(
+  fused_bf16_kernel<D, WARPS, BK, MINB>
+      <<<static_cast<unsigned>(blocks), T::kThreads, T::smem_bytes, stream>>>(
       q, k, v, o, heads, n, m, scale_log2, causal);
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+constexpr int kBf16Configs = 4;  // valid ATTNLAB_FUSED_CONFIG values: 0 .. kBf16Configs - 1
+
+// ATTNLAB_FUSED_CONFIG, read at every launch: unset, empty or "0" -> 0; a decimal number below
+// kBf16Configs -> that number; anything else throws InputError.
+int fused_config() {
+  const char* env = std::getenv("ATTNLAB_FUSED_CONFIG");
+  if (env == nullptr || env[0] == '\0') return 0;
+  int value = 0;
+  int digits = 0;
+  for (const char* c = env; *c != '\0'; ++c, ++digits) {
+    if (*c < '0' || *c > '9' || digits >= 3) {
+      value = -1;
+      break;
+    }
+    value = value * 10 + (*c - '0');
+  }
+  if (value < 0 || value >= kBf16Configs) {
+    throw InputError("ATTNLAB_FUSED_CONFIG=" + std::string(env) +
+                     ": unknown configuration; valid: 0.." + std::to_string(kBf16Configs - 1));
+  }
+  return value;
+}
+
+// One head dim, one configuration (see the table in the file header); a configuration that
+// does not suit D (registers would spill) runs configuration 0 instead.
+template <int D>
+void dispatch_bf16(int config, const std::uint16_t* q, const std::uint16_t* k,
+                   const std::uint16_t* v, float* o, int heads, int n, int m, float scale_log2,
+                   bool causal, cudaStream_t s) {
+  switch (config) {
+    case 1:
+      launch_bf16<D, 4, 64, 0>(q, k, v, o, heads, n, m, scale_log2, causal, s);
+      return;
+    case 2:
+      launch_bf16<D, 4, 32, 0>(q, k, v, o, heads, n, m, scale_log2, causal, s);
+      return;
+    case 3:
+      if constexpr (D == 64) {
+        launch_bf16<D, 4, 128, 0>(q, k, v, o, heads, n, m, scale_log2, causal, s);
+        return;
+      }
+      break;  // D = 128: 153 KB of shared memory, one 4-warp block per SM
+    default:
+      break;
+  }
+  launch_bf16<D, 8, 64, 0>(q, k, v, o, heads, n, m, scale_log2, causal, s);
+}
 
 }  // namespace
 
@@ -359,12 +425,13 @@ void fused_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const 
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || reinterpret_cast<std::uintptr_t>(o) % 8) {
     throw InputError("fused bf16: device buffers must be 16-byte aligned");
   }
+  const int config = fused_config();
   const float scale_log2 = scale * kLog2e;
   auto s = static_cast<cudaStream_t>(stream);
   if (d == 64) {
-    launch_bf16<64>(q, k, v, o, heads, n, m, scale_log2, causal, s);
+    dispatch_bf16<64>(config, q, k, v, o, heads, n, m, scale_log2, causal, s);
   } else {
-    launch_bf16<128>(q, k, v, o, heads, n, m, scale_log2, causal, s);
+    dispatch_bf16<128>(config, q, k, v, o, heads, n, m, scale_log2, causal, s);
   }
 }
 

@@ -1,7 +1,7 @@
 // Fused attention in fp32 on CUDA cores: one kernel, online softmax, never materialises N x N.
 //
 // Version 1 (the only one): register-blocked FFMA. A block of 128 threads owns BQ queries of one
-// head (64, or 32 for the 256 head-dim bucket) and walks the keys in tiles of 64:
+// head (64, or 32 for the 256 head-dim bucket) and walks the keys in tiles of 64 (config 0):
 //   S tile  = Q_tile K_tile^T        each thread: TQ queries x 8 keys  (float4 smem loads)
 //   online softmax per query row     running max m (log2 units), running sum l, rescale acc
 //   acc    += P_tile V_tile          each thread: TQ queries x D/8 output columns
@@ -14,6 +14,25 @@
 // element. Blocks are issued heaviest query tile first so the causal triangle balances.
 // Accuracy: plain fp32 FFMA dot products and exp2f (2 ulp) on log2e-premultiplied logits; the
 // relative error against fp64 stays near 1e-6 on random normal inputs.
+//
+// Tile configurations (ATTNLAB_FUSED_CONFIG, read at every launch; unset, empty or 0 = config 0;
+// any other value throws InputError). One kernel template (BQ queries, BK-key tiles, THREADS
+// threads = THREADS / 8 query groups of TQ = 2 or 4 queries; each thread takes BK / 8 keys in
+// float4 chunks 32 keys apart). Registers from ptxas -v for sm_90, none spills; blocks/SM =
+// min(64K regs, 228 KB smem) bound. Buckets a configuration does not suit run config 0.
+//   0  BQ 64 (32 for D=256), BK 64, 128 threads      D=32: 96 regs, 41 KB, 5 blocks
+//      (the verified default; machine code           D=64: 122 regs, 65 KB, 3
+//      byte-identical to the pre-configuration       D=128: 167 regs, 113 KB, 1-2 (smem edge)
+//      kernel)                                       D=256: 167 regs, 169 KB, 1
+//   1  BQ 128, BK 64, 256 threads (TQ 4)             D=32: 123 regs, 65 KB, 2; D=64: 122, 97 KB,
+//                                                    2; D=128: 167, 161 KB, 1; D=256: config 0
+//   2  BQ 64 (32 for D=256), BK 32, 128 threads      D=32: config 0; D=64: 96 regs, 41 KB, 5;
+//                                                    D=128: 138, 73 KB, 3; D=256: 168, 101 KB, 2
+//   3  BQ 128, BK 32, 256 threads (TQ 4)             D=64 only: 123 regs, 65 KB, 2; others
+//                                                    config 0 (D=32, 128 spill)
+//   4  BQ 128, 128 threads (TQ 8: fewer shared       D=64, BK 64: 223 regs, 97 KB, 2;
+//      loads per FFMA)                               D=128, BK 32: 239 regs, 113 KB, 1-2;
+//                                                    D=32, 256: config 0
 #include "kernels/cuda_check.h"  // first: its pragma silences Eigen's nvcc notes
 
 #include "core/types.h"
@@ -22,29 +41,47 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 namespace attnlab::cuda {
 namespace {
 
-constexpr int kThreads = 128;
-constexpr int kBK = 64;  // keys per tile
 constexpr float kLog2e = 1.4426950408889634f;
 
-template <int D>
+// One tile configuration: THREADS threads own BQ_ queries (THREADS / 8 query groups of TQ
+// queries) and walk the keys in tiles of BK_ (each thread: BK_ / 8 keys, in float4 chunks 32 keys
+// apart); __launch_bounds__(THREADS_, MINB), MINB == 0 setting no minimum.
+template <int D, int BQ_, int BK_, int THREADS_, int MINB>
 struct Fp32Tile {
-  static constexpr int BQ = D <= 128 ? 64 : 32;  // queries per block (256: keep acc in registers)
-  static constexpr int TQ = BQ / 16;             // queries per thread
+  static constexpr int kThreads = THREADS_;
+  static constexpr int BQ = BQ_;                 // queries per block
+  static constexpr int kBK = BK_;                // keys per tile
+  static constexpr int TQ = BQ / (kThreads / 8);  // queries per thread
+  static constexpr int KC = kBK / 32;            // float4 key chunks per thread in the S phase
   static constexpr int TV = D / 8;               // output columns per thread
   static constexpr int PS = BQ + 4;              // P row stride: spreads the float4 stores' banks
+  static_assert(kThreads % 32 == 0 && (TQ == 2 || TQ == 4 || TQ == 8) && BQ == TQ * (kThreads / 8));
+  static_assert(kBK % 32 == 0 && MINB >= 0);
   static constexpr int smem_floats = D * BQ + D * kBK + kBK * D + kBK * PS;
   static constexpr std::size_t smem_bytes = smem_floats * sizeof(float);
 };
 
-// TQ consecutive floats from shared memory (16- or 8-byte aligned by construction).
+// TQ consecutive floats from shared memory (16-byte aligned for TQ 4 and 8, 8-byte for TQ 2).
 template <int TQ>
 __device__ __forceinline__ void load_tq(const float* src, float (&dst)[TQ]) {
-  if constexpr (TQ == 4) {
+  if constexpr (TQ == 8) {
+    const float4 t = *reinterpret_cast<const float4*>(src);
+    const float4 u = *reinterpret_cast<const float4*>(src + 4);
+    dst[0] = t.x;
+    dst[1] = t.y;
+    dst[2] = t.z;
+    dst[3] = t.w;
+    dst[4] = u.x;
+    dst[5] = u.y;
+    dst[6] = u.z;
+    dst[7] = u.w;
+  } else if constexpr (TQ == 4) {
     const float4 t = *reinterpret_cast<const float4*>(src);
     dst[0] = t.x;
     dst[1] = t.y;
@@ -60,7 +97,10 @@ __device__ __forceinline__ void load_tq(const float* src, float (&dst)[TQ]) {
 
 template <int TQ>
 __device__ __forceinline__ void store_tq(float* dst, const float (&src)[TQ]) {
-  if constexpr (TQ == 4) {
+  if constexpr (TQ == 8) {
+    *reinterpret_cast<float4*>(dst) = make_float4(src[0], src[1], src[2], src[3]);
+    *reinterpret_cast<float4*>(dst + 4) = make_float4(src[4], src[5], src[6], src[7]);
+  } else if constexpr (TQ == 4) {
     *reinterpret_cast<float4*>(dst) = make_float4(src[0], src[1], src[2], src[3]);
   } else {
     *reinterpret_cast<float2*>(dst) = make_float2(src[0], src[1]);
@@ -71,11 +111,11 @@ __device__ __forceinline__ void store_tq(float* dst, const float (&src)[TQ]) {
 // contiguous); src is the first of `rows_valid` global rows of `cols_valid` floats, stride ld.
 // Rows and columns outside the valid range become 0 so padded dims add nothing to q.k.
 // Consecutive threads take consecutive rows, so the transposed shared stores are conflict-free.
-template <int ROWS, int D>
+template <int ROWS, int D, int THREADS>
 __device__ __forceinline__ void load_transposed(float* dst, const float* src, int rows_valid,
                                                 int cols_valid, int ld, bool vec) {
   if (vec) {
-    for (int idx = threadIdx.x; idx < ROWS * (D / 4); idx += kThreads) {
+    for (int idx = threadIdx.x; idx < ROWS * (D / 4); idx += THREADS) {
       const int row = idx % ROWS;
       const int c4 = idx / ROWS;
       float4 t = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -88,7 +128,7 @@ __device__ __forceinline__ void load_transposed(float* dst, const float* src, in
       dst[(4 * c4 + 3) * ROWS + row] = t.w;
     }
   } else {
-    for (int idx = threadIdx.x; idx < ROWS * D; idx += kThreads) {
+    for (int idx = threadIdx.x; idx < ROWS * D; idx += THREADS) {
       const int row = idx % ROWS;
       const int col = idx / ROWS;
       dst[col * ROWS + row] = (row < rows_valid && col < cols_valid)
@@ -100,11 +140,11 @@ __device__ __forceinline__ void load_transposed(float* dst, const float* src, in
 
 // dst is (ROWS, D) in shared memory, row-major; zero outside the valid rows/columns (a masked
 // key's V row must be 0, not garbage: 0 * NaN would poison the accumulator).
-template <int ROWS, int D>
+template <int ROWS, int D, int THREADS>
 __device__ __forceinline__ void load_rowmajor(float* dst, const float* src, int rows_valid,
                                               int cols_valid, int ld, bool vec) {
   if (vec) {
-    for (int idx = threadIdx.x; idx < ROWS * (D / 4); idx += kThreads) {
+    for (int idx = threadIdx.x; idx < ROWS * (D / 4); idx += THREADS) {
       const int row = idx / (D / 4);
       const int c4 = idx % (D / 4);
       float4 t = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -114,7 +154,7 @@ __device__ __forceinline__ void load_rowmajor(float* dst, const float* src, int 
       *reinterpret_cast<float4*>(dst + row * D + 4 * c4) = t;
     }
   } else {
-    for (int idx = threadIdx.x; idx < ROWS * D; idx += kThreads) {
+    for (int idx = threadIdx.x; idx < ROWS * D; idx += THREADS) {
       const int row = idx / D;
       const int col = idx % D;
       dst[row * D + col] = (row < rows_valid && col < cols_valid)
@@ -125,16 +165,19 @@ __device__ __forceinline__ void load_rowmajor(float* dst, const float* src, int 
 }
 
 // q (heads*n, dk)  k (heads*m, dk)  v (heads*m, dv)  o (heads*n, dv)  mask (n, m) or nullptr.
-// Grid: heads * ceil(n / BQ) blocks of 128 threads; block b works on head b % heads and query
-// tile (tiles - 1 - b / heads). `scale_log2` = log2(e) / (sqrt(d_k) T). `vec`: d_k, d_v multiples
-// of 4 and 16-byte aligned pointers, so tiles move as float4.
-template <int D>
-__global__ void __launch_bounds__(kThreads)
+// Grid: heads * ceil(n / BQ) blocks of THREADS threads; block b works on head b % heads and
+// query tile (tiles - 1 - b / heads). `scale_log2` = log2(e) / (sqrt(d_k) T). `vec`: d_k, d_v
+// multiples of 4 and 16-byte aligned pointers, so tiles move as float4.
+template <int D, int BQ_, int BK_, int THREADS_, int MINB>
+__global__ void __launch_bounds__(THREADS_, MINB)
     fused_fp32_kernel(const float* __restrict__ q, const float* __restrict__ k,
                       const float* __restrict__ v, float* __restrict__ o, int heads, int n, int m,
                       int dk, int dv, float scale_log2, bool causal,
                       const float* __restrict__ mask, bool vec) {
-  using T = Fp32Tile<D>;
+  using T = Fp32Tile<D, BQ_, BK_, THREADS_, MINB>;
+  constexpr int kThreads = T::kThreads;
+  constexpr int kBK = T::kBK;
+  constexpr int KC = T::KC;
   constexpr int BQ = T::BQ;
   constexpr int TQ = T::TQ;
   constexpr int TV = T::TV;
@@ -158,11 +201,11 @@ __global__ void __launch_bounds__(kThreads)
   const float* kh = k + static_cast<std::size_t>(head) * m * dk;
   const float* vh = v + static_cast<std::size_t>(head) * m * dv;
 
-  load_transposed<BQ, D>(Qs, qh, min(BQ, n - q0), dk, dk, vec);
+  load_transposed<BQ, D, kThreads>(Qs, qh, min(BQ, n - q0), dk, dk, vec);
 
   float acc[TQ][TV];
   float row_max[TQ];  // running max of the logits (log2 units) seen so far; -inf before any key
-  float row_sum[TQ];  // this thread's part of the running sum (its 8 keys per tile)
+  float row_sum[TQ];  // this thread's part of the running sum (its 4*KC keys per tile)
 #pragma unroll
   for (int r = 0; r < TQ; ++r) {
     row_max[r] = -INFINITY;
@@ -179,30 +222,49 @@ __global__ void __launch_bounds__(kThreads)
   for (int kt = 0; kt < k_tiles; ++kt) {
     const int k0 = kt * kBK;
     __syncthreads();  // the previous tile's Ks/Vs/Ps reads are finished
-    load_transposed<kBK, D>(Ks, kh + static_cast<std::size_t>(k0) * dk, min(kBK, m - k0), dk, dk,
-                            vec);
-    load_rowmajor<kBK, D>(Vs, vh + static_cast<std::size_t>(k0) * dv, min(kBK, m - k0), dv, dv,
-                          vec);
+    load_transposed<kBK, D, kThreads>(Ks, kh + static_cast<std::size_t>(k0) * dk,
+                                      min(kBK, m - k0), dk, dk, vec);
+    load_rowmajor<kBK, D, kThreads>(Vs, vh + static_cast<std::size_t>(k0) * dv, min(kBK, m - k0),
+                                    dv, dv, vec);
     __syncthreads();
 
-    // S = Q K^T for this thread's TQ queries x 8 keys (keys kg*4+0..3 and 32+kg*4+0..3).
-    float s[TQ][8];
+    // S = Q K^T for this thread's TQ queries x 4*KC keys: key c is 32*(c/4) + kg*4 + c%4 (for
+    // 64-key tiles: kg*4+0..3 and 32+kg*4+0..3).
+    float s[TQ][4 * KC];
 #pragma unroll
     for (int r = 0; r < TQ; ++r) {
 #pragma unroll
-      for (int c = 0; c < 8; ++c) s[r][c] = 0.f;
+      for (int c = 0; c < 4 * KC; ++c) s[r][c] = 0.f;
     }
 #pragma unroll 8
     for (int d = 0; d < D; ++d) {
       float qv[TQ];
       load_tq<TQ>(Qs + d * BQ + qg * TQ, qv);
-      const float4 ka = *reinterpret_cast<const float4*>(Ks + d * kBK + kg * 4);
-      const float4 kb = *reinterpret_cast<const float4*>(Ks + d * kBK + 32 + kg * 4);
-      const float kv[8] = {ka.x, ka.y, ka.z, ka.w, kb.x, kb.y, kb.z, kb.w};
+      if constexpr (KC == 2) {
+        // Configuration 0's exact instruction stream (another form changes ptxas's allocation).
+        const float4 ka = *reinterpret_cast<const float4*>(Ks + d * kBK + kg * 4);
+        const float4 kb = *reinterpret_cast<const float4*>(Ks + d * kBK + 32 + kg * 4);
+        const float kv[8] = {ka.x, ka.y, ka.z, ka.w, kb.x, kb.y, kb.z, kb.w};
 #pragma unroll
-      for (int r = 0; r < TQ; ++r) {
+        for (int r = 0; r < TQ; ++r) {
 #pragma unroll
-        for (int c = 0; c < 8; ++c) s[r][c] = fmaf(qv[r], kv[c], s[r][c]);
+          for (int c = 0; c < 8; ++c) s[r][c] = fmaf(qv[r], kv[c], s[r][c]);
+        }
+      } else {
+        float kv[4 * KC];
+#pragma unroll
+        for (int ch = 0; ch < KC; ++ch) {
+          const float4 kk = *reinterpret_cast<const float4*>(Ks + d * kBK + 32 * ch + kg * 4);
+          kv[4 * ch + 0] = kk.x;
+          kv[4 * ch + 1] = kk.y;
+          kv[4 * ch + 2] = kk.z;
+          kv[4 * ch + 3] = kk.w;
+        }
+#pragma unroll
+        for (int r = 0; r < TQ; ++r) {
+#pragma unroll
+          for (int c = 0; c < 4 * KC; ++c) s[r][c] = fmaf(qv[r], kv[c], s[r][c]);
+        }
       }
     }
 
@@ -212,10 +274,11 @@ __global__ void __launch_bounds__(kThreads)
     for (int r = 0; r < TQ; ++r) {
       const int query = q0 + qg * TQ + r;
 #pragma unroll
-      for (int c = 0; c < 8; ++c) {
+      for (int c = 0; c < 4 * KC; ++c) {
         float x = s[r][c] * scale_log2;
         if (edge) {
-          const int key = k0 + (c < 4 ? kg * 4 + c : 32 + kg * 4 + (c - 4));
+          // (= 32 * (c / 4) + kg * 4 + c % 4; this spelling keeps configuration 0's exact code.)
+          const int key = k0 + (c < 4 ? kg * 4 + c : 32 * (c / 4) + kg * 4 + (c % 4));
           if (key >= m || (causal && key > query)) {
             x = -INFINITY;
           } else if (mask != nullptr && query < n &&
@@ -232,7 +295,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int r = 0; r < TQ; ++r) {
       float tile_max = s[r][0];
 #pragma unroll
-      for (int c = 1; c < 8; ++c) tile_max = fmaxf(tile_max, s[r][c]);
+      for (int c = 1; c < 4 * KC; ++c) tile_max = fmaxf(tile_max, s[r][c]);
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 4));
@@ -244,7 +307,7 @@ __global__ void __launch_bounds__(kThreads)
       row_max[r] = new_max;
       float part = 0.f;
 #pragma unroll
-      for (int c = 0; c < 8; ++c) {
+      for (int c = 0; c < 4 * KC; ++c) {
         s[r][c] = exp2f(s[r][c] - shift);
         part += s[r][c];
       }
@@ -255,8 +318,8 @@ __global__ void __launch_bounds__(kThreads)
 
     // P goes to shared memory key-major so the P.V phase reads TQ queries of one key at once.
 #pragma unroll
-    for (int c = 0; c < 8; ++c) {
-      const int key = c < 4 ? kg * 4 + c : 32 + kg * 4 + (c - 4);
+    for (int c = 0; c < 4 * KC; ++c) {
+      const int key = c < 4 ? kg * 4 + c : 32 * (c / 4) + kg * 4 + (c % 4);
       float col[TQ];
 #pragma unroll
       for (int r = 0; r < TQ; ++r) col[r] = s[r][c];
@@ -312,14 +375,14 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <int D>
+template <int D, int BQ, int BK, int THREADS, int MINB>
 void launch_fp32(const float* q, const float* k, const float* v, float* o, int heads, int n,
                  int m, int dk, int dv, float scale_log2, bool causal, const float* mask, bool vec,
                  cudaStream_t stream) {
-  using T = Fp32Tile<D>;
+  using T = Fp32Tile<D, BQ, BK, THREADS, MINB>;
   // Above 48 KiB a kernel must opt in to dynamic shared memory; once per instantiation.
   static const bool configured = [] {
-    ATTNLAB_CUDA_CHECK(cudaFuncSetAttribute(fused_fp32_kernel<D>,
+    ATTNLAB_CUDA_CHECK(cudaFuncSetAttribute(fused_fp32_kernel<D, BQ, BK, THREADS, MINB>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(T::smem_bytes)));
     return true;
@@ -329,12 +392,83 @@ void launch_fp32(const float* q, const float* k, const float* v, float* o, int h
   if (blocks > 0x7fffffffLL) {
     throw InputError("fused fp32: " + std::to_string(blocks) + " blocks exceed the grid limit");
   }
-  fused_fp32_kernel<D><<<static_cast<unsigned>(blocks), kThreads, T::smem_bytes, stream>>>(
+  fused_fp32_kernel<D, BQ, BK, THREADS, MINB>
+      <<<static_cast<unsigned>(blocks), T::kThreads, T::smem_bytes, stream>>>(
       q, k, v, o, heads, n, m, dk, dv, scale_log2, causal, mask, vec);
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+constexpr int kFp32Configs = 5;  // valid ATTNLAB_FUSED_CONFIG values: 0 .. kFp32Configs - 1
+
+// ATTNLAB_FUSED_CONFIG, read at every launch: unset, empty or "0" -> 0; a decimal number below
+// kFp32Configs -> that number; anything else throws InputError.
+int fused_config() {
+  const char* env = std::getenv("ATTNLAB_FUSED_CONFIG");
+  if (env == nullptr || env[0] == '\0') return 0;
+  int value = 0;
+  int digits = 0;
+  for (const char* c = env; *c != '\0'; ++c, ++digits) {
+    if (*c < '0' || *c > '9' || digits >= 3) {
+      value = -1;
+      break;
+    }
+    value = value * 10 + (*c - '0');
+  }
+  if (value < 0 || value >= kFp32Configs) {
+    throw InputError("ATTNLAB_FUSED_CONFIG=" + std::string(env) +
+                     ": unknown configuration; valid: 0.." + std::to_string(kFp32Configs - 1));
+  }
+  return value;
+}
+
+// One head-dim bucket, one configuration (see the table in the file header); a configuration
+// that does not suit D (registers or shared memory) runs configuration 0 instead.
+template <int D>
+void dispatch_fp32(int config, const float* q, const float* k, const float* v, float* o,
+                   int heads, int n, int m, int dk, int dv, float scale_log2, bool causal,
+                   const float* mask, bool vec, cudaStream_t s) {
+  constexpr int BQ0 = D <= 128 ? 64 : 32;  // config 0 (256: keep acc in registers)
+  switch (config) {
+    case 1:
+      if constexpr (D <= 128) {  // D = 256: 4 queries x 32 columns of accumulators would spill
+        launch_fp32<D, 128, 64, 256, 0>(q, k, v, o, heads, n, m, dk, dv, scale_log2, causal,
+                                        mask, vec, s);
+        return;
+      }
+      break;
+    case 2:
+      if constexpr (D >= 64) {  // D = 32 with 32-key tiles: ptxas spills
+        launch_fp32<D, BQ0, 32, 128, 0>(q, k, v, o, heads, n, m, dk, dv, scale_log2, causal,
+                                        mask, vec, s);
+        return;
+      }
+      break;
+    case 3:
+      if constexpr (D == 64) {  // D = 32 and 128 spill; 256 needs too many accumulators
+        launch_fp32<D, 128, 32, 256, 0>(q, k, v, o, heads, n, m, dk, dv, scale_log2, causal,
+                                        mask, vec, s);
+        return;
+      }
+      break;
+    case 4:
+      if constexpr (D == 64) {  // 8 queries x 8 keys per thread
+        launch_fp32<D, 128, 64, 128, 0>(q, k, v, o, heads, n, m, dk, dv, scale_log2, causal,
+                                        mask, vec, s);
+        return;
+      } else if constexpr (D == 128) {  // 8 queries x 4 keys (64-key tiles would spill)
+        launch_fp32<D, 128, 32, 128, 0>(q, k, v, o, heads, n, m, dk, dv, scale_log2, causal,
+                                        mask, vec, s);
+        return;
+      }
+      break;  // D = 32 spills; D = 256 needs too many accumulators
+    default:
+      break;
+  }
+  launch_fp32<D, BQ0, 64, 128, 0>(q, k, v, o, heads, n, m, dk, dv, scale_log2, causal, mask, vec,
+                                  s);
+}
 
 }  // namespace
 
@@ -356,17 +490,22 @@ void fused_attention_fp32(const float* q, const float* k, const float* v, float*
   }
   const bool vec = d_k % 4 == 0 && d_v % 4 == 0 && aligned16(q) && aligned16(k) && aligned16(v) &&
                    aligned16(o);
+  const int config = fused_config();
   const float scale_log2 = scale * kLog2e;
   const int dmax = d_k > d_v ? d_k : d_v;
   auto s = static_cast<cudaStream_t>(stream);
   if (dmax <= 32) {
-    launch_fp32<32>(q, k, v, o, heads, n, m, d_k, d_v, scale_log2, causal, custom_mask, vec, s);
+    dispatch_fp32<32>(config, q, k, v, o, heads, n, m, d_k, d_v, scale_log2, causal, custom_mask,
+                      vec, s);
   } else if (dmax <= 64) {
-    launch_fp32<64>(q, k, v, o, heads, n, m, d_k, d_v, scale_log2, causal, custom_mask, vec, s);
+    dispatch_fp32<64>(config, q, k, v, o, heads, n, m, d_k, d_v, scale_log2, causal, custom_mask,
+                      vec, s);
   } else if (dmax <= 128) {
-    launch_fp32<128>(q, k, v, o, heads, n, m, d_k, d_v, scale_log2, causal, custom_mask, vec, s);
+    dispatch_fp32<128>(config, q, k, v, o, heads, n, m, d_k, d_v, scale_log2, causal, custom_mask,
+                      vec, s);
   } else {
-    launch_fp32<256>(q, k, v, o, heads, n, m, d_k, d_v, scale_log2, causal, custom_mask, vec, s);
+    dispatch_fp32<256>(config, q, k, v, o, heads, n, m, d_k, d_v, scale_log2, causal, custom_mask,
+                      vec, s);
   }
 }
 
