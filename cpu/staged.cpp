@@ -77,8 +77,10 @@ TraceT<Matrix> staged_chain(const Problem& p, bool keep_stages) {
   for (int hd = 0; hd < h; ++hd)
     t.logits.middleRows(static_cast<Eigen::Index>(hd) * n, n) =
         (t.scaled.middleRows(static_cast<Eigen::Index>(hd) * n, n) + t.mask) / temperature;
-  // Unmasked logits are finite exactly when the scores are finite and max|scaled| / T is.
-  if (!t.scores.allFinite()) locate_overflow(t.scores, t.mask, n, "QKᵀ");
+  // Unmasked logits are finite exactly when the scores are finite and max|scaled| / T is. A sum
+  // is the fast screen (Eigen's allFinite is not vectorised and costs more than the stage):
+  // any inf or NaN makes it non-finite; a finite sum that merely overflowed costs one scan.
+  if (!std::isfinite(t.scores.sum())) locate_overflow(t.scores, t.mask, n, "QKᵀ");
   if (!std::isfinite(t.scaled.cwiseAbs().maxCoeff() / temperature))
     locate_overflow(t.logits, t.mask, n, "the logits (scaled scores / temperature)");
   t.timings.scale_mask_ms = ms_since(s0);
