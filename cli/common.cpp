@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -204,6 +205,9 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
   } else if (a.mask.empty()) {
     throw InputError("--mask needs none, causal or a FILE");
   } else {
+    // A word that is not a file is most likely a mistyped mask name: say both possibilities.
+    if (!std::filesystem::exists(a.mask) && a.mask.find_first_of("/.") == std::string::npos)
+      throw InputError("--mask '" + a.mask + "' is neither none, causal nor an existing mask file");
     p.custom_mask = read_mask(a.mask);
     p.mask = MaskKind::Custom;
   }

@@ -543,6 +543,7 @@ TEST_F(Cli, UsageErrorsAreOneLine) {
   expect_refused({"run", "--random", "4", "--q", "x.csv"}, {"not both"});
   expect_refused({"run", "--random", "4", "--mask", (dir_ / "nomask.csv").string()},
                  {"nomask.csv"});
+  expect_refused({"demo", "--mask", "diagonal"}, {"'diagonal'", "none, causal"});
 }
 
 TEST_F(Cli, CudaWithoutADeviceIsRefused) {
