@@ -28,11 +28,11 @@
 
 #include "core/types.h"
 #include "kernels/fused.h"
+#include "kernels/fused_config.h"
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
 namespace attnlab::cuda {
@@ -358,27 +358,6 @@ bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 
 
 constexpr int kBf16Configs = 4;  // valid ATTNLAB_FUSED_CONFIG values: 0 .. kBf16Configs - 1
 
-// ATTNLAB_FUSED_CONFIG, read at every launch: unset, empty or "0" -> 0; a decimal number below
-// kBf16Configs -> that number; anything else throws InputError.
-int fused_config() {
-  const char* env = std::getenv("ATTNLAB_FUSED_CONFIG");
-  if (env == nullptr || env[0] == '\0') return 0;
-  int value = 0;
-  int digits = 0;
-  for (const char* c = env; *c != '\0'; ++c, ++digits) {
-    if (*c < '0' || *c > '9' || digits >= 3) {
-      value = -1;
-      break;
-    }
-    value = value * 10 + (*c - '0');
-  }
-  if (value < 0 || value >= kBf16Configs) {
-    throw InputError("ATTNLAB_FUSED_CONFIG=" + std::string(env) +
-                     ": unknown configuration; valid: 0.." + std::to_string(kBf16Configs - 1));
-  }
-  return value;
-}
-
 // One head dim, one configuration (see the table in the file header); a configuration that
 // does not suit D (registers would spill) runs configuration 0 instead.
 template <int D>
@@ -425,7 +404,7 @@ void fused_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const 
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || reinterpret_cast<std::uintptr_t>(o) % 8) {
     throw InputError("fused bf16: device buffers must be 16-byte aligned");
   }
-  const int config = fused_config();
+  const int config = fused_config_from_env(kBf16Configs);
   const float scale_log2 = scale * kLog2e;
   auto s = static_cast<cudaStream_t>(stream);
   if (d == 64) {

@@ -37,11 +37,11 @@
 
 #include "core/types.h"
 #include "kernels/fused.h"
+#include "kernels/fused_config.h"
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
 namespace attnlab::cuda {
@@ -402,27 +402,6 @@ bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 
 
 constexpr int kFp32Configs = 5;  // valid ATTNLAB_FUSED_CONFIG values: 0 .. kFp32Configs - 1
 
-// ATTNLAB_FUSED_CONFIG, read at every launch: unset, empty or "0" -> 0; a decimal number below
-// kFp32Configs -> that number; anything else throws InputError.
-int fused_config() {
-  const char* env = std::getenv("ATTNLAB_FUSED_CONFIG");
-  if (env == nullptr || env[0] == '\0') return 0;
-  int value = 0;
-  int digits = 0;
-  for (const char* c = env; *c != '\0'; ++c, ++digits) {
-    if (*c < '0' || *c > '9' || digits >= 3) {
-      value = -1;
-      break;
-    }
-    value = value * 10 + (*c - '0');
-  }
-  if (value < 0 || value >= kFp32Configs) {
-    throw InputError("ATTNLAB_FUSED_CONFIG=" + std::string(env) +
-                     ": unknown configuration; valid: 0.." + std::to_string(kFp32Configs - 1));
-  }
-  return value;
-}
-
 // One head-dim bucket, one configuration (see the table in the file header); a configuration
 // that does not suit D (registers or shared memory) runs configuration 0 instead.
 template <int D>
@@ -490,7 +469,7 @@ void fused_attention_fp32(const float* q, const float* k, const float* v, float*
   }
   const bool vec = d_k % 4 == 0 && d_v % 4 == 0 && aligned16(q) && aligned16(k) && aligned16(v) &&
                    aligned16(o);
-  const int config = fused_config();
+  const int config = fused_config_from_env(kFp32Configs);
   const float scale_log2 = scale * kLog2e;
   const int dmax = d_k > d_v ? d_k : d_v;
   auto s = static_cast<cudaStream_t>(stream);

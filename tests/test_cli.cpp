@@ -5,11 +5,11 @@
 #include "core/backend.h"
 #include "core/problem.h"
 #include "cpu/cpu_backend.h"
+#include "tests/test_util.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,21 +30,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-struct CliResult {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) {
-    if (c == '\'')
-      q += "'\\''";
-    else
-      q += c;
-  }
-  return q + "'";
-}
+using CliResult = test::BinaryRun;
 
 std::string slurp(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -94,16 +80,7 @@ class Cli : public ::testing::Test {
 
   // Runs the binary with `args` under `env` (e.g. "LANG=C.UTF-8"), capturing both streams.
   CliResult run(const std::vector<std::string>& args, const std::string& env = "LANG=C.UTF-8") {
-    std::string cmd = "env " + env + " " + shell_quote(ATTNLAB_BINARY);
-    for (const auto& a : args) cmd += " " + shell_quote(a);
-    const fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
-    cmd += " </dev/null >" + shell_quote(out) + " 2>" + shell_quote(err);
-    const int status = std::system(cmd.c_str());
-    CliResult r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
+    return test::run_attnlab(args, env);
   }
 
   std::string file(const std::string& name, const std::string& bytes) {

@@ -8,15 +8,14 @@
 // Only meaningful when the CUDA backend is compiled in; otherwise every test SKIPs.
 #include "core/backend.h"
 #include "cpu/cpu_backend.h"
+#include "tests/test_util.h"
 
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
-
-#include <sys/wait.h>
+#include <vector>
 
 namespace attnlab {
 namespace {
@@ -117,38 +116,15 @@ TEST(Fallback, OomFaultRefusesWithEstimateAndLimit) {
 }
 
 #ifdef ATTNLAB_BINARY
-struct Cmd {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-// Runs the attnlab binary with ATTNLAB_CUDA_FAULT=fault set on its command line.
-Cmd run_cli(const std::string& fault, const std::string& args) {
-  static int counter = 0;
-  const std::string err_file =
-      ::testing::TempDir() + "attnlab_fallback_err_" + std::to_string(++counter) + ".txt";
-  const std::string cmd = "ATTNLAB_CUDA_FAULT=" + fault + " '" + ATTNLAB_BINARY + "' " + args +
-                          " 2>'" + err_file + "'";
-  Cmd c;
-  FILE* f = popen(cmd.c_str(), "r");
-  if (!f) return c;
-  char buf[4096];
-  std::size_t got;
-  while ((got = fread(buf, 1, sizeof buf, f)) > 0) c.out.append(buf, got);
-  const int status = pclose(f);
-  c.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (FILE* e = fopen(err_file.c_str(), "r")) {
-    while ((got = fread(buf, 1, sizeof buf, e)) > 0) c.err.append(buf, got);
-    fclose(e);
-  }
-  std::remove(err_file.c_str());
-  return c;
+// Runs the attnlab binary with ATTNLAB_CUDA_FAULT=fault in its environment.
+test::BinaryRun run_cli(const std::string& fault, const std::vector<std::string>& args) {
+  return test::run_attnlab(args, "ATTNLAB_CUDA_FAULT=" + fault);
 }
 
 TEST(FallbackCli, AutoDemoFallsBackWithOneLine) {
   ATTNLAB_REQUIRE_CUDA_BUILD();
-  const Cmd c = run_cli("launch", "demo --backend auto --lang en");
-  EXPECT_EQ(c.exit_code, 0) << c.err;
+  const test::BinaryRun c = run_cli("launch", {"demo", "--backend", "auto", "--lang", "en"});
+  EXPECT_EQ(c.code, 0) << c.err;
   EXPECT_EQ(count_lines(c.err), 1) << c.err;
   EXPECT_NE(c.err.find("falling back to the CPU"), std::string::npos) << c.err;
   EXPECT_FALSE(c.out.empty());
@@ -156,8 +132,8 @@ TEST(FallbackCli, AutoDemoFallsBackWithOneLine) {
 
 TEST(FallbackCli, AutoVerifyFallsBackAndPasses) {
   ATTNLAB_REQUIRE_CUDA_BUILD();
-  const Cmd c = run_cli("launch", "verify");
-  EXPECT_EQ(c.exit_code, 0) << c.out << c.err;
+  const test::BinaryRun c = run_cli("launch", {"verify"});
+  EXPECT_EQ(c.code, 0) << c.out << c.err;
   EXPECT_EQ(count_lines(c.err), 1) << c.err;
   EXPECT_NE(c.out.find("backend cpu"), std::string::npos) << c.out;
   EXPECT_NE(c.out.find("PASS"), std::string::npos) << c.out;
@@ -165,8 +141,8 @@ TEST(FallbackCli, AutoVerifyFallsBackAndPasses) {
 
 TEST(FallbackCli, CudaWithLaunchFaultExits1) {
   ATTNLAB_REQUIRE_CUDA_BUILD();
-  const Cmd c = run_cli("launch", "verify --backend cuda");
-  EXPECT_EQ(c.exit_code, 1) << c.out << c.err;
+  const test::BinaryRun c = run_cli("launch", {"verify", "--backend", "cuda"});
+  EXPECT_EQ(c.code, 1) << c.out << c.err;
   EXPECT_EQ(c.err.rfind("error: ", 0), 0u) << c.err;
   EXPECT_NE(c.err.find("forced launch failure"), std::string::npos) << c.err;
   EXPECT_EQ(count_lines(c.err), 1) << c.err;
@@ -174,15 +150,16 @@ TEST(FallbackCli, CudaWithLaunchFaultExits1) {
 
 TEST(FallbackCli, CudaWithoutDeviceExits2) {
   ATTNLAB_REQUIRE_CUDA_BUILD();
-  const Cmd c = run_cli("nodevice", "verify --backend cuda");
-  EXPECT_EQ(c.exit_code, 2) << c.out << c.err;
+  const test::BinaryRun c = run_cli("nodevice", {"verify", "--backend", "cuda"});
+  EXPECT_EQ(c.code, 2) << c.out << c.err;
   EXPECT_EQ(c.err.rfind("error: no CUDA device: ", 0), 0u) << c.err;
 }
 
 TEST(FallbackCli, CudaOutOfMemoryIsRefusedWithEstimate) {
   ATTNLAB_REQUIRE_CUDA_BUILD();
-  const Cmd c = run_cli("oom", "verify --backend cuda --random 300 --dk 16 --dv 16");
-  EXPECT_EQ(c.exit_code, 2) << c.out << c.err;
+  const test::BinaryRun c = run_cli(
+      "oom", {"verify", "--backend", "cuda", "--random", "300", "--dk", "16", "--dv", "16"});
+  EXPECT_EQ(c.code, 2) << c.out << c.err;
   EXPECT_EQ(c.err.rfind("error: problem needs ", 0), 0u) << c.err;
   EXPECT_NE(c.err.find("MiB of GPU memory"), std::string::npos) << c.err;
   EXPECT_NE(c.err.find("MiB free"), std::string::npos) << c.err;

@@ -1,17 +1,15 @@
 // The fused CPU kernel (cpu/fused.cpp) against the fp64 reference chain: shapes, masks and
 // temperatures of the parity sweep, causal block skipping, determinism, huge logits, the demo.
 #include "cpu/cpu_backend.h"
+#include "tests/test_util.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <limits>
 #include <string>
 
 namespace attnlab {
 namespace {
-
-constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // max |out - ref| / max |ref| over the whole output.
 double rel_err(const MatrixF& out, const MatrixD& ref) {
@@ -19,38 +17,8 @@ double rel_err(const MatrixF& out, const MatrixD& ref) {
   return (out.cast<double>() - ref).cwiseAbs().maxCoeff() / scale;
 }
 
-// fp32-accurate means: 1e-5, plus what rounding the logits to fp32 alone implies. A logit is
-// s * scale with |s| <= sum |q_i k_i|; one fp32 rounding of it moves the weights by about
-// u * scale * |s|, which at T = 1e-3 (scale ~ 1e3) exceeds 1e-5 for any fp32 chain, staged too.
-double tolerance(const Problem& p) {
-  const double u = std::ldexp(1.0, -24);
-  double smax = 0;
-  for (int h = 0; h < p.heads; ++h) {
-    const MatrixF qa = p.q.middleRows(static_cast<Eigen::Index>(h) * p.n(), p.n()).cwiseAbs();
-    const MatrixF ka = p.k.middleRows(static_cast<Eigen::Index>(h) * p.m(), p.m()).cwiseAbs();
-    smax = std::max(smax, static_cast<double>((qa * ka.transpose()).maxCoeff()));
-  }
-  const double scale = 1.0 / (std::sqrt(static_cast<double>(p.d_k())) * p.temperature);
-  return 1e-5 + 4.0 * u * scale * smax;
-}
-
-// (n, n) mask: every other key of a row blocked in a fixed pattern, the diagonal always kept.
-MatrixF pattern_mask(int n) {
-  MatrixF m = MatrixF::Zero(n, n);
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < n; ++j)
-      if (j != i && (i * 7 + j * 3) % 5 < 2) m(i, j) = -kInf;
-  return m;
-}
-
-Problem make_problem(int n, int d_k, int d_v, int heads, MaskKind mask, double temperature,
-                     std::uint64_t seed) {
-  Problem p = random_problem(n, d_k, d_v, seed, heads);
-  p.temperature = temperature;
-  p.mask = mask;
-  if (mask == MaskKind::Custom) p.custom_mask = pattern_mask(n);
-  return p;
-}
+using test::make_problem;
+using test::fp32_tolerance;
 
 TEST(FusedCpu, MatchesFp64OverTheParitySweep) {
   std::uint64_t seed = 1;
@@ -72,7 +40,7 @@ TEST(FusedCpu, MatchesFp64OverTheParitySweep) {
               ASSERT_EQ(f.output.cols(), d_v);
               ASSERT_TRUE(f.output.allFinite());
               const double err = rel_err(f.output, ref.output);
-              EXPECT_LE(err, tolerance(p));
+              EXPECT_LE(err, fp32_tolerance(p));
               if (t >= 0.85) worst = std::max(worst, err);
               ++cases;
             }

@@ -4,16 +4,16 @@
 // and a shape mismatch are all caught. `attnlab verify` exit codes (0 PASS, 3 FAIL, 2 bad input).
 #include "core/verify.h"
 #include "cpu/cpu_backend.h"
+#include "tests/test_util.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
-#include <cstdio>
 #include <limits>
+#include <sstream>
 #include <string>
-
-#include <sys/wait.h>
+#include <vector>
 
 namespace attnlab {
 namespace {
@@ -203,44 +203,22 @@ TEST(Verify, JsonCarriesTheSameFigures) {
 }
 
 #ifdef ATTNLAB_BINARY
-struct Cmd {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-Cmd run_cli(const std::string& args) {
-  static int counter = 0;
-  const std::string err_file =
-      ::testing::TempDir() + "attnlab_verify_err_" + std::to_string(++counter) + ".txt";
-  const std::string cmd = std::string("'") + ATTNLAB_BINARY + "' " + args + " 2>'" + err_file + "'";
-  Cmd c;
-  FILE* f = popen(cmd.c_str(), "r");
-  if (!f) return c;
-  char buf[4096];
-  std::size_t got;
-  while ((got = fread(buf, 1, sizeof buf, f)) > 0) c.out.append(buf, got);
-  const int status = pclose(f);
-  c.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (FILE* e = fopen(err_file.c_str(), "r")) {
-    while ((got = fread(buf, 1, sizeof buf, e)) > 0) c.err.append(buf, got);
-    fclose(e);
-  }
-  std::remove(err_file.c_str());
-  return c;
-}
+using test::BinaryRun;
+using test::run_attnlab;
 
 TEST(VerifyCli, DemoOnCpuPasses) {
-  const Cmd c = run_cli("verify --backend cpu");
-  EXPECT_EQ(c.exit_code, 0) << c.out << c.err;
+  const BinaryRun c = run_attnlab({"verify", "--backend", "cpu"});
+  EXPECT_EQ(c.code, 0) << c.out << c.err;
   EXPECT_NE(c.out.find("PASS"), std::string::npos) << c.out;
   EXPECT_NE(c.out.find("backend cpu"), std::string::npos) << c.out;
   EXPECT_NE(c.out.find("masked weights exactly 0: yes"), std::string::npos) << c.out;
 }
 
 TEST(VerifyCli, RandomCausalJson) {
-  const Cmd c = run_cli("verify --backend cpu --random 40 --dk 16 --dv 8 --mask causal "
-                        "--temperature 0.5 --format json");
-  ASSERT_EQ(c.exit_code, 0) << c.out << c.err;
+  const BinaryRun c = run_attnlab({"verify", "--backend", "cpu", "--random", "40", "--dk", "16",
+                                   "--dv", "8", "--mask", "causal", "--temperature", "0.5",
+                                   "--format", "json"});
+  ASSERT_EQ(c.code, 0) << c.out << c.err;
   const auto j = nlohmann::json::parse(c.out);
   EXPECT_EQ(j["result"], "PASS");
   EXPECT_EQ(j["n"], 40);
@@ -249,16 +227,19 @@ TEST(VerifyCli, RandomCausalJson) {
 
 TEST(VerifyCli, ZeroToleranceFailsWithExit3) {
   // fp32 against fp64 always differs somewhere; with atol = rtol = 0 that is a FAIL.
-  const Cmd c = run_cli("verify --backend cpu --atol 0 --rtol 0");
-  EXPECT_EQ(c.exit_code, 3) << c.out << c.err;
+  const BinaryRun c = run_attnlab({"verify", "--backend", "cpu", "--atol", "0", "--rtol", "0"});
+  EXPECT_EQ(c.code, 3) << c.out << c.err;
   EXPECT_NE(c.out.find("FAIL"), std::string::npos) << c.out;
 }
 
 TEST(VerifyCli, BadInputExits2) {
   for (const char* args : {"verify --backend cpu --temperature 0", "verify --format csv",
                            "verify --backend cpu --atol -1", "verify --backend nope"}) {
-    const Cmd c = run_cli(args);
-    EXPECT_EQ(c.exit_code, 2) << args << "\n" << c.out << c.err;
+    std::vector<std::string> argv;
+    std::istringstream words(args);
+    for (std::string w; words >> w;) argv.push_back(w);
+    const BinaryRun c = run_attnlab(argv);
+    EXPECT_EQ(c.code, 2) << args << "\n" << c.out << c.err;
     EXPECT_EQ(c.err.rfind("error: ", 0), 0u) << args << "\n" << c.err;
   }
 }

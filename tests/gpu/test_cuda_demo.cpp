@@ -5,24 +5,15 @@
 #include "core/backend.h"
 #include "core/verify.h"
 #include "cpu/cpu_backend.h"
+#include "tests/test_util.h"
 
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <limits>
 #include <string>
 
-#include <sys/wait.h>
-
 namespace attnlab {
 namespace {
-
-#define ATTNLAB_REQUIRE_CUDA()                                                 \
-  do {                                                                         \
-    std::string attnlab_reason_;                                               \
-    if (!cuda_available(&attnlab_reason_))                                     \
-      GTEST_SKIP() << "no CUDA device: " << attnlab_reason_;                   \
-  } while (0)
 
 TEST(CudaDemo, MatchesThePageTables) {
   ATTNLAB_REQUIRE_CUDA();
@@ -98,15 +89,10 @@ TEST(CudaDemo, AutoChoosesCuda) {
 #ifdef ATTNLAB_BINARY
 TEST(CudaDemo, VerifyCommandPasses) {
   ATTNLAB_REQUIRE_CUDA();
-  const std::string cmd = std::string("'") + ATTNLAB_BINARY + "' verify --backend cuda 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  ASSERT_NE(f, nullptr);
-  std::string out;
-  char buf[4096];
-  std::size_t got;
-  while ((got = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, got);
-  const int status = pclose(f);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  const test::BinaryRun r = test::run_attnlab({"verify", "--backend", "cuda"});
+  ASSERT_NE(r.code, -1) << "could not run " << test::attnlab_binary();
+  const std::string out = r.out + r.err;  // both streams, as `2>&1` gave them
+  EXPECT_EQ(r.code, 0) << out;
   EXPECT_NE(out.find("backend cuda"), std::string::npos) << out;
   EXPECT_NE(out.find("PASS"), std::string::npos) << out;
 }

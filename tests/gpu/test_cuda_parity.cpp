@@ -9,6 +9,7 @@
 #include "core/backend.h"
 #include "core/verify.h"
 #include "cpu/cpu_backend.h"
+#include "tests/test_util.h"
 
 #ifdef ATTNLAB_HAVE_CUDA
 #include "kernels/cuda_backend.h"
@@ -24,13 +25,6 @@
 namespace attnlab {
 namespace {
 
-#define ATTNLAB_REQUIRE_CUDA()                                                 \
-  do {                                                                         \
-    std::string attnlab_reason_;                                               \
-    if (!cuda_available(&attnlab_reason_))                                     \
-      GTEST_SKIP() << "no CUDA device: " << attnlab_reason_;                   \
-  } while (0)
-
 // (n, m) mask with about a fifth of the pairs blocked, never a whole row (the diagonal-ish key
 // i % m stays open).
 MatrixF custom_mask(int n, int m) {
@@ -44,11 +38,8 @@ MatrixF custom_mask(int n, int m) {
 Problem make_problem(int n, int d_k, int d_v, MaskKind mask, double t, int heads = 1) {
   // A different seed per shape, so that no two shapes share inputs.
   const std::uint64_t seed = 1000003ull * n + 1009ull * d_k + 17ull * d_v + heads;
-  Problem p = random_problem(n, d_k, d_v, seed, heads);
-  p.temperature = t;
-  p.mask = mask;
-  if (mask == MaskKind::Custom) p.custom_mask = custom_mask(n, n);
-  return p;
+  return test::make_problem(n, d_k, d_v, heads, mask, t, seed,
+                           [](int rows) { return custom_mask(rows, rows); });
 }
 
 void expect_parity(const Problem& p, const RunOptions& opt = {}) {

@@ -2,13 +2,14 @@
 // "cuda" backend with Variant::Fused, against fp64 references:
 //   fp32: the staged parity shapes (n in {1, 5, 31, 32, 33, 1000, 4097}, d_k in {3, 16, 64, 128},
 //         d_v in {2, 64}, masks none / causal / custom, T in {1e-3, 0.85, 50}), plus B*H = 32;
-//         relative error <= 1e-5 (plus the fp32 logit-rounding term at T = 1e-3, see tolerance()).
+//         relative error <= 1e-5 (plus fp32 logit rounding at T = 1e-3: test::fp32_tolerance).
 //   bf16: d in {64, 128}, none / causal, n off the tile sizes, B*H in {1, 4, 32}: against fp64 on
 //         the bf16-rounded inputs (the kernel's own error, <= 1e-2) and on the fp32 inputs (what
 //         a user sees, <= 2e-2; recorded as a property and printed).
 // Every test SKIPs ("no CUDA device: <reason>") without a device.
 #include "core/backend.h"
 #include "cpu/cpu_backend.h"
+#include "tests/test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -23,15 +24,6 @@
 namespace attnlab {
 namespace {
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
-
-#define ATTNLAB_FUSED_REQUIRE_CUDA()                       \
-  do {                                                     \
-    std::string reason_;                                   \
-    if (!cuda_available(&reason_))                         \
-      GTEST_SKIP() << "no CUDA device: " << reason_;       \
-  } while (0)
-
 double rel_err(const MatrixF& out, const MatrixD& ref) {
   return (out.cast<double>() - ref).cwiseAbs().maxCoeff() /
          std::max(ref.cwiseAbs().maxCoeff(), 1e-300);
@@ -45,35 +37,8 @@ double rel_err_to_v(const MatrixF& out, const MatrixD& ref, const MatrixF& v) {
          std::max(static_cast<double>(v.cwiseAbs().maxCoeff()), 1e-300);
 }
 
-// 1e-5 plus what one fp32 rounding of the logits implies (u * scale * max sum|q_i k_i|): at
-// T = 1e-3 the logits reach ~1e3 and no fp32 chain, staged or fused, CPU or GPU, does better.
-double tolerance(const Problem& p) {
-  double smax = 0;
-  for (int h = 0; h < p.heads; ++h) {
-    const MatrixF qa = p.q.middleRows(static_cast<Eigen::Index>(h) * p.n(), p.n()).cwiseAbs();
-    const MatrixF ka = p.k.middleRows(static_cast<Eigen::Index>(h) * p.m(), p.m()).cwiseAbs();
-    smax = std::max(smax, static_cast<double>((qa * ka.transpose()).maxCoeff()));
-  }
-  const double scale = 1.0 / (std::sqrt(static_cast<double>(p.d_k())) * p.temperature);
-  return 1e-5 + 4.0 * std::ldexp(1.0, -24) * scale * smax;
-}
-
-MatrixF pattern_mask(int n) {
-  MatrixF m = MatrixF::Zero(n, n);
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < n; ++j)
-      if (j != i && (i * 7 + j * 3) % 5 < 2) m(i, j) = -kInf;
-  return m;
-}
-
-Problem make_problem(int n, int d_k, int d_v, int heads, MaskKind mask, double t,
-                     std::uint64_t seed) {
-  Problem p = random_problem(n, d_k, d_v, seed, heads);
-  p.temperature = t;
-  p.mask = mask;
-  if (mask == MaskKind::Custom) p.custom_mask = pattern_mask(n);
-  return p;
-}
+using test::make_problem;
+using test::fp32_tolerance;
 
 Trace run_fused(const Problem& p, Precision precision) {
   RunOptions opt;
@@ -133,7 +98,7 @@ std::vector<int> sample_rows(const Problem& p) {
 }
 
 TEST(CudaFusedFp32, MatchesFp64OverTheParityShapes) {
-  ATTNLAB_FUSED_REQUIRE_CUDA();
+  ATTNLAB_REQUIRE_CUDA();
   std::uint64_t seed = 100;
   double worst = 0;
   for (int n : {1, 5, 31, 32, 33, 1000})
@@ -152,7 +117,7 @@ TEST(CudaFusedFp32, MatchesFp64OverTheParityShapes) {
             ASSERT_EQ(f.output.cols(), d_v);
             ASSERT_TRUE(f.output.allFinite());
             const double err = rel_err_to_v(f.output, reference_fp64(p).output, p.v);
-            EXPECT_LE(err, tolerance(p));
+            EXPECT_LE(err, fp32_tolerance(p));
             if (t >= 0.85) worst = std::max(worst, err);
           }
   EXPECT_LE(worst, 1e-5);
@@ -161,7 +126,7 @@ TEST(CudaFusedFp32, MatchesFp64OverTheParityShapes) {
 }
 
 TEST(CudaFusedFp32, SeveralTilesPlusOne) {
-  ATTNLAB_FUSED_REQUIRE_CUDA();
+  ATTNLAB_REQUIRE_CUDA();
   // The full fp64 chain at n = 4097 takes seconds on the host: four combinations only.
   const struct {
     MaskKind mask;
@@ -179,7 +144,7 @@ TEST(CudaFusedFp32, SeveralTilesPlusOne) {
 }
 
 TEST(CudaFusedFp32, ThirtyTwoHeads) {
-  ATTNLAB_FUSED_REQUIRE_CUDA();
+  ATTNLAB_REQUIRE_CUDA();
   for (MaskKind mask : {MaskKind::None, MaskKind::Causal}) {
     const Problem small = make_problem(257, 64, 64, 32, mask, 1.0, 31);
     EXPECT_LE(rel_err(run_fused(small, Precision::FP32).output, reference_fp64(small).output),
@@ -195,7 +160,7 @@ TEST(CudaFusedFp32, ThirtyTwoHeads) {
 }
 
 TEST(CudaFusedFp32, CausalRowsIgnoreFutureKeys) {
-  ATTNLAB_FUSED_REQUIRE_CUDA();
+  ATTNLAB_REQUIRE_CUDA();
   Problem p = make_problem(200, 64, 64, 1, MaskKind::Causal, 1.0, 41);
   const MatrixF before = run_fused(p, Precision::FP32).output;
   p.k.row(199).setConstant(3.f);
@@ -205,7 +170,7 @@ TEST(CudaFusedFp32, CausalRowsIgnoreFutureKeys) {
 }
 
 TEST(CudaFusedFp32, HugeLogitsStayFinite) {
-  ATTNLAB_FUSED_REQUIRE_CUDA();
+  ATTNLAB_REQUIRE_CUDA();
   Problem p = make_problem(300, 16, 8, 2, MaskKind::None, 1e-3, 51);
   p.q *= 1000.f;
   EXPECT_TRUE(run_fused(p, Precision::FP32).output.allFinite());
@@ -233,7 +198,7 @@ void check_bf16(const Problem& p, double& worst_own, double& worst_user) {
 }
 
 TEST(CudaFusedBf16, MatchesFp64WithinBf16Rounding) {
-  ATTNLAB_FUSED_REQUIRE_CUDA();
+  ATTNLAB_REQUIRE_CUDA();
   double worst_own = 0, worst_user = 0;
   std::uint64_t seed = 200;
   for (int d : {64, 128})
@@ -252,7 +217,7 @@ TEST(CudaFusedBf16, MatchesFp64WithinBf16Rounding) {
 }
 
 TEST(CudaFusedBf16, ThirtyTwoHeadsAtTheIssueSize) {
-  ATTNLAB_FUSED_REQUIRE_CUDA();
+  ATTNLAB_REQUIRE_CUDA();
   double worst_own = 0, worst_user = 0;
   for (int d : {64, 128})
     for (MaskKind mask : {MaskKind::None, MaskKind::Causal}) {
@@ -264,7 +229,7 @@ TEST(CudaFusedBf16, ThirtyTwoHeadsAtTheIssueSize) {
 }
 
 TEST(CudaFusedBf16, RefusesOtherHeadDims) {
-  ATTNLAB_FUSED_REQUIRE_CUDA();
+  ATTNLAB_REQUIRE_CUDA();
   const Problem p = make_problem(64, 32, 32, 1, MaskKind::None, 1.0, 5);
   EXPECT_THROW(run_fused(p, Precision::BF16), InputError);
 }
