@@ -11,6 +11,7 @@
 // Reference: the full fp64 chain (reference_fp64) when heads*N^2 <= 2^22; above that 64 query
 // rows of head 0, spread evenly, recomputed in double here (the output says which).
 #include "cli/common.h"
+#include "core/format.h"
 
 #include "core/backend.h"
 #include "cpu/cpu_backend.h"
@@ -88,12 +89,6 @@ struct Result {
   std::vector<Stage> stages;
 };
 
-std::string fmt(const char* f, double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, x);
-  return buf;
-}
-
 std::string host_cpu() {
   std::ifstream f("/proc/cpuinfo");
   std::string line;
@@ -158,8 +153,8 @@ std::string skip_reason(const Case& c, const BenchArgs& a, bool cuda_ok,
     const double rate = c.variant == "staged" ? kCpuStagedFlops : kCpuFusedFlops;
     const double seconds = case_flops(c) / rate * (a.repeat + a.warmup);
     if (seconds > a.max_seconds)
-      return "would take ~" + fmt("%.0f", seconds) + " s (over --max-seconds " +
-             fmt("%g", a.max_seconds) + ")";
+      return "would take ~" + format_number("%.0f", seconds) + " s (over --max-seconds " +
+             format_number("%g", a.max_seconds) + ")";
   }
   return "";
 }
@@ -327,10 +322,10 @@ std::string render_csv(const std::vector<Result>& results) {
     o << r.c.backend << ',' << r.c.variant << ',' << r.c.precision << ',' << r.c.mask << ','
       << r.c.heads << ',' << r.c.n << ',' << r.c.d << ',';
     if (r.ran) {
-      o << "ok," << fmt("%.6g", r.median_ms) << ',' << fmt("%.6g", r.min_ms) << ','
-        << fmt("%.6g", r.max_ms) << ',' << fmt("%.6g", r.tflops) << ',' << fmt("%.6g", r.gbs)
-        << ',' << fmt("%.0f", r.min_bytes) << ',' << fmt("%.0f", r.moved_bytes) << ','
-        << r.peak_bytes << ',' << fmt("%.3e", r.rel_err) << ',' << csv_field(r.reference) << ",\n";
+      o << "ok," << format_number("%.6g", r.median_ms) << ',' << format_number("%.6g", r.min_ms) << ','
+        << format_number("%.6g", r.max_ms) << ',' << format_number("%.6g", r.tflops) << ',' << format_number("%.6g", r.gbs)
+        << ',' << format_number("%.0f", r.min_bytes) << ',' << format_number("%.0f", r.moved_bytes) << ','
+        << r.peak_bytes << ',' << format_number("%.3e", r.rel_err) << ',' << csv_field(r.reference) << ",\n";
     } else {
       o << "skipped,,,,,,,,,,," << csv_field(r.reason) << '\n';
     }
@@ -345,7 +340,7 @@ std::string render_table(const Machine& m, const std::vector<Result>& results,
   o << "cpu: " << m.cpu << "\n";
   if (!m.device.empty()) {
     o << "device: " << m.device;
-    if (m.copy_gbs > 0) o << ", device-to-device copy " << fmt("%.0f", m.copy_gbs) << " GB/s";
+    if (m.copy_gbs > 0) o << ", device-to-device copy " << format_number("%.0f", m.copy_gbs) << " GB/s";
     o << "\n";
   }
   o << "repeat " << a.repeat << ", warmup " << a.warmup << ", seed " << a.seed
@@ -369,8 +364,8 @@ std::string render_table(const Machine& m, const std::vector<Result>& results,
     if (!r.ran || r.stages.empty()) continue;
     o << "  stages of " << r.c.label() << ":";
     for (const auto& x : r.stages)
-      o << "  " << x.name << " " << fmt("%.4g", x.ms) << " ms"
-        << (x.ms > 0 ? " (" + fmt("%.0f", x.bytes / (x.ms * 1e-3) / 1e9) + " GB/s)" : "");
+      o << "  " << x.name << " " << format_number("%.4g", x.ms) << " ms"
+        << (x.ms > 0 ? " (" + format_number("%.0f", x.bytes / (x.ms * 1e-3) / 1e9) + " GB/s)" : "");
     o << "\n";
   }
   bool any_skipped = false;
@@ -409,7 +404,7 @@ void check_args(const BenchArgs& a) {
   if (a.repeat < 1) throw InputError("--repeat must be >= 1, got " + std::to_string(a.repeat));
   if (a.warmup < 0) throw InputError("--warmup must be >= 0, got " + std::to_string(a.warmup));
   if (!(a.max_seconds > 0))
-    throw InputError("--max-seconds must be > 0, got " + fmt("%g", a.max_seconds));
+    throw InputError("--max-seconds must be > 0, got " + format_number("%g", a.max_seconds));
   if (a.format != "table" && a.format != "json" && a.format != "csv")
     throw InputError("--format takes table, json or csv, got '" + a.format + "'");
 }
@@ -466,8 +461,8 @@ int run_bench(const BenchArgs& a) {
       std::unique_ptr<Backend>& be = r.c.backend == "cpu" ? cpu : gpu;
       if (!be) be = make_backend(r.c.backend);
       run_case(r, a, *be);
-      std::cerr << fmt("%.4g", r.median_ms) << " ms median of " << r.repeats << ", "
-                << fmt("%.3g", r.tflops) << " TFLOP/s, rel err " << fmt("%.2e", r.rel_err)
+      std::cerr << format_number("%.4g", r.median_ms) << " ms median of " << r.repeats << ", "
+                << format_number("%.3g", r.tflops) << " TFLOP/s, rel err " << format_number("%.2e", r.rel_err)
                 << "\n";
     } catch (const ResourceError& e) {
       r.ran = false;

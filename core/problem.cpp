@@ -3,6 +3,8 @@
 // every backend calls validate() before computing anything.
 #include "core/problem.h"
 
+#include "core/format.h"
+
 #include <cmath>
 #include <limits>
 #include <random>
@@ -10,13 +12,6 @@
 
 namespace attnlab {
 namespace {
-
-std::string fmt_number(double x) {
-  std::ostringstream os;
-  os.precision(9);
-  os << x;
-  return os.str();
-}
 
 std::string token_of(const std::vector<std::string>& tokens, int i) {
   return i < static_cast<int>(tokens.size()) ? tokens[i] : std::to_string(i);
@@ -26,7 +21,7 @@ void check_finite(const MatrixF& a, const char* name) {
   for (Eigen::Index r = 0; r < a.rows(); ++r)
     for (Eigen::Index c = 0; c < a.cols(); ++c)
       if (!std::isfinite(a(r, c)))
-        throw InputError(std::string(name) + " has a non-finite value (" + fmt_number(a(r, c)) +
+        throw InputError(std::string(name) + " has a non-finite value (" + format_number("%.9g", a(r, c)) +
                          ") at row " + std::to_string(r) + ", column " + std::to_string(c));
 }
 
@@ -34,7 +29,7 @@ void check_finite(const MatrixF& a, const char* name) {
 
 void validate_temperature(double t) {
   if (!std::isfinite(t) || t <= 0)
-    throw InputError("temperature must be a finite number > 0, got " + fmt_number(t));
+    throw InputError("temperature must be a finite number > 0, got " + format_number("%.9g", t));
 }
 
 void validate(const Problem& p) {
@@ -78,7 +73,7 @@ void validate(const Problem& p) {
         if (x == 0.0f) {
           any_open = true;
         } else if (!(std::isinf(x) && x < 0)) {
-          throw InputError("mask entries must be 0 or -inf, got " + fmt_number(x) + " at row " +
+          throw InputError("mask entries must be 0 or -inf, got " + format_number("%.9g", x) + " at row " +
                            std::to_string(r) + ", column " + std::to_string(c));
         }
       }

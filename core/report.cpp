@@ -11,6 +11,8 @@
 // selected query) and show head 0 of a multi-head problem; JSON and CSV are always complete.
 #include "core/report.h"
 
+#include "core/format.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -87,18 +89,6 @@ std::string fmt2(float x) {
   std::string s = buf;
   if (s == "-0.00") s = "0.00";
   return s;
-}
-
-std::string fixed(double x, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, x);
-  return buf;
-}
-
-std::string short_number(double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", x);
-  return buf;
 }
 
 // %.9g round-trips every float; the double parsed back from it prints (shortest round-trip in

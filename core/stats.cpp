@@ -3,24 +3,13 @@
 // computes attention.
 #include "core/stats.h"
 
+#include "core/format.h"
+
 #include <cmath>
 #include <cstdio>
 
 namespace attnlab {
 namespace {
-
-std::string fixed(double x, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, x);
-  return buf;
-}
-
-// Temperatures as a person typed them: 0.85, not 0.850000.
-std::string short_number(double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", x);
-  return buf;
-}
 
 std::string label(const std::vector<std::string>& tokens, int i) {
   return i < static_cast<int>(tokens.size()) ? tokens[i] : std::to_string(i);

@@ -2,6 +2,8 @@
 // sums, masked zeros; text and JSON renderings. See core/verify.h for the tolerance rules.
 #include "core/verify.h"
 
+#include "core/format.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -89,9 +91,7 @@ StageCheck compare(const std::string& stage, const MatrixF& x, const MatrixD& re
 std::string fmt(double v, const char* spec = "%.3g") {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[48];
-  std::snprintf(buf, sizeof buf, spec, v);
-  return buf;
+  return format_number(spec, v);
 }
 
 nlohmann::json num(double v) {
