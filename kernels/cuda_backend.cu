@@ -446,10 +446,8 @@ class CudaBackend final : public Backend {
       for (int i = 2; i <= 5; ++i) ev[i].record(s);
       t.has_stages = false;
     }
-    if (!t.has_stages) {
-      t.scores = t.scaled = t.logits = t.weights = MatrixF();
-      if (opt.variant == Variant::Fused) t.mask = MatrixF();
-    }
+    // A reused trace must not keep stages of an earlier run.
+    if (!t.has_stages) t.scores = t.scaled = t.mask = t.logits = t.weights = MatrixF();
     download(t.output, dp.out.get(), static_cast<Eigen::Index>(d.heads) * d.n, d.d_v, s);
     ev[6].record(s);
     ATTNLAB_CUDA_CHECK(cudaStreamSynchronize(s));
