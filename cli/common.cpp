@@ -4,9 +4,9 @@
 // InputError with a message naming the option, so main() can print one line and exit 2.
 #include "cli/common.h"
 
+#include "core/format.h"
 #include "core/io.h"
 
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -35,18 +35,6 @@ double parse_temperature(const std::string& s) {
   return t;
 }
 
-std::string gib(double bytes) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / (1ull << 30));
-  return buf;
-}
-
-double physical_memory_bytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
-}
-
 void check_random_size(const ProblemArgs& a) {
   const long long n = *a.random_n;
   if (n < 1 || n > kMaxRandomN)
@@ -69,22 +57,8 @@ void check_random_size(const ProblemArgs& a) {
   if (bytes > kMaxInputBytes)
     throw ResourceError("--random " + std::to_string(n) + " --dk " + std::to_string(a.d_k) +
                         " --dv " + std::to_string(a.d_v) + " --heads " + std::to_string(a.heads) +
-                        " needs " + gib(bytes) + " for Q, K and V alone; the limit is " +
-                        gib(kMaxInputBytes));
-}
-
-// The staged chain keeps five (heads*n, m) fp32 matrices on the host; refuse before allocating
-// when that cannot fit in this machine's memory (the backends do their own, finer estimate).
-void check_staged_fits(const Problem& p, Variant variant) {
-  if (variant != Variant::Staged) return;
-  const double cells = static_cast<double>(p.heads) * p.n() * static_cast<double>(p.m());
-  const double bytes = 5.0 * cells * sizeof(float);
-  const double mem = physical_memory_bytes();
-  if (mem > 0 && bytes > mem)
-    throw ResourceError("the staged chain for n=" + std::to_string(p.n()) +
-                        ", m=" + std::to_string(p.m()) + ", heads=" + std::to_string(p.heads) +
-                        " needs about " + gib(bytes) + " of host memory, this machine has " +
-                        gib(mem) + "; use --variant fused");
+                        " needs " + format_bytes(bytes) + " for Q, K and V alone; the limit is " +
+                        format_bytes(kMaxInputBytes));
 }
 
 // --tokens / --tokens-file: n labels (queries, and keys when m == n) or n + m labels (queries
@@ -225,7 +199,6 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
       apply_tokens(p, read_tokens_file(a.tokens_file), "--tokens-file");
   }
   validate(p);
-  check_staged_fits(p, parse_variant(a.variant));
   return p;
 }
 

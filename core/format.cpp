@@ -2,6 +2,7 @@
 #include "core/format.h"
 
 #include <cstdio>
+#include <fstream>
 
 namespace attnlab {
 
@@ -18,5 +19,21 @@ std::string fixed(double x, int decimals) {
 }
 
 std::string short_number(double x) { return format_number("%.6g", x); }
+
+std::string format_bytes(double bytes) {
+  constexpr double kKiB = 1024.0, kMiB = kKiB * 1024, kGiB = kMiB * 1024;
+  if (bytes >= kGiB) return format_number("%.1f GiB", bytes / kGiB);
+  if (bytes >= 0.1 * kMiB) return format_number("%.1f MiB", bytes / kMiB);
+  return format_number("%.1f KiB", bytes / kKiB);
+}
+
+double host_available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  double kib = 0;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024.0;
+  return 0;
+}
 
 }  // namespace attnlab

@@ -10,5 +10,10 @@ namespace attnlab {
 std::string format_number(const char* spec, double x);  // one printf conversion, e.g. "%.3g"
 std::string fixed(double x, int decimals);              // "%.*f": 0.219 at 3 decimals
 std::string short_number(double x);                     // "%.6g": a temperature as typed, 0.85
+std::string format_bytes(double bytes);                 // "12.3 GiB", "4.0 MiB", "512.0 KiB"
+
+// MemAvailable from /proc/meminfo in bytes; 0 where it cannot be read (then nothing is refused).
+// Here because every memory refusal message prints it through format_bytes.
+double host_available_bytes();
 
 }  // namespace attnlab

@@ -2,35 +2,14 @@
 // before allocating, and times repeated runs for `attnlab bench` with a steady clock.
 #include "cpu/cpu_backend.h"
 
+#include "core/format.h"
+
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 namespace attnlab {
 namespace {
-
-std::string gib(double bytes) {
-  char buf[64];
-  if (bytes >= 1024.0 * 1024 * 1024)
-    std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / (1024.0 * 1024 * 1024));
-  else
-    std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1024.0 * 1024));
-  return buf;
-}
-
-// MemAvailable from /proc/meminfo in bytes; 0 when unknown (then nothing is refused).
-double host_available_bytes() {
-  std::ifstream f("/proc/meminfo");
-  std::string key;
-  double kib = 0;
-  std::string unit;
-  while (f >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024.0;
-  return 0;
-}
 
 // Bytes the CPU run holds at its peak: inputs, output and, for the staged chain, the four
 // (heads*n, m) stages that are kept plus the mask.
@@ -46,8 +25,8 @@ void check_fits(const Problem& p, const RunOptions& opt) {
   const double need = working_set_bytes(p, opt);
   const double avail = host_available_bytes();
   if (avail > 0 && need > 0.9 * avail)
-    throw ResourceError("problem needs " + gib(need) + " of host memory (" +
-                        std::string(to_string(opt.variant)) + " chain), " + gib(avail) +
+    throw ResourceError("problem needs " + format_bytes(need) + " of host memory (" +
+                        std::string(to_string(opt.variant)) + " chain), " + format_bytes(avail) +
                         " available; try --variant fused or a smaller N");
 }
 

@@ -23,6 +23,7 @@
 #include "kernels/fused.h"
 #include "kernels/stages.h"
 
+#include "core/format.h"
 #include "core/problem.h"
 
 #include <cuda_bf16.h>
@@ -36,9 +37,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <new>
-#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -156,30 +155,6 @@ Dims dims_of(const Problem& p) { return {p.heads, p.n(), p.m(), p.d_k(), p.d_v()
 // (n, m) mask on the device.
 constexpr int kStagedBuffers = 4;
 
-std::string format_bytes(double bytes) {
-  char buf[64];
-  constexpr double kKiB = 1024.0, kMiB = kKiB * 1024, kGiB = kMiB * 1024;
-  if (bytes >= kGiB)
-    std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / kGiB);
-  else if (bytes >= 0.1 * kMiB)
-    std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / kMiB);
-  else
-    std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / kKiB);
-  return buf;
-}
-
-// MemAvailable from /proc/meminfo, in bytes; nullopt where it cannot be read (not Linux).
-std::optional<std::size_t> host_available_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  std::size_t kib = 0;
-  while (in >> key >> kib) {
-    std::getline(in, unit);
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  return std::nullopt;
-}
-
 std::size_t device_bytes_needed(const Dims& d, const Problem& p, const RunOptions& opt) {
   const std::size_t f = sizeof(float);
   std::size_t bytes = (d.q() + d.k() + d.v() + d.out()) * f;
@@ -223,12 +198,12 @@ void check_memory(const Problem& p, const RunOptions& opt, bool bench) {
                                                         : "try smaller N"));
   }
   const std::size_t host_need = host_bytes_needed(d, opt, bench);
-  if (const auto avail = host_available_bytes(); avail && host_need > *avail) {
+  if (const double avail = host_available_bytes(); avail > 0 && static_cast<double>(host_need) > avail) {
     throw ResourceError("problem needs " + format_bytes(static_cast<double>(host_need)) +
                         " of host memory to bring back every stage (" +
                         std::to_string(kStagedBuffers) + " x " + std::to_string(d.heads) + " x " +
                         std::to_string(d.n) + " x " + std::to_string(d.m) + " fp32), " +
-                        format_bytes(static_cast<double>(*avail)) +
+                        format_bytes(avail) +
                         " available; try --variant fused or smaller N");
   }
 }
@@ -246,6 +221,15 @@ void check_options(const Problem& p, const RunOptions& opt) {
   if (opt.precision == Precision::BF16 && p.d_k() != p.d_v())
     throw InputError("bf16 fused attention needs d_k == d_v, got d_k " + std::to_string(p.d_k()) +
                      " and d_v " + std::to_string(p.d_v()));
+}
+
+// What run_into and bench check before touching the device, in this order: the problem, the
+// option combination, an injected fault, the memory estimate.
+void check_before_run(const Problem& p, const RunOptions& opt, bool bench) {
+  validate(p);
+  check_options(p, opt);
+  throw_if_launch_fault(bench ? "cuda bench" : "cuda run");
+  check_memory(p, opt, bench);
 }
 
 MaskCode mask_code(MaskKind k) {
@@ -409,10 +393,7 @@ class CudaBackend final : public Backend {
   // of the same size (the viewer on every temperature change) touches no fresh host pages.
   void run_into(const Problem& p, const RunOptions& opt, Trace& t) override {
     const auto wall0 = std::chrono::steady_clock::now();
-    validate(p);
-    check_options(p, opt);
-    throw_if_launch_fault("cuda run");
-    check_memory(p, opt, /*bench=*/false);
+    check_before_run(p, opt, /*bench=*/false);
 
     Stream stream;
     const cudaStream_t s = stream.get();
@@ -468,10 +449,7 @@ class CudaBackend final : public Backend {
   }
 
   BenchSample bench(const Problem& p, const RunOptions& opt, int warmup, int repeat) override {
-    validate(p);
-    check_options(p, opt);
-    throw_if_launch_fault("cuda bench");
-    check_memory(p, opt, /*bench=*/true);
+    check_before_run(p, opt, /*bench=*/true);
 
     Stream stream;
     const cudaStream_t s = stream.get();

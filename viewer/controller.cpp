@@ -1,12 +1,13 @@
 // The viewer's controller (see controller.h).
 #include "viewer/controller.h"
 
+#include "core/format.h"
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <limits>
 #include <sstream>
 
@@ -30,17 +31,6 @@ std::string limit_message(int n, const std::string& backend) {
 }
 
 }  // namespace
-
-double available_memory_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  double kb = 0;
-  std::string unit;
-  while (in >> key >> kb >> unit) {
-    if (key == "MemAvailable:") return kb * 1024.0;
-  }
-  return 0;
-}
 
 double max_abs_diff(const MatrixF& a, const MatrixF& b) {
   if (a.rows() != b.rows() || a.cols() != b.cols()) return std::numeric_limits<double>::infinity();
@@ -85,7 +75,7 @@ void Controller::run_now() {
   const double cells = static_cast<double>(problem_.q.rows()) * problem_.m();
   // scores, scaled, logits, weights (+ mask, one head) as fp32: what keep_stages costs.
   const double need = 4.0 * (4.0 * cells + static_cast<double>(problem_.n()) * problem_.m());
-  const double avail = available_memory_bytes();
+  const double avail = host_available_bytes();
   need_gb_ = need / 1e9;
   avail_gb_ = avail / 1e9;
   // Two traces live at once while the new one is built (the old one stays for "last valid state").

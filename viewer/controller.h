@@ -115,7 +115,5 @@ class Controller {
   std::uint64_t rand_seed_ = 0;
 };
 
-// Bytes of memory the OS says are available (MemAvailable), or 0 when unknown.
-double available_memory_bytes();
 
 }  // namespace attnlab::viewer

@@ -3,31 +3,23 @@
 // allowed failure; any other exception, a crash or a sanitizer report is a bug. Accepted input
 // must also satisfy what the rest of the lab relies on: a non-empty matrix whose values are
 // finite (parse_csv) or exactly 0 / -inf (masks).
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <string_view>
 
 #include "core/io.h"
+#include "tests/fuzz/fuzz_checks.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   try {
     const attnlab::MatrixF m = attnlab::parse_csv(text, "fuzz.csv");
-    if (m.size() == 0) std::abort();
-    for (Eigen::Index i = 0; i < m.size(); ++i) {
-      if (!std::isfinite(m.data()[i])) std::abort();
-    }
+    attnlab::fuzz::require_finite_matrix(m);
   } catch (const attnlab::InputError&) {
   }
   try {
     const attnlab::MatrixF m = attnlab::parse_mask(text, "fuzz_mask.csv");
-    if (m.size() == 0) std::abort();
-    for (Eigen::Index i = 0; i < m.size(); ++i) {
-      const float v = m.data()[i];
-      if (!(v == 0.0f || (std::isinf(v) && v < 0))) std::abort();
-    }
+    attnlab::fuzz::require_mask(m);
   } catch (const attnlab::InputError&) {
   }
   return 0;
