@@ -16,6 +16,14 @@ void fused_attention_fp32(const float* q, const float* k, const float* v, float*
                           int n, int m, int d_k, int d_v, float scale, bool causal,
                           const float* custom_mask, void* stream);
 
+// fp32 on tensor cores with error compensation (3xTF32; kernels/fused_tf32.cu), what fp32
+// configurations 5 (4 warps, `wide` false) and 6 (8 warps) run. `scale_log2` = log2(e) * scale.
+// Returns false, launching nothing, where the kernel does not apply: d_k or d_v not a multiple of
+// 4 or above 128, or buffers not 16-byte aligned (o: 8-byte).
+bool fused_attention_tf32x3(bool wide, const float* q, const float* k, const float* v, float* o,
+                            int heads, int n, int m, int d_k, int d_v, float scale_log2,
+                            bool causal, const float* custom_mask, void* stream);
+
 // bf16 inputs (raw uint16 bit patterns), tensor-core math with fp32 accumulation, fp32 output.
 // d_k == d_v in {64, 128}; throws InputError for other shapes.
 void fused_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const std::uint16_t* v,

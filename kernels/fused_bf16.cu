@@ -3,8 +3,10 @@
 // the sm_90a target that wgmma would need.
 //
 // Version 1 (the only one). A block of 8 warps (config 0; see below) owns BQ = 128 queries of
-// one head; warp w owns query rows 16w .. 16w+15 of the tile and keeps
-//   its Q fragments (16 x D, bf16) in registers for the whole key loop,
+// one head; warp w owns query rows 16w .. 16w+15 of the tile (configs 4 and 5: two row tiles,
+// rows 32w .. 32w+31, sharing every K and V fragment the warp loads) and keeps
+//   its Q fragments (16 x D, bf16) in registers for the whole key loop (or re-reads them from
+//   shared memory on every key tile where registers would run out),
 //   S = Q K_tile^T (16 x BK, fp32) in mma accumulators,
 //   the online softmax of its rows in registers (running max and sum; each row is spread over
 //   the 4 lanes of a quad, reduced with two xor-shuffles),
@@ -18,17 +20,27 @@
 //
 // Tile configurations (ATTNLAB_FUSED_CONFIG, read at every launch; unset, empty or 0 = config 0;
 // any other value throws InputError). The same kernel template, instantiated per configuration;
-// registers from ptxas -v for sm_90, none spills; blocks/SM = min(64K regs, 228 KB smem) bound.
+// registers from ptxas -v for sm_90 (only config 5 at d=128 spills, 4 bytes); blocks/SM =
+// min(64K regs, 228 KB smem) bound.
 //   0  8 warps, BQ 128, BK 64   d=64: 127 regs, 54 KB, 2 blocks   d=128: 178 regs, 102 KB, 1
-//      (the verified default; its machine code is byte-identical to the pre-configuration kernel)
+//      (the GPU-verified default. Since the row-tile parameter MT was added its machine code
+//      differs from the verified build only in register numbering and instruction order: the
+//      same multiset of SASS opcodes, compared with nvdisasm)
 //   1  4 warps, BQ  64, BK 64   d=64: 127 regs, 45 KB, 4 blocks   d=128: 168 regs,  85 KB, 2
 //   2  4 warps, BQ  64, BK 32   d=64:  96 regs, 27 KB, 5 blocks   d=128: 166 regs,  51 KB, 3
 //   3  4 warps, BQ  64, BK 128  d=64: 167 regs, 81 KB, 2 blocks   d=128: runs config 0 (153 KB)
+//   4  4 warps x 2 row tiles      d=64: BK 64, 222 regs, 55 KB, 2  d=128: BK 32, Q from shared,
+//      (BQ 128: each K/V fragment                                       236 regs, 70 KB, 2
+//      serves 32 rows)
+//   5  as 4, other key tile       d=64: BK 32, 168 regs, 37 KB, 3  d=128: BK 64, Q from shared,
+//                                                                       255 regs (4 B spilled),
+//                                                                       104 KB, 2
 #include "kernels/cuda_check.h"  // first: its pragma silences Eigen's nvcc notes
 
 #include "core/types.h"
+#include "kernels/async_copy.cuh"
 #include "kernels/fused.h"
-#include "kernels/fused_config.h"
+#include "kernels/tile_config.h"
 
 #include <cuda_runtime.h>
 
@@ -40,38 +52,24 @@ namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;
 
-// One tile configuration: WARPS warps of 16 query rows each (BQ = 16 * WARPS queries per block),
-// key tiles of BK keys, __launch_bounds__(32 * WARPS, MINB); MINB == 0 sets no minimum (ptxas
-// then allocates as it did before configurations existed; an explicit 1 changes its choices).
-template <int D, int WARPS, int BK, int MINB>
+// One tile configuration: WARPS warps of 16 * MT query rows each (BQ = 16 * MT * WARPS queries
+// per block), key tiles of BK keys, __launch_bounds__(32 * WARPS, MINB); MINB == 0 sets no minimum
+// (ptxas then allocates as it did before configurations existed; an explicit 1 changes its
+// choices). MT > 1 reuses every K and V fragment a warp loads for MT row tiles (half the
+// shared-memory traffic per mma at MT = 2); QREG keeps the warp's Q fragments in registers for the
+// whole key loop, else they are re-read from shared memory on every key tile.
+template <int D, int WARPS, int BK, int MINB, int MT = 1, bool QREG = true>
 struct Bf16Tile {
-  static_assert(WARPS >= 1 && BK % 16 == 0 && MINB >= 0);
+  static_assert(WARPS >= 1 && BK % 16 == 0 && MINB >= 0 && MT >= 1);
   static constexpr int kThreads = WARPS * 32;
-  static constexpr int kBQ = WARPS * 16;  // queries per block
-  static constexpr int kBK = BK;          // keys per tile
+  static constexpr int kBQ = WARPS * 16 * MT;  // queries per block
+  static constexpr int kBK = BK;               // keys per tile
   static constexpr int RS = D + 8;  // shared row stride in bf16 elements (16-byte pad)
   static constexpr int q_elems = kBQ * RS;
   static constexpr int kv_elems = kBK * RS;
   // Q, then K[2], then V[2].
   static constexpr std::size_t smem_bytes = (q_elems + 4 * kv_elems) * sizeof(std::uint16_t);
 };
-
-__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16-byte async copy global -> shared; with valid == false the 16 bytes are zero-filled (src-size
-// 0), and `src` must still be a valid address.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  const int src_size = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(src_size));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 // Four 8x8 b16 matrices; lane i supplies the row address of matrix i/8, row i%8.
 __device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* p) {
@@ -131,12 +129,12 @@ __device__ __forceinline__ void load_tile_async(std::uint16_t* dst, const std::u
 // q, k, v (heads*n | heads*m, D) bf16 bits; o (heads*n, D) fp32.
 // Grid: heads * ceil(n / BQ) blocks of 32 * WARPS threads; block b: head b % heads, query tile
 // (tiles - 1 - b / heads), heaviest causal tiles first. `scale_log2` = log2(e) / (sqrt(D) T).
-template <int D, int WARPS, int BK, int MINB>
+template <int D, int WARPS, int BK, int MINB, int MT, bool QREG>
 __global__ void __launch_bounds__(WARPS * 32, MINB)
     fused_bf16_kernel(const std::uint16_t* __restrict__ q, const std::uint16_t* __restrict__ k,
                       const std::uint16_t* __restrict__ v, float* __restrict__ o, int heads, int n,
                       int m, float scale_log2, bool causal) {
-  using T = Bf16Tile<D, WARPS, BK, MINB>;
+  using T = Bf16Tile<D, WARPS, BK, MINB, MT, QREG>;
   constexpr int RS = T::RS;
   constexpr int kThreads = T::kThreads;
   constexpr int kBQ = T::kBQ;
@@ -161,8 +159,9 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   const int q_last = min(q0 + kBQ, n) - 1;
   const int key_end = causal ? min(m, q_last + 1) : m;
   const int k_tiles = (key_end + kBK - 1) / kBK;
-  const int warp_row0 = q0 + warp * 16;  // first query row of this warp
-  const int row0 = warp_row0 + g;        // this lane's two rows: row0 and row0 + 8
+  const int warp_row0 = q0 + warp * 16 * MT;  // first query row of this warp
+  // Row tile mt of the warp: this lane's two rows are row0 + 16 mt and row0 + 16 mt + 8.
+  const int row0 = warp_row0 + g;
   const int row1 = row0 + 8;
 
   load_tile_async<kBQ, D, kThreads>(Qs, qh, min(kBQ, n - q0));
@@ -173,22 +172,42 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   cp_async_wait<1>();  // Q has landed (K/V tile 0 may still be in flight)
   __syncthreads();
 
-  // Q fragments (A operand, 16 x 16 per k-chunk): matrices (rows 0-7 | 8-15) x (cols 0-7 | 8-15).
-  std::uint32_t qf[D / 16][4];
-#pragma unroll
-  for (int kc = 0; kc < D / 16; ++kc) {
-    const int r = warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1);
+  // Q fragments (A operand, 16 x 16 per k-chunk): matrices (rows 0-7 | 8-15) x (cols 0-7 | 8-15)
+  // of row tile mt; with QREG loaded once here, else on every key tile.
+  const auto load_q = [&](std::uint32_t(&frag)[4], int mt, int kc) {
+    const int r = warp * 16 * MT + 16 * mt + (lane & 7) + 8 * ((lane >> 3) & 1);
     const int c = kc * 16 + 8 * (lane >> 4);
-    ldmatrix_x4(qf[kc], Qs + r * RS + c);
+    ldmatrix_x4(frag, Qs + r * RS + c);
+  };
+  std::uint32_t qf[MT][QREG ? D / 16 : 1][4];
+  if constexpr (QREG) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int kc = 0; kc < D / 16; ++kc) load_q(qf[mt][kc], mt, kc);
+    }
   }
 
-  float oacc[D / 8][4];
+  float oacc[MT][D / 8][4];
+  float max0[MT], max1[MT];  // running max of raw q.k for the lane's rows of each row tile
+  float sum0[MT], sum1[MT];  // this lane's part of the running sums
 #pragma unroll
-  for (int j = 0; j < D / 8; ++j) {
-    oacc[j][0] = oacc[j][1] = oacc[j][2] = oacc[j][3] = 0.f;
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      oacc[mt][j][0] = oacc[mt][j][1] = oacc[mt][j][2] = oacc[mt][j][3] = 0.f;
+    }
   }
-  float max0 = -INFINITY, max1 = -INFINITY;  // running max of raw q.k for row0 / row1
-  float sum0 = 0.f, sum1 = 0.f;              // this lane's part of the running sums
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    max0[mt] = -INFINITY;
+    max1[mt] = -INFINITY;
+  }
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    sum0[mt] = 0.f;
+    sum1[mt] = 0.f;
+  }
 
   for (int kt = 0; kt < k_tiles; ++kt) {
     const int k0 = kt * kBK;
@@ -208,93 +227,119 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     __syncthreads();
 
     // A causal key tile that starts after this warp's last row is fully masked for the warp.
-    const bool skip = causal && k0 > warp_row0 + 15;
+    const bool skip = causal && k0 > warp_row0 + 16 * MT - 1;
     if (!skip) {
       const std::uint16_t* Kt = Ks + buf * T::kv_elems;
       const std::uint16_t* Vt = Vs + buf * T::kv_elems;
 
       // S = Q K^T: BK / 8 n-tiles of 8 keys. One ldmatrix.x4 gives the B fragments (dims 0-7, 8-15)
-      // of two n-tiles: matrices (keys 0-7 | 8-15) x (dims 0-7 | 8-15) of the 16-key pair.
-      float sacc[kBK / 8][4];
+      // of two n-tiles: matrices (keys 0-7 | 8-15) x (dims 0-7 | 8-15) of the 16-key pair; every
+      // row tile of the warp uses them.
+      float sacc[MT][kBK / 8][4];
 #pragma unroll
-      for (int j = 0; j < kBK / 8; ++j) sacc[j][0] = sacc[j][1] = sacc[j][2] = sacc[j][3] = 0.f;
+      for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int j = 0; j < kBK / 8; ++j) {
+          sacc[mt][j][0] = sacc[mt][j][1] = sacc[mt][j][2] = sacc[mt][j][3] = 0.f;
+        }
+      }
 #pragma unroll
       for (int kc = 0; kc < D / 16; ++kc) {
+        std::uint32_t qtile[QREG ? 1 : MT][4];
+        if constexpr (!QREG) {
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) load_q(qtile[mt], mt, kc);
+        }
 #pragma unroll
         for (int np = 0; np < kBK / 16; ++np) {
           std::uint32_t b[4];
           const int r = np * 16 + (lane & 7) + 8 * (lane >> 4);
           const int c = kc * 16 + 8 * ((lane >> 3) & 1);
           ldmatrix_x4(b, Kt + r * RS + c);
-          mma_bf16(sacc[2 * np], qf[kc], b[0], b[1]);
-          mma_bf16(sacc[2 * np + 1], qf[kc], b[2], b[3]);
-        }
-      }
-
-      // Masks (only on tiles that need them): keys past m, causal future keys. Lane holds keys
-      // k0 + 8j + 2*tig + {0, 1} of rows row0 (elements 0, 1) and row1 (elements 2, 3).
-      if (k0 + kBK > m || (causal && k0 + kBK - 1 > warp_row0)) {
 #pragma unroll
-        for (int j = 0; j < kBK / 8; ++j) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int key = k0 + 8 * j + 2 * tig + (e & 1);
-            const int row = e < 2 ? row0 : row1;
-            if (key >= m || (causal && key > row)) sacc[j][e] = -INFINITY;
+          for (int mt = 0; mt < MT; ++mt) {
+            if constexpr (QREG) {
+              mma_bf16(sacc[mt][2 * np], qf[mt][kc], b[0], b[1]);
+              mma_bf16(sacc[mt][2 * np + 1], qf[mt][kc], b[2], b[3]);
+            } else {
+              mma_bf16(sacc[mt][2 * np], qtile[mt], b[0], b[1]);
+              mma_bf16(sacc[mt][2 * np + 1], qtile[mt], b[2], b[3]);
+            }
           }
         }
       }
 
-      // Online softmax on raw scores (scale > 0, so the max commutes with scaling).
-      float tmax0 = -INFINITY, tmax1 = -INFINITY;
+      // Masks (only on tiles that need them): keys past m, causal future keys. Lane holds keys
+      // k0 + 8j + 2*tig + {0, 1} of rows row0 + 16 mt (elements 0, 1) and + 8 (elements 2, 3).
+      if (k0 + kBK > m || (causal && k0 + kBK - 1 > warp_row0)) {
 #pragma unroll
-      for (int j = 0; j < kBK / 8; ++j) {
-        tmax0 = fmaxf(tmax0, fmaxf(sacc[j][0], sacc[j][1]));
-        tmax1 = fmaxf(tmax1, fmaxf(sacc[j][2], sacc[j][3]));
-      }
-      tmax0 = fmaxf(tmax0, __shfl_xor_sync(0xffffffffu, tmax0, 1));
-      tmax0 = fmaxf(tmax0, __shfl_xor_sync(0xffffffffu, tmax0, 2));
-      tmax1 = fmaxf(tmax1, __shfl_xor_sync(0xffffffffu, tmax1, 1));
-      tmax1 = fmaxf(tmax1, __shfl_xor_sync(0xffffffffu, tmax1, 2));
-      const float new0 = fmaxf(max0, tmax0);
-      const float new1 = fmaxf(max1, tmax1);
-      // All keys so far masked: shift by 0, never by -inf (-inf - -inf is NaN).
-      const float shift0 = new0 == -INFINITY ? 0.f : new0 * scale_log2;
-      const float shift1 = new1 == -INFINITY ? 0.f : new1 * scale_log2;
-      const float corr0 = fast_exp2(max0 * scale_log2 - shift0);
-      const float corr1 = fast_exp2(max1 * scale_log2 - shift1);
-      max0 = new0;
-      max1 = new1;
-
-      // P = exp2(s * scale_log2 - shift), rounded to bf16 and laid out as the A operand of
-      // P V: k-chunk kc2 (keys 16kc2 .. +15) = n-tiles 2kc2 (regs 0, 1) and 2kc2+1 (regs 2, 3).
-      std::uint32_t pf[kBK / 16][4];
-      float part0 = 0.f, part1 = 0.f;
+        for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-      for (int kc2 = 0; kc2 < kBK / 16; ++kc2) {
+          for (int j = 0; j < kBK / 8; ++j) {
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const float* sv = sacc[2 * kc2 + half];
-          const float p0 = fast_exp2(fmaf(sv[0], scale_log2, -shift0));
-          const float p1 = fast_exp2(fmaf(sv[1], scale_log2, -shift0));
-          const float p2 = fast_exp2(fmaf(sv[2], scale_log2, -shift1));
-          const float p3 = fast_exp2(fmaf(sv[3], scale_log2, -shift1));
-          pf[kc2][2 * half + 0] = pack_bf16(p0, p1, part0);
-          pf[kc2][2 * half + 1] = pack_bf16(p2, p3, part1);
+            for (int e = 0; e < 4; ++e) {
+              const int key = k0 + 8 * j + 2 * tig + (e & 1);
+              const int row = (e < 2 ? row0 : row1) + 16 * mt;
+              if (key >= m || (causal && key > row)) sacc[mt][j][e] = -INFINITY;
+            }
+          }
         }
       }
-      sum0 = sum0 * corr0 + part0;
-      sum1 = sum1 * corr1 + part1;
+
+      std::uint32_t pf[MT][kBK / 16][4];
 #pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        oacc[j][0] *= corr0;
-        oacc[j][1] *= corr0;
-        oacc[j][2] *= corr1;
-        oacc[j][3] *= corr1;
+      for (int mt = 0; mt < MT; ++mt) {
+        // Online softmax on raw scores (scale > 0, so the max commutes with scaling).
+        float tmax0 = -INFINITY, tmax1 = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < kBK / 8; ++j) {
+          tmax0 = fmaxf(tmax0, fmaxf(sacc[mt][j][0], sacc[mt][j][1]));
+          tmax1 = fmaxf(tmax1, fmaxf(sacc[mt][j][2], sacc[mt][j][3]));
+        }
+        tmax0 = fmaxf(tmax0, __shfl_xor_sync(0xffffffffu, tmax0, 1));
+        tmax0 = fmaxf(tmax0, __shfl_xor_sync(0xffffffffu, tmax0, 2));
+        tmax1 = fmaxf(tmax1, __shfl_xor_sync(0xffffffffu, tmax1, 1));
+        tmax1 = fmaxf(tmax1, __shfl_xor_sync(0xffffffffu, tmax1, 2));
+        const float new0 = fmaxf(max0[mt], tmax0);
+        const float new1 = fmaxf(max1[mt], tmax1);
+        // All keys so far masked: shift by 0, never by -inf (-inf - -inf is NaN).
+        const float shift0 = new0 == -INFINITY ? 0.f : new0 * scale_log2;
+        const float shift1 = new1 == -INFINITY ? 0.f : new1 * scale_log2;
+        const float corr0 = fast_exp2(max0[mt] * scale_log2 - shift0);
+        const float corr1 = fast_exp2(max1[mt] * scale_log2 - shift1);
+        max0[mt] = new0;
+        max1[mt] = new1;
+
+        // P = exp2(s * scale_log2 - shift), rounded to bf16 and laid out as the A operand of
+        // P V: k-chunk kc2 (keys 16kc2 .. +15) = n-tiles 2kc2 (regs 0, 1) and 2kc2+1 (regs 2, 3).
+        float part0 = 0.f, part1 = 0.f;
+#pragma unroll
+        for (int kc2 = 0; kc2 < kBK / 16; ++kc2) {
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const float* sv = sacc[mt][2 * kc2 + half];
+            const float p0 = fast_exp2(fmaf(sv[0], scale_log2, -shift0));
+            const float p1 = fast_exp2(fmaf(sv[1], scale_log2, -shift0));
+            const float p2 = fast_exp2(fmaf(sv[2], scale_log2, -shift1));
+            const float p3 = fast_exp2(fmaf(sv[3], scale_log2, -shift1));
+            pf[mt][kc2][2 * half + 0] = pack_bf16(p0, p1, part0);
+            pf[mt][kc2][2 * half + 1] = pack_bf16(p2, p3, part1);
+          }
+        }
+        sum0[mt] = sum0[mt] * corr0 + part0;
+        sum1[mt] = sum1[mt] * corr1 + part1;
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+          oacc[mt][j][0] *= corr0;
+          oacc[mt][j][1] *= corr0;
+          oacc[mt][j][2] *= corr1;
+          oacc[mt][j][3] *= corr1;
+        }
       }
 
       // O += P V. V is row-major (key, dim), the B operand wants (k=key, n=dim) column pairs:
-      // ldmatrix.trans of matrices (keys 0-7 | 8-15) x (dims 0-7 | 8-15) of the d-tile pair.
+      // ldmatrix.trans of matrices (keys 0-7 | 8-15) x (dims 0-7 | 8-15) of the d-tile pair,
+      // used by every row tile of the warp.
 #pragma unroll
       for (int kc2 = 0; kc2 < kBK / 16; ++kc2) {
 #pragma unroll
@@ -303,8 +348,11 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
           const int r = kc2 * 16 + (lane & 7) + 8 * ((lane >> 3) & 1);
           const int c = dp * 16 + 8 * (lane >> 4);
           ldmatrix_x4_trans(b, Vt + r * RS + c);
-          mma_bf16(oacc[2 * dp], pf[kc2], b[0], b[1]);
-          mma_bf16(oacc[2 * dp + 1], pf[kc2], b[2], b[3]);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma_bf16(oacc[mt][2 * dp], pf[mt][kc2], b[0], b[1]);
+            mma_bf16(oacc[mt][2 * dp + 1], pf[mt][kc2], b[2], b[3]);
+          }
         }
       }
     }
@@ -312,33 +360,40 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   }
 
   // Full row sums over the quad, normalise, write rows < n. Lane holds columns 8j + 2*tig, +1.
-  sum0 += __shfl_xor_sync(0xffffffffu, sum0, 1);
-  sum0 += __shfl_xor_sync(0xffffffffu, sum0, 2);
-  sum1 += __shfl_xor_sync(0xffffffffu, sum1, 1);
-  sum1 += __shfl_xor_sync(0xffffffffu, sum1, 2);
-  const float inv0 = 1.f / sum0;
-  const float inv1 = 1.f / sum1;
-  float* o0 = o + (static_cast<std::size_t>(head) * n + row0) * D;
-  float* o1 = o0 + static_cast<std::size_t>(8) * D;
 #pragma unroll
-  for (int j = 0; j < D / 8; ++j) {
-    const int col = 8 * j + 2 * tig;
-    if (row0 < n) {
-      *reinterpret_cast<float2*>(o0 + col) = make_float2(oacc[j][0] * inv0, oacc[j][1] * inv0);
-    }
-    if (row1 < n) {
-      *reinterpret_cast<float2*>(o1 + col) = make_float2(oacc[j][2] * inv1, oacc[j][3] * inv1);
+  for (int mt = 0; mt < MT; ++mt) {
+    sum0[mt] += __shfl_xor_sync(0xffffffffu, sum0[mt], 1);
+    sum0[mt] += __shfl_xor_sync(0xffffffffu, sum0[mt], 2);
+    sum1[mt] += __shfl_xor_sync(0xffffffffu, sum1[mt], 1);
+    sum1[mt] += __shfl_xor_sync(0xffffffffu, sum1[mt], 2);
+    const float inv0 = 1.f / sum0[mt];
+    const float inv1 = 1.f / sum1[mt];
+    const int r0 = row0 + 16 * mt;
+    const int r1 = row1 + 16 * mt;
+    float* o0 = o + (static_cast<std::size_t>(head) * n + r0) * D;
+    float* o1 = o0 + static_cast<std::size_t>(8) * D;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      const int col = 8 * j + 2 * tig;
+      if (r0 < n) {
+        *reinterpret_cast<float2*>(o0 + col) =
+            make_float2(oacc[mt][j][0] * inv0, oacc[mt][j][1] * inv0);
+      }
+      if (r1 < n) {
+        *reinterpret_cast<float2*>(o1 + col) =
+            make_float2(oacc[mt][j][2] * inv1, oacc[mt][j][3] * inv1);
+      }
     }
   }
 }
 
-template <int D, int WARPS, int BK, int MINB>
+template <int D, int WARPS, int BK, int MINB, int MT = 1, bool QREG = true>
 void launch_bf16(const std::uint16_t* q, const std::uint16_t* k, const std::uint16_t* v, float* o,
                  int heads, int n, int m, float scale_log2, bool causal, cudaStream_t stream) {
-  using T = Bf16Tile<D, WARPS, BK, MINB>;
+  using T = Bf16Tile<D, WARPS, BK, MINB, MT, QREG>;
   // Above 48 KiB a kernel must opt in to dynamic shared memory; once per instantiation.
   static const bool configured = [] {
-    ATTNLAB_CUDA_CHECK(cudaFuncSetAttribute(fused_bf16_kernel<D, WARPS, BK, MINB>,
+    ATTNLAB_CUDA_CHECK(cudaFuncSetAttribute(fused_bf16_kernel<D, WARPS, BK, MINB, MT, QREG>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(T::smem_bytes)));
     return true;
@@ -348,7 +403,7 @@ void launch_bf16(const std::uint16_t* q, const std::uint16_t* k, const std::uint
   if (blocks > 0x7fffffffLL) {
     throw InputError("fused bf16: " + std::to_string(blocks) + " blocks exceed the grid limit");
   }
-  fused_bf16_kernel<D, WARPS, BK, MINB>
+  fused_bf16_kernel<D, WARPS, BK, MINB, MT, QREG>
       <<<static_cast<unsigned>(blocks), T::kThreads, T::smem_bytes, stream>>>(
       q, k, v, o, heads, n, m, scale_log2, causal);
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
@@ -356,7 +411,7 @@ void launch_bf16(const std::uint16_t* q, const std::uint16_t* k, const std::uint
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
-constexpr int kBf16Configs = 4;  // valid ATTNLAB_FUSED_CONFIG values: 0 .. kBf16Configs - 1
+constexpr int kBf16Configs = 6;  // valid ATTNLAB_FUSED_CONFIG values: 0 .. kBf16Configs - 1
 
 // One head dim, one configuration (see the table in the file header); a configuration that
 // does not suit D (registers would spill) runs configuration 0 instead.
@@ -377,6 +432,20 @@ void dispatch_bf16(int config, const std::uint16_t* q, const std::uint16_t* k,
         return;
       }
       break;  // D = 128: 153 KB of shared memory, one 4-warp block per SM
+    case 4:  // two row tiles per warp; at D = 128 32-key tiles, Q re-read from shared memory
+      if constexpr (D == 64) {
+        launch_bf16<D, 4, 64, 0, 2, true>(q, k, v, o, heads, n, m, scale_log2, causal, s);
+      } else {
+        launch_bf16<D, 4, 32, 0, 2, false>(q, k, v, o, heads, n, m, scale_log2, causal, s);
+      }
+      return;
+    case 5:  // as 4 with the other key-tile size
+      if constexpr (D == 64) {
+        launch_bf16<D, 4, 32, 0, 2, true>(q, k, v, o, heads, n, m, scale_log2, causal, s);
+      } else {
+        launch_bf16<D, 4, 64, 0, 2, false>(q, k, v, o, heads, n, m, scale_log2, causal, s);
+      }
+      return;
     default:
       break;
   }
@@ -404,7 +473,7 @@ void fused_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const 
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || reinterpret_cast<std::uintptr_t>(o) % 8) {
     throw InputError("fused bf16: device buffers must be 16-byte aligned");
   }
-  const int config = fused_config_from_env(kBf16Configs);
+  const int config = config_from_env("ATTNLAB_FUSED_CONFIG", kBf16Configs);
   const float scale_log2 = scale * kLog2e;
   auto s = static_cast<cudaStream_t>(stream);
   if (d == 64) {

@@ -33,11 +33,14 @@
 //   4  BQ 128, 128 threads (TQ 8: fewer shared       D=64, BK 64: 223 regs, 97 KB, 2;
 //      loads per FFMA)                               D=128, BK 32: 239 regs, 113 KB, 1-2;
 //                                                    D=32, 256: config 0
+//   5  tensor cores, 3xTF32 (kernels/fused_tf32.cu): 4 warps, BQ 64; 64-key tiles up to D = 64,
+//      32-key tiles at D = 128; D = 256, d not a multiple of 4 or unaligned buffers: config 0
+//   6  as 5 with 8 warps, BQ 128
 #include "kernels/cuda_check.h"  // first: its pragma silences Eigen's nvcc notes
 
 #include "core/types.h"
 #include "kernels/fused.h"
-#include "kernels/fused_config.h"
+#include "kernels/tile_config.h"
 
 #include <cuda_runtime.h>
 
@@ -400,7 +403,7 @@ void launch_fp32(const float* q, const float* k, const float* v, float* o, int h
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
-constexpr int kFp32Configs = 5;  // valid ATTNLAB_FUSED_CONFIG values: 0 .. kFp32Configs - 1
+constexpr int kFp32Configs = 7;  // valid ATTNLAB_FUSED_CONFIG values: 0 .. kFp32Configs - 1
 
 // One head-dim bucket, one configuration (see the table in the file header); a configuration
 // that does not suit D (registers or shared memory) runs configuration 0 instead.
@@ -469,10 +472,16 @@ void fused_attention_fp32(const float* q, const float* k, const float* v, float*
   }
   const bool vec = d_k % 4 == 0 && d_v % 4 == 0 && aligned16(q) && aligned16(k) && aligned16(v) &&
                    aligned16(o);
-  const int config = fused_config_from_env(kFp32Configs);
+  const int config = config_from_env("ATTNLAB_FUSED_CONFIG", kFp32Configs);
   const float scale_log2 = scale * kLog2e;
   const int dmax = d_k > d_v ? d_k : d_v;
   auto s = static_cast<cudaStream_t>(stream);
+  // Configurations 5 and 6: tensor cores (3xTF32, kernels/fused_tf32.cu) where they apply.
+  if ((config == 5 || config == 6) &&
+      fused_attention_tf32x3(config == 6, q, k, v, o, heads, n, m, d_k, d_v, scale_log2, causal,
+                             custom_mask, stream)) {
+    return;
+  }
   if (dmax <= 32) {
     dispatch_fp32<32>(config, q, k, v, o, heads, n, m, d_k, d_v, scale_log2, causal, custom_mask,
                       vec, s);

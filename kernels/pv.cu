@@ -1,14 +1,24 @@
 // Stage 4 of the staged chain: O = P V, per head (P = the attention weights).
-// Version 1: shared-memory tiled, register-blocked, fp32 FMA on CUDA cores. Each block computes a
-// 128 x BN tile of O (BN = 64 for d_v <= 64, else 128) walking the key axis in slices of 16; each
-// thread accumulates an 8 x (BN / 16) sub-tile in registers. With a causal mask the slices right of
-// the block's last row are skipped: softmax wrote exactly 0 there, so skipping is exact and halves
-// the work. Any n, m, d_v: tiles are zero-filled past the edges and stores are guarded.
+// Two versions, chosen by ATTNLAB_STAGED_CONFIG at every launch (kernels/tile_config.h):
+//   0 (default) shared-memory tiled, register-blocked, fp32 FMA on CUDA cores. Each block
+//     computes a 128 x BN tile of O (BN = 64 for d_v <= 64, else 128) walking the key axis in
+//     slices of 16; each thread accumulates an 8 x (BN / 16) sub-tile in registers.
+//   1, 2 the same block tiles on tensor cores in 3xTF32 (kernels/gemm_tf32.cuh: 8 warps of
+//     32 x 32 (BN 64) or 64 x 32 (BN 128), keys in slices of 32 through double-buffered shared
+//     memory), fp32-accurate; 2 asks for two blocks per SM. P (N x N) is read once either way;
+//     at d_v = 64 the CUDA-core version's FMAs take longer than that read, this one should not
+//     (unmeasured).
+// With a causal mask the slices right of the block's last row are skipped: softmax wrote exactly
+// 0 there, so skipping is exact and halves the work. Any n, m, d_v: tiles are zero-filled past
+// the edges and stores are guarded.
 #include "kernels/cuda_check.h"
+#include "kernels/gemm_tf32.cuh"
 #include "kernels/stages.h"
+#include "kernels/tile_config.h"
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 
 namespace attnlab::cuda {
 namespace {
@@ -110,16 +120,67 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-template <int BN, int TN>
+template <int BN>
+using PvTc = TcGemm<128, BN, BN == 64 ? 32 : 64, 32, /*B_TRANSPOSED=*/false>;
+
+// Version 1: grid and pointers as pv_tiled; `vec`: m and d_v multiples of 4, p and v 16-byte
+// aligned. MINB: __launch_bounds__ minimum blocks per SM (0: none).
+template <int BN, int MINB>
+__global__ void __launch_bounds__(PvTc<BN>::kThreads, MINB)
+    pv_tc(const float* __restrict__ p, const float* __restrict__ v, float* __restrict__ o, int n,
+          int m, int d_v, bool causal, bool vec) {
+  using G = PvTc<BN>;
+  extern __shared__ float4 smem_pv[];
+  const std::size_t head = blockIdx.z;
+  const int row0 = blockIdx.y * G::BM;
+  const int col0 = blockIdx.x * G::BN;
+  // Causal (n == m): no key past the block's last row has a non-zero weight in it.
+  const int k_end = causal ? std::min(m, row0 + G::BM) : m;
+  float acc[G::MT][G::NT][4];
+  tc_gemm_tile<G>(p + (head * n + row0) * m, m, v + head * m * d_v + col0, d_v,
+                  min(G::BM, n - row0), min(G::BN, d_v - col0), k_end, vec,
+                  reinterpret_cast<float*>(smem_pv), acc);
+  const bool pairs = (d_v % 2) == 0;  // float2 stores (c is even, so c + 1 < d_v too)
+  tc_for_each_pair<G>(acc, row0, col0, n, d_v, [&](int r, int c, float v0, float v1) {
+    float* at = o + (head * n + r) * static_cast<std::size_t>(d_v) + c;
+    if (pairs) {
+      *reinterpret_cast<float2*>(at) = make_float2(v0, v1);
+    } else {
+      at[0] = v0;
+      if (c + 1 < d_v) at[1] = v1;
+    }
+  });
+}
+
+// Version 0 (TN columns a thread) or 1 (MINB) for one tile width, every head.
+template <int BN, int TN, int MINB>
 void launch_pv_tiles(const float* p, const float* v, float* o, int heads, int n, int m, int d_v,
-                     bool causal, cudaStream_t stream) {
+                     bool causal, bool tc, cudaStream_t stream) {
+  using G = PvTc<BN>;
+  if (tc) {
+    // Above 48 KiB a kernel must opt in to dynamic shared memory; once per instantiation.
+    static const bool configured = [] {
+      ATTNLAB_CUDA_CHECK(cudaFuncSetAttribute(pv_tc<BN, MINB>,
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(G::smem_bytes)));
+      return true;
+    }();
+    (void)configured;
+  }
+  const bool vec = m % 4 == 0 && d_v % 4 == 0 && reinterpret_cast<std::uintptr_t>(p) % 16 == 0 &&
+                   reinterpret_cast<std::uintptr_t>(v) % 16 == 0;
   // gridDim.z is limited to 65535: launch heads in chunks, moving the pointers to each chunk.
   for (int h0 = 0; h0 < heads; h0 += kMaxGridZ) {
     const int hc = std::min(kMaxGridZ, heads - h0);
     const dim3 grid((d_v + BN - 1) / BN, (n + kBM - 1) / kBM, hc);
     const std::size_t h = h0;
-    pv_tiled<BN, TN><<<grid, kThreads, 0, stream>>>(p + h * n * m, v + h * m * d_v,
-                                                    o + h * n * d_v, n, m, d_v, causal);
+    if (tc) {
+      pv_tc<BN, MINB><<<grid, G::kThreads, G::smem_bytes, stream>>>(
+          p + h * n * m, v + h * m * d_v, o + h * n * d_v, n, m, d_v, causal, vec);
+    } else {
+      pv_tiled<BN, TN><<<grid, kThreads, 0, stream>>>(p + h * n * m, v + h * m * d_v,
+                                                      o + h * n * d_v, n, m, d_v, causal);
+    }
     ATTNLAB_CUDA_CHECK(cudaGetLastError());
   }
 }
@@ -129,12 +190,21 @@ void launch_pv_tiles(const float* p, const float* v, float* o, int heads, int n,
 void launch_pv(const float* weights, const float* v, float* output, int heads, int n, int m,
                int d_v, bool causal, cudaStream_t stream) {
   if (heads <= 0 || n <= 0 || m <= 0 || d_v <= 0) return;
+  const int config = config_from_env("ATTNLAB_STAGED_CONFIG", kStagedConfigs);
+  const bool tc = config != 0;
   // A 64-wide tile for the narrow outputs (d_v <= 64) so that P is read once and few columns are
   // computed for nothing; 128 wide above, so that d_v = 128 still reads P only once.
-  if (d_v <= 64)
-    launch_pv_tiles<64, 4>(weights, v, output, heads, n, m, d_v, causal, stream);
-  else
-    launch_pv_tiles<128, 8>(weights, v, output, heads, n, m, d_v, causal, stream);
+  if (d_v <= 64) {
+    if (config == 2)
+      launch_pv_tiles<64, 4, 2>(weights, v, output, heads, n, m, d_v, causal, tc, stream);
+    else
+      launch_pv_tiles<64, 4, 0>(weights, v, output, heads, n, m, d_v, causal, tc, stream);
+  } else {
+    if (config == 2)
+      launch_pv_tiles<128, 8, 2>(weights, v, output, heads, n, m, d_v, causal, tc, stream);
+    else
+      launch_pv_tiles<128, 8, 0>(weights, v, output, heads, n, m, d_v, causal, tc, stream);
+  }
 }
 
 }  // namespace attnlab::cuda

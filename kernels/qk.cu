@@ -1,13 +1,24 @@
 // Stage 1 of the staged chain: raw scores S = Q K^T and scaled scores S / sqrt(d_k), per head.
-// Version 1: shared-memory tiled, register-blocked (each block a 128 x 128 tile of S, each thread an
-// 8 x 8 sub-tile accumulated in registers), fp32 FMA on CUDA cores. The scale is applied in the
-// epilogue, so the tile is written twice (scores, scaled) but never read back.
-// Any n, m, d_k: tiles are zero-filled past the edges and stores are guarded.
+// Two versions, chosen by ATTNLAB_STAGED_CONFIG at every launch (kernels/tile_config.h):
+//   0 (default) shared-memory tiled, register-blocked (each block a 128 x 128 tile of S, each
+//     thread an 8 x 8 sub-tile accumulated in registers), fp32 FMA on CUDA cores.
+//   1 the same 128 x 128 block tiles on tensor cores in 3xTF32 (kernels/gemm_tf32.cuh: 8 warps of
+//     64 x 32, k in slices of 32 through double-buffered shared memory), fp32-accurate. At
+//     N = 16384, d = 64 the CUDA-core version needs about as long for its FMAs as for writing the
+//     two N x N outputs; this one should leave the stage bound by the writes (unmeasured).
+//     170 registers, 74 KB shared: one block of 8 warps per SM.
+//   2 as 1 with __launch_bounds__(256, 2): two blocks per SM, ptxas capped at 128 registers
+//     (spills 28 bytes).
+// Either way the scale is applied in the epilogue, so the tile is written twice (scores, scaled)
+// but never read back. Any n, m, d_k: tiles are zero-filled past the edges and stores are guarded.
 #include "kernels/cuda_check.h"
+#include "kernels/gemm_tf32.cuh"
 #include "kernels/stages.h"
+#include "kernels/tile_config.h"
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 
 namespace attnlab::cuda {
 namespace {
@@ -116,18 +127,83 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+using QkTc = TcGemm<128, 128, 64, 32, /*B_TRANSPOSED=*/true>;
+
+// Version 1: grid and pointers as qk_tiled; `vec`: d_k % 4 == 0 and 16-byte aligned q, k.
+// MINB: __launch_bounds__ minimum blocks per SM (0: none; 2 caps ptxas at 128 registers).
+template <int MINB>
+__global__ void __launch_bounds__(QkTc::kThreads, MINB)
+    qk_tc(const float* __restrict__ q, const float* __restrict__ k, float* __restrict__ scores,
+          float* __restrict__ scaled, int n, int m, int d_k, float sqrt_dk, bool vec) {
+  extern __shared__ float4 smem_qk[];
+  const std::size_t head = blockIdx.z;
+  const int row0 = blockIdx.y * QkTc::BM;
+  const int col0 = blockIdx.x * QkTc::BN;
+  float acc[QkTc::MT][QkTc::NT][4];
+  tc_gemm_tile<QkTc>(q + (head * n + row0) * d_k, d_k, k + (head * m + col0) * d_k, d_k,
+                     min(QkTc::BM, n - row0), min(QkTc::BN, m - col0), d_k, vec,
+                     reinterpret_cast<float*>(smem_qk), acc);
+
+  // Each accumulator pair is two adjacent columns of one row: float2 stores where m is even
+  // (c is even, so c + 1 < m as well).
+  const bool pairs = (m % 2) == 0;
+  tc_for_each_pair<QkTc>(acc, row0, col0, n, m, [&](int r, int c, float v0, float v1) {
+    const std::size_t at = (head * n + r) * static_cast<std::size_t>(m) + c;
+    if (pairs) {
+      *reinterpret_cast<float2*>(scores + at) = make_float2(v0, v1);
+      *reinterpret_cast<float2*>(scaled + at) = make_float2(v0 / sqrt_dk, v1 / sqrt_dk);
+    } else {
+      scores[at] = v0;
+      scaled[at] = v0 / sqrt_dk;
+      if (c + 1 < m) {
+        scores[at + 1] = v1;
+        scaled[at + 1] = v1 / sqrt_dk;
+      }
+    }
+  });
+}
+
+// One chunk of at most 65535 heads (gridDim.z), pointers at its first head.
+template <int MINB>
+void launch_qk_tc(const float* q, const float* k, float* scores, float* scaled, int hc, int n,
+                  int m, int d_k, float sqrt_dk, bool vec, cudaStream_t stream) {
+  // Above 48 KiB a kernel must opt in to dynamic shared memory; once per instantiation.
+  static const bool configured = [] {
+    ATTNLAB_CUDA_CHECK(cudaFuncSetAttribute(qk_tc<MINB>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(QkTc::smem_bytes)));
+    return true;
+  }();
+  (void)configured;
+  const dim3 grid((m + QkTc::BN - 1) / QkTc::BN, (n + QkTc::BM - 1) / QkTc::BM, hc);
+  qk_tc<MINB><<<grid, QkTc::kThreads, QkTc::smem_bytes, stream>>>(q, k, scores, scaled, n, m,
+                                                                   d_k, sqrt_dk, vec);
+}
+
 }  // namespace
 
 void launch_qk(const float* q, const float* k, float* scores, float* scaled, int heads, int n,
                int m, int d_k, float sqrt_dk, cudaStream_t stream) {
   if (heads <= 0 || n <= 0 || m <= 0 || d_k <= 0) return;
+  const int config = config_from_env("ATTNLAB_STAGED_CONFIG", kStagedConfigs);
+  const bool vec = d_k % 4 == 0 && reinterpret_cast<std::uintptr_t>(q) % 16 == 0 &&
+                   reinterpret_cast<std::uintptr_t>(k) % 16 == 0;
   // gridDim.z is limited to 65535: launch heads in chunks, moving the pointers to each chunk.
   for (int h0 = 0; h0 < heads; h0 += kMaxGridZ) {
     const int hc = std::min(kMaxGridZ, heads - h0);
-    const dim3 grid((m + kBN - 1) / kBN, (n + kBM - 1) / kBM, hc);
     const std::size_t h = h0;
-    qk_tiled<<<grid, kThreads, 0, stream>>>(q + h * n * d_k, k + h * m * d_k, scores + h * n * m,
-                                            scaled + h * n * m, n, m, d_k, sqrt_dk);
+    const float* qc = q + h * n * d_k;
+    const float* kc = k + h * m * d_k;
+    float* sc = scores + h * n * m;
+    float* ac = scaled + h * n * m;
+    if (config == 1) {
+      launch_qk_tc<0>(qc, kc, sc, ac, hc, n, m, d_k, sqrt_dk, vec, stream);
+    } else if (config == 2) {
+      launch_qk_tc<2>(qc, kc, sc, ac, hc, n, m, d_k, sqrt_dk, vec, stream);
+    } else {
+      const dim3 grid((m + kBN - 1) / kBN, (n + kBM - 1) / kBM, hc);
+      qk_tiled<<<grid, kThreads, 0, stream>>>(qc, kc, sc, ac, n, m, d_k, sqrt_dk);
+    }
     ATTNLAB_CUDA_CHECK(cudaGetLastError());
   }
 }
