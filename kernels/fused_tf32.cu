@@ -13,7 +13,8 @@
 //   P (fp32, split big/small) straight from the S accumulators as the A operand of P V: the keys
 //   of each 8-key chunk are taken in the order 0, 2, 4, 6, 1, 3, 5, 7 in both P and V, which maps
 //   the accumulator layout onto the A-operand layout inside each lane (kernels/tf32_layout.h),
-//   O (16 x D, fp32) in mma accumulators.
+//   O (16 x D, fp32) in registers, each key tile's P V summed in fresh mma accumulators and added
+//   with round-to-nearest FMAs (tensor cores truncate their fp32 sums; see the P V step).
 // Q (D <= 64: split once into registers; D = 128: re-read from shared memory every key tile, as
 // registers would spill), and K and V tiles (BK x D) double-buffered through shared memory with
 // cp.async. Shared rows are D + 4 floats, so every fragment load is bank-conflict-free. Head dims
@@ -160,8 +161,9 @@ __global__ void __launch_bounds__(WARPS * 32)
     }
     __syncthreads();
 
-    // A causal key tile that starts after this warp's last row is fully masked for the warp.
-    const bool skip = causal && k0 > warp_row0 + 15;
+    // A causal key tile that starts after this warp's last row is fully masked for the warp; a
+    // warp whose rows are all past n (the last query tile) has nothing to compute.
+    const bool skip = (causal && k0 > warp_row0 + 15) || warp_row0 >= n;
     if (!skip) {
       const float* Kt = Ks + buf * T::kv_elems;
       const float* Vt = Vs + buf * T::kv_elems;
@@ -244,15 +246,14 @@ __global__ void __launch_bounds__(WARPS * 32)
       }
       sum0 = sum0 * corr0 + part0;
       sum1 = sum1 * corr1 + part1;
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        oacc[j][0] *= corr0;
-        oacc[j][1] *= corr0;
-        oacc[j][2] *= corr1;
-        oacc[j][3] *= corr1;
-      }
 
-      // O += P V over BK / 8 key chunks and D / 8 dim tiles (keys permuted as in the header).
+      // This tile's P V into fresh accumulators (BK / 8 key chunks x D / 8 dim tiles, keys
+      // permuted as in the header), then O = O * corr + tile with round-to-nearest FMAs. Tensor
+      // cores round their fp32 sums toward zero; chaining every key tile in one accumulator
+      // (3 m / 8 mma) would let that bias grow with m, here it stops at 3 BK / 8 mma a tile.
+      float otile[D / 8][4];
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) otile[j][0] = otile[j][1] = otile[j][2] = otile[j][3] = 0.f;
 #pragma unroll
       for (int j = 0; j < kBK / 8; ++j) {
         std::uint32_t p_big[4], p_small[4];
@@ -265,8 +266,15 @@ __global__ void __launch_bounds__(WARPS * 32)
           for (int i = 0; i < 2; ++i) {
             split_tf32(Vt[tf32::v_frag_offset(lane, i, j, dt, RS)], b_big[i], b_small[i]);
           }
-          mma_3xtf32(oacc[dt], p_big, p_small, b_big, b_small);
+          mma_3xtf32(otile[dt], p_big, p_small, b_big, b_small);
         }
+      }
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        oacc[j][0] = fmaf(oacc[j][0], corr0, otile[j][0]);
+        oacc[j][1] = fmaf(oacc[j][1], corr0, otile[j][1]);
+        oacc[j][2] = fmaf(oacc[j][2], corr1, otile[j][2]);
+        oacc[j][3] = fmaf(oacc[j][3], corr1, otile[j][3]);
       }
     }
     __syncthreads();  // this buffer is refilled two iterations on

@@ -23,10 +23,15 @@
 
 namespace attnlab::cuda {
 
-template <int BM_, int BN_, int WM_, int WN_, bool B_TRANSPOSED>
+// SLICE_SUMS: each k slice is summed in fresh mma accumulators and added to the running sums with
+// round-to-nearest FADDs. Tensor cores round their fp32 sums toward zero, a bias that grows with
+// the number of chained mma: harmless over Q K^T's d_k (at most 3 d_k / 8 of them), not over
+// P V's m keys (6144 at m = 16384), which therefore sets it.
+template <int BM_, int BN_, int WM_, int WN_, bool B_TRANSPOSED, bool SLICE_SUMS>
 struct TcGemm {
   static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_;
   static constexpr bool kBTransposed = B_TRANSPOSED;
+  static constexpr bool kSliceSums = SLICE_SUMS;
   static constexpr int BK = 32;  // k per shared slice
   static constexpr int kWarpsM = BM / WM;
   static constexpr int kWarpsN = BN / WN;
@@ -125,6 +130,17 @@ __device__ __forceinline__ void tc_gemm_tile(const float* a, int lda, const floa
 
     const float* At = As + buf * G::a_floats + warp_m * G::WM * RSA;
     const float* Bt = Bs + buf * G::b_floats;
+    // The mma accumulators of this slice: acc itself, or fresh ones with kSliceSums.
+    float part[G::kSliceSums ? G::MT : 1][G::kSliceSums ? G::NT : 1][4];
+    if constexpr (G::kSliceSums) {
+#pragma unroll
+      for (int mt = 0; mt < G::MT; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < G::NT; ++nt) {
+          part[mt][nt][0] = part[mt][nt][1] = part[mt][nt][2] = part[mt][nt][3] = 0.f;
+        }
+      }
+    }
 #pragma unroll
     for (int kc = 0; kc < BK / 8; ++kc) {
       // The warp's B fragments of this k chunk (NT x 2 values a lane, split), then A one row
@@ -150,7 +166,21 @@ __device__ __forceinline__ void tc_gemm_tile(const float* a, int lda, const floa
         }
 #pragma unroll
         for (int nt = 0; nt < G::NT; ++nt) {
-          mma_3xtf32(acc[mt][nt], a_big, a_small, b_big[nt], b_small[nt]);
+          if constexpr (G::kSliceSums) {
+            mma_3xtf32(part[mt][nt], a_big, a_small, b_big[nt], b_small[nt]);
+          } else {
+            mma_3xtf32(acc[mt][nt], a_big, a_small, b_big[nt], b_small[nt]);
+          }
+        }
+      }
+    }
+    if constexpr (G::kSliceSums) {
+#pragma unroll
+      for (int mt = 0; mt < G::MT; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < G::NT; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[mt][nt][e] += part[mt][nt][e];
         }
       }
     }

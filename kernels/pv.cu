@@ -5,7 +5,9 @@
 //     slices of 16; each thread accumulates an 8 x (BN / 16) sub-tile in registers.
 //   1, 2 the same block tiles on tensor cores in 3xTF32 (kernels/gemm_tf32.cuh: 8 warps of
 //     32 x 32 (BN 64) or 64 x 32 (BN 128), keys in slices of 32 through double-buffered shared
-//     memory), fp32-accurate; 2 asks for two blocks per SM. P (N x N) is read once either way;
+//     memory, each slice summed apart and added with round-to-nearest FADDs), fp32-accurate;
+//     2 asks for two blocks per SM at BN 64 (at BN 128 it would spill; there 2 runs 1). P (N x N)
+//     is read once either way;
 //     at d_v = 64 the CUDA-core version's FMAs take longer than that read, this one should not
 //     (unmeasured).
 // With a causal mask the slices right of the block's last row are skipped: softmax wrote exactly
@@ -121,7 +123,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 }
 
 template <int BN>
-using PvTc = TcGemm<128, BN, BN == 64 ? 32 : 64, 32, /*B_TRANSPOSED=*/false>;
+using PvTc = TcGemm<128, BN, BN == 64 ? 32 : 64, 32, /*B_TRANSPOSED=*/false, /*SLICE_SUMS=*/true>;
 
 // Version 1: grid and pointers as pv_tiled; `vec`: m and d_v multiples of 4, p and v 16-byte
 // aligned. MINB: __launch_bounds__ minimum blocks per SM (0: none).
@@ -200,10 +202,8 @@ void launch_pv(const float* weights, const float* v, float* output, int heads, i
     else
       launch_pv_tiles<64, 4, 0>(weights, v, output, heads, n, m, d_v, causal, tc, stream);
   } else {
-    if (config == 2)
-      launch_pv_tiles<128, 8, 2>(weights, v, output, heads, n, m, d_v, causal, tc, stream);
-    else
-      launch_pv_tiles<128, 8, 0>(weights, v, output, heads, n, m, d_v, causal, tc, stream);
+    // Configuration 2's two blocks per SM would spill 456 bytes here: 1 and 2 are the same.
+    launch_pv_tiles<128, 8, 0>(weights, v, output, heads, n, m, d_v, causal, tc, stream);
   }
 }
 

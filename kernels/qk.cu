@@ -127,7 +127,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-using QkTc = TcGemm<128, 128, 64, 32, /*B_TRANSPOSED=*/true>;
+using QkTc = TcGemm<128, 128, 64, 32, /*B_TRANSPOSED=*/true, /*SLICE_SUMS=*/false>;
 
 // Version 1: grid and pointers as qk_tiled; `vec`: d_k % 4 == 0 and 16-byte aligned q, k.
 // MINB: __launch_bounds__ minimum blocks per SM (0: none; 2 caps ptxas at 128 registers).
