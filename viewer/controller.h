@@ -3,7 +3,7 @@
 // change goes through here; a change the core refuses (InputError: bad temperature, limits, no CUDA
 // device) leaves the last valid state in place and keeps the message for the UI. The controller
 // never computes attention itself (it calls attnlab::run_backend); the only arithmetic on results
-// is the Compare check, max |CUDA - CPU| per stage. Free of SDL and ImGui, so it is unit-tested.
+// is the Compare checks, max |difference| per stage. Free of SDL and ImGui, so it is unit-tested.
 #pragma once
 
 #include "core/backend.h"
@@ -23,18 +23,21 @@ constexpr int kCpuMaxTokens = 4096;
 constexpr int kCudaMaxTokens = 16384;
 constexpr int kTableMaxTokens = 16;  // numeric tables are drawn up to this N
 
+// Two runs of the current problem side by side: CPU vs CUDA (the staged chain on both), or the
+// staged chain vs the fused kernel on the chosen backend (works without a GPU).
 struct StageCompare {
   std::string stage;        // "scores" | "scaled" | "logits" | "weights" | "output"
-  double max_abs_diff = 0;  // max |CUDA - CPU| over all entries (-inf == -inf counts as 0)
-  double cpu_ms = 0, cuda_ms = 0;  // the stage's time on each backend (0 when not timed apart)
+  double max_abs_diff = 0;  // max |b - a| over all entries (-inf == -inf counts as 0)
+  double a_ms = 0, b_ms = 0;  // the stage's time in each run (0 when not timed apart)
 };
 
 struct CompareResult {
   bool done = false;
-  std::string error;  // why it could not run
-  double cpu_total_ms = 0, cuda_total_ms = 0;
+  std::string error;          // why it could not run
+  std::string a_name, b_name;  // "CPU" / "CUDA", or "staged" / "fused"
+  double a_total_ms = 0, b_total_ms = 0;
   std::vector<StageCompare> stages;
-  double speed_up() const { return cuda_total_ms > 0 ? cpu_total_ms / cuda_total_ms : 0; }
+  double speed_up() const { return b_total_ms > 0 ? a_total_ms / b_total_ms : 0; }  // a / b
 };
 
 // max |a - b| over all entries; equal infinities count as 0, any other non-finite mismatch (or a
@@ -57,7 +60,8 @@ class Controller {
   bool set_backend(const std::string& name);  // "cpu" | "cuda"
   bool load_demo();
   bool load_random(int n, int d_k, int d_v, std::uint64_t seed);
-  const CompareResult& run_compare();  // runs CPU and CUDA on the current problem
+  const CompareResult& run_compare();          // runs CPU and CUDA on the current problem
+  const CompareResult& run_variant_compare();  // staged vs fused on the chosen backend
   void clear_error() { error_.clear(); }
 
   // ---- what the UI shows ----
@@ -71,7 +75,7 @@ class Controller {
   const std::string& cuda_reason() const { return cuda_reason_; }
   const std::string& error() const { return error_; }
   int max_tokens() const { return backend_ == "cuda" ? kCudaMaxTokens : kCpuMaxTokens; }
-  std::string compare_unavailable_reason() const;  // empty when Compare can run
+  std::string compare_unavailable_reason() const;  // empty when CPU-vs-CUDA Compare can run
   const CompareResult& last_compare() const { return compare_; }
   std::uint64_t revision() const { return revision_; }  // bumps whenever trace_ changes
   double last_run_ms() const { return last_run_ms_; }   // wall time of the last backend call

@@ -48,16 +48,12 @@ PlotGeometry place_plot(float ax, float ay, float aw, float ah, int rows, int co
   g.vis_rows = (view.y1 - view.y0) * rows;
   g.vis_cols = (view.x1 - view.x0) * cols;
   if (rows <= 0 || cols <= 0 || aw < 1 || ah < 1) return g;
+  // Square cells (pooled or not) so a causal diagonal runs at 45 degrees and zooming keeps the
+  // plot's shape; a matrix too skinny for that (the 4096 x 64 output) is widened to 160 px.
   const double cell = std::min(aw / g.vis_cols, ah / g.vis_rows);
-  double w, h;
-  if (cell >= 1) {
-    w = cell * g.vis_cols;
-    h = cell * g.vis_rows;
-  } else {
-    h = ah;
-    w = std::clamp(ah * g.vis_cols / g.vis_rows, static_cast<double>(std::min(aw, 160.0f)),
-                   static_cast<double>(aw));
-  }
+  const double h = cell * g.vis_rows;
+  const double w = std::clamp(cell * g.vis_cols, static_cast<double>(std::min(aw, 160.0f)),
+                              static_cast<double>(aw));
   g.px_w = std::max(1, static_cast<int>(std::floor(w)));
   g.px_h = std::max(1, static_cast<int>(std::floor(h)));
   g.w = static_cast<float>(g.px_w);
@@ -83,6 +79,18 @@ float col_x(const PlotGeometry& g, double col) {
 
 float row_y(const PlotGeometry& g, double row) {
   return static_cast<float>(g.y + (row - g.first_row) / g.vis_rows * g.h);
+}
+
+std::optional<Span> visible_row_span(const PlotGeometry& g, int row) {
+  const float lo = std::max(row_y(g, row), g.y), hi = std::min(row_y(g, row + 1), g.y + g.h);
+  if (hi <= lo) return {};
+  return Span{lo, hi};
+}
+
+std::optional<Span> visible_col_span(const PlotGeometry& g, int col) {
+  const float lo = std::max(col_x(g, col), g.x), hi = std::min(col_x(g, col + 1), g.x + g.w);
+  if (hi <= lo) return {};
+  return Span{lo, hi};
 }
 
 std::optional<Band> row_band(const PlotGeometry& g, int row, float min_px) {

@@ -35,9 +35,9 @@ struct PlotGeometry {
   bool pooled() const { return cell_w < 1 || cell_h < 1; }
 };
 
-// Places a rows x cols matrix seen through `view` in the area (ax, ay, aw, ah): square cells when
-// every visible cell gets at least a pixel, centred; otherwise the plot fills the height and keeps
-// the matrix's aspect ratio, but never narrower than min(aw, 160) pixels (the 4096 x 64 output).
+// Places a rows x cols matrix seen through `view` in the area (ax, ay, aw, ah), centred, with
+// square cells (less than a pixel each when pooled), as large as the area allows; never narrower
+// than min(aw, 160) pixels (the 4096 x 64 output).
 PlotGeometry place_plot(float ax, float ay, float aw, float ah, int rows, int cols, HeatView view);
 
 // The exact cell under pixel (mx, my), or nothing outside the plot.
@@ -55,6 +55,17 @@ std::optional<Band> row_band(const PlotGeometry& g, int row, float min_px = 3);
 // Horizontal pixel position of a column's left edge (may be outside the plot when zoomed).
 float col_x(const PlotGeometry& g, double col);
 float row_y(const PlotGeometry& g, double row);
+
+// The part of a row's (column's) pixel span inside the plot: [lo, hi), and its centre, where a
+// label or a value belongs when the cell is cut by the plot's edge (zoomed or panned). Nothing
+// when the cell is wholly outside.
+struct Span {
+  float lo = 0, hi = 0;
+  float size() const { return hi - lo; }
+  float mid() const { return (lo + hi) / 2; }
+};
+std::optional<Span> visible_row_span(const PlotGeometry& g, int row);
+std::optional<Span> visible_col_span(const PlotGeometry& g, int col);
 
 struct RasterInput {
   const float* values = nullptr;  // rows x cols, row-major

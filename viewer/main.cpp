@@ -99,11 +99,33 @@ int main(int argc, char** argv) {
   app->play.set_step(opts.step);
   const bool headless = !opts.screenshot.empty();
 
-  // Headless without any display: fall back to the dummy driver rather than failing.
+  // Without a display SDL quietly picks its offscreen driver: a window nobody can see, and a
+  // viewer that never ends. Refuse that for the interactive viewer; headless rendering takes the
+  // dummy driver straight away (no Wayland probe printing its own "error:" line first).
+  const auto env_set = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr && *v != '\0';
+  };
+  const bool driver_chosen = env_set("SDL_VIDEODRIVER");
+  if (!driver_chosen && !env_set("DISPLAY") && !env_set("WAYLAND_DISPLAY")) {
+    if (!headless) {
+      return fail(1, "no display (DISPLAY and WAYLAND_DISPLAY are unset): the viewer needs a window; "
+                     "use --screenshot FILE.png to render without one");
+    }
+    SDL_setenv("SDL_VIDEODRIVER", "dummy", 1);
+  }
   if (SDL_Init(SDL_INIT_VIDEO | SDL_INIT_TIMER) != 0) {
     if (!headless) return fail(1, std::string("SDL_Init: ") + SDL_GetError());
     SDL_setenv("SDL_VIDEODRIVER", "dummy", 1);
     if (SDL_Init(SDL_INIT_VIDEO | SDL_INIT_TIMER) != 0) return fail(1, std::string("SDL_Init: ") + SDL_GetError());
+  }
+  if (!headless) {
+    const std::string driver = SDL_GetCurrentVideoDriver() ? SDL_GetCurrentVideoDriver() : "";
+    if (driver == "offscreen" || driver == "dummy") {
+      SDL_Quit();
+      return fail(1, "SDL video driver '" + driver + "' shows no window: the viewer needs a display; "
+                     "use --screenshot FILE.png to render without one");
+    }
   }
   const Uint32 win_flags = SDL_WINDOW_RESIZABLE | (headless ? SDL_WINDOW_HIDDEN : SDL_WINDOW_SHOWN);
   SDL_Window* window = SDL_CreateWindow(tr(app->lang, S::AppTitle), SDL_WINDOWPOS_CENTERED, SDL_WINDOWPOS_CENTERED,
@@ -131,6 +153,8 @@ int main(int argc, char** argv) {
   load_fonts(*app, font_px);
 
   int exit_code = 0;
+
+  bool dump_failed = false;
   int frames = 0;
   Uint64 last = SDL_GetPerformanceCounter();
   Lang title_lang = app->lang;
@@ -198,16 +222,19 @@ int main(int argc, char** argv) {
       dump_state_if_changed(*app);
     } catch (const std::exception& e) {
       exit_code = fail(2, e.what());
+      dump_failed = true;  // said once; not again at exit
       break;
     }
     // Sleep until an event arrives (50 ms idle, 16 ms while playing) instead of spinning: the
     // software renderer has no vsync to pace the loop.
     SDL_WaitEventTimeout(nullptr, app->play.playing() ? 16 : 50);
   }
-  try {
-    dump_state_if_changed(*app);
-  } catch (const std::exception& e) {
-    exit_code = fail(2, e.what());
+  if (!dump_failed) {
+    try {
+      dump_state_if_changed(*app);
+    } catch (const std::exception& e) {
+      exit_code = fail(2, e.what());
+    }
   }
 
   app->speaker.stop();

@@ -31,6 +31,10 @@ constexpr Entry kTable[] = {
     {S::ModeRandom, "Random sequence", "随机序列"},
     {S::Generate, "Generate", "生成"},
     {S::RandomLimits, "N ≤ 4096 on CPU, ≤ 16384 on CUDA", "CPU 上 N ≤ 4096，CUDA 上 N ≤ 16384"},
+    {S::RandomOverLimit, "N = %d is above the %s limit of %d tokens; the current sequence stays",
+     "N = %d 超过 %s 的上限 %d 个词元；保留当前序列"},
+    {S::RandomPending, "Set N, d_k, d_v and seed, then Generate; the demo stays until then",
+     "设置 N、d_k、d_v 和种子后点击“生成”；在此之前仍显示演示句"},
     {S::Query, "Query token", "查询 token"},
     {S::Temperature, "Temperature T", "温度 T"},
     {S::TemperatureEntry, "Type T, Enter", "输入温度，回车"},
@@ -66,8 +70,8 @@ constexpr Entry kTable[] = {
     {S::PoolMean, "mean", "平均值"},
     {S::ResetView, "Reset view", "重置视图"},
     {S::Zoom, "zoom %.1f×", "缩放 %.1f×"},
-    {S::PooledNote, "%d×%d matrix on %d×%d px: each pixel pools a block (%s)",
-     "%d×%d 矩阵显示在 %d×%d 像素上：每个像素池化一个区块（%s）"},
+    {S::PooledNote, "%d×%d matrix on %d×%d pixels (rows × columns): each pixel pools a block (%s)",
+     "%d×%d 矩阵显示在 %d×%d 像素上（行×列）：每个像素池化一个区块（%s）"},
     {S::Masked, "masked", "已屏蔽"},
     {S::Legend, "scale", "色标"},
     {S::HeatHint, "wheel: zoom · drag: pan · hover: exact cell", "滚轮缩放 · 拖动平移 · 悬停显示精确单元"},
@@ -77,8 +81,8 @@ constexpr Entry kTable[] = {
     {S::TipValue, "value", "数值"},
     {S::TipStage, "stage", "阶段"},
     {S::TipMasked, "masked (−∞ in the mask)", "已屏蔽（mask 为 −∞）"},
-    {S::TipPooled, "pixel shows the %s of rows %d–%d, keys %d–%d: %.4f",
-     "像素显示%s（第 %d–%d 行、第 %d–%d 列）：%.4f"},
+    {S::TipPooled, "pixel shows the %s of rows %d–%d, keys %d–%d: %s",
+     "像素显示%s（第 %d–%d 行、第 %d–%d 列）：%s"},
     {S::RowStats, "Row statistics", "行统计"},
     {S::MaxWeight, "Max weight", "最大权重"},
     {S::Entropy, "Entropy (natural log)", "熵（自然对数）"},
@@ -95,6 +99,8 @@ constexpr Entry kTable[] = {
     {S::StopSpeaking, "Stop", "停止"},
     {S::NoEspeak, "Speak needs espeak-ng on PATH (apt install espeak-ng)",
      "朗读需要 PATH 中有 espeak-ng（apt install espeak-ng）"},
+    {S::SpeakProblem, "Nothing may have been heard; espeak-ng said: %s",
+     "可能没有发出声音；espeak-ng 报告：%s"},
     {S::Tables, "Numeric tables", "数值流程表"},
     {S::TablesTooLarge,
      "Tables are shown for N ≤ %d (here N = %d). Export every stage with: attnlab run --random N "
@@ -116,11 +122,12 @@ constexpr Entry kTable[] = {
     {S::TimeTotal, "total", "总计"},
     {S::Redraw, "Last redraw: backend %.1f ms + heatmap %.1f ms", "上次重绘：后端 %.1f ms + 热力图 %.1f ms"},
     {S::Compare, "Compare CPU vs CUDA", "对比 CPU 与 CUDA"},
+    {S::CompareVariants, "Compare staged vs fused", "对比分步链与融合内核"},
     {S::CompareNeedsCuda, "Compare needs a CUDA device: %s", "对比需要 CUDA 设备：%s"},
     {S::CompareCpuLimit, "Compare runs the CPU too, which is limited to N ≤ 4096",
      "对比也要在 CPU 上运行，CPU 限于 N ≤ 4096"},
     {S::SpeedUp, "speed-up", "加速比"},
-    {S::MaxDiff, "max |CUDA − CPU|", "max |CUDA − CPU|"},
+    {S::MaxDiff, "max |difference|", "最大绝对差"},
     {S::Stage, "stage", "阶段"},
     {S::Notes, "Scientific notes: model, verification and limits", "科学说明：模型、验证与适用边界"},
     {S::NotesIntro, "What this implementation does, how it is re-checked automatically, and where it applies.",
@@ -244,6 +251,44 @@ std::vector<unsigned> utf8_codepoints(const std::string& s) {
     i += ok ? len : 1;
   }
   return out;
+}
+
+namespace {
+
+bool no_line_start(unsigned cp) {
+  switch (cp) {
+    case 0xFF0C: case 0x3002: case 0x3001: case 0xFF1B: case 0xFF1A: case 0xFF09: case 0x300D:
+    case 0x201D: case 0x2019: case 0xFF01: case 0xFF1F: case ',': case '.': case ';': case ':':
+    case ')': case 0x2026:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> wrap_units(const std::string& para) {
+  enum Kind { Word, Space, Cjk };
+  std::vector<std::string> units;
+  Kind last_kind = Space;
+  for (std::size_t i = 0; i < para.size();) {
+    const unsigned char c0 = static_cast<unsigned char>(para[i]);
+    const std::size_t len = c0 < 0x80 ? 1 : (c0 >> 5) == 6 ? 2 : (c0 >> 4) == 14 ? 3 : 4;
+    const std::string ch = para.substr(i, len);
+    const std::vector<unsigned> cps = utf8_codepoints(ch);
+    const unsigned cp = cps.empty() ? 0 : cps[0];
+    const Kind kind = ch == " " ? Space : cp >= 0x2E80 ? Cjk : Word;
+    if (!units.empty() && (no_line_start(cp) || (kind == last_kind && kind != Cjk))) {
+      units.back() += ch;
+      if (kind == Cjk) last_kind = Cjk;  // a line may break after Chinese punctuation
+    } else {
+      units.push_back(ch);
+      last_kind = kind;
+    }
+    i += len;
+  }
+  return units;
 }
 
 }  // namespace attnlab::viewer

@@ -14,7 +14,7 @@ namespace attnlab::viewer {
 
 enum class S {
   AppTitle, PageHeading, PageIntro, KeyboardLine,
-  Controls, Input, ModeDemo, ModeRandom, Generate, RandomLimits, Query, Temperature, TemperatureEntry,
+  Controls, Input, ModeDemo, ModeRandom, Generate, RandomLimits, RandomOverLimit, RandomPending, Query, Temperature, TemperatureEntry,
   Mask, MaskNone, MaskCausal, Backend, CudaUnavailable, Language,
   Steps, StepOf, Play, Pause, Speed, Reset, Prev, Next,
   Step1, Step2, Step3, Step4,
@@ -22,10 +22,10 @@ enum class S {
   Pooling, PoolMax, PoolMean, ResetView, Zoom, PooledNote, Masked, Legend, HeatHint,
   TipQuery, TipKey, TipOutputDim, TipValue, TipStage, TipMasked, TipPooled,
   RowStats, MaxWeight, Entropy, Effective, Perplexity, Scale, OutputShape, WeightSum, Argmax,
-  Description, Copy, Copied, Speak, StopSpeaking, NoEspeak,
+  Description, Copy, Copied, Speak, StopSpeaking, NoEspeak, SpeakProblem,
   Tables, TablesTooLarge, CurrentStep, StagesNotKept,
   Performance, BackendRan, TimeUpload, TimeQk, TimeScaleMask, TimeSoftmax, TimePv, TimeDownload,
-  TimeTotal, Redraw, Compare, CompareNeedsCuda, CompareCpuLimit, SpeedUp, MaxDiff, Stage,
+  TimeTotal, Redraw, Compare, CompareVariants, CompareNeedsCuda, CompareCpuLimit, SpeedUp, MaxDiff, Stage,
   Notes, NotesIntro, NotesRelated, Keys, ScreenshotSaved, ErrorPrefix, Sequence, Tokens,
   ColourScale, ScaleLinear, ScaleLog, ScaleLogShort,
   Count_
@@ -42,5 +42,12 @@ std::vector<std::string> all_ui_text();
 
 // Unicode code points of UTF-8 text (invalid bytes skipped).
 std::vector<unsigned> utf8_codepoints(const std::string& s);
+
+// The pieces a line of mixed Chinese / English text may be broken between, in order (their
+// concatenation is the input): a CJK character, a run of other non-space characters (a word, a
+// number: "0.219" stays whole), or a run of spaces. Closing punctuation (，。、）… , . ; : etc.)
+// joins the piece before it, so it never starts a line; after Chinese punctuation a new piece
+// starts ("0.219、" | "0.102").
+std::vector<std::string> wrap_units(const std::string& para);
 
 }  // namespace attnlab::viewer

@@ -44,17 +44,6 @@ void section(const char* text) {
   ImGui::TextColored(kHighlightV4, "%s", text);
 }
 
-bool no_line_start(unsigned cp) {
-  switch (cp) {
-    case 0xFF0C: case 0x3002: case 0x3001: case 0xFF1B: case 0xFF1A: case 0xFF09: case 0x300D:
-    case 0x201D: case 0x2019: case 0xFF01: case 0xFF1F: case ',': case '.': case ';': case ':':
-    case ')': case 0x2026:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // ImGui 1.86 wraps at spaces and ASCII punctuation only: it splits "0.219" after the dot and
 // breaks Chinese runs arbitrarily. This greedy wrapper breaks at spaces and around CJK characters,
 // never inside a number or a word, and keeps closing punctuation off the start of a line.
@@ -65,27 +54,7 @@ void wrapped(const std::string& text, const ImVec4* colour = nullptr) {
   while (para_start <= text.size()) {
     std::size_t para_end = text.find('\n', para_start);
     if (para_end == std::string::npos) para_end = text.size();
-    const std::string para = text.substr(para_start, para_end - para_start);
-    // Units: a CJK character, a run of other non-space characters (a word, a number), or a run
-    // of spaces; closing punctuation joins the unit before it.
-    enum Kind { Word, Space, Cjk };
-    std::vector<std::string> units;
-    Kind last_kind = Space;
-    for (std::size_t i = 0; i < para.size();) {
-      const unsigned char c0 = static_cast<unsigned char>(para[i]);
-      const std::size_t len = c0 < 0x80 ? 1 : (c0 >> 5) == 6 ? 2 : (c0 >> 4) == 14 ? 3 : 4;
-      const std::string ch = para.substr(i, len);
-      const std::vector<unsigned> cps = utf8_codepoints(ch);
-      const unsigned cp = cps.empty() ? 0 : cps[0];
-      const Kind kind = ch == " " ? Space : cp >= 0x2E80 ? Cjk : Word;
-      if (!units.empty() && (no_line_start(cp) || (kind == last_kind && kind != Cjk))) {
-        units.back() += ch;
-      } else {
-        units.push_back(ch);
-        last_kind = kind;
-      }
-      i += len;
-    }
+    const std::vector<std::string> units = wrap_units(text.substr(para_start, para_end - para_start));
     std::string line;
     for (const std::string& u : units) {
       const std::string candidate = line + u;
@@ -431,11 +400,17 @@ void draw_heatmap(App& app, const Layout& l) {
   const int r1 = std::min(rows, static_cast<int>(std::ceil(g.first_row + g.vis_rows)));
   const int c0 = std::max(0, static_cast<int>(std::floor(g.first_col)));
   const int c1 = std::min(cols, static_cast<int>(std::ceil(g.first_col + g.vis_cols)));
+  // A value goes at the centre of the cell's visible part, and only where that part holds it (a
+  // cell cut by the plot's edge when zoomed or panned).
   dl->PushClipRect(ImVec2(g.x, g.y), ImVec2(g.x + g.w, g.y + g.h), true);
   if (g.cell_w >= value_w && g.cell_h >= fp + 2 && (r1 - r0) * (c1 - c0) <= 4096) {
     const MatrixF& mask = c.trace().mask;
     for (int r = r0; r < r1; ++r) {
+      const auto rs = visible_row_span(g, r);
+      if (!rs || rs->size() < fp + 2) continue;
       for (int cc = c0; cc < c1; ++cc) {
+        const auto cs = visible_col_span(g, cc);
+        if (!cs || cs->size() < value_w) continue;
         const bool is_masked = masked_step && mask.size() && mask(r % mask.rows(), cc) != 0.0f;
         const float v = m(r, cc);
         std::string text = cell_value_text(v);
@@ -445,21 +420,29 @@ void draw_heatmap(App& app, const Layout& l) {
           colour = cie_lightness(bg) > 55 ? IM_COL32_BLACK : IM_COL32_WHITE;
         }
         const ImVec2 ts = ImGui::CalcTextSize(text.c_str());
-        const float cx = col_x(g, cc + 0.5), cy = row_y(g, r + 0.5);
-        dl->AddText(ImVec2(cx - ts.x / 2, cy - ts.y / 2), colour, text.c_str());
+        const ImVec2 at(cs->mid() - ts.x / 2, rs->mid() - ts.y / 2);
+        if (is_masked) {
+          // The hatching's two greys give white text too little contrast; a dark box behind it
+          // makes "−∞" read at any stripe phase.
+          dl->AddRectFilled(ImVec2(at.x - 3, at.y - 1), ImVec2(at.x + ts.x + 3, at.y + ts.y + 1),
+                            IM_COL32(0, 0, 0, 200), 3);
+        }
+        dl->AddText(at, colour, text.c_str());
       }
     }
   }
   dl->PopClipRect();
 
-  // Row labels (query tokens): all when they fit, else evenly spaced ticks; the query always.
+  // Row labels (query tokens): all when they fit, else evenly spaced ticks; the query always. A
+  // label sits at the centre of its row's visible part, and a row cut by the plot's edge gets one
+  // only while most of a line of text's height is visible.
   const int query = c.query();
   const float qmid = row_y(g, query + 0.5);
   auto row_label = [&](int r, ImU32 colour) {
-    const float y = row_y(g, r + 0.5);
-    if (y < g.y - 1 || y > g.y + g.h + 1) return;
+    const auto rs = visible_row_span(g, r);
+    if (!rs || rs->size() < std::min(g.cell_h, fp * 0.8f) - 0.01f) return;
     const ImVec2 ts = ImGui::CalcTextSize(row_labels[r].c_str());
-    dl->AddText(ImVec2(g.x - fp * 0.4f - ts.x, y - ts.y / 2), colour, row_labels[r].c_str());
+    dl->AddText(ImVec2(g.x - fp * 0.4f - ts.x, rs->mid() - ts.y / 2), colour, row_labels[r].c_str());
   };
   const ImU32 label_col = ImGui::GetColorU32(ImGuiCol_Text);
   int row_stride = 1;
@@ -481,9 +464,11 @@ void draw_heatmap(App& app, const Layout& l) {
   while (col_stride * g.cell_w < col_w_needed) col_stride = col_stride < 2 ? 2 : col_stride < 5 ? 5 : col_stride * 2;
   for (int cc = (c0 / col_stride) * col_stride; cc < c1; cc += col_stride) {
     if (cc < c0) continue;
-    const float x = col_x(g, cc + 0.5);
+    // As the row labels: centred on the visible part, none on a sliver narrower than the label.
     const ImVec2 ts = ImGui::CalcTextSize(col_labels[cc].c_str());
-    dl->AddText(ImVec2(x - ts.x / 2, g.y - ts.y - 4), label_col, col_labels[cc].c_str());
+    const auto cs = visible_col_span(g, cc);
+    if (!cs || cs->size() < std::min(g.cell_w, ts.x + 4) - 0.01f) continue;
+    dl->AddText(ImVec2(cs->mid() - ts.x / 2, g.y - ts.y - 4), label_col, col_labels[cc].c_str());
   }
 
   // Selected query row: an orange frame, at least 3 px tall so one row of 4096 stays visible.
@@ -532,8 +517,10 @@ void draw_heatmap(App& app, const Layout& l) {
       const MatrixF& mask = c.trace().mask;
       const bool is_masked = masked_step && mask.size() && mask(cell->row % mask.rows(), cell->col) != 0.0f;
       if (g.cell_w >= 4 && g.cell_h >= 4) {
+        dl->PushClipRect(ImVec2(g.x, g.y), ImVec2(g.x + g.w, g.y + g.h), true);
         dl->AddRect(ImVec2(col_x(g, cell->col), row_y(g, cell->row)),
                     ImVec2(col_x(g, cell->col + 1), row_y(g, cell->row + 1)), IM_COL32_WHITE, 0, 0, 2);
+        dl->PopClipRect();
       }
       ImGui::BeginTooltip();
       ImGui::Text("%s: %s", tr(lang, S::TipStage), step_name(lang, mp == c.stage_matrix(4) ? 4 : step));
@@ -561,8 +548,9 @@ void draw_heatmap(App& app, const Layout& l) {
         const auto pooled = pool_grid(m.data(), rows, cols, masked_step && mask.size() ? mask.data() : nullptr,
                                       static_cast<int>(mask.rows()), r1m, c1m, app.pool);
         const char* mode = tr(lang, app.pool == PoolMode::Max ? S::PoolMax : S::PoolMean);
+        const std::string shown = pooled[0].masked ? std::string(tr(lang, S::Masked)) : fmt("%.4f", pooled[0].value);
         ImGui::TextColored(kDimV4, tr(lang, S::TipPooled), mode, r1m.begin[0], r1m.end[0] - 1,
-                           c1m.begin[0], c1m.end[0] - 1, pooled[0].masked ? NAN : pooled[0].value);
+                           c1m.begin[0], c1m.end[0] - 1, shown.c_str());
       }
       ImGui::EndTooltip();
     }
@@ -665,6 +653,7 @@ void draw_controls(App& app, const Layout& l) {
   section(tr(lang, S::Input));
   if (ImGui::RadioButton(tr(lang, S::ModeDemo), app.in_mode == 0)) {
     app.in_mode = 0;
+    app.random_error.clear();
     if (!c.demo() && c.load_demo()) {
       app.view = HeatView{};
       app.log_weights = false;
@@ -685,12 +674,22 @@ void draw_controls(App& app, const Layout& l) {
     app.in_dv = std::clamp(app.in_dv, 1, 1024);
     app.in_seed = std::max(app.in_seed, 0);
     if (ImGui::Button(tr(lang, S::Generate))) {
-      if (c.load_random(app.in_n, app.in_dk, app.in_dv, static_cast<std::uint64_t>(app.in_seed))) {
+      app.random_error.clear();
+      if (app.in_n > c.max_tokens()) {
+        // Refused here, in the UI's language, beside the button that asked.
+        app.random_error = fmt(tr(lang, S::RandomOverLimit), app.in_n, c.backend() == "cuda" ? "CUDA" : "CPU",
+                               c.max_tokens());
+      } else if (c.load_random(app.in_n, app.in_dk, app.in_dv, static_cast<std::uint64_t>(app.in_seed))) {
         app.view = HeatView{};
         app.log_weights = c.n() > 64;
         app.in_mode = 1;
+      } else {
+        app.random_error = c.error();
+        c.clear_error();
       }
     }
+    if (!app.random_error.empty()) wrapped(std::string(tr(lang, S::ErrorPrefix)) + app.random_error, &kErrorV4);
+    if (c.demo()) wrapped(tr(lang, S::RandomPending), &kDimV4);
     wrapped(tr(lang, S::RandomLimits), &kDimV4);
   }
   ImGui::Separator();
@@ -769,6 +768,9 @@ void draw_info(App& app, const Layout& l) {
     }
     ImGui::EndDisabled();
     if (!app.speaker.available()) ImGui::TextColored(kDimV4, "%s", tr(lang, S::NoEspeak));
+    if (!app.speaker.speaking() && !app.speaker.problem().empty()) {
+      wrapped(fmt(tr(lang, S::SpeakProblem), app.speaker.problem().c_str()), &kDimV4);
+    }
   }
 
   // Numeric tables of every stage.
@@ -817,26 +819,29 @@ void draw_info(App& app, const Layout& l) {
       ImGui::EndTable();
     }
     wrapped(fmt(tr(lang, S::Redraw), c.last_run_ms(), app.last_raster_ms));
+    // Compare: CPU vs CUDA (needs a device), and staged vs fused on the chosen backend (always).
     const std::string why = c.compare_unavailable_reason();
     ImGui::BeginDisabled(!why.empty());
     if (ImGui::Button(fmt("%s###compare", tr(lang, S::Compare)).c_str())) c.run_compare();
     ImGui::EndDisabled();
+    ImGui::SameLine();
+    if (ImGui::Button(fmt("%s###comparev", tr(lang, S::CompareVariants)).c_str())) c.run_variant_compare();
     if (!why.empty()) {
       if (!c.cuda_ok()) {
-        ImGui::TextColored(kDimV4, tr(lang, S::CompareNeedsCuda), why.c_str());
+        wrapped(fmt(tr(lang, S::CompareNeedsCuda), why.c_str()), &kDimV4);
       } else {
-        ImGui::TextColored(kDimV4, "%s", tr(lang, S::CompareCpuLimit));
+        wrapped(tr(lang, S::CompareCpuLimit), &kDimV4);
       }
     }
     const CompareResult& cr = c.last_compare();
-    if (!cr.error.empty()) ImGui::TextColored(kErrorV4, "%s", cr.error.c_str());
+    if (!cr.error.empty()) wrapped(cr.error, &kErrorV4);
     if (cr.done) {
-      ImGui::Text("%s: %.2f× (CPU %.3f ms / CUDA %.3f ms)", tr(lang, S::SpeedUp), cr.speed_up(), cr.cpu_total_ms,
-                  cr.cuda_total_ms);
+      wrapped(fmt("%s: %.2f× (%s %.3f ms / %s %.3f ms)", tr(lang, S::SpeedUp), cr.speed_up(), cr.a_name.c_str(),
+                  cr.a_total_ms, cr.b_name.c_str(), cr.b_total_ms));
       if (ImGui::BeginTable("compare", 4, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
         ImGui::TableSetupColumn(tr(lang, S::Stage));
-        ImGui::TableSetupColumn("CPU ms");
-        ImGui::TableSetupColumn("CUDA ms");
+        ImGui::TableSetupColumn(fmt("%s ms", cr.a_name.c_str()).c_str());
+        ImGui::TableSetupColumn(fmt("%s ms", cr.b_name.c_str()).c_str());
         ImGui::TableSetupColumn(tr(lang, S::MaxDiff));
         ImGui::TableHeadersRow();
         for (const StageCompare& s : cr.stages) {
@@ -844,9 +849,9 @@ void draw_info(App& app, const Layout& l) {
           ImGui::TableSetColumnIndex(0);
           ImGui::TextUnformatted(s.stage.c_str());
           ImGui::TableSetColumnIndex(1);
-          ImGui::Text("%.3f", s.cpu_ms);
+          ImGui::Text("%.3f", s.a_ms);
           ImGui::TableSetColumnIndex(2);
-          ImGui::Text("%.3f", s.cuda_ms);
+          ImGui::Text("%.3f", s.b_ms);
           ImGui::TableSetColumnIndex(3);
           ImGui::Text("%.3g", s.max_abs_diff);
         }

@@ -59,6 +59,7 @@ struct App {
   bool temp_entry_active = false;
   int in_n, in_dk, in_dv, in_seed;  // the random-mode fields, applied by Generate
   int in_mode;                      // 0 demo, 1 random (the radio's value)
+  std::string random_error;         // why the last Generate was refused (shown beside it)
 };
 
 // Finds a CJK font (list of known paths, then fc-match), builds the atlas from the glyphs the UI,

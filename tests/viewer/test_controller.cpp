@@ -145,6 +145,26 @@ TEST(Controller, CudaRefusedWithTheReasonWhenAbsent) {
   EXPECT_THROW(Controller{o}, NoDeviceError);
 }
 
+// Staged vs fused needs no GPU: the chosen backend (the CPU here) runs both on the current
+// problem; the outputs agree to fp32 rounding.
+TEST(Controller, StagedVersusFusedCompareRunsOnTheCpu) {
+  Controller c(cpu_options());
+  ASSERT_TRUE(c.load_random(300, 16, 8, 5));
+  const CompareResult& r = c.run_variant_compare();
+  ASSERT_TRUE(r.done) << r.error;
+  EXPECT_EQ(r.a_name, "staged");
+  EXPECT_EQ(r.b_name, "fused");
+  EXPECT_GT(r.a_total_ms, 0);
+  EXPECT_GT(r.b_total_ms, 0);
+  ASSERT_EQ(r.stages.size(), 1u);
+  EXPECT_EQ(r.stages[0].stage, "output");
+  EXPECT_LT(r.stages[0].max_abs_diff, 1e-5);
+  EXPECT_GT(r.speed_up(), 0);
+  // A comparison belongs to the problem it ran on.
+  ASSERT_TRUE(c.set_temperature(2.0));
+  EXPECT_FALSE(c.last_compare().done);
+}
+
 TEST(Controller, RandomModeAndLimits) {
   Controller c(cpu_options());
   EXPECT_FALSE(c.load_random(kCpuMaxTokens + 1, 8, 8, 1));

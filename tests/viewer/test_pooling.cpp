@@ -118,6 +118,52 @@ TEST(Heatmap, SmallMatricesGetSquareCentredCells) {
   EXPECT_FLOAT_EQ(o.cell_w, o.cell_h);
 }
 
+TEST(Heatmap, PooledPlotsKeepSquareCellsAndZoomKeepsTheShape) {
+  // 4096 x 4096 in a tall area: square, as wide as the area, centred vertically.
+  const PlotGeometry g = place_plot(0, 0, 478, 571, 4096, 4096, HeatView{});
+  EXPECT_TRUE(g.pooled());
+  EXPECT_FLOAT_EQ(g.w, 478);
+  EXPECT_FLOAT_EQ(g.h, 478);
+  EXPECT_FLOAT_EQ(g.cell_w, g.cell_h);
+  EXPECT_FLOAT_EQ(g.y, std::floor((571 - 478) / 2.0f));
+  // One wheel step in (1.25x): still square, same place on screen (no jump).
+  const HeatView z = zoom_view(HeatView{}, 0.5, 0.5, 1.25, 4096, 4096);
+  const PlotGeometry gz = place_plot(0, 0, 478, 571, 4096, 4096, z);
+  EXPECT_FLOAT_EQ(gz.w, g.w);
+  EXPECT_FLOAT_EQ(gz.h, g.h);
+  EXPECT_FLOAT_EQ(gz.x, g.x);
+  EXPECT_FLOAT_EQ(gz.y, g.y);
+  // The skinny output (4096 x 64) is widened to 160 px rather than drawn 7 px wide.
+  const PlotGeometry o = place_plot(0, 0, 478, 571, 4096, 64, HeatView{});
+  EXPECT_FLOAT_EQ(o.w, 160);
+  EXPECT_FLOAT_EQ(o.h, 571);
+}
+
+TEST(Heatmap, VisibleSpansCutCellsAtThePlotEdge) {
+  // 5 x 5 in 500 x 500 zoomed to columns/rows 0.5 .. 3.0: cells 200 px; cell 0 shows its right
+  // half (100 px), cells 1 and 2 are whole, cell 3 is outside.
+  const HeatView v{0.1, 0.1, 0.6, 0.6};
+  const PlotGeometry g = place_plot(0, 0, 500, 500, 5, 5, v);
+  ASSERT_NEAR(g.cell_w, 200, 1e-3);
+  const auto c0 = visible_col_span(g, 0);
+  ASSERT_TRUE(c0);
+  EXPECT_NEAR(c0->lo, 0, 1e-3);
+  EXPECT_NEAR(c0->hi, 100, 1e-3);
+  EXPECT_NEAR(c0->mid(), 50, 1e-3);
+  const auto c1 = visible_col_span(g, 1);
+  ASSERT_TRUE(c1);
+  EXPECT_NEAR(c1->size(), 200, 1e-3);
+  const auto c2 = visible_col_span(g, 2);
+  ASSERT_TRUE(c2);
+  EXPECT_NEAR(c2->hi, 500, 1e-3);
+  EXPECT_NEAR(c2->size(), 200, 1e-3);
+  EXPECT_FALSE(visible_col_span(g, 3));
+  const auto r0 = visible_row_span(g, 0);
+  ASSERT_TRUE(r0);
+  EXPECT_NEAR(r0->size(), 100, 1e-3);
+  EXPECT_FALSE(visible_row_span(g, 4));
+}
+
 TEST(Heatmap, HitTestFindsTheExactCell) {
   const PlotGeometry g = place_plot(0, 0, 500, 400, 5, 5, HeatView{});
   auto c = hit_test(g, 50 + 3 * 80 + 40, 2 * 80 + 40);

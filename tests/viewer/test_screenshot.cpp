@@ -39,10 +39,11 @@ struct ViewRun {
   std::string err;
 };
 
-ViewRun run_view(const std::string& args) {
+// `env_args`: what `env` gets before the binary (the default: the dummy video driver).
+ViewRun run_view(const std::string& args, const std::string& env_args = "SDL_VIDEODRIVER=dummy") {
   const fs::path err = work_dir() / "stderr.txt";
-  const std::string cmd = "env SDL_VIDEODRIVER=dummy LANG=C.UTF-8 '" + std::string(ATTNLAB_VIEW_BINARY) + "' " +
-                          args + " 2>'" + err.string() + "'";
+  const std::string cmd = "env " + env_args + " LANG=C.UTF-8 timeout 60 '" + std::string(ATTNLAB_VIEW_BINARY) +
+                          "' " + args + " 2>'" + err.string() + "'";
   const int status = std::system(cmd.c_str());
   ViewRun r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -211,6 +212,25 @@ TEST(Screenshot, BadFlagsGiveOneErrorLineAndExitTwo) {
     EXPECT_EQ(r.code, 2);
     EXPECT_EQ(r.err.rfind("error: no CUDA device: ", 0), 0u) << r.err;
   }
+}
+
+// No display: the interactive viewer refuses at once (SDL would otherwise open an invisible
+// offscreen window and run forever); --screenshot still renders, without the Wayland probe's noise.
+TEST(Screenshot, WithoutADisplayOnlyHeadlessRuns) {
+  const std::string no_display = "-u DISPLAY -u WAYLAND_DISPLAY -u SDL_VIDEODRIVER";
+  ViewRun r = run_view("", no_display);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_EQ(r.err.rfind("error: no display", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  const fs::path png = work_dir() / "nodisplay.png";
+  r = run_view("--screenshot '" + png.string() + "'", no_display);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(png));
+  EXPECT_EQ(r.err.find("XDG_RUNTIME_DIR"), std::string::npos) << r.err;
+  // A driver that shows no window, asked for explicitly, without --screenshot: refused too.
+  r = run_view("", "SDL_VIDEODRIVER=dummy");
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("shows no window"), std::string::npos) << r.err;
 }
 
 TEST(Screenshot, HelpExitsZero) {
