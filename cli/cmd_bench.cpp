@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <iostream>
@@ -284,6 +285,17 @@ struct Machine {
   double copy_gbs = 0;  // 0: not measured
 };
 
+// The CUDA kernels' tile configurations in effect (kernels/tile_config.h), as the environment gives
+// them ("0" when unset): a run's figures belong to these.
+std::vector<std::pair<std::string, std::string>> kernel_configs() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const char* var : {"ATTNLAB_FUSED_CONFIG", "ATTNLAB_STAGED_CONFIG"}) {
+    const char* v = std::getenv(var);
+    out.emplace_back(var, v != nullptr && *v != '\0' ? v : "0");
+  }
+  return out;
+}
+
 std::string render_json(const Machine& m, const std::vector<Result>& results,
                         const BenchArgs& a) {
   nlohmann::json cases = nlohmann::json::array(), skipped = nlohmann::json::array();
@@ -296,6 +308,11 @@ std::string render_json(const Machine& m, const std::vector<Result>& results,
       {"repeat", a.repeat},
       {"warmup", a.warmup},
       {"seed", a.seed},
+      {"kernel_configs", [] {
+         nlohmann::json k = nlohmann::json::object();
+         for (const auto& [var, value] : kernel_configs()) k[var] = value;
+         return k;
+       }()},
       {"flops_rule", "4*N^2*d per head, half for causal"},
       {"bytes_rule",
        "min_bytes: inputs read once + output written once; moved_bytes: min for fused; for staged "
@@ -342,6 +359,9 @@ std::string render_table(const Machine& m, const std::vector<Result>& results,
     o << "device: " << m.device;
     if (m.copy_gbs > 0) o << ", device-to-device copy " << format_number("%.0f", m.copy_gbs) << " GB/s";
     o << "\n";
+  }
+  for (const auto& [var, value] : kernel_configs()) {
+    if (value != "0") o << "kernel configuration: " << var << "=" << value << "\n";
   }
   o << "repeat " << a.repeat << ", warmup " << a.warmup << ", seed " << a.seed
     << "; TFLOP/s = 4 N^2 d per head / median (half for causal); GB/s = moved bytes / median\n\n";

@@ -1,0 +1,216 @@
+// `attnlab bench` through the real binary (issue 4): every combination of the lists is either
+// timed or listed as skipped with its reason; a timed case reports median/min/max, TFLOP/s by the
+// 4·N²·d rule (half for causal), bytes and GB/s, peak memory and the error against fp64 from the
+// same run; staged cases add their four stages; a progress line per case goes to stderr; JSON,
+// CSV and table renderings agree on what ran; bad options get one "error:" line and exit 2.
+// CPU cases only run here; CUDA cases are skipped with the registry's reason where no device
+// answers (on a GPU machine they run, and the same checks apply).
+#include "core/backend.h"
+#include "tests/test_util.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace attnlab {
+namespace {
+
+using nlohmann::json;
+
+test::BinaryRun bench(std::vector<std::string> args, const std::string& env = "LANG=C.UTF-8") {
+  args.insert(args.begin(), "bench");
+  return test::run_attnlab(args, env);
+}
+
+std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+const std::vector<std::string> kSweep = {
+    "--backend", "cpu,cuda", "--variant", "staged,fused", "--precision", "fp32,bf16",
+    "--n", "64,96", "--d", "8,16", "--heads", "1,2", "--mask", "none,causal",
+    "--repeat", "3", "--warmup", "1"};
+constexpr int kCombinations = 2 * 2 * 2 * 2 * 2 * 2 * 2;
+
+TEST(BenchCli, EveryCombinationIsTimedOrSkippedWithItsReason) {
+  std::vector<std::string> args = kSweep;
+  args.insert(args.end(), {"--format", "json"});
+  const test::BinaryRun r = bench(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  const json& cases = j["cases"];
+  const json& skipped = j["skipped"];
+  EXPECT_EQ(static_cast<int>(cases.size() + skipped.size()), kCombinations);
+  EXPECT_EQ(j["repeat"], 3);
+  EXPECT_EQ(j["warmup"], 1);
+  EXPECT_TRUE(j.contains("kernel_configs"));
+  EXPECT_TRUE(j.contains("cpu"));
+
+  std::string reason;
+  const bool cuda = cuda_available(&reason);
+  int cpu_ran = 0;
+  for (const json& c : cases) {
+    SCOPED_TRACE(c.dump());
+    EXPECT_EQ(c["status"], "ok");
+    EXPECT_NE(c["precision"], "bf16") << "bf16 runs only on the CUDA fused kernel";
+    if (c["backend"] == "cpu") ++cpu_ran;
+    const double n = c["n"], d = c["d"], heads = c["heads"];
+    const double flops = 4 * heads * n * n * d / (c["mask"] == "causal" ? 2 : 1);
+    EXPECT_DOUBLE_EQ(c["flops"].get<double>(), flops);
+    const double med = c["median_ms"], lo = c["min_ms"], hi = c["max_ms"];
+    EXPECT_GT(lo, 0);
+    EXPECT_LE(lo, med);
+    EXPECT_LE(med, hi);
+    EXPECT_EQ(c["repeat"], 3);
+    EXPECT_NEAR(c["tflops"].get<double>(), flops / (med * 1e-3) / 1e12, 1e-9 * flops);
+    const double min_bytes = c["min_bytes"], moved = c["moved_bytes"];
+    EXPECT_DOUBLE_EQ(min_bytes, 4.0 * heads * n * d * 4);  // Q, K, V read, O written, fp32
+    if (c["variant"] == "staged") {
+      EXPECT_GT(moved, min_bytes);
+      ASSERT_TRUE(c.contains("stages"));
+      std::set<std::string> names;
+      for (const json& s : c["stages"]) {
+        names.insert(s["stage"].get<std::string>());
+        EXPECT_GT(s["bytes"].get<double>(), 0);
+        EXPECT_GE(s["median_ms"].get<double>(), 0);
+      }
+      EXPECT_EQ(names, (std::set<std::string>{"qk", "scale_mask", "softmax", "pv"}));
+    } else {
+      EXPECT_DOUBLE_EQ(moved, min_bytes);
+    }
+    EXPECT_NEAR(c["gbs"].get<double>(), moved / (med * 1e-3) / 1e9, 1e-9 * moved);
+    EXPECT_GT(c["peak_bytes"].get<double>(), 0);
+    ASSERT_TRUE(c["rel_err"].is_number());
+    EXPECT_LT(c["rel_err"].get<double>(), 1e-5);
+    EXPECT_EQ(c["reference"], "fp64 full");
+  }
+  EXPECT_EQ(cpu_ran, 2 * 2 * 2 * 2 * 2) << "every CPU fp32 combination runs (variant, mask, heads, d, n)";
+  for (const json& s : skipped) {
+    SCOPED_TRACE(s.dump());
+    EXPECT_EQ(s["status"], "skipped");
+    const std::string why = s["reason"];
+    if (s["precision"] == "bf16") {
+      EXPECT_TRUE(why == "bf16 runs only on the cuda fused kernel" || why == "bf16 needs d 64 or 128" ||
+                  why.rfind("no CUDA device: ", 0) == 0)
+          << why;
+    } else {
+      EXPECT_EQ(s["backend"], "cuda");
+      EXPECT_FALSE(cuda) << "a CUDA fp32 case was skipped although a device answers: " << why;
+      EXPECT_EQ(why, "no CUDA device: " + reason);
+    }
+  }
+}
+
+TEST(BenchCli, OneProgressLinePerCaseOnStderr) {
+  std::vector<std::string> args = kSweep;
+  args.insert(args.end(), {"--format", "csv"});
+  const test::BinaryRun r = bench(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  int progress = 0;
+  for (const std::string& l : lines_of(r.err)) {
+    if (l.rfind("[", 0) != 0) continue;
+    ++progress;
+    EXPECT_NE(l.find("/" + std::to_string(kCombinations) + "] "), std::string::npos) << l;
+    EXPECT_TRUE(l.find(" ms median of 3, ") != std::string::npos || l.find(": skipped (") != std::string::npos)
+        << l;
+  }
+  EXPECT_EQ(progress, kCombinations);
+  // CSV: a header, then one row per combination.
+  const auto rows = lines_of(r.out);
+  ASSERT_EQ(static_cast<int>(rows.size()), kCombinations + 1);
+  EXPECT_EQ(rows[0].rfind("backend,variant,precision,mask,heads,n,d,status,median_ms", 0), 0u);
+}
+
+TEST(BenchCli, TableListsTimedCasesStagesAndSkippedOnes) {
+  const test::BinaryRun r = bench({"--backend", "cpu", "--variant", "staged,fused", "--precision",
+                                   "fp32,bf16", "--n", "48", "--d", "8", "--repeat", "2"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("median ms"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stages of cpu staged fp32 none heads=1 n=48 d=8:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("skipped:\n  cpu staged bf16 none heads=1 n=48 d=8: bf16 runs only on the cuda fused kernel"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
+}
+
+// Above 2^22 head·N² entries the reference is 64 evenly spread rows of head 0, recomputed in
+// double; the output says so.
+TEST(BenchCli, LargeCasesAreCheckedOnSampledRows) {
+  const test::BinaryRun r = bench({"--backend", "cpu", "--variant", "fused", "--precision", "fp32",
+                                   "--n", "2100", "--d", "8", "--repeat", "1", "--warmup", "0",
+                                   "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json c = json::parse(r.out)["cases"].at(0);
+  EXPECT_EQ(c["reference"], "fp64 64 rows of head 0");
+  EXPECT_LT(c["rel_err"].get<double>(), 1e-5);
+}
+
+TEST(BenchCli, CasesOverTheTimeBudgetAreSkippedWithTheEstimate) {
+  const test::BinaryRun r = bench({"--backend", "cpu", "--variant", "staged", "--precision", "fp32",
+                                   "--n", "4096", "--d", "64", "--max-seconds", "0.001",
+                                   "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j["skipped"].size(), 1u);
+  const std::string why = j["skipped"][0]["reason"];
+  EXPECT_EQ(why.rfind("would take ~", 0), 0u) << why;
+  EXPECT_NE(why.find("over --max-seconds 0.001"), std::string::npos) << why;
+}
+
+TEST(BenchCli, KernelConfigurationsInEffectAreRecorded) {
+  const test::BinaryRun r = bench({"--backend", "cpu", "--variant", "fused", "--precision", "fp32",
+                                   "--n", "16", "--d", "8", "--repeat", "1", "--format", "json"},
+                                  "LANG=C.UTF-8 ATTNLAB_FUSED_CONFIG=5");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json k = json::parse(r.out)["kernel_configs"];
+  EXPECT_EQ(k["ATTNLAB_FUSED_CONFIG"], "5");
+  EXPECT_EQ(k["ATTNLAB_STAGED_CONFIG"], "0");
+  const test::BinaryRun t = bench({"--backend", "cpu", "--variant", "fused", "--precision", "fp32",
+                                   "--n", "16", "--d", "8", "--repeat", "1"},
+                                  "LANG=C.UTF-8 ATTNLAB_STAGED_CONFIG=1");
+  EXPECT_NE(t.out.find("kernel configuration: ATTNLAB_STAGED_CONFIG=1\n"), std::string::npos) << t.out;
+}
+
+TEST(BenchCli, OutputFileGetsTheReport) {
+  const std::string path = ::testing::TempDir() + "attnlab-bench-output.csv";
+  const test::BinaryRun r = bench({"--backend", "cpu", "--variant", "fused", "--precision", "fp32",
+                                   "--n", "16", "--d", "8", "--repeat", "1", "--format", "csv",
+                                   "--output", path});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  EXPECT_EQ(lines_of(s.str()).size(), 2u) << s.str();
+  std::remove(path.c_str());
+}
+
+TEST(BenchCli, BadOptionsAreOneErrorLine) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"--n", "0"},           {"--n", "abc"},        {"--d", "-4"},          {"--heads", "0"},
+      {"--repeat", "0"},      {"--warmup", "-1"},    {"--backend", "gpu"},   {"--variant", "flash"},
+      {"--precision", "fp64"}, {"--mask", "diag"},   {"--format", "xml"},    {"--max-seconds", "0"}};
+  for (const auto& args : bad) {
+    const test::BinaryRun r = bench(args);
+    const std::string joined = args[0] + " " + args[1];
+    EXPECT_EQ(r.code, 2) << joined << "\n" << r.err;
+    EXPECT_TRUE(r.out.empty()) << joined << "\n" << r.out;
+    const auto ls = lines_of(r.err);
+    ASSERT_EQ(ls.size(), 1u) << joined << "\n" << r.err;
+    EXPECT_EQ(ls[0].rfind("error: ", 0), 0u) << ls[0];
+  }
+}
+
+}  // namespace
+}  // namespace attnlab
