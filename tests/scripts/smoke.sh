@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Smoke tests of the lab's scripts on a machine without a GPU (ctest label cpu), so that a script
+# bug shows up in CI rather than during the few minutes of a lent GPU (session 1 lost its staged
+# benchmark to a variable missing from gpu-check's environment).
+#
+#   tests/scripts/smoke.sh gpu-check|bench-sweep|compare-torch BUILD_DIR
+#
+# gpu-check   --sweep against gpu-stage's copy of BUILD_DIR: every step runs and is listed; the ones
+#             that need a device
+#             fail (verify, the redraw), all others pass; no shell error in the logs; the
+#             configuration sweep covers every configuration; the table comes last.
+# bench-sweep a tiny CPU sweep: the CSV has every case, and the two charts are PNG files.
+# compare-torch without PyTorch: says it is skipped and exits 0 (with PyTorch it needs a GPU).
+set -uo pipefail
+
+what=$1
+build=$(cd "$2" && pwd -P)
+repo=$(cd "$(dirname "$0")/../.." && pwd -P)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+check() {  # check DESCRIPTION COMMAND...
+  local d=$1
+  shift
+  if "$@"; then echo "ok: $d"; else echo "FAILED: $d"; fails=$((fails + 1)); fi
+}
+
+case $what in
+  gpu-check)
+    # On scripts/gpu-stage's copy, as on the GPU machine (and so that the nested ctest writes its
+    # logs there, not into the build tree whose ctest runs this test).
+    check "gpu-stage copies the tree" "$repo/scripts/gpu-stage" "$build" "$tmp/stage"
+    "$repo/scripts/gpu-check" --sweep "$tmp/out" "$tmp/stage" >"$tmp/stdout" 2>"$tmp/stderr"
+    rc=$?
+    cat "$tmp/stdout"
+    check "exit status 1 (device steps fail without a GPU), got $rc" test "$rc" = 1
+    for s in verify-demo ctest-gpu verify-4096-causal bench-staged view-redraw torch config-tests \
+      config-sweep; do
+      check "step $s listed" grep -q "^$s " "$tmp/out/summary.txt"
+    done
+    for s in ctest-gpu bench-staged config-tests config-sweep; do
+      check "step $s passes without a GPU" grep -Eq "^$s +PASS" "$tmp/out/summary.txt"
+    done
+    for s in verify-demo verify-4096-causal; do
+      check "step $s fails without a GPU" grep -Eq "^$s +FAIL" "$tmp/out/summary.txt"
+    done
+    check "no shell errors" bash -c "! grep -Eh 'unbound variable|command not found|syntax error' \
+      '$tmp/stderr' '$tmp/out/steps.log' '$tmp/out/ctest.log'"
+    n_markers=$(grep -c '"kind":"time"' "$tmp/out/configs.json")
+    check "configs.json times 6 bf16 + 7 fp32 fused + 3 staged configurations (got $n_markers)" \
+      test "$n_markers" = 16
+    check "the configuration table comes last" bash -c "tail -n 3 '$tmp/stdout' | grep -q '^variant '"
+    ;;
+  bench-sweep)
+    "$repo/scripts/bench-sweep" --binary "$build/cli/attnlab" --out "$tmp" --repeat 1 \
+      --cpu-n 32,64 >"$tmp/log" 2>&1
+    rc=$?
+    cat "$tmp/log"
+    check "exit status 0" test "$rc" = 0
+    check "CSV: header + 2 N x 2 variants" test "$(wc -l <"$tmp/bench-sweep.csv")" = 5
+    check "CSV cases ran" test "$(grep -c ',ok,' "$tmp/bench-sweep.csv")" = 4
+    if command -v gnuplot >/dev/null; then
+      for png in bench-time.png bench-tflops.png; do
+        check "$png is a PNG" bash -c "head -c 8 '$tmp/$png' | od -An -tx1 | grep -q '89 50 4e 47'"
+      done
+    else
+      echo "note: gnuplot missing, charts not checked"
+    fi
+    ;;
+  compare-torch)
+    if python3 -c 'import torch' >/dev/null 2>&1; then
+      echo "PyTorch is importable here: compare-torch needs a GPU run; syntax only"
+      check "compiles" python3 -m py_compile "$repo/scripts/compare-torch"
+    else
+      out=$(ATTNLAB_BINARY="$build/cli/attnlab" "$repo/scripts/compare-torch" 2>&1)
+      rc=$?
+      echo "$out"
+      check "exit status 0" test "$rc" = 0
+      check "says it is skipped" grep -q "skipped: PyTorch not importable" <<<"$out"
+    fi
+    ;;
+  *)
+    echo "usage: $0 gpu-check|bench-sweep|compare-torch BUILD_DIR" >&2
+    exit 2
+    ;;
+esac
+[ "$fails" = 0 ]
