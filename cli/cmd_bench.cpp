@@ -10,6 +10,8 @@
 // (scores, scaled, logits, weights) each written once and read once, plus the mask read once.
 // Reference: the full fp64 chain (reference_fp64) when heads*N^2 <= 2^22; above that 64 query
 // rows of head 0, spread evenly, recomputed in double here (the output says which).
+#include "core/gcc12_avx512.h"  // first: see there
+
 #include "cli/common.h"
 #include "core/format.h"
 

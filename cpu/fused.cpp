@@ -12,6 +12,8 @@
 // Accuracy: the max is taken on raw scores and the subtraction happens before the scaling, so the
 // exp argument for the keys that matter is small and exact to a few ulp; the error against fp64
 // is that of the fp32 dot products (about 1e-7 relative at T = 1).
+#include "core/gcc12_avx512.h"  // first: see there
+
 #include "cpu/cpu_backend.h"
 
 #include <algorithm>

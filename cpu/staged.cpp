@@ -3,6 +3,8 @@
 // (reference_fp64) are the same code at two precisions:
 //   scores = Q Kᵀ, scaled = scores / sqrt(d_k), logits = (scaled + mask) / T,
 //   weights = row-wise stable softmax(logits), output = weights V.
+#include "core/gcc12_avx512.h"  // first: see there
+
 #include "cpu/cpu_backend.h"
 
 #include <chrono>
