@@ -511,8 +511,8 @@ std::string render_json(const Problem& p, const Trace& t, int query, Lang lang) 
   j["heads"] = p.heads;
   j["timings_ms"] = {{"upload", t.timings.upload_ms},     {"qk", t.timings.qk_ms},
                      {"scale_mask", t.timings.scale_mask_ms}, {"softmax", t.timings.softmax_ms},
-                     {"pv", t.timings.pv_ms},             {"download", t.timings.download_ms},
-                     {"total", t.timings.total_ms}};
+                     {"pv", t.timings.pv_ms},             {"fused", t.timings.fused_ms},
+                     {"download", t.timings.download_ms}, {"total", t.timings.total_ms}};
   return layout_json(j);
 }
 

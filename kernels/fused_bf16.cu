@@ -40,6 +40,7 @@
 #include "core/types.h"
 #include "kernels/async_copy.cuh"
 #include "kernels/fused.h"
+#include "kernels/launch.h"
 #include "kernels/tile_config.h"
 
 #include <cuda_runtime.h>
@@ -391,25 +392,13 @@ template <int D, int WARPS, int BK, int MINB, int MT = 1, bool QREG = true>
 void launch_bf16(const std::uint16_t* q, const std::uint16_t* k, const std::uint16_t* v, float* o,
                  int heads, int n, int m, float scale_log2, bool causal, cudaStream_t stream) {
   using T = Bf16Tile<D, WARPS, BK, MINB, MT, QREG>;
-  // Above 48 KiB a kernel must opt in to dynamic shared memory; once per instantiation.
-  static const bool configured = [] {
-    ATTNLAB_CUDA_CHECK(cudaFuncSetAttribute(fused_bf16_kernel<D, WARPS, BK, MINB, MT, QREG>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(T::smem_bytes)));
-    return true;
-  }();
-  (void)configured;
-  const long long blocks = static_cast<long long>(heads) * ((n + T::kBQ - 1) / T::kBQ);
-  if (blocks > 0x7fffffffLL) {
-    throw InputError("fused bf16: " + std::to_string(blocks) + " blocks exceed the grid limit");
-  }
-  fused_bf16_kernel<D, WARPS, BK, MINB, MT, QREG>
-      <<<static_cast<unsigned>(blocks), T::kThreads, T::smem_bytes, stream>>>(
+  allow_dynamic_smem<fused_bf16_kernel<D, WARPS, BK, MINB, MT, QREG>>(T::smem_bytes);
+  const unsigned blocks =
+      grid_1d(static_cast<long long>(heads) * ((n + T::kBQ - 1) / T::kBQ), "fused bf16");
+  fused_bf16_kernel<D, WARPS, BK, MINB, MT, QREG><<<blocks, T::kThreads, T::smem_bytes, stream>>>(
       q, k, v, o, heads, n, m, scale_log2, causal);
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 constexpr int kBf16Configs = 6;  // valid ATTNLAB_FUSED_CONFIG values: 0 .. kBf16Configs - 1
 

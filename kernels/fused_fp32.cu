@@ -40,6 +40,7 @@
 
 #include "core/types.h"
 #include "kernels/fused.h"
+#include "kernels/launch.h"
 #include "kernels/tile_config.h"
 
 #include <cuda_runtime.h>
@@ -383,25 +384,13 @@ void launch_fp32(const float* q, const float* k, const float* v, float* o, int h
                  int m, int dk, int dv, float scale_log2, bool causal, const float* mask, bool vec,
                  cudaStream_t stream) {
   using T = Fp32Tile<D, BQ, BK, THREADS, MINB>;
-  // Above 48 KiB a kernel must opt in to dynamic shared memory; once per instantiation.
-  static const bool configured = [] {
-    ATTNLAB_CUDA_CHECK(cudaFuncSetAttribute(fused_fp32_kernel<D, BQ, BK, THREADS, MINB>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(T::smem_bytes)));
-    return true;
-  }();
-  (void)configured;
-  const long long blocks = static_cast<long long>(heads) * ((n + T::BQ - 1) / T::BQ);
-  if (blocks > 0x7fffffffLL) {
-    throw InputError("fused fp32: " + std::to_string(blocks) + " blocks exceed the grid limit");
-  }
-  fused_fp32_kernel<D, BQ, BK, THREADS, MINB>
-      <<<static_cast<unsigned>(blocks), T::kThreads, T::smem_bytes, stream>>>(
+  allow_dynamic_smem<fused_fp32_kernel<D, BQ, BK, THREADS, MINB>>(T::smem_bytes);
+  const unsigned blocks =
+      grid_1d(static_cast<long long>(heads) * ((n + T::BQ - 1) / T::BQ), "fused fp32");
+  fused_fp32_kernel<D, BQ, BK, THREADS, MINB><<<blocks, T::kThreads, T::smem_bytes, stream>>>(
       q, k, v, o, heads, n, m, dk, dv, scale_log2, causal, mask, vec);
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 constexpr int kFp32Configs = 7;  // valid ATTNLAB_FUSED_CONFIG values: 0 .. kFp32Configs - 1
 

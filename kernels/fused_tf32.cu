@@ -30,6 +30,7 @@
 #include "core/types.h"
 #include "kernels/async_copy.cuh"
 #include "kernels/fused.h"
+#include "kernels/launch.h"
 #include "kernels/mma_tf32.cuh"
 #include "kernels/tf32_layout.h"
 
@@ -308,21 +309,10 @@ void launch_tf32x3(const float* q, const float* k, const float* v, float* o, int
                    int m, int dk, int dv, float scale_log2, bool causal, const float* mask,
                    cudaStream_t stream) {
   using T = Tf32Tile<D, WARPS, BK>;
-  // Above 48 KiB a kernel must opt in to dynamic shared memory; once per instantiation.
-  static const bool configured = [] {
-    ATTNLAB_CUDA_CHECK(cudaFuncSetAttribute(fused_tf32x3_kernel<D, WARPS, BK>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(T::smem_bytes)));
-    return true;
-  }();
-  (void)configured;
-  const long long blocks = static_cast<long long>(heads) * ((n + T::kBQ - 1) / T::kBQ);
-  if (blocks > 0x7fffffffLL) {
-    throw InputError("fused fp32 (3xTF32): " + std::to_string(blocks) +
-                     " blocks exceed the grid limit");
-  }
-  fused_tf32x3_kernel<D, WARPS, BK>
-      <<<static_cast<unsigned>(blocks), T::kThreads, T::smem_bytes, stream>>>(
+  allow_dynamic_smem<fused_tf32x3_kernel<D, WARPS, BK>>(T::smem_bytes);
+  const unsigned blocks = grid_1d(static_cast<long long>(heads) * ((n + T::kBQ - 1) / T::kBQ),
+                                  "fused fp32 (3xTF32)");
+  fused_tf32x3_kernel<D, WARPS, BK><<<blocks, T::kThreads, T::smem_bytes, stream>>>(
       q, k, v, o, heads, n, m, dk, dv, scale_log2, causal, mask);
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
 }
@@ -346,9 +336,6 @@ void dispatch_tf32x3(bool wide, const float* q, const float* k, const float* v, 
 bool fused_attention_tf32x3(bool wide, const float* q, const float* k, const float* v, float* o,
                             int heads, int n, int m, int d_k, int d_v, float scale_log2,
                             bool causal, const float* custom_mask, void* stream) {
-  const auto aligned16 = [](const void* p) {
-    return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
-  };
   const int dmax = d_k > d_v ? d_k : d_v;
   if (d_k % 4 != 0 || d_v % 4 != 0 || dmax > 128 || !aligned16(q) || !aligned16(k) ||
       !aligned16(v) || reinterpret_cast<std::uintptr_t>(o) % 8 != 0) {

@@ -15,6 +15,7 @@
 // the edges and stores are guarded.
 #include "kernels/cuda_check.h"
 #include "kernels/gemm_tf32.cuh"
+#include "kernels/launch.h"
 #include "kernels/stages.h"
 #include "kernels/tile_config.h"
 
@@ -159,18 +160,8 @@ template <int BN, int TN, int MINB>
 void launch_pv_tiles(const float* p, const float* v, float* o, int heads, int n, int m, int d_v,
                      bool causal, bool tc, cudaStream_t stream) {
   using G = PvTc<BN>;
-  if (tc) {
-    // Above 48 KiB a kernel must opt in to dynamic shared memory; once per instantiation.
-    static const bool configured = [] {
-      ATTNLAB_CUDA_CHECK(cudaFuncSetAttribute(pv_tc<BN, MINB>,
-                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              static_cast<int>(G::smem_bytes)));
-      return true;
-    }();
-    (void)configured;
-  }
-  const bool vec = m % 4 == 0 && d_v % 4 == 0 && reinterpret_cast<std::uintptr_t>(p) % 16 == 0 &&
-                   reinterpret_cast<std::uintptr_t>(v) % 16 == 0;
+  if (tc) allow_dynamic_smem<pv_tc<BN, MINB>>(G::smem_bytes);
+  const bool vec = m % 4 == 0 && d_v % 4 == 0 && aligned16(p) && aligned16(v);
   // gridDim.z is limited to 65535: launch heads in chunks, moving the pointers to each chunk.
   for (int h0 = 0; h0 < heads; h0 += kMaxGridZ) {
     const int hc = std::min(kMaxGridZ, heads - h0);

@@ -13,6 +13,7 @@
 // but never read back. Any n, m, d_k: tiles are zero-filled past the edges and stores are guarded.
 #include "kernels/cuda_check.h"
 #include "kernels/gemm_tf32.cuh"
+#include "kernels/launch.h"
 #include "kernels/stages.h"
 #include "kernels/tile_config.h"
 
@@ -167,14 +168,7 @@ __global__ void __launch_bounds__(QkTc::kThreads, MINB)
 template <int MINB>
 void launch_qk_tc(const float* q, const float* k, float* scores, float* scaled, int hc, int n,
                   int m, int d_k, float sqrt_dk, bool vec, cudaStream_t stream) {
-  // Above 48 KiB a kernel must opt in to dynamic shared memory; once per instantiation.
-  static const bool configured = [] {
-    ATTNLAB_CUDA_CHECK(cudaFuncSetAttribute(qk_tc<MINB>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(QkTc::smem_bytes)));
-    return true;
-  }();
-  (void)configured;
+  allow_dynamic_smem<qk_tc<MINB>>(QkTc::smem_bytes);
   const dim3 grid((m + QkTc::BN - 1) / QkTc::BN, (n + QkTc::BM - 1) / QkTc::BM, hc);
   qk_tc<MINB><<<grid, QkTc::kThreads, QkTc::smem_bytes, stream>>>(q, k, scores, scaled, n, m,
                                                                    d_k, sqrt_dk, vec);
@@ -186,8 +180,7 @@ void launch_qk(const float* q, const float* k, float* scores, float* scaled, int
                int m, int d_k, float sqrt_dk, cudaStream_t stream) {
   if (heads <= 0 || n <= 0 || m <= 0 || d_k <= 0) return;
   const int config = config_from_env("ATTNLAB_STAGED_CONFIG", kStagedConfigs);
-  const bool vec = d_k % 4 == 0 && reinterpret_cast<std::uintptr_t>(q) % 16 == 0 &&
-                   reinterpret_cast<std::uintptr_t>(k) % 16 == 0;
+  const bool vec = d_k % 4 == 0 && aligned16(q) && aligned16(k);
   // gridDim.z is limited to 65535: launch heads in chunks, moving the pointers to each chunk.
   for (int h0 = 0; h0 < heads; h0 += kMaxGridZ) {
     const int hc = std::min(kMaxGridZ, heads - h0);

@@ -162,7 +162,8 @@ TEST(Report, JsonRoundTripsTheTraceExactly) {
   EXPECT_EQ(j["variant"], "staged");
   EXPECT_EQ(j["heads"], 1);
   EXPECT_EQ(j["query"], 3);
-  EXPECT_TRUE(j["timings_ms"].contains("total"));
+  for (const char* k : {"upload", "qk", "scale_mask", "softmax", "pv", "fused", "download", "total"})
+    EXPECT_TRUE(j["timings_ms"].contains(k)) << k;
   const std::vector<std::pair<std::string, const MatrixF*>> stages = {
       {"q", &r.p.q},          {"k", &r.p.k},           {"v", &r.p.v},
       {"scores", &r.t.scores}, {"scaled", &r.t.scaled}, {"mask", &r.t.mask},
