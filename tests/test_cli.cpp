@@ -44,16 +44,9 @@ void write_file(const fs::path& p, const std::string& bytes) {
   f << bytes;
 }
 
-bool contains(const std::string& s, const std::string& what) {
-  return s.find(what) != std::string::npos;
-}
+using test::contains;
 
-std::vector<std::string> lines_of(const std::string& s) {
-  std::vector<std::string> out;
-  std::istringstream in(s);
-  for (std::string l; std::getline(in, l);) out.push_back(l);
-  return out;
-}
+using test::lines_of;
 
 // Collapses runs of spaces so table rows compare "modulo spacing".
 std::string squeeze(const std::string& s) {

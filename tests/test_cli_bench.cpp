@@ -30,12 +30,7 @@ test::BinaryRun bench(std::vector<std::string> args, const std::string& env = "L
   return test::run_attnlab(args, env);
 }
 
-std::vector<std::string> lines_of(const std::string& s) {
-  std::vector<std::string> out;
-  std::istringstream in(s);
-  for (std::string l; std::getline(in, l);) out.push_back(l);
-  return out;
-}
+using test::lines_of;
 
 const std::vector<std::string> kSweep = {
     "--backend", "cpu,cuda", "--variant", "staged,fused", "--precision", "fp32,bf16",
@@ -183,17 +178,14 @@ TEST(BenchCli, KernelConfigurationsInEffectAreRecorded) {
 }
 
 TEST(BenchCli, OutputFileGetsTheReport) {
-  const std::string path = ::testing::TempDir() + "attnlab-bench-output.csv";
+  const std::string path = test::unique_temp_file("attnlab-bench-output");
   const test::BinaryRun r = bench({"--backend", "cpu", "--variant", "fused", "--precision", "fp32",
                                    "--n", "16", "--d", "8", "--repeat", "1", "--format", "csv",
                                    "--output", path});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  EXPECT_EQ(lines_of(s.str()).size(), 2u) << s.str();
-  std::remove(path.c_str());
+  const std::string text = test::read_and_remove(path);
+  EXPECT_EQ(lines_of(text).size(), 2u) << text;
 }
 
 TEST(BenchCli, BadOptionsAreOneErrorLine) {

@@ -2,6 +2,7 @@
 // alignment by display width with CJK tokens), markdown, the long-form CSV and the JSON schema,
 // whose numbers must read back as exactly the trace's floats. Traces come from the CPU backend.
 #include "core/report.h"
+#include "tests/test_util.h"
 
 #include "core/stats.h"
 #include "cpu/cpu_backend.h"
@@ -19,12 +20,7 @@ namespace {
 
 using nlohmann::json;
 
-std::vector<std::string> lines_of(const std::string& s) {
-  std::vector<std::string> out;
-  std::istringstream in(s);
-  for (std::string l; std::getline(in, l);) out.push_back(l);
-  return out;
-}
+using test::lines_of;
 
 // An independent display width: CJK ideographs and fullwidth forms are 2 columns, the rest 1.
 int width_of(const std::string& s) {
@@ -67,9 +63,7 @@ std::vector<std::string> table_under(const std::string& text, const std::string&
   return out;
 }
 
-bool contains(const std::string& s, const std::string& what) {
-  return s.find(what) != std::string::npos;
-}
+using test::contains;
 
 struct DemoRun {
   Problem p;

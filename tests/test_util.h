@@ -3,6 +3,7 @@
 //                                a fixed custom-mask pattern (or one the caller supplies)
 //   fp32_tolerance               what "fp32-accurate" allows for a problem (1e-5 + logit rounding)
 //   ATTNLAB_REQUIRE_CUDA()       GTEST_SKIP ("no CUDA device: <reason>") where no device answers
+//   lines_of, contains           text checks the CLI and report tests share
 //   run_attnlab                  runs the real `attnlab` binary with quoted arguments, stdin from
 //                                /dev/null and both streams captured, and returns its exit code
 // The binary is found through the environment variable ATTNLAB_BINARY when it is set and
@@ -21,6 +22,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,22 @@
 #include <fstream>
 #include <sstream>
 #endif
+
+namespace attnlab::test {
+
+// The lines of s, without their '\n'.
+inline std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+inline bool contains(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
+
+}  // namespace attnlab::test
 
 // A GPU test's first line: without a device it SKIPs visibly with the reason, never passes.
 #define ATTNLAB_REQUIRE_CUDA()                                             \

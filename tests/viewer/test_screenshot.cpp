@@ -98,13 +98,13 @@ double grey_fraction(const Shot& s, int row, int col) {
   return total ? static_cast<double>(grey) / total : 0;
 }
 
-// Rows (in cells) whose horizontal band holds highlight pixels, scanning the plot's middle column.
+// Pixel rows (y, in image pixels) that hold highlight colour in the plot's middle column, from 6 px
+// above the plot to 6 px below it; callers compare them with the frame's expected edges.
 std::vector<int> highlighted_rows(const Shot& s) {
   std::vector<int> rows;
   const int x = static_cast<int>(s.x + s.w / 2);
   for (int y = static_cast<int>(s.y) - 6; y < static_cast<int>(s.y + s.h) + 6; ++y) {
     if (!is_highlight(s.img.at(x, y))) continue;
-    // Frame edges sit within 4 px of a row boundary; attribute them to the row they enclose.
     rows.push_back(y);
   }
   return rows;
@@ -234,6 +234,11 @@ TEST(Screenshot, WithoutADisplayOnlyHeadlessRuns) {
 }
 
 TEST(Screenshot, HelpExitsZero) {
-  const ViewRun r = run_view("--help >/dev/null");
-  EXPECT_EQ(r.code, 0);
+  const fs::path out = work_dir() / "help.txt";
+  const ViewRun r = run_view("--help >'" + out.string() + "'");
+  EXPECT_EQ(r.code, 0) << r.err;
+  std::ifstream in(out);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_NE(ss.str().find("--screenshot"), std::string::npos) << ss.str();
 }

@@ -81,6 +81,22 @@ TEST(Speech, AQuietRunAndAStoppedRunReportNothing) {
   EXPECT_TRUE(s.problem().empty());
 }
 
+// Speak is disabled (available() false) exactly when no espeak-ng is on PATH.
+TEST(Speech, UnavailableWithoutEspeakOnPath) {
+  {
+    FakeEspeak fake("exit 0");
+    EXPECT_TRUE(Speaker().available());
+  }
+  const char* old = std::getenv("PATH");
+  const std::string saved = old ? old : "";
+  setenv("PATH", "/nonexistent-attnlab-dir", 1);
+  Speaker s;
+  setenv("PATH", saved.c_str(), 1);
+  EXPECT_FALSE(s.available());
+  EXPECT_FALSE(s.speak("hello", Lang::En));
+  EXPECT_FALSE(s.speaking());
+}
+
 TEST(Speech, VoiceFollowsTheLanguage) {
   EXPECT_STREQ(espeak_voice(Lang::Zh), "cmn");
   EXPECT_STREQ(espeak_voice(Lang::En), "en");
