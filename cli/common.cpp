@@ -24,17 +24,6 @@ constexpr int kMaxDim = 1 << 16;
 constexpr int kMaxHeads = 4096;
 constexpr double kMaxInputBytes = 8.0 * (1ull << 30);
 
-// The temperature as typed: "abc", "nan", "inf", "0" and "-1" all get the same one-line message.
-double parse_temperature(const std::string& s) {
-  const char* begin = s.c_str();
-  char* end = nullptr;
-  const double t = std::strtod(begin, &end);
-  if (s.empty() || end == begin || *end != '\0')
-    throw InputError("temperature must be a finite number > 0, got '" + s + "'");
-  validate_temperature(t);
-  return t;
-}
-
 void check_random_size(const ProblemArgs& a) {
   const long long n = *a.random_n;
   if (n < 1 || n > kMaxRandomN)

@@ -6,6 +6,7 @@
 #include "core/format.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -30,6 +31,20 @@ void check_finite(const MatrixF& a, const char* name) {
 void validate_temperature(double t) {
   if (!std::isfinite(t) || t <= 0)
     throw InputError("temperature must be a finite number > 0, got " + format_number("%.9g", t));
+}
+
+double parse_temperature(const std::string& text) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  const std::string s =
+      first == std::string::npos
+          ? std::string()
+          : text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
+  char* end = nullptr;
+  const double t = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size())
+    throw InputError("temperature must be a finite number > 0, got '" + s + "'");
+  validate_temperature(t);
+  return t;
 }
 
 void validate(const Problem& p) {

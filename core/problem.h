@@ -40,6 +40,11 @@ void validate(const Problem& p);
 // Throws InputError unless t is finite and > 0: "temperature must be a finite number > 0, got 0".
 void validate_temperature(double t);
 
+// A temperature as typed (the CLI's --temperature, the viewer's flag and entry): surrounding
+// spaces ignored, the rest must be one number, then validate_temperature. "abc" and "1x" get
+// the same sentence, naming what was typed ("got 'abc'").
+double parse_temperature(const std::string& text);
+
 // The page's 5-token demo: 模型 根据 上下文 分配 权重, d_k 3, d_v 2, T 0.85, mask none.
 Problem demo_problem();
 constexpr int kDemoDefaultQuery = 2;  // 上下文

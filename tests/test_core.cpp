@@ -264,6 +264,27 @@ TEST(CoreValidate, TemperatureMustBeFinitePositive) {
   EXPECT_EQ(error_of(p), "temperature must be a finite number > 0, got 0");
 }
 
+// The one parser of typed temperatures (CLI flag, viewer flag and entry).
+TEST(CoreValidate, TypedTemperatures) {
+  EXPECT_DOUBLE_EQ(parse_temperature("0.85"), 0.85);
+  EXPECT_DOUBLE_EQ(parse_temperature("  2 \n"), 2.0);
+  EXPECT_DOUBLE_EQ(parse_temperature("1e-3"), 1e-3);
+  const auto refusal = [](const std::string& text) {
+    try {
+      parse_temperature(text);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refusal("abc"), "temperature must be a finite number > 0, got 'abc'");
+  EXPECT_EQ(refusal("1x"), "temperature must be a finite number > 0, got '1x'");
+  EXPECT_EQ(refusal(" "), "temperature must be a finite number > 0, got ''");
+  EXPECT_EQ(refusal("0"), "temperature must be a finite number > 0, got 0");
+  EXPECT_EQ(refusal("-1"), "temperature must be a finite number > 0, got -1");
+  EXPECT_EQ(refusal("inf").rfind("temperature must be a finite number > 0, got ", 0), 0u);
+}
+
 TEST(CoreValidate, ShapesAreNamed) {
   Problem p = demo_problem();
   p.q = MatrixF::Ones(5, 4);

@@ -133,17 +133,12 @@ bool Controller::set_temperature(double t) {
 }
 
 bool Controller::set_temperature_text(const std::string& text) {
-  std::string s = text;
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.erase(s.begin());
-  char* end = nullptr;
-  const double t = std::strtod(s.c_str(), &end);
-  if (s.empty() || end != s.c_str() + s.size()) {
-    // Not a number at all: the same sentence validate_temperature uses, naming what was typed.
-    error_ = "temperature must be a finite number > 0, got '" + s + "'";
+  try {
+    return set_temperature(parse_temperature(text));
+  } catch (const InputError& e) {
+    error_ = e.what();
     return false;
   }
-  return set_temperature(t);
 }
 
 bool Controller::set_query(int q) {

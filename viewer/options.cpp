@@ -56,14 +56,7 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
       }
       o.step = v[0] - '0';
     } else if (a == "--temperature") {
-      const std::string& v = value();
-      char* end = nullptr;
-      const double t = std::strtod(v.c_str(), &end);
-      if (v.empty() || end != v.c_str() + v.size()) {
-        throw InputError("temperature must be a finite number > 0, got '" + v + "'");
-      }
-      validate_temperature(t);
-      o.temperature = t;
+      o.temperature = parse_temperature(value());
     } else if (a == "--mask") {
       const std::string& v = value();
       if (v == "none") {
