@@ -4,12 +4,13 @@
 #include "core/format.h"
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <sstream>
+#include <utility>
 
 namespace attnlab::viewer {
 namespace {
@@ -98,7 +99,7 @@ void Controller::run_now() {
   compare_ = CompareResult{};  // a comparison belongs to the problem it ran on
 }
 
-bool Controller::rerun(const Problem& saved, bool saved_demo) {
+bool Controller::rerun(const std::function<void()>& undo) {
   try {
     validate(problem_);
     run_now();
@@ -106,8 +107,7 @@ bool Controller::rerun(const Problem& saved, bool saved_demo) {
     return true;
   } catch (const std::exception& e) {
     error_ = e.what();
-    problem_ = saved;
-    demo_ = saved_demo;
+    undo();
     // The old trace is normally still there; it is gone only when memory forced run_now to free it.
     if (trace_.output.rows() == 0) {
       try {
@@ -119,6 +119,18 @@ bool Controller::rerun(const Problem& saved, bool saved_demo) {
   }
 }
 
+bool Controller::replace_problem(Problem p, bool demo, int query) {
+  // The old problem is moved aside, not copied, and moved back if the new one is refused.
+  Problem old = std::exchange(problem_, std::move(p));
+  const bool old_demo = std::exchange(demo_, demo);
+  const int old_query = std::exchange(query_, query);
+  return rerun([&] {
+    problem_ = std::move(old);
+    demo_ = old_demo;
+    query_ = old_query;
+  });
+}
+
 bool Controller::set_temperature(double t) {
   try {
     validate_temperature(t);
@@ -127,9 +139,9 @@ bool Controller::set_temperature(double t) {
     return false;
   }
   if (t == problem_.temperature) return true;
-  const Problem saved = problem_;
+  const double old = problem_.temperature;
   problem_.temperature = t;
-  return rerun(saved, demo_);
+  return rerun([&] { problem_.temperature = old; });
 }
 
 bool Controller::set_temperature_text(const std::string& text) {
@@ -156,9 +168,9 @@ bool Controller::move_query(int delta) {
 
 bool Controller::set_mask(MaskKind m) {
   if (m == problem_.mask) return true;
-  const Problem saved = problem_;
+  const MaskKind old = problem_.mask;
   problem_.mask = m;
-  return rerun(saved, demo_);
+  return rerun([&] { problem_.mask = old; });
 }
 
 bool Controller::toggle_mask() {
@@ -181,28 +193,14 @@ bool Controller::set_backend(const std::string& name) {
   }
   const std::string old = backend_;
   backend_ = name;
-  if (!rerun(problem_, demo_)) {
-    backend_ = old;
-    return false;
-  }
-  return true;
+  return rerun([&] { backend_ = old; });
 }
 
 bool Controller::load_demo() {
-  const Problem saved = problem_;
-  const bool saved_demo = demo_;
-  const int saved_query = query_;
   Problem p = demo_problem();
   p.temperature = problem_.temperature;
   p.mask = problem_.mask;
-  problem_ = std::move(p);
-  demo_ = true;
-  query_ = kDemoDefaultQuery;
-  if (!rerun(saved, saved_demo)) {
-    query_ = saved_query;
-    return false;
-  }
-  return true;
+  return replace_problem(std::move(p), /*demo=*/true, kDemoDefaultQuery);
 }
 
 bool Controller::load_random(int n_tokens, int d_k, int d_v, std::uint64_t seed) {
@@ -214,24 +212,16 @@ bool Controller::load_random(int n_tokens, int d_k, int d_v, std::uint64_t seed)
     error_ = limit_message(n_tokens, backend_);
     return false;
   }
-  const Problem saved = problem_;
-  const bool saved_demo = demo_;
-  const int saved_query = query_;
+  Problem p;
   try {
-    Problem p = random_problem(n_tokens, d_k, d_v, seed);
-    p.temperature = problem_.temperature;
-    p.mask = problem_.mask;
-    problem_ = std::move(p);
+    p = random_problem(n_tokens, d_k, d_v, seed);
   } catch (const std::exception& e) {
     error_ = e.what();
     return false;
   }
-  demo_ = false;
-  query_ = n_tokens / 2;
-  if (!rerun(saved, saved_demo)) {
-    query_ = saved_query;
-    return false;
-  }
+  p.temperature = problem_.temperature;
+  p.mask = problem_.mask;
+  if (!replace_problem(std::move(p), /*demo=*/false, n_tokens / 2)) return false;
   rand_n_ = n_tokens;
   rand_dk_ = d_k;
   rand_dv_ = d_v;
@@ -257,8 +247,14 @@ const CompareResult& Controller::run_compare() {
   try {
     RunOptions opt;
     opt.keep_stages = true;
-    const Trace cpu = make_backend("cpu")->run(problem_, opt);
-    const Trace gpu = make_backend("cuda")->run(problem_, opt);
+    // The chosen backend's staged run of this problem is on screen already: only the other one
+    // runs (both run only when the trace kept no stages).
+    Trace cpu_run, gpu_run;
+    const bool reuse = trace_.has_stages && trace_.variant == Variant::Staged;
+    const Trace& cpu =
+        reuse && backend_ == "cpu" ? trace_ : (cpu_run = make_backend("cpu")->run(problem_, opt));
+    const Trace& gpu =
+        reuse && backend_ == "cuda" ? trace_ : (gpu_run = make_backend("cuda")->run(problem_, opt));
     compare_.a_total_ms = cpu.timings.total_ms;
     compare_.b_total_ms = gpu.timings.total_ms;
     const StageTimings& a = cpu.timings;

@@ -13,6 +13,7 @@
 #include "viewer/options.h"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -97,9 +98,13 @@ class Controller {
   std::optional<RowStats> stats() const;
 
  private:
-  // Runs the backend for problem_; on any refusal restores `saved` (and its trace) and keeps the
-  // message. Returns true on success.
-  bool rerun(const Problem& saved, bool saved_demo);
+  // Runs the backend for problem_ (and the chosen backend); on any refusal calls `undo`, which
+  // puts back what the caller changed, rebuilds the trace if memory pressure had freed it, and
+  // keeps the message. Returns true on success.
+  bool rerun(const std::function<void()>& undo);
+  // problem_ = p (demo or not, with `query` selected) through rerun, the old one moved back on
+  // refusal: no copy of Q, K, V.
+  bool replace_problem(Problem p, bool demo, int query);
   void run_now();
 
   Problem problem_;

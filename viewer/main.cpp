@@ -87,20 +87,10 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::unique_ptr<App> app;
-  try {
-    app = std::make_unique<App>(opts);
-  } catch (const InputError& e) {
-    return fail(2, e.what());
-  } catch (const std::exception& e) {
-    return fail(1, e.what());
-  }
-  app->lang = opts.lang.value_or(lang_from_env());
-  app->play.set_step(opts.step);
   const bool headless = !opts.screenshot.empty();
-
-  // Without a display SDL quietly picks its offscreen driver: a window nobody can see, and a
-  // viewer that never ends. Refuse that for the interactive viewer; headless rendering takes the
+  // Before the App (whose first backend run may take seconds at 16384 tokens): without a display
+  // SDL quietly picks its offscreen driver, a window nobody can see and a viewer that
+  // never ends. Refuse that for the interactive viewer; headless rendering takes the
   // dummy driver straight away (no Wayland probe printing its own "error:" line first).
   const auto env_set = [](const char* name) {
     const char* v = std::getenv(name);
@@ -114,6 +104,16 @@ int main(int argc, char** argv) {
     }
     SDL_setenv("SDL_VIDEODRIVER", "dummy", 1);
   }
+  std::unique_ptr<App> app;
+  try {
+    app = std::make_unique<App>(opts);
+  } catch (const InputError& e) {
+    return fail(2, e.what());
+  } catch (const std::exception& e) {
+    return fail(1, e.what());
+  }
+  app->lang = opts.lang.value_or(lang_from_env());
+  app->play.set_step(opts.step);
   if (SDL_Init(SDL_INIT_VIDEO | SDL_INIT_TIMER) != 0) {
     if (!headless) return fail(1, std::string("SDL_Init: ") + SDL_GetError());
     SDL_setenv("SDL_VIDEODRIVER", "dummy", 1);
