@@ -32,10 +32,12 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace attnlab::cli {
@@ -162,46 +164,63 @@ std::string skip_reason(const Case& c, const BenchArgs& a, bool cuda_ok,
   return "";
 }
 
-// fp64 output rows `rows` of head 0, recomputed from the fp32 inputs: (rows.size(), d_v).
-MatrixD sampled_reference(const Problem& p, const std::vector<int>& rows) {
-  const int m = p.m();
-  const MatrixD k = p.k.topRows(m).cast<double>();
-  const MatrixD v = p.v.topRows(m).cast<double>();
-  const double scale = 1.0 / (std::sqrt(static_cast<double>(p.d_k())) * p.temperature);
-  MatrixD out(static_cast<Eigen::Index>(rows.size()), p.d_v());
-  for (std::size_t r = 0; r < rows.size(); ++r) {
-    const int i = rows[r];
-    Eigen::VectorXd logits = k * p.q.row(i).transpose().cast<double>() * scale;
-    if (p.mask == MaskKind::Causal)
-      for (int j = i + 1; j < m; ++j) logits(j) = -std::numeric_limits<double>::infinity();
-    const double mx = logits.maxCoeff();
-    const Eigen::VectorXd w = (logits.array() - mx).exp().matrix();
-    out.row(static_cast<Eigen::Index>(r)) = (w.transpose() * v) / w.sum();
-  }
-  return out;
-}
+// A bench problem and its fp64 reference output, built once per (mask, heads, d, n) and shared by
+// every backend / variant / precision timed on it. The reference is the full fp64 chain
+// (reference_fp64) up to kFullReferenceLimit head·N² entries; above that, `rows` (64 query rows of
+// head 0, evenly spread) through reference_fp64 of the sub-problem holding just those rows, their
+// mask rows as a custom mask.
+struct BenchProblem {
+  Problem p;
+  std::vector<int> rows;  // empty: ref covers every row
+  MatrixD ref;
+  std::string which;      // "fp64 full" or "fp64 64 rows of head 0"
+};
 
-// max |out - ref| / max |ref| against the fp64 reference; sets `which`.
-double check_error(const Problem& p, const MatrixF& out, std::string& which) {
+BenchProblem make_bench_problem(const Case& c, std::uint64_t seed) {
+  BenchProblem b;
+  b.p = random_problem(c.n, c.d, c.d, seed, c.heads);
+  b.p.mask = c.mask == "causal" ? MaskKind::Causal : MaskKind::None;
+  const Problem& p = b.p;
   if (static_cast<double>(p.heads) * p.n() * p.m() <= kFullReferenceLimit) {
-    which = "fp64 full";
-    const MatrixD ref = reference_fp64(p).output;
-    return (out.cast<double>() - ref).cwiseAbs().maxCoeff() /
-           std::max(ref.cwiseAbs().maxCoeff(), 1e-300);
+    b.ref = reference_fp64(p).output;
+    b.which = "fp64 full";
+    return b;
   }
-  std::vector<int> rows;
   const int count = std::min(kSampleRows, p.n());
   for (int r = 0; r < count; ++r)
-    rows.push_back(count == 1 ? 0 : static_cast<int>((static_cast<long long>(r) * (p.n() - 1)) /
-                                                     (count - 1)));
-  const MatrixD ref = sampled_reference(p, rows);
+    b.rows.push_back(count == 1 ? 0 : static_cast<int>((static_cast<long long>(r) * (p.n() - 1)) /
+                                                       (count - 1)));
+  Problem sub;
+  sub.q.resize(count, p.d_k());
+  sub.custom_mask.resize(count, p.m());
+  const MatrixF mask = mask_matrix(p);
+  for (int r = 0; r < count; ++r) {
+    sub.q.row(r) = p.q.row(b.rows[r]);
+    sub.custom_mask.row(r) = mask.row(b.rows[r]);
+    sub.query_tokens.push_back(p.query_tokens.at(b.rows[r]));
+  }
+  sub.k = p.k.topRows(p.m());
+  sub.v = p.v.topRows(p.m());
+  sub.key_tokens = p.key_tokens;
+  sub.temperature = p.temperature;
+  sub.mask = MaskKind::Custom;
+  b.ref = reference_fp64(sub).output;
+  b.which = "fp64 " + std::to_string(count) + " rows of head 0";
+  return b;
+}
+
+// max |out - ref| / max |ref| over the rows the reference covers.
+double check_error(const BenchProblem& b, const MatrixF& out) {
   double err = 0;
-  for (std::size_t r = 0; r < rows.size(); ++r)
-    err = std::max(err, (out.row(rows[r]).cast<double>() - ref.row(static_cast<Eigen::Index>(r)))
-                            .cwiseAbs()
-                            .maxCoeff());
-  which = "fp64 " + std::to_string(rows.size()) + " rows of head 0";
-  return err / std::max(ref.cwiseAbs().maxCoeff(), 1e-300);
+  if (b.rows.empty()) {
+    err = (out.cast<double>() - b.ref).cwiseAbs().maxCoeff();
+  } else {
+    for (std::size_t r = 0; r < b.rows.size(); ++r)
+      err = std::max(err, (out.row(b.rows[r]).cast<double>() - b.ref.row(static_cast<Eigen::Index>(r)))
+                              .cwiseAbs()
+                              .maxCoeff());
+  }
+  return err / std::max(b.ref.cwiseAbs().maxCoeff(), 1e-300);
 }
 
 double median_of(std::vector<double> v) {
@@ -210,10 +229,9 @@ double median_of(std::vector<double> v) {
   return v.size() % 2 ? v[k] : 0.5 * (v[k - 1] + v[k]);
 }
 
-void run_case(Result& r, const BenchArgs& a, Backend& backend) {
+void run_case(Result& r, const BenchArgs& a, Backend& backend, const BenchProblem& b) {
   const Case& c = r.c;
-  Problem p = random_problem(c.n, c.d, c.d, a.seed, c.heads);
-  p.mask = c.mask == "causal" ? MaskKind::Causal : MaskKind::None;
+  const Problem& p = b.p;
   RunOptions opt;
   opt.variant = parse_variant(c.variant);
   opt.precision = parse_precision(c.precision);
@@ -228,7 +246,8 @@ void run_case(Result& r, const BenchArgs& a, Backend& backend) {
   r.peak_bytes = s.peak_bytes;
   r.tflops = r.flops / (r.median_ms * 1e-3) / 1e12;
   r.gbs = r.moved_bytes / (r.median_ms * 1e-3) / 1e9;
-  r.rel_err = check_error(p, s.output, r.reference);
+  r.rel_err = check_error(b, s.output);
+  r.reference = b.which;
   if (opt.variant == Variant::Staged) {
     // Per-stage times come from the backend's own stage events (CUDA events on the GPU), median
     // of a few separate runs; the whole-chain figure above stays the reference.
@@ -467,6 +486,7 @@ int run_bench(const BenchArgs& a) {
               }
 
   std::unique_ptr<Backend> cpu, gpu;
+  std::map<std::tuple<std::string, int, int, int>, BenchProblem> problems;
   int exit_code = 0;
   const std::size_t total = results.size();
   for (std::size_t i = 0; i < total; ++i) {
@@ -482,7 +502,11 @@ int run_bench(const BenchArgs& a) {
     try {
       std::unique_ptr<Backend>& be = r.c.backend == "cpu" ? cpu : gpu;
       if (!be) be = make_backend(r.c.backend);
-      run_case(r, a, *be);
+      // One problem (and one fp64 reference) per shape, whichever backends and variants time it.
+      const auto key = std::make_tuple(r.c.mask, r.c.heads, r.c.d, r.c.n);
+      auto it = problems.find(key);
+      if (it == problems.end()) it = problems.emplace(key, make_bench_problem(r.c, a.seed)).first;
+      run_case(r, a, *be, it->second);
       std::cerr << format_number("%.4g", r.median_ms) << " ms median of " << r.repeats << ", "
                 << format_number("%.3g", r.tflops) << " TFLOP/s, rel err " << format_number("%.2e", r.rel_err)
                 << "\n";

@@ -54,9 +54,10 @@ TraceT<Matrix> staged_chain(const Problem& p, bool keep_stages) {
   validate(p);
   const auto t0 = Clock::now();
   const int n = p.n(), m = p.m(), h = p.heads;
-  const Matrix q = p.q.template cast<Scalar>();
-  const Matrix k = p.k.template cast<Scalar>();
-  const Matrix v = p.v.template cast<Scalar>();
+  // In fp32 these refer to the problem's own matrices (no copy); in fp64 each is converted once.
+  const Eigen::Ref<const Matrix> q = p.q.template cast<Scalar>();
+  const Eigen::Ref<const Matrix> k = p.k.template cast<Scalar>();
+  const Eigen::Ref<const Matrix> v = p.v.template cast<Scalar>();
 
   TraceT<Matrix> t;
   t.backend = "cpu";
