@@ -33,7 +33,7 @@ void run_and_render(const Job& job) {
   const Lang lang = resolve_lang(a);
   const Format format = parse_format(a.format);
   const Trace t = run_job(a, p);
-  emit(a, render(p, t, query, lang, format));
+  emit(a.output_file, render(p, t, query, lang, format));
 }
 
 // The demo or, when any input option is given, the problem those options describe.
@@ -96,11 +96,11 @@ void register_describe(CLI::App& app, int& exit_code) {
     const std::string text = describe(p, t, query, lang);
     // json: {"description": "..."} for tools; every other format prints the sentence as it is.
     if (parse_format(a.format) == Format::Json)
-      emit(a, nlohmann::json{{"description", text}}.dump(-1, ' ', false,
+      emit(a.output_file, nlohmann::json{{"description", text}}.dump(-1, ' ', false,
                                                           nlohmann::json::error_handler_t::replace) +
                   "\n");
     else
-      emit(a, text + "\n");
+      emit(a.output_file, text + "\n");
     exit_code = 0;
   });
 }

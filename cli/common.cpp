@@ -200,17 +200,13 @@ int resolve_query_arg(const ProblemArgs& a, const Problem& p, bool demo) {
   return resolve_query(p, a.query);
 }
 
-void emit(const ProblemArgs& a, const std::string& text) {
-  if (a.output_file.empty()) {
+void emit(const std::string& output_file, const std::string& text) {
+  if (output_file.empty()) {
     std::cout << text << std::flush;
     if (!std::cout) throw std::runtime_error("could not write to standard output");
     return;
   }
-  std::ofstream f(a.output_file, std::ios::binary);
-  if (!f) throw InputError("cannot open '" + a.output_file + "' for writing");
-  f << text;
-  f.close();
-  if (!f) throw InputError("could not write '" + a.output_file + "'");
+  write_file(output_file, text);
 }
 
 }  // namespace attnlab::cli

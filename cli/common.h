@@ -48,7 +48,7 @@ Lang resolve_lang(const ProblemArgs& a);
 int resolve_query_arg(const ProblemArgs& a, const Problem& p, bool demo);
 
 // Writes text to --output FILE when given, else stdout.
-void emit(const ProblemArgs& a, const std::string& text);
+void emit(const std::string& output_file, const std::string& text);
 
 // Subcommand registration; each returns through the exit code stored in `exit_code`.
 void register_demo_and_run(CLI::App& app, int& exit_code);   // cli/cmd_demo_run.cpp

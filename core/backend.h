@@ -3,7 +3,7 @@
 //   "cpu"  — Eigen (cpu/): staged chain and fused blockwise kernel, fp32
 //   "cuda" — CUDA kernels (kernels/): staged and fused, fp32 and bf16; only when compiled in
 //   "auto" — cuda when a device answers, else cpu
-// The fp64 reference (reference_fp64 in cpu/reference.h) is not a registry backend: it is what
+// The fp64 reference (reference_fp64 in cpu/cpu_backend.h) is not a registry backend: it is what
 // every backend is checked against.
 #pragma once
 
@@ -61,8 +61,5 @@ std::unique_ptr<Backend> make_backend(const std::string& name);
 Trace run_backend(const std::string& name, const Problem& p, const RunOptions& opt = {});
 // The same through Backend::run_into (same fallback rule).
 void run_backend_into(const std::string& name, const Problem& p, const RunOptions& opt, Trace& out);
-
-// The backends this build can offer, in preference order ("cuda" first when compiled in).
-std::vector<std::string> compiled_backends();
 
 }  // namespace attnlab

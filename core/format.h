@@ -1,6 +1,6 @@
-// Number formatting shared by the text outputs: printf-style, so the decimal point never depends
-// on an iostream locale, and written once for the CLI tables, the verify report, the bench table
-// and the description text.
+// Formatting shared by the text outputs: numbers printf-style (so the decimal point never depends
+// on an iostream locale), byte sizes and CSV fields, written once for the CLI tables, the verify
+// report, the bench table and CSV, and the description text.
 #pragma once
 
 #include <string>
@@ -11,6 +11,8 @@ std::string format_number(const char* spec, double x);  // one printf conversion
 std::string fixed(double x, int decimals);              // "%.*f": 0.219 at 3 decimals
 std::string short_number(double x);                     // "%.6g": a temperature as typed, 0.85
 std::string format_bytes(double bytes);                 // "12.3 GiB", "4.0 MiB", "512.0 KiB"
+// One CSV field: as is, or quoted (quotes doubled) when it holds , " or a line break.
+std::string csv_field(const std::string& s);
 
 // MemAvailable from /proc/meminfo in bytes; 0 where it cannot be read (then nothing is refused).
 // Here because every memory refusal message prints it through format_bytes.

@@ -32,11 +32,6 @@
 
 namespace attnlab {
 
-// Not yet declared in core/io.h: the mask reader on bytes already in memory (CSV or .npy chosen
-// by `name`'s extension, as read_mask does). The fuzz target uses it to reach the mask path
-// without touching the file system.
-MatrixF parse_mask(std::string_view bytes, const std::string& name);
-
 namespace {
 
 // What values a matrix may hold: ordinary inputs must be finite; masks hold 0 or -inf only.
@@ -123,17 +118,6 @@ std::string read_file(const std::string& path) {
   return data;
 }
 
-void write_file(const std::string& path, std::string_view data) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) throw InputError("cannot write '" + path + "': " + std::strerror(errno));
-  const bool wrote = std::fwrite(data.data(), 1, data.size(), f) == data.size();
-  const int err = wrote ? 0 : errno;
-  // A full disk may only show at fclose, when the buffered bytes are flushed.
-  if (std::fclose(f) != 0 && wrote) {
-    throw InputError("cannot write '" + path + "': " + std::strerror(errno));
-  }
-  if (!wrote) throw InputError("cannot write '" + path + "': " + std::strerror(err));
-}
 
 // ---- numbers -----------------------------------------------------------------------------------
 
@@ -556,6 +540,18 @@ MatrixF parse_npy_values(std::string_view bytes, const std::string& name, Values
 }
 
 }  // namespace
+
+void write_file(const std::string& path, std::string_view data) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) throw InputError("cannot write '" + path + "': " + std::strerror(errno));
+  const bool wrote = std::fwrite(data.data(), 1, data.size(), f) == data.size();
+  const int err = wrote ? 0 : errno;
+  // A full disk may only show at fclose, when the buffered bytes are flushed.
+  if (std::fclose(f) != 0 && wrote) {
+    throw InputError("cannot write '" + path + "': " + std::strerror(errno));
+  }
+  if (!wrote) throw InputError("cannot write '" + path + "': " + std::strerror(err));
+}
 
 // ---- public API --------------------------------------------------------------------------------
 

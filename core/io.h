@@ -1,12 +1,10 @@
-// Input/output of matrices and traces: CSV (comma or whitespace separated, '#' comments) and
-// .npy (float32 or float64, 2-D, C order, version 1.0/2.0/3.0), and the JSON/CSV/markdown/text
-// renderings of a Trace that the CLI prints. Readers throw InputError naming the file, and for CSV
-// the line and column ("q.csv:3:2: 'abc' is not a number").
+// Input/output of matrices and token lists: CSV (comma or whitespace separated, '#' comments)
+// and .npy (float32 or float64, 2-D, C order, version 1.0/2.0/3.0), and whole-file writes. The
+// renderings of a Trace are in core/report.h. Readers throw InputError naming the file, and for
+// CSV the line and column ("q.csv:3:2: 'abc' is not a number").
 #pragma once
 
-#include "core/problem.h"
-#include "core/stats.h"
-#include "core/trace.h"
+#include "core/types.h"
 
 #include <string>
 #include <string_view>
@@ -24,6 +22,10 @@ MatrixF parse_npy(std::string_view bytes, const std::string& name);
 MatrixF read_mask(const std::string& path);
 // Mask bytes already in memory (CSV or .npy by `name`'s extension): values 0 or -inf only.
 MatrixF parse_mask(std::string_view bytes, const std::string& name);
+
+// Writes `data` to `path` (replacing it); InputError "cannot write '<path>': <reason>", also when
+// only the final flush fails (a full disk).
+void write_file(const std::string& path, std::string_view data);
 
 void write_csv(const std::string& path, const MatrixF& m);
 void write_npy(const std::string& path, const MatrixF& m);  // float32, C order

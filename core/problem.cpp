@@ -14,10 +14,6 @@
 namespace attnlab {
 namespace {
 
-std::string token_of(const std::vector<std::string>& tokens, int i) {
-  return i < static_cast<int>(tokens.size()) ? tokens[i] : std::to_string(i);
-}
-
 void check_finite(const MatrixF& a, const char* name) {
   for (Eigen::Index r = 0; r < a.rows(); ++r)
     for (Eigen::Index c = 0; c < a.cols(); ++c)
@@ -31,6 +27,10 @@ void check_finite(const MatrixF& a, const char* name) {
 void validate_temperature(double t) {
   if (!std::isfinite(t) || t <= 0)
     throw InputError("temperature must be a finite number > 0, got " + format_number("%.9g", t));
+}
+
+std::string token_label(const std::vector<std::string>& tokens, int i) {
+  return i >= 0 && i < static_cast<int>(tokens.size()) ? tokens[i] : std::to_string(i);
 }
 
 double parse_temperature(const std::string& text) {
@@ -93,7 +93,7 @@ void validate(const Problem& p) {
         }
       }
       if (!any_open)
-        throw InputError("row " + std::to_string(r) + " (" + token_of(p.query_tokens, r) +
+        throw InputError("row " + std::to_string(r) + " (" + token_label(p.query_tokens, r) +
                          ") is fully masked: every key is -inf, so its softmax is undefined");
     }
   }

@@ -37,6 +37,9 @@ struct Problem {
 // values in Q, K or V (which matrix, row, column); token label counts; heads not dividing rows.
 void validate(const Problem& p);
 
+// The label of position i: tokens[i], or "i" when there is no such label.
+std::string token_label(const std::vector<std::string>& tokens, int i);
+
 // Throws InputError unless t is finite and > 0: "temperature must be a finite number > 0, got 0".
 void validate_temperature(double t);
 

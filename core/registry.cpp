@@ -21,13 +21,7 @@ bool cuda_available(std::string* reason) {
 #endif
 }
 
-std::vector<std::string> compiled_backends() {
-#ifdef ATTNLAB_HAVE_CUDA
-  return {"cuda", "cpu"};
-#else
-  return {"cpu"};
-#endif
-}
+
 
 std::unique_ptr<Backend> make_backend(const std::string& name) {
   if (name == "cpu") return make_cpu_backend();

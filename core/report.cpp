@@ -107,10 +107,6 @@ std::string csv_number(float x) {
   return buf;
 }
 
-std::string label(const std::vector<std::string>& tokens, int i) {
-  return i >= 0 && i < static_cast<int>(tokens.size()) ? tokens[i] : std::to_string(i);
-}
-
 // ---- the stages ---------------------------------------------------------------------------
 
 enum class Axis { Query, Key, Feature };  // what a row or column of a stage is indexed by
@@ -120,7 +116,6 @@ struct Stage {
   std::string title;  // page-style title in the chosen language
   const MatrixF* m;
   Axis rows, cols;
-  bool per_head;      // true when rows hold heads*n (or heads*m) rows; mask holds one head
 };
 
 std::vector<Stage> stages_of(const Problem& p, const Trace& t, Lang lang) {
@@ -128,25 +123,24 @@ std::vector<Stage> stages_of(const Problem& p, const Trace& t, Lang lang) {
   const std::string dk = std::to_string(p.d_k());
   const std::string temp = short_number(p.temperature);
   std::vector<Stage> all = {
-      {"q", zh ? "Q（查询）" : "Q (queries)", &p.q, Axis::Query, Axis::Feature, true},
-      {"k", zh ? "K（键）" : "K (keys)", &p.k, Axis::Key, Axis::Feature, true},
-      {"v", zh ? "V（值）" : "V (values)", &p.v, Axis::Key, Axis::Feature, true},
-      {"scores", zh ? "QKᵀ（原始分数）" : "QKᵀ (raw scores)", &t.scores, Axis::Query, Axis::Key,
-       true},
+      {"q", zh ? "Q（查询）" : "Q (queries)", &p.q, Axis::Query, Axis::Feature},
+      {"k", zh ? "K（键）" : "K (keys)", &p.k, Axis::Key, Axis::Feature},
+      {"v", zh ? "V（值）" : "V (values)", &p.v, Axis::Key, Axis::Feature},
+      {"scores", zh ? "QKᵀ（原始分数）" : "QKᵀ (raw scores)", &t.scores, Axis::Query, Axis::Key},
       {"scaled",
        zh ? "QKᵀ / √d_k（缩放分数，d_k=" + dk + "）" : "QKᵀ / √d_k (scaled scores, d_k=" + dk + ")",
-       &t.scaled, Axis::Query, Axis::Key, true},
+       &t.scaled, Axis::Query, Axis::Key},
       {"mask", zh ? "Mask（0 保留，−∞ 屏蔽）" : "Mask (0 keeps, −∞ blocks)", &t.mask, Axis::Query,
-       Axis::Key, false},
+       Axis::Key},
       {"logits",
        zh ? "Mask 后 logits（(缩放分数 + mask) / 温度，T=" + temp + "）"
           : "Masked logits ((scaled scores + mask) / temperature, T=" + temp + ")",
-       &t.logits, Axis::Query, Axis::Key, true},
+       &t.logits, Axis::Query, Axis::Key},
       {"weights", zh ? "softmax（注意力权重）" : "softmax (attention weights)", &t.weights,
-       Axis::Query, Axis::Key, true},
+       Axis::Query, Axis::Key},
       {"output",
        zh ? "Output = softmax(...)V（加权输出）" : "Output = softmax(...)V (weighted output)",
-       &t.output, Axis::Query, Axis::Feature, true},
+       &t.output, Axis::Query, Axis::Feature},
   };
   // A fused run (or one with keep_stages off) leaves the N x N stages empty: show what exists.
   std::vector<Stage> present;
@@ -157,8 +151,8 @@ std::vector<Stage> stages_of(const Problem& p, const Trace& t, Lang lang) {
 
 std::string axis_label(const Problem& p, Axis a, int i) {
   switch (a) {
-    case Axis::Query: return label(p.query_tokens, i % std::max(1, p.n()));
-    case Axis::Key: return label(p.key_tokens, i % std::max(1, p.m()));
+    case Axis::Query: return token_label(p.query_tokens, i % std::max(1, p.n()));
+    case Axis::Key: return token_label(p.key_tokens, i % std::max(1, p.m()));
     case Axis::Feature: return std::to_string(i + 1);
   }
   return {};
@@ -292,11 +286,11 @@ std::vector<std::string> intro_lines(const Problem& p, const Trace& t, int query
                                                            : "自定义";
   l.push_back(zh ? seq + "n=" + std::to_string(p.n()) + " 个查询，m=" + std::to_string(p.m()) +
                        " 个键，d_v=" + std::to_string(p.d_v()) + "；当前查询“" +
-                       label(p.query_tokens, query) + "”（第 " + std::to_string(query) +
+                       token_label(p.query_tokens, query) + "”（第 " + std::to_string(query) +
                        " 行）；温度 T=" + short_number(p.temperature) + "；掩码：" + mask_zh
                  : seq + "n=" + std::to_string(p.n()) + " queries, m=" + std::to_string(p.m()) +
                        " keys, d_v=" + std::to_string(p.d_v()) + "; query " +
-                       label(p.query_tokens, query) + " (row " + std::to_string(query) +
+                       token_label(p.query_tokens, query) + " (row " + std::to_string(query) +
                        "); temperature T=" + short_number(p.temperature) + "; mask: " + mask);
   l.push_back((zh ? "后端：" : "backend: ") + t.backend + " · " + std::string(to_string(t.variant)) +
               " · " + std::string(to_string(t.precision)) + " · " + fixed(t.timings.total_ms, 3) +
@@ -329,7 +323,7 @@ std::vector<StatLine> stat_lines(const Problem& p, const Trace& t, int query, La
   char scale[64];
   std::snprintf(scale, sizeof scale, "1/√%s = %.3f", dk.c_str(), 1.0 / std::sqrt(p.d_k()));
   const std::string shape = std::to_string(p.n()) + "×" + std::to_string(p.d_v());
-  const std::string atok = label(p.key_tokens, s.argmax);
+  const std::string atok = token_label(p.key_tokens, s.argmax);
   return {
       {zh ? "最大权重" : "max weight",
        fixed(100.0 * s.max_weight, 1) + "%" + (zh ? "（“" + atok + "”）" : " (" + atok + ")")},
@@ -345,14 +339,10 @@ std::vector<StatLine> stat_lines(const Problem& p, const Trace& t, int query, La
 }
 
 std::string stats_title(const Problem& p, int query, Lang lang) {
-  return lang == Lang::Zh ? "查询“" + label(p.query_tokens, query) + "”（第 " +
+  return lang == Lang::Zh ? "查询“" + token_label(p.query_tokens, query) + "”（第 " +
                                 std::to_string(query) + " 行）的统计"
-                          : "Statistics of query " + label(p.query_tokens, query) + " (row " +
+                          : "Statistics of query " + token_label(p.query_tokens, query) + " (row " +
                                 std::to_string(query) + ")";
-}
-
-std::string description_of(const Problem& p, const Trace& t, int query, Lang lang) {
-  return describe(p, t, query, lang);
 }
 
 // ---- the four formats ---------------------------------------------------------------------
@@ -373,7 +363,7 @@ std::string render_text(const Problem& p, const Trace& t, int query, Lang lang) 
     for (const auto& st : stats) out += pad_right(st.name + (zh ? "：" : ":"), w + 2) + " " + st.value + "\n";
   }
   out += zh ? "\n读取当前图形说明\n" : "\nDescription of the current picture\n";
-  out += description_of(p, t, query, lang) + "\n";
+  out += describe(p, t, query, lang) + "\n";
   out += (zh ? "\n说明：" : "\nCaveat: ") + caveat(lang) + "\n";
   return out;
 }
@@ -392,19 +382,10 @@ std::string render_markdown(const Problem& p, const Trace& t, int query, Lang la
       out += "- **" + st.name + "**: " + st.value + "\n";
   }
   out += zh ? "\n### 读取当前图形说明\n\n" : "\n### Description of the current picture\n\n";
-  out += description_of(p, t, query, lang) + "\n\n> " + caveat(lang) + "\n";
+  out += describe(p, t, query, lang) + "\n\n> " + caveat(lang) + "\n";
   return out;
 }
 
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string o = "\"";
-  for (char ch : s) {
-    if (ch == '"') o += '"';
-    o += ch;
-  }
-  return o + "\"";
-}
 
 std::string render_csv(const Problem& p, const Trace& t, Lang lang) {
   std::string out = "stage,row,col,row_token,col_token,value\n";
@@ -506,7 +487,7 @@ std::string render_json(const Problem& p, const Trace& t, int query, Lang lang) 
     }
   }
   j["rows"] = std::move(rows);
-  j["description"] = description_of(p, t, query, lang);
+  j["description"] = describe(p, t, query, lang);
   j["variant"] = std::string(to_string(t.variant));
   j["heads"] = p.heads;
   j["timings_ms"] = {{"upload", t.timings.upload_ms},     {"qk", t.timings.qk_ms},

@@ -9,14 +9,6 @@
 #include <cstdio>
 
 namespace attnlab {
-namespace {
-
-std::string label(const std::vector<std::string>& tokens, int i) {
-  return i < static_cast<int>(tokens.size()) ? tokens[i] : std::to_string(i);
-}
-
-}  // namespace
-
 RowStats row_stats(const Trace& t, int row) {
   RowStats s;
   const int n_mask = static_cast<int>(t.mask.rows());
@@ -65,7 +57,7 @@ std::string mask_sentence(MaskKind m, Lang lang) {
 std::string describe(const Problem& p, const Trace& t, int query, Lang lang) {
   const bool zh = lang == Lang::Zh;
   const int n = p.n(), m = p.m();
-  const std::string qtok = label(p.query_tokens, query);
+  const std::string qtok = token_label(p.query_tokens, query);
   const std::string dk = std::to_string(p.d_k());
   const std::string temp = short_number(p.temperature);
   std::string out;
@@ -102,7 +94,7 @@ std::string describe(const Problem& p, const Trace& t, int query, Lang lang) {
     }
     if (shown < m)
       list += zh ? "……（共 " + std::to_string(m) + " 个）" : ", … (" + std::to_string(m) + " in all)";
-    const std::string atok = label(p.key_tokens, s.argmax);
+    const std::string atok = token_label(p.key_tokens, s.argmax);
     out += zh ? "当前行权重依次为 " + list + "，对“" + atok + "”的权重最高。"
               : " The current row's weights are " + list + "; the highest weight is on " + atok +
                     ".";
