@@ -18,29 +18,17 @@ struct Job {
   bool demo = false;
 };
 
-Trace run_job(const ProblemArgs& a, const Problem& p) {
-  RunOptions opt;
-  opt.variant = parse_variant(a.variant);
-  opt.precision = parse_precision(a.precision);
-  opt.keep_stages = true;
-  return run_backend(a.backend, p, opt);
-}
-
 void run_and_render(const Job& job) {
   const ProblemArgs& a = job.args;
   const Problem p = build_problem(a, job.demo);
   const int query = resolve_query_arg(a, p, job.demo);
   const Lang lang = resolve_lang(a);
   const Format format = parse_format(a.format);
-  const Trace t = run_job(a, p);
+  const Trace t = run_problem(a, p);
   emit(a.output_file, render(p, t, query, lang, format));
 }
 
 // The demo or, when any input option is given, the problem those options describe.
-bool uses_inputs(const ProblemArgs& a) {
-  return !a.q_file.empty() || !a.k_file.empty() || !a.v_file.empty() || a.random_n.has_value();
-}
-
 }  // namespace
 
 void register_demo_and_run(CLI::App& app, int& exit_code) {
@@ -92,7 +80,7 @@ void register_describe(CLI::App& app, int& exit_code) {
     const Problem p = build_problem(a, demo);
     const int query = resolve_query_arg(a, p, demo);
     const Lang lang = resolve_lang(a);
-    const Trace t = run_job(a, p);
+    const Trace t = run_problem(a, p);
     const std::string text = describe(p, t, query, lang);
     // json: {"description": "..."} for tools; every other format prints the sentence as it is.
     if (parse_format(a.format) == Format::Json)

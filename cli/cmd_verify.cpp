@@ -21,10 +21,6 @@ struct VerifyJob {
   std::optional<double> atol, rtol;
 };
 
-bool uses_inputs(const ProblemArgs& a) {
-  return !a.q_file.empty() || !a.k_file.empty() || !a.v_file.empty() || a.random_n.has_value();
-}
-
 void check_tolerance(const char* name, const std::optional<double>& v) {
   if (v && !(std::isfinite(*v) && *v >= 0))
     throw InputError(std::string(name) + " must be a finite number >= 0, got " +
@@ -40,11 +36,7 @@ int run_verify(const VerifyJob& job) {
     throw InputError("verify prints text or json, not '" + a.format + "'");
 
   const Problem p = build_problem(a, !uses_inputs(a));
-  RunOptions opt;
-  opt.variant = parse_variant(a.variant);
-  opt.precision = parse_precision(a.precision);
-  opt.keep_stages = true;
-  const Trace t = run_backend(a.backend, p, opt);
+  const Trace t = run_problem(a, p);
   const TraceD ref = reference_fp64(p);
 
   VerifyOptions vo;

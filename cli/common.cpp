@@ -200,6 +200,18 @@ int resolve_query_arg(const ProblemArgs& a, const Problem& p, bool demo) {
   return resolve_query(p, a.query);
 }
 
+bool uses_inputs(const ProblemArgs& a) {
+  return !a.q_file.empty() || !a.k_file.empty() || !a.v_file.empty() || a.random_n.has_value();
+}
+
+Trace run_problem(const ProblemArgs& a, const Problem& p) {
+  RunOptions opt;
+  opt.variant = parse_variant(a.variant);
+  opt.precision = parse_precision(a.precision);
+  opt.keep_stages = true;
+  return run_backend(a.backend, p, opt);
+}
+
 void emit(const std::string& output_file, const std::string& text) {
   if (output_file.empty()) {
     std::cout << text << std::flush;

@@ -4,6 +4,7 @@
 // exceptions to exit codes (InputError -> 2, CLI11 parse errors -> 2, anything else -> 1).
 #pragma once
 
+#include "core/backend.h"
 #include "core/problem.h"
 #include "core/report.h"
 
@@ -46,6 +47,11 @@ Problem build_problem(const ProblemArgs& a, bool demo);
 Lang resolve_lang(const ProblemArgs& a);
 // Query row: --query resolved against the problem, or the default (demo 2, else 0).
 int resolve_query_arg(const ProblemArgs& a, const Problem& p, bool demo);
+
+// True when the command names its own inputs (files or --random), else it runs the demo.
+bool uses_inputs(const ProblemArgs& a);
+// Runs --backend with --variant / --precision on p, every stage kept (fallback as the registry's).
+Trace run_problem(const ProblemArgs& a, const Problem& p);
 
 // Writes text to --output FILE when given, else stdout.
 void emit(const std::string& output_file, const std::string& text);
