@@ -1,6 +1,7 @@
 // Number formatting shared by the text outputs (see core/format.h).
 #include "core/format.h"
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
@@ -34,6 +35,14 @@ double host_available_bytes() {
   while (in >> key >> kib >> unit)
     if (key == "MemAvailable:") return kib * 1024.0;
   return 0;
+}
+
+std::string table_value(float x) {
+  if (std::isnan(x)) return "n/a";
+  if (std::isinf(x)) return x < 0 ? "−∞" : "+∞";
+  std::string s = format_number(std::fabs(x) < 1e6f ? "%.2f" : "%.2e", static_cast<double>(x));
+  if (s == "-0.00") s = "0.00";
+  return s;
 }
 
 std::string csv_field(const std::string& s) {

@@ -11,6 +11,9 @@ std::string format_number(const char* spec, double x);  // one printf conversion
 std::string fixed(double x, int decimals);              // "%.*f": 0.219 at 3 decimals
 std::string short_number(double x);                     // "%.6g": a temperature as typed, 0.85
 std::string format_bytes(double bytes);                 // "12.3 GiB", "4.0 MiB", "512.0 KiB"
+// A matrix entry as the page's tables show it: two decimals, −∞ / +∞, "n/a" for NaN, never
+// "-0.00" (%.2e from 1e6 on). The CLI's tables and the viewer's cells and tables.
+std::string table_value(float x);
 // One CSV field: as is, or quoted (quotes doubled) when it holds , " or a line break.
 std::string csv_field(const std::string& s);
 

@@ -77,19 +77,6 @@ std::string pad_right(const std::string& s, int width) {
 
 // ---- numbers ------------------------------------------------------------------------------
 
-// Two decimals as on the page; −∞ for masked entries; never "nan" or "-0.00".
-std::string fmt2(float x) {
-  if (std::isnan(x)) return "n/a";
-  if (std::isinf(x)) return x < 0 ? "−∞" : "+∞";
-  char buf[64];
-  if (std::fabs(x) < 1e6f)
-    std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(x));
-  else
-    std::snprintf(buf, sizeof buf, "%.2e", static_cast<double>(x));
-  std::string s = buf;
-  if (s == "-0.00") s = "0.00";
-  return s;
-}
 
 // %.9g round-trips every float; the double parsed back from it prints (shortest round-trip in
 // nlohmann's dump) with at most 9 significant digits instead of the 17 of the raw widening.
@@ -207,7 +194,7 @@ Grid grid_of(const Problem& p, const Stage& s, int query, bool mark_query) {
       std::string lab = axis_label(p, s.rows, r);
       if (mark_query) lab = (query_rows && r == query ? "> " : "  ") + lab;
       row.push_back(lab);
-      for (int c : ci) row.push_back(c < 0 ? "…" : fmt2((*s.m)(r, c)));
+      for (int c : ci) row.push_back(c < 0 ? "…" : table_value((*s.m)(r, c)));
     }
     g.cells.push_back(std::move(row));
   }

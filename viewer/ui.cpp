@@ -4,6 +4,8 @@
 // pixels come from rasterize() (viewer/heatmap.h) and are uploaded into one SDL texture.
 #include "viewer/ui.h"
 
+#include "core/format.h"
+
 #include "viewer/strings.h"
 
 #include <imgui.h>
@@ -301,11 +303,6 @@ void draw_hatch(ImDrawList* dl, ImVec2 a, ImVec2 b) {
   dl->PopClipRect();
 }
 
-std::string cell_value_text(float v) {
-  if (std::isinf(v)) return v < 0 ? "−∞" : "∞";
-  return fmt("%.2f", v);
-}
-
 void draw_heatmap(App& app, const Layout& l) {
   const Lang lang = app.lang;
   Controller& c = app.ctl;
@@ -413,7 +410,7 @@ void draw_heatmap(App& app, const Layout& l) {
         if (!cs || cs->size() < value_w) continue;
         const bool is_masked = masked_step && mask.size() && mask(r % mask.rows(), cc) != 0.0f;
         const float v = m(r, cc);
-        std::string text = cell_value_text(v);
+        std::string text = table_value(v);
         ImU32 colour = IM_COL32_WHITE;
         if (!is_masked) {
           const Rgb8 bg = viridis(std::clamp(scale_pos(v, app.range, app.range_log), 0.0, 1.0));
@@ -718,7 +715,7 @@ void matrix_table(const char* id, const std::string& title, const MatrixF& m, co
       ImGui::TextUnformatted(i < static_cast<int>(rows.size()) ? rows[i].c_str() : "");
       for (int j = 0; j < nc; ++j) {
         ImGui::TableSetColumnIndex(j + 1);
-        ImGui::TextUnformatted(cell_value_text(m(i, j)).c_str());
+        ImGui::TextUnformatted(table_value(m(i, j)).c_str());
       }
     }
     ImGui::EndTable();
