@@ -223,12 +223,6 @@ double check_error(const BenchProblem& b, const MatrixF& out) {
   return err / std::max(b.ref.cwiseAbs().maxCoeff(), 1e-300);
 }
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t k = v.size() / 2;
-  return v.size() % 2 ? v[k] : 0.5 * (v[k - 1] + v[k]);
-}
-
 void run_case(Result& r, const BenchArgs& a, Backend& backend, const BenchProblem& b) {
   const Case& c = r.c;
   const Problem& p = b.p;

@@ -5,6 +5,7 @@
 
 #include "core/format.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -28,6 +29,13 @@ RowStats row_stats(const Trace& t, int row) {
   }
   s.perplexity = std::exp(s.entropy);
   return s;
+}
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t k = v.size() / 2;
+  return v.size() % 2 ? v[k] : 0.5 * (v[k - 1] + v[k]);
 }
 
 std::string caveat(Lang lang) {

@@ -5,6 +5,7 @@
 #include "core/trace.h"
 
 #include <string>
+#include <vector>
 
 namespace attnlab {
 
@@ -19,6 +20,9 @@ struct RowStats {
 
 // Row `row` of the weights (0 <= row < heads*n); masked keys come from trace.mask (row % n).
 RowStats row_stats(const Trace& t, int row);
+
+// The median of repeated timings (mean of the middle two for an even count; 0 when empty).
+double median_of(std::vector<double> v);
 
 // The description of the current picture (SPEC.md "读取当前图形说明"), regenerated from the state:
 // sentence/token count, query, d_k, temperature, the mask sentence, the row's weights to 3

@@ -12,11 +12,6 @@
 namespace attnlab::viewer {
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
 }  // namespace
 
 RedrawBench run_redraw_bench(const ViewerOptions& opts, std::ostream& log) {
@@ -62,11 +57,11 @@ RedrawBench run_redraw_bench(const ViewerOptions& opts, std::ostream& log) {
         << ", scale/mask " << tm.scale_mask_ms << ", softmax " << tm.softmax_ms << ", PV "
         << tm.pv_ms << ", download " << tm.download_ms << ", total " << tm.total_ms << " ms\n";
   }
-  r.median_ms = median(total);
+  r.median_ms = median_of(total);
   r.min_ms = *std::min_element(total.begin(), total.end());
   r.max_ms = *std::max_element(total.begin(), total.end());
-  r.median_backend_ms = median(backend);
-  r.median_raster_ms = median(raster);
+  r.median_backend_ms = median_of(backend);
+  r.median_raster_ms = median_of(raster);
   log << "redraw N=" << r.n << " d_k=" << r.d_k << " backend=" << r.backend << " (ran "
       << c.trace().backend << "): median " << r.median_ms << " ms (backend " << r.median_backend_ms
       << " ms, heatmap " << r.median_raster_ms << " ms), min " << r.min_ms << " ms, max "

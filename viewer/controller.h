@@ -20,8 +20,6 @@
 
 namespace attnlab::viewer {
 
-constexpr int kCpuMaxTokens = 4096;
-constexpr int kCudaMaxTokens = 16384;
 constexpr int kTableMaxTokens = 16;  // numeric tables are drawn up to this N
 
 // Two runs of the current problem side by side: CPU vs CUDA (the staged chain on both), or the

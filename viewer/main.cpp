@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
       }
     }
     const Uint64 now = SDL_GetPerformanceCounter();
-    tick(*app, static_cast<double>(now - last) / SDL_GetPerformanceFrequency());
+    app->play.tick(static_cast<double>(now - last) / SDL_GetPerformanceFrequency());
     last = now;
     if (app->lang != title_lang) {
       title_lang = app->lang;

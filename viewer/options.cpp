@@ -67,11 +67,11 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
         throw InputError("--mask must be none or causal, got '" + v + "'");
       }
     } else if (a == "--random") {
-      o.random_n = parse_int<int>(a, value(), 1, 16384);
+      o.random_n = parse_int<int>(a, value(), 1, kCudaMaxTokens);
     } else if (a == "--dk") {
-      o.d_k = parse_int<int>(a, value(), 1, 1024);
+      o.d_k = parse_int<int>(a, value(), 1, kMaxHeadDim);
     } else if (a == "--dv") {
-      o.d_v = parse_int<int>(a, value(), 1, 1024);
+      o.d_v = parse_int<int>(a, value(), 1, kMaxHeadDim);
     } else if (a == "--seed") {
       o.seed = parse_int<std::uint64_t>(a, value(), 0, UINT64_MAX);
     } else if (a == "--lang") {

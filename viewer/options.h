@@ -16,6 +16,11 @@
 
 namespace attnlab::viewer {
 
+// The viewer's limits, for flags, fields and refusals alike.
+constexpr int kCpuMaxTokens = 4096;
+constexpr int kCudaMaxTokens = 16384;
+constexpr int kMaxHeadDim = 1024;  // d_k, d_v
+
 struct ViewerOptions {
   std::string screenshot;             // non-empty: headless, render and write this PNG
   std::string query;                  // token or 0-based index; empty = default

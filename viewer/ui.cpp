@@ -227,7 +227,6 @@ void apply_action(App& app, Action a) {
   }
 }
 
-bool tick(App& app, double dt) { return app.play.tick(dt); }
 
 ViewSnapshot snapshot(const App& app) {
   ViewSnapshot s;
@@ -667,8 +666,8 @@ void draw_controls(App& app, const Layout& l) {
     ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
     ImGui::InputInt("seed", &app.in_seed);
     app.in_n = std::clamp(app.in_n, 1, kCudaMaxTokens);
-    app.in_dk = std::clamp(app.in_dk, 1, 1024);
-    app.in_dv = std::clamp(app.in_dv, 1, 1024);
+    app.in_dk = std::clamp(app.in_dk, 1, kMaxHeadDim);
+    app.in_dv = std::clamp(app.in_dv, 1, kMaxHeadDim);
     app.in_seed = std::max(app.in_seed, 0);
     if (ImGui::Button(tr(lang, S::Generate))) {
       app.random_error.clear();

@@ -71,8 +71,6 @@ void apply_action(App& app, Action a);
 // Builds every window of one frame (between ImGui::NewFrame and ImGui::Render).
 void draw_frame(App& app);
 
-// Advances playback; returns true when the step changed.
-bool tick(App& app, double dt);
 
 // Current state for --state-dump; writes the file when the JSON changed.
 ViewSnapshot snapshot(const App& app);
