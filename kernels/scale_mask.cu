@@ -8,6 +8,7 @@
 // (row, col) instead of read, so the stage reads one N x N matrix, not two.
 // The (n, m) mask matrix itself (a stage of the Trace) is built once per run by launch_build_mask.
 #include "kernels/cuda_check.h"
+#include "kernels/launch.h"
 #include "kernels/stages.h"
 
 #include <cmath>
@@ -76,8 +77,7 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-void launch_build_mask(float* mask, const float* custom, MaskCode code, int n, int m,
-                       cudaStream_t stream) {
+void launch_build_mask(float* mask, MaskCode code, int n, int m, cudaStream_t stream) {
   if (n <= 0 || m <= 0) return;
   const std::size_t bytes = static_cast<std::size_t>(n) * m * sizeof(float);
   switch (code) {
@@ -86,12 +86,10 @@ void launch_build_mask(float* mask, const float* custom, MaskCode code, int n, i
       ATTNLAB_CUDA_CHECK(cudaMemsetAsync(mask, 0, bytes, stream));
       break;
     case MaskCode::Custom:
-      if (custom != mask)
-        ATTNLAB_CUDA_CHECK(cudaMemcpyAsync(mask, custom, bytes, cudaMemcpyDeviceToDevice, stream));
       break;
     case MaskCode::Causal: {
       const int chunks = (m + kChunk - 1) / kChunk;
-      const auto blocks = static_cast<unsigned>(static_cast<std::int64_t>(n) * chunks);
+      const unsigned blocks = grid_1d(static_cast<long long>(n) * chunks, "causal mask");
       causal_mask_rows<<<blocks, kThreads, 0, stream>>>(mask, m, chunks);
       ATTNLAB_CUDA_CHECK(cudaGetLastError());
       break;
@@ -103,8 +101,8 @@ void launch_scale_mask(const float* scaled, const float* mask, float* logits, Ma
                        int heads, int n, int m, float temperature, cudaStream_t stream) {
   if (heads <= 0 || n <= 0 || m <= 0) return;
   const int chunks = (m + kChunk - 1) / kChunk;
-  const std::int64_t blocks = static_cast<std::int64_t>(heads) * n * chunks;
-  scale_mask_rows<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+  const unsigned blocks = grid_1d(static_cast<long long>(heads) * n * chunks, "scale/mask");
+  scale_mask_rows<<<blocks, kThreads, 0, stream>>>(
       scaled, mask, logits, code, n, m, chunks, temperature);
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
 }

@@ -33,9 +33,9 @@ void launch_qk(const float* q, const float* k, float* scores, float* scaled, int
                int m, int d_k, float sqrt_dk, cudaStream_t stream);
 
 // mask (n, m): 0 keeps, -inf blocks. None: all 0; Causal: -inf where col > row (n == m);
-// Custom: copied from `custom` (n, m), already validated to hold only 0 / -inf.
-void launch_build_mask(float* mask, const float* custom, MaskCode code, int n, int m,
-                       cudaStream_t stream);
+// Custom: nothing to do (the uploaded custom mask is already there, validated to 0 / -inf).
+// Only the Trace needs this matrix: scale_mask computes None and Causal from (row, col).
+void launch_build_mask(float* mask, MaskCode code, int n, int m, cudaStream_t stream);
 
 // logits (heads*n, m) = (scaled + mask[row % n]) / temperature; -inf exactly where masked.
 // For None and Causal the mask value is recomputed from (row, col) rather than read, so the stage
