@@ -178,16 +178,18 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
     throw InputError("give either --tokens or --tokens-file, not both");
   // Labels are only checked against the shapes once the shapes themselves are known valid.
   if (!a.tokens.empty() || !a.tokens_file.empty()) {
-    Problem shapes_only = p;
-    shapes_only.query_tokens.clear();
-    shapes_only.key_tokens.clear();
-    validate(shapes_only);
+    // The labels are replaced: check the shapes without the old ones, then apply the new ones
+    // (apply_tokens checks their count itself).
+    p.query_tokens.clear();
+    p.key_tokens.clear();
+    validate(p);
     if (!a.tokens.empty())
       apply_tokens(p, split_tokens(a.tokens), "--tokens");
     else
       apply_tokens(p, read_tokens_file(a.tokens_file), "--tokens-file");
+  } else {
+    validate(p);
   }
-  validate(p);
   return p;
 }
 
