@@ -93,8 +93,9 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
     for (int i = 0; i < rows; ++i) {
       auto si = s.row(i).array();
       const float new_max = std::max(mx(i), si.maxCoeff());
-      // Every key so far masked: shift by 0 instead of -inf, so -inf - -inf never makes a NaN
-      // (the weights and the correction are both exactly 0 then, and acc is still 0).
+      // Every key so far masked: shift by 0 instead of -inf, so -inf - -inf never makes a NaN.
+      // The masked weights are then 0, or below 1e-38 where Eigen's vectorised exp clamps its
+      // argument (AVX2), and the first unmasked key's correction std::exp(-inf) = 0 wipes them.
       const float shift = new_max == kNegInf ? 0.f : new_max;
       corr(i) = std::exp((mx(i) - shift) * job.scale);
       mx(i) = new_max;

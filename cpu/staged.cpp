@@ -35,15 +35,19 @@ void locate_overflow(const Matrix& a, const Matrix& mask, int n, const char* wha
 }
 
 // Row-wise softmax, stable: subtract the row max (over unmasked logits) before exp. Masked
-// logits are -inf, and exp(-inf - max) is exactly 0, so masked weights are exactly 0.0.
+// logits are -inf and their weights are exactly 0.0: selected, not left to exp(-inf), because
+// Eigen's vectorised exp clamps its argument on some instruction sets (AVX2: to about -88 in
+// float, -709 in double) and returns a tiny positive number there instead of 0.
 // logits and weights are (rows, m).
 template <class Matrix>
 void stable_softmax_rows(const Matrix& logits, Matrix& weights) {
+  using Scalar = typename Matrix::Scalar;
+  constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
   weights.resize(logits.rows(), logits.cols());
   for (Eigen::Index r = 0; r < logits.rows(); ++r) {
     const auto row = logits.row(r).array();
     const auto mx = row.maxCoeff();
-    weights.row(r) = (row - mx).exp().matrix();
+    weights.row(r) = (row == kNegInf).select(Scalar(0), (row - mx).exp()).matrix();
     weights.row(r) /= weights.row(r).sum();
   }
 }
