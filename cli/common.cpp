@@ -128,8 +128,7 @@ void add_input_options(CLI::App* cmd, ProblemArgs& a) {
 
 Problem build_problem(const ProblemArgs& a, bool demo) {
   // Option values that do not depend on the inputs are checked first, so a typo costs nothing.
-  if (a.backend != "auto" && a.backend != "cpu" && a.backend != "cuda")
-    throw InputError("unknown backend '" + a.backend + "' (choose auto, cpu or cuda)");
+  check_backend_name(a.backend);
   parse_format(a.format);
   parse_variant(a.variant);
   parse_precision(a.precision);

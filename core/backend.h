@@ -29,6 +29,9 @@ struct RunOptions {
 // fused: the one kernel), measured with CUDA events on the GPU and a steady clock on the CPU.
 struct BenchSample {
   std::vector<double> ms;
+  // Staged only: the stage times (qk, scale_mask, softmax, pv) of each timed repetition, parallel
+  // to ms and measured the same way; empty for fused runs.
+  std::vector<StageTimings> stages;
   std::size_t peak_bytes = 0;  // device (CUDA) or working-set (CPU) bytes the run needed
   MatrixF output;              // the output of the last repetition, for the error check
 };
@@ -52,8 +55,12 @@ class Backend {
 // *reason (if given) says why ("attnlab was built without CUDA", "cudaGetDeviceCount: ...").
 bool cuda_available(std::string* reason = nullptr);
 
+// Throws InputError("unknown backend '<name>' (use auto, cpu or cuda)") for any other name: the
+// CLI checks its --backend with it before reading inputs, make_backend before choosing.
+void check_backend_name(const std::string& name);
+
 // "cpu" | "cuda" | "auto". "cuda" without a device throws NoDeviceError("no CUDA device: ...").
-// Unknown names throw InputError.
+// Unknown names throw InputError (check_backend_name).
 std::unique_ptr<Backend> make_backend(const std::string& name);
 
 // Runs the problem on the named backend. Under "auto", a DeviceError from CUDA (out of memory,

@@ -21,9 +21,13 @@ bool cuda_available(std::string* reason) {
 #endif
 }
 
-
+void check_backend_name(const std::string& name) {
+  if (name != "auto" && name != "cpu" && name != "cuda")
+    throw InputError("unknown backend '" + name + "' (use auto, cpu or cuda)");
+}
 
 std::unique_ptr<Backend> make_backend(const std::string& name) {
+  check_backend_name(name);
   if (name == "cpu") return make_cpu_backend();
   if (name == "cuda") {
 #ifdef ATTNLAB_HAVE_CUDA
@@ -32,11 +36,8 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
     throw NoDeviceError("no CUDA device: attnlab was built without CUDA");
 #endif
   }
-  if (name == "auto") {
-    if (cuda_available()) return make_backend("cuda");
-    return make_cpu_backend();
-  }
-  throw InputError("unknown backend '" + name + "' (use auto, cpu or cuda)");
+  if (cuda_available()) return make_backend("cuda");  // "auto"
+  return make_cpu_backend();
 }
 
 void run_backend_into(const std::string& name, const Problem& p, const RunOptions& opt, Trace& out) {

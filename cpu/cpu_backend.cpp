@@ -64,6 +64,7 @@ class CpuBackend final : public Backend {
       Trace t = compute(p, o);
       s.ms.push_back(
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      if (o.variant == Variant::Staged) s.stages.push_back(t.timings);
       if (i + 1 == repeat) s.output = std::move(t.output);
     }
     return s;

@@ -22,6 +22,7 @@
 #include "kernels/cuda_backend.h"
 #include "kernels/fused.h"
 #include "kernels/stages.h"
+#include "kernels/tile_config.h"
 
 #include "core/format.h"
 #include "core/problem.h"
@@ -151,34 +152,52 @@ struct Dims {
 
 Dims dims_of(const Problem& p) { return {p.heads, p.n(), p.m(), p.d_k(), p.d_v()}; }
 
-// The staged chain keeps four (heads*n, m) stages (scores, scaled, logits, weights) and the
-// (n, m) mask on the device.
+// The staged chain keeps four (heads*n, m) stages (scores, scaled, logits, weights) on the device.
 constexpr int kStagedBuffers = 4;
 
-std::size_t device_bytes_needed(const Dims& d, const Problem& p, const RunOptions& opt) {
-  const std::size_t f = sizeof(float);
-  std::size_t bytes = (d.q() + d.k() + d.v() + d.out()) * f;
-  if (opt.variant == Variant::Staged) {
-    bytes += (kStagedBuffers * d.stage() + d.nm()) * f;
-  } else {
-    if (p.mask == MaskKind::Custom) bytes += d.nm() * f;
-    if (opt.precision == Precision::BF16) bytes += (d.q() + d.k() + d.v()) * sizeof(std::uint16_t);
+// True when the run brings every stage back (bench never does): only then is the staged (n, m)
+// mask matrix built, because scale_mask computes None and Causal from (row, col).
+bool shows_stages(const RunOptions& opt, bool bench) {
+  return !bench && opt.variant == Variant::Staged && opt.keep_stages;
+}
+
+// The device buffers a run allocates, in elements: what allocate() creates and what the memory
+// estimate adds up, decided in this one place.
+struct BufferPlan {
+  std::size_t q = 0, k = 0, v = 0, out = 0;  // fp32
+  std::size_t mask = 0;   // (n, m) fp32: a custom mask, or the staged mask a run shows
+  std::size_t stage = 0;  // each of the kStagedBuffers staged matrices
+  bool bf16 = false;      // bf16 copies of q, k and v (fused bf16)
+
+  std::size_t device_bytes() const {
+    return (q + k + v + out + mask + kStagedBuffers * stage) * sizeof(float) +
+           (bf16 ? (q + k + v) * sizeof(std::uint16_t) : 0);
   }
-  return bytes;
+};
+
+BufferPlan plan_buffers(const Dims& d, const Problem& p, const RunOptions& opt, bool bench) {
+  BufferPlan b;
+  b.q = d.q();
+  b.k = d.k();
+  b.v = d.v();
+  b.out = d.out();
+  if (p.mask == MaskKind::Custom || shows_stages(opt, bench)) b.mask = d.nm();
+  if (opt.variant == Variant::Staged) b.stage = d.stage();
+  b.bf16 = opt.variant == Variant::Fused && opt.precision == Precision::BF16;
+  return b;
 }
 
 // Host bytes the Trace needs beyond the Problem already in memory.
 std::size_t host_bytes_needed(const Dims& d, const RunOptions& opt, bool bench) {
   const std::size_t f = sizeof(float);
   std::size_t bytes = d.out() * f;
-  if (!bench && opt.variant == Variant::Staged && opt.keep_stages)
-    bytes += (kStagedBuffers * d.stage() + d.nm()) * f;
+  if (shows_stages(opt, bench)) bytes += (kStagedBuffers * d.stage() + d.nm()) * f;
   return bytes;
 }
 
 void check_memory(const Problem& p, const RunOptions& opt, bool bench) {
   const Dims d = dims_of(p);
-  const std::size_t need = device_bytes_needed(d, p, opt);
+  const std::size_t need = plan_buffers(d, p, opt, bench).device_bytes();
   std::size_t free_bytes = kOomFaultFreeBytes;
   if (fault_from_env() != Fault::Oom) {
     std::size_t total = 0;
@@ -188,7 +207,8 @@ void check_memory(const Problem& p, const RunOptions& opt, bool bench) {
     std::ostringstream what;
     if (opt.variant == Variant::Staged)
       what << "staged: " << kStagedBuffers << " stages of " << d.heads << " x " << d.n << " x "
-           << d.m << " fp32, the mask and the inputs";
+           << d.m << " fp32, the inputs"
+           << (p.mask == MaskKind::Custom || shows_stages(opt, bench) ? " and the mask" : "");
     else
       what << "fused: inputs and output";
     throw ResourceError("problem needs " + format_bytes(static_cast<double>(need)) +
@@ -218,13 +238,22 @@ void check_options(const Problem& p, const RunOptions& opt) {
     throw InputError("bf16 is only available with --variant fused");
   if (opt.precision == Precision::BF16 && p.mask == MaskKind::Custom)
     throw InputError("bf16 fused attention supports the none and causal masks, not a custom mask");
-  if (opt.precision == Precision::BF16 && p.d_k() != p.d_v())
-    throw InputError("bf16 fused attention needs d_k == d_v, got d_k " + std::to_string(p.d_k()) +
-                     " and d_v " + std::to_string(p.d_v()));
+  // What the launchers would refuse, refused here before anything is uploaded: the head dims and
+  // the configuration switch that applies (ATTNLAB_FUSED_CONFIG=6 is valid for fp32, not bf16).
+  if (opt.variant == Variant::Staged) {
+    config_from_env("ATTNLAB_STAGED_CONFIG", kStagedConfigs);
+    return;
+  }
+  const bool bf16 = opt.precision == Precision::BF16;
+  const std::string why =
+      bf16 ? fused_bf16_shape_error(p.d_k(), p.d_v()) : fused_fp32_shape_error(p.d_k(), p.d_v());
+  if (!why.empty()) throw InputError(why);
+  config_from_env("ATTNLAB_FUSED_CONFIG", bf16 ? kFusedBf16Configs : kFusedFp32Configs);
 }
 
 // What run_into and bench check before touching the device, in this order: the problem, the
-// option combination, an injected fault, the memory estimate.
+// option combination (shapes and configuration switches included), an injected fault, the memory
+// estimate.
 void check_before_run(const Problem& p, const RunOptions& opt, bool bench) {
   validate(p);
   check_options(p, opt);
@@ -280,7 +309,7 @@ struct DeviceProblem {
   float sqrt_dk = 1, temperature = 1;
   float fused_scale = 1;  // 1 / (sqrt(d_k) T), for the fused kernels
   DeviceBuffer<float> q, k, v, out;
-  DeviceBuffer<float> mask;                             // staged: the (n, m) mask; fused: custom
+  DeviceBuffer<float> mask;  // (n, m): a custom mask, or the staged mask a run shows; else empty
   DeviceBuffer<float> scores, scaled, logits, weights;  // staged only
   DeviceBuffer<std::uint16_t> q16, k16, v16;            // fused bf16 only
 
@@ -291,7 +320,7 @@ struct DeviceProblem {
   }
 };
 
-DeviceProblem allocate(const Problem& p, const RunOptions& opt) {
+DeviceProblem allocate(const Problem& p, const RunOptions& opt, bool bench) {
   DeviceProblem dp;
   dp.d = dims_of(p);
   dp.code = mask_code(p.mask);
@@ -300,23 +329,20 @@ DeviceProblem allocate(const Problem& p, const RunOptions& opt) {
   dp.temperature = static_cast<float>(p.temperature);
   dp.fused_scale =
       static_cast<float>(1.0 / (std::sqrt(static_cast<double>(dp.d.d_k)) * p.temperature));
-  dp.q = DeviceBuffer<float>(dp.d.q());
-  dp.k = DeviceBuffer<float>(dp.d.k());
-  dp.v = DeviceBuffer<float>(dp.d.v());
-  dp.out = DeviceBuffer<float>(dp.d.out());
-  if (opt.variant == Variant::Staged) {
-    dp.mask = DeviceBuffer<float>(dp.d.nm());
-    dp.scores = DeviceBuffer<float>(dp.d.stage());
-    dp.scaled = DeviceBuffer<float>(dp.d.stage());
-    dp.logits = DeviceBuffer<float>(dp.d.stage());
-    dp.weights = DeviceBuffer<float>(dp.d.stage());
-  } else {
-    if (p.mask == MaskKind::Custom) dp.mask = DeviceBuffer<float>(dp.d.nm());
-    if (opt.precision == Precision::BF16) {
-      dp.q16 = DeviceBuffer<std::uint16_t>(dp.d.q());
-      dp.k16 = DeviceBuffer<std::uint16_t>(dp.d.k());
-      dp.v16 = DeviceBuffer<std::uint16_t>(dp.d.v());
-    }
+  const BufferPlan b = plan_buffers(dp.d, p, opt, bench);
+  dp.q = DeviceBuffer<float>(b.q);
+  dp.k = DeviceBuffer<float>(b.k);
+  dp.v = DeviceBuffer<float>(b.v);
+  dp.out = DeviceBuffer<float>(b.out);
+  dp.mask = DeviceBuffer<float>(b.mask);  // size 0: no allocation, get() is nullptr
+  dp.scores = DeviceBuffer<float>(b.stage);
+  dp.scaled = DeviceBuffer<float>(b.stage);
+  dp.logits = DeviceBuffer<float>(b.stage);
+  dp.weights = DeviceBuffer<float>(b.stage);
+  if (b.bf16) {
+    dp.q16 = DeviceBuffer<std::uint16_t>(b.q);
+    dp.k16 = DeviceBuffer<std::uint16_t>(b.k);
+    dp.v16 = DeviceBuffer<std::uint16_t>(b.v);
   }
   return dp;
 }
@@ -398,7 +424,7 @@ class CudaBackend final : public Backend {
 
     Stream stream;
     const cudaStream_t s = stream.get();
-    DeviceProblem dp = allocate(p, opt);
+    DeviceProblem dp = allocate(p, opt, /*bench=*/false);
     const Dims& d = dp.d;
 
     // ev[0] start, [1] uploaded, [2..5] after qk / scale_mask / softmax / pv, [6] downloaded.
@@ -454,7 +480,7 @@ class CudaBackend final : public Backend {
 
     Stream stream;
     const cudaStream_t s = stream.get();
-    DeviceProblem dp = allocate(p, opt);
+    DeviceProblem dp = allocate(p, opt, /*bench=*/true);
     upload_inputs(dp, p, opt, s);
 
     for (int i = 0; i < warmup; ++i) run_chain(dp, opt, s);
@@ -462,13 +488,26 @@ class CudaBackend final : public Backend {
 
     BenchSample out;
     out.peak_bytes = dp.device_bytes();
-    Event start, stop;
+    const bool staged = opt.variant == Variant::Staged;
+    // Staged: marks[0..3] after qk / scale_mask / softmax / pv, inside the timed span.
+    Event start, stop, marks[4];
     for (int i = 0; i < repeat; ++i) {
       start.record(s);
-      run_chain(dp, opt, s);
+      if (staged)
+        run_staged(dp, s, marks, /*build_mask=*/false);
+      else
+        run_fused(dp, opt, s);
       stop.record(s);
       ATTNLAB_CUDA_CHECK(cudaEventSynchronize(stop.get()));
       out.ms.push_back(elapsed_ms(start, stop));
+      if (staged) {
+        StageTimings t;
+        t.qk_ms = elapsed_ms(start, marks[0]);
+        t.scale_mask_ms = elapsed_ms(marks[0], marks[1]);
+        t.softmax_ms = elapsed_ms(marks[1], marks[2]);
+        t.pv_ms = elapsed_ms(marks[2], marks[3]);
+        out.stages.push_back(t);
+      }
     }
     download(out.output, dp.out.get(), static_cast<Eigen::Index>(dp.d.heads) * dp.d.n, dp.d.d_v,
              s);

@@ -51,8 +51,6 @@
 namespace attnlab::cuda {
 namespace {
 
-constexpr float kLog2e = 1.4426950408889634f;
-
 // One tile configuration: WARPS warps of 16 * MT query rows each (BQ = 16 * MT * WARPS queries
 // per block), key tiles of BK keys, __launch_bounds__(32 * WARPS, MINB); MINB == 0 sets no minimum
 // (ptxas then allocates as it did before configurations existed; an explicit 1 changes its
@@ -400,8 +398,6 @@ void launch_bf16(const std::uint16_t* q, const std::uint16_t* k, const std::uint
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-constexpr int kBf16Configs = 6;  // valid ATTNLAB_FUSED_CONFIG values: 0 .. kBf16Configs - 1
-
 // One head dim, one configuration (see the table in the file header); a configuration that
 // does not suit D (registers would spill) runs configuration 0 instead.
 template <int D>
@@ -446,10 +442,7 @@ void dispatch_bf16(int config, const std::uint16_t* q, const std::uint16_t* k,
 void fused_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const std::uint16_t* v,
                           float* o, int heads, int n, int m, int d, float scale, bool causal,
                           void* stream) {
-  if (d != 64 && d != 128) {
-    throw InputError("bf16 fused attention supports d_k == d_v in {64, 128}, got " +
-                     std::to_string(d));
-  }
+  if (const std::string why = fused_bf16_shape_error(d, d); !why.empty()) throw InputError(why);
   if (heads < 1 || n < 1 || m < 1) {
     throw InputError("fused bf16: empty problem (heads " + std::to_string(heads) + ", n " +
                      std::to_string(n) + ", m " + std::to_string(m) + ")");
@@ -462,7 +455,7 @@ void fused_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const 
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || reinterpret_cast<std::uintptr_t>(o) % 8) {
     throw InputError("fused bf16: device buffers must be 16-byte aligned");
   }
-  const int config = config_from_env("ATTNLAB_FUSED_CONFIG", kBf16Configs);
+  const int config = config_from_env("ATTNLAB_FUSED_CONFIG", kFusedBf16Configs);
   const float scale_log2 = scale * kLog2e;
   auto s = static_cast<cudaStream_t>(stream);
   if (d == 64) {

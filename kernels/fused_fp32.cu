@@ -51,8 +51,6 @@
 namespace attnlab::cuda {
 namespace {
 
-constexpr float kLog2e = 1.4426950408889634f;
-
 // One tile configuration: THREADS threads own BQ_ queries (THREADS / 8 query groups of TQ
 // queries) and walk the keys in tiles of BK_ (each thread: BK_ / 8 keys, in float4 chunks 32 keys
 // apart); __launch_bounds__(THREADS_, MINB), MINB == 0 setting no minimum.
@@ -392,8 +390,6 @@ void launch_fp32(const float* q, const float* k, const float* v, float* o, int h
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-constexpr int kFp32Configs = 7;  // valid ATTNLAB_FUSED_CONFIG values: 0 .. kFp32Configs - 1
-
 // One head-dim bucket, one configuration (see the table in the file header); a configuration
 // that does not suit D (registers or shared memory) runs configuration 0 instead.
 template <int D>
@@ -451,17 +447,14 @@ void fused_attention_fp32(const float* q, const float* k, const float* v, float*
                      std::to_string(n) + ", m " + std::to_string(m) + ", d_k " +
                      std::to_string(d_k) + ", d_v " + std::to_string(d_v) + ")");
   }
-  if (d_k > 256 || d_v > 256) {
-    throw InputError("fused fp32 supports head dims up to 256, got d_k " + std::to_string(d_k) +
-                     ", d_v " + std::to_string(d_v));
-  }
+  if (const std::string why = fused_fp32_shape_error(d_k, d_v); !why.empty()) throw InputError(why);
   if (causal && n != m) {
     throw InputError("causal mask needs n == m, got n " + std::to_string(n) + ", m " +
                      std::to_string(m));
   }
   const bool vec = d_k % 4 == 0 && d_v % 4 == 0 && aligned16(q) && aligned16(k) && aligned16(v) &&
                    aligned16(o);
-  const int config = config_from_env("ATTNLAB_FUSED_CONFIG", kFp32Configs);
+  const int config = config_from_env("ATTNLAB_FUSED_CONFIG", kFusedFp32Configs);
   const float scale_log2 = scale * kLog2e;
   const int dmax = d_k > d_v ? d_k : d_v;
   auto s = static_cast<cudaStream_t>(stream);

@@ -12,6 +12,9 @@
 
 namespace attnlab::cuda {
 
+// log2(e): the fused launchers pass scale * log2(e), so that the kernels use exp2.
+inline constexpr float kLog2e = 1.4426950408889634f;
+
 // True when p is 16-byte aligned: what cp.async and float4 accesses need.
 inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 

@@ -2,7 +2,9 @@
 //   ATTNLAB_FUSED_CONFIG   the fused kernels (kernels/fused_fp32.cu, kernels/fused_bf16.cu)
 //   ATTNLAB_STAGED_CONFIG  the staged chain's GEMM stages (kernels/qk.cu, kernels/pv.cu)
 // Each kernel file lists its configurations; they differ only in how many there are, so the
-// parsing lives here once. Plain C++ header: no CUDA types.
+// parsing lives here once, with the head dimensions each fused kernel takes. The CUDA backend
+// checks both before it uploads anything; the launchers check them again, for direct callers.
+// Plain C++ header: no CUDA types, so host-only code (attnlab bench, the tests) can include it.
 #pragma once
 
 #include "core/types.h"
@@ -32,6 +34,31 @@ inline int config_from_env(const char* var, int count) {
                      std::to_string(count - 1));
   }
   return value;
+}
+
+// How many configurations each switch has (valid values 0 .. count - 1).
+inline constexpr int kFusedFp32Configs = 7;  // fused_fp32.cu; 5 and 6 run fused_tf32.cu
+inline constexpr int kFusedBf16Configs = 6;  // fused_bf16.cu
+inline constexpr int kStagedConfigs = 3;     // qk.cu and pv.cu
+
+// The largest d_k or d_v the fused fp32 kernels take.
+inline constexpr int kFusedFp32MaxHeadDim = 256;
+
+// "" when the fused fp32 kernels take (d_k, d_v); otherwise why not (the InputError text).
+inline std::string fused_fp32_shape_error(int d_k, int d_v) {
+  if (d_k <= kFusedFp32MaxHeadDim && d_v <= kFusedFp32MaxHeadDim) return "";
+  return "fused fp32 supports head dims up to " + std::to_string(kFusedFp32MaxHeadDim) +
+         ", got d_k " + std::to_string(d_k) + ", d_v " + std::to_string(d_v);
+}
+
+// "" when the fused bf16 kernel takes (d_k, d_v): d_k == d_v, 64 or 128; otherwise why not.
+inline std::string fused_bf16_shape_error(int d_k, int d_v) {
+  if (d_k != d_v)
+    return "bf16 fused attention needs d_k == d_v, got d_k " + std::to_string(d_k) + " and d_v " +
+           std::to_string(d_v);
+  if (d_k != 64 && d_k != 128)
+    return "bf16 fused attention supports d_k == d_v in {64, 128}, got " + std::to_string(d_k);
+  return "";
 }
 
 }  // namespace attnlab::cuda
