@@ -124,6 +124,8 @@ bool Controller::replace_problem(Problem p, bool demo, int query) {
   Problem old = std::exchange(problem_, std::move(p));
   const bool old_demo = std::exchange(demo_, demo);
   const int old_query = std::exchange(query_, query);
+  // Bumped on refusal too (the old problem comes back): a needless re-measure, never a stale one.
+  ++problem_revision_;
   return rerun([&] {
     problem_ = std::move(old);
     demo_ = old_demo;
@@ -308,11 +310,13 @@ const MatrixF* Controller::stage_matrix(int step) const {
   return m->size() > 0 ? m : nullptr;
 }
 
-std::vector<std::string> Controller::column_labels(int step) const {
+const std::vector<std::string>& Controller::column_labels(int step) const {
   if (step == 4) {
-    std::vector<std::string> out;
-    for (int j = 1; j <= problem_.d_v(); ++j) out.push_back(std::to_string(j));
-    return out;
+    if (static_cast<int>(dim_labels_.size()) != problem_.d_v()) {
+      dim_labels_.clear();
+      for (int j = 1; j <= problem_.d_v(); ++j) dim_labels_.push_back(std::to_string(j));
+    }
+    return dim_labels_;
   }
   return problem_.key_tokens;
 }

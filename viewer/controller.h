@@ -90,8 +90,12 @@ class Controller {
   const MatrixF* stage_matrix(int step) const;
   // Steps 2 and 3 draw masked cells as masked (the mask enters at step 2).
   bool step_shows_mask(int step) const { return (step == 2 || step == 3) && problem_.mask != MaskKind::None; }
-  // Column labels of step 1..4: key tokens, or "1".."d_v" for the output.
-  std::vector<std::string> column_labels(int step) const;
+  // Column labels of step 1..4: key tokens, or "1".."d_v" for the output. A reference, not a copy
+  // (the heatmap asks every frame, and there may be 4096 tokens); valid until the problem changes.
+  const std::vector<std::string>& column_labels(int step) const;
+  // Bumps whenever the problem is replaced (demo / random: new tokens and shapes), not when only
+  // the temperature, mask, query or backend changes; what caches of label sizes are keyed on.
+  std::uint64_t problem_revision() const { return problem_revision_; }
   std::string description(Lang lang) const;
   std::optional<RowStats> stats() const;
 
@@ -116,6 +120,9 @@ class Controller {
   std::string error_;
   CompareResult compare_;
   std::uint64_t revision_ = 0;
+  std::uint64_t problem_revision_ = 0;
+  // "1".."d_v", made when column_labels(4) first sees a new d_v (it depends on nothing else).
+  mutable std::vector<std::string> dim_labels_;
   double last_run_ms_ = 0;
   double need_gb_ = 0, avail_gb_ = 0;
   int rand_n_ = 512, rand_dk_ = 64, rand_dv_ = 64;

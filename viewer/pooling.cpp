@@ -10,30 +10,35 @@
 
 namespace attnlab::viewer {
 
+AxisSpan axis_span(double first, double count, int pixels, int total, int pixel) {
+  count = std::max(count, 1e-9);
+  const double per_pixel = count / pixels;
+  int b, e;
+  if (per_pixel <= 1.0) {
+    b = static_cast<int>(std::floor(first + (pixel + 0.5) * per_pixel));
+    e = b + 1;
+  } else {
+    // Block edges from the same formula on both sides, so neighbouring blocks tile the window
+    // without gaps or overlaps.
+    b = static_cast<int>(std::floor(first + pixel * per_pixel + 1e-9));
+    e = static_cast<int>(std::floor(first + (pixel + 1) * per_pixel + 1e-9));
+    if (e <= b) e = b + 1;
+  }
+  b = std::clamp(b, 0, total - 1);
+  e = std::clamp(e, b + 1, total);
+  return {b, e};
+}
+
 AxisMap map_axis(double first, double count, int pixels, int total) {
   AxisMap m;
   if (pixels <= 0 || total <= 0) return m;
-  count = std::max(count, 1e-9);
   m.begin.resize(pixels);
   m.end.resize(pixels);
-  const double per_pixel = count / pixels;
   for (int p = 0; p < pixels; ++p) {
-    int b, e;
-    if (per_pixel <= 1.0) {
-      b = static_cast<int>(std::floor(first + (p + 0.5) * per_pixel));
-      e = b + 1;
-    } else {
-      // Block edges from the same formula on both sides, so neighbouring blocks tile the window
-      // without gaps or overlaps.
-      b = static_cast<int>(std::floor(first + p * per_pixel + 1e-9));
-      e = static_cast<int>(std::floor(first + (p + 1) * per_pixel + 1e-9));
-      if (e <= b) e = b + 1;
-    }
-    b = std::clamp(b, 0, total - 1);
-    e = std::clamp(e, b + 1, total);
-    m.begin[p] = b;
-    m.end[p] = e;
-    if (e - b > 1) m.pooled = true;
+    const AxisSpan s = axis_span(first, count, pixels, total, p);
+    m.begin[p] = s.begin;
+    m.end[p] = s.end;
+    if (s.end - s.begin > 1) m.pooled = true;
   }
   return m;
 }

@@ -25,6 +25,14 @@ struct AxisMap {
 // more cells. Every interval is non-empty and inside [0, total).
 AxisMap map_axis(double first, double count, int pixels, int total);
 
+// One entry of map_axis(first, count, pixels, total): the source interval [begin, end) of pixel
+// `pixel` (0 <= pixel < pixels, total > 0), computed alone, without the other pixels' entries (the
+// hover tooltip reads one pooled pixel). map_axis is built from it, so the two always agree.
+struct AxisSpan {
+  int begin = 0, end = 0;
+};
+AxisSpan axis_span(double first, double count, int pixels, int total, int pixel);
+
 struct PooledCell {
   float value = 0;
   bool masked = false;

@@ -5,6 +5,9 @@
 #include "viewer/keymap.h"
 
 #include <array>
+#include <bit>
+#include <cstdint>
+#include <string_view>
 
 namespace attnlab::viewer {
 namespace {
@@ -289,6 +292,81 @@ std::vector<std::string> wrap_units(const std::string& para) {
     i += len;
   }
   return units;
+}
+
+std::vector<std::string> wrap_lines(const std::string& text, float width, const TextMeasure& measure,
+                                    const WidthRounding& round) {
+  const auto fits = [&](float w) { return (round ? round(w) : w) <= width; };
+  // The summed widths add the same advances as measuring the line whole, in another order, so the
+  // two floats may differ in their last bits; with whole-pixel rounding a line whose advances add
+  // up to exactly the panel's width (it happens: a font's advances are multiples of one scale)
+  // would then fit one way and not the other. Where the decision changes within a margin wider
+  // than that difference (at most about n * 2^-24 of a sum of n advances: 1/64 px plus 2^-14 of
+  // the sum covers lines of a thousand glyphs), the candidate line is measured whole instead, as
+  // the width it is drawn with is.
+  const auto margin = [](float sum) { return 1.0f / 64 + sum / 16384; };
+  std::vector<std::string> lines;
+  std::size_t para_start = 0;
+  while (para_start <= text.size()) {
+    std::size_t para_end = text.find('\n', para_start);
+    if (para_end == std::string::npos) para_end = text.size();
+    std::string line;
+    float line_w = 0;
+    for (std::string& u : wrap_units(text.substr(para_start, para_end - para_start))) {
+      const bool space = u[0] == ' ';
+      if (line.empty()) {
+        // The first unit of a line is taken whatever its width, unless it is a space.
+        if (!space) {
+          line_w = measure(u);
+          line = std::move(u);
+        }
+        continue;
+      }
+      const float w = measure(u);
+      float sum = line_w + w;
+      if (fits(sum - margin(sum)) != fits(sum + margin(sum))) sum = measure(line + u);
+      if (fits(sum)) {
+        line += u;
+        line_w = sum;
+      } else {
+        lines.push_back(std::move(line));
+        line.clear();
+        line_w = 0;
+        if (!space) {
+          line_w = w;
+          line = std::move(u);
+        }
+      }
+    }
+    lines.push_back(std::move(line));
+    para_start = para_end + 1;
+  }
+  return lines;
+}
+
+const std::vector<std::string>& WrapCache::lines(const std::string& text, float width, const void* font,
+                                                 float font_size, const TextMeasure& measure,
+                                                 const WidthRounding& round) {
+  std::size_t h = std::hash<std::string_view>{}(text);
+  for (std::size_t part : {static_cast<std::size_t>(std::bit_cast<std::uint32_t>(width)),
+                           std::hash<const void*>{}(font),
+                           static_cast<std::size_t>(std::bit_cast<std::uint32_t>(font_size))}) {
+    h ^= part + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  }
+  auto it = entries_.find(h);
+  if (it != entries_.end() && it->second.width == width && it->second.font == font &&
+      it->second.font_size == font_size && it->second.text == text) {
+    return it->second.lines;
+  }
+  ++misses_;
+  if (it == entries_.end() && entries_.size() >= kMaxEntries) {
+    entries_.clear();
+    it = entries_.end();
+  }
+  Entry e{text, width, font, font_size, wrap_lines(text, width, measure, round)};
+  if (it == entries_.end()) it = entries_.emplace(h, std::move(e)).first;
+  else it->second = std::move(e);
+  return it->second.lines;
 }
 
 }  // namespace attnlab::viewer

@@ -1,12 +1,17 @@
 // The viewer's UI text in Chinese and English, in one table so that the font atlas can be built
 // from exactly the glyphs the UI uses (plus tokens and the core's texts, added by the caller), and
 // the scientific notes panel (SPEC.md "模型、验证与适用边界") in both languages. The description,
-// the caveat and the mask sentence come from core/stats.h, not from here.
+// the caveat and the mask sentence come from core/stats.h, not from here. Also the line breaking
+// of that text (wrap_units, wrap_lines) and a bounded cache of broken lines (WrapCache), free of
+// ImGui: the UI passes its font's text width in as a function.
 #pragma once
 
 #include "core/types.h"
 
+#include <cstddef>
+#include <functional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -49,5 +54,55 @@ std::vector<unsigned> utf8_codepoints(const std::string& s);
 // joins the piece before it, so it never starts a line; after Chinese punctuation a new piece
 // starts ("0.219、" | "0.102").
 std::vector<std::string> wrap_units(const std::string& para);
+
+// The width of a piece of text in pixels. wrap_lines assumes it is additive: the width of a line is
+// the sum of its pieces' widths (true of ImGui's unrounded glyph advances; see ui.cpp).
+using TextMeasure = std::function<float(const std::string&)>;
+// What a line's summed width is compared with `width` as: ImGui::CalcTextSize rounds the sum up,
+// and a caller reproducing it passes the same rounding. Empty: the sum itself.
+using WidthRounding = std::function<float(float)>;
+
+// Greedy line breaking of `text` into lines no wider than `width`: paragraphs split at '\n' (an
+// empty paragraph is an empty line), breaks only between wrap_units, a unit wider than the line
+// stands alone on its line, and a unit starting with a space is dropped at the start of a line.
+// A unit joins the line when round(width of the line + width of the unit) <= width. Each unit is
+// measured once and the widths are summed: a paragraph costs one measure per unit, where measuring
+// the growing line instead costs time quadratic in its length. Only where the float sum is within
+// a hair (1/64 px and 2^-14 of itself) of changing the decision is the candidate line measured
+// whole, since the sum's last bits depend on the order of the additions.
+// text (UTF-8) -> lines, in order; as many as the paragraphs or more.
+std::vector<std::string> wrap_lines(const std::string& text, float width, const TextMeasure& measure,
+                                    const WidthRounding& round = {});
+
+// wrap_lines results kept between frames: an unchanged text at an unchanged width in an unchanged
+// font costs one hash and one string compare, and no measuring. The key is everything the lines
+// depend on: the text, the width exactly as passed, and the font (an identity pointer and a size,
+// which together fix what `measure` returns; `round` must be the same on every call). At most
+// kMaxEntries entries: when full it is emptied (a temperature slider dragged through many values
+// leaves one stale description per frame behind).
+class WrapCache {
+ public:
+  static constexpr std::size_t kMaxEntries = 256;
+
+  // The lines of wrap_lines(text, width, measure); valid until the next call.
+  const std::vector<std::string>& lines(const std::string& text, float width, const void* font,
+                                        float font_size, const TextMeasure& measure,
+                                        const WidthRounding& round = {});
+  std::size_t size() const { return entries_.size(); }
+  std::size_t misses() const { return misses_; }  // how many calls ran wrap_lines
+
+ private:
+  struct Entry {
+    std::string text;
+    float width = 0;
+    const void* font = nullptr;
+    float font_size = 0;
+    std::vector<std::string> lines;
+  };
+  // Keyed by the hash of the whole key; the entry holds the key itself, so a collision is a miss
+  // that replaces the entry, never a wrong answer.
+  std::unordered_map<std::size_t, Entry> entries_;
+  std::size_t misses_ = 0;
+};
 
 }  // namespace attnlab::viewer

@@ -47,29 +47,26 @@ void section(const char* text) {
 }
 
 // ImGui 1.86 wraps at spaces and ASCII punctuation only: it splits "0.219" after the dot and
-// breaks Chinese runs arbitrarily. This greedy wrapper breaks at spaces and around CJK characters,
-// never inside a number or a word, and keeps closing punctuation off the start of a line.
-void wrapped(const std::string& text, const ImVec4* colour = nullptr) {
+// breaks Chinese runs arbitrarily. wrap_lines (viewer/strings.h) breaks at spaces and around CJK
+// characters, never inside a number or a word, and keeps closing punctuation off the start of a
+// line. The lines are cached (app.wrap_cache): the description, the notes and the caveat are drawn
+// every frame but change only with the state, the language or the panel's width.
+void wrapped(App& app, const std::string& text, const ImVec4* colour = nullptr) {
   const float width = std::max(40.0f, ImGui::GetContentRegionAvail().x);
+  ImFont* font = ImGui::GetFont();
+  const float size = ImGui::GetFontSize();
+  // Unrounded advances add up over the pieces of a line; ImGui::CalcTextSize, which the line used
+  // to be measured with, rounds the sum up as below (imgui.cpp 1.86). The rounded width is an
+  // integer, so the lines depend on floor(width) alone: the cache key stays put while a panel's
+  // width moves by a fraction of a pixel.
+  const std::vector<std::string>& lines = app.wrap_cache.lines(
+      text, std::floor(width), font, size,
+      [font, size](const std::string& s) {
+        return font->CalcTextSizeA(size, FLT_MAX, 0.0f, s.data(), s.data() + s.size()).x;
+      },
+      [](float w) { return static_cast<float>(static_cast<int>(w + 0.99999f)); });
   if (colour) ImGui::PushStyleColor(ImGuiCol_Text, *colour);
-  std::size_t para_start = 0;
-  while (para_start <= text.size()) {
-    std::size_t para_end = text.find('\n', para_start);
-    if (para_end == std::string::npos) para_end = text.size();
-    const std::vector<std::string> units = wrap_units(text.substr(para_start, para_end - para_start));
-    std::string line;
-    for (const std::string& u : units) {
-      const std::string candidate = line + u;
-      if (line.empty() || ImGui::CalcTextSize(candidate.c_str()).x <= width) {
-        line = line.empty() && u[0] == ' ' ? std::string() : candidate;
-      } else {
-        ImGui::TextUnformatted(line.c_str());
-        line = u[0] == ' ' ? std::string() : u;
-      }
-    }
-    ImGui::TextUnformatted(line.c_str());
-    para_start = para_end + 1;
-  }
+  for (const std::string& line : lines) ImGui::TextUnformatted(line.data(), line.data() + line.size());
   if (colour) ImGui::PopStyleColor();
 }
 
@@ -302,6 +299,32 @@ void draw_hatch(ImDrawList* dl, ImVec2 a, ImVec2 b) {
   dl->PopClipRect();
 }
 
+// Starts `s` afresh unless it already holds the sizes of the same `count` labels (list `list` of
+// problem revision `problem`) in the current font.
+void keep_label_sizes(LabelSizes& s, std::uint64_t problem, int list, std::size_t count) {
+  const void* font = ImGui::GetFont();
+  const float size = ImGui::GetFontSize();
+  if (s.problem == problem && s.list == list && s.font == font && s.font_size == size && s.w.size() == count) {
+    return;
+  }
+  s.problem = problem;
+  s.list = list;
+  s.font = font;
+  s.font_size = size;
+  s.w.assign(count, -1.0f);
+  s.h.assign(count, 0.0f);
+}
+
+// ImGui::CalcTextSize(labels[i]), measured on first use.
+ImVec2 label_size(LabelSizes& s, const std::vector<std::string>& labels, int i) {
+  if (s.w[i] < 0) {
+    const ImVec2 ts = ImGui::CalcTextSize(labels[i].c_str());
+    s.w[i] = ts.x;
+    s.h[i] = ts.y;
+  }
+  return ImVec2(s.w[i], s.h[i]);
+}
+
 void draw_heatmap(App& app, const Layout& l) {
   const Lang lang = app.lang;
   Controller& c = app.ctl;
@@ -335,7 +358,7 @@ void draw_heatmap(App& app, const Layout& l) {
 
   const MatrixF* mp = c.stage_matrix(step);
   if (!mp) {
-    wrapped(fmt(tr(lang, S::StagesNotKept), c.stages_need_gb(), c.available_gb()));
+    wrapped(app, fmt(tr(lang, S::StagesNotKept), c.stages_need_gb(), c.available_gb()));
     mp = c.stage_matrix(4);
   }
   if (!mp) {
@@ -346,16 +369,24 @@ void draw_heatmap(App& app, const Layout& l) {
   const int rows = static_cast<int>(m.rows()), cols = static_cast<int>(m.cols());
   const bool masked_step = c.step_shows_mask(step) && c.stage_matrix(step) == mp;
   const Problem& p = c.problem();
-  const std::vector<std::string> col_labels = c.column_labels(step == 4 || mp == c.stage_matrix(4) ? 4 : step);
+  const int col_step = step == 4 || mp == c.stage_matrix(4) ? 4 : step;
+  const std::vector<std::string>& col_labels = c.column_labels(col_step);
   const std::vector<std::string>& row_labels = p.query_tokens;
   const float fp = app.font_px;
+  // Key tokens and output dimensions keep a cache each, so playing through the steps re-measures
+  // nothing.
+  LabelSizes& col_sizes = col_step == 4 ? app.dim_sizes : app.key_sizes;
+  keep_label_sizes(app.row_sizes, c.problem_revision(), 0, row_labels.size());
+  keep_label_sizes(col_sizes, c.problem_revision(), col_step == 4 ? 2 : 1, col_labels.size());
 
   // Label sizes: every label when few, the widest index otherwise.
   float row_label_w = 0;
   if (rows <= 64) {
-    for (const auto& s : row_labels) row_label_w = std::max(row_label_w, ImGui::CalcTextSize(s.c_str()).x);
+    for (int r = 0; r < static_cast<int>(row_labels.size()); ++r) {
+      row_label_w = std::max(row_label_w, label_size(app.row_sizes, row_labels, r).x);
+    }
   } else {
-    row_label_w = ImGui::CalcTextSize(row_labels.back().c_str()).x;
+    row_label_w = label_size(app.row_sizes, row_labels, static_cast<int>(row_labels.size()) - 1).x;
   }
   row_label_w += fp * 0.6f;
   const float col_label_h = fp + 4;
@@ -437,7 +468,7 @@ void draw_heatmap(App& app, const Layout& l) {
   auto row_label = [&](int r, ImU32 colour) {
     const auto rs = visible_row_span(g, r);
     if (!rs || rs->size() < std::min(g.cell_h, fp * 0.8f) - 0.01f) return;
-    const ImVec2 ts = ImGui::CalcTextSize(row_labels[r].c_str());
+    const ImVec2 ts = label_size(app.row_sizes, row_labels, r);
     dl->AddText(ImVec2(g.x - fp * 0.4f - ts.x, rs->mid() - ts.y / 2), colour, row_labels[r].c_str());
   };
   const ImU32 label_col = ImGui::GetColorU32(ImGuiCol_Text);
@@ -453,15 +484,15 @@ void draw_heatmap(App& app, const Layout& l) {
   // Widest label over a sample of at most ~128 visible columns (index labels grow to the right).
   const int sample_step = std::max(1, (c1 - c0) / 128);
   for (int cc = c0; cc < c1; cc += sample_step) {
-    col_w_needed = std::max(col_w_needed, ImGui::CalcTextSize(col_labels[cc].c_str()).x + 8);
+    col_w_needed = std::max(col_w_needed, label_size(col_sizes, col_labels, cc).x + 8);
   }
-  if (c1 > c0) col_w_needed = std::max(col_w_needed, ImGui::CalcTextSize(col_labels[c1 - 1].c_str()).x + 8);
+  if (c1 > c0) col_w_needed = std::max(col_w_needed, label_size(col_sizes, col_labels, c1 - 1).x + 8);
   int col_stride = 1;
   while (col_stride * g.cell_w < col_w_needed) col_stride = col_stride < 2 ? 2 : col_stride < 5 ? 5 : col_stride * 2;
   for (int cc = (c0 / col_stride) * col_stride; cc < c1; cc += col_stride) {
     if (cc < c0) continue;
     // As the row labels: centred on the visible part, none on a sliver narrower than the label.
-    const ImVec2 ts = ImGui::CalcTextSize(col_labels[cc].c_str());
+    const ImVec2 ts = label_size(col_sizes, col_labels, cc);
     const auto cs = visible_col_span(g, cc);
     if (!cs || cs->size() < std::min(g.cell_w, ts.x + 4) - 0.01f) continue;
     dl->AddText(ImVec2(cs->mid() - ts.x / 2, g.y - ts.y - 4), label_col, col_labels[cc].c_str());
@@ -534,13 +565,14 @@ void draw_heatmap(App& app, const Layout& l) {
       if (g.pooled()) {
         const int px = std::clamp(static_cast<int>(io.MousePos.x - g.x), 0, g.px_w - 1);
         const int py = std::clamp(static_cast<int>(io.MousePos.y - g.y), 0, g.px_h - 1);
-        const AxisMap rm = map_axis(g.first_row, g.vis_rows, g.px_h, rows);
-        const AxisMap cm = map_axis(g.first_col, g.vis_cols, g.px_w, cols);
+        // The one block this pixel pools, as rasterize's axis maps have it.
+        const AxisSpan rs = axis_span(g.first_row, g.vis_rows, g.px_h, rows, py);
+        const AxisSpan cs = axis_span(g.first_col, g.vis_cols, g.px_w, cols, px);
         AxisMap r1m, c1m;
-        r1m.begin = {rm.begin[py]};
-        r1m.end = {rm.end[py]};
-        c1m.begin = {cm.begin[px]};
-        c1m.end = {cm.end[px]};
+        r1m.begin = {rs.begin};
+        r1m.end = {rs.end};
+        c1m.begin = {cs.begin};
+        c1m.end = {cs.end};
         const auto pooled = pool_grid(m.data(), rows, cols, masked_step && mask.size() ? mask.data() : nullptr,
                                       static_cast<int>(mask.rows()), r1m, c1m, app.pool);
         const char* mode = tr(lang, app.pool == PoolMode::Max ? S::PoolMax : S::PoolMean);
@@ -629,7 +661,7 @@ void draw_controls(App& app, const Layout& l) {
   ImGui::SameLine();
   ImGui::TextColored(kDimV4, "%s", tr(lang, S::TemperatureEntry));
   if (!c.error().empty()) {
-    wrapped(std::string(tr(lang, S::ErrorPrefix)) + c.error(), &kErrorV4);
+    wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + c.error(), &kErrorV4);
   }
   ImGui::TextUnformatted(tr(lang, S::Mask));
   if (ImGui::RadioButton(tr(lang, S::MaskNone), p.mask == MaskKind::None)) c.set_mask(MaskKind::None);
@@ -643,7 +675,7 @@ void draw_controls(App& app, const Layout& l) {
   ImGui::BeginDisabled(!c.cuda_ok());
   if (ImGui::RadioButton("CUDA", c.backend() == "cuda")) c.set_backend("cuda");
   ImGui::EndDisabled();
-  if (!c.cuda_ok()) wrapped(fmt(tr(lang, S::CudaUnavailable), c.cuda_reason().c_str()), &kDimV4);
+  if (!c.cuda_ok()) wrapped(app, fmt(tr(lang, S::CudaUnavailable), c.cuda_reason().c_str()), &kDimV4);
 
   // Input: demo or random.
   section(tr(lang, S::Input));
@@ -684,12 +716,12 @@ void draw_controls(App& app, const Layout& l) {
         c.clear_error();
       }
     }
-    if (!app.random_error.empty()) wrapped(std::string(tr(lang, S::ErrorPrefix)) + app.random_error, &kErrorV4);
-    if (c.demo()) wrapped(tr(lang, S::RandomPending), &kDimV4);
-    wrapped(tr(lang, S::RandomLimits), &kDimV4);
+    if (!app.random_error.empty()) wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + app.random_error, &kErrorV4);
+    if (c.demo()) wrapped(app, tr(lang, S::RandomPending), &kDimV4);
+    wrapped(app, tr(lang, S::RandomLimits), &kDimV4);
   }
   ImGui::Separator();
-  wrapped(tr(lang, S::KeyboardLine), &kDimV4);
+  wrapped(app, tr(lang, S::KeyboardLine), &kDimV4);
   ImGui::End();
 }
 
@@ -750,7 +782,7 @@ void draw_info(App& app, const Layout& l) {
   // Description, regenerated from the current state every frame (it is cheap: one row).
   if (ImGui::CollapsingHeader(fmt("%s###desc", tr(lang, S::Description)).c_str(), ImGuiTreeNodeFlags_DefaultOpen)) {
     const std::string d = c.description(lang);
-    wrapped(d);
+    wrapped(app, d);
     if (ImGui::Button(fmt("%s###copy", tr(lang, S::Copy)).c_str())) {
       SDL_SetClipboardText(d.c_str());
       set_status(app, tr(lang, S::Copied));
@@ -765,7 +797,7 @@ void draw_info(App& app, const Layout& l) {
     ImGui::EndDisabled();
     if (!app.speaker.available()) ImGui::TextColored(kDimV4, "%s", tr(lang, S::NoEspeak));
     if (!app.speaker.speaking() && !app.speaker.problem().empty()) {
-      wrapped(fmt(tr(lang, S::SpeakProblem), app.speaker.problem().c_str()), &kDimV4);
+      wrapped(app, fmt(tr(lang, S::SpeakProblem), app.speaker.problem().c_str()), &kDimV4);
     }
   }
 
@@ -773,9 +805,9 @@ void draw_info(App& app, const Layout& l) {
   if (ImGui::CollapsingHeader(fmt("%s###tables", tr(lang, S::Tables)).c_str(),
                               p.n() <= 8 ? ImGuiTreeNodeFlags_DefaultOpen : 0)) {
     ImGui::TextColored(kHighlightV4, "%s", tr(lang, S::PageHeading));
-    wrapped(fmt(tr(lang, S::PageIntro), p.d_k()));
+    wrapped(app, fmt(tr(lang, S::PageIntro), p.d_k()));
     if (p.n() > kTableMaxTokens || !t.has_stages) {
-      wrapped(fmt(tr(lang, S::TablesTooLarge), kTableMaxTokens, p.n()));
+      wrapped(app, fmt(tr(lang, S::TablesTooLarge), kTableMaxTokens, p.n()));
     } else {
       const int step = app.play.step();
       const int q = c.query();
@@ -814,7 +846,7 @@ void draw_info(App& app, const Layout& l) {
       }
       ImGui::EndTable();
     }
-    wrapped(fmt(tr(lang, S::Redraw), c.last_run_ms(), app.last_raster_ms));
+    wrapped(app, fmt(tr(lang, S::Redraw), c.last_run_ms(), app.last_raster_ms));
     // Compare: CPU vs CUDA (needs a device), and staged vs fused on the chosen backend (always).
     const std::string why = c.compare_unavailable_reason();
     ImGui::BeginDisabled(!why.empty());
@@ -824,16 +856,16 @@ void draw_info(App& app, const Layout& l) {
     if (ImGui::Button(fmt("%s###comparev", tr(lang, S::CompareVariants)).c_str())) c.run_variant_compare();
     if (!why.empty()) {
       if (!c.cuda_ok()) {
-        wrapped(fmt(tr(lang, S::CompareNeedsCuda), why.c_str()), &kDimV4);
+        wrapped(app, fmt(tr(lang, S::CompareNeedsCuda), why.c_str()), &kDimV4);
       } else {
-        wrapped(tr(lang, S::CompareCpuLimit), &kDimV4);
+        wrapped(app, tr(lang, S::CompareCpuLimit), &kDimV4);
       }
     }
     const CompareResult& cr = c.last_compare();
-    if (!cr.error.empty()) wrapped(cr.error, &kErrorV4);
+    if (!cr.error.empty()) wrapped(app, cr.error, &kErrorV4);
     if (cr.done) {
-      wrapped(fmt("%s: %.2f× (%s %.3f ms / %s %.3f ms)", tr(lang, S::SpeedUp), cr.speed_up(), cr.a_name.c_str(),
-                  cr.a_total_ms, cr.b_name.c_str(), cr.b_total_ms));
+      wrapped(app, fmt("%s: %.2f× (%s %.3f ms / %s %.3f ms)", tr(lang, S::SpeedUp), cr.speed_up(),
+                       cr.a_name.c_str(), cr.a_total_ms, cr.b_name.c_str(), cr.b_total_ms));
       if (ImGui::BeginTable("compare", 4, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
         ImGui::TableSetupColumn(tr(lang, S::Stage));
         ImGui::TableSetupColumn(fmt("%s ms", cr.a_name.c_str()).c_str());
@@ -858,10 +890,10 @@ void draw_info(App& app, const Layout& l) {
 
   // Scientific notes (SPEC.md).
   if (ImGui::CollapsingHeader(fmt("%s###notes", tr(lang, S::Notes)).c_str())) {
-    wrapped(tr(lang, S::NotesIntro));
+    wrapped(app, tr(lang, S::NotesIntro));
     for (const auto& [heading, body] : science_notes(lang)) {
       ImGui::TextColored(kHighlightV4, "%s", heading.c_str());
-      wrapped(body);
+      wrapped(app, body);
     }
     ImGui::TextColored(kDimV4, "%s", tr(lang, S::NotesRelated));
   }
@@ -880,7 +912,7 @@ void draw_caveat(App& app, const Layout& l) {
                    ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoBringToFrontOnFocus |
                    ImGuiWindowFlags_NoScrollbar);
   const std::string line = mask_sentence(c.problem().mask, lang) + " " + caveat(lang);
-  wrapped(line);
+  wrapped(app, line);
   if (!c.error().empty()) {
     ImGui::TextColored(kErrorV4, "%s%s", tr(lang, S::ErrorPrefix), c.error().c_str());
   } else if (!app.status.empty() && seconds_now() < app.status_until) {

@@ -11,13 +11,27 @@
 #include "viewer/playback.h"
 #include "viewer/speech.h"
 #include "viewer/state_dump.h"
+#include "viewer/strings.h"
 
 #include <SDL.h>
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace attnlab::viewer {
+
+// The sizes (ImGui::CalcTextSize) of one list of heatmap labels: the query tokens, the key tokens
+// or the output dimensions. Each is measured the first time it is needed and kept while the
+// problem (Controller::problem_revision, which fixes the labels), the list and the font stay; the
+// heatmap needs them every frame, for up to 4096 labels.
+struct LabelSizes {
+  std::uint64_t problem = ~std::uint64_t{0};
+  int list = -1;                 // 0 query tokens, 1 key tokens, 2 output dimensions
+  const void* font = nullptr;
+  float font_size = 0;
+  std::vector<float> w, h;       // w < 0: not measured yet
+};
 
 struct App {
   explicit App(const ViewerOptions& o)
@@ -45,6 +59,8 @@ struct App {
   ValueRange range;          // colour range of the current stage
   bool range_log = false;    // range is a log scale (weights, log_weights on)
   double last_raster_ms = 0;
+  WrapCache wrap_cache;      // wrapped text's lines, kept between frames
+  LabelSizes row_sizes, key_sizes, dim_sizes;  // heatmap labels: queries, keys, output dims
 
   bool show_help = false;
   bool quit = false;

@@ -1,6 +1,7 @@
 // Pooling and heatmap geometry: exact max/mean blocks on small matrices, masked blocks, axis maps
-// that tile the window, square-cell placement, exact hit testing (also when zoomed and pooled),
-// the query row's band, and rasterised masked cells drawn as greys.
+// that tile the window, one pixel's block computed alone (the tooltip's) equal to the axis map's,
+// square-cell placement, exact hit testing (also when zoomed and pooled), the query row's band,
+// and rasterised masked cells drawn as greys.
 #include "viewer/heatmap.h"
 #include "viewer/pooling.h"
 
@@ -104,6 +105,64 @@ TEST(Pooling, MagnifiedAxisRepeatsCells) {
   EXPECT_EQ(m.begin, (std::vector<int>{0, 0, 1, 1}));
   const AxisMap z = map_axis(1, 2, 4, 4);  // zoomed window: cells 1 and 2
   EXPECT_EQ(z.begin, (std::vector<int>{1, 1, 2, 2}));
+}
+
+// The hover tooltip computes one pooled pixel's block alone (axis_span); it must be the block the
+// raster pooled, for every pixel: whole axes and zoomed, fractional windows, magnified and pooled.
+TEST(Pooling, OneAxisSpanIsTheAxisMapsEntry) {
+  struct Case {
+    double first, count;
+    int pixels, total;
+  };
+  const Case cases[] = {
+      {0, 5, 477, 5},        {0, 64, 900, 64},      {0, 4096, 900, 4096},  {0, 4096, 477, 4096},
+      {0, 16384, 1000, 16384}, {0, 97, 97, 97},     {0, 100, 3, 100},      {0, 7, 1, 7},
+      {1.3, 2.5, 640, 8},    {1000.25, 1234.5, 700, 4096}, {2047.9, 3.7, 900, 4096},
+      {3000.5, 1095.5, 333, 4096}, {0.75, 63.25, 64, 64},
+  };
+  int pooled_cases = 0, magnified_cases = 0;
+  for (const Case& c : cases) {
+    const AxisMap m = map_axis(c.first, c.count, c.pixels, c.total);
+    ASSERT_EQ(m.size(), c.pixels);
+    (m.pooled ? pooled_cases : magnified_cases)++;
+    for (int p = 0; p < c.pixels; ++p) {
+      const AxisSpan s = axis_span(c.first, c.count, c.pixels, c.total, p);
+      ASSERT_EQ(s.begin, m.begin[p]) << c.first << " + " << c.count << " on " << c.pixels << ", pixel " << p;
+      ASSERT_EQ(s.end, m.end[p]) << c.first << " + " << c.count << " on " << c.pixels << ", pixel " << p;
+    }
+  }
+  EXPECT_GE(pooled_cases, 4);
+  EXPECT_GE(magnified_cases, 4);
+}
+
+// What the tooltip prints for a pooled pixel (pool_grid over that one block) is the raster's value.
+TEST(Pooling, OnePixelsBlockPoolsToTheSameValueAsTheWholeGrid) {
+  const int rows = 40, cols = 40, px = 7;
+  std::vector<float> v(rows * cols), mask(rows * cols, 0.0f);
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) {
+      v[r * cols + c] = std::sin(0.37f * r + 0.11f * c * c);
+      if (c > r) mask[r * cols + c] = -kInf;
+    }
+  }
+  const AxisMap rm = map_axis(0, rows, px, rows), cm = map_axis(0, cols, px, cols);
+  for (PoolMode mode : {PoolMode::Max, PoolMode::Mean}) {
+    const auto grid = pool_grid(v.data(), rows, cols, mask.data(), rows, rm, cm, mode);
+    for (int py = 0; py < px; ++py) {
+      for (int pxx = 0; pxx < px; ++pxx) {
+        const AxisSpan rs = axis_span(0, rows, px, rows, py), cs = axis_span(0, cols, px, cols, pxx);
+        AxisMap r1, c1;
+        r1.begin = {rs.begin};
+        r1.end = {rs.end};
+        c1.begin = {cs.begin};
+        c1.end = {cs.end};
+        const auto one = pool_grid(v.data(), rows, cols, mask.data(), rows, r1, c1, mode);
+        const PooledCell& want = grid[py * px + pxx];
+        EXPECT_EQ(one[0].masked, want.masked);
+        EXPECT_EQ(one[0].value, want.value);
+      }
+    }
+  }
 }
 
 TEST(Heatmap, SmallMatricesGetSquareCentredCells) {
