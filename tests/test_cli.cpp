@@ -10,14 +10,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <regex>
 #include <sstream>
@@ -27,24 +23,12 @@
 namespace attnlab {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 using CliResult = test::BinaryRun;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-void write_file(const fs::path& p, const std::string& bytes) {
-  std::ofstream f(p, std::ios::binary);
-  f << bytes;
-}
-
 using test::contains;
+using test::le_bytes;
 
 using test::lines_of;
 
@@ -61,40 +45,20 @@ std::string squeeze(const std::string& s) {
 
 class Cli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/attnlab-cli-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
   // Runs the binary with `args` under `env` (e.g. "LANG=C.UTF-8"), capturing both streams.
   CliResult run(const std::vector<std::string>& args, const std::string& env = "LANG=C.UTF-8") {
     return test::run_attnlab(args, env);
   }
 
   std::string file(const std::string& name, const std::string& bytes) {
-    const fs::path p = dir_ / name;
-    write_file(p, bytes);
-    return p.string();
+    return test::write_file(dir_.file(name), bytes);
   }
 
   // A .npy v1.0 file: `descr` e.g. "<f4", shape as Python tuple text, raw data bytes.
   std::string npy(const std::string& name, const std::string& descr, const std::string& shape,
                   const std::string& data, bool fortran = false) {
-    std::string header = "{'descr': '" + descr + "', 'fortran_order': " +
-                         (fortran ? "True" : "False") + ", 'shape': " + shape + ", }";
-    while ((10 + header.size() + 1) % 64 != 0) header += ' ';
-    header += '\n';
-    std::string bytes = "\x93NUMPY";
-    bytes += '\x01';
-    bytes += '\x00';
-    bytes += static_cast<char>(header.size() & 0xFF);
-    bytes += static_cast<char>(header.size() >> 8);
-    return file(name, bytes + header + data);
+    return file(name, test::npy_bytes(test::npy_dict(shape, descr, fortran ? "True" : "False"),
+                                      data));
   }
 
   // Expects a refusal: exit 2, nothing on stdout, one stderr line "error: " containing `what`.
@@ -112,7 +76,7 @@ class Cli : public ::testing::Test {
     EXPECT_FALSE(contains(ls[0], "terminate")) << ls[0];
   }
 
-  fs::path dir_;
+  test::TempDir dir_{"attnlab-cli"};
 };
 
 // The line of `token` in the table titled `title` of a text rendering, squeezed, marker removed.
@@ -239,11 +203,11 @@ TEST_F(Cli, CsvMarkdownAndOutputFile) {
   const CliResult md = run({"demo", "--format", "markdown", "--lang", "en"});
   ASSERT_EQ(md.code, 0) << md.err;
   EXPECT_TRUE(contains(md.out, "| 上下文 | 0.22 | 0.10 | 0.26 | 0.17 | 0.25 |"));
-  const std::string out = (dir_ / "demo.json").string();
+  const std::string out = dir_.file("demo.json");
   const CliResult f = run({"demo", "--format", "json", "--output", out});
   ASSERT_EQ(f.code, 0) << f.err;
   EXPECT_TRUE(f.out.empty());
-  EXPECT_EQ(json::parse(slurp(out))["query"], 2);
+  EXPECT_EQ(json::parse(test::read_file(out))["query"], 2);
 }
 
 TEST_F(Cli, QueryByTokenOrIndexAndTemperature) {
@@ -313,18 +277,8 @@ TEST_F(Cli, RunFilesWithTokensAndCustomMask) {
 }
 
 TEST_F(Cli, RunNpyInputs) {
-  auto floats = [](std::initializer_list<float> xs) {
-    std::string b;
-    for (float x : xs) b.append(reinterpret_cast<const char*>(&x), sizeof x);
-    return b;
-  };
-  auto doubles = [](std::initializer_list<double> xs) {
-    std::string b;
-    for (double x : xs) b.append(reinterpret_cast<const char*>(&x), sizeof x);
-    return b;
-  };
-  const std::string q = npy("q.npy", "<f4", "(2, 2)", floats({1, 0, 0, 1}));
-  const std::string k = npy("k.npy", "<f8", "(2, 2)", doubles({1, 0, 0, 1}));
+  const std::string q = npy("q.npy", "<f4", "(2, 2)", le_bytes(std::vector<float>{1, 0, 0, 1}));
+  const std::string k = npy("k.npy", "<f8", "(2, 2)", le_bytes(std::vector<double>{1, 0, 0, 1}));
   const std::string v = file("v.csv", "1\n3\n");
   const CliResult r = run({"run", "--q", q, "--k", k, "--v", v, "--format", "json"});
   ASSERT_EQ(r.code, 0) << r.err;
@@ -440,13 +394,9 @@ TEST_F(Cli, FullyMaskedRowNamesRowAndToken) {
 }
 
 TEST_F(Cli, NonFiniteInputsAreRefused) {
-  auto floats = [](std::initializer_list<float> xs) {
-    std::string b;
-    for (float x : xs) b.append(reinterpret_cast<const char*>(&x), sizeof x);
-    return b;
-  };
   const std::string q =
-      npy("q.npy", "<f4", "(2, 2)", floats({1, std::numeric_limits<float>::quiet_NaN(), 0, 1}));
+      npy("q.npy", "<f4", "(2, 2)",
+          le_bytes(std::vector<float>{1, std::numeric_limits<float>::quiet_NaN(), 0, 1}));
   const std::string k = file("k.csv", "1 0\n0 1\n");
   const std::string v = file("v.csv", "1\n2\n");
   expect_refused({"run", "--q", q, "--k", k, "--v", v}, {"q.npy", "finite"});
@@ -463,7 +413,7 @@ TEST_F(Cli, MalformedCsvNamesFileLineAndColumn) {
                  {"ragged.csv:2"});
   expect_refused({"run", "--q", file("word.csv", "1,2\n3,abc\n"), "--k", k, "--v", v},
                  {"word.csv:2:2", "abc"});
-  expect_refused({"run", "--q", (dir_ / "missing.csv").string(), "--k", k, "--v", v},
+  expect_refused({"run", "--q", dir_.file("missing.csv"), "--k", k, "--v", v},
                  {"missing.csv"});
 }
 
@@ -511,7 +461,7 @@ TEST_F(Cli, UsageErrorsAreOneLine) {
   expect_refused({"run", "--random", "4", "--heads", "0"}, {"--heads"});
   expect_refused({"run", "--random", "4", "--tokens", "a,b"}, {"--tokens", "2 labels"});
   expect_refused({"run", "--random", "4", "--q", "x.csv"}, {"not both"});
-  expect_refused({"run", "--random", "4", "--mask", (dir_ / "nomask.csv").string()},
+  expect_refused({"run", "--random", "4", "--mask", dir_.file("nomask.csv")},
                  {"nomask.csv"});
   expect_refused({"demo", "--mask", "diagonal"}, {"'diagonal'", "none, causal"});
 }

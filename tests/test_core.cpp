@@ -5,6 +5,7 @@
 #include "core/problem.h"
 #include "core/stats.h"
 #include "cpu/cpu_backend.h"
+#include "tests/test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -15,6 +16,8 @@
 
 namespace attnlab {
 namespace {
+
+using test::message_of;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
@@ -245,13 +248,9 @@ TEST(CoreSoftmax, LowerTemperatureSharpensAndVChangesOnlyTheOutput) {
 
 // ---- validation -------------------------------------------------------------------------------
 
+// validate(p)'s refusal; a failure when it accepts p.
 std::string error_of(const Problem& p) {
-  try {
-    validate(p);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
+  return message_of<InputError>([&] { validate(p); });
 }
 
 TEST(CoreValidate, TemperatureMustBeFinitePositive) {
@@ -270,12 +269,7 @@ TEST(CoreValidate, TypedTemperatures) {
   EXPECT_DOUBLE_EQ(parse_temperature("  2 \n"), 2.0);
   EXPECT_DOUBLE_EQ(parse_temperature("1e-3"), 1e-3);
   const auto refusal = [](const std::string& text) {
-    try {
-      parse_temperature(text);
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
+    return message_of<InputError>([&] { parse_temperature(text); });
   };
   EXPECT_EQ(refusal("abc"), "temperature must be a finite number > 0, got 'abc'");
   EXPECT_EQ(refusal("1x"), "temperature must be a finite number > 0, got '1x'");
@@ -322,12 +316,8 @@ TEST(CoreValidate, OverflowingScoresAreRefusedNotNaN) {
   p.q = MatrixF::Constant(1, 2, 1e20f);
   p.k = MatrixF::Constant(2, 2, 1e20f);
   p.v = MatrixF::Ones(2, 1);
-  try {
-    cpu_staged(p);
-    FAIL() << "expected an overflow error";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("overflows"), std::string::npos);
-  }
+  const std::string e = message_of<InputError>([&] { cpu_staged(p); });
+  EXPECT_NE(e.find("overflows"), std::string::npos) << e;
 }
 
 TEST(CoreProblem, QueriesResolveByTokenOrIndex) {
@@ -357,18 +347,21 @@ TEST(CoreProblem, SameSeedSameProblem) {
 }
 
 TEST(CoreRegistry, NamesAndFallbackRules) {
-  EXPECT_THROW(make_backend("bogus"), InputError);
+  try {
+    make_backend("bogus");
+    FAIL() << "an unknown backend name must throw";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "unknown backend 'bogus' (use auto, cpu or cuda)");
+  }
+  EXPECT_THROW(check_backend_name("CPU"), InputError);
+  for (const char* ok : {"auto", "cpu", "cuda"}) EXPECT_NO_THROW(check_backend_name(ok));
   EXPECT_EQ(make_backend("cpu")->name(), "cpu");
   std::string reason;
   if (!cuda_available(&reason)) {
     EXPECT_FALSE(reason.empty());
     EXPECT_EQ(make_backend("auto")->name(), "cpu");
-    try {
-      make_backend("cuda");
-      FAIL() << "cuda without a device must throw";
-    } catch (const NoDeviceError& e) {
-      EXPECT_EQ(std::string(e.what()).rfind("no CUDA device: ", 0), 0u) << e.what();
-    }
+    const std::string e = message_of<NoDeviceError>([] { make_backend("cuda"); });
+    EXPECT_EQ(e.rfind("no CUDA device: ", 0), 0u) << e;
   }
   const Trace t = run_backend("auto", demo_problem());
   EXPECT_NEAR(t.output(2, 0), 0.65, 0.005);
@@ -382,6 +375,14 @@ TEST(CoreBackend, BenchReportsRepeatsAndOutput) {
   for (double ms : s.ms) EXPECT_GE(ms, 0.0);
   EXPECT_EQ(s.output.rows(), 64);
   EXPECT_GT(s.peak_bytes, 0u);
+  // Staged: the stage times of each timed repetition, within that repetition's time.
+  ASSERT_EQ(s.stages.size(), s.ms.size());
+  for (std::size_t i = 0; i < s.ms.size(); ++i) {
+    const StageTimings& st = s.stages[i];
+    EXPECT_GT(st.qk_ms + st.scale_mask_ms + st.softmax_ms + st.pv_ms, 0.0);
+    EXPECT_LE(st.qk_ms + st.scale_mask_ms + st.softmax_ms + st.pv_ms, s.ms[i]);
+  }
+  EXPECT_TRUE(b->bench(p, {Variant::Fused, Precision::FP32, false}, 0, 2).stages.empty());
   EXPECT_THROW(b->run(p, {Variant::Staged, Precision::BF16, true}), InputError);
 }
 

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -87,12 +88,8 @@ TEST(Fallback, NoDeviceFaultHidesTheDevice) {
   std::string reason;
   EXPECT_FALSE(cuda_available(&reason));
   EXPECT_NE(reason.find("ATTNLAB_CUDA_FAULT"), std::string::npos) << reason;
-  try {
-    make_backend("cuda");
-    ADD_FAILURE() << "make_backend(\"cuda\") did not throw";
-  } catch (const NoDeviceError& e) {
-    EXPECT_EQ(std::string(e.what()).rfind("no CUDA device: ", 0), 0u) << e.what();
-  }
+  const std::string e = test::message_of<NoDeviceError>([] { make_backend("cuda"); });
+  EXPECT_EQ(e.rfind("no CUDA device: ", 0), 0u) << e;
   // auto without a device is the CPU, silently.
   ::testing::internal::CaptureStderr();
   const Trace t = run_backend("auto", demo_problem());
@@ -104,14 +101,80 @@ TEST(Fallback, OomFaultRefusesWithEstimateAndLimit) {
   ATTNLAB_REQUIRE_CUDA_BUILD();
   ScopedEnv fault("ATTNLAB_CUDA_FAULT", "oom");
   const Problem p = random_problem(300, 16, 16, 1);
-  try {
-    make_backend("cuda")->run(p, {});
-    ADD_FAILURE() << "run did not refuse the problem";
-  } catch (const ResourceError& e) {
-    const std::string msg = e.what();
+  const std::string msg =
+      test::message_of<ResourceError>([&] { make_backend("cuda")->run(p, {}); });
+  EXPECT_NE(msg.find("problem needs 1.8 MiB of GPU memory"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("1.0 MiB free"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--variant fused"), std::string::npos) << msg;
+}
+
+// The staged mask buffer exists only where a run reads it (a custom mask) or shows it (a run that
+// keeps its stages): None and Causal are computed from (row, col). The estimate says so.
+TEST(Fallback, StagedEstimateCountsTheMaskOnlyWhereARunNeedsIt) {
+  ATTNLAB_REQUIRE_CUDA_BUILD();
+  ScopedEnv fault("ATTNLAB_CUDA_FAULT", "oom");
+  Problem p = random_problem(300, 16, 16, 1);
+  const auto refusal = [&](bool keep_stages, bool bench) {
+    RunOptions opt;
+    opt.keep_stages = keep_stages;
+    return test::message_of<ResourceError>([&] {
+      const std::unique_ptr<Backend> cuda = make_backend("cuda");
+      if (bench)
+        cuda->bench(p, opt, 0, 1);
+      else
+        cuda->run(p, opt);
+    });
+  };
+  // Inputs and output 4 * 300 * 16 floats, four stages of 300^2 floats: 1,516,800 bytes; the
+  // mask adds 300^2 floats: 1,876,800 bytes.
+  for (const MaskKind kind : {MaskKind::None, MaskKind::Causal}) {
+    p.mask = kind;
+    SCOPED_TRACE(std::string(to_string(kind)));
+    std::string msg = refusal(/*keep_stages=*/true, /*bench=*/false);
     EXPECT_NE(msg.find("problem needs 1.8 MiB of GPU memory"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("1.0 MiB free"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("--variant fused"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("the inputs and the mask"), std::string::npos) << msg;
+    for (const bool bench : {false, true}) {
+      msg = refusal(/*keep_stages=*/false, bench);
+      EXPECT_NE(msg.find("problem needs 1.4 MiB of GPU memory"), std::string::npos) << msg;
+      EXPECT_EQ(msg.find("mask"), std::string::npos) << msg;
+    }
+  }
+  p.mask = MaskKind::Custom;
+  p.custom_mask = MatrixF::Zero(300, 300);
+  const std::string msg = refusal(/*keep_stages=*/false, /*bench=*/true);
+  EXPECT_NE(msg.find("problem needs 1.8 MiB of GPU memory"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("the inputs and the mask"), std::string::npos) << msg;
+}
+
+// What a kernel launcher would refuse (its head dims, a configuration switch out of range for the
+// precision) is refused before anything is estimated or uploaded. Under the oom fault the memory
+// estimate refuses every problem of these sizes, so such a message proves the order.
+TEST(Fallback, KernelOptionsAreCheckedBeforeTheMemoryEstimate) {
+  ATTNLAB_REQUIRE_CUDA_BUILD();
+  ScopedEnv fault("ATTNLAB_CUDA_FAULT", "oom");
+  const auto message = [](const Problem& p, Variant variant, Precision precision) {
+    return test::message_of<InputError>(
+        [&] { make_backend("cuda")->run(p, {variant, precision, false}); });
+  };
+  const Problem d32 = random_problem(2000, 32, 32, 1), d64 = random_problem(2000, 64, 64, 1);
+  const Problem d300 = random_problem(2000, 300, 8, 1);
+  EXPECT_EQ(message(d32, Variant::Fused, Precision::BF16),
+            "bf16 fused attention supports d_k == d_v in {64, 128}, got 32");
+  EXPECT_EQ(message(d300, Variant::Fused, Precision::FP32),
+            "fused fp32 supports head dims up to 256, got d_k 300, d_v 8");
+  {
+    ScopedEnv config("ATTNLAB_FUSED_CONFIG", "6");  // fp32: 3xTF32, 8 warps; bf16: no such
+    EXPECT_EQ(message(d64, Variant::Fused, Precision::BF16),
+              "ATTNLAB_FUSED_CONFIG=6: unknown configuration; valid: 0..5");
+    const std::string fp32 = message(d64, Variant::Fused, Precision::FP32);
+    EXPECT_EQ(fp32.rfind("problem needs ", 0), 0u) << "fp32 config 6 is valid: " << fp32;
+  }
+  {
+    ScopedEnv config("ATTNLAB_STAGED_CONFIG", "3");
+    EXPECT_EQ(message(d64, Variant::Staged, Precision::FP32),
+              "ATTNLAB_STAGED_CONFIG=3: unknown configuration; valid: 0..2");
+    EXPECT_EQ(message(d64, Variant::Fused, Precision::FP32).rfind("problem needs ", 0), 0u)
+        << "the staged switch does not concern the fused kernels";
   }
 }
 

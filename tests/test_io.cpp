@@ -1,52 +1,47 @@
 // Tests of core/io: the CSV and .npy readers (every accepted variant and every rejected input with
 // the position its message must name), bit-exact CSV and .npy round trips, a float64 .npy file
 // built byte by byte (no numpy needed), mask files holding -inf, and token lists.
-// Files go to a per-test directory under ::testing::TempDir() whose name carries the process id,
-// because ctest runs tests (and the sanitizer copy of this suite) in parallel.
+// Files go to a fresh test::TempDir per test (mkdtemp), because ctest runs tests (and the sanitizer
+// copy of this suite) in parallel; the last test checks that such a directory goes away.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "core/io.h"
+#include "tests/test_util.h"
 
 namespace {
 
 using attnlab::InputError;
 using attnlab::MatrixF;
+using attnlab::test::le_bytes;
+using attnlab::test::message_of;
+using attnlab::test::npy_bytes;
+using attnlab::test::npy_dict;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// The message of the InputError `f` throws; records a failure when it throws nothing or
-// something else.
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected InputError, got another exception: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "expected InputError, nothing was thrown";
-  return {};
+// The message of the InputError `f` throws; a failure when it throws nothing or something else.
+template <class F>
+std::string error_of(F&& f, std::source_location at = std::source_location::current()) {
+  return message_of<InputError>(std::forward<F>(f), at);
 }
 
-std::string csv_error(std::string_view text, const std::string& name = "q.csv") {
-  return error_of([&] { attnlab::parse_csv(text, name); });
+std::string csv_error(std::string_view text, const std::string& name = "q.csv",
+                      std::source_location at = std::source_location::current()) {
+  return error_of([&] { attnlab::parse_csv(text, name); }, at);
 }
 
-std::string npy_error(std::string_view bytes, const std::string& name = "x.npy") {
-  return error_of([&] { attnlab::parse_npy(bytes, name); });
+std::string npy_error(std::string_view bytes, const std::string& name = "x.npy",
+                      std::source_location at = std::source_location::current()) {
+  return error_of([&] { attnlab::parse_npy(bytes, name); }, at);
 }
 
 MatrixF rows_of(std::initializer_list<std::initializer_list<float>> rows) {
@@ -71,67 +66,14 @@ void expect_bit_equal(const MatrixF& a, const MatrixF& b) {
   }
 }
 
-// A .npy file assembled by hand: magic, version, header length, the dict padded with spaces
-// and '\n', then the raw data, exactly as numpy lays it out.
-std::string npy_bytes(const std::string& dict, std::string_view data, int major = 1) {
-  std::string header = dict;
-  const std::size_t prefix = major == 1 ? 10 : 12;
-  header.append((64 - (prefix + header.size() + 1) % 64) % 64, ' ');
-  header += '\n';
-  std::string out = "\x93NUMPY";
-  out += static_cast<char>(major);
-  out += '\0';
-  const std::size_t n = header.size();
-  out += static_cast<char>(n & 0xFF);
-  out += static_cast<char>((n >> 8) & 0xFF);
-  if (major != 1) {
-    out += static_cast<char>((n >> 16) & 0xFF);
-    out += static_cast<char>((n >> 24) & 0xFF);
-  }
-  out += header;
-  out.append(data);
-  return out;
-}
-
-template <class T>
-std::string le_bytes(const std::vector<T>& values) {
-  std::string out;
-  for (T v : values) {
-    using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
-    const auto bits = std::bit_cast<Bits>(v);
-    for (std::size_t b = 0; b < sizeof(T); ++b) out += static_cast<char>((bits >> (8 * b)) & 0xFF);
-  }
-  return out;
-}
-
-std::string f4_dict(const std::string& shape, const std::string& descr = "<f4",
-                    const std::string& order = "False") {
-  return "{'descr': '" + descr + "', 'fortran_order': " + order + ", 'shape': " + shape + ", }";
-}
-
-// A fresh directory per test under ::testing::TempDir(), removed afterwards.
+// A fresh directory per test, removed afterwards.
 class IoFiles : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           ("attnlab_io_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" +
-            info->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  std::string path(const std::string& leaf) const { return (dir_ / leaf).string(); }
+  std::string path(const std::string& leaf) const { return dir_.file(leaf); }
   std::string write(const std::string& leaf, std::string_view bytes) const {
-    const std::string p = path(leaf);
-    std::ofstream(p, std::ios::binary)
-        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    return p;
+    return attnlab::test::write_file(dir_.file(leaf), bytes);
   }
-  std::filesystem::path dir_;
+  attnlab::test::TempDir dir_{"attnlab-io"};
 };
 
 class IoCsvFile : public IoFiles {};
@@ -268,8 +210,8 @@ TEST_F(IoCsvFile, MissingFile) {
 }
 
 TEST_F(IoCsvFile, DirectoryIsNotAFile) {
-  const std::string e = error_of([&] { attnlab::read_matrix(dir_.string()); });
-  EXPECT_NE(e.find(dir_.string()), std::string::npos) << e;
+  const std::string e = error_of([&] { attnlab::read_matrix(dir_.path().string()); });
+  EXPECT_NE(e.find(dir_.path().string()), std::string::npos) << e;
 }
 
 TEST_F(IoCsvFile, ErrorsNameThePathAsGiven) {
@@ -309,8 +251,7 @@ TEST_F(IoCsvFile, RoundTripIsBitExact) {
 TEST_F(IoCsvFile, WriteCsvLayout) {
   const std::string p = path("m.csv");
   attnlab::write_csv(p, rows_of({{1, 0.5f}, {-2, 0.85f}}));
-  std::ifstream in(p, std::ios::binary);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = attnlab::test::read_file(p);
   EXPECT_EQ(text, "1,0.5\n-2,0.85\n");
 }
 
@@ -341,7 +282,7 @@ TEST(IoNpy, HeaderLayoutMatchesNumpy) {
 
 TEST(IoNpy, Float64BuiltByHand) {
   const std::vector<double> values = {1.25, -2.5, 0.1, 1e-3, 3.0, 123456.789};
-  const std::string b = npy_bytes(f4_dict("(3, 2)", "<f8"), le_bytes(values));
+  const std::string b = npy_bytes(npy_dict("(3, 2)", "<f8"), le_bytes(values));
   const MatrixF m = attnlab::parse_npy(b, "x.npy");
   ASSERT_EQ(m.rows(), 3);
   ASSERT_EQ(m.cols(), 2);
@@ -352,7 +293,7 @@ TEST(IoNpy, Float64BuiltByHand) {
 TEST(IoNpy, Versions2And3AndHeaderVariants) {
   const std::string data = le_bytes(std::vector<float>{1, 2, 3, 4});
   for (int major : {2, 3}) {
-    const MatrixF m = attnlab::parse_npy(npy_bytes(f4_dict("(2, 2)"), data, major), "x.npy");
+    const MatrixF m = attnlab::parse_npy(npy_bytes(npy_dict("(2, 2)"), data, major), "x.npy");
     expect_bit_equal(m, rows_of({{1, 2}, {3, 4}}));
   }
   // Double quotes, another key order, no trailing comma, Python 2 longs, spaces.
@@ -362,7 +303,7 @@ TEST(IoNpy, Versions2And3AndHeaderVariants) {
 
 TEST(IoNpy, UnalignedHeaderIsAccepted) {
   // Writers other than numpy may skip the 64-byte padding; the data offset is what the length says.
-  const std::string dict = f4_dict("(1, 2)") + "\n";
+  const std::string dict = npy_dict("(1, 2)") + "\n";
   std::string b = "\x93NUMPY\x01";
   b += '\0';
   b += static_cast<char>(dict.size());
@@ -373,7 +314,7 @@ TEST(IoNpy, UnalignedHeaderIsAccepted) {
 
 TEST(IoNpy, RejectsFortranOrder) {
   const std::string e = npy_error(
-      npy_bytes(f4_dict("(2, 2)", "<f4", "True"), le_bytes(std::vector<float>{1, 2, 3, 4})));
+      npy_bytes(npy_dict("(2, 2)", "<f4", "True"), le_bytes(std::vector<float>{1, 2, 3, 4})));
   EXPECT_NE(e.find("x.npy: Fortran-order arrays are not supported; save with "
                    "np.ascontiguousarray"),
             std::string::npos)
@@ -382,7 +323,7 @@ TEST(IoNpy, RejectsFortranOrder) {
 
 TEST(IoNpy, RejectsOtherDtypes) {
   for (const char* descr : {">f8", ">f4", "<i4", "|u1", "<f2", "<c8", "=f4"}) {
-    const std::string e = npy_error(npy_bytes(f4_dict("(1, 1)", descr), std::string(8, '\0')));
+    const std::string e = npy_error(npy_bytes(npy_dict("(1, 1)", descr), std::string(8, '\0')));
     EXPECT_NE(e.find("x.npy:"), std::string::npos) << e;
     EXPECT_NE(e.find(std::string("dtype '") + descr + "'"), std::string::npos) << e;
   }
@@ -392,32 +333,32 @@ TEST(IoNpy, RejectsOtherDtypes) {
 }
 
 TEST(IoNpy, RejectsRanksOtherThanTwo) {
-  std::string e = npy_error(npy_bytes(f4_dict("(2, 3, 4)"), std::string(96, '\0')));
+  std::string e = npy_error(npy_bytes(npy_dict("(2, 3, 4)"), std::string(96, '\0')));
   EXPECT_NE(e.find("x.npy: expected a 2-D array, got rank 3 (shape (2, 3, 4))"), std::string::npos)
       << e;
-  e = npy_error(npy_bytes(f4_dict("(5,)"), std::string(20, '\0')));
+  e = npy_error(npy_bytes(npy_dict("(5,)"), std::string(20, '\0')));
   EXPECT_NE(e.find("rank 1 (shape (5,))"), std::string::npos) << e;
-  e = npy_error(npy_bytes(f4_dict("()"), std::string(4, '\0')));
+  e = npy_error(npy_bytes(npy_dict("()"), std::string(4, '\0')));
   EXPECT_NE(e.find("rank 0"), std::string::npos) << e;
 }
 
 TEST(IoNpy, RejectsTruncatedAndOversizedData) {
-  std::string e = npy_error(npy_bytes(f4_dict("(3, 4)"), std::string(20, '\0')));
+  std::string e = npy_error(npy_bytes(npy_dict("(3, 4)"), std::string(20, '\0')));
   EXPECT_NE(e.find("x.npy: data is truncated"), std::string::npos) << e;
-  e = npy_error(npy_bytes(f4_dict("(1, 2)"), std::string(12, '\0')));
+  e = npy_error(npy_bytes(npy_dict("(1, 2)"), std::string(12, '\0')));
   EXPECT_NE(e.find("unexpected bytes after the data"), std::string::npos) << e;
 }
 
 TEST(IoNpy, BogusHugeShapeFailsWithoutAllocating) {
   // 2^31-1 squared float64 would be 32 EiB: must be refused from the byte count alone.
   std::string e =
-      npy_error(npy_bytes(f4_dict("(2147483647, 2147483647)", "<f8"), std::string(64, '\0')));
+      npy_error(npy_bytes(npy_dict("(2147483647, 2147483647)", "<f8"), std::string(64, '\0')));
   EXPECT_NE(e.find("truncated"), std::string::npos) << e;
-  e = npy_error(npy_bytes(f4_dict("(99999999999999999999, 2)"), std::string(8, '\0')));
+  e = npy_error(npy_bytes(npy_dict("(99999999999999999999, 2)"), std::string(8, '\0')));
   EXPECT_NE(e.find("too large"), std::string::npos) << e;
-  e = npy_error(npy_bytes(f4_dict("(4294967296, 1)"), std::string(8, '\0')));
+  e = npy_error(npy_bytes(npy_dict("(4294967296, 1)"), std::string(8, '\0')));
   EXPECT_NE(e.find("too large"), std::string::npos) << e;
-  e = npy_error(npy_bytes(f4_dict("(0, 3)"), ""));
+  e = npy_error(npy_bytes(npy_dict("(0, 3)"), ""));
   EXPECT_NE(e.find("empty"), std::string::npos) << e;
 }
 
@@ -426,12 +367,12 @@ TEST(IoNpy, RejectsBadMagicVersionAndHeader) {
   EXPECT_NE(e.find("x.npy: not a .npy file"), std::string::npos) << e;
   e = npy_error("");
   EXPECT_NE(e.find("x.npy: not a .npy file"), std::string::npos) << e;
-  std::string b = npy_bytes(f4_dict("(1, 1)"), std::string(4, '\0'));
+  std::string b = npy_bytes(npy_dict("(1, 1)"), std::string(4, '\0'));
   b[6] = 4;
   e = npy_error(b);
   EXPECT_NE(e.find("version 4.0 is not supported"), std::string::npos) << e;
   // Header length pointing past the end of the file.
-  b = npy_bytes(f4_dict("(1, 1)"), "");
+  b = npy_bytes(npy_dict("(1, 1)"), "");
   b[9] = '\x7F';
   e = npy_error(b);
   EXPECT_NE(e.find("x.npy: .npy header is truncated"), std::string::npos) << e;
@@ -449,14 +390,15 @@ TEST(IoNpy, RejectsBadMagicVersionAndHeader) {
 }
 
 TEST(IoNpy, RejectsNonFiniteAndOutOfRangeValues) {
-  std::string e = npy_error(npy_bytes(
-      f4_dict("(1, 2)"), le_bytes(std::vector<float>{1, std::numeric_limits<float>::quiet_NaN()})));
+  std::string e = npy_error(
+      npy_bytes(npy_dict("(1, 2)"),
+                le_bytes(std::vector<float>{1, std::numeric_limits<float>::quiet_NaN()})));
   EXPECT_NE(e.find("x.npy: value nan at [0, 1] is not finite"), std::string::npos) << e;
   e = npy_error(
-      npy_bytes(f4_dict("(2, 1)", "<f8"),
+      npy_bytes(npy_dict("(2, 1)", "<f8"),
                 le_bytes(std::vector<double>{1, -std::numeric_limits<double>::infinity()})));
   EXPECT_NE(e.find("x.npy: value -inf at [1, 0] is not finite"), std::string::npos) << e;
-  e = npy_error(npy_bytes(f4_dict("(1, 1)", "<f8"), le_bytes(std::vector<double>{1e300})));
+  e = npy_error(npy_bytes(npy_dict("(1, 1)", "<f8"), le_bytes(std::vector<double>{1e300})));
   EXPECT_NE(e.find("out of float32 range"), std::string::npos) << e;
 }
 
@@ -533,7 +475,7 @@ TEST_F(IoMaskFile, NpyAcceptsZeroAndMinusInfinityOnly) {
 
   const std::string p8 = write(
       "mask8.npy",
-      npy_bytes(f4_dict("(1, 2)", "<f8"),
+      npy_bytes(npy_dict("(1, 2)", "<f8"),
                 le_bytes(std::vector<double>{-std::numeric_limits<double>::infinity(), 0.0})));
   expect_bit_equal(attnlab::read_mask(p8), rows_of({{kNegInf, 0}}));
 
@@ -575,6 +517,31 @@ TEST_F(IoTokensFile, MissingAndEmptyFiles) {
   const std::string blank = write("blank.txt", "\n \n");
   e = error_of([&] { attnlab::read_tokens_file(blank); });
   EXPECT_NE(e.find(blank + ": no tokens"), std::string::npos) << e;
+}
+
+// ---- the tests' own temporary directory ---------------------------------------------------------
+
+TEST(IoTempDir, IsFreshAndGoesAwayWithItsContents) {
+  std::filesystem::path a_path, b_path;
+  {
+    const attnlab::test::TempDir a("attnlab-io"), b("attnlab-io");
+    a_path = a.path();
+    b_path = b.path();
+    EXPECT_NE(a_path, b_path);
+    EXPECT_TRUE(std::filesystem::equivalent(a_path.parent_path(),
+                                            std::filesystem::temp_directory_path()))
+        << a_path;
+    EXPECT_EQ(a_path.filename().string().rfind("attnlab-io-", 0), 0u) << a_path;
+    ASSERT_TRUE(std::filesystem::is_directory(a_path));
+    EXPECT_TRUE(std::filesystem::is_empty(a_path));
+    EXPECT_EQ(a.file("x.csv"), (a_path / "x.csv").string());
+    std::filesystem::create_directories(a_path / "sub" / "deeper");
+    attnlab::test::write_file(a.file("x.csv"), "1,2\n");
+    attnlab::test::write_file(a_path / "sub" / "deeper" / "y.npy", "bytes");
+    ASSERT_TRUE(std::filesystem::exists(a_path / "sub" / "deeper" / "y.npy"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(a_path)) << a_path;
+  EXPECT_FALSE(std::filesystem::exists(b_path)) << b_path;
 }
 
 }  // namespace

@@ -1,9 +1,10 @@
 // The kernels' configuration switches (kernels/tile_config.h: ATTNLAB_FUSED_CONFIG,
 // ATTNLAB_STAGED_CONFIG), parsed on the host: valid values pick the index, anything else is
-// refused with the variable, the value and the valid range.
+// refused with the variable, the value and the valid range; and the fused kernels' head dims.
 #include "kernels/tile_config.h"
 
 #include "core/types.h"
+#include "tests/test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -36,15 +37,32 @@ TEST(TileConfig, ValidNumbersPickThatConfiguration) {
 
 TEST(TileConfig, AnythingElseIsRefusedWithTheRange) {
   for (const char* bad : {"3", "-1", "1x", " 1", "1.0", "fast", "0001"}) {
-    try {
-      parse(bad, 3);
-      ADD_FAILURE() << "accepted " << bad;
-    } catch (const attnlab::InputError& e) {
-      EXPECT_EQ(std::string(e.what()), std::string(kVar) + "=" + bad +
-                                           ": unknown configuration; valid: 0..2");
-    }
+    EXPECT_EQ(attnlab::test::message_of<attnlab::InputError>([&] { parse(bad, 3); }),
+              std::string(kVar) + "=" + bad + ": unknown configuration; valid: 0..2")
+        << bad;
   }
   unsetenv(kVar);
+}
+
+// The head dims each fused kernel takes: one rule, used by the CUDA backend before it uploads
+// anything, by the launchers and by `attnlab bench`'s skip reasons.
+TEST(TileConfig, FusedFp32TakesHeadDimsUpTo256) {
+  using attnlab::cuda::fused_fp32_shape_error;
+  EXPECT_EQ(fused_fp32_shape_error(1, 1), "");
+  EXPECT_EQ(fused_fp32_shape_error(3, 2), "");
+  EXPECT_EQ(fused_fp32_shape_error(256, 256), "");
+  EXPECT_EQ(fused_fp32_shape_error(257, 64), "fused fp32 supports head dims up to 256, got d_k 257, d_v 64");
+  EXPECT_EQ(fused_fp32_shape_error(64, 300), "fused fp32 supports head dims up to 256, got d_k 64, d_v 300");
+}
+
+TEST(TileConfig, FusedBf16TakesEqualHeadDims64Or128) {
+  using attnlab::cuda::fused_bf16_shape_error;
+  EXPECT_EQ(fused_bf16_shape_error(64, 64), "");
+  EXPECT_EQ(fused_bf16_shape_error(128, 128), "");
+  EXPECT_EQ(fused_bf16_shape_error(64, 128), "bf16 fused attention needs d_k == d_v, got d_k 64 and d_v 128");
+  for (int d : {1, 8, 32, 63, 65, 96, 127, 129, 256})
+    EXPECT_EQ(fused_bf16_shape_error(d, d),
+              "bf16 fused attention supports d_k == d_v in {64, 128}, got " + std::to_string(d));
 }
 
 }  // namespace

@@ -1,15 +1,25 @@
-// Helpers shared by the GoogleTest files (tests/ and tests/gpu/), so each is written once:
+// Helpers shared by the GoogleTest files (tests/, tests/gpu/ and tests/viewer/), so each is written
+// once:
 //   pattern_mask, make_problem   the random multi-head problems of the fused parity sweeps, with
 //                                a fixed custom-mask pattern (or one the caller supplies)
 //   fp32_tolerance               what "fp32-accurate" allows for a problem (1e-5 + logit rounding)
 //   ATTNLAB_REQUIRE_CUDA()       GTEST_SKIP ("no CUDA device: <reason>") where no device answers
 //   lines_of, contains           text checks the CLI and report tests share
-//   run_attnlab                  runs the real `attnlab` binary with quoted arguments, stdin from
-//                                /dev/null and both streams captured, and returns its exit code
-// The binary is found through the environment variable ATTNLAB_BINARY when it is set and
+//   message_of<E>(f)             the message of the E that f() throws; a failure at the caller's
+//                                line when it throws nothing or something else
+//   TempDir                      a fresh directory under the system temp dir, removed with its
+//                                contents when the object goes
+//   read_file, write_file        a whole file as bytes, and back
+//   npy_dict, npy_bytes,         .npy files built byte by byte, independently of core/io's
+//   le_bytes                     writer, so the reader is checked against numpy's layout and not
+//                                against itself (and malformed files can be made)
+//   run_binary                   runs a binary with quoted arguments, stdin from /dev/null and both
+//                                streams captured, and returns its exit code
+//   run_attnlab                  run_binary on the real `attnlab` binary
+// The attnlab binary is found through the environment variable ATTNLAB_BINARY when it is set and
 // non-empty (a build carried to another machine), else through the compile-time macro of the same
-// name. The ASan build compiles the unit tests without that macro, so the binary-running part is
-// only defined where ATTNLAB_BINARY is.
+// name. The ASan build and the viewer tests compile without that macro, so run_attnlab is only
+// defined where ATTNLAB_BINARY is.
 #pragma once
 
 #include "core/backend.h"
@@ -17,24 +27,28 @@
 #include "core/types.h"
 
 #include <gtest/gtest.h>
-
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <limits>
-#include <sstream>
-#include <string>
-#include <vector>
-
-#ifdef ATTNLAB_BINARY
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <filesystem>
 #include <fstream>
+#include <limits>
+#include <source_location>
 #include <sstream>
-#endif
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 namespace attnlab::test {
 
@@ -48,6 +62,110 @@ inline std::vector<std::string> lines_of(const std::string& s) {
 
 inline bool contains(const std::string& s, const std::string& what) {
   return s.find(what) != std::string::npos;
+}
+
+// The message of the E that f() throws. When f throws nothing, or an exception of another type,
+// records a failure at the caller's line and returns "".
+template <class E, class F>
+std::string message_of(F&& f, std::source_location at = std::source_location::current()) {
+  try {
+    std::forward<F>(f)();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE_AT(at.file_name(), at.line())
+        << "the call threw an exception of another type than expected: " << e.what();
+    return {};
+  } catch (...) {
+    ADD_FAILURE_AT(at.file_name(), at.line()) << "the call threw something not a std::exception";
+    return {};
+  }
+  ADD_FAILURE_AT(at.file_name(), at.line()) << "the call threw nothing; an exception was expected";
+  return {};
+}
+
+// A new empty directory `<system temp dir>/<stem>-XXXXXX` (mkdtemp, so parallel tests never share
+// one), removed with everything in it when the object goes.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& stem = "attnlab-test") {
+    std::string name = (std::filesystem::temp_directory_path() / (stem + "-XXXXXX")).string();
+    if (mkdtemp(name.data()) == nullptr)
+      throw std::runtime_error("mkdtemp " + name + ": " + std::strerror(errno));
+    path_ = name;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  // The path of `name` inside the directory (the file itself is not created).
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline std::string read_file(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Writes `bytes` to p (replacing it) and returns p as a string.
+inline std::string write_file(const std::filesystem::path& p, std::string_view bytes) {
+  std::ofstream f(p, std::ios::binary);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return p.string();
+}
+
+// ---- .npy files built by hand ------------------------------------------------------------------
+
+// A .npy header dict: `shape` as Python tuple text ("(2, 3)"), `descr` e.g. "<f4" or "<f8",
+// `fortran_order` "False" or "True".
+inline std::string npy_dict(const std::string& shape, const std::string& descr = "<f4",
+                            const std::string& fortran_order = "False") {
+  return "{'descr': '" + descr + "', 'fortran_order': " + fortran_order + ", 'shape': " + shape +
+         ", }";
+}
+
+// A .npy file: magic, version `major`.0, header length, the dict padded with spaces and '\n' to a
+// multiple of 64, then the raw data, exactly as numpy lays it out.
+inline std::string npy_bytes(const std::string& dict, std::string_view data, int major = 1) {
+  std::string header = dict;
+  const std::size_t prefix = major == 1 ? 10 : 12;
+  header.append((64 - (prefix + header.size() + 1) % 64) % 64, ' ');
+  header += '\n';
+  std::string out = "\x93NUMPY";
+  out += static_cast<char>(major);
+  out += '\0';
+  const std::size_t n = header.size();
+  out += static_cast<char>(n & 0xFF);
+  out += static_cast<char>((n >> 8) & 0xFF);
+  if (major != 1) {
+    out += static_cast<char>((n >> 16) & 0xFF);
+    out += static_cast<char>((n >> 24) & 0xFF);
+  }
+  out += header;
+  out.append(data);
+  return out;
+}
+
+// The little-endian bytes of float or double values (a .npy file's "<f4" / "<f8" data).
+template <class T>
+std::string le_bytes(const std::vector<T>& values) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+  std::string out;
+  for (T v : values) {
+    using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+    const auto bits = std::bit_cast<Bits>(v);
+    for (std::size_t b = 0; b < sizeof(T); ++b) out += static_cast<char>((bits >> (8 * b)) & 0xFF);
+  }
+  return out;
 }
 
 }  // namespace attnlab::test
@@ -97,8 +215,9 @@ inline Problem make_problem(int n, int d_k, int d_v, int heads, MaskKind mask, d
   return p;
 }
 
-#ifdef ATTNLAB_BINARY
-// What one run of the binary left behind: exit code (128 + signal when killed, -1 when it could
+// ---- running binaries --------------------------------------------------------------------------
+
+// What one run of a binary left behind: exit code (128 + signal when killed, -1 when it could
 // not be started), stdout and stderr.
 struct BinaryRun {
   int code = -1;
@@ -117,44 +236,17 @@ inline std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-// The attnlab binary: $ATTNLAB_BINARY if set and non-empty, else the path the build compiled in.
-inline std::string attnlab_binary() {
-  const char* env = std::getenv("ATTNLAB_BINARY");
-  return env != nullptr && env[0] != '\0' ? std::string(env) : std::string(ATTNLAB_BINARY);
-}
-
-// A new empty file under gtest's temporary directory (mkstemp, so parallel tests never share one).
-inline std::string unique_temp_file(const std::string& stem) {
-  std::string path = ::testing::TempDir() + stem + "-XXXXXX";
-  const int fd = mkstemp(path.data());
-  if (fd < 0) return {};
-  close(fd);
-  return path;
-}
-
-inline std::string read_and_remove(const std::string& path) {
-  std::ostringstream s;
-  {
-    std::ifstream f(path, std::ios::binary);
-    s << f.rdbuf();
-  }
-  std::remove(path.c_str());
-  return s.str();
-}
-
-// Runs `attnlab args...` (each argument quoted as one word) under `env` when it is non-empty
-// (shell text for env(1), e.g. "LANG=C.UTF-8 ATTNLAB_CUDA_FAULT=launch"), stdin from /dev/null.
-inline BinaryRun run_attnlab(const std::vector<std::string>& args, const std::string& env = "") {
+// Runs `path args...` (each argument quoted as one word; a path without '/' is looked up on PATH)
+// under `env` when it is non-empty (shell text for env(1), e.g.
+// "LANG=C.UTF-8 ATTNLAB_CUDA_FAULT=launch" or "-u DISPLAY"), stdin from /dev/null, both streams
+// captured through files in a TempDir of its own.
+inline BinaryRun run_binary(const std::string& path, const std::vector<std::string>& args,
+                            const std::string& env = "") {
   BinaryRun r;
-  const std::string out = unique_temp_file("attnlab-stdout");
-  const std::string err = unique_temp_file("attnlab-stderr");
-  if (out.empty() || err.empty()) {
-    if (!out.empty()) std::remove(out.c_str());
-    if (!err.empty()) std::remove(err.c_str());
-    return r;
-  }
+  const TempDir streams("attnlab-run");
+  const std::string out = streams.file("stdout"), err = streams.file("stderr");
   std::string cmd = env.empty() ? std::string() : "env " + env + " ";
-  cmd += shell_quote(attnlab_binary());
+  cmd += shell_quote(path);
   for (const std::string& a : args) cmd += " " + shell_quote(a);
   cmd += " </dev/null >" + shell_quote(out) + " 2>" + shell_quote(err);
   const int status = std::system(cmd.c_str());
@@ -164,9 +256,21 @@ inline BinaryRun run_attnlab(const std::vector<std::string>& args, const std::st
     else if (WIFSIGNALED(status))
       r.code = 128 + WTERMSIG(status);
   }
-  r.out = read_and_remove(out);
-  r.err = read_and_remove(err);
+  r.out = read_file(out);
+  r.err = read_file(err);
   return r;
+}
+
+#ifdef ATTNLAB_BINARY
+// The attnlab binary: $ATTNLAB_BINARY if set and non-empty, else the path the build compiled in.
+inline std::string attnlab_binary() {
+  const char* env = std::getenv("ATTNLAB_BINARY");
+  return env != nullptr && env[0] != '\0' ? std::string(env) : std::string(ATTNLAB_BINARY);
+}
+
+// Runs `attnlab args...` under `env` (see run_binary).
+inline BinaryRun run_attnlab(const std::vector<std::string>& args, const std::string& env = "") {
+  return run_binary(attnlab_binary(), args, env);
 }
 #endif  // ATTNLAB_BINARY
 

@@ -149,6 +149,21 @@ TEST(CudaBench, RepeatsAndReturnsTheOutput) {
   ASSERT_EQ(s.ms.size(), 5u);
   for (double ms : s.ms) EXPECT_GT(ms, 0);
   EXPECT_GE(s.peak_bytes, 4u * 1024 * 1024 * sizeof(float));
+  // Staged: each repetition's four stage times, from events inside the timed span.
+  ASSERT_EQ(s.stages.size(), s.ms.size());
+  for (std::size_t i = 0; i < s.ms.size(); ++i) {
+    const StageTimings& st = s.stages[i];
+    EXPECT_GT(st.qk_ms, 0);
+    EXPECT_GT(st.scale_mask_ms, 0);
+    EXPECT_GT(st.softmax_ms, 0);
+    EXPECT_GT(st.pv_ms, 0);
+    EXPECT_LE(st.qk_ms + st.scale_mask_ms + st.softmax_ms + st.pv_ms, s.ms[i] + 1e-3);
+  }
+  RunOptions fused;
+  fused.variant = Variant::Fused;
+  const BenchSample f = make_backend("cuda")->bench(p, fused, 1, 3);
+  EXPECT_EQ(f.ms.size(), 3u);
+  EXPECT_TRUE(f.stages.empty()) << "a fused run has no stages";
   Trace t;
   t.has_stages = false;
   t.backend = "cuda";
@@ -168,14 +183,10 @@ TEST(CudaRun, TooLargeForTheDeviceIsRefusedWithTheEstimate) {
   ATTNLAB_REQUIRE_CUDA();
   // 4 stages of 200000^2 fp32 = 596 GiB: more than any device has; the inputs are tiny.
   const Problem p = make_problem(200000, 1, 1, MaskKind::None, 1.0);
-  try {
-    make_backend("cuda")->run(p, {});
-    ADD_FAILURE() << "not refused";
-  } catch (const ResourceError& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("GiB of GPU memory"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("free"), std::string::npos) << msg;
-  }
+  const std::string msg =
+      test::message_of<ResourceError>([&] { make_backend("cuda")->run(p, {}); });
+  EXPECT_NE(msg.find("GiB of GPU memory"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("free"), std::string::npos) << msg;
 }
 
 #ifdef ATTNLAB_HAVE_CUDA

@@ -1,6 +1,7 @@
 // Keys -> actions, the temperature step of [ and ], the F1 help, command-line parsing (bad flags are
 // refused with a message; the temperature message is validate_temperature's), and the UI text table.
 #include "core/problem.h"
+#include "tests/test_util.h"
 #include "viewer/keymap.h"
 #include "viewer/options.h"
 #include "viewer/speech.h"
@@ -48,13 +49,9 @@ TEST(Keymap, HelpListsTheSameKeysInBothLanguages) {
 
 namespace {
 ViewerOptions parse(std::vector<std::string> a) { return parse_viewer_args(a); }
+// parse_viewer_args(a)'s refusal; a failure when it accepts a.
 std::string error_of(std::vector<std::string> a) {
-  try {
-    parse_viewer_args(a);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
+  return test::message_of<InputError>([&] { parse_viewer_args(a); });
 }
 }  // namespace
 
@@ -100,12 +97,8 @@ TEST(Options, RefusesBadFlagsWithAMessage) {
 
 TEST(Options, TemperatureMessageIsTheCoreOne) {
   for (const char* bad : {"0", "-1", "inf", "nan"}) {
-    std::string core;
-    try {
-      validate_temperature(std::strtod(bad, nullptr));
-    } catch (const InputError& e) {
-      core = e.what();
-    }
+    const std::string core =
+        test::message_of<InputError>([&] { validate_temperature(std::strtod(bad, nullptr)); });
     ASSERT_FALSE(core.empty()) << bad;
     EXPECT_EQ(error_of({"--temperature", bad}), core);
   }

@@ -5,19 +5,17 @@
 // upper triangle — and bad flags give one "error: ..." line and exit 2.
 #include "core/backend.h"
 #include "core/problem.h"
+#include "tests/test_util.h"
 #include "viewer/png_io.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <vector>
 
 using namespace attnlab;
 using namespace attnlab::viewer;
@@ -25,33 +23,21 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path work_dir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("attnlab_view_shots_" + std::to_string(getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
+// The screenshots of this process (one test under ctest), removed when it exits.
+const test::TempDir& work_dir() {
+  static const test::TempDir dir("attnlab-view-shots");
   return dir;
 }
 
-struct ViewRun {
-  int code = -1;
-  std::string err;
-};
+using ViewRun = test::BinaryRun;
 
-// `env_args`: what `env` gets before the binary (the default: the dummy video driver).
-ViewRun run_view(const std::string& args, const std::string& env_args = "SDL_VIDEODRIVER=dummy") {
-  const fs::path err = work_dir() / "stderr.txt";
-  const std::string cmd = "env " + env_args + " LANG=C.UTF-8 timeout 60 '" + std::string(ATTNLAB_VIEW_BINARY) +
-                          "' " + args + " 2>'" + err.string() + "'";
-  const int status = std::system(cmd.c_str());
-  ViewRun r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(err);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  r.err = ss.str();
-  return r;
+// Runs attnlab-view with `args` under `env_args` (what `env` gets before the binary; the default:
+// the dummy video driver) and LANG=C.UTF-8, stopped after 60 s.
+ViewRun run_view(const std::vector<std::string>& args,
+                 const std::string& env_args = "SDL_VIDEODRIVER=dummy") {
+  std::vector<std::string> timed = {"60", ATTNLAB_VIEW_BINARY};
+  timed.insert(timed.end(), args.begin(), args.end());
+  return test::run_binary("timeout", timed, env_args + " LANG=C.UTF-8");
 }
 
 struct Shot {
@@ -61,12 +47,13 @@ struct Shot {
   float x = 0, y = 0, w = 0, h = 0, cell_w = 0, cell_h = 0;
 };
 
-Shot shoot(const std::string& name, const std::string& args) {
-  const fs::path png = work_dir() / (name + ".png"), json = work_dir() / (name + ".json");
-  const ViewRun r = run_view("--screenshot '" + png.string() + "' --state-dump '" + json.string() + "' " + args);
+Shot shoot(const std::string& name, std::vector<std::string> args) {
+  const std::string png = work_dir().file(name + ".png"), json = work_dir().file(name + ".json");
+  args.insert(args.begin(), {"--screenshot", png, "--state-dump", json});
+  const ViewRun r = run_view(args);
   EXPECT_EQ(r.code, 0) << r.err;
   Shot s;
-  s.img = read_png(png.string());
+  s.img = read_png(png);
   std::ifstream in(json);
   s.state = nlohmann::json::parse(in);
   const auto& h = s.state["heatmap"];
@@ -113,7 +100,7 @@ std::vector<int> highlighted_rows(const Shot& s) {
 }  // namespace
 
 TEST(Screenshot, WritesAPngOfTheRequestedSize) {
-  const Shot s = shoot("size", "--size 1920x1080 --lang en");
+  const Shot s = shoot("size", {"--size", "1920x1080", "--lang", "en"});
   EXPECT_EQ(s.img.width, 1920);
   EXPECT_EQ(s.img.height, 1080);
   EXPECT_EQ(s.state["window"]["w"], 1920);
@@ -123,7 +110,7 @@ TEST(Screenshot, WritesAPngOfTheRequestedSize) {
 
 TEST(Screenshot, HighlightFramesTheSelectedQueryRow) {
   for (int q : {0, 2, 4}) {
-    const Shot s = shoot("query" + std::to_string(q), "--step 3 --query " + std::to_string(q));
+    const Shot s = shoot("query" + std::to_string(q), {"--step", "3", "--query", std::to_string(q)});
     EXPECT_EQ(s.state["query"], q);
     const std::vector<int> ys = highlighted_rows(s);
     ASSERT_FALSE(ys.empty()) << "no highlight pixels for query " << q;
@@ -135,8 +122,8 @@ TEST(Screenshot, HighlightFramesTheSelectedQueryRow) {
 }
 
 TEST(Screenshot, MaskedCellsAreGreyOnlyUnderTheCausalMask) {
-  const Shot causal = shoot("causal", "--step 3 --mask causal --query 4");
-  const Shot none = shoot("nomask", "--step 3 --mask none --query 4");
+  const Shot causal = shoot("causal", {"--step", "3", "--mask", "causal", "--query", "4"});
+  const Shot none = shoot("nomask", {"--step", "3", "--mask", "none", "--query", "4"});
   for (int r = 0; r < 4; ++r) {
     for (int c = 0; c < 5; ++c) {
       const bool future = c > r;
@@ -149,13 +136,13 @@ TEST(Screenshot, MaskedCellsAreGreyOnlyUnderTheCausalMask) {
     }
   }
   // Raw scores (step 1) come before the mask: nothing is hatched there.
-  const Shot raw = shoot("causal_step1", "--step 1 --mask causal --query 4");
+  const Shot raw = shoot("causal_step1", {"--step", "1", "--mask", "causal", "--query", "4"});
   EXPECT_LT(grey_fraction(raw, 0, 4), 0.05);
 }
 
 TEST(Screenshot, ThePictureChangesBetweenSteps) {
-  const Shot a = shoot("step1", "--step 1");
-  const Shot b = shoot("step3", "--step 3");
+  const Shot a = shoot("step1", {"--step", "1"});
+  const Shot b = shoot("step3", {"--step", "3"});
   ASSERT_EQ(a.x, b.x);
   long differ = 0, total = 0;
   for (int y = static_cast<int>(a.y); y < static_cast<int>(a.y + a.h); ++y) {
@@ -170,7 +157,8 @@ TEST(Screenshot, ThePictureChangesBetweenSteps) {
 }
 
 TEST(Screenshot, FourThousandTokensPoolTheCausalMask) {
-  const Shot s = shoot("r4096", "--random 4096 --step 3 --mask causal --backend cpu --lang en");
+  const Shot s = shoot("r4096", {"--random", "4096", "--step", "3", "--mask", "causal", "--backend", "cpu",
+                                "--lang", "en"});
   EXPECT_EQ(s.state["N"], 4096);
   EXPECT_TRUE(s.state["stages_kept"].get<bool>());
   EXPECT_LT(s.cell_w, 1.0f);  // pooled
@@ -193,22 +181,23 @@ TEST(Screenshot, FourThousandTokensPoolTheCausalMask) {
 }
 
 TEST(Screenshot, BadFlagsGiveOneErrorLineAndExitTwo) {
-  for (const std::string args : {"--step 7", "--temperature 0", "--bogus", "--mask diag", "--size 10x10",
-                                 "--query 你好", "--random 5000 --backend cpu"}) {
-    const ViewRun r = run_view("--screenshot '" + (work_dir() / "bad.png").string() + "' " + args);
-    EXPECT_EQ(r.code, 2) << args;
-    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << args << ": " << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+  const std::vector<std::vector<std::string>> bad = {
+      {"--step", "7"},     {"--temperature", "0"}, {"--bogus"},
+      {"--mask", "diag"},  {"--size", "10x10"},    {"--query", "你好"},
+      {"--random", "5000", "--backend", "cpu"}};
+  for (std::vector<std::string> args : bad) {
+    std::string what;
+    for (const std::string& a : args) what += (what.empty() ? "" : " ") + a;
+    args.insert(args.begin(), {"--screenshot", work_dir().file("bad.png")});
+    const ViewRun r = run_view(args);
+    EXPECT_EQ(r.code, 2) << what;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << what << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << what << ": " << r.err;
   }
-  std::string core;
-  try {
-    validate_temperature(0);
-  } catch (const InputError& e) {
-    core = e.what();
-  }
-  EXPECT_EQ(run_view("--temperature 0").err, "error: " + core + "\n");
+  const std::string core = test::message_of<InputError>([] { validate_temperature(0); });
+  EXPECT_EQ(run_view({"--temperature", "0"}).err, "error: " + core + "\n");
   if (!cuda_available()) {
-    const ViewRun r = run_view("--screenshot x.png --backend cuda");
+    const ViewRun r = run_view({"--screenshot", "x.png", "--backend", "cuda"});
     EXPECT_EQ(r.code, 2);
     EXPECT_EQ(r.err.rfind("error: no CUDA device: ", 0), 0u) << r.err;
   }
@@ -218,27 +207,23 @@ TEST(Screenshot, BadFlagsGiveOneErrorLineAndExitTwo) {
 // offscreen window and run forever); --screenshot still renders, without the Wayland probe's noise.
 TEST(Screenshot, WithoutADisplayOnlyHeadlessRuns) {
   const std::string no_display = "-u DISPLAY -u WAYLAND_DISPLAY -u SDL_VIDEODRIVER";
-  ViewRun r = run_view("", no_display);
+  ViewRun r = run_view({}, no_display);
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_EQ(r.err.rfind("error: no display", 0), 0u) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  const fs::path png = work_dir() / "nodisplay.png";
-  r = run_view("--screenshot '" + png.string() + "'", no_display);
+  const std::string png = work_dir().file("nodisplay.png");
+  r = run_view({"--screenshot", png}, no_display);
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(fs::exists(png));
   EXPECT_EQ(r.err.find("XDG_RUNTIME_DIR"), std::string::npos) << r.err;
   // A driver that shows no window, asked for explicitly, without --screenshot: refused too.
-  r = run_view("", "SDL_VIDEODRIVER=dummy");
+  r = run_view({}, "SDL_VIDEODRIVER=dummy");
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_NE(r.err.find("shows no window"), std::string::npos) << r.err;
 }
 
 TEST(Screenshot, HelpExitsZero) {
-  const fs::path out = work_dir() / "help.txt";
-  const ViewRun r = run_view("--help >'" + out.string() + "'");
+  const ViewRun r = run_view({"--help"});
   EXPECT_EQ(r.code, 0) << r.err;
-  std::ifstream in(out);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  EXPECT_NE(ss.str().find("--screenshot"), std::string::npos) << ss.str();
+  EXPECT_NE(r.out.find("--screenshot"), std::string::npos) << r.out;
 }

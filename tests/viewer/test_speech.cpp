@@ -1,6 +1,7 @@
 // The Speak button's child process (viewer/speech.h), with a stand-in espeak-ng on PATH: what it
 // prints on stderr is caught (not sent to the viewer's terminal) and reported as the reason
 // nothing may have been heard; a quiet run or a run stopped on purpose reports nothing.
+#include "tests/test_util.h"
 #include "viewer/speech.h"
 
 #include <gtest/gtest.h>
@@ -8,10 +9,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <thread>
-#include <unistd.h>
 
 namespace attnlab::viewer {
 namespace {
@@ -22,22 +21,16 @@ namespace fs = std::filesystem;
 class FakeEspeak {
  public:
   explicit FakeEspeak(const std::string& body) {
-    dir_ = fs::temp_directory_path() / ("attnlab_fake_espeak_" + std::to_string(getpid()));
-    fs::create_directories(dir_);
-    const fs::path exe = dir_ / "espeak-ng";
-    std::ofstream(exe) << "#!/bin/sh\n" << body << "\n";
+    const std::string exe = test::write_file(dir_.file("espeak-ng"), "#!/bin/sh\n" + body + "\n");
     fs::permissions(exe, fs::perms::owner_all);
     const char* old = std::getenv("PATH");
     old_path_ = old ? old : "";
-    setenv("PATH", (dir_.string() + ":" + old_path_).c_str(), 1);
+    setenv("PATH", (dir_.path().string() + ":" + old_path_).c_str(), 1);
   }
-  ~FakeEspeak() {
-    setenv("PATH", old_path_.c_str(), 1);
-    fs::remove_all(dir_);
-  }
+  ~FakeEspeak() { setenv("PATH", old_path_.c_str(), 1); }  // then dir_ goes
 
  private:
-  fs::path dir_;
+  test::TempDir dir_{"attnlab-fake-espeak"};
   std::string old_path_;
 };
 

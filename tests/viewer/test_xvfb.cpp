@@ -2,17 +2,15 @@
 // xdotool (real X key events through XTEST), and read the state back: step 2, query 3 (below the
 // default 上下文), causal mask; then Escape closes it cleanly (exit 0). Skipped, visibly, when
 // xvfb-run or xdotool is not installed.
+#include "tests/test_util.h"
 #include "viewer/speech.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
 
 namespace fs = std::filesystem;
 using attnlab::viewer::find_on_path;
@@ -20,9 +18,9 @@ using attnlab::viewer::find_on_path;
 TEST(Xvfb, RealKeyPressesChangeStepQueryAndMask) {
   if (!find_on_path("xvfb-run")) GTEST_SKIP() << "xvfb-run not installed (apt install xvfb xauth)";
   if (!find_on_path("xdotool")) GTEST_SKIP() << "xdotool not installed (apt install xdotool)";
-  const fs::path dir = fs::temp_directory_path() / ("attnlab_view_xvfb_" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  const fs::path dump = dir / "state.json", during = dir / "during.json", log = dir / "log.txt";
+  const attnlab::test::TempDir tmp("attnlab-view-xvfb");
+  const fs::path dir = tmp.path();
+  const fs::path dump = dir / "state.json", during = dir / "during.json";
   // The script (a file, so no quoting through two shells) waits for the first dump (window up),
   // focuses the window, sends the keys, copies the dump, then quits with Escape and reports the
   // viewer's exit status.
@@ -42,12 +40,11 @@ TEST(Xvfb, RealKeyPressesChangeStepQueryAndMask) {
        << "wait $pid\n"
        << "echo viewer_exit=$?\n";
   }
-  const std::string cmd = "env -u SDL_VIDEODRIVER timeout 60 xvfb-run -a -s '-screen 0 1280x800x24' sh '" +
-                          script.string() + "' >'" + log.string() + "' 2>&1";
-  const int status = std::system(cmd.c_str());
-  std::ifstream lin(log);
-  const std::string out((std::istreambuf_iterator<char>(lin)), std::istreambuf_iterator<char>());
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  const attnlab::test::BinaryRun r = attnlab::test::run_binary(
+      "timeout", {"60", "xvfb-run", "-a", "-s", "-screen 0 1280x800x24", "sh", script.string()},
+      "-u SDL_VIDEODRIVER");
+  const std::string out = r.out + r.err;
+  ASSERT_EQ(r.code, 0) << out;
   EXPECT_NE(out.find("viewer_exit=0"), std::string::npos) << out;
   std::ifstream in(during);
   ASSERT_TRUE(in) << "no state dump: " << out;
@@ -61,5 +58,4 @@ TEST(Xvfb, RealKeyPressesChangeStepQueryAndMask) {
   const auto f = nlohmann::json::parse(fin);
   EXPECT_EQ(f["step"], 2);
   EXPECT_EQ(f["mask"], "causal");
-  fs::remove_all(dir);
 }
