@@ -109,6 +109,7 @@ constexpr Entry kTable[] = {
      "Tables are shown for N ≤ %d (here N = %d). Export every stage with: attnlab run --random N "
      "--format csv",
      "数值表仅在 N ≤ %d 时显示（当前 N = %d）。导出全部阶段：attnlab run --random N --format csv"},
+    {S::TableColumns, "columns %d–%d of %d", "第 %d–%d 列（共 %d 列）"},
     {S::CurrentStep, "◀ current step", "◀ 当前步骤"},
     {S::StagesNotKept,
      "Intermediate stages not kept (they would need %.1f GB, %.1f GB available): only the output "

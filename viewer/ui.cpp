@@ -727,6 +727,23 @@ void draw_controls(App& app, const Layout& l) {
 
 // ---- information panel ------------------------------------------------------------------------
 
+// How many value columns of `m` fit beside the token column in the panel's width: the widest
+// number the matrix prints (its largest finite magnitude, negative) or column label, plus the
+// cell padding and border; at least 1, at most 63 (an ImGui table holds 64 columns).
+int table_columns_that_fit(const MatrixF& m, const std::vector<std::string>& rows,
+                           const std::vector<std::string>& cols) {
+  const float pad = 2 * ImGui::GetStyle().CellPadding.x + 1;
+  float token_w = ImGui::CalcTextSize("token").x;
+  for (const std::string& r : rows) token_w = std::max(token_w, ImGui::CalcTextSize(r.c_str()).x);
+  const float widest = m.size() == 0 ? 0.f : m.array().isFinite().select(m.array().abs(), 0.f).maxCoeff();
+  float col_w = std::max(ImGui::CalcTextSize(table_value(-widest).c_str()).x, ImGui::CalcTextSize("−∞").x);
+  for (const std::string& c : cols) col_w = std::max(col_w, ImGui::CalcTextSize(c.c_str()).x);
+  const float avail = ImGui::GetContentRegionAvail().x - token_w - pad;
+  return std::clamp(static_cast<int>(avail / (col_w + pad)), 1, 63);
+}
+
+// A matrix too wide for the panel (d_k = 64 of a random sequence, N = 16 at 1280 px) is drawn as
+// consecutive tables of the columns that fit, each headed by its column range.
 void matrix_table(const char* id, const std::string& title, const MatrixF& m, const std::vector<std::string>& rows,
                   const std::vector<std::string>& cols, int highlight_row, bool current, Lang lang) {
   if (current) {
@@ -735,21 +752,30 @@ void matrix_table(const char* id, const std::string& title, const MatrixF& m, co
     ImGui::TextUnformatted(title.c_str());
   }
   const int nc = static_cast<int>(m.cols());
-  if (ImGui::BeginTable(id, nc + 1, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
-    ImGui::TableSetupColumn("token");
-    for (int j = 0; j < nc; ++j) ImGui::TableSetupColumn(j < static_cast<int>(cols.size()) ? cols[j].c_str() : "");
-    ImGui::TableHeadersRow();
-    for (int i = 0; i < m.rows(); ++i) {
-      ImGui::TableNextRow();
-      if (i == highlight_row) ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg1, IM_COL32(255, 140, 0, 70));
-      ImGui::TableSetColumnIndex(0);
-      ImGui::TextUnformatted(i < static_cast<int>(rows.size()) ? rows[i].c_str() : "");
-      for (int j = 0; j < nc; ++j) {
-        ImGui::TableSetColumnIndex(j + 1);
-        ImGui::TextUnformatted(table_value(m(i, j)).c_str());
+  const int chunk = table_columns_that_fit(m, rows, cols);
+  for (int c0 = 0; c0 < nc; c0 += chunk) {
+    const int cn = std::min(chunk, nc - c0);
+    if (nc > chunk)
+      ImGui::TextColored(kDimV4, tr(lang, S::TableColumns), c0 + 1, c0 + cn, nc);
+    ImGui::PushID(c0);
+    if (ImGui::BeginTable(id, cn + 1, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
+      ImGui::TableSetupColumn("token");
+      for (int j = c0; j < c0 + cn; ++j)
+        ImGui::TableSetupColumn(j < static_cast<int>(cols.size()) ? cols[j].c_str() : "");
+      ImGui::TableHeadersRow();
+      for (int i = 0; i < m.rows(); ++i) {
+        ImGui::TableNextRow();
+        if (i == highlight_row) ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg1, IM_COL32(255, 140, 0, 70));
+        ImGui::TableSetColumnIndex(0);
+        ImGui::TextUnformatted(i < static_cast<int>(rows.size()) ? rows[i].c_str() : "");
+        for (int j = c0; j < c0 + cn; ++j) {
+          ImGui::TableSetColumnIndex(j - c0 + 1);
+          ImGui::TextUnformatted(table_value(m(i, j)).c_str());
+        }
       }
+      ImGui::EndTable();
     }
-    ImGui::EndTable();
+    ImGui::PopID();
   }
 }
 

@@ -108,6 +108,21 @@ TEST(Screenshot, WritesAPngOfTheRequestedSize) {
   EXPECT_GT(s.w, 300);
 }
 
+// The numeric tables open by default up to N = 8; an ImGui table holds at most 64 columns, so
+// wider matrices (the default random d_k = 64, plus the token column) are drawn in pieces that fit
+// the panel. This used to abort on ImGui's column assert.
+TEST(Screenshot, TablesOfWideMatricesRenderInPieces) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--random", "8"}, {"--random", "8", "--dk", "256", "--dv", "100"},
+        {"--random", "1", "--dk", "1", "--dv", "1"}, {"--random", "8", "--lang", "zh", "--step", "4"}}) {
+    std::string name = "tables";
+    for (const std::string& a : args) name += "_" + a;
+    const Shot s = shoot(name, args);
+    EXPECT_EQ(s.img.width, 1280) << name;
+    EXPECT_EQ(s.state["N"], std::stoi(args[1])) << name;
+  }
+}
+
 TEST(Screenshot, HighlightFramesTheSelectedQueryRow) {
   for (int q : {0, 2, 4}) {
     const Shot s = shoot("query" + std::to_string(q), {"--step", "3", "--query", std::to_string(q)});
