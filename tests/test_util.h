@@ -41,6 +41,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <ostream>
 #include <source_location>
 #include <sstream>
 #include <stdexcept>
@@ -169,6 +170,14 @@ std::string le_bytes(const std::vector<T>& values) {
 }
 
 }  // namespace attnlab::test
+
+namespace attnlab {
+// gtest finds these by argument-dependent lookup: test names and failure messages show the enums
+// as words ("causal"), not as the default printer's "4-byte object <01-00 00-00>".
+inline void PrintTo(MaskKind m, std::ostream* os) { *os << to_string(m); }
+inline void PrintTo(Variant v, std::ostream* os) { *os << to_string(v); }
+inline void PrintTo(Precision p, std::ostream* os) { *os << to_string(p); }
+}  // namespace attnlab
 
 // A GPU test's first line: without a device it SKIPs visibly with the reason, never passes.
 #define ATTNLAB_REQUIRE_CUDA()                                             \
