@@ -66,8 +66,10 @@ float raw_width(const std::string& s) {
 // ImGui::CalcTextSize's rounding of that sum (imgui.cpp 1.86).
 float round_up(float w) { return static_cast<float>(static_cast<int>(w + 0.99999f)); }
 
-// The viewer's earlier loop (ui.cpp before wrap_lines): measure line + unit, rounded, every time.
-std::vector<std::string> greedy_reference(const std::string& text, float width) {
+// The viewer's earlier loop (ui.cpp before wrap_lines): measure line + unit, rounded, every time,
+// with `measure` (default: raw_width) as the font.
+std::vector<std::string> greedy_reference(const std::string& text, float width,
+                                          float (*measure)(const std::string&) = raw_width) {
   std::vector<std::string> out;
   std::size_t para_start = 0;
   while (para_start <= text.size()) {
@@ -76,7 +78,7 @@ std::vector<std::string> greedy_reference(const std::string& text, float width) 
     std::string line;
     for (const std::string& u : wrap_units(text.substr(para_start, para_end - para_start))) {
       const std::string candidate = line + u;
-      if (line.empty() || round_up(raw_width(candidate)) <= width) {
+      if (line.empty() || round_up(measure(candidate)) <= width) {
         line = line.empty() && u[0] == ' ' ? std::string() : candidate;
       } else {
         out.push_back(line);
@@ -210,25 +212,8 @@ TEST(WrapLines, LinesExactlyAsWideAsThePanelAreDecidedByTheWholeLinesWidth) {
     return scaled_width(s);
   };
   for (float width = 40; width <= 1800; width += 1) {
-    std::vector<std::string> want;
-    // The earlier loop, measuring line + unit with this font.
-    std::size_t para_start = 0;
-    while (para_start <= text.size()) {
-      std::size_t para_end = text.find('\n', para_start);
-      if (para_end == std::string::npos) para_end = text.size();
-      std::string line;
-      for (const std::string& u : wrap_units(text.substr(para_start, para_end - para_start))) {
-        if (line.empty() || round_up(scaled_width(line + u)) <= width) {
-          line = line.empty() && u[0] == ' ' ? std::string() : line + u;
-        } else {
-          want.push_back(line);
-          line = u[0] == ' ' ? std::string() : u;
-        }
-      }
-      want.push_back(line);
-      para_start = para_end + 1;
-    }
-    ASSERT_EQ(wrap_lines(text, width, counting, round_up), want) << "width " << width;
+    ASSERT_EQ(wrap_lines(text, width, counting, round_up), greedy_reference(text, width, scaled_width))
+        << "width " << width;
   }
   EXPECT_GT(whole_line_measures, 0) << "the sweep should meet lines exactly as wide as the panel";
 }
