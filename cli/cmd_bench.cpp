@@ -28,11 +28,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstddef>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <new>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -52,13 +54,13 @@ constexpr double kCpuStagedFlops = 8e9;
 constexpr double kCpuFusedFlops = 40e9;
 
 struct BenchArgs {
-  std::vector<std::string> backends{"cpu", "cuda"};
-  std::vector<std::string> variants{"staged", "fused"};
-  std::vector<std::string> precisions{"fp32", "bf16"};
-  std::vector<int> ns{1024, 4096};
-  std::vector<int> ds{64};
-  std::vector<int> heads{1};
-  std::vector<std::string> masks{"none"};
+  // The lists as typed, split and checked by parse_args (CLI11's own splitting would drop an
+  // empty item such as the one in "64,,128" without a word).
+  std::string backend_list = "cpu,cuda", variant_list = "staged,fused",
+              precision_list = "fp32,bf16", n_list = "1024,4096", d_list = "64", heads_list = "1",
+              mask_list = "none";
+  std::vector<std::string> backends, variants, precisions, masks;
+  std::vector<int> ns, ds, heads;
   int repeat = 10;
   int warmup = 2;
   std::uint64_t seed = 0;
@@ -195,11 +197,12 @@ BenchProblem make_bench_problem(const Case& c, std::uint64_t seed) {
                                                        (count - 1)));
   Problem sub;
   sub.q.resize(count, p.d_k());
-  sub.custom_mask.resize(count, p.m());
-  const MatrixF mask = mask_matrix(p);
+  // The sampled rows of the mask, built row by row: the whole (N, N) mask would be 4 N^2 bytes.
+  sub.custom_mask = MatrixF::Zero(count, p.m());
   for (int r = 0; r < count; ++r) {
     sub.q.row(r) = p.q.row(b.rows[r]);
-    sub.custom_mask.row(r) = mask.row(b.rows[r]);
+    if (p.mask == MaskKind::Causal)
+      sub.custom_mask.row(r).tail(p.m() - 1 - b.rows[r]).setConstant(-std::numeric_limits<float>::infinity());
     sub.query_tokens.push_back(p.query_tokens.at(b.rows[r]));
   }
   sub.k = p.k.topRows(p.m());
@@ -407,17 +410,61 @@ std::string render_table(const Machine& m, const std::vector<Result>& results,
   return o.str();
 }
 
-void check_args(const BenchArgs& a) {
-  auto positive = [](const std::vector<int>& v, const char* name, int hi) {
-    if (v.empty()) throw InputError(std::string(name) + " needs at least one value");
-    for (int x : v)
-      if (x < 1 || x > hi)
-        throw InputError(std::string(name) + " values must be between 1 and " +
-                         std::to_string(hi) + ", got " + std::to_string(x));
-  };
-  positive(a.ns, "--n", 1 << 20);
-  positive(a.ds, "--d", 4096);
-  positive(a.heads, "--heads", 4096);
+// "a,b,c" -> {"a", "b", "c"}; an empty item is refused, naming the option and the list.
+std::vector<std::string> split_list(const char* name, const std::string& text) {
+  std::vector<std::string> items;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', start);
+    items.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (items.back().empty())
+      throw InputError(std::string(name) + " has an empty item in '" + text +
+                       "' (give values separated by single commas)");
+    if (comma == std::string::npos) return items;
+    start = comma + 1;
+  }
+}
+
+// A value given twice would time the same case twice: refused.
+template <class T>
+void refuse_repeats(const char* name, const std::vector<T>& v) {
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (std::find(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v[i]) != v.begin() + static_cast<std::ptrdiff_t>(i)) {
+      std::ostringstream o;
+      o << v[i];
+      throw InputError(std::string(name) + " lists " + o.str() + " twice");
+    }
+}
+
+std::vector<int> int_list(const char* name, const std::string& text, int hi) {
+  std::vector<int> out;
+  for (const std::string& s : split_list(name, text)) {
+    const bool digits = s.size() <= 9 && s.find_first_not_of("0123456789") == std::string::npos;
+    const long long x = digits ? std::stoll(s) : -1;
+    if (x < 1 || x > hi)
+      throw InputError(std::string(name) + " values must be whole numbers between 1 and " +
+                       std::to_string(hi) + ", got '" + s + "'");
+    out.push_back(static_cast<int>(x));
+  }
+  refuse_repeats(name, out);
+  return out;
+}
+
+std::vector<std::string> word_list(const char* name, const std::string& text) {
+  std::vector<std::string> out = split_list(name, text);
+  refuse_repeats(name, out);
+  return out;
+}
+
+// Splits and checks every option before anything runs (the --output file included).
+void parse_args(BenchArgs& a) {
+  a.ns = int_list("--n", a.n_list, 1 << 20);
+  a.ds = int_list("--d", a.d_list, 4096);
+  a.heads = int_list("--heads", a.heads_list, 4096);
+  a.backends = word_list("--backend", a.backend_list);
+  a.variants = word_list("--variant", a.variant_list);
+  a.precisions = word_list("--precision", a.precision_list);
+  a.masks = word_list("--mask", a.mask_list);
   for (const auto& b : a.backends)
     if (b != "cpu" && b != "cuda")
       throw InputError("--backend takes cpu and/or cuda, got '" + b + "'");
@@ -428,18 +475,17 @@ void check_args(const BenchArgs& a) {
   for (const auto& m : a.masks)
     if (m != "none" && m != "causal")
       throw InputError("--mask takes none and/or causal, got '" + m + "'");
-  if (a.backends.empty() || a.variants.empty() || a.precisions.empty() || a.masks.empty())
-    throw InputError("--backend, --variant, --precision and --mask need at least one value");
   if (a.repeat < 1) throw InputError("--repeat must be >= 1, got " + std::to_string(a.repeat));
   if (a.warmup < 0) throw InputError("--warmup must be >= 0, got " + std::to_string(a.warmup));
   if (!(a.max_seconds > 0))
     throw InputError("--max-seconds must be > 0, got " + format_number("%g", a.max_seconds));
   if (a.format != "table" && a.format != "json" && a.format != "csv")
     throw InputError("--format takes table, json or csv, got '" + a.format + "'");
+  check_output_path(a.output_file);
 }
 
-int run_bench(const BenchArgs& a) {
-  check_args(a);
+int run_bench(BenchArgs& a) {
+  parse_args(a);
   Machine machine;
   machine.date = today();
   machine.cpu = host_cpu();
@@ -493,7 +539,13 @@ int run_bench(const BenchArgs& a) {
       // One problem (and one fp64 reference) per shape, whichever backends and variants time it.
       const auto key = std::make_tuple(r.c.mask, r.c.heads, r.c.d, r.c.n);
       auto it = problems.find(key);
-      if (it == problems.end()) it = problems.emplace(key, make_bench_problem(r.c, a.seed)).first;
+      if (it == problems.end()) {
+        // Q, K, V and the output in fp32, before they are allocated: a size the machine could
+        // map but not back would end in the kernel's OOM killer, not in bad_alloc.
+        check_host_memory(16.0 * r.c.heads * r.c.n * r.c.d, "the inputs and output",
+                          "try a smaller N, d or fewer heads");
+        it = problems.emplace(key, make_bench_problem(r.c, a.seed)).first;
+      }
       run_case(r, a, *be, it->second);
       std::cerr << format_number("%.4g", r.median_ms) << " ms median of " << r.repeats << ", "
                 << format_number("%.3g", r.tflops) << " TFLOP/s, rel err " << format_number("%.2e", r.rel_err)
@@ -501,6 +553,12 @@ int run_bench(const BenchArgs& a) {
     } catch (const InputError& e) {  // ResourceError (does not fit) included
       r.ran = false;
       r.reason = e.what();
+      std::cerr << "skipped (" << r.reason << ")\n";
+    } catch (const std::bad_alloc&) {
+      // Host memory ran out building the inputs, the reference or the run: this case does not
+      // fit; the sweep goes on with the next (what it held is freed by now).
+      r.ran = false;
+      r.reason = "out of host memory";
       std::cerr << "skipped (" << r.reason << ")\n";
     } catch (const DeviceError& e) {
       // A device failure is a defect, not a property of the case: list it and exit 1 at the end.
@@ -531,25 +589,16 @@ void register_bench(CLI::App& app, int& exit_code) {
       "Time every valid combination of the lists given (comma-separated), warmed up and "
       "repeated, and check each against an fp64 reference computed in the same run: median/min/"
       "max ms, TFLOP/s, bytes and GB/s, peak memory, error; skipped cases with the reason");
-  b->add_option("--backend", a->backends, "cpu and/or cuda (default cpu,cuda)")
-      ->delimiter(',')
+  b->add_option("--backend", a->backend_list, "cpu and/or cuda (default cpu,cuda)")
       ->type_name("LIST");
-  b->add_option("--variant", a->variants, "staged and/or fused (default staged,fused)")
-      ->delimiter(',')
+  b->add_option("--variant", a->variant_list, "staged and/or fused (default staged,fused)")
       ->type_name("LIST");
-  b->add_option("--precision", a->precisions, "fp32 and/or bf16 (default fp32,bf16)")
-      ->delimiter(',')
+  b->add_option("--precision", a->precision_list, "fp32 and/or bf16 (default fp32,bf16)")
       ->type_name("LIST");
-  b->add_option("--n", a->ns, "sequence lengths N (default 1024,4096)")
-      ->delimiter(',')
-      ->type_name("LIST");
-  b->add_option("--d", a->ds, "head dims, d_k = d_v (default 64)")
-      ->delimiter(',')
-      ->type_name("LIST");
-  b->add_option("--heads", a->heads, "B*H heads (default 1)")->delimiter(',')->type_name("LIST");
-  b->add_option("--mask", a->masks, "none and/or causal (default none)")
-      ->delimiter(',')
-      ->type_name("LIST");
+  b->add_option("--n", a->n_list, "sequence lengths N (default 1024,4096)")->type_name("LIST");
+  b->add_option("--d", a->d_list, "head dims, d_k = d_v (default 64)")->type_name("LIST");
+  b->add_option("--heads", a->heads_list, "B*H heads (default 1)")->type_name("LIST");
+  b->add_option("--mask", a->mask_list, "none and/or causal (default none)")->type_name("LIST");
   b->add_option("--repeat", a->repeat, "timed repetitions per case (default 10)")
       ->type_name("R");
   b->add_option("--warmup", a->warmup, "untimed repetitions first (default 2)")->type_name("W");

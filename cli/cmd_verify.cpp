@@ -6,6 +6,7 @@
 #include "cli/common.h"
 
 #include "core/backend.h"
+#include "core/format.h"
 #include "core/verify.h"
 #include "cpu/cpu_backend.h"
 
@@ -24,7 +25,7 @@ struct VerifyJob {
 void check_tolerance(const char* name, const std::optional<double>& v) {
   if (v && !(std::isfinite(*v) && *v >= 0))
     throw InputError(std::string(name) + " must be a finite number >= 0, got " +
-                     std::to_string(*v));
+                     format_number("%g", *v));
 }
 
 int run_verify(const VerifyJob& job) {
@@ -35,7 +36,13 @@ int run_verify(const VerifyJob& job) {
   if (format != Format::Text && format != Format::Json)
     throw InputError("verify prints text or json, not '" + a.format + "'");
 
-  const Problem p = build_problem(a, !uses_inputs(a));
+  const bool demo = !uses_inputs(a);
+  const Problem p = build_problem(a, demo);
+  resolve_query_arg(a, p, demo);  // verify checks every row; a bad --query is still an error
+  // The backend checks its own run; the fp64 reference of every stage comes on top.
+  check_host_memory(host_working_set_bytes(p, run_options(a)) + reference_fp64_bytes(p),
+                    "verify (the " + a.variant + " run and the fp64 reference of every stage)",
+                    "try a smaller N");
   const Trace t = run_problem(a, p);
   const TraceD ref = reference_fp64(p);
 

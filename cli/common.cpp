@@ -7,9 +7,10 @@
 #include "core/format.h"
 #include "core/io.h"
 
-
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -129,6 +130,7 @@ void add_input_options(CLI::App* cmd, ProblemArgs& a) {
 Problem build_problem(const ProblemArgs& a, bool demo) {
   // Option values that do not depend on the inputs are checked first, so a typo costs nothing.
   check_backend_name(a.backend);
+  check_output_path(a.output_file);
   parse_format(a.format);
   parse_variant(a.variant);
   parse_precision(a.precision);
@@ -205,12 +207,33 @@ bool uses_inputs(const ProblemArgs& a) {
   return !a.q_file.empty() || !a.k_file.empty() || !a.v_file.empty() || a.random_n.has_value();
 }
 
-Trace run_problem(const ProblemArgs& a, const Problem& p) {
+RunOptions run_options(const ProblemArgs& a) {
   RunOptions opt;
   opt.variant = parse_variant(a.variant);
   opt.precision = parse_precision(a.precision);
   opt.keep_stages = true;
-  return run_backend(a.backend, p, opt);
+  return opt;
+}
+
+Trace run_problem(const ProblemArgs& a, const Problem& p) {
+  return run_backend(a.backend, p, run_options(a));
+}
+
+void check_host_memory(double need, const std::string& what, const std::string& advice) {
+  const double avail = host_available_bytes();
+  if (avail > 0 && need > 0.9 * avail)
+    throw ResourceError(what + ": needs about " + format_bytes(need) + " of host memory, " +
+                        format_bytes(avail) + " available; " + advice);
+}
+
+void check_output_path(const std::string& path) {
+  if (path.empty()) return;
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(path, ec);
+  std::FILE* f = std::fopen(path.c_str(), "ab");
+  if (!f) throw InputError("cannot write '" + path + "': " + std::strerror(errno));
+  std::fclose(f);
+  if (!existed) std::filesystem::remove(path, ec);
 }
 
 void emit(const std::string& output_file, const std::string& text) {

@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
   } catch (const attnlab::DeviceError& e) {
     return fail(e.what(), 1);
   } catch (const std::bad_alloc&) {
-    return fail("out of memory (try a smaller problem or --variant fused)", 1);
+    return fail("out of host memory (try a smaller problem)", 1);
   } catch (const std::exception& e) {
     return fail(e.what(), 1);
   } catch (...) {

@@ -9,11 +9,8 @@
 #include <string>
 
 namespace attnlab {
-namespace {
 
-// Bytes the CPU run holds at its peak: inputs, output and, for the staged chain, the four
-// (heads*n, m) stages that are kept plus the mask.
-double working_set_bytes(const Problem& p, const RunOptions& opt) {
+double host_working_set_bytes(const Problem& p, const RunOptions& opt) {
   const double hn = static_cast<double>(p.heads) * p.n();
   const double inputs = 4.0 * (p.q.size() + p.k.size() + p.v.size());
   const double output = 4.0 * hn * p.d_v();
@@ -21,8 +18,15 @@ double working_set_bytes(const Problem& p, const RunOptions& opt) {
   return inputs + output + stages;
 }
 
+double reference_fp64_bytes(const Problem& p) {
+  const double hn = static_cast<double>(p.heads) * p.n();
+  return 8.0 * (4.0 * hn * p.m() + 1.0 * p.n() * p.m() + hn * p.d_v());
+}
+
+namespace {
+
 void check_fits(const Problem& p, const RunOptions& opt) {
-  const double need = working_set_bytes(p, opt);
+  const double need = host_working_set_bytes(p, opt);
   const double avail = host_available_bytes();
   if (avail > 0 && need > 0.9 * avail)
     throw ResourceError("problem needs " + format_bytes(need) + " of host memory (" +
@@ -57,7 +61,7 @@ class CpuBackend final : public Backend {
     o.keep_stages = false;
     check(p, o);
     BenchSample s;
-    s.peak_bytes = static_cast<std::size_t>(working_set_bytes(p, opt));
+    s.peak_bytes = static_cast<std::size_t>(host_working_set_bytes(p, opt));
     for (int i = 0; i < warmup; ++i) compute(p, o);
     for (int i = 0; i < repeat; ++i) {
       const auto t0 = std::chrono::steady_clock::now();

@@ -22,4 +22,11 @@ TraceD reference_fp64(const Problem& p);
 // Implemented in cpu/fused.cpp.
 Trace cpu_fused(const Problem& p);
 
+// Host bytes a run of `p` holds at its peak: inputs, output and, for the staged chain, the four
+// (heads*n, m) stages plus the mask. What the CPU backend checks against MemAvailable; also what
+// the CUDA backend's Trace brings back.
+double host_working_set_bytes(const Problem& p, const RunOptions& opt);
+// Host bytes reference_fp64(p) holds: every stage and the output in double.
+double reference_fp64_bytes(const Problem& p);
+
 }  // namespace attnlab

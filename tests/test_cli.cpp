@@ -464,6 +464,23 @@ TEST_F(Cli, UsageErrorsAreOneLine) {
   expect_refused({"run", "--random", "4", "--mask", dir_.file("nomask.csv")},
                  {"nomask.csv"});
   expect_refused({"demo", "--mask", "diagonal"}, {"'diagonal'", "none, causal"});
+  // An --output that cannot be written is refused before anything runs.
+  expect_refused({"demo", "--output", dir_.path()}, {"cannot write", "Is a directory"});
+  expect_refused({"demo", "--output", dir_.file("missing/out.txt")}, {"cannot write", "No such file"});
+}
+
+// JSON and CSV hold every number of every stage and are built in memory: a size that fits the
+// run but not its rendering is refused with the estimate before anything runs (on any machine
+// short of about 35 TB), where text would summarise it.
+TEST_F(Cli, CompleteRenderingsThatCannotFitAreRefusedFirst) {
+  for (const char* format : {"json", "csv"})
+    expect_refused({"run", "--random", "100000", "--dk", "4", "--dv", "4", "--format", format},
+                   {"writing every stage as " + std::string(format), "of host memory", "--format text"});
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("never.json")));
+  expect_refused({"run", "--random", "100000", "--dk", "4", "--dv", "4", "--format", "json",
+                  "--output", dir_.file("never.json")},
+                 {"writing every stage as json"});
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("never.json"))) << "the output check leaves no file";
 }
 
 TEST_F(Cli, CudaWithoutADeviceIsRefused) {

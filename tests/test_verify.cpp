@@ -234,7 +234,8 @@ TEST(VerifyCli, ZeroToleranceFailsWithExit3) {
 
 TEST(VerifyCli, BadInputExits2) {
   for (const char* args : {"verify --backend cpu --temperature 0", "verify --format csv",
-                           "verify --backend cpu --atol -1", "verify --backend nope"}) {
+                           "verify --backend cpu --atol -1", "verify --backend nope",
+                           "verify --backend cpu --query 5", "verify --random 4 --dk 2 --dv 2 --query x"}) {
     std::vector<std::string> argv;
     std::istringstream words(args);
     for (std::string w; words >> w;) argv.push_back(w);
@@ -242,6 +243,16 @@ TEST(VerifyCli, BadInputExits2) {
     EXPECT_EQ(c.code, 2) << args << "\n" << c.out << c.err;
     EXPECT_EQ(c.err.rfind("error: ", 0), 0u) << args << "\n" << c.err;
   }
+}
+// The fp64 reference keeps every stage in double even when the fused run does not: a problem it
+// cannot hold is refused at once with the estimate, not after minutes of computing.
+TEST(VerifyCli, ReferenceThatCannotFitIsRefusedWithTheEstimate) {
+  const BinaryRun c = run_attnlab(
+      {"verify", "--backend", "cpu", "--variant", "fused", "--random", "200000", "--dk", "4", "--dv", "4"});
+  EXPECT_EQ(c.code, 2) << c.err;
+  EXPECT_EQ(c.err.rfind("error: verify (the fused run and the fp64 reference of every stage): needs about ", 0), 0u)
+      << c.err;
+  EXPECT_NE(c.err.find("available; try a smaller N"), std::string::npos) << c.err;
 }
 #endif  // ATTNLAB_BINARY
 
