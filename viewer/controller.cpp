@@ -140,7 +140,10 @@ bool Controller::set_temperature(double t) {
     error_ = e.what();
     return false;
   }
-  if (t == problem_.temperature) return true;
+  if (t == problem_.temperature) {
+    error_.clear();  // an accepted action ends the last refusal's message
+    return true;
+  }
   const double old = problem_.temperature;
   problem_.temperature = t;
   return rerun([&] { problem_.temperature = old; });
@@ -161,6 +164,7 @@ bool Controller::set_query(int q) {
     return false;
   }
   query_ = q;
+  error_.clear();
   return true;
 }
 
@@ -169,7 +173,10 @@ bool Controller::move_query(int delta) {
 }
 
 bool Controller::set_mask(MaskKind m) {
-  if (m == problem_.mask) return true;
+  if (m == problem_.mask) {
+    error_.clear();
+    return true;
+  }
   const MaskKind old = problem_.mask;
   problem_.mask = m;
   return rerun([&] { problem_.mask = old; });
@@ -180,7 +187,10 @@ bool Controller::toggle_mask() {
 }
 
 bool Controller::set_backend(const std::string& name) {
-  if (name == backend_) return true;
+  if (name == backend_) {
+    error_.clear();
+    return true;
+  }
   if (name == "cuda" && !cuda_ok_) {
     error_ = "no CUDA device: " + cuda_reason_;
     return false;

@@ -26,8 +26,10 @@ std::optional<Action> action_for_key(Key k) {
 }
 
 double step_temperature(double t, bool up) {
-  const double next = up ? t * kTemperatureRatio : t / kTemperatureRatio;
-  return std::clamp(next, kTemperatureMin, kTemperatureMax);
+  // A typed temperature may lie outside the slider's range: a step never moves against its
+  // direction, and stops at the range's edge (or stays, when already beyond it).
+  if (up) return t >= kTemperatureMax ? t : std::min(t * kTemperatureRatio, kTemperatureMax);
+  return t <= kTemperatureMin ? t : std::max(t / kTemperatureRatio, kTemperatureMin);
 }
 
 std::vector<std::pair<std::string, std::string>> key_help(Lang lang) {

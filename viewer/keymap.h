@@ -36,7 +36,8 @@ std::optional<Action> action_for_key(Key k);
 constexpr double kTemperatureRatio = 1.25;
 constexpr double kTemperatureMin = 0.05;  // the slider's range; typed values may go beyond
 constexpr double kTemperatureMax = 20.0;
-// t * 1.25 (up) or t / 1.25 (down), kept inside [kTemperatureMin, kTemperatureMax].
+// t * 1.25 (up) or t / 1.25 (down), stopping at the edge of [kTemperatureMin, kTemperatureMax];
+// a typed t beyond an edge stays when stepped further out, and never moves the other way.
 double step_temperature(double t, bool up);
 
 // (key, what it does) lines for the F1 help, in the UI language.

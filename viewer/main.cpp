@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
   SDL_Window* window = SDL_CreateWindow(tr(app->lang, S::AppTitle), SDL_WINDOWPOS_CENTERED, SDL_WINDOWPOS_CENTERED,
                                         opts.width, opts.height, win_flags);
   if (!window) return fail(1, std::string("SDL_CreateWindow: ") + SDL_GetError());
-  SDL_SetWindowMinimumSize(window, 960, 600);
+  SDL_SetWindowMinimumSize(window, kMinWindowW, kMinWindowH);
   SDL_Renderer* renderer = nullptr;
   if (!headless) renderer = SDL_CreateRenderer(window, -1, SDL_RENDERER_ACCELERATED | SDL_RENDERER_PRESENTVSYNC);
   if (!renderer) renderer = SDL_CreateRenderer(window, -1, SDL_RENDERER_SOFTWARE);

@@ -80,8 +80,8 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
       const std::string& v = value();
       const auto x = v.find('x');
       if (x == std::string::npos) throw InputError("--size must be WxH (e.g. 1280x800), got '" + v + "'");
-      o.width = parse_int<int>("--size width", v.substr(0, x), 640, 7680);
-      o.height = parse_int<int>("--size height", v.substr(x + 1), 400, 4320);
+      o.width = parse_int<int>("--size width", v.substr(0, x), kMinWindowW, 7680);
+      o.height = parse_int<int>("--size height", v.substr(x + 1), kMinWindowH, 4320);
     } else if (a == "--backend") {
       o.backend = value();
       if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda") {

@@ -20,6 +20,7 @@ namespace attnlab::viewer {
 constexpr int kCpuMaxTokens = 4096;
 constexpr int kCudaMaxTokens = 16384;
 constexpr int kMaxHeadDim = 1024;  // d_k, d_v
+constexpr int kMinWindowW = 960, kMinWindowH = 600;  // the layout's minimum (and --size's)
 
 struct ViewerOptions {
   std::string screenshot;             // non-empty: headless, render and write this PNG

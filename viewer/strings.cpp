@@ -110,6 +110,8 @@ constexpr Entry kTable[] = {
      "--format csv",
      "数值表仅在 N ≤ %d 时显示（当前 N = %d）。导出全部阶段：attnlab run --random N --format csv"},
     {S::TableColumns, "columns %d–%d of %d", "第 %d–%d 列（共 %d 列）"},
+    {S::PlotTooSmall, "The window is too small for the heatmap; make it larger.",
+     "窗口太小，放不下热力图；请把窗口放大。"},
     {S::CurrentStep, "◀ current step", "◀ 当前步骤"},
     {S::StagesNotKept,
      "Intermediate stages not kept (they would need %.1f GB, %.1f GB available): only the output "

@@ -28,7 +28,7 @@ enum class S {
   TipQuery, TipKey, TipOutputDim, TipValue, TipStage, TipMasked, TipPooled,
   RowStats, MaxWeight, Entropy, Effective, Perplexity, Scale, OutputShape, WeightSum, Argmax,
   Description, Copy, Copied, Speak, StopSpeaking, NoEspeak, SpeakProblem,
-  Tables, TablesTooLarge, TableColumns, CurrentStep, StagesNotKept,
+  Tables, TablesTooLarge, TableColumns, CurrentStep, StagesNotKept, PlotTooSmall,
   Performance, BackendRan, TimeUpload, TimeQk, TimeScaleMask, TimeSoftmax, TimePv, TimeDownload,
   TimeTotal, Redraw, Compare, CompareVariants, CompareNeedsCuda, CompareCpuLimit, SpeedUp, MaxDiff, Stage,
   Notes, NotesIntro, NotesRelated, Keys, ScreenshotSaved, ErrorPrefix, Sequence, Tokens,

@@ -6,6 +6,7 @@
 
 #include "core/format.h"
 
+#include "viewer/font_file.h"
 #include "viewer/strings.h"
 
 #include <imgui.h>
@@ -169,6 +170,11 @@ void load_fonts(App& app, float font_px) {
   ImFont* font = nullptr;
   for (const FontFile& f : cjk_font_candidates()) {
     if (!file_exists(f.path)) continue;
+    if (!font_file_usable(f.path, f.index)) {
+      std::fprintf(stderr, "attnlab-view: skipping font %s:%d (not a TrueType/OpenType font, or no such index)\n",
+                   f.path.c_str(), f.index);
+      continue;
+    }
     ImFontConfig cfg;
     cfg.FontNo = f.index;
     cfg.OversampleH = 2;
@@ -189,7 +195,7 @@ void load_fonts(App& app, float font_px) {
   // Noto Sans CJK lacks a few formula glyphs (superscript T, subscript k); DejaVu fills them in.
   // In merge mode ImGui keeps glyphs already present, so DejaVu only adds the missing ones.
   const char* dejavu = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
-  if (file_exists(dejavu)) {
+  if (file_exists(dejavu) && font_file_usable(dejavu, 0)) {
     ImFontConfig cfg;
     cfg.MergeMode = true;
     io.Fonts->AddFontFromFileTTF(dejavu, font_px, &cfg, ranges.data());
@@ -398,6 +404,13 @@ void draw_heatmap(App& app, const Layout& l) {
   app.plot = place_plot(frame.plot_area.x, frame.plot_area.y, frame.plot_area.w, frame.plot_area.h,
                         rows, cols, app.view);
   const PlotGeometry& g = app.plot;
+  // A window made smaller than its minimum (a tiling window manager, or none) leaves no plot:
+  // nothing to draw, and the label strides below would never reach a cell size of 0.
+  if (g.px_w <= 0 || g.px_h <= 0 || !(g.cell_w > 0) || !(g.cell_h > 0)) {
+    ImGui::TextColored(kDimV4, "%s", tr(app.lang, S::PlotTooSmall));
+    ImGui::End();
+    return;
+  }
   // Only the softmax weights (never negative) get the log scale.
   const bool log_scale = app.log_weights && mp == c.stage_matrix(3);
   update_texture(app, m, masked_step, log_scale);
@@ -649,7 +662,7 @@ void draw_controls(App& app, const Layout& l) {
   const bool live = p.n() <= 512;
   ImGui::SetNextItemWidth(-FLT_MIN);
   const bool slid = ImGui::SliderFloat("###tslider", &t, static_cast<float>(kTemperatureMin),
-                                       static_cast<float>(kTemperatureMax), "%.3f", ImGuiSliderFlags_Logarithmic);
+                                       static_cast<float>(kTemperatureMax), "%.4g", ImGuiSliderFlags_Logarithmic);
   if ((live && slid) || (!live && ImGui::IsItemDeactivatedAfterEdit())) c.set_temperature(t);
   // The typed entry follows the state whenever the user is not typing in it.
   if (!app.temp_entry_active) std::snprintf(app.temp_text, sizeof app.temp_text, "%.4g", p.temperature);
@@ -696,18 +709,18 @@ void draw_controls(App& app, const Layout& l) {
     ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
     ImGui::InputInt("d_v", &app.in_dv);
     ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
-    ImGui::InputInt("seed", &app.in_seed);
+    // The whole 64-bit range the command line takes (an int field lost seeds above 2^31 - 1).
+    ImGui::InputScalar("seed", ImGuiDataType_U64, &app.in_seed);
     app.in_n = std::clamp(app.in_n, 1, kCudaMaxTokens);
     app.in_dk = std::clamp(app.in_dk, 1, kMaxHeadDim);
     app.in_dv = std::clamp(app.in_dv, 1, kMaxHeadDim);
-    app.in_seed = std::max(app.in_seed, 0);
     if (ImGui::Button(tr(lang, S::Generate))) {
       app.random_error.clear();
       if (app.in_n > c.max_tokens()) {
         // Refused here, in the UI's language, beside the button that asked.
         app.random_error = fmt(tr(lang, S::RandomOverLimit), app.in_n, c.backend() == "cuda" ? "CUDA" : "CPU",
                                c.max_tokens());
-      } else if (c.load_random(app.in_n, app.in_dk, app.in_dv, static_cast<std::uint64_t>(app.in_seed))) {
+      } else if (c.load_random(app.in_n, app.in_dk, app.in_dv, app.in_seed)) {
         app.view = HeatView{};
         app.log_weights = c.n() > 64;
         app.in_mode = 1;
@@ -939,10 +952,11 @@ void draw_caveat(App& app, const Layout& l) {
                    ImGuiWindowFlags_NoScrollbar);
   const std::string line = mask_sentence(c.problem().mask, lang) + " " + caveat(lang);
   wrapped(app, line);
-  if (!c.error().empty()) {
-    ImGui::TextColored(kErrorV4, "%s%s", tr(lang, S::ErrorPrefix), c.error().c_str());
-  } else if (!app.status.empty() && seconds_now() < app.status_until) {
+  // A fresh status (screenshot saved, copied) is newer than any refusal still standing.
+  if (!app.status.empty() && seconds_now() < app.status_until) {
     ImGui::TextColored(kHighlightV4, "%s", app.status.c_str());
+  } else if (!c.error().empty()) {
+    ImGui::TextColored(kErrorV4, "%s%s", tr(lang, S::ErrorPrefix), c.error().c_str());
   } else {
     ImGui::TextColored(kDimV4, "%s", tr(lang, S::KeyboardLine));
   }

@@ -36,7 +36,7 @@ struct LabelSizes {
 struct App {
   explicit App(const ViewerOptions& o)
       : ctl(o), pool(o.pool), state_dump_path(o.state_dump), in_n(ctl.random_n()),
-        in_dk(ctl.random_dk()), in_dv(ctl.random_dv()), in_seed(static_cast<int>(ctl.random_seed())),
+        in_dk(ctl.random_dk()), in_dv(ctl.random_dv()), in_seed(ctl.random_seed()),
         in_mode(ctl.demo() ? 0 : 1) {
     log_weights = ctl.n() > 64;
   }
@@ -73,7 +73,8 @@ struct App {
   Speaker speaker;
   char temp_text[64] = {};
   bool temp_entry_active = false;
-  int in_n, in_dk, in_dv, in_seed;  // the random-mode fields, applied by Generate
+  int in_n, in_dk, in_dv;  // the random-mode fields, applied by Generate
+  std::uint64_t in_seed;
   int in_mode;                      // 0 demo, 1 random (the radio's value)
   std::string random_error;         // why the last Generate was refused (shown beside it)
 };

@@ -83,6 +83,31 @@ TEST(Controller, InvalidTemperatureKeepsTheLastValidState) {
   EXPECT_GT((*c.stage_matrix(3))(2, 2), w0);
 }
 
+// A refusal's message lasts until the next accepted action, whichever it is (it used to stay
+// through query changes and hide the status line, "Screenshot saved", for good).
+TEST(Controller, AnAcceptedActionEndsTheLastRefusal) {
+  Controller c(cpu_options());
+  const auto refuse = [&c] {
+    EXPECT_FALSE(c.set_temperature_text("abc"));
+    EXPECT_FALSE(c.error().empty());
+  };
+  refuse();
+  EXPECT_TRUE(c.set_query(1));
+  EXPECT_TRUE(c.error().empty()) << "query";
+  refuse();
+  EXPECT_TRUE(c.move_query(+1));
+  EXPECT_TRUE(c.error().empty()) << "move_query";
+  refuse();
+  EXPECT_TRUE(c.set_temperature(c.problem().temperature));
+  EXPECT_TRUE(c.error().empty()) << "the same temperature";
+  refuse();
+  EXPECT_TRUE(c.set_mask(c.problem().mask));
+  EXPECT_TRUE(c.error().empty()) << "the same mask";
+  refuse();
+  EXPECT_TRUE(c.set_backend("cpu"));
+  EXPECT_TRUE(c.error().empty()) << "the same backend";
+}
+
 TEST(Controller, MaskToggleZeroesTheFuture) {
   Controller c(cpu_options());
   EXPECT_FALSE(c.step_shows_mask(2));

@@ -38,6 +38,15 @@ TEST(Keymap, TemperatureStepsByRatioWithinTheSliderRange) {
   EXPECT_DOUBLE_EQ(step_temperature(step_temperature(0.85, true), false), 0.85);
   EXPECT_DOUBLE_EQ(step_temperature(0.05, false), kTemperatureMin);
   EXPECT_DOUBLE_EQ(step_temperature(19.0, true), kTemperatureMax);
+  // Typed values beyond the range: a key never moves against its direction.
+  for (const double t : {1e-30, 0.01, 0.049, 0.05, 1.0, 20.0, 25.0, 1e30}) {
+    EXPECT_GE(step_temperature(t, true), t) << t;
+    EXPECT_LE(step_temperature(t, false), t) << t;
+  }
+  EXPECT_DOUBLE_EQ(step_temperature(0.049, true), 0.049 * 1.25);
+  EXPECT_DOUBLE_EQ(step_temperature(0.049, false), 0.049);
+  EXPECT_DOUBLE_EQ(step_temperature(25.0, false), kTemperatureMax);
+  EXPECT_DOUBLE_EQ(step_temperature(25.0, true), 25.0);
 }
 
 TEST(Keymap, HelpListsTheSameKeysInBothLanguages) {
@@ -89,6 +98,9 @@ TEST(Options, RefusesBadFlagsWithAMessage) {
   EXPECT_NE(error_of({"--random", "0"}).find("--random must be an integer from 1"), std::string::npos);
   EXPECT_NE(error_of({"--random", "abc"}).find("got 'abc'"), std::string::npos);
   EXPECT_NE(error_of({"--size", "big"}).find("--size must be WxH"), std::string::npos);
+  // Below the layout's minimum the window would be drawn at 960 x 600 anyway: refused instead.
+  EXPECT_NE(error_of({"--size", "640x480"}).find("--size width"), std::string::npos);
+  EXPECT_NE(error_of({"--size", "1280x599"}).find("--size height"), std::string::npos);
   EXPECT_NE(error_of({"--lang", "fr"}), "");
   EXPECT_NE(error_of({"--backend", "tpu"}).find("--backend must be"), std::string::npos);
   EXPECT_NE(error_of({"--dk", "8"}).find("add --random N"), std::string::npos);

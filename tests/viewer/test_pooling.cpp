@@ -196,6 +196,18 @@ TEST(Heatmap, PooledPlotsKeepSquareCellsAndZoomKeepsTheShape) {
   const PlotGeometry o = place_plot(0, 0, 478, 571, 4096, 64, HeatView{});
   EXPECT_FLOAT_EQ(o.w, 160);
   EXPECT_FLOAT_EQ(o.h, 571);
+  // And a flat one (one token's 1 x 64 output, 8 x 1024) is made 160 px tall, not 7 or 3 px.
+  for (const auto [rows, cols] : {std::pair{1, 64}, std::pair{8, 1024}}) {
+    const PlotGeometry f = place_plot(0, 0, 478, 571, rows, cols, HeatView{});
+    EXPECT_FLOAT_EQ(f.w, 478) << rows << " x " << cols;
+    EXPECT_FLOAT_EQ(f.h, 160) << rows << " x " << cols;
+    EXPECT_FLOAT_EQ(f.cell_h, 160.0f / rows);
+  }
+  // No room at all (a window below its minimum size): an empty plot, cells of size 0, which the
+  // viewer must not draw (its label strides would never grow past 0).
+  const PlotGeometry none = place_plot(0, 0, 0.5f, 300, 64, 64, HeatView{});
+  EXPECT_EQ(none.px_w, 0);
+  EXPECT_EQ(none.cell_w, 0.f);
 }
 
 TEST(Heatmap, VisibleSpansCutCellsAtThePlotEdge) {

@@ -123,6 +123,20 @@ TEST(Screenshot, TablesOfWideMatricesRenderInPieces) {
   }
 }
 
+// ImGui aborts when a font file is not a font (or a collection lacks the index): such an
+// ATTNLAB_FONT is skipped with one line on stderr, and the next candidate draws the picture.
+TEST(Screenshot, AFileThatIsNotAFontIsSkipped) {
+  const std::string not_font = work_dir().file("not-a-font.ttf");
+  test::write_file(not_font, "this is text, not a TrueType font\n");
+  const std::string png = work_dir().file("font.png");
+  for (const std::string& spec : {not_font, not_font + ":3"}) {
+    const ViewRun r = run_view({"--screenshot", png}, "SDL_VIDEODRIVER=dummy ATTNLAB_FONT=" + spec);
+    EXPECT_EQ(r.code, 0) << spec << "\n" << r.err;
+    EXPECT_NE(r.err.find("skipping font " + spec.substr(0, not_font.size())), std::string::npos) << r.err;
+    EXPECT_GT(read_png(png).width, 0);
+  }
+}
+
 TEST(Screenshot, HighlightFramesTheSelectedQueryRow) {
   for (int q : {0, 2, 4}) {
     const Shot s = shoot("query" + std::to_string(q), {"--step", "3", "--query", std::to_string(q)});

@@ -59,3 +59,34 @@ TEST(Xvfb, RealKeyPressesChangeStepQueryAndMask) {
   EXPECT_EQ(f["step"], 2);
   EXPECT_EQ(f["mask"], "causal");
 }
+
+// Without a window manager nothing enforces the window's minimum size: squeezed to 300 x 150 and
+// 1280 x 180 the heatmap has no room at all. The viewer used to spin for ever in its label loops
+// there; it must keep drawing (a note instead of the plot) and still quit with Escape.
+TEST(Xvfb, AWindowSqueezedBelowItsMinimumKeepsRunning) {
+  if (!find_on_path("xvfb-run")) GTEST_SKIP() << "xvfb-run not installed (apt install xvfb xauth)";
+  if (!find_on_path("xdotool")) GTEST_SKIP() << "xdotool not installed (apt install xdotool)";
+  const attnlab::test::TempDir tmp("attnlab-view-xvfb");
+  const fs::path dump = tmp.path() / "state.json", script = tmp.path() / "squeeze.sh";
+  {
+    std::ofstream sh(script);
+    // Its own timeout, so that a viewer that hangs does not outlive a failed test.
+    sh << "timeout -s KILL 50 '" << ATTNLAB_VIEW_BINARY << "' --lang en --state-dump '" << dump.string() << "' &\n"
+       << "pid=$!\n"
+       << "for i in $(seq 1 200); do [ -f '" << dump.string() << "' ] && break; sleep 0.05; done\n"
+       << "wid=$(xdotool search --sync --name attnlab | head -n 1)\n"
+       << "for size in '300 150' '1280 180' '380 800' '1280 800'; do\n"
+       << "  xdotool windowsize \"$wid\" $size; sleep 0.7\n"
+       << "done\n"
+       << "xdotool windowfocus --sync \"$wid\"; sleep 0.3\n"
+       << "xdotool key Escape\n"
+       << "wait $pid\n"
+       << "echo viewer_exit=$?\n";
+  }
+  const attnlab::test::BinaryRun r = attnlab::test::run_binary(
+      "timeout", {"60", "xvfb-run", "-a", "-s", "-screen 0 1280x800x24", "sh", script.string()},
+      "-u SDL_VIDEODRIVER");
+  const std::string out = r.out + r.err;
+  EXPECT_EQ(r.code, 0) << out;
+  EXPECT_NE(out.find("viewer_exit=0"), std::string::npos) << out;
+}
