@@ -65,6 +65,12 @@ case $what in
     else
       echo "note: gnuplot missing, charts not checked"
     fi
+    check "an option without its value: exit 2, one line" bash -c \
+      "out=\$('$repo/scripts/bench-sweep' --repeat 2>&1); test \$? = 2 && test \$(printf '%s\n' \"\$out\" | wc -l) = 1"
+    # --help prints the header and builds or runs nothing (it used to run the whole suite).
+    for s in test run gpu-stage bench-sweep; do
+      check "$s --help is its header" bash -c "'$repo/scripts/$s' --help | head -n 1 | grep -q '$s'"
+    done
     ;;
   compare-torch)
     if python3 -c 'import torch' >/dev/null 2>&1; then
