@@ -106,6 +106,14 @@ TEST(CoreDemo, DescriptionInEnglishFollowsTheState) {
   EXPECT_NE(d.find("1.000, 0.000, 0.000, 0.000, 0.000"), std::string::npos) << d;
   EXPECT_NE(d.find("A causal mask is applied"), std::string::npos) << d;
   EXPECT_NE(d.find("not causal attribution"), std::string::npos) << d;
+  // Sizes in words, singular where it is one.
+  const Problem one = random_problem(1, 2, 2, 1);
+  EXPECT_EQ(describe(one, cpu_staged(one), 0, Lang::En).rfind("The sequence has 1 token. ", 0), 0u);
+  Problem wide = random_problem(1, 2, 2, 1);
+  wide.k = MatrixF::Ones(3, 2);
+  wide.v = MatrixF::Ones(3, 2);
+  wide.key_tokens = {"a", "b", "c"};
+  EXPECT_EQ(describe(wide, cpu_staged(wide), 0, Lang::En).rfind("There is 1 query and 3 keys. ", 0), 0u);
 }
 
 // ---- independent recomputation, plain loops in double ----------------------------------------
