@@ -7,6 +7,8 @@
 #include "cli/common.h"
 
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <new>
@@ -52,6 +54,31 @@ std::string subcommand_names(const CLI::App& app) {
   return names;
 }
 
+// CLI11 2.1 reads an empty value as "not given" or as 0 (`--random ''` ran the demo, `--seed ''`
+// seed 0) and saturates a 64-bit overflow without a word: every option that takes a value refuses
+// an empty one, and --seed refuses anything but a decimal number that fits 64 bits.
+void refuse_empty_and_overflowing_values(CLI::App& app) {
+  const CLI::Validator nonempty(
+      [](std::string& v) { return v.empty() ? std::string("an empty value is not allowed") : std::string(); },
+      "", "nonempty");
+  const CLI::Validator seed(
+      [](std::string& v) {
+        errno = 0;
+        char* end = nullptr;
+        const bool digits = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+        if (digits) std::strtoull(v.c_str(), &end, 10);
+        return digits && errno != ERANGE ? std::string()
+                                         : "must be a whole number from 0 to 18446744073709551615, got '" + v + "'";
+      },
+      "", "seed");
+  for (CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    for (CLI::Option* opt : sub->get_options([](const CLI::Option* o) { return o->get_items_expected_min() >= 1; })) {
+      opt->check(nonempty);
+      if (opt->get_name() == "--seed") opt->check(seed);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -69,6 +96,7 @@ int main(int argc, char** argv) {
   attnlab::cli::register_describe(app, exit_code);
   attnlab::cli::register_verify(app, exit_code);
   attnlab::cli::register_bench(app, exit_code);
+  refuse_empty_and_overflowing_values(app);
 
   // Which subcommand the user meant, for messages ("see attnlab demo --help").
   std::string sub;

@@ -464,6 +464,13 @@ TEST_F(Cli, UsageErrorsAreOneLine) {
   expect_refused({"run", "--random", "4", "--mask", dir_.file("nomask.csv")},
                  {"nomask.csv"});
   expect_refused({"demo", "--mask", "diagonal"}, {"'diagonal'", "none, causal"});
+  // Empty values (CLI11 read them as "not given" or 0) and seeds that do not fit 64 bits.
+  expect_refused({"describe", "--random", ""}, {"--random", "empty"});
+  expect_refused({"demo", "--query", ""}, {"--query", "empty"});
+  expect_refused({"run", "--random", "4", "--seed", ""}, {"--seed", "empty"});
+  expect_refused({"run", "--random", "4", "--seed", "18446744073709551616"}, {"--seed", "18446744073709551615"});
+  expect_refused({"run", "--random", "4", "--seed", "-1"}, {"--seed", "'-1'"});
+  expect_refused({"bench", "--seed", "1e3"}, {"--seed", "'1e3'"});
   // An --output that cannot be written is refused before anything runs.
   expect_refused({"demo", "--output", dir_.path()}, {"cannot write", "Is a directory"});
   expect_refused({"demo", "--output", dir_.file("missing/out.txt")}, {"cannot write", "No such file"});
