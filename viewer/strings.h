@@ -31,6 +31,7 @@ enum class S {
   Tables, TablesTooLarge, TableColumns, CurrentStep, StagesNotKept, PlotTooSmall,
   Performance, BackendRan, TimeUpload, TimeQk, TimeScaleMask, TimeSoftmax, TimePv, TimeDownload,
   TimeTotal, Redraw, Compare, CompareVariants, CompareNeedsCuda, CompareCpuLimit, SpeedUp, MaxDiff, Stage,
+  TermStaged, TermFused, TermScores, TermScaled, TermLogits, TermWeights, TermOutput,
   Notes, NotesIntro, NotesRelated, Keys, ScreenshotSaved, ErrorPrefix, Sequence, Tokens,
   ColourScale, ScaleLinear, ScaleLog, ScaleLogShort,
   Count_

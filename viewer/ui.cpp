@@ -740,6 +740,17 @@ void draw_controls(App& app, const Layout& l) {
 
 // ---- information panel ------------------------------------------------------------------------
 
+// The Compare table's names (variants, stages) in the UI language; backend names stay as they are.
+std::string compare_term(Lang lang, const std::string& name) {
+  static const std::pair<const char*, S> kTerms[] = {
+      {"staged", S::TermStaged}, {"fused", S::TermFused},     {"scores", S::TermScores},
+      {"scaled", S::TermScaled}, {"logits", S::TermLogits},   {"weights", S::TermWeights},
+      {"output", S::TermOutput}};
+  for (const auto& [key, s] : kTerms)
+    if (name == key) return tr(lang, s);
+  return name;
+}
+
 // How many value columns of `m` fit beside the token column in the panel's width: the widest
 // number the matrix prints (its largest finite magnitude, negative) or column label, plus the
 // cell padding and border; at least 1, at most 63 (an ImGui table holds 64 columns).
@@ -903,18 +914,19 @@ void draw_info(App& app, const Layout& l) {
     const CompareResult& cr = c.last_compare();
     if (!cr.error.empty()) wrapped(app, cr.error, &kErrorV4);
     if (cr.done) {
+      const std::string a_name = compare_term(lang, cr.a_name), b_name = compare_term(lang, cr.b_name);
       wrapped(app, fmt("%s: %.2f× (%s %.3f ms / %s %.3f ms)", tr(lang, S::SpeedUp), cr.speed_up(),
-                       cr.a_name.c_str(), cr.a_total_ms, cr.b_name.c_str(), cr.b_total_ms));
+                       a_name.c_str(), cr.a_total_ms, b_name.c_str(), cr.b_total_ms));
       if (ImGui::BeginTable("compare", 4, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
         ImGui::TableSetupColumn(tr(lang, S::Stage));
-        ImGui::TableSetupColumn(fmt("%s ms", cr.a_name.c_str()).c_str());
-        ImGui::TableSetupColumn(fmt("%s ms", cr.b_name.c_str()).c_str());
+        ImGui::TableSetupColumn(fmt("%s ms", a_name.c_str()).c_str());
+        ImGui::TableSetupColumn(fmt("%s ms", b_name.c_str()).c_str());
         ImGui::TableSetupColumn(tr(lang, S::MaxDiff));
         ImGui::TableHeadersRow();
         for (const StageCompare& s : cr.stages) {
           ImGui::TableNextRow();
           ImGui::TableSetColumnIndex(0);
-          ImGui::TextUnformatted(s.stage.c_str());
+          ImGui::TextUnformatted(compare_term(lang, s.stage).c_str());
           ImGui::TableSetColumnIndex(1);
           ImGui::Text("%.3f", s.a_ms);
           ImGui::TableSetColumnIndex(2);
