@@ -19,6 +19,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <string>
 #include <vector>
 
 namespace attnlab {
@@ -374,9 +376,15 @@ std::string render_markdown(const Problem& p, const Trace& t, int query, Lang la
 }
 
 
+// Every number of every stage, one per line. Appended piece by piece into one string reserved up
+// front: no temporary per number, and no doubling of a string that grows to hundreds of MB.
 std::string render_csv(const Problem& p, const Trace& t, Lang lang) {
+  const std::vector<Stage> stages = stages_of(p, t, lang);
+  std::size_t numbers = 0;
+  for (const auto& s : stages) numbers += static_cast<std::size_t>(s.m->size());
   std::string out = "stage,row,col,row_token,col_token,value\n";
-  for (const auto& s : stages_of(p, t, lang)) {
+  out.reserve(out.size() + numbers * 40);
+  for (const auto& s : stages) {
     const MatrixF& m = *s.m;
     std::vector<std::string> col_tokens(m.cols());
     for (Eigen::Index c = 0; c < m.cols(); ++c)
@@ -384,33 +392,32 @@ std::string render_csv(const Problem& p, const Trace& t, Lang lang) {
     for (Eigen::Index r = 0; r < m.rows(); ++r) {
       const std::string prefix = s.key + "," + std::to_string(r) + ",";
       const std::string rtok = csv_field(axis_label(p, s.rows, static_cast<int>(r)));
-      for (Eigen::Index c = 0; c < m.cols(); ++c)
-        out += prefix + std::to_string(c) + "," + rtok + "," + col_tokens[c] + "," +
-               csv_number(m(r, c)) + "\n";
+      for (Eigen::Index c = 0; c < m.cols(); ++c) {
+        out.append(prefix).append(std::to_string(c)).append(",").append(rtok).append(",");
+        out.append(col_tokens[c]).append(",").append(csv_number(m(r, c))).append("\n");
+      }
     }
   }
   return out;
 }
 
-Json matrix_json(const MatrixF& m) {
-  Json rows = Json::array();
-  for (Eigen::Index r = 0; r < m.rows(); ++r) {
-    Json row = Json::array();
-    for (Eigen::Index c = 0; c < m.cols(); ++c) {
-      const float x = m(r, c);
-      if (std::isfinite(x))
-        row.push_back(float_for_json(x));
-      else
-        row.push_back(nullptr);  // -inf (a masked entry); nothing else reaches a valid trace
-    }
-    rows.push_back(std::move(row));
+// Row r of m as nlohmann dumps an array of float_for_json values (null for -inf, a masked entry;
+// nothing else non-finite reaches a valid trace), written straight into `out`: a tree of every
+// number of every stage cost about 70 bytes per number.
+void append_json_row(std::string& out, const MatrixF& m, Eigen::Index r) {
+  out += '[';
+  for (Eigen::Index c = 0; c < m.cols(); ++c) {
+    if (c) out += ',';
+    const float x = m(r, c);
+    out += std::isfinite(x) ? Json(float_for_json(x)).dump() : "null";
   }
-  return rows;
+  out += ']';
 }
 
 // One top-level key per line, one matrix row (or one statistics row) per line: readable by a
-// person, still one json.loads away for a tool.
-std::string layout_json(const Json& j) {
+// person, still one json.loads away for a tool. The "stages" entries of `j` are placeholders (they
+// fix the key order); their rows come from `matrices`, by key.
+std::string layout_json(const Json& j, const std::map<std::string, const MatrixF*>& matrices) {
   auto dump = [](const Json& v) { return v.dump(-1, ' ', false, Json::error_handler_t::replace); };
   std::string out = "{\n";
   bool first_key = true;
@@ -428,8 +435,11 @@ std::string layout_json(const Json& j) {
         out += "  ";
         if (obj) {
           out += dump(Json(sk)) + ": [";
-          for (std::size_t r = 0; r < sv.size(); ++r)
-            out += (r ? ",\n   " : "\n   ") + dump(sv[r]);
+          const MatrixF& m = *matrices.at(sk);
+          for (Eigen::Index r = 0; r < m.rows(); ++r) {
+            out += r ? ",\n   " : "\n   ";
+            append_json_row(out, m, r);
+          }
           out += "]";
         } else {
           out += dump(sv);
@@ -456,7 +466,11 @@ std::string render_json(const Problem& p, const Trace& t, int query, Lang lang) 
   j["precision"] = std::string(to_string(t.precision));
   j["query"] = query;
   Json stages = Json::object();
-  for (const auto& s : stages_of(p, t, lang)) stages[s.key] = matrix_json(*s.m);
+  std::map<std::string, const MatrixF*> matrices;
+  for (const auto& s : stages_of(p, t, lang)) {
+    stages[s.key] = nullptr;
+    matrices[s.key] = s.m;
+  }
   j["stages"] = std::move(stages);
   Json rows = Json::array();
   if (t.weights.size() > 0 && t.weights.cols() == p.m()) {
@@ -481,7 +495,7 @@ std::string render_json(const Problem& p, const Trace& t, int query, Lang lang) 
                      {"scale_mask", t.timings.scale_mask_ms}, {"softmax", t.timings.softmax_ms},
                      {"pv", t.timings.pv_ms},             {"fused", t.timings.fused_ms},
                      {"download", t.timings.download_ms}, {"total", t.timings.total_ms}};
-  return layout_json(j);
+  return layout_json(j, matrices);
 }
 
 }  // namespace

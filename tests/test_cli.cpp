@@ -478,7 +478,7 @@ TEST_F(Cli, UsageErrorsAreOneLine) {
 
 // JSON and CSV hold every number of every stage and are built in memory: a size that fits the
 // run but not its rendering is refused with the estimate before anything runs (on any machine
-// short of about 35 TB), where text would summarise it.
+// short of about 2 TB), where text would summarise it.
 TEST_F(Cli, CompleteRenderingsThatCannotFitAreRefusedFirst) {
   for (const char* format : {"json", "csv"})
     expect_refused({"run", "--random", "100000", "--dk", "4", "--dv", "4", "--format", format},
