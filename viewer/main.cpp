@@ -104,6 +104,11 @@ int main(int argc, char** argv) {
     }
     SDL_setenv("SDL_VIDEODRIVER", "dummy", 1);
   }
+  // DISPLAY without Wayland: X11 alone. SDL would otherwise, when the X server does not answer
+  // (a stale DISPLAY), go on to probe Wayland, whose library prints its own "error:" line, and
+  // end on its offscreen driver.
+  const bool x11_only = !driver_chosen && env_set("DISPLAY") && !env_set("WAYLAND_DISPLAY");
+  if (x11_only) SDL_setenv("SDL_VIDEODRIVER", "x11", 1);
   std::unique_ptr<App> app;
   try {
     app = std::make_unique<App>(opts);
@@ -115,6 +120,10 @@ int main(int argc, char** argv) {
   app->lang = opts.lang.value_or(lang_from_env());
   app->play.set_step(opts.step);
   if (SDL_Init(SDL_INIT_VIDEO | SDL_INIT_TIMER) != 0) {
+    if (!headless && x11_only)
+      return fail(1, std::string("cannot open the X display '") + std::getenv("DISPLAY") +
+                         "' (SDL_Init: " + SDL_GetError() +
+                         "); use --screenshot FILE.png to render without one");
     if (!headless) return fail(1, std::string("SDL_Init: ") + SDL_GetError());
     SDL_setenv("SDL_VIDEODRIVER", "dummy", 1);
     if (SDL_Init(SDL_INIT_VIDEO | SDL_INIT_TIMER) != 0) return fail(1, std::string("SDL_Init: ") + SDL_GetError());

@@ -249,6 +249,16 @@ TEST(Screenshot, WithoutADisplayOnlyHeadlessRuns) {
   r = run_view({}, "SDL_VIDEODRIVER=dummy");
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_NE(r.err.find("shows no window"), std::string::npos) << r.err;
+  // A stale DISPLAY (no X server there): the picture renders with nothing on stderr, and the
+  // window is refused in one line that names the display.
+  const std::string stale = "-u WAYLAND_DISPLAY -u SDL_VIDEODRIVER DISPLAY=:97";
+  r = run_view({"--screenshot", png}, stale);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  r = run_view({}, stale);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_EQ(r.err.rfind("error: cannot open the X display ':97'", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 TEST(Screenshot, HelpExitsZero) {
