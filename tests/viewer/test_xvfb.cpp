@@ -15,34 +15,46 @@
 namespace fs = std::filesystem;
 using attnlab::viewer::find_on_path;
 
-TEST(Xvfb, RealKeyPressesChangeStepQueryAndMask) {
-  if (!find_on_path("xvfb-run")) GTEST_SKIP() << "xvfb-run not installed (apt install xvfb xauth)";
-  if (!find_on_path("xdotool")) GTEST_SKIP() << "xdotool not installed (apt install xdotool)";
-  const attnlab::test::TempDir tmp("attnlab-view-xvfb");
-  const fs::path dir = tmp.path();
-  const fs::path dump = dir / "state.json", during = dir / "during.json";
-  // The script (a file, so no quoting through two shells) waits for the first dump (window up),
-  // focuses the window, sends the keys, copies the dump, then quits with Escape and reports the
-  // viewer's exit status.
-  const fs::path script = dir / "keys.sh";
+// Runs `actions` (shell lines; $wid is the viewer's window) under a fresh Xvfb against the real
+// viewer, started with `flags` and --state-dump `dump`: the script waits for the first dump (the
+// window is up), runs the actions, then quits with Escape and prints viewer_exit=<status>. The
+// viewer has its own timeout, so one that hangs does not outlive a failed test.
+attnlab::test::BinaryRun run_under_xvfb(const fs::path& dir, const std::string& flags,
+                                        const fs::path& dump, const std::string& actions) {
+  const fs::path script = dir / "actions.sh";
   {
     std::ofstream sh(script);
-    sh << "'" << ATTNLAB_VIEW_BINARY << "' --lang en --size 1280x800 --state-dump '" << dump.string() << "' &\n"
+    sh << "timeout -s KILL 50 '" << ATTNLAB_VIEW_BINARY << "' " << flags << " --state-dump '"
+       << dump.string() << "' &\n"
        << "pid=$!\n"
        << "for i in $(seq 1 200); do [ -f '" << dump.string() << "' ] && break; sleep 0.05; done\n"
        << "wid=$(xdotool search --sync --name attnlab | head -n 1)\n"
-       << "xdotool windowfocus --sync \"$wid\"\n"
-       << "sleep 0.3\n"
-       << "xdotool key --delay 200 Right Down m\n"
-       << "sleep 1.5\n"
-       << "cp '" << dump.string() << "' '" << during.string() << "'\n"
+       << actions
+       << "xdotool windowfocus --sync \"$wid\"; sleep 0.3\n"
        << "xdotool key Escape\n"
        << "wait $pid\n"
        << "echo viewer_exit=$?\n";
   }
-  const attnlab::test::BinaryRun r = attnlab::test::run_binary(
+  return attnlab::test::run_binary(
       "timeout", {"60", "xvfb-run", "-a", "-s", "-screen 0 1280x800x24", "sh", script.string()},
       "-u SDL_VIDEODRIVER");
+}
+
+#define ATTNLAB_REQUIRE_XVFB()                                                                   \
+  do {                                                                                           \
+    if (!find_on_path("xvfb-run")) GTEST_SKIP() << "xvfb-run not installed (apt install xvfb xauth)"; \
+    if (!find_on_path("xdotool")) GTEST_SKIP() << "xdotool not installed (apt install xdotool)"; \
+  } while (0)
+
+TEST(Xvfb, RealKeyPressesChangeStepQueryAndMask) {
+  ATTNLAB_REQUIRE_XVFB();
+  const attnlab::test::TempDir tmp("attnlab-view-xvfb");
+  const fs::path dump = tmp.path() / "state.json", during = tmp.path() / "during.json";
+  // Keys to the focused window; the dump is copied while the viewer still runs.
+  const attnlab::test::BinaryRun r = run_under_xvfb(
+      tmp.path(), "--lang en --size 1280x800", dump,
+      "xdotool windowfocus --sync \"$wid\"\nsleep 0.3\nxdotool key --delay 200 Right Down m\n"
+      "sleep 1.5\ncp '" + dump.string() + "' '" + during.string() + "'\n");
   const std::string out = r.out + r.err;
   ASSERT_EQ(r.code, 0) << out;
   EXPECT_NE(out.find("viewer_exit=0"), std::string::npos) << out;
@@ -64,28 +76,13 @@ TEST(Xvfb, RealKeyPressesChangeStepQueryAndMask) {
 // 1280 x 180 the heatmap has no room at all. The viewer used to spin for ever in its label loops
 // there; it must keep drawing (a note instead of the plot) and still quit with Escape.
 TEST(Xvfb, AWindowSqueezedBelowItsMinimumKeepsRunning) {
-  if (!find_on_path("xvfb-run")) GTEST_SKIP() << "xvfb-run not installed (apt install xvfb xauth)";
-  if (!find_on_path("xdotool")) GTEST_SKIP() << "xdotool not installed (apt install xdotool)";
+  ATTNLAB_REQUIRE_XVFB();
   const attnlab::test::TempDir tmp("attnlab-view-xvfb");
-  const fs::path dump = tmp.path() / "state.json", script = tmp.path() / "squeeze.sh";
-  {
-    std::ofstream sh(script);
-    // Its own timeout, so that a viewer that hangs does not outlive a failed test.
-    sh << "timeout -s KILL 50 '" << ATTNLAB_VIEW_BINARY << "' --lang en --state-dump '" << dump.string() << "' &\n"
-       << "pid=$!\n"
-       << "for i in $(seq 1 200); do [ -f '" << dump.string() << "' ] && break; sleep 0.05; done\n"
-       << "wid=$(xdotool search --sync --name attnlab | head -n 1)\n"
-       << "for size in '300 150' '1280 180' '380 800' '1280 800'; do\n"
-       << "  xdotool windowsize \"$wid\" $size; sleep 0.7\n"
-       << "done\n"
-       << "xdotool windowfocus --sync \"$wid\"; sleep 0.3\n"
-       << "xdotool key Escape\n"
-       << "wait $pid\n"
-       << "echo viewer_exit=$?\n";
-  }
-  const attnlab::test::BinaryRun r = attnlab::test::run_binary(
-      "timeout", {"60", "xvfb-run", "-a", "-s", "-screen 0 1280x800x24", "sh", script.string()},
-      "-u SDL_VIDEODRIVER");
+  const attnlab::test::BinaryRun r = run_under_xvfb(
+      tmp.path(), "--lang en", tmp.path() / "state.json",
+      "for size in '300 150' '1280 180' '380 800' '1280 800'; do\n"
+      "  xdotool windowsize \"$wid\" $size; sleep 0.7\n"
+      "done\n");
   const std::string out = r.out + r.err;
   EXPECT_EQ(r.code, 0) << out;
   EXPECT_NE(out.find("viewer_exit=0"), std::string::npos) << out;
