@@ -424,7 +424,7 @@ std::string layout_json(const Json& j, const std::map<std::string, const MatrixF
   for (const auto& [key, value] : j.items()) {
     out += first_key ? "" : ",\n";
     first_key = false;
-    out += " " + dump(Json(key)) + ": ";
+    out.append(" ").append(dump(Json(key))).append(": ");
     if (key == "stages" || key == "rows") {
       const bool obj = value.is_object();
       out += obj ? "{" : "[";

@@ -108,7 +108,8 @@ std::string describe(const Problem& p, const Trace& t, int query, Lang lang) {
               : " The current row's weights are " + list + "; the highest weight is on " + atok +
                     ".";
   }
-  out += zh ? mask_sentence(p.mask, lang) : " " + mask_sentence(p.mask, lang);
+  if (!zh) out += ' ';
+  out += mask_sentence(p.mask, lang);
   out += zh ? "注意力权重不能作为模型预测的完整解释，也不等于因果贡献。"
             : " Attention weights are not a complete explanation of the model's prediction and "
               "are not causal attribution.";

@@ -20,8 +20,8 @@ std::optional<std::string> find_on_path(const std::string& name) {
   std::stringstream dirs(path);
   std::string dir;
   while (std::getline(dirs, dir, ':')) {
-    if (dir.empty()) dir = ".";
-    const std::string full = dir + "/" + name;
+    // (Built with append, not `dir = "."`: GCC 12 warns falsely on that inlined assignment.)
+    const std::string full = (dir.empty() ? std::string(".") : dir).append("/").append(name);
     if (access(full.c_str(), X_OK) == 0) return full;
   }
   return std::nullopt;
