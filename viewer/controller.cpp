@@ -331,9 +331,15 @@ const std::vector<std::string>& Controller::column_labels(int step) const {
   return problem_.key_tokens;
 }
 
-std::string Controller::description(Lang lang) const {
-  if (!trace_.has_stages) return caveat(lang);
-  return describe(problem_, trace_, query_, lang);
+const std::string& Controller::description(Lang lang) const {
+  DescriptionCache& d = description_;
+  if (d.revision != revision_ || d.query != query_ || d.lang != lang) {
+    d.text = trace_.has_stages ? describe(problem_, trace_, query_, lang) : caveat(lang);
+    d.revision = revision_;
+    d.query = query_;
+    d.lang = lang;
+  }
+  return d.text;
 }
 
 std::optional<RowStats> Controller::stats() const {

@@ -96,7 +96,9 @@ class Controller {
   // Bumps whenever the problem is replaced (demo / random: new tokens and shapes), not when only
   // the temperature, mask, query or backend changes; what caches of label sizes are keyed on.
   std::uint64_t problem_revision() const { return problem_revision_; }
-  std::string description(Lang lang) const;
+  // describe() of the state on screen (the caveat alone when no stages were kept). Cached by
+  // (revision, query, language): the panel asks for it on every frame.
+  const std::string& description(Lang lang) const;
   std::optional<RowStats> stats() const;
 
  private:
@@ -121,6 +123,13 @@ class Controller {
   CompareResult compare_;
   std::uint64_t revision_ = 0;
   std::uint64_t problem_revision_ = 0;
+  struct DescriptionCache {
+    std::uint64_t revision = ~std::uint64_t{0};
+    int query = -1;
+    Lang lang = Lang::En;
+    std::string text;
+  };
+  mutable DescriptionCache description_;
   // "1".."d_v", made when column_labels(4) first sees a new d_v (it depends on nothing else).
   mutable std::vector<std::string> dim_labels_;
   double last_run_ms_ = 0;

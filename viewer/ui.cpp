@@ -831,7 +831,7 @@ void draw_info(App& app, const Layout& l) {
 
   // Description, regenerated from the current state every frame (it is cheap: one row).
   if (ImGui::CollapsingHeader(fmt("%s###desc", tr(lang, S::Description)).c_str(), ImGuiTreeNodeFlags_DefaultOpen)) {
-    const std::string d = c.description(lang);
+    const std::string& d = c.description(lang);
     wrapped(app, d);
     if (ImGui::Button(fmt("%s###copy", tr(lang, S::Copy)).c_str())) {
       SDL_SetClipboardText(d.c_str());

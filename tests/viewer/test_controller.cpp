@@ -4,6 +4,7 @@
 // time of a temperature change at N = 4096 on the CPU (issue 5: within 1 s).
 #include "core/backend.h"
 #include "core/problem.h"
+#include "core/stats.h"
 #include "tests/test_util.h"
 #include "viewer/bench.h"
 #include "viewer/controller.h"
@@ -106,6 +107,25 @@ TEST(Controller, AnAcceptedActionEndsTheLastRefusal) {
   refuse();
   EXPECT_TRUE(c.set_backend("cpu"));
   EXPECT_TRUE(c.error().empty()) << "the same backend";
+}
+
+// The description is cached between frames; every change of what it describes must show.
+TEST(Controller, DescriptionFollowsEveryChange) {
+  Controller c(cpu_options());
+  const auto fresh = [&c](Lang l) { return describe(c.problem(), c.trace(), c.query(), l); };
+  EXPECT_EQ(c.description(Lang::En), fresh(Lang::En));
+  EXPECT_EQ(&c.description(Lang::En), &c.description(Lang::En)) << "one string, not a new one per call";
+  EXPECT_EQ(c.description(Lang::Zh), fresh(Lang::Zh));
+  ASSERT_TRUE(c.set_query(4));
+  EXPECT_EQ(c.description(Lang::Zh), fresh(Lang::Zh));
+  ASSERT_TRUE(c.set_temperature(0.3));
+  EXPECT_EQ(c.description(Lang::Zh), fresh(Lang::Zh));
+  ASSERT_TRUE(c.set_mask(MaskKind::Causal));
+  EXPECT_EQ(c.description(Lang::En), fresh(Lang::En));
+  ASSERT_TRUE(c.load_random(12, 8, 5, 1));
+  EXPECT_EQ(c.description(Lang::En), fresh(Lang::En));
+  EXPECT_FALSE(c.set_temperature_text("abc"));  // refused: the state, and so the text, stay
+  EXPECT_EQ(c.description(Lang::En), fresh(Lang::En));
 }
 
 TEST(Controller, MaskToggleZeroesTheFuture) {
