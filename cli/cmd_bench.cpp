@@ -6,8 +6,9 @@
 // with the reason. Formats: table (people), json and csv (scripts/bench-sweep, compare-torch).
 //
 // Bytes: "min" = every input read once and the output written once (the fused kernels' floor);
-// "moved" = what the variant must move: min for fused; for staged also the four (N, N) stages
-// (scores, scaled, logits, weights) each written once and read once, plus the mask read once.
+// "moved" = what the variant must move: min for fused; for staged the sum of what each of its
+// four kernels must read once and write once (staged_stage_bytes below; the none and causal masks
+// are computed from (row, col), not read).
 // Reference: the full fp64 chain (reference_fp64) when heads*N^2 <= 2^22; above that 64 query
 // rows of head 0, spread evenly, recomputed in double here (the output says which).
 #include "core/gcc12_avx512.h"  // first: see there

@@ -66,6 +66,8 @@ void register_verify(CLI::App& app, int& exit_code) {
       "(exit 3)");
   add_input_options(v, job->args);
   add_state_options(v, job->args);
+  // verify prints its report, not the stages: two of the shared formats apply.
+  v->get_option("--format")->description("Output format: text or json")->type_name("text|json");
   v->add_option("--atol", job->atol,
                 "Absolute tolerance for every compared stage (default: per stage, printed)")
       ->type_name("A");

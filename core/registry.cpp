@@ -42,6 +42,12 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
 
 void run_backend_into(const std::string& name, const Problem& p, const RunOptions& opt, Trace& out) {
   std::unique_ptr<Backend> backend = make_backend(name);
+  if (name == "auto" && backend->name() == "cpu" && opt.precision == Precision::BF16) {
+    std::string reason;
+    cuda_available(&reason);
+    throw InputError("bf16 runs on the CUDA fused kernel, and --backend auto found no CUDA device (" +
+                     reason + ")");
+  }
   if (name != "auto" || backend->name() == "cpu") return backend->run_into(p, opt, out);
   try {
     return backend->run_into(p, opt, out);

@@ -218,6 +218,18 @@ TEST(FallbackCli, CudaWithoutDeviceExits2) {
   EXPECT_EQ(c.err.rfind("error: no CUDA device: ", 0), 0u) << c.err;
 }
 
+// bf16 under auto without a device: the message names the missing device, not the CPU backend's
+// fp32-only rule (which read as if --variant fused had not been given).
+TEST(FallbackCli, Bf16UnderAutoWithoutDeviceNamesTheDevice) {
+  ATTNLAB_REQUIRE_CUDA_BUILD();
+  const test::BinaryRun c = run_cli("nodevice", {"run", "--random", "8", "--dk", "64", "--dv", "64",
+                                                 "--variant", "fused", "--precision", "bf16"});
+  EXPECT_EQ(c.code, 2) << c.out << c.err;
+  EXPECT_EQ(c.err,
+            "error: bf16 runs on the CUDA fused kernel, and --backend auto found no CUDA device "
+            "(forced by ATTNLAB_CUDA_FAULT=nodevice)\n");
+}
+
 TEST(FallbackCli, CudaOutOfMemoryIsRefusedWithEstimate) {
   ATTNLAB_REQUIRE_CUDA_BUILD();
   const test::BinaryRun c = run_cli(
