@@ -185,6 +185,7 @@ int main(int argc, char** argv) {
         if (auto a = action_for_key(k)) apply_action(*app, *a);
       }
     }
+    apply_pending(*app);
     const Uint64 now = SDL_GetPerformanceCounter();
     app->play.tick(static_cast<double>(now - last) / SDL_GetPerformanceFrequency());
     last = now;

@@ -18,7 +18,8 @@ struct Entry {
   const char* zh;
 };
 
-// Kept in enum order; the static_assert below and the lookup check catch a missing line.
+// Kept in enum order: tr() indexes it by the enum's value. The static_asserts below catch a
+// missing line and a line out of place.
 constexpr Entry kTable[] = {
     {S::AppTitle, "attnlab — scaled dot-product attention lab", "attnlab — 缩放点积注意力交互实验室"},
     {S::PageHeading, "The full computation chain", "完整计算流程"},
@@ -110,13 +111,13 @@ constexpr Entry kTable[] = {
      "--format csv",
      "数值表仅在 N ≤ %d 时显示（当前 N = %d）。导出全部阶段：attnlab run --random N --format csv"},
     {S::TableColumns, "columns %d–%d of %d", "第 %d–%d 列（共 %d 列）"},
-    {S::PlotTooSmall, "The window is too small for the heatmap; make it larger.",
-     "窗口太小，放不下热力图；请把窗口放大。"},
     {S::CurrentStep, "◀ current step", "◀ 当前步骤"},
     {S::StagesNotKept,
      "Intermediate stages not kept (they would need %.1f GB, %.1f GB available): only the output "
      "is shown.",
      "未保留中间阶段（需要 %.1f GB，可用 %.1f GB）：只显示输出。"},
+    {S::PlotTooSmall, "The window is too small for the heatmap; make it larger.",
+     "窗口太小，放不下热力图；请把窗口放大。"},
     {S::Performance, "Performance", "性能"},
     {S::BackendRan, "Backend that ran", "实际运行的后端"},
     {S::TimeUpload, "upload", "上传"},
@@ -158,6 +159,12 @@ constexpr Entry kTable[] = {
     {S::ScaleLogShort, "log", "对数"},
 };
 static_assert(std::size(kTable) == static_cast<std::size_t>(S::Count_), "one line per S value");
+constexpr bool in_enum_order() {
+  for (std::size_t i = 0; i < std::size(kTable); ++i)
+    if (static_cast<std::size_t>(kTable[i].id) != i) return false;
+  return true;
+}
+static_assert(in_enum_order(), "kTable's lines must follow the order of enum S");
 
 }  // namespace
 

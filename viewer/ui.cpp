@@ -218,10 +218,9 @@ void apply_action(App& app, Action a) {
     case Action::QueryNext: c.move_query(+1); break;
     case Action::ToggleMask: c.toggle_mask(); break;
     case Action::TemperatureDown:
-      c.set_temperature(step_temperature(c.problem().temperature, false));
-      break;
     case Action::TemperatureUp:
-      c.set_temperature(step_temperature(c.problem().temperature, true));
+      app.pending_temperature = step_temperature(app.pending_temperature.value_or(c.problem().temperature),
+                                                 a == Action::TemperatureUp);
       break;
     case Action::ToggleLanguage: app.lang = app.lang == Lang::Zh ? Lang::En : Lang::Zh; break;
     case Action::Screenshot: app.screenshot_requested = true; break;
@@ -230,6 +229,13 @@ void apply_action(App& app, Action a) {
   }
 }
 
+
+void apply_pending(App& app) {
+  if (!app.pending_temperature) return;
+  const double t = *app.pending_temperature;
+  app.pending_temperature.reset();
+  app.ctl.set_temperature(t);
+}
 
 ViewSnapshot snapshot(const App& app) {
   ViewSnapshot s;
@@ -663,7 +669,12 @@ void draw_controls(App& app, const Layout& l) {
   ImGui::SetNextItemWidth(-FLT_MIN);
   const bool slid = ImGui::SliderFloat("###tslider", &t, static_cast<float>(kTemperatureMin),
                                        static_cast<float>(kTemperatureMax), "%.4g", ImGuiSliderFlags_Logarithmic);
-  if ((live && slid) || (!live && ImGui::IsItemDeactivatedAfterEdit())) c.set_temperature(t);
+  if (slid) app.temp_dragged = t;
+  if (live && slid) {
+    c.set_temperature(t);
+  } else if (!live && ImGui::IsItemDeactivatedAfterEdit()) {
+    c.set_temperature(app.temp_dragged);  // the release frame itself reports no new value
+  }
   // The typed entry follows the state whenever the user is not typing in it.
   if (!app.temp_entry_active) std::snprintf(app.temp_text, sizeof app.temp_text, "%.4g", p.temperature);
   ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
@@ -695,6 +706,7 @@ void draw_controls(App& app, const Layout& l) {
   if (ImGui::RadioButton(tr(lang, S::ModeDemo), app.in_mode == 0)) {
     app.in_mode = 0;
     app.random_error.clear();
+    app.random_over_limit = 0;
     if (!c.demo() && c.load_demo()) {
       app.view = HeatView{};
       app.log_weights = false;
@@ -716,10 +728,10 @@ void draw_controls(App& app, const Layout& l) {
     app.in_dv = std::clamp(app.in_dv, 1, kMaxHeadDim);
     if (ImGui::Button(tr(lang, S::Generate))) {
       app.random_error.clear();
+      app.random_over_limit = 0;
       if (app.in_n > c.max_tokens()) {
-        // Refused here, in the UI's language, beside the button that asked.
-        app.random_error = fmt(tr(lang, S::RandomOverLimit), app.in_n, c.backend() == "cuda" ? "CUDA" : "CPU",
-                               c.max_tokens());
+        // Refused here, beside the button that asked; worded below, in the UI's language.
+        app.random_over_limit = app.in_n;
       } else if (c.load_random(app.in_n, app.in_dk, app.in_dv, app.in_seed)) {
         app.view = HeatView{};
         app.log_weights = c.n() > 64;
@@ -729,6 +741,9 @@ void draw_controls(App& app, const Layout& l) {
         c.clear_error();
       }
     }
+    if (app.random_over_limit > 0)
+      app.random_error = fmt(tr(lang, S::RandomOverLimit), app.random_over_limit,
+                             c.backend() == "cuda" ? "CUDA" : "CPU", c.max_tokens());
     if (!app.random_error.empty()) wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + app.random_error, &kErrorV4);
     if (c.demo()) wrapped(app, tr(lang, S::RandomPending), &kDimV4);
     wrapped(app, tr(lang, S::RandomLimits), &kDimV4);

@@ -16,6 +16,7 @@
 #include <SDL.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,10 +74,17 @@ struct App {
   Speaker speaker;
   char temp_text[64] = {};
   bool temp_entry_active = false;
+  float temp_dragged = 0;  // the slider's last value while dragged (above 512 tokens it applies
+                           // on release, when the slider itself reports nothing)
+  // [ and ] steps since the last frame, applied as one run by apply_pending (held keys repeat
+  // faster than a run at 4096 tokens takes: one run per key queued seconds of them).
+  std::optional<double> pending_temperature;
   int in_n, in_dk, in_dv;  // the random-mode fields, applied by Generate
   std::uint64_t in_seed;
   int in_mode;                      // 0 demo, 1 random (the radio's value)
   std::string random_error;         // why the last Generate was refused (shown beside it)
+  int random_over_limit = 0;        // or the N it refused as over the backend's limit (0: none),
+                                    // worded at draw time so that it follows the language
 };
 
 // Finds a CJK font (list of known paths, then fc-match), builds the atlas from the glyphs the UI,
@@ -84,6 +92,9 @@ struct App {
 void load_fonts(App& app, float font_px);
 
 void apply_action(App& app, Action a);
+// Runs what apply_action queued (the temperature steps of [ and ]): once per frame, after the
+// frame's events.
+void apply_pending(App& app);
 
 // Builds every window of one frame (between ImGui::NewFrame and ImGui::Render).
 void draw_frame(App& app);
