@@ -85,7 +85,7 @@ constexpr Entry kTable[] = {
     {S::TipValue, "value", "数值"},
     {S::TipStage, "stage", "阶段"},
     {S::TipMasked, "masked (−∞ in the mask)", "已屏蔽（mask 为 −∞）"},
-    {S::TipPooled, "pixel shows the %s of rows %d–%d, keys %d–%d: %s",
+    {S::TipPooled, "pixel shows the %s of rows %d–%d, columns %d–%d: %s",
      "像素显示%s（第 %d–%d 行、第 %d–%d 列）：%s"},
     {S::RowStats, "Row statistics", "行统计"},
     {S::MaxWeight, "Max weight", "最大权重"},

@@ -71,6 +71,21 @@ void wrapped(App& app, const std::string& text, const ImVec4* colour = nullptr) 
   if (colour) ImGui::PopStyleColor();
 }
 
+// Widths of a radio button, a button and a text with `label` (up to any "##"), as ImGui 1.86 lays
+// them out, and SameLine() only when an item that wide still fits on the current line: at the
+// minimum window (960 x 600) a row of controls wraps instead of being cut at the panel's edge.
+float radio_width(const char* label) {
+  return ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(label, nullptr, true).x;
+}
+float button_width(const char* label) {
+  return ImGui::CalcTextSize(label, nullptr, true).x + 2 * ImGui::GetStyle().FramePadding.x;
+}
+float text_width(const char* text) { return ImGui::CalcTextSize(text).x; }
+void same_line_if_fits(float width) {
+  const float right_edge = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+  if (ImGui::GetItemRectMax().x + ImGui::GetStyle().ItemSpacing.x + width <= right_edge) ImGui::SameLine();
+}
+
 double seconds_now() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
@@ -350,20 +365,21 @@ void draw_heatmap(App& app, const Layout& l) {
                    ImGuiWindowFlags_NoBringToFrontOnFocus);
   // Toolbar: pooling, view reset, zoom, hint.
   ImGui::TextUnformatted(tr(lang, S::Pooling));
-  ImGui::SameLine();
+  same_line_if_fits(radio_width(tr(lang, S::PoolMax)));
   if (ImGui::RadioButton(tr(lang, S::PoolMax), app.pool == PoolMode::Max)) app.pool = PoolMode::Max;
-  ImGui::SameLine();
+  same_line_if_fits(radio_width(tr(lang, S::PoolMean)));
   if (ImGui::RadioButton(tr(lang, S::PoolMean), app.pool == PoolMode::Mean)) app.pool = PoolMode::Mean;
-  ImGui::SameLine();
+  same_line_if_fits(button_width(tr(lang, S::ResetView)));
   if (ImGui::Button(tr(lang, S::ResetView))) app.view = HeatView{};
-  ImGui::SameLine();
-  ImGui::TextUnformatted(fmt(tr(lang, S::Zoom), app.view.zoom()).c_str());
+  const std::string zoom = fmt(tr(lang, S::Zoom), app.view.zoom());
+  same_line_if_fits(text_width(zoom.c_str()));
+  ImGui::TextUnformatted(zoom.c_str());
   if (step == 3) {
-    ImGui::SameLine();
+    same_line_if_fits(text_width(" | ") + radio_width(tr(lang, S::ScaleLinear)));
     ImGui::TextUnformatted(" | ");
     ImGui::SameLine();
     if (ImGui::RadioButton(tr(lang, S::ScaleLinear), !app.log_weights)) app.log_weights = false;
-    ImGui::SameLine();
+    same_line_if_fits(radio_width(tr(lang, S::ScaleLog)));
     if (ImGui::RadioButton(tr(lang, S::ScaleLog), app.log_weights)) app.log_weights = true;
   }
   ImGui::TextColored(kDimV4, "%s", tr(lang, S::HeatHint));
@@ -595,7 +611,7 @@ void draw_heatmap(App& app, const Layout& l) {
         const auto pooled = pool_grid(m.data(), rows, cols, masked_step && mask.size() ? mask.data() : nullptr,
                                       static_cast<int>(mask.rows()), r1m, c1m, app.pool);
         const char* mode = tr(lang, app.pool == PoolMode::Max ? S::PoolMax : S::PoolMean);
-        const std::string shown = pooled[0].masked ? std::string(tr(lang, S::Masked)) : fmt("%.4f", pooled[0].value);
+        const std::string shown = pooled[0].masked ? std::string(tr(lang, S::Masked)) : fmt("%.4g", pooled[0].value);
         ImGui::TextColored(kDimV4, tr(lang, S::TipPooled), mode, r1m.begin[0], r1m.end[0] - 1,
                            c1m.begin[0], c1m.end[0] - 1, shown.c_str());
       }
@@ -629,13 +645,14 @@ void draw_controls(App& app, const Layout& l) {
     if (ImGui::Selectable(step_name(lang, k), app.play.step() == k)) app.play.set_step(k);
   }
   if (ImGui::Button(tr(lang, S::Prev))) app.play.prev();
-  ImGui::SameLine();
-  if (ImGui::Button(fmt("%s###play", tr(lang, app.play.playing() ? S::Pause : S::Play)).c_str())) {
+  const char* play = tr(lang, app.play.playing() ? S::Pause : S::Play);
+  same_line_if_fits(button_width(play));
+  if (ImGui::Button(fmt("%s###play", play).c_str())) {
     app.play.toggle_play();
   }
-  ImGui::SameLine();
+  same_line_if_fits(button_width(tr(lang, S::Next)));
   if (ImGui::Button(tr(lang, S::Next))) app.play.next();
-  ImGui::SameLine();
+  same_line_if_fits(button_width(tr(lang, S::Reset)));
   if (ImGui::Button(tr(lang, S::Reset))) app.play.home();
   float speed = static_cast<float>(app.play.speed());
   ImGui::SetNextItemWidth(-(ImGui::CalcTextSize(tr(lang, S::Speed)).x + ImGui::GetStyle().ItemInnerSpacing.x));
@@ -689,7 +706,7 @@ void draw_controls(App& app, const Layout& l) {
   }
   ImGui::TextUnformatted(tr(lang, S::Mask));
   if (ImGui::RadioButton(tr(lang, S::MaskNone), p.mask == MaskKind::None)) c.set_mask(MaskKind::None);
-  ImGui::SameLine();
+  same_line_if_fits(radio_width(tr(lang, S::MaskCausal)));
   if (ImGui::RadioButton(tr(lang, S::MaskCausal), p.mask == MaskKind::Causal)) c.set_mask(MaskKind::Causal);
 
   // Backend.
@@ -917,7 +934,7 @@ void draw_info(App& app, const Layout& l) {
     ImGui::BeginDisabled(!why.empty());
     if (ImGui::Button(fmt("%s###compare", tr(lang, S::Compare)).c_str())) c.run_compare();
     ImGui::EndDisabled();
-    ImGui::SameLine();
+    same_line_if_fits(button_width(tr(lang, S::CompareVariants)));
     if (ImGui::Button(fmt("%s###comparev", tr(lang, S::CompareVariants)).c_str())) c.run_variant_compare();
     if (!why.empty()) {
       if (!c.cuda_ok()) {
