@@ -95,6 +95,10 @@ void Controller::run_now() {
   run_backend_into(backend_, problem_, opt, spare_);
   last_run_ms_ = now_ms() - t0;
   std::swap(trace_, spare_);
+  // The spare now holds the previous trace: worth keeping for the next run only at this size (a
+  // 4096-token trace kept after going back to the demo held 300 MB for nothing).
+  if (spare_.weights.size() != trace_.weights.size() || spare_.output.size() != trace_.output.size())
+    spare_ = Trace{};
   ++revision_;
   compare_ = CompareResult{};  // a comparison belongs to the problem it ran on
 }

@@ -850,7 +850,9 @@ void draw_info(App& app, const Layout& l) {
   if (ImGui::CollapsingHeader(fmt("%s###stats", tr(lang, S::RowStats)).c_str(), ImGuiTreeNodeFlags_DefaultOpen)) {
     ImGui::Text("%s: %s (#%d)", tr(lang, S::TipQuery), p.query_tokens[c.query()].c_str(), c.query());
     if (auto st = c.stats()) {
-      ImGui::Text("%s: %.1f%% (%s %s)", tr(lang, S::MaxWeight), st->max_weight * 100, tr(lang, S::Argmax),
+      // One decimal as on the page; significant digits below 1 %, where thousands of keys share it.
+      ImGui::Text(st->max_weight < 0.01 ? "%s: %.2g%% (%s %s)" : "%s: %.1f%% (%s %s)", tr(lang, S::MaxWeight),
+                  st->max_weight * 100, tr(lang, S::Argmax),
                   p.key_tokens[st->argmax].c_str());
       ImGui::Text("%s: %.3f", tr(lang, S::Entropy), st->entropy);
       ImGui::Text("%s: %d", tr(lang, S::Effective), st->unmasked);
