@@ -36,8 +36,8 @@
 #include <iostream>
 #include <limits>
 #include <new>
-#include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -520,14 +520,29 @@ int run_bench(BenchArgs& a) {
                 results.push_back(r);
               }
 
+  // Cases run grouped by shape (mask, heads, d, n): one problem and one fp64 reference per shape,
+  // shared by every backend / variant / precision, and only one shape's held at a time (a
+  // cache of them all held every input of the sweep until the end). The report keeps the
+  // lists' order.
+  const auto shape = [&results](std::size_t i) {
+    const Case& c = results[i].c;
+    return std::make_tuple(c.mask, c.heads, c.d, c.n);
+  };
+  std::vector<std::size_t> order(results.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&shape](std::size_t x, std::size_t y) { return shape(x) < shape(y); });
+
   std::unique_ptr<Backend> cpu, gpu;
-  std::map<std::tuple<std::string, int, int, int>, BenchProblem> problems;
+  std::optional<BenchProblem> problem;  // the current shape's
+  std::size_t problem_of = results.size();
   int exit_code = 0;
   const std::size_t total = results.size();
-  for (std::size_t i = 0; i < total; ++i) {
+  for (std::size_t done = 0; done < total; ++done) {
+    const std::size_t i = order[done];
     Result& r = results[i];
     const std::string prefix =
-        "[" + std::to_string(i + 1) + "/" + std::to_string(total) + "] " + r.c.label() + ": ";
+        "[" + std::to_string(done + 1) + "/" + std::to_string(total) + "] " + r.c.label() + ": ";
     r.reason = skip_reason(r.c, a, cuda_ok, cuda_reason);
     if (!r.reason.empty()) {
       std::cerr << prefix << "skipped (" << r.reason << ")\n";
@@ -537,17 +552,16 @@ int run_bench(BenchArgs& a) {
     try {
       std::unique_ptr<Backend>& be = r.c.backend == "cpu" ? cpu : gpu;
       if (!be) be = make_backend(r.c.backend);
-      // One problem (and one fp64 reference) per shape, whichever backends and variants time it.
-      const auto key = std::make_tuple(r.c.mask, r.c.heads, r.c.d, r.c.n);
-      auto it = problems.find(key);
-      if (it == problems.end()) {
+      if (!problem || shape(problem_of) != shape(i)) {
+        problem.reset();  // the previous shape's inputs go before the next ones are built
         // Q, K, V and the output in fp32, before they are allocated: a size the machine could
         // map but not back would end in the kernel's OOM killer, not in bad_alloc.
         check_host_memory(16.0 * r.c.heads * r.c.n * r.c.d, "the inputs and output",
                           "try a smaller N, d or fewer heads");
-        it = problems.emplace(key, make_bench_problem(r.c, a.seed)).first;
+        problem = make_bench_problem(r.c, a.seed);
+        problem_of = i;
       }
-      run_case(r, a, *be, it->second);
+      run_case(r, a, *be, *problem);
       std::cerr << format_number("%.4g", r.median_ms) << " ms median of " << r.repeats << ", "
                 << format_number("%.3g", r.tflops) << " TFLOP/s, rel err " << format_number("%.2e", r.rel_err)
                 << "\n";

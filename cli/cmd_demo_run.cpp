@@ -29,10 +29,10 @@ constexpr double kRenderBytesPerNumber = 40;
 void check_rendering_fits(const ProblemArgs& a, const Problem& p, Format format) {
   if (format != Format::Json && format != Format::Csv) return;
   const RunOptions opt = run_options(a);
-  const double hn = static_cast<double>(p.heads) * p.n();
-  double numbers = static_cast<double>(p.q.size() + p.k.size() + p.v.size()) + hn * p.d_v();
-  if (opt.variant == Variant::Staged) numbers += 4.0 * hn * p.m() + 1.0 * p.n() * p.m();
-  check_host_memory(host_working_set_bytes(p, opt) + kRenderBytesPerNumber * numbers,
+  // What is rendered is what the run holds: inputs, output and the kept stages, all fp32.
+  const double run_bytes = host_working_set_bytes(p, opt);
+  const double numbers = run_bytes / sizeof(float);
+  check_host_memory(run_bytes + kRenderBytesPerNumber * numbers,
                     "writing every stage as " + a.format + " (" + format_number("%.3g", numbers) +
                         " numbers)",
                     "use --format text, which summarises, --variant fused, or a smaller N");

@@ -219,13 +219,6 @@ Trace run_problem(const ProblemArgs& a, const Problem& p) {
   return run_backend(a.backend, p, run_options(a));
 }
 
-void check_host_memory(double need, const std::string& what, const std::string& advice) {
-  const double avail = host_available_bytes();
-  if (avail > 0 && need > 0.9 * avail)
-    throw ResourceError(what + ": needs about " + format_bytes(need) + " of host memory, " +
-                        format_bytes(avail) + " available; " + advice);
-}
-
 void check_output_path(const std::string& path) {
   if (path.empty()) return;
   std::error_code ec;

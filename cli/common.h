@@ -55,12 +55,6 @@ RunOptions run_options(const ProblemArgs& a);
 // Runs --backend with run_options(a) on p (fallback as the registry's).
 Trace run_problem(const ProblemArgs& a, const Problem& p);
 
-// Refuses with ResourceError, before anything runs, a command whose own memory (`need` bytes, for
-// `what`) would not fit in 90 % of MemAvailable: the estimate and the limit in the message, then
-// `advice`. The backends check their own runs; this is for what a command adds (the fp64
-// reference of verify, a complete JSON or CSV rendering).
-void check_host_memory(double need, const std::string& what, const std::string& advice);
-
 // Refuses with InputError an --output FILE that cannot be written (a directory, a missing folder,
 // no permission), before any work: the file is opened for appending and, when it did not exist,
 // removed again. An empty path (stdout) passes.

@@ -1,6 +1,8 @@
 // Number formatting shared by the text outputs (see core/format.h).
 #include "core/format.h"
 
+#include "core/types.h"
+
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -35,6 +37,13 @@ double host_available_bytes() {
   while (in >> key >> kib >> unit)
     if (key == "MemAvailable:") return kib * 1024.0;
   return 0;
+}
+
+void check_host_memory(double need, const std::string& what, const std::string& advice) {
+  const double avail = host_available_bytes();
+  if (avail > 0 && need > 0.9 * avail)
+    throw ResourceError(what + ": needs about " + format_bytes(need) + " of host memory, " +
+                        format_bytes(avail) + " available; " + advice);
 }
 
 std::string table_value(float x) {

@@ -20,5 +20,9 @@ std::string csv_field(const std::string& s);
 // MemAvailable from /proc/meminfo in bytes; 0 where it cannot be read (then nothing is refused).
 // Here because every memory refusal message prints it through format_bytes.
 double host_available_bytes();
+// Refuses with ResourceError, before anything is allocated, `need` bytes (for `what`) that would
+// not fit in 90 % of MemAvailable: "<what>: needs about X of host memory, Y available; <advice>".
+// Where MemAvailable cannot be read, nothing is refused.
+void check_host_memory(double need, const std::string& what, const std::string& advice);
 
 }  // namespace attnlab

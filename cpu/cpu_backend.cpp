@@ -26,12 +26,9 @@ double reference_fp64_bytes(const Problem& p) {
 namespace {
 
 void check_fits(const Problem& p, const RunOptions& opt) {
-  const double need = host_working_set_bytes(p, opt);
-  const double avail = host_available_bytes();
-  if (avail > 0 && need > 0.9 * avail)
-    throw ResourceError("problem needs " + format_bytes(need) + " of host memory (" +
-                        std::string(to_string(opt.variant)) + " chain), " + format_bytes(avail) +
-                        " available; try --variant fused or a smaller N");
+  check_host_memory(host_working_set_bytes(p, opt),
+                    "the problem (" + std::string(to_string(opt.variant)) + " chain on the CPU)",
+                    "try --variant fused or a smaller N");
 }
 
 class CpuBackend final : public Backend {

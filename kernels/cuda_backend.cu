@@ -197,7 +197,8 @@ std::size_t host_bytes_needed(const Dims& d, const RunOptions& opt, bool bench) 
 
 void check_memory(const Problem& p, const RunOptions& opt, bool bench) {
   const Dims d = dims_of(p);
-  const std::size_t need = plan_buffers(d, p, opt, bench).device_bytes();
+  const BufferPlan plan = plan_buffers(d, p, opt, bench);
+  const std::size_t need = plan.device_bytes();
   std::size_t free_bytes = kOomFaultFreeBytes;
   if (fault_from_env() != Fault::Oom) {
     std::size_t total = 0;
@@ -208,7 +209,7 @@ void check_memory(const Problem& p, const RunOptions& opt, bool bench) {
     if (opt.variant == Variant::Staged)
       what << "staged: " << kStagedBuffers << " stages of " << d.heads << " x " << d.n << " x "
            << d.m << " fp32, the inputs"
-           << (p.mask == MaskKind::Custom || shows_stages(opt, bench) ? " and the mask" : "");
+           << (plan.mask != 0 ? " and the mask" : "");
     else
       what << "fused: inputs and output";
     throw ResourceError("problem needs " + format_bytes(static_cast<double>(need)) +
@@ -241,14 +242,14 @@ void check_options(const Problem& p, const RunOptions& opt) {
   // What the launchers would refuse, refused here before anything is uploaded: the head dims and
   // the configuration switch that applies (ATTNLAB_FUSED_CONFIG=6 is valid for fp32, not bf16).
   if (opt.variant == Variant::Staged) {
-    config_from_env("ATTNLAB_STAGED_CONFIG", kStagedConfigs);
+    staged_config();
     return;
   }
   const bool bf16 = opt.precision == Precision::BF16;
   const std::string why =
       bf16 ? fused_bf16_shape_error(p.d_k(), p.d_v()) : fused_fp32_shape_error(p.d_k(), p.d_v());
   if (!why.empty()) throw InputError(why);
-  config_from_env("ATTNLAB_FUSED_CONFIG", bf16 ? kFusedBf16Configs : kFusedFp32Configs);
+  bf16 ? fused_bf16_config() : fused_fp32_config();
 }
 
 // What run_into and bench check before touching the device, in this order: the problem, the
@@ -396,10 +397,11 @@ void run_fused(const DeviceProblem& dp, const RunOptions& opt, cudaStream_t s) {
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-// One pass of the chosen variant (what bench repeats).
-void run_chain(const DeviceProblem& dp, const RunOptions& opt, cudaStream_t s) {
+// One pass of the chosen variant, what bench repeats; `marks` as run_staged's (staged only).
+void run_chain(const DeviceProblem& dp, const RunOptions& opt, cudaStream_t s,
+               Event* marks = nullptr) {
   if (opt.variant == Variant::Staged)
-    run_staged(dp, s, nullptr, /*build_mask=*/false);
+    run_staged(dp, s, marks, /*build_mask=*/false);
   else
     run_fused(dp, opt, s);
 }
@@ -493,10 +495,7 @@ class CudaBackend final : public Backend {
     Event start, stop, marks[4];
     for (int i = 0; i < repeat; ++i) {
       start.record(s);
-      if (staged)
-        run_staged(dp, s, marks, /*build_mask=*/false);
-      else
-        run_fused(dp, opt, s);
+      run_chain(dp, opt, s, marks);
       stop.record(s);
       ATTNLAB_CUDA_CHECK(cudaEventSynchronize(stop.get()));
       out.ms.push_back(elapsed_ms(start, stop));

@@ -455,7 +455,7 @@ void fused_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const 
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || reinterpret_cast<std::uintptr_t>(o) % 8) {
     throw InputError("fused bf16: device buffers must be 16-byte aligned");
   }
-  const int config = config_from_env("ATTNLAB_FUSED_CONFIG", kFusedBf16Configs);
+  const int config = fused_bf16_config();
   const float scale_log2 = scale * kLog2e;
   auto s = static_cast<cudaStream_t>(stream);
   if (d == 64) {

@@ -454,7 +454,7 @@ void fused_attention_fp32(const float* q, const float* k, const float* v, float*
   }
   const bool vec = d_k % 4 == 0 && d_v % 4 == 0 && aligned16(q) && aligned16(k) && aligned16(v) &&
                    aligned16(o);
-  const int config = config_from_env("ATTNLAB_FUSED_CONFIG", kFusedFp32Configs);
+  const int config = fused_fp32_config();
   const float scale_log2 = scale * kLog2e;
   const int dmax = d_k > d_v ? d_k : d_v;
   auto s = static_cast<cudaStream_t>(stream);

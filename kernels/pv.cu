@@ -183,7 +183,7 @@ void launch_pv_tiles(const float* p, const float* v, float* o, int heads, int n,
 void launch_pv(const float* weights, const float* v, float* output, int heads, int n, int m,
                int d_v, bool causal, cudaStream_t stream) {
   if (heads <= 0 || n <= 0 || m <= 0 || d_v <= 0) return;
-  const int config = config_from_env("ATTNLAB_STAGED_CONFIG", kStagedConfigs);
+  const int config = staged_config();
   const bool tc = config != 0;
   // A 64-wide tile for the narrow outputs (d_v <= 64) so that P is read once and few columns are
   // computed for nothing; 128 wide above, so that d_v = 128 still reads P only once.

@@ -179,7 +179,7 @@ void launch_qk_tc(const float* q, const float* k, float* scores, float* scaled, 
 void launch_qk(const float* q, const float* k, float* scores, float* scaled, int heads, int n,
                int m, int d_k, float sqrt_dk, cudaStream_t stream) {
   if (heads <= 0 || n <= 0 || m <= 0 || d_k <= 0) return;
-  const int config = config_from_env("ATTNLAB_STAGED_CONFIG", kStagedConfigs);
+  const int config = staged_config();
   const bool vec = d_k % 4 == 0 && aligned16(q) && aligned16(k);
   // gridDim.z is limited to 65535: launch heads in chunks, moving the pointers to each chunk.
   for (int h0 = 0; h0 < heads; h0 += kMaxGridZ) {

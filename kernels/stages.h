@@ -19,9 +19,9 @@
 
 namespace attnlab::cuda {
 
-// ATTNLAB_STAGED_CONFIG values (kStagedConfigs in kernels/tile_config.h) that launch_qk and
-// launch_pv accept: 0 CUDA cores (default); 1 and 2 tensor cores in 3xTF32
-// (kernels/gemm_tf32.cuh), 2 with two blocks per SM. The other stages have one version.
+// launch_qk and launch_pv read ATTNLAB_STAGED_CONFIG (staged_config() in kernels/tile_config.h):
+// 0 CUDA cores (default); 1 and 2 tensor cores in 3xTF32 (kernels/gemm_tf32.cuh), 2 with two
+// blocks per SM. The other stages have one version.
 
 // Mask kinds as the kernels see them (MaskKind without pulling core/ into the kernels).
 enum class MaskCode : int { None = 0, Causal = 1, Custom = 2 };

@@ -41,6 +41,11 @@ inline constexpr int kFusedFp32Configs = 7;  // fused_fp32.cu; 5 and 6 run fused
 inline constexpr int kFusedBf16Configs = 6;  // fused_bf16.cu
 inline constexpr int kStagedConfigs = 3;     // qk.cu and pv.cu
 
+// The switches as each kernel family reads them: the variable and its count paired once.
+inline int fused_fp32_config() { return config_from_env("ATTNLAB_FUSED_CONFIG", kFusedFp32Configs); }
+inline int fused_bf16_config() { return config_from_env("ATTNLAB_FUSED_CONFIG", kFusedBf16Configs); }
+inline int staged_config() { return config_from_env("ATTNLAB_STAGED_CONFIG", kStagedConfigs); }
+
 // The largest d_k or d_v the fused fp32 kernels take.
 inline constexpr int kFusedFp32MaxHeadDim = 256;
 
