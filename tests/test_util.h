@@ -7,6 +7,7 @@
 //   lines_of, contains           text checks the CLI and report tests share
 //   message_of<E>(f)             the message of the E that f() throws; a failure at the caller's
 //                                line when it throws nothing or something else
+//   ScopedEnv                    an environment variable set for one scope, then restored
 //   TempDir                      a fresh directory under the system temp dir, removed with its
 //                                contents when the object goes
 //   read_file, write_file        a whole file as bytes, and back
@@ -41,6 +42,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <ostream>
 #include <source_location>
 #include <sstream>
@@ -84,6 +86,27 @@ std::string message_of(F&& f, std::source_location at = std::source_location::cu
   ADD_FAILURE_AT(at.file_name(), at.line()) << "the call threw nothing; an exception was expected";
   return {};
 }
+
+// Sets an environment variable for one scope, restoring the previous value (or its absence).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  ~ScopedEnv() {
+    if (old_)
+      setenv(name_.c_str(), old_->c_str(), 1);
+    else
+      unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
 
 // A new empty directory `<system temp dir>/<stem>-XXXXXX` (mkdtemp, so parallel tests never share
 // one), removed with everything in it when the object goes.

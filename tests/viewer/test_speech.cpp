@@ -20,18 +20,21 @@ namespace fs = std::filesystem;
 // Puts an executable `espeak-ng` with the given shell body first on PATH while alive.
 class FakeEspeak {
  public:
-  explicit FakeEspeak(const std::string& body) {
-    const std::string exe = test::write_file(dir_.file("espeak-ng"), "#!/bin/sh\n" + body + "\n");
-    fs::permissions(exe, fs::perms::owner_all);
-    const char* old = std::getenv("PATH");
-    old_path_ = old ? old : "";
-    setenv("PATH", (dir_.path().string() + ":" + old_path_).c_str(), 1);
+  explicit FakeEspeak(const std::string& body)
+      : exe_(test::write_file(dir_.file("espeak-ng"), "#!/bin/sh\n" + body + "\n")),
+        path_("PATH", (dir_.path().string() + ":" + path_or_empty()).c_str()) {
+    fs::permissions(exe_, fs::perms::owner_all);
   }
-  ~FakeEspeak() { setenv("PATH", old_path_.c_str(), 1); }  // then dir_ goes
+  const std::string& path() const { return exe_; }
 
  private:
-  test::TempDir dir_{"attnlab-fake-espeak"};
-  std::string old_path_;
+  static std::string path_or_empty() {
+    const char* p = std::getenv("PATH");
+    return p ? p : "";
+  }
+  test::TempDir dir_{"attnlab-fake-espeak"};  // declared first: goes last, after PATH is restored
+  std::string exe_;
+  test::ScopedEnv path_;
 };
 
 // Polls speaking() until the child is reaped (at most 10 s).
@@ -44,16 +47,19 @@ bool wait_done(Speaker& s) {
 }
 
 TEST(Speech, WhatEspeakPrintsIsReportedNotLost) {
-  FakeEspeak fake("echo '' >&2; echo \"ALSA lib confmisc.c:855:(parse_card) cannot find card '0'\" >&2; exit 0");
+  // Quiet once a file "<itself>.quiet" exists (the Speaker keeps the path it found).
+  FakeEspeak fake("[ -f \"$0.quiet\" ] && exit 0; echo '' >&2; "
+                  "echo \"ALSA lib confmisc.c:855:(parse_card) cannot find card '0'\" >&2; exit 0");
   Speaker s;
   ASSERT_TRUE(s.available());
   ASSERT_TRUE(s.speak("你好", Lang::Zh));
   ASSERT_TRUE(wait_done(s));
   EXPECT_EQ(s.problem(), "ALSA lib confmisc.c:855:(parse_card) cannot find card '0'");
-  // The next run starts clean.
+  // The next run starts clean: this time espeak-ng prints nothing, and nothing is reported.
+  test::write_file(fake.path() + ".quiet", "");
   ASSERT_TRUE(s.speak("again", Lang::En));
   ASSERT_TRUE(wait_done(s));
-  EXPECT_FALSE(s.problem().empty());
+  EXPECT_EQ(s.problem(), "");
 }
 
 TEST(Speech, AQuietRunAndAStoppedRunReportNothing) {
@@ -80,11 +86,10 @@ TEST(Speech, UnavailableWithoutEspeakOnPath) {
     FakeEspeak fake("exit 0");
     EXPECT_TRUE(Speaker().available());
   }
-  const char* old = std::getenv("PATH");
-  const std::string saved = old ? old : "";
-  setenv("PATH", "/nonexistent-attnlab-dir", 1);
-  Speaker s;
-  setenv("PATH", saved.c_str(), 1);
+  Speaker s = [] {
+    const test::ScopedEnv path("PATH", "/nonexistent-attnlab-dir");
+    return Speaker();
+  }();
   EXPECT_FALSE(s.available());
   EXPECT_FALSE(s.speak("hello", Lang::En));
   EXPECT_FALSE(s.speaking());
