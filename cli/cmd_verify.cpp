@@ -50,7 +50,8 @@ int run_verify(const VerifyJob& job) {
   vo.atol = job.atol;
   vo.rtol = job.rtol;
   const VerifyReport report = verify_trace(p, t, ref, vo);
-  emit(a.output_file, format == Format::Json ? render_verify_json(report) : render_verify_text(report));
+  emit(a.output_file, format == Format::Json ? render_verify_json(report)
+                                                 : render_verify_text(report, resolve_lang(a)));
   return report.pass ? 0 : 3;
 }
 

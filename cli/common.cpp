@@ -79,7 +79,7 @@ void add_state_options(CLI::App* cmd, ProblemArgs& a) {
   cmd->add_option_function<std::string>(
          "--temperature",
          [&a](const std::string& s) { a.temperature = parse_temperature(s); },
-         "Softmax temperature T > 0, finite (default: 0.85 in the demo, else 1.0)")
+         "Softmax temperature T > 0, a decimal number (default: 0.85 in the demo, else 1.0)")
       ->type_name("T");
   cmd->add_option("--mask", a.mask,
                   "none (bidirectional), causal (needs n = m) or FILE: an n x m mask of 0 / -inf "

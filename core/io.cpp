@@ -11,6 +11,10 @@
 // is checked against the bytes actually present before anything is allocated, so a bogus shape
 // cannot trigger a huge allocation (the libFuzzer targets in tests/fuzz/ hammer exactly this).
 //
+// Files: every reader goes through read_input_file, which refuses an input larger than
+// kMaxInputFileBytes (core/io.h says where the bound comes from) before reading it all: a regular
+// file by its size, a stream (FIFO, pipe, character device) after one byte past the bound.
+//
 // Masks (read_mask, parse_mask) take the same formats but hold only 0 and -inf; every other
 // matrix must be finite. This file depends on nothing from core/ beyond the header-only error
 // types, so the fuzz targets can compile it on its own with clang.
@@ -29,6 +33,10 @@
 #include <string>
 #include <system_error>
 #include <vector>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace attnlab {
 
@@ -100,24 +108,6 @@ std::string format_number(float v) {
 }
 
 // ---- files -------------------------------------------------------------------------------------
-
-std::string read_file(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) throw InputError("cannot open '" + path + "': " + std::strerror(errno));
-  std::string data;
-  char buf[1 << 16];
-  for (;;) {
-    const std::size_t got = std::fread(buf, 1, sizeof buf, f);
-    data.append(buf, got);
-    if (got < sizeof buf) break;
-  }
-  // errno is only meaningful right after the failing call, so capture it before fclose.
-  const int err = std::ferror(f) ? errno : 0;
-  std::fclose(f);
-  if (err != 0) throw InputError("cannot read '" + path + "': " + std::strerror(err));
-  return data;
-}
-
 
 // ---- numbers -----------------------------------------------------------------------------------
 
@@ -555,6 +545,71 @@ void write_file(const std::string& path, std::string_view data) {
 
 // ---- public API --------------------------------------------------------------------------------
 
+namespace {
+
+// A byte count as the size refusals print it: whole MiB when it is a multiple of one (the real
+// bound), else one decimal place ("1.5 MiB"), and plain bytes below 1 MiB (a test's bound).
+std::string mib_text(std::uint64_t bytes) {
+  constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
+  if (bytes % kMiB == 0) return std::to_string(bytes / kMiB) + " MiB";
+  if (bytes < kMiB) return std::to_string(bytes) + " bytes";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / static_cast<double>(kMiB));
+  return buf;
+}
+
+// Closes the descriptor on every path out of read_input_file.
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+std::string read_input_file(const std::string& path, std::uint64_t limit) {
+  // open(2), not fopen: fstat on the descriptor tells a regular file (judged by its size before
+  // anything is read) from a stream, and read(2) never buffers more than asked for.
+  const Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (f.fd < 0) throw InputError("cannot open '" + path + "': " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0)
+    throw InputError("cannot read '" + path + "': " + std::strerror(errno));
+  const std::string largest = mib_text(limit) + " (the largest input a problem can have)";
+  const bool regular = S_ISREG(st.st_mode);
+  if (regular && static_cast<std::uint64_t>(st.st_size) > limit) {
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+    const std::string in_mib = size >= (std::uint64_t{1} << 20) ? " (" + mib_text(size) + ")" : "";
+    throw InputError(path + ": the file has " + std::to_string(size) + " bytes" + in_mib +
+                     ", more than " + largest + "; not read");
+  }
+  std::string data;
+  // A regular file is read at its size in one allocation; a stream grows the string as it comes.
+  if (regular) data.reserve(static_cast<std::size_t>(st.st_size));
+  char buf[1 << 16];
+  for (;;) {
+    // At most one byte past the limit is asked for: enough to know the input is too large.
+    const std::uint64_t room = limit - data.size();
+    const std::size_t want = room >= sizeof buf ? sizeof buf : static_cast<std::size_t>(room) + 1;
+    const ssize_t got = ::read(f.fd, buf, want);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      throw InputError("cannot read '" + path + "': " + std::strerror(errno));
+    }
+    if (got == 0) break;
+    // The byte past the limit is never stored, so the string never grows beyond `limit`. A
+    // regular file that grew while it was read is refused like a stream.
+    const auto n = static_cast<std::size_t>(got);
+    if (data.size() + n > limit) throw InputError(path + ": more than " + largest + "; not read further");
+    if (data.size() + n > data.capacity())
+      data.reserve(static_cast<std::size_t>(
+          std::min<std::uint64_t>(limit, std::max<std::uint64_t>(2 * data.capacity(), data.size() + n))));
+    data.append(buf, n);
+  }
+  return data;
+}
+
 MatrixF parse_csv(std::string_view text, const std::string& name) {
   return parse_csv_values(text, name, Values::Finite);
 }
@@ -569,11 +624,11 @@ MatrixF parse_mask(std::string_view bytes, const std::string& name) {
 }
 
 MatrixF read_matrix(const std::string& path) {
-  const std::string bytes = read_file(path);
+  const std::string bytes = read_input_file(path);
   return ends_with_npy(path) ? parse_npy(bytes, path) : parse_csv(bytes, path);
 }
 
-MatrixF read_mask(const std::string& path) { return parse_mask(read_file(path), path); }
+MatrixF read_mask(const std::string& path) { return parse_mask(read_input_file(path), path); }
 
 // (rows, cols) -> one line per row, values comma separated. Each value is the shortest text that
 // reads back as the same float (std::to_chars), so the round trip is bit-exact, "0.85" stays
@@ -637,7 +692,7 @@ std::vector<std::string> split_tokens(std::string_view csv) {
 }
 
 std::vector<std::string> read_tokens_file(const std::string& path) {
-  const std::string data = read_file(path);
+  const std::string data = read_input_file(path);
   std::string_view text = data;
   if (text.starts_with(kUtf8Bom)) text.remove_prefix(kUtf8Bom.size());
   std::vector<std::string> tokens;

@@ -6,11 +6,31 @@
 
 #include "core/types.h"
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace attnlab {
+
+// The most bytes any input file (matrix, mask, tokens) may hold: the largest input a problem can
+// have. A file problem has one head, so its largest matrix is N x d with N up to 2^20 tokens (the
+// CLI's limit on --random N) and d up to 128 (the largest head dimension of common models, and
+// the widest the TF32 fused kernel takes): 2^27 values, 1 GiB in the widest encoding, float64
+// .npy (512 MiB as float32). CSV text and token files get the same bound; a matrix that large in
+// CSV at full float32 precision (up to 15 characters a number) needs .npy instead. A mask is
+// n x m, which at the largest n = m a staged run can hold in memory is far below the bound.
+// The bound is checked before anything is read: a regular file by its size, a stream (FIFO, pipe,
+// /dev/zero) by reading at most one byte past it, so memory stays bounded whatever the input.
+constexpr std::uint64_t kMaxInputFileBytes = std::uint64_t{1} << 30;
+
+// The bytes of `path`, refused with InputError when it holds more than `limit` bytes:
+// "<path>: the file has B bytes (X MiB), more than N MiB (the largest input a problem can have);
+// not read"
+// for a regular file, judged by its size before any byte is read, or "<path>: more than N MiB
+// (the largest input a problem can have); not read further" for a stream, after reading limit + 1
+// bytes. Every reader below goes through it with the default limit; tests pass a smaller one.
+std::string read_input_file(const std::string& path, std::uint64_t limit = kMaxInputFileBytes);
 
 // Reads CSV or .npy by extension (".npy" -> npy, anything else -> CSV).
 MatrixF read_matrix(const std::string& path);

@@ -5,11 +5,14 @@
 
 #include "core/format.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <random>
 #include <sstream>
+#include <string_view>
+#include <system_error>
 
 namespace attnlab {
 namespace {
@@ -33,16 +36,59 @@ std::string token_label(const std::vector<std::string>& tokens, int i) {
   return i >= 0 && i < static_cast<int>(tokens.size()) ? tokens[i] : std::to_string(i);
 }
 
+namespace {
+
+// Plain decimal notation only: an optional sign, digits with an optional fraction (at least one
+// digit in all), an optional exponent. strtod would also take hex ("0x10"), "inf", "nan" and
+// "infinity"; std::from_chars (general format) takes no hex but does take "inf" and "nan", and
+// no leading '+', so the grammar is checked here first and the '+' dropped before from_chars.
+bool is_plain_decimal(std::string_view s) {
+  std::size_t i = 0;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+  const auto digits = [&] {
+    const std::size_t start = i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+    return i - start;
+  };
+  std::size_t mantissa = digits();
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    mantissa += digits();
+  }
+  if (mantissa == 0) return false;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    if (digits() == 0) return false;
+  }
+  return i == s.size();
+}
+
+}  // namespace
+
 double parse_temperature(const std::string& text) {
   const auto first = text.find_first_not_of(" \t\r\n");
   const std::string s =
       first == std::string::npos
           ? std::string()
           : text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
-  char* end = nullptr;
-  const double t = std::strtod(s.c_str(), &end);
-  if (s.empty() || end != s.c_str() + s.size())
-    throw InputError("temperature must be a finite number > 0, got '" + s + "'");
+  const auto refuse = [&s] {
+    return InputError("temperature must be a finite number > 0, got '" + s + "'");
+  };
+  if (!is_plain_decimal(s)) {
+    // strtod's spellings of infinity and NaN keep validate_temperature's sentence ("got inf"),
+    // the one the viewer's flag and the CLI gave for them before; everything else names the text.
+    char* end = nullptr;
+    const double t = std::strtod(s.c_str(), &end);
+    if (!s.empty() && end == s.c_str() + s.size() && !std::isfinite(t)) validate_temperature(t);
+    throw refuse();
+  }
+  const std::string_view digits = s[0] == '+' ? std::string_view(s).substr(1) : std::string_view(s);
+  double t = 0;
+  const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), t,
+                                 std::chars_format::general);
+  // Out of range ("1e999", "1e-999") is refused as typed, like any other unusable text.
+  if (r.ec != std::errc() || r.ptr != digits.data() + digits.size()) throw refuse();
   validate_temperature(t);
   return t;
 }

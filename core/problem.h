@@ -44,8 +44,10 @@ std::string token_label(const std::vector<std::string>& tokens, int i);
 void validate_temperature(double t);
 
 // A temperature as typed (the CLI's --temperature, the viewer's flag and entry): surrounding
-// spaces ignored, the rest must be one number, then validate_temperature. "abc" and "1x" get
-// the same sentence, naming what was typed ("got 'abc'").
+// spaces ignored, the rest must be one number in plain decimal notation (optional sign, digits,
+// optional fraction and exponent: "0.85", "+2", "1e-3"; not "0x10", "inf" or "nan"), then
+// validate_temperature. "abc", "1x" and "0x10" get the same sentence, naming what was typed
+// ("got 'abc'"); spellings of infinity and NaN get validate_temperature's ("got inf").
 double parse_temperature(const std::string& text);
 
 // The page's 5-token demo: 模型 根据 上下文 分配 权重, d_k 3, d_v 2, T 0.85, mask none.

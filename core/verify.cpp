@@ -179,45 +179,94 @@ VerifyReport verify_trace(const Problem& p, const Trace& t, const TraceD& ref,
   return r;
 }
 
-std::string render_verify_text(const VerifyReport& r) {
+std::string render_verify_text(const VerifyReport& r, Lang lang) {
+  const bool zh = lang == Lang::Zh;
+  const std::string T = fmt(r.temperature, "%g");
   std::ostringstream o;
-  o << "verify: backend " << r.backend << ", " << to_string(r.variant) << ", "
-    << to_string(r.precision) << "; " << r.heads << (r.heads == 1 ? " head" : " heads") << " x "
-    << r.n << " queries x " << r.m << " keys, d_k " << r.d_k << ", d_v " << r.d_v << ", T "
-    << fmt(r.temperature, "%g") << ", mask " << to_string(r.mask) << "\n";
-  o << "reference: the fp64 CPU chain on the same fp32 inputs; an element passes when "
-       "|x - ref| <= atol + rtol * |ref|\n\n";
+  if (zh) {
+    o << "验证：后端 " << r.backend << "，" << to_string(r.variant) << "，" << to_string(r.precision)
+      << "；" << r.heads << " 个头 × " << r.n << " 个查询 × " << r.m << " 个键，d_k " << r.d_k
+      << "，d_v " << r.d_v << "，T " << T << "，掩码 " << to_string(r.mask) << "\n";
+    o << "参照：同一组 fp32 输入上的 fp64 CPU 计算链；元素满足 |x - ref| <= atol + rtol * |ref| "
+         "即为通过\n\n";
+  } else {
+    o << "verify: backend " << r.backend << ", " << to_string(r.variant) << ", "
+      << to_string(r.precision) << "; " << r.heads << (r.heads == 1 ? " head" : " heads") << " x "
+      << r.n << " queries x " << r.m << " keys, d_k " << r.d_k << ", d_v " << r.d_v << ", T " << T
+      << ", mask " << to_string(r.mask) << "\n";
+    o << "reference: the fp64 CPU chain on the same fp32 inputs; an element passes when "
+         "|x - ref| <= atol + rtol * |ref|\n\n";
+  }
+  // Column headings padded by display width (a CJK character takes two columns), so the zh
+  // table lines up like the en one; the figures and stage names are ASCII in both.
+  const auto pad = [](const std::string& s, int width, bool left) {
+    int w = 0;
+    for (unsigned char c : s) w += c < 0x80 ? 1 : (c & 0xC0) == 0xC0 ? 2 : 0;
+    const std::string fill(w < width ? width - w : 0, ' ');
+    return left ? s + fill : fill + s;
+  };
+  o << pad(zh ? "阶段" : "stage", 8, true) << " " << pad(zh ? "最大绝对误差" : "max abs err", 12, false)
+    << " " << pad(zh ? "最大相对误差" : "max rel err", 12, false) << " " << pad("atol", 11, false)
+    << " " << pad("rtol", 9, false) << " " << pad(zh ? "失败数" : "failures", 10, false) << "  "
+    << (zh ? "结果" : "result") << "\n";
+  const char* pass_word = zh ? "通过" : "pass";
+  const char* fail_word = zh ? "未通过" : "FAIL";
   char line[256];
-  std::snprintf(line, sizeof line, "%-8s %12s %12s %11s %9s %10s  %s\n", "stage", "max abs err",
-                "max rel err", "atol", "rtol", "failures", "result");
-  o << line;
   for (const StageCheck& c : r.stages) {
     std::snprintf(line, sizeof line, "%-8s %12s %12s %11s %9s %10zu  %s", c.stage.c_str(),
                   fmt(c.max_abs_err).c_str(), fmt(c.max_rel_err).c_str(),
                   fmt(c.tol.atol).c_str(), fmt(c.tol.rtol).c_str(), c.failures,
-                  c.pass ? "pass" : "FAIL");
+                  c.pass ? pass_word : fail_word);
     o << line;
-    if (!c.pass && c.worst_row >= 0)
-      o << "  (worst at row " << c.worst_row << ", column " << c.worst_col << ")";
-    if (c.inf_mismatches > 0) o << "  (" << c.inf_mismatches << " -inf/NaN mismatches)";
-    if (!c.note.empty()) o << "  (" << c.note << ")";
+    if (!c.pass && c.worst_row >= 0) {
+      if (zh)
+        o << "（最差处：第 " << c.worst_row << " 行，第 " << c.worst_col << " 列）";
+      else
+        o << "  (worst at row " << c.worst_row << ", column " << c.worst_col << ")";
+    }
+    if (c.inf_mismatches > 0) {
+      if (zh)
+        o << "（" << c.inf_mismatches << " 处 -inf/NaN 不一致）";
+      else
+        o << "  (" << c.inf_mismatches << " -inf/NaN mismatches)";
+    }
+    // The note (e.g. a shape mismatch) is verify_trace's own English text, as in JSON.
+    if (!c.note.empty()) o << (zh ? "（" + c.note + "）" : "  (" + c.note + ")");
     o << "\n";
   }
   o << "\n";
+  const char* row_pass = r.row_sum_pass ? pass_word : fail_word;
   if (r.weights_checked) {
-    o << "row sums: worst |sum - 1| = " << fmt(r.worst_row_sum_dev) << " (row "
-      << r.worst_row_sum_row << "), tolerance " << fmt(r.row_sum_tol) << ": "
-      << (r.row_sum_pass ? "pass" : "FAIL") << "\n";
-    o << "masked weights exactly 0: " << (r.masked_zero ? "yes" : "no") << " ("
-      << (r.masked_count - r.masked_nonzero) << " of " << r.masked_count << " masked entries are 0)\n";
+    if (zh) {
+      o << "行和：最差 |sum - 1| = " << fmt(r.worst_row_sum_dev) << "（第 " << r.worst_row_sum_row
+        << " 行），容差 " << fmt(r.row_sum_tol) << "：" << row_pass << "\n";
+      o << "被屏蔽的权重恰为 0：" << (r.masked_zero ? "是" : "否") << "（"
+        << r.masked_count << " 个被屏蔽的位置中有 " << (r.masked_count - r.masked_nonzero)
+        << " 个为 0）\n";
+    } else {
+      o << "row sums: worst |sum - 1| = " << fmt(r.worst_row_sum_dev) << " (row "
+        << r.worst_row_sum_row << "), tolerance " << fmt(r.row_sum_tol) << ": " << row_pass
+        << "\n";
+      o << "masked weights exactly 0: " << (r.masked_zero ? "yes" : "no") << " ("
+        << (r.masked_count - r.masked_nonzero) << " of " << r.masked_count
+        << " masked entries are 0)\n";
+    }
   } else {
-    o << "row sums and masked weights: not checked (a fused run keeps no weights)\n";
+    o << (zh ? "行和与被屏蔽的权重：未检查（融合计算不保留权重）\n"
+             : "row sums and masked weights: not checked (a fused run keeps no weights)\n");
   }
-  o << (r.precision == Precision::BF16
-            ? "tolerances: bf16 inputs, atol = rtol = 2e-2\n"
-            : "tolerances: atol = 1e-6 * max|ref| of the stage; weights and output also allow the "
-              "rounding of fp32 logits (8 ulp of the largest logit)\n");
-  o << (r.pass ? "PASS" : "FAIL") << "\n";
+  if (r.precision == Precision::BF16)
+    o << (zh ? "容差：bf16 输入，atol = rtol = 2e-2\n" : "tolerances: bf16 inputs, atol = rtol = 2e-2\n");
+  else
+    o << (zh ? "容差：atol = 1e-6 × 该阶段的 max|ref|；权重和输出另外允许 fp32 logits 的舍入"
+               "（最大 logit 的 8 ulp）\n"
+             : "tolerances: atol = 1e-6 * max|ref| of the stage; weights and output also allow the "
+               "rounding of fp32 logits (8 ulp of the largest logit)\n");
+  // The last line starts with PASS or FAIL in both languages, for scripts that read it.
+  if (zh)
+    o << (r.pass ? "PASS（全部通过）" : "FAIL（未通过）") << "\n";
+  else
+    o << (r.pass ? "PASS" : "FAIL") << "\n";
   return o.str();
 }
 

@@ -84,8 +84,9 @@ Tolerance default_tolerance(const std::string& stage, const Problem& p, const Tr
 VerifyReport verify_trace(const Problem& p, const Trace& t, const TraceD& ref,
                           const VerifyOptions& opt = {});
 
-// Human-readable table, ending in a line "PASS" or "FAIL".
-std::string render_verify_text(const VerifyReport& r);
+// Human-readable table in `lang`, ending in a line "PASS" or "FAIL" (in zh the line starts with
+// it, followed by the Chinese word). Stage names and figures are the same in both languages.
+std::string render_verify_text(const VerifyReport& r, Lang lang = Lang::En);
 // The same figures as a JSON object (non-finite numbers as null).
 std::string render_verify_json(const VerifyReport& r);
 

@@ -365,6 +365,11 @@ TEST_F(Cli, BadTemperaturesAreRefused) {
   for (const char* t : {"0", "-1", "nan", "inf", "abc", "1e400", ""})
     expect_refused({"demo", "--temperature", t}, {"temperature"});
   expect_refused({"demo", "--temperature=-inf"}, {"temperature"});
+  // Decimal notation only, as --seed: strtod's hex floats are refused as typed.
+  expect_refused({"demo", "--temperature", "0x10"},
+                 {"temperature must be a finite number > 0, got '0x10'"});
+  expect_refused({"run", "--random", "4", "--temperature", "0x1p-2"}, {"got '0x1p-2'"});
+  expect_refused({"run", "--random", "4", "--temperature", "infinity"}, {"got inf"});
 }
 
 TEST_F(Cli, IncompatibleShapesAreNamed) {
@@ -434,6 +439,30 @@ TEST_F(Cli, MalformedNpyIsRefused) {
   expect_refused(
       {"run", "--q", npy("short.npy", "<f4", "(2, 2)", std::string(8, '\0')), "--k", k, "--v", v},
       {"short.npy", "truncated"});
+}
+
+// An input that never ends, or a file larger than the largest input a problem can have, is
+// refused with one line after reading at most one byte past the bound (the real one: this run
+// reads 1 GiB of /dev/zero), under timeout(1) so that a regression fails instead of hanging.
+TEST_F(Cli, EndlessOrHugeInputsAreRefusedAtTheBound) {
+  const CliResult r =
+      test::run_binary("timeout", {"60", test::attnlab_binary(), "run", "--q", "/dev/zero", "--k",
+                                   "/dev/zero", "--v", "/dev/zero"},
+                       "LANG=C.UTF-8");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  ASSERT_EQ(lines_of(r.err).size(), 1u) << r.err;
+  EXPECT_EQ(r.err, "error: /dev/zero: more than 1024 MiB (the largest input a problem can have); "
+                   "not read further\n");
+
+  // A regular file is judged by its size alone (a sparse file: nothing to read).
+  const std::string huge = dir_.file("huge.npy");
+  std::filesystem::resize_file(file("huge.npy", ""), (std::uint64_t{1} << 30) + 1);
+  const std::string k = file("k.csv", "1,0\n0,1\n");
+  expect_refused({"run", "--q", huge, "--k", k, "--v", k},
+                 {huge + ": the file has 1073741825 bytes", "more than 1024 MiB", "not read"});
+  expect_refused({"run", "--q", k, "--k", k, "--v", k, "--mask", huge}, {huge, "not read"});
+  expect_refused({"run", "--q", k, "--k", k, "--v", k, "--tokens-file", huge}, {huge, "not read"});
 }
 
 TEST_F(Cli, UnknownQueriesAreRefused) {

@@ -300,6 +300,29 @@ TEST(CoreValidate, TypedTemperatures) {
   EXPECT_EQ(refusal("inf").rfind("temperature must be a finite number > 0, got ", 0), 0u);
 }
 
+// Decimal notation only, as --seed is: strtod's hex floats, inf and nan spellings are refused
+// with the sentence naming what was typed; signs, fractions and exponents stay accepted.
+TEST(CoreValidate, TypedTemperaturesAreDecimalOnly) {
+  EXPECT_DOUBLE_EQ(parse_temperature("+2"), 2.0);
+  EXPECT_DOUBLE_EQ(parse_temperature(".5"), 0.5);
+  EXPECT_DOUBLE_EQ(parse_temperature("3."), 3.0);
+  EXPECT_DOUBLE_EQ(parse_temperature("2.5E+1"), 25.0);
+  const auto refusal = [](const std::string& text) {
+    return message_of<InputError>([&] { parse_temperature(text); });
+  };
+  for (const std::string t : {"0x10", "0X1p4", "-0x1", "0x", "1e", "1e+", ".", "+", "-", "++1",
+                              "+-1", "1..2", "1e2.5", "1,5", "1 2", "0b1", "1e999", "1e-999", "infx"})
+    EXPECT_EQ(refusal(t), "temperature must be a finite number > 0, got '" + t + "'") << t;
+  // Infinity and NaN, however spelled, keep validate_temperature's sentence.
+  for (const std::string t : {"inf", "+inf", "Infinity", "INF"})
+    EXPECT_EQ(refusal(t), "temperature must be a finite number > 0, got inf") << t;
+  EXPECT_EQ(refusal("-infinity"), "temperature must be a finite number > 0, got -inf");
+  for (const std::string t : {"nan", "NaN", "nan(1)"})
+    EXPECT_EQ(refusal(t).rfind("temperature must be a finite number > 0, got ", 0), 0u) << t;
+  EXPECT_EQ(refusal(" 0x10 "), "temperature must be a finite number > 0, got '0x10'");
+  EXPECT_EQ(refusal("-0.5"), "temperature must be a finite number > 0, got -0.5");
+}
+
 TEST(CoreValidate, ShapesAreNamed) {
   Problem p = demo_problem();
   p.q = MatrixF::Ones(5, 4);

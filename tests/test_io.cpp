@@ -5,13 +5,22 @@
 // copy of this suite) in parallel; the last test checks that such a directory goes away.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <bit>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/io.h"
@@ -517,6 +526,129 @@ TEST_F(IoTokensFile, MissingAndEmptyFiles) {
   const std::string blank = write("blank.txt", "\n \n");
   e = error_of([&] { attnlab::read_tokens_file(blank); });
   EXPECT_NE(e.find(blank + ": no tokens"), std::string::npos) << e;
+}
+
+// ---- the size bound on every input file ----------------------------------------------------------
+
+// A sparse regular file of `size` bytes (ftruncate: no data blocks are written).
+std::string sparse_file(const std::string& p, std::uint64_t size) {
+  const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) throw std::runtime_error("open " + p + ": " + std::strerror(errno));
+  const int rc = ::ftruncate(fd, static_cast<off_t>(size));
+  ::close(fd);
+  if (rc != 0) throw std::runtime_error("ftruncate " + p + ": " + std::strerror(errno));
+  return p;
+}
+
+// Writes `chunk` into the FIFO at `path` over and over (forever = until the reader closes its
+// end), or `repeat` times and then closes it. SIGPIPE is blocked in this thread only, so a closed
+// reader ends the loop with EPIPE instead of killing the test.
+class FifoWriter {
+ public:
+  FifoWriter(std::string path, std::string chunk, long long repeat = -1)
+      : thread_([this, path = std::move(path), chunk = std::move(chunk), repeat] {
+          sigset_t pipe;
+          sigemptyset(&pipe);
+          sigaddset(&pipe, SIGPIPE);
+          pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
+          const int fd = ::open(path.c_str(), O_WRONLY);  // waits for the reader to open
+          if (fd < 0) return;
+          for (long long i = 0; repeat < 0 || i < repeat; ++i) {
+            const ssize_t n = ::write(fd, chunk.data(), chunk.size());
+            if (n < 0) break;
+            written_ += static_cast<std::uint64_t>(n);
+          }
+          ::close(fd);
+        }) {}
+  ~FifoWriter() { join(); }
+  void join() {
+    if (thread_.joinable()) thread_.join();
+  }
+  std::uint64_t written() const { return written_; }
+
+ private:
+  std::atomic<std::uint64_t> written_{0};
+  std::thread thread_;
+};
+
+class IoBound : public IoFiles {
+ protected:
+  std::string fifo(const std::string& leaf) const {
+    const std::string p = path(leaf);
+    if (::mkfifo(p.c_str(), 0600) != 0)
+      throw std::runtime_error("mkfifo " + p + ": " + std::strerror(errno));
+    return p;
+  }
+};
+
+// The bound is the one constant of core/io.h, and every reader obeys it.
+TEST_F(IoBound, RegularFilesAboveTheBoundAreRefusedFromTheirSize) {
+  const std::uint64_t over = attnlab::kMaxInputFileBytes + 1;
+  const std::string csv = sparse_file(path("huge.csv"), over);
+  const std::string npy = sparse_file(path("huge.npy"), over);
+  const std::string tokens = sparse_file(path("huge.txt"), over);
+  const std::string expected = ": the file has " + std::to_string(over) +
+                               " bytes (1024.0 MiB), more than 1024 MiB (the largest input a "
+                               "problem can have); not read";
+  EXPECT_EQ(error_of([&] { attnlab::read_matrix(csv); }), csv + expected);
+  EXPECT_EQ(error_of([&] { attnlab::read_matrix(npy); }), npy + expected);
+  EXPECT_EQ(error_of([&] { attnlab::read_mask(npy); }), npy + expected);
+  EXPECT_EQ(error_of([&] { attnlab::read_tokens_file(tokens); }), tokens + expected);
+}
+
+TEST_F(IoBound, RegularFilesUpToTheBoundAreRead) {
+  const std::string p = write("small.csv", std::string(100, '1'));
+  EXPECT_EQ(attnlab::read_input_file(p, 100), std::string(100, '1'));
+  EXPECT_EQ(attnlab::read_input_file(p, 101), std::string(100, '1'));
+  EXPECT_EQ(error_of([&] { attnlab::read_input_file(p, 99); }),
+            p + ": the file has 100 bytes, more than 99 bytes (the largest input a "
+                "problem can have); not read");
+  const std::string empty = write("empty.csv", "");
+  EXPECT_EQ(attnlab::read_input_file(empty, 0), "");
+}
+
+// /dev/zero never ends: it is read to one byte past the bound, no further.
+TEST_F(IoBound, EndlessCharacterDeviceIsRefusedAtTheBound) {
+  EXPECT_EQ(error_of([] { attnlab::read_input_file("/dev/zero", 1 << 20); }),
+            "/dev/zero: more than 1 MiB (the largest input a problem can have); not read further");
+}
+
+// A FIFO fed forever is refused once it passes the bound, and the reader closing its end stops
+// the writer: the reader did not wait for an end that never comes.
+TEST_F(IoBound, EndlessFifoIsRefusedAtTheBound) {
+  const std::string p = fifo("q.csv");
+  std::string line;
+  for (int i = 0; i < 4096; ++i) line += "1,2,3\n";
+  FifoWriter writer(p, line);
+  constexpr std::uint64_t kLimit = 1 << 20;
+  EXPECT_EQ(error_of([&] { attnlab::read_input_file(p, kLimit); }),
+            p + ": more than 1 MiB (the largest input a problem can have); not read further");
+  writer.join();
+  EXPECT_GT(writer.written(), kLimit);
+}
+
+// A FIFO that ends below the bound is an ordinary input (process substitution, a pipe).
+TEST_F(IoBound, FiniteFifoIsRead) {
+  const std::string p = fifo("q.csv");
+  FifoWriter writer(p, "1,2\n3,4\n", 3);
+  const MatrixF m = attnlab::read_matrix(p);
+  writer.join();
+  ASSERT_EQ(m.rows(), 6);
+  ASSERT_EQ(m.cols(), 2);
+  EXPECT_EQ(m(5, 1), 4.0f);
+}
+
+// A FIFO of exactly the bound is accepted; one byte more is not.
+TEST_F(IoBound, FifoAtTheBoundIsReadAndOneByteMoreIsNot) {
+  const std::string at = fifo("at.txt");
+  FifoWriter exact(at, std::string(1000, 'a'), 10);
+  EXPECT_EQ(attnlab::read_input_file(at, 10000).size(), 10000u);
+  exact.join();
+  const std::string over = fifo("over.txt");
+  FifoWriter one_more(over, std::string(10001, 'a'), 1);
+  EXPECT_NE(error_of([&] { attnlab::read_input_file(over, 10000); }).find("not read further"),
+            std::string::npos);
+  one_more.join();
 }
 
 // ---- the tests' own temporary directory ---------------------------------------------------------

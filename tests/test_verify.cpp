@@ -202,16 +202,67 @@ TEST(Verify, JsonCarriesTheSameFigures) {
   EXPECT_EQ(j["masked_weights"]["all_zero"], true);
 }
 
+// The text report follows the language; stage names, figures and the PASS / FAIL word at the
+// start of the last line do not.
+TEST(Verify, TextFollowsTheLanguage) {
+  const Problem p = causal_demo();
+  const VerifyReport r = verify_trace(p, cpu_staged(p), reference_fp64(p));
+  const std::string en = render_verify_text(r, Lang::En);
+  const std::string zh = render_verify_text(r, Lang::Zh);
+  EXPECT_EQ(render_verify_text(r), en) << "English is the default";
+  for (const char* w : {"verify: backend cpu", "stage     max abs err", "row sums: worst",
+                        "masked weights exactly 0: yes (10 of 10 masked entries are 0)"})
+    EXPECT_NE(en.find(w), std::string::npos) << w << "\n" << en;
+  for (const char* w : {"验证：后端 cpu", "阶段", "最大绝对误差", "结果", "通过", "行和：最差",
+                        "被屏蔽的权重恰为 0：是（10 个被屏蔽的位置中有 10 个为 0）", "容差："})
+    EXPECT_NE(zh.find(w), std::string::npos) << w << "\n" << zh;
+  for (const char* w : {"verify:", "max abs err", "row sums", "masked weights", "tolerances", "pass"})
+    EXPECT_EQ(zh.find(w), std::string::npos) << w << "\n" << zh;
+  EXPECT_NE(zh.find("\nscores "), std::string::npos) << zh;
+  const auto last_line = [](const std::string& s) {
+    const std::size_t end = s.find_last_not_of('\n');
+    return s.substr(s.rfind('\n', end) + 1, end - s.rfind('\n', end));
+  };
+  EXPECT_EQ(last_line(en), "PASS");
+  EXPECT_EQ(last_line(zh), "PASS（全部通过）");
+
+  VerifyReport failed = r;
+  failed.pass = false;
+  failed.stages[0].pass = false;
+  EXPECT_EQ(last_line(render_verify_text(failed, Lang::Zh)), "FAIL（未通过）");
+  EXPECT_NE(render_verify_text(failed, Lang::Zh).find("未通过"), std::string::npos);
+}
+
 #ifdef ATTNLAB_BINARY
 using test::BinaryRun;
 using test::run_attnlab;
 
 TEST(VerifyCli, DemoOnCpuPasses) {
-  const BinaryRun c = run_attnlab({"verify", "--backend", "cpu"});
+  const BinaryRun c = run_attnlab({"verify", "--backend", "cpu"}, "LANG=C.UTF-8");
   EXPECT_EQ(c.code, 0) << c.out << c.err;
   EXPECT_NE(c.out.find("PASS"), std::string::npos) << c.out;
   EXPECT_NE(c.out.find("backend cpu"), std::string::npos) << c.out;
   EXPECT_NE(c.out.find("masked weights exactly 0: yes"), std::string::npos) << c.out;
+}
+
+// --lang (and LANG) choose the text report's language; the JSON keys stay the same.
+TEST(VerifyCli, LangZhPrintsChinese) {
+  const BinaryRun zh = run_attnlab({"verify", "--backend", "cpu", "--lang", "zh"}, "LANG=C.UTF-8");
+  ASSERT_EQ(zh.code, 0) << zh.out << zh.err;
+  EXPECT_NE(zh.out.find("验证：后端 cpu"), std::string::npos) << zh.out;
+  EXPECT_NE(zh.out.find("被屏蔽的权重恰为 0：是"), std::string::npos) << zh.out;
+  EXPECT_NE(zh.out.find("PASS（全部通过）"), std::string::npos) << zh.out;
+  EXPECT_EQ(zh.out.find("masked weights"), std::string::npos) << zh.out;
+  const BinaryRun from_env = run_attnlab({"verify", "--backend", "cpu"}, "LANG=zh_CN.UTF-8");
+  EXPECT_EQ(from_env.out, zh.out);
+  const BinaryRun en = run_attnlab({"verify", "--backend", "cpu", "--lang", "en"}, "LANG=zh_CN.UTF-8");
+  EXPECT_NE(en.out.find("masked weights exactly 0: yes"), std::string::npos) << en.out;
+  const BinaryRun zh_json =
+      run_attnlab({"verify", "--backend", "cpu", "--lang", "zh", "--format", "json"});
+  const BinaryRun en_json =
+      run_attnlab({"verify", "--backend", "cpu", "--lang", "en", "--format", "json"});
+  ASSERT_EQ(zh_json.code, 0) << zh_json.err;
+  EXPECT_EQ(zh_json.out, en_json.out);
 }
 
 TEST(VerifyCli, RandomCausalJson) {
