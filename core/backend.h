@@ -7,9 +7,11 @@
 // every backend is checked against.
 #pragma once
 
+#include "core/pooled.h"
 #include "core/problem.h"
 #include "core/trace.h"
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -22,6 +24,20 @@ struct RunOptions {
   Precision precision = Precision::FP32;  // bf16 only with the fused variant on CUDA
   // false: compute every stage but bring back only `output` (large problems, benchmarks).
   bool keep_stages = true;
+
+  // Streaming (staged variant, stages not kept): the pooled image of stages 1-3 over this request
+  // goes into Trace::pooled, computed block by block without any (n, m) matrix.
+  const PoolRequest* pool = nullptr;
+  // Exact rows (of the stacked trace) whose stages go into Trace::rows, all m keys each.
+  std::vector<int> rows;
+  // false: skip the output (and every query row that neither `pool` nor `rows` needs), e.g. when
+  // only the view was zoomed; Trace::output is then empty.
+  bool output = true;
+
+  // Set by another thread to stop the run at the next block: it then throws Cancelled.
+  const std::atomic<bool>* cancel = nullptr;
+  // Written by the backend as the run advances, 0..1 (may stay 0 where a backend cannot tell).
+  std::atomic<float>* progress = nullptr;
 };
 
 // Timings of repeated runs with the inputs already resident (device memory on CUDA): what

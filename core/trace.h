@@ -4,9 +4,11 @@
 // (has_stages == false): it never materialises the N x N matrices.
 #pragma once
 
+#include "core/pooled.h"
 #include "core/types.h"
 
 #include <string>
+#include <vector>
 
 namespace attnlab {
 
@@ -34,6 +36,10 @@ struct TraceT {
   Matrix weights;  // row-wise softmax(logits); masked entries exactly 0
   Matrix output;   // weights V
   StageTimings timings;
+  // Streaming runs only (RunOptions::pool / rows): the pooled stages of the requested view and the
+  // exact stages of the requested rows.
+  PooledStages pooled;
+  std::vector<RowStages> rows;
 };
 
 using Trace = TraceT<MatrixF>;     // what backends return (fp32 working precision)

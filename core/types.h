@@ -44,6 +44,10 @@ struct NoDeviceError : InputError {
 struct ResourceError : InputError {
   using InputError::InputError;
 };
+// A run stopped because its caller asked it to (RunOptions::cancel): a newer request superseded it.
+struct Cancelled : std::runtime_error {
+  Cancelled() : std::runtime_error("cancelled") {}
+};
 // A CUDA call or launch failed at run time (message names the call and the CUDA error name).
 struct DeviceError : std::runtime_error {
   using std::runtime_error::runtime_error;

@@ -12,10 +12,17 @@ namespace attnlab {
 
 std::unique_ptr<Backend> make_cpu_backend();
 
+// The fp32 staged chain (cpu/staged.cpp) into `t`, whose buffers are reused when the shapes match:
+// every stage kept (opt.keep_stages), or only the output, or the streaming results (opt.pool,
+// opt.rows; see core/backend.h). Validates first; honours opt.cancel and opt.progress.
+void cpu_staged_into(const Problem& p, const RunOptions& opt, Trace& t);
 // Staged chain in fp32: every stage of the Trace filled. Validates first.
 Trace cpu_staged(const Problem& p);
-// The same, keeping only `output` and the mask (has_stages = false): large problems, benchmarks.
+// The same, keeping only `output` (has_stages = false): large problems, benchmarks.
 Trace cpu_staged_output_only(const Problem& p);
+// The obvious Eigen chain in fp32, one whole-matrix expression per stage with fresh matrices: the
+// baseline `attnlab bench --baseline` times the staged chain against. Validates first.
+Trace cpu_staged_plain(const Problem& p);
 // The same chain in double precision on the fp32 inputs (upcast). Validates first.
 TraceD reference_fp64(const Problem& p);
 // Fused blockwise kernel (online softmax), fp32; fills only output (has_stages = false).

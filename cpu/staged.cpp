@@ -1,12 +1,24 @@
-// The staged attention chain on the CPU with Eigen, every stage materialised, written once as a
-// template over the matrix type so the fp32 working chain (cpu_staged) and the fp64 reference
-// (reference_fp64) are the same code at two precisions:
+// The staged attention chain on the CPU: every stage computed as its own step and, when kept,
+// written out whole:
 //   scores = Q Kᵀ, scaled = scores / sqrt(d_k), logits = (scaled + mask) / T,
 //   weights = row-wise stable softmax(logits), output = weights V.
+// Two implementations of the same chain:
+//  - plain_chain: the obvious Eigen code, one whole-matrix expression per stage, templated over
+//    the matrix type. In double it is reference_fp64, what every backend is checked against; in
+//    float it is cpu_staged_plain, the baseline the fast chain is measured against.
+//  - the fp32 chain every viewer redraw runs (cpu_staged_into): row blocks of a head go through
+//    all four stages while they are in the cache, one thread per core, each stage still written
+//    out (into the Trace's reused buffers), or, for problems whose stages do not fit, reduced on
+//    the fly into pooled images and exact rows (RunOptions::pool / rows) with per-thread scratch
+//    of a few rows only. Masked weights are exactly 0, and weights too small to be normal floats
+//    are 0 as well, so P·V never meets subnormals (they made it 10x slower at low temperature).
 #include "core/gcc12_avx512.h"  // first: see there
 
 #include "cpu/cpu_backend.h"
+#include "cpu/parallel.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -16,22 +28,30 @@ namespace attnlab {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using ArrayF = Eigen::Array<float, Eigen::Dynamic, 1>;
+using RowArrayF = Eigen::Array<float, 1, Eigen::Dynamic>;  // a row of a row-major stage
+using RowsMap = Eigen::Map<MatrixF, 0, Eigen::OuterStride<>>;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
+// ---- the plain chain (fp64 reference, fp32 baseline) ------------------------------------------
+
 // Scores or logits that overflow the working precision would turn the softmax into NaN; they are
-// refused with the place where it happened instead. The vectorised test runs on every call; the
-// element loop that finds the place runs only when something did overflow.
-template <class Matrix>
-void locate_overflow(const Matrix& a, const Matrix& mask, int n, const char* what) {
+// refused with the place where it happened instead. `a` holds rows [row0, row0 + a.rows()) of the
+// stacked trace; masked(r, c) tells whether the mask blocks row r (of its head), column c.
+template <class Matrix, class Masked>
+void locate_overflow(const Matrix& a, Eigen::Index row0, int n, Masked masked, const char* what) {
   for (Eigen::Index r = 0; r < a.rows(); ++r)
-    for (Eigen::Index c = 0; c < a.cols(); ++c)
-      if (!std::isinf(mask(r % n, c)) && !std::isfinite(a(r, c)))
-        throw InputError(std::string(what) + " overflows at row " + std::to_string(r % n) +
+    for (Eigen::Index c = 0; c < a.cols(); ++c) {
+      const int qr = static_cast<int>((row0 + r) % n);
+      if (!masked(qr, static_cast<int>(c)) && !std::isfinite(a(r, c)))
+        throw InputError(std::string(what) + " overflows at row " + std::to_string(qr) +
                          ", column " + std::to_string(c) +
                          " (inputs too large for this precision and temperature)");
+    }
 }
 
 // Row-wise softmax, stable: subtract the row max (over unmasked logits) before exp. Masked
@@ -42,18 +62,18 @@ void locate_overflow(const Matrix& a, const Matrix& mask, int n, const char* wha
 template <class Matrix>
 void stable_softmax_rows(const Matrix& logits, Matrix& weights) {
   using Scalar = typename Matrix::Scalar;
-  constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
+  constexpr Scalar kInf = -std::numeric_limits<Scalar>::infinity();
   weights.resize(logits.rows(), logits.cols());
   for (Eigen::Index r = 0; r < logits.rows(); ++r) {
     const auto row = logits.row(r).array();
     const auto mx = row.maxCoeff();
-    weights.row(r) = (row == kNegInf).select(Scalar(0), (row - mx).exp()).matrix();
+    weights.row(r) = (row == kInf).select(Scalar(0), (row - mx).exp()).matrix();
     weights.row(r) /= weights.row(r).sum();
   }
 }
 
 template <class Matrix>
-TraceT<Matrix> staged_chain(const Problem& p, bool keep_stages) {
+TraceT<Matrix> plain_chain(const Problem& p) {
   using Scalar = typename Matrix::Scalar;
   validate(p);
   const auto t0 = Clock::now();
@@ -69,6 +89,7 @@ TraceT<Matrix> staged_chain(const Problem& p, bool keep_stages) {
   t.precision = std::is_same_v<Scalar, double> ? Precision::FP64 : Precision::FP32;
   t.mask = mask_matrix(p).template cast<Scalar>();
   const Scalar temperature = static_cast<Scalar>(p.temperature);
+  const auto masked = [&](int r, int c) { return std::isinf(t.mask(r, c)); };
 
   auto s0 = Clock::now();
   t.scores.resize(static_cast<Eigen::Index>(h) * n, m);
@@ -87,9 +108,9 @@ TraceT<Matrix> staged_chain(const Problem& p, bool keep_stages) {
   // Unmasked logits are finite exactly when the scores are finite and max|scaled| / T is. A sum
   // is the fast screen (Eigen's allFinite is not vectorised and costs more than the stage):
   // any inf or NaN makes it non-finite; a finite sum that merely overflowed costs one scan.
-  if (!std::isfinite(t.scores.sum())) locate_overflow(t.scores, t.mask, n, "QKᵀ");
+  if (!std::isfinite(t.scores.sum())) locate_overflow(t.scores, 0, n, masked, "QKᵀ");
   if (!std::isfinite(t.scaled.cwiseAbs().maxCoeff() / temperature))
-    locate_overflow(t.logits, t.mask, n, "the logits (scaled scores / temperature)");
+    locate_overflow(t.logits, 0, n, masked, "the logits (scaled scores / temperature)");
   t.timings.scale_mask_ms = ms_since(s0);
 
   s0 = Clock::now();
@@ -103,21 +124,465 @@ TraceT<Matrix> staged_chain(const Problem& p, bool keep_stages) {
         t.weights.middleRows(static_cast<Eigen::Index>(hd) * n, n) *
         v.middleRows(static_cast<Eigen::Index>(hd) * m, m);
   t.timings.pv_ms = ms_since(s0);
-
-  if (!keep_stages) {
-    t.has_stages = false;
-    t.scores = t.scaled = t.logits = t.weights = Matrix();
-  }
   t.timings.total_ms = ms_since(t0);
   return t;
 }
 
+// ---- the fp32 chain -----------------------------------------------------------------------------
+
+// What one run needs to know, shared read-only by the workers.
+struct Chain {
+  const Problem& p;
+  int n, m, d_v;
+  float sqrt_dk, temperature;
+  bool causal;
+  const float* custom;  // (n, m) custom mask, or null
+  // Arguments of exp below this give weights too small to be normal floats once divided by the
+  // row sum (at most m): they are set to 0 instead (subnormals slow every later operation).
+  float exp_cutoff;
+
+  bool masked(int i, int j) const {
+    if (causal) return j > i;
+    return custom != nullptr && custom[static_cast<std::size_t>(i) * m + j] != 0.f;
+  }
+};
+
+// Consumers of a block's stages between the steps (pooling, exact rows). Rows [i0, i0 + rows) of
+// `head`; `a` is the block's buffer holding the stage just computed (rows, m) with stride ld.
+struct BlockSink {
+  virtual ~BlockSink() = default;
+  virtual void scores(int head, int i0, int rows, const float* a, Eigen::Index ld) = 0;
+  virtual void scaled(int head, int i0, int rows, const float* a, Eigen::Index ld) = 0;
+  virtual void logits(int head, int i0, int rows, const float* a, Eigen::Index ld) = 0;
+  virtual void weights(int head, int i0, int rows, const float* a, Eigen::Index ld) = 0;
+};
+
+struct StageClock {
+  double ms[4] = {0, 0, 0, 0};  // qk (with the scaling), scale_mask, softmax, pv
+};
+
+// The four stages of rows [i0, i0 + rows) of `head`. S, C, L, W: the block's scores, scaled,
+// logits and weights, (rows, m) each with stride ld; they may be one buffer (computed in place).
+// mask_out: the block's rows of the kept mask, or null. out: output rows, or null to skip P·V.
+void chain_block(const Chain& c, int head, int i0, int rows, float* S, float* C, float* L, float* W,
+                 Eigen::Index ld, float* mask_out, MatrixF* out, BlockSink* sink, StageClock& clock) {
+  const Problem& p = c.p;
+  const int m = c.m;
+  const Eigen::Index qrow = static_cast<Eigen::Index>(head) * c.n + i0;
+  const Eigen::Index krow = static_cast<Eigen::Index>(head) * m;
+  const auto masked = [&c](int r, int j) { return c.masked(r, j); };
+
+  // qk: S = Q_blk Kᵀ (Eigen's GEMM), then the scaling while the rows are in the cache.
+  auto t = Clock::now();
+  RowsMap s(S, rows, m, Eigen::OuterStride<>(ld));
+  s.noalias() = p.q.middleRows(qrow, rows) * p.k.middleRows(krow, m).transpose();
+  for (int r = 0; r < rows; ++r) {
+    auto row = s.row(r).array();
+    if (!std::isfinite(row.sum())) locate_overflow(s.row(r), qrow + r, c.n, masked, "QKᵀ");
+  }
+  if (sink) sink->scores(head, i0, rows, S, ld);
+  RowsMap sc(C, rows, m, Eigen::OuterStride<>(ld));
+  sc.array() = s.array() / c.sqrt_dk;
+  if (sink) sink->scaled(head, i0, rows, C, ld);
+  clock.ms[0] += ms_since(t);
+
+  // scale_mask: logits = (scaled + mask) / T; the none and causal masks from (row, col).
+  t = Clock::now();
+  RowsMap lg(L, rows, m, Eigen::OuterStride<>(ld));
+  for (int r = 0; r < rows; ++r) {
+    const int i = i0 + r;
+    auto in = sc.row(r).array();
+    auto o = lg.row(r).array();
+    // Unmasked logits are finite exactly when max |scaled| / T is (the scores were checked).
+    const bool overflow = !std::isfinite(in.abs().maxCoeff() / c.temperature);
+    if (c.custom) {
+      const Eigen::Map<const RowArrayF> mrow(c.custom + static_cast<std::size_t>(i) * m, m);
+      o = (in + mrow) / c.temperature;
+    } else {
+      o = in / c.temperature;
+      if (c.causal && i + 1 < m) o.tail(m - i - 1).setConstant(kNegInf);
+    }
+    if (overflow)
+      locate_overflow(lg.row(r), qrow + r, c.n, masked, "the logits (scaled scores / temperature)");
+    if (mask_out) {
+      Eigen::Map<ArrayF> mo(mask_out + static_cast<std::size_t>(r) * m, m);
+      if (c.custom) {
+        mo = Eigen::Map<const ArrayF>(c.custom + static_cast<std::size_t>(i) * m, m);
+      } else {
+        mo.setZero();
+        if (c.causal && i + 1 < m) mo.tail(m - i - 1).setConstant(kNegInf);
+      }
+    }
+  }
+  if (sink) sink->logits(head, i0, rows, L, ld);
+  clock.ms[1] += ms_since(t);
+
+  // softmax: per row, max, exp of the shifted logits, sum, divide. Masked logits (-inf) and
+  // arguments below the cutoff give exactly 0 (selected, not left to the vectorised exp).
+  t = Clock::now();
+  RowsMap w(W, rows, m, Eigen::OuterStride<>(ld));
+  for (int r = 0; r < rows; ++r) {
+    auto x = lg.row(r).array();
+    auto o = w.row(r).array();
+    const float mx = x.maxCoeff();
+    o = (x - mx).exp();
+    // A plain loop, which the compiler vectorises (Eigen 3.4's select() is evaluated one scalar
+    // exp at a time).
+    const float* xr = x.data();
+    float* wr = o.data();
+    for (int j = 0; j < m; ++j) wr[j] = xr[j] - mx < c.exp_cutoff ? 0.f : wr[j];
+    o /= o.sum();
+  }
+  if (sink) sink->weights(head, i0, rows, W, ld);
+  clock.ms[2] += ms_since(t);
+
+  // pv: O_blk = W_blk V (Eigen's GEMM).
+  if (out) {
+    t = Clock::now();
+    out->middleRows(qrow, rows).noalias() = w * p.v.middleRows(krow, m);
+    clock.ms[3] += ms_since(t);
+  }
+}
+
+// Rows per block: Eigen's GEMM packs the head's Kᵀ and V once per call, so a block needs enough
+// rows to amortise that (64 measured best at N = 4096, against 8 to 32); very long rows get fewer,
+// so that a worker's scratch (rows x m floats) stays at 16 MiB.
+int block_rows(int m) { return std::clamp((1 << 22) / std::max(m, 1), 8, 64); }
+
+void check_cancel(const RunOptions& opt) {
+  if (opt.cancel && opt.cancel->load(std::memory_order_relaxed)) throw Cancelled();
+}
+
+// ---- streaming sinks: pooled images and exact rows ----------------------------------------------
+
+// The viewer's pool_grid reduction (max or mean of the finite, unmasked cells of each pixel's
+// block), accumulated row by row: one accumulator per pixel column of the pixel rows that a run
+// of source rows feeds.
+struct PoolAcc {
+  std::vector<float> best;
+  std::vector<double> sum;
+  std::vector<int> count;
+  void reset(int w) {
+    best.assign(w, kNegInf);
+    sum.assign(w, 0.0);
+    count.assign(w, 0);
+  }
+};
+
+struct RangeAcc {
+  float lo = std::numeric_limits<float>::infinity(), hi = kNegInf;
+  void merge(const RangeAcc& o) {
+    lo = std::min(lo, o.lo);
+    hi = std::max(hi, o.hi);
+  }
+};
+
+// One row's contribution; `use_mask` false for the scores (the mask enters at step 2).
+void pool_row(const Chain& c, const PoolAxis& cols, int i, const float* row, bool use_mask, PoolAcc& a,
+              RangeAcc& range) {
+  for (int px = 0; px < cols.size(); ++px) {
+    float b = a.best[px];
+    double s = 0;
+    int k = 0;
+    for (int j = cols.begin[px]; j < cols.end[px]; ++j) {
+      const float v = row[j];
+      if ((use_mask && c.masked(i, j)) || !std::isfinite(v)) continue;
+      b = std::max(b, v);
+      s += v;
+      ++k;
+      range.lo = std::min(range.lo, v);
+      range.hi = std::max(range.hi, v);
+    }
+    a.best[px] = b;
+    a.sum[px] += s;
+    a.count[px] += k;
+  }
+}
+
+void write_pooled(const PoolAcc& a, PoolMode mode, PooledGrid& g, int py0, int py1) {
+  for (int py = py0; py < py1; ++py) {
+    PooledCell* o = g.cells.data() + static_cast<std::size_t>(py) * g.cols;
+    for (int px = 0; px < g.cols; ++px) {
+      if (a.count[px] == 0) {
+        o[px] = {0.f, true};
+      } else {
+        o[px] = {mode == PoolMode::Max ? a.best[px] : static_cast<float>(a.sum[px] / a.count[px]), false};
+      }
+    }
+  }
+}
+
+// A worker's sink: pools the rows of the item it is on (pool rows [py0, py1) all fed by source
+// rows of one interval) and copies the requested exact rows.
+struct StreamSink final : BlockSink {
+  const Chain& c;
+  const RunOptions& opt;
+  std::vector<RowStages>& rows_out;  // one per requested row, filled by whoever meets it
+  bool pooling = false;
+  PoolAcc acc[3];
+  RangeAcc range[3];
+
+  StreamSink(const Chain& ch, const RunOptions& o, std::vector<RowStages>& r) : c(ch), opt(o), rows_out(r) {}
+
+  void start_item() {
+    for (auto& a : acc) a.reset(opt.pool->cols.size());
+  }
+  void pool(int k, int head, int i0, int rows, const float* a, Eigen::Index ld) {
+    if (!pooling || head != opt.pool->head) return;
+    for (int r = 0; r < rows; ++r) pool_row(c, opt.pool->cols, i0 + r, a + r * ld, k > 0, acc[k], range[k]);
+  }
+  // Copies stage `field` of every requested row inside this block.
+  template <class Field>
+  void copy_rows(int head, int i0, int rows, const float* a, Eigen::Index ld, Field field) {
+    for (std::size_t k = 0; k < opt.rows.size(); ++k) {
+      const int g = opt.rows[k];
+      const int first = head * c.n + i0;
+      if (g < first || g >= first + rows) continue;
+      RowStages& rs = rows_out[k];
+      std::vector<float>& dst = field(rs);
+      dst.assign(a + (g - first) * ld, a + (g - first) * ld + c.m);
+    }
+  }
+  void scores(int head, int i0, int rows, const float* a, Eigen::Index ld) override {
+    pool(0, head, i0, rows, a, ld);
+    copy_rows(head, i0, rows, a, ld, [](RowStages& r) -> std::vector<float>& { return r.scores; });
+  }
+  void scaled(int head, int i0, int rows, const float* a, Eigen::Index ld) override {
+    copy_rows(head, i0, rows, a, ld, [](RowStages& r) -> std::vector<float>& { return r.scaled; });
+  }
+  void logits(int head, int i0, int rows, const float* a, Eigen::Index ld) override {
+    pool(1, head, i0, rows, a, ld);
+    copy_rows(head, i0, rows, a, ld, [](RowStages& r) -> std::vector<float>& { return r.logits; });
+  }
+  void weights(int head, int i0, int rows, const float* a, Eigen::Index ld) override {
+    pool(2, head, i0, rows, a, ld);
+    copy_rows(head, i0, rows, a, ld, [](RowStages& r) -> std::vector<float>& { return r.weights; });
+  }
+};
+
+// A work item: source rows [begin, end) of `head`, pooled into pixel rows [py0, py1) (py1 == py0:
+// not pooled).
+struct Item {
+  int head, begin, end, py0, py1;
+};
+
+std::vector<Item> plan_items(const Problem& p, const RunOptions& opt, int block) {
+  const int n = p.n(), heads = p.heads;
+  std::vector<Item> items;
+  std::vector<char> covered;
+  if (opt.pool) {
+    const PoolAxis& r = opt.pool->rows;
+    covered.assign(n, 0);
+    for (int py = 0; py < r.size();) {
+      int py1 = py + 1;
+      while (py1 < r.size() && r.begin[py1] == r.begin[py] && r.end[py1] == r.end[py]) ++py1;
+      items.push_back({opt.pool->head, r.begin[py], r.end[py], py, py1});
+      std::fill(covered.begin() + r.begin[py], covered.begin() + r.end[py], 1);
+      py = py1;
+    }
+  }
+  // Rows nothing above computes: all of them when the output is wanted, else the exact rows.
+  auto add_rows = [&](int head, int b, int e) {
+    for (int i = b; i < e; i += block) items.push_back({head, i, std::min(e, i + block), 0, 0});
+  };
+  for (int h = 0; h < heads; ++h) {
+    const bool pooled_head = opt.pool && h == opt.pool->head;
+    if (opt.output) {
+      for (int i = 0; i < n;) {
+        if (pooled_head && covered[i]) {
+          ++i;
+          continue;
+        }
+        int e = i;
+        while (e < n && !(pooled_head && covered[e])) ++e;
+        add_rows(h, i, e);
+        i = e;
+      }
+    }
+  }
+  if (!opt.output) {
+    for (int g : opt.rows) {
+      const int h = g / n, i = g % n;
+      if (!(opt.pool && h == opt.pool->head && covered[i])) add_rows(h, i, i + 1);
+    }
+  }
+  // Causal rows near the end of a head carry the most keys: longest items first.
+  std::stable_sort(items.begin(), items.end(),
+                   [](const Item& a, const Item& b) { return a.end - a.begin > b.end - b.begin; });
+  return items;
+}
+
+void check_rows(const Problem& p, const RunOptions& opt) {
+  const long total = static_cast<long>(p.heads) * p.n();
+  for (int g : opt.rows)
+    if (g < 0 || g >= total)
+      throw InputError("row " + std::to_string(g) + " is outside 0.." + std::to_string(total - 1));
+  if (!opt.pool) return;
+  const PoolRequest& r = *opt.pool;
+  if (r.head < 0 || r.head >= p.heads)
+    throw InputError("pooled head " + std::to_string(r.head) + " is outside 0.." + std::to_string(p.heads - 1));
+  const auto check_axis = [](const PoolAxis& a, int total, const char* what) {
+    if (a.begin.size() != a.end.size() || a.begin.empty())
+      throw InputError(std::string("pooled ") + what + ": no pixels, or begin/end of different lengths");
+    for (int i = 0; i < a.size(); ++i)
+      if (a.begin[i] < 0 || a.end[i] <= a.begin[i] || a.end[i] > total || (i > 0 && a.begin[i] < a.begin[i - 1]))
+        throw InputError(std::string("pooled ") + what + ": pixel " + std::to_string(i) +
+                         " covers an empty or out-of-range interval");
+  };
+  check_axis(r.rows, p.n(), "rows");
+  check_axis(r.cols, p.m(), "columns");
+}
+
+void finish_grid(PooledGrid& g, const RangeAcc& r) {
+  g.has_range = r.lo <= r.hi;
+  g.lo = g.has_range ? r.lo : 0;
+  g.hi = g.has_range ? r.hi : 0;
+}
+
 }  // namespace
 
-Trace cpu_staged(const Problem& p) { return staged_chain<MatrixF>(p, true); }
+void cpu_staged_into(const Problem& p, const RunOptions& opt, Trace& t) {
+  validate(p);
+  check_rows(p, opt);
+  const auto t0 = Clock::now();
+  const int n = p.n(), m = p.m(), heads = p.heads, d_v = p.d_v();
+  const Eigen::Index rows_total = static_cast<Eigen::Index>(heads) * n;
+  const bool keep = opt.keep_stages && !opt.pool;
+  const Chain c{p,
+                n,
+                m,
+                d_v,
+                std::sqrt(static_cast<float>(p.d_k())),
+                static_cast<float>(p.temperature),
+                p.mask == MaskKind::Causal,
+                p.mask == MaskKind::Custom ? p.custom_mask.data() : nullptr,
+                std::log(std::numeric_limits<float>::min()) + std::log(static_cast<float>(m))};
 
-Trace cpu_staged_output_only(const Problem& p) { return staged_chain<MatrixF>(p, false); }
+  t.backend = "cpu";
+  t.variant = Variant::Staged;
+  t.precision = Precision::FP32;
+  t.has_stages = keep;
+  t.timings = StageTimings{};
+  t.pooled = PooledStages{};
+  t.rows.assign(opt.rows.size(), RowStages{});
+  for (std::size_t k = 0; k < opt.rows.size(); ++k) t.rows[k].row = opt.rows[k];
+  if (keep) {
+    // resize keeps the buffers when the shape is the same (the viewer's repeated runs).
+    t.scores.resize(rows_total, m);
+    t.scaled.resize(rows_total, m);
+    t.mask.resize(n, m);
+    t.logits.resize(rows_total, m);
+    t.weights.resize(rows_total, m);
+  } else {
+    t.scores = t.scaled = t.mask = t.logits = t.weights = MatrixF();
+  }
+  if (opt.output) {
+    t.output.resize(rows_total, d_v);
+  } else {
+    t.output = MatrixF();
+  }
+  if (opt.pool) {
+    for (PooledGrid* g : {&t.pooled.scores, &t.pooled.logits, &t.pooled.weights}) {
+      g->rows = opt.pool->rows.size();
+      g->cols = opt.pool->cols.size();
+      g->cells.assign(static_cast<std::size_t>(g->rows) * g->cols, PooledCell{});
+    }
+  }
 
-TraceD reference_fp64(const Problem& p) { return staged_chain<MatrixD>(p, true); }
+  const int block = block_rows(m);
+  std::vector<Item> items;
+  if (keep) {
+    for (int h = 0; h < heads; ++h)
+      for (int i = 0; i < n; i += block) items.push_back({h, i, std::min(n, i + block), 0, 0});
+  } else {
+    items = plan_items(p, opt, block);
+  }
+  long rows_planned = 0;
+  for (const Item& it : items) rows_planned += it.end - it.begin;
+  const double flops = 4.0 * static_cast<double>(rows_planned) * m * std::max(p.d_k(), d_v);
+  const unsigned workers = cpu::worker_count(items.size(), flops);
+  std::vector<StageClock> clocks(workers);
+  std::vector<MatrixF> scratch(workers);
+  std::vector<std::unique_ptr<StreamSink>> sinks(workers);
+  std::atomic<long> rows_done{0};
+
+  cpu::parallel_items(items.size(), workers, [&](unsigned id, std::size_t k) {
+    check_cancel(opt);
+    const Item& it = items[k];
+    MatrixF* out = opt.output ? &t.output : nullptr;
+    if (keep) {
+      const std::size_t off = (static_cast<std::size_t>(it.head) * n + it.begin) * m;
+      float* mask_rows = it.head == 0 ? t.mask.data() + static_cast<std::size_t>(it.begin) * m : nullptr;
+      chain_block(c, it.head, it.begin, it.end - it.begin, t.scores.data() + off, t.scaled.data() + off,
+                  t.logits.data() + off, t.weights.data() + off, m, mask_rows, out, nullptr, clocks[id]);
+    } else {
+      if (!sinks[id]) sinks[id] = std::make_unique<StreamSink>(c, opt, t.rows);
+      StreamSink& sink = *sinks[id];
+      sink.pooling = it.py1 > it.py0;
+      if (sink.pooling) sink.start_item();
+      MatrixF& buf = scratch[id];
+      if (buf.rows() < block) buf.resize(block, m);
+      for (int i = it.begin; i < it.end; i += block) {
+        check_cancel(opt);
+        const int rows = std::min(block, it.end - i);
+        // Only the rows the output or an exact row needs go through P·V.
+        chain_block(c, it.head, i, rows, buf.data(), buf.data(), buf.data(), buf.data(), m, nullptr, out, &sink,
+                    clocks[id]);
+      }
+      if (sink.pooling) {
+        write_pooled(sink.acc[0], opt.pool->mode, t.pooled.scores, it.py0, it.py1);
+        write_pooled(sink.acc[1], opt.pool->mode, t.pooled.logits, it.py0, it.py1);
+        write_pooled(sink.acc[2], opt.pool->mode, t.pooled.weights, it.py0, it.py1);
+      }
+    }
+    rows_done += it.end - it.begin;
+    if (opt.progress) opt.progress->store(static_cast<float>(rows_done.load()) / std::max(1L, rows_planned));
+  });
+
+  if (opt.pool) {
+    RangeAcc r[3];
+    for (const auto& s : sinks)
+      if (s)
+        for (int k = 0; k < 3; ++k) r[k].merge(s->range[k]);
+    finish_grid(t.pooled.scores, r[0]);
+    finish_grid(t.pooled.logits, r[1]);
+    finish_grid(t.pooled.weights, r[2]);
+  }
+  for (std::size_t k = 0; k < opt.rows.size(); ++k) {
+    RowStages& rs = t.rows[k];
+    const int i = rs.row % n;
+    rs.mask.assign(m, 0.f);
+    for (int j = 0; j < m; ++j)
+      if (c.masked(i, j)) rs.mask[j] = kNegInf;
+  }
+  // The stage times are the workers' time in each stage divided by their number, so that they
+  // add up to about the wall time, as the stages of a serial chain do.
+  double stage_ms[4] = {0, 0, 0, 0};
+  for (const StageClock& sc : clocks)
+    for (int k = 0; k < 4; ++k) stage_ms[k] += sc.ms[k] / workers;
+  t.timings.qk_ms = stage_ms[0];
+  t.timings.scale_mask_ms = stage_ms[1];
+  t.timings.softmax_ms = stage_ms[2];
+  t.timings.pv_ms = stage_ms[3];
+  t.timings.total_ms = ms_since(t0);
+}
+
+Trace cpu_staged(const Problem& p) {
+  Trace t;
+  cpu_staged_into(p, RunOptions{}, t);
+  return t;
+}
+
+Trace cpu_staged_output_only(const Problem& p) {
+  RunOptions o;
+  o.keep_stages = false;
+  Trace t;
+  cpu_staged_into(p, o, t);
+  return t;
+}
+
+Trace cpu_staged_plain(const Problem& p) { return plain_chain<MatrixF>(p); }
+
+TraceD reference_fp64(const Problem& p) { return plain_chain<MatrixD>(p); }
 
 }  // namespace attnlab

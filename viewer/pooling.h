@@ -5,12 +5,12 @@
 // here touches SDL, so the reductions are unit-tested on small matrices.
 #pragma once
 
+#include "core/pooled.h"  // PoolMode, PooledCell: shared with the backends' streamed pooling
+
 #include <cstdint>
 #include <vector>
 
 namespace attnlab::viewer {
-
-enum class PoolMode { Max, Mean };
 
 // For each of `pixels` output pixels, the source interval [begin, end) along one axis.
 struct AxisMap {
@@ -32,11 +32,6 @@ struct AxisSpan {
   int begin = 0, end = 0;
 };
 AxisSpan axis_span(double first, double count, int pixels, int total, int pixel);
-
-struct PooledCell {
-  float value = 0;
-  bool masked = false;
-};
 
 // Reduces `values` (rows x cols, row-major) over the blocks rows_map x cols_map. `mask` (may be null)
 // is an additive mask of mask_rows x cols (0 keeps, -inf blocks) applied to row r as mask row

@@ -12,6 +12,8 @@
 #include <vector>
 
 using namespace attnlab::viewer;
+using attnlab::PoolMode;
+using attnlab::PooledCell;
 
 namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
