@@ -9,7 +9,9 @@
 #             (no device: none may claim PASS), none fails, exit 3; no shell error in the logs; the
 #             configuration sweep covers every configuration; the table comes last.
 # bench-sweep a tiny CPU sweep: the CSV has every case, and the two charts are PNG files.
-# compare-torch without PyTorch: says it is skipped and exits 0 (with PyTorch it needs a GPU).
+# compare-torch without PyTorch: says it is skipped and exits 0 (with PyTorch it needs a GPU);
+#             --cpu says so too and exits 3 (nothing measured), or, where PyTorch imports, times
+#             one tiny case against the CPU fused kernel and prints the table.
 set -uo pipefail
 
 what=$1
@@ -75,13 +77,31 @@ case $what in
   compare-torch)
     if python3 -c 'import torch' >/dev/null 2>&1; then
       echo "PyTorch is importable here: compare-torch needs a GPU run; syntax only"
-      check "compiles" python3 -m py_compile "$repo/scripts/compare-torch"
+      # ast.parse, not py_compile: nothing written into the source tree (scripts/__pycache__).
+      check "compiles" python3 -c 'import ast, sys; ast.parse(open(sys.argv[1]).read())' \
+        "$repo/scripts/compare-torch"
     else
       out=$(ATTNLAB_BINARY="$build/cli/attnlab" "$repo/scripts/compare-torch" 2>&1)
       rc=$?
       echo "$out"
       check "exit status 0" test "$rc" = 0
       check "says it is skipped" grep -q "skipped: PyTorch not importable" <<<"$out"
+    fi
+    if python3 -c 'import torch' >/dev/null 2>&1; then
+      out=$("$repo/scripts/compare-torch" --cpu --binary "$build/cli/attnlab" --n 64 --d 16 \
+        --heads 1 --mask none --no-single-head --rounds 1 --repeat 1 --warmup 0 \
+        --output "$tmp/torch-cpu.json" 2>&1)
+      rc=$?
+      echo "$out"
+      check "--cpu: exit status 0, got $rc" test "$rc" = 0
+      check "--cpu: the table has the case" grep -q "^heads=1 N=64 d=16 none " <<<"$out"
+      check "--cpu: JSON written" test -s "$tmp/torch-cpu.json"
+    else
+      out=$("$repo/scripts/compare-torch" --cpu --binary "$build/cli/attnlab" 2>&1)
+      rc=$?
+      echo "$out"
+      check "--cpu without PyTorch: exit status 3 (nothing measured), got $rc" test "$rc" = 3
+      check "--cpu says PyTorch is missing" grep -q "skipped: PyTorch not importable" <<<"$out"
     fi
     ;;
   *)
