@@ -1,12 +1,17 @@
 // The fused CPU kernel (cpu/fused.cpp) against the fp64 reference chain: shapes, masks and
-// temperatures of the parity sweep, causal block skipping, determinism, huge logits, the demo.
+// temperatures of the parity sweep, shapes at the edges of its query/key tiles and blocks, causal
+// block skipping, masked keys that weigh exactly nothing, rows masked through the first key
+// blocks, determinism, huge logits, the demo.
 #include "cpu/cpu_backend.h"
 #include "tests/test_util.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace attnlab {
 namespace {
@@ -62,6 +67,79 @@ TEST(FusedCpu, LargeProblemsAcrossManyBlocksAndThreads) {
   p.v = random_problem(517, 32, 16, 7).v;
   p.key_tokens = index_tokens(517);
   EXPECT_LE(rel_err(cpu_fused(p).output, reference_fp64(p).output), 1e-5);
+}
+
+// Sizes on both sides of the kernel's tile (16 or 32 queries, 6 or 8 keys / features) and block
+// (64 queries, 128 keys) edges, odd head dims, several heads: every partial tile and block path.
+TEST(FusedCpu, MatchesFp64AtTileAndBlockEdges) {
+  std::uint64_t seed = 500;
+  for (int n : {15, 17, 63, 65, 127, 129, 130, 257})
+    for (auto [d_k, d_v] : {std::pair{1, 1}, std::pair{7, 9}, std::pair{128, 128}})
+      for (MaskKind mask : {MaskKind::None, MaskKind::Causal, MaskKind::Custom}) {
+        const Problem p = make_problem(n, d_k, d_v, 2, mask, 0.85, seed++);
+        SCOPED_TRACE("n " + std::to_string(n) + " d_k " + std::to_string(d_k) + " d_v " +
+                     std::to_string(d_v) + " mask " + std::string(to_string(mask)));
+        const Trace f = cpu_fused(p);
+        ASSERT_TRUE(f.output.allFinite());
+        EXPECT_LE(rel_err(f.output, reference_fp64(p).output), fp32_tolerance(p));
+      }
+}
+
+// Keys masked for every query weigh exactly 0: changing their K and V changes no output bit.
+TEST(FusedCpu, MaskedKeysContributeExactlyNothing) {
+  const int n = 300;
+  Problem p = make_problem(n, 32, 16, 2, MaskKind::Custom, 1.0, 31);
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<int> blocked;
+  for (int j = 3; j < n; j += 7) blocked.push_back(j);  // in every key block, first and last too
+  blocked.push_back(n - 1);
+  p.custom_mask.setZero();
+  for (int j : blocked) p.custom_mask.col(j).setConstant(-inf);
+  const MatrixF before = cpu_fused(p).output;
+  for (int h = 0; h < p.heads; ++h)
+    for (int j : blocked) {
+      p.k.row(h * n + j).setConstant(3.f);
+      p.v.row(h * n + j).setConstant(-1e6f);
+    }
+  const MatrixF after = cpu_fused(p).output;
+  EXPECT_EQ((before - after).cwiseAbs().maxCoeff(), 0.f);
+  EXPECT_LE(rel_err(after, reference_fp64(p).output), fp32_tolerance(p));
+}
+
+// Rows whose only visible keys lie in the last key block: the blocks before are fully masked for
+// them (running max -inf), which must give neither NaN nor any weight, on every ISA.
+TEST(FusedCpu, RowsMaskedThroughTheFirstKeyBlocksStayExact) {
+  const int n = 200, m = 700;
+  Problem p = random_problem(n, 16, 8, 41);
+  p.k = random_problem(m, 16, 8, 42).k;
+  p.v = random_problem(m, 16, 8, 43).v;
+  p.key_tokens = index_tokens(m);
+  p.mask = MaskKind::Custom;
+  p.custom_mask = MatrixF::Zero(n, m);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int i = 0; i < n; i += 2) p.custom_mask.row(i).head(m - 1 - i % 5).setConstant(-inf);
+  const Trace f = cpu_fused(p);
+  ASSERT_TRUE(f.output.allFinite());
+  EXPECT_LE(rel_err(f.output, reference_fp64(p).output), 1e-5);
+  // A row that sees one key only is exactly that key's V row.
+  for (int i = 0; i < n; i += 10) {
+    if (i % 5 != 0) continue;
+    EXPECT_EQ((f.output.row(i) - p.v.row(m - 1)).cwiseAbs().maxCoeff(), 0.f) << "row " << i;
+  }
+}
+
+// Temperatures that push most weights far below fp32's smallest normal (their exp is flushed to
+// exactly 0) and one that makes the softmax nearly uniform, across several key blocks.
+TEST(FusedCpu, ExtremeTemperaturesAcrossKeyBlocks) {
+  for (double t : {1e-4, 1e-2, 1e3}) {
+    for (MaskKind mask : {MaskKind::None, MaskKind::Causal}) {
+      const Problem p = make_problem(400, 64, 32, 1, mask, t, 60);
+      const Trace f = cpu_fused(p);
+      ASSERT_TRUE(f.output.allFinite()) << t;
+      EXPECT_LE(rel_err(f.output, reference_fp64(p).output), fp32_tolerance(p))
+          << "T " << t << " " << to_string(mask);
+    }
+  }
 }
 
 TEST(FusedCpu, TraceIsOutputOnly) {
