@@ -11,6 +11,12 @@
 // are computed from (row, col), not read).
 // Reference: the full fp64 chain (reference_fp64) when heads*N^2 <= 2^22; above that 64 query
 // rows of head 0, spread evenly, recomputed in double here (the output says which).
+// Host copy rate: when a CPU case is to run, one single-thread memcpy probe of a buffer far past
+// the last-level cache (host_copy_probe below), the ceiling the CPU stages' GB/s are read against,
+// as the CUDA side prints its device-to-device copy rate.
+// Baseline (--baseline): beside every CPU fp32 staged case, variant "plain" times
+// cpu_staged_plain, the obvious whole-matrix Eigen chain with fresh matrices, with the same
+// warm-up, repeats, byte rule and fp64 check; the table gives the staged chain's time ratio to it.
 #include "core/gcc12_avx512.h"  // first: see there
 
 #include "cli/common.h"
@@ -31,6 +37,7 @@
 #include <cstdio>
 #include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <iostream>
@@ -68,6 +75,7 @@ struct BenchArgs {
   std::string format = "table";
   double max_seconds = 60;
   std::string output_file;
+  bool baseline = false;  // time cpu_staged_plain beside every CPU staged case (variant "plain")
 };
 
 struct Case {
@@ -145,7 +153,7 @@ void case_bytes(const Case& c, double& min_bytes, double& moved_bytes) {
   const double hn = static_cast<double>(c.heads) * c.n;
   min_bytes = in_elem * hn * 3.0 * c.d + 4.0 * hn * c.d;
   moved_bytes = min_bytes;
-  if (c.variant == "staged") {
+  if (c.variant == "staged" || c.variant == "plain") {  // plain: the same four stages
     moved_bytes = 0;
     for (const auto& st : staged_stage_bytes(c)) moved_bytes += st.bytes;
   }
@@ -161,7 +169,7 @@ std::string skip_reason(const Case& c, const BenchArgs& a, bool cuda_ok,
   }
   if (c.backend == "cuda" && !cuda_ok) return "no CUDA device: " + cuda_reason;
   if (c.backend == "cpu") {
-    const double rate = c.variant == "staged" ? kCpuStagedFlops : kCpuFusedFlops;
+    const double rate = c.variant == "fused" ? kCpuFusedFlops : kCpuStagedFlops;  // plain: staged
     const double seconds = case_flops(c) / rate * (a.repeat + a.warmup);
     if (seconds > a.max_seconds)
       return "would take ~" + format_number("%.0f", seconds) + " s (over --max-seconds " +
@@ -230,14 +238,39 @@ double check_error(const BenchProblem& b, const MatrixF& out) {
   return err / std::max(b.ref.cwiseAbs().maxCoeff(), 1e-300);
 }
 
+// The --baseline row: cpu_staged_plain timed as the CPU backend's bench() times the staged chain
+// (steady clock around each whole run, `warmup` untimed runs first), its own stage timings kept.
+// Each run allocates its stages afresh (and validates the problem, O(N d)): that is the baseline.
+BenchSample bench_plain(const Problem& p, int warmup, int repeat) {
+  RunOptions o;
+  o.variant = Variant::Staged;
+  o.keep_stages = true;
+  BenchSample s;
+  const double need = host_working_set_bytes(p, o);
+  check_host_memory(need, "the plain staged chain", "try a smaller N or fewer heads");
+  s.peak_bytes = static_cast<std::size_t>(need);
+  for (int i = 0; i < warmup; ++i) cpu_staged_plain(p);
+  for (int i = 0; i < repeat; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Trace t = cpu_staged_plain(p);
+    s.ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    s.stages.push_back(t.timings);
+    if (i + 1 == repeat) s.output = std::move(t.output);
+  }
+  return s;
+}
+
 void run_case(Result& r, const BenchArgs& a, Backend& backend, const BenchProblem& b) {
   const Case& c = r.c;
   const Problem& p = b.p;
+  const bool plain = c.variant == "plain";
   RunOptions opt;
-  opt.variant = parse_variant(c.variant);
+  opt.variant = plain ? Variant::Staged : parse_variant(c.variant);
   opt.precision = parse_precision(c.precision);
   opt.keep_stages = false;
-  const BenchSample s = backend.bench(p, opt, a.warmup, a.repeat);
+  const BenchSample s =
+      plain ? bench_plain(p, a.warmup, a.repeat) : backend.bench(p, opt, a.warmup, a.repeat);
   if (s.ms.empty()) throw InputError("the backend returned no timings");
   r.ran = true;
   r.repeats = static_cast<int>(s.ms.size());
@@ -302,8 +335,48 @@ nlohmann::json to_json(const Result& r) {
 
 struct Machine {
   std::string date, cpu, device;
-  double copy_gbs = 0;  // 0: not measured
+  double copy_gbs = 0;       // device-to-device; 0: not measured
+  double host_copy_gbs = 0;  // host_copy_probe; 0: not measured
 };
+
+// The host copy probe: one thread copies a buffer far larger than any last-level cache, so the
+// rate is the memory's, not the cache's. Both buffers are written before the clock starts
+// (untouched pages would read as the one zero page, and fault inside the timing); one untimed
+// copy, then the best of the repeats.
+constexpr std::size_t kHostCopyBytes = std::size_t{256} << 20;
+constexpr int kHostCopyRepeats = 5;
+const char* const kHostCopyRule =
+    "single-thread memcpy of a 256 MiB buffer (past the last-level cache), one warm-up copy, best "
+    "of 5; GB/s = (bytes read + bytes written) / time = 2 x 256 MiB / best time";
+
+double host_copy_probe() {
+  check_host_memory(2.0 * kHostCopyBytes, "the host copy probe", "the copy rate is left out");
+  std::vector<unsigned char> src(kHostCopyBytes), dst(kHostCopyBytes);
+  std::memset(src.data(), 0x5a, kHostCopyBytes);
+  volatile unsigned char sink = 0;  // a read of each copy, so none of them can be dropped
+  std::memcpy(dst.data(), src.data(), kHostCopyBytes);
+  sink = dst[kHostCopyBytes / 3];
+  double best = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < kHostCopyRepeats; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::memcpy(dst.data(), src.data(), kHostCopyBytes);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    sink = dst[(kHostCopyBytes / 7) * static_cast<std::size_t>(i)];
+  }
+  static_cast<void>(sink);
+  return best > 0 ? 2.0 * static_cast<double>(kHostCopyBytes) / best / 1e9 : 0;
+}
+
+// The --baseline row timed beside staged case `s`, or null when there is none (or it was skipped).
+const Result* plain_of(const std::vector<Result>& results, const Result& s) {
+  if (s.c.variant != "staged") return nullptr;
+  for (const Result& r : results)
+    if (r.c.variant == "plain" && r.ran && r.c.backend == s.c.backend &&
+        r.c.precision == s.c.precision && r.c.mask == s.c.mask && r.c.heads == s.c.heads &&
+        r.c.n == s.c.n && r.c.d == s.c.d)
+      return &r;
+  return nullptr;
+}
 
 // The CUDA kernels' tile configurations in effect (kernels/tile_config.h), as the environment gives
 // them ("0" when unset): a run's figures belong to these.
@@ -319,12 +392,21 @@ std::vector<std::pair<std::string, std::string>> kernel_configs() {
 std::string render_json(const Machine& m, const std::vector<Result>& results,
                         const BenchArgs& a) {
   nlohmann::json cases = nlohmann::json::array(), skipped = nlohmann::json::array();
-  for (const auto& r : results) (r.ran ? cases : skipped).push_back(to_json(r));
+  for (const auto& r : results) {
+    nlohmann::json c = to_json(r);
+    if (const Result* pl = r.ran ? plain_of(results, r) : nullptr; pl != nullptr)
+      c["staged_over_plain"] = r.median_ms / pl->median_ms;
+    (r.ran ? cases : skipped).push_back(c);
+  }
   nlohmann::json j = {
       {"date", m.date},
       {"cpu", m.cpu},
       {"device", m.device.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.device)},
       {"copy_bandwidth_gbs", m.copy_gbs > 0 ? nlohmann::json(m.copy_gbs) : nlohmann::json(nullptr)},
+      {"host_copy_gbs",
+       m.host_copy_gbs > 0 ? nlohmann::json(m.host_copy_gbs) : nlohmann::json(nullptr)},
+      {"host_copy_rule", kHostCopyRule},
+      {"baseline", a.baseline},
       {"repeat", a.repeat},
       {"warmup", a.warmup},
       {"seed", a.seed},
@@ -339,6 +421,11 @@ std::string render_json(const Machine& m, const std::vector<Result>& results,
        "the sum over its four kernels of what each must read once and write once (scores and "
        "scaled written, scaled read and logits written, logits read and weights written, "
        "weights + V read and output written); gbs uses moved_bytes"},
+      {"baseline_rule",
+       "variant plain (with --baseline): cpu_staged_plain, the obvious Eigen chain with one "
+       "whole-matrix expression per stage and fresh matrices each run, fp32, timed beside every "
+       "CPU staged case with the same warmup and repeat, staged byte rule, same fp64 check; "
+       "staged_over_plain in the staged case = staged median_ms / plain median_ms"},
       {"cases", cases},
       {"skipped", skipped}};
   return j.dump(2) + "\n";
@@ -367,7 +454,11 @@ std::string render_table(const Machine& m, const std::vector<Result>& results,
                          const BenchArgs& a) {
   std::ostringstream o;
   o << "attnlab bench  " << m.date << "\n";
-  o << "cpu: " << m.cpu << "\n";
+  o << "cpu: " << m.cpu;
+  if (m.host_copy_gbs > 0)
+    o << ", single-thread copy " << format_number("%.1f", m.host_copy_gbs)
+      << " GB/s (read + written, 256 MiB memcpy)";
+  o << "\n";
   if (!m.device.empty()) {
     o << "device: " << m.device;
     if (m.copy_gbs > 0) o << ", device-to-device copy " << format_number("%.0f", m.copy_gbs) << " GB/s";
@@ -400,6 +491,18 @@ std::string render_table(const Machine& m, const std::vector<Result>& results,
       o << "  " << x.name << " " << format_number("%.4g", x.ms) << " ms"
         << (x.ms > 0 ? " (" + format_number("%.0f", x.bytes / (x.ms * 1e-3) / 1e9) + " GB/s)" : "");
     o << "\n";
+  }
+  bool any_ratio = false;
+  for (const auto& r : results) {
+    const Result* pl = r.ran ? plain_of(results, r) : nullptr;
+    if (pl == nullptr) continue;
+    if (!any_ratio)
+      o << "\nbaseline (--baseline): the staged chain's median time over the plain Eigen chain's "
+           "(cpu_staged_plain, fresh matrices each run):\n";
+    any_ratio = true;
+    o << "  " << r.c.label() << ": staged / plain " << format_number("%.2f", r.median_ms / pl->median_ms)
+      << "× (" << format_number("%.4g", r.median_ms) << " ms / " << format_number("%.4g", pl->median_ms)
+      << " ms)\n";
   }
   bool any_skipped = false;
   for (const auto& r : results) {
@@ -469,7 +572,12 @@ void parse_args(BenchArgs& a) {
   for (const auto& b : a.backends)
     if (b != "cpu" && b != "cuda")
       throw InputError("--backend takes cpu and/or cuda, got '" + b + "'");
-  for (const auto& v : a.variants) parse_variant(v);
+  for (const auto& v : a.variants) {
+    if (v == "plain")
+      throw InputError("--variant takes staged and/or fused; the plain chain is timed with "
+                       "--baseline, beside every CPU staged case");
+    parse_variant(v);
+  }
   for (const auto& p : a.precisions)
     if (parse_precision(p) == Precision::FP64)
       throw InputError("--precision takes fp32 and/or bf16 (fp64 is the reference), got 'fp64'");
@@ -518,7 +626,26 @@ int run_bench(BenchArgs& a) {
                 r.flops = case_flops(r.c);
                 case_bytes(r.c, r.min_bytes, r.moved_bytes);
                 results.push_back(r);
+                // The baseline row right after its staged case: CPU, fp32, staged only.
+                if (a.baseline && b == "cpu" && v == "staged" && pr == "fp32") {
+                  r.c.variant = "plain";
+                  case_bytes(r.c, r.min_bytes, r.moved_bytes);
+                  results.push_back(r);
+                }
               }
+
+  // The host copy rate, once, before any case runs, when a CPU case is to run.
+  if (std::any_of(results.begin(), results.end(), [&](const Result& r) {
+        return r.c.backend == "cpu" && skip_reason(r.c, a, cuda_ok, cuda_reason).empty();
+      })) {
+    try {
+      machine.host_copy_gbs = host_copy_probe();
+      std::cerr << "host copy probe: " << format_number("%.1f", machine.host_copy_gbs)
+                << " GB/s (single thread, read + written)\n";
+    } catch (const std::exception& e) {  // ResourceError or bad_alloc: the run goes on without it
+      std::cerr << "bench: host copy rate not measured: " << e.what() << "\n";
+    }
+  }
 
   // Cases run grouped by shape (mask, heads, d, n): one problem and one fp64 reference per shape,
   // shared by every backend / variant / precision, and only one shape's held at a time (a
@@ -624,6 +751,9 @@ void register_bench(CLI::App& app, int& exit_code) {
       ->type_name("S");
   b->add_option("--output", a->output_file, "write the report to FILE instead of stdout")
       ->type_name("FILE");
+  b->add_flag("--baseline", a->baseline,
+              "also time the plain Eigen chain (cpu_staged_plain) beside every CPU fp32 staged "
+              "case, as variant 'plain', and give the staged / plain time ratio");
   b->callback([a, &exit_code] { exit_code = run_bench(*a); });
 }
 

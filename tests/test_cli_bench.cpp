@@ -5,6 +5,9 @@
 // CSV and table renderings agree on what ran; bad options get one "error:" line and exit 2.
 // CPU cases only run here; CUDA cases are skipped with the registry's reason where no device
 // answers (on a GPU machine they run, and the same checks apply).
+// A run with a CPU case measures the host copy rate once and names it in the header and JSON;
+// --baseline adds a "plain" row (cpu_staged_plain) beside every CPU fp32 staged case and the
+// staged / plain ratio (never asserted to favour either: no wall-clock claims here).
 #include "core/backend.h"
 #include "kernels/tile_config.h"
 #include "tests/test_util.h"
@@ -14,6 +17,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -200,10 +204,142 @@ TEST(BenchCli, OutputFileGetsTheReport) {
   EXPECT_EQ(lines_of(text).size(), 2u) << text;
 }
 
+// The number after `key` in `text` (e.g. "single-thread copy " -> 12.3), or -1 when absent.
+double number_after(const std::string& text, const std::string& key) {
+  const std::size_t at = text.find(key);
+  if (at == std::string::npos) return -1;
+  return std::strtod(text.c_str() + at + key.size(), nullptr);
+}
+
+TEST(BenchCli, HostCopyRateIsInTheHeaderAndJsonOfACpuRun) {
+  const std::vector<std::string> args = {"--backend", "cpu", "--variant", "fused", "--precision",
+                                         "fp32", "--n", "32", "--d", "8", "--repeat", "1"};
+  const test::BinaryRun t = bench(args);
+  ASSERT_EQ(t.code, 0) << t.err;
+  const auto ls = lines_of(t.out);
+  ASSERT_GE(ls.size(), 2u) << t.out;
+  EXPECT_EQ(ls[1].rfind("cpu: ", 0), 0u) << ls[1];
+  EXPECT_NE(ls[1].find(" GB/s (read + written, 256 MiB memcpy)"), std::string::npos) << ls[1];
+  EXPECT_GT(number_after(ls[1], ", single-thread copy "), 0) << ls[1];
+
+  std::vector<std::string> jargs = args;
+  jargs.insert(jargs.end(), {"--format", "json"});
+  const test::BinaryRun r = bench(jargs);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_TRUE(j["host_copy_gbs"].is_number()) << j.dump();
+  EXPECT_GT(j["host_copy_gbs"].get<double>(), 0);
+  const std::string rule = j["host_copy_rule"];
+  EXPECT_NE(rule.find("single-thread"), std::string::npos) << rule;
+  EXPECT_NE(rule.find("bytes read + bytes written"), std::string::npos) << rule;
+  EXPECT_EQ(j["baseline"], false);
+
+  // No CPU case to run (bf16 runs only on the CUDA fused kernel): no probe, the key is null.
+  const test::BinaryRun n = bench({"--backend", "cpu", "--variant", "fused", "--precision", "bf16",
+                                   "--n", "32", "--d", "8", "--repeat", "1", "--format", "json"});
+  ASSERT_EQ(n.code, 0) << n.err;
+  EXPECT_TRUE(json::parse(n.out)["host_copy_gbs"].is_null()) << n.out;
+}
+
+TEST(BenchCli, BaselineAddsAPlainRowPerCpuStagedCase) {
+  const std::vector<std::string> args = {
+      "--backend", "cpu,cuda", "--variant", "staged,fused", "--precision", "fp32,bf16",
+      "--n", "48,64", "--d", "8", "--mask", "none,causal", "--repeat", "2", "--warmup", "1"};
+  std::vector<std::string> with = args;
+  with.insert(with.end(), {"--baseline", "--format", "json"});
+  const test::BinaryRun r = bench(with);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["baseline"], true);
+  EXPECT_TRUE(j["baseline_rule"].is_string());
+  std::set<std::string> staged_shapes, plain_shapes;
+  const auto shape = [](const json& c) {
+    return c["mask"].get<std::string>() + " " + c["n"].dump() + " " + c["d"].dump() + " " +
+           c["heads"].dump();
+  };
+  for (const json& c : j["cases"]) {
+    SCOPED_TRACE(c.dump());
+    if (c["variant"] == "plain") {
+      EXPECT_EQ(c["backend"], "cpu");
+      EXPECT_EQ(c["precision"], "fp32");
+      plain_shapes.insert(shape(c));
+      EXPECT_EQ(c["repeat"], 2);
+      EXPECT_LE(c["min_ms"].get<double>(), c["median_ms"].get<double>());
+      ASSERT_TRUE(c["rel_err"].is_number());
+      EXPECT_LT(c["rel_err"].get<double>(), 1e-5);
+      EXPECT_EQ(c["reference"], "fp64 full");
+      const double n = c["n"], d = c["d"];
+      EXPECT_DOUBLE_EQ(c["moved_bytes"].get<double>(), 4.0 * (7 * n * n + 4 * n * d));  // staged rule
+      EXPECT_EQ(c["stages"].size(), 4u);
+      EXPECT_FALSE(c.contains("staged_over_plain"));
+    } else if (c["backend"] == "cpu" && c["variant"] == "staged") {
+      staged_shapes.insert(shape(c));
+      ASSERT_TRUE(c["staged_over_plain"].is_number());
+      EXPECT_GT(c["staged_over_plain"].get<double>(), 0);
+    } else {
+      EXPECT_FALSE(c.contains("staged_over_plain"));  // fused and CUDA cases ignore the flag
+    }
+  }
+  EXPECT_EQ(staged_shapes.size(), 4u);
+  EXPECT_EQ(plain_shapes, staged_shapes) << "one plain row per CPU staged case";
+  for (const json& s : j["skipped"]) EXPECT_NE(s["variant"], "plain") << s.dump();
+
+  // Without the flag: no plain row, no ratio.
+  std::vector<std::string> without = args;
+  without.insert(without.end(), {"--format", "json"});
+  const test::BinaryRun w = bench(without);
+  ASSERT_EQ(w.code, 0) << w.err;
+  const json k = json::parse(w.out);
+  EXPECT_EQ(k["baseline"], false);
+  for (const json& c : k["cases"]) {
+    EXPECT_NE(c["variant"], "plain") << c.dump();
+    EXPECT_FALSE(c.contains("staged_over_plain")) << c.dump();
+  }
+
+  // Only fused cases: the flag adds nothing.
+  const test::BinaryRun f = bench({"--backend", "cpu", "--variant", "fused", "--precision", "fp32",
+                                   "--n", "48", "--d", "8", "--repeat", "1", "--baseline",
+                                   "--format", "csv"});
+  ASSERT_EQ(f.code, 0) << f.err;
+  EXPECT_EQ(lines_of(f.out).size(), 2u) << f.out;
+}
+
+TEST(BenchCli, BaselineTableShowsTheRatioAndCsvKeepsItsColumns) {
+  const std::vector<std::string> args = {"--backend", "cpu", "--variant", "staged,fused",
+                                         "--precision", "fp32", "--n", "64", "--d", "8",
+                                         "--repeat", "1", "--baseline"};
+  const test::BinaryRun t = bench(args);
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("\ncpu   plain  fp32 none       1     64    8 "), std::string::npos) << t.out;
+  const std::string key = "  cpu staged fp32 none heads=1 n=64 d=8: staged / plain ";
+  EXPECT_GT(number_after(t.out, key), 0) << t.out;
+  EXPECT_NE(t.out.find("× ("), std::string::npos) << t.out;
+  EXPECT_EQ(t.out.find("nan"), std::string::npos) << t.out;
+  const test::BinaryRun plain_less = bench({"--backend", "cpu", "--variant", "staged",
+                                            "--precision", "fp32", "--n", "64", "--d", "8",
+                                            "--repeat", "1"});
+  ASSERT_EQ(plain_less.code, 0) << plain_less.err;
+  EXPECT_EQ(plain_less.out.find("staged / plain"), std::string::npos) << plain_less.out;
+
+  std::vector<std::string> csv = args;
+  csv.insert(csv.end(), {"--format", "csv"});
+  const test::BinaryRun c = bench(csv);
+  ASSERT_EQ(c.code, 0) << c.err;
+  const auto rows = lines_of(c.out);
+  ASSERT_EQ(rows.size(), 4u) << c.out;  // header, staged, plain, fused
+  EXPECT_EQ(rows[0],
+            "backend,variant,precision,mask,heads,n,d,status,median_ms,min_ms,max_ms,tflops,gbs,"
+            "min_bytes,moved_bytes,peak_bytes,rel_err,reference,reason");
+  EXPECT_EQ(rows[1].rfind("cpu,staged,fp32,", 0), 0u) << rows[1];
+  EXPECT_EQ(rows[2].rfind("cpu,plain,fp32,none,1,64,8,ok,", 0), 0u) << rows[2];
+  EXPECT_EQ(rows[3].rfind("cpu,fused,fp32,", 0), 0u) << rows[3];
+}
+
 TEST(BenchCli, BadOptionsAreOneErrorLine) {
   const std::vector<std::vector<std::string>> bad = {
       {"--n", "0"},           {"--n", "abc"},        {"--d", "-4"},          {"--heads", "0"},
       {"--repeat", "0"},      {"--warmup", "-1"},    {"--backend", "gpu"},   {"--variant", "flash"},
+      {"--variant", "plain"},
       {"--precision", "fp64"}, {"--mask", "diag"},   {"--format", "xml"},    {"--max-seconds", "0"},
       // list items: empty, repeated, not a whole number; an --output that cannot be written
       {"--n", "64,,128"},     {"--n", ",64"},        {"--d", "8,"},          {"--n", "64,64"},
