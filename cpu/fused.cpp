@@ -6,7 +6,7 @@
 //   S^T (keys, queries)   = K_blk Q_blk^T                                   tile_madd
 //   m_new = max(m, max_j S^T(j, i));  alpha = exp((m - m_new) * scale)
 //   P^T   = exp((S^T - m_new) * scale);  l = alpha * l + sum_j P^T(j, i)      online_softmax_step
-//   acc^T (d_v, queries)  = acc^T * alpha + V_blk^T P^T                       tile_madd
+//   acc^T (d_v, queries)  = acc^T * alpha + V_blk^T P^T                       update_tile
 // and writes O = acc / l once at the end.
 // Why transposed (queries along the vector lanes): K and V are used straight from the inputs
 // (only the query block is packed, once per item, into Q^T), the softmax reductions over the keys
@@ -155,8 +155,8 @@ struct SoftmaxState {
 // st (keys, kTileCols), row stride ld, holds raw scores S^T and is overwritten with
 // P^T = exp((S^T - m_new) * scale); per query column
 //   m_new = max(m, max_j st(j)),  alpha = exp((m - m_new) * scale),  l = alpha * l + sum_j P^T(j)
-// and m = m_new. The caller then does acc = alpha * acc + P V.
-// This is the update step the online-softmax walk shows, one tile at a time.
+// and m = m_new; update_tile then rescales acc by alpha and adds P V. Together they are the
+// update the online-softmax walk shows, one tile at a time.
 void online_softmax_step(float* st, Index ld, int keys, float scale, const SoftmaxState& s) {
   const Packet vscale = ei::pset1<Packet>(scale);
   const Packet neg_inf = ei::pset1<Packet>(kNegInf);
@@ -196,6 +196,17 @@ void online_softmax_step(float* st, Index ld, int keys, float scale, const Softm
     ei::pstoreu(s.m + v * kLanes, m_new);
     ei::pstoreu(s.alpha + v * kLanes, alpha);
   }
+}
+
+// The whole update of one tile of kTileCols queries by one block of `keys` keys (the inner step
+// of FlashAttention-2's Algorithm 1): online_softmax_step on its scores, then
+//   acc^T (d_v, kTileCols) = acc^T * alpha + V_blk^T P^T
+// st (keys, kTileCols), row stride ld: the tile's masked raw scores S^T, left holding P^T;
+// v_blk (keys, d_v), row-major; acct (d_v, kTileCols), row stride ld; s: the tile's m, l, alpha.
+void update_tile(float* st, Index ld, int keys, const float* v_blk, int d_v, float* acct,
+                 float scale, const SoftmaxState& s) {
+  online_softmax_step(st, ld, keys, scale, s);
+  rows_madd(d_v, v_blk, 1, d_v, st, ld, keys, acct, ld, s.alpha);  // a(r, j) = V_blk(j, r)
 }
 
 // Per-thread scratch, sized once. Rows are kQueryBlock floats: one column per query.
@@ -264,9 +275,7 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
         }
       }
       const SoftmaxState tile{state.m + i0, state.l + i0, state.alpha + i0};
-      online_softmax_step(st, ld, keys, job.scale, tile);
-      // acc^T (d_v, tile) = acc^T * alpha + V_blk^T P^T: a(r, j) = V_blk(j, r).
-      rows_madd(d_v, vb, 1, d_v, st, ld, keys, w.acct.data() + i0, ld, tile.alpha);
+      update_tile(st, ld, keys, vb, d_v, w.acct.data() + i0, job.scale, tile);
     }
   }
   // A score that overflowed fp32 turns its query into inf/NaN here (a finite unmasked score
