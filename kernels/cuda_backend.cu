@@ -4,6 +4,11 @@
 // every stage with CUDA events and brings the stages back into a Trace shaped exactly like the CPU
 // backend's. Device buffers are RAII (DeviceBuffer below), so an exception mid-run leaks nothing.
 //
+// Streaming (RunOptions::pool / rows, run_streamed below): the staged chain's pooled views and
+// exact rows for problems whose (n, m) stages cannot be held, through kernels/stream_pool.h, with
+// the output (when asked) from the fused fp32 kernel. Device memory is the inputs plus O(rows +
+// pixels); launches are of bounded work, with progress and cancel between them.
+//
 // Before allocating, the run's memory need is estimated (inputs, every N x N stage buffer, output;
 // with keep_stages also the host copies) and compared with cudaMemGetInfo's free memory and the
 // host's MemAvailable; a problem that does not fit is refused with ResourceError naming both.
@@ -22,6 +27,7 @@
 #include "kernels/cuda_backend.h"
 #include "kernels/fused.h"
 #include "kernels/stages.h"
+#include "kernels/stream_pool.h"
 #include "kernels/tile_config.h"
 
 #include "core/format.h"
@@ -33,11 +39,13 @@
 #include <thrust/transform.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <new>
 #include <sstream>
 #include <string>
@@ -406,6 +414,480 @@ void run_chain(const DeviceProblem& dp, const RunOptions& opt, cudaStream_t s,
     run_fused(dp, opt, s);
 }
 
+// ---- streaming: pooled views and exact rows (RunOptions::pool / rows) ----------------------------
+
+// A staged run that keeps no (n, m) stage and asks for a pooled view, exact rows or no output at
+// all: it goes through the streaming kernels (kernels/stream_pool.h). A staged run that only drops
+// its stages (keep_stages false, output wanted, nothing else) runs the staged chain as before.
+bool streams(const RunOptions& opt) {
+  if (opt.variant != Variant::Staged) return false;
+  if (opt.pool) return true;  // a pooled view never keeps the stages (as on the CPU)
+  return !opt.keep_stages && (!opt.rows.empty() || !opt.output);
+}
+
+// The CPU chain's checks of a streaming request (cpu/staged.cpp, check_rows), same messages.
+void check_stream_request(const Problem& p, const RunOptions& opt) {
+  const long total = static_cast<long>(p.heads) * p.n();
+  for (int g : opt.rows)
+    if (g < 0 || g >= total)
+      throw InputError("row " + std::to_string(g) + " is outside 0.." + std::to_string(total - 1));
+  if (!opt.pool) return;
+  const PoolRequest& r = *opt.pool;
+  if (r.head < 0 || r.head >= p.heads)
+    throw InputError("pooled head " + std::to_string(r.head) + " is outside 0.." +
+                     std::to_string(p.heads - 1));
+  const auto check_axis = [](const PoolAxis& a, int total, const char* what) {
+    if (a.begin.size() != a.end.size() || a.begin.empty())
+      throw InputError(std::string("pooled ") + what +
+                       ": no pixels, or begin/end of different lengths");
+    for (int i = 0; i < a.size(); ++i)
+      if (a.begin[i] < 0 || a.end[i] <= a.begin[i] || a.end[i] > total ||
+          (i > 0 && a.begin[i] < a.begin[i - 1]))
+        throw InputError(std::string("pooled ") + what + ": pixel " + std::to_string(i) +
+                         " covers an empty or out-of-range interval");
+  };
+  check_axis(r.rows, p.n(), "rows");
+  check_axis(r.cols, p.m(), "columns");
+}
+
+// Pixel columns per chunk grow until the chunk holds this many flat columns (or
+// kPoolChunkPixels pixels): a block then has a few tiles of 64 columns to walk.
+constexpr int kChunkFlatColumns = 1024;
+// FMAs per launch: about 2^38 keeps a launch in the tens of milliseconds on an H200's CUDA cores,
+// so that cancel and progress have that granularity at a million tokens.
+constexpr double kLaunchFma = 274877906944.0;
+
+// What a streaming run computes, laid out on the host: the rows whose statistics are needed, the
+// pixel-row groups, the flattened pixel columns and their chunks.
+struct StreamPlan {
+  std::vector<int> rows;  // sorted, distinct stacked rows: the view's rows and the exact rows
+  std::vector<int> group_begin, group_end, group_stat, group_py0, group_py1;
+  std::vector<int> px_flat, flat_col, chunk_px;  // see PoolLayout
+  std::vector<int> exact_stat;                   // per opt.rows entry, its index in `rows`
+  int width = 0, height = 0;                     // pixels of the view (0 without one)
+  int groups() const { return static_cast<int>(group_begin.size()); }
+  int chunks() const { return chunk_px.empty() ? 0 : static_cast<int>(chunk_px.size()) - 1; }
+};
+
+StreamPlan plan_stream(const Problem& p, const RunOptions& opt) {
+  StreamPlan sp;
+  const int n = p.n();
+  std::vector<int> exact(opt.rows.begin(), opt.rows.end());
+  std::sort(exact.begin(), exact.end());
+  exact.erase(std::unique(exact.begin(), exact.end()), exact.end());
+  if (opt.pool) {
+    const PoolRequest& r = *opt.pool;
+    const PoolAxis& ra = r.rows;
+    sp.height = ra.size();
+    sp.width = r.cols.size();
+    // Consecutive pixel rows of the same interval (a magnified view) are computed once.
+    for (int py = 0; py < ra.size();) {
+      int py1 = py + 1;
+      while (py1 < ra.size() && ra.begin[py1] == ra.begin[py] && ra.end[py1] == ra.end[py]) ++py1;
+      sp.group_begin.push_back(ra.begin[py]);
+      sp.group_end.push_back(ra.end[py]);
+      sp.group_py0.push_back(py);
+      sp.group_py1.push_back(py1);
+      py = py1;
+    }
+    // The union of the groups' rows (begins are non-decreasing), then the exact rows merged in.
+    const long base = static_cast<long>(r.head) * n;
+    int covered = 0;  // rows [0, covered) of the head are in the list
+    for (int gi = 0; gi < sp.groups(); ++gi) {
+      for (int i = std::max(covered, sp.group_begin[gi]); i < sp.group_end[gi]; ++i)
+        sp.rows.push_back(static_cast<int>(base + i));
+      covered = std::max(covered, sp.group_end[gi]);
+    }
+    const std::size_t mid = sp.rows.size();
+    sp.rows.insert(sp.rows.end(), exact.begin(), exact.end());
+    std::inplace_merge(sp.rows.begin(), sp.rows.begin() + static_cast<std::ptrdiff_t>(mid), sp.rows.end());
+    sp.rows.erase(std::unique(sp.rows.begin(), sp.rows.end()), sp.rows.end());
+    for (int gi = 0; gi < sp.groups(); ++gi)
+      sp.group_stat.push_back(static_cast<int>(
+          std::lower_bound(sp.rows.begin(), sp.rows.end(), static_cast<int>(base + sp.group_begin[gi])) -
+          sp.rows.begin()));
+
+    long flat = 0;
+    for (int px = 0; px < r.cols.size(); ++px) flat += r.cols.end[px] - r.cols.begin[px];
+    if (flat > std::numeric_limits<int>::max())
+      throw InputError("pooled columns: the pixels cover " + std::to_string(flat) +
+                       " cells in all, more than the 2^31 - 1 a view may cover");
+    sp.px_flat.reserve(static_cast<std::size_t>(sp.width) + 1);
+    sp.flat_col.reserve(static_cast<std::size_t>(flat));
+    sp.px_flat.push_back(0);
+    for (int px = 0; px < r.cols.size(); ++px) {
+      for (int j = r.cols.begin[px]; j < r.cols.end[px]; ++j) sp.flat_col.push_back(j);
+      sp.px_flat.push_back(static_cast<int>(sp.flat_col.size()));
+    }
+    sp.chunk_px.push_back(0);
+    for (int px = 0; px < sp.width; ++px) {
+      const int start = sp.chunk_px.back();
+      if (px > start && (px - start == kPoolChunkPixels ||
+                         sp.px_flat[px] - sp.px_flat[start] >= kChunkFlatColumns))
+        sp.chunk_px.push_back(px);
+    }
+    sp.chunk_px.push_back(sp.width);
+  } else {
+    sp.rows = exact;
+  }
+  for (int g : opt.rows)
+    sp.exact_stat.push_back(
+        static_cast<int>(std::lower_bound(sp.rows.begin(), sp.rows.end(), g) - sp.rows.begin()));
+  return sp;
+}
+
+// Device bytes of a streaming run: the inputs it reads (V and the output only with opt.output),
+// a custom mask, the row list and its statistics, the layout, the grids of the three stages and
+// the exact rows. No (n, m) stage.
+std::size_t stream_device_bytes(const Dims& d, const Problem& p, const RunOptions& opt,
+                                const StreamPlan& sp) {
+  const std::size_t f = sizeof(float), i = sizeof(int);
+  std::size_t bytes = (d.q() + d.k()) * f;
+  if (opt.output) bytes += (d.v() + d.out()) * f;
+  if (p.mask == MaskKind::Custom) bytes += d.nm() * f;
+  bytes += sp.rows.size() * (i + 2 * f);
+  bytes += (3 * sp.group_begin.size() + sp.px_flat.size() + sp.flat_col.size() + sp.chunk_px.size()) * i;
+  bytes += 3 * static_cast<std::size_t>(sp.groups()) * sp.width * (f + 1);
+  bytes += opt.rows.size() * (2 * i + 4 * static_cast<std::size_t>(d.m) * f);
+  bytes += 6 * i + 2 * sizeof(unsigned long long);
+  return bytes;
+}
+
+// Host bytes the streamed Trace needs: the pooled grids (and their download staging), the exact
+// rows, the output.
+std::size_t stream_host_bytes(const Dims& d, const RunOptions& opt, const StreamPlan& sp) {
+  const std::size_t px = static_cast<std::size_t>(sp.width) * sp.height;
+  return 3 * px * sizeof(PooledCell) + 3 * static_cast<std::size_t>(sp.groups()) * sp.width * 5 +
+         opt.rows.size() * 5 * static_cast<std::size_t>(d.m) * sizeof(float) +
+         (opt.output ? d.out() * sizeof(float) : 0);
+}
+
+void check_stream_memory(const Problem& p, const RunOptions& opt, const StreamPlan& sp) {
+  const Dims d = dims_of(p);
+  const std::size_t need = stream_device_bytes(d, p, opt, sp);
+  std::size_t free_bytes = kOomFaultFreeBytes;
+  if (fault_from_env() != Fault::Oom) {
+    std::size_t total = 0;
+    ATTNLAB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  }
+  if (need > free_bytes)
+    throw ResourceError("the streamed view needs " + format_bytes(static_cast<double>(need)) +
+                        " of GPU memory (the inputs" +
+                        std::string(p.mask == MaskKind::Custom ? ", the custom mask" : "") +
+                        ", " + std::to_string(sp.rows.size()) + " row statistics, the pooled grids, " +
+                        std::to_string(opt.rows.size()) + " exact rows of " + std::to_string(d.m) +
+                        " keys), " + format_bytes(static_cast<double>(free_bytes)) +
+                        " free; try smaller N");
+  const std::size_t host_need = stream_host_bytes(d, opt, sp);
+  if (const double avail = host_available_bytes(); avail > 0 && static_cast<double>(host_need) > avail)
+    throw ResourceError("the streamed view needs " + format_bytes(static_cast<double>(host_need)) +
+                        " of host memory (pooled grids, exact rows, output), " +
+                        format_bytes(avail) + " available; try fewer rows or smaller N");
+}
+
+void check_cancel(const RunOptions& opt) {
+  if (opt.cancel && opt.cancel->load(std::memory_order_relaxed)) throw Cancelled();
+}
+
+// Paces a run of many launches: after each launch it waits for the one before (so at most two
+// are queued and the device never idles between them), then reports progress and honours cancel.
+// On cancel the stream is drained first: the buffers it uses are freed while the exception
+// unwinds.
+class Pacer {
+ public:
+  Pacer(const RunOptions& opt, cudaStream_t s, double total_work)
+      : opt_(opt), s_(s), total_(std::max(total_work, 1.0)) {}
+
+  // Call after enqueuing a launch of `work` units.
+  void launched(double work) {
+    const int k = count_ % 2;
+    ev_[k].record(s_);
+    pending_[k] = work;
+    if (count_ > 0) {
+      ATTNLAB_CUDA_CHECK(cudaEventSynchronize(ev_[1 - k].get()));
+      advance(pending_[1 - k]);
+    }
+    ++count_;
+  }
+  // Waits for everything enqueued; progress reaches 1 once the caller is done.
+  void finish() {
+    ATTNLAB_CUDA_CHECK(cudaStreamSynchronize(s_));
+    if (opt_.progress) opt_.progress->store(1.f);
+  }
+
+ private:
+  void advance(double work) {
+    done_ += work;
+    if (opt_.progress) opt_.progress->store(static_cast<float>(std::min(done_ / total_, 1.0)));
+    if (opt_.cancel && opt_.cancel->load(std::memory_order_relaxed)) {
+      cudaStreamSynchronize(s_);  // its own failure would only hide the cancellation
+      throw Cancelled();
+    }
+  }
+
+  const RunOptions& opt_;
+  cudaStream_t s_;
+  double total_, done_ = 0;
+  Event ev_[2];
+  double pending_[2] = {0, 0};
+  int count_ = 0;
+};
+
+template <class T>
+DeviceBuffer<T> upload_vector(const std::vector<T>& v, cudaStream_t s) {
+  DeviceBuffer<T> b(v.size());
+  if (!v.empty())
+    ATTNLAB_CUDA_CHECK(cudaMemcpyAsync(b.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice, s));
+  return b;
+}
+
+// The first unmasked cell whose score or logit overflowed, refused as the CPU chain does.
+void throw_if_overflow(const unsigned long long (&cells)[2], int n, int m) {
+  for (int k = 0; k < 2; ++k) {
+    if (cells[k] == kNoCell) continue;
+    const auto row = static_cast<long long>(cells[k] / static_cast<unsigned long long>(m));
+    const auto col = static_cast<long long>(cells[k] % static_cast<unsigned long long>(m));
+    throw InputError(std::string(k == 0 ? "QKᵀ" : "the logits (scaled scores / temperature)") +
+                     " overflows at row " + std::to_string(row % n) + ", column " +
+                     std::to_string(col) + " (inputs too large for this precision and temperature)");
+  }
+}
+
+int sm_count() {
+  int dev = 0, sms = 0;
+  ATTNLAB_CUDA_CHECK(cudaGetDevice(&dev));
+  ATTNLAB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return std::max(sms, 1);
+}
+
+// The streaming run: (1) row statistics of every listed row over all m keys, in launches of a
+// bounded number of rows; (2) the pooled grids, a launch per run of pixel-row groups of bounded
+// work; (3) the exact rows; (4) the output from the fused fp32 kernel (it never holds an (n, m)
+// matrix either). Between launches: progress and cancel. Then the grids, rows and output come
+// back and are laid out as the CPU chain lays them out.
+void run_streamed(const Problem& p, const RunOptions& opt, Trace& t) {
+  const auto wall0 = std::chrono::steady_clock::now();
+  validate(p);
+  check_options(p, opt);
+  check_stream_request(p, opt);
+  if (opt.output)
+    if (const std::string why = fused_fp32_shape_error(p.d_k(), p.d_v()); !why.empty())
+      throw InputError("a streamed run computes the output with the fused fp32 kernel: " + why +
+                       "; ask for no output");
+  throw_if_launch_fault("cuda run");
+  const StreamPlan sp = plan_stream(p, opt);
+  check_stream_memory(p, opt, sp);
+  check_cancel(opt);
+
+  const Dims d = dims_of(p);
+  Stream stream;
+  const cudaStream_t s = stream.get();
+  Event ev[6];  // start, uploaded, stats, pooled + rows, output, downloaded
+  ev[0].record(s);
+  DeviceBuffer<float> q(d.q()), k(d.k()), v(opt.output ? d.v() : 0), out(opt.output ? d.out() : 0);
+  DeviceBuffer<float> mask(p.mask == MaskKind::Custom ? d.nm() : 0);
+  upload(q.get(), p.q, s);
+  upload(k.get(), p.k, s);
+  if (opt.output) upload(v.get(), p.v, s);
+  if (p.mask == MaskKind::Custom) upload(mask.get(), p.custom_mask, s);
+  DeviceBuffer<int> rows = upload_vector(sp.rows, s);
+  DeviceBuffer<float> row_max(sp.rows.size()), row_sum(sp.rows.size());
+  DeviceBuffer<int> g_begin = upload_vector(sp.group_begin, s), g_end = upload_vector(sp.group_end, s),
+                    g_stat = upload_vector(sp.group_stat, s), px_flat = upload_vector(sp.px_flat, s),
+                    flat_col = upload_vector(sp.flat_col, s), chunk_px = upload_vector(sp.chunk_px, s);
+  const std::size_t cells = 3 * static_cast<std::size_t>(sp.groups()) * sp.width;
+  DeviceBuffer<float> grid_value(cells);
+  DeviceBuffer<std::uint8_t> grid_masked(cells);
+  const int r_count = static_cast<int>(opt.rows.size());
+  const std::size_t row_cells = static_cast<std::size_t>(r_count) * d.m;
+  DeviceBuffer<int> exact_rows = upload_vector(opt.rows, s), exact_stat = upload_vector(sp.exact_stat, s);
+  DeviceBuffer<float> e_scores(row_cells), e_scaled(row_cells), e_logits(row_cells), e_weights(row_cells);
+  // The overflow records and the range keys start at "none found" / (+inf, -inf).
+  const unsigned long long no_cells[2] = {kNoCell, kNoCell};
+  const int range_init[6] = {float_order_key(INFINITY), float_order_key(-INFINITY),
+                             float_order_key(INFINITY), float_order_key(-INFINITY),
+                             float_order_key(INFINITY), float_order_key(-INFINITY)};
+  DeviceBuffer<unsigned long long> overflow(2);
+  DeviceBuffer<int> range(6);
+  ATTNLAB_CUDA_CHECK(cudaMemcpyAsync(overflow.get(), no_cells, sizeof no_cells, cudaMemcpyHostToDevice, s));
+  ATTNLAB_CUDA_CHECK(cudaMemcpyAsync(range.get(), range_init, sizeof range_init, cudaMemcpyHostToDevice, s));
+  ev[1].record(s);
+
+  StreamInputs in;
+  in.q = q.get();
+  in.k = k.get();
+  in.mask = mask.get();
+  in.n = d.n;
+  in.m = d.m;
+  in.d_k = d.d_k;
+  in.code = mask_code(p.mask);
+  in.sqrt_dk = static_cast<float>(std::sqrt(static_cast<double>(d.d_k)));
+  in.temperature = static_cast<float>(p.temperature);
+  in.exp_cutoff = std::log(std::numeric_limits<float>::min()) + std::log(static_cast<float>(d.m));
+
+  // Work in FMAs, for the progress and the launch sizes.
+  const double row_work = static_cast<double>(d.m) * d.d_k;
+  const double flat_cols = static_cast<double>(sp.flat_col.size());
+  double pool_work = 0;
+  for (int gi = 0; gi < sp.groups(); ++gi)
+    pool_work += static_cast<double>(sp.group_end[gi] - sp.group_begin[gi]) * flat_cols * d.d_k;
+  const double out_work = opt.output ? static_cast<double>(d.heads) * d.n * d.m * (d.d_k + d.d_v) : 0;
+  Pacer pacer(opt, s, static_cast<double>(sp.rows.size()) * row_work + pool_work +
+                          r_count * row_work + out_work);
+
+  // (1) statistics: a launch per run of rows of one head, at least two blocks per SM each.
+  const long min_rows = 2L * 64 * sm_count();
+  const long per_launch = std::max(min_rows, static_cast<long>(kLaunchFma / std::max(row_work, 1.0)));
+  for (std::size_t a = 0; a < sp.rows.size();) {
+    const int head = sp.rows[a] / d.n;
+    std::size_t b = a;
+    while (b < sp.rows.size() && sp.rows[b] / d.n == head && static_cast<long>(b - a) < per_launch) ++b;
+    launch_row_stats(in, rows.get() + a, static_cast<int>(b - a), head, row_max.get() + a,
+                     row_sum.get() + a, overflow.get(), s);
+    pacer.launched(static_cast<double>(b - a) * row_work);
+    a = b;
+  }
+  ev[2].record(s);
+
+  // (2) the pooled grids, a launch per run of groups of about kLaunchFma.
+  if (opt.pool) {
+    PoolLayout lay;
+    lay.row_begin = g_begin.get();
+    lay.row_end = g_end.get();
+    lay.stat = g_stat.get();
+    lay.px_flat = px_flat.get();
+    lay.flat_col = flat_col.get();
+    lay.chunk_px = chunk_px.get();
+    lay.groups = sp.groups();
+    lay.width = sp.width;
+    lay.chunks = sp.chunks();
+    for (int g0 = 0; g0 < sp.groups();) {
+      int g1 = g0;
+      double work = 0;
+      while (g1 < sp.groups() && (g1 == g0 || work < kLaunchFma)) {
+        work += static_cast<double>(sp.group_end[g1] - sp.group_begin[g1]) * flat_cols * d.d_k;
+        ++g1;
+      }
+      launch_pool(in, opt.pool->head, lay, g0, g1, row_max.get(), row_sum.get(),
+                  opt.pool->mode == PoolMode::Mean, grid_value.get(), grid_masked.get(), range.get(), s);
+      pacer.launched(work);
+      g0 = g1;
+    }
+  }
+  // (3) the exact rows.
+  if (r_count > 0) {
+    launch_exact_rows(in, exact_rows.get(), exact_stat.get(), r_count, row_max.get(), row_sum.get(),
+                      e_scores.get(), e_scaled.get(), e_logits.get(), e_weights.get(), s);
+    pacer.launched(r_count * row_work);
+  }
+  ev[3].record(s);
+
+  // (4) the output.
+  if (opt.output) {
+    fused_attention_fp32(q.get(), k.get(), v.get(), out.get(), d.heads, d.n, d.m, d.d_k, d.d_v,
+                         static_cast<float>(1.0 / (std::sqrt(static_cast<double>(d.d_k)) * p.temperature)),
+                         p.mask == MaskKind::Causal, mask.get(), s);
+    ATTNLAB_CUDA_CHECK(cudaGetLastError());
+    pacer.launched(out_work);
+  }
+  ev[4].record(s);
+
+  // Downloads: into staging for the grids (expanded to pixel rows below), straight into the Trace
+  // for the rows and the output.
+  std::vector<float> values(cells);
+  std::vector<std::uint8_t> masked(cells);
+  unsigned long long bad[2] = {kNoCell, kNoCell};
+  int range_keys[6];
+  if (cells > 0) {
+    ATTNLAB_CUDA_CHECK(cudaMemcpyAsync(values.data(), grid_value.get(), cells * sizeof(float), cudaMemcpyDeviceToHost, s));
+    ATTNLAB_CUDA_CHECK(cudaMemcpyAsync(masked.data(), grid_masked.get(), cells, cudaMemcpyDeviceToHost, s));
+  }
+  ATTNLAB_CUDA_CHECK(cudaMemcpyAsync(bad, overflow.get(), sizeof bad, cudaMemcpyDeviceToHost, s));
+  ATTNLAB_CUDA_CHECK(cudaMemcpyAsync(range_keys, range.get(), sizeof range_keys, cudaMemcpyDeviceToHost, s));
+  t.rows.assign(opt.rows.size(), RowStages{});
+  for (int r = 0; r < r_count; ++r) {
+    RowStages& rs = t.rows[r];
+    rs.row = opt.rows[r];
+    const std::size_t off = static_cast<std::size_t>(r) * d.m;
+    const float* src[4] = {e_scores.get() + off, e_scaled.get() + off, e_logits.get() + off, e_weights.get() + off};
+    std::vector<float>* dst[4] = {&rs.scores, &rs.scaled, &rs.logits, &rs.weights};
+    for (int st = 0; st < 4; ++st) {
+      dst[st]->resize(d.m);
+      ATTNLAB_CUDA_CHECK(cudaMemcpyAsync(dst[st]->data(), src[st], d.m * sizeof(float), cudaMemcpyDeviceToHost, s));
+    }
+  }
+  if (opt.output) download(t.output, out.get(), static_cast<Eigen::Index>(d.heads) * d.n, d.d_v, s);
+  else t.output = MatrixF();
+  ev[5].record(s);
+  pacer.finish();
+  throw_if_overflow(bad, d.n, d.m);
+
+  t.backend = "cuda";
+  t.variant = Variant::Staged;
+  t.precision = Precision::FP32;
+  t.has_stages = false;
+  t.scores = t.scaled = t.mask = t.logits = t.weights = MatrixF();
+  t.pooled = PooledStages{};
+  if (opt.pool) {
+    PooledGrid* grids[3] = {&t.pooled.scores, &t.pooled.logits, &t.pooled.weights};
+    for (int st = 0; st < 3; ++st) {
+      PooledGrid& g = *grids[st];
+      g.rows = sp.height;
+      g.cols = sp.width;
+      g.cells.assign(static_cast<std::size_t>(g.rows) * g.cols, PooledCell{});
+      for (int gi = 0; gi < sp.groups(); ++gi) {
+        const std::size_t src = (static_cast<std::size_t>(st) * sp.groups() + gi) * sp.width;
+        for (int py = sp.group_py0[gi]; py < sp.group_py1[gi]; ++py)
+          for (int px = 0; px < sp.width; ++px)
+            g.cells[static_cast<std::size_t>(py) * g.cols + px] = {values[src + px], masked[src + px] != 0};
+      }
+      const float lo = float_from_order_key(range_keys[2 * st]);
+      const float hi = float_from_order_key(range_keys[2 * st + 1]);
+      g.has_range = lo <= hi;
+      g.lo = g.has_range ? lo : 0;
+      g.hi = g.has_range ? hi : 0;
+    }
+  }
+  const bool causal = p.mask == MaskKind::Causal, custom = p.mask == MaskKind::Custom;
+  for (RowStages& rs : t.rows) {
+    const int i = rs.row % d.n;
+    rs.mask.assign(d.m, 0.f);
+    for (int j = 0; j < d.m; ++j)
+      if ((causal && j > i) || (custom && p.custom_mask(i, j) != 0.f))
+        rs.mask[j] = -std::numeric_limits<float>::infinity();
+  }
+
+  // The streaming passes compute every stage of a cell together: the statistics pass stands for
+  // the softmax's reductions, the pooling and exact-row passes for the scores and everything
+  // derived from them, the fused kernel for the output.
+  StageTimings& tm = t.timings;
+  tm = StageTimings{};
+  tm.upload_ms = elapsed_ms(ev[0], ev[1]);
+  tm.softmax_ms = elapsed_ms(ev[1], ev[2]);
+  tm.qk_ms = elapsed_ms(ev[2], ev[3]);
+  tm.fused_ms = elapsed_ms(ev[3], ev[4]);
+  tm.download_ms = elapsed_ms(ev[4], ev[5]);
+  tm.total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0).count();
+}
+
+// Exact rows of a run that kept its stages: copied from the downloaded matrices.
+void rows_from_stages(const Problem& p, const RunOptions& opt, Trace& t) {
+  t.rows.assign(opt.rows.size(), RowStages{});
+  for (std::size_t k = 0; k < opt.rows.size(); ++k) {
+    RowStages& rs = t.rows[k];
+    const int g = opt.rows[k];
+    rs.row = g;
+    const auto copy = [&](const MatrixF& a, Eigen::Index r) {
+      return std::vector<float>(a.data() + r * a.cols(), a.data() + (r + 1) * a.cols());
+    };
+    rs.scores = copy(t.scores, g);
+    rs.scaled = copy(t.scaled, g);
+    rs.logits = copy(t.logits, g);
+    rs.weights = copy(t.weights, g);
+    rs.mask = copy(t.mask, g % p.n());
+  }
+}
+
 // ---- the backend ---------------------------------------------------------------------------------
 
 class CudaBackend final : public Backend {
@@ -421,8 +903,17 @@ class CudaBackend final : public Backend {
   // Downloads into `t`'s matrices, which keep their buffers when the shapes match: a repeated run
   // of the same size (the viewer on every temperature change) touches no fresh host pages.
   void run_into(const Problem& p, const RunOptions& opt, Trace& t) override {
+    if (opt.variant == Variant::Fused && (opt.pool || !opt.rows.empty())) {
+      validate(p);
+      throw InputError("pooled views and exact rows come from the staged chain, not the fused kernel");
+    }
+    if (streams(opt)) {
+      run_streamed(p, opt, t);
+      return;
+    }
     const auto wall0 = std::chrono::steady_clock::now();
     check_before_run(p, opt, /*bench=*/false);
+    check_stream_request(p, opt);  // exact rows of a run that keeps its stages
 
     Stream stream;
     const cudaStream_t s = stream.get();
@@ -456,11 +947,14 @@ class CudaBackend final : public Backend {
       for (int i = 2; i <= 5; ++i) ev[i].record(s);
       t.has_stages = false;
     }
-    // A reused trace must not keep stages of an earlier run.
+    // A reused trace must not keep stages (or streamed results) of an earlier run.
     if (!t.has_stages) t.scores = t.scaled = t.mask = t.logits = t.weights = MatrixF();
+    t.pooled = PooledStages{};
+    t.rows.clear();
     download(t.output, dp.out.get(), static_cast<Eigen::Index>(d.heads) * d.n, d.d_v, s);
     ev[6].record(s);
     ATTNLAB_CUDA_CHECK(cudaStreamSynchronize(s));
+    if (t.has_stages && !opt.rows.empty()) rows_from_stages(p, opt, t);
 
     StageTimings& tm = t.timings;
     tm.upload_ms = elapsed_ms(ev[0], ev[1]);
@@ -569,6 +1063,12 @@ std::string device_description() {
                 static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0), prop.major,
                 prop.minor);
   return buf;
+}
+
+std::size_t streamed_device_bytes(const Problem& p, const RunOptions& opt) {
+  validate(p);
+  check_stream_request(p, opt);
+  return stream_device_bytes(dims_of(p), p, opt, plan_stream(p, opt));
 }
 
 std::unique_ptr<Backend> make_backend() {

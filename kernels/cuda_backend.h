@@ -17,6 +17,12 @@ bool device_available(std::string* reason = nullptr);
 // Name, SM count, memory of device 0, e.g. "NVIDIA H200 (132 SMs, 139.8 GiB, sm_90)".
 std::string device_description();
 
+// Device bytes a streamed run allocates (a staged run with RunOptions::pool, or with exact rows
+// and stages not kept): the inputs, a custom mask, the row statistics, the pooled grids and the
+// exact rows, never an (n, m) stage; what the run compares with free memory before allocating.
+// Validates the problem and the request (InputError); touches no device.
+std::size_t streamed_device_bytes(const Problem& p, const RunOptions& opt);
+
 // Throws NoDeviceError("no CUDA device: <reason>") when no device answers.
 std::unique_ptr<Backend> make_backend();
 
