@@ -10,25 +10,29 @@
 #include <cstdio>
 
 namespace attnlab {
-RowStats row_stats(const Trace& t, int row) {
+RowStats row_stats(const float* w, const float* mask, int m) {
   RowStats s;
-  const int n_mask = static_cast<int>(t.mask.rows());
-  const int mrow = n_mask > 0 ? row % n_mask : 0;
-  const auto w = t.weights.row(row);
   s.max_weight = -1;
-  for (Eigen::Index c = 0; c < w.size(); ++c) {
-    const double p = w(c);
-    const bool masked = n_mask > 0 && std::isinf(t.mask(mrow, c));
+  for (int c = 0; c < m; ++c) {
+    const double p = w[c];
+    const bool masked = mask != nullptr && std::isinf(mask[c]);
     if (!masked) ++s.unmasked;
     s.weight_sum += p;
     if (p > s.max_weight) {
       s.max_weight = p;
-      s.argmax = static_cast<int>(c);
+      s.argmax = c;
     }
     if (p > 0) s.entropy -= p * std::log(p);
   }
   s.perplexity = std::exp(s.entropy);
   return s;
+}
+
+RowStats row_stats(const Trace& t, int row) {
+  const int n_mask = static_cast<int>(t.mask.rows());
+  const float* mask = n_mask > 0 ? t.mask.data() + static_cast<std::size_t>(row % n_mask) * t.mask.cols() : nullptr;
+  return row_stats(t.weights.data() + static_cast<std::size_t>(row) * t.weights.cols(), mask,
+                   static_cast<int>(t.weights.cols()));
 }
 
 double median_of(std::vector<double> v) {
@@ -63,6 +67,13 @@ std::string mask_sentence(MaskKind m, Lang lang) {
 }
 
 std::string describe(const Problem& p, const Trace& t, int query, Lang lang) {
+  const bool has_row = t.weights.rows() > query;
+  const float* mask = has_row && t.mask.size() ? t.mask.data() + static_cast<std::size_t>(query % t.mask.rows()) * t.mask.cols() : nullptr;
+  return describe(p, has_row ? t.weights.data() + static_cast<std::size_t>(query) * t.weights.cols() : nullptr, mask,
+                  query, lang);
+}
+
+std::string describe(const Problem& p, const float* weights, const float* mask, int query, Lang lang) {
   const bool zh = lang == Lang::Zh;
   const int n = p.n(), m = p.m();
   const std::string qtok = token_label(p.query_tokens, query);
@@ -92,14 +103,14 @@ std::string describe(const Problem& p, const Trace& t, int query, Lang lang) {
                   "; raw scores QKᵀ are divided by sqrt(d_k) and then by temperature " + temp +
                   " before the softmax.";
 
-  if (t.weights.rows() > query) {
-    const RowStats s = row_stats(t, query);
+  if (weights) {
+    const RowStats s = row_stats(weights, mask, m);
     constexpr int kShown = 16;
     std::string list;
     const int shown = m <= kShown ? m : kShown;
     for (int c = 0; c < shown; ++c) {
       if (c) list += zh ? "、" : ", ";
-      list += fixed(t.weights(query, c), 3);
+      list += fixed(weights[c], 3);
     }
     if (shown < m)
       list += zh ? "……（共 " + std::to_string(m) + " 个）" : ", … (" + std::to_string(m) + " in all)";

@@ -20,6 +20,8 @@ struct RowStats {
 
 // Row `row` of the weights (0 <= row < heads*n); masked keys come from trace.mask (row % n).
 RowStats row_stats(const Trace& t, int row);
+// The same of one row given as m weights and its m mask entries (0 / -inf; null: none masked).
+RowStats row_stats(const float* weights, const float* mask, int m);
 
 // The median of repeated timings (mean of the middle two for an even count; 0 when empty).
 double median_of(std::vector<double> v);
@@ -28,6 +30,9 @@ double median_of(std::vector<double> v);
 // sentence/token count, query, d_k, temperature, the mask sentence, the row's weights to 3
 // decimals (first 16 then "…" for long rows), the argmax token, and the caveat.
 std::string describe(const Problem& p, const Trace& t, int query, Lang lang);
+// The same from the query's row alone: m weights and mask entries (weights null: no row to
+// quote, e.g. a fused run; mask null: none masked).
+std::string describe(const Problem& p, const float* weights, const float* mask, int query, Lang lang);
 
 // The standing caveat, one sentence.
 std::string caveat(Lang lang);

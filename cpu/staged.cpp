@@ -277,9 +277,27 @@ struct RangeAcc {
   }
 };
 
-// One row's contribution; `use_mask` false for the scores (the mask enters at step 2).
+// One row's contribution; `use_mask` false for the scores (the mask enters at step 2). Without a
+// custom mask the unmasked cells of row i are a prefix (all keys, or keys 0..i when causal) whose
+// values are finite (an overflow was refused before), so each pixel's span reduces with vectorised
+// max, min and sum; a custom mask is tested cell by cell.
 void pool_row(const Chain& c, const PoolAxis& cols, int i, const float* row, bool use_mask, PoolAcc& a,
               RangeAcc& range) {
+  if (!use_mask || c.custom == nullptr) {
+    const int limit = use_mask && c.causal ? std::min(i + 1, c.m) : c.m;
+    for (int px = 0; px < cols.size(); ++px) {
+      const int b = cols.begin[px], e = std::min(cols.end[px], limit);
+      if (e <= b) continue;
+      const Eigen::Map<const ArrayF> seg(row + b, e - b);
+      const float hi = seg.maxCoeff();
+      a.best[px] = std::max(a.best[px], hi);
+      a.sum[px] += seg.cast<double>().sum();
+      a.count[px] += e - b;
+      range.lo = std::min(range.lo, seg.minCoeff());
+      range.hi = std::max(range.hi, hi);
+    }
+    return;
+  }
   for (int px = 0; px < cols.size(); ++px) {
     float b = a.best[px];
     double s = 0;

@@ -25,25 +25,38 @@ RedrawBench run_redraw_bench(const ViewerOptions& opts, std::ostream& log) {
   r.backend = c.backend();
   std::vector<double> total, backend, raster;
   double t = c.problem().temperature;
+  // The heatmap's view of the whole matrix on 900 x 900 pixels: what a streamed problem (N above
+  // kKeepStagesMaxTokens) computes its pooled stages for.
+  const PlotGeometry g = place_plot(0, 0, 900, 900, c.n(), c.problem().m(), HeatView{});
+  const AxisMap rmap = map_axis(g.first_row, g.vis_rows, g.px_h, c.n());
+  const AxisMap cmap = map_axis(g.first_col, g.vis_cols, g.px_w, c.problem().m());
+  PoolRequest view;
+  view.rows = PoolAxis{rmap.begin, rmap.end};
+  view.cols = PoolAxis{cmap.begin, cmap.end};
+  view.mode = o.pool;
+  c.set_view(view);
   for (int i = 0; i < o.repeat; ++i) {
     // Alternate up and down like a learner pressing [ and ].
     t = i % 2 ? t / 1.25 : t * 1.25;
     const auto t0 = clock::now();
     if (!c.set_temperature(t)) throw InputError(c.error());
     const auto t1 = clock::now();
-    const MatrixF* w = c.stage_matrix(3);
-    if (!w) throw ResourceError("the stages were not kept (not enough memory), nothing to draw");
-    const PlotGeometry g = place_plot(0, 0, 900, 900, static_cast<int>(w->rows()),
-                                      static_cast<int>(w->cols()), HeatView{});
-    RasterInput in;
-    in.values = w->data();
-    in.rows = static_cast<int>(w->rows());
-    in.cols = static_cast<int>(w->cols());
-    in.mask = c.trace().mask.size() ? c.trace().mask.data() : nullptr;
-    in.mask_rows = static_cast<int>(c.trace().mask.rows());
-    in.range = finite_range(in.values, in.rows, in.cols, in.mask, in.mask_rows);
-    in.pool = o.pool;
-    const auto px = rasterize(in, g);
+    std::vector<std::uint32_t> px;
+    if (const PooledGrid* pg = c.pooled_stage(3)) {
+      px = rasterize_cells(pg->cells, rmap, cmap, ValueRange{pg->lo, pg->hi}, false, false);
+    } else {
+      const MatrixF* w = c.stage_matrix(3);
+      if (!w) throw ResourceError("the stages were not kept (not enough memory), nothing to draw");
+      RasterInput in;
+      in.values = w->data();
+      in.rows = static_cast<int>(w->rows());
+      in.cols = static_cast<int>(w->cols());
+      in.mask = c.trace().mask.size() ? c.trace().mask.data() : nullptr;
+      in.mask_rows = static_cast<int>(c.trace().mask.rows());
+      in.range = finite_range(in.values, in.rows, in.cols, in.mask, in.mask_rows);
+      in.pool = o.pool;
+      px = rasterize(in, g);
+    }
     const auto t2 = clock::now();
     const double b = std::chrono::duration<double, std::milli>(t1 - t0).count();
     const double h = std::chrono::duration<double, std::milli>(t2 - t1).count();

@@ -1,4 +1,5 @@
-// The viewer's controller (see controller.h).
+// The viewer's controller (see controller.h): requests, the worker thread that runs them, and the
+// adoption of finished runs on the UI thread.
 #include "viewer/controller.h"
 
 #include "core/format.h"
@@ -7,7 +8,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <functional>
 #include <limits>
 #include <sstream>
 #include <utility>
@@ -31,6 +31,18 @@ std::string limit_message(int n, const std::string& backend) {
   return s.str();
 }
 
+// A view fits a problem when its intervals lie inside the problem's rows and keys (a view the UI
+// made for the previous problem does not).
+bool view_fits(const PoolRequest& v, const Problem& p) {
+  return !v.rows.end.empty() && !v.cols.end.empty() && v.rows.end.back() <= p.n() &&
+         v.cols.end.back() <= p.m();
+}
+
+bool same_view(const PoolRequest& a, const PoolRequest& b) {
+  return a.mode == b.mode && a.head == b.head && a.rows.begin == b.rows.begin && a.rows.end == b.rows.end &&
+         a.cols.begin == b.cols.begin && a.cols.end == b.cols.end;
+}
+
 }  // namespace
 
 double max_abs_diff(const MatrixF& a, const MatrixF& b) {
@@ -46,96 +58,239 @@ double max_abs_diff(const MatrixF& a, const MatrixF& b) {
   return worst;
 }
 
-Controller::Controller(const ViewerOptions& o) {
+Controller::Controller(const ViewerOptions& o, bool async) : async_(async) {
   cuda_ok_ = cuda_available(&cuda_reason_);
   if (o.backend == "cuda" && !cuda_ok_) throw NoDeviceError("no CUDA device: " + cuda_reason_);
-  backend_ = o.backend == "auto" ? (cuda_ok_ ? "cuda" : "cpu") : o.backend;
-  rand_dk_ = o.d_k;
-  rand_dv_ = o.d_v;
-  rand_seed_ = o.seed;
+  req_.backend = o.backend == "auto" ? (cuda_ok_ ? "cuda" : "cpu") : o.backend;
+  req_.source.d_k = o.d_k;
+  req_.source.d_v = o.d_v;
+  req_.source.seed = o.seed;
+  Problem p;
   if (o.random_n) {
-    rand_n_ = *o.random_n;
-    if (rand_n_ > max_tokens()) throw InputError(limit_message(rand_n_, backend_));
-    problem_ = random_problem(rand_n_, rand_dk_, rand_dv_, rand_seed_);
-    demo_ = false;
-    query_ = rand_n_ / 2;
+    req_.source.demo = false;
+    req_.source.n = *o.random_n;
+    if (req_.source.n > max_tokens()) throw InputError(limit_message(req_.source.n, req_.backend));
+    p = random_problem(req_.source.n, req_.source.d_k, req_.source.d_v, req_.source.seed);
+    query_ = req_.source.n / 2;
   } else {
-    problem_ = demo_problem();
-    demo_ = true;
+    p = demo_problem();
     query_ = kDemoDefaultQuery;
   }
-  if (o.temperature) problem_.temperature = *o.temperature;
-  problem_.mask = o.mask;
-  if (!o.query.empty()) query_ = resolve_query(problem_, o.query);
-  validate(problem_);
-  run_now();  // errors here are the command line's: they propagate to main
+  if (o.temperature) p.temperature = *o.temperature;
+  p.mask = o.mask;
+  if (!o.query.empty()) query_ = resolve_query(p, o.query);
+  validate(p);
+  req_.temperature = p.temperature;
+  req_.mask = p.mask;
+  req_.query = query_;
+  last_source_ = req_.source;
+  last_problem_ = std::make_shared<const Problem>(std::move(p));
+  shown_ = last_problem_;
+  // The first run's errors are the command line's: they propagate to main.
+  Job job;
+  job.req = req_;
+  job.id = ++posted_;
+  Result r = execute(job, Trace{});
+  if (!r.error.empty()) throw InputError(r.error);
+  adopt(std::move(r));
+  if (async_) worker_ = std::thread([this] { worker_loop(); });
 }
 
-void Controller::run_now() {
-  RunOptions opt;
-  const double cells = static_cast<double>(problem_.q.rows()) * problem_.m();
-  // scores, scaled, logits, weights (+ mask, one head) as fp32: what keep_stages costs.
-  const double need = 4.0 * (4.0 * cells + static_cast<double>(problem_.n()) * problem_.m());
-  const double avail = host_available_bytes();
-  need_gb_ = need / 1e9;
-  avail_gb_ = avail / 1e9;
-  // Two traces live at once while the new one is built (the old one stays for "last valid state").
-  opt.keep_stages = avail <= 0 || 2 * need < 0.7 * avail;
-  if (!opt.keep_stages) {
-    spare_ = Trace{};  // the spare goes first: there may then be room for one trace
-    if (need < 0.7 * avail) {
-      trace_ = Trace{};  // free the old stages first, then there is room for the new ones
-      opt.keep_stages = true;
-    }
+Controller::~Controller() {
+  if (!worker_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+    cancel_ = true;
   }
-  // The new run fills the spare trace, whose buffers are reused when the size did not change (the
-  // CUDA backend then downloads into memory that is already mapped); on success the two swap, on
-  // failure trace_ is untouched: the last valid state stays on screen.
+  wake_.notify_all();
+  worker_.join();
+}
+
+// ---- the worker -------------------------------------------------------------------------------
+
+Controller::Result Controller::execute(Job job, Trace reuse) {
+  Result r;
+  r.trace = std::move(reuse);
   const double t0 = now_ms();
-  run_backend_into(backend_, problem_, opt, spare_);
-  last_run_ms_ = now_ms() - t0;
-  std::swap(trace_, spare_);
-  // The spare now holds the previous trace: worth keeping for the next run only at this size (a
-  // 4096-token trace kept after going back to the demo held 300 MB for nothing).
-  if (spare_.weights.size() != trace_.weights.size() || spare_.output.size() != trace_.output.size())
-    spare_ = Trace{};
-  ++revision_;
-  compare_ = CompareResult{};  // a comparison belongs to the problem it ran on
+  try {
+    const Request& q = job.req;
+    std::shared_ptr<const Problem> p = last_problem_;
+    const bool new_source = !(q.source == last_source_);
+    if (new_source) {
+      if (q.source.n > max_tokens(q.backend)) throw InputError(limit_message(q.source.n, q.backend));
+      Problem np = q.source.demo ? demo_problem() : random_problem(q.source.n, q.source.d_k, q.source.d_v, q.source.seed);
+      np.temperature = q.temperature;
+      np.mask = q.mask;
+      p = std::make_shared<const Problem>(std::move(np));
+    } else if (p->temperature != q.temperature || p->mask != q.mask) {
+      // Only the temperature or the mask changed: the inputs are copied, not regenerated.
+      auto np = std::make_shared<Problem>(*p);
+      np->temperature = q.temperature;
+      np->mask = q.mask;
+      p = std::move(np);
+    }
+    validate(*p);
+    RunOptions opt;
+    opt.cancel = &cancel_;
+    opt.progress = &progress_;
+    // Kept stages: scores, scaled, logits, weights (+ mask, one head) as fp32. Two traces live at
+    // once while a new one is built (the old one stays on screen).
+    const double cells = static_cast<double>(p->q.rows()) * p->m();
+    const double need = 4.0 * (4.0 * cells + static_cast<double>(p->n()) * p->m());
+    const double avail = host_available_bytes();
+    r.need_gb = need / 1e9;
+    r.avail_gb = avail / 1e9;
+    r.streaming = p->n() > kKeepStagesMaxTokens || p->m() > kKeepStagesMaxTokens ||
+                  (avail > 0 && 2 * need >= 0.7 * avail);
+    if (r.streaming) {
+      opt.keep_stages = false;
+      opt.output = (job.parts & kAll) != 0;
+      if (job.view && (job.parts & (kAll | kView)) && view_fits(*job.view, *p)) opt.pool = &*job.view;
+      if (job.parts & (kAll | kRow)) opt.rows = {std::clamp(q.query, 0, p->n() - 1)};
+      if (!opt.output && !opt.pool && opt.rows.empty()) {
+        r.problem = p;
+        return r;
+      }
+    } else if (!(job.parts & kAll)) {
+      r.problem = p;  // a view or a row of a problem whose stages are all kept: nothing to run
+      return r;
+    }
+    progress_ = 0;
+    run_backend_into(q.backend, *p, opt, r.trace);
+    if (opt.pool) job.view = *opt.pool;  // the view the pooled stages belong to
+    else job.view.reset();
+    r.problem = p;
+    last_problem_ = p;
+    last_source_ = q.source;
+  } catch (const Cancelled&) {
+    r.cancelled = true;
+  } catch (const std::exception& e) {
+    r.error = e.what();
+  }
+  r.ms = now_ms() - t0;
+  r.job = std::move(job);
+  return r;
 }
 
-bool Controller::rerun(const std::function<void()>& undo) {
-  try {
-    validate(problem_);
-    run_now();
-    error_.clear();
-    return true;
-  } catch (const std::exception& e) {
-    error_ = e.what();
-    undo();
-    // The old trace is normally still there; it is gone only when memory forced run_now to free it.
-    if (trace_.output.rows() == 0) {
-      try {
-        run_now();
-      } catch (const std::exception&) {
-      }
-    }
-    return false;
+void Controller::worker_loop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    wake_.wait(lk, [this] { return stop_ || pending_.has_value(); });
+    if (stop_) return;
+    Job job = std::move(*pending_);
+    pending_.reset();
+    running_ = job.parts;
+    cancel_ = false;
+    Trace reuse = std::move(recycled_);
+    recycled_ = Trace{};
+    lk.unlock();
+    Result r = execute(std::move(job), std::move(reuse));
+    lk.lock();
+    running_ = 0;
+    done_.push_back(std::move(r));
+    idle_.notify_all();
   }
 }
 
-bool Controller::replace_problem(Problem p, bool demo, int query) {
-  // The old problem is moved aside, not copied, and moved back if the new one is refused.
-  Problem old = std::exchange(problem_, std::move(p));
-  const bool old_demo = std::exchange(demo_, demo);
-  const int old_query = std::exchange(query_, query);
-  // Bumped on refusal too (the old problem comes back): a needless re-measure, never a stale one.
-  ++problem_revision_;
-  return rerun([&] {
-    problem_ = std::move(old);
-    demo_ = old_demo;
-    query_ = old_query;
-  });
+bool Controller::post(unsigned parts) {
+  Job job;
+  job.req = req_;
+  job.parts = parts;
+  if (have_view_) job.view = view_;
+  job.id = ++posted_;
+  if (!async_) {
+    error_.clear();
+    adopt(execute(std::move(job), std::move(recycled_)));
+    recycled_ = Trace{};
+    return error_.empty();
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (pending_) job.parts |= pending_->parts;  // what was queued is still owed
+    // The run in flight is superseded when this one recomputes everything it computes.
+    if (running_ != 0 && (running_ & ~job.parts) == 0) cancel_ = true;
+    pending_ = std::move(job);
+  }
+  wake_.notify_all();
+  return true;
 }
+
+bool Controller::poll() {
+  std::deque<Result> done;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    done.swap(done_);
+  }
+  for (Result& r : done) adopt(std::move(r));
+  return !done.empty();
+}
+
+void Controller::wait() {
+  if (async_) {
+    std::unique_lock<std::mutex> lk(mu_);
+    idle_.wait(lk, [this] { return !pending_ && running_ == 0; });
+  }
+  poll();
+}
+
+bool Controller::busy() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return pending_.has_value() || running_ != 0 || !done_.empty();
+}
+
+float Controller::progress() const { return progress_.load(); }
+
+void Controller::revert_request() {
+  const int q = query_;
+  req_ = shown_req_;
+  req_.query = q;
+}
+
+void Controller::adopt(Result r) {
+  const bool latest = r.job.id == posted_;
+  if (r.cancelled) return;
+  if (!r.error.empty()) {
+    error_ = r.error;
+    if (latest) revert_request();
+    return;
+  }
+  if (r.job.parts & kAll) {
+    const bool new_problem = !(r.job.req.source == shown_req_.source) || !shown_;
+    shown_ = r.problem;
+    shown_req_ = r.job.req;
+    streaming_ = r.streaming;
+    need_gb_ = r.need_gb;
+    avail_gb_ = r.avail_gb;
+    if (new_problem) {
+      ++problem_revision_;
+      query_ = std::clamp(r.job.req.query, 0, shown_->n() - 1);
+    }
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      // The replaced trace's buffers serve the next run, when it has this size (a 4096-token trace
+      // kept after going back to the demo would hold 300 MB for nothing).
+      if (trace_.weights.size() == r.trace.weights.size() && trace_.output.size() == r.trace.output.size())
+        recycled_ = std::move(trace_);
+    }
+    trace_ = std::move(r.trace);
+    shown_view_ = r.job.view.value_or(PoolRequest{});
+    compare_ = CompareResult{};  // a comparison belongs to the problem it ran on
+    last_run_ms_ = r.ms;
+  } else {
+    if (r.problem != shown_) return;  // computed for a problem that is no longer on screen
+    if (r.job.view && !r.trace.pooled.empty()) {
+      trace_.pooled = std::move(r.trace.pooled);
+      shown_view_ = *r.job.view;
+    }
+    if (!r.trace.rows.empty()) trace_.rows = std::move(r.trace.rows);
+    last_run_ms_ = r.ms;
+  }
+  ++revision_;
+  if (latest) error_.clear();
+}
+
+// ---- state changes --------------------------------------------------------------------------
 
 bool Controller::set_temperature(double t) {
   try {
@@ -144,13 +299,12 @@ bool Controller::set_temperature(double t) {
     error_ = e.what();
     return false;
   }
-  if (t == problem_.temperature) {
+  if (t == req_.temperature) {
     error_.clear();  // an accepted action ends the last refusal's message
     return true;
   }
-  const double old = problem_.temperature;
-  problem_.temperature = t;
-  return rerun([&] { problem_.temperature = old; });
+  req_.temperature = t;
+  return post(kAll);
 }
 
 bool Controller::set_temperature_text(const std::string& text) {
@@ -167,8 +321,11 @@ bool Controller::set_query(int q) {
     error_ = "query " + std::to_string(q) + " is outside 0.." + std::to_string(n() - 1);
     return false;
   }
-  query_ = q;
   error_.clear();
+  if (q == query_) return true;
+  query_ = q;
+  req_.query = q;
+  if (streaming_) return post(kRow);
   return true;
 }
 
@@ -177,21 +334,20 @@ bool Controller::move_query(int delta) {
 }
 
 bool Controller::set_mask(MaskKind m) {
-  if (m == problem_.mask) {
+  if (m == req_.mask) {
     error_.clear();
     return true;
   }
-  const MaskKind old = problem_.mask;
-  problem_.mask = m;
-  return rerun([&] { problem_.mask = old; });
+  req_.mask = m;
+  return post(kAll);
 }
 
 bool Controller::toggle_mask() {
-  return set_mask(problem_.mask == MaskKind::None ? MaskKind::Causal : MaskKind::None);
+  return set_mask(req_.mask == MaskKind::None ? MaskKind::Causal : MaskKind::None);
 }
 
 bool Controller::set_backend(const std::string& name) {
-  if (name == backend_) {
+  if (name == req_.backend) {
     error_.clear();
     return true;
   }
@@ -207,47 +363,45 @@ bool Controller::set_backend(const std::string& name) {
     error_ = limit_message(n(), "cpu");
     return false;
   }
-  const std::string old = backend_;
-  backend_ = name;
-  return rerun([&] { backend_ = old; });
+  req_.backend = name;
+  return post(kAll);
 }
 
 bool Controller::load_demo() {
-  Problem p = demo_problem();
-  p.temperature = problem_.temperature;
-  p.mask = problem_.mask;
-  return replace_problem(std::move(p), /*demo=*/true, kDemoDefaultQuery);
+  req_.source.demo = true;
+  req_.query = kDemoDefaultQuery;
+  return post(kAll);
 }
 
 bool Controller::load_random(int n_tokens, int d_k, int d_v, std::uint64_t seed) {
-  if (n_tokens < 1 || d_k < 1 || d_v < 1) {
-    error_ = "N, d_k and d_v must be at least 1";
+  if (n_tokens < 1 || n_tokens > max_tokens()) {
+    error_ = n_tokens < 1 ? "N must be at least 1, got " + std::to_string(n_tokens)
+                          : limit_message(n_tokens, req_.backend);
     return false;
   }
-  if (n_tokens > max_tokens()) {
-    error_ = limit_message(n_tokens, backend_);
-    return false;
+  for (const auto& [name, d] : {std::pair{"d_k", d_k}, std::pair{"d_v", d_v}}) {
+    if (d < 1 || d > kMaxHeadDim) {
+      error_ = std::string(name) + " must be 1.." + std::to_string(kMaxHeadDim) + ", got " + std::to_string(d);
+      return false;
+    }
   }
-  Problem p;
-  try {
-    p = random_problem(n_tokens, d_k, d_v, seed);
-  } catch (const std::exception& e) {
-    error_ = e.what();
-    return false;
-  }
-  p.temperature = problem_.temperature;
-  p.mask = problem_.mask;
-  if (!replace_problem(std::move(p), /*demo=*/false, n_tokens / 2)) return false;
-  rand_n_ = n_tokens;
-  rand_dk_ = d_k;
-  rand_dv_ = d_v;
-  rand_seed_ = seed;
-  return true;
+  req_.source = Source{false, n_tokens, d_k, d_v, seed};
+  req_.query = n_tokens / 2;
+  return post(kAll);
 }
+
+void Controller::set_view(const PoolRequest& view) {
+  if (have_view_ && same_view(view, view_)) return;
+  view_ = view;
+  have_view_ = true;
+  if (streaming_ && view_fits(view, *shown_)) post(kView);
+}
+
+// ---- Compare ----------------------------------------------------------------------------------
 
 std::string Controller::compare_unavailable_reason() const {
   if (!cuda_ok_) return cuda_reason_.empty() ? "no CUDA device" : cuda_reason_;
-  if (n() > kCpuMaxTokens) return limit_message(n(), "cpu");
+  if (n() > kKeepStagesMaxTokens) return limit_message(n(), "cpu");
   return {};
 }
 
@@ -267,10 +421,11 @@ const CompareResult& Controller::run_compare() {
     // runs (both run only when the trace kept no stages).
     Trace cpu_run, gpu_run;
     const bool reuse = trace_.has_stages && trace_.variant == Variant::Staged;
+    const std::string& ran = trace_.backend;
     const Trace& cpu =
-        reuse && backend_ == "cpu" ? trace_ : (cpu_run = make_backend("cpu")->run(problem_, opt));
+        reuse && ran == "cpu" ? trace_ : (cpu_run = make_backend("cpu")->run(problem(), opt));
     const Trace& gpu =
-        reuse && backend_ == "cuda" ? trace_ : (gpu_run = make_backend("cuda")->run(problem_, opt));
+        reuse && ran == "cuda" ? trace_ : (gpu_run = make_backend("cuda")->run(problem(), opt));
     compare_.a_total_ms = cpu.timings.total_ms;
     compare_.b_total_ms = gpu.timings.total_ms;
     const StageTimings& a = cpu.timings;
@@ -298,9 +453,9 @@ const CompareResult& Controller::run_variant_compare() {
     staged.keep_stages = false;  // the output is what both compute; time it alone
     RunOptions fused = staged;
     fused.variant = Variant::Fused;
-    const auto backend = make_backend(backend_);
-    const Trace a = backend->run(problem_, staged);
-    const Trace b = backend->run(problem_, fused);
+    const auto backend = make_backend(trace_.backend.empty() ? req_.backend : trace_.backend);
+    const Trace a = backend->run(problem(), staged);
+    const Trace b = backend->run(problem(), fused);
     compare_.a_total_ms = a.timings.total_ms;
     compare_.b_total_ms = b.timings.total_ms;
     compare_.stages = {{"output", max_abs_diff(b.output, a.output), a.timings.total_ms,
@@ -311,6 +466,8 @@ const CompareResult& Controller::run_variant_compare() {
   }
   return compare_;
 }
+
+// ---- what the UI shows ----------------------------------------------------------------------
 
 const MatrixF* Controller::stage_matrix(int step) const {
   const MatrixF* m = nullptr;
@@ -324,21 +481,43 @@ const MatrixF* Controller::stage_matrix(int step) const {
   return m->size() > 0 ? m : nullptr;
 }
 
+const PooledGrid* Controller::pooled_stage(int step) const {
+  if (trace_.pooled.empty()) return nullptr;
+  switch (step) {
+    case 1: return &trace_.pooled.scores;
+    case 2: return &trace_.pooled.logits;
+    case 3: return &trace_.pooled.weights;
+    default: return nullptr;
+  }
+}
+
+const RowStages* Controller::query_row() const {
+  for (const RowStages& r : trace_.rows)
+    if (r.row == query_ && r.weights.size() == static_cast<std::size_t>(shown_->m())) return &r;
+  return nullptr;
+}
+
 const std::vector<std::string>& Controller::column_labels(int step) const {
   if (step == 4) {
-    if (static_cast<int>(dim_labels_.size()) != problem_.d_v()) {
+    if (static_cast<int>(dim_labels_.size()) != shown_->d_v()) {
       dim_labels_.clear();
-      for (int j = 1; j <= problem_.d_v(); ++j) dim_labels_.push_back(std::to_string(j));
+      for (int j = 1; j <= shown_->d_v(); ++j) dim_labels_.push_back(std::to_string(j));
     }
     return dim_labels_;
   }
-  return problem_.key_tokens;
+  return shown_->key_tokens;
 }
 
 const std::string& Controller::description(Lang lang) const {
   DescriptionCache& d = description_;
   if (d.revision != revision_ || d.query != query_ || d.lang != lang) {
-    d.text = trace_.has_stages ? describe(problem_, trace_, query_, lang) : caveat(lang);
+    if (trace_.has_stages) {
+      d.text = describe(*shown_, trace_, query_, lang);
+    } else if (const RowStages* r = query_row()) {
+      d.text = describe(*shown_, r->weights.data(), r->mask.data(), query_, lang);
+    } else {
+      d.text = caveat(lang);
+    }
     d.revision = revision_;
     d.query = query_;
     d.lang = lang;
@@ -347,8 +526,9 @@ const std::string& Controller::description(Lang lang) const {
 }
 
 std::optional<RowStats> Controller::stats() const {
-  if (!trace_.has_stages || trace_.weights.size() == 0) return std::nullopt;
-  return row_stats(trace_, query_);
+  if (trace_.has_stages && trace_.weights.size() > 0) return row_stats(trace_, query_);
+  if (const RowStages* r = query_row()) return row_stats(r->weights.data(), r->mask.data(), shown_->m());
+  return std::nullopt;
 }
 
 }  // namespace attnlab::viewer

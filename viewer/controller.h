@@ -1,9 +1,23 @@
 // The viewer's state and the only place it talks to the lab: the problem (demo or random), the
-// query, temperature, mask and backend, and the Trace the backend registry returned for them. Every
-// change goes through here; a change the core refuses (InputError: bad temperature, limits, no CUDA
-// device) leaves the last valid state in place and keeps the message for the UI. The controller
-// never computes attention itself (it calls attnlab::run_backend); the only arithmetic on results
-// is the Compare checks, max |difference| per stage. Free of SDL and ImGui, so it is unit-tested.
+// query, temperature, mask and backend, and the Trace the backend registry returned for them.
+//
+// Backend runs happen off the UI thread (async mode, the interactive viewer): every change posts a
+// request to one worker thread, the UI keeps drawing the last result (problem() and trace() are
+// always the pair that was computed together) and shows that a newer one is coming (busy(),
+// progress()); a newer request supersedes an older one: it replaces what is queued, and cancels
+// the run in flight when it recomputes everything that run computes. poll(), once per frame,
+// adopts finished runs. In sync mode (tests, --screenshot, the redraw bench) each change waits for
+// its run, so the state on return is the new one.
+//
+// Up to kKeepStagesMaxTokens every stage is kept (exact numbers in every cell, tables, Compare).
+// Above, or when the stages would not fit in memory, the problem is streamed: the backend computes
+// the pooled image of the current view (set_view) block by block, the selected row exactly and
+// the output, without any N x N matrix.
+//
+// A change the core refuses (InputError: bad temperature, limits, no CUDA device, not enough
+// memory) leaves the last valid state in place and keeps the message for the UI. The controller
+// never computes attention itself; the only arithmetic on results is the Compare checks, max
+// |difference| per stage. Free of SDL and ImGui, so it is unit-tested.
 #pragma once
 
 #include "core/backend.h"
@@ -12,15 +26,21 @@
 #include "core/trace.h"
 #include "viewer/options.h"
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
-#include <functional>
+#include <deque>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace attnlab::viewer {
 
-constexpr int kTableMaxTokens = 16;  // numeric tables are drawn up to this N
+constexpr int kTableMaxTokens = 16;         // numeric tables are drawn up to this N
+constexpr int kKeepStagesMaxTokens = 4096;  // every stage kept up to this N; streamed above
 
 // Two runs of the current problem side by side: CPU vs CUDA (the staged chain on both), or the
 // staged chain vs the fused kernel on the chosen backend (works without a GPU).
@@ -45,84 +65,148 @@ double max_abs_diff(const MatrixF& a, const MatrixF& b);
 
 class Controller {
  public:
-  // Builds the initial state from the command line. Throws InputError for a bad query, an N over
-  // the backend's limit or "--backend cuda" without a device (main turns it into exit 2).
-  explicit Controller(const ViewerOptions& o);
+  // Builds the initial state from the command line and runs it (synchronously, whatever the
+  // mode). Throws InputError for a bad query, an N over the backend's limit or "--backend cuda"
+  // without a device (main turns it into exit 2).
+  explicit Controller(const ViewerOptions& o, bool async = false);
+  ~Controller();
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
 
-  // ---- state changes: each returns false and sets error() when refused; state is kept then ----
+  // ---- state changes: false and error() when refused; the state on screen is kept then. In
+  // async mode a refusal that only the run can find (memory) arrives later, through poll() ----
   bool set_temperature(double t);
   bool set_temperature_text(const std::string& text);  // typed entry: "0.5", "abc", "0", ...
-  bool set_query(int q);            // no backend run: the trace holds every row
+  bool set_query(int q);            // no backend run (streamed problems: the exact row only)
   bool move_query(int delta);       // clamped to the rows
   bool set_mask(MaskKind m);
   bool toggle_mask();
   bool set_backend(const std::string& name);  // "cpu" | "cuda"
   bool load_demo();
   bool load_random(int n, int d_k, int d_v, std::uint64_t seed);
+  // The heatmap's pixels (streamed problems): pixel rows / columns and the source interval each
+  // covers, and the pooling. A new view is computed in the background; a no-op when unchanged.
+  void set_view(const PoolRequest& view);
   const CompareResult& run_compare();          // runs CPU and CUDA on the current problem
   const CompareResult& run_variant_compare();  // staged vs fused on the chosen backend
   void clear_error() { error_.clear(); }
 
-  // ---- what the UI shows ----
-  const Problem& problem() const { return problem_; }
+  // ---- the worker ----
+  bool poll();  // adopts finished runs; true when what is on screen changed
+  void wait();  // until nothing is queued or running, then poll()
+  bool busy() const;        // a run is queued or in flight
+  float progress() const;   // of the run in flight, 0..1
+  bool async() const { return async_; }
+
+  // ---- what the UI shows: the last finished run and the problem it was computed for ----
+  const Problem& problem() const { return *shown_; }
   const Trace& trace() const { return trace_; }
-  bool demo() const { return demo_; }
+  bool demo() const { return shown_req_.source.demo; }
   int query() const { return query_; }
-  int n() const { return problem_.n(); }
-  const std::string& backend() const { return backend_; }  // "cpu" | "cuda" (the chosen one)
+  int n() const { return shown_->n(); }
+  // The requested state (the controls follow it at once, the picture when its run is done).
+  const std::string& backend() const { return req_.backend; }  // "cpu" | "cuda" (the chosen one)
+  double requested_temperature() const { return req_.temperature; }
+  MaskKind requested_mask() const { return req_.mask; }
   bool cuda_ok() const { return cuda_ok_; }
   const std::string& cuda_reason() const { return cuda_reason_; }
   const std::string& error() const { return error_; }
-  int max_tokens() const { return backend_ == "cuda" ? kCudaMaxTokens : kCpuMaxTokens; }
+  int max_tokens() const { return max_tokens(req_.backend); }
+  static int max_tokens(const std::string& backend) {
+    return backend == "cuda" ? kCudaMaxTokens : kCpuMaxTokens;
+  }
   std::string compare_unavailable_reason() const;  // empty when CPU-vs-CUDA Compare can run
   const CompareResult& last_compare() const { return compare_; }
   std::uint64_t revision() const { return revision_; }  // bumps whenever trace_ changes
   double last_run_ms() const { return last_run_ms_; }   // wall time of the last backend call
   bool stages_kept() const { return trace_.has_stages; }
+  // True when the problem on screen is streamed: pooled views and the exact query row instead of
+  // kept stages.
+  bool streaming() const { return streaming_; }
   double stages_need_gb() const { return need_gb_; }
   double available_gb() const { return avail_gb_; }
-  int random_n() const { return rand_n_; }
-  int random_dk() const { return rand_dk_; }
-  int random_dv() const { return rand_dv_; }
-  std::uint64_t random_seed() const { return rand_seed_; }
+  int random_n() const { return req_.source.n; }
+  int random_dk() const { return req_.source.d_k; }
+  int random_dv() const { return req_.source.d_v; }
+  std::uint64_t random_seed() const { return req_.source.seed; }
 
   // The heatmap's matrix for step 1..4 (scores, logits, weights, output); null when not kept.
   const MatrixF* stage_matrix(int step) const;
+  // Streamed problems: the pooled image of step 1..3 for pooled_view(); null when there is none.
+  const PooledGrid* pooled_stage(int step) const;
+  const PoolRequest& pooled_view() const { return shown_view_; }
+  // The exact stages of the query's row (streamed problems), or null while it is computed.
+  const RowStages* query_row() const;
   // Steps 2 and 3 draw masked cells as masked (the mask enters at step 2).
-  bool step_shows_mask(int step) const { return (step == 2 || step == 3) && problem_.mask != MaskKind::None; }
+  bool step_shows_mask(int step) const { return (step == 2 || step == 3) && shown_->mask != MaskKind::None; }
   // Column labels of step 1..4: key tokens, or "1".."d_v" for the output. A reference, not a copy
-  // (the heatmap asks every frame, and there may be 4096 tokens); valid until the problem changes.
+  // (the heatmap asks every frame, and there may be 65536 tokens); valid until the problem changes.
   const std::vector<std::string>& column_labels(int step) const;
   // Bumps whenever the problem is replaced (demo / random: new tokens and shapes), not when only
   // the temperature, mask, query or backend changes; what caches of label sizes are keyed on.
   std::uint64_t problem_revision() const { return problem_revision_; }
-  // describe() of the state on screen (the caveat alone when no stages were kept). Cached by
+  // describe() of the state on screen (the caveat alone when no row is known). Cached by
   // (revision, query, language): the panel asks for it on every frame.
   const std::string& description(Lang lang) const;
   std::optional<RowStats> stats() const;
 
  private:
-  // Runs the backend for problem_ (and the chosen backend); on any refusal calls `undo`, which
-  // puts back what the caller changed, rebuilds the trace if memory pressure had freed it, and
-  // keeps the message. Returns true on success.
-  bool rerun(const std::function<void()>& undo);
-  // problem_ = p (demo or not, with `query` selected) through rerun, the old one moved back on
-  // refusal: no copy of Q, K, V.
-  bool replace_problem(Problem p, bool demo, int query);
-  void run_now();
+  struct Source {
+    bool demo = true;
+    int n = 512, d_k = 64, d_v = 64;
+    std::uint64_t seed = 0;
+    bool operator==(const Source&) const = default;
+  };
+  // Everything a run depends on.
+  struct Request {
+    Source source;
+    double temperature = 1;
+    MaskKind mask = MaskKind::None;
+    std::string backend = "cpu";
+    int query = 0;
+  };
+  enum Part : unsigned { kAll = 1, kView = 2, kRow = 4 };
+  struct Job {
+    Request req;
+    unsigned parts = kAll;
+    std::optional<PoolRequest> view;
+    std::uint64_t id = 0;
+  };
+  struct Result {
+    Job job;
+    std::shared_ptr<const Problem> problem;
+    Trace trace;
+    bool streaming = false;
+    bool cancelled = false;
+    std::string error;
+    double ms = 0, need_gb = 0, avail_gb = 0;
+  };
 
-  Problem problem_;
+  // Posts what the requested state needs; in sync mode waits and returns whether it was adopted
+  // without a refusal.
+  bool post(unsigned parts);
+  Result execute(Job job, Trace reuse);  // on the worker (or inline for the first run)
+  void adopt(Result r);
+  void worker_loop();
+  void revert_request();  // the controls back to what is on screen (after a refusal)
+
+  const bool async_;
+  Request req_;        // requested (controls)
+  Request shown_req_;  // what trace_ was computed for
+  std::shared_ptr<const Problem> shown_;
   Trace trace_;
-  Trace spare_;  // the previous trace, whose buffers the next run reuses
-  bool demo_ = true;
   int query_ = kDemoDefaultQuery;
-  std::string backend_ = "cpu";
+  bool streaming_ = false;
+  PoolRequest view_;        // the latest view the UI asked for
+  bool have_view_ = false;
+  PoolRequest shown_view_;  // the view trace_.pooled was computed for
   bool cuda_ok_ = false;
   std::string cuda_reason_;
   std::string error_;
   CompareResult compare_;
   std::uint64_t revision_ = 0;
   std::uint64_t problem_revision_ = 0;
+  std::uint64_t posted_ = 0;  // id of the newest job
   struct DescriptionCache {
     std::uint64_t revision = ~std::uint64_t{0};
     int query = -1;
@@ -134,9 +218,23 @@ class Controller {
   mutable std::vector<std::string> dim_labels_;
   double last_run_ms_ = 0;
   double need_gb_ = 0, avail_gb_ = 0;
-  int rand_n_ = 512, rand_dk_ = 64, rand_dv_ = 64;
-  std::uint64_t rand_seed_ = 0;
-};
 
+  // Shared with the worker, under mu_.
+  mutable std::mutex mu_;
+  std::condition_variable wake_, idle_;
+  std::optional<Job> pending_;
+  unsigned running_ = 0;  // parts of the job in flight (0: none)
+  std::deque<Result> done_;
+  Trace recycled_;  // a replaced trace whose buffers the next run reuses
+  bool stop_ = false;
+  std::atomic<bool> cancel_{false};
+  // The worker's own (the constructor's before the worker starts): the problem of the last
+  // successful run and its source. A run builds on it: regenerates only when the source changed,
+  // copies the inputs when only the temperature or mask did, shares it for a view or a row.
+  std::shared_ptr<const Problem> last_problem_;
+  Source last_source_;
+  std::atomic<float> progress_{0};
+  std::thread worker_;
+};
 
 }  // namespace attnlab::viewer

@@ -128,23 +128,30 @@ ValueRange log_range(ValueRange linear) {
 }
 
 std::vector<std::uint32_t> rasterize(const RasterInput& in, const PlotGeometry& g) {
-  std::vector<std::uint32_t> px(static_cast<std::size_t>(std::max(0, g.px_w)) * std::max(0, g.px_h));
-  if (px.empty() || !in.values) return px;
+  if (g.px_w <= 0 || g.px_h <= 0 || !in.values)
+    return std::vector<std::uint32_t>(static_cast<std::size_t>(std::max(0, g.px_w)) * std::max(0, g.px_h));
   const AxisMap rmap = map_axis(g.first_row, g.vis_rows, g.px_h, in.rows);
   const AxisMap cmap = map_axis(g.first_col, g.vis_cols, g.px_w, in.cols);
   const std::vector<PooledCell> cells =
       pool_grid(in.values, in.rows, in.cols, in.mask, in.mask_rows, rmap, cmap, in.pool);
+  return rasterize_cells(cells, rmap, cmap, in.range, in.log_scale, g.cell_w >= 8 && g.cell_h >= 8);
+}
+
+std::vector<std::uint32_t> rasterize_cells(const std::vector<PooledCell>& cells, const AxisMap& rmap,
+                                           const AxisMap& cmap, ValueRange range, bool log_scale, bool grid) {
+  const int px_h = rmap.size(), px_w = cmap.size();
+  std::vector<std::uint32_t> px(static_cast<std::size_t>(px_w) * px_h);
+  if (px.empty() || cells.size() != px.size()) return px;
   // A grid gap on the last pixel of each cell, only when cells are large (magnified axes).
-  const bool grid = g.cell_w >= 8 && g.cell_h >= 8;
   const std::uint32_t gap = pack_rgba(kGridGap);
   const std::uint32_t hatch_dark = pack_rgba(kMaskDark), hatch_light = pack_rgba(kMaskLight);
   std::vector<std::uint32_t> lut(256);
   for (int i = 0; i < 256; ++i) lut[i] = pack_rgba(viridis_table()[i]);
-  for (int y = 0; y < g.px_h; ++y) {
-    const bool row_edge = grid && y + 1 < g.px_h && rmap.begin[y + 1] != rmap.begin[y];
-    for (int x = 0; x < g.px_w; ++x) {
-      const std::size_t i = static_cast<std::size_t>(y) * g.px_w + x;
-      const bool col_edge = grid && x + 1 < g.px_w && cmap.begin[x + 1] != cmap.begin[x];
+  for (int y = 0; y < px_h; ++y) {
+    const bool row_edge = grid && y + 1 < px_h && rmap.begin[y + 1] != rmap.begin[y];
+    for (int x = 0; x < px_w; ++x) {
+      const std::size_t i = static_cast<std::size_t>(y) * px_w + x;
+      const bool col_edge = grid && x + 1 < px_w && cmap.begin[x + 1] != cmap.begin[x];
       if (row_edge || col_edge) {
         px[i] = gap;
         continue;
@@ -154,7 +161,7 @@ std::vector<std::uint32_t> rasterize(const RasterInput& in, const PlotGeometry& 
         // Diagonal stripes 4 px wide: reads as "blocked" at any zoom and is not on the scale.
         px[i] = ((x + y) / 4) % 2 ? hatch_light : hatch_dark;
       } else {
-        const double t = std::clamp(scale_pos(c.value, in.range, in.log_scale), 0.0, 1.0);
+        const double t = std::clamp(scale_pos(c.value, range, log_scale), 0.0, 1.0);
         px[i] = lut[static_cast<int>(std::lround(t * 255))];
       }
     }

@@ -80,6 +80,10 @@ struct RasterInput {
 // RGBA pixels (px_w x px_h, packed as pack_rgba) of the plot: viridis over [lo, hi], masked cells
 // hatched with diagonal grey stripes, a dark gap between cells when cells are >= 8 px.
 std::vector<std::uint32_t> rasterize(const RasterInput& in, const PlotGeometry& g);
+// The same from cells already pooled over rmap x cmap (a streamed problem's pooled stage): one
+// pixel per cell, rmap.size() rows of cmap.size(); `grid` draws the gaps between large cells.
+std::vector<std::uint32_t> rasterize_cells(const std::vector<PooledCell>& cells, const AxisMap& rmap,
+                                           const AxisMap& cmap, ValueRange range, bool log_scale, bool grid);
 
 // Scale position in [0, 1] of a value (0.5 when the range is empty). With log_scale the range must
 // come from log_range (lo > 0) and t = ln(v / lo) / ln(hi / lo), values <= lo at 0.

@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
   if (x11_only) SDL_setenv("SDL_VIDEODRIVER", "x11", 1);
   std::unique_ptr<App> app;
   try {
-    app = std::make_unique<App>(opts);
+    app = std::make_unique<App>(opts, !headless);
   } catch (const InputError& e) {
     return fail(2, e.what());
   } catch (const std::exception& e) {
@@ -186,6 +186,7 @@ int main(int argc, char** argv) {
       }
     }
     apply_pending(*app);
+    app->ctl.poll();  // adopt the runs the worker finished
     const Uint64 now = SDL_GetPerformanceCounter();
     app->play.tick(static_cast<double>(now - last) / SDL_GetPerformanceFrequency());
     last = now;
@@ -235,9 +236,9 @@ int main(int argc, char** argv) {
       dump_failed = true;  // said once; not again at exit
       break;
     }
-    // Sleep until an event arrives (50 ms idle, 16 ms while playing) instead of spinning: the
+    // Sleep until an event arrives (50 ms idle, 16 ms while playing or computing) instead of spinning: the
     // software renderer has no vsync to pace the loop.
-    SDL_WaitEventTimeout(nullptr, app->play.playing() ? 16 : 50);
+    SDL_WaitEventTimeout(nullptr, app->play.playing() || app->ctl.busy() ? 16 : 50);
   }
   if (!dump_failed) {
     try {

@@ -17,8 +17,10 @@
 namespace attnlab::viewer {
 
 // The viewer's limits, for flags, fields and refusals alike.
-constexpr int kCpuMaxTokens = 4096;
-constexpr int kCudaMaxTokens = 16384;
+// Above 4096 tokens the viewer streams the stages into pooled views (viewer/controller.h): the
+// limits are what a run costs in time (65536 tokens on two CPU cores take seconds), not memory.
+constexpr int kCpuMaxTokens = 65536;
+constexpr int kCudaMaxTokens = 1048576;
 constexpr int kMaxHeadDim = 1024;  // d_k, d_v
 constexpr int kMinWindowW = 960, kMinWindowH = 600;  // the layout's minimum (and --size's)
 

@@ -34,7 +34,8 @@ constexpr Entry kTable[] = {
     {S::ModeDemo, "Demo sentence (5 tokens)", "示例句子（5 个 token）"},
     {S::ModeRandom, "Random sequence", "随机序列"},
     {S::Generate, "Generate", "生成"},
-    {S::RandomLimits, "N ≤ 4096 on CPU, ≤ 16384 on CUDA", "CPU 上 N ≤ 4096，CUDA 上 N ≤ 16384"},
+    {S::RandomLimits, "N ≤ 65536 on CPU, ≤ 1048576 on CUDA (stages kept up to 4096); d_k, d_v ≤ 1024",
+     "CPU 上 N ≤ 65536，CUDA 上 N ≤ 1048576（N ≤ 4096 时保留全部阶段）；d_k、d_v ≤ 1024"},
     {S::RandomOverLimit, "N = %d is above the %s limit of %d tokens; the current sequence stays",
      "N = %d 超过 %s 的上限 %d 个词元；保留当前序列"},
     {S::RandomPending, "Set N, d_k, d_v and seed, then Generate; the demo stays until then",
@@ -157,6 +158,16 @@ constexpr Entry kTable[] = {
     {S::ScaleLinear, "linear", "线性"},
     {S::ScaleLog, "log (6 decades)", "对数（6 个数量级）"},
     {S::ScaleLogShort, "log", "对数"},
+    {S::Computing, "Computing the new state… %.0f%% (the picture shows the last one)",
+     "正在计算新的状态……%.0f%%（图中仍是上一个状态）"},
+    {S::Streamed,
+     "N = %d: the stages are streamed block by block into this view (no %d×%d matrix is kept); "
+     "the selected row is exact.",
+     "N = %d：各阶段逐块流式计算到当前视图（不保留 %d×%d 矩阵）；所选行为精确值。"},
+    {S::TipExactNeedsRow, "exact value: zoom in, or select this row",
+     "精确值：放大，或选中这一行"},
+    {S::CompareNeedsStages, "Compare needs every stage kept: N ≤ %d (here N = %d)",
+     "比较需要保留全部阶段：N ≤ %d（当前 N = %d）"},
 };
 static_assert(std::size(kTable) == static_cast<std::size_t>(S::Count_), "one line per S value");
 constexpr bool in_enum_order() {

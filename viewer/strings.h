@@ -34,6 +34,7 @@ enum class S {
   TermStaged, TermFused, TermScores, TermScaled, TermLogits, TermWeights, TermOutput,
   Notes, NotesIntro, NotesRelated, Keys, ScreenshotSaved, ErrorPrefix, Sequence, Tokens,
   ColourScale, ScaleLinear, ScaleLog, ScaleLogShort,
+  Computing, Streamed, TipExactNeedsRow, CompareNeedsStages,
   Count_
 };
 

@@ -315,6 +315,48 @@ void update_texture(App& app, const MatrixF& m, bool masked_step, bool log_scale
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+AxisMap to_axis_map(const PoolAxis& a) {
+  AxisMap m;
+  m.begin = a.begin;
+  m.end = a.end;
+  for (int i = 0; i < a.size(); ++i) m.pooled = m.pooled || a.end[i] - a.begin[i] > 1;
+  return m;
+}
+
+bool same_axes(const PoolAxis& a, const AxisMap& b) { return a.begin == b.begin && a.end == b.end; }
+
+// A streamed problem's texture: the pooled stage as the backend computed it for its view (while a
+// newer view is computed, the old picture is stretched over the plot).
+void update_texture_pooled(App& app, const PooledGrid& pg, int step, bool log_scale, bool grid) {
+  const PoolRequest& v = app.ctl.pooled_view();
+  char key[160];
+  std::snprintf(key, sizeof key, "pooled|%llu|%d|%d|%d|%d|%d", static_cast<unsigned long long>(app.ctl.revision()),
+                step, pg.rows, pg.cols, log_scale ? 1 : 0, grid ? 1 : 0);
+  if (app.heat_tex && key == app.heat_key) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  ValueRange range = pg.has_range ? ValueRange{pg.lo, pg.hi} : ValueRange{};
+  if (log_scale) range = log_range(range);
+  app.range = range;
+  app.range_log = log_scale;
+  const std::vector<std::uint32_t> px =
+      rasterize_cells(pg.cells, to_axis_map(v.rows), to_axis_map(v.cols), range, log_scale, grid);
+  if (!app.heat_tex || app.tex_w != pg.cols || app.tex_h != pg.rows) {
+    if (app.heat_tex) SDL_DestroyTexture(app.heat_tex);
+    app.heat_tex = SDL_CreateTexture(app.renderer, SDL_PIXELFORMAT_RGBA32, SDL_TEXTUREACCESS_STREAMING, pg.cols, pg.rows);
+    if (!app.heat_tex) {
+      set_status(app, std::string("SDL_CreateTexture: ") + SDL_GetError());
+      return;
+    }
+    SDL_SetTextureScaleMode(app.heat_tex, SDL_ScaleModeNearest);
+    app.tex_w = pg.cols;
+    app.tex_h = pg.rows;
+  }
+  SDL_UpdateTexture(app.heat_tex, nullptr, px.data(), pg.cols * 4);
+  app.heat_key = key;
+  app.last_raster_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 // Hatched swatch (the legend's "masked" entry and masked cells' look in the legend).
 void draw_hatch(ImDrawList* dl, ImVec2 a, ImVec2 b) {
   dl->AddRectFilled(a, b, IM_COL32(kMaskDark.r, kMaskDark.g, kMaskDark.b, 255));
@@ -384,20 +426,25 @@ void draw_heatmap(App& app, const Layout& l) {
   }
   ImGui::TextColored(kDimV4, "%s", tr(lang, S::HeatHint));
 
-  const MatrixF* mp = c.stage_matrix(step);
-  if (!mp) {
+  // Streamed problems (N above kKeepStagesMaxTokens): steps 1-3 come as the pooled image of this
+  // view, computed block by block by the backend; the output (step 4) is kept whole.
+  const bool streamed = c.streaming() && step <= 3;
+  const PooledGrid* pg = streamed ? c.pooled_stage(step) : nullptr;
+  const MatrixF* mp = streamed ? nullptr : c.stage_matrix(step);
+  if (!streamed && !mp) {
     wrapped(app, fmt(tr(lang, S::StagesNotKept), c.stages_need_gb(), c.available_gb()));
     mp = c.stage_matrix(4);
   }
-  if (!mp) {
+  if (!streamed && !mp) {
     ImGui::End();
     return;
   }
-  const MatrixF& m = *mp;
-  const int rows = static_cast<int>(m.rows()), cols = static_cast<int>(m.cols());
-  const bool masked_step = c.step_shows_mask(step) && c.stage_matrix(step) == mp;
+  const bool is_output = !streamed && mp == c.stage_matrix(4);
+  const int rows = streamed ? c.problem().n() : static_cast<int>(mp->rows());
+  const int cols = streamed ? c.problem().m() : static_cast<int>(mp->cols());
+  const bool masked_step = c.step_shows_mask(step) && (streamed || c.stage_matrix(step) == mp);
   const Problem& p = c.problem();
-  const int col_step = step == 4 || mp == c.stage_matrix(4) ? 4 : step;
+  const int col_step = step == 4 || is_output ? 4 : step;
   const std::vector<std::string>& col_labels = c.column_labels(col_step);
   const std::vector<std::string>& row_labels = p.query_tokens;
   const float fp = app.font_px;
@@ -434,8 +481,42 @@ void draw_heatmap(App& app, const Layout& l) {
     return;
   }
   // Only the softmax weights (never negative) get the log scale.
-  const bool log_scale = app.log_weights && mp == c.stage_matrix(3);
-  update_texture(app, m, masked_step, log_scale);
+  const bool log_scale = app.log_weights && step == 3 && !is_output;
+  const AxisMap rmap_now = map_axis(g.first_row, g.vis_rows, g.px_h, rows);
+  const AxisMap cmap_now = map_axis(g.first_col, g.vis_cols, g.px_w, cols);
+  // The pooled grid is this view's (not an older one stretched while the new one is computed).
+  const bool pooled_current = pg && same_axes(c.pooled_view().rows, rmap_now) && same_axes(c.pooled_view().cols, cmap_now) &&
+                              c.pooled_view().mode == app.pool;
+  if (streamed) {
+    PoolRequest view;
+    view.rows = PoolAxis{rmap_now.begin, rmap_now.end};
+    view.cols = PoolAxis{cmap_now.begin, cmap_now.end};
+    view.mode = app.pool;
+    c.set_view(view);
+    if (pg) update_texture_pooled(app, *pg, step, log_scale, g.cell_w >= 8 && g.cell_h >= 8);
+  } else {
+    update_texture(app, *mp, masked_step, log_scale);
+  }
+  // One cell's value and whether it is masked, where it is known exactly: every cell of a kept
+  // stage; of a streamed one, the cells the current view shows one per pixel, and the query's row.
+  const MatrixF& tmask = c.trace().mask;
+  const RowStages* qrow = c.query_row();
+  auto exact_cell = [&](int r, int cc, float px_x, float px_y) -> std::optional<PooledCell> {
+    if (!streamed) {
+      const bool mk = masked_step && tmask.size() && tmask(r % tmask.rows(), cc) != 0.0f;
+      return PooledCell{(*mp)(r, cc), mk};
+    }
+    if (qrow && r == c.query()) {
+      const std::vector<float>& v = step == 1 ? qrow->scores : step == 2 ? qrow->logits : qrow->weights;
+      return PooledCell{v[cc], masked_step && qrow->mask[cc] != 0.0f};
+    }
+    if (!pooled_current) return std::nullopt;
+    const int x = std::clamp(static_cast<int>(px_x - g.x), 0, g.px_w - 1);
+    const int y = std::clamp(static_cast<int>(px_y - g.y), 0, g.px_h - 1);
+    if (rmap_now.begin[y] != r || rmap_now.end[y] != r + 1 || cmap_now.begin[x] != cc || cmap_now.end[x] != cc + 1)
+      return std::nullopt;
+    return pg->cells[static_cast<std::size_t>(y) * pg->cols + x];
+  };
 
   ImDrawList* dl = ImGui::GetWindowDrawList();
   // The whole plot is one invisible button: hover, drag to pan, wheel to zoom.
@@ -466,15 +547,16 @@ void draw_heatmap(App& app, const Layout& l) {
   // cell cut by the plot's edge when zoomed or panned).
   dl->PushClipRect(ImVec2(g.x, g.y), ImVec2(g.x + g.w, g.y + g.h), true);
   if (g.cell_w >= value_w && g.cell_h >= fp + 2 && (r1 - r0) * (c1 - c0) <= 4096) {
-    const MatrixF& mask = c.trace().mask;
     for (int r = r0; r < r1; ++r) {
       const auto rs = visible_row_span(g, r);
       if (!rs || rs->size() < fp + 2) continue;
       for (int cc = c0; cc < c1; ++cc) {
         const auto cs = visible_col_span(g, cc);
         if (!cs || cs->size() < value_w) continue;
-        const bool is_masked = masked_step && mask.size() && mask(r % mask.rows(), cc) != 0.0f;
-        const float v = m(r, cc);
+        const auto cell = exact_cell(r, cc, cs->mid(), rs->mid());
+        if (!cell) continue;
+        const bool is_masked = cell->masked;
+        const float v = cell->value;
         std::string text = table_value(v);
         ImU32 colour = IM_COL32_WHITE;
         if (!is_masked) {
@@ -566,18 +648,21 @@ void draw_heatmap(App& app, const Layout& l) {
     }
   }
 
-  // Status line under the plot: pooling note.
+  // Status lines under the plot: a run in flight, the pooling note, the streaming note.
   ImGui::SetCursorScreenPos(ImVec2(content.x, content.bottom() + fp * 0.3f));
-  if (g.pooled()) {
+  if (c.busy()) {
+    ImGui::TextColored(kHighlightV4, tr(lang, S::Computing), 100.0 * c.progress());
+  } else if (g.pooled()) {
     const char* mode = tr(lang, app.pool == PoolMode::Max ? S::PoolMax : S::PoolMean);
     ImGui::TextColored(kDimV4, tr(lang, S::PooledNote), rows, cols, g.px_h, g.px_w, mode);
+  } else if (streamed) {
+    ImGui::TextColored(kDimV4, tr(lang, S::Streamed), rows, rows, cols);
   }
 
   // Hover: the exact cell (and, when pooled, what the pixel shows).
   if (hovered) {
     if (auto cell = hit_test(g, io.MousePos.x, io.MousePos.y)) {
-      const MatrixF& mask = c.trace().mask;
-      const bool is_masked = masked_step && mask.size() && mask(cell->row % mask.rows(), cell->col) != 0.0f;
+      const auto exact = exact_cell(cell->row, cell->col, io.MousePos.x, io.MousePos.y);
       if (g.cell_w >= 4 && g.cell_h >= 4) {
         dl->PushClipRect(ImVec2(g.x, g.y), ImVec2(g.x + g.w, g.y + g.h), true);
         dl->AddRect(ImVec2(col_x(g, cell->col), row_y(g, cell->row)),
@@ -585,17 +670,19 @@ void draw_heatmap(App& app, const Layout& l) {
         dl->PopClipRect();
       }
       ImGui::BeginTooltip();
-      ImGui::Text("%s: %s", tr(lang, S::TipStage), step_name(lang, mp == c.stage_matrix(4) ? 4 : step));
+      ImGui::Text("%s: %s", tr(lang, S::TipStage), step_name(lang, is_output ? 4 : step));
       ImGui::Text("%s: %s (#%d)", tr(lang, S::TipQuery), row_labels[cell->row].c_str(), cell->row);
-      if (mp == c.stage_matrix(4)) {
+      if (is_output) {
         ImGui::Text("%s: %d", tr(lang, S::TipOutputDim), cell->col + 1);
       } else {
         ImGui::Text("%s: %s (#%d)", tr(lang, S::TipKey), col_labels[cell->col].c_str(), cell->col);
       }
-      if (is_masked) {
+      if (!exact) {
+        ImGui::TextColored(kDimV4, "%s", tr(lang, S::TipExactNeedsRow));
+      } else if (exact->masked) {
         ImGui::Text("%s: %s", tr(lang, S::TipValue), tr(lang, S::TipMasked));
       } else {
-        ImGui::Text("%s: %.6g", tr(lang, S::TipValue), m(cell->row, cell->col));
+        ImGui::Text("%s: %.6g", tr(lang, S::TipValue), exact->value);
       }
       if (g.pooled()) {
         const int px = std::clamp(static_cast<int>(io.MousePos.x - g.x), 0, g.px_w - 1);
@@ -603,17 +690,24 @@ void draw_heatmap(App& app, const Layout& l) {
         // The one block this pixel pools, as rasterize's axis maps have it.
         const AxisSpan rs = axis_span(g.first_row, g.vis_rows, g.px_h, rows, py);
         const AxisSpan cs = axis_span(g.first_col, g.vis_cols, g.px_w, cols, px);
-        AxisMap r1m, c1m;
-        r1m.begin = {rs.begin};
-        r1m.end = {rs.end};
-        c1m.begin = {cs.begin};
-        c1m.end = {cs.end};
-        const auto pooled = pool_grid(m.data(), rows, cols, masked_step && mask.size() ? mask.data() : nullptr,
-                                      static_cast<int>(mask.rows()), r1m, c1m, app.pool);
-        const char* mode = tr(lang, app.pool == PoolMode::Max ? S::PoolMax : S::PoolMean);
-        const std::string shown = pooled[0].masked ? std::string(tr(lang, S::Masked)) : fmt("%.4g", pooled[0].value);
-        ImGui::TextColored(kDimV4, tr(lang, S::TipPooled), mode, r1m.begin[0], r1m.end[0] - 1,
-                           c1m.begin[0], c1m.end[0] - 1, shown.c_str());
+        std::optional<PooledCell> pooled;
+        if (!streamed) {
+          AxisMap r1m, c1m;
+          r1m.begin = {rs.begin};
+          r1m.end = {rs.end};
+          c1m.begin = {cs.begin};
+          c1m.end = {cs.end};
+          pooled = pool_grid(mp->data(), rows, cols, masked_step && tmask.size() ? tmask.data() : nullptr,
+                             static_cast<int>(tmask.rows()), r1m, c1m, app.pool)[0];
+        } else if (pooled_current) {
+          pooled = pg->cells[static_cast<std::size_t>(py) * pg->cols + px];
+        }
+        if (pooled) {
+          const char* mode = tr(lang, app.pool == PoolMode::Max ? S::PoolMax : S::PoolMean);
+          const std::string shown = pooled->masked ? std::string(tr(lang, S::Masked)) : fmt("%.4g", pooled->value);
+          ImGui::TextColored(kDimV4, tr(lang, S::TipPooled), mode, rs.begin, rs.end - 1, cs.begin, cs.end - 1,
+                             shown.c_str());
+        }
       }
       ImGui::EndTooltip();
     }
@@ -680,20 +774,16 @@ void draw_controls(App& app, const Layout& l) {
     if (ImGui::InputInt("###queryidx", &q)) c.set_query(std::clamp(q, 0, p.n() - 1));
   }
   ImGui::TextUnformatted(tr(lang, S::Temperature));
-  float t = static_cast<float>(p.temperature);
-  // Thousands of tokens: apply when the slider is released, so dragging does not queue runs.
-  const bool live = p.n() <= 512;
+  // Live at every size: each value the slider reports is a request, run off this thread; the
+  // latest one wins and the picture follows as fast as the backend does.
+  float t = static_cast<float>(c.requested_temperature());
   ImGui::SetNextItemWidth(-FLT_MIN);
-  const bool slid = ImGui::SliderFloat("###tslider", &t, static_cast<float>(kTemperatureMin),
-                                       static_cast<float>(kTemperatureMax), "%.4g", ImGuiSliderFlags_Logarithmic);
-  if (slid) app.temp_dragged = t;
-  if (live && slid) {
+  if (ImGui::SliderFloat("###tslider", &t, static_cast<float>(kTemperatureMin), static_cast<float>(kTemperatureMax),
+                         "%.4g", ImGuiSliderFlags_Logarithmic)) {
     c.set_temperature(t);
-  } else if (!live && ImGui::IsItemDeactivatedAfterEdit()) {
-    c.set_temperature(app.temp_dragged);  // the release frame itself reports no new value
   }
   // The typed entry follows the state whenever the user is not typing in it.
-  if (!app.temp_entry_active) std::snprintf(app.temp_text, sizeof app.temp_text, "%.4g", p.temperature);
+  if (!app.temp_entry_active) std::snprintf(app.temp_text, sizeof app.temp_text, "%.4g", c.requested_temperature());
   ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
   if (ImGui::InputText("###ttext", app.temp_text, sizeof app.temp_text, ImGuiInputTextFlags_EnterReturnsTrue)) {
     c.set_temperature_text(app.temp_text);
@@ -705,9 +795,10 @@ void draw_controls(App& app, const Layout& l) {
     wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + c.error(), &kErrorV4);
   }
   ImGui::TextUnformatted(tr(lang, S::Mask));
-  if (ImGui::RadioButton(tr(lang, S::MaskNone), p.mask == MaskKind::None)) c.set_mask(MaskKind::None);
+  const MaskKind mk = c.requested_mask();
+  if (ImGui::RadioButton(tr(lang, S::MaskNone), mk == MaskKind::None)) c.set_mask(MaskKind::None);
   same_line_if_fits(radio_width(tr(lang, S::MaskCausal)));
-  if (ImGui::RadioButton(tr(lang, S::MaskCausal), p.mask == MaskKind::Causal)) c.set_mask(MaskKind::Causal);
+  if (ImGui::RadioButton(tr(lang, S::MaskCausal), mk == MaskKind::Causal)) c.set_mask(MaskKind::Causal);
 
   // Backend.
   ImGui::TextUnformatted(tr(lang, S::Backend));
@@ -740,9 +831,8 @@ void draw_controls(App& app, const Layout& l) {
     ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
     // The whole 64-bit range the command line takes (an int field lost seeds above 2^31 - 1).
     ImGui::InputScalar("seed", ImGuiDataType_U64, &app.in_seed);
-    app.in_n = std::clamp(app.in_n, 1, kCudaMaxTokens);
-    app.in_dk = std::clamp(app.in_dk, 1, kMaxHeadDim);
-    app.in_dv = std::clamp(app.in_dv, 1, kMaxHeadDim);
+    // Out-of-range values stay in the fields as typed and are refused by Generate, with the
+    // reason (they used to be clamped silently).
     if (ImGui::Button(tr(lang, S::Generate))) {
       app.random_error.clear();
       app.random_over_limit = 0;

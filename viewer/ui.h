@@ -35,8 +35,9 @@ struct LabelSizes {
 };
 
 struct App {
-  explicit App(const ViewerOptions& o)
-      : ctl(o), pool(o.pool), state_dump_path(o.state_dump), in_n(ctl.random_n()),
+  // async: backend runs off the UI thread (the interactive viewer); headless runs wait for them.
+  App(const ViewerOptions& o, bool async)
+      : ctl(o, async), pool(o.pool), state_dump_path(o.state_dump), in_n(ctl.random_n()),
         in_dk(ctl.random_dk()), in_dv(ctl.random_dv()), in_seed(ctl.random_seed()),
         in_mode(ctl.demo() ? 0 : 1) {
     log_weights = ctl.n() > 64;
@@ -74,8 +75,6 @@ struct App {
   Speaker speaker;
   char temp_text[64] = {};
   bool temp_entry_active = false;
-  float temp_dragged = 0;  // the slider's last value while dragged (above 512 tokens it applies
-                           // on release, when the slider itself reports nothing)
   // [ and ] steps since the last frame, applied as one run by apply_pending (held keys repeat
   // faster than a run at 4096 tokens takes: one run per key queued seconds of them).
   std::optional<double> pending_temperature;
