@@ -1,0 +1,165 @@
+// The controls panel: language, step playback and speed, query, temperature (slider and typed
+// entry), mask, backend, and the demo or random input with its fields and Generate.
+#include "viewer/ui_common.h"
+
+#include "core/format.h"
+#include "viewer/strings.h"
+
+#include <imgui.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attnlab::viewer {
+
+// ---- controls ---------------------------------------------------------------------------------
+
+void draw_controls(App& app, const Layout& l) {
+  const Lang lang = app.lang;
+  Controller& c = app.ctl;
+  ImGui::SetNextWindowPos(ImVec2(l.controls.x, l.controls.y), ImGuiCond_Always);
+  ImGui::SetNextWindowSize(ImVec2(l.controls.w, l.controls.h), ImGuiCond_Always);
+  ImGui::Begin(fmt("%s###controls", tr(lang, S::Controls)).c_str(), nullptr,
+               ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
+                   ImGuiWindowFlags_NoBringToFrontOnFocus);
+  // Language.
+  ImGui::TextUnformatted(tr(lang, S::Language));
+  ImGui::SameLine();
+  if (ImGui::RadioButton("中文", app.lang == Lang::Zh)) app.lang = Lang::Zh;
+  ImGui::SameLine();
+  if (ImGui::RadioButton("English", app.lang == Lang::En)) app.lang = Lang::En;
+
+  // Step playback.
+  section(tr(lang, S::Steps));
+  ImGui::TextColored(kHighlightV4, tr(lang, S::StepOf), app.play.step());
+  for (int k = 1; k <= kSteps; ++k) {
+    if (ImGui::Selectable(step_name(lang, k), app.play.step() == k)) app.play.set_step(k);
+  }
+  if (ImGui::Button(tr(lang, S::Prev))) app.play.prev();
+  const char* play = tr(lang, app.play.playing() ? S::Pause : S::Play);
+  same_line_if_fits(button_width(play));
+  if (ImGui::Button(fmt("%s###play", play).c_str())) {
+    app.play.toggle_play();
+  }
+  same_line_if_fits(button_width(tr(lang, S::Next)));
+  if (ImGui::Button(tr(lang, S::Next))) app.play.next();
+  same_line_if_fits(button_width(tr(lang, S::Reset)));
+  if (ImGui::Button(tr(lang, S::Reset))) app.play.home();
+  float speed = static_cast<float>(app.play.speed());
+  ImGui::SetNextItemWidth(-(ImGui::CalcTextSize(tr(lang, S::Speed)).x + ImGui::GetStyle().ItemInnerSpacing.x));
+  if (ImGui::SliderFloat(fmt("%s###speed", tr(lang, S::Speed)).c_str(), &speed, kMinSpeed, kMaxSpeed, "%.2f",
+                         ImGuiSliderFlags_Logarithmic)) {
+    app.play.set_speed(speed);
+  }
+
+  // Query, temperature, mask.
+  section(tr(lang, S::Query));
+  const Problem& p = c.problem();
+  if (p.n() <= 256) {
+    const std::string cur = fmt("%s (#%d)", p.query_tokens[c.query()].c_str(), c.query());
+    ImGui::SetNextItemWidth(-FLT_MIN);
+    if (ImGui::BeginCombo("###query", cur.c_str())) {
+      for (int i = 0; i < p.n(); ++i) {
+        const bool sel = i == c.query();
+        if (ImGui::Selectable(fmt("%s (#%d)###q%d", p.query_tokens[i].c_str(), i, i).c_str(), sel)) c.set_query(i);
+        if (sel) ImGui::SetItemDefaultFocus();
+      }
+      ImGui::EndCombo();
+    }
+  } else {
+    int q = c.query();
+    if (ImGui::InputInt("###queryidx", &q)) c.set_query(std::clamp(q, 0, p.n() - 1));
+  }
+  ImGui::TextUnformatted(tr(lang, S::Temperature));
+  // Live at every size: each value the slider reports is a request, run off this thread; the
+  // latest one wins and the picture follows as fast as the backend does.
+  float t = static_cast<float>(c.requested_temperature());
+  ImGui::SetNextItemWidth(-FLT_MIN);
+  if (ImGui::SliderFloat("###tslider", &t, static_cast<float>(kTemperatureMin), static_cast<float>(kTemperatureMax),
+                         "%.4g", ImGuiSliderFlags_Logarithmic)) {
+    c.set_temperature(t);
+  }
+  // The typed entry follows the state whenever the user is not typing in it.
+  if (!app.temp_entry_active) std::snprintf(app.temp_text, sizeof app.temp_text, "%.4g", c.requested_temperature());
+  ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
+  if (ImGui::InputText("###ttext", app.temp_text, sizeof app.temp_text, ImGuiInputTextFlags_EnterReturnsTrue)) {
+    c.set_temperature_text(app.temp_text);
+  }
+  app.temp_entry_active = ImGui::IsItemActive();
+  ImGui::SameLine();
+  ImGui::TextColored(kDimV4, "%s", tr(lang, S::TemperatureEntry));
+  if (!c.error().empty()) {
+    wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + c.error(), &kErrorV4);
+  }
+  ImGui::TextUnformatted(tr(lang, S::Mask));
+  const MaskKind mk = c.requested_mask();
+  if (ImGui::RadioButton(tr(lang, S::MaskNone), mk == MaskKind::None)) c.set_mask(MaskKind::None);
+  same_line_if_fits(radio_width(tr(lang, S::MaskCausal)));
+  if (ImGui::RadioButton(tr(lang, S::MaskCausal), mk == MaskKind::Causal)) c.set_mask(MaskKind::Causal);
+
+  // Backend.
+  ImGui::TextUnformatted(tr(lang, S::Backend));
+  if (ImGui::RadioButton("CPU (Eigen)", c.backend() == "cpu")) c.set_backend("cpu");
+  ImGui::SameLine();
+  ImGui::BeginDisabled(!c.cuda_ok());
+  if (ImGui::RadioButton("CUDA", c.backend() == "cuda")) c.set_backend("cuda");
+  ImGui::EndDisabled();
+  if (!c.cuda_ok()) wrapped(app, fmt(tr(lang, S::CudaUnavailable), c.cuda_reason().c_str()), &kDimV4);
+
+  // Input: demo or random.
+  section(tr(lang, S::Input));
+  if (ImGui::RadioButton(tr(lang, S::ModeDemo), app.in_mode == 0)) {
+    app.in_mode = 0;
+    app.random_error.clear();
+    app.random_over_limit = 0;
+    if (!c.demo() && c.load_demo()) {
+      app.view = HeatView{};
+      app.log_weights = false;
+    }
+  }
+  if (ImGui::RadioButton(tr(lang, S::ModeRandom), app.in_mode == 1)) app.in_mode = 1;
+  if (app.in_mode == 1) {
+    ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
+    ImGui::InputInt("N", &app.in_n, 256, 1024);
+    ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
+    ImGui::InputInt("d_k", &app.in_dk);
+    ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
+    ImGui::InputInt("d_v", &app.in_dv);
+    ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
+    // The whole 64-bit range the command line takes (an int field lost seeds above 2^31 - 1).
+    ImGui::InputScalar("seed", ImGuiDataType_U64, &app.in_seed);
+    // Out-of-range values stay in the fields as typed and are refused by Generate, with the
+    // reason (they used to be clamped silently).
+    if (ImGui::Button(tr(lang, S::Generate))) {
+      app.random_error.clear();
+      app.random_over_limit = 0;
+      if (app.in_n > c.max_tokens()) {
+        // Refused here, beside the button that asked; worded below, in the UI's language.
+        app.random_over_limit = app.in_n;
+      } else if (c.load_random(app.in_n, app.in_dk, app.in_dv, app.in_seed)) {
+        app.view = HeatView{};
+        app.log_weights = c.n() > 64;
+        app.in_mode = 1;
+      } else {
+        app.random_error = c.error();
+        c.clear_error();
+      }
+    }
+    if (app.random_over_limit > 0)
+      app.random_error = fmt(tr(lang, S::RandomOverLimit), app.random_over_limit,
+                             c.backend() == "cuda" ? "CUDA" : "CPU", c.max_tokens());
+    if (!app.random_error.empty()) wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + app.random_error, &kErrorV4);
+    if (c.demo()) wrapped(app, tr(lang, S::RandomPending), &kDimV4);
+    wrapped(app, tr(lang, S::RandomLimits), &kDimV4);
+  }
+  ImGui::Separator();
+  wrapped(app, tr(lang, S::KeyboardLine), &kDimV4);
+  ImGui::End();
+}
+
+}  // namespace attnlab::viewer

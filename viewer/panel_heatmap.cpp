@@ -1,0 +1,469 @@
+// The heatmap panel: the current step's matrix (kept stages, or a streamed problem's pooled view)
+// uploaded into one SDL texture, its labels, the selected row's frame, the legend, values inside
+// cells that are large enough, the status lines under the plot and the tooltip with the exact
+// cell; wheel zooms, drag pans.
+#include "viewer/ui_common.h"
+
+#include "core/format.h"
+#include "viewer/strings.h"
+
+#include <imgui.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attnlab::viewer {
+namespace {
+
+// ---- heatmap ----------------------------------------------------------------------------------
+
+void update_texture(App& app, const MatrixF& m, bool masked_step, bool log_scale) {
+  const PlotGeometry& g = app.plot;
+  const Trace& t = app.ctl.trace();
+  char key[256];
+  std::snprintf(key, sizeof key, "%llu|%p|%d|%d|%d|%.9f|%.9f|%.9f|%.9f|%d|%d",
+                static_cast<unsigned long long>(app.ctl.revision()), static_cast<const void*>(&m),
+                g.px_w, g.px_h, static_cast<int>(app.pool), app.view.x0, app.view.y0, app.view.x1,
+                app.view.y1, masked_step ? 1 : 0, log_scale ? 1 : 0);
+  if (app.heat_tex && key == app.heat_key) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  RasterInput in;
+  in.values = m.data();
+  in.rows = static_cast<int>(m.rows());
+  in.cols = static_cast<int>(m.cols());
+  in.mask = masked_step && t.mask.size() ? t.mask.data() : nullptr;
+  in.mask_rows = static_cast<int>(t.mask.rows());
+  in.range = finite_range(in.values, in.rows, in.cols, in.mask, in.mask_rows);
+  in.log_scale = log_scale;
+  if (log_scale) in.range = log_range(in.range);
+  in.pool = app.pool;
+  app.range = in.range;
+  app.range_log = log_scale;
+  const std::vector<std::uint32_t> px = rasterize(in, g);
+  if (!app.heat_tex || app.tex_w != g.px_w || app.tex_h != g.px_h) {
+    if (app.heat_tex) SDL_DestroyTexture(app.heat_tex);
+    app.heat_tex = SDL_CreateTexture(app.renderer, SDL_PIXELFORMAT_RGBA32, SDL_TEXTUREACCESS_STREAMING,
+                                     g.px_w, g.px_h);
+    if (!app.heat_tex) {
+      set_status(app, std::string("SDL_CreateTexture: ") + SDL_GetError());
+      return;
+    }
+    SDL_SetTextureScaleMode(app.heat_tex, SDL_ScaleModeNearest);
+    app.tex_w = g.px_w;
+    app.tex_h = g.px_h;
+  }
+  SDL_UpdateTexture(app.heat_tex, nullptr, px.data(), g.px_w * 4);
+  app.heat_key = key;
+  app.last_raster_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+AxisMap to_axis_map(const PoolAxis& a) {
+  AxisMap m;
+  m.begin = a.begin;
+  m.end = a.end;
+  for (int i = 0; i < a.size(); ++i) m.pooled = m.pooled || a.end[i] - a.begin[i] > 1;
+  return m;
+}
+
+bool same_axes(const PoolAxis& a, const AxisMap& b) { return a.begin == b.begin && a.end == b.end; }
+
+// A streamed problem's texture: the pooled stage as the backend computed it for its view (while a
+// newer view is computed, the old picture is stretched over the plot).
+void update_texture_pooled(App& app, const PooledGrid& pg, int step, bool log_scale, bool grid) {
+  const PoolRequest& v = app.ctl.pooled_view();
+  char key[160];
+  std::snprintf(key, sizeof key, "pooled|%llu|%d|%d|%d|%d|%d", static_cast<unsigned long long>(app.ctl.revision()),
+                step, pg.rows, pg.cols, log_scale ? 1 : 0, grid ? 1 : 0);
+  if (app.heat_tex && key == app.heat_key) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  ValueRange range = pg.has_range ? ValueRange{pg.lo, pg.hi} : ValueRange{};
+  if (log_scale) range = log_range(range);
+  app.range = range;
+  app.range_log = log_scale;
+  const std::vector<std::uint32_t> px =
+      rasterize_cells(pg.cells, to_axis_map(v.rows), to_axis_map(v.cols), range, log_scale, grid);
+  if (!app.heat_tex || app.tex_w != pg.cols || app.tex_h != pg.rows) {
+    if (app.heat_tex) SDL_DestroyTexture(app.heat_tex);
+    app.heat_tex = SDL_CreateTexture(app.renderer, SDL_PIXELFORMAT_RGBA32, SDL_TEXTUREACCESS_STREAMING, pg.cols, pg.rows);
+    if (!app.heat_tex) {
+      set_status(app, std::string("SDL_CreateTexture: ") + SDL_GetError());
+      return;
+    }
+    SDL_SetTextureScaleMode(app.heat_tex, SDL_ScaleModeNearest);
+    app.tex_w = pg.cols;
+    app.tex_h = pg.rows;
+  }
+  SDL_UpdateTexture(app.heat_tex, nullptr, px.data(), pg.cols * 4);
+  app.heat_key = key;
+  app.last_raster_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Hatched swatch (the legend's "masked" entry and masked cells' look in the legend).
+void draw_hatch(ImDrawList* dl, ImVec2 a, ImVec2 b) {
+  dl->AddRectFilled(a, b, IM_COL32(kMaskDark.r, kMaskDark.g, kMaskDark.b, 255));
+  dl->PushClipRect(a, b, true);
+  for (float x = a.x - (b.y - a.y); x < b.x; x += 8) {
+    dl->AddLine(ImVec2(x, b.y), ImVec2(x + (b.y - a.y), a.y),
+                IM_COL32(kMaskLight.r, kMaskLight.g, kMaskLight.b, 255), 4);
+  }
+  dl->PopClipRect();
+}
+
+// Starts `s` afresh unless it already holds the sizes of the same `count` labels (list `list` of
+// problem revision `problem`) in the current font.
+void keep_label_sizes(LabelSizes& s, std::uint64_t problem, int list, std::size_t count) {
+  const void* font = ImGui::GetFont();
+  const float size = ImGui::GetFontSize();
+  if (s.problem == problem && s.list == list && s.font == font && s.font_size == size && s.w.size() == count) {
+    return;
+  }
+  s.problem = problem;
+  s.list = list;
+  s.font = font;
+  s.font_size = size;
+  s.w.assign(count, -1.0f);
+  s.h.assign(count, 0.0f);
+}
+
+// ImGui::CalcTextSize(labels[i]), measured on first use.
+ImVec2 label_size(LabelSizes& s, const std::vector<std::string>& labels, int i) {
+  if (s.w[i] < 0) {
+    const ImVec2 ts = ImGui::CalcTextSize(labels[i].c_str());
+    s.w[i] = ts.x;
+    s.h[i] = ts.y;
+  }
+  return ImVec2(s.w[i], s.h[i]);
+}
+
+
+}  // namespace
+
+void draw_heatmap(App& app, const Layout& l) {
+  const Lang lang = app.lang;
+  Controller& c = app.ctl;
+  const int step = app.play.step();
+  ImGui::SetNextWindowPos(ImVec2(l.heatmap.x, l.heatmap.y), ImGuiCond_Always);
+  ImGui::SetNextWindowSize(ImVec2(l.heatmap.w, l.heatmap.h), ImGuiCond_Always);
+  const std::string title = fmt("%s  ·  %s###heatmap", fmt(tr(lang, S::StepOf), step).c_str(), step_name(lang, step));
+  ImGui::Begin(title.c_str(), nullptr,
+               ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
+                   ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse |
+                   ImGuiWindowFlags_NoBringToFrontOnFocus);
+  // Toolbar: pooling, view reset, zoom, hint.
+  ImGui::TextUnformatted(tr(lang, S::Pooling));
+  same_line_if_fits(radio_width(tr(lang, S::PoolMax)));
+  if (ImGui::RadioButton(tr(lang, S::PoolMax), app.pool == PoolMode::Max)) app.pool = PoolMode::Max;
+  same_line_if_fits(radio_width(tr(lang, S::PoolMean)));
+  if (ImGui::RadioButton(tr(lang, S::PoolMean), app.pool == PoolMode::Mean)) app.pool = PoolMode::Mean;
+  same_line_if_fits(button_width(tr(lang, S::ResetView)));
+  if (ImGui::Button(tr(lang, S::ResetView))) app.view = HeatView{};
+  const std::string zoom = fmt(tr(lang, S::Zoom), app.view.zoom());
+  same_line_if_fits(text_width(zoom.c_str()));
+  ImGui::TextUnformatted(zoom.c_str());
+  if (step == 3) {
+    same_line_if_fits(text_width(" | ") + radio_width(tr(lang, S::ScaleLinear)));
+    ImGui::TextUnformatted(" | ");
+    ImGui::SameLine();
+    if (ImGui::RadioButton(tr(lang, S::ScaleLinear), !app.log_weights)) app.log_weights = false;
+    same_line_if_fits(radio_width(tr(lang, S::ScaleLog)));
+    if (ImGui::RadioButton(tr(lang, S::ScaleLog), app.log_weights)) app.log_weights = true;
+  }
+  ImGui::TextColored(kDimV4, "%s", tr(lang, S::HeatHint));
+
+  // Streamed problems (N above kKeepStagesMaxTokens): steps 1-3 come as the pooled image of this
+  // view, computed block by block by the backend; the output (step 4) is kept whole.
+  const bool streamed = c.streaming() && step <= 3;
+  const PooledGrid* pg = streamed ? c.pooled_stage(step) : nullptr;
+  const MatrixF* mp = streamed ? nullptr : c.stage_matrix(step);
+  if (!streamed && !mp) {
+    wrapped(app, fmt(tr(lang, S::StagesNotKept), c.stages_need_gb(), c.available_gb()));
+    mp = c.stage_matrix(4);
+  }
+  if (!streamed && !mp) {
+    ImGui::End();
+    return;
+  }
+  const bool is_output = !streamed && mp == c.stage_matrix(4);
+  const int rows = streamed ? c.problem().n() : static_cast<int>(mp->rows());
+  const int cols = streamed ? c.problem().m() : static_cast<int>(mp->cols());
+  const bool masked_step = c.step_shows_mask(step) && (streamed || c.stage_matrix(step) == mp);
+  const Problem& p = c.problem();
+  const int col_step = step == 4 || is_output ? 4 : step;
+  const std::vector<std::string>& col_labels = c.column_labels(col_step);
+  const std::vector<std::string>& row_labels = p.query_tokens;
+  const float fp = app.font_px;
+  // Key tokens and output dimensions keep a cache each, so playing through the steps re-measures
+  // nothing.
+  LabelSizes& col_sizes = col_step == 4 ? app.dim_sizes : app.key_sizes;
+  keep_label_sizes(app.row_sizes, c.problem_revision(), 0, row_labels.size());
+  keep_label_sizes(col_sizes, c.problem_revision(), col_step == 4 ? 2 : 1, col_labels.size());
+
+  // Label sizes: every label when few, the widest index otherwise.
+  float row_label_w = 0;
+  if (rows <= 64) {
+    for (int r = 0; r < static_cast<int>(row_labels.size()); ++r) {
+      row_label_w = std::max(row_label_w, label_size(app.row_sizes, row_labels, r).x);
+    }
+  } else {
+    row_label_w = label_size(app.row_sizes, row_labels, static_cast<int>(row_labels.size()) - 1).x;
+  }
+  row_label_w += fp * 0.6f;
+  const float col_label_h = fp + 4;
+
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const Rect content{origin.x, origin.y, avail.x, std::max(0.0f, avail.y - fp * 1.6f)};
+  const HeatmapFrame frame = compute_heatmap_frame(content, row_label_w, col_label_h, fp);
+  app.plot = place_plot(frame.plot_area.x, frame.plot_area.y, frame.plot_area.w, frame.plot_area.h,
+                        rows, cols, app.view);
+  const PlotGeometry& g = app.plot;
+  // A window made smaller than its minimum (a tiling window manager, or none) leaves no plot:
+  // nothing to draw, and the label strides below would never reach a cell size of 0.
+  if (g.px_w <= 0 || g.px_h <= 0 || !(g.cell_w > 0) || !(g.cell_h > 0)) {
+    ImGui::TextColored(kDimV4, "%s", tr(app.lang, S::PlotTooSmall));
+    ImGui::End();
+    return;
+  }
+  // Only the softmax weights (never negative) get the log scale.
+  const bool log_scale = app.log_weights && step == 3 && !is_output;
+  const AxisMap rmap_now = map_axis(g.first_row, g.vis_rows, g.px_h, rows);
+  const AxisMap cmap_now = map_axis(g.first_col, g.vis_cols, g.px_w, cols);
+  // The pooled grid is this view's (not an older one stretched while the new one is computed).
+  const bool pooled_current = pg && same_axes(c.pooled_view().rows, rmap_now) && same_axes(c.pooled_view().cols, cmap_now) &&
+                              c.pooled_view().mode == app.pool;
+  if (streamed) {
+    PoolRequest view;
+    view.rows = PoolAxis{rmap_now.begin, rmap_now.end};
+    view.cols = PoolAxis{cmap_now.begin, cmap_now.end};
+    view.mode = app.pool;
+    c.set_view(view);
+    if (pg) update_texture_pooled(app, *pg, step, log_scale, g.cell_w >= 8 && g.cell_h >= 8);
+  } else {
+    update_texture(app, *mp, masked_step, log_scale);
+  }
+  // One cell's value and whether it is masked, where it is known exactly: every cell of a kept
+  // stage; of a streamed one, the cells the current view shows one per pixel, and the query's row.
+  const MatrixF& tmask = c.trace().mask;
+  const RowStages* qrow = c.query_row();
+  auto exact_cell = [&](int r, int cc, float px_x, float px_y) -> std::optional<PooledCell> {
+    if (!streamed) {
+      const bool mk = masked_step && tmask.size() && tmask(r % tmask.rows(), cc) != 0.0f;
+      return PooledCell{(*mp)(r, cc), mk};
+    }
+    if (qrow && r == c.query()) {
+      const std::vector<float>& v = step == 1 ? qrow->scores : step == 2 ? qrow->logits : qrow->weights;
+      return PooledCell{v[cc], masked_step && qrow->mask[cc] != 0.0f};
+    }
+    if (!pooled_current) return std::nullopt;
+    const int x = std::clamp(static_cast<int>(px_x - g.x), 0, g.px_w - 1);
+    const int y = std::clamp(static_cast<int>(px_y - g.y), 0, g.px_h - 1);
+    if (rmap_now.begin[y] != r || rmap_now.end[y] != r + 1 || cmap_now.begin[x] != cc || cmap_now.end[x] != cc + 1)
+      return std::nullopt;
+    return pg->cells[static_cast<std::size_t>(y) * pg->cols + x];
+  };
+
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  // The whole plot is one invisible button: hover, drag to pan, wheel to zoom.
+  ImGui::SetCursorScreenPos(ImVec2(g.x, g.y));
+  ImGui::InvisibleButton("##plot", ImVec2(std::max(1.0f, g.w), std::max(1.0f, g.h)));
+  const bool hovered = ImGui::IsItemHovered();
+  ImGuiIO& io = ImGui::GetIO();
+  if (hovered && io.MouseWheel != 0) {
+    const double fx = app.view.x0 + (io.MousePos.x - g.x) / g.w * (app.view.x1 - app.view.x0);
+    const double fy = app.view.y0 + (io.MousePos.y - g.y) / g.h * (app.view.y1 - app.view.y0);
+    app.view = zoom_view(app.view, fx, fy, std::pow(1.25, io.MouseWheel), rows, cols);
+  }
+  if (ImGui::IsItemActive() && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 1.0f)) {
+    app.view = pan_view(app.view, -io.MouseDelta.x / g.w * (app.view.x1 - app.view.x0),
+                        -io.MouseDelta.y / g.h * (app.view.y1 - app.view.y0));
+  }
+  if (app.heat_tex) {
+    dl->AddImage(reinterpret_cast<ImTextureID>(app.heat_tex), ImVec2(g.x, g.y), ImVec2(g.x + g.w, g.y + g.h));
+  }
+
+  // Values inside cells when they fit (2 decimals, as the page's tables).
+  const float value_w = ImGui::CalcTextSize("-0.00").x + 6;
+  const int r0 = std::max(0, static_cast<int>(std::floor(g.first_row)));
+  const int r1 = std::min(rows, static_cast<int>(std::ceil(g.first_row + g.vis_rows)));
+  const int c0 = std::max(0, static_cast<int>(std::floor(g.first_col)));
+  const int c1 = std::min(cols, static_cast<int>(std::ceil(g.first_col + g.vis_cols)));
+  // A value goes at the centre of the cell's visible part, and only where that part holds it (a
+  // cell cut by the plot's edge when zoomed or panned).
+  dl->PushClipRect(ImVec2(g.x, g.y), ImVec2(g.x + g.w, g.y + g.h), true);
+  if (g.cell_w >= value_w && g.cell_h >= fp + 2 && (r1 - r0) * (c1 - c0) <= 4096) {
+    for (int r = r0; r < r1; ++r) {
+      const auto rs = visible_row_span(g, r);
+      if (!rs || rs->size() < fp + 2) continue;
+      for (int cc = c0; cc < c1; ++cc) {
+        const auto cs = visible_col_span(g, cc);
+        if (!cs || cs->size() < value_w) continue;
+        const auto cell = exact_cell(r, cc, cs->mid(), rs->mid());
+        if (!cell) continue;
+        const bool is_masked = cell->masked;
+        const float v = cell->value;
+        std::string text = table_value(v);
+        ImU32 colour = IM_COL32_WHITE;
+        if (!is_masked) {
+          const Rgb8 bg = viridis(std::clamp(scale_pos(v, app.range, app.range_log), 0.0, 1.0));
+          colour = cie_lightness(bg) > 55 ? IM_COL32_BLACK : IM_COL32_WHITE;
+        }
+        const ImVec2 ts = ImGui::CalcTextSize(text.c_str());
+        const ImVec2 at(cs->mid() - ts.x / 2, rs->mid() - ts.y / 2);
+        if (is_masked) {
+          // The hatching's two greys give white text too little contrast; a dark box behind it
+          // makes "−∞" read at any stripe phase.
+          dl->AddRectFilled(ImVec2(at.x - 3, at.y - 1), ImVec2(at.x + ts.x + 3, at.y + ts.y + 1),
+                            IM_COL32(0, 0, 0, 200), 3);
+        }
+        dl->AddText(at, colour, text.c_str());
+      }
+    }
+  }
+  dl->PopClipRect();
+
+  // Row labels (query tokens): all when they fit, else evenly spaced ticks; the query always. A
+  // label sits at the centre of its row's visible part, and a row cut by the plot's edge gets one
+  // only while most of a line of text's height is visible.
+  const int query = c.query();
+  const float qmid = row_y(g, query + 0.5);
+  auto row_label = [&](int r, ImU32 colour) {
+    const auto rs = visible_row_span(g, r);
+    if (!rs || rs->size() < std::min(g.cell_h, fp * 0.8f) - 0.01f) return;
+    const ImVec2 ts = label_size(app.row_sizes, row_labels, r);
+    dl->AddText(ImVec2(g.x - fp * 0.4f - ts.x, rs->mid() - ts.y / 2), colour, row_labels[r].c_str());
+  };
+  const ImU32 label_col = ImGui::GetColorU32(ImGuiCol_Text);
+  int row_stride = 1;
+  while (row_stride * g.cell_h < fp * 1.6f) row_stride = row_stride < 2 ? 2 : row_stride < 5 ? 5 : row_stride * 2;
+  for (int r = (r0 / row_stride) * row_stride; r < r1; r += row_stride) {
+    if (r < r0 || (r != query && std::abs(row_y(g, r + 0.5) - qmid) < fp)) continue;
+    row_label(r, label_col);
+  }
+  row_label(query, kHighlight);
+  // Column labels (key tokens or output dimensions).
+  float col_w_needed = 0;
+  // Widest label over a sample of at most ~128 visible columns (index labels grow to the right).
+  const int sample_step = std::max(1, (c1 - c0) / 128);
+  for (int cc = c0; cc < c1; cc += sample_step) {
+    col_w_needed = std::max(col_w_needed, label_size(col_sizes, col_labels, cc).x + 8);
+  }
+  if (c1 > c0) col_w_needed = std::max(col_w_needed, label_size(col_sizes, col_labels, c1 - 1).x + 8);
+  int col_stride = 1;
+  while (col_stride * g.cell_w < col_w_needed) col_stride = col_stride < 2 ? 2 : col_stride < 5 ? 5 : col_stride * 2;
+  for (int cc = (c0 / col_stride) * col_stride; cc < c1; cc += col_stride) {
+    if (cc < c0) continue;
+    // As the row labels: centred on the visible part, none on a sliver narrower than the label.
+    const ImVec2 ts = label_size(col_sizes, col_labels, cc);
+    const auto cs = visible_col_span(g, cc);
+    if (!cs || cs->size() < std::min(g.cell_w, ts.x + 4) - 0.01f) continue;
+    dl->AddText(ImVec2(cs->mid() - ts.x / 2, g.y - ts.y - 4), label_col, col_labels[cc].c_str());
+  }
+
+  // Selected query row: an orange frame, at least 3 px tall so one row of 4096 stays visible.
+  if (auto band = row_band(g, query, 3)) {
+    dl->AddRect(ImVec2(g.x - 2, band->y0 - 2), ImVec2(g.x + g.w + 2, band->y1 + 2), kHighlight, 0, 0, 3);
+  }
+
+  // Legend: colour bar from lo (bottom) to hi (top), its numbers, the masked swatch.
+  {
+    const Rect& L = frame.legend;
+    const float bar_x = L.x + 4, bar_w = fp * 0.9f;
+    const float bar_top = g.y, bar_h = std::min(g.h, std::max(fp * 6, L.h * 0.55f));
+    const int strips = 64;
+    for (int i = 0; i < strips; ++i) {
+      const Rgb8 col = viridis(1.0 - (i + 0.5) / strips);
+      dl->AddRectFilled(ImVec2(bar_x, bar_top + bar_h * i / strips),
+                        ImVec2(bar_x + bar_w, bar_top + bar_h * (i + 1) / strips + 1),
+                        IM_COL32(col.r, col.g, col.b, 255));
+    }
+    dl->AddRect(ImVec2(bar_x, bar_top), ImVec2(bar_x + bar_w, bar_top + bar_h), label_col);
+    const float tx = bar_x + bar_w + 4;
+    dl->AddText(ImVec2(tx, bar_top - 2), label_col, fmt("%.3g", app.range.hi).c_str());
+    dl->AddText(ImVec2(tx, bar_top + bar_h / 2 - fp / 2), label_col,
+                fmt("%.3g", scale_value(0.5, app.range, app.range_log)).c_str());
+    dl->AddText(ImVec2(tx, bar_top + bar_h - fp), label_col, fmt("%.3g", app.range.lo).c_str());
+    float y = bar_top + bar_h + fp * 0.6f;
+    dl->AddText(ImVec2(bar_x, y), label_col,
+                app.range_log ? tr(lang, S::ScaleLogShort) : tr(lang, S::Legend));
+    y += fp * 1.3f;
+    if (masked_step) {
+      draw_hatch(dl, ImVec2(bar_x, y), ImVec2(bar_x + bar_w, y + fp));
+      dl->AddText(ImVec2(tx, y), label_col, tr(lang, S::Masked));
+    }
+  }
+
+  // Status lines under the plot: a run in flight, the pooling note, the streaming note.
+  ImGui::SetCursorScreenPos(ImVec2(content.x, content.bottom() + fp * 0.3f));
+  if (c.busy()) {
+    ImGui::TextColored(kHighlightV4, tr(lang, S::Computing), 100.0 * c.progress());
+  } else if (g.pooled()) {
+    const char* mode = tr(lang, app.pool == PoolMode::Max ? S::PoolMax : S::PoolMean);
+    ImGui::TextColored(kDimV4, tr(lang, S::PooledNote), rows, cols, g.px_h, g.px_w, mode);
+  } else if (streamed) {
+    ImGui::TextColored(kDimV4, tr(lang, S::Streamed), rows, rows, cols);
+  }
+
+  // Hover: the exact cell (and, when pooled, what the pixel shows).
+  if (hovered) {
+    if (auto cell = hit_test(g, io.MousePos.x, io.MousePos.y)) {
+      const auto exact = exact_cell(cell->row, cell->col, io.MousePos.x, io.MousePos.y);
+      if (g.cell_w >= 4 && g.cell_h >= 4) {
+        dl->PushClipRect(ImVec2(g.x, g.y), ImVec2(g.x + g.w, g.y + g.h), true);
+        dl->AddRect(ImVec2(col_x(g, cell->col), row_y(g, cell->row)),
+                    ImVec2(col_x(g, cell->col + 1), row_y(g, cell->row + 1)), IM_COL32_WHITE, 0, 0, 2);
+        dl->PopClipRect();
+      }
+      ImGui::BeginTooltip();
+      ImGui::Text("%s: %s", tr(lang, S::TipStage), step_name(lang, is_output ? 4 : step));
+      ImGui::Text("%s: %s (#%d)", tr(lang, S::TipQuery), row_labels[cell->row].c_str(), cell->row);
+      if (is_output) {
+        ImGui::Text("%s: %d", tr(lang, S::TipOutputDim), cell->col + 1);
+      } else {
+        ImGui::Text("%s: %s (#%d)", tr(lang, S::TipKey), col_labels[cell->col].c_str(), cell->col);
+      }
+      if (!exact) {
+        ImGui::TextColored(kDimV4, "%s", tr(lang, S::TipExactNeedsRow));
+      } else if (exact->masked) {
+        ImGui::Text("%s: %s", tr(lang, S::TipValue), tr(lang, S::TipMasked));
+      } else {
+        ImGui::Text("%s: %.6g", tr(lang, S::TipValue), exact->value);
+      }
+      if (g.pooled()) {
+        const int px = std::clamp(static_cast<int>(io.MousePos.x - g.x), 0, g.px_w - 1);
+        const int py = std::clamp(static_cast<int>(io.MousePos.y - g.y), 0, g.px_h - 1);
+        // The one block this pixel pools, as rasterize's axis maps have it.
+        const AxisSpan rs = axis_span(g.first_row, g.vis_rows, g.px_h, rows, py);
+        const AxisSpan cs = axis_span(g.first_col, g.vis_cols, g.px_w, cols, px);
+        std::optional<PooledCell> pooled;
+        if (!streamed) {
+          AxisMap r1m, c1m;
+          r1m.begin = {rs.begin};
+          r1m.end = {rs.end};
+          c1m.begin = {cs.begin};
+          c1m.end = {cs.end};
+          pooled = pool_grid(mp->data(), rows, cols, masked_step && tmask.size() ? tmask.data() : nullptr,
+                             static_cast<int>(tmask.rows()), r1m, c1m, app.pool)[0];
+        } else if (pooled_current) {
+          pooled = pg->cells[static_cast<std::size_t>(py) * pg->cols + px];
+        }
+        if (pooled) {
+          const char* mode = tr(lang, app.pool == PoolMode::Max ? S::PoolMax : S::PoolMean);
+          const std::string shown = pooled->masked ? std::string(tr(lang, S::Masked)) : fmt("%.4g", pooled->value);
+          ImGui::TextColored(kDimV4, tr(lang, S::TipPooled), mode, rs.begin, rs.end - 1, cs.begin, cs.end - 1,
+                             shown.c_str());
+        }
+      }
+      ImGui::EndTooltip();
+    }
+  }
+  ImGui::End();
+}
+
+}  // namespace attnlab::viewer

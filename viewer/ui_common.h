@@ -1,0 +1,41 @@
+// What the viewer's panels share (viewer/panel_*.cpp, ui.cpp): the colours outside the viridis
+// scale, printf into a std::string, the section heading, wrapped text (cached lines), the widths
+// of a radio button, a button and a text as ImGui 1.86 lays them out with SameLine() only where
+// the next item still fits, the clock of transient messages, and the step names. ImGui only, no
+// SDL.
+#pragma once
+
+#include "viewer/ui.h"
+
+#include <imgui.h>
+
+#include <string>
+
+namespace attnlab::viewer {
+
+// Outside the viridis scale (which has no saturated orange): the selected query row.
+constexpr ImU32 kHighlight = IM_COL32(255, 140, 0, 255);
+inline const ImVec4 kHighlightV4(1.0f, 0.55f, 0.0f, 1.0f);
+inline const ImVec4 kErrorV4(1.0f, 0.45f, 0.45f, 1.0f);
+inline const ImVec4 kDimV4(0.7f, 0.7f, 0.7f, 1.0f);
+
+std::string fmt(const char* f, ...);
+// A heading line between control groups (ImGui 1.86 has no SeparatorText).
+void section(const char* text);
+// Text wrapped at spaces and around CJK characters (viewer/strings.h wrap_lines), cached.
+void wrapped(App& app, const std::string& text, const ImVec4* colour = nullptr);
+float radio_width(const char* label);
+float button_width(const char* label);
+float text_width(const char* text);
+void same_line_if_fits(float width);
+double seconds_now();
+const char* step_name(Lang l, int step);
+
+// The panels, each in its own file; draw_frame (ui.cpp) lays them out.
+void draw_heatmap(App& app, const Layout& l);   // panel_heatmap.cpp
+void draw_controls(App& app, const Layout& l);  // panel_controls.cpp
+void draw_info(App& app, const Layout& l);      // panel_info.cpp
+void draw_caveat(App& app, const Layout& l);    // panel_caveat_help.cpp
+void draw_help(App& app);                       // panel_caveat_help.cpp
+
+}  // namespace attnlab::viewer
