@@ -782,13 +782,39 @@ void run_streamed(const Problem& p, const RunOptions& opt, Trace& t) {
   }
   ev[3].record(s);
 
-  // (4) the output.
+  // (4) the output: the fused kernel on runs of query rows of about kLaunchFma (at least 256 rows
+  // per SM, so that a launch fills the device), or on runs of whole heads where a head is less.
+  // Causal runs go by whole heads: the kernel's mask is j > i counted from the head's first row.
   if (opt.output) {
-    fused_attention_fp32(q.get(), k.get(), v.get(), out.get(), d.heads, d.n, d.m, d.d_k, d.d_v,
-                         static_cast<float>(1.0 / (std::sqrt(static_cast<double>(d.d_k)) * p.temperature)),
-                         p.mask == MaskKind::Causal, mask.get(), s);
-    ATTNLAB_CUDA_CHECK(cudaGetLastError());
-    pacer.launched(out_work);
+    const float scale = static_cast<float>(1.0 / (std::sqrt(static_cast<double>(d.d_k)) * p.temperature));
+    const bool causal = p.mask == MaskKind::Causal;
+    const double per_row = static_cast<double>(d.m) * (d.d_k + d.d_v);
+    const long rows_per = std::max(static_cast<long>(kLaunchFma / per_row), 256L * sm_count());
+    if (causal || rows_per >= d.n) {
+      const int heads_per = static_cast<int>(std::clamp(rows_per / d.n, 1L, static_cast<long>(d.heads)));
+      for (int h = 0; h < d.heads; h += heads_per) {
+        const int hc = std::min(heads_per, d.heads - h);
+        const std::size_t hs = h;
+        fused_attention_fp32(q.get() + hs * d.n * d.d_k, k.get() + hs * d.m * d.d_k,
+                             v.get() + hs * d.m * d.d_v, out.get() + hs * d.n * d.d_v, hc, d.n, d.m,
+                             d.d_k, d.d_v, scale, causal, mask.get(), s);
+        ATTNLAB_CUDA_CHECK(cudaGetLastError());
+        pacer.launched(static_cast<double>(hc) * d.n * per_row);
+      }
+    } else {
+      for (int h = 0; h < d.heads; ++h)
+        for (int r0 = 0; r0 < d.n; r0 += static_cast<int>(rows_per)) {
+          const int rc = static_cast<int>(std::min<long>(rows_per, d.n - r0));
+          const std::size_t row = static_cast<std::size_t>(h) * d.n + r0, hs = h;
+          // A custom mask is (n, m) for every head: the chunk's rows start at row r0 of it.
+          const float* mrows = mask.get() ? mask.get() + static_cast<std::size_t>(r0) * d.m : nullptr;
+          fused_attention_fp32(q.get() + row * d.d_k, k.get() + hs * d.m * d.d_k,
+                               v.get() + hs * d.m * d.d_v, out.get() + row * d.d_v, 1, rc, d.m, d.d_k,
+                               d.d_v, scale, false, mrows, s);
+          ATTNLAB_CUDA_CHECK(cudaGetLastError());
+          pacer.launched(rc * per_row);
+        }
+    }
   }
   ev[4].record(s);
 
