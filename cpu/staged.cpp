@@ -140,6 +140,9 @@ struct Chain {
   // Arguments of exp below this give weights too small to be normal floats once divided by the
   // row sum (at most m): they are set to 0 instead (subnormals slow every later operation).
   float exp_cutoff;
+  // exp(exp_cutoff) with room for the last bits of a vectorised exp: values below are those
+  // clamped at the cutoff.
+  float zero_below;
 
   bool masked(int i, int j) const {
     if (causal) return j > i;
@@ -225,12 +228,13 @@ void chain_block(const Chain& c, int head, int i0, int rows, float* S, float* C,
     auto x = lg.row(r).array();
     auto o = w.row(r).array();
     const float mx = x.maxCoeff();
-    o = (x - mx).exp();
-    // A plain loop, which the compiler vectorises (Eigen 3.4's select() is evaluated one scalar
-    // exp at a time).
-    const float* xr = x.data();
+    // The argument is clamped at the cutoff, so that what lies below (masked -inf included) gives
+    // exp(cutoff) whatever the instruction set's exp does with -inf, and is then set to 0 by a
+    // plain loop, which the compiler vectorises (Eigen 3.4's select() is evaluated one scalar exp
+    // at a time). x and o may be one buffer: the test reads only o.
+    o = (x - mx).max(c.exp_cutoff).exp();
     float* wr = o.data();
-    for (int j = 0; j < m; ++j) wr[j] = xr[j] - mx < c.exp_cutoff ? 0.f : wr[j];
+    for (int j = 0; j < m; ++j) wr[j] = wr[j] < c.zero_below ? 0.f : wr[j];
     o /= o.sum();
   }
   if (sink) sink->weights(head, i0, rows, W, ld);
@@ -466,7 +470,7 @@ void cpu_staged_into(const Problem& p, const RunOptions& opt, Trace& t) {
   const int n = p.n(), m = p.m(), heads = p.heads, d_v = p.d_v();
   const Eigen::Index rows_total = static_cast<Eigen::Index>(heads) * n;
   const bool keep = opt.keep_stages && !opt.pool;
-  const Chain c{p,
+  Chain c{p,
                 n,
                 m,
                 d_v,
@@ -474,7 +478,9 @@ void cpu_staged_into(const Problem& p, const RunOptions& opt, Trace& t) {
                 static_cast<float>(p.temperature),
                 p.mask == MaskKind::Causal,
                 p.mask == MaskKind::Custom ? p.custom_mask.data() : nullptr,
-                std::log(std::numeric_limits<float>::min()) + std::log(static_cast<float>(m))};
+                std::log(std::numeric_limits<float>::min()) + std::log(static_cast<float>(m)),
+                0.f};
+  c.zero_below = static_cast<float>(1.5 * std::exp(static_cast<double>(c.exp_cutoff)));
 
   t.backend = "cpu";
   t.variant = Variant::Staged;

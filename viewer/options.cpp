@@ -28,7 +28,8 @@ std::string viewer_usage() {
   return "usage: attnlab-view [--screenshot FILE.png] [--query TOKEN|INDEX] [--step 1-4]\n"
          "                    [--temperature T] [--mask none|causal] [--random N] [--dk D] [--dv D]\n"
          "                    [--seed S] [--lang zh|en] [--size WxH] [--backend auto|cpu|cuda]\n"
-         "                    [--pool max|mean] [--state-dump FILE.json] [--bench-redraw [--repeat R]]\n"
+         "                    [--pool max|mean] [--state-dump FILE.json] [--view chain|walk] [--tile B]\n"
+         "                    [--bench-redraw [--repeat R]]\n"
          "Interactive lab for scaled dot-product attention (F1 in the window lists the keys).\n"
          "--screenshot renders a few frames without input, writes the PNG and exits (works with\n"
          "SDL_VIDEODRIVER=dummy). --bench-redraw times temperature changes (backend + heatmap)\n"
@@ -96,6 +97,17 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
       } else {
         throw InputError("--pool must be max or mean, got '" + v + "'");
       }
+    } else if (a == "--view") {
+      const std::string& v = value();
+      if (v == "chain") {
+        o.view = ViewKind::Chain;
+      } else if (v == "walk") {
+        o.view = ViewKind::Walk;
+      } else {
+        throw InputError("--view must be chain or walk, got '" + v + "'");
+      }
+    } else if (a == "--tile") {
+      o.tile = parse_int<int>(a, value(), 1, kCudaMaxTokens);
     } else if (a == "--state-dump") {
       o.state_dump = value();
     } else if (a == "--bench-redraw") {

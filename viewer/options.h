@@ -3,7 +3,7 @@
 //   attnlab-view [--screenshot FILE.png] [--query Q] [--step K] [--temperature T]
 //                [--mask none|causal] [--random N] [--dk D] [--dv D] [--seed S] [--lang zh|en]
 //                [--size WxH] [--backend auto|cpu|cuda] [--pool max|mean] [--state-dump FILE.json]
-//                [--bench-redraw] [--repeat R] [--help]
+//                [--view chain|walk] [--tile B] [--bench-redraw] [--repeat R] [--help]
 #pragma once
 
 #include "core/types.h"
@@ -24,7 +24,13 @@ constexpr int kCudaMaxTokens = 1048576;
 constexpr int kMaxHeadDim = 1024;  // d_k, d_v
 constexpr int kMinWindowW = 960, kMinWindowH = 600;  // the layout's minimum (and --size's)
 
+// The views of the window: the staged chain's four steps (the default), the fused kernel's online
+// softmax walked tile by tile.
+enum class ViewKind { Chain, Walk };
+
 struct ViewerOptions {
+  ViewKind view = ViewKind::Chain;    // --view chain|walk
+  int tile = 0;                       // --tile B, keys per tile of the walk view (0: its default)
   std::string screenshot;             // non-empty: headless, render and write this PNG
   std::string query;                  // token or 0-based index; empty = default
   int step = 1;                       // 1..4

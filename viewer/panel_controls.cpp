@@ -33,6 +33,11 @@ void draw_controls(App& app, const Layout& l) {
   if (ImGui::RadioButton("中文", app.lang == Lang::Zh)) app.lang = Lang::Zh;
   ImGui::SameLine();
   if (ImGui::RadioButton("English", app.lang == Lang::En)) app.lang = Lang::En;
+  // The centre panel's view.
+  ImGui::TextUnformatted(tr(lang, S::ViewLabel));
+  if (ImGui::RadioButton(tr(lang, S::ViewChain), app.view_kind == ViewKind::Chain)) app.view_kind = ViewKind::Chain;
+  same_line_if_fits(radio_width(tr(lang, S::ViewWalk)));
+  if (ImGui::RadioButton(tr(lang, S::ViewWalk), app.view_kind == ViewKind::Walk)) app.view_kind = ViewKind::Walk;
 
   // Step playback.
   section(tr(lang, S::Steps));

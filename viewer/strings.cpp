@@ -168,6 +168,9 @@ constexpr Entry kTable[] = {
      "精确值：放大，或选中这一行"},
     {S::CompareNeedsStages, "Compare needs every stage kept: N ≤ %d (here N = %d)",
      "比较需要保留全部阶段：N ≤ %d（当前 N = %d）"},
+    {S::ViewLabel, "View", "视图"},
+    {S::ViewChain, "Staged chain (4 steps)", "分步链（4 步）"},
+    {S::ViewWalk, "Fused (online softmax)", "融合内核（在线 softmax）"},
 };
 static_assert(std::size(kTable) == static_cast<std::size_t>(S::Count_), "one line per S value");
 constexpr bool in_enum_order() {

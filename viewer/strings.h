@@ -35,6 +35,7 @@ enum class S {
   Notes, NotesIntro, NotesRelated, Keys, ScreenshotSaved, ErrorPrefix, Sequence, Tokens,
   ColourScale, ScaleLinear, ScaleLog, ScaleLogShort,
   Computing, Streamed, TipExactNeedsRow, CompareNeedsStages,
+  ViewLabel, ViewChain, ViewWalk,
   Count_
 };
 

@@ -205,7 +205,11 @@ void draw_frame(App& app) {
   const ImVec2 ds = ImGui::GetIO().DisplaySize;
   const Layout l = compute_layout(ds.x, ds.y, app.font_px);
   draw_controls(app, l);
-  draw_heatmap(app, l);
+  if (app.view_kind == ViewKind::Walk) {
+    draw_walk(app, l);
+  } else {
+    draw_heatmap(app, l);
+  }
   draw_info(app, l);
   draw_caveat(app, l);
   draw_help(app);

@@ -37,7 +37,7 @@ struct LabelSizes {
 struct App {
   // async: backend runs off the UI thread (the interactive viewer); headless runs wait for them.
   App(const ViewerOptions& o, bool async)
-      : ctl(o, async), pool(o.pool), state_dump_path(o.state_dump), in_n(ctl.random_n()),
+      : ctl(o, async), view_kind(o.view), walk_tile(o.tile), pool(o.pool), state_dump_path(o.state_dump), in_n(ctl.random_n()),
         in_dk(ctl.random_dk()), in_dv(ctl.random_dv()), in_seed(ctl.random_seed()),
         in_mode(ctl.demo() ? 0 : 1) {
     log_weights = ctl.n() > 64;
@@ -45,6 +45,8 @@ struct App {
 
   Controller ctl;
   Playback play;
+  ViewKind view_kind = ViewKind::Chain;  // which view the centre panel shows
+  int walk_tile = 0;                // keys per tile of the walk view (0: its default)
   Lang lang = Lang::En;
   PoolMode pool = PoolMode::Max;
   HeatView view;
