@@ -6,11 +6,11 @@
 //   - exact rows (all four stages and the mask), with and without the output; the output of a
 //     streamed run against the CPU's
 //   - the CPU's refusals: bad rows, pool axes and head (same messages), requests on the fused
-//     variant
+//     variant, logits that overflow fp32; a run that does not fit (ATTNLAB_CUDA_FAULT=oom)
 //   - cancel before and during a run throws Cancelled; progress reaches 1 otherwise
-//   - 262144 tokens, d 64, a small window: the plan holds no (n, m) matrix, the device's free
-//     memory never drops by more than the plan (polled through cudaMemGetInfo during the run),
-//     and the results equal the CPU's
+//   - 262144 tokens, d 64, a small window: the plan is the inputs plus a few MiB, the device's
+//     free memory (polled through cudaMemGetInfo during the run) never drops by more than the plan
+//     and a slack for other processes, and the results equal the CPU's
 // Every test SKIPs ("no CUDA device: <reason>") without a device.
 #include "core/backend.h"
 #include "cpu/cpu_backend.h"
@@ -266,6 +266,31 @@ TEST(CudaStreaming, BadRequestsAreRefusedAsOnTheCpu) {
   same_refusal(o);
 }
 
+// Logits beyond fp32 (a temperature of 1e-40) are refused as the CPU chain refuses them, and a
+// streamed run that does not fit (ATTNLAB_CUDA_FAULT=oom: 1 MiB free) is refused with its needs.
+TEST(CudaStreaming, OverflowAndMemoryAreRefused) {
+  ATTNLAB_REQUIRE_CUDA();
+  PoolRequest r;
+  r.rows = axis(0, 64, 8);
+  r.cols = axis(0, 64, 8);
+  {
+    const Problem p = test::make_problem(64, 16, 16, 1, MaskKind::Causal, 1e-40, 3);
+    const RunOptions o = streamed(&r);
+    const std::string g = test::message_of<InputError>([&] { make_backend("cuda")->run(p, o); });
+    const std::string c = test::message_of<InputError>([&] { make_backend("cpu")->run(p, o); });
+    EXPECT_TRUE(test::contains(c, "the logits (scaled scores / temperature) overflows at row")) << c;
+    EXPECT_TRUE(test::contains(g, "the logits (scaled scores / temperature) overflows at row")) << g;
+  }
+  {
+    const Problem p = test::make_problem(4096, 64, 64, 1, MaskKind::None, 1, 3);
+    test::ScopedEnv oom("ATTNLAB_CUDA_FAULT", "oom");
+    const std::string g =
+        test::message_of<ResourceError>([&] { make_backend("cuda")->run(p, streamed(&r)); });
+    EXPECT_TRUE(test::contains(g, "the streamed view needs")) << g;
+    EXPECT_TRUE(test::contains(g, "1.0 MiB free")) << g;
+  }
+}
+
 TEST(CudaStreaming, FusedVariantRefusesViewsAndRows) {
   ATTNLAB_REQUIRE_CUDA();
   const Problem p = test::make_problem(64, 16, 16, 1, MaskKind::None, 1, 3);
@@ -372,8 +397,10 @@ TEST(CudaStreaming, LongSequenceNeedsNoSquareMatrix) {
   const std::size_t drop = free0 - std::min(free0, lowest);
   std::printf("plan %.1f MiB, free memory dropped by at most %.1f MiB during the run\n",
               plan / 1048576.0, drop / 1048576.0);
-  // Slack for what the runtime itself takes (the stream, the kernels' code loaded lazily).
-  EXPECT_LT(drop, plan + (std::size_t{256} << 20));
+  // cudaMemGetInfo sees the whole device: under scripts/gpu-check's parallel ctest other test
+  // processes allocate too, hence the slack of 8 GiB. Still far below one (n, m) stage (256 GiB,
+  // more than the device has, so the run's success alone excludes one).
+  EXPECT_LT(drop, plan + (std::size_t{8} << 30));
 
   const Trace c = cpu_run(p, o);
   expect_pooled_near(p, g.pooled, c.pooled);
