@@ -14,6 +14,8 @@
 #include <new>
 #include <string>
 
+namespace attnlab::cli { void register_walk(CLI::App& app, int& exit_code); }  // cli/cmd_walk.cpp
+
 namespace {
 
 // CLI11 messages can span lines; the contract is exactly one line.
@@ -96,6 +98,7 @@ int main(int argc, char** argv) {
   attnlab::cli::register_describe(app, exit_code);
   attnlab::cli::register_verify(app, exit_code);
   attnlab::cli::register_bench(app, exit_code);
+  attnlab::cli::register_walk(app, exit_code);
   refuse_empty_and_overflowing_values(app);
 
   // Which subcommand the user meant, for messages ("see attnlab demo --help").

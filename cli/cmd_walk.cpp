@@ -1,0 +1,99 @@
+// `attnlab walk`: the online softmax of one query row, key tile by key tile, through the CPU fused
+// kernel's own update step (cpu/walk.h), then the final output against the staged chain, the CPU
+// fused kernel, the CUDA fused kernel (when a device answers) and fp64. Problem options as demo
+// and run (the demo when no inputs are given), plus --head and --tile.
+#include "cli/common.h"
+
+#include "core/backend.h"
+#include "core/walk.h"
+#include "cpu/walk.h"
+
+#include <memory>
+#include <string>
+
+namespace attnlab::cli {
+namespace {
+
+struct WalkJob {
+  ProblemArgs args;
+  std::string tile;  // as typed; empty = default (2 on the demo, 64 otherwise)
+  std::string head = "0";
+};
+
+// A whole number >= 1 as typed: digits only (no sign, no spaces inside, no exponent).
+int parse_count(const std::string& option, const std::string& text, int min, const std::string& what) {
+  const bool digits = !text.empty() && text.size() <= 9 &&
+                      text.find_first_not_of("0123456789") == std::string::npos;
+  const long long v = digits ? std::stoll(text) : -1;
+  if (!digits || v < min)
+    throw InputError(option + " must be a whole number " + what + ", got '" + text + "'");
+  return static_cast<int>(v);
+}
+
+void run_walk(const WalkJob& job) {
+  const ProblemArgs& a = job.args;
+  const bool demo = !uses_inputs(a);
+  // Typos in --tile and --head cost nothing: checked before the problem is built.
+  const int tile_arg = job.tile.empty() ? 0 : parse_count("--tile", job.tile, 1, "of keys per tile >= 1");
+  const int head = parse_count("--head", job.head, 0, ">= 0");
+  const Format format = parse_format(a.format);
+  if (format == Format::Csv) throw InputError("walk prints text, json or markdown (--format csv is for demo and run)");
+  const Problem p = build_problem(a, demo);
+  const int query = resolve_query_arg(a, p, demo);
+  const Lang lang = resolve_lang(a);
+  const int tile = tile_arg > 0 ? tile_arg : demo ? 2 : 64;
+  if (tile > p.m())
+    throw InputError("--tile must be between 1 and the number of keys (" + std::to_string(p.m()) +
+                     "), got " + std::to_string(tile));
+  if (head >= p.heads)
+    throw InputError("--head must be between 0 and " + std::to_string(p.heads - 1) + ", got " +
+                     std::to_string(head));
+
+  Walk w = walk_row(p, head, query, tile);
+  check_walk(p, w);
+  // The CUDA fused kernel on the whole problem, the row read back: only where a device answers
+  // and --backend is not cpu.
+  std::string reason;
+  if (a.backend == "cpu") {
+    w.cuda_note = lang == Lang::Zh ? "未运行（--backend cpu）" : "not run (--backend cpu)";
+  } else if (!cuda_available(&reason)) {
+    if (a.backend == "cuda") throw NoDeviceError("no CUDA device: " + reason);
+    w.cuda_note = (lang == Lang::Zh ? "没有 CUDA 设备：" : "no CUDA device: ") + reason;
+  } else {
+    RunOptions opt;
+    opt.variant = Variant::Fused;
+    opt.keep_stages = false;
+    const Trace t = run_backend("cuda", p, opt);
+    const Eigen::Index row = static_cast<Eigen::Index>(head) * p.n() + query;
+    std::vector<double> out(static_cast<std::size_t>(p.d_v()));
+    for (int c = 0; c < p.d_v(); ++c) out[c] = t.output(row, c);
+    w.cuda_fused_diff = walk_max_abs_diff(w.output, out);
+    w.cuda_fused_output = std::move(out);
+  }
+  emit(a.output_file, render_walk(w, lang, format));
+}
+
+}  // namespace
+
+void register_walk(CLI::App& app, int& exit_code) {
+  auto job = std::make_shared<WalkJob>();
+  CLI::App* c = app.add_subcommand(
+      "walk",
+      "Inside the fused kernel: the online softmax of one query row, key tile by key tile (tile "
+      "max, running max m, rescale α, running sum l, accumulator, output so far), computed by the "
+      "CPU fused kernel's own update step; then the output against the staged chain, the kernels "
+      "and fp64. The demo when no inputs are given");
+  add_input_options(c, job->args);
+  add_state_options(c, job->args);
+  c->add_option("--tile", job->tile, "Keys per tile, 1..m (default: 2 on the demo, else 64)")
+      ->type_name("B");
+  c->add_option("--head", job->head, "Head of a --heads problem (default 0)")->type_name("H");
+  c->footer("Examples:\n  attnlab walk --lang en\n  attnlab walk --mask causal --query 3 --tile 2\n"
+            "  attnlab walk --random 4096 --dk 64 --dv 64 --tile 64 --query 100 --format json");
+  c->callback([job, &exit_code] {
+    run_walk(*job);
+    exit_code = 0;
+  });
+}
+
+}  // namespace attnlab::cli

@@ -1,0 +1,296 @@
+// Renderings of the online-softmax walk (see walk.h): the sentence per tile, text and markdown
+// tables in zh/en, and the JSON for outside tools. Nothing here computes attention: every number
+// comes from the Walk that cpu/walk.cpp filled through the CPU fused kernel's update step.
+#include "core/walk.h"
+
+#include "core/format.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <string>
+
+namespace attnlab {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+bool zh(Lang l) { return l == Lang::Zh; }
+
+// A number for the tables and sentences: 4 significant digits, −∞ for -inf.
+std::string num(double x) {
+  if (std::isnan(x)) return "—";
+  if (std::isinf(x)) return x < 0 ? "−∞" : "+∞";
+  std::string s = format_number("%.4g", x);
+  if (s == "-0") s = "0";
+  return s;
+}
+
+// Columns on a terminal: CJK characters take two, every other code point one.
+int display_width(const std::string& s) {
+  int w = 0;
+  for (std::size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const int len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+    unsigned cp = len == 1 ? c : c & (0xFF >> (len + 1));
+    for (int k = 1; k < len && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+    const bool wide = (cp >= 0x1100 && cp <= 0x115F) || (cp >= 0x2E80 && cp <= 0xA4CF) ||
+                      (cp >= 0xAC00 && cp <= 0xD7A3) || (cp >= 0xF900 && cp <= 0xFAFF) ||
+                      (cp >= 0xFE30 && cp <= 0xFE4F) || (cp >= 0xFF00 && cp <= 0xFF60) ||
+                      (cp >= 0xFFE0 && cp <= 0xFFE6);
+    w += wide ? 2 : 1;
+    i += len;
+  }
+  return w;
+}
+
+std::string pad_right(const std::string& s, int width) {
+  return s + std::string(std::max(0, width - display_width(s)), ' ');
+}
+std::string pad_left(const std::string& s, int width) {
+  return std::string(std::max(0, width - display_width(s)), ' ') + s;
+}
+
+std::string vec(const std::vector<double>& v) {
+  if (v.empty()) return "—";
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i == 8 && v.size() > 10) {
+      s += ", … (" + std::to_string(v.size()) + ")";
+      break;
+    }
+    s += (i ? ", " : "") + num(v[i]);
+  }
+  return s + "]";
+}
+
+// A number for JSON: %.9g (every float round-trips), non-finite as null.
+Json jnum(double x) {
+  if (!std::isfinite(x)) return nullptr;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", x);
+  return std::strtod(buf, nullptr);
+}
+
+Json jvec(const std::vector<double>& v) {
+  Json a = Json::array();
+  for (double x : v) a.push_back(jnum(x));
+  return a;
+}
+
+std::string key_range(const WalkTile& t) {
+  return t.j1 - t.j0 == 1 ? std::to_string(t.j0)
+                          : std::to_string(t.j0) + "–" + std::to_string(t.j1 - 1);
+}
+
+Json walk_json(const Walk& w) {
+  Json j;
+  j["query"] = w.query;
+  j["head"] = w.head;
+  j["tile"] = w.tile;
+  j["temperature"] = w.temperature;
+  j["mask"] = std::string(to_string(w.mask));
+  j["d_k"] = w.d_k;
+  j["d_v"] = w.d_v;
+  j["keys"] = w.keys;
+  j["units"] = "logits x_j = q.k_j * scale (scale = 1/(sqrt(d_k) T)); m in the same units "
+               "(the kernel's raw-score max times scale); alpha, l, acc, weights: the kernel's fp32";
+  j["scale"] = jnum(w.scale);
+  Json tiles = Json::array();
+  for (const WalkTile& t : w.tiles) {
+    Json o;
+    o["index"] = t.index;
+    o["keys"] = {t.j0, t.j1};
+    o["skipped"] = t.skipped;
+    o["logits"] = jvec(t.logits);
+    o["weights"] = jvec(t.weights);
+    o["tile_max"] = t.skipped ? Json(nullptr) : jnum(t.tile_max);
+    o["m"] = jnum(t.m);
+    o["alpha"] = t.skipped ? Json(nullptr) : jnum(t.alpha);
+    o["l"] = jnum(t.l);
+    o["acc"] = jvec(t.acc);
+    o["output"] = t.output.empty() ? Json(nullptr) : jvec(t.output);
+    tiles.push_back(std::move(o));
+  }
+  j["tiles"] = std::move(tiles);
+  j["output"] = jvec(w.output);
+  j["staged_output"] = jvec(w.staged_output);
+  j["max_abs_diff"] = jnum(w.max_abs_diff);
+  j["fp64_error"] = jnum(w.fp64_error);
+  j["cpu_fused_output"] = jvec(w.cpu_fused_output);
+  j["cpu_fused_max_abs_diff"] = jnum(w.cpu_fused_diff);
+  j["cuda_fused_output"] = w.cuda_fused_output ? jvec(*w.cuda_fused_output) : Json(nullptr);
+  j["cuda_fused_max_abs_diff"] = w.cuda_fused_diff ? jnum(*w.cuda_fused_diff) : Json(nullptr);
+  if (!w.cuda_fused_output) j["cuda_note"] = w.cuda_note;
+  return j;
+}
+
+// The per-tile table as (label, value) rows; keys first when the tile is small.
+struct Row {
+  std::string label, value, weight;
+};
+
+std::vector<Row> tile_rows(const Walk& w, const WalkTile& t, Lang lang) {
+  std::vector<Row> rows;
+  if (!t.skipped && t.j1 - t.j0 <= kWalkKeyRowsMax) {
+    for (int j = t.j0; j < t.j1; ++j) {
+      const std::string label = (zh(lang) ? "键 " : "key ") + std::to_string(j) + " (" +
+                                (j < static_cast<int>(w.key_tokens.size()) ? w.key_tokens[j] : std::to_string(j)) + ")";
+      rows.push_back({label, num(t.logits[j - t.j0]), num(t.weights[j - t.j0])});
+    }
+  }
+  return rows;
+}
+
+std::string summary_line(const WalkTile& t, Lang lang) {
+  if (t.skipped) return zh(lang) ? "（跳过：未加载）" : "(skipped: never loaded)";
+  return (zh(lang) ? "块最大值 " : "tile max ") + num(t.tile_max) + " · m " + num(t.m) + " · α " +
+         num(t.alpha) + " · l " + num(t.l);
+}
+
+std::string final_lines(const Walk& w, Lang lang, const char* bullet) {
+  std::string s;
+  auto line = [&](const std::string& a, const std::string& b) { s += bullet + a + b + "\n"; };
+  line(zh(lang) ? "最终输出（游走）: " : "final output (walk): ", vec(w.output));
+  line(zh(lang) ? "分步链输出: " : "staged output: ", vec(w.staged_output));
+  line(zh(lang) ? "CPU 融合内核输出: " : "CPU fused kernel output: ", vec(w.cpu_fused_output));
+  if (w.cuda_fused_output)
+    line(zh(lang) ? "CUDA 融合内核输出: " : "CUDA fused kernel output: ", vec(*w.cuda_fused_output));
+  else
+    line(zh(lang) ? "CUDA 融合内核: " : "CUDA fused kernel: ", w.cuda_note);
+  line(zh(lang) ? "与分步链的最大差: " : "max |walk − staged|: ", format_number("%.3g", w.max_abs_diff));
+  line(zh(lang) ? "与 CPU 融合内核的最大差: " : "max |walk − CPU fused|: ",
+       format_number("%.3g", w.cpu_fused_diff));
+  if (w.cuda_fused_diff)
+    line(zh(lang) ? "与 CUDA 融合内核的最大差: " : "max |walk − CUDA fused|: ",
+         format_number("%.3g", *w.cuda_fused_diff));
+  line(zh(lang) ? "相对 fp64 的误差: " : "error against fp64: ", format_number("%.3g", w.fp64_error));
+  return s;
+}
+
+std::string heading(const Walk& w, Lang lang) {
+  const int count = static_cast<int>(w.tiles.size());
+  if (zh(lang))
+    return "在线 softmax 游走：查询 " + std::to_string(w.query) + "（" + w.query_token + "），头 " +
+           std::to_string(w.head) + "，每块 " + std::to_string(w.tile) + " 个键，共 " +
+           std::to_string(count) + " 块；T = " + short_number(w.temperature) + "，掩码 " +
+           std::string(to_string(w.mask)) + "。logit x_j = q·k_j·scale，scale = 1/(√d_k·T) = " +
+           num(w.scale) + "；内核在原始分数上取最大值，这里的 m 换算成同样的 logit 单位。";
+  return "Online softmax walk: query " + std::to_string(w.query) + " (" + w.query_token +
+         "), head " + std::to_string(w.head) + ", " + std::to_string(w.tile) + " keys per tile, " +
+         std::to_string(count) + " tiles; T = " + short_number(w.temperature) + ", mask " +
+         std::string(to_string(w.mask)) + ". Logits x_j = q·k_j·scale, scale = 1/(√d_k·T) = " +
+         num(w.scale) + "; the kernel takes its max on raw scores, m is shown in the same logit units.";
+}
+
+std::string render_text(const Walk& w, Lang lang) {
+  std::string s = heading(w, lang) + "\n\n";
+  for (const WalkTile& t : w.tiles) {
+    s += (zh(lang) ? "第 " + std::to_string(t.index) + " 块 · 键 " : "Tile " + std::to_string(t.index) + " · keys ") +
+         key_range(t) + "\n";
+    const std::vector<Row> rows = tile_rows(w, t, lang);
+    if (!rows.empty()) {
+      const std::string key = zh(lang) ? "键" : "key";
+      int wl = display_width(key), wv = 3;
+      for (const Row& r : rows) {
+        wl = std::max(wl, display_width(r.label));
+        wv = std::max(wv, display_width(r.value));
+      }
+      s += "  " + pad_right(key, wl) + "  " + pad_left("x_j", wv) + "  exp(x_j − m)\n";
+      for (const Row& r : rows) s += "  " + pad_right(r.label, wl) + "  " + pad_left(r.value, wv) + "  " + r.weight + "\n";
+    }
+    s += "  " + summary_line(t, lang) + "\n";
+    s += "  acc " + vec(t.acc) + " · " + (zh(lang) ? "输出 " : "output ") + vec(t.output) + "\n";
+    s += "  " + walk_tile_sentence(w, t.index, lang) + "\n\n";
+  }
+  s += final_lines(w, lang, "");
+  return s;
+}
+
+std::string render_markdown(const Walk& w, Lang lang) {
+  std::string s = "## " + std::string(zh(lang) ? "在线 softmax 游走" : "Online softmax walk") + "\n\n" +
+                  heading(w, lang) + "\n\n";
+  for (const WalkTile& t : w.tiles) {
+    s += "### " + (zh(lang) ? "第 " + std::to_string(t.index) + " 块 · 键 " : "Tile " + std::to_string(t.index) + " · keys ") +
+         key_range(t) + "\n\n";
+    const std::vector<Row> rows = tile_rows(w, t, lang);
+    if (!rows.empty()) {
+      s += std::string("| ") + (zh(lang) ? "键" : "key") + " | x_j | exp(x_j − m) |\n|---|---:|---:|\n";
+      for (const Row& r : rows) s += "| " + r.label + " | " + r.value + " | " + r.weight + " |\n";
+      s += "\n";
+    }
+    s += std::string("| ") + (zh(lang) ? "块最大值" : "tile max") + " | m | α | l | acc | " +
+         (zh(lang) ? "输出" : "output") + " |\n|---:|---:|---:|---:|---|---|\n";
+    s += "| " + (t.skipped ? std::string("—") : num(t.tile_max)) + " | " + num(t.m) + " | " +
+         (t.skipped ? std::string("—") : num(t.alpha)) + " | " + num(t.l) + " | " + vec(t.acc) + " | " +
+         vec(t.output) + " |\n\n";
+    s += walk_tile_sentence(w, t.index, lang) + "\n\n";
+  }
+  s += final_lines(w, lang, "- ");
+  return s;
+}
+
+}  // namespace
+
+int walk_tile_count(int keys, int tile) { return tile < 1 ? 0 : (keys + tile - 1) / tile; }
+
+std::string walk_tile_sentence(const Walk& w, int index, Lang lang) {
+  const WalkTile& t = w.tiles.at(index);
+  const std::string keys = key_range(t);
+  if (t.skipped) {
+    return zh(lang) ? "键 " + keys + " 全在查询 " + std::to_string(w.query) +
+                          " 之后：因果掩码下这一块从未加载，m、l 和 acc 不变。"
+                    : "Keys " + keys + " all come after query " + std::to_string(w.query) +
+                          ": under the causal mask this tile is never loaded; m, l and acc stay.";
+  }
+  const int size = t.j1 - t.j0;
+  std::string masked;
+  if (t.masked > 0 && t.masked < size)
+    masked = zh(lang) ? "（本块 " + std::to_string(t.masked) + " 个键被掩码，权重为 0）"
+                      : " (" + std::to_string(t.masked) + " of its keys masked, weight 0)";
+  if (std::isinf(t.tile_max) && t.tile_max < 0) {
+    if (std::isinf(t.m_prev) && t.m_prev < 0)
+      return zh(lang) ? "这一块的键全被掩码，此前也没有累加任何东西：m 仍为 −∞，不做重缩放，l = 0，不会产生 NaN。"
+                      : "Every key of this tile is masked and nothing has been accumulated yet: m stays "
+                        "−∞, nothing is rescaled, l = 0, and no NaN appears.";
+    return zh(lang) ? "这一块的键全被掩码：m = " + num(t.m) + " 不变，α = 1，l 与 acc 保持原样。"
+                    : "Every key of this tile is masked: m = " + num(t.m) +
+                          " stays, α = 1, l and acc are unchanged.";
+  }
+  if (std::isinf(t.m_prev) && t.m_prev < 0) {
+    return zh(lang) ? "第一批有效的键" + masked + "：m = 块最大值 = " + num(t.m) + "，l = " + num(t.l) +
+                          "；此前没有累加，所以不需要重缩放（α = 0）。"
+                    : "The first keys that count" + masked + ": m = tile max = " + num(t.m) +
+                          ", l = " + num(t.l) + "; nothing was accumulated before, so nothing is "
+                          "rescaled (α = 0).";
+  }
+  if (t.tile_max > t.m_prev) {
+    return zh(lang) ? "新块含有更大的 logit，" + num(t.tile_max) + " > " + num(t.m_prev) +
+                          "，所以此前的 l 和 acc 都乘以 α = " + num(t.alpha) + " 重新缩放" + masked +
+                          "；l = " + num(t.l) + "。"
+                    : "The new tile holds a larger logit, " + num(t.tile_max) + " > " +
+                          num(t.m_prev) + ", so everything so far is rescaled by α = " +
+                          num(t.alpha) + masked + "; l = " + num(t.l) + ".";
+  }
+  return zh(lang) ? "块最大值 " + num(t.tile_max) + " ≤ m = " + num(t.m) + "：m 不变，α = " +
+                        num(t.alpha) + "，本块的权重直接加入 l 和 acc" + masked + "；l = " + num(t.l) + "。"
+                  : "The tile max " + num(t.tile_max) + " ≤ m = " + num(t.m) + ": m stays, α = " +
+                        num(t.alpha) + ", the tile's weights are simply added to l and acc" +
+                        masked + "; l = " + num(t.l) + ".";
+}
+
+std::string render_walk(const Walk& w, Lang lang, Format format) {
+  switch (format) {
+    case Format::Json: return walk_json(w).dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+    case Format::Markdown: return render_markdown(w, lang);
+    case Format::Text: return render_text(w, lang);
+    case Format::Csv: break;
+  }
+  throw InputError("walk prints text, json or markdown, not csv");
+}
+
+}  // namespace attnlab

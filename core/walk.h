@@ -1,0 +1,75 @@
+// The online-softmax walk of one query row, key tile by key tile, as data, and its renderings:
+// text and markdown (one table per tile, zh/en, a sentence per tile saying what happened) and a
+// stable JSON for outside tools. The numbers are filled by the CPU fused kernel's own update step
+// (cpu/walk.h walk_row); this file only holds and prints them, it computes no attention.
+//
+// Units. The kernel keeps its running max in raw scores s_j = q . k_j and applies
+// scale = 1 / (sqrt(d_k) T) inside the exp. The walk reports the logits x_j = s_j * scale and the
+// running max m in the same logit units (m = m_raw * scale): exp((s_j - m_raw) * scale) is
+// exp(x_j - m), so the table reads like FlashAttention-2's Algorithm 1. alpha, l, acc, the
+// weights exp(x_j - m) and the outputs are the kernel's fp32 values as it computed them.
+#pragma once
+
+#include "core/report.h"
+#include "core/types.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attnlab {
+
+struct WalkTile {
+  int index = 0;
+  int j0 = 0, j1 = 0;            // keys [j0, j1) of the head
+  bool skipped = false;          // causal: every key after the query; never loaded
+  std::vector<double> logits;    // (j1 - j0) x_j, -inf where masked; empty when skipped
+  std::vector<double> weights;   // (j1 - j0) exp(x_j - m) as the kernel stored them (P)
+  double tile_max = 0;           // max_j x_j of the tile (-inf: every key masked)
+  double m_prev = 0;             // the running max before the tile (-inf: nothing yet)
+  double m = 0;                  // the running max after it
+  double alpha = 0;              // exp(m_prev - m): 0 while nothing was accumulated
+  double l = 0;                  // running sum after the tile
+  std::vector<double> acc;       // (d_v) unnormalised accumulator after the tile
+  std::vector<double> output;    // (d_v) acc / l; empty while l == 0 (nothing accumulated)
+  int masked = 0;                // keys of the tile that are masked
+};
+
+struct Walk {
+  int query = 0, head = 0, tile = 1;
+  int keys = 0;                  // m, keys per head
+  int d_k = 0, d_v = 0;
+  double temperature = 1;
+  MaskKind mask = MaskKind::None;
+  double scale = 1;              // 1 / (sqrt(d_k) T), the fp32 value the kernel uses
+  std::string query_token;
+  std::vector<std::string> key_tokens;  // m labels
+  std::vector<WalkTile> tiles;
+  std::vector<double> output;           // (d_v) final acc / l, the kernel's fp32 division
+
+  // The checks (cpu/walk.h check_walk): the same row through the staged chain, the fp64
+  // reference and the CPU fused kernel itself, and, where a device ran it, the CUDA fused kernel.
+  std::vector<double> staged_output, fp64_output, cpu_fused_output;
+  std::optional<std::vector<double>> cuda_fused_output;
+  std::string cuda_note;                // why there is no CUDA output (no device, not asked)
+  double max_abs_diff = 0;              // max |walk - staged|
+  double fp64_error = 0;                // max |walk - fp64|
+  double cpu_fused_diff = 0;            // max |walk - CPU fused|
+  std::optional<double> cuda_fused_diff;  // max |walk - CUDA fused|
+};
+
+// Tiles covering the keys: ceil(m / tile).
+int walk_tile_count(int keys, int tile);
+
+// What happened at tile t, one sentence ("the new tile holds a larger logit, 1.43 > 1.25, so
+// everything so far is rescaled by α = 0.835").
+std::string walk_tile_sentence(const Walk& w, int t, Lang lang);
+
+// Text and markdown: a heading, one table per tile (its keys when the tile has at most
+// kWalkKeyRowsMax keys, then tile max, m, α, l, acc, output) with its sentence, then the final
+// output against the staged chain, the kernels and fp64. JSON: the stable shape the README
+// documents, -inf (and any other non-finite number) as null. Csv throws InputError.
+constexpr int kWalkKeyRowsMax = 16;
+std::string render_walk(const Walk& w, Lang lang, Format format);
+
+}  // namespace attnlab

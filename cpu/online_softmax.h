@@ -1,0 +1,182 @@
+// The CPU fused kernel's per-tile update (cpu/fused.cpp): the online softmax step of
+// FlashAttention-2's Algorithm 1 on a tile of kTileCols queries (vector lanes) by a block of keys,
+// and the register-tiled product it uses. In a header so that the kernel and the online-softmax
+// walk (cpu/walk.cpp, `attnlab walk`, the viewer's walk view) run one and the same function: what
+// the walk shows is what the kernel computes. Units: the running max m is kept in raw scores
+// (q . k, before the scaling), and the scale 1 / (sqrt(d_k) T) is applied inside the exp.
+// Every caller is built with the same -march (set globally by the top-level CMakeLists.txt), so
+// these inline functions have one definition in the program.
+#pragma once
+
+#include "core/types.h"
+
+#include <array>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+namespace attnlab::cpu::online {
+
+namespace ei = Eigen::internal;
+using Index = Eigen::Index;
+using Packet = ei::packet_traits<float>::type;  // Packet16f (AVX-512), Packet8f (AVX2), ...
+constexpr int kLanes = ei::packet_traits<float>::size;
+// The int packet of the same width (for exp's 2^n). A vector type as a class template argument
+// draws GCC's -Wignored-attributes (its alignment attribute is not part of the type); harmless.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wignored-attributes"
+using PacketI = ei::unpacket_traits<Packet>::integer_packet;
+#pragma GCC diagnostic pop
+
+// The micro-tile: kTileRows rows by kTileVecs packets. Its kTileRows * kTileVecs accumulators,
+// kTileVecs loaded B packets and one broadcast fit the register file (32 zmm; 16 ymm for AVX2).
+constexpr int kTileVecs = 2;
+constexpr int kTileCols = kTileVecs * kLanes;  // queries per tile: 32 (AVX-512), 16 (AVX2)
+constexpr int kTileRows = kLanes >= 16 ? 8 : 6;
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// exp(x) for x <= 0 (every argument here is a score minus the running max), as Eigen's pexp
+// computes it (Cephes: x = n ln2 + r, a degree-6 polynomial in r) but without its clamping:
+// below ln(FLT_MIN) the result is exactly 0, so masked keys (-inf) and every key of a row masked
+// so far weigh exactly 0 on every ISA (Eigen's clamped exp returns ~1e-39 there on AVX2), and a
+// NaN (an overflowed score) stays NaN, which the final check refuses.
+inline Packet exp_nonpositive(const Packet& x) {
+  const Packet n = ei::pfloor(ei::pmadd(x, ei::pset1<Packet>(1.44269504088896341f),
+                                        ei::pset1<Packet>(0.5f)));
+  Packet r = ei::pmadd(n, ei::pset1<Packet>(-0.693359375f), x);  // ln2 in two parts
+  r = ei::pmadd(n, ei::pset1<Packet>(2.12194440e-4f), r);
+  const Packet r2 = ei::pmul(r, r);
+  const Packet r3 = ei::pmul(r2, r);
+  Packet y = ei::pmadd(ei::pset1<Packet>(1.9875691500e-4f), r, ei::pset1<Packet>(1.3981999507e-3f));
+  Packet y1 = ei::pmadd(ei::pset1<Packet>(4.1665795894e-2f), r, ei::pset1<Packet>(1.6666665459e-1f));
+  const Packet y2 = ei::padd(r, ei::pset1<Packet>(1.f));
+  y = ei::pmadd(y, r, ei::pset1<Packet>(8.3334519073e-3f));
+  y1 = ei::pmadd(y1, r, ei::pset1<Packet>(5.0000001201e-1f));
+  y = ei::pmadd(y, r3, y1);
+  y = ei::pmadd(y, r2, y2);
+  // 2^n for n in [-126, 0]: n + 127 written into the exponent field.
+  const PacketI bits = ei::plogical_shift_left<23>(
+      ei::padd(ei::pcast<Packet, PacketI>(n), ei::pset1<PacketI>(127)));
+  const Packet e = ei::pmul(y, ei::preinterpret<Packet>(bits));
+  return ei::pselect(ei::pcmp_lt(x, ei::pset1<Packet>(-87.33654f)), ei::pzero(x), e);
+}
+
+// c (R, kTileCols) = a (R, depth) b (depth, kTileCols), or, when col_scale is given,
+// c = c * col_scale + a b with col_scale (kTileCols) per column. a(r, k) = a[r * a_row + k * a_k]
+// is broadcast; row k of b starts at b + k * ldb; row r of c at c + r * ldc.
+// The accumulators are a fixed-size array the compiler keeps in registers. They start at 0 and
+// the old c is added at the end: a key block's sum is formed on its own, then added to the
+// running acc (one long sequential fp32 sum over all keys would lose accuracy as N grows).
+template <int R>
+void tile_madd(const float* a, Index a_row, Index a_k, const float* b, Index ldb, int depth,
+               float* c, Index ldc, const float* col_scale) {
+  Packet acc[R][kTileVecs];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < kTileVecs; ++v) acc[r][v] = ei::pzero(acc[r][v]);
+  for (int k = 0; k < depth; ++k) {
+    Packet bk[kTileVecs];
+    for (int v = 0; v < kTileVecs; ++v) bk[v] = ei::ploadu<Packet>(b + k * ldb + v * kLanes);
+    const float* ak = a + k * a_k;
+    for (int r = 0; r < R; ++r) {
+      const Packet ar = ei::pset1<Packet>(ak[r * a_row]);
+      for (int v = 0; v < kTileVecs; ++v) acc[r][v] = ei::pmadd(ar, bk[v], acc[r][v]);
+    }
+  }
+  if (col_scale != nullptr) {
+    Packet s[kTileVecs];
+    for (int v = 0; v < kTileVecs; ++v) s[v] = ei::ploadu<Packet>(col_scale + v * kLanes);
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < kTileVecs; ++v)
+        acc[r][v] = ei::pmadd(ei::ploadu<Packet>(c + r * ldc + v * kLanes), s[v], acc[r][v]);
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < kTileVecs; ++v) ei::pstoreu(c + r * ldc + v * kLanes, acc[r][v]);
+}
+
+using TileFn = void (*)(const float*, Index, Index, const float*, Index, int, float*, Index,
+                        const float*);
+template <int... R>
+constexpr std::array<TileFn, sizeof...(R)> tile_table(std::integer_sequence<int, R...>) {
+  return {&tile_madd<R + 1>...};
+}
+inline constexpr auto kTileFns = tile_table(std::make_integer_sequence<int, kTileRows>{});
+
+// tile_madd over `rows` rows of a and c: whole kTileRows tiles, then one shorter tile.
+inline void rows_madd(int rows, const float* a, Index a_row, Index a_k, const float* b, Index ldb,
+               int depth, float* c, Index ldc, const float* col_scale) {
+  int r0 = 0;
+  for (; r0 + kTileRows <= rows; r0 += kTileRows)
+    tile_madd<kTileRows>(a + r0 * a_row, a_row, a_k, b, ldb, depth, c + r0 * ldc, ldc, col_scale);
+  if (r0 < rows)
+    kTileFns[rows - r0 - 1](a + r0 * a_row, a_row, a_k, b, ldb, depth, c + r0 * ldc, ldc,
+                            col_scale);
+}
+
+// The online softmax's state for the kQueryBlock queries of a work item, one entry per query:
+// running max m of the raw scores, running sum l, and the last step's rescale alpha.
+struct SoftmaxState {
+  float* m;
+  float* l;
+  float* alpha;
+};
+
+// One step of the online softmax for one tile of kTileCols queries (columns) over `keys` keys:
+// st (keys, kTileCols), row stride ld, holds raw scores S^T and is overwritten with
+// P^T = exp((S^T - m_new) * scale); per query column
+//   m_new = max(m, max_j st(j)),  alpha = exp((m - m_new) * scale),  l = alpha * l + sum_j P^T(j)
+// and m = m_new; update_tile then rescales acc by alpha and adds P V. Together they are the
+// update the online-softmax walk shows, one tile at a time.
+inline void online_softmax_step(float* st, Index ld, int keys, float scale, const SoftmaxState& s) {
+  const Packet vscale = ei::pset1<Packet>(scale);
+  const Packet neg_inf = ei::pset1<Packet>(kNegInf);
+  // Four partial maxes and sums: independent chains, so the loops are not latency-bound, and
+  // each sum adds a quarter of the keys (a long sequential fp32 sum would cost accuracy).
+  constexpr int kChains = 4;
+  const int whole = keys - keys % kChains;
+  for (int v = 0; v < kTileVecs; ++v) {
+    float* col = st + v * kLanes;
+    Packet mx[kChains];
+    for (int c = 0; c < kChains; ++c) mx[c] = neg_inf;
+    for (int j = 0; j < whole; j += kChains)
+      for (int c = 0; c < kChains; ++c)
+        mx[c] = ei::pmax(mx[c], ei::ploadu<Packet>(col + (j + c) * ld));
+    for (int j = whole; j < keys; ++j) mx[0] = ei::pmax(mx[0], ei::ploadu<Packet>(col + j * ld));
+    const Packet m_old = ei::ploadu<Packet>(s.m + v * kLanes);
+    const Packet m_new =
+        ei::pmax(m_old, ei::pmax(ei::pmax(mx[0], mx[1]), ei::pmax(mx[2], mx[3])));
+    // Every key so far masked: shift by 0 instead of -inf, so -inf - -inf never makes a NaN; the
+    // weights are then exactly 0 and the first unmasked key's alpha = exp(-inf) = 0 keeps them so.
+    const Packet shift = ei::pselect(ei::pcmp_eq(m_new, neg_inf), ei::pzero(m_new), m_new);
+    const Packet alpha = exp_nonpositive(ei::pmul(ei::psub(m_old, shift), vscale));
+    auto weight = [&](int j) {  // P^T(j) = exp((S^T(j) - shift) * scale), stored over S^T(j)
+      float* at = col + j * ld;
+      const Packet p = exp_nonpositive(ei::pmul(ei::psub(ei::ploadu<Packet>(at), shift), vscale));
+      ei::pstoreu(at, p);
+      return p;
+    };
+    Packet sum[kChains];
+    for (int c = 0; c < kChains; ++c) sum[c] = ei::pzero(m_new);
+    for (int j = 0; j < whole; j += kChains)
+      for (int c = 0; c < kChains; ++c) sum[c] = ei::padd(sum[c], weight(j + c));
+    for (int j = whole; j < keys; ++j) sum[0] = ei::padd(sum[0], weight(j));
+    const Packet total = ei::padd(ei::padd(sum[0], sum[1]), ei::padd(sum[2], sum[3]));
+    const Packet l_old = ei::ploadu<Packet>(s.l + v * kLanes);
+    ei::pstoreu(s.l + v * kLanes, ei::pmadd(l_old, alpha, total));
+    ei::pstoreu(s.m + v * kLanes, m_new);
+    ei::pstoreu(s.alpha + v * kLanes, alpha);
+  }
+}
+
+// The whole update of one tile of kTileCols queries by one block of `keys` keys (the inner step
+// of FlashAttention-2's Algorithm 1): online_softmax_step on its scores, then
+//   acc^T (d_v, kTileCols) = acc^T * alpha + V_blk^T P^T
+// st (keys, kTileCols), row stride ld: the tile's masked raw scores S^T, left holding P^T;
+// v_blk (keys, d_v), row-major; acct (d_v, kTileCols), row stride ld; s: the tile's m, l, alpha.
+inline void update_tile(float* st, Index ld, int keys, const float* v_blk, int d_v, float* acct,
+                 float scale, const SoftmaxState& s) {
+  online_softmax_step(st, ld, keys, scale, s);
+  rows_madd(d_v, v_blk, 1, d_v, st, ld, keys, acct, ld, s.alpha);  // a(r, j) = V_blk(j, r)
+}
+
+}  // namespace attnlab::cpu::online

@@ -1,0 +1,181 @@
+// The online-softmax walk (see walk.h): one query row through update_tile, the CPU fused kernel's
+// per-tile step, with the state read back after every tile; and the checks of its output against
+// the staged chain, fp64 and the kernel itself on the one-row problem.
+#include "core/gcc12_avx512.h"  // first: see there
+
+#include "cpu/walk.h"
+
+#include "cpu/cpu_backend.h"
+#include "cpu/online_softmax.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace attnlab {
+namespace {
+
+using namespace cpu::online;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+void check_row_args(const Problem& p, int head, int query) {
+  if (head < 0 || head >= p.heads)
+    throw InputError("head must be between 0 and " + std::to_string(p.heads - 1) + ", got " +
+                     std::to_string(head));
+  if (query < 0 || query >= p.n())
+    throw InputError("query must be between 0 and " + std::to_string(p.n() - 1) + ", got " +
+                     std::to_string(query));
+}
+
+std::vector<double> row_of(const MatrixF& m, Index r) {
+  std::vector<double> v(static_cast<std::size_t>(m.cols()));
+  for (Index c = 0; c < m.cols(); ++c) v[c] = m(r, c);
+  return v;
+}
+
+std::vector<double> row_of(const MatrixD& m, Index r) {
+  std::vector<double> v(static_cast<std::size_t>(m.cols()));
+  for (Index c = 0; c < m.cols(); ++c) v[c] = m(r, c);
+  return v;
+}
+
+}  // namespace
+
+Walk walk_row(const Problem& p, int head, int query, int tile) {
+  if (tile < 1) throw InputError("tile must be a whole number of keys >= 1, got " + std::to_string(tile));
+  check_row_args(p, head, query);
+  const int n = p.n(), m = p.m(), d_k = p.d_k(), d_v = p.d_v();
+  const bool causal = p.mask == MaskKind::Causal;
+  // The kernel's scale, computed as cpu_fused computes it.
+  const float scale =
+      static_cast<float>(1.0 / (std::sqrt(static_cast<double>(d_k)) * p.temperature));
+
+  Walk w;
+  w.query = query;
+  w.head = head;
+  w.tile = tile;
+  w.keys = m;
+  w.d_k = d_k;
+  w.d_v = d_v;
+  w.temperature = p.temperature;
+  w.mask = p.mask;
+  w.scale = scale;
+  w.query_token = token_label(p.query_tokens, query);
+  w.key_tokens.reserve(m);
+  for (int j = 0; j < m; ++j) w.key_tokens.push_back(token_label(p.key_tokens, j));
+
+  // The row is lane 0 of one tile of kTileCols queries; the other lanes hold a zero query (their
+  // scores are 0, their state stays finite and is never read). Row stride of every buffer: ld.
+  constexpr Index ld = kTileCols;
+  const int block = std::min(tile, m);
+  std::vector<float> qt(static_cast<std::size_t>(d_k) * ld, 0.f);    // Q^T (d_k, kTileCols)
+  std::vector<float> st(static_cast<std::size_t>(block) * ld, 0.f);  // S^T, then P^T (keys, kTileCols)
+  std::vector<float> acct(static_cast<std::size_t>(d_v) * ld, 0.f);  // acc^T (d_v, kTileCols)
+  std::vector<float> ms(ld, kNegInf), ls(ld, 0.f), alphas(ld, 0.f);
+  const SoftmaxState state{ms.data(), ls.data(), alphas.data()};
+  const Index qrow = static_cast<Index>(head) * n + query;
+  const Index krow = static_cast<Index>(head) * m;
+  for (int k = 0; k < d_k; ++k) qt[static_cast<std::size_t>(k) * ld] = p.q(qrow, k);
+  const float* mask_row =
+      p.mask == MaskKind::Custom ? p.custom_mask.data() + static_cast<Index>(query) * m : nullptr;
+
+  auto logit = [&](float raw) { return std::isinf(raw) ? -kInf : static_cast<double>(raw) * scale; };
+  const int count = walk_tile_count(m, tile);
+  w.tiles.reserve(count);
+  for (int t = 0; t < count; ++t) {
+    WalkTile r;
+    r.index = t;
+    r.j0 = t * tile;
+    r.j1 = std::min(m, r.j0 + tile);
+    r.m_prev = logit(ms[0]);
+    const int keys = r.j1 - r.j0;
+    if (causal && r.j0 > query) {
+      // As in the kernel: a key block after the last query is never visited.
+      r.skipped = true;
+      r.tile_max = -kInf;
+      r.alpha = std::numeric_limits<double>::quiet_NaN();
+      r.masked = keys;
+    } else {
+      const float* kb = p.k.data() + (krow + r.j0) * d_k;  // K_blk (keys, d_k), row-major
+      const float* vb = p.v.data() + (krow + r.j0) * d_v;  // V_blk (keys, d_v), row-major
+      rows_madd(keys, kb, d_k, 1, qt.data(), ld, d_k, st.data(), ld, nullptr);
+      for (int j = 0; j < keys; ++j) {
+        const bool masked = (causal && r.j0 + j > query) || (mask_row && mask_row[r.j0 + j] != 0.f);
+        if (masked) st[static_cast<std::size_t>(j) * ld] = kNegInf;
+      }
+      r.logits.resize(keys);
+      float tile_max = kNegInf;
+      for (int j = 0; j < keys; ++j) {
+        const float raw = st[static_cast<std::size_t>(j) * ld];
+        r.logits[j] = logit(raw);
+        r.masked += std::isinf(raw) ? 1 : 0;
+        tile_max = std::max(tile_max, raw);
+      }
+      r.tile_max = logit(tile_max);
+      update_tile(st.data(), ld, keys, vb, d_v, acct.data(), scale, state);
+      r.alpha = alphas[0];
+      r.weights.resize(keys);
+      for (int j = 0; j < keys; ++j) r.weights[j] = st[static_cast<std::size_t>(j) * ld];
+    }
+    r.m = logit(ms[0]);
+    r.l = ls[0];
+    r.acc.resize(d_v);
+    for (int c = 0; c < d_v; ++c) r.acc[c] = acct[static_cast<std::size_t>(c) * ld];
+    if (ls[0] > 0.f) {
+      r.output.resize(d_v);
+      // The kernel's final division, in fp32.
+      for (int c = 0; c < d_v; ++c) r.output[c] = acct[static_cast<std::size_t>(c) * ld] / ls[0];
+    }
+    w.tiles.push_back(std::move(r));
+  }
+  bool finite = std::isfinite(ms[0]) && ls[0] > 0.f && std::isfinite(ls[0]);
+  for (int c = 0; c < d_v; ++c) finite = finite && std::isfinite(acct[static_cast<std::size_t>(c) * ld]);
+  if (!finite)
+    throw InputError("QKᵀ overflows in head " + std::to_string(head) + ", query row " +
+                     std::to_string(query) + " (inputs too large for fp32)");
+  w.output = w.tiles.back().output;
+  return w;
+}
+
+Problem row_problem(const Problem& p, int head, int query) {
+  check_row_args(p, head, query);
+  const int n = p.n(), m = p.m();
+  Problem r;
+  r.q = p.q.row(static_cast<Index>(head) * n + query);
+  r.k = p.k.middleRows(static_cast<Index>(head) * m, m);
+  r.v = p.v.middleRows(static_cast<Index>(head) * m, m);
+  r.temperature = p.temperature;
+  r.query_tokens = {token_label(p.query_tokens, query)};
+  r.key_tokens = p.key_tokens;
+  if (p.mask == MaskKind::Causal) {
+    r.mask = MaskKind::Custom;
+    r.custom_mask = MatrixF::Zero(1, m);
+    for (int j = query + 1; j < m; ++j) r.custom_mask(0, j) = -std::numeric_limits<float>::infinity();
+  } else if (p.mask == MaskKind::Custom) {
+    r.mask = MaskKind::Custom;
+    r.custom_mask = p.custom_mask.row(query);
+  }
+  return r;
+}
+
+double walk_max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return kInf;
+  double d = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a[i] - b[i]));
+  return d;
+}
+
+void check_walk(const Problem& p, Walk& w) {
+  const Problem r = row_problem(p, w.head, w.query);
+  w.staged_output = row_of(cpu_staged_output_only(r).output, 0);
+  w.fp64_output = row_of(reference_fp64(r).output, 0);
+  w.cpu_fused_output = row_of(cpu_fused(r).output, 0);
+  w.max_abs_diff = walk_max_abs_diff(w.output, w.staged_output);
+  w.fp64_error = walk_max_abs_diff(w.output, w.fp64_output);
+  w.cpu_fused_diff = walk_max_abs_diff(w.output, w.cpu_fused_output);
+}
+
+}  // namespace attnlab

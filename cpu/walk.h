@@ -1,0 +1,33 @@
+// The online-softmax walk of one query row through the CPU fused kernel's own update step
+// (cpu/online_softmax.h update_tile, the function cpu/fused.cpp runs for every tile): the row is
+// lane 0 of a tile of queries, the keys come in tiles of B, and after each tile the walk reads the
+// kernel's state (m, l, alpha, acc) and the weights it stored. No second implementation: what
+// `attnlab walk` and the viewer's walk view show is what the kernel computes.
+// The kernel walks the keys in blocks of 128; the walk uses the same step with any B (the step
+// takes any number of keys), so at B = 128 its numbers are the kernel's, bit for bit.
+#pragma once
+
+#include "core/problem.h"
+#include "core/walk.h"
+
+namespace attnlab {
+
+// (one row) Walks query `query` of head `head` of a valid problem (validate) in tiles of `tile`
+// keys. Causal: tiles entirely after the query are recorded as skipped and never loaded; the
+// diagonal tile is masked per element. Throws InputError for a tile < 1, a head or query out of
+// range, or a score that overflows fp32 (as the kernel does).
+Walk walk_row(const Problem& p, int head, int query, int tile);
+
+// The problem of that one row: Q's row, the head's K and V, the row of the mask as a 1 x m custom
+// mask (causal included), the same temperature and labels. O(m d).
+Problem row_problem(const Problem& p, int head, int query);
+
+// Fills w's checks from the CPU backend on row_problem: the staged chain (cpu_staged), the fp64
+// reference (reference_fp64) and the CPU fused kernel (cpu_fused), and the differences to the
+// walk's output. The CUDA output is the caller's (it needs the registry and a device).
+void check_walk(const Problem& p, Walk& w);
+
+// max |a - b| (infinity when the sizes differ).
+double walk_max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
+
+}  // namespace attnlab
