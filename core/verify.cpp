@@ -37,6 +37,23 @@ double max_abs_finite(const MatrixF& a) {
   return mx;
 }
 
+// bf16 scores: rounding q and k to bf16 (relative error u = 2^-9 each) moves a product q_i k_i by
+// at most (2u + u^2) |q_i k_i|, and the fp32 sum of d_k exact products adds at most about
+// d_k 2^-24 sum |q_i k_i|. By Cauchy-Schwarz sum |q_i k_i| <= |q| |k|, so every score of a head is
+// within (2u + u^2 + d_k 2^-24) max|q_row| max|k_row| of the fp64 one: the bound returned here
+// (over the heads), an O(N d) pass where the exact sum |q| |k| would be another N^2 d product.
+double bf16_score_bound(const Problem& p) {
+  const double u = std::ldexp(1.0, -9);
+  const double factor = 2 * u + u * u + 1.01 * p.d_k() * std::ldexp(1.0, -24);
+  double worst = 0;
+  for (int h = 0; h < p.heads; ++h) {
+    const auto q = p.q.middleRows(static_cast<Eigen::Index>(h) * p.n(), p.n()).cast<double>();
+    const auto k = p.k.middleRows(static_cast<Eigen::Index>(h) * p.m(), p.m()).cast<double>();
+    worst = std::max(worst, q.rowwise().norm().maxCoeff() * k.rowwise().norm().maxCoeff());
+  }
+  return factor * worst;
+}
+
 // L of the header comment: the logit error every fp32 chain may carry.
 double logit_rounding(const TraceD& ref) { return kLogitUlps * kFp32Ulp * max_abs_finite(ref.logits); }
 
@@ -104,7 +121,17 @@ nlohmann::json num(double v) {
 Tolerance default_tolerance(const std::string& stage, const Problem& p, const TraceD& ref,
                             Precision precision) {
   if (stage == "mask") return {0, 0};
-  if (precision == Precision::BF16) return {kBf16Tol, kBf16Tol};
+  if (precision == Precision::BF16) {
+    // Scores, scaled and logits of a staged bf16 chain: 2e-2, or the rounding bound of the bf16
+    // scores (bf16_score_bound) carried through 1/sqrt(d_k) and 1/T where that is larger;
+    // weights and output (the fused kernels too): 2e-2.
+    const double to_scaled = 1.0 / std::sqrt(static_cast<double>(p.d_k()));
+    if (stage == "scores") return {std::max(kBf16Tol, bf16_score_bound(p)), kBf16Tol};
+    if (stage == "scaled") return {std::max(kBf16Tol, bf16_score_bound(p) * to_scaled), kBf16Tol};
+    if (stage == "logits")
+      return {std::max(kBf16Tol, bf16_score_bound(p) * to_scaled / p.temperature), kBf16Tol};
+    return {kBf16Tol, kBf16Tol};
+  }
   if (stage == "scores") return {kAtolFraction * max_abs_finite(ref.scores), kRtolFp32};
   if (stage == "scaled") return {kAtolFraction * max_abs_finite(ref.scaled), kRtolFp32};
   if (stage == "logits") return {kAtolFraction * max_abs_finite(ref.logits), kRtolFp32};
@@ -256,7 +283,10 @@ std::string render_verify_text(const VerifyReport& r, Lang lang) {
              : "row sums and masked weights: not checked (a fused run keeps no weights)\n");
   }
   if (r.precision == Precision::BF16)
-    o << (zh ? "容差：bf16 输入，atol = rtol = 2e-2\n" : "tolerances: bf16 inputs, atol = rtol = 2e-2\n");
+    o << (zh ? "容差：bf16 输入，rtol = 2e-2，atol = 2e-2；分数、缩放分数和 logits 的 atol 取 bf16 "
+               "舍入的上界（若更大）\n"
+             : "tolerances: bf16 inputs, rtol = 2e-2, atol = 2e-2; for scores, scaled and logits "
+               "the bound of bf16 rounding where larger\n");
   else
     o << (zh ? "容差：atol = 1e-6 × 该阶段的 max|ref|；权重和输出另外允许 fp32 logits 的舍入"
                "（最大 logit 的 8 ulp）\n"

@@ -1,5 +1,5 @@
-// The CPU backend object: dispatches the staged and fused variants, estimates the working set
-// before allocating, and times repeated runs for `attnlab bench` with a steady clock.
+// The CPU backend object: dispatches the staged and fused variants, fp32 or bf16, estimates the
+// working set before allocating, and times repeated runs for `attnlab bench` with a steady clock.
 #include "cpu/cpu_backend.h"
 
 #include "core/format.h"
@@ -13,12 +13,19 @@ namespace attnlab {
 
 double host_working_set_bytes(const Problem& p, const RunOptions& opt) {
   const double hn = static_cast<double>(p.heads) * p.n();
-  const double inputs = 4.0 * (p.q.size() + p.k.size() + p.v.size());
+  // bf16: the inputs' bf16 copies besides (packed pairs or rounded fp32; at most 4 bytes each).
+  const double input_copies = opt.precision == Precision::BF16 ? 2.0 : 1.0;
+  const double inputs = input_copies * 4.0 * (p.q.size() + p.k.size() + p.v.size());
   const double output = 4.0 * hn * p.d_v();
   const bool kept = opt.variant == Variant::Staged && opt.keep_stages && !opt.pool;
   const double stages = kept ? 4.0 * (4.0 * hn * p.m() + 1.0 * p.n() * p.m()) : 0;
   // Without kept stages the staged chain holds a few rows of every stage per worker.
-  const double scratch = opt.variant == Variant::Staged && !kept ? 4.0 * 64 * p.m() * std::max(1u, std::thread::hardware_concurrency()) : 0;
+  const double workers = std::max(1u, std::thread::hardware_concurrency());
+  double scratch = opt.variant == Variant::Staged && !kept ? 4.0 * 64 * p.m() * workers : 0;
+  // bf16 staged, kept stages or not: a block of 64 rows of scores (padded to 32 keys) and of
+  // their bf16 pairs per worker.
+  if (opt.variant == Variant::Staged && opt.precision == Precision::BF16)
+    scratch = 6.0 * 64 * (p.m() + 32) * workers;
   return inputs + output + stages + scratch;
 }
 
@@ -40,20 +47,24 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
 
   static void check(const Problem& p, const RunOptions& opt) {
-    if (opt.precision != Precision::FP32)
-      throw InputError("the CPU backend computes in fp32 only; bf16 needs --backend cuda --variant fused");
+    if (opt.precision != Precision::FP32 && opt.precision != Precision::BF16)
+      throw InputError("the CPU backend computes in fp32 or bf16 (fp64 is the reference)");
     validate(p);
     check_fits(p, opt);
   }
 
   static void compute(const Problem& p, const RunOptions& opt, Trace& out) {
+    const bool bf16 = opt.precision == Precision::BF16;
     if (opt.variant == Variant::Fused) {
       if (opt.pool || !opt.rows.empty())
         throw InputError("pooled views and exact rows come from the staged chain, not the fused kernel");
-      out = cpu_fused(p);
+      out = bf16 ? cpu_fused_bf16(p) : cpu_fused(p);
       return;
     }
-    cpu_staged_into(p, opt, out);
+    if (bf16)
+      cpu_staged_bf16_into(p, opt, out);
+    else
+      cpu_staged_into(p, opt, out);
   }
 
   Trace run(const Problem& p, const RunOptions& opt) override {

@@ -2,6 +2,8 @@
 //   staged  — every stage materialised, fp32 (cpu/staged.cpp)
 //   fused   — blockwise online softmax, never materialises N x N, fp32, threads (cpu/fused.cpp)
 //   fp64    — the same staged chain in double; what tests and `verify` compare against
+// and, in bf16 (cpu/bf16.cpp, its arithmetic in cpu/bf16.h, that of the CUDA bf16 kernel):
+//   staged  — every stage as the bf16 pipeline has it;  fused — the output only
 #pragma once
 
 #include "core/backend.h"
@@ -28,6 +30,12 @@ TraceD reference_fp64(const Problem& p);
 // Fused blockwise kernel (online softmax), fp32; fills only output (has_stages = false).
 // Implemented in cpu/fused.cpp.
 Trace cpu_fused(const Problem& p);
+
+// The staged bf16 chain into `t` (every stage when opt.keep_stages, else only the output; no
+// opt.pool or opt.rows: the streaming views come from the fp32 chain). Validates first.
+void cpu_staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t);
+// The fused bf16 kernel: only `output` (has_stages = false). Validates first.
+Trace cpu_fused_bf16(const Problem& p);
 
 // Host bytes a run of `p` holds at its peak: inputs, output and, for the staged chain, the four
 // (heads*n, m) stages plus the mask. What the CPU backend checks against MemAvailable; also what

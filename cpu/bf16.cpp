@@ -1,0 +1,579 @@
+// The bf16 chain on the CPU, staged and fused: the arithmetic of cpu/bf16.h (that of the CUDA
+// kernel kernels/fused_bf16.cu), in one place for both variants.
+//   Operands     Q, K, V rounded to bf16 once per run: as packed bf16 pairs for the AVX-512 BF16
+//                dot products, or as bf16-rounded fp32 matrices for the plain products.
+//   qk_block     S (rows, keys) = Q_blk K_blkᵀ, fp32 accumulation.
+//   softmax_row  one online-softmax step of one query row over one key block: max, shift, corr,
+//                P = bf16(exp2(fma(s, c, -shift))), l = l * corr + sum P.
+//   pv_block     acc (rows, d_v) = acc * corr + P V_blk, fp32 accumulation.
+// Fused: a work item is (head, block of kQueryBlock queries), walking the keys in blocks of
+// kKeyBlock (causal: up to the block's last query), then O = acc * (1 / l). Staged: a work item
+// is (head, block of kQueryBlock queries) over all m keys in one block, every stage written out.
+// Rows of the scratch score block are padded to whole groups of keys with -inf (weight 0).
+#include "core/gcc12_avx512.h"  // first: see there
+
+#include "cpu/bf16.h"
+
+#include "cpu/cpu_backend.h"
+#include "cpu/parallel.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+#include <immintrin.h>
+#define ATTNLAB_CPU_DPBF16 1
+#else
+#define ATTNLAB_CPU_DPBF16 0
+#endif
+
+namespace attnlab {
+
+bool cpu_bf16_uses_dpbf16() { return ATTNLAB_CPU_DPBF16 != 0; }
+
+namespace {
+
+namespace ei = Eigen::internal;
+using Index = Eigen::Index;
+using Clock = std::chrono::steady_clock;
+using Packet = ei::packet_traits<float>::type;
+constexpr int kLanes = ei::packet_traits<float>::size;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wignored-attributes"
+using PacketI = ei::unpacket_traits<Packet>::integer_packet;
+#pragma GCC diagnostic pop
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr int kQueryBlock = 64;
+constexpr int kKeyBlock = 128;
+// Keys are computed in groups of kKeyGroup (two 16-lane dot-product packets); a score row of the
+// scratch block is padded to a whole number of groups.
+constexpr int kKeyGroup = 32;
+static_assert(kKeyBlock % kKeyGroup == 0 && kKeyGroup % 16 == 0 && 16 % kLanes == 0);
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+int round_up(int x, int to) { return (x + to - 1) / to * to; }
+
+// 2^x for x <= 0 or -inf: x = n + f with n = floor(x + 1/2), 2^f = e^(f ln 2) by Cephes' expf
+// polynomial on |f ln 2| <= ln(2) / 2 (about 1 ulp). Results below 2^-126 are exactly 0, as
+// ex2.approx.ftz gives them on the GPU: masked keys weigh nothing and P V meets no subnormals.
+inline Packet exp2_nonpositive(const Packet& x) {
+  const Packet xc = ei::pmax(x, ei::pset1<Packet>(-127.f));  // n stays in int range
+  const Packet n = ei::pfloor(ei::padd(xc, ei::pset1<Packet>(0.5f)));
+  const Packet r = ei::pmul(ei::psub(xc, n), ei::pset1<Packet>(0.693147180559945309f));
+  Packet y = ei::pset1<Packet>(1.9875691500e-4f);
+  y = ei::pmadd(y, r, ei::pset1<Packet>(1.3981999507e-3f));
+  y = ei::pmadd(y, r, ei::pset1<Packet>(8.3334519073e-3f));
+  y = ei::pmadd(y, r, ei::pset1<Packet>(4.1665795894e-2f));
+  y = ei::pmadd(y, r, ei::pset1<Packet>(1.6666665459e-1f));
+  y = ei::pmadd(y, r, ei::pset1<Packet>(5.0000001201e-1f));
+  y = ei::pmadd(y, ei::pmul(r, r), ei::padd(r, ei::pset1<Packet>(1.f)));
+  const PacketI bits = ei::plogical_shift_left<23>(
+      ei::padd(ei::pcast<Packet, PacketI>(n), ei::pset1<PacketI>(127)));
+  const Packet e = ei::pmul(y, ei::preinterpret<Packet>(bits));
+  return ei::pselect(ei::pcmp_lt(x, ei::pset1<Packet>(-126.f)), ei::pzero(x), e);
+}
+
+inline float exp2_nonpositive(float x) {
+  return ei::pfirst(exp2_nonpositive(ei::pset1<Packet>(x)));
+}
+
+// x rounded to bf16 (nearest even), kept as fp32: bf16_bits on every lane. The values here are
+// weights in [0, 1] (or NaN after an overflow, which stays NaN and is refused later).
+inline Packet round_bf16(const Packet& x) {
+  const PacketI u = ei::preinterpret<PacketI>(x);
+  const PacketI lsb = ei::pand(ei::plogical_shift_right<16>(u), ei::pset1<PacketI>(1));
+  const PacketI r = ei::padd(ei::padd(u, ei::pset1<PacketI>(0x7fff)), lsb);
+  return ei::preinterpret<Packet>(ei::pand(r, ei::pset1<PacketI>(static_cast<int>(0xffff0000u))));
+}
+
+// One online-softmax step of one query row (see cpu/bf16.h): s (len, a multiple of kLanes) holds
+// the row's raw scores over one key block, -inf where masked or padding, and is overwritten with
+// P = bf16(exp2(fma(s, c, -shift))). Updates the running max m and sum l; returns corr, the
+// factor the row's acc is rescaled by before P V is added.
+float softmax_row(float* s, int len, float c, float& m, float& l) {
+  Packet mx0 = ei::pset1<Packet>(kNegInf), mx1 = mx0;
+  int j = 0;
+  for (; j + 2 * kLanes <= len; j += 2 * kLanes) {
+    mx0 = ei::pmax(mx0, ei::ploadu<Packet>(s + j));
+    mx1 = ei::pmax(mx1, ei::ploadu<Packet>(s + j + kLanes));
+  }
+  for (; j < len; j += kLanes) mx0 = ei::pmax(mx0, ei::ploadu<Packet>(s + j));
+  const float m_new = std::max(m, ei::predux_max(ei::pmax(mx0, mx1)));
+  // Every key so far masked: shift by 0, never by -inf (-inf - -inf is NaN).
+  const float shift = m_new == kNegInf ? 0.f : m_new * c;
+  const float corr = exp2_nonpositive(m * c - shift);
+  const Packet vc = ei::pset1<Packet>(c), vshift = ei::pset1<Packet>(-shift);
+  Packet sum0 = ei::pzero(vc), sum1 = sum0;
+  auto weight = [&](int at) {
+    const Packet p = round_bf16(exp2_nonpositive(ei::pmadd(ei::ploadu<Packet>(s + at), vc, vshift)));
+    ei::pstoreu(s + at, p);
+    return p;
+  };
+  for (j = 0; j + 2 * kLanes <= len; j += 2 * kLanes) {
+    sum0 = ei::padd(sum0, weight(j));
+    sum1 = ei::padd(sum1, weight(j + kLanes));
+  }
+  for (; j < len; j += kLanes) sum0 = ei::padd(sum0, weight(j));
+  l = l * corr + ei::predux(ei::padd(sum0, sum1));
+  m = m_new;
+  return corr;
+}
+
+// ---- the operands and the two products ---------------------------------------------------------
+
+// Q, K, V of one run in bf16, in the layout the products read.
+struct Operands {
+  int heads = 0, n = 0, m = 0, d_k = 0, d_v = 0;
+  int m_pad = 0;  // keys per head rounded up to kKeyGroup (padding keys are zero)
+#if ATTNLAB_CPU_DPBF16
+  // Pairs of bf16 (element 2t in the low half of word t), zero-padded.
+  int kp = 0;                   // d_k pairs per row: ceil(d_k / 2)
+  int dg = 0;                   // d_v groups of 16 dims: ceil(d_v / 16)
+  std::vector<std::uint32_t> q;  // (heads*n, kp): query rows
+  std::vector<std::uint32_t> k;  // per head, per group of 16 keys g: (kp, 16) words, pair t of key
+                                 // 16g + lane at [(h * m_pad/16 + g) * kp + t] * 16 + lane
+  std::vector<std::uint32_t> v;  // per head, per key pair jj: (dg, 16) words, the pair
+                                 // (V[2jj][d], V[2jj+1][d]) at [(h * m_pad/2 + jj) * dg + d/16] * 16 + d%16
+#else
+  MatrixF q, k, v;  // bf16-rounded values: q (heads*n, d_k), k (heads*m_pad, d_k), v (heads*m_pad, d_v)
+#endif
+};
+
+#if ATTNLAB_CPU_DPBF16
+std::uint32_t pair_of(float lo, float hi) {
+  return static_cast<std::uint32_t>(bf16_bits(lo)) | static_cast<std::uint32_t>(bf16_bits(hi)) << 16;
+}
+#endif
+
+Operands make_operands(const Problem& p) {
+  Operands o;
+  o.heads = p.heads;
+  o.n = p.n();
+  o.m = p.m();
+  o.d_k = p.d_k();
+  o.d_v = p.d_v();
+  o.m_pad = round_up(p.m(), kKeyGroup);
+  const int heads = o.heads, n = o.n, m = o.m, d_k = o.d_k, d_v = o.d_v, mp = o.m_pad;
+#if ATTNLAB_CPU_DPBF16
+  o.kp = (d_k + 1) / 2;
+  o.dg = (d_v + 15) / 16;
+  const auto at = [](const MatrixF& a, Index r, int c, int cols) { return c < cols ? a(r, c) : 0.f; };
+  o.q.resize(static_cast<std::size_t>(heads) * n * o.kp);
+  for (Index r = 0; r < static_cast<Index>(heads) * n; ++r)
+    for (int t = 0; t < o.kp; ++t)
+      o.q[r * o.kp + t] = pair_of(p.q(r, 2 * t), at(p.q, r, 2 * t + 1, d_k));
+  o.k.assign(static_cast<std::size_t>(heads) * mp * o.kp, 0u);
+  for (int h = 0; h < heads; ++h)
+    for (int j = 0; j < m; ++j) {
+      const Index r = static_cast<Index>(h) * m + j;
+      std::uint32_t* dst = o.k.data() + (static_cast<std::size_t>(h) * (mp / 16) + j / 16) * o.kp * 16 + j % 16;
+      for (int t = 0; t < o.kp; ++t) dst[t * 16] = pair_of(p.k(r, 2 * t), at(p.k, r, 2 * t + 1, d_k));
+    }
+  o.v.assign(static_cast<std::size_t>(heads) * (mp / 2) * o.dg * 16, 0u);
+  for (int h = 0; h < heads; ++h)
+    for (int jj = 0; jj < mp / 2; ++jj) {
+      std::uint32_t* dst = o.v.data() + (static_cast<std::size_t>(h) * (mp / 2) + jj) * o.dg * 16;
+      const Index r0 = static_cast<Index>(h) * m + 2 * jj;
+      for (int d = 0; d < d_v; ++d) {
+        const float lo = 2 * jj < m ? p.v(r0, d) : 0.f;
+        const float hi = 2 * jj + 1 < m ? p.v(r0 + 1, d) : 0.f;
+        dst[d] = pair_of(lo, hi);
+      }
+    }
+#else
+  o.q = bf16_round(p.q);
+  o.k = MatrixF::Zero(static_cast<Index>(heads) * mp, d_k);
+  o.v = MatrixF::Zero(static_cast<Index>(heads) * mp, d_v);
+  for (int h = 0; h < heads; ++h) {
+    o.k.middleRows(static_cast<Index>(h) * mp, m) = bf16_round(p.k.middleRows(static_cast<Index>(h) * m, m));
+    o.v.middleRows(static_cast<Index>(h) * mp, m) = bf16_round(p.v.middleRows(static_cast<Index>(h) * m, m));
+  }
+#endif
+  return o;
+}
+
+#if ATTNLAB_CPU_DPBF16
+inline __m512 dp(__m512 acc, __m512i a, __m512i b) {
+  return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b);
+}
+
+// s (R, 32) = R query rows (qw, kp words a row) . 32 keys (kg: two groups of 16 keys, kp * 16
+// words each, one after the other).
+template <int R>
+void qk_tile(const std::uint32_t* qw, int kp, const std::uint32_t* kg, float* s, Index ld) {
+  __m512 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  const std::uint32_t* kg1 = kg + static_cast<std::size_t>(kp) * 16;
+  for (int t = 0; t < kp; ++t) {
+    const __m512i b0 = _mm512_loadu_si512(kg + t * 16);
+    const __m512i b1 = _mm512_loadu_si512(kg1 + t * 16);
+    for (int r = 0; r < R; ++r) {
+      const __m512i a = _mm512_set1_epi32(static_cast<int>(qw[r * kp + t]));
+      acc[r][0] = dp(acc[r][0], a, b0);
+      acc[r][1] = dp(acc[r][1], a, b1);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    _mm512_storeu_ps(s + r * ld, acc[r][0]);
+    _mm512_storeu_ps(s + r * ld + 16, acc[r][1]);
+  }
+}
+
+// acc (R, 16 G) = acc * corr (per row) + P (R rows of pw, `pairs` words each, row stride pld)
+// . V (vg: `pairs` key pairs, dg * 16 words each, starting at dim group 0 of the tile).
+template <int R, int G>
+void pv_tile(const std::uint32_t* pw, Index pld, int pairs, const std::uint32_t* vg, int dg,
+             float* acc, Index ald, const float* corr) {
+  __m512 c[R][G];
+  for (int r = 0; r < R; ++r) {
+    const __m512 a = _mm512_set1_ps(corr[r]);
+    for (int g = 0; g < G; ++g) c[r][g] = _mm512_mul_ps(_mm512_loadu_ps(acc + r * ald + 16 * g), a);
+  }
+  for (int jj = 0; jj < pairs; ++jj) {
+    __m512i b[G];
+    for (int g = 0; g < G; ++g) b[g] = _mm512_loadu_si512(vg + (static_cast<std::size_t>(jj) * dg + g) * 16);
+    for (int r = 0; r < R; ++r) {
+      const __m512i a = _mm512_set1_epi32(static_cast<int>(pw[r * pld + jj]));
+      for (int g = 0; g < G; ++g) c[r][g] = dp(c[r][g], a, b[g]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g) _mm512_storeu_ps(acc + r * ald + 16 * g, c[r][g]);
+}
+
+using QkFn = void (*)(const std::uint32_t*, int, const std::uint32_t*, float*, Index);
+using PvFn = void (*)(const std::uint32_t*, Index, int, const std::uint32_t*, int, float*, Index,
+                      const float*);
+constexpr int kQkRows = 8;  // 16 accumulators
+constexpr int kPvRows = 6;  // up to 24 accumulators
+template <int... R>
+constexpr std::array<QkFn, sizeof...(R)> qk_table(std::integer_sequence<int, R...>) {
+  return {&qk_tile<R + 1>...};
+}
+template <int G, int... R>
+constexpr std::array<PvFn, sizeof...(R)> pv_row_table(std::integer_sequence<int, R...>) {
+  return {&pv_tile<R + 1, G>...};
+}
+constexpr auto kQkFns = qk_table(std::make_integer_sequence<int, kQkRows>{});
+constexpr std::array<std::array<PvFn, kPvRows>, 4> kPvFns = {
+    pv_row_table<1>(std::make_integer_sequence<int, kPvRows>{}),
+    pv_row_table<2>(std::make_integer_sequence<int, kPvRows>{}),
+    pv_row_table<3>(std::make_integer_sequence<int, kPvRows>{}),
+    pv_row_table<4>(std::make_integer_sequence<int, kPvRows>{})};
+#endif
+
+// Per-thread scratch for one block of up to kQueryBlock query rows.
+struct Scratch {
+  MatrixF s;     // (kQueryBlock, key columns) scores, then P
+  MatrixF acc;   // (kQueryBlock, d_v, padded to 16 on the dot-product path)
+  std::vector<float> m, l, corr;  // (kQueryBlock) running max, sum, last rescale
+#if ATTNLAB_CPU_DPBF16
+  std::vector<std::uint32_t> pw;  // (kQueryBlock, key columns / 2) P as bf16 pairs
+#endif
+  Scratch(const Operands& o, int key_cols)
+      : s(kQueryBlock, key_cols),
+        acc(kQueryBlock, ATTNLAB_CPU_DPBF16 ? round_up(o.d_v, 16) : o.d_v),
+        m(kQueryBlock),
+        l(kQueryBlock),
+        corr(kQueryBlock) {
+#if ATTNLAB_CPU_DPBF16
+    pw.resize(static_cast<std::size_t>(kQueryBlock) * key_cols / 2);
+#endif
+  }
+};
+
+// S (rows, cols) = Q rows [qrow, qrow + rows) . keys [k0, k0 + cols) of head h, into the scratch's
+// score block (cols a multiple of kKeyGroup; keys past m are zero rows of K, so 0).
+void qk_block(const Operands& o, int h, Index qrow, int rows, int k0, int cols, Scratch& w) {
+  const Index ld = w.s.cols();
+#if ATTNLAB_CPU_DPBF16
+  for (int j0 = 0; j0 < cols; j0 += kKeyGroup) {
+    const std::uint32_t* kg =
+        o.k.data() + (static_cast<std::size_t>(h) * (o.m_pad / 16) + (k0 + j0) / 16) * o.kp * 16;
+    int r0 = 0;
+    for (; r0 + kQkRows <= rows; r0 += kQkRows)
+      qk_tile<kQkRows>(o.q.data() + (qrow + r0) * o.kp, o.kp, kg, w.s.data() + r0 * ld + j0, ld);
+    if (r0 < rows)
+      kQkFns[rows - r0 - 1](o.q.data() + (qrow + r0) * o.kp, o.kp, kg, w.s.data() + r0 * ld + j0, ld);
+  }
+#else
+  Eigen::Map<MatrixF, 0, Eigen::OuterStride<>> s(w.s.data(), rows, cols, Eigen::OuterStride<>(ld));
+  s.noalias() = o.q.middleRows(qrow, rows) *
+                o.k.middleRows(static_cast<Index>(h) * o.m_pad + k0, cols).transpose();
+#endif
+}
+
+// acc (rows, d_v) = acc * corr + P (the scratch's block, `cols` keys from k0) . V of head h.
+void pv_block(const Operands& o, int h, int rows, int k0, int cols, Scratch& w) {
+  const Index ld = w.s.cols(), ald = w.acc.cols();
+#if ATTNLAB_CPU_DPBF16
+  // P rows as bf16 pairs: the weights are already bf16 values, so this only takes their top half.
+  const int pairs = cols / 2;
+  const Index pld = ld / 2;
+  for (int r = 0; r < rows; ++r) {
+    const float* src = w.s.data() + r * ld;
+    std::uint32_t* dst = w.pw.data() + r * pld;
+    for (int jj = 0; jj < pairs; jj += 16) {
+      const __m512i lohi0 = _mm512_loadu_si512(src + 2 * jj);       // P[2jj .. 2jj+15]
+      const __m512i lohi1 = _mm512_loadu_si512(src + 2 * jj + 16);  // P[2jj+16 .. 2jj+31]
+      // Word t = hi16(P[2t]) | hi16(P[2t+1]) << 16: even floats' top halves low, odd ones' high.
+      const __m512i idx = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37,
+                                           35, 33, 31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9,
+                                           7, 5, 3, 1);
+      _mm512_storeu_si512(dst + jj, _mm512_permutex2var_epi16(lohi0, idx, lohi1));
+    }
+  }
+  const std::uint32_t* vh = o.v.data() + (static_cast<std::size_t>(h) * (o.m_pad / 2) + k0 / 2) * o.dg * 16;
+  for (int g0 = 0; g0 < o.dg; g0 += 4) {
+    const int g = std::min(4, o.dg - g0);
+    int r0 = 0;
+    for (; r0 < rows; r0 += kPvRows) {
+      const int rr = std::min(kPvRows, rows - r0);
+      kPvFns[g - 1][rr - 1](w.pw.data() + r0 * pld, pld, pairs, vh + g0 * 16, o.dg,
+                            w.acc.data() + r0 * ald + 16 * g0, ald, w.corr.data() + r0);
+    }
+  }
+#else
+  Eigen::Map<MatrixF, 0, Eigen::OuterStride<>> pm(w.s.data(), rows, cols, Eigen::OuterStride<>(ld));
+  auto acc = w.acc.topRows(rows);
+  acc = Eigen::Map<const Eigen::VectorXf>(w.corr.data(), rows).asDiagonal() * acc;
+  acc.noalias() += pm * o.v.middleRows(static_cast<Index>(h) * o.m_pad + k0, cols);
+#endif
+}
+
+// Scores that are not finite (checked before the mask, over the block's `cols` columns, the
+// padding included, which is 0): the inputs overflow fp32's range in Q Kᵀ.
+void check_scores(const Scratch& w, int rows, int cols, int h, Index q0) {
+  for (int r = 0; r < rows; ++r) {
+    const float* s = w.s.data() + r * w.s.cols();
+    // x * 0 is 0 for a finite x and NaN for inf or NaN, so the sum is NaN exactly when one is.
+    Packet probe = ei::pzero(ei::pset1<Packet>(0.f));
+    for (int j = 0; j < cols; j += kLanes)
+      probe = ei::padd(probe, ei::pmul(ei::ploadu<Packet>(s + j), ei::pzero(probe)));
+    if (!(ei::predux(probe) == 0.f))
+      throw InputError("QKᵀ overflows in head " + std::to_string(h) + ", query row " +
+                       std::to_string(q0 + r) + " (inputs too large for bf16)");
+  }
+}
+
+// Masks the scratch's scores of query rows [q0, q0 + rows) of a head against keys
+// [k0, k0 + cols): -inf where the mask blocks the pair and for keys past `key_end`.
+void apply_mask(const Problem& p, Scratch& w, int q0, int rows, int k0, int cols, int key_end) {
+  const Index ld = w.s.cols();
+  const bool causal = p.mask == MaskKind::Causal;
+  const bool custom = p.mask == MaskKind::Custom;
+  for (int r = 0; r < rows; ++r) {
+    float* s = w.s.data() + r * ld;
+    const int q = q0 + r;
+    const int visible = std::clamp((causal ? std::min(key_end, q + 1) : key_end) - k0, 0, cols);
+    std::fill(s + visible, s + cols, kNegInf);
+    if (custom) {
+      const float* mrow = p.custom_mask.data() + static_cast<Index>(q) * p.m() + k0;
+      for (int j = 0; j < visible; ++j)
+        if (mrow[j] != 0.f) s[j] = kNegInf;
+    }
+  }
+}
+
+// A query row whose max, sum or output is not finite: the logits overflowed (scores times c).
+void check_rows(const Scratch& w, int rows, float c, int h, int q0) {
+  for (int r = 0; r < rows; ++r) {
+    const bool ok = std::isfinite(w.m[r] * c) && w.l[r] > 0.f && std::isfinite(w.l[r]) &&
+                    w.acc.row(r).allFinite();
+    if (!ok)
+      throw InputError("the logits overflow in head " + std::to_string(h) + ", query row " +
+                       std::to_string(q0 + r) +
+                       " (inputs too large for bf16 at this temperature)");
+  }
+}
+
+void reset_state(Scratch& w) {
+  std::fill(w.m.begin(), w.m.end(), kNegInf);
+  std::fill(w.l.begin(), w.l.end(), 0.f);
+  w.acc.setZero();
+}
+
+// The scratch's output rows, acc * (1 / l), into out rows [orow, orow + rows).
+void write_output(const Scratch& w, int rows, int d_v, MatrixF& out, Index orow) {
+  for (int r = 0; r < rows; ++r)
+    out.row(orow + r) = w.acc.row(r).head(d_v) * (1.f / w.l[r]);
+}
+
+unsigned workers_for(std::size_t items, const Problem& p) {
+  return cpu::worker_count(items, 4.0 * p.heads * static_cast<double>(p.n()) * p.m() *
+                                      std::max(p.d_k(), p.d_v()));
+}
+
+}  // namespace
+
+Trace cpu_fused_bf16(const Problem& p) {
+  validate(p);
+  const auto t0 = Clock::now();
+  const int n = p.n(), m = p.m(), heads = p.heads, d_v = p.d_v();
+  Trace t;
+  t.backend = "cpu";
+  t.variant = Variant::Fused;
+  t.precision = Precision::BF16;
+  t.has_stages = false;
+  t.output.resize(static_cast<Index>(heads) * n, d_v);
+
+  const Operands o = make_operands(p);
+  const float c = bf16_scale_log2(p.d_k(), p.temperature);
+  const bool causal = p.mask == MaskKind::Causal;
+  const int blocks_per_head = (n + kQueryBlock - 1) / kQueryBlock;
+  const std::size_t items = static_cast<std::size_t>(heads) * blocks_per_head;
+  const unsigned workers = workers_for(items, p);
+  std::vector<Scratch> scratch;
+  scratch.reserve(workers);
+  for (unsigned i = 0; i < workers; ++i) scratch.emplace_back(o, kKeyBlock);
+
+  // Causal blocks near the end of a head carry the most keys: handed out first.
+  cpu::parallel_items(items, workers, [&](unsigned id, std::size_t it) {
+    Scratch& w = scratch[id];
+    const int h = static_cast<int>(it % heads);
+    const int q0 = (blocks_per_head - 1 - static_cast<int>(it / heads)) * kQueryBlock;
+    const int rows = std::min(kQueryBlock, n - q0);
+    const Index qrow = static_cast<Index>(h) * n + q0;
+    reset_state(w);
+    const int key_end = causal ? std::min(m, q0 + rows) : m;
+    for (int k0 = 0; k0 < key_end; k0 += kKeyBlock) {
+      const int keys = std::min(kKeyBlock, key_end - k0);
+      const int cols = round_up(keys, kKeyGroup);
+      qk_block(o, h, qrow, rows, k0, cols, w);
+      check_scores(w, rows, cols, h, q0);
+      apply_mask(p, w, q0, rows, k0, cols, key_end);
+      for (int r = 0; r < rows; ++r)
+        w.corr[r] = softmax_row(w.s.data() + r * w.s.cols(), cols, c, w.m[r], w.l[r]);
+      pv_block(o, h, rows, k0, cols, w);
+    }
+    check_rows(w, rows, c, h, q0);
+    write_output(w, rows, d_v, t.output, qrow);
+  });
+
+  t.timings.total_ms = ms_since(t0);
+  t.timings.fused_ms = t.timings.total_ms;
+  return t;
+}
+
+void cpu_staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t) {
+  validate(p);
+  if (opt.pool || !opt.rows.empty())
+    throw InputError("pooled views and exact rows come from the fp32 staged chain, not the bf16 one");
+  const auto t0 = Clock::now();
+  const int n = p.n(), m = p.m(), heads = p.heads, d_v = p.d_v();
+  const Index rows_total = static_cast<Index>(heads) * n;
+  const bool keep = opt.keep_stages;
+  t.backend = "cpu";
+  t.variant = Variant::Staged;
+  t.precision = Precision::BF16;
+  t.has_stages = keep;
+  t.timings = StageTimings{};
+  t.pooled = PooledStages{};
+  t.rows.clear();
+  if (keep) {
+    t.scores.resize(rows_total, m);
+    t.scaled.resize(rows_total, m);
+    t.logits.resize(rows_total, m);
+    t.weights.resize(rows_total, m);
+    t.mask.resize(n, m);
+    if (p.mask == MaskKind::Custom) {
+      t.mask = p.custom_mask;
+    } else {
+      t.mask.setZero();
+      if (p.mask == MaskKind::Causal)
+        for (int i = 0; i < n; ++i)
+          std::fill(t.mask.data() + static_cast<Index>(i) * m + std::min(m, i + 1),
+                    t.mask.data() + static_cast<Index>(i + 1) * m, kNegInf);
+    }
+  } else {
+    t.scores = t.scaled = t.mask = t.logits = t.weights = MatrixF();
+  }
+  if (opt.output)
+    t.output.resize(rows_total, d_v);
+  else
+    t.output = MatrixF();
+
+  const auto prep = Clock::now();
+  const Operands o = make_operands(p);
+  const double prep_ms = ms_since(prep);
+  const float c = bf16_scale_log2(p.d_k(), p.temperature);
+  const float sqrt_dk = std::sqrt(static_cast<float>(p.d_k()));
+  const float temperature = static_cast<float>(p.temperature);
+  const int cols = o.m_pad;  // one key block: every key
+  const int blocks_per_head = (n + kQueryBlock - 1) / kQueryBlock;
+  const std::size_t items = static_cast<std::size_t>(heads) * blocks_per_head;
+  const unsigned workers = workers_for(items, p);
+  std::vector<Scratch> scratch;
+  scratch.reserve(workers);
+  for (unsigned i = 0; i < workers; ++i) scratch.emplace_back(o, cols);
+  std::vector<std::array<double, 4>> stage_ms(workers, {0, 0, 0, 0});
+
+  cpu::parallel_items(items, workers, [&](unsigned id, std::size_t it) {
+    Scratch& w = scratch[id];
+    std::array<double, 4>& ms = stage_ms[id];
+    const int h = static_cast<int>(it % heads);
+    const int q0 = static_cast<int>(it / heads) * kQueryBlock;
+    const int rows = std::min(kQueryBlock, n - q0);
+    const Index qrow = static_cast<Index>(h) * n + q0;
+    const Index ld = w.s.cols();
+    auto s0 = Clock::now();
+    reset_state(w);
+    qk_block(o, h, qrow, rows, 0, cols, w);
+    check_scores(w, rows, cols, h, q0);
+    if (keep)
+      for (int r = 0; r < rows; ++r)
+        t.scores.row(qrow + r) = Eigen::Map<const Eigen::RowVectorXf>(w.s.data() + r * ld, m);
+    ms[0] += ms_since(s0);
+
+    s0 = Clock::now();
+    if (keep)
+      for (int r = 0; r < rows; ++r) {
+        const auto sc = t.scores.row(qrow + r).array();
+        t.scaled.row(qrow + r) = (sc / sqrt_dk).matrix();
+        t.logits.row(qrow + r) = ((t.scaled.row(qrow + r).array() + t.mask.row(q0 + r).array()) / temperature).matrix();
+      }
+    apply_mask(p, w, q0, rows, 0, cols, m);
+    ms[1] += ms_since(s0);
+
+    s0 = Clock::now();
+    for (int r = 0; r < rows; ++r)
+      w.corr[r] = softmax_row(w.s.data() + r * ld, cols, c, w.m[r], w.l[r]);
+    if (keep)
+      for (int r = 0; r < rows; ++r)
+        t.weights.row(qrow + r) =
+            Eigen::Map<const Eigen::RowVectorXf>(w.s.data() + r * ld, m) * (1.f / w.l[r]);
+    ms[2] += ms_since(s0);
+
+    s0 = Clock::now();
+    if (opt.output) {
+      pv_block(o, h, rows, 0, cols, w);
+      check_rows(w, rows, c, h, q0);
+      write_output(w, rows, d_v, t.output, qrow);
+    } else {
+      check_rows(w, rows, c, h, q0);
+    }
+    ms[3] += ms_since(s0);
+  });
+
+  double total[4] = {0, 0, 0, 0};
+  for (const auto& ms : stage_ms)
+    for (int k = 0; k < 4; ++k) total[k] += ms[k] / workers;
+  // The rounding of the inputs counts in the qk stage: it is what the products read.
+  t.timings.qk_ms = total[0] + prep_ms;
+  t.timings.scale_mask_ms = total[1];
+  t.timings.softmax_ms = total[2];
+  t.timings.pv_ms = total[3];
+  t.timings.total_ms = ms_since(t0);
+}
+
+}  // namespace attnlab
