@@ -1,0 +1,307 @@
+// The online-softmax walk (cpu/walk.h, core/walk.h, `attnlab walk`): every tile's state against an
+// fp64 recomputation of Algorithm 1 written out here, the walk at the kernel's own block size
+// against cpu_fused bit for bit, causal rows with skipped tiles, a custom mask whose first tiles
+// are fully masked for the row, N not a multiple of the tile, heads, and the CLI's renderings and
+// refusals of bad --tile values.
+#include "core/walk.h"
+#include "cpu/cpu_backend.h"
+#include "cpu/walk.h"
+#include "tests/test_util.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+using namespace attnlab;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Algorithm 1 for one row in double, tile by tile, from the inputs: what every tile's m, alpha,
+// l and acc should be (m in logit units).
+struct RefTile {
+  double m, alpha, l;
+  std::vector<double> acc;
+};
+
+std::vector<RefTile> reference_walk(const Problem& p, int head, int query, int tile) {
+  const int n = p.n(), m = p.m(), d_k = p.d_k(), d_v = p.d_v();
+  const MatrixF mask = mask_matrix(p);
+  const double scale = 1.0 / (std::sqrt(static_cast<double>(d_k)) * p.temperature);
+  std::vector<double> x(m);
+  for (int j = 0; j < m; ++j) {
+    double s = 0;
+    for (int c = 0; c < d_k; ++c)
+      s += static_cast<double>(p.q(head * n + query, c)) * p.k(head * m + j, c);
+    x[j] = mask(query, j) != 0.f ? -kInf : s * scale;
+  }
+  std::vector<RefTile> out;
+  double mr = -kInf, l = 0;
+  std::vector<double> acc(d_v, 0.0);
+  for (int j0 = 0; j0 < m; j0 += tile) {
+    const int j1 = std::min(m, j0 + tile);
+    double tmax = -kInf;
+    for (int j = j0; j < j1; ++j) tmax = std::max(tmax, x[j]);
+    const double mn = std::max(mr, tmax);
+    const double alpha = std::isinf(mr) ? 0.0 : std::exp(mr - mn);
+    l *= alpha;
+    for (double& a : acc) a *= alpha;
+    for (int j = j0; j < j1; ++j) {
+      if (std::isinf(x[j])) continue;
+      const double e = std::exp(x[j] - mn);
+      l += e;
+      for (int c = 0; c < d_v; ++c) acc[c] += e * p.v(head * m + j, c);
+    }
+    mr = mn;
+    out.push_back({mr, alpha, l, acc});
+  }
+  return out;
+}
+
+// Every computed tile of w against the recomputation; skipped tiles carry the state over.
+void expect_matches_reference(const Problem& p, const Walk& w, double tol) {
+  const std::vector<RefTile> ref = reference_walk(p, w.head, w.query, w.tile);
+  ASSERT_EQ(w.tiles.size(), ref.size());
+  for (std::size_t t = 0; t < ref.size(); ++t) {
+    SCOPED_TRACE("tile " + std::to_string(t));
+    const WalkTile& wt = w.tiles[t];
+    if (std::isinf(ref[t].m)) {
+      EXPECT_TRUE(std::isinf(wt.m) && wt.m < 0);
+    } else {
+      EXPECT_NEAR(wt.m, ref[t].m, tol * (1 + std::abs(ref[t].m)));
+    }
+    if (!wt.skipped) {
+      EXPECT_NEAR(wt.alpha, ref[t].alpha, tol);
+    }
+    EXPECT_NEAR(wt.l, ref[t].l, tol * (1 + ref[t].l));
+    for (int c = 0; c < w.d_v; ++c) EXPECT_NEAR(wt.acc[c], ref[t].acc[c], tol * (1 + ref[t].l));
+    EXPECT_FALSE(std::isnan(wt.l));
+    for (double a : wt.acc) EXPECT_FALSE(std::isnan(a));
+  }
+}
+
+std::vector<double> row(const MatrixF& m, int r) {
+  std::vector<double> v(m.cols());
+  for (int c = 0; c < m.cols(); ++c) v[c] = m(r, c);
+  return v;
+}
+
+}  // namespace
+
+TEST(Walk, DemoMatchesAnFp64RecomputationTileByTile) {
+  const Problem p = demo_problem();
+  for (int tile = 1; tile <= p.m(); ++tile) {
+    for (int q = 0; q < p.n(); ++q) {
+      SCOPED_TRACE("tile " + std::to_string(tile) + " query " + std::to_string(q));
+      Walk w = walk_row(p, 0, q, tile);
+      expect_matches_reference(p, w, 1e-5);
+      check_walk(p, w);
+      EXPECT_LT(w.fp64_error, 1e-6);
+      EXPECT_LT(w.max_abs_diff, 1e-6);
+      EXPECT_LT(w.cpu_fused_diff, 1e-6);  // other tile sizes group the sums differently
+    }
+  }
+}
+
+TEST(Walk, DemoDefaultReadsAsTheIssueSays) {
+  const Walk w = walk_row(demo_problem(), 0, kDemoDefaultQuery, 2);
+  ASSERT_EQ(w.tiles.size(), 3u);
+  EXPECT_EQ(w.tiles[0].alpha, 0.0);  // nothing accumulated before the first tile
+  EXPECT_GT(w.tiles[1].tile_max, w.tiles[0].m);  // tile 1 raises the max: everything rescaled
+  EXPECT_LT(w.tiles[1].alpha, 1.0);
+  EXPECT_EQ(w.tiles[2].alpha, 1.0);  // tile 2's max is below m: nothing rescaled
+  EXPECT_NE(walk_tile_sentence(w, 1, Lang::En).find("rescaled by α"), std::string::npos);
+  EXPECT_NE(walk_tile_sentence(w, 1, Lang::Zh).find("重新缩放"), std::string::npos);
+}
+
+// At the kernel's key block (128) the walk runs exactly the kernel's steps: the same bits.
+TEST(Walk, AtTheKernelsBlockSizeItIsTheKernelBitForBit) {
+  for (MaskKind mask : {MaskKind::None, MaskKind::Causal, MaskKind::Custom}) {
+    const Problem p = test::make_problem(300, 16, 8, 1, mask, 0.7, 5);
+    const MatrixF fused = cpu_fused(p).output;
+    for (int q : {0, 1, 127, 128, 200, 299}) {
+      SCOPED_TRACE(std::string(to_string(mask)) + " query " + std::to_string(q));
+      const Walk w = walk_row(p, 0, q, 128);
+      EXPECT_EQ(w.output, row(fused, q));
+    }
+  }
+}
+
+// The checks run the kernel on the one-row problem: the row of the full run, bit for bit.
+TEST(Walk, RowProblemGivesTheFullRunsRow) {
+  for (MaskKind mask : {MaskKind::None, MaskKind::Causal, MaskKind::Custom}) {
+    const Problem p = test::make_problem(150, 8, 4, 1, mask, 1.3, 9);
+    const MatrixF fused = cpu_fused(p).output;
+    for (int q : {0, 77, 149}) EXPECT_EQ(row(cpu_fused(row_problem(p, 0, q)).output, 0), row(fused, q));
+  }
+}
+
+TEST(Walk, CausalRowsSkipTilesAfterTheQuery) {
+  const Problem p = test::make_problem(10, 4, 3, 1, MaskKind::Causal, 1.0, 3);
+  Walk w = walk_row(p, 0, 4, 3);  // tiles [0,3) [3,6) [6,9) [9,10)
+  ASSERT_EQ(w.tiles.size(), 4u);
+  EXPECT_FALSE(w.tiles[0].skipped);
+  EXPECT_FALSE(w.tiles[1].skipped);
+  EXPECT_TRUE(w.tiles[2].skipped);
+  EXPECT_TRUE(w.tiles[3].skipped);
+  EXPECT_TRUE(w.tiles[2].logits.empty());
+  // The diagonal tile is masked per element: key 5 is after query 4.
+  EXPECT_TRUE(std::isinf(w.tiles[1].logits[2]) && w.tiles[1].logits[2] < 0);
+  EXPECT_EQ(w.tiles[1].weights[2], 0.0);
+  EXPECT_EQ(w.tiles[1].masked, 1);
+  EXPECT_FALSE(std::isinf(w.tiles[1].logits[1]));
+  for (int t : {2, 3}) {
+    EXPECT_EQ(w.tiles[t].m, w.tiles[1].m);
+    EXPECT_EQ(w.tiles[t].l, w.tiles[1].l);
+    EXPECT_EQ(w.tiles[t].acc, w.tiles[1].acc);
+  }
+  expect_matches_reference(p, w, 1e-5);
+  check_walk(p, w);
+  EXPECT_LT(w.fp64_error, 1e-5);
+  EXPECT_NE(walk_tile_sentence(w, 2, Lang::En).find("never loaded"), std::string::npos);
+  // Query 0 sees only key 0: one computed tile, the rest skipped.
+  const Walk first = walk_row(p, 0, 0, 3);
+  EXPECT_FALSE(first.tiles[0].skipped);
+  for (std::size_t t = 1; t < first.tiles.size(); ++t) EXPECT_TRUE(first.tiles[t].skipped);
+  for (int c = 0; c < p.d_v(); ++c) EXPECT_NEAR(first.output[c], p.v(0, c), 1e-6);
+}
+
+TEST(Walk, CustomMaskWhoseFirstTilesAreFullyMaskedForTheRow) {
+  Problem p = test::make_problem(8, 4, 3, 1, MaskKind::None, 0.9, 11);
+  p.mask = MaskKind::Custom;
+  p.custom_mask = MatrixF::Zero(8, 8);
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for (int j = 0; j < 5; ++j) p.custom_mask(5, j) = ninf;  // row 5: keys 0..4 masked
+  validate(p);
+  Walk w = walk_row(p, 0, 5, 2);  // tiles [0,2) [2,4) fully masked, [4,6) half
+  ASSERT_EQ(w.tiles.size(), 4u);
+  for (int t : {0, 1}) {
+    const WalkTile& wt = w.tiles[t];
+    EXPECT_TRUE(std::isinf(wt.m) && wt.m < 0);
+    EXPECT_TRUE(std::isinf(wt.tile_max) && wt.tile_max < 0);
+    EXPECT_EQ(wt.alpha, 0.0);
+    EXPECT_EQ(wt.l, 0.0);
+    EXPECT_TRUE(wt.output.empty());
+    for (double a : wt.acc) EXPECT_EQ(a, 0.0);
+    for (double e : wt.weights) EXPECT_EQ(e, 0.0);
+    EXPECT_EQ(wt.masked, 2);
+  }
+  EXPECT_EQ(w.tiles[2].alpha, 0.0);  // the first key that counts: nothing to rescale
+  EXPECT_EQ(w.tiles[2].masked, 1);
+  EXPECT_NE(walk_tile_sentence(w, 0, Lang::En).find("m stays −∞"), std::string::npos);
+  expect_matches_reference(p, w, 1e-5);
+  check_walk(p, w);
+  EXPECT_LT(w.fp64_error, 1e-5);
+  // JSON: -inf as null, no NaN anywhere.
+  const std::string json = render_walk(w, Lang::En, Format::Json);
+  EXPECT_EQ(json.find("NaN"), std::string::npos);
+  EXPECT_EQ(json.find("nan"), std::string::npos);
+  const auto j = nlohmann::json::parse(json);
+  EXPECT_TRUE(j["tiles"][0]["m"].is_null());
+  EXPECT_TRUE(j["tiles"][0]["tile_max"].is_null());
+  EXPECT_TRUE(j["tiles"][0]["output"].is_null());
+  EXPECT_TRUE(j["tiles"][0]["logits"][0].is_null());
+  EXPECT_EQ(j["tiles"][0]["alpha"], 0.0);
+}
+
+TEST(Walk, KeysNotAMultipleOfTheTile) {
+  const Problem p = test::make_problem(7, 5, 2, 1, MaskKind::None, 1.0, 2);
+  for (int tile = 1; tile <= 7; ++tile) {
+    SCOPED_TRACE("tile " + std::to_string(tile));
+    Walk w = walk_row(p, 0, 3, tile);
+    EXPECT_EQ(static_cast<int>(w.tiles.size()), (7 + tile - 1) / tile);
+    EXPECT_EQ(w.tiles.back().j1, 7);
+    EXPECT_EQ(w.tiles.back().j1 - w.tiles.back().j0, 7 - (w.tiles.size() - 1) * tile);
+    expect_matches_reference(p, w, 1e-5);
+    check_walk(p, w);
+    EXPECT_LT(w.fp64_error, 1e-6);
+  }
+}
+
+TEST(Walk, OtherHeadsWalkTheirOwnRows) {
+  const Problem p = test::make_problem(40, 8, 4, 3, MaskKind::Causal, 0.8, 4);
+  const MatrixF fused = cpu_fused(p).output;
+  Walk w = walk_row(p, 2, 17, 8);
+  expect_matches_reference(p, w, 1e-5);
+  check_walk(p, w);
+  EXPECT_LT(w.fp64_error, 1e-5);
+  EXPECT_LT(walk_max_abs_diff(w.output, row(fused, 2 * 40 + 17)), 1e-6);
+}
+
+TEST(Walk, BadArgumentsAreInputErrors) {
+  const Problem p = demo_problem();
+  EXPECT_NE(test::message_of<InputError>([&] { walk_row(p, 0, 0, 0); }).find("tile"), std::string::npos);
+  EXPECT_NE(test::message_of<InputError>([&] { walk_row(p, 1, 0, 2); }).find("head"), std::string::npos);
+  EXPECT_NE(test::message_of<InputError>([&] { walk_row(p, 0, 5, 2); }).find("query"), std::string::npos);
+  EXPECT_THROW(render_walk(walk_row(p, 0, 0, 2), Lang::En, Format::Csv), InputError);
+}
+
+// ---- the CLI -------------------------------------------------------------------------------
+
+TEST(WalkCli, BadTileValuesGiveOneErrorLineAndExitTwo) {
+  for (const std::string bad : {"0", "-3", "abc", "1.5", "2x", "6", "99999999999"}) {
+    SCOPED_TRACE(bad);
+    const test::BinaryRun r = test::run_attnlab({"walk", "--tile", bad}, "LANG=C.UTF-8");
+    EXPECT_EQ(r.code, 2);
+    const auto lines = test::lines_of(r.err);
+    ASSERT_EQ(lines.size(), 1u) << r.err;
+    EXPECT_EQ(lines[0].rfind("error: ", 0), 0u) << lines[0];
+    EXPECT_TRUE(r.out.empty());
+  }
+  const test::BinaryRun h = test::run_attnlab({"walk", "--head", "1"}, "LANG=C.UTF-8");
+  EXPECT_EQ(h.code, 2);
+  EXPECT_EQ(test::lines_of(h.err).size(), 1u);
+  const test::BinaryRun c = test::run_attnlab({"walk", "--format", "csv"}, "LANG=C.UTF-8");
+  EXPECT_EQ(c.code, 2);
+}
+
+TEST(WalkCli, JsonHasTheDocumentedShape) {
+  const test::BinaryRun r =
+      test::run_attnlab({"walk", "--format", "json", "--backend", "cpu"}, "LANG=C.UTF-8");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["query"], 2);
+  EXPECT_EQ(j["head"], 0);
+  EXPECT_EQ(j["tile"], 2);
+  EXPECT_EQ(j["temperature"], 0.85);
+  EXPECT_EQ(j["mask"], "none");
+  EXPECT_EQ(j["d_k"], 3);
+  EXPECT_EQ(j["d_v"], 2);
+  ASSERT_EQ(j["tiles"].size(), 3u);
+  const auto& t0 = j["tiles"][0];
+  for (const char* key : {"index", "keys", "skipped", "logits", "tile_max", "m", "alpha", "l", "acc", "output"})
+    EXPECT_TRUE(t0.contains(key)) << key;
+  EXPECT_EQ(t0["keys"], nlohmann::json::array({0, 2}));
+  EXPECT_EQ(j["tiles"][2]["keys"], nlohmann::json::array({4, 5}));
+  for (const char* key : {"output", "staged_output", "max_abs_diff", "fp64_error"}) EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_EQ(j["output"].size(), 2u);
+  EXPECT_LT(j["fp64_error"].get<double>(), 1e-6);
+  EXPECT_TRUE(j["cuda_fused_output"].is_null());  // --backend cpu
+}
+
+TEST(WalkCli, TextAndMarkdownInBothLanguages) {
+  const test::BinaryRun en = test::run_attnlab({"walk", "--lang", "en", "--mask", "causal", "--query", "1"}, "LANG=C.UTF-8");
+  ASSERT_EQ(en.code, 0) << en.err;
+  EXPECT_TRUE(test::contains(en.out, "Tile 0 · keys 0–1"));
+  EXPECT_TRUE(test::contains(en.out, "never loaded"));
+  EXPECT_TRUE(test::contains(en.out, "error against fp64"));
+  const test::BinaryRun zh = test::run_attnlab({"walk", "--lang", "zh", "--format", "markdown"}, "LANG=C.UTF-8");
+  ASSERT_EQ(zh.code, 0) << zh.err;
+  EXPECT_TRUE(test::contains(zh.out, "### 第 1 块 · 键 2–3"));
+  EXPECT_TRUE(test::contains(zh.out, "| 块最大值 | m | α | l | acc | 输出 |"));
+  const test::BinaryRun big = test::run_attnlab(
+      {"walk", "--random", "300", "--dk", "16", "--dv", "8", "--mask", "causal", "--query", "200", "--format", "json"},
+      "LANG=C.UTF-8");
+  ASSERT_EQ(big.code, 0) << big.err;
+  const auto j = nlohmann::json::parse(big.out);
+  EXPECT_EQ(j["tile"], 64);  // default off the demo
+  ASSERT_EQ(j["tiles"].size(), 5u);
+  EXPECT_FALSE(j["tiles"][3]["skipped"].get<bool>());  // keys 192..255 hold the diagonal
+  EXPECT_TRUE(j["tiles"][4]["skipped"].get<bool>());
+  EXPECT_LT(j["cpu_fused_max_abs_diff"].get<double>(), 1e-6);
+}
