@@ -556,7 +556,10 @@ void cpu_staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t) {
 
     s0 = Clock::now();
     if (opt.output) {
-      pv_block(o, h, rows, 0, cols, w);
+      // Causal: the weights past the block's last query are 0; P V stops there.
+      const int pv_cols =
+          p.mask == MaskKind::Causal ? std::min(cols, round_up(q0 + rows, kKeyGroup)) : cols;
+      pv_block(o, h, rows, 0, pv_cols, w);
       check_rows(w, rows, c, h, q0);
       write_output(w, rows, d_v, t.output, qrow);
     } else {
