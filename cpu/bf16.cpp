@@ -163,8 +163,9 @@ Operands make_operands(const Problem& p) {
   o.d_k = p.d_k();
   o.d_v = p.d_v();
   o.m_pad = round_up(p.m(), kKeyGroup);
-  const int heads = o.heads, n = o.n, m = o.m, d_k = o.d_k, d_v = o.d_v, mp = o.m_pad;
+  const int heads = o.heads, m = o.m, d_k = o.d_k, d_v = o.d_v, mp = o.m_pad;
 #if ATTNLAB_CPU_DPBF16
+  const int n = o.n;
   o.kp = (d_k + 1) / 2;
   o.dg = (d_v + 15) / 16;
   const auto at = [](const MatrixF& a, Index r, int c, int cols) { return c < cols ? a(r, c) : 0.f; };
@@ -315,8 +316,9 @@ void qk_block(const Operands& o, int h, Index qrow, int rows, int k0, int cols, 
 
 // acc (rows, d_v) = acc * corr + P (the scratch's block, `cols` keys from k0) . V of head h.
 void pv_block(const Operands& o, int h, int rows, int k0, int cols, Scratch& w) {
-  const Index ld = w.s.cols(), ald = w.acc.cols();
+  const Index ld = w.s.cols();
 #if ATTNLAB_CPU_DPBF16
+  const Index ald = w.acc.cols();
   // P rows as bf16 pairs: the weights are already bf16 values, so this only takes their top half.
   const int pairs = cols / 2;
   const Index pld = ld / 2;

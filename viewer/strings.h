@@ -36,6 +36,9 @@ enum class S {
   ColourScale, ScaleLinear, ScaleLog, ScaleLogShort,
   Computing, Streamed, TipExactNeedsRow, CompareNeedsStages,
   ViewLabel, ViewChain, ViewWalk,
+  WalkTileSize, WalkTileOf, WalkFirst, WalkColTile, WalkColKeys, WalkColTileMax, WalkColOutput,
+  WalkSkipped, WalkStrip, WalkLegend, WalkChartM, WalkChartL, WalkChartErr, WalkOutputNow,
+  WalkStaged, WalkFinal, WalkUnits, WalkCuda, WalkNothingYet, WalkKeysHint, WalkError,
   Count_
 };
 

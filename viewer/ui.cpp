@@ -87,6 +87,7 @@ void load_fonts(App& app, float font_px) {
     for (unsigned cp : utf8_codepoints(s)) cps.insert(cp);
   };
   for (const std::string& s : all_ui_text()) add_text(s);
+  for (const std::string& s : walk_ui_text()) add_text(s);
   for (const std::string& t : app.ctl.problem().query_tokens) add_text(t);
   for (const std::string& t : app.ctl.problem().key_tokens) add_text(t);
   add_text(demo_problem().sentence);
@@ -155,6 +156,16 @@ void set_status(App& app, const std::string& text) {
 
 void apply_action(App& app, Action a) {
   Controller& c = app.ctl;
+  // The walk view: the playback keys step through the key tiles instead of the chain's steps.
+  if (app.view_kind == ViewKind::Walk) {
+    switch (a) {
+      case Action::TogglePlay: app.walk.toggle_play(); return;
+      case Action::StepNext: app.walk.next(); return;
+      case Action::StepPrev: app.walk.prev(); return;
+      case Action::StepHome: app.walk.home(); return;
+      default: break;
+    }
+  }
   switch (a) {
     case Action::TogglePlay: app.play.toggle_play(); break;
     case Action::StepNext: app.play.next(); break;
@@ -190,6 +201,7 @@ ViewSnapshot snapshot(const App& app) {
   if (app.window) SDL_GetWindowSize(app.window, &s.width, &s.height);
   s.pool = app.pool;
   s.plot = app.plot;
+  if (app.view_kind == ViewKind::Walk) s.walk_json = app.walk.state_json();
   return s;
 }
 

@@ -12,6 +12,7 @@
 #include "viewer/speech.h"
 #include "viewer/state_dump.h"
 #include "viewer/strings.h"
+#include "viewer/walk_view.h"
 
 #include <SDL.h>
 
@@ -47,6 +48,7 @@ struct App {
   Playback play;
   ViewKind view_kind = ViewKind::Chain;  // which view the centre panel shows
   int walk_tile = 0;                // keys per tile of the walk view (0: its default)
+  WalkView walk;                    // the walk view: cached walk of the selected row, tile cursor
   Lang lang = Lang::En;
   PoolMode pool = PoolMode::Max;
   HeatView view;
