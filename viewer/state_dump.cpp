@@ -35,6 +35,8 @@ std::string state_json(const Controller& c, const ViewSnapshot& v) {
   j["heatmap"] = {{"x", g.x}, {"y", g.y}, {"w", g.w}, {"h", g.h}, {"rows", g.rows}, {"cols", g.cols},
                   {"first_row", g.first_row}, {"first_col", g.first_col}, {"vis_rows", g.vis_rows},
                   {"vis_cols", g.vis_cols}, {"cell_w", g.cell_w}, {"cell_h", g.cell_h}};
+  j["view"] = v.walk_json.empty() ? "chain" : "walk";
+  if (!v.walk_json.empty()) j["walk"] = nlohmann::json::parse(v.walk_json);
   return j.dump(2) + "\n";
 }
 

@@ -2,7 +2,8 @@
 // real key presses, and what the screenshot tests use to find the heatmap's cells in the PNG.
 // Fields: step, playing, speed, query, query_token, mask, temperature, lang, mode, N, d_k, d_v,
 // seed, backend, backend_ran, error, window{w,h}, pool, heatmap{x,y,w,h,rows,cols,first_row,
-// first_col,vis_rows,vis_cols,cell_w,cell_h}.
+// first_col,vis_rows,vis_cols,cell_w,cell_h}; view ("chain" | "walk") and, in the walk view,
+// walk{tile,tiles,cursor,playing,keys,skipped,skipped_tiles,max_abs_diff,fp64_error,strip{x,y,w,h,bins}}.
 #pragma once
 
 #include "viewer/controller.h"
@@ -19,6 +20,7 @@ struct ViewSnapshot {
   int width = 0, height = 0;
   PoolMode pool = PoolMode::Max;
   PlotGeometry plot;
+  std::string walk_json;  // the walk view's part (WalkView::state_json), empty in the chain view
 };
 
 std::string state_json(const Controller& c, const ViewSnapshot& v);
