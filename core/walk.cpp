@@ -244,7 +244,8 @@ std::string walk_tile_sentence(const Walk& w, int index, Lang lang) {
   if (t.skipped) {
     return zh(lang) ? "键 " + keys + " 全在查询 " + std::to_string(w.query) +
                           " 之后：因果掩码下这一块从未加载，m、l 和 acc 不变。"
-                    : "Keys " + keys + " all come after query " + std::to_string(w.query) +
+                    : (t.j1 - t.j0 == 1 ? "Key " + keys + " comes" : "Keys " + keys + " all come") +
+                          " after query " + std::to_string(w.query) +
                           ": under the causal mask this tile is never loaded; m, l and acc stay.";
   }
   const int size = t.j1 - t.j0;
