@@ -4,6 +4,8 @@
 // InputError with a message naming the option, so main() can print one line and exit 2.
 #include "cli/common.h"
 
+#include "core/inputs.h"
+
 #include "core/format.h"
 #include "core/io.h"
 
@@ -51,25 +53,6 @@ void check_random_size(const ProblemArgs& a) {
                         format_bytes(kMaxInputBytes));
 }
 
-// --tokens / --tokens-file: n labels (queries, and keys when m == n) or n + m labels (queries
-// first, then keys).
-void apply_tokens(Problem& p, const std::vector<std::string>& tokens, const std::string& opt) {
-  const int n = p.n(), m = p.m();
-  const int count = static_cast<int>(tokens.size());
-  if (count == n && n == m) {
-    p.query_tokens = tokens;
-    p.key_tokens = tokens;
-  } else if (count == n + m) {
-    p.query_tokens.assign(tokens.begin(), tokens.begin() + n);
-    p.key_tokens.assign(tokens.begin() + n, tokens.end());
-  } else {
-    throw InputError(opt + " gives " + std::to_string(count) + " labels but the problem has " +
-                     std::to_string(n) + " queries and " + std::to_string(m) +
-                     " keys (give " + (n == m ? std::to_string(n) + " or " : std::string()) +
-                     std::to_string(n + m) + " labels)");
-  }
-}
-
 }  // namespace
 
 void add_state_options(CLI::App* cmd, ProblemArgs& a) {
@@ -96,7 +79,8 @@ void add_state_options(CLI::App* cmd, ProblemArgs& a) {
   cmd->add_option("--variant", a.variant,
                   "staged (every stage kept) or fused (online softmax; only the output)")
       ->type_name("staged|fused");
-  cmd->add_option("--precision", a.precision, "fp32, or bf16 (fused on CUDA only)")
+  cmd->add_option("--precision", a.precision,
+                  "fp32, or bf16 (the CUDA bf16 kernel's arithmetic; on CUDA fused only)")
       ->type_name("fp32|bf16");
 }
 
@@ -143,17 +127,9 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
   } else if (files && a.random_n) {
     throw InputError("give either --q/--k/--v files or --random N, not both");
   } else if (files) {
-    if (a.q_file.empty() || a.k_file.empty() || a.v_file.empty())
-      throw InputError("--q, --k and --v must be given together (missing " +
-                       std::string(a.q_file.empty() ? "--q" : a.k_file.empty() ? "--k" : "--v") +
-                       ")");
-    if (a.heads != 1)
+    if (a.heads != 1 && !a.q_file.empty() && !a.k_file.empty() && !a.v_file.empty())
       throw InputError("--heads applies to --random problems only");
-    p.q = read_matrix(a.q_file);
-    p.k = read_matrix(a.k_file);
-    p.v = read_matrix(a.v_file);
-    p.query_tokens = index_tokens(static_cast<int>(p.q.rows()));
-    p.key_tokens = index_tokens(static_cast<int>(p.k.rows()));
+    p = problem_from_files(a.q_file, a.k_file, a.v_file);
   } else if (a.random_n) {
     check_random_size(a);
     p = random_problem(static_cast<int>(*a.random_n), a.d_k, a.d_v, a.seed, a.heads);
@@ -162,35 +138,8 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
   }
 
   p.temperature = a.temperature.value_or(demo ? 0.85 : 1.0);
-  if (a.mask == "none") {
-    p.mask = MaskKind::None;
-  } else if (a.mask == "causal") {
-    p.mask = MaskKind::Causal;
-  } else if (a.mask.empty()) {
-    throw InputError("--mask needs none, causal or a FILE");
-  } else {
-    // A word that is not a file is most likely a mistyped mask name: say both possibilities.
-    if (!std::filesystem::exists(a.mask) && a.mask.find_first_of("/.") == std::string::npos)
-      throw InputError("--mask '" + a.mask + "' is neither none, causal nor an existing mask file");
-    p.custom_mask = read_mask(a.mask);
-    p.mask = MaskKind::Custom;
-  }
-  if (!a.tokens.empty() && !a.tokens_file.empty())
-    throw InputError("give either --tokens or --tokens-file, not both");
-  // Labels are only checked against the shapes once the shapes themselves are known valid.
-  if (!a.tokens.empty() || !a.tokens_file.empty()) {
-    // The labels are replaced: check the shapes without the old ones, then apply the new ones
-    // (apply_tokens checks their count itself).
-    p.query_tokens.clear();
-    p.key_tokens.clear();
-    validate(p);
-    if (!a.tokens.empty())
-      apply_tokens(p, split_tokens(a.tokens), "--tokens");
-    else
-      apply_tokens(p, read_tokens_file(a.tokens_file), "--tokens-file");
-  } else {
-    validate(p);
-  }
+  apply_mask_spec(p, a.mask);
+  apply_token_spec(p, a.tokens, a.tokens_file);
   return p;
 }
 

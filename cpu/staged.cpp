@@ -575,6 +575,15 @@ void cpu_staged_into(const Problem& p, const RunOptions& opt, Trace& t) {
   for (std::size_t k = 0; k < opt.rows.size(); ++k) {
     RowStages& rs = t.rows[k];
     const int i = rs.row % n;
+    if (keep) {  // the kept stages hold the row
+      const auto copy = [&](const MatrixF& a, std::vector<float>& v) {
+        v.assign(a.data() + static_cast<std::size_t>(rs.row) * m, a.data() + static_cast<std::size_t>(rs.row + 1) * m);
+      };
+      copy(t.scores, rs.scores);
+      copy(t.scaled, rs.scaled);
+      copy(t.logits, rs.logits);
+      copy(t.weights, rs.weights);
+    }
     rs.mask.assign(m, 0.f);
     for (int j = 0; j < m; ++j)
       if (c.masked(i, j)) rs.mask[j] = kNegInf;

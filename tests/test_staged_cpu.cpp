@@ -173,6 +173,21 @@ TEST(StagedCpuStreaming, ExactRowsEqualTheKeptStages) {
   }
 }
 
+TEST(StagedCpuStreaming, ExactRowsOfAKeptRunAreItsStages) {
+  const Problem p = make_problem(50, 8, 4, 1, MaskKind::Causal, 0.8, 9);
+  RunOptions o;
+  o.rows = {17};
+  Trace t;
+  cpu_staged_into(p, o, t);
+  ASSERT_TRUE(t.has_stages);
+  ASSERT_EQ(t.rows.size(), 1u);
+  for (int j = 0; j < 50; ++j) {
+    EXPECT_EQ(t.rows[0].scores[j], t.scores(17, j));
+    EXPECT_EQ(t.rows[0].weights[j], t.weights(17, j));
+    EXPECT_EQ(t.rows[0].mask[j], t.mask(17, j));
+  }
+}
+
 TEST(StagedCpuStreaming, BadRowsAndPoolRequestsAreRefused) {
   const Problem p = make_problem(10, 4, 2, 1, MaskKind::None, 1, 6);
   RunOptions o;

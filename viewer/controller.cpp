@@ -3,8 +3,10 @@
 #include "viewer/controller.h"
 
 #include "core/format.h"
+#include "core/inputs.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -65,19 +67,21 @@ Controller::Controller(const ViewerOptions& o, bool async) : async_(async) {
   req_.source.d_k = o.d_k;
   req_.source.d_v = o.d_v;
   req_.source.seed = o.seed;
-  Problem p;
-  if (o.random_n) {
+  if (!o.q_file.empty() || !o.k_file.empty() || !o.v_file.empty()) {
+    req_.source.demo = false;
+    req_.source.files = InputFiles{o.q_file, o.k_file, o.v_file, o.mask_file, o.tokens, o.tokens_file};
+  } else if (o.random_n) {
     req_.source.demo = false;
     req_.source.n = *o.random_n;
     if (req_.source.n > max_tokens()) throw InputError(limit_message(req_.source.n, req_.backend));
-    p = random_problem(req_.source.n, req_.source.d_k, req_.source.d_v, req_.source.seed);
-    query_ = req_.source.n / 2;
-  } else {
-    p = demo_problem();
-    query_ = kDemoDefaultQuery;
+  } else if (!o.mask_file.empty() || !o.tokens.empty() || !o.tokens_file.empty()) {
+    throw InputError("--mask FILE, --tokens and --tokens-file describe file inputs: add --q, --k and --v");
   }
+  Problem p = build(req_.source);
+  query_ = req_.source.demo ? kDemoDefaultQuery : p.n() / 2;
+  if (p.n() > max_tokens()) throw InputError(limit_message(p.n(), req_.backend));
   if (o.temperature) p.temperature = *o.temperature;
-  p.mask = o.mask;
+  if (o.mask != MaskKind::Custom) p.mask = o.mask;
   if (!o.query.empty()) query_ = resolve_query(p, o.query);
   validate(p);
   req_.temperature = p.temperature;
@@ -118,8 +122,8 @@ Controller::Result Controller::execute(Job job, Trace reuse) {
     std::shared_ptr<const Problem> p = last_problem_;
     const bool new_source = !(q.source == last_source_);
     if (new_source) {
-      if (q.source.n > max_tokens(q.backend)) throw InputError(limit_message(q.source.n, q.backend));
-      Problem np = q.source.demo ? demo_problem() : random_problem(q.source.n, q.source.d_k, q.source.d_v, q.source.seed);
+      Problem np = build(q.source);
+      if (np.n() > max_tokens(q.backend)) throw InputError(limit_message(np.n(), q.backend));
       np.temperature = q.temperature;
       np.mask = q.mask;
       p = std::make_shared<const Problem>(std::move(np));
@@ -130,6 +134,8 @@ Controller::Result Controller::execute(Job job, Trace reuse) {
       np->mask = q.mask;
       p = std::move(np);
     }
+    if (p->mask == MaskKind::Custom && p->custom_mask.size() == 0)
+      throw InputError("no custom mask is loaded: load a mask file with the inputs");
     validate(*p);
     RunOptions opt;
     opt.cancel = &cancel_;
@@ -171,6 +177,17 @@ Controller::Result Controller::execute(Job job, Trace reuse) {
   r.ms = now_ms() - t0;
   r.job = std::move(job);
   return r;
+}
+
+Problem Controller::build(const Source& s) {
+  if (!s.files.q.empty()) {
+    Problem p = problem_from_files(s.files.q, s.files.k, s.files.v);
+    if (!s.files.mask.empty()) apply_mask_spec(p, s.files.mask);
+    apply_token_spec(p, s.files.tokens, s.files.tokens_file);
+    return p;
+  }
+  if (s.demo) return demo_problem();
+  return random_problem(s.n, s.d_k, s.d_v, s.seed);
 }
 
 void Controller::worker_loop() {
@@ -338,6 +355,10 @@ bool Controller::set_mask(MaskKind m) {
     error_.clear();
     return true;
   }
+  if (m == MaskKind::Custom && !has_custom_mask()) {
+    error_ = "no custom mask is loaded: load a mask file with the inputs";
+    return false;
+  }
   req_.mask = m;
   return post(kAll);
 }
@@ -369,6 +390,8 @@ bool Controller::set_backend(const std::string& name) {
 
 bool Controller::load_demo() {
   req_.source.demo = true;
+  req_.source.files = InputFiles{};
+  if (req_.mask == MaskKind::Custom) req_.mask = MaskKind::None;
   req_.query = kDemoDefaultQuery;
   return post(kAll);
 }
@@ -385,8 +408,26 @@ bool Controller::load_random(int n_tokens, int d_k, int d_v, std::uint64_t seed)
       return false;
     }
   }
-  req_.source = Source{false, n_tokens, d_k, d_v, seed};
+  req_.source = Source{false, n_tokens, d_k, d_v, seed, InputFiles{}};
   req_.query = n_tokens / 2;
+  if (req_.mask == MaskKind::Custom) req_.mask = MaskKind::None;
+  return post(kAll);
+}
+
+bool Controller::load_files(const InputFiles& f) {
+  if (f.q.empty() || f.k.empty() || f.v.empty()) {
+    error_ = "--q, --k and --v must be given together (missing " +
+             std::string(f.q.empty() ? "--q" : f.k.empty() ? "--k" : "--v") + ")";
+    return false;
+  }
+  req_.source.demo = false;
+  req_.source.files = f;
+  req_.query = 0;
+  if (!f.mask.empty()) {
+    req_.mask = MaskKind::Custom;
+  } else if (req_.mask == MaskKind::Custom) {
+    req_.mask = MaskKind::None;
+  }
   return post(kAll);
 }
 
@@ -529,6 +570,39 @@ std::optional<RowStats> Controller::stats() const {
   if (trace_.has_stages && trace_.weights.size() > 0) return row_stats(trace_, query_);
   if (const RowStages* r = query_row()) return row_stats(r->weights.data(), r->mask.data(), shown_->m());
   return std::nullopt;
+}
+
+std::string Controller::reproduce_command() const {
+  const Request& r = shown_req_;
+  // The shortest decimal that reads back as the same double: the CLI parses it to this value.
+  char t[64];
+  const auto res = std::to_chars(t, t + sizeof t, shown_->temperature);
+  const std::string temp(t, res.ptr);
+  // A path as one shell word: as is when it holds only safe characters, else in single quotes.
+  const auto word = [](const std::string& w) {
+    if (!w.empty() && w.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-./,:+=@%") ==
+                          std::string::npos)
+      return w;
+    std::string q = "'";
+    for (char ch : w) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    return q + "'";
+  };
+  const InputFiles& f = r.source.files;
+  std::string cmd;
+  if (!f.q.empty()) {
+    cmd = "attnlab run --q " + word(f.q) + " --k " + word(f.k) + " --v " + word(f.v);
+    if (!f.tokens.empty()) cmd += " --tokens " + word(f.tokens);
+    if (!f.tokens_file.empty()) cmd += " --tokens-file " + word(f.tokens_file);
+  } else if (r.source.demo) {
+    cmd = "attnlab demo";
+  } else {
+    cmd = "attnlab run --random " + std::to_string(r.source.n) + " --dk " + std::to_string(r.source.d_k) +
+          " --dv " + std::to_string(r.source.d_v) + " --seed " + std::to_string(r.source.seed);
+  }
+  const std::string mask = shown_->mask == MaskKind::Custom ? word(f.mask) : std::string(to_string(shown_->mask));
+  cmd += " --query " + std::to_string(query_) + " --temperature " + temp + " --mask " + mask + " --backend " + (trace_.backend.empty() ? r.backend : trace_.backend) +
+         " --format csv";
+  return cmd;
 }
 
 }  // namespace attnlab::viewer

@@ -63,6 +63,15 @@ struct CompareResult {
 // shape mismatch) as +inf.
 double max_abs_diff(const MatrixF& a, const MatrixF& b);
 
+// Files a problem is read from (the viewer's --q/--k/--v, --mask FILE, --tokens, --tokens-file,
+// or its Load fields), read by core/inputs.h as the CLI reads them. Empty q: not from files.
+struct InputFiles {
+  std::string q, k, v;
+  std::string mask;                 // a mask file (0 / -inf), or empty
+  std::string tokens, tokens_file;  // labels: a comma list or a file (at most one)
+  bool operator==(const InputFiles&) const = default;
+};
+
 class Controller {
  public:
   // Builds the initial state from the command line and runs it (synchronously, whatever the
@@ -84,6 +93,9 @@ class Controller {
   bool set_backend(const std::string& name);  // "cpu" | "cuda"
   bool load_demo();
   bool load_random(int n, int d_k, int d_v, std::uint64_t seed);
+  // Q, K, V (and a mask file, labels) from files; the CLI's messages for bad files, shapes or a
+  // fully masked row, and the last valid state stays. A mask file selects the custom mask.
+  bool load_files(const InputFiles& f);
   // The heatmap's pixels (streamed problems): pixel rows / columns and the source interval each
   // covers, and the pooling. A new view is computed in the background; a no-op when unchanged.
   void set_view(const PoolRequest& view);
@@ -101,7 +113,12 @@ class Controller {
   // ---- what the UI shows: the last finished run and the problem it was computed for ----
   const Problem& problem() const { return *shown_; }
   const Trace& trace() const { return trace_; }
-  bool demo() const { return shown_req_.source.demo; }
+  bool demo() const { return shown_req_.source.demo && shown_req_.source.files.q.empty(); }
+  // The problem on screen was read from files (these).
+  bool from_files() const { return !shown_req_.source.files.q.empty(); }
+  const InputFiles& files() const { return shown_req_.source.files; }
+  // A custom mask is loaded (a mask file), so the mask can be switched back to it.
+  bool has_custom_mask() const { return !req_.source.files.mask.empty(); }
   int query() const { return query_; }
   int n() const { return shown_->n(); }
   // The requested state (the controls follow it at once, the picture when its run is done).
@@ -149,12 +166,16 @@ class Controller {
   // (revision, query, language): the panel asks for it on every frame.
   const std::string& description(Lang lang) const;
   std::optional<RowStats> stats() const;
+  // The `attnlab` command that computes exactly the problem on screen (source, query,
+  // temperature, mask, backend), printing every stage as CSV.
+  std::string reproduce_command() const;
 
  private:
   struct Source {
-    bool demo = true;
+    bool demo = true;  // the demo, unless files.q is set; else random (n, d_k, d_v, seed)
     int n = 512, d_k = 64, d_v = 64;
     std::uint64_t seed = 0;
+    InputFiles files;
     bool operator==(const Source&) const = default;
   };
   // Everything a run depends on.
@@ -186,6 +207,7 @@ class Controller {
   // without a refusal.
   bool post(unsigned parts);
   Result execute(Job job, Trace reuse);  // on the worker (or inline for the first run)
+  static Problem build(const Source& s);  // demo, random or files, validated
   void adopt(Result r);
   void worker_loop();
   void revert_request();  // the controls back to what is on screen (after a refusal)

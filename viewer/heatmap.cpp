@@ -1,6 +1,11 @@
 // Heatmap geometry and rasterisation (see heatmap.h).
 #include "viewer/heatmap.h"
 
+#include "core/format.h"
+
+#include <cstdio>
+#include <string>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -167,6 +172,44 @@ std::vector<std::uint32_t> rasterize_cells(const std::vector<PooledCell>& cells,
     }
   }
   return px;
+}
+
+std::string cell_label(float v) {
+  if (v == 0.f) return "0";
+  if (std::isfinite(v) && std::abs(static_cast<double>(v)) < 0.005) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1e", static_cast<double>(v));  // 1.3e-04
+    std::string t = buf;
+    const auto e = t.find("e-0");
+    if (e != std::string::npos) t.erase(e + 2, 1);  // 1.3e-4
+    return t;
+  }
+  return table_value(v);
+}
+
+std::array<std::string, 3> legend_labels(ValueRange r, bool log_scale) {
+  const double mid = scale_value(0.5, r, log_scale);
+  char a[32], b[32], c[32];
+  if (log_scale) {
+    std::snprintf(a, sizeof a, "%.2e", r.hi);
+    std::snprintf(b, sizeof b, "%.2e", mid);
+    std::snprintf(c, sizeof c, "%.2e", r.lo);
+  } else {
+    const double span = r.hi - r.lo;
+    const double big = std::max(std::abs(r.hi), std::abs(r.lo));
+    if (big >= 1e6 || (big > 0 && big < 1e-3)) {
+      std::snprintf(a, sizeof a, "%.3e", r.hi);
+      std::snprintf(b, sizeof b, "%.3e", mid);
+      std::snprintf(c, sizeof c, "%.3e", r.lo);
+    } else {
+      // One number of decimals for the three, enough to tell the ends of the range apart.
+      const int d = span > 0 ? std::clamp(2 - static_cast<int>(std::floor(std::log10(span))), 0, 6) : 2;
+      std::snprintf(a, sizeof a, "%.*f", d, r.hi);
+      std::snprintf(b, sizeof b, "%.*f", d, mid);
+      std::snprintf(c, sizeof c, "%.*f", d, r.lo);
+    }
+  }
+  return {a, b, c};
 }
 
 }  // namespace attnlab::viewer

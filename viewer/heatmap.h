@@ -7,8 +7,10 @@
 #include "viewer/colormap.h"
 #include "viewer/pooling.h"
 
+#include <array>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace attnlab::viewer {
@@ -95,5 +97,15 @@ double scale_value(double t, ValueRange r, bool log_scale = false);
 // weights shows its structure over six decades instead of one bright speck on a dark field.
 constexpr double kLogDecades = 6;
 ValueRange log_range(ValueRange linear);
+
+// A cell's value as its label in the heatmap: the page's two decimals (table_value), "0" for an
+// exact zero, and two significant digits ("1.3e-4") where two decimals would show 0 for a value
+// that is not (thousands of keys share one row's weight).
+std::string cell_label(float v);
+
+// The legend's three numbers (top, middle, bottom) in one format: the same decimals for all on a
+// linear scale (1.000 / 0.545 / 0.090), scientific notation on a log scale or for very large or
+// very small ranges.
+std::array<std::string, 3> legend_labels(ValueRange r, bool log_scale);
 
 }  // namespace attnlab::viewer

@@ -1,6 +1,8 @@
 // Key -> action mapping and the key help (see keymap.h).
 #include "viewer/keymap.h"
 
+#include "viewer/layout.h"
+
 #include <algorithm>
 
 namespace attnlab::viewer {
@@ -32,6 +34,26 @@ double step_temperature(double t, bool up) {
   return t <= kTemperatureMin ? t : std::max(t / kTemperatureRatio, kTemperatureMin);
 }
 
+std::optional<Action> action_for_key(Key k, bool shift, bool ctrl) {
+  if (ctrl) {
+    switch (k) {
+      case Key::Plus: return Action::UiScaleUp;
+      case Key::Minus: return Action::UiScaleDown;
+      case Key::Zero: return Action::UiScaleReset;
+      default: break;
+    }
+  }
+  if (k == Key::F11) return Action::ToggleFullscreen;
+  if (k == Key::Plus || k == Key::Minus || k == Key::Zero) return std::nullopt;
+  if (shift && k == Key::Left) return Action::KeyPrev;
+  if (shift && k == Key::Right) return Action::KeyNext;
+  return action_for_key(k);
+}
+
+float step_ui_scale(float scale, bool up) {
+  return std::clamp(up ? scale * kUiScaleStep : scale / kUiScaleStep, kMinUiScale, kMaxUiScale);
+}
+
 std::vector<std::pair<std::string, std::string>> key_help(Lang lang) {
   const bool zh = lang == Lang::Zh;
   return {
@@ -39,12 +61,16 @@ std::vector<std::pair<std::string, std::string>> key_help(Lang lang) {
       {"← / →", zh ? "单步后退 / 前进" : "one step back / forward"},
       {"Home", zh ? "重置到步骤 1" : "back to step 1"},
       {"↑ / ↓", zh ? "上一个 / 下一个查询 token" : "previous / next query token"},
+      {"Shift + ← / →", zh ? "移动选中的键（热力图的十字线）" : "move the selected key (the heatmap's crosshair)"},
       {"M", zh ? "切换掩码（双向 / 因果）" : "toggle the mask (none / causal)"},
       {"[ / ]", zh ? "温度 ÷ 1.25 / × 1.25" : "temperature ÷ 1.25 / × 1.25"},
       {"L", zh ? "切换语言（中文 / English）" : "switch language (中文 / English)"},
       {"S", zh ? "保存截图（PNG）" : "save a screenshot (PNG)"},
       {"F1", zh ? "显示 / 隐藏按键说明" : "show / hide this key help"},
-      {"Esc", zh ? "退出" : "quit"},
+      {"Ctrl + / Ctrl − / Ctrl 0", zh ? "放大 / 缩小 / 还原界面（投影演示）" : "larger / smaller / default UI size (projector)"},
+      {"F11", zh ? "全屏 / 退出全屏" : "fullscreen on / off"},
+      {"Esc", zh ? "关闭按键说明；未打开时退出" : "close this key help; quit when it is closed"},
+      {zh ? "单击" : "Click", zh ? "选择单元所在的查询行和键" : "select the cell's query row and key"},
       {zh ? "滚轮 / 拖动" : "Wheel / drag", zh ? "热力图缩放 / 平移" : "zoom / pan the heatmap"},
   };
 }

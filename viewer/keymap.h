@@ -13,7 +13,8 @@
 
 namespace attnlab::viewer {
 
-enum class Key { Space, Left, Right, Home, Up, Down, M, LeftBracket, RightBracket, L, S, F1, Escape, Other };
+enum class Key { Space, Left, Right, Home, Up, Down, M, LeftBracket, RightBracket, L, S, F1, Escape,
+                 Plus, Minus, Zero, F11, Other };
 
 enum class Action {
   TogglePlay,
@@ -22,6 +23,8 @@ enum class Action {
   StepHome,
   QueryPrev,
   QueryNext,
+  KeyPrev,  // Shift + ←/→: the selected key (the heatmap's crosshair column)
+  KeyNext,
   ToggleMask,
   TemperatureDown,
   TemperatureUp,
@@ -29,9 +32,19 @@ enum class Action {
   Screenshot,
   ToggleHelp,
   Quit,
+  UiScaleUp,    // Ctrl + (or Ctrl =): the presentation size, fonts re-rasterised
+  UiScaleDown,  // Ctrl −
+  UiScaleReset, // Ctrl 0
+  ToggleFullscreen,  // F11
 };
 
 std::optional<Action> action_for_key(Key k);
+// The same with modifiers: Shift + ←/→ move the selected key instead of the step; Ctrl + / − / 0
+// set the UI scale (without Ctrl those keys do nothing).
+std::optional<Action> action_for_key(Key k, bool shift, bool ctrl = false);
+
+constexpr float kUiScaleStep = 1.1f;  // Ctrl + multiplies, Ctrl − divides
+float step_ui_scale(float scale, bool up);  // within [kMinUiScale, kMaxUiScale] of layout.h
 
 constexpr double kTemperatureRatio = 1.25;
 constexpr double kTemperatureMin = 0.05;  // the slider's range; typed values may go beyond

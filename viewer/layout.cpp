@@ -45,4 +45,9 @@ HeatmapFrame compute_heatmap_frame(const Rect& content, float row_label_w, float
   return f;
 }
 
+float font_px_for(int height, float scale) {
+  const float base = std::clamp(static_cast<float>(height) / 44.0f, 15.0f, 22.0f);
+  return std::round(base * std::clamp(scale, kMinUiScale, kMaxUiScale));
+}
+
 }  // namespace attnlab::viewer

@@ -26,6 +26,13 @@ struct Layout {
 // the heatmap gets the rest (at least 40% of the width at 1280 px and above).
 Layout compute_layout(float width, float height, float font_px);
 
+// The UI font size for a window `height` pixels tall at UI scale `scale` (Ctrl + / Ctrl − / Ctrl
+// 0, --ui-scale): 18 px at 800, 22 px at 1080 and above, 15 px at the 600 minimum, times the
+// scale (clamped to kMinUiScale..kMaxUiScale), rounded to whole pixels so the atlas is rebuilt
+// only when the size really changes.
+constexpr float kMinUiScale = 0.6f, kMaxUiScale = 3.0f;
+float font_px_for(int height, float scale);
+
 struct HeatmapFrame {
   Rect plot_area;  // where place_plot() may put the cells
   Rect row_labels; // query tokens, left of the plot area

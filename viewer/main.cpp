@@ -45,6 +45,14 @@ Key key_from_sdl(SDL_Keycode k) {
     case SDLK_s: return Key::S;
     case SDLK_F1: return Key::F1;
     case SDLK_ESCAPE: return Key::Escape;
+    case SDLK_PLUS:
+    case SDLK_EQUALS:
+    case SDLK_KP_PLUS: return Key::Plus;
+    case SDLK_MINUS:
+    case SDLK_KP_MINUS: return Key::Minus;
+    case SDLK_0:
+    case SDLK_KP_0: return Key::Zero;
+    case SDLK_F11: return Key::F11;
     default: return Key::Other;
   }
 }
@@ -157,9 +165,27 @@ int main(int argc, char** argv) {
   ImGui::GetStyle().FrameRounding = 3;
   ImGui_ImplSDL2_InitForSDLRenderer(window);
   ImGui_ImplSDLRenderer_Init(renderer);
-  // Font size follows the window height the viewer starts with: 18 px at 800, 22 px at 1080.
-  const float font_px = std::round(std::clamp(opts.height / 44.0f, 15.0f, 22.0f));
-  load_fonts(*app, font_px);
+  // The font follows the window's height (18 px at 800, 22 px at 1080) times the UI scale; it is
+  // re-rasterised whenever that size changes (a resize, F11, Ctrl + / −), never bitmap-stretched.
+  app->ui_scale = opts.ui_scale;
+  if (opts.fullscreen) SDL_SetWindowFullscreen(window, SDL_WINDOW_FULLSCREEN_DESKTOP);
+  const ImGuiStyle base_style = ImGui::GetStyle();
+  auto fit_fonts = [&] {
+    int w = 0, h = 0;
+    SDL_GetWindowSize(window, &w, &h);
+    const float px = font_px_for(h > 0 ? h : opts.height, app->ui_scale);
+    if (px == app->font_px && io.Fonts->IsBuilt()) return;
+    io.Fonts->Clear();
+    load_fonts(*app, px);
+    io.Fonts->Build();
+    ImGui_ImplSDLRenderer_DestroyFontsTexture();
+    ImGui_ImplSDLRenderer_CreateFontsTexture();
+    // Paddings and spacings grow with the text (the style's sizes are for a 13 px font).
+    ImGui::GetStyle() = base_style;
+    ImGui::GetStyle().ScaleAllSizes(std::max(1.0f, px / 18.0f));
+  };
+  app->font_px = 0;
+  fit_fonts();
 
   int exit_code = 0;
 
@@ -180,13 +206,21 @@ int main(int argc, char** argv) {
       if (ev.type == SDL_KEYDOWN && !io.WantTextInput) {
         const Key k = key_from_sdl(ev.key.keysym.sym);
         const bool repeatable = k == Key::Left || k == Key::Right || k == Key::Up || k == Key::Down ||
-                                k == Key::LeftBracket || k == Key::RightBracket;
+                                k == Key::LeftBracket || k == Key::RightBracket || k == Key::Plus ||
+                                k == Key::Minus;
         if (ev.key.repeat && !repeatable) continue;
-        if (auto a = action_for_key(k)) apply_action(*app, *a);
+        if (auto a = action_for_key(k, (ev.key.keysym.mod & KMOD_SHIFT) != 0, (ev.key.keysym.mod & KMOD_CTRL) != 0))
+          apply_action(*app, *a);
       }
     }
     apply_pending(*app);
     app->ctl.poll();  // adopt the runs the worker finished
+    if (app->fullscreen_requested) {
+      app->fullscreen_requested = false;
+      const bool on = (SDL_GetWindowFlags(window) & SDL_WINDOW_FULLSCREEN_DESKTOP) != 0;
+      SDL_SetWindowFullscreen(window, on ? 0 : SDL_WINDOW_FULLSCREEN_DESKTOP);
+    }
+    fit_fonts();
     const Uint64 now = SDL_GetPerformanceCounter();
     app->play.tick(static_cast<double>(now - last) / SDL_GetPerformanceFrequency());
     last = now;

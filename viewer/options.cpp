@@ -2,6 +2,7 @@
 #include "viewer/options.h"
 
 #include "core/problem.h"
+#include "viewer/layout.h"
 
 #include <charconv>
 #include <cmath>
@@ -26,10 +27,11 @@ Int parse_int(const std::string& flag, const std::string& text, Int lo, Int hi) 
 
 std::string viewer_usage() {
   return "usage: attnlab-view [--screenshot FILE.png] [--query TOKEN|INDEX] [--step 1-4]\n"
-         "                    [--temperature T] [--mask none|causal] [--random N] [--dk D] [--dv D]\n"
+         "                    [--temperature T] [--mask none|causal|FILE] [--random N] [--dk D] [--dv D]\n"
+         "                    [--q FILE --k FILE --v FILE [--tokens a,b,c | --tokens-file FILE]]\n"
          "                    [--seed S] [--lang zh|en] [--size WxH] [--backend auto|cpu|cuda]\n"
          "                    [--pool max|mean] [--state-dump FILE.json] [--view chain|walk] [--tile B]\n"
-         "                    [--bench-redraw [--repeat R]]\n"
+         "                    [--ui-scale S] [--fullscreen] [--bench-redraw [--repeat R]]\n"
          "Interactive lab for scaled dot-product attention (F1 in the window lists the keys).\n"
          "--screenshot renders a few frames without input, writes the PNG and exits (works with\n"
          "SDL_VIDEODRIVER=dummy). --bench-redraw times temperature changes (backend + heatmap)\n"
@@ -64,9 +66,22 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
         o.mask = MaskKind::None;
       } else if (v == "causal") {
         o.mask = MaskKind::Causal;
+      } else if (v.empty()) {
+        throw InputError("--mask needs none, causal or a FILE");
       } else {
-        throw InputError("--mask must be none or causal, got '" + v + "'");
+        o.mask = MaskKind::Custom;  // a mask file, read with the inputs (core/inputs.h)
+        o.mask_file = v;
       }
+    } else if (a == "--q") {
+      o.q_file = value();
+    } else if (a == "--k") {
+      o.k_file = value();
+    } else if (a == "--v") {
+      o.v_file = value();
+    } else if (a == "--tokens") {
+      o.tokens = value();
+    } else if (a == "--tokens-file") {
+      o.tokens_file = value();
     } else if (a == "--random") {
       o.random_n = parse_int<int>(a, value(), 1, kCudaMaxTokens);
     } else if (a == "--dk") {
@@ -106,6 +121,17 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
       } else {
         throw InputError("--view must be chain or walk, got '" + v + "'");
       }
+    } else if (a == "--ui-scale") {
+      const std::string& v = value();
+      char* end = nullptr;
+      const double sc = std::strtod(v.c_str(), &end);
+      if (v.empty() || end != v.c_str() + v.size() || !(sc >= kMinUiScale && sc <= kMaxUiScale) ||
+          v.find_first_not_of("0123456789.") != std::string::npos) {
+        throw InputError("--ui-scale must be a decimal number from 0.6 to 3, got '" + v + "'");
+      }
+      o.ui_scale = static_cast<float>(sc);
+    } else if (a == "--fullscreen") {
+      o.fullscreen = true;
     } else if (a == "--tile") {
       o.tile = parse_int<int>(a, value(), 1, kCudaMaxTokens);
     } else if (a == "--state-dump") {
@@ -118,6 +144,14 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
       throw InputError("unknown option '" + a + "' (see attnlab-view --help)");
     }
   }
+  if ((!o.q_file.empty() || !o.k_file.empty() || !o.v_file.empty()) && o.random_n)
+    throw InputError("give either --q/--k/--v files or --random N, not both");
+  const bool files = !o.q_file.empty() || !o.k_file.empty() || !o.v_file.empty();
+  if (!files && !o.mask_file.empty())
+    throw InputError("--mask must be none or causal, or a mask FILE together with --q, --k and --v; got '" +
+                     o.mask_file + "'");
+  if (!files && (!o.tokens.empty() || !o.tokens_file.empty()))
+    throw InputError("--tokens and --tokens-file label file inputs: add --q, --k and --v");
   if ((o.d_k != 64 || o.d_v != 64 || o.seed != 0) && !o.random_n && !o.bench_redraw) {
     throw InputError("--dk, --dv and --seed describe a random problem: add --random N");
   }

@@ -1,9 +1,11 @@
 // attnlab-view's command line, parsed without SDL so that bad flags are tested and refused before a
 // window opens (one line "error: ..." and exit 2 in main).
 //   attnlab-view [--screenshot FILE.png] [--query Q] [--step K] [--temperature T]
-//                [--mask none|causal] [--random N] [--dk D] [--dv D] [--seed S] [--lang zh|en]
+//                [--mask none|causal|FILE] [--random N] [--dk D] [--dv D] [--seed S]
+//                [--q FILE --k FILE --v FILE [--tokens a,b,c | --tokens-file FILE]] [--lang zh|en]
 //                [--size WxH] [--backend auto|cpu|cuda] [--pool max|mean] [--state-dump FILE.json]
-//                [--view chain|walk] [--tile B] [--bench-redraw] [--repeat R] [--help]
+//                [--view chain|walk] [--tile B] [--ui-scale S] [--fullscreen]
+//                [--bench-redraw] [--repeat R] [--help]
 #pragma once
 
 #include "core/types.h"
@@ -30,6 +32,8 @@ enum class ViewKind { Chain, Walk };
 
 struct ViewerOptions {
   ViewKind view = ViewKind::Chain;    // --view chain|walk
+  float ui_scale = 1.0f;              // --ui-scale S: text and controls S times the default
+  bool fullscreen = false;            // --fullscreen
   int tile = 0;                       // --tile B, keys per tile of the walk view (0: its default)
   std::string screenshot;             // non-empty: headless, render and write this PNG
   std::string query;                  // token or 0-based index; empty = default
@@ -37,6 +41,9 @@ struct ViewerOptions {
   std::optional<double> temperature;  // default: demo 0.85, random 1.0
   MaskKind mask = MaskKind::None;
   std::optional<int> random_n;        // random mode with N tokens
+  std::string q_file, k_file, v_file;  // file inputs (CSV or .npy), all three or none
+  std::string mask_file;              // --mask FILE (then mask == Custom)
+  std::string tokens, tokens_file;    // labels of file inputs
   int d_k = 64, d_v = 64;
   std::uint64_t seed = 0;
   std::optional<Lang> lang;           // default from $LANG

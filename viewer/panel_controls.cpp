@@ -16,6 +16,17 @@
 #include <vector>
 
 namespace attnlab::viewer {
+namespace {
+
+// An ImGui text field over a std::string (ImGui 1.86 without imgui_stdlib): edits a copy in a
+// buffer of the path length any file system allows.
+void input_text(const char* label, std::string& text) {
+  char buf[4096];
+  std::snprintf(buf, sizeof buf, "%s", text.c_str());
+  if (ImGui::InputText(label, buf, sizeof buf)) text = buf;
+}
+
+}  // namespace
 
 // ---- controls ---------------------------------------------------------------------------------
 
@@ -43,22 +54,36 @@ void draw_controls(App& app, const Layout& l) {
   section(tr(lang, S::Steps));
   ImGui::TextColored(kHighlightV4, tr(lang, S::StepOf), app.play.step());
   for (int k = 1; k <= kSteps; ++k) {
-    if (ImGui::Selectable(step_name(lang, k), app.play.step() == k)) app.play.set_step(k);
+    if (ImGui::Selectable(step_name(lang, k), app.play.step() == k)) {
+      c.clear_error();
+      app.play.set_step(k);
+    }
   }
-  if (ImGui::Button(tr(lang, S::Prev))) app.play.prev();
+  if (ImGui::Button(tr(lang, S::Prev))) {
+    c.clear_error();
+    app.play.prev();
+  }
   const char* play = tr(lang, app.play.playing() ? S::Pause : S::Play);
   same_line_if_fits(button_width(play));
   if (ImGui::Button(fmt("%s###play", play).c_str())) {
+    c.clear_error();
     app.play.toggle_play();
   }
   same_line_if_fits(button_width(tr(lang, S::Next)));
-  if (ImGui::Button(tr(lang, S::Next))) app.play.next();
+  if (ImGui::Button(tr(lang, S::Next))) {
+    c.clear_error();
+    app.play.next();
+  }
   same_line_if_fits(button_width(tr(lang, S::Reset)));
-  if (ImGui::Button(tr(lang, S::Reset))) app.play.home();
+  if (ImGui::Button(tr(lang, S::Reset))) {
+    c.clear_error();
+    app.play.home();
+  }
   float speed = static_cast<float>(app.play.speed());
   ImGui::SetNextItemWidth(-(ImGui::CalcTextSize(tr(lang, S::Speed)).x + ImGui::GetStyle().ItemInnerSpacing.x));
   if (ImGui::SliderFloat(fmt("%s###speed", tr(lang, S::Speed)).c_str(), &speed, kMinSpeed, kMaxSpeed, "%.2f",
                          ImGuiSliderFlags_Logarithmic)) {
+    c.clear_error();
     app.play.set_speed(speed);
   }
 
@@ -86,11 +111,11 @@ void draw_controls(App& app, const Layout& l) {
   float t = static_cast<float>(c.requested_temperature());
   ImGui::SetNextItemWidth(-FLT_MIN);
   if (ImGui::SliderFloat("###tslider", &t, static_cast<float>(kTemperatureMin), static_cast<float>(kTemperatureMax),
-                         "%.4g", ImGuiSliderFlags_Logarithmic)) {
+                         "%.6g", ImGuiSliderFlags_Logarithmic)) {
     c.set_temperature(t);
   }
   // The typed entry follows the state whenever the user is not typing in it.
-  if (!app.temp_entry_active) std::snprintf(app.temp_text, sizeof app.temp_text, "%.4g", c.requested_temperature());
+  if (!app.temp_entry_active) std::snprintf(app.temp_text, sizeof app.temp_text, "%.6g", c.requested_temperature());
   ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
   if (ImGui::InputText("###ttext", app.temp_text, sizeof app.temp_text, ImGuiInputTextFlags_EnterReturnsTrue)) {
     c.set_temperature_text(app.temp_text);
@@ -106,6 +131,10 @@ void draw_controls(App& app, const Layout& l) {
   if (ImGui::RadioButton(tr(lang, S::MaskNone), mk == MaskKind::None)) c.set_mask(MaskKind::None);
   same_line_if_fits(radio_width(tr(lang, S::MaskCausal)));
   if (ImGui::RadioButton(tr(lang, S::MaskCausal), mk == MaskKind::Causal)) c.set_mask(MaskKind::Causal);
+  if (c.has_custom_mask()) {
+    same_line_if_fits(radio_width(tr(lang, S::MaskCustom)));
+    if (ImGui::RadioButton(tr(lang, S::MaskCustom), mk == MaskKind::Custom)) c.set_mask(MaskKind::Custom);
+  }
 
   // Backend.
   ImGui::TextUnformatted(tr(lang, S::Backend));
@@ -137,7 +166,7 @@ void draw_controls(App& app, const Layout& l) {
     ImGui::InputInt("d_v", &app.in_dv);
     ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
     // The whole 64-bit range the command line takes (an int field lost seeds above 2^31 - 1).
-    ImGui::InputScalar("seed", ImGuiDataType_U64, &app.in_seed);
+    ImGui::InputScalar(fmt("%s###seed", tr(lang, S::Seed)).c_str(), ImGuiDataType_U64, &app.in_seed);
     // Out-of-range values stay in the fields as typed and are refused by Generate, with the
     // reason (they used to be clamped silently).
     if (ImGui::Button(tr(lang, S::Generate))) {
@@ -148,7 +177,7 @@ void draw_controls(App& app, const Layout& l) {
         app.random_over_limit = app.in_n;
       } else if (c.load_random(app.in_n, app.in_dk, app.in_dv, app.in_seed)) {
         app.view = HeatView{};
-        app.log_weights = c.n() > 64;
+        app.log_weights = app.in_n > 64;  // the new problem's size (it is adopted later)
         app.in_mode = 1;
       } else {
         app.random_error = c.error();
@@ -161,6 +190,33 @@ void draw_controls(App& app, const Layout& l) {
     if (!app.random_error.empty()) wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + app.random_error, &kErrorV4);
     if (c.demo()) wrapped(app, tr(lang, S::RandomPending), &kDimV4);
     wrapped(app, tr(lang, S::RandomLimits), &kDimV4);
+  }
+  // Your own inputs: paths typed (CSV or .npy, as the command line takes them).
+  if (ImGui::RadioButton(tr(lang, S::ModeFiles), app.in_mode == 2)) app.in_mode = 2;
+  if (app.in_mode == 2) {
+    const float w = ImGui::GetContentRegionAvail().x * 0.7f;
+    const std::pair<const char*, std::string*> fields[] = {{"Q###fq", &app.in_files.q},
+                                                           {"K###fk", &app.in_files.k},
+                                                           {"V###fv", &app.in_files.v}};
+    for (const auto& [label, text] : fields) {
+      ImGui::SetNextItemWidth(w);
+      input_text(label, *text);
+    }
+    ImGui::SetNextItemWidth(w);
+    input_text(fmt("%s###fmask", tr(lang, S::FilesMask)).c_str(), app.in_files.mask);
+    ImGui::SetNextItemWidth(w);
+    input_text(fmt("%s###ftok", tr(lang, S::FilesTokens)).c_str(), app.in_files.tokens);
+    if (ImGui::Button(fmt("%s###load", tr(lang, S::Load)).c_str())) {
+      app.random_error.clear();
+      if (c.load_files(app.in_files)) {
+        app.view = HeatView{};
+      } else {
+        app.random_error = c.error();
+        c.clear_error();
+      }
+    }
+    if (!app.random_error.empty()) wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + app.random_error, &kErrorV4);
+    wrapped(app, tr(lang, S::FilesHint), &kDimV4);
   }
   ImGui::Separator();
   wrapped(app, tr(lang, S::KeyboardLine), &kDimV4);

@@ -63,6 +63,12 @@ void update_texture(App& app, const MatrixF& m, bool masked_step, bool log_scale
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// "row 7" or "rows 7–9" (the same for columns): a pooled block or a window in words.
+std::string span_text(Lang lang, int b, int e_inclusive, bool rows) {
+  if (b == e_inclusive) return fmt(tr(lang, rows ? S::RowOne : S::ColOne), b);
+  return fmt(tr(lang, rows ? S::RowRange : S::ColRange), b, e_inclusive);
+}
+
 AxisMap to_axis_map(const PoolAxis& a) {
   AxisMap m;
   m.begin = a.begin;
@@ -175,7 +181,8 @@ void draw_heatmap(App& app, const Layout& l) {
     same_line_if_fits(radio_width(tr(lang, S::ScaleLog)));
     if (ImGui::RadioButton(tr(lang, S::ScaleLog), app.log_weights)) app.log_weights = true;
   }
-  ImGui::TextColored(kDimV4, "%s", tr(lang, S::HeatHint));
+  const bool dims_axis = step == 4 || (c.stage_matrix(step) == nullptr && !c.streaming());
+  ImGui::TextColored(kDimV4, tr(lang, S::HeatHint), tr(lang, dims_axis ? S::AxisDims : S::AxisKeys));
 
   // Streamed problems (N above kKeepStagesMaxTokens): steps 1-3 come as the pooled image of this
   // view, computed block by block by the backend; the output (step 4) is kept whole.
@@ -284,6 +291,14 @@ void draw_heatmap(App& app, const Layout& l) {
     app.view = pan_view(app.view, -io.MouseDelta.x / g.w * (app.view.x1 - app.view.x0),
                         -io.MouseDelta.y / g.h * (app.view.y1 - app.view.y0));
   }
+  // A click (released without dragging) selects the cell's query row and key.
+  if (hovered && ImGui::IsMouseReleased(ImGuiMouseButton_Left) && io.MouseDragMaxDistanceSqr[0] < 16) {
+    if (auto cell = hit_test(g, io.MousePos.x, io.MousePos.y)) {
+      c.clear_error();
+      c.set_query(cell->row);
+      if (!is_output) app.key_sel = cell->col;
+    }
+  }
   if (app.heat_tex) {
     dl->AddImage(reinterpret_cast<ImTextureID>(app.heat_tex), ImVec2(g.x, g.y), ImVec2(g.x + g.w, g.y + g.h));
   }
@@ -308,13 +323,14 @@ void draw_heatmap(App& app, const Layout& l) {
         if (!cell) continue;
         const bool is_masked = cell->masked;
         const float v = cell->value;
-        std::string text = table_value(v);
+        std::string text = is_masked && step == 3 ? std::string("0") : cell_label(v);
         ImU32 colour = IM_COL32_WHITE;
         if (!is_masked) {
           const Rgb8 bg = viridis(std::clamp(scale_pos(v, app.range, app.range_log), 0.0, 1.0));
           colour = cie_lightness(bg) > 55 ? IM_COL32_BLACK : IM_COL32_WHITE;
         }
         const ImVec2 ts = ImGui::CalcTextSize(text.c_str());
+        if (ts.x + 4 > cs->size()) continue;  // a long label (1.3e-4) waits for more zoom
         const ImVec2 at(cs->mid() - ts.x / 2, rs->mid() - ts.y / 2);
         if (is_masked) {
           // The hatching's two greys give white text too little contrast; a dark box behind it
@@ -370,6 +386,20 @@ void draw_heatmap(App& app, const Layout& l) {
   if (auto band = row_band(g, query, 3)) {
     dl->AddRect(ImVec2(g.x - 2, band->y0 - 2), ImVec2(g.x + g.w + 2, band->y1 + 2), kHighlight, 0, 0, 3);
   }
+  // Selected key: a white column frame (the crosshair with the query's row), at least 3 px wide.
+  if (!is_output && app.key_sel >= 0 && app.key_sel < cols) {
+    float x0 = col_x(g, app.key_sel), x1 = col_x(g, app.key_sel + 1.0);
+    if (x1 - x0 < 3) {
+      const float mid = (x0 + x1) / 2;
+      x0 = mid - 1.5f;
+      x1 = mid + 1.5f;
+    }
+    if (x1 > g.x && x0 < g.x + g.w) {
+      dl->PushClipRect(ImVec2(g.x - 3, g.y - 3), ImVec2(g.x + g.w + 3, g.y + g.h + 3), true);
+      dl->AddRect(ImVec2(x0 - 1, g.y - 2), ImVec2(x1 + 1, g.y + g.h + 2), IM_COL32(255, 255, 255, 220), 0, 0, 2);
+      dl->PopClipRect();
+    }
+  }
 
   // Legend: colour bar from lo (bottom) to hi (top), its numbers, the masked swatch.
   {
@@ -385,10 +415,10 @@ void draw_heatmap(App& app, const Layout& l) {
     }
     dl->AddRect(ImVec2(bar_x, bar_top), ImVec2(bar_x + bar_w, bar_top + bar_h), label_col);
     const float tx = bar_x + bar_w + 4;
-    dl->AddText(ImVec2(tx, bar_top - 2), label_col, fmt("%.3g", app.range.hi).c_str());
-    dl->AddText(ImVec2(tx, bar_top + bar_h / 2 - fp / 2), label_col,
-                fmt("%.3g", scale_value(0.5, app.range, app.range_log)).c_str());
-    dl->AddText(ImVec2(tx, bar_top + bar_h - fp), label_col, fmt("%.3g", app.range.lo).c_str());
+    const auto legend = legend_labels(app.range, app.range_log);
+    dl->AddText(ImVec2(tx, bar_top - 2), label_col, legend[0].c_str());
+    dl->AddText(ImVec2(tx, bar_top + bar_h / 2 - fp / 2), label_col, legend[1].c_str());
+    dl->AddText(ImVec2(tx, bar_top + bar_h - fp), label_col, legend[2].c_str());
     float y = bar_top + bar_h + fp * 0.6f;
     dl->AddText(ImVec2(bar_x, y), label_col,
                 app.range_log ? tr(lang, S::ScaleLogShort) : tr(lang, S::Legend));
@@ -405,7 +435,14 @@ void draw_heatmap(App& app, const Layout& l) {
     ImGui::TextColored(kHighlightV4, tr(lang, S::Computing), 100.0 * c.progress());
   } else if (g.pooled()) {
     const char* mode = tr(lang, app.pool == PoolMode::Max ? S::PoolMax : S::PoolMean);
-    ImGui::TextColored(kDimV4, tr(lang, S::PooledNote), rows, cols, g.px_h, g.px_w, mode);
+    if (app.view.zoom() > 1.0001 || app.view.y1 - app.view.y0 < 0.9999) {
+      const int vr0 = rmap_now.begin.front(), vr1 = rmap_now.end.back() - 1;
+      const int vc0 = cmap_now.begin.front(), vc1 = cmap_now.end.back() - 1;
+      ImGui::TextColored(kDimV4, tr(lang, S::PooledNoteZoomed), span_text(lang, vr0, vr1, true).c_str(),
+                         span_text(lang, vc0, vc1, false).c_str(), rows, cols, g.px_h, g.px_w, mode);
+    } else {
+      ImGui::TextColored(kDimV4, tr(lang, S::PooledNote), rows, cols, g.px_h, g.px_w, mode);
+    }
   } else if (streamed) {
     ImGui::TextColored(kDimV4, tr(lang, S::Streamed), rows, rows, cols);
   }
@@ -431,7 +468,7 @@ void draw_heatmap(App& app, const Layout& l) {
       if (!exact) {
         ImGui::TextColored(kDimV4, "%s", tr(lang, S::TipExactNeedsRow));
       } else if (exact->masked) {
-        ImGui::Text("%s: %s", tr(lang, S::TipValue), tr(lang, S::TipMasked));
+        ImGui::Text("%s: %s", tr(lang, S::TipValue), tr(lang, step == 3 ? S::TipMaskedWeight : S::TipMasked));
       } else {
         ImGui::Text("%s: %.6g", tr(lang, S::TipValue), exact->value);
       }
@@ -456,8 +493,8 @@ void draw_heatmap(App& app, const Layout& l) {
         if (pooled) {
           const char* mode = tr(lang, app.pool == PoolMode::Max ? S::PoolMax : S::PoolMean);
           const std::string shown = pooled->masked ? std::string(tr(lang, S::Masked)) : fmt("%.4g", pooled->value);
-          ImGui::TextColored(kDimV4, tr(lang, S::TipPooled), mode, rs.begin, rs.end - 1, cs.begin, cs.end - 1,
-                             shown.c_str());
+          ImGui::TextColored(kDimV4, tr(lang, S::TipPooled), mode, span_text(lang, rs.begin, rs.end - 1, true).c_str(),
+                             span_text(lang, cs.begin, cs.end - 1, false).c_str(), shown.c_str());
         }
       }
       ImGui::EndTooltip();

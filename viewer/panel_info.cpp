@@ -109,6 +109,9 @@ void draw_info(App& app, const Layout& l) {
       ImGui::Text("%s: %d", tr(lang, S::Effective), st->unmasked);
       ImGui::Text("%s: %.3f", tr(lang, S::Perplexity), st->perplexity);
       ImGui::Text("%s: %.6f", tr(lang, S::WeightSum), st->weight_sum);
+      // The page's own sentence (查询“上下文”对“上下文”的权重最高，为 26.0%).
+      wrapped(app, fmt(tr(lang, S::PageSentence), p.query_tokens[c.query()].c_str(),
+                       p.key_tokens[st->argmax].c_str(), st->max_weight * 100));
     }
     ImGui::Text("%s: 1/√%d = %.4f", tr(lang, S::Scale), p.d_k(), 1.0 / std::sqrt(static_cast<double>(p.d_k())));
     ImGui::Text("%s: %d×%d", tr(lang, S::OutputShape), p.n(), p.d_v());
@@ -119,6 +122,7 @@ void draw_info(App& app, const Layout& l) {
     const std::string& d = c.description(lang);
     wrapped(app, d);
     if (ImGui::Button(fmt("%s###copy", tr(lang, S::Copy)).c_str())) {
+      c.clear_error();
       SDL_SetClipboardText(d.c_str());
       set_status(app, tr(lang, S::Copied));
     }
@@ -127,6 +131,7 @@ void draw_info(App& app, const Layout& l) {
     if (app.speaker.speaking()) {
       if (ImGui::Button(fmt("%s###speak", tr(lang, S::StopSpeaking)).c_str())) app.speaker.stop();
     } else if (ImGui::Button(fmt("%s###speak", tr(lang, S::Speak)).c_str())) {
+      c.clear_error();
       app.speaker.speak(d, lang);
     }
     ImGui::EndDisabled();
@@ -141,6 +146,15 @@ void draw_info(App& app, const Layout& l) {
                               p.n() <= 8 ? ImGuiTreeNodeFlags_DefaultOpen : 0)) {
     ImGui::TextColored(kHighlightV4, "%s", tr(lang, S::PageHeading));
     wrapped(app, fmt(tr(lang, S::PageIntro), p.d_k()));
+    // The exact command of the problem on screen, to export every stage (or to check it).
+    const std::string cmd = c.reproduce_command();
+    wrapped(app, tr(lang, S::Reproduce), &kDimV4);
+    wrapped(app, cmd);
+    if (ImGui::Button(fmt("%s###copycmd", tr(lang, S::Copy)).c_str())) {
+      c.clear_error();
+      SDL_SetClipboardText(cmd.c_str());
+      set_status(app, tr(lang, S::Copied));
+    }
     if (p.n() > kTableMaxTokens || !t.has_stages) {
       wrapped(app, fmt(tr(lang, S::TablesTooLarge), kTableMaxTokens, p.n()));
     } else {

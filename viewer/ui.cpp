@@ -156,6 +156,9 @@ void set_status(App& app, const std::string& text) {
 
 void apply_action(App& app, Action a) {
   Controller& c = app.ctl;
+  // Any accepted action other than a state change ends the last refusal's message (a state
+  // change ends it itself, or replaces it with its own).
+  if (a != Action::TemperatureDown && a != Action::TemperatureUp && a != Action::ToggleMask) c.clear_error();
   // The walk view: the playback keys step through the key tiles instead of the chain's steps.
   if (app.view_kind == ViewKind::Walk) {
     switch (a) {
@@ -182,7 +185,25 @@ void apply_action(App& app, Action a) {
     case Action::ToggleLanguage: app.lang = app.lang == Lang::Zh ? Lang::En : Lang::Zh; break;
     case Action::Screenshot: app.screenshot_requested = true; break;
     case Action::ToggleHelp: app.show_help = !app.show_help; break;
-    case Action::Quit: app.quit = true; break;
+    case Action::UiScaleUp:
+    case Action::UiScaleDown: app.ui_scale = step_ui_scale(app.ui_scale, a == Action::UiScaleUp); break;
+    case Action::UiScaleReset: app.ui_scale = 1; break;
+    case Action::ToggleFullscreen: app.fullscreen_requested = true; break;
+    case Action::KeyPrev:
+    case Action::KeyNext: {
+      const int m = c.problem().m();
+      const int from = app.key_sel < 0 ? c.query() : app.key_sel;
+      app.key_sel = std::clamp(from + (a == Action::KeyNext ? 1 : -1), 0, m - 1);
+      break;
+    }
+    case Action::Quit:
+      // Esc closes the key help first; only with nothing open does it quit.
+      if (app.show_help) {
+        app.show_help = false;
+      } else {
+        app.quit = true;
+      }
+      break;
   }
 }
 
@@ -215,6 +236,18 @@ void dump_state_if_changed(App& app) {
 
 void draw_frame(App& app) {
   const ImVec2 ds = ImGui::GetIO().DisplaySize;
+  // Below the layout's minimum (nothing enforces it without a window manager) the panels would be
+  // cut: one note says so instead.
+  if (ds.x < kMinWindowW || ds.y < kMinWindowH) {
+    ImGui::SetNextWindowPos(ImVec2(0, 0), ImGuiCond_Always);
+    ImGui::SetNextWindowSize(ds, ImGuiCond_Always);
+    ImGui::Begin("###toosmall", nullptr, ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove);
+    wrapped(app, fmt(tr(app.lang, S::WindowTooSmall), static_cast<int>(ds.x), static_cast<int>(ds.y), kMinWindowW,
+                     kMinWindowH));
+    ImGui::End();
+    draw_help(app);
+    return;
+  }
   const Layout l = compute_layout(ds.x, ds.y, app.font_px);
   draw_controls(app, l);
   if (app.view_kind == ViewKind::Walk) {

@@ -40,7 +40,7 @@ struct App {
   App(const ViewerOptions& o, bool async)
       : ctl(o, async), view_kind(o.view), walk_tile(o.tile), pool(o.pool), state_dump_path(o.state_dump), in_n(ctl.random_n()),
         in_dk(ctl.random_dk()), in_dv(ctl.random_dv()), in_seed(ctl.random_seed()),
-        in_mode(ctl.demo() ? 0 : 1) {
+        in_mode(ctl.from_files() ? 2 : ctl.demo() ? 0 : 1), in_files(ctl.files()) {
     log_weights = ctl.n() > 64;
   }
 
@@ -54,6 +54,8 @@ struct App {
   HeatView view;
   bool log_weights = false;  // step 3 on a log colour scale (default for more than 64 tokens)
   float font_px = 18;
+  float ui_scale = 1;               // Ctrl + / Ctrl − / Ctrl 0, --ui-scale
+  bool fullscreen_requested = false;  // F11: main toggles the window's fullscreen
   std::string font_note;  // which font was loaded (or why none was), for --help and the log
 
   SDL_Window* window = nullptr;
@@ -68,6 +70,7 @@ struct App {
   WrapCache wrap_cache;      // wrapped text's lines, kept between frames
   LabelSizes row_sizes, key_sizes, dim_sizes;  // heatmap labels: queries, keys, output dims
 
+  int key_sel = -1;          // the selected key (crosshair column of steps 1-3), -1: none
   bool show_help = false;
   bool quit = false;
   bool screenshot_requested = false;
@@ -84,7 +87,8 @@ struct App {
   std::optional<double> pending_temperature;
   int in_n, in_dk, in_dv;  // the random-mode fields, applied by Generate
   std::uint64_t in_seed;
-  int in_mode;                      // 0 demo, 1 random (the radio's value)
+  int in_mode;                      // 0 demo, 1 random, 2 files (the radio's value)
+  InputFiles in_files;              // the file fields, applied by Load
   std::string random_error;         // why the last Generate was refused (shown beside it)
   int random_over_limit = 0;        // or the N it refused as over the backend's limit (0: none),
                                     // worded at draw time so that it follows the language

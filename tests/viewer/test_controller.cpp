@@ -421,3 +421,82 @@ TEST(Controller, OutOfRangeRandomFieldsAreRefusedWithTheReason) {
   EXPECT_NE(c.error().find("d_v must be 1..1024, got 1025"), std::string::npos) << c.error();
   EXPECT_TRUE(c.demo());
 }
+
+// The command the Tables section offers reproduces the problem on screen exactly.
+TEST(Controller, ReproduceCommandNamesTheProblemOnScreen) {
+  Controller c(cpu_options());
+  EXPECT_EQ(c.reproduce_command(),
+            "attnlab demo --query 2 --temperature 0.85 --mask none --backend cpu --format csv");
+  ASSERT_TRUE(c.load_random(40, 8, 3, 12345678901234ull));
+  ASSERT_TRUE(c.set_temperature(1.421));
+  ASSERT_TRUE(c.set_mask(MaskKind::Causal));
+  ASSERT_TRUE(c.set_query(7));
+  EXPECT_EQ(c.reproduce_command(),
+            "attnlab run --random 40 --dk 8 --dv 3 --seed 12345678901234 --query 7 --temperature 1.421 "
+            "--mask causal --backend cpu --format csv");
+}
+
+// ---- your own inputs: files, as the command line reads them -------------------------------------
+
+TEST(ControllerFiles, LoadsFilesWithTokensAndAMaskFileAndKeepsTheLastValidStateOnRefusals) {
+  const test::TempDir dir("attnlab-ctl-files");
+  const std::string q = test::write_file(dir.path() / "q.csv", "1 0 0\n0 1 0\n");
+  const std::string k = test::write_file(dir.path() / "k.csv", "1,0,0\n0,1,0\n0,0,1\n");
+  const std::string v = test::write_file(dir.path() / "v.csv", "1,2\n3,4\n5,6\n");
+  const std::string mask = test::write_file(dir.path() / "mask.csv", "0 -inf 0\n0 0 -inf\n");
+  const std::string k4 = test::write_file(dir.path() / "k4.csv", "1 0 0 0\n0 1 0 0\n0 0 1 0\n");
+  const std::string full = test::write_file(dir.path() / "full.csv", "0 0 0\n-inf -inf -inf\n");
+  Controller c(cpu_options());
+  ASSERT_TRUE(c.load_files({q, k, v, mask, "a,b,x,y,z", ""})) << c.error();
+  EXPECT_TRUE(c.from_files());
+  EXPECT_FALSE(c.demo());
+  EXPECT_EQ(c.problem().query_tokens, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(c.problem().key_tokens, (std::vector<std::string>{"x", "y", "z"}));
+  EXPECT_EQ(c.problem().mask, MaskKind::Custom);
+  ASSERT_NE(c.stage_matrix(3), nullptr);
+  EXPECT_EQ((*c.stage_matrix(3))(0, 1), 0.f);
+  EXPECT_EQ((*c.stage_matrix(3))(1, 2), 0.f);
+  EXPECT_NE(c.reproduce_command().find("--q " + q + " --k " + k + " --v " + v + " --tokens a,b,x,y,z"),
+            std::string::npos)
+      << c.reproduce_command();
+  EXPECT_NE(c.reproduce_command().find("--mask " + mask), std::string::npos) << c.reproduce_command();
+  // The mask can go to causal... no: n != m here, causal is refused with the core's reason.
+  EXPECT_FALSE(c.set_mask(MaskKind::Causal));
+  EXPECT_NE(c.error().find("causal"), std::string::npos) << c.error();
+  EXPECT_EQ(c.problem().mask, MaskKind::Custom);
+  ASSERT_TRUE(c.set_mask(MaskKind::None));
+  ASSERT_TRUE(c.set_mask(MaskKind::Custom));
+  // Refusals, each with the command line's message; the problem on screen stays.
+  EXPECT_FALSE(c.load_files({q, k4, v, "", "", ""}));
+  EXPECT_NE(c.error().find("K has 4 columns but Q has 3"), std::string::npos) << c.error();
+  EXPECT_FALSE(c.load_files({q, k, v, full, "", ""}));
+  EXPECT_NE(c.error().find("fully masked"), std::string::npos) << c.error();
+  EXPECT_FALSE(c.load_files({q, k, (dir.path() / "missing.csv").string(), "", "", ""}));
+  EXPECT_NE(c.error().find("missing.csv"), std::string::npos) << c.error();
+  EXPECT_FALSE(c.load_files({q, k, "", "", "", ""}));
+  EXPECT_NE(c.error().find("missing --v"), std::string::npos) << c.error();
+  EXPECT_EQ(c.problem().key_tokens, (std::vector<std::string>{"x", "y", "z"}));
+  EXPECT_EQ(c.problem().mask, MaskKind::Custom);
+  // Back to the demo: the custom mask goes with the files.
+  ASSERT_TRUE(c.load_demo());
+  EXPECT_EQ(c.problem().mask, MaskKind::None);
+  EXPECT_FALSE(c.has_custom_mask());
+}
+
+TEST(ControllerFiles, CommandLineFilesOpenTheViewerOnThem) {
+  const test::TempDir dir("attnlab-ctl-files2");
+  const float qv[] = {1, 0, 0, 1, 1, 1};
+  const std::string qnpy = test::npy_bytes(test::npy_dict("(3, 2)"),
+                                           std::string_view(reinterpret_cast<const char*>(qv), sizeof qv));
+  ViewerOptions o = parse_viewer_args({"--q", test::write_file(dir.path() / "q.npy", qnpy),
+                                       "--k", test::write_file(dir.path() / "k.csv", "1 0\n0 1\n1 1\n"),
+                                       "--v", test::write_file(dir.path() / "v.csv", "1\n2\n3\n"),
+                                       "--mask", "causal", "--backend", "cpu"});
+  Controller c(o);
+  EXPECT_TRUE(c.from_files());
+  EXPECT_EQ(c.n(), 3);
+  EXPECT_EQ(c.problem().mask, MaskKind::Causal);
+  EXPECT_EQ((*c.stage_matrix(3))(0, 2), 0.f);
+  EXPECT_THROW(Controller(parse_viewer_args({"--mask", "m.csv", "--backend", "cpu"})), InputError);
+  EXPECT_THROW(parse_viewer_args({"--q", "a", "--k", "b", "--v", "c", "--random", "8"}), InputError);
+}

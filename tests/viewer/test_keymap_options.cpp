@@ -2,7 +2,9 @@
 // refused with a message; the temperature message is validate_temperature's), and the UI text table.
 #include "core/problem.h"
 #include "tests/test_util.h"
+#include "viewer/heatmap.h"
 #include "viewer/keymap.h"
+#include "viewer/layout.h"
 #include "viewer/options.h"
 #include "viewer/speech.h"
 #include "viewer/strings.h"
@@ -135,4 +137,59 @@ TEST(Strings, Utf8Codepoints) {
 TEST(Speech, PathLookup) {
   EXPECT_TRUE(find_on_path("sh"));
   EXPECT_FALSE(find_on_path("attnlab-no-such-tool-xyz"));
+}
+
+TEST(Keymap, ShiftArrowsMoveTheSelectedKeyAndEscIsDocumentedAsClosingTheHelp) {
+  EXPECT_EQ(action_for_key(Key::Left, true), Action::KeyPrev);
+  EXPECT_EQ(action_for_key(Key::Right, true), Action::KeyNext);
+  EXPECT_EQ(action_for_key(Key::Left, false), Action::StepPrev);
+  EXPECT_EQ(action_for_key(Key::Space, true), Action::TogglePlay);
+  bool esc = false, shift = false;
+  for (const auto& [k, d] : key_help(Lang::En)) {
+    if (k == "Esc") esc = d.find("close this key help") != std::string::npos;
+    if (k.find("Shift") != std::string::npos) shift = true;
+  }
+  EXPECT_TRUE(esc);
+  EXPECT_TRUE(shift);
+}
+
+TEST(CellLabel, SignificantDigitsWhereTwoDecimalsWouldShowZero) {
+  EXPECT_EQ(cell_label(0.000134f), "1.3e-4");
+  EXPECT_EQ(cell_label(-0.0042f), "-4.2e-3");
+  EXPECT_EQ(cell_label(0.0f), "0");
+  EXPECT_EQ(cell_label(0.26f), "0.26");
+  EXPECT_EQ(cell_label(1.84f), "1.84");
+  EXPECT_EQ(cell_label(0.005f), "5.0e-3") << "0.005f lies below 0.005: two decimals would say 0.00";
+  EXPECT_EQ(cell_label(0.0051f), "0.01");
+}
+
+TEST(CellLabel, LegendNumbersShareOneFormat) {
+  EXPECT_EQ(legend_labels({0.09, 1.0}, false), (std::array<std::string, 3>{"1.000", "0.545", "0.090"}));
+  EXPECT_EQ(legend_labels({-3.5, 12.75}, false), (std::array<std::string, 3>{"12.8", "4.6", "-3.5"}));
+  EXPECT_EQ(legend_labels({1e-8, 1e-2}, true)[0], "1.00e-02");
+  EXPECT_EQ(legend_labels({0, 2e6}, false)[0], "2.000e+06");
+}
+
+TEST(Presentation, UiScaleKeysFlagsAndFontSize) {
+  EXPECT_EQ(action_for_key(Key::Plus, false, true), Action::UiScaleUp);
+  EXPECT_EQ(action_for_key(Key::Minus, false, true), Action::UiScaleDown);
+  EXPECT_EQ(action_for_key(Key::Zero, false, true), Action::UiScaleReset);
+  EXPECT_EQ(action_for_key(Key::Plus, false, false), std::nullopt) << "plain + does nothing";
+  EXPECT_EQ(action_for_key(Key::F11, false, false), Action::ToggleFullscreen);
+  EXPECT_EQ(font_px_for(800, 1.0f), 18.0f);
+  EXPECT_EQ(font_px_for(1080, 1.0f), 22.0f);
+  EXPECT_EQ(font_px_for(600, 1.0f), 15.0f);
+  EXPECT_EQ(font_px_for(1080, 1.5f), 33.0f);
+  EXPECT_EQ(font_px_for(800, 100.0f), font_px_for(800, kMaxUiScale)) << "clamped to the largest scale";
+  float s = 1;
+  for (int i = 0; i < 40; ++i) s = step_ui_scale(s, true);
+  EXPECT_FLOAT_EQ(s, kMaxUiScale);
+  for (int i = 0; i < 40; ++i) s = step_ui_scale(s, false);
+  EXPECT_FLOAT_EQ(s, kMinUiScale);
+  const ViewerOptions o = parse_viewer_args({"--ui-scale", "1.5", "--fullscreen"});
+  EXPECT_FLOAT_EQ(o.ui_scale, 1.5f);
+  EXPECT_TRUE(o.fullscreen);
+  for (const char* bad : {"0", "4", "abc", "1e0", "-1", ""}) {
+    EXPECT_THROW(parse_viewer_args({"--ui-scale", bad}), InputError) << bad;
+  }
 }

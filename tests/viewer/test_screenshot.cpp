@@ -215,7 +215,22 @@ TEST(Screenshot, BadFlagsGiveOneErrorLineAndExitTwo) {
       {"--step", "7"},     {"--temperature", "0"}, {"--bogus"},
       {"--mask", "diag"},  {"--size", "10x10"},    {"--query", "你好"},
       {"--random", "70000", "--backend", "cpu"}};
-  for (std::vector<std::string> args : bad) {
+  // Your own inputs: a shape mismatch, a fully masked row, a mask file that holds other numbers.
+  const std::string q = work_dir().file("q.csv"), k = work_dir().file("k.csv"), v = work_dir().file("v.csv");
+  const std::string k4 = work_dir().file("k4.csv"), fm = work_dir().file("fm.csv"), m2 = work_dir().file("m2.csv");
+  test::write_file(q, "1 0 0\n0 1 0\n");
+  test::write_file(k, "1 0 0\n0 1 0\n");
+  test::write_file(v, "1 2\n3 4\n");
+  test::write_file(k4, "1 0 0 0\n0 1 0 0\n");
+  test::write_file(fm, "0 0\n-inf -inf\n");
+  test::write_file(m2, "0 0.5\n0 0\n");
+  const std::vector<std::vector<std::string>> bad_inputs = {
+      {"--q", q, "--k", k4, "--v", v}, {"--q", q, "--k", k, "--v", v, "--mask", fm},
+      {"--q", q, "--k", k, "--v", v, "--mask", m2}, {"--q", q, "--k", k},
+      {"--q", q, "--k", k, "--v", v, "--tokens", "a,b,c"}};
+  auto all = bad;
+  all.insert(all.end(), bad_inputs.begin(), bad_inputs.end());
+  for (std::vector<std::string> args : all) {
     std::string what;
     for (const std::string& a : args) what += (what.empty() ? "" : " ") + a;
     args.insert(args.begin(), {"--screenshot", work_dir().file("bad.png")});
