@@ -42,12 +42,6 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
 
 void run_backend_into(const std::string& name, const Problem& p, const RunOptions& opt, Trace& out) {
   std::unique_ptr<Backend> backend = make_backend(name);
-  if (name == "auto" && backend->name() == "cpu" && opt.precision == Precision::BF16) {
-    std::string reason;
-    cuda_available(&reason);
-    throw InputError("bf16 runs on the CUDA fused kernel, and --backend auto found no CUDA device (" +
-                     reason + ")");
-  }
   if (name != "auto" || backend->name() == "cpu") return backend->run_into(p, opt, out);
   try {
     return backend->run_into(p, opt, out);
@@ -56,9 +50,8 @@ void run_backend_into(const std::string& name, const Problem& p, const RunOption
   } catch (const ResourceError& e) {
     std::cerr << "attnlab: CUDA refused the problem (" << e.what() << "); falling back to the CPU\n";
   }
-  RunOptions cpu_opt = opt;
-  cpu_opt.precision = Precision::FP32;
-  make_cpu_backend()->run_into(p, cpu_opt, out);
+  // The CPU runs the requested precision (bf16 included: the CUDA bf16 kernel's arithmetic).
+  make_cpu_backend()->run_into(p, opt, out);
 }
 
 Trace run_backend(const std::string& name, const Problem& p, const RunOptions& opt) {

@@ -17,7 +17,14 @@
 //     stores the logits (and the dot products behind them). A softmax passes at most half of a
 //     logit error on to a weight, and an output row at most (max error of its logits) * max|V|;
 //     at ordinary temperatures L is below 1e-5, at T = 1e-3 it is what fp32 logits can deliver.
-//   bf16 (fused) output           rtol 2e-2, atol 2e-2
+//   bf16  (staged and fused, CPU and CUDA)
+//         scores                  rtol 2e-2, atol max(2e-2, B)
+//         scaled                  rtol 2e-2, atol max(2e-2, B / sqrt(d_k))
+//         logits                  rtol 2e-2, atol max(2e-2, B / (sqrt(d_k) T))
+//         mask                    exact (atol = rtol = 0)
+//         weights, output         rtol 2e-2, atol 2e-2; weight rows sum to 1 within 2e-2
+//     where B = (2u + u^2 + 1.01 d_k 2^-24) max|q_row| max|k_row| (u = 2^-9, over the heads): the
+//     rounding bound of the scores once Q and K are rounded to bf16 (bf16_score_bound).
 // VerifyOptions' atol / rtol, when given, replace the defaults for every compared stage.
 #pragma once
 
