@@ -21,7 +21,7 @@ namespace attnlab {
 
 struct RunOptions {
   Variant variant = Variant::Staged;
-  Precision precision = Precision::FP32;  // bf16 only with the fused variant on CUDA
+  Precision precision = Precision::FP32;  // bf16: the CPU (staged, fused) and the CUDA fused kernel
   // false: compute every stage but bring back only `output` (large problems, benchmarks).
   bool keep_stages = true;
 

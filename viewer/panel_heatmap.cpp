@@ -5,6 +5,7 @@
 #include "viewer/ui_common.h"
 
 #include "core/format.h"
+#include "viewer/row_chart.h"
 #include "viewer/strings.h"
 
 #include <imgui.h>
@@ -58,6 +59,9 @@ void update_texture(App& app, const MatrixF& m, bool masked_step, bool log_scale
     app.tex_h = g.px_h;
   }
   SDL_UpdateTexture(app.heat_tex, nullptr, px.data(), g.px_w * 4);
+  app.heat_px = px;
+  app.heat_px_w = g.px_w;
+  app.heat_px_h = g.px_h;
   app.heat_key = key;
   app.last_raster_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -106,6 +110,9 @@ void update_texture_pooled(App& app, const PooledGrid& pg, int step, bool log_sc
     app.tex_h = pg.rows;
   }
   SDL_UpdateTexture(app.heat_tex, nullptr, px.data(), pg.cols * 4);
+  app.heat_px = px;
+  app.heat_px_w = pg.cols;
+  app.heat_px_h = pg.rows;
   app.heat_key = key;
   app.last_raster_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -226,7 +233,9 @@ void draw_heatmap(App& app, const Layout& l) {
 
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
-  const Rect content{origin.x, origin.y, avail.x, std::max(0.0f, avail.y - fp * 1.6f)};
+  // Under the plot: one status line, then the selected row's bar chart.
+  const float chart_h = std::clamp(avail.y * 0.18f, fp * 3.5f, fp * 7.0f);
+  const Rect content{origin.x, origin.y, avail.x, std::max(0.0f, avail.y - fp * 1.6f - chart_h)};
   const HeatmapFrame frame = compute_heatmap_frame(content, row_label_w, col_label_h, fp);
   app.plot = place_plot(frame.plot_area.x, frame.plot_area.y, frame.plot_area.w, frame.plot_area.h,
                         rows, cols, app.view);
@@ -427,6 +436,62 @@ void draw_heatmap(App& app, const Layout& l) {
       draw_hatch(dl, ImVec2(bar_x, y), ImVec2(bar_x + bar_w, y + fp));
       dl->AddText(ImVec2(tx, y), label_col, tr(lang, S::Masked));
     }
+  }
+
+  // The selected row as a bar chart: its weights over the keys, aligned with the plot's columns at
+  // steps 1-3 (the keys), over all keys at step 4; the three largest weights named.
+  {
+    const float* w = nullptr;
+    const float* wmask = nullptr;
+    const Trace& tr_ = c.trace();
+    if (tr_.has_stages && tr_.weights.rows() > query) {
+      w = tr_.weights.data() + static_cast<std::size_t>(query) * tr_.weights.cols();
+      if (tr_.mask.size()) wmask = tr_.mask.data() + static_cast<std::size_t>(query % tr_.mask.rows()) * tr_.mask.cols();
+    } else if (qrow) {
+      w = qrow->weights.data();
+      wmask = qrow->mask.data();
+    }
+    const int m = p.m();
+    const bool keys_axis = !is_output;
+    const AxisMap cmap = keys_axis ? cmap_now : map_axis(0, m, g.px_w, m);
+    const float top_y = content.bottom() + fp * 1.5f, base_y = top_y + chart_h - fp * 0.2f;
+    const float label_h = fp * 1.1f;
+    dl->AddLine(ImVec2(g.x, base_y), ImVec2(g.x + g.w, base_y), IM_COL32(120, 120, 120, 255));
+    std::string title = fmt(tr(lang, S::RowChartTitle), row_labels[query].c_str());
+    if (w && cmap.size() == g.px_w && m > 0) {
+      const RowChart rc = row_chart(w, wmask, m, cmap, 3);
+      // The largest weights named in the title line, numbered; their bars orange, numbered too.
+      for (std::size_t r = 0; r < rc.top.size(); ++r)
+        title += fmt("%s%d) %s %.3g%%", r == 0 ? "  ·  " : ", ", static_cast<int>(r + 1),
+                     p.key_tokens[rc.top[r].key].c_str(), rc.top[r].weight * 100.0);
+      const float bar_h = base_y - top_y - label_h * 2;
+      const float px_w = g.w / std::max(1, g.px_w);
+      for (int px = 0; px < g.px_w; ++px) {
+        if (rc.max <= 0 || rc.bins[px] <= 0) continue;
+        const float h = std::max(1.0f, bar_h * rc.bins[px] / rc.max);
+        dl->AddRectFilled(ImVec2(g.x + px * px_w, base_y - h), ImVec2(g.x + (px + 1) * px_w, base_y),
+                          IM_COL32(70, 170, 160, 255));
+      }
+      for (std::size_t r = 0; r < rc.top.size(); ++r) {
+        const RowChart::Top& t = rc.top[r];
+        int px = -1;
+        for (int i = 0; i < cmap.size(); ++i)
+          if (cmap.begin[i] <= t.key && t.key < cmap.end[i]) {
+            px = i;
+            break;
+          }
+        if (px < 0) continue;  // outside the zoomed window
+        const float x = g.x + (px + 0.5f) * px_w;
+        const float h = std::max(1.0f, bar_h * t.weight / rc.max);
+        const float half = std::max(1.0f, px_w / 2);
+        dl->AddRectFilled(ImVec2(x - half, base_y - h), ImVec2(x + half, base_y), kHighlight);
+        const std::string num = std::to_string(r + 1);
+        const ImVec2 ts = ImGui::CalcTextSize(num.c_str());
+        dl->AddText(ImVec2(x - ts.x / 2 + (r == 1 ? ts.x : r == 2 ? -ts.x : 0), base_y - h - ts.y), kHighlight,
+                    num.c_str());
+      }
+    }
+    dl->AddText(ImVec2(content.x, top_y), label_col, title.c_str());
   }
 
   // Status lines under the plot: a run in flight, the pooling note, the streaming note.

@@ -3,9 +3,12 @@
 #include "viewer/ui_common.h"
 
 #include "core/format.h"
+#include "viewer/export.h"
 #include "viewer/strings.h"
 
 #include <imgui.h>
+
+#include <functional>
 
 #include <algorithm>
 #include <chrono>
@@ -155,6 +158,27 @@ void draw_info(App& app, const Layout& l) {
       SDL_SetClipboardText(cmd.c_str());
       set_status(app, tr(lang, S::Copied));
     }
+    // Export from the window, through the CLI's writers (viewer/export.h); the file name or the
+    // reason it was refused goes to the status line.
+    const auto exporting = [&](const std::function<std::string(const std::string&)>& write) {
+      c.clear_error();
+      try {
+        set_status(app, fmt(tr(lang, S::Exported), write(export_stem()).c_str()));
+      } catch (const std::exception& e) {
+        set_status(app, std::string(tr(lang, S::ErrorPrefix)) + e.what());
+      }
+    };
+    const int step = app.play.step();
+    if (ImGui::Button(fmt("%s###excsv", tr(lang, S::ExportCsv)).c_str()))
+      exporting([&](const std::string& stem) { return export_stage_csv(c, step, stem); });
+    same_line_if_fits(button_width(tr(lang, S::ExportJson)));
+    if (ImGui::Button(fmt("%s###exjson", tr(lang, S::ExportJson)).c_str()))
+      exporting([&](const std::string& stem) { return export_trace_json(c, lang, stem); });
+    same_line_if_fits(button_width(tr(lang, S::ExportPng)));
+    if (ImGui::Button(fmt("%s###expng", tr(lang, S::ExportPng)).c_str()))
+      exporting([&](const std::string& stem) {
+        return export_heatmap_png(app.heat_px, app.heat_px_w, app.heat_px_h, stem);
+      });
     if (p.n() > kTableMaxTokens || !t.has_stages) {
       wrapped(app, fmt(tr(lang, S::TablesTooLarge), kTableMaxTokens, p.n()));
     } else {

@@ -38,10 +38,18 @@ enum class S {
   ViewLabel, ViewChain, ViewWalk,
   AxisKeys, AxisDims, RowOne, RowRange, ColOne, ColRange, PooledNoteZoomed, TipMaskedWeight,
   PageSentence, Reproduce, SelectedKey, Seed,
-  ModeFiles, FilesMask, FilesTokens, Load, FilesHint, MaskCustom, WindowTooSmall,
+  ModeFiles, FilesMask, FilesTokens, Load, FilesHint, MaskCustom, WindowTooSmall, RowChartTitle,
+  ExportCsv, ExportJson, ExportPng, Exported,
   WalkTileSize, WalkTileOf, WalkFirst, WalkColTile, WalkColKeys, WalkColTileMax, WalkColOutput,
   WalkSkipped, WalkStrip, WalkLegend, WalkChartM, WalkChartL, WalkChartErr, WalkOutputNow,
   WalkStaged, WalkFinal, WalkUnits, WalkCuda, WalkNothingYet, WalkKeysHint, WalkError,
+  ViewPerf, PerfSeries, PerfBackends, PerfVariants, PerfPrecisions, PerfMasks, PerfHeads, PerfD,
+  PerfN, PerfRun, PerfCancel, PerfExportCsv, PerfExportPng, PerfIdle, PerfMeasuring, PerfProgress,
+  PerfDone, PerfCancelled, PerfError, PerfChartTime, PerfChartTflops, PerfChartSpeedup,
+  PerfChartRoofline, PerfChartMemory, PerfAxisN, PerfAxisMs, PerfAxisTflops, PerfAxisSpeedup,
+  PerfAxisIntensity, PerfAxisGflops, PerfAxisMemory, PerfBaseline, PerfSkippedN, PerfPending,
+  PerfTip, PerfTipSpeedup, PerfRoofBw, PerfRoofGemm, PerfRoofMissing, PerfRoofHint, PerfMemWall,
+  PerfNoPoints, PerfCudaOff, PerfExported, PerfNothingChosen, PerfSpread,
   Count_
 };
 

@@ -67,6 +67,8 @@ struct App {
   ValueRange range;          // colour range of the current stage
   bool range_log = false;    // range is a log scale (weights, log_weights on)
   double last_raster_ms = 0;
+  std::vector<std::uint32_t> heat_px;  // the texture's pixels, for the PNG export
+  int heat_px_w = 0, heat_px_h = 0;
   WrapCache wrap_cache;      // wrapped text's lines, kept between frames
   LabelSizes row_sizes, key_sizes, dim_sizes;  // heatmap labels: queries, keys, output dims
 
