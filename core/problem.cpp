@@ -32,6 +32,16 @@ void validate_temperature(double t) {
     throw InputError("temperature must be a finite number > 0, got " + format_number("%.9g", t));
 }
 
+void validate_scale(double s) {
+  if (!std::isfinite(s) || s <= 0)
+    throw InputError("scale must be a finite number > 0, got " + format_number("%.9g", s));
+}
+
+float fused_scale(const Problem& p) {
+  if (p.scale) return static_cast<float>(*p.scale / p.temperature);
+  return static_cast<float>(1.0 / (std::sqrt(static_cast<double>(p.d_k())) * p.temperature));
+}
+
 std::string token_label(const std::vector<std::string>& tokens, int i) {
   return i >= 0 && i < static_cast<int>(tokens.size()) ? tokens[i] : std::to_string(i);
 }
@@ -95,6 +105,7 @@ double parse_temperature(const std::string& text) {
 
 void validate(const Problem& p) {
   validate_temperature(p.temperature);
+  if (p.scale) validate_scale(*p.scale);
   if (p.heads < 1) throw InputError("heads must be >= 1, got " + std::to_string(p.heads));
   if (p.q.size() == 0) throw InputError("Q is empty");
   if (p.k.size() == 0) throw InputError("K is empty");

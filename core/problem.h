@@ -9,7 +9,9 @@
 
 #include "core/types.h"
 
+#include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,16 +22,39 @@ struct Problem {
   std::vector<std::string> query_tokens;  // n labels (default "0", "1", ...)
   std::vector<std::string> key_tokens;    // m labels
   double temperature = 1.0;               // finite, > 0
+  // The softmax scale applied to Q K^T before the temperature: empty = the default 1/sqrt(d_k);
+  // set = an explicit scale (a captured model's `scale=`), finite and > 0.
+  std::optional<double> scale;
   MaskKind mask = MaskKind::None;
   MatrixF custom_mask;                    // (n, m), only for MaskKind::Custom: 0 or -inf
   int heads = 1;                          // B*H independent heads stacked along rows
   std::string sentence;                   // the demo's sentence; empty for other problems
+  // Where the inputs come from when that is not obvious (a bundle's layer and heads, a synthetic
+  // pattern); every text output shows it. Empty for the demo, files and plain random problems.
+  std::string source;
 
   int n() const { return static_cast<int>(q.rows()) / heads; }  // queries per head
   int m() const { return static_cast<int>(k.rows()) / heads; }  // keys per head
   int d_k() const { return static_cast<int>(q.cols()); }
   int d_v() const { return static_cast<int>(v.cols()); }
+  // The scale in use, in double: *scale, or 1/sqrt(d_k).
+  double scale_value() const { return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(d_k())); }
 };
+
+// The divisor of the staged chain's stage 2 (scaled = scores / divisor) in type T: sqrt(d_k)
+// computed in T for the default scale (the expression every backend used before the scale was
+// explicit, so default runs stay bit-identical), 1 / scale rounded once to T otherwise.
+template <class T>
+T scale_divisor(const Problem& p) {
+  return p.scale ? static_cast<T>(1.0 / *p.scale) : std::sqrt(static_cast<T>(p.d_k()));
+}
+
+// The fused kernels' constant scale / T rounded once to fp32: 1 / (sqrt(d_k) T) taken in double
+// for the default scale, *scale / T otherwise.
+float fused_scale(const Problem& p);
+
+// Throws InputError unless s is finite and > 0: "scale must be a finite number > 0, got -1".
+void validate_scale(double s);
 
 // Throws InputError naming what is wrong: temperature not finite or <= 0; empty inputs;
 // "K has 3 columns but Q has 4"; V rows != K rows; causal with n != m; custom mask shape or

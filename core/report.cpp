@@ -111,13 +111,16 @@ std::vector<Stage> stages_of(const Problem& p, const Trace& t, Lang lang) {
   const bool zh = lang == Lang::Zh;
   const std::string dk = std::to_string(p.d_k());
   const std::string temp = short_number(p.temperature);
+  const std::string sc = p.scale ? format_number("%.6g", *p.scale) : std::string();
   std::vector<Stage> all = {
       {"q", zh ? "Q（查询）" : "Q (queries)", &p.q, Axis::Query, Axis::Feature},
       {"k", zh ? "K（键）" : "K (keys)", &p.k, Axis::Key, Axis::Feature},
       {"v", zh ? "V（值）" : "V (values)", &p.v, Axis::Key, Axis::Feature},
       {"scores", zh ? "QKᵀ（原始分数）" : "QKᵀ (raw scores)", &t.scores, Axis::Query, Axis::Key},
       {"scaled",
-       zh ? "QKᵀ / √d_k（缩放分数，d_k=" + dk + "）" : "QKᵀ / √d_k (scaled scores, d_k=" + dk + ")",
+       p.scale ? (zh ? "QKᵀ × " + sc + "（缩放分数，显式缩放 " + sc + "，d_k=" + dk + "）"
+                     : "QKᵀ × " + sc + " (scaled scores, explicit scale " + sc + ", d_k=" + dk + ")")
+       : zh ? "QKᵀ / √d_k（缩放分数，d_k=" + dk + "）" : "QKᵀ / √d_k (scaled scores, d_k=" + dk + ")",
        &t.scaled, Axis::Query, Axis::Key},
       {"mask", zh ? "Mask（0 保留，−∞ 屏蔽）" : "Mask (0 keeps, −∞ blocks)", &t.mask, Axis::Query,
        Axis::Key},
@@ -261,6 +264,15 @@ std::vector<std::string> intro_lines(const Problem& p, const Trace& t, int query
   const bool zh = lang == Lang::Zh;
   const std::string dk = std::to_string(p.d_k());
   std::vector<std::string> l;
+  if (!p.source.empty()) l.push_back((zh ? "来源：" : "source: ") + p.source);
+  if (p.scale)
+    l.push_back(zh ? "Q 与 K 的特征维数 d_k=" + dk + "；缩放是显式的 " + format_number("%.6g", *p.scale) +
+                         "（不是 1/√d_k），再由温度调整 softmax 锐度。V 决定加权输出的内容。"
+                   : "Q and K have feature dimension d_k=" + dk + "; the scaling is an explicit " +
+                         format_number("%.6g", *p.scale) +
+                         " (not 1/√d_k), then the temperature sets the softmax's sharpness. V "
+                         "decides the content of the weighted output.");
+  else
   l.push_back(zh ? "Q 与 K 的特征维数 d_k=" + dk +
                        "；标准缩放先除以 √d_k，再由温度调整 softmax 锐度。V 决定加权输出的内容。"
                  : "Q and K have feature dimension d_k=" + dk +
@@ -310,7 +322,10 @@ std::vector<StatLine> stat_lines(const Problem& p, const Trace& t, int query, La
   const RowStats s = row_stats(t, query);
   const std::string dk = std::to_string(p.d_k());
   char scale[64];
-  std::snprintf(scale, sizeof scale, "1/√%s = %.3f", dk.c_str(), 1.0 / std::sqrt(p.d_k()));
+  if (p.scale)
+    std::snprintf(scale, sizeof scale, "%.6g", *p.scale);
+  else
+    std::snprintf(scale, sizeof scale, "1/√%s = %.3f", dk.c_str(), 1.0 / std::sqrt(p.d_k()));
   const std::string shape = std::to_string(p.n()) + "×" + std::to_string(p.d_v());
   const std::string atok = token_label(p.key_tokens, s.argmax);
   return {
@@ -491,6 +506,9 @@ std::string render_json(const Problem& p, const Trace& t, int query, Lang lang) 
   j["description"] = describe(p, t, query, lang);
   j["variant"] = std::string(to_string(t.variant));
   j["heads"] = p.heads;
+  j["scale"] = p.scale_value();
+  j["scale_explicit"] = p.scale.has_value();
+  if (!p.source.empty()) j["source"] = p.source;
   j["timings_ms"] = {{"upload", t.timings.upload_ms},     {"qk", t.timings.qk_ms},
                      {"scale_mask", t.timings.scale_mask_ms}, {"softmax", t.timings.softmax_ms},
                      {"pv", t.timings.pv_ms},             {"fused", t.timings.fused_ms},

@@ -80,6 +80,7 @@ std::string describe(const Problem& p, const float* weights, const float* mask, 
   const std::string dk = std::to_string(p.d_k());
   const std::string temp = short_number(p.temperature);
   std::string out;
+  if (!p.source.empty()) out += (zh ? "来源：" : "Source: ") + p.source + (zh ? "。" : ". ");
 
   // Sequence sentence: the demo names its sentence, other problems their sizes.
   if (!p.sentence.empty()) {
@@ -97,6 +98,14 @@ std::string describe(const Problem& p, const float* weights, const float* mask, 
     out += zh ? "（共 " + std::to_string(p.heads) + " 个头，以下为第 0 个头。）"
               : " (" + std::to_string(p.heads) + " heads; head 0 is described.)";
 
+  if (p.scale)
+    out += zh ? "当前查询是“" + qtok + "”，键维度 d_k=" + dk + "，原始分数 QK^T 乘以显式缩放 " +
+                    format_number("%.6g", *p.scale) + "（不是 1/sqrt(d_k)）后再以温度 " + temp + " 进入 softmax。"
+              : " The current query is " + qtok + ", key dimension d_k=" + dk +
+                    "; raw scores QKᵀ are multiplied by the explicit scale " +
+                    format_number("%.6g", *p.scale) + " (not 1/sqrt(d_k)) and then divided by temperature " +
+                    temp + " before the softmax.";
+  else
   out += zh ? "当前查询是“" + qtok + "”，键维度 d_k=" + dk +
                   "，原始分数 QK^T 除以 sqrt(d_k) 后再以温度 " + temp + " 进入 softmax。"
             : " The current query is " + qtok + ", key dimension d_k=" + dk +

@@ -125,7 +125,7 @@ Tolerance default_tolerance(const std::string& stage, const Problem& p, const Tr
     // Scores, scaled and logits of a staged bf16 chain: 2e-2, or the rounding bound of the bf16
     // scores (bf16_score_bound) carried through 1/sqrt(d_k) and 1/T where that is larger;
     // weights and output (the fused kernels too): 2e-2.
-    const double to_scaled = 1.0 / std::sqrt(static_cast<double>(p.d_k()));
+    const double to_scaled = p.scale_value();
     if (stage == "scores") return {std::max(kBf16Tol, bf16_score_bound(p)), kBf16Tol};
     if (stage == "scaled") return {std::max(kBf16Tol, bf16_score_bound(p) * to_scaled), kBf16Tol};
     if (stage == "logits")

@@ -97,7 +97,10 @@ Json walk_json(const Walk& w) {
   j["d_k"] = w.d_k;
   j["d_v"] = w.d_v;
   j["keys"] = w.keys;
-  j["units"] = "logits x_j = q.k_j * scale (scale = 1/(sqrt(d_k) T)); m in the same units "
+  j["units"] = std::string("logits x_j = q.k_j * scale (scale = ") +
+               (w.explicit_scale ? "s/T, s = " + format_number("%.9g", *w.explicit_scale)
+                                 : std::string("1/(sqrt(d_k) T)")) +
+               "); m in the same units "
                "(the kernel's raw-score max times scale); alpha, l, acc, weights: the kernel's fp32";
   j["scale"] = jnum(w.scale);
   Json tiles = Json::array();
@@ -178,12 +181,14 @@ std::string heading(const Walk& w, Lang lang) {
     return "在线 softmax 游走：查询 " + std::to_string(w.query) + "（" + w.query_token + "），头 " +
            std::to_string(w.head) + "，每块 " + std::to_string(w.tile) + " 个键，共 " +
            std::to_string(count) + " 块；T = " + short_number(w.temperature) + "，掩码 " +
-           std::string(to_string(w.mask)) + "。logit x_j = q·k_j·scale，scale = 1/(√d_k·T) = " +
+           std::string(to_string(w.mask)) + "。logit x_j = q·k_j·scale，scale = " +
+           (w.explicit_scale ? "s/T（显式缩放 s = " + num(*w.explicit_scale) + "）" : std::string("1/(√d_k·T)")) + " = " +
            num(w.scale) + "；内核在原始分数上取最大值，这里的 m 换算成同样的 logit 单位。";
   return "Online softmax walk: query " + std::to_string(w.query) + " (" + w.query_token +
          "), head " + std::to_string(w.head) + ", " + std::to_string(w.tile) + " keys per tile, " +
          std::to_string(count) + " tiles; T = " + short_number(w.temperature) + ", mask " +
-         std::string(to_string(w.mask)) + ". Logits x_j = q·k_j·scale, scale = 1/(√d_k·T) = " +
+         std::string(to_string(w.mask)) + ". Logits x_j = q·k_j·scale, scale = " +
+         (w.explicit_scale ? "s/T (explicit scale s = " + num(*w.explicit_scale) + ")" : std::string("1/(√d_k·T)")) + " = " +
          num(w.scale) + "; the kernel takes its max on raw scores, m is shown in the same logit units.";
 }
 

@@ -41,7 +41,8 @@ struct Walk {
   int d_k = 0, d_v = 0;
   double temperature = 1;
   MaskKind mask = MaskKind::None;
-  double scale = 1;              // 1 / (sqrt(d_k) T), the fp32 value the kernel uses
+  double scale = 1;              // 1 / (sqrt(d_k) T) or s / T, the fp32 value the kernel uses
+  std::optional<double> explicit_scale;  // the problem's explicit scale s; empty = 1/sqrt(d_k)
   std::string query_token;
   std::vector<std::string> key_tokens;  // m labels
   std::vector<WalkTile> tiles;

@@ -430,7 +430,7 @@ Trace cpu_fused_bf16(const Problem& p) {
   t.output.resize(static_cast<Index>(heads) * n, d_v);
 
   const Operands o = make_operands(p);
-  const float c = bf16_scale_log2(p.d_k(), p.temperature);
+  const float c = bf16_scale_log2(p);
   const bool causal = p.mask == MaskKind::Causal;
   const int blocks_per_head = (n + kQueryBlock - 1) / kQueryBlock;
   const std::size_t items = static_cast<std::size_t>(heads) * blocks_per_head;
@@ -508,8 +508,8 @@ void cpu_staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t) {
   const auto prep = Clock::now();
   const Operands o = make_operands(p);
   const double prep_ms = ms_since(prep);
-  const float c = bf16_scale_log2(p.d_k(), p.temperature);
-  const float sqrt_dk = std::sqrt(static_cast<float>(p.d_k()));
+  const float c = bf16_scale_log2(p);
+  const float sqrt_dk = scale_divisor<float>(p);  // sqrt(d_k) by default
   const float temperature = static_cast<float>(p.temperature);
   const int cols = o.m_pad;  // one key block: every key
   const int blocks_per_head = (n + kQueryBlock - 1) / kQueryBlock;

@@ -59,6 +59,9 @@ inline float bf16_scale_log2(int d_k, double temperature) {
   return scale * 1.4426950408889634f;
 }
 
+// The same with the problem's scale: log2(e) * fused_scale(p) (equal to the above by default).
+inline float bf16_scale_log2(const Problem& p) { return fused_scale(p) * 1.4426950408889634f; }
+
 // True when this build computes the bf16 products with AVX-512 BF16 dot products.
 bool cpu_bf16_uses_dpbf16();
 

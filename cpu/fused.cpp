@@ -68,7 +68,7 @@ struct Scratch {
 struct FusedJob {
   const Problem& p;
   const MatrixF* mask;  // (n, m) custom mask or nullptr
-  float scale;          // 1 / (sqrt(d_k) T)
+  float scale;          // fused_scale(p): 1 / (sqrt(d_k) T), or scale / T
   MatrixF& out;         // (heads*n, d_v)
 };
 
@@ -153,8 +153,7 @@ Trace cpu_fused(const Problem& p) {
   t.has_stages = false;
   t.output.resize(static_cast<Index>(heads) * n, d_v);
 
-  const float scale = static_cast<float>(1.0 / (std::sqrt(static_cast<double>(d_k)) *
-                                                p.temperature));
+  const float scale = fused_scale(p);
   const FusedJob job{p, p.mask == MaskKind::Custom ? &p.custom_mask : nullptr, scale, t.output};
 
   const int blocks_per_head = (n + kQueryBlock - 1) / kQueryBlock;

@@ -100,7 +100,7 @@ TraceT<Matrix> plain_chain(const Problem& p) {
   t.timings.qk_ms = ms_since(s0);
 
   s0 = Clock::now();
-  t.scaled = t.scores / std::sqrt(Scalar(p.d_k()));
+  t.scaled = t.scores / scale_divisor<Scalar>(p);
   t.logits.resize(t.scaled.rows(), m);
   for (int hd = 0; hd < h; ++hd)
     t.logits.middleRows(static_cast<Eigen::Index>(hd) * n, n) =
@@ -134,7 +134,7 @@ TraceT<Matrix> plain_chain(const Problem& p) {
 struct Chain {
   const Problem& p;
   int n, m, d_v;
-  float sqrt_dk, temperature;
+  float scale_div, temperature;  // scaled = scores / scale_div (sqrt(d_k) by default)
   bool causal;
   const float* custom;  // (n, m) custom mask, or null
   // Arguments of exp below this give weights too small to be normal floats once divided by the
@@ -185,7 +185,7 @@ void chain_block(const Chain& c, int head, int i0, int rows, float* S, float* C,
   }
   if (sink) sink->scores(head, i0, rows, S, ld);
   RowsMap sc(C, rows, m, Eigen::OuterStride<>(ld));
-  sc.array() = s.array() / c.sqrt_dk;
+  sc.array() = s.array() / c.scale_div;
   if (sink) sink->scaled(head, i0, rows, C, ld);
   clock.ms[0] += ms_since(t);
 
@@ -474,7 +474,7 @@ void cpu_staged_into(const Problem& p, const RunOptions& opt, Trace& t) {
                 n,
                 m,
                 d_v,
-                std::sqrt(static_cast<float>(p.d_k())),
+                scale_divisor<float>(p),
                 static_cast<float>(p.temperature),
                 p.mask == MaskKind::Causal,
                 p.mask == MaskKind::Custom ? p.custom_mask.data() : nullptr,

@@ -50,8 +50,7 @@ Walk walk_row(const Problem& p, int head, int query, int tile) {
   const int n = p.n(), m = p.m(), d_k = p.d_k(), d_v = p.d_v();
   const bool causal = p.mask == MaskKind::Causal;
   // The kernel's scale, computed as cpu_fused computes it.
-  const float scale =
-      static_cast<float>(1.0 / (std::sqrt(static_cast<double>(d_k)) * p.temperature));
+  const float scale = fused_scale(p);
 
   Walk w;
   w.query = query;
@@ -61,6 +60,7 @@ Walk walk_row(const Problem& p, int head, int query, int tile) {
   w.d_k = d_k;
   w.d_v = d_v;
   w.temperature = p.temperature;
+  w.explicit_scale = p.scale;
   w.mask = p.mask;
   w.scale = scale;
   w.query_token = token_label(p.query_tokens, query);

@@ -334,10 +334,10 @@ DeviceProblem allocate(const Problem& p, const RunOptions& opt, bool bench) {
   dp.d = dims_of(p);
   dp.code = mask_code(p.mask);
   // sqrt and 1/T are taken in double, then rounded once, as the CPU chain's constants are.
-  dp.sqrt_dk = static_cast<float>(std::sqrt(static_cast<double>(dp.d.d_k)));
+  // An explicit scale s gives the divisor 1/s and the fused constant s / T (core/problem.h).
+  dp.sqrt_dk = scale_divisor<float>(p);
   dp.temperature = static_cast<float>(p.temperature);
-  dp.fused_scale =
-      static_cast<float>(1.0 / (std::sqrt(static_cast<double>(dp.d.d_k)) * p.temperature));
+  dp.fused_scale = fused_scale(p);
   const BufferPlan b = plan_buffers(dp.d, p, opt, bench);
   dp.q = DeviceBuffer<float>(b.q);
   dp.k = DeviceBuffer<float>(b.k);
@@ -721,7 +721,7 @@ void run_streamed(const Problem& p, const RunOptions& opt, Trace& t) {
   in.m = d.m;
   in.d_k = d.d_k;
   in.code = mask_code(p.mask);
-  in.sqrt_dk = static_cast<float>(std::sqrt(static_cast<double>(d.d_k)));
+  in.sqrt_dk = scale_divisor<float>(p);  // sqrt(d_k), or 1 / an explicit scale
   in.temperature = static_cast<float>(p.temperature);
   in.exp_cutoff = std::log(std::numeric_limits<float>::min()) + std::log(static_cast<float>(d.m));
 
@@ -786,7 +786,7 @@ void run_streamed(const Problem& p, const RunOptions& opt, Trace& t) {
   // per SM, so that a launch fills the device), or on runs of whole heads where a head is less.
   // Causal runs go by whole heads: the kernel's mask is j > i counted from the head's first row.
   if (opt.output) {
-    const float scale = static_cast<float>(1.0 / (std::sqrt(static_cast<double>(d.d_k)) * p.temperature));
+    const float scale = fused_scale(p);
     const bool causal = p.mask == MaskKind::Causal;
     const double per_row = static_cast<double>(d.m) * (d.d_k + d.d_v);
     const long rows_per = std::max(static_cast<long>(kLaunchFma / per_row), 256L * sm_count());
