@@ -174,8 +174,13 @@ std::vector<std::uint32_t> rasterize_cells(const std::vector<PooledCell>& cells,
   return px;
 }
 
-std::string cell_label(float v) {
+std::string cell_label(float v, bool scientific) {
   if (v == 0.f) return "0";
+  if (scientific && std::isfinite(v)) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2e", static_cast<double>(v));
+    return buf;
+  }
   if (std::isfinite(v) && std::abs(static_cast<double>(v)) < 0.005) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.1e", static_cast<double>(v));  // 1.3e-04

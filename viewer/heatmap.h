@@ -7,6 +7,7 @@
 #include "viewer/colormap.h"
 #include "viewer/pooling.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -101,7 +102,11 @@ ValueRange log_range(ValueRange linear);
 // A cell's value as its label in the heatmap: the page's two decimals (table_value), "0" for an
 // exact zero, and two significant digits ("1.3e-4") where two decimals would show 0 for a value
 // that is not (thousands of keys share one row's weight).
-std::string cell_label(float v);
+// scientific: every label of the matrix in "%.2e" (one format per matrix: a matrix whose values
+// reach 1e6, where two decimals would switch to exponents for some cells only).
+std::string cell_label(float v, bool scientific = false);
+// Whether a matrix with values in [lo, hi] is labelled in scientific notation.
+inline bool needs_scientific(double lo, double hi) { return std::max(-lo, hi) >= 1e6 || std::max(lo, -hi) >= 1e6; }
 
 // The legend's three numbers (top, middle, bottom) in one format: the same decimals for all on a
 // linear scale (1.000 / 0.545 / 0.090), scientific notation on a log scale or for very large or

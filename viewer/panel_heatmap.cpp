@@ -321,6 +321,7 @@ void draw_heatmap(App& app, const Layout& l) {
   // A value goes at the centre of the cell's visible part, and only where that part holds it (a
   // cell cut by the plot's edge when zoomed or panned).
   dl->PushClipRect(ImVec2(g.x, g.y), ImVec2(g.x + g.w, g.y + g.h), true);
+  const bool scientific = !app.range_log && needs_scientific(app.range.lo, app.range.hi);
   if (g.cell_w >= value_w && g.cell_h >= fp + 2 && (r1 - r0) * (c1 - c0) <= 4096) {
     for (int r = r0; r < r1; ++r) {
       const auto rs = visible_row_span(g, r);
@@ -332,7 +333,7 @@ void draw_heatmap(App& app, const Layout& l) {
         if (!cell) continue;
         const bool is_masked = cell->masked;
         const float v = cell->value;
-        std::string text = is_masked && step == 3 ? std::string("0") : cell_label(v);
+        std::string text = is_masked && step == 3 ? std::string("0") : cell_label(v, scientific);
         ImU32 colour = IM_COL32_WHITE;
         if (!is_masked) {
           const Rgb8 bg = viridis(std::clamp(scale_pos(v, app.range, app.range_log), 0.0, 1.0));

@@ -4,6 +4,7 @@
 
 #include "core/format.h"
 #include "viewer/export.h"
+#include "viewer/heatmap.h"
 #include "viewer/strings.h"
 
 #include <imgui.h>
@@ -60,6 +61,9 @@ void matrix_table(const char* id, const std::string& title, const MatrixF& m, co
   }
   const int nc = static_cast<int>(m.cols());
   const int chunk = table_columns_that_fit(m, rows, cols);
+  // One number format per matrix: all in exponents when any value reaches 1e6.
+  const float big = m.size() == 0 ? 0.f : m.array().isFinite().select(m.array().abs(), 0.f).maxCoeff();
+  const bool sci = big >= 1e6f;
   for (int c0 = 0; c0 < nc; c0 += chunk) {
     const int cn = std::min(chunk, nc - c0);
     if (nc > chunk)
@@ -77,7 +81,7 @@ void matrix_table(const char* id, const std::string& title, const MatrixF& m, co
         ImGui::TextUnformatted(i < static_cast<int>(rows.size()) ? rows[i].c_str() : "");
         for (int j = c0; j < c0 + cn; ++j) {
           ImGui::TableSetColumnIndex(j - c0 + 1);
-          ImGui::TextUnformatted(table_value(m(i, j)).c_str());
+          ImGui::TextUnformatted((sci && std::isfinite(m(i, j)) ? cell_label(m(i, j), true) : table_value(m(i, j))).c_str());
         }
       }
       ImGui::EndTable();

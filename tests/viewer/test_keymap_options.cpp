@@ -193,3 +193,12 @@ TEST(Presentation, UiScaleKeysFlagsAndFontSize) {
     EXPECT_THROW(parse_viewer_args({"--ui-scale", bad}), InputError) << bad;
   }
 }
+
+TEST(CellLabel, OneFormatPerMatrixWhenValuesReachAMillion) {
+  EXPECT_TRUE(needs_scientific(-3, 1.06e6));
+  EXPECT_TRUE(needs_scientific(-2e6, 5));
+  EXPECT_FALSE(needs_scientific(-3, 316099.28));
+  EXPECT_EQ(cell_label(316099.28f, true), "3.16e+05");
+  EXPECT_EQ(cell_label(1.06e6f, true), "1.06e+06");
+  EXPECT_EQ(cell_label(316099.28f, false), "316099.28");
+}
