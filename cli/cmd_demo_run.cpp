@@ -40,8 +40,9 @@ void check_rendering_fits(const ProblemArgs& a, const Problem& p, Format format)
 
 void run_and_render(const Job& job) {
   const ProblemArgs& a = job.args;
-  const Problem p = build_problem(a, job.demo);
-  const int query = resolve_query_arg(a, p, job.demo);
+  const bool demo = job.demo && !uses_inputs(a);  // demo --bundle DIR shows the bundle
+  const Problem p = build_problem(a, demo);
+  const int query = resolve_query_arg(a, p, demo);
   const Lang lang = resolve_lang(a);
   const Format format = parse_format(a.format);
   check_rendering_fits(a, p, format);
@@ -60,6 +61,7 @@ void register_demo_and_run(CLI::App& app, int& exit_code) {
       "The page's 5-token demo (模型 根据 上下文 分配 权重, d_k=3, d_v=2): every stage of the "
       "chain as a labelled table, the selected row's statistics, the description and the caveat");
   add_state_options(d, demo->args);
+  add_bundle_options(d, demo->args);
   d->footer("Examples:\n  attnlab demo --lang en\n  attnlab demo --query 模型 --temperature 0.3 "
             "--mask causal\n  attnlab demo --format json");
   d->add_option("--output", demo->args.output_file, "Write the result to FILE instead of stdout")

@@ -8,6 +8,7 @@
 #include "core/walk.h"
 #include "cpu/walk.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -41,7 +42,7 @@ void run_walk(const WalkJob& job) {
   const Problem p = build_problem(a, demo);
   const int query = resolve_query_arg(a, p, demo);
   const Lang lang = resolve_lang(a);
-  const int tile = tile_arg > 0 ? tile_arg : demo ? 2 : 64;
+  const int tile = tile_arg > 0 ? tile_arg : demo ? 2 : std::min(64, p.m());
   if (tile > p.m())
     throw InputError("--tile must be between 1 and the number of keys (" + std::to_string(p.m()) +
                      "), got " + std::to_string(tile));
@@ -83,7 +84,7 @@ void register_walk(CLI::App& app, int& exit_code) {
       "max, running max m, rescale α, running sum l, accumulator, output so far), computed by the "
       "CPU fused kernel's own update step; then the output against the staged chain, the kernels "
       "and fp64. The demo when no inputs are given");
-  add_input_options(c, job->args);
+  add_input_options(c, job->args, /*bundle_head=*/false);  // --head below: the head of the problem
   add_state_options(c, job->args);
   c->add_option("--tile", job->tile, "Keys per tile, 1..m (default: 2 on the demo, else 64)")
       ->type_name("B");

@@ -4,6 +4,7 @@
 // InputError with a message naming the option, so main() can print one line and exit 2.
 #include "cli/common.h"
 
+#include "core/bundle.h"
 #include "core/inputs.h"
 
 #include "core/format.h"
@@ -84,7 +85,19 @@ void add_state_options(CLI::App* cmd, ProblemArgs& a) {
       ->type_name("fp32|bf16");
 }
 
-void add_input_options(CLI::App* cmd, ProblemArgs& a) {
+void add_bundle_options(CLI::App* cmd, ProblemArgs& a, bool head) {
+  cmd->add_option("--bundle", a.bundle,
+                  "Instead of files: a bundle of captured attention calls (manifest.json + .npy, "
+                  "written by scripts/attnlab_capture.py); its scale, mask and tokens apply")
+      ->type_name("DIR");
+  cmd->add_option("--layer", a.layer, "The bundle's call to use: its index (default 0) or its name")
+      ->type_name("L");
+  if (head)
+    cmd->add_option("--head", a.head, "One head of the bundle's call (default: every head, stacked)")
+      ->type_name("H");
+}
+
+void add_input_options(CLI::App* cmd, ProblemArgs& a, bool bundle_head) {
   cmd->add_option("--q", a.q_file, "Q (n x d_k) as CSV or .npy (float32/float64, 2-D, C order)")
       ->type_name("FILE");
   cmd->add_option("--k", a.k_file, "K (m x d_k) as CSV or .npy")->type_name("FILE");
@@ -101,6 +114,7 @@ void add_input_options(CLI::App* cmd, ProblemArgs& a) {
   cmd->add_option("--heads", a.heads, "Independent heads (B*H) of the random problem "
                                       "(default 1; tables show head 0)")
       ->type_name("H");
+  add_bundle_options(cmd, a, bundle_head);
   cmd->add_option("--tokens", a.tokens,
                   "Token labels a,b,c: n labels (queries, and keys when m = n) or n + m "
                   "(default 0, 1, ...)")
@@ -124,8 +138,15 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
   const bool files = !a.q_file.empty() || !a.k_file.empty() || !a.v_file.empty();
   if (demo) {
     p = demo_problem();
-  } else if (files && a.random_n) {
-    throw InputError("give either --q/--k/--v files or --random N, not both");
+  } else if ((files ? 1 : 0) + (a.random_n ? 1 : 0) + (a.bundle.empty() ? 0 : 1) > 1) {
+    throw InputError(a.bundle.empty() ? "give either --q/--k/--v files or --random N, not both"
+                                      : "give one input: --bundle DIR, --q/--k/--v files or --random N");
+  } else if (!a.bundle.empty()) {
+    if (a.heads != 1) throw InputError("--heads applies to --random problems only (use --head H for one head of a bundle)");
+    if (a.mask != "none")
+      throw InputError("--mask does not apply to --bundle: the bundle holds each call's mask");
+    const Bundle b = read_bundle(a.bundle);
+    p = bundle_problem(b, resolve_layer(b, a.layer), a.head);
   } else if (files) {
     if (a.heads != 1 && !a.q_file.empty() && !a.k_file.empty() && !a.v_file.empty())
       throw InputError("--heads applies to --random problems only");
@@ -134,11 +155,13 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
     check_random_size(a);
     p = random_problem(static_cast<int>(*a.random_n), a.d_k, a.d_v, a.seed, a.heads);
   } else {
-    throw InputError("run needs its inputs: --q FILE --k FILE --v FILE, or --random N");
+    throw InputError("run needs its inputs: --q FILE --k FILE --v FILE, --random N or --bundle DIR");
   }
+  if (a.bundle.empty() && (a.head || a.layer != "0"))
+    throw InputError(std::string(a.head ? "--head" : "--layer") + " applies to --bundle only");
 
   p.temperature = a.temperature.value_or(demo ? 0.85 : 1.0);
-  apply_mask_spec(p, a.mask);
+  if (a.bundle.empty()) apply_mask_spec(p, a.mask);
   apply_token_spec(p, a.tokens, a.tokens_file);
   return p;
 }
@@ -153,7 +176,8 @@ int resolve_query_arg(const ProblemArgs& a, const Problem& p, bool demo) {
 }
 
 bool uses_inputs(const ProblemArgs& a) {
-  return !a.q_file.empty() || !a.k_file.empty() || !a.v_file.empty() || a.random_n.has_value();
+  return !a.q_file.empty() || !a.k_file.empty() || !a.v_file.empty() || a.random_n.has_value() ||
+         !a.bundle.empty();
 }
 
 RunOptions run_options(const ProblemArgs& a) {

@@ -23,6 +23,10 @@ struct ProblemArgs {
   int d_k = 64, d_v = 64;
   std::uint64_t seed = 0;
   int heads = 1;
+  // a captured model's bundle (core/bundle.h): directory, call (index or name), one head or all
+  std::string bundle;
+  std::string layer = "0";
+  std::optional<int> head;
   // state
   std::string query;             // token or index; empty = default (demo: 上下文, else 0)
   std::optional<double> temperature;  // default: demo 0.85, else 1.0
@@ -39,16 +43,19 @@ struct ProblemArgs {
 // Adds --query --temperature --mask --lang --format --backend (and, when `inputs` is true,
 // --q --k --v --random --dk --dv --seed --tokens --tokens-file --output) to `cmd`.
 void add_state_options(CLI::App* cmd, ProblemArgs& a);
-void add_input_options(CLI::App* cmd, ProblemArgs& a);
+// `bundle_head` false: no --head (walk has its own, the head among the stacked heads).
+void add_input_options(CLI::App* cmd, ProblemArgs& a, bool bundle_head = true);
+// --bundle --layer (and --head when `head`), part of add_input_options; demo adds them alone.
+void add_bundle_options(CLI::App* cmd, ProblemArgs& a, bool head = true);
 
-// Builds and validates the Problem: the demo when `demo` is true, else files or --random
-// (exactly one of them; otherwise InputError). Applies temperature, mask and tokens.
+// Builds and validates the Problem: the demo when `demo` is true, else files, --random or
+// --bundle (exactly one of them; otherwise InputError). Applies temperature, mask and tokens.
 Problem build_problem(const ProblemArgs& a, bool demo);
 Lang resolve_lang(const ProblemArgs& a);
 // Query row: --query resolved against the problem, or the default (demo 2, else 0).
 int resolve_query_arg(const ProblemArgs& a, const Problem& p, bool demo);
 
-// True when the command names its own inputs (files or --random), else it runs the demo.
+// True when the command names its own inputs (files, --random or --bundle), else it runs the demo.
 bool uses_inputs(const ProblemArgs& a);
 // --variant / --precision as RunOptions, every stage kept: what run_problem runs.
 RunOptions run_options(const ProblemArgs& a);

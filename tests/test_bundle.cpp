@@ -1,0 +1,208 @@
+// Bundles (core/bundle.h): a manifest and .npy files written here, read back as Problems —
+// grouped-query heads shared as the model shares them, one head or all, the bundle's scale, mask,
+// causality and tokens — and the CLI on them (run, verify, walk, describe, demo --bundle); broken
+// bundles (missing file, wrong shape, a manifest that lies, bad JSON) give one error line, exit 2.
+#include "core/bundle.h"
+#include "core/io.h"
+#include "cpu/cpu_backend.h"
+#include "tests/test_util.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <string>
+
+namespace attnlab {
+namespace {
+
+using Json = nlohmann::json;
+namespace fs = std::filesystem;
+
+struct Made {
+  MatrixF q, k, v;
+};
+
+// A bundle with one call: heads query heads over kv key/value heads, n queries, m keys.
+Made make_bundle(const std::string& dir, int heads, int kv, int n, int m, int d_k, int d_v, Json extra = Json::object(),
+                 std::uint64_t seed = 1) {
+  const Problem r = random_problem(std::max(n, m), d_k, d_v, seed, heads);
+  Made a;
+  a.q = r.q.topRows(static_cast<Eigen::Index>(heads) * n);
+  a.k = r.k.topRows(static_cast<Eigen::Index>(kv) * m);
+  a.v = r.v.topRows(static_cast<Eigen::Index>(kv) * m);
+  write_npy(dir + "/q.npy", a.q);
+  write_npy(dir + "/k.npy", a.k);
+  write_npy(dir + "/v.npy", a.v);
+  Json call = {{"name", "blocks.0.attn"}, {"heads", heads}, {"kv_heads", kv}, {"n", n}, {"m", m},
+               {"d_k", d_k},  {"d_v", d_v},   {"scale", nullptr}, {"causal", false}, {"mask", nullptr},
+               {"q", "q.npy"}, {"k", "k.npy"}, {"v", "v.npy"}, {"output", nullptr}};
+  for (auto& [key, value] : extra.items()) call[key] = value;
+  Json j = {{"format", "attnlab-bundle"}, {"version", 1}, {"model", "test"}, {"tokens", Json::array()},
+            {"calls", Json::array({call})}};
+  test::write_file(dir + "/manifest.json", j.dump(1));
+  return a;
+}
+
+void patch_manifest(const std::string& dir, const std::function<void(Json&)>& f) {
+  Json j = Json::parse(test::read_file(dir + "/manifest.json"));
+  f(j);
+  test::write_file(dir + "/manifest.json", j.dump(1));
+}
+
+TEST(Bundle, GroupedQueryHeadsShareTheirKeyValueHead) {
+  const test::TempDir d;
+  const std::string dpath = d.path().string();
+  const Made a = make_bundle(dpath, 4, 2, 5, 5, 8, 3);
+  const Bundle b = read_bundle(dpath);
+  const Problem p = bundle_problem(b, 0, std::nullopt);
+  EXPECT_EQ(p.heads, 4);
+  EXPECT_EQ(p.n(), 5);
+  EXPECT_EQ(p.q, a.q);
+  // Query heads 0, 1 read kv head 0; 2, 3 read kv head 1.
+  EXPECT_EQ(p.k.middleRows(0, 5), a.k.middleRows(0, 5));
+  EXPECT_EQ(p.k.middleRows(5, 5), a.k.middleRows(0, 5));
+  EXPECT_EQ(p.k.middleRows(10, 5), a.k.middleRows(5, 5));
+  EXPECT_EQ(p.v.middleRows(15, 5), a.v.middleRows(5, 5));
+  const Problem h3 = bundle_problem(b, 0, 3);
+  EXPECT_EQ(h3.heads, 1);
+  EXPECT_EQ(h3.q, a.q.middleRows(15, 5));
+  EXPECT_EQ(h3.k, a.k.middleRows(5, 5));
+  EXPECT_NE(h3.source.find("head 3 of 4"), std::string::npos) << h3.source;
+  EXPECT_FALSE(p.scale.has_value());
+  EXPECT_EQ(resolve_layer(b, "blocks.0.attn"), 0);
+}
+
+TEST(Bundle, ScaleMaskCausalAndTokens) {
+  const test::TempDir d;
+  const std::string dpath = d.path().string();
+  make_bundle(dpath, 2, 2, 4, 4, 16, 2, {{"scale", 0.3}, {"causal", true}});
+  patch_manifest(dpath, [](Json& j) { j["tokens"] = {"w", "x", "y", "z"}; });
+  Problem p = bundle_problem(read_bundle(dpath), 0, std::nullopt);
+  ASSERT_TRUE(p.scale.has_value());
+  EXPECT_DOUBLE_EQ(*p.scale, 0.3);
+  EXPECT_EQ(p.mask, MaskKind::Causal);
+  EXPECT_EQ(p.query_tokens, (std::vector<std::string>{"w", "x", "y", "z"}));
+  // The default scale written out as a number stays the default.
+  patch_manifest(dpath, [](Json& j) { j["calls"][0]["scale"] = 0.25; });
+  EXPECT_FALSE(bundle_problem(read_bundle(dpath), 0, 1).scale.has_value());
+
+  // Causal with fewer queries than keys: query i sees keys 0..i (torch's top-left alignment).
+  const test::TempDir e;
+  const std::string epath = e.path().string();
+  make_bundle(epath, 1, 1, 2, 4, 4, 2, {{"causal", true}});
+  p = bundle_problem(read_bundle(epath), 0, std::nullopt);
+  EXPECT_EQ(p.mask, MaskKind::Custom);
+  EXPECT_TRUE(std::isinf(p.custom_mask(0, 1)));
+  EXPECT_EQ(p.custom_mask(1, 1), 0.0f);
+
+  // A mask file per head: refused for all heads when the heads differ, used with --head.
+  const test::TempDir f;
+  const std::string fpath = f.path().string();
+  make_bundle(fpath, 2, 2, 3, 3, 4, 2, {{"mask", "mask.npy"}});
+  MatrixF mk = MatrixF::Zero(6, 3);
+  const float inf = std::numeric_limits<float>::infinity();
+  mk(0, 2) = -inf;
+  mk(4, 0) = -inf;
+  write_npy(fpath + "/mask.npy", mk);
+  const Bundle b = read_bundle(fpath);
+  EXPECT_NE(test::message_of<InputError>([&] { bundle_problem(b, 0, std::nullopt); }).find("--head"),
+            std::string::npos);
+  p = bundle_problem(b, 0, 1);
+  EXPECT_TRUE(std::isinf(p.custom_mask(1, 0)));
+  EXPECT_EQ(p.custom_mask(0, 2), 0.0f);
+}
+
+TEST(Bundle, TheCliRunsABundleAsTheCpuBackendWould) {
+  const test::TempDir d;
+  const std::string dpath = d.path().string();
+  make_bundle(dpath, 4, 1, 6, 6, 8, 4, {{"scale", 0.5}, {"causal", true}});
+  const Problem p = bundle_problem(read_bundle(dpath), 0, std::nullopt);
+  const Trace t = cpu_staged(p);
+  const auto r = test::run_attnlab({"run", "--bundle", dpath, "--format", "json", "--backend", "cpu"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  EXPECT_EQ(j["heads"], 4);
+  EXPECT_EQ(j["scale"], 0.5);
+  ASSERT_EQ(j["stages"]["output"].size(), 24u);
+  for (int row = 0; row < 24; ++row)
+    for (int c = 0; c < 4; ++c) EXPECT_FLOAT_EQ(j["stages"]["output"][row][c].get<float>(), t.output(row, c));
+  for (const std::vector<std::string>& cmd :
+       {std::vector<std::string>{"run", "--bundle", dpath, "--head", "2", "--lang", "en"},
+        {"demo", "--bundle", dpath, "--lang", "en"},
+        {"describe", "--bundle", dpath, "--lang", "en"},
+        {"verify", "--bundle", dpath, "--lang", "en", "--backend", "cpu"},
+        {"walk", "--bundle", dpath, "--head", "3", "--query", "4", "--lang", "en"}}) {
+    const auto o = test::run_attnlab(cmd);
+    EXPECT_EQ(o.code, 0) << cmd[0] << ": " << o.err;
+    EXPECT_TRUE(o.out.find("bundle") != std::string::npos || cmd[0] == "walk" || cmd[0] == "verify")
+        << cmd[0] << ": " << o.out.substr(0, 300);
+  }
+}
+
+// One line on stderr starting "error:", exit code 2, mentioning `want`.
+void expect_refused(const std::vector<std::string>& args, const std::string& want) {
+  const auto r = test::run_attnlab(args);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+  EXPECT_EQ(test::lines_of(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
+}
+
+TEST(Bundle, BrokenBundlesGetOneErrorLine) {
+  const test::TempDir d;
+  const std::string dpath = d.path().string();
+  const std::string dir = dpath;
+  make_bundle(dir, 2, 2, 4, 4, 8, 3);
+  const std::vector<std::string> run = {"run", "--bundle", dir};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = run;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  expect_refused(with({"--layer", "3"}), "--layer 3 is out of range");
+  expect_refused(with({"--layer", "nope"}), "blocks.0.attn");
+  expect_refused(with({"--head", "2"}), "--head 2 is out of range");
+  expect_refused(with({"--mask", "causal"}), "--mask does not apply to --bundle");
+  expect_refused({"run", "--random", "4", "--head", "1"}, "--head applies to --bundle only");
+  // The manifest lies about n.
+  patch_manifest(dir, [](Json& j) { j["calls"][0]["n"] = 5; });
+  expect_refused(run, "q.npy: q of call 0 'blocks.0.attn' is 8x8 but the manifest says 10x8");
+  patch_manifest(dir, [](Json& j) { j["calls"][0]["n"] = 4; j["calls"][0]["kv_heads"] = 3; });
+  expect_refused(run, "cannot share 3 key/value heads");
+  patch_manifest(dir, [](Json& j) { j["calls"][0]["kv_heads"] = 1; });
+  expect_refused(run, "k.npy: k of call 0");
+  patch_manifest(dir, [](Json& j) { j["calls"][0]["kv_heads"] = 2; j["calls"][0]["d_v"] = 4; });
+  expect_refused(run, "v.npy: v of call 0");
+  patch_manifest(dir, [](Json& j) { j["calls"][0]["d_v"] = 3; j["calls"][0].erase("d_k"); });
+  expect_refused(run, "has no 'd_k'");
+  // A wrong shape in the file itself, a missing file, a missing mask, a mask with other values.
+  patch_manifest(dir, [](Json& j) { j["calls"][0]["d_k"] = 8; });
+  write_npy(dir + "/v.npy", MatrixF::Zero(8, 2));
+  expect_refused(run, "is 8x2 but the manifest says 8x3");
+  fs::remove(dir + "/v.npy");
+  expect_refused(run, "v.npy: missing");
+  write_npy(dir + "/v.npy", MatrixF::Zero(8, 3));
+  patch_manifest(dir, [](Json& j) { j["calls"][0]["mask"] = "mask.npy"; });
+  expect_refused(run, "mask.npy: missing");
+  write_npy(dir + "/mask.npy", MatrixF::Constant(4, 4, 0.5f));
+  expect_refused(run, "0 or -inf");
+  write_npy(dir + "/mask.npy", MatrixF::Zero(3, 4));
+  expect_refused(run, "mask of call 0 'blocks.0.attn' is 3x4");
+  patch_manifest(dir, [](Json& j) { j["calls"][0]["mask"] = "../../etc/passwd"; });
+  expect_refused(run, "inside the bundle");
+  test::write_file(dir + "/manifest.json", "{\"calls\": [");
+  expect_refused(run, "not valid JSON");
+  test::write_file(dir + "/manifest.json", "{\"calls\": []}");
+  expect_refused(run, "has no 'calls'");
+  fs::remove(dir + "/manifest.json");
+  expect_refused(run, "manifest.json: missing");
+  expect_refused({"run", "--bundle", dir + "/nothing"}, "not a directory");
+  expect_refused({"run", "--bundle", dir, "--random", "4"}, "give one input");
+}
+
+}  // namespace
+}  // namespace attnlab
