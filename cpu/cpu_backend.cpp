@@ -87,9 +87,20 @@ class CpuBackend final : public Backend {
     check(p, o);
     BenchSample s;
     s.peak_bytes = static_cast<std::size_t>(host_working_set_bytes(p, o));
+    // opt.cancel (the perf view's Cancel) is checked between repetitions only: a repetition is
+    // either timed whole or not run.
+    const std::atomic<bool>* cancel = o.cancel;
+    o.cancel = nullptr;
+    const auto stop = [cancel] {
+      if (cancel && cancel->load()) throw Cancelled();
+    };
     Trace t;
-    for (int i = 0; i < warmup; ++i) compute(p, o, t);
+    for (int i = 0; i < warmup; ++i) {
+      stop();
+      compute(p, o, t);
+    }
     for (int i = 0; i < repeat; ++i) {
+      stop();
       const auto t0 = std::chrono::steady_clock::now();
       compute(p, o, t);
       s.ms.push_back(

@@ -1,0 +1,565 @@
+// The benchmark engine (see bench.h): the sweep's cases, their rules, the loop that times them with
+// the backends' bench() and checks them against fp64, the CSV, and the machine probes. Moved here
+// from cli/cmd_bench.cpp so that `attnlab bench` and the viewer's Performance view run the same
+// code; the CLI keeps only its options, its table and JSON.
+#include "core/gcc12_avx512.h"  // first: see there
+
+#include "core/bench.h"
+
+#include "core/backend.h"
+#include "core/format.h"
+#include "core/problem.h"
+#include "core/stats.h"
+#include "cpu/cpu_backend.h"
+#include "cpu/parallel.h"
+#include "kernels/tile_config.h"  // plain C++: the bf16 kernel's head dims
+#ifdef ATTNLAB_HAVE_CUDA
+#include "kernels/cublas_probe.h"
+#include "kernels/cuda_backend.h"
+#endif
+
+#include <Eigen/Dense>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <new>
+#include <optional>
+#include <ostream>
+#include <sstream>
+#include <thread>
+#include <tuple>
+
+namespace attnlab::bench {
+namespace {
+
+constexpr double kFullReferenceLimit = 4194304.0;  // heads * N^2 above this: sampled rows
+constexpr int kSampleRows = 64;
+// Rough sustained rates of the CPU paths on a small machine, only to refuse cases that would
+// take far too long; deliberately pessimistic.
+constexpr double kCpuStagedFlops = 8e9;
+constexpr double kCpuFusedFlops = 40e9;
+
+// A bench problem and its fp64 reference output, built once per (mask, heads, d, n) and shared by
+// every backend / variant / precision timed on it. The reference is the full fp64 chain
+// (reference_fp64) up to kFullReferenceLimit head·N² entries; above that, `rows` (64 query rows of
+// head 0, evenly spread) through reference_fp64 of the sub-problem holding just those rows, their
+// mask rows as a custom mask.
+struct BenchProblem {
+  Problem p;
+  std::vector<int> rows;  // empty: ref covers every row
+  MatrixD ref;
+  std::string which;      // "fp64 full" or "fp64 64 rows of head 0"
+};
+
+BenchProblem make_bench_problem(const Case& c, std::uint64_t seed) {
+  BenchProblem b;
+  b.p = random_problem(c.n, c.d, c.d, seed, c.heads);
+  b.p.mask = c.mask == "causal" ? MaskKind::Causal : MaskKind::None;
+  const Problem& p = b.p;
+  if (static_cast<double>(p.heads) * p.n() * p.m() <= kFullReferenceLimit) {
+    b.ref = reference_fp64(p).output;
+    b.which = "fp64 full";
+    return b;
+  }
+  const int count = std::min(kSampleRows, p.n());
+  for (int r = 0; r < count; ++r)
+    b.rows.push_back(count == 1 ? 0 : static_cast<int>((static_cast<long long>(r) * (p.n() - 1)) /
+                                                       (count - 1)));
+  Problem sub;
+  sub.q.resize(count, p.d_k());
+  // The sampled rows of the mask, built row by row: the whole (N, N) mask would be 4 N^2 bytes.
+  sub.custom_mask = MatrixF::Zero(count, p.m());
+  for (int r = 0; r < count; ++r) {
+    sub.q.row(r) = p.q.row(b.rows[r]);
+    if (p.mask == MaskKind::Causal)
+      sub.custom_mask.row(r).tail(p.m() - 1 - b.rows[r]).setConstant(-std::numeric_limits<float>::infinity());
+    sub.query_tokens.push_back(p.query_tokens.at(b.rows[r]));
+  }
+  sub.k = p.k.topRows(p.m());
+  sub.v = p.v.topRows(p.m());
+  sub.key_tokens = p.key_tokens;
+  sub.temperature = p.temperature;
+  sub.mask = MaskKind::Custom;
+  b.ref = reference_fp64(sub).output;
+  b.which = "fp64 " + std::to_string(count) + " rows of head 0";
+  return b;
+}
+
+// max |out - ref| / max |ref| over the rows the reference covers.
+double check_error(const BenchProblem& b, const MatrixF& out) {
+  double err = 0;
+  if (b.rows.empty()) {
+    err = (out.cast<double>() - b.ref).cwiseAbs().maxCoeff();
+  } else {
+    for (std::size_t r = 0; r < b.rows.size(); ++r)
+      err = std::max(err, (out.row(b.rows[r]).cast<double>() - b.ref.row(static_cast<Eigen::Index>(r)))
+                              .cwiseAbs()
+                              .maxCoeff());
+  }
+  return err / std::max(b.ref.cwiseAbs().maxCoeff(), 1e-300);
+}
+
+// The --baseline row: cpu_staged_plain timed as the CPU backend's bench() times the staged chain
+// (steady clock around each whole run, `warmup` untimed runs first), its own stage timings kept.
+// Each run allocates its stages afresh (and validates the problem, O(N d)): that is the baseline.
+BenchSample bench_plain(const Problem& p, int warmup, int repeat, const std::atomic<bool>* cancel) {
+  RunOptions o;
+  o.variant = Variant::Staged;
+  o.keep_stages = true;
+  BenchSample s;
+  const double need = host_working_set_bytes(p, o);
+  check_host_memory(need, "the plain staged chain", "try a smaller N or fewer heads");
+  s.peak_bytes = static_cast<std::size_t>(need);
+  const auto stop = [cancel] {
+    if (cancel && cancel->load()) throw Cancelled();
+  };
+  for (int i = 0; i < warmup; ++i) {
+    stop();
+    cpu_staged_plain(p);
+  }
+  for (int i = 0; i < repeat; ++i) {
+    stop();
+    const auto t0 = std::chrono::steady_clock::now();
+    Trace t = cpu_staged_plain(p);
+    s.ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    s.stages.push_back(t.timings);
+    if (i + 1 == repeat) s.output = std::move(t.output);
+  }
+  return s;
+}
+
+void run_case(Result& r, const Spec& a, Backend& backend, const BenchProblem& b,
+              const std::atomic<bool>* cancel) {
+  const Case& c = r.c;
+  const Problem& p = b.p;
+  const bool plain = c.variant == "plain";
+  RunOptions opt;
+  opt.variant = plain ? Variant::Staged : parse_variant(c.variant);
+  opt.precision = parse_precision(c.precision);
+  opt.keep_stages = false;
+  opt.cancel = cancel;  // the CPU backend's bench() checks it between repetitions
+  const BenchSample s = plain ? bench_plain(p, a.warmup, a.repeat, cancel)
+                              : backend.bench(p, opt, a.warmup, a.repeat);
+  if (s.ms.empty()) throw InputError("the backend returned no timings");
+  r.ran = true;
+  r.ms = s.ms;
+  r.repeats = static_cast<int>(s.ms.size());
+  r.median_ms = median_of(s.ms);
+  r.min_ms = *std::min_element(s.ms.begin(), s.ms.end());
+  r.max_ms = *std::max_element(s.ms.begin(), s.ms.end());
+  r.peak_bytes = s.peak_bytes;
+  r.tflops = r.flops / (r.median_ms * 1e-3) / 1e12;
+  r.gbs = r.moved_bytes / (r.median_ms * 1e-3) / 1e9;
+  r.rel_err = check_error(b, s.output);
+  r.reference = b.which;
+  if (opt.variant == Variant::Staged) {
+    // Per-stage times from the same timed repetitions (CUDA events between the stages on the
+    // GPU, the steady clock on the CPU): the median of each stage.
+    if (s.stages.size() != s.ms.size())
+      throw DeviceError("the backend returned no stage timings for a staged run");
+    r.stages = staged_stage_bytes(c);
+    const auto median_stage = [&s](double StageTimings::*field) {
+      std::vector<double> v;
+      for (const StageTimings& t : s.stages) v.push_back(t.*field);
+      return median_of(v);
+    };
+    r.stages[0].ms = median_stage(&StageTimings::qk_ms);
+    r.stages[1].ms = median_stage(&StageTimings::scale_mask_ms);
+    r.stages[2].ms = median_stage(&StageTimings::softmax_ms);
+    r.stages[3].ms = median_stage(&StageTimings::pv_ms);
+  }
+}
+
+// A value given twice would time the same case twice: refused.
+template <class T>
+void refuse_repeats(const char* name, const std::vector<T>& v) {
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (std::find(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v[i]) != v.begin() + static_cast<std::ptrdiff_t>(i)) {
+      std::ostringstream o;
+      o << v[i];
+      throw InputError(std::string(name) + " lists " + o.str() + " twice");
+    }
+}
+
+// Buffers both written before the clock starts (untouched pages would read as the one zero page,
+// and fault inside the timing); one untimed copy, then the best of the repeats. `threads` copy
+// their own contiguous slice at the same time.
+constexpr std::size_t kHostCopyBytes = std::size_t{256} << 20;
+constexpr int kHostCopyRepeats = 5;
+
+double timed_copy(unsigned threads) {
+  check_host_memory(2.0 * kHostCopyBytes, "the host copy probe", "the copy rate is left out");
+  std::vector<unsigned char> src(kHostCopyBytes), dst(kHostCopyBytes);
+  const std::size_t slice = kHostCopyBytes / threads;
+  // Each slice is first written by the thread that will copy it (first touch puts its pages on
+  // that thread's memory node).
+  const auto each = [&](auto&& body) {
+    cpu::parallel_items(threads, threads, [&](unsigned, std::size_t item) {
+      const std::size_t lo = item * slice, len = item + 1 == threads ? kHostCopyBytes - lo : slice;
+      body(lo, len);
+    });
+  };
+  each([&](std::size_t lo, std::size_t len) {
+    std::memset(src.data() + lo, 0x5a, len);
+    std::memset(dst.data() + lo, 0, len);
+  });
+  volatile unsigned char sink = 0;  // a read of each copy, so none of them can be dropped
+  each([&](std::size_t lo, std::size_t len) { std::memcpy(dst.data() + lo, src.data() + lo, len); });
+  sink = dst[kHostCopyBytes / 3];
+  double best = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < kHostCopyRepeats; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    each([&](std::size_t lo, std::size_t len) { std::memcpy(dst.data() + lo, src.data() + lo, len); });
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    sink = dst[(kHostCopyBytes / 7) * static_cast<std::size_t>(i)];
+  }
+  static_cast<void>(sink);
+  return best > 0 ? 2.0 * static_cast<double>(kHostCopyBytes) / best / 1e9 : 0;
+}
+
+unsigned hardware_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+}  // namespace
+
+std::string Case::label() const {
+  return backend + " " + variant + " " + precision + " " + mask + " heads=" + std::to_string(heads) +
+         " n=" + std::to_string(n) + " d=" + std::to_string(d);
+}
+
+std::vector<std::string> split_list(const char* name, const std::string& text) {
+  std::vector<std::string> items;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', start);
+    items.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (items.back().empty())
+      throw InputError(std::string(name) + " has an empty item in '" + text +
+                       "' (give values separated by single commas)");
+    if (comma == std::string::npos) return items;
+    start = comma + 1;
+  }
+}
+
+std::vector<int> int_list(const char* name, const std::string& text, int hi) {
+  std::vector<int> out;
+  for (const std::string& s : split_list(name, text)) {
+    const bool digits = s.size() <= 9 && s.find_first_not_of("0123456789") == std::string::npos;
+    const long long x = digits ? std::stoll(s) : -1;
+    if (x < 1 || x > hi)
+      throw InputError(std::string(name) + " values must be whole numbers between 1 and " +
+                       std::to_string(hi) + ", got '" + s + "'");
+    out.push_back(static_cast<int>(x));
+  }
+  refuse_repeats(name, out);
+  return out;
+}
+
+std::vector<std::string> word_list(const char* name, const std::string& text) {
+  std::vector<std::string> out = split_list(name, text);
+  refuse_repeats(name, out);
+  return out;
+}
+
+void check_spec(const Spec& a) {
+  for (const auto& b : a.backends)
+    if (b != "cpu" && b != "cuda")
+      throw InputError("--backend takes cpu and/or cuda, got '" + b + "'");
+  for (const auto& v : a.variants) {
+    if (v == "plain")
+      throw InputError("--variant takes staged and/or fused; the plain chain is timed with "
+                       "--baseline, beside every CPU staged case");
+    parse_variant(v);
+  }
+  for (const auto& p : a.precisions)
+    if (parse_precision(p) == Precision::FP64)
+      throw InputError("--precision takes fp32 and/or bf16 (fp64 is the reference), got 'fp64'");
+  for (const auto& m : a.masks)
+    if (m != "none" && m != "causal")
+      throw InputError("--mask takes none and/or causal, got '" + m + "'");
+  if (a.repeat < 1) throw InputError("--repeat must be >= 1, got " + std::to_string(a.repeat));
+  if (a.warmup < 0) throw InputError("--warmup must be >= 0, got " + std::to_string(a.warmup));
+  if (!(a.max_seconds > 0))
+    throw InputError("--max-seconds must be > 0, got " + format_number("%g", a.max_seconds));
+}
+
+// 4 N^2 d per head (QK^T and PV, 2 flops per multiply-add each); causal computes half.
+double case_flops(const Case& c) {
+  const double f = 4.0 * c.heads * static_cast<double>(c.n) * c.n * c.d;
+  return c.mask == "causal" ? f / 2 : f;
+}
+
+// The fewest bytes each staged kernel must move in fp32, each input read once and each output
+// written once (heads*n rows of m = n keys, d = d_k = d_v):
+//   qk          Q, K read; scores and scaled written
+//   scale_mask  scaled read; logits written (bench masks are none or causal, which the kernels
+//               compute from (row, col) rather than read)
+//   softmax     logits read; weights written
+//   pv          weights and V read; output written
+std::vector<Stage> staged_stage_bytes(const Case& c) {
+  const double hn = static_cast<double>(c.heads) * c.n, nn = hn * c.n, f = 4.0;
+  return {{"qk", 0, f * (2 * hn * c.d + 2 * nn)},
+          {"scale_mask", 0, f * 2 * nn},
+          {"softmax", 0, f * 2 * nn},
+          {"pv", 0, f * (nn + 2 * hn * c.d)}};
+}
+
+void case_bytes(const Case& c, double& min_bytes, double& moved_bytes) {
+  const double in_elem = c.precision == "bf16" ? 2.0 : 4.0;
+  const double hn = static_cast<double>(c.heads) * c.n;
+  min_bytes = in_elem * hn * 3.0 * c.d + 4.0 * hn * c.d;
+  moved_bytes = min_bytes;
+  if (c.variant == "staged" || c.variant == "plain") {  // plain: the same four stages
+    moved_bytes = 0;
+    for (const auto& st : staged_stage_bytes(c)) moved_bytes += st.bytes;
+  }
+}
+
+double cpu_rate_guess(const std::string& variant) {
+  return variant == "fused" ? kCpuFusedFlops : kCpuStagedFlops;  // plain: staged
+}
+
+std::string skip_reason(const Case& c, const Spec& a, bool cuda_ok, const std::string& cuda_reason) {
+  // bf16: the CPU runs it staged and fused at any head dim; CUDA only with its fused kernel.
+  if (c.precision == "bf16" && c.backend == "cuda") {
+    if (c.variant != "fused") return "bf16 on cuda runs only on the fused kernel";
+    if (std::string why = cuda::fused_bf16_shape_error(c.d, c.d); !why.empty()) return why;
+  }
+  if (c.backend == "cuda" && !cuda_ok) return "no CUDA device: " + cuda_reason;
+  if (c.backend == "cpu") {
+    const double seconds = case_flops(c) / cpu_rate_guess(c.variant) * (a.repeat + a.warmup);
+    if (seconds > a.max_seconds)
+      return "would take ~" + format_number("%.0f", seconds) + " s (over --max-seconds " +
+             format_number("%g", a.max_seconds) + ")";
+  }
+  return "";
+}
+
+std::vector<Result> plan(const Spec& a) {
+  std::vector<Result> results;
+  for (const auto& b : a.backends)
+    for (const auto& v : a.variants)
+      for (const auto& pr : a.precisions)
+        for (const auto& mk : a.masks)
+          for (int h : a.heads)
+            for (int d : a.ds)
+              for (int n : a.ns) {
+                Result r;
+                r.c = Case{b, v, pr, mk, h, n, d};
+                r.flops = case_flops(r.c);
+                case_bytes(r.c, r.min_bytes, r.moved_bytes);
+                results.push_back(r);
+                // The baseline row right after its staged case: CPU, fp32, staged only.
+                if (a.baseline && b == "cpu" && v == "staged" && pr == "fp32") {
+                  r.c.variant = "plain";
+                  case_bytes(r.c, r.min_bytes, r.moved_bytes);
+                  results.push_back(r);
+                }
+              }
+  return results;
+}
+
+Outcome run_sweep(std::vector<Result>& results, const Spec& a, bool cuda_ok,
+                  const std::string& cuda_reason, const Hooks& hooks) {
+  // Cases run grouped by shape (mask, heads, d, n): one problem and one fp64 reference per shape,
+  // shared by every backend / variant / precision, and only one shape's held at a time (a
+  // cache of them all held every input of the sweep until the end). The results keep the
+  // lists' order.
+  const auto shape = [&results](std::size_t i) {
+    const Case& c = results[i].c;
+    return std::make_tuple(c.mask, c.heads, c.d, c.n);
+  };
+  std::vector<std::size_t> order(results.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&shape](std::size_t x, std::size_t y) { return shape(x) < shape(y); });
+
+  std::ostream* log = hooks.log;
+  const auto cancelled = [&hooks] { return hooks.cancel && hooks.cancel->load(); };
+  std::unique_ptr<Backend> cpu, gpu;
+  std::optional<BenchProblem> problem;  // the current shape's
+  std::size_t problem_of = results.size();
+  Outcome out;
+  const std::size_t total = results.size();
+  for (std::size_t done = 0; done < total; ++done) {
+    const std::size_t i = order[done];
+    Result& r = results[i];
+    if (cancelled()) {
+      out.cancelled = true;
+      break;
+    }
+    if (hooks.on_case) hooks.on_case(i, done, total, false);
+    const std::string prefix =
+        "[" + std::to_string(done + 1) + "/" + std::to_string(total) + "] " + r.c.label() + ": ";
+    r.reason = skip_reason(r.c, a, cuda_ok, cuda_reason);
+    if (!r.reason.empty()) {
+      if (log) *log << prefix << "skipped (" << r.reason << ")\n";
+      if (hooks.on_case) hooks.on_case(i, done + 1, total, true);
+      continue;
+    }
+    if (log) *log << prefix << std::flush;
+    try {
+      std::unique_ptr<Backend>& be = r.c.backend == "cpu" ? cpu : gpu;
+      if (!be) be = make_backend(r.c.backend);
+      if (!problem || shape(problem_of) != shape(i)) {
+        problem.reset();  // the previous shape's inputs go before the next ones are built
+        // Q, K, V and the output in fp32, before they are allocated: a size the machine could
+        // map but not back would end in the kernel's OOM killer, not in bad_alloc.
+        check_host_memory(16.0 * r.c.heads * r.c.n * r.c.d, "the inputs and output",
+                          "try a smaller N, d or fewer heads");
+        problem = make_bench_problem(r.c, a.seed);
+        problem_of = i;
+      }
+      run_case(r, a, *be, *problem, hooks.cancel);
+      if (log)
+        *log << format_number("%.4g", r.median_ms) << " ms median of " << r.repeats << ", "
+             << format_number("%.3g", r.tflops) << " TFLOP/s, rel err " << format_number("%.2e", r.rel_err)
+             << "\n";
+    } catch (const Cancelled&) {
+      // Stopped between two repetitions: the case is left out, not half-timed.
+      Result fresh;
+      fresh.c = r.c;
+      fresh.flops = r.flops;
+      fresh.min_bytes = r.min_bytes;
+      fresh.moved_bytes = r.moved_bytes;
+      r = fresh;
+      if (log) *log << "cancelled\n";
+      out.cancelled = true;
+      break;
+    } catch (const InputError& e) {  // ResourceError (does not fit) included
+      r.ran = false;
+      r.reason = e.what();
+      if (log) *log << "skipped (" << r.reason << ")\n";
+    } catch (const std::bad_alloc&) {
+      // Host memory ran out building the inputs, the reference or the run: this case does not
+      // fit; the sweep goes on with the next (what it held is freed by now).
+      r.ran = false;
+      r.reason = "out of host memory";
+      if (log) *log << "skipped (" << r.reason << ")\n";
+    } catch (const DeviceError& e) {
+      // A device failure is a defect, not a property of the case: list it and exit 1 at the end.
+      r.ran = false;
+      r.failed = true;
+      r.reason = std::string("device error: ") + e.what();
+      if (log) *log << "FAILED (" << r.reason << ")\n";
+      out.device_failure = true;
+    }
+    if (hooks.on_case) hooks.on_case(i, done + 1, total, true);
+  }
+  return out;
+}
+
+std::string render_csv(const std::vector<Result>& results) {
+  std::ostringstream o;
+  o << "backend,variant,precision,mask,heads,n,d,status,median_ms,min_ms,max_ms,tflops,gbs,"
+       "min_bytes,moved_bytes,peak_bytes,rel_err,reference,reason\n";
+  for (const auto& r : results) {
+    o << r.c.backend << ',' << r.c.variant << ',' << r.c.precision << ',' << r.c.mask << ','
+      << r.c.heads << ',' << r.c.n << ',' << r.c.d << ',';
+    if (r.ran) {
+      o << "ok," << format_number("%.6g", r.median_ms) << ',' << format_number("%.6g", r.min_ms) << ','
+        << format_number("%.6g", r.max_ms) << ',' << format_number("%.6g", r.tflops) << ',' << format_number("%.6g", r.gbs)
+        << ',' << format_number("%.0f", r.min_bytes) << ',' << format_number("%.0f", r.moved_bytes) << ','
+        << r.peak_bytes << ',' << format_number("%.3e", r.rel_err) << ',' << csv_field(r.reference) << ",\n";
+    } else {
+      o << "skipped,,,,,,,,,,," << csv_field(r.reason) << '\n';
+    }
+  }
+  return o.str();
+}
+
+std::string host_cpu() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  std::string model = "unknown CPU";
+  while (std::getline(f, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto pos = line.find(':');
+      if (pos != std::string::npos) model = line.substr(pos + 2);
+      break;
+    }
+  }
+  return model + " (" + std::to_string(std::thread::hardware_concurrency()) + " threads)";
+}
+
+const char* const kHostCopyRule =
+    "single-thread memcpy of a 256 MiB buffer (past the last-level cache), one warm-up copy, best "
+    "of 5; GB/s = (bytes read + bytes written) / time = 2 x 256 MiB / best time";
+const char* const kHostCopyAllCoresRule =
+    "memcpy of a 256 MiB buffer split into one slice per hardware thread, all copied at once, one "
+    "warm-up copy, best of 5; GB/s = 2 x 256 MiB / best time";
+const char* const kCpuSgemmRule =
+    "Eigen fp32 GEMM C = A B, n = 1024, the rows of A split over every hardware thread, one "
+    "warm-up, best of 3; GFLOP/s = 2 n^3 / best time";
+
+double host_copy_probe() { return timed_copy(1); }
+
+double host_copy_probe_all_cores() { return timed_copy(hardware_threads()); }
+
+double cpu_sgemm_probe_gflops() {
+  constexpr int n = 1024;
+  const unsigned threads = hardware_threads();
+  const MatrixF a = MatrixF::Random(n, n), b = MatrixF::Random(n, n);
+  MatrixF c = MatrixF::Zero(n, n);
+  const int rows = (n + static_cast<int>(threads) - 1) / static_cast<int>(threads);
+  const auto gemm = [&] {
+    cpu::parallel_items(threads, threads, [&](unsigned, std::size_t item) {
+      const int r0 = static_cast<int>(item) * rows, r1 = std::min(n, r0 + rows);
+      if (r0 < r1) c.middleRows(r0, r1 - r0).noalias() = a.middleRows(r0, r1 - r0) * b;
+    });
+  };
+  gemm();
+  double best = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    gemm();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  volatile float sink = c(n / 3, n / 5);  // the product is read, so it cannot be dropped
+  static_cast<void>(sink);
+  return best > 0 ? 2.0 * n * n * static_cast<double>(n) / best / 1e9 : 0;
+}
+
+Ceilings cpu_ceilings() {
+  Ceilings c;
+  c.bandwidth_rule = kHostCopyAllCoresRule;
+  c.gemm_rule = kCpuSgemmRule;
+  try {
+    c.bandwidth_gbs = host_copy_probe_all_cores();
+  } catch (const std::exception& e) {
+    c.note = std::string("copy probe: ") + e.what();
+  }
+  c.gemm_gflops = cpu_sgemm_probe_gflops();
+  return c;
+}
+
+Ceilings cuda_ceilings() {
+  Ceilings c;
+  c.bandwidth_rule = "device-to-device cudaMemcpyAsync of 1 GiB, median of 20, timed with events; "
+                     "GB/s = 2 x bytes / time";
+  c.gemm_rule = "cuBLAS SGEMM (fp32, no tensor cores) n = 4096, one warm-up, best of 5 timed with events";
+  std::string why;
+  if (!cuda_available(&why)) {
+    c.note = "no CUDA device: " + why;
+    return c;
+  }
+#ifdef ATTNLAB_HAVE_CUDA
+  try {
+    c.bandwidth_gbs = cuda::copy_bandwidth_gbs(std::size_t{1} << 30);
+  } catch (const std::exception& e) {
+    c.note = std::string("copy probe: ") + e.what();
+  }
+  try {
+    c.gemm_gflops = cuda::cublas_sgemm_gflops(4096);
+  } catch (const std::exception& e) {
+    c.note += (c.note.empty() ? "" : "; ") + std::string("cuBLAS probe: ") + e.what();
+  }
+#endif
+  return c;
+}
+
+}  // namespace attnlab::bench

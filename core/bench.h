@@ -1,0 +1,159 @@
+// The benchmark engine: the one timing loop behind `attnlab bench` (cli/cmd_bench.cpp) and the
+// viewer's Performance view (viewer/perf_view.h). A sweep is every combination of backend x
+// variant x precision x mask x heads x d x N; each case is timed with the backend's own bench()
+// (inputs resident, warm-up, repeats; CUDA events on the GPU, a steady clock on the CPU) and its
+// output checked against an fp64 reference computed in the same run. Cases that cannot run are
+// kept with the reason (no device, over the time budget, does not fit in memory).
+//
+// Rules (the same for every face):
+//   FLOPs  4 N^2 d per head (QK^T and PV, 2 per multiply-add), half for causal
+//   bytes  "min" = every input read once and the output written once (the fused kernels' floor);
+//          "moved" = what the variant must move: min for fused; for staged the sum of what each
+//          of its four kernels must read once and write once (staged_stage_bytes)
+//   error  max |out - ref| / max |ref|; ref is the full fp64 chain when heads*N^2 <= 2^22, else 64
+//          query rows of head 0, spread evenly, recomputed in double
+// Also here: the machine probes the numbers are read against (a single-thread host copy, an
+// all-core host copy and an Eigen SGEMM on the CPU; cuBLAS SGEMM and the device copy on CUDA)
+// and the CSV rendering both faces write.
+#pragma once
+
+#include "core/types.h"
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <iosfwd>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace attnlab::bench {
+
+struct Case {
+  std::string backend, variant, precision, mask;  // variant "plain": the --baseline chain
+  int heads = 1, n = 0, d = 0;
+  // "cpu fused fp32 none heads=1 n=1024 d=64"
+  std::string label() const;
+};
+
+struct Stage {
+  std::string name;
+  double ms = 0, bytes = 0;
+};
+
+struct Result {
+  Case c;
+  bool ran = false;
+  bool failed = false;  // a device error (a defect, not a property of the case)
+  std::string reason;   // why it was skipped (or failed)
+  double median_ms = 0, min_ms = 0, max_ms = 0;
+  int repeats = 0;
+  std::vector<double> ms;  // every timed repetition, in order (the spread)
+  double flops = 0, tflops = 0;
+  double min_bytes = 0, moved_bytes = 0, gbs = 0;
+  std::size_t peak_bytes = 0;
+  double rel_err = std::numeric_limits<double>::quiet_NaN();
+  std::string reference;
+  // Staged only: each stage's median time over the timed repetitions and the bytes it must move.
+  std::vector<Stage> stages;
+};
+
+// What to sweep. Lists are checked by check_spec; every combination becomes one case.
+struct Spec {
+  std::vector<std::string> backends{"cpu", "cuda"}, variants{"staged", "fused"},
+      precisions{"fp32", "bf16"}, masks{"none"};
+  std::vector<int> ns{1024, 4096}, ds{64}, heads{1};
+  int repeat = 10;
+  int warmup = 2;
+  std::uint64_t seed = 0;
+  double max_seconds = 60;  // CPU cases estimated to take longer are skipped
+  bool baseline = false;    // variant "plain" (cpu_staged_plain) beside every CPU fp32 staged case
+};
+
+// ---- lists, as both faces take them ------------------------------------------------------------
+// "a,b,c" -> {"a", "b", "c"}; an empty item is refused (InputError), naming the option and the list.
+std::vector<std::string> split_list(const char* name, const std::string& text);
+// Whole numbers 1..hi, no repeats: "--n values must be whole numbers between 1 and 1048576, got 'x'".
+std::vector<int> int_list(const char* name, const std::string& text, int hi);
+// Words, no repeats (a value given twice would time the same case twice).
+std::vector<std::string> word_list(const char* name, const std::string& text);
+// Refuses a backend other than cpu/cuda, a variant other than staged/fused, a precision other than
+// fp32/bf16, a mask other than none/causal, repeat < 1, warmup < 0, max_seconds <= 0.
+void check_spec(const Spec& s);
+
+// ---- the rules ---------------------------------------------------------------------------------
+double case_flops(const Case& c);
+// The four staged kernels' bytes (qk, scale_mask, softmax, pv), ms left 0.
+std::vector<Stage> staged_stage_bytes(const Case& c);
+void case_bytes(const Case& c, double& min_bytes, double& moved_bytes);
+// Why the case cannot run before anything is built, or "": CUDA bf16 off the fused kernel's rules,
+// no CUDA device, a CPU case estimated over s.max_seconds.
+std::string skip_reason(const Case& c, const Spec& s, bool cuda_ok, const std::string& cuda_reason);
+// Rough sustained rates (FLOP/s) of the CPU paths, deliberately pessimistic: the time budget's
+// estimate, and the perf view's first guess of the time left.
+double cpu_rate_guess(const std::string& variant);
+
+// Every case of the spec in list order (backend, variant, precision, mask, heads, d, n), flops and
+// bytes filled in, the baseline row right after its staged case. Nothing is run.
+std::vector<Result> plan(const Spec& s);
+
+// ---- running -----------------------------------------------------------------------------------
+struct Hooks {
+  // Set by another thread: the sweep stops after the repetition in flight (the CPU backend checks
+  // it between repetitions; CUDA cases end with their case) and leaves the rest not run.
+  const std::atomic<bool>* cancel = nullptr;
+  // Called on the sweep's thread before each case (done = cases finished so far) and after it
+  // (done counts it); `index` is the case's position in the results.
+  std::function<void(std::size_t index, std::size_t done, std::size_t total, bool finished)> on_case;
+  // Where the progress lines go ("[3/8] cpu fused ...: 1.23 ms median of 10, ..."); null: none.
+  std::ostream* log = nullptr;
+};
+
+struct Outcome {
+  bool cancelled = false;  // stopped by Hooks::cancel; cases not reached keep ran = false, reason ""
+  bool device_failure = false;  // some case failed with a device error (exit 1 in the CLI)
+};
+
+// Runs every case of `results` (from plan), grouped by shape (mask, heads, d, n) so that one
+// problem and one fp64 reference serve every backend / variant / precision of a shape and only
+// one shape's inputs are held at a time. Fills each Result in place: timed, or skipped with its
+// reason (skip_reason, does not fit, out of host memory), or failed (device error).
+Outcome run_sweep(std::vector<Result>& results, const Spec& s, bool cuda_ok,
+                  const std::string& cuda_reason, const Hooks& hooks = {});
+
+// ---- rendering ---------------------------------------------------------------------------------
+// bench's CSV: one row per case, the columns
+// backend,variant,precision,mask,heads,n,d,status,median_ms,min_ms,max_ms,tflops,gbs,
+// min_bytes,moved_bytes,peak_bytes,rel_err,reference,reason
+std::string render_csv(const std::vector<Result>& results);
+
+// ---- the machine -------------------------------------------------------------------------------
+// "<model name> (<threads> threads)" from /proc/cpuinfo.
+std::string host_cpu();
+
+// Single-thread memcpy of a buffer far past the last-level cache: GB/s (read + written), best of 5
+// after one warm-up copy. Throws ResourceError when 512 MiB do not fit.
+double host_copy_probe();
+extern const char* const kHostCopyRule;
+// The same copy split over every hardware thread (each copies its own slice at once): the host's
+// attainable bandwidth, the CPU roofline's memory ceiling (the CPU kernels run on every core).
+double host_copy_probe_all_cores();
+extern const char* const kHostCopyAllCoresRule;
+// Eigen SGEMM (fp32) on every hardware thread, each multiplying its own row block of a square
+// problem: GFLOP/s (2 n^3 / best time of 3), the CPU roofline's compute ceiling.
+double cpu_sgemm_probe_gflops();
+extern const char* const kCpuSgemmRule;
+
+// The ceilings of one backend for the roofline; 0: not measured (why in `note`).
+struct Ceilings {
+  double bandwidth_gbs = 0;  // memory
+  double gemm_gflops = 0;    // fp32 GEMM
+  std::string bandwidth_rule, gemm_rule, note;
+};
+// The CPU's: host_copy_probe_all_cores and cpu_sgemm_probe_gflops.
+Ceilings cpu_ceilings();
+// The device's: cuda::copy_bandwidth_gbs and the cuBLAS SGEMM probe (kernels/cublas_probe.h);
+// zeros and a note where CUDA is not built, no device answers or cuBLAS is not found.
+Ceilings cuda_ceilings();
+
+}  // namespace attnlab::bench

@@ -1,0 +1,244 @@
+// The benchmark engine (core/bench.h) that `attnlab bench` and the viewer's Performance view share:
+// the plan lists every combination in list order with the baseline row beside its staged case,
+// the FLOP and byte rules, a small CPU sweep timed and checked against fp64 with CUDA cases
+// skipped with the registry's reason where no device answers, the case hooks before and after
+// every case, bench's CSV columns, Cancel between cases and between repetitions (a repetition is
+// timed whole or not at all), the list parsing both faces use, and the machine probes.
+#include "core/backend.h"
+#include "core/bench.h"
+#include "core/problem.h"
+#include "cpu/cpu_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace attnlab {
+namespace {
+
+bench::Spec small_spec() {
+  bench::Spec s;
+  s.backends = {"cpu", "cuda"};
+  s.variants = {"staged", "fused"};
+  s.precisions = {"fp32"};
+  s.masks = {"none"};
+  s.ns = {32, 64};
+  s.ds = {8};
+  s.heads = {1};
+  s.repeat = 2;
+  s.warmup = 0;
+  return s;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+TEST(BenchEngine, PlanListsEveryCombinationInListOrderWithTheBaselineBesideItsStagedCase) {
+  bench::Spec s = small_spec();
+  s.baseline = true;
+  const std::vector<bench::Result> plan = bench::plan(s);
+  // cpu: staged (+plain) and fused at 2 N; cuda: staged and fused at 2 N.
+  ASSERT_EQ(plan.size(), 2u * 3 + 2u * 2);
+  EXPECT_EQ(plan[0].c.label(), "cpu staged fp32 none heads=1 n=32 d=8");
+  EXPECT_EQ(plan[1].c.variant, "plain");
+  EXPECT_EQ(plan[1].c.n, 32);
+  EXPECT_EQ(plan[2].c.n, 64);
+  EXPECT_EQ(plan.back().c.label(), "cuda fused fp32 none heads=1 n=64 d=8");
+  for (const auto& r : plan) {
+    EXPECT_FALSE(r.ran);
+    EXPECT_TRUE(r.reason.empty());
+  }
+}
+
+TEST(BenchEngine, FlopAndByteRules) {
+  bench::Case c{"cpu", "fused", "fp32", "none", 2, 128, 16};
+  EXPECT_DOUBLE_EQ(bench::case_flops(c), 4.0 * 2 * 128 * 128 * 16);
+  c.mask = "causal";
+  EXPECT_DOUBLE_EQ(bench::case_flops(c), 2.0 * 2 * 128 * 128 * 16);
+  double lo = 0, moved = 0;
+  bench::case_bytes(c, lo, moved);
+  const double hn = 2.0 * 128;
+  EXPECT_DOUBLE_EQ(lo, 4 * hn * 3 * 16 + 4 * hn * 16);
+  EXPECT_DOUBLE_EQ(moved, lo) << "fused moves the minimum";
+  c.precision = "bf16";
+  bench::case_bytes(c, lo, moved);
+  EXPECT_DOUBLE_EQ(lo, 2 * hn * 3 * 16 + 4 * hn * 16) << "bf16 inputs are 2 bytes, the output fp32";
+  c.variant = "staged";
+  c.precision = "fp32";
+  bench::case_bytes(c, lo, moved);
+  double stages = 0;
+  for (const auto& st : bench::staged_stage_bytes(c)) stages += st.bytes;
+  EXPECT_DOUBLE_EQ(moved, stages);
+  EXPECT_GT(moved, 4 * lo) << "the staged chain moves N^2 bytes";
+}
+
+TEST(BenchEngine, SmallCpuSweepIsTimedCheckedAndReportedThroughTheHooks) {
+  const bench::Spec s = small_spec();
+  std::vector<bench::Result> results = bench::plan(s);
+  std::string reason;
+  const bool cuda = cuda_available(&reason);
+  std::vector<int> started(results.size(), 0), finished(results.size(), 0);
+  bench::Hooks hooks;
+  std::size_t last_done = 0;
+  hooks.on_case = [&](std::size_t i, std::size_t done, std::size_t total, bool fin) {
+    EXPECT_EQ(total, results.size());
+    (fin ? finished : started).at(i)++;
+    if (fin) {
+      EXPECT_EQ(done, last_done + 1);
+      last_done = done;
+    }
+  };
+  std::ostringstream log;
+  hooks.log = &log;
+  const bench::Outcome out = bench::run_sweep(results, s, cuda, reason, hooks);
+  EXPECT_FALSE(out.cancelled);
+  EXPECT_FALSE(out.device_failure);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    SCOPED_TRACE(results[i].c.label());
+    EXPECT_EQ(started[i], 1);
+    EXPECT_EQ(finished[i], 1);
+    const bench::Result& r = results[i];
+    if (r.c.backend == "cpu" || cuda) {
+      ASSERT_TRUE(r.ran) << r.reason;
+      EXPECT_EQ(r.repeats, 2);
+      ASSERT_EQ(r.ms.size(), 2u);
+      EXPECT_LE(r.min_ms, r.median_ms);
+      EXPECT_LE(r.median_ms, r.max_ms);
+      EXPECT_NEAR(r.tflops, r.flops / (r.median_ms * 1e-3) / 1e12, 1e-9 * r.flops);
+      EXPECT_LT(r.rel_err, 1e-5);
+      EXPECT_EQ(r.reference, "fp64 full");
+      EXPECT_GT(r.peak_bytes, 0u);
+      EXPECT_EQ(r.stages.size(), r.c.variant == "staged" ? 4u : 0u);
+    } else {
+      EXPECT_FALSE(r.ran);
+      EXPECT_EQ(r.reason, "no CUDA device: " + reason);
+    }
+  }
+  // One progress line per case, as `attnlab bench` prints them.
+  EXPECT_EQ(lines_of(log.str()).size(), results.size());
+  EXPECT_EQ(log.str().rfind("[1/8] cpu staged fp32 none heads=1 n=32 d=8: ", 0), 0u) << log.str();
+
+  const std::vector<std::string> csv = lines_of(bench::render_csv(results));
+  ASSERT_EQ(csv.size(), results.size() + 1);
+  EXPECT_EQ(csv[0],
+            "backend,variant,precision,mask,heads,n,d,status,median_ms,min_ms,max_ms,tflops,gbs,"
+            "min_bytes,moved_bytes,peak_bytes,rel_err,reference,reason");
+  EXPECT_EQ(csv[1].rfind("cpu,staged,fp32,none,1,32,8,ok,", 0), 0u) << csv[1];
+}
+
+TEST(BenchEngine, CancelBetweenCasesLeavesTheRestNotRun) {
+  bench::Spec s = small_spec();
+  s.backends = {"cpu"};
+  std::vector<bench::Result> results = bench::plan(s);
+  std::atomic<bool> cancel{false};
+  bench::Hooks hooks;
+  hooks.cancel = &cancel;
+  hooks.on_case = [&](std::size_t, std::size_t done, std::size_t, bool fin) {
+    if (fin && done == 1) cancel = true;
+  };
+  const bench::Outcome out = bench::run_sweep(results, s, false, "none", hooks);
+  EXPECT_TRUE(out.cancelled);
+  int ran = 0;
+  for (const auto& r : results) {
+    ran += r.ran;
+    if (!r.ran) {
+      EXPECT_TRUE(r.reason.empty()) << "not reached is not skipped";
+      EXPECT_TRUE(r.ms.empty());
+    }
+  }
+  EXPECT_EQ(ran, 1);
+}
+
+TEST(BenchEngine, CancelStopsTheCpuBackendBetweenRepetitions) {
+  const Problem p = random_problem(64, 8, 8, 1);
+  std::atomic<bool> cancel{true};
+  for (Variant v : {Variant::Staged, Variant::Fused}) {
+    RunOptions o;
+    o.variant = v;
+    o.keep_stages = false;
+    o.cancel = &cancel;
+    EXPECT_THROW(make_cpu_backend()->bench(p, o, 1, 3), Cancelled);
+    cancel = false;
+    const BenchSample s = make_cpu_backend()->bench(p, o, 1, 3);
+    EXPECT_EQ(s.ms.size(), 3u) << "an unset flag changes nothing";
+    cancel = true;
+  }
+}
+
+TEST(BenchEngine, CancelInsideACaseLeavesItOutRatherThanHalfTimed) {
+  bench::Spec s = small_spec();
+  s.backends = {"cpu"};
+  s.repeat = 50;
+  std::vector<bench::Result> results = bench::plan(s);
+  std::atomic<bool> cancel{false};
+  bench::Hooks hooks;
+  hooks.cancel = &cancel;
+  // Set as the second case starts: its bench() sees it before its first repetition.
+  hooks.on_case = [&](std::size_t, std::size_t done, std::size_t, bool fin) {
+    if (!fin && done == 1) cancel = true;
+  };
+  const bench::Outcome out = bench::run_sweep(results, s, false, "none", hooks);
+  EXPECT_TRUE(out.cancelled);
+  int ran = 0;
+  for (const auto& r : results) {
+    ran += r.ran;
+    if (!r.ran) EXPECT_TRUE(r.ms.empty() && r.reason.empty() && r.repeats == 0);
+  }
+  EXPECT_EQ(ran, 1);
+}
+
+TEST(BenchEngine, ListsAndSpecAreChecked) {
+  EXPECT_EQ(bench::int_list("--n", "256,512", 1 << 20), (std::vector<int>{256, 512}));
+  EXPECT_THROW(bench::int_list("--n", "64,,128", 1 << 20), InputError);
+  EXPECT_THROW(bench::int_list("--n", "0", 1 << 20), InputError);
+  EXPECT_THROW(bench::int_list("--n", "64,64", 1 << 20), InputError);
+  EXPECT_THROW(bench::word_list("--mask", "none,none"), InputError);
+  bench::Spec s = small_spec();
+  EXPECT_NO_THROW(bench::check_spec(s));
+  s.variants = {"plain"};
+  EXPECT_THROW(bench::check_spec(s), InputError);
+  s = small_spec();
+  s.masks = {"diagonal"};
+  EXPECT_THROW(bench::check_spec(s), InputError);
+  s = small_spec();
+  s.repeat = 0;
+  EXPECT_THROW(bench::check_spec(s), InputError);
+}
+
+TEST(BenchEngine, TimeBudgetSkipsWithTheEstimate) {
+  bench::Spec s = small_spec();
+  s.max_seconds = 1;
+  const bench::Case big{"cpu", "staged", "fp32", "none", 64, 16384, 128};
+  const std::string why = bench::skip_reason(big, s, false, "none");
+  EXPECT_NE(why.find("would take ~"), std::string::npos) << why;
+  EXPECT_NE(why.find("--max-seconds 1"), std::string::npos) << why;
+  EXPECT_EQ(bench::skip_reason({"cpu", "fused", "fp32", "none", 1, 64, 8}, s, false, "none"), "");
+  EXPECT_EQ(bench::skip_reason({"cuda", "staged", "bf16", "none", 1, 64, 8}, s, true, ""),
+            "bf16 on cuda runs only on the fused kernel");
+}
+
+TEST(BenchEngine, CpuProbesMeasureSomething) {
+  EXPECT_GT(bench::cpu_sgemm_probe_gflops(), 0.0);
+  const bench::Ceilings c = bench::cpu_ceilings();
+  EXPECT_GT(c.gemm_gflops, 0.0);
+  if (c.note.empty()) EXPECT_GT(c.bandwidth_gbs, 0.0);
+  EXPECT_FALSE(c.bandwidth_rule.empty());
+  EXPECT_FALSE(c.gemm_rule.empty());
+  std::string reason;
+  if (!cuda_available(&reason)) {
+    const bench::Ceilings g = bench::cuda_ceilings();
+    EXPECT_EQ(g.gemm_gflops, 0.0);
+    EXPECT_EQ(g.note, "no CUDA device: " + reason);
+  }
+}
+
+}  // namespace
+}  // namespace attnlab
