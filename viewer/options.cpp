@@ -30,16 +30,23 @@ std::string viewer_usage() {
          "                    [--temperature T] [--mask none|causal|FILE] [--random N] [--dk D] [--dv D]\n"
          "                    [--q FILE --k FILE --v FILE [--tokens a,b,c | --tokens-file FILE]]\n"
          "                    [--seed S] [--lang zh|en] [--size WxH] [--backend auto|cpu|cuda]\n"
-         "                    [--pool max|mean] [--state-dump FILE.json] [--view chain|walk] [--tile B]\n"
+         "                    [--pool max|mean] [--state-dump FILE.json] [--view chain|walk|perf] [--tile B]\n"
          "                    [--ui-scale S] [--fullscreen] [--bench-redraw [--repeat R]]\n"
+         "  --view perf: [--backend cpu|cuda|cpu,cuda] [--perf-variant staged,fused]\n"
+         "               [--perf-precision fp32,bf16] [--perf-n 256,512,1024 | 256..16384]\n"
+         "               [--perf-d 64] [--perf-heads 1] [--perf-mask none,causal] [--perf-repeat R]\n"
+         "               [--perf-warmup W] [--perf-max-seconds S] [--perf-output FILE.csv]\n"
+         "               [--perf-chart time|tflops|speedup|roofline|memory]\n"
          "Interactive lab for scaled dot-product attention (F1 in the window lists the keys).\n"
          "--screenshot renders a few frames without input, writes the PNG and exits (works with\n"
-         "SDL_VIDEODRIVER=dummy). --bench-redraw times temperature changes (backend + heatmap)\n"
+         "SDL_VIDEODRIVER=dummy; in the perf view it runs the sweep to the end first). --bench-redraw\n"
+         "times temperature changes (backend + heatmap)\n"
          "without a window, for --random N (default 4096), and prints milliseconds.\n";
 }
 
 ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
   ViewerOptions o;
+  std::string backend_text;  // checked at the end: a list in the perf view, one name elsewhere
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& {
@@ -99,10 +106,8 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
       o.width = parse_int<int>("--size width", v.substr(0, x), kMinWindowW, 7680);
       o.height = parse_int<int>("--size height", v.substr(x + 1), kMinWindowH, 4320);
     } else if (a == "--backend") {
-      o.backend = value();
-      if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda") {
-        throw InputError("--backend must be auto, cpu or cuda, got '" + o.backend + "'");
-      }
+      backend_text = value();
+      if (backend_text.empty()) throw InputError("--backend must be auto, cpu or cuda, got ''");
     } else if (a == "--pool") {
       const std::string& v = value();
       if (v == "max") {
@@ -118,9 +123,33 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
         o.view = ViewKind::Chain;
       } else if (v == "walk") {
         o.view = ViewKind::Walk;
+      } else if (v == "perf") {
+        o.view = ViewKind::Perf;
       } else {
-        throw InputError("--view must be chain or walk, got '" + v + "'");
+        throw InputError("--view must be chain, walk or perf, got '" + v + "'");
       }
+    } else if (a == "--perf-variant") {
+      o.perf.variants = bench::word_list("--perf-variant", value());
+    } else if (a == "--perf-precision") {
+      o.perf.precisions = bench::word_list("--perf-precision", value());
+    } else if (a == "--perf-mask") {
+      o.perf.masks = bench::word_list("--perf-mask", value());
+    } else if (a == "--perf-n") {
+      o.perf.ns = parse_n_list("--perf-n", value());
+    } else if (a == "--perf-d") {
+      o.perf.ds = bench::int_list("--perf-d", value(), kMaxHeadDim);
+    } else if (a == "--perf-heads") {
+      o.perf.heads = bench::int_list("--perf-heads", value(), 4096);
+    } else if (a == "--perf-repeat") {
+      o.perf.repeat = parse_int<int>(a, value(), 1, 1000);
+    } else if (a == "--perf-warmup") {
+      o.perf.warmup = parse_int<int>(a, value(), 0, 100);
+    } else if (a == "--perf-max-seconds") {
+      o.perf.max_seconds = parse_int<int>(a, value(), 1, 86400);
+    } else if (a == "--perf-chart") {
+      o.perf_chart = parse_perf_chart(value());
+    } else if (a == "--perf-output") {
+      o.perf_output = value();
     } else if (a == "--ui-scale") {
       const std::string& v = value();
       char* end = nullptr;
@@ -143,6 +172,35 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
     } else {
       throw InputError("unknown option '" + a + "' (see attnlab-view --help)");
     }
+  }
+  if (!backend_text.empty()) {
+    if (o.view == ViewKind::Perf) {
+      // The perf view times every backend listed; "auto" there means both.
+      o.perf.backends = backend_text == "auto" ? std::vector<std::string>{"cpu", "cuda"}
+                                               : bench::word_list("--backend", backend_text);
+      for (const std::string& b : o.perf.backends)
+        if (b != "cpu" && b != "cuda")
+          throw InputError("--backend in the perf view takes cpu, cuda or cpu,cuda, got '" + b + "'");
+      // o.backend (the chain view's) stays auto: --backend cuda without a device still draws the
+      // perf view with the reason, where the chain view would refuse.
+    } else {
+      o.backend = backend_text;
+      if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda") {
+        throw InputError("--backend must be auto, cpu or cuda, got '" + o.backend + "'");
+      }
+    }
+  }
+  if (o.view == ViewKind::Perf) {
+    for (const std::string& v : o.perf.variants)
+      if (v != "staged" && v != "fused")
+        throw InputError("--perf-variant takes staged and/or fused, got '" + v + "'");
+    for (const std::string& p : o.perf.precisions)
+      if (p != "fp32" && p != "bf16")
+        throw InputError("--perf-precision takes fp32 and/or bf16, got '" + p + "'");
+    for (const std::string& m : o.perf.masks)
+      if (m != "none" && m != "causal")
+        throw InputError("--perf-mask takes none and/or causal, got '" + m + "'");
+    bench::check_spec(o.perf);
   }
   if ((!o.q_file.empty() || !o.k_file.empty() || !o.v_file.empty()) && o.random_n)
     throw InputError("give either --q/--k/--v files or --random N, not both");

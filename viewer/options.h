@@ -4,11 +4,16 @@
 //                [--mask none|causal|FILE] [--random N] [--dk D] [--dv D] [--seed S]
 //                [--q FILE --k FILE --v FILE [--tokens a,b,c | --tokens-file FILE]] [--lang zh|en]
 //                [--size WxH] [--backend auto|cpu|cuda] [--pool max|mean] [--state-dump FILE.json]
-//                [--view chain|walk] [--tile B] [--ui-scale S] [--fullscreen]
+//                [--view chain|walk|perf] [--tile B] [--ui-scale S] [--fullscreen]
+//                [--perf-variant L] [--perf-precision L] [--perf-n L|A..B] [--perf-d L]
+//                [--perf-heads L] [--perf-mask L] [--perf-repeat R] [--perf-warmup W]
+//                [--perf-max-seconds S] [--perf-chart NAME] [--perf-output FILE.csv]
+//                (in the perf view --backend takes a list: cpu, cuda or cpu,cuda)
 //                [--bench-redraw] [--repeat R] [--help]
 #pragma once
 
 #include "core/types.h"
+#include "viewer/perf_view.h"
 #include "viewer/pooling.h"
 
 #include <cstdint>
@@ -27,11 +32,11 @@ constexpr int kMaxHeadDim = 1024;  // d_k, d_v
 constexpr int kMinWindowW = 960, kMinWindowH = 600;  // the layout's minimum (and --size's)
 
 // The views of the window: the staged chain's four steps (the default), the fused kernel's online
-// softmax walked tile by tile.
-enum class ViewKind { Chain, Walk };
+// softmax walked tile by tile, the performance sweep (viewer/perf_view.h).
+enum class ViewKind { Chain, Walk, Perf };
 
 struct ViewerOptions {
-  ViewKind view = ViewKind::Chain;    // --view chain|walk
+  ViewKind view = ViewKind::Chain;    // --view chain|walk|perf
   float ui_scale = 1.0f;              // --ui-scale S: text and controls S times the default
   bool fullscreen = false;            // --fullscreen
   int tile = 0;                       // --tile B, keys per tile of the walk view (0: its default)
@@ -54,6 +59,11 @@ struct ViewerOptions {
   bool bench_redraw = false;          // time temperature redraws without a window, print ms
   int repeat = 5;                     // --bench-redraw repetitions
   bool help = false;
+  // The perf view's sweep (--backend as a list, --perf-*); headless (--screenshot) runs it to the
+  // end before the picture, and writes bench's CSV to perf_output when given.
+  bench::Spec perf = default_perf_spec();
+  std::string perf_output;            // --perf-output FILE.csv
+  PerfChart perf_chart = PerfChart::Time;  // --perf-chart time|tflops|speedup|roofline|memory
 };
 
 // Throws InputError ("unknown option '--foo'", "--step must be 1, 2, 3 or 4, got '7'",

@@ -49,6 +49,8 @@ void draw_controls(App& app, const Layout& l) {
   if (ImGui::RadioButton(tr(lang, S::ViewChain), app.view_kind == ViewKind::Chain)) app.view_kind = ViewKind::Chain;
   same_line_if_fits(radio_width(tr(lang, S::ViewWalk)));
   if (ImGui::RadioButton(tr(lang, S::ViewWalk), app.view_kind == ViewKind::Walk)) app.view_kind = ViewKind::Walk;
+  same_line_if_fits(radio_width(tr(lang, S::ViewPerf)));
+  if (ImGui::RadioButton(tr(lang, S::ViewPerf), app.view_kind == ViewKind::Perf)) app.view_kind = ViewKind::Perf;
 
   // Step playback.
   section(tr(lang, S::Steps));

@@ -250,12 +250,15 @@ void draw_frame(App& app) {
   }
   const Layout l = compute_layout(ds.x, ds.y, app.font_px);
   draw_controls(app, l);
-  if (app.view_kind == ViewKind::Walk) {
+  if (app.view_kind == ViewKind::Perf) {
+    draw_perf(app, l);  // the centre and the right column: the charts want the width
+  } else if (app.view_kind == ViewKind::Walk) {
     draw_walk(app, l);
+    draw_info(app, l);
   } else {
     draw_heatmap(app, l);
+    draw_info(app, l);
   }
-  draw_info(app, l);
   draw_caveat(app, l);
   draw_help(app);
 }

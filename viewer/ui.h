@@ -8,6 +8,7 @@
 #include "viewer/heatmap.h"
 #include "viewer/keymap.h"
 #include "viewer/layout.h"
+#include "viewer/perf_view.h"
 #include "viewer/playback.h"
 #include "viewer/speech.h"
 #include "viewer/state_dump.h"
@@ -35,6 +36,11 @@ struct LabelSizes {
   std::vector<float> w, h;       // w < 0: not measured yet
 };
 
+struct App;
+// The perf view's state from the options (panel_perf.cpp); headless (--screenshot) in the perf view
+// runs the sweep to the end here and writes --perf-output (InputError when it cannot).
+void init_perf(App& app, const ViewerOptions& o, bool headless);
+
 struct App {
   // async: backend runs off the UI thread (the interactive viewer); headless runs wait for them.
   App(const ViewerOptions& o, bool async)
@@ -42,6 +48,7 @@ struct App {
         in_dk(ctl.random_dk()), in_dv(ctl.random_dv()), in_seed(ctl.random_seed()),
         in_mode(ctl.from_files() ? 2 : ctl.demo() ? 0 : 1), in_files(ctl.files()) {
     log_weights = ctl.n() > 64;
+    init_perf(*this, o, !async);
   }
 
   Controller ctl;
@@ -49,6 +56,7 @@ struct App {
   ViewKind view_kind = ViewKind::Chain;  // which view the centre panel shows
   int walk_tile = 0;                // keys per tile of the walk view (0: its default)
   WalkView walk;                    // the walk view: cached walk of the selected row, tile cursor
+  PerfViewState perf;               // the perf view: its sweep on its own thread, the chart shown
   Lang lang = Lang::En;
   PoolMode pool = PoolMode::Max;
   HeatView view;

@@ -34,6 +34,7 @@ const char* step_name(Lang l, int step);
 // The panels, each in its own file; draw_frame (ui.cpp) lays them out.
 void draw_heatmap(App& app, const Layout& l);   // panel_heatmap.cpp
 void draw_walk(App& app, const Layout& l);      // panel_walk.cpp (the centre, in the walk view)
+void draw_perf(App& app, const Layout& l);      // panel_perf.cpp (centre and right, in the perf view)
 void draw_controls(App& app, const Layout& l);  // panel_controls.cpp
 void draw_info(App& app, const Layout& l);      // panel_info.cpp
 void draw_caveat(App& app, const Layout& l);    // panel_caveat_help.cpp

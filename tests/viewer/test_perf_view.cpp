@@ -1,0 +1,449 @@
+// The Performance view (issue 13), without SDL: the N list (a list or a doubling range), log axes
+// (decade ends, 1-2-5 ticks over few decades, decades over many, the N axis with a tick per N),
+// tick labels with units, series from the engine's results (grouped by everything but N, skipped N
+// with their reasons for the legend, pending cases), speed-ups against a baseline, chart ranges,
+// the roofline's roofs and ranges, hover, the time-left estimate, the sweep's thread (it finishes,
+// and Cancel stops it with the rest marked) and the --view perf / --backend list / --perf-* flags.
+// With the real attnlab-view (headless, SDL_VIDEODRIVER=dummy): a small CPU sweep writes bench's
+// CSV and a picture that is not blank, and its fused points are faster than its staged ones at
+// N=1024; every chart renders; an all-skipped sweep exits 0 with the reason in the CSV; a bad list
+// value exits 2 with one error line.
+#include "core/bench.h"
+#include "tests/test_util.h"
+#include "viewer/options.h"
+#include "viewer/perf_view.h"
+#include "viewer/png_io.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace attnlab;
+using namespace attnlab::viewer;
+
+namespace {
+
+bench::Result ran(const std::string& backend, const std::string& variant, int n, double ms,
+                  const std::string& mask = "none") {
+  bench::Result r;
+  r.c = bench::Case{backend, variant, "fp32", mask, 1, n, 64};
+  r.flops = bench::case_flops(r.c);
+  bench::case_bytes(r.c, r.min_bytes, r.moved_bytes);
+  r.ran = true;
+  r.median_ms = ms;
+  r.min_ms = ms * 0.9;
+  r.max_ms = ms * 1.2;
+  r.repeats = 3;
+  r.tflops = r.flops / (ms * 1e-3) / 1e12;
+  r.peak_bytes = static_cast<std::size_t>(n) * n * 16;
+  r.rel_err = 1e-7;
+  return r;
+}
+
+bench::Result skipped(const std::string& backend, const std::string& variant, int n, const std::string& why) {
+  bench::Result r;
+  r.c = bench::Case{backend, variant, "fp32", "none", 1, n, 64};
+  r.reason = why;
+  return r;
+}
+
+std::vector<double> values(const LogAxis& a, bool labelled_only = false) {
+  std::vector<double> v;
+  for (const Tick& t : a.ticks)
+    if (!labelled_only || !t.label.empty()) v.push_back(t.value);
+  return v;
+}
+
+TEST(PerfView, NListTakesAListOrADoublingRange) {
+  EXPECT_EQ(parse_n_list("--perf-n", "256..2048"), (std::vector<int>{256, 512, 1024, 2048}));
+  EXPECT_EQ(parse_n_list("--perf-n", "256..1000"), (std::vector<int>{256, 512}));
+  EXPECT_EQ(parse_n_list("--perf-n", "100,300"), (std::vector<int>{100, 300}));
+  EXPECT_EQ(parse_n_list("--perf-n", "64"), (std::vector<int>{64}));
+  EXPECT_THROW(parse_n_list("--perf-n", "512..256"), InputError);
+  EXPECT_THROW(parse_n_list("--perf-n", "256,,512"), InputError);
+  EXPECT_THROW(parse_n_list("--perf-n", "x"), InputError);
+  EXPECT_THROW(parse_n_list("--perf-n", "1,2..8"), InputError);
+  EXPECT_EQ(n_list_text({256, 512, 1024}), "256..1024");
+  EXPECT_EQ(n_list_text({256, 1024}), "256,1024");
+  EXPECT_EQ(parse_n_list("N", n_list_text({256, 512, 1024, 2048})), (std::vector<int>{256, 512, 1024, 2048}));
+}
+
+TEST(PerfView, LogAxisEndsOnDecadesWithOneTwoFiveTicksOverFewDecades) {
+  const LogAxis a = log_axis(0.3, 40);
+  EXPECT_DOUBLE_EQ(a.lo, 0.1);
+  EXPECT_DOUBLE_EQ(a.hi, 100);
+  const std::vector<double> v = values(a);
+  for (double want : {0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0})
+    EXPECT_NE(std::find_if(v.begin(), v.end(), [&](double x) { return std::abs(x - want) < 1e-9 * want; }), v.end())
+        << want;
+  EXPECT_EQ(v.size(), 10u);
+  for (const Tick& t : a.ticks) EXPECT_EQ(t.major, std::abs(std::log10(t.value) - std::round(std::log10(t.value))) < 1e-9);
+}
+
+TEST(PerfView, LogAxisOverManyDecadesTicksDecadesOnly) {
+  const LogAxis a = log_axis(2e-3, 3e5);  // 1e-3 .. 1e6: nine decades, every other labelled
+  EXPECT_DOUBLE_EQ(a.lo, 1e-3);
+  EXPECT_DOUBLE_EQ(a.hi, 1e6);
+  for (const Tick& t : a.ticks) EXPECT_TRUE(t.major);
+  EXPECT_EQ(a.ticks.size(), 5u);  // 1e-3, 1e-1, 1e1, 1e3, 1e5
+  const LogAxis b = log_axis(1e-2, 1e3);  // five decades: every decade, no 2 or 5
+  EXPECT_EQ(b.ticks.size(), 6u);
+}
+
+TEST(PerfView, LogAxisOfOneValueWidensAndMapsLogarithmically) {
+  const LogAxis a = log_axis(10, 10);
+  EXPECT_DOUBLE_EQ(a.lo, 1);
+  EXPECT_DOUBLE_EQ(a.hi, 100);
+  EXPECT_NEAR(a.map(10, 0, 200), 100, 1e-9);
+  EXPECT_NEAR(a.map(1, 0, 200), 0, 1e-9);
+  EXPECT_NEAR(a.map(100, 300, 100), 100, 1e-9) << "reversed ends (screen y grows down)";
+  const LogAxis bad = log_axis(0, -1);  // nothing positive: still a valid axis
+  EXPECT_GT(bad.hi, bad.lo);
+  EXPECT_GT(bad.lo, 0);
+}
+
+TEST(PerfView, NAxisHasATickPerNAndHalfADoublingOfMargin) {
+  const LogAxis a = n_axis({256, 512, 1024});
+  EXPECT_NEAR(a.lo, 256 / std::sqrt(2.0), 1e-9);
+  EXPECT_NEAR(a.hi, 1024 * std::sqrt(2.0), 1e-9);
+  EXPECT_EQ(values(a), (std::vector<double>{256, 512, 1024}));
+  EXPECT_EQ(a.ticks[1].label, "512");
+  std::vector<int> many;
+  for (int n = 1; n <= 4096; n *= 2) many.push_back(n);  // 13 values: every other labelled
+  EXPECT_EQ(values(n_axis(many), true).size(), 7u);
+}
+
+TEST(PerfView, TickLabelsCarryTheirUnits) {
+  EXPECT_EQ(format_tick(0.5, TickUnit::Milliseconds), "0.5 ms");
+  EXPECT_EQ(format_tick(20, TickUnit::Milliseconds), "20 ms");
+  EXPECT_EQ(format_tick(2000, TickUnit::Milliseconds), "2 s");
+  EXPECT_EQ(format_tick(1e-4, TickUnit::Milliseconds), "0.1 µs");
+  EXPECT_EQ(format_tick(1e6, TickUnit::Bytes), "1 MB");
+  EXPECT_EQ(format_tick(2e9, TickUnit::Bytes), "2 GB");
+  EXPECT_EQ(format_tick(500, TickUnit::Bytes), "500 B");
+  EXPECT_EQ(format_tick(0.01, TickUnit::Plain), "0.01");
+  EXPECT_EQ(format_tick(500, TickUnit::Plain), "500");
+  EXPECT_EQ(format_tick(1e4, TickUnit::Plain), "10k");
+  EXPECT_EQ(format_tick(2e6, TickUnit::Plain), "2M");
+}
+
+TEST(PerfView, SeriesGroupEverythingButNAndKeepSkippedReasonsForTheLegend) {
+  std::vector<bench::Result> rs = {ran("cpu", "staged", 1024, 8),
+                                   ran("cpu", "staged", 256, 1),
+                                   skipped("cpu", "staged", 16384, "would take ~300 s (over --max-seconds 30)"),
+                                   ran("cpu", "fused", 256, 0.5),
+                                   skipped("cuda", "fused", 256, "no CUDA device: none"),
+                                   skipped("cuda", "fused", 1024, "no CUDA device: none")};
+  bench::Result pending;
+  pending.c = bench::Case{"cpu", "fused", "fp32", "none", 1, 1024, 64};
+  rs.push_back(pending);
+  const std::vector<PerfSeries> s = build_series(rs);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[0].label, "cpu staged fp32");
+  EXPECT_EQ(s[1].label, "cpu fused fp32");
+  EXPECT_EQ(s[2].label, "cuda fused fp32");
+  ASSERT_EQ(s[0].points.size(), 2u);
+  EXPECT_EQ(s[0].points[0].n, 256) << "ascending N";
+  EXPECT_EQ(s[0].points[1].result, 0u);
+  ASSERT_EQ(s[0].skipped.size(), 1u);
+  EXPECT_EQ(s[0].skipped[0].n, 16384);
+  EXPECT_NE(s[0].skipped[0].reason.find("max-seconds"), std::string::npos);
+  EXPECT_EQ(s[1].pending, 1u);
+  EXPECT_TRUE(s[2].points.empty());
+  EXPECT_EQ(s[2].skipped.size(), 2u);
+  // Spread and the roofline's coordinates of a point.
+  const PerfPoint& p = s[0].points[1];
+  EXPECT_LT(p.tflops_lo, p.tflops);
+  EXPECT_GT(p.tflops_hi, p.tflops);
+  EXPECT_DOUBLE_EQ(p.intensity, rs[0].flops / rs[0].moved_bytes);
+  EXPECT_DOUBLE_EQ(p.gflops, rs[0].tflops * 1e3);
+  EXPECT_EQ(all_ns(s), (std::vector<int>{256, 1024, 16384}));
+  // A second mask joins the label.
+  rs.push_back(ran("cpu", "fused", 256, 0.3, "causal"));
+  const std::vector<PerfSeries> m = build_series(rs);
+  EXPECT_EQ(m[0].label, "cpu staged fp32 none");
+  EXPECT_EQ(m.back().label, "cpu fused fp32 causal");
+}
+
+TEST(PerfView, SpeedupIsTheBaselinesTimeOverTheSeriesTime) {
+  const std::vector<PerfSeries> s = build_series(
+      {skipped("cuda", "staged", 256, "no CUDA device: none"), ran("cpu", "staged", 256, 4), ran("cpu", "staged", 512, 16),
+       ran("cpu", "fused", 256, 1), ran("cpu", "fused", 1024, 3)});
+  EXPECT_EQ(default_baseline(s), 1u) << "the first series with a point";
+  const std::vector<SpeedupPoint> up = speedup_against(s[2], s[1]);
+  ASSERT_EQ(up.size(), 1u) << "only the N both ran";
+  EXPECT_EQ(up[0].n, 256);
+  EXPECT_DOUBLE_EQ(up[0].speedup, 4);
+  EXPECT_DOUBLE_EQ(speedup_against(s[1], s[1])[1].speedup, 1);
+}
+
+TEST(PerfView, ChartRangesSpanTheSpreadAndTheRooflineItsRoofs) {
+  const std::vector<PerfSeries> s = build_series({ran("cpu", "staged", 256, 2), ran("cpu", "fused", 1024, 10)});
+  double lo = 0, hi = 0;
+  ASSERT_TRUE(chart_range(s, PerfChart::Time, lo, hi));
+  EXPECT_DOUBLE_EQ(lo, 2 * 0.9);
+  EXPECT_DOUBLE_EQ(hi, 10 * 1.2);
+  ASSERT_TRUE(chart_range(s, PerfChart::Memory, lo, hi));
+  EXPECT_DOUBLE_EQ(lo, 256.0 * 256 * 16);
+  EXPECT_FALSE(chart_range({}, PerfChart::Time, lo, hi));
+
+  Roof roof;
+  roof.backend = "cpu";
+  roof.ceilings.bandwidth_gbs = 20;
+  roof.ceilings.gemm_gflops = 400;
+  EXPECT_DOUBLE_EQ(roof.ridge(), 20);
+  EXPECT_DOUBLE_EQ(roof.attainable(2), 40) << "under the ridge: the memory roof";
+  EXPECT_DOUBLE_EQ(roof.attainable(100), 400) << "past it: the compute roof";
+  Roof none;
+  EXPECT_EQ(none.attainable(5), 0);
+  double x0, x1, y0, y1;
+  roofline_ranges(s, {roof}, x0, x1, y0, y1);
+  for (const PerfSeries& ss : s)
+    for (const PerfPoint& p : ss.points) {
+      EXPECT_LE(x0, p.intensity);
+      EXPECT_GE(x1, p.intensity);
+      EXPECT_LE(y0, p.gflops);
+      EXPECT_GE(y1, p.gflops);
+    }
+  EXPECT_LE(x0, roof.ridge());
+  EXPECT_GE(x1, roof.ridge());
+  EXPECT_GE(y1, 400);
+}
+
+TEST(PerfView, HoverFindsTheNearestPointWithinTheRadius) {
+  const std::vector<ScreenPoint> pts = {{10, 10, 0, 0}, {20, 10, 0, 1}, {100, 100, 1, 0}};
+  EXPECT_EQ(nearest_point(pts, 12, 10, 8), 0);
+  EXPECT_EQ(nearest_point(pts, 17, 11, 8), 1);
+  EXPECT_EQ(nearest_point(pts, 60, 60, 8), -1);
+}
+
+TEST(PerfView, TimeLeftUsesTheRateObservedSoFar) {
+  bench::Spec spec;
+  spec.repeat = 3;
+  spec.warmup = 1;
+  bench::Result done = ran("cpu", "fused", 256, 1);
+  bench::Result next;
+  next.c = bench::Case{"cpu", "fused", "fp32", "none", 1, 512, 64};
+  next.flops = bench::case_flops(next.c);
+  const double rate = done.flops / 1e-3;
+  EXPECT_NEAR(estimate_seconds_left({done, next}, -1, spec), next.flops * 4 / rate, 1e-12);
+  EXPECT_NEAR(estimate_seconds_left({done, next}, 1, spec), next.flops * 2 / rate, 1e-12) << "half the one in flight";
+  EXPECT_DOUBLE_EQ(estimate_seconds_left({done}, -1, spec), 0);
+}
+
+bench::Spec tiny_cpu_spec() {
+  bench::Spec s;
+  s.backends = {"cpu"};
+  s.variants = {"staged", "fused"};
+  s.precisions = {"fp32"};
+  s.ns = {32, 64};
+  s.ds = {8};
+  s.repeat = 2;
+  s.warmup = 0;
+  return s;
+}
+
+TEST(PerfView, RunFinishesOnItsThreadWithEveryCase) {
+  PerfRun run;
+  run.start(tiny_cpu_spec(), false);
+  run.join();
+  const PerfSnapshot s = run.snapshot();
+  EXPECT_FALSE(s.running);
+  EXPECT_TRUE(s.finished);
+  EXPECT_FALSE(s.cancelled);
+  EXPECT_EQ(s.done, 4u);
+  EXPECT_EQ(s.total, 4u);
+  EXPECT_TRUE(s.error.empty()) << s.error;
+  for (const auto& r : s.results) EXPECT_TRUE(r.ran) << r.c.label() << ": " << r.reason;
+  EXPECT_TRUE(s.roofs.empty()) << "no probes asked for";
+  EXPECT_THROW(run.start(bench::Spec{.backends = {"tpu"}}, false), InputError);
+}
+
+TEST(PerfView, CancelStopsTheSweepAndMarksTheRest) {
+  bench::Spec spec = tiny_cpu_spec();
+  spec.ns = {32, 64, 128, 256, 512};
+  spec.repeat = 400;  // long enough that the cancel lands well before the end
+  PerfRun run;
+  run.start(spec, false);
+  for (int i = 0; i < 20000 && run.snapshot().done < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  run.cancel();
+  run.join();
+  const PerfSnapshot s = run.snapshot();
+  EXPECT_TRUE(s.finished);
+  EXPECT_TRUE(s.cancelled);
+  std::size_t ran_count = 0, cancelled = 0;
+  for (const auto& r : s.results) {
+    if (r.ran) {
+      ++ran_count;
+      EXPECT_EQ(r.repeats, 400) << "a timed case is whole";
+    } else {
+      EXPECT_EQ(r.reason, "cancelled");
+      ++cancelled;
+    }
+  }
+  EXPECT_GE(ran_count, 1u);
+  EXPECT_GE(cancelled, 1u);
+  EXPECT_EQ(ran_count + cancelled, s.results.size());
+  // The legend shows them as skipped with the reason.
+  for (const PerfSeries& ser : build_series(s.results))
+    for (const PerfSkip& k : ser.skipped) EXPECT_EQ(k.reason, "cancelled");
+}
+
+TEST(PerfView, OptionsTakeTheViewTheBackendListAndThePerfFlags) {
+  const ViewerOptions o = parse_viewer_args({"--view", "perf", "--backend", "cpu,cuda", "--perf-variant", "fused",
+                                             "--perf-precision", "fp32,bf16", "--perf-n", "256..1024", "--perf-d",
+                                             "32", "--perf-heads", "2", "--perf-mask", "causal", "--perf-output",
+                                             "x.csv", "--perf-chart", "roofline"});
+  EXPECT_EQ(o.view, ViewKind::Perf);
+  EXPECT_EQ(o.perf.backends, (std::vector<std::string>{"cpu", "cuda"}));
+  EXPECT_EQ(o.backend, "auto") << "the chain view's backend stays auto";
+  EXPECT_EQ(o.perf.variants, (std::vector<std::string>{"fused"}));
+  EXPECT_EQ(o.perf.ns, (std::vector<int>{256, 512, 1024}));
+  EXPECT_EQ(o.perf.ds, (std::vector<int>{32}));
+  EXPECT_EQ(o.perf.heads, (std::vector<int>{2}));
+  EXPECT_EQ(o.perf.masks, (std::vector<std::string>{"causal"}));
+  EXPECT_EQ(o.perf_output, "x.csv");
+  EXPECT_EQ(o.perf_chart, PerfChart::Roofline);
+  // --backend before --view is read the same.
+  EXPECT_EQ(parse_viewer_args({"--backend", "cuda", "--view", "perf"}).perf.backends, (std::vector<std::string>{"cuda"}));
+  EXPECT_EQ(parse_viewer_args({"--backend", "cpu"}).backend, "cpu") << "the chain view as before";
+  EXPECT_THROW(parse_viewer_args({"--backend", "cpu,cuda"}), InputError) << "a list only in the perf view";
+  EXPECT_THROW(parse_viewer_args({"--view", "perf", "--backend", "cpu,tpu"}), InputError);
+  EXPECT_THROW(parse_viewer_args({"--view", "perf", "--perf-variant", "plain"}), InputError);
+  EXPECT_THROW(parse_viewer_args({"--view", "perf", "--perf-precision", "fp64"}), InputError);
+  EXPECT_THROW(parse_viewer_args({"--view", "perf", "--perf-n", "256,,512"}), InputError);
+  EXPECT_THROW(parse_viewer_args({"--perf-chart", "pie"}), InputError);
+  EXPECT_THROW(parse_viewer_args({"--view", "pie"}), InputError);
+}
+
+#ifdef ATTNLAB_VIEW_BINARY
+
+const test::TempDir& work_dir() {
+  static const test::TempDir dir("attnlab-perf-shots");
+  return dir;
+}
+
+test::BinaryRun run_view(const std::vector<std::string>& args, const std::string& env = "") {
+  std::vector<std::string> timed = {"120", ATTNLAB_VIEW_BINARY};
+  timed.insert(timed.end(), args.begin(), args.end());
+  return test::run_binary("timeout", timed, "SDL_VIDEODRIVER=dummy LANG=C.UTF-8 " + env);
+}
+
+std::vector<std::vector<std::string>> csv_rows(const std::string& text) {
+  std::vector<std::vector<std::string>> rows;
+  for (const std::string& line : test::lines_of(text)) {
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    if (!line.empty() && line.back() == ',') f.emplace_back();
+    rows.push_back(f);
+  }
+  return rows;
+}
+
+// Pixels of the first series' colour (the palette's orange), and the distinct colours.
+void picture_stats(const Image& img, int& orange, std::size_t& colours) {
+  std::set<std::uint32_t> seen;
+  orange = 0;
+  for (std::size_t i = 0; i + 3 < img.rgba.size(); i += 4) {
+    const std::uint8_t* p = &img.rgba[i];
+    if (std::abs(p[0] - 230) <= 6 && std::abs(p[1] - 159) <= 6 && p[2] <= 8) ++orange;
+    seen.insert(static_cast<std::uint32_t>(p[0]) << 16 | p[1] << 8 | p[2]);
+  }
+  colours = seen.size();
+}
+
+TEST(PerfViewHeadless, SmallCpuSweepWritesBenchCsvAndAPictureAndFusedBeatsStagedAt1024) {
+  const std::string png = work_dir().file("sweep.png"), csv = work_dir().file("sweep.csv");
+  const test::BinaryRun r = run_view({"--view", "perf", "--backend", "cpu", "--perf-variant", "staged,fused",
+                                      "--perf-precision", "fp32", "--perf-n", "256,1024", "--perf-repeat", "5",
+                                      "--perf-warmup", "1", "--perf-output", csv, "--screenshot", png});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rows = csv_rows(test::read_file(csv));
+  ASSERT_EQ(rows.size(), 5u);
+  // bench's columns: the header of the engine's CSV, the one `attnlab bench --format csv` writes.
+  EXPECT_EQ(test::lines_of(test::read_file(csv))[0], test::lines_of(bench::render_csv({}))[0]);
+  double staged_1024 = 0, fused_1024 = 0;
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    ASSERT_EQ(rows[i].size(), rows[0].size()) << i;
+    EXPECT_EQ(rows[i][0], "cpu");
+    EXPECT_EQ(rows[i][7], "ok") << rows[i].back();
+    EXPECT_EQ(rows[i][17], "fp64 full");
+    EXPECT_LT(std::stod(rows[i][16]), 1e-5) << "error against fp64";
+    if (rows[i][5] == "1024") (rows[i][1] == "fused" ? fused_1024 : staged_1024) = std::stod(rows[i][8]);
+  }
+  ASSERT_GT(staged_1024, 0);
+  ASSERT_GT(fused_1024, 0);
+  // Medians of the same sweep: the fused kernel never writes the N^2 stages the staged chain keeps.
+  EXPECT_LT(fused_1024, staged_1024);
+
+  const Image img = read_png(png);
+  EXPECT_EQ(img.width, 1280);
+  EXPECT_EQ(img.height, 800);
+  int orange = 0;
+  std::size_t colours = 0;
+  picture_stats(img, orange, colours);
+  EXPECT_GT(orange, 50) << "the first series is drawn";
+  EXPECT_GT(colours, 20u) << "not blank";
+}
+
+TEST(PerfViewHeadless, EveryChartRendersInBothLanguages) {
+  for (const char* chart : {"time", "tflops", "speedup", "roofline", "memory"})
+    for (const char* lang : {"en", "zh"}) {
+      SCOPED_TRACE(std::string(chart) + " " + lang);
+      const std::string png = work_dir().file(std::string("chart-") + chart + "-" + lang + ".png");
+      const test::BinaryRun r = run_view({"--view", "perf", "--backend", "cpu", "--perf-n", "64,128", "--perf-d",
+                                          "16", "--perf-repeat", "1", "--perf-warmup", "0", "--perf-chart", chart,
+                                          "--lang", lang, "--screenshot", png});
+      ASSERT_EQ(r.code, 0) << r.err;
+      int orange = 0;
+      std::size_t colours = 0;
+      picture_stats(read_png(png), orange, colours);
+      EXPECT_GT(orange, 20);
+      EXPECT_GT(colours, 20u);
+    }
+}
+
+TEST(PerfViewHeadless, AnAllSkippedSweepExitsZeroWithTheReasons) {
+  const std::string png = work_dir().file("skipped.png"), csv = work_dir().file("skipped.csv");
+  const test::BinaryRun r = run_view({"--view", "perf", "--backend", "cuda", "--perf-n", "256,512", "--perf-output",
+                                      csv, "--screenshot", png},
+                                     "ATTNLAB_CUDA_FAULT=nodevice");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rows = csv_rows(test::read_file(csv));
+  ASSERT_EQ(rows.size(), 5u);  // staged and fused, fp32, two N
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i][7], "skipped");
+    EXPECT_NE(rows[i].back().find("no CUDA device"), std::string::npos) << rows[i].back();
+  }
+  EXPECT_GT(read_png(png).width, 0);
+}
+
+TEST(PerfViewHeadless, ABadListValueIsOneErrorLineAndExitTwo) {
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--perf-n", "256,,512"}, {"--perf-n", "0"}, {"--backend", "cpu,tpu"},
+        {"--perf-variant", "plain"}, {"--perf-precision", "fp16"}, {"--perf-mask", "diagonal"}}) {
+    std::vector<std::string> args = {"--view", "perf", "--screenshot", work_dir().file("bad.png")};
+    args.insert(args.end(), bad.begin(), bad.end());
+    const test::BinaryRun r = run_view(args);
+    EXPECT_EQ(r.code, 2) << bad[1];
+    const auto lines = test::lines_of(r.err);
+    ASSERT_EQ(lines.size(), 1u) << r.err;
+    EXPECT_EQ(lines[0].rfind("error: ", 0), 0u) << lines[0];
+  }
+  const test::BinaryRun r = run_view({"--view", "perf", "--backend", "cpu", "--perf-n", "64", "--perf-output",
+                                      "/nonexistent-dir/x.csv", "--screenshot", work_dir().file("bad.png")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(test::lines_of(r.err).size(), 1u) << r.err;
+}
+
+#endif  // ATTNLAB_VIEW_BINARY
+
+}  // namespace
