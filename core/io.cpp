@@ -20,6 +20,8 @@
 // types, so the fuzz targets can compile it on its own with clang.
 #include "core/io.h"
 
+#include "core/messages.h"
+
 #include <algorithm>
 #include <bit>
 #include <cctype>
@@ -178,7 +180,7 @@ float csv_value(std::string_view token, const std::string& name, std::size_t lin
   double d = 0;
   switch (parse_double(token, d)) {
     case NumStatus::NotANumber:
-      throw InputError(where() + ": " + quote(token) + " is not a number");
+      throw InputError(Msg::NotANumber, {where(), quote(token)});
     case NumStatus::OutOfRange:
       throw InputError(where() + ": value " + quote(token) + " is out of float32 range");
     case NumStatus::Ok:
@@ -253,15 +255,14 @@ MatrixF parse_csv_values(std::string_view text, const std::string& name, Values 
       cols = col;
       first_row_line = line_no;
     } else if (col != cols) {
-      throw InputError(csv_where(name, line_no, 0) + ": row has " + std::to_string(col) +
-                       " values but earlier rows have " + std::to_string(cols) +
-                       " (first row on line " + std::to_string(first_row_line) + ")");
+      throw InputError(Msg::RowLength, {csv_where(name, line_no, 0), std::to_string(col), std::to_string(cols),
+                                        std::to_string(first_row_line)});
     }
     ++rows;
   }
   if (rows == 0) {
-    throw InputError(name + (trim(text).empty() ? ": no numbers (empty file)"
-                                                : ": no numbers (only blank lines and comments)"));
+    if (trim(text).empty()) throw InputError(Msg::EmptyFile, {name});
+    throw InputError(name + ": no numbers (only blank lines and comments)");
   }
   MatrixF m(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
   std::copy(values.begin(), values.end(), m.data());
@@ -438,7 +439,7 @@ double npy_element(const char* data, std::size_t index, std::size_t item) {
 
 MatrixF parse_npy_values(std::string_view bytes, const std::string& name, Values mode) {
   if (bytes.size() < kNpyMagic.size() + 2 || !bytes.starts_with(kNpyMagic)) {
-    throw InputError(name + ": not a .npy file (it does not start with the magic \\x93NUMPY)");
+    throw InputError(Msg::NotNpy, {name});
   }
   const int major = static_cast<unsigned char>(bytes[6]);
   const int minor = static_cast<unsigned char>(bytes[7]);
@@ -572,10 +573,10 @@ std::string read_input_file(const std::string& path, std::uint64_t limit) {
   // open(2), not fopen: fstat on the descriptor tells a regular file (judged by its size before
   // anything is read) from a stream, and read(2) never buffers more than asked for.
   const Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (f.fd < 0) throw InputError("cannot open '" + path + "': " + std::strerror(errno));
+  if (f.fd < 0) throw InputError(Msg::CannotOpen, {path, std::strerror(errno)});
   struct stat st {};
   if (::fstat(f.fd, &st) != 0)
-    throw InputError("cannot read '" + path + "': " + std::strerror(errno));
+    throw InputError(Msg::CannotRead, {path, std::strerror(errno)});
   const std::string largest = mib_text(limit) + " (the largest input a problem can have)";
   const bool regular = S_ISREG(st.st_mode);
   if (regular && static_cast<std::uint64_t>(st.st_size) > limit) {
@@ -595,13 +596,13 @@ std::string read_input_file(const std::string& path, std::uint64_t limit) {
     const ssize_t got = ::read(f.fd, buf, want);
     if (got < 0) {
       if (errno == EINTR) continue;
-      throw InputError("cannot read '" + path + "': " + std::strerror(errno));
+      throw InputError(Msg::CannotRead, {path, std::strerror(errno)});
     }
     if (got == 0) break;
     // The byte past the limit is never stored, so the string never grows beyond `limit`. A
     // regular file that grew while it was read is refused like a stream.
     const auto n = static_cast<std::size_t>(got);
-    if (data.size() + n > limit) throw InputError(path + ": more than " + largest + "; not read further");
+    if (data.size() + n > limit) throw InputError(Msg::InputTooLarge, {path, mib_text(limit)});
     if (data.size() + n > data.capacity())
       data.reserve(static_cast<std::size_t>(
           std::min<std::uint64_t>(limit, std::max<std::uint64_t>(2 * data.capacity(), data.size() + n))));

@@ -3,6 +3,8 @@
 // every backend calls validate() before computing anything.
 #include "core/problem.h"
 
+#include "core/messages.h"
+
 #include "core/format.h"
 
 #include <charconv>
@@ -29,7 +31,7 @@ void check_finite(const MatrixF& a, const char* name) {
 
 void validate_temperature(double t) {
   if (!std::isfinite(t) || t <= 0)
-    throw InputError("temperature must be a finite number > 0, got " + format_number("%.9g", t));
+    throw InputError(Msg::TemperatureInvalid, {format_number("%.9g", t)});
 }
 
 void validate_scale(double s) {
@@ -83,7 +85,7 @@ double parse_temperature(const std::string& text) {
           ? std::string()
           : text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
   const auto refuse = [&s] {
-    return InputError("temperature must be a finite number > 0, got '" + s + "'");
+    return InputError(Msg::TemperatureInvalid, {"'" + s + "'"});
   };
   if (!is_plain_decimal(s)) {
     // strtod's spellings of infinity and NaN keep validate_temperature's sentence ("got inf"),
@@ -111,11 +113,9 @@ void validate(const Problem& p) {
   if (p.k.size() == 0) throw InputError("K is empty");
   if (p.v.size() == 0) throw InputError("V is empty");
   if (p.k.cols() != p.q.cols())
-    throw InputError("K has " + std::to_string(p.k.cols()) + " columns but Q has " +
-                     std::to_string(p.q.cols()) + " (both must be d_k)");
+    throw InputError(Msg::ShapeKColumns, {std::to_string(p.k.cols()), std::to_string(p.q.cols())});
   if (p.v.rows() != p.k.rows())
-    throw InputError("V has " + std::to_string(p.v.rows()) + " rows but K has " +
-                     std::to_string(p.k.rows()) + " (one value per key)");
+    throw InputError(Msg::ShapeVRows, {std::to_string(p.v.rows()), std::to_string(p.k.rows())});
   if (p.q.rows() % p.heads != 0 || p.k.rows() % p.heads != 0)
     throw InputError("Q has " + std::to_string(p.q.rows()) + " rows and K has " +
                      std::to_string(p.k.rows()) + ": neither may leave a remainder over " +
@@ -131,8 +131,7 @@ void validate(const Problem& p) {
     throw InputError("there are " + std::to_string(p.key_tokens.size()) +
                      " key tokens but K has " + std::to_string(m) + " rows");
   if (p.mask == MaskKind::Causal && n != m)
-    throw InputError("a causal mask needs as many queries as keys, got " + std::to_string(n) +
-                     " queries and " + std::to_string(m) + " keys");
+    throw InputError(Msg::CausalNotSquare, {std::to_string(n), std::to_string(m)});
   if (p.mask == MaskKind::Custom) {
     if (p.custom_mask.rows() != n || p.custom_mask.cols() != m)
       throw InputError("the mask is " + std::to_string(p.custom_mask.rows()) + "x" +
@@ -150,8 +149,7 @@ void validate(const Problem& p) {
         }
       }
       if (!any_open)
-        throw InputError("row " + std::to_string(r) + " (" + token_label(p.query_tokens, r) +
-                         ") is fully masked: every key is -inf, so its softmax is undefined");
+        throw InputError(Msg::FullyMaskedRow, {std::to_string(r), token_label(p.query_tokens, r)});
     }
   }
 }

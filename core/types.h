@@ -9,6 +9,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 #include <string_view>
 
 namespace attnlab {
@@ -32,9 +33,17 @@ Lang parse_lang(std::string_view s);            // throws InputError on anything
 // zh when $LANG starts with "zh", else en.
 Lang lang_from_env();
 
+// The lab's messages in a translatable form (core/messages.h has the catalogue, en and zh): an
+// error thrown with an id carries its arguments, so the viewer can show it in its UI language;
+// what() is always the English text the command line prints.
+enum class Msg : int;
+
 // Bad input from the user: wrong shapes, bad temperature, malformed files, unknown tokens.
 struct InputError : std::runtime_error {
   using std::runtime_error::runtime_error;
+  InputError(Msg id, std::vector<std::string> args);  // core/messages.cpp
+  Msg id{};           // Msg::None: English only
+  std::vector<std::string> args;
 };
 // `--backend cuda` without a usable device ("no CUDA device: <reason>").
 struct NoDeviceError : InputError {

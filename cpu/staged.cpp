@@ -15,6 +15,7 @@
 #include "core/gcc12_avx512.h"  // first: see there
 
 #include "cpu/cpu_backend.h"
+#include "core/messages.h"
 #include "cpu/parallel.h"
 
 #include <algorithm>
@@ -43,14 +44,12 @@ double ms_since(Clock::time_point t0) {
 // refused with the place where it happened instead. `a` holds rows [row0, row0 + a.rows()) of the
 // stacked trace; masked(r, c) tells whether the mask blocks row r (of its head), column c.
 template <class Matrix, class Masked>
-void locate_overflow(const Matrix& a, Eigen::Index row0, int n, Masked masked, const char* what) {
+void locate_overflow(const Matrix& a, Eigen::Index row0, int n, Masked masked, Msg what) {
   for (Eigen::Index r = 0; r < a.rows(); ++r)
     for (Eigen::Index c = 0; c < a.cols(); ++c) {
       const int qr = static_cast<int>((row0 + r) % n);
       if (!masked(qr, static_cast<int>(c)) && !std::isfinite(a(r, c)))
-        throw InputError(std::string(what) + " overflows at row " + std::to_string(qr) +
-                         ", column " + std::to_string(c) +
-                         " (inputs too large for this precision and temperature)");
+        throw InputError(what, {std::to_string(qr), std::to_string(c)});
     }
 }
 
@@ -108,9 +107,9 @@ TraceT<Matrix> plain_chain(const Problem& p) {
   // Unmasked logits are finite exactly when the scores are finite and max|scaled| / T is. A sum
   // is the fast screen (Eigen's allFinite is not vectorised and costs more than the stage):
   // any inf or NaN makes it non-finite; a finite sum that merely overflowed costs one scan.
-  if (!std::isfinite(t.scores.sum())) locate_overflow(t.scores, 0, n, masked, "QKᵀ");
+  if (!std::isfinite(t.scores.sum())) locate_overflow(t.scores, 0, n, masked, Msg::OverflowScores);
   if (!std::isfinite(t.scaled.cwiseAbs().maxCoeff() / temperature))
-    locate_overflow(t.logits, 0, n, masked, "the logits (scaled scores / temperature)");
+    locate_overflow(t.logits, 0, n, masked, Msg::OverflowLogits);
   t.timings.scale_mask_ms = ms_since(s0);
 
   s0 = Clock::now();
@@ -181,7 +180,7 @@ void chain_block(const Chain& c, int head, int i0, int rows, float* S, float* C,
   s.noalias() = p.q.middleRows(qrow, rows) * p.k.middleRows(krow, m).transpose();
   for (int r = 0; r < rows; ++r) {
     auto row = s.row(r).array();
-    if (!std::isfinite(row.sum())) locate_overflow(s.row(r), qrow + r, c.n, masked, "QKᵀ");
+    if (!std::isfinite(row.sum())) locate_overflow(s.row(r), qrow + r, c.n, masked, Msg::OverflowScores);
   }
   if (sink) sink->scores(head, i0, rows, S, ld);
   RowsMap sc(C, rows, m, Eigen::OuterStride<>(ld));
@@ -206,7 +205,7 @@ void chain_block(const Chain& c, int head, int i0, int rows, float* S, float* C,
       if (c.causal && i + 1 < m) o.tail(m - i - 1).setConstant(kNegInf);
     }
     if (overflow)
-      locate_overflow(lg.row(r), qrow + r, c.n, masked, "the logits (scaled scores / temperature)");
+      locate_overflow(lg.row(r), qrow + r, c.n, masked, Msg::OverflowLogits);
     if (mask_out) {
       Eigen::Map<ArrayF> mo(mask_out + static_cast<std::size_t>(r) * m, m);
       if (c.custom) {

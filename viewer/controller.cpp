@@ -4,6 +4,7 @@
 
 #include "core/format.h"
 #include "core/inputs.h"
+#include "core/messages.h"
 
 #include <algorithm>
 #include <charconv>
@@ -22,15 +23,13 @@ double now_ms() {
   return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
 }
 
-std::string limit_message(int n, const std::string& backend) {
-  std::ostringstream s;
-  if (backend == "cuda") {
-    s << "N = " << n << " is above the viewer's CUDA limit of " << kCudaMaxTokens << " tokens";
-  } else {
-    s << "N = " << n << " is above the viewer's CPU limit of " << kCpuMaxTokens
-      << " tokens; the CUDA backend goes up to " << kCudaMaxTokens;
-  }
-  return s.str();
+Message limit_message(int n, const std::string& backend) {
+  if (backend == "cuda") return message_of(Msg::LimitCuda, {std::to_string(n), std::to_string(kCudaMaxTokens)});
+  return message_of(Msg::LimitCpu, {std::to_string(n), std::to_string(kCpuMaxTokens), std::to_string(kCudaMaxTokens)});
+}
+
+InputError error_of(const Message& m) {
+  return m.id == Msg::None ? InputError(m.en) : InputError(m.id, m.args);
 }
 
 // A view fits a problem when its intervals lie inside the problem's rows and keys (a view the UI
@@ -73,13 +72,13 @@ Controller::Controller(const ViewerOptions& o, bool async) : async_(async) {
   } else if (o.random_n) {
     req_.source.demo = false;
     req_.source.n = *o.random_n;
-    if (req_.source.n > max_tokens()) throw InputError(limit_message(req_.source.n, req_.backend));
+    if (req_.source.n > max_tokens()) throw error_of(limit_message(req_.source.n, req_.backend));
   } else if (!o.mask_file.empty() || !o.tokens.empty() || !o.tokens_file.empty()) {
     throw InputError("--mask FILE, --tokens and --tokens-file describe file inputs: add --q, --k and --v");
   }
   Problem p = build(req_.source);
   query_ = req_.source.demo ? kDemoDefaultQuery : p.n() / 2;
-  if (p.n() > max_tokens()) throw InputError(limit_message(p.n(), req_.backend));
+  if (p.n() > max_tokens()) throw error_of(limit_message(p.n(), req_.backend));
   if (o.temperature) p.temperature = *o.temperature;
   if (o.mask != MaskKind::Custom) p.mask = o.mask;
   if (!o.query.empty()) query_ = resolve_query(p, o.query);
@@ -95,7 +94,7 @@ Controller::Controller(const ViewerOptions& o, bool async) : async_(async) {
   job.req = req_;
   job.id = ++posted_;
   Result r = execute(job, Trace{});
-  if (!r.error.empty()) throw InputError(r.error);
+  if (!r.error.empty()) throw error_of(r.error);
   adopt(std::move(r));
   if (async_) worker_ = std::thread([this] { worker_loop(); });
 }
@@ -123,7 +122,7 @@ Controller::Result Controller::execute(Job job, Trace reuse) {
     const bool new_source = !(q.source == last_source_);
     if (new_source) {
       Problem np = build(q.source);
-      if (np.n() > max_tokens(q.backend)) throw InputError(limit_message(np.n(), q.backend));
+      if (np.n() > max_tokens(q.backend)) throw error_of(limit_message(np.n(), q.backend));
       np.temperature = q.temperature;
       np.mask = q.mask;
       p = std::make_shared<const Problem>(std::move(np));
@@ -135,7 +134,7 @@ Controller::Result Controller::execute(Job job, Trace reuse) {
       p = std::move(np);
     }
     if (p->mask == MaskKind::Custom && p->custom_mask.size() == 0)
-      throw InputError("no custom mask is loaded: load a mask file with the inputs");
+      throw InputError(Msg::NoCustomMask, {});
     validate(*p);
     RunOptions opt;
     opt.cancel = &cancel_;
@@ -172,7 +171,7 @@ Controller::Result Controller::execute(Job job, Trace reuse) {
   } catch (const Cancelled&) {
     r.cancelled = true;
   } catch (const std::exception& e) {
-    r.error = e.what();
+    r.error = message_of(e);
   }
   r.ms = now_ms() - t0;
   r.job = std::move(job);
@@ -217,7 +216,7 @@ bool Controller::post(unsigned parts) {
   if (have_view_) job.view = view_;
   job.id = ++posted_;
   if (!async_) {
-    error_.clear();
+    error_ = Message{};
     adopt(execute(std::move(job), std::move(recycled_)));
     recycled_ = Trace{};
     return error_.empty();
@@ -304,7 +303,7 @@ void Controller::adopt(Result r) {
     last_run_ms_ = r.ms;
   }
   ++revision_;
-  if (latest) error_.clear();
+  if (latest) error_ = Message{};
 }
 
 // ---- state changes --------------------------------------------------------------------------
@@ -313,11 +312,11 @@ bool Controller::set_temperature(double t) {
   try {
     validate_temperature(t);
   } catch (const InputError& e) {
-    error_ = e.what();
+    error_ = message_of(e);
     return false;
   }
   if (t == req_.temperature) {
-    error_.clear();  // an accepted action ends the last refusal's message
+    error_ = Message{};  // an accepted action ends the last refusal's message
     return true;
   }
   req_.temperature = t;
@@ -328,17 +327,17 @@ bool Controller::set_temperature_text(const std::string& text) {
   try {
     return set_temperature(parse_temperature(text));
   } catch (const InputError& e) {
-    error_ = e.what();
+    error_ = message_of(e);
     return false;
   }
 }
 
 bool Controller::set_query(int q) {
   if (q < 0 || q >= n()) {
-    error_ = "query " + std::to_string(q) + " is outside 0.." + std::to_string(n() - 1);
+    error_ = message_of(Msg::QueryOutside, {std::to_string(q), std::to_string(n() - 1)});
     return false;
   }
-  error_.clear();
+  error_ = Message{};
   if (q == query_) return true;
   query_ = q;
   req_.query = q;
@@ -352,11 +351,11 @@ bool Controller::move_query(int delta) {
 
 bool Controller::set_mask(MaskKind m) {
   if (m == req_.mask) {
-    error_.clear();
+    error_ = Message{};
     return true;
   }
   if (m == MaskKind::Custom && !has_custom_mask()) {
-    error_ = "no custom mask is loaded: load a mask file with the inputs";
+    error_ = message_of(Msg::NoCustomMask, {});
     return false;
   }
   req_.mask = m;
@@ -369,15 +368,15 @@ bool Controller::toggle_mask() {
 
 bool Controller::set_backend(const std::string& name) {
   if (name == req_.backend) {
-    error_.clear();
+    error_ = Message{};
     return true;
   }
   if (name == "cuda" && !cuda_ok_) {
-    error_ = "no CUDA device: " + cuda_reason_;
+    error_ = message_of(Msg::NoDevice, {cuda_reason_});
     return false;
   }
   if (name != "cpu" && name != "cuda") {
-    error_ = "unknown backend '" + name + "'";
+    error_ = message_of(Msg::UnknownBackend, {name});
     return false;
   }
   if (name == "cpu" && n() > kCpuMaxTokens) {
@@ -398,13 +397,12 @@ bool Controller::load_demo() {
 
 bool Controller::load_random(int n_tokens, int d_k, int d_v, std::uint64_t seed) {
   if (n_tokens < 1 || n_tokens > max_tokens()) {
-    error_ = n_tokens < 1 ? "N must be at least 1, got " + std::to_string(n_tokens)
-                          : limit_message(n_tokens, req_.backend);
+    error_ = n_tokens < 1 ? message_of(Msg::NMin, {std::to_string(n_tokens)}) : limit_message(n_tokens, req_.backend);
     return false;
   }
   for (const auto& [name, d] : {std::pair{"d_k", d_k}, std::pair{"d_v", d_v}}) {
     if (d < 1 || d > kMaxHeadDim) {
-      error_ = std::string(name) + " must be 1.." + std::to_string(kMaxHeadDim) + ", got " + std::to_string(d);
+      error_ = message_of(Msg::HeadDimRange, {name, std::to_string(kMaxHeadDim), std::to_string(d)});
       return false;
     }
   }
@@ -416,8 +414,7 @@ bool Controller::load_random(int n_tokens, int d_k, int d_v, std::uint64_t seed)
 
 bool Controller::load_files(const InputFiles& f) {
   if (f.q.empty() || f.k.empty() || f.v.empty()) {
-    error_ = "--q, --k and --v must be given together (missing " +
-             std::string(f.q.empty() ? "--q" : f.k.empty() ? "--k" : "--v") + ")";
+    error_ = message_of(Msg::FilesTogether, {f.q.empty() ? "--q" : f.k.empty() ? "--k" : "--v"});
     return false;
   }
   req_.source.demo = false;
@@ -442,7 +439,7 @@ void Controller::set_view(const PoolRequest& view) {
 
 std::string Controller::compare_unavailable_reason() const {
   if (!cuda_ok_) return cuda_reason_.empty() ? "no CUDA device" : cuda_reason_;
-  if (n() > kKeepStagesMaxTokens) return limit_message(n(), "cpu");
+  if (n() > kKeepStagesMaxTokens) return limit_message(n(), "cpu").en;
   return {};
 }
 

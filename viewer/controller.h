@@ -21,6 +21,7 @@
 #pragma once
 
 #include "core/backend.h"
+#include "core/messages.h"
 #include "core/problem.h"
 #include "core/stats.h"
 #include "core/trace.h"
@@ -101,7 +102,7 @@ class Controller {
   void set_view(const PoolRequest& view);
   const CompareResult& run_compare();          // runs CPU and CUDA on the current problem
   const CompareResult& run_variant_compare();  // staged vs fused on the chosen backend
-  void clear_error() { error_.clear(); }
+  void clear_error() { error_ = Message{}; }
 
   // ---- the worker ----
   bool poll();  // adopts finished runs; true when what is on screen changed
@@ -127,7 +128,10 @@ class Controller {
   MaskKind requested_mask() const { return req_.mask; }
   bool cuda_ok() const { return cuda_ok_; }
   const std::string& cuda_reason() const { return cuda_reason_; }
-  const std::string& error() const { return error_; }
+  const std::string& error() const { return error_.en; }  // in English, as the CLI says it
+  // The refusal in the UI language (the core's catalogue, core/messages.h).
+  std::string error_text(Lang lang) const { return error_.text(lang); }
+  const Message& error_message() const { return error_; }
   int max_tokens() const { return max_tokens(req_.backend); }
   static int max_tokens(const std::string& backend) {
     return backend == "cuda" ? kCudaMaxTokens : kCpuMaxTokens;
@@ -199,7 +203,7 @@ class Controller {
     Trace trace;
     bool streaming = false;
     bool cancelled = false;
-    std::string error;
+    Message error;
     double ms = 0, need_gb = 0, avail_gb = 0;
   };
 
@@ -224,7 +228,7 @@ class Controller {
   PoolRequest shown_view_;  // the view trace_.pooled was computed for
   bool cuda_ok_ = false;
   std::string cuda_reason_;
-  std::string error_;
+  Message error_;
   CompareResult compare_;
   std::uint64_t revision_ = 0;
   std::uint64_t problem_revision_ = 0;

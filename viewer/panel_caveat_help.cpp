@@ -34,7 +34,7 @@ void draw_caveat(App& app, const Layout& l) {
   if (!app.status.empty() && seconds_now() < app.status_until) {
     ImGui::TextColored(kHighlightV4, "%s", app.status.c_str());
   } else if (!c.error().empty()) {
-    ImGui::TextColored(kErrorV4, "%s%s", tr(lang, S::ErrorPrefix), c.error().c_str());
+    ImGui::TextColored(kErrorV4, "%s%s", tr(lang, S::ErrorPrefix), c.error_text(lang).c_str());
   } else {
     ImGui::TextColored(kDimV4, "%s", tr(lang, S::KeyboardLine));
   }

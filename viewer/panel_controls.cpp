@@ -126,7 +126,7 @@ void draw_controls(App& app, const Layout& l) {
   ImGui::SameLine();
   ImGui::TextColored(kDimV4, "%s", tr(lang, S::TemperatureEntry));
   if (!c.error().empty()) {
-    wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + c.error(), &kErrorV4);
+    wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + c.error_text(lang), &kErrorV4);
   }
   ImGui::TextUnformatted(tr(lang, S::Mask));
   const MaskKind mk = c.requested_mask();
@@ -151,7 +151,7 @@ void draw_controls(App& app, const Layout& l) {
   section(tr(lang, S::Input));
   if (ImGui::RadioButton(tr(lang, S::ModeDemo), app.in_mode == 0)) {
     app.in_mode = 0;
-    app.random_error.clear();
+    app.random_error = Message{};
     app.random_over_limit = 0;
     if (!c.demo() && c.load_demo()) {
       app.view = HeatView{};
@@ -172,7 +172,7 @@ void draw_controls(App& app, const Layout& l) {
     // Out-of-range values stay in the fields as typed and are refused by Generate, with the
     // reason (they used to be clamped silently).
     if (ImGui::Button(tr(lang, S::Generate))) {
-      app.random_error.clear();
+      app.random_error = Message{};
       app.random_over_limit = 0;
       if (app.in_n > c.max_tokens()) {
         // Refused here, beside the button that asked; worded below, in the UI's language.
@@ -182,14 +182,14 @@ void draw_controls(App& app, const Layout& l) {
         app.log_weights = app.in_n > 64;  // the new problem's size (it is adopted later)
         app.in_mode = 1;
       } else {
-        app.random_error = c.error();
+        app.random_error = c.error_message();
         c.clear_error();
       }
     }
     if (app.random_over_limit > 0)
-      app.random_error = fmt(tr(lang, S::RandomOverLimit), app.random_over_limit,
-                             c.backend() == "cuda" ? "CUDA" : "CPU", c.max_tokens());
-    if (!app.random_error.empty()) wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + app.random_error, &kErrorV4);
+      app.random_error.en = fmt(tr(lang, S::RandomOverLimit), app.random_over_limit,
+                                c.backend() == "cuda" ? "CUDA" : "CPU", c.max_tokens());
+    if (!app.random_error.empty()) wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + app.random_error.text(lang), &kErrorV4);
     if (c.demo()) wrapped(app, tr(lang, S::RandomPending), &kDimV4);
     wrapped(app, tr(lang, S::RandomLimits), &kDimV4);
   }
@@ -209,15 +209,15 @@ void draw_controls(App& app, const Layout& l) {
     ImGui::SetNextItemWidth(w);
     input_text(fmt("%s###ftok", tr(lang, S::FilesTokens)).c_str(), app.in_files.tokens);
     if (ImGui::Button(fmt("%s###load", tr(lang, S::Load)).c_str())) {
-      app.random_error.clear();
+      app.random_error = Message{};
       if (c.load_files(app.in_files)) {
         app.view = HeatView{};
       } else {
-        app.random_error = c.error();
+        app.random_error = c.error_message();
         c.clear_error();
       }
     }
-    if (!app.random_error.empty()) wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + app.random_error, &kErrorV4);
+    if (!app.random_error.empty()) wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + app.random_error.text(lang), &kErrorV4);
     wrapped(app, tr(lang, S::FilesHint), &kDimV4);
   }
   ImGui::Separator();

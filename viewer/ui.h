@@ -99,7 +99,8 @@ struct App {
   std::uint64_t in_seed;
   int in_mode;                      // 0 demo, 1 random, 2 files (the radio's value)
   InputFiles in_files;              // the file fields, applied by Load
-  std::string random_error;         // why the last Generate was refused (shown beside it)
+  Message random_error;             // why the last Generate or Load was refused (shown beside it,
+                                    // in the UI language)
   int random_over_limit = 0;        // or the N it refused as over the backend's limit (0: none),
                                     // worded at draw time so that it follows the language
 };

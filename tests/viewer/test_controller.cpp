@@ -500,3 +500,15 @@ TEST(ControllerFiles, CommandLineFilesOpenTheViewerOnThem) {
   EXPECT_THROW(Controller(parse_viewer_args({"--mask", "m.csv", "--backend", "cpu"})), InputError);
   EXPECT_THROW(parse_viewer_args({"--q", "a", "--k", "b", "--v", "c", "--random", "8"}), InputError);
 }
+
+// Every message the viewer shows follows the UI language, the core's refusals included.
+TEST(Controller, RefusalsReadInTheUiLanguage) {
+  Controller c(cpu_options());
+  EXPECT_FALSE(c.set_temperature_text("abc"));
+  EXPECT_EQ(c.error(), "temperature must be a finite number > 0, got 'abc'");
+  EXPECT_EQ(c.error_text(Lang::Zh), "温度必须是大于 0 的有限数，当前为 'abc'");
+  EXPECT_FALSE(c.load_random(kCpuMaxTokens + 1, 8, 8, 1));
+  EXPECT_NE(c.error_text(Lang::Zh).find("超过查看器在 CPU 上的上限"), std::string::npos) << c.error_text(Lang::Zh);
+  EXPECT_FALSE(c.set_query(99));
+  EXPECT_EQ(c.error_text(Lang::Zh), "查询 99 超出范围 0..4");
+}

@@ -1,0 +1,63 @@
+// The catalogue of the lab's user-facing refusals, in English and Chinese: each id has a template
+// with {0}, {1}, ... for its arguments. Library code throws InputError(Msg::X, {args}) (its what()
+// is the English text, as the command line prints it); the viewer keeps the id and the arguments
+// (Message) and shows the text in its UI language. Arguments are data (numbers, file names,
+// tokens, a CUDA error), never words to translate.
+#pragma once
+
+#include "core/types.h"
+
+#include <exception>
+#include <string>
+#include <vector>
+
+namespace attnlab {
+
+enum class Msg : int {
+  None = 0,
+  TemperatureInvalid,   // {0}: the value, as typed or printed
+  QueryOutside,         // {0} query, {1} last row
+  LimitCpu,             // {0} N, {1} CPU limit, {2} CUDA limit
+  LimitCuda,            // {0} N, {1} limit
+  NMin,                 // {0} N
+  HeadDimRange,         // {0} d_k | d_v, {1} limit, {2} value
+  NoCustomMask,
+  FilesTogether,        // {0} the missing option
+  NoDevice,             // {0} reason
+  UnknownBackend,       // {0} name
+  FullyMaskedRow,       // {0} row, {1} token
+  ShapeKColumns,        // {0} K columns, {1} Q columns
+  ShapeVRows,           // {0} V rows, {1} K rows
+  CausalNotSquare,      // {0} n, {1} m
+  OverflowScores,       // {0} row, {1} column
+  OverflowLogits,       // {0} row, {1} column
+  CannotOpen,           // {0} path, {1} reason
+  CannotRead,           // {0} path, {1} reason
+  NotANumber,           // {0} file:line:column, {1} the token
+  RowLength,            // {0} file:line, {1} found, {2} expected
+  EmptyFile,            // {0} file
+  NotNpy,               // {0} file
+  InputTooLarge,        // {0} file, {1} limit
+  Count_
+};
+
+// The text of `id` in `lang` with its arguments filled in.
+std::string render_message(Msg id, const std::vector<std::string>& args, Lang lang);
+
+// A refusal as the viewer keeps it: the id and arguments where the error had them, else the
+// English text alone.
+struct Message {
+  Msg id = Msg::None;
+  std::vector<std::string> args;
+  std::string en;  // what() of the error; empty: no message
+  bool empty() const { return en.empty(); }
+  std::string text(Lang lang) const { return id == Msg::None ? en : render_message(id, args, lang); }
+};
+Message message_of(const std::exception& e);
+inline Message message_of(Msg id, std::vector<std::string> args) {
+  Message m{id, std::move(args), {}};
+  m.en = render_message(m.id, m.args, Lang::En);
+  return m;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,74 @@
+// The message catalogue (core/messages.h): the English text of an error thrown with an id is the
+// command line's sentence, the same error reads in Chinese in the viewer, and the refusals of the
+// core (temperature, shapes, masks, files) carry their id.
+#include "core/inputs.h"
+#include "core/io.h"
+#include "core/messages.h"
+#include "core/problem.h"
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+
+namespace attnlab {
+namespace {
+
+Message caught(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return message_of(e);
+  }
+  ADD_FAILURE() << "nothing was thrown";
+  return {};
+}
+
+TEST(Messages, EnglishIsTheCommandLinesSentenceAndChineseFollows) {
+  const Message t = caught([] { parse_temperature("abc"); });
+  EXPECT_EQ(t.id, Msg::TemperatureInvalid);
+  EXPECT_EQ(t.en, "temperature must be a finite number > 0, got 'abc'");
+  EXPECT_EQ(t.text(Lang::Zh), "温度必须是大于 0 的有限数，当前为 'abc'");
+  Problem p = random_problem(4, 3, 2, 1);
+  p.k = random_problem(4, 5, 2, 2).k;
+  const Message s = caught([&] { validate(p); });
+  EXPECT_EQ(s.en, "K has 5 columns but Q has 3 (both must be d_k)");
+  EXPECT_EQ(s.text(Lang::Zh), "K 有 5 列而 Q 有 3 列（两者都必须是 d_k）");
+  Problem f = demo_problem();
+  f.mask = MaskKind::Custom;
+  f.custom_mask = MatrixF::Zero(5, 5);
+  f.custom_mask.row(1).setConstant(-std::numeric_limits<float>::infinity());
+  const Message fm = caught([&] { validate(f); });
+  EXPECT_EQ(fm.id, Msg::FullyMaskedRow);
+  EXPECT_NE(fm.text(Lang::Zh).find("第 1 行（根据）被完全屏蔽"), std::string::npos) << fm.text(Lang::Zh);
+}
+
+TEST(Messages, FileRefusalsCarryTheirIds) {
+  const test::TempDir dir("attnlab-msg");
+  const std::string bad = test::write_file(dir.path() / "bad.csv", "1 2\n3 x\n");
+  const Message n = caught([&] { read_matrix(bad); });
+  EXPECT_EQ(n.id, Msg::NotANumber);
+  EXPECT_NE(n.text(Lang::Zh).find("不是数字"), std::string::npos) << n.text(Lang::Zh);
+  EXPECT_NE(n.en.find("'x' is not a number"), std::string::npos) << n.en;
+  const Message o = caught([&] { read_matrix((dir.path() / "missing.csv").string()); });
+  EXPECT_EQ(o.id, Msg::CannotOpen);
+  EXPECT_NE(o.text(Lang::Zh).find("无法打开"), std::string::npos);
+  const Message r = caught([&] { read_matrix(test::write_file(dir.path() / "ragged.csv", "1 2\n3\n")); });
+  EXPECT_EQ(r.id, Msg::RowLength);
+  // An error without an id stays as it was, in English, in every language.
+  const Message plain = message_of(InputError("something else"));
+  EXPECT_EQ(plain.text(Lang::Zh), "something else");
+}
+
+TEST(Messages, EveryIdHasBothLanguages) {
+  for (int i = 1; i < static_cast<int>(Msg::Count_); ++i) {
+    const std::vector<std::string> args{"A0", "A1", "A2", "A3"};
+    const std::string en = render_message(static_cast<Msg>(i), args, Lang::En);
+    const std::string zh = render_message(static_cast<Msg>(i), args, Lang::Zh);
+    EXPECT_FALSE(en.empty()) << i;
+    EXPECT_NE(en, zh) << i;
+    EXPECT_EQ(en.find('{'), std::string::npos) << en;
+    EXPECT_EQ(zh.find('{'), std::string::npos) << zh;
+  }
+}
+
+}  // namespace
+}  // namespace attnlab
