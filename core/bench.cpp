@@ -494,7 +494,7 @@ const char* const kHostCopyAllCoresRule =
     "warm-up copy, best of 5; GB/s = 2 x 256 MiB / best time";
 const char* const kCpuSgemmRule =
     "Eigen fp32 GEMM C = A B, n = 1024, the rows of A split over every hardware thread, one "
-    "warm-up, best of 3; GFLOP/s = 2 n^3 / best time";
+    "warm-up, best of 5; GFLOP/s = 2 n^3 / best time";
 
 double host_copy_probe() { return timed_copy(1); }
 
@@ -514,7 +514,7 @@ double cpu_sgemm_probe_gflops() {
   };
   gemm();
   double best = std::numeric_limits<double>::infinity();
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 5; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     gemm();
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

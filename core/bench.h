@@ -140,7 +140,7 @@ extern const char* const kHostCopyRule;
 double host_copy_probe_all_cores();
 extern const char* const kHostCopyAllCoresRule;
 // Eigen SGEMM (fp32) on every hardware thread, each multiplying its own row block of a square
-// problem: GFLOP/s (2 n^3 / best time of 3), the CPU roofline's compute ceiling.
+// problem: GFLOP/s (2 n^3 / best time of 5), the CPU roofline's compute ceiling.
 double cpu_sgemm_probe_gflops();
 extern const char* const kCpuSgemmRule;
 

@@ -163,7 +163,7 @@ void draw_n_chart(App& app, const PerfSnapshot& snap, const std::vector<PerfSeri
   if (mem_wall > 0) {
     const float yy = p.at(xa.lo, mem_wall).y;
     dl->AddLine(ImVec2(p.a.x, yy), ImVec2(p.b.x, yy), kHighlight, 2);
-    dl->AddText(ImVec2(p.a.x + 6, yy + 2), kHighlight, fmt(tr(lang, S::PerfMemWall), format_bytes(mem_wall).c_str()).c_str());
+    dl->AddText(ImVec2(p.a.x + 6, yy + 2), kHighlight, fmt(tr(lang, S::PerfMemWall), format_tick(mem_wall, TickUnit::Bytes).c_str()).c_str());
   }
   std::vector<ScreenPoint> hits;
   const float r = std::max(3.0f, app.font_px * 0.25f);

@@ -363,7 +363,7 @@ void picture_stats(const Image& img, int& orange, std::size_t& colours) {
 TEST(PerfViewHeadless, SmallCpuSweepWritesBenchCsvAndAPictureAndFusedBeatsStagedAt1024) {
   const std::string png = work_dir().file("sweep.png"), csv = work_dir().file("sweep.csv");
   const test::BinaryRun r = run_view({"--view", "perf", "--backend", "cpu", "--perf-variant", "staged,fused",
-                                      "--perf-precision", "fp32", "--perf-n", "256,1024", "--perf-repeat", "5",
+                                      "--perf-precision", "fp32", "--perf-n", "256,1024", "--perf-repeat", "9",
                                       "--perf-warmup", "1", "--perf-output", csv, "--screenshot", png});
   ASSERT_EQ(r.code, 0) << r.err;
   const auto rows = csv_rows(test::read_file(csv));
