@@ -311,7 +311,10 @@ void draw_legend(App& app, const std::vector<PerfSeries>& series) {
       while (e + 1 < s.skipped.size() && s.skipped[e + 1].reason == s.skipped[k].reason) ++e;
       std::string ns = std::to_string(s.skipped[k].n);
       if (e > k) ns += "–" + std::to_string(s.skipped[e].n);
-      const std::string line = fmt(tr(lang, S::PerfSkippedN), ns.c_str(), s.skipped[k].reason.c_str());
+      // "no CUDA device: <reason>" is said once above the chart; the legend keeps its first words.
+      std::string why = s.skipped[k].reason;
+      if (!app.perf.cuda_reason.empty() && why == "no CUDA device: " + app.perf.cuda_reason) why = "no CUDA device";
+      const std::string line = fmt(tr(lang, S::PerfSkippedN), ns.c_str(), why.c_str());
       wrapped(app, line, &kDimV4);
       k = e + 1;
     }
