@@ -31,6 +31,10 @@ std::string state_json(const Controller& c, const ViewSnapshot& v) {
   j["stages_kept"] = c.stages_kept();
   j["window"] = {{"w", v.width}, {"h", v.height}};
   j["pool"] = v.pool == PoolMode::Max ? "max" : "mean";
+  j["ui_scale"] = v.ui_scale;
+  j["font_px"] = v.font_px;
+  j["help_open"] = v.help_open;
+  j["key_sel"] = v.key_sel;
   const PlotGeometry& g = v.plot;
   j["heatmap"] = {{"x", g.x}, {"y", g.y}, {"w", g.w}, {"h", g.h}, {"rows", g.rows}, {"cols", g.cols},
                   {"first_row", g.first_row}, {"first_col", g.first_col}, {"vis_rows", g.vis_rows},

@@ -21,6 +21,9 @@ struct ViewSnapshot {
   PoolMode pool = PoolMode::Max;
   PlotGeometry plot;
   std::string walk_json;  // the walk view's part (WalkView::state_json), empty in the chain view
+  float ui_scale = 1, font_px = 0;  // the presentation size and the font it gave
+  bool help_open = false;           // the F1 key help is shown
+  int key_sel = -1;                 // the selected key (crosshair), -1: none
 };
 
 std::string state_json(const Controller& c, const ViewSnapshot& v);

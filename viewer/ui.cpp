@@ -223,6 +223,10 @@ ViewSnapshot snapshot(const App& app) {
   s.pool = app.pool;
   s.plot = app.plot;
   if (app.view_kind == ViewKind::Walk) s.walk_json = app.walk.state_json();
+  s.ui_scale = app.ui_scale;
+  s.font_px = app.font_px;
+  s.help_open = app.show_help;
+  s.key_sel = app.key_sel;
   return s;
 }
 

@@ -87,3 +87,41 @@ TEST(Xvfb, AWindowSqueezedBelowItsMinimumKeepsRunning) {
   EXPECT_EQ(r.code, 0) << out;
   EXPECT_NE(out.find("viewer_exit=0"), std::string::npos) << out;
 }
+
+// The presenter's keys through real X events: F1 opens the help and Esc closes it without
+// quitting; Ctrl + enlarges the UI (the font is rebuilt larger); a click on a cell selects its
+// query row and key. The final Escape (from run_under_xvfb) then quits.
+TEST(Xvfb, HelpEscUiScaleAndClickSelection) {
+  ATTNLAB_REQUIRE_XVFB();
+  const attnlab::test::TempDir tmp("attnlab-view-xvfb3");
+  const fs::path dump = tmp.path() / "state.json", after_esc = tmp.path() / "esc.json",
+                 after = tmp.path() / "after.json";
+  // The cell of row 4, column 1: from the plot's geometry in the first dump (python3 reads it).
+  const std::string click =
+      "eval $(python3 -c \"import json;j=json.load(open('" + dump.string() +
+      "'))['heatmap'];print('cx=%d cy=%d' % (j['x']+j['w']*1.5/j['cols'], j['y']+j['h']*4.5/j['rows']))\")\n";
+  const attnlab::test::BinaryRun r = run_under_xvfb(
+      tmp.path(), "--lang en --size 1280x800", dump,
+      "xdotool windowfocus --sync \"$wid\"\nsleep 0.3\n"
+      "xdotool keydown F1; sleep 0.1; xdotool keyup F1; sleep 0.4\n"
+      "xdotool keydown Escape; sleep 0.1; xdotool keyup Escape; sleep 0.6\n"
+      "cp '" + dump.string() + "' '" + after_esc.string() + "'\n" + click +
+      "xdotool mousemove --window \"$wid\" $cx $cy; sleep 0.3\n"
+      "xdotool mousedown 1; sleep 0.1; xdotool mouseup 1; sleep 0.4\n"
+      "xdotool keydown ctrl; xdotool keydown plus; sleep 0.1; xdotool keyup plus; xdotool keyup ctrl; sleep 0.8\n"
+      "cp '" + dump.string() + "' '" + after.string() + "'\n");
+  const std::string out = r.out + r.err;
+  ASSERT_EQ(r.code, 0) << out;
+  EXPECT_NE(out.find("viewer_exit=0"), std::string::npos) << out;
+  std::ifstream e(after_esc);
+  ASSERT_TRUE(e) << out;
+  const auto je = nlohmann::json::parse(e);
+  EXPECT_FALSE(je["help_open"]) << "Esc closed the help";
+  std::ifstream a(after);
+  ASSERT_TRUE(a) << out;
+  const auto ja = nlohmann::json::parse(a);
+  EXPECT_EQ(ja["query"], 4) << out;
+  EXPECT_EQ(ja["key_sel"], 1) << out;
+  EXPECT_GT(ja["ui_scale"].get<double>(), 1.05);
+  EXPECT_GT(ja["font_px"].get<double>(), je["font_px"].get<double>());
+}
