@@ -79,6 +79,11 @@ void check_backend_name(const std::string& name);
 // Unknown names throw InputError (check_backend_name).
 std::unique_ptr<Backend> make_backend(const std::string& name);
 
+// Throws InputError unless the streaming parts of `opt` fit `p`: every exact row inside the
+// stacked rows, the pooled head inside the heads, each pooled axis non-empty with non-decreasing,
+// non-empty intervals inside the rows (keys). Every backend checks a streaming request with it.
+void check_stream_request(const Problem& p, const RunOptions& opt);
+
 // Runs the problem on the named backend. Under "auto", a DeviceError from CUDA (out of memory,
 // launch failure) makes it print one line on stderr and run on the CPU instead.
 Trace run_backend(const std::string& name, const Problem& p, const RunOptions& opt = {});

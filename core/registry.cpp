@@ -60,4 +60,25 @@ Trace run_backend(const std::string& name, const Problem& p, const RunOptions& o
   return t;
 }
 
+void check_stream_request(const Problem& p, const RunOptions& opt) {
+  const long total = static_cast<long>(p.heads) * p.n();
+  for (int g : opt.rows)
+    if (g < 0 || g >= total)
+      throw InputError("row " + std::to_string(g) + " is outside 0.." + std::to_string(total - 1));
+  if (!opt.pool) return;
+  const PoolRequest& r = *opt.pool;
+  if (r.head < 0 || r.head >= p.heads)
+    throw InputError("pooled head " + std::to_string(r.head) + " is outside 0.." + std::to_string(p.heads - 1));
+  const auto check_axis = [](const PoolAxis& a, int total, const char* what) {
+    if (a.begin.size() != a.end.size() || a.begin.empty())
+      throw InputError(std::string("pooled ") + what + ": no pixels, or begin/end of different lengths");
+    for (int i = 0; i < a.size(); ++i)
+      if (a.begin[i] < 0 || a.end[i] <= a.begin[i] || a.end[i] > total || (i > 0 && a.begin[i] < a.begin[i - 1]))
+        throw InputError(std::string("pooled ") + what + ": pixel " + std::to_string(i) +
+                         " covers an empty or out-of-range interval");
+  };
+  check_axis(r.rows, p.n(), "rows");
+  check_axis(r.cols, p.m(), "columns");
+}
+
 }  // namespace attnlab

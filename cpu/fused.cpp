@@ -25,17 +25,16 @@
 #include "core/gcc12_avx512.h"  // first: see there
 
 #include "cpu/cpu_backend.h"
+#include "cpu/parallel.h"
 #include "cpu/online_softmax.h"
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <chrono>
 #include <cmath>
-#include <exception>
 #include <limits>
+#include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -132,13 +131,6 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
   job.out.middleRows(qrow, rows) = (accq.array().rowwise() / lq).matrix().transpose();
 }
 
-unsigned worker_count(std::size_t items, double flops) {
-  // Below ~2 MFLOP a thread start costs more than it saves.
-  if (flops < 2e6) return 1;
-  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  return static_cast<unsigned>(std::min<std::size_t>(hw, items));
-}
-
 }  // namespace
 
 Trace cpu_fused(const Problem& p) {
@@ -159,39 +151,18 @@ Trace cpu_fused(const Problem& p) {
   const int blocks_per_head = (n + kQueryBlock - 1) / kQueryBlock;
   const std::size_t items = static_cast<std::size_t>(heads) * blocks_per_head;
   const double flops = 4.0 * heads * static_cast<double>(n) * m * std::max(d_k, d_v);
-  const unsigned workers = worker_count(items, flops);
+  const unsigned workers = cpu::worker_count(items, flops);
 
-  // Causal blocks near the end of a head carry the most keys: hand those out first.
-  std::atomic<std::size_t> next{0};
-  std::atomic<bool> failed{false};
-  // A worker's exception (std::bad_alloc included) is rethrown as it was, after the join.
-  std::vector<std::exception_ptr> errors(workers);
-  auto work = [&](unsigned id) {
-    try {
-      Scratch w(d_k, d_v);
-      for (std::size_t it = next++; it < items && !failed; it = next++) {
-        const int h = static_cast<int>(it % heads);
-        const int qb = blocks_per_head - 1 - static_cast<int>(it / heads);
-        const int q0 = qb * kQueryBlock;
-        run_block(job, w, h, q0, std::min(kQueryBlock, n - q0));
-      }
-    } catch (...) {
-      errors[id] = std::current_exception();
-      failed = true;
-    }
-  };
-  if (workers == 1) {
-    work(0);
-  } else {
-    std::vector<std::thread> pool;
-    pool.reserve(workers - 1);
-    for (unsigned id = 1; id < workers; ++id) pool.emplace_back(work, id);
-    work(0);
-    for (auto& th : pool) th.join();
-  }
-  for (const auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  // Causal blocks near the end of a head carry the most keys: hand those out first. Each worker
+  // sizes its scratch once, on its first item.
+  std::vector<std::unique_ptr<Scratch>> scratch(workers);
+  cpu::parallel_items(items, workers, [&](unsigned id, std::size_t it) {
+    if (!scratch[id]) scratch[id] = std::make_unique<Scratch>(d_k, d_v);
+    const int h = static_cast<int>(it % heads);
+    const int qb = blocks_per_head - 1 - static_cast<int>(it / heads);
+    const int q0 = qb * kQueryBlock;
+    run_block(job, *scratch[id], h, q0, std::min(kQueryBlock, n - q0));
+  });
 
   t.timings.total_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

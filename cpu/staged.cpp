@@ -433,26 +433,6 @@ std::vector<Item> plan_items(const Problem& p, const RunOptions& opt, int block)
   return items;
 }
 
-void check_rows(const Problem& p, const RunOptions& opt) {
-  const long total = static_cast<long>(p.heads) * p.n();
-  for (int g : opt.rows)
-    if (g < 0 || g >= total)
-      throw InputError("row " + std::to_string(g) + " is outside 0.." + std::to_string(total - 1));
-  if (!opt.pool) return;
-  const PoolRequest& r = *opt.pool;
-  if (r.head < 0 || r.head >= p.heads)
-    throw InputError("pooled head " + std::to_string(r.head) + " is outside 0.." + std::to_string(p.heads - 1));
-  const auto check_axis = [](const PoolAxis& a, int total, const char* what) {
-    if (a.begin.size() != a.end.size() || a.begin.empty())
-      throw InputError(std::string("pooled ") + what + ": no pixels, or begin/end of different lengths");
-    for (int i = 0; i < a.size(); ++i)
-      if (a.begin[i] < 0 || a.end[i] <= a.begin[i] || a.end[i] > total || (i > 0 && a.begin[i] < a.begin[i - 1]))
-        throw InputError(std::string("pooled ") + what + ": pixel " + std::to_string(i) +
-                         " covers an empty or out-of-range interval");
-  };
-  check_axis(r.rows, p.n(), "rows");
-  check_axis(r.cols, p.m(), "columns");
-}
 
 void finish_grid(PooledGrid& g, const RangeAcc& r) {
   g.has_range = r.lo <= r.hi;
@@ -464,7 +444,7 @@ void finish_grid(PooledGrid& g, const RangeAcc& r) {
 
 void cpu_staged_into(const Problem& p, const RunOptions& opt, Trace& t) {
   validate(p);
-  check_rows(p, opt);
+  check_stream_request(p, opt);
   const auto t0 = Clock::now();
   const int n = p.n(), m = p.m(), heads = p.heads, d_v = p.d_v();
   const Eigen::Index rows_total = static_cast<Eigen::Index>(heads) * n;
