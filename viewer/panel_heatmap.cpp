@@ -23,6 +23,30 @@ namespace {
 
 // ---- heatmap ----------------------------------------------------------------------------------
 
+// The heatmap's pixels (w x h, packed RGBA) into the one SDL texture (re-created when the size
+// changes), kept for the PNG export, with the key of what they show and the raster time.
+void upload_texture(App& app, std::vector<std::uint32_t> px, int w, int h, const std::string& key,
+                    std::chrono::steady_clock::time_point t0) {
+  if (!app.heat_tex || app.tex_w != w || app.tex_h != h) {
+    if (app.heat_tex) SDL_DestroyTexture(app.heat_tex);
+    app.heat_tex = SDL_CreateTexture(app.renderer, SDL_PIXELFORMAT_RGBA32, SDL_TEXTUREACCESS_STREAMING, w, h);
+    if (!app.heat_tex) {
+      set_status(app, std::string("SDL_CreateTexture: ") + SDL_GetError());
+      return;
+    }
+    SDL_SetTextureScaleMode(app.heat_tex, SDL_ScaleModeNearest);
+    app.tex_w = w;
+    app.tex_h = h;
+  }
+  SDL_UpdateTexture(app.heat_tex, nullptr, px.data(), w * 4);
+  app.heat_px = std::move(px);
+  app.heat_px_w = w;
+  app.heat_px_h = h;
+  app.heat_key = key;
+  app.last_raster_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 void update_texture(App& app, const MatrixF& m, bool masked_step, bool log_scale) {
   const PlotGeometry& g = app.plot;
   const Trace& t = app.ctl.trace();
@@ -45,26 +69,8 @@ void update_texture(App& app, const MatrixF& m, bool masked_step, bool log_scale
   in.pool = app.pool;
   app.range = in.range;
   app.range_log = log_scale;
-  const std::vector<std::uint32_t> px = rasterize(in, g);
-  if (!app.heat_tex || app.tex_w != g.px_w || app.tex_h != g.px_h) {
-    if (app.heat_tex) SDL_DestroyTexture(app.heat_tex);
-    app.heat_tex = SDL_CreateTexture(app.renderer, SDL_PIXELFORMAT_RGBA32, SDL_TEXTUREACCESS_STREAMING,
-                                     g.px_w, g.px_h);
-    if (!app.heat_tex) {
-      set_status(app, std::string("SDL_CreateTexture: ") + SDL_GetError());
-      return;
-    }
-    SDL_SetTextureScaleMode(app.heat_tex, SDL_ScaleModeNearest);
-    app.tex_w = g.px_w;
-    app.tex_h = g.px_h;
-  }
-  SDL_UpdateTexture(app.heat_tex, nullptr, px.data(), g.px_w * 4);
-  app.heat_px = px;
-  app.heat_px_w = g.px_w;
-  app.heat_px_h = g.px_h;
-  app.heat_key = key;
-  app.last_raster_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::vector<std::uint32_t> px = rasterize(in, g);
+  upload_texture(app, std::move(px), g.px_w, g.px_h, key, t0);
 }
 
 // "row 7" or "rows 7–9" (the same for columns): a pooled block or a window in words.
@@ -96,26 +102,9 @@ void update_texture_pooled(App& app, const PooledGrid& pg, int step, bool log_sc
   if (log_scale) range = log_range(range);
   app.range = range;
   app.range_log = log_scale;
-  const std::vector<std::uint32_t> px =
+  std::vector<std::uint32_t> px =
       rasterize_cells(pg.cells, to_axis_map(v.rows), to_axis_map(v.cols), range, log_scale, grid);
-  if (!app.heat_tex || app.tex_w != pg.cols || app.tex_h != pg.rows) {
-    if (app.heat_tex) SDL_DestroyTexture(app.heat_tex);
-    app.heat_tex = SDL_CreateTexture(app.renderer, SDL_PIXELFORMAT_RGBA32, SDL_TEXTUREACCESS_STREAMING, pg.cols, pg.rows);
-    if (!app.heat_tex) {
-      set_status(app, std::string("SDL_CreateTexture: ") + SDL_GetError());
-      return;
-    }
-    SDL_SetTextureScaleMode(app.heat_tex, SDL_ScaleModeNearest);
-    app.tex_w = pg.cols;
-    app.tex_h = pg.rows;
-  }
-  SDL_UpdateTexture(app.heat_tex, nullptr, px.data(), pg.cols * 4);
-  app.heat_px = px;
-  app.heat_px_w = pg.cols;
-  app.heat_px_h = pg.rows;
-  app.heat_key = key;
-  app.last_raster_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  upload_texture(app, std::move(px), pg.cols, pg.rows, key, t0);
 }
 
 // Hatched swatch (the legend's "masked" entry and masked cells' look in the legend).
