@@ -66,6 +66,7 @@ Controller::Controller(const ViewerOptions& o, bool async) : async_(async) {
   req_.source.d_k = o.d_k;
   req_.source.d_v = o.d_v;
   req_.source.seed = o.seed;
+  req_.source.pattern = o.pattern;
   if (!o.q_file.empty() || !o.k_file.empty() || !o.v_file.empty()) {
     req_.source.demo = false;
     req_.source.files = InputFiles{o.q_file, o.k_file, o.v_file, o.mask_file, o.tokens, o.tokens_file};
@@ -80,7 +81,9 @@ Controller::Controller(const ViewerOptions& o, bool async) : async_(async) {
   query_ = req_.source.demo ? kDemoDefaultQuery : p.n() / 2;
   if (p.n() > max_tokens()) throw error_of(limit_message(p.n(), req_.backend));
   if (o.temperature) p.temperature = *o.temperature;
-  if (o.mask != MaskKind::Custom) p.mask = o.mask;
+  // induction comes with its causal mask unless --mask asks otherwise (the default none does not).
+  const bool keep_mask = o.pattern.kind == PatternKind::Induction && o.mask == MaskKind::None;
+  if (o.mask != MaskKind::Custom && !keep_mask) p.mask = o.mask;
   if (!o.query.empty()) query_ = resolve_query(p, o.query);
   validate(p);
   req_.temperature = p.temperature;
@@ -186,7 +189,7 @@ Problem Controller::build(const Source& s) {
     return p;
   }
   if (s.demo) return demo_problem();
-  return random_problem(s.n, s.d_k, s.d_v, s.seed);
+  return pattern_problem(s.pattern, s.n, s.d_k, s.d_v, s.seed);
 }
 
 void Controller::worker_loop() {
@@ -406,7 +409,13 @@ bool Controller::load_random(int n_tokens, int d_k, int d_v, std::uint64_t seed)
       return false;
     }
   }
-  req_.source = Source{false, n_tokens, d_k, d_v, seed, InputFiles{}};
+  try {
+    check_pattern(req_.source.pattern, n_tokens, d_k);
+  } catch (const InputError& e) {
+    error_ = message_of(e);
+    return false;
+  }
+  req_.source = Source{false, n_tokens, d_k, d_v, seed, req_.source.pattern, InputFiles{}};
   req_.query = n_tokens / 2;
   if (req_.mask == MaskKind::Custom) req_.mask = MaskKind::None;
   return post(kAll);
@@ -539,7 +548,7 @@ const std::vector<std::string>& Controller::column_labels(int step) const {
   if (step == 4) {
     if (static_cast<int>(dim_labels_.size()) != shown_->d_v()) {
       dim_labels_.clear();
-      for (int j = 1; j <= shown_->d_v(); ++j) dim_labels_.push_back(std::to_string(j));
+      for (int j = 0; j < shown_->d_v(); ++j) dim_labels_.push_back(std::to_string(j));
     }
     return dim_labels_;
   }
@@ -595,6 +604,7 @@ std::string Controller::reproduce_command() const {
   } else {
     cmd = "attnlab run --random " + std::to_string(r.source.n) + " --dk " + std::to_string(r.source.d_k) +
           " --dv " + std::to_string(r.source.d_v) + " --seed " + std::to_string(r.source.seed);
+    if (r.source.pattern.kind != PatternKind::Noise) cmd += " --pattern " + pattern_name(r.source.pattern);
   }
   const std::string mask = shown_->mask == MaskKind::Custom ? word(f.mask) : std::string(to_string(shown_->mask));
   cmd += " --query " + std::to_string(query_) + " --temperature " + temp + " --mask " + mask + " --backend " + (trace_.backend.empty() ? r.backend : trace_.backend) +

@@ -23,6 +23,7 @@
 #include "core/backend.h"
 #include "core/messages.h"
 #include "core/problem.h"
+#include "core/patterns.h"
 #include "core/stats.h"
 #include "core/trace.h"
 #include "viewer/options.h"
@@ -150,6 +151,7 @@ class Controller {
   int random_dk() const { return req_.source.d_k; }
   int random_dv() const { return req_.source.d_v; }
   std::uint64_t random_seed() const { return req_.source.seed; }
+  const Pattern& random_pattern() const { return req_.source.pattern; }
 
   // The heatmap's matrix for step 1..4 (scores, logits, weights, output); null when not kept.
   const MatrixF* stage_matrix(int step) const;
@@ -160,7 +162,8 @@ class Controller {
   const RowStages* query_row() const;
   // Steps 2 and 3 draw masked cells as masked (the mask enters at step 2).
   bool step_shows_mask(int step) const { return (step == 2 || step == 3) && shown_->mask != MaskKind::None; }
-  // Column labels of step 1..4: key tokens, or "1".."d_v" for the output. A reference, not a copy
+  // Column labels of step 1..4: key tokens, or "0".."d_v-1" for the output (dimensions count from
+  // 0, as rows and keys do everywhere in the viewer). A reference, not a copy
   // (the heatmap asks every frame, and there may be 65536 tokens); valid until the problem changes.
   const std::vector<std::string>& column_labels(int step) const;
   // Bumps whenever the problem is replaced (demo / random: new tokens and shapes), not when only
@@ -179,6 +182,7 @@ class Controller {
     bool demo = true;  // the demo, unless files.q is set; else random (n, d_k, d_v, seed)
     int n = 512, d_k = 64, d_v = 64;
     std::uint64_t seed = 0;
+    Pattern pattern;  // the random problem's structure; Generate keeps it
     InputFiles files;
     bool operator==(const Source&) const = default;
   };
@@ -240,7 +244,7 @@ class Controller {
     std::string text;
   };
   mutable DescriptionCache description_;
-  // "1".."d_v", made when column_labels(4) first sees a new d_v (it depends on nothing else).
+  // "0".."d_v-1", made when column_labels(4) first sees a new d_v (it depends on nothing else).
   mutable std::vector<std::string> dim_labels_;
   double last_run_ms_ = 0;
   double need_gb_ = 0, avail_gb_ = 0;

@@ -516,7 +516,7 @@ void draw_heatmap(App& app, const Layout& l) {
       ImGui::Text("%s: %s", tr(lang, S::TipStage), step_name(lang, is_output ? 4 : step));
       ImGui::Text("%s: %s (#%d)", tr(lang, S::TipQuery), row_labels[cell->row].c_str(), cell->row);
       if (is_output) {
-        ImGui::Text("%s: %d", tr(lang, S::TipOutputDim), cell->col + 1);
+        ImGui::Text("%s: %d", tr(lang, S::TipOutputDim), cell->col);
       } else {
         ImGui::Text("%s: %s (#%d)", tr(lang, S::TipKey), col_labels[cell->col].c_str(), cell->col);
       }

@@ -67,7 +67,7 @@ void matrix_table(const char* id, const std::string& title, const MatrixF& m, co
   for (int c0 = 0; c0 < nc; c0 += chunk) {
     const int cn = std::min(chunk, nc - c0);
     if (nc > chunk)
-      ImGui::TextColored(kDimV4, tr(lang, S::TableColumns), c0 + 1, c0 + cn, nc);
+      ImGui::TextColored(kDimV4, tr(lang, S::TableColumns), c0, c0 + cn - 1, nc);
     ImGui::PushID(c0);
     if (ImGui::BeginTable(id, cn + 1, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
       ImGui::TableSetupColumn("token");
@@ -189,13 +189,14 @@ void draw_info(App& app, const Layout& l) {
       const int step = app.play.step();
       const int q = c.query();
       std::vector<std::string> dims_k, dims_v;
-      for (int j = 1; j <= p.d_k(); ++j) dims_k.push_back(std::to_string(j));
-      for (int j = 1; j <= p.d_v(); ++j) dims_v.push_back(std::to_string(j));
+      // Dimensions and keys count from 0, as the rows (#0, #1, ...) and the heatmap do.
+      for (int j = 0; j < p.d_k(); ++j) dims_k.push_back(std::to_string(j));
+      for (int j = 0; j < p.d_v(); ++j) dims_v.push_back(std::to_string(j));
       matrix_table("tq", tr(lang, S::TableQ), p.q, p.query_tokens, dims_k, q, false, lang);
       matrix_table("tk", tr(lang, S::TableK), p.k, p.key_tokens, dims_k, -1, false, lang);
       matrix_table("tv", tr(lang, S::TableV), p.v, p.key_tokens, dims_v, -1, step == 4, lang);
       std::vector<std::string> key_idx;
-      for (int j = 1; j <= p.m(); ++j) key_idx.push_back(std::to_string(j));
+      for (int j = 0; j < p.m(); ++j) key_idx.push_back(std::to_string(j));
       matrix_table("ts", tr(lang, S::TableScores), t.scores, p.query_tokens, key_idx, q, step == 1, lang);
       matrix_table("tsc", fmt(tr(lang, S::TableScaled), p.d_k()), t.scaled, p.query_tokens, key_idx, q, step == 2, lang);
       matrix_table("tm", tr(lang, S::TableMask), t.mask, p.query_tokens, key_idx, q, step == 2, lang);

@@ -57,7 +57,7 @@ TEST(Controller, DemoShowsThePageNumbers) {
   EXPECT_NEAR(st->max_weight, 0.260, 1e-3);
   EXPECT_NEAR(st->entropy, 1.561, 1e-3);
   EXPECT_EQ(st->unmasked, 5);
-  EXPECT_EQ(c.column_labels(4), (std::vector<std::string>{"1", "2"}));
+  EXPECT_EQ(c.column_labels(4), (std::vector<std::string>{"0", "1"}));
   EXPECT_EQ(c.column_labels(1)[2], "上下文");
   EXPECT_NE(c.description(Lang::Zh).find("上下文"), std::string::npos);
 }
@@ -285,16 +285,16 @@ TEST(UiCaches, ColumnLabelsAreTheProblemsOwnVectors) {
   Controller c(cpu_options());
   EXPECT_EQ(&c.column_labels(1), &c.problem().key_tokens);
   EXPECT_EQ(&c.column_labels(3), &c.problem().key_tokens);
-  EXPECT_EQ(c.column_labels(4), (std::vector<std::string>{"1", "2"}));
+  EXPECT_EQ(c.column_labels(4), (std::vector<std::string>{"0", "1"}));
 }
 
 TEST(UiCaches, OutputLabelsFollowDv) {
   Controller c(cpu_options());
   EXPECT_EQ(c.column_labels(4).size(), 2u);
   ASSERT_TRUE(c.load_random(12, 8, 5, 1));
-  EXPECT_EQ(c.column_labels(4), (std::vector<std::string>{"1", "2", "3", "4", "5"}));
+  EXPECT_EQ(c.column_labels(4), (std::vector<std::string>{"0", "1", "2", "3", "4"}));
   ASSERT_TRUE(c.load_demo());
-  EXPECT_EQ(c.column_labels(4), (std::vector<std::string>{"1", "2"}));
+  EXPECT_EQ(c.column_labels(4), (std::vector<std::string>{"0", "1"}));
 }
 
 TEST(UiCaches, ProblemRevisionMovesWithNewTokensOnly) {
