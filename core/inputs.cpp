@@ -2,6 +2,7 @@
 #include "core/inputs.h"
 
 #include "core/io.h"
+#include "core/messages.h"
 
 #include <filesystem>
 #include <string>
@@ -22,10 +23,9 @@ void apply_tokens(Problem& p, const std::vector<std::string>& tokens, const std:
     p.query_tokens.assign(tokens.begin(), tokens.begin() + n);
     p.key_tokens.assign(tokens.begin() + n, tokens.end());
   } else {
-    throw InputError(opt + " gives " + std::to_string(count) + " labels but the problem has " +
-                     std::to_string(n) + " queries and " + std::to_string(m) +
-                     " keys (give " + (n == m ? std::to_string(n) + " or " : std::string()) +
-                     std::to_string(n + m) + " labels)");
+    throw InputError(Msg::TokenLabelCount,
+                     {opt, std::to_string(count), std::to_string(n), std::to_string(m),
+                      (n == m ? std::to_string(n) + " or " : std::string()) + std::to_string(n + m)});
   }
 }
 
@@ -34,8 +34,7 @@ void apply_tokens(Problem& p, const std::vector<std::string>& tokens, const std:
 
 Problem problem_from_files(const std::string& q_file, const std::string& k_file, const std::string& v_file) {
   if (q_file.empty() || k_file.empty() || v_file.empty())
-    throw InputError("--q, --k and --v must be given together (missing " +
-                     std::string(q_file.empty() ? "--q" : k_file.empty() ? "--k" : "--v") + ")");
+    throw InputError(Msg::FilesTogether, {q_file.empty() ? "--q" : k_file.empty() ? "--k" : "--v"});
   Problem p;
   p.q = read_matrix(q_file);
   p.k = read_matrix(k_file);
@@ -55,7 +54,7 @@ void apply_mask_spec(Problem& p, const std::string& mask) {
   } else {
     // A word that is not a file is most likely a mistyped mask name: say both possibilities.
     if (!std::filesystem::exists(mask) && mask.find_first_of("/.") == std::string::npos)
-      throw InputError("--mask '" + mask + "' is neither none, causal nor an existing mask file");
+      throw InputError(Msg::MaskWord, {mask});
     p.custom_mask = read_mask(mask);
     p.mask = MaskKind::Custom;
   }
@@ -63,7 +62,7 @@ void apply_mask_spec(Problem& p, const std::string& mask) {
 
 void apply_token_spec(Problem& p, const std::string& tokens, const std::string& tokens_file) {
   if (!tokens.empty() && !tokens_file.empty())
-    throw InputError("give either --tokens or --tokens-file, not both");
+    throw InputError(Msg::TokensBoth, {});
   // Labels are only checked against the shapes once the shapes themselves are known valid.
   if (!tokens.empty() || !tokens_file.empty()) {
     // The labels are replaced: check the shapes without the old ones, then apply the new ones

@@ -182,7 +182,7 @@ float csv_value(std::string_view token, const std::string& name, std::size_t lin
     case NumStatus::NotANumber:
       throw InputError(Msg::NotANumber, {where(), quote(token)});
     case NumStatus::OutOfRange:
-      throw InputError(where() + ": value " + quote(token) + " is out of float32 range");
+      throw InputError(Msg::ValueOutOfRange, {where(), quote(token)});
     case NumStatus::Ok:
       break;
   }
@@ -190,13 +190,12 @@ float csv_value(std::string_view token, const std::string& name, std::size_t lin
     if (d == 0) return 0.0f;
     if (std::isinf(d) && d < 0) return -std::numeric_limits<float>::infinity();
     // Unquoted as a learner would write it, unless it is too long for a one-line message.
-    throw InputError(where() + ": mask entries must be 0 or -inf, got " +
-                     (token.size() <= 40 ? std::string(token) : quote(token)));
+    throw InputError(Msg::CsvMaskEntry, {where(), token.size() <= 40 ? std::string(token) : quote(token)});
   }
-  if (!std::isfinite(d)) throw InputError(where() + ": value " + quote(token) + " is not finite");
+  if (!std::isfinite(d)) throw InputError(Msg::ValueNotFinite, {where(), quote(token)});
   const float f = static_cast<float>(d);
   if (std::isinf(f)) {
-    throw InputError(where() + ": value " + quote(token) + " is out of float32 range");
+    throw InputError(Msg::ValueOutOfRange, {where(), quote(token)});
   }
   return f;
 }
@@ -229,15 +228,13 @@ MatrixF parse_csv_values(std::string_view text, const std::string& name, Values 
       while (i < line.size() && is_space(line[i])) ++i;
       if (i == line.size()) {
         if (after_comma) {
-          throw InputError(csv_where(name, line_no, col + 1) +
-                           ": empty value (the line ends with a comma)");
+          throw InputError(Msg::EmptyValueAtEnd, {csv_where(name, line_no, col + 1)});
         }
         break;
       }
       if (line[i] == ',') {
         if (col == 0 || after_comma) {
-          throw InputError(csv_where(name, line_no, col + 1) +
-                           ": empty value (two commas in a row or a leading comma)");
+          throw InputError(Msg::EmptyValueCommas, {csv_where(name, line_no, col + 1)});
         }
         after_comma = true;
         ++i;
@@ -444,13 +441,12 @@ MatrixF parse_npy_values(std::string_view bytes, const std::string& name, Values
   const int major = static_cast<unsigned char>(bytes[6]);
   const int minor = static_cast<unsigned char>(bytes[7]);
   if (major < 1 || major > 3) {
-    throw InputError(name + ": .npy format version " + std::to_string(major) + "." +
-                     std::to_string(minor) + " is not supported (1.0, 2.0 and 3.0 are)");
+    throw InputError(Msg::NpyVersion, {name, std::to_string(major), std::to_string(minor)});
   }
   // Version 1.0 stores the header length in 2 bytes, 2.0 and 3.0 (UTF-8 header) in 4.
   const std::size_t len_bytes = major == 1 ? 2 : 4;
   const std::size_t header_start = 8 + len_bytes;
-  if (bytes.size() < header_start) throw InputError(name + ": .npy header is truncated");
+  if (bytes.size() < header_start) throw InputError(Msg::NpyHeaderTruncated, {name});
   const std::size_t header_len = read_le(bytes, 8, static_cast<int>(len_bytes));
   if (header_len > bytes.size() - header_start) {
     throw InputError(name + ": .npy header is truncated (it claims " + std::to_string(header_len) +
@@ -462,20 +458,17 @@ MatrixF parse_npy_values(std::string_view bytes, const std::string& name, Values
   if (h.descr == "<f4") item = 4;
   if (h.descr == "<f8") item = 8;
   if (item == 0) {
-    throw InputError(name + ": dtype " + quote(h.descr) +
-                     " is not supported; expected little-endian float32 '<f4' or float64 '<f8'");
+    throw InputError(Msg::NpyDtype, {name, quote(h.descr)});
   }
   if (h.fortran_order) {
-    throw InputError(name +
-                     ": Fortran-order arrays are not supported; save with np.ascontiguousarray");
+    throw InputError(Msg::NpyFortran, {name});
   }
   if (h.shape.size() != 2) {
-    throw InputError(name + ": expected a 2-D array, got rank " + std::to_string(h.shape.size()) +
-                     " (shape " + shape_text(h.shape) + ")");
+    throw InputError(Msg::NpyRank, {name, std::to_string(h.shape.size()), shape_text(h.shape)});
   }
   const std::uint64_t rows = h.shape[0], cols = h.shape[1];
   if (rows == 0 || cols == 0) {
-    throw InputError(name + ": array is empty (shape " + shape_text(h.shape) + ")");
+    throw InputError(Msg::NpyEmpty, {name, shape_text(h.shape)});
   }
   constexpr std::uint64_t kMaxDim = std::numeric_limits<int>::max();
   if (rows > kMaxDim || cols > kMaxDim) {
@@ -493,9 +486,7 @@ MatrixF parse_npy_values(std::string_view bytes, const std::string& name, Values
                      std::to_string(present));
   }
   if (count * item != present) {
-    throw InputError(name + ": " + std::to_string(present - count * item) +
-                     " unexpected bytes after the data of shape " + shape_text(h.shape) +
-                     " (is the file corrupt or more than one array?)");
+    throw InputError(Msg::NpyTrailing, {name, std::to_string(present - count * item), shape_text(h.shape)});
   }
 
   MatrixF m(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
@@ -512,17 +503,15 @@ MatrixF parse_npy_values(std::string_view bytes, const std::string& name, Values
       } else if (std::isinf(d) && d < 0) {
         f = -std::numeric_limits<float>::infinity();
       } else {
-        throw InputError(name + ": mask entries must be 0 or -inf, got " + format_number(d) +
-                         where());
+        throw InputError(Msg::NpyMaskEntry, {name, format_number(d), where()});
       }
     } else {
       if (!std::isfinite(d)) {
-        throw InputError(name + ": value " + format_number(d) + where() + " is not finite");
+        throw InputError(Msg::NpyValueNotFinite, {name, format_number(d), where()});
       }
       f = static_cast<float>(d);
       if (std::isinf(f)) {
-        throw InputError(name + ": value " + format_number(d) + where() +
-                         " is out of float32 range");
+        throw InputError(Msg::NpyValueOutOfRange, {name, format_number(d), where()});
       }
     }
     m.data()[i] = f;

@@ -38,6 +38,30 @@ enum class Msg : int {
   EmptyFile,            // {0} file
   NotNpy,               // {0} file
   InputTooLarge,        // {0} file, {1} limit
+  ValueOutOfRange,      // {0} where, {1} value
+  ValueNotFinite,       // {0} where, {1} value
+  CsvMaskEntry,         // {0} where, {1} value
+  EmptyValueAtEnd,      // {0} where
+  EmptyValueCommas,     // {0} where
+  NpyVersion,           // {0} file, {1} major, {2} minor
+  NpyHeaderTruncated,   // {0} file
+  NpyDtype,             // {0} file, {1} dtype
+  NpyFortran,           // {0} file
+  NpyRank,              // {0} file, {1} rank, {2} shape
+  NpyEmpty,             // {0} file, {1} shape
+  NpyTrailing,          // {0} file, {1} bytes, {2} shape
+  NpyMaskEntry,         // {0} file, {1} value, {2} " at row r, column c"
+  NpyValueNotFinite,    // {0} file, {1} value, {2} place
+  NpyValueOutOfRange,   // {0} file, {1} value, {2} place
+  MatrixNonFinite,      // {0} Q | K | V, {1} value, {2} row, {3} column
+  MatrixEmpty,          // {0} Q | K | V
+  QueryTokenCount,      // {0} labels, {1} rows
+  KeyTokenCount,        // {0} labels, {1} rows
+  MaskShape,            // {0} rows, {1} columns, {2} n, {3} m
+  MaskEntryAt,          // {0} value, {1} row, {2} column
+  TokenLabelCount,      // {0} option, {1} labels, {2} n, {3} m, {4} what to give
+  MaskWord,             // {0} the word
+  TokensBoth,
   Count_
 };
 

@@ -23,8 +23,8 @@ void check_finite(const MatrixF& a, const char* name) {
   for (Eigen::Index r = 0; r < a.rows(); ++r)
     for (Eigen::Index c = 0; c < a.cols(); ++c)
       if (!std::isfinite(a(r, c)))
-        throw InputError(std::string(name) + " has a non-finite value (" + format_number("%.9g", a(r, c)) +
-                         ") at row " + std::to_string(r) + ", column " + std::to_string(c));
+        throw InputError(Msg::MatrixNonFinite,
+                         {name, format_number("%.9g", a(r, c)), std::to_string(r), std::to_string(c)});
 }
 
 }  // namespace
@@ -109,9 +109,9 @@ void validate(const Problem& p) {
   validate_temperature(p.temperature);
   if (p.scale) validate_scale(*p.scale);
   if (p.heads < 1) throw InputError("heads must be >= 1, got " + std::to_string(p.heads));
-  if (p.q.size() == 0) throw InputError("Q is empty");
-  if (p.k.size() == 0) throw InputError("K is empty");
-  if (p.v.size() == 0) throw InputError("V is empty");
+  if (p.q.size() == 0) throw InputError(Msg::MatrixEmpty, {"Q"});
+  if (p.k.size() == 0) throw InputError(Msg::MatrixEmpty, {"K"});
+  if (p.v.size() == 0) throw InputError(Msg::MatrixEmpty, {"V"});
   if (p.k.cols() != p.q.cols())
     throw InputError(Msg::ShapeKColumns, {std::to_string(p.k.cols()), std::to_string(p.q.cols())});
   if (p.v.rows() != p.k.rows())
@@ -125,18 +125,15 @@ void validate(const Problem& p) {
   check_finite(p.v, "V");
   const int n = p.n(), m = p.m();
   if (!p.query_tokens.empty() && static_cast<int>(p.query_tokens.size()) != n)
-    throw InputError("there are " + std::to_string(p.query_tokens.size()) +
-                     " query tokens but Q has " + std::to_string(n) + " rows");
+    throw InputError(Msg::QueryTokenCount, {std::to_string(p.query_tokens.size()), std::to_string(n)});
   if (!p.key_tokens.empty() && static_cast<int>(p.key_tokens.size()) != m)
-    throw InputError("there are " + std::to_string(p.key_tokens.size()) +
-                     " key tokens but K has " + std::to_string(m) + " rows");
+    throw InputError(Msg::KeyTokenCount, {std::to_string(p.key_tokens.size()), std::to_string(m)});
   if (p.mask == MaskKind::Causal && n != m)
     throw InputError(Msg::CausalNotSquare, {std::to_string(n), std::to_string(m)});
   if (p.mask == MaskKind::Custom) {
     if (p.custom_mask.rows() != n || p.custom_mask.cols() != m)
-      throw InputError("the mask is " + std::to_string(p.custom_mask.rows()) + "x" +
-                       std::to_string(p.custom_mask.cols()) + " but the scores are " +
-                       std::to_string(n) + "x" + std::to_string(m));
+      throw InputError(Msg::MaskShape, {std::to_string(p.custom_mask.rows()), std::to_string(p.custom_mask.cols()),
+                                        std::to_string(n), std::to_string(m)});
     for (int r = 0; r < n; ++r) {
       bool any_open = false;
       for (int c = 0; c < m; ++c) {
@@ -144,8 +141,7 @@ void validate(const Problem& p) {
         if (x == 0.0f) {
           any_open = true;
         } else if (!(std::isinf(x) && x < 0)) {
-          throw InputError("mask entries must be 0 or -inf, got " + format_number("%.9g", x) + " at row " +
-                           std::to_string(r) + ", column " + std::to_string(c));
+          throw InputError(Msg::MaskEntryAt, {format_number("%.9g", x), std::to_string(r), std::to_string(c)});
         }
       }
       if (!any_open)

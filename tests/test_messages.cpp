@@ -53,6 +53,18 @@ TEST(Messages, FileRefusalsCarryTheirIds) {
   EXPECT_NE(o.text(Lang::Zh).find("无法打开"), std::string::npos);
   const Message r = caught([&] { read_matrix(test::write_file(dir.path() / "ragged.csv", "1 2\n3\n")); });
   EXPECT_EQ(r.id, Msg::RowLength);
+  const Message m = caught([&] { read_mask(test::write_file(dir.path() / "m.csv", "0 0.5\n")); });
+  EXPECT_EQ(m.id, Msg::CsvMaskEntry);
+  EXPECT_NE(m.text(Lang::Zh).find("掩码元素只能是 0 或 -inf"), std::string::npos) << m.text(Lang::Zh);
+  Problem p = demo_problem();
+  p.mask = MaskKind::Custom;
+  p.custom_mask = MatrixF::Zero(4, 5);
+  const Message ms = caught([&] { validate(p); });
+  EXPECT_EQ(ms.en, "the mask is 4x5 but the scores are 5x5");
+  EXPECT_EQ(ms.text(Lang::Zh), "掩码为 4x5，而分数矩阵为 5x5");
+  Problem t = demo_problem();
+  const Message tl = caught([&] { apply_token_spec(t, "a,b", ""); });
+  EXPECT_EQ(tl.id, Msg::TokenLabelCount);
   // An error without an id stays as it was, in English, in every language.
   const Message plain = message_of(InputError("something else"));
   EXPECT_EQ(plain.text(Lang::Zh), "something else");
