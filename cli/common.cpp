@@ -9,6 +9,7 @@
 
 #include "core/format.h"
 #include "core/io.h"
+#include "core/patterns.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -114,6 +115,11 @@ void add_input_options(CLI::App* cmd, ProblemArgs& a, bool bundle_head) {
   cmd->add_option("--heads", a.heads, "Independent heads (B*H) of the random problem "
                                       "(default 1; tables show head 0)")
       ->type_name("H");
+  cmd->add_option("--pattern", a.pattern,
+                  "Structure of the random problem's Q and K (synthetic, not a trained model): "
+                  "noise (default), local:W (a window of +-W), sink (key 0), previous (the key "
+                  "before), induction (a repeated sequence; causal)")
+      ->type_name("P");
   add_bundle_options(cmd, a, bundle_head);
   cmd->add_option("--tokens", a.tokens,
                   "Token labels a,b,c: n labels (queries, and keys when m = n) or n + m "
@@ -133,6 +139,9 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
   parse_variant(a.variant);
   parse_precision(a.precision);
   if (!a.lang.empty()) parse_lang(a.lang);
+  const Pattern pattern = a.pattern.empty() ? Pattern{} : parse_pattern(a.pattern);
+  if (!a.pattern.empty() && !a.random_n)
+    throw InputError("--pattern describes a random problem: add --random N");
 
   Problem p;
   const bool files = !a.q_file.empty() || !a.k_file.empty() || !a.v_file.empty();
@@ -153,7 +162,7 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
     p = problem_from_files(a.q_file, a.k_file, a.v_file);
   } else if (a.random_n) {
     check_random_size(a);
-    p = random_problem(static_cast<int>(*a.random_n), a.d_k, a.d_v, a.seed, a.heads);
+    p = pattern_problem(pattern, static_cast<int>(*a.random_n), a.d_k, a.d_v, a.seed, a.heads);
   } else {
     throw InputError("run needs its inputs: --q FILE --k FILE --v FILE, --random N or --bundle DIR");
   }
@@ -161,7 +170,9 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
     throw InputError(std::string(a.head ? "--head" : "--layer") + " applies to --bundle only");
 
   p.temperature = a.temperature.value_or(demo ? 0.85 : 1.0);
-  if (a.bundle.empty()) apply_mask_spec(p, a.mask);
+  // induction comes with its causal mask; --mask causal or a mask file still apply.
+  if (a.bundle.empty() && !(pattern.kind == PatternKind::Induction && a.mask == "none"))
+    apply_mask_spec(p, a.mask);
   apply_token_spec(p, a.tokens, a.tokens_file);
   return p;
 }

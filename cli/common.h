@@ -23,6 +23,7 @@ struct ProblemArgs {
   int d_k = 64, d_v = 64;
   std::uint64_t seed = 0;
   int heads = 1;
+  std::string pattern;           // --pattern of the random problem (core/patterns.h); empty = noise
   // a captured model's bundle (core/bundle.h): directory, call (index or name), one head or all
   std::string bundle;
   std::string layer = "0";

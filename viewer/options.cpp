@@ -28,6 +28,7 @@ Int parse_int(const std::string& flag, const std::string& text, Int lo, Int hi) 
 std::string viewer_usage() {
   return "usage: attnlab-view [--screenshot FILE.png] [--query TOKEN|INDEX] [--step 1-4]\n"
          "                    [--temperature T] [--mask none|causal|FILE] [--random N] [--dk D] [--dv D]\n"
+         "                    [--pattern noise|local:W|sink|previous|induction]\n"
          "                    [--q FILE --k FILE --v FILE [--tokens a,b,c | --tokens-file FILE]]\n"
          "                    [--seed S] [--lang zh|en] [--size WxH] [--backend auto|cpu|cuda]\n"
          "                    [--pool max|mean] [--state-dump FILE.json] [--view chain|walk|perf] [--tile B]\n"
@@ -47,6 +48,7 @@ std::string viewer_usage() {
 ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
   ViewerOptions o;
   std::string backend_text;  // checked at the end: a list in the perf view, one name elsewhere
+  bool pattern_given = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& {
@@ -91,6 +93,9 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
       o.tokens_file = value();
     } else if (a == "--random") {
       o.random_n = parse_int<int>(a, value(), 1, kCudaMaxTokens);
+    } else if (a == "--pattern") {
+      o.pattern = parse_pattern(value());
+      pattern_given = true;
     } else if (a == "--dk") {
       o.d_k = parse_int<int>(a, value(), 1, kMaxHeadDim);
     } else if (a == "--dv") {
@@ -210,6 +215,9 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
                      o.mask_file + "'");
   if (!files && (!o.tokens.empty() || !o.tokens_file.empty()))
     throw InputError("--tokens and --tokens-file label file inputs: add --q, --k and --v");
+  if (pattern_given && !o.random_n)
+    throw InputError("--pattern describes a random problem: add --random N");
+  if (o.random_n) check_pattern(o.pattern, *o.random_n, o.d_k);
   if ((o.d_k != 64 || o.d_v != 64 || o.seed != 0) && !o.random_n && !o.bench_redraw) {
     throw InputError("--dk, --dv and --seed describe a random problem: add --random N");
   }

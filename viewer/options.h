@@ -13,6 +13,7 @@
 #pragma once
 
 #include "core/types.h"
+#include "core/patterns.h"
 #include "viewer/perf_view.h"
 #include "viewer/pooling.h"
 
@@ -46,6 +47,7 @@ struct ViewerOptions {
   std::optional<double> temperature;  // default: demo 0.85, random 1.0
   MaskKind mask = MaskKind::None;
   std::optional<int> random_n;        // random mode with N tokens
+  Pattern pattern;                    // --pattern P of the random problem (core/patterns.h)
   std::string q_file, k_file, v_file;  // file inputs (CSV or .npy), all three or none
   std::string mask_file;              // --mask FILE (then mask == Custom)
   std::string tokens, tokens_file;    // labels of file inputs
