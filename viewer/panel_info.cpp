@@ -117,8 +117,10 @@ void draw_info(App& app, const Layout& l) {
       ImGui::Text("%s: %.3f", tr(lang, S::Perplexity), st->perplexity);
       ImGui::Text("%s: %.6f", tr(lang, S::WeightSum), st->weight_sum);
       // The page's own sentence (查询“上下文”对“上下文”的权重最高，为 26.0%).
+      // The same digits as the max weight line above.
+      const std::string pct = fmt(st->max_weight < 0.01 ? "%.2g" : "%.1f", st->max_weight * 100);
       wrapped(app, fmt(tr(lang, S::PageSentence), p.query_tokens[c.query()].c_str(),
-                       p.key_tokens[st->argmax].c_str(), st->max_weight * 100));
+                       p.key_tokens[st->argmax].c_str(), pct.c_str()));
     }
     ImGui::Text("%s: 1/√%d = %.4f", tr(lang, S::Scale), p.d_k(), 1.0 / std::sqrt(static_cast<double>(p.d_k())));
     ImGui::Text("%s: %d×%d", tr(lang, S::OutputShape), p.n(), p.d_v());

@@ -179,7 +179,7 @@ constexpr Entry kTable[] = {
     {S::PooledNoteZoomed, "%s × %s of the %d×%d matrix on %d×%d pixels: each pixel pools a block (%s)",
      "%s × %s（共 %d×%d 的矩阵）显示在 %d×%d 像素上：每个像素池化一个区块（%s）"},
     {S::TipMaskedWeight, "0 (masked: −∞ in the mask)", "0（已屏蔽：mask 为 −∞）"},
-    {S::PageSentence, "Query “%s” gives its highest weight to “%s”: %.1f%%.", "查询“%s”对“%s”的权重最高，为 %.1f%%。"},
+    {S::PageSentence, "Query “%s” gives its highest weight to “%s”: %s%%.", "查询“%s”对“%s”的权重最高，为 %s%%。"},
     {S::Reproduce, "The problem on screen, on the command line:", "在命令行中重现当前问题："},
     {S::SelectedKey, "selected key", "选中的键"},
     {S::Seed, "seed", "种子"},
