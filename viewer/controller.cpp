@@ -220,8 +220,10 @@ bool Controller::post(unsigned parts) {
   job.id = ++posted_;
   if (!async_) {
     error_ = Message{};
-    adopt(execute(std::move(job), std::move(recycled_)));
+    // The replaced trace adopt() puts into recycled_ is the next run's buffers.
+    Trace reuse = std::move(recycled_);
     recycled_ = Trace{};
+    adopt(execute(std::move(job), std::move(reuse)));
     return error_.empty();
   }
   {

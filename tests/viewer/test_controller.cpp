@@ -512,3 +512,21 @@ TEST(Controller, RefusalsReadInTheUiLanguage) {
   EXPECT_FALSE(c.set_query(99));
   EXPECT_EQ(c.error_text(Lang::Zh), "查询 99 超出范围 0..4");
 }
+
+// A temperature change at the same N reuses the stage buffers of the trace it replaces (the two
+// traces alternate), in sync mode as on the worker: no fresh allocation per redraw.
+TEST(Controller, RedrawsReuseTheReplacedTracesBuffers) {
+  ViewerOptions o = cpu_options();
+  o.random_n = 300;
+  o.d_k = 8;
+  o.d_v = 4;
+  for (bool async : {false, true}) {
+    Controller c(o, async);
+    const float* first = c.trace().weights.data();
+    ASSERT_TRUE(c.set_temperature(0.7));
+    c.wait();
+    ASSERT_TRUE(c.set_temperature(0.9));
+    c.wait();
+    EXPECT_EQ(c.trace().weights.data(), first) << (async ? "async" : "sync");
+  }
+}
