@@ -45,13 +45,6 @@ std::string get_file(const Json& c, const char* key, const std::string& where, b
   return f;
 }
 
-std::string call_where(const Bundle& b, int i) {
-  return manifest_path(b.dir) + ": call " + std::to_string(i) +
-         (b.calls.size() > static_cast<std::size_t>(i) && !b.calls[i].name.empty()
-              ? " '" + b.calls[i].name + "'"
-              : std::string());
-}
-
 MatrixF read_array(const Bundle& b, const BundleCall& c, int layer, const std::string& file,
                    const char* what, long rows, long cols, const std::string& expect) {
   const std::string path = (std::filesystem::path(b.dir) / file).string();

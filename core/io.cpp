@@ -259,7 +259,7 @@ MatrixF parse_csv_values(std::string_view text, const std::string& name, Values 
   }
   if (rows == 0) {
     if (trim(text).empty()) throw InputError(Msg::EmptyFile, {name});
-    throw InputError(name + ": no numbers (only blank lines and comments)");
+    throw InputError(Msg::OnlyComments, {name});
   }
   MatrixF m(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
   std::copy(values.begin(), values.end(), m.data());
@@ -330,7 +330,7 @@ class NpyHeaderParser {
 
  private:
   [[noreturn]] void fail(const std::string& what) const {
-    throw InputError(name_ + ": malformed .npy header: " + what);
+    throw InputError(Msg::NpyMalformed, {name_, what});
   }
   // '\0' stands for "end of header"; a literal NUL inside the header is rejected wherever it lands.
   char peek() const { return pos_ < s_.size() ? s_[pos_] : '\0'; }
@@ -449,8 +449,8 @@ MatrixF parse_npy_values(std::string_view bytes, const std::string& name, Values
   if (bytes.size() < header_start) throw InputError(Msg::NpyHeaderTruncated, {name});
   const std::size_t header_len = read_le(bytes, 8, static_cast<int>(len_bytes));
   if (header_len > bytes.size() - header_start) {
-    throw InputError(name + ": .npy header is truncated (it claims " + std::to_string(header_len) +
-                     " bytes, the file has " + std::to_string(bytes.size() - header_start) + ")");
+    throw InputError(Msg::NpyHeaderClaims,
+                     {name, std::to_string(header_len), std::to_string(bytes.size() - header_start)});
   }
   const NpyHeader h = NpyHeaderParser(bytes.substr(header_start, header_len), name).parse();
 
@@ -472,7 +472,7 @@ MatrixF parse_npy_values(std::string_view bytes, const std::string& name, Values
   }
   constexpr std::uint64_t kMaxDim = std::numeric_limits<int>::max();
   if (rows > kMaxDim || cols > kMaxDim) {
-    throw InputError(name + ": shape " + shape_text(h.shape) + " is too large");
+    throw InputError(Msg::NpyShapeTooLarge, {name, shape_text(h.shape)});
   }
   // rows, cols < 2^31 so the count fits in 64 bits; dividing the bytes present (instead of
   // multiplying by the item size) keeps the check itself free of overflow.
@@ -480,10 +480,8 @@ MatrixF parse_npy_values(std::string_view bytes, const std::string& name, Values
   const std::size_t data_start = header_start + header_len;
   const std::size_t present = bytes.size() - data_start;
   if (count > present / item) {
-    throw InputError(name + ": data is truncated: shape " + shape_text(h.shape) + " of " +
-                     (item == 4 ? "float32" : "float64") + " needs " + std::to_string(count) +
-                     " x " + std::to_string(item) + " bytes, the file has " +
-                     std::to_string(present));
+    throw InputError(Msg::NpyDataTruncated, {name, shape_text(h.shape), item == 4 ? "float32" : "float64",
+                                             std::to_string(count), std::to_string(item), std::to_string(present)});
   }
   if (count * item != present) {
     throw InputError(Msg::NpyTrailing, {name, std::to_string(present - count * item), shape_text(h.shape)});
@@ -523,14 +521,14 @@ MatrixF parse_npy_values(std::string_view bytes, const std::string& name, Values
 
 void write_file(const std::string& path, std::string_view data) {
   std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) throw InputError("cannot write '" + path + "': " + std::strerror(errno));
+  if (!f) throw InputError(Msg::CannotWrite, {path, std::strerror(errno)});
   const bool wrote = std::fwrite(data.data(), 1, data.size(), f) == data.size();
   const int err = wrote ? 0 : errno;
   // A full disk may only show at fclose, when the buffered bytes are flushed.
   if (std::fclose(f) != 0 && wrote) {
-    throw InputError("cannot write '" + path + "': " + std::strerror(errno));
+    throw InputError(Msg::CannotWrite, {path, std::strerror(errno)});
   }
-  if (!wrote) throw InputError("cannot write '" + path + "': " + std::strerror(err));
+  if (!wrote) throw InputError(Msg::CannotWrite, {path, std::strerror(err)});
 }
 
 // ---- public API --------------------------------------------------------------------------------
@@ -566,13 +564,11 @@ std::string read_input_file(const std::string& path, std::uint64_t limit) {
   struct stat st {};
   if (::fstat(f.fd, &st) != 0)
     throw InputError(Msg::CannotRead, {path, std::strerror(errno)});
-  const std::string largest = mib_text(limit) + " (the largest input a problem can have)";
   const bool regular = S_ISREG(st.st_mode);
   if (regular && static_cast<std::uint64_t>(st.st_size) > limit) {
     const auto size = static_cast<std::uint64_t>(st.st_size);
     const std::string in_mib = size >= (std::uint64_t{1} << 20) ? " (" + mib_text(size) + ")" : "";
-    throw InputError(path + ": the file has " + std::to_string(size) + " bytes" + in_mib +
-                     ", more than " + largest + "; not read");
+    throw InputError(Msg::FileTooLarge, {path, std::to_string(size) + " bytes" + in_mib, mib_text(limit)});
   }
   std::string data;
   // A regular file is read at its size in one allocation; a stream grows the string as it comes.
@@ -671,8 +667,7 @@ std::vector<std::string> split_tokens(std::string_view csv) {
     const std::string_view item =
         trim(csv.substr(start, comma == std::string_view::npos ? csv.npos : comma - start));
     if (item.empty()) {
-      throw InputError("empty token at position " + std::to_string(tokens.size() + 1) + " in " +
-                       quote(csv) + " (tokens are comma separated, e.g. 'a,b,c')");
+      throw InputError(Msg::EmptyToken, {std::to_string(tokens.size() + 1), quote(csv)});
     }
     tokens.emplace_back(item);
     if (comma == std::string_view::npos) break;
@@ -694,7 +689,7 @@ std::vector<std::string> read_tokens_file(const std::string& path) {
     if (!item.empty()) tokens.emplace_back(item);
     start = nl + 1;
   }
-  if (tokens.empty()) throw InputError(path + ": no tokens (the file is empty or blank)");
+  if (tokens.empty()) throw InputError(Msg::NoTokens, {path});
   return tokens;
 }
 

@@ -85,6 +85,19 @@ constexpr Entry kMessages[] = {
     {Msg::MaskWord, "--mask '{0}' is neither none, causal nor an existing mask file",
      "--mask '{0}' 既不是 none、causal，也不是已有的掩码文件"},
     {Msg::TokensBoth, "give either --tokens or --tokens-file, not both", "--tokens 与 --tokens-file 只能二选一"},
+    {Msg::OnlyComments, "{0}: no numbers (only blank lines and comments)", "{0}：没有数字（只有空行和注释）"},
+    {Msg::NpyMalformed, "{0}: malformed .npy header: {1}", "{0}：.npy 文件头格式错误：{1}"},
+    {Msg::NpyHeaderClaims, "{0}: .npy header is truncated (it claims {1} bytes, the file has {2})",
+     "{0}：.npy 文件头不完整（声称 {1} 字节，文件只有 {2} 字节）"},
+    {Msg::NpyShapeTooLarge, "{0}: shape {1} is too large", "{0}：形状 {1} 过大"},
+    {Msg::NpyDataTruncated, "{0}: data is truncated: shape {1} of {2} needs {3} x {4} bytes, the file has {5}",
+     "{0}：数据不完整：{2} 形状 {1} 需要 {3} x {4} 字节，文件只有 {5} 字节"},
+    {Msg::CannotWrite, "cannot write '{0}': {1}", "无法写入“{0}”：{1}"},
+    {Msg::FileTooLarge, "{0}: the file has {1}, more than {2} (the largest input a problem can have); not read",
+     "{0}：文件有 {1}，超过 {2}（一个问题所能有的最大输入）；未读取"},
+    {Msg::EmptyToken, "empty token at position {0} in {1} (tokens are comma separated, e.g. 'a,b,c')",
+     "{1} 中第 {0} 个 token 为空（token 用逗号分隔，例如 'a,b,c'）"},
+    {Msg::NoTokens, "{0}: no tokens (the file is empty or blank)", "{0}：没有 token（文件为空或只有空白）"},
 };
 
 constexpr bool in_order() {

@@ -62,6 +62,15 @@ enum class Msg : int {
   TokenLabelCount,      // {0} option, {1} labels, {2} n, {3} m, {4} what to give
   MaskWord,             // {0} the word
   TokensBoth,
+  OnlyComments,         // {0} file
+  NpyMalformed,         // {0} file, {1} what the parser found
+  NpyHeaderClaims,      // {0} file, {1} claimed bytes, {2} present
+  NpyShapeTooLarge,     // {0} file, {1} shape
+  NpyDataTruncated,     // {0} file, {1} shape, {2} type, {3} count, {4} item size, {5} present
+  CannotWrite,          // {0} path, {1} reason
+  FileTooLarge,         // {0} path, {1} its size, {2} the limit
+  EmptyToken,           // {0} position, {1} the list
+  NoTokens,             // {0} file
   Count_
 };
 

@@ -259,7 +259,9 @@ Problem pattern_problem(const Pattern& pattern, int n, int d_k, int d_v, std::ui
       for (int i = 0; i < n; ++i) {
         q.row(i) = emb.row(i % len) * static_cast<float>(root_d * a);
         if (i > 0) k.row(i) = emb.row((i - 1) % len);
-        p.query_tokens[i] = "w" + std::to_string(ids[i % len]);
+        // Appended, not "w" + to_string(...): GCC 12 reports a false -Wrestrict on the latter.
+        p.query_tokens[i] = "w";
+        p.query_tokens[i] += std::to_string(ids[i % len]);
       }
       p.key_tokens = p.query_tokens;
       p.mask = MaskKind::Causal;

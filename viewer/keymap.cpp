@@ -22,6 +22,10 @@ std::optional<Action> action_for_key(Key k) {
     case Key::S: return Action::Screenshot;
     case Key::F1: return Action::ToggleHelp;
     case Key::Escape: return Action::Quit;
+    case Key::F11: return Action::ToggleFullscreen;
+    case Key::Plus:   // UI scale: only with Ctrl (action_for_key(k, shift, ctrl))
+    case Key::Minus:
+    case Key::Zero:
     case Key::Other: break;
   }
   return std::nullopt;
@@ -43,8 +47,6 @@ std::optional<Action> action_for_key(Key k, bool shift, bool ctrl) {
       default: break;
     }
   }
-  if (k == Key::F11) return Action::ToggleFullscreen;
-  if (k == Key::Plus || k == Key::Minus || k == Key::Zero) return std::nullopt;
   if (shift && k == Key::Left) return Action::KeyPrev;
   if (shift && k == Key::Right) return Action::KeyNext;
   return action_for_key(k);
