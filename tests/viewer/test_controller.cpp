@@ -2,6 +2,7 @@
 // for 上下文), refused changes keep the last valid state with the core's message, mask / query /
 // backend / random mode, the Compare refusal without CUDA, the state dump, and the measured redraw
 // runs of the redraw benchmark, and the worker thread of the interactive viewer.
+#include "viewer_test_util.h"
 #include "core/backend.h"
 #include "core/problem.h"
 #include "core/stats.h"
@@ -23,11 +24,6 @@ using namespace attnlab;
 using namespace attnlab::viewer;
 
 namespace {
-ViewerOptions cpu_options() {
-  ViewerOptions o;
-  o.backend = "cpu";
-  return o;
-}
 // validate_temperature(t)'s refusal; a failure when it accepts t.
 std::string core_message(double t) {
   return test::message_of<InputError>([&] { validate_temperature(t); });
@@ -35,7 +31,7 @@ std::string core_message(double t) {
 }  // namespace
 
 TEST(Controller, DemoShowsThePageNumbers) {
-  Controller c(cpu_options());
+  Controller c(test::cpu_viewer_options());
   EXPECT_TRUE(c.demo());
   EXPECT_EQ(c.query(), 2);
   EXPECT_EQ(c.problem().query_tokens[2], "上下文");
@@ -63,7 +59,7 @@ TEST(Controller, DemoShowsThePageNumbers) {
 }
 
 TEST(Controller, InvalidTemperatureKeepsTheLastValidState) {
-  Controller c(cpu_options());
+  Controller c(test::cpu_viewer_options());
   const auto rev = c.revision();
   const float w0 = (*c.stage_matrix(3))(2, 2);
   for (double bad : {0.0, -1.0, std::numeric_limits<double>::infinity(), std::nan("")}) {
@@ -87,7 +83,7 @@ TEST(Controller, InvalidTemperatureKeepsTheLastValidState) {
 // A refusal's message lasts until the next accepted action, whichever it is (it used to stay
 // through query changes and hide the status line, "Screenshot saved", for good).
 TEST(Controller, AnAcceptedActionEndsTheLastRefusal) {
-  Controller c(cpu_options());
+  Controller c(test::cpu_viewer_options());
   const auto refuse = [&c] {
     EXPECT_FALSE(c.set_temperature_text("abc"));
     EXPECT_FALSE(c.error().empty());
@@ -111,7 +107,7 @@ TEST(Controller, AnAcceptedActionEndsTheLastRefusal) {
 
 // The description is cached between frames; every change of what it describes must show.
 TEST(Controller, DescriptionFollowsEveryChange) {
-  Controller c(cpu_options());
+  Controller c(test::cpu_viewer_options());
   const auto fresh = [&c](Lang l) { return describe(c.problem(), c.trace(), c.query(), l); };
   EXPECT_EQ(c.description(Lang::En), fresh(Lang::En));
   EXPECT_EQ(c.description(Lang::Zh), fresh(Lang::Zh));
@@ -128,7 +124,7 @@ TEST(Controller, DescriptionFollowsEveryChange) {
 }
 
 TEST(Controller, MaskToggleZeroesTheFuture) {
-  Controller c(cpu_options());
+  Controller c(test::cpu_viewer_options());
   EXPECT_FALSE(c.step_shows_mask(2));
   ASSERT_TRUE(c.toggle_mask());
   EXPECT_EQ(c.problem().mask, MaskKind::Causal);
@@ -145,7 +141,7 @@ TEST(Controller, MaskToggleZeroesTheFuture) {
 }
 
 TEST(Controller, QueryMovesAndClamps) {
-  Controller c(cpu_options());
+  Controller c(test::cpu_viewer_options());
   const auto rev = c.revision();
   EXPECT_TRUE(c.move_query(+1));
   EXPECT_EQ(c.query(), 3);
@@ -159,7 +155,7 @@ TEST(Controller, QueryMovesAndClamps) {
 }
 
 TEST(Controller, QueryFromTheCommandLine) {
-  ViewerOptions o = cpu_options();
+  ViewerOptions o = test::cpu_viewer_options();
   o.query = "权重";
   EXPECT_EQ(Controller(o).query(), 4);
   o.query = "1";
@@ -171,7 +167,7 @@ TEST(Controller, QueryFromTheCommandLine) {
 TEST(Controller, CudaRefusedWithTheReasonWhenAbsent) {
   std::string reason;
   if (cuda_available(&reason)) GTEST_SKIP() << "a CUDA device is present; the refusal path does not apply";
-  Controller c(cpu_options());
+  Controller c(test::cpu_viewer_options());
   EXPECT_FALSE(c.cuda_ok());
   EXPECT_EQ(c.cuda_reason(), reason);
   EXPECT_FALSE(c.set_backend("cuda"));
@@ -181,7 +177,7 @@ TEST(Controller, CudaRefusedWithTheReasonWhenAbsent) {
   const CompareResult& r = c.run_compare();
   EXPECT_FALSE(r.done);
   EXPECT_EQ(r.error, reason);
-  ViewerOptions o = cpu_options();
+  ViewerOptions o = test::cpu_viewer_options();
   o.backend = "cuda";
   EXPECT_THROW(Controller{o}, NoDeviceError);
 }
@@ -189,7 +185,7 @@ TEST(Controller, CudaRefusedWithTheReasonWhenAbsent) {
 // Staged vs fused needs no GPU: the chosen backend (the CPU here) runs both on the current
 // problem; the outputs agree to fp32 rounding.
 TEST(Controller, StagedVersusFusedCompareRunsOnTheCpu) {
-  Controller c(cpu_options());
+  Controller c(test::cpu_viewer_options());
   ASSERT_TRUE(c.load_random(300, 16, 8, 5));
   const CompareResult& r = c.run_variant_compare();
   ASSERT_TRUE(r.done) << r.error;
@@ -207,7 +203,7 @@ TEST(Controller, StagedVersusFusedCompareRunsOnTheCpu) {
 }
 
 TEST(Controller, RandomModeAndLimits) {
-  Controller c(cpu_options());
+  Controller c(test::cpu_viewer_options());
   EXPECT_FALSE(c.load_random(kCpuMaxTokens + 1, 8, 8, 1));
   EXPECT_NE(c.error().find("CPU limit of 65536"), std::string::npos);
   EXPECT_TRUE(c.demo());
@@ -222,7 +218,7 @@ TEST(Controller, RandomModeAndLimits) {
   ASSERT_TRUE(c.load_demo());
   EXPECT_TRUE(c.demo());
   EXPECT_EQ(c.query(), 2);
-  ViewerOptions o = cpu_options();
+  ViewerOptions o = test::cpu_viewer_options();
   o.random_n = kCpuMaxTokens + 1;
   EXPECT_THROW(Controller{o}, InputError);
 }
@@ -239,7 +235,7 @@ TEST(Controller, MaxAbsDiff) {
 }
 
 TEST(Controller, StateDumpHasTheFieldsTheTestsRead) {
-  Controller c(cpu_options());
+  Controller c(test::cpu_viewer_options());
   Playback p;
   p.set_step(3);
   ViewSnapshot v;
@@ -264,7 +260,7 @@ TEST(Controller, StateDumpHasTheFieldsTheTestsRead) {
 // here): kept stages at N = 4096, a streamed problem above, each temperature change redrawn.
 TEST(Controller, RedrawBenchRunsKeptAndStreamedProblems) {
   for (int n : {4096, 8192}) {
-    ViewerOptions o = cpu_options();
+    ViewerOptions o = test::cpu_viewer_options();
     o.random_n = n;
     o.d_k = 16;
     o.d_v = 16;
@@ -282,14 +278,14 @@ TEST(Controller, RedrawBenchRunsKeptAndStreamedProblems) {
 // problem_revision (the key of the heatmap's label sizes) moves when the tokens can change (a new
 // problem) and stays when only the temperature, mask or query does.
 TEST(UiCaches, ColumnLabelsAreTheProblemsOwnVectors) {
-  Controller c(cpu_options());
+  Controller c(test::cpu_viewer_options());
   EXPECT_EQ(&c.column_labels(1), &c.problem().key_tokens);
   EXPECT_EQ(&c.column_labels(3), &c.problem().key_tokens);
   EXPECT_EQ(c.column_labels(4), (std::vector<std::string>{"0", "1"}));
 }
 
 TEST(UiCaches, OutputLabelsFollowDv) {
-  Controller c(cpu_options());
+  Controller c(test::cpu_viewer_options());
   EXPECT_EQ(c.column_labels(4).size(), 2u);
   ASSERT_TRUE(c.load_random(12, 8, 5, 1));
   EXPECT_EQ(c.column_labels(4), (std::vector<std::string>{"0", "1", "2", "3", "4"}));
@@ -298,7 +294,7 @@ TEST(UiCaches, OutputLabelsFollowDv) {
 }
 
 TEST(UiCaches, ProblemRevisionMovesWithNewTokensOnly) {
-  Controller c(cpu_options());
+  Controller c(test::cpu_viewer_options());
   const auto p0 = c.problem_revision();
   const auto r0 = c.revision();
   ASSERT_TRUE(c.set_temperature(2.0));
@@ -321,7 +317,7 @@ TEST(UiCaches, ProblemRevisionMovesWithNewTokensOnly) {
 // ---- the worker thread (async mode, the interactive viewer) and streamed problems ----------------
 
 TEST(ControllerAsync, TheLastRequestWinsAndThePictureStaysConsistentMeanwhile) {
-  ViewerOptions o = cpu_options();
+  ViewerOptions o = test::cpu_viewer_options();
   o.random_n = 1024;
   o.d_k = 16;
   o.d_v = 8;
@@ -342,7 +338,7 @@ TEST(ControllerAsync, TheLastRequestWinsAndThePictureStaysConsistentMeanwhile) {
 }
 
 TEST(ControllerAsync, ARefusalFoundByTheRunArrivesThroughPollAndRestoresTheControls) {
-  ViewerOptions o = cpu_options();
+  ViewerOptions o = test::cpu_viewer_options();
   o.random_n = 64;
   Controller c(o, /*async=*/true);
   // The logits overflow fp32 at this temperature: only the run can tell.
@@ -357,7 +353,7 @@ TEST(ControllerAsync, ARefusalFoundByTheRunArrivesThroughPollAndRestoresTheContr
 }
 
 TEST(ControllerAsync, NewProblemsAreBuiltOffTheUiThread) {
-  Controller c(cpu_options(), /*async=*/true);
+  Controller c(test::cpu_viewer_options(), /*async=*/true);
   ASSERT_TRUE(c.load_random(300, 8, 4, 9));
   EXPECT_TRUE(c.demo()) << "the demo stays on screen until the new problem is computed";
   c.wait();
@@ -369,7 +365,7 @@ TEST(ControllerAsync, NewProblemsAreBuiltOffTheUiThread) {
 }
 
 TEST(ControllerStreaming, AboveTheKeptLimitTheViewAndTheRowAreStreamed) {
-  Controller c(cpu_options());
+  Controller c(test::cpu_viewer_options());
   ASSERT_TRUE(c.load_random(kKeepStagesMaxTokens + 100, 8, 4, 3));
   ASSERT_TRUE(c.streaming());
   EXPECT_FALSE(c.stages_kept());
@@ -410,7 +406,7 @@ TEST(ControllerStreaming, AboveTheKeptLimitTheViewAndTheRowAreStreamed) {
 }
 
 TEST(Controller, OutOfRangeRandomFieldsAreRefusedWithTheReason) {
-  Controller c(cpu_options());
+  Controller c(test::cpu_viewer_options());
   EXPECT_FALSE(c.load_random(0, 8, 8, 1));
   EXPECT_NE(c.error().find("N must be at least 1"), std::string::npos) << c.error();
   EXPECT_FALSE(c.load_random(kCpuMaxTokens + 1, 8, 8, 1));
@@ -424,7 +420,7 @@ TEST(Controller, OutOfRangeRandomFieldsAreRefusedWithTheReason) {
 
 // The command the Tables section offers reproduces the problem on screen exactly.
 TEST(Controller, ReproduceCommandNamesTheProblemOnScreen) {
-  Controller c(cpu_options());
+  Controller c(test::cpu_viewer_options());
   EXPECT_EQ(c.reproduce_command(),
             "attnlab demo --query 2 --temperature 0.85 --mask none --backend cpu --format csv");
   ASSERT_TRUE(c.load_random(40, 8, 3, 12345678901234ull));
@@ -446,7 +442,7 @@ TEST(ControllerFiles, LoadsFilesWithTokensAndAMaskFileAndKeepsTheLastValidStateO
   const std::string mask = test::write_file(dir.path() / "mask.csv", "0 -inf 0\n0 0 -inf\n");
   const std::string k4 = test::write_file(dir.path() / "k4.csv", "1 0 0 0\n0 1 0 0\n0 0 1 0\n");
   const std::string full = test::write_file(dir.path() / "full.csv", "0 0 0\n-inf -inf -inf\n");
-  Controller c(cpu_options());
+  Controller c(test::cpu_viewer_options());
   ASSERT_TRUE(c.load_files({q, k, v, mask, "a,b,x,y,z", ""})) << c.error();
   EXPECT_TRUE(c.from_files());
   EXPECT_FALSE(c.demo());
@@ -503,7 +499,7 @@ TEST(ControllerFiles, CommandLineFilesOpenTheViewerOnThem) {
 
 // Every message the viewer shows follows the UI language, the core's refusals included.
 TEST(Controller, RefusalsReadInTheUiLanguage) {
-  Controller c(cpu_options());
+  Controller c(test::cpu_viewer_options());
   EXPECT_FALSE(c.set_temperature_text("abc"));
   EXPECT_EQ(c.error(), "temperature must be a finite number > 0, got 'abc'");
   EXPECT_EQ(c.error_text(Lang::Zh), "温度必须是大于 0 的有限数，当前为 'abc'");
@@ -516,7 +512,7 @@ TEST(Controller, RefusalsReadInTheUiLanguage) {
 // A temperature change at the same N reuses the stage buffers of the trace it replaces (the two
 // traces alternate), in sync mode as on the worker: no fresh allocation per redraw.
 TEST(Controller, RedrawsReuseTheReplacedTracesBuffers) {
-  ViewerOptions o = cpu_options();
+  ViewerOptions o = test::cpu_viewer_options();
   o.random_n = 300;
   o.d_k = 8;
   o.d_v = 4;

@@ -1,6 +1,7 @@
 // Export from the window (viewer/export.h): the current stage as CSV that the CSV reader gives
 // back as the same matrix, the trace as the CLI's JSON, the heatmap's pixels as a PNG; streamed
 // stages and large traces are refused with the command that does it instead.
+#include "viewer_test_util.h"
 #include "core/io.h"
 #include "viewer/controller.h"
 #include "viewer/export.h"
@@ -14,18 +15,10 @@
 using namespace attnlab;
 using namespace attnlab::viewer;
 
-namespace {
-ViewerOptions cpu_options() {
-  ViewerOptions o;
-  o.backend = "cpu";
-  return o;
-}
-}  // namespace
-
 TEST(Export, StageCsvTraceJsonAndHeatmapPng) {
   const test::TempDir dir("attnlab-export");
   const std::string stem = (dir.path() / "x").string();
-  Controller c(cpu_options());
+  Controller c(test::cpu_viewer_options());
   const std::string csv = export_stage_csv(c, 3, stem);
   EXPECT_EQ(csv, stem + "-weights.csv");
   const MatrixF back = read_matrix(csv);
@@ -45,7 +38,7 @@ TEST(Export, StageCsvTraceJsonAndHeatmapPng) {
 TEST(Export, StreamedStagesAndLargeTracesPointToTheCommandLine) {
   const test::TempDir dir("attnlab-export2");
   const std::string stem = (dir.path() / "x").string();
-  Controller c(cpu_options());
+  Controller c(test::cpu_viewer_options());
   ASSERT_TRUE(c.load_random(kKeepStagesMaxTokens + 8, 4, 2, 1));
   const std::string m = test::message_of<InputError>([&] { export_stage_csv(c, 1, stem); });
   EXPECT_NE(m.find("attnlab run --random 4104"), std::string::npos) << m;

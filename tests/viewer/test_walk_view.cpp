@@ -2,6 +2,7 @@
 // query, tile), the cursor that Space / ←/→ / Home move, the strip's bins and the chart series;
 // and headless screenshots of `attnlab-view --view walk` (the state dump's walk part, the strip's
 // orange frame on the current tile, hatched skipped tiles under the causal mask), both languages.
+#include "viewer_test_util.h"
 #include "cpu/walk.h"
 #include "tests/test_util.h"
 #include "viewer/controller.h"
@@ -23,11 +24,6 @@ using namespace attnlab::viewer;
 
 namespace {
 
-ViewerOptions demo_options() {
-  ViewerOptions o;
-  o.backend = "cpu";
-  return o;
-}
 
 }  // namespace
 
@@ -43,7 +39,7 @@ TEST(WalkView, TileChoicesAreEverySizeOnSmallProblemsAndPowersOfTwoOnLarge) {
 }
 
 TEST(WalkView, CachesByRevisionQueryAndTile) {
-  Controller c(demo_options());
+  Controller c(test::cpu_viewer_options());
   WalkView v;
   const Walk* w = v.update(c, 2);
   ASSERT_NE(w, nullptr) << v.error();
@@ -66,7 +62,7 @@ TEST(WalkView, CachesByRevisionQueryAndTile) {
 }
 
 TEST(WalkView, CursorStartsAtTheEndAndTheKeysMoveIt) {
-  Controller c(demo_options());
+  Controller c(test::cpu_viewer_options());
   WalkView v;
   v.update(c, 2);  // 3 tiles
   EXPECT_EQ(v.cursor(), 2);
@@ -98,7 +94,7 @@ TEST(WalkView, CursorStartsAtTheEndAndTheKeysMoveIt) {
 }
 
 TEST(WalkView, StripBinsPoolKeysWithinTilesAndMarkSkippedOnes) {
-  ViewerOptions o = demo_options();
+  ViewerOptions o = test::cpu_viewer_options();
   o.random_n = 300;
   o.d_k = 8;
   o.d_v = 4;
