@@ -98,6 +98,9 @@ constexpr Entry kMessages[] = {
     {Msg::EmptyToken, "empty token at position {0} in {1} (tokens are comma separated, e.g. 'a,b,c')",
      "{1} 中第 {0} 个 token 为空（token 用逗号分隔，例如 'a,b,c'）"},
     {Msg::NoTokens, "{0}: no tokens (the file is empty or blank)", "{0}：没有 token（文件为空或只有空白）"},
+    {Msg::QueryListEmptyItem, "a list of queries takes indices or tokens separated by commas, got '{0}'",
+     "查询列表应是用逗号分隔的序号或 token，收到 '{0}'"},
+    {Msg::QueryListTooLong, "at most {0} queries at once, got {1}", "最多同时选择 {0} 个查询，收到 {1} 个"},
 };
 
 constexpr bool in_order() {

@@ -71,6 +71,9 @@ enum class Msg : int {
   FileTooLarge,         // {0} path, {1} its size, {2} the limit
   EmptyToken,           // {0} position, {1} the list
   NoTokens,             // {0} file
+  // several queries (viewer)
+  QueryListEmptyItem,   // {0} the list
+  QueryListTooLong,     // {0} the most, {1} given
   Count_
 };
 

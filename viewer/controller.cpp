@@ -85,10 +85,16 @@ Controller::Controller(const ViewerOptions& o, bool async) : async_(async) {
   const bool keep_mask = o.pattern.kind == PatternKind::Induction && o.mask == MaskKind::None;
   if (o.mask != MaskKind::Custom && !keep_mask) p.mask = o.mask;
   if (!o.query.empty()) query_ = resolve_query(p, o.query);
+  queries_ = {query_};
+  if (!o.queries.empty()) {
+    queries_ = parse_query_list(p, o.queries);
+    query_ = queries_.front();
+  }
   validate(p);
   req_.temperature = p.temperature;
   req_.mask = p.mask;
   req_.query = query_;
+  req_.queries = queries_;
   last_source_ = req_.source;
   last_problem_ = std::make_shared<const Problem>(std::move(p));
   shown_ = last_problem_;
@@ -155,7 +161,11 @@ Controller::Result Controller::execute(Job job, Trace reuse) {
       opt.keep_stages = false;
       opt.output = (job.parts & kAll) != 0;
       if (job.view && (job.parts & (kAll | kView)) && view_fits(*job.view, *p)) opt.pool = &*job.view;
-      if (job.parts & (kAll | kRow)) opt.rows = {std::clamp(q.query, 0, p->n() - 1)};
+      if (job.parts & (kAll | kRow)) {
+        opt.rows = {std::clamp(q.query, 0, p->n() - 1)};
+        for (int x : q.queries)
+          if (x != q.query && x >= 0 && x < p->n()) opt.rows.push_back(x);
+      }
       if (!opt.output && !opt.pool && opt.rows.empty()) {
         r.problem = p;
         return r;
@@ -213,6 +223,8 @@ void Controller::worker_loop() {
 }
 
 bool Controller::post(unsigned parts) {
+  // A new problem starts with its one selected query; otherwise every selected query's row.
+  req_.queries = req_.source == shown_req_.source ? queries_ : std::vector<int>{req_.query};
   Job job;
   job.req = req_;
   job.parts = parts;
@@ -286,6 +298,9 @@ void Controller::adopt(Result r) {
     if (new_problem) {
       ++problem_revision_;
       query_ = std::clamp(r.job.req.query, 0, shown_->n() - 1);
+      queries_ = {query_};  // the request's others (the command line's), those inside the rows
+      for (int q : r.job.req.queries)
+        if (q != query_ && q >= 0 && q < shown_->n()) queries_.push_back(q);
     }
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -346,8 +361,86 @@ bool Controller::set_query(int q) {
   if (q == query_) return true;
   query_ = q;
   req_.query = q;
+  std::vector<int> rest(queries_.begin() + 1, queries_.end());
+  std::erase(rest, q);
+  queries_ = {q};
+  queries_.insert(queries_.end(), rest.begin(), rest.end());
   if (streaming_) return post(kRow);
   return true;
+}
+
+// The selection in its order: the first as given, the others ascending and distinct.
+static std::vector<int> normalised_queries(const std::vector<int>& qs) {
+  std::vector<int> rest(qs.begin() + 1, qs.end());
+  std::erase(rest, qs.front());
+  std::sort(rest.begin(), rest.end());
+  rest.erase(std::unique(rest.begin(), rest.end()), rest.end());
+  std::vector<int> out{qs.front()};
+  out.insert(out.end(), rest.begin(), rest.end());
+  return out;
+}
+
+std::vector<int> parse_query_list(const Problem& p, const std::string& text) {
+  std::vector<int> qs;
+  std::size_t at = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', at);
+    std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    const auto first = item.find_first_not_of(" \t"), last = item.find_last_not_of(" \t");
+    item = first == std::string::npos ? std::string{} : item.substr(first, last - first + 1);
+    if (item.empty()) throw InputError(Msg::QueryListEmptyItem, {text});
+    qs.push_back(resolve_query(p, item));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  qs = normalised_queries(qs);
+  if (static_cast<int>(qs.size()) > kMaxQueries)
+    throw InputError(Msg::QueryListTooLong, {std::to_string(kMaxQueries), std::to_string(qs.size())});
+  return qs;
+}
+
+bool Controller::set_queries(const std::vector<int>& qs) {
+  if (qs.empty()) {
+    error_ = message_of(Msg::QueryListEmptyItem, {""});
+    return false;
+  }
+  for (int q : qs)
+    if (q < 0 || q >= n()) {
+      error_ = message_of(Msg::QueryOutside, {std::to_string(q), std::to_string(n() - 1)});
+      return false;
+    }
+  const std::vector<int> sel = normalised_queries(qs);
+  if (static_cast<int>(sel.size()) > kMaxQueries) {
+    error_ = message_of(Msg::QueryListTooLong, {std::to_string(kMaxQueries), std::to_string(sel.size())});
+    return false;
+  }
+  error_ = Message{};
+  if (sel == queries_) return true;
+  queries_ = sel;
+  query_ = sel.front();
+  req_.query = query_;
+  if (streaming_) return post(kRow);
+  return true;
+}
+
+bool Controller::set_queries_text(const std::string& text) {
+  try {
+    return set_queries(parse_query_list(*shown_, text));
+  } catch (const InputError& e) {
+    error_ = message_of(e);
+    return false;
+  }
+}
+
+bool Controller::toggle_query(int q) {
+  std::vector<int> sel = queries_;
+  if (q == query_) {
+    error_ = Message{};
+    return true;  // the selected query stays
+  }
+  if (std::find(sel.begin(), sel.end(), q) != sel.end()) std::erase(sel, q);
+  else sel.push_back(q);
+  return set_queries(sel);
 }
 
 bool Controller::move_query(int delta) {
@@ -540,9 +633,9 @@ const PooledGrid* Controller::pooled_stage(int step) const {
   }
 }
 
-const RowStages* Controller::query_row() const {
+const RowStages* Controller::row_of(int q) const {
   for (const RowStages& r : trace_.rows)
-    if (r.row == query_ && r.weights.size() == static_cast<std::size_t>(shown_->m())) return &r;
+    if (r.row == q && r.weights.size() == static_cast<std::size_t>(shown_->m())) return &r;
   return nullptr;
 }
 
@@ -574,10 +667,36 @@ const std::string& Controller::description(Lang lang) const {
   return d.text;
 }
 
-std::optional<RowStats> Controller::stats() const {
-  if (trace_.has_stages && trace_.weights.size() > 0) return row_stats(trace_, query_);
-  if (const RowStages* r = query_row()) return row_stats(r->weights.data(), r->mask.data(), shown_->m());
+std::optional<RowStats> Controller::stats_of(int q) const {
+  if (q < 0 || q >= n()) return std::nullopt;
+  if (trace_.has_stages && trace_.weights.size() > 0) return row_stats(trace_, q);
+  if (const RowStages* r = row_of(q)) return row_stats(r->weights.data(), r->mask.data(), shown_->m());
   return std::nullopt;
+}
+
+std::optional<RowStats> Controller::mean_stats(int* counted) const {
+  RowStats mean;
+  mean.argmax = -1;
+  double unmasked = 0;
+  int k = 0;
+  for (int q : queries_) {
+    const auto st = stats_of(q);
+    if (!st) continue;
+    mean.max_weight += st->max_weight;
+    mean.entropy += st->entropy;
+    mean.perplexity += st->perplexity;
+    mean.weight_sum += st->weight_sum;
+    unmasked += st->unmasked;
+    ++k;
+  }
+  if (counted) *counted = k;
+  if (k == 0) return std::nullopt;
+  mean.max_weight /= k;
+  mean.entropy /= k;
+  mean.perplexity /= k;
+  mean.weight_sum /= k;
+  mean.unmasked = static_cast<int>(unmasked / k);
+  return mean;
 }
 
 std::string Controller::reproduce_command() const {

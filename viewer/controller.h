@@ -43,6 +43,9 @@ namespace attnlab::viewer {
 
 constexpr int kTableMaxTokens = 16;         // numeric tables are drawn up to this N
 constexpr int kKeepStagesMaxTokens = 4096;  // every stage kept up to this N; streamed above
+// Queries selected together (shift-click, a typed list, --queries): the selected query and up to
+// kMaxQueries - 1 more, compared in the statistics and overlaid in the row chart.
+constexpr int kMaxQueries = 8;
 
 // Two runs of the current problem side by side: CPU vs CUDA (the staged chain on both), or the
 // staged chain vs the fused kernel on the chosen backend (works without a GPU).
@@ -74,6 +77,10 @@ struct InputFiles {
   bool operator==(const InputFiles&) const = default;
 };
 
+// "3, 7, 9" (indices or tokens, as --query takes them) for `p`: the first stays first, the others
+// ascending and distinct. InputError for an empty item, a query outside, or more than kMaxQueries.
+std::vector<int> parse_query_list(const Problem& p, const std::string& text);
+
 class Controller {
  public:
   // Builds the initial state from the command line and runs it (synchronously, whatever the
@@ -90,6 +97,14 @@ class Controller {
   bool set_temperature_text(const std::string& text);  // typed entry: "0.5", "abc", "0", ...
   bool set_query(int q);            // no backend run (streamed problems: the exact row only)
   bool move_query(int delta);       // clamped to the rows
+  // Several queries: the selected one (query()) first, then the others in increasing order.
+  // set_queries replaces the selection (the first becomes query()); toggle_query adds a query to
+  // it or takes one out (the selected query itself stays); a plain set_query keeps the others.
+  // Refused (error(), selection unchanged) for a row outside, or more than kMaxQueries.
+  bool set_queries(const std::vector<int>& qs);
+  bool set_queries_text(const std::string& text);  // "3, 7, 9" or tokens, as --query takes them
+  bool toggle_query(int q);
+  const std::vector<int>& queries() const { return queries_; }
   bool set_mask(MaskKind m);
   bool toggle_mask();
   bool set_backend(const std::string& name);  // "cpu" | "cuda"
@@ -159,7 +174,9 @@ class Controller {
   const PooledGrid* pooled_stage(int step) const;
   const PoolRequest& pooled_view() const { return shown_view_; }
   // The exact stages of the query's row (streamed problems), or null while it is computed.
-  const RowStages* query_row() const;
+  const RowStages* query_row() const { return row_of(query_); }
+  // The same of any selected query.
+  const RowStages* row_of(int q) const;
   // Steps 2 and 3 draw masked cells as masked (the mask enters at step 2).
   bool step_shows_mask(int step) const { return (step == 2 || step == 3) && shown_->mask != MaskKind::None; }
   // Column labels of step 1..4: key tokens, or "0".."d_v-1" for the output (dimensions count from
@@ -172,7 +189,13 @@ class Controller {
   // describe() of the state on screen (the caveat alone when no row is known). Cached by
   // (revision, query, language): the panel asks for it on every frame.
   const std::string& description(Lang lang) const;
-  std::optional<RowStats> stats() const;
+  std::optional<RowStats> stats() const { return stats_of(query_); }
+  // The statistics of any row whose weights are on screen (kept stages, or a selected query's
+  // exact row when streamed).
+  std::optional<RowStats> stats_of(int q) const;
+  // The mean over the selected queries whose rows are on screen (max weight, entropy, unmasked
+  // keys rounded down, perplexity, weight sum; argmax -1: a mean has none), and how many entered it.
+  std::optional<RowStats> mean_stats(int* counted = nullptr) const;
   // The `attnlab` command that computes exactly the problem on screen (source, query,
   // temperature, mask, backend), printing every stage as CSV.
   std::string reproduce_command() const;
@@ -193,6 +216,7 @@ class Controller {
     MaskKind mask = MaskKind::None;
     std::string backend = "cpu";
     int query = 0;
+    std::vector<int> queries{0};  // query first, then the other selected queries
   };
   enum Part : unsigned { kAll = 1, kView = 2, kRow = 4 };
   struct Job {
@@ -226,6 +250,7 @@ class Controller {
   std::shared_ptr<const Problem> shown_;
   Trace trace_;
   int query_ = kDemoDefaultQuery;
+  std::vector<int> queries_{kDemoDefaultQuery};  // query_ first, then the others, ascending
   bool streaming_ = false;
   PoolRequest view_;        // the latest view the UI asked for
   bool have_view_ = false;

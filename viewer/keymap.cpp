@@ -73,6 +73,8 @@ std::vector<std::pair<std::string, std::string>> key_help(Lang lang) {
       {"F11", zh ? "全屏 / 退出全屏" : "fullscreen on / off"},
       {"Esc", zh ? "关闭按键说明；未打开时退出" : "close this key help; quit when it is closed"},
       {zh ? "单击" : "Click", zh ? "选择单元所在的查询行和键" : "select the cell's query row and key"},
+      {zh ? "Shift + 单击" : "Shift + click",
+       zh ? "把该查询行加入 / 移出多查询比较" : "add the row to / take it out of the queries compared"},
       {zh ? "滚轮 / 拖动" : "Wheel / drag", zh ? "热力图缩放 / 平移" : "zoom / pan the heatmap"},
   };
 }

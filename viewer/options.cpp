@@ -26,7 +26,7 @@ Int parse_int(const std::string& flag, const std::string& text, Int lo, Int hi) 
 }  // namespace
 
 std::string viewer_usage() {
-  return "usage: attnlab-view [--screenshot FILE.png] [--query TOKEN|INDEX] [--step 1-4]\n"
+  return "usage: attnlab-view [--screenshot FILE.png] [--query TOKEN|INDEX] [--queries LIST] [--step 1-4]\n"
          "                    [--temperature T] [--mask none|causal|FILE] [--random N] [--dk D] [--dv D]\n"
          "                    [--pattern noise|local:W|sink|previous|induction]\n"
          "                    [--q FILE --k FILE --v FILE [--tokens a,b,c | --tokens-file FILE]]\n"
@@ -61,6 +61,8 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
       o.screenshot = value();
     } else if (a == "--query") {
       o.query = value();
+    } else if (a == "--queries") {
+      o.queries = value();
     } else if (a == "--step") {
       const std::string& v = value();
       if (v != "1" && v != "2" && v != "3" && v != "4") {

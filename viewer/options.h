@@ -1,6 +1,6 @@
 // attnlab-view's command line, parsed without SDL so that bad flags are tested and refused before a
 // window opens (one line "error: ..." and exit 2 in main).
-//   attnlab-view [--screenshot FILE.png] [--query Q] [--step K] [--temperature T]
+//   attnlab-view [--screenshot FILE.png] [--query Q] [--queries LIST] [--step K] [--temperature T]
 //                [--mask none|causal|FILE] [--random N] [--dk D] [--dv D] [--seed S]
 //                [--q FILE --k FILE --v FILE [--tokens a,b,c | --tokens-file FILE]] [--lang zh|en]
 //                [--size WxH] [--backend auto|cpu|cuda] [--pool max|mean] [--state-dump FILE.json]
@@ -43,6 +43,7 @@ struct ViewerOptions {
   int tile = 0;                       // --tile B, keys per tile of the walk view (0: its default)
   std::string screenshot;             // non-empty: headless, render and write this PNG
   std::string query;                  // token or 0-based index; empty = default
+  std::string queries;                // --queries "3,7,9": several queries, the first selected
   int step = 1;                       // 1..4
   std::optional<double> temperature;  // default: demo 0.85, random 1.0
   MaskKind mask = MaskKind::None;

@@ -107,6 +107,22 @@ void draw_controls(App& app, const Layout& l) {
     int q = c.query();
     if (ImGui::InputInt("###queryidx", &q)) c.set_query(std::clamp(q, 0, p.n() - 1));
   }
+  // Several queries: a typed list (shift-click in the heatmap does the same), shown as indices.
+  ImGui::TextColored(kDimV4, "%s", tr(lang, S::QueriesLabel));
+  if (!app.queries_entry_active) {
+    std::string list;
+    for (int q : c.queries()) list += (list.empty() ? "" : ", ") + std::to_string(q);
+    std::snprintf(app.queries_text, sizeof app.queries_text, "%s", list.c_str());
+  }
+  ImGui::SetNextItemWidth(-FLT_MIN);
+  if (ImGui::InputTextWithHint("###queries", tr(lang, S::QueriesHint), app.queries_text, sizeof app.queries_text,
+                               ImGuiInputTextFlags_EnterReturnsTrue)) {
+    c.set_queries_text(app.queries_text);
+  }
+  app.queries_entry_active = ImGui::IsItemActive();
+  if (c.queries().size() > 1 && ImGui::Button(fmt("%s###onlyq", tr(lang, S::QueriesClear)).c_str())) {
+    c.set_queries({c.query()});
+  }
   ImGui::TextUnformatted(tr(lang, S::Temperature));
   // Live at every size: each value the slider reports is a request, run off this thread; the
   // latest one wins and the picture follows as fast as the backend does.

@@ -289,12 +289,17 @@ void draw_heatmap(App& app, const Layout& l) {
     app.view = pan_view(app.view, -io.MouseDelta.x / g.w * (app.view.x1 - app.view.x0),
                         -io.MouseDelta.y / g.h * (app.view.y1 - app.view.y0));
   }
-  // A click (released without dragging) selects the cell's query row and key.
+  // A click (released without dragging) selects the cell's query row and key; with Shift it adds
+  // the row to the queries compared, or takes it out.
   if (hovered && ImGui::IsMouseReleased(ImGuiMouseButton_Left) && io.MouseDragMaxDistanceSqr[0] < 16) {
     if (auto cell = hit_test(g, io.MousePos.x, io.MousePos.y)) {
       c.clear_error();
-      c.set_query(cell->row);
-      if (!is_output) app.key_sel = cell->col;
+      if (io.KeyShift) {
+        c.toggle_query(cell->row);
+      } else {
+        c.set_queries({cell->row});
+        if (!is_output) app.key_sel = cell->col;
+      }
     }
   }
   if (app.heat_tex) {
@@ -361,6 +366,8 @@ void draw_heatmap(App& app, const Layout& l) {
     if (r < r0 || (r != query && std::abs(row_y(g, r + 0.5) - qmid) < fp)) continue;
     row_label(r, label_col);
   }
+  const std::vector<int>& queries = c.queries();
+  for (std::size_t i = 1; i < queries.size(); ++i) row_label(queries[i], query_colour(static_cast<int>(i)));
   row_label(query, kHighlight);
   // Column labels (key tokens or output dimensions).
   float col_w_needed = 0;
@@ -381,6 +388,11 @@ void draw_heatmap(App& app, const Layout& l) {
     dl->AddText(ImVec2(cs->mid() - ts.x / 2, g.y - ts.y - 4), label_col, col_labels[cc].c_str());
   }
 
+  // The other selected queries: frames in their colours, thinner; the selected query's on top.
+  for (std::size_t i = 1; i < queries.size(); ++i)
+    if (auto band = row_band(g, queries[i], 3))
+      dl->AddRect(ImVec2(g.x - 2, band->y0 - 2), ImVec2(g.x + g.w + 2, band->y1 + 2),
+                  query_colour(static_cast<int>(i)), 0, 0, 2);
   // Selected query row: an orange frame, at least 3 px tall so one row of 4096 stays visible.
   if (auto band = row_band(g, query, 3)) {
     dl->AddRect(ImVec2(g.x - 2, band->y0 - 2), ImVec2(g.x + g.w + 2, band->y1 + 2), kHighlight, 0, 0, 3);
@@ -429,18 +441,24 @@ void draw_heatmap(App& app, const Layout& l) {
   }
 
   // The selected row as a bar chart: its weights over the keys, aligned with the plot's columns at
-  // steps 1-3 (the keys), over all keys at step 4; the three largest weights named.
+  // steps 1-3 (the keys), over all keys at step 4; the three largest weights named. The other
+  // selected queries are drawn over it as outlines in their colours, on the same height scale.
   {
+    const Trace& tr_ = c.trace();
+    // The weights and mask entries of row q, from the kept stages or its exact streamed row.
+    const auto weights_of = [&](int q, const float*& w, const float*& wmask) {
+      w = wmask = nullptr;
+      if (tr_.has_stages && tr_.weights.rows() > q) {
+        w = tr_.weights.data() + static_cast<std::size_t>(q) * tr_.weights.cols();
+        if (tr_.mask.size()) wmask = tr_.mask.data() + static_cast<std::size_t>(q % tr_.mask.rows()) * tr_.mask.cols();
+      } else if (const RowStages* r = c.row_of(q)) {
+        w = r->weights.data();
+        wmask = r->mask.data();
+      }
+    };
     const float* w = nullptr;
     const float* wmask = nullptr;
-    const Trace& tr_ = c.trace();
-    if (tr_.has_stages && tr_.weights.rows() > query) {
-      w = tr_.weights.data() + static_cast<std::size_t>(query) * tr_.weights.cols();
-      if (tr_.mask.size()) wmask = tr_.mask.data() + static_cast<std::size_t>(query % tr_.mask.rows()) * tr_.mask.cols();
-    } else if (qrow) {
-      w = qrow->weights.data();
-      wmask = qrow->mask.data();
-    }
+    weights_of(query, w, wmask);
     const int m = p.m();
     const bool keys_axis = !is_output;
     const AxisMap cmap = keys_axis ? cmap_now : map_axis(0, m, g.px_w, m);
@@ -450,6 +468,16 @@ void draw_heatmap(App& app, const Layout& l) {
     std::string title = fmt(tr(lang, S::RowChartTitle), row_labels[query].c_str());
     if (w && cmap.size() == g.px_w && m > 0) {
       const RowChart rc = row_chart(w, wmask, m, cmap, 3);
+      std::vector<std::pair<int, RowChart>> others;  // (index in queries, chart)
+      float scale_max = rc.max;
+      for (std::size_t i = 1; i < queries.size(); ++i) {
+        const float* ow = nullptr;
+        const float* omask = nullptr;
+        weights_of(queries[i], ow, omask);
+        if (!ow) continue;
+        others.emplace_back(static_cast<int>(i), row_chart(ow, omask, m, cmap, 0));
+        scale_max = std::max(scale_max, others.back().second.max);
+      }
       // The largest weights named in the title line, numbered; their bars orange, numbered too.
       for (std::size_t r = 0; r < rc.top.size(); ++r)
         title += fmt("%s%d) %s %.3g%%", r == 0 ? "  ·  " : ", ", static_cast<int>(r + 1),
@@ -457,8 +485,8 @@ void draw_heatmap(App& app, const Layout& l) {
       const float bar_h = base_y - top_y - label_h * 2;
       const float px_w = g.w / std::max(1, g.px_w);
       for (int px = 0; px < g.px_w; ++px) {
-        if (rc.max <= 0 || rc.bins[px] <= 0) continue;
-        const float h = std::max(1.0f, bar_h * rc.bins[px] / rc.max);
+        if (scale_max <= 0 || rc.bins[px] <= 0) continue;
+        const float h = std::max(1.0f, bar_h * rc.bins[px] / scale_max);
         dl->AddRectFilled(ImVec2(g.x + px * px_w, base_y - h), ImVec2(g.x + (px + 1) * px_w, base_y),
                           IM_COL32(70, 170, 160, 255));
       }
@@ -472,13 +500,33 @@ void draw_heatmap(App& app, const Layout& l) {
           }
         if (px < 0) continue;  // outside the zoomed window
         const float x = g.x + (px + 0.5f) * px_w;
-        const float h = std::max(1.0f, bar_h * t.weight / rc.max);
+        const float h = std::max(1.0f, bar_h * t.weight / scale_max);
         const float half = std::max(1.0f, px_w / 2);
         dl->AddRectFilled(ImVec2(x - half, base_y - h), ImVec2(x + half, base_y), kHighlight);
         const std::string num = std::to_string(r + 1);
         const ImVec2 ts = ImGui::CalcTextSize(num.c_str());
         dl->AddText(ImVec2(x - ts.x / 2 + (r == 1 ? ts.x : r == 2 ? -ts.x : 0), base_y - h - ts.y), kHighlight,
                     num.c_str());
+      }
+      // The other queries: the outline of each one's bars (a step line), and its token in its
+      // colour at the chart's right end.
+      float legend_x = g.x + g.w;
+      for (auto it = others.rbegin(); it != others.rend(); ++it) {
+        const ImU32 col = query_colour(it->first);
+        std::vector<ImVec2> line;
+        line.reserve(2 * static_cast<std::size_t>(g.px_w));
+        for (int px = 0; px < g.px_w; ++px) {
+          const float v = it->second.bins[px];
+          const float y = base_y - (v > 0 && scale_max > 0 ? std::max(1.0f, bar_h * v / scale_max) : 0.0f);
+          line.emplace_back(g.x + px * px_w, y);
+          line.emplace_back(g.x + (px + 1) * px_w, y);
+        }
+        dl->AddPolyline(line.data(), static_cast<int>(line.size()), col, 0, 1.5f);
+        const std::string& tok = row_labels[queries[it->first]];
+        const float tw = ImGui::CalcTextSize(tok.c_str()).x;
+        legend_x -= tw;
+        dl->AddText(ImVec2(legend_x, top_y + label_h), col, tok.c_str());
+        legend_x -= fp * 0.6f;
       }
     }
     dl->AddText(ImVec2(content.x, top_y), label_col, title.c_str());

@@ -93,6 +93,56 @@ void matrix_table(const char* id, const std::string& title, const MatrixF& m, co
 
 }  // namespace
 
+// The statistics of every selected query, one row each in its colour, and their mean.
+static void draw_queries_table(App& app) {
+  const Lang lang = app.lang;
+  const Controller& c = app.ctl;
+  const Problem& p = c.problem();
+  ImGui::Spacing();
+  ImGui::TextUnformatted(tr(lang, S::QueriesTable));
+  const ImGuiTableFlags flags = ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit;
+  if (!ImGui::BeginTable("###queries", 5, flags)) return;
+  for (S h : {S::TipQuery, S::QueriesColMax, S::Argmax, S::QueriesColEntropy, S::QueriesColPerplexity}) ImGui::TableSetupColumn(tr(lang, h));
+  ImGui::TableHeadersRow();
+  bool missing = false;
+  for (std::size_t i = 0; i < c.queries().size(); ++i) {
+    const int q = c.queries()[i];
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(query_colour(static_cast<int>(i))), "%s (#%d)",
+                       p.query_tokens[q].c_str(), q);
+    const auto st = c.stats_of(q);
+    if (!st) {
+      missing = true;
+      continue;
+    }
+    ImGui::TableNextColumn();
+    ImGui::Text(st->max_weight < 0.01 ? "%.2g%%" : "%.1f%%", st->max_weight * 100);
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(p.key_tokens[st->argmax].c_str());
+    ImGui::TableNextColumn();
+    ImGui::Text("%.3f", st->entropy);
+    ImGui::TableNextColumn();
+    ImGui::Text("%.3f", st->perplexity);
+  }
+  if (const auto mean = c.mean_stats()) {
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(tr(lang, S::QueriesMean));
+    ImGui::TableNextColumn();
+    ImGui::Text(mean->max_weight < 0.01 ? "%.2g%%" : "%.1f%%", mean->max_weight * 100);
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted("");
+    ImGui::TableNextColumn();
+    ImGui::Text("%.3f", mean->entropy);
+    ImGui::TableNextColumn();
+    ImGui::Text("%.3f", mean->perplexity);
+  }
+  ImGui::EndTable();
+  if (missing) ImGui::TextColored(kDimV4, "%s", tr(lang, S::QueriesNeedRows));
+  ImGui::TextColored(kDimV4, "%s", tr(lang, S::QueriesChart));
+}
+
 void draw_info(App& app, const Layout& l) {
   const Lang lang = app.lang;
   Controller& c = app.ctl;
@@ -122,6 +172,7 @@ void draw_info(App& app, const Layout& l) {
       wrapped(app, fmt(tr(lang, S::PageSentence), p.query_tokens[c.query()].c_str(),
                        p.key_tokens[st->argmax].c_str(), pct.c_str()));
     }
+    if (c.queries().size() > 1) draw_queries_table(app);
     ImGui::Text("%s: 1/√%d = %.4f", tr(lang, S::Scale), p.d_k(), 1.0 / std::sqrt(static_cast<double>(p.d_k())));
     ImGui::Text("%s: %d×%d", tr(lang, S::OutputShape), p.n(), p.d_v());
   }

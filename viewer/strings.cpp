@@ -323,6 +323,16 @@ constexpr Entry kTable[] = {
      "每项至少选择一个：后端、变体、精度、掩码"},
     {S::PerfSpread, "bars: fastest to slowest repetition",
      "竖线：最快到最慢的一次"},
+    {S::QueriesLabel, "Several queries (Shift+click a row)", "多个查询（按住 Shift 单击一行）"},
+    {S::QueriesHint, "indices or tokens, e.g. 2, 5, 9; Enter applies", "序号或 token，如 2, 5, 9；回车应用"},
+    {S::QueriesTable, "Selected queries", "所选查询"},
+    {S::QueriesMean, "mean", "平均"},
+    {S::QueriesClear, "Only this query", "只留当前查询"},
+    {S::QueriesChart, "outlines: the other selected queries", "轮廓线：其他所选查询"},
+    {S::QueriesNeedRows, "computing the rows of the selected queries…", "正在计算所选查询的行…"},
+    {S::QueriesColMax, "max", "最大权重"},
+    {S::QueriesColEntropy, "entropy", "熵"},
+    {S::QueriesColPerplexity, "e^H", "e^H"},
 };
 static_assert(std::size(kTable) == static_cast<std::size_t>(S::Count_), "one line per S value");
 constexpr bool in_enum_order() {

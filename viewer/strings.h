@@ -50,6 +50,9 @@ enum class S {
   PerfAxisIntensity, PerfAxisGflops, PerfAxisMemory, PerfBaseline, PerfSkippedN, PerfPending,
   PerfTip, PerfTipSpeedup, PerfRoofBw, PerfRoofGemm, PerfRoofMissing, PerfRoofHint, PerfMemWall,
   PerfNoPoints, PerfCudaOff, PerfExported, PerfNothingChosen, PerfSpread,
+  // several queries at once (issue 14)
+  QueriesLabel, QueriesHint, QueriesTable, QueriesMean, QueriesClear, QueriesChart, QueriesNeedRows,
+  QueriesColMax, QueriesColEntropy, QueriesColPerplexity,
   Count_
 };
 

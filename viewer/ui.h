@@ -92,6 +92,8 @@ struct App {
   Speaker speaker;
   char temp_text[64] = {};
   bool temp_entry_active = false;
+  char queries_text[256] = {};      // the typed list of several queries
+  bool queries_entry_active = false;
   // [ and ] steps since the last frame, applied as one run by apply_pending (held keys repeat
   // faster than a run at 4096 tokens takes: one run per key queued seconds of them).
   std::optional<double> pending_temperature;

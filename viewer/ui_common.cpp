@@ -8,8 +8,20 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <iterator>
 
 namespace attnlab::viewer {
+
+ImU32 query_colour(int i) {
+  // Saturated hues away from viridis' blue-green-yellow ramp and from each other.
+  static constexpr ImU32 kOthers[] = {
+      IM_COL32(90, 200, 255, 255),  IM_COL32(255, 90, 210, 255), IM_COL32(255, 170, 200, 255),
+      IM_COL32(255, 70, 70, 255),   IM_COL32(190, 140, 255, 255), IM_COL32(160, 255, 90, 255),
+      IM_COL32(255, 200, 120, 255),
+  };
+  if (i <= 0) return kHighlight;
+  return kOthers[(i - 1) % std::size(kOthers)];
+}
 
 std::string fmt(const char* f, ...) {
   char buf[2048];

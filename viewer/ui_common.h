@@ -18,6 +18,9 @@ constexpr ImU32 kHighlight = IM_COL32(255, 140, 0, 255);
 inline const ImVec4 kHighlightV4(1.0f, 0.55f, 0.0f, 1.0f);
 inline const ImVec4 kErrorV4(1.0f, 0.45f, 0.45f, 1.0f);
 inline const ImVec4 kDimV4(0.7f, 0.7f, 0.7f, 1.0f);
+// The colour of the i-th selected query (0: the selected one, kHighlight; then the others,
+// Controller::queries() order): frames in the heatmap, outlines in the row chart, the table.
+ImU32 query_colour(int i);
 
 std::string fmt(const char* f, ...);
 // A heading line between control groups (ImGui 1.86 has no SeparatorText).

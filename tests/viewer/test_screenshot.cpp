@@ -151,6 +151,33 @@ TEST(Screenshot, HighlightFramesTheSelectedQueryRow) {
   }
 }
 
+TEST(Screenshot, SeveralQueriesAreFramedInTheirColours) {
+  // query_colour(1) and (2) of viewer/ui_common.cpp: a light blue and a magenta frame.
+  const auto is_blue = [](const std::uint8_t* p) { return p[0] <= 130 && p[1] >= 170 && p[2] >= 220; };
+  const auto is_magenta = [](const std::uint8_t* p) { return p[0] >= 220 && p[1] <= 130 && p[2] >= 180; };
+  const Shot s = shoot("queries", {"--step", "3", "--queries", "2,0,4"});
+  EXPECT_EQ(s.state["query"], 2);
+  EXPECT_EQ(s.state["queries"], nlohmann::json::array({2, 0, 4}));
+  const int x = static_cast<int>(s.x + s.w / 2);
+  const auto rows_of = [&](auto is) {
+    std::vector<int> ys;
+    for (int y = static_cast<int>(s.y) - 6; y < static_cast<int>(s.y + s.h) + 6; ++y)
+      if (is(s.img.at(x, y))) ys.push_back(y);
+    return ys;
+  };
+  const std::vector<int> blue = rows_of(is_blue), magenta = rows_of(is_magenta);
+  ASSERT_FALSE(blue.empty());
+  ASSERT_FALSE(magenta.empty());
+  // Row 0's frame around the first row, row 4's around the last; the selected row stays orange.
+  EXPECT_NEAR(blue.front(), s.y - 2, 3);
+  EXPECT_NEAR(blue.back(), s.y + s.cell_h + 1, 3);
+  EXPECT_NEAR(magenta.front(), s.y + 4 * s.cell_h - 2, 3);
+  EXPECT_NEAR(magenta.back(), s.y + 5 * s.cell_h + 1, 3);
+  const std::vector<int> orange = highlighted_rows(s);
+  ASSERT_FALSE(orange.empty());
+  EXPECT_NEAR(orange.front(), s.y + 2 * s.cell_h - 3, 4);
+}
+
 TEST(Screenshot, MaskedCellsAreGreyOnlyUnderTheCausalMask) {
   const Shot causal = shoot("causal", {"--step", "3", "--mask", "causal", "--query", "4"});
   const Shot none = shoot("nomask", {"--step", "3", "--mask", "none", "--query", "4"});
