@@ -125,3 +125,44 @@ TEST(Xvfb, HelpEscUiScaleAndClickSelection) {
   EXPECT_GT(ja["ui_scale"].get<double>(), 1.05);
   EXPECT_GT(ja["font_px"].get<double>(), je["font_px"].get<double>());
 }
+
+// Shift + click adds rows to the queries compared and takes one out again; a plain click then
+// selects one query.
+TEST(Xvfb, ShiftClickSelectsSeveralQueries) {
+  ATTNLAB_REQUIRE_XVFB();
+  const attnlab::test::TempDir tmp("attnlab-view-xvfb4");
+  const fs::path dump = tmp.path() / "state.json", after_add = tmp.path() / "add.json",
+                 after_remove = tmp.path() / "remove.json", after_plain = tmp.path() / "plain.json";
+  // The centres of rows 0, 1 and 4 in column 2, from the plot's geometry in the first dump.
+  const std::string where =
+      "eval $(python3 -c \"import json;j=json.load(open('" + dump.string() +
+      "'))['heatmap'];x=j['x']+j['w']*2.5/j['cols'];y=lambda r:j['y']+j['h']*(r+0.5)/j['rows'];"
+      "print('cx=%d y0=%d y1=%d y4=%d' % (x,y(0),y(1),y(4)))\")\n";
+  const auto shift_click = [](const char* y) {
+    return std::string("xdotool mousemove --window \"$wid\" $cx $") + y +
+           "; sleep 0.3\nxdotool keydown shift; sleep 0.1; xdotool mousedown 1; sleep 0.1; xdotool mouseup 1; "
+           "sleep 0.1; xdotool keyup shift; sleep 0.5\n";
+  };
+  const attnlab::test::BinaryRun r = run_under_xvfb(
+      tmp.path(), "--lang en --size 1280x800 --step 3", dump,
+      "xdotool windowfocus --sync \"$wid\"\nsleep 0.3\n" + where + shift_click("y0") + shift_click("y4") +
+          shift_click("y1") + "cp '" + dump.string() + "' '" + after_add.string() + "'\n" + shift_click("y4") +
+          "cp '" + dump.string() + "' '" + after_remove.string() + "'\n" +
+          "xdotool mousemove --window \"$wid\" $cx $y1; sleep 0.3\n"
+          "xdotool mousedown 1; sleep 0.1; xdotool mouseup 1; sleep 0.5\n"
+          "cp '" + dump.string() + "' '" + after_plain.string() + "'\n");
+  const std::string out = r.out + r.err;
+  ASSERT_EQ(r.code, 0) << out;
+  EXPECT_NE(out.find("viewer_exit=0"), std::string::npos) << out;
+  const auto read = [&](const fs::path& p) {
+    std::ifstream in(p);
+    EXPECT_TRUE(in) << p << out;
+    return in ? nlohmann::json::parse(in) : nlohmann::json{};
+  };
+  // The demo selects 上下文 (row 2); rows 0, 4 and 1 join it, in ascending order after it.
+  EXPECT_EQ(read(after_add)["queries"], nlohmann::json::array({2, 0, 1, 4})) << out;
+  EXPECT_EQ(read(after_remove)["queries"], nlohmann::json::array({2, 0, 1})) << out;
+  const auto plain = read(after_plain);
+  EXPECT_EQ(plain["queries"], nlohmann::json::array({1})) << out;
+  EXPECT_EQ(plain["query"], 1) << out;
+}
