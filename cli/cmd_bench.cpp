@@ -85,7 +85,9 @@ nlohmann::json to_json(const Result& r) {
     j["reason"] = r.reason;
     return j;
   }
-  j["status"] = "ok";
+  j["status"] = r.inaccurate ? "inaccurate" : "ok";
+  j["error_bound"] = bench::error_bound(r.c);
+  if (!r.kernel.empty()) j["kernel"] = r.kernel;
   j["repeat"] = r.repeats;
   j["median_ms"] = r.median_ms;
   j["min_ms"] = r.min_ms;
@@ -206,13 +208,16 @@ std::string render_table(const Machine& m, const std::vector<Result>& results,
   for (const auto& r : results) {
     if (!r.ran) continue;
     std::snprintf(line, sizeof line,
-                  "%-5s %-6s %-4s %-6s %5d %6d %4d %10.4g %10.4g %10.4g %9.4g %9.4g %10.1f %10.1f %9.1f %9.2e  %s\n",
+                  "%-5s %-6s %-4s %-6s %5d %6d %4d %10.4g %10.4g %10.4g %9.4g %9.4g %10.1f %10.1f %9.1f %9.2e  %s%s\n",
                   r.c.backend.c_str(), r.c.variant.c_str(), r.c.precision.c_str(),
                   r.c.mask.c_str(), r.c.heads, r.c.n, r.c.d, r.median_ms, r.min_ms, r.max_ms,
                   r.tflops, r.gbs, r.min_bytes / 1e6, r.moved_bytes / 1e6,
-                  static_cast<double>(r.peak_bytes) / 1e6, r.rel_err, r.reference.c_str());
+                  static_cast<double>(r.peak_bytes) / 1e6, r.rel_err, r.reference.c_str(),
+                  r.inaccurate ? ("  INACCURATE: above " + format_number("%.0e", bench::error_bound(r.c))).c_str() : "");
     o << line;
   }
+  for (const auto& r : results)
+    if (r.ran && !r.kernel.empty()) o << "  kernel of " << r.c.label() << ": " << r.kernel << "\n";
   for (const auto& r : results) {
     if (!r.ran || r.stages.empty()) continue;
     o << "  stages of " << r.c.label() << ":";
@@ -296,7 +301,10 @@ int run_bench(BenchArgs& a) {
   bench::Hooks hooks;
   hooks.log = &std::cerr;
   const bench::Outcome outcome = bench::run_sweep(results, a, cuda_ok, cuda_reason, hooks);
-  const int exit_code = outcome.device_failure ? 1 : 0;
+  const int exit_code = outcome.device_failure || outcome.inaccurate > 0 ? 1 : 0;
+  if (outcome.inaccurate > 0)
+    std::cerr << "bench: " << outcome.inaccurate << " case(s) ran with an error above their bound (status "
+              << "'inaccurate'): exit 1\n";
 
   std::string text;
   if (a.format == "json")

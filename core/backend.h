@@ -50,6 +50,9 @@ struct BenchSample {
   std::vector<StageTimings> stages;
   std::size_t peak_bytes = 0;  // device (CUDA) or working-set (CPU) bytes the run needed
   MatrixF output;              // the output of the last repetition, for the error check
+  // The kernel that ran, where a backend has several for one variant (CUDA fused: its family and
+  // tile parameters, cuda::last_fused_kernel()); empty otherwise.
+  std::string kernel;
 };
 
 class Backend {

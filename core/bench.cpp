@@ -157,6 +157,8 @@ void run_case(Result& r, const Spec& a, Backend& backend, const BenchProblem& b,
   r.gbs = r.moved_bytes / (r.median_ms * 1e-3) / 1e9;
   r.rel_err = check_error(b, s.output);
   r.reference = b.which;
+  r.kernel = s.kernel;
+  r.inaccurate = !(r.rel_err <= error_bound(c));
   if (opt.variant == Variant::Staged) {
     // Per-stage times from the same timed repetitions (CUDA events between the stages on the
     // GPU, the steady clock on the CPU): the median of each stage.
@@ -288,6 +290,8 @@ void check_spec(const Spec& a) {
 }
 
 // 4 N^2 d per head (QK^T and PV, 2 flops per multiply-add each); causal computes half.
+double error_bound(const Case& c) { return c.precision == "bf16" ? 2e-2 : 1e-5; }
+
 double case_flops(const Case& c) {
   const double f = 4.0 * c.heads * static_cast<double>(c.n) * c.n * c.d;
   return c.mask == "causal" ? f / 2 : f;
@@ -415,10 +419,12 @@ Outcome run_sweep(std::vector<Result>& results, const Spec& a, bool cuda_ok,
         problem_of = i;
       }
       run_case(r, a, *be, *problem, hooks.cancel);
+      if (r.inaccurate) ++out.inaccurate;
       if (log)
         *log << format_number("%.4g", r.median_ms) << " ms median of " << r.repeats << ", "
              << format_number("%.3g", r.tflops) << " TFLOP/s, rel err " << format_number("%.2e", r.rel_err)
-             << "\n";
+             << (r.inaccurate ? " ABOVE THE BOUND " + format_number("%.0e", error_bound(r.c)) : std::string())
+             << (r.kernel.empty() ? std::string() : " [" + r.kernel + "]") << "\n";
     } catch (const Cancelled&) {
       // Stopped between two repetitions: the case is left out, not half-timed.
       Result fresh;
@@ -461,7 +467,7 @@ std::string render_csv(const std::vector<Result>& results) {
     o << r.c.backend << ',' << r.c.variant << ',' << r.c.precision << ',' << r.c.mask << ','
       << r.c.heads << ',' << r.c.n << ',' << r.c.d << ',';
     if (r.ran) {
-      o << "ok," << format_number("%.6g", r.median_ms) << ',' << format_number("%.6g", r.min_ms) << ','
+      o << (r.inaccurate ? "inaccurate," : "ok,") << format_number("%.6g", r.median_ms) << ',' << format_number("%.6g", r.min_ms) << ','
         << format_number("%.6g", r.max_ms) << ',' << format_number("%.6g", r.tflops) << ',' << format_number("%.6g", r.gbs)
         << ',' << format_number("%.0f", r.min_bytes) << ',' << format_number("%.0f", r.moved_bytes) << ','
         << r.peak_bytes << ',' << format_number("%.3e", r.rel_err) << ',' << csv_field(r.reference) << ",\n";

@@ -54,6 +54,10 @@ struct Result {
   std::size_t peak_bytes = 0;
   double rel_err = std::numeric_limits<double>::quiet_NaN();
   std::string reference;
+  // rel_err above error_bound(c) (or not a number): the case ran but its output is wrong; the
+  // CLI then exits 1, as for a device failure.
+  bool inaccurate = false;
+  std::string kernel;  // BenchSample::kernel: which kernel ran (CUDA fused), else empty
   // Staged only: each stage's median time over the timed repetitions and the bytes it must move.
   std::vector<Stage> stages;
 };
@@ -83,6 +87,9 @@ void check_spec(const Spec& s);
 
 // ---- the rules ---------------------------------------------------------------------------------
 double case_flops(const Case& c);
+// The largest rel_err a case may have: 1e-5 in fp32 (the project's fp32 goal, 3xTF32 included)
+// and 2e-2 in bf16 (verify's bf16 tolerance).
+double error_bound(const Case& c);
 // The four staged kernels' bytes (qk, scale_mask, softmax, pv), ms left 0.
 std::vector<Stage> staged_stage_bytes(const Case& c);
 void case_bytes(const Case& c, double& min_bytes, double& moved_bytes);
@@ -112,6 +119,7 @@ struct Hooks {
 struct Outcome {
   bool cancelled = false;  // stopped by Hooks::cancel; cases not reached keep ran = false, reason ""
   bool device_failure = false;  // some case failed with a device error (exit 1 in the CLI)
+  int inaccurate = 0;           // cases whose error is above their bound (exit 1 in the CLI)
 };
 
 // Runs every case of `results` (from plan), grouped by shape (mask, heads, d, n) so that one

@@ -1007,6 +1007,7 @@ class CudaBackend final : public Backend {
     download(out.output, dp.out.get(), static_cast<Eigen::Index>(dp.d.heads) * dp.d.n, dp.d.d_v,
              s);
     ATTNLAB_CUDA_CHECK(cudaStreamSynchronize(s));
+    if (!staged) out.kernel = last_fused_kernel();
     return out;
   }
 };

@@ -8,8 +8,15 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace attnlab::cuda {
+
+// The kernel the last fused launch on this host thread ran, named by its family and template
+// parameters: "fp32 D=64 BQ=64 BK=64 threads=128", "3xTF32 D=64 warps=4 BK=64",
+// "bf16 D=128 warps=4 BK=64 MT=1 qreg=1". Configurations that do not suit a shape run configuration
+// 0's kernel instead: this is how bench's JSON and the tests tell. Empty before the first launch.
+std::string last_fused_kernel();
 
 // fp32 inputs, fp32 math, fp32-accurate (relative error <= 1e-5 against fp64).
 void fused_attention_fp32(const float* q, const float* k, const float* v, float* o, int heads,

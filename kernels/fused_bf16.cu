@@ -391,6 +391,9 @@ void launch_bf16(const std::uint16_t* q, const std::uint16_t* k, const std::uint
                  int heads, int n, int m, float scale_log2, bool causal, cudaStream_t stream) {
   using T = Bf16Tile<D, WARPS, BK, MINB, MT, QREG>;
   allow_dynamic_smem<fused_bf16_kernel<D, WARPS, BK, MINB, MT, QREG>>(T::smem_bytes);
+  note_fused_kernel("bf16 D=" + std::to_string(D) + " warps=" + std::to_string(WARPS) + " BK=" + std::to_string(BK) +
+                    " MT=" + std::to_string(MT) + " qreg=" + std::to_string(QREG ? 1 : 0) +
+                    (MINB ? " minb=" + std::to_string(MINB) : ""));
   const unsigned blocks =
       grid_1d(static_cast<long long>(heads) * ((n + T::kBQ - 1) / T::kBQ), "fused bf16");
   fused_bf16_kernel<D, WARPS, BK, MINB, MT, QREG><<<blocks, T::kThreads, T::smem_bytes, stream>>>(

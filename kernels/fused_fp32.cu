@@ -383,6 +383,8 @@ void launch_fp32(const float* q, const float* k, const float* v, float* o, int h
                  cudaStream_t stream) {
   using T = Fp32Tile<D, BQ, BK, THREADS, MINB>;
   allow_dynamic_smem<fused_fp32_kernel<D, BQ, BK, THREADS, MINB>>(T::smem_bytes);
+  note_fused_kernel("fp32 D=" + std::to_string(D) + " BQ=" + std::to_string(BQ) + " BK=" + std::to_string(BK) +
+                    " threads=" + std::to_string(THREADS) + (MINB ? " minb=" + std::to_string(MINB) : ""));
   const unsigned blocks =
       grid_1d(static_cast<long long>(heads) * ((n + T::BQ - 1) / T::BQ), "fused fp32");
   fused_fp32_kernel<D, BQ, BK, THREADS, MINB><<<blocks, T::kThreads, T::smem_bytes, stream>>>(
@@ -438,6 +440,13 @@ void dispatch_fp32(int config, const float* q, const float* k, const float* v, f
 }
 
 }  // namespace
+
+namespace {
+thread_local std::string last_kernel;
+}  // namespace
+
+void note_fused_kernel(std::string name) { last_kernel = std::move(name); }
+std::string last_fused_kernel() { return last_kernel; }
 
 void fused_attention_fp32(const float* q, const float* k, const float* v, float* o, int heads,
                           int n, int m, int d_k, int d_v, float scale, bool causal,

@@ -310,6 +310,7 @@ void launch_tf32x3(const float* q, const float* k, const float* v, float* o, int
                    cudaStream_t stream) {
   using T = Tf32Tile<D, WARPS, BK>;
   allow_dynamic_smem<fused_tf32x3_kernel<D, WARPS, BK>>(T::smem_bytes);
+  note_fused_kernel("3xTF32 D=" + std::to_string(D) + " warps=" + std::to_string(WARPS) + " BK=" + std::to_string(BK));
   const unsigned blocks = grid_1d(static_cast<long long>(heads) * ((n + T::kBQ - 1) / T::kBQ),
                                   "fused fp32 (3xTF32)");
   fused_tf32x3_kernel<D, WARPS, BK><<<blocks, T::kThreads, T::smem_bytes, stream>>>(

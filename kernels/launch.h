@@ -30,6 +30,11 @@ void allow_dynamic_smem(std::size_t bytes) {
   (void)done;
 }
 
+// The fused launchers record the kernel they launched (its family and template parameters) for
+// last_fused_kernel() in kernels/fused.h: a configuration that does not suit a shape runs another
+// kernel, and bench and the tests must be able to tell. One record per host thread.
+void note_fused_kernel(std::string name);
+
 // A one-dimensional grid of `blocks` blocks, refused with InputError (naming `what`) above
 // gridDim.x's limit.
 inline unsigned grid_1d(long long blocks, const char* what) {

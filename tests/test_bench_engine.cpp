@@ -195,6 +195,24 @@ TEST(BenchEngine, CancelInsideACaseLeavesItOutRatherThanHalfTimed) {
   EXPECT_EQ(ran, 1);
 }
 
+TEST(BenchEngine, ACaseAboveItsErrorBoundRanButIsInaccurate) {
+  bench::Case c{"cpu", "fused", "fp32", "none", 1, 64, 16};
+  EXPECT_EQ(bench::error_bound(c), 1e-5);
+  c.precision = "bf16";
+  EXPECT_EQ(bench::error_bound(c), 2e-2);
+  // A sweep whose cases are all within their bounds reports none; the CSV says which case is off.
+  bench::Spec s = small_spec();
+  s.backends = {"cpu"};
+  std::vector<bench::Result> results = bench::plan(s);
+  const bench::Outcome out = bench::run_sweep(results, s, false, "", {});
+  EXPECT_EQ(out.inaccurate, 0);
+  for (const bench::Result& r : results) EXPECT_FALSE(r.inaccurate) << r.c.label();
+  results[0].inaccurate = true;
+  const std::vector<std::string> csv = lines_of(bench::render_csv(results));
+  EXPECT_EQ(csv[1].rfind("cpu,staged,fp32,none,1,32,8,inaccurate,", 0), 0u) << csv[1];
+  EXPECT_EQ(csv[2].find("inaccurate"), std::string::npos) << csv[2];
+}
+
 TEST(BenchEngine, ListsAndSpecAreChecked) {
   EXPECT_EQ(bench::int_list("--n", "256,512", 1 << 20), (std::vector<int>{256, 512}));
   EXPECT_THROW(bench::int_list("--n", "64,,128", 1 << 20), InputError);
