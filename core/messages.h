@@ -71,6 +71,15 @@ enum class Msg : int {
   FileTooLarge,         // {0} path, {1} its size, {2} the limit
   EmptyToken,           // {0} position, {1} the list
   NoTokens,             // {0} file
+  // precision and diff views (issue 14)
+  DiffEmpty,            // --diff with nothing in it
+  DiffItem,             // {0} the item without '='
+  DiffKeyUnknown,       // {0} key
+  DiffKeyTwice,         // {0} key
+  DiffValue,            // {0} key, {1} value, {2} what the key takes
+  Bf16StagedCuda,
+  Bf16Streamed,         // {0} N, {1} the largest N whose stages are kept
+  RunPrecision,         // {0} the value
   Count_
 };
 

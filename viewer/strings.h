@@ -50,6 +50,14 @@ enum class S {
   PerfAxisIntensity, PerfAxisGflops, PerfAxisMemory, PerfBaseline, PerfSkippedN, PerfPending,
   PerfTip, PerfTipSpeedup, PerfRoofBw, PerfRoofGemm, PerfRoofMissing, PerfRoofHint, PerfMemWall,
   PerfNoPoints, PerfCudaOff, PerfExported, PerfNothingChosen, PerfSpread,
+  // precision and diff views (issue 14)
+  ViewPrecision, ViewDiff, RunPrecision, PrecAbs, PrecRel, PrecRelDef, PrecDescription, PrecSummary,
+  PrecExact, PrecLegendLog, PrecLegendZero, PrecHist, PrecHistAxis, PrecTipRun, PrecTipFp64, PrecTipAbs,
+  PrecTipRel, PrecTipUlps, PrecNeedsStages, PrecComputing, PrecRefError, PrecNonFinite, FusedOnlyOutput,
+  DiffA, DiffB, DiffEditor, DiffKeep, DiffApply, DiffIdentical, DiffSummary, DiffTop, DiffColQuery,
+  DiffColKey, DiffLegend, DiffMaskedLegend, DiffComputing, DiffBError, DiffNeedsStages, DiffQueryNote,
+  DiffDescription, DiffNoSpec, DiffTipA, DiffTipB, DiffTipDiff, SetMaskNone, SetMaskCausal, SetMaskCustom,
+  SetStaged, SetFused, SetQuery, DiffSameRun, DiffMaxAt, DiffVariant, DiffPrecision,
   Count_
 };
 
