@@ -46,7 +46,7 @@ double ulp_of(double ref, Precision p) {
 double ulps(double x, double ref, Precision p) {
   const double e = abs_error(x, ref);
   if (e == 0 || !std::isfinite(e)) return e;
-  return e / ulp_of(ref, p);
+  return e / ulp_of(std::min(std::abs(x), std::abs(ref)), p);
 }
 
 int hist_bin(double error) {

@@ -28,9 +28,10 @@ enum class ErrorKind { Abs, Rel };
 // the magnitude of `ref`: 2^(e − 23) or 2^(e − 7) with e = floor(log2 |ref|), never below the
 // smallest normal exponent (subnormals are evenly spaced; 0 gets that spacing too).
 double ulp_of(double ref, Precision p);
-// |x − ref| in units of ulp_of(ref, p): 0.5 is a correctly rounded value, 1 the neighbouring
-// number (fractional: the distance is measured, not counted). Equal infinities are 0; any other
-// non-finite pair is +inf.
+// |x − ref| in units of ulp_of at the smaller of |x| and |ref| (the spacing of p between them, so
+// that neighbouring numbers of p are 1 apart, also across a power of two): 0.5 is a correctly
+// rounded value, 1 the neighbouring number (fractional: the distance is measured, not counted).
+// Equal infinities are 0; any other non-finite pair is +inf.
 double ulps(double x, double ref, Precision p);
 
 // The histogram's fixed bins: log10 error from kHistLo to kHistHi in kHistPerDecade bins per

@@ -352,7 +352,7 @@ constexpr Entry kTable[] = {
     {S::PrecTipFp64, "fp64", "fp64"},
     {S::PrecTipAbs, "|x − fp64|", "|x − fp64|"},
     {S::PrecTipRel, "relative", "相对误差"},
-    {S::PrecTipUlps, "distance in %s ulps (spacing at the fp64 value)", "以 %s ulp 计的距离（按 fp64 值处的间距）"},
+    {S::PrecTipUlps, "distance in %s ulps (the spacing between the two values)", "以 %s ulp 计的距离（两值之间的间距）"},
     {S::PrecNeedsStages,
      "This view needs every stage kept (N ≤ %d); N = %d is streamed into pooled pictures, so there is no cell by "
      "cell comparison. Generate N ≤ %d to see it.",
