@@ -209,14 +209,14 @@ void draw_diff(App& app, const Layout& l) {
     draw_colour_bar(dl, L.x, mp.g.y, fp * 0.9f, bar_h, diverging_table(), legend_labels(range, false));
     float y = mp.g.y + bar_h + fp * 0.6f;
     ImGui::SetCursorScreenPos(ImVec2(L.x, y));
-    ImGui::PushTextWrapPos(L.right());
+    ImGui::PushTextWrapPos(L.right() - ImGui::GetWindowPos().x);
     ImGui::TextUnformatted(tr(lang, S::DiffLegend));
     ImGui::PopTextWrapPos();
     y = ImGui::GetCursorScreenPos().y + fp * 0.2f;
     if (m.masked > 0) {
       draw_hatch(dl, ImVec2(L.x, y), ImVec2(L.x + fp * 0.9f, y + fp));
       ImGui::SetCursorScreenPos(ImVec2(L.x + fp * 1.2f, y));
-      ImGui::PushTextWrapPos(L.right());
+      ImGui::PushTextWrapPos(L.right() - ImGui::GetWindowPos().x);
       ImGui::TextUnformatted(tr(lang, S::DiffMaskedLegend));
       ImGui::PopTextWrapPos();
     }

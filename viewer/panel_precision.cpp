@@ -133,7 +133,7 @@ void draw_precision(App& app, const Layout& l) {
     float y = mp.g.y + bar_h + fp * 0.6f;
     for (S s : {S::PrecLegendLog, S::PrecLegendZero}) {
       ImGui::SetCursorScreenPos(ImVec2(L.x, y));
-      ImGui::PushTextWrapPos(L.right());
+      ImGui::PushTextWrapPos(L.right() - ImGui::GetWindowPos().x);
       ImGui::TextUnformatted(tr(lang, s));
       ImGui::PopTextWrapPos();
       y = ImGui::GetCursorScreenPos().y + fp * 0.2f;
