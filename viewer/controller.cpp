@@ -261,6 +261,15 @@ void Controller::run_companions(const Job& job, const std::shared_ptr<const Prob
 }
 
 void Controller::adopt_companions(Companions c) {
+  // A run that finished after its view was left brings companions nobody shows: not kept.
+  if (!want_reference_) c.reference.reset();
+  if (!want_diff_) c.diff.reset();
+  if (!c.diff) {
+    c.b_trace.reset();
+    c.b_problem.reset();
+    c.b_same_run = false;
+    c.b_error = Message{};
+  }
   companions_ = c.computed ? std::move(c) : Companions{};
 }
 
@@ -624,7 +633,8 @@ const CompareResult& Controller::run_compare() {
     // The chosen backend's staged run of this problem is on screen already: only the other one
     // runs (both run only when the trace kept no stages).
     Trace cpu_run, gpu_run;
-    const bool reuse = trace_.has_stages && trace_.variant == Variant::Staged;
+    // (Compare is fp32: a bf16 run on screen is not reused.)
+    const bool reuse = trace_.has_stages && trace_.variant == Variant::Staged && trace_.precision == Precision::FP32;
     const std::string& ran = trace_.backend;
     const Trace& cpu =
         reuse && ran == "cpu" ? trace_ : (cpu_run = make_backend("cpu")->run(problem(), opt));

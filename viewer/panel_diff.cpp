@@ -141,8 +141,12 @@ void draw_diff(App& app, const Layout& l) {
   const Problem& p = c.problem();
   const RunSetting a = c.setting();
   wrapped(app, fmt(tr(lang, S::DiffA), setting_text(a, p, lang).c_str()));
-  if (c.shown_diff())
-    wrapped(app, fmt(tr(lang, S::DiffB), setting_text(c.b_setting(), p, lang, &a).c_str()), &kHighlightV4);
+  if (c.shown_diff()) {
+    // B's query is the spec's, or else A's current one (the map does not depend on it then).
+    RunSetting b = c.b_setting();
+    if (!c.shown_diff()->query) b.query = a.query;
+    wrapped(app, fmt(tr(lang, S::DiffB), setting_text(b, p, lang, &a).c_str()), &kHighlightV4);
+  }
   wrapped(app, tr(lang, S::DiffDescription), &kDimV4);
   switch (st) {
     case DiffView::Status::Streamed:

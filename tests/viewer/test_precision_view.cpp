@@ -200,6 +200,13 @@ TEST(PrecisionView, AsyncReferenceArrivesWithItsRun) {
     EXPECT_NEAR(c.reference()->logits(2, 0), c.trace().logits(2, 0), 1e-5) << t;
     EXPECT_DOUBLE_EQ(c.problem().temperature, t);
   }
+  // The view left while a run that carries the reference is queued or in flight: the late
+  // reference is not kept.
+  c.set_temperature(0.45);
+  c.set_companions(false, std::nullopt);
+  c.wait();
+  EXPECT_DOUBLE_EQ(c.problem().temperature, 0.45);
+  EXPECT_EQ(c.reference(), nullptr);
 }
 
 TEST(PrecisionView, Bf16IsRefusedOnCudaAndForStreamedProblems) {
