@@ -63,7 +63,8 @@ double max_abs_diff(const MatrixF& a, const MatrixF& b) {
 Controller::Controller(const ViewerOptions& o, bool async) : async_(async) {
   cuda_ok_ = cuda_available(&cuda_reason_);
   if (o.backend == "cuda" && !cuda_ok_) throw NoDeviceError("no CUDA device: " + cuda_reason_);
-  req_.backend = o.backend == "auto" ? (cuda_ok_ ? "cuda" : "cpu") : o.backend;
+  // bf16 keeps every stage, which only the CPU backend does in bf16: auto picks it then.
+  req_.backend = o.backend == "auto" ? (cuda_ok_ && o.precision != Precision::BF16 ? "cuda" : "cpu") : o.backend;
   req_.precision = o.precision;
   req_.source.d_k = o.d_k;
   req_.source.d_v = o.d_v;

@@ -239,6 +239,10 @@ TEST(PrecisionView, PrecisionFlagReproduceCommandAndStateDump) {
   EXPECT_THROW(parse_viewer_args({"--precision", ""}), InputError);
   Controller c(o);
   EXPECT_NE(c.reproduce_command().find(" --precision bf16"), std::string::npos) << c.reproduce_command();
+  // --backend auto with bf16 takes the CPU (on a GPU machine too: CUDA's bf16 is fused only).
+  ViewerOptions a;
+  a.precision = Precision::BF16;
+  EXPECT_EQ(Controller(a).backend(), "cpu");
   ASSERT_TRUE(c.set_precision(Precision::FP32));
   EXPECT_EQ(c.reproduce_command().find("--precision"), std::string::npos);
   ViewSnapshot s;
