@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -70,10 +71,23 @@ void editor(App& app) {
   ImGui::SameLine();
   option_combo<Precision>("##dprec", tr(lang, S::DiffPrecision), d.precision, {{Precision::FP32, "fp32"}, {Precision::BF16, "bf16"}}, keep, w);
   ImGui::SameLine();
-  std::vector<std::pair<std::string, std::string>> queries;
-  for (int i = 0; i < p.n() && i < 256; ++i)
-    queries.push_back({std::to_string(i), token_label(p.query_tokens, i) + " (#" + std::to_string(i) + ")"});
-  option_combo<std::string>("##dquery", tr(lang, S::SetQuery), d.query, queries, keep, w * 1.3f);
+  if (p.n() <= 256) {
+    std::vector<std::pair<std::string, std::string>> queries;
+    for (int i = 0; i < p.n(); ++i)
+      queries.push_back({std::to_string(i), token_label(p.query_tokens, i) + " (#" + std::to_string(i) + ")"});
+    option_combo<std::string>("##dquery", tr(lang, S::SetQuery), d.query, queries, keep, w * 1.3f);
+  } else {
+    // Thousands of rows: an index field, as the controls' query.
+    bool q_on = d.query.has_value();
+    if (ImGui::Checkbox(fmt("%s##dq", tr(lang, S::SetQuery)).c_str(), &q_on))
+      d.query = q_on ? std::optional<std::string>(std::to_string(c.query())) : std::nullopt;
+    if (d.query) {
+      ImGui::SameLine();
+      ImGui::SetNextItemWidth(w);
+      int qi = std::atoi(d.query->c_str());
+      if (ImGui::InputInt("##dqv", &qi)) d.query = std::to_string(std::clamp(qi, 0, p.n() - 1));
+    }
+  }
   same_line_if_fits(button_width(tr(lang, S::DiffApply)));
   if (ImGui::Button(fmt("%s###dapply", tr(lang, S::DiffApply)).c_str())) {
     app.diff_error = Message{};
