@@ -101,6 +101,22 @@ constexpr Entry kMessages[] = {
     {Msg::QueryListEmptyItem, "a list of queries takes indices or tokens separated by commas, got '{0}'",
      "查询列表应是用逗号分隔的序号或 token，收到 '{0}'"},
     {Msg::QueryListTooLong, "at most {0} queries at once, got {1}", "最多同时选择 {0} 个查询，收到 {1} 个"},
+    // precision and diff views (issue 14)
+    {Msg::DiffEmpty,
+     "--diff needs KEY=VALUE[,KEY=VALUE...] with keys mask, temperature, backend, variant, precision, query; got nothing",
+     "--diff 需要 KEY=VALUE[,KEY=VALUE...]，键为 mask、temperature、backend、variant、precision、query；当前为空"},
+    {Msg::DiffItem, "--diff item '{0}' is not KEY=VALUE", "--diff 的条目“{0}”不是 KEY=VALUE 形式"},
+    {Msg::DiffKeyUnknown, "--diff key '{0}' is unknown (use mask, temperature, backend, variant, precision, query)",
+     "--diff 的键“{0}”未知（可用 mask、temperature、backend、variant、precision、query）"},
+    {Msg::DiffKeyTwice, "--diff key '{0}' is given twice", "--diff 的键“{0}”给了两次"},
+    {Msg::DiffValue, "--diff {0}='{1}' is invalid: {0} takes {2}", "--diff {0}=“{1}”无效：{0} 可取 {2}"},
+    {Msg::Bf16StagedCuda,
+     "bf16 on CUDA exists only in the fused kernel; the staged chain in bf16 runs on the CPU backend",
+     "CUDA 上的 bf16 只有融合内核；bf16 分步链请用 CPU 后端"},
+    {Msg::Bf16Streamed,
+     "bf16 runs here keep every stage, so they need N <= {1}; N = {0} is streamed in fp32 only",
+     "这里的 bf16 运行要保留全部阶段，因此需要 N <= {1}；N = {0} 只能以 fp32 流式计算"},
+    {Msg::RunPrecision, "--precision must be fp32 or bf16, got '{0}'", "--precision 必须是 fp32 或 bf16，当前为“{0}”"},
 };
 
 constexpr bool in_order() {

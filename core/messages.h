@@ -74,6 +74,15 @@ enum class Msg : int {
   // several queries (viewer)
   QueryListEmptyItem,   // {0} the list
   QueryListTooLong,     // {0} the most, {1} given
+  // precision and diff views (issue 14)
+  DiffEmpty,            // --diff with nothing in it
+  DiffItem,             // {0} the item without '='
+  DiffKeyUnknown,       // {0} key
+  DiffKeyTwice,         // {0} key
+  DiffValue,            // {0} key, {1} value, {2} what the key takes
+  Bf16StagedCuda,
+  Bf16Streamed,         // {0} N, {1} the largest N whose stages are kept
+  RunPrecision,         // {0} the value
   Count_
 };
 

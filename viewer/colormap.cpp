@@ -35,6 +35,25 @@ std::array<Rgb8, 256> build_table() {
   return table;
 }
 
+// ColorBrewer RdBu (11 classes), from blue (negative) to red (positive); the middle is its
+// off-white. Linear interpolation in sRGB between the classes.
+std::array<Rgb8, 256> build_diverging() {
+  static constexpr std::uint8_t c[11][3] = {
+      {5, 48, 97},    {33, 102, 172}, {67, 147, 195}, {146, 197, 222}, {209, 229, 240}, {247, 247, 247},
+      {253, 219, 199}, {244, 165, 130}, {214, 96, 77},  {178, 24, 43},   {103, 0, 31}};
+  std::array<Rgb8, 256> table{};
+  for (int i = 0; i < 256; ++i) {
+    const double x = i / 255.0 * 10;
+    const int k = std::min(9, static_cast<int>(x));
+    const double f = x - k;
+    std::uint8_t rgb[3];
+    for (int ch = 0; ch < 3; ++ch)
+      rgb[ch] = static_cast<std::uint8_t>(std::lround(c[k][ch] + f * (c[k + 1][ch] - c[k][ch])));
+    table[i] = Rgb8{rgb[0], rgb[1], rgb[2]};
+  }
+  return table;
+}
+
 double srgb_to_linear(double c) {
   return c <= 0.04045 ? c / 12.92 : std::pow((c + 0.055) / 1.055, 2.4);
 }
@@ -50,6 +69,17 @@ Rgb8 viridis(double t) {
   if (!(t >= 0)) t = 0;  // also catches NaN
   if (t > 1) t = 1;
   return viridis_table()[static_cast<int>(std::lround(t * 255))];
+}
+
+const std::array<Rgb8, 256>& diverging_table() {
+  static const std::array<Rgb8, 256> table = build_diverging();
+  return table;
+}
+
+Rgb8 diverging(double t) {
+  if (!(t >= 0)) t = 0;
+  if (t > 1) t = 1;
+  return diverging_table()[static_cast<int>(std::lround(t * 255))];
 }
 
 double cie_lightness(Rgb8 c) {

@@ -3,6 +3,9 @@
 // polynomial fit of matplotlib's viridis (max error about 0.01 per channel). Masked cells never use
 // a colour of the scale: they are drawn with the two greys below, which no table entry comes near
 // (every viridis entry has a channel spread of at least ~0.2, a grey has none).
+// The diff view's signed maps use a diverging scale instead (blue below 0, a light neutral at 0,
+// red above), interpolated from ColorBrewer's RdBu: equal |values| of either sign get equal
+// lightness, and the centre is lighter than both mask greys.
 #pragma once
 
 #include <array>
@@ -25,6 +28,11 @@ const std::array<Rgb8, 256>& viridis_table();
 
 // t in [0, 1] (clamped; NaN maps to 0) to the nearest table entry.
 Rgb8 viridis(double t);
+
+// The diverging table: index 0 = most negative (dark blue), 128 ~ 0 (light neutral), 255 = most
+// positive (dark red). diverging(t) as viridis(t): t = 0.5 is the value 0 of a symmetric range.
+const std::array<Rgb8, 256>& diverging_table();
+Rgb8 diverging(double t);
 
 // CIE L* (0..100) of an sRGB colour: what "perceptually uniform" is checked against, and what picks
 // black or white text over a cell.

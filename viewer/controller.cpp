@@ -5,6 +5,7 @@
 #include "core/format.h"
 #include "core/inputs.h"
 #include "core/messages.h"
+#include "cpu/cpu_backend.h"
 
 #include <algorithm>
 #include <charconv>
@@ -62,7 +63,9 @@ double max_abs_diff(const MatrixF& a, const MatrixF& b) {
 Controller::Controller(const ViewerOptions& o, bool async) : async_(async) {
   cuda_ok_ = cuda_available(&cuda_reason_);
   if (o.backend == "cuda" && !cuda_ok_) throw NoDeviceError("no CUDA device: " + cuda_reason_);
-  req_.backend = o.backend == "auto" ? (cuda_ok_ ? "cuda" : "cpu") : o.backend;
+  // bf16 keeps every stage, which only the CPU backend does in bf16: auto picks it then.
+  req_.backend = o.backend == "auto" ? (cuda_ok_ && o.precision != Precision::BF16 ? "cuda" : "cpu") : o.backend;
+  req_.precision = o.precision;
   req_.source.d_k = o.d_k;
   req_.source.d_v = o.d_v;
   req_.source.seed = o.seed;
@@ -145,7 +148,9 @@ Controller::Result Controller::execute(Job job, Trace reuse) {
     if (p->mask == MaskKind::Custom && p->custom_mask.size() == 0)
       throw InputError(Msg::NoCustomMask, {});
     validate(*p);
+    if (q.precision == Precision::BF16 && q.backend == "cuda") throw InputError(Msg::Bf16StagedCuda, {});
     RunOptions opt;
+    opt.precision = q.precision;
     opt.cancel = &cancel_;
     opt.progress = &progress_;
     // Kept stages: scores, scaled, logits, weights (+ mask, one head) as fp32. Two traces live at
@@ -157,6 +162,16 @@ Controller::Result Controller::execute(Job job, Trace reuse) {
     r.avail_gb = avail / 1e9;
     r.streaming = p->n() > kKeepStagesMaxTokens || p->m() > kKeepStagesMaxTokens ||
                   (avail > 0 && 2 * need >= 0.7 * avail);
+    if (r.streaming && q.precision == Precision::BF16)
+      throw InputError(Msg::Bf16Streamed, {std::to_string(p->n()), std::to_string(kKeepStagesMaxTokens)});
+    if (job.parts == kCompanion) {
+      // Only the companions, for the problem on screen (the main run is there already).
+      if (!r.streaming) run_companions(job, p, r.companions);
+      r.problem = p;
+      r.job = std::move(job);
+      r.ms = now_ms() - t0;
+      return r;
+    }
     if (r.streaming) {
       opt.keep_stages = false;
       opt.output = (job.parts & kAll) != 0;
@@ -178,6 +193,7 @@ Controller::Result Controller::execute(Job job, Trace reuse) {
     run_backend_into(q.backend, *p, opt, r.trace);
     if (opt.pool) job.view = *opt.pool;  // the view the pooled stages belong to
     else job.view.reset();
+    if ((job.parts & kCompanion) && !r.streaming) run_companions(job, p, r.companions);
     r.problem = p;
     last_problem_ = p;
     last_source_ = q.source;
@@ -189,6 +205,120 @@ Controller::Result Controller::execute(Job job, Trace reuse) {
   r.ms = now_ms() - t0;
   r.job = std::move(job);
   return r;
+}
+
+RunSetting Controller::setting_of(const Request& r) {
+  RunSetting s;
+  s.temperature = r.temperature;
+  s.mask = r.mask;
+  s.backend = r.backend;
+  s.precision = r.precision;
+  s.query = r.query;
+  return s;
+}
+
+RunSetting Controller::setting() const {
+  RunSetting s = setting_of(shown_req_);
+  s.query = query_;
+  if (!trace_.backend.empty()) s.backend = trace_.backend;  // what ran (auto may have fallen back)
+  return s;
+}
+
+void Controller::run_companions(const Job& job, const std::shared_ptr<const Problem>& p, Companions& out) {
+  out.computed = true;
+  out.diff = job.diff;
+  if (job.reference) {
+    try {
+      out.reference = std::make_shared<const TraceD>(reference_fp64(*p));
+    } catch (const std::exception& e) {
+      out.reference_error = message_of(e);
+    }
+  }
+  if (!job.diff) return;
+  try {
+    RunSetting a = setting_of(job.req);
+    a.query = std::clamp(a.query, 0, p->n() - 1);
+    const RunSetting b = apply_diff(a, *job.diff, *p);
+    out.b_setting = b;
+    out.b_problem = p;
+    if (a.same_run(b)) {
+      out.b_same_run = true;  // only the query differs: B is A's trace, another row
+      return;
+    }
+    if (b.backend == "cuda" && !cuda_ok_) throw NoDeviceError("no CUDA device: " + cuda_reason_);
+    if (b.backend == "cuda" && b.precision == Precision::BF16 && b.variant == Variant::Staged)
+      throw InputError(Msg::Bf16StagedCuda, {});
+    if (b.temperature != p->temperature || b.mask != p->mask) {
+      auto bp = std::make_shared<Problem>(*p);
+      bp->temperature = b.temperature;
+      bp->mask = b.mask;
+      validate(*bp);
+      out.b_problem = std::move(bp);
+    }
+    RunOptions opt;
+    opt.variant = b.variant;
+    opt.precision = b.precision;
+    opt.keep_stages = b.variant == Variant::Staged;
+    opt.cancel = &cancel_;
+    auto t = std::make_shared<Trace>();
+    run_backend_into(b.backend, *out.b_problem, opt, *t);
+    out.b_trace = std::move(t);
+  } catch (const Cancelled&) {
+    throw;
+  } catch (const std::exception& e) {
+    out.b_error = message_of(e);
+    out.b_trace.reset();
+  }
+}
+
+void Controller::adopt_companions(Companions c) {
+  // A run that finished after its view was left brings companions nobody shows: not kept.
+  if (!want_reference_) c.reference.reset();
+  if (!want_diff_) c.diff.reset();
+  if (!c.diff) {
+    c.b_trace.reset();
+    c.b_problem.reset();
+    c.b_same_run = false;
+    c.b_error = Message{};
+  }
+  companions_ = c.computed ? std::move(c) : Companions{};
+}
+
+bool Controller::companions_busy() const {
+  if (streaming_) return false;
+  const Companions& c = companions_;
+  const bool ref_missing = want_reference_ && !c.reference && c.reference_error.empty();
+  const bool diff_missing = want_diff_ && !(c.diff && *c.diff == *want_diff_);
+  return ref_missing || diff_missing;
+}
+
+void Controller::set_companions(bool reference, const std::optional<DiffSpec>& diff) {
+  if (reference == want_reference_ && diff == want_diff_) return;
+  const bool more = (reference && !want_reference_) || (diff && diff != want_diff_);
+  want_reference_ = reference;
+  want_diff_ = diff;
+  if (!more) {
+    // Fewer companions: drop what is no longer shown (its memory: an fp64 chain at 4096 tokens).
+    if (!reference) companions_.reference.reset();
+    if (!diff) {
+      Companions keep;
+      keep.computed = companions_.computed;
+      keep.reference = std::move(companions_.reference);
+      keep.reference_error = companions_.reference_error;
+      companions_ = std::move(keep);
+    }
+    ++revision_;
+    return;
+  }
+  if (streaming_) return;  // the views say why there is nothing to compare
+  post(kCompanion);
+}
+
+void Controller::check_diff(const DiffSpec& d) const {
+  RunSetting b = apply_diff(setting(), d, *shown_);  // the query, the temperature
+  if (b.backend == "cuda" && !cuda_ok_) throw NoDeviceError("no CUDA device: " + cuda_reason_);
+  if (b.backend == "cuda" && b.precision == Precision::BF16 && b.variant == Variant::Staged)
+    throw InputError(Msg::Bf16StagedCuda, {});
 }
 
 Problem Controller::build(const Source& s) {
@@ -227,7 +357,12 @@ bool Controller::post(unsigned parts) {
   req_.queries = req_.source == shown_req_.source ? queries_ : std::vector<int>{req_.query};
   Job job;
   job.req = req_;
+  // A new main run brings its companions along (a problem on screen is never paired with the
+  // reference or the B of another).
+  if ((parts & kAll) && (want_reference_ || want_diff_)) parts |= kCompanion;
   job.parts = parts;
+  job.reference = want_reference_;
+  job.diff = want_diff_;
   if (have_view_) job.view = view_;
   job.id = ++posted_;
   if (!async_) {
@@ -310,9 +445,14 @@ void Controller::adopt(Result r) {
         recycled_ = std::move(trace_);
     }
     trace_ = std::move(r.trace);
+    adopt_companions(std::move(r.companions));
     shown_view_ = r.job.view.value_or(PoolRequest{});
     compare_ = CompareResult{};  // a comparison belongs to the problem it ran on
     last_run_ms_ = r.ms;
+  } else if (r.job.parts == kCompanion) {
+    // Companions of the state on screen only (a newer main run brings its own).
+    if (r.problem != shown_ || !setting_of(r.job.req).same_run(setting_of(shown_req_))) return;
+    adopt_companions(std::move(r.companions));
   } else {
     if (r.problem != shown_) return;  // computed for a problem that is no longer on screen
     if (r.job.view && !r.trace.pooled.empty()) {
@@ -477,11 +617,36 @@ bool Controller::set_backend(const std::string& name) {
     error_ = message_of(Msg::UnknownBackend, {name});
     return false;
   }
+  if (name == "cuda" && req_.precision == Precision::BF16) {
+    error_ = message_of(Msg::Bf16StagedCuda, {});
+    return false;
+  }
   if (name == "cpu" && n() > kCpuMaxTokens) {
     error_ = limit_message(n(), "cpu");
     return false;
   }
   req_.backend = name;
+  return post(kAll);
+}
+
+bool Controller::set_precision(Precision p) {
+  if (p == req_.precision) {
+    error_ = Message{};
+    return true;
+  }
+  if (p != Precision::FP32 && p != Precision::BF16) {
+    error_ = message_of(Msg::RunPrecision, {std::string(to_string(p))});
+    return false;
+  }
+  if (p == Precision::BF16 && req_.backend == "cuda") {
+    error_ = message_of(Msg::Bf16StagedCuda, {});
+    return false;
+  }
+  if (p == Precision::BF16 && streaming_) {
+    error_ = message_of(Msg::Bf16Streamed, {std::to_string(n()), std::to_string(kKeepStagesMaxTokens)});
+    return false;
+  }
+  req_.precision = p;
   return post(kAll);
 }
 
@@ -562,7 +727,8 @@ const CompareResult& Controller::run_compare() {
     // The chosen backend's staged run of this problem is on screen already: only the other one
     // runs (both run only when the trace kept no stages).
     Trace cpu_run, gpu_run;
-    const bool reuse = trace_.has_stages && trace_.variant == Variant::Staged;
+    // (Compare is fp32: a bf16 run on screen is not reused.)
+    const bool reuse = trace_.has_stages && trace_.variant == Variant::Staged && trace_.precision == Precision::FP32;
     const std::string& ran = trace_.backend;
     const Trace& cpu =
         reuse && ran == "cpu" ? trace_ : (cpu_run = make_backend("cpu")->run(problem(), opt));
@@ -730,6 +896,7 @@ std::string Controller::reproduce_command() const {
   const std::string mask = shown_->mask == MaskKind::Custom ? word(f.mask) : std::string(to_string(shown_->mask));
   cmd += " --query " + std::to_string(query_) + " --temperature " + temp + " --mask " + mask + " --backend " + (trace_.backend.empty() ? r.backend : trace_.backend) +
          " --format csv";
+  if (r.precision == Precision::BF16) cmd += " --precision bf16";
   return cmd;
 }
 

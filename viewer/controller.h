@@ -17,7 +17,14 @@
 // A change the core refuses (InputError: bad temperature, limits, no CUDA device, not enough
 // memory) leaves the last valid state in place and keeps the message for the UI. The controller
 // never computes attention itself; the only arithmetic on results is the Compare checks, max
-// |difference| per stage. Free of SDL and ImGui, so it is unit-tested.
+// |difference| per stage, and the B − A and error maps of the precision and diff views
+// (viewer/precision_view.h, viewer/diff_view.h), computed from what the backends returned.
+//
+// Companion runs (precision and diff views, set_companions): the fp64 reference of the problem on
+// screen (reference_fp64) and the B run of the diff view (the request with a DiffSpec's changes)
+// run on the same worker, in the same job as the main run, and are adopted together with it: the
+// pair on screen always belongs to the same request. Not for streamed problems (N above
+// kKeepStagesMaxTokens): the views need every stage. Free of SDL and ImGui, so it is unit-tested.
 #pragma once
 
 #include "core/backend.h"
@@ -26,6 +33,7 @@
 #include "core/patterns.h"
 #include "core/stats.h"
 #include "core/trace.h"
+#include "viewer/diff_view.h"
 #include "viewer/options.h"
 
 #include <atomic>
@@ -108,6 +116,16 @@ class Controller {
   bool set_mask(MaskKind m);
   bool toggle_mask();
   bool set_backend(const std::string& name);  // "cpu" | "cuda"
+  // The run's precision (fp32 | bf16): every view shows that pipeline's stages. bf16 keeps every
+  // stage, so it is refused for streamed problems, and on CUDA (whose bf16 is the fused kernel).
+  bool set_precision(Precision p);
+  // What the companion runs are (the views shown): the fp64 reference, and a B run of the diff
+  // view. A no-op when unchanged; otherwise they are computed for the state on screen (and for
+  // every later run) on the worker.
+  void set_companions(bool reference, const std::optional<DiffSpec>& diff);
+  // Throws InputError when B of `d` cannot run beside the problem on screen: a query that is no
+  // token nor index, CUDA without a device, bf16 staged on CUDA (what --diff is checked with).
+  void check_diff(const DiffSpec& d) const;
   bool load_demo();
   bool load_random(int n, int d_k, int d_v, std::uint64_t seed);
   // Q, K, V (and a mask file, labels) from files; the CLI's messages for bad files, shapes or a
@@ -141,6 +159,10 @@ class Controller {
   // The requested state (the controls follow it at once, the picture when its run is done).
   const std::string& backend() const { return req_.backend; }  // "cpu" | "cuda" (the chosen one)
   double requested_temperature() const { return req_.temperature; }
+  Precision requested_precision() const { return req_.precision; }
+  Precision precision() const { return shown_req_.precision; }  // of the run on screen
+  // The run on screen as the diff view's A (variant staged: the chain the viewer runs).
+  RunSetting setting() const;
   MaskKind requested_mask() const { return req_.mask; }
   bool cuda_ok() const { return cuda_ok_; }
   const std::string& cuda_reason() const { return cuda_reason_; }
@@ -197,8 +219,22 @@ class Controller {
   // keys rounded down, perplexity, weight sum; argmax -1: a mean has none), and how many entered it.
   std::optional<RowStats> mean_stats(int* counted = nullptr) const;
   // The `attnlab` command that computes exactly the problem on screen (source, query,
-  // temperature, mask, backend), printing every stage as CSV.
+  // temperature, mask, backend, precision when bf16), printing every stage as CSV.
   std::string reproduce_command() const;
+
+  // ---- the companion runs on screen (belonging to problem() and trace()) ----
+  // The fp64 reference chain of the problem on screen; null when not asked for, streamed, or not
+  // computed yet (reference_error() then says why, when it failed).
+  const TraceD* reference() const { return companions_.reference.get(); }
+  const Message& reference_error() const { return companions_.reference_error; }
+  // The diff view's B: the spec it was computed for (null: none asked for or not computed yet),
+  // B's setting, B's problem and trace (B's trace is trace() itself when only the query differs).
+  const DiffSpec* shown_diff() const { return companions_.diff ? &*companions_.diff : nullptr; }
+  const RunSetting& b_setting() const { return companions_.b_setting; }
+  const Problem* b_problem() const { return companions_.b_problem.get(); }
+  const Trace* b_trace() const { return companions_.b_same_run ? &trace_ : companions_.b_trace.get(); }
+  const Message& b_error() const { return companions_.b_error; }  // why B could not run (empty: it ran)
+  bool companions_busy() const;  // companions asked for but not on screen yet
 
  private:
   struct Source {
@@ -217,13 +253,29 @@ class Controller {
     std::string backend = "cpu";
     int query = 0;
     std::vector<int> queries{0};  // query first, then the other selected queries
+    Precision precision = Precision::FP32;
   };
-  enum Part : unsigned { kAll = 1, kView = 2, kRow = 4 };
+  // kCompanion: only the companion runs, for the problem on screen.
+  enum Part : unsigned { kAll = 1, kView = 2, kRow = 4, kCompanion = 8 };
   struct Job {
     Request req;
     unsigned parts = kAll;
     std::optional<PoolRequest> view;
     std::uint64_t id = 0;
+    bool reference = false;         // compute reference_fp64
+    std::optional<DiffSpec> diff;   // compute B
+  };
+  // What a job's companion runs gave.
+  struct Companions {
+    bool computed = false;
+    std::shared_ptr<const TraceD> reference;
+    Message reference_error;
+    std::optional<DiffSpec> diff;
+    RunSetting b_setting;
+    std::shared_ptr<const Problem> b_problem;
+    std::shared_ptr<const Trace> b_trace;
+    bool b_same_run = false;
+    Message b_error;
   };
   struct Result {
     Job job;
@@ -233,6 +285,7 @@ class Controller {
     bool cancelled = false;
     Message error;
     double ms = 0, need_gb = 0, avail_gb = 0;
+    Companions companions;
   };
 
   // Posts what the requested state needs; in sync mode waits and returns whether it was adopted
@@ -243,6 +296,10 @@ class Controller {
   void adopt(Result r);
   void worker_loop();
   void revert_request();  // the controls back to what is on screen (after a refusal)
+  // On the worker: the companion runs of `job` for problem p (the main run's).
+  void run_companions(const Job& job, const std::shared_ptr<const Problem>& p, Companions& out);
+  void adopt_companions(Companions c);
+  static RunSetting setting_of(const Request& r);
 
   const bool async_;
   Request req_;        // requested (controls)
@@ -273,6 +330,10 @@ class Controller {
   mutable std::vector<std::string> dim_labels_;
   double last_run_ms_ = 0;
   double need_gb_ = 0, avail_gb_ = 0;
+  // Companions: asked for (the views shown) and on screen.
+  bool want_reference_ = false;
+  std::optional<DiffSpec> want_diff_;
+  Companions companions_;  // the companions of the state on screen
 
   // Shared with the worker, under mu_.
   mutable std::mutex mu_;

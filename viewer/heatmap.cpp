@@ -139,11 +139,12 @@ std::vector<std::uint32_t> rasterize(const RasterInput& in, const PlotGeometry& 
   const AxisMap cmap = map_axis(g.first_col, g.vis_cols, g.px_w, in.cols);
   const std::vector<PooledCell> cells =
       pool_grid(in.values, in.rows, in.cols, in.mask, in.mask_rows, rmap, cmap, in.pool);
-  return rasterize_cells(cells, rmap, cmap, in.range, in.log_scale, g.cell_w >= 8 && g.cell_h >= 8);
+  return rasterize_cells(cells, rmap, cmap, in.range, in.log_scale, g.cell_w >= 8 && g.cell_h >= 8, in.palette);
 }
 
 std::vector<std::uint32_t> rasterize_cells(const std::vector<PooledCell>& cells, const AxisMap& rmap,
-                                           const AxisMap& cmap, ValueRange range, bool log_scale, bool grid) {
+                                           const AxisMap& cmap, ValueRange range, bool log_scale, bool grid,
+                                           const std::array<Rgb8, 256>* palette) {
   const int px_h = rmap.size(), px_w = cmap.size();
   std::vector<std::uint32_t> px(static_cast<std::size_t>(px_w) * px_h);
   if (px.empty() || cells.size() != px.size()) return px;
@@ -151,7 +152,8 @@ std::vector<std::uint32_t> rasterize_cells(const std::vector<PooledCell>& cells,
   const std::uint32_t gap = pack_rgba(kGridGap);
   const std::uint32_t hatch_dark = pack_rgba(kMaskDark), hatch_light = pack_rgba(kMaskLight);
   std::vector<std::uint32_t> lut(256);
-  for (int i = 0; i < 256; ++i) lut[i] = pack_rgba(viridis_table()[i]);
+  const std::array<Rgb8, 256>& table = palette ? *palette : viridis_table();
+  for (int i = 0; i < 256; ++i) lut[i] = pack_rgba(table[i]);
   for (int y = 0; y < px_h; ++y) {
     const bool row_edge = grid && y + 1 < px_h && rmap.begin[y + 1] != rmap.begin[y];
     for (int x = 0; x < px_w; ++x) {

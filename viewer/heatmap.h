@@ -78,6 +78,7 @@ struct RasterInput {
   ValueRange range;               // the colour scale's [lo, hi]
   PoolMode pool = PoolMode::Max;
   bool log_scale = false;         // weights of thousands of tokens span decades (see log_range)
+  const std::array<Rgb8, 256>* palette = nullptr;  // the colour table (null: viridis)
 };
 
 // RGBA pixels (px_w x px_h, packed as pack_rgba) of the plot: viridis over [lo, hi], masked cells
@@ -85,8 +86,10 @@ struct RasterInput {
 std::vector<std::uint32_t> rasterize(const RasterInput& in, const PlotGeometry& g);
 // The same from cells already pooled over rmap x cmap (a streamed problem's pooled stage): one
 // pixel per cell, rmap.size() rows of cmap.size(); `grid` draws the gaps between large cells.
+// `palette`: the colour table (null: viridis).
 std::vector<std::uint32_t> rasterize_cells(const std::vector<PooledCell>& cells, const AxisMap& rmap,
-                                           const AxisMap& cmap, ValueRange range, bool log_scale, bool grid);
+                                           const AxisMap& cmap, ValueRange range, bool log_scale, bool grid,
+                                           const std::array<Rgb8, 256>* palette = nullptr);
 
 // Scale position in [0, 1] of a value (0.5 when the range is empty). With log_scale the range must
 // come from log_range (lo > 0) and t = ln(v / lo) / ln(hi / lo), values <= lo at 0.

@@ -2,6 +2,7 @@
 #include "viewer/options.h"
 
 #include "core/problem.h"
+#include "core/messages.h"
 #include "viewer/layout.h"
 
 #include <charconv>
@@ -31,7 +32,10 @@ std::string viewer_usage() {
          "                    [--pattern noise|local:W|sink|previous|induction]\n"
          "                    [--q FILE --k FILE --v FILE [--tokens a,b,c | --tokens-file FILE]]\n"
          "                    [--seed S] [--lang zh|en] [--size WxH] [--backend auto|cpu|cuda]\n"
-         "                    [--pool max|mean] [--state-dump FILE.json] [--view chain|walk|perf] [--tile B]\n"
+         "                    [--pool max|mean] [--state-dump FILE.json] [--tile B]\n"
+         "                    [--view chain|walk|perf|precision|diff] [--precision fp32|bf16]\n"
+         "                    [--diff KEY=VALUE[,KEY=VALUE...]]  (keys: mask, temperature, backend,\n"
+         "                    variant, precision, query; with --view diff)\n"
          "                    [--ui-scale S] [--fullscreen] [--bench-redraw [--repeat R]]\n"
          "  --view perf: [--backend cpu|cuda|cpu,cuda] [--perf-variant staged,fused]\n"
          "               [--perf-precision fp32,bf16] [--perf-n 256,512,1024 | 256..16384]\n"
@@ -132,9 +136,20 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
         o.view = ViewKind::Walk;
       } else if (v == "perf") {
         o.view = ViewKind::Perf;
+      } else if (v == "precision") {
+        o.view = ViewKind::Precision;
+      } else if (v == "diff") {
+        o.view = ViewKind::Diff;
       } else {
-        throw InputError("--view must be chain, walk or perf, got '" + v + "'");
+        throw InputError("--view must be chain, walk, perf, precision or diff, got '" + v + "'");
       }
+    } else if (a == "--precision") {
+      const std::string& v = value();
+      if (v == "fp32") o.precision = Precision::FP32;
+      else if (v == "bf16") o.precision = Precision::BF16;
+      else throw InputError(Msg::RunPrecision, {v});
+    } else if (a == "--diff") {
+      o.diff = parse_diff_spec(value());
     } else if (a == "--perf-variant") {
       o.perf.variants = bench::word_list("--perf-variant", value());
     } else if (a == "--perf-precision") {
@@ -209,6 +224,8 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
         throw InputError("--perf-mask takes none and/or causal, got '" + m + "'");
     bench::check_spec(o.perf);
   }
+  if (o.diff && o.view != ViewKind::Diff)
+    throw InputError("--diff describes the diff view's B: add --view diff");
   if ((!o.q_file.empty() || !o.k_file.empty() || !o.v_file.empty()) && o.random_n)
     throw InputError("give either --q/--k/--v files or --random N, not both");
   const bool files = !o.q_file.empty() || !o.k_file.empty() || !o.v_file.empty();

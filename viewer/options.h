@@ -4,7 +4,8 @@
 //                [--mask none|causal|FILE] [--random N] [--dk D] [--dv D] [--seed S]
 //                [--q FILE --k FILE --v FILE [--tokens a,b,c | --tokens-file FILE]] [--lang zh|en]
 //                [--size WxH] [--backend auto|cpu|cuda] [--pool max|mean] [--state-dump FILE.json]
-//                [--view chain|walk|perf] [--tile B] [--ui-scale S] [--fullscreen]
+//                [--view chain|walk|perf|precision|diff] [--tile B] [--ui-scale S] [--fullscreen]
+//                [--precision fp32|bf16] [--diff KEY=VALUE[,KEY=VALUE...]]
 //                [--perf-variant L] [--perf-precision L] [--perf-n L|A..B] [--perf-d L]
 //                [--perf-heads L] [--perf-mask L] [--perf-repeat R] [--perf-warmup W]
 //                [--perf-max-seconds S] [--perf-chart NAME] [--perf-output FILE.csv]
@@ -14,6 +15,7 @@
 
 #include "core/types.h"
 #include "core/patterns.h"
+#include "viewer/diff_view.h"
 #include "viewer/perf_view.h"
 #include "viewer/pooling.h"
 
@@ -33,11 +35,14 @@ constexpr int kMaxHeadDim = 1024;  // d_k, d_v
 constexpr int kMinWindowW = 960, kMinWindowH = 600;  // the layout's minimum (and --size's)
 
 // The views of the window: the staged chain's four steps (the default), the fused kernel's online
-// softmax walked tile by tile, the performance sweep (viewer/perf_view.h).
-enum class ViewKind { Chain, Walk, Perf };
+// softmax walked tile by tile, the performance sweep (viewer/perf_view.h), the error of the run
+// against fp64 (viewer/precision_view.h), B − A of two settings (viewer/diff_view.h).
+enum class ViewKind { Chain, Walk, Perf, Precision, Diff };
 
 struct ViewerOptions {
-  ViewKind view = ViewKind::Chain;    // --view chain|walk|perf
+  ViewKind view = ViewKind::Chain;    // --view chain|walk|perf|precision|diff
+  Precision precision = Precision::FP32;  // --precision fp32|bf16: the run's, in every view
+  std::optional<DiffSpec> diff;       // --diff KEY=VALUE,...: the diff view's B (needs --view diff)
   float ui_scale = 1.0f;              // --ui-scale S: text and controls S times the default
   bool fullscreen = false;            // --fullscreen
   int tile = 0;                       // --tile B, keys per tile of the walk view (0: its default)

@@ -51,6 +51,11 @@ void draw_controls(App& app, const Layout& l) {
   if (ImGui::RadioButton(tr(lang, S::ViewWalk), app.view_kind == ViewKind::Walk)) app.view_kind = ViewKind::Walk;
   same_line_if_fits(radio_width(tr(lang, S::ViewPerf)));
   if (ImGui::RadioButton(tr(lang, S::ViewPerf), app.view_kind == ViewKind::Perf)) app.view_kind = ViewKind::Perf;
+  same_line_if_fits(radio_width(tr(lang, S::ViewPrecision)));
+  if (ImGui::RadioButton(tr(lang, S::ViewPrecision), app.view_kind == ViewKind::Precision))
+    app.view_kind = ViewKind::Precision;
+  same_line_if_fits(radio_width(tr(lang, S::ViewDiff)));
+  if (ImGui::RadioButton(tr(lang, S::ViewDiff), app.view_kind == ViewKind::Diff)) app.view_kind = ViewKind::Diff;
 
   // Step playback.
   section(tr(lang, S::Steps));
@@ -162,6 +167,13 @@ void draw_controls(App& app, const Layout& l) {
   if (ImGui::RadioButton("CUDA", c.backend() == "cuda")) c.set_backend("cuda");
   ImGui::EndDisabled();
   if (!c.cuda_ok()) wrapped(app, fmt(tr(lang, S::CudaUnavailable), c.cuda_reason().c_str()), &kDimV4);
+  // The run's precision (every view shows that pipeline); a refusal (bf16 on CUDA, or streamed)
+  // shows as the error line above, in the UI language.
+  ImGui::TextUnformatted(tr(lang, S::RunPrecision));
+  ImGui::SameLine();
+  if (ImGui::RadioButton("fp32###prec32", c.requested_precision() == Precision::FP32)) c.set_precision(Precision::FP32);
+  ImGui::SameLine();
+  if (ImGui::RadioButton("bf16###prec16", c.requested_precision() == Precision::BF16)) c.set_precision(Precision::BF16);
 
   // Input: demo or random.
   section(tr(lang, S::Input));

@@ -23,30 +23,6 @@ namespace {
 
 // ---- heatmap ----------------------------------------------------------------------------------
 
-// The heatmap's pixels (w x h, packed RGBA) into the one SDL texture (re-created when the size
-// changes), kept for the PNG export, with the key of what they show and the raster time.
-void upload_texture(App& app, std::vector<std::uint32_t> px, int w, int h, const std::string& key,
-                    std::chrono::steady_clock::time_point t0) {
-  if (!app.heat_tex || app.tex_w != w || app.tex_h != h) {
-    if (app.heat_tex) SDL_DestroyTexture(app.heat_tex);
-    app.heat_tex = SDL_CreateTexture(app.renderer, SDL_PIXELFORMAT_RGBA32, SDL_TEXTUREACCESS_STREAMING, w, h);
-    if (!app.heat_tex) {
-      set_status(app, std::string("SDL_CreateTexture: ") + SDL_GetError());
-      return;
-    }
-    SDL_SetTextureScaleMode(app.heat_tex, SDL_ScaleModeNearest);
-    app.tex_w = w;
-    app.tex_h = h;
-  }
-  SDL_UpdateTexture(app.heat_tex, nullptr, px.data(), w * 4);
-  app.heat_px = std::move(px);
-  app.heat_px_w = w;
-  app.heat_px_h = h;
-  app.heat_key = key;
-  app.last_raster_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
 void update_texture(App& app, const MatrixF& m, bool masked_step, bool log_scale) {
   const PlotGeometry& g = app.plot;
   const Trace& t = app.ctl.trace();
@@ -107,17 +83,6 @@ void update_texture_pooled(App& app, const PooledGrid& pg, int step, bool log_sc
   upload_texture(app, std::move(px), pg.cols, pg.rows, key, t0);
 }
 
-// Hatched swatch (the legend's "masked" entry and masked cells' look in the legend).
-void draw_hatch(ImDrawList* dl, ImVec2 a, ImVec2 b) {
-  dl->AddRectFilled(a, b, IM_COL32(kMaskDark.r, kMaskDark.g, kMaskDark.b, 255));
-  dl->PushClipRect(a, b, true);
-  for (float x = a.x - (b.y - a.y); x < b.x; x += 8) {
-    dl->AddLine(ImVec2(x, b.y), ImVec2(x + (b.y - a.y), a.y),
-                IM_COL32(kMaskLight.r, kMaskLight.g, kMaskLight.b, 255), 4);
-  }
-  dl->PopClipRect();
-}
-
 // Starts `s` afresh unless it already holds the sizes of the same `count` labels (list `list` of
 // problem revision `problem`) in the current font.
 void keep_label_sizes(LabelSizes& s, std::uint64_t problem, int list, std::size_t count) {
@@ -151,13 +116,8 @@ void draw_heatmap(App& app, const Layout& l) {
   const Lang lang = app.lang;
   Controller& c = app.ctl;
   const int step = app.play.step();
-  ImGui::SetNextWindowPos(ImVec2(l.heatmap.x, l.heatmap.y), ImGuiCond_Always);
-  ImGui::SetNextWindowSize(ImVec2(l.heatmap.w, l.heatmap.h), ImGuiCond_Always);
   const std::string title = fmt("%s  ·  %s###heatmap", fmt(tr(lang, S::StepOf), step).c_str(), step_name(lang, step));
-  ImGui::Begin(title.c_str(), nullptr,
-               ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
-                   ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse |
-                   ImGuiWindowFlags_NoBringToFrontOnFocus);
+  begin_centre(l, title);
   // Toolbar: pooling, view reset, zoom, hint.
   ImGui::TextUnformatted(tr(lang, S::Pooling));
   same_line_if_fits(radio_width(tr(lang, S::PoolMax)));
@@ -417,19 +377,8 @@ void draw_heatmap(App& app, const Layout& l) {
     const Rect& L = frame.legend;
     const float bar_x = L.x + 4, bar_w = fp * 0.9f;
     const float bar_top = g.y, bar_h = std::min(g.h, std::max(fp * 6, L.h * 0.55f));
-    const int strips = 64;
-    for (int i = 0; i < strips; ++i) {
-      const Rgb8 col = viridis(1.0 - (i + 0.5) / strips);
-      dl->AddRectFilled(ImVec2(bar_x, bar_top + bar_h * i / strips),
-                        ImVec2(bar_x + bar_w, bar_top + bar_h * (i + 1) / strips + 1),
-                        IM_COL32(col.r, col.g, col.b, 255));
-    }
-    dl->AddRect(ImVec2(bar_x, bar_top), ImVec2(bar_x + bar_w, bar_top + bar_h), label_col);
+    draw_colour_bar(dl, bar_x, bar_top, bar_w, bar_h, viridis_table(), legend_labels(app.range, app.range_log));
     const float tx = bar_x + bar_w + 4;
-    const auto legend = legend_labels(app.range, app.range_log);
-    dl->AddText(ImVec2(tx, bar_top - 2), label_col, legend[0].c_str());
-    dl->AddText(ImVec2(tx, bar_top + bar_h / 2 - fp / 2), label_col, legend[1].c_str());
-    dl->AddText(ImVec2(tx, bar_top + bar_h - fp), label_col, legend[2].c_str());
     float y = bar_top + bar_h + fp * 0.6f;
     dl->AddText(ImVec2(bar_x, y), label_col,
                 app.range_log ? tr(lang, S::ScaleLogShort) : tr(lang, S::Legend));

@@ -40,8 +40,11 @@ std::string state_json(const Controller& c, const ViewSnapshot& v) {
   j["heatmap"] = {{"x", g.x}, {"y", g.y}, {"w", g.w}, {"h", g.h}, {"rows", g.rows}, {"cols", g.cols},
                   {"first_row", g.first_row}, {"first_col", g.first_col}, {"vis_rows", g.vis_rows},
                   {"vis_cols", g.vis_cols}, {"cell_w", g.cell_w}, {"cell_h", g.cell_h}};
-  j["view"] = v.walk_json.empty() ? "chain" : "walk";
+  j["precision"] = std::string(to_string(c.precision()));
+  j["view"] = !v.view.empty() ? v.view : v.walk_json.empty() ? "chain" : "walk";
   if (!v.walk_json.empty()) j["walk"] = nlohmann::json::parse(v.walk_json);
+  if (!v.precision_json.empty()) j["precision_view"] = nlohmann::json::parse(v.precision_json);
+  if (!v.diff_json.empty()) j["diff"] = nlohmann::json::parse(v.diff_json);
   return j.dump(2) + "\n";
 }
 

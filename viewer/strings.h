@@ -53,6 +53,14 @@ enum class S {
   // several queries at once (issue 14)
   QueriesLabel, QueriesHint, QueriesTable, QueriesMean, QueriesClear, QueriesChart, QueriesNeedRows,
   QueriesColMax, QueriesColEntropy, QueriesColPerplexity,
+  // precision and diff views (issue 14)
+  ViewPrecision, ViewDiff, RunPrecision, PrecAbs, PrecRel, PrecRelDef, PrecDescription, PrecSummary,
+  PrecExact, PrecLegendLog, PrecLegendZero, PrecHist, PrecHistAxis, PrecTipRun, PrecTipFp64, PrecTipAbs,
+  PrecTipRel, PrecTipUlps, PrecNeedsStages, PrecComputing, PrecRefError, PrecNonFinite, FusedOnlyOutput,
+  DiffA, DiffB, DiffEditor, DiffKeep, DiffApply, DiffIdentical, DiffSummary, DiffTop, DiffColQuery,
+  DiffColKey, DiffLegend, DiffMaskedLegend, DiffComputing, DiffBError, DiffNeedsStages, DiffQueryNote,
+  DiffDescription, DiffNoSpec, DiffTipA, DiffTipB, DiffTipDiff, SetMaskNone, SetMaskCausal, SetMaskCustom,
+  SetStaged, SetFused, SetQuery, DiffSameRun, DiffMaxAt, DiffVariant, DiffPrecision,
   Count_
 };
 

@@ -208,6 +208,11 @@ void apply_action(App& app, Action a) {
 }
 
 
+void update_companions(App& app) {
+  app.ctl.set_companions(app.view_kind == ViewKind::Precision,
+                         app.view_kind == ViewKind::Diff ? app.diff : std::nullopt);
+}
+
 void apply_pending(App& app) {
   if (!app.pending_temperature) return;
   const double t = *app.pending_temperature;
@@ -223,6 +228,10 @@ ViewSnapshot snapshot(const App& app) {
   s.pool = app.pool;
   s.plot = app.plot;
   if (app.view_kind == ViewKind::Walk) s.walk_json = app.walk.state_json();
+  if (app.view_kind == ViewKind::Precision) s.precision_json = app.prec.state_json();
+  if (app.view_kind == ViewKind::Diff) s.diff_json = app.diffv.state_json(app.ctl);
+  static constexpr const char* names[] = {"chain", "walk", "perf", "precision", "diff"};
+  s.view = names[static_cast<int>(app.view_kind)];
   s.ui_scale = app.ui_scale;
   s.font_px = app.font_px;
   s.help_open = app.show_help;
@@ -253,11 +262,18 @@ void draw_frame(App& app) {
     return;
   }
   const Layout l = compute_layout(ds.x, ds.y, app.font_px);
+  update_companions(app);
   draw_controls(app, l);
   if (app.view_kind == ViewKind::Perf) {
     draw_perf(app, l);  // the centre and the right column: the charts want the width
   } else if (app.view_kind == ViewKind::Walk) {
     draw_walk(app, l);
+    draw_info(app, l);
+  } else if (app.view_kind == ViewKind::Precision) {
+    draw_precision(app, l);
+    draw_info(app, l);
+  } else if (app.view_kind == ViewKind::Diff) {
+    draw_diff(app, l);
     draw_info(app, l);
   } else {
     draw_heatmap(app, l);

@@ -5,11 +5,13 @@
 #pragma once
 
 #include "viewer/controller.h"
+#include "viewer/diff_view.h"
 #include "viewer/heatmap.h"
 #include "viewer/keymap.h"
 #include "viewer/layout.h"
 #include "viewer/perf_view.h"
 #include "viewer/playback.h"
+#include "viewer/precision_view.h"
 #include "viewer/speech.h"
 #include "viewer/state_dump.h"
 #include "viewer/strings.h"
@@ -37,6 +39,9 @@ struct LabelSizes {
 };
 
 struct App;
+// Tells the controller which companion runs the view shown needs (the fp64 reference for the
+// precision view, B for the diff view); a no-op when unchanged.
+void update_companions(App& app);
 // The perf view's state from the options (panel_perf.cpp); headless (--screenshot) in the perf view
 // runs the sweep to the end here and writes --perf-output (InputError when it cannot).
 void init_perf(App& app, const ViewerOptions& o, bool headless);
@@ -49,6 +54,12 @@ struct App {
         in_mode(ctl.from_files() ? 2 : ctl.demo() ? 0 : 1), in_files(ctl.files()) {
     log_weights = ctl.n() > 64;
     init_perf(*this, o, !async);
+    if (o.diff) {
+      ctl.check_diff(*o.diff);  // a query that is no token, CUDA without a device: exit 2
+      diff = o.diff;
+      diff_edit = *o.diff;
+    }
+    update_companions(*this);
   }
 
   Controller ctl;
@@ -57,6 +68,12 @@ struct App {
   int walk_tile = 0;                // keys per tile of the walk view (0: its default)
   WalkView walk;                    // the walk view: cached walk of the selected row, tile cursor
   PerfViewState perf;               // the perf view: its sweep on its own thread, the chart shown
+  PrecisionView prec;               // the precision view: the error map of the step shown
+  ErrorKind prec_kind = ErrorKind::Abs;
+  DiffView diffv;                   // the diff view: B − A of the step shown
+  std::optional<DiffSpec> diff;     // B's changes as applied (--diff, the editor's Apply)
+  DiffSpec diff_edit;               // the editor's fields
+  Message diff_error;               // why the last Apply was refused
   Lang lang = Lang::En;
   PoolMode pool = PoolMode::Max;
   HeatView view;

@@ -1,6 +1,7 @@
 // Helpers the viewer's panels share (see ui_common.h).
 #include "viewer/ui_common.h"
 
+#include "viewer/layout.h"
 #include "viewer/strings.h"
 
 #include <algorithm>
@@ -86,6 +87,118 @@ double seconds_now() {
 const char* step_name(Lang l, int step) {
   static constexpr S names[] = {S::Step1, S::Step2, S::Step3, S::Step4};
   return tr(l, names[std::clamp(step, 1, 4) - 1]);
+}
+
+void begin_centre(const Layout& l, const std::string& title) {
+  ImGui::SetNextWindowPos(ImVec2(l.heatmap.x, l.heatmap.y), ImGuiCond_Always);
+  ImGui::SetNextWindowSize(ImVec2(l.heatmap.w, l.heatmap.h), ImGuiCond_Always);
+  ImGui::Begin(title.c_str(), nullptr,
+               ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
+                   ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse |
+                   ImGuiWindowFlags_NoBringToFrontOnFocus);
+}
+
+void upload_texture(App& app, std::vector<std::uint32_t> px, int w, int h, const std::string& key,
+                    std::chrono::steady_clock::time_point t0) {
+  if (!app.heat_tex || app.tex_w != w || app.tex_h != h) {
+    if (app.heat_tex) SDL_DestroyTexture(app.heat_tex);
+    app.heat_tex = SDL_CreateTexture(app.renderer, SDL_PIXELFORMAT_RGBA32, SDL_TEXTUREACCESS_STREAMING, w, h);
+    if (!app.heat_tex) {
+      set_status(app, std::string("SDL_CreateTexture: ") + SDL_GetError());
+      return;
+    }
+    SDL_SetTextureScaleMode(app.heat_tex, SDL_ScaleModeNearest);
+    app.tex_w = w;
+    app.tex_h = h;
+  }
+  SDL_UpdateTexture(app.heat_tex, nullptr, px.data(), w * 4);
+  app.heat_px = std::move(px);
+  app.heat_px_w = w;
+  app.heat_px_h = h;
+  app.heat_key = key;
+  app.last_raster_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void draw_hatch(ImDrawList* dl, ImVec2 a, ImVec2 b) {
+  dl->AddRectFilled(a, b, IM_COL32(kMaskDark.r, kMaskDark.g, kMaskDark.b, 255));
+  dl->PushClipRect(a, b, true);
+  for (float x = a.x - (b.y - a.y); x < b.x; x += 8) {
+    dl->AddLine(ImVec2(x, b.y), ImVec2(x + (b.y - a.y), a.y),
+                IM_COL32(kMaskLight.r, kMaskLight.g, kMaskLight.b, 255), 4);
+  }
+  dl->PopClipRect();
+}
+
+void draw_colour_bar(ImDrawList* dl, float x, float y, float w, float h, const std::array<Rgb8, 256>& table,
+                     const std::array<std::string, 3>& labels) {
+  const int strips = 64;
+  for (int i = 0; i < strips; ++i) {
+    const Rgb8 col = table[static_cast<int>(std::lround((1.0 - (i + 0.5) / strips) * 255))];
+    dl->AddRectFilled(ImVec2(x, y + h * i / strips), ImVec2(x + w, y + h * (i + 1) / strips + 1),
+                      IM_COL32(col.r, col.g, col.b, 255));
+  }
+  const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
+  dl->AddRect(ImVec2(x, y), ImVec2(x + w, y + h), text);
+  const float fp = ImGui::GetFontSize();
+  dl->AddText(ImVec2(x + w + 4, y - 2), text, labels[0].c_str());
+  dl->AddText(ImVec2(x + w + 4, y + h / 2 - fp / 2), text, labels[1].c_str());
+  dl->AddText(ImVec2(x + w + 4, y + h - fp), text, labels[2].c_str());
+}
+
+MapPlot draw_map(App& app, const Rect& area, int rows, int cols, const std::vector<std::string>& row_labels,
+                 const std::vector<std::string>& col_labels, int highlight_row, const std::string& key,
+                 const std::function<std::vector<std::uint32_t>(const PlotGeometry&)>& raster) {
+  MapPlot out;
+  const float fp = app.font_px;
+  float row_w = 0;
+  if (rows <= 64)
+    for (int r = 0; r < rows && r < static_cast<int>(row_labels.size()); ++r)
+      row_w = std::max(row_w, ImGui::CalcTextSize(row_labels[r].c_str()).x);
+  if (row_w > 0) row_w += fp * 0.6f;
+  const bool col_text = cols <= 64;
+  const HeatmapFrame frame = compute_heatmap_frame(area, row_w, col_text ? fp + 4 : 0, fp);
+  // A legend column wide enough for "1.23e-04" and the words under the bar.
+  Rect plot_area = frame.plot_area;
+  plot_area.w = std::max(0.0f, plot_area.w - fp * 2.5f);
+  out.legend = {plot_area.right() + fp * 0.5f, frame.legend.y, area.right() - plot_area.right() - fp * 0.5f,
+                frame.legend.h};
+  out.g = place_plot(plot_area.x, plot_area.y, plot_area.w, plot_area.h, rows, cols, HeatView{});
+  const PlotGeometry& g = out.g;
+  app.plot = g;
+  if (g.px_w <= 0 || g.px_h <= 0) return out;
+  const std::string full_key = key + "|" + std::to_string(g.px_w) + "x" + std::to_string(g.px_h);
+  if (!app.heat_tex || app.heat_key != full_key) {
+    const auto t0 = std::chrono::steady_clock::now();
+    upload_texture(app, raster(g), g.px_w, g.px_h, full_key, t0);
+  }
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  ImGui::SetCursorScreenPos(ImVec2(g.x, g.y));
+  ImGui::InvisibleButton("##map", ImVec2(std::max(1.0f, g.w), std::max(1.0f, g.h)));
+  const ImGuiIO& io = ImGui::GetIO();
+  if (ImGui::IsItemHovered()) out.hover = hit_test(g, io.MousePos.x, io.MousePos.y);
+  if (app.heat_tex)
+    dl->AddImage(reinterpret_cast<ImTextureID>(app.heat_tex), ImVec2(g.x, g.y), ImVec2(g.x + g.w, g.y + g.h));
+  const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
+  if (row_w > 0 && g.cell_h >= fp * 0.9f)
+    for (int r = 0; r < rows && r < static_cast<int>(row_labels.size()); ++r) {
+      const ImVec2 ts = ImGui::CalcTextSize(row_labels[r].c_str());
+      dl->AddText(ImVec2(g.x - fp * 0.4f - ts.x, row_y(g, r + 0.5) - ts.y / 2), r == highlight_row ? kHighlight : text,
+                  row_labels[r].c_str());
+    }
+  if (col_text)
+    for (int c = 0; c < cols && c < static_cast<int>(col_labels.size()); ++c) {
+      const ImVec2 ts = ImGui::CalcTextSize(col_labels[c].c_str());
+      if (ts.x + 4 > g.cell_w) continue;
+      dl->AddText(ImVec2(col_x(g, c + 0.5) - ts.x / 2, g.y - ts.y - 4), text, col_labels[c].c_str());
+    }
+  if (highlight_row >= 0)
+    if (auto band = row_band(g, highlight_row, 3))
+      dl->AddRect(ImVec2(g.x - 2, band->y0 - 2), ImVec2(g.x + g.w + 2, band->y1 + 2), kHighlight, 0, 0, 3);
+  if (out.hover && g.cell_w >= 4 && g.cell_h >= 4)
+    dl->AddRect(ImVec2(col_x(g, out.hover->col), row_y(g, out.hover->row)),
+                ImVec2(col_x(g, out.hover->col + 1), row_y(g, out.hover->row + 1)), IM_COL32_WHITE, 0, 0, 2);
+  return out;
 }
 
 }  // namespace attnlab::viewer

@@ -9,7 +9,13 @@
 
 #include <imgui.h>
 
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace attnlab::viewer {
 
@@ -34,9 +40,39 @@ void same_line_if_fits(float width);
 double seconds_now();
 const char* step_name(Lang l, int step);
 
+// The centre window (the heatmap's place) of the chain, precision and diff views: fixed, no
+// scrolling (the plot takes the wheel). `title` ends in "###heatmap". End it with ImGui::End().
+void begin_centre(const Layout& l, const std::string& title);
+
+// The heatmap's pixels (w x h, packed RGBA) into the one SDL texture (re-created when the size
+// changes), kept for the PNG export, with the key of what they show and the raster time.
+void upload_texture(App& app, std::vector<std::uint32_t> px, int w, int h, const std::string& key,
+                    std::chrono::steady_clock::time_point t0);
+// Hatched swatch (the legend's "masked" entry and masked cells' look in the legend).
+void draw_hatch(ImDrawList* dl, ImVec2 a, ImVec2 b);
+// A vertical colour bar of `table` (its top the table's end), its three labels (top, middle,
+// bottom) to the right.
+void draw_colour_bar(ImDrawList* dl, float x, float y, float w, float h, const std::array<Rgb8, 256>& table,
+                     const std::array<std::string, 3>& labels);
+
+// A whole matrix drawn as the chain view's heatmap is, for the precision and diff views: placed in
+// `area` with its row labels (when at most 64 rows) and column labels (where they fit) and a legend
+// column on the right, the image from `raster` (called only when `key` changes), the selected
+// row framed in orange (-1: none). What it placed and the cell under the pointer.
+struct MapPlot {
+  PlotGeometry g;
+  Rect legend;
+  std::optional<Cell> hover;
+};
+MapPlot draw_map(App& app, const Rect& area, int rows, int cols, const std::vector<std::string>& row_labels,
+                 const std::vector<std::string>& col_labels, int highlight_row, const std::string& key,
+                 const std::function<std::vector<std::uint32_t>(const PlotGeometry&)>& raster);
+
 // The panels, each in its own file; draw_frame (ui.cpp) lays them out.
 void draw_heatmap(App& app, const Layout& l);   // panel_heatmap.cpp
 void draw_walk(App& app, const Layout& l);      // panel_walk.cpp (the centre, in the walk view)
+void draw_precision(App& app, const Layout& l); // panel_precision.cpp (the centre, precision view)
+void draw_diff(App& app, const Layout& l);      // panel_diff.cpp (the centre, diff view)
 void draw_perf(App& app, const Layout& l);      // panel_perf.cpp (centre and right, in the perf view)
 void draw_controls(App& app, const Layout& l);  // panel_controls.cpp
 void draw_info(App& app, const Layout& l);      // panel_info.cpp

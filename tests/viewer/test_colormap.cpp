@@ -1,5 +1,6 @@
 // Colormap: viridis endpoints, monotone CIE lightness (what "perceptually uniform" promises for a
-// sequential scale), masked greys outside the scale, byte order of the packed pixels.
+// sequential scale), masked greys outside the scale, byte order of the packed pixels; the diff
+// view's diverging scale.
 #include "viewer/colormap.h"
 
 #include <gtest/gtest.h>
@@ -68,4 +69,25 @@ TEST(Colormap, PackedPixelsAreRgbaInMemory) {
 TEST(Colormap, LightnessOfBlackAndWhite) {
   EXPECT_NEAR(cie_lightness(Rgb8{0, 0, 0}), 0, 1e-9);
   EXPECT_NEAR(cie_lightness(Rgb8{255, 255, 255}), 100, 1e-6);
+}
+
+// The diff view's diverging scale: blue below the centre, red above, a light neutral at 0 lighter
+// than both mask greys, equal lightness for equal |values| of either sign (to a few L* units), and
+// the lightness falling monotonically from the centre to either end.
+TEST(Colormap, DivergingIsSymmetricAroundALightCentre) {
+  const auto& t = diverging_table();
+  EXPECT_GT(t[0].b, t[0].r) << "negative: blue";
+  EXPECT_GT(t[255].r, t[255].b) << "positive: red";
+  const Rgb8 mid = diverging(0.5);
+  EXPECT_GT(cie_lightness(mid), 90);
+  EXPECT_GT(cie_lightness(mid), cie_lightness(kMaskLight) + 30);
+  for (int i = 0; i < 128; ++i) {
+    EXPECT_LT(std::abs(cie_lightness(t[i]) - cie_lightness(t[255 - i])), 8) << i;
+    if (i > 0) EXPECT_GE(cie_lightness(t[i]) + 0.5, cie_lightness(t[i - 1])) << "rising towards the centre, " << i;
+    if (i < 127) EXPECT_GT(t[i].b, t[i].r) << i;
+  }
+  for (int i = 129; i < 256; ++i) EXPECT_GT(t[i].r, t[i].b) << i;
+  EXPECT_EQ(diverging(-1).r, t[0].r);
+  EXPECT_EQ(diverging(std::nan("")).b, t[0].b);
+  EXPECT_EQ(diverging(2).r, t[255].r);
 }

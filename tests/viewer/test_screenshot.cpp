@@ -2,7 +2,9 @@
 // the PNG is read back and its pixels checked — the orange frame sits on the selected query row,
 // masked cells are grey hatching (not a colour of the scale) under the causal mask and nowhere
 // without it, the picture changes between steps, a 4096-token causal run pools the mask into the
-// upper triangle — and bad flags give one "error: ..." line and exit 2.
+// upper triangle — and bad flags give one "error: ..." line and exit 2. The precision view (fp32 at
+// T = 1, bf16 at T = 0.1) and the diff view (temperature=0.5, variant=fused, mask=causal) at two
+// settings each, and bad --diff / --precision values.
 #include "core/backend.h"
 #include "core/problem.h"
 #include "tests/test_util.h"
@@ -309,4 +311,100 @@ TEST(Screenshot, HelpExitsZero) {
   const ViewRun r = run_view({"--help"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("--screenshot"), std::string::npos) << r.out;
+}
+
+namespace {
+
+// Pixels of the plot (from the state dump's heatmap rectangle): distinct colours, and how many are
+// clearly red (r > b + 60) or clearly blue (b > r + 60).
+struct PlotPixels {
+  std::size_t colours = 0;
+  int red = 0, blue = 0, grey = 0;
+};
+PlotPixels plot_pixels(const Shot& s) {
+  PlotPixels out;
+  std::vector<std::uint32_t> seen;
+  for (int y = static_cast<int>(s.y) + 1; y < static_cast<int>(s.y + s.h) - 1; ++y)
+    for (int x = static_cast<int>(s.x) + 1; x < static_cast<int>(s.x + s.w) - 1; ++x) {
+      const std::uint8_t* p = s.img.at(x, y);
+      seen.push_back(static_cast<std::uint32_t>(p[0]) << 16 | p[1] << 8 | p[2]);
+      out.red += p[0] > p[2] + 60;
+      out.blue += p[2] > p[0] + 60;
+      out.grey += is_grey(p) && p[0] < 160;
+    }
+  std::sort(seen.begin(), seen.end());
+  out.colours = static_cast<std::size_t>(std::unique(seen.begin(), seen.end()) - seen.begin());
+  return out;
+}
+
+}  // namespace
+
+// The precision view at two settings: fp32 at T = 1 and bf16 at T = 0.1, step 2 (the logits,
+// where 1/T multiplies every rounding error of the scores); the bf16 run's error is orders of
+// magnitude above the fp32 one's, and the map is drawn (many colours, no hatching without a mask).
+TEST(Screenshot, PrecisionViewFp32AtT1AndBf16AtT01) {
+  const Shot f = shoot("prec-fp32", {"--view", "precision", "--backend", "cpu", "--temperature", "1", "--step", "2"});
+  const Shot b = shoot("prec-bf16", {"--view", "precision", "--backend", "cpu", "--precision", "bf16",
+                                     "--temperature", "0.1", "--step", "2", "--lang", "zh"});
+  for (const Shot* s : {&f, &b}) {
+    EXPECT_EQ(s->state["view"], "precision");
+    ASSERT_EQ(s->state["precision_view"]["status"], "ok");
+    EXPECT_EQ(s->state["precision_view"]["step"], 2);
+    EXPECT_EQ(s->state["precision_view"]["rows"], 5);
+    const PlotPixels px = plot_pixels(*s);
+    EXPECT_GT(px.colours, 8u);
+    EXPECT_EQ(px.grey, 0) << "nothing masked";
+  }
+  EXPECT_EQ(f.state["precision"], "fp32");
+  EXPECT_EQ(b.state["precision"], "bf16");
+  const double e32 = f.state["precision_view"]["max"], e16 = b.state["precision_view"]["max"];
+  EXPECT_GT(e32, 0);
+  EXPECT_LT(e32, 1e-5);
+  EXPECT_GT(e16, 1000 * e32);
+  // Causal: the masked upper triangle is hatched.
+  const Shot c = shoot("prec-causal", {"--view", "precision", "--backend", "cpu", "--mask", "causal", "--step", "3"});
+  EXPECT_EQ(c.state["precision_view"]["masked"], 10);
+  EXPECT_GT(plot_pixels(c).grey, 100);
+}
+
+// The diff view at two settings: temperature=0.5 at step 3 (the weights sharpen: red and blue
+// cells), and variant=fused (only the output exists: step 4, the two kernels agree to rounding).
+TEST(Screenshot, DiffViewTemperatureAndFused) {
+  const Shot t = shoot("diff-t", {"--view", "diff", "--diff", "temperature=0.5", "--backend", "cpu", "--step", "3"});
+  ASSERT_EQ(t.state["diff"]["status"], "ok");
+  EXPECT_EQ(t.state["diff"]["spec"], "temperature=0.5");
+  EXPECT_GT(t.state["diff"]["max_abs"].get<double>(), 0.05);
+  EXPECT_EQ(t.state["diff"]["top"].size(), 8u);
+  const PlotPixels px = plot_pixels(t);
+  EXPECT_GT(px.red, 500) << "B higher somewhere";
+  EXPECT_GT(px.blue, 500) << "and lower elsewhere";
+  const Shot f = shoot("diff-fused", {"--view", "diff", "--diff", "variant=fused", "--backend", "cpu", "--step", "2",
+                                      "--lang", "zh"});
+  ASSERT_EQ(f.state["diff"]["status"], "ok");
+  EXPECT_EQ(f.state["diff"]["output_only"], true);
+  EXPECT_EQ(f.state["diff"]["step"], 4);
+  EXPECT_EQ(f.state["diff"]["cols"], 2);
+  EXPECT_LT(f.state["diff"]["max_abs"].get<double>(), 1e-5);
+  const Shot m = shoot("diff-causal", {"--view", "diff", "--diff", "mask=causal", "--backend", "cpu", "--step", "3"});
+  EXPECT_GT(m.state["diff"]["max_abs"].get<double>(), 0.5);
+}
+
+TEST(Screenshot, BadDiffAndPrecisionValuesGiveOneErrorLineAndExitTwo) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"--view", "diff", "--diff", "colour=red"}, {"--view", "diff", "--diff", "mask=diagonal"},
+      {"--view", "diff", "--diff", ""},           {"--view", "diff", "--diff", "temperature=0"},
+      {"--view", "diff", "--diff", "mask"},       {"--view", "diff", "--diff", "query=你好"},
+      {"--diff", "mask=causal"},                  {"--precision", "fp64"},
+      {"--random", "5000", "--precision", "bf16", "--dk", "8"}};
+  for (std::vector<std::string> args : bad) {
+    std::string what;
+    for (const std::string& a : args) what += (what.empty() ? "" : " ") + a;
+    args.insert(args.begin(), {"--screenshot", work_dir().file("bad.png"), "--backend", "cpu"});
+    const ViewRun r = run_view(args);
+    EXPECT_EQ(r.code, 2) << what;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << what << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << what << ": " << r.err;
+  }
+  EXPECT_EQ(run_view({"--screenshot", "x.png", "--view", "diff", "--diff", "colour=red"}).err,
+            "error: --diff key 'colour' is unknown (use mask, temperature, backend, variant, precision, query)\n");
 }

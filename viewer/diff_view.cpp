@@ -1,0 +1,310 @@
+// The A/B difference view's logic (see diff_view.h).
+#include "viewer/diff_view.h"
+
+#include "core/format.h"
+#include "core/messages.h"
+#include "viewer/controller.h"
+#include "viewer/strings.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+namespace attnlab::viewer {
+namespace {
+
+std::string trim(const std::string& s) {
+  const auto a = s.find_first_not_of(" \t");
+  if (a == std::string::npos) return {};
+  return s.substr(a, s.find_last_not_of(" \t") - a + 1);
+}
+
+bool masked_at(const float* mask, int mask_rows, int cols, int r, int c) {
+  return mask && mask[static_cast<std::size_t>(r % mask_rows) * cols + c] != 0.0f;
+}
+
+void finish(DiffMap& m) {
+  double sum = 0;
+  int counted = 0;
+  for (int r = 0; r < m.rows; ++r)
+    for (int c = 0; c < m.cols; ++c) {
+      const float v = m.at(r, c);
+      if (std::isnan(v)) {
+        ++m.masked;
+        continue;
+      }
+      const double a = std::abs(static_cast<double>(v));
+      sum += a;
+      ++counted;
+      if (v != 0) ++m.changed;
+      if (m.arg_row < 0 || a > m.max_abs) {
+        m.max_abs = a;
+        m.arg_row = r;
+        m.arg_col = c;
+      }
+    }
+  m.mean_abs = counted ? sum / counted : 0;
+}
+
+}  // namespace
+
+DiffSpec parse_diff_spec(const std::string& text) {
+  DiffSpec d;
+  if (trim(text).empty()) throw InputError(Msg::DiffEmpty, {});
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', start);
+    const std::string item = trim(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    const std::size_t eq = item.find('=');
+    if (eq == std::string::npos) throw InputError(Msg::DiffItem, {item});
+    const std::string key = trim(item.substr(0, eq)), value = trim(item.substr(eq + 1));
+    const auto bad = [&](const char* takes) { return InputError(Msg::DiffValue, {key, value, takes}); };
+    const auto once = [&](bool set) {
+      if (set) throw InputError(Msg::DiffKeyTwice, {key});
+    };
+    if (key == "mask") {
+      once(d.mask.has_value());
+      if (value == "none") d.mask = MaskKind::None;
+      else if (value == "causal") d.mask = MaskKind::Causal;
+      else throw bad("none or causal");
+    } else if (key == "temperature" || key == "T") {
+      once(d.temperature.has_value());
+      try {
+        d.temperature = parse_temperature(value);
+      } catch (const InputError&) {
+        throw bad("a finite number > 0");
+      }
+    } else if (key == "backend") {
+      once(d.backend.has_value());
+      if (value != "cpu" && value != "cuda") throw bad("cpu or cuda");
+      d.backend = value;
+    } else if (key == "variant") {
+      once(d.variant.has_value());
+      if (value == "staged") d.variant = Variant::Staged;
+      else if (value == "fused") d.variant = Variant::Fused;
+      else throw bad("staged or fused");
+    } else if (key == "precision") {
+      once(d.precision.has_value());
+      if (value == "fp32") d.precision = Precision::FP32;
+      else if (value == "bf16") d.precision = Precision::BF16;
+      else throw bad("fp32 or bf16");
+    } else if (key == "query") {
+      once(d.query.has_value());
+      if (value.empty()) throw bad("a token or a 0-based index");
+      d.query = value;
+    } else {
+      throw InputError(Msg::DiffKeyUnknown, {key});
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return d;
+}
+
+std::string diff_spec_text(const DiffSpec& d) {
+  std::string s;
+  const auto add = [&s](const std::string& kv) { s += (s.empty() ? "" : ",") + kv; };
+  if (d.mask) add("mask=" + std::string(to_string(*d.mask)));
+  if (d.temperature) {
+    char t[64];
+    const auto r = std::to_chars(t, t + sizeof t, *d.temperature);
+    add("temperature=" + std::string(t, r.ptr));
+  }
+  if (d.backend) add("backend=" + *d.backend);
+  if (d.variant) add("variant=" + std::string(to_string(*d.variant)));
+  if (d.precision) add("precision=" + std::string(to_string(*d.precision)));
+  if (d.query) add("query=" + *d.query);
+  return s;
+}
+
+RunSetting apply_diff(RunSetting a, const DiffSpec& d, const Problem& p) {
+  if (d.mask) a.mask = *d.mask;
+  if (d.temperature) {
+    validate_temperature(*d.temperature);
+    a.temperature = *d.temperature;
+  }
+  if (d.backend) a.backend = *d.backend;
+  if (d.variant) a.variant = *d.variant;
+  if (d.precision) a.precision = *d.precision;
+  if (d.query) a.query = resolve_query(p, *d.query);
+  return a;
+}
+
+std::string setting_text(const RunSetting& s, const Problem& p, Lang lang, const RunSetting* from) {
+  const auto mark = [from](bool differs) { return from && differs ? std::string("*") : std::string(); };
+  std::string t = mark(from && from->temperature != s.temperature) + "T = " + format_number("%.6g", s.temperature);
+  t += " · " + mark(from && from->mask != s.mask) +
+       tr(lang, s.mask == MaskKind::None     ? S::SetMaskNone
+                : s.mask == MaskKind::Causal ? S::SetMaskCausal
+                                             : S::SetMaskCustom);
+  t += " · " + mark(from && from->backend != s.backend) + (s.backend == "cuda" ? "CUDA" : "CPU");
+  t += " · " + mark(from && from->variant != s.variant) +
+       tr(lang, s.variant == Variant::Staged ? S::SetStaged : S::SetFused);
+  t += " · " + mark(from && from->precision != s.precision) + std::string(to_string(s.precision));
+  t += " · " + mark(from && from->query != s.query) + tr(lang, S::SetQuery) + " " +
+       token_label(p.query_tokens, s.query) + " (#" + std::to_string(s.query) + ")";
+  return t;
+}
+
+DiffMap diff_map(const float* a, const float* b, int rows, int cols, const float* mask_a, const float* mask_b,
+                 int mask_rows) {
+  DiffMap m;
+  m.rows = rows;
+  m.cols = cols;
+  m.d.resize(static_cast<std::size_t>(rows) * cols);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      const std::size_t i = static_cast<std::size_t>(r) * cols + c;
+      const bool both = masked_at(mask_a, mask_rows, cols, r, c) && masked_at(mask_b, mask_rows, cols, r, c);
+      m.d[i] = both || !std::isfinite(a[i]) || !std::isfinite(b[i]) ? std::numeric_limits<float>::quiet_NaN()
+                                                                       : b[i] - a[i];
+    }
+  finish(m);
+  return m;
+}
+
+DiffMap diff_rows(const float* m, int rows, int cols, int qa, int qb, const float* mask, int mask_rows) {
+  (void)rows;
+  const float* a = m + static_cast<std::size_t>(qa) * cols;
+  const float* b = m + static_cast<std::size_t>(qb) * cols;
+  DiffMap out;
+  out.rows = 1;
+  out.cols = cols;
+  out.d.resize(cols);
+  for (int c = 0; c < cols; ++c) {
+    const bool both = masked_at(mask, mask_rows, cols, qa, c) && masked_at(mask, mask_rows, cols, qb, c);
+    out.d[c] = both || !std::isfinite(a[c]) || !std::isfinite(b[c]) ? std::numeric_limits<float>::quiet_NaN()
+                                                                      : b[c] - a[c];
+  }
+  finish(out);
+  return out;
+}
+
+ValueRange symmetric_range(const DiffMap& m) {
+  const double h = m.max_abs > 0 ? m.max_abs : 1.0;
+  return ValueRange{-h, h};
+}
+
+std::vector<Change> top_changes(const DiffMap& m, const float* a, const float* b, int k) {
+  std::vector<int> idx;
+  for (int i = 0; i < static_cast<int>(m.d.size()); ++i)
+    if (!std::isnan(m.d[i]) && m.d[i] != 0) idx.push_back(i);
+  const auto larger = [&m](int x, int y) {
+    const float ax = std::abs(m.d[x]), ay = std::abs(m.d[y]);
+    return ax != ay ? ax > ay : x < y;
+  };
+  const std::size_t keep = std::min(idx.size(), static_cast<std::size_t>(std::max(k, 0)));
+  std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(keep), idx.end(), larger);
+  std::vector<Change> out;
+  for (std::size_t j = 0; j < keep; ++j) {
+    const int i = idx[j];
+    out.push_back({i / m.cols, i % m.cols, a[i], b[i], m.d[i]});
+  }
+  return out;
+}
+
+std::vector<PooledCell> pool_signed(const DiffMap& m, const AxisMap& rmap, const AxisMap& cmap) {
+  std::vector<float> neg(m.d.size());
+  for (std::size_t i = 0; i < neg.size(); ++i) neg[i] = -m.d[i];
+  std::vector<PooledCell> hi = pool_grid(m.d.data(), m.rows, m.cols, nullptr, 0, rmap, cmap, PoolMode::Max);
+  const std::vector<PooledCell> lo = pool_grid(neg.data(), m.rows, m.cols, nullptr, 0, rmap, cmap, PoolMode::Max);
+  for (std::size_t i = 0; i < hi.size(); ++i)
+    if (!hi[i].masked && lo[i].value > hi[i].value) hi[i].value = -lo[i].value;
+  return hi;
+}
+
+namespace {
+
+const MatrixF& stage_of(const Trace& t, int step) {
+  switch (step) {
+    case 1: return t.scores;
+    case 2: return t.logits;
+    case 3: return t.weights;
+    default: return t.output;
+  }
+}
+
+// The mask of a run at a step that shows it (steps 2 and 3 with a mask), else null.
+const MatrixF* mask_of(const Trace& t, MaskKind m, int step) {
+  return (step == 2 || step == 3) && m != MaskKind::None && t.mask.size() > 0 ? &t.mask : nullptr;
+}
+
+}  // namespace
+
+DiffView::Status DiffView::update(const Controller& c, int step) {
+  if (c.streaming()) return status_ = Status::Streamed;
+  if (!c.shown_diff()) return status_ = c.companions_busy() ? Status::Computing : Status::NoSpec;
+  if (!c.b_error().empty()) return status_ = Status::Failed;
+  const Trace* b = c.b_trace();
+  if (!b) return status_ = Status::Computing;
+  if (c.revision() == revision_ && step == asked_step_ && c.query() == query_ && status_ == Status::Ok) return status_;
+  const Trace& a = c.trace();
+  const RunSetting sa = c.setting(), sb = c.b_setting();
+  output_only_ = step < 4 && (!a.has_stages || !b->has_stages);
+  const int s = output_only_ ? 4 : step;
+  const MatrixF& ma = stage_of(a, s);
+  const MatrixF& mb = stage_of(*b, s);
+  // Only a spec that names the query compares two rows; B's query is that one, A's the current.
+  const bool rows_differ = c.shown_diff()->query.has_value() && sa.query != sb.query;
+  same_run_ = sa.same_run(sb) && !rows_differ;
+  query_diff_ = sa.same_run(sb) && rows_differ;
+  const int rows = static_cast<int>(ma.rows()), cols = static_cast<int>(ma.cols());
+  if (ma.size() == 0 || mb.rows() != ma.rows() || mb.cols() != ma.cols()) return status_ = Status::Computing;
+  const MatrixF* mka = mask_of(a, sa.mask, s);
+  const MatrixF* mkb = mask_of(*b, sb.mask, s);
+  if (query_diff_) {
+    map_ = diff_rows(ma.data(), rows, cols, sa.query, sb.query, mka ? mka->data() : nullptr,
+                     mka ? static_cast<int>(mka->rows()) : 0);
+    top_ = top_changes(map_, ma.data() + static_cast<std::size_t>(sa.query) * cols,
+                       ma.data() + static_cast<std::size_t>(sb.query) * cols, kTop);
+  } else {
+    map_ = diff_map(ma.data(), mb.data(), rows, cols, mka ? mka->data() : nullptr, mkb ? mkb->data() : nullptr,
+                    mka ? static_cast<int>(mka->rows()) : mkb ? static_cast<int>(mkb->rows()) : 0);
+    top_ = top_changes(map_, ma.data(), mb.data(), kTop);
+  }
+  ++computed_;
+  revision_ = c.revision();
+  asked_step_ = step;
+  query_ = c.query();
+  step_ = s;
+  return status_ = Status::Ok;
+}
+
+std::pair<double, double> DiffView::values(const Controller& c, int row, int col) const {
+  const Trace* b = c.b_trace();
+  if (status_ != Status::Ok || !b) return {0, 0};
+  const MatrixF& ma = stage_of(c.trace(), step_);
+  if (query_diff_) return {ma(c.setting().query, col), ma(c.b_setting().query, col)};
+  return {ma(row, col), stage_of(*b, step_)(row, col)};
+}
+
+std::string DiffView::state_json(const Controller& c) const {
+  static constexpr const char* names[] = {"ok", "no_spec", "streamed", "computing", "failed"};
+  nlohmann::json j;
+  j["status"] = names[static_cast<int>(status_)];
+  if (c.shown_diff()) j["spec"] = diff_spec_text(*c.shown_diff());
+  if (!c.b_error().empty()) j["b_error"] = c.b_error().en;
+  if (status_ == Status::Ok) {
+    j["step"] = step_;
+    j["output_only"] = output_only_;
+    j["query_diff"] = query_diff_;
+    j["rows"] = map_.rows;
+    j["cols"] = map_.cols;
+    j["max_abs"] = map_.max_abs;
+    j["mean_abs"] = map_.mean_abs;
+    j["arg_row"] = map_.arg_row;
+    j["arg_col"] = map_.arg_col;
+    j["changed"] = map_.changed;
+    j["masked"] = map_.masked;
+    nlohmann::json top = nlohmann::json::array();
+    for (const Change& t : top_) top.push_back({{"row", t.row}, {"col", t.col}, {"a", t.a}, {"b", t.b}, {"diff", t.diff}});
+    j["top"] = top;
+    j["b_backend"] = c.b_trace() ? c.b_trace()->backend : "";
+  }
+  return j.dump();
+}
+
+}  // namespace attnlab::viewer
