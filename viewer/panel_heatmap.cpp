@@ -27,17 +27,7 @@ namespace {
 // changes), kept for the PNG export, with the key of what they show and the raster time.
 void upload_texture(App& app, std::vector<std::uint32_t> px, int w, int h, const std::string& key,
                     std::chrono::steady_clock::time_point t0) {
-  if (!app.heat_tex || app.tex_w != w || app.tex_h != h) {
-    if (app.heat_tex) SDL_DestroyTexture(app.heat_tex);
-    app.heat_tex = SDL_CreateTexture(app.renderer, SDL_PIXELFORMAT_RGBA32, SDL_TEXTUREACCESS_STREAMING, w, h);
-    if (!app.heat_tex) {
-      set_status(app, std::string("SDL_CreateTexture: ") + SDL_GetError());
-      return;
-    }
-    SDL_SetTextureScaleMode(app.heat_tex, SDL_ScaleModeNearest);
-    app.tex_w = w;
-    app.tex_h = h;
-  }
+  if (!ensure_texture(app, app.heat_tex, app.tex_w, app.tex_h, w, h)) return;
   SDL_UpdateTexture(app.heat_tex, nullptr, px.data(), w * 4);
   app.heat_px = std::move(px);
   app.heat_px_w = w;

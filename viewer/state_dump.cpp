@@ -39,7 +39,17 @@ std::string state_json(const Controller& c, const ViewSnapshot& v) {
   j["heatmap"] = {{"x", g.x}, {"y", g.y}, {"w", g.w}, {"h", g.h}, {"rows", g.rows}, {"cols", g.cols},
                   {"first_row", g.first_row}, {"first_col", g.first_col}, {"vis_rows", g.vis_rows},
                   {"vis_cols", g.vis_cols}, {"cell_w", g.cell_w}, {"cell_h", g.cell_h}};
-  j["view"] = v.walk_json.empty() ? "chain" : "walk";
+  j["layer"] = c.shown_layer();
+  j["head"] = c.shown_head();
+  j["heads"] = c.shown_heads();
+  j["bundle"] = c.from_bundle() && c.bundle() ? c.bundle()->dir : "";
+  const char* views[] = {"chain", "walk", "perf", "heads"};
+  j["view"] = views[static_cast<int>(v.view)];
+  if (v.view == ViewKind::Heads) {
+    const ThumbGrid& hg = v.heads_grid;
+    j["heads_grid"] = {{"x", hg.x}, {"y", hg.y}, {"side", hg.side}, {"step_x", hg.step_x}, {"step_y", hg.step_y},
+                       {"cols", hg.cols}, {"rows", hg.rows}, {"done", v.heads_done}};
+  }
   if (!v.walk_json.empty()) j["walk"] = nlohmann::json::parse(v.walk_json);
   return j.dump(2) + "\n";
 }

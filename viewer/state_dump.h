@@ -2,11 +2,14 @@
 // real key presses, and what the screenshot tests use to find the heatmap's cells in the PNG.
 // Fields: step, playing, speed, query, query_token, mask, temperature, lang, mode, N, d_k, d_v,
 // seed, backend, backend_ran, error, window{w,h}, pool, heatmap{x,y,w,h,rows,cols,first_row,
-// first_col,vis_rows,vis_cols,cell_w,cell_h}; view ("chain" | "walk") and, in the walk view,
-// walk{tile,tiles,cursor,playing,keys,skipped,skipped_tiles,max_abs_diff,fp64_error,strip{x,y,w,h,bins}}.
+// first_col,vis_rows,vis_cols,cell_w,cell_h}; layer, head, heads (of the layer), bundle (its
+// directory, "" when none); view ("chain" | "walk" | "heads" | "perf") and, in the walk view,
+// walk{tile,tiles,cursor,playing,keys,skipped,skipped_tiles,max_abs_diff,fp64_error,strip{x,y,w,h,bins}},
+// in the heads view heads_grid{x,y,side,step_x,step_y,cols,rows,done} (the thumbnails' places).
 #pragma once
 
 #include "viewer/controller.h"
+#include "viewer/heads_view.h"
 #include "viewer/heatmap.h"
 #include "viewer/playback.h"
 
@@ -24,6 +27,9 @@ struct ViewSnapshot {
   float ui_scale = 1, font_px = 0;  // the presentation size and the font it gave
   bool help_open = false;           // the F1 key help is shown
   int key_sel = -1;                 // the selected key (crosshair), -1: none
+  ViewKind view = ViewKind::Chain;
+  ThumbGrid heads_grid;             // the heads view's thumbnails, where they were drawn
+  int heads_done = 0;               // how many of them are computed
 };
 
 std::string state_json(const Controller& c, const ViewSnapshot& v);

@@ -50,6 +50,11 @@ enum class S {
   PerfAxisIntensity, PerfAxisGflops, PerfAxisMemory, PerfBaseline, PerfSkippedN, PerfPending,
   PerfTip, PerfTipSpeedup, PerfRoofBw, PerfRoofGemm, PerfRoofMissing, PerfRoofHint, PerfMemWall,
   PerfNoPoints, PerfCudaOff, PerfExported, PerfNothingChosen, PerfSpread,
+  // heads view (issue 15)
+  ViewHeads, HeadsLayer, HeadsHead, HeadsCount, HeadsTitle, HeadsTitleLayer, HeadsProgress,
+  HeadsCaption, HeadsCaptionKv, HeadsCaptionPending, HeadsCaptionError, HeadsTip, HeadsTipKv,
+  HeadsError, HeadsNote, HeadsOneHead, HeadsBundleMask, HeadsRandomRows, HeadsRange, HeadsTooLarge,
+  HeadsPattern, HeadsShown, ModeBundle, HeadsMaskFixed,
   Count_
 };
 

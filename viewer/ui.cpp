@@ -176,7 +176,13 @@ void apply_action(App& app, Action a) {
     case Action::StepHome: app.play.home(); break;
     case Action::QueryPrev: c.move_query(-1); break;
     case Action::QueryNext: c.move_query(+1); break;
-    case Action::ToggleMask: c.toggle_mask(); break;
+    case Action::ToggleMask:
+      if (c.from_bundle()) {
+        set_status(app, tr(app.lang, S::HeadsMaskFixed));  // the controller would refuse it in English
+      } else {
+        c.toggle_mask();
+      }
+      break;
     case Action::TemperatureDown:
     case Action::TemperatureUp:
       app.pending_temperature = step_temperature(app.pending_temperature.value_or(c.problem().temperature),
@@ -223,6 +229,11 @@ ViewSnapshot snapshot(const App& app) {
   s.pool = app.pool;
   s.plot = app.plot;
   if (app.view_kind == ViewKind::Walk) s.walk_json = app.walk.state_json();
+  s.view = app.view_kind;
+  if (app.view_kind == ViewKind::Heads) {
+    s.heads_grid = app.heads_grid;
+    s.heads_done = app.heads.done;
+  }
   s.ui_scale = app.ui_scale;
   s.font_px = app.font_px;
   s.help_open = app.show_help;
@@ -258,6 +269,9 @@ void draw_frame(App& app) {
     draw_perf(app, l);  // the centre and the right column: the charts want the width
   } else if (app.view_kind == ViewKind::Walk) {
     draw_walk(app, l);
+    draw_info(app, l);
+  } else if (app.view_kind == ViewKind::Heads) {
+    draw_heads(app, l);
     draw_info(app, l);
   } else {
     draw_heatmap(app, l);
