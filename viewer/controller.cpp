@@ -577,23 +577,29 @@ int Controller::kv_head_of(int head) const {
   return head / std::max(1, heads() / std::max(1, kv_heads()));
 }
 
-std::string Controller::heads_key() const {
+// The source on screen but its head, as text.
+std::string Controller::heads_layer_key() const {
   const Source& s = shown_req_.source;
-  // Everything but the head shown; the temperature as its exact bits.
-  char t_bits[32];
-  std::snprintf(t_bits, sizeof t_bits, "%a", shown_->temperature);
   return (s.bundle.empty() ? "" : "bundle|" + s.bundle + "|" + std::to_string(s.layer)) + "|" +
          std::to_string(s.demo) + "|" + std::to_string(s.n) + "|" + std::to_string(s.d_k) + "|" +
          std::to_string(s.d_v) + "|" + std::to_string(s.seed) + "|" + pattern_name(s.pattern) + "|" +
          std::to_string(s.heads) + "|" + s.files.q + "|" + s.files.k + "|" + s.files.v + "|" + s.files.mask + "|" +
-         s.files.tokens + "|" + s.files.tokens_file + "|" + t_bits + "|" + std::string(to_string(shown_->mask)) +
-         "|" + (trace_.backend.empty() ? shown_req_.backend : trace_.backend);
+         s.files.tokens + "|" + s.files.tokens_file;
+}
+
+std::string Controller::heads_key() const {
+  // The temperature as its exact bits.
+  char t_bits[32];
+  std::snprintf(t_bits, sizeof t_bits, "%a", shown_->temperature);
+  return heads_layer_key() + "|" + t_bits + "|" + std::string(to_string(shown_->mask)) + "|" +
+         (trace_.backend.empty() ? shown_req_.backend : trace_.backend);
 }
 
 HeadsJob Controller::heads_job() const {
   const Source& s = shown_req_.source;
   HeadsJob job;
   job.key = heads_key();
+  job.layer_key = heads_layer_key();
   job.backend = trace_.backend.empty() ? shown_req_.backend : trace_.backend;
   job.heads = shown_heads();
   const double t = shown_->temperature;

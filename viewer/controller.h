@@ -86,9 +86,11 @@ struct HeadProblem {
 };
 // What the heads view computes: the heads of the layer on screen with its temperature and mask,
 // on the backend that drew it. `key` changes exactly when the thumbnails do (a new layer, source,
-// temperature, mask or backend; not the head shown). load(h) runs on the heads view's thread.
+// temperature, mask or backend; not the head shown); `layer_key` only with the layer or source
+// (the thumbnails of the old temperature stay on screen while the new ones are computed). load(h)
+// runs on the heads view's thread.
 struct HeadsJob {
-  std::string key;
+  std::string key, layer_key;
   int heads = 1;
   std::function<HeadProblem(int head)> load;
   std::string backend = "cpu";
@@ -165,6 +167,7 @@ class Controller {
   // The heads of the problem on screen for the heads view, and its key alone (asked every frame).
   HeadsJob heads_job() const;
   std::string heads_key() const;
+  std::string heads_layer_key() const;
   // The problem on screen was read from files (these).
   bool from_files() const { return !shown_req_.source.files.q.empty(); }
   const InputFiles& files() const { return shown_req_.source.files; }

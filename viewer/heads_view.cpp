@@ -27,32 +27,46 @@ PoolRequest thumbnail_request(int n, int m, int px, PoolMode mode, int head) {
 // ---- the run ----------------------------------------------------------------------------------
 
 HeadsRun::~HeadsRun() {
-  cancel();
-  join();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+    cancel_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
 }
 
 void HeadsRun::start(HeadsJob job, int px, PoolMode mode) {
-  cancel();
-  join();
-  cancel_ = false;
-  head_progress_ = 0;
   key_ = job.key;
   {
     std::lock_guard<std::mutex> lk(mu_);
     const std::uint64_t rev = state_.revision + 1;
+    // The old layer's pictures stay while its temperature or mask is recomputed; another layer
+    // starts empty.
+    const bool same_layer = job.layer_key == layer_key_ && static_cast<int>(state_.thumbs.size()) == job.heads;
+    std::vector<HeadThumb> thumbs = same_layer ? std::move(state_.thumbs) : std::vector<HeadThumb>(std::max(0, job.heads));
+    for (HeadThumb& t : thumbs) {
+      t.done = false;
+      t.error.clear();
+    }
+    layer_key_ = job.layer_key;
     state_ = HeadsSnapshot{};
     state_.key = job.key;
-    state_.thumbs.resize(std::max(0, job.heads));
+    state_.thumbs = std::move(thumbs);
     state_.running = true;
     state_.revision = rev;
+    pending_ = Pending{std::move(job), px, mode, ++started_};
+    if (busy_) cancel_ = true;  // the job in flight is superseded
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
   }
-  thread_ = std::thread([this, job = std::move(job), px, mode]() mutable { body(std::move(job), px, mode); });
+  wake_.notify_all();
 }
 
 void HeadsRun::cancel() { cancel_ = true; }
 
 void HeadsRun::join() {
-  if (thread_.joinable()) thread_.join();
+  std::unique_lock<std::mutex> lk(mu_);
+  idle_.wait(lk, [this] { return !pending_ && !busy_; });
 }
 
 bool HeadsRun::running() const {
@@ -75,23 +89,42 @@ HeadsSnapshot HeadsRun::snapshot() const {
   return s;
 }
 
-void HeadsRun::body(HeadsJob job, int px, PoolMode mode) {
-  for (int h = 0; h < job.heads; ++h) {
+bool HeadsRun::current(std::uint64_t id) const { return id == started_; }
+
+void HeadsRun::loop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    wake_.wait(lk, [this] { return stop_ || pending_.has_value(); });
+    if (stop_) return;
+    Pending p = std::move(*pending_);
+    pending_.reset();
+    busy_ = true;
+    cancel_ = false;
+    lk.unlock();
+    body(p);
+    lk.lock();
+    busy_ = false;
+    idle_.notify_all();
+  }
+}
+
+void HeadsRun::body(const Pending& p) {
+  for (int h = 0; h < p.job.heads; ++h) {
     HeadThumb t;
     bool cancelled = cancel_;
     if (!cancelled) {
       head_progress_ = 0;
       try {
-        const HeadProblem hp = job.load(h);
-        const Problem& p = *hp.problem;
-        const PoolRequest req = thumbnail_request(p.n(), p.m(), px, mode, hp.index);
+        const HeadProblem hp = p.job.load(h);
+        const Problem& prob = *hp.problem;
+        const PoolRequest req = thumbnail_request(prob.n(), prob.m(), p.px, p.mode, hp.index);
         RunOptions opt;
         opt.keep_stages = false;
         opt.output = false;
         opt.pool = &req;
         opt.cancel = &cancel_;
         opt.progress = &head_progress_;
-        Trace tr = run_backend(job.backend, p, opt);
+        Trace tr = run_backend(p.job.backend, prob, opt);
         t.weights = std::move(tr.pooled.weights);
         t.max_weight = t.weights.has_range ? t.weights.hi : 0;
       } catch (const Cancelled&) {
@@ -101,6 +134,7 @@ void HeadsRun::body(HeadsJob job, int px, PoolMode mode) {
       }
     }
     std::lock_guard<std::mutex> lk(mu_);
+    if (!current(p.id)) return;  // a newer job owns the snapshot
     if (cancelled) {
       state_.cancelled = true;
       state_.running = false;
@@ -113,6 +147,7 @@ void HeadsRun::body(HeadsJob job, int px, PoolMode mode) {
     ++state_.revision;
   }
   std::lock_guard<std::mutex> lk(mu_);
+  if (!current(p.id)) return;
   state_.running = false;
   state_.finished = true;
   ++state_.revision;
@@ -136,12 +171,13 @@ ThumbGrid layout_thumbs(int heads, float x, float y, float w, float h, float cap
       best.side = side;
     }
   }
+  // Whole pixels everywhere: every thumbnail is sampled from its texture the same way.
   best.side = std::max(0.0f, std::floor(best.side));
-  best.step_x = best.side + gap;
-  best.step_y = best.side + caption_h + gap;
-  const float used_w = best.cols * best.side + (best.cols - 1) * gap;
+  best.step_x = best.side + std::ceil(gap);
+  best.step_y = best.side + std::ceil(caption_h + gap);
+  const float used_w = best.cols * best.step_x - std::ceil(gap);
   best.x = std::floor(x + (w - used_w) / 2);
-  best.y = y;
+  best.y = std::ceil(y);
   return best;
 }
 
@@ -161,7 +197,7 @@ int thumb_at(const ThumbGrid& g, float mx, float my) {
 
 std::vector<std::uint32_t> thumb_pixels(const HeadThumb& t, bool log_scale) {
   const PooledGrid& g = t.weights;
-  if (!t.done || g.cells.empty()) return {};
+  if (g.cells.empty()) return {};
   // rasterize_cells reads only the sizes of the maps when no grid is drawn.
   AxisMap rows, cols;
   rows.begin.assign(g.rows, 0);

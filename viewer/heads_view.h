@@ -12,8 +12,10 @@
 #include "viewer/controller.h"
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,8 +31,9 @@ constexpr int kThumbPixels = 96;
 PoolRequest thumbnail_request(int n, int m, int px, PoolMode mode, int head);
 
 struct HeadThumb {
-  bool done = false;
-  PooledGrid weights;     // the pooled softmax weights; lo..hi is the head's colour scale
+  bool done = false;      // computed for the current job
+  PooledGrid weights;     // the pooled softmax weights; lo..hi is the head's colour scale (while
+                          // not done: the previous job's of the same layer, or empty)
   double max_weight = 0;  // the largest weight of the head (the grid's hi: every cell is covered)
   std::string error;      // why this head could not be computed
 };
@@ -44,6 +47,9 @@ struct HeadsSnapshot {
   std::uint64_t revision = 0;     // bumped on every change
 };
 
+// The thumbnails' worker: one thread for the view's lifetime, one job at a time; a newer job
+// replaces the one queued and cancels the one in flight (the latest layer wins), without the UI
+// thread waiting for it.
 class HeadsRun {
  public:
   HeadsRun() = default;
@@ -51,29 +57,43 @@ class HeadsRun {
   HeadsRun(const HeadsRun&) = delete;
   HeadsRun& operator=(const HeadsRun&) = delete;
 
-  // Starts computing `job`'s heads at `px` pixels a side (a run in flight is cancelled and joined
-  // first: the latest layer wins).
+  // Computes `job`'s heads at `px` pixels a side from now on; returns at once. The snapshot
+  // switches to the new key immediately (thumbnails of the same layer_key are kept until
+  // recomputed, others emptied).
   void start(HeadsJob job, int px = kThumbPixels, PoolMode mode = PoolMode::Max);
-  void cancel();  // stops at the backend's next block; returns at once
-  void join();
+  void cancel();  // stops the job in flight at the backend's next block (or the next head)
+  void join();    // waits until no job is queued or running
   bool running() const;
   const std::string& key() const { return key_; }  // of the last start (UI thread only)
   std::uint64_t revision() const;
   HeadsSnapshot snapshot() const;
 
  private:
-  void body(HeadsJob job, int px, PoolMode mode);
+  struct Pending {
+    HeadsJob job;
+    int px = kThumbPixels;
+    PoolMode mode = PoolMode::Max;
+    std::uint64_t id = 0;
+  };
+  void loop();
+  void body(const Pending& p);
+  bool current(std::uint64_t id) const;  // under mu_: no newer job has been started
   std::string key_;
+  std::string layer_key_;
   std::thread thread_;
   std::atomic<bool> cancel_{false};
   std::atomic<float> head_progress_{0};
   mutable std::mutex mu_;
+  std::condition_variable wake_, idle_;
+  std::optional<Pending> pending_;
+  bool busy_ = false, stop_ = false;
+  std::uint64_t started_ = 0;  // id of the newest job
   HeadsSnapshot state_;
 };
 
 // ---- the grid ---------------------------------------------------------------------------------
 // Square thumbnails in rows, each with a caption line under it, as large as the area allows (at
-// most max_side pixels), centred horizontally.
+// most max_side pixels), centred horizontally, on whole pixels.
 struct ThumbGrid {
   int heads = 0, cols = 1, rows = 1;
   float x = 0, y = 0;       // top-left of the first thumbnail
@@ -91,7 +111,7 @@ int thumb_at(const ThumbGrid& g, float mx, float my);
 
 // The thumbnail's RGBA pixels (weights.cols x weights.rows, packed as the heatmap's): the chain
 // view's colours for step 3 over the head's own range, on the log scale when log_scale (the chain
-// view's default above 64 tokens), masked blocks hatched. Empty until the head is done.
+// view's default above 64 tokens), masked blocks hatched. Empty while the head has no weights.
 std::vector<std::uint32_t> thumb_pixels(const HeadThumb& t, bool log_scale);
 
 // "head 3 · max 93.1%" (and "· kv 1" for grouped-query heads: kv_head >= 0), "…" while the head is

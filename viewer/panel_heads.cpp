@@ -1,7 +1,8 @@
 // The heads view's panel (--view heads): every head of the current layer as a thumbnail of its
 // softmax weights (computed by HeadsRun on its own thread, viewer/heads_view.h), in one SDL
 // texture; the head shown elsewhere framed, the hovered one named, a click opens it in the chain
-// view. Headless (--screenshot) waits for every thumbnail before the picture.
+// view. Headless (--screenshot) waits for every thumbnail before the picture. While a new
+// temperature or mask is computed the old thumbnails stay, captioned "…".
 #include "viewer/ui_common.h"
 
 #include "core/format.h"
@@ -24,7 +25,7 @@ void update_heads_texture(App& app) {
   const HeadsSnapshot& s = app.heads;
   const int heads = static_cast<int>(s.thumbs.size());
   if (heads == 0) return;
-  const std::string key = std::to_string(app.heads_rev) + "|" + std::to_string(app.log_weights);
+  const std::string key = std::to_string(s.revision) + "|" + std::to_string(app.log_weights);
   if (app.heads_tex && key == app.heads_tex_key) return;
   const int cols = static_cast<int>(std::ceil(std::sqrt(static_cast<double>(heads))));
   const int rows = (heads + cols - 1) / cols;
@@ -99,9 +100,11 @@ void draw_heads(App& app, const Layout& l) {
   // The grid in what is left of the window.
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
-  const float caption_h = ImGui::GetTextLineHeightWithSpacing();
-  app.heads_grid = layout_thumbs(heads, origin.x, origin.y + 4, avail.x, avail.y - 8, caption_h,
-                                 std::max(6.0f, app.font_px * 0.5f), 4.0f * kThumbPixels);
+  // Captions below the frame the head shown gets (5 px outside its thumbnail).
+  const float caption_h = ImGui::GetTextLineHeightWithSpacing() + 6;
+  // 6 px of margin: the frame of the head shown lies outside its thumbnail.
+  app.heads_grid = layout_thumbs(heads, origin.x + 6, origin.y + 6, avail.x - 12, avail.y - 12, caption_h,
+                                 std::max(12.0f, app.font_px * 0.7f), 4.0f * kThumbPixels);
   const ThumbGrid& g = app.heads_grid;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 mouse = ImGui::GetIO().MousePos;
@@ -112,7 +115,7 @@ void draw_heads(App& app, const Layout& l) {
     const ThumbRect r = thumb_rect(g, h);
     const HeadThumb& t = s.thumbs[h];
     dl->AddRectFilled(ImVec2(r.x, r.y), ImVec2(r.x + r.w, r.y + r.h), pack_rgba(kGridGap));
-    if (app.heads_tex && t.done && !t.weights.cells.empty()) {
+    if (app.heads_tex && !t.weights.cells.empty()) {
       // Non-square heads (n != m) keep their aspect inside the square.
       const float aspect = static_cast<float>(t.weights.rows) / t.weights.cols;
       const float iw = aspect <= 1 ? r.w : r.w / aspect, ih = aspect <= 1 ? r.h * aspect : r.h;
@@ -124,14 +127,14 @@ void draw_heads(App& app, const Layout& l) {
       dl->AddImage(reinterpret_cast<ImTextureID>(app.heads_tex), ImVec2(ix, iy), ImVec2(ix + iw, iy + ih), uv0, uv1);
     }
     if (h == shown) {
-      dl->AddRect(ImVec2(r.x - 3, r.y - 3), ImVec2(r.x + r.w + 3, r.y + r.h + 3), kHighlight, 0, 0, 3);
+      dl->AddRect(ImVec2(r.x - 4, r.y - 4), ImVec2(r.x + r.w + 4, r.y + r.h + 4), kHighlight, 0, 0, 3);
     } else if (h == hovered) {
-      dl->AddRect(ImVec2(r.x - 2, r.y - 2), ImVec2(r.x + r.w + 2, r.y + r.h + 2), IM_COL32(230, 230, 230, 255), 0, 0,
+      dl->AddRect(ImVec2(r.x - 3, r.y - 3), ImVec2(r.x + r.w + 3, r.y + r.h + 3), IM_COL32(230, 230, 230, 255), 0, 0,
                   2);
     }
     const std::string cap = head_caption(lang, h, grouped ? c.kv_head_of(h) : -1, t);
     dl->PushClipRect(ImVec2(r.x, r.y + r.h), ImVec2(r.x + g.step_x, r.y + r.h + caption_h), true);
-    dl->AddText(ImVec2(r.x, r.y + r.h + 2), h == shown ? kHighlight : IM_COL32(220, 220, 220, 255), cap.c_str());
+    dl->AddText(ImVec2(r.x, r.y + r.h + 7), h == shown ? kHighlight : IM_COL32(220, 220, 220, 255), cap.c_str());
     dl->PopClipRect();
   }
   if (hovered >= 0) {

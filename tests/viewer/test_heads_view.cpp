@@ -387,6 +387,32 @@ TEST(HeadsThumbnails, ANewLayerCancelsTheOldComputation) {
   expect_same_cells(s.thumbs[3].weights.cells, reference_thumb(bundle_problem(read_bundle(dir), 1, 3), 0), "head 3");
 }
 
+// A new temperature keeps the layer's thumbnails on screen until each is recomputed; a new layer
+// shows none of the old layer's.
+TEST(HeadsThumbnails, OldPicturesStayOnlyForTheSameLayer) {
+  const TestBundle tb;
+  Controller c(bundle_options(tb.dir, "0", 0));
+  HeadsRun run;
+  run.start(c.heads_job());
+  run.join();
+  ASSERT_TRUE(c.set_temperature(0.5));
+  run.start(c.heads_job());
+  for (const HeadThumb& t : run.snapshot().thumbs) EXPECT_FALSE(t.weights.cells.empty());
+  run.join();
+  HeadsSnapshot s = run.snapshot();
+  EXPECT_EQ(s.done, 4);
+  Problem h2 = bundle_problem(tb.b, 0, 2);
+  h2.temperature = 0.5;
+  expect_same_cells(s.thumbs[2].weights.cells, reference_thumb(h2, 0), "head 2 at T 0.5");
+  ASSERT_TRUE(c.set_layer(1));
+  run.start(c.heads_job());
+  for (const HeadThumb& t : run.snapshot().thumbs) {
+    if (t.done) EXPECT_EQ(t.weights.rows, kThumbPixels);  // layer 1's
+    else EXPECT_TRUE(t.weights.cells.empty());
+  }
+  run.join();
+}
+
 // ---- the grid and the captions ----------------------------------------------------------------
 
 TEST(HeadsGrid, ThumbnailsFitTheAreaWithoutOverlapAndAreHit) {
