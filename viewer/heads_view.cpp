@@ -127,6 +127,7 @@ void HeadsRun::body(const Pending& p) {
         Trace tr = run_backend(p.job.backend, prob, opt);
         t.weights = std::move(tr.pooled.weights);
         t.max_weight = t.weights.has_range ? t.weights.hi : 0;
+        t.row_max = median_row_max(t.weights);
       } catch (const Cancelled&) {
         cancelled = true;
       } catch (const std::exception& e) {
@@ -195,6 +196,24 @@ int thumb_at(const ThumbGrid& g, float mx, float my) {
   return -1;
 }
 
+double median_row_max(const PooledGrid& g) {
+  std::vector<double> best;
+  for (int r = 0; r < g.rows; ++r) {
+    double m = -1;
+    for (int c = 0; c < g.cols; ++c) {
+      const PooledCell& cell = g.cells[static_cast<std::size_t>(r) * g.cols + c];
+      if (!cell.masked) m = std::max(m, static_cast<double>(cell.value));
+    }
+    if (m >= 0) best.push_back(m);
+  }
+  if (best.empty()) return 0;
+  const std::size_t mid = best.size() / 2;
+  std::nth_element(best.begin(), best.begin() + mid, best.end());
+  if (best.size() % 2) return best[mid];
+  const double hi = best[mid];
+  return (*std::max_element(best.begin(), best.begin() + mid) + hi) / 2;
+}
+
 std::vector<std::uint32_t> thumb_pixels(const HeadThumb& t, bool log_scale) {
   const PooledGrid& g = t.weights;
   if (g.cells.empty()) return {};
@@ -216,7 +235,7 @@ std::string head_caption(Lang lang, int head, int kv_head, const HeadThumb& t) {
   } else if (!t.error.empty()) {
     std::snprintf(buf, sizeof buf, tr(lang, S::HeadsCaptionError), head);
   } else {
-    const std::string pct = format_number(t.max_weight < 0.01 ? "%.2g" : "%.1f", t.max_weight * 100);
+    const std::string pct = format_number(t.row_max < 0.01 ? "%.2g" : "%.1f", t.row_max * 100);
     if (kv_head >= 0)
       std::snprintf(buf, sizeof buf, tr(lang, S::HeadsCaptionKv), head, kv_head, pct.c_str());
     else

@@ -35,6 +35,10 @@ struct HeadThumb {
   PooledGrid weights;     // the pooled softmax weights; lo..hi is the head's colour scale (while
                           // not done: the previous job's of the same layer, or empty)
   double max_weight = 0;  // the largest weight of the head (the grid's hi: every cell is covered)
+  // The median over the thumbnail's pixel rows of each one's largest weight: how peaked a typical
+  // row is (a causal head's max_weight is always 1, from its first row). With pooled rows a pixel
+  // row's largest weight is that of the rows it covers.
+  double row_max = 0;
   std::string error;      // why this head could not be computed
 };
 
@@ -114,8 +118,12 @@ int thumb_at(const ThumbGrid& g, float mx, float my);
 // view's default above 64 tokens), masked blocks hatched. Empty while the head has no weights.
 std::vector<std::uint32_t> thumb_pixels(const HeadThumb& t, bool log_scale);
 
-// "head 3 · max 93.1%" (and "· kv 1" for grouped-query heads: kv_head >= 0), "…" while the head is
-// computed, in the UI language.
+// The median of the pixel rows' largest weights (HeadThumb::row_max) of a pooled grid; 0 when
+// every cell is masked.
+double median_row_max(const PooledGrid& g);
+
+// "head 3 · rows 93.1%" (row_max; and "· kv 1" for grouped-query heads: kv_head >= 0), "…" while
+// the head is computed, in the UI language.
 std::string head_caption(Lang lang, int head, int kv_head, const HeadThumb& t);
 
 }  // namespace attnlab::viewer

@@ -140,11 +140,15 @@ void draw_heads(App& app, const Layout& l) {
   if (hovered >= 0) {
     const HeadThumb& t = s.thumbs[hovered];
     ImGui::BeginTooltip();
-    ImGui::TextUnformatted(fmt(tr(lang, S::HeadsTip), hovered, t.done ? pct_text(t.max_weight).c_str() : "…").c_str());
+    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 24);
+    ImGui::TextWrapped("%s", fmt(tr(lang, S::HeadsTip), hovered, t.done ? pct_text(t.row_max).c_str() : "…",
+                                 t.done ? pct_text(t.max_weight).c_str() : "…")
+                                 .c_str());
     if (grouped) {
-      ImGui::TextUnformatted(
-          fmt(tr(lang, S::HeadsTipKv), c.kv_head_of(hovered), c.heads() / std::max(1, c.kv_heads())).c_str());
+      ImGui::TextWrapped(
+          "%s", fmt(tr(lang, S::HeadsTipKv), c.kv_head_of(hovered), c.heads() / std::max(1, c.kv_heads())).c_str());
     }
+    ImGui::PopTextWrapPos();
     ImGui::EndTooltip();
     if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) {
       c.clear_error();

@@ -332,20 +332,23 @@ constexpr Entry kTable[] = {
     {S::HeadsTitleLayer, "Layer %d “%s”: %d heads · softmax weights (step 3)",
      "第 %d 层“%s”：%d 个头 · 注意力权重（第 3 步）"},
     {S::HeadsProgress, "computing head %d of %d…", "正在计算第 %d / %d 个头…"},
-    {S::HeadsCaption, "head %d · max %s%%", "头 %d · 最大 %s%%"},
-    {S::HeadsCaptionKv, "head %d · kv %d · max %s%%", "头 %d · kv %d · 最大 %s%%"},
+    {S::HeadsCaption, "head %d · rows %s%%", "头 %d · 行最大 %s%%"},
+    {S::HeadsCaptionKv, "head %d · kv %d · rows %s%%", "头 %d · kv %d · 行最大 %s%%"},
     {S::HeadsCaptionPending, "head %d · …", "头 %d · …"},
     {S::HeadsCaptionError, "head %d · refused", "头 %d · 无法计算"},
-    {S::HeadsTip, "Head %d: max weight %s%%. Click to open it in the chain view.",
-     "头 %d：最大权重 %s%%。点击在分步链视图中打开。"},
+    {S::HeadsTip,
+     "Head %d: a typical row's largest weight is %s%% (the median over the thumbnail's rows), the largest "
+     "anywhere %s%%. Click to open it in the chain view.",
+     "头 %d：典型一行的最大权重为 %s%%（缩略图各行的中位数），全头最大权重为 %s%%。点击在分步链视图中打开。"},
     {S::HeadsTipKv, "It reads key/value head %d (grouped-query attention: %d query heads share it).",
      "它读取键/值头 %d（分组查询注意力：%d 个查询头共用它）。"},
     {S::HeadsError, "head %d refused: %s", "头 %d 无法计算：%s"},
     {S::HeadsNote,
      "Each thumbnail: one head's softmax weights (queries down, keys across), pooled (%s) to at most "
-     "%d×%d pixels, on its own colour scale (%s). Framed: the head the other views show.",
-     "每个缩略图：一个头的注意力权重（行为查询，列为键），池化（%s）到至多 %d×%d 像素，使用各自的色标（%s）。"
-     "带框的是其他视图显示的头。"},
+     "%d×%d pixels, on its own colour scale (%s); “rows”: the median of each row's largest weight. "
+     "Framed: the head the other views show.",
+     "每个缩略图：一个头的注意力权重（行为查询，列为键），池化（%s）到至多 %d×%d 像素，使用各自的色标（%s）；"
+     "“行最大”：各行最大权重的中位数。带框的是其他视图显示的头。"},
     {S::HeadsOneHead,
      "This problem has one head: generate a random sequence with more heads, or open a bundle "
      "(attnlab-view --bundle DIR).",

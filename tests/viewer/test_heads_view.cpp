@@ -304,6 +304,14 @@ TEST(HeadsThumbnails, EachEqualsItsHeadsWeightsPooledIndependently) {
       for (const PooledCell& p : refs.back())
         if (!p.masked) hi = std::max(hi, static_cast<double>(p.value));
       EXPECT_NEAR(t.max_weight, hi, 1e-6);
+      // Layer 0 is not pooled: the median over the rows of each row's exact largest weight.
+      if (layer == 0) {
+        const Trace kept = cpu_staged(bundle_problem(b, layer, h));
+        std::vector<double> best;
+        for (int r = 0; r < n; ++r) best.push_back(kept.weights.row(r).maxCoeff());
+        std::sort(best.begin(), best.end());
+        EXPECT_NEAR(t.row_max, (best[n / 2 - 1] + best[n / 2]) / 2, 1e-6) << "head " << h;
+      }
       EXPECT_EQ(thumb_pixels(t, false).size(), t.weights.cells.size());
     }
     // The heads differ (each its own pattern), so a thumbnail of the wrong head would fail above.
@@ -444,12 +452,13 @@ TEST(HeadsGrid, CaptionsNameTheHeadItsKeyValueHeadAndItsMaxWeight) {
   HeadThumb t;
   EXPECT_EQ(head_caption(Lang::En, 3, -1, t), "head 3 · …");
   t.done = true;
-  t.max_weight = 0.931;
-  EXPECT_EQ(head_caption(Lang::En, 3, -1, t), "head 3 · max 93.1%");
-  EXPECT_EQ(head_caption(Lang::En, 3, 1, t), "head 3 · kv 1 · max 93.1%");
-  EXPECT_EQ(head_caption(Lang::Zh, 3, 1, t), "头 3 · kv 1 · 最大 93.1%");
-  t.max_weight = 0.004;
-  EXPECT_EQ(head_caption(Lang::En, 0, -1, t), "head 0 · max 0.4%");
+  t.max_weight = 1;
+  t.row_max = 0.931;
+  EXPECT_EQ(head_caption(Lang::En, 3, -1, t), "head 3 · rows 93.1%");
+  EXPECT_EQ(head_caption(Lang::En, 3, 1, t), "head 3 · kv 1 · rows 93.1%");
+  EXPECT_EQ(head_caption(Lang::Zh, 3, 1, t), "头 3 · kv 1 · 行最大 93.1%");
+  t.row_max = 0.004;
+  EXPECT_EQ(head_caption(Lang::En, 0, -1, t), "head 0 · rows 0.4%");
   t.error = "row 2 is fully masked";
   EXPECT_EQ(head_caption(Lang::Zh, 0, -1, t), "头 0 · 无法计算");
 }
