@@ -20,7 +20,7 @@ std::string state_json(const Controller& c, const ViewSnapshot& v) {
   j["mask"] = std::string(to_string(p.mask));
   j["temperature"] = p.temperature;
   j["lang"] = std::string(to_string(v.lang));
-  j["mode"] = c.demo() ? "demo" : "random";
+  j["mode"] = c.demo() ? "demo" : c.from_bundle() ? "bundle" : c.from_files() ? "files" : "random";
   j["N"] = p.n();
   j["d_k"] = p.d_k();
   j["d_v"] = p.d_v();

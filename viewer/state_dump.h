@@ -1,6 +1,7 @@
 // The viewer's state as JSON (--state-dump FILE.json): what the Xvfb test reads back after sending
 // real key presses, and what the screenshot tests use to find the heatmap's cells in the PNG.
-// Fields: step, playing, speed, query, query_token, mask, temperature, lang, mode, N, d_k, d_v,
+// Fields: step, playing, speed, query, query_token, mask, temperature, lang, mode (demo | random |
+// files | bundle), N, d_k, d_v,
 // seed, backend, backend_ran, error, window{w,h}, pool, heatmap{x,y,w,h,rows,cols,first_row,
 // first_col,vis_rows,vis_cols,cell_w,cell_h}; layer, head, heads (of the layer), bundle (its
 // directory, "" when none); view ("chain" | "walk" | "heads" | "perf") and, in the walk view,

@@ -90,6 +90,11 @@ void load_fonts(App& app, float font_px) {
   for (const std::string& s : walk_ui_text()) add_text(s);
   for (const std::string& t : app.ctl.problem().query_tokens) add_text(t);
   for (const std::string& t : app.ctl.problem().key_tokens) add_text(t);
+  if (const Bundle* b = app.ctl.bundle()) {  // the Layer combo's call names, the tokens of every call
+    for (const BundleCall& call : b->calls) add_text(call.name);
+    for (const std::string& t : b->tokens) add_text(t);
+    add_text(b->dir);
+  }
   add_text(demo_problem().sentence);
   for (const std::string& t : demo_problem().query_tokens) add_text(t);
   for (Lang l : {Lang::Zh, Lang::En}) {

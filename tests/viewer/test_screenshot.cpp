@@ -268,6 +268,7 @@ TEST(Screenshot, HeadsViewOfABundleFramesTheHeadShown) {
     EXPECT_EQ(s.state["head"], 2);
     EXPECT_EQ(s.state["heads"], 4);
     EXPECT_EQ(s.state["mask"], "causal");
+    EXPECT_EQ(s.state["mode"], "bundle");
     ASSERT_EQ(s.state["heads_grid"]["done"], 4) << "headless waits for every thumbnail";
     ASSERT_GT(s.state["heads_grid"]["side"].get<float>(), 64);
     for (int h = 0; h < 4; ++h) {
