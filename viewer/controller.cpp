@@ -525,6 +525,7 @@ bool Controller::set_layer(int layer) {
   if (layer == req_.source.layer) return true;
   req_.source.layer = layer;
   if (req_.source.head >= bundle_->calls[layer].heads) req_.source.head = 0;
+  req_.query = std::min(req_.query, bundle_->calls[layer].n - 1);  // the manifest knows the new n
   return post(kAll);
 }
 

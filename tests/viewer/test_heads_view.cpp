@@ -185,6 +185,24 @@ TEST(HeadsController, ShowsTheBundlesLayerAndHeadAsCoreReadsIt) {
   expect_problem(1, 0);
 }
 
+// The interactive viewer: head and layer changes run on the worker; the last one wins, and the query
+// follows a layer of fewer tokens.
+TEST(HeadsController, AsyncHeadAndLayerChangesEndOnTheLastOne) {
+  const TestBundle tb;
+  Controller c(bundle_options(tb.dir, "1", 0), /*async=*/true);
+  ASSERT_TRUE(c.set_query(120));
+  for (int h = 0; h < 4; ++h) ASSERT_TRUE(c.set_head(h));
+  ASSERT_TRUE(c.set_layer(0));
+  EXPECT_EQ(c.layer(), 0);  // the pickers follow at once
+  EXPECT_EQ(c.head(), 3);
+  c.wait();
+  EXPECT_EQ(c.shown_layer(), 0);
+  EXPECT_EQ(c.shown_head(), 3);
+  EXPECT_EQ(c.problem().q, bundle_problem(tb.b, 0, 3).q);
+  EXPECT_EQ(c.query(), 39);  // layer 0 has 40 queries
+  EXPECT_TRUE(c.error().empty()) << c.error();
+}
+
 TEST(HeadsController, BadLayerOrHeadComesFromCoreBundle) {
   const TestBundle tb;
   const std::string& dir = tb.dir;
