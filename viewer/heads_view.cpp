@@ -64,6 +64,21 @@ void HeadsRun::start(HeadsJob job, int px, PoolMode mode) {
 
 void HeadsRun::cancel() { cancel_ = true; }
 
+void HeadsRun::stop() {
+  key_.clear();
+  std::lock_guard<std::mutex> lk(mu_);
+  cancel_ = true;
+  if (pending_ && !busy_) {  // queued, not picked up yet: it never runs
+    pending_.reset();
+    state_.running = false;
+    state_.cancelled = true;
+    ++state_.revision;
+    idle_.notify_all();
+  } else {
+    pending_.reset();
+  }
+}
+
 void HeadsRun::join() {
   std::unique_lock<std::mutex> lk(mu_);
   idle_.wait(lk, [this] { return !pending_ && !busy_; });

@@ -66,6 +66,9 @@ class HeadsRun {
   // recomputed, others emptied).
   void start(HeadsJob job, int px = kThumbPixels, PoolMode mode = PoolMode::Max);
   void cancel();  // stops the job in flight at the backend's next block (or the next head)
+  // cancel(), and forget the key, so that the next start() of the same job computes it again
+  // (the view is left while its thumbnails are computed).
+  void stop();
   void join();    // waits until no job is queued or running
   bool running() const;
   const std::string& key() const { return key_; }  // of the last start (UI thread only)

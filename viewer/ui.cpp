@@ -269,6 +269,9 @@ void draw_frame(App& app) {
     return;
   }
   const Layout l = compute_layout(ds.x, ds.y, app.font_px);
+  // Thumbnails nobody sees are not computed: leaving the heads view stops them (they are computed
+  // again, the old pictures shown meanwhile, when the view is shown again).
+  if (app.view_kind != ViewKind::Heads && app.heads_run.running()) app.heads_run.stop();
   draw_controls(app, l);
   if (app.view_kind == ViewKind::Perf) {
     draw_perf(app, l);  // the centre and the right column: the charts want the width

@@ -439,6 +439,24 @@ TEST(HeadsThumbnails, OldPicturesStayOnlyForTheSameLayer) {
   run.join();
 }
 
+// Leaving the view stops the run; showing it again computes the same job again.
+TEST(HeadsThumbnails, StopForgetsTheKeySoTheSameJobRunsAgain) {
+  const TestBundle tb;
+  Controller c(bundle_options(tb.dir, "1", 0));
+  HeadsRun run;
+  run.start(c.heads_job());
+  EXPECT_EQ(run.key(), c.heads_key());
+  run.stop();
+  run.join();
+  EXPECT_TRUE(run.key().empty());
+  EXPECT_FALSE(run.running());
+  run.start(c.heads_job());
+  run.join();
+  const HeadsSnapshot s = run.snapshot();
+  EXPECT_TRUE(s.finished);
+  EXPECT_EQ(s.done, 4);
+}
+
 // ---- the grid and the captions ----------------------------------------------------------------
 
 TEST(HeadsGrid, ThumbnailsFitTheAreaWithoutOverlapAndAreHit) {
