@@ -142,7 +142,7 @@ void HeadsRun::body(const Pending& p) {
         Trace tr = run_backend(p.job.backend, prob, opt);
         t.weights = std::move(tr.pooled.weights);
         t.max_weight = t.weights.has_range ? t.weights.hi : 0;
-        t.row_max = median_row_max(t.weights);
+        t.row_max = p.mode == PoolMode::Max ? median_row_max(t.weights) : -1;
       } catch (const Cancelled&) {
         cancelled = true;
       } catch (const std::exception& e) {
@@ -251,7 +251,11 @@ std::string head_caption(Lang lang, int head, int kv_head, const HeadThumb& t) {
     std::snprintf(buf, sizeof buf, tr(lang, S::HeadsCaptionError), head);
   } else {
     const std::string pct = format_number(t.row_max < 0.01 ? "%.2g" : "%.1f", t.row_max * 100);
-    if (kv_head >= 0)
+    if (t.row_max < 0 && kv_head >= 0)
+      std::snprintf(buf, sizeof buf, tr(lang, S::HeadsCaptionKvBare), head, kv_head);
+    else if (t.row_max < 0)
+      std::snprintf(buf, sizeof buf, tr(lang, S::HeadsCaptionBare), head);
+    else if (kv_head >= 0)
       std::snprintf(buf, sizeof buf, tr(lang, S::HeadsCaptionKv), head, kv_head, pct.c_str());
     else
       std::snprintf(buf, sizeof buf, tr(lang, S::HeadsCaption), head, pct.c_str());

@@ -37,7 +37,8 @@ struct HeadThumb {
   double max_weight = 0;  // the largest weight of the head (the grid's hi: every cell is covered)
   // The median over the thumbnail's pixel rows of each one's largest weight: how peaked a typical
   // row is (a causal head's max_weight is always 1, from its first row). With pooled rows a pixel
-  // row's largest weight is that of the rows it covers.
+  // row's largest weight is that of the rows it covers. -1 under mean pooling, where a pixel's
+  // value is a block's mean and says nothing of a row's largest weight.
   double row_max = 0;
   std::string error;      // why this head could not be computed
 };
@@ -125,8 +126,8 @@ std::vector<std::uint32_t> thumb_pixels(const HeadThumb& t, bool log_scale);
 // every cell is masked.
 double median_row_max(const PooledGrid& g);
 
-// "head 3 · rows 93.1%" (row_max; and "· kv 1" for grouped-query heads: kv_head >= 0), "…" while
-// the head is computed, in the UI language.
+// "head 3 · rows 93.1%" (row_max, left out when < 0; and "· kv 1" for grouped-query heads:
+// kv_head >= 0), "…" while the head is computed, in the UI language.
 std::string head_caption(Lang lang, int head, int kv_head, const HeadThumb& t);
 
 }  // namespace attnlab::viewer

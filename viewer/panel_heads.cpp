@@ -58,9 +58,13 @@ void draw_heads(App& app, const Layout& l) {
   ImGui::Begin(fmt("%s###heatmap", tr(lang, S::ViewHeads)).c_str(), nullptr,
                ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
                    ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
-  // The latest layer wins: another key cancels the run in flight and starts this one.
-  if (app.heads_run.key() != c.heads_key()) {
-    app.heads_run.start(c.heads_job(), kThumbPixels, app.pool);
+  // The latest layer wins: another key (or pooling) cancels the run in flight and starts this one.
+  const std::string pool_key = app.pool == PoolMode::Max ? "|max" : "|mean";
+  if (app.heads_run.key() != c.heads_key() + pool_key) {
+    HeadsJob job = c.heads_job();
+    job.key += pool_key;
+    job.layer_key += pool_key;
+    app.heads_run.start(std::move(job), kThumbPixels, app.pool);
     if (!c.async()) app.heads_run.join();
   }
   const std::uint64_t rev = app.heads_run.revision();
@@ -141,9 +145,13 @@ void draw_heads(App& app, const Layout& l) {
     const HeadThumb& t = s.thumbs[hovered];
     ImGui::BeginTooltip();
     ImGui::PushTextWrapPos(ImGui::GetFontSize() * 24);
-    ImGui::TextWrapped("%s", fmt(tr(lang, S::HeadsTip), hovered, t.done ? pct_text(t.row_max).c_str() : "…",
-                                 t.done ? pct_text(t.max_weight).c_str() : "…")
-                                 .c_str());
+    const std::string top = t.done ? pct_text(t.max_weight) : "…";
+    if (t.done && t.row_max < 0)
+      ImGui::TextWrapped("%s", fmt(tr(lang, S::HeadsTipMean), hovered, top.c_str()).c_str());
+    else
+      ImGui::TextWrapped("%s", fmt(tr(lang, S::HeadsTip), hovered, t.done ? pct_text(t.row_max).c_str() : "…",
+                                   top.c_str())
+                                   .c_str());
     if (grouped) {
       ImGui::TextWrapped(
           "%s", fmt(tr(lang, S::HeadsTipKv), c.kv_head_of(hovered), c.heads() / std::max(1, c.kv_heads())).c_str());

@@ -345,10 +345,10 @@ constexpr Entry kTable[] = {
     {S::HeadsError, "head %d refused: %s", "头 %d 无法计算：%s"},
     {S::HeadsNote,
      "Each thumbnail: one head's softmax weights (queries down, keys across), pooled (%s) to at most "
-     "%d×%d pixels, on its own colour scale (%s); “rows”: the median of each row's largest weight. "
+     "%d×%d pixels, on its own colour scale (%s); “rows” (max pooling): the median of each row's largest weight. "
      "Framed: the head the other views show.",
      "每个缩略图：一个头的注意力权重（行为查询，列为键），池化（%s）到至多 %d×%d 像素，使用各自的色标（%s）；"
-     "“行最大”：各行最大权重的中位数。带框的是其他视图显示的头。"},
+     "“行最大”（最大值池化时）：各行最大权重的中位数。带框的是其他视图显示的头。"},
     {S::HeadsOneHead,
      "This problem has one head: generate a random sequence with more heads, or open a bundle "
      "(attnlab-view --bundle DIR).",
@@ -369,6 +369,10 @@ constexpr Entry kTable[] = {
     {S::ModeBundle, "Bundle %s", "bundle %s"},
     {S::HeadsMaskFixed, "The mask is the bundle's own (each call brings its mask); it cannot be switched.",
      "掩码来自 bundle（每次调用自带掩码），不能切换。"},
+    {S::HeadsCaptionBare, "head %d", "头 %d"},
+    {S::HeadsCaptionKvBare, "head %d · kv %d", "头 %d · kv %d"},
+    {S::HeadsTipMean, "Head %d: the largest weight anywhere is %s%% (“rows” needs max pooling). Click to open it in the chain view.",
+     "头 %d：全头最大权重为 %s%%（“行最大”需要最大值池化）。点击在分步链视图中打开。"},
 };
 static_assert(std::size(kTable) == static_cast<std::size_t>(S::Count_), "one line per S value");
 constexpr bool in_enum_order() {

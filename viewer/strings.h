@@ -54,7 +54,7 @@ enum class S {
   ViewHeads, HeadsLayer, HeadsHead, HeadsCount, HeadsTitle, HeadsTitleLayer, HeadsProgress,
   HeadsCaption, HeadsCaptionKv, HeadsCaptionPending, HeadsCaptionError, HeadsTip, HeadsTipKv,
   HeadsError, HeadsNote, HeadsOneHead, HeadsBundleMask, HeadsRandomRows, HeadsRange, HeadsTooLarge,
-  HeadsPattern, HeadsShown, ModeBundle, HeadsMaskFixed,
+  HeadsPattern, HeadsShown, ModeBundle, HeadsMaskFixed, HeadsCaptionBare, HeadsCaptionKvBare, HeadsTipMean,
   Count_
 };
 

@@ -46,7 +46,7 @@ ViewerOptions random_options(int n, int d_k, int d_v, int heads, std::uint64_t s
 
 // The weights of head `head` of `p` (stacked heads) pooled as a thumbnail, from a run that kept
 // every stage: the reference the heads view's streamed thumbnails must equal.
-std::vector<PooledCell> reference_thumb(const Problem& p, int head) {
+std::vector<PooledCell> reference_thumb(const Problem& p, int head, PoolMode mode = PoolMode::Max) {
   Problem one = p;
   if (p.heads > 1) {
     const Eigen::Index n = p.n(), m = p.m();
@@ -59,7 +59,7 @@ std::vector<PooledCell> reference_thumb(const Problem& p, int head) {
   const AxisMap rows = map_axis(0, one.n(), std::min(one.n(), kThumbPixels), one.n());
   const AxisMap cols = map_axis(0, one.m(), std::min(one.m(), kThumbPixels), one.m());
   return pool_grid(t.weights.data(), one.n(), one.m(), t.mask.data(), static_cast<int>(t.mask.rows()), rows, cols,
-                   PoolMode::Max);
+                   mode);
 }
 
 void expect_same_cells(const std::vector<PooledCell>& got, const std::vector<PooledCell>& want, const std::string& what) {
@@ -439,6 +439,23 @@ TEST(HeadsThumbnails, OldPicturesStayOnlyForTheSameLayer) {
   run.join();
 }
 
+// Mean pooling (the Pooling choice): the thumbnails are the mean-pooled weights, and no "rows"
+// figure (a block's mean says nothing of a row's largest weight).
+TEST(HeadsThumbnails, MeanPoolingGivesMeanPooledThumbnails) {
+  const TestBundle tb;
+  Controller c(bundle_options(tb.dir, "1", 0));
+  HeadsRun run;
+  run.start(c.heads_job(), kThumbPixels, PoolMode::Mean);
+  run.join();
+  const HeadsSnapshot s = run.snapshot();
+  ASSERT_EQ(s.done, 4);
+  for (int h = 0; h < 4; ++h) {
+    expect_same_cells(s.thumbs[h].weights.cells, reference_thumb(bundle_problem(tb.b, 1, h), 0, PoolMode::Mean),
+                      "head " + std::to_string(h));
+    EXPECT_LT(s.thumbs[h].row_max, 0);
+  }
+}
+
 // Leaving the view stops the run; showing it again computes the same job again.
 TEST(HeadsThumbnails, StopForgetsTheKeySoTheSameJobRunsAgain) {
   const TestBundle tb;
@@ -495,6 +512,9 @@ TEST(HeadsGrid, CaptionsNameTheHeadItsKeyValueHeadAndItsMaxWeight) {
   EXPECT_EQ(head_caption(Lang::Zh, 3, 1, t), "头 3 · kv 1 · 行最大 93.1%");
   t.row_max = 0.004;
   EXPECT_EQ(head_caption(Lang::En, 0, -1, t), "head 0 · rows 0.4%");
+  t.row_max = -1;  // mean pooling
+  EXPECT_EQ(head_caption(Lang::En, 0, -1, t), "head 0");
+  EXPECT_EQ(head_caption(Lang::Zh, 5, 2, t), "头 5 · kv 2");
   t.error = "row 2 is fully masked";
   EXPECT_EQ(head_caption(Lang::Zh, 0, -1, t), "头 0 · 无法计算");
 }
