@@ -11,6 +11,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <sstream>
@@ -38,6 +39,20 @@ InputError error_of(const Message& m) {
 bool view_fits(const PoolRequest& v, const Problem& p) {
   return !v.rows.end.empty() && !v.cols.end.empty() && v.rows.end.back() <= p.n() &&
          v.cols.end.back() <= p.m();
+}
+
+// Head `head` of a problem of stacked heads, as a problem of one head: its rows of Q, K and V, the
+// shared mask, labels and temperature; its source names the head.
+Problem one_head(const Problem& all, int head) {
+  Problem p = all;
+  const Eigen::Index n = all.n(), m = all.m();
+  p.heads = 1;
+  p.q = all.q.middleRows(head * n, n);
+  p.k = all.k.middleRows(head * m, m);
+  p.v = all.v.middleRows(head * m, m);
+  p.source = (all.source.empty() ? std::string() : all.source + ", ") + "head " + std::to_string(head) + " of " +
+             std::to_string(all.heads);
+  return p;
 }
 
 bool same_view(const PoolRequest& a, const PoolRequest& b) {
@@ -70,12 +85,21 @@ Controller::Controller(const ViewerOptions& o, bool async) : async_(async) {
   req_.source.d_v = o.d_v;
   req_.source.seed = o.seed;
   req_.source.pattern = o.pattern;
-  if (!o.q_file.empty() || !o.k_file.empty() || !o.v_file.empty()) {
+  if (!o.bundle.empty()) {
+    // The manifest's and the layer's refusals are core/bundle's, as the CLI prints them.
+    bundle_ = read_bundle(o.bundle);
+    req_.source.demo = false;
+    req_.source.bundle = o.bundle;
+    req_.source.layer = resolve_layer(*bundle_, o.layer);
+    req_.source.head = o.head;  // out of range: bundle_problem's refusal, below
+  } else if (!o.q_file.empty() || !o.k_file.empty() || !o.v_file.empty()) {
     req_.source.demo = false;
     req_.source.files = InputFiles{o.q_file, o.k_file, o.v_file, o.mask_file, o.tokens, o.tokens_file};
   } else if (o.random_n) {
     req_.source.demo = false;
     req_.source.n = *o.random_n;
+    req_.source.heads = o.heads;
+    req_.source.head = o.head;
     if (req_.source.n > max_tokens()) throw error_of(limit_message(req_.source.n, req_.backend));
   } else if (!o.mask_file.empty() || !o.tokens.empty() || !o.tokens_file.empty()) {
     throw InputError("--mask FILE, --tokens and --tokens-file describe file inputs: add --q, --k and --v");
@@ -85,7 +109,8 @@ Controller::Controller(const ViewerOptions& o, bool async) : async_(async) {
   if (p.n() > max_tokens()) throw error_of(limit_message(p.n(), req_.backend));
   if (o.temperature) p.temperature = *o.temperature;
   // induction comes with its causal mask unless --mask asks otherwise (the default none does not).
-  const bool keep_mask = o.pattern.kind == PatternKind::Induction && o.mask == MaskKind::None;
+  // A bundle holds each call's mask (--mask is refused with --bundle).
+  const bool keep_mask = (o.pattern.kind == PatternKind::Induction && o.mask == MaskKind::None) || bundle_;
   if (o.mask != MaskKind::Custom && !keep_mask) p.mask = o.mask;
   if (!o.query.empty()) query_ = resolve_query(p, o.query);
   queries_ = {query_};
@@ -136,13 +161,13 @@ Controller::Result Controller::execute(Job job, Trace reuse) {
       Problem np = build(q.source);
       if (np.n() > max_tokens(q.backend)) throw error_of(limit_message(np.n(), q.backend));
       np.temperature = q.temperature;
-      np.mask = q.mask;
+      if (q.source.bundle.empty()) np.mask = q.mask;  // a bundle's call brings its own
       p = std::make_shared<const Problem>(std::move(np));
-    } else if (p->temperature != q.temperature || p->mask != q.mask) {
+    } else if (p->temperature != q.temperature || (q.source.bundle.empty() && p->mask != q.mask)) {
       // Only the temperature or the mask changed: the inputs are copied, not regenerated.
       auto np = std::make_shared<Problem>(*p);
       np->temperature = q.temperature;
-      np->mask = q.mask;
+      if (q.source.bundle.empty()) np->mask = q.mask;
       p = std::move(np);
     }
     if (p->mask == MaskKind::Custom && p->custom_mask.size() == 0)
@@ -322,6 +347,7 @@ void Controller::check_diff(const DiffSpec& d) const {
 }
 
 Problem Controller::build(const Source& s) {
+  if (!s.bundle.empty()) return bundle_problem(read_bundle(s.bundle), s.layer, s.head);
   if (!s.files.q.empty()) {
     Problem p = problem_from_files(s.files.q, s.files.k, s.files.v);
     if (!s.files.mask.empty()) apply_mask_spec(p, s.files.mask);
@@ -329,6 +355,8 @@ Problem Controller::build(const Source& s) {
     return p;
   }
   if (s.demo) return demo_problem();
+  // Every head from the CLI's generator (--random N --heads H), then the one shown.
+  if (s.heads > 1) return one_head(pattern_problem(s.pattern, s.n, s.d_k, s.d_v, s.seed, s.heads), s.head);
   return pattern_problem(s.pattern, s.n, s.d_k, s.d_v, s.seed);
 }
 
@@ -427,6 +455,11 @@ void Controller::adopt(Result r) {
     const bool new_problem = !(r.job.req.source == shown_req_.source) || !shown_;
     shown_ = r.problem;
     shown_req_ = r.job.req;
+    if (from_bundle()) {
+      // The call's own mask, which the request follows (a new layer may bring another).
+      shown_req_.mask = shown_->mask;
+      if (latest) req_.mask = shown_->mask;
+    }
     streaming_ = r.streaming;
     need_gb_ = r.need_gb;
     avail_gb_ = r.avail_gb;
@@ -592,6 +625,10 @@ bool Controller::set_mask(MaskKind m) {
     error_ = Message{};
     return true;
   }
+  if (!req_.source.bundle.empty()) {
+    error_ = Message{Msg::None, {}, "--mask does not apply to --bundle: the bundle holds each call's mask"};
+    return false;
+  }
   if (m == MaskKind::Custom && !has_custom_mask()) {
     error_ = message_of(Msg::NoCustomMask, {});
     return false;
@@ -653,12 +690,20 @@ bool Controller::set_precision(Precision p) {
 bool Controller::load_demo() {
   req_.source.demo = true;
   req_.source.files = InputFiles{};
+  req_.source.bundle.clear();
+  req_.source.layer = req_.source.head = 0;
   if (req_.mask == MaskKind::Custom) req_.mask = MaskKind::None;
   req_.query = kDemoDefaultQuery;
   return post(kAll);
 }
 
-bool Controller::load_random(int n_tokens, int d_k, int d_v, std::uint64_t seed) {
+bool Controller::load_random(int n_tokens, int d_k, int d_v, std::uint64_t seed, int heads) {
+  if (heads < 0) heads = req_.source.heads;
+  if (heads < 1 || heads > kMaxRandomHeads) {
+    error_ = Message{Msg::None, {}, "--heads must be an integer from 1 to " + std::to_string(kMaxRandomHeads) +
+                                        ", got '" + std::to_string(heads) + "'"};
+    return false;
+  }
   if (n_tokens < 1 || n_tokens > max_tokens()) {
     error_ = n_tokens < 1 ? message_of(Msg::NMin, {std::to_string(n_tokens)}) : limit_message(n_tokens, req_.backend);
     return false;
@@ -675,7 +720,25 @@ bool Controller::load_random(int n_tokens, int d_k, int d_v, std::uint64_t seed)
     error_ = message_of(e);
     return false;
   }
-  req_.source = Source{false, n_tokens, d_k, d_v, seed, req_.source.pattern, InputFiles{}};
+  const double bytes = static_cast<double>(n_tokens) * heads * (2.0 * d_k + d_v) * sizeof(float);
+  if (bytes > kMaxRandomInputBytes) {
+    error_ = Message{Msg::None, {}, "N " + std::to_string(n_tokens) + " with " + std::to_string(heads) +
+                                        " heads needs " + format_bytes(bytes) +
+                                        " for Q, K and V alone; the viewer's limit is " +
+                                        format_bytes(kMaxRandomInputBytes)};
+    return false;
+  }
+  const int head = req_.source.bundle.empty() && req_.source.head < heads ? req_.source.head : 0;
+  Source s;
+  s.demo = false;
+  s.n = n_tokens;
+  s.d_k = d_k;
+  s.d_v = d_v;
+  s.seed = seed;
+  s.pattern = req_.source.pattern;
+  s.heads = heads;
+  s.head = head;
+  req_.source = s;
   req_.query = n_tokens / 2;
   if (req_.mask == MaskKind::Custom) req_.mask = MaskKind::None;
   return post(kAll);
@@ -688,6 +751,9 @@ bool Controller::load_files(const InputFiles& f) {
   }
   req_.source.demo = false;
   req_.source.files = f;
+  req_.source.bundle.clear();
+  req_.source.heads = 1;
+  req_.source.layer = req_.source.head = 0;
   req_.query = 0;
   if (!f.mask.empty()) {
     req_.mask = MaskKind::Custom;
@@ -695,6 +761,135 @@ bool Controller::load_files(const InputFiles& f) {
     req_.mask = MaskKind::None;
   }
   return post(kAll);
+}
+
+bool Controller::set_head(int head) {
+  if (head < 0 || head >= heads()) {
+    error_ = Message{Msg::None, {}, "head " + std::to_string(head) + " is out of range: 0.." + std::to_string(heads() - 1)};
+    return false;
+  }
+  error_ = Message{};
+  if (head == req_.source.head) return true;
+  req_.source.head = head;
+  return post(kAll);
+}
+
+bool Controller::set_layer(int layer) {
+  if (req_.source.bundle.empty() || !bundle_ || layer < 0 || layer >= layer_count()) {
+    error_ = Message{Msg::None, {}, "layer " + std::to_string(layer) + " is not in the bundle"};
+    return false;
+  }
+  error_ = Message{};
+  if (layer == req_.source.layer) return true;
+  req_.source.layer = layer;
+  if (req_.source.head >= bundle_->calls[layer].heads) req_.source.head = 0;
+  req_.query = std::min(req_.query, bundle_->calls[layer].n - 1);  // the manifest knows the new n
+  return post(kAll);
+}
+
+bool Controller::load_bundle(int layer) {
+  if (!bundle_ || layer < 0 || layer >= static_cast<int>(bundle_->calls.size())) {
+    error_ = Message{Msg::None, {}, "layer " + std::to_string(layer) + " is not in the bundle"};
+    return false;
+  }
+  Source s;
+  s.demo = false;
+  s.bundle = bundle_->dir;
+  s.layer = layer;
+  s.head = 0;
+  s.d_k = req_.source.d_k;
+  s.d_v = req_.source.d_v;
+  s.n = req_.source.n;
+  s.seed = req_.source.seed;
+  s.pattern = req_.source.pattern;
+  s.heads = req_.source.heads;
+  req_.source = s;
+  req_.query = 0;
+  return post(kAll);
+}
+
+int Controller::layer_count() const {
+  return !req_.source.bundle.empty() && bundle_ ? static_cast<int>(bundle_->calls.size()) : 1;
+}
+
+int Controller::heads() const {
+  const Source& s = req_.source;
+  if (!s.bundle.empty() && bundle_) return bundle_->calls[s.layer].heads;
+  if (s.demo || !s.files.q.empty()) return 1;
+  return s.heads;
+}
+
+int Controller::shown_heads() const {
+  const Source& s = shown_req_.source;
+  if (!s.bundle.empty() && bundle_) return bundle_->calls[s.layer].heads;
+  if (s.demo || !s.files.q.empty()) return 1;
+  return s.heads;
+}
+
+int Controller::kv_heads() const {
+  const Source& s = req_.source;
+  if (!s.bundle.empty() && bundle_) return bundle_->calls[s.layer].kv_heads;
+  return heads();
+}
+
+int Controller::kv_head_of(int head) const {
+  return head / std::max(1, heads() / std::max(1, kv_heads()));
+}
+
+// The source on screen but its head, as text.
+std::string Controller::heads_layer_key() const {
+  const Source& s = shown_req_.source;
+  return (s.bundle.empty() ? "" : "bundle|" + s.bundle + "|" + std::to_string(s.layer)) + "|" +
+         std::to_string(s.demo) + "|" + std::to_string(s.n) + "|" + std::to_string(s.d_k) + "|" +
+         std::to_string(s.d_v) + "|" + std::to_string(s.seed) + "|" + pattern_name(s.pattern) + "|" +
+         std::to_string(s.heads) + "|" + s.files.q + "|" + s.files.k + "|" + s.files.v + "|" + s.files.mask + "|" +
+         s.files.tokens + "|" + s.files.tokens_file;
+}
+
+std::string Controller::heads_key() const {
+  // The temperature as its exact bits.
+  char t_bits[32];
+  std::snprintf(t_bits, sizeof t_bits, "%a", shown_->temperature);
+  return heads_layer_key() + "|" + t_bits + "|" + std::string(to_string(shown_->mask)) + "|" +
+         (trace_.backend.empty() ? shown_req_.backend : trace_.backend);
+}
+
+HeadsJob Controller::heads_job() const {
+  const Source& s = shown_req_.source;
+  HeadsJob job;
+  job.key = heads_key();
+  job.layer_key = heads_layer_key();
+  job.backend = trace_.backend.empty() ? shown_req_.backend : trace_.backend;
+  job.heads = shown_heads();
+  const double t = shown_->temperature;
+  const MaskKind mask = shown_->mask;
+  if (!s.bundle.empty()) {
+    // One head at a time from the files: heads of a call may have different masks.
+    const Bundle b = *bundle_;
+    const int layer = s.layer;
+    job.load = [b, layer, t](int h) {
+      Problem p = bundle_problem(b, layer, h);
+      p.temperature = t;
+      validate(p);
+      return HeadProblem{std::make_shared<const Problem>(std::move(p)), 0};
+    };
+  } else if (job.heads > 1) {
+    // Every head generated once (as the CLI does) and shared by the thumbnails.
+    auto all = std::make_shared<std::shared_ptr<const Problem>>();
+    job.load = [s, t, mask, all](int h) {
+      if (!*all) {
+        Problem p = pattern_problem(s.pattern, s.n, s.d_k, s.d_v, s.seed, s.heads);
+        p.temperature = t;
+        p.mask = mask;
+        validate(p);
+        *all = std::make_shared<const Problem>(std::move(p));
+      }
+      return HeadProblem{*all, h};
+    };
+  } else {
+    job.load = [p = shown_](int) { return HeadProblem{p, 0}; };
+  }
+  return job;
 }
 
 void Controller::set_view(const PoolRequest& view) {
@@ -886,16 +1081,22 @@ std::string Controller::reproduce_command() const {
     cmd = "attnlab run --q " + word(f.q) + " --k " + word(f.k) + " --v " + word(f.v);
     if (!f.tokens.empty()) cmd += " --tokens " + word(f.tokens);
     if (!f.tokens_file.empty()) cmd += " --tokens-file " + word(f.tokens_file);
+  } else if (!r.source.bundle.empty()) {
+    cmd = "attnlab run --bundle " + word(r.source.bundle) + " --layer " + std::to_string(r.source.layer) +
+          " --head " + std::to_string(r.source.head);
   } else if (r.source.demo) {
     cmd = "attnlab demo";
   } else {
     cmd = "attnlab run --random " + std::to_string(r.source.n) + " --dk " + std::to_string(r.source.d_k) +
           " --dv " + std::to_string(r.source.d_v) + " --seed " + std::to_string(r.source.seed);
     if (r.source.pattern.kind != PatternKind::Noise) cmd += " --pattern " + pattern_name(r.source.pattern);
+    if (r.source.heads > 1) cmd += " --heads " + std::to_string(r.source.heads);
   }
-  const std::string mask = shown_->mask == MaskKind::Custom ? word(f.mask) : std::string(to_string(shown_->mask));
-  cmd += " --query " + std::to_string(query_) + " --temperature " + temp + " --mask " + mask + " --backend " + (trace_.backend.empty() ? r.backend : trace_.backend) +
-         " --format csv";
+  cmd += " --query " + std::to_string(query_) + " --temperature " + temp;
+  // The bundle's mask is the call's own: the CLI refuses --mask with --bundle.
+  if (r.source.bundle.empty())
+    cmd += " --mask " + (shown_->mask == MaskKind::Custom ? word(f.mask) : std::string(to_string(shown_->mask)));
+  cmd += " --backend " + (trace_.backend.empty() ? r.backend : trace_.backend) + " --format csv";
   if (r.precision == Precision::BF16) cmd += " --precision bf16";
   return cmd;
 }

@@ -1,5 +1,6 @@
-// The viewer's state and the only place it talks to the lab: the problem (demo or random), the
-// query, temperature, mask and backend, and the Trace the backend registry returned for them.
+// The viewer's state and the only place it talks to the lab: the problem (demo, random, files or a
+// bundle's call; of several heads, the one head shown), the query, temperature, mask and backend,
+// and the Trace the backend registry returned for them.
 //
 // Backend runs happen off the UI thread (async mode, the interactive viewer): every change posts a
 // request to one worker thread, the UI keeps drawing the last result (problem() and trace() are
@@ -28,6 +29,7 @@
 #pragma once
 
 #include "core/backend.h"
+#include "core/bundle.h"
 #include "core/messages.h"
 #include "core/problem.h"
 #include "core/patterns.h"
@@ -40,6 +42,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -89,6 +92,25 @@ struct InputFiles {
 // ascending and distinct. InputError for an empty item, a query outside, or more than kMaxQueries.
 std::vector<int> parse_query_list(const Problem& p, const std::string& text);
 
+// One head of the current layer for the heads view's thumbnails (viewer/heads_view.h): `problem`
+// holds it as head `index` of its stacked heads (a random problem's heads are generated together,
+// a bundle's are read one at a time, so that heads with different masks work too).
+struct HeadProblem {
+  std::shared_ptr<const Problem> problem;
+  int index = 0;
+};
+// What the heads view computes: the heads of the layer on screen with its temperature and mask,
+// on the backend that drew it. `key` changes exactly when the thumbnails do (a new layer, source,
+// temperature, mask or backend; not the head shown); `layer_key` only with the layer or source
+// (the thumbnails of the old temperature stay on screen while the new ones are computed). load(h)
+// runs on the heads view's thread.
+struct HeadsJob {
+  std::string key, layer_key;
+  int heads = 1;
+  std::function<HeadProblem(int head)> load;
+  std::string backend = "cpu";
+};
+
 class Controller {
  public:
   // Builds the initial state from the command line and runs it (synchronously, whatever the
@@ -127,7 +149,15 @@ class Controller {
   // token nor index, CUDA without a device, bf16 staged on CUDA (what --diff is checked with).
   void check_diff(const DiffSpec& d) const;
   bool load_demo();
-  bool load_random(int n, int d_k, int d_v, std::uint64_t seed);
+  // heads: how many heads to generate (-1: as many as now); the head shown stays when it exists.
+  bool load_random(int n, int d_k, int d_v, std::uint64_t seed, int heads = -1);
+  // The head the chain and walk views show (random problems of several heads, bundles) and the
+  // bundle's call; each re-runs the backend, like any change. set_layer keeps the head when the
+  // new layer has it, else shows head 0.
+  bool set_head(int head);
+  bool set_layer(int layer);
+  // Back to the bundle of --bundle (after the demo, a random problem or files), at `layer`.
+  bool load_bundle(int layer);
   // Q, K, V (and a mask file, labels) from files; the CLI's messages for bad files, shapes or a
   // fully masked row, and the last valid state stays. A mask file selects the custom mask.
   bool load_files(const InputFiles& f);
@@ -148,12 +178,36 @@ class Controller {
   // ---- what the UI shows: the last finished run and the problem it was computed for ----
   const Problem& problem() const { return *shown_; }
   const Trace& trace() const { return trace_; }
-  bool demo() const { return shown_req_.source.demo && shown_req_.source.files.q.empty(); }
+  bool demo() const {
+    return shown_req_.source.demo && shown_req_.source.files.q.empty() && shown_req_.source.bundle.empty();
+  }
+  // The problem on screen is one call of a bundle (bundle(): its manifest).
+  bool from_bundle() const { return !shown_req_.source.bundle.empty(); }
+  const Bundle* bundle() const { return bundle_ ? &*bundle_ : nullptr; }
+  // The requested layer and head (the pickers follow them at once), the heads of that layer
+  // (random: --heads; bundle: the call's heads; else 1), and the key/value head a query head reads
+  // (grouped-query bundles; h itself otherwise).
+  int layer() const { return req_.source.layer; }
+  int layer_count() const;
+  int head() const { return req_.source.head; }
+  int heads() const;
+  int kv_heads() const;
+  int kv_head_of(int head) const;
+  // The layer and head of the problem on screen.
+  int shown_layer() const { return shown_req_.source.layer; }
+  int shown_head() const { return shown_req_.source.head; }
+  int shown_heads() const;
+  // The heads of the problem on screen for the heads view, and its key alone (asked every frame).
+  HeadsJob heads_job() const;
+  std::string heads_key() const;
+  std::string heads_layer_key() const;
   // The problem on screen was read from files (these).
   bool from_files() const { return !shown_req_.source.files.q.empty(); }
   const InputFiles& files() const { return shown_req_.source.files; }
   // A custom mask is loaded (a mask file), so the mask can be switched back to it.
-  bool has_custom_mask() const { return !req_.source.files.mask.empty(); }
+  bool has_custom_mask() const {
+    return !req_.source.files.mask.empty() || (from_bundle() && shown_->mask == MaskKind::Custom);
+  }
   int query() const { return query_; }
   int n() const { return shown_->n(); }
   // The requested state (the controls follow it at once, the picture when its run is done).
@@ -189,6 +243,7 @@ class Controller {
   int random_dv() const { return req_.source.d_v; }
   std::uint64_t random_seed() const { return req_.source.seed; }
   const Pattern& random_pattern() const { return req_.source.pattern; }
+  int random_heads() const { return req_.source.heads; }
 
   // The heatmap's matrix for step 1..4 (scores, logits, weights, output); null when not kept.
   const MatrixF* stage_matrix(int step) const;
@@ -219,7 +274,10 @@ class Controller {
   // keys rounded down, perplexity, weight sum; argmax -1: a mean has none), and how many entered it.
   std::optional<RowStats> mean_stats(int* counted = nullptr) const;
   // The `attnlab` command that computes exactly the problem on screen (source, query,
-  // temperature, mask, backend, precision when bf16), printing every stage as CSV.
+  // temperature, mask, backend, precision when bf16), printing every stage as CSV. A bundle's head
+  // is named (--bundle DIR --layer L --head H); `attnlab run` has no --head for random problems: for
+  // head h of --heads H the command computes every head and head h is rows h*N.. of each stage (the
+  // viewer says so under the command).
   std::string reproduce_command() const;
 
   // ---- the companion runs on screen (belonging to problem() and trace()) ----
@@ -238,11 +296,15 @@ class Controller {
 
  private:
   struct Source {
-    bool demo = true;  // the demo, unless files.q is set; else random (n, d_k, d_v, seed)
+    bool demo = true;  // the demo, unless files.q or bundle is set; else random (n, d_k, d_v, seed)
     int n = 512, d_k = 64, d_v = 64;
     std::uint64_t seed = 0;
     Pattern pattern;  // the random problem's structure; Generate keeps it
+    int heads = 1;    // random: heads generated together (the CLI's --heads)
     InputFiles files;
+    std::string bundle;  // a bundle's directory: its call `layer`
+    int layer = 0;
+    int head = 0;        // the head shown (random with heads > 1, or the bundle's call)
     bool operator==(const Source&) const = default;
   };
   // Everything a run depends on.
@@ -292,7 +354,7 @@ class Controller {
   // without a refusal.
   bool post(unsigned parts);
   Result execute(Job job, Trace reuse);  // on the worker (or inline for the first run)
-  static Problem build(const Source& s);  // demo, random or files, validated
+  static Problem build(const Source& s);  // demo, random, files or bundle: one head
   void adopt(Result r);
   void worker_loop();
   void revert_request();  // the controls back to what is on screen (after a refusal)
@@ -315,6 +377,7 @@ class Controller {
   bool cuda_ok_ = false;
   std::string cuda_reason_;
   Message error_;
+  std::optional<Bundle> bundle_;  // the manifest of --bundle (read once, at start)
   CompareResult compare_;
   std::uint64_t revision_ = 0;
   std::uint64_t problem_revision_ = 0;

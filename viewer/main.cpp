@@ -284,6 +284,7 @@ int main(int argc, char** argv) {
 
   app->speaker.stop();
   if (app->heat_tex) SDL_DestroyTexture(app->heat_tex);
+  if (app->heads_tex) SDL_DestroyTexture(app->heads_tex);
   ImGui_ImplSDLRenderer_Shutdown();
   ImGui_ImplSDL2_Shutdown();
   ImGui::DestroyContext();

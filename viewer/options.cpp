@@ -1,6 +1,7 @@
 // Command-line parsing of attnlab-view (see options.h).
 #include "viewer/options.h"
 
+#include "core/format.h"
 #include "core/problem.h"
 #include "core/messages.h"
 #include "viewer/layout.h"
@@ -31,9 +32,10 @@ std::string viewer_usage() {
          "                    [--temperature T] [--mask none|causal|FILE] [--random N] [--dk D] [--dv D]\n"
          "                    [--pattern noise|local:W|sink|previous|induction]\n"
          "                    [--q FILE --k FILE --v FILE [--tokens a,b,c | --tokens-file FILE]]\n"
+         "                    [--heads H] [--bundle DIR [--layer L]] [--head H]\n"
          "                    [--seed S] [--lang zh|en] [--size WxH] [--backend auto|cpu|cuda]\n"
          "                    [--pool max|mean] [--state-dump FILE.json] [--tile B]\n"
-         "                    [--view chain|walk|perf|precision|diff] [--precision fp32|bf16]\n"
+         "                    [--view chain|walk|heads|perf|precision|diff] [--precision fp32|bf16]\n"
          "                    [--diff KEY=VALUE[,KEY=VALUE...]]  (keys: mask, temperature, backend,\n"
          "                    variant, precision, query; with --view diff)\n"
          "                    [--ui-scale S] [--fullscreen] [--bench-redraw [--repeat R]]\n"
@@ -43,6 +45,8 @@ std::string viewer_usage() {
          "               [--perf-warmup W] [--perf-max-seconds S] [--perf-output FILE.csv]\n"
          "               [--perf-chart time|tflops|speedup|roofline|memory]\n"
          "Interactive lab for scaled dot-product attention (F1 in the window lists the keys).\n"
+         "--bundle DIR shows one call (--layer: index or name) of a captured model, --head H one of its\n"
+         "heads; --heads H makes a random problem of H heads. --view heads: every head as a thumbnail.\n"
          "--screenshot renders a few frames without input, writes the PNG and exits (works with\n"
          "SDL_VIDEODRIVER=dummy; in the perf view it runs the sweep to the end first). --bench-redraw\n"
          "times temperature changes (backend + heatmap)\n"
@@ -52,7 +56,7 @@ std::string viewer_usage() {
 ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
   ViewerOptions o;
   std::string backend_text;  // checked at the end: a list in the perf view, one name elsewhere
-  bool pattern_given = false;
+  bool pattern_given = false, head_given = false, layer_given = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& {
@@ -102,6 +106,17 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
     } else if (a == "--pattern") {
       o.pattern = parse_pattern(value());
       pattern_given = true;
+    } else if (a == "--heads") {
+      o.heads = parse_int<int>(a, value(), 1, kMaxRandomHeads);
+    } else if (a == "--head") {
+      o.head = parse_int<int>(a, value(), 0, 1 << 20);
+      head_given = true;
+    } else if (a == "--bundle") {
+      o.bundle = value();
+      if (o.bundle.empty()) throw InputError("--bundle needs a directory");
+    } else if (a == "--layer") {
+      o.layer = value();
+      layer_given = true;
     } else if (a == "--dk") {
       o.d_k = parse_int<int>(a, value(), 1, kMaxHeadDim);
     } else if (a == "--dv") {
@@ -140,8 +155,10 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
         o.view = ViewKind::Precision;
       } else if (v == "diff") {
         o.view = ViewKind::Diff;
+      } else if (v == "heads") {
+        o.view = ViewKind::Heads;
       } else {
-        throw InputError("--view must be chain, walk, perf, precision or diff, got '" + v + "'");
+        throw InputError("--view must be chain, walk, heads, perf, precision or diff, got '" + v + "'");
       }
     } else if (a == "--precision") {
       const std::string& v = value();
@@ -226,9 +243,33 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
   }
   if (o.diff && o.view != ViewKind::Diff)
     throw InputError("--diff describes the diff view's B: add --view diff");
-  if ((!o.q_file.empty() || !o.k_file.empty() || !o.v_file.empty()) && o.random_n)
-    throw InputError("give either --q/--k/--v files or --random N, not both");
   const bool files = !o.q_file.empty() || !o.k_file.empty() || !o.v_file.empty();
+  // The same sentences as the CLI's (cli/common.cpp) for the same mistakes.
+  if (!o.bundle.empty() && (files || o.random_n))
+    throw InputError("give one input: --bundle DIR, --q/--k/--v files or --random N");
+  if (files && o.random_n)
+    throw InputError("give either --q/--k/--v files or --random N, not both");
+  if (!o.bundle.empty()) {
+    if (o.heads != 1)
+      throw InputError("--heads applies to --random problems only (use --head H for one head of a bundle)");
+    if (o.mask != MaskKind::None)
+      throw InputError("--mask does not apply to --bundle: the bundle holds each call's mask");
+  } else {
+    if (layer_given) throw InputError("--layer applies to --bundle only");
+    if (o.heads != 1 && !o.random_n) throw InputError("--heads applies to --random problems only");
+    if (head_given && !o.random_n) throw InputError("--head applies to --bundle or to --random N --heads H");
+    if (o.head >= o.heads)
+      throw InputError("--head must be between 0 and " + std::to_string(o.heads - 1) + ", got " +
+                       std::to_string(o.head));
+  }
+  if (o.random_n) {
+    const double bytes = static_cast<double>(*o.random_n) * o.heads * (2.0 * o.d_k + o.d_v) * sizeof(float);
+    if (bytes > kMaxRandomInputBytes)
+      throw InputError("--random " + std::to_string(*o.random_n) + " --dk " + std::to_string(o.d_k) + " --dv " +
+                       std::to_string(o.d_v) + " --heads " + std::to_string(o.heads) + " needs " +
+                       format_bytes(bytes) + " for Q, K and V alone; the viewer's limit is " +
+                       format_bytes(kMaxRandomInputBytes));
+  }
   if (!files && !o.mask_file.empty())
     throw InputError("--mask must be none or causal, or a mask FILE together with --q, --k and --v; got '" +
                      o.mask_file + "'");

@@ -3,8 +3,9 @@
 //   attnlab-view [--screenshot FILE.png] [--query Q] [--queries LIST] [--step K] [--temperature T]
 //                [--mask none|causal|FILE] [--random N] [--dk D] [--dv D] [--seed S]
 //                [--q FILE --k FILE --v FILE [--tokens a,b,c | --tokens-file FILE]] [--lang zh|en]
+//                [--heads H] [--bundle DIR [--layer L]] [--head H]
 //                [--size WxH] [--backend auto|cpu|cuda] [--pool max|mean] [--state-dump FILE.json]
-//                [--view chain|walk|perf|precision|diff] [--tile B] [--ui-scale S] [--fullscreen]
+//                [--view chain|walk|heads|perf|precision|diff] [--tile B] [--ui-scale S] [--fullscreen]
 //                [--precision fp32|bf16] [--diff KEY=VALUE[,KEY=VALUE...]]
 //                [--perf-variant L] [--perf-precision L] [--perf-n L|A..B] [--perf-d L]
 //                [--perf-heads L] [--perf-mask L] [--perf-repeat R] [--perf-warmup W]
@@ -33,14 +34,19 @@ constexpr int kCpuMaxTokens = 65536;
 constexpr int kCudaMaxTokens = 1048576;
 constexpr int kMaxHeadDim = 1024;  // d_k, d_v
 constexpr int kMinWindowW = 960, kMinWindowH = 600;  // the layout's minimum (and --size's)
+// --heads of a random problem: every head is a thumbnail of the heads view, and Q, K and V of all
+// of them are generated for each head shown (the CLI's generator), so both are bounded.
+constexpr int kMaxRandomHeads = 64;
+constexpr double kMaxRandomInputBytes = 2.0 * (1ull << 30);
 
 // The views of the window: the staged chain's four steps (the default), the fused kernel's online
 // softmax walked tile by tile, the performance sweep (viewer/perf_view.h), the error of the run
-// against fp64 (viewer/precision_view.h), B − A of two settings (viewer/diff_view.h).
-enum class ViewKind { Chain, Walk, Perf, Precision, Diff };
+// against fp64 (viewer/precision_view.h), B − A of two settings (viewer/diff_view.h), every head of
+// the current layer as a thumbnail (viewer/heads_view.h).
+enum class ViewKind { Chain, Walk, Perf, Precision, Diff, Heads };
 
 struct ViewerOptions {
-  ViewKind view = ViewKind::Chain;    // --view chain|walk|perf|precision|diff
+  ViewKind view = ViewKind::Chain;    // --view chain|walk|heads|perf|precision|diff
   Precision precision = Precision::FP32;  // --precision fp32|bf16: the run's, in every view
   std::optional<DiffSpec> diff;       // --diff KEY=VALUE,...: the diff view's B (needs --view diff)
   float ui_scale = 1.0f;              // --ui-scale S: text and controls S times the default
@@ -59,6 +65,10 @@ struct ViewerOptions {
   std::string tokens, tokens_file;    // labels of file inputs
   int d_k = 64, d_v = 64;
   std::uint64_t seed = 0;
+  int heads = 1;                      // --heads H of the random problem (the CLI's generator)
+  std::string bundle;                 // --bundle DIR: a captured model's calls (core/bundle.h)
+  std::string layer = "0";            // --layer L: the bundle's call, an index or a name
+  int head = 0;                       // --head H: the head the chain and walk views show
   std::optional<Lang> lang;           // default from $LANG
   int width = 1280, height = 800;
   std::string backend = "auto";       // auto | cpu | cuda

@@ -49,6 +49,8 @@ void draw_controls(App& app, const Layout& l) {
   if (ImGui::RadioButton(tr(lang, S::ViewChain), app.view_kind == ViewKind::Chain)) app.view_kind = ViewKind::Chain;
   same_line_if_fits(radio_width(tr(lang, S::ViewWalk)));
   if (ImGui::RadioButton(tr(lang, S::ViewWalk), app.view_kind == ViewKind::Walk)) app.view_kind = ViewKind::Walk;
+  same_line_if_fits(radio_width(tr(lang, S::ViewHeads)));
+  if (ImGui::RadioButton(tr(lang, S::ViewHeads), app.view_kind == ViewKind::Heads)) app.view_kind = ViewKind::Heads;
   same_line_if_fits(radio_width(tr(lang, S::ViewPerf)));
   if (ImGui::RadioButton(tr(lang, S::ViewPerf), app.view_kind == ViewKind::Perf)) app.view_kind = ViewKind::Perf;
   same_line_if_fits(radio_width(tr(lang, S::ViewPrecision)));
@@ -56,6 +58,28 @@ void draw_controls(App& app, const Layout& l) {
     app.view_kind = ViewKind::Precision;
   same_line_if_fits(radio_width(tr(lang, S::ViewDiff)));
   if (ImGui::RadioButton(tr(lang, S::ViewDiff), app.view_kind == ViewKind::Diff)) app.view_kind = ViewKind::Diff;
+  // The layer and the head every view shows, when the problem has more than one.
+  if (c.layer_count() > 1 || c.heads() > 1) {
+    const Bundle* b = c.from_bundle() ? c.bundle() : nullptr;
+    if (b && c.layer_count() > 1) {
+      const auto layer_name = [&](int i) { return fmt("%d · %s###layer%d", i, b->calls[i].name.c_str(), i); };
+      ImGui::SetNextItemWidth(-(text_width(tr(lang, S::HeadsLayer)) + ImGui::GetStyle().ItemInnerSpacing.x));
+      if (ImGui::BeginCombo(fmt("%s###layer", tr(lang, S::HeadsLayer)).c_str(), layer_name(c.layer()).c_str())) {
+        for (int i = 0; i < c.layer_count(); ++i) {
+          const bool sel = i == c.layer();
+          if (ImGui::Selectable(layer_name(i).c_str(), sel)) c.set_layer(i);
+          if (sel) ImGui::SetItemDefaultFocus();
+        }
+        ImGui::EndCombo();
+      }
+    }
+    if (c.heads() > 1) {
+      int h = c.head();
+      ImGui::SetNextItemWidth(-(text_width(tr(lang, S::HeadsHead)) + ImGui::GetStyle().ItemInnerSpacing.x));
+      if (ImGui::SliderInt(fmt("%s###head", tr(lang, S::HeadsHead)).c_str(), &h, 0, c.heads() - 1))
+        c.set_head(std::clamp(h, 0, c.heads() - 1));
+    }
+  }
 
   // Step playback.
   section(tr(lang, S::Steps));
@@ -151,6 +175,7 @@ void draw_controls(App& app, const Layout& l) {
   }
   ImGui::TextUnformatted(tr(lang, S::Mask));
   const MaskKind mk = c.requested_mask();
+  ImGui::BeginDisabled(c.from_bundle());  // the CLI refuses --mask with --bundle too
   if (ImGui::RadioButton(tr(lang, S::MaskNone), mk == MaskKind::None)) c.set_mask(MaskKind::None);
   same_line_if_fits(radio_width(tr(lang, S::MaskCausal)));
   if (ImGui::RadioButton(tr(lang, S::MaskCausal), mk == MaskKind::Causal)) c.set_mask(MaskKind::Causal);
@@ -158,6 +183,8 @@ void draw_controls(App& app, const Layout& l) {
     same_line_if_fits(radio_width(tr(lang, S::MaskCustom)));
     if (ImGui::RadioButton(tr(lang, S::MaskCustom), mk == MaskKind::Custom)) c.set_mask(MaskKind::Custom);
   }
+  ImGui::EndDisabled();
+  if (c.from_bundle()) wrapped(app, tr(lang, S::HeadsBundleMask), &kDimV4);
 
   // Backend.
   ImGui::TextUnformatted(tr(lang, S::Backend));
@@ -195,6 +222,8 @@ void draw_controls(App& app, const Layout& l) {
     ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
     ImGui::InputInt("d_v", &app.in_dv);
     ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
+    ImGui::InputInt(fmt("%s###heads", tr(lang, S::HeadsCount)).c_str(), &app.in_heads);
+    ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
     // The whole 64-bit range the command line takes (an int field lost seeds above 2^31 - 1).
     ImGui::InputScalar(fmt("%s###seed", tr(lang, S::Seed)).c_str(), ImGuiDataType_U64, &app.in_seed);
     // Out-of-range values stay in the fields as typed and are refused by Generate, with the
@@ -202,10 +231,16 @@ void draw_controls(App& app, const Layout& l) {
     if (ImGui::Button(tr(lang, S::Generate))) {
       app.random_error = Message{};
       app.random_over_limit = 0;
+      const double bytes = static_cast<double>(app.in_n) * app.in_heads * (2.0 * app.in_dk + app.in_dv) * sizeof(float);
       if (app.in_n > c.max_tokens()) {
         // Refused here, beside the button that asked; worded below, in the UI's language.
         app.random_over_limit = app.in_n;
-      } else if (c.load_random(app.in_n, app.in_dk, app.in_dv, app.in_seed)) {
+      } else if (app.in_heads < 1 || app.in_heads > kMaxRandomHeads) {
+        app.random_error.en = fmt(tr(lang, S::HeadsRange), kMaxRandomHeads, app.in_heads);
+      } else if (app.in_n > 0 && app.in_dk > 0 && app.in_dv > 0 && bytes > kMaxRandomInputBytes) {
+        app.random_error.en = fmt(tr(lang, S::HeadsTooLarge), app.in_n, app.in_heads, format_bytes(bytes).c_str(),
+                                  format_bytes(kMaxRandomInputBytes).c_str());
+      } else if (c.load_random(app.in_n, app.in_dk, app.in_dv, app.in_seed, app.in_heads)) {
         app.view = HeatView{};
         app.log_weights = app.in_n > 64;  // the new problem's size (it is adopted later)
         app.in_mode = 1;
@@ -247,6 +282,14 @@ void draw_controls(App& app, const Layout& l) {
     }
     if (!app.random_error.empty()) wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + app.random_error.text(lang), &kErrorV4);
     wrapped(app, tr(lang, S::FilesHint), &kDimV4);
+  }
+  // The bundle of --bundle: back to it after another input.
+  if (const Bundle* b = c.bundle()) {
+    if (ImGui::RadioButton(fmt(tr(lang, S::ModeBundle), b->dir.c_str()).c_str(), app.in_mode == 3)) {
+      app.in_mode = 3;
+      app.random_error = Message{};
+      if (!c.from_bundle() && c.load_bundle(0)) app.view = HeatView{};
+    }
   }
   ImGui::Separator();
   wrapped(app, tr(lang, S::KeyboardLine), &kDimV4);

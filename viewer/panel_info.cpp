@@ -157,6 +157,8 @@ void draw_info(App& app, const Layout& l) {
   // Row statistics.
   if (ImGui::CollapsingHeader(fmt("%s###stats", tr(lang, S::RowStats)).c_str(), ImGuiTreeNodeFlags_DefaultOpen)) {
     ImGui::Text("%s: %s (#%d)", tr(lang, S::TipQuery), p.query_tokens[c.query()].c_str(), c.query());
+    if (c.shown_heads() > 1 || c.from_bundle())
+      ImGui::TextColored(kHighlightV4, "%s", fmt(tr(lang, S::HeadsShown), c.shown_layer(), c.shown_head(), c.shown_heads()).c_str());
     if (auto st = c.stats()) {
       // One decimal as on the page; significant digits below 1 %, where thousands of keys share it.
       ImGui::Text(st->max_weight < 0.01 ? "%s: %.2g%% (%s %s)" : "%s: %.1f%% (%s %s)", tr(lang, S::MaxWeight),
@@ -210,6 +212,9 @@ void draw_info(App& app, const Layout& l) {
     const std::string cmd = c.reproduce_command();
     wrapped(app, tr(lang, S::Reproduce), &kDimV4);
     wrapped(app, cmd);
+    if (!c.from_bundle() && c.shown_heads() > 1)
+      wrapped(app, fmt(tr(lang, S::HeadsRandomRows), c.shown_head(), c.shown_heads(), c.shown_head() * p.n(),
+                       (c.shown_head() + 1) * p.n() - 1), &kDimV4);
     if (ImGui::Button(fmt("%s###copycmd", tr(lang, S::Copy)).c_str())) {
       c.clear_error();
       SDL_SetClipboardText(cmd.c_str());

@@ -21,7 +21,7 @@ std::string state_json(const Controller& c, const ViewSnapshot& v) {
   j["mask"] = std::string(to_string(p.mask));
   j["temperature"] = p.temperature;
   j["lang"] = std::string(to_string(v.lang));
-  j["mode"] = c.demo() ? "demo" : "random";
+  j["mode"] = c.demo() ? "demo" : c.from_bundle() ? "bundle" : c.from_files() ? "files" : "random";
   j["N"] = p.n();
   j["d_k"] = p.d_k();
   j["d_v"] = p.d_v();
@@ -41,7 +41,17 @@ std::string state_json(const Controller& c, const ViewSnapshot& v) {
                   {"first_row", g.first_row}, {"first_col", g.first_col}, {"vis_rows", g.vis_rows},
                   {"vis_cols", g.vis_cols}, {"cell_w", g.cell_w}, {"cell_h", g.cell_h}};
   j["precision"] = std::string(to_string(c.precision()));
-  j["view"] = !v.view.empty() ? v.view : v.walk_json.empty() ? "chain" : "walk";
+  j["layer"] = c.shown_layer();
+  j["head"] = c.shown_head();
+  j["heads"] = c.shown_heads();
+  j["bundle"] = c.from_bundle() && c.bundle() ? c.bundle()->dir : "";
+  const char* views[] = {"chain", "walk", "perf", "precision", "diff", "heads"};
+  j["view"] = views[static_cast<int>(v.view)];
+  if (v.view == ViewKind::Heads) {
+    const ThumbGrid& hg = v.heads_grid;
+    j["heads_grid"] = {{"x", hg.x}, {"y", hg.y}, {"side", hg.side}, {"step_x", hg.step_x}, {"step_y", hg.step_y},
+                       {"cols", hg.cols}, {"rows", hg.rows}, {"done", v.heads_done}};
+  }
   if (!v.walk_json.empty()) j["walk"] = nlohmann::json::parse(v.walk_json);
   if (!v.precision_json.empty()) j["precision_view"] = nlohmann::json::parse(v.precision_json);
   if (!v.diff_json.empty()) j["diff"] = nlohmann::json::parse(v.diff_json);

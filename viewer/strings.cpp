@@ -416,6 +416,56 @@ constexpr Entry kTable[] = {
     {S::DiffMaxAt, "largest at %s → %s", "最大处：%s → %s"},
     {S::DiffVariant, "Variant", "变体"},
     {S::DiffPrecision, "Precision", "精度"},
+    // heads view (issue 15)
+    {S::ViewHeads, "Heads", "多头"},
+    {S::HeadsLayer, "Layer", "层"},
+    {S::HeadsHead, "Head", "头"},
+    {S::HeadsCount, "heads", "头数"},
+    {S::HeadsTitle, "heads: %d · softmax weights (step 3)", "%d 个头 · 注意力权重（第 3 步）"},
+    {S::HeadsTitleLayer, "Layer %d “%s” · heads: %d · softmax weights (step 3)",
+     "第 %d 层“%s”：%d 个头 · 注意力权重（第 3 步）"},
+    {S::HeadsProgress, "computing head %d of %d…", "正在计算第 %d / %d 个头…"},
+    {S::HeadsCaption, "head %d · rows %s%%", "头 %d · 行最大 %s%%"},
+    {S::HeadsCaptionKv, "head %d · kv %d · rows %s%%", "头 %d · kv %d · 行最大 %s%%"},
+    {S::HeadsCaptionPending, "head %d · …", "头 %d · …"},
+    {S::HeadsCaptionError, "head %d · refused", "头 %d · 无法计算"},
+    {S::HeadsTip,
+     "Head %d: a typical row's largest weight is %s%% (the median over the thumbnail's rows), the largest "
+     "anywhere %s%%. Click to open it in the chain view.",
+     "头 %d：典型一行的最大权重为 %s%%（缩略图各行的中位数），全头最大权重为 %s%%。点击在分步链视图中打开。"},
+    {S::HeadsTipKv, "It reads key/value head %d (grouped-query attention: %d query heads share it).",
+     "它读取键/值头 %d（分组查询注意力：%d 个查询头共用它）。"},
+    {S::HeadsError, "head %d refused: %s", "头 %d 无法计算：%s"},
+    {S::HeadsNote,
+     "Each thumbnail: one head's softmax weights (queries down, keys across), pooled (%s) to at most "
+     "%d×%d pixels, on its own colour scale (%s); “rows” (max pooling): the median of each row's largest weight. "
+     "Framed: the head the other views show.",
+     "每个缩略图：一个头的注意力权重（行为查询，列为键），池化（%s）到至多 %d×%d 像素，使用各自的色标（%s）；"
+     "“行最大”（最大值池化时）：各行最大权重的中位数。带框的是其他视图显示的头。"},
+    {S::HeadsOneHead,
+     "This problem has one head: generate a random sequence with more heads, or open a bundle "
+     "(attnlab-view --bundle DIR).",
+     "当前问题只有一个头：生成头数更多的随机序列，或打开一个 bundle（attnlab-view --bundle DIR）。"},
+    {S::HeadsBundleMask, "the bundle holds each call's mask", "bundle 自带每次调用的掩码"},
+    {S::HeadsRandomRows,
+     "Head %d of %d: rows %d–%d of each stage in the CSV (attnlab run has no --head for random problems).",
+     "第 %d 个头（共 %d 个）：CSV 中每个阶段的第 %d–%d 行（attnlab run 对随机问题没有 --head）。"},
+    {S::HeadsRange, "heads must be from 1 to %d, got %d; the current sequence stays",
+     "头数须在 1 到 %d 之间，得到 %d；保留当前序列"},
+    {S::HeadsTooLarge, "N = %d with %d heads needs %s for Q, K and V; the viewer's limit is %s",
+     "N = %d、%d 个头的 Q、K、V 需要 %s；查看器上限为 %s"},
+    {S::HeadsPattern,
+     "A pattern gives every head the same Q and K (only V differs), so its thumbnails are alike; noise "
+     "gives each head its own.",
+     "同一模式下每个头的 Q 与 K 相同（只有 V 不同），所以缩略图彼此相同；噪声模式下每个头各不相同。"},
+    {S::HeadsShown, "layer %d · head %d of %d", "第 %d 层 · 第 %d 个头（共 %d 个）"},
+    {S::ModeBundle, "Bundle %s", "bundle %s"},
+    {S::HeadsMaskFixed, "The mask is the bundle's own (each call brings its mask); it cannot be switched.",
+     "掩码来自 bundle（每次调用自带掩码），不能切换。"},
+    {S::HeadsCaptionBare, "head %d", "头 %d"},
+    {S::HeadsCaptionKvBare, "head %d · kv %d", "头 %d · kv %d"},
+    {S::HeadsTipMean, "Head %d: the largest weight anywhere is %s%% (“rows” needs max pooling). Click to open it in the chain view.",
+     "头 %d：全头最大权重为 %s%%（“行最大”需要最大值池化）。点击在分步链视图中打开。"},
 };
 static_assert(std::size(kTable) == static_cast<std::size_t>(S::Count_), "one line per S value");
 constexpr bool in_enum_order() {

@@ -61,6 +61,11 @@ enum class S {
   DiffColKey, DiffLegend, DiffMaskedLegend, DiffComputing, DiffBError, DiffNeedsStages, DiffQueryNote,
   DiffDescription, DiffNoSpec, DiffTipA, DiffTipB, DiffTipDiff, SetMaskNone, SetMaskCausal, SetMaskCustom,
   SetStaged, SetFused, SetQuery, DiffSameRun, DiffMaxAt, DiffVariant, DiffPrecision,
+  // heads view (issue 15)
+  ViewHeads, HeadsLayer, HeadsHead, HeadsCount, HeadsTitle, HeadsTitleLayer, HeadsProgress,
+  HeadsCaption, HeadsCaptionKv, HeadsCaptionPending, HeadsCaptionError, HeadsTip, HeadsTipKv,
+  HeadsError, HeadsNote, HeadsOneHead, HeadsBundleMask, HeadsRandomRows, HeadsRange, HeadsTooLarge,
+  HeadsPattern, HeadsShown, ModeBundle, HeadsMaskFixed, HeadsCaptionBare, HeadsCaptionKvBare, HeadsTipMean,
   Count_
 };
 

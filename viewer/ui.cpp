@@ -90,6 +90,11 @@ void load_fonts(App& app, float font_px) {
   for (const std::string& s : walk_ui_text()) add_text(s);
   for (const std::string& t : app.ctl.problem().query_tokens) add_text(t);
   for (const std::string& t : app.ctl.problem().key_tokens) add_text(t);
+  if (const Bundle* b = app.ctl.bundle()) {  // the Layer combo's call names, the tokens of every call
+    for (const BundleCall& call : b->calls) add_text(call.name);
+    for (const std::string& t : b->tokens) add_text(t);
+    add_text(b->dir);
+  }
   add_text(demo_problem().sentence);
   for (const std::string& t : demo_problem().query_tokens) add_text(t);
   for (Lang l : {Lang::Zh, Lang::En}) {
@@ -176,7 +181,13 @@ void apply_action(App& app, Action a) {
     case Action::StepHome: app.play.home(); break;
     case Action::QueryPrev: c.move_query(-1); break;
     case Action::QueryNext: c.move_query(+1); break;
-    case Action::ToggleMask: c.toggle_mask(); break;
+    case Action::ToggleMask:
+      if (c.from_bundle()) {
+        set_status(app, tr(app.lang, S::HeadsMaskFixed));  // the controller would refuse it in English
+      } else {
+        c.toggle_mask();
+      }
+      break;
     case Action::TemperatureDown:
     case Action::TemperatureUp:
       app.pending_temperature = step_temperature(app.pending_temperature.value_or(c.problem().temperature),
@@ -230,8 +241,11 @@ ViewSnapshot snapshot(const App& app) {
   if (app.view_kind == ViewKind::Walk) s.walk_json = app.walk.state_json();
   if (app.view_kind == ViewKind::Precision) s.precision_json = app.prec.state_json();
   if (app.view_kind == ViewKind::Diff) s.diff_json = app.diffv.state_json(app.ctl);
-  static constexpr const char* names[] = {"chain", "walk", "perf", "precision", "diff"};
-  s.view = names[static_cast<int>(app.view_kind)];
+  s.view = app.view_kind;
+  if (app.view_kind == ViewKind::Heads) {
+    s.heads_grid = app.heads_grid;
+    s.heads_done = app.heads.done;
+  }
   s.ui_scale = app.ui_scale;
   s.font_px = app.font_px;
   s.help_open = app.show_help;
@@ -263,6 +277,9 @@ void draw_frame(App& app) {
   }
   const Layout l = compute_layout(ds.x, ds.y, app.font_px);
   update_companions(app);
+  // Thumbnails nobody sees are not computed: leaving the heads view stops them (they are computed
+  // again, the old pictures shown meanwhile, when the view is shown again).
+  if (app.view_kind != ViewKind::Heads && app.heads_run.running()) app.heads_run.stop();
   draw_controls(app, l);
   if (app.view_kind == ViewKind::Perf) {
     draw_perf(app, l);  // the centre and the right column: the charts want the width
@@ -274,6 +291,8 @@ void draw_frame(App& app) {
     draw_info(app, l);
   } else if (app.view_kind == ViewKind::Diff) {
     draw_diff(app, l);
+  } else if (app.view_kind == ViewKind::Heads) {
+    draw_heads(app, l);
     draw_info(app, l);
   } else {
     draw_heatmap(app, l);

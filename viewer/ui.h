@@ -6,6 +6,7 @@
 
 #include "viewer/controller.h"
 #include "viewer/diff_view.h"
+#include "viewer/heads_view.h"
 #include "viewer/heatmap.h"
 #include "viewer/keymap.h"
 #include "viewer/layout.h"
@@ -50,8 +51,8 @@ struct App {
   // async: backend runs off the UI thread (the interactive viewer); headless runs wait for them.
   App(const ViewerOptions& o, bool async)
       : ctl(o, async), view_kind(o.view), walk_tile(o.tile), pool(o.pool), state_dump_path(o.state_dump), in_n(ctl.random_n()),
-        in_dk(ctl.random_dk()), in_dv(ctl.random_dv()), in_seed(ctl.random_seed()),
-        in_mode(ctl.from_files() ? 2 : ctl.demo() ? 0 : 1), in_files(ctl.files()) {
+        in_dk(ctl.random_dk()), in_dv(ctl.random_dv()), in_heads(ctl.random_heads()), in_seed(ctl.random_seed()),
+        in_mode(ctl.from_bundle() ? 3 : ctl.from_files() ? 2 : ctl.demo() ? 0 : 1), in_files(ctl.files()) {
     log_weights = ctl.n() > 64;
     init_perf(*this, o, !async);
     if (o.diff) {
@@ -74,6 +75,15 @@ struct App {
   std::optional<DiffSpec> diff;     // B's changes as applied (--diff, the editor's Apply)
   DiffSpec diff_edit;               // the editor's fields
   Message diff_error;               // why the last Apply was refused
+  // The heads view (panel_heads.cpp): the thumbnails' run, the copy of its state drawn, their one
+  // texture (a grid of kThumbPixels slots) and where they were placed (hover, click, state dump).
+  HeadsRun heads_run;
+  HeadsSnapshot heads;
+  std::uint64_t heads_rev = ~std::uint64_t{0};
+  SDL_Texture* heads_tex = nullptr;
+  int heads_tex_w = 0, heads_tex_h = 0, heads_tex_cols = 1;
+  std::string heads_tex_key;
+  ThumbGrid heads_grid;
   Lang lang = Lang::En;
   PoolMode pool = PoolMode::Max;
   HeatView view;
@@ -114,9 +124,9 @@ struct App {
   // [ and ] steps since the last frame, applied as one run by apply_pending (held keys repeat
   // faster than a run at 4096 tokens takes: one run per key queued seconds of them).
   std::optional<double> pending_temperature;
-  int in_n, in_dk, in_dv;  // the random-mode fields, applied by Generate
+  int in_n, in_dk, in_dv, in_heads;  // the random-mode fields, applied by Generate
   std::uint64_t in_seed;
-  int in_mode;                      // 0 demo, 1 random, 2 files (the radio's value)
+  int in_mode;                      // 0 demo, 1 random, 2 files, 3 the bundle (the radio's value)
   InputFiles in_files;              // the file fields, applied by Load
   Message random_error;             // why the last Generate or Load was refused (shown beside it,
                                     // in the UI language)

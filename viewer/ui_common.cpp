@@ -84,6 +84,20 @@ double seconds_now() {
   return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
+bool ensure_texture(App& app, SDL_Texture*& tex, int& tex_w, int& tex_h, int w, int h) {
+  if (tex && tex_w == w && tex_h == h) return true;
+  if (tex) SDL_DestroyTexture(tex);
+  tex = SDL_CreateTexture(app.renderer, SDL_PIXELFORMAT_RGBA32, SDL_TEXTUREACCESS_STREAMING, w, h);
+  if (!tex) {
+    set_status(app, std::string("SDL_CreateTexture: ") + SDL_GetError());
+    return false;
+  }
+  SDL_SetTextureScaleMode(tex, SDL_ScaleModeNearest);
+  tex_w = w;
+  tex_h = h;
+  return true;
+}
+
 const char* step_name(Lang l, int step) {
   static constexpr S names[] = {S::Step1, S::Step2, S::Step3, S::Step4};
   return tr(l, names[std::clamp(step, 1, 4) - 1]);

@@ -38,6 +38,9 @@ float button_width(const char* label);
 float text_width(const char* text);
 void same_line_if_fits(float width);
 double seconds_now();
+// `tex` as a streaming RGBA texture of w x h pixels with nearest-pixel scaling, re-created when
+// its size (tex_w, tex_h) changes; false (and the reason on the status line) when SDL refuses.
+bool ensure_texture(App& app, SDL_Texture*& tex, int& tex_w, int& tex_h, int w, int h);
 const char* step_name(Lang l, int step);
 
 // The centre window (the heatmap's place) of the chain, precision and diff views: fixed, no
@@ -73,6 +76,7 @@ void draw_heatmap(App& app, const Layout& l);   // panel_heatmap.cpp
 void draw_walk(App& app, const Layout& l);      // panel_walk.cpp (the centre, in the walk view)
 void draw_precision(App& app, const Layout& l); // panel_precision.cpp (the centre, precision view)
 void draw_diff(App& app, const Layout& l);      // panel_diff.cpp (the centre, diff view)
+void draw_heads(App& app, const Layout& l);     // panel_heads.cpp (the centre, in the heads view)
 void draw_perf(App& app, const Layout& l);      // panel_perf.cpp (centre and right, in the perf view)
 void draw_controls(App& app, const Layout& l);  // panel_controls.cpp
 void draw_info(App& app, const Layout& l);      // panel_info.cpp

@@ -275,7 +275,7 @@ TEST(DiffView, BFollowsAAndRefusalsAreKept) {
   c.set_companions(false, parse_diff_spec("temperature=0.5"));
   ASSERT_EQ(v.update(c, 3), DiffView::Status::Ok);
   ViewSnapshot s;
-  s.view = "diff";
+  s.view = ViewKind::Diff;
   s.diff_json = v.state_json(c);
   const auto j = nlohmann::json::parse(state_json(c, s));
   EXPECT_EQ(j["view"], "diff");

@@ -246,7 +246,7 @@ TEST(PrecisionView, PrecisionFlagReproduceCommandAndStateDump) {
   ASSERT_TRUE(c.set_precision(Precision::FP32));
   EXPECT_EQ(c.reproduce_command().find("--precision"), std::string::npos);
   ViewSnapshot s;
-  s.view = "precision";
+  s.view = ViewKind::Precision;
   PrecisionView v;
   map_of(c, 1);
   v.update(c, 1, ErrorKind::Rel);

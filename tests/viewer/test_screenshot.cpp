@@ -2,11 +2,13 @@
 // the PNG is read back and its pixels checked — the orange frame sits on the selected query row,
 // masked cells are grey hatching (not a colour of the scale) under the causal mask and nowhere
 // without it, the picture changes between steps, a 4096-token causal run pools the mask into the
-// upper triangle — and bad flags give one "error: ..." line and exit 2. The precision view (fp32 at
-// T = 1, bf16 at T = 0.1) and the diff view (temperature=0.5, variant=fused, mask=causal) at two
-// settings each, and bad --diff / --precision values.
+// upper triangle, the heads view frames the head shown among thumbnails that differ by head — and
+// bad flags give one "error: ..." line and exit 2. The precision view (fp32 at T = 1, bf16 at
+// T = 0.1) and the diff view (temperature=0.5, variant=fused, mask=causal) at two settings each,
+// and bad --diff / --precision values.
 #include "core/backend.h"
 #include "core/problem.h"
+#include "heads_test_bundle.h"
 #include "tests/test_util.h"
 #include "viewer/png_io.h"
 
@@ -239,11 +241,100 @@ TEST(Screenshot, FourThousandTokensPoolTheCausalMask) {
   for (int y : ys) EXPECT_NEAR(y, mid, 6);
 }
 
+namespace {
+
+// The heads view's thumbnail of head h, from the state dump's grid (image pixels).
+struct ThumbBox {
+  int x = 0, y = 0, side = 0;
+};
+ThumbBox thumb_box(const Shot& s, int h) {
+  const auto& g = s.state["heads_grid"];
+  const int cols = g["cols"];
+  const float x = g["x"], y = g["y"], sx = g["step_x"], sy = g["step_y"], side = g["side"];
+  return {static_cast<int>(x + (h % cols) * sx), static_cast<int>(y + (h / cols) * sy), static_cast<int>(side)};
+}
+
+// Highlight pixels on the frame drawn 3-5 px outside the thumbnail's edges (its top edge).
+int frame_pixels(const Shot& s, const ThumbBox& b) {
+  int n = 0;
+  for (int x = b.x; x < b.x + b.side; ++x) n += is_highlight(s.img.at(x, b.y - 4));
+  return n;
+}
+
+// Fraction of grey (masked) pixels in a square of the thumbnail, at fractions (fx, fy) of its side.
+double thumb_grey(const Shot& s, const ThumbBox& b, double fx, double fy) {
+  int grey = 0, total = 0;
+  const int x0 = b.x + static_cast<int>(fx * b.side), y0 = b.y + static_cast<int>(fy * b.side), w = b.side / 8;
+  for (int y = y0; y < y0 + w; ++y)
+    for (int x = x0; x < x0 + w; ++x) {
+      grey += is_grey(s.img.at(x, y));
+      ++total;
+    }
+  return static_cast<double>(grey) / total;
+}
+
+long differing_pixels(const Shot& s, const ThumbBox& a, const ThumbBox& b) {
+  long n = 0;
+  for (int y = 0; y < a.side; ++y)
+    for (int x = 0; x < a.side; ++x) n += !std::equal(s.img.at(a.x + x, a.y + y), s.img.at(a.x + x, a.y + y) + 3,
+                                                      s.img.at(b.x + x, b.y + y));
+  return n;
+}
+
+}  // namespace
+
+// A bundle's causal, grouped-query call: four thumbnails, the one of --head framed and no other,
+// the future keys hatched, the heads' pictures different (each its own pattern).
+TEST(Screenshot, HeadsViewOfABundleFramesTheHeadShown) {
+  const std::string dir = work_dir().file("bundle");
+  fs::create_directories(dir);
+  test::write_heads_bundle(dir);
+  for (const std::string lang : {"en", "zh"}) {
+    const Shot s = shoot("heads-bundle-" + lang, {"--bundle", dir, "--layer", "blocks.1.attn", "--head", "2", "--view",
+                                                  "heads", "--lang", lang, "--backend", "cpu"});
+    EXPECT_EQ(s.state["view"], "heads");
+    EXPECT_EQ(s.state["layer"], 1);
+    EXPECT_EQ(s.state["head"], 2);
+    EXPECT_EQ(s.state["heads"], 4);
+    EXPECT_EQ(s.state["mask"], "causal");
+    EXPECT_EQ(s.state["mode"], "bundle");
+    ASSERT_EQ(s.state["heads_grid"]["done"], 4) << "headless waits for every thumbnail";
+    ASSERT_GT(s.state["heads_grid"]["side"].get<float>(), 64);
+    for (int h = 0; h < 4; ++h) {
+      const ThumbBox b = thumb_box(s, h);
+      if (h == 2) EXPECT_GT(frame_pixels(s, b), b.side * 9 / 10) << lang << " head " << h;
+      else EXPECT_EQ(frame_pixels(s, b), 0) << lang << " head " << h;
+      EXPECT_GT(thumb_grey(s, b, 0.8, 0.05), 0.9) << "future keys, head " << h;
+      EXPECT_LT(thumb_grey(s, b, 0.05, 0.8), 0.05) << "past keys, head " << h;
+    }
+    EXPECT_GT(differing_pixels(s, thumb_box(s, 0), thumb_box(s, 2)), 1000) << "sink and previous-token heads";
+  }
+}
+
+// Random heads with a pattern: the pattern gives every head the same Q and K, so the thumbnails
+// are the same picture (the view says so); the local window is the bright diagonal band.
+TEST(Screenshot, HeadsViewOfRandomHeadsWithAPattern) {
+  const Shot s = shoot("heads-random-pattern", {"--random", "128", "--heads", "4", "--dk", "16", "--pattern", "local:4",
+                                                "--view", "heads", "--lang", "zh", "--backend", "cpu"});
+  EXPECT_EQ(s.state["heads"], 4);
+  EXPECT_EQ(s.state["head"], 0);
+  ASSERT_EQ(s.state["heads_grid"]["done"], 4);
+  const ThumbBox b0 = thumb_box(s, 0);
+  EXPECT_GT(frame_pixels(s, b0), b0.side * 9 / 10);
+  for (int h = 1; h < 4; ++h) EXPECT_EQ(differing_pixels(s, b0, thumb_box(s, h)), 0) << "head " << h;
+  // Diagonal (bright, yellow end of viridis: high red) against the far corner (dark purple).
+  const std::uint8_t* diag = s.img.at(b0.x + b0.side / 2, b0.y + b0.side / 2);
+  const std::uint8_t* corner = s.img.at(b0.x + b0.side - 4, b0.y + 4);
+  EXPECT_GT(diag[0], 150);
+  EXPECT_LT(corner[0], 90);
+}
+
 TEST(Screenshot, BadFlagsGiveOneErrorLineAndExitTwo) {
   const std::vector<std::vector<std::string>> bad = {
       {"--step", "7"},     {"--temperature", "0"}, {"--bogus"},
       {"--mask", "diag"},  {"--size", "10x10"},    {"--query", "你好"},
-      {"--random", "70000", "--backend", "cpu"}};
+      {"--random", "70000", "--backend", "cpu"}, {"--bundle", "/nonexistent-attnlab-bundle"},
+      {"--random", "8", "--heads", "2", "--head", "2"}, {"--view", "head"}};
   // Your own inputs: a shape mismatch, a fully masked row, a mask file that holds other numbers.
   const std::string q = work_dir().file("q.csv"), k = work_dir().file("k.csv"), v = work_dir().file("v.csv");
   const std::string k4 = work_dir().file("k4.csv"), fm = work_dir().file("fm.csv"), m2 = work_dir().file("m2.csv");

@@ -166,3 +166,30 @@ TEST(Xvfb, ShiftClickSelectsSeveralQueries) {
   EXPECT_EQ(plain["queries"], nlohmann::json::array({1})) << out;
   EXPECT_EQ(plain["query"], 1) << out;
 }
+
+// The heads view under real X events: a click on the third thumbnail (its place from the first
+// state dump) opens head 2 in the chain view.
+TEST(Xvfb, ClickingAThumbnailOpensItsHeadInTheChainView) {
+  ATTNLAB_REQUIRE_XVFB();
+  const attnlab::test::TempDir tmp("attnlab-view-xvfb4");
+  const fs::path dump = tmp.path() / "state.json", after = tmp.path() / "after.json";
+  const std::string click =
+      "eval $(python3 -c \"import json;g=json.load(open('" + dump.string() +
+      "'))['heads_grid'];h=2;print('cx=%d cy=%d' % (g['x']+(h%g['cols'])*g['step_x']+g['side']/2, "
+      "g['y']+(h//g['cols'])*g['step_y']+g['side']/2))\")\n";
+  const attnlab::test::BinaryRun r = run_under_xvfb(
+      tmp.path(), "--lang en --size 1280x800 --backend cpu --view heads --random 64 --heads 4 --dk 16", dump,
+      "xdotool windowfocus --sync \"$wid\"\nsleep 0.5\n" + click +
+      "xdotool mousemove --window \"$wid\" $cx $cy; sleep 0.3\n"
+      "xdotool mousedown 1; sleep 0.1; xdotool mouseup 1; sleep 0.8\n"
+      "cp '" + dump.string() + "' '" + after.string() + "'\n");
+  const std::string out = r.out + r.err;
+  ASSERT_EQ(r.code, 0) << out;
+  EXPECT_NE(out.find("viewer_exit=0"), std::string::npos) << out;
+  std::ifstream a(after);
+  ASSERT_TRUE(a) << out;
+  const auto j = nlohmann::json::parse(a);
+  EXPECT_EQ(j["view"], "chain") << out;
+  EXPECT_EQ(j["head"], 2) << out;
+  EXPECT_EQ(j["heads"], 4);
+}
