@@ -94,7 +94,9 @@ void add_bundle_options(CLI::App* cmd, ProblemArgs& a, bool head) {
   cmd->add_option("--layer", a.layer, "The bundle's call to use: its index (default 0) or its name")
       ->type_name("L");
   if (head)
-    cmd->add_option("--head", a.head, "One head of the bundle's call (default: every head, stacked)")
+    cmd->add_option("--head", a.head,
+                    "One head of the bundle's call, or of --random N --heads H (default: every head, "
+                    "stacked)")
       ->type_name("H");
 }
 
@@ -143,6 +145,9 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
   if (!a.pattern.empty() && !a.random_n)
     throw InputError("--pattern describes a random problem: add --random N");
 
+  if (a.bundle.empty() && a.head && !a.random_n)
+    throw InputError("--head applies to --bundle or to --random N --heads H");
+
   Problem p;
   const bool files = !a.q_file.empty() || !a.k_file.empty() || !a.v_file.empty();
   if (demo) {
@@ -163,11 +168,11 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
   } else if (a.random_n) {
     check_random_size(a);
     p = pattern_problem(pattern, static_cast<int>(*a.random_n), a.d_k, a.d_v, a.seed, a.heads);
+    if (a.head) p = one_head(p, *a.head);  // head h of the H heads, exactly as generated
   } else {
     throw InputError("run needs its inputs: --q FILE --k FILE --v FILE, --random N or --bundle DIR");
   }
-  if (a.bundle.empty() && (a.head || a.layer != "0"))
-    throw InputError(std::string(a.head ? "--head" : "--layer") + " applies to --bundle only");
+  if (a.bundle.empty() && a.layer != "0") throw InputError("--layer applies to --bundle only");
 
   p.temperature = a.temperature.value_or(demo ? 0.85 : 1.0);
   // induction comes with its causal mask; --mask causal or a mask file still apply.

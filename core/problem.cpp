@@ -214,6 +214,21 @@ Problem random_problem(int n, int d_k, int d_v, std::uint64_t seed, int heads) {
   return p;
 }
 
+Problem one_head(const Problem& all, int head) {
+  if (head < 0 || head >= all.heads)
+    throw InputError("--head must be between 0 and " + std::to_string(all.heads - 1) + ", got " +
+                     std::to_string(head));
+  Problem p = all;
+  const Eigen::Index n = all.n(), m = all.m();
+  p.heads = 1;
+  p.q = all.q.middleRows(head * n, n);
+  p.k = all.k.middleRows(head * m, m);
+  p.v = all.v.middleRows(head * m, m);
+  p.source = (all.source.empty() ? std::string() : all.source + ", ") + "head " + std::to_string(head) + " of " +
+             std::to_string(all.heads);
+  return p;
+}
+
 int resolve_query(const Problem& p, const std::string& token_or_index) {
   const int n = p.n();
   for (int i = 0; i < static_cast<int>(p.query_tokens.size()); ++i)

@@ -84,6 +84,12 @@ constexpr int kDemoDefaultQuery = 2;  // 上下文
 // stacks B*H heads. Tokens default to "0", "1", ....
 Problem random_problem(int n, int d_k, int d_v, std::uint64_t seed, int heads = 1);
 
+// Head `head` of a problem of stacked heads as a problem of one head: its rows of Q, K and V, the
+// shared mask, labels and temperature; its source names the head ("…, head 2 of 8"). What
+// `--random N --heads H --head h` runs, and the viewer's head of a random problem. InputError
+// ("--head must be between 0 and 7, got 9") outside 0..heads-1.
+Problem one_head(const Problem& all, int head);
+
 // Default labels "0", "1", ..., "count-1".
 std::vector<std::string> index_tokens(int count);
 

@@ -167,7 +167,10 @@ TEST(Bundle, BrokenBundlesGetOneErrorLine) {
   expect_refused(with({"--layer", "nope"}), "blocks.0.attn");
   expect_refused(with({"--head", "2"}), "--head 2 is out of range");
   expect_refused(with({"--mask", "causal"}), "--mask does not apply to --bundle");
-  expect_refused({"run", "--random", "4", "--head", "1"}, "--head applies to --bundle only");
+  expect_refused({"run", "--random", "4", "--head", "1"}, "--head must be between 0 and 0, got 1");
+  expect_refused({"run", "--random", "4", "--heads", "3", "--head", "3"}, "--head must be between 0 and 2, got 3");
+  expect_refused({"run", "--q", "q.csv", "--k", "k.csv", "--v", "v.csv", "--head", "0"},
+                 "--head applies to --bundle or to --random N --heads H");
   // The manifest lies about n.
   patch_manifest(dir, [](Json& j) { j["calls"][0]["n"] = 5; });
   expect_refused(run, "q.npy: q of call 0 'blocks.0.attn' is 8x8 but the manifest says 10x8");

@@ -41,20 +41,6 @@ bool view_fits(const PoolRequest& v, const Problem& p) {
          v.cols.end.back() <= p.m();
 }
 
-// Head `head` of a problem of stacked heads, as a problem of one head: its rows of Q, K and V, the
-// shared mask, labels and temperature; its source names the head.
-Problem one_head(const Problem& all, int head) {
-  Problem p = all;
-  const Eigen::Index n = all.n(), m = all.m();
-  p.heads = 1;
-  p.q = all.q.middleRows(head * n, n);
-  p.k = all.k.middleRows(head * m, m);
-  p.v = all.v.middleRows(head * m, m);
-  p.source = (all.source.empty() ? std::string() : all.source + ", ") + "head " + std::to_string(head) + " of " +
-             std::to_string(all.heads);
-  return p;
-}
-
 bool same_view(const PoolRequest& a, const PoolRequest& b) {
   return a.mode == b.mode && a.head == b.head && a.rows.begin == b.rows.begin && a.rows.end == b.rows.end &&
          a.cols.begin == b.cols.begin && a.cols.end == b.cols.end;
@@ -1090,7 +1076,7 @@ std::string Controller::reproduce_command() const {
     cmd = "attnlab run --random " + std::to_string(r.source.n) + " --dk " + std::to_string(r.source.d_k) +
           " --dv " + std::to_string(r.source.d_v) + " --seed " + std::to_string(r.source.seed);
     if (r.source.pattern.kind != PatternKind::Noise) cmd += " --pattern " + pattern_name(r.source.pattern);
-    if (r.source.heads > 1) cmd += " --heads " + std::to_string(r.source.heads);
+    if (r.source.heads > 1) cmd += " --heads " + std::to_string(r.source.heads) + " --head " + std::to_string(r.source.head);
   }
   cmd += " --query " + std::to_string(query_) + " --temperature " + temp;
   // The bundle's mask is the call's own: the CLI refuses --mask with --bundle.

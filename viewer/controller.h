@@ -274,10 +274,8 @@ class Controller {
   // keys rounded down, perplexity, weight sum; argmax -1: a mean has none), and how many entered it.
   std::optional<RowStats> mean_stats(int* counted = nullptr) const;
   // The `attnlab` command that computes exactly the problem on screen (source, query,
-  // temperature, mask, backend, precision when bf16), printing every stage as CSV. A bundle's head
-  // is named (--bundle DIR --layer L --head H); `attnlab run` has no --head for random problems: for
-  // head h of --heads H the command computes every head and head h is rows h*N.. of each stage (the
-  // viewer says so under the command).
+  // temperature, mask, backend, precision when bf16), printing every stage as CSV. A head is named:
+  // --bundle DIR --layer L --head H, or --random N --heads H --head h.
   std::string reproduce_command() const;
 
   // ---- the companion runs on screen (belonging to problem() and trace()) ----

@@ -212,9 +212,6 @@ void draw_info(App& app, const Layout& l) {
     const std::string cmd = c.reproduce_command();
     wrapped(app, tr(lang, S::Reproduce), &kDimV4);
     wrapped(app, cmd);
-    if (!c.from_bundle() && c.shown_heads() > 1)
-      wrapped(app, fmt(tr(lang, S::HeadsRandomRows), c.shown_head(), c.shown_heads(), c.shown_head() * p.n(),
-                       (c.shown_head() + 1) * p.n() - 1), &kDimV4);
     if (ImGui::Button(fmt("%s###copycmd", tr(lang, S::Copy)).c_str())) {
       c.clear_error();
       SDL_SetClipboardText(cmd.c_str());
