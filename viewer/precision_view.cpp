@@ -1,6 +1,8 @@
 // The precision view's logic (see precision_view.h).
 #include "viewer/precision_view.h"
 
+#include "cpu/parallel.h"
+
 #include "viewer/controller.h"
 
 #include <nlohmann/json.hpp>
@@ -8,6 +10,8 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <vector>
+#include <array>
 #include <limits>
 
 namespace attnlab::viewer {
@@ -50,8 +54,38 @@ double ulps(double x, double ref, Precision p) {
 }
 
 int hist_bin(double error) {
-  const double b = std::floor((std::log10(error) - kHistLo) * kHistPerDecade);
-  return static_cast<int>(std::clamp(b, 0.0, static_cast<double>(kHistBins - 1)));
+  // floor((log10(error) - kHistLo) * kHistPerDecade), clamped, without a logarithm per cell (a map
+  // has up to 16M of them): a bin spans more than one binary octave, so the octave of `error`
+  // (its exponent) holds at most one bin edge, looked up with the bin below it.
+  constexpr int kLowOctave = -44, kHighOctave = 10;  // 2^-44 < 10^kHistLo, 2^10 > 10^kHistHi
+  struct Octave {
+    int bin;      // the bin of the octave's lowest value
+    double edge;  // the next bin's lower edge inside the octave (or +inf: none)
+  };
+  static const std::array<Octave, kHighOctave - kLowOctave + 1> table = [] {
+    std::array<Octave, kHighOctave - kLowOctave + 1> t{};
+    const auto bin_of = [](double v) {
+      const double b = std::floor((std::log10(v) - kHistLo) * kHistPerDecade);
+      return static_cast<int>(std::clamp(b, 0.0, static_cast<double>(kHistBins - 1)));
+    };
+    for (int o = kLowOctave; o <= kHighOctave; ++o) {
+      Octave& x = t[o - kLowOctave];
+      x.bin = bin_of(std::ldexp(1.0, o));
+      x.edge = std::numeric_limits<double>::infinity();
+      if (x.bin + 1 < kHistBins) {
+        const double edge = std::pow(10.0, kHistLo + static_cast<double>(x.bin + 1) / kHistPerDecade);
+        if (edge < std::ldexp(1.0, o + 1)) x.edge = edge;
+      }
+    }
+    return t;
+  }();
+  int octave = 0;
+  std::frexp(error, &octave);  // error in [2^(octave-1), 2^octave)
+  --octave;
+  if (octave < kLowOctave) return 0;
+  if (octave > kHighOctave) return kHistBins - 1;
+  const Octave& x = table[octave - kLowOctave];
+  return x.bin + (error >= x.edge ? 1 : 0);
 }
 
 double row_scale(const double* ref, int cols, const float* mask, int mask_rows, int r) {
@@ -76,42 +110,90 @@ ErrorMap error_map(const float* x, const double* ref, int rows, int cols, const 
   m.kind = kind;
   m.precision = precision;
   m.err.resize(static_cast<std::size_t>(rows) * cols);
-  double sum = 0;
-  int counted = 0;
-  for (int r = 0; r < rows; ++r) {
-    const double scale = kind == ErrorKind::Rel ? row_scale(ref, cols, mask, mask_rows, r) : 1;
-    for (int c = 0; c < cols; ++c) {
-      const std::size_t i = static_cast<std::size_t>(r) * cols + c;
-      const bool same_inf = !std::isfinite(ref[i]) && static_cast<double>(x[i]) == ref[i];
-      if (blocked(mask, mask_rows, cols, r, c) || same_inf) {
-        m.err[i] = std::numeric_limits<float>::quiet_NaN();
-        ++m.masked;
-        continue;
-      }
-      double e = abs_error(x[i], ref[i]);
-      if (kind == ErrorKind::Rel) e = relative(e, scale);
-      if (!std::isfinite(e)) {
-        ++m.non_finite;
-        m.err[i] = FLT_MAX;
-      } else {
-        m.err[i] = static_cast<float>(std::min(e, static_cast<double>(FLT_MAX)));
-        sum += e;
-        ++counted;
-      }
-      if (m.arg_row < 0 || e > m.max) {
-        m.max = e;
-        m.arg_row = r;
-        m.arg_col = c;
-      }
-      if (e == 0) {
-        ++m.zeros;
-      } else {
-        ++m.hist[hist_bin(std::isfinite(e) ? e : DBL_MAX)];
-        if (m.min_positive == 0 || e < m.min_positive) m.min_positive = e;
+  // Blocks of rows on every core (the UI waits for the map), each with its own figures, merged in
+  // block order: the same result, first maximum included, whatever the threads did.
+  constexpr int kBlockRows = 64;
+  struct Part {
+    double sum = 0, max = 0, min_positive = 0;
+    long long counted = 0;
+    int masked = 0, zeros = 0, non_finite = 0, arg_row = -1, arg_col = -1;
+    std::array<int, kHistBins> hist{};
+  };
+  const int blocks = (rows + kBlockRows - 1) / kBlockRows;
+  std::vector<Part> parts(static_cast<std::size_t>(std::max(blocks, 0)));
+  const double cells = static_cast<double>(rows) * cols;
+  cpu::parallel_items(parts.size(), cpu::worker_count(parts.size(), 20 * cells), [&](unsigned, std::size_t b) {
+    // Locals, not the Part's fields, in the loop: the compiler keeps them in registers.
+    Part pt;
+    float* err = m.err.data();
+    const int r0 = static_cast<int>(b) * kBlockRows, r1 = std::min(rows, r0 + kBlockRows);
+    double sum = 0, max = 0, min_positive = 0;
+    long long counted = 0;
+    int masked = 0, zeros = 0, non_finite = 0, arg_row = -1, arg_col = -1;
+    for (int r = r0; r < r1; ++r) {
+      const double scale = kind == ErrorKind::Rel ? row_scale(ref, cols, mask, mask_rows, r) : 1;
+      const std::size_t base = static_cast<std::size_t>(r) * cols;
+      const float* mrow = mask ? mask + static_cast<std::size_t>(r % mask_rows) * cols : nullptr;
+      for (int c = 0; c < cols; ++c) {
+        const std::size_t i = base + c;
+        const double xv = x[i], rv = ref[i];
+        if ((mrow && mrow[c] != 0.0f) || (!std::isfinite(rv) && xv == rv)) {
+          err[i] = std::numeric_limits<float>::quiet_NaN();
+          ++masked;
+          continue;
+        }
+        double e = abs_error(xv, rv);
+        if (kind == ErrorKind::Rel) e = relative(e, scale);
+        if (!std::isfinite(e)) {
+          ++non_finite;
+          err[i] = FLT_MAX;
+        } else {
+          err[i] = static_cast<float>(std::min(e, static_cast<double>(FLT_MAX)));
+          sum += e;
+          ++counted;
+        }
+        if (arg_row < 0 || e > max) {
+          max = e;
+          arg_row = r;
+          arg_col = c;
+        }
+        if (e == 0) {
+          ++zeros;
+        } else {
+          ++pt.hist[hist_bin(std::isfinite(e) ? e : DBL_MAX)];
+          if (min_positive == 0 || e < min_positive) min_positive = e;
+        }
       }
     }
+    pt.sum = sum;
+    pt.max = max;
+    pt.min_positive = min_positive;
+    pt.counted = counted;
+    pt.masked = masked;
+    pt.zeros = zeros;
+    pt.non_finite = non_finite;
+    pt.arg_row = arg_row;
+    pt.arg_col = arg_col;
+    parts[b] = pt;
+  });
+  double sum = 0;
+  long long counted = 0;
+  for (const Part& pt : parts) {
+    sum += pt.sum;
+    counted += pt.counted;
+    m.masked += pt.masked;
+    m.zeros += pt.zeros;
+    m.non_finite += pt.non_finite;
+    if (pt.arg_row >= 0 && (m.arg_row < 0 || pt.max > m.max)) {
+      m.max = pt.max;
+      m.arg_row = pt.arg_row;
+      m.arg_col = pt.arg_col;
+    }
+    if (pt.min_positive > 0 && (m.min_positive == 0 || pt.min_positive < m.min_positive))
+      m.min_positive = pt.min_positive;
+    for (int k = 0; k < kHistBins; ++k) m.hist[k] += pt.hist[k];
   }
-  m.mean = counted ? sum / counted : 0;
+  m.mean = counted ? sum / static_cast<double>(counted) : 0;
   return m;
 }
 

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <limits>
@@ -65,6 +66,19 @@ TEST(PrecisionView, HistogramBinsAreFixedHalfDecades) {
   EXPECT_EQ(hist_bin(1e-7), 10);
   EXPECT_EQ(hist_bin(0.5), 23);
   EXPECT_EQ(hist_bin(1e6), kHistBins - 1) << "above the last edge: the last bin";
+  EXPECT_EQ(hist_bin(DBL_MAX), kHistBins - 1);
+  EXPECT_EQ(hist_bin(DBL_MIN), 0);
+  // The table lookup gives the logarithm's bins: at every edge, a hair either side of it, and
+  // values spread over 40 decades.
+  const auto by_log = [](double e) {
+    const double b = std::floor((std::log10(e) - kHistLo) * kHistPerDecade);
+    return static_cast<int>(std::clamp(b, 0.0, static_cast<double>(kHistBins - 1)));
+  };
+  for (int b = 0; b <= kHistBins; ++b) {
+    const double edge = std::pow(10.0, kHistLo + static_cast<double>(b) / kHistPerDecade);
+    for (double e : {edge * (1 - 1e-12), edge * (1 + 1e-12)}) EXPECT_EQ(hist_bin(e), by_log(e)) << e;
+  }
+  for (double lg = -25; lg < 15; lg += 0.0137) EXPECT_EQ(hist_bin(std::pow(10.0, lg)), by_log(std::pow(10.0, lg))) << lg;
 }
 
 TEST(PrecisionView, MapOfAHandMadePair) {
