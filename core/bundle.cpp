@@ -227,6 +227,14 @@ Problem bundle_problem(const Bundle& b, int layer, std::optional<int> head) {
              (c.kv_heads != c.heads ? " (" + std::to_string(c.kv_heads) + " key/value heads, each shared by " +
                                           std::to_string(group) + " query heads)"
                                     : std::string());
+  p.source_zh = "bundle " + b.dir + (b.model.empty() ? std::string() : "（" + b.model + "）") + "，调用 " +
+                std::to_string(layer) + "（共 " + std::to_string(b.calls.size()) + " 个）" +
+                (c.name.empty() ? std::string() : "“" + c.name + "”") + "，" +
+                (head ? "头 " + std::to_string(*head) + "（共 " + std::to_string(c.heads) + " 个）"
+                      : "全部 " + std::to_string(c.heads) + " 个头") +
+                (c.kv_heads != c.heads ? "（" + std::to_string(c.kv_heads) + " 个键/值头，每个由 " +
+                                             std::to_string(group) + " 个查询头共享）"
+                                       : std::string());
   validate(p);
   return p;
 }

@@ -279,6 +279,7 @@ Problem pattern_problem(const Pattern& pattern, int n, int d_k, int d_v, std::ui
   fill_normal(p.v, static_cast<Eigen::Index>(heads) * n, d_v, rng);
   p.temperature = 1.0;
   p.source = "synthetic pattern '" + pattern_name(pattern) + "' (not a trained model)";
+  p.source_zh = "合成模式“" + pattern_name(pattern) + "”（不是训练得到的模型）";
   return p;
 }
 

@@ -226,6 +226,8 @@ Problem one_head(const Problem& all, int head) {
   p.v = all.v.middleRows(head * m, m);
   p.source = (all.source.empty() ? std::string() : all.source + ", ") + "head " + std::to_string(head) + " of " +
              std::to_string(all.heads);
+  p.source_zh = (all.source.empty() ? std::string() : all.source_in(Lang::Zh) + "，") + "头 " +
+                std::to_string(head) + "（共 " + std::to_string(all.heads) + " 个）";
   return p;
 }
 

@@ -32,6 +32,10 @@ struct Problem {
   // Where the inputs come from when that is not obvious (a bundle's layer and heads, a synthetic
   // pattern); every text output shows it. Empty for the demo, files and plain random problems.
   std::string source;
+  std::string source_zh;  // the same in Chinese (the texts' --lang zh, the viewer in 中文)
+  const std::string& source_in(Lang lang) const {
+    return lang == Lang::Zh && !source_zh.empty() ? source_zh : source;
+  }
 
   int n() const { return static_cast<int>(q.rows()) / heads; }  // queries per head
   int m() const { return static_cast<int>(k.rows()) / heads; }  // keys per head

@@ -80,7 +80,7 @@ std::string describe(const Problem& p, const float* weights, const float* mask, 
   const std::string dk = std::to_string(p.d_k());
   const std::string temp = short_number(p.temperature);
   std::string out;
-  if (!p.source.empty()) out += (zh ? "来源：" : "Source: ") + p.source + (zh ? "。" : ". ");
+  if (!p.source.empty()) out += (zh ? "来源：" : "Source: ") + p.source_in(lang) + (zh ? "。" : ". ");
 
   // Sequence sentence: the demo names its sentence, other problems their sizes.
   if (!p.sentence.empty()) {

@@ -72,6 +72,11 @@ TEST(Bundle, GroupedQueryHeadsShareTheirKeyValueHead) {
   EXPECT_EQ(h3.q, a.q.middleRows(15, 5));
   EXPECT_EQ(h3.k, a.k.middleRows(5, 5));
   EXPECT_NE(h3.source.find("head 3 of 4"), std::string::npos) << h3.source;
+  // The same in Chinese, for --lang zh and the viewer in 中文.
+  EXPECT_NE(h3.source_in(Lang::Zh).find("调用 0（共 1 个）"), std::string::npos) << h3.source_zh;
+  EXPECT_NE(h3.source_in(Lang::Zh).find("头 3（共 4 个）"), std::string::npos) << h3.source_zh;
+  EXPECT_NE(h3.source_in(Lang::Zh).find("2 个键/值头，每个由 2 个查询头共享"), std::string::npos) << h3.source_zh;
+  EXPECT_EQ(h3.source_in(Lang::En), h3.source);
   EXPECT_FALSE(p.scale.has_value());
   EXPECT_EQ(resolve_layer(b, "blocks.0.attn"), 0);
 }

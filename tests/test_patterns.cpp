@@ -67,6 +67,11 @@ TEST(Patterns, SameSeedSameProblemAndTheSourceSaysSynthetic) {
     const Problem c = pattern_problem(pat, 64, 32, 8, 4);
     EXPECT_FALSE(a.v == c.v) << name;
     EXPECT_EQ(a.source, std::string("synthetic pattern '") + name + "' (not a trained model)");
+    EXPECT_EQ(a.source_in(Lang::Zh), std::string("合成模式“") + name + "”（不是训练得到的模型）");
+    // One head of several names the head in both languages.
+    const Problem h = one_head(pattern_problem(pat, 64, 32, 8, 3, 3), 2);
+    EXPECT_EQ(h.source_in(Lang::Zh), std::string("合成模式“") + name + "”（不是训练得到的模型），头 2（共 3 个）");
+    EXPECT_EQ(h.q, pattern_problem(pat, 64, 32, 8, 3, 3).q.middleRows(128, 64));
   }
 }
 

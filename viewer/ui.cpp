@@ -96,6 +96,8 @@ void load_fonts(App& app, float font_px) {
     add_text(b->dir);
   }
   add_text(demo_problem().sentence);
+  // The words of Problem::source_zh (core/patterns, core/bundle, one_head), for problems made later.
+  add_text("合成模式“”（不是训练得到的模型）调用（共个）头全部个键/值头，每个由个查询头共享");
   for (const std::string& t : demo_problem().query_tokens) add_text(t);
   for (Lang l : {Lang::Zh, Lang::En}) {
     add_text(app.ctl.description(l));
