@@ -3,6 +3,7 @@
 
 #include "core/format.h"
 #include "core/messages.h"
+#include "cpu/parallel.h"
 #include "viewer/controller.h"
 #include "viewer/strings.h"
 
@@ -12,6 +13,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace attnlab::viewer {
 namespace {
@@ -155,13 +157,20 @@ DiffMap diff_map(const float* a, const float* b, int rows, int cols, const float
   m.rows = rows;
   m.cols = cols;
   m.d.resize(static_cast<std::size_t>(rows) * cols);
-  for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < cols; ++c) {
-      const std::size_t i = static_cast<std::size_t>(r) * cols + c;
-      const bool both = masked_at(mask_a, mask_rows, cols, r, c) && masked_at(mask_b, mask_rows, cols, r, c);
-      m.d[i] = both || !std::isfinite(a[i]) || !std::isfinite(b[i]) ? std::numeric_limits<float>::quiet_NaN()
-                                                                       : b[i] - a[i];
-    }
+  // Blocks of rows on every core: the UI waits for the map (up to 16M cells).
+  constexpr int kBlockRows = 64;
+  const std::size_t blocks = static_cast<std::size_t>((rows + kBlockRows - 1) / kBlockRows);
+  float* d = m.d.data();
+  cpu::parallel_items(blocks, cpu::worker_count(blocks, 4.0 * rows * cols), [&](unsigned, std::size_t blk) {
+    const int r1 = std::min(rows, static_cast<int>(blk + 1) * kBlockRows);
+    for (int r = static_cast<int>(blk) * kBlockRows; r < r1; ++r)
+      for (int c = 0; c < cols; ++c) {
+        const std::size_t i = static_cast<std::size_t>(r) * cols + c;
+        const bool both = masked_at(mask_a, mask_rows, cols, r, c) && masked_at(mask_b, mask_rows, cols, r, c);
+        d[i] = both || !std::isfinite(a[i]) || !std::isfinite(b[i]) ? std::numeric_limits<float>::quiet_NaN()
+                                                                     : b[i] - a[i];
+      }
+  });
   finish(m);
   return m;
 }
@@ -189,31 +198,70 @@ ValueRange symmetric_range(const DiffMap& m) {
 }
 
 std::vector<Change> top_changes(const DiffMap& m, const float* a, const float* b, int k) {
-  std::vector<int> idx;
-  for (int i = 0; i < static_cast<int>(m.d.size()); ++i)
-    if (!std::isnan(m.d[i]) && m.d[i] != 0) idx.push_back(i);
+  // The k largest |B − A| (the lower index first on ties): a k-long list per block of cells kept in
+  // that order, then the blocks' lists merged; no list of every changed cell (16M at 4096 tokens).
+  const std::size_t keep = static_cast<std::size_t>(std::max(k, 0));
   const auto larger = [&m](int x, int y) {
     const float ax = std::abs(m.d[x]), ay = std::abs(m.d[y]);
     return ax != ay ? ax > ay : x < y;
   };
-  const std::size_t keep = std::min(idx.size(), static_cast<std::size_t>(std::max(k, 0)));
-  std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(keep), idx.end(), larger);
+  const auto insert = [&](std::vector<int>& best, int i) {
+    if (best.size() == keep && !larger(i, best.back())) return;
+    best.insert(std::upper_bound(best.begin(), best.end(), i, larger), i);
+    if (best.size() > keep) best.pop_back();
+  };
+  constexpr std::size_t kBlock = std::size_t{1} << 18;
+  const std::size_t cells = m.d.size(), blocks = (cells + kBlock - 1) / kBlock;
+  std::vector<std::vector<int>> parts(blocks);
+  if (keep > 0)
+    cpu::parallel_items(blocks, cpu::worker_count(blocks, 2.0 * static_cast<double>(cells)), [&](unsigned, std::size_t blk) {
+      std::vector<int>& best = parts[blk];
+      const std::size_t end = std::min(cells, (blk + 1) * kBlock);
+      for (std::size_t i = blk * kBlock; i < end; ++i)
+        if (!std::isnan(m.d[i]) && m.d[i] != 0) insert(best, static_cast<int>(i));
+    });
+  std::vector<int> best;
+  for (const std::vector<int>& part : parts)
+    for (int i : part) insert(best, i);
   std::vector<Change> out;
-  for (std::size_t j = 0; j < keep; ++j) {
-    const int i = idx[j];
-    out.push_back({i / m.cols, i % m.cols, a[i], b[i], m.d[i]});
-  }
+  for (int i : best) out.push_back({i / m.cols, i % m.cols, a[i], b[i], m.d[i]});
   return out;
 }
 
 std::vector<PooledCell> pool_signed(const DiffMap& m, const AxisMap& rmap, const AxisMap& cmap) {
-  std::vector<float> neg(m.d.size());
-  for (std::size_t i = 0; i < neg.size(); ++i) neg[i] = -m.d[i];
-  std::vector<PooledCell> hi = pool_grid(m.d.data(), m.rows, m.cols, nullptr, 0, rmap, cmap, PoolMode::Max);
-  const std::vector<PooledCell> lo = pool_grid(neg.data(), m.rows, m.cols, nullptr, 0, rmap, cmap, PoolMode::Max);
-  for (std::size_t i = 0; i < hi.size(); ++i)
-    if (!hi[i].masked && lo[i].value > hi[i].value) hi[i].value = -lo[i].value;
-  return hi;
+  // One pass: the largest and the smallest value of each block, and whichever is larger in
+  // magnitude (the positive one on ties); a block of masked cells only is masked.
+  const int out_h = rmap.size(), out_w = cmap.size();
+  std::vector<PooledCell> out(static_cast<std::size_t>(out_h) * out_w);
+  cpu::parallel_items(static_cast<std::size_t>(out_h),
+                      cpu::worker_count(static_cast<std::size_t>(out_h), 2.0 * static_cast<double>(m.d.size())),
+                      [&](unsigned, std::size_t py) {
+                        std::vector<float> hi(out_w, -std::numeric_limits<float>::infinity());
+                        std::vector<float> lo(out_w, std::numeric_limits<float>::infinity());
+                        for (int r = rmap.begin[py]; r < rmap.end[py]; ++r) {
+                          const float* row = m.d.data() + static_cast<std::size_t>(r) * m.cols;
+                          for (int px = 0; px < out_w; ++px) {
+                            float h = hi[px], l = lo[px];
+                            for (int c = cmap.begin[px]; c < cmap.end[px]; ++c) {
+                              const float v = row[c];
+                              if (std::isnan(v)) continue;
+                              h = std::max(h, v);
+                              l = std::min(l, v);
+                            }
+                            hi[px] = h;
+                            lo[px] = l;
+                          }
+                        }
+                        PooledCell* o = out.data() + py * static_cast<std::size_t>(out_w);
+                        for (int px = 0; px < out_w; ++px) {
+                          if (hi[px] < lo[px]) {
+                            o[px].masked = true;  // nothing but NaN in the block
+                          } else {
+                            o[px].value = -lo[px] > hi[px] ? lo[px] : hi[px];
+                          }
+                        }
+                      });
+  return out;
 }
 
 namespace {

@@ -9,13 +9,17 @@
 #include "tests/test_util.h"
 #include "viewer/controller.h"
 #include "viewer/diff_view.h"
+#include "viewer/pooling.h"
 #include "viewer/state_dump.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <vector>
 
 using namespace attnlab;
 using namespace attnlab::viewer;
@@ -302,5 +306,45 @@ TEST(DiffView, AsyncBArrivesWithItsRun) {
     EXPECT_EQ(c.problem().temperature, t);
     ASSERT_EQ(v.update(c, 3), DiffView::Status::Ok);
     EXPECT_GT(v.map().max_abs, 0.01) << t;
+  }
+}
+
+// Over several blocks of cells (the parallel paths): the top changes are those of a full sort
+// (ties: the lower index first), and the signed pooling keeps, per block, the value of largest
+// magnitude with its sign, as max-pooling B − A and A − B and taking the larger would.
+TEST(DiffView, LargeMapsTopChangesAndSignedPoolingMatchTheirDefinitions) {
+  const int rows = 700, cols = 730;
+  std::vector<float> a(static_cast<std::size_t>(rows) * cols), b(a.size());
+  std::uint64_t x = 12345;
+  const auto next = [&x] {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<float>((x >> 40) % 2001) / 1000.0f - 1.0f;  // few distinct values: ties
+  };
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    a[i] = next();
+    b[i] = i % 97 == 0 ? a[i] : next();  // some cells unchanged
+  }
+  a[5] = b[5] = -std::numeric_limits<float>::infinity();  // masked in both
+  const DiffMap m = diff_map(a.data(), b.data(), rows, cols, nullptr, nullptr, 1);
+  std::vector<int> idx;
+  for (int i = 0; i < rows * cols; ++i)
+    if (!std::isnan(m.d[i]) && m.d[i] != 0) idx.push_back(i);
+  std::stable_sort(idx.begin(), idx.end(), [&](int p, int q) { return std::abs(m.d[p]) > std::abs(m.d[q]); });
+  const std::vector<Change> top = top_changes(m, a.data(), b.data(), 12);
+  ASSERT_EQ(top.size(), 12u);
+  for (int j = 0; j < 12; ++j) {
+    EXPECT_EQ(top[j].row * cols + top[j].col, idx[j]) << j;
+    EXPECT_EQ(top[j].diff, m.d[idx[j]]) << j;
+  }
+  const AxisMap rmap = map_axis(0, rows, 97, rows), cmap = map_axis(0, cols, 61, cols);
+  const std::vector<PooledCell> got = pool_signed(m, rmap, cmap);
+  std::vector<float> neg(m.d.size());
+  for (std::size_t i = 0; i < neg.size(); ++i) neg[i] = -m.d[i];
+  const std::vector<PooledCell> hi = pool_grid(m.d.data(), rows, cols, nullptr, 0, rmap, cmap, PoolMode::Max);
+  const std::vector<PooledCell> lo = pool_grid(neg.data(), rows, cols, nullptr, 0, rmap, cmap, PoolMode::Max);
+  ASSERT_EQ(got.size(), hi.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].masked, hi[i].masked) << i;
+    if (!got[i].masked) EXPECT_EQ(got[i].value, lo[i].value > hi[i].value ? -lo[i].value : hi[i].value) << i;
   }
 }
