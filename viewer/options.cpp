@@ -71,6 +71,7 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
       o.query = value();
     } else if (a == "--queries") {
       o.queries = value();
+      if (o.queries.find_first_not_of(" \t") == std::string::npos) throw InputError(Msg::QueryListEmptyItem, {o.queries});
     } else if (a == "--step") {
       const std::string& v = value();
       if (v != "1" && v != "2" && v != "3" && v != "4") {

@@ -156,4 +156,6 @@ TEST(Queries, TheCommandLineSelectsSeveral) {
   Controller r(o);
   EXPECT_EQ(r.queries(), (std::vector<int>{10, 3, 40}));
   EXPECT_THROW(parse_viewer_args({"--queries"}), InputError);
+  EXPECT_THROW(parse_viewer_args({"--queries", ""}), InputError);
+  EXPECT_THROW(parse_viewer_args({"--queries", "  "}), InputError);
 }
