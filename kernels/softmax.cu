@@ -8,6 +8,7 @@
 // Masked logits (-inf) give exactly 0.0 and never enter the sum, so the weights of masked keys are
 // exactly zero whatever the rounding elsewhere. float4 loads/stores when m % 4 == 0.
 #include "kernels/cuda_check.h"
+#include "kernels/online_softmax.cuh"
 #include "kernels/stages.h"
 
 #include <cmath>
@@ -20,30 +21,6 @@ namespace {
 constexpr int kWarp = 32;
 constexpr int kWarpRowsThreads = 256;
 constexpr int kWarpRowMax = 1024;  // longest row handled by a single warp
-
-// Adds x to the running (mx, s): s is the sum of exp(x_i - mx) over the elements seen.
-__device__ __forceinline__ void online_add(float& mx, float& s, float x) {
-  if (x == -INFINITY) return;  // masked: contributes nothing (and -inf - -inf would be NaN)
-  if (x > mx) {
-    s = s * expf(mx - x) + 1.f;  // mx == -inf on the first element: expf(-inf) = 0, s becomes 1
-    mx = x;
-  } else {
-    s += expf(x - mx);
-  }
-}
-
-// Merges (omx, os) into (mx, s).
-__device__ __forceinline__ void online_merge(float& mx, float& s, float omx, float os) {
-  if (omx == -INFINITY) return;
-  if (mx == -INFINITY) {
-    mx = omx;
-    s = os;
-    return;
-  }
-  const float nm = fmaxf(mx, omx);
-  s = s * expf(mx - nm) + os * expf(omx - nm);
-  mx = nm;
-}
 
 __device__ __forceinline__ void warp_merge(float& mx, float& s) {
 #pragma unroll

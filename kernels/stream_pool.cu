@@ -19,6 +19,7 @@
 // Sums of the mean are kept in double, as the CPU chain does.
 #include "kernels/cuda_check.h"
 #include "kernels/launch.h"
+#include "kernels/online_softmax.cuh"
 #include "kernels/stream_pool.h"
 
 #include <cmath>
@@ -94,30 +95,6 @@ __device__ __forceinline__ float logit_of(const StreamInputs& in, float score) {
 __device__ __forceinline__ float weight_of(const StreamInputs& in, float logit, float mx, float sum) {
   const float x = logit - mx;
   return x < in.exp_cutoff ? 0.f : expf(x) / sum;
-}
-
-// Adds x to the running (mx, s): s is the sum of exp(x_i - mx) over the elements seen. -inf
-// (masked) contributes nothing. As kernels/softmax.cu.
-__device__ __forceinline__ void online_add(float& mx, float& s, float x) {
-  if (x == -INFINITY) return;
-  if (x > mx) {
-    s = s * expf(mx - x) + 1.f;
-    mx = x;
-  } else {
-    s += expf(x - mx);
-  }
-}
-
-__device__ __forceinline__ void online_merge(float& mx, float& s, float omx, float os) {
-  if (omx == -INFINITY) return;
-  if (mx == -INFINITY) {
-    mx = omx;
-    s = os;
-    return;
-  }
-  const float nm = fmaxf(mx, omx);
-  s = s * expf(mx - nm) + os * expf(omx - nm);
-  mx = nm;
 }
 
 __device__ __forceinline__ int order_key(float f) {

@@ -53,11 +53,7 @@ std::string pct_text(double w) { return format_number(w < 0.01 ? "%.2g" : "%.1f"
 void draw_heads(App& app, const Layout& l) {
   const Lang lang = app.lang;
   Controller& c = app.ctl;
-  ImGui::SetNextWindowPos(ImVec2(l.heatmap.x, l.heatmap.y), ImGuiCond_Always);
-  ImGui::SetNextWindowSize(ImVec2(l.heatmap.w, l.heatmap.h), ImGuiCond_Always);
-  ImGui::Begin(fmt("%s###heatmap", tr(lang, S::ViewHeads)).c_str(), nullptr,
-               ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
-                   ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+  begin_centre(l, fmt("%s###heatmap", tr(lang, S::ViewHeads)));
   // The latest layer wins: another key (or pooling) cancels the run in flight and starts this one.
   const std::string pool_key = app.pool == PoolMode::Max ? "|max" : "|mean";
   if (app.heads_run.key() != c.heads_key() + pool_key) {

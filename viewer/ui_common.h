@@ -43,7 +43,7 @@ double seconds_now();
 bool ensure_texture(App& app, SDL_Texture*& tex, int& tex_w, int& tex_h, int w, int h);
 const char* step_name(Lang l, int step);
 
-// The centre window (the heatmap's place) of the chain, precision and diff views: fixed, no
+// The centre window (the heatmap's place) of the chain, precision, diff and heads views: fixed, no
 // scrolling (the plot takes the wheel). `title` ends in "###heatmap". End it with ImGui::End().
 void begin_centre(const Layout& l, const std::string& title);
 

@@ -131,6 +131,22 @@ RunOptions streamed(const PoolRequest* view, bool output = false) {
   return o;
 }
 
+// A streamed run of `view` that `cancel` stops and that reports to `progress`.
+RunOptions watched(const PoolRequest* view, const std::atomic<bool>& cancel, std::atomic<float>& progress) {
+  RunOptions o = streamed(view);
+  o.cancel = &cancel;
+  o.progress = &progress;
+  return o;
+}
+
+// The whole n x n matrix on px x px pixels.
+PoolRequest whole_view(int n, int px) {
+  PoolRequest r;
+  r.rows = axis(0, n, px);
+  r.cols = axis(0, n, px);
+  return r;
+}
+
 struct Window {
   const char* name;
   int r0, r1, c0, c1, rows_px, cols_px;
@@ -270,9 +286,7 @@ TEST(CudaStreaming, BadRequestsAreRefusedAsOnTheCpu) {
 // streamed run that does not fit (ATTNLAB_CUDA_FAULT=oom: 1 MiB free) is refused with its needs.
 TEST(CudaStreaming, OverflowAndMemoryAreRefused) {
   ATTNLAB_REQUIRE_CUDA();
-  PoolRequest r;
-  r.rows = axis(0, 64, 8);
-  r.cols = axis(0, 64, 8);
+  const PoolRequest r = whole_view(64, 8);
   {
     const Problem p = test::make_problem(64, 16, 16, 1, MaskKind::Causal, 1e-40, 3);
     const RunOptions o = streamed(&r);
@@ -294,9 +308,7 @@ TEST(CudaStreaming, OverflowAndMemoryAreRefused) {
 TEST(CudaStreaming, FusedVariantRefusesViewsAndRows) {
   ATTNLAB_REQUIRE_CUDA();
   const Problem p = test::make_problem(64, 16, 16, 1, MaskKind::None, 1, 3);
-  PoolRequest r;
-  r.rows = axis(0, 64, 8);
-  r.cols = axis(0, 64, 8);
+  const PoolRequest r = whole_view(64, 8);
   for (int k = 0; k < 2; ++k) {
     RunOptions o;
     o.variant = Variant::Fused;
@@ -314,14 +326,10 @@ TEST(CudaStreaming, CancelThrowsAndProgressReachesOne) {
   // Set before the run: nothing is launched.
   {
     const Problem p = test::make_problem(400, 16, 8, 1, MaskKind::None, 1, 7);
-    PoolRequest r;
-    r.rows = axis(0, 400, 20);
-    r.cols = axis(0, 400, 20);
+    const PoolRequest r = whole_view(400, 20);
     std::atomic<bool> cancel{true};
     std::atomic<float> progress{0};
-    RunOptions o = streamed(&r);
-    o.cancel = &cancel;
-    o.progress = &progress;
+    const RunOptions o = watched(&r, cancel, progress);
     EXPECT_THROW(cuda->run(p, o), Cancelled);
     EXPECT_EQ(progress.load(), 0.f);
     cancel = false;
@@ -329,24 +337,23 @@ TEST(CudaStreaming, CancelThrowsAndProgressReachesOne) {
     EXPECT_EQ(progress.load(), 1.f);
     expect_pooled_near(p, t.pooled, cpu_run(p, o).pooled);
   }
-  // Set during a run of many launches (131072 tokens, the whole matrix: about 2 x 10^12 FMAs, a
-  // few launches per pass): the run stops at the next launch boundary.
+  // Set during a run of many launches (131072 tokens, the whole matrix, a few launches per pass),
+  // after the first has reported progress: the run stops at the next launch boundary.
   {
     const Problem p = test::make_problem(131072, 64, 8, 1, MaskKind::Causal, 1, 8);
-    PoolRequest r;
-    r.rows = axis(0, 131072, 256);
-    r.cols = axis(0, 131072, 256);
+    const PoolRequest r = whole_view(131072, 256);
     std::atomic<bool> cancel{false};
     std::atomic<float> progress{0};
-    RunOptions o = streamed(&r);
-    o.cancel = &cancel;
-    o.progress = &progress;
+    const RunOptions o = watched(&r, cancel, progress);
+    // Cancelled once the first launch has reported progress: no guess of how long a launch takes.
+    std::atomic<bool> returned{false};
     std::thread stopper([&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      while (progress.load() == 0.f && !returned) std::this_thread::yield();
       cancel = true;
     });
     const auto t0 = std::chrono::steady_clock::now();
     EXPECT_THROW(cuda->run(p, o), Cancelled);
+    returned = true;
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     stopper.join();
     EXPECT_LT(progress.load(), 1.f);
