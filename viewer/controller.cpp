@@ -850,14 +850,30 @@ HeadsJob Controller::heads_job() const {
   const double t = shown_->temperature;
   const MaskKind mask = shown_->mask;
   if (!s.bundle.empty()) {
-    // One head at a time from the files: heads of a call may have different masks.
+    // The call's files read once, every head stacked; a call with a different mask per head
+    // (which one Problem cannot hold) is read one head at a time.
     const Bundle b = *bundle_;
     const int layer = s.layer;
-    job.load = [b, layer, t](int h) {
-      Problem p = bundle_problem(b, layer, h);
-      p.temperature = t;
-      validate(p);
-      return HeadProblem{std::make_shared<const Problem>(std::move(p)), 0};
+    struct Loaded {
+      std::shared_ptr<const Problem> all;
+      bool per_head = false;
+    };
+    auto loaded = std::make_shared<Loaded>();
+    job.load = [b, layer, t, loaded](int h) {
+      const auto ready = [t](Problem p) {
+        p.temperature = t;
+        validate(p);
+        return std::make_shared<const Problem>(std::move(p));
+      };
+      if (!loaded->all && !loaded->per_head) {
+        try {
+          loaded->all = ready(bundle_problem(b, layer, std::nullopt));
+        } catch (const InputError&) {
+          loaded->per_head = true;  // the other refusals come back below, from the head itself
+        }
+      }
+      if (loaded->all) return HeadProblem{loaded->all, h};
+      return HeadProblem{ready(bundle_problem(b, layer, h)), 0};
     };
   } else if (job.heads > 1) {
     // Every head generated once (as the CLI does) and shared by the thumbnails.

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <limits>
 #include <condition_variable>
 #include <mutex>
 #include <sstream>
@@ -341,6 +342,44 @@ TEST(HeadsThumbnails, EachEqualsItsHeadsWeightsPooledIndependently) {
   }
   // The causal layer's future keys are masked in its thumbnails.
   EXPECT_TRUE(run_to_end(c.heads_job()).thumbs[2].weights.cells[kThumbPixels - 1].masked);
+}
+
+// A call's files are read once for all its thumbnails, every head stacked; a call with a different
+// mask per head (which one stacked problem cannot hold) is read one head at a time, and each
+// thumbnail still shows its own head under its own mask.
+TEST(HeadsThumbnails, ACallWithAMaskPerHeadIsReadHeadByHead) {
+  const test::TempDir tmp("attnlab-heads-masks");
+  const std::string dir = tmp.path().string();
+  const Problem src = random_problem(8, 4, 4, 9, 2);
+  write_npy(dir + "/q.npy", src.q);
+  write_npy(dir + "/k.npy", src.k);
+  write_npy(dir + "/v.npy", src.v);
+  MatrixF mask = MatrixF::Zero(16, 8);
+  for (int r = 0; r < 8; ++r) {
+    mask(r, 7) = -std::numeric_limits<float>::infinity();      // head 0: key 7 blocked
+    mask(8 + r, 0) = -std::numeric_limits<float>::infinity();  // head 1: key 0 blocked
+  }
+  write_npy(dir + "/mask.npy", mask);
+  const nlohmann::json call = {{"name", "a"}, {"heads", 2}, {"kv_heads", 2}, {"n", 8}, {"m", 8}, {"d_k", 4},
+                               {"d_v", 4}, {"scale", nullptr}, {"causal", false}, {"mask", "mask.npy"},
+                               {"q", "q.npy"}, {"k", "k.npy"}, {"v", "v.npy"}, {"output", nullptr}};
+  write_file(dir + "/manifest.json",
+             nlohmann::json{{"format", "attnlab-bundle"}, {"version", 1}, {"tokens", nlohmann::json::array()},
+                            {"calls", nlohmann::json::array({call})}}
+                 .dump());
+  const Bundle b = read_bundle(dir);
+  EXPECT_THROW(bundle_problem(b, 0, std::nullopt), InputError) << "one stacked problem cannot hold both masks";
+  Controller c(bundle_options(dir, "0", 0));
+  const HeadsSnapshot s = run_to_end(c.heads_job());
+  ASSERT_EQ(s.done, 2);
+  for (int h = 0; h < 2; ++h) {
+    EXPECT_TRUE(s.thumbs[h].error.empty()) << s.thumbs[h].error;
+    expect_same_cells(s.thumbs[h].weights.cells, reference_thumb(bundle_problem(b, 0, h), 0), "head " + std::to_string(h));
+  }
+  EXPECT_TRUE(s.thumbs[0].weights.cells[7].masked);
+  EXPECT_FALSE(s.thumbs[0].weights.cells[0].masked);
+  EXPECT_TRUE(s.thumbs[1].weights.cells[0].masked);
+  EXPECT_FALSE(s.thumbs[1].weights.cells[7].masked);
 }
 
 TEST(HeadsThumbnails, RandomHeadsAtTheCurrentTemperatureAndMask) {
