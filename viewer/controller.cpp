@@ -91,23 +91,18 @@ Controller::Controller(const ViewerOptions& o, bool async) : async_(async) {
     throw InputError("--mask FILE, --tokens and --tokens-file describe file inputs: add --q, --k and --v");
   }
   Problem p = build(req_.source);
-  query_ = req_.source.demo ? kDemoDefaultQuery : p.n() / 2;
+  int first = req_.source.demo ? kDemoDefaultQuery : p.n() / 2;
   if (p.n() > max_tokens()) throw error_of(limit_message(p.n(), req_.backend));
   if (o.temperature) p.temperature = *o.temperature;
   // induction comes with its causal mask unless --mask asks otherwise (the default none does not).
   // A bundle holds each call's mask (--mask is refused with --bundle).
   const bool keep_mask = (o.pattern.kind == PatternKind::Induction && o.mask == MaskKind::None) || bundle_;
   if (o.mask != MaskKind::Custom && !keep_mask) p.mask = o.mask;
-  if (!o.query.empty()) query_ = resolve_query(p, o.query);
-  queries_ = {query_};
-  if (!o.queries.empty()) {
-    queries_ = parse_query_list(p, o.queries);
-    query_ = queries_.front();
-  }
+  if (!o.query.empty()) first = resolve_query(p, o.query);
+  queries_ = o.queries.empty() ? std::vector<int>{first} : parse_query_list(p, o.queries);
   validate(p);
   req_.temperature = p.temperature;
   req_.mask = p.mask;
-  req_.query = query_;
   req_.queries = queries_;
   last_source_ = req_.source;
   last_problem_ = std::make_shared<const Problem>(std::move(p));
@@ -188,9 +183,10 @@ Controller::Result Controller::execute(Job job, Trace reuse) {
       opt.output = (job.parts & kAll) != 0;
       if (job.view && (job.parts & (kAll | kView)) && view_fits(*job.view, *p)) opt.pool = &*job.view;
       if (job.parts & (kAll | kRow)) {
-        opt.rows = {std::clamp(q.query, 0, p->n() - 1)};
+        const int first = std::clamp(q.queries.front(), 0, p->n() - 1);
+        opt.rows = {first};
         for (int x : q.queries)
-          if (x != q.query && x >= 0 && x < p->n()) opt.rows.push_back(x);
+          if (x != first && x >= 0 && x < p->n()) opt.rows.push_back(x);
       }
       if (!opt.output && !opt.pool && opt.rows.empty()) {
         r.problem = p;
@@ -224,13 +220,13 @@ RunSetting Controller::setting_of(const Request& r) {
   s.mask = r.mask;
   s.backend = r.backend;
   s.precision = r.precision;
-  s.query = r.query;
+  s.query = r.queries.front();
   return s;
 }
 
 RunSetting Controller::setting() const {
   RunSetting s = setting_of(shown_req_);
-  s.query = query_;
+  s.query = query();
   if (!trace_.backend.empty()) s.backend = trace_.backend;  // what ran (auto may have fallen back)
   return s;
 }
@@ -367,8 +363,8 @@ void Controller::worker_loop() {
 }
 
 bool Controller::post(unsigned parts) {
-  // A new problem starts with its one selected query; otherwise every selected query's row.
-  req_.queries = req_.source == shown_req_.source ? queries_ : std::vector<int>{req_.query};
+  // Every selected query's row; a new problem keeps the one query its load chose.
+  if (req_.source == shown_req_.source) req_.queries = queries_;
   Job job;
   job.req = req_;
   // A new main run brings its companions along (a problem on screen is never paired with the
@@ -424,9 +420,8 @@ bool Controller::busy() const {
 float Controller::progress() const { return progress_.load(); }
 
 void Controller::revert_request() {
-  const int q = query_;
   req_ = shown_req_;
-  req_.query = q;
+  req_.queries = queries_;
 }
 
 void Controller::adopt(Result r) {
@@ -451,10 +446,10 @@ void Controller::adopt(Result r) {
     avail_gb_ = r.avail_gb;
     if (new_problem) {
       ++problem_revision_;
-      query_ = std::clamp(r.job.req.query, 0, shown_->n() - 1);
-      queries_ = {query_};  // the request's others (the command line's), those inside the rows
+      const int first = std::clamp(r.job.req.queries.front(), 0, shown_->n() - 1);
+      queries_ = {first};  // the request's others (the command line's), those inside the rows
       for (int q : r.job.req.queries)
-        if (q != query_ && q >= 0 && q < shown_->n()) queries_.push_back(q);
+        if (q != first && q >= 0 && q < shown_->n()) queries_.push_back(q);
     }
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -517,9 +512,7 @@ bool Controller::set_query(int q) {
     return false;
   }
   error_ = Message{};
-  if (q == query_) return true;
-  query_ = q;
-  req_.query = q;
+  if (q == query()) return true;
   std::vector<int> rest(queries_.begin() + 1, queries_.end());
   std::erase(rest, q);
   queries_ = {q};
@@ -576,8 +569,6 @@ bool Controller::set_queries(const std::vector<int>& qs) {
   error_ = Message{};
   if (sel == queries_) return true;
   queries_ = sel;
-  query_ = sel.front();
-  req_.query = query_;
   if (streaming_) return post(kRow);
   return true;
 }
@@ -593,7 +584,7 @@ bool Controller::set_queries_text(const std::string& text) {
 
 bool Controller::toggle_query(int q) {
   std::vector<int> sel = queries_;
-  if (q == query_) {
+  if (q == query()) {
     error_ = Message{};
     return true;  // the selected query stays
   }
@@ -603,7 +594,7 @@ bool Controller::toggle_query(int q) {
 }
 
 bool Controller::move_query(int delta) {
-  return set_query(std::clamp(query_ + delta, 0, n() - 1));
+  return set_query(std::clamp(query() + delta, 0, n() - 1));
 }
 
 bool Controller::set_mask(MaskKind m) {
@@ -679,7 +670,7 @@ bool Controller::load_demo() {
   req_.source.bundle.clear();
   req_.source.layer = req_.source.head = 0;
   if (req_.mask == MaskKind::Custom) req_.mask = MaskKind::None;
-  req_.query = kDemoDefaultQuery;
+  req_.queries = {kDemoDefaultQuery};
   return post(kAll);
 }
 
@@ -725,7 +716,7 @@ bool Controller::load_random(int n_tokens, int d_k, int d_v, std::uint64_t seed,
   s.heads = heads;
   s.head = head;
   req_.source = s;
-  req_.query = n_tokens / 2;
+  req_.queries = {n_tokens / 2};
   if (req_.mask == MaskKind::Custom) req_.mask = MaskKind::None;
   return post(kAll);
 }
@@ -740,7 +731,7 @@ bool Controller::load_files(const InputFiles& f) {
   req_.source.bundle.clear();
   req_.source.heads = 1;
   req_.source.layer = req_.source.head = 0;
-  req_.query = 0;
+  req_.queries = {0};
   if (!f.mask.empty()) {
     req_.mask = MaskKind::Custom;
   } else if (req_.mask == MaskKind::Custom) {
@@ -769,7 +760,7 @@ bool Controller::set_layer(int layer) {
   if (layer == req_.source.layer) return true;
   req_.source.layer = layer;
   if (req_.source.head >= bundle_->calls[layer].heads) req_.source.head = 0;
-  req_.query = std::min(req_.query, bundle_->calls[layer].n - 1);  // the manifest knows the new n
+  req_.queries = {std::min(query(), bundle_->calls[layer].n - 1)};  // the manifest knows the new n
   return post(kAll);
 }
 
@@ -790,7 +781,7 @@ bool Controller::load_bundle(int layer) {
   s.pattern = req_.source.pattern;
   s.heads = req_.source.heads;
   req_.source = s;
-  req_.query = 0;
+  req_.queries = {0};
   return post(kAll);
 }
 
@@ -1015,16 +1006,16 @@ const std::vector<std::string>& Controller::column_labels(int step) const {
 
 const std::string& Controller::description(Lang lang) const {
   DescriptionCache& d = description_;
-  if (d.revision != revision_ || d.query != query_ || d.lang != lang) {
+  if (d.revision != revision_ || d.query != query() || d.lang != lang) {
     if (trace_.has_stages) {
-      d.text = describe(*shown_, trace_, query_, lang);
+      d.text = describe(*shown_, trace_, query(), lang);
     } else if (const RowStages* r = query_row()) {
-      d.text = describe(*shown_, r->weights.data(), r->mask.data(), query_, lang);
+      d.text = describe(*shown_, r->weights.data(), r->mask.data(), query(), lang);
     } else {
       d.text = caveat(lang);
     }
     d.revision = revision_;
-    d.query = query_;
+    d.query = query();
     d.lang = lang;
   }
   return d.text;
@@ -1094,7 +1085,7 @@ std::string Controller::reproduce_command() const {
     if (r.source.pattern.kind != PatternKind::Noise) cmd += " --pattern " + pattern_name(r.source.pattern);
     if (r.source.heads > 1) cmd += " --heads " + std::to_string(r.source.heads) + " --head " + std::to_string(r.source.head);
   }
-  cmd += " --query " + std::to_string(query_) + " --temperature " + temp;
+  cmd += " --query " + std::to_string(query()) + " --temperature " + temp;
   // The bundle's mask is the call's own: the CLI refuses --mask with --bundle.
   if (r.source.bundle.empty())
     cmd += " --mask " + (shown_->mask == MaskKind::Custom ? word(f.mask) : std::string(to_string(shown_->mask)));

@@ -208,7 +208,7 @@ class Controller {
   bool has_custom_mask() const {
     return !req_.source.files.mask.empty() || (from_bundle() && shown_->mask == MaskKind::Custom);
   }
-  int query() const { return query_; }
+  int query() const { return queries_.front(); }
   int n() const { return shown_->n(); }
   // The requested state (the controls follow it at once, the picture when its run is done).
   const std::string& backend() const { return req_.backend; }  // "cpu" | "cuda" (the chosen one)
@@ -251,7 +251,7 @@ class Controller {
   const PooledGrid* pooled_stage(int step) const;
   const PoolRequest& pooled_view() const { return shown_view_; }
   // The exact stages of the query's row (streamed problems), or null while it is computed.
-  const RowStages* query_row() const { return row_of(query_); }
+  const RowStages* query_row() const { return row_of(query()); }
   // The same of any selected query.
   const RowStages* row_of(int q) const;
   // Steps 2 and 3 draw masked cells as masked (the mask enters at step 2).
@@ -266,7 +266,7 @@ class Controller {
   // describe() of the state on screen (the caveat alone when no row is known). Cached by
   // (revision, query, language): the panel asks for it on every frame.
   const std::string& description(Lang lang) const;
-  std::optional<RowStats> stats() const { return stats_of(query_); }
+  std::optional<RowStats> stats() const { return stats_of(query()); }
   // The statistics of any row whose weights are on screen (kept stages, or a selected query's
   // exact row when streamed).
   std::optional<RowStats> stats_of(int q) const;
@@ -311,8 +311,7 @@ class Controller {
     double temperature = 1;
     MaskKind mask = MaskKind::None;
     std::string backend = "cpu";
-    int query = 0;
-    std::vector<int> queries{0};  // query first, then the other selected queries
+    std::vector<int> queries{0};  // the selected query first, then the others (never empty)
     Precision precision = Precision::FP32;
   };
   // kCompanion: only the companion runs, for the problem on screen.
@@ -366,8 +365,7 @@ class Controller {
   Request shown_req_;  // what trace_ was computed for
   std::shared_ptr<const Problem> shown_;
   Trace trace_;
-  int query_ = kDemoDefaultQuery;
-  std::vector<int> queries_{kDemoDefaultQuery};  // query_ first, then the others, ascending
+  std::vector<int> queries_{kDemoDefaultQuery};  // the selected query first, then the others, ascending
   bool streaming_ = false;
   PoolRequest view_;        // the latest view the UI asked for
   bool have_view_ = false;
