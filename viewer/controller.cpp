@@ -153,7 +153,8 @@ Controller::Result Controller::execute(Job job, Trace reuse) {
     }
     if (p->mask == MaskKind::Custom && p->custom_mask.size() == 0)
       throw InputError(Msg::NoCustomMask, {});
-    validate(*p);
+    // No validate() here: every backend validates what it runs, and a view or a row of the
+    // problem on screen (a click at a million tokens) would scan its inputs again for nothing.
     if (q.precision == Precision::BF16 && q.backend == "cuda") throw InputError(Msg::Bf16StagedCuda, {});
     RunOptions opt;
     opt.precision = q.precision;
