@@ -174,7 +174,8 @@ int main(int argc, char** argv) {
     int w = 0, h = 0;
     SDL_GetWindowSize(window, &w, &h);
     const float px = font_px_for(h > 0 ? h : opts.height, app->ui_scale);
-    if (px == app->font_px && io.Fonts->IsBuilt()) return;
+    // Rebuilt too when a problem loaded in the window needs glyphs the atlas lacks (its tokens).
+    if (px == app->font_px && io.Fonts->IsBuilt() && !glyphs_missing(*app)) return;
     io.Fonts->Clear();
     load_fonts(*app, px);
     io.Fonts->Build();

@@ -76,6 +76,32 @@ std::vector<FontFile> cjk_font_candidates() {
 
 }  // namespace
 
+// The code points of what the problem on screen shows: its tokens, a bundle's layer names and
+// directory, the description in both languages.
+static std::set<unsigned> problem_codepoints(const App& app) {
+  std::set<unsigned> cps;
+  const auto add_text = [&](const std::string& s) {
+    for (unsigned cp : utf8_codepoints(s)) cps.insert(cp);
+  };
+  for (const std::string& t : app.ctl.problem().query_tokens) add_text(t);
+  for (const std::string& t : app.ctl.problem().key_tokens) add_text(t);
+  if (const Bundle* b = app.ctl.bundle()) {
+    for (const BundleCall& call : b->calls) add_text(call.name);
+    for (const std::string& t : b->tokens) add_text(t);
+    add_text(b->dir);
+  }
+  for (Lang l : {Lang::Zh, Lang::En}) add_text(app.ctl.description(l));
+  return cps;
+}
+
+bool glyphs_missing(App& app) {
+  if (app.glyphs_problem == app.ctl.problem_revision() || app.glyphs.empty()) return false;
+  app.glyphs_problem = app.ctl.problem_revision();
+  for (unsigned cp : problem_codepoints(app))
+    if (cp <= 0xFFFF && !app.glyphs.count(cp)) return true;
+  return false;
+}
+
 void load_fonts(App& app, float font_px) {
   app.font_px = font_px;
   ImGuiIO& io = ImGui::GetIO();
@@ -86,21 +112,13 @@ void load_fonts(App& app, float font_px) {
   auto add_text = [&](const std::string& s) {
     for (unsigned cp : utf8_codepoints(s)) cps.insert(cp);
   };
+  for (unsigned cp : problem_codepoints(app)) cps.insert(cp);
+  app.glyphs_problem = app.ctl.problem_revision();
   for (const std::string& s : all_ui_text()) add_text(s);
   for (const std::string& s : walk_ui_text()) add_text(s);
-  for (const std::string& t : app.ctl.problem().query_tokens) add_text(t);
-  for (const std::string& t : app.ctl.problem().key_tokens) add_text(t);
-  if (const Bundle* b = app.ctl.bundle()) {  // the Layer combo's call names, the tokens of every call
-    for (const BundleCall& call : b->calls) add_text(call.name);
-    for (const std::string& t : b->tokens) add_text(t);
-    add_text(b->dir);
-  }
   add_text(demo_problem().sentence);
-  // The words of Problem::source_zh (core/patterns, core/bundle, one_head), for problems made later.
-  add_text("合成模式“”（不是训练得到的模型）调用（共个）头全部个键/值头，每个由个查询头共享");
   for (const std::string& t : demo_problem().query_tokens) add_text(t);
   for (Lang l : {Lang::Zh, Lang::En}) {
-    add_text(app.ctl.description(l));
     add_text(caveat(l));
     for (MaskKind m : {MaskKind::None, MaskKind::Causal, MaskKind::Custom}) add_text(mask_sentence(m, l));
   }
@@ -110,6 +128,7 @@ void load_fonts(App& app, float font_px) {
                         {0xFF00u, 0xFFEFu}, {0x1D40u, 0x1D40u}}) {
     for (unsigned a = lo; a <= hi; ++a) cps.insert(a);
   }
+  app.glyphs = cps;
   static std::vector<ImWchar> ranges;  // must outlive the atlas build
   ranges.clear();
   for (auto it = cps.begin(); it != cps.end();) {

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,8 @@ struct App {
   float ui_scale = 1;               // Ctrl + / Ctrl − / Ctrl 0, --ui-scale
   bool fullscreen_requested = false;  // F11: main toggles the window's fullscreen
   std::string font_note;  // which font was loaded (or why none was), for --help and the log
+  std::set<unsigned> glyphs;                      // the code points the font atlas was built with
+  std::uint64_t glyphs_problem = ~std::uint64_t{0};  // the problem (revision) they were checked for
 
   SDL_Window* window = nullptr;
   SDL_Renderer* renderer = nullptr;
@@ -135,8 +138,12 @@ struct App {
 };
 
 // Finds a CJK font (list of known paths, then fc-match), builds the atlas from the glyphs the UI,
-// the tokens and the core's texts use. Sets app.font_note.
+// the tokens and the core's texts use. Sets app.font_note and app.glyphs.
 void load_fonts(App& app, float font_px);
+// True when the problem on screen has changed since the last check and its tokens, layer names or
+// description (either language) use a code point the atlas lacks: a file, bundle or pattern
+// loaded in the window after the atlas was built. The caller then rebuilds the fonts.
+bool glyphs_missing(App& app);
 
 void apply_action(App& app, Action a);
 // Runs what apply_action queued (the temperature steps of [ and ]): once per frame, after the
