@@ -10,6 +10,7 @@
 #include "core/format.h"
 #include "core/problem.h"
 #include "core/stats.h"
+#include "core/verify.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/parallel.h"
 #include "kernels/tile_config.h"  // plain C++: the bf16 kernel's head dims
@@ -290,7 +291,7 @@ void check_spec(const Spec& a) {
 }
 
 // 4 N^2 d per head (QK^T and PV, 2 flops per multiply-add each); causal computes half.
-double error_bound(const Case& c) { return c.precision == "bf16" ? 2e-2 : 1e-5; }
+double error_bound(const Case& c) { return c.precision == "bf16" ? kBf16Tol : kRtolFp32; }
 
 double case_flops(const Case& c) {
   const double f = 4.0 * c.heads * static_cast<double>(c.n) * c.n * c.d;

@@ -18,9 +18,7 @@ namespace {
 constexpr double kFp32Ulp = 1.1920928955078125e-07;  // 2^-23, the spacing of fp32 at 1.0
 constexpr double kLogitUlps = 8;
 constexpr double kAtolFraction = 1e-6;
-constexpr double kRtolFp32 = 1e-5;
 constexpr double kWeightsAtolFloor = 1e-6;
-constexpr double kBf16Tol = 2e-2;
 constexpr double kRowSumTolFp32 = 1e-6;  // issue 2: fp32 rows sum to 1 within 1e-6
 
 double max_abs_finite(const MatrixD& a) {

@@ -38,6 +38,11 @@
 
 namespace attnlab {
 
+// The relative tolerance of fp32 stages, and bf16's tolerance (relative and absolute): also the
+// error bounds of `attnlab bench` (core/bench.h error_bound).
+inline constexpr double kRtolFp32 = 1e-5;
+inline constexpr double kBf16Tol = 2e-2;
+
 struct Tolerance {
   double atol = 0;
   double rtol = 0;
