@@ -1024,9 +1024,17 @@ const std::string& Controller::description(Lang lang) const {
 
 std::optional<RowStats> Controller::stats_of(int q) const {
   if (q < 0 || q >= n()) return std::nullopt;
-  if (trace_.has_stages && trace_.weights.size() > 0) return row_stats(trace_, q);
-  if (const RowStages* r = row_of(q)) return row_stats(r->weights.data(), r->mask.data(), shown_->m());
-  return std::nullopt;
+  if (stats_cache_.revision != revision_) {
+    stats_cache_.revision = revision_;
+    stats_cache_.rows.clear();
+  }
+  for (const auto& [row, st] : stats_cache_.rows)
+    if (row == q) return st;
+  std::optional<RowStats> st;
+  if (trace_.has_stages && trace_.weights.size() > 0) st = row_stats(trace_, q);
+  else if (const RowStages* r = row_of(q)) st = row_stats(r->weights.data(), r->mask.data(), shown_->m());
+  if (st) stats_cache_.rows.emplace_back(q, *st);
+  return st;
 }
 
 std::optional<RowStats> Controller::mean_stats(int* counted) const {

@@ -48,6 +48,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace attnlab::viewer {
@@ -385,6 +386,13 @@ class Controller {
     std::string text;
   };
   mutable DescriptionCache description_;
+  // stats_of's rows for the trace on screen (revision): the panels ask for every selected query's
+  // statistics on every frame, each an O(m) pass over its row.
+  struct StatsCache {
+    std::uint64_t revision = ~std::uint64_t{0};
+    std::vector<std::pair<int, RowStats>> rows;
+  };
+  mutable StatsCache stats_cache_;
   // "0".."d_v-1", made when column_labels(4) first sees a new d_v (it depends on nothing else).
   mutable std::vector<std::string> dim_labels_;
   double last_run_ms_ = 0;

@@ -101,6 +101,12 @@ TEST(Queries, StatisticsOfEachSelectedRowAndTheirMean) {
   EXPECT_NE(c.stats_of(1)->max_weight, c.stats_of(4)->max_weight);
   EXPECT_FALSE(c.stats_of(5));
   EXPECT_FALSE(c.stats_of(-1));
+  // A new run's statistics, not the last ones again (they are kept per trace on screen).
+  const double before = c.stats_of(3)->entropy;
+  ASSERT_TRUE(c.set_temperature(0.3));
+  Problem cold = c.problem();
+  EXPECT_DOUBLE_EQ(c.stats_of(3)->entropy, row_stats(cpu_staged(cold), 3).entropy);
+  EXPECT_LT(c.stats_of(3)->entropy, before) << "a lower temperature sharpens the row";
 }
 
 TEST(Queries, StreamedProblemsComputeEverySelectedRowExactly) {
