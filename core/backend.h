@@ -19,11 +19,25 @@
 
 namespace attnlab {
 
+// The (n, m) stages a run that keeps its stages brings back (RunOptions::stages): a bit each.
+enum StageBit : unsigned {
+  kStageScores = 1,
+  kStageScaled = 2,
+  kStageMask = 4,
+  kStageLogits = 8,
+  kStageWeights = 16,
+  kAllStages = 31,
+};
+
 struct RunOptions {
   Variant variant = Variant::Staged;
   Precision precision = Precision::FP32;  // bf16: the CPU (staged, fused) and the CUDA fused kernel
   // false: compute every stage but bring back only `output` (large problems, benchmarks).
   bool keep_stages = true;
+  // With keep_stages: the stages that come back (StageBit); the others are computed but left
+  // empty in the Trace. The CUDA backend then downloads only these (the viewer on a GPU asks for
+  // the step on screen and the weights instead of all five matrices).
+  unsigned stages = kAllStages;
 
   // Streaming (staged variant, stages not kept): the pooled image of stages 1-3 over this request
   // goes into Trace::pooled, computed block by block without any (n, m) matrix.
@@ -86,6 +100,16 @@ std::unique_ptr<Backend> make_backend(const std::string& name);
 // stacked rows, the pooled head inside the heads, each pooled axis non-empty with non-decreasing,
 // non-empty intervals inside the rows (keys). Every backend checks a streaming request with it.
 void check_stream_request(const Problem& p, const RunOptions& opt);
+
+// "scores", "scaled", "mask", "logits", "weights": the names of the bits in `stages`, in that order.
+std::vector<std::string> stage_names(unsigned stages);
+
+// The stages a trace holds (StageBit: its non-empty ones; 0 when it kept none).
+unsigned present_stages(const Trace& t);
+
+// Empties the (n, m) stages of a kept-stage trace that `opt.stages` does not ask for (what a
+// backend that computes every stage anyway does before it returns).
+void drop_unrequested_stages(const RunOptions& opt, Trace& t);
 
 // Runs the problem on the named backend. Under "auto", a DeviceError from CUDA (out of memory,
 // launch failure) makes it print one line on stderr and run on the CPU instead.

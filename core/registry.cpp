@@ -60,6 +60,43 @@ Trace run_backend(const std::string& name, const Problem& p, const RunOptions& o
   return t;
 }
 
+namespace {
+
+// The (n, m) stages of a trace by StageBit, in the order of stage_names.
+struct StageEntry {
+  unsigned bit;
+  const char* name;
+  MatrixF Trace::*matrix;
+};
+constexpr StageEntry kStageEntries[] = {{kStageScores, "scores", &Trace::scores},
+                                        {kStageScaled, "scaled", &Trace::scaled},
+                                        {kStageMask, "mask", &Trace::mask},
+                                        {kStageLogits, "logits", &Trace::logits},
+                                        {kStageWeights, "weights", &Trace::weights}};
+
+}  // namespace
+
+std::vector<std::string> stage_names(unsigned stages) {
+  std::vector<std::string> out;
+  for (const StageEntry& e : kStageEntries)
+    if (stages & e.bit) out.emplace_back(e.name);
+  return out;
+}
+
+unsigned present_stages(const Trace& t) {
+  unsigned s = 0;
+  if (t.has_stages)
+    for (const StageEntry& e : kStageEntries)
+      if ((t.*e.matrix).size() > 0) s |= e.bit;
+  return s;
+}
+
+void drop_unrequested_stages(const RunOptions& opt, Trace& t) {
+  if (!t.has_stages) return;
+  for (const StageEntry& e : kStageEntries)
+    if (!(opt.stages & e.bit)) t.*e.matrix = MatrixF();
+}
+
 void check_stream_request(const Problem& p, const RunOptions& opt) {
   const long total = static_cast<long>(p.heads) * p.n();
   for (int g : opt.rows)

@@ -28,6 +28,8 @@ struct TraceT {
   std::string backend;    // "cpu" | "cuda"
   Variant variant = Variant::Staged;
   Precision precision = Precision::FP32;
+  // The run kept its stages: those RunOptions::stages asked for (all by default); a stage it did
+  // not ask for is empty.
   bool has_stages = true;
   Matrix scores;   // Q K^T
   Matrix scaled;   // Q K^T / sqrt(d_k)

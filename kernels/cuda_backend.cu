@@ -32,6 +32,7 @@
 
 #include "core/format.h"
 #include "core/problem.h"
+#include "cpu/parallel.h"
 
 #include <cuda_bf16.h>
 #include <thrust/execution_policy.h>
@@ -45,8 +46,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <new>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -146,6 +149,107 @@ double elapsed_ms(const Event& a, const Event& b) {
   return ms;
 }
 
+// ---- device -> host copies ------------------------------------------------------------------------
+
+// Page-locked host memory, kept by a backend between runs: two staging slots, so that the copy
+// engine fills one while the host copies the other out into the (pageable) Trace.
+class PinnedStaging {
+ public:
+  PinnedStaging() = default;
+  PinnedStaging(const PinnedStaging&) = delete;
+  PinnedStaging& operator=(const PinnedStaging&) = delete;
+  ~PinnedStaging() { release(); }
+  // False when the page-locked memory cannot be had: the caller copies into pageable memory then.
+  bool reserve(std::size_t slot_bytes) {
+    if (slot_bytes <= slot_) return true;
+    release();
+    void* p = nullptr;
+    if (cudaMallocHost(&p, 2 * slot_bytes) != cudaSuccess) {
+      (void)cudaGetLastError();  // not sticky: the run goes on with pageable copies
+      return false;
+    }
+    base_ = static_cast<char*>(p);
+    slot_ = slot_bytes;
+    return true;
+  }
+  char* slot(int i) const { return base_ + static_cast<std::size_t>(i) * slot_; }
+  std::size_t slot_bytes() const { return slot_; }
+
+ private:
+  void release() {
+    if (base_ != nullptr) cudaFreeHost(base_);
+    base_ = nullptr;
+    slot_ = 0;
+  }
+  char* base_ = nullptr;
+  std::size_t slot_ = 0;
+};
+
+// One staging slot: large enough that a (4096, 4096) stage is two pieces, small enough that the
+// pipeline below overlaps the copy engine and the host.
+constexpr std::size_t kStagingSlotBytes = std::size_t{32} << 20;
+
+// True unless ATTNLAB_CUDA_DOWNLOAD=pageable (read on every run): the redraw benchmark times both.
+bool pinned_downloads() {
+  const char* e = std::getenv("ATTNLAB_CUDA_DOWNLOAD");
+  return e == nullptr || std::string(e) != "pageable";
+}
+
+struct Download {
+  void* dst;
+  const void* src;
+  std::size_t bytes;
+};
+
+// dst[0, bytes) = src, on every host core for large copies (1 MiB items).
+void host_copy(char* dst, const char* src, std::size_t bytes) {
+  constexpr std::size_t kItem = std::size_t{1} << 20;
+  const std::size_t items = (bytes + kItem - 1) / kItem;
+  const unsigned workers = bytes >= 4 * kItem ? cpu::worker_count(items, 1e9) : 1;
+  cpu::parallel_items(items, workers, [&](unsigned, std::size_t i) {
+    const std::size_t off = i * kItem;
+    std::memcpy(dst + off, src + off, std::min(kItem, bytes - off));
+  });
+}
+
+// The device -> host copies of `jobs` on stream s, after everything queued on it before, done on
+// return. With `pinned`, the jobs are cut into slot-sized pieces that alternate between its two
+// slots: piece k+1 is in flight on the copy engine while the host copies piece k out. Without,
+// one pageable cudaMemcpyAsync each (the driver then stages through its own small buffers).
+void download_all(const std::vector<Download>& jobs, cudaStream_t s, PinnedStaging* pinned) {
+  if (pinned == nullptr) {
+    for (const Download& j : jobs)
+      if (j.bytes > 0) ATTNLAB_CUDA_CHECK(cudaMemcpyAsync(j.dst, j.src, j.bytes, cudaMemcpyDeviceToHost, s));
+    ATTNLAB_CUDA_CHECK(cudaStreamSynchronize(s));
+    return;
+  }
+  struct Piece {
+    char* dst;
+    const char* src;
+    std::size_t bytes;
+  };
+  std::vector<Piece> pieces;
+  const std::size_t slot = pinned->slot_bytes();
+  for (const Download& j : jobs)
+    for (std::size_t off = 0; off < j.bytes; off += slot)
+      pieces.push_back({static_cast<char*>(j.dst) + off, static_cast<const char*>(j.src) + off,
+                        std::min(slot, j.bytes - off)});
+  Event filled[2];
+  for (std::size_t k = 0; k <= pieces.size(); ++k) {
+    // Slot k % 2 held piece k - 2, already copied out in the previous iteration.
+    if (k < pieces.size()) {
+      ATTNLAB_CUDA_CHECK(cudaMemcpyAsync(pinned->slot(k % 2), pieces[k].src, pieces[k].bytes,
+                                         cudaMemcpyDeviceToHost, s));
+      filled[k % 2].record(s);
+    }
+    if (k > 0) {
+      const std::size_t prev = k - 1;
+      ATTNLAB_CUDA_CHECK(cudaEventSynchronize(filled[prev % 2].get()));
+      host_copy(pieces[prev].dst, pinned->slot(static_cast<int>(prev % 2)), pieces[prev].bytes);
+    }
+  }
+}
+
 // ---- sizes and the memory estimate ---------------------------------------------------------------
 
 struct Dims {
@@ -177,6 +281,7 @@ struct BufferPlan {
   std::size_t stage = 0;  // each of the kStagedBuffers staged matrices
   bool bf16 = false;      // bf16 copies of q, k and v (fused bf16)
 
+  bool operator==(const BufferPlan&) const = default;
   std::size_t device_bytes() const {
     return (q + k + v + out + mask + kStagedBuffers * stage) * sizeof(float) +
            (bf16 ? (q + k + v) * sizeof(std::uint16_t) : 0);
@@ -195,15 +300,26 @@ BufferPlan plan_buffers(const Dims& d, const Problem& p, const RunOptions& opt, 
   return b;
 }
 
+// How many of the kStagedBuffers (heads*n, m) stages a run brings back (RunOptions::stages).
+int stages_brought_back(const RunOptions& opt) {
+  int k = 0;
+  for (unsigned bit : {kStageScores, kStageScaled, kStageLogits, kStageWeights})
+    if (opt.stages & bit) ++k;
+  return k;
+}
+
 // Host bytes the Trace needs beyond the Problem already in memory.
 std::size_t host_bytes_needed(const Dims& d, const RunOptions& opt, bool bench) {
   const std::size_t f = sizeof(float);
   std::size_t bytes = d.out() * f;
-  if (shows_stages(opt, bench)) bytes += (kStagedBuffers * d.stage() + d.nm()) * f;
+  if (shows_stages(opt, bench))
+    bytes += (stages_brought_back(opt) * d.stage() + (opt.stages & kStageMask ? d.nm() : 0)) * f;
   return bytes;
 }
 
-void check_memory(const Problem& p, const RunOptions& opt, bool bench) {
+// `held`: device bytes this backend already holds for exactly this plan (its resident buffers),
+// which the run reuses instead of allocating.
+void check_memory(const Problem& p, const RunOptions& opt, bool bench, std::size_t held = 0) {
   const Dims d = dims_of(p);
   const BufferPlan plan = plan_buffers(d, p, opt, bench);
   const std::size_t need = plan.device_bytes();
@@ -212,6 +328,7 @@ void check_memory(const Problem& p, const RunOptions& opt, bool bench) {
     std::size_t total = 0;
     ATTNLAB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
   }
+  free_bytes += held;
   if (need > free_bytes) {
     std::ostringstream what;
     if (opt.variant == Variant::Staged)
@@ -229,8 +346,8 @@ void check_memory(const Problem& p, const RunOptions& opt, bool bench) {
   const std::size_t host_need = host_bytes_needed(d, opt, bench);
   if (const double avail = host_available_bytes(); avail > 0 && static_cast<double>(host_need) > avail) {
     throw ResourceError("problem needs " + format_bytes(static_cast<double>(host_need)) +
-                        " of host memory to bring back every stage (" +
-                        std::to_string(kStagedBuffers) + " x " + std::to_string(d.heads) + " x " +
+                        " of host memory to bring back the stages (" +
+                        std::to_string(stages_brought_back(opt)) + " x " + std::to_string(d.heads) + " x " +
                         std::to_string(d.n) + " x " + std::to_string(d.m) + " fp32), " +
                         format_bytes(avail) +
                         " available; try --variant fused or smaller N");
@@ -262,12 +379,12 @@ void check_options(const Problem& p, const RunOptions& opt) {
 
 // What run_into and bench check before touching the device, in this order: the problem, the
 // option combination (shapes and configuration switches included), an injected fault, the memory
-// estimate.
-void check_before_run(const Problem& p, const RunOptions& opt, bool bench) {
+// estimate (with `held` as check_memory's).
+void check_before_run(const Problem& p, const RunOptions& opt, bool bench, std::size_t held = 0) {
   validate(p);
   check_options(p, opt);
   throw_if_launch_fault(bench ? "cuda bench" : "cuda run");
-  check_memory(p, opt, bench);
+  check_memory(p, opt, bench, held);
 }
 
 MaskCode mask_code(MaskKind k) {
@@ -329,8 +446,9 @@ struct DeviceProblem {
   }
 };
 
-DeviceProblem allocate(const Problem& p, const RunOptions& opt, bool bench) {
-  DeviceProblem dp;
+// The problem's shape and constants in dp (its buffers untouched: a reused DeviceProblem keeps
+// them for the next problem of the same plan).
+void set_constants(DeviceProblem& dp, const Problem& p) {
   dp.d = dims_of(p);
   dp.code = mask_code(p.mask);
   // sqrt and 1/T are taken in double, then rounded once, as the CPU chain's constants are.
@@ -338,6 +456,11 @@ DeviceProblem allocate(const Problem& p, const RunOptions& opt, bool bench) {
   dp.sqrt_dk = scale_divisor<float>(p);
   dp.temperature = static_cast<float>(p.temperature);
   dp.fused_scale = fused_scale(p);
+}
+
+DeviceProblem allocate(const Problem& p, const RunOptions& opt, bool bench) {
+  DeviceProblem dp;
+  set_constants(dp, p);
   const BufferPlan b = plan_buffers(dp.d, p, opt, bench);
   dp.q = DeviceBuffer<float>(b.q);
   dp.k = DeviceBuffer<float>(b.k);
@@ -872,24 +995,6 @@ void run_streamed(const Problem& p, const RunOptions& opt, Trace& t) {
   tm.total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0).count();
 }
 
-// Exact rows of a run that kept its stages: copied from the downloaded matrices.
-void rows_from_stages(const Problem& p, const RunOptions& opt, Trace& t) {
-  t.rows.assign(opt.rows.size(), RowStages{});
-  for (std::size_t k = 0; k < opt.rows.size(); ++k) {
-    RowStages& rs = t.rows[k];
-    const int g = opt.rows[k];
-    rs.row = g;
-    const auto copy = [&](const MatrixF& a, Eigen::Index r) {
-      return std::vector<float>(a.data() + r * a.cols(), a.data() + (r + 1) * a.cols());
-    };
-    rs.scores = copy(t.scores, g);
-    rs.scaled = copy(t.scaled, g);
-    rs.logits = copy(t.logits, g);
-    rs.weights = copy(t.weights, g);
-    rs.mask = copy(t.mask, g % p.n());
-  }
-}
-
 // ---- the backend ---------------------------------------------------------------------------------
 
 class CudaBackend final : public Backend {
@@ -902,75 +1007,37 @@ class CudaBackend final : public Backend {
     return t;
   }
 
-  // Downloads into `t`'s matrices, which keep their buffers when the shapes match: a repeated run
-  // of the same size (the viewer on every temperature change) touches no fresh host pages.
+  // Downloads into `t`'s matrices, which keep their buffers when the shapes match, and keeps its
+  // device buffers (and page-locked staging) for the next run of the same plan: a repeated run of
+  // the same size (the viewer on every temperature change) allocates nothing, on either side.
+  // Only the stages opt.stages asks for come back; exact rows are copied from the device.
   void run_into(const Problem& p, const RunOptions& opt, Trace& t) override {
     if (opt.variant == Variant::Fused && (opt.pool || !opt.rows.empty())) {
       validate(p);
       throw InputError("pooled views and exact rows come from the staged chain, not the fused kernel");
     }
     if (streams(opt)) {
+      release_resident();  // a streamed problem may need the memory they hold
       run_streamed(p, opt, t);
       return;
     }
     const auto wall0 = std::chrono::steady_clock::now();
-    check_before_run(p, opt, /*bench=*/false);
+    const BufferPlan plan = plan_buffers(dims_of(p), p, opt, /*bench=*/false);
+    const bool reuse = resident_plan_ && *resident_plan_ == plan;
+    if (!reuse) release_resident();  // before the estimate: it may need what they hold
+    check_before_run(p, opt, /*bench=*/false, reuse ? plan.device_bytes() : 0);
     check_stream_request(p, opt);  // exact rows of a run that keeps its stages
-
-    Stream stream;
-    const cudaStream_t s = stream.get();
-    DeviceProblem dp = allocate(p, opt, /*bench=*/false);
-    const Dims& d = dp.d;
-
-    // ev[0] start, [1] uploaded, [2..5] after qk / scale_mask / softmax / pv, [6] downloaded.
-    Event ev[7];
-    ev[0].record(s);
-    upload_inputs(dp, p, opt, s);
-    ev[1].record(s);
-
-    t.backend = "cuda";
-    t.variant = opt.variant;
-    t.precision = opt.precision;
-    t.timings = StageTimings{};
-    if (opt.variant == Variant::Staged) {
-      run_staged(dp, s, &ev[2], /*build_mask=*/opt.keep_stages);
-      t.has_stages = opt.keep_stages;
-      if (opt.keep_stages) {
-        const Eigen::Index rows = static_cast<Eigen::Index>(d.heads) * d.n;
-        download(t.scores, dp.scores.get(), rows, d.m, s);
-        download(t.scaled, dp.scaled.get(), rows, d.m, s);
-        download(t.mask, dp.mask.get(), d.n, d.m, s);
-        download(t.logits, dp.logits.get(), rows, d.m, s);
-        download(t.weights, dp.weights.get(), rows, d.m, s);
+    try {
+      if (!reuse) {
+        resident_ = allocate(p, opt, /*bench=*/false);
+        resident_plan_ = plan;
       }
-    } else {
-      // Fused: the one kernel stands for the whole chain; its time is between ev[1] and ev[5].
-      run_fused(dp, opt, s);
-      for (int i = 2; i <= 5; ++i) ev[i].record(s);
-      t.has_stages = false;
+      set_constants(resident_, p);
+      run_resident(p, opt, t, wall0);
+    } catch (...) {
+      release_resident();  // a failed launch may have left them in any state
+      throw;
     }
-    // A reused trace must not keep stages (or streamed results) of an earlier run.
-    if (!t.has_stages) t.scores = t.scaled = t.mask = t.logits = t.weights = MatrixF();
-    t.pooled = PooledStages{};
-    t.rows.clear();
-    download(t.output, dp.out.get(), static_cast<Eigen::Index>(d.heads) * d.n, d.d_v, s);
-    ev[6].record(s);
-    ATTNLAB_CUDA_CHECK(cudaStreamSynchronize(s));
-    if (t.has_stages && !opt.rows.empty()) rows_from_stages(p, opt, t);
-
-    StageTimings& tm = t.timings;
-    tm.upload_ms = elapsed_ms(ev[0], ev[1]);
-    if (opt.variant == Variant::Staged) {
-      tm.qk_ms = elapsed_ms(ev[1], ev[2]);
-      tm.scale_mask_ms = elapsed_ms(ev[2], ev[3]);
-      tm.softmax_ms = elapsed_ms(ev[3], ev[4]);
-      tm.pv_ms = elapsed_ms(ev[4], ev[5]);
-    } else {
-      tm.fused_ms = elapsed_ms(ev[1], ev[5]);
-    }
-    tm.download_ms = elapsed_ms(ev[5], ev[6]);
-    tm.total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                            wall0).count();
   }
 
   BenchSample bench(const Problem& p, const RunOptions& opt, int warmup, int repeat) override {
@@ -1010,6 +1077,104 @@ class CudaBackend final : public Backend {
     if (!staged) out.kernel = last_fused_kernel();
     return out;
   }
+
+ private:
+  void release_resident() {
+    resident_ = DeviceProblem{};
+    resident_plan_.reset();
+  }
+
+  // One run on the resident buffers (allocated for this problem's plan, constants set).
+  void run_resident(const Problem& p, const RunOptions& opt, Trace& t,
+                    std::chrono::steady_clock::time_point wall0) {
+    DeviceProblem& dp = resident_;
+    const Dims& d = dp.d;
+    Stream stream;
+    const cudaStream_t s = stream.get();
+    // ev[0] start, [1] uploaded, [2..5] after qk / scale_mask / softmax / pv.
+    Event ev[6];
+    ev[0].record(s);
+    upload_inputs(dp, p, opt, s);
+    ev[1].record(s);
+
+    t.backend = "cuda";
+    t.variant = opt.variant;
+    t.precision = opt.precision;
+    t.timings = StageTimings{};
+    t.pooled = PooledStages{};
+    t.has_stages = opt.variant == Variant::Staged && opt.keep_stages;
+    if (opt.variant == Variant::Staged) {
+      run_staged(dp, s, &ev[2], /*build_mask=*/opt.keep_stages);
+    } else {
+      // Fused: the one kernel stands for the whole chain; its time is between ev[1] and ev[5].
+      run_fused(dp, opt, s);
+      for (int i = 2; i <= 5; ++i) ev[i].record(s);
+    }
+    ATTNLAB_CUDA_CHECK(cudaEventSynchronize(ev[5].get()));
+
+    // What comes back: the requested stages (a reused trace keeps no stage of an earlier run),
+    // the exact rows and the output; the download's time is the host's wall time, copy-out from
+    // the staging slots included.
+    const auto d0 = std::chrono::steady_clock::now();
+    std::vector<Download> jobs;
+    const Eigen::Index rows = static_cast<Eigen::Index>(d.heads) * d.n;
+    const auto bring = [&](unsigned bit, MatrixF& dst, const float* src, Eigen::Index r) {
+      if (!t.has_stages || !(opt.stages & bit)) {
+        dst = MatrixF();
+        return;
+      }
+      dst.resize(r, d.m);
+      jobs.push_back({dst.data(), src, static_cast<std::size_t>(dst.size()) * sizeof(float)});
+    };
+    bring(kStageScores, t.scores, dp.scores.get(), rows);
+    bring(kStageScaled, t.scaled, dp.scaled.get(), rows);
+    bring(kStageMask, t.mask, dp.mask.get(), d.n);
+    bring(kStageLogits, t.logits, dp.logits.get(), rows);
+    bring(kStageWeights, t.weights, dp.weights.get(), rows);
+    t.output.resize(rows, d.d_v);
+    jobs.push_back({t.output.data(), dp.out.get(), static_cast<std::size_t>(t.output.size()) * sizeof(float)});
+    t.rows.assign(t.has_stages ? opt.rows.size() : 0, RowStages{});
+    const std::size_t row_bytes = static_cast<std::size_t>(d.m) * sizeof(float);
+    for (std::size_t k = 0; k < t.rows.size(); ++k) {
+      RowStages& rs = t.rows[k];
+      rs.row = opt.rows[k];
+      const std::size_t off = static_cast<std::size_t>(rs.row) * d.m;
+      const std::size_t moff = static_cast<std::size_t>(rs.row % d.n) * d.m;
+      const std::pair<std::vector<float>*, const float*> parts[] = {
+          {&rs.scores, dp.scores.get() + off}, {&rs.scaled, dp.scaled.get() + off},
+          {&rs.logits, dp.logits.get() + off}, {&rs.weights, dp.weights.get() + off},
+          {&rs.mask, dp.mask.get() + moff}};
+      for (const auto& [dst, src] : parts) {
+        dst->resize(d.m);
+        jobs.push_back({dst->data(), src, row_bytes});
+      }
+    }
+    std::size_t total = 0;
+    for (const Download& j : jobs) total += j.bytes;
+    // Page-locked staging pays off for large copies only (and needs the memory).
+    const bool pinned = pinned_downloads() && total >= kStagingSlotBytes / 4 &&
+                        staging_.reserve(kStagingSlotBytes);
+    download_all(jobs, s, pinned ? &staging_ : nullptr);
+
+    StageTimings& tm = t.timings;
+    tm.upload_ms = elapsed_ms(ev[0], ev[1]);
+    if (opt.variant == Variant::Staged) {
+      tm.qk_ms = elapsed_ms(ev[1], ev[2]);
+      tm.scale_mask_ms = elapsed_ms(ev[2], ev[3]);
+      tm.softmax_ms = elapsed_ms(ev[3], ev[4]);
+      tm.pv_ms = elapsed_ms(ev[4], ev[5]);
+    } else {
+      tm.fused_ms = elapsed_ms(ev[1], ev[5]);
+    }
+    const auto end = std::chrono::steady_clock::now();
+    tm.download_ms = std::chrono::duration<double, std::milli>(end - d0).count();
+    tm.total_ms = std::chrono::duration<double, std::milli>(end - wall0).count();
+  }
+
+  // The device buffers of the last run (run_into), for the next run of the same plan.
+  DeviceProblem resident_;
+  std::optional<BufferPlan> resident_plan_;
+  PinnedStaging staging_;
 };
 
 }  // namespace

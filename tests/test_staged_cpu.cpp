@@ -265,5 +265,31 @@ TEST(StagedCpuStreaming, LongSequenceNeedsNoSquareMatrix) {
   EXPECT_FALSE(t.pooled.scores.cells[0 * 4 + 3].masked) << "the scores are shown unmasked";
 }
 
+// RunOptions::stages: the chain computes every stage, and only the requested ones come back, each
+// equal to the full run's; the output and the exact rows are there either way.
+TEST(StagedCpu, OnlyTheRequestedStagesComeBack) {
+  const auto backend = make_cpu_backend();
+  const Problem p = make_problem(70, 16, 8, 1, MaskKind::Causal, 0.7, 4);
+  const Trace full = backend->run(p, RunOptions{});
+  RunOptions opt;
+  opt.stages = kStageLogits | kStageWeights;
+  opt.rows = {3, 69};
+  Trace t;
+  backend->run_into(p, RunOptions{}, t);  // a reused trace that held every stage
+  backend->run_into(p, opt, t);
+  EXPECT_TRUE(t.has_stages);
+  EXPECT_EQ(t.scores.size() + t.scaled.size() + t.mask.size(), 0);
+  EXPECT_EQ(t.logits, full.logits);
+  EXPECT_EQ(t.weights, full.weights);
+  EXPECT_EQ(t.output, full.output);
+  ASSERT_EQ(t.rows.size(), 2u);
+  EXPECT_EQ(t.rows[1].row, 69);
+  EXPECT_EQ(t.rows[1].scores, std::vector<float>(full.scores.data() + 69 * 70, full.scores.data() + 70 * 70));
+  // Without kept stages the stage set changes nothing.
+  opt.keep_stages = false;
+  opt.rows.clear();
+  EXPECT_EQ(backend->run(p, opt).output, full.output);
+}
+
 }  // namespace
 }  // namespace attnlab

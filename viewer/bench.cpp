@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <ostream>
+#include <string>
 #include <vector>
 
 namespace attnlab::viewer {
@@ -75,8 +76,10 @@ RedrawBench run_redraw_bench(const ViewerOptions& opts, std::ostream& log) {
   r.max_ms = *std::max_element(total.begin(), total.end());
   r.median_backend_ms = median_of(backend);
   r.median_raster_ms = median_of(raster);
+  std::string kept;
+  for (const std::string& name : stage_names(present_stages(c.trace()))) kept += (kept.empty() ? "" : ",") + name;
   log << "redraw N=" << r.n << " d_k=" << r.d_k << " backend=" << r.backend << " (ran "
-      << c.trace().backend << "): median " << r.median_ms << " ms (backend " << r.median_backend_ms
+      << c.trace().backend << "; stages back: " << (kept.empty() ? "none, streamed" : kept) << "): median " << r.median_ms << " ms (backend " << r.median_backend_ms
       << " ms, heatmap " << r.median_raster_ms << " ms), min " << r.min_ms << " ms, max "
       << r.max_ms << " ms over " << o.repeat << " temperature changes\n";
   return r;

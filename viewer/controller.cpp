@@ -61,12 +61,13 @@ double max_abs_diff(const MatrixF& a, const MatrixF& b) {
   return worst;
 }
 
-Controller::Controller(const ViewerOptions& o, bool async) : async_(async) {
+Controller::Controller(const ViewerOptions& o, bool async) : async_(async), policy_(o.stages) {
   cuda_ok_ = cuda_available(&cuda_reason_);
   if (o.backend == "cuda" && !cuda_ok_) throw NoDeviceError("no CUDA device: " + cuda_reason_);
   // bf16 keeps every stage, which only the CPU backend does in bf16: auto picks it then.
   req_.backend = o.backend == "auto" ? (cuda_ok_ && o.precision != Precision::BF16 ? "cuda" : "cpu") : o.backend;
   req_.precision = o.precision;
+  req_.step = o.step;
   req_.source.d_k = o.d_k;
   req_.source.d_v = o.d_v;
   req_.source.seed = o.seed;
@@ -197,8 +198,9 @@ Controller::Result Controller::execute(Job job, Trace reuse) {
       r.problem = p;  // a view or a row of a problem whose stages are all kept: nothing to run
       return r;
     }
+    if (!r.streaming) opt.stages = kept_stages(policy_, q.backend, *p, q.step);
     progress_ = 0;
-    run_backend_into(q.backend, *p, opt, r.trace);
+    backend_for(q.backend).run_into(*p, opt, r.trace);
     if (opt.pool) job.view = *opt.pool;  // the view the pooled stages belong to
     else job.view.reset();
     if ((job.parts & kCompanion) && !r.streaming) run_companions(job, p, r.companions);
@@ -421,8 +423,36 @@ bool Controller::busy() const {
 float Controller::progress() const { return progress_.load(); }
 
 void Controller::revert_request() {
+  // The step stays the UI's: set_step would otherwise ask again, frame after frame.
+  const int step = req_.step;
   req_ = shown_req_;
   req_.queries = queries_;
+  req_.step = step;
+}
+
+Backend& Controller::backend_for(const std::string& name) {
+  std::unique_ptr<Backend>& b = name == "cuda" ? cuda_backend_ : cpu_backend_;
+  if (!b) b = make_backend(name);
+  return *b;
+}
+
+void Controller::set_step(int step) {
+  if (step == req_.step) return;
+  req_.step = step;
+  if (streaming_ || !trace_.has_stages) return;
+  if (kept_stages(policy_, req_.backend, *shown_, step) & ~present_stages(trace_)) post(kAll);
+}
+
+unsigned kept_stages(StagePolicy policy, const std::string& backend, const Problem& p, int step) {
+  const int n = std::max(p.n(), p.m());
+  const bool partial = (policy == StagePolicy::Step && n > kTableMaxTokens) ||
+                       (policy == StagePolicy::Auto && backend == "cuda" && n > kJsonExportMaxTokens);
+  if (!partial) return kAllStages;
+  unsigned s = kStageWeights;
+  if (step == 1) s |= kStageScores;
+  if (step == 2) s |= kStageLogits;
+  if ((step == 2 || step == 3) && p.mask != MaskKind::None) s |= kStageMask;
+  return s;
 }
 
 void Controller::adopt(Result r) {

@@ -89,6 +89,12 @@ struct InputFiles {
   bool operator==(const InputFiles&) const = default;
 };
 
+// The stages a run of `p` on `backend` brings back when it keeps them (RunOptions::stages), with
+// step 1..4 on screen, under --stages `policy` (viewer/options.h): every stage, or the weights (the
+// statistics, the row chart and the description read them) with the step's own matrix and, at the
+// steps that show it, the mask.
+unsigned kept_stages(StagePolicy policy, const std::string& backend, const Problem& p, int step);
+
 // "3, 7, 9" (indices or tokens, as --query takes them) for `p`: the first stays first, the others
 // ascending and distinct. InputError for an empty item, a query outside, or more than kMaxQueries.
 std::vector<int> parse_query_list(const Problem& p, const std::string& text);
@@ -138,6 +144,10 @@ class Controller {
   const std::vector<int>& queries() const { return queries_; }
   bool set_mask(MaskKind m);
   bool toggle_mask();
+  // The chain's step on screen (1..4), which decides the stages a run brings back (kept_stages):
+  // a step whose matrix the trace on screen lacks starts a run; otherwise nothing happens. The
+  // chain, precision and diff views call it on every frame.
+  void set_step(int step);
   bool set_backend(const std::string& name);  // "cpu" | "cuda"
   // The run's precision (fp32 | bf16): every view shows that pipeline's stages. bf16 keeps every
   // stage, so it is refused for streamed problems, and on CUDA (whose bf16 is the fused kernel).
@@ -234,6 +244,14 @@ class Controller {
   std::uint64_t revision() const { return revision_; }  // bumps whenever trace_ changes
   double last_run_ms() const { return last_run_ms_; }   // wall time of the last backend call
   bool stages_kept() const { return trace_.has_stages; }
+  // Every stage is on screen (not only the step's: --stages step or auto on CUDA).
+  bool all_stages_kept() const { return trace_.has_stages && present_stages(trace_) == kAllStages; }
+  // The matrix of step 1..3 is on its way: the stages are kept, but the trace on screen was run
+  // for another step (set_step has asked for a run that brings it).
+  bool stage_pending(int step) const {
+    return !streaming_ && trace_.has_stages && step >= 1 && step <= 3 && stage_matrix(step) == nullptr;
+  }
+  StagePolicy stage_policy() const { return policy_; }
   // True when the problem on screen is streamed: pooled views and the exact query row instead of
   // kept stages.
   bool streaming() const { return streaming_; }
@@ -314,6 +332,7 @@ class Controller {
     std::string backend = "cpu";
     std::vector<int> queries{0};  // the selected query first, then the others (never empty)
     Precision precision = Precision::FP32;
+    int step = 1;  // the chain's step on screen: which stages come back (kept_stages)
   };
   // kCompanion: only the companion runs, for the problem on screen.
   enum Part : unsigned { kAll = 1, kView = 2, kRow = 4, kCompanion = 8 };
@@ -360,8 +379,12 @@ class Controller {
   void run_companions(const Job& job, const std::shared_ptr<const Problem>& p, Companions& out);
   void adopt_companions(Companions c);
   static RunSetting setting_of(const Request& r);
+  // The worker's backend of that name ("cpu" | "cuda"), made on first use and kept: the CUDA
+  // backend keeps its device buffers and page-locked staging between runs of one size.
+  Backend& backend_for(const std::string& name);
 
   const bool async_;
+  StagePolicy policy_ = StagePolicy::Auto;  // --stages, fixed at start
   Request req_;        // requested (controls)
   Request shown_req_;  // what trace_ was computed for
   std::shared_ptr<const Problem> shown_;
@@ -417,6 +440,8 @@ class Controller {
   std::shared_ptr<const Problem> last_problem_;
   Source last_source_;
   std::atomic<float> progress_{0};
+  // backend_for's, used by one thread at a time (the constructor's first run, then the worker).
+  std::unique_ptr<Backend> cpu_backend_, cuda_backend_;
   std::thread worker_;
 };
 

@@ -20,6 +20,8 @@ std::string export_stem() {
 std::string export_stage_csv(const Controller& c, int step, const std::string& stem) {
   static const char* const kNames[] = {"scores", "logits", "weights", "output"};
   const MatrixF* m = c.stage_matrix(step);
+  if (c.stage_pending(step))
+    throw InputError("this step's matrix is still being brought back from the backend; export it in a moment");
   if (step < 1 || step > 4 || m == nullptr)
     throw InputError("this stage is not kept (N = " + std::to_string(c.n()) + " is streamed); export it with: " +
                      c.reproduce_command());
@@ -29,12 +31,17 @@ std::string export_stage_csv(const Controller& c, int step, const std::string& s
 }
 
 std::string export_trace_json(const Controller& c, Lang lang, const std::string& stem) {
-  if (!c.stages_kept() || c.n() > kJsonExportMaxTokens) {
+  const auto json_command = [&c] {
     std::string cmd = c.reproduce_command();
-    cmd.replace(cmd.rfind("csv"), 3, "json");
+    return cmd.replace(cmd.rfind("csv"), 3, "json");
+  };
+  if (!c.stages_kept() || c.n() > kJsonExportMaxTokens)
     throw InputError("the whole trace as JSON is written from the window up to N = " +
-                     std::to_string(kJsonExportMaxTokens) + " (here " + std::to_string(c.n()) + "); use: " + cmd);
-  }
+                     std::to_string(kJsonExportMaxTokens) + " (here " + std::to_string(c.n()) +
+                     "); use: " + json_command());
+  if (!c.all_stages_kept())
+    throw InputError("the whole trace as JSON needs every stage, and this window brings back only the step on "
+                     "screen and the weights (--stages); start it with --stages all, or use: " + json_command());
   const std::string path = stem + "-trace.json";
   write_file(path, render(c.problem(), c.trace(), c.query(), lang, Format::Json));
   return path;

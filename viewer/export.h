@@ -14,10 +14,6 @@
 
 namespace attnlab::viewer {
 
-// The largest problem whose whole trace the window writes as JSON (every stage, ~12 bytes per
-// number); above, the command line does it (Controller::reproduce_command with --format json).
-constexpr int kJsonExportMaxTokens = 1024;
-
 // "attnlab-view-20261201-104700" from the local time.
 std::string export_stem();
 // step 1..4 (scores, logits, weights, output) of the trace on screen.

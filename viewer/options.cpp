@@ -35,6 +35,9 @@ std::string viewer_usage() {
          "                    [--heads H] [--bundle DIR [--layer L]] [--head H]\n"
          "                    [--seed S] [--lang zh|en] [--size WxH] [--backend auto|cpu|cuda]\n"
          "                    [--pool max|mean] [--state-dump FILE.json] [--tile B]\n"
+         "                    [--stages auto|all|step]  (the stages a run brings back; auto: the\n"
+         "                    step on screen and the weights on CUDA above " +
+         std::to_string(kJsonExportMaxTokens) + " tokens, else all)\n"
          "                    [--view chain|walk|heads|perf|precision|diff] [--precision fp32|bf16]\n"
          "                    [--diff KEY=VALUE[,KEY=VALUE...]]  (keys: mask, temperature, backend,\n"
          "                    variant, precision, query; with --view diff)\n"
@@ -144,6 +147,12 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
       } else {
         throw InputError("--pool must be max or mean, got '" + v + "'");
       }
+    } else if (a == "--stages") {
+      const std::string& v = value();
+      if (v == "auto") o.stages = StagePolicy::Auto;
+      else if (v == "all") o.stages = StagePolicy::All;
+      else if (v == "step") o.stages = StagePolicy::Step;
+      else throw InputError("--stages must be auto, all or step, got '" + v + "'");
     } else if (a == "--view") {
       const std::string& v = value();
       if (v == "chain") {

@@ -5,6 +5,7 @@
 //                [--q FILE --k FILE --v FILE [--tokens a,b,c | --tokens-file FILE]] [--lang zh|en]
 //                [--heads H] [--bundle DIR [--layer L]] [--head H]
 //                [--size WxH] [--backend auto|cpu|cuda] [--pool max|mean] [--state-dump FILE.json]
+//                [--stages auto|all|step]
 //                [--view chain|walk|heads|perf|precision|diff] [--tile B] [--ui-scale S] [--fullscreen]
 //                [--precision fp32|bf16] [--diff KEY=VALUE[,KEY=VALUE...]]
 //                [--perf-variant L] [--perf-precision L] [--perf-n L|A..B] [--perf-d L]
@@ -27,6 +28,13 @@
 
 namespace attnlab::viewer {
 
+// --stages: which (n, m) stages a run brings back when the stages are kept (N up to
+// kKeepStagesMaxTokens). all: every stage (the tables, Compare, JSON export, any step at once).
+// step: above kTableMaxTokens, the weights (statistics, row chart, description) and the step on
+// screen (and its mask); another step is a new run. auto: step on CUDA above kJsonExportMaxTokens,
+// where bringing all five matrices back costs more than the kernels; all otherwise.
+enum class StagePolicy { Auto, All, Step };
+
 // The viewer's limits, for flags, fields and refusals alike.
 // Above 4096 tokens the viewer streams the stages into pooled views (viewer/controller.h): the
 // limits are what a run costs in time (65536 tokens on two CPU cores take seconds), not memory.
@@ -38,6 +46,10 @@ constexpr int kMinWindowW = 960, kMinWindowH = 600;  // the layout's minimum (an
 // of them are generated for each head shown (the CLI's generator), so both are bounded.
 constexpr int kMaxRandomHeads = 64;
 constexpr double kMaxRandomInputBytes = 2.0 * (1ull << 30);
+// The largest problem whose whole trace the window writes as JSON (every stage, ~12 bytes per
+// number; viewer/export.h); above, the command line does it (Controller::reproduce_command with
+// --format json). Also where --stages auto starts bringing back only the step on screen.
+constexpr int kJsonExportMaxTokens = 1024;
 
 // The views of the window: the staged chain's four steps (the default), the fused kernel's online
 // softmax walked tile by tile, the performance sweep (viewer/perf_view.h), the error of the run
@@ -73,6 +85,7 @@ struct ViewerOptions {
   int width = 1280, height = 800;
   std::string backend = "auto";       // auto | cpu | cuda
   PoolMode pool = PoolMode::Max;
+  StagePolicy stages = StagePolicy::Auto;  // --stages auto|all|step
   std::string state_dump;             // write the state as JSON here on every change and on exit
   bool bench_redraw = false;          // time temperature redraws without a window, print ms
   int repeat = 5;                     // --bench-redraw repetitions

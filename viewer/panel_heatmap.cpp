@@ -137,6 +137,13 @@ void draw_heatmap(App& app, const Layout& l) {
     same_line_if_fits(radio_width(tr(lang, S::ScaleLog)));
     if (ImGui::RadioButton(tr(lang, S::ScaleLog), app.log_weights)) app.log_weights = true;
   }
+  // --stages step (or auto on CUDA): the trace on screen was run for another step, and the run
+  // that brings this one is on its way.
+  if (c.stage_pending(step)) {
+    ImGui::TextColored(kDimV4, "%s", tr(lang, S::StageComing));
+    ImGui::End();
+    return;
+  }
   const bool dims_axis = step == 4 || (c.stage_matrix(step) == nullptr && !c.streaming());
   ImGui::TextColored(kDimV4, tr(lang, S::HeatHint), tr(lang, dims_axis ? S::AxisDims : S::AxisKeys));
 

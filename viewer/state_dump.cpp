@@ -30,6 +30,7 @@ std::string state_json(const Controller& c, const ViewSnapshot& v) {
   j["backend_ran"] = c.trace().backend;
   j["error"] = c.error();
   j["stages_kept"] = c.stages_kept();
+  j["stages"] = stage_names(present_stages(c.trace()));  // all, or the step's and the weights
   j["window"] = {{"w", v.width}, {"h", v.height}};
   j["pool"] = v.pool == PoolMode::Max ? "max" : "mean";
   j["ui_scale"] = v.ui_scale;

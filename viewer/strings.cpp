@@ -116,6 +116,10 @@ constexpr Entry kTable[] = {
      "Intermediate stages not kept (they would need %.1f GB, %.1f GB available): only the output "
      "is shown.",
      "未保留中间阶段（需要 %.1f GB，可用 %.1f GB）：只显示输出。"},
+    {S::StageComing,
+     "Bringing this step's matrix back from the backend (only the step on screen and the weights "
+     "are copied; --stages all keeps every step)…",
+     "正在从后端取回这一步的矩阵（只复制当前步骤和注意力权重；--stages all 保留每一步）……"},
     {S::PlotTooSmall, "The window is too small for the heatmap; make it larger.",
      "窗口太小，放不下热力图；请把窗口放大。"},
     {S::Performance, "Performance", "性能"},

@@ -28,7 +28,7 @@ enum class S {
   TipQuery, TipKey, TipOutputDim, TipValue, TipStage, TipMasked, TipPooled,
   RowStats, MaxWeight, Entropy, Effective, Perplexity, Scale, OutputShape, WeightSum, Argmax,
   Description, Copy, Copied, Speak, StopSpeaking, NoEspeak, SpeakProblem,
-  Tables, TablesTooLarge, TableColumns, CurrentStep, StagesNotKept, PlotTooSmall,
+  Tables, TablesTooLarge, TableColumns, CurrentStep, StagesNotKept, StageComing, PlotTooSmall,
   Performance, BackendRan, TimeUpload, TimeQk, TimeScaleMask, TimeSoftmax, TimePv, TimeDownload,
   TimeTotal, Redraw, Compare, CompareVariants, CompareNeedsCuda, CompareCpuLimit, SpeedUp, MaxDiff, Stage,
   TermStaged, TermFused, TermScores, TermScaled, TermLogits, TermWeights, TermOutput,

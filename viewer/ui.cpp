@@ -298,6 +298,9 @@ void draw_frame(App& app) {
   }
   const Layout l = compute_layout(ds.x, ds.y, app.font_px);
   update_companions(app);
+  // The views of the chain's steps decide which stages a run brings back (Controller::set_step).
+  if (app.view_kind == ViewKind::Chain || app.view_kind == ViewKind::Precision || app.view_kind == ViewKind::Diff)
+    app.ctl.set_step(app.play.step());
   // Thumbnails nobody sees are not computed: leaving the heads view stops them (they are computed
   // again, the old pictures shown meanwhile, when the view is shown again).
   if (app.view_kind != ViewKind::Heads && app.heads_run.running()) app.heads_run.stop();

@@ -18,9 +18,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 namespace attnlab {
 namespace {
@@ -140,6 +143,80 @@ TEST(CudaRun, RepeatedRunsAreBitIdentical) {
   const Trace a = cuda->run(p, {}), b = cuda->run(p, {});
   EXPECT_EQ(a.weights, b.weights);
   EXPECT_EQ(a.output, b.output);
+}
+
+// One backend keeps its device buffers between runs of one plan (run_into): a sequence of
+// problems, shapes, stage sets and variants on the same backend gives what fresh backends give.
+TEST(CudaRun, ResidentBuffersServeEveryLaterRunAsFreshOnesWould) {
+  ATTNLAB_REQUIRE_CUDA();
+  std::unique_ptr<Backend> cuda = make_backend("cuda");
+  Problem a = make_problem(1000, 64, 64, MaskKind::Causal, 0.85);
+  const Problem b = make_problem(300, 16, 2, MaskKind::Custom, 1.3);
+  RunOptions partial;
+  partial.stages = kStageScores | kStageWeights;
+  RunOptions fused;
+  fused.variant = Variant::Fused;
+  fused.keep_stages = false;
+  Trace t;
+  const auto fresh = [](const Problem& p, const RunOptions& o) { return make_backend("cuda")->run(p, o); };
+  cuda->run_into(a, {}, t);
+  EXPECT_EQ(t.weights, fresh(a, {}).weights);
+  a.temperature = 0.4;  // the same plan: the buffers are reused, the constants are the new ones
+  cuda->run_into(a, {}, t);
+  const Trace a_full = fresh(a, {});
+  EXPECT_EQ(t.logits, a_full.logits);
+  EXPECT_EQ(t.output, a_full.output);
+  cuda->run_into(b, {}, t);  // another plan
+  const Trace b_full = fresh(b, {});
+  EXPECT_EQ(t.weights, b_full.weights);
+  EXPECT_EQ(t.mask, b_full.mask);
+  cuda->run_into(a, partial, t);
+  EXPECT_EQ(t.scores, a_full.scores);
+  EXPECT_EQ(t.weights, a_full.weights);
+  EXPECT_EQ(t.scaled.size() + t.mask.size() + t.logits.size(), 0);
+  EXPECT_EQ(t.output, a_full.output);
+  cuda->run_into(a, fused, t);
+  EXPECT_FALSE(t.has_stages);
+  EXPECT_EQ(t.weights.size(), 0);
+  EXPECT_EQ(t.output, fresh(a, fused).output);
+  cuda->run_into(a, {}, t);
+  EXPECT_EQ(t.weights, a_full.weights);
+  const VerifyReport r = verify_trace(a, t, reference_fp64(a));
+  EXPECT_TRUE(r.pass) << render_verify_text(r);
+}
+
+// Downloads through the reused page-locked slots (the default, in pieces when a stage is larger
+// than a slot) and pageable ones (ATTNLAB_CUDA_DOWNLOAD=pageable) bring back the same bits; exact
+// rows of a kept-stage run come from the device and equal the matrices' rows.
+TEST(CudaRun, PinnedAndPageableDownloadsAndExactRowsAgree) {
+  ATTNLAB_REQUIRE_CUDA();
+  const Problem p = make_problem(3000, 32, 32, MaskKind::Causal, 0.85);  // 36 MB per stage
+  RunOptions opt;
+  opt.rows = {0, 1777, 2999};
+  std::unique_ptr<Backend> cuda = make_backend("cuda");
+  const Trace pinned = cuda->run(p, opt);
+  setenv("ATTNLAB_CUDA_DOWNLOAD", "pageable", 1);
+  const Trace pageable = cuda->run(p, opt);
+  unsetenv("ATTNLAB_CUDA_DOWNLOAD");
+  for (const auto& [x, y] : {std::pair{&pinned.scores, &pageable.scores}, {&pinned.scaled, &pageable.scaled},
+                             {&pinned.mask, &pageable.mask}, {&pinned.logits, &pageable.logits},
+                             {&pinned.weights, &pageable.weights}, {&pinned.output, &pageable.output}}) {
+    ASSERT_EQ(x->size(), y->size());
+    EXPECT_EQ(*x, *y);
+  }
+  ASSERT_EQ(pinned.rows.size(), 3u);
+  for (const RowStages& rs : pinned.rows) {
+    const auto row = [&](const MatrixF& m, int r) {
+      return std::vector<float>(m.data() + static_cast<std::size_t>(r) * m.cols(),
+                                m.data() + static_cast<std::size_t>(r + 1) * m.cols());
+    };
+    EXPECT_EQ(rs.scores, row(pinned.scores, rs.row));
+    EXPECT_EQ(rs.logits, row(pinned.logits, rs.row));
+    EXPECT_EQ(rs.weights, row(pinned.weights, rs.row));
+    EXPECT_EQ(rs.mask, row(pinned.mask, rs.row));
+  }
+  const VerifyReport r = verify_trace(p, pinned, reference_fp64(p));
+  EXPECT_TRUE(r.pass) << render_verify_text(r);
 }
 
 TEST(CudaBench, RepeatsAndReturnsTheOutput) {
