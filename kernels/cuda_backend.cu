@@ -1041,6 +1041,7 @@ class CudaBackend final : public Backend {
   }
 
   BenchSample bench(const Problem& p, const RunOptions& opt, int warmup, int repeat) override {
+    release_resident();  // the estimate and the timed runs have the device to themselves
     check_before_run(p, opt, /*bench=*/true);
 
     Stream stream;
