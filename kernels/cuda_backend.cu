@@ -374,7 +374,8 @@ void check_options(const Problem& p, const RunOptions& opt) {
   const std::string why =
       bf16 ? fused_bf16_shape_error(p.d_k(), p.d_v()) : fused_fp32_shape_error(p.d_k(), p.d_v());
   if (!why.empty()) throw InputError(why);
-  bf16 ? fused_bf16_config() : fused_fp32_config();
+  const int head_dim = std::max(p.d_k(), p.d_v());
+  bf16 ? fused_bf16_config(head_dim) : fused_fp32_config(head_dim);
 }
 
 // What run_into and bench check before touching the device, in this order: the problem, the

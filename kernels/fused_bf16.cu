@@ -18,8 +18,9 @@
 // from zeros and never written. Causal: key tiles entirely above the tile's last query are never
 // loaded; a warp whose rows all precede a key tile skips that tile's math.
 //
-// Tile configurations (ATTNLAB_FUSED_CONFIG, read at every launch; unset, empty or 0 = config 0;
-// any other value throws InputError). The same kernel template, instantiated per configuration;
+// Tile configurations (ATTNLAB_FUSED_CONFIG, read at every launch; unset or empty = the head-dim
+// bucket's default, kernels/tile_config.h; 0..5 = that configuration; any other value throws
+// InputError). The same kernel template, instantiated per configuration;
 // registers from ptxas -v for sm_90 (only config 5 at d=128 spills, 4 bytes); blocks/SM =
 // min(64K regs, 228 KB smem) bound.
 //   0  8 warps, BQ 128, BK 64   d=64: 127 regs, 54 KB, 2 blocks   d=128: 178 regs, 102 KB, 1
@@ -458,7 +459,7 @@ void fused_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const 
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || reinterpret_cast<std::uintptr_t>(o) % 8) {
     throw InputError("fused bf16: device buffers must be 16-byte aligned");
   }
-  const int config = fused_bf16_config();
+  const int config = fused_bf16_config(d);
   const float scale_log2 = scale * kLog2e;
   auto s = static_cast<cudaStream_t>(stream);
   if (d == 64) {

@@ -15,8 +15,9 @@
 // Accuracy: plain fp32 FFMA dot products and exp2f (2 ulp) on log2e-premultiplied logits; the
 // relative error against fp64 stays near 1e-6 on random normal inputs.
 //
-// Tile configurations (ATTNLAB_FUSED_CONFIG, read at every launch; unset, empty or 0 = config 0;
-// any other value throws InputError). One kernel template (BQ queries, BK-key tiles, THREADS
+// Tile configurations (ATTNLAB_FUSED_CONFIG, read at every launch; unset or empty = the head-dim
+// bucket's default, kernels/tile_config.h; 0..6 = that configuration; any other value throws
+// InputError). One kernel template (BQ queries, BK-key tiles, THREADS
 // threads = THREADS / 8 query groups of TQ = 2 or 4 queries; each thread takes BK / 8 keys in
 // float4 chunks 32 keys apart). Registers from ptxas -v for sm_90, none spills; blocks/SM =
 // min(64K regs, 228 KB smem) bound. Buckets a configuration does not suit run config 0.
@@ -463,9 +464,9 @@ void fused_attention_fp32(const float* q, const float* k, const float* v, float*
   }
   const bool vec = d_k % 4 == 0 && d_v % 4 == 0 && aligned16(q) && aligned16(k) && aligned16(v) &&
                    aligned16(o);
-  const int config = fused_fp32_config();
-  const float scale_log2 = scale * kLog2e;
   const int dmax = d_k > d_v ? d_k : d_v;
+  const int config = fused_fp32_config(dmax);
+  const float scale_log2 = scale * kLog2e;
   auto s = static_cast<cudaStream_t>(stream);
   // Configurations 5 and 6: tensor cores (3xTF32, kernels/fused_tf32.cu) where they apply.
   if ((config == 5 || config == 6) &&

@@ -14,12 +14,13 @@
 
 namespace attnlab::cuda {
 
-// Environment variable `var` -> configuration index in 0 .. count - 1: unset, empty or "0" -> 0;
-// a decimal number (at most 3 digits) below `count` -> that number; anything else throws
+// Environment variable `var` -> configuration index in 0 .. count - 1: unset or empty ->
+// `fallback` (the default of the launch's bucket); a decimal number (at most 3 digits) below
+// `count` -> that number ("0" is configuration 0, whatever the default); anything else throws
 // InputError naming the variable, the value and the valid range.
-inline int config_from_env(const char* var, int count) {
+inline int config_from_env(const char* var, int count, int fallback = 0) {
   const char* env = std::getenv(var);
-  if (env == nullptr || env[0] == '\0') return 0;
+  if (env == nullptr || env[0] == '\0') return fallback;
   int value = 0;
   int digits = 0;
   for (const char* c = env; *c != '\0'; ++c, ++digits) {
@@ -41,9 +42,29 @@ inline constexpr int kFusedFp32Configs = 7;  // fused_fp32.cu; 5 and 6 run fused
 inline constexpr int kFusedBf16Configs = 6;  // fused_bf16.cu
 inline constexpr int kStagedConfigs = 3;     // qk.cu and pv.cu
 
-// The switches as each kernel family reads them: the variable and its count paired once.
-inline int fused_fp32_config() { return config_from_env("ATTNLAB_FUSED_CONFIG", kFusedFp32Configs); }
-inline int fused_bf16_config() { return config_from_env("ATTNLAB_FUSED_CONFIG", kFusedBf16Configs); }
+// The fused kernels' head-dim buckets: max(d_k, d_v) padded to 32, 64, 128 or 256 (index 0..3).
+inline constexpr int head_dim_bucket(int head_dim) {
+  return head_dim <= 32 ? 0 : head_dim <= 64 ? 1 : head_dim <= 128 ? 2 : 3;
+}
+
+// The configuration each bucket runs when ATTNLAB_FUSED_CONFIG is unset: the fastest whose error
+// is in range in the lab GPU's last configuration sweep (scripts/gpu-check --sweep-only, its
+// "fastest with every case ok" lines; docs/PERFORMANCE.md). Configuration 0 where no sweep has
+// decided yet. bf16 has only the 64 and 128 buckets.
+inline constexpr int kFusedFp32Default[4] = {0, 0, 0, 0};
+inline constexpr int kFusedBf16Default[4] = {0, 0, 0, 0};
+static_assert(kFusedFp32Default[0] < kFusedFp32Configs && kFusedFp32Default[1] < kFusedFp32Configs &&
+              kFusedFp32Default[2] < kFusedFp32Configs && kFusedFp32Default[3] < kFusedFp32Configs);
+static_assert(kFusedBf16Default[1] < kFusedBf16Configs && kFusedBf16Default[2] < kFusedBf16Configs);
+
+// The switches as each kernel family reads them: the variable, its count and the bucket's default
+// paired once. head_dim: max(d_k, d_v) of the launch.
+inline int fused_fp32_config(int head_dim) {
+  return config_from_env("ATTNLAB_FUSED_CONFIG", kFusedFp32Configs, kFusedFp32Default[head_dim_bucket(head_dim)]);
+}
+inline int fused_bf16_config(int head_dim) {
+  return config_from_env("ATTNLAB_FUSED_CONFIG", kFusedBf16Configs, kFusedBf16Default[head_dim_bucket(head_dim)]);
+}
 inline int staged_config() { return config_from_env("ATTNLAB_STAGED_CONFIG", kStagedConfigs); }
 
 // The largest d_k or d_v the fused fp32 kernels take.

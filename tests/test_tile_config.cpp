@@ -29,6 +29,35 @@ TEST(TileConfig, UnsetEmptyAndZeroMeanTheDefault) {
   EXPECT_EQ(parse("0", 3), 0);
 }
 
+// Unset, a launch runs its head-dim bucket's default; a value set picks that configuration in
+// every bucket, 0 included.
+TEST(TileConfig, UnsetRunsTheBucketsDefaultAndASetValueWins) {
+  using namespace attnlab::cuda;
+  EXPECT_EQ(head_dim_bucket(3), 0);
+  EXPECT_EQ(head_dim_bucket(32), 0);
+  EXPECT_EQ(head_dim_bucket(33), 1);
+  EXPECT_EQ(head_dim_bucket(64), 1);
+  EXPECT_EQ(head_dim_bucket(128), 2);
+  EXPECT_EQ(head_dim_bucket(129), 3);
+  EXPECT_EQ(head_dim_bucket(256), 3);
+  unsetenv(kVar);
+  EXPECT_EQ(attnlab::cuda::config_from_env(kVar, 7, 5), 5);
+  setenv(kVar, "0", 1);
+  EXPECT_EQ(attnlab::cuda::config_from_env(kVar, 7, 5), 0);
+  unsetenv(kVar);
+  const char* saved = std::getenv("ATTNLAB_FUSED_CONFIG");
+  const std::string keep = saved ? saved : "";
+  unsetenv("ATTNLAB_FUSED_CONFIG");
+  for (int d : {16, 64, 128, 256}) EXPECT_EQ(fused_fp32_config(d), kFusedFp32Default[head_dim_bucket(d)]) << d;
+  for (int d : {64, 128}) EXPECT_EQ(fused_bf16_config(d), kFusedBf16Default[head_dim_bucket(d)]) << d;
+  setenv("ATTNLAB_FUSED_CONFIG", "2", 1);
+  for (int d : {16, 64, 128, 256}) EXPECT_EQ(fused_fp32_config(d), 2) << d;
+  if (saved)
+    setenv("ATTNLAB_FUSED_CONFIG", keep.c_str(), 1);
+  else
+    unsetenv("ATTNLAB_FUSED_CONFIG");
+}
+
 TEST(TileConfig, ValidNumbersPickThatConfiguration) {
   EXPECT_EQ(parse("1", 3), 1);
   EXPECT_EQ(parse("2", 3), 2);

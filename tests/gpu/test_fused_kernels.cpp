@@ -104,7 +104,7 @@ TEST(CudaFusedKernels, Tf32x3RefusesWhatItDoesNotTake) {
 TEST(CudaFusedKernels, TheRequestedFp32ConfigurationRunsItsOwnKernel) {
   ATTNLAB_REQUIRE_CUDA();
 #ifdef ATTNLAB_HAVE_CUDA
-  const int config = cuda::fused_fp32_config();
+  const int config = cuda::fused_fp32_config(64);  // the switch, or the d = 64 bucket's default
   // The kernel each configuration runs at d = 64 (kernels/fused_fp32.cu's dispatch table).
   const char* const expected[] = {
       "fp32 D=64 BQ=64 BK=64 threads=128", "fp32 D=64 BQ=128 BK=64 threads=256",
