@@ -115,9 +115,24 @@ ImVec2 label_size(LabelSizes& s, const std::vector<std::string>& labels, int i) 
 void draw_heatmap(App& app, const Layout& l) {
   const Lang lang = app.lang;
   Controller& c = app.ctl;
-  const int step = app.play.step();
-  const std::string title = fmt("%s  ·  %s###heatmap", fmt(tr(lang, S::StepOf), step).c_str(), step_name(lang, step));
+  const int shown_step = app.play.step();
+  const std::string title =
+      fmt("%s  ·  %s###heatmap", fmt(tr(lang, S::StepOf), shown_step).c_str(), step_name(lang, shown_step));
   begin_centre(l, title);
+  // --stages step (or auto on CUDA): the trace on screen was run for another step, and the run
+  // that brings this one is on its way. The last picture stays meanwhile (under a note), so that
+  // stepping through the chain does not flash an empty plot.
+  const bool pending = c.stage_pending(shown_step);
+  const bool keep_last = pending && app.heat_step >= 1 && app.heat_step <= 3 && c.stage_matrix(app.heat_step);
+  const int step = keep_last ? app.heat_step : shown_step;
+  if (pending) {
+    ImGui::TextColored(kDimV4, "%s", tr(lang, S::StageComing));
+    if (!keep_last) {
+      ImGui::End();
+      return;
+    }
+  }
+  app.heat_step = step;
   // Toolbar: pooling, view reset, zoom, hint.
   ImGui::TextUnformatted(tr(lang, S::Pooling));
   same_line_if_fits(radio_width(tr(lang, S::PoolMax)));
@@ -136,13 +151,6 @@ void draw_heatmap(App& app, const Layout& l) {
     if (ImGui::RadioButton(tr(lang, S::ScaleLinear), !app.log_weights)) app.log_weights = false;
     same_line_if_fits(radio_width(tr(lang, S::ScaleLog)));
     if (ImGui::RadioButton(tr(lang, S::ScaleLog), app.log_weights)) app.log_weights = true;
-  }
-  // --stages step (or auto on CUDA): the trace on screen was run for another step, and the run
-  // that brings this one is on its way.
-  if (c.stage_pending(step)) {
-    ImGui::TextColored(kDimV4, "%s", tr(lang, S::StageComing));
-    ImGui::End();
-    return;
   }
   const bool dims_axis = step == 4 || (c.stage_matrix(step) == nullptr && !c.streaming());
   ImGui::TextColored(kDimV4, tr(lang, S::HeatHint), tr(lang, dims_axis ? S::AxisDims : S::AxisKeys));

@@ -101,6 +101,7 @@ struct App {
   SDL_Texture* heat_tex = nullptr;
   int tex_w = 0, tex_h = 0;
   std::string heat_key;      // what the texture currently shows; redrawn when it changes
+  int heat_step = 0;         // the step the heatmap last drew (kept while another step's matrix comes)
   PlotGeometry plot;         // last placed plot (hover, dumps)
   ValueRange range;          // colour range of the current stage
   bool range_log = false;    // range is a log scale (weights, log_weights on)
