@@ -46,6 +46,15 @@ void check_host_memory(double need, const std::string& what, const std::string& 
                         format_bytes(avail) + " available; " + advice);
 }
 
+void check_host_memory(double need, Msg id, std::vector<std::string> args) {
+  const double avail = host_available_bytes();
+  if (avail > 0 && need > 0.9 * avail) {
+    args.push_back(format_bytes(need));
+    args.push_back(format_bytes(avail));
+    throw ResourceError(id, std::move(args));
+  }
+}
+
 std::string table_value(float x) {
   if (std::isnan(x)) return "n/a";
   if (std::isinf(x)) return x < 0 ? "−∞" : "+∞";

@@ -3,7 +3,10 @@
 // report, the bench table and CSV, and the description text.
 #pragma once
 
+#include "core/messages.h"
+
 #include <string>
+#include <vector>
 
 namespace attnlab {
 
@@ -24,5 +27,7 @@ double host_available_bytes();
 // not fit in 90 % of MemAvailable: "<what>: needs about X of host memory, Y available; <advice>".
 // Where MemAvailable cannot be read, nothing is refused.
 void check_host_memory(double need, const std::string& what, const std::string& advice);
+// The same with a catalogued message (core/messages.h): `args`, then the need and MemAvailable.
+void check_host_memory(double need, Msg id, std::vector<std::string> args);
 
 }  // namespace attnlab

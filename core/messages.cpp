@@ -117,6 +117,35 @@ constexpr Entry kMessages[] = {
      "bf16 runs here keep every stage, so they need N <= {1}; N = {0} is streamed in fp32 only",
      "这里的 bf16 运行要保留全部阶段，因此需要 N <= {1}；N = {0} 只能以 fp32 流式计算"},
     {Msg::RunPrecision, "--precision must be fp32 or bf16, got '{0}'", "--precision 必须是 fp32 或 bf16，当前为“{0}”"},
+    {Msg::HostMemoryCpuRun,
+     "the problem ({0} chain on the CPU): needs about {1} of host memory, {2} available; try --variant fused or a "
+     "smaller N",
+     "该问题（CPU 上的 {0} 计算链）约需 {1} 主机内存，可用 {2}；请试 --variant fused 或更小的 N"},
+    {Msg::GpuMemoryStaged,
+     "problem needs {0} of GPU memory (staged: 4 stages of {1} x {2} x {3} fp32, the inputs), {4} free; try "
+     "--variant fused or smaller N",
+     "该问题需要 {0} GPU 显存（分步链：4 个 {1} x {2} x {3} 的 fp32 阶段和输入），空闲 {4}；请试 --variant fused "
+     "或更小的 N"},
+    {Msg::GpuMemoryStagedMask,
+     "problem needs {0} of GPU memory (staged: 4 stages of {1} x {2} x {3} fp32, the inputs and the mask), {4} free; "
+     "try --variant fused or smaller N",
+     "该问题需要 {0} GPU 显存（分步链：4 个 {1} x {2} x {3} 的 fp32 阶段、输入和掩码），空闲 {4}；请试 --variant "
+     "fused 或更小的 N"},
+    {Msg::GpuMemoryFused, "problem needs {0} of GPU memory (fused: inputs and output), {1} free; try smaller N",
+     "该问题需要 {0} GPU 显存（融合内核：输入和输出），空闲 {1}；请试更小的 N"},
+    {Msg::HostMemoryStages,
+     "problem needs {0} of host memory to bring back the stages ({1} x {2} x {3} x {4} fp32), {5} available; try "
+     "--variant fused or smaller N",
+     "取回各阶段需要 {0} 主机内存（{1} x {2} x {3} x {4} 的 fp32），可用 {5}；请试 --variant fused 或更小的 N"},
+    {Msg::GpuMemoryStreamed,
+     "the streamed view needs {0} of GPU memory (the inputs, {1} row statistics, the pooled grids, {2} exact rows of "
+     "{3} keys), {4} free; try smaller N",
+     "流式视图需要 {0} GPU 显存（输入、{1} 行统计、池化网格、{2} 个含 {3} 个键的精确行），空闲 {4}；请试更小的 N"},
+    {Msg::HostMemoryStreamed,
+     "the streamed view needs {0} of host memory (pooled grids, exact rows, output), {1} available; try fewer rows "
+     "or smaller N",
+     "流式视图需要 {0} 主机内存（池化网格、精确行、输出），可用 {1}；请减少行数或用更小的 N"},
+    {Msg::HeadsRange, "--heads must be an integer from 1 to {0}, got '{1}'", "--heads 必须是 1 到 {0} 的整数，当前为 '{1}'"},
 };
 
 constexpr bool in_order() {

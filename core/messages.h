@@ -83,6 +83,15 @@ enum class Msg : int {
   Bf16StagedCuda,
   Bf16Streamed,         // {0} N, {1} the largest N whose stages are kept
   RunPrecision,         // {0} the value
+  // memory refusals (ResourceError): sizes as format_bytes writes them
+  HostMemoryCpuRun,     // {0} variant, {1} need, {2} available
+  GpuMemoryStaged,      // {0} need, {1} heads, {2} n, {3} m, {4} free
+  GpuMemoryStagedMask,  // the same, with the (n, m) mask on the device
+  GpuMemoryFused,       // {0} need, {1} free
+  HostMemoryStages,     // {0} need, {1} stages, {2} heads, {3} n, {4} m, {5} available
+  GpuMemoryStreamed,    // {0} need, {1} row statistics, {2} exact rows, {3} m, {4} free
+  HostMemoryStreamed,   // {0} need, {1} available
+  HeadsRange,           // {0} the most, {1} given
   Count_
 };
 

@@ -37,9 +37,7 @@ double reference_fp64_bytes(const Problem& p) {
 namespace {
 
 void check_fits(const Problem& p, const RunOptions& opt) {
-  check_host_memory(host_working_set_bytes(p, opt),
-                    "the problem (" + std::string(to_string(opt.variant)) + " chain on the CPU)",
-                    "try --variant fused or a smaller N");
+  check_host_memory(host_working_set_bytes(p, opt), Msg::HostMemoryCpuRun, {std::string(to_string(opt.variant))});
 }
 
 class CpuBackend final : public Backend {

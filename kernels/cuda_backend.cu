@@ -50,7 +50,6 @@
 #include <limits>
 #include <new>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -329,29 +328,19 @@ void check_memory(const Problem& p, const RunOptions& opt, bool bench, std::size
     ATTNLAB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
   }
   free_bytes += held;
+  const std::string fb = format_bytes(static_cast<double>(free_bytes));
   if (need > free_bytes) {
-    std::ostringstream what;
     if (opt.variant == Variant::Staged)
-      what << "staged: " << kStagedBuffers << " stages of " << d.heads << " x " << d.n << " x "
-           << d.m << " fp32, the inputs"
-           << (plan.mask != 0 ? " and the mask" : "");
-    else
-      what << "fused: inputs and output";
-    throw ResourceError("problem needs " + format_bytes(static_cast<double>(need)) +
-                        " of GPU memory (" + what.str() + "), " +
-                        format_bytes(static_cast<double>(free_bytes)) + " free; " +
-                        (opt.variant == Variant::Staged ? "try --variant fused or smaller N"
-                                                        : "try smaller N"));
+      throw ResourceError(plan.mask != 0 ? Msg::GpuMemoryStagedMask : Msg::GpuMemoryStaged,
+                          {format_bytes(static_cast<double>(need)), std::to_string(d.heads), std::to_string(d.n),
+                           std::to_string(d.m), fb});
+    throw ResourceError(Msg::GpuMemoryFused, {format_bytes(static_cast<double>(need)), fb});
   }
   const std::size_t host_need = host_bytes_needed(d, opt, bench);
-  if (const double avail = host_available_bytes(); avail > 0 && static_cast<double>(host_need) > avail) {
-    throw ResourceError("problem needs " + format_bytes(static_cast<double>(host_need)) +
-                        " of host memory to bring back the stages (" +
-                        std::to_string(stages_brought_back(opt)) + " x " + std::to_string(d.heads) + " x " +
-                        std::to_string(d.n) + " x " + std::to_string(d.m) + " fp32), " +
-                        format_bytes(avail) +
-                        " available; try --variant fused or smaller N");
-  }
+  if (const double avail = host_available_bytes(); avail > 0 && static_cast<double>(host_need) > avail)
+    throw ResourceError(Msg::HostMemoryStages,
+                        {format_bytes(static_cast<double>(host_need)), std::to_string(stages_brought_back(opt)),
+                         std::to_string(d.heads), std::to_string(d.n), std::to_string(d.m), format_bytes(avail)});
 }
 
 // ---- option checks ---------------------------------------------------------------------------------
@@ -671,18 +660,13 @@ void check_stream_memory(const Problem& p, const RunOptions& opt, const StreamPl
     ATTNLAB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
   }
   if (need > free_bytes)
-    throw ResourceError("the streamed view needs " + format_bytes(static_cast<double>(need)) +
-                        " of GPU memory (the inputs" +
-                        std::string(p.mask == MaskKind::Custom ? ", the custom mask" : "") +
-                        ", " + std::to_string(sp.rows.size()) + " row statistics, the pooled grids, " +
-                        std::to_string(opt.rows.size()) + " exact rows of " + std::to_string(d.m) +
-                        " keys), " + format_bytes(static_cast<double>(free_bytes)) +
-                        " free; try smaller N");
+    throw ResourceError(Msg::GpuMemoryStreamed,
+                        {format_bytes(static_cast<double>(need)), std::to_string(sp.rows.size()),
+                         std::to_string(opt.rows.size()), std::to_string(d.m),
+                         format_bytes(static_cast<double>(free_bytes))});
   const std::size_t host_need = stream_host_bytes(d, opt, sp);
   if (const double avail = host_available_bytes(); avail > 0 && static_cast<double>(host_need) > avail)
-    throw ResourceError("the streamed view needs " + format_bytes(static_cast<double>(host_need)) +
-                        " of host memory (pooled grids, exact rows, output), " +
-                        format_bytes(avail) + " available; try fewer rows or smaller N");
+    throw ResourceError(Msg::HostMemoryStreamed, {format_bytes(static_cast<double>(host_need)), format_bytes(avail)});
 }
 
 void check_cancel(const RunOptions& opt) {

@@ -5,6 +5,7 @@
 #include "core/io.h"
 #include "core/messages.h"
 #include "core/problem.h"
+#include "core/format.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -80,6 +81,20 @@ TEST(Messages, EveryIdHasBothLanguages) {
     EXPECT_EQ(en.find('{'), std::string::npos) << en;
     EXPECT_EQ(zh.find('{'), std::string::npos) << zh;
   }
+}
+
+// Memory refusals carry their ids, so that the viewer says them in Chinese too; the sizes are the
+// arguments, the need and MemAvailable last.
+TEST(Messages, MemoryRefusalsCarryTheirIds) {
+  if (host_available_bytes() <= 0) GTEST_SKIP() << "no MemAvailable here: nothing is refused";
+  const Message m = caught([] { check_host_memory(1e18, Msg::HostMemoryCpuRun, {"staged"}); });
+  EXPECT_EQ(m.id, Msg::HostMemoryCpuRun);
+  ASSERT_EQ(m.args.size(), 3u);
+  EXPECT_EQ(m.args[1], format_bytes(1e18));
+  EXPECT_EQ(m.en.rfind("the problem (staged chain on the CPU): needs about " + format_bytes(1e18) + " of host memory, ", 0),
+            0u)
+      << m.en;
+  EXPECT_NE(m.text(Lang::Zh).find("主机内存"), std::string::npos) << m.text(Lang::Zh);
 }
 
 }  // namespace

@@ -708,8 +708,7 @@ bool Controller::load_demo() {
 bool Controller::load_random(int n_tokens, int d_k, int d_v, std::uint64_t seed, int heads) {
   if (heads < 0) heads = req_.source.heads;
   if (heads < 1 || heads > kMaxRandomHeads) {
-    error_ = Message{Msg::None, {}, "--heads must be an integer from 1 to " + std::to_string(kMaxRandomHeads) +
-                                        ", got '" + std::to_string(heads) + "'"};
+    error_ = message_of(Msg::HeadsRange, {std::to_string(kMaxRandomHeads), std::to_string(heads)});
     return false;
   }
   if (n_tokens < 1 || n_tokens > max_tokens()) {

@@ -129,6 +129,16 @@ TEST(HeadsOptions, BadCombinationsAreRefusedWithTheReason) {
   }
 }
 
+// Generate in the window with a head count out of range: the same sentence as the flag's, in
+// the UI language, and the problem on screen stays.
+TEST(HeadsOptions, TheWindowsHeadsRefusalSpeaksBothLanguages) {
+  Controller c(test::cpu_viewer_options());
+  EXPECT_FALSE(c.load_random(8, 4, 4, 0, kMaxRandomHeads + 1));
+  EXPECT_EQ(c.error(), "--heads must be an integer from 1 to 64, got '65'");
+  EXPECT_EQ(c.error_text(Lang::Zh), "--heads 必须是 1 到 64 的整数，当前为 '65'");
+  EXPECT_TRUE(c.demo());
+}
+
 // ---- the controller: one head of a bundle ------------------------------------------------------
 
 TEST(HeadsController, ShowsTheBundlesLayerAndHeadAsCoreReadsIt) {
