@@ -19,16 +19,6 @@
 
 namespace attnlab {
 
-// The (n, m) stages a run that keeps its stages brings back (RunOptions::stages): a bit each.
-enum StageBit : unsigned {
-  kStageScores = 1,
-  kStageScaled = 2,
-  kStageMask = 4,
-  kStageLogits = 8,
-  kStageWeights = 16,
-  kAllStages = 31,
-};
-
 struct RunOptions {
   Variant variant = Variant::Staged;
   Precision precision = Precision::FP32;  // bf16: the CPU (staged, fused) and the CUDA fused kernel

@@ -23,6 +23,16 @@ struct StageTimings {
   double total_ms = 0;       // wall time of the whole run, as the user waited for it
 };
 
+// The (n, m) stages a run that keeps its stages brings back (RunOptions::stages in core/backend.h): a bit each.
+enum StageBit : unsigned {
+  kStageScores = 1,
+  kStageScaled = 2,
+  kStageMask = 4,
+  kStageLogits = 8,
+  kStageWeights = 16,
+  kAllStages = 31,
+};
+
 template <class Matrix>
 struct TraceT {
   std::string backend;    // "cpu" | "cuda"

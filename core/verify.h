@@ -63,6 +63,9 @@ struct StageCheck {
 
 struct VerifyOptions {
   std::optional<double> atol, rtol;  // replace the default tolerances of every compared stage
+  // With kept stages, the (n, m) stages compared (StageBit); a run that brought back only some
+  // (RunOptions::stages) is checked on those. The output is always compared.
+  unsigned stages = kAllStages;
 };
 
 struct VerifyReport {

@@ -1,6 +1,8 @@
 // Redraw benchmark (see bench.h).
 #include "viewer/bench.h"
 
+#include "core/verify.h"
+#include "cpu/cpu_backend.h"
 #include "viewer/controller.h"
 #include "viewer/heatmap.h"
 
@@ -79,9 +81,21 @@ RedrawBench run_redraw_bench(const ViewerOptions& opts, std::ostream& log) {
   std::string kept;
   for (const std::string& name : stage_names(present_stages(c.trace()))) kept += (kept.empty() ? "" : ",") + name;
   log << "redraw N=" << r.n << " d_k=" << r.d_k << " backend=" << r.backend << " (ran "
-      << c.trace().backend << "; stages back: " << (kept.empty() ? "none, streamed" : kept) << "): median " << r.median_ms << " ms (backend " << r.median_backend_ms
-      << " ms, heatmap " << r.median_raster_ms << " ms), min " << r.min_ms << " ms, max "
+      << c.trace().backend << "; stages back: " << (kept.empty() ? "none, streamed" : kept)
+      << "): median " << r.median_ms << " ms (backend " << r.median_backend_ms << " ms, heatmap " << r.median_raster_ms << " ms), min " << r.min_ms << " ms, max "
       << r.max_ms << " ms over " << o.repeat << " temperature changes\n";
+  if (c.stages_kept()) {
+    VerifyOptions vo;
+    vo.stages = present_stages(c.trace());
+    const VerifyReport v = verify_trace(c.problem(), c.trace(), reference_fp64(c.problem()), vo);
+    r.checked = true;
+    r.check_pass = v.pass;
+    log << "check of the last redraw (" << kept << ", output) against the fp64 reference: "
+        << (v.pass ? "PASS" : "FAIL") << "\n";
+    if (!v.pass) log << render_verify_text(v);
+  } else {
+    log << "check: not run (a streamed problem keeps no stage)\n";
+  }
   return r;
 }
 

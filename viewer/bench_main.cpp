@@ -17,8 +17,8 @@ int main(int argc, char** argv) {
       std::fputs(viewer::viewer_usage().c_str(), stdout);
       return 0;
     }
-    viewer::run_redraw_bench(opts, std::cout);
-    return 0;
+    // Wrong numbers fail the run, however fast.
+    return viewer::run_redraw_bench(opts, std::cout).check_pass ? 0 : 1;
   } catch (const InputError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;

@@ -86,8 +86,7 @@ int main(int argc, char** argv) {
   }
   if (opts.bench_redraw) {
     try {
-      run_redraw_bench(opts, std::cout);
-      return 0;
+      return run_redraw_bench(opts, std::cout).check_pass ? 0 : 1;  // wrong numbers fail, however fast
     } catch (const InputError& e) {
       return fail(2, e.what());
     } catch (const std::exception& e) {

@@ -270,6 +270,9 @@ TEST(Controller, RedrawBenchRunsKeptAndStreamedProblems) {
     EXPECT_EQ(r.n, n);
     EXPECT_GT(r.median_ms, 0) << log.str();
     EXPECT_NE(log.str().find("redraw 2/2"), std::string::npos) << log.str();
+    // The kept problem's last redraw is checked against fp64 (a streamed one keeps no stage).
+    EXPECT_EQ(r.checked, n == 4096);
+    EXPECT_TRUE(r.check_pass) << log.str();
   }
 }
 
