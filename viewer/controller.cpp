@@ -203,7 +203,27 @@ Controller::Result Controller::execute(Job job, Trace reuse) {
     backend_for(q.backend).run_into(*p, opt, r.trace);
     if (opt.pool) job.view = *opt.pool;  // the view the pooled stages belong to
     else job.view.reset();
-    if ((job.parts & kCompanion) && !r.streaming) run_companions(job, p, r.companions);
+    if ((job.parts & kCompanion) && !r.streaming) {
+      run_companions(job, p, r.companions);
+      // The precision view's map of the step on screen, here rather than on the UI thread (the
+      // view computes it itself only for another step or kind).
+      if (r.companions.reference) {
+        const int step = r.trace.has_stages ? job.req.step : 4;
+        r.companions.error_map = step_error_map(r.trace, *r.companions.reference, p->mask, step, job.error_kind);
+        r.companions.error_step = step;
+        r.companions.error_kind = job.error_kind;
+      }
+      // The diff view's B − A of the step on screen, likewise.
+      Companions& cp = r.companions;
+      if (cp.diff && cp.b_error.empty() && (cp.b_same_run || cp.b_trace)) {
+        RunSetting sa = setting_of(job.req);
+        sa.query = std::clamp(sa.query, 0, p->n() - 1);
+        if (!r.trace.backend.empty()) sa.backend = r.trace.backend;  // what ran, as setting() says
+        cp.step_diff = step_diff(r.trace, cp.b_same_run ? r.trace : *cp.b_trace, sa, cp.b_setting,
+                                 cp.diff->query.has_value(), job.req.step);
+        cp.diff_step = job.req.step;
+      }
+    }
     r.problem = p;
     last_problem_ = p;
     last_source_ = q.source;
@@ -283,9 +303,13 @@ void Controller::run_companions(const Job& job, const std::shared_ptr<const Prob
 
 void Controller::adopt_companions(Companions c) {
   // A run that finished after its view was left brings companions nobody shows: not kept.
-  if (!want_reference_) c.reference.reset();
+  if (!want_reference_) {
+    c.reference.reset();
+    c.error_map.reset();
+  }
   if (!want_diff_) c.diff.reset();
   if (!c.diff) {
+    c.step_diff.reset();
     c.b_trace.reset();
     c.b_problem.reset();
     c.b_same_run = false;
@@ -309,12 +333,18 @@ void Controller::set_companions(bool reference, const std::optional<DiffSpec>& d
   want_diff_ = diff;
   if (!more) {
     // Fewer companions: drop what is no longer shown (its memory: an fp64 chain at 4096 tokens).
-    if (!reference) companions_.reference.reset();
+    if (!reference) {
+      companions_.reference.reset();
+      companions_.error_map.reset();
+    }
     if (!diff) {
       Companions keep;
       keep.computed = companions_.computed;
       keep.reference = std::move(companions_.reference);
       keep.reference_error = companions_.reference_error;
+      keep.error_map = std::move(companions_.error_map);
+      keep.error_step = companions_.error_step;
+      keep.error_kind = companions_.error_kind;
       companions_ = std::move(keep);
     }
     ++revision_;
@@ -375,6 +405,7 @@ bool Controller::post(unsigned parts) {
   if ((parts & kAll) && (want_reference_ || want_diff_)) parts |= kCompanion;
   job.parts = parts;
   job.reference = want_reference_;
+  job.error_kind = want_kind_;
   job.diff = want_diff_;
   if (have_view_) job.view = view_;
   job.id = ++posted_;

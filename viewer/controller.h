@@ -37,6 +37,7 @@
 #include "core/trace.h"
 #include "viewer/diff_view.h"
 #include "viewer/options.h"
+#include "viewer/precision_view.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -156,6 +157,9 @@ class Controller {
   // view. A no-op when unchanged; otherwise they are computed for the state on screen (and for
   // every later run) on the worker.
   void set_companions(bool reference, const std::optional<DiffSpec>& diff);
+  // The precision view's error kind: with the fp64 reference, the worker also computes the error
+  // map of the run's step (Request::step) in this kind, beside every later run.
+  void set_error_kind(ErrorKind kind) { want_kind_ = kind; }
   // Throws InputError when B of `d` cannot run beside the problem on screen: a query that is no
   // token nor index, CUDA without a device, bf16 staged on CUDA (what --diff is checked with).
   void check_diff(const DiffSpec& d) const;
@@ -302,6 +306,12 @@ class Controller {
   // computed yet (reference_error() then says why, when it failed).
   const TraceD* reference() const { return companions_.reference.get(); }
   const Message& reference_error() const { return companions_.reference_error; }
+  // The error map the worker computed beside the run on screen, when it is of step 1..4 and
+  // `kind` (else null: the precision view computes it).
+  std::shared_ptr<const ErrorMap> worker_error_map(int step, ErrorKind kind) const {
+    const Companions& c = companions_;
+    return c.error_map && c.error_step == step && c.error_kind == kind ? c.error_map : nullptr;
+  }
   // The diff view's B: the spec it was computed for (null: none asked for or not computed yet),
   // B's setting, B's problem and trace (B's trace is trace() itself when only the query differs).
   const DiffSpec* shown_diff() const { return companions_.diff ? &*companions_.diff : nullptr; }
@@ -309,6 +319,12 @@ class Controller {
   const Problem* b_problem() const { return companions_.b_problem.get(); }
   const Trace* b_trace() const { return companions_.b_same_run ? &trace_ : companions_.b_trace.get(); }
   const Message& b_error() const { return companions_.b_error; }  // why B could not run (empty: it ran)
+  // B − A as the worker computed it beside the run on screen, when it is of step 1..4 and A's
+  // query `query` (else null: the diff view computes it).
+  std::shared_ptr<const StepDiff> worker_diff(int step, int query) const {
+    const Companions& c = companions_;
+    return c.step_diff && c.diff_step == step && c.step_diff->query == query ? c.step_diff : nullptr;
+  }
   bool companions_busy() const;  // companions asked for but not on screen yet
 
  private:
@@ -342,6 +358,7 @@ class Controller {
     std::optional<PoolRequest> view;
     std::uint64_t id = 0;
     bool reference = false;         // compute reference_fp64
+    ErrorKind error_kind = ErrorKind::Abs;  // and the error map of req.step in this kind
     std::optional<DiffSpec> diff;   // compute B
   };
   // What a job's companion runs gave.
@@ -349,6 +366,11 @@ class Controller {
     bool computed = false;
     std::shared_ptr<const TraceD> reference;
     Message reference_error;
+    std::shared_ptr<const ErrorMap> error_map;  // of the run's error_step, beside the run
+    int error_step = 0;
+    ErrorKind error_kind = ErrorKind::Abs;
+    std::shared_ptr<const StepDiff> step_diff;  // B − A of the run's diff_step, beside the run
+    int diff_step = 0;
     std::optional<DiffSpec> diff;
     RunSetting b_setting;
     std::shared_ptr<const Problem> b_problem;
@@ -422,6 +444,7 @@ class Controller {
   double need_gb_ = 0, avail_gb_ = 0;
   // Companions: asked for (the views shown) and on screen.
   bool want_reference_ = false;
+  ErrorKind want_kind_ = ErrorKind::Abs;
   std::optional<DiffSpec> want_diff_;
   Companions companions_;  // the companions of the state on screen
 

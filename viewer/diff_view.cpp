@@ -282,6 +282,36 @@ const MatrixF* mask_of(const Trace& t, MaskKind m, int step) {
 
 }  // namespace
 
+std::shared_ptr<const StepDiff> step_diff(const Trace& a, const Trace& b, const RunSetting& sa, const RunSetting& sb,
+                                          bool query_named, int step) {
+  auto d = std::make_shared<StepDiff>();
+  d->output_only = step < 4 && (!a.has_stages || !b.has_stages);
+  const int s = d->output_only ? 4 : step;
+  d->step = s;
+  d->query = sa.query;
+  const MatrixF& ma = stage_of(a, s);
+  const MatrixF& mb = stage_of(b, s);
+  // Only a spec that names the query compares two rows; B's query is that one, A's the current.
+  const bool rows_differ = query_named && sa.query != sb.query;
+  d->same_run = sa.same_run(sb) && !rows_differ;
+  d->query_diff = sa.same_run(sb) && rows_differ;
+  const int rows = static_cast<int>(ma.rows()), cols = static_cast<int>(ma.cols());
+  if (ma.size() == 0 || mb.rows() != ma.rows() || mb.cols() != ma.cols()) return nullptr;
+  const MatrixF* mka = mask_of(a, sa.mask, s);
+  const MatrixF* mkb = mask_of(b, sb.mask, s);
+  if (d->query_diff) {
+    d->map = diff_rows(ma.data(), rows, cols, sa.query, sb.query, mka ? mka->data() : nullptr,
+                       mka ? static_cast<int>(mka->rows()) : 0);
+    d->top = top_changes(d->map, ma.data() + static_cast<std::size_t>(sa.query) * cols,
+                         ma.data() + static_cast<std::size_t>(sb.query) * cols, DiffView::kTop);
+  } else {
+    d->map = diff_map(ma.data(), mb.data(), rows, cols, mka ? mka->data() : nullptr, mkb ? mkb->data() : nullptr,
+                      mka ? static_cast<int>(mka->rows()) : mkb ? static_cast<int>(mkb->rows()) : 0);
+    d->top = top_changes(d->map, ma.data(), mb.data(), DiffView::kTop);
+  }
+  return d;
+}
+
 DiffView::Status DiffView::update(const Controller& c, int step) {
   if (c.streaming()) return status_ = Status::Streamed;
   if (!c.shown_diff()) return status_ = c.companions_busy() ? Status::Computing : Status::NoSpec;
@@ -289,44 +319,27 @@ DiffView::Status DiffView::update(const Controller& c, int step) {
   const Trace* b = c.b_trace();
   if (!b) return status_ = Status::Computing;
   if (c.revision() == revision_ && step == asked_step_ && c.query() == query_ && status_ == Status::Ok) return status_;
-  const Trace& a = c.trace();
-  const RunSetting sa = c.setting(), sb = c.b_setting();
-  output_only_ = step < 4 && (!a.has_stages || !b->has_stages);
-  const int s = output_only_ ? 4 : step;
-  const MatrixF& ma = stage_of(a, s);
-  const MatrixF& mb = stage_of(*b, s);
-  // Only a spec that names the query compares two rows; B's query is that one, A's the current.
-  const bool rows_differ = c.shown_diff()->query.has_value() && sa.query != sb.query;
-  same_run_ = sa.same_run(sb) && !rows_differ;
-  query_diff_ = sa.same_run(sb) && rows_differ;
-  const int rows = static_cast<int>(ma.rows()), cols = static_cast<int>(ma.cols());
-  if (ma.size() == 0 || mb.rows() != ma.rows() || mb.cols() != ma.cols()) return status_ = Status::Computing;
-  const MatrixF* mka = mask_of(a, sa.mask, s);
-  const MatrixF* mkb = mask_of(*b, sb.mask, s);
-  if (query_diff_) {
-    map_ = diff_rows(ma.data(), rows, cols, sa.query, sb.query, mka ? mka->data() : nullptr,
-                     mka ? static_cast<int>(mka->rows()) : 0);
-    top_ = top_changes(map_, ma.data() + static_cast<std::size_t>(sa.query) * cols,
-                       ma.data() + static_cast<std::size_t>(sb.query) * cols, kTop);
-  } else {
-    map_ = diff_map(ma.data(), mb.data(), rows, cols, mka ? mka->data() : nullptr, mkb ? mkb->data() : nullptr,
-                    mka ? static_cast<int>(mka->rows()) : mkb ? static_cast<int>(mkb->rows()) : 0);
-    top_ = top_changes(map_, ma.data(), mb.data(), kTop);
+  const RunSetting sa = c.setting();
+  // The worker's, when it computed this step and query beside the run; else computed here.
+  std::shared_ptr<const StepDiff> d = c.worker_diff(step, sa.query);
+  if (!d) {
+    d = step_diff(c.trace(), *b, sa, c.b_setting(), c.shown_diff()->query.has_value(), step);
+    if (!d) return status_ = Status::Computing;
+    ++computed_;
   }
-  ++computed_;
+  d_ = std::move(d);
   revision_ = c.revision();
   asked_step_ = step;
   query_ = c.query();
-  step_ = s;
   return status_ = Status::Ok;
 }
 
 std::pair<double, double> DiffView::values(const Controller& c, int row, int col) const {
   const Trace* b = c.b_trace();
   if (status_ != Status::Ok || !b) return {0, 0};
-  const MatrixF& ma = stage_of(c.trace(), step_);
-  if (query_diff_) return {ma(c.setting().query, col), ma(c.b_setting().query, col)};
-  return {ma(row, col), stage_of(*b, step_)(row, col)};
+  const MatrixF& ma = stage_of(c.trace(), d_->step);
+  if (d_->query_diff) return {ma(c.setting().query, col), ma(c.b_setting().query, col)};
+  return {ma(row, col), stage_of(*b, d_->step)(row, col)};
 }
 
 std::string DiffView::state_json(const Controller& c) const {
@@ -336,19 +349,19 @@ std::string DiffView::state_json(const Controller& c) const {
   if (c.shown_diff()) j["spec"] = diff_spec_text(*c.shown_diff());
   if (!c.b_error().empty()) j["b_error"] = c.b_error().en;
   if (status_ == Status::Ok) {
-    j["step"] = step_;
-    j["output_only"] = output_only_;
-    j["query_diff"] = query_diff_;
-    j["rows"] = map_.rows;
-    j["cols"] = map_.cols;
-    j["max_abs"] = map_.max_abs;
-    j["mean_abs"] = map_.mean_abs;
-    j["arg_row"] = map_.arg_row;
-    j["arg_col"] = map_.arg_col;
-    j["changed"] = map_.changed;
-    j["masked"] = map_.masked;
+    j["step"] = d_->step;
+    j["output_only"] = d_->output_only;
+    j["query_diff"] = d_->query_diff;
+    j["rows"] = d_->map.rows;
+    j["cols"] = d_->map.cols;
+    j["max_abs"] = d_->map.max_abs;
+    j["mean_abs"] = d_->map.mean_abs;
+    j["arg_row"] = d_->map.arg_row;
+    j["arg_col"] = d_->map.arg_col;
+    j["changed"] = d_->map.changed;
+    j["masked"] = d_->map.masked;
     nlohmann::json top = nlohmann::json::array();
-    for (const Change& t : top_) top.push_back({{"row", t.row}, {"col", t.col}, {"a", t.a}, {"b", t.b}, {"diff", t.diff}});
+    for (const Change& t : d_->top) top.push_back({{"row", t.row}, {"col", t.col}, {"a", t.a}, {"b", t.b}, {"diff", t.diff}});
     j["top"] = top;
     j["b_backend"] = c.b_trace() ? c.b_trace()->backend : "";
   }

@@ -8,9 +8,11 @@
 #pragma once
 
 #include "core/problem.h"
+#include "core/trace.h"
 #include "core/types.h"
 #include "viewer/pooling.h"
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -106,19 +108,36 @@ std::vector<PooledCell> pool_signed(const DiffMap& m, const AxisMap& rmap, const
 // The view's state for the controller's pair on screen (A = trace(), B = b_trace()): B − A of
 // `step` (1..4 as the chain view's steps; 4 when either run kept only the output), its top
 // changes; recomputed only when the state on screen (revision), the step or the query changed.
+// B − A of step 1..4 as the diff view shows it, with its largest changes: computed by the view,
+// or by the controller's worker beside each run (step_diff), so that a new temperature costs the
+// UI thread no map.
+struct StepDiff {
+  int step = 0;               // the step shown (4 when a side kept only the output)
+  int query = -1;             // A's query it was computed for
+  bool output_only = false;   // a fused run on one side: step 4 shown
+  bool query_diff = false;    // one row: B's query row minus A's
+  bool same_run = false;      // B is A (the spec changes nothing)
+  DiffMap map;
+  std::vector<Change> top;
+};
+// a and b: A's and B's traces (the same trace for a query diff); query_named: the spec names the
+// query. Null while a step's matrix is missing on either side or the shapes differ.
+std::shared_ptr<const StepDiff> step_diff(const Trace& a, const Trace& b, const RunSetting& sa, const RunSetting& sb,
+                                          bool query_named, int step);
+
 class DiffView {
  public:
   enum class Status { Ok, NoSpec, Streamed, Computing, Failed };
   static constexpr int kTop = 8;
   Status update(const Controller& c, int step);
   Status status() const { return status_; }
-  const DiffMap& map() const { return map_; }
-  const std::vector<Change>& top() const { return top_; }
-  int step() const { return step_; }
-  bool output_only() const { return output_only_; }  // a fused run on one side: step 4 shown
-  bool query_diff() const { return query_diff_; }     // one row: B's query row minus A's
-  bool same_run() const { return same_run_; }         // B is A (the spec changes nothing)
-  int computed() const { return computed_; }
+  const DiffMap& map() const { return d_->map; }
+  const std::vector<Change>& top() const { return d_->top; }
+  int step() const { return d_->step; }
+  bool output_only() const { return d_->output_only; }
+  bool query_diff() const { return d_->query_diff; }
+  bool same_run() const { return d_->same_run; }
+  int computed() const { return computed_; }  // how many maps the view computed itself
   // A's and B's value of a cell of the map (row 0 of a query diff is A's query row).
   std::pair<double, double> values(const Controller& c, int row, int col) const;
   // The view's part of the state dump: status, spec, step, rows, cols, max_abs, arg, changed,
@@ -127,11 +146,9 @@ class DiffView {
 
  private:
   Status status_ = Status::NoSpec;
-  DiffMap map_;
-  std::vector<Change> top_;
+  std::shared_ptr<const StepDiff> d_ = std::make_shared<const StepDiff>();
   std::uint64_t revision_ = ~std::uint64_t{0};
-  int asked_step_ = -1, step_ = 0, query_ = -1;
-  bool output_only_ = false, query_diff_ = false, same_run_ = false;
+  int asked_step_ = -1, query_ = -1;
   int computed_ = 0;
 };
 

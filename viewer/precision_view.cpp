@@ -222,22 +222,28 @@ struct StagePair {
   const MatrixF* mask = nullptr;
 };
 
-StagePair stage_pair(const Controller& c, int step) {
-  const Trace& t = c.trace();
-  const TraceD* r = c.reference();
+StagePair stage_pair(const Trace& t, const TraceD& r, MaskKind mask, int step) {
   StagePair s;
-  if (!r) return s;
   switch (step) {
-    case 1: s = {&t.scores, &r->scores}; break;
-    case 2: s = {&t.logits, &r->logits}; break;
-    case 3: s = {&t.weights, &r->weights}; break;
-    default: s = {&t.output, &r->output}; break;
+    case 1: s = {&t.scores, &r.scores}; break;
+    case 2: s = {&t.logits, &r.logits}; break;
+    case 3: s = {&t.weights, &r.weights}; break;
+    default: s = {&t.output, &r.output}; break;
   }
-  if (c.step_shows_mask(step) && t.mask.size() > 0) s.mask = &t.mask;
+  if ((step == 2 || step == 3) && mask != MaskKind::None && t.mask.size() > 0) s.mask = &t.mask;
   return s;
 }
 
 }  // namespace
+
+std::shared_ptr<const ErrorMap> step_error_map(const Trace& t, const TraceD& ref, MaskKind mask, int step,
+                                               ErrorKind kind) {
+  const StagePair p = stage_pair(t, ref, mask, step);
+  if (p.x->rows() != p.ref->rows() || p.x->cols() != p.ref->cols() || p.x->size() == 0) return nullptr;
+  return std::make_shared<const ErrorMap>(error_map(p.x->data(), p.ref->data(), static_cast<int>(p.x->rows()),
+                                                    static_cast<int>(p.x->cols()), p.mask ? p.mask->data() : nullptr,
+                                                    p.mask ? static_cast<int>(p.mask->rows()) : 0, kind, t.precision));
+}
 
 PrecisionView::Status PrecisionView::update(const Controller& c, int step, ErrorKind kind) {
   if (c.streaming()) return status_ = Status::Streamed;
@@ -245,13 +251,14 @@ PrecisionView::Status PrecisionView::update(const Controller& c, int step, Error
   if (c.revision() == revision_ && step == asked_step_ && kind == kind_ && status_ == Status::Ok) return status_;
   output_only_ = !c.trace().has_stages && step < 4;
   const int s = output_only_ ? 4 : step;
-  const StagePair p = stage_pair(c, s);
-  if (p.x->rows() != p.ref->rows() || p.x->cols() != p.ref->cols() || p.x->size() == 0)
-    return status_ = Status::Computing;
-  map_ = error_map(p.x->data(), p.ref->data(), static_cast<int>(p.x->rows()), static_cast<int>(p.x->cols()),
-                   p.mask ? p.mask->data() : nullptr, p.mask ? static_cast<int>(p.mask->rows()) : 0, kind,
-                   c.precision());
-  ++computed_;
+  // The worker's map, when it computed this one beside the run; else computed here.
+  std::shared_ptr<const ErrorMap> m = c.worker_error_map(s, kind);
+  if (!m) {
+    m = step_error_map(c.trace(), *c.reference(), c.problem().mask, s, kind);
+    if (!m) return status_ = Status::Computing;
+    ++computed_;
+  }
+  map_ = std::move(m);
   revision_ = c.revision();
   asked_step_ = step;
   step_ = s;
@@ -260,11 +267,12 @@ PrecisionView::Status PrecisionView::update(const Controller& c, int step, Error
 }
 
 CellError PrecisionView::cell(const Controller& c, int row, int col) const {
-  const StagePair p = stage_pair(c, step_);
-  if (!p.x || status_ != Status::Ok) return CellError{};
+  if (status_ != Status::Ok || !c.reference()) return CellError{};
+  const StagePair p = stage_pair(c.trace(), *c.reference(), c.problem().mask, step_);
+  if (p.x->size() == 0 || p.x->rows() != p.ref->rows() || p.x->cols() != p.ref->cols()) return CellError{};
   return cell_error(p.x->data(), p.ref->data(), static_cast<int>(p.x->rows()), static_cast<int>(p.x->cols()),
                     p.mask ? p.mask->data() : nullptr, p.mask ? static_cast<int>(p.mask->rows()) : 0,
-                    map_.precision, row, col);
+                    map_->precision, row, col);
 }
 
 std::string PrecisionView::state_json() const {
@@ -275,17 +283,17 @@ std::string PrecisionView::state_json() const {
     j["step"] = step_;
     j["output_only"] = output_only_;
     j["kind"] = kind_ == ErrorKind::Abs ? "abs" : "rel";
-    j["precision"] = std::string(to_string(map_.precision));
-    j["rows"] = map_.rows;
-    j["cols"] = map_.cols;
-    j["max"] = std::isfinite(map_.max) ? nlohmann::json(map_.max) : nlohmann::json(nullptr);
-    j["mean"] = map_.mean;
-    j["arg_row"] = map_.arg_row;
-    j["arg_col"] = map_.arg_col;
-    j["zeros"] = map_.zeros;
-    j["masked"] = map_.masked;
-    j["non_finite"] = map_.non_finite;
-    j["hist"] = map_.hist;
+    j["precision"] = std::string(to_string(map_->precision));
+    j["rows"] = map_->rows;
+    j["cols"] = map_->cols;
+    j["max"] = std::isfinite(map_->max) ? nlohmann::json(map_->max) : nlohmann::json(nullptr);
+    j["mean"] = map_->mean;
+    j["arg_row"] = map_->arg_row;
+    j["arg_col"] = map_->arg_col;
+    j["zeros"] = map_->zeros;
+    j["masked"] = map_->masked;
+    j["non_finite"] = map_->non_finite;
+    j["hist"] = map_->hist;
   }
   return j.dump();
 }

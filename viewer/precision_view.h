@@ -7,11 +7,13 @@
 // Unit-tested in tests/viewer/test_precision_view.cpp.
 #pragma once
 
+#include "core/trace.h"
 #include "core/types.h"
 #include "viewer/pooling.h"
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -65,6 +67,14 @@ struct ErrorMap {
 ErrorMap error_map(const float* x, const double* ref, int rows, int cols, const float* mask, int mask_rows,
                    ErrorKind kind, Precision precision);
 
+// The error map of step 1..4 (scores, logits, weights, output) of `t` against `ref` as the view
+// shows it: the mask applies at steps 2 and 3 when `mask` is not None; the precision is t's. Null
+// when t lacks that step's matrix or its shape differs from ref's. What the view computes for a
+// step change, and the controller's worker beside each run for the step on screen (so that a new
+// temperature costs the UI thread nothing).
+std::shared_ptr<const ErrorMap> step_error_map(const Trace& t, const TraceD& ref, MaskKind mask, int step,
+                                               ErrorKind kind);
+
 // One cell for the hover tooltip.
 struct CellError {
   int row = 0, col = 0;
@@ -86,10 +96,10 @@ class PrecisionView {
   enum class Status { Ok, Streamed, Computing, Failed };
   Status update(const Controller& c, int step, ErrorKind kind);
   Status status() const { return status_; }
-  const ErrorMap& map() const { return map_; }
+  const ErrorMap& map() const { return *map_; }
   int step() const { return step_; }   // the step shown (4 when the run kept only the output)
   bool output_only() const { return output_only_; }
-  int computed() const { return computed_; }  // how many maps were computed (cache tests)
+  int computed() const { return computed_; }  // how many maps the view computed itself (cache tests)
   // The cell under the pointer, from the matrices the map was computed from.
   CellError cell(const Controller& c, int row, int col) const;
   // The view's part of the state dump: status, step, kind, precision, max, mean, argmax, zeros,
@@ -98,7 +108,7 @@ class PrecisionView {
 
  private:
   Status status_ = Status::Computing;
-  ErrorMap map_;
+  std::shared_ptr<const ErrorMap> map_ = std::make_shared<const ErrorMap>();
   std::uint64_t revision_ = ~std::uint64_t{0};
   int asked_step_ = -1, step_ = 0;
   ErrorKind kind_ = ErrorKind::Abs;

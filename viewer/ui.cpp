@@ -241,6 +241,7 @@ void apply_action(App& app, Action a) {
 
 
 void update_companions(App& app) {
+  app.ctl.set_error_kind(app.prec_kind);
   app.ctl.set_companions(app.view_kind == ViewKind::Precision,
                          app.view_kind == ViewKind::Diff ? app.diff : std::nullopt);
 }

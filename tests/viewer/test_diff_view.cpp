@@ -201,6 +201,33 @@ TEST(DiffView, TemperatureDiffMatchesAnIndependentComputation) {
   EXPECT_TRUE(v1.top().empty());
 }
 
+// Beside each run the worker computes B − A of the step on screen for A's query: the view then
+// computes nothing, and what it shows is what it would compute; another step or query it computes.
+TEST(DiffView, TheWorkerComputesTheStepOnScreen) {
+  for (const char* spec : {"temperature=0.5", "query=0"}) {
+    SCOPED_TRACE(spec);
+    Controller c(test::cpu_viewer_options());
+    c.set_companions(false, parse_diff_spec(spec));
+    c.set_step(3);
+    ASSERT_TRUE(c.set_mask(MaskKind::Causal));  // a new run, for step 3
+    DiffView v;
+    ASSERT_EQ(v.update(c, 3), DiffView::Status::Ok);
+    EXPECT_EQ(v.computed(), 0) << "the worker's";
+    const auto own = step_diff(c.trace(), *c.b_trace(), c.setting(), c.b_setting(), c.shown_diff()->query.has_value(), 3);
+    ASSERT_NE(own, nullptr);
+    EXPECT_EQ(v.map().max_abs, own->map.max_abs);
+    EXPECT_EQ(v.map().masked, own->map.masked);
+    EXPECT_EQ(v.query_diff(), own->query_diff);
+    ASSERT_EQ(v.top().size(), own->top.size());
+    for (std::size_t k = 0; k < own->top.size(); ++k) EXPECT_EQ(v.top()[k].diff, own->top[k].diff) << k;
+    ASSERT_EQ(v.update(c, 2), DiffView::Status::Ok);
+    EXPECT_EQ(v.computed(), 1);
+    ASSERT_TRUE(c.set_query(1));
+    ASSERT_EQ(v.update(c, 3), DiffView::Status::Ok);
+    EXPECT_EQ(v.computed(), 2) << "another query: the view's own";
+  }
+}
+
 TEST(DiffView, QueryDiffComparesTheSelectedRows) {
   Shown s("query=0", 3);
   ASSERT_EQ(s.status, DiffView::Status::Ok);

@@ -11,6 +11,8 @@
 #include "viewer/state_dump.h"
 
 #include <gtest/gtest.h>
+
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -199,6 +201,39 @@ TEST(PrecisionView, ReferenceBelongsToTheStateOnScreen) {
   c.set_companions(false, std::nullopt);
   EXPECT_EQ(c.reference(), nullptr) << "dropped when the view is left";
   EXPECT_EQ(v.update(c, 3, ErrorKind::Abs), PrecisionView::Status::Computing);
+}
+
+// Beside each run the worker computes the map of the step on screen in the view's kind: the view
+// then computes nothing (a temperature drag costs the UI thread no map), and the map is the one
+// the view would compute.
+TEST(PrecisionView, TheWorkerComputesTheMapOfTheStepOnScreen) {
+  ViewerOptions o = test::cpu_viewer_options();
+  o.random_n = 40;
+  o.d_k = 8;
+  o.d_v = 4;
+  o.mask = MaskKind::Causal;
+  Controller c(o);
+  c.set_companions(true, std::nullopt);
+  c.set_step(3);
+  ASSERT_TRUE(c.set_temperature(0.5));
+  PrecisionView v;
+  ASSERT_EQ(v.update(c, 3, ErrorKind::Abs), PrecisionView::Status::Ok);
+  EXPECT_EQ(v.computed(), 0) << "the worker's map";
+  const auto own = step_error_map(c.trace(), *c.reference(), c.problem().mask, 3, ErrorKind::Abs);
+  ASSERT_NE(own, nullptr);
+  EXPECT_EQ(v.map().max, own->max);
+  EXPECT_EQ(v.map().masked, own->masked);
+  EXPECT_EQ(v.map().hist, own->hist);
+  ASSERT_EQ(v.map().err.size(), own->err.size());  // bit for bit (masked cells are NaN)
+  EXPECT_EQ(std::memcmp(v.map().err.data(), own->err.data(), own->err.size() * sizeof(float)), 0);
+  // Another kind: the view computes it; once the controller knows the kind, the worker does.
+  ASSERT_EQ(v.update(c, 3, ErrorKind::Rel), PrecisionView::Status::Ok);
+  EXPECT_EQ(v.computed(), 1);
+  c.set_error_kind(ErrorKind::Rel);
+  ASSERT_TRUE(c.set_temperature(0.7));
+  ASSERT_EQ(v.update(c, 3, ErrorKind::Rel), PrecisionView::Status::Ok);
+  EXPECT_EQ(v.computed(), 1);
+  EXPECT_EQ(v.map().kind, ErrorKind::Rel);
 }
 
 TEST(PrecisionView, AsyncReferenceArrivesWithItsRun) {
