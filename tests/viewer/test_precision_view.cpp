@@ -207,12 +207,7 @@ TEST(PrecisionView, ReferenceBelongsToTheStateOnScreen) {
 // then computes nothing (a temperature drag costs the UI thread no map), and the map is the one
 // the view would compute.
 TEST(PrecisionView, TheWorkerComputesTheMapOfTheStepOnScreen) {
-  ViewerOptions o = test::cpu_viewer_options();
-  o.random_n = 40;
-  o.d_k = 8;
-  o.d_v = 4;
-  o.mask = MaskKind::Causal;
-  Controller c(o);
+  Controller c(test::cpu_random_options(40, 8, 4, MaskKind::Causal));
   c.set_companions(true, std::nullopt);
   c.set_step(3);
   ASSERT_TRUE(c.set_temperature(0.5));

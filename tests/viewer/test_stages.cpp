@@ -22,12 +22,8 @@ using namespace attnlab::viewer;
 namespace {
 
 ViewerOptions step_options(int n, int step, MaskKind mask = MaskKind::None) {
-  ViewerOptions o = test::cpu_viewer_options();
-  o.random_n = n;
-  o.d_k = 16;
-  o.d_v = 8;
+  ViewerOptions o = test::cpu_random_options(n, 16, 8, mask);
   o.step = step;
-  o.mask = mask;
   o.stages = StagePolicy::Step;
   return o;
 }

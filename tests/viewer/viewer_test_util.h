@@ -12,4 +12,14 @@ inline viewer::ViewerOptions cpu_viewer_options() {
   return o;
 }
 
+// A random problem of n tokens on the CPU.
+inline viewer::ViewerOptions cpu_random_options(int n, int d_k, int d_v, MaskKind mask = MaskKind::None) {
+  viewer::ViewerOptions o = cpu_viewer_options();
+  o.random_n = n;
+  o.d_k = d_k;
+  o.d_v = d_v;
+  o.mask = mask;
+  return o;
+}
+
 }  // namespace attnlab::test
