@@ -146,6 +146,17 @@ constexpr Entry kMessages[] = {
      "or smaller N",
      "流式视图需要 {0} 主机内存（池化网格、精确行、输出），可用 {1}；请减少行数或用更小的 N"},
     {Msg::HeadsRange, "--heads must be an integer from 1 to {0}, got '{1}'", "--heads 必须是 1 到 {0} 的整数，当前为 '{1}'"},
+    {Msg::ExportStreamed, "this stage is not kept (N = {0} is streamed); export it with: {1}",
+     "这一阶段未保留（N = {0} 为流式计算）；请用此命令导出：{1}"},
+    {Msg::ExportPending, "this step's matrix is still being brought back from the backend; export it in a moment",
+     "这一步的矩阵还在从后端取回；请稍后再导出"},
+    {Msg::ExportJsonTooLarge, "the whole trace as JSON is written from the window up to N = {0} (here {1}); use: {2}",
+     "窗口只在 N ≤ {0} 时导出完整 JSON（当前 N = {1}）；请用：{2}"},
+    {Msg::ExportJsonStages,
+     "the whole trace as JSON needs every stage, and this window brings back only the step on screen and the "
+     "weights (--stages); start it with --stages all, or use: {0}",
+     "完整 JSON 需要全部阶段，而本窗口只取回当前步骤和注意力权重（--stages）；请以 --stages all 启动，或用：{0}"},
+    {Msg::ExportNoHeatmap, "no heatmap has been drawn yet", "还没有画出热力图"},
 };
 
 constexpr bool in_order() {

@@ -92,6 +92,12 @@ enum class Msg : int {
   GpuMemoryStreamed,    // {0} need, {1} row statistics, {2} exact rows, {3} m, {4} free
   HostMemoryStreamed,   // {0} need, {1} available
   HeadsRange,           // {0} the most, {1} given
+  // the viewer's export buttons
+  ExportStreamed,       // {0} N, {1} the command that exports it
+  ExportPending,
+  ExportJsonTooLarge,   // {0} the limit, {1} N, {2} the command
+  ExportJsonStages,     // {0} the command
+  ExportNoHeatmap,
   Count_
 };
 

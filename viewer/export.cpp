@@ -20,11 +20,9 @@ std::string export_stem() {
 std::string export_stage_csv(const Controller& c, int step, const std::string& stem) {
   static const char* const kNames[] = {"scores", "logits", "weights", "output"};
   const MatrixF* m = c.stage_matrix(step);
-  if (c.stage_pending(step))
-    throw InputError("this step's matrix is still being brought back from the backend; export it in a moment");
+  if (c.stage_pending(step)) throw InputError(Msg::ExportPending, {});
   if (step < 1 || step > 4 || m == nullptr)
-    throw InputError("this stage is not kept (N = " + std::to_string(c.n()) + " is streamed); export it with: " +
-                     c.reproduce_command());
+    throw InputError(Msg::ExportStreamed, {std::to_string(c.n()), c.reproduce_command()});
   const std::string path = stem + "-" + kNames[step - 1] + ".csv";
   write_csv(path, *m);
   return path;
@@ -36,12 +34,9 @@ std::string export_trace_json(const Controller& c, Lang lang, const std::string&
     return cmd.replace(cmd.rfind("csv"), 3, "json");
   };
   if (!c.stages_kept() || c.n() > kJsonExportMaxTokens)
-    throw InputError("the whole trace as JSON is written from the window up to N = " +
-                     std::to_string(kJsonExportMaxTokens) + " (here " + std::to_string(c.n()) +
-                     "); use: " + json_command());
-  if (!c.all_stages_kept())
-    throw InputError("the whole trace as JSON needs every stage, and this window brings back only the step on "
-                     "screen and the weights (--stages); start it with --stages all, or use: " + json_command());
+    throw InputError(Msg::ExportJsonTooLarge,
+                     {std::to_string(kJsonExportMaxTokens), std::to_string(c.n()), json_command()});
+  if (!c.all_stages_kept()) throw InputError(Msg::ExportJsonStages, {json_command()});
   const std::string path = stem + "-trace.json";
   write_file(path, render(c.problem(), c.trace(), c.query(), lang, Format::Json));
   return path;
@@ -49,7 +44,7 @@ std::string export_trace_json(const Controller& c, Lang lang, const std::string&
 
 std::string export_heatmap_png(const std::vector<std::uint32_t>& px, int w, int h, const std::string& stem) {
   if (w <= 0 || h <= 0 || px.size() != static_cast<std::size_t>(w) * h)
-    throw InputError("no heatmap has been drawn yet");
+    throw InputError(Msg::ExportNoHeatmap, {});
   Image img;
   img.width = w;
   img.height = h;

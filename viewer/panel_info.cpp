@@ -224,7 +224,7 @@ void draw_info(App& app, const Layout& l) {
       try {
         set_status(app, fmt(tr(lang, S::Exported), write(export_stem()).c_str()));
       } catch (const std::exception& e) {
-        set_status(app, std::string(tr(lang, S::ErrorPrefix)) + e.what());
+        set_status(app, std::string(tr(lang, S::ErrorPrefix)) + message_of(e).text(lang));
       }
     };
     const int step = app.play.step();

@@ -124,6 +124,9 @@ TEST(Stages, ExportsSayWhatTheyNeed) {
     ADD_FAILURE() << "JSON export of a trace without every stage";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("--stages all"), std::string::npos) << e.what();
+    const Message m = message_of(e);  // the status line says it in the UI language
+    EXPECT_EQ(m.id, Msg::ExportJsonStages);
+    EXPECT_NE(m.text(Lang::Zh).find("请以 --stages all 启动"), std::string::npos) << m.text(Lang::Zh);
   }
 }
 
