@@ -203,6 +203,7 @@ void draw_diff(App& app, const Layout& l) {
                     m.arg_col < static_cast<int>(cols.size()) ? cols[m.arg_col].c_str() : "?"),
             &kHighlightV4);
   }
+  map_view_controls(app, false);
   const float fp = app.font_px;
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const ImVec2 avail = ImGui::GetContentRegionAvail();

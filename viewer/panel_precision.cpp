@@ -67,6 +67,7 @@ void draw_precision(App& app, const Layout& l) {
   if (ImGui::RadioButton(tr(lang, S::PrecAbs), app.prec_kind == ErrorKind::Abs)) app.prec_kind = ErrorKind::Abs;
   same_line_if_fits(radio_width(tr(lang, S::PrecRel)));
   if (ImGui::RadioButton(tr(lang, S::PrecRel), app.prec_kind == ErrorKind::Rel)) app.prec_kind = ErrorKind::Rel;
+  map_view_controls(app, true);
   wrapped(app, fmt(tr(lang, S::PrecDescription), prec, format_number("%.6g", c.problem().temperature).c_str()),
           &kDimV4);
   if (app.prec_kind == ErrorKind::Rel) wrapped(app, tr(lang, S::PrecRelDef), &kDimV4);

@@ -88,6 +88,8 @@ struct App {
   Lang lang = Lang::En;
   PoolMode pool = PoolMode::Max;
   HeatView view;
+  HeatView map_view;  // the precision and diff views' window into their map (draw_map)
+  std::uint64_t map_view_problem = 0;  // the problem it belongs to: a new one shows the whole map
   bool log_weights = false;  // step 3 on a log colour scale (default for more than 64 tokens)
   float font_px = 18;
   float ui_scale = 1;               // Ctrl + / Ctrl − / Ctrl 0, --ui-scale

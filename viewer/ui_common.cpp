@@ -160,58 +160,98 @@ void draw_colour_bar(ImDrawList* dl, float x, float y, float w, float h, const s
   dl->AddText(ImVec2(x + w + 4, y + h - fp), text, labels[2].c_str());
 }
 
+void map_view_controls(App& app, bool same_line) {
+  const char* reset = tr(app.lang, S::ResetView);
+  if (same_line) same_line_if_fits(button_width(reset));
+  if (ImGui::Button(fmt("%s###mapreset", reset).c_str())) app.map_view = HeatView{};
+  const std::string zoom = fmt(tr(app.lang, S::Zoom), app.map_view.zoom());
+  same_line_if_fits(text_width(zoom.c_str()));
+  ImGui::TextUnformatted(zoom.c_str());
+}
+
 MapPlot draw_map(App& app, const Rect& area, int rows, int cols, const std::vector<std::string>& row_labels,
                  const std::vector<std::string>& col_labels, int highlight_row, const std::string& key,
                  const std::function<std::vector<std::uint32_t>(const PlotGeometry&)>& raster) {
   MapPlot out;
   const float fp = app.font_px;
+  HeatView& view = app.map_view;
+  if (app.map_view_problem != app.ctl.problem_revision()) {
+    view = HeatView{};
+    app.map_view_problem = app.ctl.problem_revision();
+  }
+  // Row labels: every one when few, else room for the widest index (the last), shown once zoomed
+  // in far enough.
   float row_w = 0;
-  if (rows <= 64)
-    for (int r = 0; r < rows && r < static_cast<int>(row_labels.size()); ++r)
-      row_w = std::max(row_w, ImGui::CalcTextSize(row_labels[r].c_str()).x);
+  const int measured = std::min(rows, static_cast<int>(row_labels.size()));
+  if (rows <= 64) {
+    for (int r = 0; r < measured; ++r) row_w = std::max(row_w, ImGui::CalcTextSize(row_labels[r].c_str()).x);
+  } else if (measured > 0) {
+    row_w = ImGui::CalcTextSize(row_labels[measured - 1].c_str()).x;
+  }
   if (row_w > 0) row_w += fp * 0.6f;
-  const bool col_text = cols <= 64;
-  const HeatmapFrame frame = compute_heatmap_frame(area, row_w, col_text ? fp + 4 : 0, fp);
+  const HeatmapFrame frame = compute_heatmap_frame(area, row_w, fp + 4, fp);
   // A legend column wide enough for "1.23e-04" and the words under the bar.
   Rect plot_area = frame.plot_area;
   plot_area.w = std::max(0.0f, plot_area.w - fp * 2.5f);
   out.legend = {plot_area.right() + fp * 0.5f, frame.legend.y, area.right() - plot_area.right() - fp * 0.5f,
                 frame.legend.h};
-  out.g = place_plot(plot_area.x, plot_area.y, plot_area.w, plot_area.h, rows, cols, HeatView{});
+  out.g = place_plot(plot_area.x, plot_area.y, plot_area.w, plot_area.h, rows, cols, view);
   const PlotGeometry& g = out.g;
   app.plot = g;
   if (g.px_w <= 0 || g.px_h <= 0) return out;
-  const std::string full_key = key + "|" + std::to_string(g.px_w) + "x" + std::to_string(g.px_h);
+  char win[96];
+  std::snprintf(win, sizeof win, "|%dx%d|%.9f|%.9f|%.9f|%.9f", g.px_w, g.px_h, view.x0, view.y0, view.x1, view.y1);
+  const std::string full_key = key + win;
   if (!app.heat_tex || app.heat_key != full_key) {
     const auto t0 = std::chrono::steady_clock::now();
     upload_texture(app, raster(g), g.px_w, g.px_h, full_key, t0);
   }
   ImDrawList* dl = ImGui::GetWindowDrawList();
+  // The plot is one invisible button: hover, wheel to zoom, drag to pan, double-click for the
+  // whole matrix (as the chain view's heatmap, apart from the double-click).
   ImGui::SetCursorScreenPos(ImVec2(g.x, g.y));
   ImGui::InvisibleButton("##map", ImVec2(std::max(1.0f, g.w), std::max(1.0f, g.h)));
   const ImGuiIO& io = ImGui::GetIO();
-  if (ImGui::IsItemHovered()) out.hover = hit_test(g, io.MousePos.x, io.MousePos.y);
+  if (ImGui::IsItemHovered()) {
+    out.hover = hit_test(g, io.MousePos.x, io.MousePos.y);
+    if (io.MouseWheel != 0) {
+      const double fx = view.x0 + (io.MousePos.x - g.x) / g.w * (view.x1 - view.x0);
+      const double fy = view.y0 + (io.MousePos.y - g.y) / g.h * (view.y1 - view.y0);
+      view = zoom_view(view, fx, fy, std::pow(1.25, io.MouseWheel), rows, cols);
+    }
+    if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) view = HeatView{};
+  }
+  if (ImGui::IsItemActive() && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 1.0f))
+    view = pan_view(view, -io.MouseDelta.x / g.w * (view.x1 - view.x0), -io.MouseDelta.y / g.h * (view.y1 - view.y0));
   if (app.heat_tex)
     dl->AddImage(reinterpret_cast<ImTextureID>(app.heat_tex), ImVec2(g.x, g.y), ImVec2(g.x + g.w, g.y + g.h));
   const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
+  // Labels of the visible rows and columns, where a cell has room for them.
+  const int r0 = static_cast<int>(std::floor(g.first_row)), r1 = static_cast<int>(std::ceil(g.first_row + g.vis_rows));
+  const int c0 = static_cast<int>(std::floor(g.first_col)), c1 = static_cast<int>(std::ceil(g.first_col + g.vis_cols));
   if (row_w > 0 && g.cell_h >= fp * 0.9f)
-    for (int r = 0; r < rows && r < static_cast<int>(row_labels.size()); ++r) {
+    for (int r = std::max(0, r0); r < std::min(r1, measured); ++r) {
+      const float y = row_y(g, r + 0.5);
+      if (y < g.y || y > g.y + g.h) continue;
       const ImVec2 ts = ImGui::CalcTextSize(row_labels[r].c_str());
-      dl->AddText(ImVec2(g.x - fp * 0.4f - ts.x, row_y(g, r + 0.5) - ts.y / 2), r == highlight_row ? kHighlight : text,
+      dl->AddText(ImVec2(g.x - fp * 0.4f - ts.x, y - ts.y / 2), r == highlight_row ? kHighlight : text,
                   row_labels[r].c_str());
     }
-  if (col_text)
-    for (int c = 0; c < cols && c < static_cast<int>(col_labels.size()); ++c) {
-      const ImVec2 ts = ImGui::CalcTextSize(col_labels[c].c_str());
-      if (ts.x + 4 > g.cell_w) continue;
-      dl->AddText(ImVec2(col_x(g, c + 0.5) - ts.x / 2, g.y - ts.y - 4), text, col_labels[c].c_str());
-    }
+  for (int c = std::max(0, c0); c < std::min({c1, cols, static_cast<int>(col_labels.size())}); ++c) {
+    const float x = col_x(g, c + 0.5);
+    if (x < g.x || x > g.x + g.w) continue;
+    const ImVec2 ts = ImGui::CalcTextSize(col_labels[c].c_str());
+    if (ts.x + 4 > g.cell_w) continue;
+    dl->AddText(ImVec2(x - ts.x / 2, g.y - ts.y - 4), text, col_labels[c].c_str());
+  }
+  dl->PushClipRect(ImVec2(g.x - 3, g.y - 3), ImVec2(g.x + g.w + 3, g.y + g.h + 3), true);
   if (highlight_row >= 0)
     if (auto band = row_band(g, highlight_row, 3))
       dl->AddRect(ImVec2(g.x - 2, band->y0 - 2), ImVec2(g.x + g.w + 2, band->y1 + 2), kHighlight, 0, 0, 3);
   if (out.hover && g.cell_w >= 4 && g.cell_h >= 4)
     dl->AddRect(ImVec2(col_x(g, out.hover->col), row_y(g, out.hover->row)),
                 ImVec2(col_x(g, out.hover->col + 1), row_y(g, out.hover->row + 1)), IM_COL32_WHITE, 0, 0, 2);
+  dl->PopClipRect();
   return out;
 }
 

@@ -58,8 +58,8 @@ void draw_hatch(ImDrawList* dl, ImVec2 a, ImVec2 b);
 void draw_colour_bar(ImDrawList* dl, float x, float y, float w, float h, const std::array<Rgb8, 256>& table,
                      const std::array<std::string, 3>& labels);
 
-// A whole matrix drawn as the chain view's heatmap is, for the precision and diff views: placed in
-// `area` with its row labels (when at most 64 rows) and column labels (where they fit) and a legend
+// A matrix drawn as the chain view's heatmap is, for the precision and diff views: placed in
+// `area` with the labels of its visible rows and columns (where a cell has room) and a legend
 // column on the right, the image from `raster` (called only when `key` changes), the selected
 // row framed in orange (-1: none). What it placed and the cell under the pointer.
 struct MapPlot {
@@ -67,9 +67,13 @@ struct MapPlot {
   Rect legend;
   std::optional<Cell> hover;
 };
+// Wheel zooms, drag pans, double-click shows the whole matrix again (App::map_view, shared by
+// the precision and diff views); map_view_controls draws the reset button and the zoom.
 MapPlot draw_map(App& app, const Rect& area, int rows, int cols, const std::vector<std::string>& row_labels,
                  const std::vector<std::string>& col_labels, int highlight_row, const std::string& key,
                  const std::function<std::vector<std::uint32_t>(const PlotGeometry&)>& raster);
+// "Reset view" and the zoom of App::map_view, on the current line when `same_line` and they fit.
+void map_view_controls(App& app, bool same_line);
 
 // The panels, each in its own file; draw_frame (ui.cpp) lays them out.
 void draw_heatmap(App& app, const Layout& l);   // panel_heatmap.cpp
