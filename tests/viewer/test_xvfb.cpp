@@ -193,3 +193,35 @@ TEST(Xvfb, ClickingAThumbnailOpensItsHeadInTheChainView) {
   EXPECT_EQ(j["head"], 2) << out;
   EXPECT_EQ(j["heads"], 4);
 }
+
+// The precision view's map under real X events: the wheel over the map zooms in (fewer rows
+// visible), a double-click shows the whole map again.
+TEST(Xvfb, WheelZoomsThePrecisionMapAndADoubleClickResetsIt) {
+  ATTNLAB_REQUIRE_XVFB();
+  const attnlab::test::TempDir tmp("attnlab-view-xvfb6");
+  const fs::path dump = tmp.path() / "state.json", zoomed = tmp.path() / "zoomed.json",
+                 reset = tmp.path() / "reset.json";
+  const std::string where =
+      "eval $(python3 -c \"import json;j=json.load(open('" + dump.string() +
+      "'))['heatmap'];print('cx=%d cy=%d' % (j['x']+j['w']/2,j['y']+j['h']/2))\")\n";
+  const attnlab::test::BinaryRun r = run_under_xvfb(
+      tmp.path(), "--lang en --size 1280x800 --backend cpu --random 64 --dk 8 --dv 8 --view precision --step 3", dump,
+      "xdotool windowfocus --sync \"$wid\"\nsleep 1.0\n" + where +
+          "xdotool mousemove --window \"$wid\" $cx $cy; sleep 0.3\n"
+          "for i in 1 2 3 4 5; do xdotool click 4; sleep 0.15; done; sleep 0.5\n"
+          "cp '" + dump.string() + "' '" + zoomed.string() + "'\n"
+          "xdotool click --repeat 2 --delay 80 1; sleep 0.5\n"
+          "cp '" + dump.string() + "' '" + reset.string() + "'\n");
+  const std::string out = r.out + r.err;
+  ASSERT_EQ(r.code, 0) << out;
+  EXPECT_NE(out.find("viewer_exit=0"), std::string::npos) << out;
+  const auto read = [&](const fs::path& p) {
+    std::ifstream in(p);
+    EXPECT_TRUE(in) << p << out;
+    return in ? nlohmann::json::parse(in) : nlohmann::json{};
+  };
+  const auto z = read(zoomed)["heatmap"];
+  EXPECT_EQ(z["rows"], 64) << out;
+  EXPECT_LT(z["vis_rows"].get<double>(), 40.0) << z.dump() << out;
+  EXPECT_DOUBLE_EQ(read(reset)["heatmap"]["vis_rows"].get<double>(), 64.0) << out;
+}
