@@ -40,6 +40,21 @@ attnlab::test::BinaryRun run_under_xvfb(const fs::path& dir, const std::string& 
       "-u SDL_VIDEODRIVER");
 }
 
+// A shell line setting $cx and $cy to the screen point at fractions (fx, fy) of the plot whose
+// geometry the state dump `dump` holds (python3 reads it); fx and fy are Python expressions of
+// the plot's rows and cols (j['rows'], j['cols']).
+std::string plot_point(const fs::path& dump, const std::string& fx, const std::string& fy) {
+  return "eval $(python3 -c \"import json;j=json.load(open('" + dump.string() +
+         "'))['heatmap'];print('cx=%d cy=%d' % (j['x']+j['w']*(" + fx + "), j['y']+j['h']*(" + fy + ")))\")\n";
+}
+
+// A state dump the actions copied; a failure (with the run's output) when it is missing.
+nlohmann::json read_dump(const fs::path& p, const std::string& out) {
+  std::ifstream in(p);
+  EXPECT_TRUE(in) << p << out;
+  return in ? nlohmann::json::parse(in) : nlohmann::json{};
+}
+
 #define ATTNLAB_REQUIRE_XVFB()                                                                   \
   do {                                                                                           \
     if (!find_on_path("xvfb-run")) GTEST_SKIP() << "xvfb-run not installed (apt install xvfb xauth)"; \
@@ -97,9 +112,7 @@ TEST(Xvfb, HelpEscUiScaleAndClickSelection) {
   const fs::path dump = tmp.path() / "state.json", after_esc = tmp.path() / "esc.json",
                  after = tmp.path() / "after.json";
   // The cell of row 4, column 1: from the plot's geometry in the first dump (python3 reads it).
-  const std::string click =
-      "eval $(python3 -c \"import json;j=json.load(open('" + dump.string() +
-      "'))['heatmap'];print('cx=%d cy=%d' % (j['x']+j['w']*1.5/j['cols'], j['y']+j['h']*4.5/j['rows']))\")\n";
+  const std::string click = plot_point(dump, "1.5/j['cols']", "4.5/j['rows']");
   const attnlab::test::BinaryRun r = run_under_xvfb(
       tmp.path(), "--lang en --size 1280x800", dump,
       "xdotool windowfocus --sync \"$wid\"\nsleep 0.3\n"
@@ -154,11 +167,7 @@ TEST(Xvfb, ShiftClickSelectsSeveralQueries) {
   const std::string out = r.out + r.err;
   ASSERT_EQ(r.code, 0) << out;
   EXPECT_NE(out.find("viewer_exit=0"), std::string::npos) << out;
-  const auto read = [&](const fs::path& p) {
-    std::ifstream in(p);
-    EXPECT_TRUE(in) << p << out;
-    return in ? nlohmann::json::parse(in) : nlohmann::json{};
-  };
+  const auto read = [&](const fs::path& p) { return read_dump(p, out); };
   // The demo selects 上下文 (row 2); rows 0, 4 and 1 join it, in ascending order after it.
   EXPECT_EQ(read(after_add)["queries"], nlohmann::json::array({2, 0, 1, 4})) << out;
   EXPECT_EQ(read(after_remove)["queries"], nlohmann::json::array({2, 0, 1})) << out;
@@ -201,9 +210,7 @@ TEST(Xvfb, WheelZoomsThePrecisionMapAndADoubleClickResetsIt) {
   const attnlab::test::TempDir tmp("attnlab-view-xvfb6");
   const fs::path dump = tmp.path() / "state.json", zoomed = tmp.path() / "zoomed.json",
                  reset = tmp.path() / "reset.json";
-  const std::string where =
-      "eval $(python3 -c \"import json;j=json.load(open('" + dump.string() +
-      "'))['heatmap'];print('cx=%d cy=%d' % (j['x']+j['w']/2,j['y']+j['h']/2))\")\n";
+  const std::string where = plot_point(dump, "0.5", "0.5");
   const attnlab::test::BinaryRun r = run_under_xvfb(
       tmp.path(), "--lang en --size 1280x800 --backend cpu --random 64 --dk 8 --dv 8 --view precision --step 3", dump,
       "xdotool windowfocus --sync \"$wid\"\nsleep 1.0\n" + where +
@@ -215,13 +222,8 @@ TEST(Xvfb, WheelZoomsThePrecisionMapAndADoubleClickResetsIt) {
   const std::string out = r.out + r.err;
   ASSERT_EQ(r.code, 0) << out;
   EXPECT_NE(out.find("viewer_exit=0"), std::string::npos) << out;
-  const auto read = [&](const fs::path& p) {
-    std::ifstream in(p);
-    EXPECT_TRUE(in) << p << out;
-    return in ? nlohmann::json::parse(in) : nlohmann::json{};
-  };
-  const auto z = read(zoomed)["heatmap"];
+  const auto z = read_dump(zoomed, out)["heatmap"];
   EXPECT_EQ(z["rows"], 64) << out;
   EXPECT_LT(z["vis_rows"].get<double>(), 40.0) << z.dump() << out;
-  EXPECT_DOUBLE_EQ(read(reset)["heatmap"]["vis_rows"].get<double>(), 64.0) << out;
+  EXPECT_DOUBLE_EQ(read_dump(reset, out)["heatmap"]["vis_rows"].get<double>(), 64.0) << out;
 }
