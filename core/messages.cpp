@@ -157,6 +157,13 @@ constexpr Entry kMessages[] = {
      "weights (--stages); start it with --stages all, or use: {0}",
      "完整 JSON 需要全部阶段，而本窗口只取回当前步骤和注意力权重（--stages）；请以 --stages all 启动，或用：{0}"},
     {Msg::ExportNoHeatmap, "no heatmap has been drawn yet", "还没有画出热力图"},
+    {Msg::RandomInputsTooLarge,
+     "--random {0} --dk {1} --dv {2} --heads {3} needs {4} for Q, K and V alone; the viewer's limit is {5}",
+     "--random {0} --dk {1} --dv {2} --heads {3} 仅 Q、K、V 就需要 {4}；查看器的上限是 {5}"},
+    {Msg::MaskBundle, "--mask does not apply to --bundle: the bundle holds each call's mask",
+     "--mask 不适用于 --bundle：数据包里每次调用都带着自己的掩码"},
+    {Msg::HeadOutside, "head {0} is out of range: 0..{1}", "头 {0} 超出范围：0..{1}"},
+    {Msg::LayerOutside, "layer {0} is not in the bundle", "层 {0} 不在数据包中"},
 };
 
 constexpr bool in_order() {

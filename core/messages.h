@@ -98,6 +98,11 @@ enum class Msg : int {
   ExportJsonTooLarge,   // {0} the limit, {1} N, {2} the command
   ExportJsonStages,     // {0} the command
   ExportNoHeatmap,
+  // the viewer's problem controls
+  RandomInputsTooLarge, // {0} N, {1} d_k, {2} d_v, {3} heads, {4} need, {5} the limit
+  MaskBundle,
+  HeadOutside,          // {0} head, {1} last head
+  LayerOutside,         // {0} layer
   Count_
 };
 

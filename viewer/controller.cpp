@@ -174,7 +174,7 @@ Controller::Result Controller::execute(Job job, Trace reuse) {
       throw InputError(Msg::Bf16Streamed, {std::to_string(p->n()), std::to_string(kKeepStagesMaxTokens)});
     if (job.parts == kCompanion) {
       // Only the companions, for the problem on screen (the main run is there already).
-      if (!r.streaming) run_companions(job, p, r.companions);
+      if (!r.streaming) run_companions(job, p, nullptr, r.companions);
       r.problem = p;
       r.job = std::move(job);
       r.ms = now_ms() - t0;
@@ -203,27 +203,7 @@ Controller::Result Controller::execute(Job job, Trace reuse) {
     backend_for(q.backend).run_into(*p, opt, r.trace);
     if (opt.pool) job.view = *opt.pool;  // the view the pooled stages belong to
     else job.view.reset();
-    if ((job.parts & kCompanion) && !r.streaming) {
-      run_companions(job, p, r.companions);
-      // The precision view's map of the step on screen, here rather than on the UI thread (the
-      // view computes it itself only for another step or kind).
-      if (r.companions.reference) {
-        const int step = r.trace.has_stages ? job.req.step : 4;
-        r.companions.error_map = step_error_map(r.trace, *r.companions.reference, p->mask, step, job.error_kind);
-        r.companions.error_step = step;
-        r.companions.error_kind = job.error_kind;
-      }
-      // The diff view's B − A of the step on screen, likewise.
-      Companions& cp = r.companions;
-      if (cp.diff && cp.b_error.empty() && (cp.b_same_run || cp.b_trace)) {
-        RunSetting sa = setting_of(job.req);
-        sa.query = std::clamp(sa.query, 0, p->n() - 1);
-        if (!r.trace.backend.empty()) sa.backend = r.trace.backend;  // what ran, as setting() says
-        cp.step_diff = step_diff(r.trace, cp.b_same_run ? r.trace : *cp.b_trace, sa, cp.b_setting,
-                                 cp.diff->query.has_value(), job.req.step);
-        cp.diff_step = job.req.step;
-      }
-    }
+    if ((job.parts & kCompanion) && !r.streaming) run_companions(job, p, &r.trace, r.companions);
     r.problem = p;
     last_problem_ = p;
     last_source_ = q.source;
@@ -250,16 +230,24 @@ RunSetting Controller::setting_of(const Request& r) {
 RunSetting Controller::setting() const {
   RunSetting s = setting_of(shown_req_);
   s.query = query();
-  if (!trace_.backend.empty()) s.backend = trace_.backend;  // what ran (auto may have fallen back)
+  s.backend = ran_backend();  // what ran (auto may have fallen back)
   return s;
 }
 
-void Controller::run_companions(const Job& job, const std::shared_ptr<const Problem>& p, Companions& out) {
+void Controller::run_companions(const Job& job, const std::shared_ptr<const Problem>& p, const Trace* main,
+                                Companions& out) {
   out.computed = true;
   out.diff = job.diff;
   if (job.reference) {
     try {
       out.reference = std::make_shared<const TraceD>(reference_fp64(*p));
+      // The precision view's map of the step on screen, here rather than on the UI thread (the
+      // view computes it itself only for another step or kind).
+      if (main) {
+        out.error_step = main->has_stages ? job.req.step : 4;
+        out.error_kind = job.error_kind;
+        out.error_map = step_error_map(*main, *out.reference, p->mask, out.error_step, job.error_kind);
+      }
     } catch (const std::exception& e) {
       out.reference_error = message_of(e);
     }
@@ -271,8 +259,16 @@ void Controller::run_companions(const Job& job, const std::shared_ptr<const Prob
     const RunSetting b = apply_diff(a, *job.diff, *p);
     out.b_setting = b;
     out.b_problem = p;
+    // The diff view's B − A of the step on screen, likewise; A as setting() gives it (what ran).
+    const auto diff_with = [&](const Trace& bt) {
+      if (!main) return;
+      if (!main->backend.empty()) a.backend = main->backend;
+      out.step_diff = step_diff(*main, bt, a, b, job.diff->query.has_value(), job.req.step);
+      out.diff_step = job.req.step;
+    };
     if (a.same_run(b)) {
       out.b_same_run = true;  // only the query differs: B is A's trace, another row
+      if (main) diff_with(*main);
       return;
     }
     if (b.backend == "cuda" && !cuda_ok_) throw NoDeviceError("no CUDA device: " + cuda_reason_);
@@ -293,6 +289,7 @@ void Controller::run_companions(const Job& job, const std::shared_ptr<const Prob
     auto t = std::make_shared<Trace>();
     run_backend_into(b.backend, *out.b_problem, opt, *t);
     out.b_trace = std::move(t);
+    diff_with(*out.b_trace);
   } catch (const Cancelled&) {
     throw;
   } catch (const std::exception& e) {
@@ -665,7 +662,7 @@ bool Controller::set_mask(MaskKind m) {
     return true;
   }
   if (!req_.source.bundle.empty()) {
-    error_ = Message{Msg::None, {}, "--mask does not apply to --bundle: the bundle holds each call's mask"};
+    error_ = message_of(Msg::MaskBundle, {});
     return false;
   }
   if (m == MaskKind::Custom && !has_custom_mask()) {
@@ -754,16 +751,9 @@ bool Controller::load_random(int n_tokens, int d_k, int d_v, std::uint64_t seed,
   }
   try {
     check_pattern(req_.source.pattern, n_tokens, d_k);
+    check_random_inputs(n_tokens, d_k, d_v, heads);
   } catch (const InputError& e) {
     error_ = message_of(e);
-    return false;
-  }
-  const double bytes = static_cast<double>(n_tokens) * heads * (2.0 * d_k + d_v) * sizeof(float);
-  if (bytes > kMaxRandomInputBytes) {
-    error_ = Message{Msg::None, {}, "N " + std::to_string(n_tokens) + " with " + std::to_string(heads) +
-                                        " heads needs " + format_bytes(bytes) +
-                                        " for Q, K and V alone; the viewer's limit is " +
-                                        format_bytes(kMaxRandomInputBytes)};
     return false;
   }
   const int head = req_.source.bundle.empty() && req_.source.head < heads ? req_.source.head : 0;
@@ -803,7 +793,7 @@ bool Controller::load_files(const InputFiles& f) {
 
 bool Controller::set_head(int head) {
   if (head < 0 || head >= heads()) {
-    error_ = Message{Msg::None, {}, "head " + std::to_string(head) + " is out of range: 0.." + std::to_string(heads() - 1)};
+    error_ = message_of(Msg::HeadOutside, {std::to_string(head), std::to_string(heads() - 1)});
     return false;
   }
   error_ = Message{};
@@ -814,7 +804,7 @@ bool Controller::set_head(int head) {
 
 bool Controller::set_layer(int layer) {
   if (req_.source.bundle.empty() || !bundle_ || layer < 0 || layer >= layer_count()) {
-    error_ = Message{Msg::None, {}, "layer " + std::to_string(layer) + " is not in the bundle"};
+    error_ = message_of(Msg::LayerOutside, {std::to_string(layer)});
     return false;
   }
   error_ = Message{};
@@ -827,21 +817,16 @@ bool Controller::set_layer(int layer) {
 
 bool Controller::load_bundle(int layer) {
   if (!bundle_ || layer < 0 || layer >= static_cast<int>(bundle_->calls.size())) {
-    error_ = Message{Msg::None, {}, "layer " + std::to_string(layer) + " is not in the bundle"};
+    error_ = message_of(Msg::LayerOutside, {std::to_string(layer)});
     return false;
   }
-  Source s;
+  // The random problem's settings stay, for a later Generate.
+  Source& s = req_.source;
   s.demo = false;
+  s.files = InputFiles{};
   s.bundle = bundle_->dir;
   s.layer = layer;
   s.head = 0;
-  s.d_k = req_.source.d_k;
-  s.d_v = req_.source.d_v;
-  s.n = req_.source.n;
-  s.seed = req_.source.seed;
-  s.pattern = req_.source.pattern;
-  s.heads = req_.source.heads;
-  req_.source = s;
   req_.queries = {0};
   return post(kAll);
 }
@@ -850,19 +835,14 @@ int Controller::layer_count() const {
   return !req_.source.bundle.empty() && bundle_ ? static_cast<int>(bundle_->calls.size()) : 1;
 }
 
-int Controller::heads() const {
-  const Source& s = req_.source;
+int Controller::heads_of(const Source& s) const {
   if (!s.bundle.empty() && bundle_) return bundle_->calls[s.layer].heads;
   if (s.demo || !s.files.q.empty()) return 1;
   return s.heads;
 }
 
-int Controller::shown_heads() const {
-  const Source& s = shown_req_.source;
-  if (!s.bundle.empty() && bundle_) return bundle_->calls[s.layer].heads;
-  if (s.demo || !s.files.q.empty()) return 1;
-  return s.heads;
-}
+int Controller::heads() const { return heads_of(req_.source); }
+int Controller::shown_heads() const { return heads_of(shown_req_.source); }
 
 int Controller::kv_heads() const {
   const Source& s = req_.source;
@@ -889,7 +869,7 @@ std::string Controller::heads_key() const {
   char t_bits[32];
   std::snprintf(t_bits, sizeof t_bits, "%a", shown_->temperature);
   return heads_layer_key() + "|" + t_bits + "|" + std::string(to_string(shown_->mask)) + "|" +
-         (trace_.backend.empty() ? shown_req_.backend : trace_.backend);
+         ran_backend();
 }
 
 HeadsJob Controller::heads_job() const {
@@ -897,7 +877,7 @@ HeadsJob Controller::heads_job() const {
   HeadsJob job;
   job.key = heads_key();
   job.layer_key = heads_layer_key();
-  job.backend = trace_.backend.empty() ? shown_req_.backend : trace_.backend;
+  job.backend = ran_backend();
   job.heads = shown_heads();
   const double t = shown_->temperature;
   const MaskKind mask = shown_->mask;
@@ -1158,7 +1138,7 @@ std::string Controller::reproduce_command() const {
   // The bundle's mask is the call's own: the CLI refuses --mask with --bundle.
   if (r.source.bundle.empty())
     cmd += " --mask " + (shown_->mask == MaskKind::Custom ? word(f.mask) : std::string(to_string(shown_->mask)));
-  cmd += " --backend " + (trace_.backend.empty() ? r.backend : trace_.backend) + " --format csv";
+  cmd += " --backend " + ran_backend() + " --format csv";
   if (r.precision == Precision::BF16) cmd += " --precision bf16";
   return cmd;
 }

@@ -227,6 +227,8 @@ class Controller {
   int n() const { return shown_->n(); }
   // The requested state (the controls follow it at once, the picture when its run is done).
   const std::string& backend() const { return req_.backend; }  // "cpu" | "cuda" (the chosen one)
+  // The backend the trace on screen ran on (the request's before any run finished).
+  const std::string& ran_backend() const { return trace_.backend.empty() ? shown_req_.backend : trace_.backend; }
   double requested_temperature() const { return req_.temperature; }
   Precision requested_precision() const { return req_.precision; }
   Precision precision() const { return shown_req_.precision; }  // of the run on screen
@@ -397,10 +399,14 @@ class Controller {
   void adopt(Result r);
   void worker_loop();
   void revert_request();  // the controls back to what is on screen (after a refusal)
-  // On the worker: the companion runs of `job` for problem p (the main run's).
-  void run_companions(const Job& job, const std::shared_ptr<const Problem>& p, Companions& out);
+  // On the worker: the companion runs of `job` for problem p, and with the main run's trace
+  // (null for companions of the trace on screen) the views' maps of the step on screen.
+  void run_companions(const Job& job, const std::shared_ptr<const Problem>& p, const Trace* main,
+                      Companions& out);
   void adopt_companions(Companions c);
   static RunSetting setting_of(const Request& r);
+  // The heads of a source: a bundle call's, a random problem's --heads, else 1.
+  int heads_of(const Source& s) const;
   // The worker's backend of that name ("cpu" | "cuda"), made on first use and kept: the CUDA
   // backend keeps its device buffers and page-locked staging between runs of one size.
   Backend& backend_for(const std::string& name);

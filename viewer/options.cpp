@@ -27,6 +27,14 @@ Int parse_int(const std::string& flag, const std::string& text, Int lo, Int hi) 
 
 }  // namespace
 
+void check_random_inputs(int n, int d_k, int d_v, int heads) {
+  const double bytes = static_cast<double>(n) * heads * (2.0 * d_k + d_v) * sizeof(float);
+  if (bytes > kMaxRandomInputBytes)
+    throw InputError(Msg::RandomInputsTooLarge, {std::to_string(n), std::to_string(d_k), std::to_string(d_v),
+                                                 std::to_string(heads), format_bytes(bytes),
+                                                 format_bytes(kMaxRandomInputBytes)});
+}
+
 std::string viewer_usage() {
   return "usage: attnlab-view [--screenshot FILE.png] [--query TOKEN|INDEX] [--queries LIST] [--step 1-4]\n"
          "                    [--temperature T] [--mask none|causal|FILE] [--random N] [--dk D] [--dv D]\n"
@@ -272,14 +280,7 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
       throw InputError("--head must be between 0 and " + std::to_string(o.heads - 1) + ", got " +
                        std::to_string(o.head));
   }
-  if (o.random_n) {
-    const double bytes = static_cast<double>(*o.random_n) * o.heads * (2.0 * o.d_k + o.d_v) * sizeof(float);
-    if (bytes > kMaxRandomInputBytes)
-      throw InputError("--random " + std::to_string(*o.random_n) + " --dk " + std::to_string(o.d_k) + " --dv " +
-                       std::to_string(o.d_v) + " --heads " + std::to_string(o.heads) + " needs " +
-                       format_bytes(bytes) + " for Q, K and V alone; the viewer's limit is " +
-                       format_bytes(kMaxRandomInputBytes));
-  }
+  if (o.random_n) check_random_inputs(*o.random_n, o.d_k, o.d_v, o.heads);
   if (!files && !o.mask_file.empty())
     throw InputError("--mask must be none or causal, or a mask FILE together with --q, --k and --v; got '" +
                      o.mask_file + "'");

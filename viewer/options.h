@@ -46,6 +46,9 @@ constexpr int kMinWindowW = 960, kMinWindowH = 600;  // the layout's minimum (an
 // of them are generated for each head shown (the CLI's generator), so both are bounded.
 constexpr int kMaxRandomHeads = 64;
 constexpr double kMaxRandomInputBytes = 2.0 * (1ull << 30);
+// Throws InputError (Msg::RandomInputsTooLarge) when Q, K and V of a random problem of these
+// sizes would exceed kMaxRandomInputBytes: --random and Generate in the window alike.
+void check_random_inputs(int n, int d_k, int d_v, int heads);
 // The largest problem whose whole trace the window writes as JSON (every stage, ~12 bytes per
 // number; viewer/export.h); above, the command line does it (Controller::reproduce_command with
 // --format json). Also where --stages auto starts bringing back only the step on screen.

@@ -137,6 +137,12 @@ TEST(HeadsOptions, TheWindowsHeadsRefusalSpeaksBothLanguages) {
   EXPECT_EQ(c.error(), "--heads must be an integer from 1 to 64, got '65'");
   EXPECT_EQ(c.error_text(Lang::Zh), "--heads 必须是 1 到 64 的整数，当前为 '65'");
   EXPECT_TRUE(c.demo());
+  // Q, K and V over the viewer's limit: the flag's sentence too (one check for both).
+  EXPECT_FALSE(c.load_random(65536, 1024, 1024, 0, 64));
+  EXPECT_EQ(c.error_message().id, Msg::RandomInputsTooLarge);
+  EXPECT_NE(c.error().find("the viewer's limit is 2.0 GiB"), std::string::npos) << c.error();
+  EXPECT_NE(c.error_text(Lang::Zh).find("查看器的上限是 2.0 GiB"), std::string::npos) << c.error_text(Lang::Zh);
+  EXPECT_TRUE(c.demo());
 }
 
 // ---- the controller: one head of a bundle ------------------------------------------------------
