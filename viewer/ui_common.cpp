@@ -237,13 +237,15 @@ MapPlot draw_map(App& app, const Rect& area, int rows, int cols, const std::vect
       dl->AddText(ImVec2(g.x - fp * 0.4f - ts.x, y - ts.y / 2), r == highlight_row ? kHighlight : text,
                   row_labels[r].c_str());
     }
-  for (int c = std::max(0, c0); c < std::min({c1, cols, static_cast<int>(col_labels.size())}); ++c) {
-    const float x = col_x(g, c + 0.5);
-    if (x < g.x || x > g.x + g.w) continue;
-    const ImVec2 ts = ImGui::CalcTextSize(col_labels[c].c_str());
-    if (ts.x + 4 > g.cell_w) continue;
-    dl->AddText(ImVec2(x - ts.x / 2, g.y - ts.y - 4), text, col_labels[c].c_str());
-  }
+  // Only where a column is wide enough for one digit: no label is measured for a pooled axis.
+  if (g.cell_w >= fp * 0.6f)
+    for (int c = std::max(0, c0); c < std::min({c1, cols, static_cast<int>(col_labels.size())}); ++c) {
+      const float x = col_x(g, c + 0.5);
+      if (x < g.x || x > g.x + g.w) continue;
+      const ImVec2 ts = ImGui::CalcTextSize(col_labels[c].c_str());
+      if (ts.x + 4 > g.cell_w) continue;
+      dl->AddText(ImVec2(x - ts.x / 2, g.y - ts.y - 4), text, col_labels[c].c_str());
+    }
   dl->PushClipRect(ImVec2(g.x - 3, g.y - 3), ImVec2(g.x + g.w + 3, g.y + g.h + 3), true);
   if (highlight_row >= 0)
     if (auto band = row_band(g, highlight_row, 3))
