@@ -461,8 +461,6 @@ constexpr Entry kTable[] = {
      "同一模式下每个头的 Q 与 K 相同（只有 V 不同），所以缩略图彼此相同；噪声模式下每个头各不相同。"},
     {S::HeadsShown, "layer %d · head %d of %d", "第 %d 层 · 第 %d 个头（共 %d 个）"},
     {S::ModeBundle, "Bundle %s", "bundle %s"},
-    {S::HeadsMaskFixed, "The mask is the bundle's own (each call brings its mask); it cannot be switched.",
-     "掩码来自 bundle（每次调用自带掩码），不能切换。"},
     {S::HeadsCaptionBare, "head %d", "头 %d"},
     {S::HeadsCaptionKvBare, "head %d · kv %d", "头 %d · kv %d"},
     {S::HeadsTipMean, "Head %d: the largest weight anywhere is %s%% (“rows” needs max pooling). Click to open it in the chain view.",

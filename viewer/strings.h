@@ -65,7 +65,7 @@ enum class S {
   ViewHeads, HeadsLayer, HeadsHead, HeadsCount, HeadsTitle, HeadsTitleLayer, HeadsProgress,
   HeadsCaption, HeadsCaptionKv, HeadsCaptionPending, HeadsCaptionError, HeadsTip, HeadsTipKv,
   HeadsError, HeadsNote, HeadsOneHead, HeadsBundleMask, HeadsRange, HeadsTooLarge,
-  HeadsPattern, HeadsShown, ModeBundle, HeadsMaskFixed, HeadsCaptionBare, HeadsCaptionKvBare, HeadsTipMean,
+  HeadsPattern, HeadsShown, ModeBundle, HeadsCaptionBare, HeadsCaptionKvBare, HeadsTipMean,
   Count_
 };
 

@@ -202,13 +202,7 @@ void apply_action(App& app, Action a) {
     case Action::StepHome: app.play.home(); break;
     case Action::QueryPrev: c.move_query(-1); break;
     case Action::QueryNext: c.move_query(+1); break;
-    case Action::ToggleMask:
-      if (c.from_bundle()) {
-        set_status(app, tr(app.lang, S::HeadsMaskFixed));  // the controller would refuse it in English
-      } else {
-        c.toggle_mask();
-      }
-      break;
+    case Action::ToggleMask: c.toggle_mask(); break;  // a bundle's refusal shows in the UI language
     case Action::TemperatureDown:
     case Action::TemperatureUp:
       app.pending_temperature = step_temperature(app.pending_temperature.value_or(c.problem().temperature),

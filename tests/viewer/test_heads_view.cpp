@@ -188,7 +188,10 @@ TEST(HeadsController, ShowsTheBundlesLayerAndHeadAsCoreReadsIt) {
   // The bundle's mask cannot be switched; a head outside the layer is refused; the state stays.
   EXPECT_FALSE(c.set_mask(MaskKind::Causal));
   EXPECT_NE(c.error().find("--mask does not apply to --bundle"), std::string::npos) << c.error();
+  EXPECT_FALSE(c.toggle_mask());  // the M key
+  EXPECT_EQ(c.error_text(Lang::Zh), "--mask 不适用于 --bundle：数据包里每次调用都带着自己的掩码");
   EXPECT_FALSE(c.set_head(4));
+  EXPECT_EQ(c.error_text(Lang::Zh), "头 4 超出范围：0..3");
   expect_problem(0, 1);
   // The weights on screen are the backend's for that head.
   const Trace ref = cpu_staged(bundle_problem(b, 0, 1));
