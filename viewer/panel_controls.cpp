@@ -231,15 +231,9 @@ void draw_controls(App& app, const Layout& l) {
     if (ImGui::Button(tr(lang, S::Generate))) {
       app.random_error = Message{};
       app.random_over_limit = 0;
-      const double bytes = static_cast<double>(app.in_n) * app.in_heads * (2.0 * app.in_dk + app.in_dv) * sizeof(float);
       if (app.in_n > c.max_tokens()) {
         // Refused here, beside the button that asked; worded below, in the UI's language.
         app.random_over_limit = app.in_n;
-      } else if (app.in_heads < 1 || app.in_heads > kMaxRandomHeads) {
-        app.random_error.en = fmt(tr(lang, S::HeadsRange), kMaxRandomHeads, app.in_heads);
-      } else if (app.in_n > 0 && app.in_dk > 0 && app.in_dv > 0 && bytes > kMaxRandomInputBytes) {
-        app.random_error.en = fmt(tr(lang, S::HeadsTooLarge), app.in_n, app.in_heads, format_bytes(bytes).c_str(),
-                                  format_bytes(kMaxRandomInputBytes).c_str());
       } else if (c.load_random(app.in_n, app.in_dk, app.in_dv, app.in_seed, app.in_heads)) {
         app.view = HeatView{};
         app.log_weights = app.in_n > 64;  // the new problem's size (it is adopted later)

@@ -451,10 +451,6 @@ constexpr Entry kTable[] = {
      "(attnlab-view --bundle DIR).",
      "当前问题只有一个头：生成头数更多的随机序列，或打开一个 bundle（attnlab-view --bundle DIR）。"},
     {S::HeadsBundleMask, "the bundle holds each call's mask", "bundle 自带每次调用的掩码"},
-    {S::HeadsRange, "heads must be from 1 to %d, got %d; the current sequence stays",
-     "头数须在 1 到 %d 之间，得到 %d；保留当前序列"},
-    {S::HeadsTooLarge, "N = %d with %d heads needs %s for Q, K and V; the viewer's limit is %s",
-     "N = %d、%d 个头的 Q、K、V 需要 %s；查看器上限为 %s"},
     {S::HeadsPattern,
      "A pattern gives every head the same Q and K (only V differs), so its thumbnails are alike; noise "
      "gives each head its own.",

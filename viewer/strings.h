@@ -64,7 +64,7 @@ enum class S {
   // heads view (issue 15)
   ViewHeads, HeadsLayer, HeadsHead, HeadsCount, HeadsTitle, HeadsTitleLayer, HeadsProgress,
   HeadsCaption, HeadsCaptionKv, HeadsCaptionPending, HeadsCaptionError, HeadsTip, HeadsTipKv,
-  HeadsError, HeadsNote, HeadsOneHead, HeadsBundleMask, HeadsRange, HeadsTooLarge,
+  HeadsError, HeadsNote, HeadsOneHead, HeadsBundleMask,
   HeadsPattern, HeadsShown, ModeBundle, HeadsCaptionBare, HeadsCaptionKvBare, HeadsTipMean,
   Count_
 };
