@@ -5,6 +5,7 @@
 
 #include "core/backend.h"
 #include "core/format.h"
+#include "core/memory.h"
 #include "core/stats.h"
 #include "cpu/cpu_backend.h"
 

@@ -7,6 +7,7 @@
 
 #include "core/backend.h"
 #include "core/format.h"
+#include "core/memory.h"
 #include "core/verify.h"
 #include "cpu/cpu_backend.h"
 

@@ -7,6 +7,7 @@
 #include "core/backend.h"
 #include "core/walk.h"
 #include "cpu/walk.h"
+#include "engine/registry.h"
 
 #include <algorithm>
 #include <memory>

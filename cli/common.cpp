@@ -10,6 +10,7 @@
 #include "core/format.h"
 #include "core/io.h"
 #include "core/patterns.h"
+#include "engine/registry.h"
 
 #include <cerrno>
 #include <cstdio>

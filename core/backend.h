@@ -1,10 +1,8 @@
-// Backend interface and registry. A backend turns a validated Problem into a Trace; the CLI, the
-// viewer and the tests never compute attention themselves, they ask a backend from here.
-//   "cpu"  — Eigen (cpu/): staged chain and fused blockwise kernel, fp32
-//   "cuda" — CUDA kernels (kernels/): staged and fused, fp32 and bf16; only when compiled in
-//   "auto" — cuda when a device answers, else cpu
-// The fp64 reference (reference_fp64 in cpu/cpu_backend.h) is not a registry backend: it is what
-// every backend is checked against.
+// The Backend interface: a backend turns a validated Problem into a Trace. cpu/ and kernels/
+// implement it; engine/registry.h (the layer above both) names them and picks one ("auto"), so
+// that core/ knows no backend. The CLI, the viewer and the tests never compute attention
+// themselves, they ask a backend. Also here: the stages a run brings back (RunOptions::stages) and
+// the checks every backend applies to a streaming request.
 #pragma once
 
 #include "core/pooled.h"
@@ -74,18 +72,6 @@ class Backend {
   virtual BenchSample bench(const Problem& p, const RunOptions& opt, int warmup, int repeat) = 0;
 };
 
-// True when the CUDA backend is compiled in and at least one device answers; otherwise false and
-// *reason (if given) says why ("attnlab was built without CUDA", "cudaGetDeviceCount: ...").
-bool cuda_available(std::string* reason = nullptr);
-
-// Throws InputError("unknown backend '<name>' (use auto, cpu or cuda)") for any other name: the
-// CLI checks its --backend with it before reading inputs, make_backend before choosing.
-void check_backend_name(const std::string& name);
-
-// "cpu" | "cuda" | "auto". "cuda" without a device throws NoDeviceError("no CUDA device: ...").
-// Unknown names throw InputError (check_backend_name).
-std::unique_ptr<Backend> make_backend(const std::string& name);
-
 // Throws InputError unless the streaming parts of `opt` fit `p`: every exact row inside the
 // stacked rows, the pooled head inside the heads, each pooled axis non-empty with non-decreasing,
 // non-empty intervals inside the rows (keys). Every backend checks a streaming request with it.
@@ -100,11 +86,5 @@ unsigned present_stages(const Trace& t);
 // Empties the (n, m) stages of a kept-stage trace that `opt.stages` does not ask for (what a
 // backend that computes every stage anyway does before it returns).
 void drop_unrequested_stages(const RunOptions& opt, Trace& t);
-
-// Runs the problem on the named backend. Under "auto", a DeviceError from CUDA (out of memory,
-// launch failure) makes it print one line on stderr and run on the CPU instead.
-Trace run_backend(const std::string& name, const Problem& p, const RunOptions& opt = {});
-// The same through Backend::run_into (same fallback rule).
-void run_backend_into(const std::string& name, const Problem& p, const RunOptions& opt, Trace& out);
 
 }  // namespace attnlab

@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 
 namespace attnlab {
 
@@ -30,29 +29,52 @@ std::string format_bytes(double bytes) {
   return format_number("%.1f KiB", bytes / kKiB);
 }
 
-double host_available_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  double kib = 0;
-  while (in >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024.0;
-  return 0;
+// Decodes one UTF-8 code point starting at s[i]; advances i. Invalid bytes count as one column.
+namespace {
+
+char32_t next_code_point(const std::string& s, std::size_t& i) {
+  const auto b0 = static_cast<unsigned char>(s[i]);
+  int len = b0 < 0x80 ? 1 : (b0 >> 5) == 0x6 ? 2 : (b0 >> 4) == 0xE ? 3 : (b0 >> 3) == 0x1E ? 4 : 1;
+  if (i + len > s.size()) len = 1;
+  char32_t cp = len == 1 ? b0 : len == 2 ? (b0 & 0x1F) : len == 3 ? (b0 & 0x0F) : (b0 & 0x07);
+  for (int k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+  i += len;
+  return cp;
 }
 
-void check_host_memory(double need, const std::string& what, const std::string& advice) {
-  const double avail = host_available_bytes();
-  if (avail > 0 && need > 0.9 * avail)
-    throw ResourceError(what + ": needs about " + format_bytes(need) + " of host memory, " +
-                        format_bytes(avail) + " available; " + advice);
+// Columns a terminal gives one code point: 0 for combining marks and zero-width characters,
+// 2 for East Asian Wide and Fullwidth ranges (CJK, Hangul, fullwidth punctuation, emoji),
+// 1 otherwise (ambiguous-width characters such as ∞ count as 1, as in non-CJK locales).
+int code_point_width(char32_t c) {
+  if (c == 0) return 0;
+  if ((c >= 0x0300 && c <= 0x036F) || (c >= 0x200B && c <= 0x200F) || c == 0xFEFF) return 0;
+  if ((c >= 0x1100 && c <= 0x115F) || (c >= 0x2E80 && c <= 0x303E) ||
+      (c >= 0x3041 && c <= 0x33FF) || (c >= 0x3400 && c <= 0x4DBF) ||
+      (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0xA000 && c <= 0xA4CF) ||
+      (c >= 0xAC00 && c <= 0xD7A3) || (c >= 0xF900 && c <= 0xFAFF) ||
+      (c >= 0xFE30 && c <= 0xFE4F) || (c >= 0xFF00 && c <= 0xFF60) ||
+      (c >= 0xFFE0 && c <= 0xFFE6) || (c >= 0x1F300 && c <= 0x1F64F) ||
+      (c >= 0x1F900 && c <= 0x1F9FF) || (c >= 0x20000 && c <= 0x3FFFD))
+    return 2;
+  return 1;
 }
 
-void check_host_memory(double need, Msg id, std::vector<std::string> args) {
-  const double avail = host_available_bytes();
-  if (avail > 0 && need > 0.9 * avail) {
-    args.push_back(format_bytes(need));
-    args.push_back(format_bytes(avail));
-    throw ResourceError(id, std::move(args));
-  }
+}  // namespace
+
+int display_width(const std::string& s) {
+  int w = 0;
+  for (std::size_t i = 0; i < s.size();) w += code_point_width(next_code_point(s, i));
+  return w;
+}
+
+std::string pad_left(const std::string& s, int width) {
+  const int w = display_width(s);
+  return w >= width ? s : std::string(width - w, ' ') + s;
+}
+
+std::string pad_right(const std::string& s, int width) {
+  const int w = display_width(s);
+  return w >= width ? s : s + std::string(width - w, ' ');
 }
 
 std::string table_value(float x) {

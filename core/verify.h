@@ -39,7 +39,7 @@
 namespace attnlab {
 
 // The relative tolerance of fp32 stages, and bf16's tolerance (relative and absolute): also the
-// error bounds of `attnlab bench` (core/bench.h error_bound).
+// error bounds of `attnlab bench` (engine/bench.h error_bound).
 inline constexpr double kRtolFp32 = 1e-5;
 inline constexpr double kBf16Tol = 2e-2;
 

@@ -30,31 +30,6 @@ std::string num(double x) {
   return s;
 }
 
-// Columns on a terminal: CJK characters take two, every other code point one.
-int display_width(const std::string& s) {
-  int w = 0;
-  for (std::size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    const int len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-    unsigned cp = len == 1 ? c : c & (0xFF >> (len + 1));
-    for (int k = 1; k < len && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-    const bool wide = (cp >= 0x1100 && cp <= 0x115F) || (cp >= 0x2E80 && cp <= 0xA4CF) ||
-                      (cp >= 0xAC00 && cp <= 0xD7A3) || (cp >= 0xF900 && cp <= 0xFAFF) ||
-                      (cp >= 0xFE30 && cp <= 0xFE4F) || (cp >= 0xFF00 && cp <= 0xFF60) ||
-                      (cp >= 0xFFE0 && cp <= 0xFFE6);
-    w += wide ? 2 : 1;
-    i += len;
-  }
-  return w;
-}
-
-std::string pad_right(const std::string& s, int width) {
-  return s + std::string(std::max(0, width - display_width(s)), ' ');
-}
-std::string pad_left(const std::string& s, int width) {
-  return std::string(std::max(0, width - display_width(s)), ' ') + s;
-}
-
 std::string vec(const std::vector<double>& v) {
   if (v.empty()) return "—";
   std::string s = "[";

@@ -15,7 +15,7 @@
 #include "cpu/bf16.h"
 
 #include "cpu/cpu_backend.h"
-#include "cpu/parallel.h"
+#include "core/parallel.h"
 
 #include <algorithm>
 #include <array>
@@ -412,7 +412,7 @@ void write_output(const Scratch& w, int rows, int d_v, MatrixF& out, Index orow)
 }
 
 unsigned workers_for(std::size_t items, const Problem& p) {
-  return cpu::worker_count(items, 4.0 * p.heads * static_cast<double>(p.n()) * p.m() *
+  return worker_count(items, 4.0 * p.heads * static_cast<double>(p.n()) * p.m() *
                                       std::max(p.d_k(), p.d_v()));
 }
 
@@ -440,7 +440,7 @@ Trace cpu_fused_bf16(const Problem& p) {
   for (unsigned i = 0; i < workers; ++i) scratch.emplace_back(o, kKeyBlock);
 
   // Causal blocks near the end of a head carry the most keys: handed out first.
-  cpu::parallel_items(items, workers, [&](unsigned id, std::size_t it) {
+  parallel_items(items, workers, [&](unsigned id, std::size_t it) {
     Scratch& w = scratch[id];
     const int h = static_cast<int>(it % heads);
     const int q0 = (blocks_per_head - 1 - static_cast<int>(it / heads)) * kQueryBlock;
@@ -520,7 +520,7 @@ void cpu_staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t) {
   for (unsigned i = 0; i < workers; ++i) scratch.emplace_back(o, cols);
   std::vector<std::array<double, 4>> stage_ms(workers, {0, 0, 0, 0});
 
-  cpu::parallel_items(items, workers, [&](unsigned id, std::size_t it) {
+  parallel_items(items, workers, [&](unsigned id, std::size_t it) {
     Scratch& w = scratch[id];
     std::array<double, 4>& ms = stage_ms[id];
     const int h = static_cast<int>(it % heads);

@@ -3,6 +3,7 @@
 #include "cpu/cpu_backend.h"
 
 #include "core/format.h"
+#include "core/memory.h"
 
 #include <algorithm>
 #include <chrono>

@@ -25,7 +25,7 @@
 #include "core/gcc12_avx512.h"  // first: see there
 
 #include "cpu/cpu_backend.h"
-#include "cpu/parallel.h"
+#include "core/parallel.h"
 #include "cpu/online_softmax.h"
 
 #include <algorithm>
@@ -151,12 +151,12 @@ Trace cpu_fused(const Problem& p) {
   const int blocks_per_head = (n + kQueryBlock - 1) / kQueryBlock;
   const std::size_t items = static_cast<std::size_t>(heads) * blocks_per_head;
   const double flops = 4.0 * heads * static_cast<double>(n) * m * std::max(d_k, d_v);
-  const unsigned workers = cpu::worker_count(items, flops);
+  const unsigned workers = worker_count(items, flops);
 
   // Causal blocks near the end of a head carry the most keys: hand those out first. Each worker
   // sizes its scratch once, on its first item.
   std::vector<std::unique_ptr<Scratch>> scratch(workers);
-  cpu::parallel_items(items, workers, [&](unsigned id, std::size_t it) {
+  parallel_items(items, workers, [&](unsigned id, std::size_t it) {
     if (!scratch[id]) scratch[id] = std::make_unique<Scratch>(d_k, d_v);
     const int h = static_cast<int>(it % heads);
     const int qb = blocks_per_head - 1 - static_cast<int>(it / heads);

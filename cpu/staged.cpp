@@ -16,7 +16,7 @@
 
 #include "cpu/cpu_backend.h"
 #include "core/messages.h"
-#include "cpu/parallel.h"
+#include "core/parallel.h"
 
 #include <algorithm>
 #include <atomic>
@@ -503,13 +503,13 @@ void cpu_staged_into(const Problem& p, const RunOptions& opt, Trace& t) {
   long rows_planned = 0;
   for (const Item& it : items) rows_planned += it.end - it.begin;
   const double flops = 4.0 * static_cast<double>(rows_planned) * m * std::max(p.d_k(), d_v);
-  const unsigned workers = cpu::worker_count(items.size(), flops);
+  const unsigned workers = worker_count(items.size(), flops);
   std::vector<StageClock> clocks(workers);
   std::vector<MatrixF> scratch(workers);
   std::vector<std::unique_ptr<StreamSink>> sinks(workers);
   std::atomic<long> rows_done{0};
 
-  cpu::parallel_items(items.size(), workers, [&](unsigned id, std::size_t k) {
+  parallel_items(items.size(), workers, [&](unsigned id, std::size_t k) {
     check_cancel(opt);
     const Item& it = items[k];
     MatrixF* out = opt.output ? &t.output : nullptr;

@@ -1,4 +1,4 @@
-// The cuBLAS SGEMM probe: the CUDA roofline's compute ceiling (core/bench.h cuda_ceilings). Plain
+// The cuBLAS SGEMM probe: the CUDA roofline's compute ceiling (engine/bench.h cuda_ceilings). Plain
 // C++; implemented in kernels/cublas_probe.cu, compiled only when ATTNLAB_HAVE_CUDA.
 #pragma once
 

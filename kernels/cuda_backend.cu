@@ -31,8 +31,9 @@
 #include "kernels/tile_config.h"
 
 #include "core/format.h"
+#include "core/memory.h"
 #include "core/problem.h"
-#include "cpu/parallel.h"
+#include "core/parallel.h"
 
 #include <cuda_bf16.h>
 #include <thrust/execution_policy.h>
@@ -204,8 +205,8 @@ struct Download {
 void host_copy(char* dst, const char* src, std::size_t bytes) {
   constexpr std::size_t kItem = std::size_t{1} << 20;
   const std::size_t items = (bytes + kItem - 1) / kItem;
-  const unsigned workers = bytes >= 4 * kItem ? cpu::worker_count(items, 1e9) : 1;
-  cpu::parallel_items(items, workers, [&](unsigned, std::size_t i) {
+  const unsigned workers = bytes >= 4 * kItem ? worker_count(items, 1e9) : 1;
+  parallel_items(items, workers, [&](unsigned, std::size_t i) {
     const std::size_t off = i * kItem;
     std::memcpy(dst + off, src + off, std::min(kItem, bytes - off));
   });

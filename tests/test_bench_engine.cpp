@@ -1,13 +1,15 @@
-// The benchmark engine (core/bench.h) that `attnlab bench` and the viewer's Performance view share:
+// The benchmark engine (engine/bench.h) that `attnlab bench` and the viewer's Performance view share:
 // the plan lists every combination in list order with the baseline row beside its staged case,
 // the FLOP and byte rules, a small CPU sweep timed and checked against fp64 with CUDA cases
 // skipped with the registry's reason where no device answers, the case hooks before and after
 // every case, bench's CSV columns, Cancel between cases and between repetitions (a repetition is
 // timed whole or not at all), the list parsing both faces use, and the machine probes.
 #include "core/backend.h"
-#include "core/bench.h"
+#include "engine/bench.h"
 #include "core/problem.h"
 #include "cpu/cpu_backend.h"
+#include "engine/registry.h"
+#include "engine/bench_report.h"
 
 #include <gtest/gtest.h>
 

@@ -12,6 +12,7 @@
 #include "core/backend.h"
 #include "kernels/tile_config.h"
 #include "tests/test_util.h"
+#include "engine/registry.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

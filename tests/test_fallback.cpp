@@ -10,6 +10,7 @@
 #include "core/backend.h"
 #include "cpu/cpu_backend.h"
 #include "tests/test_util.h"
+#include "engine/registry.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -7,6 +7,7 @@
 #include "core/patterns.h"
 #include "core/problem.h"
 #include "tests/test_util.h"
+#include "engine/registry.h"
 
 #include <gtest/gtest.h>
 

@@ -202,7 +202,8 @@ inline void PrintTo(Variant v, std::ostream* os) { *os << to_string(v); }
 inline void PrintTo(Precision p, std::ostream* os) { *os << to_string(p); }
 }  // namespace attnlab
 
-// A GPU test's first line: without a device it SKIPs visibly with the reason, never passes.
+// A GPU test's first line: without a device it SKIPs visibly with the reason, never passes
+// (cuda_available is engine/registry.h's: the test includes it).
 #define ATTNLAB_REQUIRE_CUDA()                                             \
   do {                                                                     \
     std::string attnlab_reason_;                                           \

@@ -3,9 +3,11 @@
 #include "viewer/controller.h"
 
 #include "core/format.h"
+#include "core/memory.h"
 #include "core/inputs.h"
 #include "core/messages.h"
 #include "cpu/cpu_backend.h"
+#include "engine/registry.h"
 
 #include <algorithm>
 #include <charconv>

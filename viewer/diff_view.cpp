@@ -3,7 +3,7 @@
 
 #include "core/format.h"
 #include "core/messages.h"
-#include "cpu/parallel.h"
+#include "core/parallel.h"
 #include "viewer/controller.h"
 #include "viewer/strings.h"
 
@@ -161,7 +161,7 @@ DiffMap diff_map(const float* a, const float* b, int rows, int cols, const float
   constexpr int kBlockRows = 64;
   const std::size_t blocks = static_cast<std::size_t>((rows + kBlockRows - 1) / kBlockRows);
   float* d = m.d.data();
-  cpu::parallel_items(blocks, cpu::worker_count(blocks, 4.0 * rows * cols), [&](unsigned, std::size_t blk) {
+  parallel_items(blocks, worker_count(blocks, 4.0 * rows * cols), [&](unsigned, std::size_t blk) {
     const int r1 = std::min(rows, static_cast<int>(blk + 1) * kBlockRows);
     for (int r = static_cast<int>(blk) * kBlockRows; r < r1; ++r)
       for (int c = 0; c < cols; ++c) {
@@ -214,7 +214,7 @@ std::vector<Change> top_changes(const DiffMap& m, const float* a, const float* b
   const std::size_t cells = m.d.size(), blocks = (cells + kBlock - 1) / kBlock;
   std::vector<std::vector<int>> parts(blocks);
   if (keep > 0)
-    cpu::parallel_items(blocks, cpu::worker_count(blocks, 2.0 * static_cast<double>(cells)), [&](unsigned, std::size_t blk) {
+    parallel_items(blocks, worker_count(blocks, 2.0 * static_cast<double>(cells)), [&](unsigned, std::size_t blk) {
       std::vector<int>& best = parts[blk];
       const std::size_t end = std::min(cells, (blk + 1) * kBlock);
       for (std::size_t i = blk * kBlock; i < end; ++i)
@@ -233,8 +233,8 @@ std::vector<PooledCell> pool_signed(const DiffMap& m, const AxisMap& rmap, const
   // magnitude (the positive one on ties); a block of masked cells only is masked.
   const int out_h = rmap.size(), out_w = cmap.size();
   std::vector<PooledCell> out(static_cast<std::size_t>(out_h) * out_w);
-  cpu::parallel_items(static_cast<std::size_t>(out_h),
-                      cpu::worker_count(static_cast<std::size_t>(out_h), 2.0 * static_cast<double>(m.d.size())),
+  parallel_items(static_cast<std::size_t>(out_h),
+                      worker_count(static_cast<std::size_t>(out_h), 2.0 * static_cast<double>(m.d.size())),
                       [&](unsigned, std::size_t py) {
                         std::vector<float> hi(out_w, -std::numeric_limits<float>::infinity());
                         std::vector<float> lo(out_w, std::numeric_limits<float>::infinity());

@@ -6,6 +6,7 @@
 #include "viewer/heatmap.h"
 #include "viewer/pooling.h"
 #include "viewer/strings.h"
+#include "engine/registry.h"
 
 #include <algorithm>
 #include <cmath>

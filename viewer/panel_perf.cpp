@@ -5,13 +5,15 @@
 // tooltip of the exact figures, and a legend with every skipped N and its reason. The view spans
 // the centre and the right column (a chart wants the width). Its logic (series, axes, ticks,
 // ranges, roofline placement, the sweep's thread) is viewer/perf_view.h; the numbers come from
-// core/bench.h, the engine of `attnlab bench`.
+// engine/bench.h, the engine of `attnlab bench`.
 #include "viewer/ui_common.h"
 
 #include "core/backend.h"
 #include "core/format.h"
+#include "core/memory.h"
 #include "viewer/perf_view.h"
 #include "viewer/strings.h"
+#include "engine/registry.h"
 
 #include <imgui.h>
 

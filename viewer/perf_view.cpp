@@ -4,6 +4,8 @@
 
 #include "core/backend.h"
 #include "core/format.h"
+#include "engine/registry.h"
+#include "engine/bench_report.h"
 
 #include <algorithm>
 #include <chrono>

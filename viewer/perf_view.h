@@ -1,5 +1,5 @@
 // The Performance view's logic (--view perf), free of SDL and ImGui so that it is unit-tested:
-//   - the sweep it runs: a bench::Spec (core/bench.h, the engine `attnlab bench` runs) edited by
+//   - the sweep it runs: a bench::Spec (engine/bench.h, the engine `attnlab bench` runs) edited by
 //     the view's controls or given by the --perf-* flags; the N list as a list or a doubling range
 //   - PerfRun: the sweep on its own std::thread (the UI stays live), its progress (case in
 //     flight, cases done, an estimate of the time left), Cancel (the engine stops after the
@@ -13,7 +13,7 @@
 // panel_perf.cpp draws it.
 #pragma once
 
-#include "core/bench.h"
+#include "engine/bench.h"
 
 #include <atomic>
 #include <cstddef>

@@ -1,7 +1,7 @@
 // The precision view's logic (see precision_view.h).
 #include "viewer/precision_view.h"
 
-#include "cpu/parallel.h"
+#include "core/parallel.h"
 
 #include "viewer/controller.h"
 
@@ -122,7 +122,7 @@ ErrorMap error_map(const float* x, const double* ref, int rows, int cols, const 
   const int blocks = (rows + kBlockRows - 1) / kBlockRows;
   std::vector<Part> parts(static_cast<std::size_t>(std::max(blocks, 0)));
   const double cells = static_cast<double>(rows) * cols;
-  cpu::parallel_items(parts.size(), cpu::worker_count(parts.size(), 20 * cells), [&](unsigned, std::size_t b) {
+  parallel_items(parts.size(), worker_count(parts.size(), 20 * cells), [&](unsigned, std::size_t b) {
     // Locals, not the Part's fields, in the loop: the compiler keeps them in registers.
     Part pt;
     float* err = m.err.data();

@@ -6,6 +6,7 @@
 #include "core/verify.h"
 #include "cpu/cpu_backend.h"
 #include "tests/test_util.h"
+#include "engine/registry.h"
 
 #include <gtest/gtest.h>
 

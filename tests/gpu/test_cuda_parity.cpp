@@ -11,6 +11,7 @@
 #include "cpu/cpu_backend.h"
 #include "tests/test_util.h"
 
+#include "engine/registry.h"
 #ifdef ATTNLAB_HAVE_CUDA
 #include "kernels/cuda_backend.h"
 #endif

@@ -10,6 +10,7 @@
 #include "cpu/cpu_backend.h"
 #include "tests/test_util.h"
 
+#include "engine/registry.h"
 #ifdef ATTNLAB_HAVE_CUDA
 #include "kernels/fused.h"
 #include "kernels/tile_config.h"

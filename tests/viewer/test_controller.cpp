@@ -11,6 +11,7 @@
 #include "viewer/controller.h"
 #include "viewer/playback.h"
 #include "viewer/state_dump.h"
+#include "engine/registry.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -11,6 +11,7 @@
 #include "viewer/diff_view.h"
 #include "viewer/pooling.h"
 #include "viewer/state_dump.h"
+#include "engine/registry.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -8,11 +8,12 @@
 // CSV and a picture that is not blank, and its fused points are faster than its staged ones at
 // N=1024; every chart renders; an all-skipped sweep exits 0 with the reason in the CSV; a bad list
 // value exits 2 with one error line.
-#include "core/bench.h"
+#include "engine/bench.h"
 #include "tests/test_util.h"
 #include "viewer/options.h"
 #include "viewer/perf_view.h"
 #include "viewer/png_io.h"
+#include "engine/bench_report.h"
 
 #include <gtest/gtest.h>
 

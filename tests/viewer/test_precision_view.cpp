@@ -9,6 +9,7 @@
 #include "viewer/controller.h"
 #include "viewer/precision_view.h"
 #include "viewer/state_dump.h"
+#include "engine/registry.h"
 
 #include <gtest/gtest.h>
 

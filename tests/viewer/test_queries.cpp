@@ -7,6 +7,7 @@
 #include "tests/viewer/viewer_test_util.h"
 #include "viewer/controller.h"
 #include "viewer/options.h"
+#include "engine/registry.h"
 
 #include <gtest/gtest.h>
 

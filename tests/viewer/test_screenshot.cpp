@@ -11,6 +11,7 @@
 #include "heads_test_bundle.h"
 #include "tests/test_util.h"
 #include "viewer/png_io.h"
+#include "engine/registry.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

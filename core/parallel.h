@@ -1,4 +1,5 @@
-// The CPU backend's thread pool in one function: work items handed out through an atomic counter
+// The host thread pool in one function (the CPU backend, the CUDA backend's host copies, the
+// benchmark probes and the viewer's maps): work items handed out through an atomic counter
 // to one thread per core (the calling thread is one of them), so uneven items (causal rows, the
 // last short block) still spread over the cores. An exception in any worker (std::bad_alloc
 // included) stops the others at their next item and is rethrown as it was, after the join.
@@ -11,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-namespace attnlab::cpu {
+namespace attnlab {
 
 // Threads worth starting for `items` work items of `flops` floating-point operations in all:
 // below ~2 MFLOP a thread start costs more than it saves.
@@ -50,4 +51,4 @@ void parallel_items(std::size_t items, unsigned workers, Body&& body) {
   }
 }
 
-}  // namespace attnlab::cpu
+}  // namespace attnlab

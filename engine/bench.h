@@ -14,7 +14,7 @@
 //          query rows of head 0, spread evenly, recomputed in double
 // Also here: the machine probes the numbers are read against (a single-thread host copy, an
 // all-core host copy and an Eigen SGEMM on the CPU; cuBLAS SGEMM and the device copy on CUDA)
-// and the CSV rendering both faces write.
+// (the reports both faces write are engine/bench_report.h's).
 #pragma once
 
 #include "core/types.h"
@@ -128,12 +128,6 @@ struct Outcome {
 // reason (skip_reason, does not fit, out of host memory), or failed (device error).
 Outcome run_sweep(std::vector<Result>& results, const Spec& s, bool cuda_ok,
                   const std::string& cuda_reason, const Hooks& hooks = {});
-
-// ---- rendering ---------------------------------------------------------------------------------
-// bench's CSV: one row per case, the columns
-// backend,variant,precision,mask,heads,n,d,status,median_ms,min_ms,max_ms,tflops,gbs,
-// min_bytes,moved_bytes,peak_bytes,rel_err,reference,reason
-std::string render_csv(const std::vector<Result>& results);
 
 // ---- the machine -------------------------------------------------------------------------------
 // "<model name> (<threads> threads)" from /proc/cpuinfo.

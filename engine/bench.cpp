@@ -1,19 +1,21 @@
 // The benchmark engine (see bench.h): the sweep's cases, their rules, the loop that times them with
-// the backends' bench() and checks them against fp64, the CSV, and the machine probes. Moved here
+// the backends' bench() and checks them against fp64, and the machine probes. Moved here
 // from cli/cmd_bench.cpp so that `attnlab bench` and the viewer's Performance view run the same
-// code; the CLI keeps only its options, its table and JSON.
+// code; the reports are bench_report.cpp's, the CLI keeps only its options.
 #include "core/gcc12_avx512.h"  // first: see there
 
-#include "core/bench.h"
+#include "engine/bench.h"
 
 #include "core/backend.h"
 #include "core/format.h"
+#include "core/memory.h"
 #include "core/problem.h"
 #include "core/stats.h"
 #include "core/verify.h"
 #include "cpu/cpu_backend.h"
-#include "cpu/parallel.h"
+#include "core/parallel.h"
 #include "kernels/tile_config.h"  // plain C++: the bf16 kernel's head dims
+#include "engine/registry.h"
 #ifdef ATTNLAB_HAVE_CUDA
 #include "kernels/cublas_probe.h"
 #include "kernels/cuda_backend.h"
@@ -202,7 +204,7 @@ double timed_copy(unsigned threads) {
   // Each slice is first written by the thread that will copy it (first touch puts its pages on
   // that thread's memory node).
   const auto each = [&](auto&& body) {
-    cpu::parallel_items(threads, threads, [&](unsigned, std::size_t item) {
+    parallel_items(threads, threads, [&](unsigned, std::size_t item) {
       const std::size_t lo = item * slice, len = item + 1 == threads ? kHostCopyBytes - lo : slice;
       body(lo, len);
     });
@@ -460,25 +462,6 @@ Outcome run_sweep(std::vector<Result>& results, const Spec& a, bool cuda_ok,
   return out;
 }
 
-std::string render_csv(const std::vector<Result>& results) {
-  std::ostringstream o;
-  o << "backend,variant,precision,mask,heads,n,d,status,median_ms,min_ms,max_ms,tflops,gbs,"
-       "min_bytes,moved_bytes,peak_bytes,rel_err,reference,reason\n";
-  for (const auto& r : results) {
-    o << r.c.backend << ',' << r.c.variant << ',' << r.c.precision << ',' << r.c.mask << ','
-      << r.c.heads << ',' << r.c.n << ',' << r.c.d << ',';
-    if (r.ran) {
-      o << (r.inaccurate ? "inaccurate," : "ok,") << format_number("%.6g", r.median_ms) << ',' << format_number("%.6g", r.min_ms) << ','
-        << format_number("%.6g", r.max_ms) << ',' << format_number("%.6g", r.tflops) << ',' << format_number("%.6g", r.gbs)
-        << ',' << format_number("%.0f", r.min_bytes) << ',' << format_number("%.0f", r.moved_bytes) << ','
-        << r.peak_bytes << ',' << format_number("%.3e", r.rel_err) << ',' << csv_field(r.reference) << ",\n";
-    } else {
-      o << "skipped,,,,,,,,,,," << csv_field(r.reason) << '\n';
-    }
-  }
-  return o.str();
-}
-
 std::string host_cpu() {
   std::ifstream f("/proc/cpuinfo");
   std::string line;
@@ -514,7 +497,7 @@ double cpu_sgemm_probe_gflops() {
   MatrixF c = MatrixF::Zero(n, n);
   const int rows = (n + static_cast<int>(threads) - 1) / static_cast<int>(threads);
   const auto gemm = [&] {
-    cpu::parallel_items(threads, threads, [&](unsigned, std::size_t item) {
+    parallel_items(threads, threads, [&](unsigned, std::size_t item) {
       const int r0 = static_cast<int>(item) * rows, r1 = std::min(n, r0 + rows);
       if (r0 < r1) c.middleRows(r0, r1 - r0).noalias() = a.middleRows(r0, r1 - r0) * b;
     });

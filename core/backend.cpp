@@ -1,64 +1,11 @@
-// The backend registry: which backends this build offers, "auto" = CUDA when a device answers,
-// else the CPU; and the one place where a CUDA failure under "auto" becomes a CPU run with one
-// line on stderr.
+// What every backend shares beside the interface (see core/backend.h): the names and presence of
+// the stages a trace brings back, and the check of a streaming request.
 #include "core/backend.h"
-#include "cpu/cpu_backend.h"
 
-#ifdef ATTNLAB_HAVE_CUDA
-#include "kernels/cuda_backend.h"
-#endif
-
-#include <iostream>
+#include <string>
+#include <vector>
 
 namespace attnlab {
-
-bool cuda_available(std::string* reason) {
-#ifdef ATTNLAB_HAVE_CUDA
-  return cuda::device_available(reason);
-#else
-  if (reason) *reason = "attnlab was built without CUDA";
-  return false;
-#endif
-}
-
-void check_backend_name(const std::string& name) {
-  if (name != "auto" && name != "cpu" && name != "cuda")
-    throw InputError("unknown backend '" + name + "' (use auto, cpu or cuda)");
-}
-
-std::unique_ptr<Backend> make_backend(const std::string& name) {
-  check_backend_name(name);
-  if (name == "cpu") return make_cpu_backend();
-  if (name == "cuda") {
-#ifdef ATTNLAB_HAVE_CUDA
-    return cuda::make_backend();
-#else
-    throw NoDeviceError("no CUDA device: attnlab was built without CUDA");
-#endif
-  }
-  if (cuda_available()) return make_backend("cuda");  // "auto"
-  return make_cpu_backend();
-}
-
-void run_backend_into(const std::string& name, const Problem& p, const RunOptions& opt, Trace& out) {
-  std::unique_ptr<Backend> backend = make_backend(name);
-  if (name != "auto" || backend->name() == "cpu") return backend->run_into(p, opt, out);
-  try {
-    return backend->run_into(p, opt, out);
-  } catch (const DeviceError& e) {
-    std::cerr << "attnlab: CUDA failed (" << e.what() << "); falling back to the CPU\n";
-  } catch (const ResourceError& e) {
-    std::cerr << "attnlab: CUDA refused the problem (" << e.what() << "); falling back to the CPU\n";
-  }
-  // The CPU runs the requested precision (bf16 included: the CUDA bf16 kernel's arithmetic).
-  make_cpu_backend()->run_into(p, opt, out);
-}
-
-Trace run_backend(const std::string& name, const Problem& p, const RunOptions& opt) {
-  Trace t;
-  run_backend_into(name, p, opt, t);
-  return t;
-}
 
 namespace {
 

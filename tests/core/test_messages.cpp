@@ -6,7 +6,8 @@
 #include "core/messages.h"
 #include "core/problem.h"
 #include "core/format.h"
-#include "test_util.h"
+#include "core/memory.h"
+#include "tests/test_util.h"
 
 #include <gtest/gtest.h>
 
