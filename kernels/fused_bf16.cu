@@ -111,21 +111,6 @@ __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi, float& su
   return packed;
 }
 
-// ROWS x D bf16 rows from global (row stride D) into shared (row stride RS), 16 bytes a thread.
-template <int ROWS, int D, int THREADS>
-__device__ __forceinline__ void load_tile_async(std::uint16_t* dst, const std::uint16_t* src,
-                                                int rows_valid) {
-  constexpr int chunks = D / 8;
-  constexpr int RS = D + 8;
-  for (int idx = threadIdx.x; idx < ROWS * chunks; idx += THREADS) {
-    const int row = idx / chunks;
-    const int c = idx % chunks;
-    const bool valid = row < rows_valid;
-    const std::uint16_t* g = valid ? src + static_cast<std::size_t>(row) * D + c * 8 : src;
-    cp_async16(dst + row * RS + c * 8, g, valid);
-  }
-}
-
 // q, k, v (heads*n | heads*m, D) bf16 bits; o (heads*n, D) fp32.
 // Grid: heads * ceil(n / BQ) blocks of 32 * WARPS threads; block b: head b % heads, query tile
 // (tiles - 1 - b / heads), heaviest causal tiles first. `scale_log2` = log2(e) / (sqrt(D) T).
@@ -164,10 +149,10 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   const int row0 = warp_row0 + g;
   const int row1 = row0 + 8;
 
-  load_tile_async<kBQ, D, kThreads>(Qs, qh, min(kBQ, n - q0));
+  // Q: whole rows of D bf16, each into a row of RS; then key tile 0.
+  cp_async_tile<kBQ, D, RS, kThreads>(Qs, qh, D, min(kBQ, n - q0), D);
   cp_async_commit();
-  load_tile_async<kBK, D, kThreads>(Ks, kh, min(kBK, m));
-  load_tile_async<kBK, D, kThreads>(Vs, vh, min(kBK, m));
+  cp_async_kv_tile<kBK, D, RS, kThreads>(Ks, Vs, kh, vh, 0, m, D, D);
   cp_async_commit();
   cp_async_wait<1>();  // Q has landed (K/V tile 0 may still be in flight)
   __syncthreads();
@@ -212,19 +197,12 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   for (int kt = 0; kt < k_tiles; ++kt) {
     const int k0 = kt * kBK;
     const int buf = kt & 1;
-    if (kt + 1 < k_tiles) {
+    cp_async_next_tile(kt + 1 < k_tiles, [=] {
       // The other buffer was last read in iteration kt-1, which ended with a barrier.
-      const int k1 = k0 + kBK;
-      load_tile_async<kBK, D, kThreads>(Ks + (buf ^ 1) * T::kv_elems,
-                                        kh + static_cast<std::size_t>(k1) * D, min(kBK, m - k1));
-      load_tile_async<kBK, D, kThreads>(Vs + (buf ^ 1) * T::kv_elems,
-                                        vh + static_cast<std::size_t>(k1) * D, min(kBK, m - k1));
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
+      cp_async_kv_tile<kBK, D, RS, kThreads>(Ks + (buf ^ 1) * T::kv_elems,
+                                             Vs + (buf ^ 1) * T::kv_elems, kh, vh, k0 + kBK, m,
+                                             D, D);
+    });
 
     // A causal key tile that starts after this warp's last row is fully masked for the warp.
     const bool skip = causal && k0 > warp_row0 + 16 * MT - 1;

@@ -58,22 +58,6 @@ struct Tf32Tile {
   static constexpr std::size_t smem_bytes = (q_elems + 4 * kv_elems) * sizeof(float);
 };
 
-// ROWS x D floats from global (rows of `cols` valid floats, stride ld) into shared (stride D + 4),
-// 16 bytes a thread; rows past rows_valid and columns past cols become 0.
-template <int ROWS, int D, int THREADS>
-__device__ __forceinline__ void load_tile_async(float* dst, const float* src, int rows_valid,
-                                                int cols, int ld) {
-  constexpr int chunks = D / 4;
-  constexpr int RS = D + 4;
-  for (int idx = threadIdx.x; idx < ROWS * chunks; idx += THREADS) {
-    const int row = idx / chunks;
-    const int c = idx % chunks;
-    const bool valid = row < rows_valid && 4 * c < cols;
-    const float* g = valid ? src + static_cast<std::size_t>(row) * ld + 4 * c : src;
-    cp_async16(dst + row * RS + 4 * c, g, valid);
-  }
-}
-
 // The warp's Q fragments for dim chunk kc, split, from shared memory (rows of the warp first).
 template <int RS>
 __device__ __forceinline__ void q_fragment(const float* Qw, int lane, int kc,
@@ -120,10 +104,10 @@ __global__ void __launch_bounds__(WARPS * 32)
   const int row1 = warp_row0 + tf32::acc_row(lane, 2);    // and (elements 2, 3)
   const float* Qw = Qs + warp * 16 * RS;
 
-  load_tile_async<kBQ, D, kThreads>(Qs, qh, min(kBQ, n - q0), dk, dk);
+  // Q: rows of dk floats, each into a row of RS (dims past dk are 0); then key tile 0.
+  cp_async_tile<kBQ, D, RS, kThreads>(Qs, qh, dk, min(kBQ, n - q0), dk);
   cp_async_commit();
-  load_tile_async<kBK, D, kThreads>(Ks, kh, min(kBK, m), dk, dk);
-  load_tile_async<kBK, D, kThreads>(Vs, vh, min(kBK, m), dv, dv);
+  cp_async_kv_tile<kBK, D, RS, kThreads>(Ks, Vs, kh, vh, 0, m, dk, dv);
   cp_async_commit();
   cp_async_wait<1>();  // Q has landed (K/V tile 0 may still be in flight)
   __syncthreads();
@@ -146,21 +130,12 @@ __global__ void __launch_bounds__(WARPS * 32)
   for (int kt = 0; kt < k_tiles; ++kt) {
     const int k0 = kt * kBK;
     const int buf = kt & 1;
-    if (kt + 1 < k_tiles) {
+    cp_async_next_tile(kt + 1 < k_tiles, [=] {
       // The other buffer was last read in iteration kt-1, which ended with a barrier.
-      const int k1 = k0 + kBK;
-      load_tile_async<kBK, D, kThreads>(Ks + (buf ^ 1) * T::kv_elems,
-                                        kh + static_cast<std::size_t>(k1) * dk, min(kBK, m - k1),
-                                        dk, dk);
-      load_tile_async<kBK, D, kThreads>(Vs + (buf ^ 1) * T::kv_elems,
-                                        vh + static_cast<std::size_t>(k1) * dv, min(kBK, m - k1),
-                                        dv, dv);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
+      cp_async_kv_tile<kBK, D, RS, kThreads>(Ks + (buf ^ 1) * T::kv_elems,
+                                             Vs + (buf ^ 1) * T::kv_elems, kh, vh, k0 + kBK, m,
+                                             dk, dv);
+    });
 
     // A causal key tile that starts after this warp's last row is fully masked for the warp; a
     // warp whose rows are all past n (the last query tile) has nothing to compute.

@@ -49,7 +49,10 @@ struct TcGemm {
 };
 
 // ROWS x COLS floats from global (stride ld; rows_valid rows and cols_valid columns hold data)
-// into shared (stride RS); the rest of the tile becomes 0.
+// into shared (stride RS); the rest of the tile becomes 0. The cp.async branch issues the same
+// copies as cp_async_tile (kernels/async_copy.cuh) but computes the addresses in another order;
+// through cp_async_tile ptxas schedules qk_tc and pv_tc differently (same instructions, other
+// order and registers), so this loop stays and their machine code stays as it was.
 template <int ROWS, int COLS, int RS, int THREADS>
 __device__ __forceinline__ void tc_load_tile(float* dst, const float* src, int ld, int rows_valid,
                                              int cols_valid, bool vec) {
@@ -112,21 +115,17 @@ __device__ __forceinline__ void tc_gemm_tile(const float* a, int lda, const floa
                                                 b + static_cast<std::size_t>(k0) * ldb, ldb,
                                                 k_end - k0, n_valid, vec);
     }
-    cp_async_commit();
   };
 
   const int slices = (k_end + BK - 1) / BK;
-  if (slices > 0) load_slice(0, 0);
+  if (slices > 0) {
+    load_slice(0, 0);
+    cp_async_commit();
+  }
   for (int s = 0; s < slices; ++s) {
     const int buf = s & 1;
-    if (s + 1 < slices) {
-      // The other buffer was last read in slice s - 1, which ended with a barrier.
-      load_slice(s + 1, buf ^ 1);
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
+    // The other buffer was last read in slice s - 1, which ended with a barrier.
+    cp_async_next_tile(s + 1 < slices, [=] { load_slice(s + 1, buf ^ 1); });
 
     const float* At = As + buf * G::a_floats + warp_m * G::WM * RSA;
     const float* Bt = Bs + buf * G::b_floats;

@@ -1,6 +1,7 @@
 // Stage 4 of the staged chain: O = P V, per head (P = the attention weights).
 // Two versions, chosen by ATTNLAB_STAGED_CONFIG at every launch (kernels/tile_config.h):
-//   0 (default) shared-memory tiled, register-blocked, fp32 FMA on CUDA cores. Each block
+//   0 (default) shared-memory tiled, register-blocked, fp32 FMA on CUDA cores
+//     (kernels/gemm_tiled.cuh, the loop shared with kernels/qk.cu). Each block
 //     computes a 128 x BN tile of O (BN = 64 for d_v <= 64, else 128) walking the key axis in
 //     slices of 16; each thread accumulates an 8 x (BN / 16) sub-tile in registers.
 //   1, 2 the same block tiles on tensor cores in 3xTF32 (kernels/gemm_tf32.cuh: 8 warps of
@@ -15,6 +16,7 @@
 // the edges and stores are guarded.
 #include "kernels/cuda_check.h"
 #include "kernels/gemm_tf32.cuh"
+#include "kernels/gemm_tiled.cuh"
 #include "kernels/launch.h"
 #include "kernels/stages.h"
 #include "kernels/tile_config.h"
@@ -26,101 +28,44 @@
 namespace attnlab::cuda {
 namespace {
 
-constexpr int kBM = 128;  // query rows per block
-constexpr int kBK = 16;   // keys per shared-memory slice
-constexpr int kTM = 8;    // rows per thread
-constexpr int kThreads = 256;
-constexpr int kPad = 4;   // see qk.cu: keeps float4 alignment, 2-way instead of 16-way conflicts
+constexpr int kBM = 128;  // query rows per block, in both versions
+// Version 0: each block a 128 x BN tile of O, 16 keys a slice, each thread 8 x TN (TN / 4 float4
+// groups of columns, 64 apart).
+template <int BN, int TN>
+using PvTiled = TiledGemm<kBM, BN, 16, 8, TN>;
 constexpr int kMaxGridZ = 65535;
+
+// Writes O as it is.
+struct PvStore {
+  float* o;
+
+  // v holds the four outputs at offsets at .. at + 3 of o.
+  __device__ __forceinline__ void store4(std::size_t at, const float* v) const {
+    *reinterpret_cast<float4*>(o + at) = make_float4(v[0], v[1], v[2], v[3]);
+  }
+  // x is the output at offset at of o.
+  __device__ __forceinline__ void store1(std::size_t at, float x) const { o[at] = x; }
+};
 
 // p is (n, m) and v is (m, d_v) for head blockIdx.z (pointers at head 0 of this launch);
 // o is (n, d_v) per head. BN output columns per block, TN per thread (TN / 4 float4 groups).
+// P loads with KAlongRows (keys along its rows), V with KAlongCols (keys down its columns).
 // Two blocks per multiprocessor (<= 128 registers a thread) keep 16 warps in flight to hide the
 // shared-memory and global latencies; the 128-wide version would otherwise take ~157 registers.
 template <int BN, int TN>
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(PvTiled<BN, TN>::kThreads, 2)
     pv_tiled(const float* __restrict__ p, const float* __restrict__ v, float* __restrict__ o,
              int n, int m, int d_v, bool causal) {
-  constexpr int kThreadsX = BN / TN;
-  constexpr int kGroupStride = kThreadsX * 4;
-  static_assert((kBM / kTM) * kThreadsX == kThreads, "one thread per sub-tile");
-  static_assert(kBM * kBK % kThreads == 0 && BN * kBK % kThreads == 0, "whole loads per thread");
-
-  __shared__ __align__(16) float ps[kBK][kBM + kPad];  // transposed: ps[kk][row]
-  __shared__ __align__(16) float vs[kBK][BN + kPad];   // as in memory: vs[kk][col]
-
+  using G = PvTiled<BN, TN>;
   const std::size_t head = blockIdx.z;
-  const int row0 = blockIdx.y * kBM;
-  const int col0 = blockIdx.x * BN;
-  const float* ph = p + head * n * m;
-  const float* vh = v + head * m * d_v;
-  const int tid = threadIdx.x;
-  const int tx = tid % kThreadsX;
-  const int ty = tid / kThreadsX;
+  const int row0 = blockIdx.y * G::BM;
+  const int col0 = blockIdx.x * G::BN;
   // Causal (n == m): row r has weight 0 for every key > r, so no key past the block's last row
   // contributes.
-  const int k_end = causal ? std::min(m, row0 + kBM) : m;
-
-  float acc[kTM][TN] = {};
-
-  for (int k0 = 0; k0 < k_end; k0 += kBK) {
-#pragma unroll
-    for (int l = 0; l < kBM * kBK / kThreads; ++l) {
-      const int idx = tid + l * kThreads;
-      const int r = idx / kBK, kk = idx % kBK;
-      const int gr = row0 + r, gk = k0 + kk;
-      ps[kk][r] = (gr < n && gk < k_end) ? ph[static_cast<std::size_t>(gr) * m + gk] : 0.f;
-    }
-#pragma unroll
-    for (int l = 0; l < BN * kBK / kThreads; ++l) {
-      const int idx = tid + l * kThreads;
-      const int kk = idx / BN, c = idx % BN;
-      const int gk = k0 + kk, gc = col0 + c;
-      vs[kk][c] = (gk < k_end && gc < d_v) ? vh[static_cast<std::size_t>(gk) * d_v + gc] : 0.f;
-    }
-    __syncthreads();
-
-#pragma unroll
-    for (int kk = 0; kk < kBK; ++kk) {
-      float a[kTM], b[TN];
-#pragma unroll
-      for (int i = 0; i < kTM; i += 4) {
-        const float4 t = *reinterpret_cast<const float4*>(&ps[kk][ty * kTM + i]);
-        a[i] = t.x, a[i + 1] = t.y, a[i + 2] = t.z, a[i + 3] = t.w;
-      }
-#pragma unroll
-      for (int g = 0; g < TN / 4; ++g) {
-        const float4 t = *reinterpret_cast<const float4*>(&vs[kk][g * kGroupStride + tx * 4]);
-        b[g * 4] = t.x, b[g * 4 + 1] = t.y, b[g * 4 + 2] = t.z, b[g * 4 + 3] = t.w;
-      }
-#pragma unroll
-      for (int i = 0; i < kTM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-    }
-    // The next slice overwrites the tiles other threads may still be reading.
-    __syncthreads();
-  }
-
-  const bool vec = (d_v % 4) == 0;  // rows start 16-byte aligned, so float4 stores are legal
-#pragma unroll
-  for (int i = 0; i < kTM; ++i) {
-    const int gr = row0 + ty * kTM + i;
-    if (gr >= n) break;
-    const std::size_t base = (head * n + gr) * static_cast<std::size_t>(d_v);
-#pragma unroll
-    for (int g = 0; g < TN / 4; ++g) {
-      const int c = col0 + g * kGroupStride + tx * 4;
-      const float* r = &acc[i][g * 4];
-      if (vec && c < d_v) {
-        *reinterpret_cast<float4*>(o + base + c) = make_float4(r[0], r[1], r[2], r[3]);
-      } else {
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          if (c + j < d_v) o[base + c + j] = r[j];
-      }
-    }
-  }
+  const int k_end = causal ? std::min(m, row0 + G::BM) : m;
+  tiled_gemm<G>(KAlongRows{p + head * n * m, m, row0, n},
+                KAlongCols{v + head * m * d_v, d_v, col0, d_v}, k_end, head, row0, col0, n, d_v,
+                PvStore{o});
 }
 
 template <int BN>
@@ -171,8 +116,8 @@ void launch_pv_tiles(const float* p, const float* v, float* o, int heads, int n,
       pv_tc<BN, MINB><<<grid, G::kThreads, G::smem_bytes, stream>>>(
           p + h * n * m, v + h * m * d_v, o + h * n * d_v, n, m, d_v, causal, vec);
     } else {
-      pv_tiled<BN, TN><<<grid, kThreads, 0, stream>>>(p + h * n * m, v + h * m * d_v,
-                                                      o + h * n * d_v, n, m, d_v, causal);
+      pv_tiled<BN, TN><<<grid, PvTiled<BN, TN>::kThreads, 0, stream>>>(
+          p + h * n * m, v + h * m * d_v, o + h * n * d_v, n, m, d_v, causal);
     }
     ATTNLAB_CUDA_CHECK(cudaGetLastError());
   }

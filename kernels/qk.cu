@@ -1,7 +1,8 @@
 // Stage 1 of the staged chain: raw scores S = Q K^T and scaled scores S / sqrt(d_k), per head.
 // Two versions, chosen by ATTNLAB_STAGED_CONFIG at every launch (kernels/tile_config.h):
 //   0 (default) shared-memory tiled, register-blocked (each block a 128 x 128 tile of S, each
-//     thread an 8 x 8 sub-tile accumulated in registers), fp32 FMA on CUDA cores.
+//     thread an 8 x 8 sub-tile accumulated in registers), fp32 FMA on CUDA cores
+//     (kernels/gemm_tiled.cuh, the loop shared with kernels/pv.cu).
 //   1 the same 128 x 128 block tiles on tensor cores in 3xTF32 (kernels/gemm_tf32.cuh: 8 warps of
 //     64 x 32, k in slices of 32 through double-buffered shared memory), fp32-accurate. At
 //     N = 16384, d = 64 the CUDA-core version needs about as long for its FMAs as for writing the
@@ -19,6 +20,7 @@
 // but never read back. Any n, m, d_k: tiles are zero-filled past the edges and stores are guarded.
 #include "kernels/cuda_check.h"
 #include "kernels/gemm_tf32.cuh"
+#include "kernels/gemm_tiled.cuh"
 #include "kernels/launch.h"
 #include "kernels/stages.h"
 #include "kernels/tile_config.h"
@@ -30,108 +32,43 @@
 namespace attnlab::cuda {
 namespace {
 
-constexpr int kBM = 128;  // query rows per block
-constexpr int kBN = 128;  // keys per block
-constexpr int kBK = 16;   // d_k slice per shared-memory tile
-constexpr int kTM = 8;    // rows per thread
-constexpr int kTN = 8;    // columns per thread, as kTN / 4 float4 groups
-constexpr int kThreadsX = kBN / kTN;                // 16
-constexpr int kThreads = (kBM / kTM) * kThreadsX;   // 256
-constexpr int kGroupStride = kThreadsX * 4;         // 64: column distance between a thread's groups
-// One float4 of padding per shared row keeps float4 alignment and turns the transposing stores
-// (consecutive threads write consecutive k, i.e. rows kBM apart) from 16-way into 2-way conflicts.
-constexpr int kPad = 4;
+// Version 0: each block a 128 x 128 tile of S, 16 k a slice, each thread 8 x 8 (two float4
+// groups of columns, 64 apart).
+using QkTiled = TiledGemm<128, 128, 16, 8, 8>;
 constexpr int kMaxGridZ = 65535;
 
-static_assert(kBM * kBK % kThreads == 0 && kBN * kBK % kThreads == 0, "whole loads per thread");
-static_assert(kTN % 4 == 0, "columns are handled as float4 groups");
+// Writes each result twice: the raw score and the scaled one, scores / sqrt_dk.
+struct QkStore {
+  float* scores;
+  float* scaled;
+  float sqrt_dk;
+
+  // v holds the four scores at offsets at .. at + 3 of scores and scaled.
+  __device__ __forceinline__ void store4(std::size_t at, const float* v) const {
+    *reinterpret_cast<float4*>(scores + at) = make_float4(v[0], v[1], v[2], v[3]);
+    *reinterpret_cast<float4*>(scaled + at) =
+        make_float4(v[0] / sqrt_dk, v[1] / sqrt_dk, v[2] / sqrt_dk, v[3] / sqrt_dk);
+  }
+  // x is the score at offset at of scores and scaled.
+  __device__ __forceinline__ void store1(std::size_t at, float x) const {
+    scores[at] = x;
+    scaled[at] = x / sqrt_dk;
+  }
+};
 
 // q is (n, d_k), k is (m, d_k) for head blockIdx.z (pointers already at head 0 of this launch);
-// scores and scaled are (n, m) per head, heads stacked along rows.
-__global__ void __launch_bounds__(kThreads)
+// scores and scaled are (n, m) per head, heads stacked along rows. K is read row-major as Q is:
+// its rows are the columns of S, so both operands load with KAlongRows.
+__global__ void __launch_bounds__(QkTiled::kThreads)
     qk_tiled(const float* __restrict__ q, const float* __restrict__ k, float* __restrict__ scores,
              float* __restrict__ scaled, int n, int m, int d_k, float sqrt_dk) {
-  __shared__ __align__(16) float qs[kBK][kBM + kPad];  // transposed: qs[kk][row]
-  __shared__ __align__(16) float ks[kBK][kBN + kPad];  // transposed: ks[kk][col]
-
+  using G = QkTiled;
   const std::size_t head = blockIdx.z;
-  const int row0 = blockIdx.y * kBM;
-  const int col0 = blockIdx.x * kBN;
-  const float* qh = q + head * n * d_k;
-  const float* kh = k + head * m * d_k;
-  const int tid = threadIdx.x;
-  const int tx = tid % kThreadsX;
-  const int ty = tid / kThreadsX;
-
-  float acc[kTM][kTN] = {};
-
-  for (int k0 = 0; k0 < d_k; k0 += kBK) {
-    // A warp reads two rows of 16 consecutive floats: contiguous 64-byte runs of global memory.
-#pragma unroll
-    for (int l = 0; l < kBM * kBK / kThreads; ++l) {
-      const int idx = tid + l * kThreads;
-      const int r = idx / kBK, kk = idx % kBK;
-      const int gr = row0 + r, gk = k0 + kk;
-      qs[kk][r] = (gr < n && gk < d_k) ? qh[static_cast<std::size_t>(gr) * d_k + gk] : 0.f;
-    }
-#pragma unroll
-    for (int l = 0; l < kBN * kBK / kThreads; ++l) {
-      const int idx = tid + l * kThreads;
-      const int c = idx / kBK, kk = idx % kBK;
-      const int gc = col0 + c, gk = k0 + kk;
-      ks[kk][c] = (gc < m && gk < d_k) ? kh[static_cast<std::size_t>(gc) * d_k + gk] : 0.f;
-    }
-    __syncthreads();
-
-#pragma unroll
-    for (int kk = 0; kk < kBK; ++kk) {
-      float a[kTM], b[kTN];
-#pragma unroll
-      for (int i = 0; i < kTM; i += 4) {
-        const float4 t = *reinterpret_cast<const float4*>(&qs[kk][ty * kTM + i]);
-        a[i] = t.x, a[i + 1] = t.y, a[i + 2] = t.z, a[i + 3] = t.w;
-      }
-#pragma unroll
-      for (int g = 0; g < kTN / 4; ++g) {
-        const float4 t = *reinterpret_cast<const float4*>(&ks[kk][g * kGroupStride + tx * 4]);
-        b[g * 4] = t.x, b[g * 4 + 1] = t.y, b[g * 4 + 2] = t.z, b[g * 4 + 3] = t.w;
-      }
-#pragma unroll
-      for (int i = 0; i < kTM; ++i)
-#pragma unroll
-        for (int j = 0; j < kTN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-    }
-    // The next iteration overwrites the tiles other threads may still be reading.
-    __syncthreads();
-  }
-
-  // Epilogue: a thread's columns are kTN / 4 groups of 4, 64 apart, so one store instruction of a
-  // half-warp covers 256 contiguous bytes of a row.
-  const bool vec = (m % 4) == 0;  // rows start 16-byte aligned, so float4 stores are legal
-#pragma unroll
-  for (int i = 0; i < kTM; ++i) {
-    const int gr = row0 + ty * kTM + i;
-    if (gr >= n) break;
-    const std::size_t base = (head * n + gr) * static_cast<std::size_t>(m);
-#pragma unroll
-    for (int g = 0; g < kTN / 4; ++g) {
-      const int c = col0 + g * kGroupStride + tx * 4;
-      const float* v = &acc[i][g * 4];
-      if (vec && c < m) {
-        *reinterpret_cast<float4*>(scores + base + c) = make_float4(v[0], v[1], v[2], v[3]);
-        *reinterpret_cast<float4*>(scaled + base + c) =
-            make_float4(v[0] / sqrt_dk, v[1] / sqrt_dk, v[2] / sqrt_dk, v[3] / sqrt_dk);
-      } else {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          if (c + j < m) {
-            scores[base + c + j] = v[j];
-            scaled[base + c + j] = v[j] / sqrt_dk;
-          }
-        }
-      }
-    }
-  }
+  const int row0 = blockIdx.y * G::BM;
+  const int col0 = blockIdx.x * G::BN;
+  tiled_gemm<G>(KAlongRows{q + head * n * d_k, d_k, row0, n},
+                KAlongRows{k + head * m * d_k, d_k, col0, m}, d_k, head, row0, col0, n, m,
+                QkStore{scores, scaled, sqrt_dk});
 }
 
 using QkTcChained = TcGemm<128, 128, 64, 32, /*B_TRANSPOSED=*/true, /*SLICE_SUMS=*/false>;
@@ -211,8 +148,8 @@ void launch_qk(const float* q, const float* k, float* scores, float* scaled, int
     } else if (config == 2) {
       launch_qk_tc<2>(qc, kc, sc, ac, hc, n, m, d_k, sqrt_dk, vec, stream);
     } else {
-      const dim3 grid((m + kBN - 1) / kBN, (n + kBM - 1) / kBM, hc);
-      qk_tiled<<<grid, kThreads, 0, stream>>>(qc, kc, sc, ac, n, m, d_k, sqrt_dk);
+      const dim3 grid((m + QkTiled::BN - 1) / QkTiled::BN, (n + QkTiled::BM - 1) / QkTiled::BM, hc);
+      qk_tiled<<<grid, QkTiled::kThreads, 0, stream>>>(qc, kc, sc, ac, n, m, d_k, sqrt_dk);
     }
     ATTNLAB_CUDA_CHECK(cudaGetLastError());
   }
