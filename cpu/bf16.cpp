@@ -15,6 +15,7 @@
 #include "cpu/bf16.h"
 
 #include "cpu/cpu_backend.h"
+#include "cpu/chains.h"
 #include "core/parallel.h"
 
 #include <algorithm>
@@ -418,16 +419,10 @@ unsigned workers_for(std::size_t items, const Problem& p) {
 
 }  // namespace
 
-Trace cpu_fused_bf16(const Problem& p) {
-  validate(p);
+void cpu::fused_bf16_into(const Problem& p, Trace& t) {
   const auto t0 = Clock::now();
   const int n = p.n(), m = p.m(), heads = p.heads, d_v = p.d_v();
-  Trace t;
-  t.backend = "cpu";
-  t.variant = Variant::Fused;
-  t.precision = Precision::BF16;
-  t.has_stages = false;
-  t.output.resize(static_cast<Index>(heads) * n, d_v);
+  cpu::begin_trace(t, p, Variant::Fused, Precision::BF16, /*keep=*/false, /*output=*/true);
 
   const Operands o = make_operands(p);
   const float c = bf16_scale_log2(p);
@@ -464,30 +459,23 @@ Trace cpu_fused_bf16(const Problem& p) {
 
   t.timings.total_ms = ms_since(t0);
   t.timings.fused_ms = t.timings.total_ms;
+}
+
+Trace cpu_fused_bf16(const Problem& p) {
+  validate(p);
+  Trace t;
+  cpu::fused_bf16_into(p, t);
   return t;
 }
 
-void cpu_staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t) {
-  validate(p);
+void cpu::staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t) {
   if (opt.pool || !opt.rows.empty())
     throw InputError("pooled views and exact rows come from the fp32 staged chain, not the bf16 one");
   const auto t0 = Clock::now();
   const int n = p.n(), m = p.m(), heads = p.heads, d_v = p.d_v();
-  const Index rows_total = static_cast<Index>(heads) * n;
   const bool keep = opt.keep_stages;
-  t.backend = "cpu";
-  t.variant = Variant::Staged;
-  t.precision = Precision::BF16;
-  t.has_stages = keep;
-  t.timings = StageTimings{};
-  t.pooled = PooledStages{};
-  t.rows.clear();
+  cpu::begin_trace(t, p, Variant::Staged, Precision::BF16, keep, opt.output);
   if (keep) {
-    t.scores.resize(rows_total, m);
-    t.scaled.resize(rows_total, m);
-    t.logits.resize(rows_total, m);
-    t.weights.resize(rows_total, m);
-    t.mask.resize(n, m);
     if (p.mask == MaskKind::Custom) {
       t.mask = p.custom_mask;
     } else {
@@ -497,13 +485,7 @@ void cpu_staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t) {
           std::fill(t.mask.data() + static_cast<Index>(i) * m + std::min(m, i + 1),
                     t.mask.data() + static_cast<Index>(i + 1) * m, kNegInf);
     }
-  } else {
-    t.scores = t.scaled = t.mask = t.logits = t.weights = MatrixF();
   }
-  if (opt.output)
-    t.output.resize(rows_total, d_v);
-  else
-    t.output = MatrixF();
 
   const auto prep = Clock::now();
   const Operands o = make_operands(p);
@@ -579,6 +561,11 @@ void cpu_staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t) {
   t.timings.softmax_ms = total[2];
   t.timings.pv_ms = total[3];
   t.timings.total_ms = ms_since(t0);
+}
+
+void cpu_staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t) {
+  validate(p);
+  cpu::staged_bf16_into(p, opt, t);
 }
 
 }  // namespace attnlab

@@ -1,6 +1,7 @@
 // The CPU backend object: dispatches the staged and fused variants, fp32 or bf16, estimates the
 // working set before allocating, and times repeated runs for `attnlab bench` with a steady clock.
 #include "cpu/cpu_backend.h"
+#include "cpu/chains.h"
 
 #include "core/format.h"
 #include "core/memory.h"
@@ -52,18 +53,19 @@ class CpuBackend final : public Backend {
     check_fits(p, opt);
   }
 
+  // A run of a problem check() accepted: the chains do not validate it again.
   static void compute(const Problem& p, const RunOptions& opt, Trace& out) {
     const bool bf16 = opt.precision == Precision::BF16;
     if (opt.variant == Variant::Fused) {
       if (opt.pool || !opt.rows.empty())
         throw InputError("pooled views and exact rows come from the staged chain, not the fused kernel");
-      out = bf16 ? cpu_fused_bf16(p) : cpu_fused(p);
+      bf16 ? cpu::fused_bf16_into(p, out) : cpu::fused_into(p, out);
       return;
     }
     if (bf16)
-      cpu_staged_bf16_into(p, opt, out);
+      cpu::staged_bf16_into(p, opt, out);
     else
-      cpu_staged_into(p, opt, out);
+      cpu::staged_into(p, opt, out);
   }
 
   Trace run(const Problem& p, const RunOptions& opt) override {

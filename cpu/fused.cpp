@@ -25,6 +25,7 @@
 #include "core/gcc12_avx512.h"  // first: see there
 
 #include "cpu/cpu_backend.h"
+#include "cpu/chains.h"
 #include "core/parallel.h"
 #include "cpu/online_softmax.h"
 
@@ -133,17 +134,10 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
 
 }  // namespace
 
-Trace cpu_fused(const Problem& p) {
-  validate(p);
+void cpu::fused_into(const Problem& p, Trace& t) {
   const auto t0 = std::chrono::steady_clock::now();
   const int n = p.n(), m = p.m(), heads = p.heads, d_k = p.d_k(), d_v = p.d_v();
-
-  Trace t;
-  t.backend = "cpu";
-  t.variant = Variant::Fused;
-  t.precision = Precision::FP32;
-  t.has_stages = false;
-  t.output.resize(static_cast<Index>(heads) * n, d_v);
+  cpu::begin_trace(t, p, Variant::Fused, Precision::FP32, /*keep=*/false, /*output=*/true);
 
   const float scale = fused_scale(p);
   const FusedJob job{p, p.mask == MaskKind::Custom ? &p.custom_mask : nullptr, scale, t.output};
@@ -167,6 +161,12 @@ Trace cpu_fused(const Problem& p) {
   t.timings.total_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   t.timings.fused_ms = t.timings.total_ms;  // the blockwise kernel is the whole run
+}
+
+Trace cpu_fused(const Problem& p) {
+  validate(p);
+  Trace t;
+  cpu::fused_into(p, t);
   return t;
 }
 

@@ -15,6 +15,7 @@
 #include "core/gcc12_avx512.h"  // first: see there
 
 #include "cpu/cpu_backend.h"
+#include "cpu/chains.h"
 #include "core/messages.h"
 #include "core/parallel.h"
 
@@ -442,12 +443,10 @@ void finish_grid(PooledGrid& g, const RangeAcc& r) {
 
 }  // namespace
 
-void cpu_staged_into(const Problem& p, const RunOptions& opt, Trace& t) {
-  validate(p);
+void cpu::staged_into(const Problem& p, const RunOptions& opt, Trace& t) {
   check_stream_request(p, opt);
   const auto t0 = Clock::now();
   const int n = p.n(), m = p.m(), heads = p.heads, d_v = p.d_v();
-  const Eigen::Index rows_total = static_cast<Eigen::Index>(heads) * n;
   const bool keep = opt.keep_stages && !opt.pool;
   Chain c{p,
                 n,
@@ -461,29 +460,7 @@ void cpu_staged_into(const Problem& p, const RunOptions& opt, Trace& t) {
                 0.f};
   c.zero_below = static_cast<float>(1.5 * std::exp(static_cast<double>(c.exp_cutoff)));
 
-  t.backend = "cpu";
-  t.variant = Variant::Staged;
-  t.precision = Precision::FP32;
-  t.has_stages = keep;
-  t.timings = StageTimings{};
-  t.pooled = PooledStages{};
-  t.rows.assign(opt.rows.size(), RowStages{});
-  for (std::size_t k = 0; k < opt.rows.size(); ++k) t.rows[k].row = opt.rows[k];
-  if (keep) {
-    // resize keeps the buffers when the shape is the same (the viewer's repeated runs).
-    t.scores.resize(rows_total, m);
-    t.scaled.resize(rows_total, m);
-    t.mask.resize(n, m);
-    t.logits.resize(rows_total, m);
-    t.weights.resize(rows_total, m);
-  } else {
-    t.scores = t.scaled = t.mask = t.logits = t.weights = MatrixF();
-  }
-  if (opt.output) {
-    t.output.resize(rows_total, d_v);
-  } else {
-    t.output = MatrixF();
-  }
+  cpu::begin_trace(t, p, Variant::Staged, Precision::FP32, keep, opt.output, opt.rows);
   if (opt.pool) {
     for (PooledGrid* g : {&t.pooled.scores, &t.pooled.logits, &t.pooled.weights}) {
       g->rows = opt.pool->rows.size();
@@ -577,6 +554,39 @@ void cpu_staged_into(const Problem& p, const RunOptions& opt, Trace& t) {
   t.timings.softmax_ms = stage_ms[2];
   t.timings.pv_ms = stage_ms[3];
   t.timings.total_ms = ms_since(t0);
+}
+
+void cpu_staged_into(const Problem& p, const RunOptions& opt, Trace& t) {
+  validate(p);
+  cpu::staged_into(p, opt, t);
+}
+
+void cpu::begin_trace(Trace& t, const Problem& p, Variant variant, Precision precision, bool keep, bool output,
+                      const std::vector<int>& rows) {
+  const int n = p.n(), m = p.m();
+  const Eigen::Index rows_total = static_cast<Eigen::Index>(p.heads) * n;
+  t.backend = "cpu";
+  t.variant = variant;
+  t.precision = precision;
+  t.has_stages = keep;
+  t.timings = StageTimings{};
+  t.pooled = PooledStages{};
+  t.rows.assign(rows.size(), RowStages{});
+  for (std::size_t k = 0; k < rows.size(); ++k) t.rows[k].row = rows[k];
+  if (keep) {
+    t.scores.resize(rows_total, m);
+    t.scaled.resize(rows_total, m);
+    t.mask.resize(n, m);
+    t.logits.resize(rows_total, m);
+    t.weights.resize(rows_total, m);
+  } else {
+    t.scores = t.scaled = t.mask = t.logits = t.weights = MatrixF();
+  }
+  if (output) {
+    t.output.resize(rows_total, p.d_v());
+  } else {
+    t.output = MatrixF();
+  }
 }
 
 Trace cpu_staged(const Problem& p) {

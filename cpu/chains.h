@@ -1,0 +1,29 @@
+// Inside the CPU backend: the chains without their own validation, and the one set-up of the
+// Trace they fill. The backend (cpu/cpu_backend.cpp) validates a run once and then calls these;
+// the public functions of cpu/cpu_backend.h validate and call the same ones, so every path runs
+// the same code.
+#pragma once
+
+#include "core/backend.h"
+
+#include <vector>
+
+namespace attnlab::cpu {
+
+// Readies `t` for a run of `p` that fills it: names it (cpu, variant, precision), zeroes its
+// timings, empties the streaming parts, names the requested exact rows (`rows`, of the stacked
+// trace), sizes the (heads*n, m) stages and the (n, m) mask when `keep`, else empties them, and
+// sizes the (heads*n, d_v) output when `output`, else empties it. A resize keeps the buffers of a
+// matrix whose shape is the same (the viewer's repeated runs).
+void begin_trace(Trace& t, const Problem& p, Variant variant, Precision precision, bool keep, bool output,
+                 const std::vector<int>& rows = {});
+
+// The fp32 staged chain (cpu/staged.cpp), as cpu_staged_into but for a validated problem.
+void staged_into(const Problem& p, const RunOptions& opt, Trace& t);
+// The fused fp32 kernel (cpu/fused.cpp): the output only.
+void fused_into(const Problem& p, Trace& t);
+// The bf16 staged chain and fused kernel (cpu/bf16.cpp).
+void staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t);
+void fused_bf16_into(const Problem& p, Trace& t);
+
+}  // namespace attnlab::cpu
