@@ -163,17 +163,18 @@ Problem bundle_problem(const Bundle& b, int layer, std::optional<int> head) {
   const int group = c.heads / c.kv_heads;
 
   Problem p;
+  ProblemInputs& in = p.edit();
   const int first = head ? *head : 0;
   const int count = head ? 1 : c.heads;
   p.heads = count;
-  p.q.resize(static_cast<Eigen::Index>(count) * c.n, c.d_k);
-  p.k.resize(static_cast<Eigen::Index>(count) * c.m, c.d_k);
-  p.v.resize(static_cast<Eigen::Index>(count) * c.m, c.d_v);
+  in.q.resize(static_cast<Eigen::Index>(count) * c.n, c.d_k);
+  in.k.resize(static_cast<Eigen::Index>(count) * c.m, c.d_k);
+  in.v.resize(static_cast<Eigen::Index>(count) * c.m, c.d_v);
   for (int i = 0; i < count; ++i) {
     const int h = first + i, kvh = h / group;
-    p.q.middleRows(static_cast<Eigen::Index>(i) * c.n, c.n) = q.middleRows(static_cast<Eigen::Index>(h) * c.n, c.n);
-    p.k.middleRows(static_cast<Eigen::Index>(i) * c.m, c.m) = k.middleRows(static_cast<Eigen::Index>(kvh) * c.m, c.m);
-    p.v.middleRows(static_cast<Eigen::Index>(i) * c.m, c.m) = v.middleRows(static_cast<Eigen::Index>(kvh) * c.m, c.m);
+    in.q.middleRows(static_cast<Eigen::Index>(i) * c.n, c.n) = q.middleRows(static_cast<Eigen::Index>(h) * c.n, c.n);
+    in.k.middleRows(static_cast<Eigen::Index>(i) * c.m, c.m) = k.middleRows(static_cast<Eigen::Index>(kvh) * c.m, c.m);
+    in.v.middleRows(static_cast<Eigen::Index>(i) * c.m, c.m) = v.middleRows(static_cast<Eigen::Index>(kvh) * c.m, c.m);
   }
   p.scale = c.scale;
 
@@ -188,11 +189,11 @@ Problem bundle_problem(const Bundle& b, int layer, std::optional<int> head) {
                        std::to_string(c.n) + "x" + std::to_string(c.m) + " (one for every head) or " +
                        std::to_string(c.heads * c.n) + "x" + std::to_string(c.m) + " (one per head)");
     if (mk.rows() == c.n) {
-      p.custom_mask = mk;
+      in.custom_mask = mk;
     } else {
-      p.custom_mask = mk.middleRows(static_cast<Eigen::Index>(first) * c.n, c.n);
+      in.custom_mask = mk.middleRows(static_cast<Eigen::Index>(first) * c.n, c.n);
       for (int i = 1; i < count; ++i)
-        if (mk.middleRows(static_cast<Eigen::Index>(first + i) * c.n, c.n) != p.custom_mask)
+        if (mk.middleRows(static_cast<Eigen::Index>(first + i) * c.n, c.n) != p.custom_mask())
           throw InputError("call " + std::to_string(layer) + " '" + c.name +
                            "' has a different mask for each head; the lab shares one mask between "
                            "heads: pick one head with --head");
@@ -203,21 +204,21 @@ Problem bundle_problem(const Bundle& b, int layer, std::optional<int> head) {
       p.mask = MaskKind::Causal;
     } else {
       // torch's is_causal with n != m: query i sees keys 0..i (top-left aligned).
-      p.custom_mask = MatrixF::Zero(c.n, c.m);
+      in.custom_mask = MatrixF::Zero(c.n, c.m);
       for (int r = 0; r < c.n; ++r)
-        for (int col = r + 1; col < c.m; ++col) p.custom_mask(r, col) = -std::numeric_limits<float>::infinity();
+        for (int col = r + 1; col < c.m; ++col) in.custom_mask(r, col) = -std::numeric_limits<float>::infinity();
       p.mask = MaskKind::Custom;
     }
   }
 
   const int t = static_cast<int>(b.tokens.size());
-  p.key_tokens = t == c.m ? b.tokens : index_tokens(c.m);
+  in.key_tokens = t == c.m ? b.tokens : index_tokens(c.m);
   if (t == c.n)
-    p.query_tokens = b.tokens;
+    in.query_tokens = b.tokens;
   else if (t == c.m && c.n < c.m)
-    p.query_tokens.assign(b.tokens.end() - c.n, b.tokens.end());
+    in.query_tokens.assign(b.tokens.end() - c.n, b.tokens.end());
   else
-    p.query_tokens = index_tokens(c.n);
+    in.query_tokens = index_tokens(c.n);
 
   p.source = "bundle " + b.dir + (b.model.empty() ? std::string() : " (" + b.model + ")") + ", call " +
              std::to_string(layer) + " of " + std::to_string(b.calls.size()) +

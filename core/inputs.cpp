@@ -17,11 +17,11 @@ void apply_tokens(Problem& p, const std::vector<std::string>& tokens, const std:
   const int n = p.n(), m = p.m();
   const int count = static_cast<int>(tokens.size());
   if (count == n && n == m) {
-    p.query_tokens = tokens;
-    p.key_tokens = tokens;
+    p.edit().query_tokens = tokens;
+    p.edit().key_tokens = tokens;
   } else if (count == n + m) {
-    p.query_tokens.assign(tokens.begin(), tokens.begin() + n);
-    p.key_tokens.assign(tokens.begin() + n, tokens.end());
+    p.edit().query_tokens.assign(tokens.begin(), tokens.begin() + n);
+    p.edit().key_tokens.assign(tokens.begin() + n, tokens.end());
   } else {
     throw InputError(Msg::TokenLabelCount,
                      {opt, std::to_string(count), std::to_string(n), std::to_string(m),
@@ -36,11 +36,12 @@ Problem problem_from_files(const std::string& q_file, const std::string& k_file,
   if (q_file.empty() || k_file.empty() || v_file.empty())
     throw InputError(Msg::FilesTogether, {q_file.empty() ? "--q" : k_file.empty() ? "--k" : "--v"});
   Problem p;
-  p.q = read_matrix(q_file);
-  p.k = read_matrix(k_file);
-  p.v = read_matrix(v_file);
-  p.query_tokens = index_tokens(static_cast<int>(p.q.rows()));
-  p.key_tokens = index_tokens(static_cast<int>(p.k.rows()));
+  ProblemInputs& in = p.edit();
+  in.q = read_matrix(q_file);
+  in.k = read_matrix(k_file);
+  in.v = read_matrix(v_file);
+  in.query_tokens = index_tokens(static_cast<int>(p.q().rows()));
+  in.key_tokens = index_tokens(static_cast<int>(p.k().rows()));
   return p;
 }
 
@@ -55,7 +56,7 @@ void apply_mask_spec(Problem& p, const std::string& mask) {
     // A word that is not a file is most likely a mistyped mask name: say both possibilities.
     if (!std::filesystem::exists(mask) && mask.find_first_of("/.") == std::string::npos)
       throw InputError(Msg::MaskWord, {mask});
-    p.custom_mask = read_mask(mask);
+    p.edit().custom_mask = read_mask(mask);
     p.mask = MaskKind::Custom;
   }
 }
@@ -67,8 +68,8 @@ void apply_token_spec(Problem& p, const std::string& tokens, const std::string& 
   if (!tokens.empty() || !tokens_file.empty()) {
     // The labels are replaced: check the shapes without the old ones, then apply the new ones
     // (apply_tokens checks their count itself).
-    p.query_tokens.clear();
-    p.key_tokens.clear();
+    p.edit().query_tokens.clear();
+    p.edit().key_tokens.clear();
     validate(p);
     if (!tokens.empty())
       apply_tokens(p, split_tokens(tokens), "--tokens");

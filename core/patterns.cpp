@@ -161,11 +161,12 @@ Problem pattern_problem(const Pattern& pattern, int n, int d_k, int d_v, std::ui
 
   Normal rng(seed);
   Problem p;
+  ProblemInputs& in = p.edit();
   MatrixF q = MatrixF::Zero(n, d_k), k = MatrixF::Zero(n, d_k);
   const double root_d = std::sqrt(static_cast<double>(d_k));
   const double log_n = std::log(static_cast<double>(n));
-  p.query_tokens = index_tokens(n);
-  p.key_tokens = p.query_tokens;
+  in.query_tokens = index_tokens(n);
+  in.key_tokens = p.query_tokens();
 
   switch (pattern.kind) {
     case PatternKind::Noise: break;
@@ -260,23 +261,23 @@ Problem pattern_problem(const Pattern& pattern, int n, int d_k, int d_v, std::ui
         q.row(i) = emb.row(i % len) * static_cast<float>(root_d * a);
         if (i > 0) k.row(i) = emb.row((i - 1) % len);
         // Appended, not "w" + to_string(...): GCC 12 reports a false -Wrestrict on the latter.
-        p.query_tokens[i] = "w";
-        p.query_tokens[i] += std::to_string(ids[i % len]);
+        in.query_tokens[i] = "w";
+        in.query_tokens[i] += std::to_string(ids[i % len]);
       }
-      p.key_tokens = p.query_tokens;
+      in.key_tokens = p.query_tokens();
       p.mask = MaskKind::Causal;
       break;
     }
   }
 
   p.heads = heads;
-  p.q.resize(static_cast<Eigen::Index>(heads) * n, d_k);
-  p.k.resize(static_cast<Eigen::Index>(heads) * n, d_k);
+  in.q.resize(static_cast<Eigen::Index>(heads) * n, d_k);
+  in.k.resize(static_cast<Eigen::Index>(heads) * n, d_k);
   for (int h = 0; h < heads; ++h) {
-    p.q.middleRows(static_cast<Eigen::Index>(h) * n, n) = q;
-    p.k.middleRows(static_cast<Eigen::Index>(h) * n, n) = k;
+    in.q.middleRows(static_cast<Eigen::Index>(h) * n, n) = q;
+    in.k.middleRows(static_cast<Eigen::Index>(h) * n, n) = k;
   }
-  fill_normal(p.v, static_cast<Eigen::Index>(heads) * n, d_v, rng);
+  fill_normal(in.v, static_cast<Eigen::Index>(heads) * n, d_v, rng);
   p.temperature = 1.0;
   p.source = "synthetic pattern '" + pattern_name(pattern) + "' (not a trained model)";
   p.source_zh = "合成模式“" + pattern_name(pattern) + "”（不是训练得到的模型）";

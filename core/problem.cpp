@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
 namespace attnlab {
 namespace {
@@ -38,6 +39,15 @@ void validate_scale(double s) {
   if (!std::isfinite(s) || s <= 0)
     throw InputError("scale must be a finite number > 0, got " + format_number("%.9g", s));
 }
+
+ProblemInputs& Problem::edit() {
+  // A problem that shares its inputs gets its own copy first. Copies are made on one thread at a
+  // time (the viewer builds a run's problem on its worker and never edits one it has shared).
+  if (in_.use_count() != 1) in_ = std::make_shared<ProblemInputs>(*in_);
+  return *in_;
+}
+
+void Problem::set_inputs(ProblemInputs in) { in_ = std::make_shared<ProblemInputs>(std::move(in)); }
 
 float fused_scale(const Problem& p) {
   if (p.scale) return static_cast<float>(*p.scale / p.temperature);
@@ -109,35 +119,35 @@ void validate(const Problem& p) {
   validate_temperature(p.temperature);
   if (p.scale) validate_scale(*p.scale);
   if (p.heads < 1) throw InputError("heads must be >= 1, got " + std::to_string(p.heads));
-  if (p.q.size() == 0) throw InputError(Msg::MatrixEmpty, {"Q"});
-  if (p.k.size() == 0) throw InputError(Msg::MatrixEmpty, {"K"});
-  if (p.v.size() == 0) throw InputError(Msg::MatrixEmpty, {"V"});
-  if (p.k.cols() != p.q.cols())
-    throw InputError(Msg::ShapeKColumns, {std::to_string(p.k.cols()), std::to_string(p.q.cols())});
-  if (p.v.rows() != p.k.rows())
-    throw InputError(Msg::ShapeVRows, {std::to_string(p.v.rows()), std::to_string(p.k.rows())});
-  if (p.q.rows() % p.heads != 0 || p.k.rows() % p.heads != 0)
-    throw InputError("Q has " + std::to_string(p.q.rows()) + " rows and K has " +
-                     std::to_string(p.k.rows()) + ": neither may leave a remainder over " +
+  if (p.q().size() == 0) throw InputError(Msg::MatrixEmpty, {"Q"});
+  if (p.k().size() == 0) throw InputError(Msg::MatrixEmpty, {"K"});
+  if (p.v().size() == 0) throw InputError(Msg::MatrixEmpty, {"V"});
+  if (p.k().cols() != p.q().cols())
+    throw InputError(Msg::ShapeKColumns, {std::to_string(p.k().cols()), std::to_string(p.q().cols())});
+  if (p.v().rows() != p.k().rows())
+    throw InputError(Msg::ShapeVRows, {std::to_string(p.v().rows()), std::to_string(p.k().rows())});
+  if (p.q().rows() % p.heads != 0 || p.k().rows() % p.heads != 0)
+    throw InputError("Q has " + std::to_string(p.q().rows()) + " rows and K has " +
+                     std::to_string(p.k().rows()) + ": neither may leave a remainder over " +
                      std::to_string(p.heads) + " heads");
-  check_finite(p.q, "Q");
-  check_finite(p.k, "K");
-  check_finite(p.v, "V");
+  check_finite(p.q(), "Q");
+  check_finite(p.k(), "K");
+  check_finite(p.v(), "V");
   const int n = p.n(), m = p.m();
-  if (!p.query_tokens.empty() && static_cast<int>(p.query_tokens.size()) != n)
-    throw InputError(Msg::QueryTokenCount, {std::to_string(p.query_tokens.size()), std::to_string(n)});
-  if (!p.key_tokens.empty() && static_cast<int>(p.key_tokens.size()) != m)
-    throw InputError(Msg::KeyTokenCount, {std::to_string(p.key_tokens.size()), std::to_string(m)});
+  if (!p.query_tokens().empty() && static_cast<int>(p.query_tokens().size()) != n)
+    throw InputError(Msg::QueryTokenCount, {std::to_string(p.query_tokens().size()), std::to_string(n)});
+  if (!p.key_tokens().empty() && static_cast<int>(p.key_tokens().size()) != m)
+    throw InputError(Msg::KeyTokenCount, {std::to_string(p.key_tokens().size()), std::to_string(m)});
   if (p.mask == MaskKind::Causal && n != m)
     throw InputError(Msg::CausalNotSquare, {std::to_string(n), std::to_string(m)});
   if (p.mask == MaskKind::Custom) {
-    if (p.custom_mask.rows() != n || p.custom_mask.cols() != m)
-      throw InputError(Msg::MaskShape, {std::to_string(p.custom_mask.rows()), std::to_string(p.custom_mask.cols()),
+    if (p.custom_mask().rows() != n || p.custom_mask().cols() != m)
+      throw InputError(Msg::MaskShape, {std::to_string(p.custom_mask().rows()), std::to_string(p.custom_mask().cols()),
                                         std::to_string(n), std::to_string(m)});
     for (int r = 0; r < n; ++r) {
       bool any_open = false;
       for (int c = 0; c < m; ++c) {
-        const float x = p.custom_mask(r, c);
+        const float x = p.custom_mask()(r, c);
         if (x == 0.0f) {
           any_open = true;
         } else if (!(std::isinf(x) && x < 0)) {
@@ -145,30 +155,31 @@ void validate(const Problem& p) {
         }
       }
       if (!any_open)
-        throw InputError(Msg::FullyMaskedRow, {std::to_string(r), token_label(p.query_tokens, r)});
+        throw InputError(Msg::FullyMaskedRow, {std::to_string(r), token_label(p.query_tokens(), r)});
     }
   }
 }
 
 Problem demo_problem() {
   Problem p;
+  ProblemInputs& in = p.edit();
   p.sentence = "模型根据上下文分配权重";
-  p.query_tokens = {"模型", "根据", "上下文", "分配", "权重"};
-  p.key_tokens = p.query_tokens;
-  p.q.resize(5, 3);
-  p.k.resize(5, 3);
-  p.v.resize(5, 2);
-  p.q << 1.20f, 0.20f, 0.70f,  //
+  in.query_tokens = {"模型", "根据", "上下文", "分配", "权重"};
+  in.key_tokens = p.query_tokens();
+  in.q.resize(5, 3);
+  in.k.resize(5, 3);
+  in.v.resize(5, 2);
+  in.q << 1.20f, 0.20f, 0.70f,  //
       0.15f, 1.10f, 0.35f,     //
       0.85f, 0.35f, 1.15f,     //
       0.30f, 1.20f, 0.80f,     //
       1.15f, 0.15f, 0.95f;
-  p.k << 1.05f, 0.10f, 0.80f,  //
+  in.k << 1.05f, 0.10f, 0.80f,  //
       0.10f, 1.00f, 0.25f,     //
       0.75f, 0.25f, 1.20f,     //
       0.20f, 1.15f, 0.75f,     //
       1.00f, 0.20f, 1.00f;
-  p.v << 0.90f, 0.20f,  //
+  in.v << 0.90f, 0.20f,  //
       0.10f, 0.80f,     //
       0.70f, 0.60f,     //
       0.25f, 0.95f,     //
@@ -204,12 +215,13 @@ Problem random_problem(int n, int d_k, int d_v, std::uint64_t seed, int heads) {
     }
   };
   Problem p;
+  ProblemInputs& in = p.edit();
   p.heads = heads;
-  fill(p.q, static_cast<Eigen::Index>(heads) * n, d_k);
-  fill(p.k, static_cast<Eigen::Index>(heads) * n, d_k);
-  fill(p.v, static_cast<Eigen::Index>(heads) * n, d_v);
-  p.query_tokens = index_tokens(n);
-  p.key_tokens = p.query_tokens;
+  fill(in.q, static_cast<Eigen::Index>(heads) * n, d_k);
+  fill(in.k, static_cast<Eigen::Index>(heads) * n, d_k);
+  fill(in.v, static_cast<Eigen::Index>(heads) * n, d_v);
+  in.query_tokens = index_tokens(n);
+  in.key_tokens = p.query_tokens();
   p.temperature = 1.0;
   return p;
 }
@@ -220,10 +232,15 @@ Problem one_head(const Problem& all, int head) {
                      std::to_string(head));
   Problem p = all;
   const Eigen::Index n = all.n(), m = all.m();
+  ProblemInputs in;
+  in.q = all.q().middleRows(head * n, n);
+  in.k = all.k().middleRows(head * m, m);
+  in.v = all.v().middleRows(head * m, m);
+  in.query_tokens = all.query_tokens();
+  in.key_tokens = all.key_tokens();
+  in.custom_mask = all.custom_mask();
+  p.set_inputs(std::move(in));
   p.heads = 1;
-  p.q = all.q.middleRows(head * n, n);
-  p.k = all.k.middleRows(head * m, m);
-  p.v = all.v.middleRows(head * m, m);
   p.source = (all.source.empty() ? std::string() : all.source + ", ") + "head " + std::to_string(head) + " of " +
              std::to_string(all.heads);
   p.source_zh = (all.source.empty() ? std::string() : all.source_in(Lang::Zh) + "，") + "头 " +
@@ -233,8 +250,8 @@ Problem one_head(const Problem& all, int head) {
 
 int resolve_query(const Problem& p, const std::string& token_or_index) {
   const int n = p.n();
-  for (int i = 0; i < static_cast<int>(p.query_tokens.size()); ++i)
-    if (p.query_tokens[i] == token_or_index) return i;
+  for (int i = 0; i < static_cast<int>(p.query_tokens().size()); ++i)
+    if (p.query_tokens()[i] == token_or_index) return i;
   if (!token_or_index.empty() &&
       token_or_index.find_first_not_of("0123456789") == std::string::npos &&
       token_or_index.size() < 10) {
@@ -244,9 +261,9 @@ int resolve_query(const Problem& p, const std::string& token_or_index) {
                      std::to_string(n) + " queries (0.." + std::to_string(n - 1) + ")");
   }
   std::string list;
-  for (int i = 0; i < static_cast<int>(p.query_tokens.size()) && i < 12; ++i)
-    list += (i ? ", " : "") + p.query_tokens[i];
-  if (p.query_tokens.size() > 12) list += ", …";
+  for (int i = 0; i < static_cast<int>(p.query_tokens().size()) && i < 12; ++i)
+    list += (i ? ", " : "") + p.query_tokens()[i];
+  if (p.query_tokens().size() > 12) list += ", …";
   throw InputError("query '" + token_or_index + "' is not a token or index of this problem; " +
                    "tokens are: " + list);
 }
@@ -255,7 +272,7 @@ MatrixF mask_matrix(const Problem& p) {
   const int n = p.n(), m = p.m();
   switch (p.mask) {
     case MaskKind::None: return MatrixF::Zero(n, m);
-    case MaskKind::Custom: return p.custom_mask;
+    case MaskKind::Custom: return p.custom_mask();
     case MaskKind::Causal: {
       MatrixF mk = MatrixF::Zero(n, m);
       for (int r = 0; r < n; ++r)

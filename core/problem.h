@@ -1,5 +1,6 @@
-// The attention problem, independent of any backend: inputs, temperature, mask, labels, heads;
-// its validation (clear InputError messages), the fixed 5-token demo and seeded random problems.
+// The attention problem, independent of any backend: inputs (shared between copies, copied on
+// write), temperature, mask, labels, heads; its validation (clear InputError messages), the fixed
+// 5-token demo and seeded random problems.
 //
 // Shapes (one head):  Q (n, d_k)   K (m, d_k)   V (m, d_v)   custom mask (n, m) of 0 / -inf.
 // With heads = B*H > 1 the heads are stacked along rows: Q (heads*n, d_k), K (heads*m, d_k),
@@ -11,22 +12,44 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace attnlab {
 
-struct Problem {
+// A problem's data: Q, K, V, their labels and a custom mask's values. Held by Problem behind a
+// shared pointer, so that problems that differ only in their settings (temperature, mask kind,
+// scale: the viewer's every slider move) share one copy of it.
+struct ProblemInputs {
   MatrixF q, k, v;                        // inputs at the lab's working precision (fp32)
   std::vector<std::string> query_tokens;  // n labels (default "0", "1", ...)
   std::vector<std::string> key_tokens;    // m labels
+  MatrixF custom_mask;                    // (n, m), only for MaskKind::Custom: 0 or -inf
+};
+
+struct Problem {
+  // The inputs, read-only. A copy of a Problem shares them: copying one copies no matrix.
+  const MatrixF& q() const { return in_->q; }
+  const MatrixF& k() const { return in_->k; }
+  const MatrixF& v() const { return in_->v; }
+  const std::vector<std::string>& query_tokens() const { return in_->query_tokens; }
+  const std::vector<std::string>& key_tokens() const { return in_->key_tokens; }
+  const MatrixF& custom_mask() const { return in_->custom_mask; }
+  // The inputs for changing them: copied first when another Problem shares them (copy on write),
+  // so a change never shows in another problem. Only while no other thread reads this Problem.
+  ProblemInputs& edit();
+  // Replaces the inputs (a problem built from new data: a head of several, a file read).
+  void set_inputs(ProblemInputs in);
+  // The shared inputs themselves: two problems with the same pointer hold the same data.
+  const ProblemInputs* inputs() const { return in_.get(); }
+
   double temperature = 1.0;               // finite, > 0
   // The softmax scale applied to Q K^T before the temperature: empty = the default 1/sqrt(d_k);
   // set = an explicit scale (a captured model's `scale=`), finite and > 0.
   std::optional<double> scale;
-  MaskKind mask = MaskKind::None;
-  MatrixF custom_mask;                    // (n, m), only for MaskKind::Custom: 0 or -inf
+  MaskKind mask = MaskKind::None;         // Custom: the inputs' custom_mask
   int heads = 1;                          // B*H independent heads stacked along rows
   std::string sentence;                   // the demo's sentence; empty for other problems
   // Where the inputs come from when that is not obvious (a bundle's layer and heads, a synthetic
@@ -37,12 +60,15 @@ struct Problem {
     return lang == Lang::Zh && !source_zh.empty() ? source_zh : source;
   }
 
-  int n() const { return static_cast<int>(q.rows()) / heads; }  // queries per head
-  int m() const { return static_cast<int>(k.rows()) / heads; }  // keys per head
-  int d_k() const { return static_cast<int>(q.cols()); }
-  int d_v() const { return static_cast<int>(v.cols()); }
+  int n() const { return static_cast<int>(q().rows()) / heads; }  // queries per head
+  int m() const { return static_cast<int>(k().rows()) / heads; }  // keys per head
+  int d_k() const { return static_cast<int>(q().cols()); }
+  int d_v() const { return static_cast<int>(v().cols()); }
   // The scale in use, in double: *scale, or 1/sqrt(d_k).
   double scale_value() const { return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(d_k())); }
+
+ private:
+  std::shared_ptr<ProblemInputs> in_ = std::make_shared<ProblemInputs>();
 };
 
 // The divisor of the staged chain's stage 2 (scaled = scores / divisor) in type T: sqrt(d_k)

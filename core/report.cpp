@@ -67,9 +67,9 @@ std::vector<Stage> stages_of(const Problem& p, const Trace& t, Lang lang) {
   const std::string temp = short_number(p.temperature);
   const std::string sc = p.scale ? format_number("%.6g", *p.scale) : std::string();
   std::vector<Stage> all = {
-      {"q", zh ? "Q（查询）" : "Q (queries)", &p.q, Axis::Query, Axis::Feature},
-      {"k", zh ? "K（键）" : "K (keys)", &p.k, Axis::Key, Axis::Feature},
-      {"v", zh ? "V（值）" : "V (values)", &p.v, Axis::Key, Axis::Feature},
+      {"q", zh ? "Q（查询）" : "Q (queries)", &p.q(), Axis::Query, Axis::Feature},
+      {"k", zh ? "K（键）" : "K (keys)", &p.k(), Axis::Key, Axis::Feature},
+      {"v", zh ? "V（值）" : "V (values)", &p.v(), Axis::Key, Axis::Feature},
       {"scores", zh ? "QKᵀ（原始分数）" : "QKᵀ (raw scores)", &t.scores, Axis::Query, Axis::Key},
       {"scaled",
        p.scale ? (zh ? "QKᵀ × " + sc + "（缩放分数，显式缩放 " + sc + "，d_k=" + dk + "）"
@@ -97,8 +97,8 @@ std::vector<Stage> stages_of(const Problem& p, const Trace& t, Lang lang) {
 
 std::string axis_label(const Problem& p, Axis a, int i) {
   switch (a) {
-    case Axis::Query: return token_label(p.query_tokens, i % std::max(1, p.n()));
-    case Axis::Key: return token_label(p.key_tokens, i % std::max(1, p.m()));
+    case Axis::Query: return token_label(p.query_tokens(), i % std::max(1, p.n()));
+    case Axis::Key: return token_label(p.key_tokens(), i % std::max(1, p.m()));
     case Axis::Feature: return std::to_string(i + 1);
   }
   return {};
@@ -241,11 +241,11 @@ std::vector<std::string> intro_lines(const Problem& p, const Trace& t, int query
                                                            : "自定义";
   l.push_back(zh ? seq + "n=" + std::to_string(p.n()) + " 个查询，m=" + std::to_string(p.m()) +
                        " 个键，d_v=" + std::to_string(p.d_v()) + "；当前查询“" +
-                       token_label(p.query_tokens, query) + "”（第 " + std::to_string(query) +
+                       token_label(p.query_tokens(), query) + "”（第 " + std::to_string(query) +
                        " 行）；温度 T=" + short_number(p.temperature) + "；掩码：" + mask_zh
                  : seq + "n=" + std::to_string(p.n()) + " queries, m=" + std::to_string(p.m()) +
                        " keys, d_v=" + std::to_string(p.d_v()) + "; query " +
-                       token_label(p.query_tokens, query) + " (row " + std::to_string(query) +
+                       token_label(p.query_tokens(), query) + " (row " + std::to_string(query) +
                        "); temperature T=" + short_number(p.temperature) + "; mask: " + mask);
   l.push_back((zh ? "后端：" : "backend: ") + t.backend + " · " + std::string(to_string(t.variant)) +
               " · " + std::string(to_string(t.precision)) + " · " + fixed(t.timings.total_ms, 3) +
@@ -281,7 +281,7 @@ std::vector<StatLine> stat_lines(const Problem& p, const Trace& t, int query, La
   else
     std::snprintf(scale, sizeof scale, "1/√%s = %.3f", dk.c_str(), 1.0 / std::sqrt(p.d_k()));
   const std::string shape = std::to_string(p.n()) + "×" + std::to_string(p.d_v());
-  const std::string atok = token_label(p.key_tokens, s.argmax);
+  const std::string atok = token_label(p.key_tokens(), s.argmax);
   return {
       {zh ? "最大权重" : "max weight",
        fixed(100.0 * s.max_weight, 1) + "%" + (zh ? "（“" + atok + "”）" : " (" + atok + ")")},
@@ -297,9 +297,9 @@ std::vector<StatLine> stat_lines(const Problem& p, const Trace& t, int query, La
 }
 
 std::string stats_title(const Problem& p, int query, Lang lang) {
-  return lang == Lang::Zh ? "查询“" + token_label(p.query_tokens, query) + "”（第 " +
+  return lang == Lang::Zh ? "查询“" + token_label(p.query_tokens(), query) + "”（第 " +
                                 std::to_string(query) + " 行）的统计"
-                          : "Statistics of query " + token_label(p.query_tokens, query) + " (row " +
+                          : "Statistics of query " + token_label(p.query_tokens(), query) + " (row " +
                                 std::to_string(query) + ")";
 }
 
@@ -425,8 +425,8 @@ std::string layout_json(const Json& j, const std::map<std::string, const MatrixF
 
 std::string render_json(const Problem& p, const Trace& t, int query, Lang lang) {
   Json j;
-  j["tokens"] = p.query_tokens;
-  j["key_tokens"] = p.key_tokens;
+  j["tokens"] = p.query_tokens();
+  j["key_tokens"] = p.key_tokens();
   j["d_k"] = p.d_k();
   j["d_v"] = p.d_v();
   j["temperature"] = p.temperature;

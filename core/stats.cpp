@@ -76,7 +76,7 @@ std::string describe(const Problem& p, const Trace& t, int query, Lang lang) {
 std::string describe(const Problem& p, const float* weights, const float* mask, int query, Lang lang) {
   const bool zh = lang == Lang::Zh;
   const int n = p.n(), m = p.m();
-  const std::string qtok = token_label(p.query_tokens, query);
+  const std::string qtok = token_label(p.query_tokens(), query);
   const std::string dk = std::to_string(p.d_k());
   const std::string temp = short_number(p.temperature);
   std::string out;
@@ -123,7 +123,7 @@ std::string describe(const Problem& p, const float* weights, const float* mask, 
     }
     if (shown < m)
       list += zh ? "……（共 " + std::to_string(m) + " 个）" : ", … (" + std::to_string(m) + " in all)";
-    const std::string atok = token_label(p.key_tokens, s.argmax);
+    const std::string atok = token_label(p.key_tokens(), s.argmax);
     out += zh ? "当前行权重依次为 " + list + "，对“" + atok + "”的权重最高。"
               : " The current row's weights are " + list + "; the highest weight is on " + atok +
                     ".";

@@ -45,8 +45,8 @@ double bf16_score_bound(const Problem& p) {
   const double factor = 2 * u + u * u + 1.01 * p.d_k() * std::ldexp(1.0, -24);
   double worst = 0;
   for (int h = 0; h < p.heads; ++h) {
-    const auto q = p.q.middleRows(static_cast<Eigen::Index>(h) * p.n(), p.n()).cast<double>();
-    const auto k = p.k.middleRows(static_cast<Eigen::Index>(h) * p.m(), p.m()).cast<double>();
+    const auto q = p.q().middleRows(static_cast<Eigen::Index>(h) * p.n(), p.n()).cast<double>();
+    const auto k = p.k().middleRows(static_cast<Eigen::Index>(h) * p.m(), p.m()).cast<double>();
     worst = std::max(worst, q.rowwise().norm().maxCoeff() * k.rowwise().norm().maxCoeff());
   }
   return factor * worst;
@@ -136,7 +136,7 @@ Tolerance default_tolerance(const std::string& stage, const Problem& p, const Tr
   const double l = logit_rounding(ref);
   if (stage == "weights") return {std::max(kWeightsAtolFloor, 0.5 * l), kRtolFp32};
   if (stage == "output")
-    return {kAtolFraction * max_abs_finite(ref.output) + l * max_abs_finite(p.v), kRtolFp32};
+    return {kAtolFraction * max_abs_finite(ref.output) + l * max_abs_finite(p.v()), kRtolFp32};
   throw InputError("unknown stage '" + stage + "'");
 }
 

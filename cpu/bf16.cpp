@@ -173,13 +173,13 @@ Operands make_operands(const Problem& p) {
   o.q.resize(static_cast<std::size_t>(heads) * n * o.kp);
   for (Index r = 0; r < static_cast<Index>(heads) * n; ++r)
     for (int t = 0; t < o.kp; ++t)
-      o.q[r * o.kp + t] = pair_of(p.q(r, 2 * t), at(p.q, r, 2 * t + 1, d_k));
+      o.q[r * o.kp + t] = pair_of(p.q()(r, 2 * t), at(p.q(), r, 2 * t + 1, d_k));
   o.k.assign(static_cast<std::size_t>(heads) * mp * o.kp, 0u);
   for (int h = 0; h < heads; ++h)
     for (int j = 0; j < m; ++j) {
       const Index r = static_cast<Index>(h) * m + j;
       std::uint32_t* dst = o.k.data() + (static_cast<std::size_t>(h) * (mp / 16) + j / 16) * o.kp * 16 + j % 16;
-      for (int t = 0; t < o.kp; ++t) dst[t * 16] = pair_of(p.k(r, 2 * t), at(p.k, r, 2 * t + 1, d_k));
+      for (int t = 0; t < o.kp; ++t) dst[t * 16] = pair_of(p.k()(r, 2 * t), at(p.k(), r, 2 * t + 1, d_k));
     }
   o.v.assign(static_cast<std::size_t>(heads) * (mp / 2) * o.dg * 16, 0u);
   for (int h = 0; h < heads; ++h)
@@ -187,18 +187,18 @@ Operands make_operands(const Problem& p) {
       std::uint32_t* dst = o.v.data() + (static_cast<std::size_t>(h) * (mp / 2) + jj) * o.dg * 16;
       const Index r0 = static_cast<Index>(h) * m + 2 * jj;
       for (int d = 0; d < d_v; ++d) {
-        const float lo = 2 * jj < m ? p.v(r0, d) : 0.f;
-        const float hi = 2 * jj + 1 < m ? p.v(r0 + 1, d) : 0.f;
+        const float lo = 2 * jj < m ? p.v()(r0, d) : 0.f;
+        const float hi = 2 * jj + 1 < m ? p.v()(r0 + 1, d) : 0.f;
         dst[d] = pair_of(lo, hi);
       }
     }
 #else
-  o.q = bf16_round(p.q);
+  o.q = bf16_round(p.q());
   o.k = MatrixF::Zero(static_cast<Index>(heads) * mp, d_k);
   o.v = MatrixF::Zero(static_cast<Index>(heads) * mp, d_v);
   for (int h = 0; h < heads; ++h) {
-    o.k.middleRows(static_cast<Index>(h) * mp, m) = bf16_round(p.k.middleRows(static_cast<Index>(h) * m, m));
-    o.v.middleRows(static_cast<Index>(h) * mp, m) = bf16_round(p.v.middleRows(static_cast<Index>(h) * m, m));
+    o.k.middleRows(static_cast<Index>(h) * mp, m) = bf16_round(p.k().middleRows(static_cast<Index>(h) * m, m));
+    o.v.middleRows(static_cast<Index>(h) * mp, m) = bf16_round(p.v().middleRows(static_cast<Index>(h) * m, m));
   }
 #endif
   return o;
@@ -381,7 +381,7 @@ void apply_mask(const Problem& p, Scratch& w, int q0, int rows, int k0, int cols
     const int visible = std::clamp((causal ? std::min(key_end, q + 1) : key_end) - k0, 0, cols);
     std::fill(s + visible, s + cols, kNegInf);
     if (custom) {
-      const float* mrow = p.custom_mask.data() + static_cast<Index>(q) * p.m() + k0;
+      const float* mrow = p.custom_mask().data() + static_cast<Index>(q) * p.m() + k0;
       for (int j = 0; j < visible; ++j)
         if (mrow[j] != 0.f) s[j] = kNegInf;
     }
@@ -477,7 +477,7 @@ void cpu::staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t) {
   cpu::begin_trace(t, p, Variant::Staged, Precision::BF16, keep, opt.output);
   if (keep) {
     if (p.mask == MaskKind::Custom) {
-      t.mask = p.custom_mask;
+      t.mask = p.custom_mask();
     } else {
       t.mask.setZero();
       if (p.mask == MaskKind::Causal)

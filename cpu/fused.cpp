@@ -82,7 +82,7 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
   constexpr Index ld = kQueryBlock;
 
   w.qt.setZero();
-  w.qt.leftCols(rows) = p.q.middleRows(qrow, rows).transpose();
+  w.qt.leftCols(rows) = p.q().middleRows(qrow, rows).transpose();
   w.m.setConstant(kNegInf);
   w.l.setZero();
   w.acct.setZero();  // alpha of the first step is 0; 0 * 0 keeps it 0 (garbage could be NaN)
@@ -92,8 +92,8 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
   const int key_end = causal ? std::min(m, q0 + rows) : m;
   for (int k0 = 0; k0 < key_end; k0 += kKeyBlock) {
     const int cols = std::min(kKeyBlock, key_end - k0);
-    const float* kb = p.k.data() + (krow + k0) * d_k;  // K_blk (cols, d_k), row-major
-    const float* vb = p.v.data() + (krow + k0) * d_v;  // V_blk (cols, d_v), row-major
+    const float* kb = p.k().data() + (krow + k0) * d_k;  // K_blk (cols, d_k), row-major
+    const float* vb = p.v().data() + (krow + k0) * d_v;  // V_blk (cols, d_v), row-major
     for (int i0 = 0; i0 < kQueryBlock; i0 += kTileCols) {
       if (i0 >= rows) break;  // tiles of padding only
       // Keys this tile of queries can see: causal stops at the tile's last query.
@@ -140,7 +140,7 @@ void cpu::fused_into(const Problem& p, Trace& t) {
   cpu::begin_trace(t, p, Variant::Fused, Precision::FP32, /*keep=*/false, /*output=*/true);
 
   const float scale = fused_scale(p);
-  const FusedJob job{p, p.mask == MaskKind::Custom ? &p.custom_mask : nullptr, scale, t.output};
+  const FusedJob job{p, p.mask == MaskKind::Custom ? &p.custom_mask() : nullptr, scale, t.output};
 
   const int blocks_per_head = (n + kQueryBlock - 1) / kQueryBlock;
   const std::size_t items = static_cast<std::size_t>(heads) * blocks_per_head;

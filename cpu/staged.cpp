@@ -79,9 +79,9 @@ TraceT<Matrix> plain_chain(const Problem& p) {
   const auto t0 = Clock::now();
   const int n = p.n(), m = p.m(), h = p.heads;
   // In fp32 these refer to the problem's own matrices (no copy); in fp64 each is converted once.
-  const Eigen::Ref<const Matrix> q = p.q.template cast<Scalar>();
-  const Eigen::Ref<const Matrix> k = p.k.template cast<Scalar>();
-  const Eigen::Ref<const Matrix> v = p.v.template cast<Scalar>();
+  const Eigen::Ref<const Matrix> q = p.q().template cast<Scalar>();
+  const Eigen::Ref<const Matrix> k = p.k().template cast<Scalar>();
+  const Eigen::Ref<const Matrix> v = p.v().template cast<Scalar>();
 
   TraceT<Matrix> t;
   t.backend = "cpu";
@@ -178,7 +178,7 @@ void chain_block(const Chain& c, int head, int i0, int rows, float* S, float* C,
   // qk: S = Q_blk Kᵀ (Eigen's GEMM), then the scaling while the rows are in the cache.
   auto t = Clock::now();
   RowsMap s(S, rows, m, Eigen::OuterStride<>(ld));
-  s.noalias() = p.q.middleRows(qrow, rows) * p.k.middleRows(krow, m).transpose();
+  s.noalias() = p.q().middleRows(qrow, rows) * p.k().middleRows(krow, m).transpose();
   for (int r = 0; r < rows; ++r) {
     auto row = s.row(r).array();
     if (!std::isfinite(row.sum())) locate_overflow(s.row(r), qrow + r, c.n, masked, Msg::OverflowScores);
@@ -243,7 +243,7 @@ void chain_block(const Chain& c, int head, int i0, int rows, float* S, float* C,
   // pv: O_blk = W_blk V (Eigen's GEMM).
   if (out) {
     t = Clock::now();
-    out->middleRows(qrow, rows).noalias() = w * p.v.middleRows(krow, m);
+    out->middleRows(qrow, rows).noalias() = w * p.v().middleRows(krow, m);
     clock.ms[3] += ms_since(t);
   }
 }
@@ -455,7 +455,7 @@ void cpu::staged_into(const Problem& p, const RunOptions& opt, Trace& t) {
                 scale_divisor<float>(p),
                 static_cast<float>(p.temperature),
                 p.mask == MaskKind::Causal,
-                p.mask == MaskKind::Custom ? p.custom_mask.data() : nullptr,
+                p.mask == MaskKind::Custom ? p.custom_mask().data() : nullptr,
                 std::log(std::numeric_limits<float>::min()) + std::log(static_cast<float>(m)),
                 0.f};
   c.zero_below = static_cast<float>(1.5 * std::exp(static_cast<double>(c.exp_cutoff)));

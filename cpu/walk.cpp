@@ -63,9 +63,9 @@ Walk walk_row(const Problem& p, int head, int query, int tile) {
   w.explicit_scale = p.scale;
   w.mask = p.mask;
   w.scale = scale;
-  w.query_token = token_label(p.query_tokens, query);
+  w.query_token = token_label(p.query_tokens(), query);
   w.key_tokens.reserve(m);
-  for (int j = 0; j < m; ++j) w.key_tokens.push_back(token_label(p.key_tokens, j));
+  for (int j = 0; j < m; ++j) w.key_tokens.push_back(token_label(p.key_tokens(), j));
 
   // The row is lane 0 of one tile of kTileCols queries; the other lanes hold a zero query (their
   // scores are 0, their state stays finite and is never read). Row stride of every buffer: ld.
@@ -78,9 +78,9 @@ Walk walk_row(const Problem& p, int head, int query, int tile) {
   const SoftmaxState state{ms.data(), ls.data(), alphas.data()};
   const Index qrow = static_cast<Index>(head) * n + query;
   const Index krow = static_cast<Index>(head) * m;
-  for (int k = 0; k < d_k; ++k) qt[static_cast<std::size_t>(k) * ld] = p.q(qrow, k);
+  for (int k = 0; k < d_k; ++k) qt[static_cast<std::size_t>(k) * ld] = p.q()(qrow, k);
   const float* mask_row =
-      p.mask == MaskKind::Custom ? p.custom_mask.data() + static_cast<Index>(query) * m : nullptr;
+      p.mask == MaskKind::Custom ? p.custom_mask().data() + static_cast<Index>(query) * m : nullptr;
 
   auto logit = [&](float raw) { return std::isinf(raw) ? -kInf : static_cast<double>(raw) * scale; };
   const int count = walk_tile_count(m, tile);
@@ -99,8 +99,8 @@ Walk walk_row(const Problem& p, int head, int query, int tile) {
       r.alpha = std::numeric_limits<double>::quiet_NaN();
       r.masked = keys;
     } else {
-      const float* kb = p.k.data() + (krow + r.j0) * d_k;  // K_blk (keys, d_k), row-major
-      const float* vb = p.v.data() + (krow + r.j0) * d_v;  // V_blk (keys, d_v), row-major
+      const float* kb = p.k().data() + (krow + r.j0) * d_k;  // K_blk (keys, d_k), row-major
+      const float* vb = p.v().data() + (krow + r.j0) * d_v;  // V_blk (keys, d_v), row-major
       rows_madd(keys, kb, d_k, 1, qt.data(), ld, d_k, st.data(), ld, nullptr);
       for (int j = 0; j < keys; ++j) {
         const bool masked = (causal && r.j0 + j > query) || (mask_row && mask_row[r.j0 + j] != 0.f);
@@ -144,19 +144,20 @@ Problem row_problem(const Problem& p, int head, int query) {
   check_row_args(p, head, query);
   const int n = p.n(), m = p.m();
   Problem r;
-  r.q = p.q.row(static_cast<Index>(head) * n + query);
-  r.k = p.k.middleRows(static_cast<Index>(head) * m, m);
-  r.v = p.v.middleRows(static_cast<Index>(head) * m, m);
+  ProblemInputs& in = r.edit();
+  in.q = p.q().row(static_cast<Index>(head) * n + query);
+  in.k = p.k().middleRows(static_cast<Index>(head) * m, m);
+  in.v = p.v().middleRows(static_cast<Index>(head) * m, m);
   r.temperature = p.temperature;
-  r.query_tokens = {token_label(p.query_tokens, query)};
-  r.key_tokens = p.key_tokens;
+  in.query_tokens = {token_label(p.query_tokens(), query)};
+  in.key_tokens = p.key_tokens();
   if (p.mask == MaskKind::Causal) {
     r.mask = MaskKind::Custom;
-    r.custom_mask = MatrixF::Zero(1, m);
-    for (int j = query + 1; j < m; ++j) r.custom_mask(0, j) = -std::numeric_limits<float>::infinity();
+    in.custom_mask = MatrixF::Zero(1, m);
+    for (int j = query + 1; j < m; ++j) in.custom_mask(0, j) = -std::numeric_limits<float>::infinity();
   } else if (p.mask == MaskKind::Custom) {
     r.mask = MaskKind::Custom;
-    r.custom_mask = p.custom_mask.row(query);
+    in.custom_mask = p.custom_mask().row(query);
   }
   return r;
 }

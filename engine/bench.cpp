@@ -73,18 +73,19 @@ BenchProblem make_bench_problem(const Case& c, std::uint64_t seed) {
     b.rows.push_back(count == 1 ? 0 : static_cast<int>((static_cast<long long>(r) * (p.n() - 1)) /
                                                        (count - 1)));
   Problem sub;
-  sub.q.resize(count, p.d_k());
+  ProblemInputs& in = sub.edit();
+  in.q.resize(count, p.d_k());
   // The sampled rows of the mask, built row by row: the whole (N, N) mask would be 4 N^2 bytes.
-  sub.custom_mask = MatrixF::Zero(count, p.m());
+  in.custom_mask = MatrixF::Zero(count, p.m());
   for (int r = 0; r < count; ++r) {
-    sub.q.row(r) = p.q.row(b.rows[r]);
+    in.q.row(r) = p.q().row(b.rows[r]);
     if (p.mask == MaskKind::Causal)
-      sub.custom_mask.row(r).tail(p.m() - 1 - b.rows[r]).setConstant(-std::numeric_limits<float>::infinity());
-    sub.query_tokens.push_back(p.query_tokens.at(b.rows[r]));
+      in.custom_mask.row(r).tail(p.m() - 1 - b.rows[r]).setConstant(-std::numeric_limits<float>::infinity());
+    in.query_tokens.push_back(p.query_tokens().at(b.rows[r]));
   }
-  sub.k = p.k.topRows(p.m());
-  sub.v = p.v.topRows(p.m());
-  sub.key_tokens = p.key_tokens;
+  in.k = p.k().topRows(p.m());
+  in.v = p.v().topRows(p.m());
+  in.key_tokens = p.key_tokens();
   sub.temperature = p.temperature;
   sub.mask = MaskKind::Custom;
   b.ref = reference_fp64(sub).output;

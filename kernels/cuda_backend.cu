@@ -472,10 +472,10 @@ DeviceProblem allocate(const Problem& p, const RunOptions& opt, bool bench) {
 
 // Host -> device copies of the inputs (and the custom mask), plus the bf16 conversion.
 void upload_inputs(DeviceProblem& dp, const Problem& p, const RunOptions& opt, cudaStream_t s) {
-  upload(dp.q.get(), p.q, s);
-  upload(dp.k.get(), p.k, s);
-  upload(dp.v.get(), p.v, s);
-  if (p.mask == MaskKind::Custom) upload(dp.mask.get(), p.custom_mask, s);
+  upload(dp.q.get(), p.q(), s);
+  upload(dp.k.get(), p.k(), s);
+  upload(dp.v.get(), p.v(), s);
+  if (p.mask == MaskKind::Custom) upload(dp.mask.get(), p.custom_mask(), s);
   if (opt.variant == Variant::Fused && opt.precision == Precision::BF16) {
     to_bf16(dp.q.get(), dp.q16.get(), dp.q.size(), s);
     to_bf16(dp.k.get(), dp.k16.get(), dp.k.size(), s);
@@ -771,10 +771,10 @@ void run_streamed(const Problem& p, const RunOptions& opt, Trace& t) {
   ev[0].record(s);
   DeviceBuffer<float> q(d.q()), k(d.k()), v(opt.output ? d.v() : 0), out(opt.output ? d.out() : 0);
   DeviceBuffer<float> mask(p.mask == MaskKind::Custom ? d.nm() : 0);
-  upload(q.get(), p.q, s);
-  upload(k.get(), p.k, s);
-  if (opt.output) upload(v.get(), p.v, s);
-  if (p.mask == MaskKind::Custom) upload(mask.get(), p.custom_mask, s);
+  upload(q.get(), p.q(), s);
+  upload(k.get(), p.k(), s);
+  if (opt.output) upload(v.get(), p.v(), s);
+  if (p.mask == MaskKind::Custom) upload(mask.get(), p.custom_mask(), s);
   DeviceBuffer<int> rows = upload_vector(sp.rows, s);
   DeviceBuffer<float> row_max(sp.rows.size()), row_sum(sp.rows.size());
   DeviceBuffer<int> g_begin = upload_vector(sp.group_begin, s), g_end = upload_vector(sp.group_end, s),
@@ -964,7 +964,7 @@ void run_streamed(const Problem& p, const RunOptions& opt, Trace& t) {
     const int i = rs.row % d.n;
     rs.mask.assign(d.m, 0.f);
     for (int j = 0; j < d.m; ++j)
-      if ((causal && j > i) || (custom && p.custom_mask(i, j) != 0.f))
+      if ((causal && j > i) || (custom && p.custom_mask()(i, j) != 0.f))
         rs.mask[j] = -std::numeric_limits<float>::infinity();
   }
 

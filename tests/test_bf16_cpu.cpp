@@ -68,9 +68,9 @@ TEST(Bf16Cpu, ScaleConstantIsTheKernels) {
 // The problem with Q, K, V rounded to bf16 (what the bf16 chain computes on).
 Problem rounded(const Problem& p) {
   Problem r = p;
-  r.q = bf16_round(p.q);
-  r.k = bf16_round(p.k);
-  r.v = bf16_round(p.v);
+  r.edit().q = bf16_round(p.q());
+  r.edit().k = bf16_round(p.k());
+  r.edit().v = bf16_round(p.v());
   return r;
 }
 
@@ -78,8 +78,8 @@ Problem rounded(const Problem& p) {
 double score_magnitude(const Problem& p) {
   double worst = 0;
   for (int h = 0; h < p.heads; ++h) {
-    const auto q = p.q.middleRows(static_cast<Eigen::Index>(h) * p.n(), p.n()).cast<double>();
-    const auto k = p.k.middleRows(static_cast<Eigen::Index>(h) * p.m(), p.m()).cast<double>();
+    const auto q = p.q().middleRows(static_cast<Eigen::Index>(h) * p.n(), p.n()).cast<double>();
+    const auto k = p.k().middleRows(static_cast<Eigen::Index>(h) * p.m(), p.m()).cast<double>();
     worst = std::max(worst, q.rowwise().norm().maxCoeff() * k.rowwise().norm().maxCoeff());
   }
   return worst;
@@ -131,7 +131,7 @@ TEST(Bf16Cpu, MatchesFp64OfTheRoundedInputs) {
     const Problem p = test::make_problem(s.n, s.d_k, s.d_v, s.heads, s.mask, s.temperature, 14, s.custom);
     const Problem pr = rounded(p);
     const TraceD ref = reference_fp64(pr);
-    const double vmax = pr.v.cwiseAbs().maxCoeff();
+    const double vmax = pr.v().cwiseAbs().maxCoeff();
     // P rounded to bf16 moves each weight by at most 2u/(1-u) of itself (normaliser included);
     // the fp32 dot products and sums add what any fp32 chain has.
     const double weight_rel = 2.01 * kU;
@@ -224,8 +224,8 @@ TEST(Bf16Cpu, StagedOutputOnlyMatchesTheKeptChain) {
 
 TEST(Bf16Cpu, OverflowAndStreamingRequestsAreRefused) {
   Problem p = test::make_problem(40, 16, 16, 1, MaskKind::None, 1.0, 18);
-  p.q.array() *= 1e20f;
-  p.k.array() *= 1e20f;
+  p.edit().q.array() *= 1e20f;
+  p.edit().k.array() *= 1e20f;
   for (Variant v : {Variant::Staged, Variant::Fused}) {
     SCOPED_TRACE(to_string(v));
     const std::string why = test::message_of<InputError>([&] { run_cpu(p, v, Precision::BF16); });

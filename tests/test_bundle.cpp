@@ -31,9 +31,9 @@ Made make_bundle(const std::string& dir, int heads, int kv, int n, int m, int d_
                  std::uint64_t seed = 1) {
   const Problem r = random_problem(std::max(n, m), d_k, d_v, seed, heads);
   Made a;
-  a.q = r.q.topRows(static_cast<Eigen::Index>(heads) * n);
-  a.k = r.k.topRows(static_cast<Eigen::Index>(kv) * m);
-  a.v = r.v.topRows(static_cast<Eigen::Index>(kv) * m);
+  a.q = r.q().topRows(static_cast<Eigen::Index>(heads) * n);
+  a.k = r.k().topRows(static_cast<Eigen::Index>(kv) * m);
+  a.v = r.v().topRows(static_cast<Eigen::Index>(kv) * m);
   write_npy(dir + "/q.npy", a.q);
   write_npy(dir + "/k.npy", a.k);
   write_npy(dir + "/v.npy", a.v);
@@ -61,16 +61,16 @@ TEST(Bundle, GroupedQueryHeadsShareTheirKeyValueHead) {
   const Problem p = bundle_problem(b, 0, std::nullopt);
   EXPECT_EQ(p.heads, 4);
   EXPECT_EQ(p.n(), 5);
-  EXPECT_EQ(p.q, a.q);
+  EXPECT_EQ(p.q(), a.q);
   // Query heads 0, 1 read kv head 0; 2, 3 read kv head 1.
-  EXPECT_EQ(p.k.middleRows(0, 5), a.k.middleRows(0, 5));
-  EXPECT_EQ(p.k.middleRows(5, 5), a.k.middleRows(0, 5));
-  EXPECT_EQ(p.k.middleRows(10, 5), a.k.middleRows(5, 5));
-  EXPECT_EQ(p.v.middleRows(15, 5), a.v.middleRows(5, 5));
+  EXPECT_EQ(p.k().middleRows(0, 5), a.k.middleRows(0, 5));
+  EXPECT_EQ(p.k().middleRows(5, 5), a.k.middleRows(0, 5));
+  EXPECT_EQ(p.k().middleRows(10, 5), a.k.middleRows(5, 5));
+  EXPECT_EQ(p.v().middleRows(15, 5), a.v.middleRows(5, 5));
   const Problem h3 = bundle_problem(b, 0, 3);
   EXPECT_EQ(h3.heads, 1);
-  EXPECT_EQ(h3.q, a.q.middleRows(15, 5));
-  EXPECT_EQ(h3.k, a.k.middleRows(5, 5));
+  EXPECT_EQ(h3.q(), a.q.middleRows(15, 5));
+  EXPECT_EQ(h3.k(), a.k.middleRows(5, 5));
   EXPECT_NE(h3.source.find("head 3 of 4"), std::string::npos) << h3.source;
   // The same in Chinese, for --lang zh and the viewer in 中文.
   EXPECT_NE(h3.source_in(Lang::Zh).find("调用 0（共 1 个）"), std::string::npos) << h3.source_zh;
@@ -90,7 +90,7 @@ TEST(Bundle, ScaleMaskCausalAndTokens) {
   ASSERT_TRUE(p.scale.has_value());
   EXPECT_DOUBLE_EQ(*p.scale, 0.3);
   EXPECT_EQ(p.mask, MaskKind::Causal);
-  EXPECT_EQ(p.query_tokens, (std::vector<std::string>{"w", "x", "y", "z"}));
+  EXPECT_EQ(p.query_tokens(), (std::vector<std::string>{"w", "x", "y", "z"}));
   // The default scale written out as a number stays the default.
   patch_manifest(dpath, [](Json& j) { j["calls"][0]["scale"] = 0.25; });
   EXPECT_FALSE(bundle_problem(read_bundle(dpath), 0, 1).scale.has_value());
@@ -101,8 +101,8 @@ TEST(Bundle, ScaleMaskCausalAndTokens) {
   make_bundle(epath, 1, 1, 2, 4, 4, 2, {{"causal", true}});
   p = bundle_problem(read_bundle(epath), 0, std::nullopt);
   EXPECT_EQ(p.mask, MaskKind::Custom);
-  EXPECT_TRUE(std::isinf(p.custom_mask(0, 1)));
-  EXPECT_EQ(p.custom_mask(1, 1), 0.0f);
+  EXPECT_TRUE(std::isinf(p.edit().custom_mask(0, 1)));
+  EXPECT_EQ(p.edit().custom_mask(1, 1), 0.0f);
 
   // A mask file per head: refused for all heads when the heads differ, used with --head.
   const test::TempDir f;
@@ -117,8 +117,8 @@ TEST(Bundle, ScaleMaskCausalAndTokens) {
   EXPECT_NE(test::message_of<InputError>([&] { bundle_problem(b, 0, std::nullopt); }).find("--head"),
             std::string::npos);
   p = bundle_problem(b, 0, 1);
-  EXPECT_TRUE(std::isinf(p.custom_mask(1, 0)));
-  EXPECT_EQ(p.custom_mask(0, 2), 0.0f);
+  EXPECT_TRUE(std::isinf(p.edit().custom_mask(1, 0)));
+  EXPECT_EQ(p.edit().custom_mask(0, 2), 0.0f);
 }
 
 TEST(Bundle, TheCliRunsABundleAsTheCpuBackendWould) {

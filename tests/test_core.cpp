@@ -111,9 +111,9 @@ TEST(CoreDemo, DescriptionInEnglishFollowsTheState) {
   const Problem one = random_problem(1, 2, 2, 1);
   EXPECT_EQ(describe(one, cpu_staged(one), 0, Lang::En).rfind("The sequence has 1 token. ", 0), 0u);
   Problem wide = random_problem(1, 2, 2, 1);
-  wide.k = MatrixF::Ones(3, 2);
-  wide.v = MatrixF::Ones(3, 2);
-  wide.key_tokens = {"a", "b", "c"};
+  wide.edit().k = MatrixF::Ones(3, 2);
+  wide.edit().v = MatrixF::Ones(3, 2);
+  wide.edit().key_tokens = {"a", "b", "c"};
   EXPECT_EQ(describe(wide, cpu_staged(wide), 0, Lang::En).rfind("There is 1 query and 3 keys. ", 0), 0u);
 }
 
@@ -136,7 +136,7 @@ Naive naive(const Problem& p) {
       double mx = -INFINITY;
       for (int j = 0; j < m; ++j) {
         double s = 0;
-        for (int d = 0; d < dk; ++d) s += double(p.q(hd * n + i, d)) * double(p.k(hd * m + j, d));
+        for (int d = 0; d < dk; ++d) s += double(p.q()(hd * n + i, d)) * double(p.k()(hd * m + j, d));
         s /= std::sqrt(double(dk));
         r.scaled[(size_t(hd) * n + i) * m + j] = s;
         logit[j] = (s + mk(i, j)) / p.temperature;
@@ -147,7 +147,7 @@ Naive naive(const Problem& p) {
       for (int j = 0; j < m; ++j) {
         const double w = std::exp(logit[j] - mx) / sum;
         r.weights[(size_t(hd) * n + i) * m + j] = w;
-        for (int d = 0; d < dv; ++d) r.output[(size_t(hd) * n + i) * dv + d] += w * p.v(hd * m + j, d);
+        for (int d = 0; d < dv; ++d) r.output[(size_t(hd) * n + i) * dv + d] += w * p.v()(hd * m + j, d);
       }
     }
   return r;
@@ -175,20 +175,20 @@ TEST_P(CoreRecompute, EveryStageMatchesAnIndependentRecomputation) {
   p.mask = c.mask;
   if (c.mask == MaskKind::Custom) {
     // Every other key blocked, but never the first: no row is fully masked.
-    p.custom_mask = MatrixF::Zero(c.n, c.n);
+    p.edit().custom_mask = MatrixF::Zero(c.n, c.n);
     for (int i = 0; i < c.n; ++i)
-      for (int j = 1; j < c.n; j += 2) p.custom_mask(i, j) = kNegInf;
+      for (int j = 1; j < c.n; j += 2) p.edit().custom_mask(i, j) = kNegInf;
   }
   const Trace t = cpu_staged(p);
   const TraceD ref = reference_fp64(p);
   const Naive nv = naive(p);
   // fp32 conditioning: a logit carries an error of about eps * sum_d |q_d k_d| / (sqrt(d_k) T),
   // which at T = 1e-3 is far above 1e-6; the tolerance follows it instead of hiding it.
-  double l1 = 0, vmax = p.v.cwiseAbs().maxCoeff();
+  double l1 = 0, vmax = p.v().cwiseAbs().maxCoeff();
   for (int r = 0; r < c.heads * c.n; ++r)
     for (int j = 0; j < c.n; ++j)
-      l1 = std::max<double>(l1, (p.q.row(r).cwiseAbs().cwiseProduct(
-                                     p.k.row((r / c.n) * c.n + j).cwiseAbs())).sum());
+      l1 = std::max<double>(l1, (p.q().row(r).cwiseAbs().cwiseProduct(
+                                     p.k().row((r / c.n) * c.n + j).cwiseAbs())).sum());
   const double logit_err = 4 * std::numeric_limits<float>::epsilon() * l1 /
                            (std::sqrt(double(c.dk)) * c.temperature);
   const double tol_w = 2e-6 + logit_err;
@@ -237,12 +237,12 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(CoreSoftmax, HugeLogitsAndTinyTemperatureStayExactAndFinite) {
   Problem p;
-  p.q.resize(2, 1);
-  p.k.resize(3, 1);
-  p.v.resize(3, 1);
-  p.q << 1e15f, -1e15f;
-  p.k << 1e15f, -1e15f, 0.5e15f;  // scores up to 1e30
-  p.v << 1.0f, 2.0f, 3.0f;
+  p.edit().q.resize(2, 1);
+  p.edit().k.resize(3, 1);
+  p.edit().v.resize(3, 1);
+  p.edit().q << 1e15f, -1e15f;
+  p.edit().k << 1e15f, -1e15f, 0.5e15f;  // scores up to 1e30
+  p.edit().v << 1.0f, 2.0f, 3.0f;
   p.temperature = 1e-6;
   const Trace t = cpu_staged(p);
   for (int r = 0; r < 2; ++r)
@@ -262,7 +262,7 @@ TEST(CoreSoftmax, LowerTemperatureSharpensAndVChangesOnlyTheOutput) {
   EXPECT_GT(row_stats(cold, 2).max_weight, row_stats(base, 2).max_weight);
   EXPECT_LT(row_stats(cold, 2).entropy, row_stats(base, 2).entropy);
   p.temperature = 0.85;
-  p.v *= 2.0f;
+  p.edit().v *= 2.0f;
   const Trace v2 = cpu_staged(p);
   EXPECT_EQ(v2.weights, base.weights);
   EXPECT_NE(v2.output, base.output);
@@ -270,9 +270,9 @@ TEST(CoreSoftmax, LowerTemperatureSharpensAndVChangesOnlyTheOutput) {
 
 TEST(CoreValidate, OverflowingScoresAreRefusedNotNaN) {
   Problem p;
-  p.q = MatrixF::Constant(1, 2, 1e20f);
-  p.k = MatrixF::Constant(2, 2, 1e20f);
-  p.v = MatrixF::Ones(2, 1);
+  p.edit().q = MatrixF::Constant(1, 2, 1e20f);
+  p.edit().k = MatrixF::Constant(2, 2, 1e20f);
+  p.edit().v = MatrixF::Ones(2, 1);
   const std::string e = message_of<InputError>([&] { cpu_staged(p); });
   EXPECT_NE(e.find("overflows"), std::string::npos) << e;
 }

@@ -141,7 +141,7 @@ TEST(Fallback, StagedEstimateCountsTheMaskOnlyWhereARunNeedsIt) {
     }
   }
   p.mask = MaskKind::Custom;
-  p.custom_mask = MatrixF::Zero(300, 300);
+  p.edit().custom_mask = MatrixF::Zero(300, 300);
   const std::string msg = refusal(/*keep_stages=*/false, /*bench=*/true);
   EXPECT_NE(msg.find("problem needs 1.8 MiB of GPU memory"), std::string::npos) << msg;
   EXPECT_NE(msg.find("the inputs and the mask"), std::string::npos) << msg;

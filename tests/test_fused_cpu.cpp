@@ -63,9 +63,9 @@ TEST(FusedCpu, LargeProblemsAcrossManyBlocksAndThreads) {
   }
   // Unequal query and key counts (no causal mask then).
   Problem p = random_problem(300, 32, 16, 5);
-  p.k = random_problem(517, 32, 16, 6).k;
-  p.v = random_problem(517, 32, 16, 7).v;
-  p.key_tokens = index_tokens(517);
+  p.edit().k = random_problem(517, 32, 16, 6).k();
+  p.edit().v = random_problem(517, 32, 16, 7).v();
+  p.edit().key_tokens = index_tokens(517);
   EXPECT_LE(rel_err(cpu_fused(p).output, reference_fp64(p).output), 1e-5);
 }
 
@@ -93,13 +93,13 @@ TEST(FusedCpu, MaskedKeysContributeExactlyNothing) {
   std::vector<int> blocked;
   for (int j = 3; j < n; j += 7) blocked.push_back(j);  // in every key block, first and last too
   blocked.push_back(n - 1);
-  p.custom_mask.setZero();
-  for (int j : blocked) p.custom_mask.col(j).setConstant(-inf);
+  p.edit().custom_mask.setZero();
+  for (int j : blocked) p.edit().custom_mask.col(j).setConstant(-inf);
   const MatrixF before = cpu_fused(p).output;
   for (int h = 0; h < p.heads; ++h)
     for (int j : blocked) {
-      p.k.row(h * n + j).setConstant(3.f);
-      p.v.row(h * n + j).setConstant(-1e6f);
+      p.edit().k.row(h * n + j).setConstant(3.f);
+      p.edit().v.row(h * n + j).setConstant(-1e6f);
     }
   const MatrixF after = cpu_fused(p).output;
   EXPECT_EQ((before - after).cwiseAbs().maxCoeff(), 0.f);
@@ -111,20 +111,20 @@ TEST(FusedCpu, MaskedKeysContributeExactlyNothing) {
 TEST(FusedCpu, RowsMaskedThroughTheFirstKeyBlocksStayExact) {
   const int n = 200, m = 700;
   Problem p = random_problem(n, 16, 8, 41);
-  p.k = random_problem(m, 16, 8, 42).k;
-  p.v = random_problem(m, 16, 8, 43).v;
-  p.key_tokens = index_tokens(m);
+  p.edit().k = random_problem(m, 16, 8, 42).k();
+  p.edit().v = random_problem(m, 16, 8, 43).v();
+  p.edit().key_tokens = index_tokens(m);
   p.mask = MaskKind::Custom;
-  p.custom_mask = MatrixF::Zero(n, m);
+  p.edit().custom_mask = MatrixF::Zero(n, m);
   const float inf = std::numeric_limits<float>::infinity();
-  for (int i = 0; i < n; i += 2) p.custom_mask.row(i).head(m - 1 - i % 5).setConstant(-inf);
+  for (int i = 0; i < n; i += 2) p.edit().custom_mask.row(i).head(m - 1 - i % 5).setConstant(-inf);
   const Trace f = cpu_fused(p);
   ASSERT_TRUE(f.output.allFinite());
   EXPECT_LE(rel_err(f.output, reference_fp64(p).output), 1e-5);
   // A row that sees one key only is exactly that key's V row.
   for (int i = 0; i < n; i += 10) {
     if (i % 5 != 0) continue;
-    EXPECT_EQ((f.output.row(i) - p.v.row(m - 1)).cwiseAbs().maxCoeff(), 0.f) << "row " << i;
+    EXPECT_EQ((f.output.row(i) - p.v().row(m - 1)).cwiseAbs().maxCoeff(), 0.f) << "row " << i;
   }
 }
 
@@ -162,7 +162,7 @@ TEST(FusedCpu, CausalSkipEqualsExplicitTriangularMask) {
   Problem causal = make_problem(900, 32, 24, 2, MaskKind::Causal, 0.85, 11);
   Problem custom = causal;
   custom.mask = MaskKind::Custom;
-  custom.custom_mask = mask_matrix(causal);
+  custom.edit().custom_mask = mask_matrix(causal);
   const MatrixF a = cpu_fused(causal).output;
   const MatrixF b = cpu_fused(custom).output;
   EXPECT_LE((a - b).cwiseAbs().maxCoeff(), 1e-6f * a.cwiseAbs().maxCoeff());
@@ -172,8 +172,8 @@ TEST(FusedCpu, CausalSkipEqualsExplicitTriangularMask) {
 TEST(FusedCpu, CausalRowsIgnoreFutureKeys) {
   Problem p = make_problem(333, 16, 8, 1, MaskKind::Causal, 1.0, 21);
   const MatrixF before = cpu_fused(p).output;
-  p.k.row(332).setConstant(5.f);
-  p.v.row(332).setConstant(-7.f);
+  p.edit().k.row(332).setConstant(5.f);
+  p.edit().v.row(332).setConstant(-7.f);
   const MatrixF after = cpu_fused(p).output;
   EXPECT_EQ((before.topRows(332) - after.topRows(332)).cwiseAbs().maxCoeff(), 0.f);
   EXPECT_NE(before.row(332), after.row(332));
@@ -188,10 +188,10 @@ TEST(FusedCpu, Deterministic) {
 // each row is the V row of its arg-max key wherever that arg-max is unambiguous.
 TEST(FusedCpu, HugeLogitsStayFiniteAndPickTheArgmax) {
   Problem p = make_problem(200, 16, 4, 1, MaskKind::None, 1e-3, 8);
-  p.q *= 1000.f;
+  p.edit().q *= 1000.f;
   const Trace f = cpu_fused(p);
   ASSERT_TRUE(f.output.allFinite());
-  const MatrixD s = p.q.cast<double>() * p.k.cast<double>().transpose();
+  const MatrixD s = p.q().cast<double>() * p.k().cast<double>().transpose();
   int checked = 0;
   for (int i = 0; i < 200; ++i) {
     Eigen::Index best = 0;
@@ -202,15 +202,15 @@ TEST(FusedCpu, HugeLogitsStayFiniteAndPickTheArgmax) {
     // gap in logits = (top - second) / (sqrt(16) * 1e-3); beyond 100 the runner-up weighs < e^-100
     if ((top - second) / 4e-3 < 100) continue;
     ++checked;
-    EXPECT_LE((f.output.row(i) - p.v.row(best)).cwiseAbs().maxCoeff(), 1e-6f) << "row " << i;
+    EXPECT_LE((f.output.row(i) - p.v().row(best)).cwiseAbs().maxCoeff(), 1e-6f) << "row " << i;
   }
   EXPECT_GT(checked, 150);
 }
 
 TEST(FusedCpu, OverflowingScoresAreRefusedNotNaN) {
   Problem p = make_problem(10, 4, 2, 1, MaskKind::None, 1.0, 9);
-  p.q *= 1e20f;
-  p.k *= 1e20f;
+  p.edit().q *= 1e20f;
+  p.edit().k *= 1e20f;
   EXPECT_THROW(cpu_fused(p), InputError);
 }
 

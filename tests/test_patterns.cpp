@@ -54,9 +54,9 @@ TEST(Patterns, ParseReadsEverySpellingAndRefusesTheRest) {
 TEST(Patterns, NoiseIsTodaysRandomProblem) {
   const Problem a = pattern_problem(Pattern{}, 40, 8, 5, 77, 2);
   const Problem b = random_problem(40, 8, 5, 77, 2);
-  EXPECT_TRUE(a.q == b.q);
-  EXPECT_TRUE(a.k == b.k);
-  EXPECT_TRUE(a.v == b.v);
+  EXPECT_TRUE(a.q() == b.q());
+  EXPECT_TRUE(a.k() == b.k());
+  EXPECT_TRUE(a.v() == b.v());
   EXPECT_TRUE(a.source.empty());
 }
 
@@ -64,15 +64,15 @@ TEST(Patterns, SameSeedSameProblemAndTheSourceSaysSynthetic) {
   for (const char* name : {"local:4", "sink", "previous", "induction"}) {
     const Pattern pat = parse_pattern(name);
     const Problem a = pattern_problem(pat, 64, 32, 8, 3), b = pattern_problem(pat, 64, 32, 8, 3);
-    EXPECT_TRUE(a.q == b.q && a.k == b.k && a.v == b.v && a.key_tokens == b.key_tokens) << name;
+    EXPECT_TRUE(a.q() == b.q() && a.k() == b.k() && a.v() == b.v() && a.key_tokens() == b.key_tokens()) << name;
     const Problem c = pattern_problem(pat, 64, 32, 8, 4);
-    EXPECT_FALSE(a.v == c.v) << name;
+    EXPECT_FALSE(a.v() == c.v()) << name;
     EXPECT_EQ(a.source, std::string("synthetic pattern '") + name + "' (not a trained model)");
     EXPECT_EQ(a.source_in(Lang::Zh), std::string("合成模式“") + name + "”（不是训练得到的模型）");
     // One head of several names the head in both languages.
     const Problem h = one_head(pattern_problem(pat, 64, 32, 8, 3, 3), 2);
     EXPECT_EQ(h.source_in(Lang::Zh), std::string("合成模式“") + name + "”（不是训练得到的模型），头 2（共 3 个）");
-    EXPECT_EQ(h.q, pattern_problem(pat, 64, 32, 8, 3, 3).q.middleRows(128, 64));
+    EXPECT_EQ(h.q(), pattern_problem(pat, 64, 32, 8, 3, 3).q().middleRows(128, 64));
   }
 }
 
@@ -112,15 +112,15 @@ TEST(Patterns, InductionFindsTheTokenAfterThePreviousOccurrence) {
   const int half = kN / 2;
   // The first half holds distinct tokens; the second repeats them.
   for (int i = 0; i < half; ++i) {
-    EXPECT_EQ(p.query_tokens[i], p.query_tokens[i + half]);
-    EXPECT_EQ(p.query_tokens[i][0], 'w');
-    for (int j = 0; j < i; ++j) ASSERT_NE(p.query_tokens[i], p.query_tokens[j]);
+    EXPECT_EQ(p.query_tokens()[i], p.query_tokens()[i + half]);
+    EXPECT_EQ(p.query_tokens()[i][0], 'w');
+    for (int j = 0; j < i; ++j) ASSERT_NE(p.query_tokens()[i], p.query_tokens()[j]);
   }
   int hits = 0;
   for (int i = half; i < kN; ++i) {
     int prev = -1;
     for (int j = i - 1; j >= 0 && prev < 0; --j)
-      if (p.query_tokens[j] == p.query_tokens[i]) prev = j;
+      if (p.query_tokens()[j] == p.query_tokens()[i]) prev = j;
     ASSERT_GE(prev, 0);
     hits += argmax_row(w, i) == prev + 1;
   }
@@ -155,8 +155,8 @@ TEST(Patterns, HeadsShareThePatternAndDifferInV) {
   const Problem p = pattern_problem(parse_pattern("previous"), 32, 16, 4, 9, 3);
   EXPECT_EQ(p.heads, 3);
   EXPECT_EQ(p.n(), 32);
-  EXPECT_TRUE(p.q.topRows(32) == p.q.middleRows(32, 32));
-  EXPECT_FALSE(p.v.topRows(32) == p.v.middleRows(32, 32));
+  EXPECT_TRUE(p.q().topRows(32) == p.q().middleRows(32, 32));
+  EXPECT_FALSE(p.v().topRows(32) == p.v().middleRows(32, 32));
 }
 
 // ---- the real binary ----------------------------------------------------------------------------

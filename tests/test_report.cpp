@@ -145,8 +145,8 @@ TEST(Report, CausalMaskShowsMinusInfinityAndZeroWeights) {
 TEST(Report, JsonRoundTripsTheTraceExactly) {
   const DemoRun r = demo_run(MaskKind::Causal);
   const json j = json::parse(render(r.p, r.t, 3, Lang::Zh, Format::Json));
-  EXPECT_EQ(j["tokens"], json(r.p.query_tokens));
-  EXPECT_EQ(j["key_tokens"], json(r.p.key_tokens));
+  EXPECT_EQ(j["tokens"], json(r.p.query_tokens()));
+  EXPECT_EQ(j["key_tokens"], json(r.p.key_tokens()));
   EXPECT_EQ(j["d_k"], 3);
   EXPECT_EQ(j["d_v"], 2);
   EXPECT_DOUBLE_EQ(j["temperature"].get<double>(), 0.85);
@@ -159,7 +159,7 @@ TEST(Report, JsonRoundTripsTheTraceExactly) {
   for (const char* k : {"upload", "qk", "scale_mask", "softmax", "pv", "fused", "download", "total"})
     EXPECT_TRUE(j["timings_ms"].contains(k)) << k;
   const std::vector<std::pair<std::string, const MatrixF*>> stages = {
-      {"q", &r.p.q},          {"k", &r.p.k},           {"v", &r.p.v},
+      {"q", &r.p.q()},          {"k", &r.p.k()},           {"v", &r.p.v()},
       {"scores", &r.t.scores}, {"scaled", &r.t.scaled}, {"mask", &r.t.mask},
       {"logits", &r.t.logits}, {"weights", &r.t.weights}, {"output", &r.t.output}};
   for (const auto& [key, m] : stages) {
@@ -182,7 +182,7 @@ TEST(Report, JsonRoundTripsTheTraceExactly) {
   for (int row = 0; row < 5; ++row) {
     const RowStats s = row_stats(r.t, row);
     const json& jr = j["rows"][row];
-    EXPECT_EQ(jr["token"], r.p.query_tokens[row]);
+    EXPECT_EQ(jr["token"], r.p.query_tokens()[row]);
     EXPECT_DOUBLE_EQ(jr["max_weight"].get<double>(), s.max_weight);
     EXPECT_EQ(jr["argmax"], s.argmax);
     EXPECT_DOUBLE_EQ(jr["entropy"].get<double>(), s.entropy);

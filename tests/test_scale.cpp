@@ -24,9 +24,9 @@ double rel_err(const MatrixF& out, const MatrixD& ref) {
 
 // The fp64 output of one head computed here from the definition, with scale s and temperature T.
 MatrixD direct(const Problem& p, double s) {
-  const MatrixD q = p.q.cast<double>(), k = p.k.cast<double>(), v = p.v.cast<double>();
+  const MatrixD q = p.q().cast<double>(), k = p.k().cast<double>(), v = p.v().cast<double>();
   const MatrixD mk = mask_matrix(p).cast<double>();
-  MatrixD out(p.q.rows(), p.d_v());
+  MatrixD out(p.q().rows(), p.d_v());
   for (int h = 0; h < p.heads; ++h) {
     MatrixD l = (q.middleRows(h * p.n(), p.n()) * k.middleRows(h * p.m(), p.m()).transpose()) * s;
     l = (l + mk) / p.temperature;

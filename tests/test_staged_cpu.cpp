@@ -77,9 +77,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, StagedCpuSweep,
 
 TEST(StagedCpu, KeysAndQueriesOfDifferentLengths) {
   Problem p = random_problem(37, 8, 4, 3);
-  p.k = random_problem(90, 8, 4, 4).k;
-  p.v = random_problem(90, 8, 4, 5).v;
-  p.key_tokens = index_tokens(90);
+  p.edit().k = random_problem(90, 8, 4, 4).k();
+  p.edit().v = random_problem(90, 8, 4, 5).v();
+  p.edit().key_tokens = index_tokens(90);
   const Trace t = cpu_staged(p);
   EXPECT_LT(rel_diff(t.weights, cpu_staged_plain(p).weights), 1e-6);
   EXPECT_LT(rel_diff(t.output, cpu_staged_plain(p).output), 1e-6);
@@ -129,13 +129,13 @@ TEST(StagedCpu, LowTemperatureGivesNoSubnormalWeights) {
 
 TEST(StagedCpu, OverflowIsRefusedWithThePlace) {
   Problem p = random_problem(20, 4, 2, 1);
-  p.q(7, 1) = 2e19f;
-  p.k(3, 1) = 2e19f;
+  p.edit().q(7, 1) = 2e19f;
+  p.edit().k(3, 1) = 2e19f;
   const std::string msg = test::message_of<InputError>([&] { cpu_staged(p); });
   EXPECT_NE(msg.find("QKᵀ overflows at row 7, column 3"), std::string::npos) << msg;
   Problem q = random_problem(20, 4, 2, 1);
   q.temperature = 1e-37;
-  q.q *= 1e4f;
+  q.edit().q *= 1e4f;
   const std::string m2 = test::message_of<InputError>([&] { cpu_staged_output_only(q); });
   EXPECT_NE(m2.find("the logits"), std::string::npos) << m2;
 }

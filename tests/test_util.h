@@ -220,8 +220,8 @@ inline double fp32_tolerance(const Problem& p) {
   const double u = std::ldexp(1.0, -24);
   double smax = 0;
   for (int h = 0; h < p.heads; ++h) {
-    const MatrixF qa = p.q.middleRows(static_cast<Eigen::Index>(h) * p.n(), p.n()).cwiseAbs();
-    const MatrixF ka = p.k.middleRows(static_cast<Eigen::Index>(h) * p.m(), p.m()).cwiseAbs();
+    const MatrixF qa = p.q().middleRows(static_cast<Eigen::Index>(h) * p.n(), p.n()).cwiseAbs();
+    const MatrixF ka = p.k().middleRows(static_cast<Eigen::Index>(h) * p.m(), p.m()).cwiseAbs();
     smax = std::max(smax, static_cast<double>((qa * ka.transpose()).maxCoeff()));
   }
   const double scale = 1.0 / (std::sqrt(static_cast<double>(p.d_k())) * p.temperature);
@@ -244,7 +244,7 @@ inline Problem make_problem(int n, int d_k, int d_v, int heads, MaskKind mask, d
   Problem p = random_problem(n, d_k, d_v, seed, heads);
   p.temperature = temperature;
   p.mask = mask;
-  if (mask == MaskKind::Custom) p.custom_mask = custom_mask(n);
+  if (mask == MaskKind::Custom) p.edit().custom_mask = custom_mask(n);
   return p;
 }
 

@@ -30,12 +30,12 @@ Problem causal_demo() {
 Problem custom_demo() {
   Problem p = demo_problem();
   p.mask = MaskKind::Custom;
-  p.custom_mask = MatrixF::Zero(5, 5);
-  p.custom_mask(0, 1) = kNegInf;
-  p.custom_mask(0, 4) = kNegInf;
-  p.custom_mask(2, 2) = kNegInf;
-  p.custom_mask(3, 0) = kNegInf;
-  p.custom_mask(4, 3) = kNegInf;
+  p.edit().custom_mask = MatrixF::Zero(5, 5);
+  p.edit().custom_mask(0, 1) = kNegInf;
+  p.edit().custom_mask(0, 4) = kNegInf;
+  p.edit().custom_mask(2, 2) = kNegInf;
+  p.edit().custom_mask(3, 0) = kNegInf;
+  p.edit().custom_mask(4, 3) = kNegInf;
   return p;
 }
 

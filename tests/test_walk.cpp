@@ -37,7 +37,7 @@ std::vector<RefTile> reference_walk(const Problem& p, int head, int query, int t
   for (int j = 0; j < m; ++j) {
     double s = 0;
     for (int c = 0; c < d_k; ++c)
-      s += static_cast<double>(p.q(head * n + query, c)) * p.k(head * m + j, c);
+      s += static_cast<double>(p.q()(head * n + query, c)) * p.k()(head * m + j, c);
     x[j] = mask(query, j) != 0.f ? -kInf : s * scale;
   }
   std::vector<RefTile> out;
@@ -55,7 +55,7 @@ std::vector<RefTile> reference_walk(const Problem& p, int head, int query, int t
       if (std::isinf(x[j])) continue;
       const double e = std::exp(x[j] - mn);
       l += e;
-      for (int c = 0; c < d_v; ++c) acc[c] += e * p.v(head * m + j, c);
+      for (int c = 0; c < d_v; ++c) acc[c] += e * p.v()(head * m + j, c);
     }
     mr = mn;
     out.push_back({mr, alpha, l, acc});
@@ -168,15 +168,15 @@ TEST(Walk, CausalRowsSkipTilesAfterTheQuery) {
   const Walk first = walk_row(p, 0, 0, 3);
   EXPECT_FALSE(first.tiles[0].skipped);
   for (std::size_t t = 1; t < first.tiles.size(); ++t) EXPECT_TRUE(first.tiles[t].skipped);
-  for (int c = 0; c < p.d_v(); ++c) EXPECT_NEAR(first.output[c], p.v(0, c), 1e-6);
+  for (int c = 0; c < p.d_v(); ++c) EXPECT_NEAR(first.output[c], p.v()(0, c), 1e-6);
 }
 
 TEST(Walk, CustomMaskWhoseFirstTilesAreFullyMaskedForTheRow) {
   Problem p = test::make_problem(8, 4, 3, 1, MaskKind::None, 0.9, 11);
   p.mask = MaskKind::Custom;
-  p.custom_mask = MatrixF::Zero(8, 8);
+  p.edit().custom_mask = MatrixF::Zero(8, 8);
   const float ninf = -std::numeric_limits<float>::infinity();
-  for (int j = 0; j < 5; ++j) p.custom_mask(5, j) = ninf;  // row 5: keys 0..4 masked
+  for (int j = 0; j < 5; ++j) p.edit().custom_mask(5, j) = ninf;  // row 5: keys 0..4 masked
   validate(p);
   Walk w = walk_row(p, 0, 5, 2);  // tiles [0,2) [2,4) fully masked, [4,6) half
   ASSERT_EQ(w.tiles.size(), 4u);

@@ -154,7 +154,7 @@ Controller::Result Controller::execute(Job job, Trace reuse) {
       if (q.source.bundle.empty()) np->mask = q.mask;
       p = std::move(np);
     }
-    if (p->mask == MaskKind::Custom && p->custom_mask.size() == 0)
+    if (p->mask == MaskKind::Custom && p->custom_mask().size() == 0)
       throw InputError(Msg::NoCustomMask, {});
     // No validate() here: every backend validates what it runs, and a view or a row of the
     // problem on screen (a click at a million tokens) would scan its inputs again for nothing.
@@ -165,7 +165,7 @@ Controller::Result Controller::execute(Job job, Trace reuse) {
     opt.progress = &progress_;
     // Kept stages: scores, scaled, logits, weights (+ mask, one head) as fp32. Two traces live at
     // once while a new one is built (the old one stays on screen).
-    const double cells = static_cast<double>(p->q.rows()) * p->m();
+    const double cells = static_cast<double>(p->q().rows()) * p->m();
     const double need = 4.0 * (4.0 * cells + static_cast<double>(p->n()) * p->m());
     const double avail = host_available_bytes();
     r.need_gb = need / 1e9;
@@ -1044,7 +1044,7 @@ const std::vector<std::string>& Controller::column_labels(int step) const {
     }
     return dim_labels_;
   }
-  return shown_->key_tokens;
+  return shown_->key_tokens();
 }
 
 const std::string& Controller::description(Lang lang) const {

@@ -74,7 +74,7 @@ void editor(App& app) {
   if (p.n() <= 256) {
     std::vector<std::pair<std::string, std::string>> queries;
     for (int i = 0; i < p.n(); ++i)
-      queries.push_back({std::to_string(i), token_label(p.query_tokens, i) + " (#" + std::to_string(i) + ")"});
+      queries.push_back({std::to_string(i), token_label(p.query_tokens(), i) + " (#" + std::to_string(i) + ")"});
     option_combo<std::string>("##dquery", tr(lang, S::SetQuery), d.query, queries, keep, w * 1.3f);
   } else {
     // Thousands of rows: an index field, as the controls' query.
@@ -189,8 +189,8 @@ void draw_diff(App& app, const Layout& l) {
   // Row labels: the query tokens, or for a query diff the one row "B's token − A's token".
   std::vector<std::string> one_row;
   if (v.query_diff())
-    one_row = {token_label(p.query_tokens, c.b_setting().query) + " − " + token_label(p.query_tokens, a.query)};
-  const std::vector<std::string>& rows = v.query_diff() ? one_row : p.query_tokens;
+    one_row = {token_label(p.query_tokens(), c.b_setting().query) + " − " + token_label(p.query_tokens(), a.query)};
+  const std::vector<std::string>& rows = v.query_diff() ? one_row : p.query_tokens();
   const std::vector<std::string>& cols = c.column_labels(shown);
   if (m.max_abs == 0) {
     wrapped(app, tr(lang, S::DiffIdentical), &kHighlightV4);

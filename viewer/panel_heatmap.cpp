@@ -175,7 +175,7 @@ void draw_heatmap(App& app, const Layout& l) {
   const Problem& p = c.problem();
   const int col_step = step == 4 || is_output ? 4 : step;
   const std::vector<std::string>& col_labels = c.column_labels(col_step);
-  const std::vector<std::string>& row_labels = p.query_tokens;
+  const std::vector<std::string>& row_labels = p.query_tokens();
   const float fp = app.font_px;
   // Key tokens and output dimensions keep a cache each, so playing through the steps re-measures
   // nothing.
@@ -445,7 +445,7 @@ void draw_heatmap(App& app, const Layout& l) {
       // The largest weights named in the title line, numbered; their bars orange, numbered too.
       for (std::size_t r = 0; r < rc.top.size(); ++r)
         title += fmt("%s%d) %s %.3g%%", r == 0 ? "  ·  " : ", ", static_cast<int>(r + 1),
-                     p.key_tokens[rc.top[r].key].c_str(), rc.top[r].weight * 100.0);
+                     p.key_tokens()[rc.top[r].key].c_str(), rc.top[r].weight * 100.0);
       const float bar_h = base_y - top_y - label_h * 2;
       const float px_w = g.w / std::max(1, g.px_w);
       for (int px = 0; px < g.px_w; ++px) {

@@ -110,7 +110,7 @@ static void draw_queries_table(App& app) {
     ImGui::TableNextRow();
     ImGui::TableNextColumn();
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(query_colour(static_cast<int>(i))), "%s (#%d)",
-                       p.query_tokens[q].c_str(), q);
+                       p.query_tokens()[q].c_str(), q);
     const auto st = c.stats_of(q);
     if (!st) {
       missing = true;
@@ -119,7 +119,7 @@ static void draw_queries_table(App& app) {
     ImGui::TableNextColumn();
     ImGui::Text(st->max_weight < 0.01 ? "%.2g%%" : "%.1f%%", st->max_weight * 100);
     ImGui::TableNextColumn();
-    ImGui::TextUnformatted(p.key_tokens[st->argmax].c_str());
+    ImGui::TextUnformatted(p.key_tokens()[st->argmax].c_str());
     ImGui::TableNextColumn();
     ImGui::Text("%.3f", st->entropy);
     ImGui::TableNextColumn();
@@ -156,14 +156,14 @@ void draw_info(App& app, const Layout& l) {
 
   // Row statistics.
   if (ImGui::CollapsingHeader(fmt("%s###stats", tr(lang, S::RowStats)).c_str(), ImGuiTreeNodeFlags_DefaultOpen)) {
-    ImGui::Text("%s: %s (#%d)", tr(lang, S::TipQuery), p.query_tokens[c.query()].c_str(), c.query());
+    ImGui::Text("%s: %s (#%d)", tr(lang, S::TipQuery), p.query_tokens()[c.query()].c_str(), c.query());
     if (c.shown_heads() > 1 || c.from_bundle())
       ImGui::TextColored(kHighlightV4, "%s", fmt(tr(lang, S::HeadsShown), c.shown_layer(), c.shown_head(), c.shown_heads()).c_str());
     if (auto st = c.stats()) {
       // One decimal as on the page; significant digits below 1 %, where thousands of keys share it.
       ImGui::Text(st->max_weight < 0.01 ? "%s: %.2g%% (%s %s)" : "%s: %.1f%% (%s %s)", tr(lang, S::MaxWeight),
                   st->max_weight * 100, tr(lang, S::Argmax),
-                  p.key_tokens[st->argmax].c_str());
+                  p.key_tokens()[st->argmax].c_str());
       ImGui::Text("%s: %.3f", tr(lang, S::Entropy), st->entropy);
       ImGui::Text("%s: %d", tr(lang, S::Effective), st->unmasked);
       ImGui::Text("%s: %.3f", tr(lang, S::Perplexity), st->perplexity);
@@ -171,8 +171,8 @@ void draw_info(App& app, const Layout& l) {
       // The page's own sentence (查询“上下文”对“上下文”的权重最高，为 26.0%).
       // The same digits as the max weight line above.
       const std::string pct = fmt(st->max_weight < 0.01 ? "%.2g" : "%.1f", st->max_weight * 100);
-      wrapped(app, fmt(tr(lang, S::PageSentence), p.query_tokens[c.query()].c_str(),
-                       p.key_tokens[st->argmax].c_str(), pct.c_str()));
+      wrapped(app, fmt(tr(lang, S::PageSentence), p.query_tokens()[c.query()].c_str(),
+                       p.key_tokens()[st->argmax].c_str(), pct.c_str()));
     }
     if (c.queries().size() > 1) draw_queries_table(app);
     ImGui::Text("%s: 1/√%d = %.4f", tr(lang, S::Scale), p.d_k(), 1.0 / std::sqrt(static_cast<double>(p.d_k())));
@@ -247,17 +247,17 @@ void draw_info(App& app, const Layout& l) {
       // Dimensions and keys count from 0, as the rows (#0, #1, ...) and the heatmap do.
       for (int j = 0; j < p.d_k(); ++j) dims_k.push_back(std::to_string(j));
       for (int j = 0; j < p.d_v(); ++j) dims_v.push_back(std::to_string(j));
-      matrix_table("tq", tr(lang, S::TableQ), p.q, p.query_tokens, dims_k, q, false, lang);
-      matrix_table("tk", tr(lang, S::TableK), p.k, p.key_tokens, dims_k, -1, false, lang);
-      matrix_table("tv", tr(lang, S::TableV), p.v, p.key_tokens, dims_v, -1, step == 4, lang);
+      matrix_table("tq", tr(lang, S::TableQ), p.q(), p.query_tokens(), dims_k, q, false, lang);
+      matrix_table("tk", tr(lang, S::TableK), p.k(), p.key_tokens(), dims_k, -1, false, lang);
+      matrix_table("tv", tr(lang, S::TableV), p.v(), p.key_tokens(), dims_v, -1, step == 4, lang);
       std::vector<std::string> key_idx;
       for (int j = 0; j < p.m(); ++j) key_idx.push_back(std::to_string(j));
-      matrix_table("ts", tr(lang, S::TableScores), t.scores, p.query_tokens, key_idx, q, step == 1, lang);
-      matrix_table("tsc", fmt(tr(lang, S::TableScaled), p.d_k()), t.scaled, p.query_tokens, key_idx, q, step == 2, lang);
-      matrix_table("tm", tr(lang, S::TableMask), t.mask, p.query_tokens, key_idx, q, step == 2, lang);
-      matrix_table("tl", tr(lang, S::TableLogits), t.logits, p.query_tokens, key_idx, q, step == 2, lang);
-      matrix_table("tw", tr(lang, S::TableWeights), t.weights, p.query_tokens, key_idx, q, step == 3, lang);
-      matrix_table("to", tr(lang, S::TableOutput), t.output, p.query_tokens, dims_v, q, step == 4, lang);
+      matrix_table("ts", tr(lang, S::TableScores), t.scores, p.query_tokens(), key_idx, q, step == 1, lang);
+      matrix_table("tsc", fmt(tr(lang, S::TableScaled), p.d_k()), t.scaled, p.query_tokens(), key_idx, q, step == 2, lang);
+      matrix_table("tm", tr(lang, S::TableMask), t.mask, p.query_tokens(), key_idx, q, step == 2, lang);
+      matrix_table("tl", tr(lang, S::TableLogits), t.logits, p.query_tokens(), key_idx, q, step == 2, lang);
+      matrix_table("tw", tr(lang, S::TableWeights), t.weights, p.query_tokens(), key_idx, q, step == 3, lang);
+      matrix_table("to", tr(lang, S::TableOutput), t.output, p.query_tokens(), dims_v, q, step == 4, lang);
     }
   }
 

@@ -98,7 +98,7 @@ void draw_precision(App& app, const Layout& l) {
             fmt(tr(lang, S::PrecSummary), num(m.max).c_str(), num(at.ulps).c_str(), num(m.mean).c_str(), m.zeros,
                 m.rows * m.cols - m.masked) +
                 "  ·  " +
-                fmt(tr(lang, S::DiffMaxAt), token_label(p.query_tokens, m.arg_row).c_str(),
+                fmt(tr(lang, S::DiffMaxAt), token_label(p.query_tokens(), m.arg_row).c_str(),
                     m.arg_col < static_cast<int>(cols.size()) ? cols[m.arg_col].c_str() : "?"),
             &kHighlightV4);
   }
@@ -113,7 +113,7 @@ void draw_precision(App& app, const Layout& l) {
   char key[160];
   std::snprintf(key, sizeof key, "prec|%llu|%d|%d|%d", static_cast<unsigned long long>(c.revision()), shown,
                 static_cast<int>(app.prec_kind), app.prec.computed());
-  const MapPlot mp = draw_map(app, area, m.rows, m.cols, p.query_tokens, cols, c.query(), key, [&](const PlotGeometry& g) {
+  const MapPlot mp = draw_map(app, area, m.rows, m.cols, p.query_tokens(), cols, c.query(), key, [&](const PlotGeometry& g) {
     RasterInput in;
     in.values = m.err.data();
     in.rows = m.rows;
@@ -151,7 +151,7 @@ void draw_precision(App& app, const Layout& l) {
     const CellError e = app.prec.cell(c, mp.hover->row, mp.hover->col);
     ImGui::BeginTooltip();
     ImGui::Text("%s: %s", tr(lang, S::TipStage), step_name(lang, shown));
-    ImGui::Text("%s: %s (#%d)", tr(lang, S::TipQuery), token_label(p.query_tokens, e.row).c_str(), e.row);
+    ImGui::Text("%s: %s (#%d)", tr(lang, S::TipQuery), token_label(p.query_tokens(), e.row).c_str(), e.row);
     ImGui::Text("%s: %s (#%d)", tr(lang, shown == 4 ? S::TipOutputDim : S::TipKey),
                 e.col < static_cast<int>(cols.size()) ? cols[e.col].c_str() : "?", e.col);
     if (e.masked) {

@@ -16,7 +16,7 @@ std::string state_json(const Controller& c, const ViewSnapshot& v) {
   j["playing"] = v.playback ? v.playback->playing() : false;
   j["speed"] = v.playback ? v.playback->speed() : 1.0;
   j["query"] = c.query();
-  j["query_token"] = p.query_tokens.at(c.query());
+  j["query_token"] = p.query_tokens().at(c.query());
   j["queries"] = c.queries();
   j["mask"] = std::string(to_string(p.mask));
   j["temperature"] = p.temperature;

@@ -83,8 +83,8 @@ static std::set<unsigned> problem_codepoints(const App& app) {
   const auto add_text = [&](const std::string& s) {
     for (unsigned cp : utf8_codepoints(s)) cps.insert(cp);
   };
-  for (const std::string& t : app.ctl.problem().query_tokens) add_text(t);
-  for (const std::string& t : app.ctl.problem().key_tokens) add_text(t);
+  for (const std::string& t : app.ctl.problem().query_tokens()) add_text(t);
+  for (const std::string& t : app.ctl.problem().key_tokens()) add_text(t);
   if (const Bundle* b = app.ctl.bundle()) {
     for (const BundleCall& call : b->calls) add_text(call.name);
     for (const std::string& t : b->tokens) add_text(t);
@@ -117,7 +117,8 @@ void load_fonts(App& app, float font_px) {
   for (const std::string& s : all_ui_text()) add_text(s);
   for (const std::string& s : walk_ui_text()) add_text(s);
   add_text(demo_problem().sentence);
-  for (const std::string& t : demo_problem().query_tokens) add_text(t);
+  const Problem demo = demo_problem();
+  for (const std::string& t : demo.query_tokens()) add_text(t);
   for (Lang l : {Lang::Zh, Lang::En}) {
     add_text(caveat(l));
     for (MaskKind m : {MaskKind::None, MaskKind::Causal, MaskKind::Custom}) add_text(mask_sentence(m, l));

@@ -30,14 +30,14 @@ TEST(Messages, EnglishIsTheCommandLinesSentenceAndChineseFollows) {
   EXPECT_EQ(t.en, "temperature must be a finite number > 0, got 'abc'");
   EXPECT_EQ(t.text(Lang::Zh), "温度必须是大于 0 的有限数，当前为 'abc'");
   Problem p = random_problem(4, 3, 2, 1);
-  p.k = random_problem(4, 5, 2, 2).k;
+  p.edit().k = random_problem(4, 5, 2, 2).k();
   const Message s = caught([&] { validate(p); });
   EXPECT_EQ(s.en, "K has 5 columns but Q has 3 (both must be d_k)");
   EXPECT_EQ(s.text(Lang::Zh), "K 有 5 列而 Q 有 3 列（两者都必须是 d_k）");
   Problem f = demo_problem();
   f.mask = MaskKind::Custom;
-  f.custom_mask = MatrixF::Zero(5, 5);
-  f.custom_mask.row(1).setConstant(-std::numeric_limits<float>::infinity());
+  f.edit().custom_mask = MatrixF::Zero(5, 5);
+  f.edit().custom_mask.row(1).setConstant(-std::numeric_limits<float>::infinity());
   const Message fm = caught([&] { validate(f); });
   EXPECT_EQ(fm.id, Msg::FullyMaskedRow);
   EXPECT_NE(fm.text(Lang::Zh).find("第 1 行（根据）被完全屏蔽"), std::string::npos) << fm.text(Lang::Zh);
@@ -60,7 +60,7 @@ TEST(Messages, FileRefusalsCarryTheirIds) {
   EXPECT_NE(m.text(Lang::Zh).find("掩码元素只能是 0 或 -inf"), std::string::npos) << m.text(Lang::Zh);
   Problem p = demo_problem();
   p.mask = MaskKind::Custom;
-  p.custom_mask = MatrixF::Zero(4, 5);
+  p.edit().custom_mask = MatrixF::Zero(4, 5);
   const Message ms = caught([&] { validate(p); });
   EXPECT_EQ(ms.en, "the mask is 4x5 but the scores are 5x5");
   EXPECT_EQ(ms.text(Lang::Zh), "掩码为 4x5，而分数矩阵为 5x5");

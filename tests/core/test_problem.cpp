@@ -75,14 +75,14 @@ TEST(CoreValidate, TypedTemperaturesAreDecimalOnly) {
 
 TEST(CoreValidate, ShapesAreNamed) {
   Problem p = demo_problem();
-  p.q = MatrixF::Ones(5, 4);
+  p.edit().q = MatrixF::Ones(5, 4);
   EXPECT_EQ(error_of(p), "K has 3 columns but Q has 4 (both must be d_k)");
   p = demo_problem();
-  p.v = MatrixF::Ones(4, 2);
+  p.edit().v = MatrixF::Ones(4, 2);
   EXPECT_NE(error_of(p).find("V has 4 rows but K has 5"), std::string::npos);
   p = demo_problem();
-  p.q = MatrixF::Ones(3, 3);
-  p.query_tokens = index_tokens(3);
+  p.edit().q = MatrixF::Ones(3, 3);
+  p.edit().query_tokens = index_tokens(3);
   p.mask = MaskKind::Causal;
   EXPECT_NE(error_of(p).find("causal mask needs as many queries as keys, got 3 queries and 5 keys"),
             std::string::npos);
@@ -91,16 +91,16 @@ TEST(CoreValidate, ShapesAreNamed) {
 TEST(CoreValidate, FullyMaskedRowNamesRowAndToken) {
   Problem p = demo_problem();
   p.mask = MaskKind::Custom;
-  p.custom_mask = MatrixF::Zero(5, 5);
-  p.custom_mask.row(2).setConstant(kNegInf);
+  p.edit().custom_mask = MatrixF::Zero(5, 5);
+  p.edit().custom_mask.row(2).setConstant(kNegInf);
   EXPECT_NE(error_of(p).find("row 2 (上下文) is fully masked"), std::string::npos) << error_of(p);
-  p.custom_mask(2, 1) = 0.5f;
+  p.edit().custom_mask(2, 1) = 0.5f;
   EXPECT_NE(error_of(p).find("mask entries must be 0 or -inf, got 0.5"), std::string::npos);
 }
 
 TEST(CoreValidate, NonFiniteInputsAreLocated) {
   Problem p = demo_problem();
-  p.k(3, 1) = std::nanf("");
+  p.edit().k(3, 1) = std::nanf("");
   EXPECT_NE(error_of(p).find("K has a non-finite value (nan) at row 3, column 1"), std::string::npos)
       << error_of(p);
 }
@@ -117,18 +117,39 @@ TEST(CoreProblem, QueriesResolveByTokenOrIndex) {
 TEST(CoreProblem, SameSeedSameProblem) {
   const Problem a = random_problem(17, 8, 4, 42), b = random_problem(17, 8, 4, 42);
   const Problem c = random_problem(17, 8, 4, 43);
-  EXPECT_EQ(a.q, b.q);
-  EXPECT_EQ(a.v, b.v);
-  EXPECT_NE(a.q, c.q);
+  EXPECT_EQ(a.q(), b.q());
+  EXPECT_EQ(a.v(), b.v());
+  EXPECT_NE(a.q(), c.q());
   // Standard normal: mean near 0, variance near 1 over 17*8 + 17*8 + 17*4 draws.
-  EXPECT_NEAR(a.q.mean(), 0.0, 0.3);
+  EXPECT_NEAR(a.q().mean(), 0.0, 0.3);
   // The generator is written out (mt19937_64 + Box-Muller), so seed 7 gives these values with any
   // standard library; a change of generator or fill order shows up here.
   const Problem r = random_problem(2, 2, 1, 7);
-  EXPECT_FLOAT_EQ(r.q(0, 0), 0.713029861f);
-  EXPECT_FLOAT_EQ(r.q(1, 1), -1.30007768f);
-  EXPECT_FLOAT_EQ(r.k(0, 1), 0.671255052f);
-  EXPECT_FLOAT_EQ(r.v(1, 0), -1.61467254f);
+  EXPECT_FLOAT_EQ(r.q()(0, 0), 0.713029861f);
+  EXPECT_FLOAT_EQ(r.q()(1, 1), -1.30007768f);
+  EXPECT_FLOAT_EQ(r.k()(0, 1), 0.671255052f);
+  EXPECT_FLOAT_EQ(r.v()(1, 0), -1.61467254f);
+}
+
+// A copy of a problem shares its inputs (a temperature or mask change copies no matrix); a change
+// of the inputs through edit() copies them first, so the other problem never sees it.
+TEST(CoreProblem, CopiesShareTheInputsAndAnEditCopiesThemFirst) {
+  Problem a = random_problem(6, 4, 2, 3);
+  Problem b = a;
+  b.temperature = 0.5;
+  b.mask = MaskKind::Causal;
+  EXPECT_EQ(a.inputs(), b.inputs());
+  EXPECT_EQ(a.q().data(), b.q().data());
+  const float before = a.q()(0, 0);
+  b.edit().q(0, 0) = before + 1;
+  EXPECT_NE(a.inputs(), b.inputs());
+  EXPECT_EQ(a.q()(0, 0), before);
+  EXPECT_EQ(b.q()(0, 0), before + 1);
+  EXPECT_EQ(b.key_tokens(), a.key_tokens());
+  // A problem that holds its inputs alone edits them in place.
+  const ProblemInputs* own = b.inputs();
+  b.edit().v(0, 0) = 7;
+  EXPECT_EQ(b.inputs(), own);
 }
 
 }  // namespace

@@ -59,7 +59,8 @@ float round_bf16(float f) {
 }
 
 Problem rounded_to_bf16(Problem p) {
-  for (MatrixF* m : {&p.q, &p.k, &p.v}) *m = m->unaryExpr(&round_bf16);
+  ProblemInputs& in = p.edit();
+  for (MatrixF* m : {&in.q, &in.k, &in.v}) *m = m->unaryExpr(&round_bf16);
   return p;
 }
 
@@ -70,9 +71,9 @@ MatrixD reference_rows(const Problem& p, const std::vector<int>& rows) {
   MatrixD out(static_cast<Eigen::Index>(rows.size()), p.d_v());
   for (std::size_t r = 0; r < rows.size(); ++r) {
     const int h = rows[r] / n, i = rows[r] % n;
-    const MatrixD k = p.k.middleRows(static_cast<Eigen::Index>(h) * m, m).cast<double>();
-    const MatrixD v = p.v.middleRows(static_cast<Eigen::Index>(h) * m, m).cast<double>();
-    Eigen::VectorXd logits = k * p.q.row(rows[r]).transpose().cast<double>() * scale;
+    const MatrixD k = p.k().middleRows(static_cast<Eigen::Index>(h) * m, m).cast<double>();
+    const MatrixD v = p.v().middleRows(static_cast<Eigen::Index>(h) * m, m).cast<double>();
+    Eigen::VectorXd logits = k * p.q().row(rows[r]).transpose().cast<double>() * scale;
     if (p.mask == MaskKind::Causal)
       for (int j = i + 1; j < m; ++j) logits(j) = -std::numeric_limits<double>::infinity();
     const Eigen::VectorXd w = (logits.array() - logits.maxCoeff()).exp().matrix();
@@ -117,7 +118,7 @@ TEST(CudaFusedFp32, MatchesFp64OverTheParityShapes) {
             ASSERT_EQ(f.output.rows(), n);
             ASSERT_EQ(f.output.cols(), d_v);
             ASSERT_TRUE(f.output.allFinite());
-            const double err = rel_err_to_v(f.output, reference_fp64(p).output, p.v);
+            const double err = rel_err_to_v(f.output, reference_fp64(p).output, p.v());
             EXPECT_LE(err, fp32_tolerance(p));
             if (t >= 0.85) worst = std::max(worst, err);
           }
@@ -164,8 +165,8 @@ TEST(CudaFusedFp32, CausalRowsIgnoreFutureKeys) {
   ATTNLAB_REQUIRE_CUDA();
   Problem p = make_problem(200, 64, 64, 1, MaskKind::Causal, 1.0, 41);
   const MatrixF before = run_fused(p, Precision::FP32).output;
-  p.k.row(199).setConstant(3.f);
-  p.v.row(199).setConstant(-9.f);
+  p.edit().k.row(199).setConstant(3.f);
+  p.edit().v.row(199).setConstant(-9.f);
   const MatrixF after = run_fused(p, Precision::FP32).output;
   EXPECT_EQ((before.topRows(199) - after.topRows(199)).cwiseAbs().maxCoeff(), 0.f);
 }
@@ -173,7 +174,7 @@ TEST(CudaFusedFp32, CausalRowsIgnoreFutureKeys) {
 TEST(CudaFusedFp32, HugeLogitsStayFinite) {
   ATTNLAB_REQUIRE_CUDA();
   Problem p = make_problem(300, 16, 8, 2, MaskKind::None, 1e-3, 51);
-  p.q *= 1000.f;
+  p.edit().q *= 1000.f;
   EXPECT_TRUE(run_fused(p, Precision::FP32).output.allFinite());
 }
 

@@ -65,7 +65,7 @@ TEST(CudaFusedKernels, Tf32x3RunsItsOwnKernelForEveryBucket) {
       for (MaskKind mask : {MaskKind::None, MaskKind::Causal}) {
         // n off the tile sizes (64 / 128 queries, 32 / 64 keys), two heads.
         const Problem p = test::make_problem(197, d, d, 2, mask, 0.85, 7);
-        DeviceMatrix q(p.q), k(p.k), v(p.v), o(p.q.rows(), p.d_v());
+        DeviceMatrix q(p.q()), k(p.k()), v(p.v()), o(p.q().rows(), p.d_v());
         const float scale_log2 =
             static_cast<float>(1.4426950408889634 / (std::sqrt(static_cast<double>(d)) * p.temperature));
         const bool ran = cuda::fused_attention_tf32x3(wide, q.ptr, k.ptr, v.ptr, o.ptr, 2, p.n(), p.m(), d,
@@ -77,7 +77,7 @@ TEST(CudaFusedKernels, Tf32x3RunsItsOwnKernelForEveryBucket) {
         const std::string kernel = cuda::last_fused_kernel();
         EXPECT_EQ(kernel.rfind("3xTF32 D=" + std::to_string(d) + " warps=" + (wide ? "8" : "4"), 0), 0u)
             << what << ": ran " << kernel;
-        const double err = rel_err_to_v(o.host(), reference_fp64(p).output, p.v);
+        const double err = rel_err_to_v(o.host(), reference_fp64(p).output, p.v());
         EXPECT_LE(err, 1e-5) << what << " (" << kernel << ")";
         RecordProperty("err_d" + std::to_string(d) + (wide ? "_w8" : "_w4") +
                            (mask == MaskKind::Causal ? "_causal" : ""),
@@ -94,7 +94,7 @@ TEST(CudaFusedKernels, Tf32x3RefusesWhatItDoesNotTake) {
   // d_k not a multiple of 4, and d above 128: false, nothing launched.
   for (const auto& [dk, dv] : {std::pair{3, 64}, std::pair{64, 2}, std::pair{256, 256}}) {
     const Problem p = test::make_problem(40, dk, dv, 1, MaskKind::None, 1.0, 3);
-    DeviceMatrix q(p.q), k(p.k), v(p.v), o(p.q.rows(), p.d_v());
+    DeviceMatrix q(p.q()), k(p.k()), v(p.v()), o(p.q().rows(), p.d_v());
     EXPECT_FALSE(cuda::fused_attention_tf32x3(false, q.ptr, k.ptr, v.ptr, o.ptr, 1, p.n(), p.m(), dk, dv, 0.1f,
                                               false, nullptr, nullptr))
         << dk << "x" << dv;
@@ -121,7 +121,7 @@ TEST(CudaFusedKernels, TheRequestedFp32ConfigurationRunsItsOwnKernel) {
   EXPECT_EQ(kernel.rfind(expected[config], 0), 0u)
       << "ATTNLAB_FUSED_CONFIG=" << config << " ran " << kernel << ", expected " << expected[config];
   RecordProperty("kernel", kernel);
-  EXPECT_LE(rel_err_to_v(t.output, reference_fp64(p).output, p.v), 1e-5) << kernel;
+  EXPECT_LE(rel_err_to_v(t.output, reference_fp64(p).output, p.v()), 1e-5) << kernel;
 #endif
 }
 

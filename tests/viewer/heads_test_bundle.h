@@ -40,15 +40,15 @@ inline void write_heads_bundle(const std::string& dir) {
   };
   // Layer 0: four heads, each its own pattern.
   const Problem l0[] = {pat("local:2", 40, 1), pat("sink", 40, 2), pat("previous", 40, 3), pat("noise", 40, 4)};
-  write_npy(dir + "/0_q.npy", stack_rows({&l0[0].q, &l0[1].q, &l0[2].q, &l0[3].q}));
-  write_npy(dir + "/0_k.npy", stack_rows({&l0[0].k, &l0[1].k, &l0[2].k, &l0[3].k}));
-  write_npy(dir + "/0_v.npy", stack_rows({&l0[0].v, &l0[1].v, &l0[2].v, &l0[3].v}));
+  write_npy(dir + "/0_q.npy", stack_rows({&l0[0].q(), &l0[1].q(), &l0[2].q(), &l0[3].q()}));
+  write_npy(dir + "/0_k.npy", stack_rows({&l0[0].k(), &l0[1].k(), &l0[2].k(), &l0[3].k()}));
+  write_npy(dir + "/0_v.npy", stack_rows({&l0[0].v(), &l0[1].v(), &l0[2].v(), &l0[3].v()}));
   // Layer 1: two key/value heads, each read by two query heads.
   const Problem sink1 = pat("sink", 130, 5), sink2 = pat("sink", 130, 6), prev = pat("previous", 130, 7),
                 noise = pat("noise", 130, 8);
-  write_npy(dir + "/1_q.npy", stack_rows({&sink1.q, &sink2.q, &prev.q, &noise.q}));
-  write_npy(dir + "/1_k.npy", stack_rows({&sink1.k, &prev.k}));
-  write_npy(dir + "/1_v.npy", stack_rows({&sink1.v, &prev.v}));
+  write_npy(dir + "/1_q.npy", stack_rows({&sink1.q(), &sink2.q(), &prev.q(), &noise.q()}));
+  write_npy(dir + "/1_k.npy", stack_rows({&sink1.k(), &prev.k()}));
+  write_npy(dir + "/1_v.npy", stack_rows({&sink1.v(), &prev.v()}));
   const auto call = [](const std::string& name, int i, int kv, int n, bool causal) {
     const std::string f = std::to_string(i);
     return Json{{"name", name},   {"heads", 4},         {"kv_heads", kv},     {"n", n},       {"m", n},

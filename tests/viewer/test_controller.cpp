@@ -35,7 +35,7 @@ TEST(Controller, DemoShowsThePageNumbers) {
   Controller c(test::cpu_viewer_options());
   EXPECT_TRUE(c.demo());
   EXPECT_EQ(c.query(), 2);
-  EXPECT_EQ(c.problem().query_tokens[2], "上下文");
+  EXPECT_EQ(c.problem().query_tokens()[2], "上下文");
   EXPECT_DOUBLE_EQ(c.problem().temperature, 0.85);
   const MatrixF* w = c.stage_matrix(3);
   ASSERT_NE(w, nullptr);
@@ -283,8 +283,8 @@ TEST(Controller, RedrawBenchRunsKeptAndStreamedProblems) {
 // problem) and stays when only the temperature, mask or query does.
 TEST(UiCaches, ColumnLabelsAreTheProblemsOwnVectors) {
   Controller c(test::cpu_viewer_options());
-  EXPECT_EQ(&c.column_labels(1), &c.problem().key_tokens);
-  EXPECT_EQ(&c.column_labels(3), &c.problem().key_tokens);
+  EXPECT_EQ(&c.column_labels(1), &c.problem().key_tokens());
+  EXPECT_EQ(&c.column_labels(3), &c.problem().key_tokens());
   EXPECT_EQ(c.column_labels(4), (std::vector<std::string>{"0", "1"}));
 }
 
@@ -309,13 +309,13 @@ TEST(UiCaches, ProblemRevisionMovesWithNewTokensOnly) {
   ASSERT_TRUE(c.load_random(12, 8, 5, 1));
   const auto p1 = c.problem_revision();
   EXPECT_NE(p1, p0);
-  EXPECT_EQ(c.problem().key_tokens.size(), 12u);
+  EXPECT_EQ(c.problem().key_tokens().size(), 12u);
   ASSERT_TRUE(c.load_demo());
   EXPECT_NE(c.problem_revision(), p1);
   // A refused problem (over the CPU limit) leaves the labels as they were; a bump is allowed, a
   // stale key is not: the tokens on screen are still the demo's.
   EXPECT_FALSE(c.load_random(kCpuMaxTokens + 1, 8, 8, 1));
-  EXPECT_EQ(c.problem().key_tokens.size(), 5u);
+  EXPECT_EQ(c.problem().key_tokens().size(), 5u);
 }
 
 // ---- the worker thread (async mode, the interactive viewer) and streamed problems ----------------
@@ -450,8 +450,8 @@ TEST(ControllerFiles, LoadsFilesWithTokensAndAMaskFileAndKeepsTheLastValidStateO
   ASSERT_TRUE(c.load_files({q, k, v, mask, "a,b,x,y,z", ""})) << c.error();
   EXPECT_TRUE(c.from_files());
   EXPECT_FALSE(c.demo());
-  EXPECT_EQ(c.problem().query_tokens, (std::vector<std::string>{"a", "b"}));
-  EXPECT_EQ(c.problem().key_tokens, (std::vector<std::string>{"x", "y", "z"}));
+  EXPECT_EQ(c.problem().query_tokens(), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(c.problem().key_tokens(), (std::vector<std::string>{"x", "y", "z"}));
   EXPECT_EQ(c.problem().mask, MaskKind::Custom);
   ASSERT_NE(c.stage_matrix(3), nullptr);
   EXPECT_EQ((*c.stage_matrix(3))(0, 1), 0.f);
@@ -475,7 +475,7 @@ TEST(ControllerFiles, LoadsFilesWithTokensAndAMaskFileAndKeepsTheLastValidStateO
   EXPECT_NE(c.error().find("missing.csv"), std::string::npos) << c.error();
   EXPECT_FALSE(c.load_files({q, k, "", "", "", ""}));
   EXPECT_NE(c.error().find("missing --v"), std::string::npos) << c.error();
-  EXPECT_EQ(c.problem().key_tokens, (std::vector<std::string>{"x", "y", "z"}));
+  EXPECT_EQ(c.problem().key_tokens(), (std::vector<std::string>{"x", "y", "z"}));
   EXPECT_EQ(c.problem().mask, MaskKind::Custom);
   // Back to the demo: the custom mask goes with the files.
   ASSERT_TRUE(c.load_demo());
@@ -528,5 +528,32 @@ TEST(Controller, RedrawsReuseTheReplacedTracesBuffers) {
     ASSERT_TRUE(c.set_temperature(0.9));
     c.wait();
     EXPECT_EQ(c.trace().weights.data(), first) << (async ? "async" : "sync");
+  }
+}
+
+// A temperature or mask change runs the same inputs again: the new problem on screen shares Q, K,
+// V, the labels and the mask values with the one before (no matrix is copied); a new source
+// brings new inputs.
+TEST(Controller, ATemperatureOrMaskChangeCopiesNoInput) {
+  ViewerOptions o = test::cpu_viewer_options();
+  o.random_n = 300;
+  o.d_k = 8;
+  o.d_v = 4;
+  for (bool async : {false, true}) {
+    Controller c(o, async);
+    const ProblemInputs* first = c.problem().inputs();
+    const float* q = c.problem().q().data();
+    ASSERT_TRUE(c.set_temperature(0.7));
+    c.wait();
+    EXPECT_EQ(c.problem().temperature, 0.7);
+    EXPECT_EQ(c.problem().inputs(), first) << (async ? "async" : "sync");
+    ASSERT_TRUE(c.set_mask(MaskKind::Causal));
+    c.wait();
+    EXPECT_EQ(c.problem().mask, MaskKind::Causal);
+    EXPECT_EQ(c.problem().inputs(), first);
+    EXPECT_EQ(c.problem().q().data(), q);
+    ASSERT_TRUE(c.load_random(300, 8, 4, 99));
+    c.wait();
+    EXPECT_NE(c.problem().inputs(), first);
   }
 }

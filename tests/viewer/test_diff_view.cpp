@@ -182,7 +182,7 @@ TEST(DiffView, TemperatureDiffMatchesAnIndependentComputation) {
     double mx = -1e300, sum = 0;
     for (int j = 0; j < p.m(); ++j) {
       double dot = 0;
-      for (int k = 0; k < p.d_k(); ++k) dot += static_cast<double>(p.q(i, k)) * p.k(j, k);
+      for (int k = 0; k < p.d_k(); ++k) dot += static_cast<double>(p.q()(i, k)) * p.k()(j, k);
       l[j] = dot / std::sqrt(3.0) / 0.5;
       mx = std::max(mx, l[j]);
     }

@@ -52,9 +52,9 @@ std::vector<PooledCell> reference_thumb(const Problem& p, int head, PoolMode mod
   if (p.heads > 1) {
     const Eigen::Index n = p.n(), m = p.m();
     one.heads = 1;
-    one.q = p.q.middleRows(head * n, n);
-    one.k = p.k.middleRows(head * m, m);
-    one.v = p.v.middleRows(head * m, m);
+    one.edit().q = p.q().middleRows(head * n, n);
+    one.edit().k = p.k().middleRows(head * m, m);
+    one.edit().v = p.v().middleRows(head * m, m);
   }
   const Trace t = cpu_staged(one);
   const AxisMap rows = map_axis(0, one.n(), std::min(one.n(), kThumbPixels), one.n());
@@ -156,9 +156,9 @@ TEST(HeadsController, ShowsTheBundlesLayerAndHeadAsCoreReadsIt) {
     const Problem want = bundle_problem(b, layer, head);
     const Problem& got = c.problem();
     EXPECT_EQ(got.heads, 1);
-    EXPECT_EQ(got.q, want.q) << layer << "/" << head;
-    EXPECT_EQ(got.k, want.k) << layer << "/" << head;
-    EXPECT_EQ(got.v, want.v) << layer << "/" << head;
+    EXPECT_EQ(got.q(), want.q()) << layer << "/" << head;
+    EXPECT_EQ(got.k(), want.k()) << layer << "/" << head;
+    EXPECT_EQ(got.v(), want.v()) << layer << "/" << head;
     EXPECT_EQ(got.mask, want.mask) << layer << "/" << head;
     EXPECT_EQ(got.source, want.source);
     EXPECT_EQ(c.shown_layer(), layer);
@@ -218,7 +218,7 @@ TEST(HeadsController, AsyncHeadAndLayerChangesEndOnTheLastOne) {
   c.wait();
   EXPECT_EQ(c.shown_layer(), 0);
   EXPECT_EQ(c.shown_head(), 3);
-  EXPECT_EQ(c.problem().q, bundle_problem(tb.b, 0, 3).q);
+  EXPECT_EQ(c.problem().q(), bundle_problem(tb.b, 0, 3).q());
   EXPECT_EQ(c.query(), 39);  // layer 0 has 40 queries
   EXPECT_TRUE(c.error().empty()) << c.error();
 }
@@ -248,12 +248,12 @@ TEST(HeadsController, RandomHeadsAreTheCLIsHeadsAndDiffer) {
   for (int h = 0; h < 4; ++h) {
     ASSERT_TRUE(c.set_head(h));
     EXPECT_EQ(c.problem().heads, 1);
-    EXPECT_EQ(c.problem().q, all.q.middleRows(h * 24, 24)) << h;
-    EXPECT_EQ(c.problem().k, all.k.middleRows(h * 24, 24)) << h;
-    EXPECT_EQ(c.problem().v, all.v.middleRows(h * 24, 24)) << h;
+    EXPECT_EQ(c.problem().q(), all.q().middleRows(h * 24, 24)) << h;
+    EXPECT_EQ(c.problem().k(), all.k().middleRows(h * 24, 24)) << h;
+    EXPECT_EQ(c.problem().v(), all.v().middleRows(h * 24, 24)) << h;
     EXPECT_NE(c.description(Lang::En).find("head " + std::to_string(h) + " of 4"), std::string::npos);
-    q.push_back(c.problem().q);
-    k.push_back(c.problem().k);
+    q.push_back(c.problem().q());
+    k.push_back(c.problem().k());
   }
   for (int a = 0; a < 4; ++a)
     for (int b = a + 1; b < 4; ++b) {
@@ -265,8 +265,8 @@ TEST(HeadsController, RandomHeadsAreTheCLIsHeadsAndDiffer) {
   o.head = 2;
   Controller p(o);
   const Problem pat = pattern_problem(o.pattern, 24, 8, 4, 5, 4);
-  EXPECT_EQ(p.problem().q, pat.q.middleRows(2 * 24, 24));
-  EXPECT_EQ(p.problem().v, pat.v.middleRows(2 * 24, 24));
+  EXPECT_EQ(p.problem().q(), pat.q().middleRows(2 * 24, 24));
+  EXPECT_EQ(p.problem().v(), pat.v().middleRows(2 * 24, 24));
   EXPECT_NE(p.reproduce_command().find("--pattern sink --heads 4"), std::string::npos) << p.reproduce_command();
   // Generate keeps the heads unless told otherwise; the head shown stays when it exists.
   ASSERT_TRUE(c.set_head(3));
@@ -370,9 +370,9 @@ TEST(HeadsThumbnails, ACallWithAMaskPerHeadIsReadHeadByHead) {
   const test::TempDir tmp("attnlab-heads-masks");
   const std::string dir = tmp.path().string();
   const Problem src = random_problem(8, 4, 4, 9, 2);
-  write_npy(dir + "/q.npy", src.q);
-  write_npy(dir + "/k.npy", src.k);
-  write_npy(dir + "/v.npy", src.v);
+  write_npy(dir + "/q.npy", src.q());
+  write_npy(dir + "/k.npy", src.k());
+  write_npy(dir + "/v.npy", src.v());
   MatrixF mask = MatrixF::Zero(16, 8);
   for (int r = 0; r < 8; ++r) {
     mask(r, 7) = -std::numeric_limits<float>::infinity();      // head 0: key 7 blocked

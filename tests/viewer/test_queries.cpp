@@ -67,7 +67,7 @@ TEST(Queries, RefusalsKeepTheSelection) {
 TEST(Queries, TheTypedListTakesTokensAsQueryDoes) {
   Controller c(test::cpu_viewer_options());
   const Problem& p = c.problem();
-  const std::string list = p.query_tokens[4] + "," + p.query_tokens[1] + ", 2";
+  const std::string list = p.query_tokens()[4] + "," + p.query_tokens()[1] + ", 2";
   ASSERT_TRUE(c.set_queries_text(list)) << c.error();
   EXPECT_EQ(c.queries(), (std::vector<int>{4, 1, 2}));
   EXPECT_EQ(parse_query_list(p, "0,3"), (std::vector<int>{0, 3}));
