@@ -1,5 +1,5 @@
 // The benchmark engine: the one timing loop behind `attnlab bench` (cli/cmd_bench.cpp) and the
-// viewer's Performance view (viewer/perf_view.h). A sweep is every combination of backend x
+// viewer's Performance view (viewer/views/perf/perf_view.h). A sweep is every combination of backend x
 // variant x precision x mask x heads x d x N; each case is timed with the backend's own bench()
 // (inputs resident, warm-up, repeats; CUDA events on the GPU, a steady clock on the CPU) and its
 // output checked against an fp64 reference computed in the same run. Cases that cannot run are

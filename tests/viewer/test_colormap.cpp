@@ -1,7 +1,7 @@
 // Colormap: viridis endpoints, monotone CIE lightness (what "perceptually uniform" promises for a
 // sequential scale), masked greys outside the scale, byte order of the packed pixels; the diff
 // view's diverging scale.
-#include "viewer/colormap.h"
+#include "viewer/draw/colormap.h"
 
 #include <gtest/gtest.h>
 

@@ -7,10 +7,10 @@
 #include "core/problem.h"
 #include "core/stats.h"
 #include "tests/test_util.h"
-#include "viewer/bench.h"
-#include "viewer/controller.h"
-#include "viewer/playback.h"
-#include "viewer/state_dump.h"
+#include "viewer/session/bench.h"
+#include "viewer/session/controller.h"
+#include "viewer/session/playback.h"
+#include "viewer/app/state_dump.h"
 #include "engine/registry.h"
 
 #include <gtest/gtest.h>

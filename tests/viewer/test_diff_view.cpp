@@ -1,4 +1,4 @@
-// The A/B difference view's logic (viewer/diff_view.h) and the controller's B companion: the
+// The A/B difference view's logic (viewer/views/diff/diff_view.h) and the controller's B companion: the
 // --diff parser (each refusal names its key or value, in both languages), applying a spec, the
 // B − A map of a hand-made pair with masked cells, the top changes, the signed pooling, and on the
 // demo through the real CPU backend: a temperature diff matches an independent computation, a
@@ -7,10 +7,10 @@
 #include "viewer_test_util.h"
 #include "core/problem.h"
 #include "tests/test_util.h"
-#include "viewer/controller.h"
-#include "viewer/diff_view.h"
-#include "viewer/pooling.h"
-#include "viewer/state_dump.h"
+#include "viewer/session/controller.h"
+#include "viewer/views/diff/diff_view.h"
+#include "viewer/draw/pooling.h"
+#include "viewer/app/state_dump.h"
 #include "engine/registry.h"
 
 #include <gtest/gtest.h>

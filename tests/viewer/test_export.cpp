@@ -1,11 +1,11 @@
-// Export from the window (viewer/export.h): the current stage as CSV that the CSV reader gives
+// Export from the window (viewer/session/export.h): the current stage as CSV that the CSV reader gives
 // back as the same matrix, the trace as the CLI's JSON, the heatmap's pixels as a PNG; streamed
 // stages and large traces are refused with the command that does it instead.
 #include "viewer_test_util.h"
 #include "core/io.h"
-#include "viewer/controller.h"
-#include "viewer/export.h"
-#include "viewer/png_io.h"
+#include "viewer/session/controller.h"
+#include "viewer/session/export.h"
+#include "viewer/draw/png_io.h"
 
 #include "../test_util.h"
 

@@ -2,7 +2,7 @@
 // aborts on a file that is not a font or on a collection index that does not exist (a wrong
 // ATTNLAB_FONT did exactly that).
 #include "tests/test_util.h"
-#include "viewer/font_file.h"
+#include "viewer/draw/font_file.h"
 
 #include <gtest/gtest.h>
 

@@ -9,10 +9,10 @@
 #include "core/bundle.h"
 #include "cpu/cpu_backend.h"
 #include "tests/test_util.h"
-#include "viewer/controller.h"
-#include "viewer/heads_view.h"
-#include "viewer/options.h"
-#include "viewer/pooling.h"
+#include "viewer/session/controller.h"
+#include "viewer/views/heads/heads_view.h"
+#include "viewer/app/options.h"
+#include "viewer/draw/pooling.h"
 
 #include <gtest/gtest.h>
 

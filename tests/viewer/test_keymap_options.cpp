@@ -2,12 +2,12 @@
 // refused with a message; the temperature message is validate_temperature's), and the UI text table.
 #include "core/problem.h"
 #include "tests/test_util.h"
-#include "viewer/heatmap.h"
-#include "viewer/keymap.h"
-#include "viewer/layout.h"
-#include "viewer/options.h"
-#include "viewer/speech.h"
-#include "viewer/strings.h"
+#include "viewer/draw/heatmap.h"
+#include "viewer/session/keymap.h"
+#include "viewer/draw/layout.h"
+#include "viewer/app/options.h"
+#include "viewer/app/speech.h"
+#include "viewer/draw/strings.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
 // Layout: at 1280x800 and 1920x1080 (and the 960x600 minimum) the panels tile the window without
 // overlapping, the heatmap gets a fair share, and the heatmap frame keeps labels, plot and legend
 // apart.
-#include "viewer/heatmap.h"
-#include "viewer/layout.h"
+#include "viewer/draw/heatmap.h"
+#include "viewer/draw/layout.h"
 
 #include <gtest/gtest.h>
 

@@ -2,8 +2,8 @@
 // source (Generate keeps it) and named in the reproduce command.
 #include "core/patterns.h"
 #include "tests/test_util.h"
-#include "viewer/controller.h"
-#include "viewer/options.h"
+#include "viewer/session/controller.h"
+#include "viewer/app/options.h"
 
 #include <gtest/gtest.h>
 

@@ -10,9 +10,9 @@
 // value exits 2 with one error line.
 #include "engine/bench.h"
 #include "tests/test_util.h"
-#include "viewer/options.h"
-#include "viewer/perf_view.h"
-#include "viewer/png_io.h"
+#include "viewer/app/options.h"
+#include "viewer/views/perf/perf_view.h"
+#include "viewer/draw/png_io.h"
 #include "engine/bench_report.h"
 
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 // Playback state machine: clamped manual steps, Home, play/pause, speed, wrap-around while playing,
 // and at most one step per tick however long the frame.
-#include "viewer/playback.h"
+#include "viewer/session/playback.h"
 
 #include <gtest/gtest.h>
 

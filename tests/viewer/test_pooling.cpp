@@ -2,8 +2,8 @@
 // that tile the window, one pixel's block computed alone (the tooltip's) equal to the axis map's,
 // square-cell placement, exact hit testing (also when zoomed and pooled), the query row's band,
 // and rasterised masked cells drawn as greys.
-#include "viewer/heatmap.h"
-#include "viewer/pooling.h"
+#include "viewer/draw/heatmap.h"
+#include "viewer/draw/pooling.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// The precision view's logic (viewer/precision_view.h) and the controller's fp64 companion: ulps of
+// The precision view's logic (viewer/views/precision/precision_view.h) and the controller's fp64 companion: ulps of
 // neighbouring floats, the histogram's fixed bins, the error map of a hand-made pair (abs and
 // relative to the row, masked cells), and on the demo through the real CPU backend: an fp32 run's
 // error is fp32-sized and a bf16 run's bf16-sized, the logits' error grows as T falls, the
@@ -6,9 +6,9 @@
 #include "viewer_test_util.h"
 #include "core/problem.h"
 #include "cpu/cpu_backend.h"
-#include "viewer/controller.h"
-#include "viewer/precision_view.h"
-#include "viewer/state_dump.h"
+#include "viewer/session/controller.h"
+#include "viewer/views/precision/precision_view.h"
+#include "viewer/app/state_dump.h"
 #include "engine/registry.h"
 
 #include <gtest/gtest.h>

@@ -5,8 +5,8 @@
 #include "core/stats.h"
 #include "cpu/cpu_backend.h"
 #include "tests/viewer/viewer_test_util.h"
-#include "viewer/controller.h"
-#include "viewer/options.h"
+#include "viewer/session/controller.h"
+#include "viewer/app/options.h"
 #include "engine/registry.h"
 
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
-// The selected row's bar chart (viewer/row_chart.h): bins are the max of their keys, masked keys
+// The selected row's bar chart (viewer/draw/row_chart.h): bins are the max of their keys, masked keys
 // count for nothing, the top keys are the row's largest weights with the lowest key on ties.
-#include "viewer/pooling.h"
-#include "viewer/row_chart.h"
+#include "viewer/draw/pooling.h"
+#include "viewer/draw/row_chart.h"
 
 #include <gtest/gtest.h>
 

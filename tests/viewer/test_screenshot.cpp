@@ -10,7 +10,7 @@
 #include "core/problem.h"
 #include "heads_test_bundle.h"
 #include "tests/test_util.h"
-#include "viewer/png_io.h"
+#include "viewer/draw/png_io.h"
 #include "engine/registry.h"
 
 #include <gtest/gtest.h>
@@ -157,7 +157,7 @@ TEST(Screenshot, HighlightFramesTheSelectedQueryRow) {
 }
 
 TEST(Screenshot, SeveralQueriesAreFramedInTheirColours) {
-  // query_colour(1) and (2) of viewer/ui_common.cpp: a light blue and a magenta frame.
+  // query_colour(1) and (2) of viewer/ui/kit.cpp: a light blue and a magenta frame.
   const auto is_blue = [](const std::uint8_t* p) { return p[0] <= 130 && p[1] >= 170 && p[2] >= 220; };
   const auto is_magenta = [](const std::uint8_t* p) { return p[0] >= 220 && p[1] <= 130 && p[2] >= 180; };
   const Shot s = shoot("queries", {"--step", "3", "--queries", "2,0,4"});

@@ -1,8 +1,8 @@
-// The Speak button's child process (viewer/speech.h), with a stand-in espeak-ng on PATH: what it
+// The Speak button's child process (viewer/app/speech.h), with a stand-in espeak-ng on PATH: what it
 // prints on stderr is caught (not sent to the viewer's terminal) and reported as the reason
 // nothing may have been heard; a quiet run or a run stopped on purpose reports nothing.
 #include "tests/test_util.h"
-#include "viewer/speech.h"
+#include "viewer/app/speech.h"
 
 #include <gtest/gtest.h>
 

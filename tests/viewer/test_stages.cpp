@@ -5,11 +5,11 @@
 #include "viewer_test_util.h"
 #include "core/backend.h"
 #include "core/patterns.h"
-#include "viewer/controller.h"
-#include "viewer/export.h"
-#include "viewer/options.h"
-#include "viewer/playback.h"
-#include "viewer/state_dump.h"
+#include "viewer/session/controller.h"
+#include "viewer/session/export.h"
+#include "viewer/app/options.h"
+#include "viewer/session/playback.h"
+#include "viewer/app/state_dump.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -4,7 +4,7 @@
 // windows; and the colour range equal to finite_range over the window.
 #include "core/backend.h"
 #include "cpu/cpu_backend.h"
-#include "viewer/pooling.h"
+#include "viewer/draw/pooling.h"
 
 #include "../test_util.h"
 

@@ -1,11 +1,11 @@
-// Where the viewer may break a line of mixed Chinese / English text (viewer/strings.h:
+// Where the viewer may break a line of mixed Chinese / English text (viewer/draw/strings.h:
 // wrap_units), without ImGui: numbers and words stay whole, closing punctuation never starts a
 // line, and a list of numbers joined by "、" can break after every "、". The lines themselves
 // (wrap_lines, with a stand-in font): the same as the greedy loop that measured the growing line,
 // paragraphs, over-wide units, leading spaces; and the cache of lines (WrapCache).
 #include "core/stats.h"
-#include "viewer/controller.h"
-#include "viewer/strings.h"
+#include "viewer/session/controller.h"
+#include "viewer/draw/strings.h"
 
 #include <gtest/gtest.h>
 

@@ -1,14 +1,14 @@
-// The walk view's logic (viewer/walk_view.h): tile sizes offered, the cache keyed by (revision,
+// The walk view's logic (viewer/views/walk/walk_view.h): tile sizes offered, the cache keyed by (revision,
 // query, tile), the cursor that Space / ←/→ / Home move, the strip's bins and the chart series;
 // and headless screenshots of `attnlab-view --view walk` (the state dump's walk part, the strip's
 // orange frame on the current tile, hatched skipped tiles under the causal mask), both languages.
 #include "viewer_test_util.h"
 #include "cpu/walk.h"
 #include "tests/test_util.h"
-#include "viewer/controller.h"
-#include "viewer/walk_view.h"
+#include "viewer/session/controller.h"
+#include "viewer/views/walk/walk_view.h"
 #ifdef ATTNLAB_VIEW_BINARY
-#include "viewer/png_io.h"
+#include "viewer/draw/png_io.h"
 #endif
 
 #include <gtest/gtest.h>

@@ -3,7 +3,7 @@
 // default 上下文), causal mask; then Escape closes it cleanly (exit 0). Skipped, visibly, when
 // xvfb-run or xdotool is not installed.
 #include "tests/test_util.h"
-#include "viewer/speech.h"
+#include "viewer/app/speech.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

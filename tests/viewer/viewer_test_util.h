@@ -2,7 +2,7 @@
 // unless the test sets more), so no test depends on whether a GPU answers.
 #pragma once
 
-#include "viewer/options.h"
+#include "viewer/app/options.h"
 
 namespace attnlab::test {
 

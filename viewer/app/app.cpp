@@ -1,0 +1,325 @@
+// The ImGui side of attnlab-view (see ui.h): fonts, the actions keys trigger, the state dump, and
+// draw_frame, which lays out the panels (each in its own file: panel_controls.cpp on the left,
+// panel_heatmap.cpp in the centre, panel_info.cpp on the right, panel_caveat_help.cpp at the
+// bottom and the F1 help). Everything the windows show comes from the Controller.
+#include "viewer/app/app.h"
+
+#include "core/format.h"
+
+#include "viewer/draw/font_file.h"
+#include "viewer/draw/strings.h"
+
+#include <imgui.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <memory>
+#include <set>
+#include <string>
+#include <sys/stat.h>
+#include <vector>
+
+#include "viewer/ui/kit.h"
+
+namespace attnlab::viewer {
+namespace {
+
+// ---- fonts ------------------------------------------------------------------------------------
+
+struct FontFile {
+  std::string path;
+  int index = 0;
+};
+
+bool file_exists(const std::string& p) {
+  struct stat st{};
+  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string run_fc_match(const char* pattern) {
+  const std::string cmd = std::string("fc-match -f '%{file}:%{index}' '") + pattern + "' 2>/dev/null";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
+  if (!pipe) return {};
+  char buf[1024] = {};
+  const std::size_t got = std::fread(buf, 1, sizeof buf - 1, pipe.get());
+  return std::string(buf, got);
+}
+
+FontFile parse_font_spec(const std::string& spec) {
+  const auto colon = spec.rfind(':');
+  if (colon != std::string::npos && colon + 1 < spec.size() &&
+      spec.find_first_not_of("0123456789", colon + 1) == std::string::npos) {
+    return {spec.substr(0, colon), std::stoi(spec.substr(colon + 1))};
+  }
+  return {spec, 0};
+}
+
+// Known Debian locations first (fonts-noto-cjk; index 2 of the .ttc is the Simplified Chinese
+// face), then whatever fontconfig says serves Chinese. $ATTNLAB_FONT=path[:index] overrides.
+std::vector<FontFile> cjk_font_candidates() {
+  std::vector<FontFile> c;
+  if (const char* env = std::getenv("ATTNLAB_FONT"); env && *env) c.push_back(parse_font_spec(env));
+  c.push_back({"/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc", 2});
+  c.push_back({"/usr/share/fonts/truetype/noto/NotoSansCJK-Regular.ttc", 2});
+  c.push_back({"/usr/share/fonts/opentype/noto/NotoSansCJKsc-Regular.otf", 0});
+  for (const char* pattern : {"Noto Sans CJK SC", ":lang=zh-cn"}) {
+    const std::string m = run_fc_match(pattern);
+    if (!m.empty()) c.push_back(parse_font_spec(m));
+  }
+  c.push_back({"/usr/share/fonts/truetype/wqy/wqy-microhei.ttc", 0});
+  c.push_back({"/usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf", 0});
+  return c;
+}
+
+}  // namespace
+
+// The code points of what the problem on screen shows: its tokens, a bundle's layer names and
+// directory, the description in both languages.
+static std::set<unsigned> problem_codepoints(const App& app) {
+  std::set<unsigned> cps;
+  const auto add_text = [&](const std::string& s) {
+    for (unsigned cp : utf8_codepoints(s)) cps.insert(cp);
+  };
+  for (const std::string& t : app.ctl.problem().query_tokens()) add_text(t);
+  for (const std::string& t : app.ctl.problem().key_tokens()) add_text(t);
+  if (const Bundle* b = app.ctl.bundle()) {
+    for (const BundleCall& call : b->calls) add_text(call.name);
+    for (const std::string& t : b->tokens) add_text(t);
+    add_text(b->dir);
+  }
+  for (Lang l : {Lang::Zh, Lang::En}) add_text(app.ctl.description(l));
+  return cps;
+}
+
+bool glyphs_missing(App& app) {
+  if (app.glyphs_problem == app.ctl.problem_revision() || app.glyphs.empty()) return false;
+  app.glyphs_problem = app.ctl.problem_revision();
+  for (unsigned cp : problem_codepoints(app))
+    if (cp <= 0xFFFF && !app.glyphs.count(cp)) return true;
+  return false;
+}
+
+void load_fonts(App& app, float font_px) {
+  app.font_px = font_px;
+  ImGuiIO& io = ImGui::GetIO();
+  // Glyphs: every UI string, the tokens, the core's description/caveat/mask texts in both
+  // languages, plus the symbol blocks numbers and formulas use. Building from what is used keeps
+  // the atlas at a few hundred CJK glyphs instead of 20 000.
+  std::set<unsigned> cps;
+  auto add_text = [&](const std::string& s) {
+    for (unsigned cp : utf8_codepoints(s)) cps.insert(cp);
+  };
+  for (unsigned cp : problem_codepoints(app)) cps.insert(cp);
+  app.glyphs_problem = app.ctl.problem_revision();
+  for (const std::string& s : all_ui_text()) add_text(s);
+  for (const std::string& s : walk_ui_text()) add_text(s);
+  add_text(demo_problem().sentence);
+  const Problem demo = demo_problem();
+  for (const std::string& t : demo.query_tokens()) add_text(t);
+  for (Lang l : {Lang::Zh, Lang::En}) {
+    add_text(caveat(l));
+    for (MaskKind m : {MaskKind::None, MaskKind::Causal, MaskKind::Custom}) add_text(mask_sentence(m, l));
+  }
+  for (unsigned a = 0x20; a <= 0xFF; ++a) cps.insert(a);
+  for (auto [lo, hi] : {std::pair{0x2000u, 0x206Fu}, {0x2070u, 0x209Fu}, {0x2190u, 0x21FFu},
+                        {0x2200u, 0x22FFu}, {0x25A0u, 0x25FFu}, {0x3000u, 0x303Fu},
+                        {0xFF00u, 0xFFEFu}, {0x1D40u, 0x1D40u}}) {
+    for (unsigned a = lo; a <= hi; ++a) cps.insert(a);
+  }
+  app.glyphs = cps;
+  static std::vector<ImWchar> ranges;  // must outlive the atlas build
+  ranges.clear();
+  for (auto it = cps.begin(); it != cps.end();) {
+    if (*it > 0xFFFF) break;  // ImWchar is 16-bit in Debian's build
+    unsigned lo = *it, hi = *it;
+    for (++it; it != cps.end() && *it == hi + 1 && *it <= 0xFFFF; ++it) hi = *it;
+    ranges.push_back(static_cast<ImWchar>(lo));
+    ranges.push_back(static_cast<ImWchar>(hi));
+  }
+  ranges.push_back(0);
+
+  ImFont* font = nullptr;
+  for (const FontFile& f : cjk_font_candidates()) {
+    if (!file_exists(f.path)) continue;
+    if (!font_file_usable(f.path, f.index)) {
+      std::fprintf(stderr, "attnlab-view: skipping font %s:%d (not a TrueType/OpenType font, or no such index)\n",
+                   f.path.c_str(), f.index);
+      continue;
+    }
+    ImFontConfig cfg;
+    cfg.FontNo = f.index;
+    cfg.OversampleH = 2;
+    cfg.OversampleV = 1;
+    font = io.Fonts->AddFontFromFileTTF(f.path.c_str(), font_px, &cfg, ranges.data());
+    if (font) {
+      app.font_note = f.path + ":" + std::to_string(f.index);
+      break;
+    }
+  }
+  if (!font) {
+    app.font_note = "no CJK font found (install fonts-noto-cjk); Chinese text shows as '?'";
+    ImFontConfig cfg;
+    cfg.SizePixels = font_px;
+    io.Fonts->AddFontDefault(&cfg);
+    return;
+  }
+  // Noto Sans CJK lacks a few formula glyphs (superscript T, subscript k); DejaVu fills them in.
+  // In merge mode ImGui keeps glyphs already present, so DejaVu only adds the missing ones.
+  const char* dejavu = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+  if (file_exists(dejavu) && font_file_usable(dejavu, 0)) {
+    ImFontConfig cfg;
+    cfg.MergeMode = true;
+    io.Fonts->AddFontFromFileTTF(dejavu, font_px, &cfg, ranges.data());
+  }
+}
+
+void set_status(App& app, const std::string& text) {
+  app.status = text;
+  app.status_until = seconds_now() + 4;
+}
+
+void apply_action(App& app, Action a) {
+  Controller& c = app.ctl;
+  // Any accepted action other than a state change ends the last refusal's message (a state
+  // change ends it itself, or replaces it with its own).
+  if (a != Action::TemperatureDown && a != Action::TemperatureUp && a != Action::ToggleMask) c.clear_error();
+  // The walk view: the playback keys step through the key tiles instead of the chain's steps.
+  if (app.view_kind == ViewKind::Walk) {
+    switch (a) {
+      case Action::TogglePlay: app.walk.toggle_play(); return;
+      case Action::StepNext: app.walk.next(); return;
+      case Action::StepPrev: app.walk.prev(); return;
+      case Action::StepHome: app.walk.home(); return;
+      default: break;
+    }
+  }
+  switch (a) {
+    case Action::TogglePlay: app.play.toggle_play(); break;
+    case Action::StepNext: app.play.next(); break;
+    case Action::StepPrev: app.play.prev(); break;
+    case Action::StepHome: app.play.home(); break;
+    case Action::QueryPrev: c.move_query(-1); break;
+    case Action::QueryNext: c.move_query(+1); break;
+    case Action::ToggleMask: c.toggle_mask(); break;  // a bundle's refusal shows in the UI language
+    case Action::TemperatureDown:
+    case Action::TemperatureUp:
+      app.pending_temperature = step_temperature(app.pending_temperature.value_or(c.problem().temperature),
+                                                 a == Action::TemperatureUp);
+      break;
+    case Action::ToggleLanguage: app.lang = app.lang == Lang::Zh ? Lang::En : Lang::Zh; break;
+    case Action::Screenshot: app.screenshot_requested = true; break;
+    case Action::ToggleHelp: app.show_help = !app.show_help; break;
+    case Action::UiScaleUp:
+    case Action::UiScaleDown: app.ui_scale = step_ui_scale(app.ui_scale, a == Action::UiScaleUp); break;
+    case Action::UiScaleReset: app.ui_scale = 1; break;
+    case Action::ToggleFullscreen: app.fullscreen_requested = true; break;
+    case Action::KeyPrev:
+    case Action::KeyNext: {
+      const int m = c.problem().m();
+      const int from = app.key_sel < 0 ? c.query() : app.key_sel;
+      app.key_sel = std::clamp(from + (a == Action::KeyNext ? 1 : -1), 0, m - 1);
+      break;
+    }
+    case Action::Quit:
+      // Esc closes the key help first; only with nothing open does it quit.
+      if (app.show_help) {
+        app.show_help = false;
+      } else {
+        app.quit = true;
+      }
+      break;
+  }
+}
+
+
+void update_companions(App& app) {
+  app.ctl.set_error_kind(app.prec_kind);
+  app.ctl.set_companions(app.view_kind == ViewKind::Precision,
+                         app.view_kind == ViewKind::Diff ? app.diff : std::nullopt);
+}
+
+void apply_pending(App& app) {
+  if (!app.pending_temperature) return;
+  const double t = *app.pending_temperature;
+  app.pending_temperature.reset();
+  app.ctl.set_temperature(t);
+}
+
+ViewSnapshot snapshot(const App& app) {
+  ViewSnapshot s;
+  s.playback = &app.play;
+  s.lang = app.lang;
+  if (app.window) SDL_GetWindowSize(app.window, &s.width, &s.height);
+  s.pool = app.pool;
+  s.plot = app.plot;
+  if (app.view_kind == ViewKind::Walk) s.walk_json = app.walk.state_json();
+  if (app.view_kind == ViewKind::Precision) s.precision_json = app.prec.state_json();
+  if (app.view_kind == ViewKind::Diff) s.diff_json = app.diffv.state_json(app.ctl);
+  s.view = app.view_kind;
+  if (app.view_kind == ViewKind::Heads) {
+    s.heads_grid = app.heads_grid;
+    s.heads_done = app.heads.done;
+  }
+  s.ui_scale = app.ui_scale;
+  s.font_px = app.font_px;
+  s.help_open = app.show_help;
+  s.key_sel = app.key_sel;
+  return s;
+}
+
+void dump_state_if_changed(App& app) {
+  if (app.state_dump_path.empty()) return;
+  const std::string json = state_json(app.ctl, snapshot(app));
+  if (json == app.last_dump) return;
+  write_text_file(app.state_dump_path, json);
+  app.last_dump = json;
+}
+
+void draw_frame(App& app) {
+  const ImVec2 ds = ImGui::GetIO().DisplaySize;
+  // Below the layout's minimum (nothing enforces it without a window manager) the panels would be
+  // cut: one note says so instead.
+  if (ds.x < kMinWindowW || ds.y < kMinWindowH) {
+    ImGui::SetNextWindowPos(ImVec2(0, 0), ImGuiCond_Always);
+    ImGui::SetNextWindowSize(ds, ImGuiCond_Always);
+    ImGui::Begin("###toosmall", nullptr, ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove);
+    wrapped(app, fmt(tr(app.lang, S::WindowTooSmall), static_cast<int>(ds.x), static_cast<int>(ds.y), kMinWindowW,
+                     kMinWindowH));
+    ImGui::End();
+    draw_help(app);
+    return;
+  }
+  const Layout l = compute_layout(ds.x, ds.y, app.font_px);
+  update_companions(app);
+  // The views of the chain's steps decide which stages a run brings back (Controller::set_step).
+  if (app.view_kind == ViewKind::Chain || app.view_kind == ViewKind::Precision || app.view_kind == ViewKind::Diff)
+    app.ctl.set_step(app.play.step());
+  // Thumbnails nobody sees are not computed: leaving the heads view stops them (they are computed
+  // again, the old pictures shown meanwhile, when the view is shown again).
+  if (app.view_kind != ViewKind::Heads && app.heads_run.running()) app.heads_run.stop();
+  draw_controls(app, l);
+  if (app.view_kind == ViewKind::Perf) {
+    draw_perf(app, l);  // the centre and the right column: the charts want the width
+  } else if (app.view_kind == ViewKind::Walk) {
+    draw_walk(app, l);
+    draw_info(app, l);
+  } else if (app.view_kind == ViewKind::Precision) {
+    draw_precision(app, l);
+    draw_info(app, l);
+  } else if (app.view_kind == ViewKind::Diff) {
+    draw_diff(app, l);
+  } else if (app.view_kind == ViewKind::Heads) {
+    draw_heads(app, l);
+    draw_info(app, l);
+  } else {
+    draw_heatmap(app, l);
+    draw_info(app, l);
+  }
+  draw_caveat(app, l);
+  draw_help(app);
+}
+
+}  // namespace attnlab::viewer

@@ -1,0 +1,293 @@
+// The controls panel: language, step playback and speed, query, temperature (slider and typed
+// entry), mask, backend, and the demo or random input with its fields and Generate.
+#include "viewer/ui/kit.h"
+
+#include "core/format.h"
+#include "viewer/draw/strings.h"
+
+#include <imgui.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attnlab::viewer {
+namespace {
+
+// An ImGui text field over a std::string (ImGui 1.86 without imgui_stdlib): edits a copy in a
+// buffer of the path length any file system allows.
+void input_text(const char* label, std::string& text) {
+  char buf[4096];
+  std::snprintf(buf, sizeof buf, "%s", text.c_str());
+  if (ImGui::InputText(label, buf, sizeof buf)) text = buf;
+}
+
+}  // namespace
+
+// ---- controls ---------------------------------------------------------------------------------
+
+void draw_controls(App& app, const Layout& l) {
+  const Lang lang = app.lang;
+  Controller& c = app.ctl;
+  ImGui::SetNextWindowPos(ImVec2(l.controls.x, l.controls.y), ImGuiCond_Always);
+  ImGui::SetNextWindowSize(ImVec2(l.controls.w, l.controls.h), ImGuiCond_Always);
+  ImGui::Begin(fmt("%s###controls", tr(lang, S::Controls)).c_str(), nullptr,
+               ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
+                   ImGuiWindowFlags_NoBringToFrontOnFocus);
+  // Language.
+  ImGui::TextUnformatted(tr(lang, S::Language));
+  ImGui::SameLine();
+  if (ImGui::RadioButton("中文", app.lang == Lang::Zh)) app.lang = Lang::Zh;
+  ImGui::SameLine();
+  if (ImGui::RadioButton("English", app.lang == Lang::En)) app.lang = Lang::En;
+  // The centre panel's view.
+  ImGui::TextUnformatted(tr(lang, S::ViewLabel));
+  if (ImGui::RadioButton(tr(lang, S::ViewChain), app.view_kind == ViewKind::Chain)) app.view_kind = ViewKind::Chain;
+  same_line_if_fits(radio_width(tr(lang, S::ViewWalk)));
+  if (ImGui::RadioButton(tr(lang, S::ViewWalk), app.view_kind == ViewKind::Walk)) app.view_kind = ViewKind::Walk;
+  same_line_if_fits(radio_width(tr(lang, S::ViewHeads)));
+  if (ImGui::RadioButton(tr(lang, S::ViewHeads), app.view_kind == ViewKind::Heads)) app.view_kind = ViewKind::Heads;
+  same_line_if_fits(radio_width(tr(lang, S::ViewPerf)));
+  if (ImGui::RadioButton(tr(lang, S::ViewPerf), app.view_kind == ViewKind::Perf)) app.view_kind = ViewKind::Perf;
+  same_line_if_fits(radio_width(tr(lang, S::ViewPrecision)));
+  if (ImGui::RadioButton(tr(lang, S::ViewPrecision), app.view_kind == ViewKind::Precision))
+    app.view_kind = ViewKind::Precision;
+  same_line_if_fits(radio_width(tr(lang, S::ViewDiff)));
+  if (ImGui::RadioButton(tr(lang, S::ViewDiff), app.view_kind == ViewKind::Diff)) app.view_kind = ViewKind::Diff;
+  // The layer and the head every view shows, when the problem has more than one.
+  if (c.layer_count() > 1 || c.heads() > 1) {
+    const Bundle* b = c.from_bundle() ? c.bundle() : nullptr;
+    if (b && c.layer_count() > 1) {
+      const auto layer_name = [&](int i) { return fmt("%d · %s###layer%d", i, b->calls[i].name.c_str(), i); };
+      ImGui::SetNextItemWidth(-(text_width(tr(lang, S::HeadsLayer)) + ImGui::GetStyle().ItemInnerSpacing.x));
+      if (ImGui::BeginCombo(fmt("%s###layer", tr(lang, S::HeadsLayer)).c_str(), layer_name(c.layer()).c_str())) {
+        for (int i = 0; i < c.layer_count(); ++i) {
+          const bool sel = i == c.layer();
+          if (ImGui::Selectable(layer_name(i).c_str(), sel)) c.set_layer(i);
+          if (sel) ImGui::SetItemDefaultFocus();
+        }
+        ImGui::EndCombo();
+      }
+    }
+    if (c.heads() > 1) {
+      int h = c.head();
+      ImGui::SetNextItemWidth(-(text_width(tr(lang, S::HeadsHead)) + ImGui::GetStyle().ItemInnerSpacing.x));
+      if (ImGui::SliderInt(fmt("%s###head", tr(lang, S::HeadsHead)).c_str(), &h, 0, c.heads() - 1))
+        c.set_head(std::clamp(h, 0, c.heads() - 1));
+    }
+  }
+
+  // Step playback.
+  section(tr(lang, S::Steps));
+  ImGui::TextColored(kHighlightV4, tr(lang, S::StepOf), app.play.step());
+  for (int k = 1; k <= kSteps; ++k) {
+    if (ImGui::Selectable(step_name(lang, k), app.play.step() == k)) {
+      c.clear_error();
+      app.play.set_step(k);
+    }
+  }
+  if (ImGui::Button(tr(lang, S::Prev))) {
+    c.clear_error();
+    app.play.prev();
+  }
+  const char* play = tr(lang, app.play.playing() ? S::Pause : S::Play);
+  same_line_if_fits(button_width(play));
+  if (ImGui::Button(fmt("%s###play", play).c_str())) {
+    c.clear_error();
+    app.play.toggle_play();
+  }
+  same_line_if_fits(button_width(tr(lang, S::Next)));
+  if (ImGui::Button(tr(lang, S::Next))) {
+    c.clear_error();
+    app.play.next();
+  }
+  same_line_if_fits(button_width(tr(lang, S::Reset)));
+  if (ImGui::Button(tr(lang, S::Reset))) {
+    c.clear_error();
+    app.play.home();
+  }
+  float speed = static_cast<float>(app.play.speed());
+  ImGui::SetNextItemWidth(-(ImGui::CalcTextSize(tr(lang, S::Speed)).x + ImGui::GetStyle().ItemInnerSpacing.x));
+  if (ImGui::SliderFloat(fmt("%s###speed", tr(lang, S::Speed)).c_str(), &speed, kMinSpeed, kMaxSpeed, "%.2f",
+                         ImGuiSliderFlags_Logarithmic)) {
+    c.clear_error();
+    app.play.set_speed(speed);
+  }
+
+  // Query, temperature, mask.
+  section(tr(lang, S::Query));
+  const Problem& p = c.problem();
+  if (p.n() <= 256) {
+    const std::string cur = fmt("%s (#%d)", p.query_tokens()[c.query()].c_str(), c.query());
+    ImGui::SetNextItemWidth(-FLT_MIN);
+    if (ImGui::BeginCombo("###query", cur.c_str())) {
+      for (int i = 0; i < p.n(); ++i) {
+        const bool sel = i == c.query();
+        if (ImGui::Selectable(fmt("%s (#%d)###q%d", p.query_tokens()[i].c_str(), i, i).c_str(), sel)) c.set_query(i);
+        if (sel) ImGui::SetItemDefaultFocus();
+      }
+      ImGui::EndCombo();
+    }
+  } else {
+    int q = c.query();
+    if (ImGui::InputInt("###queryidx", &q)) c.set_query(std::clamp(q, 0, p.n() - 1));
+  }
+  // Several queries: a typed list (shift-click in the heatmap does the same), shown as indices.
+  ImGui::TextColored(kDimV4, "%s", tr(lang, S::QueriesLabel));
+  if (!app.queries_entry_active) {
+    std::string list;
+    for (int q : c.queries()) list += (list.empty() ? "" : ", ") + std::to_string(q);
+    std::snprintf(app.queries_text, sizeof app.queries_text, "%s", list.c_str());
+  }
+  ImGui::SetNextItemWidth(-FLT_MIN);
+  if (ImGui::InputTextWithHint("###queries", tr(lang, S::QueriesHint), app.queries_text, sizeof app.queries_text,
+                               ImGuiInputTextFlags_EnterReturnsTrue)) {
+    c.set_queries_text(app.queries_text);
+  }
+  app.queries_entry_active = ImGui::IsItemActive();
+  if (c.queries().size() > 1 && ImGui::Button(fmt("%s###onlyq", tr(lang, S::QueriesClear)).c_str())) {
+    c.set_queries({c.query()});
+  }
+  ImGui::TextUnformatted(tr(lang, S::Temperature));
+  // Live at every size: each value the slider reports is a request, run off this thread; the
+  // latest one wins and the picture follows as fast as the backend does.
+  float t = static_cast<float>(c.requested_temperature());
+  ImGui::SetNextItemWidth(-FLT_MIN);
+  if (ImGui::SliderFloat("###tslider", &t, static_cast<float>(kTemperatureMin), static_cast<float>(kTemperatureMax),
+                         "%.6g", ImGuiSliderFlags_Logarithmic)) {
+    c.set_temperature(t);
+  }
+  // The typed entry follows the state whenever the user is not typing in it.
+  if (!app.temp_entry_active) std::snprintf(app.temp_text, sizeof app.temp_text, "%.6g", c.requested_temperature());
+  ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
+  if (ImGui::InputText("###ttext", app.temp_text, sizeof app.temp_text, ImGuiInputTextFlags_EnterReturnsTrue)) {
+    c.set_temperature_text(app.temp_text);
+  }
+  app.temp_entry_active = ImGui::IsItemActive();
+  ImGui::SameLine();
+  ImGui::TextColored(kDimV4, "%s", tr(lang, S::TemperatureEntry));
+  if (!c.error().empty()) {
+    wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + c.error_text(lang), &kErrorV4);
+  }
+  ImGui::TextUnformatted(tr(lang, S::Mask));
+  const MaskKind mk = c.requested_mask();
+  ImGui::BeginDisabled(c.from_bundle());  // the CLI refuses --mask with --bundle too
+  if (ImGui::RadioButton(tr(lang, S::MaskNone), mk == MaskKind::None)) c.set_mask(MaskKind::None);
+  same_line_if_fits(radio_width(tr(lang, S::MaskCausal)));
+  if (ImGui::RadioButton(tr(lang, S::MaskCausal), mk == MaskKind::Causal)) c.set_mask(MaskKind::Causal);
+  if (c.has_custom_mask()) {
+    same_line_if_fits(radio_width(tr(lang, S::MaskCustom)));
+    if (ImGui::RadioButton(tr(lang, S::MaskCustom), mk == MaskKind::Custom)) c.set_mask(MaskKind::Custom);
+  }
+  ImGui::EndDisabled();
+  if (c.from_bundle()) wrapped(app, tr(lang, S::HeadsBundleMask), &kDimV4);
+
+  // Backend.
+  ImGui::TextUnformatted(tr(lang, S::Backend));
+  if (ImGui::RadioButton("CPU (Eigen)", c.backend() == "cpu")) c.set_backend("cpu");
+  ImGui::SameLine();
+  ImGui::BeginDisabled(!c.cuda_ok());
+  if (ImGui::RadioButton("CUDA", c.backend() == "cuda")) c.set_backend("cuda");
+  ImGui::EndDisabled();
+  if (!c.cuda_ok()) wrapped(app, fmt(tr(lang, S::CudaUnavailable), c.cuda_reason().c_str()), &kDimV4);
+  // The run's precision (every view shows that pipeline); a refusal (bf16 on CUDA, or streamed)
+  // shows as the error line above, in the UI language.
+  ImGui::TextUnformatted(tr(lang, S::RunPrecision));
+  ImGui::SameLine();
+  if (ImGui::RadioButton("fp32###prec32", c.requested_precision() == Precision::FP32)) c.set_precision(Precision::FP32);
+  ImGui::SameLine();
+  if (ImGui::RadioButton("bf16###prec16", c.requested_precision() == Precision::BF16)) c.set_precision(Precision::BF16);
+
+  // Input: demo or random.
+  section(tr(lang, S::Input));
+  if (ImGui::RadioButton(tr(lang, S::ModeDemo), app.in_mode == 0)) {
+    app.in_mode = 0;
+    app.random_error = Message{};
+    app.random_over_limit = 0;
+    if (!c.demo() && c.load_demo()) {
+      app.view = HeatView{};
+      app.log_weights = false;
+    }
+  }
+  if (ImGui::RadioButton(tr(lang, S::ModeRandom), app.in_mode == 1)) app.in_mode = 1;
+  if (app.in_mode == 1) {
+    ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
+    ImGui::InputInt("N", &app.in_n, 256, 1024);
+    ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
+    ImGui::InputInt("d_k", &app.in_dk);
+    ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
+    ImGui::InputInt("d_v", &app.in_dv);
+    ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
+    ImGui::InputInt(fmt("%s###heads", tr(lang, S::HeadsCount)).c_str(), &app.in_heads);
+    ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
+    // The whole 64-bit range the command line takes (an int field lost seeds above 2^31 - 1).
+    ImGui::InputScalar(fmt("%s###seed", tr(lang, S::Seed)).c_str(), ImGuiDataType_U64, &app.in_seed);
+    // Out-of-range values stay in the fields as typed and are refused by Generate, with the
+    // reason (they used to be clamped silently).
+    if (ImGui::Button(tr(lang, S::Generate))) {
+      app.random_error = Message{};
+      app.random_over_limit = 0;
+      if (app.in_n > c.max_tokens()) {
+        // Refused here, beside the button that asked; worded below, in the UI's language.
+        app.random_over_limit = app.in_n;
+      } else if (c.load_random(app.in_n, app.in_dk, app.in_dv, app.in_seed, app.in_heads)) {
+        app.view = HeatView{};
+        app.log_weights = app.in_n > 64;  // the new problem's size (it is adopted later)
+        app.in_mode = 1;
+      } else {
+        app.random_error = c.error_message();
+        c.clear_error();
+      }
+    }
+    if (app.random_over_limit > 0)
+      app.random_error.en = fmt(tr(lang, S::RandomOverLimit), app.random_over_limit,
+                                c.backend() == "cuda" ? "CUDA" : "CPU", c.max_tokens());
+    if (!app.random_error.empty()) wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + app.random_error.text(lang), &kErrorV4);
+    if (c.demo()) wrapped(app, tr(lang, S::RandomPending), &kDimV4);
+    wrapped(app, tr(lang, S::RandomLimits), &kDimV4);
+  }
+  // Your own inputs: paths typed (CSV or .npy, as the command line takes them).
+  if (ImGui::RadioButton(tr(lang, S::ModeFiles), app.in_mode == 2)) app.in_mode = 2;
+  if (app.in_mode == 2) {
+    const float w = ImGui::GetContentRegionAvail().x * 0.7f;
+    const std::pair<const char*, std::string*> fields[] = {{"Q###fq", &app.in_files.q},
+                                                           {"K###fk", &app.in_files.k},
+                                                           {"V###fv", &app.in_files.v}};
+    for (const auto& [label, text] : fields) {
+      ImGui::SetNextItemWidth(w);
+      input_text(label, *text);
+    }
+    ImGui::SetNextItemWidth(w);
+    input_text(fmt("%s###fmask", tr(lang, S::FilesMask)).c_str(), app.in_files.mask);
+    ImGui::SetNextItemWidth(w);
+    input_text(fmt("%s###ftok", tr(lang, S::FilesTokens)).c_str(), app.in_files.tokens);
+    if (ImGui::Button(fmt("%s###load", tr(lang, S::Load)).c_str())) {
+      app.random_error = Message{};
+      if (c.load_files(app.in_files)) {
+        app.view = HeatView{};
+      } else {
+        app.random_error = c.error_message();
+        c.clear_error();
+      }
+    }
+    if (!app.random_error.empty()) wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + app.random_error.text(lang), &kErrorV4);
+    wrapped(app, tr(lang, S::FilesHint), &kDimV4);
+  }
+  // The bundle of --bundle: back to it after another input.
+  if (const Bundle* b = c.bundle()) {
+    if (ImGui::RadioButton(fmt(tr(lang, S::ModeBundle), b->dir.c_str()).c_str(), app.in_mode == 3)) {
+      app.in_mode = 3;
+      app.random_error = Message{};
+      if (!c.from_bundle() && c.load_bundle(0)) app.view = HeatView{};
+    }
+  }
+  ImGui::Separator();
+  wrapped(app, tr(lang, S::KeyboardLine), &kDimV4);
+  ImGui::End();
+}
+
+}  // namespace attnlab::viewer

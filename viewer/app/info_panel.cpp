@@ -1,0 +1,337 @@
+// The information panel: the selected row's statistics, the description with Copy and Speak, the
+// numeric tables of every stage, the per-stage times with Compare, and the scientific notes.
+#include "viewer/ui/kit.h"
+
+#include "core/format.h"
+#include "viewer/session/export.h"
+#include "viewer/draw/heatmap.h"
+#include "viewer/draw/strings.h"
+
+#include <imgui.h>
+
+#include <functional>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attnlab::viewer {
+namespace {
+
+// ---- information panel ------------------------------------------------------------------------
+
+// The Compare table's names (variants, stages) in the UI language; backend names stay as they are.
+std::string compare_term(Lang lang, const std::string& name) {
+  static const std::pair<const char*, S> kTerms[] = {
+      {"staged", S::TermStaged}, {"fused", S::TermFused},     {"scores", S::TermScores},
+      {"scaled", S::TermScaled}, {"logits", S::TermLogits},   {"weights", S::TermWeights},
+      {"output", S::TermOutput}};
+  for (const auto& [key, s] : kTerms)
+    if (name == key) return tr(lang, s);
+  return name;
+}
+
+// How many value columns of `m` fit beside the token column in the panel's width: the widest
+// number the matrix prints (its largest finite magnitude, negative) or column label, plus the
+// cell padding and border; at least 1, at most 63 (an ImGui table holds 64 columns).
+int table_columns_that_fit(const MatrixF& m, const std::vector<std::string>& rows,
+                           const std::vector<std::string>& cols) {
+  const float pad = 2 * ImGui::GetStyle().CellPadding.x + 1;
+  float token_w = ImGui::CalcTextSize("token").x;
+  for (const std::string& r : rows) token_w = std::max(token_w, ImGui::CalcTextSize(r.c_str()).x);
+  const float widest = m.size() == 0 ? 0.f : m.array().isFinite().select(m.array().abs(), 0.f).maxCoeff();
+  float col_w = std::max(ImGui::CalcTextSize(table_value(-widest).c_str()).x, ImGui::CalcTextSize("−∞").x);
+  for (const std::string& c : cols) col_w = std::max(col_w, ImGui::CalcTextSize(c.c_str()).x);
+  const float avail = ImGui::GetContentRegionAvail().x - token_w - pad;
+  return std::clamp(static_cast<int>(avail / (col_w + pad)), 1, 63);
+}
+
+// A matrix too wide for the panel (d_k = 64 of a random sequence, N = 16 at 1280 px) is drawn as
+// consecutive tables of the columns that fit, each headed by its column range.
+void matrix_table(const char* id, const std::string& title, const MatrixF& m, const std::vector<std::string>& rows,
+                  const std::vector<std::string>& cols, int highlight_row, bool current, Lang lang) {
+  if (current) {
+    ImGui::TextColored(kHighlightV4, "%s  %s", title.c_str(), tr(lang, S::CurrentStep));
+  } else {
+    ImGui::TextUnformatted(title.c_str());
+  }
+  const int nc = static_cast<int>(m.cols());
+  const int chunk = table_columns_that_fit(m, rows, cols);
+  // One number format per matrix: all in exponents when any value reaches 1e6.
+  const float big = m.size() == 0 ? 0.f : m.array().isFinite().select(m.array().abs(), 0.f).maxCoeff();
+  const bool sci = big >= 1e6f;
+  for (int c0 = 0; c0 < nc; c0 += chunk) {
+    const int cn = std::min(chunk, nc - c0);
+    if (nc > chunk)
+      ImGui::TextColored(kDimV4, tr(lang, S::TableColumns), c0, c0 + cn - 1, nc);
+    ImGui::PushID(c0);
+    if (ImGui::BeginTable(id, cn + 1, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
+      ImGui::TableSetupColumn("token");
+      for (int j = c0; j < c0 + cn; ++j)
+        ImGui::TableSetupColumn(j < static_cast<int>(cols.size()) ? cols[j].c_str() : "");
+      ImGui::TableHeadersRow();
+      for (int i = 0; i < m.rows(); ++i) {
+        ImGui::TableNextRow();
+        if (i == highlight_row) ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg1, IM_COL32(255, 140, 0, 70));
+        ImGui::TableSetColumnIndex(0);
+        ImGui::TextUnformatted(i < static_cast<int>(rows.size()) ? rows[i].c_str() : "");
+        for (int j = c0; j < c0 + cn; ++j) {
+          ImGui::TableSetColumnIndex(j - c0 + 1);
+          ImGui::TextUnformatted((sci && std::isfinite(m(i, j)) ? cell_label(m(i, j), true) : table_value(m(i, j))).c_str());
+        }
+      }
+      ImGui::EndTable();
+    }
+    ImGui::PopID();
+  }
+}
+
+
+}  // namespace
+
+// The statistics of every selected query, one row each in its colour, and their mean.
+static void draw_queries_table(App& app) {
+  const Lang lang = app.lang;
+  const Controller& c = app.ctl;
+  const Problem& p = c.problem();
+  ImGui::Spacing();
+  ImGui::TextUnformatted(tr(lang, S::QueriesTable));
+  const ImGuiTableFlags flags = ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit;
+  if (!ImGui::BeginTable("###queries", 5, flags)) return;
+  for (S h : {S::TipQuery, S::QueriesColMax, S::Argmax, S::QueriesColEntropy, S::QueriesColPerplexity}) ImGui::TableSetupColumn(tr(lang, h));
+  ImGui::TableHeadersRow();
+  bool missing = false;
+  for (std::size_t i = 0; i < c.queries().size(); ++i) {
+    const int q = c.queries()[i];
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(query_colour(static_cast<int>(i))), "%s (#%d)",
+                       p.query_tokens()[q].c_str(), q);
+    const auto st = c.stats_of(q);
+    if (!st) {
+      missing = true;
+      continue;
+    }
+    ImGui::TableNextColumn();
+    ImGui::Text(st->max_weight < 0.01 ? "%.2g%%" : "%.1f%%", st->max_weight * 100);
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(p.key_tokens()[st->argmax].c_str());
+    ImGui::TableNextColumn();
+    ImGui::Text("%.3f", st->entropy);
+    ImGui::TableNextColumn();
+    ImGui::Text("%.3f", st->perplexity);
+  }
+  if (const auto mean = c.mean_stats()) {
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(tr(lang, S::QueriesMean));
+    ImGui::TableNextColumn();
+    ImGui::Text(mean->max_weight < 0.01 ? "%.2g%%" : "%.1f%%", mean->max_weight * 100);
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted("");
+    ImGui::TableNextColumn();
+    ImGui::Text("%.3f", mean->entropy);
+    ImGui::TableNextColumn();
+    ImGui::Text("%.3f", mean->perplexity);
+  }
+  ImGui::EndTable();
+  if (missing) ImGui::TextColored(kDimV4, "%s", tr(lang, S::QueriesNeedRows));
+  ImGui::TextColored(kDimV4, "%s", tr(lang, S::QueriesChart));
+}
+
+void draw_info(App& app, const Layout& l) {
+  const Lang lang = app.lang;
+  Controller& c = app.ctl;
+  const Problem& p = c.problem();
+  const Trace& t = c.trace();
+  ImGui::SetNextWindowPos(ImVec2(l.info.x, l.info.y), ImGuiCond_Always);
+  ImGui::SetNextWindowSize(ImVec2(l.info.w, l.info.h), ImGuiCond_Always);
+  ImGui::Begin(fmt("%s###info", tr(lang, S::RowStats)).c_str(), nullptr,
+               ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
+                   ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoTitleBar);
+
+  // Row statistics.
+  if (ImGui::CollapsingHeader(fmt("%s###stats", tr(lang, S::RowStats)).c_str(), ImGuiTreeNodeFlags_DefaultOpen)) {
+    ImGui::Text("%s: %s (#%d)", tr(lang, S::TipQuery), p.query_tokens()[c.query()].c_str(), c.query());
+    if (c.shown_heads() > 1 || c.from_bundle())
+      ImGui::TextColored(kHighlightV4, "%s", fmt(tr(lang, S::HeadsShown), c.shown_layer(), c.shown_head(), c.shown_heads()).c_str());
+    if (auto st = c.stats()) {
+      // One decimal as on the page; significant digits below 1 %, where thousands of keys share it.
+      ImGui::Text(st->max_weight < 0.01 ? "%s: %.2g%% (%s %s)" : "%s: %.1f%% (%s %s)", tr(lang, S::MaxWeight),
+                  st->max_weight * 100, tr(lang, S::Argmax),
+                  p.key_tokens()[st->argmax].c_str());
+      ImGui::Text("%s: %.3f", tr(lang, S::Entropy), st->entropy);
+      ImGui::Text("%s: %d", tr(lang, S::Effective), st->unmasked);
+      ImGui::Text("%s: %.3f", tr(lang, S::Perplexity), st->perplexity);
+      ImGui::Text("%s: %.6f", tr(lang, S::WeightSum), st->weight_sum);
+      // The page's own sentence (查询“上下文”对“上下文”的权重最高，为 26.0%).
+      // The same digits as the max weight line above.
+      const std::string pct = fmt(st->max_weight < 0.01 ? "%.2g" : "%.1f", st->max_weight * 100);
+      wrapped(app, fmt(tr(lang, S::PageSentence), p.query_tokens()[c.query()].c_str(),
+                       p.key_tokens()[st->argmax].c_str(), pct.c_str()));
+    }
+    if (c.queries().size() > 1) draw_queries_table(app);
+    ImGui::Text("%s: 1/√%d = %.4f", tr(lang, S::Scale), p.d_k(), 1.0 / std::sqrt(static_cast<double>(p.d_k())));
+    ImGui::Text("%s: %d×%d", tr(lang, S::OutputShape), p.n(), p.d_v());
+  }
+
+  // Description, regenerated from the current state every frame (it is cheap: one row).
+  if (ImGui::CollapsingHeader(fmt("%s###desc", tr(lang, S::Description)).c_str(), ImGuiTreeNodeFlags_DefaultOpen)) {
+    const std::string& d = c.description(lang);
+    wrapped(app, d);
+    if (ImGui::Button(fmt("%s###copy", tr(lang, S::Copy)).c_str())) {
+      c.clear_error();
+      SDL_SetClipboardText(d.c_str());
+      set_status(app, tr(lang, S::Copied));
+    }
+    ImGui::SameLine();
+    ImGui::BeginDisabled(!app.speaker.available());
+    if (app.speaker.speaking()) {
+      if (ImGui::Button(fmt("%s###speak", tr(lang, S::StopSpeaking)).c_str())) app.speaker.stop();
+    } else if (ImGui::Button(fmt("%s###speak", tr(lang, S::Speak)).c_str())) {
+      c.clear_error();
+      app.speaker.speak(d, lang);
+    }
+    ImGui::EndDisabled();
+    if (!app.speaker.available()) ImGui::TextColored(kDimV4, "%s", tr(lang, S::NoEspeak));
+    if (!app.speaker.speaking() && !app.speaker.problem().empty()) {
+      wrapped(app, fmt(tr(lang, S::SpeakProblem), app.speaker.problem().c_str()), &kDimV4);
+    }
+  }
+
+  // Numeric tables of every stage.
+  if (ImGui::CollapsingHeader(fmt("%s###tables", tr(lang, S::Tables)).c_str(),
+                              p.n() <= 8 ? ImGuiTreeNodeFlags_DefaultOpen : 0)) {
+    ImGui::TextColored(kHighlightV4, "%s", tr(lang, S::PageHeading));
+    wrapped(app, fmt(tr(lang, S::PageIntro), p.d_k()));
+    // The exact command of the problem on screen, to export every stage (or to check it).
+    const std::string cmd = c.reproduce_command();
+    wrapped(app, tr(lang, S::Reproduce), &kDimV4);
+    wrapped(app, cmd);
+    if (ImGui::Button(fmt("%s###copycmd", tr(lang, S::Copy)).c_str())) {
+      c.clear_error();
+      SDL_SetClipboardText(cmd.c_str());
+      set_status(app, tr(lang, S::Copied));
+    }
+    // Export from the window, through the CLI's writers (viewer/session/export.h); the file name or the
+    // reason it was refused goes to the status line.
+    const auto exporting = [&](const std::function<std::string(const std::string&)>& write) {
+      c.clear_error();
+      try {
+        set_status(app, fmt(tr(lang, S::Exported), write(export_stem()).c_str()));
+      } catch (const std::exception& e) {
+        set_status(app, std::string(tr(lang, S::ErrorPrefix)) + message_of(e).text(lang));
+      }
+    };
+    const int step = app.play.step();
+    if (ImGui::Button(fmt("%s###excsv", tr(lang, S::ExportCsv)).c_str()))
+      exporting([&](const std::string& stem) { return export_stage_csv(c, step, stem); });
+    same_line_if_fits(button_width(tr(lang, S::ExportJson)));
+    if (ImGui::Button(fmt("%s###exjson", tr(lang, S::ExportJson)).c_str()))
+      exporting([&](const std::string& stem) { return export_trace_json(c, lang, stem); });
+    same_line_if_fits(button_width(tr(lang, S::ExportPng)));
+    if (ImGui::Button(fmt("%s###expng", tr(lang, S::ExportPng)).c_str()))
+      exporting([&](const std::string& stem) {
+        return export_heatmap_png(app.heat_px, app.heat_px_w, app.heat_px_h, stem);
+      });
+    if (p.n() > kTableMaxTokens || !t.has_stages) {
+      wrapped(app, fmt(tr(lang, S::TablesTooLarge), kTableMaxTokens, p.n()));
+    } else {
+      const int step = app.play.step();
+      const int q = c.query();
+      std::vector<std::string> dims_k, dims_v;
+      // Dimensions and keys count from 0, as the rows (#0, #1, ...) and the heatmap do.
+      for (int j = 0; j < p.d_k(); ++j) dims_k.push_back(std::to_string(j));
+      for (int j = 0; j < p.d_v(); ++j) dims_v.push_back(std::to_string(j));
+      matrix_table("tq", tr(lang, S::TableQ), p.q(), p.query_tokens(), dims_k, q, false, lang);
+      matrix_table("tk", tr(lang, S::TableK), p.k(), p.key_tokens(), dims_k, -1, false, lang);
+      matrix_table("tv", tr(lang, S::TableV), p.v(), p.key_tokens(), dims_v, -1, step == 4, lang);
+      std::vector<std::string> key_idx;
+      for (int j = 0; j < p.m(); ++j) key_idx.push_back(std::to_string(j));
+      matrix_table("ts", tr(lang, S::TableScores), t.scores, p.query_tokens(), key_idx, q, step == 1, lang);
+      matrix_table("tsc", fmt(tr(lang, S::TableScaled), p.d_k()), t.scaled, p.query_tokens(), key_idx, q, step == 2, lang);
+      matrix_table("tm", tr(lang, S::TableMask), t.mask, p.query_tokens(), key_idx, q, step == 2, lang);
+      matrix_table("tl", tr(lang, S::TableLogits), t.logits, p.query_tokens(), key_idx, q, step == 2, lang);
+      matrix_table("tw", tr(lang, S::TableWeights), t.weights, p.query_tokens(), key_idx, q, step == 3, lang);
+      matrix_table("to", tr(lang, S::TableOutput), t.output, p.query_tokens(), dims_v, q, step == 4, lang);
+    }
+  }
+
+  // Performance.
+  if (ImGui::CollapsingHeader(fmt("%s###perf", tr(lang, S::Performance)).c_str(), ImGuiTreeNodeFlags_DefaultOpen)) {
+    ImGui::Text("%s: %s (N=%d, d_k=%d, d_v=%d)", tr(lang, S::BackendRan), t.backend.c_str(), p.n(), p.d_k(), p.d_v());
+    const StageTimings& tm = t.timings;
+    if (ImGui::BeginTable("timings", 2, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
+      const std::pair<S, double> rows[] = {{S::TimeUpload, tm.upload_ms},   {S::TimeQk, tm.qk_ms},
+                                           {S::TimeScaleMask, tm.scale_mask_ms}, {S::TimeSoftmax, tm.softmax_ms},
+                                           {S::TimePv, tm.pv_ms},           {S::TimeDownload, tm.download_ms},
+                                           {S::TimeTotal, tm.total_ms}};
+      for (const auto& [label, ms] : rows) {
+        ImGui::TableNextRow();
+        ImGui::TableSetColumnIndex(0);
+        ImGui::TextUnformatted(tr(lang, label));
+        ImGui::TableSetColumnIndex(1);
+        ImGui::Text("%.3f ms", ms);
+      }
+      ImGui::EndTable();
+    }
+    wrapped(app, fmt(tr(lang, S::Redraw), c.last_run_ms(), app.last_raster_ms));
+    // Compare: CPU vs CUDA (needs a device), and staged vs fused on the chosen backend (always).
+    const std::string why = c.compare_unavailable_reason();
+    ImGui::BeginDisabled(!why.empty());
+    if (ImGui::Button(fmt("%s###compare", tr(lang, S::Compare)).c_str())) c.run_compare();
+    ImGui::EndDisabled();
+    same_line_if_fits(button_width(tr(lang, S::CompareVariants)));
+    if (ImGui::Button(fmt("%s###comparev", tr(lang, S::CompareVariants)).c_str())) c.run_variant_compare();
+    if (!why.empty()) {
+      if (!c.cuda_ok()) {
+        wrapped(app, fmt(tr(lang, S::CompareNeedsCuda), why.c_str()), &kDimV4);
+      } else {
+        wrapped(app, tr(lang, S::CompareCpuLimit), &kDimV4);
+      }
+    }
+    const CompareResult& cr = c.last_compare();
+    if (!cr.error.empty()) wrapped(app, cr.error, &kErrorV4);
+    if (cr.done) {
+      const std::string a_name = compare_term(lang, cr.a_name), b_name = compare_term(lang, cr.b_name);
+      wrapped(app, fmt("%s: %.2f× (%s %.3f ms / %s %.3f ms)", tr(lang, S::SpeedUp), cr.speed_up(),
+                       a_name.c_str(), cr.a_total_ms, b_name.c_str(), cr.b_total_ms));
+      if (ImGui::BeginTable("compare", 4, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
+        ImGui::TableSetupColumn(tr(lang, S::Stage));
+        ImGui::TableSetupColumn(fmt("%s ms", a_name.c_str()).c_str());
+        ImGui::TableSetupColumn(fmt("%s ms", b_name.c_str()).c_str());
+        ImGui::TableSetupColumn(tr(lang, S::MaxDiff));
+        ImGui::TableHeadersRow();
+        for (const StageCompare& s : cr.stages) {
+          ImGui::TableNextRow();
+          ImGui::TableSetColumnIndex(0);
+          ImGui::TextUnformatted(compare_term(lang, s.stage).c_str());
+          ImGui::TableSetColumnIndex(1);
+          ImGui::Text("%.3f", s.a_ms);
+          ImGui::TableSetColumnIndex(2);
+          ImGui::Text("%.3f", s.b_ms);
+          ImGui::TableSetColumnIndex(3);
+          ImGui::Text("%.3g", s.max_abs_diff);
+        }
+        ImGui::EndTable();
+      }
+    }
+  }
+
+  // Scientific notes (SPEC.md).
+  if (ImGui::CollapsingHeader(fmt("%s###notes", tr(lang, S::Notes)).c_str())) {
+    wrapped(app, tr(lang, S::NotesIntro));
+    for (const auto& [heading, body] : science_notes(lang)) {
+      ImGui::TextColored(kHighlightV4, "%s", heading.c_str());
+      wrapped(app, body);
+    }
+    ImGui::TextColored(kDimV4, "%s", tr(lang, S::NotesRelated));
+  }
+  ImGui::End();
+}
+
+}  // namespace attnlab::viewer

@@ -1,0 +1,298 @@
+// Command-line parsing of attnlab-view (see options.h).
+#include "viewer/app/options.h"
+
+#include "core/format.h"
+#include "core/problem.h"
+#include "core/messages.h"
+#include "viewer/draw/layout.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
+namespace attnlab::viewer {
+namespace {
+
+template <class Int>
+Int parse_int(const std::string& flag, const std::string& text, Int lo, Int hi) {
+  Int v{};
+  const auto* end = text.data() + text.size();
+  const auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (ec != std::errc() || p != end || v < lo || v > hi) {
+    throw InputError(flag + " must be an integer from " + std::to_string(lo) + " to " +
+                     std::to_string(hi) + ", got '" + text + "'");
+  }
+  return v;
+}
+
+}  // namespace
+
+void check_random_inputs(int n, int d_k, int d_v, int heads) {
+  const double bytes = static_cast<double>(n) * heads * (2.0 * d_k + d_v) * sizeof(float);
+  if (bytes > kMaxRandomInputBytes)
+    throw InputError(Msg::RandomInputsTooLarge, {std::to_string(n), std::to_string(d_k), std::to_string(d_v),
+                                                 std::to_string(heads), format_bytes(bytes),
+                                                 format_bytes(kMaxRandomInputBytes)});
+}
+
+std::string viewer_usage() {
+  return "usage: attnlab-view [--screenshot FILE.png] [--query TOKEN|INDEX] [--queries LIST] [--step 1-4]\n"
+         "                    [--temperature T] [--mask none|causal|FILE] [--random N] [--dk D] [--dv D]\n"
+         "                    [--pattern noise|local:W|sink|previous|induction]\n"
+         "                    [--q FILE --k FILE --v FILE [--tokens a,b,c | --tokens-file FILE]]\n"
+         "                    [--heads H] [--bundle DIR [--layer L]] [--head H]\n"
+         "                    [--seed S] [--lang zh|en] [--size WxH] [--backend auto|cpu|cuda]\n"
+         "                    [--pool max|mean] [--state-dump FILE.json] [--tile B]\n"
+         "                    [--stages auto|all|step]  (the stages a run brings back; auto: the\n"
+         "                    step on screen and the weights on CUDA above " +
+         std::to_string(kJsonExportMaxTokens) + " tokens, else all)\n"
+         "                    [--view chain|walk|heads|perf|precision|diff] [--precision fp32|bf16]\n"
+         "                    [--diff KEY=VALUE[,KEY=VALUE...]]  (keys: mask, temperature, backend,\n"
+         "                    variant, precision, query; with --view diff)\n"
+         "                    [--ui-scale S] [--fullscreen] [--bench-redraw [--repeat R]]\n"
+         "  --view perf: [--backend cpu|cuda|cpu,cuda] [--perf-variant staged,fused]\n"
+         "               [--perf-precision fp32,bf16] [--perf-n 256,512,1024 | 256..16384]\n"
+         "               [--perf-d 64] [--perf-heads 1] [--perf-mask none,causal] [--perf-repeat R]\n"
+         "               [--perf-warmup W] [--perf-max-seconds S] [--perf-output FILE.csv]\n"
+         "               [--perf-chart time|tflops|speedup|roofline|memory]\n"
+         "Interactive lab for scaled dot-product attention (F1 in the window lists the keys).\n"
+         "--bundle DIR shows one call (--layer: index or name) of a captured model, --head H one of its\n"
+         "heads; --heads H makes a random problem of H heads. --view heads: every head as a thumbnail.\n"
+         "--screenshot renders a few frames without input, writes the PNG and exits (works with\n"
+         "SDL_VIDEODRIVER=dummy; in the perf view it runs the sweep to the end first). --bench-redraw\n"
+         "times temperature changes (backend + heatmap)\n"
+         "without a window, for --random N (default 4096), and prints milliseconds.\n";
+}
+
+ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
+  ViewerOptions o;
+  std::string backend_text;  // checked at the end: a list in the perf view, one name elsewhere
+  bool pattern_given = false, head_given = false, layer_given = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size()) throw InputError("option " + a + " needs a value");
+      return args[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      o.help = true;
+    } else if (a == "--screenshot") {
+      o.screenshot = value();
+    } else if (a == "--query") {
+      o.query = value();
+    } else if (a == "--queries") {
+      o.queries = value();
+      if (o.queries.find_first_not_of(" \t") == std::string::npos) throw InputError(Msg::QueryListEmptyItem, {o.queries});
+    } else if (a == "--step") {
+      const std::string& v = value();
+      if (v != "1" && v != "2" && v != "3" && v != "4") {
+        throw InputError("--step must be 1, 2, 3 or 4, got '" + v + "'");
+      }
+      o.step = v[0] - '0';
+    } else if (a == "--temperature") {
+      o.temperature = parse_temperature(value());
+    } else if (a == "--mask") {
+      const std::string& v = value();
+      if (v == "none") {
+        o.mask = MaskKind::None;
+      } else if (v == "causal") {
+        o.mask = MaskKind::Causal;
+      } else if (v.empty()) {
+        throw InputError("--mask needs none, causal or a FILE");
+      } else {
+        o.mask = MaskKind::Custom;  // a mask file, read with the inputs (core/inputs.h)
+        o.mask_file = v;
+      }
+    } else if (a == "--q") {
+      o.q_file = value();
+    } else if (a == "--k") {
+      o.k_file = value();
+    } else if (a == "--v") {
+      o.v_file = value();
+    } else if (a == "--tokens") {
+      o.tokens = value();
+    } else if (a == "--tokens-file") {
+      o.tokens_file = value();
+    } else if (a == "--random") {
+      o.random_n = parse_int<int>(a, value(), 1, kCudaMaxTokens);
+    } else if (a == "--pattern") {
+      o.pattern = parse_pattern(value());
+      pattern_given = true;
+    } else if (a == "--heads") {
+      o.heads = parse_int<int>(a, value(), 1, kMaxRandomHeads);
+    } else if (a == "--head") {
+      o.head = parse_int<int>(a, value(), 0, 1 << 20);
+      head_given = true;
+    } else if (a == "--bundle") {
+      o.bundle = value();
+      if (o.bundle.empty()) throw InputError("--bundle needs a directory");
+    } else if (a == "--layer") {
+      o.layer = value();
+      layer_given = true;
+    } else if (a == "--dk") {
+      o.d_k = parse_int<int>(a, value(), 1, kMaxHeadDim);
+    } else if (a == "--dv") {
+      o.d_v = parse_int<int>(a, value(), 1, kMaxHeadDim);
+    } else if (a == "--seed") {
+      o.seed = parse_int<std::uint64_t>(a, value(), 0, UINT64_MAX);
+    } else if (a == "--lang") {
+      o.lang = parse_lang(value());
+    } else if (a == "--size") {
+      const std::string& v = value();
+      const auto x = v.find('x');
+      if (x == std::string::npos) throw InputError("--size must be WxH (e.g. 1280x800), got '" + v + "'");
+      o.width = parse_int<int>("--size width", v.substr(0, x), kMinWindowW, 7680);
+      o.height = parse_int<int>("--size height", v.substr(x + 1), kMinWindowH, 4320);
+    } else if (a == "--backend") {
+      backend_text = value();
+      if (backend_text.empty()) throw InputError("--backend must be auto, cpu or cuda, got ''");
+    } else if (a == "--pool") {
+      const std::string& v = value();
+      if (v == "max") {
+        o.pool = PoolMode::Max;
+      } else if (v == "mean") {
+        o.pool = PoolMode::Mean;
+      } else {
+        throw InputError("--pool must be max or mean, got '" + v + "'");
+      }
+    } else if (a == "--stages") {
+      const std::string& v = value();
+      if (v == "auto") o.stages = StagePolicy::Auto;
+      else if (v == "all") o.stages = StagePolicy::All;
+      else if (v == "step") o.stages = StagePolicy::Step;
+      else throw InputError("--stages must be auto, all or step, got '" + v + "'");
+    } else if (a == "--view") {
+      const std::string& v = value();
+      if (v == "chain") {
+        o.view = ViewKind::Chain;
+      } else if (v == "walk") {
+        o.view = ViewKind::Walk;
+      } else if (v == "perf") {
+        o.view = ViewKind::Perf;
+      } else if (v == "precision") {
+        o.view = ViewKind::Precision;
+      } else if (v == "diff") {
+        o.view = ViewKind::Diff;
+      } else if (v == "heads") {
+        o.view = ViewKind::Heads;
+      } else {
+        throw InputError("--view must be chain, walk, heads, perf, precision or diff, got '" + v + "'");
+      }
+    } else if (a == "--precision") {
+      const std::string& v = value();
+      if (v == "fp32") o.precision = Precision::FP32;
+      else if (v == "bf16") o.precision = Precision::BF16;
+      else throw InputError(Msg::RunPrecision, {v});
+    } else if (a == "--diff") {
+      o.diff = parse_diff_spec(value());
+    } else if (a == "--perf-variant") {
+      o.perf.variants = bench::word_list("--perf-variant", value());
+    } else if (a == "--perf-precision") {
+      o.perf.precisions = bench::word_list("--perf-precision", value());
+    } else if (a == "--perf-mask") {
+      o.perf.masks = bench::word_list("--perf-mask", value());
+    } else if (a == "--perf-n") {
+      o.perf.ns = parse_n_list("--perf-n", value());
+    } else if (a == "--perf-d") {
+      o.perf.ds = bench::int_list("--perf-d", value(), kMaxHeadDim);
+    } else if (a == "--perf-heads") {
+      o.perf.heads = bench::int_list("--perf-heads", value(), 4096);
+    } else if (a == "--perf-repeat") {
+      o.perf.repeat = parse_int<int>(a, value(), 1, 1000);
+    } else if (a == "--perf-warmup") {
+      o.perf.warmup = parse_int<int>(a, value(), 0, 100);
+    } else if (a == "--perf-max-seconds") {
+      o.perf.max_seconds = parse_int<int>(a, value(), 1, 86400);
+    } else if (a == "--perf-chart") {
+      o.perf_chart = parse_perf_chart(value());
+    } else if (a == "--perf-output") {
+      o.perf_output = value();
+    } else if (a == "--ui-scale") {
+      const std::string& v = value();
+      char* end = nullptr;
+      const double sc = std::strtod(v.c_str(), &end);
+      if (v.empty() || end != v.c_str() + v.size() || !(sc >= kMinUiScale && sc <= kMaxUiScale) ||
+          v.find_first_not_of("0123456789.") != std::string::npos) {
+        throw InputError("--ui-scale must be a decimal number from 0.6 to 3, got '" + v + "'");
+      }
+      o.ui_scale = static_cast<float>(sc);
+    } else if (a == "--fullscreen") {
+      o.fullscreen = true;
+    } else if (a == "--tile") {
+      o.tile = parse_int<int>(a, value(), 1, kCudaMaxTokens);
+    } else if (a == "--state-dump") {
+      o.state_dump = value();
+    } else if (a == "--bench-redraw") {
+      o.bench_redraw = true;
+    } else if (a == "--repeat") {
+      o.repeat = parse_int<int>(a, value(), 1, 1000);
+    } else {
+      throw InputError("unknown option '" + a + "' (see attnlab-view --help)");
+    }
+  }
+  if (!backend_text.empty()) {
+    if (o.view == ViewKind::Perf) {
+      // The perf view times every backend listed; "auto" there means both.
+      o.perf.backends = backend_text == "auto" ? std::vector<std::string>{"cpu", "cuda"}
+                                               : bench::word_list("--backend", backend_text);
+      for (const std::string& b : o.perf.backends)
+        if (b != "cpu" && b != "cuda")
+          throw InputError("--backend in the perf view takes cpu, cuda or cpu,cuda, got '" + b + "'");
+      // o.backend (the chain view's) stays auto: --backend cuda without a device still draws the
+      // perf view with the reason, where the chain view would refuse.
+    } else {
+      o.backend = backend_text;
+      if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda") {
+        throw InputError("--backend must be auto, cpu or cuda, got '" + o.backend + "'");
+      }
+    }
+  }
+  if (o.view == ViewKind::Perf) {
+    for (const std::string& v : o.perf.variants)
+      if (v != "staged" && v != "fused")
+        throw InputError("--perf-variant takes staged and/or fused, got '" + v + "'");
+    for (const std::string& p : o.perf.precisions)
+      if (p != "fp32" && p != "bf16")
+        throw InputError("--perf-precision takes fp32 and/or bf16, got '" + p + "'");
+    for (const std::string& m : o.perf.masks)
+      if (m != "none" && m != "causal")
+        throw InputError("--perf-mask takes none and/or causal, got '" + m + "'");
+    bench::check_spec(o.perf);
+  }
+  if (o.diff && o.view != ViewKind::Diff)
+    throw InputError("--diff describes the diff view's B: add --view diff");
+  const bool files = !o.q_file.empty() || !o.k_file.empty() || !o.v_file.empty();
+  // The same sentences as the CLI's (cli/common.cpp) for the same mistakes.
+  if (!o.bundle.empty() && (files || o.random_n))
+    throw InputError("give one input: --bundle DIR, --q/--k/--v files or --random N");
+  if (files && o.random_n)
+    throw InputError("give either --q/--k/--v files or --random N, not both");
+  if (!o.bundle.empty()) {
+    if (o.heads != 1)
+      throw InputError("--heads applies to --random problems only (use --head H for one head of a bundle)");
+    if (o.mask != MaskKind::None)
+      throw InputError("--mask does not apply to --bundle: the bundle holds each call's mask");
+  } else {
+    if (layer_given) throw InputError("--layer applies to --bundle only");
+    if (o.heads != 1 && !o.random_n) throw InputError("--heads applies to --random problems only");
+    if (head_given && !o.random_n) throw InputError("--head applies to --bundle or to --random N --heads H");
+    if (o.head >= o.heads)
+      throw InputError("--head must be between 0 and " + std::to_string(o.heads - 1) + ", got " +
+                       std::to_string(o.head));
+  }
+  if (o.random_n) check_random_inputs(*o.random_n, o.d_k, o.d_v, o.heads);
+  if (!files && !o.mask_file.empty())
+    throw InputError("--mask must be none or causal, or a mask FILE together with --q, --k and --v; got '" +
+                     o.mask_file + "'");
+  if (!files && (!o.tokens.empty() || !o.tokens_file.empty()))
+    throw InputError("--tokens and --tokens-file label file inputs: add --q, --k and --v");
+  if (pattern_given && !o.random_n)
+    throw InputError("--pattern describes a random problem: add --random N");
+  if (o.random_n) check_pattern(o.pattern, *o.random_n, o.d_k);
+  if ((o.d_k != 64 || o.d_v != 64 || o.seed != 0) && !o.random_n && !o.bench_redraw) {
+    throw InputError("--dk, --dv and --seed describe a random problem: add --random N");
+  }
+  return o;
+}
+
+}  // namespace attnlab::viewer

@@ -1,0 +1,72 @@
+// State dump as JSON (see state_dump.h).
+#include "viewer/app/state_dump.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+
+namespace attnlab::viewer {
+
+std::string state_json(const Controller& c, const ViewSnapshot& v) {
+  const Problem& p = c.problem();
+  nlohmann::json j;
+  j["step"] = v.playback ? v.playback->step() : 1;
+  j["playing"] = v.playback ? v.playback->playing() : false;
+  j["speed"] = v.playback ? v.playback->speed() : 1.0;
+  j["query"] = c.query();
+  j["query_token"] = p.query_tokens().at(c.query());
+  j["queries"] = c.queries();
+  j["mask"] = std::string(to_string(p.mask));
+  j["temperature"] = p.temperature;
+  j["lang"] = std::string(to_string(v.lang));
+  j["mode"] = c.demo() ? "demo" : c.from_bundle() ? "bundle" : c.from_files() ? "files" : "random";
+  j["N"] = p.n();
+  j["d_k"] = p.d_k();
+  j["d_v"] = p.d_v();
+  j["seed"] = c.random_seed();
+  j["backend"] = c.backend();
+  j["backend_ran"] = c.trace().backend;
+  j["error"] = c.error();
+  j["stages_kept"] = c.stages_kept();
+  j["stages"] = stage_names(present_stages(c.trace()));  // all, or the step's and the weights
+  j["window"] = {{"w", v.width}, {"h", v.height}};
+  j["pool"] = v.pool == PoolMode::Max ? "max" : "mean";
+  j["ui_scale"] = v.ui_scale;
+  j["font_px"] = v.font_px;
+  j["help_open"] = v.help_open;
+  j["key_sel"] = v.key_sel;
+  const PlotGeometry& g = v.plot;
+  j["heatmap"] = {{"x", g.x}, {"y", g.y}, {"w", g.w}, {"h", g.h}, {"rows", g.rows}, {"cols", g.cols},
+                  {"first_row", g.first_row}, {"first_col", g.first_col}, {"vis_rows", g.vis_rows},
+                  {"vis_cols", g.vis_cols}, {"cell_w", g.cell_w}, {"cell_h", g.cell_h}};
+  j["precision"] = std::string(to_string(c.precision()));
+  j["layer"] = c.shown_layer();
+  j["head"] = c.shown_head();
+  j["heads"] = c.shown_heads();
+  j["bundle"] = c.from_bundle() && c.bundle() ? c.bundle()->dir : "";
+  const char* views[] = {"chain", "walk", "perf", "precision", "diff", "heads"};
+  j["view"] = views[static_cast<int>(v.view)];
+  if (v.view == ViewKind::Heads) {
+    const ThumbGrid& hg = v.heads_grid;
+    j["heads_grid"] = {{"x", hg.x}, {"y", hg.y}, {"side", hg.side}, {"step_x", hg.step_x}, {"step_y", hg.step_y},
+                       {"cols", hg.cols}, {"rows", hg.rows}, {"done", v.heads_done}};
+  }
+  if (!v.walk_json.empty()) j["walk"] = nlohmann::json::parse(v.walk_json);
+  if (!v.precision_json.empty()) j["precision_view"] = nlohmann::json::parse(v.precision_json);
+  if (!v.diff_json.empty()) j["diff"] = nlohmann::json::parse(v.diff_json);
+  return j.dump(2) + "\n";
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    if (!out) throw std::runtime_error("cannot write " + path);
+    out << text;
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("cannot write " + path);
+}
+
+}  // namespace attnlab::viewer

@@ -1,0 +1,53 @@
+// Window and heatmap layout (see layout.h).
+#include "viewer/draw/layout.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace attnlab::viewer {
+
+bool overlaps(const Rect& a, const Rect& b) {
+  return a.x < b.right() && b.x < a.right() && a.y < b.bottom() && b.y < a.bottom();
+}
+
+Layout compute_layout(float width, float height, float font_px) {
+  Layout l;
+  const float caveat_h = std::floor(std::min(height * 0.2f, font_px * 4.4f));
+  const float body_h = std::max(0.0f, height - caveat_h);
+  // Side columns: wide enough for the Chinese labels (about 17 glyphs) but never more than a
+  // quarter (controls) or 30% (info) of the window.
+  const float controls_w = std::clamp(width * 0.21f, std::min(font_px * 14.0f, width * 0.3f),
+                                      std::min(font_px * 22.0f, width * 0.25f));
+  const float info_w = std::clamp(width * 0.29f, std::min(font_px * 17.0f, width * 0.34f),
+                                  std::min(font_px * 32.0f, width * 0.3f));
+  // Whole pixels, so that the panels meet exactly (no float seam or overlap between windows).
+  const float cw = std::floor(controls_w), iw = std::floor(info_w), hw = std::max(0.0f, width - cw - iw);
+  l.controls = {0, 0, cw, body_h};
+  l.heatmap = {cw, 0, hw, body_h};
+  l.info = {cw + hw, 0, iw, body_h};
+  l.caveat = {0, body_h, width, caveat_h};
+  return l;
+}
+
+HeatmapFrame compute_heatmap_frame(const Rect& content, float row_label_w, float col_label_h,
+                                   float font_px) {
+  HeatmapFrame f;
+  const float legend_w = font_px * 5.0f;
+  const float pad = font_px * 0.5f;
+  const float plot_x = content.x + row_label_w + (row_label_w > 0 ? pad : 0);
+  const float plot_y = content.y + col_label_h + (col_label_h > 0 ? pad : 0);
+  const float plot_w = std::max(0.0f, content.right() - legend_w - pad - plot_x);
+  const float plot_h = std::max(0.0f, content.bottom() - plot_y);
+  f.plot_area = {plot_x, plot_y, plot_w, plot_h};
+  f.row_labels = {content.x, plot_y, row_label_w, plot_h};
+  f.col_labels = {plot_x, content.y, plot_w, col_label_h};
+  f.legend = {content.right() - legend_w, plot_y, legend_w, plot_h};
+  return f;
+}
+
+float font_px_for(int height, float scale) {
+  const float base = std::clamp(static_cast<float>(height) / 44.0f, 15.0f, 22.0f);
+  return std::round(base * std::clamp(scale, kMinUiScale, kMaxUiScale));
+}
+
+}  // namespace attnlab::viewer

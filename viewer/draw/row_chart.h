@@ -1,0 +1,26 @@
+// The selected query's row as a bar chart under the heatmap (every step): the softmax weights
+// over the keys, one bar per pixel column (the max of the keys the column covers, so a single
+// strong key is never averaged away at 4096 tokens), and the k largest weights of the whole row
+// marked with their tokens. Free of SDL and ImGui; panel_heatmap.cpp draws it.
+#pragma once
+
+#include "viewer/draw/pooling.h"
+
+#include <vector>
+
+namespace attnlab::viewer {
+
+struct RowChart {
+  std::vector<float> bins;  // one per pixel column: max weight of its keys (0 when all masked)
+  float max = 0;            // the row's largest weight (the chart's full height)
+  struct Top {
+    int key = 0;
+    float weight = 0;
+  };
+  std::vector<Top> top;     // the k largest weights, largest first (lowest key on ties)
+};
+
+// w: the row's m weights; mask: its m mask entries (0 / -inf) or null; cols: the pixel columns.
+RowChart row_chart(const float* w, const float* mask, int m, const AxisMap& cols, int k);
+
+}  // namespace attnlab::viewer

@@ -1,0 +1,1148 @@
+// The viewer's controller (see controller.h): requests, the worker thread that runs them, and the
+// adoption of finished runs on the UI thread.
+#include "viewer/session/controller.h"
+
+#include "core/format.h"
+#include "core/memory.h"
+#include "core/inputs.h"
+#include "core/messages.h"
+#include "cpu/cpu_backend.h"
+#include "engine/registry.h"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+#include <utility>
+
+namespace attnlab::viewer {
+namespace {
+
+double now_ms() {
+  using namespace std::chrono;
+  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+Message limit_message(int n, const std::string& backend) {
+  if (backend == "cuda") return message_of(Msg::LimitCuda, {std::to_string(n), std::to_string(kCudaMaxTokens)});
+  return message_of(Msg::LimitCpu, {std::to_string(n), std::to_string(kCpuMaxTokens), std::to_string(kCudaMaxTokens)});
+}
+
+InputError error_of(const Message& m) {
+  return m.id == Msg::None ? InputError(m.en) : InputError(m.id, m.args);
+}
+
+// A view fits a problem when its intervals lie inside the problem's rows and keys (a view the UI
+// made for the previous problem does not).
+bool view_fits(const PoolRequest& v, const Problem& p) {
+  return !v.rows.end.empty() && !v.cols.end.empty() && v.rows.end.back() <= p.n() &&
+         v.cols.end.back() <= p.m();
+}
+
+bool same_view(const PoolRequest& a, const PoolRequest& b) {
+  return a.mode == b.mode && a.head == b.head && a.rows.begin == b.rows.begin && a.rows.end == b.rows.end &&
+         a.cols.begin == b.cols.begin && a.cols.end == b.cols.end;
+}
+
+}  // namespace
+
+double max_abs_diff(const MatrixF& a, const MatrixF& b) {
+  if (a.rows() != b.rows() || a.cols() != b.cols()) return std::numeric_limits<double>::infinity();
+  double worst = 0;
+  for (Eigen::Index i = 0; i < a.size(); ++i) {
+    const float x = a.data()[i], y = b.data()[i];
+    if (x == y) continue;  // also equal infinities (masked logits)
+    const double d = std::abs(static_cast<double>(x) - static_cast<double>(y));
+    if (!std::isfinite(d)) return std::numeric_limits<double>::infinity();
+    worst = std::max(worst, d);
+  }
+  return worst;
+}
+
+Controller::Controller(const ViewerOptions& o, bool async) : async_(async), policy_(o.stages) {
+  cuda_ok_ = cuda_available(&cuda_reason_);
+  if (o.backend == "cuda" && !cuda_ok_) throw NoDeviceError("no CUDA device: " + cuda_reason_);
+  // bf16 keeps every stage, which only the CPU backend does in bf16: auto picks it then.
+  req_.backend = o.backend == "auto" ? (cuda_ok_ && o.precision != Precision::BF16 ? "cuda" : "cpu") : o.backend;
+  req_.precision = o.precision;
+  req_.step = o.step;
+  req_.source.d_k = o.d_k;
+  req_.source.d_v = o.d_v;
+  req_.source.seed = o.seed;
+  req_.source.pattern = o.pattern;
+  if (!o.bundle.empty()) {
+    // The manifest's and the layer's refusals are core/bundle's, as the CLI prints them.
+    bundle_ = read_bundle(o.bundle);
+    req_.source.demo = false;
+    req_.source.bundle = o.bundle;
+    req_.source.layer = resolve_layer(*bundle_, o.layer);
+    req_.source.head = o.head;  // out of range: bundle_problem's refusal, below
+  } else if (!o.q_file.empty() || !o.k_file.empty() || !o.v_file.empty()) {
+    req_.source.demo = false;
+    req_.source.files = InputFiles{o.q_file, o.k_file, o.v_file, o.mask_file, o.tokens, o.tokens_file};
+  } else if (o.random_n) {
+    req_.source.demo = false;
+    req_.source.n = *o.random_n;
+    req_.source.heads = o.heads;
+    req_.source.head = o.head;
+    if (req_.source.n > max_tokens()) throw error_of(limit_message(req_.source.n, req_.backend));
+  } else if (!o.mask_file.empty() || !o.tokens.empty() || !o.tokens_file.empty()) {
+    throw InputError("--mask FILE, --tokens and --tokens-file describe file inputs: add --q, --k and --v");
+  }
+  Problem p = build(req_.source);
+  int first = req_.source.demo ? kDemoDefaultQuery : p.n() / 2;
+  if (p.n() > max_tokens()) throw error_of(limit_message(p.n(), req_.backend));
+  if (o.temperature) p.temperature = *o.temperature;
+  // induction comes with its causal mask unless --mask asks otherwise (the default none does not).
+  // A bundle holds each call's mask (--mask is refused with --bundle).
+  const bool keep_mask = (o.pattern.kind == PatternKind::Induction && o.mask == MaskKind::None) || bundle_;
+  if (o.mask != MaskKind::Custom && !keep_mask) p.mask = o.mask;
+  if (!o.query.empty()) first = resolve_query(p, o.query);
+  queries_ = o.queries.empty() ? std::vector<int>{first} : parse_query_list(p, o.queries);
+  validate(p);
+  req_.temperature = p.temperature;
+  req_.mask = p.mask;
+  req_.queries = queries_;
+  last_source_ = req_.source;
+  last_problem_ = std::make_shared<const Problem>(std::move(p));
+  shown_ = last_problem_;
+  // The first run's errors are the command line's: they propagate to main.
+  Job job;
+  job.req = req_;
+  job.id = ++posted_;
+  Result r = execute(job, Trace{});
+  if (!r.error.empty()) throw error_of(r.error);
+  adopt(std::move(r));
+  if (async_) worker_ = std::thread([this] { worker_loop(); });
+}
+
+Controller::~Controller() {
+  if (!worker_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+    cancel_ = true;
+  }
+  wake_.notify_all();
+  worker_.join();
+}
+
+// ---- the worker -------------------------------------------------------------------------------
+
+Controller::Result Controller::execute(Job job, Trace reuse) {
+  Result r;
+  r.trace = std::move(reuse);
+  const double t0 = now_ms();
+  try {
+    const Request& q = job.req;
+    std::shared_ptr<const Problem> p = last_problem_;
+    const bool new_source = !(q.source == last_source_);
+    if (new_source) {
+      Problem np = build(q.source);
+      if (np.n() > max_tokens(q.backend)) throw error_of(limit_message(np.n(), q.backend));
+      np.temperature = q.temperature;
+      if (q.source.bundle.empty()) np.mask = q.mask;  // a bundle's call brings its own
+      p = std::make_shared<const Problem>(std::move(np));
+    } else if (p->temperature != q.temperature || (q.source.bundle.empty() && p->mask != q.mask)) {
+      // Only the temperature or the mask changed: the inputs are copied, not regenerated.
+      auto np = std::make_shared<Problem>(*p);
+      np->temperature = q.temperature;
+      if (q.source.bundle.empty()) np->mask = q.mask;
+      p = std::move(np);
+    }
+    if (p->mask == MaskKind::Custom && p->custom_mask().size() == 0)
+      throw InputError(Msg::NoCustomMask, {});
+    // No validate() here: every backend validates what it runs, and a view or a row of the
+    // problem on screen (a click at a million tokens) would scan its inputs again for nothing.
+    if (q.precision == Precision::BF16 && q.backend == "cuda") throw InputError(Msg::Bf16StagedCuda, {});
+    RunOptions opt;
+    opt.precision = q.precision;
+    opt.cancel = &cancel_;
+    opt.progress = &progress_;
+    // Kept stages: scores, scaled, logits, weights (+ mask, one head) as fp32. Two traces live at
+    // once while a new one is built (the old one stays on screen).
+    const double cells = static_cast<double>(p->q().rows()) * p->m();
+    const double need = 4.0 * (4.0 * cells + static_cast<double>(p->n()) * p->m());
+    const double avail = host_available_bytes();
+    r.need_gb = need / 1e9;
+    r.avail_gb = avail / 1e9;
+    r.streaming = p->n() > kKeepStagesMaxTokens || p->m() > kKeepStagesMaxTokens ||
+                  (avail > 0 && 2 * need >= 0.7 * avail);
+    if (r.streaming && q.precision == Precision::BF16)
+      throw InputError(Msg::Bf16Streamed, {std::to_string(p->n()), std::to_string(kKeepStagesMaxTokens)});
+    if (job.parts == kCompanion) {
+      // Only the companions, for the problem on screen (the main run is there already).
+      if (!r.streaming) run_companions(job, p, nullptr, r.companions);
+      r.problem = p;
+      r.job = std::move(job);
+      r.ms = now_ms() - t0;
+      return r;
+    }
+    if (r.streaming) {
+      opt.keep_stages = false;
+      opt.output = (job.parts & kAll) != 0;
+      if (job.view && (job.parts & (kAll | kView)) && view_fits(*job.view, *p)) opt.pool = &*job.view;
+      if (job.parts & (kAll | kRow)) {
+        const int first = std::clamp(q.queries.front(), 0, p->n() - 1);
+        opt.rows = {first};
+        for (int x : q.queries)
+          if (x != first && x >= 0 && x < p->n()) opt.rows.push_back(x);
+      }
+      if (!opt.output && !opt.pool && opt.rows.empty()) {
+        r.problem = p;
+        return r;
+      }
+    } else if (!(job.parts & kAll)) {
+      r.problem = p;  // a view or a row of a problem whose stages are all kept: nothing to run
+      return r;
+    }
+    if (!r.streaming) opt.stages = kept_stages(policy_, q.backend, *p, q.step);
+    progress_ = 0;
+    backend_for(q.backend).run_into(*p, opt, r.trace);
+    if (opt.pool) job.view = *opt.pool;  // the view the pooled stages belong to
+    else job.view.reset();
+    if ((job.parts & kCompanion) && !r.streaming) run_companions(job, p, &r.trace, r.companions);
+    r.problem = p;
+    last_problem_ = p;
+    last_source_ = q.source;
+  } catch (const Cancelled&) {
+    r.cancelled = true;
+  } catch (const std::exception& e) {
+    r.error = message_of(e);
+  }
+  r.ms = now_ms() - t0;
+  r.job = std::move(job);
+  return r;
+}
+
+RunSetting Controller::setting_of(const Request& r) {
+  RunSetting s;
+  s.temperature = r.temperature;
+  s.mask = r.mask;
+  s.backend = r.backend;
+  s.precision = r.precision;
+  s.query = r.queries.front();
+  return s;
+}
+
+RunSetting Controller::setting() const {
+  RunSetting s = setting_of(shown_req_);
+  s.query = query();
+  s.backend = ran_backend();  // what ran (auto may have fallen back)
+  return s;
+}
+
+void Controller::run_companions(const Job& job, const std::shared_ptr<const Problem>& p, const Trace* main,
+                                Companions& out) {
+  out.computed = true;
+  out.diff = job.diff;
+  if (job.reference) {
+    try {
+      out.reference = std::make_shared<const TraceD>(reference_fp64(*p));
+      // The precision view's map of the step on screen, here rather than on the UI thread (the
+      // view computes it itself only for another step or kind).
+      if (main) {
+        out.error_step = main->has_stages ? job.req.step : 4;
+        out.error_kind = job.error_kind;
+        out.error_map = step_error_map(*main, *out.reference, p->mask, out.error_step, job.error_kind);
+      }
+    } catch (const std::exception& e) {
+      out.reference_error = message_of(e);
+    }
+  }
+  if (!job.diff) return;
+  try {
+    RunSetting a = setting_of(job.req);
+    a.query = std::clamp(a.query, 0, p->n() - 1);
+    const RunSetting b = apply_diff(a, *job.diff, *p);
+    out.b_setting = b;
+    out.b_problem = p;
+    // The diff view's B − A of the step on screen, likewise; A as setting() gives it (what ran).
+    const auto diff_with = [&](const Trace& bt) {
+      if (!main) return;
+      if (!main->backend.empty()) a.backend = main->backend;
+      out.step_diff = step_diff(*main, bt, a, b, job.diff->query.has_value(), job.req.step);
+      out.diff_step = job.req.step;
+    };
+    if (a.same_run(b)) {
+      out.b_same_run = true;  // only the query differs: B is A's trace, another row
+      if (main) diff_with(*main);
+      return;
+    }
+    if (b.backend == "cuda" && !cuda_ok_) throw NoDeviceError("no CUDA device: " + cuda_reason_);
+    if (b.backend == "cuda" && b.precision == Precision::BF16 && b.variant == Variant::Staged)
+      throw InputError(Msg::Bf16StagedCuda, {});
+    if (b.temperature != p->temperature || b.mask != p->mask) {
+      auto bp = std::make_shared<Problem>(*p);
+      bp->temperature = b.temperature;
+      bp->mask = b.mask;
+      validate(*bp);
+      out.b_problem = std::move(bp);
+    }
+    RunOptions opt;
+    opt.variant = b.variant;
+    opt.precision = b.precision;
+    opt.keep_stages = b.variant == Variant::Staged;
+    opt.cancel = &cancel_;
+    auto t = std::make_shared<Trace>();
+    run_backend_into(b.backend, *out.b_problem, opt, *t);
+    out.b_trace = std::move(t);
+    diff_with(*out.b_trace);
+  } catch (const Cancelled&) {
+    throw;
+  } catch (const std::exception& e) {
+    out.b_error = message_of(e);
+    out.b_trace.reset();
+  }
+}
+
+void Controller::adopt_companions(Companions c) {
+  // A run that finished after its view was left brings companions nobody shows: not kept.
+  if (!want_reference_) {
+    c.reference.reset();
+    c.error_map.reset();
+  }
+  if (!want_diff_) c.diff.reset();
+  if (!c.diff) {
+    c.step_diff.reset();
+    c.b_trace.reset();
+    c.b_problem.reset();
+    c.b_same_run = false;
+    c.b_error = Message{};
+  }
+  companions_ = c.computed ? std::move(c) : Companions{};
+}
+
+bool Controller::companions_busy() const {
+  if (streaming_) return false;
+  const Companions& c = companions_;
+  const bool ref_missing = want_reference_ && !c.reference && c.reference_error.empty();
+  const bool diff_missing = want_diff_ && !(c.diff && *c.diff == *want_diff_);
+  return ref_missing || diff_missing;
+}
+
+void Controller::set_companions(bool reference, const std::optional<DiffSpec>& diff) {
+  if (reference == want_reference_ && diff == want_diff_) return;
+  const bool more = (reference && !want_reference_) || (diff && diff != want_diff_);
+  want_reference_ = reference;
+  want_diff_ = diff;
+  if (!more) {
+    // Fewer companions: drop what is no longer shown (its memory: an fp64 chain at 4096 tokens).
+    if (!reference) {
+      companions_.reference.reset();
+      companions_.error_map.reset();
+    }
+    if (!diff) {
+      Companions keep;
+      keep.computed = companions_.computed;
+      keep.reference = std::move(companions_.reference);
+      keep.reference_error = companions_.reference_error;
+      keep.error_map = std::move(companions_.error_map);
+      keep.error_step = companions_.error_step;
+      keep.error_kind = companions_.error_kind;
+      companions_ = std::move(keep);
+    }
+    ++revision_;
+    return;
+  }
+  if (streaming_) return;  // the views say why there is nothing to compare
+  post(kCompanion);
+}
+
+void Controller::check_diff(const DiffSpec& d) const {
+  RunSetting b = apply_diff(setting(), d, *shown_);  // the query, the temperature
+  if (b.backend == "cuda" && !cuda_ok_) throw NoDeviceError("no CUDA device: " + cuda_reason_);
+  if (b.backend == "cuda" && b.precision == Precision::BF16 && b.variant == Variant::Staged)
+    throw InputError(Msg::Bf16StagedCuda, {});
+}
+
+Problem Controller::build(const Source& s) {
+  if (!s.bundle.empty()) return bundle_problem(read_bundle(s.bundle), s.layer, s.head);
+  if (!s.files.q.empty()) {
+    Problem p = problem_from_files(s.files.q, s.files.k, s.files.v);
+    if (!s.files.mask.empty()) apply_mask_spec(p, s.files.mask);
+    apply_token_spec(p, s.files.tokens, s.files.tokens_file);
+    return p;
+  }
+  if (s.demo) return demo_problem();
+  // Every head from the CLI's generator (--random N --heads H), then the one shown.
+  if (s.heads > 1) return one_head(pattern_problem(s.pattern, s.n, s.d_k, s.d_v, s.seed, s.heads), s.head);
+  return pattern_problem(s.pattern, s.n, s.d_k, s.d_v, s.seed);
+}
+
+void Controller::worker_loop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    wake_.wait(lk, [this] { return stop_ || pending_.has_value(); });
+    if (stop_) return;
+    Job job = std::move(*pending_);
+    pending_.reset();
+    running_ = job.parts;
+    cancel_ = false;
+    Trace reuse = std::move(recycled_);
+    recycled_ = Trace{};
+    lk.unlock();
+    Result r = execute(std::move(job), std::move(reuse));
+    lk.lock();
+    running_ = 0;
+    done_.push_back(std::move(r));
+    idle_.notify_all();
+  }
+}
+
+bool Controller::post(unsigned parts) {
+  // Every selected query's row; a new problem keeps the one query its load chose.
+  if (req_.source == shown_req_.source) req_.queries = queries_;
+  Job job;
+  job.req = req_;
+  // A new main run brings its companions along (a problem on screen is never paired with the
+  // reference or the B of another).
+  if ((parts & kAll) && (want_reference_ || want_diff_)) parts |= kCompanion;
+  job.parts = parts;
+  job.reference = want_reference_;
+  job.error_kind = want_kind_;
+  job.diff = want_diff_;
+  if (have_view_) job.view = view_;
+  job.id = ++posted_;
+  if (!async_) {
+    error_ = Message{};
+    // The replaced trace adopt() puts into recycled_ is the next run's buffers.
+    Trace reuse = std::move(recycled_);
+    recycled_ = Trace{};
+    adopt(execute(std::move(job), std::move(reuse)));
+    return error_.empty();
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (pending_) job.parts |= pending_->parts;  // what was queued is still owed
+    // The run in flight is superseded when this one recomputes everything it computes.
+    if (running_ != 0 && (running_ & ~job.parts) == 0) cancel_ = true;
+    pending_ = std::move(job);
+  }
+  wake_.notify_all();
+  return true;
+}
+
+bool Controller::poll() {
+  std::deque<Result> done;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    done.swap(done_);
+  }
+  for (Result& r : done) adopt(std::move(r));
+  return !done.empty();
+}
+
+void Controller::wait() {
+  if (async_) {
+    std::unique_lock<std::mutex> lk(mu_);
+    idle_.wait(lk, [this] { return !pending_ && running_ == 0; });
+  }
+  poll();
+}
+
+bool Controller::busy() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return pending_.has_value() || running_ != 0 || !done_.empty();
+}
+
+float Controller::progress() const { return progress_.load(); }
+
+void Controller::revert_request() {
+  // The step stays the UI's: set_step would otherwise ask again, frame after frame.
+  const int step = req_.step;
+  req_ = shown_req_;
+  req_.queries = queries_;
+  req_.step = step;
+}
+
+Backend& Controller::backend_for(const std::string& name) {
+  std::unique_ptr<Backend>& b = name == "cuda" ? cuda_backend_ : cpu_backend_;
+  if (!b) b = make_backend(name);
+  return *b;
+}
+
+void Controller::set_step(int step) {
+  if (step == req_.step) return;
+  req_.step = step;
+  if (streaming_ || !trace_.has_stages) return;
+  if (kept_stages(policy_, req_.backend, *shown_, step) & ~present_stages(trace_)) post(kAll);
+}
+
+unsigned kept_stages(StagePolicy policy, const std::string& backend, const Problem& p, int step) {
+  const int n = std::max(p.n(), p.m());
+  const bool partial = (policy == StagePolicy::Step && n > kTableMaxTokens) ||
+                       (policy == StagePolicy::Auto && backend == "cuda" && n > kJsonExportMaxTokens);
+  if (!partial) return kAllStages;
+  unsigned s = kStageWeights;
+  if (step == 1) s |= kStageScores;
+  if (step == 2) s |= kStageLogits;
+  if ((step == 2 || step == 3) && p.mask != MaskKind::None) s |= kStageMask;
+  return s;
+}
+
+void Controller::adopt(Result r) {
+  const bool latest = r.job.id == posted_;
+  if (r.cancelled) return;
+  if (!r.error.empty()) {
+    error_ = r.error;
+    if (latest) revert_request();
+    return;
+  }
+  if (r.job.parts & kAll) {
+    const bool new_problem = !(r.job.req.source == shown_req_.source) || !shown_;
+    shown_ = r.problem;
+    shown_req_ = r.job.req;
+    if (from_bundle()) {
+      // The call's own mask, which the request follows (a new layer may bring another).
+      shown_req_.mask = shown_->mask;
+      if (latest) req_.mask = shown_->mask;
+    }
+    streaming_ = r.streaming;
+    need_gb_ = r.need_gb;
+    avail_gb_ = r.avail_gb;
+    if (new_problem) {
+      ++problem_revision_;
+      const int first = std::clamp(r.job.req.queries.front(), 0, shown_->n() - 1);
+      queries_ = {first};  // the request's others (the command line's), those inside the rows
+      for (int q : r.job.req.queries)
+        if (q != first && q >= 0 && q < shown_->n()) queries_.push_back(q);
+    }
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      // The replaced trace's buffers serve the next run, when it has this size (a 4096-token trace
+      // kept after going back to the demo would hold 300 MB for nothing).
+      if (trace_.weights.size() == r.trace.weights.size() && trace_.output.size() == r.trace.output.size())
+        recycled_ = std::move(trace_);
+    }
+    trace_ = std::move(r.trace);
+    adopt_companions(std::move(r.companions));
+    shown_view_ = r.job.view.value_or(PoolRequest{});
+    compare_ = CompareResult{};  // a comparison belongs to the problem it ran on
+    last_run_ms_ = r.ms;
+  } else if (r.job.parts == kCompanion) {
+    // Companions of the state on screen only (a newer main run brings its own).
+    if (r.problem != shown_ || !setting_of(r.job.req).same_run(setting_of(shown_req_))) return;
+    adopt_companions(std::move(r.companions));
+  } else {
+    if (r.problem != shown_) return;  // computed for a problem that is no longer on screen
+    if (r.job.view && !r.trace.pooled.empty()) {
+      trace_.pooled = std::move(r.trace.pooled);
+      shown_view_ = *r.job.view;
+    }
+    if (!r.trace.rows.empty()) trace_.rows = std::move(r.trace.rows);
+    last_run_ms_ = r.ms;
+  }
+  ++revision_;
+  if (latest) error_ = Message{};
+}
+
+// ---- state changes --------------------------------------------------------------------------
+
+bool Controller::set_temperature(double t) {
+  try {
+    validate_temperature(t);
+  } catch (const InputError& e) {
+    error_ = message_of(e);
+    return false;
+  }
+  if (t == req_.temperature) {
+    error_ = Message{};  // an accepted action ends the last refusal's message
+    return true;
+  }
+  req_.temperature = t;
+  return post(kAll);
+}
+
+bool Controller::set_temperature_text(const std::string& text) {
+  try {
+    return set_temperature(parse_temperature(text));
+  } catch (const InputError& e) {
+    error_ = message_of(e);
+    return false;
+  }
+}
+
+bool Controller::set_query(int q) {
+  if (q < 0 || q >= n()) {
+    error_ = message_of(Msg::QueryOutside, {std::to_string(q), std::to_string(n() - 1)});
+    return false;
+  }
+  error_ = Message{};
+  if (q == query()) return true;
+  std::vector<int> rest(queries_.begin() + 1, queries_.end());
+  std::erase(rest, q);
+  queries_ = {q};
+  queries_.insert(queries_.end(), rest.begin(), rest.end());
+  if (streaming_) return post(kRow);
+  return true;
+}
+
+// The selection in its order: the first as given, the others ascending and distinct.
+static std::vector<int> normalised_queries(const std::vector<int>& qs) {
+  std::vector<int> rest(qs.begin() + 1, qs.end());
+  std::erase(rest, qs.front());
+  std::sort(rest.begin(), rest.end());
+  rest.erase(std::unique(rest.begin(), rest.end()), rest.end());
+  std::vector<int> out{qs.front()};
+  out.insert(out.end(), rest.begin(), rest.end());
+  return out;
+}
+
+std::vector<int> parse_query_list(const Problem& p, const std::string& text) {
+  std::vector<int> qs;
+  std::size_t at = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', at);
+    std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    const auto first = item.find_first_not_of(" \t"), last = item.find_last_not_of(" \t");
+    item = first == std::string::npos ? std::string{} : item.substr(first, last - first + 1);
+    if (item.empty()) throw InputError(Msg::QueryListEmptyItem, {text});
+    qs.push_back(resolve_query(p, item));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  qs = normalised_queries(qs);
+  if (static_cast<int>(qs.size()) > kMaxQueries)
+    throw InputError(Msg::QueryListTooLong, {std::to_string(kMaxQueries), std::to_string(qs.size())});
+  return qs;
+}
+
+bool Controller::set_queries(const std::vector<int>& qs) {
+  if (qs.empty()) {
+    error_ = message_of(Msg::QueryListEmptyItem, {""});
+    return false;
+  }
+  for (int q : qs)
+    if (q < 0 || q >= n()) {
+      error_ = message_of(Msg::QueryOutside, {std::to_string(q), std::to_string(n() - 1)});
+      return false;
+    }
+  const std::vector<int> sel = normalised_queries(qs);
+  if (static_cast<int>(sel.size()) > kMaxQueries) {
+    error_ = message_of(Msg::QueryListTooLong, {std::to_string(kMaxQueries), std::to_string(sel.size())});
+    return false;
+  }
+  error_ = Message{};
+  if (sel == queries_) return true;
+  queries_ = sel;
+  if (streaming_) return post(kRow);
+  return true;
+}
+
+bool Controller::set_queries_text(const std::string& text) {
+  try {
+    return set_queries(parse_query_list(*shown_, text));
+  } catch (const InputError& e) {
+    error_ = message_of(e);
+    return false;
+  }
+}
+
+bool Controller::toggle_query(int q) {
+  std::vector<int> sel = queries_;
+  if (q == query()) {
+    error_ = Message{};
+    return true;  // the selected query stays
+  }
+  if (std::find(sel.begin(), sel.end(), q) != sel.end()) std::erase(sel, q);
+  else sel.push_back(q);
+  return set_queries(sel);
+}
+
+bool Controller::move_query(int delta) {
+  return set_query(std::clamp(query() + delta, 0, n() - 1));
+}
+
+bool Controller::set_mask(MaskKind m) {
+  if (m == req_.mask) {
+    error_ = Message{};
+    return true;
+  }
+  if (!req_.source.bundle.empty()) {
+    error_ = message_of(Msg::MaskBundle, {});
+    return false;
+  }
+  if (m == MaskKind::Custom && !has_custom_mask()) {
+    error_ = message_of(Msg::NoCustomMask, {});
+    return false;
+  }
+  req_.mask = m;
+  return post(kAll);
+}
+
+bool Controller::toggle_mask() {
+  return set_mask(req_.mask == MaskKind::None ? MaskKind::Causal : MaskKind::None);
+}
+
+bool Controller::set_backend(const std::string& name) {
+  if (name == req_.backend) {
+    error_ = Message{};
+    return true;
+  }
+  if (name == "cuda" && !cuda_ok_) {
+    error_ = message_of(Msg::NoDevice, {cuda_reason_});
+    return false;
+  }
+  if (name != "cpu" && name != "cuda") {
+    error_ = message_of(Msg::UnknownBackend, {name});
+    return false;
+  }
+  if (name == "cuda" && req_.precision == Precision::BF16) {
+    error_ = message_of(Msg::Bf16StagedCuda, {});
+    return false;
+  }
+  if (name == "cpu" && n() > kCpuMaxTokens) {
+    error_ = limit_message(n(), "cpu");
+    return false;
+  }
+  req_.backend = name;
+  return post(kAll);
+}
+
+bool Controller::set_precision(Precision p) {
+  if (p == req_.precision) {
+    error_ = Message{};
+    return true;
+  }
+  if (p != Precision::FP32 && p != Precision::BF16) {
+    error_ = message_of(Msg::RunPrecision, {std::string(to_string(p))});
+    return false;
+  }
+  if (p == Precision::BF16 && req_.backend == "cuda") {
+    error_ = message_of(Msg::Bf16StagedCuda, {});
+    return false;
+  }
+  if (p == Precision::BF16 && streaming_) {
+    error_ = message_of(Msg::Bf16Streamed, {std::to_string(n()), std::to_string(kKeepStagesMaxTokens)});
+    return false;
+  }
+  req_.precision = p;
+  return post(kAll);
+}
+
+bool Controller::load_demo() {
+  req_.source.demo = true;
+  req_.source.files = InputFiles{};
+  req_.source.bundle.clear();
+  req_.source.layer = req_.source.head = 0;
+  if (req_.mask == MaskKind::Custom) req_.mask = MaskKind::None;
+  req_.queries = {kDemoDefaultQuery};
+  return post(kAll);
+}
+
+bool Controller::load_random(int n_tokens, int d_k, int d_v, std::uint64_t seed, int heads) {
+  if (heads < 0) heads = req_.source.heads;
+  if (heads < 1 || heads > kMaxRandomHeads) {
+    error_ = message_of(Msg::HeadsRange, {std::to_string(kMaxRandomHeads), std::to_string(heads)});
+    return false;
+  }
+  if (n_tokens < 1 || n_tokens > max_tokens()) {
+    error_ = n_tokens < 1 ? message_of(Msg::NMin, {std::to_string(n_tokens)}) : limit_message(n_tokens, req_.backend);
+    return false;
+  }
+  for (const auto& [name, d] : {std::pair{"d_k", d_k}, std::pair{"d_v", d_v}}) {
+    if (d < 1 || d > kMaxHeadDim) {
+      error_ = message_of(Msg::HeadDimRange, {name, std::to_string(kMaxHeadDim), std::to_string(d)});
+      return false;
+    }
+  }
+  try {
+    check_pattern(req_.source.pattern, n_tokens, d_k);
+    check_random_inputs(n_tokens, d_k, d_v, heads);
+  } catch (const InputError& e) {
+    error_ = message_of(e);
+    return false;
+  }
+  const int head = req_.source.bundle.empty() && req_.source.head < heads ? req_.source.head : 0;
+  Source s;
+  s.demo = false;
+  s.n = n_tokens;
+  s.d_k = d_k;
+  s.d_v = d_v;
+  s.seed = seed;
+  s.pattern = req_.source.pattern;
+  s.heads = heads;
+  s.head = head;
+  req_.source = s;
+  req_.queries = {n_tokens / 2};
+  if (req_.mask == MaskKind::Custom) req_.mask = MaskKind::None;
+  return post(kAll);
+}
+
+bool Controller::load_files(const InputFiles& f) {
+  if (f.q.empty() || f.k.empty() || f.v.empty()) {
+    error_ = message_of(Msg::FilesTogether, {f.q.empty() ? "--q" : f.k.empty() ? "--k" : "--v"});
+    return false;
+  }
+  req_.source.demo = false;
+  req_.source.files = f;
+  req_.source.bundle.clear();
+  req_.source.heads = 1;
+  req_.source.layer = req_.source.head = 0;
+  req_.queries = {0};
+  if (!f.mask.empty()) {
+    req_.mask = MaskKind::Custom;
+  } else if (req_.mask == MaskKind::Custom) {
+    req_.mask = MaskKind::None;
+  }
+  return post(kAll);
+}
+
+bool Controller::set_head(int head) {
+  if (head < 0 || head >= heads()) {
+    error_ = message_of(Msg::HeadOutside, {std::to_string(head), std::to_string(heads() - 1)});
+    return false;
+  }
+  error_ = Message{};
+  if (head == req_.source.head) return true;
+  req_.source.head = head;
+  return post(kAll);
+}
+
+bool Controller::set_layer(int layer) {
+  if (req_.source.bundle.empty() || !bundle_ || layer < 0 || layer >= layer_count()) {
+    error_ = message_of(Msg::LayerOutside, {std::to_string(layer)});
+    return false;
+  }
+  error_ = Message{};
+  if (layer == req_.source.layer) return true;
+  req_.source.layer = layer;
+  if (req_.source.head >= bundle_->calls[layer].heads) req_.source.head = 0;
+  req_.queries = {std::min(query(), bundle_->calls[layer].n - 1)};  // the manifest knows the new n
+  return post(kAll);
+}
+
+bool Controller::load_bundle(int layer) {
+  if (!bundle_ || layer < 0 || layer >= static_cast<int>(bundle_->calls.size())) {
+    error_ = message_of(Msg::LayerOutside, {std::to_string(layer)});
+    return false;
+  }
+  // The random problem's settings stay, for a later Generate.
+  Source& s = req_.source;
+  s.demo = false;
+  s.files = InputFiles{};
+  s.bundle = bundle_->dir;
+  s.layer = layer;
+  s.head = 0;
+  req_.queries = {0};
+  return post(kAll);
+}
+
+int Controller::layer_count() const {
+  return !req_.source.bundle.empty() && bundle_ ? static_cast<int>(bundle_->calls.size()) : 1;
+}
+
+int Controller::heads_of(const Source& s) const {
+  if (!s.bundle.empty() && bundle_) return bundle_->calls[s.layer].heads;
+  if (s.demo || !s.files.q.empty()) return 1;
+  return s.heads;
+}
+
+int Controller::heads() const { return heads_of(req_.source); }
+int Controller::shown_heads() const { return heads_of(shown_req_.source); }
+
+int Controller::kv_heads() const {
+  const Source& s = req_.source;
+  if (!s.bundle.empty() && bundle_) return bundle_->calls[s.layer].kv_heads;
+  return heads();
+}
+
+int Controller::kv_head_of(int head) const {
+  return head / std::max(1, heads() / std::max(1, kv_heads()));
+}
+
+// The source on screen but its head, as text.
+std::string Controller::heads_layer_key() const {
+  const Source& s = shown_req_.source;
+  return (s.bundle.empty() ? "" : "bundle|" + s.bundle + "|" + std::to_string(s.layer)) + "|" +
+         std::to_string(s.demo) + "|" + std::to_string(s.n) + "|" + std::to_string(s.d_k) + "|" +
+         std::to_string(s.d_v) + "|" + std::to_string(s.seed) + "|" + pattern_name(s.pattern) + "|" +
+         std::to_string(s.heads) + "|" + s.files.q + "|" + s.files.k + "|" + s.files.v + "|" + s.files.mask + "|" +
+         s.files.tokens + "|" + s.files.tokens_file;
+}
+
+std::string Controller::heads_key() const {
+  // The temperature as its exact bits.
+  char t_bits[32];
+  std::snprintf(t_bits, sizeof t_bits, "%a", shown_->temperature);
+  return heads_layer_key() + "|" + t_bits + "|" + std::string(to_string(shown_->mask)) + "|" +
+         ran_backend();
+}
+
+HeadsJob Controller::heads_job() const {
+  const Source& s = shown_req_.source;
+  HeadsJob job;
+  job.key = heads_key();
+  job.layer_key = heads_layer_key();
+  job.backend = ran_backend();
+  job.heads = shown_heads();
+  const double t = shown_->temperature;
+  const MaskKind mask = shown_->mask;
+  if (!s.bundle.empty()) {
+    // The call's files read once, every head stacked; a call with a different mask per head
+    // (which one Problem cannot hold) is read one head at a time.
+    const Bundle b = *bundle_;
+    const int layer = s.layer;
+    struct Loaded {
+      std::shared_ptr<const Problem> all;
+      bool per_head = false;
+    };
+    auto loaded = std::make_shared<Loaded>();
+    job.load = [b, layer, t, loaded](int h) {
+      const auto ready = [t](Problem p) {
+        p.temperature = t;
+        validate(p);
+        return std::make_shared<const Problem>(std::move(p));
+      };
+      if (!loaded->all && !loaded->per_head) {
+        try {
+          loaded->all = ready(bundle_problem(b, layer, std::nullopt));
+        } catch (const InputError&) {
+          loaded->per_head = true;  // the other refusals come back below, from the head itself
+        }
+      }
+      if (loaded->all) return HeadProblem{loaded->all, h};
+      return HeadProblem{ready(bundle_problem(b, layer, h)), 0};
+    };
+  } else if (job.heads > 1) {
+    // Every head generated once (as the CLI does) and shared by the thumbnails.
+    auto all = std::make_shared<std::shared_ptr<const Problem>>();
+    job.load = [s, t, mask, all](int h) {
+      if (!*all) {
+        Problem p = pattern_problem(s.pattern, s.n, s.d_k, s.d_v, s.seed, s.heads);
+        p.temperature = t;
+        p.mask = mask;
+        validate(p);
+        *all = std::make_shared<const Problem>(std::move(p));
+      }
+      return HeadProblem{*all, h};
+    };
+  } else {
+    job.load = [p = shown_](int) { return HeadProblem{p, 0}; };
+  }
+  return job;
+}
+
+void Controller::set_view(const PoolRequest& view) {
+  if (have_view_ && same_view(view, view_)) return;
+  view_ = view;
+  have_view_ = true;
+  if (streaming_ && view_fits(view, *shown_)) post(kView);
+}
+
+// ---- Compare ----------------------------------------------------------------------------------
+
+std::string Controller::compare_unavailable_reason() const {
+  if (!cuda_ok_) return cuda_reason_.empty() ? "no CUDA device" : cuda_reason_;
+  if (n() > kKeepStagesMaxTokens) return limit_message(n(), "cpu").en;
+  return {};
+}
+
+const CompareResult& Controller::run_compare() {
+  compare_ = CompareResult{};
+  compare_.a_name = "CPU";
+  compare_.b_name = "CUDA";
+  const std::string why = compare_unavailable_reason();
+  if (!why.empty()) {
+    compare_.error = why;
+    return compare_;
+  }
+  try {
+    RunOptions opt;
+    opt.keep_stages = true;
+    // The chosen backend's staged run of this problem is on screen already: only the other one
+    // runs (both run only when the trace kept no stages).
+    Trace cpu_run, gpu_run;
+    // (Compare is fp32: a bf16 run on screen is not reused.)
+    const bool reuse = trace_.has_stages && trace_.variant == Variant::Staged && trace_.precision == Precision::FP32;
+    const std::string& ran = trace_.backend;
+    const Trace& cpu =
+        reuse && ran == "cpu" ? trace_ : (cpu_run = make_backend("cpu")->run(problem(), opt));
+    const Trace& gpu =
+        reuse && ran == "cuda" ? trace_ : (gpu_run = make_backend("cuda")->run(problem(), opt));
+    compare_.a_total_ms = cpu.timings.total_ms;
+    compare_.b_total_ms = gpu.timings.total_ms;
+    const StageTimings& a = cpu.timings;
+    const StageTimings& b = gpu.timings;
+    compare_.stages = {
+        {"scores", max_abs_diff(gpu.scores, cpu.scores), a.qk_ms, b.qk_ms},
+        {"scaled", max_abs_diff(gpu.scaled, cpu.scaled), 0, 0},
+        {"logits", max_abs_diff(gpu.logits, cpu.logits), a.scale_mask_ms, b.scale_mask_ms},
+        {"weights", max_abs_diff(gpu.weights, cpu.weights), a.softmax_ms, b.softmax_ms},
+        {"output", max_abs_diff(gpu.output, cpu.output), a.pv_ms, b.pv_ms},
+    };
+    compare_.done = true;
+  } catch (const std::exception& e) {
+    compare_.error = e.what();
+  }
+  return compare_;
+}
+
+const CompareResult& Controller::run_variant_compare() {
+  compare_ = CompareResult{};
+  compare_.a_name = "staged";
+  compare_.b_name = "fused";
+  try {
+    RunOptions staged;
+    staged.keep_stages = false;  // the output is what both compute; time it alone
+    RunOptions fused = staged;
+    fused.variant = Variant::Fused;
+    const auto backend = make_backend(trace_.backend.empty() ? req_.backend : trace_.backend);
+    const Trace a = backend->run(problem(), staged);
+    const Trace b = backend->run(problem(), fused);
+    compare_.a_total_ms = a.timings.total_ms;
+    compare_.b_total_ms = b.timings.total_ms;
+    compare_.stages = {{"output", max_abs_diff(b.output, a.output), a.timings.total_ms,
+                        b.timings.total_ms}};
+    compare_.done = true;
+  } catch (const std::exception& e) {
+    compare_.error = e.what();
+  }
+  return compare_;
+}
+
+// ---- what the UI shows ----------------------------------------------------------------------
+
+const MatrixF* Controller::stage_matrix(int step) const {
+  const MatrixF* m = nullptr;
+  switch (step) {
+    case 1: m = &trace_.scores; break;
+    case 2: m = &trace_.logits; break;
+    case 3: m = &trace_.weights; break;
+    case 4: m = &trace_.output; break;
+    default: return nullptr;
+  }
+  return m->size() > 0 ? m : nullptr;
+}
+
+const PooledGrid* Controller::pooled_stage(int step) const {
+  if (trace_.pooled.empty()) return nullptr;
+  switch (step) {
+    case 1: return &trace_.pooled.scores;
+    case 2: return &trace_.pooled.logits;
+    case 3: return &trace_.pooled.weights;
+    default: return nullptr;
+  }
+}
+
+const RowStages* Controller::row_of(int q) const {
+  for (const RowStages& r : trace_.rows)
+    if (r.row == q && r.weights.size() == static_cast<std::size_t>(shown_->m())) return &r;
+  return nullptr;
+}
+
+const std::vector<std::string>& Controller::column_labels(int step) const {
+  if (step == 4) {
+    if (static_cast<int>(dim_labels_.size()) != shown_->d_v()) {
+      dim_labels_.clear();
+      for (int j = 0; j < shown_->d_v(); ++j) dim_labels_.push_back(std::to_string(j));
+    }
+    return dim_labels_;
+  }
+  return shown_->key_tokens();
+}
+
+const std::string& Controller::description(Lang lang) const {
+  DescriptionCache& d = description_;
+  if (d.revision != revision_ || d.query != query() || d.lang != lang) {
+    if (trace_.has_stages) {
+      d.text = describe(*shown_, trace_, query(), lang);
+    } else if (const RowStages* r = query_row()) {
+      d.text = describe(*shown_, r->weights.data(), r->mask.data(), query(), lang);
+    } else {
+      d.text = caveat(lang);
+    }
+    d.revision = revision_;
+    d.query = query();
+    d.lang = lang;
+  }
+  return d.text;
+}
+
+std::optional<RowStats> Controller::stats_of(int q) const {
+  if (q < 0 || q >= n()) return std::nullopt;
+  if (stats_cache_.revision != revision_) {
+    stats_cache_.revision = revision_;
+    stats_cache_.rows.clear();
+  }
+  for (const auto& [row, st] : stats_cache_.rows)
+    if (row == q) return st;
+  std::optional<RowStats> st;
+  if (trace_.has_stages && trace_.weights.size() > 0) st = row_stats(trace_, q);
+  else if (const RowStages* r = row_of(q)) st = row_stats(r->weights.data(), r->mask.data(), shown_->m());
+  if (st) stats_cache_.rows.emplace_back(q, *st);
+  return st;
+}
+
+std::optional<RowStats> Controller::mean_stats(int* counted) const {
+  RowStats mean;
+  mean.argmax = -1;
+  double unmasked = 0;
+  int k = 0;
+  for (int q : queries_) {
+    const auto st = stats_of(q);
+    if (!st) continue;
+    mean.max_weight += st->max_weight;
+    mean.entropy += st->entropy;
+    mean.perplexity += st->perplexity;
+    mean.weight_sum += st->weight_sum;
+    unmasked += st->unmasked;
+    ++k;
+  }
+  if (counted) *counted = k;
+  if (k == 0) return std::nullopt;
+  mean.max_weight /= k;
+  mean.entropy /= k;
+  mean.perplexity /= k;
+  mean.weight_sum /= k;
+  mean.unmasked = static_cast<int>(unmasked / k);
+  return mean;
+}
+
+std::string Controller::reproduce_command() const {
+  const Request& r = shown_req_;
+  // The shortest decimal that reads back as the same double: the CLI parses it to this value.
+  char t[64];
+  const auto res = std::to_chars(t, t + sizeof t, shown_->temperature);
+  const std::string temp(t, res.ptr);
+  // A path as one shell word: as is when it holds only safe characters, else in single quotes.
+  const auto word = [](const std::string& w) {
+    if (!w.empty() && w.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-./,:+=@%") ==
+                          std::string::npos)
+      return w;
+    std::string q = "'";
+    for (char ch : w) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    return q + "'";
+  };
+  const InputFiles& f = r.source.files;
+  std::string cmd;
+  if (!f.q.empty()) {
+    cmd = "attnlab run --q " + word(f.q) + " --k " + word(f.k) + " --v " + word(f.v);
+    if (!f.tokens.empty()) cmd += " --tokens " + word(f.tokens);
+    if (!f.tokens_file.empty()) cmd += " --tokens-file " + word(f.tokens_file);
+  } else if (!r.source.bundle.empty()) {
+    cmd = "attnlab run --bundle " + word(r.source.bundle) + " --layer " + std::to_string(r.source.layer) +
+          " --head " + std::to_string(r.source.head);
+  } else if (r.source.demo) {
+    cmd = "attnlab demo";
+  } else {
+    cmd = "attnlab run --random " + std::to_string(r.source.n) + " --dk " + std::to_string(r.source.d_k) +
+          " --dv " + std::to_string(r.source.d_v) + " --seed " + std::to_string(r.source.seed);
+    if (r.source.pattern.kind != PatternKind::Noise) cmd += " --pattern " + pattern_name(r.source.pattern);
+    if (r.source.heads > 1) cmd += " --heads " + std::to_string(r.source.heads) + " --head " + std::to_string(r.source.head);
+  }
+  cmd += " --query " + std::to_string(query()) + " --temperature " + temp;
+  // The bundle's mask is the call's own: the CLI refuses --mask with --bundle.
+  if (r.source.bundle.empty())
+    cmd += " --mask " + (shown_->mask == MaskKind::Custom ? word(f.mask) : std::string(to_string(shown_->mask)));
+  cmd += " --backend " + ran_backend() + " --format csv";
+  if (r.precision == Precision::BF16) cmd += " --precision bf16";
+  return cmd;
+}
+
+}  // namespace attnlab::viewer

@@ -1,0 +1,82 @@
+// Key -> action mapping and the key help (see keymap.h).
+#include "viewer/session/keymap.h"
+
+#include "viewer/draw/layout.h"
+
+#include <algorithm>
+
+namespace attnlab::viewer {
+
+std::optional<Action> action_for_key(Key k) {
+  switch (k) {
+    case Key::Space: return Action::TogglePlay;
+    case Key::Right: return Action::StepNext;
+    case Key::Left: return Action::StepPrev;
+    case Key::Home: return Action::StepHome;
+    case Key::Up: return Action::QueryPrev;
+    case Key::Down: return Action::QueryNext;
+    case Key::M: return Action::ToggleMask;
+    case Key::LeftBracket: return Action::TemperatureDown;
+    case Key::RightBracket: return Action::TemperatureUp;
+    case Key::L: return Action::ToggleLanguage;
+    case Key::S: return Action::Screenshot;
+    case Key::F1: return Action::ToggleHelp;
+    case Key::Escape: return Action::Quit;
+    case Key::F11: return Action::ToggleFullscreen;
+    case Key::Plus:   // UI scale: only with Ctrl (action_for_key(k, shift, ctrl))
+    case Key::Minus:
+    case Key::Zero:
+    case Key::Other: break;
+  }
+  return std::nullopt;
+}
+
+double step_temperature(double t, bool up) {
+  // A typed temperature may lie outside the slider's range: a step never moves against its
+  // direction, and stops at the range's edge (or stays, when already beyond it).
+  if (up) return t >= kTemperatureMax ? t : std::min(t * kTemperatureRatio, kTemperatureMax);
+  return t <= kTemperatureMin ? t : std::max(t / kTemperatureRatio, kTemperatureMin);
+}
+
+std::optional<Action> action_for_key(Key k, bool shift, bool ctrl) {
+  if (ctrl) {
+    switch (k) {
+      case Key::Plus: return Action::UiScaleUp;
+      case Key::Minus: return Action::UiScaleDown;
+      case Key::Zero: return Action::UiScaleReset;
+      default: break;
+    }
+  }
+  if (shift && k == Key::Left) return Action::KeyPrev;
+  if (shift && k == Key::Right) return Action::KeyNext;
+  return action_for_key(k);
+}
+
+float step_ui_scale(float scale, bool up) {
+  return std::clamp(up ? scale * kUiScaleStep : scale / kUiScaleStep, kMinUiScale, kMaxUiScale);
+}
+
+std::vector<std::pair<std::string, std::string>> key_help(Lang lang) {
+  const bool zh = lang == Lang::Zh;
+  return {
+      {zh ? "空格" : "Space", zh ? "播放 / 暂停" : "play / pause"},
+      {"← / →", zh ? "单步后退 / 前进" : "one step back / forward"},
+      {"Home", zh ? "重置到步骤 1" : "back to step 1"},
+      {"↑ / ↓", zh ? "上一个 / 下一个查询 token" : "previous / next query token"},
+      {"Shift + ← / →", zh ? "移动选中的键（热力图的十字线）" : "move the selected key (the heatmap's crosshair)"},
+      {"M", zh ? "切换掩码（双向 / 因果）" : "toggle the mask (none / causal)"},
+      {"[ / ]", zh ? "温度 ÷ 1.25 / × 1.25" : "temperature ÷ 1.25 / × 1.25"},
+      {"L", zh ? "切换语言（中文 / English）" : "switch language (中文 / English)"},
+      {"S", zh ? "保存截图（PNG）" : "save a screenshot (PNG)"},
+      {"F1", zh ? "显示 / 隐藏按键说明" : "show / hide this key help"},
+      {"Ctrl + / Ctrl − / Ctrl 0", zh ? "放大 / 缩小 / 还原界面（投影演示）" : "larger / smaller / default UI size (projector)"},
+      {"F11", zh ? "全屏 / 退出全屏" : "fullscreen on / off"},
+      {"Esc", zh ? "关闭按键说明；未打开时退出" : "close this key help; quit when it is closed"},
+      {zh ? "单击" : "Click", zh ? "选择单元所在的查询行和键" : "select the cell's query row and key"},
+      {zh ? "Shift + 单击" : "Shift + click",
+       zh ? "把该查询行加入 / 移出多查询比较" : "add the row to / take it out of the queries compared"},
+      {zh ? "滚轮 / 拖动" : "Wheel / drag", zh ? "热力图缩放 / 平移" : "zoom / pan the heatmap"},
+  };
+}
+
+}  // namespace attnlab::viewer

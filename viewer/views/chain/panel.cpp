@@ -1,0 +1,573 @@
+// The heatmap panel: the current step's matrix (kept stages, or a streamed problem's pooled view)
+// uploaded into one SDL texture, its labels, the selected row's frame, the legend, values inside
+// cells that are large enough, the status lines under the plot and the tooltip with the exact
+// cell; wheel zooms, drag pans.
+#include "viewer/ui/kit.h"
+
+#include "core/format.h"
+#include "viewer/draw/row_chart.h"
+#include "viewer/draw/strings.h"
+
+#include <imgui.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attnlab::viewer {
+namespace {
+
+// ---- heatmap ----------------------------------------------------------------------------------
+
+void update_texture(App& app, const MatrixF& m, bool masked_step, bool log_scale) {
+  const PlotGeometry& g = app.plot;
+  const Trace& t = app.ctl.trace();
+  char key[256];
+  std::snprintf(key, sizeof key, "%llu|%p|%d|%d|%d|%.9f|%.9f|%.9f|%.9f|%d|%d",
+                static_cast<unsigned long long>(app.ctl.revision()), static_cast<const void*>(&m),
+                g.px_w, g.px_h, static_cast<int>(app.pool), app.view.x0, app.view.y0, app.view.x1,
+                app.view.y1, masked_step ? 1 : 0, log_scale ? 1 : 0);
+  if (app.heat_tex && key == app.heat_key) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  RasterInput in;
+  in.values = m.data();
+  in.rows = static_cast<int>(m.rows());
+  in.cols = static_cast<int>(m.cols());
+  in.mask = masked_step && t.mask.size() ? t.mask.data() : nullptr;
+  in.mask_rows = static_cast<int>(t.mask.rows());
+  in.range = finite_range(in.values, in.rows, in.cols, in.mask, in.mask_rows);
+  in.log_scale = log_scale;
+  if (log_scale) in.range = log_range(in.range);
+  in.pool = app.pool;
+  app.range = in.range;
+  app.range_log = log_scale;
+  std::vector<std::uint32_t> px = rasterize(in, g);
+  upload_texture(app, std::move(px), g.px_w, g.px_h, key, t0);
+}
+
+// "row 7" or "rows 7–9" (the same for columns): a pooled block or a window in words.
+std::string span_text(Lang lang, int b, int e_inclusive, bool rows) {
+  if (b == e_inclusive) return fmt(tr(lang, rows ? S::RowOne : S::ColOne), b);
+  return fmt(tr(lang, rows ? S::RowRange : S::ColRange), b, e_inclusive);
+}
+
+AxisMap to_axis_map(const PoolAxis& a) {
+  AxisMap m;
+  m.begin = a.begin;
+  m.end = a.end;
+  for (int i = 0; i < a.size(); ++i) m.pooled = m.pooled || a.end[i] - a.begin[i] > 1;
+  return m;
+}
+
+bool same_axes(const PoolAxis& a, const AxisMap& b) { return a.begin == b.begin && a.end == b.end; }
+
+// A streamed problem's texture: the pooled stage as the backend computed it for its view (while a
+// newer view is computed, the old picture is stretched over the plot).
+void update_texture_pooled(App& app, const PooledGrid& pg, int step, bool log_scale, bool grid) {
+  const PoolRequest& v = app.ctl.pooled_view();
+  char key[160];
+  std::snprintf(key, sizeof key, "pooled|%llu|%d|%d|%d|%d|%d", static_cast<unsigned long long>(app.ctl.revision()),
+                step, pg.rows, pg.cols, log_scale ? 1 : 0, grid ? 1 : 0);
+  if (app.heat_tex && key == app.heat_key) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  ValueRange range = pg.has_range ? ValueRange{pg.lo, pg.hi} : ValueRange{};
+  if (log_scale) range = log_range(range);
+  app.range = range;
+  app.range_log = log_scale;
+  std::vector<std::uint32_t> px =
+      rasterize_cells(pg.cells, to_axis_map(v.rows), to_axis_map(v.cols), range, log_scale, grid);
+  upload_texture(app, std::move(px), pg.cols, pg.rows, key, t0);
+}
+
+// Starts `s` afresh unless it already holds the sizes of the same `count` labels (list `list` of
+// problem revision `problem`) in the current font.
+void keep_label_sizes(LabelSizes& s, std::uint64_t problem, int list, std::size_t count) {
+  const void* font = ImGui::GetFont();
+  const float size = ImGui::GetFontSize();
+  if (s.problem == problem && s.list == list && s.font == font && s.font_size == size && s.w.size() == count) {
+    return;
+  }
+  s.problem = problem;
+  s.list = list;
+  s.font = font;
+  s.font_size = size;
+  s.w.assign(count, -1.0f);
+  s.h.assign(count, 0.0f);
+}
+
+// ImGui::CalcTextSize(labels[i]), measured on first use.
+ImVec2 label_size(LabelSizes& s, const std::vector<std::string>& labels, int i) {
+  if (s.w[i] < 0) {
+    const ImVec2 ts = ImGui::CalcTextSize(labels[i].c_str());
+    s.w[i] = ts.x;
+    s.h[i] = ts.y;
+  }
+  return ImVec2(s.w[i], s.h[i]);
+}
+
+
+}  // namespace
+
+void draw_heatmap(App& app, const Layout& l) {
+  const Lang lang = app.lang;
+  Controller& c = app.ctl;
+  const int shown_step = app.play.step();
+  const std::string title =
+      fmt("%s  ·  %s###heatmap", fmt(tr(lang, S::StepOf), shown_step).c_str(), step_name(lang, shown_step));
+  begin_centre(l, title);
+  // --stages step (or auto on CUDA): the trace on screen was run for another step, and the run
+  // that brings this one is on its way. The last picture stays meanwhile (under a note), so that
+  // stepping through the chain does not flash an empty plot.
+  const bool pending = c.stage_pending(shown_step);
+  const bool keep_last = pending && app.heat_step >= 1 && app.heat_step <= 3 && c.stage_matrix(app.heat_step);
+  const int step = keep_last ? app.heat_step : shown_step;
+  if (pending) {
+    ImGui::TextColored(kDimV4, "%s", tr(lang, S::StageComing));
+    if (!keep_last) {
+      ImGui::End();
+      return;
+    }
+  }
+  app.heat_step = step;
+  // Toolbar: pooling, view reset, zoom, hint.
+  ImGui::TextUnformatted(tr(lang, S::Pooling));
+  same_line_if_fits(radio_width(tr(lang, S::PoolMax)));
+  if (ImGui::RadioButton(tr(lang, S::PoolMax), app.pool == PoolMode::Max)) app.pool = PoolMode::Max;
+  same_line_if_fits(radio_width(tr(lang, S::PoolMean)));
+  if (ImGui::RadioButton(tr(lang, S::PoolMean), app.pool == PoolMode::Mean)) app.pool = PoolMode::Mean;
+  same_line_if_fits(button_width(tr(lang, S::ResetView)));
+  if (ImGui::Button(tr(lang, S::ResetView))) app.view = HeatView{};
+  const std::string zoom = fmt(tr(lang, S::Zoom), app.view.zoom());
+  same_line_if_fits(text_width(zoom.c_str()));
+  ImGui::TextUnformatted(zoom.c_str());
+  if (step == 3) {
+    same_line_if_fits(text_width(" | ") + radio_width(tr(lang, S::ScaleLinear)));
+    ImGui::TextUnformatted(" | ");
+    ImGui::SameLine();
+    if (ImGui::RadioButton(tr(lang, S::ScaleLinear), !app.log_weights)) app.log_weights = false;
+    same_line_if_fits(radio_width(tr(lang, S::ScaleLog)));
+    if (ImGui::RadioButton(tr(lang, S::ScaleLog), app.log_weights)) app.log_weights = true;
+  }
+  const bool dims_axis = step == 4 || (c.stage_matrix(step) == nullptr && !c.streaming());
+  ImGui::TextColored(kDimV4, tr(lang, S::HeatHint), tr(lang, dims_axis ? S::AxisDims : S::AxisKeys));
+
+  // Streamed problems (N above kKeepStagesMaxTokens): steps 1-3 come as the pooled image of this
+  // view, computed block by block by the backend; the output (step 4) is kept whole.
+  const bool streamed = c.streaming() && step <= 3;
+  const PooledGrid* pg = streamed ? c.pooled_stage(step) : nullptr;
+  const MatrixF* mp = streamed ? nullptr : c.stage_matrix(step);
+  if (!streamed && !mp) {
+    wrapped(app, fmt(tr(lang, S::StagesNotKept), c.stages_need_gb(), c.available_gb()));
+    mp = c.stage_matrix(4);
+  }
+  if (!streamed && !mp) {
+    ImGui::End();
+    return;
+  }
+  const bool is_output = !streamed && mp == c.stage_matrix(4);
+  const int rows = streamed ? c.problem().n() : static_cast<int>(mp->rows());
+  const int cols = streamed ? c.problem().m() : static_cast<int>(mp->cols());
+  const bool masked_step = c.step_shows_mask(step) && (streamed || c.stage_matrix(step) == mp);
+  const Problem& p = c.problem();
+  const int col_step = step == 4 || is_output ? 4 : step;
+  const std::vector<std::string>& col_labels = c.column_labels(col_step);
+  const std::vector<std::string>& row_labels = p.query_tokens();
+  const float fp = app.font_px;
+  // Key tokens and output dimensions keep a cache each, so playing through the steps re-measures
+  // nothing.
+  LabelSizes& col_sizes = col_step == 4 ? app.dim_sizes : app.key_sizes;
+  keep_label_sizes(app.row_sizes, c.problem_revision(), 0, row_labels.size());
+  keep_label_sizes(col_sizes, c.problem_revision(), col_step == 4 ? 2 : 1, col_labels.size());
+
+  // Label sizes: every label when few, the widest index otherwise.
+  float row_label_w = 0;
+  if (rows <= 64) {
+    for (int r = 0; r < static_cast<int>(row_labels.size()); ++r) {
+      row_label_w = std::max(row_label_w, label_size(app.row_sizes, row_labels, r).x);
+    }
+  } else {
+    row_label_w = label_size(app.row_sizes, row_labels, static_cast<int>(row_labels.size()) - 1).x;
+  }
+  row_label_w += fp * 0.6f;
+  const float col_label_h = fp + 4;
+
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  // Under the plot: one status line, then the selected row's bar chart.
+  const float chart_h = std::clamp(avail.y * 0.18f, fp * 3.5f, fp * 7.0f);
+  const Rect content{origin.x, origin.y, avail.x, std::max(0.0f, avail.y - fp * 1.6f - chart_h)};
+  const HeatmapFrame frame = compute_heatmap_frame(content, row_label_w, col_label_h, fp);
+  app.plot = place_plot(frame.plot_area.x, frame.plot_area.y, frame.plot_area.w, frame.plot_area.h,
+                        rows, cols, app.view);
+  const PlotGeometry& g = app.plot;
+  // A window made smaller than its minimum (a tiling window manager, or none) leaves no plot:
+  // nothing to draw, and the label strides below would never reach a cell size of 0.
+  if (g.px_w <= 0 || g.px_h <= 0 || !(g.cell_w > 0) || !(g.cell_h > 0)) {
+    ImGui::TextColored(kDimV4, "%s", tr(app.lang, S::PlotTooSmall));
+    ImGui::End();
+    return;
+  }
+  // Only the softmax weights (never negative) get the log scale.
+  const bool log_scale = app.log_weights && step == 3 && !is_output;
+  const AxisMap rmap_now = map_axis(g.first_row, g.vis_rows, g.px_h, rows);
+  const AxisMap cmap_now = map_axis(g.first_col, g.vis_cols, g.px_w, cols);
+  // The pooled grid is this view's (not an older one stretched while the new one is computed).
+  const bool pooled_current = pg && same_axes(c.pooled_view().rows, rmap_now) && same_axes(c.pooled_view().cols, cmap_now) &&
+                              c.pooled_view().mode == app.pool;
+  if (streamed) {
+    PoolRequest view;
+    view.rows = PoolAxis{rmap_now.begin, rmap_now.end};
+    view.cols = PoolAxis{cmap_now.begin, cmap_now.end};
+    view.mode = app.pool;
+    c.set_view(view);
+    if (pg) update_texture_pooled(app, *pg, step, log_scale, g.cell_w >= 8 && g.cell_h >= 8);
+  } else {
+    update_texture(app, *mp, masked_step, log_scale);
+  }
+  // One cell's value and whether it is masked, where it is known exactly: every cell of a kept
+  // stage; of a streamed one, the cells the current view shows one per pixel, and the query's row.
+  const MatrixF& tmask = c.trace().mask;
+  const RowStages* qrow = c.query_row();
+  auto exact_cell = [&](int r, int cc, float px_x, float px_y) -> std::optional<PooledCell> {
+    if (!streamed) {
+      const bool mk = masked_step && tmask.size() && tmask(r % tmask.rows(), cc) != 0.0f;
+      return PooledCell{(*mp)(r, cc), mk};
+    }
+    if (qrow && r == c.query()) {
+      const std::vector<float>& v = step == 1 ? qrow->scores : step == 2 ? qrow->logits : qrow->weights;
+      return PooledCell{v[cc], masked_step && qrow->mask[cc] != 0.0f};
+    }
+    if (!pooled_current) return std::nullopt;
+    const int x = std::clamp(static_cast<int>(px_x - g.x), 0, g.px_w - 1);
+    const int y = std::clamp(static_cast<int>(px_y - g.y), 0, g.px_h - 1);
+    if (rmap_now.begin[y] != r || rmap_now.end[y] != r + 1 || cmap_now.begin[x] != cc || cmap_now.end[x] != cc + 1)
+      return std::nullopt;
+    return pg->cells[static_cast<std::size_t>(y) * pg->cols + x];
+  };
+
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  // The whole plot is one invisible button: hover, drag to pan, wheel to zoom.
+  ImGui::SetCursorScreenPos(ImVec2(g.x, g.y));
+  ImGui::InvisibleButton("##plot", ImVec2(std::max(1.0f, g.w), std::max(1.0f, g.h)));
+  const bool hovered = ImGui::IsItemHovered();
+  ImGuiIO& io = ImGui::GetIO();
+  if (hovered && io.MouseWheel != 0) {
+    const double fx = app.view.x0 + (io.MousePos.x - g.x) / g.w * (app.view.x1 - app.view.x0);
+    const double fy = app.view.y0 + (io.MousePos.y - g.y) / g.h * (app.view.y1 - app.view.y0);
+    app.view = zoom_view(app.view, fx, fy, std::pow(1.25, io.MouseWheel), rows, cols);
+  }
+  if (ImGui::IsItemActive() && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 1.0f)) {
+    app.view = pan_view(app.view, -io.MouseDelta.x / g.w * (app.view.x1 - app.view.x0),
+                        -io.MouseDelta.y / g.h * (app.view.y1 - app.view.y0));
+  }
+  // A click (released without dragging) selects the cell's query row and key; with Shift it adds
+  // the row to the queries compared, or takes it out.
+  if (hovered && ImGui::IsMouseReleased(ImGuiMouseButton_Left) && io.MouseDragMaxDistanceSqr[0] < 16) {
+    if (auto cell = hit_test(g, io.MousePos.x, io.MousePos.y)) {
+      c.clear_error();
+      if (io.KeyShift) {
+        c.toggle_query(cell->row);
+      } else {
+        c.set_queries({cell->row});
+        if (!is_output) app.key_sel = cell->col;
+      }
+    }
+  }
+  if (app.heat_tex) {
+    dl->AddImage(reinterpret_cast<ImTextureID>(app.heat_tex), ImVec2(g.x, g.y), ImVec2(g.x + g.w, g.y + g.h));
+  }
+
+  // Values inside cells when they fit (2 decimals, as the page's tables).
+  const float value_w = ImGui::CalcTextSize("-0.00").x + 6;
+  const int r0 = std::max(0, static_cast<int>(std::floor(g.first_row)));
+  const int r1 = std::min(rows, static_cast<int>(std::ceil(g.first_row + g.vis_rows)));
+  const int c0 = std::max(0, static_cast<int>(std::floor(g.first_col)));
+  const int c1 = std::min(cols, static_cast<int>(std::ceil(g.first_col + g.vis_cols)));
+  // A value goes at the centre of the cell's visible part, and only where that part holds it (a
+  // cell cut by the plot's edge when zoomed or panned).
+  dl->PushClipRect(ImVec2(g.x, g.y), ImVec2(g.x + g.w, g.y + g.h), true);
+  const bool scientific = !app.range_log && needs_scientific(app.range.lo, app.range.hi);
+  if (g.cell_w >= value_w && g.cell_h >= fp + 2 && (r1 - r0) * (c1 - c0) <= 4096) {
+    for (int r = r0; r < r1; ++r) {
+      const auto rs = visible_row_span(g, r);
+      if (!rs || rs->size() < fp + 2) continue;
+      for (int cc = c0; cc < c1; ++cc) {
+        const auto cs = visible_col_span(g, cc);
+        if (!cs || cs->size() < value_w) continue;
+        const auto cell = exact_cell(r, cc, cs->mid(), rs->mid());
+        if (!cell) continue;
+        const bool is_masked = cell->masked;
+        const float v = cell->value;
+        std::string text = is_masked && step == 3 ? std::string("0") : cell_label(v, scientific);
+        ImU32 colour = IM_COL32_WHITE;
+        if (!is_masked) {
+          const Rgb8 bg = viridis(std::clamp(scale_pos(v, app.range, app.range_log), 0.0, 1.0));
+          colour = cie_lightness(bg) > 55 ? IM_COL32_BLACK : IM_COL32_WHITE;
+        }
+        const ImVec2 ts = ImGui::CalcTextSize(text.c_str());
+        if (ts.x + 4 > cs->size()) continue;  // a long label (1.3e-4) waits for more zoom
+        const ImVec2 at(cs->mid() - ts.x / 2, rs->mid() - ts.y / 2);
+        if (is_masked) {
+          // The hatching's two greys give white text too little contrast; a dark box behind it
+          // makes "−∞" read at any stripe phase.
+          dl->AddRectFilled(ImVec2(at.x - 3, at.y - 1), ImVec2(at.x + ts.x + 3, at.y + ts.y + 1),
+                            IM_COL32(0, 0, 0, 200), 3);
+        }
+        dl->AddText(at, colour, text.c_str());
+      }
+    }
+  }
+  dl->PopClipRect();
+
+  // Row labels (query tokens): all when they fit, else evenly spaced ticks; the query always. A
+  // label sits at the centre of its row's visible part, and a row cut by the plot's edge gets one
+  // only while most of a line of text's height is visible.
+  const int query = c.query();
+  const float qmid = row_y(g, query + 0.5);
+  auto row_label = [&](int r, ImU32 colour) {
+    const auto rs = visible_row_span(g, r);
+    if (!rs || rs->size() < std::min(g.cell_h, fp * 0.8f) - 0.01f) return;
+    const ImVec2 ts = label_size(app.row_sizes, row_labels, r);
+    dl->AddText(ImVec2(g.x - fp * 0.4f - ts.x, rs->mid() - ts.y / 2), colour, row_labels[r].c_str());
+  };
+  const ImU32 label_col = ImGui::GetColorU32(ImGuiCol_Text);
+  int row_stride = 1;
+  while (row_stride * g.cell_h < fp * 1.6f) row_stride = row_stride < 2 ? 2 : row_stride < 5 ? 5 : row_stride * 2;
+  for (int r = (r0 / row_stride) * row_stride; r < r1; r += row_stride) {
+    if (r < r0 || (r != query && std::abs(row_y(g, r + 0.5) - qmid) < fp)) continue;
+    row_label(r, label_col);
+  }
+  const std::vector<int>& queries = c.queries();
+  for (std::size_t i = 1; i < queries.size(); ++i) row_label(queries[i], query_colour(static_cast<int>(i)));
+  row_label(query, kHighlight);
+  // Column labels (key tokens or output dimensions).
+  float col_w_needed = 0;
+  // Widest label over a sample of at most ~128 visible columns (index labels grow to the right).
+  const int sample_step = std::max(1, (c1 - c0) / 128);
+  for (int cc = c0; cc < c1; cc += sample_step) {
+    col_w_needed = std::max(col_w_needed, label_size(col_sizes, col_labels, cc).x + 8);
+  }
+  if (c1 > c0) col_w_needed = std::max(col_w_needed, label_size(col_sizes, col_labels, c1 - 1).x + 8);
+  int col_stride = 1;
+  while (col_stride * g.cell_w < col_w_needed) col_stride = col_stride < 2 ? 2 : col_stride < 5 ? 5 : col_stride * 2;
+  for (int cc = (c0 / col_stride) * col_stride; cc < c1; cc += col_stride) {
+    if (cc < c0) continue;
+    // As the row labels: centred on the visible part, none on a sliver narrower than the label.
+    const ImVec2 ts = label_size(col_sizes, col_labels, cc);
+    const auto cs = visible_col_span(g, cc);
+    if (!cs || cs->size() < std::min(g.cell_w, ts.x + 4) - 0.01f) continue;
+    dl->AddText(ImVec2(cs->mid() - ts.x / 2, g.y - ts.y - 4), label_col, col_labels[cc].c_str());
+  }
+
+  // The other selected queries: frames in their colours, thinner; the selected query's on top.
+  for (std::size_t i = 1; i < queries.size(); ++i)
+    if (auto band = row_band(g, queries[i], 3))
+      dl->AddRect(ImVec2(g.x - 2, band->y0 - 2), ImVec2(g.x + g.w + 2, band->y1 + 2),
+                  query_colour(static_cast<int>(i)), 0, 0, 2);
+  // Selected query row: an orange frame, at least 3 px tall so one row of 4096 stays visible.
+  if (auto band = row_band(g, query, 3)) {
+    dl->AddRect(ImVec2(g.x - 2, band->y0 - 2), ImVec2(g.x + g.w + 2, band->y1 + 2), kHighlight, 0, 0, 3);
+  }
+  // Selected key: a white column frame (the crosshair with the query's row), at least 3 px wide.
+  if (!is_output && app.key_sel >= 0 && app.key_sel < cols) {
+    float x0 = col_x(g, app.key_sel), x1 = col_x(g, app.key_sel + 1.0);
+    if (x1 - x0 < 3) {
+      const float mid = (x0 + x1) / 2;
+      x0 = mid - 1.5f;
+      x1 = mid + 1.5f;
+    }
+    if (x1 > g.x && x0 < g.x + g.w) {
+      dl->PushClipRect(ImVec2(g.x - 3, g.y - 3), ImVec2(g.x + g.w + 3, g.y + g.h + 3), true);
+      dl->AddRect(ImVec2(x0 - 1, g.y - 2), ImVec2(x1 + 1, g.y + g.h + 2), IM_COL32(255, 255, 255, 220), 0, 0, 2);
+      dl->PopClipRect();
+    }
+  }
+
+  // Legend: colour bar from lo (bottom) to hi (top), its numbers, the masked swatch.
+  {
+    const Rect& L = frame.legend;
+    const float bar_x = L.x + 4, bar_w = fp * 0.9f;
+    const float bar_top = g.y, bar_h = std::min(g.h, std::max(fp * 6, L.h * 0.55f));
+    draw_colour_bar(dl, bar_x, bar_top, bar_w, bar_h, viridis_table(), legend_labels(app.range, app.range_log));
+    const float tx = bar_x + bar_w + 4;
+    float y = bar_top + bar_h + fp * 0.6f;
+    dl->AddText(ImVec2(bar_x, y), label_col,
+                app.range_log ? tr(lang, S::ScaleLogShort) : tr(lang, S::Legend));
+    y += fp * 1.3f;
+    if (masked_step) {
+      draw_hatch(dl, ImVec2(bar_x, y), ImVec2(bar_x + bar_w, y + fp));
+      dl->AddText(ImVec2(tx, y), label_col, tr(lang, S::Masked));
+    }
+  }
+
+  // The selected row as a bar chart: its weights over the keys, aligned with the plot's columns at
+  // steps 1-3 (the keys), over all keys at step 4; the three largest weights named. The other
+  // selected queries are drawn over it as outlines in their colours, on the same height scale.
+  {
+    const Trace& tr_ = c.trace();
+    // The weights and mask entries of row q, from the kept stages or its exact streamed row.
+    const auto weights_of = [&](int q, const float*& w, const float*& wmask) {
+      w = wmask = nullptr;
+      if (tr_.has_stages && tr_.weights.rows() > q) {
+        w = tr_.weights.data() + static_cast<std::size_t>(q) * tr_.weights.cols();
+        if (tr_.mask.size()) wmask = tr_.mask.data() + static_cast<std::size_t>(q % tr_.mask.rows()) * tr_.mask.cols();
+      } else if (const RowStages* r = c.row_of(q)) {
+        w = r->weights.data();
+        wmask = r->mask.data();
+      }
+    };
+    const float* w = nullptr;
+    const float* wmask = nullptr;
+    weights_of(query, w, wmask);
+    const int m = p.m();
+    const bool keys_axis = !is_output;
+    const AxisMap cmap = keys_axis ? cmap_now : map_axis(0, m, g.px_w, m);
+    const float top_y = content.bottom() + fp * 1.5f, base_y = top_y + chart_h - fp * 0.2f;
+    const float label_h = fp * 1.1f;
+    dl->AddLine(ImVec2(g.x, base_y), ImVec2(g.x + g.w, base_y), IM_COL32(120, 120, 120, 255));
+    std::string title = fmt(tr(lang, S::RowChartTitle), row_labels[query].c_str());
+    if (w && cmap.size() == g.px_w && m > 0) {
+      const RowChart rc = row_chart(w, wmask, m, cmap, 3);
+      std::vector<std::pair<int, RowChart>> others;  // (index in queries, chart)
+      float scale_max = rc.max;
+      for (std::size_t i = 1; i < queries.size(); ++i) {
+        const float* ow = nullptr;
+        const float* omask = nullptr;
+        weights_of(queries[i], ow, omask);
+        if (!ow) continue;
+        others.emplace_back(static_cast<int>(i), row_chart(ow, omask, m, cmap, 0));
+        scale_max = std::max(scale_max, others.back().second.max);
+      }
+      // The largest weights named in the title line, numbered; their bars orange, numbered too.
+      for (std::size_t r = 0; r < rc.top.size(); ++r)
+        title += fmt("%s%d) %s %.3g%%", r == 0 ? "  ·  " : ", ", static_cast<int>(r + 1),
+                     p.key_tokens()[rc.top[r].key].c_str(), rc.top[r].weight * 100.0);
+      const float bar_h = base_y - top_y - label_h * 2;
+      const float px_w = g.w / std::max(1, g.px_w);
+      for (int px = 0; px < g.px_w; ++px) {
+        if (scale_max <= 0 || rc.bins[px] <= 0) continue;
+        const float h = std::max(1.0f, bar_h * rc.bins[px] / scale_max);
+        dl->AddRectFilled(ImVec2(g.x + px * px_w, base_y - h), ImVec2(g.x + (px + 1) * px_w, base_y),
+                          IM_COL32(70, 170, 160, 255));
+      }
+      for (std::size_t r = 0; r < rc.top.size(); ++r) {
+        const RowChart::Top& t = rc.top[r];
+        int px = -1;
+        for (int i = 0; i < cmap.size(); ++i)
+          if (cmap.begin[i] <= t.key && t.key < cmap.end[i]) {
+            px = i;
+            break;
+          }
+        if (px < 0) continue;  // outside the zoomed window
+        const float x = g.x + (px + 0.5f) * px_w;
+        const float h = std::max(1.0f, bar_h * t.weight / scale_max);
+        const float half = std::max(1.0f, px_w / 2);
+        dl->AddRectFilled(ImVec2(x - half, base_y - h), ImVec2(x + half, base_y), kHighlight);
+        const std::string num = std::to_string(r + 1);
+        const ImVec2 ts = ImGui::CalcTextSize(num.c_str());
+        dl->AddText(ImVec2(x - ts.x / 2 + (r == 1 ? ts.x : r == 2 ? -ts.x : 0), base_y - h - ts.y), kHighlight,
+                    num.c_str());
+      }
+      // The other queries: the outline of each one's bars (a step line), and its token in its
+      // colour at the chart's right end.
+      float legend_x = g.x + g.w;
+      for (auto it = others.rbegin(); it != others.rend(); ++it) {
+        const ImU32 col = query_colour(it->first);
+        std::vector<ImVec2> line;
+        line.reserve(2 * static_cast<std::size_t>(g.px_w));
+        for (int px = 0; px < g.px_w; ++px) {
+          const float v = it->second.bins[px];
+          const float y = base_y - (v > 0 && scale_max > 0 ? std::max(1.0f, bar_h * v / scale_max) : 0.0f);
+          line.emplace_back(g.x + px * px_w, y);
+          line.emplace_back(g.x + (px + 1) * px_w, y);
+        }
+        dl->AddPolyline(line.data(), static_cast<int>(line.size()), col, 0, 1.5f);
+        const std::string& tok = row_labels[queries[it->first]];
+        const float tw = ImGui::CalcTextSize(tok.c_str()).x;
+        legend_x -= tw;
+        dl->AddText(ImVec2(legend_x, top_y + label_h), col, tok.c_str());
+        legend_x -= fp * 0.6f;
+      }
+    }
+    dl->AddText(ImVec2(content.x, top_y), label_col, title.c_str());
+  }
+
+  // Status lines under the plot: a run in flight, the pooling note, the streaming note.
+  ImGui::SetCursorScreenPos(ImVec2(content.x, content.bottom() + fp * 0.3f));
+  if (c.busy()) {
+    ImGui::TextColored(kHighlightV4, tr(lang, S::Computing), 100.0 * c.progress());
+  } else if (g.pooled()) {
+    const char* mode = tr(lang, app.pool == PoolMode::Max ? S::PoolMax : S::PoolMean);
+    if (app.view.zoom() > 1.0001 || app.view.y1 - app.view.y0 < 0.9999) {
+      const int vr0 = rmap_now.begin.front(), vr1 = rmap_now.end.back() - 1;
+      const int vc0 = cmap_now.begin.front(), vc1 = cmap_now.end.back() - 1;
+      ImGui::TextColored(kDimV4, tr(lang, S::PooledNoteZoomed), span_text(lang, vr0, vr1, true).c_str(),
+                         span_text(lang, vc0, vc1, false).c_str(), rows, cols, g.px_h, g.px_w, mode);
+    } else {
+      ImGui::TextColored(kDimV4, tr(lang, S::PooledNote), rows, cols, g.px_h, g.px_w, mode);
+    }
+  } else if (streamed) {
+    ImGui::TextColored(kDimV4, tr(lang, S::Streamed), rows, rows, cols);
+  }
+
+  // Hover: the exact cell (and, when pooled, what the pixel shows).
+  if (hovered) {
+    if (auto cell = hit_test(g, io.MousePos.x, io.MousePos.y)) {
+      const auto exact = exact_cell(cell->row, cell->col, io.MousePos.x, io.MousePos.y);
+      if (g.cell_w >= 4 && g.cell_h >= 4) {
+        dl->PushClipRect(ImVec2(g.x, g.y), ImVec2(g.x + g.w, g.y + g.h), true);
+        dl->AddRect(ImVec2(col_x(g, cell->col), row_y(g, cell->row)),
+                    ImVec2(col_x(g, cell->col + 1), row_y(g, cell->row + 1)), IM_COL32_WHITE, 0, 0, 2);
+        dl->PopClipRect();
+      }
+      ImGui::BeginTooltip();
+      ImGui::Text("%s: %s", tr(lang, S::TipStage), step_name(lang, is_output ? 4 : step));
+      ImGui::Text("%s: %s (#%d)", tr(lang, S::TipQuery), row_labels[cell->row].c_str(), cell->row);
+      if (is_output) {
+        ImGui::Text("%s: %d", tr(lang, S::TipOutputDim), cell->col);
+      } else {
+        ImGui::Text("%s: %s (#%d)", tr(lang, S::TipKey), col_labels[cell->col].c_str(), cell->col);
+      }
+      if (!exact) {
+        ImGui::TextColored(kDimV4, "%s", tr(lang, S::TipExactNeedsRow));
+      } else if (exact->masked) {
+        ImGui::Text("%s: %s", tr(lang, S::TipValue), tr(lang, step == 3 ? S::TipMaskedWeight : S::TipMasked));
+      } else {
+        ImGui::Text("%s: %.6g", tr(lang, S::TipValue), exact->value);
+      }
+      if (g.pooled()) {
+        const int px = std::clamp(static_cast<int>(io.MousePos.x - g.x), 0, g.px_w - 1);
+        const int py = std::clamp(static_cast<int>(io.MousePos.y - g.y), 0, g.px_h - 1);
+        // The one block this pixel pools, as rasterize's axis maps have it.
+        const AxisSpan rs = axis_span(g.first_row, g.vis_rows, g.px_h, rows, py);
+        const AxisSpan cs = axis_span(g.first_col, g.vis_cols, g.px_w, cols, px);
+        std::optional<PooledCell> pooled;
+        if (!streamed) {
+          AxisMap r1m, c1m;
+          r1m.begin = {rs.begin};
+          r1m.end = {rs.end};
+          c1m.begin = {cs.begin};
+          c1m.end = {cs.end};
+          pooled = pool_grid(mp->data(), rows, cols, masked_step && tmask.size() ? tmask.data() : nullptr,
+                             static_cast<int>(tmask.rows()), r1m, c1m, app.pool)[0];
+        } else if (pooled_current) {
+          pooled = pg->cells[static_cast<std::size_t>(py) * pg->cols + px];
+        }
+        if (pooled) {
+          const char* mode = tr(lang, app.pool == PoolMode::Max ? S::PoolMax : S::PoolMean);
+          const std::string shown = pooled->masked ? std::string(tr(lang, S::Masked)) : fmt("%.4g", pooled->value);
+          ImGui::TextColored(kDimV4, tr(lang, S::TipPooled), mode, span_text(lang, rs.begin, rs.end - 1, true).c_str(),
+                             span_text(lang, cs.begin, cs.end - 1, false).c_str(), shown.c_str());
+        }
+      }
+      ImGui::EndTooltip();
+    }
+  }
+  ImGui::End();
+}
+
+}  // namespace attnlab::viewer

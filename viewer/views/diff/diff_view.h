@@ -1,0 +1,155 @@
+// The A/B difference view's logic, free of SDL and ImGui (viewer/views/diff/panel.cpp draws it). A is the
+// run on screen, B the same request with a few settings changed (a DiffSpec: --diff
+// KEY=VALUE[,KEY=VALUE...] or the view's editor); the controller runs B on its worker beside A
+// (viewer/session/controller.h) and this file turns the pair into B − A of one step: the signed map, its
+// symmetric range, the largest |changes| with their query and key tokens, and the pooled picture
+// of a large map (per pixel the change of largest magnitude, its sign kept). Both settings are
+// named in words. Unit-tested in tests/viewer/test_diff_view.cpp.
+#pragma once
+
+#include "core/problem.h"
+#include "core/trace.h"
+#include "core/types.h"
+#include "viewer/draw/pooling.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attnlab::viewer {
+
+class Controller;
+
+// What B changes, each key at most once; an unset key keeps A's value.
+//   mask=none|causal  temperature=T (finite > 0)  backend=cpu|cuda  variant=staged|fused
+//   precision=fp32|bf16  query=TOKEN|INDEX (the same run, another row: the selected rows compared)
+struct DiffSpec {
+  std::optional<MaskKind> mask;
+  std::optional<double> temperature;
+  std::optional<std::string> backend;
+  std::optional<Variant> variant;
+  std::optional<Precision> precision;
+  std::optional<std::string> query;
+  bool empty() const { return !mask && !temperature && !backend && !variant && !precision && !query; }
+  bool operator==(const DiffSpec&) const = default;
+};
+
+// "temperature=0.5,mask=causal" -> DiffSpec. Throws InputError (core/messages.h, Msg::Diff*) naming
+// the item, key or value: an empty spec, an item without '=', an unknown key, a key given twice, a
+// value the key does not take. The query is resolved later, against the problem (apply_diff).
+DiffSpec parse_diff_spec(const std::string& text);
+// The spec written back in the same syntax, keys in a fixed order (parse_diff_spec reads it back).
+std::string diff_spec_text(const DiffSpec& d);
+
+// The settings one run depends on beyond the problem's inputs.
+struct RunSetting {
+  double temperature = 1;
+  MaskKind mask = MaskKind::None;
+  std::string backend = "cpu";
+  Variant variant = Variant::Staged;
+  Precision precision = Precision::FP32;
+  int query = 0;
+  bool operator==(const RunSetting&) const = default;
+  // True when a run with `b` computes the same numbers as with this one (only the query differs).
+  bool same_run(const RunSetting& b) const {
+    return temperature == b.temperature && mask == b.mask && backend == b.backend && variant == b.variant &&
+           precision == b.precision;
+  }
+};
+
+// A with d's changes (the query resolved against p: token or 0-based index; InputError when it is
+// neither). The temperature is validated (InputError).
+RunSetting apply_diff(RunSetting a, const DiffSpec& d, const Problem& p);
+
+// One setting in words for the view's "A: ..." / "B: ..." lines, e.g. "T = 0.85 · mask none · CPU ·
+// staged · fp32 · query 上下文 (#2)"; `changed` (B's line) marks the settings that differ from A's
+// with a leading '*'.
+std::string setting_text(const RunSetting& s, const Problem& p, Lang lang, const RunSetting* changed_from = nullptr);
+
+// B − A of one step, rows x cols row-major. A cell where either value is not finite (−∞ logits of
+// a masked key) or that both runs mask is `masked`: its difference is NaN there (drawn hatched,
+// left out of the range and of the top changes), since −∞ − (−∞) has no value.
+struct DiffMap {
+  int rows = 0, cols = 0;
+  std::vector<float> d;   // B − A, NaN where masked
+  int masked = 0;         // how many cells are masked
+  double max_abs = 0;     // max |B − A| over the unmasked cells
+  int arg_row = -1, arg_col = -1;  // where it is (-1: no unmasked cell)
+  double mean_abs = 0;
+  int changed = 0;        // cells with B != A
+  float at(int r, int c) const { return d[static_cast<std::size_t>(r) * cols + c]; }
+};
+
+// a and b: rows x cols row-major (the same shape). mask_a / mask_b (may be null): additive masks of
+// mask_rows x cols (0 keeps, −inf blocks), applied to row r as mask row r % mask_rows; a cell both
+// mask is masked (the weights there are exactly 0 in both, which says nothing).
+DiffMap diff_map(const float* a, const float* b, int rows, int cols, const float* mask_a, const float* mask_b,
+                 int mask_rows);
+// The query diff: one row, B's selected row qb minus A's qa of the same matrix (rows x cols).
+DiffMap diff_rows(const float* m, int rows, int cols, int qa, int qb, const float* mask, int mask_rows);
+
+// The signed colour range: ±max_abs (±1 when the map is all zeros, so a flat map is the centre
+// colour).
+ValueRange symmetric_range(const DiffMap& m);
+
+// The k largest |B − A| (unmasked), largest first; ties by row then column.
+struct Change {
+  int row = 0, col = 0;
+  double a = 0, b = 0, diff = 0;
+};
+std::vector<Change> top_changes(const DiffMap& m, const float* a, const float* b, int k);
+
+// The picture of the map over rmap x cmap (map_axis): per block the difference of largest
+// magnitude with its sign (max of B − A or of A − B, whichever is larger), masked when every cell
+// of the block is.
+std::vector<PooledCell> pool_signed(const DiffMap& m, const AxisMap& rmap, const AxisMap& cmap);
+
+// The view's state for the controller's pair on screen (A = trace(), B = b_trace()): B − A of
+// `step` (1..4 as the chain view's steps; 4 when either run kept only the output), its top
+// changes; recomputed only when the state on screen (revision), the step or the query changed.
+// B − A of step 1..4 as the diff view shows it, with its largest changes: computed by the view,
+// or by the controller's worker beside each run (step_diff), so that a new temperature costs the
+// UI thread no map.
+struct StepDiff {
+  int step = 0;               // the step shown (4 when a side kept only the output)
+  int query = -1;             // A's query it was computed for
+  bool output_only = false;   // a fused run on one side: step 4 shown
+  bool query_diff = false;    // one row: B's query row minus A's
+  bool same_run = false;      // B is A (the spec changes nothing)
+  DiffMap map;
+  std::vector<Change> top;
+};
+// a and b: A's and B's traces (the same trace for a query diff); query_named: the spec names the
+// query. Null while a step's matrix is missing on either side or the shapes differ.
+std::shared_ptr<const StepDiff> step_diff(const Trace& a, const Trace& b, const RunSetting& sa, const RunSetting& sb,
+                                          bool query_named, int step);
+
+class DiffView {
+ public:
+  enum class Status { Ok, NoSpec, Streamed, Computing, Failed };
+  static constexpr int kTop = 8;
+  Status update(const Controller& c, int step);
+  Status status() const { return status_; }
+  const DiffMap& map() const { return d_->map; }
+  const std::vector<Change>& top() const { return d_->top; }
+  int step() const { return d_->step; }
+  bool output_only() const { return d_->output_only; }
+  bool query_diff() const { return d_->query_diff; }
+  bool same_run() const { return d_->same_run; }
+  int computed() const { return computed_; }  // how many maps the view computed itself
+  // A's and B's value of a cell of the map (row 0 of a query diff is A's query row).
+  std::pair<double, double> values(const Controller& c, int row, int col) const;
+  // The view's part of the state dump: status, spec, step, rows, cols, max_abs, arg, changed,
+  // masked, top.
+  std::string state_json(const Controller& c) const;
+
+ private:
+  Status status_ = Status::NoSpec;
+  std::shared_ptr<const StepDiff> d_ = std::make_shared<const StepDiff>();
+  std::uint64_t revision_ = ~std::uint64_t{0};
+  int asked_step_ = -1, query_ = -1;
+  int computed_ = 0;
+};
+
+}  // namespace attnlab::viewer

@@ -1,0 +1,266 @@
+// The A/B difference view (--view diff --diff KEY=VALUE,...): A is the run on screen, B the same
+// inputs with the editor's changes (mask, temperature, backend, variant, precision, query), run by
+// the controller's worker beside A. A diverging heatmap of B − A of the current step around 0
+// (symmetric range ±max|B − A|; per pixel the change of largest magnitude when pooled), its
+// legend, the largest changes with their query and key tokens, both settings named. The numbers
+// come from viewer/views/diff/diff_view.h.
+#include "viewer/ui/kit.h"
+
+#include "core/format.h"
+#include "viewer/draw/strings.h"
+
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace attnlab::viewer {
+namespace {
+
+std::string num(double v) {
+  if (v == 0) return "0";
+  return format_number("%.4g", v);
+}
+
+// A combo over an optional setting: "as A" (unset) or one of the choices.
+template <class T>
+void option_combo(const char* id, const char* label, std::optional<T>& v,
+                  const std::vector<std::pair<T, std::string>>& choices, const char* keep, float width) {
+  std::string cur = keep;
+  for (const auto& [value, name] : choices)
+    if (v && *v == value) cur = name;
+  ImGui::TextUnformatted(label);
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(width);
+  if (ImGui::BeginCombo(id, cur.c_str())) {
+    if (ImGui::Selectable(keep, !v)) v.reset();
+    for (const auto& [value, name] : choices)
+      if (ImGui::Selectable(name.c_str(), v && *v == value)) v = value;
+    ImGui::EndCombo();
+  }
+}
+
+void editor(App& app) {
+  const Lang lang = app.lang;
+  Controller& c = app.ctl;
+  const Problem& p = c.problem();
+  DiffSpec& d = app.diff_edit;
+  const char* keep = tr(lang, S::DiffKeep);
+  const float w = app.font_px * 6;
+  ImGui::TextColored(kDimV4, "%s", tr(lang, S::DiffEditor));
+  option_combo<MaskKind>("##dmask", tr(lang, S::Mask), d.mask,
+                         {{MaskKind::None, tr(lang, S::MaskNone)}, {MaskKind::Causal, tr(lang, S::MaskCausal)}}, keep, w);
+  ImGui::SameLine();
+  bool t_on = d.temperature.has_value();
+  if (ImGui::Checkbox("T##dT", &t_on)) d.temperature = t_on ? std::optional<double>(c.problem().temperature) : std::nullopt;
+  if (d.temperature) {
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(w);
+    double t = *d.temperature;
+    if (ImGui::InputDouble("##dTv", &t, 0, 0, "%.6g") && std::isfinite(t) && t > 0) d.temperature = t;
+  }
+  same_line_if_fits(w * 2);
+  option_combo<std::string>("##dbackend", tr(lang, S::Backend), d.backend, {{"cpu", "CPU"}, {"cuda", "CUDA"}}, keep, w);
+  option_combo<Variant>("##dvariant", tr(lang, S::DiffVariant), d.variant,
+                        {{Variant::Staged, tr(lang, S::SetStaged)}, {Variant::Fused, tr(lang, S::SetFused)}}, keep, w);
+  ImGui::SameLine();
+  option_combo<Precision>("##dprec", tr(lang, S::DiffPrecision), d.precision, {{Precision::FP32, "fp32"}, {Precision::BF16, "bf16"}}, keep, w);
+  ImGui::SameLine();
+  if (p.n() <= 256) {
+    std::vector<std::pair<std::string, std::string>> queries;
+    for (int i = 0; i < p.n(); ++i)
+      queries.push_back({std::to_string(i), token_label(p.query_tokens(), i) + " (#" + std::to_string(i) + ")"});
+    option_combo<std::string>("##dquery", tr(lang, S::SetQuery), d.query, queries, keep, w * 1.3f);
+  } else {
+    // Thousands of rows: an index field, as the controls' query.
+    bool q_on = d.query.has_value();
+    if (ImGui::Checkbox(fmt("%s##dq", tr(lang, S::SetQuery)).c_str(), &q_on))
+      d.query = q_on ? std::optional<std::string>(std::to_string(c.query())) : std::nullopt;
+    if (d.query) {
+      ImGui::SameLine();
+      ImGui::SetNextItemWidth(w);
+      int qi = std::atoi(d.query->c_str());
+      if (ImGui::InputInt("##dqv", &qi)) d.query = std::to_string(std::clamp(qi, 0, p.n() - 1));
+    }
+  }
+  same_line_if_fits(button_width(tr(lang, S::DiffApply)));
+  if (ImGui::Button(fmt("%s###dapply", tr(lang, S::DiffApply)).c_str())) {
+    app.diff_error = Message{};
+    try {
+      if (d.empty()) {
+        app.diff.reset();
+      } else {
+        c.check_diff(d);
+        app.diff = d;
+      }
+    } catch (const InputError& e) {
+      app.diff_error = message_of(e);
+    }
+  }
+  if (!app.diff_error.empty())
+    wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + app.diff_error.text(lang), &kErrorV4);
+}
+
+void top_table(App& app, const DiffView& v, const std::vector<std::string>& rows, const std::vector<std::string>& cols,
+               float height) {
+  const Lang lang = app.lang;
+  ImGui::TextColored(kHighlightV4, "%s", tr(lang, S::DiffTop));
+  const ImGuiTableFlags flags = ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
+                                ImGuiTableFlags_SizingFixedFit;
+  if (!ImGui::BeginTable("##diff_top", 6, flags, ImVec2(0, height))) return;
+  ImGui::TableSetupScrollFreeze(0, 1);
+  ImGui::TableSetupColumn("#");
+  ImGui::TableSetupColumn(tr(lang, S::DiffColQuery));
+  ImGui::TableSetupColumn(tr(lang, v.step() == 4 ? S::TipOutputDim : S::DiffColKey));
+  ImGui::TableSetupColumn(tr(lang, S::DiffTipA));
+  ImGui::TableSetupColumn(tr(lang, S::DiffTipB));
+  ImGui::TableSetupColumn(tr(lang, S::DiffTipDiff), ImGuiTableColumnFlags_WidthStretch);
+  ImGui::TableHeadersRow();
+  int rank = 0;
+  for (const Change& t : v.top()) {
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::Text("%d", ++rank);
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(t.row < static_cast<int>(rows.size()) ? rows[t.row].c_str() : "?");
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(t.col < static_cast<int>(cols.size()) ? cols[t.col].c_str() : "?");
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(num(t.a).c_str());
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(num(t.b).c_str());
+    ImGui::TableNextColumn();
+    ImGui::TextColored(t.diff > 0 ? ImVec4(1.0f, 0.55f, 0.5f, 1) : ImVec4(0.55f, 0.75f, 1.0f, 1), "%+.4g", t.diff);
+  }
+  ImGui::EndTable();
+}
+
+}  // namespace
+
+void draw_diff(App& app, const Layout& l) {
+  const Lang lang = app.lang;
+  Controller& c = app.ctl;
+  const int step = app.play.step();
+  const DiffView::Status st = app.diffv.update(c, step);
+  const int shown = st == DiffView::Status::Ok ? app.diffv.step() : step;
+  const std::string title = fmt("%s  ·  %s  ·  %s###heatmap", tr(lang, S::ViewDiff),
+                                fmt(tr(lang, S::StepOf), shown).c_str(), step_name(lang, shown));
+  begin_centre(l, title);
+  editor(app);
+  const Problem& p = c.problem();
+  const RunSetting a = c.setting();
+  wrapped(app, fmt(tr(lang, S::DiffA), setting_text(a, p, lang).c_str()));
+  if (c.shown_diff()) {
+    // B's query is the spec's, or else A's current one (the map does not depend on it then).
+    RunSetting b = c.b_setting();
+    if (!c.shown_diff()->query) b.query = a.query;
+    wrapped(app, fmt(tr(lang, S::DiffB), setting_text(b, p, lang, &a).c_str()), &kHighlightV4);
+  }
+  wrapped(app, tr(lang, S::DiffDescription), &kDimV4);
+  switch (st) {
+    case DiffView::Status::Streamed:
+      wrapped(app, fmt(tr(lang, S::DiffNeedsStages), kKeepStagesMaxTokens, c.n(), kKeepStagesMaxTokens), &kHighlightV4);
+      ImGui::End();
+      return;
+    case DiffView::Status::NoSpec:
+      wrapped(app, tr(lang, S::DiffNoSpec), &kHighlightV4);
+      ImGui::End();
+      return;
+    case DiffView::Status::Failed:
+      wrapped(app, fmt(tr(lang, S::DiffBError), c.b_error().text(lang).c_str()), &kErrorV4);
+      ImGui::End();
+      return;
+    case DiffView::Status::Computing:
+      ImGui::TextColored(kHighlightV4, "%s", tr(lang, S::DiffComputing));
+      ImGui::End();
+      return;
+    case DiffView::Status::Ok: break;
+  }
+  const DiffView& v = app.diffv;
+  const DiffMap& m = v.map();
+  if (v.output_only()) wrapped(app, tr(lang, S::FusedOnlyOutput), &kHighlightV4);
+  if (v.query_diff()) wrapped(app, tr(lang, S::DiffQueryNote), &kDimV4);
+  if (v.same_run()) wrapped(app, tr(lang, S::DiffSameRun), &kHighlightV4);
+  // Row labels: the query tokens, or for a query diff the one row "B's token − A's token".
+  std::vector<std::string> one_row;
+  if (v.query_diff())
+    one_row = {token_label(p.query_tokens(), c.b_setting().query) + " − " + token_label(p.query_tokens(), a.query)};
+  const std::vector<std::string>& rows = v.query_diff() ? one_row : p.query_tokens();
+  const std::vector<std::string>& cols = c.column_labels(shown);
+  if (m.max_abs == 0) {
+    wrapped(app, tr(lang, S::DiffIdentical), &kHighlightV4);
+  } else {
+    wrapped(app,
+            fmt(tr(lang, S::DiffSummary), num(m.max_abs).c_str(), num(m.mean_abs).c_str(), m.changed,
+                m.rows * m.cols - m.masked) +
+                "  ·  " +
+                fmt(tr(lang, S::DiffMaxAt), rows[m.arg_row].c_str(),
+                    m.arg_col < static_cast<int>(cols.size()) ? cols[m.arg_col].c_str() : "?"),
+            &kHighlightV4);
+  }
+  map_view_controls(app, false);
+  const float fp = app.font_px;
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float table_h = std::clamp(avail.y * 0.28f, fp * 5, fp * 10);
+  const Rect area{origin.x, origin.y + fp * 0.3f, avail.x, std::max(0.0f, avail.y - table_h - fp * 2.2f)};
+  const ValueRange range = symmetric_range(m);
+  char key[160];
+  std::snprintf(key, sizeof key, "diff|%llu|%d|%d", static_cast<unsigned long long>(c.revision()), shown, v.computed());
+  const MapPlot mp =
+      draw_map(app, area, m.rows, m.cols, rows, cols, v.query_diff() ? -1 : c.query(), key, [&](const PlotGeometry& g) {
+        const AxisMap rmap = map_axis(g.first_row, g.vis_rows, g.px_h, m.rows);
+        const AxisMap cmap = map_axis(g.first_col, g.vis_cols, g.px_w, m.cols);
+        return rasterize_cells(pool_signed(m, rmap, cmap), rmap, cmap, range, false, g.cell_w >= 8 && g.cell_h >= 8,
+                               &diverging_table());
+      });
+  app.range = range;
+  app.range_log = false;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  if (mp.g.px_w > 0) {
+    const Rect& L = mp.legend;
+    const float bar_h = std::min(mp.g.h, std::max(fp * 6, L.h * 0.55f));
+    draw_colour_bar(dl, L.x, mp.g.y, fp * 0.9f, bar_h, diverging_table(), legend_labels(range, false));
+    float y = mp.g.y + bar_h + fp * 0.6f;
+    ImGui::SetCursorScreenPos(ImVec2(L.x, y));
+    ImGui::PushTextWrapPos(L.right() - ImGui::GetWindowPos().x);
+    ImGui::TextUnformatted(tr(lang, S::DiffLegend));
+    ImGui::PopTextWrapPos();
+    y = ImGui::GetCursorScreenPos().y + fp * 0.2f;
+    if (m.masked > 0) {
+      draw_hatch(dl, ImVec2(L.x, y), ImVec2(L.x + fp * 0.9f, y + fp));
+      ImGui::SetCursorScreenPos(ImVec2(L.x + fp * 1.2f, y));
+      ImGui::PushTextWrapPos(L.right() - ImGui::GetWindowPos().x);
+      ImGui::TextUnformatted(tr(lang, S::DiffMaskedLegend));
+      ImGui::PopTextWrapPos();
+    }
+  }
+  ImGui::SetCursorScreenPos(ImVec2(origin.x, area.bottom() + fp * 0.6f));
+  top_table(app, v, rows, cols, table_h);
+
+  if (mp.hover) {
+    const auto [va, vb] = v.values(c, mp.hover->row, mp.hover->col);
+    const float dv = m.at(mp.hover->row, mp.hover->col);
+    ImGui::BeginTooltip();
+    ImGui::Text("%s: %s", tr(lang, S::TipStage), step_name(lang, shown));
+    ImGui::Text("%s: %s", tr(lang, S::TipQuery), rows[mp.hover->row].c_str());
+    ImGui::Text("%s: %s (#%d)", tr(lang, shown == 4 ? S::TipOutputDim : S::TipKey),
+                mp.hover->col < static_cast<int>(cols.size()) ? cols[mp.hover->col].c_str() : "?", mp.hover->col);
+    ImGui::Text("%s: %.9g", tr(lang, S::DiffTipA), va);
+    ImGui::Text("%s: %.9g", tr(lang, S::DiffTipB), vb);
+    if (std::isnan(dv)) {
+      ImGui::Text("%s: %s", tr(lang, S::DiffTipDiff), tr(lang, S::DiffMaskedLegend));
+    } else {
+      ImGui::Text("%s: %+.6g", tr(lang, S::DiffTipDiff), dv);
+    }
+    ImGui::EndTooltip();
+  }
+  ImGui::End();
+}
+
+}  // namespace attnlab::viewer

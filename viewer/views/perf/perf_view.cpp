@@ -1,0 +1,452 @@
+// The Performance view's logic (see perf_view.h): the N list, series from the engine's results,
+// speed-ups, log axes and ticks, roofline placement, hover, and the sweep's thread.
+#include "viewer/views/perf/perf_view.h"
+
+#include "core/backend.h"
+#include "core/format.h"
+#include "engine/registry.h"
+#include "engine/bench_report.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <set>
+#include <sys/stat.h>
+#include <tuple>
+
+namespace attnlab::viewer {
+namespace {
+
+double now_s() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+// The series a case belongs to: everything but n.
+auto series_key(const bench::Case& c) { return std::make_tuple(c.backend, c.variant, c.precision, c.mask, c.heads, c.d); }
+
+std::string trim_number(double v) { return format_number("%.3g", v); }
+
+}  // namespace
+
+bench::Spec default_perf_spec() {
+  bench::Spec s;
+  s.backends = {"cpu", "cuda"};
+  s.variants = {"staged", "fused"};
+  s.precisions = {"fp32"};
+  s.masks = {"none"};
+  s.heads = {1};
+  s.ds = {64};
+  s.ns = {256, 512, 1024, 2048, 4096};
+  s.repeat = 5;
+  s.warmup = 1;
+  s.max_seconds = 30;
+  return s;
+}
+
+// ---- the N list --------------------------------------------------------------------------------
+
+std::vector<int> parse_n_list(const std::string& flag, const std::string& text) {
+  constexpr int kMaxN = 1 << 20;
+  const std::size_t dots = text.find("..");
+  if (dots == std::string::npos) return bench::int_list(flag.c_str(), text, kMaxN);
+  const std::vector<int> lo = bench::int_list(flag.c_str(), text.substr(0, dots), kMaxN);
+  const std::vector<int> hi = bench::int_list(flag.c_str(), text.substr(dots + 2), kMaxN);
+  if (lo.size() != 1 || hi.size() != 1)
+    throw InputError(flag + " takes a list (256,512,1024) or a doubling range (256..16384), got '" + text + "'");
+  if (hi[0] < lo[0]) throw InputError(flag + " range " + text + " must go up");
+  std::vector<int> ns;
+  for (long long n = lo[0]; n <= hi[0]; n *= 2) ns.push_back(static_cast<int>(n));
+  return ns;
+}
+
+std::string n_list_text(const std::vector<int>& ns) {
+  bool doubling = ns.size() >= 3;
+  for (std::size_t i = 1; i < ns.size() && doubling; ++i) doubling = ns[i] == 2 * ns[i - 1];
+  if (doubling) return std::to_string(ns.front()) + ".." + std::to_string(ns.back());
+  std::string s;
+  for (std::size_t i = 0; i < ns.size(); ++i) s += (i ? "," : "") + std::to_string(ns[i]);
+  return s;
+}
+
+// ---- series ------------------------------------------------------------------------------------
+
+PerfChart parse_perf_chart(const std::string& s) {
+  for (PerfChart c : {PerfChart::Time, PerfChart::Tflops, PerfChart::Speedup, PerfChart::Roofline, PerfChart::Memory})
+    if (s == perf_chart_name(c)) return c;
+  throw InputError("--perf-chart must be time, tflops, speedup, roofline or memory, got '" + s + "'");
+}
+
+const char* perf_chart_name(PerfChart c) {
+  switch (c) {
+    case PerfChart::Time: return "time";
+    case PerfChart::Tflops: return "tflops";
+    case PerfChart::Speedup: return "speedup";
+    case PerfChart::Roofline: return "roofline";
+    case PerfChart::Memory: return "memory";
+  }
+  return "time";
+}
+
+std::vector<PerfSeries> build_series(const std::vector<bench::Result>& results) {
+  // What the sweep varies besides backend, variant and precision: only those parts join the label.
+  std::set<std::string> masks;
+  std::set<int> heads, ds;
+  for (const auto& r : results) {
+    masks.insert(r.c.mask);
+    heads.insert(r.c.heads);
+    ds.insert(r.c.d);
+  }
+  std::vector<PerfSeries> out;
+  std::map<decltype(series_key(bench::Case{})), std::size_t> index;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const bench::Result& r = results[i];
+    const auto key = series_key(r.c);
+    auto it = index.find(key);
+    if (it == index.end()) {
+      PerfSeries s;
+      s.proto = r.c;
+      s.proto.n = 0;
+      s.label = r.c.backend + " " + r.c.variant + " " + r.c.precision;
+      if (masks.size() > 1) s.label += " " + r.c.mask;
+      if (heads.size() > 1) s.label += " h=" + std::to_string(r.c.heads);
+      if (ds.size() > 1) s.label += " d=" + std::to_string(r.c.d);
+      it = index.emplace(key, out.size()).first;
+      out.push_back(std::move(s));
+    }
+    PerfSeries& s = out[it->second];
+    if (r.ran) {
+      PerfPoint p;
+      p.n = r.c.n;
+      p.result = i;
+      p.median_ms = r.median_ms;
+      p.min_ms = r.min_ms;
+      p.max_ms = r.max_ms;
+      p.tflops = r.tflops;
+      p.tflops_lo = r.max_ms > 0 ? r.flops / (r.max_ms * 1e-3) / 1e12 : 0;
+      p.tflops_hi = r.min_ms > 0 ? r.flops / (r.min_ms * 1e-3) / 1e12 : 0;
+      p.peak_bytes = static_cast<double>(r.peak_bytes);
+      p.intensity = r.moved_bytes > 0 ? r.flops / r.moved_bytes : 0;
+      p.gflops = r.tflops * 1e3;
+      p.rel_err = r.rel_err;
+      s.points.push_back(p);
+    } else if (!r.reason.empty()) {
+      s.skipped.push_back({r.c.n, r.reason});
+    } else {
+      ++s.pending;
+    }
+  }
+  for (PerfSeries& s : out) {
+    std::sort(s.points.begin(), s.points.end(), [](const PerfPoint& a, const PerfPoint& b) { return a.n < b.n; });
+    std::stable_sort(s.skipped.begin(), s.skipped.end(), [](const PerfSkip& a, const PerfSkip& b) { return a.n < b.n; });
+  }
+  return out;
+}
+
+std::vector<SpeedupPoint> speedup_against(const PerfSeries& s, const PerfSeries& base) {
+  std::vector<SpeedupPoint> out;
+  for (const PerfPoint& p : s.points)
+    for (const PerfPoint& b : base.points)
+      if (b.n == p.n && p.median_ms > 0) out.push_back({p.n, b.median_ms / p.median_ms});
+  return out;
+}
+
+std::size_t default_baseline(const std::vector<PerfSeries>& series) {
+  for (std::size_t i = 0; i < series.size(); ++i)
+    if (!series[i].points.empty()) return i;
+  return 0;
+}
+
+// ---- axes --------------------------------------------------------------------------------------
+
+double LogAxis::map(double v, double a, double b) const {
+  const double l0 = std::log10(lo), l1 = std::log10(hi);
+  const double t = (std::log10(std::max(v, 1e-300)) - l0) / (l1 - l0);
+  return a + t * (b - a);
+}
+
+std::string format_tick(double v, TickUnit unit) {
+  switch (unit) {
+    case TickUnit::Milliseconds:
+      if (v >= 1000) return trim_number(v / 1000) + " s";
+      if (v < 1e-3) return trim_number(v * 1e3) + " µs";
+      return trim_number(v) + " ms";
+    case TickUnit::Bytes:
+      if (v >= 1e12) return trim_number(v / 1e12) + " TB";
+      if (v >= 1e9) return trim_number(v / 1e9) + " GB";
+      if (v >= 1e6) return trim_number(v / 1e6) + " MB";
+      if (v >= 1e3) return trim_number(v / 1e3) + " kB";
+      return trim_number(v) + " B";
+    case TickUnit::Plain: break;
+  }
+  // Large plain values with a suffix ("2k", "10k", "1M"): "1e+04" is not for a classroom.
+  if (v >= 1e9) return trim_number(v / 1e9) + "G";
+  if (v >= 1e6) return trim_number(v / 1e6) + "M";
+  if (v >= 1e3) return trim_number(v / 1e3) + "k";
+  return trim_number(v);
+}
+
+LogAxis log_axis(double min, double max, TickUnit unit) {
+  LogAxis ax;
+  if (!(min > 0) || !std::isfinite(min)) min = 1;
+  if (!(max > 0) || !std::isfinite(max)) max = min;
+  if (max < min) std::swap(min, max);
+  int d0 = static_cast<int>(std::floor(std::log10(min) + 1e-9));
+  int d1 = static_cast<int>(std::ceil(std::log10(max) - 1e-9));
+  if (d1 <= d0) {
+    --d0;
+    ++d1;
+  }
+  ax.lo = std::pow(10.0, d0);
+  ax.hi = std::pow(10.0, d1);
+  const int decades = d1 - d0;
+  const int step = decades > 8 ? 2 : 1;
+  for (int k = d0; k <= d1; ++k) {
+    const double dec = std::pow(10.0, k);
+    if ((k - d0) % step == 0) ax.ticks.push_back({dec, format_tick(dec, unit), true});
+    if (decades <= 3 && k < d1) {
+      for (double m : {2.0, 5.0}) ax.ticks.push_back({m * dec, format_tick(m * dec, unit), false});
+    }
+  }
+  return ax;
+}
+
+LogAxis n_axis(const std::vector<int>& ns) {
+  LogAxis ax;
+  if (ns.empty()) return log_axis(1, 10);
+  const double lo = *std::min_element(ns.begin(), ns.end()), hi = *std::max_element(ns.begin(), ns.end());
+  ax.lo = lo / std::sqrt(2.0);
+  ax.hi = hi * std::sqrt(2.0);
+  const bool thin = ns.size() > 10;
+  for (std::size_t i = 0; i < ns.size(); ++i)
+    ax.ticks.push_back({static_cast<double>(ns[i]), thin && i % 2 ? "" : std::to_string(ns[i]), true});
+  return ax;
+}
+
+bool chart_range(const std::vector<PerfSeries>& series, PerfChart chart, double& lo, double& hi) {
+  lo = std::numeric_limits<double>::infinity();
+  hi = 0;
+  for (const PerfSeries& s : series)
+    for (const PerfPoint& p : s.points) {
+      double a = 0, b = 0;
+      switch (chart) {
+        case PerfChart::Time: a = p.min_ms; b = p.max_ms; break;
+        case PerfChart::Tflops: a = p.tflops_lo; b = p.tflops_hi; break;
+        case PerfChart::Memory: a = b = p.peak_bytes; break;
+        case PerfChart::Roofline: a = b = p.gflops; break;
+        case PerfChart::Speedup: return false;
+      }
+      if (a > 0) lo = std::min(lo, a);
+      if (b > 0) hi = std::max(hi, b);
+    }
+  return hi > 0 && std::isfinite(lo);
+}
+
+std::vector<int> all_ns(const std::vector<PerfSeries>& series) {
+  std::set<int> ns;
+  for (const PerfSeries& s : series) {
+    for (const PerfPoint& p : s.points) ns.insert(p.n);
+    for (const PerfSkip& k : s.skipped) ns.insert(k.n);
+  }
+  return {ns.begin(), ns.end()};
+}
+
+// ---- roofline ----------------------------------------------------------------------------------
+
+double Roof::attainable(double intensity) const {
+  if (ceilings.gemm_gflops <= 0 || ceilings.bandwidth_gbs <= 0) return 0;
+  return std::min(ceilings.gemm_gflops, intensity * ceilings.bandwidth_gbs);
+}
+
+double Roof::ridge() const {
+  if (ceilings.gemm_gflops <= 0 || ceilings.bandwidth_gbs <= 0) return 0;
+  return ceilings.gemm_gflops / ceilings.bandwidth_gbs;
+}
+
+void roofline_ranges(const std::vector<PerfSeries>& series, const std::vector<Roof>& roofs, double& x_lo,
+                     double& x_hi, double& y_lo, double& y_hi) {
+  x_lo = y_lo = std::numeric_limits<double>::infinity();
+  x_hi = y_hi = 0;
+  const auto take = [](double v, double& lo, double& hi) {
+    if (v > 0 && std::isfinite(v)) {
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+  };
+  for (const PerfSeries& s : series)
+    for (const PerfPoint& p : s.points) {
+      take(p.intensity, x_lo, x_hi);
+      take(p.gflops, y_lo, y_hi);
+    }
+  for (const Roof& r : roofs) {
+    if (r.ridge() <= 0) continue;
+    take(r.ridge() * 4, x_lo, x_hi);  // the flat roof visible past the ridge
+    take(r.ridge() / 4, x_lo, x_hi);
+    take(r.ceilings.gemm_gflops, y_lo, y_hi);
+  }
+  if (!(x_hi > 0)) x_lo = 1, x_hi = 100;
+  if (!(y_hi > 0)) y_lo = 1, y_hi = 100;
+  // The bandwidth roof at the left edge, so its slope enters the picture.
+  for (const Roof& r : roofs)
+    if (r.ridge() > 0) take(r.attainable(x_lo), y_lo, y_hi);
+}
+
+// ---- hover -------------------------------------------------------------------------------------
+
+int nearest_point(const std::vector<ScreenPoint>& pts, float mx, float my, float radius) {
+  int best = -1;
+  float best_d2 = radius * radius;
+  for (std::size_t i = 0; i < pts.size(); ++i) {
+    const float dx = pts[i].x - mx, dy = pts[i].y - my, d2 = dx * dx + dy * dy;
+    if (d2 <= best_d2) {
+      best_d2 = d2;
+      best = static_cast<int>(i);
+    }
+  }
+  return best;
+}
+
+// ---- the run -----------------------------------------------------------------------------------
+
+double estimate_seconds_left(const std::vector<bench::Result>& results, int in_flight, const bench::Spec& s) {
+  std::map<std::string, std::pair<double, double>> seen;  // flops, seconds of timed medians
+  for (const auto& r : results)
+    if (r.ran && r.median_ms > 0) {
+      auto& v = seen[r.c.backend + " " + r.c.variant + " " + r.c.precision];
+      v.first += r.flops;
+      v.second += r.median_ms * 1e-3;
+    }
+  double left = 0;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    if (r.ran || !r.reason.empty()) continue;
+    const auto it = seen.find(r.c.backend + " " + r.c.variant + " " + r.c.precision);
+    double rate = r.c.backend == "cpu" ? bench::cpu_rate_guess(r.c.variant) : 1e12;
+    if (it != seen.end() && it->second.second > 0) rate = it->second.first / it->second.second;
+    const double t = r.flops * (s.repeat + s.warmup) / rate;
+    left += static_cast<int>(i) == in_flight ? t / 2 : t;
+  }
+  return left;
+}
+
+PerfRun::~PerfRun() {
+  cancel();
+  join();
+}
+
+void PerfRun::start(const bench::Spec& spec, bool measure_ceilings) {
+  bench::check_spec(spec);
+  cancel();
+  join();
+  spec_ = spec;
+  cancel_ = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::uint64_t rev = state_.revision;
+    state_ = PerfSnapshot{};
+    state_.revision = rev + 1;
+    state_.results = bench::plan(spec_);
+    state_.total = state_.results.size();
+    state_.running = true;
+    state_.measuring = measure_ceilings;
+  }
+  started_ = now_s();
+  thread_ = std::thread([this, measure_ceilings] { body(measure_ceilings); });
+}
+
+void PerfRun::cancel() { cancel_ = true; }
+
+void PerfRun::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+bool PerfRun::running() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return state_.running;
+}
+
+PerfSnapshot PerfRun::snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  PerfSnapshot s = state_;
+  if (s.running) s.elapsed_s = now_s() - started_;
+  return s;
+}
+
+void PerfRun::body(bool measure_ceilings) {
+  std::vector<bench::Result> work;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    work = state_.results;
+  }
+  try {
+    std::string cuda_reason;
+    const bool want_cuda = std::find(spec_.backends.begin(), spec_.backends.end(), "cuda") != spec_.backends.end();
+    const bool cuda_ok = want_cuda && cuda_available(&cuda_reason);
+    if (measure_ceilings) {
+      std::vector<Roof> roofs;
+      const bool cpu_runs = std::any_of(work.begin(), work.end(), [&](const bench::Result& r) {
+        return r.c.backend == "cpu" && bench::skip_reason(r.c, spec_, cuda_ok, cuda_reason).empty();
+      });
+      if (cpu_runs && !cancel_) roofs.push_back({"cpu", bench::cpu_ceilings()});
+      if (cuda_ok && !cancel_) roofs.push_back({"cuda", bench::cuda_ceilings()});
+      std::lock_guard<std::mutex> lock(mu_);
+      state_.roofs = std::move(roofs);
+      state_.measuring = false;
+      ++state_.revision;
+    }
+    bench::Hooks hooks;
+    hooks.cancel = &cancel_;
+    hooks.on_case = [&](std::size_t index, std::size_t done, std::size_t, bool finished) {
+      std::lock_guard<std::mutex> lock(mu_);
+      state_.results[index] = work[index];
+      state_.done = done;
+      state_.in_flight = finished ? -1 : static_cast<int>(index);
+      state_.eta_s = estimate_seconds_left(state_.results, state_.in_flight, spec_);
+      ++state_.revision;
+    };
+    const bench::Outcome out = bench::run_sweep(work, spec_, cuda_ok, cuda_reason, hooks);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (out.cancelled)
+      for (auto& r : work)
+        if (!r.ran && r.reason.empty()) r.reason = "cancelled";
+    state_.results = work;
+    state_.cancelled = out.cancelled;
+    state_.device_failure = out.device_failure;
+  } catch (const std::exception& e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    state_.error = e.what();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  state_.running = false;
+  state_.finished = true;
+  state_.measuring = false;
+  state_.in_flight = -1;
+  state_.eta_s = 0;
+  state_.elapsed_s = now_s() - started_;
+  ++state_.revision;
+}
+
+void check_writable(const std::string& path) {
+  if (path.empty()) return;
+  struct stat st{};
+  const bool existed = stat(path.c_str(), &st) == 0;
+  if (existed && S_ISDIR(st.st_mode)) throw InputError("cannot write '" + path + "': it is a directory");
+  {
+    std::ofstream f(path, std::ios::app);
+    if (!f) throw InputError("cannot write '" + path + "' (missing folder or no permission)");
+  }
+  if (!existed) std::remove(path.c_str());
+}
+
+void write_perf_csv(const std::string& path, const std::vector<bench::Result>& results) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) throw InputError("cannot write '" + path + "' (missing folder or no permission)");
+  f << bench::render_csv(results);
+  if (!f.flush()) throw InputError("cannot write '" + path + "'");
+}
+
+}  // namespace attnlab::viewer

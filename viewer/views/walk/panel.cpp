@@ -1,0 +1,263 @@
+// The walk view (--view walk): the CPU fused kernel's online softmax of the selected query row,
+// key tile by key tile. A row strip of the query's logits (keys pooled to the pixels there are)
+// with the current tile framed, consumed tiles marked under the strip and skipped tiles hatched;
+// the sentence of the current tile; a running table of (tile, keys, tile max, m, α, l, output so
+// far); small charts of m, l and the distance of the output so far to the staged output; the
+// output row against the staged one with the final differences and the fp64 error; the tile size
+// control. The walk itself comes from viewer/views/walk/walk_view.h (the kernel's own update step), computed
+// on the UI thread for one row (O(m d)) and cached by (revision, query, tile).
+// Why a row strip and not the whole matrix: the walk is per query row (the kernel's state m, l,
+// acc is per row), and a strip works the same at 5 and at 4096 tokens without any N x N buffer.
+#include "viewer/ui/kit.h"
+
+#include "core/format.h"
+#include "viewer/draw/colormap.h"
+#include "viewer/draw/strings.h"
+#include "viewer/views/walk/walk_view.h"
+
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace attnlab::viewer {
+namespace {
+
+constexpr ImU32 kConsumed = IM_COL32(0, 190, 190, 255);  // teal: outside viridis' yellow end
+
+std::string v4(double x) {
+  if (std::isnan(x)) return "—";
+  if (std::isinf(x)) return x < 0 ? "−∞" : "+∞";
+  std::string s = format_number("%.4g", x);
+  return s == "-0" ? "0" : s;
+}
+
+std::string vec(const std::vector<double>& v, std::size_t max_items) {
+  if (v.empty()) return "—";
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size() && i < max_items; ++i) s += (i ? ", " : "") + v4(v[i]);
+  if (v.size() > max_items) s += ", …";
+  return s + "]";
+}
+
+std::string key_range(const WalkTile& t) {
+  return t.j1 - t.j0 == 1 ? std::to_string(t.j0) : std::to_string(t.j0) + "–" + std::to_string(t.j1 - 1);
+}
+
+void hatch(ImDrawList* dl, ImVec2 a, ImVec2 b) {
+  dl->AddRectFilled(a, b, IM_COL32(kMaskLight.r, kMaskLight.g, kMaskLight.b, 255));
+  dl->PushClipRect(a, b, true);
+  for (float x = a.x - (b.y - a.y); x < b.x; x += 7)
+    dl->AddLine(ImVec2(x, b.y), ImVec2(x + (b.y - a.y), a.y), IM_COL32(kMaskDark.r, kMaskDark.g, kMaskDark.b, 255), 3);
+  dl->PopClipRect();
+}
+
+void tile_controls(App& app, const Walk* w, int tile) {
+  const Lang lang = app.lang;
+  const std::vector<int> choices = walk_tile_choices(app.ctl.problem().m());
+  ImGui::TextUnformatted(tr(lang, S::WalkTileSize));
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(app.font_px * 5);
+  if (ImGui::BeginCombo("##walk_tile", std::to_string(tile).c_str())) {
+    for (int b : choices)
+      if (ImGui::Selectable(std::to_string(b).c_str(), b == tile)) app.walk_tile = b;
+    ImGui::EndCombo();
+  }
+  ImGui::SameLine();
+  if (ImGui::Button(tr(lang, S::WalkFirst))) app.walk.home();
+  same_line_if_fits(button_width(tr(lang, S::Prev)));
+  if (ImGui::Button(tr(lang, S::Prev))) app.walk.prev();
+  same_line_if_fits(button_width(tr(lang, S::Next)));
+  if (ImGui::Button(tr(lang, S::Next))) app.walk.next();
+  const char* play = tr(lang, app.walk.playing() ? S::Pause : S::Play);
+  same_line_if_fits(button_width(play));
+  if (ImGui::Button(play)) app.walk.toggle_play();
+  if (w) {
+    const WalkTile& t = w->tiles[app.walk.cursor()];
+    const std::string where = fmt(tr(lang, S::WalkTileOf), t.index, static_cast<int>(w->tiles.size()) - 1,
+                                  key_range(t).c_str());
+    same_line_if_fits(text_width(where.c_str()));
+    ImGui::TextUnformatted(where.c_str());
+  }
+}
+
+void strip(App& app, const Walk& w) {
+  const Lang lang = app.lang;
+  ImGui::TextColored(kDimV4, "%s", fmt(tr(lang, S::WalkStrip), w.query_token.c_str(), w.keys, w.tile).c_str());
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 at = ImGui::GetCursorScreenPos();
+  const float width = std::max(32.f, ImGui::GetContentRegionAvail().x - 4);
+  const float h = app.font_px * 2.0f, bar = std::max(4.f, app.font_px * 0.3f);
+  const std::vector<StripBin> bins = walk_strip(w, static_cast<int>(width));
+  const auto [lo, hi] = walk_logit_range(w);
+  const int cursor = app.walk.cursor();
+  const float per_key = width / static_cast<float>(w.keys);
+  auto x_of = [&](int key) { return at.x + 2 + per_key * static_cast<float>(key); };
+  const float y0 = at.y + 2, y1 = y0 + h;
+  for (const StripBin& b : bins) {
+    const ImVec2 a(x_of(b.j0), y0), c(std::max(x_of(b.j1), x_of(b.j0) + 1), y1);
+    if (w.tiles[b.tile].skipped) continue;  // hatched per tile below
+    if (b.masked) {
+      dl->AddRectFilled(a, c, IM_COL32(kMaskDark.r, kMaskDark.g, kMaskDark.b, 255));
+      continue;
+    }
+    const Rgb8 col = viridis(hi > lo ? (b.value - lo) / (hi - lo) : 0.5);
+    dl->AddRectFilled(a, c, IM_COL32(col.r, col.g, col.b, 255));
+  }
+  for (const WalkTile& t : w.tiles) {
+    const ImVec2 a(x_of(t.j0), y0), c(x_of(t.j1), y1);
+    const TileState s = walk_tile_state(w, t.index, cursor);
+    if (s == TileState::Skipped) hatch(dl, a, c);
+    if (s == TileState::Consumed) dl->AddRectFilled(ImVec2(a.x, y1 + 3), ImVec2(c.x - 1, y1 + 3 + bar), kConsumed);
+    if (s == TileState::Pending) dl->AddRectFilled(a, c, IM_COL32(0, 0, 0, 110));  // not loaded yet
+    if (per_key * static_cast<float>(w.tile) >= 6 && t.index > 0)
+      dl->AddLine(ImVec2(a.x, y0), ImVec2(a.x, y1), IM_COL32(20, 20, 24, 255), 1);
+  }
+  const WalkTile& cur = w.tiles[cursor];
+  dl->AddRect(ImVec2(x_of(cur.j0) - 2, y0 - 2), ImVec2(x_of(cur.j1) + 2, y1 + 2), kHighlight, 0, 0, 3);
+  // Mark where the query sits among the keys (causal: the diagonal).
+  app.walk.strip = {at.x + 2, y0, width, h, static_cast<int>(bins.size())};
+  ImGui::Dummy(ImVec2(width + 4, h + bar + 8));
+  ImGui::TextColored(kDimV4, "x: %s … %s", v4(lo).c_str(), v4(hi).c_str());
+}
+
+void running_table(App& app, const Walk& w, float height) {
+  const Lang lang = app.lang;
+  const int cursor = app.walk.cursor();
+  const ImGuiTableFlags flags = ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
+                                ImGuiTableFlags_SizingFixedFit;
+  if (!ImGui::BeginTable("##walk_table", 7, flags, ImVec2(0, height))) return;
+  ImGui::TableSetupScrollFreeze(0, 1);
+  ImGui::TableSetupColumn(tr(lang, S::WalkColTile));
+  ImGui::TableSetupColumn(tr(lang, S::WalkColKeys));
+  ImGui::TableSetupColumn(tr(lang, S::WalkColTileMax));
+  ImGui::TableSetupColumn("m");
+  ImGui::TableSetupColumn("α");
+  ImGui::TableSetupColumn("l");
+  ImGui::TableSetupColumn(tr(lang, S::WalkColOutput), ImGuiTableColumnFlags_WidthStretch);
+  ImGui::TableHeadersRow();
+  static int scrolled_to = -1;
+  ImGuiListClipper clip;
+  clip.Begin(static_cast<int>(w.tiles.size()));
+  if (scrolled_to != cursor) clip.ForceDisplayRangeByIndices(cursor, cursor + 1);
+  while (clip.Step()) {
+    for (int i = clip.DisplayStart; i < clip.DisplayEnd; ++i) {
+      const WalkTile& t = w.tiles[i];
+      ImGui::TableNextRow();
+      const bool pending = i > cursor;
+      if (i == cursor) ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg1, IM_COL32(120, 70, 0, 150));
+      if (pending) ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.5f, 0.5f, 0.5f, 1.f));
+      ImGui::TableNextColumn();
+      ImGui::Text("%d", t.index);
+      if (i == cursor && scrolled_to != cursor) {
+        ImGui::SetScrollHereY(0.5f);
+        scrolled_to = cursor;
+      }
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(key_range(t).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(t.skipped ? tr(lang, S::WalkSkipped) : v4(t.tile_max).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(v4(t.m).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(t.skipped ? "—" : v4(t.alpha).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(v4(t.l).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(t.output.empty() ? tr(lang, S::WalkNothingYet) : vec(t.output, 3).c_str());
+      if (pending) ImGui::PopStyleColor();
+    }
+  }
+  ImGui::EndTable();
+}
+
+void chart(const char* label, const std::vector<float>& values, int count, float width, float height) {
+  // NaN (no value yet) breaks the line; the x axis always spans every tile.
+  std::vector<float> v(values);
+  v.resize(std::max(count, 1), std::nanf(""));
+  float lo = INFINITY, hi = -INFINITY;
+  for (float x : v)
+    if (std::isfinite(x)) {
+      lo = std::min(lo, x);
+      hi = std::max(hi, x);
+    }
+  if (!(lo <= hi)) lo = 0, hi = 1;
+  if (hi - lo < 1e-6f) lo -= 0.5f, hi += 0.5f;
+  for (float& x : v)
+    if (!std::isfinite(x)) x = lo - (hi - lo);  // below the plot: not drawn inside it
+  ImGui::TextColored(kDimV4, "%s  [%s … %s]", label, v4(lo).c_str(), v4(hi).c_str());
+  ImGui::PlotLines(fmt("##%s", label).c_str(), v.data(), static_cast<int>(v.size()), 0, nullptr, lo, hi,
+                   ImVec2(width, height));
+}
+
+void output_rows(App& app, const Walk& w) {
+  const Lang lang = app.lang;
+  const WalkTile& t = w.tiles[app.walk.cursor()];
+  const int dims = std::min(w.d_v, 8);
+  if (ImGui::BeginTable("##walk_out", dims + 1, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(tr(lang, S::WalkOutputNow));
+    for (int c = 0; c < dims; ++c) {
+      ImGui::TableNextColumn();
+      ImGui::TextColored(kHighlightV4, "%s", t.output.empty() ? "—" : v4(t.output[c]).c_str());
+    }
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(tr(lang, S::WalkStaged));
+    for (int c = 0; c < dims; ++c) {
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(c < static_cast<int>(w.staged_output.size()) ? v4(w.staged_output[c]).c_str() : "—");
+    }
+    ImGui::EndTable();
+  }
+  wrapped(app, fmt(tr(lang, S::WalkFinal), format_number("%.3g", w.max_abs_diff).c_str(),
+                   format_number("%.3g", w.cpu_fused_diff).c_str(), format_number("%.3g", w.fp64_error).c_str()));
+}
+
+}  // namespace
+
+void draw_walk(App& app, const Layout& l) {
+  const Lang lang = app.lang;
+  ImGui::SetNextWindowPos(ImVec2(l.heatmap.x, l.heatmap.y), ImGuiCond_Always);
+  ImGui::SetNextWindowSize(ImVec2(l.heatmap.w, l.heatmap.h), ImGuiCond_Always);
+  ImGui::Begin(fmt("%s###heatmap", tr(lang, S::ViewWalk)).c_str(), nullptr,
+               ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse);
+  const Controller& c = app.ctl;
+  const int tile = walk_tile_for(app.walk_tile, c.demo(), c.problem().m());
+  const Walk* w = app.walk.update(c, tile);
+  app.walk.tick(ImGui::GetIO().DeltaTime);
+  tile_controls(app, w, tile);
+  if (!w) {
+    wrapped(app, fmt(tr(lang, S::WalkError), app.walk.error().c_str()), &kErrorV4);
+    ImGui::End();
+    return;
+  }
+  wrapped(app, walk_tile_sentence(*w, app.walk.cursor(), lang), &kHighlightV4);
+  strip(app, *w);
+  wrapped(app, tr(lang, S::WalkLegend), &kDimV4);
+  const float avail = ImGui::GetContentRegionAvail().y;
+  const float bottom = app.font_px * 8.5f;  // output rows, final line, notes
+  const float mid = std::max(app.font_px * 6, avail - bottom);
+  const float width = ImGui::GetContentRegionAvail().x;
+  const float chart_w = std::max(app.font_px * 8, width * 0.34f);
+  ImGui::BeginChild("##walk_table_child", ImVec2(width - chart_w - 8, mid), false);
+  running_table(app, *w, mid);
+  ImGui::EndChild();
+  ImGui::SameLine();
+  ImGui::BeginChild("##walk_charts", ImVec2(chart_w, mid), false);
+  const int count = static_cast<int>(w->tiles.size());
+  const float ch = std::max(app.font_px * 1.5f, (mid - 3 * app.font_px * 1.6f) / 3);
+  chart(tr(lang, S::WalkChartM), walk_series_m(*w, app.walk.cursor()), count, chart_w - 4, ch);
+  chart(tr(lang, S::WalkChartL), walk_series_l(*w, app.walk.cursor()), count, chart_w - 4, ch);
+  chart(tr(lang, S::WalkChartErr), walk_series_convergence(*w, app.walk.cursor()), count, chart_w - 4, ch);
+  ImGui::EndChild();
+  output_rows(app, *w);
+  wrapped(app, tr(lang, S::WalkUnits), &kDimV4);
+  wrapped(app, tr(lang, S::WalkCuda), &kDimV4);
+  ImGui::End();
+}
+
+}  // namespace attnlab::viewer
