@@ -9,8 +9,10 @@
 #   tests/core/      core/ and tests/test_util.h: core's tests run without any backend
 #   viewer/draw/     core/ and viewer/draw/: pixels, colours, fonts, text, no state of the lab
 #   viewer/session/  core/, engine/, cpu/ (the fp64 reference), viewer/draw/, viewer/session/
-#   viewer/views/X/  as the session, plus viewer/session/, viewer/views/view.h and its own folder:
-#                    a view never includes another view (nor the app)
+#   viewer/ui/       core/, viewer/draw/, viewer/session/ and viewer/ui/: the ImGui kit and the shell
+#   viewer/views/X/  as the session, plus viewer/views/view.h and its own folder; its panel*.cpp
+#                    also viewer/ui/ (the kit it draws with): a view never includes another view
+#                    nor the app
 #   viewer/views/    (the registry files) the views and the session
 #   viewer/app/      every viewer room
 set -euo pipefail
@@ -29,10 +31,13 @@ allowed() {
     tests/core/*) echo "core/ tests/test_util.h" ;;
     viewer/draw/*) echo "core/ viewer/draw/" ;;
     viewer/session/*) echo "core/ engine/ cpu/ viewer/draw/ viewer/session/" ;;
+    viewer/ui/*) echo "core/ viewer/draw/ viewer/session/ viewer/ui/" ;;
     viewer/views/*/*)
       local own="${f#viewer/views/}"
       own="viewer/views/${own%%/*}/"
-      echo "core/ engine/ cpu/ viewer/draw/ viewer/session/ viewer/views/view.h $own" ;;
+      local ui=""
+      case "${f##*/}" in panel*.cpp) ui="viewer/ui/" ;; esac
+      echo "core/ engine/ cpu/ viewer/draw/ viewer/session/ viewer/views/view.h $own $ui" ;;
     viewer/views/*) echo "core/ engine/ cpu/ viewer/draw/ viewer/session/ viewer/views/" ;;
     viewer/app/*) echo "core/ engine/ cpu/ viewer/" ;;
     *) echo "*" ;;

@@ -1,4 +1,4 @@
-// The A/B difference view's logic (viewer/views/diff/diff_view.h) and the controller's B companion: the
+// The A/B difference view's logic (viewer/views/diff/diff_view.h) and the session's B companion: the
 // --diff parser (each refusal names its key or value, in both languages), applying a spec, the
 // B − A map of a hand-made pair with masked cells, the top changes, the signed pooling, and on the
 // demo through the real CPU backend: a temperature diff matches an independent computation, a
@@ -7,7 +7,7 @@
 #include "viewer_test_util.h"
 #include "core/problem.h"
 #include "tests/test_util.h"
-#include "viewer/session/controller.h"
+#include "viewer/session/session.h"
 #include "viewer/views/diff/diff_view.h"
 #include "viewer/draw/pooling.h"
 #include "viewer/app/state_dump.h"
@@ -41,11 +41,11 @@ InputError refusal(const std::string& spec) {
 
 // The diff view of `spec` at `step` on the demo (CPU), computed synchronously.
 struct Shown {
-  Controller c{test::cpu_viewer_options()};
+  Session c{test::cpu_viewer_options()};
   DiffView v;
   DiffView::Status status = DiffView::Status::NoSpec;
   Shown(const std::string& spec, int step) {
-    c.set_companions(false, parse_diff_spec(spec));
+    c.set_companion(diff_companion(parse_diff_spec(spec)));
     status = v.update(c, step);
   }
 };
@@ -95,9 +95,9 @@ TEST(DiffView, RefusalsNameTheKeyOrTheValue) {
   EXPECT_THROW(parse_viewer_args({"--diff", "mask=causal"}), InputError);
   EXPECT_THROW(parse_viewer_args({"--view", "diff", "--diff", ""}), InputError);
   const ViewerOptions o = parse_viewer_args({"--view", "diff", "--diff", "temperature=0.5"});
-  EXPECT_EQ(o.view, ViewKind::Diff);
-  ASSERT_TRUE(o.diff);
-  EXPECT_EQ(o.diff->temperature, 0.5);
+  EXPECT_EQ(o.view, "diff");
+  ASSERT_TRUE(o.views.diff.spec);
+  EXPECT_EQ(o.views.diff.spec->temperature, 0.5);
 }
 
 TEST(DiffView, ApplyingASpecResolvesTheQuery) {
@@ -207,14 +207,14 @@ TEST(DiffView, TemperatureDiffMatchesAnIndependentComputation) {
 TEST(DiffView, TheWorkerComputesTheStepOnScreen) {
   for (const char* spec : {"temperature=0.5", "query=0"}) {
     SCOPED_TRACE(spec);
-    Controller c(test::cpu_viewer_options());
-    c.set_companions(false, parse_diff_spec(spec));
+    Session c(test::cpu_viewer_options());
+    c.set_companion(diff_companion(parse_diff_spec(spec)));
     c.set_step(3);
     ASSERT_TRUE(c.set_mask(MaskKind::Causal));  // a new run, for step 3
     DiffView v;
     ASSERT_EQ(v.update(c, 3), DiffView::Status::Ok);
     EXPECT_EQ(v.computed(), 0) << "the worker's";
-    const auto own = step_diff(c.trace(), *c.b_trace(), c.setting(), c.b_setting(), c.shown_diff()->query.has_value(), 3);
+    const auto own = step_diff(c.trace(), *b_trace_of(c), c.setting(), diff_of(c)->b_setting, diff_of(c)->spec.query.has_value(), 3);
     ASSERT_NE(own, nullptr);
     EXPECT_EQ(v.map().max_abs, own->map.max_abs);
     EXPECT_EQ(v.map().masked, own->map.masked);
@@ -233,7 +233,7 @@ TEST(DiffView, QueryDiffComparesTheSelectedRows) {
   Shown s("query=0", 3);
   ASSERT_EQ(s.status, DiffView::Status::Ok);
   EXPECT_TRUE(s.v.query_diff());
-  EXPECT_EQ(s.c.b_trace(), &s.c.trace()) << "the same run: nothing recomputed";
+  EXPECT_EQ(b_trace_of(s.c), &s.c.trace()) << "the same run: nothing recomputed";
   const DiffMap& m = s.v.map();
   ASSERT_EQ(m.rows, 1);
   ASSERT_EQ(m.cols, 5);
@@ -258,9 +258,9 @@ TEST(DiffView, StagedAgainstFusedShowsTheOutputAndAgreesToRounding) {
   ASSERT_EQ(s.status, DiffView::Status::Ok);
   EXPECT_TRUE(s.v.output_only());
   EXPECT_EQ(s.v.step(), 4);
-  ASSERT_NE(s.c.b_trace(), nullptr);
-  EXPECT_EQ(s.c.b_trace()->variant, Variant::Fused);
-  EXPECT_FALSE(s.c.b_trace()->has_stages);
+  ASSERT_NE(b_trace_of(s.c), nullptr);
+  EXPECT_EQ(b_trace_of(s.c)->variant, Variant::Fused);
+  EXPECT_FALSE(b_trace_of(s.c)->has_stages);
   EXPECT_EQ(s.v.map().cols, 2);
   EXPECT_LT(s.v.map().max_abs, 1e-5) << "the two kernels agree";
 }
@@ -268,7 +268,7 @@ TEST(DiffView, StagedAgainstFusedShowsTheOutputAndAgreesToRounding) {
 TEST(DiffView, Bf16AgainstFp32AndMaskDiffs) {
   Shown p("precision=bf16", 3);
   ASSERT_EQ(p.status, DiffView::Status::Ok);
-  EXPECT_EQ(p.c.b_trace()->precision, Precision::BF16);
+  EXPECT_EQ(b_trace_of(p.c)->precision, Precision::BF16);
   EXPECT_GT(p.v.map().max_abs, 1e-4);
   EXPECT_LT(p.v.map().max_abs, 0.05);
   Shown m("mask=causal", 2);
@@ -281,56 +281,56 @@ TEST(DiffView, Bf16AgainstFp32AndMaskDiffs) {
 }
 
 TEST(DiffView, BFollowsAAndRefusalsAreKept) {
-  Controller c(test::cpu_viewer_options());
+  Session c(test::cpu_viewer_options());
   DiffView v;
   EXPECT_EQ(v.update(c, 3), DiffView::Status::NoSpec);
-  c.set_companions(false, parse_diff_spec("temperature=0.5"));
+  c.set_companion(diff_companion(parse_diff_spec("temperature=0.5")));
   ASSERT_TRUE(c.set_mask(MaskKind::Causal));
-  ASSERT_NE(c.b_problem(), nullptr);
-  EXPECT_EQ(c.b_problem()->mask, MaskKind::Causal) << "B is A's request with the spec applied";
-  EXPECT_EQ(c.b_problem()->temperature, 0.5);
+  ASSERT_NE(diff_of(c)->b_problem, nullptr);
+  EXPECT_EQ(diff_of(c)->b_problem->mask, MaskKind::Causal) << "B is A's request with the spec applied";
+  EXPECT_EQ(diff_of(c)->b_problem->temperature, 0.5);
   ASSERT_EQ(v.update(c, 3), DiffView::Status::Ok);
   EXPECT_EQ(v.map().at(0, 0), 0) << "row 0 has one key at either temperature";
   // Same run: a spec that changes nothing on the CPU.
-  c.set_companions(false, parse_diff_spec("backend=cpu"));
+  c.set_companion(diff_companion(parse_diff_spec("backend=cpu")));
   ASSERT_EQ(v.update(c, 3), DiffView::Status::Ok);
   EXPECT_TRUE(v.same_run());
   EXPECT_EQ(v.map().max_abs, 0);
   // check_diff: what --diff is refused with.
-  EXPECT_THROW(c.check_diff(parse_diff_spec("query=你好")), InputError);
+  EXPECT_THROW(check_diff(c, parse_diff_spec("query=你好")), InputError);
   if (!cuda_available()) {
-    EXPECT_THROW(c.check_diff(parse_diff_spec("backend=cuda")), NoDeviceError);
+    EXPECT_THROW(check_diff(c, parse_diff_spec("backend=cuda")), NoDeviceError);
   } else {
-    EXPECT_THROW(c.check_diff(parse_diff_spec("backend=cuda,precision=bf16")), InputError);
+    EXPECT_THROW(check_diff(c, parse_diff_spec("backend=cuda,precision=bf16")), InputError);
   }
   // The state dump names the spec and the top changes.
-  c.set_companions(false, parse_diff_spec("temperature=0.5"));
+  c.set_companion(diff_companion(parse_diff_spec("temperature=0.5")));
   ASSERT_EQ(v.update(c, 3), DiffView::Status::Ok);
   ViewSnapshot s;
-  s.view = ViewKind::Diff;
-  s.diff_json = v.state_json(c);
+  s.view = "diff";
+  s.view_fields["diff"] = nlohmann::json::parse(v.state_json(c));
   const auto j = nlohmann::json::parse(state_json(c, s));
   EXPECT_EQ(j["view"], "diff");
   EXPECT_EQ(j["diff"]["spec"], "temperature=0.5");
   EXPECT_EQ(j["diff"]["top"].size(), static_cast<std::size_t>(DiffView::kTop));
   EXPECT_DOUBLE_EQ(j["diff"]["max_abs"], v.map().max_abs);
   // Leaving the view drops B.
-  c.set_companions(false, std::nullopt);
-  EXPECT_EQ(c.b_trace(), nullptr);
+  c.set_companion(nullptr);
+  EXPECT_EQ(b_trace_of(c), nullptr);
   EXPECT_EQ(v.update(c, 3), DiffView::Status::NoSpec);
 }
 
 TEST(DiffView, AsyncBArrivesWithItsRun) {
-  Controller c(test::cpu_viewer_options(), true);
-  c.set_companions(false, parse_diff_spec("temperature=2"));
+  Session c(test::cpu_viewer_options(), true);
+  c.set_companion(diff_companion(parse_diff_spec("temperature=2")));
   c.wait();
   DiffView v;
   ASSERT_EQ(v.update(c, 3), DiffView::Status::Ok);
   for (double t : {0.3, 1.1}) {
     c.set_temperature(t);
     c.wait();
-    ASSERT_NE(c.b_problem(), nullptr);
-    EXPECT_EQ(c.b_problem()->temperature, 2.0);
+    ASSERT_NE(diff_of(c)->b_problem, nullptr);
+    EXPECT_EQ(diff_of(c)->b_problem->temperature, 2.0);
     EXPECT_EQ(c.problem().temperature, t);
     ASSERT_EQ(v.update(c, 3), DiffView::Status::Ok);
     EXPECT_GT(v.map().max_abs, 0.01) << t;

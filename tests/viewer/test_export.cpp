@@ -3,7 +3,7 @@
 // stages and large traces are refused with the command that does it instead.
 #include "viewer_test_util.h"
 #include "core/io.h"
-#include "viewer/session/controller.h"
+#include "viewer/session/session.h"
 #include "viewer/session/export.h"
 #include "viewer/draw/png_io.h"
 
@@ -18,7 +18,7 @@ using namespace attnlab::viewer;
 TEST(Export, StageCsvTraceJsonAndHeatmapPng) {
   const test::TempDir dir("attnlab-export");
   const std::string stem = (dir.path() / "x").string();
-  Controller c(test::cpu_viewer_options());
+  Session c(test::cpu_viewer_options());
   const std::string csv = export_stage_csv(c, 3, stem);
   EXPECT_EQ(csv, stem + "-weights.csv");
   const MatrixF back = read_matrix(csv);
@@ -38,7 +38,7 @@ TEST(Export, StageCsvTraceJsonAndHeatmapPng) {
 TEST(Export, StreamedStagesAndLargeTracesPointToTheCommandLine) {
   const test::TempDir dir("attnlab-export2");
   const std::string stem = (dir.path() / "x").string();
-  Controller c(test::cpu_viewer_options());
+  Session c(test::cpu_viewer_options());
   ASSERT_TRUE(c.load_random(kKeepStagesMaxTokens + 8, 4, 2, 1));
   const std::string m = test::message_of<InputError>([&] { export_stage_csv(c, 1, stem); });
   EXPECT_NE(m.find("attnlab run --random 4104"), std::string::npos) << m;

@@ -1,5 +1,5 @@
 // Heads in the viewer (issue 15): the flags (--bundle, --layer, --head, --heads, --view heads) good
-// and bad; the controller shows one head of a bundle's call exactly as core/bundle reads it, and
+// and bad; the session shows one head of a bundle's call exactly as core/bundle reads it, and
 // one head of a random problem of several exactly as the CLI generates them (its reproduce command,
 // run by the CLI, prints the same weights); the heads view's thumbnails equal each head's weights
 // pooled independently; a new layer cancels the thumbnails in flight; the grid and the captions.
@@ -9,7 +9,7 @@
 #include "core/bundle.h"
 #include "cpu/cpu_backend.h"
 #include "tests/test_util.h"
-#include "viewer/session/controller.h"
+#include "viewer/session/session.h"
 #include "viewer/views/heads/heads_view.h"
 #include "viewer/app/options.h"
 #include "viewer/draw/pooling.h"
@@ -94,7 +94,7 @@ TEST(HeadsOptions, BundleLayerHeadHeadsAndTheView) {
   EXPECT_EQ(o.bundle, "d");
   EXPECT_EQ(o.layer, "blocks.1.attn");
   EXPECT_EQ(o.head, 3);
-  EXPECT_EQ(o.view, ViewKind::Heads);
+  EXPECT_EQ(o.view, "heads");
   o = parse_viewer_args({"--random", "64", "--heads", "4", "--head", "2"});
   EXPECT_EQ(o.heads, 4);
   EXPECT_EQ(o.head, 2);
@@ -132,7 +132,7 @@ TEST(HeadsOptions, BadCombinationsAreRefusedWithTheReason) {
 // Generate in the window with a head count out of range: the same sentence as the flag's, in
 // the UI language, and the problem on screen stays.
 TEST(HeadsOptions, TheWindowsHeadsRefusalSpeaksBothLanguages) {
-  Controller c(test::cpu_viewer_options());
+  Session c(test::cpu_viewer_options());
   EXPECT_FALSE(c.load_random(8, 4, 4, 0, kMaxRandomHeads + 1));
   EXPECT_EQ(c.error(), "--heads must be an integer from 1 to 64, got '65'");
   EXPECT_EQ(c.error_text(Lang::Zh), "--heads 必须是 1 到 64 的整数，当前为 '65'");
@@ -145,13 +145,13 @@ TEST(HeadsOptions, TheWindowsHeadsRefusalSpeaksBothLanguages) {
   EXPECT_TRUE(c.demo());
 }
 
-// ---- the controller: one head of a bundle ------------------------------------------------------
+// ---- the session: one head of a bundle ------------------------------------------------------
 
-TEST(HeadsController, ShowsTheBundlesLayerAndHeadAsCoreReadsIt) {
+TEST(HeadsSession, ShowsTheBundlesLayerAndHeadAsCoreReadsIt) {
   const TestBundle tb;
   const std::string& dir = tb.dir;
   const Bundle& b = tb.b;
-  Controller c(bundle_options(dir, "blocks.1.attn", 3));
+  Session c(bundle_options(dir, "blocks.1.attn", 3));
   const auto expect_problem = [&](int layer, int head) {
     const Problem want = bundle_problem(b, layer, head);
     const Problem& got = c.problem();
@@ -207,9 +207,9 @@ TEST(HeadsController, ShowsTheBundlesLayerAndHeadAsCoreReadsIt) {
 
 // The interactive viewer: head and layer changes run on the worker; the last one wins, and the query
 // follows a layer of fewer tokens.
-TEST(HeadsController, AsyncHeadAndLayerChangesEndOnTheLastOne) {
+TEST(HeadsSession, AsyncHeadAndLayerChangesEndOnTheLastOne) {
   const TestBundle tb;
-  Controller c(bundle_options(tb.dir, "1", 0), /*async=*/true);
+  Session c(bundle_options(tb.dir, "1", 0), /*async=*/true);
   ASSERT_TRUE(c.set_query(120));
   for (int h = 0; h < 4; ++h) ASSERT_TRUE(c.set_head(h));
   ASSERT_TRUE(c.set_layer(0));
@@ -223,25 +223,25 @@ TEST(HeadsController, AsyncHeadAndLayerChangesEndOnTheLastOne) {
   EXPECT_TRUE(c.error().empty()) << c.error();
 }
 
-TEST(HeadsController, BadLayerOrHeadComesFromCoreBundle) {
+TEST(HeadsSession, BadLayerOrHeadComesFromCoreBundle) {
   const TestBundle tb;
   const std::string& dir = tb.dir;
   const Bundle& b = tb.b;
-  std::string msg = test::message_of<InputError>([&] { Controller c(bundle_options(dir, "7", 0)); });
+  std::string msg = test::message_of<InputError>([&] { Session c(bundle_options(dir, "7", 0)); });
   EXPECT_EQ(msg, test::message_of<InputError>([&] { resolve_layer(b, "7"); }));
-  msg = test::message_of<InputError>([&] { Controller c(bundle_options(dir, "nope", 0)); });
+  msg = test::message_of<InputError>([&] { Session c(bundle_options(dir, "nope", 0)); });
   EXPECT_EQ(msg, test::message_of<InputError>([&] { resolve_layer(b, "nope"); }));
-  msg = test::message_of<InputError>([&] { Controller c(bundle_options(dir, "0", 4)); });
+  msg = test::message_of<InputError>([&] { Session c(bundle_options(dir, "0", 4)); });
   EXPECT_EQ(msg, test::message_of<InputError>([&] { bundle_problem(b, 0, 4); }));
-  msg = test::message_of<InputError>([&] { Controller c(bundle_options(dir + "/missing", "0", 0)); });
+  msg = test::message_of<InputError>([&] { Session c(bundle_options(dir + "/missing", "0", 0)); });
   EXPECT_EQ(msg, test::message_of<InputError>([&] { read_bundle(dir + "/missing"); }));
 }
 
-// ---- the controller: one head of a random problem of several ------------------------------------
+// ---- the session: one head of a random problem of several ------------------------------------
 
-TEST(HeadsController, RandomHeadsAreTheCLIsHeadsAndDiffer) {
+TEST(HeadsSession, RandomHeadsAreTheCLIsHeadsAndDiffer) {
   ViewerOptions o = random_options(24, 8, 4, 4, 5);
-  Controller c(o);
+  Session c(o);
   EXPECT_EQ(c.heads(), 4);
   const Problem all = random_problem(24, 8, 4, 5, 4);  // what `attnlab run --random 24 --heads 4` builds
   std::vector<MatrixF> q, k;
@@ -263,7 +263,7 @@ TEST(HeadsController, RandomHeadsAreTheCLIsHeadsAndDiffer) {
   // A pattern: the CLI's generator again (its heads share Q and K, core/patterns.h).
   o.pattern = parse_pattern("sink");
   o.head = 2;
-  Controller p(o);
+  Session p(o);
   const Problem pat = pattern_problem(o.pattern, 24, 8, 4, 5, 4);
   EXPECT_EQ(p.problem().q(), pat.q().middleRows(2 * 24, 24));
   EXPECT_EQ(p.problem().v(), pat.v().middleRows(2 * 24, 24));
@@ -283,14 +283,14 @@ TEST(HeadsController, RandomHeadsAreTheCLIsHeadsAndDiffer) {
 // The command under "the problem on screen, on the command line", run by the CLI: head h of a
 // random problem of H heads (--heads H --head h) and a bundle's head print the viewer's weights.
 // Both on the CPU backend.
-TEST(HeadsController, TheReproduceCommandPrintsTheHeadsWeights) {
+TEST(HeadsSession, TheReproduceCommandPrintsTheHeadsWeights) {
   const TestBundle tb;
   const std::string& dir = tb.dir;
   ViewerOptions r = random_options(12, 4, 3, 3);
   r.head = 2;
-  const Controller random(r);
-  const Controller bundle(bundle_options(dir, "0", 2));
-  for (const Controller* c : {&random, &bundle}) {
+  const Session random(r);
+  const Session bundle(bundle_options(dir, "0", 2));
+  for (const Session* c : {&random, &bundle}) {
     std::vector<std::string> args;
     std::istringstream words(c->reproduce_command());
     std::string w;
@@ -323,10 +323,10 @@ TEST(HeadsThumbnails, EachEqualsItsHeadsWeightsPooledIndependently) {
   const TestBundle tb;
   const std::string& dir = tb.dir;
   const Bundle& b = tb.b;
-  Controller c(bundle_options(dir, "0", 0));
+  Session c(bundle_options(dir, "0", 0));
   for (int layer : {0, 1}) {
     ASSERT_TRUE(c.set_layer(layer));
-    const HeadsSnapshot s = run_to_end(c.heads_job());
+    const HeadsSnapshot s = run_to_end(heads_job(c));
     EXPECT_TRUE(s.finished);
     ASSERT_EQ(s.done, 4);
     ASSERT_EQ(s.thumbs.size(), 4u);
@@ -360,7 +360,7 @@ TEST(HeadsThumbnails, EachEqualsItsHeadsWeightsPooledIndependently) {
     }
   }
   // The causal layer's future keys are masked in its thumbnails.
-  EXPECT_TRUE(run_to_end(c.heads_job()).thumbs[2].weights.cells[kThumbPixels - 1].masked);
+  EXPECT_TRUE(run_to_end(heads_job(c)).thumbs[2].weights.cells[kThumbPixels - 1].masked);
 }
 
 // A call's files are read once for all its thumbnails, every head stacked; a call with a different
@@ -388,8 +388,8 @@ TEST(HeadsThumbnails, ACallWithAMaskPerHeadIsReadHeadByHead) {
                  .dump());
   const Bundle b = read_bundle(dir);
   EXPECT_THROW(bundle_problem(b, 0, std::nullopt), InputError) << "one stacked problem cannot hold both masks";
-  Controller c(bundle_options(dir, "0", 0));
-  const HeadsSnapshot s = run_to_end(c.heads_job());
+  Session c(bundle_options(dir, "0", 0));
+  const HeadsSnapshot s = run_to_end(heads_job(c));
   ASSERT_EQ(s.done, 2);
   for (int h = 0; h < 2; ++h) {
     EXPECT_TRUE(s.thumbs[h].error.empty()) << s.thumbs[h].error;
@@ -403,11 +403,11 @@ TEST(HeadsThumbnails, ACallWithAMaskPerHeadIsReadHeadByHead) {
 
 TEST(HeadsThumbnails, RandomHeadsAtTheCurrentTemperatureAndMask) {
   const ViewerOptions o = random_options(200, 16, 8, 3);
-  Controller c(o);
+  Session c(o);
   ASSERT_TRUE(c.set_temperature(0.5));
   ASSERT_TRUE(c.set_mask(MaskKind::Causal));
-  const std::string key = c.heads_key();
-  const HeadsSnapshot s = run_to_end(c.heads_job());
+  const std::string key = heads_key(c);
+  const HeadsSnapshot s = run_to_end(heads_job(c));
   EXPECT_EQ(s.key, key);
   Problem all = random_problem(200, 16, 8, 0, 3);
   all.temperature = 0.5;
@@ -415,9 +415,9 @@ TEST(HeadsThumbnails, RandomHeadsAtTheCurrentTemperatureAndMask) {
   for (int h = 0; h < 3; ++h) expect_same_cells(s.thumbs[h].weights.cells, reference_thumb(all, h), "head " + std::to_string(h));
   // The head shown is not part of the key (the thumbnails stay); the temperature is.
   ASSERT_TRUE(c.set_head(2));
-  EXPECT_EQ(c.heads_key(), key);
+  EXPECT_EQ(heads_key(c), key);
   ASSERT_TRUE(c.set_temperature(0.7));
-  EXPECT_NE(c.heads_key(), key);
+  EXPECT_NE(heads_key(c), key);
 }
 
 // A new layer while the thumbnails of the old one are computed: the old run stops at its next
@@ -426,8 +426,8 @@ TEST(HeadsThumbnails, RandomHeadsAtTheCurrentTemperatureAndMask) {
 TEST(HeadsThumbnails, ANewLayerCancelsTheOldComputation) {
   const TestBundle tb;
   const std::string& dir = tb.dir;
-  Controller c(bundle_options(dir, "0", 0));
-  HeadsJob old_job = c.heads_job();
+  Session c(bundle_options(dir, "0", 0));
+  HeadsJob old_job = heads_job(c);
   std::mutex mu;
   std::condition_variable cv;
   bool reached = false, release = false;
@@ -457,7 +457,7 @@ TEST(HeadsThumbnails, ANewLayerCancelsTheOldComputation) {
     release = true;
   }
   cv.notify_all();
-  const HeadsJob new_job = c.heads_job();
+  const HeadsJob new_job = heads_job(c);
   ASSERT_NE(new_job.key, old_job.key);
   run.start(new_job);
   run.join();
@@ -475,12 +475,12 @@ TEST(HeadsThumbnails, ANewLayerCancelsTheOldComputation) {
 // shows none of the old layer's.
 TEST(HeadsThumbnails, OldPicturesStayOnlyForTheSameLayer) {
   const TestBundle tb;
-  Controller c(bundle_options(tb.dir, "0", 0));
+  Session c(bundle_options(tb.dir, "0", 0));
   HeadsRun run;
-  run.start(c.heads_job());
+  run.start(heads_job(c));
   run.join();
   ASSERT_TRUE(c.set_temperature(0.5));
-  run.start(c.heads_job());
+  run.start(heads_job(c));
   for (const HeadThumb& t : run.snapshot().thumbs) EXPECT_FALSE(t.weights.cells.empty());
   run.join();
   HeadsSnapshot s = run.snapshot();
@@ -489,7 +489,7 @@ TEST(HeadsThumbnails, OldPicturesStayOnlyForTheSameLayer) {
   h2.temperature = 0.5;
   expect_same_cells(s.thumbs[2].weights.cells, reference_thumb(h2, 0), "head 2 at T 0.5");
   ASSERT_TRUE(c.set_layer(1));
-  run.start(c.heads_job());
+  run.start(heads_job(c));
   for (const HeadThumb& t : run.snapshot().thumbs) {
     if (t.done) EXPECT_EQ(t.weights.rows, kThumbPixels);  // layer 1's
     else EXPECT_TRUE(t.weights.cells.empty());
@@ -501,9 +501,9 @@ TEST(HeadsThumbnails, OldPicturesStayOnlyForTheSameLayer) {
 // figure (a block's mean says nothing of a row's largest weight).
 TEST(HeadsThumbnails, MeanPoolingGivesMeanPooledThumbnails) {
   const TestBundle tb;
-  Controller c(bundle_options(tb.dir, "1", 0));
+  Session c(bundle_options(tb.dir, "1", 0));
   HeadsRun run;
-  run.start(c.heads_job(), kThumbPixels, PoolMode::Mean);
+  run.start(heads_job(c), kThumbPixels, PoolMode::Mean);
   run.join();
   const HeadsSnapshot s = run.snapshot();
   ASSERT_EQ(s.done, 4);
@@ -517,15 +517,15 @@ TEST(HeadsThumbnails, MeanPoolingGivesMeanPooledThumbnails) {
 // Leaving the view stops the run; showing it again computes the same job again.
 TEST(HeadsThumbnails, StopForgetsTheKeySoTheSameJobRunsAgain) {
   const TestBundle tb;
-  Controller c(bundle_options(tb.dir, "1", 0));
+  Session c(bundle_options(tb.dir, "1", 0));
   HeadsRun run;
-  run.start(c.heads_job());
-  EXPECT_EQ(run.key(), c.heads_key());
+  run.start(heads_job(c));
+  EXPECT_EQ(run.key(), heads_key(c));
   run.stop();
   run.join();
   EXPECT_TRUE(run.key().empty());
   EXPECT_FALSE(run.running());
-  run.start(c.heads_job());
+  run.start(heads_job(c));
   run.join();
   const HeadsSnapshot s = run.snapshot();
   EXPECT_TRUE(s.finished);

@@ -1,8 +1,8 @@
-// attnlab-view's --pattern: parsed with the CLI's refusals, carried by the controller's random
+// attnlab-view's --pattern: parsed with the CLI's refusals, carried by the session's random
 // source (Generate keeps it) and named in the reproduce command.
 #include "core/patterns.h"
 #include "tests/test_util.h"
-#include "viewer/session/controller.h"
+#include "viewer/session/session.h"
 #include "viewer/app/options.h"
 
 #include <gtest/gtest.h>
@@ -31,10 +31,10 @@ TEST(ViewerPattern, OptionsParse) {
             "--pattern previous needs --dk >= 16, got 8");
 }
 
-TEST(ViewerPattern, ControllerKeepsThePatternAndReproducesIt) {
+TEST(ViewerPattern, TheSessionKeepsThePatternAndReproducesIt) {
   ViewerOptions o = parse_viewer_args({"--random", "32", "--dk", "16", "--dv", "4", "--pattern", "induction"});
   o.backend = "cpu";
-  Controller c(o, false);
+  Session c(o, false);
   EXPECT_EQ(c.random_pattern().kind, PatternKind::Induction);
   EXPECT_EQ(c.requested_mask(), MaskKind::Causal);
   EXPECT_NE(c.reproduce_command().find("--pattern induction"), std::string::npos) << c.reproduce_command();

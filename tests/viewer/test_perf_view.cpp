@@ -302,18 +302,18 @@ TEST(PerfView, OptionsTakeTheViewTheBackendListAndThePerfFlags) {
                                              "--perf-precision", "fp32,bf16", "--perf-n", "256..1024", "--perf-d",
                                              "32", "--perf-heads", "2", "--perf-mask", "causal", "--perf-output",
                                              "x.csv", "--perf-chart", "roofline"});
-  EXPECT_EQ(o.view, ViewKind::Perf);
-  EXPECT_EQ(o.perf.backends, (std::vector<std::string>{"cpu", "cuda"}));
+  EXPECT_EQ(o.view, "perf");
+  EXPECT_EQ(o.views.perf.spec.backends, (std::vector<std::string>{"cpu", "cuda"}));
   EXPECT_EQ(o.backend, "auto") << "the chain view's backend stays auto";
-  EXPECT_EQ(o.perf.variants, (std::vector<std::string>{"fused"}));
-  EXPECT_EQ(o.perf.ns, (std::vector<int>{256, 512, 1024}));
-  EXPECT_EQ(o.perf.ds, (std::vector<int>{32}));
-  EXPECT_EQ(o.perf.heads, (std::vector<int>{2}));
-  EXPECT_EQ(o.perf.masks, (std::vector<std::string>{"causal"}));
-  EXPECT_EQ(o.perf_output, "x.csv");
-  EXPECT_EQ(o.perf_chart, PerfChart::Roofline);
+  EXPECT_EQ(o.views.perf.spec.variants, (std::vector<std::string>{"fused"}));
+  EXPECT_EQ(o.views.perf.spec.ns, (std::vector<int>{256, 512, 1024}));
+  EXPECT_EQ(o.views.perf.spec.ds, (std::vector<int>{32}));
+  EXPECT_EQ(o.views.perf.spec.heads, (std::vector<int>{2}));
+  EXPECT_EQ(o.views.perf.spec.masks, (std::vector<std::string>{"causal"}));
+  EXPECT_EQ(o.views.perf.output, "x.csv");
+  EXPECT_EQ(o.views.perf.chart, PerfChart::Roofline);
   // --backend before --view is read the same.
-  EXPECT_EQ(parse_viewer_args({"--backend", "cuda", "--view", "perf"}).perf.backends, (std::vector<std::string>{"cuda"}));
+  EXPECT_EQ(parse_viewer_args({"--backend", "cuda", "--view", "perf"}).views.perf.spec.backends, (std::vector<std::string>{"cuda"}));
   EXPECT_EQ(parse_viewer_args({"--backend", "cpu"}).backend, "cpu") << "the chain view as before";
   EXPECT_THROW(parse_viewer_args({"--backend", "cpu,cuda"}), InputError) << "a list only in the perf view";
   EXPECT_THROW(parse_viewer_args({"--view", "perf", "--backend", "cpu,tpu"}), InputError);

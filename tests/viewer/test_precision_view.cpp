@@ -1,4 +1,4 @@
-// The precision view's logic (viewer/views/precision/precision_view.h) and the controller's fp64 companion: ulps of
+// The precision view's logic (viewer/views/precision/precision_view.h) and the session's fp64 companion: ulps of
 // neighbouring floats, the histogram's fixed bins, the error map of a hand-made pair (abs and
 // relative to the row, masked cells), and on the demo through the real CPU backend: an fp32 run's
 // error is fp32-sized and a bf16 run's bf16-sized, the logits' error grows as T falls, the
@@ -6,7 +6,7 @@
 #include "viewer_test_util.h"
 #include "core/problem.h"
 #include "cpu/cpu_backend.h"
-#include "viewer/session/controller.h"
+#include "viewer/session/session.h"
 #include "viewer/views/precision/precision_view.h"
 #include "viewer/app/state_dump.h"
 #include "engine/registry.h"
@@ -28,9 +28,9 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// The precision view's map of `step` for the controller's state (the reference asked for first).
-ErrorMap map_of(Controller& c, int step, ErrorKind kind = ErrorKind::Abs) {
-  c.set_companions(true, std::nullopt);
+// The precision view's map of `step` for the session's state (the reference asked for first).
+ErrorMap map_of(Session& c, int step, ErrorKind kind = ErrorKind::Abs) {
+  c.set_companion(reference_companion(ErrorKind::Abs));
   c.wait();
   PrecisionView v;
   EXPECT_EQ(v.update(c, step, kind), PrecisionView::Status::Ok);
@@ -140,11 +140,11 @@ TEST(PrecisionView, InfiniteMismatchesAndAllExactMaps) {
 TEST(PrecisionView, Fp32ErrorIsFp32SizedAndBf16ErrorIsBf16Sized) {
   for (int step = 1; step <= 4; ++step) {
     SCOPED_TRACE(step);
-    Controller f(test::cpu_viewer_options());
+    Session f(test::cpu_viewer_options());
     const ErrorMap e32 = map_of(f, step);
     auto o = test::cpu_viewer_options();
     o.precision = Precision::BF16;
-    Controller b(o);
+    Session b(o);
     EXPECT_EQ(b.precision(), Precision::BF16);
     EXPECT_EQ(b.trace().precision, Precision::BF16);
     const ErrorMap e16 = map_of(b, step);
@@ -168,7 +168,7 @@ TEST(PrecisionView, Fp32ErrorIsFp32SizedAndBf16ErrorIsBf16Sized) {
 TEST(PrecisionView, LogitsErrorGrowsAsTemperatureFalls) {
   auto o = test::cpu_viewer_options();
   o.precision = Precision::BF16;
-  Controller c(o);
+  Session c(o);
   ASSERT_TRUE(c.set_temperature(1.0));
   const ErrorMap t1 = map_of(c, 2);
   ASSERT_TRUE(c.set_temperature(0.1));
@@ -179,17 +179,17 @@ TEST(PrecisionView, LogitsErrorGrowsAsTemperatureFalls) {
 }
 
 TEST(PrecisionView, ReferenceBelongsToTheStateOnScreen) {
-  Controller c(test::cpu_viewer_options());
-  EXPECT_EQ(c.reference(), nullptr) << "only when the view asks";
-  c.set_companions(true, std::nullopt);
-  ASSERT_NE(c.reference(), nullptr);
+  Session c(test::cpu_viewer_options());
+  EXPECT_EQ(reference_of(c), nullptr) << "only when the view asks";
+  c.set_companion(reference_companion(ErrorKind::Abs));
+  ASSERT_NE(reference_of(c), nullptr);
   ASSERT_TRUE(c.set_temperature(0.3));
-  ASSERT_NE(c.reference(), nullptr) << "the main run brings its companion";
+  ASSERT_NE(reference_of(c), nullptr) << "the main run brings its companion";
   const TraceD expect = reference_fp64(c.problem());
-  EXPECT_EQ(c.reference()->logits(2, 3), expect.logits(2, 3));
-  EXPECT_NEAR(c.reference()->logits(2, 3), c.trace().logits(2, 3), 1e-5);
+  EXPECT_EQ(reference_of(c)->logits(2, 3), expect.logits(2, 3));
+  EXPECT_NEAR(reference_of(c)->logits(2, 3), c.trace().logits(2, 3), 1e-5);
   ASSERT_TRUE(c.set_mask(MaskKind::Causal));
-  EXPECT_EQ(c.reference()->logits(0, 4), -kInf);
+  EXPECT_EQ(reference_of(c)->logits(0, 4), -kInf);
   const ErrorMap m = map_of(c, 2);
   EXPECT_EQ(m.masked, 10) << "the causal mask's upper triangle";
   // Cached by revision: the same state computes nothing new.
@@ -199,8 +199,8 @@ TEST(PrecisionView, ReferenceBelongsToTheStateOnScreen) {
   EXPECT_EQ(v.computed(), 1);
   v.update(c, 3, ErrorKind::Rel);
   EXPECT_EQ(v.computed(), 2);
-  c.set_companions(false, std::nullopt);
-  EXPECT_EQ(c.reference(), nullptr) << "dropped when the view is left";
+  c.set_companion(nullptr);
+  EXPECT_EQ(reference_of(c), nullptr) << "dropped when the view is left";
   EXPECT_EQ(v.update(c, 3, ErrorKind::Abs), PrecisionView::Status::Computing);
 }
 
@@ -208,24 +208,24 @@ TEST(PrecisionView, ReferenceBelongsToTheStateOnScreen) {
 // then computes nothing (a temperature drag costs the UI thread no map), and the map is the one
 // the view would compute.
 TEST(PrecisionView, TheWorkerComputesTheMapOfTheStepOnScreen) {
-  Controller c(test::cpu_random_options(40, 8, 4, MaskKind::Causal));
-  c.set_companions(true, std::nullopt);
+  Session c(test::cpu_random_options(40, 8, 4, MaskKind::Causal));
+  c.set_companion(reference_companion(ErrorKind::Abs));
   c.set_step(3);
   ASSERT_TRUE(c.set_temperature(0.5));
   PrecisionView v;
   ASSERT_EQ(v.update(c, 3, ErrorKind::Abs), PrecisionView::Status::Ok);
   EXPECT_EQ(v.computed(), 0) << "the worker's map";
-  const auto own = step_error_map(c.trace(), *c.reference(), c.problem().mask, 3, ErrorKind::Abs);
+  const auto own = step_error_map(c.trace(), *reference_of(c), c.problem().mask, 3, ErrorKind::Abs);
   ASSERT_NE(own, nullptr);
   EXPECT_EQ(v.map().max, own->max);
   EXPECT_EQ(v.map().masked, own->masked);
   EXPECT_EQ(v.map().hist, own->hist);
   ASSERT_EQ(v.map().err.size(), own->err.size());  // bit for bit (masked cells are NaN)
   EXPECT_EQ(std::memcmp(v.map().err.data(), own->err.data(), own->err.size() * sizeof(float)), 0);
-  // Another kind: the view computes it; once the controller knows the kind, the worker does.
+  // Another kind: the view computes it; once the session knows the kind, the worker does.
   ASSERT_EQ(v.update(c, 3, ErrorKind::Rel), PrecisionView::Status::Ok);
   EXPECT_EQ(v.computed(), 1);
-  c.set_error_kind(ErrorKind::Rel);
+  c.set_companion(reference_companion(ErrorKind::Rel));
   ASSERT_TRUE(c.set_temperature(0.7));
   ASSERT_EQ(v.update(c, 3, ErrorKind::Rel), PrecisionView::Status::Ok);
   EXPECT_EQ(v.computed(), 1);
@@ -233,69 +233,69 @@ TEST(PrecisionView, TheWorkerComputesTheMapOfTheStepOnScreen) {
 }
 
 TEST(PrecisionView, AsyncReferenceArrivesWithItsRun) {
-  Controller c(test::cpu_viewer_options(), true);
-  c.set_companions(true, std::nullopt);
+  Session c(test::cpu_viewer_options(), true);
+  c.set_companion(reference_companion(ErrorKind::Abs));
   c.wait();
-  ASSERT_NE(c.reference(), nullptr);
+  ASSERT_NE(reference_of(c), nullptr);
   for (double t : {0.2, 0.7, 1.9}) {
     c.set_temperature(t);
     c.wait();
-    ASSERT_NE(c.reference(), nullptr);
+    ASSERT_NE(reference_of(c), nullptr);
     // The pair on screen is one request's: the reference's logits are this T's.
-    EXPECT_NEAR(c.reference()->logits(2, 0), c.trace().logits(2, 0), 1e-5) << t;
+    EXPECT_NEAR(reference_of(c)->logits(2, 0), c.trace().logits(2, 0), 1e-5) << t;
     EXPECT_DOUBLE_EQ(c.problem().temperature, t);
   }
   // The view left while a run that carries the reference is queued or in flight: the late
   // reference is not kept.
   c.set_temperature(0.45);
-  c.set_companions(false, std::nullopt);
+  c.set_companion(nullptr);
   c.wait();
   EXPECT_DOUBLE_EQ(c.problem().temperature, 0.45);
-  EXPECT_EQ(c.reference(), nullptr);
+  EXPECT_EQ(reference_of(c), nullptr);
 }
 
 TEST(PrecisionView, Bf16IsRefusedOnCudaAndForStreamedProblems) {
-  Controller c(test::cpu_viewer_options());
+  Session c(test::cpu_viewer_options());
   ASSERT_TRUE(c.load_random(kKeepStagesMaxTokens + 4, 8, 4, 1));
   ASSERT_TRUE(c.streaming());
   EXPECT_FALSE(c.set_precision(Precision::BF16));
   EXPECT_EQ(c.error_message().id, Msg::Bf16Streamed);
   EXPECT_NE(c.error_text(Lang::Zh).find("bf16"), std::string::npos);
-  c.set_companions(true, std::nullopt);
+  c.set_companion(reference_companion(ErrorKind::Abs));
   PrecisionView v;
   EXPECT_EQ(v.update(c, 3, ErrorKind::Abs), PrecisionView::Status::Streamed);
-  EXPECT_EQ(c.reference(), nullptr);
+  EXPECT_EQ(reference_of(c), nullptr);
 
   auto o = test::cpu_viewer_options();
   o.precision = Precision::BF16;
   o.backend = "cuda";
   if (!cuda_available()) {
-    EXPECT_THROW(Controller{o}, NoDeviceError);
+    EXPECT_THROW(Session{o}, NoDeviceError);
   } else {
-    EXPECT_THROW(Controller{o}, InputError) << "bf16 staged on CUDA";
+    EXPECT_THROW(Session{o}, InputError) << "bf16 staged on CUDA";
   }
 }
 
 TEST(PrecisionView, PrecisionFlagReproduceCommandAndStateDump) {
   const ViewerOptions o = parse_viewer_args({"--view", "precision", "--precision", "bf16", "--backend", "cpu"});
-  EXPECT_EQ(o.view, ViewKind::Precision);
+  EXPECT_EQ(o.view, "precision");
   EXPECT_EQ(o.precision, Precision::BF16);
   EXPECT_THROW(parse_viewer_args({"--precision", "fp64"}), InputError);
   EXPECT_THROW(parse_viewer_args({"--precision", ""}), InputError);
-  Controller c(o);
+  Session c(o);
   EXPECT_NE(c.reproduce_command().find(" --precision bf16"), std::string::npos) << c.reproduce_command();
   // --backend auto with bf16 takes the CPU (on a GPU machine too: CUDA's bf16 is fused only).
   ViewerOptions a;
   a.precision = Precision::BF16;
-  EXPECT_EQ(Controller(a).backend(), "cpu");
+  EXPECT_EQ(Session(a).backend(), "cpu");
   ASSERT_TRUE(c.set_precision(Precision::FP32));
   EXPECT_EQ(c.reproduce_command().find("--precision"), std::string::npos);
   ViewSnapshot s;
-  s.view = ViewKind::Precision;
+  s.view = "precision";
   PrecisionView v;
   map_of(c, 1);
   v.update(c, 1, ErrorKind::Rel);
-  s.precision_json = v.state_json();
+  s.view_fields["precision_view"] = nlohmann::json::parse(v.state_json());
   const auto j = nlohmann::json::parse(state_json(c, s));
   EXPECT_EQ(j["view"], "precision");
   EXPECT_EQ(j["precision"], "fp32");

@@ -5,7 +5,7 @@
 #include "core/stats.h"
 #include "cpu/cpu_backend.h"
 #include "tests/viewer/viewer_test_util.h"
-#include "viewer/session/controller.h"
+#include "viewer/session/session.h"
 #include "viewer/app/options.h"
 #include "engine/registry.h"
 
@@ -18,7 +18,7 @@ using namespace attnlab;
 using namespace attnlab::viewer;
 
 TEST(Queries, TheSelectedQueryComesFirstAndTheOthersAscend) {
-  Controller c(test::cpu_viewer_options());
+  Session c(test::cpu_viewer_options());
   ASSERT_TRUE(c.set_queries({3, 4, 0, 4, 1}));
   EXPECT_EQ(c.query(), 3);
   EXPECT_EQ(c.queries(), (std::vector<int>{3, 0, 1, 4}));
@@ -41,7 +41,7 @@ TEST(Queries, RefusalsKeepTheSelection) {
   o.random_n = 64;
   o.d_k = 8;
   o.d_v = 4;
-  Controller c(o);
+  Session c(o);
   ASSERT_TRUE(c.set_queries({5, 6}));
   EXPECT_FALSE(c.set_queries({1, 64}));
   EXPECT_NE(c.error().find("query 64 is outside 0..63"), std::string::npos) << c.error();
@@ -65,7 +65,7 @@ TEST(Queries, RefusalsKeepTheSelection) {
 }
 
 TEST(Queries, TheTypedListTakesTokensAsQueryDoes) {
-  Controller c(test::cpu_viewer_options());
+  Session c(test::cpu_viewer_options());
   const Problem& p = c.problem();
   const std::string list = p.query_tokens()[4] + "," + p.query_tokens()[1] + ", 2";
   ASSERT_TRUE(c.set_queries_text(list)) << c.error();
@@ -75,7 +75,7 @@ TEST(Queries, TheTypedListTakesTokensAsQueryDoes) {
 }
 
 TEST(Queries, StatisticsOfEachSelectedRowAndTheirMean) {
-  Controller c(test::cpu_viewer_options());
+  Session c(test::cpu_viewer_options());
   ASSERT_TRUE(c.set_queries({1, 3, 4}));
   const Trace t = cpu_staged(c.problem());
   double max_sum = 0, entropy_sum = 0, perplexity_sum = 0;
@@ -111,7 +111,7 @@ TEST(Queries, StatisticsOfEachSelectedRowAndTheirMean) {
 }
 
 TEST(Queries, StreamedProblemsComputeEverySelectedRowExactly) {
-  Controller c(test::cpu_viewer_options());
+  Session c(test::cpu_viewer_options());
   ASSERT_TRUE(c.load_random(kKeepStagesMaxTokens + 50, 8, 4, 11));
   ASSERT_TRUE(c.streaming());
   ASSERT_TRUE(c.set_queries({100, 4000, 7}));
@@ -138,7 +138,7 @@ TEST(Queries, StreamedProblemsComputeEverySelectedRowExactly) {
 }
 
 TEST(Queries, ANewProblemStartsWithOneQuery) {
-  Controller c(test::cpu_viewer_options());
+  Session c(test::cpu_viewer_options());
   ASSERT_TRUE(c.set_queries({0, 2, 4}));
   ASSERT_TRUE(c.set_temperature(0.5));
   EXPECT_EQ(c.queries(), (std::vector<int>{0, 2, 4})) << "a temperature change keeps the selection";
@@ -151,16 +151,16 @@ TEST(Queries, ANewProblemStartsWithOneQuery) {
 TEST(Queries, TheCommandLineSelectsSeveral) {
   ViewerOptions o = parse_viewer_args({"--queries", "4,0,2", "--backend", "cpu"});
   EXPECT_EQ(o.queries, "4,0,2");
-  Controller c(o);
+  Session c(o);
   EXPECT_EQ(c.query(), 4);
   EXPECT_EQ(c.queries(), (std::vector<int>{4, 0, 2}));
   o.queries = "1,9";
-  EXPECT_THROW(Controller bad(o), InputError);
+  EXPECT_THROW(Session bad(o), InputError);
   // A random problem keeps them too (its first run is a new problem).
   o.queries = "10,3,40";
   o.random_n = 64;
   o.d_k = o.d_v = 8;
-  Controller r(o);
+  Session r(o);
   EXPECT_EQ(r.queries(), (std::vector<int>{10, 3, 40}));
   EXPECT_THROW(parse_viewer_args({"--queries"}), InputError);
   EXPECT_THROW(parse_viewer_args({"--queries", ""}), InputError);

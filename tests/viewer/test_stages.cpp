@@ -1,11 +1,11 @@
-// Which stages a kept-stage run brings back (viewer --stages, Controller::set_step, kept_stages):
+// Which stages a kept-stage run brings back (viewer --stages, Session::set_step, kept_stages):
 // the policy per backend and size, the step on screen deciding the stages, a step change that runs
 // only when the step's matrix is missing, the numbers equal to a run that keeps every stage, the
 // export refusals, the state dump's list, and the same in async mode (the pending step).
 #include "viewer_test_util.h"
 #include "core/backend.h"
 #include "core/patterns.h"
-#include "viewer/session/controller.h"
+#include "viewer/session/session.h"
 #include "viewer/session/export.h"
 #include "viewer/app/options.h"
 #include "viewer/session/playback.h"
@@ -60,10 +60,10 @@ TEST(Stages, PolicyPerBackendAndSize) {
 }
 
 TEST(Stages, TheStepOnScreenDecidesWhatComesBackAndTheNumbersAreTheFullRuns) {
-  Controller c(step_options(64, 1, MaskKind::Causal));
+  Session c(step_options(64, 1, MaskKind::Causal));
   ViewerOptions all_o = step_options(64, 1, MaskKind::Causal);
   all_o.stages = StagePolicy::All;
-  Controller all(all_o);
+  Session all(all_o);
   ASSERT_TRUE(all.all_stages_kept());
   EXPECT_FALSE(c.all_stages_kept());
   EXPECT_EQ(present_stages(c.trace()), unsigned{kStageScores | kStageWeights});
@@ -103,9 +103,9 @@ TEST(Stages, TheStepOnScreenDecidesWhatComesBackAndTheNumbersAreTheFullRuns) {
 
 TEST(Stages, SmallProblemsAndStreamedOnesAreUnchanged) {
   // The tables (N up to kTableMaxTokens) show every stage; a streamed problem keeps none.
-  Controller small(step_options(kTableMaxTokens, 1));
+  Session small(step_options(kTableMaxTokens, 1));
   EXPECT_TRUE(small.all_stages_kept());
-  Controller streamed(step_options(kKeepStagesMaxTokens + 1, 1));
+  Session streamed(step_options(kKeepStagesMaxTokens + 1, 1));
   ASSERT_TRUE(streamed.streaming());
   const auto r0 = streamed.revision();
   streamed.set_step(2);
@@ -114,7 +114,7 @@ TEST(Stages, SmallProblemsAndStreamedOnesAreUnchanged) {
 }
 
 TEST(Stages, ExportsSayWhatTheyNeed) {
-  Controller c(step_options(64, 3));
+  Session c(step_options(64, 3));
   EXPECT_NO_THROW({
     const std::string path = export_stage_csv(c, 3, ::testing::TempDir() + "stages");
     EXPECT_FALSE(path.empty());
@@ -131,7 +131,7 @@ TEST(Stages, ExportsSayWhatTheyNeed) {
 }
 
 TEST(Stages, StateDumpListsTheStagesOnScreen) {
-  Controller c(step_options(64, 2));
+  Session c(step_options(64, 2));
   Playback play;
   play.set_step(2);
   ViewSnapshot v;
@@ -141,7 +141,7 @@ TEST(Stages, StateDumpListsTheStagesOnScreen) {
 }
 
 TEST(Stages, AsyncStepChangeIsPendingUntilItsRunArrives) {
-  Controller c(step_options(512, 1), /*async=*/true);
+  Session c(step_options(512, 1), /*async=*/true);
   c.set_step(2);
   // Before poll() the trace on screen is still step 1's: step 2's matrix is on its way.
   EXPECT_TRUE(c.stage_pending(2));

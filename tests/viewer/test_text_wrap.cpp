@@ -4,7 +4,8 @@
 // (wrap_lines, with a stand-in font): the same as the greedy loop that measured the growing line,
 // paragraphs, over-wide units, leading spaces; and the cache of lines (WrapCache).
 #include "core/stats.h"
-#include "viewer/session/controller.h"
+#include "viewer/app/options.h"
+#include "viewer/session/session.h"
 #include "viewer/draw/strings.h"
 
 #include <gtest/gtest.h>
@@ -108,10 +109,10 @@ std::vector<std::string> make_sample_texts() {
     for (const auto& [heading, body] : science_notes(l)) texts.push_back(heading + "\n" + body);
     ViewerOptions o;
     o.backend = "cpu";
-    texts.push_back(Controller(o).description(l));
+    texts.push_back(Session(o).description(l));
     o.random_n = 300;
     o.mask = MaskKind::Causal;
-    texts.push_back(Controller(o).description(l) + " " + mask_sentence(MaskKind::Causal, l));
+    texts.push_back(Session(o).description(l) + " " + mask_sentence(MaskKind::Causal, l));
   }
   return texts;
 }

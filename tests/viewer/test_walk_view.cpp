@@ -5,7 +5,7 @@
 #include "viewer_test_util.h"
 #include "cpu/walk.h"
 #include "tests/test_util.h"
-#include "viewer/session/controller.h"
+#include "viewer/session/session.h"
 #include "viewer/views/walk/walk_view.h"
 #ifdef ATTNLAB_VIEW_BINARY
 #include "viewer/draw/png_io.h"
@@ -39,7 +39,7 @@ TEST(WalkView, TileChoicesAreEverySizeOnSmallProblemsAndPowersOfTwoOnLarge) {
 }
 
 TEST(WalkView, CachesByRevisionQueryAndTile) {
-  Controller c(test::cpu_viewer_options());
+  Session c(test::cpu_viewer_options());
   WalkView v;
   const Walk* w = v.update(c, 2);
   ASSERT_NE(w, nullptr) << v.error();
@@ -62,7 +62,7 @@ TEST(WalkView, CachesByRevisionQueryAndTile) {
 }
 
 TEST(WalkView, CursorStartsAtTheEndAndTheKeysMoveIt) {
-  Controller c(test::cpu_viewer_options());
+  Session c(test::cpu_viewer_options());
   WalkView v;
   v.update(c, 2);  // 3 tiles
   EXPECT_EQ(v.cursor(), 2);
@@ -100,7 +100,7 @@ TEST(WalkView, StripBinsPoolKeysWithinTilesAndMarkSkippedOnes) {
   o.d_v = 4;
   o.mask = MaskKind::Causal;
   o.query = "100";
-  Controller c(o);
+  Session c(o);
   WalkView v;
   const Walk* w = v.update(c, 64);
   ASSERT_NE(w, nullptr);

@@ -1,12 +1,14 @@
-// The ImGui side of attnlab-view (see ui.h): fonts, the actions keys trigger, the state dump, and
-// draw_frame, which lays out the panels (each in its own file: panel_controls.cpp on the left,
-// panel_heatmap.cpp in the centre, panel_info.cpp on the right, panel_caveat_help.cpp at the
-// bottom and the F1 help). Everything the windows show comes from the Controller.
+// The window's app (see app.h): the App's construction, fonts, the actions keys trigger, the state
+// dump, and draw_frame, which lays out the panels: the controls on the left (controls_panel.cpp),
+// the shown view's panel in the centre (found through the registry), the information panel on the
+// right beside the views that have it (info_panel.cpp), the caveat bar at the bottom and the F1 help
+// (caveat_help_panel.cpp). Everything the windows show comes from the session and the views.
 #include "viewer/app/app.h"
 
 #include "core/format.h"
 
 #include "viewer/draw/font_file.h"
+#include "viewer/ui/kit.h"
 #include "viewer/draw/strings.h"
 
 #include <imgui.h>
@@ -22,7 +24,6 @@
 #include <sys/stat.h>
 #include <vector>
 
-#include "viewer/ui/kit.h"
 
 namespace attnlab::viewer {
 namespace {
@@ -83,20 +84,20 @@ static std::set<unsigned> problem_codepoints(const App& app) {
   const auto add_text = [&](const std::string& s) {
     for (unsigned cp : utf8_codepoints(s)) cps.insert(cp);
   };
-  for (const std::string& t : app.ctl.problem().query_tokens()) add_text(t);
-  for (const std::string& t : app.ctl.problem().key_tokens()) add_text(t);
-  if (const Bundle* b = app.ctl.bundle()) {
+  for (const std::string& t : app.session.problem().query_tokens()) add_text(t);
+  for (const std::string& t : app.session.problem().key_tokens()) add_text(t);
+  if (const Bundle* b = app.session.bundle()) {
     for (const BundleCall& call : b->calls) add_text(call.name);
     for (const std::string& t : b->tokens) add_text(t);
     add_text(b->dir);
   }
-  for (Lang l : {Lang::Zh, Lang::En}) add_text(app.ctl.description(l));
+  for (Lang l : {Lang::Zh, Lang::En}) add_text(app.session.description(l));
   return cps;
 }
 
 bool glyphs_missing(App& app) {
-  if (app.glyphs_problem == app.ctl.problem_revision() || app.glyphs.empty()) return false;
-  app.glyphs_problem = app.ctl.problem_revision();
+  if (app.glyphs_problem == app.session.problem_revision() || app.glyphs.empty()) return false;
+  app.glyphs_problem = app.session.problem_revision();
   for (unsigned cp : problem_codepoints(app))
     if (cp <= 0xFFFF && !app.glyphs.count(cp)) return true;
   return false;
@@ -113,9 +114,15 @@ void load_fonts(App& app, float font_px) {
     for (unsigned cp : utf8_codepoints(s)) cps.insert(cp);
   };
   for (unsigned cp : problem_codepoints(app)) cps.insert(cp);
-  app.glyphs_problem = app.ctl.problem_revision();
+  app.glyphs_problem = app.session.problem_revision();
   for (const std::string& s : all_ui_text()) add_text(s);
-  for (const std::string& s : walk_ui_text()) add_text(s);
+  for (Lang l : {Lang::Zh, Lang::En})
+    for (const auto& [k, d] : key_help(l)) {
+      add_text(k);
+      add_text(d);
+    }
+  for (const auto& v : app.views)
+    for (const std::string& s : v->texts()) add_text(s);
   add_text(demo_problem().sentence);
   const Problem demo = demo_problem();
   for (const std::string& t : demo.query_tokens()) add_text(t);
@@ -176,26 +183,39 @@ void load_fonts(App& app, float font_px) {
   }
 }
 
-void set_status(App& app, const std::string& text) {
-  app.status = text;
-  app.status_until = seconds_now() + 4;
+// The panel of each view, in the registry's order: draw_panel of its type (its panel*.cpp).
+namespace {
+using PanelFn = void (*)(View&, Shell&, const Layout&);
+#define ATTNLAB_VIEW_PANEL(name, Type) [](View& v, Shell& s, const Layout& l) { draw_panel(static_cast<Type&>(v), s, l); },
+constexpr PanelFn kPanels[] = {ATTNLAB_VIEWS(ATTNLAB_VIEW_PANEL)};
+#undef ATTNLAB_VIEW_PANEL
+}  // namespace
+
+App::App(const ViewerOptions& o, bool async)
+    : Shell(o, async), in_n(session.random_n()), in_dk(session.random_dk()), in_dv(session.random_dv()),
+      in_heads(session.random_heads()), in_seed(session.random_seed()),
+      in_mode(session.from_bundle() ? 3 : session.from_files() ? 2 : session.demo() ? 0 : 1),
+      in_files(session.files()) {
+  view = o.view;
+  shown = std::max(0, view_index(o.view));
+  pool = o.pool;
+  state_dump_path = o.state_dump;
+  log_weights = session.n() > 64;
+  views = make_views(session, o.views, o.view, !async);
+  session.set_companion(shown_view().companion());
+}
+
+void input_loaded(App& app) {
+  for (auto& v : app.views) v->input_loaded();
 }
 
 void apply_action(App& app, Action a) {
-  Controller& c = app.ctl;
+  Session& c = app.session;
   // Any accepted action other than a state change ends the last refusal's message (a state
   // change ends it itself, or replaces it with its own).
   if (a != Action::TemperatureDown && a != Action::TemperatureUp && a != Action::ToggleMask) c.clear_error();
-  // The walk view: the playback keys step through the key tiles instead of the chain's steps.
-  if (app.view_kind == ViewKind::Walk) {
-    switch (a) {
-      case Action::TogglePlay: app.walk.toggle_play(); return;
-      case Action::StepNext: app.walk.next(); return;
-      case Action::StepPrev: app.walk.prev(); return;
-      case Action::StepHome: app.walk.home(); return;
-      default: break;
-    }
-  }
+  // The view first (the walk's playback keys step through its key tiles).
+  if (app.shown_view().on_action(a)) return;
   switch (a) {
     case Action::TogglePlay: app.play.toggle_play(); break;
     case Action::StepNext: app.play.next(); break;
@@ -205,10 +225,7 @@ void apply_action(App& app, Action a) {
     case Action::QueryNext: c.move_query(+1); break;
     case Action::ToggleMask: c.toggle_mask(); break;  // a bundle's refusal shows in the UI language
     case Action::TemperatureDown:
-    case Action::TemperatureUp:
-      app.pending_temperature = step_temperature(app.pending_temperature.value_or(c.problem().temperature),
-                                                 a == Action::TemperatureUp);
-      break;
+    case Action::TemperatureUp: c.queue_temperature_step(a == Action::TemperatureUp); break;
     case Action::ToggleLanguage: app.lang = app.lang == Lang::Zh ? Lang::En : Lang::Zh; break;
     case Action::Screenshot: app.screenshot_requested = true; break;
     case Action::ToggleHelp: app.show_help = !app.show_help; break;
@@ -234,20 +251,6 @@ void apply_action(App& app, Action a) {
   }
 }
 
-
-void update_companions(App& app) {
-  app.ctl.set_error_kind(app.prec_kind);
-  app.ctl.set_companions(app.view_kind == ViewKind::Precision,
-                         app.view_kind == ViewKind::Diff ? app.diff : std::nullopt);
-}
-
-void apply_pending(App& app) {
-  if (!app.pending_temperature) return;
-  const double t = *app.pending_temperature;
-  app.pending_temperature.reset();
-  app.ctl.set_temperature(t);
-}
-
 ViewSnapshot snapshot(const App& app) {
   ViewSnapshot s;
   s.playback = &app.play;
@@ -255,14 +258,9 @@ ViewSnapshot snapshot(const App& app) {
   if (app.window) SDL_GetWindowSize(app.window, &s.width, &s.height);
   s.pool = app.pool;
   s.plot = app.plot;
-  if (app.view_kind == ViewKind::Walk) s.walk_json = app.walk.state_json();
-  if (app.view_kind == ViewKind::Precision) s.precision_json = app.prec.state_json();
-  if (app.view_kind == ViewKind::Diff) s.diff_json = app.diffv.state_json(app.ctl);
-  s.view = app.view_kind;
-  if (app.view_kind == ViewKind::Heads) {
-    s.heads_grid = app.heads_grid;
-    s.heads_done = app.heads.done;
-  }
+  s.view = view_names()[app.shown];
+  s.view_fields = nlohmann::json::object();
+  app.views[app.shown]->dump(s.view_fields, app.session);
   s.ui_scale = app.ui_scale;
   s.font_px = app.font_px;
   s.help_open = app.show_help;
@@ -272,7 +270,7 @@ ViewSnapshot snapshot(const App& app) {
 
 void dump_state_if_changed(App& app) {
   if (app.state_dump_path.empty()) return;
-  const std::string json = state_json(app.ctl, snapshot(app));
+  const std::string json = state_json(app.session, snapshot(app));
   if (json == app.last_dump) return;
   write_text_file(app.state_dump_path, json);
   app.last_dump = json;
@@ -293,31 +291,22 @@ void draw_frame(App& app) {
     return;
   }
   const Layout l = compute_layout(ds.x, ds.y, app.font_px);
-  update_companions(app);
-  // The views of the chain's steps decide which stages a run brings back (Controller::set_step).
-  if (app.view_kind == ViewKind::Chain || app.view_kind == ViewKind::Precision || app.view_kind == ViewKind::Diff)
-    app.ctl.set_step(app.play.step());
-  // Thumbnails nobody sees are not computed: leaving the heads view stops them (they are computed
-  // again, the old pictures shown meanwhile, when the view is shown again).
-  if (app.view_kind != ViewKind::Heads && app.heads_run.running()) app.heads_run.stop();
+  // The shown view's companion runs (another view's are dropped) and what it asks of the session;
+  // again when the controls (or a panel, last frame) chose another view, which is drawn at once.
+  const auto show = [&app] {
+    if (app.view != view_names()[app.shown]) app.shown = std::max(0, view_index(app.view));
+    View& v = app.shown_view();
+    app.session.set_companion(v.companion());
+    v.prepare(app.session, app.play.step());
+  };
+  show();
+  for (std::size_t i = 0; i < app.views.size(); ++i)
+    if (static_cast<int>(i) != app.shown) app.views[i]->hidden();
   draw_controls(app, l);
-  if (app.view_kind == ViewKind::Perf) {
-    draw_perf(app, l);  // the centre and the right column: the charts want the width
-  } else if (app.view_kind == ViewKind::Walk) {
-    draw_walk(app, l);
-    draw_info(app, l);
-  } else if (app.view_kind == ViewKind::Precision) {
-    draw_precision(app, l);
-    draw_info(app, l);
-  } else if (app.view_kind == ViewKind::Diff) {
-    draw_diff(app, l);
-  } else if (app.view_kind == ViewKind::Heads) {
-    draw_heads(app, l);
-    draw_info(app, l);
-  } else {
-    draw_heatmap(app, l);
-    draw_info(app, l);
-  }
+  if (app.view != view_names()[app.shown]) show();
+  View& v = app.shown_view();
+  kPanels[app.shown](v, app, l);
+  if (v.info_panel()) draw_info(app, l);
   draw_caveat(app, l);
   draw_help(app);
 }

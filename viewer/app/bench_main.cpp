@@ -1,7 +1,7 @@
 // attnlab-view-bench: the viewer's redraw benchmark (`attnlab-view --bench-redraw`) as a program
 // without SDL, for machines that have a GPU but no display libraries. Takes the viewer's flags.
 #include "core/types.h"
-#include "viewer/session/bench.h"
+#include "viewer/app/redraw_bench.h"
 #include "viewer/app/options.h"
 
 #include <cstdio>

@@ -1,5 +1,6 @@
 // The caveat bar at the bottom (mask sentence, caveat, the newest status or refusal) and the F1
 // key help window.
+#include "viewer/app/app.h"
 #include "viewer/ui/kit.h"
 
 #include "core/stats.h"
@@ -21,7 +22,7 @@ namespace attnlab::viewer {
 
 void draw_caveat(App& app, const Layout& l) {
   const Lang lang = app.lang;
-  Controller& c = app.ctl;
+  Session& c = app.session;
   ImGui::SetNextWindowPos(ImVec2(l.caveat.x, l.caveat.y), ImGuiCond_Always);
   ImGui::SetNextWindowSize(ImVec2(l.caveat.w, l.caveat.h), ImGuiCond_Always);
   ImGui::Begin("###caveat", nullptr,

@@ -1,5 +1,6 @@
 // The controls panel: language, step playback and speed, query, temperature (slider and typed
 // entry), mask, backend, and the demo or random input with its fields and Generate.
+#include "viewer/app/app.h"
 #include "viewer/ui/kit.h"
 
 #include "core/format.h"
@@ -32,7 +33,7 @@ void input_text(const char* label, std::string& text) {
 
 void draw_controls(App& app, const Layout& l) {
   const Lang lang = app.lang;
-  Controller& c = app.ctl;
+  Session& c = app.session;
   ImGui::SetNextWindowPos(ImVec2(l.controls.x, l.controls.y), ImGuiCond_Always);
   ImGui::SetNextWindowSize(ImVec2(l.controls.w, l.controls.h), ImGuiCond_Always);
   ImGui::Begin(fmt("%s###controls", tr(lang, S::Controls)).c_str(), nullptr,
@@ -44,20 +45,14 @@ void draw_controls(App& app, const Layout& l) {
   if (ImGui::RadioButton("中文", app.lang == Lang::Zh)) app.lang = Lang::Zh;
   ImGui::SameLine();
   if (ImGui::RadioButton("English", app.lang == Lang::En)) app.lang = Lang::En;
-  // The centre panel's view.
+  // The centre panel's view: one radio button per registered view.
   ImGui::TextUnformatted(tr(lang, S::ViewLabel));
-  if (ImGui::RadioButton(tr(lang, S::ViewChain), app.view_kind == ViewKind::Chain)) app.view_kind = ViewKind::Chain;
-  same_line_if_fits(radio_width(tr(lang, S::ViewWalk)));
-  if (ImGui::RadioButton(tr(lang, S::ViewWalk), app.view_kind == ViewKind::Walk)) app.view_kind = ViewKind::Walk;
-  same_line_if_fits(radio_width(tr(lang, S::ViewHeads)));
-  if (ImGui::RadioButton(tr(lang, S::ViewHeads), app.view_kind == ViewKind::Heads)) app.view_kind = ViewKind::Heads;
-  same_line_if_fits(radio_width(tr(lang, S::ViewPerf)));
-  if (ImGui::RadioButton(tr(lang, S::ViewPerf), app.view_kind == ViewKind::Perf)) app.view_kind = ViewKind::Perf;
-  same_line_if_fits(radio_width(tr(lang, S::ViewPrecision)));
-  if (ImGui::RadioButton(tr(lang, S::ViewPrecision), app.view_kind == ViewKind::Precision))
-    app.view_kind = ViewKind::Precision;
-  same_line_if_fits(radio_width(tr(lang, S::ViewDiff)));
-  if (ImGui::RadioButton(tr(lang, S::ViewDiff), app.view_kind == ViewKind::Diff)) app.view_kind = ViewKind::Diff;
+  const std::vector<std::string>& names = view_names();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const char* label = view_label(static_cast<int>(i), lang);
+    if (i > 0) same_line_if_fits(radio_width(label));
+    if (ImGui::RadioButton(label, app.view == names[i])) app.view = names[i];
+  }
   // The layer and the head every view shows, when the problem has more than one.
   if (c.layer_count() > 1 || c.heads() > 1) {
     const Bundle* b = c.from_bundle() ? c.bundle() : nullptr;
@@ -209,7 +204,7 @@ void draw_controls(App& app, const Layout& l) {
     app.random_error = Message{};
     app.random_over_limit = 0;
     if (!c.demo() && c.load_demo()) {
-      app.view = HeatView{};
+      input_loaded(app);
       app.log_weights = false;
     }
   }
@@ -235,7 +230,7 @@ void draw_controls(App& app, const Layout& l) {
         // Refused here, beside the button that asked; worded below, in the UI's language.
         app.random_over_limit = app.in_n;
       } else if (c.load_random(app.in_n, app.in_dk, app.in_dv, app.in_seed, app.in_heads)) {
-        app.view = HeatView{};
+        input_loaded(app);
         app.log_weights = app.in_n > 64;  // the new problem's size (it is adopted later)
         app.in_mode = 1;
       } else {
@@ -268,7 +263,7 @@ void draw_controls(App& app, const Layout& l) {
     if (ImGui::Button(fmt("%s###load", tr(lang, S::Load)).c_str())) {
       app.random_error = Message{};
       if (c.load_files(app.in_files)) {
-        app.view = HeatView{};
+        input_loaded(app);
       } else {
         app.random_error = c.error_message();
         c.clear_error();
@@ -282,7 +277,7 @@ void draw_controls(App& app, const Layout& l) {
     if (ImGui::RadioButton(fmt(tr(lang, S::ModeBundle), b->dir.c_str()).c_str(), app.in_mode == 3)) {
       app.in_mode = 3;
       app.random_error = Message{};
-      if (!c.from_bundle() && c.load_bundle(0)) app.view = HeatView{};
+      if (!c.from_bundle() && c.load_bundle(0)) input_loaded(app);
     }
   }
   ImGui::Separator();

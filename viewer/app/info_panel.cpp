@@ -1,5 +1,6 @@
 // The information panel: the selected row's statistics, the description with Copy and Speak, the
 // numeric tables of every stage, the per-stage times with Compare, and the scientific notes.
+#include "viewer/app/app.h"
 #include "viewer/ui/kit.h"
 
 #include "core/format.h"
@@ -96,7 +97,7 @@ void matrix_table(const char* id, const std::string& title, const MatrixF& m, co
 // The statistics of every selected query, one row each in its colour, and their mean.
 static void draw_queries_table(App& app) {
   const Lang lang = app.lang;
-  const Controller& c = app.ctl;
+  const Session& c = app.session;
   const Problem& p = c.problem();
   ImGui::Spacing();
   ImGui::TextUnformatted(tr(lang, S::QueriesTable));
@@ -145,7 +146,7 @@ static void draw_queries_table(App& app) {
 
 void draw_info(App& app, const Layout& l) {
   const Lang lang = app.lang;
-  Controller& c = app.ctl;
+  Session& c = app.session;
   const Problem& p = c.problem();
   const Trace& t = c.trace();
   ImGui::SetNextWindowPos(ImVec2(l.info.x, l.info.y), ImGuiCond_Always);
@@ -281,12 +282,12 @@ void draw_info(App& app, const Layout& l) {
     }
     wrapped(app, fmt(tr(lang, S::Redraw), c.last_run_ms(), app.last_raster_ms));
     // Compare: CPU vs CUDA (needs a device), and staged vs fused on the chosen backend (always).
-    const std::string why = c.compare_unavailable_reason();
+    const std::string why = compare_unavailable_reason(c);
     ImGui::BeginDisabled(!why.empty());
-    if (ImGui::Button(fmt("%s###compare", tr(lang, S::Compare)).c_str())) c.run_compare();
+    if (ImGui::Button(fmt("%s###compare", tr(lang, S::Compare)).c_str())) app.compare = run_compare(c);
     ImGui::EndDisabled();
     same_line_if_fits(button_width(tr(lang, S::CompareVariants)));
-    if (ImGui::Button(fmt("%s###comparev", tr(lang, S::CompareVariants)).c_str())) c.run_variant_compare();
+    if (ImGui::Button(fmt("%s###comparev", tr(lang, S::CompareVariants)).c_str())) app.compare = run_variant_compare(c);
     if (!why.empty()) {
       if (!c.cuda_ok()) {
         wrapped(app, fmt(tr(lang, S::CompareNeedsCuda), why.c_str()), &kDimV4);
@@ -294,7 +295,9 @@ void draw_info(App& app, const Layout& l) {
         wrapped(app, tr(lang, S::CompareCpuLimit), &kDimV4);
       }
     }
-    const CompareResult& cr = c.last_compare();
+    // A comparison belongs to the run it compared: a newer run on screen hides it.
+    static const CompareResult kNone;
+    const CompareResult& cr = app.compare.run == c.run_revision() ? app.compare : kNone;
     if (!cr.error.empty()) wrapped(app, cr.error, &kErrorV4);
     if (cr.done) {
       const std::string a_name = compare_term(lang, cr.a_name), b_name = compare_term(lang, cr.b_name);

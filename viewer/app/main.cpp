@@ -1,16 +1,17 @@
 // attnlab-view: the interactive lab window (SDL2 + Dear ImGui 1.86 with the SDL_Renderer backend).
 // One linear main, after Dear ImGui's example_sdl_sdlrenderer: parse flags (bad ones: one line
-// "error: ..." and exit 2), build the controller (which runs the first backend call), init SDL with
+// "error: ..." and exit 2), build the app (the session runs the first backend call), init SDL with
 // null checks that print SDL_GetError(), then event -> update -> draw -> present, teardown in
 // reverse. --screenshot renders three frames without input and writes a PNG (software renderer, so
 // it works with SDL_VIDEODRIVER=dummy and gives the same pixels everywhere); --bench-redraw needs no
 // window at all.
-#include "viewer/session/bench.h"
+#include "viewer/app/redraw_bench.h"
 #include "viewer/session/keymap.h"
 #include "viewer/app/options.h"
 #include "viewer/draw/png_io.h"
 #include "viewer/draw/strings.h"
 #include "viewer/app/app.h"
+#include "viewer/ui/kit.h"
 
 #include <SDL.h>
 #include <imgui.h>
@@ -213,8 +214,8 @@ int main(int argc, char** argv) {
           apply_action(*app, *a);
       }
     }
-    apply_pending(*app);
-    app->ctl.poll();  // adopt the runs the worker finished
+    app->session.apply_temperature_steps();  // the [ and ] presses of this frame, as one run
+    app->session.poll();  // adopt the runs the worker finished
     if (app->fullscreen_requested) {
       app->fullscreen_requested = false;
       const bool on = (SDL_GetWindowFlags(window) & SDL_WINDOW_FULLSCREEN_DESKTOP) != 0;
@@ -272,7 +273,7 @@ int main(int argc, char** argv) {
     }
     // Sleep until an event arrives (50 ms idle, 16 ms while playing or computing) instead of spinning: the
     // software renderer has no vsync to pace the loop.
-    SDL_WaitEventTimeout(nullptr, app->play.playing() || app->ctl.busy() ? 16 : 50);
+    SDL_WaitEventTimeout(nullptr, app->play.playing() || app->session.busy() ? 16 : 50);
   }
   if (!dump_failed) {
     try {
@@ -283,8 +284,7 @@ int main(int argc, char** argv) {
   }
 
   app->speaker.stop();
-  if (app->heat_tex) SDL_DestroyTexture(app->heat_tex);
-  if (app->heads_tex) SDL_DestroyTexture(app->heads_tex);
+  app->release_textures();  // before the renderer they belong to
   ImGui_ImplSDLRenderer_Shutdown();
   ImGui_ImplSDL2_Shutdown();
   ImGui::DestroyContext();

@@ -11,29 +11,6 @@
 #include <cstdlib>
 
 namespace attnlab::viewer {
-namespace {
-
-template <class Int>
-Int parse_int(const std::string& flag, const std::string& text, Int lo, Int hi) {
-  Int v{};
-  const auto* end = text.data() + text.size();
-  const auto [p, ec] = std::from_chars(text.data(), end, v);
-  if (ec != std::errc() || p != end || v < lo || v > hi) {
-    throw InputError(flag + " must be an integer from " + std::to_string(lo) + " to " +
-                     std::to_string(hi) + ", got '" + text + "'");
-  }
-  return v;
-}
-
-}  // namespace
-
-void check_random_inputs(int n, int d_k, int d_v, int heads) {
-  const double bytes = static_cast<double>(n) * heads * (2.0 * d_k + d_v) * sizeof(float);
-  if (bytes > kMaxRandomInputBytes)
-    throw InputError(Msg::RandomInputsTooLarge, {std::to_string(n), std::to_string(d_k), std::to_string(d_v),
-                                                 std::to_string(heads), format_bytes(bytes),
-                                                 format_bytes(kMaxRandomInputBytes)});
-}
 
 std::string viewer_usage() {
   return "usage: attnlab-view [--screenshot FILE.png] [--query TOKEN|INDEX] [--queries LIST] [--step 1-4]\n"
@@ -42,19 +19,17 @@ std::string viewer_usage() {
          "                    [--q FILE --k FILE --v FILE [--tokens a,b,c | --tokens-file FILE]]\n"
          "                    [--heads H] [--bundle DIR [--layer L]] [--head H]\n"
          "                    [--seed S] [--lang zh|en] [--size WxH] [--backend auto|cpu|cuda]\n"
-         "                    [--pool max|mean] [--state-dump FILE.json] [--tile B]\n"
+         "                    [--pool max|mean] [--state-dump FILE.json]\n"
          "                    [--stages auto|all|step]  (the stages a run brings back; auto: the\n"
          "                    step on screen and the weights on CUDA above " +
          std::to_string(kJsonExportMaxTokens) + " tokens, else all)\n"
-         "                    [--view chain|walk|heads|perf|precision|diff] [--precision fp32|bf16]\n"
-         "                    [--diff KEY=VALUE[,KEY=VALUE...]]  (keys: mask, temperature, backend,\n"
-         "                    variant, precision, query; with --view diff)\n"
-         "                    [--ui-scale S] [--fullscreen] [--bench-redraw [--repeat R]]\n"
-         "  --view perf: [--backend cpu|cuda|cpu,cuda] [--perf-variant staged,fused]\n"
-         "               [--perf-precision fp32,bf16] [--perf-n 256,512,1024 | 256..16384]\n"
-         "               [--perf-d 64] [--perf-heads 1] [--perf-mask none,causal] [--perf-repeat R]\n"
-         "               [--perf-warmup W] [--perf-max-seconds S] [--perf-output FILE.csv]\n"
-         "               [--perf-chart time|tflops|speedup|roofline|memory]\n"
+         "                    [--view " + [] {
+           std::string names;
+           for (const std::string& n : view_names()) names += (names.empty() ? "" : "|") + n;
+           return names;
+         }() + "] [--precision fp32|bf16]\n"
+         "                    [--ui-scale S] [--fullscreen] [--bench-redraw [--repeat R]]\n" +
+         views_usage() +
          "Interactive lab for scaled dot-product attention (F1 in the window lists the keys).\n"
          "--bundle DIR shows one call (--layer: index or name) of a captured model, --head H one of its\n"
          "heads; --heads H makes a random problem of H heads. --view heads: every head as a thumbnail.\n"
@@ -114,14 +89,14 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
     } else if (a == "--tokens-file") {
       o.tokens_file = value();
     } else if (a == "--random") {
-      o.random_n = parse_int<int>(a, value(), 1, kCudaMaxTokens);
+      o.random_n = parse_flag_int<int>(a, value(), 1, kCudaMaxTokens);
     } else if (a == "--pattern") {
       o.pattern = parse_pattern(value());
       pattern_given = true;
     } else if (a == "--heads") {
-      o.heads = parse_int<int>(a, value(), 1, kMaxRandomHeads);
+      o.heads = parse_flag_int<int>(a, value(), 1, kMaxRandomHeads);
     } else if (a == "--head") {
-      o.head = parse_int<int>(a, value(), 0, 1 << 20);
+      o.head = parse_flag_int<int>(a, value(), 0, 1 << 20);
       head_given = true;
     } else if (a == "--bundle") {
       o.bundle = value();
@@ -130,19 +105,19 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
       o.layer = value();
       layer_given = true;
     } else if (a == "--dk") {
-      o.d_k = parse_int<int>(a, value(), 1, kMaxHeadDim);
+      o.d_k = parse_flag_int<int>(a, value(), 1, kMaxHeadDim);
     } else if (a == "--dv") {
-      o.d_v = parse_int<int>(a, value(), 1, kMaxHeadDim);
+      o.d_v = parse_flag_int<int>(a, value(), 1, kMaxHeadDim);
     } else if (a == "--seed") {
-      o.seed = parse_int<std::uint64_t>(a, value(), 0, UINT64_MAX);
+      o.seed = parse_flag_int<std::uint64_t>(a, value(), 0, UINT64_MAX);
     } else if (a == "--lang") {
       o.lang = parse_lang(value());
     } else if (a == "--size") {
       const std::string& v = value();
       const auto x = v.find('x');
       if (x == std::string::npos) throw InputError("--size must be WxH (e.g. 1280x800), got '" + v + "'");
-      o.width = parse_int<int>("--size width", v.substr(0, x), kMinWindowW, 7680);
-      o.height = parse_int<int>("--size height", v.substr(x + 1), kMinWindowH, 4320);
+      o.width = parse_flag_int<int>("--size width", v.substr(0, x), kMinWindowW, 7680);
+      o.height = parse_flag_int<int>("--size height", v.substr(x + 1), kMinWindowH, 4320);
     } else if (a == "--backend") {
       backend_text = value();
       if (backend_text.empty()) throw InputError("--backend must be auto, cpu or cuda, got ''");
@@ -163,50 +138,13 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
       else throw InputError("--stages must be auto, all or step, got '" + v + "'");
     } else if (a == "--view") {
       const std::string& v = value();
-      if (v == "chain") {
-        o.view = ViewKind::Chain;
-      } else if (v == "walk") {
-        o.view = ViewKind::Walk;
-      } else if (v == "perf") {
-        o.view = ViewKind::Perf;
-      } else if (v == "precision") {
-        o.view = ViewKind::Precision;
-      } else if (v == "diff") {
-        o.view = ViewKind::Diff;
-      } else if (v == "heads") {
-        o.view = ViewKind::Heads;
-      } else {
-        throw InputError("--view must be chain, walk, heads, perf, precision or diff, got '" + v + "'");
-      }
+      if (view_index(v) < 0) throw InputError("--view must be " + view_names_text() + ", got '" + v + "'");
+      o.view = v;
     } else if (a == "--precision") {
       const std::string& v = value();
       if (v == "fp32") o.precision = Precision::FP32;
       else if (v == "bf16") o.precision = Precision::BF16;
       else throw InputError(Msg::RunPrecision, {v});
-    } else if (a == "--diff") {
-      o.diff = parse_diff_spec(value());
-    } else if (a == "--perf-variant") {
-      o.perf.variants = bench::word_list("--perf-variant", value());
-    } else if (a == "--perf-precision") {
-      o.perf.precisions = bench::word_list("--perf-precision", value());
-    } else if (a == "--perf-mask") {
-      o.perf.masks = bench::word_list("--perf-mask", value());
-    } else if (a == "--perf-n") {
-      o.perf.ns = parse_n_list("--perf-n", value());
-    } else if (a == "--perf-d") {
-      o.perf.ds = bench::int_list("--perf-d", value(), kMaxHeadDim);
-    } else if (a == "--perf-heads") {
-      o.perf.heads = bench::int_list("--perf-heads", value(), 4096);
-    } else if (a == "--perf-repeat") {
-      o.perf.repeat = parse_int<int>(a, value(), 1, 1000);
-    } else if (a == "--perf-warmup") {
-      o.perf.warmup = parse_int<int>(a, value(), 0, 100);
-    } else if (a == "--perf-max-seconds") {
-      o.perf.max_seconds = parse_int<int>(a, value(), 1, 86400);
-    } else if (a == "--perf-chart") {
-      o.perf_chart = parse_perf_chart(value());
-    } else if (a == "--perf-output") {
-      o.perf_output = value();
     } else if (a == "--ui-scale") {
       const std::string& v = value();
       char* end = nullptr;
@@ -218,49 +156,24 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
       o.ui_scale = static_cast<float>(sc);
     } else if (a == "--fullscreen") {
       o.fullscreen = true;
-    } else if (a == "--tile") {
-      o.tile = parse_int<int>(a, value(), 1, kCudaMaxTokens);
     } else if (a == "--state-dump") {
       o.state_dump = value();
     } else if (a == "--bench-redraw") {
       o.bench_redraw = true;
     } else if (a == "--repeat") {
-      o.repeat = parse_int<int>(a, value(), 1, 1000);
-    } else {
+      o.repeat = parse_flag_int<int>(a, value(), 1, 1000);
+    } else if (!parse_view_flag(a, value, o.views)) {
       throw InputError("unknown option '" + a + "' (see attnlab-view --help)");
     }
   }
+  // A view may read a shared flag its own way (the perf view's --backend list): it takes it here.
+  finish_view_options(o.views, o.view, backend_text);
   if (!backend_text.empty()) {
-    if (o.view == ViewKind::Perf) {
-      // The perf view times every backend listed; "auto" there means both.
-      o.perf.backends = backend_text == "auto" ? std::vector<std::string>{"cpu", "cuda"}
-                                               : bench::word_list("--backend", backend_text);
-      for (const std::string& b : o.perf.backends)
-        if (b != "cpu" && b != "cuda")
-          throw InputError("--backend in the perf view takes cpu, cuda or cpu,cuda, got '" + b + "'");
-      // o.backend (the chain view's) stays auto: --backend cuda without a device still draws the
-      // perf view with the reason, where the chain view would refuse.
-    } else {
-      o.backend = backend_text;
-      if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda") {
-        throw InputError("--backend must be auto, cpu or cuda, got '" + o.backend + "'");
-      }
+    o.backend = backend_text;
+    if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda") {
+      throw InputError("--backend must be auto, cpu or cuda, got '" + o.backend + "'");
     }
   }
-  if (o.view == ViewKind::Perf) {
-    for (const std::string& v : o.perf.variants)
-      if (v != "staged" && v != "fused")
-        throw InputError("--perf-variant takes staged and/or fused, got '" + v + "'");
-    for (const std::string& p : o.perf.precisions)
-      if (p != "fp32" && p != "bf16")
-        throw InputError("--perf-precision takes fp32 and/or bf16, got '" + p + "'");
-    for (const std::string& m : o.perf.masks)
-      if (m != "none" && m != "causal")
-        throw InputError("--perf-mask takes none and/or causal, got '" + m + "'");
-    bench::check_spec(o.perf);
-  }
-  if (o.diff && o.view != ViewKind::Diff)
-    throw InputError("--diff describes the diff view's B: add --view diff");
   const bool files = !o.q_file.empty() || !o.k_file.empty() || !o.v_file.empty();
   // The same sentences as the CLI's (cli/common.cpp) for the same mistakes.
   if (!o.bundle.empty() && (files || o.random_n))

@@ -9,7 +9,7 @@
 
 namespace attnlab::viewer {
 
-std::string state_json(const Controller& c, const ViewSnapshot& v) {
+std::string state_json(const Session& c, const ViewSnapshot& v) {
   const Problem& p = c.problem();
   nlohmann::json j;
   j["step"] = v.playback ? v.playback->step() : 1;
@@ -46,16 +46,9 @@ std::string state_json(const Controller& c, const ViewSnapshot& v) {
   j["head"] = c.shown_head();
   j["heads"] = c.shown_heads();
   j["bundle"] = c.from_bundle() && c.bundle() ? c.bundle()->dir : "";
-  const char* views[] = {"chain", "walk", "perf", "precision", "diff", "heads"};
-  j["view"] = views[static_cast<int>(v.view)];
-  if (v.view == ViewKind::Heads) {
-    const ThumbGrid& hg = v.heads_grid;
-    j["heads_grid"] = {{"x", hg.x}, {"y", hg.y}, {"side", hg.side}, {"step_x", hg.step_x}, {"step_y", hg.step_y},
-                       {"cols", hg.cols}, {"rows", hg.rows}, {"done", v.heads_done}};
-  }
-  if (!v.walk_json.empty()) j["walk"] = nlohmann::json::parse(v.walk_json);
-  if (!v.precision_json.empty()) j["precision_view"] = nlohmann::json::parse(v.precision_json);
-  if (!v.diff_json.empty()) j["diff"] = nlohmann::json::parse(v.diff_json);
+  j["view"] = v.view;
+  if (v.view_fields.is_object())
+    for (const auto& [key, value] : v.view_fields.items()) j[key] = value;
   return j.dump(2) + "\n";
 }
 

@@ -4,8 +4,8 @@
 // temperature, lang, mode (demo | random | files | bundle), N, d_k, d_v,
 // seed, backend, backend_ran, error, window{w,h}, pool, heatmap{x,y,w,h,rows,cols,first_row,
 // first_col,vis_rows,vis_cols,cell_w,cell_h}; precision ("fp32" | "bf16"); layer, head, heads (of
-// the layer), bundle (its directory, "" when none); view ("chain" | "walk" | "perf" | "precision" |
-// "diff" | "heads") and, in the walk view,
+// the layer), bundle (its directory, "" when none); view (its --view word) and the shown view's own
+// fields (View::dump): in the walk view
 // walk{tile,tiles,cursor,playing,keys,skipped,skipped_tiles,max_abs_diff,fp64_error,strip{x,y,w,h,bins}};
 // in the precision view precision_view{status,step,kind,precision,max,mean,arg_row,arg_col,zeros,
 // masked,non_finite,hist}; in the diff view diff{status,spec,step,rows,cols,max_abs,mean_abs,arg_row,
@@ -13,10 +13,11 @@
 // heads_grid{x,y,side,step_x,step_y,cols,rows,done} (the thumbnails' places).
 #pragma once
 
-#include "viewer/session/controller.h"
-#include "viewer/views/heads/heads_view.h"
 #include "viewer/draw/heatmap.h"
 #include "viewer/session/playback.h"
+#include "viewer/session/session.h"
+
+#include <nlohmann/json.hpp>
 
 #include <string>
 
@@ -28,17 +29,14 @@ struct ViewSnapshot {
   int width = 0, height = 0;
   PoolMode pool = PoolMode::Max;
   PlotGeometry plot;
-  std::string walk_json;  // the walk view's part (WalkView::state_json), empty in the chain view
-  std::string precision_json, diff_json;  // the precision / diff view's part, empty elsewhere
   float ui_scale = 1, font_px = 0;  // the presentation size and the font it gave
   bool help_open = false;           // the F1 key help is shown
   int key_sel = -1;                 // the selected key (crosshair), -1: none
-  ViewKind view = ViewKind::Chain;
-  ThumbGrid heads_grid;             // the heads view's thumbnails, where they were drawn
-  int heads_done = 0;               // how many of them are computed
+  std::string view = "chain";       // the view shown
+  nlohmann::json view_fields;       // its own fields (View::dump), beside the shared ones
 };
 
-std::string state_json(const Controller& c, const ViewSnapshot& v);
+std::string state_json(const Session& c, const ViewSnapshot& v);
 
 // Writes atomically (temporary file + rename) so a reader never sees half a file.
 void write_text_file(const std::string& path, const std::string& text);

@@ -1,7 +1,7 @@
 // The selected query's row as a bar chart under the heatmap (every step): the softmax weights
 // over the keys, one bar per pixel column (the max of the keys the column covers, so a single
 // strong key is never averaged away at 4096 tokens), and the k largest weights of the whole row
-// marked with their tokens. Free of SDL and ImGui; panel_heatmap.cpp draws it.
+// marked with their tokens. Free of SDL and ImGui; viewer/views/chain/panel.cpp draws it.
 #pragma once
 
 #include "viewer/draw/pooling.h"

@@ -2,8 +2,6 @@
 // original page (../shared/seed/000_3263779550f4bc2b.txt) wherever the page has them.
 #include "viewer/draw/strings.h"
 
-#include "viewer/session/keymap.h"
-
 #include <array>
 #include <bit>
 #include <cstdint>
@@ -545,10 +543,6 @@ std::vector<std::string> all_ui_text() {
     for (auto& [h, b] : science_notes(l)) {
       out.push_back(h);
       out.push_back(b);
-    }
-    for (auto& [k, d] : key_help(l)) {
-      out.push_back(k);
-      out.push_back(d);
     }
   }
   return out;

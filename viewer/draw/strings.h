@@ -75,7 +75,8 @@ const char* tr(Lang lang, S id);
 // The scientific notes: (heading, body) pairs; bodies may hold several lines.
 std::vector<std::pair<std::string, std::string>> science_notes(Lang lang);
 
-// Every string above in both languages, plus the key help: what the font atlas must cover.
+// Every string above in both languages and the scientific notes: what the font atlas must cover
+// (with the key help, viewer/session/keymap.h, which the app adds).
 std::vector<std::string> all_ui_text();
 
 // Unicode code points of UTF-8 text (invalid bytes skipped).
@@ -89,7 +90,7 @@ std::vector<unsigned> utf8_codepoints(const std::string& s);
 std::vector<std::string> wrap_units(const std::string& para);
 
 // The width of a piece of text in pixels. wrap_lines assumes it is additive: the width of a line is
-// the sum of its pieces' widths (true of ImGui's unrounded glyph advances; see ui.cpp).
+// the sum of its pieces' widths (true of ImGui's unrounded glyph advances; see viewer/ui/kit.cpp).
 using TextMeasure = std::function<float(const std::string&)>;
 // What a line's summed width is compared with `width` as: ImGui::CalcTextSize rounds the sum up,
 // and a caller reproducing it passes the same rounding. Empty: the sum itself.

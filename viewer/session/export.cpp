@@ -17,7 +17,7 @@ std::string export_stem() {
   return name;
 }
 
-std::string export_stage_csv(const Controller& c, int step, const std::string& stem) {
+std::string export_stage_csv(const Session& c, int step, const std::string& stem) {
   static const char* const kNames[] = {"scores", "logits", "weights", "output"};
   const MatrixF* m = c.stage_matrix(step);
   if (c.stage_pending(step)) throw InputError(Msg::ExportPending, {});
@@ -28,7 +28,7 @@ std::string export_stage_csv(const Controller& c, int step, const std::string& s
   return path;
 }
 
-std::string export_trace_json(const Controller& c, Lang lang, const std::string& stem) {
+std::string export_trace_json(const Session& c, Lang lang, const std::string& stem) {
   const auto json_command = [&c] {
     std::string cmd = c.reproduce_command();
     return cmd.replace(cmd.rfind("csv"), 3, "json");

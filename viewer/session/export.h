@@ -6,7 +6,7 @@
 // with InputError saying what to use instead. Free of SDL: unit-tested.
 #pragma once
 
-#include "viewer/session/controller.h"
+#include "viewer/session/session.h"
 
 #include <cstdint>
 #include <string>
@@ -17,8 +17,8 @@ namespace attnlab::viewer {
 // "attnlab-view-20261201-104700" from the local time.
 std::string export_stem();
 // step 1..4 (scores, logits, weights, output) of the trace on screen.
-std::string export_stage_csv(const Controller& c, int step, const std::string& stem);
-std::string export_trace_json(const Controller& c, Lang lang, const std::string& stem);
+std::string export_stage_csv(const Session& c, int step, const std::string& stem);
+std::string export_trace_json(const Session& c, Lang lang, const std::string& stem);
 // px: rows of packed RGBA (colormap.h pack_rgba), w x h.
 std::string export_heatmap_png(const std::vector<std::uint32_t>& px, int w, int h, const std::string& stem);
 

@@ -1,4 +1,4 @@
-// Helpers the viewer's panels share (see ui_common.h).
+// The ImGui kit the panels share (see kit.h).
 #include "viewer/ui/kit.h"
 
 #include "viewer/draw/layout.h"
@@ -45,7 +45,7 @@ void section(const char* text) {
 // characters, never inside a number or a word, and keeps closing punctuation off the start of a
 // line. The lines are cached (app.wrap_cache): the description, the notes and the caveat are drawn
 // every frame but change only with the state, the language or the panel's width.
-void wrapped(App& app, const std::string& text, const ImVec4* colour) {
+void wrapped(Shell& app, const std::string& text, const ImVec4* colour) {
   const float width = std::max(40.0f, ImGui::GetContentRegionAvail().x);
   ImFont* font = ImGui::GetFont();
   const float size = ImGui::GetFontSize();
@@ -84,7 +84,7 @@ double seconds_now() {
   return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
-bool ensure_texture(App& app, SDL_Texture*& tex, int& tex_w, int& tex_h, int w, int h) {
+bool ensure_texture(Shell& app, SDL_Texture*& tex, int& tex_w, int& tex_h, int w, int h) {
   if (tex && tex_w == w && tex_h == h) return true;
   if (tex) SDL_DestroyTexture(tex);
   tex = SDL_CreateTexture(app.renderer, SDL_PIXELFORMAT_RGBA32, SDL_TEXTUREACCESS_STREAMING, w, h);
@@ -112,7 +112,7 @@ void begin_centre(const Layout& l, const std::string& title) {
                    ImGuiWindowFlags_NoBringToFrontOnFocus);
 }
 
-void upload_texture(App& app, std::vector<std::uint32_t> px, int w, int h, const std::string& key,
+void upload_texture(Shell& app, std::vector<std::uint32_t> px, int w, int h, const std::string& key,
                     std::chrono::steady_clock::time_point t0) {
   if (!app.heat_tex || app.tex_w != w || app.tex_h != h) {
     if (app.heat_tex) SDL_DestroyTexture(app.heat_tex);
@@ -160,7 +160,7 @@ void draw_colour_bar(ImDrawList* dl, float x, float y, float w, float h, const s
   dl->AddText(ImVec2(x + w + 4, y + h - fp), text, labels[2].c_str());
 }
 
-void map_view_controls(App& app, bool same_line) {
+void map_view_controls(Shell& app, bool same_line) {
   const char* reset = tr(app.lang, S::ResetView);
   if (same_line) same_line_if_fits(button_width(reset));
   if (ImGui::Button(fmt("%s###mapreset", reset).c_str())) app.map_view = HeatView{};
@@ -169,15 +169,15 @@ void map_view_controls(App& app, bool same_line) {
   ImGui::TextUnformatted(zoom.c_str());
 }
 
-MapPlot draw_map(App& app, const Rect& area, int rows, int cols, const std::vector<std::string>& row_labels,
+MapPlot draw_map(Shell& app, const Rect& area, int rows, int cols, const std::vector<std::string>& row_labels,
                  const std::vector<std::string>& col_labels, int highlight_row, const std::string& key,
                  const std::function<std::vector<std::uint32_t>(const PlotGeometry&)>& raster) {
   MapPlot out;
   const float fp = app.font_px;
   HeatView& view = app.map_view;
-  if (app.map_view_problem != app.ctl.problem_revision()) {
+  if (app.map_view_problem != app.session.problem_revision()) {
     view = HeatView{};
-    app.map_view_problem = app.ctl.problem_revision();
+    app.map_view_problem = app.session.problem_revision();
   }
   // Row labels: every one when few, else room for the widest index (the last), shown once zoomed
   // in far enough.
@@ -255,6 +255,11 @@ MapPlot draw_map(App& app, const Rect& area, int rows, int cols, const std::vect
                 ImVec2(col_x(g, out.hover->col + 1), row_y(g, out.hover->row + 1)), IM_COL32_WHITE, 0, 0, 2);
   dl->PopClipRect();
   return out;
+}
+
+void set_status(Shell& app, const std::string& text) {
+  app.status = text;
+  app.status_until = seconds_now() + 4;
 }
 
 }  // namespace attnlab::viewer

@@ -1,11 +1,14 @@
-// What the viewer's panels share (viewer/panel_*.cpp, ui.cpp): the colours outside the viridis
-// scale, printf into a std::string, the section heading, wrapped text (cached lines), the widths
-// of a radio button, a button and a text as ImGui 1.86 lays them out with SameLine() only where
-// the next item still fits, the clock of transient messages, and the step names. ImGui only, no
-// SDL.
+// The ImGui kit every panel draws with (the views' panels, viewer/views/*/panel*.cpp, and the
+// app's, viewer/app/*_panel.cpp): the colours outside the viridis scale, printf into a
+// std::string, the section heading, wrapped text (cached lines), the widths of a radio button, a
+// button and a text as ImGui 1.86 lays them out with SameLine() only where the next item still
+// fits, the clock of transient messages, the step names, the centre window, the centre's picture
+// and textures, the colour bar and hatch, and draw_map (a matrix as the chain's heatmap, for the
+// precision and diff views). It works on the Shell (viewer/ui/shell.h).
 #pragma once
 
-#include "viewer/app/app.h"
+#include "viewer/draw/layout.h"
+#include "viewer/ui/shell.h"
 
 #include <imgui.h>
 
@@ -25,14 +28,14 @@ inline const ImVec4 kHighlightV4(1.0f, 0.55f, 0.0f, 1.0f);
 inline const ImVec4 kErrorV4(1.0f, 0.45f, 0.45f, 1.0f);
 inline const ImVec4 kDimV4(0.7f, 0.7f, 0.7f, 1.0f);
 // The colour of the i-th selected query (0: the selected one, kHighlight; then the others,
-// Controller::queries() order): frames in the heatmap, outlines in the row chart, the table.
+// Session::queries() order): frames in the heatmap, outlines in the row chart, the table.
 ImU32 query_colour(int i);
 
 std::string fmt(const char* f, ...);
 // A heading line between control groups (ImGui 1.86 has no SeparatorText).
 void section(const char* text);
 // Text wrapped at spaces and around CJK characters (viewer/draw/strings.h wrap_lines), cached.
-void wrapped(App& app, const std::string& text, const ImVec4* colour = nullptr);
+void wrapped(Shell& app, const std::string& text, const ImVec4* colour = nullptr);
 float radio_width(const char* label);
 float button_width(const char* label);
 float text_width(const char* text);
@@ -40,7 +43,7 @@ void same_line_if_fits(float width);
 double seconds_now();
 // `tex` as a streaming RGBA texture of w x h pixels with nearest-pixel scaling, re-created when
 // its size (tex_w, tex_h) changes; false (and the reason on the status line) when SDL refuses.
-bool ensure_texture(App& app, SDL_Texture*& tex, int& tex_w, int& tex_h, int w, int h);
+bool ensure_texture(Shell& app, SDL_Texture*& tex, int& tex_w, int& tex_h, int w, int h);
 const char* step_name(Lang l, int step);
 
 // The centre window (the heatmap's place) of the chain, precision, diff and heads views: fixed, no
@@ -49,7 +52,7 @@ void begin_centre(const Layout& l, const std::string& title);
 
 // The heatmap's pixels (w x h, packed RGBA) into the one SDL texture (re-created when the size
 // changes), kept for the PNG export, with the key of what they show and the raster time.
-void upload_texture(App& app, std::vector<std::uint32_t> px, int w, int h, const std::string& key,
+void upload_texture(Shell& app, std::vector<std::uint32_t> px, int w, int h, const std::string& key,
                     std::chrono::steady_clock::time_point t0);
 // Hatched swatch (the legend's "masked" entry and masked cells' look in the legend).
 void draw_hatch(ImDrawList* dl, ImVec2 a, ImVec2 b);
@@ -67,24 +70,15 @@ struct MapPlot {
   Rect legend;
   std::optional<Cell> hover;
 };
-// Wheel zooms, drag pans, double-click shows the whole matrix again (App::map_view, shared by
+// Wheel zooms, drag pans, double-click shows the whole matrix again (Shell::map_view, shared by
 // the precision and diff views); map_view_controls draws the reset button and the zoom.
-MapPlot draw_map(App& app, const Rect& area, int rows, int cols, const std::vector<std::string>& row_labels,
+MapPlot draw_map(Shell& app, const Rect& area, int rows, int cols, const std::vector<std::string>& row_labels,
                  const std::vector<std::string>& col_labels, int highlight_row, const std::string& key,
                  const std::function<std::vector<std::uint32_t>(const PlotGeometry&)>& raster);
-// "Reset view" and the zoom of App::map_view, on the current line when `same_line` and they fit.
-void map_view_controls(App& app, bool same_line);
+// "Reset view" and the zoom of Shell::map_view, on the current line when `same_line` and they fit.
+void map_view_controls(Shell& app, bool same_line);
 
-// The panels, each in its own file; draw_frame (ui.cpp) lays them out.
-void draw_heatmap(App& app, const Layout& l);   // panel_heatmap.cpp
-void draw_walk(App& app, const Layout& l);      // panel_walk.cpp (the centre, in the walk view)
-void draw_precision(App& app, const Layout& l); // panel_precision.cpp (the centre, precision view)
-void draw_diff(App& app, const Layout& l);      // panel_diff.cpp (the centre, diff view)
-void draw_heads(App& app, const Layout& l);     // panel_heads.cpp (the centre, in the heads view)
-void draw_perf(App& app, const Layout& l);      // panel_perf.cpp (centre and right, in the perf view)
-void draw_controls(App& app, const Layout& l);  // panel_controls.cpp
-void draw_info(App& app, const Layout& l);      // panel_info.cpp
-void draw_caveat(App& app, const Layout& l);    // panel_caveat_help.cpp
-void draw_help(App& app);                       // panel_caveat_help.cpp
+// The transient status line (saved, copied, a refusal worded for the user), for 4 seconds.
+void set_status(Shell& app, const std::string& text);
 
 }  // namespace attnlab::viewer

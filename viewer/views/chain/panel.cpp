@@ -2,6 +2,8 @@
 // uploaded into one SDL texture, its labels, the selected row's frame, the legend, values inside
 // cells that are large enough, the status lines under the plot and the tooltip with the exact
 // cell; wheel zooms, drag pans.
+#include "viewer/views/chain/chain_view.h"
+
 #include "viewer/ui/kit.h"
 
 #include "core/format.h"
@@ -23,14 +25,14 @@ namespace {
 
 // ---- heatmap ----------------------------------------------------------------------------------
 
-void update_texture(App& app, const MatrixF& m, bool masked_step, bool log_scale) {
+void update_texture(Shell& app, const ChainView& view, const MatrixF& m, bool masked_step, bool log_scale) {
   const PlotGeometry& g = app.plot;
-  const Trace& t = app.ctl.trace();
+  const Trace& t = app.session.trace();
   char key[256];
   std::snprintf(key, sizeof key, "%llu|%p|%d|%d|%d|%.9f|%.9f|%.9f|%.9f|%d|%d",
-                static_cast<unsigned long long>(app.ctl.revision()), static_cast<const void*>(&m),
-                g.px_w, g.px_h, static_cast<int>(app.pool), app.view.x0, app.view.y0, app.view.x1,
-                app.view.y1, masked_step ? 1 : 0, log_scale ? 1 : 0);
+                static_cast<unsigned long long>(app.session.revision()), static_cast<const void*>(&m),
+                g.px_w, g.px_h, static_cast<int>(app.pool), view.zoom.x0, view.zoom.y0, view.zoom.x1,
+                view.zoom.y1, masked_step ? 1 : 0, log_scale ? 1 : 0);
   if (app.heat_tex && key == app.heat_key) return;
   const auto t0 = std::chrono::steady_clock::now();
   RasterInput in;
@@ -67,10 +69,10 @@ bool same_axes(const PoolAxis& a, const AxisMap& b) { return a.begin == b.begin 
 
 // A streamed problem's texture: the pooled stage as the backend computed it for its view (while a
 // newer view is computed, the old picture is stretched over the plot).
-void update_texture_pooled(App& app, const PooledGrid& pg, int step, bool log_scale, bool grid) {
-  const PoolRequest& v = app.ctl.pooled_view();
+void update_texture_pooled(Shell& app, const PooledGrid& pg, int step, bool log_scale, bool grid) {
+  const PoolRequest& v = app.session.pooled_view();
   char key[160];
-  std::snprintf(key, sizeof key, "pooled|%llu|%d|%d|%d|%d|%d", static_cast<unsigned long long>(app.ctl.revision()),
+  std::snprintf(key, sizeof key, "pooled|%llu|%d|%d|%d|%d|%d", static_cast<unsigned long long>(app.session.revision()),
                 step, pg.rows, pg.cols, log_scale ? 1 : 0, grid ? 1 : 0);
   if (app.heat_tex && key == app.heat_key) return;
   const auto t0 = std::chrono::steady_clock::now();
@@ -112,9 +114,9 @@ ImVec2 label_size(LabelSizes& s, const std::vector<std::string>& labels, int i) 
 
 }  // namespace
 
-void draw_heatmap(App& app, const Layout& l) {
+void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   const Lang lang = app.lang;
-  Controller& c = app.ctl;
+  Session& c = app.session;
   const int shown_step = app.play.step();
   const std::string title =
       fmt("%s  ·  %s###heatmap", fmt(tr(lang, S::StepOf), shown_step).c_str(), step_name(lang, shown_step));
@@ -140,8 +142,8 @@ void draw_heatmap(App& app, const Layout& l) {
   same_line_if_fits(radio_width(tr(lang, S::PoolMean)));
   if (ImGui::RadioButton(tr(lang, S::PoolMean), app.pool == PoolMode::Mean)) app.pool = PoolMode::Mean;
   same_line_if_fits(button_width(tr(lang, S::ResetView)));
-  if (ImGui::Button(tr(lang, S::ResetView))) app.view = HeatView{};
-  const std::string zoom = fmt(tr(lang, S::Zoom), app.view.zoom());
+  if (ImGui::Button(tr(lang, S::ResetView))) view.zoom = HeatView{};
+  const std::string zoom = fmt(tr(lang, S::Zoom), view.zoom.zoom());
   same_line_if_fits(text_width(zoom.c_str()));
   ImGui::TextUnformatted(zoom.c_str());
   if (step == 3) {
@@ -202,7 +204,7 @@ void draw_heatmap(App& app, const Layout& l) {
   const Rect content{origin.x, origin.y, avail.x, std::max(0.0f, avail.y - fp * 1.6f - chart_h)};
   const HeatmapFrame frame = compute_heatmap_frame(content, row_label_w, col_label_h, fp);
   app.plot = place_plot(frame.plot_area.x, frame.plot_area.y, frame.plot_area.w, frame.plot_area.h,
-                        rows, cols, app.view);
+                        rows, cols, view.zoom);
   const PlotGeometry& g = app.plot;
   // A window made smaller than its minimum (a tiling window manager, or none) leaves no plot:
   // nothing to draw, and the label strides below would never reach a cell size of 0.
@@ -226,7 +228,7 @@ void draw_heatmap(App& app, const Layout& l) {
     c.set_view(view);
     if (pg) update_texture_pooled(app, *pg, step, log_scale, g.cell_w >= 8 && g.cell_h >= 8);
   } else {
-    update_texture(app, *mp, masked_step, log_scale);
+    update_texture(app, view, *mp, masked_step, log_scale);
   }
   // One cell's value and whether it is masked, where it is known exactly: every cell of a kept
   // stage; of a streamed one, the cells the current view shows one per pixel, and the query's row.
@@ -256,13 +258,13 @@ void draw_heatmap(App& app, const Layout& l) {
   const bool hovered = ImGui::IsItemHovered();
   ImGuiIO& io = ImGui::GetIO();
   if (hovered && io.MouseWheel != 0) {
-    const double fx = app.view.x0 + (io.MousePos.x - g.x) / g.w * (app.view.x1 - app.view.x0);
-    const double fy = app.view.y0 + (io.MousePos.y - g.y) / g.h * (app.view.y1 - app.view.y0);
-    app.view = zoom_view(app.view, fx, fy, std::pow(1.25, io.MouseWheel), rows, cols);
+    const double fx = view.zoom.x0 + (io.MousePos.x - g.x) / g.w * (view.zoom.x1 - view.zoom.x0);
+    const double fy = view.zoom.y0 + (io.MousePos.y - g.y) / g.h * (view.zoom.y1 - view.zoom.y0);
+    view.zoom = zoom_view(view.zoom, fx, fy, std::pow(1.25, io.MouseWheel), rows, cols);
   }
   if (ImGui::IsItemActive() && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 1.0f)) {
-    app.view = pan_view(app.view, -io.MouseDelta.x / g.w * (app.view.x1 - app.view.x0),
-                        -io.MouseDelta.y / g.h * (app.view.y1 - app.view.y0));
+    view.zoom = pan_view(view.zoom, -io.MouseDelta.x / g.w * (view.zoom.x1 - view.zoom.x0),
+                        -io.MouseDelta.y / g.h * (view.zoom.y1 - view.zoom.y0));
   }
   // A click (released without dragging) selects the cell's query row and key; with Shift it adds
   // the row to the queries compared, or takes it out.
@@ -502,7 +504,7 @@ void draw_heatmap(App& app, const Layout& l) {
     ImGui::TextColored(kHighlightV4, tr(lang, S::Computing), 100.0 * c.progress());
   } else if (g.pooled()) {
     const char* mode = tr(lang, app.pool == PoolMode::Max ? S::PoolMax : S::PoolMean);
-    if (app.view.zoom() > 1.0001 || app.view.y1 - app.view.y0 < 0.9999) {
+    if (view.zoom.zoom() > 1.0001 || view.zoom.y1 - view.zoom.y0 < 0.9999) {
       const int vr0 = rmap_now.begin.front(), vr1 = rmap_now.end.back() - 1;
       const int vc0 = cmap_now.begin.front(), vc1 = cmap_now.end.back() - 1;
       ImGui::TextColored(kDimV4, tr(lang, S::PooledNoteZoomed), span_text(lang, vr0, vr1, true).c_str(),

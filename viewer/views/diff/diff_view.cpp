@@ -4,7 +4,8 @@
 #include "core/format.h"
 #include "core/messages.h"
 #include "core/parallel.h"
-#include "viewer/session/controller.h"
+#include "engine/registry.h"
+#include "viewer/session/session.h"
 #include "viewer/draw/strings.h"
 
 #include <nlohmann/json.hpp>
@@ -312,18 +313,88 @@ std::shared_ptr<const StepDiff> step_diff(const Trace& a, const Trace& b, const 
   return d;
 }
 
-DiffView::Status DiffView::update(const Controller& c, int step) {
+std::shared_ptr<const CompanionResult> DiffCompanion::compute(const CompanionInput& in) const {
+  auto out = std::make_shared<DiffResult>();
+  out->spec = spec_;
+  const Problem& p = *in.problem;
+  try {
+    RunSetting a = in.setting;
+    const RunSetting b = apply_diff(a, spec_, p);
+    out->b_setting = b;
+    out->b_problem = in.problem;
+    // B − A of the step on screen beside the run; A as Session::setting() gives it (what ran).
+    const auto diff_with = [&](const Trace& bt) {
+      if (!in.main) return;
+      if (!in.main->backend.empty()) a.backend = in.main->backend;
+      out->step_diff = step_diff(*in.main, bt, a, b, spec_.query.has_value(), in.step);
+      out->diff_step = in.step;
+    };
+    if (a.same_run(b)) {
+      out->b_same_run = true;  // only the query differs: B is A's trace, another row
+      if (in.main) diff_with(*in.main);
+      return out;
+    }
+    if (b.backend == "cuda" && !in.cuda_ok) throw NoDeviceError("no CUDA device: " + in.cuda_reason);
+    if (b.backend == "cuda" && b.precision == Precision::BF16 && b.variant == Variant::Staged)
+      throw InputError(Msg::Bf16StagedCuda, {});
+    if (b.temperature != p.temperature || b.mask != p.mask) {
+      // B's problem shares A's inputs; the backend validates it (once) as it runs.
+      auto bp = std::make_shared<Problem>(p);
+      bp->temperature = b.temperature;
+      bp->mask = b.mask;
+      out->b_problem = std::move(bp);
+    }
+    RunOptions opt;
+    opt.variant = b.variant;
+    opt.precision = b.precision;
+    opt.keep_stages = b.variant == Variant::Staged;
+    opt.cancel = in.cancel;
+    auto t = std::make_shared<Trace>();
+    run_backend_into(b.backend, *out->b_problem, opt, *t);
+    out->b_trace = std::move(t);
+    diff_with(*out->b_trace);
+  } catch (const Cancelled&) {
+    throw;
+  } catch (const std::exception& e) {
+    out->b_error = message_of(e);
+    out->b_trace.reset();
+  }
+  return out;
+}
+
+std::shared_ptr<const Companion> diff_companion(const DiffSpec& spec) {
+  return std::make_shared<const DiffCompanion>(spec);
+}
+
+const DiffResult* diff_of(const Session& s) { return s.companion<DiffResult>(); }
+
+const Trace* b_trace_of(const Session& s) {
+  const DiffResult* r = diff_of(s);
+  if (!r) return nullptr;
+  return r->b_same_run ? &s.trace() : r->b_trace.get();
+}
+
+void check_diff(const Session& s, const DiffSpec& d) {
+  const RunSetting b = apply_diff(s.setting(), d, s.problem());  // the query, the temperature
+  if (b.backend == "cuda" && !s.cuda_ok()) throw NoDeviceError("no CUDA device: " + s.cuda_reason());
+  if (b.backend == "cuda" && b.precision == Precision::BF16 && b.variant == Variant::Staged)
+    throw InputError(Msg::Bf16StagedCuda, {});
+}
+
+DiffView::Status DiffView::update(const Session& c, int step) {
   if (c.streaming()) return status_ = Status::Streamed;
-  if (!c.shown_diff()) return status_ = c.companions_busy() ? Status::Computing : Status::NoSpec;
-  if (!c.b_error().empty()) return status_ = Status::Failed;
-  const Trace* b = c.b_trace();
+  const DiffResult* r = diff_of(c);
+  if (!r) return status_ = c.companions_busy() ? Status::Computing : Status::NoSpec;
+  if (!r->b_error.empty()) return status_ = Status::Failed;
+  const Trace* b = b_trace_of(c);
   if (!b) return status_ = Status::Computing;
   if (c.revision() == revision_ && step == asked_step_ && c.query() == query_ && status_ == Status::Ok) return status_;
   const RunSetting sa = c.setting();
   // The worker's, when it computed this step and query beside the run; else computed here.
-  std::shared_ptr<const StepDiff> d = c.worker_diff(step, sa.query);
+  std::shared_ptr<const StepDiff> d =
+      r->step_diff && r->diff_step == step && r->step_diff->query == sa.query ? r->step_diff : nullptr;
   if (!d) {
-    d = step_diff(c.trace(), *b, sa, c.b_setting(), c.shown_diff()->query.has_value(), step);
+    d = step_diff(c.trace(), *b, sa, r->b_setting, r->spec.query.has_value(), step);
     if (!d) return status_ = Status::Computing;
     ++computed_;
   }
@@ -334,20 +405,21 @@ DiffView::Status DiffView::update(const Controller& c, int step) {
   return status_ = Status::Ok;
 }
 
-std::pair<double, double> DiffView::values(const Controller& c, int row, int col) const {
-  const Trace* b = c.b_trace();
+std::pair<double, double> DiffView::values(const Session& c, int row, int col) const {
+  const Trace* b = b_trace_of(c);
   if (status_ != Status::Ok || !b) return {0, 0};
   const MatrixF& ma = stage_of(c.trace(), d_->step);
-  if (d_->query_diff) return {ma(c.setting().query, col), ma(c.b_setting().query, col)};
+  if (d_->query_diff) return {ma(c.setting().query, col), ma(diff_of(c)->b_setting.query, col)};
   return {ma(row, col), stage_of(*b, d_->step)(row, col)};
 }
 
-std::string DiffView::state_json(const Controller& c) const {
+std::string DiffView::state_json(const Session& c) const {
   static constexpr const char* names[] = {"ok", "no_spec", "streamed", "computing", "failed"};
   nlohmann::json j;
   j["status"] = names[static_cast<int>(status_)];
-  if (c.shown_diff()) j["spec"] = diff_spec_text(*c.shown_diff());
-  if (!c.b_error().empty()) j["b_error"] = c.b_error().en;
+  const DiffResult* r = diff_of(c);
+  if (r) j["spec"] = diff_spec_text(r->spec);
+  if (r && !r->b_error.empty()) j["b_error"] = r->b_error.en;
   if (status_ == Status::Ok) {
     j["step"] = d_->step;
     j["output_only"] = d_->output_only;
@@ -363,9 +435,56 @@ std::string DiffView::state_json(const Controller& c) const {
     nlohmann::json top = nlohmann::json::array();
     for (const Change& t : d_->top) top.push_back({{"row", t.row}, {"col", t.col}, {"a", t.a}, {"b", t.b}, {"diff", t.diff}});
     j["top"] = top;
-    j["b_backend"] = c.b_trace() ? c.b_trace()->backend : "";
+    j["b_backend"] = b_trace_of(c) ? b_trace_of(c)->backend : "";
   }
   return j.dump();
 }
+
+const char* DiffView::label(Lang lang) { return tr(lang, S::ViewDiff); }
+
+bool DiffView::parse_flag(const std::string& flag, const FlagValue& value, Options& o) {
+  if (flag != "--diff") return false;
+  o.spec = parse_diff_spec(value());
+  return true;
+}
+
+void DiffView::finish_options(Options& o, bool shown, std::string&) {
+  if (o.spec && !shown) throw InputError("--diff describes the diff view's B: add --view diff");
+}
+
+std::string DiffView::usage() {
+  return "  --view diff: [--diff KEY=VALUE[,KEY=VALUE...]]  (B's changes; keys: mask, temperature, backend,\n"
+         "               variant, precision, query)\n";
+}
+
+DiffView::DiffView(const ViewContext& ctx, const Options& o) {
+  if (!o.spec) return;
+  check_diff(ctx.session, *o.spec);  // a query that is no token, CUDA without a device: exit 2
+  spec_ = o.spec;
+  edit = *o.spec;
+  companion_ = diff_companion(*o.spec);
+}
+
+bool DiffView::apply(const Session& s, const DiffSpec& d) {
+  edit_error_ = Message{};
+  try {
+    if (d.empty()) {
+      spec_.reset();
+      companion_.reset();
+    } else {
+      check_diff(s, d);
+      spec_ = d;
+      companion_ = diff_companion(d);
+    }
+  } catch (const InputError& e) {
+    edit_error_ = message_of(e);
+    return false;
+  }
+  return true;
+}
+
+void DiffView::prepare(Session& s, int step) { s.set_step(step); }
+
+void DiffView::dump(nlohmann::json& j, const Session& s) const { j["diff"] = nlohmann::json::parse(state_json(s)); }
 
 }  // namespace attnlab::viewer

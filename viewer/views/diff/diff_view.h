@@ -1,7 +1,7 @@
 // The A/B difference view's logic, free of SDL and ImGui (viewer/views/diff/panel.cpp draws it). A is the
 // run on screen, B the same request with a few settings changed (a DiffSpec: --diff
-// KEY=VALUE[,KEY=VALUE...] or the view's editor); the controller runs B on its worker beside A
-// (viewer/session/controller.h) and this file turns the pair into B − A of one step: the signed map, its
+// KEY=VALUE[,KEY=VALUE...] or the view's editor); the session runs B on its worker beside A
+// (DiffCompanion below) and this file turns the pair into B − A of one step: the signed map, its
 // symmetric range, the largest |changes| with their query and key tokens, and the pooled picture
 // of a large map (per pixel the change of largest magnitude, its sign kept). Both settings are
 // named in words. Unit-tested in tests/viewer/test_diff_view.cpp.
@@ -10,7 +10,10 @@
 #include "core/problem.h"
 #include "core/trace.h"
 #include "core/types.h"
+#include "core/messages.h"
 #include "viewer/draw/pooling.h"
+#include "viewer/session/companion.h"
+#include "viewer/views/view.h"
 
 #include <memory>
 #include <optional>
@@ -19,7 +22,7 @@
 
 namespace attnlab::viewer {
 
-class Controller;
+class Session;
 
 // What B changes, each key at most once; an unset key keeps A's value.
 //   mask=none|causal  temperature=T (finite > 0)  backend=cpu|cuda  variant=staged|fused
@@ -41,22 +44,6 @@ struct DiffSpec {
 DiffSpec parse_diff_spec(const std::string& text);
 // The spec written back in the same syntax, keys in a fixed order (parse_diff_spec reads it back).
 std::string diff_spec_text(const DiffSpec& d);
-
-// The settings one run depends on beyond the problem's inputs.
-struct RunSetting {
-  double temperature = 1;
-  MaskKind mask = MaskKind::None;
-  std::string backend = "cpu";
-  Variant variant = Variant::Staged;
-  Precision precision = Precision::FP32;
-  int query = 0;
-  bool operator==(const RunSetting&) const = default;
-  // True when a run with `b` computes the same numbers as with this one (only the query differs).
-  bool same_run(const RunSetting& b) const {
-    return temperature == b.temperature && mask == b.mask && backend == b.backend && variant == b.variant &&
-           precision == b.precision;
-  }
-};
 
 // A with d's changes (the query resolved against p: token or 0-based index; InputError when it is
 // neither). The temperature is validated (InputError).
@@ -105,11 +92,11 @@ std::vector<Change> top_changes(const DiffMap& m, const float* a, const float* b
 // of the block is.
 std::vector<PooledCell> pool_signed(const DiffMap& m, const AxisMap& rmap, const AxisMap& cmap);
 
-// The view's state for the controller's pair on screen (A = trace(), B = b_trace()): B − A of
+// The view's state for the session's pair on screen (A = trace(), B = b_trace_of()): B − A of
 // `step` (1..4 as the chain view's steps; 4 when either run kept only the output), its top
 // changes; recomputed only when the state on screen (revision), the step or the query changed.
 // B − A of step 1..4 as the diff view shows it, with its largest changes: computed by the view,
-// or by the controller's worker beside each run (step_diff), so that a new temperature costs the
+// or by the session's worker beside each run (DiffCompanion), so that a new temperature costs the
 // UI thread no map.
 struct StepDiff {
   int step = 0;               // the step shown (4 when a side kept only the output)
@@ -125,11 +112,64 @@ struct StepDiff {
 std::shared_ptr<const StepDiff> step_diff(const Trace& a, const Trace& b, const RunSetting& sa, const RunSetting& sb,
                                           bool query_named, int step);
 
-class DiffView {
+// The view's companion run (viewer/session/companion.h): B, the run on screen with the spec's
+// changes, computed on the session's worker beside A and adopted with it, and beside a run B − A
+// of the step on screen (step_diff), so that a new temperature costs the UI thread no map.
+struct DiffResult : CompanionResult {
+  DiffSpec spec;
+  RunSetting b_setting;
+  std::shared_ptr<const Problem> b_problem;
+  std::shared_ptr<const Trace> b_trace;  // null when B is A's own run (b_same_run) or failed
+  bool b_same_run = false;               // only the query differs: B is A's trace, another row
+  Message b_error;                       // why B could not run (empty: it ran)
+  std::shared_ptr<const StepDiff> step_diff;  // beside a run; null for the trace on screen
+  int diff_step = 0;
+};
+class DiffCompanion final : public Companion {
+ public:
+  explicit DiffCompanion(DiffSpec spec) : spec_(std::move(spec)) {}
+  std::string key() const override { return "diff: " + diff_spec_text(spec_); }
+  std::shared_ptr<const CompanionResult> compute(const CompanionInput& in) const override;
+
+ private:
+  DiffSpec spec_;
+};
+std::shared_ptr<const Companion> diff_companion(const DiffSpec& spec);
+// The diff result on screen (null: none asked for or not computed yet), and B's trace (A's own,
+// trace(), when only the query differs).
+const DiffResult* diff_of(const Session& s);
+const Trace* b_trace_of(const Session& s);
+// Throws InputError when B of `d` cannot run beside the problem on screen: a query that is no
+// token nor index, CUDA without a device, bf16 staged on CUDA (what --diff is checked with).
+void check_diff(const Session& s, const DiffSpec& d);
+
+class DiffView final : public View {
  public:
   enum class Status { Ok, NoSpec, Streamed, Computing, Failed };
   static constexpr int kTop = 8;
-  Status update(const Controller& c, int step);
+  struct Options {
+    std::optional<DiffSpec> spec;  // --diff KEY=VALUE,...: B's changes (needs --view diff)
+  };
+  static const char* label(Lang lang);
+  static bool parse_flag(const std::string& flag, const FlagValue& value, Options& o);
+  static void finish_options(Options& o, bool shown, std::string& backend);
+  static std::string usage();
+  DiffView() = default;
+  // Checks --diff against the problem on screen (check_diff: InputError, exit 2).
+  DiffView(const ViewContext& ctx, const Options& o);
+
+  void prepare(Session& s, int step) override;
+  std::shared_ptr<const Companion> companion() const override { return companion_; }
+  void dump(nlohmann::json& j, const Session& s) const override;
+  bool info_panel() const override { return false; }
+  // B's changes as applied (--diff, the editor's Apply; empty: none); apply checks them against
+  // the session first (false and edit_error() when refused).
+  const std::optional<DiffSpec>& spec() const { return spec_; }
+  bool apply(const Session& s, const DiffSpec& d);
+  DiffSpec edit;                 // the editor's fields
+  const Message& edit_error() const { return edit_error_; }
+
+  Status update(const Session& c, int step);
   Status status() const { return status_; }
   const DiffMap& map() const { return d_->map; }
   const std::vector<Change>& top() const { return d_->top; }
@@ -139,10 +179,10 @@ class DiffView {
   bool same_run() const { return d_->same_run; }
   int computed() const { return computed_; }  // how many maps the view computed itself
   // A's and B's value of a cell of the map (row 0 of a query diff is A's query row).
-  std::pair<double, double> values(const Controller& c, int row, int col) const;
+  std::pair<double, double> values(const Session& c, int row, int col) const;
   // The view's part of the state dump: status, spec, step, rows, cols, max_abs, arg, changed,
   // masked, top.
-  std::string state_json(const Controller& c) const;
+  std::string state_json(const Session& c) const;
 
  private:
   Status status_ = Status::NoSpec;
@@ -150,6 +190,11 @@ class DiffView {
   std::uint64_t revision_ = ~std::uint64_t{0};
   int asked_step_ = -1, query_ = -1;
   int computed_ = 0;
+  std::optional<DiffSpec> spec_;
+  Message edit_error_;
+  std::shared_ptr<const Companion> companion_;
 };
+
+void draw_panel(DiffView& v, Shell& app, const Layout& l);
 
 }  // namespace attnlab::viewer

@@ -1,9 +1,11 @@
 // The A/B difference view (--view diff --diff KEY=VALUE,...): A is the run on screen, B the same
 // inputs with the editor's changes (mask, temperature, backend, variant, precision, query), run by
-// the controller's worker beside A. A diverging heatmap of B − A of the current step around 0
+// the session's worker beside A. A diverging heatmap of B − A of the current step around 0
 // (symmetric range ±max|B − A|; per pixel the change of largest magnitude when pooled), its
 // legend, the largest changes with their query and key tokens, both settings named. The numbers
 // come from viewer/views/diff/diff_view.h.
+#include "viewer/views/diff/diff_view.h"
+
 #include "viewer/ui/kit.h"
 
 #include "core/format.h"
@@ -45,11 +47,11 @@ void option_combo(const char* id, const char* label, std::optional<T>& v,
   }
 }
 
-void editor(App& app) {
+void editor(Shell& app, DiffView& v) {
   const Lang lang = app.lang;
-  Controller& c = app.ctl;
+  Session& c = app.session;
   const Problem& p = c.problem();
-  DiffSpec& d = app.diff_edit;
+  DiffSpec& d = v.edit;
   const char* keep = tr(lang, S::DiffKeep);
   const float w = app.font_px * 6;
   ImGui::TextColored(kDimV4, "%s", tr(lang, S::DiffEditor));
@@ -90,23 +92,13 @@ void editor(App& app) {
   }
   same_line_if_fits(button_width(tr(lang, S::DiffApply)));
   if (ImGui::Button(fmt("%s###dapply", tr(lang, S::DiffApply)).c_str())) {
-    app.diff_error = Message{};
-    try {
-      if (d.empty()) {
-        app.diff.reset();
-      } else {
-        c.check_diff(d);
-        app.diff = d;
-      }
-    } catch (const InputError& e) {
-      app.diff_error = message_of(e);
-    }
+    v.apply(c, d);
   }
-  if (!app.diff_error.empty())
-    wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + app.diff_error.text(lang), &kErrorV4);
+  if (!v.edit_error().empty())
+    wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + v.edit_error().text(lang), &kErrorV4);
 }
 
-void top_table(App& app, const DiffView& v, const std::vector<std::string>& rows, const std::vector<std::string>& cols,
+void top_table(Shell& app, const DiffView& v, const std::vector<std::string>& rows, const std::vector<std::string>& cols,
                float height) {
   const Lang lang = app.lang;
   ImGui::TextColored(kHighlightV4, "%s", tr(lang, S::DiffTop));
@@ -142,23 +134,24 @@ void top_table(App& app, const DiffView& v, const std::vector<std::string>& rows
 
 }  // namespace
 
-void draw_diff(App& app, const Layout& l) {
+void draw_panel(DiffView& v, Shell& app, const Layout& l) {
   const Lang lang = app.lang;
-  Controller& c = app.ctl;
+  Session& c = app.session;
   const int step = app.play.step();
-  const DiffView::Status st = app.diffv.update(c, step);
-  const int shown = st == DiffView::Status::Ok ? app.diffv.step() : step;
+  const DiffView::Status st = v.update(c, step);
+  const int shown = st == DiffView::Status::Ok ? v.step() : step;
   const std::string title = fmt("%s  ·  %s  ·  %s###heatmap", tr(lang, S::ViewDiff),
                                 fmt(tr(lang, S::StepOf), shown).c_str(), step_name(lang, shown));
   begin_centre(l, title);
-  editor(app);
+  editor(app, v);
   const Problem& p = c.problem();
   const RunSetting a = c.setting();
   wrapped(app, fmt(tr(lang, S::DiffA), setting_text(a, p, lang).c_str()));
-  if (c.shown_diff()) {
+  const DiffResult* r = diff_of(c);
+  if (r) {
     // B's query is the spec's, or else A's current one (the map does not depend on it then).
-    RunSetting b = c.b_setting();
-    if (!c.shown_diff()->query) b.query = a.query;
+    RunSetting b = r->b_setting;
+    if (!r->spec.query) b.query = a.query;
     wrapped(app, fmt(tr(lang, S::DiffB), setting_text(b, p, lang, &a).c_str()), &kHighlightV4);
   }
   wrapped(app, tr(lang, S::DiffDescription), &kDimV4);
@@ -172,7 +165,7 @@ void draw_diff(App& app, const Layout& l) {
       ImGui::End();
       return;
     case DiffView::Status::Failed:
-      wrapped(app, fmt(tr(lang, S::DiffBError), c.b_error().text(lang).c_str()), &kErrorV4);
+      wrapped(app, fmt(tr(lang, S::DiffBError), r->b_error.text(lang).c_str()), &kErrorV4);
       ImGui::End();
       return;
     case DiffView::Status::Computing:
@@ -181,7 +174,6 @@ void draw_diff(App& app, const Layout& l) {
       return;
     case DiffView::Status::Ok: break;
   }
-  const DiffView& v = app.diffv;
   const DiffMap& m = v.map();
   if (v.output_only()) wrapped(app, tr(lang, S::FusedOnlyOutput), &kHighlightV4);
   if (v.query_diff()) wrapped(app, tr(lang, S::DiffQueryNote), &kDimV4);
@@ -189,7 +181,7 @@ void draw_diff(App& app, const Layout& l) {
   // Row labels: the query tokens, or for a query diff the one row "B's token − A's token".
   std::vector<std::string> one_row;
   if (v.query_diff())
-    one_row = {token_label(p.query_tokens(), c.b_setting().query) + " − " + token_label(p.query_tokens(), a.query)};
+    one_row = {token_label(p.query_tokens(), r->b_setting.query) + " − " + token_label(p.query_tokens(), a.query)};
   const std::vector<std::string>& rows = v.query_diff() ? one_row : p.query_tokens();
   const std::vector<std::string>& cols = c.column_labels(shown);
   if (m.max_abs == 0) {

@@ -2,17 +2,94 @@
 #include "viewer/views/heads/heads_view.h"
 
 #include "core/backend.h"
+#include "core/bundle.h"
 #include "core/format.h"
+#include "core/patterns.h"
 #include "viewer/draw/heatmap.h"
 #include "viewer/draw/pooling.h"
 #include "viewer/draw/strings.h"
 #include "engine/registry.h"
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 namespace attnlab::viewer {
+
+// The source on screen but its head, as text.
+std::string heads_layer_key(const Session& session) {
+  const Source& s = session.shown_source();
+  return (s.bundle.empty() ? "" : "bundle|" + s.bundle + "|" + std::to_string(s.layer)) + "|" +
+         std::to_string(s.demo) + "|" + std::to_string(s.n) + "|" + std::to_string(s.d_k) + "|" +
+         std::to_string(s.d_v) + "|" + std::to_string(s.seed) + "|" + pattern_name(s.pattern) + "|" +
+         std::to_string(s.heads) + "|" + s.files.q + "|" + s.files.k + "|" + s.files.v + "|" + s.files.mask + "|" +
+         s.files.tokens + "|" + s.files.tokens_file;
+}
+
+std::string heads_key(const Session& session) {
+  // The temperature as its exact bits.
+  char t_bits[32];
+  std::snprintf(t_bits, sizeof t_bits, "%a", session.problem().temperature);
+  return heads_layer_key(session) + "|" + t_bits + "|" + std::string(to_string(session.problem().mask)) + "|" +
+         session.ran_backend();
+}
+
+HeadsJob heads_job(const Session& session) {
+  const Source& s = session.shown_source();
+  HeadsJob job;
+  job.key = heads_key(session);
+  job.layer_key = heads_layer_key(session);
+  job.backend = session.ran_backend();
+  job.heads = session.shown_heads();
+  const double t = session.problem().temperature;
+  const MaskKind mask = session.problem().mask;
+  if (!s.bundle.empty()) {
+    // The call's files read once, every head stacked; a call with a different mask per head
+    // (which one Problem cannot hold) is read one head at a time.
+    const Bundle b = *session.bundle();
+    const int layer = s.layer;
+    struct Loaded {
+      std::shared_ptr<const Problem> all;
+      bool per_head = false;
+    };
+    auto loaded = std::make_shared<Loaded>();
+    job.load = [b, layer, t, loaded](int h) {
+      const auto ready = [t](Problem p) {
+        p.temperature = t;
+        validate(p);
+        return std::make_shared<const Problem>(std::move(p));
+      };
+      if (!loaded->all && !loaded->per_head) {
+        try {
+          loaded->all = ready(bundle_problem(b, layer, std::nullopt));
+        } catch (const InputError&) {
+          loaded->per_head = true;  // the other refusals come back below, from the head itself
+        }
+      }
+      if (loaded->all) return HeadProblem{loaded->all, h};
+      return HeadProblem{ready(bundle_problem(b, layer, h)), 0};
+    };
+  } else if (job.heads > 1) {
+    // Every head generated once (as the CLI does) and shared by the thumbnails.
+    auto all = std::make_shared<std::shared_ptr<const Problem>>();
+    job.load = [s, t, mask, all](int h) {
+      if (!*all) {
+        Problem p = pattern_problem(s.pattern, s.n, s.d_k, s.d_v, s.seed, s.heads);
+        p.temperature = t;
+        p.mask = mask;
+        validate(p);
+        *all = std::make_shared<const Problem>(std::move(p));
+      }
+      return HeadProblem{*all, h};
+    };
+  } else {
+    job.load = [p = session.shared_problem()](int) { return HeadProblem{p, 0}; };
+  }
+  return job;
+}
+
 
 PoolRequest thumbnail_request(int n, int m, int px, PoolMode mode, int head) {
   const AxisMap rows = map_axis(0, n, std::min(n, px), n);
@@ -262,6 +339,14 @@ std::string head_caption(Lang lang, int head, int kv_head, const HeadThumb& t) {
       std::snprintf(buf, sizeof buf, tr(lang, S::HeadsCaption), head, pct.c_str());
   }
   return buf;
+}
+
+const char* HeadsView::label(Lang lang) { return tr(lang, S::ViewHeads); }
+
+void HeadsView::dump(nlohmann::json& j, const Session&) const {
+  j["heads_grid"] = {{"x", grid.x},           {"y", grid.y},           {"side", grid.side},
+                     {"step_x", grid.step_x}, {"step_y", grid.step_y}, {"cols", grid.cols},
+                     {"rows", grid.rows},     {"done", shown.done}};
 }
 
 }  // namespace attnlab::viewer

@@ -4,15 +4,18 @@
 //     per head, so any N works without an N x N matrix), on its own std::thread; progress; a new
 //     job (another layer, temperature, mask, backend) cancels the one in flight
 //   - the grid the thumbnails are laid out in, which thumbnail a pixel is on, and their captions
-// panel_heads.cpp draws it; a click there opens the head in the chain view (Controller::set_head).
+// viewer/views/heads/panel.cpp draws it; a click there opens the head in the chain view (Session::set_head).
 #pragma once
 
 #include "core/pooled.h"
 #include "core/types.h"
-#include "viewer/session/controller.h"
+#include "viewer/session/session.h"
+#include "viewer/views/view.h"
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
+#include <memory>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -25,6 +28,30 @@ namespace attnlab::viewer {
 // The pooled resolution of a thumbnail: at most this many pixels a side (a head of fewer tokens
 // has one pixel per cell).
 constexpr int kThumbPixels = 96;
+
+// One head of the current layer for the thumbnails: `problem`
+// holds it as head `index` of its stacked heads (a random problem's heads are generated together,
+// a bundle's are read one at a time, so that heads with different masks work too).
+struct HeadProblem {
+  std::shared_ptr<const Problem> problem;
+  int index = 0;
+};
+// What the heads view computes: the heads of the layer on screen with its temperature and mask,
+// on the backend that drew it. `key` changes exactly when the thumbnails do (a new layer, source,
+// temperature, mask or backend; not the head shown); `layer_key` only with the layer or source
+// (the thumbnails of the old temperature stay on screen while the new ones are computed). load(h)
+// runs on the heads view's thread.
+struct HeadsJob {
+  std::string key, layer_key;
+  int heads = 1;
+  std::function<HeadProblem(int head)> load;
+  std::string backend = "cpu";
+};
+
+// The heads of the problem on screen, for the heads view, and its key alone (asked every frame).
+HeadsJob heads_job(const Session& s);
+std::string heads_key(const Session& s);
+std::string heads_layer_key(const Session& s);
 
 // A request covering every cell of an n x m head: min(n, px) pixel rows over the queries and
 // min(m, px) pixel columns over the keys (the viewer's map_axis over the whole matrix).
@@ -129,5 +156,32 @@ double median_row_max(const PooledGrid& g);
 // "head 3 · rows 93.1%" (row_max, left out when < 0; and "· kv 1" for grouped-query heads:
 // kv_head >= 0), "…" while the head is computed, in the UI language.
 std::string head_caption(Lang lang, int head, int kv_head, const HeadThumb& t);
+
+// ---- the view ---------------------------------------------------------------------------------
+// Its state: the thumbnails' run, the copy of its state drawn, where the thumbnails were placed
+// (hover, click, state dump) and how the one texture that holds them is laid out (the texture
+// itself is the shell's, Shell::texture("heads")).
+class HeadsView final : public View, public WithoutFlags {
+ public:
+  static const char* label(Lang lang);
+  HeadsView() = default;
+  HeadsView(const ViewContext&, const Options&) {}
+
+  // Thumbnails nobody sees are not computed: leaving the view stops them (they are computed again,
+  // the old pictures shown meanwhile, when the view is shown again).
+  void hidden() override {
+    if (run.running()) run.stop();
+  }
+  void dump(nlohmann::json& j, const Session& s) const override;
+
+  HeadsRun run;
+  HeadsSnapshot shown;                          // the copy of run's state drawn
+  std::uint64_t shown_rev = ~std::uint64_t{0};  // run's revision it was taken at
+  std::string tex_key;                          // what the texture holds
+  int tex_cols = 1;                             // thumbnails per row in the texture
+  ThumbGrid grid;                               // where they were drawn
+};
+
+void draw_panel(HeadsView& v, Shell& app, const Layout& l);
 
 }  // namespace attnlab::viewer

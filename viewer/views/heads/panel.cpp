@@ -3,6 +3,8 @@
 // texture; the head shown elsewhere framed, the hovered one named, a click opens it in the chain
 // view. Headless (--screenshot) waits for every thumbnail before the picture. While a new
 // temperature or mask is computed the old thumbnails stay, captioned "…".
+#include "viewer/views/heads/heads_view.h"
+
 #include "viewer/ui/kit.h"
 
 #include "core/format.h"
@@ -21,16 +23,17 @@ namespace {
 
 // The thumbnails' pixels into one texture: slot h of a grid of kThumbPixels squares holds head
 // h's pixels in its top-left corner. Rebuilt when the thumbnails or the colour scale change.
-void update_heads_texture(App& app) {
-  const HeadsSnapshot& s = app.heads;
+void update_heads_texture(Shell& app, HeadsView& v) {
+  const HeadsSnapshot& s = v.shown;
+  Shell::Texture& tex = app.texture("heads");
   const int heads = static_cast<int>(s.thumbs.size());
   if (heads == 0) return;
   const std::string key = std::to_string(s.revision) + "|" + std::to_string(app.log_weights);
-  if (app.heads_tex && key == app.heads_tex_key) return;
+  if (tex.tex && key == v.tex_key) return;
   const int cols = static_cast<int>(std::ceil(std::sqrt(static_cast<double>(heads))));
   const int rows = (heads + cols - 1) / cols;
   const int w = cols * kThumbPixels, h = rows * kThumbPixels;
-  if (!ensure_texture(app, app.heads_tex, app.heads_tex_w, app.heads_tex_h, w, h)) return;
+  if (!ensure_texture(app, tex.tex, tex.w, tex.h, w, h)) return;
   std::vector<std::uint32_t> atlas(static_cast<std::size_t>(w) * h, pack_rgba(kGridGap));
   for (int i = 0; i < heads; ++i) {
     const HeadThumb& t = s.thumbs[i];
@@ -41,34 +44,34 @@ void update_heads_texture(App& app) {
       std::copy_n(px.data() + static_cast<std::size_t>(y) * t.weights.cols, t.weights.cols,
                   atlas.data() + static_cast<std::size_t>(y0 + y) * w + x0);
   }
-  SDL_UpdateTexture(app.heads_tex, nullptr, atlas.data(), w * 4);
-  app.heads_tex_cols = cols;
-  app.heads_tex_key = key;
+  SDL_UpdateTexture(tex.tex, nullptr, atlas.data(), w * 4);
+  v.tex_cols = cols;
+  v.tex_key = key;
 }
 
 std::string pct_text(double w) { return format_number(w < 0.01 ? "%.2g" : "%.1f", w * 100); }
 
 }  // namespace
 
-void draw_heads(App& app, const Layout& l) {
+void draw_panel(HeadsView& v, Shell& app, const Layout& l) {
   const Lang lang = app.lang;
-  Controller& c = app.ctl;
+  Session& c = app.session;
   begin_centre(l, fmt("%s###heatmap", tr(lang, S::ViewHeads)));
   // The latest layer wins: another key (or pooling) cancels the run in flight and starts this one.
   const std::string pool_key = app.pool == PoolMode::Max ? "|max" : "|mean";
-  if (app.heads_run.key() != c.heads_key() + pool_key) {
-    HeadsJob job = c.heads_job();
+  if (v.run.key() != heads_key(c) + pool_key) {
+    HeadsJob job = heads_job(c);
     job.key += pool_key;
     job.layer_key += pool_key;
-    app.heads_run.start(std::move(job), kThumbPixels, app.pool);
-    if (!c.async()) app.heads_run.join();
+    v.run.start(std::move(job), kThumbPixels, app.pool);
+    if (!c.async()) v.run.join();
   }
-  const std::uint64_t rev = app.heads_run.revision();
-  if (rev != app.heads_rev) {
-    app.heads = app.heads_run.snapshot();
-    app.heads_rev = rev;
+  const std::uint64_t rev = v.run.revision();
+  if (rev != v.shown_rev) {
+    v.shown = v.run.snapshot();
+    v.shown_rev = rev;
   }
-  const HeadsSnapshot& s = app.heads;
+  const HeadsSnapshot& s = v.shown;
   const int heads = static_cast<int>(s.thumbs.size());
   const Bundle* b = c.from_bundle() ? c.bundle() : nullptr;
   if (b) {
@@ -95,7 +98,8 @@ void draw_heads(App& app, const Layout& l) {
     wrapped(app, fmt(tr(lang, S::HeadsError), h, s.thumbs[h].error.c_str()), &kErrorV4);
     break;  // the first one: the others usually say the same
   }
-  update_heads_texture(app);
+  update_heads_texture(app, v);
+  const Shell::Texture& tex = app.texture("heads");
 
   // The grid in what is left of the window.
   const ImVec2 origin = ImGui::GetCursorScreenPos();
@@ -103,9 +107,9 @@ void draw_heads(App& app, const Layout& l) {
   // Captions below the frame the head shown gets (5 px outside its thumbnail).
   const float caption_h = ImGui::GetTextLineHeightWithSpacing() + 6;
   // 6 px of margin: the frame of the head shown lies outside its thumbnail.
-  app.heads_grid = layout_thumbs(heads, origin.x + 6, origin.y + 6, avail.x - 12, avail.y - 12, caption_h,
+  v.grid = layout_thumbs(heads, origin.x + 6, origin.y + 6, avail.x - 12, avail.y - 12, caption_h,
                                  std::max(12.0f, app.font_px * 0.7f), 4.0f * kThumbPixels);
-  const ThumbGrid& g = app.heads_grid;
+  const ThumbGrid& g = v.grid;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 mouse = ImGui::GetIO().MousePos;
   const int hovered = ImGui::IsWindowHovered() ? thumb_at(g, mouse.x, mouse.y) : -1;
@@ -115,16 +119,16 @@ void draw_heads(App& app, const Layout& l) {
     const ThumbRect r = thumb_rect(g, h);
     const HeadThumb& t = s.thumbs[h];
     dl->AddRectFilled(ImVec2(r.x, r.y), ImVec2(r.x + r.w, r.y + r.h), pack_rgba(kGridGap));
-    if (app.heads_tex && !t.weights.cells.empty()) {
+    if (tex.tex && !t.weights.cells.empty()) {
       // Non-square heads (n != m) keep their aspect inside the square.
       const float aspect = static_cast<float>(t.weights.rows) / t.weights.cols;
       const float iw = aspect <= 1 ? r.w : r.w / aspect, ih = aspect <= 1 ? r.h * aspect : r.h;
       const float ix = r.x + (r.w - iw) / 2, iy = r.y + (r.h - ih) / 2;
-      const int sx = (h % app.heads_tex_cols) * kThumbPixels, sy = (h / app.heads_tex_cols) * kThumbPixels;
-      const ImVec2 uv0(static_cast<float>(sx) / app.heads_tex_w, static_cast<float>(sy) / app.heads_tex_h);
-      const ImVec2 uv1(static_cast<float>(sx + t.weights.cols) / app.heads_tex_w,
-                       static_cast<float>(sy + t.weights.rows) / app.heads_tex_h);
-      dl->AddImage(reinterpret_cast<ImTextureID>(app.heads_tex), ImVec2(ix, iy), ImVec2(ix + iw, iy + ih), uv0, uv1);
+      const int sx = (h % v.tex_cols) * kThumbPixels, sy = (h / v.tex_cols) * kThumbPixels;
+      const ImVec2 uv0(static_cast<float>(sx) / tex.w, static_cast<float>(sy) / tex.h);
+      const ImVec2 uv1(static_cast<float>(sx + t.weights.cols) / tex.w,
+                       static_cast<float>(sy + t.weights.rows) / tex.h);
+      dl->AddImage(reinterpret_cast<ImTextureID>(tex.tex), ImVec2(ix, iy), ImVec2(ix + iw, iy + ih), uv0, uv1);
     }
     if (h == shown) {
       dl->AddRect(ImVec2(r.x - 4, r.y - 4), ImVec2(r.x + r.w + 4, r.y + r.h + 4), kHighlight, 0, 0, 3);
@@ -157,7 +161,7 @@ void draw_heads(App& app, const Layout& l) {
     if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) {
       c.clear_error();
       c.set_head(hovered);
-      app.view_kind = ViewKind::Chain;
+      app.view = "chain";  // the head opens in the chain view
     }
   }
   ImGui::End();

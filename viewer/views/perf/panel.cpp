@@ -6,12 +6,13 @@
 // the centre and the right column (a chart wants the width). Its logic (series, axes, ticks,
 // ranges, roofline placement, the sweep's thread) is viewer/views/perf/perf_view.h; the numbers come from
 // engine/bench.h, the engine of `attnlab bench`.
+#include "viewer/views/perf/perf_view.h"
+
 #include "viewer/ui/kit.h"
 
 #include "core/backend.h"
 #include "core/format.h"
 #include "core/memory.h"
-#include "viewer/views/perf/perf_view.h"
 #include "viewer/draw/strings.h"
 #include "engine/registry.h"
 
@@ -129,7 +130,7 @@ void centred_note(ImDrawList* dl, ImVec2 a, ImVec2 b, const char* text) {
   dl->AddText(ImVec2((a.x + b.x - sz.x) / 2, (a.y + b.y - sz.y) / 2), IM_COL32(170, 170, 170, 255), text);
 }
 
-void point_tooltip(App& app, const PerfSnapshot& snap, const PerfSeries& s, const PerfPoint& p) {
+void point_tooltip(Shell& app, const PerfSnapshot& snap, const PerfSeries& s, const PerfPoint& p) {
   const bench::Result& r = snap.results.at(p.result);
   ImGui::BeginTooltip();
   ImGui::TextUnformatted(fmt(tr(app.lang, S::PerfTip), s.label.c_str(), p.n, format_number("%.4g", r.median_ms).c_str(),
@@ -142,7 +143,7 @@ void point_tooltip(App& app, const PerfSnapshot& snap, const PerfSeries& s, cons
 }
 
 // Time, TFLOP/s or memory against N: one line per series, spread bars (min-max), hover.
-void draw_n_chart(App& app, const PerfSnapshot& snap, const std::vector<PerfSeries>& series, PerfChart chart,
+void draw_n_chart(Shell& app, const PerfSnapshot& snap, const std::vector<PerfSeries>& series, PerfChart chart,
                   ImVec2 r0, ImVec2 r1) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const Lang lang = app.lang;
@@ -196,11 +197,11 @@ void draw_n_chart(App& app, const PerfSnapshot& snap, const std::vector<PerfSeri
   }
 }
 
-void draw_speedup(App& app, const std::vector<PerfSeries>& series, ImVec2 r0, ImVec2 r1) {
+void draw_speedup(Shell& app, const PerfView& pv, const std::vector<PerfSeries>& series, ImVec2 r0, ImVec2 r1) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const Lang lang = app.lang;
-  const std::size_t base = app.perf.baseline >= 0 && static_cast<std::size_t>(app.perf.baseline) < series.size()
-                               ? static_cast<std::size_t>(app.perf.baseline)
+  const std::size_t base = pv.baseline >= 0 && static_cast<std::size_t>(pv.baseline) < series.size()
+                               ? static_cast<std::size_t>(pv.baseline)
                                : default_baseline(series);
   std::vector<std::vector<SpeedupPoint>> ups;
   double lo = 1, hi = 1;
@@ -243,7 +244,7 @@ void draw_speedup(App& app, const std::vector<PerfSeries>& series, ImVec2 r0, Im
   }
 }
 
-void draw_roofline(App& app, const PerfSnapshot& snap, const std::vector<PerfSeries>& series, ImVec2 r0, ImVec2 r1) {
+void draw_roofline(Shell& app, const PerfSnapshot& snap, const std::vector<PerfSeries>& series, ImVec2 r0, ImVec2 r1) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const Lang lang = app.lang;
   double x_lo, x_hi, y_lo, y_hi;
@@ -289,7 +290,7 @@ void draw_roofline(App& app, const PerfSnapshot& snap, const std::vector<PerfSer
   }
 }
 
-void draw_legend(App& app, const std::vector<PerfSeries>& series) {
+void draw_legend(Shell& app, const PerfView& pv, const std::vector<PerfSeries>& series) {
   const Lang lang = app.lang;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float sw = ImGui::GetTextLineHeight();
@@ -315,7 +316,7 @@ void draw_legend(App& app, const std::vector<PerfSeries>& series) {
       if (e > k) ns += "–" + std::to_string(s.skipped[e].n);
       // "no CUDA device: <reason>" is said once above the chart; the legend keeps its first words.
       std::string why = s.skipped[k].reason;
-      if (!app.perf.cuda_reason.empty() && why == "no CUDA device: " + app.perf.cuda_reason) why = "no CUDA device";
+      if (!pv.cuda_reason.empty() && why == "no CUDA device: " + pv.cuda_reason) why = "no CUDA device";
       const std::string line = fmt(tr(lang, S::PerfSkippedN), ns.c_str(), why.c_str());
       wrapped(app, line, &kDimV4);
       k = e + 1;
@@ -325,9 +326,8 @@ void draw_legend(App& app, const std::vector<PerfSeries>& series) {
   }
 }
 
-void controls(App& app, const PerfSnapshot& snap) {
+void controls(Shell& app, PerfView& pv, const PerfSnapshot& snap) {
   const Lang lang = app.lang;
-  PerfViewState& pv = app.perf;
   bench::Spec& sp = pv.spec;
   const bool running = snap.running;
   ImGui::BeginDisabled(running);
@@ -445,25 +445,7 @@ void controls(App& app, const PerfSnapshot& snap) {
 
 }  // namespace
 
-void init_perf(App& app, const ViewerOptions& o, bool headless) {
-  PerfViewState& pv = app.perf;
-  pv.spec = o.perf;
-  pv.n_text = n_list_text(o.perf.ns);
-  pv.chart = o.perf_chart;
-  pv.cuda_ok = cuda_available(&pv.cuda_reason);
-  if (!headless || o.view != ViewKind::Perf) return;
-  // Headless: the whole sweep before the picture, then bench's CSV.
-  check_writable(o.perf_output);
-  pv.run.start(pv.spec);
-  pv.run.join();
-  pv.started = true;
-  const PerfSnapshot s = pv.run.snapshot();
-  if (!s.error.empty()) throw std::runtime_error("the sweep stopped: " + s.error);
-  if (!o.perf_output.empty()) write_perf_csv(o.perf_output, s.results);
-  if (s.device_failure) throw DeviceError("a case failed with a device error (the CSV lists it)");
-}
-
-void draw_perf(App& app, const Layout& l) {
+void draw_panel(PerfView& v, Shell& app, const Layout& l) {
   const Lang lang = app.lang;
   // The centre and the right column together: a chart wants the width.
   const float x0 = l.heatmap.x, x1 = l.info.right();
@@ -472,8 +454,8 @@ void draw_perf(App& app, const Layout& l) {
   ImGui::Begin(fmt("%s###perf", tr(lang, S::ViewPerf)).c_str(), nullptr,
                ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
                    ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoScrollbar);
-  const PerfSnapshot snap = app.perf.run.snapshot();
-  controls(app, snap);
+  const PerfSnapshot snap = v.run.snapshot();
+  controls(app, v, snap);
   const std::vector<PerfSeries> series = build_series(snap.results);
 
   // The chart chooser, and the baseline for the speed-up chart.
@@ -487,11 +469,11 @@ void draw_perf(App& app, const Layout& l) {
                 {PerfChart::Memory, S::PerfChartMemory}};
   for (std::size_t i = 0; i < std::size(charts); ++i) {
     if (i) same_line_if_fits(radio_width(tr(lang, charts[i].label)));
-    if (ImGui::RadioButton(tr(lang, charts[i].label), app.perf.chart == charts[i].c)) app.perf.chart = charts[i].c;
+    if (ImGui::RadioButton(tr(lang, charts[i].label), v.chart == charts[i].c)) v.chart = charts[i].c;
   }
-  if (app.perf.chart == PerfChart::Speedup && !series.empty()) {
-    const std::size_t base = app.perf.baseline >= 0 && static_cast<std::size_t>(app.perf.baseline) < series.size()
-                                 ? static_cast<std::size_t>(app.perf.baseline)
+  if (v.chart == PerfChart::Speedup && !series.empty()) {
+    const std::size_t base = v.baseline >= 0 && static_cast<std::size_t>(v.baseline) < series.size()
+                                 ? static_cast<std::size_t>(v.baseline)
                                  : default_baseline(series);
     ImGui::SameLine();
     ImGui::TextUnformatted(tr(lang, S::PerfBaseline));
@@ -499,7 +481,7 @@ void draw_perf(App& app, const Layout& l) {
     ImGui::SetNextItemWidth(app.font_px * 12);
     if (ImGui::BeginCombo("##perf_base", series[base].label.c_str())) {
       for (std::size_t i = 0; i < series.size(); ++i)
-        if (ImGui::Selectable(series[i].label.c_str(), i == base)) app.perf.baseline = static_cast<int>(i);
+        if (ImGui::Selectable(series[i].label.c_str(), i == base)) v.baseline = static_cast<int>(i);
       ImGui::EndCombo();
     }
   }
@@ -507,20 +489,20 @@ void draw_perf(App& app, const Layout& l) {
   // Chart on the left, legend on the right.
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float legend_w = std::clamp(avail.x * 0.28f, app.font_px * 11, app.font_px * 22);
-  const float hint_h = app.perf.chart == PerfChart::Roofline ? ImGui::GetTextLineHeightWithSpacing() * 3 : 0;
+  const float hint_h = v.chart == PerfChart::Roofline ? ImGui::GetTextLineHeightWithSpacing() * 3 : 0;
   const ImVec2 c0 = ImGui::GetCursorScreenPos();
   const ImVec2 c1(c0.x + avail.x - legend_w - 8, c0.y + avail.y - hint_h);
   ImGui::BeginChild("##perf_chart", ImVec2(c1.x - c0.x, c1.y - c0.y), false, ImGuiWindowFlags_NoScrollbar);
-  switch (app.perf.chart) {
-    case PerfChart::Speedup: draw_speedup(app, series, c0, c1); break;
+  switch (v.chart) {
+    case PerfChart::Speedup: draw_speedup(app, v, series, c0, c1); break;
     case PerfChart::Roofline: draw_roofline(app, snap, series, c0, c1); break;
-    default: draw_n_chart(app, snap, series, app.perf.chart, c0, c1); break;
+    default: draw_n_chart(app, snap, series, v.chart, c0, c1); break;
   }
   ImGui::EndChild();
   ImGui::SameLine();
   ImGui::BeginChild("##perf_legend", ImVec2(legend_w, c1.y - c0.y), true);
-  draw_legend(app, series);
-  if (app.perf.chart == PerfChart::Time || app.perf.chart == PerfChart::Tflops)
+  draw_legend(app, v, series);
+  if (v.chart == PerfChart::Time || v.chart == PerfChart::Tflops)
     wrapped(app, tr(lang, S::PerfSpread), &kDimV4);
   ImGui::EndChild();
   if (hint_h > 0) wrapped(app, tr(lang, S::PerfRoofHint), &kDimV4);

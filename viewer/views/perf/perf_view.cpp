@@ -6,6 +6,8 @@
 #include "core/format.h"
 #include "engine/registry.h"
 #include "engine/bench_report.h"
+#include "viewer/draw/strings.h"
+#include "viewer/session/options.h"
 
 #include <algorithm>
 #include <chrono>
@@ -447,6 +449,84 @@ void write_perf_csv(const std::string& path, const std::vector<bench::Result>& r
   if (!f) throw InputError("cannot write '" + path + "' (missing folder or no permission)");
   f << bench::render_csv(results);
   if (!f.flush()) throw InputError("cannot write '" + path + "'");
+}
+
+const char* PerfView::label(Lang lang) { return tr(lang, S::ViewPerf); }
+
+bool PerfView::parse_flag(const std::string& a, const FlagValue& value, Options& o) {
+  if (a == "--perf-variant") {
+    o.spec.variants = bench::word_list("--perf-variant", value());
+  } else if (a == "--perf-precision") {
+    o.spec.precisions = bench::word_list("--perf-precision", value());
+  } else if (a == "--perf-mask") {
+    o.spec.masks = bench::word_list("--perf-mask", value());
+  } else if (a == "--perf-n") {
+    o.spec.ns = parse_n_list("--perf-n", value());
+  } else if (a == "--perf-d") {
+    o.spec.ds = bench::int_list("--perf-d", value(), kMaxHeadDim);
+  } else if (a == "--perf-heads") {
+    o.spec.heads = bench::int_list("--perf-heads", value(), 4096);
+  } else if (a == "--perf-repeat") {
+    o.spec.repeat = parse_flag_int<int>(a, value(), 1, 1000);
+  } else if (a == "--perf-warmup") {
+    o.spec.warmup = parse_flag_int<int>(a, value(), 0, 100);
+  } else if (a == "--perf-max-seconds") {
+    o.spec.max_seconds = parse_flag_int<int>(a, value(), 1, 86400);
+  } else if (a == "--perf-chart") {
+    o.chart = parse_perf_chart(value());
+  } else if (a == "--perf-output") {
+    o.output = value();
+  } else {
+    return false;
+  }
+  return true;
+}
+
+void PerfView::finish_options(Options& o, bool shown, std::string& backend) {
+  if (!shown) return;
+  if (!backend.empty()) {
+    // The perf view times every backend listed; "auto" there means both. The session's backend
+    // stays auto: --backend cuda without a device still draws the perf view with the reason,
+    // where the chain view would refuse.
+    o.spec.backends =
+        backend == "auto" ? std::vector<std::string>{"cpu", "cuda"} : bench::word_list("--backend", backend);
+    for (const std::string& b : o.spec.backends)
+      if (b != "cpu" && b != "cuda")
+        throw InputError("--backend in the perf view takes cpu, cuda or cpu,cuda, got '" + b + "'");
+    backend.clear();
+  }
+  for (const std::string& v : o.spec.variants)
+    if (v != "staged" && v != "fused") throw InputError("--perf-variant takes staged and/or fused, got '" + v + "'");
+  for (const std::string& p : o.spec.precisions)
+    if (p != "fp32" && p != "bf16") throw InputError("--perf-precision takes fp32 and/or bf16, got '" + p + "'");
+  for (const std::string& m : o.spec.masks)
+    if (m != "none" && m != "causal") throw InputError("--perf-mask takes none and/or causal, got '" + m + "'");
+  bench::check_spec(o.spec);
+}
+
+std::string PerfView::usage() {
+  return "  --view perf: [--backend cpu|cuda|cpu,cuda] [--perf-variant staged,fused]\n"
+         "               [--perf-precision fp32,bf16] [--perf-n 256,512,1024 | 256..16384]\n"
+         "               [--perf-d 64] [--perf-heads 1] [--perf-mask none,causal] [--perf-repeat R]\n"
+         "               [--perf-warmup W] [--perf-max-seconds S] [--perf-output FILE.csv]\n"
+         "               [--perf-chart time|tflops|speedup|roofline|memory]\n";
+}
+
+PerfView::PerfView(const ViewContext& ctx, const Options& o) {
+  spec = o.spec;
+  n_text = n_list_text(o.spec.ns);
+  chart = o.chart;
+  cuda_ok = cuda_available(&cuda_reason);
+  if (!ctx.headless || !ctx.shown) return;
+  // Headless: the whole sweep before the picture, then bench's CSV.
+  check_writable(o.output);
+  run.start(spec);
+  run.join();
+  started = true;
+  const PerfSnapshot s = run.snapshot();
+  if (!s.error.empty()) throw std::runtime_error("the sweep stopped: " + s.error);
+  if (!o.output.empty()) write_perf_csv(o.output, s.results);
+  if (s.device_failure) throw DeviceError("a case failed with a device error (the CSV lists it)");
 }
 
 }  // namespace attnlab::viewer

@@ -10,10 +10,11 @@
 //     FLOPs / moved bytes against attained GFLOP/s, under min(GEMM rate, intensity x bandwidth))
 //   - log axes: ranges padded to whole decades or powers of two, ticks (1-2-5 per decade when few
 //     decades, decades otherwise), value <-> pixel maps, tick labels; the nearest point for hover
-// panel_perf.cpp draws it.
+// viewer/views/perf/panel.cpp draws it.
 #pragma once
 
 #include "engine/bench.h"
+#include "viewer/views/view.h"
 
 #include <atomic>
 #include <cstddef>
@@ -188,8 +189,25 @@ class PerfRun {
   double started_ = 0;
 };
 
-// The view's state, owned by the App: the sweep being edited, the run, the chart shown.
-struct PerfViewState {
+// The view: the sweep being edited, the run, the chart shown.
+class PerfView final : public View {
+ public:
+  struct Options {
+    bench::Spec spec = default_perf_spec();  // --backend (a list here), --perf-*
+    std::string output;                      // --perf-output FILE.csv
+    PerfChart chart = PerfChart::Time;       // --perf-chart time|tflops|speedup|roofline|memory
+  };
+  static const char* label(Lang lang);
+  static bool parse_flag(const std::string& flag, const FlagValue& value, Options& o);
+  // Shown: the view times every backend --backend lists (auto: both) and its lists are checked.
+  static void finish_options(Options& o, bool shown, std::string& backend);
+  static std::string usage();
+  PerfView() = default;
+  // Headless (--screenshot) and shown: runs the sweep to the end here and writes --perf-output
+  // (InputError when it cannot; DeviceError when a case failed on the device).
+  PerfView(const ViewContext& ctx, const Options& o);
+  bool info_panel() const override { return false; }
+
   bench::Spec spec = default_perf_spec();  // what Run starts (the controls edit it)
   std::string n_text;                      // the N field as typed
   std::string n_error;                     // why the N field was refused
@@ -201,6 +219,8 @@ struct PerfViewState {
   PerfRun run;
   bool started = false;                    // Run was pressed (or the headless sweep ran)
 };
+
+void draw_panel(PerfView& v, Shell& app, const Layout& l);
 
 // Refuses (InputError) a path that cannot be written, before the sweep: the file is opened for
 // appending and, when it did not exist, removed again. Empty passes.

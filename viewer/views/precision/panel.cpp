@@ -3,7 +3,9 @@
 // per pixel when the matrix has more cells than the plot has pixels), its max, mean and where the
 // max sits, a histogram of log10 error, and the exact cell under the pointer (the run's value, fp64,
 // their difference and its distance in ulps of the run's precision). The numbers come from
-// viewer/views/precision/precision_view.h; the reference is the controller's companion run.
+// viewer/views/precision/precision_view.h; the reference is the view's companion run.
+#include "viewer/views/precision/precision_view.h"
+
 #include "viewer/ui/kit.h"
 
 #include "core/format.h"
@@ -26,7 +28,7 @@ std::string num(double v) {
   return format_number("%.3g", v);
 }
 
-void histogram(App& app, const ErrorMap& m, float height) {
+void histogram(Shell& app, const ErrorMap& m, float height) {
   const Lang lang = app.lang;
   std::vector<float> counts(m.hist.begin(), m.hist.end());
   const float top = *std::max_element(counts.begin(), counts.end());
@@ -52,32 +54,32 @@ void histogram(App& app, const ErrorMap& m, float height) {
 
 }  // namespace
 
-void draw_precision(App& app, const Layout& l) {
+void draw_panel(PrecisionView& v, Shell& app, const Layout& l) {
   const Lang lang = app.lang;
-  Controller& c = app.ctl;
+  Session& c = app.session;
   const int step = app.play.step();
-  const PrecisionView::Status st = app.prec.update(c, step, app.prec_kind);
-  const int shown = st == PrecisionView::Status::Ok ? app.prec.step() : step;
+  const PrecisionView::Status st = v.update(c, step, v.kind());
+  const int shown = st == PrecisionView::Status::Ok ? v.step() : step;
   const std::string title = fmt("%s  ·  %s  ·  %s###heatmap", tr(lang, S::ViewPrecision),
                                 fmt(tr(lang, S::StepOf), shown).c_str(), step_name(lang, shown));
   begin_centre(l, title);
   const char* prec = to_string(c.precision()).data();
   ImGui::TextColored(kHighlightV4, "%s: %s", tr(lang, S::RunPrecision), prec);
   same_line_if_fits(radio_width(tr(lang, S::PrecAbs)));
-  if (ImGui::RadioButton(tr(lang, S::PrecAbs), app.prec_kind == ErrorKind::Abs)) app.prec_kind = ErrorKind::Abs;
+  if (ImGui::RadioButton(tr(lang, S::PrecAbs), v.kind() == ErrorKind::Abs)) v.set_kind(ErrorKind::Abs);
   same_line_if_fits(radio_width(tr(lang, S::PrecRel)));
-  if (ImGui::RadioButton(tr(lang, S::PrecRel), app.prec_kind == ErrorKind::Rel)) app.prec_kind = ErrorKind::Rel;
+  if (ImGui::RadioButton(tr(lang, S::PrecRel), v.kind() == ErrorKind::Rel)) v.set_kind(ErrorKind::Rel);
   map_view_controls(app, true);
   wrapped(app, fmt(tr(lang, S::PrecDescription), prec, format_number("%.6g", c.problem().temperature).c_str()),
           &kDimV4);
-  if (app.prec_kind == ErrorKind::Rel) wrapped(app, tr(lang, S::PrecRelDef), &kDimV4);
+  if (v.kind() == ErrorKind::Rel) wrapped(app, tr(lang, S::PrecRelDef), &kDimV4);
   if (st == PrecisionView::Status::Streamed) {
     wrapped(app, fmt(tr(lang, S::PrecNeedsStages), kKeepStagesMaxTokens, c.n(), kKeepStagesMaxTokens), &kHighlightV4);
     ImGui::End();
     return;
   }
   if (st == PrecisionView::Status::Failed) {
-    wrapped(app, fmt(tr(lang, S::PrecRefError), c.reference_error().text(lang).c_str()), &kErrorV4);
+    wrapped(app, fmt(tr(lang, S::PrecRefError), reference_error_of(c).text(lang).c_str()), &kErrorV4);
     ImGui::End();
     return;
   }
@@ -86,14 +88,14 @@ void draw_precision(App& app, const Layout& l) {
     ImGui::End();
     return;
   }
-  if (app.prec.output_only()) wrapped(app, tr(lang, S::FusedOnlyOutput), &kHighlightV4);
-  const ErrorMap& m = app.prec.map();
+  if (v.output_only()) wrapped(app, tr(lang, S::FusedOnlyOutput), &kHighlightV4);
+  const ErrorMap& m = v.map();
   const Problem& p = c.problem();
   const std::vector<std::string>& cols = c.column_labels(shown);
   if (m.max == 0) {
     wrapped(app, tr(lang, S::PrecExact), &kHighlightV4);
   } else if (m.arg_row >= 0) {
-    const CellError at = app.prec.cell(c, m.arg_row, m.arg_col);
+    const CellError at = v.cell(c, m.arg_row, m.arg_col);
     wrapped(app,
             fmt(tr(lang, S::PrecSummary), num(m.max).c_str(), num(at.ulps).c_str(), num(m.mean).c_str(), m.zeros,
                 m.rows * m.cols - m.masked) +
@@ -112,7 +114,7 @@ void draw_precision(App& app, const Layout& l) {
   const ValueRange range = m.colour_range();
   char key[160];
   std::snprintf(key, sizeof key, "prec|%llu|%d|%d|%d", static_cast<unsigned long long>(c.revision()), shown,
-                static_cast<int>(app.prec_kind), app.prec.computed());
+                static_cast<int>(v.kind()), v.computed());
   const MapPlot mp = draw_map(app, area, m.rows, m.cols, p.query_tokens(), cols, c.query(), key, [&](const PlotGeometry& g) {
     RasterInput in;
     in.values = m.err.data();
@@ -148,7 +150,7 @@ void draw_precision(App& app, const Layout& l) {
   histogram(app, m, hist_h);
 
   if (mp.hover) {
-    const CellError e = app.prec.cell(c, mp.hover->row, mp.hover->col);
+    const CellError e = v.cell(c, mp.hover->row, mp.hover->col);
     ImGui::BeginTooltip();
     ImGui::Text("%s: %s", tr(lang, S::TipStage), step_name(lang, shown));
     ImGui::Text("%s: %s (#%d)", tr(lang, S::TipQuery), token_label(p.query_tokens(), e.row).c_str(), e.row);

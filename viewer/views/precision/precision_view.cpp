@@ -3,7 +3,9 @@
 
 #include "core/parallel.h"
 
-#include "viewer/session/controller.h"
+#include "viewer/draw/strings.h"
+#include "viewer/session/session.h"
+#include "cpu/cpu_backend.h"
 
 #include <nlohmann/json.hpp>
 
@@ -245,16 +247,52 @@ std::shared_ptr<const ErrorMap> step_error_map(const Trace& t, const TraceD& ref
                                                     p.mask ? static_cast<int>(p.mask->rows()) : 0, kind, t.precision));
 }
 
-PrecisionView::Status PrecisionView::update(const Controller& c, int step, ErrorKind kind) {
+std::shared_ptr<const CompanionResult> ReferenceCompanion::compute(const CompanionInput& in) const {
+  auto out = std::make_shared<ReferenceResult>();
+  try {
+    out->reference = std::make_shared<const TraceD>(reference_fp64(*in.problem));
+    if (in.main) {
+      out->map_step = in.main->has_stages ? in.step : 4;
+      out->map_kind = kind_;
+      out->map = step_error_map(*in.main, *out->reference, in.problem->mask, out->map_step, kind_);
+    }
+  } catch (const std::exception& e) {
+    out->reference.reset();
+    out->error = message_of(e);
+  }
+  return out;
+}
+
+std::shared_ptr<const Companion> reference_companion(ErrorKind kind) {
+  return std::make_shared<const ReferenceCompanion>(kind);
+}
+
+const TraceD* reference_of(const Session& s) {
+  const ReferenceResult* r = s.companion<ReferenceResult>();
+  return r && !s.streaming() ? r->reference.get() : nullptr;
+}
+
+Message reference_error_of(const Session& s) {
+  const ReferenceResult* r = s.companion<ReferenceResult>();
+  return r ? r->error : Message{};
+}
+
+std::shared_ptr<const ErrorMap> worker_error_map(const Session& s, int step, ErrorKind kind) {
+  const ReferenceResult* r = s.companion<ReferenceResult>();
+  return r && r->map && r->map_step == step && r->map_kind == kind ? r->map : nullptr;
+}
+
+PrecisionView::Status PrecisionView::update(const Session& c, int step, ErrorKind kind) {
   if (c.streaming()) return status_ = Status::Streamed;
-  if (!c.reference()) return status_ = c.reference_error().empty() ? Status::Computing : Status::Failed;
+  const TraceD* ref = reference_of(c);
+  if (!ref) return status_ = reference_error_of(c).empty() ? Status::Computing : Status::Failed;
   if (c.revision() == revision_ && step == asked_step_ && kind == kind_ && status_ == Status::Ok) return status_;
   output_only_ = !c.trace().has_stages && step < 4;
   const int s = output_only_ ? 4 : step;
   // The worker's map, when it computed this one beside the run; else computed here.
-  std::shared_ptr<const ErrorMap> m = c.worker_error_map(s, kind);
+  std::shared_ptr<const ErrorMap> m = worker_error_map(c, s, kind);
   if (!m) {
-    m = step_error_map(c.trace(), *c.reference(), c.problem().mask, s, kind);
+    m = step_error_map(c.trace(), *ref, c.problem().mask, s, kind);
     if (!m) return status_ = Status::Computing;
     ++computed_;
   }
@@ -266,9 +304,10 @@ PrecisionView::Status PrecisionView::update(const Controller& c, int step, Error
   return status_ = Status::Ok;
 }
 
-CellError PrecisionView::cell(const Controller& c, int row, int col) const {
-  if (status_ != Status::Ok || !c.reference()) return CellError{};
-  const StagePair p = stage_pair(c.trace(), *c.reference(), c.problem().mask, step_);
+CellError PrecisionView::cell(const Session& c, int row, int col) const {
+  const TraceD* ref = reference_of(c);
+  if (status_ != Status::Ok || !ref) return CellError{};
+  const StagePair p = stage_pair(c.trace(), *ref, c.problem().mask, step_);
   if (p.x->size() == 0 || p.x->rows() != p.ref->rows() || p.x->cols() != p.ref->cols()) return CellError{};
   return cell_error(p.x->data(), p.ref->data(), static_cast<int>(p.x->rows()), static_cast<int>(p.x->cols()),
                     p.mask ? p.mask->data() : nullptr, p.mask ? static_cast<int>(p.mask->rows()) : 0,
@@ -296,6 +335,20 @@ std::string PrecisionView::state_json() const {
     j["hist"] = map_->hist;
   }
   return j.dump();
+}
+
+const char* PrecisionView::label(Lang lang) { return tr(lang, S::ViewPrecision); }
+
+void PrecisionView::prepare(Session& s, int step) { s.set_step(step); }
+
+void PrecisionView::set_kind(ErrorKind k) {
+  if (k == shown_kind_) return;
+  shown_kind_ = k;
+  companion_ = reference_companion(k);
+}
+
+void PrecisionView::dump(nlohmann::json& j, const Session&) const {
+  j["precision_view"] = nlohmann::json::parse(state_json());
 }
 
 }  // namespace attnlab::viewer

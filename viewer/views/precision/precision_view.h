@@ -1,15 +1,18 @@
 // The precision view's logic, free of SDL and ImGui (viewer/views/precision/panel.cpp draws it): for one
 // step of the run on screen, the error of every cell against the fp64 reference chain
-// (reference_fp64, computed by the controller's worker beside the run), absolute or relative to
+// (reference_fp64, computed by the session's worker beside the run), absolute or relative to
 // the row's scale, with its max, mean and where the max sits, a histogram of log10 error over
 // fixed bins, the log colour range of the map, and the hover record of one cell (the value in the
 // run's precision, in fp64, and their distance in units in the last place of that precision).
 // Unit-tested in tests/viewer/test_precision_view.cpp.
 #pragma once
 
+#include "core/messages.h"
 #include "core/trace.h"
 #include "core/types.h"
 #include "viewer/draw/pooling.h"
+#include "viewer/session/companion.h"
+#include "viewer/views/view.h"
 
 #include <array>
 #include <cstdint>
@@ -19,7 +22,7 @@
 
 namespace attnlab::viewer {
 
-class Controller;
+class Session;
 
 // Abs: |x − ref|. Rel: |x − ref| / max_j |ref(i, j)|, the largest |reference value| of the cell's
 // row over its unmasked keys (the row's scale: a softmax row's largest weight, an output row's
@@ -70,10 +73,39 @@ ErrorMap error_map(const float* x, const double* ref, int rows, int cols, const 
 // The error map of step 1..4 (scores, logits, weights, output) of `t` against `ref` as the view
 // shows it: the mask applies at steps 2 and 3 when `mask` is not None; the precision is t's. Null
 // when t lacks that step's matrix or its shape differs from ref's. What the view computes for a
-// step change, and the controller's worker beside each run for the step on screen (so that a new
+// step change, and the session's worker beside each run (ReferenceCompanion) for the step on screen (so that a new
 // temperature costs the UI thread nothing).
 std::shared_ptr<const ErrorMap> step_error_map(const Trace& t, const TraceD& ref, MaskKind mask, int step,
                                                ErrorKind kind);
+
+// The view's companion run (viewer/session/companion.h): the fp64 reference chain of the problem
+// on screen and, beside a run, the error map of the run's step (of step 4 when the run kept only
+// the output) in the view's kind, so that a new temperature costs the UI thread no map; the view
+// computes a map itself only for another step or kind. The kind is a hint: a companion of
+// another kind is the same computation (no new run); the runs after it use the new kind.
+struct ReferenceResult : CompanionResult {
+  std::shared_ptr<const TraceD> reference;  // null when it could not be computed (error says why)
+  Message error;
+  std::shared_ptr<const ErrorMap> map;      // beside a run; null for the trace on screen
+  int map_step = 0;
+  ErrorKind map_kind = ErrorKind::Abs;
+};
+class ReferenceCompanion final : public Companion {
+ public:
+  explicit ReferenceCompanion(ErrorKind kind) : kind_(kind) {}
+  std::string key() const override { return "precision: fp64 reference"; }
+  std::shared_ptr<const CompanionResult> compute(const CompanionInput& in) const override;
+
+ private:
+  ErrorKind kind_;
+};
+std::shared_ptr<const Companion> reference_companion(ErrorKind kind);
+// The reference chain on screen (null: not asked for, streamed, not computed yet or failed) and
+// why it failed (empty otherwise).
+const TraceD* reference_of(const Session& s);
+Message reference_error_of(const Session& s);
+// The map the worker computed beside the run on screen, when it is of step 1..4 and `kind`.
+std::shared_ptr<const ErrorMap> worker_error_map(const Session& s, int step, ErrorKind kind);
 
 // One cell for the hover tooltip.
 struct CellError {
@@ -88,20 +120,31 @@ CellError cell_error(const float* x, const double* ref, int rows, int cols, cons
 // The largest |reference value| of row r over its unmasked, finite cells (rel's denominator).
 double row_scale(const double* ref, int cols, const float* mask, int mask_rows, int r);
 
-// The view's state for the controller's state on screen: the error map of `step` (1..4: scores,
-// logits, weights, output, as the chain view's heatmap) against the controller's fp64 reference,
+// The view's state for the session's state on screen: the error map of `step` (1..4: scores,
+// logits, weights, output, as the chain view's heatmap) against the companion's fp64 reference,
 // recomputed only when the state on screen (revision), the step or the kind changed.
-class PrecisionView {
+class PrecisionView final : public View, public WithoutFlags {
  public:
   enum class Status { Ok, Streamed, Computing, Failed };
-  Status update(const Controller& c, int step, ErrorKind kind);
+  static const char* label(Lang lang);
+  PrecisionView() = default;
+  PrecisionView(const ViewContext&, const Options&) {}
+
+  void prepare(Session& s, int step) override;
+  std::shared_ptr<const Companion> companion() const override { return companion_; }
+  void dump(nlohmann::json& j, const Session& s) const override;
+  // The error kind the panel shows (its radio buttons); the companion follows it.
+  ErrorKind kind() const { return shown_kind_; }
+  void set_kind(ErrorKind k);
+
+  Status update(const Session& c, int step, ErrorKind kind);
   Status status() const { return status_; }
   const ErrorMap& map() const { return *map_; }
   int step() const { return step_; }   // the step shown (4 when the run kept only the output)
   bool output_only() const { return output_only_; }
   int computed() const { return computed_; }  // how many maps the view computed itself (cache tests)
   // The cell under the pointer, from the matrices the map was computed from.
-  CellError cell(const Controller& c, int row, int col) const;
+  CellError cell(const Session& c, int row, int col) const;
   // The view's part of the state dump: status, step, kind, precision, max, mean, argmax, zeros,
   // masked, hist.
   std::string state_json() const;
@@ -114,6 +157,10 @@ class PrecisionView {
   ErrorKind kind_ = ErrorKind::Abs;
   bool output_only_ = false;
   int computed_ = 0;
+  ErrorKind shown_kind_ = ErrorKind::Abs;
+  std::shared_ptr<const Companion> companion_ = reference_companion(ErrorKind::Abs);
 };
+
+void draw_panel(PrecisionView& v, Shell& app, const Layout& l);
 
 }  // namespace attnlab::viewer

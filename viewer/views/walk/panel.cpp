@@ -8,6 +8,8 @@
 // on the UI thread for one row (O(m d)) and cached by (revision, query, tile).
 // Why a row strip and not the whole matrix: the walk is per query row (the kernel's state m, l,
 // acc is per row), and a strip works the same at 5 and at 4096 tokens without any N x N buffer.
+#include "viewer/views/walk/walk_view.h"
+
 #include "viewer/ui/kit.h"
 
 #include "core/format.h"
@@ -54,28 +56,28 @@ void hatch(ImDrawList* dl, ImVec2 a, ImVec2 b) {
   dl->PopClipRect();
 }
 
-void tile_controls(App& app, const Walk* w, int tile) {
+void tile_controls(Shell& app, WalkView& v, const Walk* w, int tile) {
   const Lang lang = app.lang;
-  const std::vector<int> choices = walk_tile_choices(app.ctl.problem().m());
+  const std::vector<int> choices = walk_tile_choices(app.session.problem().m());
   ImGui::TextUnformatted(tr(lang, S::WalkTileSize));
   ImGui::SameLine();
   ImGui::SetNextItemWidth(app.font_px * 5);
   if (ImGui::BeginCombo("##walk_tile", std::to_string(tile).c_str())) {
     for (int b : choices)
-      if (ImGui::Selectable(std::to_string(b).c_str(), b == tile)) app.walk_tile = b;
+      if (ImGui::Selectable(std::to_string(b).c_str(), b == tile)) v.tile = b;
     ImGui::EndCombo();
   }
   ImGui::SameLine();
-  if (ImGui::Button(tr(lang, S::WalkFirst))) app.walk.home();
+  if (ImGui::Button(tr(lang, S::WalkFirst))) v.home();
   same_line_if_fits(button_width(tr(lang, S::Prev)));
-  if (ImGui::Button(tr(lang, S::Prev))) app.walk.prev();
+  if (ImGui::Button(tr(lang, S::Prev))) v.prev();
   same_line_if_fits(button_width(tr(lang, S::Next)));
-  if (ImGui::Button(tr(lang, S::Next))) app.walk.next();
-  const char* play = tr(lang, app.walk.playing() ? S::Pause : S::Play);
+  if (ImGui::Button(tr(lang, S::Next))) v.next();
+  const char* play = tr(lang, v.playing() ? S::Pause : S::Play);
   same_line_if_fits(button_width(play));
-  if (ImGui::Button(play)) app.walk.toggle_play();
+  if (ImGui::Button(play)) v.toggle_play();
   if (w) {
-    const WalkTile& t = w->tiles[app.walk.cursor()];
+    const WalkTile& t = w->tiles[v.cursor()];
     const std::string where = fmt(tr(lang, S::WalkTileOf), t.index, static_cast<int>(w->tiles.size()) - 1,
                                   key_range(t).c_str());
     same_line_if_fits(text_width(where.c_str()));
@@ -83,7 +85,7 @@ void tile_controls(App& app, const Walk* w, int tile) {
   }
 }
 
-void strip(App& app, const Walk& w) {
+void strip(Shell& app, WalkView& v, const Walk& w) {
   const Lang lang = app.lang;
   ImGui::TextColored(kDimV4, "%s", fmt(tr(lang, S::WalkStrip), w.query_token.c_str(), w.keys, w.tile).c_str());
   ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -92,7 +94,7 @@ void strip(App& app, const Walk& w) {
   const float h = app.font_px * 2.0f, bar = std::max(4.f, app.font_px * 0.3f);
   const std::vector<StripBin> bins = walk_strip(w, static_cast<int>(width));
   const auto [lo, hi] = walk_logit_range(w);
-  const int cursor = app.walk.cursor();
+  const int cursor = v.cursor();
   const float per_key = width / static_cast<float>(w.keys);
   auto x_of = [&](int key) { return at.x + 2 + per_key * static_cast<float>(key); };
   const float y0 = at.y + 2, y1 = y0 + h;
@@ -118,14 +120,14 @@ void strip(App& app, const Walk& w) {
   const WalkTile& cur = w.tiles[cursor];
   dl->AddRect(ImVec2(x_of(cur.j0) - 2, y0 - 2), ImVec2(x_of(cur.j1) + 2, y1 + 2), kHighlight, 0, 0, 3);
   // Mark where the query sits among the keys (causal: the diagonal).
-  app.walk.strip = {at.x + 2, y0, width, h, static_cast<int>(bins.size())};
+  v.strip = {at.x + 2, y0, width, h, static_cast<int>(bins.size())};
   ImGui::Dummy(ImVec2(width + 4, h + bar + 8));
   ImGui::TextColored(kDimV4, "x: %s … %s", v4(lo).c_str(), v4(hi).c_str());
 }
 
-void running_table(App& app, const Walk& w, float height) {
+void running_table(Shell& app, WalkView& v, const Walk& w, float height) {
   const Lang lang = app.lang;
-  const int cursor = app.walk.cursor();
+  const int cursor = v.cursor();
   const ImGuiTableFlags flags = ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
                                 ImGuiTableFlags_SizingFixedFit;
   if (!ImGui::BeginTable("##walk_table", 7, flags, ImVec2(0, height))) return;
@@ -192,9 +194,9 @@ void chart(const char* label, const std::vector<float>& values, int count, float
                    ImVec2(width, height));
 }
 
-void output_rows(App& app, const Walk& w) {
+void output_rows(Shell& app, WalkView& v, const Walk& w) {
   const Lang lang = app.lang;
-  const WalkTile& t = w.tiles[app.walk.cursor()];
+  const WalkTile& t = w.tiles[v.cursor()];
   const int dims = std::min(w.d_v, 8);
   if (ImGui::BeginTable("##walk_out", dims + 1, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
     ImGui::TableNextRow();
@@ -219,24 +221,24 @@ void output_rows(App& app, const Walk& w) {
 
 }  // namespace
 
-void draw_walk(App& app, const Layout& l) {
+void draw_panel(WalkView& v, Shell& app, const Layout& l) {
   const Lang lang = app.lang;
   ImGui::SetNextWindowPos(ImVec2(l.heatmap.x, l.heatmap.y), ImGuiCond_Always);
   ImGui::SetNextWindowSize(ImVec2(l.heatmap.w, l.heatmap.h), ImGuiCond_Always);
   ImGui::Begin(fmt("%s###heatmap", tr(lang, S::ViewWalk)).c_str(), nullptr,
                ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse);
-  const Controller& c = app.ctl;
-  const int tile = walk_tile_for(app.walk_tile, c.demo(), c.problem().m());
-  const Walk* w = app.walk.update(c, tile);
-  app.walk.tick(ImGui::GetIO().DeltaTime);
-  tile_controls(app, w, tile);
+  const Session& c = app.session;
+  const int tile = walk_tile_for(v.tile, c.demo(), c.problem().m());
+  const Walk* w = v.update(c, tile);
+  v.tick(ImGui::GetIO().DeltaTime);
+  tile_controls(app, v, w, tile);
   if (!w) {
-    wrapped(app, fmt(tr(lang, S::WalkError), app.walk.error().c_str()), &kErrorV4);
+    wrapped(app, fmt(tr(lang, S::WalkError), v.error().c_str()), &kErrorV4);
     ImGui::End();
     return;
   }
-  wrapped(app, walk_tile_sentence(*w, app.walk.cursor(), lang), &kHighlightV4);
-  strip(app, *w);
+  wrapped(app, walk_tile_sentence(*w, v.cursor(), lang), &kHighlightV4);
+  strip(app, v, *w);
   wrapped(app, tr(lang, S::WalkLegend), &kDimV4);
   const float avail = ImGui::GetContentRegionAvail().y;
   const float bottom = app.font_px * 8.5f;  // output rows, final line, notes
@@ -244,17 +246,17 @@ void draw_walk(App& app, const Layout& l) {
   const float width = ImGui::GetContentRegionAvail().x;
   const float chart_w = std::max(app.font_px * 8, width * 0.34f);
   ImGui::BeginChild("##walk_table_child", ImVec2(width - chart_w - 8, mid), false);
-  running_table(app, *w, mid);
+  running_table(app, v, *w, mid);
   ImGui::EndChild();
   ImGui::SameLine();
   ImGui::BeginChild("##walk_charts", ImVec2(chart_w, mid), false);
   const int count = static_cast<int>(w->tiles.size());
   const float ch = std::max(app.font_px * 1.5f, (mid - 3 * app.font_px * 1.6f) / 3);
-  chart(tr(lang, S::WalkChartM), walk_series_m(*w, app.walk.cursor()), count, chart_w - 4, ch);
-  chart(tr(lang, S::WalkChartL), walk_series_l(*w, app.walk.cursor()), count, chart_w - 4, ch);
-  chart(tr(lang, S::WalkChartErr), walk_series_convergence(*w, app.walk.cursor()), count, chart_w - 4, ch);
+  chart(tr(lang, S::WalkChartM), walk_series_m(*w, v.cursor()), count, chart_w - 4, ch);
+  chart(tr(lang, S::WalkChartL), walk_series_l(*w, v.cursor()), count, chart_w - 4, ch);
+  chart(tr(lang, S::WalkChartErr), walk_series_convergence(*w, v.cursor()), count, chart_w - 4, ch);
   ImGui::EndChild();
-  output_rows(app, *w);
+  output_rows(app, v, *w);
   wrapped(app, tr(lang, S::WalkUnits), &kDimV4);
   wrapped(app, tr(lang, S::WalkCuda), &kDimV4);
   ImGui::End();

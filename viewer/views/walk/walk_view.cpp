@@ -2,6 +2,8 @@
 // kernel's update step); this file only caches, pools for the strip and picks what to chart.
 #include "viewer/views/walk/walk_view.h"
 
+#include "viewer/draw/strings.h"
+
 #include "cpu/walk.h"
 
 #include <nlohmann/json.hpp>
@@ -130,7 +132,7 @@ std::vector<float> walk_series_convergence(const Walk& w, int cursor) {
   return s;
 }
 
-const Walk* WalkView::update(const Controller& c, int tile) {
+const Walk* WalkView::update(const Session& c, int tile) {
   const Problem& p = c.problem();
   if (c.revision() == revision_ && c.query() == query_ && tile == tile_ && &p == problem_)
     return walk();
@@ -215,5 +217,27 @@ std::string WalkView::state_json() const {
   j["strip"] = {{"x", strip.x}, {"y", strip.y}, {"w", strip.w}, {"h", strip.h}, {"bins", strip.bins}};
   return j.dump();
 }
+
+const char* WalkView::label(Lang lang) { return tr(lang, S::ViewWalk); }
+
+bool WalkView::parse_flag(const std::string& flag, const FlagValue& value, Options& o) {
+  if (flag != "--tile") return false;
+  o.tile = parse_flag_int<int>(flag, value(), 1, kCudaMaxTokens);
+  return true;
+}
+
+std::string WalkView::usage() { return "  --view walk: [--tile B]  (keys per tile of the walk; default 2 on the demo, 64 otherwise)\n"; }
+
+bool WalkView::on_action(Action a) {
+  switch (a) {
+    case Action::TogglePlay: toggle_play(); return true;
+    case Action::StepNext: next(); return true;
+    case Action::StepPrev: prev(); return true;
+    case Action::StepHome: home(); return true;
+    default: return false;
+  }
+}
+
+void WalkView::dump(nlohmann::json& j, const Session&) const { j["walk"] = nlohmann::json::parse(state_json()); }
 
 }  // namespace attnlab::viewer

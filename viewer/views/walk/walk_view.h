@@ -1,13 +1,14 @@
 // The walk view's logic, free of SDL and ImGui (viewer/views/walk/panel.cpp draws it): the tile sizes
 // offered, the walk of the selected row computed through the CPU fused kernel's own update step
 // (cpu/walk.h walk_row, then check_walk against the staged chain, the kernel and fp64) and cached
-// by (controller revision, query, tile), the cursor over the tiles that Space, ←/→ and Home move,
+// by (session revision, query, tile), the cursor over the tiles that Space, ←/→ and Home move,
 // the row strip's bins (keys pooled to the pixels there are, each bin's tile and state) and the
 // series of the small charts. Unit-tested in tests/viewer/test_walk_view.cpp.
 #pragma once
 
 #include "core/walk.h"
-#include "viewer/session/controller.h"
+#include "viewer/session/session.h"
+#include "viewer/views/view.h"
 
 #include <cstdint>
 #include <optional>
@@ -51,11 +52,28 @@ std::vector<float> walk_series_m(const Walk& w, int cursor);
 std::vector<float> walk_series_l(const Walk& w, int cursor);
 std::vector<float> walk_series_convergence(const Walk& w, int cursor);
 
-class WalkView {
+class WalkView final : public View {
  public:
-  // The walk of the controller's selected row at `tile` keys per tile, recomputed only when the
+  struct Options {
+    int tile = 0;  // --tile B, keys per tile (0: walk_tile_for's default)
+  };
+  static const char* label(Lang lang);
+  static bool parse_flag(const std::string& flag, const FlagValue& value, Options& o);
+  static void finish_options(Options&, bool, std::string&) {}
+  static std::string usage();
+  WalkView() = default;
+  WalkView(const ViewContext&, const Options& o) : tile(o.tile) {}
+
+  // Space, ←/→ and Home step through the key tiles instead of the chain's steps.
+  bool on_action(Action a) override;
+  void dump(nlohmann::json& j, const Session& s) const override;
+  std::vector<std::string> texts() const override { return walk_ui_text(); }
+
+  int tile = 0;  // the tile size asked for (the panel's choices, --tile; 0: the default)
+
+  // The walk of the session's selected row at `tile` keys per tile, recomputed only when the
   // state on screen (revision), the query or the tile changed. Null (and error()) when refused.
-  const Walk* update(const Controller& c, int tile);
+  const Walk* update(const Session& c, int tile);
   const Walk* walk() const { return walk_ ? &*walk_ : nullptr; }
   const std::string& error() const { return error_; }
   int computed() const { return computed_; }  // how many walks were computed (cache tests)
@@ -93,5 +111,7 @@ class WalkView {
   double speed_ = 2.0, elapsed_ = 0;
   int computed_ = 0;
 };
+
+void draw_panel(WalkView& v, Shell& app, const Layout& l);
 
 }  // namespace attnlab::viewer

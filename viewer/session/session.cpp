@@ -1,13 +1,13 @@
-// The viewer's controller (see controller.h): requests, the worker thread that runs them, and the
-// adoption of finished runs on the UI thread.
-#include "viewer/session/controller.h"
+// The session (see session.h): the requests of every change, the run of one request on the
+// worker (execute), and the adoption of finished runs on the UI thread.
+#include "viewer/session/session.h"
 
 #include "core/format.h"
 #include "core/memory.h"
 #include "core/inputs.h"
 #include "core/messages.h"
-#include "cpu/cpu_backend.h"
 #include "engine/registry.h"
+#include "viewer/session/keymap.h"
 
 #include <algorithm>
 #include <charconv>
@@ -50,20 +50,8 @@ bool same_view(const PoolRequest& a, const PoolRequest& b) {
 
 }  // namespace
 
-double max_abs_diff(const MatrixF& a, const MatrixF& b) {
-  if (a.rows() != b.rows() || a.cols() != b.cols()) return std::numeric_limits<double>::infinity();
-  double worst = 0;
-  for (Eigen::Index i = 0; i < a.size(); ++i) {
-    const float x = a.data()[i], y = b.data()[i];
-    if (x == y) continue;  // also equal infinities (masked logits)
-    const double d = std::abs(static_cast<double>(x) - static_cast<double>(y));
-    if (!std::isfinite(d)) return std::numeric_limits<double>::infinity();
-    worst = std::max(worst, d);
-  }
-  return worst;
-}
-
-Controller::Controller(const ViewerOptions& o, bool async) : async_(async), policy_(o.stages) {
+Session::Session(const SessionOptions& o, bool async)
+    : policy_(o.stages), worker_([this](Job job) { return execute(std::move(job)); }) {
   cuda_ok_ = cuda_available(&cuda_reason_);
   if (o.backend == "cuda" && !cuda_ok_) throw NoDeviceError("no CUDA device: " + cuda_reason_);
   // bf16 keeps every stage, which only the CPU backend does in bf16: auto picks it then.
@@ -114,28 +102,24 @@ Controller::Controller(const ViewerOptions& o, bool async) : async_(async), poli
   Job job;
   job.req = req_;
   job.id = ++posted_;
-  Result r = execute(job, Trace{});
+  Result r = execute(job);
   if (!r.error.empty()) throw error_of(r.error);
   adopt(std::move(r));
-  if (async_) worker_ = std::thread([this] { worker_loop(); });
+  if (async) worker_.start();
 }
 
-Controller::~Controller() {
-  if (!worker_.joinable()) return;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    stop_ = true;
-    cancel_ = true;
-  }
-  wake_.notify_all();
-  worker_.join();
-}
+Session::~Session() { worker_.stop(); }
 
 // ---- the worker -------------------------------------------------------------------------------
 
-Controller::Result Controller::execute(Job job, Trace reuse) {
+Session::Result Session::execute(Job job) {
   Result r;
-  r.trace = std::move(reuse);
+  {
+    // The replaced trace adopt() put aside is this run's buffers.
+    std::lock_guard<std::mutex> lk(recycle_mu_);
+    r.trace = std::move(recycled_);
+    recycled_ = Trace{};
+  }
   const double t0 = now_ms();
   try {
     const Request& q = job.req;
@@ -148,7 +132,7 @@ Controller::Result Controller::execute(Job job, Trace reuse) {
       if (q.source.bundle.empty()) np.mask = q.mask;  // a bundle's call brings its own
       p = std::make_shared<const Problem>(std::move(np));
     } else if (p->temperature != q.temperature || (q.source.bundle.empty() && p->mask != q.mask)) {
-      // Only the temperature or the mask changed: the inputs are copied, not regenerated.
+      // Only the temperature or the mask changed: the new problem shares the inputs.
       auto np = std::make_shared<Problem>(*p);
       np->temperature = q.temperature;
       if (q.source.bundle.empty()) np->mask = q.mask;
@@ -161,8 +145,8 @@ Controller::Result Controller::execute(Job job, Trace reuse) {
     if (q.precision == Precision::BF16 && q.backend == "cuda") throw InputError(Msg::Bf16StagedCuda, {});
     RunOptions opt;
     opt.precision = q.precision;
-    opt.cancel = &cancel_;
-    opt.progress = &progress_;
+    opt.cancel = worker_.cancel_flag();
+    opt.progress = worker_.progress();
     // Kept stages: scores, scaled, logits, weights (+ mask, one head) as fp32. Two traces live at
     // once while a new one is built (the old one stays on screen).
     const double cells = static_cast<double>(p->q().rows()) * p->m();
@@ -176,7 +160,7 @@ Controller::Result Controller::execute(Job job, Trace reuse) {
       throw InputError(Msg::Bf16Streamed, {std::to_string(p->n()), std::to_string(kKeepStagesMaxTokens)});
     if (job.parts == kCompanion) {
       // Only the companions, for the problem on screen (the main run is there already).
-      if (!r.streaming) run_companions(job, p, nullptr, r.companions);
+      if (!r.streaming && job.companion) r.companion = job.companion->compute(companion_input(job, p, nullptr));
       r.problem = p;
       r.job = std::move(job);
       r.ms = now_ms() - t0;
@@ -201,11 +185,12 @@ Controller::Result Controller::execute(Job job, Trace reuse) {
       return r;
     }
     if (!r.streaming) opt.stages = kept_stages(policy_, q.backend, *p, q.step);
-    progress_ = 0;
+    *worker_.progress() = 0;
     backend_for(q.backend).run_into(*p, opt, r.trace);
     if (opt.pool) job.view = *opt.pool;  // the view the pooled stages belong to
     else job.view.reset();
-    if ((job.parts & kCompanion) && !r.streaming) run_companions(job, p, &r.trace, r.companions);
+    if ((job.parts & kCompanion) && !r.streaming && job.companion)
+      r.companion = job.companion->compute(companion_input(job, p, &r.trace));
     r.problem = p;
     last_problem_ = p;
     last_source_ = q.source;
@@ -219,7 +204,7 @@ Controller::Result Controller::execute(Job job, Trace reuse) {
   return r;
 }
 
-RunSetting Controller::setting_of(const Request& r) {
+RunSetting Session::setting_of(const Request& r) {
   RunSetting s;
   s.temperature = r.temperature;
   s.mask = r.mask;
@@ -229,138 +214,56 @@ RunSetting Controller::setting_of(const Request& r) {
   return s;
 }
 
-RunSetting Controller::setting() const {
+RunSetting Session::setting() const {
   RunSetting s = setting_of(shown_req_);
   s.query = query();
   s.backend = ran_backend();  // what ran (auto may have fallen back)
   return s;
 }
 
-void Controller::run_companions(const Job& job, const std::shared_ptr<const Problem>& p, const Trace* main,
-                                Companions& out) {
-  out.computed = true;
-  out.diff = job.diff;
-  if (job.reference) {
-    try {
-      out.reference = std::make_shared<const TraceD>(reference_fp64(*p));
-      // The precision view's map of the step on screen, here rather than on the UI thread (the
-      // view computes it itself only for another step or kind).
-      if (main) {
-        out.error_step = main->has_stages ? job.req.step : 4;
-        out.error_kind = job.error_kind;
-        out.error_map = step_error_map(*main, *out.reference, p->mask, out.error_step, job.error_kind);
-      }
-    } catch (const std::exception& e) {
-      out.reference_error = message_of(e);
-    }
-  }
-  if (!job.diff) return;
-  try {
-    RunSetting a = setting_of(job.req);
-    a.query = std::clamp(a.query, 0, p->n() - 1);
-    const RunSetting b = apply_diff(a, *job.diff, *p);
-    out.b_setting = b;
-    out.b_problem = p;
-    // The diff view's B − A of the step on screen, likewise; A as setting() gives it (what ran).
-    const auto diff_with = [&](const Trace& bt) {
-      if (!main) return;
-      if (!main->backend.empty()) a.backend = main->backend;
-      out.step_diff = step_diff(*main, bt, a, b, job.diff->query.has_value(), job.req.step);
-      out.diff_step = job.req.step;
-    };
-    if (a.same_run(b)) {
-      out.b_same_run = true;  // only the query differs: B is A's trace, another row
-      if (main) diff_with(*main);
-      return;
-    }
-    if (b.backend == "cuda" && !cuda_ok_) throw NoDeviceError("no CUDA device: " + cuda_reason_);
-    if (b.backend == "cuda" && b.precision == Precision::BF16 && b.variant == Variant::Staged)
-      throw InputError(Msg::Bf16StagedCuda, {});
-    if (b.temperature != p->temperature || b.mask != p->mask) {
-      auto bp = std::make_shared<Problem>(*p);
-      bp->temperature = b.temperature;
-      bp->mask = b.mask;
-      validate(*bp);
-      out.b_problem = std::move(bp);
-    }
-    RunOptions opt;
-    opt.variant = b.variant;
-    opt.precision = b.precision;
-    opt.keep_stages = b.variant == Variant::Staged;
-    opt.cancel = &cancel_;
-    auto t = std::make_shared<Trace>();
-    run_backend_into(b.backend, *out.b_problem, opt, *t);
-    out.b_trace = std::move(t);
-    diff_with(*out.b_trace);
-  } catch (const Cancelled&) {
-    throw;
-  } catch (const std::exception& e) {
-    out.b_error = message_of(e);
-    out.b_trace.reset();
-  }
+CompanionInput Session::companion_input(const Job& job, const std::shared_ptr<const Problem>& p,
+                                        const Trace* main) const {
+  CompanionInput in;
+  in.problem = p;
+  in.main = main;
+  in.setting = setting_of(job.req);
+  in.setting.query = std::clamp(in.setting.query, 0, p->n() - 1);
+  in.step = job.req.step;
+  in.cuda_ok = cuda_ok_;
+  in.cuda_reason = cuda_reason_;
+  in.cancel = worker_.cancel_flag();
+  return in;
 }
 
-void Controller::adopt_companions(Companions c) {
-  // A run that finished after its view was left brings companions nobody shows: not kept.
-  if (!want_reference_) {
-    c.reference.reset();
-    c.error_map.reset();
-  }
-  if (!want_diff_) c.diff.reset();
-  if (!c.diff) {
-    c.step_diff.reset();
-    c.b_trace.reset();
-    c.b_problem.reset();
-    c.b_same_run = false;
-    c.b_error = Message{};
-  }
-  companions_ = c.computed ? std::move(c) : Companions{};
+bool Session::companions_busy() const {
+  if (streaming_ || !want_) return false;
+  return !(companion_ && companion_key_ == want_->key());
 }
 
-bool Controller::companions_busy() const {
-  if (streaming_) return false;
-  const Companions& c = companions_;
-  const bool ref_missing = want_reference_ && !c.reference && c.reference_error.empty();
-  const bool diff_missing = want_diff_ && !(c.diff && *c.diff == *want_diff_);
-  return ref_missing || diff_missing;
-}
-
-void Controller::set_companions(bool reference, const std::optional<DiffSpec>& diff) {
-  if (reference == want_reference_ && diff == want_diff_) return;
-  const bool more = (reference && !want_reference_) || (diff && diff != want_diff_);
-  want_reference_ = reference;
-  want_diff_ = diff;
-  if (!more) {
-    // Fewer companions: drop what is no longer shown (its memory: an fp64 chain at 4096 tokens).
-    if (!reference) {
-      companions_.reference.reset();
-      companions_.error_map.reset();
-    }
-    if (!diff) {
-      Companions keep;
-      keep.computed = companions_.computed;
-      keep.reference = std::move(companions_.reference);
-      keep.reference_error = companions_.reference_error;
-      keep.error_map = std::move(companions_.error_map);
-      keep.error_step = companions_.error_step;
-      keep.error_kind = companions_.error_kind;
-      companions_ = std::move(keep);
-    }
+void Session::set_companion(std::shared_ptr<const Companion> c) {
+  if (!c) {
+    if (!want_ && !companion_) return;
+    // Dropped when the view is left (its memory: an fp64 chain at 4096 tokens).
+    want_.reset();
+    companion_.reset();
+    companion_key_.clear();
     ++revision_;
     return;
   }
+  const std::string key = c->key();
+  if (want_ && want_->key() == key) {
+    want_ = std::move(c);  // the same computation: its hints serve the later runs
+    return;
+  }
+  want_ = std::move(c);
+  companion_.reset();
+  companion_key_.clear();
+  ++revision_;
   if (streaming_) return;  // the views say why there is nothing to compare
   post(kCompanion);
 }
 
-void Controller::check_diff(const DiffSpec& d) const {
-  RunSetting b = apply_diff(setting(), d, *shown_);  // the query, the temperature
-  if (b.backend == "cuda" && !cuda_ok_) throw NoDeviceError("no CUDA device: " + cuda_reason_);
-  if (b.backend == "cuda" && b.precision == Precision::BF16 && b.variant == Variant::Staged)
-    throw InputError(Msg::Bf16StagedCuda, {});
-}
-
-Problem Controller::build(const Source& s) {
+Problem Session::build(const Source& s) {
   if (!s.bundle.empty()) return bundle_problem(read_bundle(s.bundle), s.layer, s.head);
   if (!s.files.q.empty()) {
     Problem p = problem_from_files(s.files.q, s.files.k, s.files.v);
@@ -374,85 +277,39 @@ Problem Controller::build(const Source& s) {
   return pattern_problem(s.pattern, s.n, s.d_k, s.d_v, s.seed);
 }
 
-void Controller::worker_loop() {
-  std::unique_lock<std::mutex> lk(mu_);
-  for (;;) {
-    wake_.wait(lk, [this] { return stop_ || pending_.has_value(); });
-    if (stop_) return;
-    Job job = std::move(*pending_);
-    pending_.reset();
-    running_ = job.parts;
-    cancel_ = false;
-    Trace reuse = std::move(recycled_);
-    recycled_ = Trace{};
-    lk.unlock();
-    Result r = execute(std::move(job), std::move(reuse));
-    lk.lock();
-    running_ = 0;
-    done_.push_back(std::move(r));
-    idle_.notify_all();
-  }
-}
-
-bool Controller::post(unsigned parts) {
+bool Session::post(unsigned parts) {
   // Every selected query's row; a new problem keeps the one query its load chose.
   if (req_.source == shown_req_.source) req_.queries = queries_;
   Job job;
   job.req = req_;
-  // A new main run brings its companions along (a problem on screen is never paired with the
-  // reference or the B of another).
-  if ((parts & kAll) && (want_reference_ || want_diff_)) parts |= kCompanion;
+  // A new main run brings its companion along (a problem on screen is never paired with the
+  // companion of another).
+  if ((parts & kAll) && want_) parts |= kCompanion;
   job.parts = parts;
-  job.reference = want_reference_;
-  job.error_kind = want_kind_;
-  job.diff = want_diff_;
+  job.companion = want_;
   if (have_view_) job.view = view_;
   job.id = ++posted_;
-  if (!async_) {
-    error_ = Message{};
-    // The replaced trace adopt() puts into recycled_ is the next run's buffers.
-    Trace reuse = std::move(recycled_);
-    recycled_ = Trace{};
-    adopt(execute(std::move(job), std::move(reuse)));
+  if (!worker_.async()) error_ = Message{};
+  // Sync: the run is done here; async: it is queued (a newer job supersedes it) and poll() adopts it.
+  if (std::optional<Result> r = worker_.post(std::move(job))) {
+    adopt(std::move(*r));
     return error_.empty();
   }
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (pending_) job.parts |= pending_->parts;  // what was queued is still owed
-    // The run in flight is superseded when this one recomputes everything it computes.
-    if (running_ != 0 && (running_ & ~job.parts) == 0) cancel_ = true;
-    pending_ = std::move(job);
-  }
-  wake_.notify_all();
   return true;
 }
 
-bool Controller::poll() {
-  std::deque<Result> done;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    done.swap(done_);
-  }
+bool Session::poll() {
+  std::deque<Result> done = worker_.take();
   for (Result& r : done) adopt(std::move(r));
   return !done.empty();
 }
 
-void Controller::wait() {
-  if (async_) {
-    std::unique_lock<std::mutex> lk(mu_);
-    idle_.wait(lk, [this] { return !pending_ && running_ == 0; });
-  }
+void Session::wait() {
+  worker_.wait_idle();
   poll();
 }
 
-bool Controller::busy() const {
-  std::lock_guard<std::mutex> lk(mu_);
-  return pending_.has_value() || running_ != 0 || !done_.empty();
-}
-
-float Controller::progress() const { return progress_.load(); }
-
-void Controller::revert_request() {
+void Session::revert_request() {
   // The step stays the UI's: set_step would otherwise ask again, frame after frame.
   const int step = req_.step;
   req_ = shown_req_;
@@ -460,13 +317,13 @@ void Controller::revert_request() {
   req_.step = step;
 }
 
-Backend& Controller::backend_for(const std::string& name) {
+Backend& Session::backend_for(const std::string& name) {
   std::unique_ptr<Backend>& b = name == "cuda" ? cuda_backend_ : cpu_backend_;
   if (!b) b = make_backend(name);
   return *b;
 }
 
-void Controller::set_step(int step) {
+void Session::set_step(int step) {
   if (step == req_.step) return;
   req_.step = step;
   if (streaming_ || !trace_.has_stages) return;
@@ -485,7 +342,7 @@ unsigned kept_stages(StagePolicy policy, const std::string& backend, const Probl
   return s;
 }
 
-void Controller::adopt(Result r) {
+void Session::adopt(Result r) {
   const bool latest = r.job.id == posted_;
   if (r.cancelled) return;
   if (!r.error.empty()) {
@@ -513,21 +370,21 @@ void Controller::adopt(Result r) {
         if (q != first && q >= 0 && q < shown_->n()) queries_.push_back(q);
     }
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      std::lock_guard<std::mutex> lk(recycle_mu_);
       // The replaced trace's buffers serve the next run, when it has this size (a 4096-token trace
       // kept after going back to the demo would hold 300 MB for nothing).
       if (trace_.weights.size() == r.trace.weights.size() && trace_.output.size() == r.trace.output.size())
         recycled_ = std::move(trace_);
     }
     trace_ = std::move(r.trace);
-    adopt_companions(std::move(r.companions));
+    adopt_companion(r.job.companion, std::move(r.companion));
     shown_view_ = r.job.view.value_or(PoolRequest{});
-    compare_ = CompareResult{};  // a comparison belongs to the problem it ran on
+    ++run_revision_;  // what belonged to the run before (a Compare) is not this one's
     last_run_ms_ = r.ms;
   } else if (r.job.parts == kCompanion) {
-    // Companions of the state on screen only (a newer main run brings its own).
+    // The companion of the state on screen only (a newer main run brings its own).
     if (r.problem != shown_ || !setting_of(r.job.req).same_run(setting_of(shown_req_))) return;
-    adopt_companions(std::move(r.companions));
+    adopt_companion(r.job.companion, std::move(r.companion));
   } else {
     if (r.problem != shown_) return;  // computed for a problem that is no longer on screen
     if (r.job.view && !r.trace.pooled.empty()) {
@@ -541,9 +398,22 @@ void Controller::adopt(Result r) {
   if (latest) error_ = Message{};
 }
 
+void Session::adopt_companion(const std::shared_ptr<const Companion>& asked,
+                              std::shared_ptr<const CompanionResult> result) {
+  // A run that finished after its view was left (or asked for another) brings a companion nobody
+  // shows: not kept.
+  if (!asked || !result || !want_ || asked->key() != want_->key()) {
+    companion_.reset();
+    companion_key_.clear();
+    return;
+  }
+  companion_ = std::move(result);
+  companion_key_ = asked->key();
+}
+
 // ---- state changes --------------------------------------------------------------------------
 
-bool Controller::set_temperature(double t) {
+bool Session::set_temperature(double t) {
   try {
     validate_temperature(t);
   } catch (const InputError& e) {
@@ -558,7 +428,18 @@ bool Controller::set_temperature(double t) {
   return post(kAll);
 }
 
-bool Controller::set_temperature_text(const std::string& text) {
+void Session::queue_temperature_step(bool up) {
+  pending_temperature_ = viewer::step_temperature(pending_temperature_.value_or(req_.temperature), up);
+}
+
+bool Session::apply_temperature_steps() {
+  if (!pending_temperature_) return true;
+  const double t = *pending_temperature_;
+  pending_temperature_.reset();
+  return set_temperature(t);
+}
+
+bool Session::set_temperature_text(const std::string& text) {
   try {
     return set_temperature(parse_temperature(text));
   } catch (const InputError& e) {
@@ -567,7 +448,7 @@ bool Controller::set_temperature_text(const std::string& text) {
   }
 }
 
-bool Controller::set_query(int q) {
+bool Session::set_query(int q) {
   if (q < 0 || q >= n()) {
     error_ = message_of(Msg::QueryOutside, {std::to_string(q), std::to_string(n() - 1)});
     return false;
@@ -612,7 +493,7 @@ std::vector<int> parse_query_list(const Problem& p, const std::string& text) {
   return qs;
 }
 
-bool Controller::set_queries(const std::vector<int>& qs) {
+bool Session::set_queries(const std::vector<int>& qs) {
   if (qs.empty()) {
     error_ = message_of(Msg::QueryListEmptyItem, {""});
     return false;
@@ -634,7 +515,7 @@ bool Controller::set_queries(const std::vector<int>& qs) {
   return true;
 }
 
-bool Controller::set_queries_text(const std::string& text) {
+bool Session::set_queries_text(const std::string& text) {
   try {
     return set_queries(parse_query_list(*shown_, text));
   } catch (const InputError& e) {
@@ -643,7 +524,7 @@ bool Controller::set_queries_text(const std::string& text) {
   }
 }
 
-bool Controller::toggle_query(int q) {
+bool Session::toggle_query(int q) {
   std::vector<int> sel = queries_;
   if (q == query()) {
     error_ = Message{};
@@ -654,11 +535,11 @@ bool Controller::toggle_query(int q) {
   return set_queries(sel);
 }
 
-bool Controller::move_query(int delta) {
+bool Session::move_query(int delta) {
   return set_query(std::clamp(query() + delta, 0, n() - 1));
 }
 
-bool Controller::set_mask(MaskKind m) {
+bool Session::set_mask(MaskKind m) {
   if (m == req_.mask) {
     error_ = Message{};
     return true;
@@ -675,11 +556,11 @@ bool Controller::set_mask(MaskKind m) {
   return post(kAll);
 }
 
-bool Controller::toggle_mask() {
+bool Session::toggle_mask() {
   return set_mask(req_.mask == MaskKind::None ? MaskKind::Causal : MaskKind::None);
 }
 
-bool Controller::set_backend(const std::string& name) {
+bool Session::set_backend(const std::string& name) {
   if (name == req_.backend) {
     error_ = Message{};
     return true;
@@ -704,7 +585,7 @@ bool Controller::set_backend(const std::string& name) {
   return post(kAll);
 }
 
-bool Controller::set_precision(Precision p) {
+bool Session::set_precision(Precision p) {
   if (p == req_.precision) {
     error_ = Message{};
     return true;
@@ -725,7 +606,7 @@ bool Controller::set_precision(Precision p) {
   return post(kAll);
 }
 
-bool Controller::load_demo() {
+bool Session::load_demo() {
   req_.source.demo = true;
   req_.source.files = InputFiles{};
   req_.source.bundle.clear();
@@ -735,7 +616,7 @@ bool Controller::load_demo() {
   return post(kAll);
 }
 
-bool Controller::load_random(int n_tokens, int d_k, int d_v, std::uint64_t seed, int heads) {
+bool Session::load_random(int n_tokens, int d_k, int d_v, std::uint64_t seed, int heads) {
   if (heads < 0) heads = req_.source.heads;
   if (heads < 1 || heads > kMaxRandomHeads) {
     error_ = message_of(Msg::HeadsRange, {std::to_string(kMaxRandomHeads), std::to_string(heads)});
@@ -774,7 +655,7 @@ bool Controller::load_random(int n_tokens, int d_k, int d_v, std::uint64_t seed,
   return post(kAll);
 }
 
-bool Controller::load_files(const InputFiles& f) {
+bool Session::load_files(const InputFiles& f) {
   if (f.q.empty() || f.k.empty() || f.v.empty()) {
     error_ = message_of(Msg::FilesTogether, {f.q.empty() ? "--q" : f.k.empty() ? "--k" : "--v"});
     return false;
@@ -793,7 +674,7 @@ bool Controller::load_files(const InputFiles& f) {
   return post(kAll);
 }
 
-bool Controller::set_head(int head) {
+bool Session::set_head(int head) {
   if (head < 0 || head >= heads()) {
     error_ = message_of(Msg::HeadOutside, {std::to_string(head), std::to_string(heads() - 1)});
     return false;
@@ -804,7 +685,7 @@ bool Controller::set_head(int head) {
   return post(kAll);
 }
 
-bool Controller::set_layer(int layer) {
+bool Session::set_layer(int layer) {
   if (req_.source.bundle.empty() || !bundle_ || layer < 0 || layer >= layer_count()) {
     error_ = message_of(Msg::LayerOutside, {std::to_string(layer)});
     return false;
@@ -817,7 +698,7 @@ bool Controller::set_layer(int layer) {
   return post(kAll);
 }
 
-bool Controller::load_bundle(int layer) {
+bool Session::load_bundle(int layer) {
   if (!bundle_ || layer < 0 || layer >= static_cast<int>(bundle_->calls.size())) {
     error_ = message_of(Msg::LayerOutside, {std::to_string(layer)});
     return false;
@@ -833,182 +714,37 @@ bool Controller::load_bundle(int layer) {
   return post(kAll);
 }
 
-int Controller::layer_count() const {
+int Session::layer_count() const {
   return !req_.source.bundle.empty() && bundle_ ? static_cast<int>(bundle_->calls.size()) : 1;
 }
 
-int Controller::heads_of(const Source& s) const {
+int Session::heads_of(const Source& s) const {
   if (!s.bundle.empty() && bundle_) return bundle_->calls[s.layer].heads;
   if (s.demo || !s.files.q.empty()) return 1;
   return s.heads;
 }
 
-int Controller::heads() const { return heads_of(req_.source); }
-int Controller::shown_heads() const { return heads_of(shown_req_.source); }
 
-int Controller::kv_heads() const {
+int Session::kv_heads() const {
   const Source& s = req_.source;
   if (!s.bundle.empty() && bundle_) return bundle_->calls[s.layer].kv_heads;
   return heads();
 }
 
-int Controller::kv_head_of(int head) const {
+int Session::kv_head_of(int head) const {
   return head / std::max(1, heads() / std::max(1, kv_heads()));
 }
 
-// The source on screen but its head, as text.
-std::string Controller::heads_layer_key() const {
-  const Source& s = shown_req_.source;
-  return (s.bundle.empty() ? "" : "bundle|" + s.bundle + "|" + std::to_string(s.layer)) + "|" +
-         std::to_string(s.demo) + "|" + std::to_string(s.n) + "|" + std::to_string(s.d_k) + "|" +
-         std::to_string(s.d_v) + "|" + std::to_string(s.seed) + "|" + pattern_name(s.pattern) + "|" +
-         std::to_string(s.heads) + "|" + s.files.q + "|" + s.files.k + "|" + s.files.v + "|" + s.files.mask + "|" +
-         s.files.tokens + "|" + s.files.tokens_file;
-}
-
-std::string Controller::heads_key() const {
-  // The temperature as its exact bits.
-  char t_bits[32];
-  std::snprintf(t_bits, sizeof t_bits, "%a", shown_->temperature);
-  return heads_layer_key() + "|" + t_bits + "|" + std::string(to_string(shown_->mask)) + "|" +
-         ran_backend();
-}
-
-HeadsJob Controller::heads_job() const {
-  const Source& s = shown_req_.source;
-  HeadsJob job;
-  job.key = heads_key();
-  job.layer_key = heads_layer_key();
-  job.backend = ran_backend();
-  job.heads = shown_heads();
-  const double t = shown_->temperature;
-  const MaskKind mask = shown_->mask;
-  if (!s.bundle.empty()) {
-    // The call's files read once, every head stacked; a call with a different mask per head
-    // (which one Problem cannot hold) is read one head at a time.
-    const Bundle b = *bundle_;
-    const int layer = s.layer;
-    struct Loaded {
-      std::shared_ptr<const Problem> all;
-      bool per_head = false;
-    };
-    auto loaded = std::make_shared<Loaded>();
-    job.load = [b, layer, t, loaded](int h) {
-      const auto ready = [t](Problem p) {
-        p.temperature = t;
-        validate(p);
-        return std::make_shared<const Problem>(std::move(p));
-      };
-      if (!loaded->all && !loaded->per_head) {
-        try {
-          loaded->all = ready(bundle_problem(b, layer, std::nullopt));
-        } catch (const InputError&) {
-          loaded->per_head = true;  // the other refusals come back below, from the head itself
-        }
-      }
-      if (loaded->all) return HeadProblem{loaded->all, h};
-      return HeadProblem{ready(bundle_problem(b, layer, h)), 0};
-    };
-  } else if (job.heads > 1) {
-    // Every head generated once (as the CLI does) and shared by the thumbnails.
-    auto all = std::make_shared<std::shared_ptr<const Problem>>();
-    job.load = [s, t, mask, all](int h) {
-      if (!*all) {
-        Problem p = pattern_problem(s.pattern, s.n, s.d_k, s.d_v, s.seed, s.heads);
-        p.temperature = t;
-        p.mask = mask;
-        validate(p);
-        *all = std::make_shared<const Problem>(std::move(p));
-      }
-      return HeadProblem{*all, h};
-    };
-  } else {
-    job.load = [p = shown_](int) { return HeadProblem{p, 0}; };
-  }
-  return job;
-}
-
-void Controller::set_view(const PoolRequest& view) {
+void Session::set_view(const PoolRequest& view) {
   if (have_view_ && same_view(view, view_)) return;
   view_ = view;
   have_view_ = true;
   if (streaming_ && view_fits(view, *shown_)) post(kView);
 }
 
-// ---- Compare ----------------------------------------------------------------------------------
-
-std::string Controller::compare_unavailable_reason() const {
-  if (!cuda_ok_) return cuda_reason_.empty() ? "no CUDA device" : cuda_reason_;
-  if (n() > kKeepStagesMaxTokens) return limit_message(n(), "cpu").en;
-  return {};
-}
-
-const CompareResult& Controller::run_compare() {
-  compare_ = CompareResult{};
-  compare_.a_name = "CPU";
-  compare_.b_name = "CUDA";
-  const std::string why = compare_unavailable_reason();
-  if (!why.empty()) {
-    compare_.error = why;
-    return compare_;
-  }
-  try {
-    RunOptions opt;
-    opt.keep_stages = true;
-    // The chosen backend's staged run of this problem is on screen already: only the other one
-    // runs (both run only when the trace kept no stages).
-    Trace cpu_run, gpu_run;
-    // (Compare is fp32: a bf16 run on screen is not reused.)
-    const bool reuse = trace_.has_stages && trace_.variant == Variant::Staged && trace_.precision == Precision::FP32;
-    const std::string& ran = trace_.backend;
-    const Trace& cpu =
-        reuse && ran == "cpu" ? trace_ : (cpu_run = make_backend("cpu")->run(problem(), opt));
-    const Trace& gpu =
-        reuse && ran == "cuda" ? trace_ : (gpu_run = make_backend("cuda")->run(problem(), opt));
-    compare_.a_total_ms = cpu.timings.total_ms;
-    compare_.b_total_ms = gpu.timings.total_ms;
-    const StageTimings& a = cpu.timings;
-    const StageTimings& b = gpu.timings;
-    compare_.stages = {
-        {"scores", max_abs_diff(gpu.scores, cpu.scores), a.qk_ms, b.qk_ms},
-        {"scaled", max_abs_diff(gpu.scaled, cpu.scaled), 0, 0},
-        {"logits", max_abs_diff(gpu.logits, cpu.logits), a.scale_mask_ms, b.scale_mask_ms},
-        {"weights", max_abs_diff(gpu.weights, cpu.weights), a.softmax_ms, b.softmax_ms},
-        {"output", max_abs_diff(gpu.output, cpu.output), a.pv_ms, b.pv_ms},
-    };
-    compare_.done = true;
-  } catch (const std::exception& e) {
-    compare_.error = e.what();
-  }
-  return compare_;
-}
-
-const CompareResult& Controller::run_variant_compare() {
-  compare_ = CompareResult{};
-  compare_.a_name = "staged";
-  compare_.b_name = "fused";
-  try {
-    RunOptions staged;
-    staged.keep_stages = false;  // the output is what both compute; time it alone
-    RunOptions fused = staged;
-    fused.variant = Variant::Fused;
-    const auto backend = make_backend(trace_.backend.empty() ? req_.backend : trace_.backend);
-    const Trace a = backend->run(problem(), staged);
-    const Trace b = backend->run(problem(), fused);
-    compare_.a_total_ms = a.timings.total_ms;
-    compare_.b_total_ms = b.timings.total_ms;
-    compare_.stages = {{"output", max_abs_diff(b.output, a.output), a.timings.total_ms,
-                        b.timings.total_ms}};
-    compare_.done = true;
-  } catch (const std::exception& e) {
-    compare_.error = e.what();
-  }
-  return compare_;
-}
-
 // ---- what the UI shows ----------------------------------------------------------------------
 
-const MatrixF* Controller::stage_matrix(int step) const {
+const MatrixF* Session::stage_matrix(int step) const {
   const MatrixF* m = nullptr;
   switch (step) {
     case 1: m = &trace_.scores; break;
@@ -1020,7 +756,7 @@ const MatrixF* Controller::stage_matrix(int step) const {
   return m->size() > 0 ? m : nullptr;
 }
 
-const PooledGrid* Controller::pooled_stage(int step) const {
+const PooledGrid* Session::pooled_stage(int step) const {
   if (trace_.pooled.empty()) return nullptr;
   switch (step) {
     case 1: return &trace_.pooled.scores;
@@ -1030,13 +766,13 @@ const PooledGrid* Controller::pooled_stage(int step) const {
   }
 }
 
-const RowStages* Controller::row_of(int q) const {
+const RowStages* Session::row_of(int q) const {
   for (const RowStages& r : trace_.rows)
     if (r.row == q && r.weights.size() == static_cast<std::size_t>(shown_->m())) return &r;
   return nullptr;
 }
 
-const std::vector<std::string>& Controller::column_labels(int step) const {
+const std::vector<std::string>& Session::column_labels(int step) const {
   if (step == 4) {
     if (static_cast<int>(dim_labels_.size()) != shown_->d_v()) {
       dim_labels_.clear();
@@ -1047,7 +783,7 @@ const std::vector<std::string>& Controller::column_labels(int step) const {
   return shown_->key_tokens();
 }
 
-const std::string& Controller::description(Lang lang) const {
+const std::string& Session::description(Lang lang) const {
   DescriptionCache& d = description_;
   if (d.revision != revision_ || d.query != query() || d.lang != lang) {
     if (trace_.has_stages) {
@@ -1064,7 +800,7 @@ const std::string& Controller::description(Lang lang) const {
   return d.text;
 }
 
-std::optional<RowStats> Controller::stats_of(int q) const {
+std::optional<RowStats> Session::stats_of(int q) const {
   if (q < 0 || q >= n()) return std::nullopt;
   if (stats_cache_.revision != revision_) {
     stats_cache_.revision = revision_;
@@ -1079,7 +815,7 @@ std::optional<RowStats> Controller::stats_of(int q) const {
   return st;
 }
 
-std::optional<RowStats> Controller::mean_stats(int* counted) const {
+std::optional<RowStats> Session::mean_stats(int* counted) const {
   RowStats mean;
   mean.argmax = -1;
   double unmasked = 0;
@@ -1104,7 +840,7 @@ std::optional<RowStats> Controller::mean_stats(int* counted) const {
   return mean;
 }
 
-std::string Controller::reproduce_command() const {
+std::string Session::reproduce_command() const {
   const Request& r = shown_req_;
   // The shortest decimal that reads back as the same double: the CLI parses it to this value.
   char t[64];

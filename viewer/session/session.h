@@ -1,85 +1,51 @@
-// The viewer's state and the only place it talks to the lab: the problem (demo, random, files or a
-// bundle's call; of several heads, the one head shown), the query, temperature, mask and backend,
-// and the Trace the backend registry returned for them.
+// The session: the state every view shares and the only place the viewer talks to the lab. It
+// holds the problem (demo, random, files or a bundle's call; of several heads, the one head shown),
+// the query selection, temperature, mask, backend, precision and the chain's step, the Trace the
+// backend registry returned for them, and the companion runs of the view on screen. Every setter
+// answers with a catalogued Message (error(), in either language) when it refuses; the state on
+// screen is kept then.
 //
-// Backend runs happen off the UI thread (async mode, the interactive viewer): every change posts a
-// request to one worker thread, the UI keeps drawing the last result (problem() and trace() are
-// always the pair that was computed together) and shows that a newer one is coming (busy(),
-// progress()); a newer request supersedes an older one: it replaces what is queued, and cancels
-// the run in flight when it recomputes everything that run computes. poll(), once per frame,
-// adopts finished runs. In sync mode (tests, --screenshot, the redraw bench) each change waits for
-// its run, so the state on return is the new one.
+// Runs happen on a Worker (viewer/session/worker.h): in async mode (the interactive viewer) every
+// change posts a request and the UI keeps drawing the last result (problem() and trace() are
+// always the pair that was computed together) while busy() and progress() say that a newer one is
+// coming; a newer request supersedes an older one. poll(), once per frame, adopts finished runs.
+// In sync mode (tests, --screenshot, the redraw bench) each change waits for its run, so the state
+// on return is the new one.
+//
+// The inputs are shared, not copied: a temperature or mask change runs the problem on screen
+// again with its Q, K, V and labels (core/problem.h's shared inputs).
 //
 // Up to kKeepStagesMaxTokens every stage is kept (exact numbers in every cell, tables, Compare).
 // Above, or when the stages would not fit in memory, the problem is streamed: the backend computes
-// the pooled image of the current view (set_view) block by block, the selected row exactly and
+// the pooled image of the current view (set_view) block by block, the selected rows exactly and
 // the output, without any N x N matrix.
 //
-// A change the core refuses (InputError: bad temperature, limits, no CUDA device, not enough
-// memory) leaves the last valid state in place and keeps the message for the UI. The controller
-// never computes attention itself; the only arithmetic on results is the Compare checks, max
-// |difference| per stage, and the B − A and error maps of the precision and diff views
-// (viewer/views/precision/precision_view.h, viewer/views/diff/diff_view.h), computed from what the backends returned.
-//
-// Companion runs (precision and diff views, set_companions): the fp64 reference of the problem on
-// screen (reference_fp64) and the B run of the diff view (the request with a DiffSpec's changes)
-// run on the same worker, in the same job as the main run, and are adopted together with it: the
-// pair on screen always belongs to the same request. Not for streamed problems (N above
-// kKeepStagesMaxTokens): the views need every stage. Free of SDL and ImGui, so it is unit-tested.
+// Companion runs (viewer/session/companion.h): the view on screen names what it needs beside
+// every run (set_companion); the worker computes it in the same job as the run and the pair is
+// adopted together. Not for streamed problems (the views need every stage). The session never
+// computes attention itself. Free of SDL and ImGui, so it is unit-tested.
 #pragma once
 
 #include "core/backend.h"
 #include "core/bundle.h"
 #include "core/messages.h"
-#include "core/problem.h"
 #include "core/patterns.h"
+#include "core/problem.h"
 #include "core/stats.h"
 #include "core/trace.h"
-#include "viewer/views/diff/diff_view.h"
-#include "viewer/app/options.h"
-#include "viewer/views/precision/precision_view.h"
+#include "viewer/session/companion.h"
+#include "viewer/session/options.h"
+#include "viewer/session/worker.h"
 
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 namespace attnlab::viewer {
-
-constexpr int kTableMaxTokens = 16;         // numeric tables are drawn up to this N
-constexpr int kKeepStagesMaxTokens = 4096;  // every stage kept up to this N; streamed above
-// Queries selected together (shift-click, a typed list, --queries): the selected query and up to
-// kMaxQueries - 1 more, compared in the statistics and overlaid in the row chart.
-constexpr int kMaxQueries = 8;
-
-// Two runs of the current problem side by side: CPU vs CUDA (the staged chain on both), or the
-// staged chain vs the fused kernel on the chosen backend (works without a GPU).
-struct StageCompare {
-  std::string stage;        // "scores" | "scaled" | "logits" | "weights" | "output"
-  double max_abs_diff = 0;  // max |b - a| over all entries (-inf == -inf counts as 0)
-  double a_ms = 0, b_ms = 0;  // the stage's time in each run (0 when not timed apart)
-};
-
-struct CompareResult {
-  bool done = false;
-  std::string error;          // why it could not run
-  std::string a_name, b_name;  // "CPU" / "CUDA", or "staged" / "fused"
-  double a_total_ms = 0, b_total_ms = 0;
-  std::vector<StageCompare> stages;
-  double speed_up() const { return b_total_ms > 0 ? a_total_ms / b_total_ms : 0; }  // a / b
-};
-
-// max |a - b| over all entries; equal infinities count as 0, any other non-finite mismatch (or a
-// shape mismatch) as +inf.
-double max_abs_diff(const MatrixF& a, const MatrixF& b);
 
 // Files a problem is read from (the viewer's --q/--k/--v, --mask FILE, --tokens, --tokens-file,
 // or its Load fields), read by core/inputs.h as the CLI reads them. Empty q: not from files.
@@ -90,49 +56,50 @@ struct InputFiles {
   bool operator==(const InputFiles&) const = default;
 };
 
+// Where the problem comes from, and which of its heads is shown.
+struct Source {
+  bool demo = true;  // the demo, unless files.q or bundle is set; else random (n, d_k, d_v, seed)
+  int n = 512, d_k = 64, d_v = 64;
+  std::uint64_t seed = 0;
+  Pattern pattern;  // the random problem's structure; Generate keeps it
+  int heads = 1;    // random: heads generated together (the CLI's --heads)
+  InputFiles files;
+  std::string bundle;  // a bundle's directory: its call `layer`
+  int layer = 0;
+  int head = 0;        // the head shown (random with heads > 1, or the bundle's call)
+  bool operator==(const Source&) const = default;
+};
+
 // The stages a run of `p` on `backend` brings back when it keeps them (RunOptions::stages), with
-// step 1..4 on screen, under --stages `policy` (viewer/app/options.h): every stage, or the weights (the
-// statistics, the row chart and the description read them) with the step's own matrix and, at the
-// steps that show it, the mask.
+// step 1..4 on screen, under --stages `policy`: every stage, or the weights (the statistics, the
+// row chart and the description read them) with the step's own matrix and, at the steps that show
+// it, the mask.
 unsigned kept_stages(StagePolicy policy, const std::string& backend, const Problem& p, int step);
 
 // "3, 7, 9" (indices or tokens, as --query takes them) for `p`: the first stays first, the others
 // ascending and distinct. InputError for an empty item, a query outside, or more than kMaxQueries.
 std::vector<int> parse_query_list(const Problem& p, const std::string& text);
 
-// One head of the current layer for the heads view's thumbnails (viewer/views/heads/heads_view.h): `problem`
-// holds it as head `index` of its stacked heads (a random problem's heads are generated together,
-// a bundle's are read one at a time, so that heads with different masks work too).
-struct HeadProblem {
-  std::shared_ptr<const Problem> problem;
-  int index = 0;
-};
-// What the heads view computes: the heads of the layer on screen with its temperature and mask,
-// on the backend that drew it. `key` changes exactly when the thumbnails do (a new layer, source,
-// temperature, mask or backend; not the head shown); `layer_key` only with the layer or source
-// (the thumbnails of the old temperature stay on screen while the new ones are computed). load(h)
-// runs on the heads view's thread.
-struct HeadsJob {
-  std::string key, layer_key;
-  int heads = 1;
-  std::function<HeadProblem(int head)> load;
-  std::string backend = "cpu";
-};
-
-class Controller {
+class Session {
  public:
   // Builds the initial state from the command line and runs it (synchronously, whatever the
   // mode). Throws InputError for a bad query, an N over the backend's limit or "--backend cuda"
   // without a device (main turns it into exit 2).
-  explicit Controller(const ViewerOptions& o, bool async = false);
-  ~Controller();
-  Controller(const Controller&) = delete;
-  Controller& operator=(const Controller&) = delete;
+  explicit Session(const SessionOptions& o, bool async = false);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
 
   // ---- state changes: false and error() when refused; the state on screen is kept then. In
   // async mode a refusal that only the run can find (memory) arrives later, through poll() ----
   bool set_temperature(double t);
   bool set_temperature_text(const std::string& text);  // typed entry: "0.5", "abc", "0", ...
+  // The [ and ] keys: one step (keymap.h step_temperature) from the temperature asked for last —
+  // the slider's or the entry's, or the steps queued since the last apply_temperature_steps — not
+  // from the one on screen, which an older run may still show. Queued, so that held keys cost one
+  // run per frame; apply_temperature_steps (once per frame) asks for it.
+  void queue_temperature_step(bool up);
+  bool apply_temperature_steps();
   bool set_query(int q);            // no backend run (streamed problems: the exact row only)
   bool move_query(int delta);       // clamped to the rows
   // Several queries: the selected one (query()) first, then the others in increasing order.
@@ -147,22 +114,16 @@ class Controller {
   bool toggle_mask();
   // The chain's step on screen (1..4), which decides the stages a run brings back (kept_stages):
   // a step whose matrix the trace on screen lacks starts a run; otherwise nothing happens. The
-  // chain, precision and diff views call it on every frame.
+  // views of the chain's steps call it on every frame.
   void set_step(int step);
   bool set_backend(const std::string& name);  // "cpu" | "cuda"
   // The run's precision (fp32 | bf16): every view shows that pipeline's stages. bf16 keeps every
   // stage, so it is refused for streamed problems, and on CUDA (whose bf16 is the fused kernel).
   bool set_precision(Precision p);
-  // What the companion runs are (the views shown): the fp64 reference, and a B run of the diff
-  // view. A no-op when unchanged; otherwise they are computed for the state on screen (and for
-  // every later run) on the worker.
-  void set_companions(bool reference, const std::optional<DiffSpec>& diff);
-  // The precision view's error kind: with the fp64 reference, the worker also computes the error
-  // map of the run's step (Request::step) in this kind, beside every later run.
-  void set_error_kind(ErrorKind kind) { want_kind_ = kind; }
-  // Throws InputError when B of `d` cannot run beside the problem on screen: a query that is no
-  // token nor index, CUDA without a device, bf16 staged on CUDA (what --diff is checked with).
-  void check_diff(const DiffSpec& d) const;
+  // The companion runs of the view on screen (null: none). One of another key is computed for the
+  // state on screen (and beside every later run) on the worker; one of the same key replaces the
+  // one asked for without a run; none drops the result on screen.
+  void set_companion(std::shared_ptr<const Companion> c);
   bool load_demo();
   // heads: how many heads to generate (-1: as many as now); the head shown stays when it exists.
   bool load_random(int n, int d_k, int d_v, std::uint64_t seed, int heads = -1);
@@ -179,19 +140,18 @@ class Controller {
   // The heatmap's pixels (streamed problems): pixel rows / columns and the source interval each
   // covers, and the pooling. A new view is computed in the background; a no-op when unchanged.
   void set_view(const PoolRequest& view);
-  const CompareResult& run_compare();          // runs CPU and CUDA on the current problem
-  const CompareResult& run_variant_compare();  // staged vs fused on the chosen backend
   void clear_error() { error_ = Message{}; }
 
   // ---- the worker ----
   bool poll();  // adopts finished runs; true when what is on screen changed
   void wait();  // until nothing is queued or running, then poll()
-  bool busy() const;        // a run is queued or in flight
-  float progress() const;   // of the run in flight, 0..1
-  bool async() const { return async_; }
+  bool busy() const { return worker_.busy(); }  // a run is queued or in flight
+  float progress() const { return worker_.progress_value(); }  // of the run in flight, 0..1
+  bool async() const { return worker_.async(); }
 
   // ---- what the UI shows: the last finished run and the problem it was computed for ----
   const Problem& problem() const { return *shown_; }
+  const std::shared_ptr<const Problem>& shared_problem() const { return shown_; }
   const Trace& trace() const { return trace_; }
   bool demo() const {
     return shown_req_.source.demo && shown_req_.source.files.q.empty() && shown_req_.source.bundle.empty();
@@ -199,23 +159,24 @@ class Controller {
   // The problem on screen is one call of a bundle (bundle(): its manifest).
   bool from_bundle() const { return !shown_req_.source.bundle.empty(); }
   const Bundle* bundle() const { return bundle_ ? &*bundle_ : nullptr; }
+  // The source of the problem on screen, and the one asked for.
+  const Source& shown_source() const { return shown_req_.source; }
+  const Source& source() const { return req_.source; }
   // The requested layer and head (the pickers follow them at once), the heads of that layer
   // (random: --heads; bundle: the call's heads; else 1), and the key/value head a query head reads
   // (grouped-query bundles; h itself otherwise).
   int layer() const { return req_.source.layer; }
   int layer_count() const;
   int head() const { return req_.source.head; }
-  int heads() const;
+  int heads() const { return heads_of(req_.source); }
   int kv_heads() const;
   int kv_head_of(int head) const;
-  // The layer and head of the problem on screen.
+  // The layer and head of the problem on screen, and the heads of its source.
   int shown_layer() const { return shown_req_.source.layer; }
   int shown_head() const { return shown_req_.source.head; }
-  int shown_heads() const;
-  // The heads of the problem on screen for the heads view, and its key alone (asked every frame).
-  HeadsJob heads_job() const;
-  std::string heads_key() const;
-  std::string heads_layer_key() const;
+  int shown_heads() const { return heads_of(shown_req_.source); }
+  // The heads of a source: a bundle call's, a random problem's --heads, else 1.
+  int heads_of(const Source& s) const;
   // The problem on screen was read from files (these).
   bool from_files() const { return !shown_req_.source.files.q.empty(); }
   const InputFiles& files() const { return shown_req_.source.files; }
@@ -232,7 +193,7 @@ class Controller {
   double requested_temperature() const { return req_.temperature; }
   Precision requested_precision() const { return req_.precision; }
   Precision precision() const { return shown_req_.precision; }  // of the run on screen
-  // The run on screen as the diff view's A (variant staged: the chain the viewer runs).
+  // The run on screen as a setting (variant staged: the chain the viewer runs; the backend that ran).
   RunSetting setting() const;
   MaskKind requested_mask() const { return req_.mask; }
   bool cuda_ok() const { return cuda_ok_; }
@@ -245,9 +206,10 @@ class Controller {
   static int max_tokens(const std::string& backend) {
     return backend == "cuda" ? kCudaMaxTokens : kCpuMaxTokens;
   }
-  std::string compare_unavailable_reason() const;  // empty when CPU-vs-CUDA Compare can run
-  const CompareResult& last_compare() const { return compare_; }
-  std::uint64_t revision() const { return revision_; }  // bumps whenever trace_ changes
+  std::uint64_t revision() const { return revision_; }  // bumps whenever what is on screen changes
+  // Bumps whenever a run of the whole chain is adopted (not for a view, a row or a companion): what
+  // belongs to one run (a Compare) is keyed on it.
+  std::uint64_t run_revision() const { return run_revision_; }
   double last_run_ms() const { return last_run_ms_; }   // wall time of the last backend call
   bool stages_kept() const { return trace_.has_stages; }
   // Every stage is on screen (not only the step's: --stages step or auto on CUDA).
@@ -304,44 +266,16 @@ class Controller {
   std::string reproduce_command() const;
 
   // ---- the companion runs on screen (belonging to problem() and trace()) ----
-  // The fp64 reference chain of the problem on screen; null when not asked for, streamed, or not
-  // computed yet (reference_error() then says why, when it failed).
-  const TraceD* reference() const { return companions_.reference.get(); }
-  const Message& reference_error() const { return companions_.reference_error; }
-  // The error map the worker computed beside the run on screen, when it is of step 1..4 and
-  // `kind` (else null: the precision view computes it).
-  std::shared_ptr<const ErrorMap> worker_error_map(int step, ErrorKind kind) const {
-    const Companions& c = companions_;
-    return c.error_map && c.error_step == step && c.error_kind == kind ? c.error_map : nullptr;
+  // The result of the companion asked for, when it is on screen and of type T (else null: none
+  // asked for, not computed yet, or the view's companion changed since).
+  template <class T>
+  const T* companion() const {
+    return want_ && companion_ && companion_key_ == want_->key() ? dynamic_cast<const T*>(companion_.get())
+                                                                  : nullptr;
   }
-  // The diff view's B: the spec it was computed for (null: none asked for or not computed yet),
-  // B's setting, B's problem and trace (B's trace is trace() itself when only the query differs).
-  const DiffSpec* shown_diff() const { return companions_.diff ? &*companions_.diff : nullptr; }
-  const RunSetting& b_setting() const { return companions_.b_setting; }
-  const Problem* b_problem() const { return companions_.b_problem.get(); }
-  const Trace* b_trace() const { return companions_.b_same_run ? &trace_ : companions_.b_trace.get(); }
-  const Message& b_error() const { return companions_.b_error; }  // why B could not run (empty: it ran)
-  // B − A as the worker computed it beside the run on screen, when it is of step 1..4 and A's
-  // query `query` (else null: the diff view computes it).
-  std::shared_ptr<const StepDiff> worker_diff(int step, int query) const {
-    const Companions& c = companions_;
-    return c.step_diff && c.diff_step == step && c.step_diff->query == query ? c.step_diff : nullptr;
-  }
-  bool companions_busy() const;  // companions asked for but not on screen yet
+  bool companions_busy() const;  // a companion asked for but not on screen yet
 
  private:
-  struct Source {
-    bool demo = true;  // the demo, unless files.q or bundle is set; else random (n, d_k, d_v, seed)
-    int n = 512, d_k = 64, d_v = 64;
-    std::uint64_t seed = 0;
-    Pattern pattern;  // the random problem's structure; Generate keeps it
-    int heads = 1;    // random: heads generated together (the CLI's --heads)
-    InputFiles files;
-    std::string bundle;  // a bundle's directory: its call `layer`
-    int layer = 0;
-    int head = 0;        // the head shown (random with heads > 1, or the bundle's call)
-    bool operator==(const Source&) const = default;
-  };
   // Everything a run depends on.
   struct Request {
     Source source;
@@ -352,33 +286,14 @@ class Controller {
     Precision precision = Precision::FP32;
     int step = 1;  // the chain's step on screen: which stages come back (kept_stages)
   };
-  // kCompanion: only the companion runs, for the problem on screen.
+  // kCompanion: only the companion, for the problem on screen.
   enum Part : unsigned { kAll = 1, kView = 2, kRow = 4, kCompanion = 8 };
   struct Job {
     Request req;
     unsigned parts = kAll;
     std::optional<PoolRequest> view;
     std::uint64_t id = 0;
-    bool reference = false;         // compute reference_fp64
-    ErrorKind error_kind = ErrorKind::Abs;  // and the error map of req.step in this kind
-    std::optional<DiffSpec> diff;   // compute B
-  };
-  // What a job's companion runs gave.
-  struct Companions {
-    bool computed = false;
-    std::shared_ptr<const TraceD> reference;
-    Message reference_error;
-    std::shared_ptr<const ErrorMap> error_map;  // of the run's error_step, beside the run
-    int error_step = 0;
-    ErrorKind error_kind = ErrorKind::Abs;
-    std::shared_ptr<const StepDiff> step_diff;  // B − A of the run's diff_step, beside the run
-    int diff_step = 0;
-    std::optional<DiffSpec> diff;
-    RunSetting b_setting;
-    std::shared_ptr<const Problem> b_problem;
-    std::shared_ptr<const Trace> b_trace;
-    bool b_same_run = false;
-    Message b_error;
+    std::shared_ptr<const Companion> companion;  // computed beside the run when parts has kCompanion
   };
   struct Result {
     Job job;
@@ -388,30 +303,26 @@ class Controller {
     bool cancelled = false;
     Message error;
     double ms = 0, need_gb = 0, avail_gb = 0;
-    Companions companions;
+    std::shared_ptr<const CompanionResult> companion;  // of job.companion, when computed
   };
 
   // Posts what the requested state needs; in sync mode waits and returns whether it was adopted
   // without a refusal.
   bool post(unsigned parts);
-  Result execute(Job job, Trace reuse);  // on the worker (or inline for the first run)
+  Result execute(Job job);  // on the worker (or inline for the first run)
   static Problem build(const Source& s);  // demo, random, files or bundle: one head
   void adopt(Result r);
-  void worker_loop();
   void revert_request();  // the controls back to what is on screen (after a refusal)
-  // On the worker: the companion runs of `job` for problem p, and with the main run's trace
-  // (null for companions of the trace on screen) the views' maps of the step on screen.
-  void run_companions(const Job& job, const std::shared_ptr<const Problem>& p, const Trace* main,
-                      Companions& out);
-  void adopt_companions(Companions c);
   static RunSetting setting_of(const Request& r);
-  // The heads of a source: a bundle call's, a random problem's --heads, else 1.
-  int heads_of(const Source& s) const;
+  // On the worker: what `job`'s companion is computed from (the main run's trace, or null when the
+  // companion alone is computed for the trace on screen).
+  CompanionInput companion_input(const Job& job, const std::shared_ptr<const Problem>& p, const Trace* main) const;
+  // With a run: the companion `asked` gave, kept when it is still the one asked for.
+  void adopt_companion(const std::shared_ptr<const Companion>& asked, std::shared_ptr<const CompanionResult> result);
   // The worker's backend of that name ("cpu" | "cuda"), made on first use and kept: the CUDA
   // backend keeps its device buffers and page-locked staging between runs of one size.
   Backend& backend_for(const std::string& name);
 
-  const bool async_;
   StagePolicy policy_ = StagePolicy::Auto;  // --stages, fixed at start
   Request req_;        // requested (controls)
   Request shown_req_;  // what trace_ was computed for
@@ -426,8 +337,9 @@ class Controller {
   std::string cuda_reason_;
   Message error_;
   std::optional<Bundle> bundle_;  // the manifest of --bundle (read once, at start)
-  CompareResult compare_;
+  std::optional<double> pending_temperature_;  // step_temperature's, until applied
   std::uint64_t revision_ = 0;
+  std::uint64_t run_revision_ = 0;
   std::uint64_t problem_revision_ = 0;
   std::uint64_t posted_ = 0;  // id of the newest job
   struct DescriptionCache {
@@ -448,30 +360,25 @@ class Controller {
   mutable std::vector<std::string> dim_labels_;
   double last_run_ms_ = 0;
   double need_gb_ = 0, avail_gb_ = 0;
-  // Companions: asked for (the views shown) and on screen.
-  bool want_reference_ = false;
-  ErrorKind want_kind_ = ErrorKind::Abs;
-  std::optional<DiffSpec> want_diff_;
-  Companions companions_;  // the companions of the state on screen
+  // The companion asked for (the view shown) and the result on screen, with the key it was
+  // computed for.
+  std::shared_ptr<const Companion> want_;
+  std::shared_ptr<const CompanionResult> companion_;
+  std::string companion_key_;
 
-  // Shared with the worker, under mu_.
-  mutable std::mutex mu_;
-  std::condition_variable wake_, idle_;
-  std::optional<Job> pending_;
-  unsigned running_ = 0;  // parts of the job in flight (0: none)
-  std::deque<Result> done_;
-  Trace recycled_;  // a replaced trace whose buffers the next run reuses
-  bool stop_ = false;
-  std::atomic<bool> cancel_{false};
+  // A replaced trace whose buffers the next run reuses: put by adopt (UI thread), taken by
+  // execute (the worker).
+  std::mutex recycle_mu_;
+  Trace recycled_;
   // The worker's own (the constructor's before the worker starts): the problem of the last
   // successful run and its source. A run builds on it: regenerates only when the source changed,
-  // copies the inputs when only the temperature or mask did, shares it for a view or a row.
+  // shares its inputs when only the temperature or mask did, shares it for a view or a row.
   std::shared_ptr<const Problem> last_problem_;
   Source last_source_;
-  std::atomic<float> progress_{0};
   // backend_for's, used by one thread at a time (the constructor's first run, then the worker).
   std::unique_ptr<Backend> cpu_backend_, cuda_backend_;
-  std::thread worker_;
+  // Last: its thread runs execute() on the members above, so it stops before they are destroyed.
+  Worker<Job, Result> worker_;
 };
 
 }  // namespace attnlab::viewer

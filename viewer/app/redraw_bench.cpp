@@ -1,9 +1,9 @@
-// Redraw benchmark (see bench.h).
-#include "viewer/session/bench.h"
+// Redraw benchmark (see redraw_bench.h).
+#include "viewer/app/redraw_bench.h"
 
 #include "core/verify.h"
 #include "cpu/cpu_backend.h"
-#include "viewer/session/controller.h"
+#include "viewer/session/session.h"
 #include "viewer/draw/heatmap.h"
 
 #include <algorithm>
@@ -21,7 +21,7 @@ RedrawBench run_redraw_bench(const ViewerOptions& opts, std::ostream& log) {
   using clock = std::chrono::steady_clock;
   ViewerOptions o = opts;
   if (!o.random_n) o.random_n = 4096;
-  Controller c(o);
+  Session c(o);
   RedrawBench r;
   r.n = c.n();
   r.d_k = c.problem().d_k();

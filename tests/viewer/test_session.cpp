@@ -1,4 +1,4 @@
-// The controller against the real CPU backend: the demo's numbers reach the viewer (the page's row
+// The session against the real CPU backend: the demo's numbers reach the viewer (the page's row
 // for 上下文), refused changes keep the last valid state with the core's message, mask / query /
 // backend / random mode, the Compare refusal without CUDA, the state dump, and the measured redraw
 // runs of the redraw benchmark, and the worker thread of the interactive viewer.
@@ -7,8 +7,10 @@
 #include "core/problem.h"
 #include "core/stats.h"
 #include "tests/test_util.h"
-#include "viewer/session/bench.h"
-#include "viewer/session/controller.h"
+#include "viewer/app/redraw_bench.h"
+#include "viewer/session/compare.h"
+#include "viewer/session/keymap.h"
+#include "viewer/session/session.h"
 #include "viewer/session/playback.h"
 #include "viewer/app/state_dump.h"
 #include "engine/registry.h"
@@ -31,8 +33,8 @@ std::string core_message(double t) {
 }
 }  // namespace
 
-TEST(Controller, DemoShowsThePageNumbers) {
-  Controller c(test::cpu_viewer_options());
+TEST(Session, DemoShowsThePageNumbers) {
+  Session c(test::cpu_viewer_options());
   EXPECT_TRUE(c.demo());
   EXPECT_EQ(c.query(), 2);
   EXPECT_EQ(c.problem().query_tokens()[2], "上下文");
@@ -59,8 +61,8 @@ TEST(Controller, DemoShowsThePageNumbers) {
   EXPECT_NE(c.description(Lang::Zh).find("上下文"), std::string::npos);
 }
 
-TEST(Controller, InvalidTemperatureKeepsTheLastValidState) {
-  Controller c(test::cpu_viewer_options());
+TEST(Session, InvalidTemperatureKeepsTheLastValidState) {
+  Session c(test::cpu_viewer_options());
   const auto rev = c.revision();
   const float w0 = (*c.stage_matrix(3))(2, 2);
   for (double bad : {0.0, -1.0, std::numeric_limits<double>::infinity(), std::nan("")}) {
@@ -83,8 +85,8 @@ TEST(Controller, InvalidTemperatureKeepsTheLastValidState) {
 
 // A refusal's message lasts until the next accepted action, whichever it is (it used to stay
 // through query changes and hide the status line, "Screenshot saved", for good).
-TEST(Controller, AnAcceptedActionEndsTheLastRefusal) {
-  Controller c(test::cpu_viewer_options());
+TEST(Session, AnAcceptedActionEndsTheLastRefusal) {
+  Session c(test::cpu_viewer_options());
   const auto refuse = [&c] {
     EXPECT_FALSE(c.set_temperature_text("abc"));
     EXPECT_FALSE(c.error().empty());
@@ -107,8 +109,8 @@ TEST(Controller, AnAcceptedActionEndsTheLastRefusal) {
 }
 
 // The description is cached between frames; every change of what it describes must show.
-TEST(Controller, DescriptionFollowsEveryChange) {
-  Controller c(test::cpu_viewer_options());
+TEST(Session, DescriptionFollowsEveryChange) {
+  Session c(test::cpu_viewer_options());
   const auto fresh = [&c](Lang l) { return describe(c.problem(), c.trace(), c.query(), l); };
   EXPECT_EQ(c.description(Lang::En), fresh(Lang::En));
   EXPECT_EQ(c.description(Lang::Zh), fresh(Lang::Zh));
@@ -124,8 +126,8 @@ TEST(Controller, DescriptionFollowsEveryChange) {
   EXPECT_EQ(c.description(Lang::En), fresh(Lang::En));
 }
 
-TEST(Controller, MaskToggleZeroesTheFuture) {
-  Controller c(test::cpu_viewer_options());
+TEST(Session, MaskToggleZeroesTheFuture) {
+  Session c(test::cpu_viewer_options());
   EXPECT_FALSE(c.step_shows_mask(2));
   ASSERT_TRUE(c.toggle_mask());
   EXPECT_EQ(c.problem().mask, MaskKind::Causal);
@@ -141,8 +143,8 @@ TEST(Controller, MaskToggleZeroesTheFuture) {
   EXPECT_EQ(c.problem().mask, MaskKind::None);
 }
 
-TEST(Controller, QueryMovesAndClamps) {
-  Controller c(test::cpu_viewer_options());
+TEST(Session, QueryMovesAndClamps) {
+  Session c(test::cpu_viewer_options());
   const auto rev = c.revision();
   EXPECT_TRUE(c.move_query(+1));
   EXPECT_EQ(c.query(), 3);
@@ -155,40 +157,40 @@ TEST(Controller, QueryMovesAndClamps) {
   EXPECT_EQ(c.revision(), rev) << "a query change needs no backend run";
 }
 
-TEST(Controller, QueryFromTheCommandLine) {
+TEST(Session, QueryFromTheCommandLine) {
   ViewerOptions o = test::cpu_viewer_options();
   o.query = "权重";
-  EXPECT_EQ(Controller(o).query(), 4);
+  EXPECT_EQ(Session(o).query(), 4);
   o.query = "1";
-  EXPECT_EQ(Controller(o).query(), 1);
+  EXPECT_EQ(Session(o).query(), 1);
   o.query = "你好";
-  EXPECT_THROW(Controller{o}, InputError);
+  EXPECT_THROW(Session{o}, InputError);
 }
 
-TEST(Controller, CudaRefusedWithTheReasonWhenAbsent) {
+TEST(Session, CudaRefusedWithTheReasonWhenAbsent) {
   std::string reason;
   if (cuda_available(&reason)) GTEST_SKIP() << "a CUDA device is present; the refusal path does not apply";
-  Controller c(test::cpu_viewer_options());
+  Session c(test::cpu_viewer_options());
   EXPECT_FALSE(c.cuda_ok());
   EXPECT_EQ(c.cuda_reason(), reason);
   EXPECT_FALSE(c.set_backend("cuda"));
   EXPECT_NE(c.error().find(reason), std::string::npos);
   EXPECT_EQ(c.backend(), "cpu");
-  EXPECT_EQ(c.compare_unavailable_reason(), reason);
-  const CompareResult& r = c.run_compare();
+  EXPECT_EQ(compare_unavailable_reason(c), reason);
+  const CompareResult r = run_compare(c);
   EXPECT_FALSE(r.done);
   EXPECT_EQ(r.error, reason);
   ViewerOptions o = test::cpu_viewer_options();
   o.backend = "cuda";
-  EXPECT_THROW(Controller{o}, NoDeviceError);
+  EXPECT_THROW(Session{o}, NoDeviceError);
 }
 
 // Staged vs fused needs no GPU: the chosen backend (the CPU here) runs both on the current
 // problem; the outputs agree to fp32 rounding.
-TEST(Controller, StagedVersusFusedCompareRunsOnTheCpu) {
-  Controller c(test::cpu_viewer_options());
+TEST(Session, StagedVersusFusedCompareRunsOnTheCpu) {
+  Session c(test::cpu_viewer_options());
   ASSERT_TRUE(c.load_random(300, 16, 8, 5));
-  const CompareResult& r = c.run_variant_compare();
+  const CompareResult r = run_variant_compare(c);
   ASSERT_TRUE(r.done) << r.error;
   EXPECT_EQ(r.a_name, "staged");
   EXPECT_EQ(r.b_name, "fused");
@@ -198,13 +200,14 @@ TEST(Controller, StagedVersusFusedCompareRunsOnTheCpu) {
   EXPECT_EQ(r.stages[0].stage, "output");
   EXPECT_LT(r.stages[0].max_abs_diff, 1e-5);
   EXPECT_GT(r.speed_up(), 0);
-  // A comparison belongs to the problem it ran on.
+  // A comparison belongs to the run it compared: the panel shows it while that run is on screen.
+  EXPECT_EQ(r.run, c.run_revision());
   ASSERT_TRUE(c.set_temperature(2.0));
-  EXPECT_FALSE(c.last_compare().done);
+  EXPECT_NE(r.run, c.run_revision());
 }
 
-TEST(Controller, RandomModeAndLimits) {
-  Controller c(test::cpu_viewer_options());
+TEST(Session, RandomModeAndLimits) {
+  Session c(test::cpu_viewer_options());
   EXPECT_FALSE(c.load_random(kCpuMaxTokens + 1, 8, 8, 1));
   EXPECT_NE(c.error().find("CPU limit of 65536"), std::string::npos);
   EXPECT_TRUE(c.demo());
@@ -221,10 +224,10 @@ TEST(Controller, RandomModeAndLimits) {
   EXPECT_EQ(c.query(), 2);
   ViewerOptions o = test::cpu_viewer_options();
   o.random_n = kCpuMaxTokens + 1;
-  EXPECT_THROW(Controller{o}, InputError);
+  EXPECT_THROW(Session{o}, InputError);
 }
 
-TEST(Controller, MaxAbsDiff) {
+TEST(Session, MaxAbsDiff) {
   MatrixF a(1, 3), b(1, 3);
   const float inf = std::numeric_limits<float>::infinity();
   a << 1, -inf, 3;
@@ -235,8 +238,8 @@ TEST(Controller, MaxAbsDiff) {
   EXPECT_TRUE(std::isinf(max_abs_diff(a, MatrixF(2, 3))));
 }
 
-TEST(Controller, StateDumpHasTheFieldsTheTestsRead) {
-  Controller c(test::cpu_viewer_options());
+TEST(Session, StateDumpHasTheFieldsTheTestsRead) {
+  Session c(test::cpu_viewer_options());
   Playback p;
   p.set_step(3);
   ViewSnapshot v;
@@ -259,7 +262,7 @@ TEST(Controller, StateDumpHasTheFieldsTheTestsRead) {
 
 // The redraw benchmark's behaviour (its figures are in docs/PERFORMANCE.md; no time is asserted
 // here): kept stages at N = 4096, a streamed problem above, each temperature change redrawn.
-TEST(Controller, RedrawBenchRunsKeptAndStreamedProblems) {
+TEST(Session, RedrawBenchRunsKeptAndStreamedProblems) {
   for (int n : {4096, 8192}) {
     ViewerOptions o = test::cpu_viewer_options();
     o.random_n = n;
@@ -277,19 +280,19 @@ TEST(Controller, RedrawBenchRunsKeptAndStreamedProblems) {
   }
 }
 
-// What the viewer's per-frame caches are keyed on, from the controller's side: column labels come
+// What the viewer's per-frame caches are keyed on, from the session's side: column labels come
 // back by reference (no copy of 4096 tokens per frame), the output's "1".."d_v" follow d_v, and
 // problem_revision (the key of the heatmap's label sizes) moves when the tokens can change (a new
 // problem) and stays when only the temperature, mask or query does.
 TEST(UiCaches, ColumnLabelsAreTheProblemsOwnVectors) {
-  Controller c(test::cpu_viewer_options());
+  Session c(test::cpu_viewer_options());
   EXPECT_EQ(&c.column_labels(1), &c.problem().key_tokens());
   EXPECT_EQ(&c.column_labels(3), &c.problem().key_tokens());
   EXPECT_EQ(c.column_labels(4), (std::vector<std::string>{"0", "1"}));
 }
 
 TEST(UiCaches, OutputLabelsFollowDv) {
-  Controller c(test::cpu_viewer_options());
+  Session c(test::cpu_viewer_options());
   EXPECT_EQ(c.column_labels(4).size(), 2u);
   ASSERT_TRUE(c.load_random(12, 8, 5, 1));
   EXPECT_EQ(c.column_labels(4), (std::vector<std::string>{"0", "1", "2", "3", "4"}));
@@ -298,7 +301,7 @@ TEST(UiCaches, OutputLabelsFollowDv) {
 }
 
 TEST(UiCaches, ProblemRevisionMovesWithNewTokensOnly) {
-  Controller c(test::cpu_viewer_options());
+  Session c(test::cpu_viewer_options());
   const auto p0 = c.problem_revision();
   const auto r0 = c.revision();
   ASSERT_TRUE(c.set_temperature(2.0));
@@ -320,12 +323,12 @@ TEST(UiCaches, ProblemRevisionMovesWithNewTokensOnly) {
 
 // ---- the worker thread (async mode, the interactive viewer) and streamed problems ----------------
 
-TEST(ControllerAsync, TheLastRequestWinsAndThePictureStaysConsistentMeanwhile) {
+TEST(SessionAsync, TheLastRequestWinsAndThePictureStaysConsistentMeanwhile) {
   ViewerOptions o = test::cpu_viewer_options();
   o.random_n = 1024;
   o.d_k = 16;
   o.d_v = 8;
-  Controller c(o, /*async=*/true);
+  Session c(o, /*async=*/true);
   const double t0 = c.problem().temperature;
   for (int i = 1; i <= 20; ++i) ASSERT_TRUE(c.set_temperature(t0 + 0.01 * i));
   // Nothing is adopted before poll(): the picture is still the pair computed together.
@@ -341,10 +344,10 @@ TEST(ControllerAsync, TheLastRequestWinsAndThePictureStaysConsistentMeanwhile) {
   EXPECT_EQ(max_abs_diff(c.trace().weights, run_backend("cpu", p).weights), 0);
 }
 
-TEST(ControllerAsync, ARefusalFoundByTheRunArrivesThroughPollAndRestoresTheControls) {
+TEST(SessionAsync, ARefusalFoundByTheRunArrivesThroughPollAndRestoresTheControls) {
   ViewerOptions o = test::cpu_viewer_options();
   o.random_n = 64;
-  Controller c(o, /*async=*/true);
+  Session c(o, /*async=*/true);
   // The logits overflow fp32 at this temperature: only the run can tell.
   ASSERT_TRUE(c.set_temperature(1e-38));
   c.wait();
@@ -356,8 +359,8 @@ TEST(ControllerAsync, ARefusalFoundByTheRunArrivesThroughPollAndRestoresTheContr
   EXPECT_TRUE(c.error().empty());
 }
 
-TEST(ControllerAsync, NewProblemsAreBuiltOffTheUiThread) {
-  Controller c(test::cpu_viewer_options(), /*async=*/true);
+TEST(SessionAsync, NewProblemsAreBuiltOffTheUiThread) {
+  Session c(test::cpu_viewer_options(), /*async=*/true);
   ASSERT_TRUE(c.load_random(300, 8, 4, 9));
   EXPECT_TRUE(c.demo()) << "the demo stays on screen until the new problem is computed";
   c.wait();
@@ -368,8 +371,8 @@ TEST(ControllerAsync, NewProblemsAreBuiltOffTheUiThread) {
   EXPECT_EQ(c.stage_matrix(3)->rows(), 300);
 }
 
-TEST(ControllerStreaming, AboveTheKeptLimitTheViewAndTheRowAreStreamed) {
-  Controller c(test::cpu_viewer_options());
+TEST(SessionStreaming, AboveTheKeptLimitTheViewAndTheRowAreStreamed) {
+  Session c(test::cpu_viewer_options());
   ASSERT_TRUE(c.load_random(kKeepStagesMaxTokens + 100, 8, 4, 3));
   ASSERT_TRUE(c.streaming());
   EXPECT_FALSE(c.stages_kept());
@@ -406,11 +409,11 @@ TEST(ControllerStreaming, AboveTheKeptLimitTheViewAndTheRowAreStreamed) {
   ASSERT_TRUE(c.set_temperature(0.25));
   ASSERT_NE(c.pooled_stage(3), nullptr);
   EXPECT_NE(c.pooled_stage(3)->cells[0].value, before);
-  EXPECT_NE(c.compare_unavailable_reason(), "");
+  EXPECT_NE(compare_unavailable_reason(c), "");
 }
 
-TEST(Controller, OutOfRangeRandomFieldsAreRefusedWithTheReason) {
-  Controller c(test::cpu_viewer_options());
+TEST(Session, OutOfRangeRandomFieldsAreRefusedWithTheReason) {
+  Session c(test::cpu_viewer_options());
   EXPECT_FALSE(c.load_random(0, 8, 8, 1));
   EXPECT_NE(c.error().find("N must be at least 1"), std::string::npos) << c.error();
   EXPECT_FALSE(c.load_random(kCpuMaxTokens + 1, 8, 8, 1));
@@ -423,8 +426,8 @@ TEST(Controller, OutOfRangeRandomFieldsAreRefusedWithTheReason) {
 }
 
 // The command the Tables section offers reproduces the problem on screen exactly.
-TEST(Controller, ReproduceCommandNamesTheProblemOnScreen) {
-  Controller c(test::cpu_viewer_options());
+TEST(Session, ReproduceCommandNamesTheProblemOnScreen) {
+  Session c(test::cpu_viewer_options());
   EXPECT_EQ(c.reproduce_command(),
             "attnlab demo --query 2 --temperature 0.85 --mask none --backend cpu --format csv");
   ASSERT_TRUE(c.load_random(40, 8, 3, 12345678901234ull));
@@ -438,7 +441,7 @@ TEST(Controller, ReproduceCommandNamesTheProblemOnScreen) {
 
 // ---- your own inputs: files, as the command line reads them -------------------------------------
 
-TEST(ControllerFiles, LoadsFilesWithTokensAndAMaskFileAndKeepsTheLastValidStateOnRefusals) {
+TEST(SessionFiles, LoadsFilesWithTokensAndAMaskFileAndKeepsTheLastValidStateOnRefusals) {
   const test::TempDir dir("attnlab-ctl-files");
   const std::string q = test::write_file(dir.path() / "q.csv", "1 0 0\n0 1 0\n");
   const std::string k = test::write_file(dir.path() / "k.csv", "1,0,0\n0,1,0\n0,0,1\n");
@@ -446,7 +449,7 @@ TEST(ControllerFiles, LoadsFilesWithTokensAndAMaskFileAndKeepsTheLastValidStateO
   const std::string mask = test::write_file(dir.path() / "mask.csv", "0 -inf 0\n0 0 -inf\n");
   const std::string k4 = test::write_file(dir.path() / "k4.csv", "1 0 0 0\n0 1 0 0\n0 0 1 0\n");
   const std::string full = test::write_file(dir.path() / "full.csv", "0 0 0\n-inf -inf -inf\n");
-  Controller c(test::cpu_viewer_options());
+  Session c(test::cpu_viewer_options());
   ASSERT_TRUE(c.load_files({q, k, v, mask, "a,b,x,y,z", ""})) << c.error();
   EXPECT_TRUE(c.from_files());
   EXPECT_FALSE(c.demo());
@@ -483,7 +486,7 @@ TEST(ControllerFiles, LoadsFilesWithTokensAndAMaskFileAndKeepsTheLastValidStateO
   EXPECT_FALSE(c.has_custom_mask());
 }
 
-TEST(ControllerFiles, CommandLineFilesOpenTheViewerOnThem) {
+TEST(SessionFiles, CommandLineFilesOpenTheViewerOnThem) {
   const test::TempDir dir("attnlab-ctl-files2");
   const float qv[] = {1, 0, 0, 1, 1, 1};
   const std::string qnpy = test::npy_bytes(test::npy_dict("(3, 2)"),
@@ -492,18 +495,18 @@ TEST(ControllerFiles, CommandLineFilesOpenTheViewerOnThem) {
                                        "--k", test::write_file(dir.path() / "k.csv", "1 0\n0 1\n1 1\n"),
                                        "--v", test::write_file(dir.path() / "v.csv", "1\n2\n3\n"),
                                        "--mask", "causal", "--backend", "cpu"});
-  Controller c(o);
+  Session c(o);
   EXPECT_TRUE(c.from_files());
   EXPECT_EQ(c.n(), 3);
   EXPECT_EQ(c.problem().mask, MaskKind::Causal);
   EXPECT_EQ((*c.stage_matrix(3))(0, 2), 0.f);
-  EXPECT_THROW(Controller(parse_viewer_args({"--mask", "m.csv", "--backend", "cpu"})), InputError);
+  EXPECT_THROW(Session(parse_viewer_args({"--mask", "m.csv", "--backend", "cpu"})), InputError);
   EXPECT_THROW(parse_viewer_args({"--q", "a", "--k", "b", "--v", "c", "--random", "8"}), InputError);
 }
 
 // Every message the viewer shows follows the UI language, the core's refusals included.
-TEST(Controller, RefusalsReadInTheUiLanguage) {
-  Controller c(test::cpu_viewer_options());
+TEST(Session, RefusalsReadInTheUiLanguage) {
+  Session c(test::cpu_viewer_options());
   EXPECT_FALSE(c.set_temperature_text("abc"));
   EXPECT_EQ(c.error(), "temperature must be a finite number > 0, got 'abc'");
   EXPECT_EQ(c.error_text(Lang::Zh), "温度必须是大于 0 的有限数，当前为 'abc'");
@@ -515,13 +518,13 @@ TEST(Controller, RefusalsReadInTheUiLanguage) {
 
 // A temperature change at the same N reuses the stage buffers of the trace it replaces (the two
 // traces alternate), in sync mode as on the worker: no fresh allocation per redraw.
-TEST(Controller, RedrawsReuseTheReplacedTracesBuffers) {
+TEST(Session, RedrawsReuseTheReplacedTracesBuffers) {
   ViewerOptions o = test::cpu_viewer_options();
   o.random_n = 300;
   o.d_k = 8;
   o.d_v = 4;
   for (bool async : {false, true}) {
-    Controller c(o, async);
+    Session c(o, async);
     const float* first = c.trace().weights.data();
     ASSERT_TRUE(c.set_temperature(0.7));
     c.wait();
@@ -534,13 +537,13 @@ TEST(Controller, RedrawsReuseTheReplacedTracesBuffers) {
 // A temperature or mask change runs the same inputs again: the new problem on screen shares Q, K,
 // V, the labels and the mask values with the one before (no matrix is copied); a new source
 // brings new inputs.
-TEST(Controller, ATemperatureOrMaskChangeCopiesNoInput) {
+TEST(Session, ATemperatureOrMaskChangeCopiesNoInput) {
   ViewerOptions o = test::cpu_viewer_options();
   o.random_n = 300;
   o.d_k = 8;
   o.d_v = 4;
   for (bool async : {false, true}) {
-    Controller c(o, async);
+    Session c(o, async);
     const ProblemInputs* first = c.problem().inputs();
     const float* q = c.problem().q().data();
     ASSERT_TRUE(c.set_temperature(0.7));
@@ -556,4 +559,27 @@ TEST(Controller, ATemperatureOrMaskChangeCopiesNoInput) {
     c.wait();
     EXPECT_NE(c.problem().inputs(), first);
   }
+}
+
+// [ and ] step from the temperature asked for last, not from the one on screen: a slider move
+// whose run has not been adopted yet (it is queued, in flight, or waiting for poll) is not undone
+// by a key press. Several presses in one frame are one run.
+TEST(SessionAsync, TheKeysStepFromTheSlidersTemperatureWhileItsRunIsOnItsWay) {
+  Session c(test::cpu_viewer_options(), true);
+  const double on_screen = c.problem().temperature;
+  ASSERT_TRUE(c.set_temperature(2.0));  // the slider; nothing adopted until poll()
+  EXPECT_EQ(c.problem().temperature, on_screen);
+  c.queue_temperature_step(true);
+  ASSERT_TRUE(c.apply_temperature_steps());
+  EXPECT_DOUBLE_EQ(c.requested_temperature(), step_temperature(2.0, true));
+  c.wait();
+  EXPECT_DOUBLE_EQ(c.problem().temperature, step_temperature(2.0, true));
+  // Two presses in one frame: two steps, one request.
+  c.queue_temperature_step(false);
+  c.queue_temperature_step(false);
+  EXPECT_DOUBLE_EQ(c.requested_temperature(), step_temperature(2.0, true)) << "queued, not asked for yet";
+  ASSERT_TRUE(c.apply_temperature_steps());
+  c.wait();
+  EXPECT_DOUBLE_EQ(c.problem().temperature, step_temperature(step_temperature(step_temperature(2.0, true), false), false));
+  EXPECT_TRUE(c.apply_temperature_steps()) << "nothing queued: nothing to do";
 }

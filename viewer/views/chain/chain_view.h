@@ -1,0 +1,31 @@
+// The chain view (--view chain, the default): the staged chain's four steps as a heatmap of the
+// step on screen (kept stages, or a streamed problem's pooled view), with the selected rows, the
+// row chart and the exact cell under the pointer (viewer/views/chain/panel.cpp draws it). Its own
+// state is the heatmap's window into the matrix (wheel zoom, drag pan), which a new input shows
+// whole again; the step, the selection and the picture's texture are the session's and the
+// shell's, shared with the other views.
+#pragma once
+
+#include "viewer/draw/heatmap.h"
+#include "viewer/views/view.h"
+
+#include <string>
+
+namespace attnlab::viewer {
+
+class ChainView final : public View, public WithoutFlags {
+ public:
+  static const char* label(Lang lang);
+  ChainView() = default;
+  ChainView(const ViewContext&, const Options&) {}
+
+  // The chain's step decides which stages a run brings back.
+  void prepare(Session& s, int step) override;
+  void input_loaded() override { zoom = HeatView{}; }
+
+  HeatView zoom;  // the heatmap's window (the whole matrix by default)
+};
+
+void draw_panel(ChainView& v, Shell& app, const Layout& l);
+
+}  // namespace attnlab::viewer

@@ -1,0 +1,117 @@
+// A view of the window: one lesson in the centre of the screen (the chain's steps, the walk, the
+// heads, performance, precision, A/B difference, and the lessons to come). A view is a folder
+// viewer/views/<name>/ holding its logic and state (SDL- and ImGui-free, unit-tested), its panel
+// (panel*.cpp: ImGui, built into the window only) and the companion runs it needs; it is listed
+// once, in viewer/views/registry.h, and the app finds everything else through that list: the
+// --view names and the view's own flags, the radio buttons, the state dump, the keys' actions,
+// the companions, the font atlas' text. Adding a view touches no other view and not the session.
+//
+// A registered view type T provides (the registry's templates call them; a view without flags of
+// its own inherits WithoutFlags for the four about flags):
+//   struct Options { ... };                  its command-line flags' values (may be empty)
+//   static const char* label(Lang);          the radio button's text
+//   static bool parse_flag(const std::string& flag, const FlagValue& value, Options&);
+//                                            true when the flag is the view's (InputError when
+//                                            its value is bad); called for flags the app does
+//                                            not know itself
+//   static void finish_options(Options&, bool shown, std::string& backend);
+//                                            after every flag: cross-checks (InputError), and a
+//                                            view that reads a shared flag its own way (the perf
+//                                            view's --backend list) takes it and clears it
+//   static std::string usage();              its lines of --help, "" when none
+//   T(const ViewContext&, const Options&);   may throw InputError (the window exits 2)
+// and, declared in its header and defined in its panel, the frame's drawing:
+//   void draw_panel(T&, Shell&, const Layout&);
+#pragma once
+
+#include "core/types.h"
+#include "viewer/session/companion.h"
+#include "viewer/session/keymap.h"
+
+#include <nlohmann/json.hpp>
+
+#include <charconv>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace attnlab::viewer {
+
+class Session;
+struct Shell;   // viewer/ui/shell.h: what every panel draws with
+struct Layout;  // viewer/draw/layout.h
+
+// A flag's value: the next command-line word (InputError "option --x needs a value" when none).
+using FlagValue = std::function<const std::string&()>;
+
+// What a view is made from besides its options.
+struct ViewContext {
+  Session& session;
+  bool headless = false;  // --screenshot: nothing runs after the picture (the perf view sweeps first)
+  bool shown = false;     // this is the view the window opens on (--view)
+};
+
+// A text of a view in both languages, for views that keep their words in their own folder (the
+// font atlas takes them from texts()).
+struct Text {
+  const char* en;
+  const char* zh;
+  const char* in(Lang l) const { return l == Lang::Zh ? zh : en; }
+};
+
+class View {
+ public:
+  virtual ~View() = default;
+  // Once a frame while the view is shown, before anything is drawn: what it asks of the session
+  // (Session::set_step for the views of the chain's steps; `step` is the playback's).
+  virtual void prepare(Session& s, int step) {
+    (void)s;
+    (void)step;
+  }
+  // What the view needs computed beside every run of the state on screen (null: nothing). The app
+  // hands the shown view's to the session every frame, so another view's is dropped.
+  virtual std::shared_ptr<const Companion> companion() const { return nullptr; }
+  // Once a frame while another view is shown: work nobody sees stops.
+  virtual void hidden() {}
+  // A key's action while the view is shown, before the app's own meaning: true when taken.
+  virtual bool on_action(Action a) {
+    (void)a;
+    return false;
+  }
+  // A new input was loaded in the window (demo, Generate, Load, the bundle).
+  virtual void input_loaded() {}
+  // Its fields of the state dump (--state-dump), beside the shared ones.
+  virtual void dump(nlohmann::json& j, const Session& s) const {
+    (void)j;
+    (void)s;
+  }
+  // True when the information panel is drawn in the right column beside the view (the perf view
+  // takes that column for its charts; the diff view leaves it out).
+  virtual bool info_panel() const { return true; }
+  // The text it may draw beyond draw/strings.h's table, both languages: what the font atlas adds.
+  virtual std::vector<std::string> texts() const { return {}; }
+};
+
+// What a view without flags of its own inherits beside View (its static part of the contract).
+struct WithoutFlags {
+  struct Options {};
+  static bool parse_flag(const std::string&, const FlagValue&, Options&) { return false; }
+  static void finish_options(Options&, bool, std::string&) {}
+  static std::string usage() { return {}; }
+};
+
+// "--tile must be an integer from 1 to 1048576, got 'x'": a whole number of a flag within [lo, hi].
+template <class Int>
+Int parse_flag_int(const std::string& flag, const std::string& text, Int lo, Int hi) {
+  Int v{};
+  const auto* end = text.data() + text.size();
+  const auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (ec != std::errc() || p != end || v < lo || v > hi) {
+    throw InputError(flag + " must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi) +
+                     ", got '" + text + "'");
+  }
+  return v;
+}
+
+}  // namespace attnlab::viewer
