@@ -273,7 +273,8 @@ TEST(PerfView, CancelStopsTheSweepAndMarksTheRest) {
   spec.repeat = 400;  // long enough that the cancel lands well before the end
   PerfRun run;
   run.start(spec, false);
-  for (int i = 0; i < 20000 && run.snapshot().done < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // Until the first case is done (a generous bound: 60 s).
+  for (int i = 0; i < 60000 && run.snapshot().done < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   run.cancel();
   run.join();
   const PerfSnapshot s = run.snapshot();

@@ -19,34 +19,67 @@ using attnlab::viewer::find_on_path;
 // viewer, started with `flags` and --state-dump `dump`: the script waits for the first dump (the
 // window is up), runs the actions, then quits with Escape and prints viewer_exit=<status>. The
 // viewer has its own timeout, so one that hangs does not outlive a failed test.
+//
+// The actions never sleep for a guessed time: `wait_for EXPR` waits until the state dump
+// satisfies the Python expression EXPR over the dump `j` (a generous bound, 60 s, so that a busy
+// machine only makes it slower; a timeout says so on stderr and the test's checks then fail with
+// it), and `move X Y` moves the pointer and waits until a frame has seen it there (mouse in the
+// dump; the warp is followed by a relative move there and back, since SDL refreshes its global
+// pointer position from XInput2 motion, which a warp alone does not send). Every key and button is pressed and released as separate events after the state showed
+// the previous one: a press never shares a frame with what it depends on. SDL counts
+// double-clicks itself (SDL_MOUSE_DOUBLE_CLICK_TIME, raised here so that two clicks read in one
+// slow frame or in two stay one double-click).
 attnlab::test::BinaryRun run_under_xvfb(const fs::path& dir, const std::string& flags,
                                         const fs::path& dump, const std::string& actions) {
   const fs::path script = dir / "actions.sh";
   {
     std::ofstream sh(script);
-    sh << "timeout -s KILL 50 '" << ATTNLAB_VIEW_BINARY << "' " << flags << " --state-dump '"
-       << dump.string() << "' &\n"
+    sh << "dump='" << dump.string() << "'\n"
+       << "wait_for() {\n"
+          "  python3 - \"$dump\" \"$1\" <<'PY'\n"
+          "import json, sys, time\n"
+          "path, expr = sys.argv[1], sys.argv[2]\n"
+          "end = time.time() + 60\n"
+          "while True:\n"
+          "    try:\n"
+          "        with open(path) as f: j = json.load(f)\n"
+          "        if eval(expr): sys.exit(0)\n"
+          "    except (OSError, ValueError, KeyError, TypeError): pass\n"
+          "    if time.time() > end:\n"
+          "        print('wait_for timed out: ' + expr, file=sys.stderr); sys.exit(1)\n"
+          "    time.sleep(0.03)\n"
+          "PY\n"
+          "}\n"
+       << "move() { xdotool mousemove --window \"$wid\" \"$1\" \"$2\" mousemove_relative 1 0 mousemove_relative -- -1 0; "
+          "wait_for \"abs(j['mouse']['x']-($1))<1.5 and abs(j['mouse']['y']-($2))<1.5\"; }\n"
+       << "press() { xdotool keydown \"$1\"; xdotool keyup \"$1\"; }\n"
+       << "export SDL_MOUSE_DOUBLE_CLICK_TIME=5000\n"
+       << "timeout -s KILL 170 '" << ATTNLAB_VIEW_BINARY << "' " << flags << " --state-dump \"$dump\" &\n"
        << "pid=$!\n"
-       << "for i in $(seq 1 200); do [ -f '" << dump.string() << "' ] && break; sleep 0.05; done\n"
+       << "wait_for 'True'\n"
        << "wid=$(xdotool search --sync --name attnlab | head -n 1)\n"
+       << "xdotool windowfocus --sync \"$wid\"\n"
        << actions
-       << "xdotool windowfocus --sync \"$wid\"; sleep 0.3\n"
-       << "xdotool key Escape\n"
+       << "xdotool windowfocus --sync \"$wid\"\n"
+       << "press Escape\n"
        << "wait $pid\n"
        << "echo viewer_exit=$?\n";
   }
   return attnlab::test::run_binary(
-      "timeout", {"60", "xvfb-run", "-a", "-s", "-screen 0 1280x800x24", "sh", script.string()},
+      "timeout", {"180", "xvfb-run", "-a", "-s", "-screen 0 1280x800x24", "sh", script.string()},
       "-u SDL_VIDEODRIVER");
 }
 
 // A shell line setting $cx and $cy to the screen point at fractions (fx, fy) of the plot whose
-// geometry the state dump `dump` holds (python3 reads it); fx and fy are Python expressions of
-// the plot's rows and cols (j['rows'], j['cols']).
-std::string plot_point(const fs::path& dump, const std::string& fx, const std::string& fy) {
-  return "eval $(python3 -c \"import json;j=json.load(open('" + dump.string() +
-         "'))['heatmap'];print('cx=%d cy=%d' % (j['x']+j['w']*(" + fx + "), j['y']+j['h']*(" + fy + ")))\")\n";
+// geometry the state dump holds (python3 reads it); fx and fy are Python expressions of the
+// plot's rows and cols (j['rows'], j['cols']).
+std::string plot_point(const std::string& fx, const std::string& fy) {
+  return "eval $(python3 -c \"import json;j=json.load(open('$dump'))['heatmap'];print('cx=%d cy=%d' % "
+         "(j['x']+j['w']*(" + fx + "), j['y']+j['h']*(" + fy + ")))\")\n";
 }
+
+// A shell line copying the state dump to `to` (what the test reads back).
+std::string copy_dump(const fs::path& to) { return "cp \"$dump\" '" + to.string() + "'\n"; }
 
 // A state dump the actions copied; a failure (with the run's output) when it is missing.
 nlohmann::json read_dump(const fs::path& p, const std::string& out) {
@@ -68,8 +101,10 @@ TEST(Xvfb, RealKeyPressesChangeStepQueryAndMask) {
   // Keys to the focused window; the dump is copied while the viewer still runs.
   const attnlab::test::BinaryRun r = run_under_xvfb(
       tmp.path(), "--lang en --size 1280x800", dump,
-      "xdotool windowfocus --sync \"$wid\"\nsleep 0.3\nxdotool key --delay 200 Right Down m\n"
-      "sleep 1.5\ncp '" + dump.string() + "' '" + during.string() + "'\n");
+      "press Right; wait_for \"j['step'] == 2\"\n"
+      "press Down; wait_for \"j['query'] == 3\"\n"
+      "press m; wait_for \"j['mask'] == 'causal'\"\n" +
+          copy_dump(during));
   const std::string out = r.out + r.err;
   ASSERT_EQ(r.code, 0) << out;
   EXPECT_NE(out.find("viewer_exit=0"), std::string::npos) << out;
@@ -96,7 +131,8 @@ TEST(Xvfb, AWindowSqueezedBelowItsMinimumKeepsRunning) {
   const attnlab::test::BinaryRun r = run_under_xvfb(
       tmp.path(), "--lang en", tmp.path() / "state.json",
       "for size in '300 150' '1280 180' '380 800' '1280 800'; do\n"
-      "  xdotool windowsize \"$wid\" $size; sleep 0.7\n"
+      "  set -- $size; xdotool windowsize \"$wid\" $1 $2\n"
+      "  wait_for \"j['window']['w'] == $1 and j['window']['h'] == $2\"\n"
       "done\n");
   const std::string out = r.out + r.err;
   EXPECT_EQ(r.code, 0) << out;
@@ -111,18 +147,19 @@ TEST(Xvfb, HelpEscUiScaleAndClickSelection) {
   const attnlab::test::TempDir tmp("attnlab-view-xvfb3");
   const fs::path dump = tmp.path() / "state.json", after_esc = tmp.path() / "esc.json",
                  after = tmp.path() / "after.json";
-  // The cell of row 4, column 1: from the plot's geometry in the first dump (python3 reads it).
-  const std::string click = plot_point(dump, "1.5/j['cols']", "4.5/j['rows']");
+  // The cell of row 4, column 1: from the plot's geometry in the dump (python3 reads it).
   const attnlab::test::BinaryRun r = run_under_xvfb(
       tmp.path(), "--lang en --size 1280x800", dump,
-      "xdotool windowfocus --sync \"$wid\"\nsleep 0.3\n"
-      "xdotool keydown F1; sleep 0.1; xdotool keyup F1; sleep 0.4\n"
-      "xdotool keydown Escape; sleep 0.1; xdotool keyup Escape; sleep 0.6\n"
-      "cp '" + dump.string() + "' '" + after_esc.string() + "'\n" + click +
-      "xdotool mousemove --window \"$wid\" $cx $cy; sleep 0.3\n"
-      "xdotool mousedown 1; sleep 0.1; xdotool mouseup 1; sleep 0.4\n"
-      "xdotool keydown ctrl; xdotool keydown plus; sleep 0.1; xdotool keyup plus; xdotool keyup ctrl; sleep 0.8\n"
-      "cp '" + dump.string() + "' '" + after.string() + "'\n");
+      "press F1; wait_for \"j['help_open']\"\n"
+      "press Escape; wait_for \"not j['help_open']\"\n" +
+          copy_dump(after_esc) + plot_point("1.5/j['cols']", "4.5/j['rows']") +
+          "move $cx $cy\n"
+          "xdotool mousedown 1; xdotool mouseup 1; wait_for \"j['query'] == 4 and j['key_sel'] == 1\"\n"
+          "xdotool keydown ctrl; xdotool keydown plus; xdotool keyup plus; xdotool keyup ctrl\n"
+          "wait_for \"j['ui_scale'] > 1.05\"\n"
+          "fp=$(python3 -c \"import json;print(json.load(open('" + after_esc.string() + "'))['font_px'])\")\n"
+          "wait_for \"j['font_px'] > $fp\"\n" +
+          copy_dump(after));
   const std::string out = r.out + r.err;
   ASSERT_EQ(r.code, 0) << out;
   EXPECT_NE(out.find("viewer_exit=0"), std::string::npos) << out;
@@ -146,24 +183,22 @@ TEST(Xvfb, ShiftClickSelectsSeveralQueries) {
   const attnlab::test::TempDir tmp("attnlab-view-xvfb4");
   const fs::path dump = tmp.path() / "state.json", after_add = tmp.path() / "add.json",
                  after_remove = tmp.path() / "remove.json", after_plain = tmp.path() / "plain.json";
-  // The centres of rows 0, 1 and 4 in column 2, from the plot's geometry in the first dump.
+  // The centres of rows 0, 1 and 4 in column 2, from the plot's geometry in the dump.
   const std::string where =
-      "eval $(python3 -c \"import json;j=json.load(open('" + dump.string() +
-      "'))['heatmap'];x=j['x']+j['w']*2.5/j['cols'];y=lambda r:j['y']+j['h']*(r+0.5)/j['rows'];"
-      "print('cx=%d y0=%d y1=%d y4=%d' % (x,y(0),y(1),y(4)))\")\n";
-  const auto shift_click = [](const char* y) {
-    return std::string("xdotool mousemove --window \"$wid\" $cx $") + y +
-           "; sleep 0.3\nxdotool keydown shift; sleep 0.1; xdotool mousedown 1; sleep 0.1; xdotool mouseup 1; "
-           "sleep 0.1; xdotool keyup shift; sleep 0.5\n";
+      "eval $(python3 -c \"import json;j=json.load(open('$dump'))['heatmap'];x=j['x']+j['w']*2.5/j['cols'];"
+      "y=lambda r:j['y']+j['h']*(r+0.5)/j['rows'];print('cx=%d y0=%d y1=%d y4=%d' % (x,y(0),y(1),y(4)))\")\n";
+  // Shift stays down until the click's effect shows: a release read in the click's frame would
+  // make it a plain click.
+  const auto shift_click = [](const char* y, const std::string& queries) {
+    return std::string("move $cx $") + y + "\nxdotool keydown shift; xdotool mousedown 1; xdotool mouseup 1\n" +
+           "wait_for \"j['queries'] == " + queries + "\"; xdotool keyup shift\n";
   };
   const attnlab::test::BinaryRun r = run_under_xvfb(
       tmp.path(), "--lang en --size 1280x800 --step 3", dump,
-      "xdotool windowfocus --sync \"$wid\"\nsleep 0.3\n" + where + shift_click("y0") + shift_click("y4") +
-          shift_click("y1") + "cp '" + dump.string() + "' '" + after_add.string() + "'\n" + shift_click("y4") +
-          "cp '" + dump.string() + "' '" + after_remove.string() + "'\n" +
-          "xdotool mousemove --window \"$wid\" $cx $y1; sleep 0.3\n"
-          "xdotool mousedown 1; sleep 0.1; xdotool mouseup 1; sleep 0.5\n"
-          "cp '" + dump.string() + "' '" + after_plain.string() + "'\n");
+      where + shift_click("y0", "[2, 0]") + shift_click("y4", "[2, 0, 4]") + shift_click("y1", "[2, 0, 1, 4]") +
+          copy_dump(after_add) + shift_click("y4", "[2, 0, 1]") + copy_dump(after_remove) +
+          "move $cx $y1\nxdotool mousedown 1; xdotool mouseup 1; wait_for \"j['queries'] == [1]\"\n" +
+          copy_dump(after_plain));
   const std::string out = r.out + r.err;
   ASSERT_EQ(r.code, 0) << out;
   EXPECT_NE(out.find("viewer_exit=0"), std::string::npos) << out;
@@ -183,15 +218,13 @@ TEST(Xvfb, ClickingAThumbnailOpensItsHeadInTheChainView) {
   const attnlab::test::TempDir tmp("attnlab-view-xvfb4");
   const fs::path dump = tmp.path() / "state.json", after = tmp.path() / "after.json";
   const std::string click =
-      "eval $(python3 -c \"import json;g=json.load(open('" + dump.string() +
-      "'))['heads_grid'];h=2;print('cx=%d cy=%d' % (g['x']+(h%g['cols'])*g['step_x']+g['side']/2, "
-      "g['y']+(h//g['cols'])*g['step_y']+g['side']/2))\")\n";
+      "eval $(python3 -c \"import json;g=json.load(open('$dump'))['heads_grid'];h=2;print('cx=%d cy=%d' % "
+      "(g['x']+(h%g['cols'])*g['step_x']+g['side']/2, g['y']+(h//g['cols'])*g['step_y']+g['side']/2))\")\n";
   const attnlab::test::BinaryRun r = run_under_xvfb(
       tmp.path(), "--lang en --size 1280x800 --backend cpu --view heads --random 64 --heads 4 --dk 16", dump,
-      "xdotool windowfocus --sync \"$wid\"\nsleep 0.5\n" + click +
-      "xdotool mousemove --window \"$wid\" $cx $cy; sleep 0.3\n"
-      "xdotool mousedown 1; sleep 0.1; xdotool mouseup 1; sleep 0.8\n"
-      "cp '" + dump.string() + "' '" + after.string() + "'\n");
+      "wait_for \"j['heads_grid']['done'] == 4\"\n" + click +
+          "move $cx $cy\nxdotool mousedown 1; xdotool mouseup 1; wait_for \"j['view'] == 'chain'\"\n" +
+          copy_dump(after));
   const std::string out = r.out + r.err;
   ASSERT_EQ(r.code, 0) << out;
   EXPECT_NE(out.find("viewer_exit=0"), std::string::npos) << out;
@@ -210,15 +243,14 @@ TEST(Xvfb, WheelZoomsThePrecisionMapAndADoubleClickResetsIt) {
   const attnlab::test::TempDir tmp("attnlab-view-xvfb6");
   const fs::path dump = tmp.path() / "state.json", zoomed = tmp.path() / "zoomed.json",
                  reset = tmp.path() / "reset.json";
-  const std::string where = plot_point(dump, "0.5", "0.5");
   const attnlab::test::BinaryRun r = run_under_xvfb(
       tmp.path(), "--lang en --size 1280x800 --backend cpu --random 64 --dk 8 --dv 8 --view precision --step 3", dump,
-      "xdotool windowfocus --sync \"$wid\"\nsleep 1.0\n" + where +
-          "xdotool mousemove --window \"$wid\" $cx $cy; sleep 0.3\n"
-          "for i in 1 2 3 4 5; do xdotool click 4; sleep 0.15; done; sleep 0.5\n"
-          "cp '" + dump.string() + "' '" + zoomed.string() + "'\n"
-          "xdotool click --repeat 2 --delay 80 1; sleep 0.5\n"
-          "cp '" + dump.string() + "' '" + reset.string() + "'\n");
+      "wait_for \"j['precision_view']['status'] == 'ok'\"\n" + plot_point("0.5", "0.5") +
+          "move $cx $cy\n"
+          "for i in 1 2 3 4 5; do xdotool click 4; done; wait_for \"j['heatmap']['vis_rows'] < 40\"\n" +
+          copy_dump(zoomed) +
+          "xdotool click --repeat 2 --delay 80 1; wait_for \"j['heatmap']['vis_rows'] == 64\"\n" +
+          copy_dump(reset));
   const std::string out = r.out + r.err;
   ASSERT_EQ(r.code, 0) << out;
   EXPECT_NE(out.find("viewer_exit=0"), std::string::npos) << out;

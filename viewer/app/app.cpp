@@ -265,6 +265,10 @@ ViewSnapshot snapshot(const App& app) {
   s.font_px = app.font_px;
   s.help_open = app.show_help;
   s.key_sel = app.key_sel;
+  if (ImGui::GetCurrentContext() && ImGui::IsMousePosValid()) {
+    s.mouse_x = ImGui::GetIO().MousePos.x;
+    s.mouse_y = ImGui::GetIO().MousePos.y;
+  }
   return s;
 }
 

@@ -199,6 +199,8 @@ int main(int argc, char** argv) {
     while (SDL_PollEvent(&ev)) {
       ImGui_ImplSDL2_ProcessEvent(&ev);
       if (ev.type == SDL_QUIT) app->quit = true;
+      if (ev.type == SDL_MOUSEBUTTONDOWN && ev.button.button == SDL_BUTTON_LEFT && ev.button.clicks >= 2)
+        app->double_click = true;
       if (ev.type == SDL_WINDOWEVENT && ev.window.event == SDL_WINDOWEVENT_CLOSE &&
           ev.window.windowID == SDL_GetWindowID(window)) {
         app->quit = true;
@@ -236,6 +238,7 @@ int main(int argc, char** argv) {
     ImGui::NewFrame();
     draw_frame(*app);
     ImGui::Render();
+    app->double_click = false;
     SDL_SetRenderDrawColor(renderer, 20, 20, 24, 255);
     SDL_RenderClear(renderer);
     ImGui_ImplSDLRenderer_RenderDrawData(ImGui::GetDrawData());

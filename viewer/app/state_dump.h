@@ -1,6 +1,6 @@
 // The viewer's state as JSON (--state-dump FILE.json): what the Xvfb test reads back after sending
 // real key presses, and what the screenshot tests use to find the heatmap's cells in the PNG.
-// Fields: step, playing, speed, query, query_token, queries (the selection, query first), mask,
+// Fields: step, playing, speed, mouse{x,y} (the pointer as the last frame saw it), query, query_token, queries (the selection, query first), mask,
 // temperature, lang, mode (demo | random | files | bundle), N, d_k, d_v,
 // seed, backend, backend_ran, error, window{w,h}, pool, heatmap{x,y,w,h,rows,cols,first_row,
 // first_col,vis_rows,vis_cols,cell_w,cell_h}; precision ("fp32" | "bf16"); layer, head, heads (of
@@ -32,6 +32,7 @@ struct ViewSnapshot {
   float ui_scale = 1, font_px = 0;  // the presentation size and the font it gave
   bool help_open = false;           // the F1 key help is shown
   int key_sel = -1;                 // the selected key (crosshair), -1: none
+  float mouse_x = -1, mouse_y = -1; // where the window's last frame saw the pointer (-1: outside)
   std::string view = "chain";       // the view shown
   nlohmann::json view_fields;       // its own fields (View::dump), beside the shared ones
 };

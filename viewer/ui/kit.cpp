@@ -219,7 +219,7 @@ MapPlot draw_map(Shell& app, const Rect& area, int rows, int cols, const std::ve
       const double fy = view.y0 + (io.MousePos.y - g.y) / g.h * (view.y1 - view.y0);
       view = zoom_view(view, fx, fy, std::pow(1.25, io.MouseWheel), rows, cols);
     }
-    if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) view = HeatView{};
+    if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left) || app.double_click) view = HeatView{};
   }
   if (ImGui::IsItemActive() && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 1.0f))
     view = pan_view(view, -io.MouseDelta.x / g.w * (view.x1 - view.x0), -io.MouseDelta.y / g.h * (view.y1 - view.y0));
