@@ -77,7 +77,7 @@ Bundle read_bundle(const std::string& dir) {
   if (!std::filesystem::exists(mp)) throw InputError(mp + ": missing (a bundle holds manifest.json and .npy files)");
   Json j;
   try {
-    j = Json::parse(read_input_file(mp));
+    j = Json::parse(read_input_file(mp, InputFormat::Text));
   } catch (const Json::exception& e) {
     refuse(mp, std::string("not valid JSON (") + e.what() + ")");
   }

@@ -557,6 +557,10 @@ struct Fd {
 }  // namespace
 
 std::string read_input_file(const std::string& path, std::uint64_t limit) {
+  return read_input_file(path, InputFormat::Bytes, limit);
+}
+
+std::string read_input_file(const std::string& path, InputFormat format, std::uint64_t limit) {
   // open(2), not fopen: fstat on the descriptor tells a regular file (judged by its size before
   // anything is read) from a stream, and read(2) never buffers more than asked for.
   const Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
@@ -587,6 +591,14 @@ std::string read_input_file(const std::string& path, std::uint64_t limit) {
     // The byte past the limit is never stored, so the string never grows beyond `limit`. A
     // regular file that grew while it was read is refused like a stream.
     const auto n = static_cast<std::size_t>(got);
+    // Bytes that cannot be the format end the read at once.
+    if (format == InputFormat::Text) {
+      if (const void* nul = std::memchr(buf, '\0', n))
+        throw InputError(Msg::NotText, {path, std::to_string(data.size() + (static_cast<const char*>(nul) - buf))});
+    } else if (format == InputFormat::Npy && data.size() < kNpyMagic.size()) {
+      const std::size_t k = std::min(n, kNpyMagic.size() - data.size());
+      if (std::string_view(buf, k) != kNpyMagic.substr(data.size(), k)) throw InputError(Msg::NotNpy, {path});
+    }
     if (data.size() + n > limit) throw InputError(Msg::InputTooLarge, {path, mib_text(limit)});
     if (data.size() + n > data.capacity())
       data.reserve(static_cast<std::size_t>(
@@ -610,11 +622,13 @@ MatrixF parse_mask(std::string_view bytes, const std::string& name) {
 }
 
 MatrixF read_matrix(const std::string& path) {
-  const std::string bytes = read_input_file(path);
+  const std::string bytes = read_input_file(path, ends_with_npy(path) ? InputFormat::Npy : InputFormat::Text);
   return ends_with_npy(path) ? parse_npy(bytes, path) : parse_csv(bytes, path);
 }
 
-MatrixF read_mask(const std::string& path) { return parse_mask(read_input_file(path), path); }
+MatrixF read_mask(const std::string& path) {
+  return parse_mask(read_input_file(path, ends_with_npy(path) ? InputFormat::Npy : InputFormat::Text), path);
+}
 
 // (rows, cols) -> one line per row, values comma separated. Each value is the shortest text that
 // reads back as the same float (std::to_chars), so the round trip is bit-exact, "0.85" stays
@@ -677,7 +691,7 @@ std::vector<std::string> split_tokens(std::string_view csv) {
 }
 
 std::vector<std::string> read_tokens_file(const std::string& path) {
-  const std::string data = read_input_file(path);
+  const std::string data = read_input_file(path, InputFormat::Text);
   std::string_view text = data;
   if (text.starts_with(kUtf8Bom)) text.remove_prefix(kUtf8Bom.size());
   std::vector<std::string> tokens;

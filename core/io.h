@@ -31,6 +31,12 @@ constexpr std::uint64_t kMaxInputFileBytes = std::uint64_t{1} << 30;
 // (the largest input a problem can have); not read further" for a stream, after reading limit + 1
 // bytes. Every reader below goes through it with the default limit; tests pass a smaller one.
 std::string read_input_file(const std::string& path, std::uint64_t limit = kMaxInputFileBytes);
+// What the bytes must be, checked as they arrive so that input which cannot be that format is
+// refused at its first wrong bytes instead of after reading up to the limit (a device such as
+// /dev/zero, a binary file given as CSV): Text holds no NUL byte (CSV, token lists, a bundle's
+// manifest), Npy starts with the magic \x93NUMPY. Bytes: anything.
+enum class InputFormat { Bytes, Text, Npy };
+std::string read_input_file(const std::string& path, InputFormat format, std::uint64_t limit = kMaxInputFileBytes);
 
 // Reads CSV or .npy by extension (".npy" -> npy, anything else -> CSV).
 MatrixF read_matrix(const std::string& path);

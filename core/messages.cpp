@@ -52,6 +52,8 @@ constexpr Entry kMessages[] = {
      "{0}：不是 .npy 文件（开头没有 \\x93NUMPY 标记）"},
     {Msg::InputTooLarge, "{0}: more than {1} (the largest input a problem can have); not read further",
      "{0}：超过 {1}（一个问题所能有的最大输入）；不再继续读取"},
+    {Msg::NotText, "{0}: byte {1} is a NUL byte, so this is no CSV or text file (binary data?); not read further",
+     "{0}：第 {1} 个字节是 NUL，所以这不是 CSV 或文本文件（二进制数据？）；不再继续读取"},
     {Msg::ValueOutOfRange, "{0}: value {1} is out of float32 range", "{0}：数值 {1} 超出 float32 范围"},
     {Msg::ValueNotFinite, "{0}: value {1} is not finite", "{0}：数值 {1} 不是有限数"},
     {Msg::CsvMaskEntry, "{0}: mask entries must be 0 or -inf, got {1}", "{0}：掩码元素只能是 0 或 -inf，当前为 {1}"},

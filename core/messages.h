@@ -38,6 +38,7 @@ enum class Msg : int {
   EmptyFile,            // {0} file
   NotNpy,               // {0} file
   InputTooLarge,        // {0} file, {1} limit
+  NotText,              // {0} file, {1} the offset of its first NUL byte
   ValueOutOfRange,      // {0} where, {1} value
   ValueNotFinite,       // {0} where, {1} value
   CsvMaskEntry,         // {0} where, {1} value

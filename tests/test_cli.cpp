@@ -443,17 +443,25 @@ TEST_F(Cli, MalformedNpyIsRefused) {
 }
 
 // An input that never ends, or a file larger than the largest input a problem can have, is
-// refused with one line after reading at most one byte past the bound (the real one: this run
-// reads 1 GiB of /dev/zero), under timeout(1) so that a regression fails instead of hanging.
+// refused with one line: at its first byte when that byte cannot be the format (/dev/zero is no
+// CSV), else after reading at most one byte past the bound (the real one: this run reads 1 GiB of
+// CSV text from a pipe), under timeout(1) so that a regression fails instead of hanging.
 TEST_F(Cli, EndlessOrHugeInputsAreRefusedAtTheBound) {
-  const CliResult r =
-      test::run_binary("timeout", {"60", test::attnlab_binary(), "run", "--q", "/dev/zero", "--k",
-                                   "/dev/zero", "--v", "/dev/zero"},
-                       "LANG=C.UTF-8");
+  CliResult r = test::run_binary("timeout", {"60", test::attnlab_binary(), "run", "--q", "/dev/zero", "--k",
+                                             "/dev/zero", "--v", "/dev/zero"},
+                                 "LANG=C.UTF-8");
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
   ASSERT_EQ(lines_of(r.err).size(), 1u) << r.err;
-  EXPECT_EQ(r.err, "error: /dev/zero: more than 1024 MiB (the largest input a problem can have); "
+  EXPECT_EQ(r.err, "error: /dev/zero: byte 0 is a NUL byte, so this is no CSV or text file (binary data?); "
+                   "not read further\n");
+  const std::string small = file("small.csv", "1,0\n0,1\n");
+  r = test::run_binary("sh", {"-c", "yes 1,2 | timeout 60 '" + test::attnlab_binary() + "' run --q /dev/stdin --k '" +
+                                         small + "' --v '" + small + "'"},
+                       "LANG=C.UTF-8");
+  EXPECT_EQ(r.code, 2) << r.err;
+  ASSERT_EQ(lines_of(r.err).size(), 1u) << r.err;
+  EXPECT_EQ(r.err, "error: /dev/stdin: more than 1024 MiB (the largest input a problem can have); "
                    "not read further\n");
 
   // A regular file is judged by its size alone (a sparse file: nothing to read).

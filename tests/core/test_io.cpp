@@ -428,9 +428,11 @@ TEST_F(IoNpyFile, ExtensionIsCaseInsensitive) {
   const std::string p = path("M.NPY");
   attnlab::write_npy(p, m);
   expect_bit_equal(attnlab::read_matrix(p), m);
-  // Anything else is CSV, so a .npy under another name fails as CSV, not silently.
+  // Anything else is CSV, so a .npy under another name fails as CSV (its binary header holds a
+  // NUL byte), not silently.
   const std::string q = write("m.dat", attnlab::to_npy_bytes(m));
-  EXPECT_NE(error_of([&] { attnlab::read_matrix(q); }).find(q + ":1:1:"), std::string::npos);
+  EXPECT_NE(error_of([&] { attnlab::read_matrix(q); }).find(q + ": byte "), std::string::npos);
+  EXPECT_NE(error_of([&] { attnlab::read_matrix(q); }).find("no CSV or text file"), std::string::npos);
 }
 
 TEST_F(IoNpyFile, ErrorsNameThePath) {
@@ -625,6 +627,28 @@ TEST_F(IoBound, EndlessFifoIsRefusedAtTheBound) {
             p + ": more than 1 MiB (the largest input a problem can have); not read further");
   writer.join();
   EXPECT_GT(writer.written(), kLimit);
+}
+
+// Bytes that cannot be the format end the read at once, whatever the bound: a NUL byte is no CSV
+// or text (the offset is named, also past the first 64 KiB read), and a .npy starts with its
+// magic; an endless device is refused at its first bytes instead of after the bound.
+TEST_F(IoBound, InputThatCannotBeTheFormatIsRefusedAtItsFirstWrongBytes) {
+  EXPECT_EQ(error_of([] { attnlab::read_input_file("/dev/zero", attnlab::InputFormat::Text); }),
+            "/dev/zero: byte 0 is a NUL byte, so this is no CSV or text file (binary data?); not read further");
+  EXPECT_EQ(error_of([] { attnlab::read_input_file("/dev/zero", attnlab::InputFormat::Npy); }),
+            "/dev/zero: not a .npy file (it does not start with the magic \\x93NUMPY)");
+  std::string text(70000, '1');
+  text[69999] = '\0';
+  const std::string late = write("late.csv", text);
+  EXPECT_EQ(error_of([&] { attnlab::read_matrix(late); }),
+            late + ": byte 69999 is a NUL byte, so this is no CSV or text file (binary data?); not read further");
+  // The same bytes are read as they are when nothing is asked of them.
+  EXPECT_EQ(attnlab::read_input_file(late).size(), 70000u);
+  // A .npy is judged by its magic as soon as its first bytes come, one at a time from a FIFO too.
+  const std::string p = fifo("slow.npy");
+  FifoWriter writer(p, "\x93NUMQ", 1);
+  EXPECT_EQ(error_of([&] { attnlab::read_matrix(p); }), p + ": not a .npy file (it does not start with the magic \\x93NUMPY)");
+  writer.join();
 }
 
 // A FIFO that ends below the bound is an ordinary input (process substitution, a pipe).
