@@ -30,7 +30,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <atomic>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <string>
 #include <system_error>
@@ -519,16 +521,83 @@ MatrixF parse_npy_values(std::string_view bytes, const std::string& name, Values
 
 }  // namespace
 
-void write_file(const std::string& path, std::string_view data) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) throw InputError(Msg::CannotWrite, {path, std::strerror(errno)});
-  const bool wrote = std::fwrite(data.data(), 1, data.size(), f) == data.size();
-  const int err = wrote ? 0 : errno;
-  // A full disk may only show at fclose, when the buffered bytes are flushed.
-  if (std::fclose(f) != 0 && wrote) {
-    throw InputError(Msg::CannotWrite, {path, std::strerror(errno)});
+namespace {
+
+// Writes all of `data` to descriptor fd; false (errno set) on a short or failed write.
+bool write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data.remove_prefix(static_cast<std::size_t>(n));
   }
-  if (!wrote) throw InputError(Msg::CannotWrite, {path, std::strerror(err)});
+  return true;
+}
+
+}  // namespace
+
+void write_file(const std::string& path, std::string_view data) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  // A symbolic link is followed: the file it names is the one replaced.
+  fs::path target = path;
+  if (fs::is_symlink(target, ec)) {
+    const fs::path resolved = fs::weakly_canonical(target, ec);
+    if (!ec) target = resolved;
+  }
+  const fs::file_status st = fs::status(target, ec);
+  if (fs::is_directory(st)) throw InputError(Msg::CannotWrite, {path, "it is a directory"});
+  if (fs::exists(st) && !fs::is_regular_file(st)) {
+    // A device or a pipe (/dev/stdout, /dev/full) cannot be replaced: it is written as it is.
+    const int fd = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) throw InputError(Msg::CannotWrite, {path, std::strerror(errno)});
+    const bool ok = write_all(fd, data);
+    const int err = errno;
+    ::close(fd);
+    if (!ok) throw InputError(Msg::CannotWrite, {path, std::strerror(err)});
+    return;
+  }
+  // A temporary file beside the target, renamed over it once every byte is written: a reader
+  // never sees half a file, and a write that fails leaves no partial file and the old one as it
+  // was. open(2) with mode 0666 lets the umask decide the new file's permissions, as fopen does;
+  // a replaced file keeps its own.
+  static std::atomic<unsigned> counter{0};
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  // Appended piece by piece: GCC 12 reports a false -Wrestrict on "." + std::string.
+  std::string name = ".";
+  name += target.filename().string();
+  name += ".tmp-";
+  name += std::to_string(::getpid());
+  name += '-';
+  name += std::to_string(counter++);
+  const fs::path tmp = dir / name;
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0) throw InputError(Msg::CannotWrite, {path, std::strerror(errno)});
+  bool ok = write_all(fd, data);
+  int err = errno;
+  if (ok && fs::exists(st) && ::fchmod(fd, static_cast<mode_t>(st.permissions()) & 07777) != 0) {
+    ok = false;
+    err = errno;
+  }
+  // A full disk may only show when the data reaches it.
+  if (ok && ::fsync(fd) != 0) {
+    ok = false;
+    err = errno;
+  }
+  if (::close(fd) != 0 && ok) {
+    ok = false;
+    err = errno;
+  }
+  if (ok && ::rename(tmp.c_str(), target.c_str()) != 0) {
+    ok = false;
+    err = errno;
+  }
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    throw InputError(Msg::CannotWrite, {path, std::strerror(err)});
+  }
 }
 
 // ---- public API --------------------------------------------------------------------------------

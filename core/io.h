@@ -49,8 +49,11 @@ MatrixF read_mask(const std::string& path);
 // Mask bytes already in memory (CSV or .npy by `name`'s extension): values 0 or -inf only.
 MatrixF parse_mask(std::string_view bytes, const std::string& name);
 
-// Writes `data` to `path` (replacing it); InputError "cannot write '<path>': <reason>", also when
-// only the final flush fails (a full disk).
+// Writes `data` to `path`, replacing it atomically: into a temporary file beside it, renamed over it
+// once every byte is on disk, so that a reader never sees half a file and a failed write (a full
+// disk, a read-only folder, a path that is a directory) leaves no partial file and the old one
+// unchanged. InputError "cannot write '<path>': <reason>". A device or a pipe (/dev/stdout,
+// /dev/full) is written directly, as it cannot be replaced; a symbolic link's target is replaced.
 void write_file(const std::string& path, std::string_view data);
 
 void write_csv(const std::string& path, const MatrixF& m);

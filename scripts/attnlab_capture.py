@@ -222,9 +222,31 @@ def _mha_post(rec: _Recorder):
     return post
 
 
+def _replace_atomically(path: str, write) -> None:
+    """Calls write(f) on a temporary file beside `path`, then renames it over `path`: a reader never
+    sees half a file, and a failure leaves no partial one."""
+    tmp = "%s.tmp-%d" % (path, os.getpid())
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
 def write_bundle(out: str, calls, tokens=None, model: str | None = None, skipped=None) -> dict:
-    """Writes DIR/manifest.json and the arrays of `calls` [(entry, arrays)]; returns the manifest."""
+    """Writes the arrays of `calls` [(entry, arrays)], then DIR/manifest.json; returns the manifest.
+
+    A bundle is complete when its manifest exists: an old manifest goes first and the new one is
+    written last (atomically), so a capture interrupted half-way leaves no manifest to read."""
     os.makedirs(out, exist_ok=True)
+    manifest_path = os.path.join(out, "manifest.json")
+    if os.path.exists(manifest_path):
+        os.remove(manifest_path)
     manifest = {"format": FORMAT, "version": VERSION, "model": model,
                 "tokens": list(tokens) if tokens is not None else [], "calls": [],
                 "skipped": skipped or []}
@@ -235,13 +257,14 @@ def write_bundle(out: str, calls, tokens=None, model: str | None = None, skipped
                 fname = f"{i:04d}_{key}.npy"
                 a = arrays[key]
                 a = a.detach().to("cpu", torch.float32).numpy() if torch.is_tensor(a) else np.asarray(a, np.float32)
-                np.save(os.path.join(out, fname), np.ascontiguousarray(a, dtype=np.float32))
+                _replace_atomically(os.path.join(out, fname),
+                                    lambda f, a=a: np.save(f, np.ascontiguousarray(a, dtype=np.float32)))
                 e[key] = fname
             else:
                 e.setdefault(key, None)
         manifest["calls"].append(e)
-    with open(os.path.join(out, "manifest.json"), "w", encoding="utf-8") as f:
-        json.dump(manifest, f, ensure_ascii=False, indent=1)
+    _replace_atomically(manifest_path,
+                        lambda f: f.write(json.dumps(manifest, ensure_ascii=False, indent=1).encode("utf-8")))
     return manifest
 
 

@@ -512,6 +512,15 @@ TEST_F(Cli, UsageErrorsAreOneLine) {
   // An --output that cannot be written is refused before anything runs.
   expect_refused({"demo", "--output", dir_.path()}, {"cannot write", "Is a directory"});
   expect_refused({"demo", "--output", dir_.file("missing/out.txt")}, {"cannot write", "No such file"});
+  // A write that fails when it happens (a full device) says so in one line; an old output is
+  // replaced whole or not at all (core/io.h write_file).
+  expect_refused({"demo", "--output", "/dev/full"}, {"cannot write '/dev/full'", "No space left"});
+  const std::string old = file("old.json", "previous\n");
+  const CliResult ok = run({"demo", "--format", "json", "--output", old});
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_EQ(json::parse(test::read_file(old))["d_k"], 3);
+  for (const auto& e : std::filesystem::directory_iterator(dir_.path()))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
 }
 
 // JSON and CSV hold every number of every stage and are built in memory: a size that fits the

@@ -8,9 +8,11 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cerrno>
@@ -79,6 +81,7 @@ void expect_bit_equal(const MatrixF& a, const MatrixF& b) {
 class IoFiles : public ::testing::Test {
  protected:
   std::string path(const std::string& leaf) const { return dir_.file(leaf); }
+  std::string dir() const { return dir_.path().string(); }
   std::string write(const std::string& leaf, std::string_view bytes) const {
     return attnlab::test::write_file(dir_.file(leaf), bytes);
   }
@@ -673,6 +676,58 @@ TEST_F(IoBound, FifoAtTheBoundIsReadAndOneByteMoreIsNot) {
   EXPECT_NE(error_of([&] { attnlab::read_input_file(over, 10000); }).find("not read further"),
             std::string::npos);
   one_more.join();
+}
+
+// ---- writing: atomic, or nothing ---------------------------------------------------------------
+
+// The files of a folder, sorted (what a failed write must not have added to).
+std::vector<std::string> listing(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST_F(IoFiles, AWriteReplacesTheFileWholeAndLeavesNothingBeside) {
+  const std::string p = write("out.csv", "old\n");
+  ::chmod(p.c_str(), 0640);
+  attnlab::write_file(p, "new\n");
+  EXPECT_EQ(attnlab::read_input_file(p), "new\n");
+  struct stat st {};
+  ASSERT_EQ(::stat(p.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u) << "a replaced file keeps its permissions";
+  EXPECT_EQ(listing(dir()), std::vector<std::string>{"out.csv"}) << "no temporary file left";
+  // Through a symbolic link: the file it names is replaced, the link stays.
+  const std::string link = path("link.csv");
+  std::filesystem::create_symlink(p, link);
+  attnlab::write_file(link, "via link\n");
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_EQ(attnlab::read_input_file(p), "via link\n");
+}
+
+// A write that fails says why and leaves neither a partial file nor a changed old one: a full
+// device, a folder given as the file, a missing folder, and a disk that fills half-way (a file
+// size limit of 1000 bytes, SIGXFSZ ignored, in this test's own process).
+TEST_F(IoFiles, AFailedWriteLeavesNoPartialFileAndTheOldOneUnchanged) {
+  EXPECT_EQ(error_of([] { attnlab::write_file("/dev/full", "x"); }),
+            "cannot write '/dev/full': No space left on device");
+  EXPECT_EQ(error_of([&] { attnlab::write_file(dir(), "x"); }), "cannot write '" + dir() + "': it is a directory");
+  const std::string missing = path("no/such/folder/out.csv");
+  EXPECT_EQ(error_of([&] { attnlab::write_file(missing, "x"); }),
+            "cannot write '" + missing + "': No such file or directory");
+  const std::string p = write("keep.csv", "old\n");
+  struct rlimit old_limit {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  const auto old_handler = ::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old_limit;
+  small.rlim_cur = 1000;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  const std::string e = error_of([&] { attnlab::write_file(p, std::string(5000, '1')); });
+  ::setrlimit(RLIMIT_FSIZE, &old_limit);
+  ::signal(SIGXFSZ, old_handler);
+  EXPECT_EQ(e, "cannot write '" + p + "': File too large");
+  EXPECT_EQ(attnlab::read_input_file(p), "old\n");
+  EXPECT_EQ(listing(dir()), std::vector<std::string>{"keep.csv"});
 }
 
 // ---- the tests' own temporary directory ---------------------------------------------------------

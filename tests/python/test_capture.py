@@ -56,6 +56,39 @@ def stacked(t):  # (H, L, E) -> (H*L, E)
     return t.reshape(-1, t.shape[-1]).numpy().astype(np.float64)
 
 
+class BundleWrites(unittest.TestCase):
+    def test_an_interrupted_capture_leaves_no_manifest(self):
+        """A bundle is complete when its manifest exists: the old manifest goes first, the arrays
+        are written, the manifest last; a failure half-way leaves no manifest and no partial file."""
+        with tempfile.TemporaryDirectory() as d:
+            entry = {"name": "c", "heads": 1, "kv_heads": 1, "n": 2, "m": 2, "d_k": 2, "d_v": 2,
+                     "causal": False, "scale": None}
+            arrays = {"q": np.ones((2, 2)), "k": np.ones((2, 2)), "v": np.ones((2, 2))}
+            attnlab_capture.write_bundle(d, [(entry, arrays)])
+            self.assertTrue(os.path.exists(os.path.join(d, "manifest.json")))
+            saved = attnlab_capture.np.save
+            count = {"n": 0}
+
+            def failing_save(f, a):
+                count["n"] += 1
+                if count["n"] == 2:
+                    f.write(b"\x93NUMPY partial")
+                    raise OSError("disk full (injected)")
+                saved(f, a)
+
+            attnlab_capture.np.save = failing_save
+            try:
+                with self.assertRaises(OSError):
+                    attnlab_capture.write_bundle(d, [(entry, arrays)])
+            finally:
+                attnlab_capture.np.save = saved
+            names = sorted(os.listdir(d))
+            self.assertNotIn("manifest.json", names)
+            self.assertFalse([n for n in names if ".tmp" in n], names)
+            # The arrays written before the failure are whole files.
+            np.testing.assert_array_equal(np.load(os.path.join(d, "0000_q.npy")), arrays["q"])
+
+
 class SmallModels(unittest.TestCase):
     def check(self, model, q, k, v, batch=0, expect=None):
         with tempfile.TemporaryDirectory() as d:

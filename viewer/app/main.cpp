@@ -263,7 +263,7 @@ int main(int argc, char** argv) {
         std::snprintf(msg, sizeof msg, tr(app->lang, S::ScreenshotSaved), name);
         set_status(*app, msg);
       } catch (const std::exception& e) {
-        set_status(*app, e.what());
+        set_status(*app, message_of(e).text(app->lang));  // in the UI language
       }
     }
     SDL_RenderPresent(renderer);

@@ -1,6 +1,8 @@
 // State dump as JSON (see state_dump.h).
 #include "viewer/app/state_dump.h"
 
+#include "core/io.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -53,14 +55,6 @@ std::string state_json(const Session& c, const ViewSnapshot& v) {
   return j.dump(2) + "\n";
 }
 
-void write_text_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw std::runtime_error("cannot write " + path);
-    out << text;
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("cannot write " + path);
-}
+void write_text_file(const std::string& path, const std::string& text) { write_file(path, text); }
 
 }  // namespace attnlab::viewer

@@ -39,7 +39,7 @@ struct ViewSnapshot {
 
 std::string state_json(const Session& c, const ViewSnapshot& v);
 
-// Writes atomically (temporary file + rename) so a reader never sees half a file.
+// Writes atomically (core/io.h write_file: temporary file + rename) so a reader never sees half a file.
 void write_text_file(const std::string& path, const std::string& text);
 
 }  // namespace attnlab::viewer

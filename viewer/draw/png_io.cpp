@@ -1,10 +1,13 @@
 // PNG write/read through libstb (see png_io.h).
 #include "viewer/draw/png_io.h"
 
+#include "core/io.h"
+
 #include <stb_image.h>
 #include <stb_image_write.h>
 
 #include <stdexcept>
+#include <string>
 
 namespace attnlab::viewer {
 
@@ -13,9 +16,16 @@ void write_png(const std::string& path, const Image& img) {
       img.rgba.size() != static_cast<std::size_t>(img.width) * img.height * 4) {
     throw std::runtime_error("cannot write " + path + ": empty or inconsistent image");
   }
-  if (!stbi_write_png(path.c_str(), img.width, img.height, 4, img.rgba.data(), img.width * 4)) {
-    throw std::runtime_error("cannot write " + path);
+  // Encoded in memory, then written as every file of the lab is (core/io.h write_file: a temporary
+  // file renamed over the target, nothing partial left by a failure).
+  std::string png;
+  const auto append = [](void* to, void* data, int size) {
+    static_cast<std::string*>(to)->append(static_cast<const char*>(data), static_cast<std::size_t>(size));
+  };
+  if (!stbi_write_png_to_func(append, &png, img.width, img.height, 4, img.rgba.data(), img.width * 4)) {
+    throw std::runtime_error("cannot write " + path + ": the PNG encoder failed");
   }
+  write_file(path, png);
 }
 
 Image read_png(const std::string& path) {

@@ -4,6 +4,7 @@
 
 #include "core/backend.h"
 #include "core/format.h"
+#include "core/io.h"
 #include "engine/registry.h"
 #include "engine/bench_report.h"
 #include "viewer/draw/strings.h"
@@ -445,10 +446,7 @@ void check_writable(const std::string& path) {
 }
 
 void write_perf_csv(const std::string& path, const std::vector<bench::Result>& results) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw InputError("cannot write '" + path + "' (missing folder or no permission)");
-  f << bench::render_csv(results);
-  if (!f.flush()) throw InputError("cannot write '" + path + "'");
+  write_file(path, bench::render_csv(results));  // atomic (core/io.h)
 }
 
 const char* PerfView::label(Lang lang) { return tr(lang, S::ViewPerf); }
