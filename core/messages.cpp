@@ -166,6 +166,12 @@ constexpr Entry kMessages[] = {
      "--mask 不适用于 --bundle：数据包里每次调用都带着自己的掩码"},
     {Msg::HeadOutside, "head {0} is out of range: 0..{1}", "头 {0} 超出范围：0..{1}"},
     {Msg::LayerOutside, "layer {0} is not in the bundle", "层 {0} 不在数据包中"},
+    {Msg::RunOutOfMemory, "the run needed more memory than this machine has left; the picture is the last state that ran",
+     "这次运行所需的内存超过本机剩余内存；画面保留上一次成功运行的状态"},
+    {Msg::RunDeviceFailed, "the GPU failed ({0}); the picture is the last state that ran",
+     "GPU 出错（{0}）；画面保留上一次成功运行的状态"},
+    {Msg::CudaUnusable, "no usable NVIDIA GPU or driver: the lab runs on the CPU",
+     "没有可用的 NVIDIA GPU 或驱动：实验室在 CPU 上运行"},
 };
 
 constexpr bool in_order() {

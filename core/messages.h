@@ -104,6 +104,10 @@ enum class Msg : int {
   MaskBundle,
   HeadOutside,          // {0} head, {1} last head
   LayerOutside,         // {0} layer
+  // a run that failed on the viewer's worker (the state on screen stays)
+  RunOutOfMemory,
+  RunDeviceFailed,      // {0} the device's own words
+  CudaUnusable,         // why CUDA is off, for people (the runtime's words go to a tooltip)
   Count_
 };
 

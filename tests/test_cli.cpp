@@ -536,6 +536,24 @@ TEST_F(Cli, CompleteRenderingsThatCannotFitAreRefusedFirst) {
   EXPECT_FALSE(std::filesystem::exists(dir_.file("never.json"))) << "the output check leaves no file";
 }
 
+// Memory that runs out inside a run (the estimate passed: the machine has it, the process may not
+// take it; here an address-space limit of about 400 MB) ends in one line and exit 1, no core dump.
+TEST_F(Cli, MemoryThatRunsOutInsideARunIsOneLineAndExitOne) {
+  const CliResult r = test::run_binary(
+      "bash", {"-c", "ulimit -c 0 -v 400000 && exec \"$0\" \"$@\"", test::attnlab_binary(), "run", "--random",
+               "8192", "--backend", "cpu"});
+  EXPECT_TRUE(r.out.empty()) << r.out.substr(0, 200);
+  const auto ls = lines_of(r.err);
+  ASSERT_EQ(ls.size(), 1u) << r.err;
+  if (r.code == 2) {
+    // A machine with under a gigabyte free is refused by the estimate first.
+    EXPECT_TRUE(contains(ls[0], "of host memory")) << ls[0];
+  } else {
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_EQ(ls[0], "error: out of host memory (try a smaller problem)");
+  }
+}
+
 TEST_F(Cli, CudaWithoutADeviceIsRefused) {
   std::string reason;
   if (cuda_available(&reason)) GTEST_SKIP() << "a CUDA device is present; nothing to refuse";

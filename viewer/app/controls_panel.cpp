@@ -188,7 +188,14 @@ void draw_controls(App& app, const Layout& l) {
   ImGui::BeginDisabled(!c.cuda_ok());
   if (ImGui::RadioButton("CUDA", c.backend() == "cuda")) c.set_backend("cuda");
   ImGui::EndDisabled();
-  if (!c.cuda_ok()) wrapped(app, fmt(tr(lang, S::CudaUnavailable), c.cuda_reason().c_str()), &kDimV4);
+  if (!c.cuda_ok()) {
+    // What it means for the user; the runtime's own words ("cudaGetDeviceCount: ...") in the
+    // tooltip of the radio button and of the note.
+    const bool over_radio = ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled);
+    wrapped(app, message_of(Msg::CudaUnusable, {}).text(lang), &kDimV4);
+    if (over_radio || ImGui::IsItemHovered())
+      ImGui::SetTooltip("%s", fmt(tr(lang, S::CudaUnavailable), c.cuda_reason().c_str()).c_str());
+  }
   // The run's precision (every view shows that pipeline); a refusal (bf16 on CUDA, or streamed)
   // shows as the error line above, in the UI language.
   ImGui::TextUnformatted(tr(lang, S::RunPrecision));

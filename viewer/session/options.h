@@ -4,10 +4,13 @@
 // refuses. Free of SDL and ImGui.
 #pragma once
 
+#include "core/backend.h"
 #include "core/patterns.h"
 #include "core/types.h"
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -64,6 +67,9 @@ struct SessionOptions {
   int head = 0;                       // --head H: the head the chain and walk views show
   std::string backend = "auto";       // auto | cpu | cuda
   StagePolicy stages = StagePolicy::Auto;  // --stages auto|all|step
+  // The backends the session's worker runs, by name ("cpu" | "cuda"); empty: the registry's
+  // (engine/registry.h make_backend). Tests hand in one that fails on demand.
+  std::function<std::unique_ptr<Backend>(const std::string&)> backends;
 };
 
 }  // namespace attnlab::viewer

@@ -51,7 +51,7 @@ bool same_view(const PoolRequest& a, const PoolRequest& b) {
 }  // namespace
 
 Session::Session(const SessionOptions& o, bool async)
-    : policy_(o.stages), worker_([this](Job job) { return execute(std::move(job)); }) {
+    : policy_(o.stages), make_backend_(o.backends), worker_([this](Job job) { return execute(std::move(job)); }) {
   cuda_ok_ = cuda_available(&cuda_reason_);
   if (o.backend == "cuda" && !cuda_ok_) throw NoDeviceError("no CUDA device: " + cuda_reason_);
   // bf16 keeps every stage, which only the CPU backend does in bf16: auto picks it then.
@@ -103,6 +103,9 @@ Session::Session(const SessionOptions& o, bool async)
   job.req = req_;
   job.id = ++posted_;
   Result r = execute(job);
+  // The first run's failures are the command line's, as the CLI reports them.
+  if (r.error.id == Msg::RunDeviceFailed) throw DeviceError(r.error.args.at(0));
+  if (r.error.id == Msg::RunOutOfMemory) throw std::bad_alloc();
   if (!r.error.empty()) throw error_of(r.error);
   adopt(std::move(r));
   if (async) worker_.start();
@@ -196,6 +199,10 @@ Session::Result Session::execute(Job job) {
     last_source_ = q.source;
   } catch (const Cancelled&) {
     r.cancelled = true;
+  } catch (const std::bad_alloc&) {
+    r.error = message_of(Msg::RunOutOfMemory, {});
+  } catch (const DeviceError& e) {
+    r.error = message_of(Msg::RunDeviceFailed, {e.what()});
   } catch (const std::exception& e) {
     r.error = message_of(e);
   }
@@ -319,7 +326,7 @@ void Session::revert_request() {
 
 Backend& Session::backend_for(const std::string& name) {
   std::unique_ptr<Backend>& b = name == "cuda" ? cuda_backend_ : cpu_backend_;
-  if (!b) b = make_backend(name);
+  if (!b) b = make_backend_ ? make_backend_(name) : make_backend(name);
   return *b;
 }
 
@@ -662,6 +669,7 @@ bool Session::load_files(const InputFiles& f) {
   }
   req_.source.demo = false;
   req_.source.files = f;
+  req_.source.load = ++loads_;
   req_.source.bundle.clear();
   req_.source.heads = 1;
   req_.source.layer = req_.source.head = 0;

@@ -67,6 +67,9 @@ struct Source {
   std::string bundle;  // a bundle's directory: its call `layer`
   int layer = 0;
   int head = 0;        // the head shown (random with heads > 1, or the bundle's call)
+  // Bumped by every Load: the files are read again even when their names are the same (a file
+  // edited since is the new one, or refused with why).
+  std::uint64_t load = 0;
   bool operator==(const Source&) const = default;
 };
 
@@ -337,7 +340,8 @@ class Session {
   std::string cuda_reason_;
   Message error_;
   std::optional<Bundle> bundle_;  // the manifest of --bundle (read once, at start)
-  std::optional<double> pending_temperature_;  // step_temperature's, until applied
+  std::optional<double> pending_temperature_;  // queue_temperature_step's, until applied
+  std::uint64_t loads_ = 0;  // load_files calls (Source::load)
   std::uint64_t revision_ = 0;
   std::uint64_t run_revision_ = 0;
   std::uint64_t problem_revision_ = 0;
@@ -375,7 +379,9 @@ class Session {
   // shares its inputs when only the temperature or mask did, shares it for a view or a row.
   std::shared_ptr<const Problem> last_problem_;
   Source last_source_;
-  // backend_for's, used by one thread at a time (the constructor's first run, then the worker).
+  // backend_for's, used by one thread at a time (the constructor's first run, then the worker),
+  // made by SessionOptions::backends when given.
+  std::function<std::unique_ptr<Backend>(const std::string&)> make_backend_;
   std::unique_ptr<Backend> cpu_backend_, cuda_backend_;
   // Last: its thread runs execute() on the members above, so it stops before they are destroyed.
   Worker<Job, Result> worker_;
