@@ -281,6 +281,9 @@ void dump_state_if_changed(App& app) {
 }
 
 void draw_frame(App& app) {
+  // A key selected in a larger problem than the one now on screen (a new input, another layer)
+  // selects nothing.
+  if (app.key_sel >= app.session.problem().m()) app.key_sel = -1;
   const ImVec2 ds = ImGui::GetIO().DisplaySize;
   // Below the layout's minimum (nothing enforces it without a window manager) the panels would be
   // cut: one note says so instead.

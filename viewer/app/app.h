@@ -73,6 +73,16 @@ void apply_action(App& app, Action a);
 // A new input was loaded from the controls (demo, Generate, Load, the bundle): every view hears it.
 void input_loaded(App& app);
 
+// The input's buttons of the controls panel (controls_panel.cpp), on the fields as they are: the
+// demo, Generate (the random-mode fields), Load (the typed paths). A refusal shows beside them.
+void choose_demo(App& app);
+void generate_random(App& app);
+void load_typed_files(App& app);
+// The information panel's export buttons (info_panel.cpp): into Shell::export_dir, the file's
+// name or why it was refused on the status line.
+enum class Export { StageCsv, TraceJson, HeatmapPng };
+void export_from_window(App& app, Export what);
+
 // Builds every window of one frame (between ImGui::NewFrame and ImGui::Render).
 void draw_frame(App& app);
 

@@ -29,6 +29,47 @@ void input_text(const char* label, std::string& text) {
 
 }  // namespace
 
+// ---- the input's buttons -----------------------------------------------------------------------
+
+void choose_demo(App& app) {
+  Session& c = app.session;
+  app.in_mode = 0;
+  app.random_error = Message{};
+  app.random_over_limit = 0;
+  if (!c.demo() && c.load_demo()) {
+    input_loaded(app);
+    app.log_weights = false;
+  }
+}
+
+void generate_random(App& app) {
+  Session& c = app.session;
+  app.random_error = Message{};
+  app.random_over_limit = 0;
+  if (app.in_n > c.max_tokens()) {
+    // Refused here, beside the button that asked; worded below, in the UI's language.
+    app.random_over_limit = app.in_n;
+  } else if (c.load_random(app.in_n, app.in_dk, app.in_dv, app.in_seed, app.in_heads)) {
+    input_loaded(app);
+    app.log_weights = app.in_n > 64;  // the new problem's size (it is adopted later)
+    app.in_mode = 1;
+  } else {
+    app.random_error = c.error_message();
+    c.clear_error();
+  }
+}
+
+void load_typed_files(App& app) {
+  Session& c = app.session;
+  app.random_error = Message{};
+  if (c.load_files(app.in_files)) {
+    input_loaded(app);
+  } else {
+    app.random_error = c.error_message();
+    c.clear_error();
+  }
+}
+
 // ---- controls ---------------------------------------------------------------------------------
 
 void draw_controls(App& app, const Layout& l) {
@@ -206,15 +247,7 @@ void draw_controls(App& app, const Layout& l) {
 
   // Input: demo or random.
   section(tr(lang, S::Input));
-  if (ImGui::RadioButton(tr(lang, S::ModeDemo), app.in_mode == 0)) {
-    app.in_mode = 0;
-    app.random_error = Message{};
-    app.random_over_limit = 0;
-    if (!c.demo() && c.load_demo()) {
-      input_loaded(app);
-      app.log_weights = false;
-    }
-  }
+  if (ImGui::RadioButton(tr(lang, S::ModeDemo), app.in_mode == 0)) choose_demo(app);
   if (ImGui::RadioButton(tr(lang, S::ModeRandom), app.in_mode == 1)) app.in_mode = 1;
   if (app.in_mode == 1) {
     ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
@@ -230,21 +263,7 @@ void draw_controls(App& app, const Layout& l) {
     ImGui::InputScalar(fmt("%s###seed", tr(lang, S::Seed)).c_str(), ImGuiDataType_U64, &app.in_seed);
     // Out-of-range values stay in the fields as typed and are refused by Generate, with the
     // reason (they used to be clamped silently).
-    if (ImGui::Button(tr(lang, S::Generate))) {
-      app.random_error = Message{};
-      app.random_over_limit = 0;
-      if (app.in_n > c.max_tokens()) {
-        // Refused here, beside the button that asked; worded below, in the UI's language.
-        app.random_over_limit = app.in_n;
-      } else if (c.load_random(app.in_n, app.in_dk, app.in_dv, app.in_seed, app.in_heads)) {
-        input_loaded(app);
-        app.log_weights = app.in_n > 64;  // the new problem's size (it is adopted later)
-        app.in_mode = 1;
-      } else {
-        app.random_error = c.error_message();
-        c.clear_error();
-      }
-    }
+    if (ImGui::Button(tr(lang, S::Generate))) generate_random(app);
     if (app.random_over_limit > 0)
       app.random_error.en = fmt(tr(lang, S::RandomOverLimit), app.random_over_limit,
                                 c.backend() == "cuda" ? "CUDA" : "CPU", c.max_tokens());
@@ -267,15 +286,7 @@ void draw_controls(App& app, const Layout& l) {
     input_text(fmt("%s###fmask", tr(lang, S::FilesMask)).c_str(), app.in_files.mask);
     ImGui::SetNextItemWidth(w);
     input_text(fmt("%s###ftok", tr(lang, S::FilesTokens)).c_str(), app.in_files.tokens);
-    if (ImGui::Button(fmt("%s###load", tr(lang, S::Load)).c_str())) {
-      app.random_error = Message{};
-      if (c.load_files(app.in_files)) {
-        input_loaded(app);
-      } else {
-        app.random_error = c.error_message();
-        c.clear_error();
-      }
-    }
+    if (ImGui::Button(fmt("%s###load", tr(lang, S::Load)).c_str())) load_typed_files(app);
     if (!app.random_error.empty()) wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + app.random_error.text(lang), &kErrorV4);
     wrapped(app, tr(lang, S::FilesHint), &kDimV4);
   }

@@ -144,6 +144,26 @@ static void draw_queries_table(App& app) {
   ImGui::TextColored(kDimV4, "%s", tr(lang, S::QueriesChart));
 }
 
+// Export from the window, through the CLI's writers (viewer/session/export.h), into the export
+// folder; the file name or the reason it was refused goes to the status line.
+void export_from_window(App& app, Export what) {
+  Session& c = app.session;
+  const Lang lang = app.lang;
+  c.clear_error();
+  try {
+    const std::string stem = export_stem(app.export_dir);
+    std::string path;
+    switch (what) {
+      case Export::StageCsv: path = export_stage_csv(c, app.play.step(), stem); break;
+      case Export::TraceJson: path = export_trace_json(c, lang, stem); break;
+      case Export::HeatmapPng: path = export_heatmap_png(app.heat_px, app.heat_px_w, app.heat_px_h, stem); break;
+    }
+    set_status(app, fmt(tr(lang, S::Exported), path.c_str()));
+  } catch (const std::exception& e) {
+    set_status(app, std::string(tr(lang, S::ErrorPrefix)) + message_of(e).text(lang));
+  }
+}
+
 void draw_info(App& app, const Layout& l) {
   const Lang lang = app.lang;
   Session& c = app.session;
@@ -218,27 +238,11 @@ void draw_info(App& app, const Layout& l) {
       SDL_SetClipboardText(cmd.c_str());
       set_status(app, tr(lang, S::Copied));
     }
-    // Export from the window, through the CLI's writers (viewer/session/export.h); the file name or the
-    // reason it was refused goes to the status line.
-    const auto exporting = [&](const std::function<std::string(const std::string&)>& write) {
-      c.clear_error();
-      try {
-        set_status(app, fmt(tr(lang, S::Exported), write(export_stem()).c_str()));
-      } catch (const std::exception& e) {
-        set_status(app, std::string(tr(lang, S::ErrorPrefix)) + message_of(e).text(lang));
-      }
-    };
-    const int step = app.play.step();
-    if (ImGui::Button(fmt("%s###excsv", tr(lang, S::ExportCsv)).c_str()))
-      exporting([&](const std::string& stem) { return export_stage_csv(c, step, stem); });
+    if (ImGui::Button(fmt("%s###excsv", tr(lang, S::ExportCsv)).c_str())) export_from_window(app, Export::StageCsv);
     same_line_if_fits(button_width(tr(lang, S::ExportJson)));
-    if (ImGui::Button(fmt("%s###exjson", tr(lang, S::ExportJson)).c_str()))
-      exporting([&](const std::string& stem) { return export_trace_json(c, lang, stem); });
+    if (ImGui::Button(fmt("%s###exjson", tr(lang, S::ExportJson)).c_str())) export_from_window(app, Export::TraceJson);
     same_line_if_fits(button_width(tr(lang, S::ExportPng)));
-    if (ImGui::Button(fmt("%s###expng", tr(lang, S::ExportPng)).c_str()))
-      exporting([&](const std::string& stem) {
-        return export_heatmap_png(app.heat_px, app.heat_px_w, app.heat_px_h, stem);
-      });
+    if (ImGui::Button(fmt("%s###expng", tr(lang, S::ExportPng)).c_str())) export_from_window(app, Export::HeatmapPng);
     if (p.n() > kTableMaxTokens || !t.has_stages) {
       wrapped(app, fmt(tr(lang, S::TablesTooLarge), kTableMaxTokens, p.n()));
     } else {

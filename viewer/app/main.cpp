@@ -11,6 +11,8 @@
 #include "viewer/draw/png_io.h"
 #include "viewer/draw/strings.h"
 #include "viewer/app/app.h"
+#include "viewer/app/fuzz.h"
+#include "viewer/session/export.h"
 #include "viewer/ui/kit.h"
 
 #include <SDL.h>
@@ -95,7 +97,9 @@ int main(int argc, char** argv) {
     }
   }
 
-  const bool headless = !opts.screenshot.empty();
+  // The UI fuzzer runs the loop without a window too, and without waiting for events.
+  const bool fuzzing = opts.fuzz_events > 0;
+  const bool headless = !opts.screenshot.empty() || fuzzing;
   // Before the App (whose first backend run may take seconds at 16384 tokens): without a display
   // SDL quietly picks its offscreen driver, a window nobody can see and a viewer that
   // never ends. Refuse that for the interactive viewer; headless rendering takes the
@@ -105,7 +109,9 @@ int main(int argc, char** argv) {
     return v != nullptr && *v != '\0';
   };
   const bool driver_chosen = env_set("SDL_VIDEODRIVER");
-  if (!driver_chosen && !env_set("DISPLAY") && !env_set("WAYLAND_DISPLAY")) {
+  if (fuzzing) {
+    SDL_setenv("SDL_VIDEODRIVER", "dummy", 1);  // no window manager, no display needed
+  } else if (!driver_chosen && !env_set("DISPLAY") && !env_set("WAYLAND_DISPLAY")) {
     if (!headless) {
       return fail(1, "no display (DISPLAY and WAYLAND_DISPLAY are unset): the viewer needs a window; "
                      "use --screenshot FILE.png to render without one");
@@ -115,7 +121,7 @@ int main(int argc, char** argv) {
   // DISPLAY without Wayland: X11 alone. SDL would otherwise, when the X server does not answer
   // (a stale DISPLAY), go on to probe Wayland, whose library prints its own "error:" line, and
   // end on its offscreen driver.
-  const bool x11_only = !driver_chosen && env_set("DISPLAY") && !env_set("WAYLAND_DISPLAY");
+  const bool x11_only = !fuzzing && !driver_chosen && env_set("DISPLAY") && !env_set("WAYLAND_DISPLAY");
   if (x11_only) SDL_setenv("SDL_VIDEODRIVER", "x11", 1);
   std::unique_ptr<App> app;
   try {
@@ -126,6 +132,7 @@ int main(int argc, char** argv) {
     return fail(1, e.what());
   }
   app->lang = opts.lang.value_or(lang_from_env());
+  app->export_dir = opts.export_dir;
   app->play.set_step(opts.step);
   if (SDL_Init(SDL_INIT_VIDEO | SDL_INIT_TIMER) != 0) {
     if (!headless && x11_only)
@@ -189,12 +196,31 @@ int main(int argc, char** argv) {
   fit_fonts();
 
   int exit_code = 0;
+  std::unique_ptr<Fuzzer> fuzz;
+  if (fuzzing) {
+    // The command that reproduces the run, less the fuzzer's own flags (its report adds them).
+    std::string reproduce = "attnlab-view";
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--fuzz-events" || a == "--fuzz-seed") {
+        ++i;
+        continue;
+      }
+      reproduce += " " + a;
+    }
+    try {
+      fuzz = std::make_unique<Fuzzer>(*app, window, opts.fuzz_events, opts.fuzz_seed.value_or(1), reproduce);
+    } catch (const std::exception& e) {
+      return fail(1, e.what());
+    }
+  }
 
   bool dump_failed = false;
   int frames = 0;
   Uint64 last = SDL_GetPerformanceCounter();
   Lang title_lang = app->lang;
   while (!app->quit) {
+    if (fuzz) fuzz->feed();
     SDL_Event ev;
     while (SDL_PollEvent(&ev)) {
       ImGui_ImplSDL2_ProcessEvent(&ev);
@@ -225,7 +251,8 @@ int main(int argc, char** argv) {
     }
     fit_fonts();
     const Uint64 now = SDL_GetPerformanceCounter();
-    app->play.tick(static_cast<double>(now - last) / SDL_GetPerformanceFrequency());
+    // The fuzzer's frames advance playback by a fixed step, so that a seed repeats exactly.
+    app->play.tick(fuzz ? 1.0 / 30 : static_cast<double>(now - last) / SDL_GetPerformanceFrequency());
     last = now;
     if (app->lang != title_lang) {
       title_lang = app->lang;
@@ -234,6 +261,7 @@ int main(int argc, char** argv) {
 
     ImGui_ImplSDLRenderer_NewFrame();
     ImGui_ImplSDL2_NewFrame();
+    if (fuzz) fuzz->pointer_to_imgui();
     io.DisplayFramebufferScale = ImVec2(1, 1);
     ImGui::NewFrame();
     draw_frame(*app);
@@ -241,10 +269,13 @@ int main(int argc, char** argv) {
     app->double_click = false;
     SDL_SetRenderDrawColor(renderer, 20, 20, 24, 255);
     SDL_RenderClear(renderer);
-    ImGui_ImplSDLRenderer_RenderDrawData(ImGui::GetDrawData());
+    // The fuzzer builds every frame's windows but rasterises one in eight (and every screenshot):
+    // SDL's software renderer is most of a frame's time.
+    if (!fuzz || app->screenshot_requested || fuzz->rasterise())
+      ImGui_ImplSDLRenderer_RenderDrawData(ImGui::GetDrawData());
 
     // Headless: the third frame is settled (windows sized, fonts uploaded, texture filled).
-    if (headless && ++frames >= 3) {
+    if (headless && !fuzz && ++frames >= 3) {
       try {
         write_png(opts.screenshot, read_back(renderer));
       } catch (const std::exception& e) {
@@ -254,14 +285,10 @@ int main(int argc, char** argv) {
     }
     if (app->screenshot_requested) {
       app->screenshot_requested = false;
-      char name[64];
-      const std::time_t t = std::time(nullptr);
-      std::strftime(name, sizeof name, "attnlab-view-%Y%m%d-%H%M%S.png", std::localtime(&t));
+      const std::string name = export_stem(app->export_dir) + ".png";
       try {
         write_png(name, read_back(renderer));
-        char msg[256];
-        std::snprintf(msg, sizeof msg, tr(app->lang, S::ScreenshotSaved), name);
-        set_status(*app, msg);
+        set_status(*app, fmt(tr(app->lang, S::ScreenshotSaved), name.c_str()));
       } catch (const std::exception& e) {
         set_status(*app, message_of(e).text(app->lang));  // in the UI language
       }
@@ -273,6 +300,17 @@ int main(int argc, char** argv) {
       exit_code = fail(2, e.what());
       dump_failed = true;  // said once; not again at exit
       break;
+    }
+    if (fuzz) {
+      if (!fuzz->check()) {
+        exit_code = 1;
+        break;
+      }
+      if (fuzz->done()) {
+        std::printf("%s\n", fuzz->summary().c_str());
+        break;
+      }
+      continue;
     }
     // Sleep until an event arrives (50 ms idle, 16 ms while playing or computing) instead of spinning: the
     // software renderer has no vsync to pace the loop.
@@ -286,6 +324,7 @@ int main(int argc, char** argv) {
     }
   }
 
+  fuzz.reset();
   app->speaker.stop();
   app->release_textures();  // before the renderer they belong to
   ImGui_ImplSDLRenderer_Shutdown();

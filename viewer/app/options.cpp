@@ -28,7 +28,8 @@ std::string viewer_usage() {
            for (const std::string& n : view_names()) names += (names.empty() ? "" : "|") + n;
            return names;
          }() + "] [--precision fp32|bf16]\n"
-         "                    [--ui-scale S] [--fullscreen] [--bench-redraw [--repeat R]]\n" +
+         "                    [--ui-scale S] [--fullscreen] [--bench-redraw [--repeat R]]\n"
+         "                    [--export-dir DIR] [--fuzz-events N [--fuzz-seed S]]\n" +
          views_usage() +
          "Interactive lab for scaled dot-product attention (F1 in the window lists the keys).\n"
          "--bundle DIR shows one call (--layer: index or name) of a captured model, --head H one of its\n"
@@ -36,7 +37,12 @@ std::string viewer_usage() {
          "--screenshot renders a few frames without input, writes the PNG and exits (works with\n"
          "SDL_VIDEODRIVER=dummy; in the perf view it runs the sweep to the end first). --bench-redraw\n"
          "times temperature changes (backend + heatmap)\n"
-         "without a window, for --random N (default 4096), and prints milliseconds.\n";
+         "without a window, for --random N (default 4096), and prints milliseconds.\n"
+         "--export-dir DIR: where the window's exports and screenshots go (default: the current folder).\n"
+         "--fuzz-events N: the UI event fuzzer (docs/VIEWER.md): N seeded input events (keys, text,\n"
+         "clicks, drags, wheel, resizes, view switches, Load/Generate/Export with good and bad paths)\n"
+         "through the real event loop without a window, the state checked after every frame; exit 1\n"
+         "and the event that broke it when one did. --fuzz-seed S (default 1) reproduces a run.\n";
 }
 
 ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
@@ -158,6 +164,13 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
       o.fullscreen = true;
     } else if (a == "--state-dump") {
       o.state_dump = value();
+    } else if (a == "--export-dir") {
+      o.export_dir = value();
+      if (o.export_dir.empty()) throw InputError("--export-dir needs a folder");
+    } else if (a == "--fuzz-events") {
+      o.fuzz_events = parse_flag_int<long>(a, value(), 1, 100'000'000);
+    } else if (a == "--fuzz-seed") {
+      o.fuzz_seed = parse_flag_int<std::uint64_t>(a, value(), 0, ~std::uint64_t{0});
     } else if (a == "--bench-redraw") {
       o.bench_redraw = true;
     } else if (a == "--repeat") {
@@ -202,6 +215,9 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
   if (pattern_given && !o.random_n)
     throw InputError("--pattern describes a random problem: add --random N");
   if (o.random_n) check_pattern(o.pattern, *o.random_n, o.d_k);
+  if (o.fuzz_seed_given() && !o.fuzz_events) throw InputError("--fuzz-seed seeds --fuzz-events N: add it");
+  if (o.fuzz_events && (!o.screenshot.empty() || o.bench_redraw))
+    throw InputError("--fuzz-events runs the window's loop: not with --screenshot or --bench-redraw");
   if ((o.d_k != 64 || o.d_v != 64 || o.seed != 0) && !o.random_n && !o.bench_redraw) {
     throw InputError("--dk, --dv and --seed describe a random problem: add --random N");
   }

@@ -16,6 +16,7 @@
 #include "viewer/session/options.h"
 #include "viewer/views/registry.h"
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,6 +39,10 @@ struct ViewerOptions : SessionOptions {
   std::string state_dump;             // write the state as JSON here on every change and on exit
   bool bench_redraw = false;          // time temperature redraws without a window, print ms
   int repeat = 5;                     // --bench-redraw repetitions
+  std::string export_dir;             // --export-dir DIR: exports and screenshots ("": here)
+  long fuzz_events = 0;               // --fuzz-events N: the UI event fuzzer (viewer/app/fuzz.h)
+  std::optional<std::uint64_t> fuzz_seed;  // --fuzz-seed S (default 1)
+  bool fuzz_seed_given() const { return fuzz_seed.has_value(); }
   bool help = false;
 };
 

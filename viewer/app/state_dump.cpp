@@ -25,6 +25,7 @@ std::string state_json(const Session& c, const ViewSnapshot& v) {
   j["lang"] = std::string(to_string(v.lang));
   j["mode"] = c.demo() ? "demo" : c.from_bundle() ? "bundle" : c.from_files() ? "files" : "random";
   j["N"] = p.n();
+  j["M"] = p.m();
   j["d_k"] = p.d_k();
   j["d_v"] = p.d_v();
   j["seed"] = c.random_seed();

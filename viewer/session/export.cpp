@@ -10,11 +10,13 @@
 
 namespace attnlab::viewer {
 
-std::string export_stem() {
-  char name[64];
+std::string export_stem(const std::string& dir, const char* prefix) {
+  char stamp[32];
   const std::time_t t = std::time(nullptr);
-  std::strftime(name, sizeof name, "attnlab-view-%Y%m%d-%H%M%S", std::localtime(&t));
-  return name;
+  std::strftime(stamp, sizeof stamp, "-%Y%m%d-%H%M%S", std::localtime(&t));
+  std::string stem = dir;
+  if (!stem.empty() && stem.back() != '/') stem += '/';
+  return stem + prefix + stamp;
 }
 
 std::string export_stage_csv(const Session& c, int step, const std::string& stem) {

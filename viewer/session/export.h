@@ -1,7 +1,7 @@
 // Export from the window, through the writers the CLI uses: the current stage as CSV (core/io's
 // write_csv, the matrix format --q/--k/--v read back), the whole trace as JSON (core/report's
 // render, as `attnlab run --format json`), the heatmap as PNG (the rasterised pixels, one per
-// plot pixel). Each writes a new file `stem` + suffix in the current directory and returns its
+// plot pixel). Each writes a new file `stem` + suffix (export_stem: the export folder) and returns its
 // name; a stage that is not kept (a streamed problem) or a trace too large for JSON is refused
 // with InputError saying what to use instead. Free of SDL: unit-tested.
 #pragma once
@@ -14,8 +14,9 @@
 
 namespace attnlab::viewer {
 
-// "attnlab-view-20261201-104700" from the local time.
-std::string export_stem();
+// "attnlab-view-20261201-104700" from the local time (`prefix` first), in `dir` ("dir/attnlab-...")
+// when it is not empty (--export-dir), else in the current directory.
+std::string export_stem(const std::string& dir = "", const char* prefix = "attnlab-view");
 // step 1..4 (scores, logits, weights, output) of the trace on screen.
 std::string export_stage_csv(const Session& c, int step, const std::string& stem);
 std::string export_trace_json(const Session& c, Lang lang, const std::string& stem);

@@ -51,6 +51,7 @@ struct Shell {
   float ui_scale = 1;        // Ctrl + / Ctrl − / Ctrl 0, --ui-scale
   int key_sel = -1;          // the selected key (crosshair column of steps 1-3), -1: none
   bool screenshot_requested = false;
+  std::string export_dir;    // --export-dir: where exports and screenshots go ("": the current directory)
   // SDL counted a double-click of the left button this frame (its own timing, at the moment it
   // read the events: two presses read in one slow frame still make one; ImGui, which samples the
   // button once a frame, would see one click). draw_map takes either.

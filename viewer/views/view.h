@@ -86,6 +86,12 @@ class View {
     (void)j;
     (void)s;
   }
+  // What of its own state lies outside what it has (a tile, a step, a window, a head it does not
+  // have), empty when nothing: the UI event fuzzer asks after every frame (viewer/app/fuzz.h).
+  virtual std::string broken(const Session& s) const {
+    (void)s;
+    return {};
+  }
   // True when the information panel is drawn in the right column beside the view (the perf view
   // takes that column for its charts; the diff view leaves it out).
   virtual bool info_panel() const { return true; }

@@ -10,4 +10,11 @@ const char* ChainView::label(Lang lang) { return tr(lang, S::ViewChain); }
 
 void ChainView::prepare(Session& s, int step) { s.set_step(step); }
 
+std::string ChainView::broken(const Session&) const {
+  const HeatView& z = zoom;
+  if (!(z.x0 >= 0 && z.x0 < z.x1 && z.x1 <= 1 && z.y0 >= 0 && z.y0 < z.y1 && z.y1 <= 1))
+    return "the heatmap's window lies outside the matrix";
+  return {};
+}
+
 }  // namespace attnlab::viewer

@@ -22,6 +22,7 @@ class ChainView final : public View, public WithoutFlags {
   // The chain's step decides which stages a run brings back.
   void prepare(Session& s, int step) override;
   void input_loaded() override { zoom = HeatView{}; }
+  std::string broken(const Session& s) const override;
 
   HeatView zoom;  // the heatmap's window (the whole matrix by default)
 };

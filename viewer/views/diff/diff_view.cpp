@@ -487,4 +487,9 @@ void DiffView::prepare(Session& s, int step) { s.set_step(step); }
 
 void DiffView::dump(nlohmann::json& j, const Session& s) const { j["diff"] = nlohmann::json::parse(state_json(s)); }
 
+std::string DiffView::broken(const Session&) const {
+  if (status_ == Status::Ok && (step() < 1 || step() > 4)) return "the diff view shows step " + std::to_string(step());
+  return {};
+}
+
 }  // namespace attnlab::viewer

@@ -161,6 +161,7 @@ class DiffView final : public View {
   void prepare(Session& s, int step) override;
   std::shared_ptr<const Companion> companion() const override { return companion_; }
   void dump(nlohmann::json& j, const Session& s) const override;
+  std::string broken(const Session& s) const override;
   bool info_panel() const override { return false; }
   // B's changes as applied (--diff, the editor's Apply; empty: none); apply checks them against
   // the session first (false and edit_error() when refused).

@@ -349,4 +349,12 @@ void HeadsView::dump(nlohmann::json& j, const Session&) const {
                      {"rows", grid.rows},     {"done", shown.done}};
 }
 
+std::string HeadsView::broken(const Session&) const {
+  if (shown.done < 0 || shown.done > static_cast<int>(shown.thumbs.size()))
+    return "the heads view has " + std::to_string(shown.done) + " of " + std::to_string(shown.thumbs.size()) +
+           " thumbnails done";
+  if (!(shown.progress >= 0 && shown.progress <= 1.0f + 1e-6f)) return "the heads view's progress is outside 0..1";
+  return {};
+}
+
 }  // namespace attnlab::viewer

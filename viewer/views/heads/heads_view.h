@@ -173,6 +173,7 @@ class HeadsView final : public View, public WithoutFlags {
     if (run.running()) run.stop();
   }
   void dump(nlohmann::json& j, const Session& s) const override;
+  std::string broken(const Session& s) const override;
 
   HeadsRun run;
   HeadsSnapshot shown;                          // the copy of run's state drawn

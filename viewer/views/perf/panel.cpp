@@ -14,6 +14,7 @@
 #include "core/format.h"
 #include "core/memory.h"
 #include "viewer/draw/strings.h"
+#include "viewer/session/export.h"
 #include "engine/registry.h"
 
 #include <imgui.h>
@@ -406,12 +407,10 @@ void controls(Shell& app, PerfView& pv, const PerfSnapshot& snap) {
   ImGui::SameLine();
   ImGui::BeginDisabled(snap.results.empty() || running);
   if (ImGui::Button(tr(lang, S::PerfExportCsv))) {
-    char name[64];
-    const std::time_t t = std::time(nullptr);
-    std::strftime(name, sizeof name, "attnlab-perf-%Y%m%d-%H%M%S.csv", std::localtime(&t));
+    const std::string name = export_stem(app.export_dir, "attnlab-perf") + ".csv";
     try {
       write_perf_csv(name, snap.results);
-      set_status(app, fmt(tr(lang, S::PerfExported), name));
+      set_status(app, fmt(tr(lang, S::PerfExported), name.c_str()));
     } catch (const std::exception& e) {
       set_status(app, e.what());
     }

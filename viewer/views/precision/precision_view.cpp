@@ -351,4 +351,9 @@ void PrecisionView::dump(nlohmann::json& j, const Session&) const {
   j["precision_view"] = nlohmann::json::parse(state_json());
 }
 
+std::string PrecisionView::broken(const Session&) const {
+  if (status_ == Status::Ok && (step_ < 1 || step_ > 4)) return "the precision view shows step " + std::to_string(step_);
+  return {};
+}
+
 }  // namespace attnlab::viewer

@@ -133,6 +133,7 @@ class PrecisionView final : public View, public WithoutFlags {
   void prepare(Session& s, int step) override;
   std::shared_ptr<const Companion> companion() const override { return companion_; }
   void dump(nlohmann::json& j, const Session& s) const override;
+  std::string broken(const Session& s) const override;
   // The error kind the panel shows (its radio buttons); the companion follows it.
   ErrorKind kind() const { return shown_kind_; }
   void set_kind(ErrorKind k);

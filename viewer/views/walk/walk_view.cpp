@@ -240,4 +240,11 @@ bool WalkView::on_action(Action a) {
 
 void WalkView::dump(nlohmann::json& j, const Session&) const { j["walk"] = nlohmann::json::parse(state_json()); }
 
+std::string WalkView::broken(const Session&) const {
+  if (count() > 0 && (cursor_ < 0 || cursor_ >= count()))
+    return "the walk's cursor " + std::to_string(cursor_) + " is outside its " + std::to_string(count()) + " tiles";
+  if (tile < 0) return "the walk's tile size is negative";
+  return {};
+}
+
 }  // namespace attnlab::viewer

@@ -67,6 +67,7 @@ class WalkView final : public View {
   // Space, ←/→ and Home step through the key tiles instead of the chain's steps.
   bool on_action(Action a) override;
   void dump(nlohmann::json& j, const Session& s) const override;
+  std::string broken(const Session& s) const override;
   std::vector<std::string> texts() const override { return walk_ui_text(); }
 
   int tile = 0;  // the tile size asked for (the panel's choices, --tile; 0: the default)
