@@ -278,10 +278,11 @@ inline BinaryRun run_binary(const std::string& path, const std::vector<std::stri
   BinaryRun r;
   const TempDir streams("attnlab-run");
   const std::string out = streams.file("stdout"), err = streams.file("stderr");
-  std::string cmd = env.empty() ? std::string() : "env " + env + " ";
+  std::string cmd;
+  if (!env.empty()) cmd.append("env ").append(env).append(" ");
   cmd += shell_quote(path);
-  for (const std::string& a : args) cmd += " " + shell_quote(a);
-  cmd += " </dev/null >" + shell_quote(out) + " 2>" + shell_quote(err);
+  for (const std::string& a : args) cmd.append(" ").append(shell_quote(a));
+  cmd.append(" </dev/null >").append(shell_quote(out)).append(" 2>").append(shell_quote(err));
   const int status = std::system(cmd.c_str());
   if (status != -1) {
     if (WIFEXITED(status))

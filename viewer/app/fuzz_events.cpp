@@ -52,10 +52,11 @@ std::string describe(const FuzzEvent& e) {
                     static_cast<unsigned long long>(e.seed));
       return buf;
     case FuzzKind::Demo: return "demo";
-    case FuzzKind::Export:
-      std::snprintf(buf, sizeof buf, "export %s into destination %d", (const char*[]){"csv", "json", "png"}[e.slot % 3],
-                    e.slot / 3);
+    case FuzzKind::Export: {
+      static const char* const kWhat[] = {"csv", "json", "png"};
+      std::snprintf(buf, sizeof buf, "export %s into destination %d", kWhat[e.slot % 3], e.slot / 3);
       return buf;
+    }
     case FuzzKind::Count_: break;
   }
   return "?";
