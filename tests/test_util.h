@@ -19,8 +19,10 @@
 //   run_attnlab                  run_binary on the real `attnlab` binary
 // The attnlab binary is found through the environment variable ATTNLAB_BINARY when it is set and
 // non-empty (a build carried to another machine), else through the compile-time macro of the same
-// name. The ASan build and the viewer tests compile without that macro, so run_attnlab is only
-// defined where ATTNLAB_BINARY is.
+// name: a path relative to the build folder (cli/attnlab), which is the folder above the test
+// binary's own. (No absolute path is compiled in, so a compiler cache serves every clone.) The
+// window's binary likewise: ATTNLAB_VIEW_BINARY, view_binary(). Each function exists only where
+// its macro is defined.
 #pragma once
 
 #include "core/backend.h"
@@ -295,12 +297,25 @@ inline BinaryRun run_binary(const std::string& path, const std::vector<std::stri
   return r;
 }
 
-#ifdef ATTNLAB_BINARY
-// The attnlab binary: $ATTNLAB_BINARY if set and non-empty, else the path the build compiled in.
-inline std::string attnlab_binary() {
-  const char* env = std::getenv("ATTNLAB_BINARY");
-  return env != nullptr && env[0] != '\0' ? std::string(env) : std::string(ATTNLAB_BINARY);
+// $`variable` when set and non-empty; else `built`, relative to the build folder (the folder
+// above the one the running test binary is in) unless it is absolute.
+inline std::string built_binary(const char* variable, const char* built) {
+  if (const char* env = std::getenv(variable); env != nullptr && env[0] != '\0') return env;
+  const std::filesystem::path p(built);
+  if (p.is_absolute()) return p.string();
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? p.string() : (self.parent_path().parent_path() / p).string();
 }
+
+#ifdef ATTNLAB_VIEW_BINARY
+// The window's binary: $ATTNLAB_VIEW_BINARY, else the build's.
+inline std::string view_binary() { return built_binary("ATTNLAB_VIEW_BINARY", ATTNLAB_VIEW_BINARY); }
+#endif
+
+#ifdef ATTNLAB_BINARY
+// The attnlab binary: $ATTNLAB_BINARY if set and non-empty, else the build's.
+inline std::string attnlab_binary() { return built_binary("ATTNLAB_BINARY", ATTNLAB_BINARY); }
 
 // Runs `attnlab args...` under `env` (see run_binary).
 inline BinaryRun run_attnlab(const std::vector<std::string>& args, const std::string& env = "") {

@@ -177,7 +177,7 @@ TEST(Faults, ABundleFileCutShortAfterTheBundleOpenedIsRefusedAndTheLayerStays) {
     EXPECT_NE(s.error_text(Lang::En).find("1_q.npy"), std::string::npos) << s.error();
     EXPECT_FALSE(s.error_text(Lang::Zh).empty());
     const test::BinaryRun r =
-        test::run_binary(ATTNLAB_BINARY, {"run", "--bundle", dir.path().string(), "--layer", "1", "--backend", "cpu"});
+        test::run_binary(test::attnlab_binary(), {"run", "--bundle", dir.path().string(), "--layer", "1", "--backend", "cpu"});
     EXPECT_EQ(r.code, 2) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;

@@ -23,7 +23,7 @@ struct FuzzRun {
 
 FuzzRun fuzz(const std::vector<std::string>& extra, const test::TempDir& dir, const std::string& name) {
   const std::string dump = dir.file(name + ".json");
-  std::vector<std::string> args = {"300", ATTNLAB_VIEW_BINARY, "--backend", "cpu", "--size", "960x600",
+  std::vector<std::string> args = {"300", test::view_binary(), "--backend", "cpu", "--size", "960x600",
                                    "--state-dump", dump, "--perf-n", "16", "--perf-repeat", "1", "--perf-warmup", "0"};
   args.insert(args.end(), extra.begin(), extra.end());
   // No display at all: the fuzzer takes SDL's dummy driver itself.
@@ -79,7 +79,7 @@ TEST(FuzzWindow, ItsFlagsAreRefusedWhenMisused) {
        {std::vector<std::string>{"--fuzz-events", "0"}, {"--fuzz-events", "x"}, {"--fuzz-seed", "3"},
         {"--fuzz-events", "10", "--fuzz-seed", "-1"}, {"--fuzz-events", "10", "--screenshot", dir.file("x.png")},
         {"--export-dir", ""}}) {
-    std::vector<std::string> args = {"30", ATTNLAB_VIEW_BINARY};
+    std::vector<std::string> args = {"30", test::view_binary()};
     args.insert(args.end(), bad.begin(), bad.end());
     const test::BinaryRun r = test::run_binary("timeout", args, "-u DISPLAY LANG=C.UTF-8");
     EXPECT_EQ(r.code, 2) << bad[0] << " " << r.err;

@@ -333,7 +333,7 @@ const test::TempDir& work_dir() {
 }
 
 test::BinaryRun run_view(const std::vector<std::string>& args, const std::string& env = "") {
-  std::vector<std::string> timed = {"120", ATTNLAB_VIEW_BINARY};
+  std::vector<std::string> timed = {"120", test::view_binary()};
   timed.insert(timed.end(), args.begin(), args.end());
   return test::run_binary("timeout", timed, "SDL_VIDEODRIVER=dummy LANG=C.UTF-8 " + env);
 }

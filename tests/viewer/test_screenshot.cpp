@@ -40,7 +40,7 @@ using ViewRun = test::BinaryRun;
 // the dummy video driver) and LANG=C.UTF-8, stopped after 60 s.
 ViewRun run_view(const std::vector<std::string>& args,
                  const std::string& env_args = "SDL_VIDEODRIVER=dummy") {
-  std::vector<std::string> timed = {"60", ATTNLAB_VIEW_BINARY};
+  std::vector<std::string> timed = {"60", test::view_binary()};
   timed.insert(timed.end(), args.begin(), args.end());
   return test::run_binary("timeout", timed, env_args + " LANG=C.UTF-8");
 }

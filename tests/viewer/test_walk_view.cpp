@@ -136,7 +136,7 @@ struct WalkShot {
 
 WalkShot shoot(const test::TempDir& dir, const std::string& name, std::vector<std::string> args) {
   const std::string png = dir.file(name + ".png"), json = dir.file(name + ".json");
-  std::vector<std::string> all = {"60", ATTNLAB_VIEW_BINARY, "--screenshot", png, "--state-dump", json, "--view", "walk"};
+  std::vector<std::string> all = {"60", test::view_binary(), "--screenshot", png, "--state-dump", json, "--view", "walk"};
   all.insert(all.end(), args.begin(), args.end());
   const test::BinaryRun r = test::run_binary("timeout", all, "SDL_VIDEODRIVER=dummy LANG=C.UTF-8");
   EXPECT_EQ(r.code, 0) << r.err;

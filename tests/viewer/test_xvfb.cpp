@@ -54,7 +54,7 @@ attnlab::test::BinaryRun run_under_xvfb(const fs::path& dir, const std::string& 
           "wait_for \"abs(j['mouse']['x']-($1))<1.5 and abs(j['mouse']['y']-($2))<1.5\"; }\n"
        << "press() { xdotool keydown \"$1\"; xdotool keyup \"$1\"; }\n"
        << "export SDL_MOUSE_DOUBLE_CLICK_TIME=5000\n"
-       << "timeout -s KILL 170 '" << ATTNLAB_VIEW_BINARY << "' " << flags << " --state-dump \"$dump\" &\n"
+       << "timeout -s KILL 170 '" << attnlab::test::view_binary() << "' " << flags << " --state-dump \"$dump\" &\n"
        << "pid=$!\n"
        << "wait_for 'True'\n"
        << "wid=$(xdotool search --sync --name attnlab | head -n 1)\n"
