@@ -123,6 +123,9 @@ void load_fonts(App& app, float font_px) {
     }
   for (const auto& v : app.views)
     for (const std::string& s : v->texts()) add_text(s);
+  // Every catalogued message (refusals, faults, the CUDA note), in both languages.
+  for (int id = 0; id < static_cast<int>(Msg::Count_); ++id)
+    for (Lang l : {Lang::Zh, Lang::En}) add_text(render_message(static_cast<Msg>(id), {}, l));
   add_text(demo_problem().sentence);
   const Problem demo = demo_problem();
   for (const std::string& t : demo.query_tokens()) add_text(t);
