@@ -31,6 +31,15 @@ namespace {
 std::string core_message(double t) {
   return test::message_of<InputError>([&] { validate_temperature(t); });
 }
+// A random problem of 300 tokens (d_k 8, d_v 4): large enough for real stage buffers, quick.
+ViewerOptions random_300() {
+  ViewerOptions o = test::cpu_viewer_options();
+  o.random_n = 300;
+  o.d_k = 8;
+  o.d_v = 4;
+  return o;
+}
+
 }  // namespace
 
 TEST(Session, DemoShowsThePageNumbers) {
@@ -519,10 +528,7 @@ TEST(Session, RefusalsReadInTheUiLanguage) {
 // A temperature change at the same N reuses the stage buffers of the trace it replaces (the two
 // traces alternate), in sync mode as on the worker: no fresh allocation per redraw.
 TEST(Session, RedrawsReuseTheReplacedTracesBuffers) {
-  ViewerOptions o = test::cpu_viewer_options();
-  o.random_n = 300;
-  o.d_k = 8;
-  o.d_v = 4;
+  const ViewerOptions o = random_300();
   for (bool async : {false, true}) {
     Session c(o, async);
     const float* first = c.trace().weights.data();
@@ -538,10 +544,7 @@ TEST(Session, RedrawsReuseTheReplacedTracesBuffers) {
 // V, the labels and the mask values with the one before (no matrix is copied); a new source
 // brings new inputs.
 TEST(Session, ATemperatureOrMaskChangeCopiesNoInput) {
-  ViewerOptions o = test::cpu_viewer_options();
-  o.random_n = 300;
-  o.d_k = 8;
-  o.d_v = 4;
+  const ViewerOptions o = random_300();
   for (bool async : {false, true}) {
     Session c(o, async);
     const ProblemInputs* first = c.problem().inputs();

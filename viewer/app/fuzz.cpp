@@ -136,6 +136,17 @@ void Fuzzer::pointer_to_imgui() const {
   ImGui::GetIO().MousePos = inside ? ImVec2(static_cast<float>(x), static_cast<float>(y)) : ImVec2(-FLT_MAX, -FLT_MAX);
 }
 
+void Fuzzer::push_key(bool down, SDL_Keycode k, Uint16 mod) {
+  SDL_Event ev{};
+  ev.type = down ? SDL_KEYDOWN : SDL_KEYUP;
+  ev.key.windowID = SDL_GetWindowID(window_);
+  ev.key.state = down ? SDL_PRESSED : SDL_RELEASED;
+  ev.key.keysym.sym = k;
+  ev.key.keysym.scancode = SDL_GetScancodeFromKey(k);
+  ev.key.keysym.mod = mod;
+  SDL_PushEvent(&ev);
+}
+
 void Fuzzer::push_button(bool down, int button, int clicks) {
   SDL_Event ev{};
   ev.type = down ? SDL_MOUSEBUTTONDOWN : SDL_MOUSEBUTTONUP;
@@ -149,15 +160,7 @@ void Fuzzer::push_button(bool down, int button, int clicks) {
 
 void Fuzzer::feed() {
   ++frames_;
-  for (SDL_Keycode k : keys_up_) {
-    SDL_Event ev{};
-    ev.type = SDL_KEYUP;
-    ev.key.windowID = SDL_GetWindowID(window_);
-    ev.key.state = SDL_RELEASED;
-    ev.key.keysym.sym = k;
-    ev.key.keysym.scancode = SDL_GetScancodeFromKey(k);
-    SDL_PushEvent(&ev);
-  }
+  for (SDL_Keycode k : keys_up_) push_key(false, k, KMOD_NONE);
   keys_up_.clear();
   SDL_SetModState(KMOD_NONE);
   for (int b : buttons_up_) push_button(false, b, 1);
@@ -197,14 +200,7 @@ void Fuzzer::apply(const FuzzEvent& e) {
       // ImGui 1.86 reads the modifiers from SDL_GetModState, the app from the event.
       const Uint16 mod = static_cast<Uint16>((e.shift ? KMOD_LSHIFT : 0) | (e.ctrl ? KMOD_LCTRL : 0));
       SDL_SetModState(static_cast<SDL_Keymod>(mod));
-      SDL_Event ev{};
-      ev.type = SDL_KEYDOWN;
-      ev.key.windowID = SDL_GetWindowID(window_);
-      ev.key.state = SDL_PRESSED;
-      ev.key.keysym.sym = k;
-      ev.key.keysym.scancode = SDL_GetScancodeFromKey(k);
-      ev.key.keysym.mod = mod;
-      SDL_PushEvent(&ev);
+      push_key(true, k, mod);
       keys_up_.push_back(k);
       break;
     }

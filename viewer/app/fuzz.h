@@ -52,6 +52,7 @@ class Fuzzer {
  private:
   void apply(const FuzzEvent& e);
   void point(float fx, float fy);  // SDL's mouse to a fraction of the window
+  void push_key(bool down, SDL_Keycode k, Uint16 mod);
   void push_button(bool down, int button, int clicks);
   void write_inputs();
 

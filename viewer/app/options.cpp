@@ -215,7 +215,7 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
   if (pattern_given && !o.random_n)
     throw InputError("--pattern describes a random problem: add --random N");
   if (o.random_n) check_pattern(o.pattern, *o.random_n, o.d_k);
-  if (o.fuzz_seed_given() && !o.fuzz_events) throw InputError("--fuzz-seed seeds --fuzz-events N: add it");
+  if (o.fuzz_seed && !o.fuzz_events) throw InputError("--fuzz-seed seeds --fuzz-events N: add it");
   if (o.fuzz_events && (!o.screenshot.empty() || o.bench_redraw))
     throw InputError("--fuzz-events runs the window's loop: not with --screenshot or --bench-redraw");
   if ((o.d_k != 64 || o.d_v != 64 || o.seed != 0) && !o.random_n && !o.bench_redraw) {

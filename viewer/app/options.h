@@ -42,7 +42,6 @@ struct ViewerOptions : SessionOptions {
   std::string export_dir;             // --export-dir DIR: exports and screenshots ("": here)
   long fuzz_events = 0;               // --fuzz-events N: the UI event fuzzer (viewer/app/fuzz.h)
   std::optional<std::uint64_t> fuzz_seed;  // --fuzz-seed S (default 1)
-  bool fuzz_seed_given() const { return fuzz_seed.has_value(); }
   bool help = false;
 };
 
