@@ -9,6 +9,7 @@
 
 #include "core/format.h"
 #include "core/io.h"
+#include "core/messages.h"
 #include "core/patterns.h"
 #include "engine/registry.h"
 
@@ -44,11 +45,20 @@ void check_random_size(const ProblemArgs& a) {
   if (a.heads < 1 || a.heads > kMaxHeads)
     throw InputError("--heads must be between 1 and " + std::to_string(kMaxHeads) + ", got " +
                      std::to_string(a.heads));
+  const int q = a.queries.value_or(static_cast<int>(n)), g = a.kv_heads.value_or(a.heads);
+  if (q < 1 || q > n)
+    throw InputError("--queries must be between 1 and N = " + std::to_string(n) +
+                     " (the last Q of the N positions), got " + std::to_string(q));
+  if (g < 1 || g > a.heads)
+    throw InputError("--kv-heads must be between 1 and --heads " + std::to_string(a.heads) + ", got " +
+                     std::to_string(g));
+  if (a.heads % g != 0) throw InputError(Msg::KvHeads, {std::to_string(a.heads), std::to_string(g)});
   const double rows = static_cast<double>(a.heads) * static_cast<double>(n);
   if (rows > 2147483647.0)
     throw InputError("--random " + std::to_string(n) + " with --heads " +
                      std::to_string(a.heads) + " gives more than 2^31 rows");
-  const double bytes = rows * (2.0 * a.d_k + a.d_v) * sizeof(float);
+  const double bytes = (static_cast<double>(a.heads) * q * a.d_k + static_cast<double>(g) * n * (a.d_k + a.d_v)) *
+                       sizeof(float);
   if (bytes > kMaxInputBytes)
     throw ResourceError("--random " + std::to_string(n) + " --dk " + std::to_string(a.d_k) +
                         " --dv " + std::to_string(a.d_v) + " --heads " + std::to_string(a.heads) +
@@ -68,8 +78,8 @@ void add_state_options(CLI::App* cmd, ProblemArgs& a) {
          "Softmax temperature T > 0, a decimal number (default: 0.85 in the demo, else 1.0)")
       ->type_name("T");
   cmd->add_option("--mask", a.mask,
-                  "none (bidirectional), causal (needs n = m) or FILE: an n x m mask of 0 / -inf "
-                  "(CSV or .npy)")
+                  "none (bidirectional), causal (query i sees keys up to its position: the n "
+                  "queries are the last n of the m keys) or FILE: an n x m mask of 0 / -inf (CSV or .npy)")
       ->type_name("none|causal|FILE");
   cmd->add_option("--lang", a.lang, "Language of the text: zh or en (default: from $LANG)")
       ->type_name("zh|en");
@@ -80,8 +90,13 @@ void add_state_options(CLI::App* cmd, ProblemArgs& a) {
                   "auto (CUDA when a device answers, else CPU), cpu or cuda")
       ->type_name("auto|cpu|cuda");
   cmd->add_option("--variant", a.variant,
-                  "staged (every stage kept) or fused (online softmax; only the output)")
-      ->type_name("staged|fused");
+                  "staged (every stage kept), fused (online softmax; only the output) or decode "
+                  "(split-KV: the keys cut into splits whose partial softmax states are merged; CPU)")
+      ->type_name("staged|fused|decode");
+  cmd->add_option("--split", a.splits,
+                  "With --variant decode: key splits per key/value head (default 0: chosen from the "
+                  "cores and the number of keys)")
+      ->type_name("S");
   cmd->add_option("--precision", a.precision,
                   "fp32, or bf16 (the CUDA bf16 kernel's arithmetic; on CUDA fused only)")
       ->type_name("fp32|bf16");
@@ -118,6 +133,14 @@ void add_input_options(CLI::App* cmd, ProblemArgs& a, bool bundle_head) {
   cmd->add_option("--heads", a.heads, "Independent heads (B*H) of the random problem "
                                       "(default 1; tables show head 0)")
       ->type_name("H");
+  cmd->add_option("--queries", a.queries,
+                  "Queries of the random problem: the last Q of its N positions, against all N keys "
+                  "(decode shapes; default N)")
+      ->type_name("Q");
+  cmd->add_option("--kv-heads", a.kv_heads,
+                  "Key/value heads of the random problem, each shared by --heads / G query heads "
+                  "(grouped-query attention; default: one per head)")
+      ->type_name("G");
   cmd->add_option("--pattern", a.pattern,
                   "Structure of the random problem's Q and K (synthetic, not a trained model): "
                   "noise (default), local:W (a window of +-W), sink (key 0), previous (the key "
@@ -146,6 +169,9 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
   if (!a.pattern.empty() && !a.random_n)
     throw InputError("--pattern describes a random problem: add --random N");
 
+  if ((a.queries || a.kv_heads) && !a.random_n)
+    throw InputError(std::string(a.queries ? "--queries" : "--kv-heads") +
+                     " shapes a random problem: add --random N (a bundle carries its own key/value heads)");
   if (a.bundle.empty() && a.head && !a.random_n)
     throw InputError("--head applies to --bundle or to --random N --heads H");
 
@@ -168,7 +194,15 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
     p = problem_from_files(a.q_file, a.k_file, a.v_file);
   } else if (a.random_n) {
     check_random_size(a);
-    p = pattern_problem(pattern, static_cast<int>(*a.random_n), a.d_k, a.d_v, a.seed, a.heads);
+    const int n = static_cast<int>(*a.random_n);
+    const int q = a.queries.value_or(n), g = a.kv_heads.value_or(a.heads);
+    if (pattern.kind == PatternKind::Noise) {
+      p = random_problem(q, n, a.d_k, a.d_v, a.seed, a.heads, g);
+    } else {
+      // A pattern is a whole sequence: its decode shape keeps the last q queries of each head
+      // and the keys of the first query head of each group.
+      p = decode_view(pattern_problem(pattern, n, a.d_k, a.d_v, a.seed, a.heads), q, g);
+    }
     if (a.head) p = one_head(p, *a.head);  // head h of the H heads, exactly as generated
   } else {
     throw InputError("run needs its inputs: --q FILE --k FILE --v FILE, --random N or --bundle DIR");
@@ -201,6 +235,7 @@ RunOptions run_options(const ProblemArgs& a) {
   RunOptions opt;
   opt.variant = parse_variant(a.variant);
   opt.precision = parse_precision(a.precision);
+  opt.splits = a.splits;
   opt.keep_stages = true;
   return opt;
 }

@@ -23,6 +23,9 @@ struct ProblemArgs {
   int d_k = 64, d_v = 64;
   std::uint64_t seed = 0;
   int heads = 1;
+  std::optional<int> queries;    // --queries Q: the last Q of the N positions (decode); default N
+  std::optional<int> kv_heads;   // --kv-heads G: key/value heads shared by the heads; default heads
+  int splits = 0;                // --split S of the decode variant; 0: the machine's choice
   std::string pattern;           // --pattern of the random problem (core/patterns.h); empty = noise
   // a captured model's bundle (core/bundle.h): directory, call (index or name), one head or all
   std::string bundle;
@@ -36,7 +39,7 @@ struct ProblemArgs {
   std::string lang;              // zh | en; empty = from $LANG
   std::string format = "text";   // text | json | csv | markdown
   std::string backend = "auto";  // auto | cpu | cuda
-  std::string variant = "staged";
+  std::string variant = "staged";  // staged | fused | decode
   std::string precision = "fp32";
   std::string output_file;
 };

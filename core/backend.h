@@ -40,6 +40,9 @@ struct RunOptions {
   const std::atomic<bool>* cancel = nullptr;
   // Written by the backend as the run advances, 0..1 (may stay 0 where a backend cannot tell).
   std::atomic<float>* progress = nullptr;
+
+  // Decode: key splits per key/value head; 0 lets the backend choose (cores, SMs, cache length).
+  int splits = 0;
 };
 
 // Timings of repeated runs with the inputs already resident (device memory on CUDA): what

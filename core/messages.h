@@ -28,7 +28,9 @@ enum class Msg : int {
   FullyMaskedRow,       // {0} row, {1} token
   ShapeKColumns,        // {0} K columns, {1} Q columns
   ShapeVRows,           // {0} V rows, {1} K rows
-  CausalNotSquare,      // {0} n, {1} m
+  QueriesOverKeys,      // {0} n, {1} m
+  KvHeads,              // {0} query heads, {1} key/value heads
+  CudaCausalDecode,     // {0} n, {1} m
   OverflowScores,       // {0} row, {1} column
   OverflowLogits,       // {0} row, {1} column
   CannotOpen,           // {0} path, {1} reason

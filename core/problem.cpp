@@ -119,6 +119,9 @@ void validate(const Problem& p) {
   validate_temperature(p.temperature);
   if (p.scale) validate_scale(*p.scale);
   if (p.heads < 1) throw InputError("heads must be >= 1, got " + std::to_string(p.heads));
+  if (p.kv_group < 1 || p.heads % p.kv_group != 0)
+    throw InputError("kv_group (query heads per key/value head) must divide the " +
+                     std::to_string(p.heads) + " heads, got " + std::to_string(p.kv_group));
   if (p.q().size() == 0) throw InputError(Msg::MatrixEmpty, {"Q"});
   if (p.k().size() == 0) throw InputError(Msg::MatrixEmpty, {"K"});
   if (p.v().size() == 0) throw InputError(Msg::MatrixEmpty, {"V"});
@@ -126,10 +129,11 @@ void validate(const Problem& p) {
     throw InputError(Msg::ShapeKColumns, {std::to_string(p.k().cols()), std::to_string(p.q().cols())});
   if (p.v().rows() != p.k().rows())
     throw InputError(Msg::ShapeVRows, {std::to_string(p.v().rows()), std::to_string(p.k().rows())});
-  if (p.q().rows() % p.heads != 0 || p.k().rows() % p.heads != 0)
+  if (p.q().rows() % p.heads != 0 || p.k().rows() % p.kv_heads() != 0)
     throw InputError("Q has " + std::to_string(p.q().rows()) + " rows and K has " +
                      std::to_string(p.k().rows()) + ": neither may leave a remainder over " +
-                     std::to_string(p.heads) + " heads");
+                     std::to_string(p.heads) + " heads" +
+                     (p.kv_group > 1 ? " (" + std::to_string(p.kv_heads()) + " key/value heads)" : ""));
   check_finite(p.q(), "Q");
   check_finite(p.k(), "K");
   check_finite(p.v(), "V");
@@ -138,8 +142,8 @@ void validate(const Problem& p) {
     throw InputError(Msg::QueryTokenCount, {std::to_string(p.query_tokens().size()), std::to_string(n)});
   if (!p.key_tokens().empty() && static_cast<int>(p.key_tokens().size()) != m)
     throw InputError(Msg::KeyTokenCount, {std::to_string(p.key_tokens().size()), std::to_string(m)});
-  if (p.mask == MaskKind::Causal && n != m)
-    throw InputError(Msg::CausalNotSquare, {std::to_string(n), std::to_string(m)});
+  if (p.mask == MaskKind::Causal && n > m)
+    throw InputError(Msg::QueriesOverKeys, {std::to_string(n), std::to_string(m)});
   if (p.mask == MaskKind::Custom) {
     if (p.custom_mask().rows() != n || p.custom_mask().cols() != m)
       throw InputError(Msg::MaskShape, {std::to_string(p.custom_mask().rows()), std::to_string(p.custom_mask().cols()),
@@ -197,8 +201,15 @@ std::vector<std::string> index_tokens(int count) {
 }
 
 Problem random_problem(int n, int d_k, int d_v, std::uint64_t seed, int heads) {
-  if (n < 1 || d_k < 1 || d_v < 1 || heads < 1)
+  return random_problem(n, n, d_k, d_v, seed, heads, heads);
+}
+
+Problem random_problem(int n, int m, int d_k, int d_v, std::uint64_t seed, int heads, int kv_heads) {
+  if (n < 1 || m < 1 || d_k < 1 || d_v < 1 || heads < 1 || kv_heads < 1)
     throw InputError("random problems need N, d_k, d_v and heads >= 1");
+  if (n > m) throw InputError(Msg::QueriesOverKeys, {std::to_string(n), std::to_string(m)});
+  if (heads % kv_heads != 0)
+    throw InputError(Msg::KvHeads, {std::to_string(heads), std::to_string(kv_heads)});
   // Box-Muller on mt19937_64 written out: std::normal_distribution is implementation-defined,
   // and the same seed must give the same problem with any standard library.
   std::mt19937_64 gen(seed);
@@ -217,11 +228,12 @@ Problem random_problem(int n, int d_k, int d_v, std::uint64_t seed, int heads) {
   Problem p;
   ProblemInputs& in = p.edit();
   p.heads = heads;
+  p.kv_group = heads / kv_heads;
   fill(in.q, static_cast<Eigen::Index>(heads) * n, d_k);
-  fill(in.k, static_cast<Eigen::Index>(heads) * n, d_k);
-  fill(in.v, static_cast<Eigen::Index>(heads) * n, d_v);
-  in.query_tokens = index_tokens(n);
-  in.key_tokens = p.query_tokens();
+  fill(in.k, static_cast<Eigen::Index>(kv_heads) * m, d_k);
+  fill(in.v, static_cast<Eigen::Index>(kv_heads) * m, d_v);
+  in.key_tokens = index_tokens(m);
+  in.query_tokens.assign(in.key_tokens.end() - n, in.key_tokens.end());
   p.temperature = 1.0;
   return p;
 }
@@ -234,18 +246,67 @@ Problem one_head(const Problem& all, int head) {
   const Eigen::Index n = all.n(), m = all.m();
   ProblemInputs in;
   in.q = all.q().middleRows(head * n, n);
-  in.k = all.k().middleRows(head * m, m);
-  in.v = all.v().middleRows(head * m, m);
+  in.k = all.k().middleRows(all.kv_row(head), m);
+  in.v = all.v().middleRows(all.kv_row(head), m);
   in.query_tokens = all.query_tokens();
   in.key_tokens = all.key_tokens();
   in.custom_mask = all.custom_mask();
   p.set_inputs(std::move(in));
   p.heads = 1;
+  p.kv_group = 1;
   p.source = (all.source.empty() ? std::string() : all.source + ", ") + "head " + std::to_string(head) + " of " +
              std::to_string(all.heads);
   p.source_zh = (all.source.empty() ? std::string() : all.source_in(Lang::Zh) + "，") + "头 " +
                 std::to_string(head) + "（共 " + std::to_string(all.heads) + " 个）";
   return p;
+}
+
+Problem expand_kv_heads(const Problem& p) {
+  if (p.kv_heads() == p.heads) return p;  // one each already (or a kv_group validate refuses)
+  Problem e = p;
+  const Eigen::Index m = p.m();
+  ProblemInputs in;
+  in.q = p.q();
+  in.k.resize(static_cast<Eigen::Index>(p.heads) * m, p.d_k());
+  in.v.resize(static_cast<Eigen::Index>(p.heads) * m, p.d_v());
+  for (int h = 0; h < p.heads; ++h) {
+    in.k.middleRows(h * m, m) = p.k().middleRows(p.kv_row(h), m);
+    in.v.middleRows(h * m, m) = p.v().middleRows(p.kv_row(h), m);
+  }
+  in.query_tokens = p.query_tokens();
+  in.key_tokens = p.key_tokens();
+  in.custom_mask = p.custom_mask();
+  e.set_inputs(std::move(in));
+  e.kv_group = 1;
+  return e;
+}
+
+Problem decode_view(const Problem& p, int queries, int kv_heads) {
+  const int n = p.n(), m = p.m(), heads = p.heads;
+  if (p.kv_group != 1) throw InputError("decode_view takes a problem with one key/value head per head");
+  if (queries < 1 || queries > n) throw InputError(Msg::QueriesOverKeys, {std::to_string(queries), std::to_string(m)});
+  if (kv_heads < 1 || heads % kv_heads != 0)
+    throw InputError(Msg::KvHeads, {std::to_string(heads), std::to_string(kv_heads)});
+  if (queries == n && kv_heads == heads) return p;
+  const int group = heads / kv_heads;
+  Problem d = p;
+  ProblemInputs in;
+  in.q.resize(static_cast<Eigen::Index>(heads) * queries, p.d_k());
+  for (int h = 0; h < heads; ++h)
+    in.q.middleRows(static_cast<Eigen::Index>(h) * queries, queries) =
+        p.q().middleRows(static_cast<Eigen::Index>(h) * n + (n - queries), queries);
+  in.k.resize(static_cast<Eigen::Index>(kv_heads) * m, p.d_k());
+  in.v.resize(static_cast<Eigen::Index>(kv_heads) * m, p.d_v());
+  for (int g = 0; g < kv_heads; ++g) {
+    in.k.middleRows(static_cast<Eigen::Index>(g) * m, m) = p.k().middleRows(p.kv_row(g * group), m);
+    in.v.middleRows(static_cast<Eigen::Index>(g) * m, m) = p.v().middleRows(p.kv_row(g * group), m);
+  }
+  in.key_tokens = p.key_tokens().empty() ? index_tokens(m) : p.key_tokens();
+  if (!p.query_tokens().empty()) in.query_tokens.assign(p.query_tokens().end() - queries, p.query_tokens().end());
+  if (p.mask == MaskKind::Custom) in.custom_mask = p.custom_mask().bottomRows(queries);
+  d.set_inputs(std::move(in));
+  d.kv_group = group;
+  return d;
 }
 
 int resolve_query(const Problem& p, const std::string& token_or_index) {
@@ -275,8 +336,9 @@ MatrixF mask_matrix(const Problem& p) {
     case MaskKind::Custom: return p.custom_mask();
     case MaskKind::Causal: {
       MatrixF mk = MatrixF::Zero(n, m);
+      const int off = p.causal_offset();
       for (int r = 0; r < n; ++r)
-        for (int c = r + 1; c < m; ++c) mk(r, c) = -std::numeric_limits<float>::infinity();
+        for (int c = r + off + 1; c < m; ++c) mk(r, c) = -std::numeric_limits<float>::infinity();
       return mk;
     }
   }

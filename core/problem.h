@@ -3,9 +3,14 @@
 // 5-token demo and seeded random problems.
 //
 // Shapes (one head):  Q (n, d_k)   K (m, d_k)   V (m, d_v)   custom mask (n, m) of 0 / -inf.
-// With heads = B*H > 1 the heads are stacked along rows: Q (heads*n, d_k), K (heads*m, d_k),
-// V (heads*m, d_v); head h owns rows [h*n, (h+1)*n) of Q and [h*m, (h+1)*m) of K and V. Every head
-// uses the same mask and temperature. Token labels describe one head (n query, m key labels).
+// With heads = B*H > 1 the heads are stacked along rows: Q (heads*n, d_k), and G = heads / kv_group
+// key/value heads K (G*m, d_k), V (G*m, d_v); query head h owns rows [h*n, (h+1)*n) of Q and reads
+// key/value head h / kv_group, rows [g*m, (g+1)*m) of K and V (grouped-query attention; kv_group 1
+// gives every query head its own). Every head uses the same mask and temperature. Token labels
+// describe one head (n query, m key labels).
+// Decode shapes: n <= m, the n queries are the last n positions of the sequence of m keys; a
+// causal mask lets query i see keys j <= i + (m - n) (bottom-right aligned; n == m is the square
+// causal mask).
 #pragma once
 
 #include "core/types.h"
@@ -51,6 +56,8 @@ struct Problem {
   std::optional<double> scale;
   MaskKind mask = MaskKind::None;         // Custom: the inputs' custom_mask
   int heads = 1;                          // B*H independent heads stacked along rows
+  // Query heads per key/value head: heads / kv_group key/value heads (grouped-query attention).
+  int kv_group = 1;
   std::string sentence;                   // the demo's sentence; empty for other problems
   // Where the inputs come from when that is not obvious (a bundle's layer and heads, a synthetic
   // pattern); every text output shows it. Empty for the demo, files and plain random problems.
@@ -61,7 +68,13 @@ struct Problem {
   }
 
   int n() const { return static_cast<int>(q().rows()) / heads; }  // queries per head
-  int m() const { return static_cast<int>(k().rows()) / heads; }  // keys per head
+  int kv_heads() const { return kv_group >= 1 && heads % kv_group == 0 ? heads / kv_group : heads; }
+  int m() const { return static_cast<int>(k().rows()) / kv_heads(); }  // keys per head
+  // The key/value head query head h reads, and its first row of K and V.
+  int kv_head(int h) const { return kv_heads() == heads ? h : h / kv_group; }
+  Eigen::Index kv_row(int h) const { return static_cast<Eigen::Index>(kv_head(h)) * m(); }
+  // Causal: query i sees keys j <= i + causal_offset() (0 for n == m).
+  int causal_offset() const { return m() - n(); }
   int d_k() const { return static_cast<int>(q().cols()); }
   int d_v() const { return static_cast<int>(v().cols()); }
   // The scale in use, in double: *scale, or 1/sqrt(d_k).
@@ -87,7 +100,7 @@ float fused_scale(const Problem& p);
 void validate_scale(double s);
 
 // Throws InputError naming what is wrong: temperature not finite or <= 0; empty inputs;
-// "K has 3 columns but Q has 4"; V rows != K rows; causal with n != m; custom mask shape or
+// "K has 3 columns but Q has 4"; V rows != K rows; causal with n > m; kv_group not dividing heads; custom mask shape or
 // values other than 0/-inf; a fully masked row ("row 2 (上下文) is fully masked"); non-finite
 // values in Q, K or V (which matrix, row, column); token label counts; heads not dividing rows.
 void validate(const Problem& p);
@@ -113,12 +126,28 @@ constexpr int kDemoDefaultQuery = 2;  // 上下文
 // written out, so every platform and run gives the same numbers for the same seed). heads
 // stacks B*H heads. Tokens default to "0", "1", ....
 Problem random_problem(int n, int d_k, int d_v, std::uint64_t seed, int heads = 1);
+// A decode-shaped random problem: n queries (the last n positions) against m keys, `heads` query
+// heads over kv_heads key/value heads (kv_heads divides heads). Q, K, V are filled in that order
+// from the same generator, so n == m with kv_heads == heads is random_problem(n, ...) exactly.
+// Query labels are the positions m-n .. m-1, key labels 0 .. m-1.
+Problem random_problem(int n, int m, int d_k, int d_v, std::uint64_t seed, int heads, int kv_heads);
 
 // Head `head` of a problem of stacked heads as a problem of one head: its rows of Q, K and V, the
 // shared mask, labels and temperature; its source names the head ("…, head 2 of 8"). What
 // `--random N --heads H --head h` runs, and the viewer's head of a random problem. InputError
 // ("--head must be between 0 and 7, got 9") outside 0..heads-1.
 Problem one_head(const Problem& all, int head);
+
+// The same problem with every query head given its own copy of its key/value head (kv_group 1):
+// K (heads*m, d_k), V (heads*m, d_v). What a backend whose kernels know no grouped heads runs, at
+// the cost that it reads the shared cache once per query head. p itself when kv_group is 1.
+Problem expand_kv_heads(const Problem& p);
+
+// The decode shape of a prefill problem (n == m, kv_group 1): the last `queries` query rows of
+// each head, against all m keys, and kv_heads key/value heads, key/value head g being that of
+// query head g * (heads / kv_heads). Its output rows are the prefill's last rows when every query
+// head of a group had the same keys (and under a causal mask, the prefill's own).
+Problem decode_view(const Problem& prefill, int queries, int kv_heads);
 
 // Default labels "0", "1", ..., "count-1".
 std::vector<std::string> index_tokens(int count);

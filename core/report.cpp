@@ -249,20 +249,28 @@ std::vector<std::string> intro_lines(const Problem& p, const Trace& t, int query
                        "); temperature T=" + short_number(p.temperature) + "; mask: " + mask);
   l.push_back((zh ? "后端：" : "backend: ") + t.backend + " · " + std::string(to_string(t.variant)) +
               " · " + std::string(to_string(t.precision)) + " · " + fixed(t.timings.total_ms, 3) +
-              " ms");
+              " ms" +
+              (t.splits > 0 ? (zh ? " · 键分成 " + std::to_string(t.splits) + " 段"
+                                  : " · keys in " + std::to_string(t.splits) + (t.splits == 1 ? " split" : " splits"))
+                            : ""));
   if (p.heads > 1)
-    l.push_back(zh ? "共 " + std::to_string(p.heads) +
-                         " 个头；表格只显示第 0 个头，JSON/CSV 输出包含全部。"
-                   : std::to_string(p.heads) +
-                         " heads; the tables show head 0 only, JSON/CSV output holds every head.");
+    l.push_back(zh ? "共 " + std::to_string(p.heads) + " 个头" +
+                         (p.kv_heads() != p.heads ? "（共享 " + std::to_string(p.kv_heads()) + " 个键/值头）" : "") +
+                         "；表格只显示第 0 个头，JSON/CSV 输出包含全部。"
+                   : std::to_string(p.heads) + " heads" +
+                         (p.kv_heads() != p.heads
+                              ? " (sharing " + std::to_string(p.kv_heads()) +
+                                    (p.kv_heads() == 1 ? " key/value head)" : " key/value heads)")
+                              : "") +
+                         "; the tables show head 0 only, JSON/CSV output holds every head.");
   if (p.n() > kMaxShown || p.m() > kMaxShown || p.d_k() > kMaxShown || p.d_v() > kMaxShown)
     l.push_back(zh ? "矩阵较大：表格只显示首尾的行和列（… 表示省略），--format json 或 csv 给出全部数值。"
                    : "Large matrices: the tables show the first and last rows and columns (… marks "
                      "the gap); --format json or csv gives every value.");
   if (!has_weights(p, t, query))
-    l.push_back(zh ? "这次运行（fused 或未保留中间阶段）没有物化 N×N 矩阵，只给出输出；"
+    l.push_back(zh ? "这次运行（fused、decode 或未保留中间阶段）没有物化 N×N 矩阵，只给出输出；"
                      "用 --variant staged 查看全部阶段。"
-                   : "This run (fused, or stages not kept) did not materialise the N×N matrices "
+                   : "This run (fused, decode, or stages not kept) did not materialise the N×N matrices "
                      "and gives only the output; use --variant staged to see every stage.");
   return l;
 }
@@ -433,6 +441,10 @@ std::string render_json(const Problem& p, const Trace& t, int query, Lang lang) 
   j["mask"] = std::string(to_string(p.mask));
   j["backend"] = t.backend;
   j["precision"] = std::string(to_string(t.precision));
+  j["variant"] = std::string(to_string(t.variant));
+  j["heads"] = p.heads;
+  j["kv_heads"] = p.kv_heads();
+  if (t.splits > 0) j["splits"] = t.splits;
   j["query"] = query;
   Json stages = Json::object();
   std::map<std::string, const MatrixF*> matrices;

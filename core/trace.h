@@ -48,6 +48,8 @@ struct TraceT {
   Matrix weights;  // row-wise softmax(logits); masked entries exactly 0
   Matrix output;   // weights V
   StageTimings timings;
+  // Decode: the key splits per key/value head the run used; 0 for the other variants.
+  int splits = 0;
   // Streaming runs only (RunOptions::pool / rows): the pooled stages of the requested view and the
   // exact stages of the requested rows.
   PooledStages pooled;

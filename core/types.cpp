@@ -14,7 +14,14 @@ std::string_view to_string(MaskKind m) {
   return "none";
 }
 
-std::string_view to_string(Variant v) { return v == Variant::Fused ? "fused" : "staged"; }
+std::string_view to_string(Variant v) {
+  switch (v) {
+    case Variant::Staged: return "staged";
+    case Variant::Fused: return "fused";
+    case Variant::Decode: return "decode";
+  }
+  return "staged";
+}
 
 std::string_view to_string(Precision p) {
   switch (p) {
@@ -30,7 +37,8 @@ std::string_view to_string(Lang l) { return l == Lang::Zh ? "zh" : "en"; }
 Variant parse_variant(std::string_view s) {
   if (s == "staged") return Variant::Staged;
   if (s == "fused") return Variant::Fused;
-  throw InputError("unknown variant '" + std::string(s) + "' (use staged or fused)");
+  if (s == "decode") return Variant::Decode;
+  throw InputError("unknown variant '" + std::string(s) + "' (use staged, fused or decode)");
 }
 
 Precision parse_precision(std::string_view s) {

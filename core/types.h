@@ -19,12 +19,12 @@ using MatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowM
 using MatrixD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 enum class MaskKind { None, Causal, Custom };
-enum class Variant { Staged, Fused };
+enum class Variant { Staged, Fused, Decode };
 enum class Precision { FP32, BF16, FP64 };
 enum class Lang { Zh, En };
 
 std::string_view to_string(MaskKind m);   // "none" | "causal" | "custom"
-std::string_view to_string(Variant v);    // "staged" | "fused"
+std::string_view to_string(Variant v);    // "staged" | "fused" | "decode"
 std::string_view to_string(Precision p);  // "fp32" | "bf16" | "fp64"
 std::string_view to_string(Lang l);       // "zh" | "en"
 Variant parse_variant(std::string_view s);      // throws InputError on anything else

@@ -46,7 +46,7 @@ double bf16_score_bound(const Problem& p) {
   double worst = 0;
   for (int h = 0; h < p.heads; ++h) {
     const auto q = p.q().middleRows(static_cast<Eigen::Index>(h) * p.n(), p.n()).cast<double>();
-    const auto k = p.k().middleRows(static_cast<Eigen::Index>(h) * p.m(), p.m()).cast<double>();
+    const auto k = p.k().middleRows(p.kv_row(h), p.m()).cast<double>();
     worst = std::max(worst, q.rowwise().norm().maxCoeff() * k.rowwise().norm().maxCoeff());
   }
   return factor * worst;

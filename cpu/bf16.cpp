@@ -132,7 +132,8 @@ float softmax_row(float* s, int len, float c, float& m, float& l) {
 
 // ---- the operands and the two products ---------------------------------------------------------
 
-// Q, K, V of one run in bf16, in the layout the products read.
+// Q, K, V of one run in bf16, in the layout the products read: K and V packed once per query
+// head (a grouped key/value head is packed for each query head that reads it).
 struct Operands {
   int heads = 0, n = 0, m = 0, d_k = 0, d_v = 0;
   int m_pad = 0;  // keys per head rounded up to kKeyGroup (padding keys are zero)
@@ -177,7 +178,7 @@ Operands make_operands(const Problem& p) {
   o.k.assign(static_cast<std::size_t>(heads) * mp * o.kp, 0u);
   for (int h = 0; h < heads; ++h)
     for (int j = 0; j < m; ++j) {
-      const Index r = static_cast<Index>(h) * m + j;
+      const Index r = p.kv_row(h) + j;
       std::uint32_t* dst = o.k.data() + (static_cast<std::size_t>(h) * (mp / 16) + j / 16) * o.kp * 16 + j % 16;
       for (int t = 0; t < o.kp; ++t) dst[t * 16] = pair_of(p.k()(r, 2 * t), at(p.k(), r, 2 * t + 1, d_k));
     }
@@ -185,7 +186,7 @@ Operands make_operands(const Problem& p) {
   for (int h = 0; h < heads; ++h)
     for (int jj = 0; jj < mp / 2; ++jj) {
       std::uint32_t* dst = o.v.data() + (static_cast<std::size_t>(h) * (mp / 2) + jj) * o.dg * 16;
-      const Index r0 = static_cast<Index>(h) * m + 2 * jj;
+      const Index r0 = p.kv_row(h) + 2 * jj;
       for (int d = 0; d < d_v; ++d) {
         const float lo = 2 * jj < m ? p.v()(r0, d) : 0.f;
         const float hi = 2 * jj + 1 < m ? p.v()(r0 + 1, d) : 0.f;
@@ -197,8 +198,8 @@ Operands make_operands(const Problem& p) {
   o.k = MatrixF::Zero(static_cast<Index>(heads) * mp, d_k);
   o.v = MatrixF::Zero(static_cast<Index>(heads) * mp, d_v);
   for (int h = 0; h < heads; ++h) {
-    o.k.middleRows(static_cast<Index>(h) * mp, m) = bf16_round(p.k().middleRows(static_cast<Index>(h) * m, m));
-    o.v.middleRows(static_cast<Index>(h) * mp, m) = bf16_round(p.v().middleRows(static_cast<Index>(h) * m, m));
+    o.k.middleRows(static_cast<Index>(h) * mp, m) = bf16_round(p.k().middleRows(p.kv_row(h), m));
+    o.v.middleRows(static_cast<Index>(h) * mp, m) = bf16_round(p.v().middleRows(p.kv_row(h), m));
   }
 #endif
   return o;
@@ -378,7 +379,8 @@ void apply_mask(const Problem& p, Scratch& w, int q0, int rows, int k0, int cols
   for (int r = 0; r < rows; ++r) {
     float* s = w.s.data() + r * ld;
     const int q = q0 + r;
-    const int visible = std::clamp((causal ? std::min(key_end, q + 1) : key_end) - k0, 0, cols);
+    const int visible =
+        std::clamp((causal ? std::min(key_end, q + p.causal_offset() + 1) : key_end) - k0, 0, cols);
     std::fill(s + visible, s + cols, kNegInf);
     if (custom) {
       const float* mrow = p.custom_mask().data() + static_cast<Index>(q) * p.m() + k0;
@@ -442,7 +444,7 @@ void cpu::fused_bf16_into(const Problem& p, Trace& t) {
     const int rows = std::min(kQueryBlock, n - q0);
     const Index qrow = static_cast<Index>(h) * n + q0;
     reset_state(w);
-    const int key_end = causal ? std::min(m, q0 + rows) : m;
+    const int key_end = causal ? std::min(m, q0 + p.causal_offset() + rows) : m;
     for (int k0 = 0; k0 < key_end; k0 += kKeyBlock) {
       const int keys = std::min(kKeyBlock, key_end - k0);
       const int cols = round_up(keys, kKeyGroup);
@@ -482,7 +484,7 @@ void cpu::staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t) {
       t.mask.setZero();
       if (p.mask == MaskKind::Causal)
         for (int i = 0; i < n; ++i)
-          std::fill(t.mask.data() + static_cast<Index>(i) * m + std::min(m, i + 1),
+          std::fill(t.mask.data() + static_cast<Index>(i) * m + std::min(m, i + p.causal_offset() + 1),
                     t.mask.data() + static_cast<Index>(i + 1) * m, kNegInf);
     }
   }
@@ -542,7 +544,8 @@ void cpu::staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t) {
     if (opt.output) {
       // Causal: the weights past the block's last query are 0; P V stops there.
       const int pv_cols =
-          p.mask == MaskKind::Causal ? std::min(cols, round_up(q0 + rows, kKeyGroup)) : cols;
+          p.mask == MaskKind::Causal ? std::min(cols, round_up(q0 + p.causal_offset() + rows, kKeyGroup))
+                                     : cols;
       pv_block(o, h, rows, 0, pv_cols, w);
       check_rows(w, rows, c, h, q0);
       write_output(w, rows, d_v, t.output, qrow);

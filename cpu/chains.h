@@ -25,5 +25,7 @@ void fused_into(const Problem& p, Trace& t);
 // The bf16 staged chain and fused kernel (cpu/bf16.cpp).
 void staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t);
 void fused_bf16_into(const Problem& p, Trace& t);
+// The split-KV decode kernel (cpu/decode.cpp), fp32: the output only; opt.splits as asked.
+void decode_into(const Problem& p, const RunOptions& opt, Trace& t);
 
 }  // namespace attnlab::cpu

@@ -56,6 +56,13 @@ class CpuBackend final : public Backend {
   // A run of a problem check() accepted: the chains do not validate it again.
   static void compute(const Problem& p, const RunOptions& opt, Trace& out) {
     const bool bf16 = opt.precision == Precision::BF16;
+    if (opt.variant == Variant::Decode) {
+      if (opt.pool || !opt.rows.empty())
+        throw InputError("pooled views and exact rows come from the staged chain, not the decode kernel");
+      if (bf16) throw InputError("the CPU decode kernel computes in fp32");
+      cpu::decode_into(p, opt, out);
+      return;
+    }
     if (opt.variant == Variant::Fused) {
       if (opt.pool || !opt.rows.empty())
         throw InputError("pooled views and exact rows come from the staged chain, not the fused kernel");

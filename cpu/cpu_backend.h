@@ -30,6 +30,9 @@ TraceD reference_fp64(const Problem& p);
 // Fused blockwise kernel (online softmax), fp32; fills only output (has_stages = false).
 // Implemented in cpu/fused.cpp.
 Trace cpu_fused(const Problem& p);
+// The split-KV decode kernel (cpu/decode.h), fp32: only `output` and `splits` (0: the machine's
+// choice of split count). Validates first.
+Trace cpu_decode(const Problem& p, int splits = 0);
 
 // The staged bf16 chain into `t` (every stage when opt.keep_stages, else only the output; no
 // opt.pool or opt.rows: the streaming views come from the fp32 chain). Validates first.

@@ -14,9 +14,9 @@
 // per-lane multiply folded into the load of acc. Both products are the same register-tiled
 // micro-kernel (tile_madd) written with Eigen's packet functions, so it is AVX-512 under
 // -march=native and AVX2 under x86-64-v3 from one source.
-// Causal (n == m): key blocks after the block's last query are never visited; in the diagonal
-// block each tile of queries stops at its own last query, and the few scores above the diagonal
-// inside a tile are set to -inf. Work items are handed out through an atomic counter, largest
+// Causal (the n queries are the last n of the m positions): key blocks after the block's last
+// query are never visited; in the diagonal block each tile of queries stops at its own last
+// query, and the few scores above the diagonal inside a tile are set to -inf. Work items are handed out through an atomic counter, largest
 // (last causal blocks) first, so causal's uneven rows still spread over the threads.
 // Accuracy: the max is taken on raw scores and the subtraction happens before the scaling, so the
 // exp argument for the keys that matter is small and exact to a few ulp; exp_nonpositive is the
@@ -78,7 +78,9 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
   const int n = p.n(), m = p.m(), d_k = p.d_k(), d_v = p.d_v();
   const bool causal = p.mask == MaskKind::Causal;
   const Index qrow = static_cast<Index>(h) * n + q0;
-  const Index krow = static_cast<Index>(h) * m;
+  const Index krow = p.kv_row(h);
+  // Causal: query q0 + i is at position qpos + i of the keys (the queries are the last n).
+  const int qpos = q0 + (causal ? p.causal_offset() : 0);
   constexpr Index ld = kQueryBlock;
 
   w.qt.setZero();
@@ -88,8 +90,8 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
   w.acct.setZero();  // alpha of the first step is 0; 0 * 0 keeps it 0 (garbage could be NaN)
   const SoftmaxState state{w.m.data(), w.l.data(), w.alpha.data()};
 
-  // Causal (n == m): keys after the block's last query are masked for every row of the block.
-  const int key_end = causal ? std::min(m, q0 + rows) : m;
+  // Causal: keys after the block's last query are masked for every row of the block.
+  const int key_end = causal ? std::min(m, qpos + rows) : m;
   for (int k0 = 0; k0 < key_end; k0 += kKeyBlock) {
     const int cols = std::min(kKeyBlock, key_end - k0);
     const float* kb = p.k().data() + (krow + k0) * d_k;  // K_blk (cols, d_k), row-major
@@ -97,14 +99,15 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
     for (int i0 = 0; i0 < kQueryBlock; i0 += kTileCols) {
       if (i0 >= rows) break;  // tiles of padding only
       // Keys this tile of queries can see: causal stops at the tile's last query.
-      const int keys = causal ? std::clamp(q0 + i0 + kTileCols - k0, 0, cols) : cols;
+      const int keys = causal ? std::clamp(qpos + i0 + kTileCols - k0, 0, cols) : cols;
       if (keys == 0) continue;  // all masked: the tile's state and acc stay as they are
       float* st = w.st.data() + i0;
       rows_madd(keys, kb, d_k, 1, w.qt.data() + i0, ld, d_k, st, ld, nullptr);
-      if (causal && k0 + keys - 1 > q0 + i0) {
-        // Scores above the diagonal inside the tile: query q0 + i0 + i sees keys k0 + j <= it.
-        for (int j = std::max(0, q0 + i0 + 1 - k0); j < keys; ++j) {
-          const int first_visible = k0 + j - q0 - i0;  // queries i < this are before key j
+      if (causal && k0 + keys - 1 > qpos + i0) {
+        // Scores above the diagonal inside the tile: query q0 + i0 + i sees keys k0 + j <= its
+        // position qpos + i0 + i.
+        for (int j = std::max(0, qpos + i0 + 1 - k0); j < keys; ++j) {
+          const int first_visible = k0 + j - qpos - i0;  // queries i < this are before key j
           std::fill(st + j * ld, st + j * ld + std::min(first_visible, kTileCols), kNegInf);
         }
       }

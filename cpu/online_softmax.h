@@ -179,4 +179,27 @@ inline void update_tile(float* st, Index ld, int keys, const float* v_blk, int d
   rows_madd(d_v, v_blk, 1, d_v, st, ld, keys, acct, ld, s.alpha);  // a(r, j) = V_blk(j, r)
 }
 
+// Merging the online-softmax states of two key ranges A and B of one query (split-KV's combine,
+// cpu/decode.cpp): with m = max(m_A, m_B), a = exp((m_A - m) * scale), b = exp((m_B - m) * scale),
+//   l = a l_A + b l_B,   acc = a acc_A + b acc_B
+// which is the state of the union of the ranges, in any order of merging (up to rounding). A range
+// no key of which is visible (m = -inf, l = 0) has factor exp(-inf) = 0: the other side is kept.
+struct MergeFactors {
+  float m, a, b;
+};
+inline MergeFactors merge_factors(float m_a, float m_b, float scale) {
+  const float m = std::max(m_a, m_b);
+  if (m == kNegInf) return {kNegInf, 0.f, 0.f};  // both empty: nothing to weigh
+  return {m, std::exp((m_a - m) * scale), std::exp((m_b - m) * scale)};
+}
+// (m, l, acc) := the merge of itself (A) and (m_b, l_b, acc_b) (B); acc and acc_b hold d_v values.
+inline void merge_states(float& m, float& l, float* acc, float m_b, float l_b, const float* acc_b, int d_v,
+                         float scale) {
+  const MergeFactors f = merge_factors(m, m_b, scale);
+  if (f.m == kNegInf) return;
+  l = l * f.a + l_b * f.b;
+  for (int c = 0; c < d_v; ++c) acc[c] = acc[c] * f.a + acc_b[c] * f.b;
+  m = f.m;
+}
+
 }  // namespace attnlab::cpu::online

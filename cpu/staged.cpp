@@ -96,7 +96,7 @@ TraceT<Matrix> plain_chain(const Problem& p) {
   for (int hd = 0; hd < h; ++hd)
     t.scores.middleRows(static_cast<Eigen::Index>(hd) * n, n).noalias() =
         q.middleRows(static_cast<Eigen::Index>(hd) * n, n) *
-        k.middleRows(static_cast<Eigen::Index>(hd) * m, m).transpose();
+        k.middleRows(p.kv_row(hd), m).transpose();
   t.timings.qk_ms = ms_since(s0);
 
   s0 = Clock::now();
@@ -122,7 +122,7 @@ TraceT<Matrix> plain_chain(const Problem& p) {
   for (int hd = 0; hd < h; ++hd)
     t.output.middleRows(static_cast<Eigen::Index>(hd) * n, n).noalias() =
         t.weights.middleRows(static_cast<Eigen::Index>(hd) * n, n) *
-        v.middleRows(static_cast<Eigen::Index>(hd) * m, m);
+        v.middleRows(p.kv_row(hd), m);
   t.timings.pv_ms = ms_since(s0);
   t.timings.total_ms = ms_since(t0);
   return t;
@@ -136,6 +136,7 @@ struct Chain {
   int n, m, d_v;
   float scale_div, temperature;  // scaled = scores / scale_div (sqrt(d_k) by default)
   bool causal;
+  int causal_offset;    // causal: query i sees keys j <= i + causal_offset
   const float* custom;  // (n, m) custom mask, or null
   // Arguments of exp below this give weights too small to be normal floats once divided by the
   // row sum (at most m): they are set to 0 instead (subnormals slow every later operation).
@@ -145,7 +146,7 @@ struct Chain {
   float zero_below;
 
   bool masked(int i, int j) const {
-    if (causal) return j > i;
+    if (causal) return j > i + causal_offset;
     return custom != nullptr && custom[static_cast<std::size_t>(i) * m + j] != 0.f;
   }
 };
@@ -172,8 +173,9 @@ void chain_block(const Chain& c, int head, int i0, int rows, float* S, float* C,
   const Problem& p = c.p;
   const int m = c.m;
   const Eigen::Index qrow = static_cast<Eigen::Index>(head) * c.n + i0;
-  const Eigen::Index krow = static_cast<Eigen::Index>(head) * m;
+  const Eigen::Index krow = p.kv_row(head);
   const auto masked = [&c](int r, int j) { return c.masked(r, j); };
+  const int visible_after = c.causal_offset + 1;  // causal: row i's keys from i + this are masked
 
   // qk: S = Q_blk Kᵀ (Eigen's GEMM), then the scaling while the rows are in the cache.
   auto t = Clock::now();
@@ -203,7 +205,7 @@ void chain_block(const Chain& c, int head, int i0, int rows, float* S, float* C,
       o = (in + mrow) / c.temperature;
     } else {
       o = in / c.temperature;
-      if (c.causal && i + 1 < m) o.tail(m - i - 1).setConstant(kNegInf);
+      if (c.causal && i + visible_after < m) o.tail(m - i - visible_after).setConstant(kNegInf);
     }
     if (overflow)
       locate_overflow(lg.row(r), qrow + r, c.n, masked, Msg::OverflowLogits);
@@ -213,7 +215,7 @@ void chain_block(const Chain& c, int head, int i0, int rows, float* S, float* C,
         mo = Eigen::Map<const ArrayF>(c.custom + static_cast<std::size_t>(i) * m, m);
       } else {
         mo.setZero();
-        if (c.causal && i + 1 < m) mo.tail(m - i - 1).setConstant(kNegInf);
+        if (c.causal && i + visible_after < m) mo.tail(m - i - visible_after).setConstant(kNegInf);
       }
     }
   }
@@ -455,6 +457,7 @@ void cpu::staged_into(const Problem& p, const RunOptions& opt, Trace& t) {
                 scale_divisor<float>(p),
                 static_cast<float>(p.temperature),
                 p.mask == MaskKind::Causal,
+                p.causal_offset(),
                 p.mask == MaskKind::Custom ? p.custom_mask().data() : nullptr,
                 std::log(std::numeric_limits<float>::min()) + std::log(static_cast<float>(m)),
                 0.f};

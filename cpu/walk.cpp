@@ -77,7 +77,9 @@ Walk walk_row(const Problem& p, int head, int query, int tile) {
   std::vector<float> ms(ld, kNegInf), ls(ld, 0.f), alphas(ld, 0.f);
   const SoftmaxState state{ms.data(), ls.data(), alphas.data()};
   const Index qrow = static_cast<Index>(head) * n + query;
-  const Index krow = static_cast<Index>(head) * m;
+  const Index krow = p.kv_row(head);
+  // Causal: the query's position among the keys (the queries are the last n of the m).
+  const int qpos = query + p.causal_offset();
   for (int k = 0; k < d_k; ++k) qt[static_cast<std::size_t>(k) * ld] = p.q()(qrow, k);
   const float* mask_row =
       p.mask == MaskKind::Custom ? p.custom_mask().data() + static_cast<Index>(query) * m : nullptr;
@@ -92,7 +94,7 @@ Walk walk_row(const Problem& p, int head, int query, int tile) {
     r.j1 = std::min(m, r.j0 + tile);
     r.m_prev = logit(ms[0]);
     const int keys = r.j1 - r.j0;
-    if (causal && r.j0 > query) {
+    if (causal && r.j0 > qpos) {
       // As in the kernel: a key block after the last query is never visited.
       r.skipped = true;
       r.tile_max = -kInf;
@@ -103,7 +105,7 @@ Walk walk_row(const Problem& p, int head, int query, int tile) {
       const float* vb = p.v().data() + (krow + r.j0) * d_v;  // V_blk (keys, d_v), row-major
       rows_madd(keys, kb, d_k, 1, qt.data(), ld, d_k, st.data(), ld, nullptr);
       for (int j = 0; j < keys; ++j) {
-        const bool masked = (causal && r.j0 + j > query) || (mask_row && mask_row[r.j0 + j] != 0.f);
+        const bool masked = (causal && r.j0 + j > qpos) || (mask_row && mask_row[r.j0 + j] != 0.f);
         if (masked) st[static_cast<std::size_t>(j) * ld] = kNegInf;
       }
       r.logits.resize(keys);
@@ -146,15 +148,15 @@ Problem row_problem(const Problem& p, int head, int query) {
   Problem r;
   ProblemInputs& in = r.edit();
   in.q = p.q().row(static_cast<Index>(head) * n + query);
-  in.k = p.k().middleRows(static_cast<Index>(head) * m, m);
-  in.v = p.v().middleRows(static_cast<Index>(head) * m, m);
+  in.k = p.k().middleRows(p.kv_row(head), m);
+  in.v = p.v().middleRows(p.kv_row(head), m);
   r.temperature = p.temperature;
   in.query_tokens = {token_label(p.query_tokens(), query)};
   in.key_tokens = p.key_tokens();
   if (p.mask == MaskKind::Causal) {
     r.mask = MaskKind::Custom;
     in.custom_mask = MatrixF::Zero(1, m);
-    for (int j = query + 1; j < m; ++j) in.custom_mask(0, j) = -std::numeric_limits<float>::infinity();
+    for (int j = query + p.causal_offset() + 1; j < m; ++j) in.custom_mask(0, j) = -std::numeric_limits<float>::infinity();
   } else if (p.mask == MaskKind::Custom) {
     r.mask = MaskKind::Custom;
     in.custom_mask = p.custom_mask().row(query);

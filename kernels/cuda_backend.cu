@@ -347,6 +347,10 @@ void check_memory(const Problem& p, const RunOptions& opt, bool bench, std::size
 // ---- option checks ---------------------------------------------------------------------------------
 
 void check_options(const Problem& p, const RunOptions& opt) {
+  if (opt.variant == Variant::Decode)
+    throw InputError("the split-KV decode kernel runs on the CPU (--backend cpu --variant decode)");
+  if (p.mask == MaskKind::Causal && p.n() != p.m())
+    throw InputError(Msg::CudaCausalDecode, {std::to_string(p.n()), std::to_string(p.m())});
   if (opt.precision == Precision::FP64)
     throw InputError("the CUDA backend computes in fp32 (or bf16 with --variant fused); "
                      "fp64 is the CPU reference");
@@ -997,7 +1001,9 @@ class CudaBackend final : public Backend {
   // device buffers (and page-locked staging) for the next run of the same plan: a repeated run of
   // the same size (the viewer on every temperature change) allocates nothing, on either side.
   // Only the stages opt.stages asks for come back; exact rows are copied from the device.
-  void run_into(const Problem& p, const RunOptions& opt, Trace& t) override {
+  void run_into(const Problem& grouped, const RunOptions& opt, Trace& t) override {
+    // The kernels know one key/value head per query head: a grouped cache is copied per head.
+    const Problem p = expand_kv_heads(grouped);
     if (opt.variant == Variant::Fused && (opt.pool || !opt.rows.empty())) {
       validate(p);
       throw InputError("pooled views and exact rows come from the staged chain, not the fused kernel");
@@ -1026,7 +1032,8 @@ class CudaBackend final : public Backend {
     }
   }
 
-  BenchSample bench(const Problem& p, const RunOptions& opt, int warmup, int repeat) override {
+  BenchSample bench(const Problem& grouped, const RunOptions& opt, int warmup, int repeat) override {
+    const Problem p = expand_kv_heads(grouped);  // as in run_into
     release_resident();  // the estimate and the timed runs have the device to themselves
     check_before_run(p, opt, /*bench=*/true);
 

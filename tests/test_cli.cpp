@@ -383,12 +383,23 @@ TEST_F(Cli, IncompatibleShapesAreNamed) {
   expect_refused({"run", "--q", q, "--k", k4, "--v", v3}, {"V has 3 rows but K has 2"});
 }
 
-TEST_F(Cli, CausalNeedsSquareScores) {
+// Causal puts the queries at the end of the keys: 2 queries of 3 keys are positions 1 and 2, so
+// query 0 sees keys 0..1 and key 2 weighs exactly 0; more queries than keys is refused.
+TEST_F(Cli, CausalPlacesTheQueriesAtTheEndOfTheKeys) {
   const std::string q = file("q.csv", "1 2 3\n4 5 6\n");
   const std::string k = file("k.csv", "1 2 3\n4 5 6\n7 8 9\n");
   const std::string v = file("v.csv", "1 2\n3 4\n5 6\n");
-  expect_refused({"run", "--q", q, "--k", k, "--v", v, "--mask", "causal"},
-                 {"causal", "2 queries", "3 keys"});
+  const CliResult r = run({"run", "--q", q, "--k", k, "--v", v, "--mask", "causal", "--format", "csv"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const CliResult j = run({"run", "--q", q, "--k", k, "--v", v, "--mask", "causal", "--format", "json"});
+  ASSERT_EQ(j.code, 0) << j.err;
+  const json doc = json::parse(j.out);
+  const auto& w = doc["stages"]["weights"];
+  EXPECT_EQ(w[0][2].get<double>(), 0.0) << j.out.substr(0, 400);
+  EXPECT_GT(w[0][1].get<double>(), 0.0);
+  EXPECT_GT(w[1][2].get<double>(), 0.0);
+  expect_refused({"run", "--q", k, "--k", q, "--v", file("v2.csv", "1 2\n3 4\n"), "--mask", "causal"},
+                 {"no more queries than keys", "3 queries", "2 keys"});
 }
 
 TEST_F(Cli, FullyMaskedRowNamesRowAndToken) {

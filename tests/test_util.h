@@ -223,7 +223,7 @@ inline double fp32_tolerance(const Problem& p) {
   double smax = 0;
   for (int h = 0; h < p.heads; ++h) {
     const MatrixF qa = p.q().middleRows(static_cast<Eigen::Index>(h) * p.n(), p.n()).cwiseAbs();
-    const MatrixF ka = p.k().middleRows(static_cast<Eigen::Index>(h) * p.m(), p.m()).cwiseAbs();
+    const MatrixF ka = p.k().middleRows(p.kv_row(h), p.m()).cwiseAbs();
     smax = std::max(smax, static_cast<double>((qa * ka.transpose()).maxCoeff()));
   }
   const double scale = 1.0 / (std::sqrt(static_cast<double>(p.d_k())) * p.temperature);

@@ -81,11 +81,58 @@ TEST(CoreValidate, ShapesAreNamed) {
   p.edit().v = MatrixF::Ones(4, 2);
   EXPECT_NE(error_of(p).find("V has 4 rows but K has 5"), std::string::npos);
   p = demo_problem();
-  p.edit().q = MatrixF::Ones(3, 3);
-  p.edit().query_tokens = index_tokens(3);
+  p.edit().k = MatrixF::Ones(3, 3);
+  p.edit().v = MatrixF::Ones(3, 2);
+  p.edit().key_tokens = index_tokens(3);
   p.mask = MaskKind::Causal;
-  EXPECT_NE(error_of(p).find("causal mask needs as many queries as keys, got 3 queries and 5 keys"),
+  EXPECT_NE(error_of(p).find("there can be no more queries than keys, got 5 queries and 3 keys"),
             std::string::npos);
+}
+
+// Decode shapes: 3 queries at the end of 5 keys, causal bottom-right: query i sees keys 0..i+2.
+TEST(CoreValidate, CausalWithFewerQueriesIsTheLastPositions) {
+  Problem p = demo_problem();
+  p.edit().q = p.q().bottomRows(3).eval();
+  p.edit().query_tokens = {"上下文", "分配", "权重"};
+  p.mask = MaskKind::Causal;
+  EXPECT_NO_THROW(validate(p));
+  EXPECT_EQ(p.causal_offset(), 2);
+  const MatrixF mk = mask_matrix(p);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 5; ++j) EXPECT_EQ(mk(i, j) == 0.f, j <= i + 2) << i << "," << j;
+}
+
+TEST(CoreValidate, KeyValueHeadsMustDivideTheQueryHeads) {
+  EXPECT_NE(message_of<InputError>([] { random_problem(4, 8, 16, 16, 1, 6, 4); })
+                .find("6 query heads cannot share 4 key/value heads evenly"),
+            std::string::npos);
+  EXPECT_NE(message_of<InputError>([] { random_problem(9, 8, 16, 16, 1, 2, 2); })
+                .find("no more queries than keys, got 9 queries and 8 keys"),
+            std::string::npos);
+  Problem p = random_problem(4, 8, 16, 16, 1, 6, 3);
+  p.kv_group = 4;
+  EXPECT_NE(error_of(p).find("kv_group (query heads per key/value head) must divide the 6 heads, got 4"),
+            std::string::npos);
+}
+
+// Grouped-query heads: query head h reads key/value head h / kv_group, and one_head takes it.
+TEST(CoreProblem, GroupedHeadsShareTheirKeyValueHead) {
+  const Problem p = random_problem(2, 16, 8, 4, 7, 8, 2);
+  EXPECT_EQ(p.kv_heads(), 2);
+  EXPECT_EQ(p.kv_group, 4);
+  EXPECT_EQ(p.n(), 2);
+  EXPECT_EQ(p.m(), 16);
+  EXPECT_EQ(p.k().rows(), 32);
+  EXPECT_EQ(p.kv_row(3), 0);
+  EXPECT_EQ(p.kv_row(4), 16);
+  EXPECT_EQ(p.query_tokens(), (std::vector<std::string>{"14", "15"}));
+  const Problem h5 = one_head(p, 5);
+  EXPECT_EQ(h5.kv_group, 1);
+  EXPECT_TRUE(h5.k().isApprox(p.k().middleRows(16, 16), 0.f));
+  EXPECT_TRUE(h5.q().isApprox(p.q().middleRows(10, 2), 0.f));
+  // n == m with every head its own: the prefill problem of the same seed, number for number.
+  const Problem a = random_problem(6, 6, 8, 4, 9, 3, 3), b = random_problem(6, 8, 4, 9, 3);
+  EXPECT_TRUE(a.q() == b.q() && a.k() == b.k() && a.v() == b.v());
 }
 
 TEST(CoreValidate, FullyMaskedRowNamesRowAndToken) {

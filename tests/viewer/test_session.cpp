@@ -472,10 +472,11 @@ TEST(SessionFiles, LoadsFilesWithTokensAndAMaskFileAndKeepsTheLastValidStateOnRe
             std::string::npos)
       << c.reproduce_command();
   EXPECT_NE(c.reproduce_command().find("--mask " + mask), std::string::npos) << c.reproduce_command();
-  // The mask can go to causal... no: n != m here, causal is refused with the core's reason.
-  EXPECT_FALSE(c.set_mask(MaskKind::Causal));
-  EXPECT_NE(c.error().find("causal"), std::string::npos) << c.error();
-  EXPECT_EQ(c.problem().mask, MaskKind::Custom);
+  // Causal with 2 queries of 3 keys: the queries are the last two positions (query 0 sees keys 0, 1).
+  ASSERT_TRUE(c.set_mask(MaskKind::Causal)) << c.error();
+  EXPECT_EQ(c.problem().mask, MaskKind::Causal);
+  EXPECT_EQ(mask_matrix(c.problem())(0, 2), -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(mask_matrix(c.problem())(0, 1), 0.f);
   ASSERT_TRUE(c.set_mask(MaskKind::None));
   ASSERT_TRUE(c.set_mask(MaskKind::Custom));
   // Refusals, each with the command line's message; the problem on screen stays.

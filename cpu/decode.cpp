@@ -1,0 +1,180 @@
+// The CPU split-KV decode kernel (cpu/decode.h has the algorithm). The products are Eigen's: with
+// one query row per key/value head (decode proper) Q_g K_blkᵀ and P V_blk are matrix-vector
+// products that stream K_blk and V_blk once, vectorised along d; with a few rows (grouped heads,
+// a few new tokens) they are small GEMMs over the same block, still read once from memory.
+// The exp is the fused kernel's exp_nonpositive (exactly 0 for masked keys) over packets of a row
+// padded with -inf to whole packets.
+#include "core/gcc12_avx512.h"  // first: see there
+
+#include "cpu/decode.h"
+
+#include "cpu/chains.h"
+#include "cpu/cpu_backend.h"
+#include "cpu/online_softmax.h"
+#include "core/parallel.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <string>
+#include <thread>
+
+namespace attnlab::cpu::decode {
+namespace {
+
+using namespace cpu::online;
+using RowsMap = Eigen::Map<MatrixF, 0, Eigen::OuterStride<>>;
+using ConstRows = Eigen::Map<const MatrixF>;
+
+// Keys per block: K_blk and V_blk (d = 128: 128 KiB each) stay in L2 between the two products.
+constexpr int kKeyBlock = 256;
+static_assert(kKeyBlock % kLanes == 0, "a block row is whole packets");
+// No split shorter than this: its partial state and its share of the combine stay small beside
+// the keys it reads.
+constexpr int kMinSplitKeys = 2048;
+// Items per worker the automatic plan aims at, so that uneven items still spread.
+constexpr int kItemsPerWorker = 4;
+
+int round_up(int x, int to) { return (x + to - 1) / to * to; }
+
+}  // namespace
+
+SplitPlan plan_splits(const Problem& p, unsigned workers, int requested) {
+  if (requested < 0)
+    throw InputError("--split must be a number of key splits >= 1 (0: the machine's choice), got " +
+                     std::to_string(requested));
+  const int m = p.m();
+  int splits = requested;
+  if (splits == 0) {
+    const int want = (static_cast<int>(std::max(1u, workers)) * kItemsPerWorker + p.kv_heads() - 1) / p.kv_heads();
+    splits = std::clamp(want, 1, std::max(1, m / kMinSplitKeys));
+  }
+  splits = std::min(splits, m);
+  SplitPlan plan;
+  // Whole key blocks per split when the splits are long enough, so only the last block is short.
+  const int per = (m + splits - 1) / splits;
+  plan.keys_per_split = per >= 4 * kKeyBlock ? round_up(per, kKeyBlock) : per;
+  plan.splits = (m + plan.keys_per_split - 1) / plan.keys_per_split;
+  return plan;
+}
+
+void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, MatrixF& scratch) {
+  const int n = p.n(), group = p.kv_group, rows = group * n, d_k = p.d_k(), d_v = p.d_v();
+  const int m = p.m(), off = p.causal_offset();
+  const bool causal = p.mask == MaskKind::Causal;
+  const float* custom = p.mask == MaskKind::Custom ? p.custom_mask().data() : nullptr;
+  const float scale = fused_scale(p);
+  const Eigen::Index kv = static_cast<Eigen::Index>(g) * m;
+  // Q_g: the kv_group query heads of key/value head g are consecutive rows of Q.
+  const ConstRows qg(p.q().data() + static_cast<Eigen::Index>(g) * rows * d_k, rows, d_k);
+
+  out.m.assign(rows, kNegInf);
+  out.l.assign(rows, 0.f);
+  out.acc.setZero(rows, d_v);
+  if (scratch.rows() < rows || scratch.cols() < kKeyBlock) scratch.resize(rows, kKeyBlock);
+  const Eigen::Index ld = scratch.cols();
+
+  for (int b0 = k0; b0 < k1; b0 += kKeyBlock) {
+    const int cols = std::min(kKeyBlock, k1 - b0);
+    const int padded = round_up(cols, kLanes);
+    const ConstRows kb(p.k().data() + (kv + b0) * d_k, cols, d_k);
+    const ConstRows vb(p.v().data() + (kv + b0) * d_v, cols, d_v);
+    RowsMap s(scratch.data(), rows, cols, Eigen::OuterStride<>(ld));
+    s.noalias() = qg * kb.transpose();
+    for (int r = 0; r < rows; ++r) {
+      float* row = scratch.data() + r * ld;
+      const int i = r % n;
+      // Keys of the block this row sees: causal stops at its position i + off.
+      const int visible = causal ? std::clamp(i + off + 1 - b0, 0, cols) : cols;
+      std::fill(row + visible, row + padded, kNegInf);
+      if (custom != nullptr) {
+        const float* mrow = custom + static_cast<std::size_t>(i) * m + b0;
+        for (int j = 0; j < visible; ++j)
+          if (mrow[j] != 0.f) row[j] = kNegInf;
+      }
+      // The online-softmax step of the row (as online_softmax_step, along the row's packets).
+      Packet mx = ei::pset1<Packet>(kNegInf);
+      for (int j = 0; j < padded; j += kLanes) mx = ei::pmax(mx, ei::ploadu<Packet>(row + j));
+      const float m_old = out.m[r];
+      const float m_new = std::max(m_old, ei::predux_max(mx));
+      if (m_new == kNegInf) {  // nothing visible so far: the row's weights are 0
+        std::fill(row, row + cols, 0.f);
+        continue;
+      }
+      const float alpha = m_old == kNegInf ? 0.f : std::exp((m_old - m_new) * scale);
+      const Packet shift = ei::pset1<Packet>(m_new), vscale = ei::pset1<Packet>(scale);
+      Packet sum = ei::pzero(mx);
+      for (int j = 0; j < padded; j += kLanes) {
+        const Packet w = exp_nonpositive(ei::pmul(ei::psub(ei::ploadu<Packet>(row + j), shift), vscale));
+        ei::pstoreu(row + j, w);
+        sum = ei::padd(sum, w);
+      }
+      out.l[r] = out.l[r] * alpha + ei::predux(sum);
+      out.m[r] = m_new;
+      if (alpha != 1.f) out.acc.row(r) *= alpha;
+    }
+    out.acc.noalias() += s * vb;
+  }
+}
+
+}  // namespace attnlab::cpu::decode
+
+namespace attnlab {
+
+void cpu::decode_into(const Problem& p, const RunOptions& opt, Trace& t) {
+  using namespace cpu::decode;
+  const auto t0 = std::chrono::steady_clock::now();
+  const int n = p.n(), m = p.m(), d_v = p.d_v(), G = p.kv_heads(), group = p.kv_group;
+  cpu::begin_trace(t, p, Variant::Decode, Precision::FP32, /*keep=*/false, /*output=*/true);
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const SplitPlan plan = plan_splits(p, hw, opt.splits);
+  t.splits = plan.splits;
+  const std::size_t items = static_cast<std::size_t>(G) * plan.splits;
+  const double flops = 4.0 * p.heads * static_cast<double>(n) * m * std::max(p.d_k(), d_v);
+  const unsigned workers = worker_count(items, flops);
+
+  std::vector<Partial> partials(items);
+  std::vector<MatrixF> scratch(workers);
+  std::atomic<std::size_t> done{0};
+  parallel_items(items, workers, [&](unsigned id, std::size_t it) {
+    if (opt.cancel && opt.cancel->load(std::memory_order_relaxed)) throw Cancelled();
+    const int g = static_cast<int>(it / plan.splits), s = static_cast<int>(it % plan.splits);
+    split_partial(p, g, plan.begin(s), plan.end(s, m), partials[it], scratch[id]);
+    if (opt.progress) opt.progress->store(static_cast<float>(++done) / static_cast<float>(items));
+  });
+
+  // The combine: every query row merges its splits' states in split order, then O = acc / l.
+  const float scale = fused_scale(p);
+  for (int g = 0; g < G; ++g) {
+    for (int r = 0; r < group * n; ++r) {
+      const Partial& first = partials[static_cast<std::size_t>(g) * plan.splits];
+      float mr = first.m[r], lr = first.l[r];
+      Eigen::RowVectorXf acc = first.acc.row(r);
+      for (int s = 1; s < plan.splits; ++s) {
+        const Partial& b = partials[static_cast<std::size_t>(g) * plan.splits + s];
+        merge_states(mr, lr, acc.data(), b.m[r], b.l[r], b.acc.row(r).data(), d_v, scale);
+      }
+      const int h = g * group + r / n, i = r % n;
+      // A score that overflowed fp32 leaves m, l or acc non-finite: refused as the fused kernel does.
+      if (!std::isfinite(mr) || !(lr > 0.f) || !std::isfinite(lr) || !acc.allFinite())
+        throw InputError("QKᵀ overflows in head " + std::to_string(h) + ", query row " + std::to_string(i) +
+                         " (inputs too large for fp32)");
+      t.output.row(static_cast<Eigen::Index>(h) * n + i) = acc / lr;
+    }
+  }
+  t.timings.total_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  t.timings.fused_ms = t.timings.total_ms;
+}
+
+Trace cpu_decode(const Problem& p, int splits) {
+  validate(p);
+  RunOptions opt;
+  opt.variant = Variant::Decode;
+  opt.splits = splits;
+  Trace t;
+  cpu::decode_into(p, opt, t);
+  return t;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,54 @@
+// The CPU split-KV decode kernel (Flash-Decoding, Dao et al. 2023), fp32: n new queries (the last
+// n positions) of H query heads against a cache of m keys of G = H / kv_group key/value heads.
+// The keys of every key/value head are cut into splits; a work item is one (key/value head,
+// split): it walks its keys in blocks and keeps the online-softmax state (m, l, acc) of every
+// query row of its group (kv_group query heads x n queries, so the cache is read once per
+// key/value head, not once per query head):
+//   S (R, keys)  = Q_g K_blkᵀ                       R = kv_group * n rows of Q_g
+//   m_new = max(m, max_j S(r, j));  alpha = exp((m - m_new) * scale)
+//   P = exp((S - m_new) * scale);  l = alpha * l + sum_j P(r, j);  acc = alpha * acc + P V_blk
+// Then the combine merges each row's partial states by the log-sum-exp rule (merge_states in
+// cpu/online_softmax.h), split 0 first, and writes O = acc / l. Units as in the fused kernel: m is
+// in raw scores (q . k), the scale 1 / (sqrt(d_k) T) is applied inside the exp.
+// These functions are the kernel's own steps, public so that `attnlab walk --split` and the
+// viewer show what the kernel computes.
+#pragma once
+
+#include "core/backend.h"
+
+#include <vector>
+
+namespace attnlab::cpu::decode {
+
+// How the m keys of every key/value head are cut: split s holds keys
+// [s * keys_per_split, min(m, (s + 1) * keys_per_split)).
+struct SplitPlan {
+  int splits = 1;
+  int keys_per_split = 0;
+  int begin(int s) const { return s * keys_per_split; }
+  int end(int s, int m) const { return std::min(m, (s + 1) * keys_per_split); }
+};
+
+// The split count the machine and the cache length ask for: enough items for every worker
+// (a few each, so uneven splits still spread) but no split shorter than a few thousand keys;
+// `requested` > 0 asks for that many (at most one per key). Throws InputError for requested < 0.
+SplitPlan plan_splits(const Problem& p, unsigned workers, int requested = 0);
+
+// The online-softmax state of the R = kv_group * n query rows of one key/value head over one key
+// range; row r is query r % n of query head g * kv_group + r / n. m = -inf and l = 0 for a row
+// that sees none of the range's keys.
+struct Partial {
+  std::vector<float> m, l;  // (R)
+  MatrixF acc;              // (R, d_v), unnormalised
+};
+
+// The partial state of key/value head g over keys [k0, k1) (the item's loop above), into `out`.
+// `scratch` is the caller's block of scores, reused between calls.
+void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, MatrixF& scratch);
+
+// The row of query `query` of query head `head` inside its key/value head's Partial.
+inline int partial_row(const Problem& p, int head, int query) {
+  return (head % p.kv_group) * p.n() + query;
+}
+
+}  // namespace attnlab::cpu::decode

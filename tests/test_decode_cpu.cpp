@@ -1,0 +1,273 @@
+// Decode shapes and the split-KV decode kernel (cpu/decode.h) on the CPU: n new queries at the end
+// of m keys (bottom-right causal), grouped-query heads, against the fp64 reference and against the
+// prefill kernels (staged, fused) on the same problems; the split plan; the merge of partial
+// states (order, identity, exactness against fp64 and against the one-pass state); the last rows
+// of a prefill; refusals.
+#include "cpu/cpu_backend.h"
+#include "cpu/decode.h"
+#include "cpu/online_softmax.h"
+#include "engine/registry.h"
+#include "tests/test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace attnlab {
+namespace {
+
+using test::fp32_tolerance;
+using test::message_of;
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+double rel_err(const MatrixF& out, const MatrixD& ref) {
+  const double scale = std::max(ref.cwiseAbs().maxCoeff(), 1e-300);
+  return (out.cast<double>() - ref).cwiseAbs().maxCoeff() / scale;
+}
+
+double rel_err(const MatrixF& a, const MatrixF& b) { return rel_err(a, b.cast<double>().eval()); }
+
+// n queries at the end of m keys, heads over kv_heads, with a mask; custom: a fixed pattern that
+// keeps each row's last visible key.
+Problem decode_problem(int n, int m, int d, int heads, int kv_heads, MaskKind mask, std::uint64_t seed,
+                       double temperature = 1.0) {
+  Problem p = random_problem(n, m, d, d, seed, heads, kv_heads);
+  p.mask = mask;
+  p.temperature = temperature;
+  if (mask == MaskKind::Custom) {
+    MatrixF mk = MatrixF::Zero(n, m);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j + 1 < m; ++j)
+        if ((i + 3 * j) % 4 == 1) mk(i, j) = kNegInf;
+    p.edit().custom_mask = mk;
+  }
+  return p;
+}
+
+std::string label(const Problem& p) {
+  return "n " + std::to_string(p.n()) + " m " + std::to_string(p.m()) + " d " + std::to_string(p.d_k()) +
+         " heads " + std::to_string(p.heads) + "/" + std::to_string(p.kv_heads()) + " mask " +
+         std::string(to_string(p.mask)) + " T " + std::to_string(p.temperature);
+}
+
+TEST(DecodeCpu, MatchesFp64AndThePrefillKernelsOnDecodeShapes) {
+  std::uint64_t seed = 1;
+  int cases = 0;
+  for (int n : {1, 3, 64})
+    for (int m : {64, 1000, 5000})
+      for (auto [heads, kv] : {std::pair{1, 1}, {4, 4}, {8, 1}, {8, 2}})
+        for (MaskKind mask : {MaskKind::None, MaskKind::Causal, MaskKind::Custom})
+          for (int d : {3, 64}) {
+            const Problem p = decode_problem(n, m, d, heads, kv, mask, seed++, d == 3 ? 0.85 : 1.0);
+            SCOPED_TRACE(label(p));
+            const Trace dec = cpu_decode(p);
+            const TraceD ref = reference_fp64(p);
+            ASSERT_EQ(dec.output.rows(), static_cast<Eigen::Index>(heads) * n);
+            ASSERT_EQ(dec.variant, Variant::Decode);
+            EXPECT_GE(dec.splits, 1);
+            EXPECT_LE(rel_err(dec.output, ref.output), fp32_tolerance(p));
+            // The prefill kernels run the same shapes (reading the cache once per query head).
+            EXPECT_LE(rel_err(cpu_fused(p).output, ref.output), fp32_tolerance(p));
+            EXPECT_LE(rel_err(cpu_staged(p).output, ref.output), fp32_tolerance(p));
+            ++cases;
+          }
+  EXPECT_EQ(cases, 216);
+}
+
+// However the keys are cut, the merged result is the same computation (to rounding).
+TEST(DecodeCpu, AnySplitCountGivesTheSameOutput) {
+  const Problem p = decode_problem(4, 10000, 64, 8, 2, MaskKind::Causal, 5);
+  const TraceD ref = reference_fp64(p);
+  const Trace one = cpu_decode(p, 1);
+  EXPECT_EQ(one.splits, 1);
+  for (int s : {2, 3, 7, 40, 10000}) {
+    const Trace t = cpu_decode(p, s);
+    EXPECT_EQ(t.splits, s) << s;
+    EXPECT_LE(rel_err(t.output, ref.output), fp32_tolerance(p)) << s;
+    EXPECT_LE(rel_err(t.output, one.output), 1e-5) << s;
+  }
+}
+
+TEST(DecodeCpu, TheSplitPlanFollowsTheCoresAndTheCacheLength) {
+  using cpu::decode::plan_splits;
+  const Problem longp = decode_problem(1, 262144, 4, 1, 1, MaskKind::None, 1);
+  // One key/value head on 2 workers: 4 items per worker.
+  EXPECT_EQ(plan_splits(longp, 2).splits, 8);
+  EXPECT_EQ(plan_splits(longp, 16).splits, 64);
+  // Eight key/value heads already give 16 items on 2 workers: one split each... at least one.
+  const Problem gqa = decode_problem(1, 65536, 4, 32, 8, MaskKind::None, 1);
+  EXPECT_EQ(plan_splits(gqa, 2).splits, 1);
+  EXPECT_EQ(plan_splits(gqa, 16).splits, 8);
+  // A short cache is one split: no split shorter than a few thousand keys.
+  const Problem shortp = decode_problem(1, 1000, 4, 1, 1, MaskKind::None, 1);
+  EXPECT_EQ(plan_splits(shortp, 16).splits, 1);
+  // Asked for: that many, at most one per key; the splits cover every key once, in order.
+  EXPECT_EQ(plan_splits(shortp, 2, 7).splits, 7);
+  EXPECT_EQ(plan_splits(shortp, 2, 5000).splits, 1000);
+  for (const Problem* p : {&longp, &gqa, &shortp})
+    for (int req : {0, 1, 3, 13}) {
+      const auto plan = plan_splits(*p, 2, req);
+      int next = 0;
+      for (int s = 0; s < plan.splits; ++s) {
+        EXPECT_EQ(plan.begin(s), next);
+        EXPECT_GT(plan.end(s, p->m()), plan.begin(s));
+        next = plan.end(s, p->m());
+      }
+      EXPECT_EQ(next, p->m());
+    }
+  EXPECT_NE(message_of<InputError>([&] { plan_splits(shortp, 2, -1); }).find("--split must be"), std::string::npos);
+}
+
+// The merge of two ranges' states is the state of their union: against the one-pass partial of
+// the whole range, against the same merge in fp64, symmetric and associative to rounding, and an
+// empty range (m = -inf, l = 0) is its identity, exactly.
+TEST(DecodeCpu, MergingPartialStatesIsTheStateOfTheUnion) {
+  using namespace cpu::decode;
+  const Problem p = decode_problem(2, 6000, 32, 2, 1, MaskKind::Causal, 11);
+  const float scale = fused_scale(p);
+  MatrixF scratch;
+  Partial a, b, c, whole;
+  split_partial(p, 0, 0, 2500, a, scratch);
+  split_partial(p, 0, 2500, 4100, b, scratch);
+  split_partial(p, 0, 4100, 6000, c, scratch);
+  split_partial(p, 0, 0, 6000, whole, scratch);
+  const int d_v = p.d_v();
+  for (int r = 0; r < 4; ++r) {
+    SCOPED_TRACE("row " + std::to_string(r));
+    float m_ab = a.m[r], l_ab = a.l[r];
+    std::vector<float> acc_ab(a.acc.row(r).data(), a.acc.row(r).data() + d_v);
+    cpu::online::merge_states(m_ab, l_ab, acc_ab.data(), b.m[r], b.l[r], b.acc.row(r).data(), d_v, scale);
+    float m_ba = b.m[r], l_ba = b.l[r];
+    std::vector<float> acc_ba(b.acc.row(r).data(), b.acc.row(r).data() + d_v);
+    cpu::online::merge_states(m_ba, l_ba, acc_ba.data(), a.m[r], a.l[r], a.acc.row(r).data(), d_v, scale);
+    // a l_A + b l_B either way; a fused multiply-add rounds one of the products, so to an ulp.
+    const auto ulps = [](float x, float y) { return std::abs(x - y) / std::ldexp(1.f, std::ilogb(std::max(std::abs(x), std::abs(y))) - 23); };
+    EXPECT_EQ(m_ab, m_ba);
+    EXPECT_LE(ulps(l_ab, l_ba), 1.f);
+    float acc_max = 0;
+    for (float x : acc_ab) acc_max = std::max(acc_max, std::abs(x));
+    for (int k = 0; k < d_v; ++k) EXPECT_LE(std::abs(acc_ab[k] - acc_ba[k]), 4 * std::ldexp(acc_max, -24)) << k;
+    // ((A B) C) against the same merge carried out in double on the same partials.
+    float m = m_ab, l = l_ab;
+    std::vector<float> acc = acc_ab;
+    cpu::online::merge_states(m, l, acc.data(), c.m[r], c.l[r], c.acc.row(r).data(), d_v, scale);
+    const double M = std::max({a.m[r], b.m[r], c.m[r]});
+    const auto w = [&](float mi) { return std::exp((static_cast<double>(mi) - M) * scale); };
+    const double L = a.l[r] * w(a.m[r]) + b.l[r] * w(b.m[r]) + c.l[r] * w(c.m[r]);
+    EXPECT_EQ(m, static_cast<float>(M));
+    EXPECT_LE(std::abs(l - L), 4 * std::ldexp(L, -24)) << l << " vs " << L;
+    // (A (B C)): the same to rounding.
+    float m2 = b.m[r], l2 = b.l[r];
+    std::vector<float> acc2(b.acc.row(r).data(), b.acc.row(r).data() + d_v);
+    cpu::online::merge_states(m2, l2, acc2.data(), c.m[r], c.l[r], c.acc.row(r).data(), d_v, scale);
+    float m3 = a.m[r], l3 = a.l[r];
+    std::vector<float> acc3(a.acc.row(r).data(), a.acc.row(r).data() + d_v);
+    cpu::online::merge_states(m3, l3, acc3.data(), m2, l2, acc2.data(), d_v, scale);
+    EXPECT_EQ(m3, m);
+    EXPECT_LE(std::abs(l3 - l), 4 * std::ldexp(l, -24));
+    // Against the one pass over all 6000 keys: the same sum in another order.
+    EXPECT_EQ(m, whole.m[r]);
+    EXPECT_NEAR(l, whole.l[r], 1e-5 * whole.l[r]);
+    for (int k = 0; k < d_v; ++k) EXPECT_NEAR(acc[k] / l, whole.acc(r, k) / whole.l[r], 1e-5);
+    // The identity: an empty range changes nothing, on either side.
+    float me = kNegInf, le = 0;
+    std::vector<float> acce(d_v, 0.f);
+    cpu::online::merge_states(me, le, acce.data(), m, l, acc.data(), d_v, scale);
+    EXPECT_EQ(me, m);
+    EXPECT_EQ(le, l);
+    EXPECT_EQ(acce, acc);
+    float mk = m, lk = l;
+    std::vector<float> acck = acc;
+    cpu::online::merge_states(mk, lk, acck.data(), kNegInf, 0.f, acce.data(), d_v, scale);
+    EXPECT_EQ(lk, l);
+    EXPECT_EQ(acck, acc);
+  }
+}
+
+// Under the causal mask a query sees no key of a split that starts after it, and a custom mask can
+// hide a whole split from a row: that split's state is empty and the merge ignores it.
+TEST(DecodeCpu, ASplitARowCannotSeeIsEmptyAndMergesAsNothing) {
+  using namespace cpu::decode;
+  Problem p = decode_problem(64, 4096, 16, 1, 1, MaskKind::Causal, 3);
+  Partial last;
+  MatrixF scratch;
+  // Keys 4090.. : query 0 (position 4032) sees none of them, query 63 (position 4095) all six.
+  split_partial(p, 0, 4090, 4096, last, scratch);
+  EXPECT_EQ(last.m[0], kNegInf);
+  EXPECT_EQ(last.l[0], 0.f);
+  EXPECT_TRUE(last.acc.row(0).isZero(0.f));
+  EXPECT_GT(last.l[63], 0.f);
+  // A custom mask that hides keys 0..2047 from row 5: with two splits of 2048, its first is empty.
+  MatrixF mk = MatrixF::Zero(64, 4096);
+  mk.row(5).head(2048).setConstant(kNegInf);
+  p.mask = MaskKind::Custom;
+  p.edit().custom_mask = mk;
+  Partial first;
+  split_partial(p, 0, 0, 2048, first, scratch);
+  EXPECT_EQ(first.m[5], kNegInf);
+  EXPECT_LE(rel_err(cpu_decode(p, 2).output, reference_fp64(p).output), fp32_tolerance(p));
+}
+
+// The decode of a prefill's last positions is the prefill's last rows: the lesson's claim.
+TEST(DecodeCpu, TheLastQueriesOfAPrefillAreItsLastRows) {
+  Problem pre = random_problem(512, 32, 32, 21, 4);
+  pre.mask = MaskKind::Causal;
+  const Trace full = cpu_fused(pre);
+  for (int q : {1, 7, 64}) {
+    const Problem dec = decode_view(pre, q, 4);
+    ASSERT_EQ(dec.n(), q);
+    ASSERT_EQ(dec.m(), 512);
+    EXPECT_EQ(dec.causal_offset(), 512 - q);
+    EXPECT_EQ(dec.query_tokens().front(), std::to_string(512 - q));
+    const Trace t = cpu_decode(dec);
+    for (int h = 0; h < 4; ++h) {
+      const MatrixF last = full.output.middleRows(static_cast<Eigen::Index>(h) * 512 + 512 - q, q);
+      EXPECT_LE(rel_err(t.output.middleRows(static_cast<Eigen::Index>(h) * q, q).eval(), last), 2e-6)
+          << "q " << q << " head " << h;
+    }
+  }
+}
+
+// Grouped heads: query head h reads key/value head h / kv_group; the same as giving every query
+// head its own copy (expand_kv_heads), for every kernel.
+TEST(DecodeCpu, GroupedHeadsAreTheExpandedCacheRead) {
+  const Problem p = decode_problem(5, 3000, 64, 8, 2, MaskKind::Causal, 9);
+  const Problem e = expand_kv_heads(p);
+  EXPECT_EQ(e.kv_group, 1);
+  EXPECT_EQ(e.k().rows(), 8 * 3000);
+  EXPECT_TRUE(e.k().middleRows(3 * 3000, 3000) == p.k().topRows(3000));
+  EXPECT_TRUE(e.k().middleRows(4 * 3000, 3000) == p.k().middleRows(3000, 3000));
+  const TraceD ref = reference_fp64(e);
+  for (const Trace& t : {cpu_decode(p), cpu_fused(p), cpu_staged(p), cpu_fused_bf16(e)})
+    EXPECT_LE(rel_err(t.output, ref.output), t.precision == Precision::BF16 ? 2e-2 : fp32_tolerance(p))
+        << to_string(t.variant) << " " << to_string(t.precision);
+  EXPECT_LE(rel_err(cpu_fused_bf16(p).output, cpu_fused_bf16(e).output), 0.0);
+}
+
+TEST(DecodeCpu, RefusesWhatItDoesNotCompute) {
+  const Problem p = decode_problem(2, 100, 8, 2, 1, MaskKind::None, 1);
+  auto cpu = make_cpu_backend();
+  RunOptions o;
+  o.variant = Variant::Decode;
+  o.precision = Precision::BF16;
+  EXPECT_NE(message_of<InputError>([&] { cpu->run(p, o); }).find("decode kernel computes in fp32"),
+            std::string::npos);
+  o.precision = Precision::FP32;
+  o.rows = {0};
+  EXPECT_NE(message_of<InputError>([&] { cpu->run(p, o); }).find("not the decode kernel"), std::string::npos);
+  o.rows.clear();
+  o.splits = -2;
+  EXPECT_NE(message_of<InputError>([&] { cpu->run(p, o); }).find("--split must be"), std::string::npos);
+  // Huge scores overflow fp32: refused, never a NaN.
+  Problem big = p;
+  big.edit().q *= 1e20f;
+  big.edit().k *= 1e20f;
+  EXPECT_NE(message_of<InputError>([&] { cpu_decode(big); }).find("overflows"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace attnlab
