@@ -60,7 +60,7 @@ struct BenchArgs : bench::Spec {
   // empty item such as the one in "64,,128" without a word).
   std::string backend_list = "cpu,cuda", variant_list = "staged,fused",
               precision_list = "fp32,bf16", n_list = "1024,4096", d_list = "64", heads_list = "1",
-              mask_list = "none";
+              mask_list = "none", queries_list, kv_heads_list;
   std::string format = "table";
   std::string output_file;
 };
@@ -72,6 +72,8 @@ void parse_args(BenchArgs& a) {
   a.ns = bench::int_list("--n", a.n_list, 1 << 20);
   a.ds = bench::int_list("--d", a.d_list, 4096);
   a.heads = bench::int_list("--heads", a.heads_list, 4096);
+  if (!a.queries_list.empty()) a.queries = bench::int_list("--queries", a.queries_list, 1 << 20);
+  if (!a.kv_heads_list.empty()) a.kv_heads = bench::int_list("--kv-heads", a.kv_heads_list, 4096);
   a.backends = bench::word_list("--backend", a.backend_list);
   a.variants = bench::word_list("--variant", a.variant_list);
   a.precisions = bench::word_list("--precision", a.precision_list);
@@ -101,6 +103,20 @@ int run_bench(BenchArgs& a) {
                 << " GB/s (single thread, read + written)\n";
     } catch (const std::exception& e) {  // ResourceError or bad_alloc: the run goes on without it
       std::cerr << "bench: host copy rate not measured: " << e.what() << "\n";
+    }
+  }
+
+  // The all-thread read rate, once, when a decode case is to run on the CPU: its yardstick.
+  if (std::any_of(results.begin(), results.end(), [&](const Result& r) {
+        return r.c.backend == "cpu" && (r.c.decode_shape() || r.c.variant == "decode") &&
+               bench::skip_reason(r.c, a, cuda_ok, cuda_reason).empty();
+      })) {
+    try {
+      machine.host_read_gbs = bench::host_read_probe_all_cores();
+      std::cerr << "host read probe: " << format_number("%.1f", machine.host_read_gbs)
+                << " GB/s (every thread, read only)\n";
+    } catch (const std::exception& e) {
+      std::cerr << "bench: host read rate not measured: " << e.what() << "\n";
     }
   }
 
@@ -134,7 +150,7 @@ void register_bench(CLI::App& app, int& exit_code) {
       "max ms, TFLOP/s, bytes and GB/s, peak memory, error; skipped cases with the reason");
   b->add_option("--backend", a->backend_list, "cpu and/or cuda (default cpu,cuda)")
       ->type_name("LIST");
-  b->add_option("--variant", a->variant_list, "staged and/or fused (default staged,fused)")
+  b->add_option("--variant", a->variant_list, "staged, fused and/or decode (default staged,fused)")
       ->type_name("LIST");
   b->add_option("--precision", a->precision_list, "fp32 and/or bf16 (default fp32,bf16)")
       ->type_name("LIST");
@@ -142,6 +158,12 @@ void register_bench(CLI::App& app, int& exit_code) {
   b->add_option("--d", a->d_list, "head dims, d_k = d_v (default 64)")->type_name("LIST");
   b->add_option("--heads", a->heads_list, "B*H heads (default 1)")->type_name("LIST");
   b->add_option("--mask", a->mask_list, "none and/or causal (default none)")->type_name("LIST");
+  b->add_option("--queries", a->queries_list,
+                "decode shapes: queries at the end of each N (default: N, prefill)")
+      ->type_name("LIST");
+  b->add_option("--kv-heads", a->kv_heads_list,
+                "key/value heads shared by the heads, each dividing them (default: one per head)")
+      ->type_name("LIST");
   b->add_option("--repeat", a->repeat, "timed repetitions per case (default 10)")
       ->type_name("R");
   b->add_option("--warmup", a->warmup, "untimed repetitions first (default 2)")->type_name("W");

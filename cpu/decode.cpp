@@ -3,7 +3,8 @@
 // products that stream K_blk and V_blk once, vectorised along d; with a few rows (grouped heads,
 // a few new tokens) they are small GEMMs over the same block, still read once from memory.
 // The exp is the fused kernel's exp_nonpositive (exactly 0 for masked keys) over packets of a row
-// padded with -inf to whole packets.
+// padded with -inf to whole packets. The next block's K and V are prefetched while the current
+// one is worked on.
 #include "core/gcc12_avx512.h"  // first: see there
 
 #include "cpu/decode.h"
@@ -36,6 +37,11 @@ constexpr int kMinSplitKeys = 2048;
 constexpr int kItemsPerWorker = 4;
 
 int round_up(int x, int to) { return (x + to - 1) / to * to; }
+
+// A software prefetch of `count` floats, one request per cache line.
+void prefetch(const float* x, std::size_t count) {
+  for (std::size_t i = 0; i < count; i += 16) __builtin_prefetch(x + i, 0, 1);
+}
 
 }  // namespace
 
@@ -79,6 +85,12 @@ void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, Matrix
     const int padded = round_up(cols, kLanes);
     const ConstRows kb(p.k().data() + (kv + b0) * d_k, cols, d_k);
     const ConstRows vb(p.v().data() + (kv + b0) * d_v, cols, d_v);
+    // The next block's K and V requested now, so that their reads overlap this block's work.
+    if (b0 + kKeyBlock < k1) {
+      const int next = std::min(kKeyBlock, k1 - b0 - kKeyBlock);
+      prefetch(p.k().data() + (kv + b0 + kKeyBlock) * d_k, static_cast<std::size_t>(next) * d_k);
+      prefetch(p.v().data() + (kv + b0 + kKeyBlock) * d_v, static_cast<std::size_t>(next) * d_v);
+    }
     RowsMap s(scratch.data(), rows, cols, Eigen::OuterStride<>(ld));
     s.noalias() = qg * kb.transpose();
     for (int r = 0; r < rows; ++r) {

@@ -60,7 +60,7 @@ struct BenchProblem {
 
 BenchProblem make_bench_problem(const Case& c, std::uint64_t seed) {
   BenchProblem b;
-  b.p = random_problem(c.n, c.d, c.d, seed, c.heads);
+  b.p = random_problem(c.q(), c.n, c.d, c.d, seed, c.heads, c.g());
   b.p.mask = c.mask == "causal" ? MaskKind::Causal : MaskKind::None;
   const Problem& p = b.p;
   if (static_cast<double>(p.heads) * p.n() * p.m() <= kFullReferenceLimit) {
@@ -80,7 +80,7 @@ BenchProblem make_bench_problem(const Case& c, std::uint64_t seed) {
   for (int r = 0; r < count; ++r) {
     in.q.row(r) = p.q().row(b.rows[r]);
     if (p.mask == MaskKind::Causal)
-      in.custom_mask.row(r).tail(p.m() - 1 - b.rows[r]).setConstant(-std::numeric_limits<float>::infinity());
+      in.custom_mask.row(r).tail(p.m() - 1 - b.rows[r] - p.causal_offset()).setConstant(-std::numeric_limits<float>::infinity());
     in.query_tokens.push_back(p.query_tokens().at(b.rows[r]));
   }
   in.k = p.k().topRows(p.m());
@@ -159,6 +159,7 @@ void run_case(Result& r, const Spec& a, Backend& backend, const BenchProblem& b,
   r.peak_bytes = s.peak_bytes;
   r.tflops = r.flops / (r.median_ms * 1e-3) / 1e12;
   r.gbs = r.moved_bytes / (r.median_ms * 1e-3) / 1e9;
+  r.kv_gbs = r.kv_bytes / (r.median_ms * 1e-3) / 1e9;
   r.rel_err = check_error(b, s.output);
   r.reference = b.which;
   r.kernel = s.kernel;
@@ -230,11 +231,42 @@ double timed_copy(unsigned threads) {
 
 unsigned hardware_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
 
+// Vector code of the read and FMA probes, in Eigen's packets (AVX-512 or AVX2 as the build's -march).
+using VecF = Eigen::internal::packet_traits<float>::type;
+constexpr int kVecLanes = Eigen::internal::packet_traits<float>::size;
+constexpr int kFmaChains = 12;  // enough independent chains to cover the FMA latency on 2 ports
+
+// The sum of count floats (a multiple of kVecLanes) with 8 independent vector sums.
+float sum_floats(const float* x, std::size_t count) {
+  namespace ei = Eigen::internal;
+  VecF acc[8];
+  for (auto& a : acc) a = ei::pset1<VecF>(0.f);
+  std::size_t i = 0;
+  for (; i + 8 * kVecLanes <= count; i += 8 * kVecLanes)
+    for (int c = 0; c < 8; ++c) acc[c] = ei::padd(acc[c], ei::ploadu<VecF>(x + i + c * kVecLanes));
+  for (; i < count; i += kVecLanes) acc[0] = ei::padd(acc[0], ei::ploadu<VecF>(x + i));
+  for (int c = 1; c < 8; ++c) acc[0] = ei::padd(acc[0], acc[c]);
+  return ei::predux(acc[0]);
+}
+
+// kFmaChains chains of `steps` dependent FMAs each (x = x * a + b), returned summed so none is dropped.
+float fma_chains(long steps) {
+  namespace ei = Eigen::internal;
+  VecF x[kFmaChains];
+  for (int c = 0; c < kFmaChains; ++c) x[c] = ei::pset1<VecF>(0.001f * static_cast<float>(c));
+  const VecF a = ei::pset1<VecF>(0.999999f), b = ei::pset1<VecF>(1e-7f);
+  for (long s = 0; s < steps; ++s)
+    for (int c = 0; c < kFmaChains; ++c) x[c] = ei::pmadd(x[c], a, b);
+  for (int c = 1; c < kFmaChains; ++c) x[0] = ei::padd(x[0], x[c]);
+  return ei::predux(x[0]);
+}
+
 }  // namespace
 
 std::string Case::label() const {
   return backend + " " + variant + " " + precision + " " + mask + " heads=" + std::to_string(heads) +
-         " n=" + std::to_string(n) + " d=" + std::to_string(d);
+         " n=" + std::to_string(n) + " d=" + std::to_string(d) +
+         (decode_shape() ? " q=" + std::to_string(q()) + " kv=" + std::to_string(g()) : "");
 }
 
 std::vector<std::string> split_list(const char* name, const std::string& text) {
@@ -297,8 +329,9 @@ void check_spec(const Spec& a) {
 double error_bound(const Case& c) { return c.precision == "bf16" ? kBf16Tol : kRtolFp32; }
 
 double case_flops(const Case& c) {
-  const double f = 4.0 * c.heads * static_cast<double>(c.n) * c.n * c.d;
-  return c.mask == "causal" ? f / 2 : f;
+  const double q = c.q(), n = c.n;
+  const double pairs = c.mask == "causal" ? q * n - q * q / 2 : q * n;
+  return 4.0 * c.heads * pairs * c.d;
 }
 
 // The fewest bytes each staged kernel must move in fp32, each input read once and each output
@@ -318,8 +351,9 @@ std::vector<Stage> staged_stage_bytes(const Case& c) {
 
 void case_bytes(const Case& c, double& min_bytes, double& moved_bytes) {
   const double in_elem = c.precision == "bf16" ? 2.0 : 4.0;
-  const double hn = static_cast<double>(c.heads) * c.n;
-  min_bytes = in_elem * hn * 3.0 * c.d + 4.0 * hn * c.d;
+  const double hq = static_cast<double>(c.heads) * c.q();
+  const double kv = in_elem * static_cast<double>(c.g()) * c.n * 2.0 * c.d;
+  min_bytes = in_elem * hq * c.d + kv + 4.0 * hq * c.d;
   moved_bytes = min_bytes;
   if (c.variant == "staged" || c.variant == "plain") {  // plain: the same four stages
     moved_bytes = 0;
@@ -328,7 +362,7 @@ void case_bytes(const Case& c, double& min_bytes, double& moved_bytes) {
 }
 
 double cpu_rate_guess(const std::string& variant) {
-  return variant == "fused" ? kCpuFusedFlops : kCpuStagedFlops;  // plain: staged
+  return variant == "staged" || variant == "plain" ? kCpuStagedFlops : kCpuFusedFlops;
 }
 
 std::string skip_reason(const Case& c, const Spec& a, bool cuda_ok, const std::string& cuda_reason) {
@@ -337,6 +371,12 @@ std::string skip_reason(const Case& c, const Spec& a, bool cuda_ok, const std::s
     if (c.variant != "fused") return "bf16 on cuda runs only on the fused kernel";
     if (std::string why = cuda::fused_bf16_shape_error(c.d, c.d); !why.empty()) return why;
   }
+  if (c.q() > c.n) return "more queries than keys";
+  if (c.heads % c.g() != 0) return std::to_string(c.g()) + " key/value heads do not divide " + std::to_string(c.heads) + " heads";
+  if (c.backend == "cuda" && c.variant == "decode") return "the decode variant runs on the CPU";
+  if (c.backend == "cuda" && c.mask == "causal" && c.q() != c.n)
+    return "the CUDA kernels apply a causal mask to as many queries as keys only";
+  if (c.precision == "bf16" && c.variant == "decode") return "the decode kernel computes in fp32";
   if (c.backend == "cuda" && !cuda_ok) return "no CUDA device: " + cuda_reason;
   if (c.backend == "cpu") {
     const double seconds = case_flops(c) / cpu_rate_guess(c.variant) * (a.repeat + a.warmup);
@@ -354,20 +394,23 @@ std::vector<Result> plan(const Spec& a) {
       for (const auto& pr : a.precisions)
         for (const auto& mk : a.masks)
           for (int h : a.heads)
-            for (int d : a.ds)
-              for (int n : a.ns) {
-                Result r;
-                r.c = Case{b, v, pr, mk, h, n, d};
-                r.flops = case_flops(r.c);
-                case_bytes(r.c, r.min_bytes, r.moved_bytes);
-                results.push_back(r);
-                // The baseline row right after its staged case: CPU, fp32, staged only.
-                if (a.baseline && b == "cpu" && v == "staged" && pr == "fp32") {
-                  r.c.variant = "plain";
-                  case_bytes(r.c, r.min_bytes, r.moved_bytes);
-                  results.push_back(r);
-                }
-              }
+            for (int g : a.kv_heads.empty() ? std::vector<int>{0} : a.kv_heads)
+              for (int d : a.ds)
+                for (int q : a.queries.empty() ? std::vector<int>{0} : a.queries)
+                  for (int n : a.ns) {
+                    Result r;
+                    r.c = Case{b, v, pr, mk, h, n, d, q == n ? 0 : q, g == h ? 0 : g};
+                    r.flops = case_flops(r.c);
+                    case_bytes(r.c, r.min_bytes, r.moved_bytes);
+                    r.kv_bytes = (pr == "bf16" ? 2.0 : 4.0) * r.c.g() * static_cast<double>(n) * 2.0 * d;
+                    results.push_back(r);
+                    // The baseline row right after its staged case: CPU, fp32, staged only.
+                    if (a.baseline && b == "cpu" && v == "staged" && pr == "fp32") {
+                      r.c.variant = "plain";
+                      case_bytes(r.c, r.min_bytes, r.moved_bytes);
+                      results.push_back(r);
+                    }
+                  }
   return results;
 }
 
@@ -379,7 +422,7 @@ Outcome run_sweep(std::vector<Result>& results, const Spec& a, bool cuda_ok,
   // lists' order.
   const auto shape = [&results](std::size_t i) {
     const Case& c = results[i].c;
-    return std::make_tuple(c.mask, c.heads, c.d, c.n);
+    return std::make_tuple(c.mask, c.heads, c.g(), c.d, c.q(), c.n);
   };
   std::vector<std::size_t> order(results.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -417,7 +460,7 @@ Outcome run_sweep(std::vector<Result>& results, const Spec& a, bool cuda_ok,
         problem.reset();  // the previous shape's inputs go before the next ones are built
         // Q, K, V and the output in fp32, before they are allocated: a size the machine could
         // map but not back would end in the kernel's OOM killer, not in bad_alloc.
-        check_host_memory(16.0 * r.c.heads * r.c.n * r.c.d, "the inputs and output",
+        check_host_memory(4.0 * (2.0 * r.c.heads * r.c.q() + 2.0 * r.c.g() * r.c.n) * r.c.d, "the inputs and output",
                           "try a smaller N, d or fewer heads");
         problem = make_bench_problem(r.c, a.seed);
         problem_of = i;
@@ -487,6 +530,63 @@ const char* const kCpuSgemmRule =
     "Eigen fp32 GEMM C = A B, n = 1024, the rows of A split over every hardware thread, one "
     "warm-up, best of 5; GFLOP/s = 2 n^3 / best time";
 
+const char* const kHostReadRule =
+    "every hardware thread sums its own slice of a 1 GiB fp32 buffer at once (8 independent vector "
+    "sums each), one warm-up pass, best of 5; GB/s = 1 GiB / best time";
+const char* const kCpuFmaRule =
+    "every hardware thread runs 12 independent chains of vector fused multiply-adds in registers "
+    "at once, 2^24 steps per chain, best of 5; GFLOP/s = 2 x lanes x chains x steps x threads / time";
+
+double host_read_probe_all_cores() {
+  constexpr std::size_t bytes = std::size_t{1} << 30;
+  check_host_memory(static_cast<double>(bytes), "the host read probe", "the read rate is left out");
+  const unsigned threads = hardware_threads();
+  const std::size_t count = bytes / sizeof(float), slice = count / threads / kVecLanes * kVecLanes;
+  std::vector<float> buf(count);
+  std::vector<float> sums(threads);
+  const auto each = [&](auto&& body) {
+    parallel_items(threads, threads, [&](unsigned, std::size_t item) {
+      const std::size_t lo = item * slice, hi = item + 1 == threads ? count : lo + slice;
+      body(item, lo, hi);
+    });
+  };
+  // First touch by the thread that reads the slice (its pages on that thread's memory node).
+  each([&](std::size_t, std::size_t lo, std::size_t hi) { std::fill(buf.begin() + lo, buf.begin() + hi, 1.f); });
+  const auto read = [&] {
+    each([&](std::size_t item, std::size_t lo, std::size_t hi) { sums[item] = sum_floats(buf.data() + lo, hi - lo); });
+  };
+  read();
+  double best = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    read();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  volatile float sink = sums[0];  // the sums are read, so no pass can be dropped
+  static_cast<void>(sink);
+  return best > 0 ? static_cast<double>(bytes) / best / 1e9 : 0;
+}
+
+double cpu_fma_peak_gflops() {
+  constexpr long steps = 1L << 24;
+  const unsigned threads = hardware_threads();
+  std::vector<float> out(threads);
+  const auto run = [&] {
+    parallel_items(threads, threads, [&](unsigned, std::size_t item) { out[item] = fma_chains(steps); });
+  };
+  run();
+  double best = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    run();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  volatile float sink = out[0];
+  static_cast<void>(sink);
+  const double flops = 2.0 * kVecLanes * kFmaChains * static_cast<double>(steps) * threads;
+  return best > 0 ? flops / best / 1e9 : 0;
+}
+
 double host_copy_probe() { return timed_copy(1); }
 
 double host_copy_probe_all_cores() { return timed_copy(hardware_threads()); }
@@ -517,14 +617,16 @@ double cpu_sgemm_probe_gflops() {
 
 Ceilings cpu_ceilings() {
   Ceilings c;
-  c.bandwidth_rule = kHostCopyAllCoresRule;
+  c.bandwidth_rule = kHostReadRule;
   c.gemm_rule = kCpuSgemmRule;
+  c.peak_rule = kCpuFmaRule;
   try {
-    c.bandwidth_gbs = host_copy_probe_all_cores();
+    c.bandwidth_gbs = host_read_probe_all_cores();
   } catch (const std::exception& e) {
-    c.note = std::string("copy probe: ") + e.what();
+    c.note = std::string("read probe: ") + e.what();
   }
   c.gemm_gflops = cpu_sgemm_probe_gflops();
+  c.peak_gflops = cpu_fma_peak_gflops();
   return c;
 }
 

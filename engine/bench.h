@@ -31,8 +31,14 @@ namespace attnlab::bench {
 
 struct Case {
   std::string backend, variant, precision, mask;  // variant "plain": the --baseline chain
-  int heads = 1, n = 0, d = 0;
-  // "cpu fused fp32 none heads=1 n=1024 d=64"
+  int heads = 1, n = 0, d = 0;  // n: the sequence (keys); d = d_k = d_v
+  // Decode shapes: the last `queries` of the n positions (0: all n, prefill) and the key/value
+  // heads the heads share (0: one each).
+  int queries = 0, kv_heads = 0;
+  int q() const { return queries > 0 ? queries : n; }
+  int g() const { return kv_heads > 0 ? kv_heads : heads; }
+  bool decode_shape() const { return q() != n || g() != heads; }
+  // "cpu fused fp32 none heads=1 n=1024 d=64", then " q=1 kv=8" for a decode shape
   std::string label() const;
 };
 
@@ -51,6 +57,9 @@ struct Result {
   std::vector<double> ms;  // every timed repetition, in order (the spread)
   double flops = 0, tflops = 0;
   double min_bytes = 0, moved_bytes = 0, gbs = 0;
+  // The key/value cache's bytes (K and V read once) and their read rate at the median time: the
+  // yardstick of decode, read against the machine's read bandwidth.
+  double kv_bytes = 0, kv_gbs = 0;
   std::size_t peak_bytes = 0;
   double rel_err = std::numeric_limits<double>::quiet_NaN();
   std::string reference;
@@ -67,6 +76,9 @@ struct Spec {
   std::vector<std::string> backends{"cpu", "cuda"}, variants{"staged", "fused"},
       precisions{"fp32", "bf16"}, masks{"none"};
   std::vector<int> ns{1024, 4096}, ds{64}, heads{1};
+  // Decode shapes: each value of queries (at most n) and kv_heads (dividing heads) with every
+  // other combination; empty = today's prefill (queries = n, kv_heads = heads).
+  std::vector<int> queries, kv_heads;
   int repeat = 10;
   int warmup = 2;
   std::uint64_t seed = 0;
@@ -81,11 +93,13 @@ std::vector<std::string> split_list(const char* name, const std::string& text);
 std::vector<int> int_list(const char* name, const std::string& text, int hi);
 // Words, no repeats (a value given twice would time the same case twice).
 std::vector<std::string> word_list(const char* name, const std::string& text);
-// Refuses a backend other than cpu/cuda, a variant other than staged/fused, a precision other than
+// Refuses a backend other than cpu/cuda, a variant other than staged/fused/decode, a precision other than
 // fp32/bf16, a mask other than none/causal, repeat < 1, warmup < 0, max_seconds <= 0.
 void check_spec(const Spec& s);
 
 // ---- the rules ---------------------------------------------------------------------------------
+// 4 d per visible (query, key) pair per head: q n pairs, q n - q^2 / 2 under causal (n^2 / 2 for
+// a prefill).
 double case_flops(const Case& c);
 // The largest rel_err a case may have: 1e-5 in fp32 (the project's fp32 goal, 3xTF32 included)
 // and 2e-2 in bf16 (verify's bf16 tolerance).
@@ -100,7 +114,8 @@ std::string skip_reason(const Case& c, const Spec& s, bool cuda_ok, const std::s
 // estimate, and the perf view's first guess of the time left.
 double cpu_rate_guess(const std::string& variant);
 
-// Every case of the spec in list order (backend, variant, precision, mask, heads, d, n), flops and
+// Every case of the spec in list order (backend, variant, precision, mask, heads, kv_heads, d,
+// queries, n), flops and
 // bytes filled in, the baseline row right after its staged case. Nothing is run.
 std::vector<Result> plan(const Spec& s);
 
@@ -141,18 +156,30 @@ extern const char* const kHostCopyRule;
 // attainable bandwidth, the CPU roofline's memory ceiling (the CPU kernels run on every core).
 double host_copy_probe_all_cores();
 extern const char* const kHostCopyAllCoresRule;
+// Every hardware thread reading its own slice of a buffer far past the last-level cache at once
+// (a vector sum): GB/s read, the ceiling decode's K+V read rate is measured against.
+double host_read_probe_all_cores();
+extern const char* const kHostReadRule;
 // Eigen SGEMM (fp32) on every hardware thread, each multiplying its own row block of a square
-// problem: GFLOP/s (2 n^3 / best time of 5), the CPU roofline's compute ceiling.
+// problem: GFLOP/s (2 n^3 / best time of 5), a labelled point under the compute roof.
 double cpu_sgemm_probe_gflops();
 extern const char* const kCpuSgemmRule;
+// The FMA peak: independent fused multiply-add chains in vector registers on every hardware
+// thread at once, GFLOP/s (2 per lane per FMA), best of 5: the CPU roofline's compute ceiling.
+double cpu_fma_peak_gflops();
+extern const char* const kCpuFmaRule;
 
 // The ceilings of one backend for the roofline; 0: not measured (why in `note`).
 struct Ceilings {
   double bandwidth_gbs = 0;  // memory
-  double gemm_gflops = 0;    // fp32 GEMM
-  std::string bandwidth_rule, gemm_rule, note;
+  double gemm_gflops = 0;    // fp32 GEMM: a labelled point where the peak is measured, else the roof
+  double peak_gflops = 0;    // the FMA peak; 0: not measured (the GEMM probe is the roof then)
+  std::string bandwidth_rule, gemm_rule, peak_rule, note;
+  // The compute roof: the FMA peak where measured, else the GEMM probe.
+  double compute_gflops() const { return peak_gflops > 0 ? peak_gflops : gemm_gflops; }
 };
-// The CPU's: host_copy_probe_all_cores and cpu_sgemm_probe_gflops.
+// The CPU's: host_read_probe_all_cores (the memory roof), cpu_fma_peak_gflops (the compute roof)
+// and cpu_sgemm_probe_gflops (a point under it).
 Ceilings cpu_ceilings();
 // The device's: cuda::copy_bandwidth_gbs and the cuBLAS SGEMM probe (kernels/cublas_probe.h);
 // zeros and a note where CUDA is not built, no device answers or cuBLAS is not found.

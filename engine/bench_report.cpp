@@ -32,7 +32,8 @@ std::string today() {
 nlohmann::json to_json(const Result& r) {
   nlohmann::json j = {{"backend", r.c.backend}, {"variant", r.c.variant},
                       {"precision", r.c.precision}, {"mask", r.c.mask},
-                      {"heads", r.c.heads}, {"n", r.c.n}, {"d", r.c.d}};
+                      {"heads", r.c.heads}, {"n", r.c.n}, {"d", r.c.d},
+                      {"queries", r.c.q()}, {"kv_heads", r.c.g()}};
   if (!r.ran) {
     j["status"] = "skipped";
     j["reason"] = r.reason;
@@ -50,6 +51,8 @@ nlohmann::json to_json(const Result& r) {
   j["min_bytes"] = r.min_bytes;
   j["moved_bytes"] = r.moved_bytes;
   j["gbs"] = r.gbs;
+  j["kv_bytes"] = r.kv_bytes;
+  j["kv_gbs"] = r.kv_gbs;
   j["peak_bytes"] = r.peak_bytes;
   j["rel_err"] = std::isfinite(r.rel_err) ? nlohmann::json(r.rel_err) : nlohmann::json(nullptr);
   j["reference"] = r.reference;
@@ -111,7 +114,7 @@ Machine machine_of(bool cuda_ok, std::ostream* log) {
 std::string render_csv(const std::vector<Result>& results) {
   std::ostringstream o;
   o << "backend,variant,precision,mask,heads,n,d,status,median_ms,min_ms,max_ms,tflops,gbs,"
-       "min_bytes,moved_bytes,peak_bytes,rel_err,reference,reason\n";
+       "min_bytes,moved_bytes,peak_bytes,rel_err,reference,queries,kv_heads,kv_bytes,kv_gbs,reason\n";
   for (const auto& r : results) {
     o << r.c.backend << ',' << r.c.variant << ',' << r.c.precision << ',' << r.c.mask << ','
       << r.c.heads << ',' << r.c.n << ',' << r.c.d << ',';
@@ -119,12 +122,19 @@ std::string render_csv(const std::vector<Result>& results) {
       o << (r.inaccurate ? "inaccurate," : "ok,") << format_number("%.6g", r.median_ms) << ',' << format_number("%.6g", r.min_ms) << ','
         << format_number("%.6g", r.max_ms) << ',' << format_number("%.6g", r.tflops) << ',' << format_number("%.6g", r.gbs)
         << ',' << format_number("%.0f", r.min_bytes) << ',' << format_number("%.0f", r.moved_bytes) << ','
-        << r.peak_bytes << ',' << format_number("%.3e", r.rel_err) << ',' << csv_field(r.reference) << ",\n";
+        << r.peak_bytes << ',' << format_number("%.3e", r.rel_err) << ',' << csv_field(r.reference) << ','
+        << r.c.q() << ',' << r.c.g() << ',' << format_number("%.0f", r.kv_bytes) << ',' << format_number("%.6g", r.kv_gbs)
+        << ",\n";
     } else {
-      o << "skipped,,,,,,,,,,," << csv_field(r.reason) << '\n';
+      o << "skipped,,,,,,,,,,," << r.c.q() << ',' << r.c.g() << ",,," << csv_field(r.reason) << '\n';
     }
   }
   return o.str();
+}
+
+double kv_read_fraction(const Machine& m, const Result& r) {
+  const double bw = r.c.backend == "cuda" ? m.copy_gbs : m.host_read_gbs;
+  return r.ran && bw > 0 ? r.kv_gbs / bw : 0;
 }
 
 std::string render_json(const Machine& m, const std::vector<Result>& results,
@@ -132,6 +142,7 @@ std::string render_json(const Machine& m, const std::vector<Result>& results,
   nlohmann::json cases = nlohmann::json::array(), skipped = nlohmann::json::array();
   for (const auto& r : results) {
     nlohmann::json c = to_json(r);
+    if (const double f = kv_read_fraction(m, r); f > 0) c["kv_read_fraction"] = f;
     if (const Result* pl = r.ran ? plain_of(results, r) : nullptr; pl != nullptr)
       c["staged_over_plain"] = r.median_ms / pl->median_ms;
     (r.ran ? cases : skipped).push_back(c);
@@ -144,6 +155,8 @@ std::string render_json(const Machine& m, const std::vector<Result>& results,
       {"host_copy_gbs",
        m.host_copy_gbs > 0 ? nlohmann::json(m.host_copy_gbs) : nlohmann::json(nullptr)},
       {"host_copy_rule", kHostCopyRule},
+      {"host_read_gbs", m.host_read_gbs > 0 ? nlohmann::json(m.host_read_gbs) : nlohmann::json(nullptr)},
+      {"host_read_rule", kHostReadRule},
       {"baseline", a.baseline},
       {"repeat", a.repeat},
       {"warmup", a.warmup},
@@ -153,7 +166,8 @@ std::string render_json(const Machine& m, const std::vector<Result>& results,
          for (const auto& [var, value] : kernel_configs()) k[var] = value;
          return k;
        }()},
-      {"flops_rule", "4*N^2*d per head, half for causal"},
+      {"flops_rule", "4*d per visible (query, key) pair per query head: q*N pairs, q*N - q^2/2 causal (N^2/2 for a prefill)"},
+      {"kv_rule", "kv_bytes: K and V of every key/value head read once; kv_gbs = kv_bytes / median; kv_read_fraction = kv_gbs / host_read_gbs (cpu) or / copy_bandwidth_gbs (cuda)"},
       {"bytes_rule",
        "min_bytes: inputs read once + output written once; moved_bytes: min for fused; for staged "
        "the sum over its four kernels of what each must read once and write once (scores and "
@@ -187,7 +201,8 @@ std::string render_table(const Machine& m, const std::vector<Result>& results,
     if (value != "0") o << "kernel configuration: " << var << "=" << value << "\n";
   }
   o << "repeat " << a.repeat << ", warmup " << a.warmup << ", seed " << a.seed
-    << "; TFLOP/s = 4 N^2 d per head / median (half for causal); GB/s = moved bytes / median\n\n";
+    << "; TFLOP/s = 4 d per visible (query, key) pair per head / median (4 N^2 d, half for causal, in "
+       "a prefill); GB/s = moved bytes / median\n\n";
   char line[512];
   std::snprintf(line, sizeof line, "%-5s %-6s %-4s %-6s %5s %6s %4s %10s %10s %10s %9s %9s %10s %10s %9s %9s  %s\n",
                 "back", "var", "prec", "mask", "heads", "n", "d", "median ms", "min ms", "max ms",
@@ -206,6 +221,21 @@ std::string render_table(const Machine& m, const std::vector<Result>& results,
   }
   for (const auto& r : results)
     if (r.ran && !r.kernel.empty()) o << "  kernel of " << r.c.label() << ": " << r.kernel << "\n";
+  bool any_decode = false;
+  for (const auto& r : results) {
+    if (!r.ran || !(r.c.decode_shape() || r.c.variant == "decode")) continue;
+    if (!any_decode) {
+      o << "\ndecode: K+V of every key/value head read once, over the median time";
+      if (m.host_read_gbs > 0) o << "; cpu read bandwidth " << format_number("%.1f", m.host_read_gbs) << " GB/s (all threads)";
+      if (m.copy_gbs > 0) o << "; device copy " << format_number("%.0f", m.copy_gbs) << " GB/s";
+      o << ":\n";
+    }
+    any_decode = true;
+    const double f = kv_read_fraction(m, r);
+    o << "  " << r.c.label() << ": K+V " << format_number("%.1f", r.kv_bytes / 1e6) << " MB read at "
+      << format_number("%.1f", r.kv_gbs) << " GB/s"
+      << (f > 0 ? " = " + format_number("%.0f", 100 * f) + " % of the read bandwidth" : std::string()) << "\n";
+  }
   for (const auto& r : results) {
     if (!r.ran || r.stages.empty()) continue;
     o << "  stages of " << r.c.label() << ":";

@@ -132,7 +132,7 @@ TEST(BenchEngine, SmallCpuSweepIsTimedCheckedAndReportedThroughTheHooks) {
   ASSERT_EQ(csv.size(), results.size() + 1);
   EXPECT_EQ(csv[0],
             "backend,variant,precision,mask,heads,n,d,status,median_ms,min_ms,max_ms,tflops,gbs,"
-            "min_bytes,moved_bytes,peak_bytes,rel_err,reference,reason");
+            "min_bytes,moved_bytes,peak_bytes,rel_err,reference,queries,kv_heads,kv_bytes,kv_gbs,reason");
   EXPECT_EQ(csv[1].rfind("cpu,staged,fp32,none,1,32,8,ok,", 0), 0u) << csv[1];
 }
 
@@ -252,12 +252,71 @@ TEST(BenchEngine, CpuProbesMeasureSomething) {
   if (c.note.empty()) EXPECT_GT(c.bandwidth_gbs, 0.0);
   EXPECT_FALSE(c.bandwidth_rule.empty());
   EXPECT_FALSE(c.gemm_rule.empty());
+  // The compute roof is the FMA peak, the SGEMM probe a point that a roof cannot be under.
+  EXPECT_GT(c.peak_gflops, 0.0);
+  EXPECT_EQ(c.compute_gflops(), c.peak_gflops);
+  EXPECT_FALSE(c.peak_rule.empty());
+  EXPECT_GT(bench::host_read_probe_all_cores(), 0.0);
   std::string reason;
   if (!cuda_available(&reason)) {
     const bench::Ceilings g = bench::cuda_ceilings();
     EXPECT_EQ(g.gemm_gflops, 0.0);
     EXPECT_EQ(g.note, "no CUDA device: " + reason);
   }
+}
+
+// Decode shapes: the last q of n positions, G key/value heads; their FLOPs count the visible pairs,
+// their bytes read K and V once per key/value head; each combination of the lists is one case.
+TEST(BenchEngine, DecodeShapesArePlannedCountedRunAndReported) {
+  bench::Case c{"cpu", "decode", "fp32", "causal", 8, 4096, 64, 1, 2};
+  EXPECT_EQ(c.label(), "cpu decode fp32 causal heads=8 n=4096 d=64 q=1 kv=2");
+  EXPECT_DOUBLE_EQ(bench::case_flops(c), 4.0 * 8 * (4096.0 - 0.5) * 64);
+  double lo = 0, moved = 0;
+  bench::case_bytes(c, lo, moved);
+  EXPECT_DOUBLE_EQ(lo, 4.0 * 8 * 64 + 4.0 * 2 * 4096 * 2 * 64 + 4.0 * 8 * 64);
+  // A prefill keeps its rules: q = n and one key/value head per head are not a decode shape.
+  bench::Case pre{"cpu", "fused", "fp32", "none", 2, 128, 16, 128, 2};
+  EXPECT_FALSE(pre.decode_shape());
+  EXPECT_EQ(pre.label(), "cpu fused fp32 none heads=2 n=128 d=16");
+
+  bench::Spec s = small_spec();
+  s.backends = {"cpu", "cuda"};
+  s.variants = {"decode", "fused"};
+  s.masks = {"causal"};
+  s.ns = {3000};
+  s.heads = {4};
+  s.queries = {1, 5};
+  s.kv_heads = {1, 3};
+  std::vector<bench::Result> results = bench::plan(s);
+  ASSERT_EQ(results.size(), 2u * 2 * 2 * 2);
+  EXPECT_EQ(bench::skip_reason(results[2].c, s, true, ""), "3 key/value heads do not divide 4 heads");
+  bench::Case cuda_dec{"cuda", "decode", "fp32", "none", 4, 3000, 8, 1, 1};
+  EXPECT_EQ(bench::skip_reason(cuda_dec, s, true, ""), "the decode variant runs on the CPU");
+  bench::Case over{"cpu", "decode", "fp32", "none", 1, 30, 8, 31, 1};
+  EXPECT_EQ(bench::skip_reason(over, s, true, ""), "more queries than keys");
+  std::string reason;
+  const bool cuda = cuda_available(&reason);
+  bench::run_sweep(results, s, cuda, reason);
+  int ran = 0;
+  for (const auto& r : results) {
+    if (r.c.backend != "cpu" || r.c.g() == 3) continue;
+    ASSERT_TRUE(r.ran) << r.c.label() << ": " << r.reason;
+    EXPECT_FALSE(r.inaccurate) << r.c.label() << " " << r.rel_err;
+    EXPECT_DOUBLE_EQ(r.kv_bytes, 4.0 * r.c.g() * 3000 * 2 * 8);
+    EXPECT_GT(r.kv_gbs, 0.0);
+    ++ran;
+  }
+  EXPECT_EQ(ran, 4);
+  bench::Machine m;
+  m.host_read_gbs = 10;
+  const bench::Result& first = results[0];
+  EXPECT_DOUBLE_EQ(bench::kv_read_fraction(m, first), first.kv_gbs / 10);
+  const std::string table = bench::render_table(m, results, s);
+  EXPECT_NE(table.find("decode: K+V of every key/value head read once"), std::string::npos) << table;
+  EXPECT_NE(table.find("% of the read bandwidth"), std::string::npos) << table;
+  const std::vector<std::string> csv = lines_of(bench::render_csv(results));
+  EXPECT_EQ(csv[0].substr(csv[0].size() - 39), "queries,kv_heads,kv_bytes,kv_gbs,reason") << csv[0];
+  EXPECT_NE(csv[1].find(",1,1,"), std::string::npos) << csv[1];
 }
 
 }  // namespace

@@ -48,7 +48,7 @@ enum class S {
   PerfDone, PerfCancelled, PerfError, PerfChartTime, PerfChartTflops, PerfChartSpeedup,
   PerfChartRoofline, PerfChartMemory, PerfAxisN, PerfAxisMs, PerfAxisTflops, PerfAxisSpeedup,
   PerfAxisIntensity, PerfAxisGflops, PerfAxisMemory, PerfBaseline, PerfSkippedN, PerfPending,
-  PerfTip, PerfTipSpeedup, PerfRoofBw, PerfRoofGemm, PerfRoofMissing, PerfRoofHint, PerfMemWall,
+  PerfTip, PerfTipSpeedup, PerfRoofBw, PerfRoofGemm, PerfRoofPeak, PerfGemmPoint, PerfRoofMissing, PerfRoofHint, PerfMemWall,
   PerfNoPoints, PerfCudaOff, PerfExported, PerfNothingChosen, PerfSpread,
   // several queries at once (issue 14)
   QueriesLabel, QueriesHint, QueriesTable, QueriesMean, QueriesClear, QueriesChart, QueriesNeedRows,

@@ -256,11 +256,20 @@ void draw_roofline(Shell& app, const PerfSnapshot& snap, const std::vector<PerfS
   float label_y = p.a.y + 4;
   for (const Roof& roof : snap.roofs) {
     if (roof.ridge() <= 0) continue;
-    const ImVec2 left = p.at(xa.lo, roof.attainable(xa.lo)), ridge = p.at(roof.ridge(), roof.ceilings.gemm_gflops),
-                 right = p.at(xa.hi, roof.ceilings.gemm_gflops);
+    const double top = roof.ceilings.compute_gflops();
+    const bool peak = roof.ceilings.peak_gflops > 0;
+    const ImVec2 left = p.at(xa.lo, roof.attainable(xa.lo)), ridge = p.at(roof.ridge(), top),
+                 right = p.at(xa.hi, top);
     const ImVec2 pts[] = {left, ridge, right};
     dl->AddPolyline(pts, 3, kRoof, 0, 2.5f);
-    const std::string gemm = fmt(tr(lang, S::PerfRoofGemm), roof.backend.c_str(), g3(roof.ceilings.gemm_gflops).c_str());
+    const std::string gemm = fmt(tr(lang, peak ? S::PerfRoofPeak : S::PerfRoofGemm), roof.backend.c_str(), g3(top).c_str());
+    if (peak && roof.ceilings.gemm_gflops > 0) {
+      // The SGEMM probe: a point under the roof (what a tuned library reaches), labelled, dashed.
+      const float gy = p.at(xa.lo, roof.ceilings.gemm_gflops).y;
+      for (float x = p.a.x; x < p.b.x; x += 12) dl->AddLine(ImVec2(x, gy), ImVec2(std::min(x + 6, p.b.x), gy), kRoof, 1.0f);
+      const std::string pt = fmt(tr(lang, S::PerfGemmPoint), roof.backend.c_str(), g3(roof.ceilings.gemm_gflops).c_str());
+      dl->AddText(ImVec2(p.b.x - ImGui::CalcTextSize(pt.c_str()).x - 6, gy + 2), kRoof, pt.c_str());
+    }
     const std::string bw = fmt(tr(lang, S::PerfRoofBw), roof.backend.c_str(), g3(roof.ceilings.bandwidth_gbs).c_str());
     const float gw = ImGui::CalcTextSize(gemm.c_str()).x;
     dl->AddText(ImVec2(std::max(ridge.x, p.b.x - gw - 6), ridge.y - ImGui::GetTextLineHeight() - 2), kRoof, gemm.c_str());

@@ -261,13 +261,13 @@ std::vector<int> all_ns(const std::vector<PerfSeries>& series) {
 // ---- roofline ----------------------------------------------------------------------------------
 
 double Roof::attainable(double intensity) const {
-  if (ceilings.gemm_gflops <= 0 || ceilings.bandwidth_gbs <= 0) return 0;
-  return std::min(ceilings.gemm_gflops, intensity * ceilings.bandwidth_gbs);
+  if (ceilings.compute_gflops() <= 0 || ceilings.bandwidth_gbs <= 0) return 0;
+  return std::min(ceilings.compute_gflops(), intensity * ceilings.bandwidth_gbs);
 }
 
 double Roof::ridge() const {
-  if (ceilings.gemm_gflops <= 0 || ceilings.bandwidth_gbs <= 0) return 0;
-  return ceilings.gemm_gflops / ceilings.bandwidth_gbs;
+  if (ceilings.compute_gflops() <= 0 || ceilings.bandwidth_gbs <= 0) return 0;
+  return ceilings.compute_gflops() / ceilings.bandwidth_gbs;
 }
 
 void roofline_ranges(const std::vector<PerfSeries>& series, const std::vector<Roof>& roofs, double& x_lo,
@@ -289,6 +289,7 @@ void roofline_ranges(const std::vector<PerfSeries>& series, const std::vector<Ro
     if (r.ridge() <= 0) continue;
     take(r.ridge() * 4, x_lo, x_hi);  // the flat roof visible past the ridge
     take(r.ridge() / 4, x_lo, x_hi);
+    take(r.ceilings.compute_gflops(), y_lo, y_hi);
     take(r.ceilings.gemm_gflops, y_lo, y_hi);
   }
   if (!(x_hi > 0)) x_lo = 1, x_hi = 100;
