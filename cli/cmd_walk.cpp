@@ -53,6 +53,7 @@ void run_walk(const WalkJob& job) {
 
   Walk w = walk_row(p, head, query, tile);
   check_walk(p, w);
+  if (a.splits != 0) walk_splits(p, a.splits, w);
   // The CUDA fused kernel on the whole problem, the row read back: only where a device answers
   // and --backend is not cpu.
   std::string reason;
@@ -91,7 +92,8 @@ void register_walk(CLI::App& app, int& exit_code) {
       ->type_name("B");
   c->add_option("--head", job->head, "Head of a --heads problem (default 0)")->type_name("H");
   c->footer("Examples:\n  attnlab walk --lang en\n  attnlab walk --mask causal --query 3 --tile 2\n"
-            "  attnlab walk --random 4096 --dk 64 --dv 64 --tile 64 --query 100 --format json");
+            "  attnlab walk --random 4096 --dk 64 --dv 64 --tile 64 --query 100 --format json\n"
+            "  attnlab walk --random 65536 --queries 1 --heads 8 --kv-heads 2 --head 5 --mask causal --split 4");
   c->callback([job, &exit_code] {
     run_walk(*job);
     exit_code = 0;

@@ -104,7 +104,61 @@ Json walk_json(const Walk& w) {
   j["cuda_fused_output"] = w.cuda_fused_output ? jvec(*w.cuda_fused_output) : Json(nullptr);
   j["cuda_fused_max_abs_diff"] = w.cuda_fused_diff ? jnum(*w.cuda_fused_diff) : Json(nullptr);
   if (!w.cuda_fused_output) j["cuda_note"] = w.cuda_note;
+  if (w.splits > 0) {
+    Json sp;
+    sp["count"] = w.splits;
+    Json states = Json::array();
+    for (const WalkSplit& st : w.split_states)
+      states.push_back({{"index", st.index}, {"keys", {st.j0, st.j1}}, {"m", jnum(st.m)}, {"l", jnum(st.l)},
+                        {"acc", jvec(st.acc)}});
+    sp["states"] = std::move(states);
+    Json merges = Json::array();
+    for (const WalkMerge& mg : w.merges)
+      merges.push_back({{"split", mg.index}, {"m_a", jnum(mg.m_a)}, {"m_b", jnum(mg.m_b)}, {"m", jnum(mg.m)},
+                        {"a", jnum(mg.a)}, {"b", jnum(mg.b)}, {"l_a", jnum(mg.l_a)}, {"l_b", jnum(mg.l_b)},
+                        {"l", jnum(mg.l)}, {"acc", jvec(mg.acc)}});
+    sp["merges"] = std::move(merges);
+    sp["rule"] = "m = max(m_a, m_b); a = exp(m_a - m); b = exp(m_b - m); l = a l_a + b l_b; acc = a acc_a + b acc_b";
+    sp["output"] = jvec(w.split_output);
+    sp["max_abs_diff_to_walk"] = jnum(w.split_max_abs_diff);
+    sp["l_ulps_to_walk"] = jnum(w.split_l_ulps);
+    sp["fp64_error"] = jnum(w.split_fp64_error);
+    j["split_kv"] = std::move(sp);
+  }
   return j;
+}
+
+// `walk --split S`: each split's state, each merge with its arithmetic, the merged output against
+// the one-pass walk; `bullet` starts every line ("" in text, "- " in markdown).
+std::string split_lines(const Walk& w, Lang lang, const char* bullet) {
+  if (w.splits == 0) return "";
+  const bool z = zh(lang);
+  std::string s = z ? "Split-KV：键分成 " + std::to_string(w.splits) + " 段（与 --variant decode --split " +
+                          std::to_string(w.splits) + " 的切法相同），每段由解码内核算出自己的部分状态 (m, l, acc)，再按段序合并：\n\n"
+                    : "Split-KV: the keys in " + std::to_string(w.splits) + " splits (cut as --variant decode --split " +
+                          std::to_string(w.splits) + " cuts them); the decode kernel computes each split's partial "
+                          "state (m, l, acc), then merges them in split order:\n\n";
+  const auto range = [](int j0, int j1) {
+    return j1 - j0 == 1 ? std::to_string(j0) : std::to_string(j0) + "–" + std::to_string(j1 - 1);
+  };
+  for (const WalkSplit& st : w.split_states)
+    s += bullet + std::string(z ? "第 " + std::to_string(st.index) + " 段 · 键 " : "split " + std::to_string(st.index) + " · keys ") +
+         range(st.j0, st.j1) + ": m " + num(st.m) + " · l " + num(st.l) + " · acc " + vec(st.acc) +
+         (st.l == 0 ? (z ? "（这一段的键对该查询全部不可见：空状态）" : " (no key of the split is visible to the row: an empty state)") : "") + "\n";
+  s += "\n";
+  for (const WalkMerge& mg : w.merges)
+    s += bullet + std::string(z ? "合并第 " + std::to_string(mg.index) + " 段：" : "merge split " + std::to_string(mg.index) + ": ") +
+         "m = max(" + num(mg.m_a) + ", " + num(mg.m_b) + ") = " + num(mg.m) + "; a = exp(m_A − m) = " + num(mg.a) +
+         ", b = exp(m_B − m) = " + num(mg.b) + "; l = a·l_A + b·l_B = " + num(mg.a) + "·" + num(mg.l_a) + " + " +
+         num(mg.b) + "·" + num(mg.l_b) + " = " + num(mg.l) + "; acc = a·acc_A + b·acc_B = " + vec(mg.acc) + "\n";
+  if (!w.merges.empty()) s += "\n";
+  s += bullet + std::string(z ? "合并后的输出 acc / l: " : "merged output acc / l: ") + vec(w.split_output) + "\n";
+  s += bullet + std::string(z ? "与一遍游走的最大差: " : "max |merged − walk|: ") + format_number("%.3g", w.split_max_abs_diff) +
+       (z ? "；l 相差 " : "; l differs by ") + format_number("%.3g", w.split_l_ulps) +
+       (z ? " ulp（同一个和，换了加法顺序）\n" : " ulp of the walk's fp32 l (the same sum, added in another order)\n");
+  s += bullet + std::string(z ? "合并结果相对 fp64 的误差: " : "merged output against fp64: ") +
+       format_number("%.3g", w.split_fp64_error) + "\n";
+  return s;
 }
 
 // The per-tile table as (label, value) rows; keys first when the tile is small.
@@ -188,6 +242,7 @@ std::string render_text(const Walk& w, Lang lang) {
     s += "  " + walk_tile_sentence(w, t.index, lang) + "\n\n";
   }
   s += final_lines(w, lang, "");
+  if (w.splits > 0) s += "\n" + split_lines(w, lang, "");
   return s;
 }
 
@@ -211,6 +266,7 @@ std::string render_markdown(const Walk& w, Lang lang) {
     s += walk_tile_sentence(w, t.index, lang) + "\n\n";
   }
   s += final_lines(w, lang, "- ");
+  if (w.splits > 0) s += "\n### Split-KV\n\n" + split_lines(w, lang, "- ");
   return s;
 }
 

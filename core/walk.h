@@ -35,6 +35,24 @@ struct WalkTile {
   int masked = 0;                // keys of the tile that are masked
 };
 
+// Split-KV (`walk --split S`): the partial online-softmax state of the row over one split of the
+// keys, as the decode kernel computed it (cpu/decode.h split_partial), m in logit units.
+struct WalkSplit {
+  int index = 0;
+  int j0 = 0, j1 = 0;            // keys [j0, j1)
+  double m = 0, l = 0;           // m = -inf, l = 0: the row sees none of the split's keys
+  std::vector<double> acc;       // (d_v) unnormalised
+};
+
+// One step of the combine: the merged state so far (A, splits 0..index-1) with split `index` (B):
+//   m = max(m_A, m_B);  a = exp(m_A - m);  b = exp(m_B - m);  l = a l_A + b l_B;  acc = a acc_A + b acc_B
+struct WalkMerge {
+  int index = 0;
+  double m_a = 0, m_b = 0, m = 0, a = 0, b = 0;
+  double l_a = 0, l_b = 0, l = 0;
+  std::vector<double> acc;       // (d_v) after the merge
+};
+
 struct Walk {
   int query = 0, head = 0, tile = 1;
   int keys = 0;                  // m, keys per head
@@ -57,6 +75,17 @@ struct Walk {
   double fp64_error = 0;                // max |walk - fp64|
   double cpu_fused_diff = 0;            // max |walk - CPU fused|
   std::optional<double> cuda_fused_diff;  // max |walk - CUDA fused|
+
+  // Split-KV (splits > 0): each split's state, the merges in split order, the merged output
+  // (acc / l, fp32) and how far it is from the one-pass walk: max |Δ output|, and |Δ l| in units in
+  // the last place of the walk's fp32 l.
+  int splits = 0;
+  std::vector<WalkSplit> split_states;
+  std::vector<WalkMerge> merges;
+  std::vector<double> split_output;
+  double split_max_abs_diff = 0;
+  double split_l_ulps = 0;
+  double split_fp64_error = 0;          // max |merged - fp64|
 };
 
 // Tiles covering the keys: ceil(m / tile).

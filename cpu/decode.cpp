@@ -1,10 +1,11 @@
-// The CPU split-KV decode kernel (cpu/decode.h has the algorithm). The products are Eigen's: with
-// one query row per key/value head (decode proper) Q_g K_blkᵀ and P V_blk are matrix-vector
-// products that stream K_blk and V_blk once, vectorised along d; with a few rows (grouped heads,
-// a few new tokens) they are small GEMMs over the same block, still read once from memory.
-// The exp is the fused kernel's exp_nonpositive (exactly 0 for masked keys) over packets of a row
-// padded with -inf to whole packets. The next block's K and V are prefetched while the current
-// one is worked on.
+// The CPU split-KV decode kernel (cpu/decode.h has the algorithm). The products are Eigen's. Up
+// to kRowsAsGemv query rows per key/value head (decode proper, grouped heads, a few new tokens)
+// each row is its own pair of matrix-vector products over the key block, vectorised along d: the
+// block comes from memory once and stays in L2 between the rows (a GEMM of so few rows is slower
+// than its rows one by one). More rows: one small GEMM per block and product. The exp is the
+// fused kernel's exp_nonpositive (exactly 0 for masked keys) over packets of a row padded with
+// -inf to whole packets. The next block's K and V are prefetched while the current one is worked
+// on.
 #include "core/gcc12_avx512.h"  // first: see there
 
 #include "cpu/decode.h"
@@ -35,6 +36,7 @@ static_assert(kKeyBlock % kLanes == 0, "a block row is whole packets");
 constexpr int kMinSplitKeys = 2048;
 // Items per worker the automatic plan aims at, so that uneven items still spread.
 constexpr int kItemsPerWorker = 4;
+constexpr int kRowsAsGemv = 16;
 
 int round_up(int x, int to) { return (x + to - 1) / to * to; }
 
@@ -92,7 +94,11 @@ void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, Matrix
       prefetch(p.v().data() + (kv + b0 + kKeyBlock) * d_v, static_cast<std::size_t>(next) * d_v);
     }
     RowsMap s(scratch.data(), rows, cols, Eigen::OuterStride<>(ld));
-    s.noalias() = qg * kb.transpose();
+    if (rows <= kRowsAsGemv) {
+      for (int r = 0; r < rows; ++r) s.row(r).noalias() = qg.row(r) * kb.transpose();
+    } else {
+      s.noalias() = qg * kb.transpose();
+    }
     for (int r = 0; r < rows; ++r) {
       float* row = scratch.data() + r * ld;
       const int i = r % n;
@@ -125,7 +131,11 @@ void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, Matrix
       out.m[r] = m_new;
       if (alpha != 1.f) out.acc.row(r) *= alpha;
     }
-    out.acc.noalias() += s * vb;
+    if (rows <= kRowsAsGemv) {
+      for (int r = 0; r < rows; ++r) out.acc.row(r).noalias() += s.row(r) * vb;
+    } else {
+      out.acc.noalias() += s * vb;
+    }
   }
 }
 

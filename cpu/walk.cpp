@@ -6,6 +6,7 @@
 #include "cpu/walk.h"
 
 #include "cpu/cpu_backend.h"
+#include "cpu/decode.h"
 #include "cpu/online_softmax.h"
 
 #include <algorithm>
@@ -162,6 +163,61 @@ Problem row_problem(const Problem& p, int head, int query) {
     in.custom_mask = p.custom_mask().row(query);
   }
   return r;
+}
+
+void walk_splits(const Problem& p, int splits, Walk& w) {
+  if (splits < 1 || splits > p.m())
+    throw InputError("--split must be between 1 and the number of keys (" + std::to_string(p.m()) + "), got " +
+                     std::to_string(splits));
+  const cpu::decode::SplitPlan plan = cpu::decode::plan_splits(p, 1, splits);
+  const int g = p.kv_head(w.head), r = cpu::decode::partial_row(p, w.head, w.query), d_v = p.d_v();
+  const float scale = fused_scale(p);
+  const auto logit = [scale](float raw) { return std::isinf(raw) ? -kInf : static_cast<double>(raw) * scale; };
+  w.splits = plan.splits;
+  w.split_states.clear();
+  w.merges.clear();
+  cpu::decode::Partial part;
+  MatrixF scratch;
+  float m = kNegInf, l = 0;
+  std::vector<float> acc(d_v, 0.f);
+  for (int s = 0; s < plan.splits; ++s) {
+    cpu::decode::split_partial(p, g, plan.begin(s), plan.end(s, p.m()), part, scratch);
+    WalkSplit st;
+    st.index = s;
+    st.j0 = plan.begin(s);
+    st.j1 = plan.end(s, p.m());
+    st.m = logit(part.m[r]);
+    st.l = part.l[r];
+    st.acc.assign(part.acc.row(r).data(), part.acc.row(r).data() + d_v);
+    w.split_states.push_back(st);
+    if (s == 0) {  // the first split's state is the merge so far
+      m = part.m[r];
+      l = part.l[r];
+      acc.assign(part.acc.row(r).data(), part.acc.row(r).data() + d_v);
+      continue;
+    }
+    WalkMerge mg;
+    mg.index = s;
+    const cpu::online::MergeFactors f = cpu::online::merge_factors(m, part.m[r], scale);
+    mg.m_a = logit(m);
+    mg.m_b = logit(part.m[r]);
+    mg.m = logit(f.m);
+    mg.a = f.a;
+    mg.b = f.b;
+    mg.l_a = l;
+    mg.l_b = part.l[r];
+    cpu::online::merge_states(m, l, acc.data(), part.m[r], part.l[r], part.acc.row(r).data(), d_v, scale);
+    mg.l = l;
+    mg.acc.assign(acc.begin(), acc.end());
+    w.merges.push_back(std::move(mg));
+  }
+  w.split_output.assign(d_v, 0.0);
+  for (int c = 0; c < d_v; ++c) w.split_output[c] = acc[c] / l;  // the combine's fp32 division
+  w.split_max_abs_diff = walk_max_abs_diff(w.split_output, w.output);
+  if (!w.fp64_output.empty()) w.split_fp64_error = walk_max_abs_diff(w.split_output, w.fp64_output);
+  const float walk_l = static_cast<float>(w.tiles.back().l);
+  const float ulp = std::nextafter(walk_l, std::numeric_limits<float>::infinity()) - walk_l;
+  w.split_l_ulps = std::abs(static_cast<double>(l) - walk_l) / ulp;
 }
 
 double walk_max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {

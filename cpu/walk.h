@@ -27,6 +27,14 @@ Problem row_problem(const Problem& p, int head, int query);
 // walk's output. The CUDA output is the caller's (it needs the registry and a device).
 void check_walk(const Problem& p, Walk& w);
 
+// (one row) The split-KV computation of the row: the keys cut as the decode kernel cuts them for
+// `splits` splits (cpu/decode.h plan_splits), each split's partial state from the kernel's
+// split_partial, then the kernel's merge (merge_states) split by split, into w's split fields;
+// the one-pass walk in w (walk_row) and its fp64 check (check_walk, when run first) are what the
+// merged result is compared with. InputError for
+// splits < 1 or more splits than keys.
+void walk_splits(const Problem& p, int splits, Walk& w);
+
 // max |a - b| (infinity when the sizes differ).
 double walk_max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
 

@@ -402,6 +402,40 @@ TEST_F(Cli, CausalPlacesTheQueriesAtTheEndOfTheKeys) {
                  {"no more queries than keys", "3 queries", "2 keys"});
 }
 
+// Decode shapes from the command line: --queries and --kv-heads shape a random problem, the decode
+// variant prints its split count, the JSON carries heads, kv_heads and splits; wrong values get
+// one error line each.
+TEST_F(Cli, DecodeShapesAndTheDecodeVariant) {
+  const CliResult t = run({"run", "--random", "5000", "--queries", "2", "--heads", "4", "--kv-heads", "2",
+                           "--dk", "8", "--dv", "8", "--variant", "decode", "--split", "3", "--mask", "causal",
+                           "--lang", "en"});
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_TRUE(contains(t.out, "n=2 queries, m=5000 keys")) << t.out.substr(0, 600);
+  EXPECT_TRUE(contains(t.out, "decode · fp32")) << t.out.substr(0, 600);
+  EXPECT_TRUE(contains(t.out, "keys in 3 splits")) << t.out.substr(0, 600);
+  EXPECT_TRUE(contains(t.out, "4 heads (sharing 2 key/value heads)")) << t.out.substr(0, 600);
+  const CliResult j = run({"run", "--random", "3000", "--queries", "1", "--heads", "8", "--kv-heads", "1",
+                           "--dk", "8", "--dv", "8", "--variant", "decode", "--format", "json"});
+  ASSERT_EQ(j.code, 0) << j.err;
+  const json doc = json::parse(j.out);
+  EXPECT_EQ(doc["variant"], "decode");
+  EXPECT_EQ(doc["heads"], 8);
+  EXPECT_EQ(doc["kv_heads"], 1);
+  EXPECT_GE(doc["splits"].get<int>(), 1);
+  EXPECT_EQ(doc["tokens"], json({"2999"}));
+  expect_refused({"run", "--random", "100", "--queries", "101"}, {"--queries must be between 1 and N = 100"});
+  expect_refused({"run", "--random", "100", "--queries", "0"}, {"--queries must be between 1"});
+  expect_refused({"run", "--random", "100", "--heads", "6", "--kv-heads", "4"},
+                 {"6 query heads cannot share 4 key/value heads evenly"});
+  expect_refused({"run", "--random", "100", "--kv-heads", "2"}, {"--kv-heads must be between 1 and --heads 1"});
+  expect_refused({"run", "--kv-heads", "2"}, {"--kv-heads shapes a random problem"});
+  expect_refused({"run", "--random", "100", "--variant", "decode", "--precision", "bf16", "--backend", "cpu"},
+                 {"decode kernel computes in fp32"});
+  expect_refused({"run", "--random", "100", "--variant", "decode", "--split", "-2", "--backend", "cpu"},
+                 {"--split must be"});
+  expect_refused({"run", "--random", "100", "--variant", "prefill"}, {"use staged, fused or decode"});
+}
+
 TEST_F(Cli, FullyMaskedRowNamesRowAndToken) {
   const std::string mask =
       file("mask.csv", "0 0 0 0 0\n0 0 0 0 0\n-inf -inf -inf -inf -inf\n0 0 0 0 0\n0 0 0 0 0\n");

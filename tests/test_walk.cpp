@@ -305,3 +305,97 @@ TEST(WalkCli, TextAndMarkdownInBothLanguages) {
   EXPECT_TRUE(j["tiles"][4]["skipped"].get<bool>());
   EXPECT_LT(j["cpu_fused_max_abs_diff"].get<double>(), 1e-6);
 }
+
+// `walk --split S`: the row's split-KV computation through the decode kernel's own steps. Every
+// split's state is that split's softmax in fp64, each merge follows the rule on screen, and the
+// merged output is the one-pass walk's and the decode kernel's.
+TEST(WalkSplit, EachSplitsStateAndEachMergeAreTheDecodeKernels) {
+  Problem p = random_problem(3, 5000, 16, 8, 41, 4, 2);
+  p.mask = MaskKind::Causal;
+  const int head = 3, query = 1;
+  Walk w = walk_row(p, head, query, 512);
+  check_walk(p, w);
+  walk_splits(p, 4, w);
+  ASSERT_EQ(w.splits, 4);
+  ASSERT_EQ(w.split_states.size(), 4u);
+  ASSERT_EQ(w.merges.size(), 3u);
+  // Each split's m and l against fp64 over its keys (query 1 of 3 sees keys 0..4998).
+  const double scale = 1.0 / std::sqrt(16.0);
+  const Eigen::Index qrow = static_cast<Eigen::Index>(head) * 3 + query, krow = p.kv_row(head);
+  for (const WalkSplit& st : w.split_states) {
+    double mx = -kInf;
+    std::vector<double> x;
+    for (int j = st.j0; j < std::min(st.j1, 4999); ++j) {
+      double s = 0;
+      for (int c = 0; c < 16; ++c) s += static_cast<double>(p.q()(qrow, c)) * p.k()(krow + j, c);
+      x.push_back(s * scale);
+      mx = std::max(mx, s * scale);
+    }
+    double l = 0;
+    for (double v : x) l += std::exp(v - mx);
+    EXPECT_NEAR(st.m, mx, 1e-5) << st.index;
+    EXPECT_NEAR(st.l, l, 1e-5 * l) << st.index;
+  }
+  EXPECT_EQ(w.split_states.back().j1, 5000);
+  // The merge rule, as printed.
+  for (const WalkMerge& mg : w.merges) {
+    EXPECT_DOUBLE_EQ(mg.m, std::max(mg.m_a, mg.m_b));
+    EXPECT_NEAR(mg.a, std::exp(mg.m_a - mg.m), 1e-6);
+    EXPECT_NEAR(mg.b, std::exp(mg.m_b - mg.m), 1e-6);
+    EXPECT_NEAR(mg.l, mg.a * mg.l_a + mg.b * mg.l_b, 1e-5 * mg.l);
+  }
+  // The merged output: the one-pass walk's, fp64's and the decode kernel's own row.
+  EXPECT_LT(w.split_max_abs_diff, 1e-5);
+  EXPECT_LT(w.split_fp64_error, 1e-5);
+  EXPECT_LE(w.split_l_ulps, 64.0);
+  const Trace dec = cpu_decode(p, 4);
+  for (int c = 0; c < 8; ++c) EXPECT_FLOAT_EQ(static_cast<float>(w.split_output[c]), dec.output(qrow, c)) << c;
+}
+
+TEST(WalkSplit, ASplitTheRowCannotSeeIsAnEmptyStateTheMergeIgnores) {
+  Problem p = random_problem(4, 40, 8, 4, 3, 1, 1);
+  p.mask = MaskKind::Causal;
+  // Query 0 sits at position 36: 20 splits of 2 keys, the last (keys 38, 39) all after it, is empty.
+  Walk w = walk_row(p, 0, 0, 8);
+  check_walk(p, w);
+  walk_splits(p, 20, w);
+  ASSERT_EQ(w.splits, 20);
+  const WalkSplit& last = w.split_states.back();
+  EXPECT_EQ(last.j0, 38);
+  EXPECT_EQ(last.l, 0.0);
+  EXPECT_EQ(last.m, -kInf);
+  EXPECT_EQ(w.merges.back().b, 0.0);
+  EXPECT_LT(w.split_max_abs_diff, 1e-6);
+  EXPECT_THROW(walk_splits(p, 41, w), InputError);
+  EXPECT_THROW(walk_splits(p, -1, w), InputError);
+}
+
+TEST(WalkCli, SplitIsPrintedInBothLanguagesAndCarriedByTheJson) {
+  const test::BinaryRun en = test::run_attnlab({"walk", "--lang", "en", "--split", "2"}, "LANG=C.UTF-8");
+  ASSERT_EQ(en.code, 0) << en.err;
+  EXPECT_TRUE(test::contains(en.out, "Split-KV: the keys in 2 splits")) << en.out;
+  EXPECT_TRUE(test::contains(en.out, "merge split 1: m = max("));
+  EXPECT_TRUE(test::contains(en.out, "max |merged − walk|"));
+  const test::BinaryRun zh = test::run_attnlab({"walk", "--lang", "zh", "--split", "3", "--format", "markdown"}, "LANG=C.UTF-8");
+  ASSERT_EQ(zh.code, 0) << zh.err;
+  EXPECT_TRUE(test::contains(zh.out, "### Split-KV"));
+  EXPECT_TRUE(test::contains(zh.out, "合并第 2 段"));
+  const test::BinaryRun js = test::run_attnlab({"walk", "--split", "2", "--format", "json"}, "LANG=C.UTF-8");
+  ASSERT_EQ(js.code, 0) << js.err;
+  const auto j = nlohmann::json::parse(js.out);
+  ASSERT_TRUE(j.contains("split_kv"));
+  EXPECT_EQ(j["split_kv"]["count"], 2);
+  EXPECT_EQ(j["split_kv"]["states"].size(), 2u);
+  EXPECT_EQ(j["split_kv"]["merges"].size(), 1u);
+  for (const char* key : {"m_a", "m_b", "m", "a", "b", "l_a", "l_b", "l", "acc"})
+    EXPECT_TRUE(j["split_kv"]["merges"][0].contains(key)) << key;
+  EXPECT_LT(j["split_kv"]["max_abs_diff_to_walk"].get<double>(), 1e-6);
+  // Without --split there is no split section.
+  const test::BinaryRun plain = test::run_attnlab({"walk", "--format", "json"}, "LANG=C.UTF-8");
+  EXPECT_FALSE(nlohmann::json::parse(plain.out).contains("split_kv"));
+  for (const std::string bad : {"-1", "6", "x"}) {
+    const test::BinaryRun r = test::run_attnlab({"walk", "--split", bad}, "LANG=C.UTF-8");
+    EXPECT_EQ(r.code, 2) << bad;
+    EXPECT_EQ(test::lines_of(r.err).size(), 1u) << r.err;
+  }
+}

@@ -278,5 +278,30 @@ TEST(CudaDevice, DescriptionAndCopyBandwidth) {
 }
 #endif
 
+// Decode shapes on CUDA: a grouped cache (kv_group > 1) is read as one copy per query head by the
+// staged and fused kernels and matches fp64; a causal mask with fewer queries than keys and the
+// decode variant are refused with the reason (they run on the CPU).
+TEST(CudaDecodeShapes, GroupedHeadsMatchFp64AndCausalDecodeIsRefused) {
+  ATTNLAB_REQUIRE_CUDA();
+  Problem p = random_problem(5, 700, 64, 64, 3, 8, 2);
+  const TraceD ref = reference_fp64(p);
+  auto cuda = make_backend("cuda");
+  for (Variant v : {Variant::Staged, Variant::Fused}) {
+    RunOptions o;
+    o.variant = v;
+    o.keep_stages = false;
+    const Trace t = cuda->run(p, o);
+    const double err = (t.output.cast<double>() - ref.output).cwiseAbs().maxCoeff() / ref.output.cwiseAbs().maxCoeff();
+    EXPECT_LE(err, test::fp32_tolerance(p)) << to_string(v);
+  }
+  p.mask = MaskKind::Causal;
+  RunOptions o;
+  o.variant = Variant::Fused;
+  EXPECT_NE(test::message_of<InputError>([&] { cuda->run(p, o); }).find("run on the CPU"), std::string::npos);
+  p.mask = MaskKind::None;
+  o.variant = Variant::Decode;
+  EXPECT_NE(test::message_of<InputError>([&] { cuda->run(p, o); }).find("runs on the CPU"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace attnlab
