@@ -280,8 +280,8 @@ std::string render_verify_text(const VerifyReport& r, Lang lang) {
         << " masked entries are 0)\n";
     }
   } else {
-    o << (zh ? "行和与被屏蔽的权重：未检查（融合计算不保留权重）\n"
-             : "row sums and masked weights: not checked (a fused run keeps no weights)\n");
+    o << (zh ? "行和与被屏蔽的权重：未检查（融合或解码计算不保留权重）\n"
+             : "row sums and masked weights: not checked (a fused or decode run keeps no weights)\n");
   }
   if (r.precision == Precision::BF16)
     o << (zh ? "容差：bf16 输入，rtol = 2e-2，atol = 2e-2；分数、缩放分数和 logits 的 atol 取 bf16 "

@@ -14,6 +14,7 @@
 #include "core/verify.h"
 #include "cpu/cpu_backend.h"
 #include "core/parallel.h"
+#include "kernels/decode.h"       // plain C++: the decode kernel's shapes
 #include "kernels/tile_config.h"  // plain C++: the bf16 kernel's head dims
 #include "engine/registry.h"
 #ifdef ATTNLAB_HAVE_CUDA
@@ -373,9 +374,10 @@ std::string skip_reason(const Case& c, const Spec& a, bool cuda_ok, const std::s
   }
   if (c.q() > c.n) return "more queries than keys";
   if (c.heads % c.g() != 0) return std::to_string(c.g()) + " key/value heads do not divide " + std::to_string(c.heads) + " heads";
-  if (c.backend == "cuda" && c.variant == "decode") return "the decode variant runs on the CPU";
-  if (c.backend == "cuda" && c.mask == "causal" && c.q() != c.n)
-    return "the CUDA kernels apply a causal mask to as many queries as keys only";
+  if (c.backend == "cuda" && c.variant == "decode" && c.precision == "fp32")
+    if (std::string why = cuda::decode_shape_error(c.d, c.d, c.heads / c.g(), c.q()); !why.empty()) return why;
+  if (c.backend == "cuda" && c.variant != "decode" && c.mask == "causal" && c.q() != c.n)
+    return "the CUDA prefill kernels apply a causal mask to as many queries as keys only";
   if (c.precision == "bf16" && c.variant == "decode") return "the decode kernel computes in fp32";
   if (c.backend == "cuda" && !cuda_ok) return "no CUDA device: " + cuda_reason;
   if (c.backend == "cpu") {

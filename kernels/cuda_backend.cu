@@ -25,6 +25,7 @@
 #include "kernels/cuda_check.h"
 
 #include "kernels/cuda_backend.h"
+#include "kernels/decode.h"
 #include "kernels/fused.h"
 #include "kernels/stages.h"
 #include "kernels/stream_pool.h"
@@ -347,8 +348,6 @@ void check_memory(const Problem& p, const RunOptions& opt, bool bench, std::size
 // ---- option checks ---------------------------------------------------------------------------------
 
 void check_options(const Problem& p, const RunOptions& opt) {
-  if (opt.variant == Variant::Decode)
-    throw InputError("the split-KV decode kernel runs on the CPU (--backend cpu --variant decode)");
   if (p.mask == MaskKind::Causal && p.n() != p.m())
     throw InputError(Msg::CudaCausalDecode, {std::to_string(p.n()), std::to_string(p.m())});
   if (opt.precision == Precision::FP64)
@@ -754,6 +753,16 @@ int sm_count() {
 // work; (3) the exact rows; (4) the output from the fused fp32 kernel (it never holds an (n, m)
 // matrix either). Between launches: progress and cancel. Then the grids, rows and output come
 // back and are laid out as the CPU chain lays them out.
+// A CUDA fp32 run of `variant` that keeps no (n, m) stage: its name, and every stage emptied.
+void name_fp32_output_run(Trace& t, Variant variant) {
+  t.backend = "cuda";
+  t.variant = variant;
+  t.precision = Precision::FP32;
+  t.has_stages = false;
+  t.scores = t.scaled = t.mask = t.logits = t.weights = MatrixF();
+  t.pooled = PooledStages{};
+}
+
 void run_streamed(const Problem& p, const RunOptions& opt, Trace& t) {
   const auto wall0 = std::chrono::steady_clock::now();
   validate(p);
@@ -937,12 +946,7 @@ void run_streamed(const Problem& p, const RunOptions& opt, Trace& t) {
   pacer.finish();
   throw_if_overflow(bad, d.n, d.m);
 
-  t.backend = "cuda";
-  t.variant = Variant::Staged;
-  t.precision = Precision::FP32;
-  t.has_stages = false;
-  t.scores = t.scaled = t.mask = t.logits = t.weights = MatrixF();
-  t.pooled = PooledStages{};
+  name_fp32_output_run(t, Variant::Staged);
   if (opt.pool) {
     PooledGrid* grids[3] = {&t.pooled.scores, &t.pooled.logits, &t.pooled.weights};
     for (int st = 0; st < 3; ++st) {
@@ -985,6 +989,120 @@ void run_streamed(const Problem& p, const RunOptions& opt, Trace& t) {
   tm.total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0).count();
 }
 
+// ---- decode: the split-KV kernel (kernels/decode.h) --------------------------------------------
+
+// The inputs as they are (a grouped cache is read once per key/value head, not expanded), the
+// output and the partial states of every split.
+struct DecodeDevice {
+  int splits = 1;
+  DeviceBuffer<float> q, k, v, out, partials;
+  std::size_t device_bytes() const {
+    return q.bytes() + k.bytes() + v.bytes() + out.bytes() + partials.bytes();
+  }
+};
+
+// Everything refused before the device is touched, then the memory estimate and the allocation.
+DecodeDevice decode_allocate(const Problem& p, const RunOptions& opt, const char* where) {
+  validate(p);
+  if (opt.pool || !opt.rows.empty())
+    throw InputError("pooled views and exact rows come from the staged chain, not the decode kernel");
+  if (opt.precision != Precision::FP32) throw InputError("the CUDA decode kernel computes in fp32");
+  if (p.mask == MaskKind::Custom) throw InputError("the CUDA decode kernel takes the none and causal masks");
+  if (const std::string why = decode_shape_error(p.d_k(), p.d_v(), p.kv_group, p.n()); !why.empty())
+    throw InputError(why);
+  if (opt.splits < 0)
+    throw InputError("--split must be a number of key splits >= 1 (0: the machine's choice), got " +
+                     std::to_string(opt.splits));
+  throw_if_launch_fault(where);
+  DecodeDevice dd;
+  dd.splits = decode_splits(p.kv_heads(), p.m(), opt.splits);
+  const std::size_t part = decode_partials_floats(p.heads, p.n(), p.d_v(), dd.splits);
+  const std::size_t need =
+      (static_cast<std::size_t>(p.q().size() + p.k().size() + p.v().size()) +
+       static_cast<std::size_t>(p.heads) * p.n() * p.d_v() + part) * sizeof(float);
+  std::size_t free_bytes = kOomFaultFreeBytes, total = 0;
+  if (fault_from_env() != Fault::Oom) ATTNLAB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  if (need > free_bytes)
+    throw ResourceError(Msg::GpuMemoryFused,
+                        {format_bytes(static_cast<double>(need)), format_bytes(static_cast<double>(free_bytes))});
+  dd.q = DeviceBuffer<float>(static_cast<std::size_t>(p.q().size()));
+  dd.k = DeviceBuffer<float>(static_cast<std::size_t>(p.k().size()));
+  dd.v = DeviceBuffer<float>(static_cast<std::size_t>(p.v().size()));
+  dd.out = DeviceBuffer<float>(static_cast<std::size_t>(p.heads) * p.n() * p.d_v());
+  dd.partials = DeviceBuffer<float>(part);
+  return dd;
+}
+
+void decode_launch(const DecodeDevice& dd, const Problem& p, cudaStream_t s) {
+  decode_attention_fp32(dd.q.get(), dd.k.get(), dd.v.get(), dd.out.get(), dd.partials.get(), p.heads,
+                        p.kv_group, p.n(), p.m(), p.d_k(), dd.splits, fused_scale(p),
+                        p.mask == MaskKind::Causal, s);
+}
+
+std::string decode_kernel_name(const DecodeDevice& dd, const Problem& p) {
+  return "split-KV decode fp32 D=" + std::to_string(p.d_k()) + " rows=" + std::to_string(p.kv_group * p.n()) +
+         " splits=" + std::to_string(dd.splits);
+}
+
+// A score that overflowed fp32 leaves inf or NaN in the output: refused as the CPU kernel does.
+void check_decode_output(const MatrixF& out) {
+  if (!out.allFinite())
+    throw InputError("QKᵀ overflows in the decode kernel (inputs too large for fp32)");
+}
+
+void run_decode(const Problem& p, const RunOptions& opt, Trace& t) {
+  const auto wall0 = std::chrono::steady_clock::now();
+  DecodeDevice dd = decode_allocate(p, opt, "cuda run");
+  Stream stream;
+  const cudaStream_t s = stream.get();
+  Event ev[4];  // start, uploaded, kernel done, downloaded
+  ev[0].record(s);
+  upload(dd.q.get(), p.q(), s);
+  upload(dd.k.get(), p.k(), s);
+  upload(dd.v.get(), p.v(), s);
+  ev[1].record(s);
+  decode_launch(dd, p, s);
+  ev[2].record(s);
+  download(t.output, dd.out.get(), static_cast<Eigen::Index>(p.heads) * p.n(), p.d_v(), s);
+  ev[3].record(s);
+  ATTNLAB_CUDA_CHECK(cudaStreamSynchronize(s));
+  check_decode_output(t.output);
+  name_fp32_output_run(t, Variant::Decode);
+  t.rows.clear();
+  t.splits = dd.splits;
+  t.timings = StageTimings{};
+  t.timings.upload_ms = elapsed_ms(ev[0], ev[1]);
+  t.timings.fused_ms = elapsed_ms(ev[1], ev[2]);
+  t.timings.download_ms = elapsed_ms(ev[2], ev[3]);
+  t.timings.total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0).count();
+}
+
+BenchSample bench_decode(const Problem& p, const RunOptions& opt, int warmup, int repeat) {
+  DecodeDevice dd = decode_allocate(p, opt, "cuda bench");
+  Stream stream;
+  const cudaStream_t s = stream.get();
+  upload(dd.q.get(), p.q(), s);
+  upload(dd.k.get(), p.k(), s);
+  upload(dd.v.get(), p.v(), s);
+  for (int i = 0; i < warmup; ++i) decode_launch(dd, p, s);
+  ATTNLAB_CUDA_CHECK(cudaStreamSynchronize(s));
+  BenchSample out;
+  out.peak_bytes = dd.device_bytes();
+  Event start, stop;
+  for (int i = 0; i < repeat; ++i) {
+    start.record(s);
+    decode_launch(dd, p, s);
+    stop.record(s);
+    ATTNLAB_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+    out.ms.push_back(elapsed_ms(start, stop));
+  }
+  download(out.output, dd.out.get(), static_cast<Eigen::Index>(p.heads) * p.n(), p.d_v(), s);
+  ATTNLAB_CUDA_CHECK(cudaStreamSynchronize(s));
+  check_decode_output(out.output);
+  out.kernel = decode_kernel_name(dd, p);
+  return out;
+}
+
 // ---- the backend ---------------------------------------------------------------------------------
 
 class CudaBackend final : public Backend {
@@ -1002,7 +1120,12 @@ class CudaBackend final : public Backend {
   // the same size (the viewer on every temperature change) allocates nothing, on either side.
   // Only the stages opt.stages asks for come back; exact rows are copied from the device.
   void run_into(const Problem& grouped, const RunOptions& opt, Trace& t) override {
-    // The kernels know one key/value head per query head: a grouped cache is copied per head.
+    if (opt.variant == Variant::Decode) {  // reads a grouped cache as it is
+      release_resident();
+      run_decode(grouped, opt, t);
+      return;
+    }
+    // The prefill kernels know one key/value head per query head: a grouped cache is copied per head.
     const Problem p = expand_kv_heads(grouped);
     if (opt.variant == Variant::Fused && (opt.pool || !opt.rows.empty())) {
       validate(p);
@@ -1033,6 +1156,10 @@ class CudaBackend final : public Backend {
   }
 
   BenchSample bench(const Problem& grouped, const RunOptions& opt, int warmup, int repeat) override {
+    if (opt.variant == Variant::Decode) {
+      release_resident();
+      return bench_decode(grouped, opt, warmup, repeat);
+    }
     const Problem p = expand_kv_heads(grouped);  // as in run_into
     release_resident();  // the estimate and the timed runs have the device to themselves
     check_before_run(p, opt, /*bench=*/true);

@@ -279,8 +279,8 @@ TEST(CudaDevice, DescriptionAndCopyBandwidth) {
 #endif
 
 // Decode shapes on CUDA: a grouped cache (kv_group > 1) is read as one copy per query head by the
-// staged and fused kernels and matches fp64; a causal mask with fewer queries than keys and the
-// decode variant are refused with the reason (they run on the CPU).
+// staged and fused kernels and matches fp64; those refuse a causal mask with fewer queries than
+// keys, which the decode variant runs.
 TEST(CudaDecodeShapes, GroupedHeadsMatchFp64AndCausalDecodeIsRefused) {
   ATTNLAB_REQUIRE_CUDA();
   Problem p = random_problem(5, 700, 64, 64, 3, 8, 2);
@@ -297,10 +297,67 @@ TEST(CudaDecodeShapes, GroupedHeadsMatchFp64AndCausalDecodeIsRefused) {
   p.mask = MaskKind::Causal;
   RunOptions o;
   o.variant = Variant::Fused;
-  EXPECT_NE(test::message_of<InputError>([&] { cuda->run(p, o); }).find("run on the CPU"), std::string::npos);
-  p.mask = MaskKind::None;
+  EXPECT_NE(test::message_of<InputError>([&] { cuda->run(p, o); }).find("run with --variant decode"), std::string::npos);
+}
+
+// The CUDA split-KV decode kernel against fp64 and against the CPU decode kernel: one head and
+// grouped heads, a few queries, none and causal, d 64 and 128, split counts from 1 to one per 7
+// keys, caches shorter than one tile and longer than a split.
+TEST(CudaDecode, MatchesFp64AndTheCpuDecodeKernel) {
+  ATTNLAB_REQUIRE_CUDA();
+  auto cuda = make_backend("cuda");
+  std::uint64_t seed = 1;
+  for (auto [heads, kv, n] : {std::tuple{1, 1, 1}, {8, 1, 1}, {32, 8, 2}, {4, 4, 16}, {8, 2, 4}})
+    for (int m : {5, 33, 1000, 70000})
+      for (int d : {64, 128})
+        for (MaskKind mask : {MaskKind::None, MaskKind::Causal})
+          for (int splits : {0, 1, 7}) {
+            if (n > m) continue;
+            Problem p = random_problem(n, m, d, d, seed++, heads, kv);
+            p.mask = mask;
+            SCOPED_TRACE("heads " + std::to_string(heads) + "/" + std::to_string(kv) + " n " + std::to_string(n) +
+                         " m " + std::to_string(m) + " d " + std::to_string(d) + " " +
+                         std::string(to_string(mask)) + " splits " + std::to_string(splits));
+            RunOptions o;
+            o.variant = Variant::Decode;
+            o.splits = splits;
+            const Trace t = cuda->run(p, o);
+            ASSERT_EQ(t.variant, Variant::Decode);
+            EXPECT_GE(t.splits, 1);
+            if (splits > 0) EXPECT_EQ(t.splits, std::min(splits, m));
+            const TraceD ref = reference_fp64(p);
+            const double err = (t.output.cast<double>() - ref.output).cwiseAbs().maxCoeff() /
+                               ref.output.cwiseAbs().maxCoeff();
+            EXPECT_LE(err, test::fp32_tolerance(p));
+            const double vs_cpu = (t.output - cpu_decode(p, splits).output).cwiseAbs().maxCoeff() /
+                                  ref.output.cwiseAbs().maxCoeff();
+            EXPECT_LE(vs_cpu, 2 * test::fp32_tolerance(p));
+          }
+}
+
+TEST(CudaDecode, RefusesWhatItDoesNotTakeAndIsTimedByBench) {
+  ATTNLAB_REQUIRE_CUDA();
+  auto cuda = make_backend("cuda");
+  RunOptions o;
   o.variant = Variant::Decode;
-  EXPECT_NE(test::message_of<InputError>([&] { cuda->run(p, o); }).find("runs on the CPU"), std::string::npos);
+  EXPECT_NE(test::message_of<InputError>([&] { cuda->run(random_problem(1, 100, 32, 32, 1, 1, 1), o); })
+                .find("d_k = d_v = 64 or 128"),
+            std::string::npos);
+  EXPECT_NE(test::message_of<InputError>([&] { cuda->run(random_problem(17, 100, 64, 64, 1, 1, 1), o); })
+                .find("at most 16 query rows"),
+            std::string::npos);
+  o.precision = Precision::BF16;
+  EXPECT_NE(test::message_of<InputError>([&] { cuda->run(random_problem(1, 100, 64, 64, 1, 1, 1), o); })
+                .find("computes in fp32"),
+            std::string::npos);
+  o.precision = Precision::FP32;
+  const Problem p = random_problem(1, 50000, 128, 128, 2, 8, 1);
+  const BenchSample b = cuda->bench(p, o, 1, 3);
+  ASSERT_EQ(b.ms.size(), 3u);
+  EXPECT_NE(b.kernel.find("split-KV decode fp32 D=128 rows=8"), std::string::npos) << b.kernel;
+  const TraceD ref = reference_fp64(p);
+  EXPECT_LE((b.output.cast<double>() - ref.output).cwiseAbs().maxCoeff() / ref.output.cwiseAbs().maxCoeff(),
+            test::fp32_tolerance(p));
 }
 
 }  // namespace

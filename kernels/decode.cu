@@ -1,0 +1,222 @@
+// The CUDA split-KV decode kernel (Flash-Decoding, Dao et al. 2023), fp32. Two launches:
+//   decode_split_kernel    grid (splits, kv_heads), 128 threads: the block of (split s, key/value
+//                          head g) walks its keys in tiles of 32 and keeps the online-softmax state
+//                          (m, l, acc) of every query row of the group (kv_group heads x n queries,
+//                          at most kDecodeMaxRows), so the cache is read once per key/value head:
+//                            S (R, 32) = Q_g K_tileᵀ * scale log2 e      (masked keys -inf)
+//                            m_new = max(m, max_j S);  alpha = exp2(m - m_new)
+//                            P = exp2(S - m_new);  l = alpha l + sum_j P;  acc = alpha acc + P V_tile
+//                          and writes the state of each row to the partials.
+//   decode_combine_kernel  one block of d threads per query row: with M = max over the splits of
+//                          m_s, l = sum_s l_s exp2(m_s - M), acc = sum_s acc_s exp2(m_s - M) (the
+//                          log-sum-exp merge of every split at once), O = acc / l.
+// Units: m in log2-scaled logits (the scale folded with log2 e, as in the fused kernels).
+// Shared memory per block (d = 128): Q_g 8 KiB, K tile 16.1 KiB (rows padded by one float: the
+// threads of a warp read one column of different keys from different banks), V tile 16 KiB, the
+// scores 2.1 KiB, the per-row state; under the 48 KiB that needs no opt-in.
+#include "kernels/decode.h"
+
+#include "core/types.h"
+#include "kernels/cuda_check.h"
+#include "kernels/launch.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace attnlab::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kTile = 32;  // keys per tile: one lane per key in the softmax step
+constexpr int kMinSplitKeys = 256;
+
+template <int D>
+constexpr int shared_floats() {
+  return kDecodeMaxRows * D + kTile * (D + 1) + kTile * D + kDecodeMaxRows * (kTile + 1) +
+         3 * kDecodeMaxRows;
+}
+
+// q (heads*n, D), k and v (kv_heads*m, D); part_m, part_l (items*R), part_acc (items*R, D) with
+// items = kv_heads * splits, item g * splits + s. causal_off < 0: no mask; else query i sees keys
+// j <= i + causal_off.
+template <int D>
+__global__ void __launch_bounds__(kThreads)
+    decode_split_kernel(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+                        float* __restrict__ part_m, float* __restrict__ part_l, float* __restrict__ part_acc,
+                        int n, int m, int group, int keys_per_split, int splits, float scale_log2,
+                        int causal_off) {
+  constexpr int KP = D + 1;
+  constexpr int RS = kThreads / D;                     // rows sharing a thread's column: 1 or 2
+  constexpr int kAcc = (kDecodeMaxRows + RS - 1) / RS;  // accumulators per thread
+  const int R = group * n;
+  const int s = blockIdx.x, g = blockIdx.y;
+  const int k0 = s * keys_per_split, k1 = min(m, k0 + keys_per_split);
+  extern __shared__ float smem[];
+  float* qs = smem;                               // (R, D)
+  float* ks = qs + kDecodeMaxRows * D;            // (kTile, KP)
+  float* vs = ks + kTile * KP;                    // (kTile, D)
+  float* ps = vs + kTile * D;                     // (R, kTile + 1): scores, then P
+  float* ms = ps + kDecodeMaxRows * (kTile + 1);  // (R) running max
+  float* ls = ms + kDecodeMaxRows;                // (R) running sum
+  float* as = ls + kDecodeMaxRows;                // (R) the tile's rescale
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const float* qg = q + static_cast<size_t>(g) * R * D;  // the group's rows are consecutive in Q
+  for (int i = tid; i < R * D; i += kThreads) qs[i] = qg[i];
+  for (int r = tid; r < R; r += kThreads) {
+    ms[r] = -INFINITY;
+    ls[r] = 0.f;
+  }
+  const int c = tid % D, r0 = tid / D;  // this thread's accumulator column and first row
+  float acc[kAcc];
+#pragma unroll
+  for (int t = 0; t < kAcc; ++t) acc[t] = 0.f;
+  __syncthreads();
+
+  const float* kg = k + static_cast<size_t>(g) * m * D;
+  const float* vg = v + static_cast<size_t>(g) * m * D;
+  for (int b0 = k0; b0 < k1; b0 += kTile) {
+    const int cols = min(kTile, k1 - b0);
+    // The K and V tiles, row by row (consecutive threads, consecutive addresses); keys past the
+    // split's end are zero and masked below.
+    for (int i = tid; i < kTile * D; i += kThreads) {
+      const int j = i / D, cc = i % D;
+      const bool in = j < cols;
+      ks[j * KP + cc] = in ? kg[static_cast<size_t>(b0 + j) * D + cc] : 0.f;
+      vs[j * D + cc] = in ? vg[static_cast<size_t>(b0 + j) * D + cc] : 0.f;
+    }
+    __syncthreads();
+    for (int i = tid; i < R * kTile; i += kThreads) {
+      const int r = i / kTile, j = i % kTile;
+      float sc = 0.f;
+#pragma unroll 8
+      for (int cc = 0; cc < D; ++cc) sc = fmaf(qs[r * D + cc], ks[j * KP + cc], sc);
+      const bool visible = j < cols && (causal_off < 0 || b0 + j <= r % n + causal_off);
+      ps[r * (kTile + 1) + j] = visible ? sc * scale_log2 : -INFINITY;
+    }
+    __syncthreads();
+    // The online-softmax step: one warp per row, one lane per key of the tile.
+    for (int r = warp; r < R; r += kThreads / 32) {
+      const float x = ps[r * (kTile + 1) + lane];
+      float mx = x;
+      for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+      const float m_old = ms[r], m_new = fmaxf(m_old, mx);
+      // Nothing visible so far: shift by 0, so that -inf - -inf makes no NaN; the weights and
+      // alpha are then exp2(-inf) = 0.
+      const float shift = m_new == -INFINITY ? 0.f : m_new;
+      const float p = exp2f(x - shift);
+      float sum = p;
+      for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      ps[r * (kTile + 1) + lane] = p;
+      if (lane == 0) {
+        const float alpha = exp2f(m_old - shift);
+        as[r] = alpha;
+        ls[r] = ls[r] * alpha + sum;
+        ms[r] = m_new;
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int t = 0; t < kAcc; ++t) {
+      const int r = r0 + t * RS;
+      if (r < R) {
+        float a = acc[t] * as[r];
+#pragma unroll 8
+        for (int j = 0; j < kTile; ++j) a = fmaf(ps[r * (kTile + 1) + j], vs[j * D + c], a);
+        acc[t] = a;
+      }
+    }
+    __syncthreads();  // the tiles are overwritten next
+  }
+  const size_t base = (static_cast<size_t>(g) * splits + s) * R;
+  for (int r = tid; r < R; r += kThreads) {
+    part_m[base + r] = ms[r];
+    part_l[base + r] = ls[r];
+  }
+#pragma unroll
+  for (int t = 0; t < kAcc; ++t) {
+    const int r = r0 + t * RS;
+    if (r < R) part_acc[(base + r) * D + c] = acc[t];
+  }
+}
+
+// One block of D threads per query row (head h, query i), row h * n + i of o.
+template <int D>
+__global__ void __launch_bounds__(D)
+    decode_combine_kernel(const float* __restrict__ part_m, const float* __restrict__ part_l,
+                          const float* __restrict__ part_acc, float* __restrict__ o, int n, int group,
+                          int splits) {
+  const int row = blockIdx.x, h = row / n, i = row % n;
+  const int g = h / group, R = group * n, r = (h % group) * n + i, c = threadIdx.x;
+  float mx = -INFINITY;
+  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, part_m[(static_cast<size_t>(g) * splits + s) * R + r]);
+  float l = 0.f, a = 0.f;
+  for (int s = 0; s < splits; ++s) {
+    const size_t it = (static_cast<size_t>(g) * splits + s) * R + r;
+    const float w = exp2f(part_m[it] - mx);  // a split the row sees nothing of: exp2(-inf) = 0
+    l = fmaf(part_l[it], w, l);
+    a = fmaf(part_acc[it * D + c], w, a);
+  }
+  o[static_cast<size_t>(row) * D + c] = a / l;
+}
+
+template <int D>
+void launch(const float* q, const float* k, const float* v, float* o, float* partials, int heads, int group,
+            int n, int m, int splits, float scale_log2, int causal_off, cudaStream_t st) {
+  const int kv_heads = heads / group, R = group * n;
+  const int per = (m + splits - 1) / splits;
+  const int eff = (m + per - 1) / per;  // no empty split
+  const size_t items = static_cast<size_t>(kv_heads) * eff;
+  float* pm = partials;
+  float* pl = pm + items * R;
+  float* pa = pl + items * R;
+  const size_t smem = shared_floats<D>() * sizeof(float);
+  decode_split_kernel<D><<<dim3(static_cast<unsigned>(eff), static_cast<unsigned>(kv_heads)), kThreads, smem, st>>>(
+      q, k, v, pm, pl, pa, n, m, group, per, eff, scale_log2, causal_off);
+  ATTNLAB_CUDA_CHECK(cudaGetLastError());
+  decode_combine_kernel<D><<<grid_1d(static_cast<long long>(heads) * n, "decode combine"), D, 0, st>>>(
+      pm, pl, pa, o, n, group, eff);
+  ATTNLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+int decode_splits(int kv_heads, int m, int requested) {
+  int splits = requested;
+  if (splits <= 0) {
+    int dev = 0, sms = 1;
+    ATTNLAB_CUDA_CHECK(cudaGetDevice(&dev));
+    ATTNLAB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    const int want = (4 * sms + kv_heads - 1) / std::max(1, kv_heads);
+    splits = std::clamp(want, 1, std::max(1, m / kMinSplitKeys));
+  }
+  splits = std::min(splits, m);
+  const int per = (m + splits - 1) / splits;
+  return (m + per - 1) / per;
+}
+
+std::size_t decode_partials_floats(int heads, int n, int d, int splits) {
+  // Per split, every query row of every key/value head: m, l and d values of acc.
+  return static_cast<std::size_t>(heads) * n * splits * (2 + static_cast<std::size_t>(d));
+}
+
+void decode_attention_fp32(const float* q, const float* k, const float* v, float* o, float* partials,
+                           int heads, int kv_group, int n, int m, int d, int splits, float scale,
+                           bool causal, void* stream) {
+  if (heads < 1 || kv_group < 1 || heads % kv_group != 0 || n < 1 || m < n || splits < 1)
+    throw InputError("decode: bad problem (heads " + std::to_string(heads) + ", kv_group " +
+                     std::to_string(kv_group) + ", n " + std::to_string(n) + ", m " + std::to_string(m) +
+                     ", splits " + std::to_string(splits) + ")");
+  if (const std::string why = decode_shape_error(d, d, kv_group, n); !why.empty()) throw InputError(why);
+  const auto st = static_cast<cudaStream_t>(stream);
+  const int causal_off = causal ? m - n : -1;
+  const float scale_log2 = scale * kLog2e;
+  if (d == 64)
+    launch<64>(q, k, v, o, partials, heads, kv_group, n, m, splits, scale_log2, causal_off, st);
+  else
+    launch<128>(q, k, v, o, partials, heads, kv_group, n, m, splits, scale_log2, causal_off, st);
+}
+
+}  // namespace attnlab::cuda

@@ -1,0 +1,44 @@
+// Launcher of the CUDA split-KV decode kernel (kernels/decode.cu). Plain C++ header: no CUDA types.
+// All pointers are DEVICE pointers, row-major:
+//   q (heads*n, d)  k (kv_heads*m, d)  v (kv_heads*m, d)  o (heads*n, d)
+// with kv_heads = heads / kv_group; query head h reads key/value head h / kv_group; d = d_k = d_v.
+// The n queries are the last n of the m positions: causal (when `causal`) lets query i see the keys
+// j <= i + m - n. `scale` = 1 / (sqrt(d) T) (or s / T). `partials` is scratch of
+// decode_partials_floats(...) floats. `stream` is a cudaStream_t passed as void*.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace attnlab::cuda {
+
+// What the kernel takes: d_k == d_v in {64, 128}, at most kDecodeMaxRows query rows per key/value
+// head (kv_group * n), the none and causal masks; "" when it takes the shape, else why not.
+// Inline: the bench's planning asks it in builds without CUDA too.
+inline constexpr int kDecodeMaxRows = 16;
+inline std::string decode_shape_error(int d_k, int d_v, int kv_group, int n) {
+  if (d_k != d_v || (d_k != 64 && d_k != 128))
+    return "the CUDA decode kernel takes d_k = d_v = 64 or 128, got d_k " + std::to_string(d_k) + ", d_v " +
+           std::to_string(d_v);
+  if (static_cast<long long>(kv_group) * n > kDecodeMaxRows)
+    return "the CUDA decode kernel takes at most " + std::to_string(kDecodeMaxRows) +
+           " query rows per key/value head (query heads per key/value head x queries), got " +
+           std::to_string(static_cast<long long>(kv_group) * n);
+  return "";
+}
+
+// The split count for this device (SMs) and cache length: about four blocks per SM over every
+// key/value head, no split under 256 keys; `requested` > 0 asks for that many (at most one per key).
+int decode_splits(int kv_heads, int m, int requested);
+
+// Scratch floats the kernel needs for `splits` splits: (m, l, acc) of every row of every split.
+std::size_t decode_partials_floats(int heads, int n, int d, int splits);
+
+// Phase 1: one block per (split, key/value head) computes the partial (m, l, acc) of every query
+// row of the group over its keys; phase 2: one block per query row merges its splits' states by
+// the log-sum-exp rule and writes O = acc / l. Throws InputError for shapes it does not take.
+void decode_attention_fp32(const float* q, const float* k, const float* v, float* o, float* partials,
+                           int heads, int kv_group, int n, int m, int d, int splits, float scale,
+                           bool causal, void* stream);
+
+}  // namespace attnlab::cuda
