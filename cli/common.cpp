@@ -91,7 +91,7 @@ void add_state_options(CLI::App* cmd, ProblemArgs& a) {
       ->type_name("auto|cpu|cuda");
   cmd->add_option("--variant", a.variant,
                   "staged (every stage kept), fused (online softmax; only the output) or decode "
-                  "(split-KV: the keys cut into splits whose partial softmax states are merged; CPU)")
+                  "(split-KV: the keys cut into splits whose partial softmax states are merged)")
       ->type_name("staged|fused|decode");
   cmd->add_option("--split", a.splits,
                   "With --variant decode: key splits per key/value head (default 0: chosen from the "
@@ -122,8 +122,8 @@ void add_input_options(CLI::App* cmd, ProblemArgs& a, bool bundle_head) {
   cmd->add_option("--k", a.k_file, "K (m x d_k) as CSV or .npy")->type_name("FILE");
   cmd->add_option("--v", a.v_file, "V (m x d_v) as CSV or .npy")->type_name("FILE");
   cmd->add_option("--random", a.random_n,
-                  "Instead of files: a random problem with N queries and N keys, "
-                  "standard-normal entries")
+                  "Instead of files: a random problem of N positions (N keys, and N queries unless "
+                  "--queries), standard-normal entries")
       ->type_name("N");
   cmd->add_option("--dk", a.d_k, "d_k of the random problem (default 64)")->type_name("D");
   cmd->add_option("--dv", a.d_v, "d_v of the random problem (default 64)")->type_name("D");
