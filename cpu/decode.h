@@ -16,6 +16,7 @@
 
 #include "core/backend.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace attnlab::cpu::decode {

@@ -232,6 +232,19 @@ double timed_copy(unsigned threads) {
 
 unsigned hardware_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
 
+// The machine probes' clock: one untimed call of f, then the best of 5 timed calls, in seconds.
+template <class F>
+double best_of_5_seconds(F&& f) {
+  f();
+  double best = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
 // Vector code of the read and FMA probes, in Eigen's packets (AVX-512 or AVX2 as the build's -march).
 using VecF = Eigen::internal::packet_traits<float>::type;
 constexpr int kVecLanes = Eigen::internal::packet_traits<float>::size;
@@ -525,9 +538,6 @@ std::string host_cpu() {
 const char* const kHostCopyRule =
     "single-thread memcpy of a 256 MiB buffer (past the last-level cache), one warm-up copy, best "
     "of 5; GB/s = (bytes read + bytes written) / time = 2 x 256 MiB / best time";
-const char* const kHostCopyAllCoresRule =
-    "memcpy of a 256 MiB buffer split into one slice per hardware thread, all copied at once, one "
-    "warm-up copy, best of 5; GB/s = 2 x 256 MiB / best time";
 const char* const kCpuSgemmRule =
     "Eigen fp32 GEMM C = A B, n = 1024, the rows of A split over every hardware thread, one "
     "warm-up, best of 5; GFLOP/s = 2 n^3 / best time";
@@ -557,13 +567,7 @@ double host_read_probe_all_cores() {
   const auto read = [&] {
     each([&](std::size_t item, std::size_t lo, std::size_t hi) { sums[item] = sum_floats(buf.data() + lo, hi - lo); });
   };
-  read();
-  double best = std::numeric_limits<double>::infinity();
-  for (int i = 0; i < 5; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    read();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
+  const double best = best_of_5_seconds(read);
   volatile float sink = sums[0];  // the sums are read, so no pass can be dropped
   static_cast<void>(sink);
   return best > 0 ? static_cast<double>(bytes) / best / 1e9 : 0;
@@ -576,13 +580,7 @@ double cpu_fma_peak_gflops() {
   const auto run = [&] {
     parallel_items(threads, threads, [&](unsigned, std::size_t item) { out[item] = fma_chains(steps); });
   };
-  run();
-  double best = std::numeric_limits<double>::infinity();
-  for (int i = 0; i < 5; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    run();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
+  const double best = best_of_5_seconds(run);
   volatile float sink = out[0];
   static_cast<void>(sink);
   const double flops = 2.0 * kVecLanes * kFmaChains * static_cast<double>(steps) * threads;
@@ -591,7 +589,6 @@ double cpu_fma_peak_gflops() {
 
 double host_copy_probe() { return timed_copy(1); }
 
-double host_copy_probe_all_cores() { return timed_copy(hardware_threads()); }
 
 double cpu_sgemm_probe_gflops() {
   constexpr int n = 1024;
@@ -605,13 +602,7 @@ double cpu_sgemm_probe_gflops() {
       if (r0 < r1) c.middleRows(r0, r1 - r0).noalias() = a.middleRows(r0, r1 - r0) * b;
     });
   };
-  gemm();
-  double best = std::numeric_limits<double>::infinity();
-  for (int i = 0; i < 5; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    gemm();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
+  const double best = best_of_5_seconds(gemm);
   volatile float sink = c(n / 3, n / 5);  // the product is read, so it cannot be dropped
   static_cast<void>(sink);
   return best > 0 ? 2.0 * n * n * static_cast<double>(n) / best / 1e9 : 0;

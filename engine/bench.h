@@ -13,7 +13,7 @@
 //   error  max |out - ref| / max |ref|; ref is the full fp64 chain when heads*N^2 <= 2^22, else 64
 //          query rows of head 0, spread evenly, recomputed in double
 // Also here: the machine probes the numbers are read against (a single-thread host copy, an
-// all-core host copy and an Eigen SGEMM on the CPU; cuBLAS SGEMM and the device copy on CUDA)
+// all-core read, an FMA peak and an Eigen SGEMM on the CPU; cuBLAS SGEMM and the device copy on CUDA)
 // (the reports both faces write are engine/bench_report.h's).
 #pragma once
 
@@ -152,10 +152,6 @@ std::string host_cpu();
 // after one warm-up copy. Throws ResourceError when 512 MiB do not fit.
 double host_copy_probe();
 extern const char* const kHostCopyRule;
-// The same copy split over every hardware thread (each copies its own slice at once): the host's
-// attainable bandwidth, the CPU roofline's memory ceiling (the CPU kernels run on every core).
-double host_copy_probe_all_cores();
-extern const char* const kHostCopyAllCoresRule;
 // Every hardware thread reading its own slice of a buffer far past the last-level cache at once
 // (a vector sum): GB/s read, the ceiling decode's K+V read rate is measured against.
 double host_read_probe_all_cores();

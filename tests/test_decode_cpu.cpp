@@ -98,7 +98,7 @@ TEST(DecodeCpu, TheSplitPlanFollowsTheCoresAndTheCacheLength) {
   // One key/value head on 2 workers: 4 items per worker.
   EXPECT_EQ(plan_splits(longp, 2).splits, 8);
   EXPECT_EQ(plan_splits(longp, 16).splits, 64);
-  // Eight key/value heads already give 16 items on 2 workers: one split each... at least one.
+  // Eight key/value heads already give 8 items: on 2 workers one split each is enough.
   const Problem gqa = decode_problem(1, 65536, 4, 32, 8, MaskKind::None, 1);
   EXPECT_EQ(plan_splits(gqa, 2).splits, 1);
   EXPECT_EQ(plan_splits(gqa, 16).splits, 8);
