@@ -27,6 +27,14 @@ Trace cpu_staged_output_only(const Problem& p);
 Trace cpu_staged_plain(const Problem& p);
 // The same chain in double precision on the fp32 inputs (upcast). Validates first.
 TraceD reference_fp64(const Problem& p);
+// One output row of the fp64 chain, for query `query` of query head `head` over the first `keys`
+// keys of its key/value head (0: all m; a causal mask places the queries at the end of those
+// keys), without any matrix of the whole problem: O(keys d). `weights` (when given) receives the
+// row's softmax weights, `max_abs_logit` the largest |logit| it saw (verify's fp32 output bound
+// reads it). What checks a long decode row (the viewer's decode view). InputError for a head or
+// query outside, or a row that sees no key.
+std::vector<double> reference_fp64_row(const Problem& p, int head, int query, int keys = 0,
+                                       std::vector<double>* weights = nullptr, double* max_abs_logit = nullptr);
 // Fused blockwise kernel (online softmax), fp32; fills only output (has_stages = false).
 // Implemented in cpu/fused.cpp.
 Trace cpu_fused(const Problem& p);

@@ -47,11 +47,11 @@ void prefetch(const float* x, std::size_t count) {
 
 }  // namespace
 
-SplitPlan plan_splits(const Problem& p, unsigned workers, int requested) {
+SplitPlan plan_splits(const Problem& p, unsigned workers, int requested, int keys) {
   if (requested < 0)
     throw InputError("--split must be a number of key splits >= 1 (0: the machine's choice), got " +
                      std::to_string(requested));
-  const int m = p.m();
+  const int m = keys > 0 ? std::min(keys, p.m()) : p.m();
   int splits = requested;
   if (splits == 0) {
     const int want = (static_cast<int>(std::max(1u, workers)) * kItemsPerWorker + p.kv_heads() - 1) / p.kv_heads();
@@ -66,9 +66,9 @@ SplitPlan plan_splits(const Problem& p, unsigned workers, int requested) {
   return plan;
 }
 
-void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, MatrixF& scratch) {
+void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, MatrixF& scratch, int keys) {
   const int n = p.n(), group = p.kv_group, rows = group * n, d_k = p.d_k(), d_v = p.d_v();
-  const int m = p.m(), off = p.causal_offset();
+  const int m = p.m(), off = (keys > 0 ? keys : m) - n;
   const bool causal = p.mask == MaskKind::Causal;
   const float* custom = p.mask == MaskKind::Custom ? p.custom_mask().data() : nullptr;
   const float scale = fused_scale(p);
@@ -143,30 +143,26 @@ void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, Matrix
 
 namespace attnlab {
 
-void cpu::decode_into(const Problem& p, const RunOptions& opt, Trace& t) {
-  using namespace cpu::decode;
-  const auto t0 = std::chrono::steady_clock::now();
-  const int n = p.n(), m = p.m(), d_v = p.d_v(), G = p.kv_heads(), group = p.kv_group;
-  cpu::begin_trace(t, p, Variant::Decode, Precision::FP32, /*keep=*/false, /*output=*/true);
-  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  const SplitPlan plan = plan_splits(p, hw, opt.splits);
-  t.splits = plan.splits;
+void cpu::decode::decode_keys(const Problem& p, int keys, const SplitPlan& plan, const std::atomic<bool>* cancel,
+                             std::atomic<float>* progress, std::vector<Partial>& partials, MatrixF& output) {
+  const int n = p.n(), d_v = p.d_v(), G = p.kv_heads(), group = p.kv_group;
   const std::size_t items = static_cast<std::size_t>(G) * plan.splits;
-  const double flops = 4.0 * p.heads * static_cast<double>(n) * m * std::max(p.d_k(), d_v);
+  const double flops = 4.0 * p.heads * static_cast<double>(n) * keys * std::max(p.d_k(), d_v);
   const unsigned workers = worker_count(items, flops);
 
-  std::vector<Partial> partials(items);
+  partials.resize(items);
   std::vector<MatrixF> scratch(workers);
   std::atomic<std::size_t> done{0};
   parallel_items(items, workers, [&](unsigned id, std::size_t it) {
-    if (opt.cancel && opt.cancel->load(std::memory_order_relaxed)) throw Cancelled();
+    if (cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled();
     const int g = static_cast<int>(it / plan.splits), s = static_cast<int>(it % plan.splits);
-    split_partial(p, g, plan.begin(s), plan.end(s, m), partials[it], scratch[id]);
-    if (opt.progress) opt.progress->store(static_cast<float>(++done) / static_cast<float>(items));
+    split_partial(p, g, plan.begin(s), plan.end(s, keys), partials[it], scratch[id], keys);
+    if (progress) progress->store(static_cast<float>(++done) / static_cast<float>(items));
   });
 
   // The combine: every query row merges its splits' states in split order, then O = acc / l.
   const float scale = fused_scale(p);
+  output.resize(static_cast<Eigen::Index>(p.heads) * n, d_v);
   for (int g = 0; g < G; ++g) {
     for (int r = 0; r < group * n; ++r) {
       const Partial& first = partials[static_cast<std::size_t>(g) * plan.splits];
@@ -181,9 +177,20 @@ void cpu::decode_into(const Problem& p, const RunOptions& opt, Trace& t) {
       if (!std::isfinite(mr) || !(lr > 0.f) || !std::isfinite(lr) || !acc.allFinite())
         throw InputError("QKᵀ overflows in head " + std::to_string(h) + ", query row " + std::to_string(i) +
                          " (inputs too large for fp32)");
-      t.output.row(static_cast<Eigen::Index>(h) * n + i) = acc / lr;
+      output.row(static_cast<Eigen::Index>(h) * n + i) = acc / lr;
     }
   }
+}
+
+void cpu::decode_into(const Problem& p, const RunOptions& opt, Trace& t) {
+  using namespace cpu::decode;
+  const auto t0 = std::chrono::steady_clock::now();
+  cpu::begin_trace(t, p, Variant::Decode, Precision::FP32, /*keep=*/false, /*output=*/true);
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const SplitPlan plan = plan_splits(p, hw, opt.splits);
+  t.splits = plan.splits;
+  std::vector<Partial> partials;
+  decode_keys(p, p.m(), plan, opt.cancel, opt.progress, partials, t.output);
   t.timings.total_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   t.timings.fused_ms = t.timings.total_ms;

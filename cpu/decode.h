@@ -17,6 +17,7 @@
 #include "core/backend.h"
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 namespace attnlab::cpu::decode {
@@ -32,8 +33,9 @@ struct SplitPlan {
 
 // The split count the machine and the cache length ask for: enough items for every worker
 // (a few each, so uneven splits still spread) but no split shorter than a few thousand keys;
-// `requested` > 0 asks for that many (at most one per key). Throws InputError for requested < 0.
-SplitPlan plan_splits(const Problem& p, unsigned workers, int requested = 0);
+// `requested` > 0 asks for that many (at most one per key). `keys` is the cache length in use
+// (0: p.m(); see decode_keys). Throws InputError for requested < 0.
+SplitPlan plan_splits(const Problem& p, unsigned workers, int requested = 0, int keys = 0);
 
 // The online-softmax state of the R = kv_group * n query rows of one key/value head over one key
 // range; row r is query r % n of query head g * kv_group + r / n. m = -inf and l = 0 for a row
@@ -44,8 +46,18 @@ struct Partial {
 };
 
 // The partial state of key/value head g over keys [k0, k1) (the item's loop above), into `out`.
-// `scratch` is the caller's block of scores, reused between calls.
-void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, MatrixF& scratch);
+// `scratch` is the caller's block of scores, reused between calls. `keys` is the cache length in
+// use (0: p.m()), where a causal mask places the queries.
+void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, MatrixF& scratch, int keys = 0);
+
+// The whole kernel over the first `keys` keys of every key/value head (0 < keys <= p.m(): a cache
+// with room for more keys than it holds yet, as the viewer's decode view grows it one token at a
+// time; the queries are the last n of those keys): every (key/value head, split) item of `plan`
+// in parallel, then the combine into `output` (heads * n, d_v). `partials` keeps every item's
+// state, item g * plan.splits + s. Throws Cancelled when *cancel turns true, InputError when a
+// score overflows fp32. What decode_into runs with keys = p.m().
+void decode_keys(const Problem& p, int keys, const SplitPlan& plan, const std::atomic<bool>* cancel,
+                 std::atomic<float>* progress, std::vector<Partial>& partials, MatrixF& output);
 
 // The row of query `query` of query head `head` inside its key/value head's Partial.
 inline int partial_row(const Problem& p, int head, int query) {

@@ -610,4 +610,50 @@ Trace cpu_staged_plain(const Problem& p) { return plain_chain<MatrixF>(p); }
 
 TraceD reference_fp64(const Problem& p) { return plain_chain<MatrixD>(p); }
 
+std::vector<double> reference_fp64_row(const Problem& p, int head, int query, int keys, std::vector<double>* weights,
+                                       double* max_abs_logit) {
+  const int m = keys > 0 ? std::min(keys, p.m()) : p.m(), d_v = p.d_v(), n = p.n();
+  if (head < 0 || head >= p.heads || query < 0 || query >= n)
+    throw InputError("head " + std::to_string(head) + " query " + std::to_string(query) + " is outside the problem");
+  constexpr Eigen::Index kBlock = 256;
+  const Eigen::RowVectorXd q = p.q().row(static_cast<Eigen::Index>(head) * n + query).cast<double>();
+  const Eigen::Index kv = p.kv_row(head);
+  const double divisor = scale_divisor<double>(p), temperature = p.temperature;
+  const int visible = p.mask == MaskKind::Causal ? std::min(m, query + (m - n) + 1) : m;
+  std::vector<double> x(m, -std::numeric_limits<double>::infinity());
+  // Scores as the chain takes them: q . k in double, / divisor, + mask, / T.
+  for (Eigen::Index j0 = 0; j0 < visible; j0 += kBlock) {
+    const Eigen::Index cols = std::min<Eigen::Index>(kBlock, visible - j0);
+    const MatrixD kb = p.k().middleRows(kv + j0, cols).cast<double>();
+    const Eigen::VectorXd s = kb * q.transpose();
+    for (Eigen::Index j = 0; j < cols; ++j) x[j0 + j] = s(j) / divisor / temperature;
+  }
+  if (p.mask == MaskKind::Custom)
+    for (int j = 0; j < m; ++j)
+      if (p.custom_mask()(query, j) != 0.f) x[j] = -std::numeric_limits<double>::infinity();
+  double mx = -std::numeric_limits<double>::infinity(), big = 0;
+  for (double v : x)
+    if (v != -std::numeric_limits<double>::infinity()) {
+      mx = std::max(mx, v);
+      big = std::max(big, std::abs(v));
+    }
+  if (max_abs_logit) *max_abs_logit = big;
+  if (!std::isfinite(mx)) throw InputError("the row of head " + std::to_string(head) + ", query " +
+                                           std::to_string(query) + " sees no key, or its scores overflow");
+  double sum = 0;
+  for (double& v : x) {
+    v = std::isinf(v) ? 0.0 : std::exp(v - mx);
+    sum += v;
+  }
+  for (double& v : x) v /= sum;
+  Eigen::RowVectorXd out = Eigen::RowVectorXd::Zero(d_v);
+  for (Eigen::Index j0 = 0; j0 < m; j0 += kBlock) {
+    const Eigen::Index cols = std::min<Eigen::Index>(kBlock, m - j0);
+    const Eigen::Map<const Eigen::RowVectorXd> w(x.data() + j0, cols);
+    out.noalias() += w * p.v().middleRows(kv + j0, cols).cast<double>();
+  }
+  if (weights) *weights = std::move(x);
+  return std::vector<double>(out.data(), out.data() + d_v);
+}
+
 }  // namespace attnlab

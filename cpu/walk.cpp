@@ -165,27 +165,22 @@ Problem row_problem(const Problem& p, int head, int query) {
   return r;
 }
 
-void walk_splits(const Problem& p, int splits, Walk& w) {
-  if (splits < 1 || splits > p.m())
-    throw InputError("--split must be between 1 and the number of keys (" + std::to_string(p.m()) + "), got " +
-                     std::to_string(splits));
-  const cpu::decode::SplitPlan plan = cpu::decode::plan_splits(p, 1, splits);
-  const int g = p.kv_head(w.head), r = cpu::decode::partial_row(p, w.head, w.query), d_v = p.d_v();
+float walk_record_splits(const Problem& p, const cpu::decode::SplitPlan& plan, int keys,
+                        const cpu::decode::Partial* parts, int head, int query, Walk& w) {
+  const int r = cpu::decode::partial_row(p, head, query), d_v = p.d_v();
   const float scale = fused_scale(p);
   const auto logit = [scale](float raw) { return std::isinf(raw) ? -kInf : static_cast<double>(raw) * scale; };
   w.splits = plan.splits;
   w.split_states.clear();
   w.merges.clear();
-  cpu::decode::Partial part;
-  MatrixF scratch;
   float m = kNegInf, l = 0;
   std::vector<float> acc(d_v, 0.f);
   for (int s = 0; s < plan.splits; ++s) {
-    cpu::decode::split_partial(p, g, plan.begin(s), plan.end(s, p.m()), part, scratch);
+    const cpu::decode::Partial& part = parts[s];
     WalkSplit st;
     st.index = s;
     st.j0 = plan.begin(s);
-    st.j1 = plan.end(s, p.m());
+    st.j1 = plan.end(s, keys);
     st.m = logit(part.m[r]);
     st.l = part.l[r];
     st.acc.assign(part.acc.row(r).data(), part.acc.row(r).data() + d_v);
@@ -213,6 +208,20 @@ void walk_splits(const Problem& p, int splits, Walk& w) {
   }
   w.split_output.assign(d_v, 0.0);
   for (int c = 0; c < d_v; ++c) w.split_output[c] = acc[c] / l;  // the combine's fp32 division
+  return l;
+}
+
+void walk_splits(const Problem& p, int splits, Walk& w) {
+  if (splits < 1 || splits > p.m())
+    throw InputError("--split must be between 1 and the number of keys (" + std::to_string(p.m()) + "), got " +
+                     std::to_string(splits));
+  const cpu::decode::SplitPlan plan = cpu::decode::plan_splits(p, 1, splits);
+  const int g = p.kv_head(w.head);
+  std::vector<cpu::decode::Partial> parts(plan.splits);
+  MatrixF scratch;
+  for (int s = 0; s < plan.splits; ++s)
+    cpu::decode::split_partial(p, g, plan.begin(s), plan.end(s, p.m()), parts[s], scratch);
+  const float l = walk_record_splits(p, plan, p.m(), parts.data(), w.head, w.query, w);
   w.split_max_abs_diff = walk_max_abs_diff(w.split_output, w.output);
   if (!w.fp64_output.empty()) w.split_fp64_error = walk_max_abs_diff(w.split_output, w.fp64_output);
   const float walk_l = static_cast<float>(w.tiles.back().l);

@@ -9,6 +9,7 @@
 
 #include "core/problem.h"
 #include "core/walk.h"
+#include "cpu/decode.h"
 
 namespace attnlab {
 
@@ -34,6 +35,14 @@ void check_walk(const Problem& p, Walk& w);
 // merged result is compared with. InputError for
 // splits < 1 or more splits than keys.
 void walk_splits(const Problem& p, int splits, Walk& w);
+
+// The split fields of w (splits, split_states, merges, split_output) for query `query` of query
+// head `head` from the partial states of its key/value head's splits, parts[0 .. plan.splits)
+// (split_partial's, or decode_keys' items g * plan.splits + s), over a cache of `keys` keys: each
+// split's state and the kernel's merge (merge_states) split by split. Returns the merged fp32 l.
+// What walk_splits and the viewer's decode view read the kernel's combine through.
+float walk_record_splits(const Problem& p, const cpu::decode::SplitPlan& plan, int keys,
+                         const cpu::decode::Partial* parts, int head, int query, Walk& w);
 
 // max |a - b| (infinity when the sizes differ).
 double walk_max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);

@@ -271,3 +271,61 @@ TEST(DecodeCpu, RefusesWhatItDoesNotCompute) {
 
 }  // namespace
 }  // namespace attnlab
+
+namespace attnlab {
+namespace {
+
+using test::first_keys;
+
+}  // namespace
+
+// A cache with room for more keys than it holds (the viewer's decode view grows one a token): the
+// kernel over its first keys is the kernel on a problem of those keys alone, bit for bit, causal
+// placing the queries at the end of the keys in use.
+TEST(DecodeCpu, TheKernelOverTheFirstKeysIsTheKernelOnThoseKeysAlone) {
+  for (MaskKind mask : {MaskKind::None, MaskKind::Causal}) {
+    const Problem p = decode_problem(3, 5000, 32, 4, 2, mask, 11);
+    for (int keys : {3, 700, 4999}) {
+      for (int splits : {1, 3}) {
+        SCOPED_TRACE(std::to_string(keys) + " keys, " + std::to_string(splits) + " splits");
+        const cpu::decode::SplitPlan plan = cpu::decode::plan_splits(p, 2, splits, keys);
+        std::vector<cpu::decode::Partial> parts;
+        MatrixF out;
+        cpu::decode::decode_keys(p, keys, plan, nullptr, nullptr, parts, out);
+        const Trace whole = cpu_decode(first_keys(p, keys), splits);
+        EXPECT_EQ(whole.splits, plan.splits);
+        EXPECT_TRUE(out == whole.output);
+        EXPECT_EQ(parts.size(), static_cast<std::size_t>(p.kv_heads() * plan.splits));
+      }
+    }
+  }
+}
+
+// The fp64 row is the fp64 chain's row, over every key or the first ones, under every mask.
+TEST(DecodeCpu, TheFp64RowIsTheReferenceChainsRow) {
+  for (MaskKind mask : {MaskKind::None, MaskKind::Causal, MaskKind::Custom}) {
+    const Problem p = decode_problem(4, 300, 16, 4, 2, mask, 5, 0.6);
+    for (int keys : {0, 150}) {
+      SCOPED_TRACE(std::to_string(static_cast<int>(mask)) + " " + std::to_string(keys));
+      const Problem q = keys ? first_keys(p, keys) : p;
+      const TraceD ref = reference_fp64(q);
+      for (int h : {0, 3})
+        for (int i : {0, 3}) {
+          std::vector<double> w;
+          double big = 0;
+          const std::vector<double> row = reference_fp64_row(p, h, i, keys, &w, &big);
+          const Eigen::Index r = static_cast<Eigen::Index>(h) * p.n() + i;
+          for (int c = 0; c < p.d_v(); ++c) EXPECT_NEAR(row[c], ref.output(r, c), 1e-12);
+          ASSERT_EQ(static_cast<Eigen::Index>(w.size()), q.m());
+          for (Eigen::Index j = 0; j < q.m(); ++j) EXPECT_NEAR(w[j], ref.weights(r, j), 1e-14);
+          double want = 0;
+          for (Eigen::Index j = 0; j < q.m(); ++j)
+            if (std::isfinite(ref.logits(r, j))) want = std::max(want, std::abs(ref.logits(r, j)));
+          EXPECT_NEAR(big, want, 1e-12);
+        }
+    }
+  }
+  EXPECT_THROW(reference_fp64_row(random_problem(2, 8, 4, 4, 1), 1, 0), InputError);
+}
+
+}  // namespace attnlab

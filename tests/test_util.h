@@ -250,6 +250,24 @@ inline Problem make_problem(int n, int d_k, int d_v, int heads, MaskKind mask, d
   return p;
 }
 
+// The first `keys` keys of every key/value head of p (and of a custom mask's columns), as a
+// problem of its own: what a decode over a cache's first keys must equal.
+inline Problem first_keys(const Problem& p, int keys) {
+  Problem r = p;
+  ProblemInputs in;
+  in.q = p.q();
+  const int m = p.m(), G = p.kv_heads();
+  in.k.resize(static_cast<Eigen::Index>(G) * keys, p.d_k());
+  in.v.resize(static_cast<Eigen::Index>(G) * keys, p.d_v());
+  for (int g = 0; g < G; ++g) {
+    in.k.middleRows(static_cast<Eigen::Index>(g) * keys, keys) = p.k().middleRows(static_cast<Eigen::Index>(g) * m, keys);
+    in.v.middleRows(static_cast<Eigen::Index>(g) * keys, keys) = p.v().middleRows(static_cast<Eigen::Index>(g) * m, keys);
+  }
+  if (p.mask == MaskKind::Custom) in.custom_mask = p.custom_mask().leftCols(keys);
+  r.set_inputs(std::move(in));
+  return r;
+}
+
 // ---- running binaries --------------------------------------------------------------------------
 
 // What one run of a binary left behind: exit code (128 + signal when killed, -1 when it could

@@ -19,7 +19,7 @@ using namespace attnlab;
 using namespace attnlab::viewer;
 
 TEST(Views, TheRegistryNamesEveryViewOnceInTheRadioButtonsOrder) {
-  const std::vector<std::string> want = {"chain", "walk", "heads", "perf", "precision", "diff"};
+  const std::vector<std::string> want = {"chain", "walk", "heads", "perf", "precision", "diff", "decode"};
   EXPECT_EQ(view_names(), want);
   for (std::size_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ(view_index(want[i]), static_cast<int>(i));
@@ -28,14 +28,14 @@ TEST(Views, TheRegistryNamesEveryViewOnceInTheRadioButtonsOrder) {
     EXPECT_FALSE(en.empty());
     EXPECT_NE(zh, en) << want[i] << ": a label in each language";
   }
-  EXPECT_EQ(view_index("decode"), -1);
-  EXPECT_EQ(view_names_text(), "chain, walk, heads, perf, precision or diff");
+  EXPECT_EQ(view_index("backward"), -1);
+  EXPECT_EQ(view_names_text(), "chain, walk, heads, perf, precision, diff or decode");
 }
 
 TEST(Views, ViewAndItsFlagsAreParsedThroughTheRegistry) {
   for (const std::string& name : view_names()) EXPECT_EQ(parse_viewer_args({"--view", name}).view, name);
-  EXPECT_EQ(test::message_of<InputError>([] { parse_viewer_args({"--view", "decode"}); }),
-            "--view must be chain, walk, heads, perf, precision or diff, got 'decode'");
+  EXPECT_EQ(test::message_of<InputError>([] { parse_viewer_args({"--view", "backward"}); }),
+            "--view must be chain, walk, heads, perf, precision, diff or decode, got 'backward'");
   // A view's own flag lands in its options; a flag no view knows is still refused.
   EXPECT_EQ(parse_viewer_args({"--view", "walk", "--tile", "8"}).views.walk.tile, 8);
   EXPECT_EQ(test::message_of<InputError>([] { parse_viewer_args({"--tile", "0"}); }),
@@ -53,7 +53,8 @@ TEST(Views, ViewAndItsFlagsAreParsedThroughTheRegistry) {
   EXPECT_EQ(parse_viewer_args({"--backend", "cpu"}).backend, "cpu");
   // Every view's flags are in --help.
   const std::string usage = viewer_usage();
-  for (const char* flag : {"--tile", "--diff", "--perf-n", "--perf-chart", "chain|walk|heads|perf|precision|diff"})
+  for (const char* flag : {"--tile", "--diff", "--perf-n", "--perf-chart", "--cache", "--cache-heads", "--split",
+                           "chain|walk|heads|perf|precision|diff|decode"})
     EXPECT_NE(usage.find(flag), std::string::npos) << flag;
 }
 
@@ -81,6 +82,7 @@ TEST(Views, TheAppsViewsTheirCompanionsAndTheirPartOfTheStateDump) {
   }
   EXPECT_EQ(keys.size(), 2u) << "two different computations";
   EXPECT_EQ(views[view_index("perf")]->info_panel(), false);
+  EXPECT_EQ(views[view_index("decode")]->info_panel(), false);
   EXPECT_EQ(views[view_index("chain")]->info_panel(), true);
   // The diff view's --diff is checked against the problem: a query that is no token is refused.
   ViewerOptions bad = parse_viewer_args({"--view", "diff", "--diff", "query=你好", "--backend", "cpu"});

@@ -1,6 +1,7 @@
-// attnlab-view-bench: the viewer's redraw benchmark (`attnlab-view --bench-redraw`) as a program
+// attnlab-view-bench: the viewer's benchmarks (`attnlab-view --bench-redraw`, `--bench-decode S`) as a program
 // without SDL, for machines that have a GPU but no display libraries. Takes the viewer's flags.
 #include "core/types.h"
+#include "viewer/app/decode_bench.h"
 #include "viewer/app/redraw_bench.h"
 #include "viewer/app/options.h"
 
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     // Wrong numbers fail the run, however fast.
+    if (opts.bench_decode_seconds > 0) return viewer::run_decode_bench(opts, std::cout).check_pass ? 0 : 1;
     return viewer::run_redraw_bench(opts, std::cout).check_pass ? 0 : 1;
   } catch (const InputError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -5,6 +5,7 @@
 // reverse. --screenshot renders three frames without input and writes a PNG (software renderer, so
 // it works with SDL_VIDEODRIVER=dummy and gives the same pixels everywhere); --bench-redraw needs no
 // window at all.
+#include "viewer/app/decode_bench.h"
 #include "viewer/app/redraw_bench.h"
 #include "viewer/session/keymap.h"
 #include "viewer/app/options.h"
@@ -86,6 +87,15 @@ int main(int argc, char** argv) {
   if (opts.help) {
     std::fputs(viewer_usage().c_str(), stdout);
     return 0;
+  }
+  if (opts.bench_decode_seconds > 0) {
+    try {
+      return run_decode_bench(opts, std::cout).check_pass ? 0 : 1;
+    } catch (const InputError& e) {
+      return fail(2, e.what());
+    } catch (const std::exception& e) {
+      return fail(1, e.what());
+    }
   }
   if (opts.bench_redraw) {
     try {

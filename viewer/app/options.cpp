@@ -28,7 +28,7 @@ std::string viewer_usage() {
            for (const std::string& n : view_names()) names += (names.empty() ? "" : "|") + n;
            return names;
          }() + "] [--precision fp32|bf16]\n"
-         "                    [--ui-scale S] [--fullscreen] [--bench-redraw [--repeat R]]\n"
+         "                    [--ui-scale S] [--fullscreen] [--bench-redraw [--repeat R]] [--bench-decode S]\n"
          "                    [--export-dir DIR] [--fuzz-events N [--fuzz-seed S]]\n" +
          views_usage() +
          "Interactive lab for scaled dot-product attention (F1 in the window lists the keys).\n"
@@ -37,7 +37,9 @@ std::string viewer_usage() {
          "--screenshot renders a few frames without input, writes the PNG and exits (works with\n"
          "SDL_VIDEODRIVER=dummy; in the perf view it runs the sweep to the end first). --bench-redraw\n"
          "times temperature changes (backend + heatmap)\n"
-         "without a window, for --random N (default 4096), and prints milliseconds.\n"
+         "without a window, for --random N (default 4096), and prints milliseconds. --bench-decode S plays\n"
+         "the decode view (its --cache flags) for S seconds without a window and prints the tokens shown\n"
+         "per second, the kernel's time and read rate per token and the UI thread's time per frame.\n"
          "--export-dir DIR: where the window's exports and screenshots go (default: the current folder).\n"
          "--fuzz-events N: the UI event fuzzer (docs/VIEWER.md): N seeded input events (keys, text,\n"
          "clicks, drags, wheel, resizes, view switches, Load/Generate/Export with good and bad paths)\n"
@@ -173,6 +175,8 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
       o.fuzz_seed = parse_flag_int<std::uint64_t>(a, value(), 0, ~std::uint64_t{0});
     } else if (a == "--bench-redraw") {
       o.bench_redraw = true;
+    } else if (a == "--bench-decode") {
+      o.bench_decode_seconds = parse_flag_int<int>(a, value(), 1, 600);
     } else if (a == "--repeat") {
       o.repeat = parse_flag_int<int>(a, value(), 1, 1000);
     } else if (!parse_view_flag(a, value, o.views)) {
@@ -216,6 +220,8 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
     throw InputError("--pattern describes a random problem: add --random N");
   if (o.random_n) check_pattern(o.pattern, *o.random_n, o.d_k);
   if (o.fuzz_seed && !o.fuzz_events) throw InputError("--fuzz-seed seeds --fuzz-events N: add it");
+  if (o.bench_decode_seconds > 0 && (o.bench_redraw || !o.screenshot.empty() || o.fuzz_events))
+    throw InputError("--bench-decode runs alone: not with --bench-redraw, --screenshot or --fuzz-events");
   if (o.fuzz_events && (!o.screenshot.empty() || o.bench_redraw))
     throw InputError("--fuzz-events runs the window's loop: not with --screenshot or --bench-redraw");
   if ((o.d_k != 64 || o.d_v != 64 || o.seed != 0) && !o.random_n && !o.bench_redraw) {

@@ -8,7 +8,7 @@
 //                [--stages auto|all|step]
 //                [--view NAME] [--ui-scale S] [--fullscreen] [--precision fp32|bf16]
 //                and each view's own flags (viewer/views/registry.h: --tile, --diff, --perf-*)
-//                [--bench-redraw] [--repeat R] [--help]
+//                [--bench-redraw] [--repeat R] [--bench-decode S] [--help]
 #pragma once
 
 #include "core/types.h"
@@ -39,6 +39,7 @@ struct ViewerOptions : SessionOptions {
   std::string state_dump;             // write the state as JSON here on every change and on exit
   bool bench_redraw = false;          // time temperature redraws without a window, print ms
   int repeat = 5;                     // --bench-redraw repetitions
+  double bench_decode_seconds = 0;    // --bench-decode S: the decode view's play for S seconds
   std::string export_dir;             // --export-dir DIR: exports and screenshots ("": here)
   long fuzz_events = 0;               // --fuzz-events N: the UI event fuzzer (viewer/app/fuzz.h)
   std::optional<std::uint64_t> fuzz_seed;  // --fuzz-seed S (default 1)

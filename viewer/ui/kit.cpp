@@ -2,6 +2,7 @@
 #include "viewer/ui/kit.h"
 
 #include "viewer/draw/layout.h"
+#include "core/format.h"
 #include "viewer/draw/strings.h"
 
 #include <algorithm>
@@ -22,6 +23,29 @@ ImU32 query_colour(int i) {
   };
   if (i <= 0) return kHighlight;
   return kOthers[(i - 1) % std::size(kOthers)];
+}
+
+std::string value4(double x) {
+  if (std::isnan(x)) return "—";
+  if (std::isinf(x)) return x < 0 ? "−∞" : "+∞";
+  std::string s = format_number("%.4g", x);
+  return s == "-0" ? "0" : s;
+}
+
+std::string values4(const std::vector<double>& v, std::size_t max_items) {
+  if (v.empty()) return "—";
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size() && i < max_items; ++i) s += (i ? ", " : "") + value4(v[i]);
+  if (v.size() > max_items) s += ", …";
+  return s + "]";
+}
+
+ImU32 okabe_ito(std::size_t i) {
+  static constexpr ImU32 kPalette[] = {IM_COL32(230, 159, 0, 255),   IM_COL32(86, 180, 233, 255),
+                                       IM_COL32(0, 158, 115, 255),   IM_COL32(240, 228, 66, 255),
+                                       IM_COL32(0, 114, 178, 255),   IM_COL32(213, 94, 0, 255),
+                                       IM_COL32(204, 121, 167, 255), IM_COL32(200, 200, 200, 255)};
+  return kPalette[i % std::size(kPalette)];
 }
 
 std::string fmt(const char* f, ...) {

@@ -32,6 +32,13 @@ inline const ImVec4 kDimV4(0.7f, 0.7f, 0.7f, 1.0f);
 ImU32 query_colour(int i);
 
 std::string fmt(const char* f, ...);
+// A value as the walk and decode tables print it: 4 significant digits, ±∞ and — for NaN.
+std::string value4(double x);
+// "[a, b, c, …]": the first max_items values of v by value4 ("—" when empty).
+std::string values4(const std::vector<double>& v, std::size_t max_items);
+// The i-th colour of the Okabe-Ito palette (told apart with the common colour-vision
+// deficiencies and on a projector): the perf view's series, the decode view's splits.
+ImU32 okabe_ito(std::size_t i);
 // A heading line between control groups (ImGui 1.86 has no SeparatorText).
 void section(const char* text);
 // Text wrapped at spaces and around CJK characters (viewer/draw/strings.h wrap_lines), cached.

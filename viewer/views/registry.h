@@ -6,6 +6,7 @@
 #pragma once
 
 #include "viewer/views/chain/chain_view.h"
+#include "viewer/views/decode/decode_view.h"
 #include "viewer/views/diff/diff_view.h"
 #include "viewer/views/heads/heads_view.h"
 #include "viewer/views/perf/perf_view.h"
@@ -24,7 +25,8 @@
   X(heads, HeadsView)           \
   X(perf, PerfView)             \
   X(precision, PrecisionView)   \
-  X(diff, DiffView)
+  X(diff, DiffView)             \
+  X(decode, DecodeView)
 
 namespace attnlab::viewer {
 
@@ -39,7 +41,7 @@ struct ViewOptions {
 const std::vector<std::string>& view_names();
 // The index of a view's word, -1 when there is none.
 int view_index(const std::string& name);
-// "chain, walk, heads, perf, precision or diff".
+// "chain, walk, heads, perf, precision, diff or decode".
 std::string view_names_text();
 // The radio button's text of view i.
 const char* view_label(int i, Lang lang);

@@ -29,17 +29,12 @@
 namespace attnlab::viewer {
 namespace {
 
-// Okabe-Ito: told apart with the common colour-vision deficiencies and on a projector.
-constexpr ImU32 kPalette[] = {IM_COL32(230, 159, 0, 255),   IM_COL32(86, 180, 233, 255),
-                              IM_COL32(0, 158, 115, 255),   IM_COL32(240, 228, 66, 255),
-                              IM_COL32(0, 114, 178, 255),   IM_COL32(213, 94, 0, 255),
-                              IM_COL32(204, 121, 167, 255), IM_COL32(200, 200, 200, 255)};
 constexpr ImU32 kAxis = IM_COL32(200, 200, 200, 255);
 constexpr ImU32 kGrid = IM_COL32(70, 70, 80, 255);
 constexpr ImU32 kGridMinor = IM_COL32(45, 45, 52, 255);
 constexpr ImU32 kRoof = IM_COL32(255, 255, 255, 200);
 
-ImU32 series_colour(std::size_t i) { return kPalette[i % std::size(kPalette)]; }
+ImU32 series_colour(std::size_t i) { return okabe_ito(i); }
 
 std::string g3(double v) { return format_number("%.3g", v); }
 

@@ -29,20 +29,6 @@ namespace {
 
 constexpr ImU32 kConsumed = IM_COL32(0, 190, 190, 255);  // teal: outside viridis' yellow end
 
-std::string v4(double x) {
-  if (std::isnan(x)) return "—";
-  if (std::isinf(x)) return x < 0 ? "−∞" : "+∞";
-  std::string s = format_number("%.4g", x);
-  return s == "-0" ? "0" : s;
-}
-
-std::string vec(const std::vector<double>& v, std::size_t max_items) {
-  if (v.empty()) return "—";
-  std::string s = "[";
-  for (std::size_t i = 0; i < v.size() && i < max_items; ++i) s += (i ? ", " : "") + v4(v[i]);
-  if (v.size() > max_items) s += ", …";
-  return s + "]";
-}
 
 std::string key_range(const WalkTile& t) {
   return t.j1 - t.j0 == 1 ? std::to_string(t.j0) : std::to_string(t.j0) + "–" + std::to_string(t.j1 - 1);
@@ -122,7 +108,7 @@ void strip(Shell& app, WalkView& v, const Walk& w) {
   // Mark where the query sits among the keys (causal: the diagonal).
   v.strip = {at.x + 2, y0, width, h, static_cast<int>(bins.size())};
   ImGui::Dummy(ImVec2(width + 4, h + bar + 8));
-  ImGui::TextColored(kDimV4, "x: %s … %s", v4(lo).c_str(), v4(hi).c_str());
+  ImGui::TextColored(kDimV4, "x: %s … %s", value4(lo).c_str(), value4(hi).c_str());
 }
 
 void running_table(Shell& app, WalkView& v, const Walk& w, float height) {
@@ -160,15 +146,15 @@ void running_table(Shell& app, WalkView& v, const Walk& w, float height) {
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(key_range(t).c_str());
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(t.skipped ? tr(lang, S::WalkSkipped) : v4(t.tile_max).c_str());
+      ImGui::TextUnformatted(t.skipped ? tr(lang, S::WalkSkipped) : value4(t.tile_max).c_str());
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(v4(t.m).c_str());
+      ImGui::TextUnformatted(value4(t.m).c_str());
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(t.skipped ? "—" : v4(t.alpha).c_str());
+      ImGui::TextUnformatted(t.skipped ? "—" : value4(t.alpha).c_str());
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(v4(t.l).c_str());
+      ImGui::TextUnformatted(value4(t.l).c_str());
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(t.output.empty() ? tr(lang, S::WalkNothingYet) : vec(t.output, 3).c_str());
+      ImGui::TextUnformatted(t.output.empty() ? tr(lang, S::WalkNothingYet) : values4(t.output, 3).c_str());
       if (pending) ImGui::PopStyleColor();
     }
   }
@@ -189,7 +175,7 @@ void chart(const char* label, const std::vector<float>& values, int count, float
   if (hi - lo < 1e-6f) lo -= 0.5f, hi += 0.5f;
   for (float& x : v)
     if (!std::isfinite(x)) x = lo - (hi - lo);  // below the plot: not drawn inside it
-  ImGui::TextColored(kDimV4, "%s  [%s … %s]", label, v4(lo).c_str(), v4(hi).c_str());
+  ImGui::TextColored(kDimV4, "%s  [%s … %s]", label, value4(lo).c_str(), value4(hi).c_str());
   ImGui::PlotLines(fmt("##%s", label).c_str(), v.data(), static_cast<int>(v.size()), 0, nullptr, lo, hi,
                    ImVec2(width, height));
 }
@@ -204,14 +190,14 @@ void output_rows(Shell& app, WalkView& v, const Walk& w) {
     ImGui::TextUnformatted(tr(lang, S::WalkOutputNow));
     for (int c = 0; c < dims; ++c) {
       ImGui::TableNextColumn();
-      ImGui::TextColored(kHighlightV4, "%s", t.output.empty() ? "—" : v4(t.output[c]).c_str());
+      ImGui::TextColored(kHighlightV4, "%s", t.output.empty() ? "—" : value4(t.output[c]).c_str());
     }
     ImGui::TableNextRow();
     ImGui::TableNextColumn();
     ImGui::TextUnformatted(tr(lang, S::WalkStaged));
     for (int c = 0; c < dims; ++c) {
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(c < static_cast<int>(w.staged_output.size()) ? v4(w.staged_output[c]).c_str() : "—");
+      ImGui::TextUnformatted(c < static_cast<int>(w.staged_output.size()) ? value4(w.staged_output[c]).c_str() : "—");
     }
     ImGui::EndTable();
   }

@@ -1,0 +1,295 @@
+// The decode view's logic (viewer/views/decode/decode_view.h): the caches (the input on screen
+// decoded token by token, a random prompt growing by a key per token), one token through the
+// decode kernel's own steps against the kernel run on the same problem built whole, the checks
+// (one pass, fp64), the strip's weights, the settings and their refusals, play, the history, the
+// state dump; and headless screenshots of `attnlab-view --view decode` in both languages.
+#include "viewer_test_util.h"
+#include "cpu/cpu_backend.h"
+#include "tests/test_util.h"
+#include "viewer/session/session.h"
+#include "viewer/views/decode/decode_view.h"
+#ifdef ATTNLAB_VIEW_BINARY
+#include "viewer/draw/png_io.h"
+#endif
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <numeric>
+#include <string>
+#include <vector>
+
+using namespace attnlab;
+using namespace attnlab::viewer;
+
+namespace {
+
+DecodeJob job_for(const DecodeShape& shape, int token, int splits, int head, double temperature = 1.0) {
+  DecodeJob j;
+  j.shape = shape;
+  j.token = token;
+  j.splits = splits;
+  j.head = head;
+  j.temperature = temperature;
+  return j;
+}
+
+std::vector<double> row(const MatrixF& m, Eigen::Index r) {
+  std::vector<double> v(m.cols());
+  for (Eigen::Index c = 0; c < m.cols(); ++c) v[c] = m(r, c);
+  return v;
+}
+
+}  // namespace
+
+TEST(DecodeView, TheInputIsDecodedTokenByTokenAsTheCausalRowsOfItsChain) {
+  const Problem demo = demo_problem();
+  auto cache = DecodeCache::from_input(demo);
+  ASSERT_EQ(cache->tokens(), 5);
+  EXPECT_EQ(cache->capacity(), 5);
+  EXPECT_EQ(cache->keys_at(0), 1);
+  EXPECT_EQ(cache->keys_at(4), 5);
+  EXPECT_EQ(cache->query_label(2), "上下文");
+  // The causal chain of the demo: row t is what decoding token t computes.
+  Problem causal = demo;
+  causal.mask = MaskKind::Causal;
+  const TraceD ref = reference_fp64(causal);
+  auto input = std::make_shared<const Problem>(demo);
+  DecodeEngine e(/*probe=*/false);
+  for (int t = 0; t < 5; ++t) {
+    DecodeJob j = job_for(DecodeShape{}, t, 2, 0, demo.temperature);
+    j.input = input;
+    const DecodeToken r = e.run(j);
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    EXPECT_EQ(r.token, t);
+    EXPECT_EQ(r.keys, t + 1);
+    EXPECT_EQ(r.splits, std::min(2, t + 1));
+    EXPECT_EQ(static_cast<int>(r.walk.split_states.size()), r.splits);
+    EXPECT_EQ(static_cast<int>(r.walk.merges.size()), r.splits - 1);
+    for (int c = 0; c < demo.d_v(); ++c) EXPECT_NEAR(r.walk.split_output[c], ref.output(t, c), 1e-6) << t;
+    EXPECT_TRUE(r.within);
+    EXPECT_LE(r.l_ulps, 2);
+    EXPECT_LE(r.one_pass_diff, 1e-6);
+    EXPECT_NEAR(std::accumulate(r.shares.begin(), r.shares.end(), 0.0), 1.0, 1e-12);
+    ASSERT_EQ(static_cast<int>(r.bins.size()), t + 1);  // a bin per key on a short cache
+    for (int k = 0; k <= t; ++k) EXPECT_NEAR(r.bins[k], ref.weights(t, k), 1e-7);
+    EXPECT_EQ(r.tail.size(), r.bins.size());
+    EXPECT_DOUBLE_EQ(r.bytes, (t + 1) * (demo.d_k() + demo.d_v()) * 4.0);
+  }
+  EXPECT_EQ(e.builds(), 1) << "the cache is built once for the input";
+}
+
+TEST(DecodeView, ATokenOfARandomCacheIsTheDecodeKernelOnThatTokensProblem) {
+  DecodeShape shape;
+  shape.keys = 3000;
+  shape.heads = 4;
+  shape.kv_heads = 2;
+  shape.dim = 16;
+  shape.seed = 7;
+  auto cache = DecodeCache::random(shape);
+  EXPECT_EQ(cache->tokens(), kDecodeGrow);
+  EXPECT_EQ(cache->capacity(), 3000 + kDecodeGrow);
+  EXPECT_EQ(cache->keys_at(5), 3006);
+  DecodeEngine e(false);
+  const DecodeToken r = e.run(job_for(shape, 5, 3, 3, 0.7));
+  ASSERT_TRUE(r.error.empty()) << r.error;
+  EXPECT_EQ(r.keys, 3006);
+  EXPECT_EQ(r.splits, 3);
+  EXPECT_EQ(r.kv_head, 1);
+  EXPECT_EQ(r.heads, 4);
+  EXPECT_EQ(r.kv_heads, 2);
+  // The same token built as a problem of its own and run through the kernel whole: the same bits.
+  const Problem whole = test::first_keys(cache->at(5, 0.7), 3006);
+  const Trace t = cpu_decode(whole, 3);
+  EXPECT_EQ(r.walk.split_output, row(t.output, 3));
+  EXPECT_EQ(r.walk.split_states.front().j1, r.keys_per_split);
+  EXPECT_EQ(r.walk.split_states.back().j1, 3006);
+  EXPECT_TRUE(r.within) << r.fp64_error << " > " << r.tolerance;
+  EXPECT_LE(r.l_ulps, 2);
+  EXPECT_LE(r.fp64_error, 1e-5);
+  EXPECT_LE(static_cast<int>(r.bins.size()), kDecodeStripBins);
+  EXPECT_EQ(static_cast<int>(r.tail.size()), kDecodeTail);
+  EXPECT_DOUBLE_EQ(r.bytes, 3006.0 * 2 * 32 * 4);
+  // Another token of the same shape reuses the cache; a new shape builds one.
+  e.run(job_for(shape, 6, 0, 0));
+  EXPECT_EQ(e.builds(), 1);
+  shape.seed = 8;
+  e.run(job_for(shape, 6, 0, 0));
+  EXPECT_EQ(e.builds(), 2);
+  // The same shape and seed give the same numbers.
+  DecodeEngine again(false);
+  shape.seed = 7;
+  EXPECT_EQ(again.run(job_for(shape, 5, 3, 3, 0.7)).walk.split_output, r.walk.split_output);
+}
+
+TEST(DecodeView, ShapesThatDoNotFitAreRefusedInBothLanguages) {
+  DecodeShape s;
+  EXPECT_EQ(decode_shape_error(s, Lang::En), "") << "the input on screen";
+  s.keys = 1048576;
+  s.heads = 8;
+  s.kv_heads = 8;
+  s.dim = 128;
+  EXPECT_NE(decode_shape_error(s, Lang::En).find("more than the view holds"), std::string::npos);
+  EXPECT_NE(decode_shape_error(s, Lang::Zh).find("超过本视图的上限"), std::string::npos);
+  s.kv_heads = 3;
+  EXPECT_NE(decode_shape_error(s, Lang::En).find("multiple of the key/value heads"), std::string::npos);
+  s.kv_heads = 1;
+  EXPECT_EQ(decode_shape_error(s, Lang::En), "") << "a million keys of one key/value head at d = 128: within";
+  s.keys = kDecodeMaxKeys + 1;
+  EXPECT_NE(decode_shape_error(s, Lang::En), "");
+  // Every offered cache fits with one key/value head at d = 128.
+  for (int keys : decode_cache_choices()) {
+    DecodeShape c;
+    c.keys = keys;
+    c.heads = 8;
+    c.kv_heads = 1;
+    EXPECT_EQ(decode_shape_error(c, Lang::En), "") << keys;
+  }
+  // The engine refuses what the view would not ask for, with the reason.
+  DecodeShape big;
+  big.keys = 1048576;
+  big.heads = big.kv_heads = 8;
+  DecodeEngine e(false);
+  const DecodeToken r = e.run(job_for(big, 0, 0, 0));
+  EXPECT_NE(r.error.find("more than the view holds"), std::string::npos);
+  // The input on screen with more queries than keys cannot be decoded.
+  Problem wide = random_problem(2, 2, 4, 4, 1, 1, 1);
+  ProblemInputs in;
+  in.q = MatrixF::Ones(6, 4);
+  in.k = wide.k();
+  in.v = wide.v();
+  wide.set_inputs(in);
+  EXPECT_THROW(DecodeCache::from_input(wide), InputError);
+}
+
+TEST(DecodeView, FlagsAreParsedAndCheckedThroughTheRegistry) {
+  const ViewerOptions o =
+      parse_viewer_args({"--view", "decode", "--cache", "65536", "--cache-heads", "32/8", "--cache-dim", "64", "--split", "4"});
+  EXPECT_EQ(o.view, "decode");
+  EXPECT_EQ(o.views.decode.keys, 65536);
+  EXPECT_EQ(o.views.decode.heads, 32);
+  EXPECT_EQ(o.views.decode.kv_heads, 8);
+  EXPECT_EQ(o.views.decode.dim, 64);
+  EXPECT_EQ(o.views.decode.splits, 4);
+  EXPECT_EQ(parse_viewer_args({"--cache-heads", "8"}).views.decode.kv_heads, 8);
+  EXPECT_EQ(test::message_of<InputError>([] { parse_viewer_args({"--cache-heads", "8/3"}); }),
+            "--cache-heads H/G needs G dividing H (G key/value heads shared by H query heads), got '8/3'");
+  EXPECT_EQ(test::message_of<InputError>([] { parse_viewer_args({"--cache", "-1"}); }),
+            "--cache must be an integer from 0 to 1048576, got '-1'");
+  EXPECT_NE(test::message_of<InputError>([] {
+              parse_viewer_args({"--cache", "1048576", "--cache-heads", "8/8", "--cache-dim", "128"});
+            }).find("more than the view holds"),
+            std::string::npos);
+  EXPECT_THROW(parse_viewer_args({"--split", "65"}), InputError);
+}
+
+TEST(DecodeView, StepsPlayAndTheHistoryFollowTheTokens) {
+  Session s(test::cpu_viewer_options());
+  DecodeView v(ViewContext{s, true, true}, DecodeView::Options{}, /*probe=*/false);
+  v.sync(s);
+  ASSERT_NE(v.shown(), nullptr);
+  EXPECT_EQ(v.shown()->token, 0);
+  EXPECT_EQ(v.shown()->tokens, 5);
+  EXPECT_EQ(v.splits(), 2) << "two splits on the input: the merge is there to see";
+  EXPECT_FALSE(v.busy());
+  EXPECT_TRUE(v.on_action(Action::StepNext));
+  v.sync(s);
+  EXPECT_EQ(v.shown()->token, 1);
+  EXPECT_EQ(v.shown()->walk.merges.size(), 1u);
+  v.on_action(Action::StepHome);
+  v.sync(s);
+  EXPECT_EQ(v.shown()->token, 0);
+  EXPECT_EQ(v.history().size(), 1u) << "stepping back starts the chart again";
+  // Play: a token every 1 / speed seconds, wrapping at the end.
+  v.set_speed(2);
+  v.toggle_play();
+  ASSERT_TRUE(v.playing());
+  int asked = 0;
+  for (int frame = 0; frame < 60; ++frame) {
+    asked += v.tick(0.1) ? 1 : 0;
+    v.sync(s);
+  }
+  EXPECT_EQ(asked, 12);
+  EXPECT_EQ(v.shown()->token, 12 % 5);
+  EXPECT_NEAR(v.tokens_per_second(), 2.0, 0.01);
+  v.hidden();
+  EXPECT_FALSE(v.playing()) << "work nobody sees stops";
+  EXPECT_EQ(v.tokens_per_second(), 0);
+  // A temperature change recomputes the token on screen.
+  ASSERT_TRUE(s.set_temperature(0.5));
+  v.sync(s);
+  EXPECT_EQ(v.shown()->job.temperature, 0.5);
+  EXPECT_EQ(v.broken(s), "");
+  // A random cache; ↑/↓ pick the query head; its split count is its own.
+  DecodeShape c;
+  c.keys = 4096;
+  c.heads = 8;
+  c.kv_heads = 1;
+  c.dim = 64;
+  v.set_shape(c);
+  EXPECT_EQ(v.splits(), 0);
+  v.sync(s);
+  EXPECT_EQ(v.shown()->keys, 4097);
+  EXPECT_EQ(v.shown()->heads, 8);
+  for (int i = 0; i < 10; ++i) v.on_action(Action::QueryNext);
+  EXPECT_EQ(v.head(), 7);
+  v.sync(s);
+  EXPECT_EQ(v.shown()->head, 7);
+  EXPECT_EQ(v.shown()->kv_head, 0) << "8 query heads over one cache";
+  v.set_shape(DecodeShape{});  // back to the input: one head
+  EXPECT_EQ(v.head(), 0);
+  // A refused shape is not taken.
+  DecodeShape big = c;
+  big.keys = 1048576;
+  big.kv_heads = 8;
+  v.set_shape(big);
+  EXPECT_TRUE(v.shape().input());
+  // The state dump.
+  v.sync(s);
+  const nlohmann::json j = nlohmann::json::parse(v.state_json());
+  EXPECT_EQ(j["cache"], 0);
+  EXPECT_EQ(j["shown"]["keys"], 1);
+  EXPECT_EQ(j["shown"]["within_tolerance"], true);
+  EXPECT_EQ(j["shown"]["splits"], 1);
+}
+
+TEST(DecodeView, EveryTextHasBothLanguages) {
+  for (int i = 0; i < static_cast<int>(DT::Count_); ++i) {
+    const std::string en = dtr(Lang::En, static_cast<DT>(i)), zh = dtr(Lang::Zh, static_cast<DT>(i));
+    EXPECT_FALSE(en.empty()) << i;
+    EXPECT_FALSE(zh.empty()) << i;
+  }
+  EXPECT_EQ(decode_texts().size(), 2u * static_cast<std::size_t>(DT::Count_));
+}
+
+#ifdef ATTNLAB_VIEW_BINARY
+TEST(DecodeView, HeadlessScreenshotsInBothLanguages) {
+  const test::TempDir dir("attnlab-decode-shots");
+  for (const std::string lang : {"en", "zh"}) {
+    SCOPED_TRACE(lang);
+    const std::string png = dir.file("decode-" + lang + ".png"), json = dir.file("decode-" + lang + ".json");
+    const test::BinaryRun r = test::run_binary(
+        "timeout",
+        {"60", test::view_binary(), "--screenshot", png, "--state-dump", json, "--view", "decode", "--lang", lang,
+         "--backend", "cpu", "--size", "1280x800"},
+        "SDL_VIDEODRIVER=dummy LANG=C.UTF-8");
+    ASSERT_EQ(r.code, 0) << r.err;
+    std::ifstream in(json);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    EXPECT_EQ(j["view"], "decode");
+    EXPECT_EQ(j["decode"]["shown"]["tokens"], 5);
+    EXPECT_EQ(j["decode"]["shown"]["within_tolerance"], true);
+    const auto& st = j["decode"]["strip"];
+    EXPECT_GT(st["w"].get<double>(), 200);
+    // The strip's first slot holds the first token's key: a split colour, not the background.
+    const Image img = read_png(png);
+    const int x = static_cast<int>(st["x"].get<double>() + 5);
+    const int y = static_cast<int>(st["y"].get<double>() + st["h"].get<double>() / 2);
+    const std::uint8_t* p = img.at(x, y);
+    EXPECT_GT(std::max({p[0], p[1], p[2]}), 120);
+  }
+}
+#endif

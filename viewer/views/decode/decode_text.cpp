@@ -1,0 +1,123 @@
+// The decode view's words, English and Chinese (see decode_view.h DT). Formats take printf
+// arguments; the panel fills them.
+#include "viewer/views/decode/decode_view.h"
+
+#include <array>
+
+namespace attnlab::viewer {
+namespace {
+
+struct Entry {
+  DT id;
+  Text text;
+};
+
+constexpr Entry kTexts[] = {
+    {DT::Label, {"Decode", "解码"}},
+    {DT::First, {"First token", "第一个词元"}},
+    {DT::Cache, {"Cache", "缓存"}},
+    {DT::CacheInput, {"the input on screen (%d tokens)", "屏幕上的输入（%d 个词元）"}},
+    {DT::CacheKeys, {"random, %s keys", "随机，%s 个键"}},
+    {DT::Heads, {"Heads", "头"}},
+    {DT::HeadsItem, {"%d query heads over %d key/value heads", "%d 个查询头共用 %d 个键/值头"}},
+    {DT::Dim, {"d", "d"}},
+    {DT::Splits, {"Splits", "分段"}},
+    {DT::SplitsAuto, {"auto", "自动"}},
+    {DT::Speed, {"tokens/s", "词元/秒"}},
+    {DT::TokenOf, {"token %d of %d", "第 %d 个词元，共 %d 个"}},  // 1-based
+    {DT::Building, {"building the cache…", "正在生成缓存…"}},
+    {DT::Computing, {"computing…", "计算中…"}},
+    {DT::SentenceInput,
+     {"Position %d, “%s”: its query reads the %d keys of the cache so far (itself and every earlier token), cut "
+      "into %d splits.",
+      "位置 %d，“%s”：它的查询读取到目前为止缓存中的 %d 个键（它自己和之前的每个词元），分成 %d 段。"}},
+    {DT::SentenceCache,
+     {"Position %s: each of %d query heads reads a cache of %s keys (K and V of %d key/value heads, %s), cut into "
+      "%d splits that run in parallel.",
+      "位置 %s：%d 个查询头各自读取 %s 个键的缓存（%d 个键/值头的 K 与 V，共 %s），分成 %d 段并行计算。"}},
+    {DT::InputNote,
+     {"Decoding the input on screen: token t sees the keys of tokens 0..t, the causal mask's row t, whatever the "
+      "mask is set to. The temperature is the session's.",
+      "对屏幕上的输入逐词元解码：第 t 个词元看到第 0..t 个词元的键，即因果掩码的第 t 行，与掩码设置无关。温度沿用当前设置。"}},
+    {DT::StripTitle,
+     {"The cache: keys in order, coloured by split; brighter = more weight for the selected head",
+      "缓存：按顺序排列的键，颜色表示所属分段；越亮表示所选头给它的权重越大"}},
+    {DT::Newest, {"the newest keys", "最新的键"}},
+    {DT::Future, {"room for the tokens to come", "留给后续词元的位置"}},
+    {DT::HeadsTitle, {"Query heads and the cache rows they read", "查询头与它们读取的缓存行"}},
+    {DT::HeadsShare,
+     {"%d query heads share each key/value head: a token reads %s of K and V, not %s (one copy per query head).",
+      "每 %d 个查询头共用一个键/值头：每个词元读取 %s 的 K 与 V，而不是 %s（每个查询头一份）。"}},
+    {DT::HeadsOwn,
+     {"Every query head has its own key/value head: a token reads %s of K and V.",
+      "每个查询头都有自己的键/值头：每个词元读取 %s 的 K 与 V。"}},
+    {DT::SplitsTitle,
+     {"Each split's partial state for head %d (m in logit units; acc unnormalised)",
+      "第 %d 个头在各段上的部分状态（m 以 logit 为单位；acc 未归一化）"}},
+    {DT::ColSplit, {"split", "段"}},
+    {DT::ColKeys, {"keys", "键"}},
+    {DT::ColShare, {"share", "份额"}},
+    {DT::MergeTitle,
+     {"The combine: merging two states is exact, in any order (log-sum-exp)",
+      "合并：两个状态的合并是精确的，与顺序无关（log-sum-exp）"}},
+    {DT::MergeM, {"merge %d: m = max(m_A, m_B) = max(%s, %s) = %s", "合并 %d：m = max(m_A, m_B) = max(%s, %s) = %s"}},
+    {DT::MergeAB, {"a = exp(m_A − m) = %s   b = exp(m_B − m) = %s", "a = exp(m_A − m) = %s   b = exp(m_B − m) = %s"}},
+    {DT::MergeL, {"l = a·l_A + b·l_B = %s·%s + %s·%s = %s", "l = a·l_A + b·l_B = %s·%s + %s·%s = %s"}},
+    {DT::MergeAcc, {"acc = a·acc_A + b·acc_B = %s", "acc = a·acc_A + b·acc_B = %s"}},
+    {DT::MergeMore, {"… %d more merges, the same rule", "… 另有 %d 次合并，规则相同"}},
+    {DT::MergeNone,
+     {"One split: nothing to merge (more splits: the Splits menu).", "只有一段：无需合并（更多分段：见“分段”菜单）。"}},
+    {DT::Output, {"O = acc / l = %s", "O = acc / l = %s"}},
+    {DT::CheckOnePass,
+     {"Against one pass over every key: max |Δ| = %s, l differs by %s ulp.",
+      "与一次遍历所有键的结果相比：max |Δ| = %s，l 相差 %s ulp。"}},
+    {DT::CheckFp64, {"Against fp64: max error %s (verify's fp32 bound there %s): %s",
+                     "与 fp64 相比：最大误差 %s（verify 的 fp32 界为 %s）：%s"}},
+    {DT::Within, {"within", "在容差内"}},
+    {DT::Outside, {"OUTSIDE", "超出容差"}},
+    {DT::TimeTitle, {"Time per token", "每个词元的时间"}},
+    {DT::Bytes,
+     {"K + V read per token: %s in %s = %s GB/s, %s%% of this machine's read rate (%s GB/s, all threads).",
+      "每个词元读取的 K + V：%s，用时 %s = %s GB/s，达到本机读带宽的 %s%%（%s GB/s，全部线程）。"}},
+    {DT::BytesNoProbe,
+     {"K + V read per token: %s in %s = %s GB/s (the machine's read rate is being measured).",
+      "每个词元读取的 K + V：%s，用时 %s = %s GB/s（正在测量本机读带宽）。"}},
+    {DT::Tps, {"%s tokens/s shown (asked %s)", "每秒显示 %s 个词元（设定 %s）"}},
+    {DT::TpsPaused, {"paused: Space plays", "已暂停：按空格播放"}},
+    {DT::Measured, {"kernel time", "内核时间"}},
+    {DT::Floor, {"bytes / read rate", "字节 / 读带宽"}},
+    {DT::Caveat,
+     {"Decode is memory-bound: one query per head does 2 FLOPs per key and dimension while reading 4 bytes, so "
+      "the time follows the bytes of the cache. The time is the CPU decode kernel's for every head; the checks "
+      "run beside it and are not counted. Random keys give nearly even weights: the long cache teaches the bytes, "
+      "the input on screen the numbers.",
+      "解码受内存带宽限制：每个头只有一个查询，每个键每个维度做 2 次浮点运算却要读 4 个字节，所以时间随缓存的字节数增长。"
+      "时间是 CPU 解码内核处理全部头所用的时间；校验另行计算，不计入。随机键的权重几乎均匀：长缓存展示的是字节，屏幕上的输入展示的是数值。"}},
+    {DT::Refused, {"Refused: %s", "无法计算：%s"}},
+    {DT::HeadPick, {"↑/↓ or a click picks the query head shown", "↑/↓ 或单击选择显示的查询头"}},
+};
+static_assert(std::size(kTexts) == static_cast<std::size_t>(DT::Count_), "one entry per text");
+constexpr bool in_order() {
+  for (std::size_t i = 0; i < std::size(kTexts); ++i)
+    if (kTexts[i].id != static_cast<DT>(i)) return false;
+  return true;
+}
+static_assert(in_order(), "the entries in the order of DT");
+
+}  // namespace
+
+const char* dtr(Lang lang, DT t) {
+  const Entry& e = kTexts[static_cast<std::size_t>(t)];
+  return e.text.in(lang);
+}
+
+std::vector<std::string> decode_texts() {
+  std::vector<std::string> out;
+  for (const Entry& e : kTexts) {
+    out.emplace_back(e.text.en);
+    out.emplace_back(e.text.zh);
+  }
+  return out;
+}
+
+}  // namespace attnlab::viewer
