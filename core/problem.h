@@ -17,12 +17,19 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace attnlab {
+
+// K and V stored in bf16 (bit patterns, the layout of K and V): what a cache kept in bf16 holds.
+struct Bf16KV {
+  std::vector<std::uint16_t> k, v;
+};
 
 // A problem's data: Q, K, V, their labels and a custom mask's values. Held by Problem behind a
 // shared pointer, so that problems that differ only in their settings (temperature, mask kind,
@@ -32,6 +39,20 @@ struct ProblemInputs {
   std::vector<std::string> query_tokens;  // n labels (default "0", "1", ...)
   std::vector<std::string> key_tokens;    // m labels
   MatrixF custom_mask;                    // (n, m), only for MaskKind::Custom: 0 or -inf
+
+  // The bf16 copy of K and V (Problem::bf16_kv), made on first use and kept with these inputs;
+  // never copied with them (a copy is about to be edited) and dropped by Problem::edit().
+  struct Bf16Slot {
+    Bf16Slot() = default;
+    Bf16Slot(const Bf16Slot&) {}
+    Bf16Slot& operator=(const Bf16Slot&) {
+      kv.reset();
+      return *this;
+    }
+    std::mutex mu;
+    std::shared_ptr<const Bf16KV> kv;
+  };
+  mutable Bf16Slot bf16;
 };
 
 struct Problem {
@@ -45,6 +66,10 @@ struct Problem {
   // The inputs for changing them: copied first when another Problem shares them (copy on write),
   // so a change never shows in another problem. Only while no other thread reads this Problem.
   ProblemInputs& edit();
+  // K and V in bf16, made by `make` the first time it is asked for (one thread makes it, the
+  // others wait) and kept with the inputs until they are edited: a KV cache stored in bf16, which
+  // the decode kernel's bf16 path reads at half the bytes.
+  std::shared_ptr<const Bf16KV> bf16_kv(const std::function<Bf16KV(const ProblemInputs&)>& make) const;
   // Replaces the inputs (a problem built from new data: a head of several, a file read).
   void set_inputs(ProblemInputs in);
   // The shared inputs themselves: two problems with the same pointer hold the same data.

@@ -59,7 +59,6 @@ class CpuBackend final : public Backend {
     if (opt.variant == Variant::Decode) {
       if (opt.pool || !opt.rows.empty())
         throw InputError("pooled views and exact rows come from the staged chain, not the decode kernel");
-      if (bf16) throw InputError("the CPU decode kernel computes in fp32");
       cpu::decode_into(p, opt, out);
       return;
     }

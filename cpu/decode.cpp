@@ -10,12 +10,17 @@
 
 #include "cpu/decode.h"
 
+#include "cpu/bf16.h"
+#include "cpu/bf16_packets.h"
 #include "cpu/chains.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/online_softmax.h"
 #include "core/parallel.h"
 
 #include <algorithm>
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 #include <chrono>
 #include <cmath>
 #include <string>
@@ -39,6 +44,22 @@ constexpr int kItemsPerWorker = 4;
 constexpr int kRowsAsGemv = 16;
 
 int round_up(int x, int to) { return (x + to - 1) / to * to; }
+
+// Row i's scores of the key block [b0, b0 + cols): the keys it may not see set to -inf (causal
+// offset `off` >= 0: it sees keys j <= i + off; a custom mask's row, stride m), the padding to
+// `padded` too; returns the largest score left (-inf when none).
+float mask_row(float* row, int i, int b0, int cols, int padded, int off, const float* custom, int m) {
+  const int visible = off >= 0 ? std::clamp(i + off + 1 - b0, 0, cols) : cols;
+  std::fill(row + visible, row + padded, kNegInf);
+  if (custom != nullptr) {
+    const float* mrow = custom + static_cast<std::size_t>(i) * m + b0;
+    for (int j = 0; j < visible; ++j)
+      if (mrow[j] != 0.f) row[j] = kNegInf;
+  }
+  Packet mx = ei::pset1<Packet>(kNegInf);
+  for (int j = 0; j < padded; j += kLanes) mx = ei::pmax(mx, ei::ploadu<Packet>(row + j));
+  return ei::predux_max(mx);
+}
 
 // A software prefetch of `count` floats, one request per cache line.
 void prefetch(const float* x, std::size_t count) {
@@ -101,27 +122,16 @@ void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, Matrix
     }
     for (int r = 0; r < rows; ++r) {
       float* row = scratch.data() + r * ld;
-      const int i = r % n;
-      // Keys of the block this row sees: causal stops at its position i + off.
-      const int visible = causal ? std::clamp(i + off + 1 - b0, 0, cols) : cols;
-      std::fill(row + visible, row + padded, kNegInf);
-      if (custom != nullptr) {
-        const float* mrow = custom + static_cast<std::size_t>(i) * m + b0;
-        for (int j = 0; j < visible; ++j)
-          if (mrow[j] != 0.f) row[j] = kNegInf;
-      }
       // The online-softmax step of the row (as online_softmax_step, along the row's packets).
-      Packet mx = ei::pset1<Packet>(kNegInf);
-      for (int j = 0; j < padded; j += kLanes) mx = ei::pmax(mx, ei::ploadu<Packet>(row + j));
       const float m_old = out.m[r];
-      const float m_new = std::max(m_old, ei::predux_max(mx));
+      const float m_new = std::max(m_old, mask_row(row, r % n, b0, cols, padded, causal ? off : -1, custom, m));
       if (m_new == kNegInf) {  // nothing visible so far: the row's weights are 0
         std::fill(row, row + cols, 0.f);
         continue;
       }
       const float alpha = m_old == kNegInf ? 0.f : std::exp((m_old - m_new) * scale);
       const Packet shift = ei::pset1<Packet>(m_new), vscale = ei::pset1<Packet>(scale);
-      Packet sum = ei::pzero(mx);
+      Packet sum = ei::pset1<Packet>(0.f);
       for (int j = 0; j < padded; j += kLanes) {
         const Packet w = exp_nonpositive(ei::pmul(ei::psub(ei::ploadu<Packet>(row + j), shift), vscale));
         ei::pstoreu(row + j, w);
@@ -139,24 +149,115 @@ void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, Matrix
   }
 }
 
+std::shared_ptr<const Bf16KV> bf16_cache(const Problem& p) {
+  return p.bf16_kv([](const ProblemInputs& in) {
+    Bf16KV b;
+    b.k.resize(static_cast<std::size_t>(in.k.size()));
+    b.v.resize(static_cast<std::size_t>(in.v.size()));
+    for (std::size_t i = 0; i < b.k.size(); ++i) b.k[i] = bf16_bits(in.k.data()[i]);
+    for (std::size_t i = 0; i < b.v.size(); ++i) b.v[i] = bf16_bits(in.v.data()[i]);
+    return b;
+  });
+}
+
+void split_partial_bf16(const Problem& p, const Bf16KV& kvb, int g, int k0, int k1, Partial& out, MatrixF& scratch,
+                        MatrixF& kbuf, int keys) {
+  const int n = p.n(), group = p.kv_group, rows = group * n, d_k = p.d_k(), d_v = p.d_v();
+  const int m = p.m(), off = (keys > 0 ? keys : m) - n;
+  const bool causal = p.mask == MaskKind::Causal;
+  const float* custom = p.mask == MaskKind::Custom ? p.custom_mask().data() : nullptr;
+  const float c = bf16_scale_log2(p);
+  const Eigen::Index kv = static_cast<Eigen::Index>(g) * m;
+  const MatrixF qg = bf16_round(MatrixF(ConstRows(p.q().data() + static_cast<Eigen::Index>(g) * rows * d_k, rows, d_k)));
+
+  out.m.assign(rows, kNegInf);
+  out.l.assign(rows, 0.f);
+  out.acc.setZero(rows, d_v);
+  if (scratch.rows() < rows || scratch.cols() < kKeyBlock) scratch.resize(rows, kKeyBlock);
+  if (kbuf.rows() < kKeyBlock || kbuf.cols() < std::max(d_k, d_v)) kbuf.resize(kKeyBlock, std::max(d_k, d_v));
+  const Eigen::Index ld = scratch.cols();
+  // A block of bf16 rows widened to fp32 (exact) into kbuf, as a (cols, d) matrix.
+  const auto widen = [&](const std::uint16_t* src, int cols, int d) {
+    float* dst = kbuf.data();
+    const std::size_t count = static_cast<std::size_t>(cols) * d;
+    std::size_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= count; i += 16) {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+      _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
+    }
+#elif defined(__AVX2__)
+    for (; i + 8 <= count; i += 8) {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+      _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
+    }
+#endif
+    for (; i < count; ++i) dst[i] = bf16_to_float(src[i]);
+    return ConstRows(dst, cols, d);
+  };
+
+  for (int b0 = k0; b0 < k1; b0 += kKeyBlock) {
+    const int cols = std::min(kKeyBlock, k1 - b0);
+    const int padded = round_up(cols, kLanes);
+    RowsMap s(scratch.data(), rows, cols, Eigen::OuterStride<>(ld));
+    {
+      const ConstRows kb = widen(kvb.k.data() + (kv + b0) * d_k, cols, d_k);
+      for (int r = 0; r < rows; ++r) s.row(r).noalias() = qg.row(r) * kb.transpose();
+    }
+    for (int r = 0; r < rows; ++r) {
+      float* row = scratch.data() + r * ld;
+      const float m_old = out.m[r];
+      const float m_new = std::max(m_old, mask_row(row, r % n, b0, cols, padded, causal ? off : -1, custom, m));
+      if (m_new == kNegInf) {
+        std::fill(row, row + cols, 0.f);
+        continue;
+      }
+      // The bf16 kernels' step (cpu/bf16.cpp): shift = m c, corr = 2^(m_old c - shift),
+      // p_j = bf16(2^(s_j c - shift)), exactly 0 for a masked key.
+      const float shift = m_new * c;
+      const float corr =
+          m_old == kNegInf ? 0.f : ei::pfirst(bf16_packets::exp2_nonpositive(ei::pset1<Packet>(m_old * c - shift)));
+      const Packet vshift = ei::pset1<Packet>(-shift), vc = ei::pset1<Packet>(c);
+      Packet sum = ei::pzero(vc);
+      for (int j = 0; j < padded; j += kLanes) {
+        const Packet w =
+            bf16_packets::round_bf16(bf16_packets::exp2_nonpositive(ei::pmadd(ei::ploadu<Packet>(row + j), vc, vshift)));
+        ei::pstoreu(row + j, w);
+        sum = ei::padd(sum, w);
+      }
+      out.l[r] = out.l[r] * corr + ei::predux(sum);
+      out.m[r] = m_new;
+      if (corr != 1.f) out.acc.row(r) *= corr;
+    }
+    const ConstRows vb = widen(kvb.v.data() + (kv + b0) * d_v, cols, d_v);
+    for (int r = 0; r < rows; ++r) out.acc.row(r).noalias() += s.row(r) * vb;
+  }
+}
+
 }  // namespace attnlab::cpu::decode
 
 namespace attnlab {
 
 void cpu::decode::decode_keys(const Problem& p, int keys, const SplitPlan& plan, const std::atomic<bool>* cancel,
-                             std::atomic<float>* progress, std::vector<Partial>& partials, MatrixF& output) {
+                             std::atomic<float>* progress, std::vector<Partial>& partials, MatrixF& output,
+                             Precision precision) {
   const int n = p.n(), d_v = p.d_v(), G = p.kv_heads(), group = p.kv_group;
+  const bool bf16 = precision == Precision::BF16;
+  const std::shared_ptr<const Bf16KV> kvb = bf16 ? bf16_cache(p) : nullptr;
   const std::size_t items = static_cast<std::size_t>(G) * plan.splits;
   const double flops = 4.0 * p.heads * static_cast<double>(n) * keys * std::max(p.d_k(), d_v);
   const unsigned workers = worker_count(items, flops);
 
   partials.resize(items);
-  std::vector<MatrixF> scratch(workers);
+  std::vector<MatrixF> scratch(workers), widened(workers);
   std::atomic<std::size_t> done{0};
   parallel_items(items, workers, [&](unsigned id, std::size_t it) {
     if (cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled();
     const int g = static_cast<int>(it / plan.splits), s = static_cast<int>(it % plan.splits);
-    split_partial(p, g, plan.begin(s), plan.end(s, keys), partials[it], scratch[id], keys);
+    if (bf16)
+      split_partial_bf16(p, *kvb, g, plan.begin(s), plan.end(s, keys), partials[it], scratch[id], widened[id], keys);
+    else
+      split_partial(p, g, plan.begin(s), plan.end(s, keys), partials[it], scratch[id], keys);
     if (progress) progress->store(static_cast<float>(++done) / static_cast<float>(items));
   });
 
@@ -185,12 +286,12 @@ void cpu::decode::decode_keys(const Problem& p, int keys, const SplitPlan& plan,
 void cpu::decode_into(const Problem& p, const RunOptions& opt, Trace& t) {
   using namespace cpu::decode;
   const auto t0 = std::chrono::steady_clock::now();
-  cpu::begin_trace(t, p, Variant::Decode, Precision::FP32, /*keep=*/false, /*output=*/true);
+  cpu::begin_trace(t, p, Variant::Decode, opt.precision, /*keep=*/false, /*output=*/true);
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   const SplitPlan plan = plan_splits(p, hw, opt.splits);
   t.splits = plan.splits;
   std::vector<Partial> partials;
-  decode_keys(p, p.m(), plan, opt.cancel, opt.progress, partials, t.output);
+  decode_keys(p, p.m(), plan, opt.cancel, opt.progress, partials, t.output, opt.precision);
   t.timings.total_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   t.timings.fused_ms = t.timings.total_ms;

@@ -50,14 +50,28 @@ struct Partial {
 // use (0: p.m()), where a causal mask places the queries.
 void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, MatrixF& scratch, int keys = 0);
 
+// The same step on a cache stored in bf16 (Problem::bf16_kv: K and V at half the bytes), in the
+// lab's bf16 arithmetic (cpu/bf16.h): Q rounded to bf16, S = Q K_blkᵀ from the bf16 values with
+// fp32 sums, the weights exp2(s c - m c) (c = log2(e) * scale) rounded to bf16, l the sum of the
+// rounded weights, acc += P V_blk in fp32. m stays in raw scores, so two states merge as the fp32
+// ones do (merge_states: exp((m_a - m) scale) = exp2((m_a - m) c)). `kbuf` holds a block of K or V
+// widened to fp32.
+void split_partial_bf16(const Problem& p, const Bf16KV& kv, int g, int k0, int k1, Partial& out, MatrixF& scratch,
+                        MatrixF& kbuf, int keys = 0);
+
 // The whole kernel over the first `keys` keys of every key/value head (0 < keys <= p.m(): a cache
 // with room for more keys than it holds yet, as the viewer's decode view grows it one token at a
 // time; the queries are the last n of those keys): every (key/value head, split) item of `plan`
 // in parallel, then the combine into `output` (heads * n, d_v). `partials` keeps every item's
 // state, item g * plan.splits + s. Throws Cancelled when *cancel turns true, InputError when a
 // score overflows fp32. What decode_into runs with keys = p.m().
+// precision BF16: the items are split_partial_bf16 on the problem's bf16 copy of K and V.
 void decode_keys(const Problem& p, int keys, const SplitPlan& plan, const std::atomic<bool>* cancel,
-                 std::atomic<float>* progress, std::vector<Partial>& partials, MatrixF& output);
+                 std::atomic<float>* progress, std::vector<Partial>& partials, MatrixF& output,
+                 Precision precision = Precision::FP32);
+
+// The problem's K and V in bf16 (round to nearest even), made once and kept with its inputs.
+std::shared_ptr<const Bf16KV> bf16_cache(const Problem& p);
 
 // The row of query `query` of query head `head` inside its key/value head's Partial.
 inline int partial_row(const Problem& p, int head, int query) {

@@ -391,7 +391,7 @@ std::string skip_reason(const Case& c, const Spec& a, bool cuda_ok, const std::s
     if (std::string why = cuda::decode_shape_error(c.d, c.d, c.heads / c.g(), c.q()); !why.empty()) return why;
   if (c.backend == "cuda" && c.variant != "decode" && c.mask == "causal" && c.q() != c.n)
     return "the CUDA prefill kernels apply a causal mask to as many queries as keys only";
-  if (c.precision == "bf16" && c.variant == "decode") return "the decode kernel computes in fp32";
+  if (c.precision == "bf16" && c.variant == "decode" && c.backend == "cuda") return "the CUDA decode kernel computes in fp32";
   if (c.backend == "cuda" && !cuda_ok) return "no CUDA device: " + cuda_reason;
   if (c.backend == "cpu") {
     const double seconds = case_flops(c) / cpu_rate_guess(c.variant) * (a.repeat + a.warmup);

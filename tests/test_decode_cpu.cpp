@@ -3,6 +3,7 @@
 // prefill kernels (staged, fused) on the same problems; the split plan; the merge of partial
 // states (order, identity, exactness against fp64 and against the one-pass state); the last rows
 // of a prefill; refusals.
+#include "cpu/bf16.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/decode.h"
 #include "cpu/online_softmax.h"
@@ -253,10 +254,6 @@ TEST(DecodeCpu, RefusesWhatItDoesNotCompute) {
   auto cpu = make_cpu_backend();
   RunOptions o;
   o.variant = Variant::Decode;
-  o.precision = Precision::BF16;
-  EXPECT_NE(message_of<InputError>([&] { cpu->run(p, o); }).find("decode kernel computes in fp32"),
-            std::string::npos);
-  o.precision = Precision::FP32;
   o.rows = {0};
   EXPECT_NE(message_of<InputError>([&] { cpu->run(p, o); }).find("not the decode kernel"), std::string::npos);
   o.rows.clear();
@@ -326,6 +323,44 @@ TEST(DecodeCpu, TheFp64RowIsTheReferenceChainsRow) {
     }
   }
   EXPECT_THROW(reference_fp64_row(random_problem(2, 8, 4, 4, 1), 1, 0), InputError);
+}
+
+// A cache stored in bf16: the kernel in the lab's bf16 arithmetic reads the problem's bf16 copy of
+// K and V (made once, kept with the inputs, dropped by an edit); its output is the fused bf16
+// kernel's on the same problem up to the order of the sums, and within verify's bf16 bound of fp64.
+TEST(DecodeCpu, ABf16CacheIsReadInTheLabsBf16Arithmetic) {
+  auto cpu = make_cpu_backend();
+  for (MaskKind mask : {MaskKind::None, MaskKind::Causal, MaskKind::Custom}) {
+    Problem p = decode_problem(3, 3000, 64, 8, 2, mask, 21, 0.7);
+    SCOPED_TRACE(label(p));
+    RunOptions o;
+    o.variant = Variant::Decode;
+    o.precision = Precision::BF16;
+    const Trace t = cpu->run(p, o);
+    EXPECT_EQ(t.precision, Precision::BF16);
+    EXPECT_EQ(t.variant, Variant::Decode);
+    const TraceD ref = reference_fp64(p);
+    EXPECT_LE(rel_err(t.output, ref.output), 2e-2);
+    EXPECT_GT(rel_err(t.output, ref.output), 1e-5) << "bf16 operands, not the fp32 ones";
+    EXPECT_LE(rel_err(t.output, cpu_fused_bf16(p).output), 2e-3);
+    // The split count changes only the order of the merges.
+    o.splits = 1;
+    EXPECT_LE(rel_err(cpu->run(p, o).output, t.output), 1e-5);
+  }
+  // Made once and kept with the inputs; a copy of the problem shares it; an edit drops it.
+  Problem p = decode_problem(1, 500, 16, 2, 1, MaskKind::None, 3);
+  const auto a = cpu::decode::bf16_cache(p);
+  EXPECT_EQ(cpu::decode::bf16_cache(p).get(), a.get());
+  const Problem copy = p;
+  EXPECT_EQ(cpu::decode::bf16_cache(copy).get(), a.get());
+  ASSERT_EQ(a->k.size(), static_cast<std::size_t>(p.k().size()));
+  EXPECT_EQ(a->k[7], bf16_bits(p.k().data()[7]));
+  Problem edited = p;
+  edited.edit().k(0, 0) = 42.f;
+  const auto b = cpu::decode::bf16_cache(edited);
+  EXPECT_NE(b.get(), a.get());
+  EXPECT_EQ(b->k[0], bf16_bits(42.f));
+  EXPECT_EQ(cpu::decode::bf16_cache(p).get(), a.get()) << "the original keeps its own";
 }
 
 }  // namespace attnlab
