@@ -185,18 +185,32 @@ void strip(Shell& app, DecodeView& v, const DecodeToken& t) {
   const int span = slots ? t.capacity : t.keys;
   const float per_key = width / static_cast<float>(std::max(1, span));
   const auto x_of = [&](double key) { return at.x + 2 + per_key * static_cast<float>(key); };
-  const float y0 = at.y + 2, y1 = y0 + h;
+  const float y0 = at.y + 10, y1 = y0 + h;
   const int bins = static_cast<int>(t.bins.size());
   float wmax = 0;
   for (float w : t.bins) wmax = std::max(wmax, w);
   const auto split_of = [&](long long key) {
     return t.keys_per_split > 0 ? static_cast<int>(std::min<long long>(key / t.keys_per_split, t.splits - 1)) : 0;
   };
-  for (int b = 0; b < bins; ++b) {
-    const double k0 = static_cast<double>(b) * t.keys / bins, k1 = static_cast<double>(b + 1) * t.keys / bins;
+  // The bins pooled again to the pixel columns there are (max), so a peak stays visible.
+  const int columns = std::max(1, std::min(bins, static_cast<int>(x_of(t.keys) - x_of(0))));
+  int peak = 0;
+  for (int b = 0; b < bins; ++b)
+    if (t.bins[b] > t.bins[peak]) peak = b;
+  for (int c = 0; c < columns; ++c) {
+    const int b0 = static_cast<int>(static_cast<long long>(c) * bins / columns);
+    const int b1 = std::max(b0 + 1, static_cast<int>(static_cast<long long>(c + 1) * bins / columns));
+    float w = 0;
+    for (int b = b0; b < b1; ++b) w = std::max(w, t.bins[b]);
+    const double k0 = static_cast<double>(b0) * t.keys / bins, k1 = static_cast<double>(b1) * t.keys / bins;
     const int s = split_of(static_cast<long long>((k0 + k1) / 2));
     dl->AddRectFilled(ImVec2(x_of(k0), y0), ImVec2(std::max(x_of(k1), x_of(k0) + 1), y1),
-                      weighted(split_colour(s), wmax > 0 ? t.bins[b] / wmax : 0));
+                      weighted(split_colour(s), wmax > 0 ? w / wmax : 0));
+  }
+  // The key of the largest weight, marked above the strip.
+  if (bins > 0 && wmax > 0) {
+    const float px = x_of((static_cast<double>(peak) + 0.5) * t.keys / bins);
+    dl->AddTriangleFilled(ImVec2(px - 5, y0 - 9), ImVec2(px + 5, y0 - 9), ImVec2(px, y0 - 2), IM_COL32(255, 255, 255, 230));
   }
   if (slots) {
     for (int j = t.keys; j < t.capacity; ++j)
@@ -219,7 +233,7 @@ void strip(Shell& app, DecodeView& v, const DecodeToken& t) {
   dl->AddRect(ImVec2(x_of(t.keys - 1) - 2, y0 - 2), ImVec2(std::max(x_of(t.keys), x_of(t.keys - 1) + 2) + 2, y1 + 2),
               kHighlight, 0, 0, 3);
   v.strip = {at.x + 2, y0, width, h};
-  ImGui::Dummy(ImVec2(width + 4, h + (slots ? app.font_px * 1.4f : 6)));
+  ImGui::Dummy(ImVec2(width + 4, h + 8 + (slots ? app.font_px * 1.4f : 6)));
   if (!slots) {
     ImGui::TextColored(kDimV4, "0 … %s", grouped(t.keys - 1).c_str());
     // The newest keys one slot each, then the room after them.
