@@ -87,15 +87,15 @@ std::unique_ptr<DecodeCache> DecodeCache::from_input(const Problem& head) {
   auto c = std::make_unique<DecodeCache>();
   ProblemInputs in;
   in.q = MatrixF::Zero(1, head.d_k());
-  in.k = head.k().topRows(m);
-  in.v = head.v().topRows(m);
+  in.k = head.k();
+  in.v = head.v();
   in.query_tokens = head.query_tokens();
   in.key_tokens = head.key_tokens();
   c->problem_.set_inputs(std::move(in));
   c->problem_.scale = head.scale;
   c->problem_.source = head.source;
   c->problem_.source_zh = head.source_zh;
-  c->queries_ = head.q().topRows(n);
+  c->queries_ = head.q();
   c->tokens_ = n;
   c->first_keys_ = m - n + 1;
   c->labelled_ = true;
@@ -133,10 +133,6 @@ const Problem& DecodeCache::at(int token, double temperature) {
 
 std::string DecodeCache::query_label(int token) const {
   return labelled_ ? token_label(problem_.query_tokens(), token) : std::to_string(keys_at(token) - 1);
-}
-
-std::string DecodeCache::key_label(int key) const {
-  return labelled_ ? token_label(problem_.key_tokens(), key) : std::to_string(key);
 }
 
 // ---- one token ---------------------------------------------------------------------------------

@@ -83,9 +83,7 @@ class DecodeCache {
   int capacity() const { return problem_.m(); }
   // The problem with token t's queries in place (its Q replaced: nothing else holds it).
   const Problem& at(int token, double temperature);
-  const Problem& problem() const { return problem_; }
   std::string query_label(int token) const;
-  std::string key_label(int key) const;
   double max_abs_v() const { return max_abs_v_; }
 
  private:
