@@ -1,11 +1,15 @@
-// The CPU split-KV decode kernel (cpu/decode.h has the algorithm). The products are Eigen's. Up
-// to kRowsAsGemv query rows per key/value head (decode proper, grouped heads, a few new tokens)
-// each row is its own pair of matrix-vector products over the key block, vectorised along d: the
-// block comes from memory once and stays in L2 between the rows (a GEMM of so few rows is slower
-// than its rows one by one). More rows: one small GEMM per block and product. The exp is the
-// fused kernel's exp_nonpositive (exactly 0 for masked keys) over packets of a row padded with
-// -inf to whole packets. The next block's K and V are prefetched while the current one is worked
-// on.
+// The CPU split-KV decode kernel (cpu/decode.h has the algorithm). Up to kRowsAsGemv query rows
+// per key/value head (decode proper, grouped heads, a few new tokens) each row is its own pair of
+// matrix-vector products over a block of 256 keys, vectorised along d: the block comes from
+// memory once and stays in L1/L2 between the rows (a GEMM of so few rows is slower than its rows
+// one by one). With AVX-512 and head dims that are whole vectors the products are this file's
+// own (`direct` below): the scores of 16 keys at a time from 16 dot products reduced together,
+// the key rows of four groups ahead prefetched, P V in register tiles of a few rows that fold the
+// rescale of acc in; a bf16 cache is read as bf16 (products from bf16 pairs where the CPU has
+// AVX-512 BF16, values widened in registers otherwise). Elsewhere the products are Eigen's, on a
+// bf16 cache after widening each block to fp32. More rows: one small GEMM per block and product.
+// The exp is the fused kernel's exp_nonpositive (exactly 0 for masked keys) over packets of a row
+// padded with -inf to whole packets.
 #include "core/gcc12_avx512.h"  // first: see there
 
 #include "cpu/decode.h"
@@ -23,8 +27,10 @@
 #endif
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace attnlab::cpu::decode {
 namespace {
@@ -66,7 +72,231 @@ void prefetch(const float* x, std::size_t count) {
   for (std::size_t i = 0; i < count; i += 16) __builtin_prefetch(x + i, 0, 1);
 }
 
+// The online-softmax step of one row of block scores (fp32 arithmetic): the row's weights in
+// place, m and l updated; returns the factor acc is to be rescaled by (1 when nothing is visible
+// so far: the weights are then 0).
+float step_fp32(float* row, int padded, float scale, float row_max, float& m, float& l) {
+  const float m_old = m, m_new = std::max(m_old, row_max);
+  if (m_new == kNegInf) {
+    std::fill(row, row + padded, 0.f);
+    return 1.f;
+  }
+  const float alpha = m_old == kNegInf ? 0.f : std::exp((m_old - m_new) * scale);
+  const Packet shift = ei::pset1<Packet>(m_new), vscale = ei::pset1<Packet>(scale);
+  Packet sum = ei::pset1<Packet>(0.f);
+  for (int j = 0; j < padded; j += kLanes) {
+    const Packet w = exp_nonpositive(ei::pmul(ei::psub(ei::ploadu<Packet>(row + j), shift), vscale));
+    ei::pstoreu(row + j, w);
+    sum = ei::padd(sum, w);
+  }
+  l = l * alpha + ei::predux(sum);
+  m = m_new;
+  return alpha;
+}
+
+// The same step in the lab's bf16 arithmetic (cpu/bf16.cpp): shift = m c, corr = 2^(m_old c -
+// shift), p_j = bf16(2^(s_j c - shift)), exactly 0 for a masked key; l sums the rounded weights.
+float step_bf16(float* row, int padded, float c, float row_max, float& m, float& l) {
+  const float m_old = m, m_new = std::max(m_old, row_max);
+  if (m_new == kNegInf) {
+    std::fill(row, row + padded, 0.f);
+    return 1.f;
+  }
+  const float shift = m_new * c;
+  const float corr = m_old == kNegInf ? 0.f : bf16_packets::exp2_nonpositive(m_old * c - shift);
+  const Packet vshift = ei::pset1<Packet>(-shift), vc = ei::pset1<Packet>(c);
+  Packet sum = ei::pzero(vc);
+  for (int j = 0; j < padded; j += kLanes) {
+    const Packet w =
+        bf16_packets::round_bf16(bf16_packets::exp2_nonpositive(ei::pmadd(ei::ploadu<Packet>(row + j), vc, vshift)));
+    ei::pstoreu(row + j, w);
+    sum = ei::padd(sum, w);
+  }
+  l = l * corr + ei::predux(sum);
+  m = m_new;
+  return corr;
+}
+
+#if defined(__AVX512F__)
+// The kernel's own products on AVX-512, for head dims that are whole 16-float vectors.
+namespace direct {
+
+constexpr int kGroup = 16;      // keys whose scores are formed together
+constexpr int kAheadGroups = 4;  // key rows prefetched this many groups ahead
+constexpr int kMaxTileVecs = 8;  // P V works on d_v in pieces of at most 8 vectors (128 values)
+
+// v[0..15] summed lane-wise into one vector: lane L holds the sum of v[kOrder[L]]'s lanes. A
+// tree of 256-bit, 128-bit and in-lane shuffles, 15 additions; the order it leaves is the 4 x 4
+// transpose kOrder, its own inverse, so feeding key kOrder[i] as v[i] leaves key L in lane L.
+constexpr int kOrder[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
+inline __m512 reduce16(const __m512* v) {
+  __m512 u[8], w[4], z[2];
+  for (int i = 0; i < 8; ++i)
+    u[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44),
+                         _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xEE));
+  for (int i = 0; i < 4; ++i)
+    w[i] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * i], u[2 * i + 1], 0x88),
+                         _mm512_shuffle_f32x4(u[2 * i], u[2 * i + 1], 0xDD));
+  for (int i = 0; i < 2; ++i)
+    z[i] = _mm512_add_ps(_mm512_unpacklo_ps(w[2 * i], w[2 * i + 1]), _mm512_unpackhi_ps(w[2 * i], w[2 * i + 1]));
+  return _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], 0x44), _mm512_shuffle_ps(z[0], z[1], 0xEE));
+}
+
+// 16 values of a cache row as fp32: a float load, or 16 bf16 widened (exact).
+inline __m512 load16(const float* x) { return _mm512_loadu_ps(x); }
+inline __m512 load16(const std::uint16_t* x) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+// The memory side of one group of keys [g, g + count) of a block: the group's value rows
+// requested into L2 (P V reads them once the block's scores are done, so both streams stay in
+// flight), and the key rows kAheadGroups groups ahead, up to `limit`, into L1. Then the group's
+// 16 key rows in kOrder (a short last group repeats its last key, whose surplus scores the caller
+// masks; no row from `limit` on is read).
+template <class E>
+void group_rows(const E* keys, int d, const E* vals, int d_v, int g, int count, int limit, const E* (&kr)[kGroup]) {
+  const auto request = [](const E* at, std::size_t count_values, int hint) {
+    const char* c = reinterpret_cast<const char*>(at);
+    const std::size_t bytes = count_values * sizeof(E);
+    for (std::size_t b = 0; b < bytes; b += 64) {
+      if (hint == 0)
+        _mm_prefetch(c + b, _MM_HINT_T0);
+      else
+        _mm_prefetch(c + b, _MM_HINT_T1);
+    }
+  };
+  request(vals + static_cast<std::size_t>(g) * d_v, static_cast<std::size_t>(count) * d_v, 1);
+  const int ahead = g + kAheadGroups * kGroup, ahead_keys = std::min(kGroup, limit - ahead);
+  if (ahead_keys > 0) request(keys + static_cast<std::size_t>(ahead) * d, static_cast<std::size_t>(ahead_keys) * d, 0);
+  for (int i = 0; i < kGroup; ++i) kr[i] = keys + static_cast<std::size_t>(g + std::min(kOrder[i], count - 1)) * d;
+}
+
+// The scores s[r * ld + j] = q_r . k_j of `rows` query rows (fp32, d values each) against keys
+// [b0, b0 + cols) of `keys` (row-major, d values each), 16 keys at a time; `vals` (d_v values a
+// row) and `limit` for group_rows.
+template <class E>
+void scores(const float* q, int rows, int d, const E* keys, const E* vals, int d_v, int b0, int cols, int limit,
+            float* s, Eigen::Index ld) {
+  for (int j0 = 0; j0 < cols; j0 += kGroup) {
+    const E* kr[kGroup];
+    group_rows(keys, d, vals, d_v, b0 + j0, std::min(kGroup, cols - j0), limit, kr);
+    for (int r = 0; r < rows; ++r) {
+      const float* qr = q + static_cast<std::size_t>(r) * d;
+      __m512 a[kGroup];
+#pragma GCC unroll 16
+      for (int i = 0; i < kGroup; ++i) a[i] = _mm512_setzero_ps();
+      for (int c = 0; c < d; c += 16) {
+        const __m512 qc = _mm512_loadu_ps(qr + c);
+#pragma GCC unroll 16
+        for (int i = 0; i < kGroup; ++i) a[i] = _mm512_fmadd_ps(load16(kr[i] + c), qc, a[i]);
+      }
+      _mm512_storeu_ps(s + r * ld + j0, reduce16(a));
+    }
+  }
+}
+
+#if defined(__AVX512BF16__)
+// The same from a bf16 cache with bf16 queries (qb, d values per row): each step the dot of
+// 16 pairs of bf16 values, summed in fp32 (products of bf16 are exact in fp32).
+inline void scores_bf16(const std::uint16_t* qb, int rows, int d, const std::uint16_t* keys,
+                        const std::uint16_t* vals, int d_v, int b0, int cols, int limit, float* s, Eigen::Index ld) {
+  for (int j0 = 0; j0 < cols; j0 += kGroup) {
+    const std::uint16_t* kr[kGroup];
+    group_rows(keys, d, vals, d_v, b0 + j0, std::min(kGroup, cols - j0), limit, kr);
+    for (int r = 0; r < rows; ++r) {
+      const std::uint16_t* qr = qb + static_cast<std::size_t>(r) * d;
+      __m512 a[kGroup];
+#pragma GCC unroll 16
+      for (int i = 0; i < kGroup; ++i) a[i] = _mm512_setzero_ps();
+      int c = 0;
+      for (; c + 32 <= d; c += 32) {
+        const __m512bh qc = (__m512bh)_mm512_loadu_si512(qr + c);
+#pragma GCC unroll 16
+        for (int i = 0; i < kGroup; ++i) a[i] = _mm512_dpbf16_ps(a[i], (__m512bh)_mm512_loadu_si512(kr[i] + c), qc);
+      }
+      if (c < d) {  // d an odd number of 16s: the last 16 values widened
+        const __m512 qc = load16(qr + c);
+#pragma GCC unroll 16
+        for (int i = 0; i < kGroup; ++i) a[i] = _mm512_fmadd_ps(load16(kr[i] + c), qc, a[i]);
+      }
+      _mm512_storeu_ps(s + r * ld + j0, reduce16(a));
+    }
+  }
+}
+#endif
+
+// acc(r, :) = acc(r, :) * alpha[r] + sum_j p(r, j) V(j, :) over values [v0, v0 + 16 NV) of d_v,
+// for up to TR rows at once (their accumulators in registers, each V vector loaded once for all).
+// With `next` (the next block's key rows, `next_stride` bytes each) the tile requests one of those
+// rows per value row it reads, so the key stream stays in flight while P V computes.
+template <int NV, int TR, class E>
+void pv_tile(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, int v0, int cols, float* acc,
+             const float* alpha, const char* next, int next_stride) {
+  __m512 a[TR][NV];
+  for (int t = 0; t < TR; ++t)
+    for (int v = 0; v < NV; ++v) a[t][v] = _mm512_setzero_ps();
+  for (int j = 0; j < cols; ++j) {
+    const E* vr = vals + static_cast<std::size_t>(j) * d_v + v0;
+    if (next)
+      for (int b = 0; b < next_stride; b += 64)
+        _mm_prefetch(next + static_cast<std::size_t>(j) * next_stride + b, _MM_HINT_T0);
+    __m512 x[NV];
+    for (int v = 0; v < NV; ++v) x[v] = load16(vr + 16 * v);
+    for (int t = 0; t < TR; ++t) {
+      if (t >= rows) break;
+      const __m512 w = _mm512_set1_ps(p[t * ld + j]);
+      for (int v = 0; v < NV; ++v) a[t][v] = _mm512_fmadd_ps(w, x[v], a[t][v]);
+    }
+  }
+  for (int t = 0; t < TR && t < rows; ++t)
+    for (int v = 0; v < NV; ++v) {
+      float* o = acc + static_cast<std::size_t>(t) * d_v + v0 + 16 * v;
+      _mm512_storeu_ps(o, _mm512_fmadd_ps(_mm512_loadu_ps(o), _mm512_set1_ps(alpha[t]), a[t][v]));
+    }
+}
+
+template <int NV, class E>
+void pv_rows(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, int v0, int cols, float* acc,
+             const float* alpha, const char* next, int next_stride) {
+  constexpr int TR = std::min(6, 24 / NV);  // TR * NV accumulators and NV loads in 32 registers
+  for (int r0 = 0; r0 < rows; r0 += TR)
+    pv_tile<NV, TR>(p + r0 * ld, ld, rows - r0, vals, d_v, v0, cols, acc + static_cast<std::size_t>(r0) * d_v,
+                    alpha + r0, r0 == 0 && v0 == 0 ? next : nullptr, next_stride);
+}
+
+// P V of a whole block into acc (rows, d_v), d_v in pieces of at most kMaxTileVecs vectors; the
+// first tile requests the next block's key rows (`next`, nullptr after the last block).
+template <class E>
+void pv(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, int cols, float* acc, const float* alpha,
+        const char* next, int next_stride) {
+  for (int v0 = 0; v0 < d_v; v0 += 16 * kMaxTileVecs) {  // each piece rescales its own values
+    switch (std::min(kMaxTileVecs, (d_v - v0) / 16)) {
+      case 1: pv_rows<1>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, next_stride); break;
+      case 2: pv_rows<2>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, next_stride); break;
+      case 3: pv_rows<3>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, next_stride); break;
+      case 4: pv_rows<4>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, next_stride); break;
+      case 5: pv_rows<5>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, next_stride); break;
+      case 6: pv_rows<6>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, next_stride); break;
+      case 7: pv_rows<7>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, next_stride); break;
+      default: pv_rows<8>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, next_stride); break;
+    }
+  }
+}
+
+}  // namespace direct
+#endif
+
 }  // namespace
+
+bool direct_products(const Problem& p) {
+#if defined(__AVX512F__)
+  return p.kv_group * p.n() <= kRowsAsGemv && p.d_k() % 16 == 0 && p.d_v() % 16 == 0;
+#else
+  static_cast<void>(p);
+  return false;
+#endif
+}
 
 SplitPlan plan_splits(const Problem& p, unsigned workers, int requested, int keys) {
   if (requested < 0)
@@ -94,57 +324,62 @@ void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, Matrix
   const float* custom = p.mask == MaskKind::Custom ? p.custom_mask().data() : nullptr;
   const float scale = fused_scale(p);
   const Eigen::Index kv = static_cast<Eigen::Index>(g) * m;
+  const bool direct = direct_products(p);
   // Q_g: the kv_group query heads of key/value head g are consecutive rows of Q.
-  const ConstRows qg(p.q().data() + static_cast<Eigen::Index>(g) * rows * d_k, rows, d_k);
+  const float* q = p.q().data() + static_cast<Eigen::Index>(g) * rows * d_k;
+  const ConstRows qg(q, rows, d_k);
+  const float* k_all = p.k().data() + kv * d_k;
+  const float* v_all = p.v().data() + kv * d_v;
 
   out.m.assign(rows, kNegInf);
   out.l.assign(rows, 0.f);
   out.acc.setZero(rows, d_v);
   if (scratch.rows() < rows || scratch.cols() < kKeyBlock) scratch.resize(rows, kKeyBlock);
   const Eigen::Index ld = scratch.cols();
+  std::vector<float> alpha(rows);
 
   for (int b0 = k0; b0 < k1; b0 += kKeyBlock) {
     const int cols = std::min(kKeyBlock, k1 - b0);
     const int padded = round_up(cols, kLanes);
-    const ConstRows kb(p.k().data() + (kv + b0) * d_k, cols, d_k);
-    const ConstRows vb(p.v().data() + (kv + b0) * d_v, cols, d_v);
-    // The next block's K and V requested now, so that their reads overlap this block's work.
-    if (b0 + kKeyBlock < k1) {
-      const int next = std::min(kKeyBlock, k1 - b0 - kKeyBlock);
-      prefetch(p.k().data() + (kv + b0 + kKeyBlock) * d_k, static_cast<std::size_t>(next) * d_k);
-      prefetch(p.v().data() + (kv + b0 + kKeyBlock) * d_v, static_cast<std::size_t>(next) * d_v);
-    }
+    const ConstRows kb(k_all + static_cast<Eigen::Index>(b0) * d_k, cols, d_k);
+    const ConstRows vb(v_all + static_cast<Eigen::Index>(b0) * d_v, cols, d_v);
     RowsMap s(scratch.data(), rows, cols, Eigen::OuterStride<>(ld));
-    if (rows <= kRowsAsGemv) {
-      for (int r = 0; r < rows; ++r) s.row(r).noalias() = qg.row(r) * kb.transpose();
+    if (direct) {
+#if defined(__AVX512F__)
+      direct::scores(q, rows, d_k, k_all, v_all, d_v, b0, cols, k1, scratch.data(), ld);
+#endif
     } else {
-      s.noalias() = qg * kb.transpose();
+      // The next block's K and V requested now, so that their reads overlap this block's work.
+      if (b0 + kKeyBlock < k1) {
+        const int next = std::min(kKeyBlock, k1 - b0 - kKeyBlock);
+        prefetch(k_all + static_cast<Eigen::Index>(b0 + kKeyBlock) * d_k, static_cast<std::size_t>(next) * d_k);
+        prefetch(v_all + static_cast<Eigen::Index>(b0 + kKeyBlock) * d_v, static_cast<std::size_t>(next) * d_v);
+      }
+      if (rows <= kRowsAsGemv) {
+        for (int r = 0; r < rows; ++r) s.row(r).noalias() = qg.row(r) * kb.transpose();
+      } else {
+        s.noalias() = qg * kb.transpose();
+      }
     }
     for (int r = 0; r < rows; ++r) {
       float* row = scratch.data() + r * ld;
-      // The online-softmax step of the row (as online_softmax_step, along the row's packets).
-      const float m_old = out.m[r];
-      const float m_new = std::max(m_old, mask_row(row, r % n, b0, cols, padded, causal ? off : -1, custom, m));
-      if (m_new == kNegInf) {  // nothing visible so far: the row's weights are 0
-        std::fill(row, row + cols, 0.f);
-        continue;
-      }
-      const float alpha = m_old == kNegInf ? 0.f : std::exp((m_old - m_new) * scale);
-      const Packet shift = ei::pset1<Packet>(m_new), vscale = ei::pset1<Packet>(scale);
-      Packet sum = ei::pset1<Packet>(0.f);
-      for (int j = 0; j < padded; j += kLanes) {
-        const Packet w = exp_nonpositive(ei::pmul(ei::psub(ei::ploadu<Packet>(row + j), shift), vscale));
-        ei::pstoreu(row + j, w);
-        sum = ei::padd(sum, w);
-      }
-      out.l[r] = out.l[r] * alpha + ei::predux(sum);
-      out.m[r] = m_new;
-      if (alpha != 1.f) out.acc.row(r) *= alpha;
+      const float mx = mask_row(row, r % n, b0, cols, padded, causal ? off : -1, custom, m);
+      alpha[r] = step_fp32(row, padded, scale, mx, out.m[r], out.l[r]);
     }
-    if (rows <= kRowsAsGemv) {
-      for (int r = 0; r < rows; ++r) out.acc.row(r).noalias() += s.row(r) * vb;
+    if (direct) {
+#if defined(__AVX512F__)
+      const float* next = b0 + cols < k1 ? k_all + static_cast<Eigen::Index>(b0 + cols) * d_k : nullptr;
+      direct::pv(scratch.data(), ld, rows, vb.data(), d_v, cols, out.acc.data(), alpha.data(),
+                 reinterpret_cast<const char*>(next), d_k * static_cast<int>(sizeof(float)));
+#endif
     } else {
-      out.acc.noalias() += s * vb;
+      for (int r = 0; r < rows; ++r)
+        if (alpha[r] != 1.f) out.acc.row(r) *= alpha[r];
+      if (rows <= kRowsAsGemv) {
+        for (int r = 0; r < rows; ++r) out.acc.row(r).noalias() += s.row(r) * vb;
+      } else {
+        out.acc.noalias() += s * vb;
+      }
     }
   }
 }
@@ -168,24 +403,30 @@ void split_partial_bf16(const Problem& p, const Bf16KV& kvb, int g, int k0, int 
   const float* custom = p.mask == MaskKind::Custom ? p.custom_mask().data() : nullptr;
   const float c = bf16_scale_log2(p);
   const Eigen::Index kv = static_cast<Eigen::Index>(g) * m;
+  const bool direct = direct_products(p);
   const MatrixF qg = bf16_round(MatrixF(ConstRows(p.q().data() + static_cast<Eigen::Index>(g) * rows * d_k, rows, d_k)));
+  const std::uint16_t* k_all = kvb.k.data() + kv * d_k;
+  const std::uint16_t* v_all = kvb.v.data() + kv * d_v;
+#if defined(__AVX512BF16__)
+  std::vector<std::uint16_t> qb(static_cast<std::size_t>(qg.size()));  // Q_g's bf16 bits (exact: qg is rounded)
+  for (std::size_t i = 0; i < qb.size(); ++i) qb[i] = bf16_bits(qg.data()[i]);
+#endif
 
   out.m.assign(rows, kNegInf);
   out.l.assign(rows, 0.f);
   out.acc.setZero(rows, d_v);
   if (scratch.rows() < rows || scratch.cols() < kKeyBlock) scratch.resize(rows, kKeyBlock);
-  if (kbuf.rows() < kKeyBlock || kbuf.cols() < std::max(d_k, d_v)) kbuf.resize(kKeyBlock, std::max(d_k, d_v));
+  if (!direct && (kbuf.rows() < kKeyBlock || kbuf.cols() < std::max(d_k, d_v)))
+    kbuf.resize(kKeyBlock, std::max(d_k, d_v));
   const Eigen::Index ld = scratch.cols();
+  std::vector<float> corr(rows);
   // A block of bf16 rows widened to fp32 (exact) into kbuf, as a (cols, d) matrix.
   const auto widen = [&](const std::uint16_t* src, int cols, int d) {
     float* dst = kbuf.data();
     const std::size_t count = static_cast<std::size_t>(cols) * d;
     std::size_t i = 0;
 #if defined(__AVX512F__)
-    for (; i + 16 <= count; i += 16) {
-      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
-      _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
-    }
+    for (; i + 16 <= count; i += 16) _mm512_storeu_ps(dst + i, direct::load16(src + i));
 #elif defined(__AVX2__)
     for (; i + 8 <= count; i += 8) {
       const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
@@ -200,37 +441,33 @@ void split_partial_bf16(const Problem& p, const Bf16KV& kvb, int g, int k0, int 
     const int cols = std::min(kKeyBlock, k1 - b0);
     const int padded = round_up(cols, kLanes);
     RowsMap s(scratch.data(), rows, cols, Eigen::OuterStride<>(ld));
-    {
-      const ConstRows kb = widen(kvb.k.data() + (kv + b0) * d_k, cols, d_k);
+    if (direct) {
+#if defined(__AVX512BF16__)
+      direct::scores_bf16(qb.data(), rows, d_k, k_all, v_all, d_v, b0, cols, k1, scratch.data(), ld);
+#elif defined(__AVX512F__)
+      direct::scores(qg.data(), rows, d_k, k_all, v_all, d_v, b0, cols, k1, scratch.data(), ld);
+#endif
+    } else {
+      const ConstRows kb = widen(k_all + static_cast<Eigen::Index>(b0) * d_k, cols, d_k);
       for (int r = 0; r < rows; ++r) s.row(r).noalias() = qg.row(r) * kb.transpose();
     }
     for (int r = 0; r < rows; ++r) {
       float* row = scratch.data() + r * ld;
-      const float m_old = out.m[r];
-      const float m_new = std::max(m_old, mask_row(row, r % n, b0, cols, padded, causal ? off : -1, custom, m));
-      if (m_new == kNegInf) {
-        std::fill(row, row + cols, 0.f);
-        continue;
-      }
-      // The bf16 kernels' step (cpu/bf16.cpp): shift = m c, corr = 2^(m_old c - shift),
-      // p_j = bf16(2^(s_j c - shift)), exactly 0 for a masked key.
-      const float shift = m_new * c;
-      const float corr =
-          m_old == kNegInf ? 0.f : ei::pfirst(bf16_packets::exp2_nonpositive(ei::pset1<Packet>(m_old * c - shift)));
-      const Packet vshift = ei::pset1<Packet>(-shift), vc = ei::pset1<Packet>(c);
-      Packet sum = ei::pzero(vc);
-      for (int j = 0; j < padded; j += kLanes) {
-        const Packet w =
-            bf16_packets::round_bf16(bf16_packets::exp2_nonpositive(ei::pmadd(ei::ploadu<Packet>(row + j), vc, vshift)));
-        ei::pstoreu(row + j, w);
-        sum = ei::padd(sum, w);
-      }
-      out.l[r] = out.l[r] * corr + ei::predux(sum);
-      out.m[r] = m_new;
-      if (corr != 1.f) out.acc.row(r) *= corr;
+      const float mx = mask_row(row, r % n, b0, cols, padded, causal ? off : -1, custom, m);
+      corr[r] = step_bf16(row, padded, c, mx, out.m[r], out.l[r]);
     }
-    const ConstRows vb = widen(kvb.v.data() + (kv + b0) * d_v, cols, d_v);
-    for (int r = 0; r < rows; ++r) out.acc.row(r).noalias() += s.row(r) * vb;
+    if (direct) {
+#if defined(__AVX512F__)
+      const std::uint16_t* next = b0 + cols < k1 ? k_all + static_cast<Eigen::Index>(b0 + cols) * d_k : nullptr;
+      direct::pv(scratch.data(), ld, rows, v_all + static_cast<Eigen::Index>(b0) * d_v, d_v, cols, out.acc.data(),
+                 corr.data(), reinterpret_cast<const char*>(next), d_k * static_cast<int>(sizeof(std::uint16_t)));
+#endif
+    } else {
+      for (int r = 0; r < rows; ++r)
+        if (corr[r] != 1.f) out.acc.row(r) *= corr[r];
+      const ConstRows vb = widen(v_all + static_cast<Eigen::Index>(b0) * d_v, cols, d_v);
+      for (int r = 0; r < rows; ++r) out.acc.row(r).noalias() += s.row(r) * vb;
+    }
   }
 }
 

@@ -380,18 +380,18 @@ double cpu_rate_guess(const std::string& variant) {
 }
 
 std::string skip_reason(const Case& c, const Spec& a, bool cuda_ok, const std::string& cuda_reason) {
-  // bf16: the CPU runs it staged and fused at any head dim; CUDA only with its fused kernel.
-  if (c.precision == "bf16" && c.backend == "cuda") {
-    if (c.variant != "fused") return "bf16 on cuda runs only on the fused kernel";
+  // bf16: the CPU runs it staged, fused and decode at any head dim; CUDA with its fused and
+  // decode kernels.
+  if (c.precision == "bf16" && c.backend == "cuda" && c.variant != "decode") {
+    if (c.variant != "fused") return "bf16 on cuda runs only on the fused and decode kernels";
     if (std::string why = cuda::fused_bf16_shape_error(c.d, c.d); !why.empty()) return why;
   }
   if (c.q() > c.n) return "more queries than keys";
   if (c.heads % c.g() != 0) return std::to_string(c.g()) + " key/value heads do not divide " + std::to_string(c.heads) + " heads";
-  if (c.backend == "cuda" && c.variant == "decode" && c.precision == "fp32")
+  if (c.backend == "cuda" && c.variant == "decode")
     if (std::string why = cuda::decode_shape_error(c.d, c.d, c.heads / c.g(), c.q()); !why.empty()) return why;
   if (c.backend == "cuda" && c.variant != "decode" && c.mask == "causal" && c.q() != c.n)
     return "the CUDA prefill kernels apply a causal mask to as many queries as keys only";
-  if (c.precision == "bf16" && c.variant == "decode" && c.backend == "cuda") return "the CUDA decode kernel computes in fp32";
   if (c.backend == "cuda" && !cuda_ok) return "no CUDA device: " + cuda_reason;
   if (c.backend == "cpu") {
     const double seconds = case_flops(c) / cpu_rate_guess(c.variant) * (a.repeat + a.warmup);

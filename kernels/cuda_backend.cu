@@ -992,12 +992,16 @@ void run_streamed(const Problem& p, const RunOptions& opt, Trace& t) {
 // ---- decode: the split-KV kernel (kernels/decode.h) --------------------------------------------
 
 // The inputs as they are (a grouped cache is read once per key/value head, not expanded), the
-// output and the partial states of every split.
+// output and the partial states of every split; with a bf16 cache, bf16 copies of the inputs
+// (made on the device from the uploaded fp32 ones, as the fused bf16 kernel's are).
 struct DecodeDevice {
   int splits = 1;
+  bool bf16 = false;
   DeviceBuffer<float> q, k, v, out, partials;
+  DeviceBuffer<std::uint16_t> q16, k16, v16;
   std::size_t device_bytes() const {
-    return q.bytes() + k.bytes() + v.bytes() + out.bytes() + partials.bytes();
+    return q.bytes() + k.bytes() + v.bytes() + out.bytes() + partials.bytes() + q16.bytes() + k16.bytes() +
+           v16.bytes();
   }
 };
 
@@ -1006,7 +1010,8 @@ DecodeDevice decode_allocate(const Problem& p, const RunOptions& opt, const char
   validate(p);
   if (opt.pool || !opt.rows.empty())
     throw InputError("pooled views and exact rows come from the staged chain, not the decode kernel");
-  if (opt.precision != Precision::FP32) throw InputError("the CUDA decode kernel computes in fp32");
+  if (opt.precision != Precision::FP32 && opt.precision != Precision::BF16)
+    throw InputError("the CUDA decode kernel computes in fp32 or bf16");
   if (p.mask == MaskKind::Custom) throw InputError("the CUDA decode kernel takes the none and causal masks");
   if (const std::string why = decode_shape_error(p.d_k(), p.d_v(), p.kv_group, p.n()); !why.empty())
     throw InputError(why);
@@ -1015,11 +1020,13 @@ DecodeDevice decode_allocate(const Problem& p, const RunOptions& opt, const char
                      std::to_string(opt.splits));
   throw_if_launch_fault(where);
   DecodeDevice dd;
+  dd.bf16 = opt.precision == Precision::BF16;
   dd.splits = decode_splits(p.kv_heads(), p.m(), opt.splits);
   const std::size_t part = decode_partials_floats(p.heads, p.n(), p.d_v(), dd.splits);
+  const std::size_t inputs = static_cast<std::size_t>(p.q().size() + p.k().size() + p.v().size());
   const std::size_t need =
-      (static_cast<std::size_t>(p.q().size() + p.k().size() + p.v().size()) +
-       static_cast<std::size_t>(p.heads) * p.n() * p.d_v() + part) * sizeof(float);
+      (inputs + static_cast<std::size_t>(p.heads) * p.n() * p.d_v() + part) * sizeof(float) +
+      (dd.bf16 ? inputs * sizeof(std::uint16_t) : 0);
   std::size_t free_bytes = kOomFaultFreeBytes, total = 0;
   if (fault_from_env() != Fault::Oom) ATTNLAB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
   if (need > free_bytes)
@@ -1030,17 +1037,39 @@ DecodeDevice decode_allocate(const Problem& p, const RunOptions& opt, const char
   dd.v = DeviceBuffer<float>(static_cast<std::size_t>(p.v().size()));
   dd.out = DeviceBuffer<float>(static_cast<std::size_t>(p.heads) * p.n() * p.d_v());
   dd.partials = DeviceBuffer<float>(part);
+  if (dd.bf16) {
+    dd.q16 = DeviceBuffer<std::uint16_t>(dd.q.size());
+    dd.k16 = DeviceBuffer<std::uint16_t>(dd.k.size());
+    dd.v16 = DeviceBuffer<std::uint16_t>(dd.v.size());
+  }
   return dd;
 }
 
+// The inputs to the device (and their bf16 copies for a bf16 cache).
+void decode_upload(DecodeDevice& dd, const Problem& p, cudaStream_t s) {
+  upload(dd.q.get(), p.q(), s);
+  upload(dd.k.get(), p.k(), s);
+  upload(dd.v.get(), p.v(), s);
+  if (dd.bf16) {
+    to_bf16(dd.q.get(), dd.q16.get(), dd.q.size(), s);
+    to_bf16(dd.k.get(), dd.k16.get(), dd.k.size(), s);
+    to_bf16(dd.v.get(), dd.v16.get(), dd.v.size(), s);
+  }
+}
+
 void decode_launch(const DecodeDevice& dd, const Problem& p, cudaStream_t s) {
-  decode_attention_fp32(dd.q.get(), dd.k.get(), dd.v.get(), dd.out.get(), dd.partials.get(), p.heads,
-                        p.kv_group, p.n(), p.m(), p.d_k(), dd.splits, fused_scale(p),
-                        p.mask == MaskKind::Causal, s);
+  if (dd.bf16)
+    decode_attention_bf16(dd.q16.get(), dd.k16.get(), dd.v16.get(), dd.out.get(), dd.partials.get(), p.heads,
+                          p.kv_group, p.n(), p.m(), p.d_k(), dd.splits, fused_scale(p),
+                          p.mask == MaskKind::Causal, s);
+  else
+    decode_attention_fp32(dd.q.get(), dd.k.get(), dd.v.get(), dd.out.get(), dd.partials.get(), p.heads,
+                          p.kv_group, p.n(), p.m(), p.d_k(), dd.splits, fused_scale(p),
+                          p.mask == MaskKind::Causal, s);
 }
 
 std::string decode_kernel_name(const DecodeDevice& dd, const Problem& p) {
-  return "split-KV decode fp32 D=" + std::to_string(p.d_k()) + " rows=" + std::to_string(p.kv_group * p.n()) +
+  return std::string("split-KV decode ") + (dd.bf16 ? "bf16" : "fp32") + " D=" + std::to_string(p.d_k()) + " rows=" + std::to_string(p.kv_group * p.n()) +
          " splits=" + std::to_string(dd.splits);
 }
 
@@ -1057,9 +1086,7 @@ void run_decode(const Problem& p, const RunOptions& opt, Trace& t) {
   const cudaStream_t s = stream.get();
   Event ev[4];  // start, uploaded, kernel done, downloaded
   ev[0].record(s);
-  upload(dd.q.get(), p.q(), s);
-  upload(dd.k.get(), p.k(), s);
-  upload(dd.v.get(), p.v(), s);
+  decode_upload(dd, p, s);
   ev[1].record(s);
   decode_launch(dd, p, s);
   ev[2].record(s);
@@ -1068,6 +1095,7 @@ void run_decode(const Problem& p, const RunOptions& opt, Trace& t) {
   ATTNLAB_CUDA_CHECK(cudaStreamSynchronize(s));
   check_decode_output(t.output);
   name_fp32_output_run(t, Variant::Decode);
+  t.precision = opt.precision;
   t.rows.clear();
   t.splits = dd.splits;
   t.timings = StageTimings{};
@@ -1081,9 +1109,7 @@ BenchSample bench_decode(const Problem& p, const RunOptions& opt, int warmup, in
   DecodeDevice dd = decode_allocate(p, opt, "cuda bench");
   Stream stream;
   const cudaStream_t s = stream.get();
-  upload(dd.q.get(), p.q(), s);
-  upload(dd.k.get(), p.k(), s);
-  upload(dd.v.get(), p.v(), s);
+  decode_upload(dd, p, s);
   for (int i = 0; i < warmup; ++i) decode_launch(dd, p, s);
   ATTNLAB_CUDA_CHECK(cudaStreamSynchronize(s));
   BenchSample out;

@@ -1,4 +1,5 @@
-// The CUDA split-KV decode kernel (Flash-Decoding, Dao et al. 2023), fp32. Two launches:
+// The CUDA split-KV decode kernel (Flash-Decoding, Dao et al. 2023), on an fp32 or a bf16 cache.
+// Two launches:
 //   decode_split_kernel    grid (splits, kv_heads), 128 threads: the block of (split s, key/value
 //                          head g) walks its keys in tiles of 32 and keeps the online-softmax state
 //                          (m, l, acc) of every query row of the group (kv_group heads x n queries,
@@ -11,6 +12,10 @@
 //                          m_s, l = sum_s l_s exp2(m_s - M), acc = sum_s acc_s exp2(m_s - M) (the
 //                          log-sum-exp merge of every split at once), O = acc / l.
 // Units: m in log2-scaled logits (the scale folded with log2 e, as in the fused kernels).
+// A bf16 cache (q, k, v in bf16: half the bytes read) is widened to fp32 as the tiles are loaded;
+// the weights P are rounded to bf16 and l sums the rounded weights, as the lab's other bf16
+// kernels do (cpu/bf16.h); every sum and acc stay fp32. The tiles are read 16 bytes per thread
+// (4 floats or 8 bf16 values).
 // Shared memory per block (d = 128): Q_g 8 KiB, K tile 16.1 KiB (rows padded by one float: the
 // threads of a warp read one column of different keys from different banks), V tile 16 KiB, the
 // scores 2.1 KiB, the per-row state; under the 48 KiB that needs no opt-in.
@@ -20,6 +25,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/launch.h"
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -39,12 +45,28 @@ constexpr int shared_floats() {
          3 * kDecodeMaxRows;
 }
 
-// q (heads*n, D), k and v (kv_heads*m, D); part_m, part_l (items*R), part_acc (items*R, D) with
+__device__ __forceinline__ float widen(float x) { return x; }
+__device__ __forceinline__ float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float weight(float p, float) { return p; }
+__device__ __forceinline__ float weight(float p, __nv_bfloat16) { return __bfloat162float(__float2bfloat16_rn(p)); }
+
+// Elements of T in 16 bytes, and those 16 bytes as floats.
+template <typename T>
+constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+template <typename T>
+__device__ __forceinline__ void load16(const T* src, float (&dst)[kVec<T>]) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(src);
+  const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+  for (int i = 0; i < kVec<T>; ++i) dst[i] = widen(e[i]);
+}
+
+// q (heads*n, D), k and v (kv_heads*m, D) of element type T (float or bf16); part_m, part_l (items*R), part_acc (items*R, D) with
 // items = kv_heads * splits, item g * splits + s. causal_off < 0: no mask; else query i sees keys
 // j <= i + causal_off.
-template <int D>
+template <int D, typename T>
 __global__ void __launch_bounds__(kThreads)
-    decode_split_kernel(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+    decode_split_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                         float* __restrict__ part_m, float* __restrict__ part_l, float* __restrict__ part_acc,
                         int n, int m, int group, int keys_per_split, int splits, float scale_log2,
                         int causal_off) {
@@ -63,8 +85,8 @@ __global__ void __launch_bounds__(kThreads)
   float* ls = ms + kDecodeMaxRows;                // (R) running sum
   float* as = ls + kDecodeMaxRows;                // (R) the tile's rescale
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const float* qg = q + static_cast<size_t>(g) * R * D;  // the group's rows are consecutive in Q
-  for (int i = tid; i < R * D; i += kThreads) qs[i] = qg[i];
+  const T* qg = q + static_cast<size_t>(g) * R * D;  // the group's rows are consecutive in Q
+  for (int i = tid; i < R * D; i += kThreads) qs[i] = widen(qg[i]);
   for (int r = tid; r < R; r += kThreads) {
     ms[r] = -INFINITY;
     ls[r] = 0.f;
@@ -75,17 +97,29 @@ __global__ void __launch_bounds__(kThreads)
   for (int t = 0; t < kAcc; ++t) acc[t] = 0.f;
   __syncthreads();
 
-  const float* kg = k + static_cast<size_t>(g) * m * D;
-  const float* vg = v + static_cast<size_t>(g) * m * D;
+  const T* kg = k + static_cast<size_t>(g) * m * D;
+  const T* vg = v + static_cast<size_t>(g) * m * D;
+  constexpr int W = kVec<T>;
   for (int b0 = k0; b0 < k1; b0 += kTile) {
     const int cols = min(kTile, k1 - b0);
-    // The K and V tiles, row by row (consecutive threads, consecutive addresses); keys past the
-    // split's end are zero and masked below.
-    for (int i = tid; i < kTile * D; i += kThreads) {
-      const int j = i / D, cc = i % D;
-      const bool in = j < cols;
-      ks[j * KP + cc] = in ? kg[static_cast<size_t>(b0 + j) * D + cc] : 0.f;
-      vs[j * D + cc] = in ? vg[static_cast<size_t>(b0 + j) * D + cc] : 0.f;
+    // The K and V tiles, row by row, 16 bytes per thread (consecutive threads, consecutive
+    // addresses; a row of D elements is whole 16-byte pieces and cudaMalloc aligns the base);
+    // keys past the split's end are zero and masked below.
+    for (int i = tid; i < kTile * D / W; i += kThreads) {
+      const int j = i * W / D, cc = i * W % D;
+      float kx[W], vx[W];
+      if (j < cols) {
+        load16(kg + static_cast<size_t>(b0 + j) * D + cc, kx);
+        load16(vg + static_cast<size_t>(b0 + j) * D + cc, vx);
+      } else {
+#pragma unroll
+        for (int e = 0; e < W; ++e) kx[e] = vx[e] = 0.f;
+      }
+#pragma unroll
+      for (int e = 0; e < W; ++e) {
+        ks[j * KP + cc + e] = kx[e];
+        vs[j * D + cc + e] = vx[e];
+      }
     }
     __syncthreads();
     for (int i = tid; i < R * kTile; i += kThreads) {
@@ -106,7 +140,7 @@ __global__ void __launch_bounds__(kThreads)
       // Nothing visible so far: shift by 0, so that -inf - -inf makes no NaN; the weights and
       // alpha are then exp2(-inf) = 0.
       const float shift = m_new == -INFINITY ? 0.f : m_new;
-      const float p = exp2f(x - shift);
+      const float p = weight(exp2f(x - shift), T{});
       float sum = p;
       for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
       ps[r * (kTile + 1) + lane] = p;
@@ -162,8 +196,8 @@ __global__ void __launch_bounds__(D)
   o[static_cast<size_t>(row) * D + c] = a / l;
 }
 
-template <int D>
-void launch(const float* q, const float* k, const float* v, float* o, float* partials, int heads, int group,
+template <int D, typename T>
+void launch(const T* q, const T* k, const T* v, float* o, float* partials, int heads, int group,
             int n, int m, int splits, float scale_log2, int causal_off, cudaStream_t st) {
   const int kv_heads = heads / group, R = group * n;
   const int per = (m + splits - 1) / splits;
@@ -173,7 +207,7 @@ void launch(const float* q, const float* k, const float* v, float* o, float* par
   float* pl = pm + items * R;
   float* pa = pl + items * R;
   const size_t smem = shared_floats<D>() * sizeof(float);
-  decode_split_kernel<D><<<dim3(static_cast<unsigned>(eff), static_cast<unsigned>(kv_heads)), kThreads, smem, st>>>(
+  decode_split_kernel<D, T><<<dim3(static_cast<unsigned>(eff), static_cast<unsigned>(kv_heads)), kThreads, smem, st>>>(
       q, k, v, pm, pl, pa, n, m, group, per, eff, scale_log2, causal_off);
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
   decode_combine_kernel<D><<<grid_1d(static_cast<long long>(heads) * n, "decode combine"), D, 0, st>>>(
@@ -202,9 +236,11 @@ std::size_t decode_partials_floats(int heads, int n, int d, int splits) {
   return static_cast<std::size_t>(heads) * n * splits * (2 + static_cast<std::size_t>(d));
 }
 
-void decode_attention_fp32(const float* q, const float* k, const float* v, float* o, float* partials,
-                           int heads, int kv_group, int n, int m, int d, int splits, float scale,
-                           bool causal, void* stream) {
+namespace {
+
+template <typename T>
+void decode_attention(const T* q, const T* k, const T* v, float* o, float* partials, int heads, int kv_group,
+                      int n, int m, int d, int splits, float scale, bool causal, void* stream) {
   if (heads < 1 || kv_group < 1 || heads % kv_group != 0 || n < 1 || m < n || splits < 1)
     throw InputError("decode: bad problem (heads " + std::to_string(heads) + ", kv_group " +
                      std::to_string(kv_group) + ", n " + std::to_string(n) + ", m " + std::to_string(m) +
@@ -217,6 +253,22 @@ void decode_attention_fp32(const float* q, const float* k, const float* v, float
     launch<64>(q, k, v, o, partials, heads, kv_group, n, m, splits, scale_log2, causal_off, st);
   else
     launch<128>(q, k, v, o, partials, heads, kv_group, n, m, splits, scale_log2, causal_off, st);
+}
+
+}  // namespace
+
+void decode_attention_fp32(const float* q, const float* k, const float* v, float* o, float* partials,
+                           int heads, int kv_group, int n, int m, int d, int splits, float scale,
+                           bool causal, void* stream) {
+  decode_attention(q, k, v, o, partials, heads, kv_group, n, m, d, splits, scale, causal, stream);
+}
+
+void decode_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const std::uint16_t* v, float* o,
+                           float* partials, int heads, int kv_group, int n, int m, int d, int splits, float scale,
+                           bool causal, void* stream) {
+  using B = __nv_bfloat16;
+  decode_attention(reinterpret_cast<const B*>(q), reinterpret_cast<const B*>(k), reinterpret_cast<const B*>(v), o,
+                   partials, heads, kv_group, n, m, d, splits, scale, causal, stream);
 }
 
 }  // namespace attnlab::cuda

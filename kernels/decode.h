@@ -1,5 +1,5 @@
 // Launcher of the CUDA split-KV decode kernel (kernels/decode.cu). Plain C++ header: no CUDA types.
-// All pointers are DEVICE pointers, row-major:
+// All pointers are DEVICE pointers, row-major (fp32, or bf16 for decode_attention_bf16):
 //   q (heads*n, d)  k (kv_heads*m, d)  v (kv_heads*m, d)  o (heads*n, d)
 // with kv_heads = heads / kv_group; query head h reads key/value head h / kv_group; d = d_k = d_v.
 // The n queries are the last n of the m positions: causal (when `causal`) lets query i see the keys
@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace attnlab::cuda {
@@ -39,6 +40,13 @@ std::size_t decode_partials_floats(int heads, int n, int d, int splits);
 // the log-sum-exp rule and writes O = acc / l. Throws InputError for shapes it does not take.
 void decode_attention_fp32(const float* q, const float* k, const float* v, float* o, float* partials,
                            int heads, int kv_group, int n, int m, int d, int splits, float scale,
+                           bool causal, void* stream);
+
+// The same on a bf16 cache: q, k and v are bf16 bit patterns (round to nearest even of the fp32
+// inputs), widened to fp32 as they are loaded; the weights are rounded to bf16 (l sums the rounded
+// weights), every sum and the output fp32.
+void decode_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const std::uint16_t* v, float* o,
+                           float* partials, int heads, int kv_group, int n, int m, int d, int splits, float scale,
                            bool causal, void* stream);
 
 }  // namespace attnlab::cuda

@@ -242,7 +242,7 @@ TEST(BenchEngine, TimeBudgetSkipsWithTheEstimate) {
   EXPECT_NE(why.find("--max-seconds 1"), std::string::npos) << why;
   EXPECT_EQ(bench::skip_reason({"cpu", "fused", "fp32", "none", 1, 64, 8}, s, false, "none"), "");
   EXPECT_EQ(bench::skip_reason({"cuda", "staged", "bf16", "none", 1, 64, 8}, s, true, ""),
-            "bf16 on cuda runs only on the fused kernel");
+            "bf16 on cuda runs only on the fused and decode kernels");
 }
 
 TEST(BenchEngine, CpuProbesMeasureSomething) {

@@ -113,7 +113,7 @@ TEST(BenchCli, EveryCombinationIsTimedOrSkippedWithItsReason) {
     if (s["precision"] == "bf16") {
       const int d = s["d"];
       if (s["variant"] != "fused")
-        EXPECT_EQ(why, "bf16 on cuda runs only on the fused kernel");
+        EXPECT_EQ(why, "bf16 on cuda runs only on the fused and decode kernels");
       else  // the kernel's own rule (d here is 8 or 16), before the device is asked
         EXPECT_EQ(why, cuda::fused_bf16_shape_error(d, d));
     } else {
@@ -156,7 +156,7 @@ TEST(BenchCli, TableListsTimedCasesStagesAndSkippedOnes) {
   const std::size_t skipped = r.out.find("\nskipped:\n");
   ASSERT_NE(skipped, std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\n  cuda staged bf16 none heads=1 n=48 d=8: bf16 on cuda runs only on the "
-                       "fused kernel\n", skipped),
+                       "fused and decode kernels\n", skipped),
             std::string::npos)
       << r.out;
   std::string reason;

@@ -32,20 +32,22 @@ double rel_err(const MatrixF& out, const MatrixD& ref) {
 
 double rel_err(const MatrixF& a, const MatrixF& b) { return rel_err(a, b.cast<double>().eval()); }
 
-// n queries at the end of m keys, heads over kv_heads, with a mask; custom: a fixed pattern that
-// keeps each row's last visible key.
+// A fixed custom mask that keeps each row's last key.
+void add_custom_mask(Problem& p) {
+  MatrixF mk = MatrixF::Zero(p.n(), p.m());
+  for (int i = 0; i < p.n(); ++i)
+    for (int j = 0; j + 1 < p.m(); ++j)
+      if ((i + 3 * j) % 4 == 1) mk(i, j) = kNegInf;
+  p.edit().custom_mask = mk;
+}
+
+// n queries at the end of m keys, heads over kv_heads, with a mask; custom: add_custom_mask.
 Problem decode_problem(int n, int m, int d, int heads, int kv_heads, MaskKind mask, std::uint64_t seed,
                        double temperature = 1.0) {
   Problem p = random_problem(n, m, d, d, seed, heads, kv_heads);
   p.mask = mask;
   p.temperature = temperature;
-  if (mask == MaskKind::Custom) {
-    MatrixF mk = MatrixF::Zero(n, m);
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j + 1 < m; ++j)
-        if ((i + 3 * j) % 4 == 1) mk(i, j) = kNegInf;
-    p.edit().custom_mask = mk;
-  }
+  if (mask == MaskKind::Custom) add_custom_mask(p);
   return p;
 }
 
@@ -77,6 +79,46 @@ TEST(DecodeCpu, MatchesFp64AndThePrefillKernelsOnDecodeShapes) {
             ++cases;
           }
   EXPECT_EQ(cases, 216);
+}
+
+// The kernel's own AVX-512 products (head dims of whole 16-float vectors, up to 16 rows per key/
+// value head) and Eigen's (every other shape) on the shapes that reach each of their branches:
+// d_v in pieces of 8 vectors and a rest, d_k != d_v, a short last group of keys, a split shorter
+// than a group, rows from 1 to past the direct limit; fp32 against fp64, bf16 against fp64 and the
+// fused bf16 kernel (within one bf16 ulp, 2^-8: each kernel rounds every weight to bf16 against its
+// own running maximum, so a weight may round the other way).
+TEST(DecodeCpu, EveryHeadDimAndRowCountMatchesFp64InBothPrecisions) {
+  auto cpu = make_cpu_backend();
+  std::uint64_t seed = 300;
+  int direct = 0;
+  for (auto [d_k, d_v] : {std::pair{16, 16}, {48, 48}, {64, 32}, {128, 128}, {144, 144}, {256, 256}, {96, 160},
+                          {20, 20}, {64, 40}})
+    for (int m : {5, 17, 257, 1500})
+      for (auto [heads, kv, n] : {std::tuple{1, 1, 1}, {8, 1, 2}, {17, 1, 1}})
+        for (MaskKind mask : {MaskKind::None, MaskKind::Causal, MaskKind::Custom}) {
+          if (n > m) continue;
+          Problem p = random_problem(n, m, d_k, d_v, seed++, heads, kv);
+          p.mask = mask;
+          if (mask == MaskKind::Custom) add_custom_mask(p);
+          SCOPED_TRACE("d " + std::to_string(d_k) + "/" + std::to_string(d_v) + " m " + std::to_string(m) + " heads " +
+                       std::to_string(heads) + "/" + std::to_string(kv) + " n " + std::to_string(n) + " " +
+                       std::string(to_string(mask)));
+          direct += cpu::decode::direct_products(p) ? 1 : 0;
+          const TraceD ref = reference_fp64(p);
+          RunOptions o;
+          o.variant = Variant::Decode;
+          o.splits = m > 1000 ? 3 : 1;
+          EXPECT_LE(rel_err(cpu->run(p, o).output, ref.output), fp32_tolerance(p));
+          o.precision = Precision::BF16;
+          const Trace b = cpu->run(p, o);
+          EXPECT_LE(rel_err(b.output, ref.output), 2e-2);
+          EXPECT_LE(rel_err(b.output, cpu_fused_bf16(p).output), 0x1p-8);
+        }
+#if defined(__AVX512F__)
+  EXPECT_GT(direct, 0) << "an AVX-512 build takes the direct products for whole-vector head dims";
+#else
+  EXPECT_EQ(direct, 0);
+#endif
 }
 
 // However the keys are cut, the merged result is the same computation (to rounding).

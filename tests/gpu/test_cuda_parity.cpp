@@ -335,6 +335,44 @@ TEST(CudaDecode, MatchesFp64AndTheCpuDecodeKernel) {
           }
 }
 
+// On a bf16 cache: the kernel in the lab's bf16 arithmetic (bf16 operands, weights rounded to bf16,
+// fp32 sums) matches the CPU decode kernel's bf16 path up to the order of the sums, and fp64 within
+// verify's bf16 bound; bench times it under its own name.
+TEST(CudaDecode, ABf16CacheMatchesTheCpuBf16DecodeAndFp64) {
+  ATTNLAB_REQUIRE_CUDA();
+  auto cuda = make_backend("cuda");
+  auto cpu = make_backend("cpu");
+  std::uint64_t seed = 100;
+  for (auto [heads, kv, n] : {std::tuple{1, 1, 1}, {8, 1, 1}, {32, 8, 2}})
+    for (int m : {33, 5000})
+      for (int d : {64, 128})
+        for (MaskKind mask : {MaskKind::None, MaskKind::Causal}) {
+          Problem p = random_problem(n, m, d, d, seed++, heads, kv);
+          p.mask = mask;
+          SCOPED_TRACE("heads " + std::to_string(heads) + "/" + std::to_string(kv) + " m " + std::to_string(m) +
+                       " d " + std::to_string(d) + " " + std::string(to_string(mask)));
+          RunOptions o;
+          o.variant = Variant::Decode;
+          o.precision = Precision::BF16;
+          o.splits = 3;
+          const Trace t = cuda->run(p, o);
+          EXPECT_EQ(t.precision, Precision::BF16);
+          const TraceD ref = reference_fp64(p);
+          const double scale = ref.output.cwiseAbs().maxCoeff();
+          EXPECT_LE((t.output.cast<double>() - ref.output).cwiseAbs().maxCoeff() / scale, 2e-2);
+          EXPECT_GT((t.output.cast<double>() - ref.output).cwiseAbs().maxCoeff() / scale, 1e-5)
+              << "bf16 operands, not the fp32 ones";
+          const Trace c = cpu->run(p, o);
+          EXPECT_LE((t.output - c.output).cwiseAbs().maxCoeff() / scale, 2e-3);
+        }
+  RunOptions o;
+  o.variant = Variant::Decode;
+  o.precision = Precision::BF16;
+  const BenchSample b = cuda->bench(random_problem(1, 50000, 64, 64, 3, 8, 1), o, 1, 3);
+  ASSERT_EQ(b.ms.size(), 3u);
+  EXPECT_NE(b.kernel.find("split-KV decode bf16 D=64 rows=8"), std::string::npos) << b.kernel;
+}
+
 TEST(CudaDecode, RefusesWhatItDoesNotTakeAndIsTimedByBench) {
   ATTNLAB_REQUIRE_CUDA();
   auto cuda = make_backend("cuda");
@@ -346,9 +384,9 @@ TEST(CudaDecode, RefusesWhatItDoesNotTakeAndIsTimedByBench) {
   EXPECT_NE(test::message_of<InputError>([&] { cuda->run(random_problem(17, 100, 64, 64, 1, 1, 1), o); })
                 .find("at most 16 query rows"),
             std::string::npos);
-  o.precision = Precision::BF16;
+  o.precision = Precision::FP64;
   EXPECT_NE(test::message_of<InputError>([&] { cuda->run(random_problem(1, 100, 64, 64, 1, 1, 1), o); })
-                .find("computes in fp32"),
+                .find("computes in fp32 or bf16"),
             std::string::npos);
   o.precision = Precision::FP32;
   const Problem p = random_problem(1, 50000, 128, 128, 2, 8, 1);
