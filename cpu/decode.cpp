@@ -67,9 +67,12 @@ float mask_row(float* row, int i, int b0, int cols, int padded, int off, const f
   return ei::predux_max(mx);
 }
 
-// A software prefetch of `count` floats, one request per cache line.
-void prefetch(const float* x, std::size_t count) {
-  for (std::size_t i = 0; i < count; i += 16) __builtin_prefetch(x + i, 0, 1);
+// A software prefetch of `count` values from x, one read request per 64-byte line, with
+// __builtin_prefetch's locality (3: into L1, 2: into L2, 1: the Eigen path's choice).
+template <int Locality, class E>
+void prefetch(const E* x, std::size_t count) {
+  const char* c = reinterpret_cast<const char*>(x);
+  for (std::size_t b = 0; b < count * sizeof(E); b += 64) __builtin_prefetch(c + b, 0, Locality);
 }
 
 // The online-softmax step of one row of block scores (fp32 arithmetic): the row's weights in
@@ -156,19 +159,9 @@ inline __m512 load16(const std::uint16_t* x) {
 // masks; no row from `limit` on is read).
 template <class E>
 void group_rows(const E* keys, int d, const E* vals, int d_v, int g, int count, int limit, const E* (&kr)[kGroup]) {
-  const auto request = [](const E* at, std::size_t count_values, int hint) {
-    const char* c = reinterpret_cast<const char*>(at);
-    const std::size_t bytes = count_values * sizeof(E);
-    for (std::size_t b = 0; b < bytes; b += 64) {
-      if (hint == 0)
-        _mm_prefetch(c + b, _MM_HINT_T0);
-      else
-        _mm_prefetch(c + b, _MM_HINT_T1);
-    }
-  };
-  request(vals + static_cast<std::size_t>(g) * d_v, static_cast<std::size_t>(count) * d_v, 1);
+  prefetch<2>(vals + static_cast<std::size_t>(g) * d_v, static_cast<std::size_t>(count) * d_v);
   const int ahead = g + kAheadGroups * kGroup, ahead_keys = std::min(kGroup, limit - ahead);
-  if (ahead_keys > 0) request(keys + static_cast<std::size_t>(ahead) * d, static_cast<std::size_t>(ahead_keys) * d, 0);
+  if (ahead_keys > 0) prefetch<3>(keys + static_cast<std::size_t>(ahead) * d, static_cast<std::size_t>(ahead_keys) * d);
   for (int i = 0; i < kGroup; ++i) kr[i] = keys + static_cast<std::size_t>(g + std::min(kOrder[i], count - 1)) * d;
 }
 
@@ -228,19 +221,17 @@ inline void scores_bf16(const std::uint16_t* qb, int rows, int d, const std::uin
 
 // acc(r, :) = acc(r, :) * alpha[r] + sum_j p(r, j) V(j, :) over values [v0, v0 + 16 NV) of d_v,
 // for up to TR rows at once (their accumulators in registers, each V vector loaded once for all).
-// With `next` (the next block's key rows, `next_stride` bytes each) the tile requests one of those
-// rows per value row it reads, so the key stream stays in flight while P V computes.
+// With `next` (the next block's key rows, d_k values each) the tile requests one of those rows
+// per value row it reads, so the key stream stays in flight while P V computes.
 template <int NV, int TR, class E>
 void pv_tile(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, int v0, int cols, float* acc,
-             const float* alpha, const char* next, int next_stride) {
+             const float* alpha, const E* next, int d_k) {
   __m512 a[TR][NV];
   for (int t = 0; t < TR; ++t)
     for (int v = 0; v < NV; ++v) a[t][v] = _mm512_setzero_ps();
   for (int j = 0; j < cols; ++j) {
     const E* vr = vals + static_cast<std::size_t>(j) * d_v + v0;
-    if (next)
-      for (int b = 0; b < next_stride; b += 64)
-        _mm_prefetch(next + static_cast<std::size_t>(j) * next_stride + b, _MM_HINT_T0);
+    if (next) prefetch<3>(next + static_cast<std::size_t>(j) * d_k, static_cast<std::size_t>(d_k));
     __m512 x[NV];
     for (int v = 0; v < NV; ++v) x[v] = load16(vr + 16 * v);
     for (int t = 0; t < TR; ++t) {
@@ -258,28 +249,28 @@ void pv_tile(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, 
 
 template <int NV, class E>
 void pv_rows(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, int v0, int cols, float* acc,
-             const float* alpha, const char* next, int next_stride) {
+             const float* alpha, const E* next, int d_k) {
   constexpr int TR = std::min(6, 24 / NV);  // TR * NV accumulators and NV loads in 32 registers
   for (int r0 = 0; r0 < rows; r0 += TR)
     pv_tile<NV, TR>(p + r0 * ld, ld, rows - r0, vals, d_v, v0, cols, acc + static_cast<std::size_t>(r0) * d_v,
-                    alpha + r0, r0 == 0 && v0 == 0 ? next : nullptr, next_stride);
+                    alpha + r0, r0 == 0 && v0 == 0 ? next : nullptr, d_k);
 }
 
 // P V of a whole block into acc (rows, d_v), d_v in pieces of at most kMaxTileVecs vectors; the
 // first tile requests the next block's key rows (`next`, nullptr after the last block).
 template <class E>
 void pv(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, int cols, float* acc, const float* alpha,
-        const char* next, int next_stride) {
+        const E* next, int d_k) {
   for (int v0 = 0; v0 < d_v; v0 += 16 * kMaxTileVecs) {  // each piece rescales its own values
     switch (std::min(kMaxTileVecs, (d_v - v0) / 16)) {
-      case 1: pv_rows<1>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, next_stride); break;
-      case 2: pv_rows<2>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, next_stride); break;
-      case 3: pv_rows<3>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, next_stride); break;
-      case 4: pv_rows<4>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, next_stride); break;
-      case 5: pv_rows<5>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, next_stride); break;
-      case 6: pv_rows<6>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, next_stride); break;
-      case 7: pv_rows<7>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, next_stride); break;
-      default: pv_rows<8>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, next_stride); break;
+      case 1: pv_rows<1>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, d_k); break;
+      case 2: pv_rows<2>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, d_k); break;
+      case 3: pv_rows<3>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, d_k); break;
+      case 4: pv_rows<4>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, d_k); break;
+      case 5: pv_rows<5>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, d_k); break;
+      case 6: pv_rows<6>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, d_k); break;
+      case 7: pv_rows<7>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, d_k); break;
+      default: pv_rows<8>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, d_k); break;
     }
   }
 }
@@ -352,8 +343,8 @@ void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, Matrix
       // The next block's K and V requested now, so that their reads overlap this block's work.
       if (b0 + kKeyBlock < k1) {
         const int next = std::min(kKeyBlock, k1 - b0 - kKeyBlock);
-        prefetch(k_all + static_cast<Eigen::Index>(b0 + kKeyBlock) * d_k, static_cast<std::size_t>(next) * d_k);
-        prefetch(v_all + static_cast<Eigen::Index>(b0 + kKeyBlock) * d_v, static_cast<std::size_t>(next) * d_v);
+        prefetch<1>(k_all + static_cast<Eigen::Index>(b0 + kKeyBlock) * d_k, static_cast<std::size_t>(next) * d_k);
+        prefetch<1>(v_all + static_cast<Eigen::Index>(b0 + kKeyBlock) * d_v, static_cast<std::size_t>(next) * d_v);
       }
       if (rows <= kRowsAsGemv) {
         for (int r = 0; r < rows; ++r) s.row(r).noalias() = qg.row(r) * kb.transpose();
@@ -369,8 +360,7 @@ void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, Matrix
     if (direct) {
 #if defined(__AVX512F__)
       const float* next = b0 + cols < k1 ? k_all + static_cast<Eigen::Index>(b0 + cols) * d_k : nullptr;
-      direct::pv(scratch.data(), ld, rows, vb.data(), d_v, cols, out.acc.data(), alpha.data(),
-                 reinterpret_cast<const char*>(next), d_k * static_cast<int>(sizeof(float)));
+      direct::pv(scratch.data(), ld, rows, vb.data(), d_v, cols, out.acc.data(), alpha.data(), next, d_k);
 #endif
     } else {
       for (int r = 0; r < rows; ++r)
@@ -460,7 +450,7 @@ void split_partial_bf16(const Problem& p, const Bf16KV& kvb, int g, int k0, int 
 #if defined(__AVX512F__)
       const std::uint16_t* next = b0 + cols < k1 ? k_all + static_cast<Eigen::Index>(b0 + cols) * d_k : nullptr;
       direct::pv(scratch.data(), ld, rows, v_all + static_cast<Eigen::Index>(b0) * d_v, d_v, cols, out.acc.data(),
-                 corr.data(), reinterpret_cast<const char*>(next), d_k * static_cast<int>(sizeof(std::uint16_t)));
+                 corr.data(), next, d_k);
 #endif
     } else {
       for (int r = 0; r < rows; ++r)

@@ -382,10 +382,10 @@ double cpu_rate_guess(const std::string& variant) {
 std::string skip_reason(const Case& c, const Spec& a, bool cuda_ok, const std::string& cuda_reason) {
   // bf16: the CPU runs it staged, fused and decode at any head dim; CUDA with its fused and
   // decode kernels.
-  if (c.precision == "bf16" && c.backend == "cuda" && c.variant != "decode") {
-    if (c.variant != "fused") return "bf16 on cuda runs only on the fused and decode kernels";
+  if (c.precision == "bf16" && c.backend == "cuda" && c.variant != "fused" && c.variant != "decode")
+    return "bf16 on cuda runs only on the fused and decode kernels";
+  if (c.precision == "bf16" && c.backend == "cuda" && c.variant == "fused")
     if (std::string why = cuda::fused_bf16_shape_error(c.d, c.d); !why.empty()) return why;
-  }
   if (c.q() > c.n) return "more queries than keys";
   if (c.heads % c.g() != 0) return std::to_string(c.g()) + " key/value heads do not divide " + std::to_string(c.heads) + " heads";
   if (c.backend == "cuda" && c.variant == "decode")

@@ -292,6 +292,11 @@ TEST(BenchEngine, DecodeShapesArePlannedCountedRunAndReported) {
   EXPECT_EQ(bench::skip_reason(results[2].c, s, true, ""), "3 key/value heads do not divide 4 heads");
   bench::Case cuda_dec{"cuda", "decode", "fp32", "none", 4, 3000, 8, 1, 1};
   EXPECT_EQ(bench::skip_reason(cuda_dec, s, true, "").rfind("the CUDA decode kernel takes d_k = d_v = 64 or 128", 0), 0u);
+  // bf16 decode on CUDA: refused only for its shape, as fp32 is; a shape it takes runs.
+  bench::Case cuda_dec16{"cuda", "decode", "bf16", "none", 4, 3000, 8, 1, 1};
+  EXPECT_EQ(bench::skip_reason(cuda_dec16, s, true, "").rfind("the CUDA decode kernel takes d_k = d_v = 64 or 128", 0), 0u);
+  cuda_dec16.d = 64;
+  EXPECT_EQ(bench::skip_reason(cuda_dec16, s, true, ""), "");
   cuda_dec.d = 64;
   EXPECT_EQ(bench::skip_reason(cuda_dec, s, true, ""), "");
   bench::Case over{"cpu", "decode", "fp32", "none", 1, 30, 8, 31, 1};
