@@ -44,15 +44,9 @@ ProblemInputs& Problem::edit() {
   // A problem that shares its inputs gets its own copy first. Copies are made on one thread at a
   // time (the viewer builds a run's problem on its worker and never edits one it has shared).
   if (in_.use_count() != 1) in_ = std::make_shared<ProblemInputs>(*in_);
-  std::lock_guard<std::mutex> lk(in_->bf16.mu);
-  in_->bf16.kv.reset();  // K or V may change
+  std::lock_guard<std::mutex> lk(in_->derived.mu);
+  in_->derived.items.clear();  // Q, K or V may change
   return *in_;
-}
-
-std::shared_ptr<const Bf16KV> Problem::bf16_kv(const std::function<Bf16KV(const ProblemInputs&)>& make) const {
-  std::lock_guard<std::mutex> lk(in_->bf16.mu);
-  if (!in_->bf16.kv) in_->bf16.kv = std::make_shared<const Bf16KV>(make(*in_));
-  return in_->bf16.kv;
 }
 
 void Problem::set_inputs(ProblemInputs in) { in_ = std::make_shared<ProblemInputs>(std::move(in)); }

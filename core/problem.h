@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -40,19 +41,20 @@ struct ProblemInputs {
   std::vector<std::string> key_tokens;    // m labels
   MatrixF custom_mask;                    // (n, m), only for MaskKind::Custom: 0 or -inf
 
-  // The bf16 copy of K and V (Problem::bf16_kv), made on first use and kept with these inputs;
-  // never copied with them (a copy is about to be edited) and dropped by Problem::edit().
-  struct Bf16Slot {
-    Bf16Slot() = default;
-    Bf16Slot(const Bf16Slot&) {}
-    Bf16Slot& operator=(const Bf16Slot&) {
-      kv.reset();
+  // Data derived from these inputs alone (Problem::derived: K and V in bf16, K in the decode
+  // kernel's panels), made on first use and kept with them; never copied with them (a copy is
+  // about to be edited) and dropped by Problem::edit().
+  struct DerivedSlot {
+    DerivedSlot() = default;
+    DerivedSlot(const DerivedSlot&) {}
+    DerivedSlot& operator=(const DerivedSlot&) {
+      items.clear();
       return *this;
     }
     std::mutex mu;
-    std::shared_ptr<const Bf16KV> kv;
+    std::map<std::string, std::shared_ptr<const void>> items;
   };
-  mutable Bf16Slot bf16;
+  mutable DerivedSlot derived;
 };
 
 struct Problem {
@@ -66,10 +68,21 @@ struct Problem {
   // The inputs for changing them: copied first when another Problem shares them (copy on write),
   // so a change never shows in another problem. Only while no other thread reads this Problem.
   ProblemInputs& edit();
-  // K and V in bf16, made by `make` the first time it is asked for (one thread makes it, the
-  // others wait) and kept with the inputs until they are edited: a KV cache stored in bf16, which
-  // the decode kernel's bf16 path reads at half the bytes.
-  std::shared_ptr<const Bf16KV> bf16_kv(const std::function<Bf16KV(const ProblemInputs&)>& make) const;
+  // Data derived from the inputs, made by `make` the first time `key` is asked for (one thread
+  // makes it, the others wait) and kept with the inputs until they are edited: a KV cache stored
+  // in bf16, which the decode kernel's bf16 path reads at half the bytes; K in the decode
+  // kernel's panels. A key names one type: every caller of a key asks for the same T.
+  template <class T>
+  std::shared_ptr<const T> derived(const std::string& key, const std::function<T(const ProblemInputs&)>& make) const {
+    std::lock_guard<std::mutex> lk(in_->derived.mu);
+    std::shared_ptr<const void>& slot = in_->derived.items[key];
+    if (!slot) slot = std::make_shared<const T>(make(*in_));
+    return std::static_pointer_cast<const T>(slot);
+  }
+  // K and V in bf16: derived<Bf16KV>("bf16_kv", make).
+  std::shared_ptr<const Bf16KV> bf16_kv(const std::function<Bf16KV(const ProblemInputs&)>& make) const {
+    return derived<Bf16KV>("bf16_kv", make);
+  }
   // Replaces the inputs (a problem built from new data: a head of several, a file read).
   void set_inputs(ProblemInputs in);
   // The shared inputs themselves: two problems with the same pointer hold the same data.

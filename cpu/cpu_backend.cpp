@@ -17,7 +17,9 @@ double host_working_set_bytes(const Problem& p, const RunOptions& opt) {
   const double hn = static_cast<double>(p.heads) * p.n();
   // bf16: the inputs' bf16 copies besides (packed pairs or rounded fp32; at most 4 bytes each).
   const double input_copies = opt.precision == Precision::BF16 ? 2.0 : 1.0;
-  const double inputs = input_copies * 4.0 * (p.q().size() + p.k().size() + p.v().size());
+  double inputs = input_copies * 4.0 * (p.q().size() + p.k().size() + p.v().size());
+  // Decode: K in the kernel's panels besides (cpu/decode.cpp), in the cache's precision.
+  if (opt.variant == Variant::Decode) inputs += (opt.precision == Precision::BF16 ? 2.0 : 4.0) * p.k().size();
   const double output = 4.0 * hn * p.d_v();
   const bool kept = opt.variant == Variant::Staged && opt.keep_stages && !opt.pool;
   const double stages = kept ? 4.0 * (4.0 * hn * p.m() + 1.0 * p.n() * p.m()) : 0;

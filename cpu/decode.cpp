@@ -3,11 +3,16 @@
 // matrix-vector products over a block of 256 keys, vectorised along d: the block comes from
 // memory once and stays in L1/L2 between the rows (a GEMM of so few rows is slower than its rows
 // one by one). With AVX-512 and head dims that are whole vectors the products are this file's
-// own (`direct` below): the scores of 16 keys at a time from 16 dot products reduced together,
-// the key rows of four groups ahead prefetched, P V in register tiles of a few rows that fold the
-// rescale of acc in; a bf16 cache is read as bf16 (products from bf16 pairs where the CPU has
-// AVX-512 BF16, values widened in registers otherwise). Elsewhere the products are Eigen's, on a
-// bf16 cache after widening each block to fp32. More rows: one small GEMM per block and product.
+// own (`direct` below). An fp32 cache's keys are then read from K in panels of 16 keys (made once
+// per problem, kept with its inputs: the layout a serving engine would write each new key into),
+// so the scores of 16 keys are the lanes of one FMA chain per row, with no horizontal sums; P V
+// runs in register tiles of a few rows that fold the rescale of acc in. The memory streams are
+// spread through the products a few lines at a time: the block's value rows while its scores
+// form, the next block's panels while P V runs. A bf16 cache is read as bf16 from its row-major
+// rows (the scores of 16 keys from 16 dot products reduced together; products from bf16 pairs
+// where the CPU has AVX-512 BF16, values widened in registers otherwise). Elsewhere the products
+// are Eigen's, on a bf16 cache after widening each block to fp32. More rows: one small GEMM per
+// block and product.
 // The exp is the fused kernel's exp_nonpositive (exactly 0 for masked keys) over packets of a row
 // padded with -inf to whole packets.
 #include "core/gcc12_avx512.h"  // first: see there
@@ -28,6 +33,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -120,13 +127,26 @@ float step_bf16(float* row, int padded, float c, float row_max, float& m, float&
   return corr;
 }
 
+constexpr int kPanel = 16;  // keys per panel of K
+
+// Panel b of K (its keys [16 b, 16 b + 16)) in the kernel's layout: fp32 (d, 16), element (c, i)
+// = K(16 b + i, c); bf16 (d / 2, 16, 2), element (c / 2, i, c % 2), so that one 64-byte row holds
+// a pair of values of each of the 16 keys (what one AVX-512 BF16 dot product takes).
+template <class E>
+constexpr std::size_t panel_offset(int i, int c) {
+  if constexpr (std::is_same_v<E, float>)
+    return static_cast<std::size_t>(c) * kPanel + i;
+  else
+    return static_cast<std::size_t>(c / 2) * 2 * kPanel + 2 * i + c % 2;
+}
+
 #if defined(__AVX512F__)
 // The kernel's own products on AVX-512, for head dims that are whole 16-float vectors.
 namespace direct {
 
 constexpr int kGroup = 16;      // keys whose scores are formed together
 constexpr int kAheadGroups = 4;  // key rows prefetched this many groups ahead
-constexpr int kMaxTileVecs = 8;  // P V works on d_v in pieces of at most 8 vectors (128 values)
+constexpr int kMaxTileVecs = 4;  // P V works on d_v in pieces of at most 8 vectors (128 values)
 
 // v[0..15] summed lane-wise into one vector: lane L holds the sum of v[kOrder[L]]'s lanes. A
 // tree of 256-bit, 128-bit and in-lane shuffles, 15 additions; the order it leaves is the 4 x 4
@@ -189,35 +209,126 @@ void scores(const float* q, int rows, int d, const E* keys, const E* vals, int d
   }
 }
 
+// The scores of `rows` query rows against keys [b0, b0 + cols) of a key/value head's K in panels
+// (panels: that head's first panel; b0 a multiple of 16). Panel b holds keys [16 b, 16 b + 16) as
+// a (d, 16) block, so a row's scores of a panel are the 16 lanes of one FMA chain over c:
+// s(r, 16 b + i) = sum_c q(r, c) K_panel_b(c, i), a broadcast of q(r, c) times one panel row. No
+// horizontal sums (the row-major path's shuffle tree); up to 8 rows by NP panels per tile.
+// A range of memory requested a few lines at a time, spread through the products instead of in
+// one burst (a burst of hundreds of requests fills the core's miss buffers and stalls it).
+struct Stream {
+  const char* at = nullptr;
+  const char* end = nullptr;
+  template <int Locality>
+  void step(int lines) {
+    for (int i = 0; i < lines && at < end; ++i, at += 64) __builtin_prefetch(at, 0, Locality);
+  }
+};
+template <class E>
+Stream stream(const E* x, std::size_t count) {
+  const char* c = reinterpret_cast<const char*>(x);
+  return {c, c + count * sizeof(E)};
+}
+
+// R rows of scores against NP panels: s(r, 16 b + i) = sum_c q(r, c) K_panel_b(c, i), each panel
+// row times a broadcast of q(r, c) (fp32) or of the pair q(r, c), q(r, c + 1) (bf16), so a row's
+// scores of a panel are the 16 lanes of one FMA chain: no horizontal sums (the row-major path's
+// shuffle tree). `vals` is requested `vlines` lines per step.
+template <int R, int NP, class E>
+void panel_tile(const E* q, int d, const E* pan, float* s, Eigen::Index ld, Stream& vals, int vlines) {
+  __m512 a[R][NP];
+  for (int r = 0; r < R; ++r)
+    for (int b = 0; b < NP; ++b) a[r][b] = _mm512_setzero_ps();
+  const std::size_t stride = static_cast<std::size_t>(d) * kGroup;
+  if constexpr (std::is_same_v<E, float>) {
+    for (int c = 0; c < d; ++c) {
+      vals.step<2>(vlines);
+      __m512 k[NP];
+      for (int b = 0; b < NP; ++b) k[b] = _mm512_loadu_ps(pan + b * stride + static_cast<std::size_t>(c) * kGroup);
+      for (int r = 0; r < R; ++r) {
+        const __m512 w = _mm512_set1_ps(q[static_cast<std::size_t>(r) * d + c]);
+        for (int b = 0; b < NP; ++b) a[r][b] = _mm512_fmadd_ps(w, k[b], a[r][b]);
+      }
+    }
+  } else {
 #if defined(__AVX512BF16__)
-// The same from a bf16 cache with bf16 queries (qb, d values per row): each step the dot of
-// 16 pairs of bf16 values, summed in fp32 (products of bf16 are exact in fp32).
-inline void scores_bf16(const std::uint16_t* qb, int rows, int d, const std::uint16_t* keys,
-                        const std::uint16_t* vals, int d_v, int b0, int cols, int limit, float* s, Eigen::Index ld) {
-  for (int j0 = 0; j0 < cols; j0 += kGroup) {
-    const std::uint16_t* kr[kGroup];
-    group_rows(keys, d, vals, d_v, b0 + j0, std::min(kGroup, cols - j0), limit, kr);
-    for (int r = 0; r < rows; ++r) {
-      const std::uint16_t* qr = qb + static_cast<std::size_t>(r) * d;
-      __m512 a[kGroup];
-#pragma GCC unroll 16
-      for (int i = 0; i < kGroup; ++i) a[i] = _mm512_setzero_ps();
-      int c = 0;
-      for (; c + 32 <= d; c += 32) {
-        const __m512bh qc = (__m512bh)_mm512_loadu_si512(qr + c);
-#pragma GCC unroll 16
-        for (int i = 0; i < kGroup; ++i) a[i] = _mm512_dpbf16_ps(a[i], (__m512bh)_mm512_loadu_si512(kr[i] + c), qc);
+    for (int c = 0; c < d; c += 2) {
+      vals.step<2>(vlines);
+      __m512i k[NP];
+      for (int b = 0; b < NP; ++b)
+        k[b] = _mm512_loadu_si512(pan + b * stride + static_cast<std::size_t>(c) * kGroup);
+      for (int r = 0; r < R; ++r) {
+        std::uint32_t pair;
+        std::memcpy(&pair, q + static_cast<std::size_t>(r) * d + c, sizeof pair);
+        const __m512bh w = (__m512bh)_mm512_set1_epi32(static_cast<int>(pair));
+        for (int b = 0; b < NP; ++b) a[r][b] = _mm512_dpbf16_ps(a[r][b], (__m512bh)k[b], w);
       }
-      if (c < d) {  // d an odd number of 16s: the last 16 values widened
-        const __m512 qc = load16(qr + c);
-#pragma GCC unroll 16
-        for (int i = 0; i < kGroup; ++i) a[i] = _mm512_fmadd_ps(load16(kr[i] + c), qc, a[i]);
-      }
-      _mm512_storeu_ps(s + r * ld + j0, reduce16(a));
+    }
+#endif
+  }
+  for (int r = 0; r < R; ++r)
+    for (int b = 0; b < NP; ++b) _mm512_storeu_ps(s + r * ld + b * kGroup, a[r][b]);
+}
+
+// The scores of rows [0, R) of q against the `cols` keys of a block whose panels start at `pan`,
+// NP panels at a time (R * NP accumulators, at most 16), then the rest one by one. With `fetch`
+// (the first tile of rows of a block) the value rows of each step's keys are requested into L2 for
+// P V, a few lines per step of the products (P V in turn requests the next block's panels).
+template <int R, class E>
+void panel_rows(const E* q, int d, const E* pan, const E* vals, int d_v, int cols, bool fetch, float* s,
+                Eigen::Index ld) {
+  constexpr int NP = std::max(1, std::min(4, 16 / R));
+  const std::size_t stride = static_cast<std::size_t>(d) * kGroup;
+  const int np = (cols + kGroup - 1) / kGroup;
+  const int steps = std::is_same_v<E, float> ? d : d / 2;
+  const int vlines = static_cast<int>((NP * kGroup * d_v * sizeof(E) / 64 + steps - 1) / steps);
+  int b = 0;
+  for (; b + NP <= np; b += NP) {
+    Stream vs = fetch ? stream(vals + static_cast<std::size_t>(b) * kGroup * d_v,
+                               static_cast<std::size_t>(NP) * kGroup * d_v)
+                      : Stream{};
+    panel_tile<R, NP>(q, d, pan + b * stride, s + b * kGroup, ld, vs, vlines);
+  }
+  for (; b < np; ++b) {
+    Stream vs = fetch ? stream(vals + static_cast<std::size_t>(b) * kGroup * d_v, static_cast<std::size_t>(kGroup) * d_v)
+                      : Stream{};
+    panel_tile<R, 1>(q, d, pan + b * stride, s + b * kGroup, ld, vs, vlines);
+  }
+}
+
+// Every row of the block's scores from the panels, rows 8 at a time. The block starts `shift` keys
+// into its first panel (a split that does not start on a panel): then the panels' scores go to
+// `tmp` (rows, kKeyBlock + 16) first and the block's own columns are copied out.
+template <class E>
+void panel_scores(const E* q, int rows, int d, const E* pan, int shift, const E* vals, int d_v, int cols, float* s,
+                  Eigen::Index ld, MatrixF& tmp) {
+  if (shift > 0) {
+    if (tmp.rows() < rows || tmp.cols() < kKeyBlock + kGroup) tmp.resize(rows, kKeyBlock + kGroup);
+    const Eigen::Index tld = tmp.cols();
+    panel_scores(q, rows, d, pan, 0, vals - static_cast<std::size_t>(shift) * d_v, d_v, cols + shift, tmp.data(), tld,
+                 tmp);
+    for (int r = 0; r < rows; ++r) std::copy_n(tmp.data() + r * tld + shift, cols, s + r * ld);
+    return;
+  }
+  for (int r0 = 0; r0 < rows; r0 += 8) {
+    const E* qr = q + static_cast<std::size_t>(r0) * d;
+    float* sr = s + r0 * ld;
+    // One row alone leaves the memory to the hardware's prefetchers (its products are light, and
+    // the requests would only take the core's miss buffers from them).
+    const bool fetch = r0 == 0 && rows > 1;
+    switch (std::min(8, rows - r0)) {
+      case 1: panel_rows<1>(qr, d, pan, vals, d_v, cols, fetch, sr, ld); break;
+      case 2: panel_rows<2>(qr, d, pan, vals, d_v, cols, fetch, sr, ld); break;
+      case 3: panel_rows<3>(qr, d, pan, vals, d_v, cols, fetch, sr, ld); break;
+      case 4: panel_rows<4>(qr, d, pan, vals, d_v, cols, fetch, sr, ld); break;
+      case 5: panel_rows<5>(qr, d, pan, vals, d_v, cols, fetch, sr, ld); break;
+      case 6: panel_rows<6>(qr, d, pan, vals, d_v, cols, fetch, sr, ld); break;
+      case 7: panel_rows<7>(qr, d, pan, vals, d_v, cols, fetch, sr, ld); break;
+      default: panel_rows<8>(qr, d, pan, vals, d_v, cols, fetch, sr, ld); break;
     }
   }
 }
-#endif
+
 
 // acc(r, :) = acc(r, :) * alpha[r] + sum_j p(r, j) V(j, :) over values [v0, v0 + 16 NV) of d_v,
 // for up to TR rows at once (their accumulators in registers, each V vector loaded once for all).
@@ -225,13 +336,13 @@ inline void scores_bf16(const std::uint16_t* qb, int rows, int d, const std::uin
 // per value row it reads, so the key stream stays in flight while P V computes.
 template <int NV, int TR, class E>
 void pv_tile(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, int v0, int cols, float* acc,
-             const float* alpha, const E* next, int d_k) {
+             const float* alpha, Stream& next, int lines) {
   __m512 a[TR][NV];
   for (int t = 0; t < TR; ++t)
     for (int v = 0; v < NV; ++v) a[t][v] = _mm512_setzero_ps();
   for (int j = 0; j < cols; ++j) {
     const E* vr = vals + static_cast<std::size_t>(j) * d_v + v0;
-    if (next) prefetch<3>(next + static_cast<std::size_t>(j) * d_k, static_cast<std::size_t>(d_k));
+    next.step<3>(lines);
     __m512 x[NV];
     for (int v = 0; v < NV; ++v) x[v] = load16(vr + 16 * v);
     for (int t = 0; t < TR; ++t) {
@@ -247,30 +358,43 @@ void pv_tile(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, 
     }
 }
 
+template <int NV>
+constexpr int pv_tile_rows() { return std::min(6, 24 / NV); }  // TR * NV accumulators and NV loads in 32 registers
+
 template <int NV, class E>
 void pv_rows(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, int v0, int cols, float* acc,
-             const float* alpha, const E* next, int d_k) {
-  constexpr int TR = std::min(6, 24 / NV);  // TR * NV accumulators and NV loads in 32 registers
+             const float* alpha, Stream& next, int lines) {
+  constexpr int TR = pv_tile_rows<NV>();
   for (int r0 = 0; r0 < rows; r0 += TR)
     pv_tile<NV, TR>(p + r0 * ld, ld, rows - r0, vals, d_v, v0, cols, acc + static_cast<std::size_t>(r0) * d_v,
-                    alpha + r0, r0 == 0 && v0 == 0 ? next : nullptr, d_k);
+                    alpha + r0, next, lines);
 }
 
-// P V of a whole block into acc (rows, d_v), d_v in pieces of at most kMaxTileVecs vectors; the
-// first tile requests the next block's key rows (`next`, nullptr after the last block).
+// P V of a whole block into acc (rows, d_v), d_v in pieces of at most kMaxTileVecs vectors. The
+// next block's key rows or panels (`next`, `count` values from there; nullptr after the last
+// block) are requested a few lines per key of every tile, so that the key stream stays in flight
+// all through P V.
 template <class E>
 void pv(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, int cols, float* acc, const float* alpha,
-        const E* next, int d_k) {
+        const E* next, std::size_t count) {
+  Stream ns = next ? stream(next, count) : Stream{};
+  int passes = 0;
+  for (int v0 = 0; v0 < d_v; v0 += 16 * kMaxTileVecs) {
+    const int nv = std::min(kMaxTileVecs, (d_v - v0) / 16), tr = std::min(6, 24 / nv);
+    passes += (rows + tr - 1) / tr;
+  }
+  const std::size_t total = count * sizeof(E) / 64 + 1;
+  const int lines = static_cast<int>((total + static_cast<std::size_t>(passes) * cols - 1) / (static_cast<std::size_t>(passes) * cols));
   for (int v0 = 0; v0 < d_v; v0 += 16 * kMaxTileVecs) {  // each piece rescales its own values
     switch (std::min(kMaxTileVecs, (d_v - v0) / 16)) {
-      case 1: pv_rows<1>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, d_k); break;
-      case 2: pv_rows<2>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, d_k); break;
-      case 3: pv_rows<3>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, d_k); break;
-      case 4: pv_rows<4>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, d_k); break;
-      case 5: pv_rows<5>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, d_k); break;
-      case 6: pv_rows<6>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, d_k); break;
-      case 7: pv_rows<7>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, d_k); break;
-      default: pv_rows<8>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, next, d_k); break;
+      case 1: pv_rows<1>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, ns, lines); break;
+      case 2: pv_rows<2>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, ns, lines); break;
+      case 3: pv_rows<3>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, ns, lines); break;
+      case 4: pv_rows<4>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, ns, lines); break;
+      case 5: pv_rows<5>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, ns, lines); break;
+      case 6: pv_rows<6>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, ns, lines); break;
+      case 7: pv_rows<7>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, ns, lines); break;
+      default: pv_rows<8>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, ns, lines); break;
     }
   }
 }
@@ -308,6 +432,39 @@ SplitPlan plan_splits(const Problem& p, unsigned workers, int requested, int key
   return plan;
 }
 
+namespace {
+
+// K of every key/value head in the decode kernel's panels (panel_offset): head g's panel b starts
+// at data[(g * panels + b) * d * 16]; keys past m are 0. Made once per problem, as a serving
+// engine writes each new key into its page of the cache. E: float, or bf16 bits from the bf16
+// copy of K.
+template <class E>
+struct KPanels {
+  std::vector<E> data;
+  int panels = 0;  // per key/value head
+};
+
+template <class E>
+std::shared_ptr<const KPanels<E>> k_panels(const Problem& p, const E* k) {
+  const int G = p.kv_heads(), m = p.m(), d = p.d_k();
+  const std::string key = std::string(std::is_same_v<E, float> ? "decode_k_panels/" : "decode_k_panels_bf16/") +
+                          std::to_string(G);
+  return p.derived<KPanels<E>>(key, [&](const ProblemInputs&) {
+    KPanels<E> kp;
+    kp.panels = (m + 15) / 16;
+    kp.data.assign(static_cast<std::size_t>(G) * kp.panels * d * 16, E{});
+    for (int g = 0; g < G; ++g)
+      for (int j = 0; j < m; ++j) {
+        const E* row = k + (static_cast<std::size_t>(g) * m + j) * d;
+        E* pan = kp.data.data() + (static_cast<std::size_t>(g) * kp.panels + j / 16) * d * 16;
+        for (int c = 0; c < d; ++c) pan[panel_offset<E>(j % 16, c)] = row[c];
+      }
+    return kp;
+  });
+}
+
+}  // namespace
+
 void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, MatrixF& scratch, int keys) {
   const int n = p.n(), group = p.kv_group, rows = group * n, d_k = p.d_k(), d_v = p.d_v();
   const int m = p.m(), off = (keys > 0 ? keys : m) - n;
@@ -321,6 +478,8 @@ void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, Matrix
   const ConstRows qg(q, rows, d_k);
   const float* k_all = p.k().data() + kv * d_k;
   const float* v_all = p.v().data() + kv * d_v;
+  const std::shared_ptr<const KPanels<float>> kp = direct ? k_panels(p, p.k().data()) : nullptr;
+  const float* panels = kp ? kp->data.data() + static_cast<std::size_t>(g) * kp->panels * d_k * 16 : nullptr;
 
   out.m.assign(rows, kNegInf);
   out.l.assign(rows, 0.f);
@@ -328,6 +487,7 @@ void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, Matrix
   if (scratch.rows() < rows || scratch.cols() < kKeyBlock) scratch.resize(rows, kKeyBlock);
   const Eigen::Index ld = scratch.cols();
   std::vector<float> alpha(rows);
+  MatrixF tmp;  // the panels' scores of a block that starts inside a panel
 
   for (int b0 = k0; b0 < k1; b0 += kKeyBlock) {
     const int cols = std::min(kKeyBlock, k1 - b0);
@@ -337,7 +497,8 @@ void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, Matrix
     RowsMap s(scratch.data(), rows, cols, Eigen::OuterStride<>(ld));
     if (direct) {
 #if defined(__AVX512F__)
-      direct::scores(q, rows, d_k, k_all, v_all, d_v, b0, cols, k1, scratch.data(), ld);
+      direct::panel_scores(q, rows, d_k, panels + static_cast<std::size_t>(b0 / 16) * 16 * d_k, b0 % 16,
+                           v_all + static_cast<Eigen::Index>(b0) * d_v, d_v, cols, scratch.data(), ld, tmp);
 #endif
     } else {
       // The next block's K and V requested now, so that their reads overlap this block's work.
@@ -359,8 +520,12 @@ void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, Matrix
     }
     if (direct) {
 #if defined(__AVX512F__)
-      const float* next = b0 + cols < k1 ? k_all + static_cast<Eigen::Index>(b0 + cols) * d_k : nullptr;
-      direct::pv(scratch.data(), ld, rows, vb.data(), d_v, cols, out.acc.data(), alpha.data(), next, d_k);
+      // The panels of the next block (from the one it starts in); none for one row (above).
+      const float* next =
+          b0 + cols < k1 && rows > 1 ? panels + static_cast<std::size_t>((b0 + cols) / 16) * 16 * d_k : nullptr;
+      const int next_keys = std::min(kKeyBlock, k1 - b0 - cols) + 16;
+      direct::pv(scratch.data(), ld, rows, vb.data(), d_v, cols, out.acc.data(), alpha.data(), next,
+                 static_cast<std::size_t>(next_keys) * d_k);
 #endif
     } else {
       for (int r = 0; r < rows; ++r)
@@ -400,6 +565,10 @@ void split_partial_bf16(const Problem& p, const Bf16KV& kvb, int g, int k0, int 
 #if defined(__AVX512BF16__)
   std::vector<std::uint16_t> qb(static_cast<std::size_t>(qg.size()));  // Q_g's bf16 bits (exact: qg is rounded)
   for (std::size_t i = 0; i < qb.size(); ++i) qb[i] = bf16_bits(qg.data()[i]);
+  // Where the CPU has AVX-512 BF16 the keys are read from the bf16 panels of K.
+  const auto kp = direct ? k_panels(p, kvb.k.data()) : nullptr;
+  const std::uint16_t* panels = kp ? kp->data.data() + static_cast<std::size_t>(g) * kp->panels * d_k * 16 : nullptr;
+  MatrixF tmp;  // the panels' scores of a block that starts inside a panel
 #endif
 
   out.m.assign(rows, kNegInf);
@@ -433,7 +602,8 @@ void split_partial_bf16(const Problem& p, const Bf16KV& kvb, int g, int k0, int 
     RowsMap s(scratch.data(), rows, cols, Eigen::OuterStride<>(ld));
     if (direct) {
 #if defined(__AVX512BF16__)
-      direct::scores_bf16(qb.data(), rows, d_k, k_all, v_all, d_v, b0, cols, k1, scratch.data(), ld);
+      direct::panel_scores(qb.data(), rows, d_k, panels + static_cast<std::size_t>(b0 / 16) * 16 * d_k, b0 % 16,
+                           v_all + static_cast<Eigen::Index>(b0) * d_v, d_v, cols, scratch.data(), ld, tmp);
 #elif defined(__AVX512F__)
       direct::scores(qg.data(), rows, d_k, k_all, v_all, d_v, b0, cols, k1, scratch.data(), ld);
 #endif
@@ -448,9 +618,17 @@ void split_partial_bf16(const Problem& p, const Bf16KV& kvb, int g, int k0, int 
     }
     if (direct) {
 #if defined(__AVX512F__)
+#if defined(__AVX512BF16__)
+      // The next block's panels (from the one it starts in); none for one row (see panel_scores).
+      const std::uint16_t* next =
+          b0 + cols < k1 && rows > 1 ? panels + static_cast<std::size_t>((b0 + cols) / 16) * 16 * d_k : nullptr;
+      const int next_keys = std::min(kKeyBlock, k1 - b0 - cols) + 16;
+#else
       const std::uint16_t* next = b0 + cols < k1 ? k_all + static_cast<Eigen::Index>(b0 + cols) * d_k : nullptr;
+      const int next_keys = std::min(kKeyBlock, k1 - b0 - cols);
+#endif
       direct::pv(scratch.data(), ld, rows, v_all + static_cast<Eigen::Index>(b0) * d_v, d_v, cols, out.acc.data(),
-                 corr.data(), next, d_k);
+                 corr.data(), next, static_cast<std::size_t>(next_keys) * d_k);
 #endif
     } else {
       for (int r = 0; r < rows; ++r)
