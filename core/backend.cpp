@@ -17,6 +17,8 @@ struct StageEntry {
 };
 constexpr StageEntry kStageEntries[] = {{kStageScores, "scores", &Trace::scores},
                                         {kStageScaled, "scaled", &Trace::scaled},
+                                        {kStageBiased, "biased", &Trace::biased},
+                                        {kStageCapped, "capped", &Trace::capped},
                                         {kStageMask, "mask", &Trace::mask},
                                         {kStageLogits, "logits", &Trace::logits},
                                         {kStageWeights, "weights", &Trace::weights}};
@@ -28,6 +30,13 @@ std::vector<std::string> stage_names(unsigned stages) {
   for (const StageEntry& e : kStageEntries)
     if (stages & e.bit) out.emplace_back(e.name);
   return out;
+}
+
+unsigned problem_stages(const Problem& p) {
+  unsigned s = kStageScores | kStageScaled | kStageMask | kStageLogits | kStageWeights;
+  if (p.mods.alibi || p.bias().size() > 0) s |= kStageBiased;
+  if (p.mods.softcap > 0) s |= kStageCapped;
+  return s;
 }
 
 unsigned present_stages(const Trace& t) {

@@ -85,6 +85,9 @@ std::vector<std::string> stage_names(unsigned stages);
 
 // The stages a trace holds (StageBit: its non-empty ones; 0 when it kept none).
 unsigned present_stages(const Trace& t);
+// The stages a run of p that keeps every stage brings back: the five of the chain, and biased /
+// capped when p has those score mods.
+unsigned problem_stages(const Problem& p);
 
 // Empties the (n, m) stages of a kept-stage trace that `opt.stages` does not ask for (what a
 // backend that computes every stage anyway does before it returns).

@@ -1,10 +1,13 @@
 // Reading and applying a problem's named inputs (see inputs.h).
 #include "core/inputs.h"
 
+#include "core/format.h"
 #include "core/io.h"
 #include "core/messages.h"
 
+#include <cmath>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +61,141 @@ void apply_mask_spec(Problem& p, const std::string& mask) {
       throw InputError(Msg::MaskWord, {mask});
     p.edit().custom_mask = read_mask(mask);
     p.mask = MaskKind::Custom;
+  }
+}
+
+namespace {
+
+// The items of a modification spec: split at ',' and '+', surrounding spaces dropped.
+std::vector<std::string> spec_items(const std::string& spec) {
+  std::vector<std::string> out;
+  std::string cur;
+  const auto flush = [&] {
+    const auto a = cur.find_first_not_of(" \t"), b = cur.find_last_not_of(" \t");
+    out.push_back(a == std::string::npos ? std::string() : cur.substr(a, b - a + 1));
+    cur.clear();
+  };
+  for (char ch : spec) {
+    if (ch == ',' || ch == '+') flush();
+    else cur += ch;
+  }
+  flush();
+  return out;
+}
+
+// A number as typed (plain decimal, as a temperature), or `bad` naming the text.
+double spec_number(const std::string& text, Msg bad) {
+  if (const std::optional<double> v = parse_plain_number(text)) return *v;
+  throw InputError(bad, {"'" + text + "'"});
+}
+
+int spec_int(const std::string& text, Msg bad) {
+  if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos)
+    throw InputError(bad, {"'" + text + "'"});
+  return std::stoi(text);
+}
+
+}  // namespace
+
+void apply_rope_spec(Problem& p, const std::string& theta) {
+  if (theta.empty() || theta == "none") {
+    p.mods.rope_theta = 0;
+    return;
+  }
+  p.mods.rope_theta = spec_number(theta, Msg::RopeTheta);
+  if (!(p.mods.rope_theta > 0)) throw InputError(Msg::RopeTheta, {theta});
+}
+
+void apply_score_mod_spec(Problem& p, const std::string& spec) {
+  Modifications& md = p.mods;
+  md.alibi = false;
+  md.alibi_slopes.clear();
+  md.softcap = 0;
+  md.bias_name.clear();
+  if (p.bias().size() > 0) p.edit().bias = MatrixF();
+  if (spec.empty() || spec == "none") return;
+  bool alibi = false, cap = false, bias = false;
+  const auto once = [](bool& seen, const std::string& what) {
+    if (seen) throw InputError(Msg::ModTwice, {what});
+    seen = true;
+  };
+  for (const std::string& item : spec_items(spec)) {
+    const auto colon = item.find(':');
+    const std::string name = item.substr(0, colon);
+    const std::string arg = colon == std::string::npos ? std::string() : item.substr(colon + 1);
+    if (name == "alibi") {
+      once(alibi, "alibi");
+      md.alibi = true;
+      if (colon != std::string::npos) {
+        std::string cur;
+        for (std::size_t i = 0; i <= arg.size(); ++i) {
+          if (i == arg.size() || arg[i] == '/') {
+            md.alibi_slopes.push_back(spec_number(cur, Msg::AlibiSlopeValue));
+            cur.clear();
+          } else {
+            cur += arg[i];
+          }
+        }
+      }
+    } else if (name == "softcap" && colon != std::string::npos) {
+      once(cap, "softcap");
+      md.softcap = spec_number(arg, Msg::SoftcapInvalid);
+      if (!(md.softcap > 0)) throw InputError(Msg::SoftcapInvalid, {arg});
+    } else if (name == "bias" && colon != std::string::npos && !arg.empty()) {
+      once(bias, "bias");
+      p.edit().bias = read_matrix(arg);
+      md.bias_name = std::filesystem::path(arg).filename().string();
+    } else {
+      throw InputError(Msg::ScoreModUnknown, {item});
+    }
+  }
+}
+
+void apply_mask_mod_spec(Problem& p, const std::string& spec) {
+  Modifications& md = p.mods;
+  md.window = 0;
+  md.prefix = 0;
+  md.documents_name.clear();
+  if (!p.documents().empty()) p.edit().documents.clear();
+  if (spec.empty() || spec == "none") return;
+  bool causal = false, window = false, doc = false, prefix = false;
+  const auto once = [](bool& seen, const std::string& what) {
+    if (seen) throw InputError(Msg::ModTwice, {what});
+    seen = true;
+  };
+  for (const std::string& item : spec_items(spec)) {
+    const auto colon = item.find(':');
+    const std::string name = item.substr(0, colon);
+    const std::string arg = colon == std::string::npos ? std::string() : item.substr(colon + 1);
+    if (item == "none") {
+      continue;
+    } else if (item == "causal") {
+      once(causal, "causal");
+      if (p.mask == MaskKind::Custom) throw InputError(Msg::MaskModUnknown, {"causal (with a mask file)"});
+      p.mask = MaskKind::Causal;
+    } else if (name == "window" && colon != std::string::npos) {
+      once(window, "window");
+      md.window = spec_int(arg, Msg::WindowInvalid);
+      if (md.window < 1) throw InputError(Msg::WindowInvalid, {arg});
+    } else if (name == "prefix" && colon != std::string::npos) {
+      once(prefix, "prefix");
+      md.prefix = spec_int(arg, Msg::PrefixInvalid);
+      if (md.prefix < 1) throw InputError(Msg::PrefixInvalid, {arg, std::to_string(p.m())});
+    } else if (name == "document" && colon != std::string::npos && !arg.empty()) {
+      once(doc, "document");
+      const MatrixF ids = read_matrix(arg);
+      std::vector<int>& out = p.edit().documents;
+      out.clear();
+      for (Eigen::Index i = 0; i < ids.size(); ++i) {
+        const float x = ids.data()[i];
+        if (!(std::isfinite(x) && x == std::floor(x) && std::abs(x) < 1e9f))
+          throw InputError(Msg::DocumentsValue, {format_number("%.9g", x), std::to_string(i)});
+        out.push_back(static_cast<int>(x));
+      }
+      md.documents_name = std::filesystem::path(arg).filename().string();
+    } else {
+      throw InputError(Msg::MaskModUnknown, {item});
+    }
   }
 }
 

@@ -110,6 +110,21 @@ enum class Msg : int {
   RunOutOfMemory,
   RunDeviceFailed,      // {0} the device's own words
   CudaUnusable,         // why CUDA is off, for people (the runtime's words go to a tooltip)
+  // position and score modifications (core/modifications.h)
+  RopeTheta,            // {0} the value
+  RopeOddDim,           // {0} d_k
+  SoftcapInvalid,       // {0} the value
+  WindowInvalid,        // {0} the value
+  PrefixInvalid,        // {0} the value, {1} positions
+  AlibiSlopeCount,      // {0} slopes given, {1} heads
+  AlibiSlopeValue,      // {0} the value
+  BiasShape,            // {0} rows, {1} columns, {2} n, {3} m, {4} heads n
+  BiasValue,            // {0} value, {1} row, {2} column
+  DocumentsLength,      // {0} ids, {1} positions
+  DocumentsValue,       // {0} value, {1} position
+  ScoreModUnknown,      // {0} the item
+  MaskModUnknown,       // {0} the item
+  ModTwice,             // {0} the modification
   Count_
 };
 

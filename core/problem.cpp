@@ -4,6 +4,7 @@
 #include "core/problem.h"
 
 #include "core/messages.h"
+#include "core/modify.h"
 
 #include "core/format.h"
 
@@ -90,6 +91,18 @@ bool is_plain_decimal(std::string_view s) {
 
 }  // namespace
 
+std::optional<double> parse_plain_number(const std::string& text) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return std::nullopt;
+  const std::string s = text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
+  if (!is_plain_decimal(s)) return std::nullopt;
+  const std::string_view digits = s[0] == '+' ? std::string_view(s).substr(1) : std::string_view(s);
+  double v = 0;
+  const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), v, std::chars_format::general);
+  if (r.ec != std::errc() || r.ptr != digits.data() + digits.size()) return std::nullopt;
+  return v;
+}
+
 double parse_temperature(const std::string& text) {
   const auto first = text.find_first_not_of(" \t\r\n");
   const std::string s =
@@ -162,6 +175,19 @@ void validate(const Problem& p) {
       }
       if (!any_open)
         throw InputError(Msg::FullyMaskedRow, {std::to_string(r), token_label(p.query_tokens(), r)});
+    }
+  }
+  validate_modifications(p);
+  // The mask mods may leave a row without a key (a window with the mask file, a document that has
+  // no key before its first query, ...): refused as the mask file's are.
+  if (has_mask_mods(p)) {
+    const MaskRule rule = mask_rule(p);
+    for (int r = 0; r < n; ++r) {
+      int lo, hi;
+      rule.interval(r, lo, hi);
+      bool any_open = false;
+      for (int c = lo; c < hi && !any_open; ++c) any_open = !rule.elementwise() || rule.visible(r, c);
+      if (!any_open) throw InputError(Msg::FullyMaskedRow, {std::to_string(r), token_label(p.query_tokens(), r)});
     }
   }
 }
@@ -253,7 +279,10 @@ Problem one_head(const Problem& all, int head) {
   in.query_tokens = all.query_tokens();
   in.key_tokens = all.key_tokens();
   in.custom_mask = all.custom_mask();
+  in.bias = all.bias().rows() == n || all.bias().size() == 0 ? all.bias() : MatrixF(all.bias().middleRows(head * n, n));
+  in.documents = all.documents();
   p.set_inputs(std::move(in));
+  if (p.mods.alibi) p.mods.alibi_slopes = {alibi_slopes(all)[head]};  // the head keeps its own slope
   p.heads = 1;
   p.kv_group = 1;
   p.source = (all.source.empty() ? std::string() : all.source + ", ") + "head " + std::to_string(head) + " of " +
@@ -278,6 +307,8 @@ Problem expand_kv_heads(const Problem& p) {
   in.query_tokens = p.query_tokens();
   in.key_tokens = p.key_tokens();
   in.custom_mask = p.custom_mask();
+  in.bias = p.bias();
+  in.documents = p.documents();
   e.set_inputs(std::move(in));
   e.kv_group = 1;
   return e;
@@ -306,6 +337,15 @@ Problem decode_view(const Problem& p, int queries, int kv_heads) {
   in.key_tokens = p.key_tokens().empty() ? index_tokens(m) : p.key_tokens();
   if (!p.query_tokens().empty()) in.query_tokens.assign(p.query_tokens().end() - queries, p.query_tokens().end());
   if (p.mask == MaskKind::Custom) in.custom_mask = p.custom_mask().bottomRows(queries);
+  if (p.bias().rows() == n) {
+    in.bias = p.bias().bottomRows(queries);
+  } else if (p.bias().size() > 0) {
+    in.bias.resize(static_cast<Eigen::Index>(heads) * queries, m);
+    for (int h = 0; h < heads; ++h)
+      in.bias.middleRows(static_cast<Eigen::Index>(h) * queries, queries) =
+          p.bias().middleRows(static_cast<Eigen::Index>(h) * n + (n - queries), queries);
+  }
+  in.documents = p.documents();
   d.set_inputs(std::move(in));
   d.kv_group = group;
   return d;
@@ -333,18 +373,18 @@ int resolve_query(const Problem& p, const std::string& token_or_index) {
 
 MatrixF mask_matrix(const Problem& p) {
   const int n = p.n(), m = p.m();
-  switch (p.mask) {
-    case MaskKind::None: return MatrixF::Zero(n, m);
-    case MaskKind::Custom: return p.custom_mask();
-    case MaskKind::Causal: {
-      MatrixF mk = MatrixF::Zero(n, m);
-      const int off = p.causal_offset();
-      for (int r = 0; r < n; ++r)
-        for (int c = r + off + 1; c < m; ++c) mk(r, c) = -std::numeric_limits<float>::infinity();
-      return mk;
-    }
+  if (p.mask == MaskKind::None && !has_mask_mods(p)) return MatrixF::Zero(n, m);
+  if (p.mask == MaskKind::Custom && !has_mask_mods(p)) return p.custom_mask();
+  const MaskRule rule = mask_rule(p);
+  MatrixF mk(n, m);
+  for (int r = 0; r < n; ++r) {
+    int lo, hi;
+    rule.interval(r, lo, hi);
+    for (int c = 0; c < m; ++c)
+      mk(r, c) = c >= lo && c < hi && (!rule.elementwise() || rule.visible(r, c)) ? 0.f
+                                                                                : -std::numeric_limits<float>::infinity();
   }
-  return MatrixF::Zero(n, m);
+  return mk;
 }
 
 }  // namespace attnlab

@@ -13,6 +13,7 @@
 // causal mask).
 #pragma once
 
+#include "core/modifications.h"
 #include "core/types.h"
 
 #include <cmath>
@@ -40,6 +41,11 @@ struct ProblemInputs {
   std::vector<std::string> query_tokens;  // n labels (default "0", "1", ...)
   std::vector<std::string> key_tokens;    // m labels
   MatrixF custom_mask;                    // (n, m), only for MaskKind::Custom: 0 or -inf
+  // Modifications' data (core/modifications.h), in use when present: an additive bias on the
+  // scaled scores, (n, m) shared by every head or (heads n, m) one per head, finite; and the
+  // document id of every position (m ids: query i is at position i + m - n).
+  MatrixF bias;
+  std::vector<int> documents;
 
   // Data derived from these inputs alone (Problem::derived: K and V in bf16, K in the decode
   // kernel's panels), made on first use and kept with them; never copied with them (a copy is
@@ -65,6 +71,8 @@ struct Problem {
   const std::vector<std::string>& query_tokens() const { return in_->query_tokens; }
   const std::vector<std::string>& key_tokens() const { return in_->key_tokens; }
   const MatrixF& custom_mask() const { return in_->custom_mask; }
+  const MatrixF& bias() const { return in_->bias; }
+  const std::vector<int>& documents() const { return in_->documents; }
   // The inputs for changing them: copied first when another Problem shares them (copy on write),
   // so a change never shows in another problem. Only while no other thread reads this Problem.
   ProblemInputs& edit();
@@ -93,6 +101,9 @@ struct Problem {
   // set = an explicit scale (a captured model's `scale=`), finite and > 0.
   std::optional<double> scale;
   MaskKind mask = MaskKind::None;         // Custom: the inputs' custom_mask
+  // RoPE, ALiBi, soft-capping, windows, prefixes (core/modifications.h; a bias and document ids
+  // are in the inputs).
+  Modifications mods;
   int heads = 1;                          // B*H independent heads stacked along rows
   // Query heads per key/value head: heads / kv_group key/value heads (grouped-query attention).
   int kv_group = 1;
@@ -155,6 +166,8 @@ void validate_temperature(double t);
 // validate_temperature. "abc", "1x" and "0x10" get the same sentence, naming what was typed
 // ("got 'abc'"); spellings of infinity and NaN get validate_temperature's ("got inf").
 double parse_temperature(const std::string& text);
+// A number in that plain decimal notation (surrounding spaces ignored), or nothing.
+std::optional<double> parse_plain_number(const std::string& text);
 
 // The page's 5-token demo: 模型 根据 上下文 分配 权重, d_k 3, d_v 2, T 0.85, mask none.
 Problem demo_problem();
@@ -194,7 +207,8 @@ std::vector<std::string> index_tokens(int count);
 // ("query '你好' is not a token of this problem; tokens are: 模型, 根据, ...").
 int resolve_query(const Problem& p, const std::string& token_or_index);
 
-// The effective additive mask of one head, (n, m): 0 keeps, -inf blocks.
+// The effective additive mask of one head, (n, m): 0 keeps, -inf blocks: the mask kind and the
+// mask mods (window, documents, prefix).
 MatrixF mask_matrix(const Problem& p);
 
 }  // namespace attnlab

@@ -30,7 +30,11 @@ enum StageBit : unsigned {
   kStageMask = 4,
   kStageLogits = 8,
   kStageWeights = 16,
-  kAllStages = 31,
+  // With score mods (core/modifications.h): the scaled scores plus ALiBi's and the bias's terms,
+  // and the soft-capped scores.
+  kStageBiased = 32,
+  kStageCapped = 64,
+  kAllStages = 127,
 };
 
 template <class Matrix>
@@ -43,10 +47,17 @@ struct TraceT {
   bool has_stages = true;
   Matrix scores;   // Q K^T
   Matrix scaled;   // Q K^T / sqrt(d_k)
+  // Score mods (empty without them): biased = scaled + ALiBi + bias (ALiBi or a bias),
+  // capped = C tanh((biased or scaled) / C) (soft-capping); the logits take the last of these.
+  Matrix biased;
+  Matrix capped;
   Matrix mask;     // 0 / -inf, one head: (n, m)
-  Matrix logits;   // (scaled + mask) / T
+  Matrix logits;   // (last of scaled, biased, capped + mask) / T
   Matrix weights;  // row-wise softmax(logits); masked entries exactly 0
   Matrix output;   // weights V
+  // RoPE (empty without it): Q and K as rotated, (heads n, d_k) and (kv_heads m, d_k): what QK^T
+  // multiplied. Kept with the stages.
+  Matrix q_rot, k_rot;
   StageTimings timings;
   // Decode: the key splits per key/value head the run used; 0 for the other variants.
   int splits = 0;

@@ -2,6 +2,7 @@
 // sums, masked zeros; text and JSON renderings. See core/verify.h for the tolerance rules.
 #include "core/verify.h"
 
+#include "core/backend.h"
 #include "core/format.h"
 
 #include <nlohmann/json.hpp>
@@ -125,13 +126,16 @@ Tolerance default_tolerance(const std::string& stage, const Problem& p, const Tr
     // weights and output (the fused kernels too): 2e-2.
     const double to_scaled = p.scale_value();
     if (stage == "scores") return {std::max(kBf16Tol, bf16_score_bound(p)), kBf16Tol};
-    if (stage == "scaled") return {std::max(kBf16Tol, bf16_score_bound(p) * to_scaled), kBf16Tol};
+    if (stage == "scaled" || stage == "biased" || stage == "capped")
+      return {std::max(kBf16Tol, bf16_score_bound(p) * to_scaled), kBf16Tol};
     if (stage == "logits")
       return {std::max(kBf16Tol, bf16_score_bound(p) * to_scaled / p.temperature), kBf16Tol};
     return {kBf16Tol, kBf16Tol};
   }
   if (stage == "scores") return {kAtolFraction * max_abs_finite(ref.scores), kRtolFp32};
   if (stage == "scaled") return {kAtolFraction * max_abs_finite(ref.scaled), kRtolFp32};
+  if (stage == "biased") return {kAtolFraction * max_abs_finite(ref.biased), kRtolFp32};
+  if (stage == "capped") return {kAtolFraction * max_abs_finite(ref.capped), kRtolFp32};
   if (stage == "logits") return {kAtolFraction * max_abs_finite(ref.logits), kRtolFp32};
   const double l = logit_rounding(ref);
   if (stage == "weights") return {std::max(kWeightsAtolFloor, 0.5 * l), kRtolFp32};
@@ -169,6 +173,9 @@ VerifyReport verify_trace(const Problem& p, const Trace& t, const TraceD& ref,
     };
     check(kStageScores, "scores", t.scores, ref.scores);
     check(kStageScaled, "scaled", t.scaled, ref.scaled);
+    const unsigned mods = problem_stages(p);
+    if (mods & kStageBiased) check(kStageBiased, "biased", t.biased, ref.biased);
+    if (mods & kStageCapped) check(kStageCapped, "capped", t.capped, ref.capped);
     check(kStageMask, "mask", t.mask, ref.mask);
     check(kStageLogits, "logits", t.logits, ref.logits);
     check(kStageWeights, "weights", t.weights, ref.weights);

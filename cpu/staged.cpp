@@ -17,6 +17,7 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/chains.h"
 #include "core/messages.h"
+#include "core/modify.h"
 #include "core/parallel.h"
 
 #include <algorithm>
@@ -78,12 +79,41 @@ TraceT<Matrix> plain_chain(const Problem& p) {
   validate(p);
   const auto t0 = Clock::now();
   const int n = p.n(), m = p.m(), h = p.heads;
-  // In fp32 these refer to the problem's own matrices (no copy); in fp64 each is converted once.
-  const Eigen::Ref<const Matrix> q = p.q().template cast<Scalar>();
-  const Eigen::Ref<const Matrix> k = p.k().template cast<Scalar>();
-  const Eigen::Ref<const Matrix> v = p.v().template cast<Scalar>();
+  // In fp32 these refer to the problem's own matrices (no copy) or to its RoPE-rotated Q and K
+  // (the kernels' copies); in fp64 each is converted once, and RoPE rotates Q and K in double.
+  const bool rope = p.mods.rope_theta > 0;
+  Matrix q_store, k_store, v_store;
+  const Matrix *qp, *kp, *vp;
+  if constexpr (std::is_same_v<Scalar, double>) {
+    q_store = p.q().template cast<double>();
+    k_store = p.k().template cast<double>();
+    v_store = p.v().template cast<double>();
+    if (rope) {
+      for (int hd = 0; hd < h; ++hd)
+        q_store.middleRows(static_cast<Eigen::Index>(hd) * n, n) =
+            rope_rotate(q_store.middleRows(static_cast<Eigen::Index>(hd) * n, n), p.causal_offset(), p.mods.rope_theta);
+      for (int g = 0; g < p.kv_heads(); ++g)
+        k_store.middleRows(static_cast<Eigen::Index>(g) * m, m) =
+            rope_rotate(k_store.middleRows(static_cast<Eigen::Index>(g) * m, m), 0, p.mods.rope_theta);
+    }
+    qp = &q_store;
+    kp = &k_store;
+    vp = &v_store;
+  } else {
+    const std::shared_ptr<const RotatedQK> rot = rotated_qk(p);  // kept with p's inputs
+    qp = &kernel_q(p, rot.get());
+    kp = &kernel_k(p, rot.get());
+    vp = &p.v();
+  }
+  const Matrix& q = *qp;
+  const Matrix& k = *kp;
+  const Matrix& v = *vp;
 
   TraceT<Matrix> t;
+  if (rope) {
+    t.q_rot = q;
+    t.k_rot = k;
+  }
   t.backend = "cpu";
   t.variant = Variant::Staged;
   t.precision = std::is_same_v<Scalar, double> ? Precision::FP64 : Precision::FP32;
@@ -101,15 +131,30 @@ TraceT<Matrix> plain_chain(const Problem& p) {
 
   s0 = Clock::now();
   t.scaled = t.scores / scale_divisor<Scalar>(p);
+  // Score mods, in their order: ALiBi's and the bias's terms added, then the cap.
+  std::vector<Scalar> slopes;
+  const ScoreRuleT<Scalar> rule = score_rule<Scalar>(p, slopes);
+  const Matrix* last = &t.scaled;
+  if (rule.slopes != nullptr || rule.bias != nullptr) {
+    t.biased.resize(t.scaled.rows(), m);
+    for (Eigen::Index r = 0; r < t.scaled.rows(); ++r)
+      for (int c = 0; c < m; ++c)
+        t.biased(r, c) = t.scaled(r, c) + rule.added(static_cast<int>(r / n), static_cast<int>(r % n), c);
+    last = &t.biased;
+  }
+  if (rule.softcap > 0) {
+    t.capped = last->unaryExpr([&rule](Scalar x) { return rule.cap(x); });
+    last = &t.capped;
+  }
   t.logits.resize(t.scaled.rows(), m);
   for (int hd = 0; hd < h; ++hd)
     t.logits.middleRows(static_cast<Eigen::Index>(hd) * n, n) =
-        (t.scaled.middleRows(static_cast<Eigen::Index>(hd) * n, n) + t.mask) / temperature;
+        (last->middleRows(static_cast<Eigen::Index>(hd) * n, n) + t.mask) / temperature;
   // Unmasked logits are finite exactly when the scores are finite and max|scaled| / T is. A sum
   // is the fast screen (Eigen's allFinite is not vectorised and costs more than the stage):
   // any inf or NaN makes it non-finite; a finite sum that merely overflowed costs one scan.
   if (!std::isfinite(t.scores.sum())) locate_overflow(t.scores, 0, n, masked, Msg::OverflowScores);
-  if (!std::isfinite(t.scaled.cwiseAbs().maxCoeff() / temperature))
+  if (!std::isfinite(last->cwiseAbs().maxCoeff() / temperature))
     locate_overflow(t.logits, 0, n, masked, Msg::OverflowLogits);
   t.timings.scale_mask_ms = ms_since(s0);
 

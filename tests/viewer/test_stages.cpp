@@ -37,7 +37,7 @@ Problem problem_of(int n, MaskKind mask = MaskKind::None) {
 }  // namespace
 
 TEST(Stages, PolicyPerBackendAndSize) {
-  const unsigned all = kAllStages;
+  const unsigned all = problem_stages(problem_of(8));
   // auto: every stage on the CPU at any size, and on CUDA up to the JSON export's limit.
   EXPECT_EQ(kept_stages(StagePolicy::Auto, "cpu", problem_of(kKeepStagesMaxTokens), 1), all);
   EXPECT_EQ(kept_stages(StagePolicy::Auto, "cuda", problem_of(kJsonExportMaxTokens), 1), all);

@@ -341,7 +341,7 @@ unsigned kept_stages(StagePolicy policy, const std::string& backend, const Probl
   const int n = std::max(p.n(), p.m());
   const bool partial = (policy == StagePolicy::Step && n > kTableMaxTokens) ||
                        (policy == StagePolicy::Auto && backend == "cuda" && n > kJsonExportMaxTokens);
-  if (!partial) return kAllStages;
+  if (!partial) return problem_stages(p);
   unsigned s = kStageWeights;
   if (step == 1) s |= kStageScores;
   if (step == 2) s |= kStageLogits;

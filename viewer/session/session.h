@@ -216,7 +216,7 @@ class Session {
   double last_run_ms() const { return last_run_ms_; }   // wall time of the last backend call
   bool stages_kept() const { return trace_.has_stages; }
   // Every stage is on screen (not only the step's: --stages step or auto on CUDA).
-  bool all_stages_kept() const { return trace_.has_stages && present_stages(trace_) == kAllStages; }
+  bool all_stages_kept() const { return trace_.has_stages && present_stages(trace_) == problem_stages(*shown_); }
   // The matrix of step 1..3 is on its way: the stages are kept, but the trace on screen was run
   // for another step (set_step has asked for a run that brings it).
   bool stage_pending(int step) const {

@@ -1,0 +1,244 @@
+// A Problem's modifications as the backends read them (core/modify.h): rules, slopes, the block
+// mask, RoPE's rotated Q and K, their checks and their text.
+#include "core/modify.h"
+
+#include "core/format.h"
+#include "core/messages.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace attnlab {
+
+bool has_score_mods(const Problem& p) { return p.mods.alibi || p.mods.softcap > 0 || p.bias().size() > 0; }
+bool has_mask_mods(const Problem& p) { return p.mods.window > 0 || p.mods.prefix > 0 || !p.documents().empty(); }
+bool has_modifications(const Problem& p) { return p.mods.rope_theta > 0 || has_score_mods(p) || has_mask_mods(p); }
+
+std::vector<double> standard_alibi_slopes(int heads) {
+  std::vector<double> s;
+  if (heads < 1) return s;
+  int pow2 = 1;
+  while (pow2 * 2 <= heads) pow2 *= 2;
+  for (int h = 0; h < pow2; ++h) s.push_back(std::exp2(-8.0 * (h + 1) / pow2));
+  // The rest: every other slope of 2 * pow2 heads (those between the ones above).
+  for (int h = 0; static_cast<int>(s.size()) < heads; h += 2) s.push_back(std::exp2(-8.0 * (h + 1) / (2 * pow2)));
+  return s;
+}
+
+std::vector<double> alibi_slopes(const Problem& p) {
+  if (!p.mods.alibi) return {};
+  const std::vector<double>& given = p.mods.alibi_slopes;
+  if (given.empty()) return standard_alibi_slopes(p.heads);
+  if (given.size() == 1) return std::vector<double>(p.heads, given[0]);
+  return given;
+}
+
+MaskRule mask_rule(const Problem& p) {
+  MaskRule r;
+  r.m = p.m();
+  r.offset = p.causal_offset();
+  r.causal = p.mask == MaskKind::Causal || p.mods.prefix > 0;
+  r.window = p.mods.window;
+  r.prefix = p.mods.prefix;
+  r.documents = p.documents().empty() ? nullptr : p.documents().data();
+  r.custom = p.mask == MaskKind::Custom ? p.custom_mask().data() : nullptr;
+  return r;
+}
+
+std::size_t BlockMask::visited() const {
+  return static_cast<std::size_t>(std::count_if(kind.begin(), kind.end(), [](BlockKind k) { return k != BlockKind::Empty; }));
+}
+
+BlockMask block_mask(const Problem& p, int q_tile, int k_tile) {
+  const int n = p.n(), m = p.m();
+  BlockMask b;
+  b.q_tile = q_tile;
+  b.k_tile = k_tile;
+  b.q_blocks = (n + q_tile - 1) / q_tile;
+  b.k_blocks = (m + k_tile - 1) / k_tile;
+  b.kind.assign(static_cast<std::size_t>(b.q_blocks) * b.k_blocks, BlockKind::Full);
+  const MaskRule rule = mask_rule(p);
+  const std::vector<int>& doc = p.documents();
+  const float* custom = rule.custom;
+  // Per key tile: the smallest and largest document id among its keys.
+  std::vector<int> kdoc_lo, kdoc_hi;
+  if (!doc.empty()) {
+    kdoc_lo.assign(b.k_blocks, std::numeric_limits<int>::max());
+    kdoc_hi.assign(b.k_blocks, std::numeric_limits<int>::min());
+    for (int j = 0; j < m; ++j) {
+      kdoc_lo[j / k_tile] = std::min(kdoc_lo[j / k_tile], doc[j]);
+      kdoc_hi[j / k_tile] = std::max(kdoc_hi[j / k_tile], doc[j]);
+    }
+  }
+  for (int qb = 0; qb < b.q_blocks; ++qb) {
+    const int i0 = qb * q_tile, i1 = std::min(n, i0 + q_tile);
+    // The union and the intersection of the rows' key intervals.
+    int union_lo = m, union_hi = 0, inter_lo = 0, inter_hi = m;
+    int qdoc_lo = std::numeric_limits<int>::max(), qdoc_hi = std::numeric_limits<int>::min();
+    for (int i = i0; i < i1; ++i) {
+      int lo, hi;
+      rule.interval(i, lo, hi);
+      if (lo < hi) {
+        union_lo = std::min(union_lo, lo);
+        union_hi = std::max(union_hi, hi);
+      }
+      inter_lo = std::max(inter_lo, lo);
+      inter_hi = std::min(inter_hi, hi);
+      if (!doc.empty()) {
+        qdoc_lo = std::min(qdoc_lo, doc[i + rule.offset]);
+        qdoc_hi = std::max(qdoc_hi, doc[i + rule.offset]);
+      }
+    }
+    for (int kb = 0; kb < b.k_blocks; ++kb) {
+      const int j0 = kb * k_tile, j1 = std::min(m, j0 + k_tile);
+      BlockKind k = BlockKind::Full;
+      if (j1 <= union_lo || j0 >= union_hi) {
+        k = BlockKind::Empty;
+      } else {
+        if (j0 < inter_lo || j1 > inter_hi) k = BlockKind::Partial;
+        if (!doc.empty()) {
+          if (kdoc_hi[kb] < qdoc_lo || kdoc_lo[kb] > qdoc_hi) {
+            k = BlockKind::Empty;  // no query's document among the keys'
+          } else if (!(kdoc_lo[kb] == kdoc_hi[kb] && qdoc_lo == qdoc_hi && qdoc_lo == kdoc_lo[kb])) {
+            k = BlockKind::Partial;
+          }
+        }
+        if (custom != nullptr && k != BlockKind::Empty) {
+          // A custom mask's tile: scanned (the mask is (n, m) already).
+          bool any_open = false, any_blocked = false;
+          for (int i = i0; i < i1; ++i)
+            for (int j = j0; j < j1; ++j) (custom[static_cast<std::size_t>(i) * m + j] == 0.f ? any_open : any_blocked) = true;
+          if (!any_open) k = BlockKind::Empty;
+          else if (any_blocked) k = BlockKind::Partial;
+        }
+      }
+      b.kind[static_cast<std::size_t>(qb) * b.k_blocks + kb] = k;
+    }
+  }
+  return b;
+}
+
+long long visible_pairs(const Problem& p) {
+  const MaskRule rule = mask_rule(p);
+  long long total = 0;
+  for (int i = 0; i < p.n(); ++i) {
+    int lo, hi;
+    rule.interval(i, lo, hi);
+    if (!rule.elementwise()) {
+      total += hi - lo;
+      continue;
+    }
+    for (int j = lo; j < hi; ++j) total += rule.visible(i, j) ? 1 : 0;
+  }
+  return total;
+}
+
+MatrixD rope_rotate(const MatrixD& x, int pos0, double theta) {
+  const int d = static_cast<int>(x.cols()), half = d / 2;
+  MatrixD y = x;
+  for (Eigen::Index r = 0; r < x.rows(); ++r) {
+    const double pos = static_cast<double>(pos0 + r);
+    for (int c = 0; c < half; ++c) {
+      const double angle = pos * std::pow(theta, -2.0 * c / d);
+      const double cs = std::cos(angle), sn = std::sin(angle);
+      y(r, c) = x(r, c) * cs - x(r, c + half) * sn;
+      y(r, c + half) = x(r, c + half) * cs + x(r, c) * sn;
+    }
+  }
+  return y;
+}
+
+std::shared_ptr<const RotatedQK> rotated_qk(const Problem& p) {
+  if (p.mods.rope_theta <= 0) return nullptr;
+  const double theta = p.mods.rope_theta;
+  const int n = p.n(), m = p.m(), heads = p.heads, kvh = p.kv_heads(), off = p.causal_offset();
+  const std::string key = "rope/" + format_number("%.17g", theta) + "/" + std::to_string(heads) + "/" +
+                          std::to_string(kvh);
+  return p.derived<RotatedQK>(key, [&](const ProblemInputs& in) {
+    RotatedQK r;
+    r.q.resize(in.q.rows(), in.q.cols());
+    r.k.resize(in.k.rows(), in.k.cols());
+    for (int h = 0; h < heads; ++h)
+      r.q.middleRows(static_cast<Eigen::Index>(h) * n, n) =
+          rope_rotate(in.q.middleRows(static_cast<Eigen::Index>(h) * n, n).cast<double>(), off, theta).cast<float>();
+    for (int g = 0; g < kvh; ++g)
+      r.k.middleRows(static_cast<Eigen::Index>(g) * m, m) =
+          rope_rotate(in.k.middleRows(static_cast<Eigen::Index>(g) * m, m).cast<double>(), 0, theta).cast<float>();
+    return r;
+  });
+}
+
+void validate_modifications(const Problem& p) {
+  const Modifications& md = p.mods;
+  const int n = p.n(), m = p.m();
+  if (md.rope_theta != 0) {
+    if (!std::isfinite(md.rope_theta) || md.rope_theta <= 0)
+      throw InputError(Msg::RopeTheta, {format_number("%.9g", md.rope_theta)});
+    if (p.d_k() % 2 != 0) throw InputError(Msg::RopeOddDim, {std::to_string(p.d_k())});
+  }
+  if (md.softcap != 0 && (!std::isfinite(md.softcap) || md.softcap <= 0))
+    throw InputError(Msg::SoftcapInvalid, {format_number("%.9g", md.softcap)});
+  if (md.window < 0) throw InputError(Msg::WindowInvalid, {std::to_string(md.window)});
+  if (md.prefix < 0 || md.prefix > m) throw InputError(Msg::PrefixInvalid, {std::to_string(md.prefix), std::to_string(m)});
+  if (md.alibi) {
+    const std::size_t given = md.alibi_slopes.size();
+    if (given > 1 && static_cast<int>(given) != p.heads)
+      throw InputError(Msg::AlibiSlopeCount, {std::to_string(given), std::to_string(p.heads)});
+    for (double s : md.alibi_slopes)
+      if (!std::isfinite(s)) throw InputError(Msg::AlibiSlopeValue, {format_number("%.9g", s)});
+  }
+  const MatrixF& b = p.bias();
+  if (b.size() > 0) {
+    if (b.cols() != m || (b.rows() != n && b.rows() != static_cast<Eigen::Index>(p.heads) * n))
+      throw InputError(Msg::BiasShape, {std::to_string(b.rows()), std::to_string(b.cols()), std::to_string(n),
+                                        std::to_string(m), std::to_string(static_cast<long long>(p.heads) * n)});
+    for (Eigen::Index r = 0; r < b.rows(); ++r)
+      for (Eigen::Index c = 0; c < b.cols(); ++c)
+        if (!std::isfinite(b(r, c)))
+          throw InputError(Msg::BiasValue, {format_number("%.9g", b(r, c)), std::to_string(r), std::to_string(c)});
+  }
+  if (!p.documents().empty() && static_cast<int>(p.documents().size()) != m)
+    throw InputError(Msg::DocumentsLength, {std::to_string(p.documents().size()), std::to_string(m)});
+}
+
+std::string modifications_text(const Problem& p, Lang lang) {
+  const bool zh = lang == Lang::Zh;
+  const Modifications& md = p.mods;
+  std::vector<std::string> parts;
+  if (md.rope_theta > 0) parts.push_back("RoPE θ=" + short_number(md.rope_theta));
+  if (md.alibi) {
+    if (md.alibi_slopes.empty()) {
+      parts.push_back(zh ? "ALiBi（标准斜率）" : "ALiBi (standard slopes)");
+    } else {
+      std::string s;
+      for (std::size_t i = 0; i < md.alibi_slopes.size() && i < 4; ++i)
+        s += (i ? "/" : "") + short_number(md.alibi_slopes[i]);
+      if (md.alibi_slopes.size() > 4) s += "/…";
+      parts.push_back((zh ? "ALiBi（斜率 " : "ALiBi (slopes ") + s + (zh ? "）" : ")"));
+    }
+  }
+  if (p.bias().size() > 0) {
+    const bool per_head = p.bias().rows() != p.n();
+    const std::string name = md.bias_name.empty() ? std::string() : " " + md.bias_name;
+    parts.push_back((zh ? "偏置" : "bias") + name +
+                    (per_head ? (zh ? "（每个头一份）" : " (per head)") : (zh ? "（所有头共用）" : " (shared)")));
+  }
+  if (md.softcap > 0) parts.push_back((zh ? "软上限 C=" : "soft-cap C=") + short_number(md.softcap));
+  if (md.window > 0) parts.push_back((zh ? "窗口 " : "window ") + std::to_string(md.window));
+  if (!p.documents().empty()) {
+    std::vector<int> ids = p.documents();
+    std::sort(ids.begin(), ids.end());
+    const long count = std::unique(ids.begin(), ids.end()) - ids.begin();
+    const std::string name = md.documents_name.empty() ? std::string() : " " + md.documents_name;
+    parts.push_back(zh ? "文档" + name + "（" + std::to_string(count) + " 篇）"
+                       : "documents" + name + " (" + std::to_string(count) + ")");
+  }
+  if (md.prefix > 0) parts.push_back((zh ? "前缀 " : "prefix ") + std::to_string(md.prefix));
+  std::string out;
+  for (const std::string& s : parts) out += (out.empty() ? "" : "; ") + s;
+  return out;
+}
+
+}  // namespace attnlab

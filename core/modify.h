@@ -1,0 +1,81 @@
+// A Problem's modifications (core/modifications.h has what each one is) as every backend reads
+// them: the rules with their pointers into the problem's inputs, the standard ALiBi slopes, the
+// block mask of a tile grid, Q and K rotated by RoPE (made once per problem), the checks of
+// validate() and the text every output shows.
+#pragma once
+
+#include "core/modifications.h"
+#include "core/problem.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace attnlab {
+
+// Whether p has any modification; any score mod; any mask mod beyond the mask kind.
+bool has_modifications(const Problem& p);
+bool has_score_mods(const Problem& p);
+bool has_mask_mods(const Problem& p);
+
+// The standard ALiBi slopes of H heads (Press et al. 2022): 2^(-8(h+1)/H) for H a power of two;
+// otherwise those of the largest power of two below H, then every other one of twice that.
+std::vector<double> standard_alibi_slopes(int heads);
+// The slope of every query head of p: given (one per head, or one for all) or standard for
+// p.heads; empty without ALiBi.
+std::vector<double> alibi_slopes(const Problem& p);
+
+// p's mask rule (pointers into p's inputs: valid while p lives).
+MaskRule mask_rule(const Problem& p);
+// p's score rule in T; `slopes` receives the ALiBi slopes the rule points at (keep it alive).
+template <class T>
+ScoreRuleT<T> score_rule(const Problem& p, std::vector<T>& slopes) {
+  ScoreRuleT<T> r;
+  r.n = p.n();
+  r.m = p.m();
+  r.offset = p.causal_offset();
+  const std::vector<double> s = alibi_slopes(p);
+  slopes.assign(s.begin(), s.end());
+  r.slopes = slopes.empty() ? nullptr : slopes.data();
+  if (p.bias().size() > 0) {
+    r.bias = p.bias().data();
+    r.bias_per_head = p.bias().rows() != p.n();
+  }
+  r.softcap = static_cast<T>(p.mods.softcap);
+  return r;
+}
+
+// The block mask of p over tiles of q_tile queries by k_tile keys (computed on each call; a
+// kernel asks once per run).
+BlockMask block_mask(const Problem& p, int q_tile, int k_tile);
+
+// Keys query i may see (the mask kind and the mask mods), and the pairs of one head.
+long long visible_pairs(const Problem& p);
+
+// Q and K rotated by RoPE at p's θ: Q (heads n, d_k) with query i at position i + m - n, K
+// (kv_heads m, d_k) with key j at position j, each value computed in double and rounded once to
+// fp32. Made on first use and kept with p's inputs (Problem::derived); every fp32 and bf16 kernel
+// multiplies these. Null without RoPE.
+struct RotatedQK {
+  MatrixF q, k;
+};
+std::shared_ptr<const RotatedQK> rotated_qk(const Problem& p);
+// The same rotation in double, of rows [row0, row0 + rows) of x whose first row is at position
+// `pos0` (what the fp64 reference and the tests use).
+MatrixD rope_rotate(const MatrixD& x, int pos0, double theta);
+// Q and K as the kernels multiply them: rotated when p has RoPE, else p's own.
+inline const MatrixF& kernel_q(const Problem& p, const RotatedQK* r) { return r ? r->q : p.q(); }
+inline const MatrixF& kernel_k(const Problem& p, const RotatedQK* r) { return r ? r->k : p.k(); }
+
+// Throws InputError (catalogued, both languages) for a modification that cannot apply: θ <= 0 or
+// not finite, RoPE with an odd d_k, C <= 0, W < 1, P < 1 or P > m, ALiBi slopes neither one nor
+// one per head (or not finite), a bias of the wrong shape or with values that are not finite,
+// document ids whose count is not m. A row that the mask mods leave without a key is refused by
+// validate() as a fully masked row. Part of validate().
+void validate_modifications(const Problem& p);
+
+// One line naming p's modifications ("RoPE θ=10000; ALiBi (standard slopes); soft-cap C=30;
+// window 256"), empty without any; in Chinese for Lang::Zh.
+std::string modifications_text(const Problem& p, Lang lang);
+
+}  // namespace attnlab
