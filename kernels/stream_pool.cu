@@ -17,9 +17,15 @@
 // fmaf chain over d_k, the same in the three kernels, so the pooling pass sees exactly the logits
 // the stats were taken from. Tensor cores (TF32) would not give the CPU chain's fp32 numbers.
 // Sums of the mean are kept in double, as the CPU chain does.
+// The mask is MaskRule's (kernels/rules.h) for every problem: for none, causal and a custom mask it
+// says what the mask kind said, and it brings decode shapes, windows, documents and prefixes. A
+// problem with score mods has its logits from ScoreRule's modified scaled score (the pooled and
+// exact logits and weights then are those of the modified chain); one without keeps the plain
+// expression, bit for bit.
 #include "kernels/cuda_check.h"
 #include "kernels/launch.h"
 #include "kernels/online_softmax.cuh"
+#include "kernels/rules.cuh"
 #include "kernels/stream_pool.h"
 
 #include <cmath>
@@ -79,16 +85,14 @@ __device__ __forceinline__ void tile_scores(const float* __restrict__ q, const f
   }
 }
 
-// Whether query i (of its head) may not see key j: the CPU chain's rule (custom: mask != 0).
-__device__ __forceinline__ bool cell_masked(const StreamInputs& in, int i, int j) {
-  if (in.code == MaskCode::Causal) return j > i;
-  if (in.code == MaskCode::Custom) return in.mask[static_cast<std::size_t>(i) * in.m + j] != 0.f;
-  return false;
-}
+// Whether query i (of its head) may not see key j: MaskRule, the CPU chain's rule.
+__device__ __forceinline__ bool cell_masked(const StreamInputs& in, int i, int j) { return !in.rule.visible(i, j); }
 
-// The chain's stage 2 for one unmasked cell: (score / sqrt(d_k)) / T, as the CPU rounds it.
-__device__ __forceinline__ float logit_of(const StreamInputs& in, float score) {
-  return score / in.sqrt_dk / in.temperature;
+// The chain's stage 2 for one unmasked cell of head h: (score / sqrt(d_k), with the score mods) / T,
+// as the CPU rounds it.
+__device__ __forceinline__ float logit_of(const StreamInputs& in, float score, int h, int i, int j) {
+  const float scaled = score / in.sqrt_dk;
+  return (in.score.any() ? in.score.apply(scaled, h, i, j) : scaled) / in.temperature;
 }
 
 // Stage 3 for one unmasked cell of a row with (max, sum): 0 where the weight would be subnormal.
@@ -140,7 +144,7 @@ __global__ void __launch_bounds__(kThreads)
         const int col = c0 + tx * kSub + j;
         if (col >= in.m) continue;
         if (cell_masked(in, qi[i], col)) continue;
-        const float s = acc[i][j], l = logit_of(in, s);
+        const float s = acc[i][j], l = logit_of(in, s, head, qi[i], col);
         const unsigned long long cell =
             static_cast<unsigned long long>(head * in.n + qi[i]) * in.m + col;
         if (!isfinite(s))
@@ -271,7 +275,7 @@ __global__ void __launch_bounds__(kThreads)
             lo[0] = fminf(lo[0], s), hi[0] = fmaxf(hi[0], s);
           }
           if (cell_masked(in, r, c)) continue;
-          const float l = logit_of(in, s);
+          const float l = logit_of(in, s, head, r, c);
           if (isfinite(l)) {
             Ops::add(cv[1][j], cc[1][j], l);
             lo[1] = fminf(lo[1], l), hi[1] = fmaxf(hi[1], l);
@@ -354,7 +358,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int kk = 0; kk < in.d_k; ++kk) s = fmaf(qr[kk], kr[kk], s);
   const float sc = s / in.sqrt_dk;
   const bool masked = cell_masked(in, i, j);
-  const float l = masked ? -INFINITY : sc / in.temperature;
+  const float l = masked ? -INFINITY : logit_of(in, s, head, i, j);
   const std::size_t at = static_cast<std::size_t>(r) * in.m + j;
   scores[at] = s;
   scaled[at] = sc;

@@ -15,6 +15,7 @@
 // Included by .cu files only (it names cudaStream_t).
 #pragma once
 
+#include "kernels/rules.h"
 #include "kernels/stages.h"
 
 #include <cuda_runtime.h>
@@ -27,9 +28,11 @@ namespace attnlab::cuda {
 struct StreamInputs {
   const float* q = nullptr;     // (heads*n, d_k)
   const float* k = nullptr;     // (heads*m, d_k)
-  const float* mask = nullptr;  // (n, m) custom mask (0 keeps, -inf blocks), or null
   int n = 0, m = 0, d_k = 0;
-  MaskCode code = MaskCode::None;
+  // The mask kind and the mask mods (kernels/rules.h; a custom mask and document ids: device
+  // pointers), and the score mods (slopes and bias: device pointers; none: ScoreRule's default).
+  MaskRule rule;
+  ScoreRule score;
   float sqrt_dk = 1, temperature = 1;
   // exp arguments below this give weights too small to be normal floats: those weights are 0
   // (the CPU chain's rule: log(FLT_MIN) + log(m)).
