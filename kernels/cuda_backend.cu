@@ -545,17 +545,7 @@ struct DeviceBlocks {
 void upload_blocks(DeviceBlocks& db, const Problem& p, FusedTile tile, bool count, KernelRules& out,
                    cudaStream_t s) {
   const BlockMask b = block_mask(p, tile.q_tile, tile.k_tile);
-  std::vector<int> range(2 * static_cast<std::size_t>(b.q_blocks), 0);
-  for (int qb = 0; qb < b.q_blocks; ++qb) {
-    int first = b.k_blocks, last = 0;
-    for (int kb = 0; kb < b.k_blocks; ++kb)
-      if (b.at(qb, kb) != BlockKind::Empty) {
-        first = std::min(first, kb);
-        last = kb + 1;
-      }
-    range[2 * qb] = std::min(first, last);
-    range[2 * qb + 1] = last;
-  }
+  const std::vector<int> range = key_tile_ranges(b);
   static_assert(sizeof(BlockKind) == 1, "the kernels read one byte per tile");
   if (db.kind.size() != b.kind.size()) db.kind = DeviceBuffer<std::uint8_t>(b.kind.size());
   if (db.range.size() != range.size()) db.range = DeviceBuffer<int>(range.size());

@@ -86,15 +86,8 @@ __global__ void __launch_bounds__(kThreads)
   if constexpr (RULES) {
     // Only the keys some query of the group may see (every head shares the mask): the union of
     // the rows' intervals. A split outside it computes nothing and leaves the empty state.
-    int lo = m, hi = 0;
-    for (int i = 0; i < n; ++i) {
-      int a, b;
-      rules.mask.interval(i, a, b);
-      if (a < b) {
-        lo = min(lo, a);
-        hi = max(hi, b);
-      }
-    }
+    int lo, hi;
+    union_interval(rules.mask, n, lo, hi);
     k0 = max(k0, lo);
     k1 = min(k1, hi);
   }

@@ -37,6 +37,7 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace attnlab {
@@ -247,6 +248,38 @@ TEST(CudaModsCases, EveryCaseIsAValidProblemWithItsModifications) {
   EXPECT_GE(params().size(), 3 * cases.size());
   EXPECT_NO_THROW(sanitize_prefill());
   EXPECT_NO_THROW(sanitize_decode());
+}
+
+// The block mask the fused kernels trust (core's block_mask), without a device: on every case and
+// the kernels' tile sizes, an Empty tile has no visible pair and a Full tile no hidden one (a
+// Partial tile may be either: it is tested per element), checked pair by pair with MaskRule.
+TEST(CudaModsCases, TheBlockMaskNeverHidesAVisiblePairOrSkipsAHiddenOne) {
+  std::vector<Problem> problems;
+  const std::vector<ModCase> cases = mod_cases();
+  for (int ci = 0; ci < static_cast<int>(cases.size()); ++ci) problems.push_back(make_case(cases[ci], 100 + ci));
+  problems.push_back(sanitize_prefill());
+  problems.push_back(sanitize_decode());
+  for (const Problem& p : problems) {
+    const MaskRule rule = mask_rule(p);
+    for (const auto& [qt, kt] : {std::pair{64, 64}, {32, 64}, {128, 64}, {64, 32}, {128, 32}}) {
+      const BlockMask b = block_mask(p, qt, kt);
+      ASSERT_EQ(b.q_blocks, (p.n() + qt - 1) / qt);
+      ASSERT_EQ(b.k_blocks, (p.m() + kt - 1) / kt);
+      for (int qb = 0; qb < b.q_blocks; ++qb)
+        for (int kb = 0; kb < b.k_blocks; ++kb) {
+          bool any = false, all = true;
+          for (int i = qb * qt; i < std::min(p.n(), (qb + 1) * qt); ++i)
+            for (int j = kb * kt; j < std::min(p.m(), (kb + 1) * kt); ++j) {
+              const bool v = rule.visible(i, j);
+              any = any || v;
+              all = all && v;
+            }
+          const BlockKind k = b.at(qb, kb);
+          EXPECT_TRUE(k != BlockKind::Empty || !any) << qt << "x" << kt << " tile " << qb << "," << kb;
+          EXPECT_TRUE(k != BlockKind::Full || all) << qt << "x" << kt << " tile " << qb << "," << kb;
+        }
+    }
+  }
 }
 
 class CudaModsParity : public ::testing::TestWithParam<Param> {};
