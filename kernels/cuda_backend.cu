@@ -317,8 +317,8 @@ struct BufferPlan {
   std::size_t stage = 0;  // each of the kStagedBuffers staged matrices
   bool bf16 = false;      // bf16 copies of q, k and v (fused bf16)
   // Rules: the ALiBi slopes (one per head), the bias, the document ids (ints); the biased and
-  // capped stages a staged run brings back; the fused kernel's block mask (bytes, allocated with
-  // its upload).
+  // capped stages a staged run brings back (or exact rows of); the fused kernel's block mask
+  // (bytes, allocated with its upload).
   std::size_t slopes = 0, bias = 0, documents = 0, biased = 0, capped = 0, blocks = 0;
 
   bool operator==(const BufferPlan&) const = default;
@@ -341,10 +341,11 @@ BufferPlan plan_buffers(const Dims& d, const Problem& p, const RunOptions& opt, 
     b.slopes = p.mods.alibi ? static_cast<std::size_t>(p.heads) : 0;
     b.bias = static_cast<std::size_t>(p.bias().size());
     b.documents = p.documents().size();
-    const unsigned mods = problem_stages(p);
+    // A score mods' stage has a device buffer when the run brings it back, or exact rows of it.
+    const unsigned mods = problem_stages(p), wanted = opt.rows.empty() ? opt.stages : kAllStages;
     if (shows_stages(opt, bench)) {
-      if (mods & opt.stages & kStageBiased) b.biased = d.stage();
-      if (mods & opt.stages & kStageCapped) b.capped = d.stage();
+      if (mods & wanted & kStageBiased) b.biased = d.stage();
+      if (mods & wanted & kStageCapped) b.capped = d.stage();
     }
     if (opt.variant == Variant::Fused) b.blocks = block_mask_bytes(d.n, d.m, rules_tile(p, opt));
   }
@@ -807,6 +808,13 @@ StreamPlan plan_stream(const Problem& p, const RunOptions& opt) {
   return sp;
 }
 
+// The (m) vectors an exact row of a streamed run holds on the device: scores, scaled, logits,
+// weights, and the biased and capped stages where the problem has them.
+std::size_t exact_row_stages(const Problem& p) {
+  const unsigned mods = problem_stages(p);
+  return 4 + (mods & kStageBiased ? 1 : 0) + (mods & kStageCapped ? 1 : 0);
+}
+
 // Device bytes of a streaming run: the inputs it reads (V and the output only with opt.output),
 // a custom mask, the rules' data (and with the output the fused kernel's block mask), the row list
 // and its statistics, the layout, the grids of the three stages and the exact rows. No (n, m)
@@ -823,17 +831,17 @@ std::size_t stream_device_bytes(const Dims& d, const Problem& p, const RunOption
   bytes += sp.rows.size() * (i + 2 * f);
   bytes += (3 * sp.group_begin.size() + sp.px_flat.size() + sp.flat_col.size() + sp.chunk_px.size()) * i;
   bytes += 3 * static_cast<std::size_t>(sp.groups()) * sp.width * (f + 1);
-  bytes += opt.rows.size() * (2 * i + 4 * static_cast<std::size_t>(d.m) * f);
+  bytes += opt.rows.size() * (2 * i + exact_row_stages(p) * static_cast<std::size_t>(d.m) * f);
   bytes += 6 * i + 2 * sizeof(unsigned long long);
   return bytes;
 }
 
 // Host bytes the streamed Trace needs: the pooled grids (and their download staging), the exact
 // rows, the output.
-std::size_t stream_host_bytes(const Dims& d, const RunOptions& opt, const StreamPlan& sp) {
+std::size_t stream_host_bytes(const Dims& d, const Problem& p, const RunOptions& opt, const StreamPlan& sp) {
   const std::size_t px = static_cast<std::size_t>(sp.width) * sp.height;
   return 3 * px * sizeof(PooledCell) + 3 * static_cast<std::size_t>(sp.groups()) * sp.width * 5 +
-         opt.rows.size() * 5 * static_cast<std::size_t>(d.m) * sizeof(float) +
+         opt.rows.size() * (exact_row_stages(p) + 1) * static_cast<std::size_t>(d.m) * sizeof(float) +
          (opt.output ? d.out() * sizeof(float) : 0);
 }
 
@@ -850,7 +858,7 @@ void check_stream_memory(const Problem& p, const RunOptions& opt, const StreamPl
                         {format_bytes(static_cast<double>(need)), std::to_string(sp.rows.size()),
                          std::to_string(opt.rows.size()), std::to_string(d.m),
                          format_bytes(static_cast<double>(free_bytes))});
-  const std::size_t host_need = stream_host_bytes(d, opt, sp);
+  const std::size_t host_need = stream_host_bytes(d, p, opt, sp);
   if (const double avail = host_available_bytes(); avail > 0 && static_cast<double>(host_need) > avail)
     throw ResourceError(Msg::HostMemoryStreamed, {format_bytes(static_cast<double>(host_need)), format_bytes(avail)});
 }
@@ -990,6 +998,8 @@ void run_streamed(const Problem& grouped, const Problem& p, const RunOptions& op
   const std::size_t row_cells = static_cast<std::size_t>(r_count) * d.m;
   DeviceBuffer<int> exact_rows = upload_vector(opt.rows, s), exact_stat = upload_vector(sp.exact_stat, s);
   DeviceBuffer<float> e_scores(row_cells), e_scaled(row_cells), e_logits(row_cells), e_weights(row_cells);
+  const unsigned mods = problem_stages(p);
+  DeviceBuffer<float> e_biased(mods & kStageBiased ? row_cells : 0), e_capped(mods & kStageCapped ? row_cells : 0);
   // The overflow records and the range keys start at "none found" / (+inf, -inf).
   const unsigned long long no_cells[2] = {kNoCell, kNoCell};
   const int range_init[6] = {float_order_key(INFINITY), float_order_key(-INFINITY),
@@ -1065,7 +1075,8 @@ void run_streamed(const Problem& grouped, const Problem& p, const RunOptions& op
   // (3) the exact rows.
   if (r_count > 0) {
     launch_exact_rows(in, exact_rows.get(), exact_stat.get(), r_count, row_max.get(), row_sum.get(),
-                      e_scores.get(), e_scaled.get(), e_logits.get(), e_weights.get(), s);
+                      e_scores.get(), e_scaled.get(), e_biased.get(), e_capped.get(), e_logits.get(),
+                      e_weights.get(), s);
     pacer.launched(r_count * row_work);
   }
   ev[3].record(s);
@@ -1132,9 +1143,11 @@ void run_streamed(const Problem& grouped, const Problem& p, const RunOptions& op
     RowStages& rs = t.rows[r];
     rs.row = opt.rows[r];
     const std::size_t off = static_cast<std::size_t>(r) * d.m;
-    const float* src[4] = {e_scores.get() + off, e_scaled.get() + off, e_logits.get() + off, e_weights.get() + off};
-    std::vector<float>* dst[4] = {&rs.scores, &rs.scaled, &rs.logits, &rs.weights};
-    for (int st = 0; st < 4; ++st) {
+    const float* src[6] = {e_scores.get() + off, e_scaled.get() + off, e_logits.get() + off, e_weights.get() + off,
+                           e_biased.get() ? e_biased.get() + off : nullptr, e_capped.get() ? e_capped.get() + off : nullptr};
+    std::vector<float>* dst[6] = {&rs.scores, &rs.scaled, &rs.logits, &rs.weights, &rs.biased, &rs.capped};
+    for (int st = 0; st < 6; ++st) {
+      if (src[st] == nullptr) continue;  // a score mods' stage the problem does not have
       dst[st]->resize(d.m);
       ATTNLAB_CUDA_CHECK(cudaMemcpyAsync(dst[st]->data(), src[st], d.m * sizeof(float), cudaMemcpyDeviceToHost, s));
     }
@@ -1521,11 +1534,17 @@ class CudaBackend final : public Backend {
       rs.row = opt.rows[k];
       const std::size_t off = static_cast<std::size_t>(rs.row) * d.m;
       const std::size_t moff = static_cast<std::size_t>(rs.row % d.n) * d.m;
+      // (biased and capped: where the problem has them, their buffers exist for the exact rows.)
       const std::pair<std::vector<float>*, const float*> parts[] = {
-          {&rs.scores, dp.scores.get() + off}, {&rs.scaled, dp.scaled.get() + off},
-          {&rs.logits, dp.logits.get() + off}, {&rs.weights, dp.weights.get() + off},
+          {&rs.scores, dp.scores.get() + off},
+          {&rs.scaled, dp.scaled.get() + off},
+          {&rs.biased, dp.biased.get() ? dp.biased.get() + off : nullptr},
+          {&rs.capped, dp.capped.get() ? dp.capped.get() + off : nullptr},
+          {&rs.logits, dp.logits.get() + off},
+          {&rs.weights, dp.weights.get() + off},
           {&rs.mask, dp.mask.get() + moff}};
       for (const auto& [dst, src] : parts) {
+        if (src == nullptr) continue;
         dst->resize(d.m);
         jobs.push_back({dst->data(), src, row_bytes});
       }

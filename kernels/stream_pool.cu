@@ -11,7 +11,8 @@
 //               No atomics on the pixels: a pixel's block is reduced by the one thread block that
 //               owns it, so the result does not depend on scheduling. The range (lo/hi over all
 //               cells) goes through atomicMin/Max on order-preserving int keys of the floats.
-//   exact_rows  a thread per (row, key): the four stages of a few rows over all m keys.
+//   exact_rows  a thread per (row, key): the four stages of a few rows over all m keys (and the
+//               biased and capped stages of the score mods).
 // Scores are tiles of 64 x 64 computed as in kernels/qk.cu (d_k in slices of 16 through shared
 // memory, a 4 x 4 register tile per thread), fp32 FMA on CUDA cores: every score is the sequential
 // fmaf chain over d_k, the same in the three kernels, so the pooling pass sees exactly the logits
@@ -345,8 +346,8 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     exact_rows_kernel(StreamInputs in, const int* __restrict__ rows, const int* __restrict__ stat,
                       const float* __restrict__ row_max, const float* __restrict__ row_sum,
-                      float* __restrict__ scores, float* __restrict__ scaled,
-                      float* __restrict__ logits, float* __restrict__ weights) {
+                      float* __restrict__ scores, float* __restrict__ scaled, float* __restrict__ biased,
+                      float* __restrict__ capped, float* __restrict__ logits, float* __restrict__ weights) {
   const int r = blockIdx.y;
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= in.m) return;
@@ -362,6 +363,9 @@ __global__ void __launch_bounds__(kThreads)
   const std::size_t at = static_cast<std::size_t>(r) * in.m + j;
   scores[at] = s;
   scaled[at] = sc;
+  // The score mods' stages as ScoreRule makes them (the logit above is cap(sc + added) / T too).
+  if (biased != nullptr) biased[at] = sc + in.score.added(head, i, j);
+  if (capped != nullptr) capped[at] = in.score.apply(sc, head, i, j);
   logits[at] = l;
   weights[at] = masked ? 0.f : weight_of(in, l, row_max[stat[r]], row_sum[stat[r]]);
 }
@@ -395,15 +399,15 @@ void launch_pool(const StreamInputs& in, int head, const PoolLayout& layout, int
 
 void launch_exact_rows(const StreamInputs& in, const int* rows, const int* stat, int count,
                        const float* row_max, const float* row_sum, float* scores, float* scaled,
-                       float* logits, float* weights, cudaStream_t stream) {
+                       float* biased, float* capped, float* logits, float* weights, cudaStream_t stream) {
   if (count <= 0 || in.m <= 0) return;
   const unsigned xblocks = static_cast<unsigned>((in.m + kThreads - 1) / kThreads);
   for (int a = 0; a < count; a += kMaxGridY) {
     const int c = count - a < kMaxGridY ? count - a : kMaxGridY;
     const std::size_t off = static_cast<std::size_t>(a) * in.m;
     exact_rows_kernel<<<dim3(xblocks, static_cast<unsigned>(c)), kThreads, 0, stream>>>(
-        in, rows + a, stat + a, row_max, row_sum, scores + off, scaled + off, logits + off,
-        weights + off);
+        in, rows + a, stat + a, row_max, row_sum, scores + off, scaled + off, biased ? biased + off : nullptr,
+        capped ? capped + off : nullptr, logits + off, weights + off);
     ATTNLAB_CUDA_CHECK(cudaGetLastError());
   }
 }

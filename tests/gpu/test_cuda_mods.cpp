@@ -403,7 +403,18 @@ TEST(CudaModsStages, BiasedAndCappedComeBackAsAskedAndEqualTheReference) {
 
   RunOptions some;
   some.stages = kStageCapped | kStageWeights;
+  some.rows = {3, 299};  // exact rows hold every stage the problem has, biased included
   const Trace part = cuda->run(p, some);
+  ASSERT_EQ(part.rows.size(), 2u);
+  for (const RowStages& rs : part.rows) {
+    const auto row = [&](const MatrixF& x) {
+      return std::vector<float>(x.data() + static_cast<std::size_t>(rs.row) * x.cols(),
+                                x.data() + static_cast<std::size_t>(rs.row + 1) * x.cols());
+    };
+    EXPECT_EQ(rs.biased, row(all.biased));
+    EXPECT_EQ(rs.capped, row(all.capped));
+    EXPECT_EQ(rs.logits, row(all.logits));
+  }
   EXPECT_EQ(part.biased.size(), 0);
   EXPECT_EQ(part.scores.size() + part.scaled.size() + part.logits.size(), 0);
   EXPECT_EQ(part.capped, all.capped);
@@ -418,8 +429,9 @@ TEST(CudaModsStages, BiasedAndCappedComeBackAsAskedAndEqualTheReference) {
   EXPECT_EQ(none.biased.size() + none.capped.size() + none.q_rot.size(), 0);
 }
 
-// A streamed run (exact rows, no kept stages) with modifications: its rows and output against the
-// reference's; the output comes from the fused fp32 kernel with rules, by whole heads.
+// A streamed run (exact rows, no kept stages) with modifications: its rows (the biased and capped
+// stages included) and output against the reference's; the output comes from the fused fp32
+// kernel with rules, by whole heads.
 TEST(CudaModsStreamed, ExactRowsAndOutputMatchTheReference) {
   ATTNLAB_REQUIRE_CUDA();
   Problem p = random_problem(260, 64, 64, 15, 3);
@@ -448,6 +460,14 @@ TEST(CudaModsStreamed, ExactRowsAndOutputMatchTheReference) {
         EXPECT_NEAR(rs.logits[j], rl, logit_tol + 1e-5 * std::abs(rl)) << j;
         EXPECT_NEAR(rs.weights[j], ref.weights(rs.row, j), 1e-5) << j;
       }
+    }
+    // The score mods' stages of the row, every key (masked ones too, as the reference keeps them).
+    ASSERT_EQ(rs.biased.size(), static_cast<std::size_t>(p.m()));
+    ASSERT_EQ(rs.capped.size(), static_cast<std::size_t>(p.m()));
+    const double biased_tol = 1e-5 * max_finite(ref.biased), capped_tol = 1e-5 * max_finite(ref.capped);
+    for (int j = 0; j < p.m(); ++j) {
+      EXPECT_NEAR(rs.biased[j], ref.biased(rs.row, j), biased_tol + 1e-5 * std::abs(ref.biased(rs.row, j))) << j;
+      EXPECT_NEAR(rs.capped[j], ref.capped(rs.row, j), capped_tol + 1e-5 * std::abs(ref.capped(rs.row, j))) << j;
     }
   }
   Trace out;
