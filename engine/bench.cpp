@@ -60,6 +60,7 @@ struct BenchProblem {
   std::vector<int> rows;  // empty: ref covers every row
   MatrixD ref;
   std::string which;      // "fp64 full" or "fp64 64 rows of head 0"
+  double rope_ms = 0;     // RoPE: the once-per-problem rotation of Q and K (rotated_qk), timed
 };
 
 // The case's modifications applied to its problem (the specs of core/inputs.h).
@@ -75,6 +76,13 @@ BenchProblem make_bench_problem(const Case& c, std::uint64_t seed) {
   b.p.mask = c.mask == "causal" ? MaskKind::Causal : MaskKind::None;
   apply_case_mods(c, b.p);
   validate(b.p);
+  if (b.p.mods.rope_theta > 0) {
+    // RoPE's cost: the kernels multiply Q and K rotated once per problem (kept with its inputs,
+    // so the timed repetitions reuse them); that one rotation, timed here on the fresh problem.
+    const auto t0 = std::chrono::steady_clock::now();
+    rotated_qk(b.p);
+    b.rope_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
   const Problem& p = b.p;
   if (static_cast<double>(p.heads) * p.n() * p.m() <= kFullReferenceLimit) {
     b.ref = reference_fp64(p).output;
@@ -173,6 +181,7 @@ void run_case(Result& r, const Spec& a, Backend& backend, const BenchProblem& b,
   opt.cancel = cancel;  // the CPU backend's bench() checks it between repetitions
   const BenchSample s = plain ? bench_plain(p, a.warmup, a.repeat, cancel)
                               : backend.bench(p, opt, a.warmup, a.repeat);
+  r.rope_ms = b.rope_ms;
   if (s.ms.empty()) throw InputError("the backend returned no timings");
   r.ran = true;
   r.ms = s.ms;

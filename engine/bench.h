@@ -72,6 +72,9 @@ struct Result {
   // CLI then exits 1, as for a device failure.
   bool inaccurate = false;
   std::string kernel;  // BenchSample::kernel: which kernel ran (CUDA fused), else empty
+  // RoPE: the one rotation of Q and K per problem (in double, rounded once; every repetition then
+  // multiplies the rotated copies), timed on the host; 0 without RoPE.
+  double rope_ms = 0;
   // Staged only: each stage's median time over the timed repetitions and the bytes it must move.
   std::vector<Stage> stages;
 };

@@ -53,6 +53,7 @@ nlohmann::json to_json(const Result& r) {
   j["moved_bytes"] = r.moved_bytes;
   j["gbs"] = r.gbs;
   j["kv_bytes"] = r.kv_bytes;
+  if (r.rope_ms > 0) j["rope_ms"] = r.rope_ms;
   j["kv_gbs"] = r.kv_gbs;
   j["peak_bytes"] = r.peak_bytes;
   j["rel_err"] = std::isfinite(r.rel_err) ? nlohmann::json(r.rel_err) : nlohmann::json(nullptr);
@@ -230,6 +231,10 @@ std::string render_table(const Machine& m, const std::vector<Result>& results,
   }
   for (const auto& r : results)
     if (r.ran && !r.kernel.empty()) o << "  kernel of " << r.c.label() << ": " << r.kernel << "\n";
+  for (const auto& r : results)
+    if (r.ran && r.rope_ms > 0)
+      o << "  rope of " << r.c.label() << ": Q and K rotated once per problem in " << format_number("%.3g", r.rope_ms)
+        << " ms = " << format_number("%.1f", 100 * r.rope_ms / r.median_ms) << " % of the median\n";
   bool any_decode = false;
   for (const auto& r : results) {
     if (!r.ran || !(r.c.decode_shape() || r.c.variant == "decode")) continue;

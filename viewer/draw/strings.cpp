@@ -479,11 +479,13 @@ constexpr Entry kTable[] = {
     {S::ModWindowW, "W", "W"},
     {S::ModPrefix, "Prefix (prefix-LM)", "前缀（prefix-LM）"},
     {S::ModPrefixP, "P", "P"},
-    {S::ModFiles, "From files: %s", "来自文件：%s"},
     {S::TableQRot, "Q rotated by RoPE (θ=%s)", "RoPE 旋转后的 Q（θ=%s）"},
     {S::TableKRot, "K rotated by RoPE", "RoPE 旋转后的 K"},
     {S::TableBiased, "Scaled scores with ALiBi / the bias added", "加上 ALiBi / 偏置后的缩放分数"},
     {S::TableCapped, "Soft-capped scores C·tanh(s/C), C=%s", "软上限分数 C·tanh(s/C)，C=%s"},
+    {S::WalkUnitsMods,
+     "Computed by the CPU fused kernel's own update step (cpu/online_softmax.h). With score modifications the kernel first turns each tile's scores into the modified scaled scores and keeps m on them; x and m are shown in logit units (× 1/T); α, l, acc are its fp32 values.",
+     "由 CPU 融合内核自己的更新步骤计算（cpu/online_softmax.h）。有分数修改时，内核先把每块分数变成修改后的缩放分数，并在其上取 m；这里 x 与 m 换算为 logit 单位（× 1/T）；α、l、acc 为内核的 fp32 值。"},
 };
 static_assert(std::size(kTable) == static_cast<std::size_t>(S::Count_), "one line per S value");
 constexpr bool in_enum_order() {

@@ -68,7 +68,7 @@ enum class S {
   HeadsPattern, HeadsShown, ModeBundle, HeadsCaptionBare, HeadsCaptionKvBare, HeadsTipMean,
   // position and score modifications (issue 23)
   Mods, ModsHint, ModRope, ModRopeTheta, ModAlibi, ModSoftcap, ModSoftcapC, ModWindow, ModWindowW, ModPrefix,
-  ModPrefixP, ModFiles, TableQRot, TableKRot, TableBiased, TableCapped,
+  ModPrefixP, TableQRot, TableKRot, TableBiased, TableCapped, WalkUnitsMods,
   Count_
 };
 

@@ -243,7 +243,7 @@ void draw_panel(WalkView& v, Shell& app, const Layout& l) {
   chart(tr(lang, S::WalkChartErr), walk_series_convergence(*w, v.cursor()), count, chart_w - 4, ch);
   ImGui::EndChild();
   output_rows(app, v, *w);
-  wrapped(app, tr(lang, S::WalkUnits), &kDimV4);
+  wrapped(app, tr(lang, w->score_mods ? S::WalkUnitsMods : S::WalkUnits), &kDimV4);
   wrapped(app, tr(lang, S::WalkCuda), &kDimV4);
   ImGui::End();
 }
