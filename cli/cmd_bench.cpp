@@ -60,7 +60,7 @@ struct BenchArgs : bench::Spec {
   // empty item such as the one in "64,,128" without a word).
   std::string backend_list = "cpu,cuda", variant_list = "staged,fused",
               precision_list = "fp32,bf16", n_list = "1024,4096", d_list = "64", heads_list = "1",
-              mask_list = "none", queries_list, kv_heads_list;
+              mask_list = "none", queries_list, kv_heads_list, score_mod_list = "none", mask_mod_list = "none";
   std::string format = "table";
   std::string output_file;
 };
@@ -78,6 +78,8 @@ void parse_args(BenchArgs& a) {
   a.variants = bench::word_list("--variant", a.variant_list);
   a.precisions = bench::word_list("--precision", a.precision_list);
   a.masks = bench::word_list("--mask", a.mask_list);
+  a.score_mods = bench::word_list("--score-mod", a.score_mod_list);
+  a.mask_mods = bench::word_list("--mask-mod", a.mask_mod_list);
   bench::check_spec(a);
   if (a.format != "table" && a.format != "json" && a.format != "csv")
     throw InputError("--format takes table, json or csv, got '" + a.format + "'");
@@ -158,6 +160,15 @@ void register_bench(CLI::App& app, int& exit_code) {
   b->add_option("--d", a->d_list, "head dims, d_k = d_v (default 64)")->type_name("LIST");
   b->add_option("--heads", a->heads_list, "B*H heads (default 1)")->type_name("LIST");
   b->add_option("--mask", a->mask_list, "none and/or causal (default none)")->type_name("LIST");
+  b->add_option("--score-mod", a->score_mod_list,
+                "score modifications, each one case: none, alibi, alibi:S, alibi:S1/S2/..., softcap:C, "
+                "several in one case joined by '+' (default none)")
+      ->type_name("LIST");
+  b->add_option("--mask-mod", a->mask_mod_list,
+                "mask modifications, each one case: none, causal, window:W, prefix:P, several in one case "
+                "joined by '+', e.g. causal+window:256 (default none)")
+      ->type_name("LIST");
+  b->add_option("--rope", a->rope, "RoPE with base THETA on every case (default: none)")->type_name("THETA");
   b->add_option("--queries", a->queries_list,
                 "decode shapes: queries at the end of each N (default: N, prefill)")
       ->type_name("LIST");

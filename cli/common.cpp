@@ -81,6 +81,21 @@ void add_state_options(CLI::App* cmd, ProblemArgs& a) {
                   "none (bidirectional), causal (query i sees keys up to its position: the n "
                   "queries are the last n of the m keys) or FILE: an n x m mask of 0 / -inf (CSV or .npy)")
       ->type_name("none|causal|FILE");
+  cmd->add_option("--rope", a.rope,
+                  "Rotary position embedding of Q and K before QKᵀ, with base THETA (default 10000 when "
+                  "given without a value)")
+      ->expected(0, 1)
+      ->type_name("[THETA]");
+  cmd->add_option("--score-mod", a.score_mod,
+                  "Modifications of the scaled scores, joined by ',' or '+': alibi (standard slopes), "
+                  "alibi:S or alibi:S1/S2/... (given slopes), bias:FILE (an n x m or heads*n x m additive "
+                  "matrix, CSV or .npy), softcap:C (C tanh(s/C)); none")
+      ->type_name("SPEC");
+  cmd->add_option("--mask-mod", a.mask_mod,
+                  "Mask modifications with --mask, joined by ',' or '+': causal, window:W (|i - j| < W), "
+                  "document:FILE (a document id per position), prefix:P (prefix-LM: the first P positions "
+                  "seen both ways, the rest causal); none")
+      ->type_name("SPEC");
   cmd->add_option("--lang", a.lang, "Language of the text: zh or en (default: from $LANG)")
       ->type_name("zh|en");
   cmd->add_option("--format", a.format, "Output format: text (the page's tables), json, csv "
@@ -213,6 +228,9 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
   // induction comes with its causal mask; --mask causal or a mask file still apply.
   if (a.bundle.empty() && !(pattern.kind == PatternKind::Induction && a.mask == "none"))
     apply_mask_spec(p, a.mask);
+  if (a.rope) apply_rope_spec(p, a.rope->empty() ? "10000" : *a.rope);
+  if (a.score_mod) apply_score_mod_spec(p, *a.score_mod);
+  if (a.mask_mod) apply_mask_mod_spec(p, *a.mask_mod);
   apply_token_spec(p, a.tokens, a.tokens_file);
   return p;
 }

@@ -35,6 +35,10 @@ struct ProblemArgs {
   std::string query;             // token or index; empty = default (demo: 上下文, else 0)
   std::optional<double> temperature;  // default: demo 0.85, else 1.0
   std::string mask = "none";     // none | causal | FILE
+  // modifications (core/inputs.h specs); unset: none
+  std::optional<std::string> rope;        // --rope [THETA]
+  std::optional<std::string> score_mod;   // --score-mod SPEC
+  std::optional<std::string> mask_mod;    // --mask-mod SPEC
   std::string tokens, tokens_file;
   std::string lang;              // zh | en; empty = from $LANG
   std::string format = "text";   // text | json | csv | markdown

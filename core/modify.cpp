@@ -35,6 +35,10 @@ std::vector<double> alibi_slopes(const Problem& p) {
   return given;
 }
 
+float online_scale(const Problem& p) {
+  return has_score_mods(p) ? static_cast<float>(1.0 / p.temperature) : fused_scale(p);
+}
+
 MaskRule mask_rule(const Problem& p) {
   MaskRule r;
   r.m = p.m();
@@ -237,7 +241,7 @@ std::string modifications_text(const Problem& p, Lang lang) {
   }
   if (md.prefix > 0) parts.push_back((zh ? "前缀 " : "prefix ") + std::to_string(md.prefix));
   std::string out;
-  for (const std::string& s : parts) out += (out.empty() ? "" : "; ") + s;
+  for (const std::string& s : parts) out += (out.empty() ? "" : zh ? "；" : "; ") + s;
   return out;
 }
 

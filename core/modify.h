@@ -25,6 +25,10 @@ std::vector<double> standard_alibi_slopes(int heads);
 // p.heads; empty without ALiBi.
 std::vector<double> alibi_slopes(const Problem& p);
 
+// The scale the online softmax applies inside its exp: fused_scale(p) on raw scores q . k (no score
+// mods), or 1 / T on scores already scaled and modified (score_rule applied to q . k * scale).
+float online_scale(const Problem& p);
+
 // p's mask rule (pointers into p's inputs: valid while p lives).
 MaskRule mask_rule(const Problem& p);
 // p's score rule in T; `slopes` receives the ALiBi slopes the rule points at (keep it alive).

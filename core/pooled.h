@@ -54,6 +54,7 @@ struct PooledStages {
 struct RowStages {
   int row = -1;  // row of the stacked trace (head * n + query)
   std::vector<float> scores, scaled, logits, weights, mask;  // m each; mask 0 / -inf
+  std::vector<float> biased, capped;  // the score mods' stages (empty without them)
 };
 
 }  // namespace attnlab

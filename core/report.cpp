@@ -11,6 +11,8 @@
 // selected query) and show head 0 of a multi-head problem; JSON and CSV are always complete.
 #include "core/report.h"
 
+#include "core/modify.h"
+
 #include "core/format.h"
 
 #include <nlohmann/json.hpp>
@@ -66,16 +68,28 @@ std::vector<Stage> stages_of(const Problem& p, const Trace& t, Lang lang) {
   const std::string dk = std::to_string(p.d_k());
   const std::string temp = short_number(p.temperature);
   const std::string sc = p.scale ? format_number("%.6g", *p.scale) : std::string();
+  const std::string theta = short_number(p.mods.rope_theta), cap = short_number(p.mods.softcap);
+  const bool bias = p.bias().size() > 0;
+  const std::string added = p.mods.alibi && bias ? (zh ? "ALiBi 与偏置" : "ALiBi and the bias")
+                            : p.mods.alibi       ? "ALiBi"
+                                                 : (zh ? "偏置" : "the bias");
   std::vector<Stage> all = {
       {"q", zh ? "Q（查询）" : "Q (queries)", &p.q(), Axis::Query, Axis::Feature},
       {"k", zh ? "K（键）" : "K (keys)", &p.k(), Axis::Key, Axis::Feature},
       {"v", zh ? "V（值）" : "V (values)", &p.v(), Axis::Key, Axis::Feature},
+      {"q_rot", zh ? "RoPE 旋转后的 Q（θ=" + theta + "）" : "Q rotated by RoPE (θ=" + theta + ")", &t.q_rot,
+       Axis::Query, Axis::Feature},
+      {"k_rot", zh ? "RoPE 旋转后的 K" : "K rotated by RoPE", &t.k_rot, Axis::Key, Axis::Feature},
       {"scores", zh ? "QKᵀ（原始分数）" : "QKᵀ (raw scores)", &t.scores, Axis::Query, Axis::Key},
       {"scaled",
        p.scale ? (zh ? "QKᵀ × " + sc + "（缩放分数，显式缩放 " + sc + "，d_k=" + dk + "）"
                      : "QKᵀ × " + sc + " (scaled scores, explicit scale " + sc + ", d_k=" + dk + ")")
        : zh ? "QKᵀ / √d_k（缩放分数，d_k=" + dk + "）" : "QKᵀ / √d_k (scaled scores, d_k=" + dk + ")",
        &t.scaled, Axis::Query, Axis::Key},
+      {"biased", zh ? "加上 " + added + " 后的分数" : "scores with " + added + " added", &t.biased, Axis::Query,
+       Axis::Key},
+      {"capped", zh ? "软上限 C·tanh(s/C)，C=" + cap : "soft-capped C·tanh(s/C), C=" + cap, &t.capped, Axis::Query,
+       Axis::Key},
       {"mask", zh ? "Mask（0 保留，−∞ 屏蔽）" : "Mask (0 keeps, −∞ blocks)", &t.mask, Axis::Query,
        Axis::Key},
       {"logits",
@@ -247,6 +261,7 @@ std::vector<std::string> intro_lines(const Problem& p, const Trace& t, int query
                        " keys, d_v=" + std::to_string(p.d_v()) + "; query " +
                        token_label(p.query_tokens(), query) + " (row " + std::to_string(query) +
                        "); temperature T=" + short_number(p.temperature) + "; mask: " + mask);
+  if (has_modifications(p)) l.push_back((zh ? "修改：" : "modifications: ") + modifications_text(p, lang));
   l.push_back((zh ? "后端：" : "backend: ") + t.backend + " · " + std::string(to_string(t.variant)) +
               " · " + std::string(to_string(t.precision)) + " · " + fixed(t.timings.total_ms, 3) +
               " ms" +
@@ -439,6 +454,18 @@ std::string render_json(const Problem& p, const Trace& t, int query, Lang lang) 
   j["d_v"] = p.d_v();
   j["temperature"] = p.temperature;
   j["mask"] = std::string(to_string(p.mask));
+  if (has_modifications(p)) {
+    j["modifications"] = modifications_text(p, Lang::En);
+    Json mods = Json::object();
+    if (p.mods.rope_theta > 0) mods["rope_theta"] = p.mods.rope_theta;
+    if (p.mods.alibi) mods["alibi_slopes"] = alibi_slopes(p);
+    if (p.bias().size() > 0) mods["bias"] = {{"file", p.mods.bias_name}, {"per_head", p.bias().rows() != p.n()}};
+    if (p.mods.softcap > 0) mods["softcap"] = p.mods.softcap;
+    if (p.mods.window > 0) mods["window"] = p.mods.window;
+    if (!p.documents().empty()) mods["documents"] = {{"file", p.mods.documents_name}, {"positions", p.documents().size()}};
+    if (p.mods.prefix > 0) mods["prefix"] = p.mods.prefix;
+    j["mods"] = std::move(mods);
+  }
   j["backend"] = t.backend;
   j["precision"] = std::string(to_string(t.precision));
   j["variant"] = std::string(to_string(t.variant));

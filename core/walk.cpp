@@ -69,6 +69,7 @@ Json walk_json(const Walk& w) {
   j["tile"] = w.tile;
   j["temperature"] = w.temperature;
   j["mask"] = std::string(to_string(w.mask));
+  if (!w.modifications.empty()) j["modifications"] = w.modifications;
   j["d_k"] = w.d_k;
   j["d_v"] = w.d_v;
   j["keys"] = w.keys;
@@ -84,6 +85,10 @@ Json walk_json(const Walk& w) {
     o["index"] = t.index;
     o["keys"] = {t.j0, t.j1};
     o["skipped"] = t.skipped;
+    if (t.skipped)
+      o["skip_reason"] = t.skip == WalkTile::Skip::Window     ? "window"
+                         : t.skip == WalkTile::Skip::Document ? "document"
+                                                              : "causal";
     o["logits"] = jvec(t.logits);
     o["weights"] = jvec(t.weights);
     o["tile_max"] = t.skipped ? Json(nullptr) : jnum(t.tile_max);
@@ -206,17 +211,35 @@ std::string final_lines(const Walk& w, Lang lang, const char* bullet) {
 
 std::string heading(const Walk& w, Lang lang) {
   const int count = static_cast<int>(w.tiles.size());
+  if (w.score_mods) {
+    const std::string scaled = w.explicit_scale ? "q·k_j·" + num(*w.explicit_scale) : std::string("q·k_j/√d_k");
+    if (zh(lang))
+      return "在线 softmax 游走：查询 " + std::to_string(w.query) + "（" + w.query_token + "），头 " +
+             std::to_string(w.head) + "，每块 " + std::to_string(w.tile) + " 个键，共 " + std::to_string(count) +
+             " 块；T = " + short_number(w.temperature) + "，掩码 " + std::string(to_string(w.mask)) + "；修改：" +
+             w.modifications_zh + "。logit x_j = mod(" + scaled + ")/T：内核先对缩放分数做分数修改，在修改后的分数上取最大值，再乘以 1/T = " +
+             num(w.scale) + "。";
+    return "Online softmax walk: query " + std::to_string(w.query) + " (" + w.query_token + "), head " +
+           std::to_string(w.head) + ", " + std::to_string(w.tile) + " keys per tile, " + std::to_string(count) +
+           " tiles; T = " + short_number(w.temperature) + ", mask " + std::string(to_string(w.mask)) +
+           "; modifications: " + w.modifications + ". Logits x_j = mod(" + scaled +
+           ")/T: the kernel modifies the scaled scores first, takes its max on them and multiplies by 1/T = " +
+           num(w.scale) + ".";
+  }
+  const std::string mods = w.modifications.empty() ? std::string()
+                           : zh(lang)              ? "；修改：" + w.modifications_zh
+                                                   : "; modifications: " + w.modifications;
   if (zh(lang))
     return "在线 softmax 游走：查询 " + std::to_string(w.query) + "（" + w.query_token + "），头 " +
            std::to_string(w.head) + "，每块 " + std::to_string(w.tile) + " 个键，共 " +
            std::to_string(count) + " 块；T = " + short_number(w.temperature) + "，掩码 " +
-           std::string(to_string(w.mask)) + "。logit x_j = q·k_j·scale，scale = " +
+           std::string(to_string(w.mask)) + mods + "。logit x_j = q·k_j·scale，scale = " +
            (w.explicit_scale ? "s/T（显式缩放 s = " + num(*w.explicit_scale) + "）" : std::string("1/(√d_k·T)")) + " = " +
            num(w.scale) + "；内核在原始分数上取最大值，这里的 m 换算成同样的 logit 单位。";
   return "Online softmax walk: query " + std::to_string(w.query) + " (" + w.query_token +
          "), head " + std::to_string(w.head) + ", " + std::to_string(w.tile) + " keys per tile, " +
          std::to_string(count) + " tiles; T = " + short_number(w.temperature) + ", mask " +
-         std::string(to_string(w.mask)) + ". Logits x_j = q·k_j·scale, scale = " +
+         std::string(to_string(w.mask)) + mods + ". Logits x_j = q·k_j·scale, scale = " +
          (w.explicit_scale ? "s/T (explicit scale s = " + num(*w.explicit_scale) + ")" : std::string("1/(√d_k·T)")) + " = " +
          num(w.scale) + "; the kernel takes its max on raw scores, m is shown in the same logit units.";
 }
@@ -278,9 +301,21 @@ std::string walk_tile_sentence(const Walk& w, int index, Lang lang) {
   const WalkTile& t = w.tiles.at(index);
   const std::string keys = key_range(t);
   if (t.skipped) {
+    const bool one = t.j1 - t.j0 == 1;
+    if (t.skip == WalkTile::Skip::Window)
+      return zh(lang) ? "键 " + keys + " 全在查询 " + std::to_string(w.query) +
+                            " 的窗口之外：块掩码跳过这一块，从未加载，m、l 和 acc 不变。"
+                      : (one ? "Key " + keys + " lies" : "Keys " + keys + " all lie") + " outside query " +
+                            std::to_string(w.query) +
+                            "'s window: the block mask skips this tile, never loaded; m, l and acc stay.";
+    if (t.skip == WalkTile::Skip::Document)
+      return zh(lang) ? "键 " + keys + " 全属于其他文档：块掩码跳过这一块，从未加载，m、l 和 acc 不变。"
+                      : (one ? "Key " + keys + " belongs" : "Keys " + keys + " all belong") +
+                            " to other documents: the block mask skips this tile, never loaded; m, l and acc "
+                            "stay.";
     return zh(lang) ? "键 " + keys + " 全在查询 " + std::to_string(w.query) +
                           " 之后：因果掩码下这一块从未加载，m、l 和 acc 不变。"
-                    : (t.j1 - t.j0 == 1 ? "Key " + keys + " comes" : "Keys " + keys + " all come") +
+                    : (one ? "Key " + keys + " comes" : "Keys " + keys + " all come") +
                           " after query " + std::to_string(w.query) +
                           ": under the causal mask this tile is never loaded; m, l and acc stay.";
   }

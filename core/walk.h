@@ -22,7 +22,10 @@ namespace attnlab {
 struct WalkTile {
   int index = 0;
   int j0 = 0, j1 = 0;            // keys [j0, j1) of the head
-  bool skipped = false;          // causal: every key after the query; never loaded
+  // No key of the tile is visible to the row, as the block mask finds it: never loaded. Why:
+  // after the query (causal, or past a prefix), outside its window, or other documents' keys.
+  bool skipped = false;
+  enum class Skip { None, AfterQuery, Window, Document } skip = Skip::None;
   std::vector<double> logits;    // (j1 - j0) x_j, -inf where masked; empty when skipped
   std::vector<double> weights;   // (j1 - j0) exp(x_j - m) as the kernel stored them (P)
   double tile_max = 0;           // max_j x_j of the tile (-inf: every key masked)
@@ -61,6 +64,10 @@ struct Walk {
   MaskKind mask = MaskKind::None;
   double scale = 1;              // 1 / (sqrt(d_k) T) or s / T, the fp32 value the kernel uses
   std::optional<double> explicit_scale;  // the problem's explicit scale s; empty = 1/sqrt(d_k)
+  // The problem's modifications (modifications_text, en and zh; empty without any). With score
+  // mods the kernel works on the modified scaled scores and `scale` is 1 / T.
+  std::string modifications, modifications_zh;
+  bool score_mods = false;
   std::string query_token;
   std::vector<std::string> key_tokens;  // m labels
   std::vector<WalkTile> tiles;

@@ -6,17 +6,19 @@
 //   softmax_row  one online-softmax step of one query row over one key block: max, shift, corr,
 //                P = bf16(exp2(fma(s, c, -shift))), l = l * corr + sum P.
 //   pv_block     acc (rows, d_v) = acc * corr + P V_blk, fp32 accumulation.
-// Fused: a work item is (head, block of kQueryBlock queries), walking the keys in blocks of
-// kKeyBlock (causal: up to the block's last query), then O = acc * (1 / l). Staged: a work item
+// Fused: a work item is (head, block of kQueryBlock queries), walking the key blocks of
+// kKeyBlock that the block mask does not rule out, then O = acc * (1 / l). Staged: a work item
 // is (head, block of kQueryBlock queries) over all m keys in one block, every stage written out.
 // Rows of the scratch score block are padded to whole groups of keys with -inf (weight 0).
 #include "core/gcc12_avx512.h"  // first: see there
 
 #include "cpu/bf16.h"
 #include "cpu/bf16_packets.h"
+#include "cpu/online_softmax.h"
 
 #include "cpu/cpu_backend.h"
 #include "cpu/chains.h"
+#include "core/modify.h"
 #include "core/parallel.h"
 
 #include <algorithm>
@@ -129,6 +131,10 @@ std::uint32_t pair_of(float lo, float hi) {
 #endif
 
 Operands make_operands(const Problem& p) {
+  // Q and K as multiplied: rotated by RoPE where p has it (kept with p's inputs).
+  const std::shared_ptr<const RotatedQK> rot = rotated_qk(p);
+  const MatrixF& Q = kernel_q(p, rot.get());
+  const MatrixF& K = kernel_k(p, rot.get());
   Operands o;
   o.heads = p.heads;
   o.n = p.n();
@@ -145,13 +151,13 @@ Operands make_operands(const Problem& p) {
   o.q.resize(static_cast<std::size_t>(heads) * n * o.kp);
   for (Index r = 0; r < static_cast<Index>(heads) * n; ++r)
     for (int t = 0; t < o.kp; ++t)
-      o.q[r * o.kp + t] = pair_of(p.q()(r, 2 * t), at(p.q(), r, 2 * t + 1, d_k));
+      o.q[r * o.kp + t] = pair_of(Q(r, 2 * t), at(Q, r, 2 * t + 1, d_k));
   o.k.assign(static_cast<std::size_t>(heads) * mp * o.kp, 0u);
   for (int h = 0; h < heads; ++h)
     for (int j = 0; j < m; ++j) {
       const Index r = p.kv_row(h) + j;
       std::uint32_t* dst = o.k.data() + (static_cast<std::size_t>(h) * (mp / 16) + j / 16) * o.kp * 16 + j % 16;
-      for (int t = 0; t < o.kp; ++t) dst[t * 16] = pair_of(p.k()(r, 2 * t), at(p.k(), r, 2 * t + 1, d_k));
+      for (int t = 0; t < o.kp; ++t) dst[t * 16] = pair_of(K(r, 2 * t), at(K, r, 2 * t + 1, d_k));
     }
   o.v.assign(static_cast<std::size_t>(heads) * (mp / 2) * o.dg * 16, 0u);
   for (int h = 0; h < heads; ++h)
@@ -165,11 +171,11 @@ Operands make_operands(const Problem& p) {
       }
     }
 #else
-  o.q = bf16_round(p.q());
+  o.q = bf16_round(Q);
   o.k = MatrixF::Zero(static_cast<Index>(heads) * mp, d_k);
   o.v = MatrixF::Zero(static_cast<Index>(heads) * mp, d_v);
   for (int h = 0; h < heads; ++h) {
-    o.k.middleRows(static_cast<Index>(h) * mp, m) = bf16_round(p.k().middleRows(p.kv_row(h), m));
+    o.k.middleRows(static_cast<Index>(h) * mp, m) = bf16_round(K.middleRows(p.kv_row(h), m));
     o.v.middleRows(static_cast<Index>(h) * mp, m) = bf16_round(p.v().middleRows(p.kv_row(h), m));
   }
 #endif
@@ -342,23 +348,31 @@ void check_scores(const Scratch& w, int rows, int cols, int h, Index q0) {
 }
 
 // Masks the scratch's scores of query rows [q0, q0 + rows) of a head against keys
-// [k0, k0 + cols): -inf where the mask blocks the pair and for keys past `key_end`.
-void apply_mask(const Problem& p, Scratch& w, int q0, int rows, int k0, int cols, int key_end) {
+// [k0, k0 + cols): -inf where the mask's rule (the mask kind and the mask mods) blocks the pair
+// and for keys past `key_end`.
+void apply_mask(const MaskRule& rule, Scratch& w, int q0, int rows, int k0, int cols, int key_end) {
   const Index ld = w.s.cols();
-  const bool causal = p.mask == MaskKind::Causal;
-  const bool custom = p.mask == MaskKind::Custom;
   for (int r = 0; r < rows; ++r) {
     float* s = w.s.data() + r * ld;
     const int q = q0 + r;
-    const int visible =
-        std::clamp((causal ? std::min(key_end, q + p.causal_offset() + 1) : key_end) - k0, 0, cols);
+    int lo, hi;
+    rule.interval(q, lo, hi);
+    const int first = std::clamp(lo - k0, 0, cols);
+    const int visible = std::clamp(std::min(key_end, hi) - k0, first, cols);
+    std::fill(s, s + first, kNegInf);
     std::fill(s + visible, s + cols, kNegInf);
-    if (custom) {
-      const float* mrow = p.custom_mask().data() + static_cast<Index>(q) * p.m() + k0;
-      for (int j = 0; j < visible; ++j)
-        if (mrow[j] != 0.f) s[j] = kNegInf;
-    }
+    if (rule.elementwise())
+      for (int j = first; j < visible; ++j)
+        if (!rule.visible(q, k0 + j)) s[j] = kNegInf;
   }
+}
+
+// The score mods on the scratch's raw scores of query rows [q0, q0 + rows) of head h against keys
+// [k0, k0 + keys): s = mod(s * score_scale) (cpu/online_softmax.h modify_row, the fused fp32
+// kernel's arithmetic row by row).
+void modify_scores(const ScoreRule& rule, float score_scale, Scratch& w, int h, int q0, int rows, int k0, int keys) {
+  const Index ld = w.s.cols();
+  for (int r = 0; r < rows; ++r) cpu::online::modify_row(rule, score_scale, w.s.data() + r * ld, h, q0 + r, k0, keys);
 }
 
 // A query row whose max, sum or output is not finite: the logits overflowed (scores times c).
@@ -398,8 +412,13 @@ void cpu::fused_bf16_into(const Problem& p, Trace& t) {
   cpu::begin_trace(t, p, Variant::Fused, Precision::BF16, /*keep=*/false, /*output=*/true);
 
   const Operands o = make_operands(p);
+  const MaskRule rule = mask_rule(p);
+  const BlockMask blocks = block_mask(p, kQueryBlock, kKeyBlock);
+  std::vector<float> slopes;
+  const ScoreRule score = score_rule<float>(p, slopes);
+  const float score_scale = static_cast<float>(p.scale_value());
+  // Score mods: the scores are scaled and modified first, and c is log2(e) / T (bf16_scale_log2).
   const float c = bf16_scale_log2(p);
-  const bool causal = p.mask == MaskKind::Causal;
   const int blocks_per_head = (n + kQueryBlock - 1) / kQueryBlock;
   const std::size_t items = static_cast<std::size_t>(heads) * blocks_per_head;
   const unsigned workers = workers_for(items, p);
@@ -415,13 +434,15 @@ void cpu::fused_bf16_into(const Problem& p, Trace& t) {
     const int rows = std::min(kQueryBlock, n - q0);
     const Index qrow = static_cast<Index>(h) * n + q0;
     reset_state(w);
-    const int key_end = causal ? std::min(m, q0 + p.causal_offset() + rows) : m;
-    for (int k0 = 0; k0 < key_end; k0 += kKeyBlock) {
-      const int keys = std::min(kKeyBlock, key_end - k0);
+    for (int k0 = 0; k0 < m; k0 += kKeyBlock) {
+      // The block mask: key blocks no query of the block may see are never visited.
+      if (blocks.at(q0 / kQueryBlock, k0 / kKeyBlock) == BlockKind::Empty) continue;
+      const int keys = std::min(kKeyBlock, m - k0);
       const int cols = round_up(keys, kKeyGroup);
       qk_block(o, h, qrow, rows, k0, cols, w);
       check_scores(w, rows, cols, h, q0);
-      apply_mask(p, w, q0, rows, k0, cols, key_end);
+      if (score.any()) modify_scores(score, score_scale, w, h, q0, rows, k0, keys);
+      apply_mask(rule, w, q0, rows, k0, cols, m);
       for (int r = 0; r < rows; ++r)
         w.corr[r] = softmax_row(w.s.data() + r * w.s.cols(), cols, c, w.m[r], w.l[r]);
       pv_block(o, h, rows, k0, cols, w);
@@ -448,17 +469,11 @@ void cpu::staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t) {
   const int n = p.n(), m = p.m(), heads = p.heads, d_v = p.d_v();
   const bool keep = opt.keep_stages;
   cpu::begin_trace(t, p, Variant::Staged, Precision::BF16, keep, opt.output);
-  if (keep) {
-    if (p.mask == MaskKind::Custom) {
-      t.mask = p.custom_mask();
-    } else {
-      t.mask.setZero();
-      if (p.mask == MaskKind::Causal)
-        for (int i = 0; i < n; ++i)
-          std::fill(t.mask.data() + static_cast<Index>(i) * m + std::min(m, i + p.causal_offset() + 1),
-                    t.mask.data() + static_cast<Index>(i + 1) * m, kNegInf);
-    }
-  }
+  if (keep) t.mask = mask_matrix(p);
+  const MaskRule rule = mask_rule(p);
+  std::vector<float> slopes;
+  const ScoreRule score = score_rule<float>(p, slopes);
+  const float score_scale = static_cast<float>(p.scale_value());
 
   const auto prep = Clock::now();
   const Operands o = make_operands(p);
@@ -493,13 +508,26 @@ void cpu::staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t) {
     ms[0] += ms_since(s0);
 
     s0 = Clock::now();
+    if (score.any()) modify_scores(score, score_scale, w, h, q0, rows, 0, m);
     if (keep)
       for (int r = 0; r < rows; ++r) {
         const auto sc = t.scores.row(qrow + r).array();
         t.scaled.row(qrow + r) = (sc / sqrt_dk).matrix();
-        t.logits.row(qrow + r) = ((t.scaled.row(qrow + r).array() + t.mask.row(q0 + r).array()) / temperature).matrix();
+        // The score mods' stages, as the fp32 chain forms them from the scaled scores.
+        const Eigen::Index i = q0 + r;
+        const float* last = t.scaled.row(qrow + r).data();
+        if (t.biased.size() > 0) {
+          for (int j = 0; j < m; ++j) t.biased(qrow + r, j) = last[j] + score.added(h, static_cast<int>(i), j);
+          last = t.biased.row(qrow + r).data();
+        }
+        if (t.capped.size() > 0) {
+          for (int j = 0; j < m; ++j) t.capped(qrow + r, j) = score.cap(last[j]);
+          last = t.capped.row(qrow + r).data();
+        }
+        t.logits.row(qrow + r) =
+            ((Eigen::Map<const Eigen::RowVectorXf>(last, m).array() + t.mask.row(i).array()) / temperature).matrix();
       }
-    apply_mask(p, w, q0, rows, 0, cols, m);
+    apply_mask(rule, w, q0, rows, 0, cols, m);
     ms[1] += ms_since(s0);
 
     s0 = Clock::now();
@@ -514,9 +542,13 @@ void cpu::staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t) {
     s0 = Clock::now();
     if (opt.output) {
       // Causal: the weights past the block's last query are 0; P V stops there.
-      const int pv_cols =
-          p.mask == MaskKind::Causal ? std::min(cols, round_up(q0 + p.causal_offset() + rows, kKeyGroup))
-                                     : cols;
+      int pv_cols = 0;
+      for (int r = 0; r < rows; ++r) {
+        int lo, hi;
+        rule.interval(q0 + r, lo, hi);
+        pv_cols = std::max(pv_cols, hi);
+      }
+      pv_cols = std::min(cols, round_up(pv_cols, kKeyGroup));
       pv_block(o, h, rows, 0, pv_cols, w);
       check_rows(w, rows, c, h, q0);
       write_output(w, rows, d_v, t.output, qrow);

@@ -27,6 +27,7 @@
 #pragma once
 
 #include "core/backend.h"
+#include "core/modify.h"
 
 #include <bit>
 #include <cmath>
@@ -59,8 +60,9 @@ inline float bf16_scale_log2(int d_k, double temperature) {
   return scale * 1.4426950408889634f;
 }
 
-// The same with the problem's scale: log2(e) * fused_scale(p) (equal to the above by default).
-inline float bf16_scale_log2(const Problem& p) { return fused_scale(p) * 1.4426950408889634f; }
+// The same with the problem's scale: log2(e) * online_scale(p) (equal to the above by default; log2(e) / T
+// on scores the score mods have scaled and modified).
+inline float bf16_scale_log2(const Problem& p) { return online_scale(p) * 1.4426950408889634f; }
 
 // True when this build computes the bf16 products with AVX-512 BF16 dot products.
 bool cpu_bf16_uses_dpbf16();

@@ -24,6 +24,7 @@
 #include "cpu/chains.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/online_softmax.h"
+#include "core/modify.h"
 #include "core/parallel.h"
 
 #include <algorithm>
@@ -58,17 +59,21 @@ constexpr int kRowsAsGemv = 16;
 
 int round_up(int x, int to) { return (x + to - 1) / to * to; }
 
-// Row i's scores of the key block [b0, b0 + cols): the keys it may not see set to -inf (causal
-// offset `off` >= 0: it sees keys j <= i + off; a custom mask's row, stride m), the padding to
-// `padded` too; returns the largest score left (-inf when none).
-float mask_row(float* row, int i, int b0, int cols, int padded, int off, const float* custom, int m) {
-  const int visible = off >= 0 ? std::clamp(i + off + 1 - b0, 0, cols) : cols;
+// Row r's scores of the key block [b0, b0 + cols) (query i of query head h; the rule's offset
+// places the queries at the end of the keys in use): the score mods applied to the scores times
+// score_scale where p has them, the keys the mask rule blocks set to -inf, the padding to `padded`
+// too; returns the largest score left (-inf when none).
+float mask_row(float* row, const MaskRule& rule, const ScoreRule& score, float score_scale, int h, int i, int b0,
+               int cols, int padded) {
+  int lo, hi;
+  rule.interval(i, lo, hi);
+  const int first = std::clamp(lo - b0, 0, cols), visible = std::clamp(hi - b0, first, cols);
+  if (score.any()) modify_row(score, score_scale, row + first, h, i, b0 + first, visible - first);
+  std::fill(row, row + first, kNegInf);
   std::fill(row + visible, row + padded, kNegInf);
-  if (custom != nullptr) {
-    const float* mrow = custom + static_cast<std::size_t>(i) * m + b0;
-    for (int j = 0; j < visible; ++j)
-      if (mrow[j] != 0.f) row[j] = kNegInf;
-  }
+  if (rule.elementwise())
+    for (int j = first; j < visible; ++j)
+      if (!rule.visible(i, b0 + j)) row[j] = kNegInf;
   Packet mx = ei::pset1<Packet>(kNegInf);
   for (int j = 0; j < padded; j += kLanes) mx = ei::pmax(mx, ei::ploadu<Packet>(row + j));
   return ei::predux_max(mx);
@@ -434,6 +439,21 @@ SplitPlan plan_splits(const Problem& p, unsigned workers, int requested, int key
 
 namespace {
 
+// The problem's mask and score rules with the queries placed at the end of the first `keys`
+// keys (offset keys - n: the cache in use), and the scale the score mods take.
+struct Rules {
+  std::vector<float> slopes;  // first: score points into it
+  MaskRule mask;
+  ScoreRule score;
+  float score_scale;
+  Rules(const Problem& p, int offset) : mask(mask_rule(p)), score(score_rule<float>(p, slopes)) {
+    mask.offset = offset;
+    score.offset = offset;
+    score_scale = static_cast<float>(p.scale_value());
+  }
+  Rules(const Rules&) = delete;
+};
+
 // K of every key/value head in the decode kernel's panels (panel_offset): head g's panel b starts
 // at data[(g * panels + b) * d * 16]; keys past m are 0. Made once per problem, as a serving
 // engine writes each new key into its page of the cache. E: float, or bf16 bits from the bf16
@@ -447,8 +467,9 @@ struct KPanels {
 template <class E>
 std::shared_ptr<const KPanels<E>> k_panels(const Problem& p, const E* k) {
   const int G = p.kv_heads(), m = p.m(), d = p.d_k();
+  // K as multiplied: rotated by RoPE where p has it, so θ is part of the key.
   const std::string key = std::string(std::is_same_v<E, float> ? "decode_k_panels/" : "decode_k_panels_bf16/") +
-                          std::to_string(G);
+                          std::to_string(G) + "/rope" + std::to_string(p.mods.rope_theta);
   return p.derived<KPanels<E>>(key, [&](const ProblemInputs&) {
     KPanels<E> kp;
     kp.panels = (m + 15) / 16;
@@ -468,17 +489,19 @@ std::shared_ptr<const KPanels<E>> k_panels(const Problem& p, const E* k) {
 void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, MatrixF& scratch, int keys) {
   const int n = p.n(), group = p.kv_group, rows = group * n, d_k = p.d_k(), d_v = p.d_v();
   const int m = p.m(), off = (keys > 0 ? keys : m) - n;
-  const bool causal = p.mask == MaskKind::Causal;
-  const float* custom = p.mask == MaskKind::Custom ? p.custom_mask().data() : nullptr;
-  const float scale = fused_scale(p);
+  const Rules rules(p, off);
+  const float scale = online_scale(p);
   const Eigen::Index kv = static_cast<Eigen::Index>(g) * m;
   const bool direct = direct_products(p);
-  // Q_g: the kv_group query heads of key/value head g are consecutive rows of Q.
-  const float* q = p.q().data() + static_cast<Eigen::Index>(g) * rows * d_k;
+  // Q and K as multiplied (rotated by RoPE where p has it); Q_g: the kv_group query heads of
+  // key/value head g are consecutive rows of Q.
+  const std::shared_ptr<const RotatedQK> rot = rotated_qk(p);
+  const float* q = kernel_q(p, rot.get()).data() + static_cast<Eigen::Index>(g) * rows * d_k;
   const ConstRows qg(q, rows, d_k);
-  const float* k_all = p.k().data() + kv * d_k;
+  const float* k_all = kernel_k(p, rot.get()).data() + kv * d_k;
   const float* v_all = p.v().data() + kv * d_v;
-  const std::shared_ptr<const KPanels<float>> kp = direct ? k_panels(p, p.k().data()) : nullptr;
+  const std::shared_ptr<const KPanels<float>> kp =
+      direct ? k_panels(p, kernel_k(p, rot.get()).data()) : nullptr;
   const float* panels = kp ? kp->data.data() + static_cast<std::size_t>(g) * kp->panels * d_k * 16 : nullptr;
 
   out.m.assign(rows, kNegInf);
@@ -515,7 +538,8 @@ void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, Matrix
     }
     for (int r = 0; r < rows; ++r) {
       float* row = scratch.data() + r * ld;
-      const float mx = mask_row(row, r % n, b0, cols, padded, causal ? off : -1, custom, m);
+      const float mx = mask_row(row, rules.mask, rules.score, rules.score_scale, g * group + r / n, r % n, b0, cols,
+                                padded);
       alpha[r] = step_fp32(row, padded, scale, mx, out.m[r], out.l[r]);
     }
     if (direct) {
@@ -540,11 +564,14 @@ void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, Matrix
 }
 
 std::shared_ptr<const Bf16KV> bf16_cache(const Problem& p) {
-  return p.bf16_kv([](const ProblemInputs& in) {
+  // K as multiplied: rotated by RoPE where p has it (θ is part of the key).
+  const std::shared_ptr<const RotatedQK> rot = rotated_qk(p);
+  const MatrixF& k = kernel_k(p, rot.get());
+  return p.derived<Bf16KV>("bf16_kv/rope" + std::to_string(p.mods.rope_theta), [&](const ProblemInputs& in) {
     Bf16KV b;
-    b.k.resize(static_cast<std::size_t>(in.k.size()));
+    b.k.resize(static_cast<std::size_t>(k.size()));
     b.v.resize(static_cast<std::size_t>(in.v.size()));
-    for (std::size_t i = 0; i < b.k.size(); ++i) b.k[i] = bf16_bits(in.k.data()[i]);
+    for (std::size_t i = 0; i < b.k.size(); ++i) b.k[i] = bf16_bits(k.data()[i]);
     for (std::size_t i = 0; i < b.v.size(); ++i) b.v[i] = bf16_bits(in.v.data()[i]);
     return b;
   });
@@ -554,12 +581,13 @@ void split_partial_bf16(const Problem& p, const Bf16KV& kvb, int g, int k0, int 
                         MatrixF& kbuf, int keys) {
   const int n = p.n(), group = p.kv_group, rows = group * n, d_k = p.d_k(), d_v = p.d_v();
   const int m = p.m(), off = (keys > 0 ? keys : m) - n;
-  const bool causal = p.mask == MaskKind::Causal;
-  const float* custom = p.mask == MaskKind::Custom ? p.custom_mask().data() : nullptr;
+  const Rules rules(p, off);
   const float c = bf16_scale_log2(p);
   const Eigen::Index kv = static_cast<Eigen::Index>(g) * m;
   const bool direct = direct_products(p);
-  const MatrixF qg = bf16_round(MatrixF(ConstRows(p.q().data() + static_cast<Eigen::Index>(g) * rows * d_k, rows, d_k)));
+  const std::shared_ptr<const RotatedQK> rot = rotated_qk(p);  // Q as multiplied
+  const MatrixF qg = bf16_round(
+      MatrixF(ConstRows(kernel_q(p, rot.get()).data() + static_cast<Eigen::Index>(g) * rows * d_k, rows, d_k)));
   const std::uint16_t* k_all = kvb.k.data() + kv * d_k;
   const std::uint16_t* v_all = kvb.v.data() + kv * d_v;
 #if defined(__AVX512BF16__)
@@ -613,7 +641,8 @@ void split_partial_bf16(const Problem& p, const Bf16KV& kvb, int g, int k0, int 
     }
     for (int r = 0; r < rows; ++r) {
       float* row = scratch.data() + r * ld;
-      const float mx = mask_row(row, r % n, b0, cols, padded, causal ? off : -1, custom, m);
+      const float mx = mask_row(row, rules.mask, rules.score, rules.score_scale, g * group + r / n, r % n, b0, cols,
+                                padded);
       corr[r] = step_bf16(row, padded, c, mx, out.m[r], out.l[r]);
     }
     if (direct) {
@@ -667,7 +696,7 @@ void cpu::decode::decode_keys(const Problem& p, int keys, const SplitPlan& plan,
   });
 
   // The combine: every query row merges its splits' states in split order, then O = acc / l.
-  const float scale = fused_scale(p);
+  const float scale = online_scale(p);
   output.resize(static_cast<Eigen::Index>(p.heads) * n, d_v);
   for (int g = 0; g < G; ++g) {
     for (int r = 0; r < group * n; ++r) {

@@ -14,10 +14,16 @@
 // per-lane multiply folded into the load of acc. Both products are the same register-tiled
 // micro-kernel (tile_madd) written with Eigen's packet functions, so it is AVX-512 under
 // -march=native and AVX2 under x86-64-v3 from one source.
-// Causal (the n queries are the last n of the m positions): key blocks after the block's last
-// query are never visited; in the diagonal block each tile of queries stops at its own last
-// query, and the few scores above the diagonal inside a tile are set to -inf. Work items are handed out through an atomic counter, largest
-// (last causal blocks) first, so causal's uneven rows still spread over the threads.
+// Masks (core/modifications.h): a block mask computed once per run (block_mask: tiles of
+// kTileCols queries by key blocks of kKeyBlock) says which tiles are Empty (never visited: after
+// a causal diagonal, outside a window, other documents' keys), Full (no element mask) or Partial;
+// each tile visits only the keys some query of it may see (a causal diagonal stops at the tile's
+// last query, a window starts at its first query's window), and a Partial tile sets the pairs
+// its rule blocks to -inf (mask_tile). Score mods (ALiBi, a bias, soft-capping) turn a tile's raw
+// scores into modified scaled scores before the online softmax (modify_tile); m is then kept in
+// those units and the exp takes 1 / T (online_scale). RoPE: the kernel multiplies the problem's
+// rotated Q and K (rotated_qk, made once per problem). Work items are handed out through an
+// atomic counter, largest (last causal blocks) first, so causal's uneven rows still spread.
 // Accuracy: the max is taken on raw scores and the subtraction happens before the scaling, so the
 // exp argument for the keys that matter is small and exact to a few ulp; exp_nonpositive is the
 // Cephes polynomial Eigen uses (about 1 ulp); the error against fp64 is that of the fp32 dot
@@ -28,6 +34,7 @@
 #include "cpu/chains.h"
 #include "core/parallel.h"
 #include "cpu/online_softmax.h"
+#include "core/modify.h"
 
 #include <algorithm>
 #include <array>
@@ -67,59 +74,69 @@ struct Scratch {
 
 struct FusedJob {
   const Problem& p;
-  const MatrixF* mask;  // (n, m) custom mask or nullptr
-  float scale;          // fused_scale(p): 1 / (sqrt(d_k) T), or scale / T
+  const MatrixF& q;     // Q and K as multiplied: p's, or rotated by RoPE
+  const MatrixF& k;
+  const MaskRule& rule;     // the mask kind and the mask mods
+  const BlockMask& blocks;  // (query tiles of kTileCols, key blocks of kKeyBlock)
+  const ScoreRule& score;   // the score mods (score.any() false without them)
+  // Without score mods: fused_scale(p) = 1 / (sqrt(d_k) T) (or scale / T), applied inside the exp
+  // to raw scores. With them: the scores are scaled (score_scale) and modified first, and the exp
+  // takes 1 / T.
+  float scale;
+  float score_scale;
   MatrixF& out;         // (heads*n, d_v)
 };
 
 // One (head, query block): rows [q0, q0 + rows) of head h. Output rows written once at the end.
+// Each tile of kTileCols queries visits the key blocks the block mask does not rule out, and of
+// those only the keys some query of the tile may see (a causal diagonal stops at the tile's last
+// query, a window starts at its first query's window); a Partial tile gets the element mask.
 void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
   const Problem& p = job.p;
-  const int n = p.n(), m = p.m(), d_k = p.d_k(), d_v = p.d_v();
-  const bool causal = p.mask == MaskKind::Causal;
-  const Index qrow = static_cast<Index>(h) * n + q0;
+  const int m = p.m(), d_k = p.d_k(), d_v = p.d_v();
+  const Index qrow = static_cast<Index>(h) * p.n() + q0;
   const Index krow = p.kv_row(h);
-  // Causal: query q0 + i is at position qpos + i of the keys (the queries are the last n).
-  const int qpos = q0 + (causal ? p.causal_offset() : 0);
   constexpr Index ld = kQueryBlock;
 
   w.qt.setZero();
-  w.qt.leftCols(rows) = p.q().middleRows(qrow, rows).transpose();
+  w.qt.leftCols(rows) = job.q.middleRows(qrow, rows).transpose();
   w.m.setConstant(kNegInf);
   w.l.setZero();
   w.acct.setZero();  // alpha of the first step is 0; 0 * 0 keeps it 0 (garbage could be NaN)
   const SoftmaxState state{w.m.data(), w.l.data(), w.alpha.data()};
 
-  // Causal: keys after the block's last query are masked for every row of the block.
-  const int key_end = causal ? std::min(m, qpos + rows) : m;
+  // The keys [lo, hi) some query of each tile may see.
+  std::array<int, kQueryBlock / kTileCols> tile_lo{}, tile_hi{};
+  int key_end = 0;
+  for (int i0 = 0; i0 < rows; i0 += kTileCols) {
+    int lo = m, hi = 0;
+    for (int i = q0 + i0; i < std::min(q0 + rows, q0 + i0 + kTileCols); ++i) {
+      int a, b;
+      job.rule.interval(i, a, b);
+      if (a < b) lo = std::min(lo, a), hi = std::max(hi, b);
+    }
+    tile_lo[i0 / kTileCols] = lo;
+    tile_hi[i0 / kTileCols] = hi;
+    key_end = std::max(key_end, hi);
+  }
   for (int k0 = 0; k0 < key_end; k0 += kKeyBlock) {
-    const int cols = std::min(kKeyBlock, key_end - k0);
-    const float* kb = p.k().data() + (krow + k0) * d_k;  // K_blk (cols, d_k), row-major
+    const int cols = std::min(kKeyBlock, m - k0);
+    const float* kb = job.k.data() + (krow + k0) * d_k;  // K_blk (cols, d_k), row-major
     const float* vb = p.v().data() + (krow + k0) * d_v;  // V_blk (cols, d_v), row-major
     for (int i0 = 0; i0 < kQueryBlock; i0 += kTileCols) {
       if (i0 >= rows) break;  // tiles of padding only
-      // Keys this tile of queries can see: causal stops at the tile's last query.
-      const int keys = causal ? std::clamp(qpos + i0 + kTileCols - k0, 0, cols) : cols;
-      if (keys == 0) continue;  // all masked: the tile's state and acc stay as they are
+      const BlockKind kind = job.blocks.at((q0 + i0) / kTileCols, k0 / kKeyBlock);
+      if (kind == BlockKind::Empty) continue;  // every pair masked: the tile's state stays
+      const int j0 = std::clamp(tile_lo[i0 / kTileCols] - k0, 0, cols);
+      const int j1 = std::clamp(tile_hi[i0 / kTileCols] - k0, j0, cols);
+      if (j1 == j0) continue;
+      const int keys = j1 - j0, lanes = std::min(kTileCols, rows - i0);
       float* st = w.st.data() + i0;
-      rows_madd(keys, kb, d_k, 1, w.qt.data() + i0, ld, d_k, st, ld, nullptr);
-      if (causal && k0 + keys - 1 > qpos + i0) {
-        // Scores above the diagonal inside the tile: query q0 + i0 + i sees keys k0 + j <= its
-        // position qpos + i0 + i.
-        for (int j = std::max(0, qpos + i0 + 1 - k0); j < keys; ++j) {
-          const int first_visible = k0 + j - qpos - i0;  // queries i < this are before key j
-          std::fill(st + j * ld, st + j * ld + std::min(first_visible, kTileCols), kNegInf);
-        }
-      }
-      if (job.mask != nullptr) {
-        for (int i = 0; i < std::min(kTileCols, rows - i0); ++i) {
-          const float* mrow = job.mask->data() + static_cast<Index>(q0 + i0 + i) * m + k0;
-          for (int j = 0; j < keys; ++j)
-            if (mrow[j] != 0.f) st[j * ld + i] = kNegInf;
-        }
-      }
+      rows_madd(keys, kb + static_cast<Index>(j0) * d_k, d_k, 1, w.qt.data() + i0, ld, d_k, st, ld, nullptr);
+      if (job.score.any()) modify_tile(job.score, job.score_scale, st, ld, h, q0 + i0, lanes, k0 + j0, keys);
+      if (kind == BlockKind::Partial) mask_tile(job.rule, st, ld, q0 + i0, lanes, k0 + j0, keys);
       const SoftmaxState tile{state.m + i0, state.l + i0, state.alpha + i0};
-      update_tile(st, ld, keys, vb, d_v, w.acct.data() + i0, job.scale, tile);
+      update_tile(st, ld, keys, vb + static_cast<Index>(j0) * d_v, d_v, w.acct.data() + i0, job.scale, tile);
     }
   }
   // A score that overflowed fp32 turns its query into inf/NaN here (a finite unmasked score
@@ -142,8 +159,14 @@ void cpu::fused_into(const Problem& p, Trace& t) {
   const int n = p.n(), m = p.m(), heads = p.heads, d_k = p.d_k(), d_v = p.d_v();
   cpu::begin_trace(t, p, Variant::Fused, Precision::FP32, /*keep=*/false, /*output=*/true);
 
-  const float scale = fused_scale(p);
-  const FusedJob job{p, p.mask == MaskKind::Custom ? &p.custom_mask() : nullptr, scale, t.output};
+  const std::shared_ptr<const RotatedQK> rot = rotated_qk(p);
+  const MaskRule rule = mask_rule(p);
+  const BlockMask blocks = block_mask(p, kTileCols, kKeyBlock);
+  std::vector<float> slopes;
+  const ScoreRule score = score_rule<float>(p, slopes);
+  const float scale = online_scale(p);
+  const FusedJob job{p,     kernel_q(p, rot.get()), kernel_k(p, rot.get()), rule, blocks, score, scale,
+                     static_cast<float>(p.scale_value()), t.output};
 
   const int blocks_per_head = (n + kQueryBlock - 1) / kQueryBlock;
   const std::size_t items = static_cast<std::size_t>(heads) * blocks_per_head;

@@ -8,8 +8,10 @@
 // these inline functions have one definition in the program.
 #pragma once
 
+#include "core/modifications.h"
 #include "core/types.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -177,6 +179,96 @@ inline void update_tile(float* st, Index ld, int keys, const float* v_blk, int d
                  float scale, const SoftmaxState& s) {
   online_softmax_step(st, ld, keys, scale, s);
   rows_madd(d_v, v_blk, 1, d_v, st, ld, keys, acct, ld, s.alpha);  // a(r, j) = V_blk(j, r)
+}
+
+// The score mods (core/modifications.h) on a tile's raw scores st (keys [k0, k0 + keys) by
+// kTileCols query lanes from query i0 of head h, `lanes` of them real): st = mod(st * score_scale), one packet of queries at a time for ALiBi and the cap,
+// one element at a time for the bias (its rows are queries: a gather across the lanes).
+inline void modify_tile(const ScoreRule& r, float score_scale, float* st, Index ld, int h, int i0, int lanes, int k0,
+                        int keys) {
+  const Packet vscale = ei::pset1<Packet>(score_scale);
+  for (int j = 0; j < keys; ++j)
+    for (int v = 0; v < kTileVecs; ++v) {
+      float* at = st + j * ld + v * kLanes;
+      ei::pstoreu(at, ei::pmul(ei::ploadu<Packet>(at), vscale));
+    }
+  if (r.slopes != nullptr) {
+    // -slope |pos_i - j| with the query positions in the lanes.
+    alignas(64) float pos[kTileCols];
+    for (int l = 0; l < kTileCols; ++l) pos[l] = static_cast<float>(i0 + l + r.offset);
+    const Packet slope = ei::pset1<Packet>(r.slopes[h]);
+    for (int j = 0; j < keys; ++j) {
+      const Packet key = ei::pset1<Packet>(static_cast<float>(k0 + j));
+      for (int v = 0; v < kTileVecs; ++v) {
+        float* at = st + j * ld + v * kLanes;
+        const Packet dist = ei::pabs(ei::psub(ei::pload<Packet>(pos + v * kLanes), key));
+        ei::pstoreu(at, ei::psub(ei::ploadu<Packet>(at), ei::pmul(slope, dist)));
+      }
+    }
+  }
+  if (r.bias != nullptr) {
+    const float* b = r.bias + (static_cast<std::size_t>(r.bias_per_head ? h : 0) * r.n + i0) * r.m + k0;
+    for (int l = 0; l < lanes; ++l)
+      for (int j = 0; j < keys; ++j) st[j * ld + l] += b[static_cast<std::size_t>(l) * r.m + j];
+  }
+  if (r.softcap > 0) {
+    // s / C as s times 1 / C (a division per packet would cost more than the exp that follows).
+    const Packet cap = ei::pset1<Packet>(r.softcap), inv = ei::pset1<Packet>(1.f / r.softcap);
+    for (int j = 0; j < keys; ++j)
+      for (int v = 0; v < kTileVecs; ++v) {
+        float* at = st + j * ld + v * kLanes;
+        ei::pstoreu(at, ei::pmul(ei::ptanh(ei::pmul(ei::ploadu<Packet>(at), inv)), cap));
+      }
+  }
+}
+
+// The same score mods on one query row's raw scores s of keys [k0, k0 + keys) (query i of head h;
+// keys contiguous: the bf16 kernels' and the decode kernel's layout), a packet of keys at a time.
+inline void modify_row(const ScoreRule& r, float score_scale, float* s, int h, int i, int k0, int keys) {
+  const Packet vscale = ei::pset1<Packet>(score_scale);
+  const int whole = keys - keys % kLanes;
+  const float* b = r.bias == nullptr
+                       ? nullptr
+                       : r.bias + (static_cast<std::size_t>(r.bias_per_head ? h : 0) * r.n + i) * r.m + k0;
+  const Packet slope = ei::pset1<Packet>(r.slopes != nullptr ? r.slopes[h] : 0.f);
+  const Packet pos = ei::pset1<Packet>(static_cast<float>(i + r.offset - k0));
+  const Packet cap = ei::pset1<Packet>(r.softcap), inv = ei::pset1<Packet>(r.softcap > 0 ? 1.f / r.softcap : 0.f);
+  alignas(64) float lane[kLanes];
+  for (int l = 0; l < kLanes; ++l) lane[l] = static_cast<float>(l);
+  const Packet lanes = ei::pload<Packet>(lane);
+  for (int j = 0; j < whole; j += kLanes) {
+    Packet x = ei::pmul(ei::ploadu<Packet>(s + j), vscale);
+    if (r.slopes != nullptr) {
+      const Packet key = ei::padd(lanes, ei::pset1<Packet>(static_cast<float>(j)));
+      x = ei::psub(x, ei::pmul(slope, ei::pabs(ei::psub(pos, key))));
+    }
+    if (b != nullptr) x = ei::padd(x, ei::ploadu<Packet>(b + j));
+    if (r.softcap > 0) x = ei::pmul(ei::ptanh(ei::pmul(x, inv)), cap);
+    ei::pstoreu(s + j, x);
+  }
+  for (int j = whole; j < keys; ++j) {  // the rest one at a time, with the same operations
+    float x = s[j] * score_scale;
+    if (r.slopes != nullptr) x -= r.slopes[h] * std::abs(static_cast<float>(i + r.offset - k0) - static_cast<float>(j));
+    if (b != nullptr) x += b[j];
+    if (r.softcap > 0) x = ei::pfirst(ei::pmul(ei::ptanh(ei::pset1<Packet>(x * (1.f / r.softcap))), cap));
+    s[j] = x;
+  }
+}
+
+// A partial tile's element mask: query lane l (query i0 + l) keeps the keys of [k0, k0 + keys) its
+// rule lets through; the others become -inf.
+inline void mask_tile(const MaskRule& rule, float* st, Index ld, int i0, int lanes, int k0, int keys) {
+  for (int l = 0; l < lanes; ++l) {
+    int lo, hi;
+    rule.interval(i0 + l, lo, hi);
+    lo = std::clamp(lo - k0, 0, keys);
+    hi = std::clamp(hi - k0, lo, keys);
+    for (int j = 0; j < lo; ++j) st[j * ld + l] = kNegInf;
+    for (int j = hi; j < keys; ++j) st[j * ld + l] = kNegInf;
+    if (rule.elementwise())
+      for (int j = lo; j < hi; ++j)
+        if (!rule.visible(i0 + l, k0 + j)) st[j * ld + l] = kNegInf;
+  }
 }
 
 // Merging the online-softmax states of two key ranges A and B of one query (split-KV's combine,

@@ -180,9 +180,14 @@ struct Chain {
   const Problem& p;
   int n, m, d_v;
   float scale_div, temperature;  // scaled = scores / scale_div (sqrt(d_k) by default)
-  bool causal;
-  int causal_offset;    // causal: query i sees keys j <= i + causal_offset
-  const float* custom;  // (n, m) custom mask, or null
+  const MatrixF* q;              // Q and K as multiplied: p's, or rotated by RoPE
+  const MatrixF* k;
+  std::shared_ptr<const RotatedQK> rotated;
+  MaskRule rule;                 // the mask kind and the mask mods
+  bool mask_mods;                // beyond none / causal / custom
+  ScoreRule score;               // the score mods (score.any() false without them)
+  std::vector<float> slopes;     // what score.slopes points at
+  bool biased, capped;           // the score mods' stages exist
   // Arguments of exp below this give weights too small to be normal floats once divided by the
   // row sum (at most m): they are set to 0 instead (subnormals slow every later operation).
   float exp_cutoff;
@@ -190,10 +195,26 @@ struct Chain {
   // clamped at the cutoff.
   float zero_below;
 
-  bool masked(int i, int j) const {
-    if (causal) return j > i + causal_offset;
-    return custom != nullptr && custom[static_cast<std::size_t>(i) * m + j] != 0.f;
+  explicit Chain(const Problem& prob) : p(prob) {
+    n = p.n();
+    m = p.m();
+    d_v = p.d_v();
+    scale_div = scale_divisor<float>(p);
+    temperature = static_cast<float>(p.temperature);
+    rotated = rotated_qk(p);
+    q = &kernel_q(p, rotated.get());
+    k = &kernel_k(p, rotated.get());
+    rule = mask_rule(p);
+    mask_mods = has_mask_mods(p);
+    score = score_rule<float>(p, slopes);
+    biased = score.slopes != nullptr || score.bias != nullptr;
+    capped = score.softcap > 0;
+    exp_cutoff = std::log(std::numeric_limits<float>::min()) + std::log(static_cast<float>(m));
+    zero_below = static_cast<float>(1.5 * std::exp(static_cast<double>(exp_cutoff)));
   }
+  Chain(const Chain&) = delete;
+
+  bool masked(int i, int j) const { return !rule.visible(i, j); }
 };
 
 // Consumers of a block's stages between the steps (pooling, exact rows). Rows [i0, i0 + rows) of
@@ -202,6 +223,9 @@ struct BlockSink {
   virtual ~BlockSink() = default;
   virtual void scores(int head, int i0, int rows, const float* a, Eigen::Index ld) = 0;
   virtual void scaled(int head, int i0, int rows, const float* a, Eigen::Index ld) = 0;
+  // The score mods' stages (only when the problem has them).
+  virtual void biased(int head, int i0, int rows, const float* a, Eigen::Index ld) = 0;
+  virtual void capped(int head, int i0, int rows, const float* a, Eigen::Index ld) = 0;
   virtual void logits(int head, int i0, int rows, const float* a, Eigen::Index ld) = 0;
   virtual void weights(int head, int i0, int rows, const float* a, Eigen::Index ld) = 0;
 };
@@ -210,22 +234,23 @@ struct StageClock {
   double ms[4] = {0, 0, 0, 0};  // qk (with the scaling), scale_mask, softmax, pv
 };
 
-// The four stages of rows [i0, i0 + rows) of `head`. S, C, L, W: the block's scores, scaled,
-// logits and weights, (rows, m) each with stride ld; they may be one buffer (computed in place).
+// The four stages of rows [i0, i0 + rows) of `head`. S, C, B, P, L, W: the block's scores,
+// scaled, biased, capped, logits and weights, (rows, m) each with stride ld; they may be one
+// buffer (computed in place; B and P are used only when the problem has those score mods).
 // mask_out: the block's rows of the kept mask, or null. out: output rows, or null to skip P·V.
-void chain_block(const Chain& c, int head, int i0, int rows, float* S, float* C, float* L, float* W,
-                 Eigen::Index ld, float* mask_out, MatrixF* out, BlockSink* sink, StageClock& clock) {
+void chain_block(const Chain& c, int head, int i0, int rows, float* S, float* C, float* B, float* P, float* L,
+                 float* W, Eigen::Index ld, float* mask_out, MatrixF* out, BlockSink* sink, StageClock& clock) {
   const Problem& p = c.p;
   const int m = c.m;
   const Eigen::Index qrow = static_cast<Eigen::Index>(head) * c.n + i0;
   const Eigen::Index krow = p.kv_row(head);
   const auto masked = [&c](int r, int j) { return c.masked(r, j); };
-  const int visible_after = c.causal_offset + 1;  // causal: row i's keys from i + this are masked
 
-  // qk: S = Q_blk Kᵀ (Eigen's GEMM), then the scaling while the rows are in the cache.
+  // qk: S = Q_blk Kᵀ (Eigen's GEMM; Q and K rotated by RoPE where p has it), then the scaling
+  // while the rows are in the cache.
   auto t = Clock::now();
   RowsMap s(S, rows, m, Eigen::OuterStride<>(ld));
-  s.noalias() = p.q().middleRows(qrow, rows) * p.k().middleRows(krow, m).transpose();
+  s.noalias() = c.q->middleRows(qrow, rows) * c.k->middleRows(krow, m).transpose();
   for (int r = 0; r < rows; ++r) {
     auto row = s.row(r).array();
     if (!std::isfinite(row.sum())) locate_overflow(s.row(r), qrow + r, c.n, masked, Msg::OverflowScores);
@@ -236,31 +261,60 @@ void chain_block(const Chain& c, int head, int i0, int rows, float* S, float* C,
   if (sink) sink->scaled(head, i0, rows, C, ld);
   clock.ms[0] += ms_since(t);
 
-  // scale_mask: logits = (scaled + mask) / T; the none and causal masks from (row, col).
+  // scale_mask: the score mods (ALiBi's and the bias's terms added, then the cap), then
+  // logits = (scores + mask) / T with the mask's rule.
   t = Clock::now();
+  const float* last = C;
+  if (c.biased) {
+    for (int r = 0; r < rows; ++r) {
+      const float* in = C + r * ld;
+      float* o = B + r * ld;
+      for (int j = 0; j < m; ++j) o[j] = in[j] + c.score.added(head, i0 + r, j);
+    }
+    last = B;
+    if (sink) sink->biased(head, i0, rows, B, ld);
+  }
+  if (c.capped) {
+    RowsMap src(const_cast<float*>(last), rows, m, Eigen::OuterStride<>(ld));
+    RowsMap dst(P, rows, m, Eigen::OuterStride<>(ld));
+    dst.array() = (src.array() / c.score.softcap).tanh() * c.score.softcap;
+    last = P;
+    if (sink) sink->capped(head, i0, rows, P, ld);
+  }
+  const RowsMap in_all(const_cast<float*>(last), rows, m, Eigen::OuterStride<>(ld));
   RowsMap lg(L, rows, m, Eigen::OuterStride<>(ld));
   for (int r = 0; r < rows; ++r) {
     const int i = i0 + r;
-    auto in = sc.row(r).array();
+    auto in = in_all.row(r).array();
     auto o = lg.row(r).array();
-    // Unmasked logits are finite exactly when max |scaled| / T is (the scores were checked).
+    int lo, hi;
+    c.rule.interval(i, lo, hi);
+    // Unmasked logits are finite exactly when max |scores| / T is (the scores were checked).
     const bool overflow = !std::isfinite(in.abs().maxCoeff() / c.temperature);
-    if (c.custom) {
-      const Eigen::Map<const RowArrayF> mrow(c.custom + static_cast<std::size_t>(i) * m, m);
+    if (c.rule.custom && !c.mask_mods) {
+      const Eigen::Map<const RowArrayF> mrow(c.rule.custom + static_cast<std::size_t>(i) * m, m);
       o = (in + mrow) / c.temperature;
     } else {
       o = in / c.temperature;
-      if (c.causal && i + visible_after < m) o.tail(m - i - visible_after).setConstant(kNegInf);
+      if (lo > 0) o.head(lo).setConstant(kNegInf);
+      if (hi < m) o.tail(m - hi).setConstant(kNegInf);
+      if (c.rule.elementwise())
+        for (int j = lo; j < hi; ++j)
+          if (!c.rule.visible(i, j)) o[j] = kNegInf;
     }
     if (overflow)
       locate_overflow(lg.row(r), qrow + r, c.n, masked, Msg::OverflowLogits);
     if (mask_out) {
       Eigen::Map<ArrayF> mo(mask_out + static_cast<std::size_t>(r) * m, m);
-      if (c.custom) {
-        mo = Eigen::Map<const ArrayF>(c.custom + static_cast<std::size_t>(i) * m, m);
+      if (c.rule.custom && !c.mask_mods) {
+        mo = Eigen::Map<const ArrayF>(c.rule.custom + static_cast<std::size_t>(i) * m, m);
       } else {
         mo.setZero();
-        if (c.causal && i + visible_after < m) mo.tail(m - i - visible_after).setConstant(kNegInf);
+        if (lo > 0) mo.head(lo).setConstant(kNegInf);
+        if (hi < m) mo.tail(m - hi).setConstant(kNegInf);
+        if (c.rule.elementwise())
+          for (int j = lo; j < hi; ++j)
+            if (!c.rule.visible(i, j)) mo[j] = kNegInf;
       }
     }
   }
@@ -329,15 +383,17 @@ struct RangeAcc {
 };
 
 // One row's contribution; `use_mask` false for the scores (the mask enters at step 2). Without a
-// custom mask the unmasked cells of row i are a prefix (all keys, or keys 0..i when causal) whose
-// values are finite (an overflow was refused before), so each pixel's span reduces with vectorised
-// max, min and sum; a custom mask is tested cell by cell.
+// custom mask or documents the unmasked cells of row i are one interval (all keys, keys up to its
+// position when causal, a window around it) whose values are finite (an overflow was refused
+// before), so each pixel's span reduces with vectorised max, min and sum; a custom mask or
+// documents are tested cell by cell.
 void pool_row(const Chain& c, const PoolAxis& cols, int i, const float* row, bool use_mask, PoolAcc& a,
               RangeAcc& range) {
-  if (!use_mask || c.custom == nullptr) {
-    const int limit = use_mask && c.causal ? std::min(i + 1, c.m) : c.m;
+  if (!use_mask || !c.rule.elementwise()) {
+    int first = 0, limit = c.m;
+    if (use_mask) c.rule.interval(i, first, limit);
     for (int px = 0; px < cols.size(); ++px) {
-      const int b = cols.begin[px], e = std::min(cols.end[px], limit);
+      const int b = std::max(cols.begin[px], first), e = std::min(cols.end[px], limit);
       if (e <= b) continue;
       const Eigen::Map<const ArrayF> seg(row + b, e - b);
       const float hi = seg.maxCoeff();
@@ -419,6 +475,12 @@ struct StreamSink final : BlockSink {
   void scaled(int head, int i0, int rows, const float* a, Eigen::Index ld) override {
     copy_rows(head, i0, rows, a, ld, [](RowStages& r) -> std::vector<float>& { return r.scaled; });
   }
+  void biased(int head, int i0, int rows, const float* a, Eigen::Index ld) override {
+    copy_rows(head, i0, rows, a, ld, [](RowStages& r) -> std::vector<float>& { return r.biased; });
+  }
+  void capped(int head, int i0, int rows, const float* a, Eigen::Index ld) override {
+    copy_rows(head, i0, rows, a, ld, [](RowStages& r) -> std::vector<float>& { return r.capped; });
+  }
   void logits(int head, int i0, int rows, const float* a, Eigen::Index ld) override {
     pool(1, head, i0, rows, a, ld);
     copy_rows(head, i0, rows, a, ld, [](RowStages& r) -> std::vector<float>& { return r.logits; });
@@ -495,18 +557,7 @@ void cpu::staged_into(const Problem& p, const RunOptions& opt, Trace& t) {
   const auto t0 = Clock::now();
   const int n = p.n(), m = p.m(), heads = p.heads, d_v = p.d_v();
   const bool keep = opt.keep_stages && !opt.pool;
-  Chain c{p,
-                n,
-                m,
-                d_v,
-                scale_divisor<float>(p),
-                static_cast<float>(p.temperature),
-                p.mask == MaskKind::Causal,
-                p.causal_offset(),
-                p.mask == MaskKind::Custom ? p.custom_mask().data() : nullptr,
-                std::log(std::numeric_limits<float>::min()) + std::log(static_cast<float>(m)),
-                0.f};
-  c.zero_below = static_cast<float>(1.5 * std::exp(static_cast<double>(c.exp_cutoff)));
+  const Chain c(p);
 
   cpu::begin_trace(t, p, Variant::Staged, Precision::FP32, keep, opt.output, opt.rows);
   if (opt.pool) {
@@ -542,6 +593,7 @@ void cpu::staged_into(const Problem& p, const RunOptions& opt, Trace& t) {
       const std::size_t off = (static_cast<std::size_t>(it.head) * n + it.begin) * m;
       float* mask_rows = it.head == 0 ? t.mask.data() + static_cast<std::size_t>(it.begin) * m : nullptr;
       chain_block(c, it.head, it.begin, it.end - it.begin, t.scores.data() + off, t.scaled.data() + off,
+                  c.biased ? t.biased.data() + off : nullptr, c.capped ? t.capped.data() + off : nullptr,
                   t.logits.data() + off, t.weights.data() + off, m, mask_rows, out, nullptr, clocks[id]);
     } else {
       if (!sinks[id]) sinks[id] = std::make_unique<StreamSink>(c, opt, t.rows);
@@ -554,8 +606,8 @@ void cpu::staged_into(const Problem& p, const RunOptions& opt, Trace& t) {
         check_cancel(opt);
         const int rows = std::min(block, it.end - i);
         // Only the rows the output or an exact row needs go through P·V.
-        chain_block(c, it.head, i, rows, buf.data(), buf.data(), buf.data(), buf.data(), m, nullptr, out, &sink,
-                    clocks[id]);
+        chain_block(c, it.head, i, rows, buf.data(), buf.data(), buf.data(), buf.data(), buf.data(), buf.data(), m,
+                    nullptr, out, &sink, clocks[id]);
       }
       if (sink.pooling) {
         write_pooled(sink.acc[0], opt.pool->mode, t.pooled.scores, it.py0, it.py1);
@@ -585,6 +637,8 @@ void cpu::staged_into(const Problem& p, const RunOptions& opt, Trace& t) {
       };
       copy(t.scores, rs.scores);
       copy(t.scaled, rs.scaled);
+      if (c.biased) copy(t.biased, rs.biased);
+      if (c.capped) copy(t.capped, rs.capped);
       copy(t.logits, rs.logits);
       copy(t.weights, rs.weights);
     }
@@ -630,6 +684,18 @@ void cpu::begin_trace(Trace& t, const Problem& p, Variant variant, Precision pre
   } else {
     t.scores = t.scaled = t.mask = t.logits = t.weights = MatrixF();
   }
+  // The score mods' stages and RoPE's rotated Q and K, with the stages.
+  const unsigned mods = problem_stages(p);
+  if (keep && (mods & kStageBiased)) t.biased.resize(rows_total, m);
+  else t.biased = MatrixF();
+  if (keep && (mods & kStageCapped)) t.capped.resize(rows_total, m);
+  else t.capped = MatrixF();
+  if (const auto rot = keep ? rotated_qk(p) : nullptr) {
+    t.q_rot = rot->q;
+    t.k_rot = rot->k;
+  } else {
+    t.q_rot = t.k_rot = MatrixF();
+  }
   if (output) {
     t.output.resize(rows_total, p.d_v());
   } else {
@@ -661,21 +727,35 @@ std::vector<double> reference_fp64_row(const Problem& p, int head, int query, in
   if (head < 0 || head >= p.heads || query < 0 || query >= n)
     throw InputError("head " + std::to_string(head) + " query " + std::to_string(query) + " is outside the problem");
   constexpr Eigen::Index kBlock = 256;
-  const Eigen::RowVectorXd q = p.q().row(static_cast<Eigen::Index>(head) * n + query).cast<double>();
+  // The queries are the last n of the first m keys: the rules' offset, RoPE's positions.
+  const int offset = m - n;
+  const double theta = p.mods.rope_theta;
+  Eigen::RowVectorXd q = p.q().row(static_cast<Eigen::Index>(head) * n + query).cast<double>();
+  if (theta > 0) q = rope_rotate(MatrixD(q), query + offset, theta).row(0);
   const Eigen::Index kv = p.kv_row(head);
   const double divisor = scale_divisor<double>(p), temperature = p.temperature;
-  const int visible = p.mask == MaskKind::Causal ? std::min(m, query + (m - n) + 1) : m;
+  MaskRule rule = mask_rule(p);
+  rule.offset = offset;
+  std::vector<double> slopes;
+  ScoreRuleT<double> score = score_rule<double>(p, slopes);
+  score.offset = offset;
+  int lo, hi;
+  rule.interval(query, lo, hi);
+  hi = std::min(hi, m);
   std::vector<double> x(m, -std::numeric_limits<double>::infinity());
-  // Scores as the chain takes them: q . k in double, / divisor, + mask, / T.
-  for (Eigen::Index j0 = 0; j0 < visible; j0 += kBlock) {
-    const Eigen::Index cols = std::min<Eigen::Index>(kBlock, visible - j0);
-    const MatrixD kb = p.k().middleRows(kv + j0, cols).cast<double>();
+  // Scores as the chain takes them: q . k in double (RoPE in double), / divisor, the score mods,
+  // the mask, / T.
+  for (Eigen::Index j0 = lo; j0 < hi; j0 += kBlock) {
+    const Eigen::Index cols = std::min<Eigen::Index>(kBlock, hi - j0);
+    MatrixD kb = p.k().middleRows(kv + j0, cols).cast<double>();
+    if (theta > 0) kb = rope_rotate(kb, static_cast<int>(j0), theta);
     const Eigen::VectorXd s = kb * q.transpose();
-    for (Eigen::Index j = 0; j < cols; ++j) x[j0 + j] = s(j) / divisor / temperature;
+    for (Eigen::Index j = 0; j < cols; ++j) {
+      const int key = static_cast<int>(j0 + j);
+      if (rule.elementwise() && !rule.visible(query, key)) continue;
+      x[key] = score.apply(s(j) / divisor, head, query, key) / temperature;
+    }
   }
-  if (p.mask == MaskKind::Custom)
-    for (int j = 0; j < m; ++j)
-      if (p.custom_mask()(query, j) != 0.f) x[j] = -std::numeric_limits<double>::infinity();
   double mx = -std::numeric_limits<double>::infinity(), big = 0;
   for (double v : x)
     if (v != -std::numeric_limits<double>::infinity()) {

@@ -8,6 +8,7 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/decode.h"
 #include "cpu/online_softmax.h"
+#include "core/modify.h"
 
 #include <algorithm>
 #include <cmath>
@@ -49,9 +50,13 @@ Walk walk_row(const Problem& p, int head, int query, int tile) {
   if (tile < 1) throw InputError("tile must be a whole number of keys >= 1, got " + std::to_string(tile));
   check_row_args(p, head, query);
   const int n = p.n(), m = p.m(), d_k = p.d_k(), d_v = p.d_v();
-  const bool causal = p.mask == MaskKind::Causal;
-  // The kernel's scale, computed as cpu_fused computes it.
-  const float scale = fused_scale(p);
+  // The kernel's rules and scale, made as cpu_fused makes them (cpu/fused.cpp).
+  const std::shared_ptr<const RotatedQK> rot = rotated_qk(p);
+  const MaskRule rule = mask_rule(p);
+  std::vector<float> slopes;
+  const ScoreRule score = score_rule<float>(p, slopes);
+  const float score_scale = static_cast<float>(p.scale_value());
+  const float scale = online_scale(p);
 
   Walk w;
   w.query = query;
@@ -64,6 +69,9 @@ Walk walk_row(const Problem& p, int head, int query, int tile) {
   w.explicit_scale = p.scale;
   w.mask = p.mask;
   w.scale = scale;
+  w.modifications = modifications_text(p, Lang::En);
+  w.modifications_zh = modifications_text(p, Lang::Zh);
+  w.score_mods = score.any();
   w.query_token = token_label(p.query_tokens(), query);
   w.key_tokens.reserve(m);
   for (int j = 0; j < m; ++j) w.key_tokens.push_back(token_label(p.key_tokens(), j));
@@ -79,11 +87,10 @@ Walk walk_row(const Problem& p, int head, int query, int tile) {
   const SoftmaxState state{ms.data(), ls.data(), alphas.data()};
   const Index qrow = static_cast<Index>(head) * n + query;
   const Index krow = p.kv_row(head);
-  // Causal: the query's position among the keys (the queries are the last n of the m).
-  const int qpos = query + p.causal_offset();
-  for (int k = 0; k < d_k; ++k) qt[static_cast<std::size_t>(k) * ld] = p.q()(qrow, k);
-  const float* mask_row =
-      p.mask == MaskKind::Custom ? p.custom_mask().data() + static_cast<Index>(query) * m : nullptr;
+  for (int k = 0; k < d_k; ++k) qt[static_cast<std::size_t>(k) * ld] = kernel_q(p, rot.get())(qrow, k);
+  // The keys the row may see by the causal, window and prefix rules.
+  int lo, hi;
+  rule.interval(query, lo, hi);
 
   auto logit = [&](float raw) { return std::isinf(raw) ? -kInf : static_cast<double>(raw) * scale; };
   const int count = walk_tile_count(m, tile);
@@ -95,20 +102,29 @@ Walk walk_row(const Problem& p, int head, int query, int tile) {
     r.j1 = std::min(m, r.j0 + tile);
     r.m_prev = logit(ms[0]);
     const int keys = r.j1 - r.j0;
-    if (causal && r.j0 > qpos) {
-      // As in the kernel: a key block after the last query is never visited.
+    // As in the kernel's block mask: a tile outside the row's keys (after the query when causal,
+    // outside its window) or whose keys all belong to other documents is never loaded (a mask
+    // file's tiles are loaded and masked per key).
+    if (r.j0 >= hi) r.skip = rule.window > 0 && hi == query + rule.offset + rule.window ? WalkTile::Skip::Window
+                                                                                       : WalkTile::Skip::AfterQuery;
+    else if (r.j1 <= lo) r.skip = WalkTile::Skip::Window;
+    else if (rule.documents != nullptr) {
+      const int doc = rule.documents[query + rule.offset];
+      bool same = false;
+      for (int j = r.j0; j < r.j1 && !same; ++j) same = rule.documents[j] == doc;
+      if (!same) r.skip = WalkTile::Skip::Document;
+    }
+    if (r.skip != WalkTile::Skip::None) {
       r.skipped = true;
       r.tile_max = -kInf;
       r.alpha = std::numeric_limits<double>::quiet_NaN();
       r.masked = keys;
     } else {
-      const float* kb = p.k().data() + (krow + r.j0) * d_k;  // K_blk (keys, d_k), row-major
-      const float* vb = p.v().data() + (krow + r.j0) * d_v;  // V_blk (keys, d_v), row-major
+      const float* kb = kernel_k(p, rot.get()).data() + (krow + r.j0) * d_k;  // K_blk (keys, d_k)
+      const float* vb = p.v().data() + (krow + r.j0) * d_v;                  // V_blk (keys, d_v)
       rows_madd(keys, kb, d_k, 1, qt.data(), ld, d_k, st.data(), ld, nullptr);
-      for (int j = 0; j < keys; ++j) {
-        const bool masked = (causal && r.j0 + j > qpos) || (mask_row && mask_row[r.j0 + j] != 0.f);
-        if (masked) st[static_cast<std::size_t>(j) * ld] = kNegInf;
-      }
+      if (score.any()) modify_tile(score, score_scale, st.data(), ld, head, query, 1, r.j0, keys);
+      mask_tile(rule, st.data(), ld, query, 1, r.j0, keys);
       r.logits.resize(keys);
       float tile_max = kNegInf;
       for (int j = 0; j < keys; ++j) {
@@ -146,21 +162,31 @@ Walk walk_row(const Problem& p, int head, int query, int tile) {
 Problem row_problem(const Problem& p, int head, int query) {
   check_row_args(p, head, query);
   const int n = p.n(), m = p.m();
+  const std::shared_ptr<const RotatedQK> rot = rotated_qk(p);
   Problem r;
   ProblemInputs& in = r.edit();
-  in.q = p.q().row(static_cast<Index>(head) * n + query);
-  in.k = p.k().middleRows(p.kv_row(head), m);
+  // RoPE's rotation and ALiBi's distances depend on the query's position, which is not the same
+  // in a one-row problem: the row takes Q and K as rotated, and ALiBi as part of its bias.
+  in.q = kernel_q(p, rot.get()).row(static_cast<Index>(head) * n + query);
+  in.k = kernel_k(p, rot.get()).middleRows(p.kv_row(head), m);
   in.v = p.v().middleRows(p.kv_row(head), m);
   r.temperature = p.temperature;
+  r.scale = p.scale;
   in.query_tokens = {token_label(p.query_tokens(), query)};
   in.key_tokens = p.key_tokens();
-  if (p.mask == MaskKind::Causal) {
+  std::vector<double> slopes;
+  const ScoreRuleT<double> score = score_rule<double>(p, slopes);
+  if (score.slopes != nullptr || score.bias != nullptr) {
+    in.bias.resize(1, m);
+    for (int j = 0; j < m; ++j) in.bias(0, j) = static_cast<float>(score.added(head, query, j));
+  }
+  r.mods.softcap = p.mods.softcap;
+  if (p.mask != MaskKind::None || has_mask_mods(p)) {
+    const MaskRule rule = mask_rule(p);
     r.mask = MaskKind::Custom;
     in.custom_mask = MatrixF::Zero(1, m);
-    for (int j = query + p.causal_offset() + 1; j < m; ++j) in.custom_mask(0, j) = -std::numeric_limits<float>::infinity();
-  } else if (p.mask == MaskKind::Custom) {
-    r.mask = MaskKind::Custom;
-    in.custom_mask = p.custom_mask().row(query);
+    for (int j = 0; j < m; ++j)
+      if (!rule.visible(query, j)) in.custom_mask(0, j) = -std::numeric_limits<float>::infinity();
   }
   return r;
 }
@@ -168,7 +194,7 @@ Problem row_problem(const Problem& p, int head, int query) {
 float walk_record_splits(const Problem& p, const cpu::decode::SplitPlan& plan, int keys,
                         const cpu::decode::Partial* parts, int head, int query, Walk& w) {
   const int r = cpu::decode::partial_row(p, head, query), d_v = p.d_v();
-  const float scale = fused_scale(p);
+  const float scale = online_scale(p);
   const auto logit = [scale](float raw) { return std::isinf(raw) ? -kInf : static_cast<double>(raw) * scale; };
   w.splits = plan.splits;
   w.split_states.clear();

@@ -6,6 +6,9 @@
 
 #include "engine/bench.h"
 
+#include "core/inputs.h"
+#include "core/modify.h"
+
 #include "core/backend.h"
 #include "core/format.h"
 #include "core/memory.h"
@@ -59,10 +62,19 @@ struct BenchProblem {
   std::string which;      // "fp64 full" or "fp64 64 rows of head 0"
 };
 
+// The case's modifications applied to its problem (the specs of core/inputs.h).
+void apply_case_mods(const Case& c, Problem& p) {
+  if (!c.rope.empty()) apply_rope_spec(p, c.rope);
+  if (c.score_mod != "none") apply_score_mod_spec(p, c.score_mod);
+  if (c.mask_mod != "none") apply_mask_mod_spec(p, c.mask_mod);
+}
+
 BenchProblem make_bench_problem(const Case& c, std::uint64_t seed) {
   BenchProblem b;
   b.p = random_problem(c.q(), c.n, c.d, c.d, seed, c.heads, c.g());
   b.p.mask = c.mask == "causal" ? MaskKind::Causal : MaskKind::None;
+  apply_case_mods(c, b.p);
+  validate(b.p);
   const Problem& p = b.p;
   if (static_cast<double>(p.heads) * p.n() * p.m() <= kFullReferenceLimit) {
     b.ref = reference_fp64(p).output;
@@ -73,6 +85,17 @@ BenchProblem make_bench_problem(const Case& c, std::uint64_t seed) {
   for (int r = 0; r < count; ++r)
     b.rows.push_back(count == 1 ? 0 : static_cast<int>((static_cast<long long>(r) * (p.n() - 1)) /
                                                        (count - 1)));
+  if (has_modifications(p)) {
+    // Each sampled row through the fp64 row reference, which knows every modification at the
+    // row's own position (a sub-problem of the rows would move them).
+    b.ref.resize(count, p.d_v());
+    for (int r = 0; r < count; ++r) {
+      const std::vector<double> row = reference_fp64_row(p, 0, b.rows[r]);
+      b.ref.row(r) = Eigen::Map<const Eigen::RowVectorXd>(row.data(), p.d_v());
+    }
+    b.which = "fp64 " + std::to_string(count) + " rows of head 0";
+    return b;
+  }
   Problem sub;
   ProblemInputs& in = sub.edit();
   in.q.resize(count, p.d_k());
@@ -280,8 +303,12 @@ float fma_chains(long steps) {
 std::string Case::label() const {
   return backend + " " + variant + " " + precision + " " + mask + " heads=" + std::to_string(heads) +
          " n=" + std::to_string(n) + " d=" + std::to_string(d) +
-         (decode_shape() ? " q=" + std::to_string(q()) + " kv=" + std::to_string(g()) : "");
+         (decode_shape() ? " q=" + std::to_string(q()) + " kv=" + std::to_string(g()) : "") +
+         (score_mod != "none" ? " score=" + score_mod : "") + (mask_mod != "none" ? " mask=" + mask_mod : "") +
+         (rope.empty() ? "" : " rope=" + rope);
 }
+
+
 
 std::vector<std::string> split_list(const char* name, const std::string& text) {
   std::vector<std::string> items;
@@ -333,6 +360,26 @@ void check_spec(const Spec& a) {
   for (const auto& m : a.masks)
     if (m != "none" && m != "causal")
       throw InputError("--mask takes none and/or causal, got '" + m + "'");
+  // The modifications: parsed on a small problem (unknown items and bad numbers refused with
+  // their catalogued messages); files are not taken (they fit one problem, not a sweep).
+  for (const auto& s : a.score_mods) {
+    if (s.find("bias:") != std::string::npos)
+      throw InputError("--score-mod in bench takes alibi, alibi:S, alibi:S1/S2/... and softcap:C; a bias FILE "
+                       "fits one problem: time it with `attnlab run --score-mod bias:FILE`");
+    Problem p = random_problem(2, 2, 2, 0);
+    apply_score_mod_spec(p, s);
+  }
+  for (const auto& s : a.mask_mods) {
+    if (s.find("document:") != std::string::npos)
+      throw InputError("--mask-mod in bench takes causal, window:W and prefix:P joined by '+'; a document "
+                       "FILE fits one problem: time it with `attnlab run --mask-mod document:FILE`");
+    Problem p = random_problem(2, 2, 2, 0);
+    apply_mask_mod_spec(p, s);
+  }
+  if (!a.rope.empty()) {
+    Problem p = random_problem(2, 2, 2, 0);
+    apply_rope_spec(p, a.rope);
+  }
   if (a.repeat < 1) throw InputError("--repeat must be >= 1, got " + std::to_string(a.repeat));
   if (a.warmup < 0) throw InputError("--warmup must be >= 0, got " + std::to_string(a.warmup));
   if (!(a.max_seconds > 0))
@@ -344,7 +391,17 @@ double error_bound(const Case& c) { return c.precision == "bf16" ? kBf16Tol : kR
 
 double case_flops(const Case& c) {
   const double q = c.q(), n = c.n;
-  const double pairs = c.mask == "causal" ? q * n - q * q / 2 : q * n;
+  double pairs = c.mask == "causal" ? q * n - q * q / 2 : q * n;
+  if (c.mask_mod != "none") {
+    // The pairs the mask's rule lets through (bench's mask mods have no files: intervals only).
+    Problem shape;
+    shape.edit().q = MatrixF(c.q(), 1);
+    shape.edit().k = MatrixF(c.n, 1);
+    shape.edit().v = MatrixF(c.n, 1);
+    shape.mask = c.mask == "causal" ? MaskKind::Causal : MaskKind::None;
+    apply_mask_mod_spec(shape, c.mask_mod);
+    pairs = static_cast<double>(visible_pairs(shape));
+  }
   return 4.0 * c.heads * pairs * c.d;
 }
 
@@ -408,13 +465,15 @@ std::vector<Result> plan(const Spec& a) {
     for (const auto& v : a.variants)
       for (const auto& pr : a.precisions)
         for (const auto& mk : a.masks)
+          for (const auto& sm : a.score_mods)
+          for (const auto& mm : a.mask_mods)
           for (int h : a.heads)
             for (int g : a.kv_heads.empty() ? std::vector<int>{0} : a.kv_heads)
               for (int d : a.ds)
                 for (int q : a.queries.empty() ? std::vector<int>{0} : a.queries)
                   for (int n : a.ns) {
                     Result r;
-                    r.c = Case{b, v, pr, mk, h, n, d, q == n ? 0 : q, g == h ? 0 : g};
+                    r.c = Case{b, v, pr, mk, h, n, d, q == n ? 0 : q, g == h ? 0 : g, sm, mm, a.rope};
                     r.flops = case_flops(r.c);
                     case_bytes(r.c, r.min_bytes, r.moved_bytes);
                     r.kv_bytes = (pr == "bf16" ? 2.0 : 4.0) * r.c.g() * static_cast<double>(n) * 2.0 * d;
@@ -437,7 +496,7 @@ Outcome run_sweep(std::vector<Result>& results, const Spec& a, bool cuda_ok,
   // lists' order.
   const auto shape = [&results](std::size_t i) {
     const Case& c = results[i].c;
-    return std::make_tuple(c.mask, c.heads, c.g(), c.d, c.q(), c.n);
+    return std::make_tuple(c.mask, c.score_mod, c.mask_mod, c.heads, c.g(), c.d, c.q(), c.n);
   };
   std::vector<std::size_t> order(results.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;

@@ -35,10 +35,15 @@ struct Case {
   // Decode shapes: the last `queries` of the n positions (0: all n, prefill) and the key/value
   // heads the heads share (0: one each).
   int queries = 0, kv_heads = 0;
+  // Modifications (core/inputs.h specs, items joined by '+'): "none" or e.g. "alibi",
+  // "softcap:30"; "none" or e.g. "causal+window:256"; RoPE's θ as typed, "" for none.
+  std::string score_mod = "none", mask_mod = "none", rope;
+  bool modified() const { return score_mod != "none" || mask_mod != "none" || !rope.empty(); }
   int q() const { return queries > 0 ? queries : n; }
   int g() const { return kv_heads > 0 ? kv_heads : heads; }
   bool decode_shape() const { return q() != n || g() != heads; }
-  // "cpu fused fp32 none heads=1 n=1024 d=64", then " q=1 kv=8" for a decode shape
+  // "cpu fused fp32 none heads=1 n=1024 d=64", then " q=1 kv=8" for a decode shape and
+  // " score=alibi mask=causal+window:256 rope=10000" for the modifications it has
   std::string label() const;
 };
 
@@ -79,6 +84,11 @@ struct Spec {
   // Decode shapes: each value of queries (at most n) and kv_heads (dividing heads) with every
   // other combination; empty = today's prefill (queries = n, kv_heads = heads).
   std::vector<int> queries, kv_heads;
+  // Modifications, each value with every other combination (see Case): score mods without files
+  // (alibi, alibi:S, alibi:S1/S2/..., softcap:C) and mask mods without files (causal, window:W,
+  // prefix:P), items of one value joined by '+'; RoPE's θ ("" for none).
+  std::vector<std::string> score_mods{"none"}, mask_mods{"none"};
+  std::string rope;
   int repeat = 10;
   int warmup = 2;
   std::uint64_t seed = 0;
@@ -99,7 +109,7 @@ void check_spec(const Spec& s);
 
 // ---- the rules ---------------------------------------------------------------------------------
 // 4 d per visible (query, key) pair per head: q n pairs, q n - q^2 / 2 under causal (n^2 / 2 for
-// a prefill).
+// a prefill); with mask mods, the pairs their rule lets through (a window of W: about q W).
 double case_flops(const Case& c);
 // The largest rel_err a case may have: 1e-5 in fp32 (the project's fp32 goal, 3xTF32 included)
 // and 2e-2 in bf16 (verify's bf16 tolerance).

@@ -33,7 +33,8 @@ nlohmann::json to_json(const Result& r) {
   nlohmann::json j = {{"backend", r.c.backend}, {"variant", r.c.variant},
                       {"precision", r.c.precision}, {"mask", r.c.mask},
                       {"heads", r.c.heads}, {"n", r.c.n}, {"d", r.c.d},
-                      {"queries", r.c.q()}, {"kv_heads", r.c.g()}};
+                      {"queries", r.c.q()}, {"kv_heads", r.c.g()},
+                      {"score_mod", r.c.score_mod}, {"mask_mod", r.c.mask_mod}, {"rope", r.c.rope}};
   if (!r.ran) {
     j["status"] = "skipped";
     j["reason"] = r.reason;
@@ -114,7 +115,8 @@ Machine machine_of(bool cuda_ok, std::ostream* log) {
 std::string render_csv(const std::vector<Result>& results) {
   std::ostringstream o;
   o << "backend,variant,precision,mask,heads,n,d,status,median_ms,min_ms,max_ms,tflops,gbs,"
-       "min_bytes,moved_bytes,peak_bytes,rel_err,reference,queries,kv_heads,kv_bytes,kv_gbs,reason\n";
+       "min_bytes,moved_bytes,peak_bytes,rel_err,reference,queries,kv_heads,kv_bytes,kv_gbs,score_mod,mask_mod,rope,"
+       "reason\n";
   for (const auto& r : results) {
     o << r.c.backend << ',' << r.c.variant << ',' << r.c.precision << ',' << r.c.mask << ','
       << r.c.heads << ',' << r.c.n << ',' << r.c.d << ',';
@@ -124,9 +126,10 @@ std::string render_csv(const std::vector<Result>& results) {
         << ',' << format_number("%.0f", r.min_bytes) << ',' << format_number("%.0f", r.moved_bytes) << ','
         << r.peak_bytes << ',' << format_number("%.3e", r.rel_err) << ',' << csv_field(r.reference) << ','
         << r.c.q() << ',' << r.c.g() << ',' << format_number("%.0f", r.kv_bytes) << ',' << format_number("%.6g", r.kv_gbs)
-        << ",\n";
+        << ',' << csv_field(r.c.score_mod) << ',' << csv_field(r.c.mask_mod) << ',' << csv_field(r.c.rope) << ",\n";
     } else {
-      o << "skipped,,,,,,,,,,," << r.c.q() << ',' << r.c.g() << ",,," << csv_field(r.reason) << '\n';
+      o << "skipped,,,,,,,,,,," << r.c.q() << ',' << r.c.g() << ",,," << csv_field(r.c.score_mod) << ','
+        << csv_field(r.c.mask_mod) << ',' << csv_field(r.c.rope) << ',' << csv_field(r.reason) << '\n';
     }
   }
   return o.str();
@@ -210,13 +213,19 @@ std::string render_table(const Machine& m, const std::vector<Result>& results,
   o << line;
   for (const auto& r : results) {
     if (!r.ran) continue;
+    // The case's modifications after its reference, as bench's options name them.
+    std::string mods;
+    if (r.c.score_mod != "none") mods += " score=" + r.c.score_mod;
+    if (r.c.mask_mod != "none") mods += " mask=" + r.c.mask_mod;
+    if (!r.c.rope.empty()) mods += " rope=" + r.c.rope;
+    if (!mods.empty()) mods = "  [" + mods.substr(1) + "]";
+    if (r.inaccurate) mods += "  INACCURATE: above " + format_number("%.0e", error_bound(r.c));
     std::snprintf(line, sizeof line,
                   "%-5s %-6s %-4s %-6s %5d %6d %4d %10.4g %10.4g %10.4g %9.4g %9.4g %10.1f %10.1f %9.1f %9.2e  %s%s\n",
                   r.c.backend.c_str(), r.c.variant.c_str(), r.c.precision.c_str(),
                   r.c.mask.c_str(), r.c.heads, r.c.n, r.c.d, r.median_ms, r.min_ms, r.max_ms,
                   r.tflops, r.gbs, r.min_bytes / 1e6, r.moved_bytes / 1e6,
-                  static_cast<double>(r.peak_bytes) / 1e6, r.rel_err, r.reference.c_str(),
-                  r.inaccurate ? ("  INACCURATE: above " + format_number("%.0e", error_bound(r.c))).c_str() : "");
+                  static_cast<double>(r.peak_bytes) / 1e6, r.rel_err, r.reference.c_str(), mods.c_str());
     o << line;
   }
   for (const auto& r : results)

@@ -132,7 +132,7 @@ TEST(BenchEngine, SmallCpuSweepIsTimedCheckedAndReportedThroughTheHooks) {
   ASSERT_EQ(csv.size(), results.size() + 1);
   EXPECT_EQ(csv[0],
             "backend,variant,precision,mask,heads,n,d,status,median_ms,min_ms,max_ms,tflops,gbs,"
-            "min_bytes,moved_bytes,peak_bytes,rel_err,reference,queries,kv_heads,kv_bytes,kv_gbs,reason");
+            "min_bytes,moved_bytes,peak_bytes,rel_err,reference,queries,kv_heads,kv_bytes,kv_gbs,score_mod,mask_mod,rope,reason");
   EXPECT_EQ(csv[1].rfind("cpu,staged,fp32,none,1,32,8,ok,", 0), 0u) << csv[1];
 }
 
@@ -322,7 +322,7 @@ TEST(BenchEngine, DecodeShapesArePlannedCountedRunAndReported) {
   EXPECT_NE(table.find("decode: K+V of every key/value head read once"), std::string::npos) << table;
   EXPECT_NE(table.find("% of the read bandwidth"), std::string::npos) << table;
   const std::vector<std::string> csv = lines_of(bench::render_csv(results));
-  EXPECT_EQ(csv[0].substr(csv[0].size() - 39), "queries,kv_heads,kv_bytes,kv_gbs,reason") << csv[0];
+  EXPECT_EQ(csv[0].substr(csv[0].size() - 63), "queries,kv_heads,kv_bytes,kv_gbs,score_mod,mask_mod,rope,reason") << csv[0];
   EXPECT_NE(csv[1].find(",1,1,"), std::string::npos) << csv[1];
 }
 

@@ -6,6 +6,7 @@
 #include "viewer/views/decode/decode_view.h"
 
 #include "core/format.h"
+#include "core/modify.h"
 #include "core/parallel.h"
 #include "core/verify.h"
 #include "cpu/cpu_backend.h"
@@ -213,7 +214,7 @@ DecodeToken DecodeEngine::run(const DecodeJob& job) {
     out.walk.d_k = p.d_k();
     out.walk.d_v = p.d_v();
     out.walk.temperature = p.temperature;
-    out.walk.scale = fused_scale(p);
+    out.walk.scale = online_scale(p);
     out.merged_l = walk_record_splits(p, plan, keys, partials.data() + static_cast<std::size_t>(g) * plan.splits,
                                       head, 0, out.walk);
 

@@ -1,0 +1,130 @@
+// The modifications through the real binary: --rope, --score-mod and --mask-mod on run, verify
+// and walk (the JSON names them and its output is the in-process kernel's on the same problem),
+// bench's --score-mod / --mask-mod lists (one case per value, FLOPs by the visible pairs, the CSV
+// and JSON columns), and every wrong value refused with one "error:" line and exit code 2.
+#include "core/inputs.h"
+#include "core/modify.h"
+#include "cpu/cpu_backend.h"
+#include "tests/test_util.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace attnlab {
+namespace {
+
+using nlohmann::json;
+
+test::BinaryRun attnlab(std::vector<std::string> args) { return test::run_attnlab(args, "LANG=C.UTF-8"); }
+
+TEST(ModsCli, RunNamesTheModificationsAndComputesThem) {
+  const std::vector<std::string> common = {"--random", "64", "--heads", "2", "--dk", "8", "--dv", "8", "--seed", "3",
+                                           "--score-mod", "alibi+softcap:5", "--mask-mod", "causal,window:9",
+                                           "--rope", "500"};
+  std::vector<std::string> args = {"run", "--variant", "fused", "--format", "json"};
+  args.insert(args.end(), common.begin(), common.end());
+  const test::BinaryRun r = attnlab(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["modifications"], "RoPE θ=500; ALiBi (standard slopes); soft-cap C=5; window 9");
+  EXPECT_EQ(j["mods"]["rope_theta"], 500);
+  EXPECT_EQ(j["mods"]["window"], 9);
+  EXPECT_EQ(j["mods"]["alibi_slopes"].size(), 2u);
+  EXPECT_EQ(j["mask"], "causal");
+  // The same problem in process: the fused kernel's output, bit for bit as JSON prints it.
+  Problem p = random_problem(64, 8, 8, 3, 2);
+  apply_rope_spec(p, "500");
+  apply_score_mod_spec(p, "alibi+softcap:5");
+  apply_mask_mod_spec(p, "causal,window:9");
+  const Trace t = cpu_fused(p);
+  ASSERT_TRUE(j["stages"].contains("output"));
+  EXPECT_NEAR(j["stages"]["output"][5][3].get<double>(), t.output(5, 3), 1e-6);
+
+  // The text names them in both languages; verify passes every variant.
+  std::vector<std::string> text = {"run", "--lang", "zh"};
+  text.insert(text.end(), common.begin(), common.end());
+  const test::BinaryRun z = attnlab(text);
+  ASSERT_EQ(z.code, 0) << z.err;
+  EXPECT_TRUE(test::contains(z.out, "修改：RoPE θ=500；ALiBi（标准斜率）；软上限 C=5；窗口 9"));
+  EXPECT_TRUE(test::contains(z.out, "加上 ALiBi 后的分数"));
+  for (const char* variant : {"staged", "fused", "decode"}) {
+    std::vector<std::string> v = {"verify", "--variant", variant};
+    v.insert(v.end(), common.begin(), common.end());
+    const test::BinaryRun vr = attnlab(v);
+    EXPECT_EQ(vr.code, 0) << variant << "\n" << vr.out << vr.err;
+    EXPECT_TRUE(test::contains(vr.out, "PASS")) << vr.out;
+  }
+}
+
+TEST(ModsCli, WalkShowsTheSkippedTiles) {
+  const test::BinaryRun r = attnlab({"walk", "--random", "256", "--query", "200", "--mask-mod", "causal,window:40",
+                                     "--tile", "32", "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  int skipped = 0;
+  for (const json& t : j["tiles"]) {
+    if (!t["skipped"].get<bool>()) continue;
+    ++skipped;
+    EXPECT_TRUE(t["skip_reason"] == "window" || t["skip_reason"] == "causal") << t.dump();
+  }
+  EXPECT_EQ(skipped, 6);  // 8 tiles, the window's 40 keys 161..200 in tiles 5 and 6
+  EXPECT_EQ(j["modifications"], "window 40");
+}
+
+TEST(ModsCli, BenchListsOneCasePerModificationAndCountsTheVisiblePairs) {
+  const test::BinaryRun r =
+      attnlab({"bench", "--backend", "cpu", "--variant", "fused", "--precision", "fp32", "--n", "256", "--d", "16",
+               "--score-mod", "none,alibi,softcap:30", "--mask-mod", "none,causal+window:32", "--rope", "10000",
+               "--repeat", "2", "--warmup", "0", "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j["cases"].size(), 6u);
+  double full = 0, window = 0;
+  for (const json& c : j["cases"]) {
+    EXPECT_EQ(c["rope"], "10000");
+    EXPECT_LT(c["rel_err"].get<double>(), 1e-5) << c.dump();
+    if (c["mask_mod"] == "none") full = c["flops"];
+    else window = c["flops"];
+  }
+  // 256 queries of a causal window of 32: 32 keys each but the first 31 rows' fewer.
+  EXPECT_DOUBLE_EQ(window, 4.0 * 16 * (256.0 * 32 - 31 * 32 / 2.0));
+  EXPECT_DOUBLE_EQ(full, 4.0 * 16 * 256 * 256);
+  const test::BinaryRun csv =
+      attnlab({"bench", "--backend", "cpu", "--variant", "fused", "--precision", "fp32", "--n", "64", "--d", "8",
+               "--score-mod", "alibi", "--mask-mod", "prefix:16", "--repeat", "1", "--warmup", "0", "--format", "csv"});
+  ASSERT_EQ(csv.code, 0) << csv.err;
+  const std::vector<std::string> lines = test::lines_of(csv.out);
+  ASSERT_GE(lines.size(), 2u);
+  EXPECT_TRUE(test::contains(lines[1], ",alibi,prefix:16,,")) << lines[1];
+}
+
+TEST(ModsCli, WrongValuesGetOneErrorLine) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"run", "--random", "8", "--score-mod", "tanh"},
+      {"run", "--random", "8", "--score-mod", "softcap:0"},
+      {"run", "--random", "8", "--mask-mod", "window:0"},
+      {"run", "--random", "8", "--mask-mod", "prefix:99"},
+      {"run", "--random", "8", "--rope", "-1"},
+      {"run", "--random", "8", "--dk", "3", "--rope"},
+      {"run", "--random", "8", "--score-mod", "bias:/no/such/file.npy"},
+      {"run", "--random", "8", "--mask-mod", "document:/no/such/file.csv"},
+      {"run", "--random", "8", "--heads", "3", "--score-mod", "alibi:1/2"},
+      {"bench", "--backend", "cpu", "--score-mod", "bias:x.npy"},
+      {"bench", "--backend", "cpu", "--mask-mod", "document:x.csv"},
+      {"bench", "--backend", "cpu", "--mask-mod", "window:0"},
+      {"walk", "--random", "8", "--mask-mod", "window:x"},
+  };
+  for (const auto& c : cases) {
+    const test::BinaryRun r = attnlab(c);
+    EXPECT_EQ(r.code, 2) << c[1] << " " << c.back() << "\n" << r.err;
+    const std::vector<std::string> lines = test::lines_of(r.err);
+    ASSERT_EQ(lines.size(), 1u) << r.err;
+    EXPECT_EQ(lines[0].rfind("error: ", 0), 0u) << lines[0];
+  }
+}
+
+}  // namespace
+}  // namespace attnlab

@@ -1,0 +1,438 @@
+// Position and score modifications (core/modifications.h) on the CPU: every modification alone
+// and in combination through every CPU kernel (staged fp32, fused fp32, staged and fused bf16,
+// decode, the walk) against the fp64 reference at verify's tolerances; the rules, the standard
+// ALiBi slopes, RoPE's relative-position property, the block mask, the specs and their refusals.
+#include "core/inputs.h"
+#include "core/messages.h"
+#include "core/modify.h"
+#include "core/verify.h"
+#include "cpu/bf16.h"
+#include "cpu/chains.h"
+#include "cpu/cpu_backend.h"
+#include "cpu/walk.h"
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace attnlab {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// A modification applied to a problem, with its name for the test's trace.
+struct Mod {
+  std::string name;
+  std::function<void(Problem&)> apply;
+};
+
+MatrixF random_bias(int rows, int cols, std::uint64_t seed) {
+  const Problem r = random_problem(rows, cols, 1, seed);
+  return r.q() * 0.5f;
+}
+
+std::vector<Mod> mods() {
+  return {
+      {"rope", [](Problem& p) { p.mods.rope_theta = 10000; }},
+      {"rope theta 500", [](Problem& p) { p.mods.rope_theta = 500; }},
+      {"alibi", [](Problem& p) { p.mods.alibi = true; }},
+      {"alibi given", [](Problem& p) {
+         p.mods.alibi = true;
+         p.mods.alibi_slopes = {0.5};
+       }},
+      {"softcap", [](Problem& p) { p.mods.softcap = 0.7; }},
+      {"bias shared", [](Problem& p) { p.edit().bias = random_bias(p.n(), p.m(), 5); }},
+      {"bias per head", [](Problem& p) { p.edit().bias = random_bias(p.heads * p.n(), p.m(), 6); }},
+      {"causal window", [](Problem& p) {
+         p.mask = MaskKind::Causal;
+         p.mods.window = 37;
+       }},
+      {"window alone", [](Problem& p) { p.mods.window = 50; }},
+      {"prefix", [](Problem& p) { p.mods.prefix = 41; }},
+      {"documents", [](Problem& p) {
+         std::vector<int>& d = p.edit().documents;
+         for (int j = 0; j < p.m(); ++j) d.push_back(j < 70 ? 0 : j < 150 ? 1 : 2);
+       }},
+      {"documents causal", [](Problem& p) {
+         p.mask = MaskKind::Causal;
+         std::vector<int>& d = p.edit().documents;
+         for (int j = 0; j < p.m(); ++j) d.push_back(j / 64);
+       }},
+      {"all of them", [](Problem& p) {
+         p.mods.rope_theta = 10000;
+         p.mods.alibi = true;
+         p.mods.softcap = 3;
+         p.edit().bias = random_bias(p.n(), p.m(), 7);
+         p.mask = MaskKind::Causal;
+         p.mods.window = 90;
+       }},
+      {"custom mask and window", [](Problem& p) {
+         p.mask = MaskKind::Custom;
+         p.edit().custom_mask = test::pattern_mask(p.n());
+         p.mods.window = 120;
+       }},
+  };
+}
+
+void expect_pass(const Problem& p, const Trace& t, const std::string& what) {
+  const VerifyReport r = verify_trace(p, t, reference_fp64(p));
+  EXPECT_TRUE(r.pass) << what << "\n" << render_verify_text(r);
+}
+
+TEST(Modifications, EveryModificationThroughEveryCpuKernelMatchesFp64) {
+  for (const Mod& mod : mods()) {
+    // n not a multiple of any tile, two heads sharing nothing, d_k != d_v.
+    Problem p = test::make_problem(203, 32, 24, 2, MaskKind::None, 0.9, 3);
+    mod.apply(p);
+    ASSERT_NO_THROW(validate(p)) << mod.name;
+    expect_pass(p, cpu_staged(p), mod.name + " staged fp32");
+    expect_pass(p, cpu_fused(p), mod.name + " fused fp32");
+    expect_pass(p, cpu_fused_bf16(p), mod.name + " fused bf16");
+    Trace sb;
+    RunOptions o;
+    o.precision = Precision::BF16;
+    cpu_staged_bf16_into(p, o, sb);
+    expect_pass(p, sb, mod.name + " staged bf16");
+    expect_pass(p, cpu_decode(p), mod.name + " decode fp32");
+  }
+}
+
+TEST(Modifications, DecodeShapesAndGroupedHeadsTakeEveryModification) {
+  for (const Mod& mod : mods()) {
+    if (mod.name == "custom mask and window") continue;  // a square mask file
+    // 3 queries at the end of 300 keys, 4 query heads over 2 key/value heads, d 32 (the decode
+    // kernel's own products on AVX-512), and d 20 (Eigen's).
+    for (int d : {32, 20}) {
+      Problem p = random_problem(3, 300, d, d, 9, 4, 2);
+      mod.apply(p);
+      ASSERT_NO_THROW(validate(p)) << mod.name;
+      const std::string what = mod.name + " d " + std::to_string(d);
+      expect_pass(p, cpu_decode(p), what + " decode fp32");
+      expect_pass(p, cpu_decode(p, 3), what + " decode fp32, 3 splits");
+      expect_pass(p, cpu_staged(p), what + " staged");
+      expect_pass(p, cpu_fused(p), what + " fused");
+      RunOptions o;
+      o.variant = Variant::Decode;
+      o.precision = Precision::BF16;
+      Trace t;
+      cpu::decode_into(p, o, t);
+      expect_pass(p, t, what + " decode bf16");
+    }
+  }
+}
+
+TEST(Modifications, KeptStagesHoldTheBiasedAndCappedScores) {
+  Problem p = test::make_problem(40, 8, 8, 2, MaskKind::Causal, 1.3, 4);
+  p.mods.alibi = true;
+  p.mods.softcap = 2;
+  p.mods.rope_theta = 100;
+  const Trace t = cpu_staged(p);
+  const TraceD ref = reference_fp64(p);
+  ASSERT_EQ(t.biased.rows(), 80);
+  ASSERT_EQ(t.capped.rows(), 80);
+  EXPECT_EQ(present_stages(t), problem_stages(p));
+  EXPECT_EQ(problem_stages(p), unsigned{kAllStages});
+  // biased = scaled - slope |i - j|, capped = 2 tanh(biased / 2), every entry.
+  const std::vector<double> slopes = alibi_slopes(p);
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < 40; ++i)
+      for (int j = 0; j < 40; ++j) {
+        const Eigen::Index r = h * 40 + i;
+        EXPECT_NEAR(t.biased(r, j), t.scaled(r, j) - slopes[h] * std::abs(i - j), 1e-5);
+        EXPECT_NEAR(t.capped(r, j), 2 * std::tanh(t.biased(r, j) / 2), 1e-5);
+        EXPECT_LE(std::abs(t.capped(r, j)), 2.f);
+      }
+  // RoPE's rotated Q and K come with the stages and are what QKᵀ multiplied.
+  ASSERT_EQ(t.q_rot.rows(), 80);
+  EXPECT_LT((t.q_rot.middleRows(0, 40) * t.k_rot.middleRows(0, 40).transpose() - t.scores.middleRows(0, 40))
+                .cwiseAbs()
+                .maxCoeff(),
+            1e-4);
+  EXPECT_LT((ref.q_rot.cast<float>() - t.q_rot).cwiseAbs().maxCoeff(), 1e-6);
+  // Without modifications the stages are the chain's five.
+  EXPECT_EQ(problem_stages(test::make_problem(4, 2, 2, 1, MaskKind::None, 1, 1)), 31u);
+}
+
+TEST(Modifications, WithoutModificationsTheKernelsAreUnchanged) {
+  // No modification: the fused kernel's path is the one before them, so the causal, custom and
+  // plain problems give what fp64 gives to the bit-identical tolerance of before (unchanged
+  // elsewhere in the suite); here: a problem with an empty spec is the problem itself.
+  Problem p = test::make_problem(70, 16, 16, 1, MaskKind::Causal, 0.8, 2);
+  Problem q = p;
+  apply_score_mod_spec(q, "none");
+  apply_mask_mod_spec(q, "none");
+  apply_rope_spec(q, "");
+  EXPECT_FALSE(has_modifications(q));
+  EXPECT_EQ(cpu_fused(p).output, cpu_fused(q).output);
+  EXPECT_EQ(cpu_staged(p).weights, cpu_staged(q).weights);
+}
+
+TEST(Modifications, StandardAlibiSlopes) {
+  const std::vector<double> eight = standard_alibi_slopes(8);
+  for (int h = 0; h < 8; ++h) EXPECT_DOUBLE_EQ(eight[h], std::exp2(-(h + 1)));
+  // 12 heads: the 8 of 8, then every other slope of 16 heads: 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5.
+  const std::vector<double> twelve = standard_alibi_slopes(12);
+  ASSERT_EQ(twelve.size(), 12u);
+  for (int h = 0; h < 8; ++h) EXPECT_DOUBLE_EQ(twelve[h], eight[h]);
+  for (int h = 0; h < 4; ++h) EXPECT_DOUBLE_EQ(twelve[8 + h], std::exp2(-0.5 - h));
+  EXPECT_DOUBLE_EQ(standard_alibi_slopes(1)[0], std::exp2(-8));
+  // One head of several keeps its own slope.
+  Problem p = test::make_problem(6, 4, 4, 4, MaskKind::None, 1, 1);
+  p.mods.alibi = true;
+  EXPECT_EQ(alibi_slopes(one_head(p, 2)), std::vector<double>{std::exp2(-6)});
+}
+
+TEST(Modifications, RopeScoresDependOnTheDistanceOnly) {
+  // The same query and key vectors at positions (a, b) and (a + s, b + s): the same score.
+  Problem p = random_problem(1, 8, 1, 12);
+  const MatrixD q = p.q().cast<double>().row(0), k = p.k().cast<double>().row(0);
+  const double theta = 10000;
+  const double at = (rope_rotate(q, 7, theta) * rope_rotate(k, 3, theta).transpose())(0, 0);
+  const double shifted = (rope_rotate(q, 107, theta) * rope_rotate(k, 103, theta).transpose())(0, 0);
+  EXPECT_NEAR(at, shifted, 1e-12);
+  EXPECT_GT(std::abs(at - (rope_rotate(q, 9, theta) * rope_rotate(k, 3, theta).transpose())(0, 0)), 1e-6);
+  // A rotation: norms stay, position 0 changes nothing.
+  EXPECT_NEAR(rope_rotate(q, 55, theta).norm(), q.norm(), 1e-12);
+  EXPECT_EQ(rope_rotate(q, 0, theta), q);
+}
+
+TEST(Modifications, MaskRuleIntervals) {
+  MaskRule r;
+  r.m = 100;
+  r.offset = 0;
+  int lo, hi;
+  r.causal = true;
+  r.interval(10, lo, hi);
+  EXPECT_EQ(lo, 0);
+  EXPECT_EQ(hi, 11);
+  r.window = 4;  // the 4 most recent keys, its own among them
+  r.interval(10, lo, hi);
+  EXPECT_EQ(lo, 7);
+  EXPECT_EQ(hi, 11);
+  r.window = 0;
+  r.prefix = 20;  // prefix-LM: the first 20 positions both ways
+  r.interval(10, lo, hi);
+  EXPECT_EQ(hi, 20);
+  r.interval(30, lo, hi);
+  EXPECT_EQ(hi, 31);
+  r = MaskRule{};
+  r.m = 100;
+  r.window = 3;  // alone: |i - j| < 3
+  r.interval(50, lo, hi);
+  EXPECT_EQ(lo, 48);
+  EXPECT_EQ(hi, 53);
+  r.offset = 90;  // decode: query 5 at position 95
+  r.interval(5, lo, hi);
+  EXPECT_EQ(lo, 93);
+  EXPECT_EQ(hi, 98);
+  const std::vector<int> docs = {0, 0, 1, 1, 1};
+  MaskRule d;
+  d.m = 5;
+  d.documents = docs.data();
+  EXPECT_TRUE(d.visible(2, 4));
+  EXPECT_FALSE(d.visible(2, 1));
+}
+
+TEST(Modifications, BlockMaskOfAWindowVisitsAboutNTimesWTiles) {
+  Problem p = random_problem(4096, 4, 4, 1);
+  p.mask = MaskKind::Causal;
+  p.mods.window = 256;
+  const BlockMask b = block_mask(p, 32, 128);
+  // Each tile of 32 queries sees its window: at most (256 + 32) / 128 + 1 key blocks.
+  for (int qb = 0; qb < b.q_blocks; ++qb) {
+    int visited = 0;
+    for (int kb = 0; kb < b.k_blocks; ++kb) visited += b.at(qb, kb) != BlockKind::Empty;
+    EXPECT_LE(visited, 4) << qb;
+    EXPECT_GE(visited, 1) << qb;
+  }
+  EXPECT_LT(b.visited(), b.total() / 8);
+  // Causal alone: the tiles below the diagonal are Full, the diagonal Partial, above Empty.
+  Problem c = random_problem(256, 4, 4, 1);
+  c.mask = MaskKind::Causal;
+  const BlockMask cb = block_mask(c, 32, 128);
+  EXPECT_EQ(cb.at(0, 0), BlockKind::Partial);
+  EXPECT_EQ(cb.at(0, 1), BlockKind::Empty);
+  EXPECT_EQ(cb.at(7, 0), BlockKind::Full);
+  EXPECT_EQ(cb.at(7, 1), BlockKind::Partial);
+  // Documents: a tile of one document's queries against another's keys is Empty.
+  Problem d = random_problem(256, 4, 4, 1);
+  for (int j = 0; j < 256; ++j) d.edit().documents.push_back(j / 128);
+  const BlockMask db = block_mask(d, 32, 128);
+  EXPECT_EQ(db.at(0, 0), BlockKind::Full);
+  EXPECT_EQ(db.at(0, 1), BlockKind::Empty);
+  EXPECT_EQ(db.at(5, 1), BlockKind::Full);
+  // The block mask never rules out a visible pair.
+  for (Problem* x : {&p, &c, &d}) {
+    const BlockMask bm = block_mask(*x, 32, 128);
+    const MaskRule rule = mask_rule(*x);
+    for (int i = 0; i < x->n(); i += 7)
+      for (int j = 0; j < x->m(); j += 5)
+        if (rule.visible(i, j)) EXPECT_NE(bm.at(i / 32, j / 128), BlockKind::Empty);
+  }
+}
+
+TEST(Modifications, WalkSkipsTheTilesTheBlockMaskRulesOutAndSaysWhy) {
+  Problem p = test::make_problem(64, 8, 8, 1, MaskKind::Causal, 1.0, 5);
+  p.mods.window = 10;
+  p.mods.alibi = true;
+  const Walk w = walk_row(p, 0, 40, 8);  // keys 31..40: tiles [24,32) [32,40) [40,48)
+  int skipped = 0;
+  for (const WalkTile& t : w.tiles) {
+    const bool outside = t.j1 <= 31 || t.j0 > 40;
+    EXPECT_EQ(t.skipped, outside) << t.j0;
+    skipped += t.skipped;
+    if (t.j1 <= 31) EXPECT_EQ(t.skip, WalkTile::Skip::Window);
+    if (t.j0 > 40) EXPECT_EQ(t.skip, WalkTile::Skip::AfterQuery);
+  }
+  EXPECT_EQ(skipped, 5);
+  EXPECT_NE(walk_tile_sentence(w, 0, Lang::En).find("outside query 40's window"), std::string::npos);
+  EXPECT_NE(walk_tile_sentence(w, 0, Lang::Zh).find("窗口之外"), std::string::npos);
+  Walk checked = w;
+  check_walk(p, checked);
+  EXPECT_LT(checked.fp64_error, 1e-5);
+  // The walk at the kernel's block size is the kernel, bit for bit.
+  const Walk k = walk_row(p, 0, 40, 128);
+  const MatrixF fused = cpu_fused(p).output;
+  ASSERT_EQ(k.tiles.back().output.size(), 8u);
+  for (int c = 0; c < 8; ++c) EXPECT_EQ(k.tiles.back().output[c], fused(40, c)) << c;
+  // Documents: another document's tile is skipped.
+  Problem d = test::make_problem(64, 8, 8, 1, MaskKind::None, 1.0, 5);
+  for (int j = 0; j < 64; ++j) d.edit().documents.push_back(j / 16);
+  const Walk wd = walk_row(d, 0, 20, 16);
+  EXPECT_EQ(wd.tiles[0].skip, WalkTile::Skip::Document);
+  EXPECT_FALSE(wd.tiles[1].skipped);
+  EXPECT_NE(walk_tile_sentence(wd, 0, Lang::En).find("other documents"), std::string::npos);
+}
+
+TEST(Modifications, SpecsAndTheirRefusalsInBothLanguages) {
+  Problem p = test::make_problem(6, 4, 4, 2, MaskKind::None, 1, 1);
+  apply_score_mod_spec(p, "alibi+softcap:30");
+  EXPECT_TRUE(p.mods.alibi);
+  EXPECT_EQ(p.mods.softcap, 30);
+  apply_score_mod_spec(p, "alibi:0.5/0.25");
+  EXPECT_EQ(p.mods.alibi_slopes, (std::vector<double>{0.5, 0.25}));
+  EXPECT_EQ(p.mods.softcap, 0);  // a spec is the whole set
+  apply_mask_mod_spec(p, "causal,window:3");
+  EXPECT_EQ(p.mask, MaskKind::Causal);
+  EXPECT_EQ(p.mods.window, 3);
+  validate(p);
+  EXPECT_EQ(modifications_text(p, Lang::En), "ALiBi (slopes 0.5/0.25); window 3");
+  EXPECT_EQ(modifications_text(p, Lang::Zh), "ALiBi（斜率 0.5/0.25）；窗口 3");
+
+  const auto refusal = [](const std::function<void()>& f) -> InputError {
+    try {
+      f();
+    } catch (const InputError& e) {
+      return e;
+    }
+    ADD_FAILURE() << "no refusal";
+    return InputError("none");
+  };
+  Problem q = test::make_problem(6, 3, 4, 2, MaskKind::None, 1, 1);
+  struct Case {
+    std::function<void()> f;
+    Msg id;
+    std::string en;
+  };
+  const std::vector<Case> cases = {
+      {[&] { apply_rope_spec(q, "0"); }, Msg::RopeTheta, "θ must be a finite number > 0, got 0"},
+      {[&] { apply_rope_spec(q, "abc"); }, Msg::RopeTheta, "got 'abc'"},
+      {[&] {
+         Problem r = q;
+         apply_rope_spec(r, "10000");
+         validate(r);
+       },
+       Msg::RopeOddDim, "d_k must be even, got 3"},
+      {[&] { apply_score_mod_spec(q, "softcap:-1"); }, Msg::SoftcapInvalid, "got -1"},
+      {[&] { apply_score_mod_spec(q, "softcap:"); }, Msg::SoftcapInvalid, "got ''"},
+      {[&] { apply_score_mod_spec(q, "alibi,alibi"); }, Msg::ModTwice, "'alibi' is given twice"},
+      {[&] { apply_score_mod_spec(q, "tanh"); }, Msg::ScoreModUnknown, "unknown score modification 'tanh'"},
+      {[&] {
+         Problem r = q;
+         apply_score_mod_spec(r, "alibi:1/2/3");
+         validate(r);
+       },
+       Msg::AlibiSlopeCount, "one per head (2 heads), got 3"},
+      {[&] { apply_mask_mod_spec(q, "window:0"); }, Msg::WindowInvalid, "got 0"},
+      {[&] { apply_mask_mod_spec(q, "window:-2"); }, Msg::WindowInvalid, "got '-2'"},
+      {[&] { apply_mask_mod_spec(q, "sliding"); }, Msg::MaskModUnknown, "unknown mask modification 'sliding'"},
+      {[&] {
+         Problem r = q;
+         apply_mask_mod_spec(r, "prefix:9");
+         validate(r);
+       },
+       Msg::PrefixInvalid, "from 1 to the 6 positions, got 9"},
+      {[&] {
+         Problem r = q;
+         r.edit().bias = MatrixF::Zero(5, 6);
+         validate(r);
+       },
+       Msg::BiasShape, "the bias is 5x6 but must be 6x6 (shared by every head) or 12x6"},
+      {[&] {
+         Problem r = q;
+         r.edit().bias = MatrixF::Zero(6, 6);
+         r.edit().bias(2, 3) = std::numeric_limits<float>::infinity();
+         validate(r);
+       },
+       Msg::BiasValue, "got inf at row 2, column 3"},
+      {[&] {
+         Problem r = q;
+         r.edit().documents = {0, 0, 1};
+         validate(r);
+       },
+       Msg::DocumentsLength, "there are 3 document ids but 6 positions"},
+      {[&] {
+         // Documents and a window that leave row 3 without a key it may see.
+         Problem r = q;
+         r.mask = MaskKind::Causal;
+         r.edit().documents = {0, 0, 0, 1, 1, 1};
+         r.mods.window = 1;
+         r.mods.prefix = 0;
+         r.edit().custom_mask = MatrixF();
+         r.edit().documents = {0, 0, 0, 1, 1, 1};
+         validate(r);  // row 3 sees itself: valid
+         r.mask = MaskKind::Custom;
+         r.edit().custom_mask = MatrixF::Zero(6, 6);
+         r.edit().custom_mask(3, 3) = kNegInf;
+         validate(r);
+       },
+       Msg::FullyMaskedRow, "row 3 (3) is fully masked"},
+  };
+  for (const Case& c : cases) {
+    const InputError e = refusal(c.f);
+    EXPECT_EQ(e.id, c.id) << e.what();
+    EXPECT_NE(std::string(e.what()).find(c.en), std::string::npos) << e.what();
+    const std::string zh = render_message(e.id, e.args, Lang::Zh);
+    EXPECT_NE(zh, render_message(e.id, e.args, Lang::En)) << zh;
+  }
+}
+
+TEST(Modifications, FilesForTheBiasAndTheDocuments) {
+  test::TempDir dir;
+  Problem p = test::make_problem(4, 4, 4, 1, MaskKind::None, 1, 1);
+  test::write_file(dir.file("bias.csv"), "0,1,2,3\n0,0,0,0\n1,1,1,1\n-1,-2,-3,-4\n");
+  test::write_file(dir.file("docs.csv"), "0,0,1,1\n");
+  apply_score_mod_spec(p, "bias:" + dir.file("bias.csv"));
+  apply_mask_mod_spec(p, "document:" + dir.file("docs.csv"));
+  validate(p);
+  EXPECT_EQ(p.bias()(3, 2), -3.f);
+  EXPECT_EQ(p.documents(), (std::vector<int>{0, 0, 1, 1}));
+  EXPECT_EQ(modifications_text(p, Lang::En), "bias bias.csv (shared); documents docs.csv (2)");
+  expect_pass(p, cpu_fused(p), "files");
+  test::write_file(dir.file("bad.csv"), "0,0.5,1,1\n");
+  try {
+    apply_mask_mod_spec(p, "document:" + dir.file("bad.csv"));
+    ADD_FAILURE() << "no refusal";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.id, Msg::DocumentsValue);
+    EXPECT_NE(std::string(e.what()).find("got 0.5 at position 1"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace attnlab
