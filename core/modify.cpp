@@ -160,7 +160,7 @@ std::shared_ptr<const RotatedQK> rotated_qk(const Problem& p) {
   const int n = p.n(), m = p.m(), heads = p.heads, kvh = p.kv_heads(), off = p.causal_offset();
   const std::string key = "rope/" + format_number("%.17g", theta) + "/" + std::to_string(heads) + "/" +
                           std::to_string(kvh);
-  return p.derived<RotatedQK>(key, [&](const ProblemInputs& in) {
+  return p.derived<RotatedQK>(key, [&](const ProblemInputs& in) {  // one θ kept (family "rope/")
     RotatedQK r;
     r.q.resize(in.q.rows(), in.q.cols());
     r.k.resize(in.k.rows(), in.k.cols());
@@ -171,7 +171,7 @@ std::shared_ptr<const RotatedQK> rotated_qk(const Problem& p) {
       r.k.middleRows(static_cast<Eigen::Index>(g) * m, m) =
           rope_rotate(in.k.middleRows(static_cast<Eigen::Index>(g) * m, m).cast<double>(), 0, theta).cast<float>();
     return r;
-  });
+  }, "rope/");
 }
 
 void validate_modifications(const Problem& p) {

@@ -79,12 +79,19 @@ struct Problem {
   // Data derived from the inputs, made by `make` the first time `key` is asked for (one thread
   // makes it, the others wait) and kept with the inputs until they are edited: a KV cache stored
   // in bf16, which the decode kernel's bf16 path reads at half the bytes; K in the decode
-  // kernel's panels. A key names one type: every caller of a key asks for the same T.
+  // kernel's panels. A key names one type: every caller of a key asks for the same T. With a
+  // `family` (a prefix of the key), making a new entry drops the family's others: RoPE's rotation
+  // at one θ replaces the one at the θ before (a slider dragged through many values keeps one).
   template <class T>
-  std::shared_ptr<const T> derived(const std::string& key, const std::function<T(const ProblemInputs&)>& make) const {
+  std::shared_ptr<const T> derived(const std::string& key, const std::function<T(const ProblemInputs&)>& make,
+                                   const std::string& family = {}) const {
     std::lock_guard<std::mutex> lk(in_->derived.mu);
-    std::shared_ptr<const void>& slot = in_->derived.items[key];
-    if (!slot) slot = std::make_shared<const T>(make(*in_));
+    auto& items = in_->derived.items;
+    if (auto it = items.find(key); it != items.end()) return std::static_pointer_cast<const T>(it->second);
+    if (!family.empty())
+      std::erase_if(items, [&](const auto& kv) { return kv.first.rfind(family, 0) == 0; });
+    std::shared_ptr<const void>& slot = items[key];
+    slot = std::make_shared<const T>(make(*in_));
     return std::static_pointer_cast<const T>(slot);
   }
   // K and V in bf16: derived<Bf16KV>("bf16_kv", make).

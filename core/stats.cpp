@@ -3,6 +3,8 @@
 // computes attention.
 #include "core/stats.h"
 
+#include "core/modify.h"
+
 #include "core/format.h"
 
 #include <algorithm>
@@ -111,6 +113,10 @@ std::string describe(const Problem& p, const float* weights, const float* mask, 
             : " The current query is " + qtok + ", key dimension d_k=" + dk +
                   "; raw scores QKᵀ are divided by sqrt(d_k) and then by temperature " + temp +
                   " before the softmax.";
+
+  if (has_modifications(p))
+    out += zh ? "这次计算带有修改：" + modifications_text(p, lang) + "。"
+              : " The chain is modified: " + modifications_text(p, lang) + ".";
 
   if (weights) {
     const RowStats s = row_stats(weights, mask, m);

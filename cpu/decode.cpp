@@ -481,7 +481,7 @@ std::shared_ptr<const KPanels<E>> k_panels(const Problem& p, const E* k) {
         for (int c = 0; c < d; ++c) pan[panel_offset<E>(j % 16, c)] = row[c];
       }
     return kp;
-  });
+  }, std::is_same_v<E, float> ? "decode_k_panels/" : "decode_k_panels_bf16/");
 }
 
 }  // namespace
@@ -574,7 +574,7 @@ std::shared_ptr<const Bf16KV> bf16_cache(const Problem& p) {
     for (std::size_t i = 0; i < b.k.size(); ++i) b.k[i] = bf16_bits(k.data()[i]);
     for (std::size_t i = 0; i < b.v.size(); ++i) b.v[i] = bf16_bits(in.v.data()[i]);
     return b;
-  });
+  }, "bf16_kv/");
 }
 
 void split_partial_bf16(const Problem& p, const Bf16KV& kvb, int g, int k0, int k1, Partial& out, MatrixF& scratch,

@@ -13,6 +13,15 @@
 // with keep_stages also the host copies) and compared with cudaMemGetInfo's free memory and the
 // host's MemAvailable; a problem that does not fit is refused with ResourceError naming both.
 //
+// Modifications (core/modify.h): RoPE is the host's rotation (rotated_qk, made once per problem),
+// uploaded in place of Q and K. Every other modification, and a causal mask over fewer queries
+// than keys, runs the kernels "with rules" (kernels/rules.h): the problem's MaskRule and ScoreRule
+// with device copies of the slopes, the bias, the document ids and a custom mask, and for a fused
+// kernel the block mask of its own tile grid (one byte per tile, and each query tile's range of
+// non-empty key tiles), computed on the host once per run. The staged chain's scale_mask stage
+// applies them and writes the biased and capped stages a run brings back; the fused, decode and
+// streaming kernels apply them per element. Problems without them run the code of before.
+//
 // Fault injection, for the fallback and refusal tests on machines without a GPU. The environment
 // variable ATTNLAB_CUDA_FAULT, read on every call:
 //   nodevice  device_available() is false with reason "forced by ATTNLAB_CUDA_FAULT=nodevice"
@@ -33,6 +42,7 @@
 
 #include "core/format.h"
 #include "core/memory.h"
+#include "core/modify.h"
 #include "core/problem.h"
 #include "core/parallel.h"
 
@@ -274,18 +284,47 @@ bool shows_stages(const RunOptions& opt, bool bench) {
   return !bench && opt.variant == Variant::Staged && opt.keep_stages;
 }
 
+// Whether a prefill run (staged, fused, streamed) goes through the kernels' rules
+// (kernels/rules.h): a score or mask mod, a causal mask over fewer queries than keys (MaskRule
+// places the queries at the end), and for the fused bf16 kernel a custom mask (its rule-free code
+// reads none). RoPE alone needs none: the kernels multiply the rotated Q and K.
+bool uses_rules(const Problem& p, const RunOptions& opt) {
+  return has_score_mods(p) || has_mask_mods(p) || (p.mask == MaskKind::Causal && p.n() != p.m()) ||
+         (opt.variant == Variant::Fused && opt.precision == Precision::BF16 && p.mask == MaskKind::Custom);
+}
+
+// The fused kernel's tile a run with rules launches, whose block mask it uploads. The backend's
+// buffers come from cudaMalloc, aligned as the 3xTF32 kernel needs.
+FusedTile rules_tile(const Problem& p, const RunOptions& opt) {
+  return opt.precision == Precision::BF16 ? fused_bf16_rules_tile(p.d_k())
+                                          : fused_fp32_rules_tile(p.d_k(), p.d_v(), /*aligned=*/true);
+}
+
+// Device bytes of a fused kernel's block mask (one byte per tile, a key-tile range per query tile)
+// and its tile counter.
+std::size_t block_mask_bytes(int n, int m, FusedTile t) {
+  const std::size_t qb = static_cast<std::size_t>((n + t.q_tile - 1) / t.q_tile);
+  const std::size_t kb = static_cast<std::size_t>((m + t.k_tile - 1) / t.k_tile);
+  return qb * kb + 2 * qb * sizeof(int) + sizeof(unsigned long long);
+}
+
 // The device buffers a run allocates, in elements: what allocate() creates and what the memory
-// estimate adds up, decided in this one place.
+// estimate adds up, decided in this one place. (A fused run's block mask depends on the mask's
+// contents, not only the shapes: it is allocated with its upload, and counted in `blocks`.)
 struct BufferPlan {
   std::size_t q = 0, k = 0, v = 0, out = 0;  // fp32
   std::size_t mask = 0;   // (n, m) fp32: a custom mask, or the staged mask a run shows
   std::size_t stage = 0;  // each of the kStagedBuffers staged matrices
   bool bf16 = false;      // bf16 copies of q, k and v (fused bf16)
+  // Rules: the ALiBi slopes (one per head), the bias, the document ids (ints); the biased and
+  // capped stages a staged run brings back (or exact rows of); the fused kernel's block mask
+  // (bytes, allocated with its upload).
+  std::size_t slopes = 0, bias = 0, documents = 0, biased = 0, capped = 0, blocks = 0;
 
   bool operator==(const BufferPlan&) const = default;
   std::size_t device_bytes() const {
-    return (q + k + v + out + mask + kStagedBuffers * stage) * sizeof(float) +
-           (bf16 ? (q + k + v) * sizeof(std::uint16_t) : 0);
+    return (q + k + v + out + mask + kStagedBuffers * stage + slopes + bias + biased + capped) * sizeof(float) +
+           documents * sizeof(int) + blocks + (bf16 ? (q + k + v) * sizeof(std::uint16_t) : 0);
   }
 };
 
@@ -298,23 +337,38 @@ BufferPlan plan_buffers(const Dims& d, const Problem& p, const RunOptions& opt, 
   if (p.mask == MaskKind::Custom || shows_stages(opt, bench)) b.mask = d.nm();
   if (opt.variant == Variant::Staged) b.stage = d.stage();
   b.bf16 = opt.variant == Variant::Fused && opt.precision == Precision::BF16;
+  if (uses_rules(p, opt)) {
+    b.slopes = p.mods.alibi ? static_cast<std::size_t>(p.heads) : 0;
+    b.bias = static_cast<std::size_t>(p.bias().size());
+    b.documents = p.documents().size();
+    // A score mods' stage has a device buffer when the run brings it back, or exact rows of it.
+    const unsigned mods = problem_stages(p), wanted = opt.rows.empty() ? opt.stages : kAllStages;
+    if (shows_stages(opt, bench)) {
+      if (mods & wanted & kStageBiased) b.biased = d.stage();
+      if (mods & wanted & kStageCapped) b.capped = d.stage();
+    }
+    if (opt.variant == Variant::Fused) b.blocks = block_mask_bytes(d.n, d.m, rules_tile(p, opt));
+  }
   return b;
 }
 
-// How many of the kStagedBuffers (heads*n, m) stages a run brings back (RunOptions::stages).
-int stages_brought_back(const RunOptions& opt) {
+// How many (heads*n, m) stages a run brings back (RunOptions::stages): of the kStagedBuffers,
+// and the biased and capped stages where the problem has them.
+int stages_brought_back(const RunOptions& opt, const Problem& p) {
   int k = 0;
   for (unsigned bit : {kStageScores, kStageScaled, kStageLogits, kStageWeights})
     if (opt.stages & bit) ++k;
+  for (unsigned bit : {kStageBiased, kStageCapped})
+    if (opt.stages & problem_stages(p) & bit) ++k;
   return k;
 }
 
 // Host bytes the Trace needs beyond the Problem already in memory.
-std::size_t host_bytes_needed(const Dims& d, const RunOptions& opt, bool bench) {
+std::size_t host_bytes_needed(const Dims& d, const Problem& p, const RunOptions& opt, bool bench) {
   const std::size_t f = sizeof(float);
   std::size_t bytes = d.out() * f;
   if (shows_stages(opt, bench))
-    bytes += (stages_brought_back(opt) * d.stage() + (opt.stages & kStageMask ? d.nm() : 0)) * f;
+    bytes += (stages_brought_back(opt, p) * d.stage() + (opt.stages & kStageMask ? d.nm() : 0)) * f;
   return bytes;
 }
 
@@ -338,25 +392,22 @@ void check_memory(const Problem& p, const RunOptions& opt, bool bench, std::size
                            std::to_string(d.m), fb});
     throw ResourceError(Msg::GpuMemoryFused, {format_bytes(static_cast<double>(need)), fb});
   }
-  const std::size_t host_need = host_bytes_needed(d, opt, bench);
+  const std::size_t host_need = host_bytes_needed(d, p, opt, bench);
   if (const double avail = host_available_bytes(); avail > 0 && static_cast<double>(host_need) > avail)
     throw ResourceError(Msg::HostMemoryStages,
-                        {format_bytes(static_cast<double>(host_need)), std::to_string(stages_brought_back(opt)),
+                        {format_bytes(static_cast<double>(host_need)), std::to_string(stages_brought_back(opt, p)),
                          std::to_string(d.heads), std::to_string(d.n), std::to_string(d.m), format_bytes(avail)});
 }
 
 // ---- option checks ---------------------------------------------------------------------------------
 
+// (A causal mask over fewer queries than keys and a custom mask in bf16 run with rules.)
 void check_options(const Problem& p, const RunOptions& opt) {
-  if (p.mask == MaskKind::Causal && p.n() != p.m())
-    throw InputError(Msg::CudaCausalDecode, {std::to_string(p.n()), std::to_string(p.m())});
   if (opt.precision == Precision::FP64)
     throw InputError("the CUDA backend computes in fp32 (or bf16 with --variant fused); "
                      "fp64 is the CPU reference");
   if (opt.precision == Precision::BF16 && opt.variant == Variant::Staged)
     throw InputError("bf16 is only available with --variant fused");
-  if (opt.precision == Precision::BF16 && p.mask == MaskKind::Custom)
-    throw InputError("bf16 fused attention supports the none and causal masks, not a custom mask");
   // What the launchers would refuse, refused here before anything is uploaded: the head dims and
   // the configuration switch that applies (ATTNLAB_FUSED_CONFIG=6 is valid for fp32, not bf16).
   if (opt.variant == Variant::Staged) {
@@ -420,6 +471,102 @@ void to_bf16(const float* src, std::uint16_t* dst, std::size_t count, cudaStream
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
 }
 
+// ---- the modifications on the device -------------------------------------------------------------
+
+// Q and K as the kernels multiply them: the problem's own, or RoPE's rotation of the problem as
+// given (rotated_qk: made once per problem and kept with its inputs), whose K is copied per query
+// head where the prefill kernels run an expanded copy of a grouped problem (expand_kv_heads).
+struct KernelQK {
+  std::shared_ptr<const RotatedQK> rot;  // null without RoPE
+  MatrixF k_expanded;                    // RoPE on a grouped problem: rot->k, one copy per query head
+
+  // `p` is what the kernels run: the problem as given or its expanded copy.
+  const MatrixF& q(const Problem& p) const { return rot ? rot->q : p.q(); }
+  const MatrixF& k(const Problem& p) const { return !rot ? p.k() : k_expanded.size() > 0 ? k_expanded : rot->k; }
+};
+
+// grouped (heads n, ...) as given; expanded: what the kernels run (expand_kv_heads(grouped), or
+// grouped itself for the decode kernel, which reads the grouped cache).
+KernelQK kernel_qk(const Problem& grouped, const Problem& expanded) {
+  KernelQK r;
+  r.rot = rotated_qk(grouped);
+  if (r.rot && expanded.kv_heads() != grouped.kv_heads()) {
+    const Eigen::Index m = grouped.m();
+    r.k_expanded.resize(static_cast<Eigen::Index>(grouped.heads) * m, grouped.d_k());
+    for (int h = 0; h < grouped.heads; ++h)
+      r.k_expanded.middleRows(h * m, m) = r.rot->k.middleRows(grouped.kv_row(h), m);
+  }
+  return r;
+}
+
+// Device copies of what the rules point at (the slopes, the bias, the document ids; a custom mask
+// lives in the caller's mask buffer), and the rules themselves pointing at them.
+struct DeviceRules {
+  DeviceBuffer<float> slopes, bias;
+  DeviceBuffer<int> documents;
+  KernelRules rules;
+  std::size_t device_bytes() const { return slopes.bytes() + bias.bytes() + documents.bytes(); }
+};
+
+// Uploads p's modifications' data into `dr` (allocated here unless already of the right sizes)
+// and points dr.rules at them; `custom`: the device copy of p's custom mask (null without one).
+// rules.scale is the softmax scale rounded once to fp32.
+void upload_rules(DeviceRules& dr, const Problem& p, const float* custom, cudaStream_t s) {
+  std::vector<float> slopes;
+  ScoreRule score = score_rule<float>(p, slopes);
+  MaskRule mask = mask_rule(p);
+  const auto fill = [&](auto& buf, const auto* src, std::size_t count) {
+    using T = std::remove_pointer_t<decltype(buf.get())>;
+    if (buf.size() != count) buf = DeviceBuffer<T>(count);
+    if (count > 0) ATTNLAB_CUDA_CHECK(cudaMemcpyAsync(buf.get(), src, count * sizeof(T), cudaMemcpyHostToDevice, s));
+    return count > 0 ? buf.get() : nullptr;
+  };
+  // Pageable copies return once the source is read, so the local `slopes` may go.
+  score.slopes = fill(dr.slopes, slopes.data(), slopes.size());
+  score.bias = fill(dr.bias, p.bias().data(), static_cast<std::size_t>(p.bias().size()));
+  mask.documents = fill(dr.documents, p.documents().data(), p.documents().size());
+  mask.custom = p.mask == MaskKind::Custom ? custom : nullptr;
+  dr.rules = KernelRules{};
+  dr.rules.mask = mask;
+  dr.rules.score = score;
+  dr.rules.scale = static_cast<float>(p.scale_value());
+}
+
+// A fused kernel's block mask on the device: BlockMask's bytes and each query tile's range.
+struct DeviceBlocks {
+  DeviceBuffer<std::uint8_t> kind;
+  DeviceBuffer<int> range;
+  DeviceBuffer<unsigned long long> visits;  // the kernel's tile counter
+  long long planned = 0, total = 0;         // non-empty and all tiles, over the heads
+  std::size_t device_bytes() const { return kind.bytes() + range.bytes() + visits.bytes(); }
+};
+
+// block_mask(p, tile) uploaded into `db` and described in `out` (rules.blocks); with `count`, a
+// zeroed tile counter in out.visits.
+void upload_blocks(DeviceBlocks& db, const Problem& p, FusedTile tile, bool count, KernelRules& out,
+                   cudaStream_t s) {
+  const BlockMask b = block_mask(p, tile.q_tile, tile.k_tile);
+  const std::vector<int> range = key_tile_ranges(b);
+  static_assert(sizeof(BlockKind) == 1, "the kernels read one byte per tile");
+  if (db.kind.size() != b.kind.size()) db.kind = DeviceBuffer<std::uint8_t>(b.kind.size());
+  if (db.range.size() != range.size()) db.range = DeviceBuffer<int>(range.size());
+  ATTNLAB_CUDA_CHECK(cudaMemcpyAsync(db.kind.get(), b.kind.data(), b.kind.size(), cudaMemcpyHostToDevice, s));
+  ATTNLAB_CUDA_CHECK(
+      cudaMemcpyAsync(db.range.get(), range.data(), range.size() * sizeof(int), cudaMemcpyHostToDevice, s));
+  db.planned = static_cast<long long>(b.visited()) * p.heads;
+  db.total = static_cast<long long>(b.total()) * p.heads;
+  out.blocks = {b.q_tile, b.k_tile, b.q_blocks, b.k_blocks, db.kind.get(), db.range.get()};
+  out.visits = nullptr;
+  if (count) {
+    if (db.visits.size() != 1) db.visits = DeviceBuffer<unsigned long long>(1);
+    ATTNLAB_CUDA_CHECK(cudaMemsetAsync(db.visits.get(), 0, sizeof(unsigned long long), s));
+    out.visits = db.visits.get();
+  }
+}
+
+// What last_fused_tiles() reports: one record per host thread, as last_fused_kernel().
+thread_local FusedTiles last_tiles;
+
 // ---- the device-side state of one problem --------------------------------------------------------
 
 // Inputs and every buffer the chosen variant writes, allocated once (run and bench alike).
@@ -428,21 +575,30 @@ struct DeviceProblem {
   MaskCode code = MaskCode::None;
   float sqrt_dk = 1, temperature = 1;
   float fused_scale = 1;  // 1 / (sqrt(d_k) T), for the fused kernels
+  // With rules: the fused kernels' factor from the modified score to the logit, 1 / T.
+  bool with_rules = false;
+  float inv_temperature = 1;
+  // P V may skip the key tiles right of a row block: a causal mask over as many queries as keys
+  // and no prefix (window and documents only hide more keys).
+  bool pv_causal = false;
   DeviceBuffer<float> q, k, v, out;
   DeviceBuffer<float> mask;  // (n, m): a custom mask, or the staged mask a run shows; else empty
   DeviceBuffer<float> scores, scaled, logits, weights;  // staged only
+  DeviceBuffer<float> biased, capped;                   // staged with rules, when brought back
   DeviceBuffer<std::uint16_t> q16, k16, v16;            // fused bf16 only
+  DeviceRules rules;                                    // with rules
+  DeviceBlocks blocks;                                  // fused with rules
 
   std::size_t device_bytes() const {
     return q.bytes() + k.bytes() + v.bytes() + out.bytes() + mask.bytes() + scores.bytes() +
-           scaled.bytes() + logits.bytes() + weights.bytes() + q16.bytes() + k16.bytes() +
-           v16.bytes();
+           scaled.bytes() + logits.bytes() + weights.bytes() + biased.bytes() + capped.bytes() + q16.bytes() +
+           k16.bytes() + v16.bytes() + rules.device_bytes() + blocks.device_bytes();
   }
 };
 
 // The problem's shape and constants in dp (its buffers untouched: a reused DeviceProblem keeps
 // them for the next problem of the same plan).
-void set_constants(DeviceProblem& dp, const Problem& p) {
+void set_constants(DeviceProblem& dp, const Problem& p, const RunOptions& opt) {
   dp.d = dims_of(p);
   dp.code = mask_code(p.mask);
   // sqrt and 1/T are taken in double, then rounded once, as the CPU chain's constants are.
@@ -450,11 +606,14 @@ void set_constants(DeviceProblem& dp, const Problem& p) {
   dp.sqrt_dk = scale_divisor<float>(p);
   dp.temperature = static_cast<float>(p.temperature);
   dp.fused_scale = fused_scale(p);
+  dp.with_rules = uses_rules(p, opt);
+  dp.inv_temperature = static_cast<float>(1.0 / p.temperature);
+  dp.pv_causal = p.mask == MaskKind::Causal && p.n() == p.m() && p.mods.prefix == 0;
 }
 
 DeviceProblem allocate(const Problem& p, const RunOptions& opt, bool bench) {
   DeviceProblem dp;
-  set_constants(dp, p);
+  set_constants(dp, p, opt);
   const BufferPlan b = plan_buffers(dp.d, p, opt, bench);
   dp.q = DeviceBuffer<float>(b.q);
   dp.k = DeviceBuffer<float>(b.k);
@@ -465,6 +624,8 @@ DeviceProblem allocate(const Problem& p, const RunOptions& opt, bool bench) {
   dp.scaled = DeviceBuffer<float>(b.stage);
   dp.logits = DeviceBuffer<float>(b.stage);
   dp.weights = DeviceBuffer<float>(b.stage);
+  dp.biased = DeviceBuffer<float>(b.biased);
+  dp.capped = DeviceBuffer<float>(b.capped);
   if (b.bf16) {
     dp.q16 = DeviceBuffer<std::uint16_t>(b.q);
     dp.k16 = DeviceBuffer<std::uint16_t>(b.k);
@@ -473,12 +634,20 @@ DeviceProblem allocate(const Problem& p, const RunOptions& opt, bool bench) {
   return dp;
 }
 
-// Host -> device copies of the inputs (and the custom mask), plus the bf16 conversion.
-void upload_inputs(DeviceProblem& dp, const Problem& p, const RunOptions& opt, cudaStream_t s) {
-  upload(dp.q.get(), p.q(), s);
-  upload(dp.k.get(), p.k(), s);
+// Host -> device copies of the inputs (Q and K as the kernels multiply them, a custom mask, the
+// rules' data and a fused kernel's block mask), plus the bf16 conversion. `count_tiles`: the fused
+// kernel counts the tiles it computes (a run, not bench).
+void upload_inputs(DeviceProblem& dp, const Problem& p, const KernelQK& qk, const RunOptions& opt,
+                   bool count_tiles, cudaStream_t s) {
+  upload(dp.q.get(), qk.q(p), s);
+  upload(dp.k.get(), qk.k(p), s);
   upload(dp.v.get(), p.v(), s);
   if (p.mask == MaskKind::Custom) upload(dp.mask.get(), p.custom_mask(), s);
+  if (dp.with_rules) {
+    upload_rules(dp.rules, p, dp.mask.get(), s);
+    if (opt.variant == Variant::Fused)
+      upload_blocks(dp.blocks, p, rules_tile(p, opt), count_tiles, dp.rules.rules, s);
+  }
   if (opt.variant == Variant::Fused && opt.precision == Precision::BF16) {
     to_bf16(dp.q.get(), dp.q16.get(), dp.q.size(), s);
     to_bf16(dp.k.get(), dp.k16.get(), dp.k.size(), s);
@@ -489,35 +658,45 @@ void upload_inputs(DeviceProblem& dp, const Problem& p, const RunOptions& opt, c
 // Staged chain, stage by stage; `marks` (when given) are recorded after each stage:
 // [0] after qk, [1] after scale_mask, [2] after softmax, [3] after pv. With `build_mask` the
 // (n, m) mask matrix the Trace shows is built first in the scale_mask stage (only runs that keep
-// their stages need it: scale_mask computes None and Causal from (row, col)).
+// their stages need it: scale_mask computes None and Causal from (row, col)). With rules,
+// scale_mask is its rules form (and writes the biased and capped stages a run brings back).
 void run_staged(const DeviceProblem& dp, cudaStream_t s, Event* marks, bool build_mask) {
   const Dims& d = dp.d;
   launch_qk(dp.q.get(), dp.k.get(), dp.scores.get(), dp.scaled.get(), d.heads, d.n, d.m, d.d_k,
             dp.sqrt_dk, s);
   if (marks) marks[0].record(s);
-  if (build_mask) launch_build_mask(dp.mask.get(), dp.code, d.n, d.m, s);
-  launch_scale_mask(dp.scaled.get(), dp.mask.get(), dp.logits.get(), dp.code, d.heads, d.n, d.m,
-                    dp.temperature, s);
+  if (dp.with_rules) {
+    // In place over a custom mask: the rules read element (i, j) of it only to write (i, j).
+    if (build_mask) launch_build_mask_rules(dp.mask.get(), dp.rules.rules.mask, d.n, d.m, s);
+    launch_scale_mask_rules(dp.scaled.get(), dp.biased.get(), dp.capped.get(), dp.logits.get(), dp.rules.rules,
+                            d.heads, d.n, d.m, dp.temperature, s);
+  } else {
+    if (build_mask) launch_build_mask(dp.mask.get(), dp.code, d.n, d.m, s);
+    launch_scale_mask(dp.scaled.get(), dp.mask.get(), dp.logits.get(), dp.code, d.heads, d.n, d.m,
+                      dp.temperature, s);
+  }
   if (marks) marks[1].record(s);
   launch_softmax(dp.logits.get(), dp.weights.get(), static_cast<std::int64_t>(d.heads) * d.n, d.m,
                  s);
   if (marks) marks[2].record(s);
-  launch_pv(dp.weights.get(), dp.v.get(), dp.out.get(), d.heads, d.n, d.m, d.d_v,
-            dp.code == MaskCode::Causal, s);
+  launch_pv(dp.weights.get(), dp.v.get(), dp.out.get(), d.heads, d.n, d.m, d.d_v, dp.pv_causal, s);
   if (marks) marks[3].record(s);
 }
 
 void run_fused(const DeviceProblem& dp, const RunOptions& opt, cudaStream_t s) {
   const Dims& d = dp.d;
-  const float scale = dp.fused_scale;
-  const bool causal = dp.code == MaskCode::Causal;
+  // With rules the kernels take 1 / T (their scores are the modified scaled ones) and the rules'
+  // mask; without, the folded constant and the mask kind.
+  const KernelRules* rules = dp.with_rules ? &dp.rules.rules : nullptr;
+  const float scale = rules ? dp.inv_temperature : dp.fused_scale;
+  const bool causal = !rules && dp.code == MaskCode::Causal;
   if (opt.precision == Precision::BF16) {
     fused_attention_bf16(dp.q16.get(), dp.k16.get(), dp.v16.get(), dp.out.get(), d.heads, d.n, d.m,
-                         d.d_k, scale, causal, s);
+                         d.d_k, scale, causal, s, rules);
   } else {
     fused_attention_fp32(dp.q.get(), dp.k.get(), dp.v.get(), dp.out.get(), d.heads, d.n, d.m,
                          d.d_k, d.d_v, scale, causal,
-                         dp.code == MaskCode::Custom ? dp.mask.get() : nullptr, s);
+                         !rules && dp.code == MaskCode::Custom ? dp.mask.get() : nullptr, s, rules);
   }
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
 }
@@ -629,29 +808,40 @@ StreamPlan plan_stream(const Problem& p, const RunOptions& opt) {
   return sp;
 }
 
+// The (m) vectors an exact row of a streamed run holds on the device: scores, scaled, logits,
+// weights, and the biased and capped stages where the problem has them.
+std::size_t exact_row_stages(const Problem& p) {
+  const unsigned mods = problem_stages(p);
+  return 4 + (mods & kStageBiased ? 1 : 0) + (mods & kStageCapped ? 1 : 0);
+}
+
 // Device bytes of a streaming run: the inputs it reads (V and the output only with opt.output),
-// a custom mask, the row list and its statistics, the layout, the grids of the three stages and
-// the exact rows. No (n, m) stage.
+// a custom mask, the rules' data (and with the output the fused kernel's block mask), the row list
+// and its statistics, the layout, the grids of the three stages and the exact rows. No (n, m)
+// stage.
 std::size_t stream_device_bytes(const Dims& d, const Problem& p, const RunOptions& opt,
                                 const StreamPlan& sp) {
   const std::size_t f = sizeof(float), i = sizeof(int);
   std::size_t bytes = (d.q() + d.k()) * f;
   if (opt.output) bytes += (d.v() + d.out()) * f;
   if (p.mask == MaskKind::Custom) bytes += d.nm() * f;
+  bytes += (static_cast<std::size_t>(p.bias().size()) + (p.mods.alibi ? p.heads : 0)) * f + p.documents().size() * i;
+  if (opt.output && uses_rules(p, opt))
+    bytes += block_mask_bytes(d.n, d.m, fused_fp32_rules_tile(d.d_k, d.d_v, /*aligned=*/true));
   bytes += sp.rows.size() * (i + 2 * f);
   bytes += (3 * sp.group_begin.size() + sp.px_flat.size() + sp.flat_col.size() + sp.chunk_px.size()) * i;
   bytes += 3 * static_cast<std::size_t>(sp.groups()) * sp.width * (f + 1);
-  bytes += opt.rows.size() * (2 * i + 4 * static_cast<std::size_t>(d.m) * f);
+  bytes += opt.rows.size() * (2 * i + exact_row_stages(p) * static_cast<std::size_t>(d.m) * f);
   bytes += 6 * i + 2 * sizeof(unsigned long long);
   return bytes;
 }
 
 // Host bytes the streamed Trace needs: the pooled grids (and their download staging), the exact
 // rows, the output.
-std::size_t stream_host_bytes(const Dims& d, const RunOptions& opt, const StreamPlan& sp) {
+std::size_t stream_host_bytes(const Dims& d, const Problem& p, const RunOptions& opt, const StreamPlan& sp) {
   const std::size_t px = static_cast<std::size_t>(sp.width) * sp.height;
   return 3 * px * sizeof(PooledCell) + 3 * static_cast<std::size_t>(sp.groups()) * sp.width * 5 +
-         opt.rows.size() * 5 * static_cast<std::size_t>(d.m) * sizeof(float) +
+         opt.rows.size() * (exact_row_stages(p) + 1) * static_cast<std::size_t>(d.m) * sizeof(float) +
          (opt.output ? d.out() * sizeof(float) : 0);
 }
 
@@ -668,7 +858,7 @@ void check_stream_memory(const Problem& p, const RunOptions& opt, const StreamPl
                         {format_bytes(static_cast<double>(need)), std::to_string(sp.rows.size()),
                          std::to_string(opt.rows.size()), std::to_string(d.m),
                          format_bytes(static_cast<double>(free_bytes))});
-  const std::size_t host_need = stream_host_bytes(d, opt, sp);
+  const std::size_t host_need = stream_host_bytes(d, p, opt, sp);
   if (const double avail = host_available_bytes(); avail > 0 && static_cast<double>(host_need) > avail)
     throw ResourceError(Msg::HostMemoryStreamed, {format_bytes(static_cast<double>(host_need)), format_bytes(avail)});
 }
@@ -759,11 +949,16 @@ void name_fp32_output_run(Trace& t, Variant variant) {
   t.variant = variant;
   t.precision = Precision::FP32;
   t.has_stages = false;
-  t.scores = t.scaled = t.mask = t.logits = t.weights = MatrixF();
+  t.scores = t.scaled = t.biased = t.capped = t.mask = t.logits = t.weights = MatrixF();
+  t.q_rot = t.k_rot = MatrixF();
   t.pooled = PooledStages{};
 }
 
-void run_streamed(const Problem& p, const RunOptions& opt, Trace& t) {
+// With modifications every streaming kernel reads the mask through MaskRule and the logits
+// through ScoreRule (kernels/stream_pool.h), and the output comes from the fused fp32 kernel with
+// rules, launched by whole heads (its block mask is of the problem's rows).
+// `grouped`: the problem as given, p its expanded copy (RoPE's rotation is kept with the former).
+void run_streamed(const Problem& grouped, const Problem& p, const RunOptions& opt, Trace& t) {
   const auto wall0 = std::chrono::steady_clock::now();
   validate(p);
   check_options(p, opt);
@@ -776,6 +971,7 @@ void run_streamed(const Problem& p, const RunOptions& opt, Trace& t) {
   const StreamPlan sp = plan_stream(p, opt);
   check_stream_memory(p, opt, sp);
   check_cancel(opt);
+  const KernelQK qk = kernel_qk(grouped, p);
 
   const Dims d = dims_of(p);
   Stream stream;
@@ -784,10 +980,12 @@ void run_streamed(const Problem& p, const RunOptions& opt, Trace& t) {
   ev[0].record(s);
   DeviceBuffer<float> q(d.q()), k(d.k()), v(opt.output ? d.v() : 0), out(opt.output ? d.out() : 0);
   DeviceBuffer<float> mask(p.mask == MaskKind::Custom ? d.nm() : 0);
-  upload(q.get(), p.q(), s);
-  upload(k.get(), p.k(), s);
+  upload(q.get(), qk.q(p), s);
+  upload(k.get(), qk.k(p), s);
   if (opt.output) upload(v.get(), p.v(), s);
   if (p.mask == MaskKind::Custom) upload(mask.get(), p.custom_mask(), s);
+  DeviceRules dr;  // for every problem: MaskRule says what the mask kind says
+  upload_rules(dr, p, mask.get(), s);
   DeviceBuffer<int> rows = upload_vector(sp.rows, s);
   DeviceBuffer<float> row_max(sp.rows.size()), row_sum(sp.rows.size());
   DeviceBuffer<int> g_begin = upload_vector(sp.group_begin, s), g_end = upload_vector(sp.group_end, s),
@@ -800,6 +998,8 @@ void run_streamed(const Problem& p, const RunOptions& opt, Trace& t) {
   const std::size_t row_cells = static_cast<std::size_t>(r_count) * d.m;
   DeviceBuffer<int> exact_rows = upload_vector(opt.rows, s), exact_stat = upload_vector(sp.exact_stat, s);
   DeviceBuffer<float> e_scores(row_cells), e_scaled(row_cells), e_logits(row_cells), e_weights(row_cells);
+  const unsigned mods = problem_stages(p);
+  DeviceBuffer<float> e_biased(mods & kStageBiased ? row_cells : 0), e_capped(mods & kStageCapped ? row_cells : 0);
   // The overflow records and the range keys start at "none found" / (+inf, -inf).
   const unsigned long long no_cells[2] = {kNoCell, kNoCell};
   const int range_init[6] = {float_order_key(INFINITY), float_order_key(-INFINITY),
@@ -814,11 +1014,11 @@ void run_streamed(const Problem& p, const RunOptions& opt, Trace& t) {
   StreamInputs in;
   in.q = q.get();
   in.k = k.get();
-  in.mask = mask.get();
   in.n = d.n;
   in.m = d.m;
   in.d_k = d.d_k;
-  in.code = mask_code(p.mask);
+  in.rule = dr.rules.mask;
+  in.score = dr.rules.score;
   in.sqrt_dk = scale_divisor<float>(p);  // sqrt(d_k), or 1 / an explicit scale
   in.temperature = static_cast<float>(p.temperature);
   in.exp_cutoff = std::log(std::numeric_limits<float>::min()) + std::log(static_cast<float>(d.m));
@@ -875,27 +1075,37 @@ void run_streamed(const Problem& p, const RunOptions& opt, Trace& t) {
   // (3) the exact rows.
   if (r_count > 0) {
     launch_exact_rows(in, exact_rows.get(), exact_stat.get(), r_count, row_max.get(), row_sum.get(),
-                      e_scores.get(), e_scaled.get(), e_logits.get(), e_weights.get(), s);
+                      e_scores.get(), e_scaled.get(), e_biased.get(), e_capped.get(), e_logits.get(),
+                      e_weights.get(), s);
     pacer.launched(r_count * row_work);
   }
   ev[3].record(s);
 
   // (4) the output: the fused kernel on runs of query rows of about kLaunchFma (at least 256 rows
   // per SM, so that a launch fills the device), or on runs of whole heads where a head is less.
-  // Causal runs go by whole heads: the kernel's mask is j > i counted from the head's first row.
+  // Causal runs go by whole heads: the kernel's mask is j > i counted from the head's first row;
+  // so do runs with rules, whose block mask covers a head's rows (each launch names its first
+  // head for ScoreRule).
+  DeviceBlocks blocks;
   if (opt.output) {
-    const float scale = fused_scale(p);
-    const bool causal = p.mask == MaskKind::Causal;
+    const bool with_rules = uses_rules(p, opt);
+    KernelRules rules = dr.rules;
+    if (with_rules)
+      upload_blocks(blocks, p, fused_fp32_rules_tile(d.d_k, d.d_v, /*aligned=*/true), false, rules, s);
+    const float scale = with_rules ? static_cast<float>(1.0 / p.temperature) : fused_scale(p);
+    const bool causal = !with_rules && p.mask == MaskKind::Causal;
     const double per_row = static_cast<double>(d.m) * (d.d_k + d.d_v);
     const long rows_per = std::max(static_cast<long>(kLaunchFma / per_row), 256L * sm_count());
-    if (causal || rows_per >= d.n) {
+    if (causal || with_rules || rows_per >= d.n) {
       const int heads_per = static_cast<int>(std::clamp(rows_per / d.n, 1L, static_cast<long>(d.heads)));
       for (int h = 0; h < d.heads; h += heads_per) {
         const int hc = std::min(heads_per, d.heads - h);
         const std::size_t hs = h;
+        rules.head0 = h;
         fused_attention_fp32(q.get() + hs * d.n * d.d_k, k.get() + hs * d.m * d.d_k,
                              v.get() + hs * d.m * d.d_v, out.get() + hs * d.n * d.d_v, hc, d.n, d.m,
-                             d.d_k, d.d_v, scale, causal, mask.get(), s);
+                             d.d_k, d.d_v, scale, causal, with_rules ? nullptr : mask.get(), s,
+                             with_rules ? &rules : nullptr);
         ATTNLAB_CUDA_CHECK(cudaGetLastError());
         pacer.launched(static_cast<double>(hc) * d.n * per_row);
       }
@@ -933,9 +1143,11 @@ void run_streamed(const Problem& p, const RunOptions& opt, Trace& t) {
     RowStages& rs = t.rows[r];
     rs.row = opt.rows[r];
     const std::size_t off = static_cast<std::size_t>(r) * d.m;
-    const float* src[4] = {e_scores.get() + off, e_scaled.get() + off, e_logits.get() + off, e_weights.get() + off};
-    std::vector<float>* dst[4] = {&rs.scores, &rs.scaled, &rs.logits, &rs.weights};
-    for (int st = 0; st < 4; ++st) {
+    const float* src[6] = {e_scores.get() + off, e_scaled.get() + off, e_logits.get() + off, e_weights.get() + off,
+                           e_biased.get() ? e_biased.get() + off : nullptr, e_capped.get() ? e_capped.get() + off : nullptr};
+    std::vector<float>* dst[6] = {&rs.scores, &rs.scaled, &rs.logits, &rs.weights, &rs.biased, &rs.capped};
+    for (int st = 0; st < 6; ++st) {
+      if (src[st] == nullptr) continue;  // a score mods' stage the problem does not have
       dst[st]->resize(d.m);
       ATTNLAB_CUDA_CHECK(cudaMemcpyAsync(dst[st]->data(), src[st], d.m * sizeof(float), cudaMemcpyDeviceToHost, s));
     }
@@ -967,13 +1179,12 @@ void run_streamed(const Problem& p, const RunOptions& opt, Trace& t) {
       g.hi = g.has_range ? hi : 0;
     }
   }
-  const bool causal = p.mask == MaskKind::Causal, custom = p.mask == MaskKind::Custom;
+  const MaskRule rule = mask_rule(p);  // host pointers
   for (RowStages& rs : t.rows) {
     const int i = rs.row % d.n;
     rs.mask.assign(d.m, 0.f);
     for (int j = 0; j < d.m; ++j)
-      if ((causal && j > i) || (custom && p.custom_mask()(i, j) != 0.f))
-        rs.mask[j] = -std::numeric_limits<float>::infinity();
+      if (!rule.visible(i, j)) rs.mask[j] = -std::numeric_limits<float>::infinity();
   }
 
   // The streaming passes compute every stage of a cell together: the statistics pass stands for
@@ -991,19 +1202,27 @@ void run_streamed(const Problem& p, const RunOptions& opt, Trace& t) {
 
 // ---- decode: the split-KV kernel (kernels/decode.h) --------------------------------------------
 
-// The inputs as they are (a grouped cache is read once per key/value head, not expanded), the
-// output and the partial states of every split; with a bf16 cache, bf16 copies of the inputs
-// (made on the device from the uploaded fp32 ones, as the fused bf16 kernel's are).
+// The inputs as they are (a grouped cache is read once per key/value head, not expanded; Q and K
+// rotated with RoPE), the output and the partial states of every split; with a bf16 cache, bf16
+// copies of the inputs (made on the device from the uploaded fp32 ones, as the fused bf16
+// kernel's are). With rules (any score or mask mod, a custom mask): their data and a custom mask.
 struct DecodeDevice {
   int splits = 1;
   bool bf16 = false;
-  DeviceBuffer<float> q, k, v, out, partials;
+  bool with_rules = false;
+  DeviceBuffer<float> q, k, v, out, partials, custom;
   DeviceBuffer<std::uint16_t> q16, k16, v16;
+  DeviceRules rules;
   std::size_t device_bytes() const {
-    return q.bytes() + k.bytes() + v.bytes() + out.bytes() + partials.bytes() + q16.bytes() + k16.bytes() +
-           v16.bytes();
+    return q.bytes() + k.bytes() + v.bytes() + out.bytes() + partials.bytes() + custom.bytes() + q16.bytes() +
+           k16.bytes() + v16.bytes() + rules.device_bytes();
   }
 };
+
+// Whether the decode kernel runs with rules: the none and causal masks have its own code.
+bool decode_uses_rules(const Problem& p) {
+  return has_score_mods(p) || has_mask_mods(p) || p.mask == MaskKind::Custom;
+}
 
 // Everything refused before the device is touched, then the memory estimate and the allocation.
 DecodeDevice decode_allocate(const Problem& p, const RunOptions& opt, const char* where) {
@@ -1012,7 +1231,6 @@ DecodeDevice decode_allocate(const Problem& p, const RunOptions& opt, const char
     throw InputError("pooled views and exact rows come from the staged chain, not the decode kernel");
   if (opt.precision != Precision::FP32 && opt.precision != Precision::BF16)
     throw InputError("the CUDA decode kernel computes in fp32 or bf16");
-  if (p.mask == MaskKind::Custom) throw InputError("the CUDA decode kernel takes the none and causal masks");
   if (const std::string why = decode_shape_error(p.d_k(), p.d_v(), p.kv_group, p.n()); !why.empty())
     throw InputError(why);
   if (opt.splits < 0)
@@ -1024,8 +1242,13 @@ DecodeDevice decode_allocate(const Problem& p, const RunOptions& opt, const char
   dd.splits = decode_splits(p.kv_heads(), p.m(), opt.splits);
   const std::size_t part = decode_partials_floats(p.heads, p.n(), p.d_v(), dd.splits);
   const std::size_t inputs = static_cast<std::size_t>(p.q().size() + p.k().size() + p.v().size());
+  dd.with_rules = decode_uses_rules(p);
+  const std::size_t custom = p.mask == MaskKind::Custom ? static_cast<std::size_t>(p.n()) * p.m() : 0;
+  const std::size_t rules = dd.with_rules ? static_cast<std::size_t>(p.bias().size()) + (p.mods.alibi ? p.heads : 0) +
+                                                p.documents().size()
+                                          : 0;  // floats and ints alike
   const std::size_t need =
-      (inputs + static_cast<std::size_t>(p.heads) * p.n() * p.d_v() + part) * sizeof(float) +
+      (inputs + static_cast<std::size_t>(p.heads) * p.n() * p.d_v() + part + custom + rules) * sizeof(float) +
       (dd.bf16 ? inputs * sizeof(std::uint16_t) : 0);
   std::size_t free_bytes = kOomFaultFreeBytes, total = 0;
   if (fault_from_env() != Fault::Oom) ATTNLAB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
@@ -1037,6 +1260,7 @@ DecodeDevice decode_allocate(const Problem& p, const RunOptions& opt, const char
   dd.v = DeviceBuffer<float>(static_cast<std::size_t>(p.v().size()));
   dd.out = DeviceBuffer<float>(static_cast<std::size_t>(p.heads) * p.n() * p.d_v());
   dd.partials = DeviceBuffer<float>(part);
+  dd.custom = DeviceBuffer<float>(custom);
   if (dd.bf16) {
     dd.q16 = DeviceBuffer<std::uint16_t>(dd.q.size());
     dd.k16 = DeviceBuffer<std::uint16_t>(dd.k.size());
@@ -1045,11 +1269,15 @@ DecodeDevice decode_allocate(const Problem& p, const RunOptions& opt, const char
   return dd;
 }
 
-// The inputs to the device (and their bf16 copies for a bf16 cache).
+// The inputs to the device (Q and K as the kernel multiplies them, the rules' data, and bf16
+// copies for a bf16 cache).
 void decode_upload(DecodeDevice& dd, const Problem& p, cudaStream_t s) {
-  upload(dd.q.get(), p.q(), s);
-  upload(dd.k.get(), p.k(), s);
+  const KernelQK qk = kernel_qk(p, p);
+  upload(dd.q.get(), qk.q(p), s);
+  upload(dd.k.get(), qk.k(p), s);
   upload(dd.v.get(), p.v(), s);
+  if (dd.custom.size() > 0) upload(dd.custom.get(), p.custom_mask(), s);
+  if (dd.with_rules) upload_rules(dd.rules, p, dd.custom.get(), s);
   if (dd.bf16) {
     to_bf16(dd.q.get(), dd.q16.get(), dd.q.size(), s);
     to_bf16(dd.k.get(), dd.k16.get(), dd.k.size(), s);
@@ -1057,20 +1285,22 @@ void decode_upload(DecodeDevice& dd, const Problem& p, cudaStream_t s) {
   }
 }
 
+// With rules the kernel takes 1 / T (its scores are the modified scaled ones) and the rules' mask.
 void decode_launch(const DecodeDevice& dd, const Problem& p, cudaStream_t s) {
+  const KernelRules* rules = dd.with_rules ? &dd.rules.rules : nullptr;
+  const float scale = rules ? static_cast<float>(1.0 / p.temperature) : fused_scale(p);
+  const bool causal = !rules && p.mask == MaskKind::Causal;
   if (dd.bf16)
     decode_attention_bf16(dd.q16.get(), dd.k16.get(), dd.v16.get(), dd.out.get(), dd.partials.get(), p.heads,
-                          p.kv_group, p.n(), p.m(), p.d_k(), dd.splits, fused_scale(p),
-                          p.mask == MaskKind::Causal, s);
+                          p.kv_group, p.n(), p.m(), p.d_k(), dd.splits, scale, causal, s, rules);
   else
     decode_attention_fp32(dd.q.get(), dd.k.get(), dd.v.get(), dd.out.get(), dd.partials.get(), p.heads,
-                          p.kv_group, p.n(), p.m(), p.d_k(), dd.splits, fused_scale(p),
-                          p.mask == MaskKind::Causal, s);
+                          p.kv_group, p.n(), p.m(), p.d_k(), dd.splits, scale, causal, s, rules);
 }
 
 std::string decode_kernel_name(const DecodeDevice& dd, const Problem& p) {
   return std::string("split-KV decode ") + (dd.bf16 ? "bf16" : "fp32") + " D=" + std::to_string(p.d_k()) + " rows=" + std::to_string(p.kv_group * p.n()) +
-         " splits=" + std::to_string(dd.splits);
+         " splits=" + std::to_string(dd.splits) + (dd.with_rules ? " rules" : "");
 }
 
 // A score that overflowed fp32 leaves inf or NaN in the output: refused as the CPU kernel does.
@@ -1159,7 +1389,7 @@ class CudaBackend final : public Backend {
     }
     if (streams(opt)) {
       release_resident();  // a streamed problem may need the memory they hold
-      run_streamed(p, opt, t);
+      run_streamed(grouped, p, opt, t);
       return;
     }
     const auto wall0 = std::chrono::steady_clock::now();
@@ -1168,13 +1398,14 @@ class CudaBackend final : public Backend {
     if (!reuse) release_resident();  // before the estimate: it may need what they hold
     check_before_run(p, opt, /*bench=*/false, reuse ? plan.device_bytes() : 0);
     check_stream_request(p, opt);  // exact rows of a run that keeps its stages
+    const KernelQK qk = kernel_qk(grouped, p);
     try {
       if (!reuse) {
         resident_ = allocate(p, opt, /*bench=*/false);
         resident_plan_ = plan;
       }
-      set_constants(resident_, p);
-      run_resident(p, opt, t, wall0);
+      set_constants(resident_, p, opt);
+      run_resident(p, qk, opt, t, wall0);
     } catch (...) {
       release_resident();  // a failed launch may have left them in any state
       throw;
@@ -1189,11 +1420,12 @@ class CudaBackend final : public Backend {
     const Problem p = expand_kv_heads(grouped);  // as in run_into
     release_resident();  // the estimate and the timed runs have the device to themselves
     check_before_run(p, opt, /*bench=*/true);
+    const KernelQK qk = kernel_qk(grouped, p);
 
     Stream stream;
     const cudaStream_t s = stream.get();
     DeviceProblem dp = allocate(p, opt, /*bench=*/true);
-    upload_inputs(dp, p, opt, s);
+    upload_inputs(dp, p, qk, opt, /*count_tiles=*/false, s);
 
     for (int i = 0; i < warmup; ++i) run_chain(dp, opt, s);
     ATTNLAB_CUDA_CHECK(cudaStreamSynchronize(s));
@@ -1231,8 +1463,9 @@ class CudaBackend final : public Backend {
     resident_plan_.reset();
   }
 
-  // One run on the resident buffers (allocated for this problem's plan, constants set).
-  void run_resident(const Problem& p, const RunOptions& opt, Trace& t,
+  // One run on the resident buffers (allocated for this problem's plan, constants set); qk: Q and
+  // K as the kernels multiply them (and a kept-stage trace shows, rotated).
+  void run_resident(const Problem& p, const KernelQK& qk, const RunOptions& opt, Trace& t,
                     std::chrono::steady_clock::time_point wall0) {
     DeviceProblem& dp = resident_;
     const Dims& d = dp.d;
@@ -1241,7 +1474,7 @@ class CudaBackend final : public Backend {
     // ev[0] start, [1] uploaded, [2..5] after qk / scale_mask / softmax / pv.
     Event ev[6];
     ev[0].record(s);
-    upload_inputs(dp, p, opt, s);
+    upload_inputs(dp, p, qk, opt, /*count_tiles=*/true, s);
     ev[1].record(s);
 
     t.backend = "cuda";
@@ -1265,8 +1498,9 @@ class CudaBackend final : public Backend {
     const auto d0 = std::chrono::steady_clock::now();
     std::vector<Download> jobs;
     const Eigen::Index rows = static_cast<Eigen::Index>(d.heads) * d.n;
+    // (biased and capped have a device buffer only where the problem has them and they were asked.)
     const auto bring = [&](unsigned bit, MatrixF& dst, const float* src, Eigen::Index r) {
-      if (!t.has_stages || !(opt.stages & bit)) {
+      if (!t.has_stages || !(opt.stages & bit) || src == nullptr) {
         dst = MatrixF();
         return;
       }
@@ -1275,9 +1509,22 @@ class CudaBackend final : public Backend {
     };
     bring(kStageScores, t.scores, dp.scores.get(), rows);
     bring(kStageScaled, t.scaled, dp.scaled.get(), rows);
+    bring(kStageBiased, t.biased, dp.biased.get(), rows);
+    bring(kStageCapped, t.capped, dp.capped.get(), rows);
     bring(kStageMask, t.mask, dp.mask.get(), d.n);
     bring(kStageLogits, t.logits, dp.logits.get(), rows);
     bring(kStageWeights, t.weights, dp.weights.get(), rows);
+    // RoPE: the rotated Q and K the kernels multiplied, with the stages (the host's matrices).
+    if (t.has_stages && qk.rot) {
+      t.q_rot = qk.rot->q;
+      t.k_rot = qk.rot->k;
+    } else {
+      t.q_rot = t.k_rot = MatrixF();
+    }
+    // A fused run with rules: the tiles its kernel counted.
+    unsigned long long visits = 0;
+    const bool counted = opt.variant == Variant::Fused && dp.rules.rules.visits != nullptr && dp.with_rules;
+    if (counted) jobs.push_back({&visits, dp.blocks.visits.get(), sizeof visits});
     t.output.resize(rows, d.d_v);
     jobs.push_back({t.output.data(), dp.out.get(), static_cast<std::size_t>(t.output.size()) * sizeof(float)});
     t.rows.assign(t.has_stages ? opt.rows.size() : 0, RowStages{});
@@ -1287,11 +1534,17 @@ class CudaBackend final : public Backend {
       rs.row = opt.rows[k];
       const std::size_t off = static_cast<std::size_t>(rs.row) * d.m;
       const std::size_t moff = static_cast<std::size_t>(rs.row % d.n) * d.m;
+      // (biased and capped: where the problem has them, their buffers exist for the exact rows.)
       const std::pair<std::vector<float>*, const float*> parts[] = {
-          {&rs.scores, dp.scores.get() + off}, {&rs.scaled, dp.scaled.get() + off},
-          {&rs.logits, dp.logits.get() + off}, {&rs.weights, dp.weights.get() + off},
+          {&rs.scores, dp.scores.get() + off},
+          {&rs.scaled, dp.scaled.get() + off},
+          {&rs.biased, dp.biased.get() ? dp.biased.get() + off : nullptr},
+          {&rs.capped, dp.capped.get() ? dp.capped.get() + off : nullptr},
+          {&rs.logits, dp.logits.get() + off},
+          {&rs.weights, dp.weights.get() + off},
           {&rs.mask, dp.mask.get() + moff}};
       for (const auto& [dst, src] : parts) {
+        if (src == nullptr) continue;
         dst->resize(d.m);
         jobs.push_back({dst->data(), src, row_bytes});
       }
@@ -1302,6 +1555,10 @@ class CudaBackend final : public Backend {
     const bool pinned = pinned_downloads() && total >= kStagingSlotBytes / 4 &&
                         staging_.reserve(kStagingSlotBytes);
     download_all(jobs, s, pinned ? &staging_ : nullptr);
+    if (counted) {
+      const DeviceBlockMask& b = dp.rules.rules.blocks;
+      last_tiles = {b.q_tile, b.k_tile, static_cast<long long>(visits), dp.blocks.planned, dp.blocks.total};
+    }
 
     StageTimings& tm = t.timings;
     tm.upload_ms = elapsed_ms(ev[0], ev[1]);
@@ -1385,6 +1642,8 @@ std::size_t streamed_device_bytes(const Problem& p, const RunOptions& opt) {
   check_stream_request(p, opt);
   return stream_device_bytes(dims_of(p), p, opt, plan_stream(p, opt));
 }
+
+FusedTiles last_fused_tiles() { return last_tiles; }
 
 std::unique_ptr<Backend> make_backend() {
   std::string reason;

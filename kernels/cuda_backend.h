@@ -23,6 +23,16 @@ std::string device_description();
 // Validates the problem and the request (InputError); touches no device.
 std::size_t streamed_device_bytes(const Problem& p, const RunOptions& opt);
 
+// The key tiles of the last fused run with modifications on this host thread (run and run_into,
+// not bench): its kernel's tile, the tiles its blocks computed (counted on the device), the tiles
+// the block mask leaves (BlockMask::visited() times the heads) and all of them. The counts match
+// when the kernel skipped exactly the Empty tiles. All zero before such a run.
+struct FusedTiles {
+  int q_tile = 0, k_tile = 0;
+  long long computed = 0, planned = 0, total = 0;
+};
+FusedTiles last_fused_tiles();
+
 // Throws NoDeviceError("no CUDA device: <reason>") when no device answers.
 std::unique_ptr<Backend> make_backend();
 

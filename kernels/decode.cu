@@ -12,6 +12,11 @@
 //                          m_s, l = sum_s l_s exp2(m_s - M), acc = sum_s acc_s exp2(m_s - M) (the
 //                          log-sum-exp merge of every split at once), O = acc / l.
 // Units: m in log2-scaled logits (the scale folded with log2 e, as in the fused kernels).
+// With rules (kernels/rules.h: the problem's mask and score modifications, decode_split_kernel
+// instantiated with RULES): a block first narrows its split to the keys some row of the group may
+// see (the union of MaskRule's intervals: a window skips whole splits), then every score is
+// MaskRule's and ScoreRule's (-inf, or the modified scaled score y) times log2(e) / T, so m is
+// kept in log2 units of y / T; the combine is the same.
 // A bf16 cache (q, k, v in bf16: half the bytes read) is widened to fp32 as the tiles are loaded;
 // the weights P are rounded to bf16 and l sums the rounded weights, as the lab's other bf16
 // kernels do (cpu/bf16.h); every sum and acc stay fp32. The tiles are read 16 bytes per thread
@@ -24,6 +29,7 @@
 #include "core/types.h"
 #include "kernels/cuda_check.h"
 #include "kernels/launch.h"
+#include "kernels/rules.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -63,19 +69,28 @@ __device__ __forceinline__ void load16(const T* src, float (&dst)[kVec<T>]) {
 
 // q (heads*n, D), k and v (kv_heads*m, D) of element type T (float or bf16); part_m, part_l (items*R), part_acc (items*R, D) with
 // items = kv_heads * splits, item g * splits + s. causal_off < 0: no mask; else query i sees keys
-// j <= i + causal_off.
-template <int D, typename T>
+// j <= i + causal_off. With RULES the rules' mask instead (causal_off unused) and their score mods;
+// `scale_log2` is then log2(e) / T.
+template <int D, typename T, bool RULES>
 __global__ void __launch_bounds__(kThreads)
     decode_split_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                         float* __restrict__ part_m, float* __restrict__ part_l, float* __restrict__ part_acc,
                         int n, int m, int group, int keys_per_split, int splits, float scale_log2,
-                        int causal_off) {
+                        int causal_off, RulesArg<RULES> rules) {
   constexpr int KP = D + 1;
   constexpr int RS = kThreads / D;                     // rows sharing a thread's column: 1 or 2
   constexpr int kAcc = (kDecodeMaxRows + RS - 1) / RS;  // accumulators per thread
   const int R = group * n;
   const int s = blockIdx.x, g = blockIdx.y;
-  const int k0 = s * keys_per_split, k1 = min(m, k0 + keys_per_split);
+  int k0 = s * keys_per_split, k1 = min(m, k0 + keys_per_split);
+  if constexpr (RULES) {
+    // Only the keys some query of the group may see (every head shares the mask): the union of
+    // the rows' intervals. A split outside it computes nothing and leaves the empty state.
+    int lo, hi;
+    union_interval(rules.mask, n, lo, hi);
+    k0 = max(k0, lo);
+    k1 = min(k1, hi);
+  }
   extern __shared__ float smem[];
   float* qs = smem;                               // (R, D)
   float* ks = qs + kDecodeMaxRows * D;            // (kTile, KP)
@@ -127,8 +142,14 @@ __global__ void __launch_bounds__(kThreads)
       float sc = 0.f;
 #pragma unroll 8
       for (int cc = 0; cc < D; ++cc) sc = fmaf(qs[r * D + cc], ks[j * KP + cc], sc);
-      const bool visible = j < cols && (causal_off < 0 || b0 + j <= r % n + causal_off);
-      ps[r * (kTile + 1) + j] = visible ? sc * scale_log2 : -INFINITY;
+      if constexpr (RULES) {
+        // Row r is query r % n of query head g * group + r / n; j < cols keeps the key below m.
+        ps[r * (kTile + 1) + j] =
+            j < cols ? rule_score(rules, sc, g * group + r / n, r % n, b0 + j, n, m, true) * scale_log2 : -INFINITY;
+      } else {
+        const bool visible = j < cols && (causal_off < 0 || b0 + j <= r % n + causal_off);
+        ps[r * (kTile + 1) + j] = visible ? sc * scale_log2 : -INFINITY;
+      }
     }
     __syncthreads();
     // The online-softmax step: one warp per row, one lane per key of the tile.
@@ -196,9 +217,10 @@ __global__ void __launch_bounds__(D)
   o[static_cast<size_t>(row) * D + c] = a / l;
 }
 
-template <int D, typename T>
+template <int D, typename T, bool RULES>
 void launch(const T* q, const T* k, const T* v, float* o, float* partials, int heads, int group,
-            int n, int m, int splits, float scale_log2, int causal_off, cudaStream_t st) {
+            int n, int m, int splits, float scale_log2, int causal_off, cudaStream_t st,
+            const RulesArg<RULES>& rules) {
   const int kv_heads = heads / group, R = group * n;
   const int per = (m + splits - 1) / splits;
   const int eff = (m + per - 1) / per;  // no empty split
@@ -207,8 +229,9 @@ void launch(const T* q, const T* k, const T* v, float* o, float* partials, int h
   float* pl = pm + items * R;
   float* pa = pl + items * R;
   const size_t smem = shared_floats<D>() * sizeof(float);
-  decode_split_kernel<D, T><<<dim3(static_cast<unsigned>(eff), static_cast<unsigned>(kv_heads)), kThreads, smem, st>>>(
-      q, k, v, pm, pl, pa, n, m, group, per, eff, scale_log2, causal_off);
+  const dim3 grid(static_cast<unsigned>(eff), static_cast<unsigned>(kv_heads));
+  decode_split_kernel<D, T, RULES><<<grid, kThreads, smem, st>>>(q, k, v, pm, pl, pa, n, m, group, per, eff, scale_log2,
+                                                                 causal_off, rules);
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
   decode_combine_kernel<D><<<grid_1d(static_cast<long long>(heads) * n, "decode combine"), D, 0, st>>>(
       pm, pl, pa, o, n, group, eff);
@@ -240,35 +263,43 @@ namespace {
 
 template <typename T>
 void decode_attention(const T* q, const T* k, const T* v, float* o, float* partials, int heads, int kv_group,
-                      int n, int m, int d, int splits, float scale, bool causal, void* stream) {
+                      int n, int m, int d, int splits, float scale, bool causal, void* stream,
+                      const KernelRules* rules) {
   if (heads < 1 || kv_group < 1 || heads % kv_group != 0 || n < 1 || m < n || splits < 1)
     throw InputError("decode: bad problem (heads " + std::to_string(heads) + ", kv_group " +
                      std::to_string(kv_group) + ", n " + std::to_string(n) + ", m " + std::to_string(m) +
                      ", splits " + std::to_string(splits) + ")");
   if (const std::string why = decode_shape_error(d, d, kv_group, n); !why.empty()) throw InputError(why);
+  if (rules != nullptr && causal) throw InputError("decode: with rules the mask is the rules' (causal false)");
   const auto st = static_cast<cudaStream_t>(stream);
   const int causal_off = causal ? m - n : -1;
   const float scale_log2 = scale * kLog2e;
-  if (d == 64)
-    launch<64>(q, k, v, o, partials, heads, kv_group, n, m, splits, scale_log2, causal_off, st);
-  else
-    launch<128>(q, k, v, o, partials, heads, kv_group, n, m, splits, scale_log2, causal_off, st);
+  if (rules != nullptr) {
+    if (d == 64)
+      launch<64, T, true>(q, k, v, o, partials, heads, kv_group, n, m, splits, scale_log2, -1, st, *rules);
+    else
+      launch<128, T, true>(q, k, v, o, partials, heads, kv_group, n, m, splits, scale_log2, -1, st, *rules);
+  } else if (d == 64) {
+    launch<64, T, false>(q, k, v, o, partials, heads, kv_group, n, m, splits, scale_log2, causal_off, st, {});
+  } else {
+    launch<128, T, false>(q, k, v, o, partials, heads, kv_group, n, m, splits, scale_log2, causal_off, st, {});
+  }
 }
 
 }  // namespace
 
 void decode_attention_fp32(const float* q, const float* k, const float* v, float* o, float* partials,
                            int heads, int kv_group, int n, int m, int d, int splits, float scale,
-                           bool causal, void* stream) {
-  decode_attention(q, k, v, o, partials, heads, kv_group, n, m, d, splits, scale, causal, stream);
+                           bool causal, void* stream, const KernelRules* rules) {
+  decode_attention(q, k, v, o, partials, heads, kv_group, n, m, d, splits, scale, causal, stream, rules);
 }
 
 void decode_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const std::uint16_t* v, float* o,
                            float* partials, int heads, int kv_group, int n, int m, int d, int splits, float scale,
-                           bool causal, void* stream) {
+                           bool causal, void* stream, const KernelRules* rules) {
   using B = __nv_bfloat16;
   decode_attention(reinterpret_cast<const B*>(q), reinterpret_cast<const B*>(k), reinterpret_cast<const B*>(v), o,
-                   partials, heads, kv_group, n, m, d, splits, scale, causal, stream);
+                   partials, heads, kv_group, n, m, d, splits, scale, causal, stream, rules);
 }
 
 }  // namespace attnlab::cuda

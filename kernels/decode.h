@@ -5,7 +5,11 @@
 // The n queries are the last n of the m positions: causal (when `causal`) lets query i see the keys
 // j <= i + m - n. `scale` = 1 / (sqrt(d) T) (or s / T). `partials` is scratch of
 // decode_partials_floats(...) floats. `stream` is a cudaStream_t passed as void*.
+// With `rules` (kernels/rules.h, device pointers; causal false): the problem's mask (any kind and
+// the mask mods) and score mods; `scale` is then 1 / T, rules->scale the softmax scale.
 #pragma once
+
+#include "kernels/rules.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -14,7 +18,7 @@
 namespace attnlab::cuda {
 
 // What the kernel takes: d_k == d_v in {64, 128}, at most kDecodeMaxRows query rows per key/value
-// head (kv_group * n), the none and causal masks; "" when it takes the shape, else why not.
+// head (kv_group * n); "" when it takes the shape, else why not.
 // Inline: the bench's planning asks it in builds without CUDA too.
 inline constexpr int kDecodeMaxRows = 16;
 inline std::string decode_shape_error(int d_k, int d_v, int kv_group, int n) {
@@ -40,13 +44,13 @@ std::size_t decode_partials_floats(int heads, int n, int d, int splits);
 // the log-sum-exp rule and writes O = acc / l. Throws InputError for shapes it does not take.
 void decode_attention_fp32(const float* q, const float* k, const float* v, float* o, float* partials,
                            int heads, int kv_group, int n, int m, int d, int splits, float scale,
-                           bool causal, void* stream);
+                           bool causal, void* stream, const KernelRules* rules = nullptr);
 
 // The same on a bf16 cache: q, k and v are bf16 bit patterns (round to nearest even of the fp32
 // inputs), widened to fp32 as they are loaded; the weights are rounded to bf16 (l sums the rounded
 // weights), every sum and the output fp32.
 void decode_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const std::uint16_t* v, float* o,
                            float* partials, int heads, int kv_group, int n, int m, int d, int splits, float scale,
-                           bool causal, void* stream);
+                           bool causal, void* stream, const KernelRules* rules = nullptr);
 
 }  // namespace attnlab::cuda

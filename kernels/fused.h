@@ -5,7 +5,17 @@
 //   custom_mask: nullptr, or (n, m) additive 0/-inf shared by all heads
 // `scale` = 1 / (sqrt(d_k) * T): the logits are (q.k) * scale (+ mask / T, which is 0 or -inf).
 // `stream` is a cudaStream_t passed as void*. Launch errors throw DeviceError.
+//
+// With `rules` (kernels/rules.h; device pointers, a block mask for the tile fused_*_rules_tile
+// names): the problem's modifications. Each kernel then runs its instantiation with rules: it
+// walks only the key tiles the block mask leaves each query tile, tests MaskRule per element in
+// Partial tiles only, and turns every product into ScoreRule's modified scaled score
+// y = apply(q.k * rules->scale) before the online softmax; `scale` is then 1 / T, the factor from
+// y to the logit, so the running max is kept in units of y and the exponentials take 1 / T.
+// causal must be false and custom_mask null then: MaskRule holds the mask.
 #pragma once
+
+#include "kernels/rules.h"
 
 #include <cstdint>
 #include <string>
@@ -18,23 +28,38 @@ namespace attnlab::cuda {
 // 0's kernel instead: this is how bench's JSON and the tests tell. Empty before the first launch.
 std::string last_fused_kernel();
 
+// The tile (queries x keys) of the kernel a fused launch with rules runs, for the block mask the
+// caller builds (block_mask(p, q_tile, k_tile)): fp32 configurations 5 and 6 run the 3xTF32
+// kernel where it takes the shape (fused_tf32_takes) and the buffers are `aligned` (q, k, v
+// 16-byte, o 8-byte: cudaMalloc's are), every other fp32 configuration runs configuration 0's
+// CUDA-core tile; bf16 runs configuration 0's tile. Reads ATTNLAB_FUSED_CONFIG as the launch does.
+struct FusedTile {
+  int q_tile = 0, k_tile = 0;
+};
+FusedTile fused_fp32_rules_tile(int d_k, int d_v, bool aligned);
+FusedTile fused_bf16_rules_tile(int d);
+
 // fp32 inputs, fp32 math, fp32-accurate (relative error <= 1e-5 against fp64).
 void fused_attention_fp32(const float* q, const float* k, const float* v, float* o, int heads,
                           int n, int m, int d_k, int d_v, float scale, bool causal,
-                          const float* custom_mask, void* stream);
+                          const float* custom_mask, void* stream, const KernelRules* rules = nullptr);
 
 // fp32 on tensor cores with error compensation (3xTF32; kernels/fused_tf32.cu), what fp32
 // configurations 5 (4 warps, `wide` false) and 6 (8 warps) run. `scale_log2` = log2(e) * scale.
 // Returns false, launching nothing, where the kernel does not apply: d_k or d_v not a multiple of
-// 4 or above 128, or buffers not 16-byte aligned (o: 8-byte).
+// 4 or above 128 (fused_tf32_takes), or buffers not 16-byte aligned (o: 8-byte).
 bool fused_attention_tf32x3(bool wide, const float* q, const float* k, const float* v, float* o,
                             int heads, int n, int m, int d_k, int d_v, float scale_log2,
-                            bool causal, const float* custom_mask, void* stream);
+                            bool causal, const float* custom_mask, void* stream,
+                            const KernelRules* rules = nullptr);
+bool fused_tf32_takes(int d_k, int d_v);
+// Its tile: 16 queries per warp (4 or 8 warps), 64-key tiles up to head dim 64, 32 above.
+FusedTile fused_tf32_tile(bool wide, int d_k, int d_v);
 
 // bf16 inputs (raw uint16 bit patterns), tensor-core math with fp32 accumulation, fp32 output.
 // d_k == d_v in {64, 128}; throws InputError for other shapes.
 void fused_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const std::uint16_t* v,
                           float* o, int heads, int n, int m, int d, float scale, bool causal,
-                          void* stream);
+                          void* stream, const KernelRules* rules = nullptr);
 
 }  // namespace attnlab::cuda

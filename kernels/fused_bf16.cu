@@ -17,6 +17,11 @@
 // Keys past m are zero-filled by cp.async and masked to -inf; query rows past n are computed
 // from zeros and never written. Causal: key tiles entirely above the tile's last query are never
 // loaded; a warp whose rows all precede a key tile skips that tile's math.
+// With rules (kernels/rules.h; every mask kind then, a custom mask and decode shapes included):
+// configuration 0's tile instantiated with RULES. The double-buffered loop walks the key tiles
+// the block mask leaves the query tile (an Empty tile is never loaded), MaskRule is tested per
+// element in Partial tiles only, and the fp32 accumulators become the modified scaled scores y
+// before the online softmax, whose constant is then log2(e) / T (the running max in units of y).
 //
 // Tile configurations (ATTNLAB_FUSED_CONFIG, read at every launch; unset or empty = the head-dim
 // bucket's default, kernels/tile_config.h; 0..5 = that configuration; any other value throws
@@ -42,6 +47,7 @@
 #include "kernels/async_copy.cuh"
 #include "kernels/fused.h"
 #include "kernels/launch.h"
+#include "kernels/rules.cuh"
 #include "kernels/tile_config.h"
 
 #include <cuda_runtime.h>
@@ -113,12 +119,13 @@ __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi, float& su
 
 // q, k, v (heads*n | heads*m, D) bf16 bits; o (heads*n, D) fp32.
 // Grid: heads * ceil(n / BQ) blocks of 32 * WARPS threads; block b: head b % heads, query tile
-// (tiles - 1 - b / heads), heaviest causal tiles first. `scale_log2` = log2(e) / (sqrt(D) T).
-template <int D, int WARPS, int BK, int MINB, int MT, bool QREG>
+// (tiles - 1 - b / heads), heaviest causal tiles first. `scale_log2` = log2(e) / (sqrt(D) T), with
+// RULES log2(e) / T (causal false: the rules hold the mask).
+template <int D, int WARPS, int BK, int MINB, int MT, bool QREG, bool RULES>
 __global__ void __launch_bounds__(WARPS * 32, MINB)
     fused_bf16_kernel(const std::uint16_t* __restrict__ q, const std::uint16_t* __restrict__ k,
                       const std::uint16_t* __restrict__ v, float* __restrict__ o, int heads, int n,
-                      int m, float scale_log2, bool causal) {
+                      int m, float scale_log2, bool causal, RulesArg<RULES> rules) {
   using T = Bf16Tile<D, WARPS, BK, MINB, MT, QREG>;
   constexpr int RS = T::RS;
   constexpr int kThreads = T::kThreads;
@@ -143,7 +150,13 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
 
   const int q_last = min(q0 + kBQ, n) - 1;
   const int key_end = causal ? min(m, q_last + 1) : m;
-  const int k_tiles = (key_end + kBK - 1) / kBK;
+  int first_kt = 0, k_tiles = (key_end + kBK - 1) / kBK;
+  // With rules: the key tiles the block mask leaves this query tile, Empty ones skipped.
+  [[maybe_unused]] const int qb = q0 / kBQ;
+  if constexpr (RULES) {
+    key_tile_range(rules.blocks, qb, first_kt, k_tiles);
+    first_kt = next_key_tile(rules.blocks, qb, first_kt, k_tiles);
+  }
   const int warp_row0 = q0 + warp * 16 * MT;  // first query row of this warp
   // Row tile mt of the warp: this lane's two rows are row0 + 16 mt and row0 + 16 mt + 8.
   const int row0 = warp_row0 + g;
@@ -152,7 +165,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   // Q: whole rows of D bf16, each into a row of RS; then key tile 0.
   cp_async_tile<kBQ, D, RS, kThreads>(Qs, qh, D, min(kBQ, n - q0), D);
   cp_async_commit();
-  cp_async_kv_tile<kBK, D, RS, kThreads>(Ks, Vs, kh, vh, 0, m, D, D);
+  if (!RULES || first_kt < k_tiles) cp_async_kv_tile<kBK, D, RS, kThreads>(Ks, Vs, kh, vh, first_kt * kBK, m, D, D);
   cp_async_commit();
   cp_async_wait<1>();  // Q has landed (K/V tile 0 may still be in flight)
   __syncthreads();
@@ -194,15 +207,22 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     sum1[mt] = 0.f;
   }
 
-  for (int kt = 0; kt < k_tiles; ++kt) {
+  for (int it = 0, kt = first_kt; kt < k_tiles; ++it) {
+    const int kt_next = following_key_tile<RULES>(rules, qb, kt, k_tiles);
     const int k0 = kt * kBK;
-    const int buf = kt & 1;
-    cp_async_next_tile(kt + 1 < k_tiles, [=] {
-      // The other buffer was last read in iteration kt-1, which ended with a barrier.
+    const int next_k0 = RULES ? kt_next * kBK : k0 + kBK;
+    const int buf = (RULES ? it : kt) & 1;  // the iteration's parity (it == kt without rules)
+    cp_async_next_tile(kt_next < k_tiles, [=] {
+      // The other buffer was last read in the previous iteration, which ended with a barrier.
       cp_async_kv_tile<kBK, D, RS, kThreads>(Ks + (buf ^ 1) * T::kv_elems,
-                                             Vs + (buf ^ 1) * T::kv_elems, kh, vh, k0 + kBK, m,
+                                             Vs + (buf ^ 1) * T::kv_elems, kh, vh, next_k0, m,
                                              D, D);
     });
+    [[maybe_unused]] bool partial = false;  // with rules: this tile needs MaskRule per element
+    if constexpr (RULES) {
+      partial = partial_tile(rules.blocks, qb, kt);
+      count_visit(rules);
+    }
 
     // A causal key tile that starts after this warp's last row is fully masked for the warp.
     const bool skip = causal && k0 > warp_row0 + 16 * MT - 1;
@@ -249,7 +269,21 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
 
       // Masks (only on tiles that need them): keys past m, causal future keys. Lane holds keys
       // k0 + 8j + 2*tig + {0, 1} of rows row0 + 16 mt (elements 0, 1) and + 8 (elements 2, 3).
-      if (k0 + kBK > m || (causal && k0 + kBK - 1 > warp_row0)) {
+      // With rules: every score becomes y (or -inf), on every tile.
+      if constexpr (RULES) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+          for (int j = 0; j < kBK / 8; ++j) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int key = k0 + 8 * j + 2 * tig + (e & 1);
+              const int row = (e < 2 ? row0 : row1) + 16 * mt;
+              sacc[mt][j][e] = rule_score(rules, sacc[mt][j][e], head, row, key, n, m, partial);
+            }
+          }
+        }
+      } else if (k0 + kBK > m || (causal && k0 + kBK - 1 > warp_row0)) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -267,7 +301,8 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
       std::uint32_t pf[MT][kBK / 16][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        // Online softmax on raw scores (scale > 0, so the max commutes with scaling).
+        // Online softmax on raw scores (scale > 0, so the max commutes with scaling); with rules
+        // on y (1 / T > 0).
         float tmax0 = -INFINITY, tmax1 = -INFINITY;
 #pragma unroll
         for (int j = 0; j < kBK / 8; ++j) {
@@ -335,6 +370,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
       }
     }
     __syncthreads();  // this buffer is refilled two iterations on
+    kt = kt_next;
   }
 
   // Full row sums over the quad, normalise, write rows < n. Lane holds columns 8j + 2*tig, +1.
@@ -365,18 +401,20 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   }
 }
 
-template <int D, int WARPS, int BK, int MINB, int MT = 1, bool QREG = true>
+template <int D, int WARPS, int BK, int MINB, int MT = 1, bool QREG = true, bool RULES = false>
 void launch_bf16(const std::uint16_t* q, const std::uint16_t* k, const std::uint16_t* v, float* o,
-                 int heads, int n, int m, float scale_log2, bool causal, cudaStream_t stream) {
+                 int heads, int n, int m, float scale_log2, bool causal, cudaStream_t stream,
+                 const RulesArg<RULES>& rules = {}) {
   using T = Bf16Tile<D, WARPS, BK, MINB, MT, QREG>;
-  allow_dynamic_smem<fused_bf16_kernel<D, WARPS, BK, MINB, MT, QREG>>(T::smem_bytes);
+  if constexpr (RULES) check_rules_tile(rules, n, m, T::kBQ, BK, "fused bf16");
+  allow_dynamic_smem<fused_bf16_kernel<D, WARPS, BK, MINB, MT, QREG, RULES>>(T::smem_bytes);
   note_fused_kernel("bf16 D=" + std::to_string(D) + " warps=" + std::to_string(WARPS) + " BK=" + std::to_string(BK) +
                     " MT=" + std::to_string(MT) + " qreg=" + std::to_string(QREG ? 1 : 0) +
-                    (MINB ? " minb=" + std::to_string(MINB) : ""));
+                    (MINB ? " minb=" + std::to_string(MINB) : "") + (RULES ? " rules" : ""));
   const unsigned blocks =
       grid_1d(static_cast<long long>(heads) * ((n + T::kBQ - 1) / T::kBQ), "fused bf16");
-  fused_bf16_kernel<D, WARPS, BK, MINB, MT, QREG><<<blocks, T::kThreads, T::smem_bytes, stream>>>(
-      q, k, v, o, heads, n, m, scale_log2, causal);
+  fused_bf16_kernel<D, WARPS, BK, MINB, MT, QREG, RULES><<<blocks, T::kThreads, T::smem_bytes, stream>>>(
+      q, k, v, o, heads, n, m, scale_log2, causal, rules);
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -421,14 +459,18 @@ void dispatch_bf16(int config, const std::uint16_t* q, const std::uint16_t* k,
 
 }  // namespace
 
+FusedTile fused_bf16_rules_tile(int) { return {128, 64}; }  // configuration 0's: 8 warps, BK 64
+
 void fused_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const std::uint16_t* v,
                           float* o, int heads, int n, int m, int d, float scale, bool causal,
-                          void* stream) {
+                          void* stream, const KernelRules* rules) {
   if (const std::string why = fused_bf16_shape_error(d, d); !why.empty()) throw InputError(why);
   if (heads < 1 || n < 1 || m < 1) {
     throw InputError("fused bf16: empty problem (heads " + std::to_string(heads) + ", n " +
                      std::to_string(n) + ", m " + std::to_string(m) + ")");
   }
+  if (rules != nullptr && causal)
+    throw InputError("fused bf16: with rules the mask is the rules' (causal false)");
   if (causal && n != m) {
     throw InputError("causal mask needs n == m, got n " + std::to_string(n) + ", m " +
                      std::to_string(m));
@@ -440,6 +482,13 @@ void fused_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const 
   const int config = fused_bf16_config(d);
   const float scale_log2 = scale * kLog2e;
   auto s = static_cast<cudaStream_t>(stream);
+  if (rules != nullptr) {  // one kernel per head dim with rules: configuration 0's tile
+    if (d == 64)
+      launch_bf16<64, 8, 64, 0, 1, true, true>(q, k, v, o, heads, n, m, scale_log2, false, s, *rules);
+    else
+      launch_bf16<128, 8, 64, 0, 1, true, true>(q, k, v, o, heads, n, m, scale_log2, false, s, *rules);
+    return;
+  }
   if (d == 64) {
     dispatch_bf16<64>(config, q, k, v, o, heads, n, m, scale_log2, causal, s);
   } else {

@@ -14,6 +14,12 @@
 // element. Blocks are issued heaviest query tile first so the causal triangle balances.
 // Accuracy: plain fp32 FFMA dot products and exp2f (2 ulp) on log2e-premultiplied logits; the
 // relative error against fp64 stays near 1e-6 on random normal inputs.
+// With rules (the problem's modifications, kernels/rules.h): configuration 0's tile, instantiated
+// with RULES. A block walks only the key tiles the block mask leaves its query tile (Empty tiles
+// are never loaded), tests MaskRule per element only in Partial tiles, and turns each product into
+// the modified scaled score y (ScoreRule) before the online softmax; the logit is y / T in log2
+// units, so everything after the masking step is the rule-free code. Without rules the kernels
+// are those of before (RULES false adds an empty last argument and no instruction).
 //
 // Tile configurations (ATTNLAB_FUSED_CONFIG, read at every launch; unset or empty = the head-dim
 // bucket's default, kernels/tile_config.h; 0..6 = that configuration; any other value throws
@@ -42,6 +48,7 @@
 #include "core/types.h"
 #include "kernels/fused.h"
 #include "kernels/launch.h"
+#include "kernels/rules.cuh"
 #include "kernels/tile_config.h"
 
 #include <cuda_runtime.h>
@@ -169,14 +176,15 @@ __device__ __forceinline__ void load_rowmajor(float* dst, const float* src, int 
 
 // q (heads*n, dk)  k (heads*m, dk)  v (heads*m, dv)  o (heads*n, dv)  mask (n, m) or nullptr.
 // Grid: heads * ceil(n / BQ) blocks of THREADS threads; block b works on head b % heads and
-// query tile (tiles - 1 - b / heads). `scale_log2` = log2(e) / (sqrt(d_k) T). `vec`: d_k, d_v
-// multiples of 4 and 16-byte aligned pointers, so tiles move as float4.
-template <int D, int BQ_, int BK_, int THREADS_, int MINB>
+// query tile (tiles - 1 - b / heads). `scale_log2` = log2(e) / (sqrt(d_k) T), with RULES
+// log2(e) / T (rules: the block mask, MaskRule and ScoreRule; causal false, mask null). `vec`:
+// d_k, d_v multiples of 4 and 16-byte aligned pointers, so tiles move as float4.
+template <int D, int BQ_, int BK_, int THREADS_, int MINB, bool RULES>
 __global__ void __launch_bounds__(THREADS_, MINB)
     fused_fp32_kernel(const float* __restrict__ q, const float* __restrict__ k,
                       const float* __restrict__ v, float* __restrict__ o, int heads, int n, int m,
                       int dk, int dv, float scale_log2, bool causal,
-                      const float* __restrict__ mask, bool vec) {
+                      const float* __restrict__ mask, bool vec, RulesArg<RULES> rules) {
   using T = Fp32Tile<D, BQ_, BK_, THREADS_, MINB>;
   constexpr int kThreads = T::kThreads;
   constexpr int kBK = T::kBK;
@@ -220,10 +228,21 @@ __global__ void __launch_bounds__(THREADS_, MINB)
   // Causal (n == m): keys after the tile's last query are masked for every row of the tile.
   const int q_last = min(q0 + BQ, n) - 1;
   const int key_end = causal ? min(m, q_last + 1) : m;
-  const int k_tiles = (key_end + kBK - 1) / kBK;
+  int first_kt = 0, k_tiles = (key_end + kBK - 1) / kBK;
+  // With rules: the key tiles the block mask leaves this query tile, Empty ones skipped.
+  [[maybe_unused]] const int qb = q0 / BQ;
+  if constexpr (RULES) {
+    key_tile_range(rules.blocks, qb, first_kt, k_tiles);
+    first_kt = next_key_tile(rules.blocks, qb, first_kt, k_tiles);
+  }
 
-  for (int kt = 0; kt < k_tiles; ++kt) {
+  for (int kt = first_kt; kt < k_tiles; kt = following_key_tile<RULES>(rules, qb, kt, k_tiles)) {
     const int k0 = kt * kBK;
+    [[maybe_unused]] bool partial = false;  // with rules: this tile needs MaskRule per element
+    if constexpr (RULES) {
+      partial = partial_tile(rules.blocks, qb, kt);
+      count_visit(rules);
+    }
     __syncthreads();  // the previous tile's Ks/Vs/Ps reads are finished
     load_transposed<kBK, D, kThreads>(Ks, kh + static_cast<std::size_t>(k0) * dk,
                                       min(kBK, m - k0), dk, dk, vec);
@@ -271,25 +290,31 @@ __global__ void __launch_bounds__(THREADS_, MINB)
       }
     }
 
-    // Logits in log2 units, masked to -inf: keys past m, causal future keys, custom mask.
+    // Logits in log2 units, masked to -inf: keys past m, causal future keys, custom mask. With
+    // rules: the modified scaled score y (or -inf), times log2(e) / T.
     const bool edge = causal || mask != nullptr || k0 + kBK > m;
 #pragma unroll
     for (int r = 0; r < TQ; ++r) {
       const int query = q0 + qg * TQ + r;
 #pragma unroll
       for (int c = 0; c < 4 * KC; ++c) {
-        float x = s[r][c] * scale_log2;
-        if (edge) {
-          // (= 32 * (c / 4) + kg * 4 + c % 4; this spelling keeps configuration 0's exact code.)
-          const int key = k0 + (c < 4 ? kg * 4 + c : 32 * (c / 4) + kg * 4 + (c % 4));
-          if (key >= m || (causal && key > query)) {
-            x = -INFINITY;
-          } else if (mask != nullptr && query < n &&
-                     mask[static_cast<std::size_t>(query) * m + key] != 0.f) {
-            x = -INFINITY;
+        if constexpr (RULES) {
+          const int key = k0 + 32 * (c / 4) + kg * 4 + (c % 4);
+          s[r][c] = rule_score(rules, s[r][c], head, query, key, n, m, partial) * scale_log2;
+        } else {
+          float x = s[r][c] * scale_log2;
+          if (edge) {
+            // (= 32 * (c / 4) + kg * 4 + c % 4; this spelling keeps configuration 0's exact code.)
+            const int key = k0 + (c < 4 ? kg * 4 + c : 32 * (c / 4) + kg * 4 + (c % 4));
+            if (key >= m || (causal && key > query)) {
+              x = -INFINITY;
+            } else if (mask != nullptr && query < n &&
+                       mask[static_cast<std::size_t>(query) * m + key] != 0.f) {
+              x = -INFINITY;
+            }
           }
+          s[r][c] = x;
         }
-        s[r][c] = x;
       }
     }
 
@@ -378,18 +403,20 @@ __global__ void __launch_bounds__(THREADS_, MINB)
   }
 }
 
-template <int D, int BQ, int BK, int THREADS, int MINB>
+template <int D, int BQ, int BK, int THREADS, int MINB, bool RULES = false>
 void launch_fp32(const float* q, const float* k, const float* v, float* o, int heads, int n,
                  int m, int dk, int dv, float scale_log2, bool causal, const float* mask, bool vec,
-                 cudaStream_t stream) {
+                 cudaStream_t stream, const RulesArg<RULES>& rules = {}) {
   using T = Fp32Tile<D, BQ, BK, THREADS, MINB>;
-  allow_dynamic_smem<fused_fp32_kernel<D, BQ, BK, THREADS, MINB>>(T::smem_bytes);
+  if constexpr (RULES) check_rules_tile(rules, n, m, BQ, BK, "fused fp32");
+  allow_dynamic_smem<fused_fp32_kernel<D, BQ, BK, THREADS, MINB, RULES>>(T::smem_bytes);
   note_fused_kernel("fp32 D=" + std::to_string(D) + " BQ=" + std::to_string(BQ) + " BK=" + std::to_string(BK) +
-                    " threads=" + std::to_string(THREADS) + (MINB ? " minb=" + std::to_string(MINB) : ""));
+                    " threads=" + std::to_string(THREADS) + (MINB ? " minb=" + std::to_string(MINB) : "") +
+                    (RULES ? " rules" : ""));
   const unsigned blocks =
       grid_1d(static_cast<long long>(heads) * ((n + T::BQ - 1) / T::BQ), "fused fp32");
-  fused_fp32_kernel<D, BQ, BK, THREADS, MINB><<<blocks, T::kThreads, T::smem_bytes, stream>>>(
-      q, k, v, o, heads, n, m, dk, dv, scale_log2, causal, mask, vec);
+  fused_fp32_kernel<D, BQ, BK, THREADS, MINB, RULES><<<blocks, T::kThreads, T::smem_bytes, stream>>>(
+      q, k, v, o, heads, n, m, dk, dv, scale_log2, causal, mask, vec, rules);
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -449,15 +476,25 @@ thread_local std::string last_kernel;
 void note_fused_kernel(std::string name) { last_kernel = std::move(name); }
 std::string last_fused_kernel() { return last_kernel; }
 
+FusedTile fused_fp32_rules_tile(int d_k, int d_v, bool aligned) {
+  const int dmax = d_k > d_v ? d_k : d_v;
+  const int config = fused_fp32_config(dmax);
+  if ((config == 5 || config == 6) && aligned && fused_tf32_takes(d_k, d_v))
+    return fused_tf32_tile(config == 6, d_k, d_v);
+  return {dmax <= 128 ? 64 : 32, 64};  // configuration 0's tile (dispatch_fp32's BQ0, BK 64)
+}
+
 void fused_attention_fp32(const float* q, const float* k, const float* v, float* o, int heads,
                           int n, int m, int d_k, int d_v, float scale, bool causal,
-                          const float* custom_mask, void* stream) {
+                          const float* custom_mask, void* stream, const KernelRules* rules) {
   if (heads < 1 || n < 1 || m < 1 || d_k < 1 || d_v < 1) {
     throw InputError("fused fp32: empty problem (heads " + std::to_string(heads) + ", n " +
                      std::to_string(n) + ", m " + std::to_string(m) + ", d_k " +
                      std::to_string(d_k) + ", d_v " + std::to_string(d_v) + ")");
   }
   if (const std::string why = fused_fp32_shape_error(d_k, d_v); !why.empty()) throw InputError(why);
+  if (rules != nullptr && (causal || custom_mask != nullptr))
+    throw InputError("fused fp32: with rules the mask is the rules' (causal false, no custom mask)");
   if (causal && n != m) {
     throw InputError("causal mask needs n == m, got n " + std::to_string(n) + ", m " +
                      std::to_string(m));
@@ -468,6 +505,28 @@ void fused_attention_fp32(const float* q, const float* k, const float* v, float*
   const int config = fused_fp32_config(dmax);
   const float scale_log2 = scale * kLog2e;
   auto s = static_cast<cudaStream_t>(stream);
+  if (rules != nullptr) {
+    // One kernel per bucket with rules: configuration 0's CUDA-core tile, or 3xTF32 under 5 and 6
+    // where it applies (fused_fp32_rules_tile says which, for the caller's block mask).
+    if ((config == 5 || config == 6) &&
+        fused_attention_tf32x3(config == 6, q, k, v, o, heads, n, m, d_k, d_v, scale_log2, false,
+                               nullptr, stream, rules)) {
+      return;
+    }
+    const auto run = [&](auto launch) {
+      launch(q, k, v, o, heads, n, m, d_k, d_v, scale_log2, false, nullptr, vec, s, *rules);
+    };
+    if (dmax <= 32) {
+      run(launch_fp32<32, 64, 64, 128, 0, true>);
+    } else if (dmax <= 64) {
+      run(launch_fp32<64, 64, 64, 128, 0, true>);
+    } else if (dmax <= 128) {
+      run(launch_fp32<128, 64, 64, 128, 0, true>);
+    } else {
+      run(launch_fp32<256, 32, 64, 128, 0, true>);
+    }
+    return;
+  }
   // Configurations 5 and 6: tensor cores (3xTF32, kernels/fused_tf32.cu) where they apply.
   if ((config == 5 || config == 6) &&
       fused_attention_tf32x3(config == 6, q, k, v, o, heads, n, m, d_k, d_v, scale_log2, causal,

@@ -25,6 +25,11 @@
 //
 // Needs d_k and d_v multiples of 4 and 16-byte aligned buffers (cp.async moves 16 bytes); the
 // caller (kernels/fused_fp32.cu) runs the CUDA-core kernel for any other problem.
+// With rules (kernels/rules.h), the instantiation with RULES: the double-buffered loop walks the
+// key tiles the block mask leaves the query tile (the next one loads while this one computes, so
+// an Empty tile is never loaded), MaskRule is tested per element in Partial tiles only, and the
+// accumulators become the modified scaled scores y before the online softmax, whose constant is
+// then log2(e) / T: the running max is kept in units of y as it is in raw q.k units without rules.
 #include "kernels/cuda_check.h"  // first: its pragma silences Eigen's nvcc notes
 
 #include "core/types.h"
@@ -32,6 +37,7 @@
 #include "kernels/fused.h"
 #include "kernels/launch.h"
 #include "kernels/mma_tf32.cuh"
+#include "kernels/rules.cuh"
 #include "kernels/tf32_layout.h"
 
 #include <cuda_runtime.h>
@@ -68,13 +74,14 @@ __device__ __forceinline__ void q_fragment(const float* Qw, int lane, int kc,
 
 // q (heads*n, dk)  k (heads*m, dk)  v (heads*m, dv)  o (heads*n, dv)  mask (n, m) or nullptr.
 // Grid: heads * ceil(n / BQ) blocks; block b: head b % heads, query tile (tiles - 1 - b / heads),
-// heaviest causal tiles first. `scale_log2` = log2(e) / (sqrt(d_k) T).
-template <int D, int WARPS, int BK>
+// heaviest causal tiles first. `scale_log2` = log2(e) / (sqrt(d_k) T), with RULES log2(e) / T
+// (causal false, mask null: the rules hold the mask).
+template <int D, int WARPS, int BK, bool RULES>
 __global__ void __launch_bounds__(WARPS * 32)
     fused_tf32x3_kernel(const float* __restrict__ q, const float* __restrict__ k,
                         const float* __restrict__ v, float* __restrict__ o, int heads, int n, int m,
                         int dk, int dv, float scale_log2, bool causal,
-                        const float* __restrict__ mask) {
+                        const float* __restrict__ mask, RulesArg<RULES> rules) {
   using T = Tf32Tile<D, WARPS, BK>;
   constexpr int RS = T::RS;
   constexpr int kThreads = T::kThreads;
@@ -98,7 +105,13 @@ __global__ void __launch_bounds__(WARPS * 32)
 
   const int q_last = min(q0 + kBQ, n) - 1;
   const int key_end = causal ? min(m, q_last + 1) : m;
-  const int k_tiles = (key_end + kBK - 1) / kBK;
+  int first_kt = 0, k_tiles = (key_end + kBK - 1) / kBK;
+  // With rules: the key tiles the block mask leaves this query tile, Empty ones skipped.
+  [[maybe_unused]] const int qb = q0 / kBQ;
+  if constexpr (RULES) {
+    key_tile_range(rules.blocks, qb, first_kt, k_tiles);
+    first_kt = next_key_tile(rules.blocks, qb, first_kt, k_tiles);
+  }
   const int warp_row0 = q0 + warp * 16;                   // first query row of this warp
   const int row0 = warp_row0 + tf32::acc_row(lane, 0);    // this lane's rows (elements 0, 1)
   const int row1 = warp_row0 + tf32::acc_row(lane, 2);    // and (elements 2, 3)
@@ -107,7 +120,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   // Q: rows of dk floats, each into a row of RS (dims past dk are 0); then key tile 0.
   cp_async_tile<kBQ, D, RS, kThreads>(Qs, qh, dk, min(kBQ, n - q0), dk);
   cp_async_commit();
-  cp_async_kv_tile<kBK, D, RS, kThreads>(Ks, Vs, kh, vh, 0, m, dk, dv);
+  if (!RULES || first_kt < k_tiles) cp_async_kv_tile<kBK, D, RS, kThreads>(Ks, Vs, kh, vh, first_kt * kBK, m, dk, dv);
   cp_async_commit();
   cp_async_wait<1>();  // Q has landed (K/V tile 0 may still be in flight)
   __syncthreads();
@@ -127,15 +140,22 @@ __global__ void __launch_bounds__(WARPS * 32)
   float max0 = -INFINITY, max1 = -INFINITY;  // running max of raw q.k for row0 / row1
   float sum0 = 0.f, sum1 = 0.f;              // this lane's part of the running sums
 
-  for (int kt = 0; kt < k_tiles; ++kt) {
+  for (int it = 0, kt = first_kt; kt < k_tiles; ++it) {
+    const int kt_next = following_key_tile<RULES>(rules, qb, kt, k_tiles);
     const int k0 = kt * kBK;
-    const int buf = kt & 1;
-    cp_async_next_tile(kt + 1 < k_tiles, [=] {
-      // The other buffer was last read in iteration kt-1, which ended with a barrier.
+    const int next_k0 = RULES ? kt_next * kBK : k0 + kBK;
+    const int buf = (RULES ? it : kt) & 1;  // the iteration's parity (it == kt without rules)
+    cp_async_next_tile(kt_next < k_tiles, [=] {
+      // The other buffer was last read in the previous iteration, which ended with a barrier.
       cp_async_kv_tile<kBK, D, RS, kThreads>(Ks + (buf ^ 1) * T::kv_elems,
-                                             Vs + (buf ^ 1) * T::kv_elems, kh, vh, k0 + kBK, m,
+                                             Vs + (buf ^ 1) * T::kv_elems, kh, vh, next_k0, m,
                                              dk, dv);
     });
+    [[maybe_unused]] bool partial = false;  // with rules: this tile needs MaskRule per element
+    if constexpr (RULES) {
+      partial = partial_tile(rules.blocks, qb, kt);
+      count_visit(rules);
+    }
 
     // A causal key tile that starts after this warp's last row is fully masked for the warp; a
     // warp whose rows are all past n (the last query tile) has nothing to compute.
@@ -173,7 +193,17 @@ __global__ void __launch_bounds__(WARPS * 32)
 
       // Masks (only on tiles that need them): keys past m, causal future keys, a custom mask.
       // Lane holds keys k0 + 8j + acc_col(lane, e) of rows row0 (e = 0, 1) and row1 (e = 2, 3).
-      if (k0 + kBK > m || (causal && k0 + kBK - 1 > warp_row0) || mask != nullptr) {
+      // With rules: every score becomes y (or -inf), on every tile.
+      if constexpr (RULES) {
+#pragma unroll
+        for (int j = 0; j < kBK / 8; ++j) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int key = k0 + 8 * j + tf32::acc_col(lane, e);
+            sacc[j][e] = rule_score(rules, sacc[j][e], head, e < 2 ? row0 : row1, key, n, m, partial);
+          }
+        }
+      } else if (k0 + kBK > m || (causal && k0 + kBK - 1 > warp_row0) || mask != nullptr) {
 #pragma unroll
         for (int j = 0; j < kBK / 8; ++j) {
 #pragma unroll
@@ -188,7 +218,8 @@ __global__ void __launch_bounds__(WARPS * 32)
         }
       }
 
-      // Online softmax on raw scores (scale > 0, so the max commutes with scaling).
+      // Online softmax on raw scores (scale > 0, so the max commutes with scaling); with rules on
+      // y (1 / T > 0).
       float tmax0 = -INFINITY, tmax1 = -INFINITY;
 #pragma unroll
       for (int j = 0; j < kBK / 8; ++j) {
@@ -254,6 +285,7 @@ __global__ void __launch_bounds__(WARPS * 32)
       }
     }
     __syncthreads();  // this buffer is refilled two iterations on
+    kt = kt_next;
   }
 
   // Full row sums over the quad, normalise, write rows < n and columns < dv (dv % 4 == 0, so a
@@ -279,45 +311,68 @@ __global__ void __launch_bounds__(WARPS * 32)
   }
 }
 
-template <int D, int WARPS, int BK>
+template <int D, int WARPS, int BK, bool RULES>
 void launch_tf32x3(const float* q, const float* k, const float* v, float* o, int heads, int n,
                    int m, int dk, int dv, float scale_log2, bool causal, const float* mask,
-                   cudaStream_t stream) {
+                   cudaStream_t stream, const RulesArg<RULES>& rules) {
   using T = Tf32Tile<D, WARPS, BK>;
-  allow_dynamic_smem<fused_tf32x3_kernel<D, WARPS, BK>>(T::smem_bytes);
-  note_fused_kernel("3xTF32 D=" + std::to_string(D) + " warps=" + std::to_string(WARPS) + " BK=" + std::to_string(BK));
+  if constexpr (RULES) check_rules_tile(rules, n, m, T::kBQ, BK, "fused fp32 (3xTF32)");
+  allow_dynamic_smem<fused_tf32x3_kernel<D, WARPS, BK, RULES>>(T::smem_bytes);
+  note_fused_kernel("3xTF32 D=" + std::to_string(D) + " warps=" + std::to_string(WARPS) + " BK=" + std::to_string(BK) +
+                    (RULES ? " rules" : ""));
   const unsigned blocks = grid_1d(static_cast<long long>(heads) * ((n + T::kBQ - 1) / T::kBQ),
                                   "fused fp32 (3xTF32)");
-  fused_tf32x3_kernel<D, WARPS, BK><<<blocks, T::kThreads, T::smem_bytes, stream>>>(
-      q, k, v, o, heads, n, m, dk, dv, scale_log2, causal, mask);
+  fused_tf32x3_kernel<D, WARPS, BK, RULES><<<blocks, T::kThreads, T::smem_bytes, stream>>>(
+      q, k, v, o, heads, n, m, dk, dv, scale_log2, causal, mask, rules);
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
 }
 
 // One bucket, one of the two layouts: 4 warps (BQ 64) or 8 warps (BQ 128); 64-key tiles up to
 // D = 64, 32-key tiles at D = 128 (two 64-key buffers of 128-dim rows would leave one block/SM).
-template <int D>
+// (fused_tf32_tile says the same to the callers that build a block mask for it.)
+template <int D, bool RULES = false>
 void dispatch_tf32x3(bool wide, const float* q, const float* k, const float* v, float* o,
                      int heads, int n, int m, int dk, int dv, float scale_log2, bool causal,
-                     const float* mask, cudaStream_t s) {
+                     const float* mask, cudaStream_t s, const RulesArg<RULES>& rules = {}) {
   constexpr int BK = D <= 64 ? 64 : 32;
   if (wide) {
-    launch_tf32x3<D, 8, BK>(q, k, v, o, heads, n, m, dk, dv, scale_log2, causal, mask, s);
+    launch_tf32x3<D, 8, BK, RULES>(q, k, v, o, heads, n, m, dk, dv, scale_log2, causal, mask, s, rules);
   } else {
-    launch_tf32x3<D, 4, BK>(q, k, v, o, heads, n, m, dk, dv, scale_log2, causal, mask, s);
+    launch_tf32x3<D, 4, BK, RULES>(q, k, v, o, heads, n, m, dk, dv, scale_log2, causal, mask, s, rules);
   }
 }
 
 }  // namespace
 
+bool fused_tf32_takes(int d_k, int d_v) { return d_k % 4 == 0 && d_v % 4 == 0 && d_k <= 128 && d_v <= 128; }
+
+FusedTile fused_tf32_tile(bool wide, int d_k, int d_v) {
+  const int dmax = d_k > d_v ? d_k : d_v;
+  return {16 * (wide ? 8 : 4), dmax <= 64 ? 64 : 32};
+}
+
 bool fused_attention_tf32x3(bool wide, const float* q, const float* k, const float* v, float* o,
                             int heads, int n, int m, int d_k, int d_v, float scale_log2,
-                            bool causal, const float* custom_mask, void* stream) {
-  const int dmax = d_k > d_v ? d_k : d_v;
-  if (d_k % 4 != 0 || d_v % 4 != 0 || dmax > 128 || !aligned16(q) || !aligned16(k) ||
-      !aligned16(v) || reinterpret_cast<std::uintptr_t>(o) % 8 != 0) {
+                            bool causal, const float* custom_mask, void* stream,
+                            const KernelRules* rules) {
+  if (!fused_tf32_takes(d_k, d_v) || !aligned16(q) || !aligned16(k) || !aligned16(v) ||
+      reinterpret_cast<std::uintptr_t>(o) % 8 != 0) {
     return false;
   }
+  const int dmax = d_k > d_v ? d_k : d_v;
   auto s = static_cast<cudaStream_t>(stream);
+  if (rules != nullptr) {
+    if (causal || custom_mask != nullptr)
+      throw InputError("fused fp32 (3xTF32): with rules the mask is the rules' (causal false, no custom mask)");
+    if (dmax <= 32) {
+      dispatch_tf32x3<32, true>(wide, q, k, v, o, heads, n, m, d_k, d_v, scale_log2, false, nullptr, s, *rules);
+    } else if (dmax <= 64) {
+      dispatch_tf32x3<64, true>(wide, q, k, v, o, heads, n, m, d_k, d_v, scale_log2, false, nullptr, s, *rules);
+    } else {
+      dispatch_tf32x3<128, true>(wide, q, k, v, o, heads, n, m, d_k, d_v, scale_log2, false, nullptr, s, *rules);
+    }
+    return true;
+  }
   if (dmax <= 32) {
     dispatch_tf32x3<32>(wide, q, k, v, o, heads, n, m, d_k, d_v, scale_log2, causal, custom_mask,
                         s);

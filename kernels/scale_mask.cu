@@ -7,8 +7,13 @@
 // the division happens once per block. For None and Causal the mask value is recomputed from
 // (row, col) instead of read, so the stage reads one N x N matrix, not two.
 // The (n, m) mask matrix itself (a stage of the Trace) is built once per run by launch_build_mask.
+// With the problem's modifications (kernels/rules.h) the rules versions of both, on the same
+// (row, chunk) grid: MaskRule decides every element (so decode shapes, windows, documents and
+// prefixes need no mask matrix either), ScoreRule adds ALiBi's and the bias's terms and caps, and
+// the biased and capped stages are written on the way when a run brings them back.
 #include "kernels/cuda_check.h"
 #include "kernels/launch.h"
+#include "kernels/rules.cuh"
 #include "kernels/stages.h"
 
 #include <cmath>
@@ -75,7 +80,65 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The rules form of scale_mask_rows: rows = heads*n, row r is query r % n of head r / n; biased
+// and capped (rows, m) or null. Scalar loads: the per-element rules cost more than the width.
+__global__ void __launch_bounds__(kThreads)
+    modify_rows(const float* __restrict__ scaled, float* __restrict__ biased, float* __restrict__ capped,
+                float* __restrict__ logits, KernelRules rules, int n, int m, int chunks, float temperature) {
+  const std::int64_t row = blockIdx.x / static_cast<unsigned>(chunks);
+  const int chunk = static_cast<int>(blockIdx.x % static_cast<unsigned>(chunks));
+  const int head = static_cast<int>(row / n), i = static_cast<int>(row % n);
+  const std::size_t base = static_cast<std::size_t>(row) * m;
+  const ScoreRule& sr = rules.score;
+  const bool adds = sr.slopes != nullptr || sr.bias != nullptr;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    // Consecutive threads take consecutive columns: coalesced in every pass.
+    const int c = chunk * kChunk + e * kThreads + threadIdx.x;
+    if (c >= m) continue;
+    float y = scaled[base + c];
+    if (adds) {
+      y += sr.added(head, i, c);
+      if (biased != nullptr) biased[base + c] = y;
+    }
+    if (sr.softcap > 0) {
+      y = sr.cap(y);
+      if (capped != nullptr) capped[base + c] = y;
+    }
+    logits[base + c] = rules.mask.visible(i, c) ? y / temperature : -INFINITY;
+  }
+}
+
+// mask (n, m) from MaskRule; may alias rule.custom (each element reads only its own).
+__global__ void __launch_bounds__(kThreads) mask_rows_rules(float* mask, MaskRule rule, int m, int chunks) {
+  const int row = static_cast<int>(blockIdx.x / static_cast<unsigned>(chunks));
+  const int chunk = static_cast<int>(blockIdx.x % static_cast<unsigned>(chunks));
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int c = chunk * kChunk + e * kThreads + threadIdx.x;
+    if (c < m) mask[static_cast<std::size_t>(row) * m + c] = rule.visible(row, c) ? 0.f : -INFINITY;
+  }
+}
+
 }  // namespace
+
+void launch_build_mask_rules(float* mask, const MaskRule& rule, int n, int m, cudaStream_t stream) {
+  if (n <= 0 || m <= 0) return;
+  const int chunks = (m + kChunk - 1) / kChunk;
+  const unsigned blocks = grid_1d(static_cast<long long>(n) * chunks, "mask (rules)");
+  mask_rows_rules<<<blocks, kThreads, 0, stream>>>(mask, rule, m, chunks);
+  ATTNLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_scale_mask_rules(const float* scaled, float* biased, float* capped, float* logits,
+                             const KernelRules& rules, int heads, int n, int m, float temperature,
+                             cudaStream_t stream) {
+  if (heads <= 0 || n <= 0 || m <= 0) return;
+  const int chunks = (m + kChunk - 1) / kChunk;
+  const unsigned blocks = grid_1d(static_cast<long long>(heads) * n * chunks, "scale/mask (rules)");
+  modify_rows<<<blocks, kThreads, 0, stream>>>(scaled, biased, capped, logits, rules, n, m, chunks, temperature);
+  ATTNLAB_CUDA_CHECK(cudaGetLastError());
+}
 
 void launch_build_mask(float* mask, MaskCode code, int n, int m, cudaStream_t stream) {
   if (n <= 0 || m <= 0) return;

@@ -1,7 +1,8 @@
 // Launchers of the staged CUDA chain, one stage per file, each a hand-written kernel the lab can
 // show and time on its own:
 //   kernels/qk.cu          S = Q K^T and, in the same epilogue, scaled = S / sqrt(d_k)
-//   kernels/scale_mask.cu  logits = (scaled + mask) / T   (and the (n, m) mask itself)
+//   kernels/scale_mask.cu  logits = (scaled + mask) / T   (and the (n, m) mask itself); with the
+//                          problem's modifications (rules) also the biased and capped stages
 //   kernels/softmax.cu     weights = row-wise stable softmax(logits), masked entries exactly 0
 //   kernels/pv.cu          O = weights V
 // All pointers are DEVICE pointers, row-major, with B*H heads stacked along rows (core/problem.h):
@@ -12,6 +13,8 @@
 // Any n, m, d_k, d_v >= 1 is accepted; sizes need not be multiples of the tiles.
 // Included by .cu files only (it names cudaStream_t).
 #pragma once
+
+#include "kernels/rules.h"
 
 #include <cuda_runtime.h>
 
@@ -41,6 +44,20 @@ void launch_build_mask(float* mask, MaskCode code, int n, int m, cudaStream_t st
 // reads one N x N matrix instead of two; Custom reads `mask` (n, m).
 void launch_scale_mask(const float* scaled, const float* mask, float* logits, MaskCode code,
                        int heads, int n, int m, float temperature, cudaStream_t stream);
+
+// With the problem's modifications (kernels/rules.h), the two launchers above in their rules form:
+// mask (n, m) = 0 where `rule` lets query i see key j, -inf elsewhere (MaskRule: causal at any
+// n <= m, a custom mask, window, documents, prefix). It may overwrite the custom mask `rule`
+// reads: element (i, j) reads only element (i, j) of it.
+void launch_build_mask_rules(float* mask, const MaskRule& rule, int n, int m, cudaStream_t stream);
+
+// logits (heads*n, m) = (y + mask) / T with y the last of scaled, biased = scaled + ALiBi + bias
+// (when the rules have either), capped = C tanh(. / C) (with a soft-cap), as ScoreRule computes
+// them; biased and capped (heads*n, m) are written where not null (a run that brings them back).
+// The mask comes from MaskRule, element by element; rules.scale is not used (scaled is).
+void launch_scale_mask_rules(const float* scaled, float* biased, float* capped, float* logits,
+                             const KernelRules& rules, int heads, int n, int m, float temperature,
+                             cudaStream_t stream);
 
 // weights (rows, m) = softmax of each row of logits (rows, m): max, sum of exp(x - max), divide.
 // A warp per row for m <= 1024, a block per row above. -inf logits give exactly 0.0.

@@ -11,15 +11,22 @@
 //               No atomics on the pixels: a pixel's block is reduced by the one thread block that
 //               owns it, so the result does not depend on scheduling. The range (lo/hi over all
 //               cells) goes through atomicMin/Max on order-preserving int keys of the floats.
-//   exact_rows  a thread per (row, key): the four stages of a few rows over all m keys.
+//   exact_rows  a thread per (row, key): the four stages of a few rows over all m keys (and the
+//               biased and capped stages of the score mods).
 // Scores are tiles of 64 x 64 computed as in kernels/qk.cu (d_k in slices of 16 through shared
 // memory, a 4 x 4 register tile per thread), fp32 FMA on CUDA cores: every score is the sequential
 // fmaf chain over d_k, the same in the three kernels, so the pooling pass sees exactly the logits
 // the stats were taken from. Tensor cores (TF32) would not give the CPU chain's fp32 numbers.
 // Sums of the mean are kept in double, as the CPU chain does.
+// The mask is MaskRule's (kernels/rules.h) for every problem: for none, causal and a custom mask it
+// says what the mask kind said, and it brings decode shapes, windows, documents and prefixes. A
+// problem with score mods has its logits from ScoreRule's modified scaled score (the pooled and
+// exact logits and weights then are those of the modified chain); one without keeps the plain
+// expression, bit for bit.
 #include "kernels/cuda_check.h"
 #include "kernels/launch.h"
 #include "kernels/online_softmax.cuh"
+#include "kernels/rules.cuh"
 #include "kernels/stream_pool.h"
 
 #include <cmath>
@@ -79,16 +86,14 @@ __device__ __forceinline__ void tile_scores(const float* __restrict__ q, const f
   }
 }
 
-// Whether query i (of its head) may not see key j: the CPU chain's rule (custom: mask != 0).
-__device__ __forceinline__ bool cell_masked(const StreamInputs& in, int i, int j) {
-  if (in.code == MaskCode::Causal) return j > i;
-  if (in.code == MaskCode::Custom) return in.mask[static_cast<std::size_t>(i) * in.m + j] != 0.f;
-  return false;
-}
+// Whether query i (of its head) may not see key j: MaskRule, the CPU chain's rule.
+__device__ __forceinline__ bool cell_masked(const StreamInputs& in, int i, int j) { return !in.rule.visible(i, j); }
 
-// The chain's stage 2 for one unmasked cell: (score / sqrt(d_k)) / T, as the CPU rounds it.
-__device__ __forceinline__ float logit_of(const StreamInputs& in, float score) {
-  return score / in.sqrt_dk / in.temperature;
+// The chain's stage 2 for one unmasked cell of head h: (score / sqrt(d_k), with the score mods) / T,
+// as the CPU rounds it.
+__device__ __forceinline__ float logit_of(const StreamInputs& in, float score, int h, int i, int j) {
+  const float scaled = score / in.sqrt_dk;
+  return (in.score.any() ? in.score.apply(scaled, h, i, j) : scaled) / in.temperature;
 }
 
 // Stage 3 for one unmasked cell of a row with (max, sum): 0 where the weight would be subnormal.
@@ -140,7 +145,7 @@ __global__ void __launch_bounds__(kThreads)
         const int col = c0 + tx * kSub + j;
         if (col >= in.m) continue;
         if (cell_masked(in, qi[i], col)) continue;
-        const float s = acc[i][j], l = logit_of(in, s);
+        const float s = acc[i][j], l = logit_of(in, s, head, qi[i], col);
         const unsigned long long cell =
             static_cast<unsigned long long>(head * in.n + qi[i]) * in.m + col;
         if (!isfinite(s))
@@ -271,7 +276,7 @@ __global__ void __launch_bounds__(kThreads)
             lo[0] = fminf(lo[0], s), hi[0] = fmaxf(hi[0], s);
           }
           if (cell_masked(in, r, c)) continue;
-          const float l = logit_of(in, s);
+          const float l = logit_of(in, s, head, r, c);
           if (isfinite(l)) {
             Ops::add(cv[1][j], cc[1][j], l);
             lo[1] = fminf(lo[1], l), hi[1] = fmaxf(hi[1], l);
@@ -341,8 +346,8 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     exact_rows_kernel(StreamInputs in, const int* __restrict__ rows, const int* __restrict__ stat,
                       const float* __restrict__ row_max, const float* __restrict__ row_sum,
-                      float* __restrict__ scores, float* __restrict__ scaled,
-                      float* __restrict__ logits, float* __restrict__ weights) {
+                      float* __restrict__ scores, float* __restrict__ scaled, float* __restrict__ biased,
+                      float* __restrict__ capped, float* __restrict__ logits, float* __restrict__ weights) {
   const int r = blockIdx.y;
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= in.m) return;
@@ -354,10 +359,13 @@ __global__ void __launch_bounds__(kThreads)
   for (int kk = 0; kk < in.d_k; ++kk) s = fmaf(qr[kk], kr[kk], s);
   const float sc = s / in.sqrt_dk;
   const bool masked = cell_masked(in, i, j);
-  const float l = masked ? -INFINITY : sc / in.temperature;
+  const float l = masked ? -INFINITY : logit_of(in, s, head, i, j);
   const std::size_t at = static_cast<std::size_t>(r) * in.m + j;
   scores[at] = s;
   scaled[at] = sc;
+  // The score mods' stages as ScoreRule makes them (the logit above is cap(sc + added) / T too).
+  if (biased != nullptr) biased[at] = sc + in.score.added(head, i, j);
+  if (capped != nullptr) capped[at] = in.score.apply(sc, head, i, j);
   logits[at] = l;
   weights[at] = masked ? 0.f : weight_of(in, l, row_max[stat[r]], row_sum[stat[r]]);
 }
@@ -391,15 +399,15 @@ void launch_pool(const StreamInputs& in, int head, const PoolLayout& layout, int
 
 void launch_exact_rows(const StreamInputs& in, const int* rows, const int* stat, int count,
                        const float* row_max, const float* row_sum, float* scores, float* scaled,
-                       float* logits, float* weights, cudaStream_t stream) {
+                       float* biased, float* capped, float* logits, float* weights, cudaStream_t stream) {
   if (count <= 0 || in.m <= 0) return;
   const unsigned xblocks = static_cast<unsigned>((in.m + kThreads - 1) / kThreads);
   for (int a = 0; a < count; a += kMaxGridY) {
     const int c = count - a < kMaxGridY ? count - a : kMaxGridY;
     const std::size_t off = static_cast<std::size_t>(a) * in.m;
     exact_rows_kernel<<<dim3(xblocks, static_cast<unsigned>(c)), kThreads, 0, stream>>>(
-        in, rows + a, stat + a, row_max, row_sum, scores + off, scaled + off, logits + off,
-        weights + off);
+        in, rows + a, stat + a, row_max, row_sum, scores + off, scaled + off, biased ? biased + off : nullptr,
+        capped ? capped + off : nullptr, logits + off, weights + off);
     ATTNLAB_CUDA_CHECK(cudaGetLastError());
   }
 }

@@ -7,7 +7,8 @@
 //   launch_pool        per pixel of a view, the max or the mean (sum and count) of the finite,
 //                      unmasked cells of its block for scores (mask not applied), logits and
 //                      weights, recomputed from Q and K, plus the range of the cells visited
-//   launch_exact_rows  scores, scaled, logits and weights of a few rows over all m keys
+//   launch_exact_rows  scores, scaled, (biased, capped,) logits and weights of a few rows over all
+//                      m keys
 // Every score is the same sequential fmaf chain over d_k in all three kernels, so a weight is
 // computed from bit-identical logits in the stats and in the pooling pass (the row's max weight is
 // exactly 1 / sum). All pointers are DEVICE pointers, row-major, heads stacked along rows as in
@@ -15,6 +16,7 @@
 // Included by .cu files only (it names cudaStream_t).
 #pragma once
 
+#include "kernels/rules.h"
 #include "kernels/stages.h"
 
 #include <cuda_runtime.h>
@@ -27,9 +29,11 @@ namespace attnlab::cuda {
 struct StreamInputs {
   const float* q = nullptr;     // (heads*n, d_k)
   const float* k = nullptr;     // (heads*m, d_k)
-  const float* mask = nullptr;  // (n, m) custom mask (0 keeps, -inf blocks), or null
   int n = 0, m = 0, d_k = 0;
-  MaskCode code = MaskCode::None;
+  // The mask kind and the mask mods (kernels/rules.h; a custom mask and document ids: device
+  // pointers), and the score mods (slopes and bias: device pointers; none: ScoreRule's default).
+  MaskRule rule;
+  ScoreRule score;
   float sqrt_dk = 1, temperature = 1;
   // exp arguments below this give weights too small to be normal floats: those weights are 0
   // (the CPU chain's rule: log(FLT_MIN) + log(m)).
@@ -73,10 +77,11 @@ void launch_pool(const StreamInputs& in, int head, const PoolLayout& layout, int
                  std::uint8_t* masked, int* range, cudaStream_t stream);
 
 // rows (count): stacked row ids, any head; stat[i] the index of rows[i] in the stats arrays.
-// scores, scaled, logits, weights are (count, m).
+// scores, scaled, logits, weights are (count, m); biased and capped (count, m) or null: the score
+// mods' stages (scaled + ALiBi + bias, and the soft-capped scores) of a problem that has them.
 void launch_exact_rows(const StreamInputs& in, const int* rows, const int* stat, int count,
                        const float* row_max, const float* row_sum, float* scores, float* scaled,
-                       float* logits, float* weights, cudaStream_t stream);
+                       float* biased, float* capped, float* logits, float* weights, cudaStream_t stream);
 
 // A float's key in an order-preserving int encoding (for atomicMin / atomicMax on floats), and
 // back. Not for NaN.

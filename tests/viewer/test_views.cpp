@@ -19,7 +19,7 @@ using namespace attnlab;
 using namespace attnlab::viewer;
 
 TEST(Views, TheRegistryNamesEveryViewOnceInTheRadioButtonsOrder) {
-  const std::vector<std::string> want = {"chain", "walk", "heads", "perf", "precision", "diff", "decode"};
+  const std::vector<std::string> want = {"chain", "walk", "heads", "perf", "precision", "diff", "decode", "position"};
   EXPECT_EQ(view_names(), want);
   for (std::size_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ(view_index(want[i]), static_cast<int>(i));
@@ -29,13 +29,13 @@ TEST(Views, TheRegistryNamesEveryViewOnceInTheRadioButtonsOrder) {
     EXPECT_NE(zh, en) << want[i] << ": a label in each language";
   }
   EXPECT_EQ(view_index("backward"), -1);
-  EXPECT_EQ(view_names_text(), "chain, walk, heads, perf, precision, diff or decode");
+  EXPECT_EQ(view_names_text(), "chain, walk, heads, perf, precision, diff, decode or position");
 }
 
 TEST(Views, ViewAndItsFlagsAreParsedThroughTheRegistry) {
   for (const std::string& name : view_names()) EXPECT_EQ(parse_viewer_args({"--view", name}).view, name);
   EXPECT_EQ(test::message_of<InputError>([] { parse_viewer_args({"--view", "backward"}); }),
-            "--view must be chain, walk, heads, perf, precision, diff or decode, got 'backward'");
+            "--view must be chain, walk, heads, perf, precision, diff, decode or position, got 'backward'");
   // A view's own flag lands in its options; a flag no view knows is still refused.
   EXPECT_EQ(parse_viewer_args({"--view", "walk", "--tile", "8"}).views.walk.tile, 8);
   EXPECT_EQ(test::message_of<InputError>([] { parse_viewer_args({"--tile", "0"}); }),

@@ -3,6 +3,8 @@
 #include "viewer/app/app.h"
 #include "viewer/ui/kit.h"
 
+#include "core/modify.h"
+
 #include "core/format.h"
 #include "viewer/draw/strings.h"
 
@@ -17,6 +19,81 @@
 #include <vector>
 
 namespace attnlab::viewer {
+
+namespace {
+
+// The modifications (core/modifications.h): RoPE with θ, ALiBi, a soft-cap C, a window W, a prefix
+// P; every change is one request (Session::set_mods, refused with the core's message). A bias or
+// document ids come from the command line's files and are named here.
+void mods_controls(Shell& app) {
+  Session& c = app.session;
+  const Lang lang = app.lang;
+  const Problem& p = c.problem();
+  if (!ImGui::CollapsingHeader(fmt("%s###mods", tr(lang, S::Mods)).c_str(),
+                               has_modifications(p) ? ImGuiTreeNodeFlags_DefaultOpen : 0))
+    return;
+  wrapped(app, tr(lang, S::ModsHint), &kDimV4);
+  ModSettings m = c.requested_mods();
+  bool changed = false;
+  bool rope = m.rope_theta > 0;
+  if (ImGui::Checkbox(fmt("%s###mrope", tr(lang, S::ModRope)).c_str(), &rope)) {
+    m.rope_theta = rope ? 10000 : 0;
+    changed = true;
+  }
+  if (rope) {
+    float theta = static_cast<float>(m.rope_theta);
+    ImGui::SetNextItemWidth(-(ImGui::CalcTextSize(tr(lang, S::ModRopeTheta)).x + ImGui::GetStyle().ItemInnerSpacing.x));
+    if (ImGui::SliderFloat(fmt("%s###mtheta", tr(lang, S::ModRopeTheta)).c_str(), &theta, 10.f, 1e6f, "%.6g",
+                           ImGuiSliderFlags_Logarithmic)) {
+      m.rope_theta = theta;
+      changed = true;
+    }
+  }
+  if (ImGui::Checkbox(fmt("%s###malibi", tr(lang, S::ModAlibi)).c_str(), &m.alibi)) changed = true;
+  bool cap = m.softcap > 0;
+  if (ImGui::Checkbox(fmt("%s###mcap", tr(lang, S::ModSoftcap)).c_str(), &cap)) {
+    m.softcap = cap ? 5 : 0;
+    changed = true;
+  }
+  if (cap) {
+    float cv = static_cast<float>(m.softcap);
+    ImGui::SetNextItemWidth(-(ImGui::CalcTextSize(tr(lang, S::ModSoftcapC)).x + ImGui::GetStyle().ItemInnerSpacing.x));
+    if (ImGui::SliderFloat(fmt("%s###mcapc", tr(lang, S::ModSoftcapC)).c_str(), &cv, 0.1f, 100.f, "%.3g",
+                           ImGuiSliderFlags_Logarithmic)) {
+      m.softcap = cv;
+      changed = true;
+    }
+  }
+  const int positions = std::max(1, p.m());
+  bool window = m.window > 0;
+  if (ImGui::Checkbox(fmt("%s###mwin", tr(lang, S::ModWindow)).c_str(), &window)) {
+    m.window = window ? std::max(1, positions / 4) : 0;
+    changed = true;
+  }
+  if (window) {
+    ImGui::SetNextItemWidth(-(ImGui::CalcTextSize(tr(lang, S::ModWindowW)).x + ImGui::GetStyle().ItemInnerSpacing.x));
+    if (ImGui::SliderInt(fmt("%s###mwinw", tr(lang, S::ModWindowW)).c_str(), &m.window, 1, positions, "%d",
+                         positions > 64 ? ImGuiSliderFlags_Logarithmic : 0))
+      changed = true;
+  }
+  bool prefix = m.prefix > 0;
+  if (ImGui::Checkbox(fmt("%s###mpre", tr(lang, S::ModPrefix)).c_str(), &prefix)) {
+    m.prefix = prefix ? std::max(1, positions / 2) : 0;
+    changed = true;
+  }
+  if (prefix) {
+    ImGui::SetNextItemWidth(-(ImGui::CalcTextSize(tr(lang, S::ModPrefixP)).x + ImGui::GetStyle().ItemInnerSpacing.x));
+    if (ImGui::SliderInt(fmt("%s###mprep", tr(lang, S::ModPrefixP)).c_str(), &m.prefix, 1, positions, "%d",
+                         positions > 64 ? ImGuiSliderFlags_Logarithmic : 0))
+      changed = true;
+  }
+  if (changed) c.set_mods(m);
+  const std::string named = modifications_text(p, lang);
+  if (!named.empty()) wrapped(app, named, &kDimV4);
+}
+
+}  // namespace
+
 namespace {
 
 // An ImGui text field over a std::string (ImGui 1.86 without imgui_stdlib): edits a copy in a
@@ -221,6 +298,7 @@ void draw_controls(App& app, const Layout& l) {
   }
   ImGui::EndDisabled();
   if (c.from_bundle()) wrapped(app, tr(lang, S::HeadsBundleMask), &kDimV4);
+  mods_controls(app);
 
   // Backend.
   ImGui::TextUnformatted(tr(lang, S::Backend));

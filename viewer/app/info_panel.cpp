@@ -257,8 +257,20 @@ void draw_info(App& app, const Layout& l) {
       matrix_table("tv", tr(lang, S::TableV), p.v(), p.key_tokens(), dims_v, -1, step == 4, lang);
       std::vector<std::string> key_idx;
       for (int j = 0; j < p.m(); ++j) key_idx.push_back(std::to_string(j));
+      // RoPE: Q and K as QKᵀ multiplied them.
+      if (t.q_rot.size() > 0) {
+        matrix_table("tqr", fmt(tr(lang, S::TableQRot), short_number(p.mods.rope_theta).c_str()), t.q_rot,
+                     p.query_tokens(), dims_k, q, step == 1, lang);
+        matrix_table("tkr", tr(lang, S::TableKRot), t.k_rot, p.key_tokens(), dims_k, -1, step == 1, lang);
+      }
       matrix_table("ts", tr(lang, S::TableScores), t.scores, p.query_tokens(), key_idx, q, step == 1, lang);
       matrix_table("tsc", fmt(tr(lang, S::TableScaled), p.d_k()), t.scaled, p.query_tokens(), key_idx, q, step == 2, lang);
+      // The score mods' stages, in the chain's order.
+      if (t.biased.size() > 0)
+        matrix_table("tb", tr(lang, S::TableBiased), t.biased, p.query_tokens(), key_idx, q, step == 2, lang);
+      if (t.capped.size() > 0)
+        matrix_table("tc", fmt(tr(lang, S::TableCapped), short_number(p.mods.softcap).c_str()), t.capped,
+                     p.query_tokens(), key_idx, q, step == 2, lang);
       matrix_table("tm", tr(lang, S::TableMask), t.mask, p.query_tokens(), key_idx, q, step == 2, lang);
       matrix_table("tl", tr(lang, S::TableLogits), t.logits, p.query_tokens(), key_idx, q, step == 2, lang);
       matrix_table("tw", tr(lang, S::TableWeights), t.weights, p.query_tokens(), key_idx, q, step == 3, lang);

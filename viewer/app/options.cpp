@@ -2,6 +2,7 @@
 #include "viewer/app/options.h"
 
 #include "core/format.h"
+#include "core/inputs.h"
 #include "core/problem.h"
 #include "core/messages.h"
 #include "viewer/draw/layout.h"
@@ -15,6 +16,7 @@ namespace attnlab::viewer {
 std::string viewer_usage() {
   return "usage: attnlab-view [--screenshot FILE.png] [--query TOKEN|INDEX] [--queries LIST] [--step 1-4]\n"
          "                    [--temperature T] [--mask none|causal|FILE] [--random N] [--dk D] [--dv D]\n"
+         "                    [--rope [THETA]] [--score-mod SPEC] [--mask-mod SPEC]\n"
          "                    [--pattern noise|local:W|sink|previous|induction]\n"
          "                    [--q FILE --k FILE --v FILE [--tokens a,b,c | --tokens-file FILE]]\n"
          "                    [--heads H] [--bundle DIR [--layer L]] [--head H]\n"
@@ -34,6 +36,8 @@ std::string viewer_usage() {
          "Interactive lab for scaled dot-product attention (F1 in the window lists the keys).\n"
          "--bundle DIR shows one call (--layer: index or name) of a captured model, --head H one of its\n"
          "heads; --heads H makes a random problem of H heads. --view heads: every head as a thumbnail.\n"
+         "--rope, --score-mod and --mask-mod take attnlab run's specs (RoPE, alibi, softcap:C, bias:FILE;\n"
+         "causal, window:W, document:FILE, prefix:P); the controls panel changes them too.\n"
          "--screenshot renders a few frames without input, writes the PNG and exits (works with\n"
          "SDL_VIDEODRIVER=dummy; in the perf view it runs the sweep to the end first). --bench-redraw\n"
          "times temperature changes (backend + heatmap)\n"
@@ -46,6 +50,46 @@ std::string viewer_usage() {
          "through the real event loop without a window, the state checked after every frame; exit 1\n"
          "and the event that broke it when one did. --fuzz-seed S (default 1) reproduces a run.\n";
 }
+
+namespace {
+
+// --score-mod / --mask-mod as the CLI takes them (core/inputs.h specs, their refusals): the
+// settings into o.mods, the files (bias:FILE, document:FILE) into o's file names (read with the
+// inputs), causal into the mask. Given ALiBi slopes are the command line's (attnlab run).
+void take_mod_spec(ViewerOptions& o, const std::string& flag, const std::string& spec) {
+  Problem scratch = demo_problem();
+  const bool score = flag == "--score-mod";
+  if (score) apply_score_mod_spec(scratch, spec);
+  else apply_mask_mod_spec(scratch, spec);
+  std::string item;
+  const auto take_file = [&] {
+    const auto a = item.find_first_not_of(" \t");
+    const std::string t = a == std::string::npos ? std::string() : item.substr(a);
+    if (t.rfind("bias:", 0) == 0) o.bias_file = t.substr(5);
+    if (t.rfind("document:", 0) == 0) o.documents_file = t.substr(9);
+    item.clear();
+  };
+  for (char ch : spec) {
+    if (ch == ',' || ch == '+') take_file();
+    else item += ch;
+  }
+  take_file();
+  if (score) {
+    if (!scratch.mods.alibi_slopes.empty())
+      throw InputError("attnlab-view takes alibi with the standard slopes of the heads; given slopes: attnlab run "
+                       "--score-mod alibi:S1/S2/...");
+    o.mods.alibi = scratch.mods.alibi;
+    o.mods.softcap = scratch.mods.softcap;
+    o.score_mods_given = true;
+  } else {
+    o.mods.window = scratch.mods.window;
+    o.mods.prefix = scratch.mods.prefix;
+    if (scratch.mask == MaskKind::Causal) o.mask = MaskKind::Causal;
+    o.mask_mods_given = true;
+  }
+}
+
+}  // namespace
 
 ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
   ViewerOptions o;
@@ -86,6 +130,15 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
         o.mask = MaskKind::Custom;  // a mask file, read with the inputs (core/inputs.h)
         o.mask_file = v;
       }
+    } else if (a == "--rope") {
+      // As the CLI's: a value is optional (10000 without one).
+      const bool has = i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0;
+      Problem scratch = demo_problem();  // only the spec is checked here; the problem validates θ with d_k
+      apply_rope_spec(scratch, has ? value() : "10000");
+      o.mods.rope_theta = scratch.mods.rope_theta;
+      o.rope_given = true;
+    } else if (a == "--score-mod" || a == "--mask-mod") {
+      take_mod_spec(o, a, value());
     } else if (a == "--q") {
       o.q_file = value();
     } else if (a == "--k") {

@@ -463,6 +463,27 @@ constexpr Entry kTable[] = {
     {S::HeadsCaptionKvBare, "head %d · kv %d", "头 %d · kv %d"},
     {S::HeadsTipMean, "Head %d: the largest weight anywhere is %s%% (“rows” needs max pooling). Click to open it in the chain view.",
      "头 %d：全头最大权重为 %s%%（“行最大”需要最大值池化）。点击在分步链视图中打开。"},
+    {S::Mods, "Modifications", "位置与分数修改"},
+    {S::ModsHint,
+     "What real models change in the chain: RoPE turns Q and K by their position before QKᵀ; ALiBi adds "
+     "−slope·|i−j| to the scaled scores; soft-capping bounds them by C·tanh(s/C); a window and a prefix "
+     "change which keys a query sees.",
+     "真实模型对计算链的改动：RoPE 在 QKᵀ 之前按位置旋转 Q 和 K；ALiBi 在缩放分数上加 −斜率·|i−j|；"
+     "软上限用 C·tanh(s/C) 限制分数；窗口和前缀改变查询能看到哪些键。"},
+    {S::ModRope, "RoPE (rotary positions)", "RoPE（旋转位置编码）"},
+    {S::ModRopeTheta, "θ", "θ"},
+    {S::ModAlibi, "ALiBi (standard slopes)", "ALiBi（标准斜率）"},
+    {S::ModSoftcap, "Soft-cap", "软上限"},
+    {S::ModSoftcapC, "C", "C"},
+    {S::ModWindow, "Window", "窗口"},
+    {S::ModWindowW, "W", "W"},
+    {S::ModPrefix, "Prefix (prefix-LM)", "前缀（prefix-LM）"},
+    {S::ModPrefixP, "P", "P"},
+    {S::ModFiles, "From files: %s", "来自文件：%s"},
+    {S::TableQRot, "Q rotated by RoPE (θ=%s)", "RoPE 旋转后的 Q（θ=%s）"},
+    {S::TableKRot, "K rotated by RoPE", "RoPE 旋转后的 K"},
+    {S::TableBiased, "Scaled scores with ALiBi / the bias added", "加上 ALiBi / 偏置后的缩放分数"},
+    {S::TableCapped, "Soft-capped scores C·tanh(s/C), C=%s", "软上限分数 C·tanh(s/C)，C=%s"},
 };
 static_assert(std::size(kTable) == static_cast<std::size_t>(S::Count_), "one line per S value");
 constexpr bool in_enum_order() {

@@ -66,6 +66,9 @@ enum class S {
   HeadsCaption, HeadsCaptionKv, HeadsCaptionPending, HeadsCaptionError, HeadsTip, HeadsTipKv,
   HeadsError, HeadsNote, HeadsOneHead, HeadsBundleMask,
   HeadsPattern, HeadsShown, ModeBundle, HeadsCaptionBare, HeadsCaptionKvBare, HeadsTipMean,
+  // position and score modifications (issue 23)
+  Mods, ModsHint, ModRope, ModRopeTheta, ModAlibi, ModSoftcap, ModSoftcapC, ModWindow, ModWindowW, ModPrefix,
+  ModPrefixP, ModFiles, TableQRot, TableKRot, TableBiased, TableCapped,
   Count_
 };
 

@@ -46,6 +46,17 @@ constexpr int kKeepStagesMaxTokens = 4096;  // every stage kept up to this N; st
 // kMaxQueries - 1 more, compared in the statistics and overlaid in the row chart.
 constexpr int kMaxQueries = 8;
 
+// The modifications that are settings of a run (core/modifications.h), as the controls change them;
+// a bias and document ids are files of the source (Source::bias_file, documents_file).
+struct ModSettings {
+  double rope_theta = 0;  // > 0: RoPE with this base
+  bool alibi = false;     // the standard slopes of the problem's heads
+  double softcap = 0;     // > 0: C tanh(s / C)
+  int window = 0;         // >= 1: |i - j| < W
+  int prefix = 0;         // >= 1: prefix-LM over the first P positions
+  bool operator==(const ModSettings&) const = default;
+};
+
 // The session's part of the command line.
 struct SessionOptions {
   Precision precision = Precision::FP32;  // --precision fp32|bf16: the run's, in every view
@@ -54,6 +65,12 @@ struct SessionOptions {
   int step = 1;                       // 1..4
   std::optional<double> temperature;  // default: demo 0.85, random 1.0
   MaskKind mask = MaskKind::None;
+  // --rope, --score-mod, --mask-mod (viewer/app/options.cpp turns the specs into these): the
+  // modifications (each *_given false: those the problem brings, a bundle's RoPE), a bias file
+  // and a document-id file.
+  ModSettings mods;
+  bool rope_given = false, score_mods_given = false, mask_mods_given = false;
+  std::string bias_file, documents_file;
   std::optional<int> random_n;        // random mode with N tokens
   Pattern pattern;                    // --pattern P of the random problem (core/patterns.h)
   std::string q_file, k_file, v_file;  // file inputs (CSV or .npy), all three or none

@@ -2,6 +2,8 @@
 // worker (execute), and the adoption of finished runs on the UI thread.
 #include "viewer/session/session.h"
 
+#include "core/modify.h"
+
 #include "core/format.h"
 #include "core/memory.h"
 #include "core/inputs.h"
@@ -20,6 +22,23 @@
 #include <utility>
 
 namespace attnlab::viewer {
+namespace {
+
+// The settings part of p's modifications, and p with them set (a bias and documents stay).
+ModSettings mods_of(const Problem& p) {
+  return ModSettings{p.mods.rope_theta, p.mods.alibi, p.mods.softcap, p.mods.window, p.mods.prefix};
+}
+void set_mods_of(Problem& p, const ModSettings& m) {
+  p.mods.rope_theta = m.rope_theta;
+  p.mods.alibi = m.alibi;
+  if (!m.alibi) p.mods.alibi_slopes.clear();
+  p.mods.softcap = m.softcap;
+  p.mods.window = m.window;
+  p.mods.prefix = m.prefix;
+}
+
+}  // namespace
+
 namespace {
 
 double now_ms() {
@@ -81,6 +100,8 @@ Session::Session(const SessionOptions& o, bool async)
   } else if (!o.mask_file.empty() || !o.tokens.empty() || !o.tokens_file.empty()) {
     throw InputError("--mask FILE, --tokens and --tokens-file describe file inputs: add --q, --k and --v");
   }
+  req_.source.bias_file = o.bias_file;
+  req_.source.documents_file = o.documents_file;
   Problem p = build(req_.source);
   int first = req_.source.demo ? kDemoDefaultQuery : p.n() / 2;
   if (p.n() > max_tokens()) throw error_of(limit_message(p.n(), req_.backend));
@@ -89,11 +110,18 @@ Session::Session(const SessionOptions& o, bool async)
   // A bundle holds each call's mask (--mask is refused with --bundle).
   const bool keep_mask = (o.pattern.kind == PatternKind::Induction && o.mask == MaskKind::None) || bundle_;
   if (o.mask != MaskKind::Custom && !keep_mask) p.mask = o.mask;
+  // The flags given replace what the problem brings (a bundle's RoPE); the others keep it.
+  ModSettings m = mods_of(p);
+  if (o.rope_given) m.rope_theta = o.mods.rope_theta;
+  if (o.score_mods_given) m.alibi = o.mods.alibi, m.softcap = o.mods.softcap;
+  if (o.mask_mods_given) m.window = o.mods.window, m.prefix = o.mods.prefix;
+  set_mods_of(p, m);
   if (!o.query.empty()) first = resolve_query(p, o.query);
   queries_ = o.queries.empty() ? std::vector<int>{first} : parse_query_list(p, o.queries);
   validate(p);
   req_.temperature = p.temperature;
   req_.mask = p.mask;
+  req_.mods = mods_of(p);
   req_.queries = queries_;
   last_source_ = req_.source;
   last_problem_ = std::make_shared<const Problem>(std::move(p));
@@ -139,6 +167,12 @@ Session::Result Session::execute(Job job) {
       auto np = std::make_shared<Problem>(*p);
       np->temperature = q.temperature;
       if (q.source.bundle.empty()) np->mask = q.mask;
+      p = std::move(np);
+    }
+    if (!(mods_of(*p) == q.mods)) {
+      // Only the modifications changed: the new problem shares the inputs.
+      auto np = std::make_shared<Problem>(*p);
+      set_mods_of(*np, q.mods);
       p = std::move(np);
     }
     if (p->mask == MaskKind::Custom && p->custom_mask().size() == 0)
@@ -271,17 +305,33 @@ void Session::set_companion(std::shared_ptr<const Companion> c) {
 }
 
 Problem Session::build(const Source& s) {
-  if (!s.bundle.empty()) return bundle_problem(read_bundle(s.bundle), s.layer, s.head);
-  if (!s.files.q.empty()) {
-    Problem p = problem_from_files(s.files.q, s.files.k, s.files.v);
+  Problem p;
+  if (!s.bundle.empty()) {
+    p = bundle_problem(read_bundle(s.bundle), s.layer, s.head);
+  } else if (!s.files.q.empty()) {
+    p = problem_from_files(s.files.q, s.files.k, s.files.v);
     if (!s.files.mask.empty()) apply_mask_spec(p, s.files.mask);
     apply_token_spec(p, s.files.tokens, s.files.tokens_file);
-    return p;
+  } else if (s.demo) {
+    p = demo_problem();
+  } else if (s.heads > 1) {
+    // Every head from the CLI's generator (--random N --heads H), then the one shown.
+    p = one_head(pattern_problem(s.pattern, s.n, s.d_k, s.d_v, s.seed, s.heads), s.head);
+  } else {
+    p = pattern_problem(s.pattern, s.n, s.d_k, s.d_v, s.seed);
   }
-  if (s.demo) return demo_problem();
-  // Every head from the CLI's generator (--random N --heads H), then the one shown.
-  if (s.heads > 1) return one_head(pattern_problem(s.pattern, s.n, s.d_k, s.d_v, s.seed, s.heads), s.head);
-  return pattern_problem(s.pattern, s.n, s.d_k, s.d_v, s.seed);
+  // The modifications' files, read as the CLI reads them (the settings are the request's).
+  if (!s.bias_file.empty()) {
+    const ModSettings keep = mods_of(p);
+    apply_score_mod_spec(p, "bias:" + s.bias_file);
+    set_mods_of(p, keep);
+  }
+  if (!s.documents_file.empty()) {
+    const ModSettings keep = mods_of(p);
+    apply_mask_mod_spec(p, "document:" + s.documents_file);
+    set_mods_of(p, keep);
+  }
+  return p;
 }
 
 bool Session::post(unsigned parts) {
@@ -345,7 +395,7 @@ unsigned kept_stages(StagePolicy policy, const std::string& backend, const Probl
   unsigned s = kStageWeights;
   if (step == 1) s |= kStageScores;
   if (step == 2) s |= kStageLogits;
-  if ((step == 2 || step == 3) && p.mask != MaskKind::None) s |= kStageMask;
+  if ((step == 2 || step == 3) && (p.mask != MaskKind::None || has_mask_mods(p))) s |= kStageMask;
   return s;
 }
 
@@ -563,6 +613,29 @@ bool Session::set_mask(MaskKind m) {
   return post(kAll);
 }
 
+bool Session::set_mods(const ModSettings& m) {
+  if (m == req_.mods) {
+    error_ = Message{};
+    return true;
+  }
+  // Checked on the problem on screen with the new settings (its inputs shared, nothing copied):
+  // the core's refusals, before any run.
+  Problem check = *shown_;
+  set_mods_of(check, m);
+  try {
+    validate(check);
+  } catch (const InputError& e) {
+    error_ = message_of(e);
+    return false;
+  }
+  req_.mods = m;
+  return post(kAll);
+}
+
+bool Session::step_shows_mask(int step) const {
+  return (step == 2 || step == 3) && (shown_->mask != MaskKind::None || has_mask_mods(*shown_));
+}
+
 bool Session::toggle_mask() {
   return set_mask(req_.mask == MaskKind::None ? MaskKind::Causal : MaskKind::None);
 }
@@ -617,6 +690,8 @@ bool Session::load_demo() {
   req_.source.demo = true;
   req_.source.files = InputFiles{};
   req_.source.bundle.clear();
+  req_.source.bias_file.clear();  // the files of another problem's shape
+  req_.source.documents_file.clear();
   req_.source.layer = req_.source.head = 0;
   if (req_.mask == MaskKind::Custom) req_.mask = MaskKind::None;
   req_.queries = {kDemoDefaultQuery};
@@ -670,6 +745,8 @@ bool Session::load_files(const InputFiles& f) {
   req_.source.demo = false;
   req_.source.files = f;
   req_.source.load = ++loads_;
+  req_.source.bias_file.clear();
+  req_.source.documents_file.clear();
   req_.source.bundle.clear();
   req_.source.heads = 1;
   req_.source.layer = req_.source.head = 0;
@@ -715,6 +792,8 @@ bool Session::load_bundle(int layer) {
   Source& s = req_.source;
   s.demo = false;
   s.files = InputFiles{};
+  s.bias_file.clear();
+  s.documents_file.clear();
   s.bundle = bundle_->dir;
   s.layer = layer;
   s.head = 0;
@@ -884,6 +963,19 @@ std::string Session::reproduce_command() const {
   // The bundle's mask is the call's own: the CLI refuses --mask with --bundle.
   if (r.source.bundle.empty())
     cmd += " --mask " + (shown_->mask == MaskKind::Custom ? word(f.mask) : std::string(to_string(shown_->mask)));
+  // The modifications, as the CLI takes them.
+  const Modifications& md = shown_->mods;
+  if (md.rope_theta > 0) cmd += " --rope " + format_number("%.9g", md.rope_theta);
+  std::string score, maskmod;
+  if (md.alibi) score += std::string(score.empty() ? "" : "+") + "alibi";
+  if (!r.source.bias_file.empty()) score += std::string(score.empty() ? "" : "+") + "bias:" + r.source.bias_file;
+  if (md.softcap > 0) score += std::string(score.empty() ? "" : "+") + "softcap:" + format_number("%.9g", md.softcap);
+  if (md.window > 0) maskmod += "window:" + std::to_string(md.window);
+  if (md.prefix > 0) maskmod += std::string(maskmod.empty() ? "" : "+") + "prefix:" + std::to_string(md.prefix);
+  if (!r.source.documents_file.empty())
+    maskmod += std::string(maskmod.empty() ? "" : "+") + "document:" + r.source.documents_file;
+  if (!score.empty()) cmd += " --score-mod " + word(score);
+  if (!maskmod.empty()) cmd += " --mask-mod " + word(maskmod);
   cmd += " --backend " + ran_backend() + " --format csv";
   if (r.precision == Precision::BF16) cmd += " --precision bf16";
   return cmd;

@@ -66,6 +66,9 @@ struct Source {
   InputFiles files;
   std::string bundle;  // a bundle's directory: its call `layer`
   int layer = 0;
+  // Modifications' files: an additive bias (n, m) and one document id per position (read with the
+  // inputs, as --score-mod bias:FILE and --mask-mod document:FILE read them).
+  std::string bias_file, documents_file;
   int head = 0;        // the head shown (random with heads > 1, or the bundle's call)
   // Bumped by every Load: the files are read again even when their names are the same (a file
   // edited since is the new one, or refused with why).
@@ -115,6 +118,11 @@ class Session {
   const std::vector<int>& queries() const { return queries_; }
   bool set_mask(MaskKind m);
   bool toggle_mask();
+  // RoPE, ALiBi, soft-capping, a window, a prefix (core/modifications.h): refused with the core's
+  // catalogued message (θ, C, W or P out of range, RoPE with an odd d_k, a row left without a
+  // key) before any run.
+  bool set_mods(const ModSettings& m);
+  const ModSettings& requested_mods() const { return req_.mods; }
   // The chain's step on screen (1..4), which decides the stages a run brings back (kept_stages):
   // a step whose matrix the trace on screen lacks starts a run; otherwise nothing happens. The
   // views of the chain's steps call it on every frame.
@@ -245,7 +253,7 @@ class Session {
   // The same of any selected query.
   const RowStages* row_of(int q) const;
   // Steps 2 and 3 draw masked cells as masked (the mask enters at step 2).
-  bool step_shows_mask(int step) const { return (step == 2 || step == 3) && shown_->mask != MaskKind::None; }
+  bool step_shows_mask(int step) const;
   // Column labels of step 1..4: key tokens, or "0".."d_v-1" for the output (dimensions count from
   // 0, as rows and keys do everywhere in the viewer). A reference, not a copy
   // (the heatmap asks every frame, and there may be 65536 tokens); valid until the problem changes.
@@ -284,6 +292,7 @@ class Session {
     Source source;
     double temperature = 1;
     MaskKind mask = MaskKind::None;
+    ModSettings mods;
     std::string backend = "cpu";
     std::vector<int> queries{0};  // the selected query first, then the others (never empty)
     Precision precision = Precision::FP32;

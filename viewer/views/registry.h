@@ -10,6 +10,7 @@
 #include "viewer/views/diff/diff_view.h"
 #include "viewer/views/heads/heads_view.h"
 #include "viewer/views/perf/perf_view.h"
+#include "viewer/views/position/position_view.h"
 #include "viewer/views/precision/precision_view.h"
 #include "viewer/views/view.h"
 #include "viewer/views/walk/walk_view.h"
@@ -26,7 +27,8 @@
   X(perf, PerfView)             \
   X(precision, PrecisionView)   \
   X(diff, DiffView)             \
-  X(decode, DecodeView)
+  X(decode, DecodeView)         \
+  X(position, PositionView)
 
 namespace attnlab::viewer {
 
@@ -41,7 +43,7 @@ struct ViewOptions {
 const std::vector<std::string>& view_names();
 // The index of a view's word, -1 when there is none.
 int view_index(const std::string& name);
-// "chain, walk, heads, perf, precision, diff or decode".
+// "chain, walk, heads, perf, precision, diff, decode or position".
 std::string view_names_text();
 // The radio button's text of view i.
 const char* view_label(int i, Lang lang);

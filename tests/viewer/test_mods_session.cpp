@@ -1,0 +1,93 @@
+// The modifications in the viewer's session: the flags (--rope, --score-mod, --mask-mod) as the
+// CLI takes them, set_mods (one run, the inputs shared, the core's refusals in both languages
+// before any run), the stages and the mask the chain shows, the command that reproduces it.
+#include "core/modify.h"
+#include "core/verify.h"
+#include "cpu/cpu_backend.h"
+#include "tests/test_util.h"
+#include "tests/viewer/viewer_test_util.h"
+#include "viewer/app/options.h"
+#include "viewer/session/session.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace attnlab {
+namespace {
+
+using viewer::ModSettings;
+using viewer::Session;
+
+TEST(ModsSession, FlagsAreTheCommandLinesSpecs) {
+  const viewer::ViewerOptions o = viewer::parse_viewer_args(
+      {"--random", "32", "--rope", "--score-mod", "alibi+softcap:4", "--mask-mod", "causal,window:6"});
+  EXPECT_EQ(o.mods.rope_theta, 10000);
+  EXPECT_TRUE(o.mods.alibi);
+  EXPECT_EQ(o.mods.softcap, 4);
+  EXPECT_EQ(o.mods.window, 6);
+  EXPECT_EQ(o.mask, MaskKind::Causal);
+  EXPECT_EQ(viewer::parse_viewer_args({"--rope", "500", "--random", "8"}).mods.rope_theta, 500);
+  EXPECT_EQ(test::message_of<InputError>([] { viewer::parse_viewer_args({"--score-mod", "softcap:0"}); }),
+            "the soft-cap C must be a finite number > 0, got 0");
+  EXPECT_EQ(test::message_of<InputError>([] { viewer::parse_viewer_args({"--mask-mod", "window"}); }),
+            "unknown mask modification 'window': use none, causal, window:W, document:FILE or prefix:P, joined by ',' or '+'");
+  EXPECT_NE(test::message_of<InputError>([] { viewer::parse_viewer_args({"--score-mod", "alibi:0.5"}); })
+                .find("given slopes: attnlab run"),
+            std::string::npos);
+}
+
+TEST(ModsSession, SetModsRunsTheModifiedChainAndSharesTheInputs) {
+  viewer::ViewerOptions o = test::cpu_random_options(24, 8, 8, MaskKind::Causal);
+  Session s(o);
+  const ProblemInputs* inputs = s.problem().inputs();
+  ModSettings m;
+  m.window = 4;
+  m.alibi = true;
+  m.softcap = 3;
+  m.rope_theta = 200;
+  ASSERT_TRUE(s.set_mods(m)) << s.error();
+  EXPECT_EQ(s.problem().inputs(), inputs);  // no matrix copied
+  EXPECT_EQ(s.problem().mods.window, 4);
+  const Trace& t = s.trace();
+  ASSERT_GT(t.biased.size(), 0);
+  ASSERT_GT(t.capped.size(), 0);
+  ASSERT_GT(t.q_rot.size(), 0);
+  EXPECT_TRUE(verify_trace(s.problem(), t, reference_fp64(s.problem())).pass);
+  // Query 10 sees keys 7..10 only; the chain's step 2 and 3 show that mask.
+  EXPECT_TRUE(std::isinf(t.mask(10, 6)));
+  EXPECT_EQ(t.mask(10, 7), 0.f);
+  EXPECT_TRUE(s.step_shows_mask(2));
+  const std::string cmd = s.reproduce_command();
+  EXPECT_TRUE(test::contains(cmd, "--rope 200")) << cmd;
+  EXPECT_TRUE(test::contains(cmd, "--score-mod alibi+softcap:3")) << cmd;
+  EXPECT_TRUE(test::contains(cmd, "--mask-mod window:4")) << cmd;
+  EXPECT_TRUE(test::contains(s.description(Lang::En), "The chain is modified: RoPE θ=200")) << s.description(Lang::En);
+  // A window alone (no causal mask) still shows its mask.
+  ASSERT_TRUE(s.set_mask(MaskKind::None));
+  EXPECT_TRUE(s.step_shows_mask(3));
+  // Back to none: the plain chain, no modification stage.
+  ASSERT_TRUE(s.set_mods(ModSettings{}));
+  EXPECT_FALSE(has_modifications(s.problem()));
+  EXPECT_EQ(s.trace().biased.size(), 0);
+}
+
+TEST(ModsSession, RefusalsKeepTheStateAndSpeakBothLanguages) {
+  Session s(test::cpu_viewer_options());  // the demo: d_k = 3
+  ModSettings m;
+  m.rope_theta = 10000;
+  EXPECT_FALSE(s.set_mods(m));
+  EXPECT_EQ(s.error_message().id, Msg::RopeOddDim);
+  EXPECT_EQ(s.error_text(Lang::Zh), "RoPE 成对旋转数值：d_k 必须是偶数，当前为 3");
+  EXPECT_EQ(s.requested_mods(), ModSettings{});
+  m = ModSettings{};
+  m.prefix = 9;
+  EXPECT_FALSE(s.set_mods(m));
+  EXPECT_EQ(s.error_message().id, Msg::PrefixInvalid);
+  m.prefix = 2;
+  EXPECT_TRUE(s.set_mods(m)) << s.error();
+  EXPECT_EQ(s.problem().mods.prefix, 2);
+}
+
+}  // namespace
+}  // namespace attnlab

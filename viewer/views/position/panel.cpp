@@ -1,0 +1,175 @@
+// The position view (--view position): the selected query's scaled scores against the relative
+// distance of every key, without position, with RoPE at θ (a slider), ALiBi's line and RoPE alone
+// on the query against itself; the sentences that say what each curve shows and the caveats. The
+// curves come from viewer/views/position/position_view.h; keys beyond the plot's pixel columns are
+// drawn as each column's range (min to max), so a curve of 65536 keys stays a curve.
+#include "viewer/views/position/position_view.h"
+
+#include "viewer/ui/kit.h"
+
+#include "core/format.h"
+#include "viewer/draw/strings.h"
+
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace attnlab::viewer {
+namespace {
+
+constexpr ImU32 kPlain = IM_COL32(170, 170, 170, 255);
+constexpr ImU32 kRope = kHighlight;
+constexpr ImU32 kAlibi = IM_COL32(90, 200, 120, 255);
+constexpr ImU32 kSelf = IM_COL32(90, 150, 255, 255);
+constexpr ImU32 kAxis = IM_COL32(130, 130, 130, 255);
+
+struct Curve {
+  const std::vector<double>* values;
+  ImU32 colour;
+  float width;
+};
+
+// One curve over the plot: x = Δ = pos - j (left: keys after the query, right: keys before it),
+// each pixel column the range of the keys it covers.
+void draw_curve(ImDrawList* dl, const PositionCurves& c, const Curve& cv, ImVec2 a, ImVec2 b, double lo, double hi) {
+  const std::vector<double>& v = *cv.values;
+  if (v.empty()) return;
+  const int m = c.keys;
+  const double dmin = c.pos - (m - 1), dmax = c.pos;
+  const float w = b.x - a.x, h = b.y - a.y;
+  const auto x_of = [&](double d) { return a.x + static_cast<float>((d - dmin) / std::max(1.0, dmax - dmin)) * w; };
+  const auto y_of = [&](double y) { return b.y - static_cast<float>((y - lo) / (hi - lo)) * h; };
+  const int cols = std::max(1, static_cast<int>(w));
+  if (m <= cols) {
+    std::vector<ImVec2> pts;
+    pts.reserve(m);
+    for (int j = m - 1; j >= 0; --j) pts.emplace_back(x_of(c.pos - j), y_of(v[j]));
+    dl->AddPolyline(pts.data(), static_cast<int>(pts.size()), cv.colour, 0, cv.width);
+    return;
+  }
+  std::vector<double> mn(cols, std::numeric_limits<double>::infinity()), mx(cols, -std::numeric_limits<double>::infinity());
+  for (int j = 0; j < m; ++j) {
+    const int px = std::clamp(static_cast<int>((c.pos - j - dmin) / (dmax - dmin) * (cols - 1)), 0, cols - 1);
+    mn[px] = std::min(mn[px], v[j]);
+    mx[px] = std::max(mx[px], v[j]);
+  }
+  for (int px = 0; px < cols; ++px)
+    if (mn[px] <= mx[px])
+      dl->AddLine(ImVec2(a.x + px, y_of(mn[px])), ImVec2(a.x + px, y_of(mx[px]) - 1), cv.colour, 1);
+}
+
+void legend_line(Shell& app, ImU32 colour, const std::string& text) {
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 at = ImGui::GetCursorScreenPos();
+  dl->AddLine(ImVec2(at.x, at.y + app.font_px * 0.55f), ImVec2(at.x + app.font_px * 1.5f, at.y + app.font_px * 0.55f),
+              colour, 3);
+  ImGui::Dummy(ImVec2(app.font_px * 1.8f, app.font_px));
+  ImGui::SameLine();
+  ImGui::TextUnformatted(text.c_str());
+}
+
+}  // namespace
+
+void draw_panel(PositionView& v, Shell& app, const Layout& l) {
+  const Lang lang = app.lang;
+  Session& s = app.session;
+  ImGui::SetNextWindowPos(ImVec2(l.heatmap.x, l.heatmap.y), ImGuiCond_Always);
+  ImGui::SetNextWindowSize(ImVec2(l.heatmap.w, l.heatmap.h), ImGuiCond_Always);
+  ImGui::Begin(fmt("%s###position", ptr(lang, PT::Label)).c_str(), nullptr,
+               ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
+                   ImGuiWindowFlags_NoBringToFrontOnFocus);
+  const PositionCurves& c = v.update(s);
+  const Problem& p = s.problem();
+  wrapped(app, fmt(ptr(lang, PT::Title), token_label(p.query_tokens(), c.query).c_str(), c.pos), &kHighlightV4);
+
+  // θ: a log slider; the problem's own θ until it is moved.
+  float theta = static_cast<float>(v.theta(s));
+  ImGui::TextUnformatted(ptr(lang, PT::Theta));
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(std::min(ImGui::GetContentRegionAvail().x, app.font_px * 16));
+  if (ImGui::SliderFloat("###ptheta", &theta, static_cast<float>(kPositionThetaMin),
+                         static_cast<float>(kPositionThetaMax), "%.6g", ImGuiSliderFlags_Logarithmic))
+    v.set_theta(theta);
+  if (p.mods.rope_theta > 0) {
+    ImGui::SameLine();
+    if (ImGui::SmallButton(fmt("%s (%s)###pown", ptr(lang, PT::UseProblemTheta), short_number(p.mods.rope_theta).c_str()).c_str()))
+      v.set_theta(p.mods.rope_theta);
+  }
+  if (c.rope_possible)
+    wrapped(app, fmt(ptr(lang, PT::ThetaHint), short_number(rope_wavelength(c.theta, p.d_k() / 2 - 1, p.d_k())).c_str()),
+            &kDimV4);
+  else
+    wrapped(app, fmt(ptr(lang, PT::OddDim), p.d_k()), &kErrorV4);
+
+  // The plot, then the sentences under it.
+  const float text_h = app.font_px * 11;
+  const ImVec2 at = ImGui::GetCursorScreenPos();
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float plot_h = std::max(app.font_px * 8, avail.y - text_h);
+  const ImVec2 a(at.x + app.font_px * 3.5f, at.y + app.font_px * 0.5f);
+  const ImVec2 b(at.x + avail.x - app.font_px * 0.5f, at.y + plot_h - app.font_px * 2);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  for (const auto* cv : {&c.plain, &c.rope, &c.alibi, &c.self})
+    for (double x : *cv)
+      if (std::isfinite(x)) lo = std::min(lo, x), hi = std::max(hi, x);
+  if (!(lo < hi)) lo -= 1, hi += 1;
+  const double pad = 0.05 * (hi - lo);
+  lo -= pad;
+  hi += pad;
+  dl->AddRect(a, b, kAxis);
+  // Zero line and the query's own key (Δ = 0).
+  const auto y_of = [&](double y) { return b.y - static_cast<float>((y - lo) / (hi - lo)) * (b.y - a.y); };
+  const double dmin = c.pos - (c.keys - 1), dmax = c.pos;
+  const auto x_of = [&](double d) { return a.x + static_cast<float>((d - dmin) / std::max(1.0, dmax - dmin)) * (b.x - a.x); };
+  if (lo < 0 && hi > 0) dl->AddLine(ImVec2(a.x, y_of(0)), ImVec2(b.x, y_of(0)), kAxis);
+  if (dmin <= 0 && dmax >= 0) dl->AddLine(ImVec2(x_of(0), a.y), ImVec2(x_of(0), b.y), IM_COL32(255, 255, 255, 90));
+  dl->PushClipRect(a, b, true);
+  draw_curve(dl, c, {&c.alibi, kAlibi, 2}, a, b, lo, hi);
+  draw_curve(dl, c, {&c.self, kSelf, 1.5f}, a, b, lo, hi);
+  draw_curve(dl, c, {&c.plain, kPlain, 1.5f}, a, b, lo, hi);
+  draw_curve(dl, c, {&c.rope, kRope, 2}, a, b, lo, hi);
+  dl->PopClipRect();
+  // Axis labels: the ends of Δ and of the scores.
+  const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
+  dl->AddText(ImVec2(a.x, b.y + 2), text, std::to_string(static_cast<long long>(dmin)).c_str());
+  const std::string right = std::to_string(static_cast<long long>(dmax));
+  dl->AddText(ImVec2(b.x - ImGui::CalcTextSize(right.c_str()).x, b.y + 2), text, right.c_str());
+  const char* axis = ptr(lang, PT::AxisDistance);
+  dl->AddText(ImVec2((a.x + b.x - ImGui::CalcTextSize(axis).x) / 2, b.y + 2), text, axis);
+  dl->AddText(ImVec2(at.x, a.y), text, format_number("%.3g", hi).c_str());
+  dl->AddText(ImVec2(at.x, b.y - app.font_px), text, format_number("%.3g", lo).c_str());
+  // The key under the cursor: its four values.
+  ImGui::InvisibleButton("##pplot", ImVec2(avail.x, plot_h));
+  if (ImGui::IsItemHovered() && c.keys > 0) {
+    const float mx = ImGui::GetIO().MousePos.x;
+    const double d = dmin + (mx - a.x) / std::max(1.f, b.x - a.x) * (dmax - dmin);
+    const int j = std::clamp(static_cast<int>(std::lround(c.pos - d)), 0, c.keys - 1);
+    const auto num = [](const std::vector<double>& x, int k) {
+      return x.empty() ? std::string("—") : format_number("%.4g", x[k]);
+    };
+    ImGui::SetTooltip("%s", fmt(ptr(lang, PT::Tip), j, c.pos - j, num(c.plain, j).c_str(), num(c.rope, j).c_str(),
+                                num(c.alibi, j).c_str(), num(c.self, j).c_str())
+                                .c_str());
+  }
+
+  legend_line(app, kPlain, ptr(lang, PT::Plain));
+  if (c.rope_possible) {
+    legend_line(app, kRope, ptr(lang, PT::Rope));
+    legend_line(app, kSelf, ptr(lang, PT::Self));
+  }
+  legend_line(app, kAlibi, fmt(ptr(lang, PT::Alibi), format_number("%.4g", c.slope).c_str()));
+  if (c.shift_error >= 0)
+    wrapped(app, fmt(ptr(lang, PT::Shift), kPositionShift, format_number("%.2g", c.shift_error).c_str()));
+  wrapped(app, fmt(ptr(lang, c.alibi_on ? PT::Sentence : PT::SentenceAlibiOff), format_number("%.4g", c.slope).c_str()),
+          &kDimV4);
+  wrapped(app, ptr(lang, PT::Lesson));
+  wrapped(app, ptr(lang, PT::Caveats), &kDimV4);
+  ImGui::End();
+}
+
+}  // namespace attnlab::viewer
