@@ -1,5 +1,6 @@
 // Reading bundles (see bundle.h): the manifest with nlohmann::json, the arrays with core/io's
-// .npy reader, every shape checked against the manifest before a Problem is made of them.
+// .npy reader, every shape checked against the manifest before a Problem is made of them (a bias's
+// values too), the RoPE base and the bias set as the Problem's modifications.
 #include "core/bundle.h"
 
 #include "core/format.h"
@@ -57,6 +58,28 @@ MatrixF read_array(const Bundle& b, const BundleCall& c, int layer, const std::s
                      "' is " + std::to_string(a.rows()) + "x" + std::to_string(a.cols()) +
                      " but the manifest says " + std::to_string(rows) + "x" + std::to_string(cols) +
                      " (" + expect + ")");
+  return a;
+}
+
+// The call's bias: (n, m) or (heads*n, m), every value finite (read_matrix refuses the others).
+MatrixF read_bias(const Bundle& b, const BundleCall& c, int layer) {
+  const std::string path = (std::filesystem::path(b.dir) / c.bias).string();
+  const std::string call = "call " + std::to_string(layer) + " '" + c.name + "'";
+  if (!std::filesystem::exists(path)) throw InputError(path + ": missing (the manifest's bias of " + call + ")");
+  MatrixF a;
+  try {
+    a = read_matrix(path);  // refuses values that are not finite, naming the first
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    if (what.find("not finite") == std::string::npos) throw;
+    throw InputError(what + " (the bias of " + call +
+                     " holds finite numbers; keys a model blocks belong in the mask, as -inf)");
+  }
+  if (a.cols() != c.m || (a.rows() != c.n && a.rows() != static_cast<Eigen::Index>(c.heads) * c.n))
+    throw InputError(path + ": bias of " + call + " is " + std::to_string(a.rows()) + "x" +
+                     std::to_string(a.cols()) + " but the manifest says " + std::to_string(c.n) + "x" +
+                     std::to_string(c.m) + " (one for every head) or " + std::to_string(c.heads * c.n) + "x" +
+                     std::to_string(c.m) + " (one per head)");
   return a;
 }
 
@@ -125,7 +148,26 @@ Bundle read_bundle(const std::string& dir) {
     bc.k = get_file(c, "k", where, false);
     bc.v = get_file(c, "v", where, false);
     bc.mask = get_file(c, "mask", where, true);
+    bc.bias = get_file(c, "bias", where, true);
     bc.output = get_file(c, "output", where, true);
+    if (c.contains("rope_theta") && !c["rope_theta"].is_null()) {
+      if (!c["rope_theta"].is_number()) refuse(where, "'rope_theta' must be a number (RoPE's base) or null");
+      const double t = c["rope_theta"].get<double>();
+      if (!std::isfinite(t) || t <= 0)
+        refuse(where, "'rope_theta' must be a finite number > 0 (RoPE's base, such as 10000) or null, got " +
+                          format_number("%.9g", t));
+      if (bc.d_k % 2 != 0)
+        refuse(where, "'rope_theta' needs an even d_k (RoPE pairs value c with c + d_k/2), got d_k " +
+                          std::to_string(bc.d_k));
+      bc.rope_theta = t;
+    }
+    if (c.contains("notes") && !c["notes"].is_null()) {
+      if (!c["notes"].is_array()) refuse(where, "'notes' must be a list of strings");
+      for (const Json& t : c["notes"]) {
+        if (!t.is_string()) refuse(where, "'notes' must be a list of strings");
+        bc.notes.push_back(t.get<std::string>());
+      }
+    }
     if (bc.causal && !bc.mask.empty()) refuse(where, "has both 'causal' and a 'mask' (write the causal mask into the mask)");
     b.calls.push_back(std::move(bc));
   }
@@ -210,6 +252,14 @@ Problem bundle_problem(const Bundle& b, int layer, std::optional<int> head) {
       p.mask = MaskKind::Custom;
     }
   }
+
+  if (!c.bias.empty()) {
+    const MatrixF bias = read_bias(b, c, layer);
+    in.bias = bias.rows() == c.n ? bias : MatrixF(bias.middleRows(static_cast<Eigen::Index>(first) * c.n,
+                                                                    static_cast<Eigen::Index>(count) * c.n));
+    p.mods.bias_name = c.bias;
+  }
+  p.mods.rope_theta = c.rope_theta;
 
   const int t = static_cast<int>(b.tokens.size());
   in.key_tokens = t == c.m ? b.tokens : index_tokens(c.m);

@@ -1,9 +1,11 @@
 // Bundles (core/bundle.h): a manifest and .npy files written here, read back as Problems —
 // grouped-query heads shared as the model shares them, one head or all, the bundle's scale, mask,
-// causality and tokens — and the CLI on them (run, verify, walk, describe, demo --bundle); broken
-// bundles (missing file, wrong shape, a manifest that lies, bad JSON) give one error line, exit 2.
+// bias, RoPE base, causality and tokens — and the CLI on them (run, verify, walk, describe, demo
+// --bundle); broken bundles (missing file, wrong shape, a bias that is not finite, a bad RoPE base,
+// a manifest that lies, bad JSON) give one error line, exit 2.
 #include "core/bundle.h"
 #include "core/io.h"
+#include "core/modify.h"
 #include "cpu/cpu_backend.h"
 #include "tests/test_util.h"
 
@@ -148,6 +150,91 @@ TEST(Bundle, TheCliRunsABundleAsTheCpuBackendWould) {
   }
 }
 
+// The attention of one head in double, written out here (not the lab's reference): q (n, d_k),
+// k (m, d_k), v (m, d_v) already rotated, plus bias (n, m) and mask (n, m) on the scaled scores.
+MatrixD attention_by_hand(const MatrixD& q, const MatrixD& k, const MatrixD& v, double scale, const MatrixD& bias,
+                          const MatrixD& mask) {
+  MatrixD s = (q * k.transpose()) * scale + bias + mask;
+  for (Eigen::Index r = 0; r < s.rows(); ++r) {
+    s.row(r) = (s.row(r).array() - s.row(r).maxCoeff()).exp().matrix();
+    s.row(r) /= s.row(r).sum();
+  }
+  return s * v;
+}
+
+TEST(Bundle, BiasAndRopeThetaBecomeTheProblemsModifications) {
+  const test::TempDir d;
+  const std::string dpath = d.path().string();
+  // 2 query heads over 1 key/value head, 3 queries at the end of 5 keys, a bias per head.
+  const Made a = make_bundle(dpath, 2, 1, 3, 5, 4, 2,
+                             {{"bias", "bias.npy"}, {"rope_theta", 500.0}, {"notes", {"captured by hand"}}});
+  MatrixF bias(6, 5);
+  for (int r = 0; r < 6; ++r)
+    for (int c = 0; c < 5; ++c) bias(r, c) = -0.25f * static_cast<float>(r % 3 + 2 - c) + (r >= 3 ? 0.5f : 0.f);
+  write_npy(dpath + "/bias.npy", bias);
+  const Bundle b = read_bundle(dpath);
+  EXPECT_EQ(b.calls[0].bias, "bias.npy");
+  EXPECT_EQ(b.calls[0].rope_theta, 500.0);
+  EXPECT_EQ(b.calls[0].notes, (std::vector<std::string>{"captured by hand"}));
+  const Problem p = bundle_problem(b, 0, std::nullopt);
+  EXPECT_EQ(p.bias(), bias);
+  EXPECT_EQ(p.mods.bias_name, "bias.npy");
+  EXPECT_EQ(p.mods.rope_theta, 500.0);
+  // Q and K are the bundle's own (un-rotated): the lab rotates them.
+  EXPECT_EQ(p.q(), a.q);
+  // One head: its rows of a per-head bias.
+  const Problem h1 = bundle_problem(b, 0, 1);
+  EXPECT_EQ(h1.bias(), bias.middleRows(3, 3));
+  EXPECT_EQ(h1.mods.rope_theta, 500.0);
+
+  // The fp64 reference of the call is RoPE (query i at position i + m - n, key j at j), then the
+  // scaled scores plus the bias, the softmax and V.
+  const TraceD ref = reference_fp64(p);
+  const MatrixD kr = rope_rotate(a.k.cast<double>(), 0, 500.0);
+  for (int h = 0; h < 2; ++h) {
+    const MatrixD qr = rope_rotate(a.q.middleRows(h * 3, 3).cast<double>(), 2, 500.0);
+    const MatrixD want = attention_by_hand(qr, kr, a.v.cast<double>(), 0.5, bias.middleRows(h * 3, 3).cast<double>(),
+                                           MatrixD::Zero(3, 5));
+    EXPECT_LT((ref.output.middleRows(h * 3, 3) - want).cwiseAbs().maxCoeff(), 1e-12) << "head " << h;
+  }
+
+  // A bias shared by every head stays (n, m) for one head too; null and absent keys mean none.
+  write_npy(dpath + "/bias.npy", bias.topRows(3));
+  EXPECT_EQ(bundle_problem(read_bundle(dpath), 0, 1).bias(), bias.topRows(3));
+  patch_manifest(dpath, [](Json& j) {
+    j["calls"][0]["bias"] = nullptr;
+    j["calls"][0].erase("rope_theta");
+  });
+  const Problem plain = bundle_problem(read_bundle(dpath), 0, std::nullopt);
+  EXPECT_EQ(plain.bias().size(), 0);
+  EXPECT_EQ(plain.mods.rope_theta, 0.0);
+  EXPECT_TRUE(plain.mods.bias_name.empty());
+}
+
+TEST(Bundle, TheCliRunsABundlesBiasAndRope) {
+  // What the capture tests rely on: `run --bundle --format json` gives the call's output with the
+  // bundle's RoPE and bias applied, on the CPU backend, with the mask beside the bias.
+  const test::TempDir d;
+  const std::string dpath = d.path().string();
+  make_bundle(dpath, 2, 2, 4, 4, 8, 3, {{"bias", "bias.npy"}, {"mask", "mask.npy"}, {"rope_theta", 10000.0}});
+  MatrixF bias(8, 4), mask = MatrixF::Zero(4, 4);
+  for (int r = 0; r < 8; ++r)
+    for (int c = 0; c < 4; ++c) bias(r, c) = (r < 4 ? -0.5f : -0.125f) * static_cast<float>(std::abs(r % 4 - c));
+  for (int r = 0; r < 4; ++r)
+    for (int c = r + 1; c < 4; ++c) mask(r, c) = -std::numeric_limits<float>::infinity();
+  write_npy(dpath + "/bias.npy", bias);
+  write_npy(dpath + "/mask.npy", mask);
+  const Problem p = bundle_problem(read_bundle(dpath), 0, std::nullopt);
+  const TraceD ref = reference_fp64(p);
+  const auto r = test::run_attnlab({"run", "--bundle", dpath, "--format", "json", "--backend", "cpu"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  ASSERT_EQ(j["stages"]["output"].size(), 8u);
+  for (int row = 0; row < 8; ++row)
+    for (int c = 0; c < 3; ++c)
+      EXPECT_NEAR(j["stages"]["output"][row][c].get<double>(), ref.output(row, c), 1e-5) << row << "," << c;
+}
+
 // One line on stderr starting "error:", exit code 2, mentioning `want`.
 void expect_refused(const std::vector<std::string>& args, const std::string& want) {
   const auto r = test::run_attnlab(args);
@@ -202,6 +289,35 @@ TEST(Bundle, BrokenBundlesGetOneErrorLine) {
   expect_refused(run, "mask of call 0 'blocks.0.attn' is 3x4");
   patch_manifest(dir, [](Json& j) { j["calls"][0]["mask"] = "../../etc/passwd"; });
   expect_refused(run, "inside the bundle");
+  // A bias: missing, of the wrong shape, with a value that is not finite, outside the bundle.
+  patch_manifest(dir, [](Json& j) { j["calls"][0]["mask"] = nullptr; j["calls"][0]["bias"] = "bias.npy"; });
+  expect_refused(run, "bias.npy: missing (the manifest's bias of call 0 'blocks.0.attn')");
+  write_npy(dir + "/bias.npy", MatrixF::Zero(5, 4));
+  expect_refused(run, "bias.npy: bias of call 0 'blocks.0.attn' is 5x4 but the manifest says 4x4 (one for every "
+                      "head) or 8x4 (one per head)");
+  MatrixF bad = MatrixF::Zero(8, 4);
+  bad(6, 1) = -std::numeric_limits<float>::infinity();
+  write_npy(dir + "/bias.npy", bad);
+  expect_refused(run, "bias.npy: value -inf at [6, 1] is not finite (the bias of call 0 'blocks.0.attn' holds finite "
+                      "numbers; keys a model blocks belong in the mask, as -inf)");
+  bad(6, 1) = std::numeric_limits<float>::quiet_NaN();
+  write_npy(dir + "/bias.npy", bad);
+  expect_refused(run, "bias.npy: value nan at [6, 1] is not finite (the bias of call 0");
+  patch_manifest(dir, [](Json& j) { j["calls"][0]["bias"] = "/tmp/bias.npy"; });
+  expect_refused(run, "'bias' must name a file inside the bundle");
+  // rope_theta: a finite number > 0 with an even d_k, or null.
+  patch_manifest(dir, [](Json& j) { j["calls"][0]["bias"] = nullptr; j["calls"][0]["rope_theta"] = 0; });
+  expect_refused(run, "call 0: 'rope_theta' must be a finite number > 0 (RoPE's base, such as 10000) or null, got 0");
+  patch_manifest(dir, [](Json& j) { j["calls"][0]["rope_theta"] = -5.5; });
+  expect_refused(run, "got -5.5");
+  patch_manifest(dir, [](Json& j) { j["calls"][0]["rope_theta"] = "10000"; });
+  expect_refused(run, "'rope_theta' must be a number (RoPE's base) or null");
+  patch_manifest(dir, [](Json& j) { j["calls"][0]["rope_theta"] = 10000; j["calls"][0]["d_k"] = 7; });
+  expect_refused(run, "'rope_theta' needs an even d_k (RoPE pairs value c with c + d_k/2), got d_k 7");
+  patch_manifest(dir, [](Json& j) { j["calls"][0]["rope_theta"] = nullptr; j["calls"][0]["d_k"] = 8; j["calls"][0]["notes"] = "x"; });
+  expect_refused(run, "'notes' must be a list of strings");
+  patch_manifest(dir, [](Json& j) { j["calls"][0]["notes"] = Json::array({"fine"}); });
+  EXPECT_EQ(test::run_attnlab(run).code, 0);
   test::write_file(dir + "/manifest.json", "{\"calls\": [");
   expect_refused(run, "not valid JSON");
   test::write_file(dir + "/manifest.json", "{\"calls\": []}");

@@ -2,9 +2,15 @@
 an explicit scale, grouped-query heads, batch > 1 and nn.MultiheadAttention, each captured, replayed
 by `attnlab run --bundle` and compared with the output torch returned; a random-weight Hugging
 Face GPT-2 captured end to end, through capture() and through the --hf command on a local model.
+Modifications: an ALiBi-like float mask kept as the bundle's mask plus bias (a plain call and a
+random-weight Falcon with alibi), RoPE captured before rotation with the config's rope_theta (a
+random-weight LLaMA, grouped heads) and replayed with the lab's own rotation, and the RoPE the
+capture cannot hand to the lab (rope_scaling, partial rotary, a rotation out of its sight) kept
+rotated with a note saying why. Every replay must equal torch's output within 1e-4 relative.
 
 Run by tests/python/run.sh (ctest label torch) with the venv of scripts/torch-venv; the attnlab
 binary comes from $ATTNLAB_BINARY."""
+import io
 import json
 import math
 import os
@@ -23,6 +29,7 @@ import attnlab_capture  # noqa: E402
 
 ATTNLAB = os.environ["ATTNLAB_BINARY"]
 ATOL = 2e-5
+REL = 1e-4  # the modifications' replays: max |lab - torch| / max |torch|
 
 
 def manifest(d):
@@ -178,6 +185,175 @@ class SmallModels(unittest.TestCase):
             per_pos = got.reshape(4, 6, 4).transpose(1, 0, 2).reshape(6, 16)
             proj = per_pos @ mha.out_proj.weight.detach().numpy().T.astype(np.float64) + mha.out_proj.bias.detach().numpy()
             np.testing.assert_allclose(proj, out[1].numpy(), atol=1e-4, rtol=0)
+
+
+def rel_err(got, want):
+    return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
+
+
+def alibi_bias(heads, n, m):
+    """ALiBi as a float mask adds it: -slope_h * |i + m - n - j|, standard slopes, (heads, n, m)."""
+    slopes = torch.tensor([2.0 ** (-8.0 * (h + 1) / heads) for h in range(heads)])
+    dist = (torch.arange(n)[:, None] + m - n - torch.arange(m)[None, :]).abs().float()
+    return -slopes[:, None, None] * dist
+
+
+class ScoreModifications(unittest.TestCase):
+    """Additive float masks with values other than 0 and blocking ones: the bundle's mask and bias."""
+
+    def test_alibi_float_mask_becomes_mask_and_bias(self):
+        g = torch.Generator().manual_seed(11)
+        heads, n = 4, 9
+        q, k, v = (torch.randn(1, heads, n, 16, generator=g) for _ in range(3))
+        lowest = torch.finfo(torch.float32).min
+        mask = alibi_bias(heads, n, n).masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), lowest)
+        with tempfile.TemporaryDirectory() as d:
+            log = io.StringIO()
+            out = attnlab_capture.capture(Sdpa(attn_mask=mask[None], scale=0.3), q, k, v, out=d, log=log)
+            call = manifest(d)["calls"][0]
+            self.assertIsNotNone(call["mask"])
+            self.assertIsNotNone(call["bias"])
+            self.assertIsNone(call["rope_theta"])
+            self.assertNotIn("notes", call)
+            self.assertIn("mask shared, bias per head", log.getvalue())
+            # The blocking entries are the mask; the finite rest the bias, 0 where the mask blocks.
+            blocked = np.triu(np.ones((n, n), bool), 1)
+            np.testing.assert_array_equal(np.isinf(np.load(os.path.join(d, call["mask"]))), blocked)
+            bias = np.load(os.path.join(d, call["bias"])).reshape(heads, n, n)
+            np.testing.assert_array_equal(bias, np.where(blocked, 0.0, alibi_bias(heads, n, n).numpy()))
+            want = stacked(out[0])
+            got, js = lab_output(d, 0)
+            self.assertLessEqual(rel_err(got, want), REL)
+            got_h, _ = lab_output(d, 0, head=2)  # one head: its rows of the bias
+            self.assertLessEqual(rel_err(got_h, want[2 * n:3 * n]), REL)
+
+    def test_bias_shared_by_every_head(self):
+        g = torch.Generator().manual_seed(12)
+        q, k, v = (torch.randn(1, 2, 6, 8, generator=g) for _ in range(3))
+        bias = torch.randn(6, 6, generator=g)
+        bias[:, 5] = -math.inf  # one key blocked for every query
+        with tempfile.TemporaryDirectory() as d:
+            out = attnlab_capture.capture(Sdpa(attn_mask=bias), q, k, v, out=d, log=None)
+            call = manifest(d)["calls"][0]
+            self.assertEqual(np.load(os.path.join(d, call["bias"])).shape, (6, 6))
+            self.assertEqual(np.load(os.path.join(d, call["mask"])).shape, (6, 6))
+            got, _ = lab_output(d, 0)
+            self.assertLessEqual(rel_err(got, stacked(out[0])), REL)
+
+    def test_falcon_with_alibi(self):
+        """A random-weight Falcon with alibi=True adds ALiBi to its float mask (finfo.min where it
+        blocks): every call is kept, with a per-head bias, and replays torch's output."""
+        from transformers import FalconConfig, FalconModel
+        cfg = FalconConfig(hidden_size=32, num_attention_heads=4, num_hidden_layers=2, vocab_size=40,
+                           alibi=True, new_decoder_architecture=False, multi_query=False,
+                           bos_token_id=0, eos_token_id=0)
+        torch.manual_seed(0)
+        model = FalconModel._from_config(cfg, attn_implementation="sdpa").eval()
+        with tempfile.TemporaryDirectory() as d:
+            attnlab_capture.capture(model, input_ids=torch.tensor([[3, 17, 5, 9, 22, 1, 30]]), out=d, log=None)
+            man = manifest(d)
+            self.assertEqual((len(man["calls"]), man["skipped"]), (2, []), man)
+            for layer, call in enumerate(man["calls"]):
+                self.assertIsNotNone(call["bias"], call)
+                self.assertEqual(np.load(os.path.join(d, call["bias"])).shape, (4 * 7, 7))
+                self.assertIsNone(call["rope_theta"])  # alibi Falcon does not rotate
+                self.assertNotIn("notes", call)
+                got, _ = lab_output(d, layer)
+                self.assertLessEqual(rel_err(got, np.load(os.path.join(d, call["output"]))), REL)
+
+
+def tiny_llama(**kw):
+    from transformers import LlamaConfig, LlamaModel
+    cfg = LlamaConfig(hidden_size=64, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                      vocab_size=40, max_position_embeddings=128, bos_token_id=0, eos_token_id=0,
+                      pad_token_id=0, **kw)
+    torch.manual_seed(0)
+    return LlamaModel._from_config(cfg, attn_implementation="sdpa").eval()
+
+
+class RotaryEmbeddings(unittest.TestCase):
+    IDS = torch.tensor([[3, 17, 5, 9, 22, 1, 30, 2, 11]])
+
+    def test_llama_rope_captured_before_rotation(self):
+        """rope_theta from the config; Q and K before rotation; the lab's own RoPE replays torch."""
+        model = tiny_llama(num_key_value_heads=2, rope_theta=500.0)
+        with tempfile.TemporaryDirectory() as d:
+            log = io.StringIO()
+            attnlab_capture.capture(model, input_ids=self.IDS, out=d, log=log)
+            man = manifest(d)
+            self.assertEqual(len(man["calls"]), 2, man)
+            self.assertEqual(len(log.getvalue().splitlines()), 2, log.getvalue())
+            self.assertIn("RoPE theta 500 (Q and K before rotation", log.getvalue())
+            for layer, call in enumerate(man["calls"]):
+                self.assertEqual(call["rope_theta"], 500.0)
+                self.assertEqual((call["heads"], call["kv_heads"], call["d_k"]), (4, 2, 16))
+                self.assertNotIn("notes", call)
+                # The stored Q is the un-rotated one: rotating it is what reached torch's call.
+                q = np.load(os.path.join(d, call["q"])).reshape(4, 9, 16)
+                self.assertGreater(np.abs(attnlab_capture.rope_rotate(q[1], 0, 500.0) - q[1]).max(), 1e-3)
+                want = np.load(os.path.join(d, call["output"]))
+                got, _ = lab_output(d, layer)
+                self.assertLessEqual(rel_err(got, want), REL)
+                got_h, _ = lab_output(d, layer, head=3)
+                self.assertLessEqual(rel_err(got_h, want[27:36]), REL)
+
+    def check_kept_rotated(self, model, why):
+        with tempfile.TemporaryDirectory() as d:
+            log = io.StringIO()
+            attnlab_capture.capture(model, input_ids=self.IDS, out=d, log=log)
+            man = manifest(d)
+            self.assertTrue(man["calls"])
+            for layer, call in enumerate(man["calls"]):
+                self.assertIsNone(call["rope_theta"])
+                self.assertEqual(len(call["notes"]), 1, call)
+                self.assertTrue(call["notes"][0].startswith(attnlab_capture.ROTATED_NOTE), call["notes"])
+                self.assertIn(why, call["notes"][0])
+                got, _ = lab_output(d, layer)
+                self.assertLessEqual(rel_err(got, np.load(os.path.join(d, call["output"]))), REL)
+            self.assertIn("note: " + attnlab_capture.ROTATED_NOTE, log.getvalue())
+
+    def test_rope_scaling_keeps_the_rotated_qk(self):
+        self.check_kept_rotated(tiny_llama(rope_scaling={"rope_type": "linear", "factor": 2.0}),
+                                "rope_scaling 'linear'")
+
+    def test_partial_rotary_keeps_the_rotated_qk(self):
+        from transformers import GPTNeoXConfig, GPTNeoXModel
+        cfg = GPTNeoXConfig(hidden_size=64, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
+                            vocab_size=40, rotary_pct=0.25, bos_token_id=0, eos_token_id=0)
+        torch.manual_seed(0)
+        model = GPTNeoXModel._from_config(cfg, attn_implementation="sdpa").eval()
+        self.check_kept_rotated(model, "partial rotary: the model rotates the first 4 of the 16 values")
+
+    def test_rotation_out_of_sight_is_noted(self):
+        """A model that rotates inline (no module-level apply_rotary_pos_emb) but shows a rotary
+        module: the bundle keeps what reached the call and says so."""
+
+        class MyRotaryEmbedding(torch.nn.Module):
+            def forward(self, x):  # (B, H, L, E): rotate-half at positions 0..L-1, base 10000
+                half = x.shape[-1] // 2
+                ang = torch.arange(x.shape[2])[:, None] * 10000.0 ** (-torch.arange(half) / half)[None, :]
+                a, b = x[..., :half], x[..., half:]
+                return torch.cat([a * ang.cos() - b * ang.sin(), b * ang.cos() + a * ang.sin()], -1)
+
+        class Attn(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rotary = MyRotaryEmbedding()
+
+            def forward(self, q, k, v):
+                return F.scaled_dot_product_attention(self.rotary(q), self.rotary(k), v, is_causal=True)
+
+        g = torch.Generator().manual_seed(13)
+        q, k, v = (torch.randn(1, 2, 5, 8, generator=g) for _ in range(3))
+        with tempfile.TemporaryDirectory() as d:
+            out = attnlab_capture.capture(Attn(), q, k, v, out=d, log=None)
+            call = manifest(d)["calls"][0]
+            self.assertIsNone(call["rope_theta"])
+            self.assertEqual(call["notes"], [attnlab_capture.ROTATED_NOTE + " (the model seems to use RoPE: it has "
+                                             "a MyRotaryEmbedding module; its rotation is not a module-level "
+                                             "apply_rotary_pos_emb the capture can see)"])
+            got, _ = lab_output(d, 0)
+            self.assertLessEqual(rel_err(got, stacked(out[0])), REL)
 
 
 def tiny_gpt2():

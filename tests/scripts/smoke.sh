@@ -10,8 +10,9 @@
 #             configuration sweep covers every configuration; the table comes last.
 # bench-sweep a tiny CPU sweep: the CSV has every case, and the two charts are PNG files.
 # compare-torch without PyTorch: says it is skipped and exits 0 (with PyTorch it needs a GPU);
-#             --cpu says so too and exits 3 (nothing measured), or, where PyTorch imports, times
-#             one tiny case against the CPU fused kernel and prints the table.
+#             --cpu (and --cpu --mods) says so too and exits 3 (nothing measured), or, where PyTorch
+#             imports, times one tiny case against the CPU fused kernel and prints the table;
+#             --mods without --cpu is a usage error.
 set -uo pipefail
 
 what=$1
@@ -111,7 +112,16 @@ case $what in
       echo "$out"
       check "--cpu without PyTorch: exit status 3 (nothing measured), got $rc" test "$rc" = 3
       check "--cpu says PyTorch is missing" grep -q "skipped: PyTorch not importable" <<<"$out"
+      out=$("$repo/scripts/compare-torch" --cpu --mods --binary "$build/cli/attnlab" 2>&1)
+      rc=$?
+      echo "$out"
+      check "--cpu --mods without PyTorch: exit status 3 (nothing measured), got $rc" test "$rc" = 3
+      check "--cpu --mods says PyTorch is missing" grep -q "skipped: PyTorch not importable" <<<"$out"
     fi
+    out=$("$repo/scripts/compare-torch" --mods 2>&1)
+    rc=$?
+    check "--mods without --cpu: usage error, exit 2, got $rc" test "$rc" = 2
+    check "--mods without --cpu says so" grep -q -- "--mods goes with --cpu" <<<"$out"
     ;;
   *)
     echo "usage: $0 gpu-check|bench-sweep|compare-torch BUILD_DIR" >&2
