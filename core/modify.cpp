@@ -4,6 +4,7 @@
 
 #include "core/format.h"
 #include "core/messages.h"
+#include "core/parallel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -139,6 +140,46 @@ long long visible_pairs(const Problem& p) {
   return total;
 }
 
+namespace {
+
+// RoPE's cos and sin of the positions [p0, p0 + count) and every pair [0, d/2), in double:
+// angle = pos · θ^(-2c/d). One table serves every head of Q and K at those positions.
+struct RopeTable {
+  int p0 = 0, half = 0;
+  std::vector<double> cs, sn;  // (count, half)
+  RopeTable(int first, int count, int d, double theta) : p0(first), half(d / 2) {
+    cs.resize(static_cast<std::size_t>(count) * half);
+    sn.resize(cs.size());
+    std::vector<double> freq(half);
+    for (int c = 0; c < half; ++c) freq[c] = std::pow(theta, -2.0 * c / d);
+    for (int p = 0; p < count; ++p)
+      for (int c = 0; c < half; ++c) {
+        const double a = static_cast<double>(first + p) * freq[c];
+        cs[static_cast<std::size_t>(p) * half + c] = std::cos(a);
+        sn[static_cast<std::size_t>(p) * half + c] = std::sin(a);
+      }
+  }
+};
+
+// Rows of x (fp32) whose first row is at position pos0 (inside the table), rotated into y (fp32):
+// each value computed in double and rounded once.
+void rotate_rows(const float* x, float* y, int rows, int d, int pos0, const RopeTable& t) {
+  const int half = t.half;
+  for (int r = 0; r < rows; ++r) {
+    const float* a = x + static_cast<std::size_t>(r) * d;
+    float* b = y + static_cast<std::size_t>(r) * d;
+    const double* cs = t.cs.data() + static_cast<std::size_t>(pos0 + r - t.p0) * half;
+    const double* sn = t.sn.data() + static_cast<std::size_t>(pos0 + r - t.p0) * half;
+    for (int c = 0; c < half; ++c) {
+      const double lo = a[c], hi = a[c + half];
+      b[c] = static_cast<float>(lo * cs[c] - hi * sn[c]);
+      b[c + half] = static_cast<float>(hi * cs[c] + lo * sn[c]);
+    }
+  }
+}
+
+}  // namespace
+
 MatrixD rope_rotate(const MatrixD& x, int pos0, double theta) {
   const int d = static_cast<int>(x.cols()), half = d / 2;
   MatrixD y = x;
@@ -157,19 +198,33 @@ MatrixD rope_rotate(const MatrixD& x, int pos0, double theta) {
 std::shared_ptr<const RotatedQK> rotated_qk(const Problem& p) {
   if (p.mods.rope_theta <= 0) return nullptr;
   const double theta = p.mods.rope_theta;
-  const int n = p.n(), m = p.m(), heads = p.heads, kvh = p.kv_heads(), off = p.causal_offset();
+  const int n = p.n(), m = p.m(), heads = p.heads, kvh = p.kv_heads(), off = p.causal_offset(), d = p.d_k();
   const std::string key = "rope/" + format_number("%.17g", theta) + "/" + std::to_string(heads) + "/" +
                           std::to_string(kvh);
   return p.derived<RotatedQK>(key, [&](const ProblemInputs& in) {  // one θ kept (family "rope/")
     RotatedQK r;
     r.q.resize(in.q.rows(), in.q.cols());
     r.k.resize(in.k.rows(), in.k.cols());
-    for (int h = 0; h < heads; ++h)
-      r.q.middleRows(static_cast<Eigen::Index>(h) * n, n) =
-          rope_rotate(in.q.middleRows(static_cast<Eigen::Index>(h) * n, n).cast<double>(), off, theta).cast<float>();
-    for (int g = 0; g < kvh; ++g)
-      r.k.middleRows(static_cast<Eigen::Index>(g) * m, m) =
-          rope_rotate(in.k.middleRows(static_cast<Eigen::Index>(g) * m, m).cast<double>(), 0, theta).cast<float>();
+    // The positions in blocks spread over the cores: each block's table of cos and sin (bounded
+    // memory at a million positions), then every head's rows of K at those positions and of Q
+    // whose queries sit there (the queries are the last n of the m positions).
+    constexpr int kBlock = 2048;
+    const int blocks = (m + kBlock - 1) / kBlock;
+    parallel_items(static_cast<std::size_t>(blocks),
+                   worker_count(blocks, 8.0 * (heads * static_cast<double>(n) + kvh * static_cast<double>(m)) * d),
+                   [&](unsigned, std::size_t it) {
+                     const int p0 = static_cast<int>(it) * kBlock, p1 = std::min(m, p0 + kBlock);
+                     const RopeTable table(p0, p1 - p0, d, theta);
+                     for (int g = 0; g < kvh; ++g)
+                       rotate_rows(in.k.data() + (static_cast<std::size_t>(g) * m + p0) * d,
+                                   r.k.data() + (static_cast<std::size_t>(g) * m + p0) * d, p1 - p0, d, p0, table);
+                     const int i0 = std::max(0, p0 - off), i1 = std::min(n, p1 - off);  // queries at [p0, p1)
+                     if (i0 < i1)
+                       for (int h = 0; h < heads; ++h)
+                         rotate_rows(in.q.data() + (static_cast<std::size_t>(h) * n + i0) * d,
+                                     r.q.data() + (static_cast<std::size_t>(h) * n + i0) * d, i1 - i0, d, i0 + off,
+                                     table);
+                   });
     return r;
   }, "rope/");
 }

@@ -50,6 +50,13 @@ ProblemInputs& Problem::edit() {
   return *in_;
 }
 
+MatrixF& Problem::edit_q() {
+  if (in_.use_count() != 1) in_ = std::make_shared<ProblemInputs>(*in_);
+  std::lock_guard<std::mutex> lk(in_->derived.mu);
+  std::erase_if(in_->derived.items, [](const auto& kv) { return kv.first.rfind("kv/", 0) != 0; });
+  return in_->q;
+}
+
 void Problem::set_inputs(ProblemInputs in) { in_ = std::make_shared<ProblemInputs>(std::move(in)); }
 
 float fused_scale(const Problem& p) {

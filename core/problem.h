@@ -76,10 +76,15 @@ struct Problem {
   // The inputs for changing them: copied first when another Problem shares them (copy on write),
   // so a change never shows in another problem. Only while no other thread reads this Problem.
   ProblemInputs& edit();
+  // Q alone, for changing it (the decode view's next token against the same cache): copied first
+  // when shared, like edit(), but the derived data of K and V alone (keys "kv/…": the bf16 copy of
+  // the cache, the decode kernel's panels) stays.
+  MatrixF& edit_q();
   // Data derived from the inputs, made by `make` the first time `key` is asked for (one thread
   // makes it, the others wait) and kept with the inputs until they are edited: a KV cache stored
   // in bf16, which the decode kernel's bf16 path reads at half the bytes; K in the decode
-  // kernel's panels. A key names one type: every caller of a key asks for the same T. With a
+  // kernel's panels. A key names one type: every caller of a key asks for the same T; a key that
+  // starts with "kv/" depends on K and V alone (edit_q keeps it). With a
   // `family` (a prefix of the key), making a new entry drops the family's others: RoPE's rotation
   // at one θ replaces the one at the θ before (a slider dragged through many values keeps one).
   template <class T>
@@ -93,10 +98,6 @@ struct Problem {
     std::shared_ptr<const void>& slot = items[key];
     slot = std::make_shared<const T>(make(*in_));
     return std::static_pointer_cast<const T>(slot);
-  }
-  // K and V in bf16: derived<Bf16KV>("bf16_kv", make).
-  std::shared_ptr<const Bf16KV> bf16_kv(const std::function<Bf16KV(const ProblemInputs&)>& make) const {
-    return derived<Bf16KV>("bf16_kv", make);
   }
   // Replaces the inputs (a problem built from new data: a head of several, a file read).
   void set_inputs(ProblemInputs in);

@@ -468,7 +468,7 @@ template <class E>
 std::shared_ptr<const KPanels<E>> k_panels(const Problem& p, const E* k) {
   const int G = p.kv_heads(), m = p.m(), d = p.d_k();
   // K as multiplied: rotated by RoPE where p has it, so θ is part of the key.
-  const std::string key = std::string(std::is_same_v<E, float> ? "decode_k_panels/" : "decode_k_panels_bf16/") +
+  const std::string key = std::string(std::is_same_v<E, float> ? "kv/decode_k_panels/" : "kv/decode_k_panels_bf16/") +
                           std::to_string(G) + "/rope" + std::to_string(p.mods.rope_theta);
   return p.derived<KPanels<E>>(key, [&](const ProblemInputs&) {
     KPanels<E> kp;
@@ -481,7 +481,7 @@ std::shared_ptr<const KPanels<E>> k_panels(const Problem& p, const E* k) {
         for (int c = 0; c < d; ++c) pan[panel_offset<E>(j % 16, c)] = row[c];
       }
     return kp;
-  }, std::is_same_v<E, float> ? "decode_k_panels/" : "decode_k_panels_bf16/");
+  }, std::is_same_v<E, float> ? "kv/decode_k_panels/" : "kv/decode_k_panels_bf16/");
 }
 
 }  // namespace
@@ -567,14 +567,14 @@ std::shared_ptr<const Bf16KV> bf16_cache(const Problem& p) {
   // K as multiplied: rotated by RoPE where p has it (θ is part of the key).
   const std::shared_ptr<const RotatedQK> rot = rotated_qk(p);
   const MatrixF& k = kernel_k(p, rot.get());
-  return p.derived<Bf16KV>("bf16_kv/rope" + std::to_string(p.mods.rope_theta), [&](const ProblemInputs& in) {
+  return p.derived<Bf16KV>("kv/bf16/rope" + std::to_string(p.mods.rope_theta), [&](const ProblemInputs& in) {
     Bf16KV b;
     b.k.resize(static_cast<std::size_t>(k.size()));
     b.v.resize(static_cast<std::size_t>(in.v.size()));
     for (std::size_t i = 0; i < b.k.size(); ++i) b.k[i] = bf16_bits(k.data()[i]);
     for (std::size_t i = 0; i < b.v.size(); ++i) b.v[i] = bf16_bits(in.v.data()[i]);
     return b;
-  }, "bf16_kv/");
+  }, "kv/bf16/");
 }
 
 void split_partial_bf16(const Problem& p, const Bf16KV& kvb, int g, int k0, int k1, Partial& out, MatrixF& scratch,

@@ -50,7 +50,7 @@ struct Partial {
 // use (0: p.m()), where a causal mask places the queries.
 void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, MatrixF& scratch, int keys = 0);
 
-// The same step on a cache stored in bf16 (Problem::bf16_kv: K and V at half the bytes), in the
+// The same step on a cache stored in bf16 (bf16_cache: K and V at half the bytes), in the
 // lab's bf16 arithmetic (cpu/bf16.h): Q rounded to bf16, S = Q K_blkᵀ from the bf16 values with
 // fp32 sums, the weights exp2(s c - m c) (c = log2(e) * scale) rounded to bf16, l the sum of the
 // rounded weights, acc += P V_blk in fp32. m stays in raw scores, so two states merge as the fp32

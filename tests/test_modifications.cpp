@@ -201,6 +201,51 @@ TEST(Modifications, RopeScoresDependOnTheDistanceOnly) {
   EXPECT_EQ(rope_rotate(q, 0, theta), q);
 }
 
+TEST(Modifications, RotatedQAndKAreTheDoubleRotationRoundedOnce) {
+  // Several blocks of positions (2048 each), queries at the end of the keys, grouped heads.
+  Problem p = random_problem(700, 4500, 16, 4, 3, 4, 2);
+  p.mods.rope_theta = 5000;
+  const std::shared_ptr<const RotatedQK> r = rotated_qk(p);
+  ASSERT_TRUE(r);
+  for (int h = 0; h < 4; ++h) {
+    const MatrixF want =
+        rope_rotate(p.q().middleRows(h * 700, 700).cast<double>(), 4500 - 700, 5000).cast<float>();
+    EXPECT_EQ(r->q.middleRows(h * 700, 700), want) << h;
+  }
+  for (int g = 0; g < 2; ++g) {
+    const MatrixF want = rope_rotate(p.k().middleRows(g * 4500, 4500).cast<double>(), 0, 5000).cast<float>();
+    EXPECT_EQ(r->k.middleRows(g * 4500, 4500), want) << g;
+  }
+  // Kept with the problem, one θ at a time.
+  EXPECT_EQ(rotated_qk(p).get(), r.get());
+  Problem q = p;
+  q.mods.rope_theta = 7000;
+  EXPECT_NE(rotated_qk(q).get(), r.get());
+}
+
+TEST(Modifications, DerivedDataOfKAndVOutlivesANewQuery) {
+  // The decode view's next token edits Q alone: the cache's panels and bf16 copy ("kv/" keys)
+  // stay, what depends on Q (RoPE's rotation) goes; edit() drops everything.
+  Problem p = random_problem(4, 8, 8, 1);
+  int made = 0;
+  const auto make = [&made](const ProblemInputs&) { return ++made; };
+  const auto kv = p.derived<int>("kv/panels", make);
+  const auto q = p.derived<int>("rope/1", make);
+  p.edit_q()(0, 0) = 5.f;
+  EXPECT_EQ(p.derived<int>("kv/panels", make), kv);
+  EXPECT_NE(p.derived<int>("rope/1", make), q);
+  EXPECT_EQ(p.q()(0, 0), 5.f);
+  const Problem copy = p;  // shares the inputs: edit_q copies them first
+  p.edit_q()(0, 0) = 6.f;
+  EXPECT_EQ(copy.q()(0, 0), 5.f);
+  p.edit();
+  EXPECT_NE(p.derived<int>("kv/panels", make), kv);
+  // A family keeps one entry: RoPE at a new θ replaces the old one.
+  const auto a = p.derived<int>("rope/a", make, "rope/");
+  p.derived<int>("rope/b", make, "rope/");
+  EXPECT_NE(p.derived<int>("rope/a", make, "rope/"), a);
+}
+
 TEST(Modifications, MaskRuleIntervals) {
   MaskRule r;
   r.m = 100;

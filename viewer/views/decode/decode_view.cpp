@@ -125,9 +125,10 @@ std::unique_ptr<DecodeCache> DecodeCache::random(const DecodeShape& s) {
 }
 
 const Problem& DecodeCache::at(int token, double temperature) {
-  ProblemInputs& in = problem_.edit();  // the cache's own: no copy
-  for (int h = 0; h < problem_.heads; ++h)
-    in.q.row(h) = queries_.row(static_cast<Eigen::Index>(h) * tokens_ + token);
+  // The cache's own Q (no copy); the derived data of the cache (the kernel's panels of K, a bf16
+  // copy) stays with it from token to token.
+  MatrixF& q = problem_.edit_q();
+  for (int h = 0; h < problem_.heads; ++h) q.row(h) = queries_.row(static_cast<Eigen::Index>(h) * tokens_ + token);
   problem_.temperature = temperature;
   return problem_;
 }
