@@ -8,6 +8,7 @@
 #include "tests/viewer/viewer_test_util.h"
 #include "viewer/app/options.h"
 #include "viewer/session/session.h"
+#include "viewer/views/chain/chain_view.h"
 
 #include <gtest/gtest.h>
 
@@ -70,6 +71,29 @@ TEST(ModsSession, SetModsRunsTheModifiedChainAndSharesTheInputs) {
   ASSERT_TRUE(s.set_mods(ModSettings{}));
   EXPECT_FALSE(has_modifications(s.problem()));
   EXPECT_EQ(s.trace().biased.size(), 0);
+}
+
+TEST(ModsSession, TheChainsStepTwoShowsTheStagesTheModificationsAdd) {
+  viewer::ViewerOptions o = test::cpu_random_options(12, 8, 8, MaskKind::Causal);
+  o.mods.alibi = true;
+  o.mods.softcap = 2;
+  o.score_mods_given = true;
+  Session s(o);
+  using Sub = viewer::ChainView::Sub;
+  EXPECT_EQ(viewer::chain_sub_matrix(s, Sub::Scaled), &s.trace().scaled);
+  EXPECT_EQ(viewer::chain_sub_matrix(s, Sub::Biased), &s.trace().biased);
+  EXPECT_EQ(viewer::chain_sub_matrix(s, Sub::Capped), &s.trace().capped);
+  EXPECT_EQ(viewer::chain_sub_matrix(s, Sub::Logits), &s.trace().logits);
+  // Without the cap: no capped stage to show.
+  ModSettings m = s.requested_mods();
+  m.softcap = 0;
+  ASSERT_TRUE(s.set_mods(m));
+  EXPECT_EQ(viewer::chain_sub_matrix(s, Sub::Capped), nullptr);
+  viewer::ChainView v;
+  v.sub = Sub::Biased;
+  nlohmann::json j;
+  v.dump(j, s);
+  EXPECT_EQ(j["chain"]["sub"], "biased");
 }
 
 TEST(ModsSession, RefusalsKeepTheStateAndSpeakBothLanguages) {

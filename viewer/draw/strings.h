@@ -68,7 +68,8 @@ enum class S {
   HeadsPattern, HeadsShown, ModeBundle, HeadsCaptionBare, HeadsCaptionKvBare, HeadsTipMean,
   // position and score modifications (issue 23)
   Mods, ModsHint, ModRope, ModRopeTheta, ModAlibi, ModSoftcap, ModSoftcapC, ModWindow, ModWindowW, ModPrefix,
-  ModPrefixP, TableQRot, TableKRot, TableBiased, TableCapped, WalkUnitsMods,
+  ModPrefixP, TableQRot, TableKRot, TableBiased, TableCapped, SubShow, SubLogits, SubScaled, SubBiased,
+  SubCapped, SubNote, WalkUnitsMods,
   Count_
 };
 

@@ -23,9 +23,17 @@ class ChainView final : public View, public WithoutFlags {
   void prepare(Session& s, int step) override;
   void input_loaded() override { zoom = HeatView{}; }
   std::string broken(const Session& s) const override;
+  void dump(nlohmann::json& j, const Session& s) const override;
 
   HeatView zoom;  // the heatmap's window (the whole matrix by default)
+  // Step 2 with score mods (kept stages): which of the stages between QKᵀ and the logits the
+  // heatmap shows, in the chain's order; the logits when the problem has no such stage.
+  enum class Sub { Logits, Scaled, Biased, Capped } sub = Sub::Logits;
 };
+
+// The matrix of step 2's sub-stage `s` in the trace on screen (null when that stage is not kept:
+// a problem without that modification, or a streamed one).
+const MatrixF* chain_sub_matrix(const Session& s, ChainView::Sub sub);
 
 void draw_panel(ChainView& v, Shell& app, const Layout& l);
 

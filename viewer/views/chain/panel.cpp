@@ -154,6 +154,23 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
     same_line_if_fits(radio_width(tr(lang, S::ScaleLog)));
     if (ImGui::RadioButton(tr(lang, S::ScaleLog), app.log_weights)) app.log_weights = true;
   }
+  // Step 2 of a problem with score mods: the stages between the scaled scores and the logits.
+  const bool subs = step == 2 && !c.streaming() &&
+                    (chain_sub_matrix(c, ChainView::Sub::Biased) || chain_sub_matrix(c, ChainView::Sub::Capped));
+  if (subs) {
+    ImGui::TextUnformatted(tr(lang, S::SubShow));
+    const std::pair<ChainView::Sub, S> items[] = {{ChainView::Sub::Scaled, S::SubScaled},
+                                                  {ChainView::Sub::Biased, S::SubBiased},
+                                                  {ChainView::Sub::Capped, S::SubCapped},
+                                                  {ChainView::Sub::Logits, S::SubLogits}};
+    for (const auto& [sub, label] : items) {
+      if (!chain_sub_matrix(c, sub)) continue;
+      same_line_if_fits(radio_width(tr(lang, label)));
+      if (ImGui::RadioButton(fmt("%s###sub%d", tr(lang, label), static_cast<int>(sub)).c_str(), view.sub == sub))
+        view.sub = sub;
+    }
+  }
+  const ChainView::Sub sub = subs && chain_sub_matrix(c, view.sub) ? view.sub : ChainView::Sub::Logits;
   const bool dims_axis = step == 4 || (c.stage_matrix(step) == nullptr && !c.streaming());
   ImGui::TextColored(kDimV4, tr(lang, S::HeatHint), tr(lang, dims_axis ? S::AxisDims : S::AxisKeys));
 
@@ -161,7 +178,8 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   // view, computed block by block by the backend; the output (step 4) is kept whole.
   const bool streamed = c.streaming() && step <= 3;
   const PooledGrid* pg = streamed ? c.pooled_stage(step) : nullptr;
-  const MatrixF* mp = streamed ? nullptr : c.stage_matrix(step);
+  const MatrixF* mp = streamed ? nullptr : sub != ChainView::Sub::Logits ? chain_sub_matrix(c, sub) : c.stage_matrix(step);
+  if (sub != ChainView::Sub::Logits) wrapped(app, tr(lang, S::SubNote), &kDimV4);
   if (!streamed && !mp) {
     wrapped(app, fmt(tr(lang, S::StagesNotKept), c.stages_need_gb(), c.available_gb()));
     mp = c.stage_matrix(4);
@@ -173,6 +191,7 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   const bool is_output = !streamed && mp == c.stage_matrix(4);
   const int rows = streamed ? c.problem().n() : static_cast<int>(mp->rows());
   const int cols = streamed ? c.problem().m() : static_cast<int>(mp->cols());
+  // The sub-stages come before the mask: drawn unmasked.
   const bool masked_step = c.step_shows_mask(step) && (streamed || c.stage_matrix(step) == mp);
   const Problem& p = c.problem();
   const int col_step = step == 4 || is_output ? 4 : step;
@@ -527,7 +546,11 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
         dl->PopClipRect();
       }
       ImGui::BeginTooltip();
-      ImGui::Text("%s: %s", tr(lang, S::TipStage), step_name(lang, is_output ? 4 : step));
+      ImGui::Text("%s: %s", tr(lang, S::TipStage),
+                  sub == ChainView::Sub::Scaled   ? tr(lang, S::SubScaled)
+                  : sub == ChainView::Sub::Biased ? tr(lang, S::SubBiased)
+                  : sub == ChainView::Sub::Capped ? tr(lang, S::SubCapped)
+                                                  : step_name(lang, is_output ? 4 : step));
       ImGui::Text("%s: %s (#%d)", tr(lang, S::TipQuery), row_labels[cell->row].c_str(), cell->row);
       if (is_output) {
         ImGui::Text("%s: %d", tr(lang, S::TipOutputDim), cell->col);
