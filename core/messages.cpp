@@ -38,8 +38,6 @@ constexpr Entry kMessages[] = {
      "查询是键序列的最后若干位置：查询数不能多于键数，当前为 {0} 个查询、{1} 个键"},
     {Msg::KvHeads, "{0} query heads cannot share {1} key/value heads evenly (the key/value heads must divide the query heads)",
      "{0} 个查询头无法平均共享 {1} 个键/值头（键/值头数必须整除查询头数）"},
-    {Msg::CudaCausalDecode, "the CUDA prefill kernels (staged, fused) apply a causal mask to as many queries as keys; {0} queries at the end of {1} keys run with --variant decode or on the CPU (--backend cpu)",
-     "CUDA 预填充内核（staged、fused）只对查询数等于键数的问题施加因果掩码；键序列末尾的 {0} 个查询对 {1} 个键请用 --variant decode 或在 CPU 上运行（--backend cpu）"},
     {Msg::OverflowScores, "QKᵀ overflows at row {0}, column {1} (inputs too large for this precision and temperature)",
      "QKᵀ 在第 {0} 行、第 {1} 列溢出（输入对当前精度和温度过大）"},
     {Msg::OverflowLogits,

@@ -30,7 +30,6 @@ enum class Msg : int {
   ShapeVRows,           // {0} V rows, {1} K rows
   QueriesOverKeys,      // {0} n, {1} m
   KvHeads,              // {0} query heads, {1} key/value heads
-  CudaCausalDecode,     // {0} n, {1} m
   OverflowScores,       // {0} row, {1} column
   OverflowLogits,       // {0} row, {1} column
   CannotOpen,           // {0} path, {1} reason
