@@ -96,6 +96,28 @@ TEST(ModsSession, TheChainsStepTwoShowsTheStagesTheModificationsAdd) {
   EXPECT_EQ(j["chain"]["sub"], "biased");
 }
 
+TEST(ModsSession, BiasAndDocumentFilesAreReadWithTheInputs) {
+  test::TempDir dir;
+  test::write_file(dir.file("bias.csv"), "0,1,2\n0,0,0\n-1,-2,-3\n");
+  test::write_file(dir.file("docs.csv"), "0,0,1\n");
+  test::write_file(dir.file("wrong.csv"), "0,1\n");
+  viewer::ViewerOptions o = test::cpu_random_options(3, 4, 4);
+  Session s(o);
+  ASSERT_TRUE(s.set_mod_files(dir.file("bias.csv"), dir.file("docs.csv"))) << s.error();
+  EXPECT_EQ(s.problem().bias()(2, 1), -2.f);
+  EXPECT_EQ(s.problem().documents(), (std::vector<int>{0, 0, 1}));
+  EXPECT_TRUE(std::isinf(s.trace().mask(2, 0)));  // another document
+  EXPECT_TRUE(test::contains(s.reproduce_command(), "bias:" + dir.file("bias.csv"))) << s.reproduce_command();
+  EXPECT_TRUE(verify_trace(s.problem(), s.trace(), reference_fp64(s.problem())).pass);
+  // A bias of the wrong shape: the core's message, the state on screen kept.
+  EXPECT_FALSE(s.set_mod_files(dir.file("wrong.csv"), ""));
+  EXPECT_TRUE(test::contains(s.error(), "the bias is 1x2 but must be 3x3")) << s.error();
+  EXPECT_EQ(s.problem().bias()(2, 1), -2.f);
+  // A new input drops the files of the old one's shape.
+  ASSERT_TRUE(s.load_random(5, 4, 4, 1));
+  EXPECT_EQ(s.problem().bias().size(), 0);
+}
+
 TEST(ModsSession, RefusalsKeepTheStateAndSpeakBothLanguages) {
   Session s(test::cpu_viewer_options());  // the demo: d_k = 3
   ModSettings m;

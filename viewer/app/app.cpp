@@ -198,7 +198,8 @@ App::App(const ViewerOptions& o, bool async)
     : Shell(o, async), in_n(session.random_n()), in_dk(session.random_dk()), in_dv(session.random_dv()),
       in_heads(session.random_heads()), in_seed(session.random_seed()),
       in_mode(session.from_bundle() ? 3 : session.from_files() ? 2 : session.demo() ? 0 : 1),
-      in_files(session.files()) {
+      in_files(session.files()), in_bias(session.source().bias_file),
+      in_documents(session.source().documents_file) {
   view = o.view;
   shown = std::max(0, view_index(o.view));
   pool = o.pool;

@@ -53,6 +53,7 @@ struct App : Shell {
   std::uint64_t in_seed;
   int in_mode;                      // 0 demo, 1 random, 2 files, 3 the bundle (the radio's value)
   InputFiles in_files;              // the file fields, applied by Load
+  std::string in_bias, in_documents;  // the modifications' file fields, applied by their Load
   Message random_error;             // why the last Generate or Load was refused (shown beside it,
                                     // in the UI language)
   int random_over_limit = 0;        // or the N it refused as over the backend's limit (0: none),

@@ -23,9 +23,10 @@ namespace attnlab::viewer {
 namespace {
 
 // The modifications (core/modifications.h): RoPE with θ, ALiBi, a soft-cap C, a window W, a prefix
-// P; every change is one request (Session::set_mods, refused with the core's message). A bias or
-// document ids come from the command line's files and are named here.
-void mods_controls(Shell& app) {
+// P; every change is one request (Session::set_mods, refused with the core's message). A bias and
+// document ids are files (the fields and their Load, or the command line's --score-mod bias:FILE,
+// --mask-mod document:FILE).
+void mods_controls(App& app) {
   Session& c = app.session;
   const Lang lang = app.lang;
   const Problem& p = c.problem();
@@ -88,6 +89,18 @@ void mods_controls(Shell& app) {
       changed = true;
   }
   if (changed) c.set_mods(m);
+  // The files: a bias, document ids (Load reads both again).
+  const auto field = [](const char* label, std::string& text) {
+    char buf[4096];
+    std::snprintf(buf, sizeof buf, "%s", text.c_str());
+    ImGui::SetNextItemWidth(-FLT_MIN);
+    if (ImGui::InputTextWithHint(label, "", buf, sizeof buf)) text = buf;
+  };
+  ImGui::TextColored(kDimV4, "%s", tr(lang, S::ModBiasFile));
+  field("###mbias", app.in_bias);
+  ImGui::TextColored(kDimV4, "%s", tr(lang, S::ModDocsFile));
+  field("###mdocs", app.in_documents);
+  if (ImGui::Button(fmt("%s###mload", tr(lang, S::Load)).c_str())) c.set_mod_files(app.in_bias, app.in_documents);
   const std::string named = modifications_text(p, lang);
   if (!named.empty()) wrapped(app, named, &kDimV4);
 }

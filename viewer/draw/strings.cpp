@@ -491,6 +491,8 @@ constexpr Entry kTable[] = {
     {S::SubNote,
      "The stages the modifications add between the scaled scores and the logits, before the mask and the temperature.",
      "修改在缩放分数与 logits 之间加入的阶段，在掩码与温度之前。"},
+    {S::ModBiasFile, "Bias file (n × m, CSV or .npy)", "偏置文件（n × m，CSV 或 .npy）"},
+    {S::ModDocsFile, "Document ids (one per position)", "文档编号（每个位置一个）"},
     {S::WalkUnitsMods,
      "Computed by the CPU fused kernel's own update step (cpu/online_softmax.h). With score modifications the kernel first turns each tile's scores into the modified scaled scores and keeps m on them; x and m are shown in logit units (× 1/T); α, l, acc are its fp32 values.",
      "由 CPU 融合内核自己的更新步骤计算（cpu/online_softmax.h）。有分数修改时，内核先把每块分数变成修改后的缩放分数，并在其上取 m；这里 x 与 m 换算为 logit 单位（× 1/T）；α、l、acc 为内核的 fp32 值。"},

@@ -69,7 +69,7 @@ enum class S {
   // position and score modifications (issue 23)
   Mods, ModsHint, ModRope, ModRopeTheta, ModAlibi, ModSoftcap, ModSoftcapC, ModWindow, ModWindowW, ModPrefix,
   ModPrefixP, TableQRot, TableKRot, TableBiased, TableCapped, SubShow, SubLogits, SubScaled, SubBiased,
-  SubCapped, SubNote, WalkUnitsMods,
+  SubCapped, SubNote, ModBiasFile, ModDocsFile, WalkUnitsMods,
   Count_
 };
 

@@ -632,6 +632,13 @@ bool Session::set_mods(const ModSettings& m) {
   return post(kAll);
 }
 
+bool Session::set_mod_files(const std::string& bias, const std::string& documents) {
+  req_.source.bias_file = bias;
+  req_.source.documents_file = documents;
+  req_.source.load = ++loads_;  // read again, even under the same names
+  return post(kAll);
+}
+
 bool Session::step_shows_mask(int step) const {
   return (step == 2 || step == 3) && (shown_->mask != MaskKind::None || has_mask_mods(*shown_));
 }

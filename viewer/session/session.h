@@ -123,6 +123,11 @@ class Session {
   // key) before any run.
   bool set_mods(const ModSettings& m);
   const ModSettings& requested_mods() const { return req_.mods; }
+  // The modifications' files (an additive bias, one document id per position; empty: none), read
+  // with the problem on screen's inputs again (Load reads them again even when the names are the
+  // same). A file that cannot be read or does not fit the problem is refused with the CLI's
+  // message and the state on screen stays.
+  bool set_mod_files(const std::string& bias, const std::string& documents);
   // The chain's step on screen (1..4), which decides the stages a run brings back (kept_stages):
   // a step whose matrix the trace on screen lacks starts a run; otherwise nothing happens. The
   // views of the chain's steps call it on every frame.
