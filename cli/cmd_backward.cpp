@@ -86,9 +86,10 @@ int run_backward(const BackwardJob& job) {
   const double hnm = static_cast<double>(p.heads) * p.n() * p.m();
   double need = backward_bytes(p);
   if (job.check) need += reference_backward_bytes(p) + 10 * 8.0 * hnm;
-  if (format == Format::Json || format == Format::Csv) need += kRenderBytesPerNumber * backward_bytes(p) / 4;
+  const bool every_number = format == Format::Json || format == Format::Csv;
+  if (every_number) need += kRenderBytesPerNumber * backward_bytes(p) / 4;
   check_host_memory(need, "backward (the staged run, every gradient" + std::string(job.check ? ", the fp64 check" : "") + ")",
-                    "try a smaller N, or --format text, which summarises");
+                    every_number ? "try a smaller N, or --format text, which summarises" : "try a smaller N");
 
   const GradTrace g = cpu_backward(p, u);
   std::optional<BackwardCheck> check;

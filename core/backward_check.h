@@ -29,8 +29,8 @@
 // (products of two errors, and the fp64 run's own rounding, some 10⁻⁹ of E). An entry whose bound
 // is 0 must match exactly: dO when given, and the rows of dK and dV of keys no query sees. The
 // γ terms are worst cases (a real sum errs about √k·u): the bound cannot fail from rounding, and
-// stays near 10⁻⁶ of a gradient's scale at the lab's sizes, where a wrong term moves entries by
-// their own size.
+// stays far below a gradient's scale at the lab's sizes (the tests hold it under 10⁻³ of it),
+// where a wrong term moves entries by their own size.
 //
 // Row sums. Σ_j dlogits_ij = Σ_j P_ij dP_ij − D_i Σ_j P_ij = D_i − D_i = 0 exactly in exact
 // arithmetic (Σ_j P_ij dP_ij = dO_i · (P V)_i = dO_i · O_i). In a precision of unit u the stored

@@ -257,18 +257,7 @@ std::string render_json(const Problem& p, const GradTrace& g, const Upstream& u,
                         const BackwardCheck* check) {
   const Trace& t = g.forward;
   Json j;
-  j["tokens"] = p.query_tokens();
-  j["key_tokens"] = p.key_tokens();
-  j["d_k"] = p.d_k();
-  j["d_v"] = p.d_v();
-  j["temperature"] = p.temperature;
-  j["mask"] = std::string(to_string(p.mask));
-  add_mods_json(j, p);
-  j["backend"] = t.backend;
-  j["precision"] = std::string(to_string(t.precision));
-  j["variant"] = std::string(to_string(t.variant));
-  j["heads"] = p.heads;
-  j["kv_heads"] = p.kv_heads();
+  add_run_json(j, p, t);
   j["query"] = query;
   j["scale"] = p.scale_value();
   j["scale_explicit"] = p.scale.has_value();

@@ -457,12 +457,7 @@ void add_mods_json(Json& j, const Problem& p) {
   j["mods"] = std::move(mods);
 }
 
-}  // namespace report_parts
-
-namespace {
-
-std::string render_json(const Problem& p, const Trace& t, int query, Lang lang) {
-  Json j;
+void add_run_json(Json& j, const Problem& p, const Trace& t) {
   j["tokens"] = p.query_tokens();
   j["key_tokens"] = p.key_tokens();
   j["d_k"] = p.d_k();
@@ -475,6 +470,15 @@ std::string render_json(const Problem& p, const Trace& t, int query, Lang lang) 
   j["variant"] = std::string(to_string(t.variant));
   j["heads"] = p.heads;
   j["kv_heads"] = p.kv_heads();
+}
+
+}  // namespace report_parts
+
+namespace {
+
+std::string render_json(const Problem& p, const Trace& t, int query, Lang lang) {
+  Json j;
+  add_run_json(j, p, t);
   if (t.splits > 0) j["splits"] = t.splits;
   j["query"] = query;
   Json stages = Json::object();

@@ -61,6 +61,9 @@ std::vector<std::string> intro_lines(const Problem& p, const Trace& t, int query
 // The problem's modifications, when it has any: "modifications" (the English line) and "mods"
 // (θ, the slopes in use, C, W, P, the files), added to `j` in that order.
 void add_mods_json(Json& j, const Problem& p);
+// The first keys of a run's JSON, in this order: tokens, key_tokens, d_k, d_v, temperature, mask,
+// the modifications (add_mods_json), backend, precision, variant, heads, kv_heads.
+void add_run_json(Json& j, const Problem& p, const Trace& t);
 // Row r of m as a JSON array (float_for_json numbers, null for −inf), appended to `out`.
 void append_json_row(std::string& out, const MatrixF& m, Eigen::Index r);
 // `j` laid out one top-level key per line; an entry "<key>/<name>" of `matrices` fills the

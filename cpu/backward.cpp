@@ -137,6 +137,20 @@ GradTraceT<Matrix> backward_chain(const Problem& p, TraceT<Matrix> fwd, Matrix d
   return g;
 }
 
+// The forward run of p by `forward` (cpu_staged or reference_fp64), dO from u for its output, and
+// the gradients, with the loss when u names one.
+template <class Forward>
+auto backward_run(const Problem& p, const Upstream& u, Forward forward) {
+  validate(p);
+  validate_upstream(p, u);
+  auto f = forward(p);
+  std::optional<double> loss;
+  auto dout = upstream_dout(u, f.output, &loss);
+  auto g = backward_chain(p, std::move(f), std::move(dout));
+  g.loss = loss;
+  return g;
+}
+
 double gradient_bytes(const Problem& p, double scalar_bytes) {
   const double hn = static_cast<double>(p.heads) * p.n(), kvm = static_cast<double>(p.kv_heads()) * p.m();
   const unsigned mods = problem_stages(p);
@@ -157,27 +171,9 @@ GradTraceD backward_of(const Problem& p, TraceD forward, const MatrixD& dout) {
   return backward_chain<MatrixD>(p, std::move(forward), dout);
 }
 
-GradTrace cpu_backward(const Problem& p, const Upstream& u) {
-  validate(p);
-  validate_upstream(p, u);
-  Trace f = cpu_staged(p);
-  std::optional<double> loss;
-  MatrixF dout = upstream_dout(u, f.output, &loss);
-  GradTrace g = backward_chain<MatrixF>(p, std::move(f), std::move(dout));
-  g.loss = loss;
-  return g;
-}
+GradTrace cpu_backward(const Problem& p, const Upstream& u) { return backward_run(p, u, cpu_staged); }
 
-GradTraceD reference_backward_fp64(const Problem& p, const Upstream& u) {
-  validate(p);
-  validate_upstream(p, u);
-  TraceD f = reference_fp64(p);
-  std::optional<double> loss;
-  MatrixD dout = upstream_dout(u, f.output, &loss);
-  GradTraceD g = backward_chain<MatrixD>(p, std::move(f), std::move(dout));
-  g.loss = loss;
-  return g;
-}
+GradTraceD reference_backward_fp64(const Problem& p, const Upstream& u) { return backward_run(p, u, reference_fp64); }
 
 double backward_bytes(const Problem& p) {
   RunOptions opt;
