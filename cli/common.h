@@ -1,5 +1,5 @@
-// Options shared by the attnlab subcommands (demo, run, verify, bench, describe) and the code that
-// turns them into a Problem. Each subcommand lives in its own cli/cmd_*.cpp and registers itself
+// Options shared by the attnlab subcommands (demo, run, verify, bench, describe, walk, backward)
+// and the code that turns them into a Problem. Each subcommand lives in its own cli/cmd_*.cpp and registers itself
 // through one of the register_* functions below; main.cpp only builds the app and maps
 // exceptions to exit codes (InputError -> 2, CLI11 parse errors -> 2, anything else -> 1).
 #pragma once
@@ -83,5 +83,6 @@ void register_demo_and_run(CLI::App& app, int& exit_code);   // cli/cmd_demo_run
 void register_describe(CLI::App& app, int& exit_code);       // cli/cmd_demo_run.cpp
 void register_verify(CLI::App& app, int& exit_code);         // cli/cmd_verify.cpp
 void register_bench(CLI::App& app, int& exit_code);          // cli/cmd_bench.cpp
+void register_backward(CLI::App& app, int& exit_code);       // cli/cmd_backward.cpp
 
 }  // namespace attnlab::cli

@@ -99,6 +99,7 @@ int main(int argc, char** argv) {
   attnlab::cli::register_verify(app, exit_code);
   attnlab::cli::register_bench(app, exit_code);
   attnlab::cli::register_walk(app, exit_code);
+  attnlab::cli::register_backward(app, exit_code);
   refuse_empty_and_overflowing_values(app);
 
   // Which subcommand the user meant, for messages ("see attnlab demo --help").

@@ -195,6 +195,15 @@ MatrixD rope_rotate(const MatrixD& x, int pos0, double theta) {
   return y;
 }
 
+MatrixD rope_rotate_back(const MatrixD& x, int pos0, double theta) {
+  const Eigen::Index half = x.cols() / 2;
+  MatrixD f = x;
+  f.rightCols(x.cols() - half) *= -1.0;
+  MatrixD y = rope_rotate(f, pos0, theta);
+  y.rightCols(x.cols() - half) *= -1.0;
+  return y;
+}
+
 std::shared_ptr<const RotatedQK> rotated_qk(const Problem& p) {
   if (p.mods.rope_theta <= 0) return nullptr;
   const double theta = p.mods.rope_theta;

@@ -67,6 +67,11 @@ std::shared_ptr<const RotatedQK> rotated_qk(const Problem& p);
 // The same rotation in double, of rows [row0, row0 + rows) of x whose first row is at position
 // `pos0` (what the fp64 reference and the tests use).
 MatrixD rope_rotate(const MatrixD& x, int pos0, double theta);
+// The transpose (and inverse) of that rotation: each pair turned back by its angle. What takes a
+// gradient with respect to rotated Q or K back to the inputs' frame (the backward pass). Written
+// through rope_rotate, so the angles have one definition: with F negating the second half of a
+// row, R(-a) = F R(a) F.
+MatrixD rope_rotate_back(const MatrixD& x, int pos0, double theta);
 // Q and K as the kernels multiply them: rotated when p has RoPE, else p's own.
 inline const MatrixF& kernel_q(const Problem& p, const RotatedQK* r) { return r ? r->q : p.q(); }
 inline const MatrixF& kernel_k(const Problem& p, const RotatedQK* r) { return r ? r->k : p.k(); }

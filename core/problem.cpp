@@ -235,6 +235,21 @@ std::vector<std::string> index_tokens(int count) {
   return t;
 }
 
+void fill_standard_normal(MatrixF& a, Eigen::Index rows, Eigen::Index cols, std::mt19937_64& gen) {
+  // Box-Muller on mt19937_64 written out: std::normal_distribution is implementation-defined,
+  // and the same seed must give the same numbers with any standard library.
+  auto uniform = [&gen] { return (static_cast<double>(gen() >> 11) + 0.5) * 0x1.0p-53; };
+  a.resize(rows, cols);
+  float* d = a.data();
+  const Eigen::Index count = a.size();
+  for (Eigen::Index i = 0; i < count; i += 2) {
+    const double r = std::sqrt(-2.0 * std::log(uniform()));
+    const double th = 2.0 * 3.14159265358979323846 * uniform();
+    d[i] = static_cast<float>(r * std::cos(th));
+    if (i + 1 < count) d[i + 1] = static_cast<float>(r * std::sin(th));
+  }
+}
+
 Problem random_problem(int n, int d_k, int d_v, std::uint64_t seed, int heads) {
   return random_problem(n, n, d_k, d_v, seed, heads, heads);
 }
@@ -245,21 +260,8 @@ Problem random_problem(int n, int m, int d_k, int d_v, std::uint64_t seed, int h
   if (n > m) throw InputError(Msg::QueriesOverKeys, {std::to_string(n), std::to_string(m)});
   if (heads % kv_heads != 0)
     throw InputError(Msg::KvHeads, {std::to_string(heads), std::to_string(kv_heads)});
-  // Box-Muller on mt19937_64 written out: std::normal_distribution is implementation-defined,
-  // and the same seed must give the same problem with any standard library.
   std::mt19937_64 gen(seed);
-  auto uniform = [&gen] { return (static_cast<double>(gen() >> 11) + 0.5) * 0x1.0p-53; };
-  auto fill = [&](MatrixF& a, Eigen::Index rows, Eigen::Index cols) {
-    a.resize(rows, cols);
-    float* d = a.data();
-    const Eigen::Index count = a.size();
-    for (Eigen::Index i = 0; i < count; i += 2) {
-      const double r = std::sqrt(-2.0 * std::log(uniform()));
-      const double th = 2.0 * 3.14159265358979323846 * uniform();
-      d[i] = static_cast<float>(r * std::cos(th));
-      if (i + 1 < count) d[i + 1] = static_cast<float>(r * std::sin(th));
-    }
-  };
+  auto fill = [&gen](MatrixF& a, Eigen::Index rows, Eigen::Index cols) { fill_standard_normal(a, rows, cols, gen); };
   Problem p;
   ProblemInputs& in = p.edit();
   p.heads = heads;

@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -185,6 +186,10 @@ constexpr int kDemoDefaultQuery = 2;  // 上下文
 // written out, so every platform and run gives the same numbers for the same seed). heads
 // stacks B*H heads. Tokens default to "0", "1", ....
 Problem random_problem(int n, int d_k, int d_v, std::uint64_t seed, int heads = 1);
+// The generator behind random_problem: `a` resized to (rows, cols) and filled row-major with
+// standard normals from `gen`, two at a time (Box-Muller: r cos θ, then r sin θ). Every random
+// matrix of the lab (Q, K, V of a random problem, the backward's random dO) comes from here.
+void fill_standard_normal(MatrixF& a, Eigen::Index rows, Eigen::Index cols, std::mt19937_64& gen);
 // A decode-shaped random problem: n queries (the last n positions) against m keys, `heads` query
 // heads over kv_heads key/value heads (kv_heads divides heads). Q, K, V are filled in that order
 // from the same generator, so n == m with kv_heads == heads is random_problem(n, ...) exactly.

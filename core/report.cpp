@@ -10,6 +10,7 @@
 // Text and markdown summarise large problems (n or m > 12: first and last rows/columns plus the
 // selected query) and show head 0 of a multi-head problem; JSON and CSV are always complete.
 #include "core/report.h"
+#include "core/report_parts.h"
 
 #include "core/modify.h"
 
@@ -26,15 +27,9 @@
 #include <vector>
 
 namespace attnlab {
-namespace {
-
-using Json = nlohmann::ordered_json;
-
-constexpr int kMaxShown = 12;  // rows/columns shown in full in text and markdown
-constexpr int kEdge = 6;       // rows/columns kept at each end when summarising
+namespace report_parts {
 
 // ---- numbers ------------------------------------------------------------------------------
-
 
 // %.9g round-trips every float; the double parsed back from it prints (shortest round-trip in
 // nlohmann's dump) with at most 9 significant digits instead of the 17 of the raw widening.
@@ -53,15 +48,6 @@ std::string csv_number(float x) {
 }
 
 // ---- the stages ---------------------------------------------------------------------------
-
-enum class Axis { Query, Key, Feature };  // what a row or column of a stage is indexed by
-
-struct Stage {
-  std::string key;    // JSON/CSV name: q k v scores scaled mask logits weights output
-  std::string title;  // page-style title in the chosen language
-  const MatrixF* m;
-  Axis rows, cols;
-};
 
 std::vector<Stage> stages_of(const Problem& p, const Trace& t, Lang lang) {
   const bool zh = lang == Lang::Zh;
@@ -120,7 +106,7 @@ std::string axis_label(const Problem& p, Axis a, int i) {
 
 // Indices shown when summarising `count` entries; -1 marks a gap ("…"). `keep` (the selected
 // query) stays visible even when it falls into the gap.
-std::vector<int> shown_indices(int count, int keep = -1) {
+std::vector<int> shown_indices(int count, int keep) {
   std::vector<int> idx;
   if (count <= kMaxShown) {
     for (int i = 0; i < count; ++i) idx.push_back(i);
@@ -144,12 +130,8 @@ int head_rows(const Problem& p, const Stage& s) {
   return s.rows == Axis::Query ? p.n() : p.m();
 }
 
-struct Grid {
-  std::vector<std::string> header;             // first cell is the row-label header
-  std::vector<std::vector<std::string>> cells;  // first cell of each row is its label
-};
 
-Grid grid_of(const Problem& p, const Stage& s, int query, bool mark_query) {
+Grid grid_of(const Problem& p, const Stage& s, int query, bool mark_query, double unit) {
   Grid g;
   const int rows = std::min<int>(head_rows(p, s), static_cast<int>(s.m->rows()));
   const int cols = static_cast<int>(s.m->cols());
@@ -167,7 +149,7 @@ Grid grid_of(const Problem& p, const Stage& s, int query, bool mark_query) {
       std::string lab = axis_label(p, s.rows, r);
       if (mark_query) lab = (query_rows && r == query ? "> " : "  ") + lab;
       row.push_back(lab);
-      for (int c : ci) row.push_back(c < 0 ? "…" : table_value((*s.m)(r, c)));
+      for (int c : ci) row.push_back(c < 0 ? "…" : table_value(static_cast<float>((*s.m)(r, c) / unit)));
     }
     g.cells.push_back(std::move(row));
   }
@@ -290,6 +272,12 @@ std::vector<std::string> intro_lines(const Problem& p, const Trace& t, int query
   return l;
 }
 
+}  // namespace report_parts
+
+using namespace report_parts;
+
+namespace {
+
 struct StatLine {
   std::string name, value;
 };
@@ -393,6 +381,10 @@ std::string render_csv(const Problem& p, const Trace& t, Lang lang) {
   return out;
 }
 
+}  // namespace
+
+namespace report_parts {
+
 // Row r of m as nlohmann dumps an array of float_for_json values (null for -inf, a masked entry;
 // nothing else non-finite reaches a valid trace), written straight into `out`: a tree of every
 // number of every stage cost about 70 bytes per number.
@@ -407,8 +399,8 @@ void append_json_row(std::string& out, const MatrixF& m, Eigen::Index r) {
 }
 
 // One top-level key per line, one matrix row (or one statistics row) per line: readable by a
-// person, still one json.loads away for a tool. The "stages" entries of `j` are placeholders (they
-// fix the key order); their rows come from `matrices`, by key.
+// person, still one json.loads away for a tool. An entry "<key>/<name>" of `matrices` fills the
+// placeholder `name` of the top-level object `key` (its entries fix the order), row by row.
 std::string layout_json(const Json& j, const std::map<std::string, const MatrixF*>& matrices) {
   auto dump = [](const Json& v) { return v.dump(-1, ' ', false, Json::error_handler_t::replace); };
   std::string out = "{\n";
@@ -417,7 +409,10 @@ std::string layout_json(const Json& j, const std::map<std::string, const MatrixF
     out += first_key ? "" : ",\n";
     first_key = false;
     out.append(" ").append(dump(Json(key))).append(": ");
-    if (key == "stages" || key == "rows") {
+    bool has_matrix = false;
+    if (value.is_object())
+      for (const auto& [sk, sv] : value.items()) has_matrix = has_matrix || matrices.count(key + "/" + sk) > 0;
+    if (has_matrix || key == "rows") {
       const bool obj = value.is_object();
       out += obj ? "{" : "[";
       bool first = true;
@@ -425,9 +420,11 @@ std::string layout_json(const Json& j, const std::map<std::string, const MatrixF
         out += first ? "\n" : ",\n";
         first = false;
         out += "  ";
-        if (obj) {
-          out += dump(Json(sk)) + ": [";
-          const MatrixF& m = *matrices.at(sk);
+        const auto it = obj ? matrices.find(key + "/" + sk) : matrices.end();
+        if (obj) out += dump(Json(sk)) + ": ";
+        if (it != matrices.end()) {
+          out += "[";
+          const MatrixF& m = *it->second;
           for (Eigen::Index r = 0; r < m.rows(); ++r) {
             out += r ? ",\n   " : "\n   ";
             append_json_row(out, m, r);
@@ -446,38 +443,49 @@ std::string layout_json(const Json& j, const std::map<std::string, const MatrixF
   return out + "\n}\n";
 }
 
-std::string render_json(const Problem& p, const Trace& t, int query, Lang lang) {
-  Json j;
+void add_mods_json(Json& j, const Problem& p) {
+  if (!has_modifications(p)) return;
+  j["modifications"] = modifications_text(p, Lang::En);
+  Json mods = Json::object();
+  if (p.mods.rope_theta > 0) mods["rope_theta"] = p.mods.rope_theta;
+  if (p.mods.alibi) mods["alibi_slopes"] = alibi_slopes(p);
+  if (p.bias().size() > 0) mods["bias"] = {{"file", p.mods.bias_name}, {"per_head", p.bias().rows() != p.n()}};
+  if (p.mods.softcap > 0) mods["softcap"] = p.mods.softcap;
+  if (p.mods.window > 0) mods["window"] = p.mods.window;
+  if (!p.documents().empty()) mods["documents"] = {{"file", p.mods.documents_name}, {"positions", p.documents().size()}};
+  if (p.mods.prefix > 0) mods["prefix"] = p.mods.prefix;
+  j["mods"] = std::move(mods);
+}
+
+void add_run_json(Json& j, const Problem& p, const Trace& t) {
   j["tokens"] = p.query_tokens();
   j["key_tokens"] = p.key_tokens();
   j["d_k"] = p.d_k();
   j["d_v"] = p.d_v();
   j["temperature"] = p.temperature;
   j["mask"] = std::string(to_string(p.mask));
-  if (has_modifications(p)) {
-    j["modifications"] = modifications_text(p, Lang::En);
-    Json mods = Json::object();
-    if (p.mods.rope_theta > 0) mods["rope_theta"] = p.mods.rope_theta;
-    if (p.mods.alibi) mods["alibi_slopes"] = alibi_slopes(p);
-    if (p.bias().size() > 0) mods["bias"] = {{"file", p.mods.bias_name}, {"per_head", p.bias().rows() != p.n()}};
-    if (p.mods.softcap > 0) mods["softcap"] = p.mods.softcap;
-    if (p.mods.window > 0) mods["window"] = p.mods.window;
-    if (!p.documents().empty()) mods["documents"] = {{"file", p.mods.documents_name}, {"positions", p.documents().size()}};
-    if (p.mods.prefix > 0) mods["prefix"] = p.mods.prefix;
-    j["mods"] = std::move(mods);
-  }
+  add_mods_json(j, p);
   j["backend"] = t.backend;
   j["precision"] = std::string(to_string(t.precision));
   j["variant"] = std::string(to_string(t.variant));
   j["heads"] = p.heads;
   j["kv_heads"] = p.kv_heads();
+}
+
+}  // namespace report_parts
+
+namespace {
+
+std::string render_json(const Problem& p, const Trace& t, int query, Lang lang) {
+  Json j;
+  add_run_json(j, p, t);
   if (t.splits > 0) j["splits"] = t.splits;
   j["query"] = query;
   Json stages = Json::object();
   std::map<std::string, const MatrixF*> matrices;
   for (const auto& s : stages_of(p, t, lang)) {
     stages[s.key] = nullptr;
-    matrices[s.key] = s.m;
+    matrices["stages/" + s.key] = s.m;
   }
   j["stages"] = std::move(stages);
   Json rows = Json::array();

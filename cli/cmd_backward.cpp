@@ -1,0 +1,138 @@
+// `attnlab backward`: the staged backward pass of the problem run's options describe (the demo
+// when no inputs are given): the fp32 staged chain's run, then every gradient as a labelled
+// matrix, dO from --dout FILE, --loss sum | mse:FILE or a random dO (--dout-seed S); printed as
+// run prints a run (text, markdown, json, csv). --check adds the comparison with the same backward
+// in fp64 (core/backward_check.h) and exits 3 when it fails, as verify does.
+// For now the CPU's staged backward only: --variant fused/decode, --backend cuda and --precision
+// bf16 are refused with a line saying so (the fused FlashAttention-2 backward comes later).
+#include "cli/common.h"
+
+#include "core/backward.h"
+#include "core/backward_check.h"
+#include "core/backward_report.h"
+#include "core/format.h"
+#include "core/memory.h"
+#include "cpu/backward.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace attnlab::cli {
+namespace {
+
+struct BackwardJob {
+  ProblemArgs args;
+  std::string dout;       // --dout FILE
+  std::string loss;       // --loss sum | mse:FILE
+  std::string dout_seed;  // --dout-seed S, as typed
+  bool check = false;
+};
+
+// JSON and CSV of every stage and gradient are built in memory (run's figure, cli/cmd_demo_run.cpp).
+constexpr double kRenderBytesPerNumber = 40;
+
+std::uint64_t parse_seed(const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+  const unsigned long long v = digits ? std::strtoull(text.c_str(), &end, 10) : 0;
+  if (!digits || errno == ERANGE)
+    throw InputError("--dout-seed must be a whole number from 0 to 18446744073709551615, got '" + text + "'");
+  return v;
+}
+
+// The refusals that need no input, first: what this part of the backward does not do yet, and
+// options that contradict each other.
+void check_options(const BackwardJob& job, Format format) {
+  const ProblemArgs& a = job.args;
+  if (a.backend == "cuda")
+    throw InputError("backward runs on the CPU for now (--backend cpu or auto): the CUDA backward comes with the "
+                     "fused backward");
+  if (a.variant != "staged")
+    throw InputError("backward computes the staged backward only for now (every gradient kept as a matrix); --variant " +
+                     a.variant + " comes with the fused FlashAttention-2 backward");
+  if (a.precision != "fp32")
+    throw InputError("backward computes in fp32 (--check compares it with fp64); --precision " + a.precision +
+                     " is not available for the backward");
+  if (a.splits != 0) throw InputError("--split applies to --variant decode, which backward does not run");
+  if (job.check && format == Format::Csv)
+    throw InputError("--check prints its comparison with text, markdown or json, not csv");
+  if (!job.dout.empty() && !job.loss.empty())
+    throw InputError("give the upstream gradient once: --dout FILE or --loss sum|mse:FILE, not both");
+  if (!job.dout_seed.empty() && (!job.dout.empty() || !job.loss.empty()))
+    throw InputError("--dout-seed seeds the random dO; it does not apply with --dout or --loss");
+  if (!job.loss.empty() && job.loss != "sum" && job.loss.rfind("mse", 0) != 0) parse_loss(job.loss);
+}
+
+int run_backward(const BackwardJob& job) {
+  const ProblemArgs& a = job.args;
+  const Format format = parse_format(a.format);
+  check_options(job, format);
+  const std::uint64_t seed = job.dout_seed.empty() ? 0 : parse_seed(job.dout_seed);
+
+  const bool demo = !uses_inputs(a);
+  const Problem p = build_problem(a, demo);
+  const int query = resolve_query_arg(a, p, demo);
+  const Lang lang = resolve_lang(a);
+  const Upstream u = !job.dout.empty() ? upstream_file(job.dout) : !job.loss.empty() ? parse_loss(job.loss)
+                                                                                      : upstream_random(seed);
+  validate_upstream(p, u);
+
+  // The run, its gradients, with --check the same in fp64 and a few (heads n, m) bound matrices,
+  // and a complete rendering: refused before anything is allocated when it cannot fit.
+  const double hnm = static_cast<double>(p.heads) * p.n() * p.m();
+  double need = backward_bytes(p);
+  if (job.check) need += reference_backward_bytes(p) + 10 * 8.0 * hnm;
+  const bool every_number = format == Format::Json || format == Format::Csv;
+  if (every_number) need += kRenderBytesPerNumber * backward_bytes(p) / 4;
+  check_host_memory(need, "backward (the staged run, every gradient" + std::string(job.check ? ", the fp64 check" : "") + ")",
+                    every_number ? "try a smaller N, or --format text, which summarises" : "try a smaller N");
+
+  const GradTrace g = cpu_backward(p, u);
+  std::optional<BackwardCheck> check;
+  if (job.check) check = check_backward(p, u, g, reference_backward_fp64(p, u));
+  emit(a.output_file, render_backward(p, g, u, query, lang, format, check ? &*check : nullptr));
+  return check && !check->pass ? 3 : 0;
+}
+
+}  // namespace
+
+void register_backward(CLI::App& app, int& exit_code) {
+  auto job = std::make_shared<BackwardJob>();
+  CLI::App* b = app.add_subcommand(
+      "backward",
+      "The backward pass, stage by stage: given dO = ∂L/∂O (a file, a loss, or random), every gradient of the "
+      "chain as a labelled matrix in the order it runs back (dO, dV = Pᵀ dO, dP = dO Vᵀ, D = rowsum(dO ∘ O), "
+      "dlogits = P ∘ (dP − D), back through the temperature, the score mods and the scale, dQ, dK; RoPE turned "
+      "back) and dT. Same inputs and options as run (the demo when none are given); --check compares with fp64");
+  add_input_options(b, job->args);
+  add_state_options(b, job->args);
+  b->get_option("--variant")->description("staged (the only backward for now; fused comes later)");
+  b->get_option("--precision")->description("fp32 (the backward's precision; --check compares it with fp64)");
+  b->get_option("--backend")->description("auto or cpu (the backward runs on the CPU for now)");
+  b->add_option("--dout", job->dout,
+                "The upstream gradient dO = ∂L/∂O from FILE: heads·n x d_v (the output's shape), finite, CSV or .npy")
+      ->type_name("FILE");
+  b->add_option("--loss", job->loss,
+                "dO from a loss of the output: sum (L = Σ O, dO = 1) or mse:FILE (L = ½ Σ (O − Y)², dO = O − Y, "
+                "Y from FILE, heads·n x d_v)")
+      ->type_name("sum|mse:FILE");
+  b->add_option("--dout-seed", job->dout_seed,
+                "Without --dout or --loss: dO is standard normal from the lab's generator with this seed (default 0)")
+      ->type_name("S");
+  b->add_flag("--check", job->check,
+              "Also run the backward in fp64 on the fp64 forward and compare every gradient within its derived bound, "
+              "with the masked zeros and the row sums of dlogits; exit 3 when it fails");
+  b->footer(
+      "Examples:\n"
+      "  attnlab backward --lang en\n"
+      "  attnlab backward --random 8 --dk 4 --dv 4 --mask causal --loss sum --check\n"
+      "  attnlab backward --q q.npy --k k.npy --v v.npy --dout do.npy --format json --output grads.json\n"
+      "  attnlab backward --random 16 --heads 4 --kv-heads 2 --queries 4 --mask causal --rope --score-mod softcap:5");
+  b->callback([job, &exit_code] { exit_code = run_backward(*job); });
+}
+
+}  // namespace attnlab::cli

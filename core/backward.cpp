@@ -1,0 +1,106 @@
+// The upstream gradient of the backward pass (core/backward.h): the options' specs read into an
+// Upstream, its checks against a problem, the random dO and the one-line texts.
+#include "core/backward.h"
+
+#include "core/format.h"
+#include "core/io.h"
+
+#include <cmath>
+#include <random>
+
+namespace attnlab {
+namespace {
+
+// Mixed into --dout-seed: "gradient" in ASCII. Without it, dO of seed S would be the first numbers
+// of Q of --seed S (the same generator), and equal to Q when d_v = d_k.
+constexpr std::uint64_t kDoutStream = 0x6772616469656e74ull;
+
+std::string shape_text(Eigen::Index rows, Eigen::Index cols) {
+  return std::to_string(rows) + " x " + std::to_string(cols);
+}
+
+}  // namespace
+
+Upstream upstream_random(std::uint64_t seed) {
+  Upstream u;
+  u.kind = UpstreamKind::Random;
+  u.seed = seed;
+  return u;
+}
+
+Upstream upstream_file(const std::string& path) {
+  Upstream u;
+  u.kind = UpstreamKind::File;
+  u.file = path;
+  u.data = read_matrix(path);
+  return u;
+}
+
+Upstream parse_loss(const std::string& spec) {
+  Upstream u;
+  if (spec == "sum") {
+    u.kind = UpstreamKind::Sum;
+    return u;
+  }
+  if (spec == "mse" || spec == "mse:")
+    throw InputError("--loss mse needs its target: --loss mse:FILE (Y, heads·n x d_v, CSV or .npy)");
+  if (spec.rfind("mse:", 0) == 0) {
+    u.kind = UpstreamKind::Mse;
+    u.file = spec.substr(4);
+    u.data = read_matrix(u.file);
+    return u;
+  }
+  throw InputError("unknown loss '" + spec + "': use --loss sum (L = Σ O) or --loss mse:FILE (L = ½ Σ (O − Y)², Y from FILE)");
+}
+
+void validate_upstream(const Problem& p, const Upstream& u) {
+  if (u.kind != UpstreamKind::File && u.kind != UpstreamKind::Mse) return;
+  const char* what = u.kind == UpstreamKind::File ? "dO (--dout " : "the target Y (--loss mse:";
+  const std::string name = std::string(what) + u.file + ")";
+  const Eigen::Index rows = static_cast<Eigen::Index>(p.heads) * p.n(), cols = p.d_v();
+  if (u.data.rows() != rows || u.data.cols() != cols)
+    throw InputError(name + " is " + shape_text(u.data.rows(), u.data.cols()) + ", but the output O is " +
+                     shape_text(rows, cols) + " (heads·n x d_v: " + std::to_string(p.heads) + " x " +
+                     std::to_string(p.n()) + " query rows, " + std::to_string(cols) + " columns)");
+  for (Eigen::Index r = 0; r < rows; ++r)
+    for (Eigen::Index c = 0; c < cols; ++c)
+      if (!std::isfinite(u.data(r, c)))
+        throw InputError(name + " holds " + format_number("%g", u.data(r, c)) + " at row " + std::to_string(r) +
+                         ", column " + std::to_string(c) + ": every value must be finite");
+}
+
+MatrixF random_dout(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed) {
+  std::mt19937_64 gen(seed ^ kDoutStream);
+  MatrixF d;
+  fill_standard_normal(d, rows, cols, gen);
+  return d;
+}
+
+std::string upstream_text(const Upstream& u, Lang lang) {
+  const bool zh = lang == Lang::Zh;
+  switch (u.kind) {
+    case UpstreamKind::Random:
+      return zh ? "上游梯度 dO：标准正态随机数（--dout-seed " + std::to_string(u.seed) + "）"
+                : "upstream gradient dO: standard normal (--dout-seed " + std::to_string(u.seed) + ")";
+    case UpstreamKind::File:
+      return zh ? "上游梯度 dO：来自 " + u.file : "upstream gradient dO: from " + u.file;
+    case UpstreamKind::Sum:
+      return zh ? "损失 L = Σ O（dO 全为 1）" : "loss L = Σ O (dO = 1 everywhere)";
+    case UpstreamKind::Mse:
+      return zh ? "损失 L = ½ Σ (O − Y)²，目标 Y 来自 " + u.file + "（dO = O − Y）"
+                : "loss L = ½ Σ (O − Y)², target Y from " + u.file + " (dO = O − Y)";
+  }
+  return {};
+}
+
+std::string upstream_kind_name(UpstreamKind k) {
+  switch (k) {
+    case UpstreamKind::Random: return "random";
+    case UpstreamKind::File: return "file";
+    case UpstreamKind::Sum: return "sum";
+    case UpstreamKind::Mse: return "mse";
+  }
+  return {};
+}
+
+}  // namespace attnlab

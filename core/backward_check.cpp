@@ -1,0 +1,358 @@
+// The fp32 backward against the fp64 one, entry by entry within the first-order bounds of
+// core/backward_check.h, with the masked zeros and the row sums of dlogits; text and JSON.
+#include "core/backward_check.h"
+
+#include "core/format.h"
+#include "core/modify.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <sstream>
+
+namespace attnlab {
+namespace {
+
+constexpr double kU = 0x1p-24;    // fp32's unit roundoff
+constexpr double kU64 = 0x1p-53;  // fp64's
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// γ_k of a sum of k products in fp32.
+double gamma_k(double k) {
+  const double ku = k * kU;
+  return ku < 1 ? ku / (1 - ku) : kInf;
+}
+
+MatrixD abs_of(const MatrixF& a) { return a.cast<double>().cwiseAbs(); }
+
+// |a − b| entry by entry, 0 where both are −inf (masked logits).
+MatrixD abs_diff(const MatrixF& a, const MatrixD& b) {
+  MatrixD d(b.rows(), b.cols());
+  for (Eigen::Index r = 0; r < b.rows(); ++r)
+    for (Eigen::Index c = 0; c < b.cols(); ++c) {
+      const double x = a(r, c), y = b(r, c);
+      d(r, c) = std::isinf(x) && std::isinf(y) && x == y ? 0.0 : std::abs(x - y);
+    }
+  return d;
+}
+
+// The entries of x (fp32) against ref (fp64), each within 2 e (e: its first-order bound).
+GradCheck compare(const std::string& name, const MatrixF& x, const MatrixD& ref, const MatrixD& e) {
+  GradCheck c;
+  c.name = name;
+  c.elements = static_cast<std::size_t>(ref.size());
+  if (x.rows() != ref.rows() || x.cols() != ref.cols() || e.rows() != ref.rows() || e.cols() != ref.cols()) {
+    c.failures = c.elements;
+    c.pass = false;
+    return c;
+  }
+  for (Eigen::Index r = 0; r < ref.rows(); ++r)
+    for (Eigen::Index col = 0; col < ref.cols(); ++col) {
+      const double err = std::abs(static_cast<double>(x(r, col)) - ref(r, col));
+      const double bound = 2 * e(r, col);
+      const double ratio = std::isnan(err) ? kInf : err == 0 ? 0 : bound > 0 ? err / bound : kInf;
+      c.max_abs_ref = std::max(c.max_abs_ref, std::abs(ref(r, col)));
+      c.max_bound = std::max(c.max_bound, bound);
+      if (!std::isnan(err)) c.max_abs_err = std::max(c.max_abs_err, err);
+      if (!(err <= bound)) ++c.failures;  // a NaN fails
+      if (c.worst_row < 0 || ratio > c.worst_ratio) {
+        c.worst_ratio = ratio;
+        c.worst_row = r;
+        c.worst_col = col;
+      }
+    }
+  c.pass = c.failures == 0;
+  return c;
+}
+
+MatrixD one(double x) { return MatrixD::Constant(1, 1, x); }
+MatrixF one_f(double x) { return MatrixF::Constant(1, 1, static_cast<float>(x)); }
+
+// |dQ| of a RoPE rotation turned back: each pair (c, c + d/2) mixes the bounds of both.
+MatrixD pair_sum(const MatrixD& e) {
+  const Eigen::Index half = e.cols() / 2;
+  MatrixD s = e;
+  s.leftCols(half) += e.rightCols(half);
+  s.rightCols(half) = s.leftCols(half);
+  return s;
+}
+
+// The rows of dlogits against their bound (the header's "Row sums") in a run of unit u.
+template <class Matrix>
+RowSumCheck row_sums(const Problem& p, const GradTraceT<Matrix>& g, double u) {
+  RowSumCheck c;
+  const int n = p.n(), m = p.m();
+  const MatrixD v = p.v().template cast<double>().cwiseAbs();
+  for (int h = 0; h < p.heads; ++h) {
+    const Eigen::Index r0 = static_cast<Eigen::Index>(h) * n;
+    const MatrixD P = g.forward.weights.middleRows(r0, n).template cast<double>();
+    const MatrixD dl = g.dlogits.middleRows(r0, n).template cast<double>();
+    const MatrixD dO = g.dout.middleRows(r0, n).template cast<double>().cwiseAbs();
+    const Eigen::VectorXd a = (dO.array() * (P * v.middleRows(p.kv_row(h), m)).array()).rowwise().sum();
+    for (int i = 0; i < n; ++i) {
+      const double sum = dl.row(i).sum();
+      const double bound = std::abs(static_cast<double>(g.D(r0 + i, 0))) * std::abs(1 - P.row(i).sum()) +
+                           (m + 2.0 * p.d_v() + 2) * 1.01 * u * (a(i) + dl.row(i).cwiseAbs().sum());
+      const double ratio = sum == 0 ? 0 : bound > 0 ? std::abs(sum) / bound : kInf;
+      if (c.worst_row < 0 || std::abs(sum) > c.worst) {
+        c.worst = std::abs(sum);
+        c.worst_row = r0 + i;
+      }
+      c.worst_ratio = std::max(c.worst_ratio, ratio);
+      if (!(std::abs(sum) <= bound)) c.pass = false;
+    }
+  }
+  return c;
+}
+
+template <class Matrix>
+bool zero_at(const Matrix& a, Eigen::Index r, int j) {
+  return a.size() == 0 || a(r, j) == 0;
+}
+
+std::string fmt(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return format_number("%.3g", v);
+}
+
+nlohmann::ordered_json num(double v) {
+  if (!std::isfinite(v)) return nullptr;
+  return v;
+}
+
+}  // namespace
+
+BackwardCheck check_backward(const Problem& p, const Upstream& u, const GradTrace& g, const GradTraceD& ref) {
+  BackwardCheck c;
+  c.forward = verify_trace(p, g.forward, ref.forward);
+  const int n = p.n(), m = p.m(), heads = p.heads, kv_heads = p.kv_heads(), d_v = p.d_v();
+  const double group = static_cast<double>(heads / kv_heads);
+  const Eigen::Index hn = static_cast<Eigen::Index>(heads) * n;
+  const Trace& f = g.forward;
+  const TraceD& r = ref.forward;
+  const bool rope = p.mods.rope_theta > 0;
+  const double T = p.temperature;
+  const auto masked = [&r](int i, int j) { return std::isinf(r.mask(i, j)); };
+
+  // The forward's values (fp64) and measured errors.
+  const MatrixD& P = r.weights;
+  const MatrixD dP_fwd = abs_diff(f.weights, P);
+  const MatrixD aO = r.output.cwiseAbs();
+  const MatrixD dO_fwd = abs_diff(f.output, r.output);
+  const MatrixD dz = abs_diff(f.logits, r.logits);
+  const MatrixD aV = p.v().cast<double>().cwiseAbs();
+  const MatrixD aQ = rope ? MatrixD(r.q_rot.cwiseAbs()) : abs_of(p.q());
+  const MatrixD aK = rope ? MatrixD(r.k_rot.cwiseAbs()) : abs_of(p.k());
+  const MatrixD dQr = rope ? abs_diff(f.q_rot, r.q_rot) : MatrixD::Zero(aQ.rows(), aQ.cols());
+  const MatrixD dKr = rope ? abs_diff(f.k_rot, r.k_rot) : MatrixD::Zero(aK.rows(), aK.cols());
+  const MatrixD adO = ref.dout.cwiseAbs();
+  const auto rows = [n](const MatrixD& a, int h) { return a.middleRows(static_cast<Eigen::Index>(h) * n, n); };
+
+  // dO.
+  const MatrixD e_dO = u.kind == UpstreamKind::Mse ? MatrixD(dO_fwd + kU * adO) : MatrixD::Zero(hn, d_v);
+
+  // dV = Σ Pᵀ dO and dP = dO Vᵀ.
+  MatrixD e_dV = MatrixD::Zero(static_cast<Eigen::Index>(kv_heads) * m, d_v), s_dV = e_dV;
+  MatrixD e_dP(hn, m);
+  for (int h = 0; h < heads; ++h) {
+    const Eigen::Index kv = p.kv_row(h);
+    e_dV.middleRows(kv, m).noalias() += rows(dP_fwd, h).transpose() * rows(adO, h);
+    e_dV.middleRows(kv, m).noalias() += rows(P, h).transpose() * rows(e_dO, h);
+    s_dV.middleRows(kv, m).noalias() += rows(P, h).transpose() * rows(adO, h);
+    e_dP.middleRows(static_cast<Eigen::Index>(h) * n, n).noalias() =
+        (rows(e_dO, h) + gamma_k(d_v) * rows(adO, h)) * aV.middleRows(kv, m).transpose();
+  }
+  e_dV += gamma_k(group * n) * s_dV;
+
+  // D = rowsum(dO ∘ O), dlogits = P ∘ (dP − D), dT.
+  const MatrixD e_D = ((e_dO.array() * aO.array() + adO.array() * dO_fwd.array()).rowwise().sum() +
+                       gamma_k(d_v) * (adO.array() * aO.array()).rowwise().sum())
+                          .matrix();
+  MatrixD e_dl = MatrixD::Zero(hn, m);
+  double e_dT = 0, abs_dT = 0, visible = 0;
+  for (Eigen::Index row = 0; row < hn; ++row) {
+    const int i = static_cast<int>(row % n);
+    for (int j = 0; j < m; ++j) {
+      if (masked(i, j)) continue;
+      const double t = std::abs(ref.dp(row, j) - ref.D(row, 0));
+      e_dl(row, j) = dP_fwd(row, j) * t + P(row, j) * (e_dP(row, j) + e_D(row, 0) + kU * t) +
+                     kU * std::abs(ref.dlogits(row, j));
+      e_dT += e_dl(row, j) * std::abs(r.logits(row, j)) + std::abs(ref.dlogits(row, j)) * dz(row, j);
+      abs_dT += std::abs(ref.dlogits(row, j) * r.logits(row, j));
+      ++visible;
+    }
+  }
+  e_dT = e_dT / T + visible * kU64 * abs_dT / T;
+
+  // Back through / T, the soft-cap, the added terms and the scale.
+  MatrixD e_last = e_dl / T + 2 * kU * (ref.dlogits / T).cwiseAbs();
+  MatrixD e_dcapped;
+  if (r.capped.size() > 0) {
+    e_dcapped = e_last;
+    const double C = p.mods.softcap;
+    const MatrixD tau = r.capped / C;
+    const MatrixD e_tau = abs_diff(f.capped, r.capped) / C + 2 * kU * tau.cwiseAbs();
+    const MatrixD fac = ((1 - tau.array()) * (1 + tau.array())).matrix();
+    const MatrixD e_fac = 2 * e_tau + 3 * kU * fac;
+    e_last = (e_dcapped.array() * fac.array() + ref.dcapped.cwiseAbs().array() * e_fac.array() +
+              kU * ref.dscaled.cwiseAbs().array())
+                 .matrix();
+  }
+  const MatrixD& e_dscaled = e_last;
+  const MatrixD e_dS = e_dscaled * p.scale_value() + 2 * kU * ref.dscores.cwiseAbs();
+
+  // dQr = dS Kr, dKr = Σ dSᵀ Qr, and RoPE turned back.
+  const MatrixD adS = ref.dscores.cwiseAbs();
+  MatrixD e_dQr(hn, p.d_k());
+  MatrixD e_dKr = MatrixD::Zero(aK.rows(), p.d_k()), s_dK = e_dKr;
+  for (int h = 0; h < heads; ++h) {
+    const Eigen::Index kv = p.kv_row(h);
+    e_dQr.middleRows(static_cast<Eigen::Index>(h) * n, n).noalias() =
+        rows(e_dS, h) * aK.middleRows(kv, m) + rows(adS, h) * (dKr.middleRows(kv, m) + gamma_k(m) * aK.middleRows(kv, m));
+    e_dKr.middleRows(kv, m).noalias() += rows(e_dS, h).transpose() * rows(aQ, h) + rows(adS, h).transpose() * rows(dQr, h);
+    s_dK.middleRows(kv, m).noalias() += rows(adS, h).transpose() * rows(aQ, h);
+  }
+  e_dKr += gamma_k(group * n) * s_dK;
+  const MatrixD e_dQ = rope ? MatrixD(pair_sum(e_dQr) + kU * ref.dq.cwiseAbs()) : e_dQr;
+  const MatrixD e_dK = rope ? MatrixD(pair_sum(e_dKr) + kU * ref.dk.cwiseAbs()) : e_dKr;
+
+  c.grads.push_back(compare("dO", g.dout, ref.dout, e_dO));
+  c.grads.push_back(compare("dV", g.dv, ref.dv, e_dV));
+  c.grads.push_back(compare("dP", g.dp, ref.dp, e_dP));
+  c.grads.push_back(compare("D", g.D, ref.D, e_D));
+  c.grads.push_back(compare("dlogits", g.dlogits, ref.dlogits, e_dl));
+  if (ref.dcapped.size() > 0) c.grads.push_back(compare("dcapped", g.dcapped, ref.dcapped, e_dcapped));
+  if (ref.dbiased.size() > 0) c.grads.push_back(compare("dbiased", g.dbiased, ref.dbiased, e_dscaled));
+  c.grads.push_back(compare("dscaled", g.dscaled, ref.dscaled, e_dscaled));
+  c.grads.push_back(compare("dscores", g.dscores, ref.dscores, e_dS));
+  if (rope) {
+    c.grads.push_back(compare("dQ_rot", g.dq_rot, ref.dq_rot, e_dQr));
+    c.grads.push_back(compare("dK_rot", g.dk_rot, ref.dk_rot, e_dKr));
+  }
+  c.grads.push_back(compare("dQ", g.dq, ref.dq, e_dQ));
+  c.grads.push_back(compare("dK", g.dk, ref.dk, e_dK));
+  // dT: a scalar, held in double by both runs; compared through a float copy would lose it.
+  {
+    GradCheck t = compare("dT", one_f(0), one(0), one(0));
+    const double err = std::abs(g.dT - ref.dT), bound = 2 * e_dT;
+    t.max_abs_err = err;
+    t.max_bound = bound;
+    t.max_abs_ref = std::abs(ref.dT);
+    t.worst_ratio = err == 0 ? 0 : bound > 0 ? err / bound : kInf;
+    t.pass = err <= bound;
+    t.failures = t.pass ? 0 : 1;
+    t.worst_row = t.worst_col = t.pass ? -1 : 0;
+    c.grads.push_back(t);
+  }
+
+  // Masked entries: exactly 0 from dlogits on, in both runs.
+  for (Eigen::Index row = 0; row < hn; ++row) {
+    const int i = static_cast<int>(row % n);
+    for (int j = 0; j < m; ++j) {
+      if (!masked(i, j)) continue;
+      ++c.masked;
+      const bool zero = zero_at(g.dlogits, row, j) && zero_at(g.dcapped, row, j) && zero_at(g.dbiased, row, j) &&
+                        zero_at(g.dscaled, row, j) && zero_at(g.dscores, row, j) && zero_at(ref.dlogits, row, j) &&
+                        zero_at(ref.dcapped, row, j) && zero_at(ref.dbiased, row, j) &&
+                        zero_at(ref.dscaled, row, j) && zero_at(ref.dscores, row, j);
+      if (!zero) ++c.masked_nonzero;
+    }
+  }
+  c.rows32 = row_sums(p, g, kU);
+  c.rows64 = row_sums(p, ref, kU64);
+
+  c.pass = c.forward.pass && c.masked_nonzero == 0 && c.rows32.pass && c.rows64.pass;
+  for (const GradCheck& gc : c.grads) c.pass = c.pass && gc.pass;
+  return c;
+}
+
+std::string render_backward_check_text(const BackwardCheck& c, Lang lang) {
+  const bool zh = lang == Lang::Zh;
+  std::ostringstream o;
+  o << (zh ? "与 fp64 对照：同一反向计算以双精度在 fp64 前向结果上运行\n"
+           : "Check against fp64: the same backward in double, on the fp64 forward run\n");
+  const StageCheck* worst = nullptr;
+  for (const StageCheck& s : c.forward.stages)
+    if (!worst || s.max_abs_err > worst->max_abs_err) worst = &s;
+  o << (zh ? "前向（verify 的容差）：" : "forward (verify's tolerances): ")
+    << (c.forward.pass ? (zh ? "通过" : "pass") : (zh ? "未通过" : "FAIL"));
+  if (worst)
+    o << (zh ? "，最大误差在 " : ", largest error in ") << worst->stage << " (" << fmt(worst->max_abs_err) << ")";
+  o << "\n";
+  o << (zh ? "每个元素的界：2 ×（前向实测误差经每个公式传播的一阶量 + 每步 fp32 舍入；k 项之和取 γ_k = k·2⁻²⁴ 乘各项绝对值之和）；见 core/backward_check.h\n\n"
+           : "bound of an entry: 2 × (the forward's measured errors carried through each formula to first order + the "
+             "fp32 rounding of each step; a sum of k terms γ_k = k·2⁻²⁴ times the sum of |terms|); core/backward_check.h\n\n");
+  const auto pad = [](const std::string& s, int width, bool left) {
+    const int w = display_width(s);
+    const std::string fill(w < width ? width - w : 0, ' ');
+    return left ? s + fill : fill + s;
+  };
+  o << pad(zh ? "梯度" : "gradient", 9, true) << " " << pad(zh ? "最大绝对误差" : "max |Δ|", 12, false) << " "
+    << pad(zh ? "最大的界" : "max bound", 11, false) << " " << pad(zh ? "量级 max|ref|" : "max |ref|", 13, false)
+    << " " << pad(zh ? "最差 |Δ|/界" : "worst |Δ|/bound", 16, false) << " " << pad(zh ? "失败数" : "failures", 9, false)
+    << "  " << (zh ? "结果" : "result") << "\n";
+  for (const GradCheck& g : c.grads) {
+    o << pad(g.name, 9, true) << " " << pad(fmt(g.max_abs_err), 12, false) << " " << pad(fmt(g.max_bound), 11, false)
+      << " " << pad(fmt(g.max_abs_ref), 13, false) << " " << pad(fmt(g.worst_ratio), 16, false) << " "
+      << pad(std::to_string(g.failures), 9, false) << "  " << (g.pass ? (zh ? "通过" : "pass") : (zh ? "未通过" : "FAIL"));
+    if (!g.pass && g.worst_row >= 0)
+      o << (zh ? "（最差处：第 " + std::to_string(g.worst_row) + " 行，第 " + std::to_string(g.worst_col) + " 列）"
+               : "  (worst at row " + std::to_string(g.worst_row) + ", column " + std::to_string(g.worst_col) + ")");
+    o << "\n";
+  }
+  o << "\n";
+  if (zh)
+    o << "被屏蔽的（查询，键）位置：" << c.masked << " 个；从 dlogits 起的梯度在其中 "
+      << (c.masked - c.masked_nonzero) << " 个恰为 0（fp32 与 fp64）：" << (c.masked_nonzero == 0 ? "通过" : "未通过")
+      << "\n";
+  else
+    o << "masked (query, key) pairs: " << c.masked << "; every gradient from dlogits on exactly 0 at "
+      << (c.masked - c.masked_nonzero) << " of them (fp32 and fp64): " << (c.masked_nonzero == 0 ? "pass" : "FAIL")
+      << "\n";
+  const auto rows = [&](const RowSumCheck& r, const char* name) {
+    o << "  " << name << (zh ? "：最差 |Σ_j dlogits| = " : ": worst |Σ_j dlogits| = ") << fmt(r.worst)
+      << (zh ? "（第 " + std::to_string(r.worst_row) + " 行），最差 |Σ|/界 = "
+             : " (row " + std::to_string(r.worst_row) + "), worst |Σ|/bound = ")
+      << fmt(r.worst_ratio) << (zh ? "：" : ": ") << (r.pass ? (zh ? "通过" : "pass") : (zh ? "未通过" : "FAIL")) << "\n";
+  };
+  o << (zh ? "dlogits 的每行和为 0（Σ_j P_ij (dP_ij − D_i) = D_i − D_i）：\n"
+           : "rows of dlogits sum to 0 (Σ_j P_ij (dP_ij − D_i) = D_i − D_i):\n");
+  rows(c.rows32, "fp32");
+  rows(c.rows64, "fp64");
+  if (zh)
+    o << (c.pass ? "PASS（全部通过）" : "FAIL（未通过）") << "\n";
+  else
+    o << (c.pass ? "PASS" : "FAIL") << "\n";
+  return o.str();
+}
+
+nlohmann::ordered_json backward_check_json(const BackwardCheck& c) {
+  using Json = nlohmann::ordered_json;
+  Json j;
+  j["pass"] = c.pass;
+  j["forward_pass"] = c.forward.pass;
+  Json grads = Json::array();
+  for (const GradCheck& g : c.grads)
+    grads.push_back({{"name", g.name},
+                     {"elements", g.elements},
+                     {"failures", g.failures},
+                     {"max_abs_err", num(g.max_abs_err)},
+                     {"max_bound", num(g.max_bound)},
+                     {"max_abs_ref", num(g.max_abs_ref)},
+                     {"worst_ratio", num(g.worst_ratio)},
+                     {"worst_row", g.worst_row},
+                     {"worst_col", g.worst_col},
+                     {"pass", g.pass}});
+  j["gradients"] = std::move(grads);
+  j["masked"] = c.masked;
+  j["masked_nonzero"] = c.masked_nonzero;
+  const auto rows = [](const RowSumCheck& r) {
+    return Json{{"worst", num(r.worst)}, {"worst_ratio", num(r.worst_ratio)}, {"worst_row", r.worst_row}, {"pass", r.pass}};
+  };
+  j["row_sums"] = {{"fp32", rows(c.rows32)}, {"fp64", rows(c.rows64)}};
+  return j;
+}
+
+}  // namespace attnlab

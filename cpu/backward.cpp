@@ -1,0 +1,193 @@
+// The staged backward pass (cpu/backward.h; the formulas are in core/backward.h): one template,
+// backward_chain, over the matrix type. Each step is a whole-matrix expression or a plain loop
+// over the stacked heads, written in the order the chain runs back; grouped heads add their
+// query heads' contributions into the key/value head they share (dV, dK).
+#include "cpu/backward.h"
+
+#include "cpu/cpu_backend.h"
+#include "core/modify.h"
+
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+
+namespace attnlab {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The gradients of `fwd`, a run of p that kept its stages, for dO = `dout` (heads n, d_v).
+template <class Matrix>
+GradTraceT<Matrix> backward_chain(const Problem& p, TraceT<Matrix> fwd, Matrix dout) {
+  using Scalar = typename Matrix::Scalar;
+  const auto t0 = Clock::now();
+  const int n = p.n(), m = p.m(), heads = p.heads, kv_heads = p.kv_heads();
+  const Eigen::Index hn = static_cast<Eigen::Index>(heads) * n;
+  if (!fwd.has_stages || fwd.weights.rows() != hn || fwd.weights.cols() != m || fwd.output.rows() != hn)
+    throw std::invalid_argument("the backward needs a forward run that kept its stages");
+  if (dout.rows() != hn || dout.cols() != p.d_v())
+    throw std::invalid_argument("dO must be (heads n, d_v)");
+
+  // Q and K as QKᵀ multiplied them (rotated by RoPE: the run kept them), and V; in fp32 these are
+  // the problem's own matrices, in fp64 each is converted once.
+  const bool rope = p.mods.rope_theta > 0;
+  Matrix q_store, k_store, v_store;
+  const Matrix *qp = &fwd.q_rot, *kp = &fwd.k_rot, *vp;
+  if constexpr (std::is_same_v<Scalar, double>) {
+    if (!rope) {
+      q_store = p.q().template cast<double>();
+      k_store = p.k().template cast<double>();
+      qp = &q_store;
+      kp = &k_store;
+    }
+    v_store = p.v().template cast<double>();
+    vp = &v_store;
+  } else {
+    if (!rope) {
+      qp = &p.q();
+      kp = &p.k();
+    }
+    vp = &p.v();
+  }
+  const Matrix& q = *qp;
+  const Matrix& k = *kp;
+  const Matrix& v = *vp;
+  const auto head_rows = [n](const Matrix& a, int h) { return a.middleRows(static_cast<Eigen::Index>(h) * n, n); };
+  const auto masked = [&fwd](int i, int j) { return std::isinf(fwd.mask(i, j)); };
+
+  GradTraceT<Matrix> g;
+  g.dout = std::move(dout);
+
+  // O = P V: dV = Pᵀ dO (summed over a group's query heads), dP = dO Vᵀ.
+  g.dv = Matrix::Zero(static_cast<Eigen::Index>(kv_heads) * m, p.d_v());
+  g.dp.resize(hn, m);
+  for (int h = 0; h < heads; ++h) {
+    g.dv.middleRows(p.kv_row(h), m).noalias() += head_rows(fwd.weights, h).transpose() * head_rows(g.dout, h);
+    g.dp.middleRows(static_cast<Eigen::Index>(h) * n, n).noalias() =
+        head_rows(g.dout, h) * v.middleRows(p.kv_row(h), m).transpose();
+  }
+
+  // P = softmax(logits): dlogits = P ∘ (dP − D) with D = rowsum(dO ∘ O). A masked entry is set to
+  // 0, not left to P = 0 times (dP − D): it is exactly 0 by construction. dT sums, over the visible
+  // entries, dlogits times ∂logits/∂T = −logits / T; in double, as a float sum of heads·n·m terms
+  // would lose digits (and each product of two floats is exact in double).
+  g.D = (g.dout.array() * fwd.output.array()).rowwise().sum().matrix();
+  g.dlogits.resize(hn, m);
+  double dt = 0;
+  for (Eigen::Index r = 0; r < hn; ++r) {
+    const int i = static_cast<int>(r % n);
+    const Scalar d = g.D(r, 0);
+    for (int j = 0; j < m; ++j) {
+      if (masked(i, j)) {
+        g.dlogits(r, j) = Scalar(0);
+        continue;
+      }
+      g.dlogits(r, j) = fwd.weights(r, j) * (g.dp(r, j) - d);
+      dt += static_cast<double>(g.dlogits(r, j)) * static_cast<double>(fwd.logits(r, j));
+    }
+  }
+  g.dT = -dt / p.temperature;
+
+  // logits = (last + mask) / T: the last score stage gets dlogits / T (the mask is a constant).
+  const Scalar temperature = static_cast<Scalar>(p.temperature);
+  Matrix d_last = g.dlogits / temperature;
+  // capped = C tanh(x / C): dx = dcapped (1 − tanh²), with tanh = capped / C read from the run, as
+  // (1 − t)(1 + t), which keeps its digits where t is near 1.
+  if (fwd.capped.size() > 0) {
+    const Scalar c = static_cast<Scalar>(p.mods.softcap);
+    g.dcapped = d_last;
+    const auto t = fwd.capped.array() / c;
+    d_last = (g.dcapped.array() * ((Scalar(1) - t) * (Scalar(1) + t))).matrix();
+  }
+  // biased = scaled + ALiBi + bias: the added terms hold no input, so the gradient passes on.
+  if (fwd.biased.size() > 0) g.dbiased = d_last;
+  g.dscaled = std::move(d_last);
+  // scaled = scores / divisor (the forward's own divisor, √d_k or 1/scale).
+  g.dscores = g.dscaled / scale_divisor<Scalar>(p);
+
+  // S = Qr Krᵀ: dQr = dS Kr, dKr = dSᵀ Qr (summed over a group's query heads).
+  Matrix dq(hn, p.d_k());
+  Matrix dk = Matrix::Zero(static_cast<Eigen::Index>(kv_heads) * m, p.d_k());
+  for (int h = 0; h < heads; ++h) {
+    dq.middleRows(static_cast<Eigen::Index>(h) * n, n).noalias() =
+        head_rows(g.dscores, h) * k.middleRows(p.kv_row(h), m);
+    dk.middleRows(p.kv_row(h), m).noalias() += head_rows(g.dscores, h).transpose() * head_rows(q, h);
+  }
+  // RoPE: Qr = R Q row by row, so dQ = Rᵀ dQr: each row turned back by its position's angles
+  // (query i at i + m − n, key j at j), in double as the forward rotates.
+  if (rope) {
+    g.dq_rot = dq;
+    g.dk_rot = dk;
+    const double theta = p.mods.rope_theta;
+    for (int h = 0; h < heads; ++h)
+      dq.middleRows(static_cast<Eigen::Index>(h) * n, n) =
+          rope_rotate_back(head_rows(g.dq_rot, h).template cast<double>(), p.causal_offset(), theta)
+              .template cast<Scalar>();
+    for (int kv = 0; kv < kv_heads; ++kv)
+      dk.middleRows(static_cast<Eigen::Index>(kv) * m, m) =
+          rope_rotate_back(g.dk_rot.middleRows(static_cast<Eigen::Index>(kv) * m, m).template cast<double>(), 0, theta)
+              .template cast<Scalar>();
+  }
+  g.dq = std::move(dq);
+  g.dk = std::move(dk);
+  g.forward = std::move(fwd);
+  g.backward_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  return g;
+}
+
+// The forward run of p by `forward` (cpu_staged or reference_fp64), dO from u for its output, and
+// the gradients, with the loss when u names one.
+template <class Forward>
+auto backward_run(const Problem& p, const Upstream& u, Forward forward) {
+  validate(p);
+  validate_upstream(p, u);
+  auto f = forward(p);
+  std::optional<double> loss;
+  auto dout = upstream_dout(u, f.output, &loss);
+  auto g = backward_chain(p, std::move(f), std::move(dout));
+  g.loss = loss;
+  return g;
+}
+
+double gradient_bytes(const Problem& p, double scalar_bytes) {
+  const double hn = static_cast<double>(p.heads) * p.n(), kvm = static_cast<double>(p.kv_heads()) * p.m();
+  const unsigned mods = problem_stages(p);
+  // dP, dlogits, dscaled, dscores, and dcapped / dbiased with those mods; the stages of the run
+  // beside (scores, scaled, logits, weights and the mods' own, the mask) are counted by the caller.
+  const double nm = 4.0 + ((mods & kStageBiased) ? 1 : 0) + ((mods & kStageCapped) ? 1 : 0);
+  const double rope = p.mods.rope_theta > 0 ? 2 : 1;
+  return scalar_bytes * (nm * hn * p.m() + hn * (2.0 + p.d_v() + rope * p.d_k()) + kvm * (p.d_v() + rope * p.d_k()));
+}
+
+}  // namespace
+
+GradTrace backward_of(const Problem& p, Trace forward, const MatrixF& dout) {
+  return backward_chain<MatrixF>(p, std::move(forward), dout);
+}
+
+GradTraceD backward_of(const Problem& p, TraceD forward, const MatrixD& dout) {
+  return backward_chain<MatrixD>(p, std::move(forward), dout);
+}
+
+GradTrace cpu_backward(const Problem& p, const Upstream& u) { return backward_run(p, u, cpu_staged); }
+
+GradTraceD reference_backward_fp64(const Problem& p, const Upstream& u) { return backward_run(p, u, reference_fp64); }
+
+double backward_bytes(const Problem& p) {
+  RunOptions opt;
+  const double hn = static_cast<double>(p.heads) * p.n();
+  const unsigned mods = problem_stages(p);
+  const double mod_stages = ((mods & kStageBiased) ? 1 : 0) + ((mods & kStageCapped) ? 1 : 0);
+  return host_working_set_bytes(p, opt) + 4.0 * mod_stages * hn * p.m() + gradient_bytes(p, 4.0);
+}
+
+double reference_backward_bytes(const Problem& p) {
+  const double hn = static_cast<double>(p.heads) * p.n();
+  const unsigned mods = problem_stages(p);
+  const double mod_stages = ((mods & kStageBiased) ? 1 : 0) + ((mods & kStageCapped) ? 1 : 0);
+  return reference_fp64_bytes(p) + 8.0 * mod_stages * hn * p.m() + gradient_bytes(p, 8.0);
+}
+
+}  // namespace attnlab

@@ -1,0 +1,192 @@
+// `attnlab backward` through the real binary: the text in both languages, the JSON's gradients equal
+// to the in-process backward on the same problem, --dout and --loss files, --check's PASS and its
+// JSON, CSV's one-value rows, and every refusal with one "error:" line and exit code 2.
+#include "core/backward.h"
+#include "core/inputs.h"
+#include "core/io.h"
+#include "cpu/backward.h"
+#include "tests/test_util.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace attnlab {
+namespace {
+
+using nlohmann::json;
+
+test::BinaryRun attnlab(std::vector<std::string> args) { return test::run_attnlab(args, "LANG=C.UTF-8"); }
+
+MatrixF matrix_of(const json& rows) {
+  MatrixF m(static_cast<Eigen::Index>(rows.size()), static_cast<Eigen::Index>(rows.at(0).size()));
+  for (Eigen::Index r = 0; r < m.rows(); ++r)
+    for (Eigen::Index c = 0; c < m.cols(); ++c) m(r, c) = rows[r][c].get<float>();
+  return m;
+}
+
+TEST(BackwardCli, DemoPrintsEveryGradientInBothLanguages) {
+  const test::BinaryRun en = attnlab({"backward", "--lang", "en"});
+  ASSERT_EQ(en.code, 0) << en.err;
+  for (const char* s : {"Backward pass", "upstream gradient dO: standard normal (--dout-seed 0)",
+                        "dO = ∂L/∂O (the upstream gradient)", "dV = Pᵀ·dO (gradient of the values)",
+                        "dP = dO·Vᵀ (gradient of the weights)", "D = rowsum(dO ∘ O)", "dlogits = P ∘ (dP − D)",
+                        "d scaled = dlogits / T (T=0.85)", "d(QKᵀ) = d scaled / √d_k", "dQ = d(QKᵀ)·K",
+                        "dK = d(QKᵀ)ᵀ·Q", "dT = ∂L/∂T", "Gradients of query 上下文 (row 2)", "> 上下文"})
+    EXPECT_TRUE(test::contains(en.out, s)) << s;
+  const test::BinaryRun zh = attnlab({"backward", "--lang", "zh", "--loss", "sum"});
+  ASSERT_EQ(zh.code, 0) << zh.err;
+  for (const char* s : {"反向传播", "损失 L = Σ O（dO 全为 1）", "dV = Pᵀ·dO（值的梯度）", "dP = dO·Vᵀ（权重的梯度）",
+                        "dlogits = P ∘ (dP − D)（logits 的梯度", "查询“上下文”（第 2 行）的梯度", "梯度下降"})
+    EXPECT_TRUE(test::contains(zh.out, s)) << s;
+}
+
+TEST(BackwardCli, ModificationsNameTheirGradients) {
+  const test::BinaryRun r = attnlab({"backward", "--random", "6", "--dk", "4", "--dv", "2", "--lang", "en", "--rope",
+                                     "--score-mod", "alibi,softcap:3", "--mask", "causal"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* s : {"d capped = dlogits / T (gradient of the soft-capped scores, T=1)",
+                        "d biased = d capped ∘ (1 − tanh²(biased / C))", "d scaled = d biased (ALiBi",
+                        "dQ_rot = d(QKᵀ)·K_rot", "dQ = RoPEᵀ(dQ_rot)", "dK = RoPEᵀ(dK_rot)"})
+    EXPECT_TRUE(test::contains(r.out, s)) << s;
+}
+
+TEST(BackwardCli, JsonHoldsTheInProcessGradients) {
+  const test::BinaryRun r =
+      attnlab({"backward", "--random", "5", "--queries", "3", "--heads", "4", "--kv-heads", "2", "--dk", "4", "--dv",
+               "3", "--seed", "2", "--mask", "causal", "--rope", "--score-mod", "softcap:3", "--dout-seed", "7",
+               "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  // The gradients in the order the chain runs back (json sorts its keys; ordered_json keeps them).
+  const nlohmann::ordered_json in_order = nlohmann::ordered_json::parse(r.out);
+  std::vector<std::string> names;
+  for (const auto& [k, v] : in_order["gradients"].items()) names.push_back(k);
+  EXPECT_EQ(names, (std::vector<std::string>{"dO", "dV", "dP", "D", "dlogits", "dcapped", "dscaled", "dscores", "dQ_rot",
+                                             "dK_rot", "dQ", "dK"}));
+  EXPECT_EQ(j["upstream"], (json{{"kind", "random"}, {"seed", 7}}));
+  EXPECT_FALSE(j.contains("loss"));
+  EXPECT_FALSE(j.contains("check"));
+  Problem p = random_problem(3, 5, 4, 3, 2, 4, 2);
+  p.mask = MaskKind::Causal;
+  apply_rope_spec(p, "10000");
+  apply_score_mod_spec(p, "softcap:3");
+  const GradTrace g = cpu_backward(p, upstream_random(7));
+  // Floats printed with 9 significant digits read back exactly.
+  EXPECT_EQ(matrix_of(j["gradients"]["dO"]), g.dout);
+  EXPECT_EQ(matrix_of(j["gradients"]["dV"]), g.dv);
+  EXPECT_EQ(matrix_of(j["gradients"]["dQ"]), g.dq);
+  EXPECT_EQ(matrix_of(j["gradients"]["dK"]), g.dk);
+  EXPECT_EQ(matrix_of(j["gradients"]["D"]), g.D);
+  EXPECT_EQ(j["dT"].get<double>(), g.dT);
+  EXPECT_EQ(matrix_of(j["stages"]["output"]), g.forward.output);
+}
+
+TEST(BackwardCli, DoutAndLossFiles) {
+  const test::TempDir dir;
+  const MatrixF dout = random_problem(4, 2, 1, 5).q();
+  write_npy(dir.file("do.npy"), dout);
+  const std::vector<std::string> in = {"backward", "--random", "4", "--dk", "3", "--dv", "2", "--seed", "1"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> a = in;
+    a.insert(a.end(), more.begin(), more.end());
+    return attnlab(a);
+  };
+  test::BinaryRun r = with({"--dout", dir.file("do.npy"), "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(matrix_of(j["gradients"]["dO"]), dout);
+  EXPECT_EQ(j["upstream"]["kind"], "file");
+
+  // mse: L = ½ Σ (O − Y)² of the run's own output, dO = O − Y.
+  const MatrixF y = random_problem(4, 2, 1, 6).q();
+  write_csv(dir.file("y.csv"), y);
+  r = with({"--loss", "mse:" + dir.file("y.csv"), "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = json::parse(r.out);
+  const MatrixF o = matrix_of(j["stages"]["output"]);
+  const MatrixF y_read = read_matrix(dir.file("y.csv"));
+  EXPECT_NEAR(j["loss"].get<double>(), 0.5 * (o - y_read).cast<double>().squaredNorm(), 1e-6);
+  EXPECT_EQ(matrix_of(j["gradients"]["dO"]), MatrixF(o - y_read));
+  EXPECT_EQ(j["upstream"]["kind"], "mse");
+
+  // sum: CSV ends with dT and the loss as one-value rows.
+  r = with({"--loss", "sum", "--format", "csv"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto lines = test::lines_of(r.out);
+  ASSERT_GE(lines.size(), 3u);
+  EXPECT_EQ(lines[0], "stage,row,col,row_token,col_token,value");
+  EXPECT_EQ(lines[lines.size() - 2].rfind("dT,0,0,,,", 0), 0u);
+  EXPECT_EQ(lines.back().rfind("loss,0,0,,,", 0), 0u);
+  EXPECT_TRUE(test::contains(r.out, "\ndlogits,1,0,1,0,"));
+
+  // Another seed, another dO; the same seed, the same.
+  const auto dout_of = [&](const std::string& seed) {
+    return matrix_of(json::parse(with({"--dout-seed", seed, "--format", "json"}).out)["gradients"]["dO"]);
+  };
+  EXPECT_EQ(dout_of("3"), dout_of("3"));
+  EXPECT_NE(dout_of("3"), dout_of("4"));
+}
+
+TEST(BackwardCli, CheckPrintsPassAndItsJson) {
+  test::BinaryRun r = attnlab({"backward", "--check", "--lang", "en", "--mask", "causal"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto lines = test::lines_of(r.out);
+  EXPECT_EQ(lines.back(), "PASS");
+  EXPECT_TRUE(test::contains(r.out, "Check against fp64"));
+  EXPECT_TRUE(test::contains(r.out, "masked (query, key) pairs: 10; every gradient from dlogits on exactly 0 at 10"));
+  r = attnlab({"backward", "--check", "--format", "json", "--random", "8", "--dk", "4", "--dv", "4", "--heads", "2",
+               "--score-mod", "alibi"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json c = json::parse(r.out)["check"];
+  EXPECT_TRUE(c["pass"].get<bool>());
+  std::vector<std::string> names;
+  for (const json& g : c["gradients"]) {
+    names.push_back(g["name"]);
+    EXPECT_TRUE(g["pass"].get<bool>()) << g.dump();
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"dO", "dV", "dP", "D", "dlogits", "dbiased", "dscaled", "dscores", "dQ",
+                                             "dK", "dT"}));
+  EXPECT_TRUE(c["row_sums"]["fp32"]["pass"].get<bool>());
+}
+
+TEST(BackwardCli, RefusalsGetOneErrorLine) {
+  const test::TempDir dir;
+  write_csv(dir.file("small.csv"), MatrixF::Zero(2, 2));
+  write_file(dir.file("nan.csv"), "1,2\n3,nan\n4,5\n6,7\n8,9\n");
+  const struct {
+    std::vector<std::string> args;
+    std::string says;
+  } cases[] = {
+      {{"--variant", "fused"}, "backward computes the staged backward only for now"},
+      {{"--backend", "cuda"}, "backward runs on the CPU for now"},
+      {{"--precision", "bf16"}, "backward computes in fp32"},
+      {{"--dout", dir.file("small.csv"), "--loss", "sum"}, "--dout FILE or --loss sum|mse:FILE, not both"},
+      {{"--dout-seed", "3", "--loss", "sum"}, "--dout-seed seeds the random dO"},
+      {{"--dout-seed", "x3"}, "--dout-seed must be a whole number"},
+      {{"--loss", "l1"}, "unknown loss 'l1'"},
+      {{"--loss", "mse"}, "--loss mse needs its target"},
+      {{"--dout", dir.file("small.csv")}, "is 2 x 2, but the output O is 5 x 2"},
+      {{"--dout", dir.file("nan.csv")}, "nan.csv"},
+      {{"--dout", dir.file("missing.npy")}, "missing.npy"},
+      {{"--check", "--format", "csv"}, "--check prints its comparison with text, markdown or json, not csv"},
+      // Refused from the sizes before anything is allocated (terabytes at this N), on any machine.
+      {{"--random", "200000", "--check"}, "of host memory"},
+      {{"--random", "200000", "--format", "json"}, "or --format text, which summarises"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> args = {"backward"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    const test::BinaryRun r = attnlab(args);
+    EXPECT_EQ(r.code, 2) << c.says << ": " << r.err;
+    EXPECT_EQ(test::lines_of(r.err).size(), 1u) << r.err;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+    EXPECT_TRUE(test::contains(r.err, c.says)) << r.err;
+    EXPECT_TRUE(r.out.empty()) << c.says;
+  }
+}
+
+}  // namespace
+}  // namespace attnlab
