@@ -61,6 +61,7 @@ struct BenchArgs : bench::Spec {
   std::string backend_list = "cpu,cuda", variant_list = "staged,fused",
               precision_list = "fp32,bf16", n_list = "1024,4096", d_list = "64", heads_list = "1",
               mask_list = "none", queries_list, kv_heads_list, score_mod_list = "none", mask_mod_list = "none";
+  std::string pass = "forward";
   std::string format = "table";
   std::string output_file;
 };
@@ -80,6 +81,7 @@ void parse_args(BenchArgs& a) {
   a.masks = bench::word_list("--mask", a.mask_list);
   a.score_mods = bench::word_list("--score-mod", a.score_mod_list);
   a.mask_mods = bench::word_list("--mask-mod", a.mask_mod_list);
+  a.passes = a.pass == "both" ? std::vector<std::string>{"forward", "backward"} : std::vector<std::string>{a.pass};
   bench::check_spec(a);
   if (a.format != "table" && a.format != "json" && a.format != "csv")
     throw InputError("--format takes table, json or csv, got '" + a.format + "'");
@@ -175,6 +177,11 @@ void register_bench(CLI::App& app, int& exit_code) {
   b->add_option("--kv-heads", a->kv_heads_list,
                 "key/value heads shared by the heads, each dividing them (default: one per head)")
       ->type_name("LIST");
+  b->add_option("--pass", a->pass,
+                "forward, backward or both: the backward times the gradients for a random dO (after a "
+                "forward that keeps what they need; CPU staged and fused, fp32), FLOPs 2.5x the "
+                "forward's for the fused algorithm, 2x for the staged one (default forward)")
+      ->type_name("PASS");
   b->add_option("--repeat", a->repeat, "timed repetitions per case (default 10)")
       ->type_name("R");
   b->add_option("--warmup", a->warmup, "untimed repetitions first (default 2)")->type_name("W");

@@ -20,8 +20,17 @@ void begin_trace(Trace& t, const Problem& p, Variant variant, Precision precisio
 
 // The fp32 staged chain (cpu/staged.cpp), as cpu_staged_into but for a validated problem.
 void staged_into(const Problem& p, const RunOptions& opt, Trace& t);
-// The fused fp32 kernel (cpu/fused.cpp): the output only.
-void fused_into(const Problem& p, Trace& t);
+// What the fused forward keeps for its backward (cpu/fused_backward.cpp): per row of the stacked
+// heads, the online softmax's final running max m and sum l, so that P = exp((s − m)·scale) / l
+// with s the row's raw score (its modified scaled score with score mods) and scale = online_scale.
+// The log-sum-exp L = m·scale + log l in two parts: exp(s·scale − L) would subtract two large
+// numbers at a low temperature and lose the digits the two parts keep.
+struct RowStats {
+  std::vector<float> m, l;
+  float scale = 0;
+};
+// The fused fp32 kernel (cpu/fused.cpp): the output only, and each row's m and l when `stats`.
+void fused_into(const Problem& p, Trace& t, RowStats* stats = nullptr);
 // The bf16 staged chain and fused kernel (cpu/bf16.cpp).
 void staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t);
 void fused_bf16_into(const Problem& p, Trace& t);

@@ -85,6 +85,7 @@ struct FusedJob {
   float scale;
   float score_scale;
   MatrixF& out;         // (heads*n, d_v)
+  cpu::RowStats* stats;  // when given: every row's final m and l (the backward's log-sum-exp)
 };
 
 // One (head, query block): rows [q0, q0 + rows) of head h. Output rows written once at the end.
@@ -150,11 +151,15 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
                      " (inputs too large for fp32)");
   }
   job.out.middleRows(qrow, rows) = (accq.array().rowwise() / lq).matrix().transpose();
+  if (job.stats != nullptr) {
+    std::copy_n(w.m.data(), rows, job.stats->m.data() + qrow);
+    std::copy_n(w.l.data(), rows, job.stats->l.data() + qrow);
+  }
 }
 
 }  // namespace
 
-void cpu::fused_into(const Problem& p, Trace& t) {
+void cpu::fused_into(const Problem& p, Trace& t, RowStats* stats) {
   const auto t0 = std::chrono::steady_clock::now();
   const int n = p.n(), m = p.m(), heads = p.heads, d_k = p.d_k(), d_v = p.d_v();
   cpu::begin_trace(t, p, Variant::Fused, Precision::FP32, /*keep=*/false, /*output=*/true);
@@ -165,8 +170,13 @@ void cpu::fused_into(const Problem& p, Trace& t) {
   std::vector<float> slopes;
   const ScoreRule score = score_rule<float>(p, slopes);
   const float scale = online_scale(p);
+  if (stats != nullptr) {
+    stats->m.assign(static_cast<std::size_t>(heads) * n, 0.f);
+    stats->l.assign(static_cast<std::size_t>(heads) * n, 0.f);
+    stats->scale = scale;
+  }
   const FusedJob job{p,     kernel_q(p, rot.get()), kernel_k(p, rot.get()), rule, blocks, score, scale,
-                     static_cast<float>(p.scale_value()), t.output};
+                     static_cast<float>(p.scale_value()), t.output, stats};
 
   const int blocks_per_head = (n + kQueryBlock - 1) / kQueryBlock;
   const std::size_t items = static_cast<std::size_t>(heads) * blocks_per_head;

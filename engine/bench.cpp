@@ -15,7 +15,9 @@
 #include "core/problem.h"
 #include "core/stats.h"
 #include "core/verify.h"
+#include "cpu/backward.h"
 #include "cpu/cpu_backend.h"
+#include "cpu/fused_backward.h"
 #include "core/parallel.h"
 #include "kernels/decode.h"       // plain C++: the decode kernel's shapes
 #include "kernels/tile_config.h"  // plain C++: the bf16 kernel's head dims
@@ -45,6 +47,10 @@ namespace {
 
 constexpr double kFullReferenceLimit = 4194304.0;  // heads * N^2 above this: sampled rows
 constexpr int kSampleRows = 64;
+// The backward's rel err bound in fp32: each gradient sums over every key (dQ) or every query
+// (dK, dV) and through the softmax's Jacobian; the staged check's derived bounds (core/
+// backward_check.h) reach about 1e-4 of the largest gradient at the bench's sizes.
+constexpr double kBackwardRtolFp32 = 1e-4;
 // Rough sustained rates of the CPU paths on a small machine, only to refuse cases that would
 // take far too long; deliberately pessimistic.
 constexpr double kCpuStagedFlops = 8e9;
@@ -61,7 +67,77 @@ struct BenchProblem {
   MatrixD ref;
   std::string which;      // "fp64 full" or "fp64 64 rows of head 0"
   double rope_ms = 0;     // RoPE: the once-per-problem rotation of Q and K (rotated_qk), timed
+  // The backward's fp64 reference, made on the shape's first backward case (grad_reference).
+  struct Grads {
+    MatrixD dq, dk, dv;  // dk, dv empty when only head 0's dQ is covered
+    std::string which;   // "fp64 backward full", "fp64 backward, dQ of head 0", or why none
+  };
+  std::optional<Grads> grads;
 };
+
+// The random upstream gradient of every backward case (the same dO in each repetition).
+Upstream bench_upstream(std::uint64_t seed) { return upstream_random(seed); }
+
+// The fp64 staged backward (reference_backward_fp64) while heads·n·m stays within
+// kFullReferenceLimit; above that, head 0 alone (one_head, its rows of dO given as a file) while its
+// n·m does, which checks dQ of head 0; beyond, none (the error is then not a number and not held
+// against the case).
+const BenchProblem::Grads& grad_reference(BenchProblem& b, std::uint64_t seed) {
+  if (b.grads) return *b.grads;
+  const Problem& p = b.p;
+  BenchProblem::Grads g;
+  if (static_cast<double>(p.heads) * p.n() * p.m() <= kFullReferenceLimit) {
+    GradTraceD r = reference_backward_fp64(p, bench_upstream(seed));
+    g.dq = std::move(r.dq);
+    g.dk = std::move(r.dk);
+    g.dv = std::move(r.dv);
+    g.which = "fp64 backward full";
+  } else if (static_cast<double>(p.n()) * p.m() <= kFullReferenceLimit) {
+    Upstream u;
+    u.kind = UpstreamKind::File;
+    u.file = "dO of head 0";
+    u.data = random_dout(static_cast<Eigen::Index>(p.heads) * p.n(), p.d_v(), seed).topRows(p.n());
+    g.dq = reference_backward_fp64(one_head(p, 0), u).dq;
+    g.which = "fp64 backward, dQ of head 0";
+  } else {
+    g.which = "none (one head's N x N over the fp64 backward's limit)";
+  }
+  b.grads = std::move(g);
+  return *b.grads;
+}
+
+// max |x - ref| / max |ref| over the gradients the reference covers (dQ's first rows only when
+// it covers head 0 alone); NaN without a reference.
+double grad_error(const BenchProblem::Grads& ref, const GradTrace& g) {
+  if (ref.dq.size() == 0) return std::numeric_limits<double>::quiet_NaN();
+  double err = 0, scale = 0;
+  const auto add = [&](const MatrixF& x, const MatrixD& want) {
+    err = std::max(err, (x.topRows(want.rows()).cast<double>() - want).cwiseAbs().maxCoeff());
+    scale = std::max(scale, want.cwiseAbs().maxCoeff());
+  };
+  add(g.dq, ref.dq);
+  if (ref.dk.size() > 0) add(g.dk, ref.dk);
+  if (ref.dv.size() > 0) add(g.dv, ref.dv);
+  return err / std::max(scale, 1e-300);
+}
+
+// A backward case on the CPU: each repetition runs the variant's forward (which keeps what the
+// backward needs: every stage for the staged one, m and l for the fused one) and its backward;
+// only the backward is timed (GradTrace::backward_ms).
+BenchSample bench_backward(const Problem& p, bool fused, const Upstream& u, int warmup, int repeat,
+                           const std::atomic<bool>* cancel, GradTrace& last) {
+  BenchSample s;
+  const double need = fused ? fused_backward_bytes(p) : backward_bytes(p);
+  check_host_memory(need, fused ? "the fused backward" : "the staged backward", "try a smaller N or fewer heads");
+  s.peak_bytes = static_cast<std::size_t>(need);
+  for (int i = 0; i < warmup + repeat; ++i) {
+    if (cancel && cancel->load()) throw Cancelled();
+    GradTrace g = fused ? cpu_fused_backward(p, u) : cpu_backward(p, u);
+    if (i >= warmup) s.ms.push_back(g.backward_ms);
+    if (i + 1 == warmup + repeat) last = std::move(g);
+  }
+  return s;
+}
 
 // The case's modifications applied to its problem (the specs of core/inputs.h).
 void apply_case_mods(const Case& c, Problem& p) {
@@ -169,7 +245,7 @@ BenchSample bench_plain(const Problem& p, int warmup, int repeat, const std::ato
   return s;
 }
 
-void run_case(Result& r, const Spec& a, Backend& backend, const BenchProblem& b,
+void run_case(Result& r, const Spec& a, Backend& backend, BenchProblem& b,
               const std::atomic<bool>* cancel) {
   const Case& c = r.c;
   const Problem& p = b.p;
@@ -179,8 +255,12 @@ void run_case(Result& r, const Spec& a, Backend& backend, const BenchProblem& b,
   opt.precision = parse_precision(c.precision);
   opt.keep_stages = false;
   opt.cancel = cancel;  // the CPU backend's bench() checks it between repetitions
-  const BenchSample s = plain ? bench_plain(p, a.warmup, a.repeat, cancel)
-                              : backend.bench(p, opt, a.warmup, a.repeat);
+  GradTrace grads;
+  const BenchSample s =
+      c.backward() ? bench_backward(p, opt.variant == Variant::Fused, bench_upstream(a.seed), a.warmup, a.repeat,
+                                    cancel, grads)
+      : plain      ? bench_plain(p, a.warmup, a.repeat, cancel)
+                   : backend.bench(p, opt, a.warmup, a.repeat);
   r.rope_ms = b.rope_ms;
   if (s.ms.empty()) throw InputError("the backend returned no timings");
   r.ran = true;
@@ -193,9 +273,16 @@ void run_case(Result& r, const Spec& a, Backend& backend, const BenchProblem& b,
   r.tflops = r.flops / (r.median_ms * 1e-3) / 1e12;
   r.gbs = r.moved_bytes / (r.median_ms * 1e-3) / 1e9;
   r.kv_gbs = r.kv_bytes / (r.median_ms * 1e-3) / 1e9;
+  r.kernel = s.kernel;
+  if (c.backward()) {
+    const BenchProblem::Grads& ref = grad_reference(b, a.seed);
+    r.rel_err = grad_error(ref, grads);
+    r.reference = ref.which;
+    r.inaccurate = ref.dq.size() > 0 && !(r.rel_err <= error_bound(c));
+    return;
+  }
   r.rel_err = check_error(b, s.output);
   r.reference = b.which;
-  r.kernel = s.kernel;
   r.inaccurate = !(r.rel_err <= error_bound(c));
   if (opt.variant == Variant::Staged) {
     // Per-stage times from the same timed repetitions (CUDA events between the stages on the
@@ -314,7 +401,7 @@ std::string Case::label() const {
          " n=" + std::to_string(n) + " d=" + std::to_string(d) +
          (decode_shape() ? " q=" + std::to_string(q()) + " kv=" + std::to_string(g()) : "") +
          (score_mod != "none" ? " score=" + score_mod : "") + (mask_mod != "none" ? " mask=" + mask_mod : "") +
-         (rope.empty() ? "" : " rope=" + rope);
+         (rope.empty() ? "" : " rope=" + rope) + (backward() ? " pass=backward" : "");
 }
 
 
@@ -369,6 +456,9 @@ void check_spec(const Spec& a) {
   for (const auto& m : a.masks)
     if (m != "none" && m != "causal")
       throw InputError("--mask takes none and/or causal, got '" + m + "'");
+  for (const auto& p : a.passes)
+    if (p != "forward" && p != "backward")
+      throw InputError("--pass takes forward, backward or both, got '" + p + "'");
   // The modifications: parsed on a small problem (unknown items and bad numbers refused with
   // their catalogued messages); files are not taken (they fit one problem, not a sweep).
   for (const auto& s : a.score_mods) {
@@ -396,7 +486,10 @@ void check_spec(const Spec& a) {
 }
 
 // 4 N^2 d per head (QK^T and PV, 2 flops per multiply-add each); causal computes half.
-double error_bound(const Case& c) { return c.precision == "bf16" ? kBf16Tol : kRtolFp32; }
+double error_bound(const Case& c) {
+  if (c.backward()) return kBackwardRtolFp32;
+  return c.precision == "bf16" ? kBf16Tol : kRtolFp32;
+}
 
 double case_flops(const Case& c) {
   const double q = c.q(), n = c.n;
@@ -411,8 +504,17 @@ double case_flops(const Case& c) {
     apply_mask_mod_spec(shape, c.mask_mod);
     pairs = static_cast<double>(visible_pairs(shape));
   }
-  return 4.0 * c.heads * pairs * c.d;
+  return 4.0 * c.heads * pairs * c.d * backward_flop_factor(c);
 }
+
+double backward_flop_factor(const Case& c) {
+  if (!c.backward()) return 1.0;
+  return c.variant == "staged" ? 2.0 : 2.5;
+}
+
+const char* const kBackwardFlopRule =
+    "backward FLOPs: the forward's 4 d per visible pair times 2.5 for the fused backward (five "
+    "products: S again, dP, dV, dK, dQ; the forward's two) and 2 for the staged one (S and P kept)";
 
 // The fewest bytes each staged kernel must move in fp32, each input read once and each output
 // written once (heads*n rows of m = n keys, d = d_k = d_v):
@@ -435,6 +537,10 @@ void case_bytes(const Case& c, double& min_bytes, double& moved_bytes) {
   const double kv = in_elem * static_cast<double>(c.g()) * c.n * 2.0 * c.d;
   min_bytes = in_elem * hq * c.d + kv + 4.0 * hq * c.d;
   moved_bytes = min_bytes;
+  if (c.backward()) {  // Q, K, V, O, dO read; dQ, dK, dV written
+    min_bytes = moved_bytes = 4.0 * (3.0 * hq * c.d + 2.0 * static_cast<double>(c.g()) * c.n * c.d) + 2.0 * kv;
+    return;
+  }
   if (c.variant == "staged" || c.variant == "plain") {  // plain: the same four stages
     moved_bytes = 0;
     for (const auto& st : staged_stage_bytes(c)) moved_bytes += st.bytes;
@@ -453,6 +559,11 @@ std::string skip_reason(const Case& c, const Spec& a, bool cuda_ok, const std::s
   if (c.precision == "bf16" && c.backend == "cuda" && c.variant == "fused")
     if (std::string why = cuda::fused_bf16_shape_error(c.d, c.d); !why.empty()) return why;
   if (c.q() > c.n) return "more queries than keys";
+  if (c.backward()) {
+    if (c.backend == "cuda") return "the CUDA backward is not in this build";
+    if (c.variant == "decode") return "the backward runs on the staged and fused variants";
+    if (c.precision == "bf16") return "the CPU backward is fp32";
+  }
   if (c.heads % c.g() != 0) return std::to_string(c.g()) + " key/value heads do not divide " + std::to_string(c.heads) + " heads";
   if (c.backend == "cuda" && c.variant == "decode")
     if (std::string why = cuda::decode_shape_error(c.d, c.d, c.heads / c.g(), c.q()); !why.empty()) return why;
@@ -480,16 +591,18 @@ std::vector<Result> plan(const Spec& a) {
                 for (int q : a.queries.empty() ? std::vector<int>{0} : a.queries)
                   for (int n : a.ns) {
                     Result r;
-                    r.c = Case{b, v, pr, mk, h, n, d, q == n ? 0 : q, g == h ? 0 : g, sm, mm, a.rope};
+                    for (const auto& pass : a.passes) {
+                    r.c = Case{b, v, pr, mk, h, n, d, q == n ? 0 : q, g == h ? 0 : g, sm, mm, a.rope, pass};
                     r.flops = case_flops(r.c);
                     case_bytes(r.c, r.min_bytes, r.moved_bytes);
                     r.kv_bytes = (pr == "bf16" ? 2.0 : 4.0) * r.c.g() * static_cast<double>(n) * 2.0 * d;
                     results.push_back(r);
-                    // The baseline row right after its staged case: CPU, fp32, staged only.
-                    if (a.baseline && b == "cpu" && v == "staged" && pr == "fp32") {
+                    // The baseline row right after its staged case: CPU, fp32, staged forward only.
+                    if (a.baseline && b == "cpu" && v == "staged" && pr == "fp32" && !r.c.backward()) {
                       r.c.variant = "plain";
                       case_bytes(r.c, r.min_bytes, r.moved_bytes);
                       results.push_back(r);
+                    }
                     }
                   }
   return results;

@@ -38,12 +38,16 @@ struct Case {
   // Modifications (core/inputs.h specs, items joined by '+'): "none" or e.g. "alibi",
   // "softcap:30"; "none" or e.g. "causal+window:256"; RoPE's θ as typed, "" for none.
   std::string score_mod = "none", mask_mod = "none", rope;
+  // "forward" (the attention) or "backward" (its gradients for a random dO: the backward alone is
+  // timed, after a forward that keeps what it needs; cpu/backward.h, cpu/fused_backward.h).
+  std::string pass = "forward";
+  bool backward() const { return pass == "backward"; }
   bool modified() const { return score_mod != "none" || mask_mod != "none" || !rope.empty(); }
   int q() const { return queries > 0 ? queries : n; }
   int g() const { return kv_heads > 0 ? kv_heads : heads; }
   bool decode_shape() const { return q() != n || g() != heads; }
   // "cpu fused fp32 none heads=1 n=1024 d=64", then " q=1 kv=8" for a decode shape and
-  // " score=alibi mask=causal+window:256 rope=10000" for the modifications it has
+  // " score=alibi mask=causal+window:256 rope=10000" for the modifications it has, " pass=backward"
   std::string label() const;
 };
 
@@ -92,6 +96,8 @@ struct Spec {
   // prefix:P), items of one value joined by '+'; RoPE's θ ("" for none).
   std::vector<std::string> score_mods{"none"}, mask_mods{"none"};
   std::string rope;
+  // The passes: forward and/or backward (the CLI's --pass both is both).
+  std::vector<std::string> passes{"forward"};
   int repeat = 10;
   int warmup = 2;
   std::uint64_t seed = 0;
@@ -107,15 +113,22 @@ std::vector<int> int_list(const char* name, const std::string& text, int hi);
 // Words, no repeats (a value given twice would time the same case twice).
 std::vector<std::string> word_list(const char* name, const std::string& text);
 // Refuses a backend other than cpu/cuda, a variant other than staged/fused/decode, a precision other than
-// fp32/bf16, a mask other than none/causal, repeat < 1, warmup < 0, max_seconds <= 0.
+// fp32/bf16, a mask other than none/causal, a pass other than forward/backward, repeat < 1,
+// warmup < 0, max_seconds <= 0.
 void check_spec(const Spec& s);
 
 // ---- the rules ---------------------------------------------------------------------------------
 // 4 d per visible (query, key) pair per head: q n pairs, q n - q^2 / 2 under causal (n^2 / 2 for
 // a prefill); with mask mods, the pairs their rule lets through (a window of W: about q W).
+// The backward: backward_flop_factor times that.
 double case_flops(const Case& c);
+// The backward's products against the forward's two (S = Q Kᵀ and P V), 2 d FLOPs each per pair:
+// the fused backward computes five (S again, dP = dO Vᵀ, dV += Pᵀ dO, dK += dSᵀ Q, dQ += dS K):
+// 2.5; the staged backward keeps S and P from its forward and computes four: 2. 1 for a forward.
+double backward_flop_factor(const Case& c);
+extern const char* const kBackwardFlopRule;
 // The largest rel_err a case may have: 1e-5 in fp32 (the project's fp32 goal, 3xTF32 included)
-// and 2e-2 in bf16 (verify's bf16 tolerance).
+// and 2e-2 in bf16 (verify's bf16 tolerance); 1e-4 for the fp32 backward (its gradients, see bench.cpp).
 double error_bound(const Case& c);
 // The four staged kernels' bytes (qk, scale_mask, softmax, pv), ms left 0.
 std::vector<Stage> staged_stage_bytes(const Case& c);
@@ -129,7 +142,8 @@ double cpu_rate_guess(const std::string& variant);
 
 // Every case of the spec in list order (backend, variant, precision, mask, heads, kv_heads, d,
 // queries, n), flops and
-// bytes filled in, the baseline row right after its staged case. Nothing is run.
+// bytes filled in, the baseline row right after its staged case, the passes innermost. Nothing
+// is run.
 std::vector<Result> plan(const Spec& s);
 
 // ---- running -----------------------------------------------------------------------------------

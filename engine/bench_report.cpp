@@ -34,7 +34,8 @@ nlohmann::json to_json(const Result& r) {
                       {"precision", r.c.precision}, {"mask", r.c.mask},
                       {"heads", r.c.heads}, {"n", r.c.n}, {"d", r.c.d},
                       {"queries", r.c.q()}, {"kv_heads", r.c.g()},
-                      {"score_mod", r.c.score_mod}, {"mask_mod", r.c.mask_mod}, {"rope", r.c.rope}};
+                      {"score_mod", r.c.score_mod}, {"mask_mod", r.c.mask_mod}, {"rope", r.c.rope},
+                      {"pass", r.c.pass}};
   if (!r.ran) {
     j["status"] = "skipped";
     j["reason"] = r.reason;
@@ -117,7 +118,7 @@ std::string render_csv(const std::vector<Result>& results) {
   std::ostringstream o;
   o << "backend,variant,precision,mask,heads,n,d,status,median_ms,min_ms,max_ms,tflops,gbs,"
        "min_bytes,moved_bytes,peak_bytes,rel_err,reference,queries,kv_heads,kv_bytes,kv_gbs,score_mod,mask_mod,rope,"
-       "reason\n";
+       "pass,reason\n";
   for (const auto& r : results) {
     o << r.c.backend << ',' << r.c.variant << ',' << r.c.precision << ',' << r.c.mask << ','
       << r.c.heads << ',' << r.c.n << ',' << r.c.d << ',';
@@ -127,10 +128,11 @@ std::string render_csv(const std::vector<Result>& results) {
         << ',' << format_number("%.0f", r.min_bytes) << ',' << format_number("%.0f", r.moved_bytes) << ','
         << r.peak_bytes << ',' << format_number("%.3e", r.rel_err) << ',' << csv_field(r.reference) << ','
         << r.c.q() << ',' << r.c.g() << ',' << format_number("%.0f", r.kv_bytes) << ',' << format_number("%.6g", r.kv_gbs)
-        << ',' << csv_field(r.c.score_mod) << ',' << csv_field(r.c.mask_mod) << ',' << csv_field(r.c.rope) << ",\n";
+        << ',' << csv_field(r.c.score_mod) << ',' << csv_field(r.c.mask_mod) << ',' << csv_field(r.c.rope) << ','
+        << r.c.pass << ",\n";
     } else {
       o << "skipped,,,,,,,,,,," << r.c.q() << ',' << r.c.g() << ",,," << csv_field(r.c.score_mod) << ','
-        << csv_field(r.c.mask_mod) << ',' << csv_field(r.c.rope) << ',' << csv_field(r.reason) << '\n';
+        << csv_field(r.c.mask_mod) << ',' << csv_field(r.c.rope) << ',' << r.c.pass << ',' << csv_field(r.reason) << '\n';
     }
   }
   return o.str();
@@ -206,7 +208,13 @@ std::string render_table(const Machine& m, const std::vector<Result>& results,
   }
   o << "repeat " << a.repeat << ", warmup " << a.warmup << ", seed " << a.seed
     << "; TFLOP/s = 4 d per visible (query, key) pair per head / median (4 N^2 d, half for causal, in "
-       "a prefill); GB/s = moved bytes / median\n\n";
+       "a prefill); GB/s = moved bytes / median\n";
+  bool any_backward = false;
+  for (const auto& r : results) any_backward = any_backward || r.c.backward();
+  if (any_backward)
+    o << kBackwardFlopRule << "; the backward's time excludes its forward; rel err over dQ, dK, dV against the "
+         "fp64 staged backward\n";
+  o << "\n";
   char line[512];
   std::snprintf(line, sizeof line, "%-5s %-6s %-4s %-6s %5s %6s %4s %10s %10s %10s %9s %9s %10s %10s %9s %9s  %s\n",
                 "back", "var", "prec", "mask", "heads", "n", "d", "median ms", "min ms", "max ms",
@@ -219,6 +227,7 @@ std::string render_table(const Machine& m, const std::vector<Result>& results,
     if (r.c.score_mod != "none") mods += " score=" + r.c.score_mod;
     if (r.c.mask_mod != "none") mods += " mask=" + r.c.mask_mod;
     if (!r.c.rope.empty()) mods += " rope=" + r.c.rope;
+    if (r.c.backward()) mods += " backward";
     if (!mods.empty()) mods = "  [" + mods.substr(1) + "]";
     if (r.inaccurate) mods += "  INACCURATE: above " + format_number("%.0e", error_bound(r.c));
     std::snprintf(line, sizeof line,

@@ -10,6 +10,7 @@
 #include "cpu/cpu_backend.h"
 #include "engine/registry.h"
 #include "engine/bench_report.h"
+#include "test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -132,7 +133,7 @@ TEST(BenchEngine, SmallCpuSweepIsTimedCheckedAndReportedThroughTheHooks) {
   ASSERT_EQ(csv.size(), results.size() + 1);
   EXPECT_EQ(csv[0],
             "backend,variant,precision,mask,heads,n,d,status,median_ms,min_ms,max_ms,tflops,gbs,"
-            "min_bytes,moved_bytes,peak_bytes,rel_err,reference,queries,kv_heads,kv_bytes,kv_gbs,score_mod,mask_mod,rope,reason");
+            "min_bytes,moved_bytes,peak_bytes,rel_err,reference,queries,kv_heads,kv_bytes,kv_gbs,score_mod,mask_mod,rope,pass,reason");
   EXPECT_EQ(csv[1].rfind("cpu,staged,fp32,none,1,32,8,ok,", 0), 0u) << csv[1];
 }
 
@@ -322,8 +323,50 @@ TEST(BenchEngine, DecodeShapesArePlannedCountedRunAndReported) {
   EXPECT_NE(table.find("decode: K+V of every key/value head read once"), std::string::npos) << table;
   EXPECT_NE(table.find("% of the read bandwidth"), std::string::npos) << table;
   const std::vector<std::string> csv = lines_of(bench::render_csv(results));
-  EXPECT_EQ(csv[0].substr(csv[0].size() - 63), "queries,kv_heads,kv_bytes,kv_gbs,score_mod,mask_mod,rope,reason") << csv[0];
+  EXPECT_EQ(csv[0].substr(csv[0].size() - 68), "queries,kv_heads,kv_bytes,kv_gbs,score_mod,mask_mod,rope,pass,reason") << csv[0];
   EXPECT_NE(csv[1].find(",1,1,"), std::string::npos) << csv[1];
+}
+
+TEST(BenchEngine, TheBackwardPassTimesTheGradientsAndChecksThemAgainstFp64) {
+  bench::Spec s = small_spec();
+  s.backends = {"cpu"};
+  s.precisions = {"fp32", "bf16"};
+  s.masks = {"none", "causal"};
+  s.passes = {"forward", "backward"};
+  std::vector<bench::Result> results = bench::plan(s);
+  // Each forward case followed by its backward.
+  ASSERT_EQ(results.size(), 2u * 2 * 2 * 2 * 2);
+  EXPECT_FALSE(results[0].c.backward());
+  EXPECT_TRUE(results[1].c.backward());
+  EXPECT_EQ(results[1].c.label(), "cpu staged fp32 none heads=1 n=32 d=8 pass=backward");
+  // The backward's FLOPs: 2.5 times the forward's for the fused algorithm, 2 for the staged one.
+  for (std::size_t i = 0; i + 1 < results.size(); i += 2) {
+    const double f = results[i + 1].flops / results[i].flops;
+    EXPECT_DOUBLE_EQ(f, results[i].c.variant == "fused" ? 2.5 : 2.0) << results[i + 1].c.label();
+  }
+  bench::run_sweep(results, s, false, "none here");
+  int timed = 0;
+  for (const bench::Result& r : results) {
+    if (!r.c.backward()) continue;
+    if (r.c.precision == "bf16") {
+      EXPECT_FALSE(r.ran);
+      EXPECT_EQ(r.reason, "the CPU backward is fp32") << r.c.label();
+      continue;
+    }
+    ASSERT_TRUE(r.ran) << r.c.label() << ": " << r.reason;
+    ++timed;
+    EXPECT_EQ(r.reference, "fp64 backward full");
+    EXPECT_FALSE(r.inaccurate) << r.c.label() << " rel err " << r.rel_err;
+    EXPECT_GT(r.rel_err, 0) << "a backward computed in fp32 differs from fp64 somewhere";
+    EXPECT_EQ(r.repeats, 2);
+  }
+  EXPECT_EQ(timed, 8);
+  const std::vector<std::string> csv = lines_of(bench::render_csv(results));
+  EXPECT_NE(csv[2].find(",backward,"), std::string::npos) << csv[2];
+  bench::Spec bad = small_spec();
+  bad.passes = {"sideways"};
+  EXPECT_EQ(test::message_of<InputError>([&] { bench::check_spec(bad); }),
+            "--pass takes forward, backward or both, got 'sideways'");
 }
 
 }  // namespace

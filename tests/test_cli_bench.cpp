@@ -350,7 +350,7 @@ TEST(BenchCli, BaselineTableShowsTheRatioAndCsvKeepsItsColumns) {
   ASSERT_EQ(rows.size(), 4u) << c.out;  // header, staged, plain, fused
   EXPECT_EQ(rows[0],
             "backend,variant,precision,mask,heads,n,d,status,median_ms,min_ms,max_ms,tflops,gbs,"
-            "min_bytes,moved_bytes,peak_bytes,rel_err,reference,queries,kv_heads,kv_bytes,kv_gbs,score_mod,mask_mod,rope,reason");
+            "min_bytes,moved_bytes,peak_bytes,rel_err,reference,queries,kv_heads,kv_bytes,kv_gbs,score_mod,mask_mod,rope,pass,reason");
   EXPECT_EQ(rows[1].rfind("cpu,staged,fp32,", 0), 0u) << rows[1];
   EXPECT_EQ(rows[2].rfind("cpu,plain,fp32,none,1,64,8,ok,", 0), 0u) << rows[2];
   EXPECT_EQ(rows[3].rfind("cpu,fused,fp32,", 0), 0u) << rows[3];
