@@ -3,8 +3,10 @@
 // matrix, dO from --dout FILE, --loss sum | mse:FILE or a random dO (--dout-seed S); printed as
 // run prints a run (text, markdown, json, csv). --check adds the comparison with the same backward
 // in fp64 (core/backward_check.h) and exits 3 when it fails, as verify does.
-// For now the CPU's staged backward only: --variant fused/decode, --backend cuda and --precision
-// bf16 are refused with a line saying so (the fused FlashAttention-2 backward comes later).
+// --variant fused runs the fused backward (cpu/fused_backward.h: FlashAttention-2's, no (n, m)
+// matrix): dQ, dK, dV, D and dT; its --check holds them within the bounds the staged check
+// derives (check_fused_backward). The CPU only, fp32: --variant decode, --backend cuda and
+// --precision bf16 are refused with a line saying so.
 #include "cli/common.h"
 
 #include "core/backward.h"
@@ -13,6 +15,7 @@
 #include "core/format.h"
 #include "core/memory.h"
 #include "cpu/backward.h"
+#include "cpu/fused_backward.h"
 
 #include <cerrno>
 #include <cstdlib>
@@ -51,9 +54,9 @@ void check_options(const BackwardJob& job, Format format) {
   if (a.backend == "cuda")
     throw InputError("backward runs on the CPU for now (--backend cpu or auto): the CUDA backward comes with the "
                      "fused backward");
-  if (a.variant != "staged")
-    throw InputError("backward computes the staged backward only for now (every gradient kept as a matrix); --variant " +
-                     a.variant + " comes with the fused FlashAttention-2 backward");
+  if (a.variant != "staged" && a.variant != "fused")
+    throw InputError("backward runs --variant staged (every gradient kept as a matrix) or fused (FlashAttention-2's "
+                     "backward), not " + a.variant);
   if (a.precision != "fp32")
     throw InputError("backward computes in fp32 (--check compares it with fp64); --precision " + a.precision +
                      " is not available for the backward");
@@ -83,17 +86,26 @@ int run_backward(const BackwardJob& job) {
 
   // The run, its gradients, with --check the same in fp64 and a few (heads n, m) bound matrices,
   // and a complete rendering: refused before anything is allocated when it cannot fit.
+  const bool fused = a.variant == "fused";
   const double hnm = static_cast<double>(p.heads) * p.n() * p.m();
-  double need = backward_bytes(p);
-  if (job.check) need += reference_backward_bytes(p) + 10 * 8.0 * hnm;
+  const double run = fused ? fused_backward_bytes(p) : backward_bytes(p);
+  double need = run;
+  // The fused --check holds the fused gradients within the staged check's bounds: both runs.
+  if (job.check) need += reference_backward_bytes(p) + 10 * 8.0 * hnm + (fused ? backward_bytes(p) : 0);
   const bool every_number = format == Format::Json || format == Format::Csv;
-  if (every_number) need += kRenderBytesPerNumber * backward_bytes(p) / 4;
-  check_host_memory(need, "backward (the staged run, every gradient" + std::string(job.check ? ", the fp64 check" : "") + ")",
+  if (every_number) need += kRenderBytesPerNumber * run / 4;
+  check_host_memory(need,
+                    "backward (the " + std::string(fused ? "fused" : "staged") + " run, every gradient" +
+                        std::string(job.check ? ", the fp64 check" : "") + ")",
                     every_number ? "try a smaller N, or --format text, which summarises" : "try a smaller N");
 
-  const GradTrace g = cpu_backward(p, u);
+  const GradTrace g = fused ? cpu_fused_backward(p, u) : cpu_backward(p, u);
   std::optional<BackwardCheck> check;
-  if (job.check) check = check_backward(p, u, g, reference_backward_fp64(p, u));
+  if (job.check) {
+    const GradTraceD ref = reference_backward_fp64(p, u);
+    check = fused ? check_fused_backward(g, ref, check_backward(p, u, cpu_backward(p, u), ref))
+                  : check_backward(p, u, g, ref);
+  }
   emit(a.output_file, render_backward(p, g, u, query, lang, format, check ? &*check : nullptr));
   return check && !check->pass ? 3 : 0;
 }
@@ -110,7 +122,9 @@ void register_backward(CLI::App& app, int& exit_code) {
       "back) and dT. Same inputs and options as run (the demo when none are given); --check compares with fp64");
   add_input_options(b, job->args);
   add_state_options(b, job->args);
-  b->get_option("--variant")->description("staged (the only backward for now; fused comes later)");
+  b->get_option("--variant")->description(
+      "staged (every gradient kept as a matrix, the default) or fused (FlashAttention-2's backward: P recomputed "
+      "tile by tile from the forward's m and l; dQ, dK, dV, D and dT, memory O(N))");
   b->get_option("--precision")->description("fp32 (the backward's precision; --check compares it with fp64)");
   b->get_option("--backend")->description("auto or cpu (the backward runs on the CPU for now)");
   b->add_option("--dout", job->dout,
@@ -131,7 +145,8 @@ void register_backward(CLI::App& app, int& exit_code) {
       "  attnlab backward --lang en\n"
       "  attnlab backward --random 8 --dk 4 --dv 4 --mask causal --loss sum --check\n"
       "  attnlab backward --q q.npy --k k.npy --v v.npy --dout do.npy --format json --output grads.json\n"
-      "  attnlab backward --random 16 --heads 4 --kv-heads 2 --queries 4 --mask causal --rope --score-mod softcap:5");
+      "  attnlab backward --random 16 --heads 4 --kv-heads 2 --queries 4 --mask causal --rope --score-mod softcap:5\n"
+      "  attnlab backward --random 65536 --variant fused --mask causal");
   b->callback([job, &exit_code] { exit_code = run_backward(*job); });
 }
 

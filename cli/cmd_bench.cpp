@@ -124,6 +124,14 @@ int run_bench(BenchArgs& a) {
     }
   }
 
+  // The FMA peak, once, when a backward case is to run on the CPU: its compute yardstick.
+  if (std::any_of(results.begin(), results.end(), [&](const Result& r) {
+        return r.c.backend == "cpu" && r.c.backward() && bench::skip_reason(r.c, a, cuda_ok, cuda_reason).empty();
+      })) {
+    machine.cpu_fma_gflops = bench::cpu_fma_peak_gflops();
+    std::cerr << "FMA peak probe: " << format_number("%.0f", machine.cpu_fma_gflops) << " GFLOP/s (every thread)\n";
+  }
+
   bench::Hooks hooks;
   hooks.log = &std::cerr;
   const bench::Outcome outcome = bench::run_sweep(results, a, cuda_ok, cuda_reason, hooks);

@@ -69,6 +69,20 @@ GradCheck compare(const std::string& name, const MatrixF& x, const MatrixD& ref,
 MatrixD one(double x) { return MatrixD::Constant(1, 1, x); }
 MatrixF one_f(double x) { return MatrixF::Constant(1, 1, static_cast<float>(x)); }
 
+// A scalar (dT), held in double by both runs (a float copy would lose it), within `bound`.
+GradCheck scalar_check(const std::string& name, double got, double want, double bound) {
+  GradCheck t = compare(name, one_f(0), one(0), one(0));
+  const double err = std::abs(got - want);
+  t.max_abs_err = err;
+  t.max_bound = bound;
+  t.max_abs_ref = std::abs(want);
+  t.worst_ratio = err == 0 ? 0 : bound > 0 ? err / bound : kInf;
+  t.pass = err <= bound;
+  t.failures = t.pass ? 0 : 1;
+  t.worst_row = t.worst_col = t.pass ? -1 : 0;
+  return t;
+}
+
 // |dQ| of a RoPE rotation turned back: each pair (c, c + d/2) mixes the bounds of both.
 MatrixD pair_sum(const MatrixD& e) {
   const Eigen::Index half = e.cols() / 2;
@@ -234,18 +248,7 @@ BackwardCheck check_backward(const Problem& p, const Upstream& u, const GradTrac
   c.grads.push_back(compare("dQ", g.dq, ref.dq, e_dQ));
   c.grads.push_back(compare("dK", g.dk, ref.dk, e_dK));
   // dT: a scalar, held in double by both runs; compared through a float copy would lose it.
-  {
-    GradCheck t = compare("dT", one_f(0), one(0), one(0));
-    const double err = std::abs(g.dT - ref.dT), bound = 2 * e_dT;
-    t.max_abs_err = err;
-    t.max_bound = bound;
-    t.max_abs_ref = std::abs(ref.dT);
-    t.worst_ratio = err == 0 ? 0 : bound > 0 ? err / bound : kInf;
-    t.pass = err <= bound;
-    t.failures = t.pass ? 0 : 1;
-    t.worst_row = t.worst_col = t.pass ? -1 : 0;
-    c.grads.push_back(t);
-  }
+  c.grads.push_back(scalar_check("dT", g.dT, ref.dT, 2 * e_dT));
 
   // Masked entries: exactly 0 from dlogits on, in both runs.
   for (Eigen::Index row = 0; row < hn; ++row) {
@@ -268,6 +271,28 @@ BackwardCheck check_backward(const Problem& p, const Upstream& u, const GradTrac
   return c;
 }
 
+BackwardCheck check_fused_backward(const GradTrace& fused, const GradTraceD& ref, const BackwardCheck& staged) {
+  BackwardCheck c = staged;
+  c.grads.clear();
+  c.fused = true;
+  const auto bound_of = [&staged](const std::string& name) {
+    for (const GradCheck& g : staged.grads)
+      if (g.name == name) return g.max_bound;
+    return 0.0;
+  };
+  const auto against = [&](const std::string& name, const MatrixF& x, const MatrixD& r) {
+    c.grads.push_back(compare(name, x, r, MatrixD::Constant(r.rows(), r.cols(), bound_of(name) / 2)));
+  };
+  against("dV", fused.dv, ref.dv);
+  against("D", fused.D, ref.D);
+  against("dQ", fused.dq, ref.dq);
+  against("dK", fused.dk, ref.dk);
+  c.grads.push_back(scalar_check("dT", fused.dT, ref.dT, bound_of("dT")));
+  c.pass = staged.pass;
+  for (const GradCheck& g : c.grads) c.pass = c.pass && g.pass;
+  return c;
+}
+
 std::string render_backward_check_text(const BackwardCheck& c, Lang lang) {
   const bool zh = lang == Lang::Zh;
   std::ostringstream o;
@@ -281,9 +306,15 @@ std::string render_backward_check_text(const BackwardCheck& c, Lang lang) {
   if (worst)
     o << (zh ? "，最大误差在 " : ", largest error in ") << worst->stage << " (" << fmt(worst->max_abs_err) << ")";
   o << "\n";
-  o << (zh ? "每个元素的界：2 ×（前向实测误差经每个公式传播的一阶量 + 每步 fp32 舍入；k 项之和取 γ_k = k·2⁻²⁴ 乘各项绝对值之和）；见 core/backward_check.h\n\n"
+  o << (zh ? "每个元素的界：2 ×（前向实测误差经每个公式传播的一阶量 + 每步 fp32 舍入；k 项之和取 γ_k = k·2⁻²⁴ 乘各项绝对值之和）；见 core/backward_check.h\n"
            : "bound of an entry: 2 × (the forward's measured errors carried through each formula to first order + the "
-             "fp32 rounding of each step; a sum of k terms γ_k = k·2⁻²⁴ times the sum of |terms|); core/backward_check.h\n\n");
+             "fp32 rounding of each step; a sum of k terms γ_k = k·2⁻²⁴ times the sum of |terms|); core/backward_check.h\n");
+  if (c.fused)
+    o << (zh ? "融合反向：每个梯度须在逐阶段 fp32 反向为该梯度推出的最大元素界之内（同样的公式、同样的输入，求和次序不同，P 由 m 与 l 重算）；被屏蔽位置与行和两行是逐阶段运行的\n"
+             : "fused backward: each gradient within the largest entry bound derived for the staged fp32 backward's "
+               "(the same formulas on the same inputs, another order of summation, P recomputed from m and l); the "
+               "masked and row-sum lines are the staged run's\n");
+  o << "\n";
   const auto pad = [](const std::string& s, int width, bool left) {
     const int w = display_width(s);
     const std::string fill(w < width ? width - w : 0, ' ');
@@ -332,6 +363,7 @@ nlohmann::ordered_json backward_check_json(const BackwardCheck& c) {
   using Json = nlohmann::ordered_json;
   Json j;
   j["pass"] = c.pass;
+  j["fused"] = c.fused;
   j["forward_pass"] = c.forward.pass;
   Json grads = Json::array();
   for (const GradCheck& g : c.grads)

@@ -74,12 +74,24 @@ struct BackwardCheck {
   std::size_t masked = 0;        // masked (query row, key) pairs, over every head
   std::size_t masked_nonzero = 0;  // of which some gradient from dlogits on is not exactly 0 (fp32 or fp64)
   RowSumCheck rows32, rows64;    // the rows of dlogits, fp32 and fp64
+  // check_fused_backward's: the fused gradients held within the largest bound of the staged
+  // run's entries; the forward, masked and row-sum parts are the staged run's.
+  bool fused = false;
   bool pass = true;
 };
 
 // Compares g (fp32) with ref (fp64) of the same problem and upstream gradient u (its kind says
 // whether dO carries the forward's error: mse). Never throws on a mismatch.
 BackwardCheck check_backward(const Problem& p, const Upstream& u, const GradTrace& g, const GradTraceD& ref);
+
+// The fused backward (cpu/fused_backward.h: dV, D, dQ, dK and dT, no (n, m) matrix) against the
+// same fp64 run, each gradient within the largest entry bound `staged` (check_backward of the fp32
+// staged backward of the same problem and dO) derived for it: the fused kernel computes the same
+// formulas in fp32 from the same inputs, in another order (the γ terms hold for any order) and
+// with P recomputed from the forward's m and l (an error of the staged softmax's kind). Passes
+// when every gradient does and the staged check passes (else its bounds prove nothing); the
+// forward's report, the masked count and the row sums are the staged check's.
+BackwardCheck check_fused_backward(const GradTrace& fused, const GradTraceD& ref, const BackwardCheck& staged);
 
 // The report as text (a table, the masked and row-sum lines, PASS or FAIL last) and as JSON.
 std::string render_backward_check_text(const BackwardCheck& c, Lang lang);

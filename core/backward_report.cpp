@@ -121,8 +121,15 @@ struct QueryFigures {
   double up_value = 0, down_value = 0;
 };
 
+// The fused backward keeps no (n, m) matrix: its figures are D and dQ's row only (visible -1).
 QueryFigures query_figures(const Problem& p, const GradTrace& g, int query) {
   QueryFigures f;
+  f.D = g.D(query, 0);
+  f.dq_norm = g.dq.row(query).cast<double>().norm();
+  if (g.dlogits.size() == 0) {
+    f.visible = -1;
+    return f;
+  }
   const auto& mask = g.forward.mask;
   for (int j = 0; j < p.m(); ++j) {
     if (std::isinf(mask(query, j))) continue;
@@ -132,8 +139,6 @@ QueryFigures query_figures(const Problem& p, const GradTrace& g, int query) {
     if (f.up < 0 || x < f.up_value) f.up = j, f.up_value = x;
     if (f.down < 0 || x > f.down_value) f.down = j, f.down_value = x;
   }
-  f.D = g.D(query, 0);
-  f.dq_norm = g.dq.row(query).cast<double>().norm();
   return f;
 }
 
@@ -141,6 +146,7 @@ std::vector<std::pair<std::string, std::string>> query_lines(const Problem& p, c
   const bool zh = lang == Lang::Zh;
   const QueryFigures f = query_figures(p, g, query);
   const auto key = [&](int j) { return token_label(p.key_tokens(), j); };
+  if (f.visible < 0) return {{"D = Σ_j P·dP", num(f.D)}, {zh ? "|dQ 行|" : "|dQ row|", num(f.dq_norm)}};
   std::vector<std::pair<std::string, std::string>> l = {
       {zh ? "Σ_j dlogits（精确算术中为 0）" : "Σ_j dlogits (0 in exact arithmetic)", format_number("%.2e", f.row_sum)},
       {"D = Σ_j P·dP", num(f.D)},
@@ -171,9 +177,13 @@ std::vector<std::string> header_lines(const Problem& p, const GradTrace& g, cons
   const bool zh = lang == Lang::Zh;
   std::vector<std::string> l = intro_lines(p, g.forward, query, lang);
   l.push_back(upstream_text(u, lang) + (g.loss ? (zh ? "；L = " : "; L = ") + num(*g.loss) : std::string()));
-  l.push_back((zh ? "反向：cpu · staged · fp32 · " : "backward: cpu · staged · fp32 · ") + fixed(g.backward_ms, 3) +
-              " ms" +
-              (zh ? "（逐阶段；上面一行是前向的时间）" : " (stage by stage; the line above is the forward's time)"));
+  const bool fused = g.forward.variant == Variant::Fused;
+  l.push_back((zh ? "反向：cpu · " : "backward: cpu · ") + std::string(fused ? "fused" : "staged") + " · fp32 · " +
+              fixed(g.backward_ms, 3) + " ms" +
+              (fused ? (zh ? "（FlashAttention-2 的算法：按块由前向保存的 m 与 l 重算 P，不保留 (n, m) 矩阵；上面一行是前向的时间）"
+                           : " (FlashAttention-2's algorithm: P recomputed tile by tile from the forward's m and l, no "
+                             "(n, m) matrix kept; the line above is the forward's time)")
+                     : (zh ? "（逐阶段；上面一行是前向的时间）" : " (stage by stage; the line above is the forward's time)")));
   return l;
 }
 
@@ -294,7 +304,12 @@ std::string describe_backward(const Problem& p, const GradTrace& g, const Upstre
   const std::string q = token_label(p.query_tokens(), query);
   const auto key = [&](int j) { return token_label(p.key_tokens(), j); };
   std::string s;
-  if (f.visible <= 1) {
+  if (f.visible < 0) {
+    s = zh ? "融合反向不保留 (n, m) 矩阵：dP 与 dlogits = P ∘ (dP − D) 按块重算后即丢弃，只留下 dQ、dK、dV、D 与 dT。要看每个键的 dlogits，请运行逐阶段反向（默认的 --variant staged）。"
+           : "The fused backward keeps no (n, m) matrix: dP and dlogits = P ∘ (dP − D) are recomputed tile by tile "
+             "and dropped, leaving dQ, dK, dV, D and dT. To see each key's dlogits, run the staged backward (the "
+             "default --variant staged).";
+  } else if (f.visible <= 1) {
     s = zh ? "查询“" + q + "”只看见一个键：无论 logits 如何，它的权重都是 1，所以该行的 dlogits 为 0，梯度不会经由分数到达它的 Q。"
            : "Query " + q + " sees one key only: its weight is 1 whatever the logits, so its row of dlogits is 0 "
                             "and no gradient reaches its Q through the scores.";

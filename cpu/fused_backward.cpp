@@ -99,16 +99,18 @@ struct BackwardJob {
   int query_blocks;
 };
 
-// P and dS of one query block by the keys [0, keys) of the tile (rows of st and dpt): st holds
+// P and dS of the first `rows` queries of a block (whole packets: the tiles rows_madd filled) by
+// the keys [0, keys) of the tile (rows of st and dpt): st holds
 // the masked raw (or modified) scores, dpt holds dP; on return st holds P, dpt holds dS (dlogits
 // times the soft-cap's 1 − tanh² where there is one). Returns Σ dlogits ∘ s over the tile (masked
 // pairs left out), for dT.
-double recompute_tile(Scratch& w, int keys, float scale, float softcap) {
+double recompute_tile(Scratch& w, int rows, int keys, float scale, float softcap) {
   constexpr Index ld = kQueryBlock;
   const Packet vscale = ei::pset1<Packet>(scale), neg_inf = ei::pset1<Packet>(kNegInf);
   const Packet inv_cap = ei::pset1<Packet>(softcap > 0 ? 1.f / softcap : 0.f), one = ei::pset1<Packet>(1.f);
   Packet dt = ei::pzero(vscale);
-  for (int v = 0; v < kQueryBlock / kLanes; ++v) {
+  // Lanes past the tiles hold another block's numbers (or none): never read.
+  for (int v = 0; v < (rows + kLanes - 1) / kLanes; ++v) {
     const Packet m = ei::ploadu<Packet>(w.m.data() + v * kLanes);
     const Packet inv_l = ei::ploadu<Packet>(w.inv_l.data() + v * kLanes);
     const Packet d = ei::ploadu<Packet>(w.d.data() + v * kLanes);
@@ -198,7 +200,7 @@ double run_key_block(const BackwardJob& job, Scratch& w, int g, int k0, int cols
           modify_tile(job.score, job.score_scale, st, ld, h, q0 + i0, std::min(kTileCols, rows - i0), k0 + j0, keys);
       }
       if (kind == BlockKind::Partial) mask_tile(job.rule, w.st.data(), ld, q0, rows, k0 + j0, keys);
-      dt += recompute_tile(w, keys, scale, softcap);
+      dt += recompute_tile(w, rows, keys, scale, softcap);
 
       // dV_j += Pᵀ dO_i, dK_j += dSᵀ Q_i (rows of the tiles: keys; depth: the block's queries).
       for (int c = 0; c < dvp; c += kTileCols)

@@ -163,6 +163,9 @@ std::string render_json(const Machine& m, const std::vector<Result>& results,
       {"host_copy_rule", kHostCopyRule},
       {"host_read_gbs", m.host_read_gbs > 0 ? nlohmann::json(m.host_read_gbs) : nlohmann::json(nullptr)},
       {"host_read_rule", kHostReadRule},
+      {"cpu_fma_peak_gflops", m.cpu_fma_gflops > 0 ? nlohmann::json(m.cpu_fma_gflops) : nlohmann::json(nullptr)},
+      {"cpu_fma_rule", kCpuFmaRule},
+      {"backward_flops_rule", kBackwardFlopRule},
       {"baseline", a.baseline},
       {"repeat", a.repeat},
       {"warmup", a.warmup},
@@ -258,6 +261,17 @@ std::string render_table(const Machine& m, const std::vector<Result>& results,
     o << "  " << r.c.label() << ": K+V " << format_number("%.1f", r.kv_bytes / 1e6) << " MB read at "
       << format_number("%.1f", r.kv_gbs) << " GB/s"
       << (f > 0 ? " = " + format_number("%.0f", 100 * f) + " % of the read bandwidth" : std::string()) << "\n";
+  }
+  bool peak_line = false;
+  for (const auto& r : results) {
+    if (!r.ran || !r.c.backward() || r.c.backend != "cpu" || m.cpu_fma_gflops <= 0) continue;
+    if (!peak_line)
+      o << "\nbackward on the CPU against the FMA peak (" << format_number("%.0f", m.cpu_fma_gflops)
+        << " GFLOP/s, every thread):\n";
+    peak_line = true;
+    const double gflops = r.flops / (r.median_ms * 1e-3) / 1e9;
+    o << "  " << r.c.label() << ": " << format_number("%.0f", gflops) << " GFLOP/s = "
+      << format_number("%.0f", 100 * gflops / m.cpu_fma_gflops) << " % of the peak\n";
   }
   for (const auto& r : results) {
     if (!r.ran || r.stages.empty()) continue;

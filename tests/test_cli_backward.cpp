@@ -152,6 +152,32 @@ TEST(BackwardCli, CheckPrintsPassAndItsJson) {
   EXPECT_TRUE(c["row_sums"]["fp32"]["pass"].get<bool>());
 }
 
+TEST(BackwardCli, FusedGivesTheGradientsWithoutTheNByNMatricesAndChecksThem) {
+  test::BinaryRun r = attnlab({"backward", "--variant", "fused", "--check", "--format", "json", "--random", "70", "--dk",
+                               "8", "--dv", "8", "--heads", "2", "--mask", "causal", "--score-mod", "softcap:2"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(r.out);
+  std::vector<std::string> grads;
+  for (const auto& [name, value] : j["gradients"].items()) grads.push_back(name);
+  EXPECT_EQ(grads, (std::vector<std::string>{"dO", "dV", "D", "dQ", "dK"})) << "no (n, m) gradient in the fused run";
+  const json c = j["check"];
+  EXPECT_TRUE(c["pass"].get<bool>()) << c.dump();
+  EXPECT_TRUE(c["fused"].get<bool>());
+  std::vector<std::string> checked;
+  for (const json& g : c["gradients"]) checked.push_back(g["name"]);
+  EXPECT_EQ(checked, (std::vector<std::string>{"dV", "D", "dQ", "dK", "dT"}));
+  // The same gradients as the staged backward, to fp32's rounding.
+  const test::BinaryRun s = attnlab({"backward", "--format", "json", "--random", "70", "--dk", "8", "--dv", "8", "--heads",
+                                     "2", "--mask", "causal", "--score-mod", "softcap:2"});
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_NEAR(j["dT"].get<double>(), json::parse(s.out)["dT"].get<double>(), 1e-4);
+  r = attnlab({"backward", "--variant", "fused", "--lang", "en"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(test::contains(r.out, "backward: cpu · fused · fp32")) << r.out;
+  EXPECT_TRUE(test::contains(r.out, "The fused backward keeps no (n, m) matrix")) << r.out;
+  EXPECT_FALSE(test::contains(r.out, "dlogits = P ∘ (dP − D) (gradient of the logits")) << r.out;
+}
+
 TEST(BackwardCli, RefusalsGetOneErrorLine) {
   const test::TempDir dir;
   write_csv(dir.file("small.csv"), MatrixF::Zero(2, 2));
@@ -160,7 +186,7 @@ TEST(BackwardCli, RefusalsGetOneErrorLine) {
     std::vector<std::string> args;
     std::string says;
   } cases[] = {
-      {{"--variant", "fused"}, "backward computes the staged backward only for now"},
+      {{"--variant", "decode"}, "backward runs --variant staged (every gradient kept as a matrix) or fused"},
       {{"--backend", "cuda"}, "backward runs on the CPU for now"},
       {{"--precision", "bf16"}, "backward computes in fp32"},
       {{"--dout", dir.file("small.csv"), "--loss", "sum"}, "--dout FILE or --loss sum|mse:FILE, not both"},

@@ -98,14 +98,21 @@ case $what in
       check "says it is skipped" grep -q "skipped: PyTorch not importable" <<<"$out"
     fi
     if python3 -c 'import torch' >/dev/null 2>&1; then
-      out=$("$repo/scripts/compare-torch" --cpu --binary "$build/cli/attnlab" --n 64 --d 16 \
-        --heads 1 --mask none --no-single-head --rounds 1 --repeat 1 --warmup 0 \
-        --output "$tmp/torch-cpu.json" 2>&1)
-      rc=$?
-      echo "$out"
-      check "--cpu: exit status 0, got $rc" test "$rc" = 0
-      check "--cpu: the table has the case" grep -q "^heads=1 N=64 d=16 none " <<<"$out"
-      check "--cpu: JSON written" test -s "$tmp/torch-cpu.json"
+      # One small --cpu table (WHAT: the flags after --cpu, the case's mask, the JSON's name).
+      cpu_table() {
+        local what="$1" mask="$2" json="$3"
+        shift 3
+        out=$("$repo/scripts/compare-torch" --cpu "$@" --binary "$build/cli/attnlab" --n 64 --d 16 \
+          --heads 1 --mask "$mask" --no-single-head --rounds 1 --repeat 1 --warmup 0 \
+          --output "$tmp/$json" 2>&1)
+        rc=$?
+        echo "$out"
+        check "$what: exit status 0, got $rc" test "$rc" = 0
+        check "$what: the table has the case" grep -q "^heads=1 N=64 d=16 $mask " <<<"$out"
+        check "$what: JSON written" test -s "$tmp/$json"
+      }
+      cpu_table --cpu none torch-cpu.json
+      cpu_table "--cpu --backward" causal torch-cpu-backward.json --backward
     else
       out=$("$repo/scripts/compare-torch" --cpu --binary "$build/cli/attnlab" 2>&1)
       rc=$?
@@ -117,11 +124,19 @@ case $what in
       echo "$out"
       check "--cpu --mods without PyTorch: exit status 3 (nothing measured), got $rc" test "$rc" = 3
       check "--cpu --mods says PyTorch is missing" grep -q "skipped: PyTorch not importable" <<<"$out"
+      out=$("$repo/scripts/compare-torch" --cpu --backward --binary "$build/cli/attnlab" 2>&1)
+      rc=$?
+      echo "$out"
+      check "--cpu --backward without PyTorch: exit status 3 (nothing measured), got $rc" test "$rc" = 3
     fi
     out=$("$repo/scripts/compare-torch" --mods 2>&1)
     rc=$?
     check "--mods without --cpu: usage error, exit 2, got $rc" test "$rc" = 2
     check "--mods without --cpu says so" grep -q -- "--mods goes with --cpu" <<<"$out"
+    out=$("$repo/scripts/compare-torch" --backward 2>&1)
+    rc=$?
+    check "--backward without --cpu: usage error, exit 2, got $rc" test "$rc" = 2
+    check "--backward without --cpu says so" grep -q -- "--backward goes with --cpu" <<<"$out"
     ;;
   *)
     echo "usage: $0 gpu-check|bench-sweep|compare-torch BUILD_DIR" >&2
