@@ -118,7 +118,7 @@ TEST(HeadsOptions, BadCombinationsAreRefusedWithTheReason) {
       {{"--random", "8", "--heads", "65"}, "--heads must be an integer from 1 to 64"},
       {{"--random", "8", "--head", "-1", "--heads", "2"}, "--head must be an integer from 0"},
       {{"--bundle", ""}, "--bundle needs a directory"},
-      {{"--view", "head"}, "--view must be chain, walk, heads, perf, precision, diff, decode or position, got 'head'"},
+      {{"--view", "head"}, "--view must be chain, walk, heads, perf, precision, diff, decode, position or backward, got 'head'"},
       {{"--random", "65536", "--heads", "64", "--dk", "1024"}, "the viewer's limit is 2.0 GiB"},
   };
   for (const auto& [args, want] : bad) {

@@ -19,7 +19,7 @@ using namespace attnlab;
 using namespace attnlab::viewer;
 
 TEST(Views, TheRegistryNamesEveryViewOnceInTheRadioButtonsOrder) {
-  const std::vector<std::string> want = {"chain", "walk", "heads", "perf", "precision", "diff", "decode", "position"};
+  const std::vector<std::string> want = {"chain", "walk", "heads", "perf", "precision", "diff", "decode", "position", "backward"};
   EXPECT_EQ(view_names(), want);
   for (std::size_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ(view_index(want[i]), static_cast<int>(i));
@@ -28,14 +28,14 @@ TEST(Views, TheRegistryNamesEveryViewOnceInTheRadioButtonsOrder) {
     EXPECT_FALSE(en.empty());
     EXPECT_NE(zh, en) << want[i] << ": a label in each language";
   }
-  EXPECT_EQ(view_index("backward"), -1);
-  EXPECT_EQ(view_names_text(), "chain, walk, heads, perf, precision, diff, decode or position");
+  EXPECT_EQ(view_index("forward"), -1);
+  EXPECT_EQ(view_names_text(), "chain, walk, heads, perf, precision, diff, decode, position or backward");
 }
 
 TEST(Views, ViewAndItsFlagsAreParsedThroughTheRegistry) {
   for (const std::string& name : view_names()) EXPECT_EQ(parse_viewer_args({"--view", name}).view, name);
-  EXPECT_EQ(test::message_of<InputError>([] { parse_viewer_args({"--view", "backward"}); }),
-            "--view must be chain, walk, heads, perf, precision, diff, decode or position, got 'backward'");
+  EXPECT_EQ(test::message_of<InputError>([] { parse_viewer_args({"--view", "forward"}); }),
+            "--view must be chain, walk, heads, perf, precision, diff, decode, position or backward, got 'forward'");
   // A view's own flag lands in its options; a flag no view knows is still refused.
   EXPECT_EQ(parse_viewer_args({"--view", "walk", "--tile", "8"}).views.walk.tile, 8);
   EXPECT_EQ(test::message_of<InputError>([] { parse_viewer_args({"--tile", "0"}); }),
@@ -69,7 +69,7 @@ TEST(Views, TheAppsViewsTheirCompanionsAndTheirPartOfTheStateDump) {
   for (std::size_t i = 0; i < views.size(); ++i) {
     const std::string& name = view_names()[i];
     const auto c = views[i]->companion();
-    EXPECT_EQ(c != nullptr, name == "precision" || name == "diff") << name;
+    EXPECT_EQ(c != nullptr, name == "precision" || name == "diff" || name == "backward") << name;
     if (c) keys.insert(c->key());
     ViewSnapshot snap;
     snap.view = name;
@@ -80,9 +80,10 @@ TEST(Views, TheAppsViewsTheirCompanionsAndTheirPartOfTheStateDump) {
     EXPECT_EQ(j["N"], 5) << "the shared fields stay";
     for (const auto& [key, value] : snap.view_fields.items()) EXPECT_EQ(j[key], value) << name << " " << key;
   }
-  EXPECT_EQ(keys.size(), 2u) << "two different computations";
+  EXPECT_EQ(keys.size(), 3u) << "three different computations";
   EXPECT_EQ(views[view_index("perf")]->info_panel(), false);
   EXPECT_EQ(views[view_index("decode")]->info_panel(), false);
+  EXPECT_EQ(views[view_index("backward")]->info_panel(), false);
   EXPECT_EQ(views[view_index("chain")]->info_panel(), true);
   // The diff view's --diff is checked against the problem: a query that is no token is refused.
   ViewerOptions bad = parse_viewer_args({"--view", "diff", "--diff", "query=你好", "--backend", "cpu"});

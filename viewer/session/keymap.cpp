@@ -60,9 +60,10 @@ std::vector<std::pair<std::string, std::string>> key_help(Lang lang) {
   const bool zh = lang == Lang::Zh;
   return {
       {zh ? "空格" : "Space", zh ? "播放 / 暂停" : "play / pause"},
-      {"← / →", zh ? "单步后退 / 前进（游走视图：一块；解码视图：一个词元）"
-                   : "one step back / forward (walk view: a tile; decode view: a token)"},
-      {"Home", zh ? "重置到步骤 1（游走：第一块；解码：第一个词元）" : "back to step 1 (walk: the first tile; decode: the first token)"},
+      {"← / →", zh ? "单步后退 / 前进（游走视图：一块；解码视图：一个词元；反向视图：一个梯度）"
+                   : "one step back / forward (walk view: a tile; decode view: a token; backward view: a gradient)"},
+      {"Home", zh ? "重置到步骤 1（游走：第一块；解码：第一个词元；反向：dO）"
+                  : "back to step 1 (walk: the first tile; decode: the first token; backward: dO)"},
       {"↑ / ↓", zh ? "上一个 / 下一个查询 token（解码视图：查询头）" : "previous / next query token (decode view: the query head)"},
       {"Shift + ← / →", zh ? "移动选中的键（热力图的十字线）" : "move the selected key (the heatmap's crosshair)"},
       {"M", zh ? "切换掩码（双向 / 因果）" : "toggle the mask (none / causal)"},

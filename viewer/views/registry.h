@@ -5,6 +5,7 @@
 // its line to ATTNLAB_VIEWS; nothing else in the viewer changes.
 #pragma once
 
+#include "viewer/views/backward/backward_view.h"
 #include "viewer/views/chain/chain_view.h"
 #include "viewer/views/decode/decode_view.h"
 #include "viewer/views/diff/diff_view.h"
@@ -28,7 +29,8 @@
   X(precision, PrecisionView)   \
   X(diff, DiffView)             \
   X(decode, DecodeView)         \
-  X(position, PositionView)
+  X(position, PositionView)     \
+  X(backward, BackwardView)
 
 namespace attnlab::viewer {
 
@@ -43,7 +45,7 @@ struct ViewOptions {
 const std::vector<std::string>& view_names();
 // The index of a view's word, -1 when there is none.
 int view_index(const std::string& name);
-// "chain, walk, heads, perf, precision, diff, decode or position".
+// "chain, walk, heads, perf, precision, diff, decode, position or backward".
 std::string view_names_text();
 // The radio button's text of view i.
 const char* view_label(int i, Lang lang);

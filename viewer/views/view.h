@@ -99,6 +99,32 @@ class View {
   virtual std::vector<std::string> texts() const { return {}; }
 };
 
+// Every text of a view's table of {id, Text} entries, English then Chinese: what its texts()
+// hands to the font atlas.
+template <class Entry, std::size_t N>
+std::vector<std::string> texts_of(const Entry (&table)[N]) {
+  std::vector<std::string> out;
+  for (const Entry& e : table) {
+    out.emplace_back(e.text.en);
+    out.emplace_back(e.text.zh);
+  }
+  return out;
+}
+
+// The chain view's step keys for a view that steps through a sequence of its own (Space play,
+// ←/→ one step, Home the first): true when `a` is one of them, done on v's toggle_play, next,
+// prev and home.
+template <class V>
+bool take_step_keys(V& v, Action a) {
+  switch (a) {
+    case Action::TogglePlay: v.toggle_play(); return true;
+    case Action::StepNext: v.next(); return true;
+    case Action::StepPrev: v.prev(); return true;
+    case Action::StepHome: v.home(); return true;
+    default: return false;
+  }
+}
+
 // What a view without flags of its own inherits beside View (its static part of the contract).
 struct WithoutFlags {
   struct Options {};

@@ -1,0 +1,306 @@
+// The backward view's logic (viewer/views/backward/backward_view.h): its backward is the staged
+// backward's own (backward_of the session's run, equal to cpu_backward), the steps it walks back
+// (the mods' steps only with mods) and the keys that move them, the dS row's parts and its sum of
+// 0, the dT entries summing to dT, masked keys' zero gradient, the gradient gathering on the top
+// keys as the temperature falls on the demo, dO from the seed or the sum loss (the flags), the
+// refusal above kBackwardMaxTokens, the state dump, every text in both languages with the same
+// conversions, and the headless screenshots.
+#include "cpu/backward.h"
+#include "tests/test_util.h"
+#include "tests/viewer/viewer_test_util.h"
+#include "viewer/app/options.h"
+#include "viewer/session/session.h"
+#include "viewer/views/backward/backward_view.h"
+#include "viewer/views/registry.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace attnlab {
+namespace {
+
+using viewer::BackStep;
+using viewer::BackwardView;
+using viewer::Session;
+
+// The view shown on s: its companion handed over (as the app does every frame) and adopted.
+const GradTrace* show(Session& s, BackwardView& v) {
+  s.set_companion(v.companion());
+  s.wait();
+  return v.update(s);
+}
+
+std::vector<std::string> words(const BackwardView& v) {
+  std::vector<std::string> out;
+  for (BackStep b : v.steps()) out.emplace_back(viewer::back_step_word(b));
+  return out;
+}
+
+TEST(BackwardView, ItsBackwardIsTheStagedBackwardOfTheRunOnScreen) {
+  Session s(test::cpu_viewer_options());
+  BackwardView v;
+  const GradTrace* g = show(s, v);
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(v.status(), BackwardView::Status::Ok);
+  // Asked for after the run on screen: its own staged CPU run; beside the next run, that run's.
+  EXPECT_FALSE(v.on_screen_run());
+  ASSERT_TRUE(s.set_temperature(0.85));
+  ASSERT_TRUE(s.set_temperature(0.7));
+  g = show(s, v);
+  ASSERT_NE(g, nullptr);
+  EXPECT_TRUE(v.on_screen_run());
+  const GradTrace ref = cpu_backward(s.problem(), upstream_random(0));
+  EXPECT_TRUE(g->dq.isApprox(ref.dq, 1e-5f));
+  EXPECT_TRUE(g->dk.isApprox(ref.dk, 1e-5f));
+  EXPECT_TRUE(g->dv.isApprox(ref.dv, 1e-5f));
+  EXPECT_NEAR(g->dT, ref.dT, 1e-6 * std::max(1.0, std::abs(ref.dT)));
+  // The dT step's entries sum to the backward's dT.
+  EXPECT_NEAR(v.dt_matrix().cast<double>().sum(), g->dT, 1e-5 * std::max(1.0, std::abs(g->dT)));
+}
+
+TEST(BackwardView, StepsRunBackAndTheChainsKeysMoveThem) {
+  Session s(test::cpu_viewer_options());
+  BackwardView v;
+  ASSERT_NE(show(s, v), nullptr);
+  const std::vector<std::string> plain = {"dout", "dv", "dp", "D", "ds", "dscaled", "dscores", "dq", "dk", "dT"};
+  EXPECT_EQ(words(v), plain);
+  EXPECT_EQ(v.step(), 0);
+  EXPECT_TRUE(v.on_action(viewer::Action::StepNext));
+  EXPECT_TRUE(v.on_action(viewer::Action::StepNext));
+  EXPECT_EQ(v.current(), BackStep::Dp);
+  EXPECT_TRUE(v.on_action(viewer::Action::StepPrev));
+  EXPECT_EQ(v.current(), BackStep::Dv);
+  for (int i = 0; i < 20; ++i) v.next();
+  EXPECT_EQ(v.current(), BackStep::Dt);  // stops at the last
+  EXPECT_TRUE(v.on_action(viewer::Action::StepHome));
+  EXPECT_EQ(v.step(), 0);
+  EXPECT_FALSE(v.on_action(viewer::Action::ToggleMask));  // the app's own meaning stays
+  // Play: a step per kBackwardStepSeconds of frame time (the frames' dt, no clock), wrapping.
+  EXPECT_TRUE(v.on_action(viewer::Action::TogglePlay));
+  EXPECT_TRUE(v.playing());
+  EXPECT_FALSE(v.tick(viewer::kBackwardStepSeconds / 2));
+  EXPECT_TRUE(v.tick(viewer::kBackwardStepSeconds / 2));
+  EXPECT_EQ(v.step(), 1);
+  for (int i = 0; i < 9; ++i) v.tick(viewer::kBackwardStepSeconds);
+  EXPECT_EQ(v.step(), 0);
+  v.toggle_play();
+  EXPECT_FALSE(v.tick(10));
+  // Each step pairs a forward stage with a gradient of the same shape (D: one value per row).
+  for (BackStep b : v.steps()) {
+    const viewer::StepPair pair = viewer::step_pair(s.problem(), *show(s, v), b, v.dt_matrix());
+    ASSERT_NE(pair.forward, nullptr) << viewer::back_step_word(b);
+    ASSERT_NE(pair.grad, nullptr) << viewer::back_step_word(b);
+    EXPECT_EQ(pair.forward->rows(), pair.grad->rows()) << viewer::back_step_word(b);
+    if (b != BackStep::D) EXPECT_EQ(pair.forward->cols(), pair.grad->cols()) << viewer::back_step_word(b);
+    EXPECT_EQ(pair.query_rows, b != BackStep::Dv && b != BackStep::Dk) << viewer::back_step_word(b);
+  }
+  // With every score mod and RoPE, their steps come in the chain's order, and a step index
+  // beyond a shorter walk is clamped.
+  viewer::ViewerOptions o = test::cpu_random_options(24, 8, 4);
+  o.mods.rope_theta = 100;
+  o.rope_given = true;
+  o.mods.alibi = true;
+  o.mods.softcap = 5;
+  o.score_mods_given = true;
+  Session m(o);
+  BackwardView w;
+  ASSERT_NE(show(m, w), nullptr);
+  const std::vector<std::string> all = {"dout", "dv",      "dp",      "D",      "ds", "dcapped", "dbiased",
+                                        "dscaled", "dscores", "dq_rot", "dq", "dk", "dT"};
+  EXPECT_EQ(words(w), all);
+  EXPECT_EQ(w.broken(m), "");
+}
+
+TEST(BackwardView, TheDsRowSumsToZeroAndMaskedKeysGetNothing) {
+  for (const bool causal : {false, true}) {
+    SCOPED_TRACE(causal);
+    viewer::ViewerOptions o = test::cpu_random_options(64, 16, 8, causal ? MaskKind::Causal : MaskKind::None);
+    Session s(o);
+    ASSERT_TRUE(s.set_query(40));
+    BackwardView v;
+    const GradTrace* g = show(s, v);
+    ASSERT_NE(g, nullptr);
+    const viewer::DsRow& r = v.row(s);
+    EXPECT_EQ(r.query, 40);
+    ASSERT_EQ(r.keys, 64);
+    double scale = 0;
+    for (int j = 0; j < 64; ++j) {
+      scale = std::max(scale, std::abs(r.p[j] * r.centered[j]));
+      // dS is the product of its two parts, as the backward computed it.
+      EXPECT_NEAR(r.ds[j], r.p[j] * r.centered[j], 1e-5 * std::max(1.0, std::abs(r.centered[j]))) << j;
+    }
+    EXPECT_LT(std::abs(r.row_sum), 1e-5 * std::max(1.0, scale * 64));
+    // Σ_j P dP = D: what makes the sum 0.
+    EXPECT_NEAR(r.p_dp, r.D, 1e-5 * std::max(1.0, std::abs(r.D)));
+    if (causal) {
+      for (int j = 41; j < 64; ++j) {
+        EXPECT_EQ(r.ds[j], 0.0) << j;
+        EXPECT_EQ(v.dt_matrix()(40, j), 0.0f) << j;
+      }
+    }
+    nlohmann::json j;
+    v.dump(j, s);
+    EXPECT_EQ(j["backward"]["query"], 40);
+    EXPECT_LT(std::abs(j["backward"]["row_sum"].get<double>()), 1e-4);
+  }
+}
+
+TEST(BackwardView, LowerTemperatureGathersTheGradientOnTheTopKeysOfTheDemo) {
+  Session s(test::cpu_viewer_options());
+  BackwardView v;
+  s.set_companion(v.companion());
+  double last_share = -1, last_top = -1, last_mass = 1e300;
+  for (const double t : {5.0, 2.0, 1.0, 0.5, 0.25, 0.12, 0.06}) {
+    SCOPED_TRACE(t);
+    ASSERT_TRUE(s.set_temperature(t));
+    ASSERT_NE(show(s, v), nullptr);
+    EXPECT_EQ(v.temperature(), t);
+    const viewer::DsRow& r = v.row(s);
+    EXPECT_EQ(r.top, 2);  // 上下文, the demo's largest weight at every temperature
+    EXPECT_GT(r.top_two_share, last_share);
+    EXPECT_GE(r.top_share, last_top - 1e-9);
+    EXPECT_LE(r.top_share, 0.5 + 1e-6);  // the top entry is minus the others' sum
+    EXPECT_LT(r.mass, last_mass);  // the row's |dS| shrinks as the softmax saturates
+    last_share = r.top_two_share;
+    last_top = r.top_share;
+    last_mass = r.mass;
+  }
+  EXPECT_GT(last_share, 0.8);
+  EXPECT_GT(last_top, 0.45);
+}
+
+TEST(BackwardView, TheSweepIsTheBackwardAtEachTemperature) {
+  Session s(test::cpu_viewer_options());
+  BackwardView v;
+  ASSERT_NE(show(s, v), nullptr);
+  const std::vector<double> ts = viewer::sweep_temperatures();
+  ASSERT_EQ(v.sweep().size(), ts.size());
+  EXPECT_DOUBLE_EQ(ts.front(), viewer::kBackwardTMin);
+  EXPECT_NEAR(ts.back(), viewer::kBackwardTMax, 1e-12);
+  // A point of the sweep is what the view shows at that temperature.
+  ASSERT_TRUE(s.set_temperature(ts[3]));
+  ASSERT_NE(show(s, v), nullptr);
+  const viewer::DsRow& r = v.row(s);
+  EXPECT_NEAR(v.sweep()[3].top_two_share[2], r.top_two_share, 1e-6);
+  EXPECT_NEAR(v.sweep()[3].mass[2], r.mass, 1e-6);
+  // Falling temperatures on the demo: the top two keys' share rises (the sweep's order is rising T).
+  for (std::size_t k = 1; k < ts.size(); ++k)
+    EXPECT_LT(v.sweep()[k].top_two_share[2], v.sweep()[k - 1].top_two_share[2]) << ts[k];
+  EXPECT_FALSE(viewer::sweep_rounded_top(v.sweep(), 2));
+  // Row 40 of 64 causal tokens at T = 0.05: the top weight rounds to 1 in fp32, its dS to 0.
+  Session r64(test::cpu_random_options(64, 64, 64, MaskKind::Causal));
+  BackwardView u;
+  ASSERT_NE(show(r64, u), nullptr);
+  EXPECT_EQ(u.sweep().front().top_share[40], 0.0f);
+  EXPECT_TRUE(viewer::sweep_rounded_top(u.sweep(), 40));
+  // Above kBackwardSweepMaxTokens the companion leaves the sweep out.
+  Session big(test::cpu_random_options(viewer::kBackwardSweepMaxTokens + 1, 4, 4));
+  BackwardView w;
+  ASSERT_NE(show(big, w), nullptr);
+  EXPECT_TRUE(w.sweep().empty());
+}
+
+TEST(BackwardView, UpstreamFromTheSeedOrTheSumLossAndItsFlags) {
+  Session s(test::cpu_viewer_options());
+  BackwardView v;
+  const GradTrace* g = show(s, v);
+  ASSERT_NE(g, nullptr);
+  const MatrixF seed0 = g->dout;
+  EXPECT_TRUE(seed0.isApprox(random_dout(5, 2, 0)));
+  v.set_random(7);
+  g = show(s, v);
+  ASSERT_NE(g, nullptr);
+  EXPECT_FALSE(g->dout.isApprox(seed0));
+  v.set_sum();
+  g = show(s, v);
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->dout, MatrixF::Ones(5, 2));
+  nlohmann::json j;
+  v.dump(j, s);
+  EXPECT_EQ(j["backward"]["upstream"], "sum");
+
+  const viewer::ViewerOptions o = viewer::parse_viewer_args({"--view", "backward", "--dout-seed", "12"});
+  EXPECT_EQ(o.views.backward.dout_seed, 12u);
+  EXPECT_FALSE(o.views.backward.sum);
+  EXPECT_TRUE(viewer::parse_viewer_args({"--loss", "sum"}).views.backward.sum);
+  EXPECT_EQ(test::message_of<InputError>([] { viewer::parse_viewer_args({"--loss", "mse:y.csv"}); }),
+            "--loss in the viewer takes 'sum' (dO = 1 everywhere), got 'mse:y.csv'");
+  EXPECT_EQ(BackwardView(o.views.backward).upstream().seed, 12u);
+  EXPECT_NE(viewer::viewer_usage().find("--dout-seed"), std::string::npos);
+  // --back-step: the step it opens on, once the backward has it.
+  EXPECT_EQ(test::message_of<InputError>([] { viewer::parse_viewer_args({"--back-step", "dx"}); }),
+            "--back-step must be one of dout, dv, dp, D, ds, dcapped, dbiased, dscaled, dscores, dq_rot, dq, dk, dT, "
+            "got 'dx'");
+  BackwardView at_ds(viewer::parse_viewer_args({"--back-step", "ds"}).views.backward);
+  ASSERT_NE(show(s, at_ds), nullptr);
+  EXPECT_EQ(at_ds.current(), BackStep::Ds);
+}
+
+TEST(BackwardView, RefusedAboveItsSizeWithoutComputing) {
+  Session s(test::cpu_random_options(viewer::kBackwardMaxTokens + 4, 8, 8));
+  BackwardView v;
+  EXPECT_EQ(show(s, v), nullptr);
+  EXPECT_EQ(v.status(), BackwardView::Status::TooLarge);
+  // The companion itself refuses a problem that large (the worker computes nothing).
+  viewer::CompanionInput in;
+  in.problem = s.shared_problem();
+  const auto r = viewer::BackwardCompanion(upstream_random(0)).compute(in);
+  EXPECT_EQ(dynamic_cast<const viewer::BackwardResult&>(*r).grad, nullptr);
+  nlohmann::json j;
+  v.dump(j, s);
+  EXPECT_EQ(j["backward"]["status"], "too_large");
+}
+
+// The printf conversions of a text, in order.
+std::string conversions(const char* t) {
+  std::string out;
+  for (const char* c = t; *c; ++c)
+    if (*c == '%') out += *++c;
+  return out;
+}
+
+TEST(BackwardView, RegisteredWithEveryTextInBothLanguages) {
+  EXPECT_GE(viewer::view_index("backward"), 0);
+  for (int i = 0; i < static_cast<int>(viewer::BT::Count_); ++i) {
+    const auto id = static_cast<viewer::BT>(i);
+    const char *en = viewer::btr(Lang::En, id), *zh = viewer::btr(Lang::Zh, id);
+    EXPECT_STRNE(en, "") << i;
+    EXPECT_STRNE(en, zh) << i;
+    EXPECT_EQ(conversions(en), conversions(zh)) << i;
+  }
+  // The caveats say what these gradients are not, and what masked positions get.
+  EXPECT_NE(std::string(viewer::btr(Lang::En, viewer::BT::Caveats)).find("not of a model's training loss"),
+            std::string::npos);
+  EXPECT_NE(std::string(viewer::btr(Lang::Zh, viewer::BT::Caveats)).find("梯度恰好为零"), std::string::npos);
+}
+
+#ifdef ATTNLAB_VIEW_BINARY
+TEST(BackwardView, HeadlessScreenshotsInBothLanguages) {
+  const test::TempDir dir("attnlab-backward-shots");
+  for (const std::string lang : {"en", "zh"}) {
+    SCOPED_TRACE(lang);
+    const std::string png = dir.file("backward-" + lang + ".png"), json = dir.file("backward-" + lang + ".json");
+    const test::BinaryRun r = test::run_binary(
+        "timeout", {"60", test::view_binary(), "--screenshot", png, "--state-dump", json, "--view", "backward",
+                    "--lang", lang, "--backend", "cpu", "--size", "1280x800", "--dout-seed", "3"},
+        "SDL_VIDEODRIVER=dummy LANG=C.UTF-8");
+    ASSERT_EQ(r.code, 0) << r.err;
+    std::ifstream in(json);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    EXPECT_EQ(j["view"], "backward");
+    EXPECT_EQ(j["backward"]["status"], "ok");
+    EXPECT_EQ(j["backward"]["dout_seed"], 3);
+    EXPECT_EQ(j["backward"]["current"], "dout");
+    EXPECT_LT(std::abs(j["backward"]["row_sum"].get<double>()), 1e-5);
+    EXPECT_GT(test::read_file(png).size(), 10000u);
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace attnlab

@@ -1,0 +1,506 @@
+// The backward view's logic (see backward_view.h): the steps of the walk back and the pair of
+// matrices each shows, the dS row of the selected query, the companion that runs the staged
+// backward on the session's worker, the view's dO, its flags, its state dump and its words.
+#include "viewer/views/backward/backward_view.h"
+
+#include "core/backward.h"
+#include "cpu/backward.h"
+#include "viewer/session/session.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace attnlab::viewer {
+namespace {
+
+struct Entry {
+  BT id;
+  Text text;
+};
+
+constexpr Entry kTexts[] = {
+    {BT::Label, {"Backward", "反向传播"}},
+    {BT::Title,
+     {"The chain run back: step %d of %d — %s", "反向走一遍计算链：第 %d / %d 步 — %s"}},
+    {BT::StepOf, {"step %d / %d", "步骤 %d / %d"}},
+    {BT::Play, {"Play", "播放"}},
+    {BT::Pause, {"Pause", "暂停"}},
+    {BT::Prev, {"◀ back", "◀ 上一步"}},
+    {BT::Next, {"next ▶", "下一步 ▶"}},
+    {BT::Home, {"dO (start)", "dO（起点）"}},
+    {BT::Upstream, {"upstream dO", "上游梯度 dO"}},
+    {BT::UpRandom, {"random (seeded)", "随机（带种子）"}},
+    {BT::UpSum, {"loss L = Σ O", "损失 L = Σ O"}},
+    {BT::Seed, {"seed", "种子"}},
+    {BT::Temperature, {"temperature T", "温度 T"}},
+    {BT::NeedsStages,
+     {"The backward view keeps every N × N matrix of the staged backward (the forward's stages, dP, dS, the "
+      "scores' gradients), so it needs N ≤ %d; N = %d here. Generate N ≤ %d to see it.",
+      "反向视图要保留分阶段反向传播的每个 N × N 矩阵（前向各阶段、dP、dS、分数的梯度），因此需要 N ≤ %d；"
+      "当前 N = %d。请生成 N ≤ %d 的序列。"}},
+    {BT::Computing, {"computing the backward…", "正在计算反向传播…"}},
+    {BT::Failed, {"The backward could not be computed: %s", "无法计算反向传播：%s"}},
+    {BT::Forward, {"forward: %s", "前向：%s"}},
+    {BT::Gradient, {"gradient: %s", "梯度：%s"}},
+    {BT::Pooled, {"(block means: %d × %d cells per pixel block)", "（块均值：每个像素块 %d × %d 个单元）"}},
+    {BT::StepDout, {"dO = ∂L/∂O, the upstream gradient", "dO = ∂L/∂O，上游梯度"}},
+    {BT::StepDv, {"the values' gradient dV = Pᵀ dO", "值的梯度 dV = Pᵀ dO"}},
+    {BT::StepDp, {"the weights' gradient dP = dO Vᵀ", "权重的梯度 dP = dO Vᵀ"}},
+    {BT::StepD, {"the shared part D = rowsum(dO ∘ O)", "共有部分 D = rowsum(dO ∘ O)"}},
+    {BT::StepDs, {"through the softmax: dS = P ∘ (dP − D)", "穿过 softmax：dS = P ∘ (dP − D)"}},
+    {BT::StepCapped, {"through the soft-cap", "穿过软上限"}},
+    {BT::StepBiased, {"through ALiBi / the bias", "穿过 ALiBi / 偏置"}},
+    {BT::StepScaled, {"through the temperature: ÷ T", "穿过温度：÷ T"}},
+    {BT::StepScores, {"through the scale: × 1/√d_k", "穿过缩放：× 1/√d_k"}},
+    {BT::StepRope, {"dQ of the rotated Q (RoPE)", "旋转后 Q 的梯度（RoPE）"}},
+    {BT::StepDq, {"the queries' gradient dQ = dS' K", "查询的梯度 dQ = dS' K"}},
+    {BT::StepDk, {"the keys' gradient dK = dS'ᵀ Q", "键的梯度 dK = dS'ᵀ Q"}},
+    {BT::StepDt, {"the temperature's gradient dT = Σ dS ∘ (−logits / T)", "温度的梯度 dT = Σ dS ∘ (−logits / T)"}},
+    {BT::WhyDout,
+     {"The walk back starts from dO, how the loss changes with each output value: here %s.",
+      "反向从 dO 开始：损失随每个输出值的变化率。这里是：%s。"}},
+    {BT::WhyDv,
+     {"O = P V, so each value row j collects dO weighted by how much every query read it: dV = Pᵀ dO. A key "
+      "nobody reads gets no gradient.",
+      "O = P V，所以第 j 行值按每个查询读取它的权重收集 dO：dV = Pᵀ dO。没有查询读取的键得不到梯度。"}},
+    {BT::WhyDp,
+     {"The same product read the other way: how the loss changes with each weight, dP = dO Vᵀ — the dot "
+      "product of the query's dO with each value.",
+      "同一个乘积反过来读：损失随每个权重的变化率，dP = dO Vᵀ——查询的 dO 与每个值的点积。"}},
+    {BT::WhyD,
+     {"D_i = dO_i · O_i = Σ_j P_ij dP_ij: the part of dP that every key of row i shares. The softmax keeps "
+      "each row summing to 1, so raising every weight at once is impossible, and D is taken out next.",
+      "D_i = dO_i · O_i = Σ_j P_ij dP_ij：第 i 行所有键共有的那部分 dP。softmax 让每行之和保持为 1，不可能同时"
+      "提高所有权重，所以下一步要减去 D。"}},
+    {BT::WhyDs,
+     {"Through the softmax: dS = P ∘ (dP − D). A key gets gradient in proportion to its weight and to how much "
+      "better than the row's average its value would serve the loss. Masked keys have P = 0: exactly zero "
+      "gradient.",
+      "穿过 softmax：dS = P ∘ (dP − D)。一个键得到的梯度正比于它的权重，以及它的值比本行平均好多少。被屏蔽的键 "
+      "P = 0：梯度恰好为零。"}},
+    {BT::WhyCapped,
+     {"The soft-cap C tanh(x / C) flattens large scores, so their gradient is multiplied by 1 − tanh²(x / C): "
+      "near the cap almost nothing passes.",
+      "软上限 C tanh(x / C) 压平大分数，梯度乘以 1 − tanh²(x / C)：接近上限时几乎没有梯度通过。"}},
+    {BT::WhyBiased,
+     {"ALiBi and an additive bias are added terms: the gradient passes through them unchanged.",
+      "ALiBi 和加性偏置是加上去的项：梯度原样穿过。"}},
+    {BT::WhyScaled,
+     {"logits = scaled / T: the gradient of the scaled scores is dS / T (with score mods: their gradient). "
+      "A low temperature makes the gradients larger where the weights still move.",
+      "logits = 缩放分数 / T：缩放分数的梯度是 dS / T（有分数修改时是它们的梯度）。温度低时，在权重仍会变化的地方梯度"
+      "更大。"}},
+    {BT::WhyScores,
+     {"scaled = QKᵀ · s: the raw scores' gradient dS' = dscaled · s (s = %s).",
+      "缩放分数 = QKᵀ · s：原始分数的梯度 dS' = dscaled · s（s = %s）。"}},
+    {BT::WhyRope,
+     {"With RoPE the scores multiply the rotated Q and K; their gradients are turned back pair by pair to "
+      "give dQ and dK in the inputs' frame.",
+      "使用 RoPE 时分数由旋转后的 Q 和 K 相乘得到；它们的梯度按对转回，得到输入坐标下的 dQ 和 dK。"}},
+    {BT::WhyDq,
+     {"S' = QKᵀ, so dQ = dS' K: each query moves towards the keys whose scores should rise and away from the "
+      "others.",
+      "S' = QKᵀ，所以 dQ = dS' K：每个查询向分数应升高的键靠近，远离其他键。"}},
+    {BT::WhyDk,
+     {"and dK = dS'ᵀ Q: each key gathers the pulls of every query that reads it.",
+      "且 dK = dS'ᵀ Q：每个键汇集所有读取它的查询的拉力。"}},
+    {BT::WhyDt,
+     {"logits = x / T, so ∂logits/∂T = −logits / T: dT is the sum of dS ∘ (−logits / T) over every unmasked "
+      "entry: dT = %s.",
+      "logits = x / T，所以 ∂logits/∂T = −logits / T：dT 是所有未屏蔽项上 dS ∘ (−logits / T) 之和：dT = %s。"}},
+    {BT::RowTitle, {"Query “%s”: its dS row in two parts", "查询“%s”：它的 dS 行分成两部分"}},
+    {BT::RowWeights, {"P (weights)", "P（权重）"}},
+    {BT::RowCentered, {"dP − D (centred)", "dP − D（减去共有部分）"}},
+    {BT::RowProduct, {"dS (product)", "dS（乘积）"}},
+    {BT::RowKey, {"key", "键"}},
+    {BT::RowSum,
+     {"Σ_j dS = %s ≈ 0; D = %s, Σ_j P dP = %s", "Σ_j dS = %s ≈ 0；D = %s，Σ_j P dP = %s"}},
+    {BT::RowWhy,
+     {"Why 0: Σ_j P_ij (dP_ij − D_i) = Σ_j P_ij dP_ij − D_i Σ_j P_ij = D_i − D_i, because the weights sum to 1. "
+      "Shifting every score of a row by the same amount changes no weight, so the gradient has no such part.",
+      "为什么是 0：Σ_j P_ij (dP_ij − D_i) = Σ_j P_ij dP_ij − D_i Σ_j P_ij = D_i − D_i，因为权重之和为 1。给一行的"
+      "每个分数加同一个数不改变任何权重，所以梯度没有这个方向的分量。"}},
+    {BT::Concentration, {"Where the |dS| mass sits", "|dS| 的质量在哪里"}},
+    {BT::TopKey, {"on the top key “%s” (P = %s): %s", "在最大权重的键“%s”上（P = %s）：%s"}},
+    {BT::TopTwo, {"on the top two keys: %s · row mass Σ|dS|: %s", "在权重最大的两个键上：%s · 行质量 Σ|dS|：%s"}},
+    {BT::Dt, {"dT (all rows): %s", "dT（所有行）：%s"}},
+    {BT::TemperatureLesson,
+     {"Lower T and the gradient gathers on the top key and its runner-up: their share of Σ|dS| grows, and "
+      "the top key holds at most half (its dS is minus the others' sum). The whole row's |dS| also shrinks as "
+      "the softmax saturates: a confident row learns little.",
+      "降低 T，梯度就聚集到权重最大的键及其次大的键上：它们在 Σ|dS| 中的份额增大，而最大的键最多占一半（它的 dS 是"
+      "其余各项之和的相反数）。softmax 趋于饱和时整行的 |dS| 也在缩小：很确定的行学到的很少。"}},
+    {BT::Caveats,
+     {"Caveats: these are the gradients of this one toy loss (a random dO, or L = Σ O), not of a model's "
+      "training loss; masked positions get exactly zero gradient; the numbers are fp32 from the staged "
+      "backward (attnlab backward --check compares them with fp64).",
+      "注意：这些是这一个玩具损失（随机 dO 或 L = Σ O）的梯度，不是模型训练损失的梯度；被屏蔽的位置梯度恰好为零；"
+      "数值是分阶段反向传播的 fp32 结果（attnlab backward --check 会与 fp64 比较）。"}},
+    {BT::SweepTitle,
+     {"The row at %d temperatures (the same dO; the line: T on screen):",
+      "本行在 %d 个温度下（同一个 dO；竖线：当前的 T）："}},
+    {BT::SweepAxis, {"T (log scale; lower T to the left)", "T（对数刻度；越往左温度越低）"}},
+    {BT::SweepTop, {"top key's share", "最大键的份额"}},
+    {BT::SweepTopTwo, {"top two keys' share", "最大两个键的份额"}},
+    {BT::SweepMass, {"Σ|dS| ÷ its largest", "Σ|dS| ÷ 其最大值"}},
+    {BT::SweepNone,
+     {"The temperature sweep runs up to N = %d (a backward per temperature); move the slider to see one T at a "
+      "time.",
+      "温度扫描只在 N ≤ %d 时计算（每个温度一次反向传播）；请拖动滑块逐个查看。"}},
+    {BT::SweepRounding,
+     {"Orange at 0 at the lowest T: the top weight rounded to 1 in fp32, so its dS rounded to 0 (rounding; the "
+      "math gives it half).",
+      "橙线在最低温度处为 0：最大权重在 fp32 中舍入为 1，它的 dS 也舍入为 0（这是舍入；数学上它占一半）。"}},
+    {BT::Tip, {"row %d · column %d\n%s = %s\n%s = %s", "行 %d · 列 %d\n%s = %s\n%s = %s"}},
+};
+constexpr bool texts_in_order() {
+  for (std::size_t i = 0; i < std::size(kTexts); ++i)
+    if (kTexts[i].id != static_cast<BT>(i)) return false;
+  return std::size(kTexts) == static_cast<std::size_t>(BT::Count_);
+}
+static_assert(texts_in_order(), "one entry per BT, in BT's order");
+
+struct StepInfo {
+  BackStep step;
+  const char* word;
+  BT title, why;
+};
+constexpr StepInfo kSteps[] = {
+    {BackStep::Dout, "dout", BT::StepDout, BT::WhyDout},
+    {BackStep::Dv, "dv", BT::StepDv, BT::WhyDv},
+    {BackStep::Dp, "dp", BT::StepDp, BT::WhyDp},
+    {BackStep::D, "D", BT::StepD, BT::WhyD},
+    {BackStep::Ds, "ds", BT::StepDs, BT::WhyDs},
+    {BackStep::Capped, "dcapped", BT::StepCapped, BT::WhyCapped},
+    {BackStep::Biased, "dbiased", BT::StepBiased, BT::WhyBiased},
+    {BackStep::Scaled, "dscaled", BT::StepScaled, BT::WhyScaled},
+    {BackStep::Scores, "dscores", BT::StepScores, BT::WhyScores},
+    {BackStep::Rope, "dq_rot", BT::StepRope, BT::WhyRope},
+    {BackStep::Dq, "dq", BT::StepDq, BT::WhyDq},
+    {BackStep::Dk, "dk", BT::StepDk, BT::WhyDk},
+    {BackStep::Dt, "dT", BT::StepDt, BT::WhyDt},
+};
+
+const StepInfo& info(BackStep s) { return kSteps[static_cast<int>(s)]; }
+
+Upstream sum_upstream() {
+  Upstream u;
+  u.kind = UpstreamKind::Sum;
+  return u;
+}
+
+}  // namespace
+
+const char* btr(Lang lang, BT id) { return kTexts[static_cast<int>(id)].text.in(lang); }
+
+std::vector<std::string> backward_texts() {
+  std::vector<std::string> out = texts_of(kTexts);
+  for (const Lang l : {Lang::En, Lang::Zh}) {
+    out.push_back(upstream_text(upstream_random(0), l));
+    out.push_back(upstream_text(sum_upstream(), l));
+  }
+  return out;
+}
+
+std::vector<BackStep> backward_steps(const GradTrace& g) {
+  std::vector<BackStep> out;
+  for (const StepInfo& s : kSteps) {
+    if (s.step == BackStep::Capped && g.dcapped.size() == 0) continue;
+    if (s.step == BackStep::Biased && g.dbiased.size() == 0) continue;
+    if (s.step == BackStep::Rope && g.dq_rot.size() == 0) continue;
+    out.push_back(s.step);
+  }
+  return out;
+}
+
+const char* back_step_word(BackStep s) { return info(s).word; }
+BT back_step_title(BackStep s) { return info(s).title; }
+BT back_step_why(BackStep s) { return info(s).why; }
+
+MatrixF dt_terms(const GradTrace& g, double temperature) {
+  const MatrixF& logits = g.forward.logits;
+  MatrixF out = MatrixF::Zero(g.dlogits.rows(), g.dlogits.cols());
+  for (Eigen::Index i = 0; i < out.rows(); ++i)
+    for (Eigen::Index j = 0; j < out.cols(); ++j)
+      if (std::isfinite(logits(i, j)))
+        out(i, j) = static_cast<float>(g.dlogits(i, j) * (-static_cast<double>(logits(i, j)) / temperature));
+  return out;
+}
+
+StepPair step_pair(const Problem& p, const GradTrace& g, BackStep s, const MatrixF& dt) {
+  const TraceT<MatrixF>& f = g.forward;
+  switch (s) {
+    case BackStep::Dout: return {&f.output, &g.dout, "O", "dO"};
+    case BackStep::Dv: return {&p.v(), &g.dv, "V", "dV", false};
+    case BackStep::Dp: return {&f.weights, &g.dp, "P", "dP"};
+    case BackStep::D: return {&f.output, &g.D, "O", "D"};
+    case BackStep::Ds: return {&f.weights, &g.dlogits, "P", "dS"};
+    case BackStep::Capped: return {&f.capped, &g.dcapped, "capped", "d capped"};
+    case BackStep::Biased: return {&f.biased, &g.dbiased, "biased", "d biased"};
+    case BackStep::Scaled: return {&f.scaled, &g.dscaled, "QKᵀ·s", "d scaled"};
+    case BackStep::Scores: return {&f.scores, &g.dscores, "QKᵀ", "dS'"};
+    case BackStep::Rope: return {&f.q_rot, &g.dq_rot, "RoPE(Q)", "d RoPE(Q)"};
+    case BackStep::Dq: return {&p.q(), &g.dq, "Q", "dQ"};
+    case BackStep::Dk: return {&p.k(), &g.dk, "K", "dK", false};
+    case BackStep::Dt: return {&f.logits, &dt, "logits", "dS ∘ (−logits / T)"};
+  }
+  return {};
+}
+
+DsRow ds_row(const GradTrace& g, int query) {
+  DsRow r;
+  const int m = static_cast<int>(g.dlogits.cols());
+  r.query = query;
+  r.keys = m;
+  r.D = g.D(query, 0);
+  r.p.resize(m);
+  r.centered.resize(m);
+  r.ds.resize(m);
+  double best = -1;
+  for (int j = 0; j < m; ++j) {
+    const double p = g.forward.weights(query, j), dp = g.dp(query, j), ds = g.dlogits(query, j);
+    r.p[j] = p;
+    r.centered[j] = p > 0 ? dp - r.D : 0;  // masked keys: no part (P = 0, dS exactly 0)
+    r.ds[j] = ds;
+    r.p_dp += p * dp;
+    r.row_sum += ds;
+    r.mass += std::abs(ds);
+    if (p > best) best = p, r.top = j;
+  }
+  if (r.mass > 0 && r.top >= 0) {
+    r.top_share = std::abs(r.ds[r.top]) / r.mass;
+    int second = -1;
+    for (int j = 0; j < m; ++j)
+      if (j != r.top && (second < 0 || r.p[j] > r.p[second])) second = j;
+    r.top_two_share = (std::abs(r.ds[r.top]) + (second >= 0 ? std::abs(r.ds[second]) : 0)) / r.mass;
+  }
+  return r;
+}
+
+std::vector<double> sweep_temperatures() {
+  std::vector<double> out;
+  for (int k = 0; k < kBackwardSweepPoints; ++k)
+    out.push_back(kBackwardTMin * std::pow(kBackwardTMax / kBackwardTMin, k / (kBackwardSweepPoints - 1.0)));
+  return out;
+}
+
+bool sweep_rounded_top(const std::vector<SweepPoint>& sweep, int row) {
+  for (const SweepPoint& p : sweep)
+    if (row < static_cast<int>(p.top_share.size()) && p.top_share[row] == 0 && p.top_two_share[row] > 0) return true;
+  return false;
+}
+
+std::vector<SweepPoint> temperature_sweep(const Problem& p, const Upstream& u, const std::atomic<bool>* cancel) {
+  std::vector<SweepPoint> out;
+  for (const double t : sweep_temperatures()) {
+    if (cancel && cancel->load()) throw Cancelled();
+    Problem at = p;  // the inputs are shared: a copy of the settings only
+    at.temperature = t;
+    const GradTrace g = cpu_backward(at, u);
+    SweepPoint pt;
+    pt.temperature = t;
+    for (int i = 0; i < static_cast<int>(g.dlogits.rows()); ++i) {
+      const DsRow r = ds_row(g, i);
+      const float none = std::numeric_limits<float>::quiet_NaN();  // no mass, no share
+      pt.top_share.push_back(r.mass > 0 ? static_cast<float>(r.top_share) : none);
+      pt.top_two_share.push_back(r.mass > 0 ? static_cast<float>(r.top_two_share) : none);
+      pt.mass.push_back(static_cast<float>(r.mass));
+    }
+    out.push_back(std::move(pt));
+  }
+  return out;
+}
+
+std::string BackwardCompanion::key() const {
+  return "backward: " + upstream_kind_name(up_.kind) + " " + std::to_string(up_.seed);
+}
+
+std::shared_ptr<const CompanionResult> BackwardCompanion::compute(const CompanionInput& in) const {
+  auto out = std::make_shared<BackwardResult>();
+  const Problem& p = *in.problem;
+  out->temperature = p.temperature;
+  out->problem = in.problem;
+  if (std::max(p.n(), p.m()) > kBackwardMaxTokens) return out;  // the view says why
+  try {
+    // The session's own run when it kept every stage in fp32 (what the chain view shows); else the
+    // staged CPU chain's run of its own (a CUDA run that kept one step, a bf16 run).
+    const Trace* t = in.main;
+    if (t && t->has_stages && t->precision == Precision::FP32 && present_stages(*t) == problem_stages(p)) {
+      const Trace forward = *t;  // copy: backward_of keeps it in the result
+      out->grad = std::make_shared<const GradTrace>(
+          backward_of(p, forward, upstream_dout(up_, forward.output, nullptr)));
+      out->on_screen_run = true;
+    } else {
+      out->grad = std::make_shared<const GradTrace>(cpu_backward(p, up_));
+    }
+    if (std::max(p.n(), p.m()) <= kBackwardSweepMaxTokens) out->sweep = temperature_sweep(p, up_, in.cancel);
+  } catch (const Cancelled&) {
+    throw;
+  } catch (const std::exception& e) {
+    out->grad.reset();
+    out->error = message_of(e);
+  }
+  return out;
+}
+
+bool BackwardView::parse_flag(const std::string& flag, const FlagValue& value, Options& o) {
+  if (flag == "--dout-seed") {
+    o.dout_seed = parse_flag_int<std::uint64_t>(flag, value(), 0, std::numeric_limits<std::uint64_t>::max());
+  } else if (flag == "--back-step") {
+    const std::string& v = value();
+    std::string all;
+    for (const StepInfo& i : kSteps) {
+      if (v == i.word) {
+        o.step = v;
+        return true;
+      }
+      all += std::string(all.empty() ? "" : ", ") + i.word;
+    }
+    throw InputError("--back-step must be one of " + all + ", got '" + v + "'");
+  } else if (flag == "--loss") {
+    const std::string& v = value();
+    if (v != "sum") throw InputError("--loss in the viewer takes 'sum' (dO = 1 everywhere), got '" + v + "'");
+    o.sum = true;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+std::string BackwardView::usage() {
+  return "  --view backward: [--dout-seed S] [--loss sum] [--back-step WORD]\n"
+         "                 (the staged backward played back from dO to dQ, dK and dT; dO standard normal\n"
+         "                 of seed S, default 0, or the loss L = sum of O, whose dO is 1 everywhere; WORD the\n"
+         "                 step it opens on: dout, dv, dp, D, ds, dcapped, dbiased, dscaled, dscores,\n"
+         "                 dq_rot, dq, dk or dT)\n";
+}
+
+BackwardView::BackwardView(const Options& o) : open_on_(o.step) {
+  set_upstream(o.sum ? sum_upstream() : upstream_random(o.dout_seed));
+}
+
+void BackwardView::set_upstream(const Upstream& u) {
+  up_ = u;
+  companion_ = std::make_shared<const BackwardCompanion>(u);
+}
+
+void BackwardView::set_random(std::uint64_t seed) { set_upstream(upstream_random(seed)); }
+void BackwardView::set_sum() { set_upstream(sum_upstream()); }
+
+const GradTrace* BackwardView::update(const Session& s) {
+  if (s.streaming() || std::max(s.problem().n(), s.problem().m()) > kBackwardMaxTokens) {
+    status_ = Status::TooLarge;
+    return nullptr;
+  }
+  const BackwardResult* r = s.companion<BackwardResult>();
+  if (!r || (!r->grad && r->error.empty())) {
+    status_ = Status::Computing;
+    return nullptr;
+  }
+  if (!r->grad) {
+    status_ = Status::Failed;
+    error_ = r->error;
+    return nullptr;
+  }
+  if (r->grad != grad_) {
+    grad_ = r->grad;
+    problem_ = r->problem;
+    temperature_ = r->temperature;
+    sweep_ = r->sweep;
+    ++adopted_;
+    on_screen_run_ = r->on_screen_run;
+    steps_ = backward_steps(*grad_);
+    // The same step when the new backward has it, else the nearest one before it.
+    step_ = std::clamp(step_, 0, static_cast<int>(steps_.size()) - 1);
+    for (std::size_t i = 0; i < steps_.size() && !open_on_.empty(); ++i)
+      if (open_on_ == back_step_word(steps_[i])) {
+        step_ = static_cast<int>(i);
+        open_on_.clear();
+      }
+  }
+  status_ = Status::Ok;
+  return grad_.get();
+}
+
+void BackwardView::next() {
+  if (!steps_.empty()) step_ = std::min(step_ + 1, static_cast<int>(steps_.size()) - 1);
+}
+void BackwardView::prev() { step_ = std::max(step_ - 1, 0); }
+void BackwardView::home() {
+  step_ = 0;
+  playing_ = false;
+}
+void BackwardView::toggle_play() {
+  playing_ = !playing_;
+  elapsed_ = 0;
+  if (playing_ && step_ >= static_cast<int>(steps_.size()) - 1) step_ = 0;
+}
+
+bool BackwardView::tick(double dt) {
+  if (!playing_ || steps_.size() <= 1) return false;
+  elapsed_ += dt;
+  if (elapsed_ < kBackwardStepSeconds) return false;
+  elapsed_ = 0;
+  step_ = (step_ + 1) % static_cast<int>(steps_.size());
+  return true;
+}
+
+bool BackwardView::on_action(Action a) { return take_step_keys(*this, a); }
+
+const DsRow& BackwardView::row(const Session& s) {
+  if (grad_ && (row_of_ != adopted_ || row_query_ != s.query())) {
+    row_ = ds_row(*grad_, std::clamp(s.query(), 0, static_cast<int>(grad_->dlogits.rows()) - 1));
+    row_of_ = adopted_;
+    row_query_ = s.query();
+  }
+  return row_;
+}
+
+const MatrixF& BackwardView::dt_matrix() {
+  if (grad_ && dt_of_ != adopted_) {
+    dt_ = dt_terms(*grad_, temperature_);
+    dt_of_ = adopted_;
+  }
+  return dt_;
+}
+
+void BackwardView::dump(nlohmann::json& j, const Session& s) const {
+  nlohmann::json o;
+  o["status"] = status_ == Status::Ok         ? "ok"
+                : status_ == Status::TooLarge ? "too_large"
+                : status_ == Status::Failed   ? "failed"
+                                              : "computing";
+  o["upstream"] = upstream_kind_name(up_.kind);
+  o["dout_seed"] = up_.seed;
+  o["step"] = step_;
+  o["steps"] = nlohmann::json::array();
+  for (BackStep b : steps_) o["steps"].push_back(back_step_word(b));
+  if (!steps_.empty()) o["current"] = back_step_word(current());
+  o["playing"] = playing_;
+  if (grad_ && status_ == Status::Ok) {
+    o["on_screen_run"] = on_screen_run_;
+    o["temperature"] = temperature_;
+    o["dT"] = grad_->dT;
+    const DsRow r = ds_row(*grad_, std::clamp(s.query(), 0, static_cast<int>(grad_->dlogits.rows()) - 1));
+    o["query"] = r.query;
+    o["row_sum"] = r.row_sum;
+    o["D"] = r.D;
+    o["p_dp"] = r.p_dp;
+    o["mass"] = r.mass;
+    o["top"] = r.top;
+    o["top_share"] = r.top_share;
+    o["top_two_share"] = r.top_two_share;
+  }
+  j["backward"] = o;
+}
+
+std::string BackwardView::broken(const Session&) const {
+  if (!steps_.empty() && (step_ < 0 || step_ >= static_cast<int>(steps_.size())))
+    return "backward view: step " + std::to_string(step_) + " outside its " + std::to_string(steps_.size()) + " steps";
+  if (grad_ && grad_->dlogits.rows() != grad_->forward.weights.rows())
+    return "backward view: dS of another shape than P";
+  return {};
+}
+
+}  // namespace attnlab::viewer

@@ -1,0 +1,399 @@
+// The backward view (--view backward): the staged backward of the problem on screen played from
+// dO back to dQ, dK and dT, each step's gradient beside the forward's stage it belongs to (two
+// heatmaps: the stage in viridis, the gradient on a diverging scale symmetric about 0, each
+// averaged over the cells of a pixel block when larger than the plot); the controls (steps, play,
+// dO, the temperature); beside the maps where the selected row's |dS| mass sits, dT and the row
+// over the sweep's temperatures; under them the row's dS in its two parts with its sum, why it is
+// 0, the temperature's lesson and the caveats. Takes the right column too (no information panel).
+// The numbers come from viewer/views/backward/backward_view.h; the backward is its companion run.
+#include "viewer/views/backward/backward_view.h"
+
+#include "viewer/ui/kit.h"
+
+#include "core/format.h"
+#include "viewer/draw/colormap.h"
+#include "viewer/draw/heatmap.h"
+#include "viewer/draw/layout.h"
+#include "viewer/draw/pooling.h"
+#include "viewer/session/keymap.h"
+#include "viewer/ui/shell.h"
+
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace attnlab::viewer {
+namespace {
+
+constexpr ImU32 kAxis = IM_COL32(130, 130, 130, 255);
+constexpr ImU32 kWeights = IM_COL32(90, 150, 255, 255);
+constexpr ImU32 kCentered = IM_COL32(90, 200, 120, 255);
+
+// Where a matrix was drawn: its cells' rectangle and its shape (the hover).
+struct Placed {
+  Rect r;
+  int rows = 0, cols = 0;
+};
+
+// One matrix in `area` (caption above it): its blocks' means as one texture, a linear colour
+// scale (diverging about 0 for a gradient), the numbers in the cells when they fit, the selected
+// row framed.
+Placed draw_matrix(Shell& app, const char* tex_name, std::string& tex_key, const MatrixF& m, const Rect& area,
+                   bool gradient, int highlight_row, const std::string& caption, std::uint64_t adopted) {
+  Placed out;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float fp = app.font_px;
+  dl->AddText(ImVec2(area.x, area.y), ImGui::GetColorU32(ImGuiCol_Text), caption.c_str());
+  const int rows = static_cast<int>(m.rows()), cols = static_cast<int>(m.cols());
+  if (rows == 0 || cols == 0) return out;
+  Rect r{area.x + fp * 0.7f, area.y + fp * 1.4f, area.w - fp * 1.4f, area.h - fp * 1.4f};
+  // A column (D, or d_v = 1) is drawn narrow rather than stretched over the whole width.
+  r.w = std::min(r.w, std::max(fp * 4, r.h * cols / std::max(1.0f, static_cast<float>(rows)) * 3));
+  if (r.w < 4 || r.h < 4) return out;
+  const int bins_r = std::min(rows, std::max(1, static_cast<int>(r.h))), bins_c = std::min(cols, std::max(1, static_cast<int>(r.w)));
+  const AxisMap rmap = map_axis(0, rows, bins_r, rows), cmap = map_axis(0, cols, bins_c, cols);
+  ValueRange range = finite_range(m.data(), rows, cols, nullptr, 0);
+  if (gradient) {
+    const double a = std::max({std::abs(range.lo), std::abs(range.hi), 1e-30});
+    range = {-a, a};
+  }
+  Shell::Texture& tex = app.texture(tex_name);
+  const std::string key = std::to_string(adopted) + "|" + caption + "|" + std::to_string(bins_r) + "x" + std::to_string(bins_c);
+  if (!tex.tex || key != tex_key) {
+    // Row-major for pool_grid: Eigen's MatrixF is row-major in the lab (core/types.h).
+    const std::vector<PooledCell> cells = pool_grid(m.data(), rows, cols, nullptr, 0, rmap, cmap, PoolMode::Mean);
+    const std::vector<std::uint32_t> px =
+        rasterize_cells(cells, rmap, cmap, range, false, false, gradient ? &diverging_table() : nullptr);
+    if (!ensure_texture(app, tex.tex, tex.w, tex.h, bins_c, bins_r)) return out;
+    SDL_UpdateTexture(tex.tex, nullptr, px.data(), bins_c * 4);
+    tex_key = key;
+  }
+  dl->AddImage(reinterpret_cast<ImTextureID>(tex.tex), ImVec2(r.x, r.y), ImVec2(r.right(), r.bottom()));
+  const float cw = r.w / cols, ch = r.h / rows;
+  // Numbers in the cells when a cell holds one: white or black, whichever reads on its colour.
+  if (cw >= ImGui::CalcTextSize("-0.00").x + 4 && ch >= fp * 1.1f) {
+    const auto& table = gradient ? diverging_table() : viridis_table();
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < cols; ++j) {
+        const float v = m(i, j);
+        const std::string t = std::isfinite(v) ? cell_label(v) : (v < 0 ? "−∞" : "∞");
+        const ImVec2 ts = ImGui::CalcTextSize(t.c_str());
+        if (ts.x + 4 > cw) continue;  // a tiny value's "1.3e-4" where a cell holds only "0.25"
+        const Rgb8 c = table[std::clamp(static_cast<int>(scale_pos(v, range) * 255), 0, 255)];
+        const ImU32 ink = cie_lightness(c) > 55 ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255);
+        dl->AddText(ImVec2(r.x + (j + 0.5f) * cw - ts.x / 2, r.y + (i + 0.5f) * ch - ts.y / 2), ink, t.c_str());
+      }
+  }
+  if (highlight_row >= 0 && highlight_row < rows) {
+    // A frame around a row tall enough to keep its cells visible inside; else two ticks beside
+    // the map, which hide nothing.
+    const float y = r.y + highlight_row * ch;
+    if (ch >= 6) {
+      dl->AddRect(ImVec2(r.x - 1, y - 1), ImVec2(r.right() + 1, y + ch + 1), kHighlight, 0, 0, 2);
+    } else {
+      const float mid = y + ch / 2;
+      dl->AddLine(ImVec2(r.x - fp * 0.6f, mid), ImVec2(r.x - 2, mid), kHighlight, 3);
+      dl->AddLine(ImVec2(r.right() + 2, mid), ImVec2(r.right() + fp * 0.6f, mid), kHighlight, 3);
+    }
+  }
+  dl->AddRect(ImVec2(r.x, r.y), ImVec2(r.right(), r.bottom()), kAxis);
+  out.r = r;
+  out.rows = rows;
+  out.cols = cols;
+  return out;
+}
+
+// The cell under the pointer of a placed matrix, or false.
+bool hovered_cell(const Placed& p, int& row, int& col) {
+  const ImVec2 mp = ImGui::GetIO().MousePos;
+  if (p.rows == 0 || !ImGui::IsWindowHovered() || !p.r.contains(mp.x, mp.y)) return false;
+  row = std::clamp(static_cast<int>((mp.y - p.r.y) / p.r.h * p.rows), 0, p.rows - 1);
+  col = std::clamp(static_cast<int>((mp.x - p.r.x) / p.r.w * p.cols), 0, p.cols - 1);
+  return true;
+}
+
+// The dS row: a table of the three parts (few keys), else three strips over the keys.
+void draw_row(Shell& app, const Problem& p, const DsRow& r) {
+  const Lang lang = app.lang;
+  if (r.keys <= 12) {
+    if (ImGui::BeginTable("##bw_row", r.keys + 1, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
+      ImGui::TableNextRow();
+      ImGui::TableSetColumnIndex(0);
+      ImGui::TextUnformatted(btr(lang, BT::RowKey));
+      for (int j = 0; j < r.keys; ++j) {
+        ImGui::TableSetColumnIndex(j + 1);
+        if (j == r.top)
+          ImGui::TextColored(kHighlightV4, "%s", token_label(p.key_tokens(), j).c_str());
+        else
+          ImGui::TextUnformatted(token_label(p.key_tokens(), j).c_str());
+      }
+      const auto line = [&](BT name, const std::vector<double>& v) {
+        ImGui::TableNextRow();
+        ImGui::TableSetColumnIndex(0);
+        ImGui::TextUnformatted(btr(lang, name));
+        for (int j = 0; j < r.keys; ++j) {
+          ImGui::TableSetColumnIndex(j + 1);
+          ImGui::TextUnformatted(r.p[j] == 0 ? "0" : format_number("%.4f", v[j]).c_str());
+        }
+      };
+      line(BT::RowWeights, r.p);
+      line(BT::RowCentered, r.centered);
+      line(BT::RowProduct, r.ds);
+      ImGui::EndTable();
+    }
+    return;
+  }
+  // The names in a column of their own, the strips beside them (keys left to right).
+  float name_w = 0;
+  for (BT n : {BT::RowWeights, BT::RowCentered, BT::RowProduct}) name_w = std::max(name_w, text_width(btr(lang, n)));
+  const float x0 = ImGui::GetCursorPosX();
+  const float w = std::max(app.font_px * 4, ImGui::GetContentRegionAvail().x - name_w - app.font_px * 0.5f);
+  const float h = app.font_px * 2.2f;
+  const auto strip = [&](BT name, const std::vector<double>& v, ImU32 colour) {
+    std::vector<float> f(v.begin(), v.end());
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colour), "%s", btr(lang, name));
+    ImGui::SameLine(x0 + name_w + app.font_px * 0.5f);
+    ImGui::PushStyleColor(ImGuiCol_PlotLines, colour);
+    ImGui::PlotLines(fmt("##bw_%d", static_cast<int>(name)).c_str(), f.data(), static_cast<int>(f.size()), 0, nullptr,
+                     FLT_MAX, FLT_MAX, ImVec2(w, h));
+    ImGui::PopStyleColor();
+  };
+  strip(BT::RowWeights, r.p, kWeights);
+  strip(BT::RowCentered, r.centered, kCentered);
+  strip(BT::RowProduct, r.ds, kHighlight);
+}
+
+// The sweep of the selected row: where its |dS| mass sits against log T, the T on screen marked.
+void draw_sweep(Shell& app, const BackwardView& v, int query, float bottom) {
+  const Lang lang = app.lang;
+  const std::vector<SweepPoint>& sw = v.sweep();
+  if (sw.empty() || query >= static_cast<int>(sw.front().mass.size())) {
+    wrapped(app, fmt(btr(lang, BT::SweepNone), kBackwardSweepMaxTokens), &kDimV4);
+    return;
+  }
+  const float fp = app.font_px;
+  wrapped(app, fmt(btr(lang, BT::SweepTitle), static_cast<int>(sw.size())), &kDimV4);
+  const ImVec2 at = ImGui::GetCursorScreenPos();
+  // The chart takes what the band leaves after its axis, the legend and the rounding note.
+  const bool rounded = sweep_rounded_top(sw, query);
+  const float line_h = ImGui::GetTextLineHeightWithSpacing();
+  const float w = ImGui::GetContentRegionAvail().x;
+  const float h = std::clamp(bottom - ImGui::GetCursorScreenPos().y - line_h * (rounded ? 5.5f : 3.5f), fp * 3, fp * 6);
+  const ImVec2 a(at.x + fp * 2.2f, at.y + fp * 0.3f), b(at.x + w - fp * 0.5f, at.y + h);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  dl->AddRect(a, b, kAxis);
+  const double l0 = std::log(kBackwardTMin), l1 = std::log(kBackwardTMax);
+  const auto x_of = [&](double t) { return a.x + static_cast<float>((std::log(t) - l0) / (l1 - l0)) * (b.x - a.x); };
+  const auto y_of = [&](double y) { return b.y - static_cast<float>(std::clamp(y, 0.0, 1.0)) * (b.y - a.y); };
+  float mass_max = 0;
+  for (const SweepPoint& p : sw) mass_max = std::max(mass_max, p.mass[query]);
+  // A share is no number where the row has no |dS| mass (the softmax saturated to one key in
+  // fp32): the line breaks there.
+  const auto line = [&](auto value, ImU32 colour) {
+    std::vector<ImVec2> pts;
+    const auto flush = [&] {
+      if (pts.size() > 1) dl->AddPolyline(pts.data(), static_cast<int>(pts.size()), colour, 0, 2);
+      pts.clear();
+    };
+    for (const SweepPoint& p : sw) {
+      const double y = value(p);
+      if (!std::isfinite(y)) {
+        flush();
+        continue;
+      }
+      pts.emplace_back(x_of(p.temperature), y_of(y));
+      dl->AddCircleFilled(pts.back(), 2.5f, colour);
+    }
+    flush();
+  };
+  line([&](const SweepPoint& p) { return mass_max > 0 ? p.mass[query] / mass_max : 0.0; }, kAxis);
+  line([&](const SweepPoint& p) { return p.top_two_share[query]; }, kWeights);
+  line([&](const SweepPoint& p) { return p.top_share[query]; }, kHighlight);
+  const float xt = x_of(std::clamp(v.temperature(), kBackwardTMin, kBackwardTMax));
+  dl->AddLine(ImVec2(xt, a.y), ImVec2(xt, b.y), IM_COL32(255, 255, 255, 160));
+  const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
+  dl->AddText(ImVec2(at.x, a.y - fp * 0.3f), text, "1");
+  dl->AddText(ImVec2(at.x, b.y - fp), text, "0");
+  dl->AddText(ImVec2(at.x, y_of(0.5) - fp * 0.5f), text, "½");
+  dl->AddLine(ImVec2(a.x, y_of(0.5)), ImVec2(b.x, y_of(0.5)), IM_COL32(130, 130, 130, 90));
+  const std::string lo = short_number(kBackwardTMin), hi = short_number(kBackwardTMax);
+  dl->AddText(ImVec2(a.x, b.y + 2), text, lo.c_str());
+  dl->AddText(ImVec2(b.x - ImGui::CalcTextSize(hi.c_str()).x, b.y + 2), text, hi.c_str());
+  const char* axis = btr(lang, BT::SweepAxis);
+  const float aw = ImGui::CalcTextSize(axis).x;
+  dl->AddText(ImVec2(std::max(a.x + ImGui::CalcTextSize(lo.c_str()).x + fp * 0.5f, (a.x + b.x - aw) / 2), b.y + 2), text,
+              axis);
+  ImGui::Dummy(ImVec2(w, h + fp * 1.3f));
+  // The legend: its entries on one line while they fit.
+  bool first = true;
+  const auto legend = [&](ImU32 colour, const char* t) {
+    if (!first) same_line_if_fits(fp * 1.4f + ImGui::GetStyle().ItemSpacing.x + text_width(t));
+    first = false;
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    dl->AddLine(ImVec2(p.x, p.y + fp * 0.55f), ImVec2(p.x + fp * 1.2f, p.y + fp * 0.55f), colour, 3);
+    ImGui::Dummy(ImVec2(fp * 1.4f, fp));
+    ImGui::SameLine();
+    ImGui::TextUnformatted(t);
+  };
+  legend(kHighlight, btr(lang, BT::SweepTop));
+  legend(kWeights, btr(lang, BT::SweepTopTwo));
+  legend(kAxis, btr(lang, BT::SweepMass));
+  if (rounded) wrapped(app, btr(lang, BT::SweepRounding), &kDimV4);
+}
+
+}  // namespace
+
+void draw_panel(BackwardView& v, Shell& app, const Layout& l) {
+  const Lang lang = app.lang;
+  Session& s = app.session;
+  const float fp = app.font_px;
+  // The centre and the right column: the view draws no information panel.
+  ImGui::SetNextWindowPos(ImVec2(l.heatmap.x, l.heatmap.y), ImGuiCond_Always);
+  ImGui::SetNextWindowSize(ImVec2(l.info.right() - l.heatmap.x, l.heatmap.h), ImGuiCond_Always);
+  ImGui::Begin(fmt("%s###backward", btr(lang, BT::Label)).c_str(), nullptr,
+               ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
+                   ImGuiWindowFlags_NoBringToFrontOnFocus);
+  const GradTrace* g = v.update(s);
+  v.tick(ImGui::GetIO().DeltaTime);
+
+  // Controls: the steps, dO, the temperature.
+  if (ImGui::Button(btr(lang, BT::Prev))) v.prev();
+  ImGui::SameLine();
+  if (ImGui::Button(btr(lang, BT::Next))) v.next();
+  ImGui::SameLine();
+  if (ImGui::Button(fmt("%s###bw_play", btr(lang, v.playing() ? BT::Pause : BT::Play)).c_str())) v.toggle_play();
+  ImGui::SameLine();
+  if (ImGui::Button(btr(lang, BT::Home))) v.home();
+  if (!v.steps().empty()) {
+    ImGui::SameLine();
+    ImGui::TextColored(kDimV4, btr(lang, BT::StepOf), v.step() + 1, static_cast<int>(v.steps().size()));
+  }
+  ImGui::AlignTextToFramePadding();
+  ImGui::TextUnformatted(btr(lang, BT::Upstream));
+  ImGui::SameLine();
+  const bool random = v.upstream().kind == UpstreamKind::Random;
+  if (ImGui::RadioButton(btr(lang, BT::UpRandom), random) && !random) v.set_random(0);
+  ImGui::SameLine();
+  if (ImGui::RadioButton(btr(lang, BT::UpSum), !random) && random) v.set_sum();
+  if (random) {
+    ImGui::SameLine();
+    int seed = static_cast<int>(std::min<std::uint64_t>(v.upstream().seed, 1u << 30));
+    ImGui::SetNextItemWidth(fp * 6);
+    if (ImGui::InputInt(fmt("%s###bw_seed", btr(lang, BT::Seed)).c_str(), &seed) && seed >= 0)
+      v.set_random(static_cast<std::uint64_t>(seed));
+  }
+  same_line_if_fits(text_width(btr(lang, BT::Temperature)) + fp * 14);
+  ImGui::TextUnformatted(btr(lang, BT::Temperature));
+  ImGui::SameLine();
+  float t = static_cast<float>(s.requested_temperature());
+  ImGui::SetNextItemWidth(fp * 12);
+  if (ImGui::SliderFloat("###bw_t", &t, static_cast<float>(kBackwardTMin), static_cast<float>(kBackwardTMax), "%.3g",
+                         ImGuiSliderFlags_Logarithmic))
+    s.set_temperature(t);
+
+  if (v.status() == BackwardView::Status::TooLarge) {
+    wrapped(app, fmt(btr(lang, BT::NeedsStages), kBackwardMaxTokens, std::max(s.problem().n(), s.problem().m()),
+                     kBackwardMaxTokens),
+            &kHighlightV4);
+    wrapped(app, btr(lang, BT::Caveats), &kDimV4);
+    ImGui::End();
+    return;
+  }
+  if (!g) {
+    if (v.status() == BackwardView::Status::Failed)
+      wrapped(app, fmt(btr(lang, BT::Failed), v.error(lang).c_str()), &kErrorV4);
+    else
+      ImGui::TextColored(kDimV4, "%s", btr(lang, BT::Computing));
+    ImGui::End();
+    return;
+  }
+  const Problem& p = v.problem();
+  const BackStep step = v.current();
+  wrapped(app, fmt(btr(lang, BT::Title), v.step() + 1, static_cast<int>(v.steps().size()), btr(lang, back_step_title(step))),
+          &kHighlightV4);
+  const BT why = back_step_why(step);
+  const std::string why_text = why == BT::WhyDout     ? fmt(btr(lang, why), upstream_text(v.upstream(), lang).c_str())
+                               : why == BT::WhyScores ? fmt(btr(lang, why), value4(p.scale_value()).c_str())
+                               : why == BT::WhyDt     ? fmt(btr(lang, why), value4(g->dT).c_str())
+                                                      : std::string(btr(lang, why));
+  wrapped(app, why_text);
+
+  static const MatrixF kNone;
+  const MatrixF& dt = step == BackStep::Dt ? v.dt_matrix() : kNone;  // an lvalue either way: pair points into it
+  const StepPair pair = step_pair(p, *g, step, dt);
+  const DsRow& r = v.row(s);
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  // Two bands. The upper: the two maps (left) and where the row's |dS| mass sits with the sweep
+  // (right, about 15 lines). The lower: the row's parts and sum (left), why it is 0 and the
+  // temperature's lesson (right), then the caveats: about 13 lines at the smallest window.
+  const float right_w = std::max(fp * 15, avail.x * 0.36f);
+  const float maps_w = avail.x - right_w - fp;
+  const float band_h = std::max(fp * 15.5f, std::min(maps_w * 0.6f, avail.y - fp * (r.keys <= 12 ? 13 : 14)));
+  const float half = (maps_w - fp) / 2;
+  float at_top = ImGui::GetCursorScreenPos().y;
+  if (ImGui::BeginTable("##bw_upper", 2, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_BordersInnerV)) {
+    ImGui::TableSetupColumn("##maps", ImGuiTableColumnFlags_WidthFixed, maps_w);
+    ImGui::TableSetupColumn("##mass", ImGuiTableColumnFlags_WidthFixed, right_w);
+    ImGui::TableNextRow();
+    ImGui::TableSetColumnIndex(0);
+    // The two maps: the forward's stage, its gradient; the selected query's row framed on the
+    // query side (none for K and V, whose rows are keys).
+    const ImVec2 at = ImGui::GetCursorScreenPos();
+    at_top = at.y;
+    const float map_h = band_h - fp * 1.4f;
+    const auto sel = [&](const MatrixF* m) { return pair.query_rows && m && m->rows() == p.n() ? s.query() : -1; };
+    Placed left, right;
+    if (pair.forward)
+      left = draw_matrix(app, "backward-forward", v.tex_key[0], *pair.forward, Rect{at.x, at.y, half, map_h}, false,
+                         sel(pair.forward), fmt(btr(lang, BT::Forward), pair.forward_name), v.adopted());
+    if (pair.grad)
+      right = draw_matrix(app, "backward-gradient", v.tex_key[1], *pair.grad, Rect{at.x + half + fp, at.y, half, map_h},
+                          true, sel(pair.grad), fmt(btr(lang, BT::Gradient), pair.grad_name), v.adopted());
+    int hr = 0, hc = 0;
+    for (const Placed* pl : {&left, &right})
+      if (hovered_cell(*pl, hr, hc)) {
+        const auto value = [&](const MatrixF* m) {
+          return m && hr < m->rows() && hc < m->cols() ? value4((*m)(hr, hc)) : std::string("—");
+        };
+        ImGui::SetTooltip("%s", fmt(btr(lang, BT::Tip), hr, hc, pair.forward_name, value(pair.forward).c_str(),
+                                    pair.grad_name, value(pair.grad).c_str())
+                                    .c_str());
+      }
+    ImGui::Dummy(ImVec2(maps_w, map_h));
+    if (pair.grad && right.rows > 0 && (pair.grad->rows() > right.r.h || pair.grad->cols() > right.r.w))
+      ImGui::TextColored(kDimV4, "%s",
+                         fmt(btr(lang, BT::Pooled), static_cast<int>(std::ceil(pair.grad->rows() / right.r.h)),
+                             static_cast<int>(std::ceil(pair.grad->cols() / right.r.w)))
+                             .c_str());
+    ImGui::TableSetColumnIndex(1);
+    section(btr(lang, BT::Concentration));
+    if (r.top >= 0)
+      wrapped(app, fmt(btr(lang, BT::TopKey), token_label(p.key_tokens(), r.top).c_str(), value4(r.p[r.top]).c_str(),
+                       format_number("%.1f %%", r.top_share * 100).c_str()));
+    wrapped(app, fmt(btr(lang, BT::TopTwo), format_number("%.1f %%", r.top_two_share * 100).c_str(),
+                     value4(r.mass).c_str()));
+    wrapped(app, fmt(btr(lang, BT::Dt), value4(g->dT).c_str()));
+    draw_sweep(app, v, r.query, at_top + band_h);
+    ImGui::EndTable();
+  }
+  if (ImGui::BeginTable("##bw_lower", 2, ImGuiTableFlags_SizingStretchSame | ImGuiTableFlags_BordersInnerV)) {
+    ImGui::TableNextRow();
+    ImGui::TableSetColumnIndex(0);
+    section(fmt(btr(lang, BT::RowTitle), token_label(p.query_tokens(), r.query).c_str()).c_str());
+    draw_row(app, p, r);
+    wrapped(app, fmt(btr(lang, BT::RowSum), format_number("%.2g", r.row_sum).c_str(), value4(r.D).c_str(),
+                     value4(r.p_dp).c_str()));
+    ImGui::TableSetColumnIndex(1);
+    wrapped(app, btr(lang, BT::RowWhy), &kDimV4);
+    wrapped(app, btr(lang, BT::TemperatureLesson));
+    ImGui::EndTable();
+  }
+  wrapped(app, btr(lang, BT::Caveats), &kDimV4);
+  ImGui::End();
+}
+
+}  // namespace attnlab::viewer
