@@ -33,6 +33,7 @@
 // Any other value (or unset/empty) means no fault.
 #include "kernels/cuda_check.h"
 
+#include "kernels/backward.h"
 #include "kernels/cuda_backend.h"
 #include "kernels/decode.h"
 #include "kernels/fused.h"
@@ -1581,6 +1582,29 @@ class CudaBackend final : public Backend {
   PinnedStaging staging_;
 };
 
+// ---- the fused backward (kernels/backward.h) -------------------------------------------------------
+
+// What last_backward_tiles() reports: one record per host thread.
+thread_local FusedTiles last_bwd_tiles;
+
+// x copied to the device (fp32), and its bf16 copy when `bf16` (rounded on the device, as the
+// forward rounds its inputs).
+struct BackwardInput {
+  DeviceBuffer<float> f32;
+  DeviceBuffer<std::uint16_t> b16;
+  const void* kernel_ptr(bool bf16) const { return bf16 ? static_cast<const void*>(b16.get()) : f32.get(); }
+};
+BackwardInput upload_backward_input(const MatrixF& x, bool bf16, cudaStream_t s) {
+  BackwardInput in;
+  in.f32 = DeviceBuffer<float>(static_cast<std::size_t>(x.size()));
+  upload(in.f32.get(), x, s);
+  if (bf16) {
+    in.b16 = DeviceBuffer<std::uint16_t>(in.f32.size());
+    to_bf16(in.f32.get(), in.b16.get(), in.f32.size(), s);
+  }
+  return in;
+}
+
 }  // namespace
 
 bool device_available(std::string* reason) {
@@ -1644,6 +1668,108 @@ std::size_t streamed_device_bytes(const Problem& p, const RunOptions& opt) {
 }
 
 FusedTiles last_fused_tiles() { return last_tiles; }
+FusedTiles last_backward_tiles() { return last_bwd_tiles; }
+
+GradTrace fused_backward(const Problem& p, const MatrixF& dout, Precision precision) {
+  validate(p);
+  const int heads = p.heads, kv_heads = p.kv_heads(), n = p.n(), m = p.m(), d_k = p.d_k(), d_v = p.d_v();
+  const Eigen::Index rows = static_cast<Eigen::Index>(heads) * n, kv_rows = static_cast<Eigen::Index>(kv_heads) * m;
+  if (dout.rows() != rows || dout.cols() != d_v)
+    throw InputError("fused backward: dO must be (heads n, d_v) = (" + std::to_string(rows) + ", " +
+                     std::to_string(d_v) + "), got (" + std::to_string(dout.rows()) + ", " +
+                     std::to_string(dout.cols()) + ")");
+  if (!dout.allFinite()) throw InputError("fused backward: dO has values that are not finite");
+  const bool bf16 = precision == Precision::BF16;
+  if (!backward_takes(d_k, d_v, bf16))
+    throw InputError(std::string("fused backward: ") +
+                     (bf16 ? "bf16 takes d_k == d_v in {64, 128} (the fused bf16 forward's)" : "fp32 takes d_k, d_v <= 256") +
+                     ", got d_k " + std::to_string(d_k) + ", d_v " + std::to_string(d_v));
+  RunOptions fwd;
+  fwd.variant = Variant::Fused;
+  fwd.precision = precision;
+  fwd.keep_stages = false;
+  GradTrace g;
+  // NoDeviceError without a device; the forward's own checks (an injected fault among them).
+  g.forward = make_backend()->run(p, fwd);
+
+  // Q and K as QKᵀ multiplies them (RoPE's rotation, made once per problem), the grouped K and V
+  // as given: the backward kernels read grouped heads themselves.
+  const std::shared_ptr<const RotatedQK> rot = rotated_qk(p);
+  Stream stream;
+  const cudaStream_t s = stream.get();
+  const BackwardInput q = upload_backward_input(kernel_q(p, rot.get()), bf16, s);
+  const BackwardInput k = upload_backward_input(kernel_k(p, rot.get()), bf16, s);
+  const BackwardInput v = upload_backward_input(p.v(), bf16, s);
+  const BackwardInput d_out = upload_backward_input(dout, bf16, s);
+  DeviceBuffer<float> o(static_cast<std::size_t>(g.forward.output.size()));
+  upload(o.get(), g.forward.output, s);
+  DeviceBuffer<float> custom(p.mask == MaskKind::Custom ? static_cast<std::size_t>(p.custom_mask().size()) : 0);
+  if (p.mask == MaskKind::Custom) upload(custom.get(), p.custom_mask(), s);
+  DeviceRules dr;
+  DeviceBlocks db;
+  upload_rules(dr, p, custom.get(), s);
+  upload_blocks(db, p, backward_tile(d_k, d_v), /*count=*/true, dr.rules, s);
+  DeviceBuffer<float> lse2(static_cast<std::size_t>(rows)), dd(static_cast<std::size_t>(rows));
+  DeviceBuffer<float> dq(static_cast<std::size_t>(rows) * d_k), dk(static_cast<std::size_t>(kv_rows) * d_k),
+      dv(static_cast<std::size_t>(kv_rows) * d_v);
+  DeviceBuffer<double> dt(1);
+  ATTNLAB_CUDA_CHECK(cudaMemsetAsync(dq.get(), 0, dq.bytes(), s));
+  ATTNLAB_CUDA_CHECK(cudaMemsetAsync(dt.get(), 0, dt.bytes(), s));
+
+  // 1 / T and s / T taken in double, rounded once.
+  const BackwardArgs a{.q = q.kernel_ptr(bf16), .k = k.kernel_ptr(bf16), .v = v.kernel_ptr(bf16),
+                       .dout = d_out.kernel_ptr(bf16), .o = o.get(), .lse2 = lse2.get(), .dd = dd.get(),
+                       .dq = dq.get(), .dk = dk.get(), .dv = dv.get(), .dt = dt.get(), .heads = heads,
+                       .kv_heads = kv_heads, .n = n, .m = m, .d_k = d_k, .d_v = d_v, .bf16 = bf16,
+                       .logit_log2 = static_cast<float>(1.4426950408889634 / p.temperature),
+                       .grad_scale = static_cast<float>(p.scale_value() / p.temperature),
+                       .rules = dr.rules};
+
+  Event start, stop;
+  start.record(s);
+  launch_backward_stats(a, s);
+  launch_backward(a, s);
+  stop.record(s);
+  MatrixF dq_h, dk_h, dv_h, d_h;
+  download(dq_h, dq.get(), rows, d_k, s);
+  download(dk_h, dk.get(), kv_rows, d_k, s);
+  download(dv_h, dv.get(), kv_rows, d_v, s);
+  download(d_h, dd.get(), rows, 1, s);
+  double dt_sum = 0;
+  unsigned long long visits = 0;
+  ATTNLAB_CUDA_CHECK(cudaMemcpyAsync(&dt_sum, dt.get(), sizeof(double), cudaMemcpyDeviceToHost, s));
+  ATTNLAB_CUDA_CHECK(cudaMemcpyAsync(&visits, db.visits.get(), sizeof(visits), cudaMemcpyDeviceToHost, s));
+  ATTNLAB_CUDA_CHECK(cudaStreamSynchronize(s));
+  g.backward_ms = elapsed_ms(start, stop);
+  const FusedTile tile = backward_tile(d_k, d_v);
+  last_bwd_tiles = {tile.q_tile, tile.k_tile, static_cast<long long>(visits), db.planned, db.total};
+
+  g.dout = dout;
+  g.D = std::move(d_h);
+  g.dv = std::move(dv_h);
+  // Σ dS ∘ (y c − lse2) in log2 units back to −Σ dS ∘ y / T² (kernels/backward.h).
+  g.dT = -dt_sum * 0.6931471805599453 / p.temperature;
+  if (rot) {
+    // The kernels' gradients are of the rotated Q and K: each pair is turned back in double, per
+    // head, from the head's first position (queries at m - n, keys at 0), as the CPU backward does.
+    const double theta = p.mods.rope_theta;
+    g.dq.resize(rows, d_k);
+    g.dk.resize(kv_rows, d_k);
+    for (int h = 0; h < heads; ++h)
+      g.dq.middleRows(static_cast<Eigen::Index>(h) * n, n) =
+          rope_rotate_back(dq_h.middleRows(static_cast<Eigen::Index>(h) * n, n).cast<double>(), p.causal_offset(), theta)
+              .cast<float>();
+    for (int kv = 0; kv < kv_heads; ++kv)
+      g.dk.middleRows(static_cast<Eigen::Index>(kv) * m, m) =
+          rope_rotate_back(dk_h.middleRows(static_cast<Eigen::Index>(kv) * m, m).cast<double>(), 0, theta).cast<float>();
+    g.dq_rot = std::move(dq_h);
+    g.dk_rot = std::move(dk_h);
+  } else {
+    g.dq = std::move(dq_h);
+    g.dk = std::move(dk_h);
+  }
+  return g;
+}
 
 std::unique_ptr<Backend> make_backend() {
   std::string reason;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "core/backend.h"
+#include "core/backward.h"
 
 #include <cstddef>
 #include <memory>
@@ -32,6 +33,23 @@ struct FusedTiles {
   long long computed = 0, planned = 0, total = 0;
 };
 FusedTiles last_fused_tiles();
+
+// The fused backward on the device (kernels/backward.h: FlashAttention-2's backward with the
+// problem's rules, fp32 arithmetic): the fused forward in `precision` (the backend's own fused
+// kernel: forward.output and forward.timings.fused_ms), then the row statistics and the
+// gradients, never an (n, m) matrix. Fills forward (output and timings only), dout (as given), D,
+// dq, dk, dv, dT, backward_ms (CUDA events around the two backward kernels); with RoPE also
+// dq_rot and dk_rot (what the kernels computed; dq and dk are them turned back on the host). The
+// stage gradients (dp, dlogits, ...) stay empty. bf16: Q, K, V and dO are rounded to bf16 on the
+// device, as the bf16 forward rounds its inputs; d_k == d_v in {64, 128}. fp32: d_k, d_v <= 256.
+// Validates p and dO's shape (InputError); NoDeviceError without a device, DeviceError on device
+// failures.
+GradTrace fused_backward(const Problem& p, const MatrixF& dout, Precision precision);
+
+// The tiles of the last fused_backward on this host thread: its kernel's tile, the (query tile,
+// key tile) pairs its blocks computed (counted on the device, over every query head), the pairs
+// the block mask leaves (BlockMask::visited() times the heads) and all of them.
+FusedTiles last_backward_tiles();
 
 // Throws NoDeviceError("no CUDA device: <reason>") when no device answers.
 std::unique_ptr<Backend> make_backend();
