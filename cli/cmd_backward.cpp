@@ -5,8 +5,9 @@
 // in fp64 (core/backward_check.h) and exits 3 when it fails, as verify does.
 // --variant fused runs the fused backward (cpu/fused_backward.h: FlashAttention-2's, no (n, m)
 // matrix): dQ, dK, dV, D and dT; its --check holds them within the bounds the staged check
-// derives (check_fused_backward). The CPU only, fp32: --variant decode, --backend cuda and
-// --precision bf16 are refused with a line saying so.
+// derives (check_fused_backward). --backend cuda runs the CUDA fused backward
+// (cuda::fused_backward, fp32 or bf16; --check in fp32 as the CPU's fused); the CPU's are fp32.
+// --variant decode is refused with a line saying so.
 #include "cli/common.h"
 
 #include "core/backward.h"
@@ -15,7 +16,9 @@
 #include "core/format.h"
 #include "core/memory.h"
 #include "cpu/backward.h"
+#include "cpu/cpu_backend.h"
 #include "cpu/fused_backward.h"
+#include "engine/registry.h"
 
 #include <cerrno>
 #include <cstdlib>
@@ -37,51 +40,41 @@ struct BackwardJob {
 // JSON and CSV of every stage and gradient are built in memory (run's figure, cli/cmd_demo_run.cpp).
 constexpr double kRenderBytesPerNumber = 40;
 
-std::uint64_t parse_seed(const std::string& text) {
-  errno = 0;
-  char* end = nullptr;
-  const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
-  const unsigned long long v = digits ? std::strtoull(text.c_str(), &end, 10) : 0;
-  if (!digits || errno == ERANGE)
-    throw InputError("--dout-seed must be a whole number from 0 to 18446744073709551615, got '" + text + "'");
-  return v;
-}
-
 // The refusals that need no input, first: what this part of the backward does not do yet, and
 // options that contradict each other.
 void check_options(const BackwardJob& job, Format format) {
   const ProblemArgs& a = job.args;
-  if (a.backend == "cuda")
-    throw InputError("backward runs on the CPU for now (--backend cpu or auto): the CUDA backward comes with the "
-                     "fused backward");
+  const bool cuda = a.backend == "cuda";
+  if (cuda && a.variant != "fused")
+    throw InputError("backward on CUDA is the fused backward: add --variant fused (the staged backward runs on the CPU)");
+#ifndef ATTNLAB_HAVE_CUDA
+  if (cuda) throw InputError("backward --backend cuda: this attnlab was built without CUDA");
+#endif
   if (a.variant != "staged" && a.variant != "fused")
     throw InputError("backward runs --variant staged (every gradient kept as a matrix) or fused (FlashAttention-2's "
                      "backward), not " + a.variant);
-  if (a.precision != "fp32")
-    throw InputError("backward computes in fp32 (--check compares it with fp64); --precision " + a.precision +
-                     " is not available for the backward");
+  if (a.precision != "fp32" && !(cuda && a.precision == "bf16"))
+    throw InputError("backward computes in fp32 (--check compares it with fp64; bf16 on --backend cuda only); "
+                     "--precision " + a.precision + " is not available for the backward");
+  if (job.check && a.precision == "bf16")
+    throw InputError("--check holds fp32 gradients within their derived bounds; the bf16 backward's are checked by "
+                     "the GPU tests (tests/gpu/test_cuda_backward.cpp)");
   if (a.splits != 0) throw InputError("--split applies to --variant decode, which backward does not run");
   if (job.check && format == Format::Csv)
     throw InputError("--check prints its comparison with text, markdown or json, not csv");
-  if (!job.dout.empty() && !job.loss.empty())
-    throw InputError("give the upstream gradient once: --dout FILE or --loss sum|mse:FILE, not both");
-  if (!job.dout_seed.empty() && (!job.dout.empty() || !job.loss.empty()))
-    throw InputError("--dout-seed seeds the random dO; it does not apply with --dout or --loss");
-  if (!job.loss.empty() && job.loss != "sum" && job.loss.rfind("mse", 0) != 0) parse_loss(job.loss);
+  check_upstream_options(job.dout, job.loss, job.dout_seed);
 }
 
 int run_backward(const BackwardJob& job) {
   const ProblemArgs& a = job.args;
   const Format format = parse_format(a.format);
   check_options(job, format);
-  const std::uint64_t seed = job.dout_seed.empty() ? 0 : parse_seed(job.dout_seed);
 
   const bool demo = !uses_inputs(a);
   const Problem p = build_problem(a, demo);
   const int query = resolve_query_arg(a, p, demo);
   const Lang lang = resolve_lang(a);
-  const Upstream u = !job.dout.empty() ? upstream_file(job.dout) : !job.loss.empty() ? parse_loss(job.loss)
-                                                                                      : upstream_random(seed);
+  const Upstream u = upstream_of(job.dout, job.loss, job.dout_seed);
   validate_upstream(p, u);
 
   // The run, its gradients, with --check the same in fp64 and a few (heads n, m) bound matrices,
@@ -99,7 +92,16 @@ int run_backward(const BackwardJob& job) {
                         std::string(job.check ? ", the fp64 check" : "") + ")",
                     every_number ? "try a smaller N, or --format text, which summarises" : "try a smaller N");
 
-  const GradTrace g = fused ? cpu_fused_backward(p, u) : cpu_backward(p, u);
+  const auto run_cuda = [&] {
+    // dO from the upstream: the CPU's fused forward gives O for a loss; a file or seed needs none.
+    MatrixF dout = u.kind == UpstreamKind::Random ? random_dout(static_cast<Eigen::Index>(p.heads) * p.n(), p.d_v(), u.seed)
+                   : u.kind == UpstreamKind::File ? u.data
+                                                  : upstream_dout(u, cpu_fused(p).output, nullptr);
+    GradTrace r = run_cuda_backward(p, dout, parse_precision(a.precision));
+    upstream_dout(u, r.forward.output, &r.loss);
+    return r;
+  };
+  const GradTrace g = a.backend == "cuda" ? run_cuda() : fused ? cpu_fused_backward(p, u) : cpu_backward(p, u);
   std::optional<BackwardCheck> check;
   if (job.check) {
     const GradTraceD ref = reference_backward_fp64(p, u);
@@ -126,7 +128,8 @@ void register_backward(CLI::App& app, int& exit_code) {
       "staged (every gradient kept as a matrix, the default) or fused (FlashAttention-2's backward: P recomputed "
       "tile by tile from the forward's m and l; dQ, dK, dV, D and dT, memory O(N))");
   b->get_option("--precision")->description("fp32 (the backward's precision; --check compares it with fp64)");
-  b->get_option("--backend")->description("auto or cpu (the backward runs on the CPU for now)");
+  b->get_option("--backend")->description(
+      "auto or cpu (the CPU), or cuda (the fused backward on the device, with --variant fused; fp32 or bf16)");
   b->add_option("--dout", job->dout,
                 "The upstream gradient dO = ∂L/∂O from FILE: heads·n x d_v (the output's shape), finite, CSV or .npy")
       ->type_name("FILE");

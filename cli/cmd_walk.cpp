@@ -1,12 +1,15 @@
 // `attnlab walk`: the online softmax of one query row, key tile by key tile, through the CPU fused
 // kernel's own update step (cpu/walk.h), then the final output against the staged chain, the CPU
 // fused kernel, the CUDA fused kernel (when a device answers) and fp64. Problem options as demo
-// and run (the demo when no inputs are given), plus --head and --tile.
+// and run (the demo when no inputs are given), plus --head and --tile. --backward walks the row
+// through the fused backward instead (cpu/walk_backward.h): P recomputed from the forward's m and
+// l, dP, dS, the running dQ, key tile by key tile; dO as `attnlab backward` takes it.
 #include "cli/common.h"
 
 #include "core/backend.h"
 #include "core/walk.h"
 #include "cpu/walk.h"
+#include "cpu/walk_backward.h"
 #include "engine/registry.h"
 
 #include <algorithm>
@@ -20,6 +23,8 @@ struct WalkJob {
   ProblemArgs args;
   std::string tile;  // as typed; empty = default (2 on the demo, 64 otherwise)
   std::string head = "0";
+  bool backward = false;
+  std::string dout, loss, dout_seed;  // --backward's upstream, as `attnlab backward` takes it
 };
 
 // A whole number >= 1 as typed: digits only (no sign, no spaces inside, no exponent).
@@ -51,6 +56,16 @@ void run_walk(const WalkJob& job) {
     throw InputError("--head must be between 0 and " + std::to_string(p.heads - 1) + ", got " +
                      std::to_string(head));
 
+  if (!job.backward && (!job.dout.empty() || !job.loss.empty() || !job.dout_seed.empty()))
+    throw InputError("--dout, --loss and --dout-seed go with --backward");
+  if (job.backward) {
+    if (a.splits != 0) throw InputError("--split walks the forward's split-KV merge; it does not go with --backward");
+    if (a.backend == "cuda")
+      throw InputError("walk --backward runs the CPU fused backward's step (the CUDA backward is compared by the GPU tests)");
+    const Upstream u = upstream_of(job.dout, job.loss, job.dout_seed);
+    emit(a.output_file, render_backward_walk(walk_backward_row(p, u, head, query, tile), lang, format));
+    return;
+  }
   Walk w = walk_row(p, head, query, tile);
   check_walk(p, w);
   if (a.splits != 0) walk_splits(p, a.splits, w);
@@ -91,9 +106,17 @@ void register_walk(CLI::App& app, int& exit_code) {
   c->add_option("--tile", job->tile, "Keys per tile, 1..m (default: 2 on the demo, else 64)")
       ->type_name("B");
   c->add_option("--head", job->head, "Head of a --heads problem (default 0)")->type_name("H");
+  c->add_flag("--backward", job->backward,
+              "Walk the row through the fused backward (FlashAttention-2's): P recomputed from the forward's m and l, "
+              "dP = dO·V, dS = P (dP − D), the running dQ, tile by tile; then dQ against the fused backward and fp64");
+  c->add_option("--dout", job->dout, "With --backward: dO from FILE ((heads·n) x d_v, CSV or .npy)")->type_name("FILE");
+  c->add_option("--loss", job->loss, "With --backward: dO from a loss, sum or mse:FILE")->type_name("sum|mse:FILE");
+  c->add_option("--dout-seed", job->dout_seed, "With --backward: seed of the random dO (default 0)")->type_name("S");
   c->footer("Examples:\n  attnlab walk --lang en\n  attnlab walk --mask causal --query 3 --tile 2\n"
             "  attnlab walk --random 4096 --dk 64 --dv 64 --tile 64 --query 100 --format json\n"
-            "  attnlab walk --random 65536 --queries 1 --heads 8 --kv-heads 2 --head 5 --mask causal --split 4");
+            "  attnlab walk --random 65536 --queries 1 --heads 8 --kv-heads 2 --head 5 --mask causal --split 4\n"
+            "  attnlab walk --backward --lang en\n"
+            "  attnlab walk --backward --random 256 --mask causal --query 200 --tile 64 --loss sum");
   c->callback([job, &exit_code] {
     run_walk(*job);
     exit_code = 0;

@@ -235,6 +235,34 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
   return p;
 }
 
+namespace {
+std::uint64_t parse_dout_seed(const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+  const unsigned long long v = digits ? std::strtoull(text.c_str(), &end, 10) : 0;
+  if (!digits || errno == ERANGE)
+    throw InputError("--dout-seed must be a whole number from 0 to 18446744073709551615, got '" + text + "'");
+  return v;
+}
+}  // namespace
+
+void check_upstream_options(const std::string& dout, const std::string& loss, const std::string& dout_seed) {
+  if (!dout.empty() && !loss.empty())
+    throw InputError("give the upstream gradient once: --dout FILE or --loss sum|mse:FILE, not both");
+  if (!dout_seed.empty() && (!dout.empty() || !loss.empty()))
+    throw InputError("--dout-seed seeds the random dO; it does not apply with --dout or --loss");
+  if (!loss.empty() && loss != "sum" && loss.rfind("mse", 0) != 0) parse_loss(loss);
+  if (!dout_seed.empty()) parse_dout_seed(dout_seed);
+}
+
+Upstream upstream_of(const std::string& dout, const std::string& loss, const std::string& dout_seed) {
+  check_upstream_options(dout, loss, dout_seed);
+  if (!dout.empty()) return upstream_file(dout);
+  if (!loss.empty()) return parse_loss(loss);
+  return upstream_random(dout_seed.empty() ? 0 : parse_dout_seed(dout_seed));
+}
+
 Lang resolve_lang(const ProblemArgs& a) {
   return a.lang.empty() ? lang_from_env() : parse_lang(a.lang);
 }

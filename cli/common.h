@@ -4,6 +4,8 @@
 // exceptions to exit codes (InputError -> 2, CLI11 parse errors -> 2, anything else -> 1).
 #pragma once
 
+#include "core/backward.h"
+
 #include "core/backend.h"
 #include "core/problem.h"
 #include "core/report.h"
@@ -60,6 +62,13 @@ void add_bundle_options(CLI::App* cmd, ProblemArgs& a, bool head = true);
 // --bundle (exactly one of them; otherwise InputError). Applies temperature, mask and tokens.
 Problem build_problem(const ProblemArgs& a, bool demo);
 Lang resolve_lang(const ProblemArgs& a);
+
+// The upstream gradient of `backward` and `walk --backward`, from --dout FILE, --loss sum|mse:FILE
+// or --dout-seed S (a random dO; seed 0 when none is given). check_upstream_options refuses, before
+// anything is read, both --dout and --loss, --dout-seed with either, an unknown loss and a seed
+// that is not a whole number; upstream_of checks the same and reads the files.
+void check_upstream_options(const std::string& dout, const std::string& loss, const std::string& dout_seed);
+Upstream upstream_of(const std::string& dout, const std::string& loss, const std::string& dout_seed);
 // Query row: --query resolved against the problem, or the default (demo 2, else 0).
 int resolve_query_arg(const ProblemArgs& a, const Problem& p, bool demo);
 

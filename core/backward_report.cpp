@@ -178,7 +178,9 @@ std::vector<std::string> header_lines(const Problem& p, const GradTrace& g, cons
   std::vector<std::string> l = intro_lines(p, g.forward, query, lang);
   l.push_back(upstream_text(u, lang) + (g.loss ? (zh ? "；L = " : "; L = ") + num(*g.loss) : std::string()));
   const bool fused = g.forward.variant == Variant::Fused;
-  l.push_back((zh ? "反向：cpu · " : "backward: cpu · ") + std::string(fused ? "fused" : "staged") + " · fp32 · " +
+  const std::string backend = g.forward.backend.empty() ? "cpu" : g.forward.backend;
+  l.push_back((zh ? "反向：" : "backward: ") + backend + " · " + std::string(fused ? "fused" : "staged") + " · " +
+              std::string(to_string(g.forward.precision)) + " · " +
               fixed(g.backward_ms, 3) + " ms" +
               (fused ? (zh ? "（FlashAttention-2 的算法：按块由前向保存的 m 与 l 重算 P，不保留 (n, m) 矩阵；上面一行是前向的时间）"
                            : " (FlashAttention-2's algorithm: P recomputed tile by tile from the forward's m and l, no "

@@ -2,6 +2,7 @@
 // tables in zh/en, and the JSON for outside tools. Nothing here computes attention: every number
 // comes from the Walk that cpu/walk.cpp filled through the CPU fused kernel's update step.
 #include "core/walk.h"
+#include "core/walk_parts.h"
 
 #include "core/format.h"
 
@@ -21,41 +22,10 @@ using Json = nlohmann::ordered_json;
 
 bool zh(Lang l) { return l == Lang::Zh; }
 
-// A number for the tables and sentences: 4 significant digits, −∞ for -inf.
-std::string num(double x) {
-  if (std::isnan(x)) return "—";
-  if (std::isinf(x)) return x < 0 ? "−∞" : "+∞";
-  std::string s = format_number("%.4g", x);
-  if (s == "-0") s = "0";
-  return s;
-}
-
-std::string vec(const std::vector<double>& v) {
-  if (v.empty()) return "—";
-  std::string s = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    if (i == 8 && v.size() > 10) {
-      s += ", … (" + std::to_string(v.size()) + ")";
-      break;
-    }
-    s += (i ? ", " : "") + num(v[i]);
-  }
-  return s + "]";
-}
-
-// A number for JSON: %.9g (every float round-trips), non-finite as null.
-Json jnum(double x) {
-  if (!std::isfinite(x)) return nullptr;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", x);
-  return std::strtod(buf, nullptr);
-}
-
-Json jvec(const std::vector<double>& v) {
-  Json a = Json::array();
-  for (double x : v) a.push_back(jnum(x));
-  return a;
-}
+std::string num(double x) { return walk_number(x); }
+std::string vec(const std::vector<double>& v) { return walk_vector(v); }
+Json jnum(double x) { return walk_json_number(x); }
+Json jvec(const std::vector<double>& v) { return walk_json_vector(v); }
 
 std::string key_range(const WalkTile& t) {
   return t.j1 - t.j0 == 1 ? std::to_string(t.j0)
@@ -64,15 +34,7 @@ std::string key_range(const WalkTile& t) {
 
 Json walk_json(const Walk& w) {
   Json j;
-  j["query"] = w.query;
-  j["head"] = w.head;
-  j["tile"] = w.tile;
-  j["temperature"] = w.temperature;
-  j["mask"] = std::string(to_string(w.mask));
-  if (!w.modifications.empty()) j["modifications"] = w.modifications;
-  j["d_k"] = w.d_k;
-  j["d_v"] = w.d_v;
-  j["keys"] = w.keys;
+  walk_json_header(w, j);
   j["units"] = std::string("logits x_j = q.k_j * scale (scale = ") +
                (w.explicit_scale ? "s/T, s = " + format_number("%.9g", *w.explicit_scale)
                                  : std::string("1/(sqrt(d_k) T)")) +
@@ -82,13 +44,7 @@ Json walk_json(const Walk& w) {
   Json tiles = Json::array();
   for (const WalkTile& t : w.tiles) {
     Json o;
-    o["index"] = t.index;
-    o["keys"] = {t.j0, t.j1};
-    o["skipped"] = t.skipped;
-    if (t.skipped)
-      o["skip_reason"] = t.skip == WalkTile::Skip::Window     ? "window"
-                         : t.skip == WalkTile::Skip::Document ? "document"
-                                                              : "causal";
+    walk_json_tile(t.index, t.j0, t.j1, t.skip, o);
     o["logits"] = jvec(t.logits);
     o["weights"] = jvec(t.weights);
     o["tile_max"] = t.skipped ? Json(nullptr) : jnum(t.tile_max);
@@ -295,6 +251,42 @@ std::string render_markdown(const Walk& w, Lang lang) {
 
 }  // namespace
 
+// A number for the tables and sentences: 4 significant digits, −∞ for -inf.
+std::string walk_number(double x) {
+  if (std::isnan(x)) return "—";
+  if (std::isinf(x)) return x < 0 ? "−∞" : "+∞";
+  std::string s = format_number("%.4g", x);
+  if (s == "-0") s = "0";
+  return s;
+}
+
+std::string walk_vector(const std::vector<double>& v) {
+  if (v.empty()) return "—";
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i == 8 && v.size() > 10) {
+      s += ", … (" + std::to_string(v.size()) + ")";
+      break;
+    }
+    s += (i ? ", " : "") + walk_number(v[i]);
+  }
+  return s + "]";
+}
+
+// A number for JSON: %.9g (every float round-trips), non-finite as null.
+nlohmann::ordered_json walk_json_number(double x) {
+  if (!std::isfinite(x)) return nullptr;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", x);
+  return std::strtod(buf, nullptr);
+}
+
+nlohmann::ordered_json walk_json_vector(const std::vector<double>& v) {
+  nlohmann::ordered_json a = nlohmann::ordered_json::array();
+  for (double x : v) a.push_back(walk_json_number(x));
+  return a;
+}
+
 int walk_tile_count(int keys, int tile) { return tile < 1 ? 0 : (keys + tile - 1) / tile; }
 
 std::string walk_tile_sentence(const Walk& w, int index, Lang lang) {
@@ -363,6 +355,26 @@ std::string render_walk(const Walk& w, Lang lang, Format format) {
     case Format::Csv: break;
   }
   throw InputError("walk prints text, json or markdown, not csv");
+}
+
+void walk_json_header(const WalkHeader& w, nlohmann::ordered_json& j) {
+  j["query"] = w.query;
+  j["head"] = w.head;
+  j["tile"] = w.tile;
+  j["temperature"] = w.temperature;
+  j["mask"] = std::string(to_string(w.mask));
+  if (!w.modifications.empty()) j["modifications"] = w.modifications;
+  j["d_k"] = w.d_k;
+  j["d_v"] = w.d_v;
+  j["keys"] = w.keys;
+}
+
+void walk_json_tile(int index, int j0, int j1, WalkTile::Skip skip, nlohmann::ordered_json& o) {
+  o["index"] = index;
+  o["keys"] = {j0, j1};
+  o["skipped"] = skip != WalkTile::Skip::None;
+  if (skip != WalkTile::Skip::None)
+    o["skip_reason"] = skip == WalkTile::Skip::Window ? "window" : skip == WalkTile::Skip::Document ? "document" : "causal";
 }
 
 }  // namespace attnlab

@@ -56,7 +56,8 @@ struct WalkMerge {
   std::vector<double> acc;       // (d_v) after the merge
 };
 
-struct Walk {
+// What every walk of one row says about it (the forward's and the backward's, core/walk_backward.h).
+struct WalkHeader {
   int query = 0, head = 0, tile = 1;
   int keys = 0;                  // m, keys per head
   int d_k = 0, d_v = 0;
@@ -70,6 +71,9 @@ struct Walk {
   bool score_mods = false;
   std::string query_token;
   std::vector<std::string> key_tokens;  // m labels
+};
+
+struct Walk : WalkHeader {
   std::vector<WalkTile> tiles;
   std::vector<double> output;           // (d_v) final acc / l, the kernel's fp32 division
 

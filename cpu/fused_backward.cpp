@@ -49,7 +49,7 @@ using namespace cpu::online;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kQueryBlock = 64;  // queries of a tile: whole packets
-constexpr int kKeyBlock = 64;    // keys of a work item: the rows of its dK, dV tiles
+constexpr int kKeyBlock = 128;   // keys of a work item: the rows of its dK, dV tiles
 static_assert(kQueryBlock % kTileCols == 0, "a query block is whole tiles");
 
 int padded(int d) { return (d + kTileCols - 1) / kTileCols * kTileCols; }
@@ -57,29 +57,59 @@ int padded(int d) { return (d + kTileCols - 1) / kTileCols * kTileCols; }
 // Per-thread tiles, sized once (row-major). The (keys, queries) tiles have ld = kQueryBlock.
 struct Scratch {
   int dkp, dvp;    // d_k, d_v padded to whole tiles of the micro-kernel
-  MatrixF qt;      // (d_k, kQueryBlock)    Q_iᵀ
-  MatrixF dot;     // (d_v, kQueryBlock)    dO_iᵀ
-  MatrixF qpad;    // (kQueryBlock, dkp)    Q_i
-  MatrixF dopad;   // (kQueryBlock, dvp)    dO_i
   MatrixF kpad;    // (kKeyBlock, dkp)      K_j
   MatrixF st;      // (kKeyBlock, kQueryBlock): S, then P
   MatrixF dpt;     // (kKeyBlock, kQueryBlock): dP, then dS
   MatrixF dq;      // (kQueryBlock, dkp)    the block's share of dQ
   MatrixF dk, dv;  // (kKeyBlock, dkp), (kKeyBlock, dvp): the item's dK_j, dV_j
-  Eigen::RowVectorXf m, inv_l, d, ones;  // (kQueryBlock); ones: (max(dkp, dvp)), to accumulate
+  Eigen::RowVectorXf ones;  // (max(dkp, dvp)): the column scale that makes a product accumulate
   Scratch(int d_k, int d_v)
-      : dkp(padded(d_k)), dvp(padded(d_v)),
-        qt(d_k, kQueryBlock), dot(d_v, kQueryBlock),
-        qpad(kQueryBlock, dkp), dopad(kQueryBlock, dvp), kpad(kKeyBlock, dkp),
+      : dkp(padded(d_k)), dvp(padded(d_v)), kpad(kKeyBlock, dkp),
         st(kKeyBlock, kQueryBlock), dpt(kKeyBlock, kQueryBlock),
-        dq(kQueryBlock, dkp), dk(kKeyBlock, dkp), dv(kKeyBlock, dvp),
-        m(kQueryBlock), inv_l(kQueryBlock), d(kQueryBlock), ones(std::max(dkp, dvp)) {
+        dq(kQueryBlock, dkp), dk(kKeyBlock, dkp), dv(kKeyBlock, dvp), ones(std::max(dkp, dvp)) {
     ones.setOnes();
-    qpad.setZero();
-    dopad.setZero();
     kpad.setZero();
   }
 };
+
+// Every query block's operands, laid out once per problem (every key block reads them again):
+// Q_iᵀ and dO_iᵀ (d, kQueryBlock) with zero lanes past the block's rows, for S and dP; Q_i and dO_i
+// as rows of dkp, dvp floats for dK and dV (the inputs themselves when d is whole tiles: no copy);
+// the rows' m, 1/l and D, lanes past the rows m = +inf and 1/l = 0 (P = 0 there). O(heads n d).
+struct Packed {
+  int dkp = 0, dvp = 0;
+  std::vector<float> qt, dot, qp, dop, m, inv_l, d;
+  const float* q_rows = nullptr;   // Q_i of block b at q_rows + b * kQueryBlock * dkp
+  const float* do_rows = nullptr;
+  const float* qt_of(std::size_t b, int d_k) const { return qt.data() + b * d_k * kQueryBlock; }
+  const float* dot_of(std::size_t b, int d_v) const { return dot.data() + b * d_v * kQueryBlock; }
+};
+
+// Block b = h * query_blocks + qb of the stacked rows (qb's rows of head h).
+void pack_block(Packed& k, const MatrixF& q, const MatrixF& dout, const cpu::RowStats& stats,
+                const std::vector<float>& D, int n, int query_blocks, std::size_t b) {
+  const int d_k = static_cast<int>(q.cols()), d_v = static_cast<int>(dout.cols());
+  const int h = static_cast<int>(b / query_blocks), q0 = static_cast<int>(b % query_blocks) * kQueryBlock;
+  const int rows = std::min(kQueryBlock, n - q0);
+  const Index qrow = static_cast<Index>(h) * n + q0;
+  float* qt = k.qt.data() + b * d_k * kQueryBlock;
+  float* dot = k.dot.data() + b * d_v * kQueryBlock;
+  for (int c = 0; c < d_k; ++c)
+    for (int i = 0; i < kQueryBlock; ++i) qt[c * kQueryBlock + i] = i < rows ? q(qrow + i, c) : 0.f;
+  for (int c = 0; c < d_v; ++c)
+    for (int i = 0; i < kQueryBlock; ++i) dot[c * kQueryBlock + i] = i < rows ? dout(qrow + i, c) : 0.f;
+  if (!k.qp.empty())
+    for (int i = 0; i < rows; ++i) std::copy_n(q.data() + (qrow + i) * d_k, d_k, k.qp.data() + (b * kQueryBlock + i) * k.dkp);
+  if (!k.dop.empty())
+    for (int i = 0; i < rows; ++i)
+      std::copy_n(dout.data() + (qrow + i) * d_v, d_v, k.dop.data() + (b * kQueryBlock + i) * k.dvp);
+  for (int i = 0; i < kQueryBlock; ++i) {
+    const std::size_t at = b * kQueryBlock + i;
+    k.m[at] = i < rows ? stats.m[qrow + i] : std::numeric_limits<float>::infinity();
+    k.inv_l[at] = i < rows ? 1.f / stats.l[qrow + i] : 0.f;
+    k.d[at] = i < rows ? D[qrow + i] : 0.f;
+  }
+}
 
 struct BackwardJob {
   const Problem& p;
@@ -87,7 +117,7 @@ struct BackwardJob {
   const MatrixF& k;
   const MatrixF& dout;
   const cpu::RowStats& stats;
-  const std::vector<float>& D;
+  const Packed& packed;
   const MaskRule& rule;
   const BlockMask& blocks;  // (query blocks of kQueryBlock, key blocks of kKeyBlock)
   const ScoreRule& score;
@@ -104,31 +134,23 @@ struct BackwardJob {
 // the masked raw (or modified) scores, dpt holds dP; on return st holds P, dpt holds dS (dlogits
 // times the soft-cap's 1 − tanh² where there is one). Returns Σ dlogits ∘ s over the tile (masked
 // pairs left out), for dT.
-double recompute_tile(Scratch& w, int rows, int keys, float scale, float softcap) {
+double recompute_tile(Scratch& w, const float* m_row, const float* inv_l_row, const float* d_row, int rows, int keys,
+                      float scale, float softcap) {
   constexpr Index ld = kQueryBlock;
-  const Packet vscale = ei::pset1<Packet>(scale), neg_inf = ei::pset1<Packet>(kNegInf);
-  const Packet inv_cap = ei::pset1<Packet>(softcap > 0 ? 1.f / softcap : 0.f), one = ei::pset1<Packet>(1.f);
+  const Packet vscale = ei::pset1<Packet>(scale);
   Packet dt = ei::pzero(vscale);
   // Lanes past the tiles hold another block's numbers (or none): never read.
   for (int v = 0; v < (rows + kLanes - 1) / kLanes; ++v) {
-    const Packet m = ei::ploadu<Packet>(w.m.data() + v * kLanes);
-    const Packet inv_l = ei::ploadu<Packet>(w.inv_l.data() + v * kLanes);
-    const Packet d = ei::ploadu<Packet>(w.d.data() + v * kLanes);
+    const Packet m = ei::ploadu<Packet>(m_row + v * kLanes);
+    const Packet inv_l = ei::ploadu<Packet>(inv_l_row + v * kLanes);
+    const Packet d = ei::ploadu<Packet>(d_row + v * kLanes);
     for (int j = 0; j < keys; ++j) {
       float* sp = w.st.data() + j * ld + v * kLanes;
       float* dp = w.dpt.data() + j * ld + v * kLanes;
-      const Packet s = ei::ploadu<Packet>(sp);
-      const Packet p = ei::pmul(exp_nonpositive(ei::pmul(ei::psub(s, m), vscale)), inv_l);
-      Packet ds = ei::pmul(p, ei::psub(ei::ploadu<Packet>(dp), d));
-      // A masked pair has P = 0 and dS = 0, but 0 · (−inf) is no number: its s counts as 0.
-      const Packet s0 = ei::pselect(ei::pcmp_eq(s, neg_inf), ei::pzero(s), s);
-      dt = ei::pmadd(ds, s0, dt);
-      if (softcap > 0) {
-        const Packet t = ei::pmul(s0, inv_cap);
-        ds = ei::pmul(ds, ei::pmul(ei::psub(one, t), ei::padd(one, t)));
-      }
-      ei::pstoreu(sp, p);
-      ei::pstoreu(dp, ds);
+      const BackwardPair r = backward_pair(ei::ploadu<Packet>(sp), m, inv_l, ei::ploadu<Packet>(dp), d, vscale, softcap);
+      dt = ei::padd(dt, r.dt_term);
+      ei::pstoreu(sp, r.p);
+      ei::pstoreu(dp, r.ds);
     }
   }
   return static_cast<double>(ei::predux(dt));
@@ -168,46 +190,34 @@ double run_key_block(const BackwardJob& job, Scratch& w, int g, int k0, int cols
       const int keys = j1 - j0;
       const Index qrow = static_cast<Index>(h) * n + q0;
 
-      // The query block's Q_i, dO_i (transposed for S and dP, padded rows for dK and dV) and its
-      // m, 1/l, D; lanes past the block's rows get m = +inf and 1/l = 0, so P = 0 there.
-      w.qt.setZero();
-      w.dot.setZero();
-      w.qt.leftCols(rows) = job.q.middleRows(qrow, rows).transpose();
-      w.dot.leftCols(rows) = job.dout.middleRows(qrow, rows).transpose();
-      for (int i = 0; i < rows; ++i) {
-        std::copy_n(job.q.data() + (qrow + i) * d_k, d_k, w.qpad.data() + i * dkp);
-        std::copy_n(job.dout.data() + (qrow + i) * d_v, d_v, w.dopad.data() + i * dvp);
-        w.m[i] = job.stats.m[qrow + i];
-        w.inv_l[i] = 1.f / job.stats.l[qrow + i];
-        w.d[i] = job.D[qrow + i];
-      }
-      for (int i = rows; i < kQueryBlock; ++i) {
-        std::fill_n(w.qpad.data() + i * dkp, dkp, 0.f);
-        std::fill_n(w.dopad.data() + i * dvp, dvp, 0.f);
-        w.m[i] = std::numeric_limits<float>::infinity();
-        w.inv_l[i] = 0.f;
-        w.d[i] = 0.f;
-      }
+      const std::size_t blk = static_cast<std::size_t>(h) * job.query_blocks + qb;
+      const Packed& pk = job.packed;
+      const float* qt = pk.qt_of(blk, d_k);
+      const float* dot = pk.dot_of(blk, d_v);
+      const float* qp = pk.qp.empty() ? pk.q_rows + qrow * dkp : pk.qp.data() + blk * kQueryBlock * dkp;
+      const float* dop = pk.dop.empty() ? pk.do_rows + qrow * dvp : pk.dop.data() + blk * kQueryBlock * dvp;
+      const std::size_t lane0 = blk * kQueryBlock;
 
       // S = K_j Q_iᵀ and dP = V_j dO_iᵀ, tile by tile of kTileCols queries; the score mods, the
       // element mask.
       for (int i0 = 0; i0 < rows; i0 += kTileCols) {
         float* st = w.st.data() + i0;
-        rows_madd(keys, kb + static_cast<Index>(j0) * d_k, d_k, 1, w.qt.data() + i0, ld, d_k, st, ld, nullptr);
-        rows_madd(keys, vb + static_cast<Index>(j0) * d_v, d_v, 1, w.dot.data() + i0, ld, d_v,
+        rows_madd(keys, kb + static_cast<Index>(j0) * d_k, d_k, 1, qt + i0, ld, d_k, st, ld, nullptr);
+        rows_madd(keys, vb + static_cast<Index>(j0) * d_v, d_v, 1, dot + i0, ld, d_v,
                   w.dpt.data() + i0, ld, nullptr);
         if (job.score.any())
           modify_tile(job.score, job.score_scale, st, ld, h, q0 + i0, std::min(kTileCols, rows - i0), k0 + j0, keys);
       }
       if (kind == BlockKind::Partial) mask_tile(job.rule, w.st.data(), ld, q0, rows, k0 + j0, keys);
-      dt += recompute_tile(w, rows, keys, scale, softcap);
+      dt += recompute_tile(w, pk.m.data() + lane0, pk.inv_l.data() + lane0, pk.d.data() + lane0, rows, keys, scale,
+                           softcap);
 
       // dV_j += Pᵀ dO_i, dK_j += dSᵀ Q_i (rows of the tiles: keys; depth: the block's queries).
       for (int c = 0; c < dvp; c += kTileCols)
-        rows_madd(keys, w.st.data(), ld, 1, w.dopad.data() + c, dvp, rows, w.dv.data() + j0 * dvp + c, dvp,
+        rows_madd(keys, w.st.data(), ld, 1, dop + c, dvp, rows, w.dv.data() + j0 * dvp + c, dvp,
                   w.ones.data());
       for (int c = 0; c < dkp; c += kTileCols)
-        rows_madd(keys, w.dpt.data(), ld, 1, w.qpad.data() + c, dkp, rows, w.dk.data() + j0 * dkp + c, dkp,
+        rows_madd(keys, w.dpt.data(), ld, 1, qp + c, dkp, rows, w.dk.data() + j0 * dkp + c, dkp,
                   w.ones.data());
       // dQ_i's share: dS K_j (rows: queries; depth: the keys), added under the block's lock.
       for (int c = 0; c < dkp; c += kTileCols)
@@ -251,16 +261,36 @@ GradTrace cpu_fused_backward(const Problem& p, const Upstream& u) {
 
   g.D = (g.dout.array() * g.forward.output.array()).rowwise().sum().matrix();
   const std::vector<float> D(g.D.data(), g.D.data() + hn);
+  const MatrixF& q_in = kernel_q(p, rot.get());
   MatrixF dq = MatrixF::Zero(hn, d_k);
   g.dk.resize(static_cast<Index>(kv_heads) * m, d_k);
   g.dv.resize(static_cast<Index>(kv_heads) * m, d_v);
   const int query_blocks = (n + kQueryBlock - 1) / kQueryBlock;
-  std::vector<std::mutex> locks(static_cast<std::size_t>(heads) * query_blocks);
-  const BackwardJob job{p,     kernel_q(p, rot.get()), kernel_k(p, rot.get()), g.dout, stats, D, rule, blocks,
-                        score, static_cast<float>(p.scale_value()), dq, g.dk, g.dv, locks, query_blocks};
+  const std::size_t qblocks = static_cast<std::size_t>(heads) * query_blocks;
+  std::vector<std::mutex> locks(qblocks);
+  Packed packed;
+  packed.dkp = padded(d_k);
+  packed.dvp = padded(d_v);
+  packed.qt.resize(qblocks * d_k * kQueryBlock);
+  packed.dot.resize(qblocks * d_v * kQueryBlock);
+  packed.m.resize(qblocks * kQueryBlock);
+  packed.inv_l.resize(qblocks * kQueryBlock);
+  packed.d.resize(qblocks * kQueryBlock);
+  // Rows of whole tiles are read in place (the last block's rows past n are never read: the
+  // products' depth is the block's rows); others are copied into zero-padded rows.
+  if (packed.dkp == d_k) packed.q_rows = q_in.data();
+  else packed.qp.assign(qblocks * kQueryBlock * packed.dkp, 0.f);
+  if (packed.dvp == d_v) packed.do_rows = g.dout.data();
+  else packed.dop.assign(qblocks * kQueryBlock * packed.dvp, 0.f);
+  parallel_items(qblocks, worker_count(qblocks, 4.0 * hn * (d_k + d_v)), [&](unsigned, std::size_t b) {
+    pack_block(packed, q_in, g.dout, stats, D, n, query_blocks, b);
+  });
+  const BackwardJob job{p,      q_in,  kernel_k(p, rot.get()), g.dout, stats, packed, rule, blocks,
+                        score,  static_cast<float>(p.scale_value()), dq, g.dk, g.dv, locks, query_blocks};
 
-  // Items: (key block, key/value head), the first key blocks first (under a causal mask they
-  // meet the most queries).
+  // Items: the key blocks of one key/value head after another, each head's first key blocks first
+  // (under a causal mask they meet the most queries): the threads share one head's query blocks
+  // in the cache at a time instead of streaming one head each.
   const int key_blocks = (m + kKeyBlock - 1) / kKeyBlock;
   const std::size_t items = static_cast<std::size_t>(kv_heads) * key_blocks;
   const double flops = 10.0 * heads * static_cast<double>(n) * m * std::max(d_k, d_v);
@@ -269,7 +299,7 @@ GradTrace cpu_fused_backward(const Problem& p, const Upstream& u) {
   std::vector<double> dt(items, 0.0);
   parallel_items(items, workers, [&](unsigned id, std::size_t it) {
     if (!scratch[id]) scratch[id] = std::make_unique<Scratch>(d_k, d_v);
-    const int kv = static_cast<int>(it % kv_heads), kb = static_cast<int>(it / kv_heads);
+    const int kv = static_cast<int>(it / key_blocks), kb = static_cast<int>(it % key_blocks);
     const int k0 = kb * kKeyBlock;
     dt[it] = run_key_block(job, *scratch[id], kv, k0, std::min(kKeyBlock, m - k0));
   });

@@ -271,6 +271,30 @@ inline void mask_tile(const MaskRule& rule, float* st, Index ld, int i0, int lan
   }
 }
 
+// The fused backward's step for one packet of (key, query) pairs (cpu/fused_backward.cpp, and the
+// backward walk, cpu/walk_backward.cpp, which runs it on one lane): from the pair's raw (or
+// modified) score s, the row's forward statistics m and 1/l and D = dO · O, and dP = dO · V_j,
+//   P  = exp((s − m) · scale) / l                 the weight, recomputed
+//   dS = P (dP − D)                               dlogits
+//   dS · s                                        its term of dT (0 where masked: 0 · −inf is no number)
+//   dS ∘ (1 − t)(1 + t), t = s / C                with a soft-cap C (s is the capped score): what
+//                                                 the products dK and dQ take
+struct BackwardPair {
+  Packet p, ds, dt_term;
+};
+inline BackwardPair backward_pair(const Packet& s, const Packet& m, const Packet& inv_l, const Packet& dp,
+                                  const Packet& d, const Packet& scale, float softcap) {
+  const Packet p = ei::pmul(exp_nonpositive(ei::pmul(ei::psub(s, m), scale)), inv_l);
+  Packet ds = ei::pmul(p, ei::psub(dp, d));
+  const Packet s0 = ei::pselect(ei::pcmp_eq(s, ei::pset1<Packet>(kNegInf)), ei::pzero(s), s);
+  const Packet dt_term = ei::pmul(ds, s0);
+  if (softcap > 0) {
+    const Packet one = ei::pset1<Packet>(1.f), t = ei::pmul(s0, ei::pset1<Packet>(1.f / softcap));
+    ds = ei::pmul(ds, ei::pmul(ei::psub(one, t), ei::padd(one, t)));
+  }
+  return {p, ds, dt_term};
+}
+
 // Merging the online-softmax states of two key ranges A and B of one query (split-KV's combine,
 // cpu/decode.cpp): with m = max(m_A, m_B), a = exp((m_A - m) * scale), b = exp((m_B - m) * scale),
 //   l = a l_A + b l_B,   acc = a acc_A + b acc_B

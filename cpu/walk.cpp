@@ -46,6 +46,43 @@ std::vector<double> row_of(const MatrixD& m, Index r) {
 
 }  // namespace
 
+void walk_fill_header(const Problem& p, int head, int query, int tile, float scale, WalkHeader& w) {
+  w.query = query;
+  w.head = head;
+  w.tile = tile;
+  w.keys = p.m();
+  w.d_k = p.d_k();
+  w.d_v = p.d_v();
+  w.temperature = p.temperature;
+  w.explicit_scale = p.scale;
+  w.mask = p.mask;
+  w.scale = scale;
+  w.modifications = modifications_text(p, Lang::En);
+  w.modifications_zh = modifications_text(p, Lang::Zh);
+  w.score_mods = has_score_mods(p);
+  w.query_token = token_label(p.query_tokens(), query);
+  w.key_tokens.reserve(p.m());
+  for (int j = 0; j < p.m(); ++j) w.key_tokens.push_back(token_label(p.key_tokens(), j));
+}
+
+void walk_check_row(const Problem& p, int head, int query) { check_row_args(p, head, query); }
+
+WalkTile::Skip walk_tile_skip(const MaskRule& rule, int query, int j0, int j1) {
+  int lo, hi;  // the keys the row may see by the causal, window and prefix rules
+  rule.interval(query, lo, hi);
+  if (j0 >= hi)
+    return rule.window > 0 && hi == query + rule.offset + rule.window ? WalkTile::Skip::Window
+                                                                      : WalkTile::Skip::AfterQuery;
+  if (j1 <= lo) return WalkTile::Skip::Window;
+  if (rule.documents != nullptr) {
+    const int doc = rule.documents[query + rule.offset];
+    for (int j = j0; j < j1; ++j)
+      if (rule.documents[j] == doc) return WalkTile::Skip::None;
+    return WalkTile::Skip::Document;
+  }
+  return WalkTile::Skip::None;
+}
+
 Walk walk_row(const Problem& p, int head, int query, int tile) {
   if (tile < 1) throw InputError("tile must be a whole number of keys >= 1, got " + std::to_string(tile));
   check_row_args(p, head, query);
@@ -59,22 +96,7 @@ Walk walk_row(const Problem& p, int head, int query, int tile) {
   const float scale = online_scale(p);
 
   Walk w;
-  w.query = query;
-  w.head = head;
-  w.tile = tile;
-  w.keys = m;
-  w.d_k = d_k;
-  w.d_v = d_v;
-  w.temperature = p.temperature;
-  w.explicit_scale = p.scale;
-  w.mask = p.mask;
-  w.scale = scale;
-  w.modifications = modifications_text(p, Lang::En);
-  w.modifications_zh = modifications_text(p, Lang::Zh);
-  w.score_mods = score.any();
-  w.query_token = token_label(p.query_tokens(), query);
-  w.key_tokens.reserve(m);
-  for (int j = 0; j < m; ++j) w.key_tokens.push_back(token_label(p.key_tokens(), j));
+  walk_fill_header(p, head, query, tile, scale, w);
 
   // The row is lane 0 of one tile of kTileCols queries; the other lanes hold a zero query (their
   // scores are 0, their state stays finite and is never read). Row stride of every buffer: ld.
@@ -88,10 +110,6 @@ Walk walk_row(const Problem& p, int head, int query, int tile) {
   const Index qrow = static_cast<Index>(head) * n + query;
   const Index krow = p.kv_row(head);
   for (int k = 0; k < d_k; ++k) qt[static_cast<std::size_t>(k) * ld] = kernel_q(p, rot.get())(qrow, k);
-  // The keys the row may see by the causal, window and prefix rules.
-  int lo, hi;
-  rule.interval(query, lo, hi);
-
   auto logit = [&](float raw) { return std::isinf(raw) ? -kInf : static_cast<double>(raw) * scale; };
   const int count = walk_tile_count(m, tile);
   w.tiles.reserve(count);
@@ -105,15 +123,7 @@ Walk walk_row(const Problem& p, int head, int query, int tile) {
     // As in the kernel's block mask: a tile outside the row's keys (after the query when causal,
     // outside its window) or whose keys all belong to other documents is never loaded (a mask
     // file's tiles are loaded and masked per key).
-    if (r.j0 >= hi) r.skip = rule.window > 0 && hi == query + rule.offset + rule.window ? WalkTile::Skip::Window
-                                                                                       : WalkTile::Skip::AfterQuery;
-    else if (r.j1 <= lo) r.skip = WalkTile::Skip::Window;
-    else if (rule.documents != nullptr) {
-      const int doc = rule.documents[query + rule.offset];
-      bool same = false;
-      for (int j = r.j0; j < r.j1 && !same; ++j) same = rule.documents[j] == doc;
-      if (!same) r.skip = WalkTile::Skip::Document;
-    }
+    r.skip = walk_tile_skip(rule, query, r.j0, r.j1);
     if (r.skip != WalkTile::Skip::None) {
       r.skipped = true;
       r.tile_max = -kInf;

@@ -7,6 +7,7 @@
 // takes any number of keys), so at B = 128 its numbers are the kernel's, bit for bit.
 #pragma once
 
+#include "core/modifications.h"
 #include "core/problem.h"
 #include "core/walk.h"
 #include "cpu/decode.h"
@@ -43,6 +44,17 @@ void walk_splits(const Problem& p, int splits, Walk& w);
 // What walk_splits and the viewer's decode view read the kernel's combine through.
 float walk_record_splits(const Problem& p, const cpu::decode::SplitPlan& plan, int keys,
                          const cpu::decode::Partial* parts, int head, int query, Walk& w);
+
+// The header of a walk of p's row (head, query) in tiles of `tile` keys at the kernel's online
+// scale `scale`: shapes, temperature, mask, modifications, tokens.
+void walk_fill_header(const Problem& p, int head, int query, int tile, float scale, WalkHeader& w);
+
+// InputError unless head and query are rows of p ("head must be between 0 and 7, got 9").
+void walk_check_row(const Problem& p, int head, int query);
+// Why the block mask never loads keys [j0, j1) for `query` (Skip::None: some key may be visible):
+// after the query (causal, or past a prefix), outside its window, or other documents' keys. A mask
+// file's tiles are loaded and masked per key.
+WalkTile::Skip walk_tile_skip(const MaskRule& rule, int query, int j0, int j1);
 
 // max |a - b| (infinity when the sizes differ).
 double walk_max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);

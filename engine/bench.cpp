@@ -51,6 +51,7 @@ constexpr int kSampleRows = 64;
 // (dK, dV) and through the softmax's Jacobian; the staged check's derived bounds (core/
 // backward_check.h) reach about 1e-4 of the largest gradient at the bench's sizes.
 constexpr double kBackwardRtolFp32 = 1e-4;
+// bf16 (CUDA): Q, K, V and dO rounded to bf16, twice verify's bf16 tolerance (error_bound).
 // Rough sustained rates of the CPU paths on a small machine, only to refuse cases that would
 // take far too long; deliberately pessimistic.
 constexpr double kCpuStagedFlops = 8e9;
@@ -80,7 +81,7 @@ Upstream bench_upstream(std::uint64_t seed) { return upstream_random(seed); }
 
 // The fp64 staged backward (reference_backward_fp64) while heads·n·m stays within
 // kFullReferenceLimit; above that, head 0 alone (one_head, its rows of dO given as a file) while its
-// n·m does, which checks dQ of head 0; beyond, none (the error is then not a number and not held
+// n·m stays within 4 times that (N = 4096), which checks dQ of head 0; beyond, none (the error is then not a number and not held
 // against the case).
 const BenchProblem::Grads& grad_reference(BenchProblem& b, std::uint64_t seed) {
   if (b.grads) return *b.grads;
@@ -92,7 +93,7 @@ const BenchProblem::Grads& grad_reference(BenchProblem& b, std::uint64_t seed) {
     g.dk = std::move(r.dk);
     g.dv = std::move(r.dv);
     g.which = "fp64 backward full";
-  } else if (static_cast<double>(p.n()) * p.m() <= kFullReferenceLimit) {
+  } else if (static_cast<double>(p.n()) * p.m() <= 4 * kFullReferenceLimit) {
     Upstream u;
     u.kind = UpstreamKind::File;
     u.file = "dO of head 0";
@@ -121,18 +122,23 @@ double grad_error(const BenchProblem::Grads& ref, const GradTrace& g) {
   return err / std::max(scale, 1e-300);
 }
 
-// A backward case on the CPU: each repetition runs the variant's forward (which keeps what the
-// backward needs: every stage for the staged one, m and l for the fused one) and its backward;
-// only the backward is timed (GradTrace::backward_ms).
-BenchSample bench_backward(const Problem& p, bool fused, const Upstream& u, int warmup, int repeat,
+// A backward case: each repetition runs the variant's forward (which keeps what the backward
+// needs: every stage for the staged one, m and l for the fused one on the CPU; the output, from
+// which the row statistics are recomputed, on CUDA) and its backward; only the backward is timed
+// (GradTrace::backward_ms: the steady clock on the CPU, CUDA events around its kernels).
+BenchSample bench_backward(const Case& c, const Problem& p, const Upstream& u, int warmup, int repeat,
                            const std::atomic<bool>* cancel, GradTrace& last) {
   BenchSample s;
+  const bool fused = c.variant == "fused", cuda = c.backend == "cuda";
   const double need = fused ? fused_backward_bytes(p) : backward_bytes(p);
-  check_host_memory(need, fused ? "the fused backward" : "the staged backward", "try a smaller N or fewer heads");
-  s.peak_bytes = static_cast<std::size_t>(need);
+  if (!cuda) check_host_memory(need, fused ? "the fused backward" : "the staged backward", "try a smaller N or fewer heads");
+  s.peak_bytes = cuda ? 0 : static_cast<std::size_t>(need);
+  const MatrixF dout = cuda ? random_dout(static_cast<Eigen::Index>(p.heads) * p.n(), p.d_v(), u.seed) : MatrixF();
   for (int i = 0; i < warmup + repeat; ++i) {
     if (cancel && cancel->load()) throw Cancelled();
-    GradTrace g = fused ? cpu_fused_backward(p, u) : cpu_backward(p, u);
+    GradTrace g = cuda    ? run_cuda_backward(p, dout, parse_precision(c.precision))
+                  : fused ? cpu_fused_backward(p, u)
+                          : cpu_backward(p, u);
     if (i >= warmup) s.ms.push_back(g.backward_ms);
     if (i + 1 == warmup + repeat) last = std::move(g);
   }
@@ -257,8 +263,7 @@ void run_case(Result& r, const Spec& a, Backend& backend, BenchProblem& b,
   opt.cancel = cancel;  // the CPU backend's bench() checks it between repetitions
   GradTrace grads;
   const BenchSample s =
-      c.backward() ? bench_backward(p, opt.variant == Variant::Fused, bench_upstream(a.seed), a.warmup, a.repeat,
-                                    cancel, grads)
+      c.backward() ? bench_backward(c, p, bench_upstream(a.seed), a.warmup, a.repeat, cancel, grads)
       : plain      ? bench_plain(p, a.warmup, a.repeat, cancel)
                    : backend.bench(p, opt, a.warmup, a.repeat);
   r.rope_ms = b.rope_ms;
@@ -487,7 +492,7 @@ void check_spec(const Spec& a) {
 
 // 4 N^2 d per head (QK^T and PV, 2 flops per multiply-add each); causal computes half.
 double error_bound(const Case& c) {
-  if (c.backward()) return kBackwardRtolFp32;
+  if (c.backward()) return c.precision == "bf16" ? 2 * kBf16Tol : kBackwardRtolFp32;
   return c.precision == "bf16" ? kBf16Tol : kRtolFp32;
 }
 
@@ -560,9 +565,16 @@ std::string skip_reason(const Case& c, const Spec& a, bool cuda_ok, const std::s
     if (std::string why = cuda::fused_bf16_shape_error(c.d, c.d); !why.empty()) return why;
   if (c.q() > c.n) return "more queries than keys";
   if (c.backward()) {
-    if (c.backend == "cuda") return "the CUDA backward is not in this build";
     if (c.variant == "decode") return "the backward runs on the staged and fused variants";
-    if (c.precision == "bf16") return "the CPU backward is fp32";
+    if (c.backend == "cpu" && c.precision == "bf16") return "the CPU backward is fp32";
+    if (c.backend == "cuda") {
+#ifndef ATTNLAB_HAVE_CUDA
+      return "the CUDA backward is not in this build";
+#endif
+      if (c.variant != "fused") return "the CUDA backward is the fused one";
+      if (c.precision == "bf16" && c.d != 64 && c.d != 128) return "the CUDA bf16 backward takes d 64 or 128";
+      if (c.precision == "fp32" && c.d > 256) return "the CUDA fp32 backward takes d up to 256";
+    }
   }
   if (c.heads % c.g() != 0) return std::to_string(c.g()) + " key/value heads do not divide " + std::to_string(c.heads) + " heads";
   if (c.backend == "cuda" && c.variant == "decode")

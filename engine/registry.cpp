@@ -53,6 +53,17 @@ void run_backend_into(const std::string& name, const Problem& p, const RunOption
   make_cpu_backend()->run_into(p, opt, out);
 }
 
+GradTrace run_cuda_backward(const Problem& p, const MatrixF& dout, Precision precision) {
+#ifdef ATTNLAB_HAVE_CUDA
+  return cuda::fused_backward(p, dout, precision);
+#else
+  (void)p;
+  (void)dout;
+  (void)precision;
+  throw NoDeviceError("no CUDA device: attnlab was built without CUDA");
+#endif
+}
+
 Trace run_backend(const std::string& name, const Problem& p, const RunOptions& opt) {
   Trace t;
   run_backend_into(name, p, opt, t);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "core/backend.h"
+#include "core/backward.h"
 
 #include <memory>
 #include <string>
@@ -32,5 +33,10 @@ std::unique_ptr<Backend> make_backend(const std::string& name);
 Trace run_backend(const std::string& name, const Problem& p, const RunOptions& opt = {});
 // The same through Backend::run_into (same fallback rule).
 void run_backend_into(const std::string& name, const Problem& p, const RunOptions& opt, Trace& out);
+
+// The CUDA fused backward (kernels/cuda_backend.h cuda::fused_backward) for a given dO, fp32 or
+// bf16: what `attnlab backward --backend cuda` and bench's CUDA backward cases run. NoDeviceError
+// where CUDA is not compiled in or no device answers.
+GradTrace run_cuda_backward(const Problem& p, const MatrixF& dout, Precision precision);
 
 }  // namespace attnlab

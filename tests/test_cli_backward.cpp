@@ -187,7 +187,7 @@ TEST(BackwardCli, RefusalsGetOneErrorLine) {
     std::string says;
   } cases[] = {
       {{"--variant", "decode"}, "backward runs --variant staged (every gradient kept as a matrix) or fused"},
-      {{"--backend", "cuda"}, "backward runs on the CPU for now"},
+      {{"--backend", "cuda"}, "backward on CUDA is the fused backward: add --variant fused"},
       {{"--precision", "bf16"}, "backward computes in fp32"},
       {{"--dout", dir.file("small.csv"), "--loss", "sum"}, "--dout FILE or --loss sum|mse:FILE, not both"},
       {{"--dout-seed", "3", "--loss", "sum"}, "--dout-seed seeds the random dO"},

@@ -1,0 +1,199 @@
+// The backward walk's renderings (core/walk_backward.h): text, markdown, JSON. No arithmetic of
+// attention here.
+#include "core/walk_backward.h"
+
+#include "core/format.h"
+#include "core/walk_parts.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace attnlab {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+bool zh(Lang l) { return l == Lang::Zh; }
+std::string num(double x) { return walk_number(x); }
+std::string vec(const std::vector<double>& v) { return walk_vector(v); }
+
+std::string keys_of(const BackwardWalkTile& t) {
+  return t.j1 - t.j0 == 1 ? std::to_string(t.j0) : std::to_string(t.j0) + "–" + std::to_string(t.j1 - 1);
+}
+
+std::string skip_text(WalkTile::Skip s, Lang lang) {
+  switch (s) {
+    case WalkTile::Skip::Window: return zh(lang) ? "在窗口之外" : "outside the window";
+    case WalkTile::Skip::Document: return zh(lang) ? "属于其他文档" : "other documents' keys";
+    default: return zh(lang) ? "在查询之后（因果）" : "after the query (causal)";
+  }
+}
+
+std::string heading(const BackwardWalk& w, Lang lang) {
+  const std::string count = std::to_string(w.tiles.size());
+  const std::string mods = w.modifications.empty() ? std::string()
+                           : zh(lang)              ? "；修改：" + w.modifications_zh
+                                                   : "; modifications: " + w.modifications;
+  if (zh(lang))
+    return "反向游走（FlashAttention-2 的反向，按一个查询看）：查询 " + std::to_string(w.query) + "（" + w.query_token +
+           "），头 " + std::to_string(w.head) + "，每块 " + std::to_string(w.tile) + " 个键，共 " + count + " 块；T = " +
+           short_number(w.temperature) + "，掩码 " + std::string(to_string(w.mask)) + mods + "。\n" + w.upstream_zh +
+           "。\n前向为该行保存了 log-sum-exp 的两部分：m = " + num(w.m) + "，l = " + num(w.l) + "（L = m + log l = " +
+           num(w.lse) + "）。反向逐块由它们重算权重 P_j = exp(x_j − m) / l（前向与反向之间不保存 N×N 的 P），再算 dP_j = dO·V_j、"
+           "dS_j = P_j (dP_j − D)，D = dO·O = " + num(w.D) + "，并把 dS_j K_j 累加进该行的 dQ（乘以缩放" +
+           (w.score_mods ? "与修改的导数" : std::string()) + "）。" + (w.rope ? "dQ 在旋转后的坐标中累加，最后用 RoPEᵀ 转回。" : "");
+  return "Backward walk (FlashAttention-2's backward, seen from one query): query " + std::to_string(w.query) + " (" +
+         w.query_token + "), head " + std::to_string(w.head) + ", " + std::to_string(w.tile) + " keys per tile, " +
+         count + " tiles; T = " + short_number(w.temperature) + ", mask " + std::string(to_string(w.mask)) + mods +
+         ".\n" + w.upstream + ".\nThe forward kept the row's log-sum-exp in two parts: m = " + num(w.m) + ", l = " +
+         num(w.l) + " (L = m + log l = " + num(w.lse) +
+         "). The backward recomputes each tile's weights from them, P_j = exp(x_j − m) / l (no N×N P is kept "
+         "between the passes), then dP_j = dO·V_j and dS_j = P_j (dP_j − D) with D = dO·O = " +
+         num(w.D) + ", and adds dS_j K_j into the row's dQ (times the scale" +
+         (w.score_mods ? " and the modifications' derivative" : std::string()) + ")." +
+         (w.rope ? " dQ accumulates in the rotated frame and is turned back by RoPEᵀ at the end." : "");
+}
+
+std::string tile_sentence(const BackwardWalk& w, const BackwardWalkTile& t, Lang lang) {
+  if (t.skipped)
+    return zh(lang) ? "跳过：" + skip_text(t.skip, lang) + "，块掩码排除了它，从不加载；这些键的 dS 恰为 0。"
+                    : "Skipped: " + skip_text(t.skip, lang) + "; the block mask rules it out, it is never loaded, "
+                                                              "and these keys' dS is exactly 0.";
+  std::string s;
+  if (t.top >= 0) {
+    const double ds = t.ds[t.top - t.j0];
+    const std::string key = w.key_tokens[t.top];
+    s = zh(lang) ? "本块 |dS| 最大的是键“" + key + "”（dS " + num(ds) + "）：" +
+                       (ds > 0 ? "它的值比平均 D 更符合 dO，梯度下降会降低它的 logit。"
+                               : "它的值不如平均 D 符合 dO，梯度下降会提高它的 logit。")
+                 : "The tile's largest |dS| is key " + key + " (dS " + num(ds) + "): " +
+                       (ds > 0 ? "its value agrees with dO more than the average D, so gradient descent lowers its logit."
+                               : "its value agrees with dO less than the average D, so gradient descent raises its logit.");
+  }
+  s += zh(lang) ? " 到此为止 Σ dS = " + num(t.ds_sum) + "。" : " Σ dS so far = " + num(t.ds_sum) + ".";
+  return s;
+}
+
+struct KeyRow {
+  std::string key, x, p, dp, ds;
+};
+
+std::vector<KeyRow> key_rows(const BackwardWalk& w, const BackwardWalkTile& t) {
+  std::vector<KeyRow> rows;
+  if (t.skipped || t.j1 - t.j0 > kWalkKeyRowsMax) return rows;
+  for (int j = t.j0; j < t.j1; ++j) {
+    const int i = j - t.j0;
+    rows.push_back({w.key_tokens[j], num(t.logits[i]), num(t.p[i]), num(t.dp[i]), num(t.ds[i])});
+  }
+  return rows;
+}
+
+std::string final_lines(const BackwardWalk& w, Lang lang, const char* bullet) {
+  std::string s;
+  const auto line = [&](const std::string& a, const std::string& b) { s += bullet + a + b + "\n"; };
+  const double sum = w.tiles.empty() ? 0 : w.tiles.back().ds_sum;
+  line(zh(lang) ? "Σ_j dS（精确算术中为 0：Σ P·dP = D）：" : "Σ_j dS (0 in exact arithmetic: Σ P·dP = D): ",
+       format_number("%.2e", sum));
+  line(zh(lang) ? "最终 dQ（游走）：" : "final dQ (walk): ", vec(w.dq));
+  line(zh(lang) ? "CPU 融合反向的 dQ：" : "CPU fused backward's dQ: ", vec(w.fused_dq));
+  line(zh(lang) ? "与融合反向的最大差：" : "max |walk − fused backward|: ", format_number("%.3g", w.fused_diff));
+  if (w.fp64_dq) {
+    line(zh(lang) ? "fp64 逐阶段反向的 dQ：" : "fp64 staged backward's dQ: ", vec(*w.fp64_dq));
+    line(zh(lang) ? "相对 fp64 的误差：" : "error against fp64: ", format_number("%.3g", w.fp64_error));
+  } else {
+    line("fp64: ", w.fp64_note);
+  }
+  return s;
+}
+
+std::string render_text(const BackwardWalk& w, Lang lang) {
+  std::string s = heading(w, lang) + "\n\n";
+  for (const BackwardWalkTile& t : w.tiles) {
+    s += (zh(lang) ? "第 " + std::to_string(t.index) + " 块 · 键 " : "Tile " + std::to_string(t.index) + " · keys ") +
+         keys_of(t) + "\n";
+    const std::vector<KeyRow> rows = key_rows(w, t);
+    if (!rows.empty()) {
+      int wk = display_width(zh(lang) ? "键" : "key"), wn = 9;
+      for (const KeyRow& r : rows) {
+        wk = std::max(wk, display_width(r.key));
+        for (const std::string* v : {&r.x, &r.p, &r.dp, &r.ds}) wn = std::max(wn, display_width(*v));
+      }
+      s += "  " + pad_right(zh(lang) ? "键" : "key", wk) + "  " + pad_left("x_j", wn) + "  " + pad_left("P_j", wn) + "  " +
+           pad_left("dP_j", wn) + "  " + pad_left("dS_j", wn) + "\n";
+      for (const KeyRow& r : rows)
+        s += "  " + pad_right(r.key, wk) + "  " + pad_left(r.x, wn) + "  " + pad_left(r.p, wn) + "  " +
+             pad_left(r.dp, wn) + "  " + pad_left(r.ds, wn) + "\n";
+    }
+    if (!t.skipped) s += "  dQ " + vec(t.dq) + "\n";
+    s += "  " + tile_sentence(w, t, lang) + "\n\n";
+  }
+  return s + final_lines(w, lang, "");
+}
+
+std::string render_markdown(const BackwardWalk& w, Lang lang) {
+  std::string s = "## " + std::string(zh(lang) ? "反向游走" : "Backward walk") + "\n\n" + heading(w, lang) + "\n\n";
+  for (const BackwardWalkTile& t : w.tiles) {
+    s += "### " + (zh(lang) ? "第 " + std::to_string(t.index) + " 块 · 键 " : "Tile " + std::to_string(t.index) + " · keys ") +
+         keys_of(t) + "\n\n";
+    const std::vector<KeyRow> rows = key_rows(w, t);
+    if (!rows.empty()) {
+      s += std::string("| ") + (zh(lang) ? "键" : "key") + " | x_j | P_j | dP_j | dS_j |\n|---|---:|---:|---:|---:|\n";
+      for (const KeyRow& r : rows) s += "| " + r.key + " | " + r.x + " | " + r.p + " | " + r.dp + " | " + r.ds + " |\n";
+      s += "\n";
+    }
+    if (!t.skipped) s += "dQ " + vec(t.dq) + "\n\n";
+    s += tile_sentence(w, t, lang) + "\n\n";
+  }
+  return s + final_lines(w, lang, "- ");
+}
+
+Json render_json(const BackwardWalk& w) {
+  Json j;
+  j["pass"] = "backward";
+  walk_json_header(w, j);
+  j["scale"] = walk_json_number(w.scale);
+  j["upstream"] = w.upstream;
+  j["units"] = "logits x_j = s_j * scale; m in logit units; P_j = exp(x_j - m) / l; dS_j = P_j (dP_j - D)";
+  j["m"] = walk_json_number(w.m);
+  j["l"] = walk_json_number(w.l);
+  j["lse"] = walk_json_number(w.lse);
+  j["D"] = walk_json_number(w.D);
+  j["dout"] = walk_json_vector(w.dout);
+  Json tiles = Json::array();
+  for (const BackwardWalkTile& t : w.tiles) {
+    Json o;
+    walk_json_tile(t.index, t.j0, t.j1, t.skip, o);
+    o["logits"] = walk_json_vector(t.logits);
+    o["p"] = walk_json_vector(t.p);
+    o["dp"] = walk_json_vector(t.dp);
+    o["ds"] = walk_json_vector(t.ds);
+    o["ds_sum"] = walk_json_number(t.ds_sum);
+    o["dq"] = walk_json_vector(t.dq);
+    tiles.push_back(std::move(o));
+  }
+  j["tiles"] = std::move(tiles);
+  j["dq"] = walk_json_vector(w.dq);
+  j["fused_dq"] = walk_json_vector(w.fused_dq);
+  j["fused_max_abs_diff"] = walk_json_number(w.fused_diff);
+  j["fp64_dq"] = w.fp64_dq ? walk_json_vector(*w.fp64_dq) : Json(nullptr);
+  j["fp64_error"] = w.fp64_dq ? walk_json_number(w.fp64_error) : Json(nullptr);
+  if (!w.fp64_dq) j["fp64_note"] = w.fp64_note;
+  return j;
+}
+
+}  // namespace
+
+std::string render_backward_walk(const BackwardWalk& w, Lang lang, Format format) {
+  switch (format) {
+    case Format::Text: return render_text(w, lang);
+    case Format::Markdown: return render_markdown(w, lang);
+    case Format::Json: return render_json(w).dump(1) + "\n";
+    case Format::Csv: break;
+  }
+  throw InputError("walk prints text, json or markdown (--format csv is for demo and run)");
+}
+
+}  // namespace attnlab

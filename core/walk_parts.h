@@ -1,0 +1,28 @@
+// The number formats the walks share (core/walk.cpp's forward walk, core/walk_backward.cpp's):
+// tables and sentences, and JSON.
+#pragma once
+
+#include "core/walk.h"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace attnlab {
+
+// 4 significant digits, −∞ / +∞, "—" for NaN, never "-0".
+std::string walk_number(double x);
+// "[a, b, …]", the first 8 of a long vector then its length; "—" when empty.
+std::string walk_vector(const std::vector<double>& v);
+// %.9g (every float round-trips), non-finite as null.
+nlohmann::ordered_json walk_json_number(double x);
+nlohmann::ordered_json walk_json_vector(const std::vector<double>& v);
+// The row's description as both walks' JSON starts: query, head, tile, temperature, mask, the
+// modifications (when any), d_k, d_v, keys.
+void walk_json_header(const WalkHeader& w, nlohmann::ordered_json& j);
+// A tile's first fields: index, keys [j0, j1), skipped and, when skipped, why (causal, window,
+// document).
+void walk_json_tile(int index, int j0, int j1, WalkTile::Skip skip, nlohmann::ordered_json& o);
+
+}  // namespace attnlab

@@ -1,0 +1,127 @@
+// The backward walk (cpu/walk_backward.h, `attnlab walk --backward`): one query row through the
+// fused backward's step, tile by tile, against the fused backward itself, the staged backward's
+// matrices and fp64.
+#include "cpu/walk_backward.h"
+
+#include "cpu/backward.h"
+#include "cpu/cpu_backend.h"
+#include "cpu/fused_backward.h"
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace attnlab {
+namespace {
+
+double scale_of(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s = std::max(s, std::abs(x));
+  return s;
+}
+
+TEST(BackwardWalk, EveryTileIsTheStagedBackwardsRowAndTheSumOfDsIsZero) {
+  Problem p = test::make_problem(150, 16, 12, 2, MaskKind::Causal, 0.7, 5);
+  const Upstream u = upstream_random(4);
+  const int head = 1, query = 120;
+  const BackwardWalk w = walk_backward_row(p, u, head, query, 32);
+  const GradTrace staged = cpu_backward(p, u);
+  const Eigen::Index row = static_cast<Eigen::Index>(head) * p.n() + query;
+  ASSERT_EQ(w.tiles.size(), 5u);
+  double sum = 0;
+  for (const BackwardWalkTile& t : w.tiles) {
+    // Causal: the last tile (keys 128..149) lies after query 120 and is never loaded.
+    EXPECT_EQ(t.skipped, t.j0 > query) << t.index;
+    if (t.skipped) {
+      EXPECT_EQ(t.skip, WalkTile::Skip::AfterQuery);
+      continue;
+    }
+    for (int j = t.j0; j < t.j1; ++j) {
+      const int i = j - t.j0;
+      EXPECT_NEAR(t.p[i], staged.forward.weights(row, j), 1e-6) << "P of key " << j;
+      EXPECT_NEAR(t.dp[i], staged.dp(row, j), 1e-5) << "dP of key " << j;
+      EXPECT_NEAR(t.ds[i], staged.dlogits(row, j), 1e-6) << "dS of key " << j;
+      if (j > query) EXPECT_EQ(t.ds[i], 0.0) << "a masked key's dS is exactly 0";
+      sum += t.ds[i];
+    }
+    EXPECT_NEAR(t.ds_sum, sum, 1e-6);
+  }
+  EXPECT_NEAR(w.tiles.back().ds_sum, 0.0, 1e-5) << "Σ P (dP − D) = D − D";
+  EXPECT_NEAR(w.D, staged.D(row, 0), 1e-6);
+  EXPECT_NEAR(w.lse, std::log(w.l) + w.m, 1e-12);
+  ASSERT_TRUE(w.fp64_dq);
+  EXPECT_LE(w.fp64_error, 1e-5 * scale_of(*w.fp64_dq));
+  EXPECT_LE(w.fused_diff, 1e-6 * scale_of(w.fused_dq));
+}
+
+TEST(BackwardWalk, AtTheKernelsKeyBlockTheDqIsTheKernelsBitForBit) {
+  // One key block (m <= 64): the kernel adds one share to the row's dQ, the walk the same one.
+  Problem p = random_problem(10, 60, 32, 32, 3, 2, 1);
+  p.mods.softcap = 4;
+  p.mods.alibi = true;
+  const BackwardWalk w = walk_backward_row(p, upstream_random(1), 1, 7, 64);
+  EXPECT_EQ(w.dq, w.fused_dq);
+  EXPECT_EQ(w.fused_diff, 0.0);
+}
+
+TEST(BackwardWalk, ModificationsRopeAndGroupedHeadsAgainstFp64) {
+  Problem p = random_problem(40, 300, 16, 16, 8, 4, 2);
+  p.mask = MaskKind::Causal;
+  p.mods.rope_theta = 10000;
+  p.mods.alibi = true;
+  p.mods.softcap = 3;
+  p.mods.window = 50;
+  Upstream sum;
+  sum.kind = UpstreamKind::Sum;
+  const BackwardWalk w = walk_backward_row(p, sum, 3, 30, 64);
+  EXPECT_TRUE(w.rope);
+  EXPECT_TRUE(w.score_mods);
+  int window_skips = 0;
+  for (const BackwardWalkTile& t : w.tiles) window_skips += t.skip == WalkTile::Skip::Window ? 1 : 0;
+  EXPECT_GE(window_skips, 2) << "keys before position 290 − 49 lie outside the window";
+  ASSERT_TRUE(w.fp64_dq);
+  EXPECT_LE(w.fp64_error, 1e-5 * scale_of(*w.fp64_dq));
+  EXPECT_LE(w.fused_diff, 1e-6 * scale_of(w.fused_dq));
+}
+
+TEST(BackwardWalk, CliPrintsTheWalkAndRefusesWhatDoesNotGoWithIt) {
+  test::BinaryRun r = test::run_attnlab({"walk", "--backward", "--lang", "en"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(test::contains(r.out, "Backward walk (FlashAttention-2's backward, seen from one query)")) << r.out;
+  EXPECT_TRUE(test::contains(r.out, "error against fp64")) << r.out;
+  r = test::run_attnlab({"walk", "--backward", "--lang", "zh"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(test::contains(r.out, "反向游走")) << r.out;
+  r = test::run_attnlab({"walk", "--backward", "--format", "json", "--random", "100", "--mask", "causal", "--query", "40",
+                         "--tile", "16", "--dout-seed", "7"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["pass"], "backward");
+  EXPECT_EQ(j["tiles"].size(), 7u);
+  EXPECT_TRUE(j["tiles"][6]["skipped"].get<bool>());
+  EXPECT_EQ(j["tiles"][6]["skip_reason"], "causal");
+  EXPECT_EQ(j["dq"].size(), 64u);
+  EXPECT_TRUE(test::contains(j["upstream"].get<std::string>(), "--dout-seed 7"));
+  const struct {
+    std::vector<std::string> args;
+    std::string says;
+  } refusals[] = {
+      {{"walk", "--dout-seed", "3"}, "--dout, --loss and --dout-seed go with --backward"},
+      {{"walk", "--backward", "--split", "2"}, "does not go with --backward"},
+      {{"walk", "--backward", "--loss", "l1"}, "unknown loss 'l1'"},
+      {{"walk", "--backward", "--format", "csv"}, "walk prints text, json or markdown"},
+  };
+  for (const auto& c : refusals) {
+    r = test::run_attnlab(c.args);
+    EXPECT_EQ(r.code, 2) << c.says << ": " << r.err;
+    EXPECT_EQ(test::lines_of(r.err).size(), 1u) << r.err;
+    EXPECT_TRUE(test::contains(r.err, c.says)) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace attnlab
