@@ -57,7 +57,7 @@ std::string heading(const BackwardWalk& w, Lang lang) {
          (w.rope ? " dQ accumulates in the rotated frame and is turned back by RoPEᵀ at the end." : "");
 }
 
-std::string tile_sentence(const BackwardWalk& w, const BackwardWalkTile& t, Lang lang) {
+std::string tile_sentence_of(const BackwardWalk& w, const BackwardWalkTile& t, Lang lang) {
   if (t.skipped)
     return zh(lang) ? "跳过：" + skip_text(t.skip, lang) + "，块掩码排除了它，从不加载；这些键的 dS 恰为 0。"
                     : "Skipped: " + skip_text(t.skip, lang) + "; the block mask rules it out, it is never loaded, "
@@ -128,7 +128,7 @@ std::string render_text(const BackwardWalk& w, Lang lang) {
              pad_left(r.dp, wn) + "  " + pad_left(r.ds, wn) + "\n";
     }
     if (!t.skipped) s += "  dQ " + vec(t.dq) + "\n";
-    s += "  " + tile_sentence(w, t, lang) + "\n\n";
+    s += "  " + tile_sentence_of(w, t, lang) + "\n\n";
   }
   return s + final_lines(w, lang, "");
 }
@@ -145,7 +145,7 @@ std::string render_markdown(const BackwardWalk& w, Lang lang) {
       s += "\n";
     }
     if (!t.skipped) s += "dQ " + vec(t.dq) + "\n\n";
-    s += tile_sentence(w, t, lang) + "\n\n";
+    s += tile_sentence_of(w, t, lang) + "\n\n";
   }
   return s + final_lines(w, lang, "- ");
 }
@@ -185,6 +185,10 @@ Json render_json(const BackwardWalk& w) {
 }
 
 }  // namespace
+
+std::string backward_walk_tile_sentence(const BackwardWalk& w, int t, Lang lang) {
+  return tile_sentence_of(w, w.tiles.at(t), lang);
+}
 
 std::string render_backward_walk(const BackwardWalk& w, Lang lang, Format format) {
   switch (format) {

@@ -47,6 +47,10 @@ struct BackwardWalk : WalkHeader {  // scale: the online scale (logit = s · sca
   std::string fp64_note;           // why there is no fp64 row
 };
 
+// What tile t did, one sentence: the key it pushes most and which way, and Σ dS so far; for a
+// skipped tile why the block mask rules it out. What the text and the viewer's walk view print.
+std::string backward_walk_tile_sentence(const BackwardWalk& w, int t, Lang lang);
+
 // Text and markdown: a heading with m, l, L and D, one table per tile (key, x_j, P_j, dP_j, dS_j
 // when the tile has at most kWalkKeyRowsMax keys), its Σ dS so far, the key it pushes most and the
 // dQ so far, then the final dQ against the fused backward and fp64. JSON: every number, -inf as

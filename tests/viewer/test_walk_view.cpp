@@ -2,8 +2,13 @@
 // query, tile), the cursor that Space / ←/→ / Home move, the strip's bins and the chart series;
 // and headless screenshots of `attnlab-view --view walk` (the state dump's walk part, the strip's
 // orange frame on the current tile, hatched skipped tiles under the causal mask), both languages.
+// The backward pass (--walk-pass backward): its walk is walk_backward_row's on the problem on
+// screen (dO of seed 0), computed as the view's companion; the same tiles and keys step it; the
+// state dump has the tile's dS and the final dQ; its words exist in both languages.
 #include "viewer_test_util.h"
 #include "cpu/walk.h"
+#include "cpu/walk_backward.h"
+#include "viewer/app/options.h"
 #include "tests/test_util.h"
 #include "viewer/session/session.h"
 #include "viewer/views/walk/walk_view.h"
@@ -24,6 +29,21 @@ using namespace attnlab::viewer;
 
 namespace {
 
+// The backward pass shown on s: its companion asked for (as the app's frame does) and adopted.
+const BackwardWalk* show_backward(Session& s, WalkView& v) {
+  v.set_pass(WalkPass::Backward);
+  v.prepare(s, 1);
+  s.wait();
+  return v.update_backward(s);
+}
+
+// The printf conversions of a text, in order.
+std::string conversions(const char* t) {
+  std::string out;
+  for (const char* c = t; *c; ++c)
+    if (*c == '%') out += *++c;
+  return out;
+}
 
 }  // namespace
 
@@ -126,6 +146,132 @@ TEST(WalkView, StripBinsPoolKeysWithinTilesAndMarkSkippedOnes) {
   EXPECT_FALSE(walk_ui_text().empty());
 }
 
+TEST(WalkViewBackward, SwitchingToBackwardShowsWalkBackwardRowOfTheProblemOnScreen) {
+  Session s(test::cpu_viewer_options());
+  WalkView v;
+  ASSERT_NE(v.update(s, 2), nullptr);
+  EXPECT_EQ(v.companion(), nullptr);  // the forward asks for nothing beside the run
+  v.home();
+  const BackwardWalk* b = show_backward(s, v);
+  ASSERT_NE(b, nullptr) << v.backward_error(Lang::En);
+  EXPECT_EQ(v.status(), WalkView::Status::Ok);
+  ASSERT_NE(v.companion(), nullptr);
+  EXPECT_EQ(v.cursor(), 0);  // the tile the forward was on
+  const BackwardWalk direct = walk_backward_row(s.problem(), upstream_random(0), 0, s.query(), 2);
+  ASSERT_EQ(b->tiles.size(), direct.tiles.size());
+  for (std::size_t t = 0; t < direct.tiles.size(); ++t) {
+    EXPECT_EQ(b->tiles[t].ds, direct.tiles[t].ds) << t;
+    EXPECT_EQ(b->tiles[t].dq, direct.tiles[t].dq) << t;
+  }
+  EXPECT_EQ(b->dq, direct.dq);
+  EXPECT_EQ(b->D, direct.D);
+  EXPECT_LT(b->fused_diff, 1e-6);
+  ASSERT_TRUE(b->fp64_dq.has_value());
+  EXPECT_LT(b->fp64_error, 1e-6);
+  // A new query asks for that row's walk; back to forward drops the companion.
+  ASSERT_TRUE(s.set_query(0));
+  b = show_backward(s, v);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->query, 0);
+  EXPECT_EQ(b->dq, walk_backward_row(s.problem(), upstream_random(0), 0, 0, 2).dq);
+  v.set_pass(WalkPass::Forward);
+  EXPECT_EQ(v.companion(), nullptr);
+}
+
+TEST(WalkViewBackward, TheTilesStepAndTheStateDumpHasEachTilesDsAndTheFinalDq) {
+  Session s(test::cpu_random_options(300, 8, 4, MaskKind::Causal));
+  ASSERT_TRUE(s.set_query(100));
+  WalkView v;
+  v.tile = 64;
+  const BackwardWalk* b = show_backward(s, v);
+  ASSERT_NE(b, nullptr) << v.backward_error(Lang::En);
+  ASSERT_EQ(b->tiles.size(), 5u);
+  EXPECT_EQ(v.cursor(), 4);  // starts at the end
+  EXPECT_TRUE(b->tiles[2].skipped);
+  EXPECT_EQ(walk_tile_state(*b, 1, 2), TileState::Consumed);
+  EXPECT_EQ(walk_tile_state(*b, 3, 1), TileState::Skipped);
+  EXPECT_TRUE(v.on_action(Action::StepHome));
+  EXPECT_EQ(v.cursor(), 0);
+  nlohmann::json j = nlohmann::json::parse(v.state_json());
+  EXPECT_EQ(j["pass"], "backward");
+  EXPECT_EQ(j["status"], "ok");
+  EXPECT_EQ(j["tiles"], 5);
+  EXPECT_EQ(j["skipped_tiles"], 3);
+  EXPECT_EQ(j["keys"], (nlohmann::json{0, 64}));
+  EXPECT_EQ(j["ds"].get<std::vector<double>>(), b->tiles[0].ds);
+  EXPECT_EQ(j["dq"].get<std::vector<double>>(), b->tiles[0].dq);
+  EXPECT_EQ(j["final_dq"].get<std::vector<double>>(), b->dq);
+  EXPECT_DOUBLE_EQ(j["lse"].get<double>(), b->m + std::log(b->l));
+  EXPECT_TRUE(v.on_action(Action::StepNext));
+  j = nlohmann::json::parse(v.state_json());
+  EXPECT_EQ(j["cursor"], 1);
+  EXPECT_EQ(j["ds"].get<std::vector<double>>(), b->tiles[1].ds);
+  EXPECT_EQ(j["ds_sum"].get<double>(), b->tiles[1].ds_sum);
+  // A skipped tile adds nothing: the dQ so far is the tile before's.
+  v.next();
+  j = nlohmann::json::parse(v.state_json());
+  EXPECT_TRUE(j["skipped"].get<bool>());
+  EXPECT_EQ(j["dq"].get<std::vector<double>>(), b->tiles[1].dq);
+  EXPECT_EQ(walk_backward_dq_at(*b, 2), b->tiles[1].dq);
+  // Σ dS runs to 0 at the end; the final dQ is walk_backward_row's, the fused backward's within fp32.
+  v.next();
+  v.next();
+  EXPECT_EQ(v.cursor(), 4);
+  EXPECT_LT(std::abs(walk_series_ds_sum(*b, 4).back()), 1e-5f);
+  EXPECT_EQ(walk_series_dq_norm(*b, 4).size(), 5u);
+  EXPECT_EQ(b->dq, walk_backward_row(s.problem(), upstream_random(0), 0, 100, 64).dq);
+  for (std::size_t c = 0; c < b->dq.size(); ++c) EXPECT_NEAR(b->dq[c], b->fused_dq[c], 1e-5);
+  // Playing wraps as the forward does.
+  v.toggle_play();
+  EXPECT_EQ(v.cursor(), 0);
+  EXPECT_TRUE(v.tick(0.6));
+  EXPECT_EQ(v.cursor(), 1);
+  EXPECT_TRUE(v.broken(s).empty());
+}
+
+TEST(WalkViewBackward, BarsKeepTheSignOfTheLargestEntry) {
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(walk_bars({0.1, -0.3, 0.2, -inf, 0.05}, 3), (std::vector<float>{-0.3f, 0.2f, 0.05f}));
+  EXPECT_EQ(walk_bars({1, 2}, 8), (std::vector<float>{1, 2}));
+  EXPECT_TRUE(walk_bars({}, 4).empty());
+  EXPECT_DOUBLE_EQ(walk_norm({3, 4}), 5);
+}
+
+TEST(WalkViewBackward, TheFlagAndItsRefusals) {
+  EXPECT_EQ(parse_viewer_args({"--view", "walk", "--walk-pass", "backward"}).views.walk.pass, WalkPass::Backward);
+  EXPECT_EQ(parse_viewer_args({"--walk-pass", "forward"}).views.walk.pass, WalkPass::Forward);
+  EXPECT_EQ(test::message_of<InputError>([] { parse_viewer_args({"--walk-pass", "back"}); }),
+            "--walk-pass must be forward or backward, got 'back'");
+  EXPECT_NE(viewer_usage().find("--walk-pass forward|backward"), std::string::npos);
+  // Above what the session keeps, the companion is not computed: the view says why.
+  Session big(test::cpu_random_options(kKeepStagesMaxTokens + 8, 8, 8));
+  WalkView v;
+  EXPECT_EQ(show_backward(big, v), nullptr);
+  EXPECT_EQ(v.status(), WalkView::Status::TooLarge);
+  EXPECT_EQ(nlohmann::json::parse(v.state_json())["status"], "too_large");
+}
+
+TEST(WalkViewBackward, EveryWordInBothLanguages) {
+  for (int i = 0; i < static_cast<int>(WB::Count_); ++i) {
+    const auto id = static_cast<WB>(i);
+    const char *en = wbtr(Lang::En, id), *zh = wbtr(Lang::Zh, id);
+    EXPECT_STRNE(en, "") << i;
+    EXPECT_STRNE(en, zh) << i;
+    EXPECT_EQ(conversions(en), conversions(zh)) << i;
+  }
+  EXPECT_NE(std::string(wbtr(Lang::En, WB::Caveat)).find("Only this row's dQ"), std::string::npos);
+  EXPECT_NE(std::string(wbtr(Lang::Zh, WB::Caveat)).find("只有这一行的 dQ"), std::string::npos);
+  // The font atlas gets the tile sentences of every kind in both languages.
+  const std::vector<std::string> texts = WalkView().texts();
+  bool zh_skip = false, en_skip = false;
+  for (const std::string& t : texts) {
+    zh_skip |= t.find("跳过：在窗口之外") != std::string::npos;
+    en_skip |= t.find("Skipped: other documents' keys") != std::string::npos;
+  }
+  EXPECT_TRUE(zh_skip);
+  EXPECT_TRUE(en_skip);
+}
+
 #ifdef ATTNLAB_VIEW_BINARY
 namespace {
 
@@ -193,5 +339,23 @@ TEST(WalkViewScreenshot, CausalSkippedTilesAreHatchedAndLargeProblemsWalk) {
   EXPECT_EQ(big.state["walk"]["tiles"], 64);
   EXPECT_EQ(big.state["walk"]["skipped_tiles"], 17);
   EXPECT_LT(big.state["walk"]["max_abs_diff"].get<double>(), 1e-5);
+}
+
+TEST(WalkViewScreenshot, BackwardInBothLanguages) {
+  const test::TempDir dir("attnlab-walk-shots");
+  for (const std::string lang : {"en", "zh"}) {
+    SCOPED_TRACE(lang);
+    const WalkShot s = shoot(dir, "backward-" + lang, {"--walk-pass", "backward", "--lang", lang, "--random", "256",
+                                                       "--mask", "causal", "--query", "200", "--backend", "cpu"});
+    const auto& w = s.state["walk"];
+    EXPECT_EQ(w["pass"], "backward");
+    EXPECT_EQ(w["status"], "ok");
+    EXPECT_EQ(w["tiles"], 4);
+    EXPECT_EQ(w["cursor"], 3);
+    EXPECT_EQ(w["ds"].size(), 64u);
+    EXPECT_LT(w["fused_max_abs_diff"].get<double>(), 1e-5);
+    EXPECT_LT(w["fp64_error"].get<double>(), 1e-5);
+    EXPECT_GT(w["strip"]["bins"].get<int>(), 0);
+  }
 }
 #endif

@@ -6,6 +6,10 @@
 // output row against the staged one with the final differences and the fp64 error; the tile size
 // control. The walk itself comes from viewer/views/walk/walk_view.h (the kernel's own update step), computed
 // on the UI thread for one row (O(m d)) and cached by (revision, query, tile).
+// The backward pass (the Forward / Backward switch): the same strip, tiles and keys over the fused
+// backward's walk of the row (the view's companion, computed on the session's worker): the tile's
+// sentence, m, l, L and D, the tile's table of x_j, P_j, dP_j, dS_j (bars when it has more keys than
+// rows fit), charts of Σ dS and |dQ| so far, the running dQ against the fused backward's and fp64's.
 // Why a row strip and not the whole matrix: the walk is per query row (the kernel's state m, l,
 // acc is per row), and a strip works the same at 5 and at 4096 tokens without any N x N buffer.
 #include "viewer/views/walk/walk_view.h"
@@ -13,9 +17,9 @@
 #include "viewer/ui/kit.h"
 
 #include "core/format.h"
+#include "cpu/walk_backward.h"
 #include "viewer/draw/colormap.h"
 #include "viewer/draw/strings.h"
-#include "viewer/views/walk/walk_view.h"
 
 #include <imgui.h>
 
@@ -30,7 +34,8 @@ namespace {
 constexpr ImU32 kConsumed = IM_COL32(0, 190, 190, 255);  // teal: outside viridis' yellow end
 
 
-std::string key_range(const WalkTile& t) {
+template <class Tile>
+std::string key_range(const Tile& t) {
   return t.j1 - t.j0 == 1 ? std::to_string(t.j0) : std::to_string(t.j0) + "–" + std::to_string(t.j1 - 1);
 }
 
@@ -42,9 +47,19 @@ void hatch(ImDrawList* dl, ImVec2 a, ImVec2 b) {
   dl->PopClipRect();
 }
 
-void tile_controls(Shell& app, WalkView& v, const Walk* w, int tile) {
+// The pass switch, the tile size, the stepping buttons and where the cursor is (w: the walk shown,
+// null while there is none).
+template <class W>
+void tile_controls(Shell& app, WalkView& v, const W* w, int tile) {
   const Lang lang = app.lang;
+  ImGui::TextUnformatted(wbtr(lang, WB::Pass));
+  for (const WalkPass p : {WalkPass::Forward, WalkPass::Backward}) {
+    const char* word = wbtr(lang, p == WalkPass::Forward ? WB::Forward : WB::Backward);
+    ImGui::SameLine();
+    if (ImGui::RadioButton(word, v.pass() == p)) v.set_pass(p);
+  }
   const std::vector<int> choices = walk_tile_choices(app.session.problem().m());
+  same_line_if_fits(text_width(tr(lang, S::WalkTileSize)) + app.font_px * 6);
   ImGui::TextUnformatted(tr(lang, S::WalkTileSize));
   ImGui::SameLine();
   ImGui::SetNextItemWidth(app.font_px * 5);
@@ -53,7 +68,7 @@ void tile_controls(Shell& app, WalkView& v, const Walk* w, int tile) {
       if (ImGui::Selectable(std::to_string(b).c_str(), b == tile)) v.tile = b;
     ImGui::EndCombo();
   }
-  ImGui::SameLine();
+  same_line_if_fits(button_width(tr(lang, S::WalkFirst)));
   if (ImGui::Button(tr(lang, S::WalkFirst))) v.home();
   same_line_if_fits(button_width(tr(lang, S::Prev)));
   if (ImGui::Button(tr(lang, S::Prev))) v.prev();
@@ -62,8 +77,8 @@ void tile_controls(Shell& app, WalkView& v, const Walk* w, int tile) {
   const char* play = tr(lang, v.playing() ? S::Pause : S::Play);
   same_line_if_fits(button_width(play));
   if (ImGui::Button(play)) v.toggle_play();
-  if (w) {
-    const WalkTile& t = w->tiles[v.cursor()];
+  if (w && v.cursor() < static_cast<int>(w->tiles.size())) {
+    const auto& t = w->tiles[v.cursor()];
     const std::string where = fmt(tr(lang, S::WalkTileOf), t.index, static_cast<int>(w->tiles.size()) - 1,
                                   key_range(t).c_str());
     same_line_if_fits(text_width(where.c_str()));
@@ -71,9 +86,9 @@ void tile_controls(Shell& app, WalkView& v, const Walk* w, int tile) {
   }
 }
 
-void strip(Shell& app, WalkView& v, const Walk& w) {
-  const Lang lang = app.lang;
-  ImGui::TextColored(kDimV4, "%s", fmt(tr(lang, S::WalkStrip), w.query_token.c_str(), w.keys, w.tile).c_str());
+template <class W>
+void strip(Shell& app, WalkView& v, const W& w, const std::string& caption) {
+  ImGui::TextColored(kDimV4, "%s", caption.c_str());
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 at = ImGui::GetCursorScreenPos();
   const float width = std::max(32.f, ImGui::GetContentRegionAvail().x - 4);
@@ -94,7 +109,7 @@ void strip(Shell& app, WalkView& v, const Walk& w) {
     const Rgb8 col = viridis(hi > lo ? (b.value - lo) / (hi - lo) : 0.5);
     dl->AddRectFilled(a, c, IM_COL32(col.r, col.g, col.b, 255));
   }
-  for (const WalkTile& t : w.tiles) {
+  for (const auto& t : w.tiles) {
     const ImVec2 a(x_of(t.j0), y0), c(x_of(t.j1), y1);
     const TileState s = walk_tile_state(w, t.index, cursor);
     if (s == TileState::Skipped) hatch(dl, a, c);
@@ -103,9 +118,8 @@ void strip(Shell& app, WalkView& v, const Walk& w) {
     if (per_key * static_cast<float>(w.tile) >= 6 && t.index > 0)
       dl->AddLine(ImVec2(a.x, y0), ImVec2(a.x, y1), IM_COL32(20, 20, 24, 255), 1);
   }
-  const WalkTile& cur = w.tiles[cursor];
+  const auto& cur = w.tiles[cursor];
   dl->AddRect(ImVec2(x_of(cur.j0) - 2, y0 - 2), ImVec2(x_of(cur.j1) + 2, y1 + 2), kHighlight, 0, 0, 3);
-  // Mark where the query sits among the keys (causal: the diagonal).
   v.strip = {at.x + 2, y0, width, h, static_cast<int>(bins.size())};
   ImGui::Dummy(ImVec2(width + 4, h + bar + 8));
   ImGui::TextColored(kDimV4, "x: %s … %s", value4(lo).c_str(), value4(hi).c_str());
@@ -180,6 +194,29 @@ void chart(const char* label, const std::vector<float>& values, int count, float
                    ImVec2(width, height));
 }
 
+struct Series {
+  const char* label;
+  std::vector<float> values;
+};
+
+// The band between the strip and the rows at the bottom (`bottom` pixels left under it): `left`
+// (a table; called with its width and height) beside a column of charts over `count` tiles.
+template <class Left>
+void middle(Shell& app, float bottom, int count, const std::vector<Series>& charts, Left left) {
+  const float mid = std::max(app.font_px * 6, ImGui::GetContentRegionAvail().y - bottom);
+  const float width = ImGui::GetContentRegionAvail().x;
+  const float chart_w = std::max(app.font_px * 8, width * 0.34f);
+  ImGui::BeginChild("##walk_left", ImVec2(width - chart_w - 8, mid), false);
+  left(width - chart_w - 8, mid);
+  ImGui::EndChild();
+  ImGui::SameLine();
+  ImGui::BeginChild("##walk_charts", ImVec2(chart_w, mid), false);
+  const float n = static_cast<float>(charts.size());
+  const float ch = std::max(app.font_px * 1.5f, (mid - n * app.font_px * 1.6f) / n);
+  for (const Series& c : charts) chart(c.label, c.values, count, chart_w - 4, ch);
+  ImGui::EndChild();
+}
+
 void output_rows(Shell& app, WalkView& v, const Walk& w) {
   const Lang lang = app.lang;
   const WalkTile& t = w.tiles[v.cursor()];
@@ -205,43 +242,156 @@ void output_rows(Shell& app, WalkView& v, const Walk& w) {
                    format_number("%.3g", w.cpu_fused_diff).c_str(), format_number("%.3g", w.fp64_error).c_str()));
 }
 
+// The tile's keys, one row each: x_j, P_j, dP_j, dS_j; the key the tile pushes most in orange.
+void key_table(Shell& app, const BackwardWalk& w, const BackwardWalkTile& t, float height) {
+  const ImGuiTableFlags flags = ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
+                                ImGuiTableFlags_SizingFixedFit;
+  if (!ImGui::BeginTable("##walk_back_keys", 5, flags, ImVec2(0, height))) return;
+  ImGui::TableSetupScrollFreeze(0, 1);
+  ImGui::TableSetupColumn(wbtr(app.lang, WB::ColKey));
+  for (const char* h : {"x_j", "P_j", "dP_j", "dS_j"}) ImGui::TableSetupColumn(h);
+  ImGui::TableHeadersRow();
+  for (int j = t.j0; j < t.j1; ++j) {
+    const int i = j - t.j0;
+    ImGui::TableNextRow();
+    if (j == t.top) ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg1, IM_COL32(120, 70, 0, 150));
+    ImGui::TableNextColumn();
+    ImGui::Text("%d %s", j, w.key_tokens[j].c_str());
+    for (const double x : {t.logits[i], t.p[i], t.dp[i], t.ds[i]}) {
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(value4(x).c_str());
+    }
+  }
+  ImGui::EndTable();
+}
+
+// A tile with more keys than rows fit: P_j and dS_j as bars, keys pooled to the width there is.
+void key_bars(Shell& app, const BackwardWalkTile& t, float width) {
+  const int bins = std::max(1, std::min(t.j1 - t.j0, static_cast<int>(width / 3)));
+  const std::vector<float> p = walk_bars(t.p, bins), ds = walk_bars(t.ds, bins);
+  wrapped(app, fmt(wbtr(app.lang, WB::Bars), t.j1 - t.j0, static_cast<int>(p.size())), &kDimV4);
+  // What is left under the caption: two labels and two plots.
+  const float rest = ImGui::GetContentRegionAvail().y - 2 * ImGui::GetTextLineHeightWithSpacing() -
+                     2 * ImGui::GetStyle().ItemSpacing.y - 2;
+  const float h = std::max(app.font_px * 1.5f, rest / 2);
+  float pmax = 0, dmax = 0;
+  for (float x : p) pmax = std::max(pmax, x);
+  for (float x : ds) dmax = std::max(dmax, std::abs(x));
+  ImGui::TextColored(kDimV4, "P_j  [0 … %s]", value4(pmax).c_str());
+  ImGui::PlotHistogram("##walk_back_p", p.data(), static_cast<int>(p.size()), 0, nullptr, 0, pmax > 0 ? pmax : 1,
+                       ImVec2(width, h));
+  ImGui::TextColored(kDimV4, "dS_j  [%s … %s]", value4(-dmax).c_str(), value4(dmax).c_str());
+  const float lim = dmax > 0 ? dmax : 1;
+  ImGui::PlotHistogram("##walk_back_ds", ds.data(), static_cast<int>(ds.size()), 0, nullptr, -lim, lim,
+                       ImVec2(width, h));
+}
+
+// dQ so far against the fused backward's and fp64's (the first values), its norm and the final check.
+void dq_rows(Shell& app, WalkView& v, const BackwardWalk& w) {
+  const Lang lang = app.lang;
+  const std::vector<double> now = walk_backward_dq_at(w, v.cursor());
+  // As many of the first 8 values as fit beside the longest label.
+  float label = 0;
+  for (const WB id : {WB::DqNow, WB::Fused, WB::Fp64}) label = std::max(label, text_width(wbtr(lang, id)));
+  const float room = ImGui::GetContentRegionAvail().x - label - app.font_px;
+  const int dims = std::clamp(static_cast<int>(room / (app.font_px * 4.6f)), 1, std::min(w.d_k, 8));
+  if (ImGui::BeginTable("##walk_back_dq", dims + 1, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
+    const auto row = [&](const char* label, const std::vector<double>* values, bool lit) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(label);
+      for (int c = 0; c < dims; ++c) {
+        ImGui::TableNextColumn();
+        const std::string x = values && c < static_cast<int>(values->size()) ? value4((*values)[c]) : "—";
+        if (lit) ImGui::TextColored(kHighlightV4, "%s", x.c_str());
+        else ImGui::TextUnformatted(x.c_str());
+      }
+    };
+    row(wbtr(lang, WB::DqNow), &now, true);
+    row(wbtr(lang, WB::Fused), &w.fused_dq, false);
+    row(wbtr(lang, WB::Fp64), w.fp64_dq ? &*w.fp64_dq : nullptr, false);
+    ImGui::EndTable();
+  }
+  ImGui::TextUnformatted(fmt(wbtr(lang, WB::DqNorm), value4(walk_norm(now)).c_str(), dims, w.d_k).c_str());
+  const std::string fused = format_number("%.3g", w.fused_diff);
+  wrapped(app, w.fp64_dq ? fmt(wbtr(lang, WB::Final), fused.c_str(), format_number("%.3g", w.fp64_error).c_str())
+                         : fmt(wbtr(lang, WB::Fp64Missing), fused.c_str(),
+                               format_number("%.0f", kBackwardWalkFp64Limit).c_str()));
+}
+
+void draw_backward(WalkView& v, Shell& app, int tile) {
+  const Lang lang = app.lang;
+  const Session& c = app.session;
+  const BackwardWalk* w = v.update_backward(c);
+  v.tick(ImGui::GetIO().DeltaTime);
+  tile_controls(app, v, w, tile);
+  if (v.status() == WalkView::Status::TooLarge) {
+    wrapped(app, fmt(wbtr(lang, WB::TooLarge), kKeepStagesMaxTokens, std::max(c.problem().n(), c.problem().m())),
+            &kErrorV4);
+    return;
+  }
+  if (v.status() == WalkView::Status::Failed) {
+    wrapped(app, fmt(wbtr(lang, WB::Failed), v.backward_error(lang).c_str()), &kErrorV4);
+    return;
+  }
+  if (v.status() == WalkView::Status::Computing) wrapped(app, wbtr(lang, WB::Computing), &kDimV4);
+  if (!w || v.pass() != WalkPass::Backward || v.cursor() >= static_cast<int>(w->tiles.size())) return;
+  const BackwardWalkTile& t = w->tiles[v.cursor()];
+  wrapped(app, backward_walk_tile_sentence(*w, v.cursor(), lang), &kHighlightV4);
+  strip(app, v, *w, fmt(wbtr(lang, WB::Strip), w->query_token.c_str(), w->keys, w->tile));
+  wrapped(app, wbtr(lang, WB::Legend), &kDimV4);
+  wrapped(app, fmt(wbtr(lang, WB::Stats), value4(w->m).c_str(), value4(w->l).c_str(), value4(w->lse).c_str(),
+                   value4(w->D).c_str()));
+  wrapped(app, fmt(wbtr(lang, WB::Upstream), (lang == Lang::Zh ? w->upstream_zh : w->upstream).c_str()), &kDimV4);
+  // Under it: dQ rows, norm, final line, notes.
+  middle(app, app.font_px * (w->rope ? 12.5f : 11.f), static_cast<int>(w->tiles.size()),
+         {{wbtr(lang, WB::ChartDsSum), walk_series_ds_sum(*w, v.cursor())},
+          {wbtr(lang, WB::ChartDqNorm), walk_series_dq_norm(*w, v.cursor())}},
+         [&](float width, float height) {
+           if (t.skipped) wrapped(app, tr(lang, S::WalkSkipped), &kDimV4);
+           else if (t.j1 - t.j0 <= kWalkBackwardRowsMax) key_table(app, *w, t, height);
+           else key_bars(app, t, width - 8);
+         });
+  dq_rows(app, v, *w);
+  if (w->rope) wrapped(app, wbtr(lang, WB::Rope), &kDimV4);
+  wrapped(app, wbtr(lang, WB::Caveat), &kDimV4);
+}
+
 }  // namespace
 
 void draw_panel(WalkView& v, Shell& app, const Layout& l) {
   const Lang lang = app.lang;
   ImGui::SetNextWindowPos(ImVec2(l.heatmap.x, l.heatmap.y), ImGuiCond_Always);
   ImGui::SetNextWindowSize(ImVec2(l.heatmap.w, l.heatmap.h), ImGuiCond_Always);
-  ImGui::Begin(fmt("%s###heatmap", tr(lang, S::ViewWalk)).c_str(), nullptr,
+  const std::string title = v.pass() == WalkPass::Backward
+                                ? fmt("%s · %s###heatmap", tr(lang, S::ViewWalk), wbtr(lang, WB::Backward))
+                                : fmt("%s###heatmap", tr(lang, S::ViewWalk));
+  ImGui::Begin(title.c_str(), nullptr,
                ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse);
   const Session& c = app.session;
   const int tile = walk_tile_for(v.tile, c.demo(), c.problem().m());
+  if (v.pass() == WalkPass::Backward) {
+    draw_backward(v, app, tile);
+    ImGui::End();
+    return;
+  }
   const Walk* w = v.update(c, tile);
   v.tick(ImGui::GetIO().DeltaTime);
   tile_controls(app, v, w, tile);
-  if (!w) {
-    wrapped(app, fmt(tr(lang, S::WalkError), v.error().c_str()), &kErrorV4);
+  if (!w || v.pass() != WalkPass::Forward) {
+    if (!w) wrapped(app, fmt(tr(lang, S::WalkError), v.error().c_str()), &kErrorV4);
     ImGui::End();
     return;
   }
   wrapped(app, walk_tile_sentence(*w, v.cursor(), lang), &kHighlightV4);
-  strip(app, v, *w);
+  strip(app, v, *w, fmt(tr(lang, S::WalkStrip), w->query_token.c_str(), w->keys, w->tile));
   wrapped(app, tr(lang, S::WalkLegend), &kDimV4);
-  const float avail = ImGui::GetContentRegionAvail().y;
-  const float bottom = app.font_px * 8.5f;  // output rows, final line, notes
-  const float mid = std::max(app.font_px * 6, avail - bottom);
-  const float width = ImGui::GetContentRegionAvail().x;
-  const float chart_w = std::max(app.font_px * 8, width * 0.34f);
-  ImGui::BeginChild("##walk_table_child", ImVec2(width - chart_w - 8, mid), false);
-  running_table(app, v, *w, mid);
-  ImGui::EndChild();
-  ImGui::SameLine();
-  ImGui::BeginChild("##walk_charts", ImVec2(chart_w, mid), false);
-  const int count = static_cast<int>(w->tiles.size());
-  const float ch = std::max(app.font_px * 1.5f, (mid - 3 * app.font_px * 1.6f) / 3);
-  chart(tr(lang, S::WalkChartM), walk_series_m(*w, v.cursor()), count, chart_w - 4, ch);
-  chart(tr(lang, S::WalkChartL), walk_series_l(*w, v.cursor()), count, chart_w - 4, ch);
-  chart(tr(lang, S::WalkChartErr), walk_series_convergence(*w, v.cursor()), count, chart_w - 4, ch);
-  ImGui::EndChild();
+  // Under it: output rows, final line, notes.
+  middle(app, app.font_px * 8.5f, static_cast<int>(w->tiles.size()),
+         {{tr(lang, S::WalkChartM), walk_series_m(*w, v.cursor())},
+          {tr(lang, S::WalkChartL), walk_series_l(*w, v.cursor())},
+          {tr(lang, S::WalkChartErr), walk_series_convergence(*w, v.cursor())}},
+         [&](float, float height) { running_table(app, v, *w, height); });
   output_rows(app, v, *w);
   wrapped(app, tr(lang, w->score_mods ? S::WalkUnitsMods : S::WalkUnits), &kDimV4);
   wrapped(app, tr(lang, S::WalkCuda), &kDimV4);
