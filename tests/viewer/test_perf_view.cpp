@@ -4,15 +4,21 @@
 // with their reasons for the legend, pending cases), speed-ups against a baseline, chart ranges,
 // the roofline's roofs and ranges, hover, the time-left estimate, the sweep's thread (it finishes,
 // and Cancel stops it with the rest marked) and the --view perf / --backend list / --perf-* flags.
+// The pass (issue 24): --perf-pass and the control's values plan backward cases with the engine's
+// backward FLOPs and bytes, backward series are their own and say "backward", the time left keys
+// on the pass, a tiny sweep with both passes times the CPU backward and keeps bf16's skip reason,
+// and the backward's FLOP rule reads in both languages.
 // With the real attnlab-view (headless, SDL_VIDEODRIVER=dummy): a small CPU sweep writes bench's
 // CSV and a picture that is not blank, and its fused points are faster than its staged ones at
 // N=1024; every chart renders; an all-skipped sweep exits 0 with the reason in the CSV; a bad list
-// value exits 2 with one error line.
+// value exits 2 with one error line; --perf-pass both writes forward and backward rows (bench's pass
+// column) and draws in both languages.
 #include "engine/bench.h"
 #include "tests/test_util.h"
 #include "viewer/app/options.h"
 #include "viewer/views/perf/perf_view.h"
 #include "viewer/draw/png_io.h"
+#include "viewer/draw/strings.h"
 #include "engine/bench_report.h"
 
 #include <gtest/gtest.h>
@@ -20,6 +26,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <set>
 #include <sstream>
 #include <string>
@@ -32,9 +39,10 @@ using namespace attnlab::viewer;
 namespace {
 
 bench::Result ran(const std::string& backend, const std::string& variant, int n, double ms,
-                  const std::string& mask = "none") {
+                  const std::string& mask = "none", const std::string& pass = "forward") {
   bench::Result r;
   r.c = bench::Case{backend, variant, "fp32", mask, 1, n, 64};
+  r.c.pass = pass;
   r.flops = bench::case_flops(r.c);
   bench::case_bytes(r.c, r.min_bytes, r.moved_bytes);
   r.ran = true;
@@ -325,6 +333,164 @@ TEST(PerfView, OptionsTakeTheViewTheBackendListAndThePerfFlags) {
   EXPECT_THROW(parse_viewer_args({"--view", "pie"}), InputError);
 }
 
+TEST(PerfViewPass, TheFlagAndTheControlsValuesGiveTheSpecsPasses) {
+  EXPECT_EQ(parse_perf_pass("--perf-pass", "forward"), (std::vector<std::string>{"forward"}));
+  EXPECT_EQ(parse_perf_pass("--perf-pass", "backward"), (std::vector<std::string>{"backward"}));
+  EXPECT_EQ(parse_perf_pass("--perf-pass", "both"), (std::vector<std::string>{"forward", "backward"}));
+  for (const char* name : {"forward", "backward", "both"})
+    EXPECT_EQ(perf_pass_name(parse_perf_pass("pass", name)), name) << "the control reads its value back";
+  try {
+    parse_perf_pass("--perf-pass", "sideways");
+    ADD_FAILURE() << "no throw";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--perf-pass"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("sideways"), std::string::npos) << e.what();
+  }
+  const ViewerOptions o = parse_viewer_args({"--view", "perf", "--backend", "cpu", "--perf-pass", "both"});
+  EXPECT_EQ(o.views.perf.spec.passes, (std::vector<std::string>{"forward", "backward"}));
+  EXPECT_EQ(parse_viewer_args({"--view", "perf"}).views.perf.spec.passes, (std::vector<std::string>{"forward"}))
+      << "forward unless asked";
+  EXPECT_THROW(parse_viewer_args({"--view", "perf", "--perf-pass", "back"}), InputError);
+  EXPECT_NE(PerfView::usage().find("--perf-pass forward|backward|both"), std::string::npos);
+}
+
+TEST(PerfViewPass, BothPlansABackwardCaseBesideEachForwardWithTheBackwardsRules) {
+  bench::Spec spec = default_perf_spec();
+  spec.backends = {"cpu"};
+  spec.passes = parse_perf_pass("pass", "both");
+  const std::vector<bench::Result> plan = bench::plan(spec);
+  spec.passes = parse_perf_pass("pass", "forward");
+  const std::vector<bench::Result> forward = bench::plan(spec);
+  ASSERT_EQ(plan.size(), 2 * forward.size());
+  std::size_t backward = 0;
+  for (const bench::Result& r : plan) {
+    if (!r.c.backward()) continue;
+    ++backward;
+    bench::Case f = r.c;
+    f.pass = "forward";
+    EXPECT_DOUBLE_EQ(r.flops, bench::case_flops(f) * bench::backward_flop_factor(r.c)) << r.c.label();
+    EXPECT_DOUBLE_EQ(bench::backward_flop_factor(r.c), r.c.variant == "fused" ? 2.5 : 2.0);
+    double lo = 0, moved = 0;
+    bench::case_bytes(r.c, lo, moved);
+    EXPECT_DOUBLE_EQ(r.moved_bytes, moved) << "the backward's bytes";
+    EXPECT_NE(r.c.label().find("backward"), std::string::npos) << "the case in flight says so";
+  }
+  EXPECT_EQ(backward, forward.size());
+  EXPECT_TRUE(has_backward(plan));
+  EXPECT_FALSE(has_backward(forward));
+}
+
+TEST(PerfViewPass, BackwardSeriesAreTheirOwnAndSaySo) {
+  // Alone: only the backward series say their pass.
+  std::vector<PerfSeries> s = build_series({ran("cpu", "fused", 256, 1), ran("cpu", "fused", 512, 3)});
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].label, "cpu fused fp32") << "a forward sweep reads as before";
+  s = build_series({ran("cpu", "fused", 256, 2, "none", "backward")});
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].label, "cpu fused fp32 backward");
+  // Both: the same path twice, one series per pass, each labelled.
+  const std::vector<bench::Result> rs = {ran("cpu", "staged", 256, 1), ran("cpu", "staged", 256, 3, "none", "backward"),
+                                         ran("cpu", "fused", 256, 1), ran("cpu", "fused", 256, 4, "none", "backward")};
+  s = build_series(rs);
+  ASSERT_EQ(s.size(), 4u);
+  EXPECT_EQ(s[0].label, "cpu staged fp32 forward");
+  EXPECT_EQ(s[1].label, "cpu staged fp32 backward");
+  EXPECT_EQ(s[3].label, "cpu fused fp32 backward");
+  EXPECT_TRUE(s[1].proto.backward());
+  ASSERT_EQ(s[3].points.size(), 1u);
+  EXPECT_EQ(s[3].points[0].result, 3u);
+  // Its roofline point: its GFLOP/s against its FLOPs over the backward's bytes.
+  const PerfPoint& p = s[3].points[0];
+  double lo = 0, moved = 0;
+  bench::case_bytes(rs[3].c, lo, moved);
+  EXPECT_DOUBLE_EQ(p.intensity, bench::case_flops(rs[3].c) / moved);
+  EXPECT_DOUBLE_EQ(p.gflops, bench::case_flops(rs[3].c) / 4e-3 / 1e9);
+  EXPECT_EQ(speedup_against(s[3], s[2]).size(), 1u) << "a backward series against its forward";
+}
+
+TEST(PerfViewPass, TheTimeLeftOfABackwardCaseIsNotGuessedFromTheForwardsRate) {
+  bench::Spec spec;
+  spec.repeat = 3;
+  spec.warmup = 1;
+  const bench::Result done = ran("cpu", "fused", 256, 1);
+  bench::Result next;
+  next.c = bench::Case{"cpu", "fused", "fp32", "none", 1, 256, 64};
+  next.c.pass = "backward";
+  next.flops = bench::case_flops(next.c);
+  EXPECT_NEAR(estimate_seconds_left({done, next}, -1, spec), next.flops * 4 / bench::cpu_rate_guess("fused"),
+              1e-12 * next.flops)
+      << "no backward has run: the engine's guess";
+  const bench::Result bdone = ran("cpu", "fused", 128, 2, "none", "backward");
+  EXPECT_NEAR(estimate_seconds_left({done, bdone, next}, -1, spec), next.flops * 4 / (bdone.flops / 2e-3), 1e-12)
+      << "the backward's own rate";
+}
+
+TEST(PerfViewPass, TheBackwardsFlopRuleReadsInBothLanguagesWithTheEnginesFactors) {
+  const std::string en = backward_flop_rule_text(Lang::En), zh = backward_flop_rule_text(Lang::Zh);
+  for (const std::string& t : {en, zh}) EXPECT_EQ(t.find('%'), std::string::npos) << "every placeholder filled: " << t;
+  EXPECT_NE(en.find("Backward FLOPs"), std::string::npos);
+  EXPECT_NE(en.find("times 2.5 for the fused backward"), std::string::npos) << en;
+  EXPECT_NE(en.find("and 2 for the staged one"), std::string::npos) << en;
+  EXPECT_NE(zh.find("融合反向乘以 2.5"), std::string::npos) << zh;
+  EXPECT_NE(zh.find("分步反向乘以 2（"), std::string::npos) << zh;
+  EXPECT_NE(en, zh);
+  for (S id : {S::PerfPass, S::PerfPassForward, S::PerfPassBackward, S::PerfPassBoth, S::PerfAxisTflopsRule,
+               S::PerfRoofBackward}) {
+    EXPECT_STRNE(tr(Lang::En, id), tr(Lang::Zh, id));
+    EXPECT_GT(std::strlen(tr(Lang::Zh, id)), 0u);
+  }
+  EXPECT_STREQ(tr(Lang::Zh, S::PerfPassBackward), "反向");
+}
+
+TEST(PerfViewPass, ASweepWithBothPassesTimesTheCpuBackwardAndKeepsBf16sReason) {
+  bench::Spec spec = tiny_cpu_spec();
+  spec.precisions = {"fp32", "bf16"};
+  spec.ns = {32};
+  spec.passes = parse_perf_pass("--perf-pass", "both");
+  PerfRun run;
+  run.start(spec, false);
+  run.join();
+  const PerfSnapshot snap = run.snapshot();
+  ASSERT_TRUE(snap.error.empty()) << snap.error;
+  EXPECT_EQ(snap.total, 8u);  // staged, fused x fp32, bf16 x forward, backward
+  std::size_t backward_ran = 0;
+  for (const bench::Result& r : snap.results) {
+    if (!r.c.backward()) {
+      EXPECT_TRUE(r.ran) << r.c.label() << ": " << r.reason;
+      continue;
+    }
+    if (r.c.precision == "bf16") {
+      EXPECT_FALSE(r.ran);
+      EXPECT_EQ(r.reason, "the CPU backward is fp32");
+      continue;
+    }
+    ASSERT_TRUE(r.ran) << r.c.label() << ": " << r.reason;
+    ++backward_ran;
+    EXPECT_EQ(r.repeats, 2);
+    EXPECT_FALSE(r.inaccurate) << r.c.label() << " " << r.rel_err;
+    EXPECT_NE(r.reference.find("backward"), std::string::npos) << r.reference;
+  }
+  EXPECT_EQ(backward_ran, 2u);
+  // The legend: the bf16 backward series has no point and says why.
+  const std::vector<PerfSeries> series = build_series(snap.results);
+  ASSERT_EQ(series.size(), 8u);
+  std::size_t skipped_series = 0;
+  for (const PerfSeries& s : series) {
+    EXPECT_NE(s.label.find(s.proto.pass), std::string::npos) << s.label;
+    if (s.proto.backward() && s.proto.precision == "bf16") {
+      ++skipped_series;
+      EXPECT_TRUE(s.points.empty());
+      ASSERT_EQ(s.skipped.size(), 1u);
+      EXPECT_EQ(s.skipped[0].reason, "the CPU backward is fp32");
+    }
+  }
+  EXPECT_EQ(skipped_series, 2u);
+  // The Export CSV: bench's, with its pass column.
+  const std::string csv = bench::render_csv(snap.results);
+  EXPECT_NE(test::lines_of(csv)[0].find(",pass,"), std::string::npos);
+  EXPECT_NE(csv.find(",backward,"), std::string::npos);
+}
+
 #ifdef ATTNLAB_VIEW_BINARY
 
 const test::TempDir& work_dir() {
@@ -443,6 +609,35 @@ TEST(PerfViewHeadless, ABadListValueIsOneErrorLineAndExitTwo) {
                                       "/nonexistent-dir/x.csv", "--screenshot", work_dir().file("bad.png")});
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(test::lines_of(r.err).size(), 1u) << r.err;
+}
+
+TEST(PerfViewHeadless, BothPassesWriteForwardAndBackwardRowsAndDrawInBothLanguages) {
+  for (const char* lang : {"en", "zh"}) {
+    SCOPED_TRACE(lang);
+    const std::string png = work_dir().file(std::string("pass-") + lang + ".png"),
+                      csv = work_dir().file(std::string("pass-") + lang + ".csv");
+    const test::BinaryRun r = run_view({"--view", "perf", "--backend", "cpu", "--perf-pass", "both", "--perf-n",
+                                        "64,128", "--perf-d", "16", "--perf-repeat", "1", "--perf-warmup", "0",
+                                        "--perf-output", csv, "--lang", lang, "--screenshot", png});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto rows = csv_rows(test::read_file(csv));
+    ASSERT_EQ(rows.size(), 9u);  // staged, fused x two N x forward, backward
+    const auto pass_col = std::find(rows[0].begin(), rows[0].end(), "pass") - rows[0].begin();
+    ASSERT_LT(static_cast<std::size_t>(pass_col), rows[0].size());
+    std::size_t backward = 0;
+    for (std::size_t i = 1; i < rows.size(); ++i) {
+      ASSERT_EQ(rows[i].size(), rows[0].size()) << i;
+      EXPECT_EQ(rows[i][7], "ok") << rows[i].back();
+      if (rows[i][pass_col] == "backward") ++backward;
+      else EXPECT_EQ(rows[i][pass_col], "forward");
+    }
+    EXPECT_EQ(backward, 4u);
+    int orange = 0;
+    std::size_t colours = 0;
+    picture_stats(read_png(png), orange, colours);
+    EXPECT_GT(orange, 20);
+    EXPECT_GT(colours, 20u);
+  }
 }
 
 #endif  // ATTNLAB_VIEW_BINARY

@@ -50,6 +50,8 @@ enum class S {
   PerfAxisIntensity, PerfAxisGflops, PerfAxisMemory, PerfBaseline, PerfSkippedN, PerfPending,
   PerfTip, PerfTipSpeedup, PerfRoofBw, PerfRoofGemm, PerfRoofPeak, PerfGemmPoint, PerfRoofMissing, PerfRoofHint, PerfMemWall,
   PerfNoPoints, PerfCudaOff, PerfExported, PerfNothingChosen, PerfSpread,
+  // the perf view's pass (issue 24)
+  PerfPass, PerfPassForward, PerfPassBackward, PerfPassBoth, PerfBackwardRule, PerfAxisTflopsRule, PerfRoofBackward,
   // several queries at once (issue 14)
   QueriesLabel, QueriesHint, QueriesTable, QueriesMean, QueriesClear, QueriesChart, QueriesNeedRows,
   QueriesColMax, QueriesColEntropy, QueriesColPerplexity,

@@ -1,11 +1,13 @@
 // The Performance view (--view perf): the series to time (backends, CUDA greyed out with the reason
-// where no device answers; variants; precisions; masks; heads, d and the N list), Run / Cancel and
-// a progress bar (case in flight, estimate of the time left), the chart chosen (time, TFLOP/s,
-// speed-up against a baseline series, roofline, peak memory) drawn as points arrive, with a hover
-// tooltip of the exact figures, and a legend with every skipped N and its reason. The view spans
-// the centre and the right column (a chart wants the width). Its logic (series, axes, ticks,
-// ranges, roofline placement, the sweep's thread) is viewer/views/perf/perf_view.h; the numbers come from
-// engine/bench.h, the engine of `attnlab bench`.
+// where no device answers; variants; precisions; masks; the pass: forward, backward or both; heads,
+// d and the N list), Run / Cancel and a progress bar (case in flight, estimate of the time left),
+// the chart chosen (time, TFLOP/s, speed-up against a baseline series, roofline, peak memory) drawn
+// as points arrive, with a hover tooltip of the exact figures, and a legend with every skipped N
+// and its reason (and, when the sweep has backward cases, the backward's FLOP rule, stated once;
+// backward series are drawn with hollow markers). The view spans the centre and the right column
+// (a chart wants the width). Its logic (series, axes, ticks, ranges, roofline placement, the
+// sweep's thread) is viewer/views/perf/perf_view.h; the numbers come from engine/bench.h, the
+// engine of `attnlab bench`.
 #include "viewer/views/perf/perf_view.h"
 
 #include "viewer/ui/kit.h"
@@ -58,13 +60,19 @@ void member_checkbox(const char* label, std::vector<std::string>& list, const ch
   }
 }
 
-// The marker of a series: staged circles, fused squares, the plain baseline diamonds.
-void marker(ImDrawList* dl, ImVec2 p, float r, ImU32 col, const std::string& variant) {
-  if (variant == "fused") {
-    dl->AddRectFilled(ImVec2(p.x - r, p.y - r), ImVec2(p.x + r, p.y + r), col);
-  } else if (variant == "plain") {
+// The marker of a series: staged circles, fused squares, the plain baseline diamonds; filled for
+// the forward, hollow for the backward.
+void marker(ImDrawList* dl, ImVec2 p, float r, ImU32 col, const bench::Case& proto) {
+  const bool hollow = proto.backward();
+  const float t = std::max(1.5f, r * 0.45f);  // the outline's thickness
+  if (proto.variant == "fused") {
+    if (hollow) dl->AddRect(ImVec2(p.x - r, p.y - r), ImVec2(p.x + r, p.y + r), col, 0, 0, t);
+    else dl->AddRectFilled(ImVec2(p.x - r, p.y - r), ImVec2(p.x + r, p.y + r), col);
+  } else if (proto.variant == "plain") {
     dl->AddQuadFilled(ImVec2(p.x, p.y - r * 1.3f), ImVec2(p.x + r * 1.3f, p.y), ImVec2(p.x, p.y + r * 1.3f),
                       ImVec2(p.x - r * 1.3f, p.y), col);
+  } else if (hollow) {
+    dl->AddCircle(p, r, col, 0, t);
   } else {
     dl->AddCircleFilled(p, r, col);
   }
@@ -152,7 +160,9 @@ void draw_n_chart(Shell& app, const PerfSnapshot& snap, const std::vector<PerfSe
                                                      : TickUnit::Plain;
   const LogAxis ya = any ? log_axis(lo, hi, unit) : log_axis(1, 10, unit);
   const LogAxis xa = n_axis(all_ns(series));
-  const S title = chart == PerfChart::Time ? S::PerfAxisMs : chart == PerfChart::Tflops ? S::PerfAxisTflops : S::PerfAxisMemory;
+  // TFLOP/s: the forward's rule in the title; with backward cases the rule is under the legend.
+  const S tflops = has_backward(snap.results) ? S::PerfAxisTflopsRule : S::PerfAxisTflops;
+  const S title = chart == PerfChart::Time ? S::PerfAxisMs : chart == PerfChart::Tflops ? tflops : S::PerfAxisMemory;
   const Plot p = frame_axes(dl, r0, r1, xa, ya, tr(lang, S::PerfAxisN), tr(lang, title), app.font_px);
   if (!any) {
     centred_note(dl, p.a, p.b, tr(lang, S::PerfNoPoints));
@@ -183,7 +193,7 @@ void draw_n_chart(Shell& app, const PerfSnapshot& snap, const std::vector<PerfSe
       hits.push_back({q.x, q.y, si, pi});
     }
     if (line.size() > 1) dl->AddPolyline(line.data(), static_cast<int>(line.size()), col, 0, 2.5f);
-    for (const ImVec2& q : line) marker(dl, q, r, col, s.proto.variant);
+    for (const ImVec2& q : line) marker(dl, q, r, col, s.proto);
   }
   dl->PopClipRect();
   if (ImGui::IsWindowHovered()) {
@@ -225,7 +235,7 @@ void draw_speedup(Shell& app, const PerfView& pv, const std::vector<PerfSeries>&
       hits.push_back({line.back().x, line.back().y, si, k});
     }
     if (line.size() > 1) dl->AddPolyline(line.data(), static_cast<int>(line.size()), series_colour(si), 0, 2.5f);
-    for (const ImVec2& q : line) marker(dl, q, r, series_colour(si), series[si].proto.variant);
+    for (const ImVec2& q : line) marker(dl, q, r, series_colour(si), series[si].proto);
   }
   dl->PopClipRect();
   if (ImGui::IsWindowHovered()) {
@@ -281,7 +291,7 @@ void draw_roofline(Shell& app, const PerfSnapshot& snap, const std::vector<PerfS
       hits.push_back({line.back().x, line.back().y, si, pi});
     }
     if (line.size() > 1) dl->AddPolyline(line.data(), static_cast<int>(line.size()), series_colour(si), 0, 1.5f);
-    for (const ImVec2& q : line) marker(dl, q, r, series_colour(si), series[si].proto.variant);
+    for (const ImVec2& q : line) marker(dl, q, r, series_colour(si), series[si].proto);
   }
   dl->PopClipRect();
   for (const Roof& roof : snap.roofs)
@@ -304,7 +314,7 @@ void draw_legend(Shell& app, const PerfView& pv, const std::vector<PerfSeries>& 
     const ImVec2 c = ImGui::GetCursorScreenPos();
     const bool none = s.points.empty();
     marker(dl, ImVec2(c.x + sw / 2, c.y + sw / 2), sw * 0.32f, none ? IM_COL32(110, 110, 110, 255) : series_colour(i),
-           s.proto.variant);
+           s.proto);
     ImGui::Dummy(ImVec2(sw, sw));
     ImGui::SameLine();
     if (none) {
@@ -363,6 +373,21 @@ void controls(Shell& app, PerfView& pv, const PerfSnapshot& snap) {
   member_checkbox("none", sp.masks, "none", {"none", "causal"});
   ImGui::SameLine();
   member_checkbox("causal", sp.masks, "causal", {"none", "causal"});
+  // The pass, as `attnlab bench --pass`: one of three.
+  const struct {
+    const char* name;
+    S label;
+  } passes[] = {{"forward", S::PerfPassForward}, {"backward", S::PerfPassBackward}, {"both", S::PerfPassBoth}};
+  float pass_w = text_width(tr(lang, S::PerfPass)) + app.font_px;
+  for (const auto& ps : passes) pass_w += radio_width(tr(lang, ps.label));
+  same_line_if_fits(pass_w);
+  ImGui::TextUnformatted(tr(lang, S::PerfPass));
+  const std::string pass_now = perf_pass_name(sp.passes);
+  for (const auto& ps : passes) {
+    ImGui::SameLine();
+    if (ImGui::RadioButton(fmt("%s##perf_pass_%s", tr(lang, ps.label), ps.name).c_str(), pass_now == ps.name))
+      sp.passes = parse_perf_pass("pass", ps.name);
+  }
 
   int heads = sp.heads.empty() ? 1 : sp.heads[0], d = sp.ds.empty() ? 64 : sp.ds[0];
   ImGui::TextUnformatted(tr(lang, S::PerfHeads));
@@ -507,6 +532,10 @@ void draw_panel(PerfView& v, Shell& app, const Layout& l) {
   draw_legend(app, v, series);
   if (v.chart == PerfChart::Time || v.chart == PerfChart::Tflops)
     wrapped(app, tr(lang, S::PerfSpread), &kDimV4);
+  if (has_backward(snap.results)) {
+    wrapped(app, backward_flop_rule_text(lang), &kDimV4);
+    if (v.chart == PerfChart::Roofline) wrapped(app, tr(lang, S::PerfRoofBackward), &kDimV4);
+  }
   ImGui::EndChild();
   if (hint_h > 0) wrapped(app, tr(lang, S::PerfRoofHint), &kDimV4);
   ImGui::End();

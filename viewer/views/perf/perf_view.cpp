@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -30,7 +31,13 @@ double now_s() {
 }
 
 // The series a case belongs to: everything but n.
-auto series_key(const bench::Case& c) { return std::make_tuple(c.backend, c.variant, c.precision, c.mask, c.heads, c.d); }
+auto series_key(const bench::Case& c) {
+  return std::make_tuple(c.backend, c.variant, c.precision, c.mask, c.heads, c.d, c.pass);
+}
+
+// The rate a finished case tells about the cases left: the same path (backend, variant,
+// precision) and pass, since a backward runs at its own rate.
+std::string rate_key(const bench::Case& c) { return c.backend + " " + c.variant + " " + c.precision + " " + c.pass; }
 
 std::string trim_number(double v) { return format_number("%.3g", v); }
 
@@ -76,6 +83,34 @@ std::string n_list_text(const std::vector<int>& ns) {
   return s;
 }
 
+// ---- the pass ----------------------------------------------------------------------------------
+
+std::vector<std::string> parse_perf_pass(const std::string& flag, const std::string& text) {
+  if (text == "forward" || text == "backward") return {text};
+  if (text == "both") return {"forward", "backward"};
+  throw InputError(flag + " must be forward, backward or both, got '" + text + "'");
+}
+
+std::string perf_pass_name(const std::vector<std::string>& passes) {
+  return passes.size() == 1 ? passes[0] : "both";
+}
+
+bool has_backward(const std::vector<bench::Result>& results) {
+  return std::any_of(results.begin(), results.end(), [](const bench::Result& r) { return r.c.backward(); });
+}
+
+std::string backward_flop_rule_text(Lang lang) {
+  bench::Case fused, staged;
+  fused.pass = staged.pass = "backward";
+  fused.variant = "fused";
+  staged.variant = "staged";
+  const char* f = tr(lang, S::PerfBackwardRule);
+  std::vector<char> buf(std::strlen(f) + 64);
+  std::snprintf(buf.data(), buf.size(), f, trim_number(bench::backward_flop_factor(fused)).c_str(),
+                trim_number(bench::backward_flop_factor(staged)).c_str());
+  return buf.data();
+}
+
 // ---- series ------------------------------------------------------------------------------------
 
 PerfChart parse_perf_chart(const std::string& s) {
@@ -97,12 +132,13 @@ const char* perf_chart_name(PerfChart c) {
 
 std::vector<PerfSeries> build_series(const std::vector<bench::Result>& results) {
   // What the sweep varies besides backend, variant and precision: only those parts join the label.
-  std::set<std::string> masks;
+  std::set<std::string> masks, passes;
   std::set<int> heads, ds;
   for (const auto& r : results) {
     masks.insert(r.c.mask);
     heads.insert(r.c.heads);
     ds.insert(r.c.d);
+    passes.insert(r.c.pass);
   }
   std::vector<PerfSeries> out;
   std::map<decltype(series_key(bench::Case{})), std::size_t> index;
@@ -118,6 +154,8 @@ std::vector<PerfSeries> build_series(const std::vector<bench::Result>& results) 
       if (masks.size() > 1) s.label += " " + r.c.mask;
       if (heads.size() > 1) s.label += " h=" + std::to_string(r.c.heads);
       if (ds.size() > 1) s.label += " d=" + std::to_string(r.c.d);
+      // A backward series always says so; a forward one only beside backward ones.
+      if (r.c.backward() || passes.size() > 1) s.label += " " + r.c.pass;
       it = index.emplace(key, out.size()).first;
       out.push_back(std::move(s));
     }
@@ -320,7 +358,7 @@ double estimate_seconds_left(const std::vector<bench::Result>& results, int in_f
   std::map<std::string, std::pair<double, double>> seen;  // flops, seconds of timed medians
   for (const auto& r : results)
     if (r.ran && r.median_ms > 0) {
-      auto& v = seen[r.c.backend + " " + r.c.variant + " " + r.c.precision];
+      auto& v = seen[rate_key(r.c)];
       v.first += r.flops;
       v.second += r.median_ms * 1e-3;
     }
@@ -328,7 +366,7 @@ double estimate_seconds_left(const std::vector<bench::Result>& results, int in_f
   for (std::size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
     if (r.ran || !r.reason.empty()) continue;
-    const auto it = seen.find(r.c.backend + " " + r.c.variant + " " + r.c.precision);
+    const auto it = seen.find(rate_key(r.c));
     double rate = r.c.backend == "cpu" ? bench::cpu_rate_guess(r.c.variant) : 1e12;
     if (it != seen.end() && it->second.second > 0) rate = it->second.first / it->second.second;
     const double t = r.flops * (s.repeat + s.warmup) / rate;
@@ -465,6 +503,8 @@ bool PerfView::parse_flag(const std::string& a, const FlagValue& value, Options&
     o.spec.ds = bench::int_list("--perf-d", value(), kMaxHeadDim);
   } else if (a == "--perf-heads") {
     o.spec.heads = bench::int_list("--perf-heads", value(), 4096);
+  } else if (a == "--perf-pass") {
+    o.spec.passes = parse_perf_pass("--perf-pass", value());
   } else if (a == "--perf-repeat") {
     o.spec.repeat = parse_flag_int<int>(a, value(), 1, 1000);
   } else if (a == "--perf-warmup") {
@@ -508,7 +548,9 @@ std::string PerfView::usage() {
          "               [--perf-precision fp32,bf16] [--perf-n 256,512,1024 | 256..16384]\n"
          "               [--perf-d 64] [--perf-heads 1] [--perf-mask none,causal] [--perf-repeat R]\n"
          "               [--perf-warmup W] [--perf-max-seconds S] [--perf-output FILE.csv]\n"
-         "               [--perf-chart time|tflops|speedup|roofline|memory]\n";
+         "               [--perf-chart time|tflops|speedup|roofline|memory]\n"
+         "               [--perf-pass forward|backward|both] (the backward: CPU staged and fused fp32,\n"
+         "               CUDA fused; its FLOPs by bench's backward rule)\n";
 }
 
 PerfView::PerfView(const ViewContext& ctx, const Options& o) {

@@ -1,11 +1,12 @@
 // The Performance view's logic (--view perf), free of SDL and ImGui so that it is unit-tested:
 //   - the sweep it runs: a bench::Spec (engine/bench.h, the engine `attnlab bench` runs) edited by
-//     the view's controls or given by the --perf-* flags; the N list as a list or a doubling range
+//     the view's controls or given by the --perf-* flags; the N list as a list or a doubling range;
+//     the pass (forward, backward or both, as `attnlab bench --pass`)
 //   - PerfRun: the sweep on its own std::thread (the UI stays live), its progress (case in
 //     flight, cases done, an estimate of the time left), Cancel (the engine stops after the
 //     repetition in flight), and the machine's ceilings measured before the first case
-//   - the charts' data: one series per (backend, variant, precision, mask, heads, d) with a point
-//     per N that ran and the skipped N with their reasons (the legend lists them); the speed-up of
+//   - the charts' data: one series per (backend, variant, precision, mask, heads, d, pass) with a
+//     point per N that ran and the skipped N with their reasons (the legend lists them); the speed-up of
 //     every series against a baseline series; the roofline placement (arithmetic intensity =
 //     FLOPs / moved bytes against attained GFLOP/s, under min(GEMM rate, intensity x bandwidth))
 //   - log axes: ranges padded to whole decades or powers of two, ticks (1-2-5 per decade when few
@@ -39,6 +40,18 @@ std::vector<int> parse_n_list(const std::string& flag, const std::string& text);
 // The list as parse_n_list reads it back: a doubling run of three or more as "a..b", else "a,b,c".
 std::string n_list_text(const std::vector<int>& ns);
 
+// ---- the pass ----------------------------------------------------------------------------------
+// "forward" | "backward" | "both" -> the spec's passes ({"forward"}, {"backward"},
+// {"forward", "backward"}); parse throws InputError naming `flag` otherwise.
+std::vector<std::string> parse_perf_pass(const std::string& flag, const std::string& text);
+// The passes as parse_perf_pass reads them back ("both" for the two).
+std::string perf_pass_name(const std::vector<std::string>& passes);
+// True when some result times (or would time) the backward: the view then states its FLOP rule.
+bool has_backward(const std::vector<bench::Result>& results);
+// The backward's FLOP rule as the view states it (once, under the legend), in `lang`, with the
+// engine's factors (bench::backward_flop_factor of the fused and the staged backward).
+std::string backward_flop_rule_text(Lang lang);
+
 // ---- series ------------------------------------------------------------------------------------
 enum class PerfChart { Time, Tflops, Speedup, Roofline, Memory };
 // "time" | "tflops" | "speedup" | "roofline" | "memory"; parse throws InputError otherwise.
@@ -63,7 +76,9 @@ struct PerfSkip {
 
 struct PerfSeries {
   bench::Case proto;             // n is 0: the series' fixed part
-  std::string label;             // "cpu fused fp32" (+ mask, heads, d where the sweep varies them)
+  // "cpu fused fp32" (+ mask, heads, d where the sweep varies them), then " backward" for a
+  // backward series and " forward" for a forward one beside backward series
+  std::string label;
   std::vector<PerfPoint> points; // ascending n, only cases that ran
   std::vector<PerfSkip> skipped; // ascending n
   std::size_t pending = 0;       // cases not run yet (or left by a Cancel)
@@ -157,7 +172,7 @@ struct PerfSnapshot {
 // Estimated seconds for the cases not finished (index >= done in run order is not known here:
 // every result with ran == false, reason == "" and not `in_flight` counts, plus half the one in
 // flight): FLOPs x (repeat + warmup) over the rate observed so far for its backend / variant /
-// precision (total FLOPs timed / total time, from the cases that ran), else the engine's
+// precision / pass (total FLOPs timed / total time, from the cases that ran), else the engine's
 // pessimistic CPU guess, else 1 TFLOP/s for CUDA.
 double estimate_seconds_left(const std::vector<bench::Result>& results, int in_flight, const bench::Spec& s);
 
@@ -194,7 +209,7 @@ class PerfView final : public View {
  public:
   struct Options {
     bench::Spec spec = default_perf_spec();  // --backend (a list here), --perf-*
-    std::string output;                      // --perf-output FILE.csv
+    std::string output;                      // --perf-output FILE.csv (bench's CSV, its pass column too)
     PerfChart chart = PerfChart::Time;       // --perf-chart time|tflops|speedup|roofline|memory
   };
   static const char* label(Lang lang);
