@@ -130,6 +130,9 @@ int run_bench(BenchArgs& a) {
       })) {
     machine.cpu_fma_gflops = bench::cpu_fma_peak_gflops();
     std::cerr << "FMA peak probe: " << format_number("%.0f", machine.cpu_fma_gflops) << " GFLOP/s (every thread)\n";
+    machine.cpu_tile_gflops = bench::cpu_tile_peak_gflops();
+    std::cerr << "tile probe: " << format_number("%.0f", machine.cpu_tile_gflops)
+              << " GFLOP/s (the kernels' register tile on cached operands, every thread)\n";
   }
 
   bench::Hooks hooks;

@@ -124,20 +124,49 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
     const int cols = std::min(kKeyBlock, m - k0);
     const float* kb = job.k.data() + (krow + k0) * d_k;  // K_blk (cols, d_k), row-major
     const float* vb = p.v().data() + (krow + k0) * d_v;  // V_blk (cols, d_v), row-major
-    for (int i0 = 0; i0 < kQueryBlock; i0 += kTileCols) {
+    for (int i0 = 0; i0 < kQueryBlock;) {
       if (i0 >= rows) break;  // tiles of padding only
+      const int t = i0 / kTileCols;
       const BlockKind kind = job.blocks.at((q0 + i0) / kTileCols, k0 / kKeyBlock);
-      if (kind == BlockKind::Empty) continue;  // every pair masked: the tile's state stays
-      const int j0 = std::clamp(tile_lo[i0 / kTileCols] - k0, 0, cols);
-      const int j1 = std::clamp(tile_hi[i0 / kTileCols] - k0, j0, cols);
-      if (j1 == j0) continue;
-      const int keys = j1 - j0, lanes = std::min(kTileCols, rows - i0);
+      const int j0 = std::clamp(tile_lo[t] - k0, 0, cols);
+      const int j1 = std::clamp(tile_hi[t] - k0, j0, cols);
+      // kWideCols / kTileCols tiles that are all real queries and meet this key block alike (the
+      // same kind and keys) share one wide product each for S and P V: the same sums, per
+      // element, in the same order, with fewer loads per multiply-add.
+      constexpr int kPer = kWideCols / kTileCols;
+      bool wide = i0 % kWideCols == 0 && i0 + kWideCols <= rows && kind != BlockKind::Empty && j1 > j0;
+      for (int u = 1; wide && u < kPer; ++u)
+        wide = job.blocks.at((q0 + i0) / kTileCols + u, k0 / kKeyBlock) == kind && tile_lo[t + u] == tile_lo[t] &&
+               tile_hi[t + u] == tile_hi[t];
+      const int width = wide ? kWideCols : kTileCols;
+      const int next = i0 + width;
+      if (kind == BlockKind::Empty || j1 == j0) {  // every pair masked: the tile's state stays
+        i0 = next;
+        continue;
+      }
+      const int keys = j1 - j0;
       float* st = w.st.data() + i0;
-      rows_madd(keys, kb + static_cast<Index>(j0) * d_k, d_k, 1, w.qt.data() + i0, ld, d_k, st, ld, nullptr);
-      if (job.score.any()) modify_tile(job.score, job.score_scale, st, ld, h, q0 + i0, lanes, k0 + j0, keys);
-      if (kind == BlockKind::Partial) mask_tile(job.rule, st, ld, q0 + i0, lanes, k0 + j0, keys);
-      const SoftmaxState tile{state.m + i0, state.l + i0, state.alpha + i0};
-      update_tile(st, ld, keys, vb + static_cast<Index>(j0) * d_v, d_v, w.acct.data() + i0, job.scale, tile);
+      if (wide)
+        rows_madd<kWideVecs>(keys, kb + static_cast<Index>(j0) * d_k, d_k, 1, w.qt.data() + i0, ld, d_k, st, ld,
+                             nullptr);
+      else
+        rows_madd(keys, kb + static_cast<Index>(j0) * d_k, d_k, 1, w.qt.data() + i0, ld, d_k, st, ld, nullptr);
+      for (int u = i0; u < next; u += kTileCols) {
+        const int lanes = std::min(kTileCols, rows - u);
+        float* su = w.st.data() + u;
+        if (job.score.any()) modify_tile(job.score, job.score_scale, su, ld, h, q0 + u, lanes, k0 + j0, keys);
+        if (kind == BlockKind::Partial) mask_tile(job.rule, su, ld, q0 + u, lanes, k0 + j0, keys);
+        const SoftmaxState tile{state.m + u, state.l + u, state.alpha + u};
+        if (!wide) {
+          update_tile(su, ld, keys, vb + static_cast<Index>(j0) * d_v, d_v, w.acct.data() + u, job.scale, tile);
+        } else {
+          online_softmax_step(su, ld, keys, job.scale, tile);
+        }
+      }
+      if (wide)  // acc^T = acc^T * alpha + V_blk^T P^T over the wide tile (update_tile's product)
+        rows_madd<kWideVecs>(d_v, vb + static_cast<Index>(j0) * d_v, 1, d_v, st, ld, keys, w.acct.data() + i0, ld,
+                             state.alpha + i0);
+      i0 = next;
     }
   }
   // A score that overflowed fp32 turns its query into inf/NaN here (a finite unmasked score

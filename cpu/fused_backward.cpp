@@ -50,9 +50,17 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kQueryBlock = 64;  // queries of a tile: whole packets
 constexpr int kKeyBlock = 128;   // keys of a work item: the rows of its dK, dV tiles
-static_assert(kQueryBlock % kTileCols == 0, "a query block is whole tiles");
+static_assert(kQueryBlock % kWideCols == 0, "a query block is whole wide tiles");
 
 int padded(int d) { return (d + kTileCols - 1) / kTileCols * kTileCols; }
+
+// Every entry finite, read in storage order (Eigen's allFinite on a row-major matrix walks it by
+// columns, a cache miss per entry once the matrix outgrows the cache). A finite sum is the fast
+// screen; a sum that merely overflowed costs one scan.
+bool all_finite(const MatrixF& a) {
+  const Eigen::Map<const Eigen::ArrayXf> v(a.data(), a.size());
+  return std::isfinite(v.sum()) || v.allFinite();
+}
 
 // Per-thread tiles, sized once (row-major). The (keys, queries) tiles have ld = kQueryBlock.
 struct Scratch {
@@ -76,24 +84,28 @@ struct Scratch {
 // Q_iᵀ and dO_iᵀ (d, kQueryBlock) with zero lanes past the block's rows, for S and dP; Q_i and dO_i
 // as rows of dkp, dvp floats for dK and dV (the inputs themselves when d is whole tiles: no copy);
 // the rows' m, 1/l and D, lanes past the rows m = +inf and 1/l = 0 (P = 0 there). O(heads n d).
+// Qᵀ and dOᵀ are left uninitialised until pack_block writes every entry of them.
 struct Packed {
   int dkp = 0, dvp = 0;
-  std::vector<float> qt, dot, qp, dop, m, inv_l, d;
+  std::unique_ptr<float[]> qt_buf, dot_buf;
+  std::vector<float> qp, dop, m, inv_l, d;
   const float* q_rows = nullptr;   // Q_i of block b at q_rows + b * kQueryBlock * dkp
   const float* do_rows = nullptr;
-  const float* qt_of(std::size_t b, int d_k) const { return qt.data() + b * d_k * kQueryBlock; }
-  const float* dot_of(std::size_t b, int d_v) const { return dot.data() + b * d_v * kQueryBlock; }
+  const float* qt_of(std::size_t b, int d_k) const { return qt_buf.get() + b * d_k * kQueryBlock; }
+  const float* dot_of(std::size_t b, int d_v) const { return dot_buf.get() + b * d_v * kQueryBlock; }
 };
 
-// Block b = h * query_blocks + qb of the stacked rows (qb's rows of head h).
+// Block b = h * query_blocks + qb of the stacked rows (qb's rows of head h); its rows of dQ are
+// zeroed here, by the thread that will first touch them.
 void pack_block(Packed& k, const MatrixF& q, const MatrixF& dout, const cpu::RowStats& stats,
-                const std::vector<float>& D, int n, int query_blocks, std::size_t b) {
+                const std::vector<float>& D, int n, int query_blocks, std::size_t b, MatrixF& dq) {
   const int d_k = static_cast<int>(q.cols()), d_v = static_cast<int>(dout.cols());
   const int h = static_cast<int>(b / query_blocks), q0 = static_cast<int>(b % query_blocks) * kQueryBlock;
   const int rows = std::min(kQueryBlock, n - q0);
   const Index qrow = static_cast<Index>(h) * n + q0;
-  float* qt = k.qt.data() + b * d_k * kQueryBlock;
-  float* dot = k.dot.data() + b * d_v * kQueryBlock;
+  float* qt = k.qt_buf.get() + b * d_k * kQueryBlock;
+  float* dot = k.dot_buf.get() + b * d_v * kQueryBlock;
+  std::fill_n(dq.data() + qrow * d_k, static_cast<Index>(rows) * d_k, 0.f);
   for (int c = 0; c < d_k; ++c)
     for (int i = 0; i < kQueryBlock; ++i) qt[c * kQueryBlock + i] = i < rows ? q(qrow + i, c) : 0.f;
   for (int c = 0; c < d_v; ++c)
@@ -128,6 +140,15 @@ struct BackwardJob {
   std::vector<std::mutex>& locks;
   int query_blocks;
 };
+
+// c (rows, ldc) = a b (+ c · col_scale) over ldc columns (whole kTileCols): wide tiles, then narrow.
+void cols_madd(int rows, const float* a, Index a_row, Index a_k, const float* b, int ldb, int depth, float* c, int ldc,
+               const float* col_scale) {
+  int c0 = 0;
+  for (; c0 + kWideCols <= ldc; c0 += kWideCols)
+    rows_madd<kWideVecs>(rows, a, a_row, a_k, b + c0, ldb, depth, c + c0, ldc, col_scale);
+  for (; c0 < ldc; c0 += kTileCols) rows_madd(rows, a, a_row, a_k, b + c0, ldb, depth, c + c0, ldc, col_scale);
+}
 
 // P and dS of the first `rows` queries of a block (whole packets: the tiles rows_madd filled) by
 // the keys [0, keys) of the tile (rows of st and dpt): st holds
@@ -174,7 +195,13 @@ double run_key_block(const BackwardJob& job, Scratch& w, int g, int k0, int cols
   double dt = 0;
   const int group = p.heads / p.kv_heads();
   for (int h = g * group; h < (g + 1) * group; ++h) {
-    for (int qb = 0; qb < job.query_blocks; ++qb) {
+    // Each key block starts at the query block level with it (its share of the way down) and wraps
+    // round: threads on neighbouring key blocks meet different query blocks at a time, so they
+    // seldom wait for the same dQ lock.
+    const int key_blocks = (p.m() + kKeyBlock - 1) / kKeyBlock;
+    const int first = static_cast<int>(static_cast<long long>(k0 / kKeyBlock) * job.query_blocks / key_blocks);
+    for (int step = 0; step < job.query_blocks; ++step) {
+      const int qb = (first + step) % job.query_blocks;
       const BlockKind kind = job.blocks.at(qb, k0 / kKeyBlock);
       if (kind == BlockKind::Empty) continue;
       const int q0 = qb * kQueryBlock, rows = std::min(kQueryBlock, n - q0);
@@ -198,38 +225,40 @@ double run_key_block(const BackwardJob& job, Scratch& w, int g, int k0, int cols
       const float* dop = pk.dop.empty() ? pk.do_rows + qrow * dvp : pk.dop.data() + blk * kQueryBlock * dvp;
       const std::size_t lane0 = blk * kQueryBlock;
 
-      // S = K_j Q_iᵀ and dP = V_j dO_iᵀ, tile by tile of kTileCols queries; the score mods, the
-      // element mask.
-      for (int i0 = 0; i0 < rows; i0 += kTileCols) {
-        float* st = w.st.data() + i0;
-        rows_madd(keys, kb + static_cast<Index>(j0) * d_k, d_k, 1, qt + i0, ld, d_k, st, ld, nullptr);
-        rows_madd(keys, vb + static_cast<Index>(j0) * d_v, d_v, 1, dot + i0, ld, d_v,
-                  w.dpt.data() + i0, ld, nullptr);
-        if (job.score.any())
-          modify_tile(job.score, job.score_scale, st, ld, h, q0 + i0, std::min(kTileCols, rows - i0), k0 + j0, keys);
+      // S = K_j Q_iᵀ and dP = V_j dO_iᵀ over the block's queries in wide tiles (lanes past its rows
+      // are zero queries); the score mods, the element mask.
+      for (int i0 = 0; i0 < rows; i0 += kWideCols) {
+        rows_madd<kWideVecs>(keys, kb + static_cast<Index>(j0) * d_k, d_k, 1, qt + i0, ld, d_k, w.st.data() + i0, ld,
+                             nullptr);
+        rows_madd<kWideVecs>(keys, vb + static_cast<Index>(j0) * d_v, d_v, 1, dot + i0, ld, d_v, w.dpt.data() + i0,
+                             ld, nullptr);
       }
+      if (job.score.any())
+        for (int i0 = 0; i0 < rows; i0 += kTileCols)
+          modify_tile(job.score, job.score_scale, w.st.data() + i0, ld, h, q0 + i0, std::min(kTileCols, rows - i0),
+                      k0 + j0, keys);
       if (kind == BlockKind::Partial) mask_tile(job.rule, w.st.data(), ld, q0, rows, k0 + j0, keys);
       dt += recompute_tile(w, pk.m.data() + lane0, pk.inv_l.data() + lane0, pk.d.data() + lane0, rows, keys, scale,
                            softcap);
 
       // dV_j += Pᵀ dO_i, dK_j += dSᵀ Q_i (rows of the tiles: keys; depth: the block's queries).
-      for (int c = 0; c < dvp; c += kTileCols)
-        rows_madd(keys, w.st.data(), ld, 1, dop + c, dvp, rows, w.dv.data() + j0 * dvp + c, dvp,
-                  w.ones.data());
-      for (int c = 0; c < dkp; c += kTileCols)
-        rows_madd(keys, w.dpt.data(), ld, 1, qp + c, dkp, rows, w.dk.data() + j0 * dkp + c, dkp,
-                  w.ones.data());
-      // dQ_i's share: dS K_j (rows: queries; depth: the keys), added under the block's lock.
-      for (int c = 0; c < dkp; c += kTileCols)
-        rows_madd(rows, w.dpt.data(), 1, ld, w.kpad.data() + j0 * dkp + c, dkp, keys, w.dq.data() + c, dkp,
-                  nullptr);
-      {
-        const std::lock_guard<std::mutex> lock(job.locks[static_cast<std::size_t>(h) * job.query_blocks + qb]);
-        for (int i = 0; i < rows; ++i) {
-          float* to = job.dq.data() + (qrow + i) * d_k;
-          const float* from = w.dq.data() + i * dkp;
-          for (int c = 0; c < d_k; ++c) to[c] += from[c];
-        }
+      cols_madd(keys, w.st.data(), ld, 1, dop, dvp, rows, w.dv.data() + j0 * dvp, dvp, w.ones.data());
+      cols_madd(keys, w.dpt.data(), ld, 1, qp, dkp, rows, w.dk.data() + j0 * dkp, dkp, w.ones.data());
+      // dQ_i's share: dS K_j (rows: queries; depth: the keys), added under the block's lock: straight
+      // into dQ's rows when they are whole tiles (c = c · 1 + dS K_j, the same sum as adding the
+      // share afterwards), else through the thread's tile.
+      const float* kj = w.kpad.data() + j0 * dkp;
+      const bool direct = dkp == d_k;
+      if (!direct) cols_madd(rows, w.dpt.data(), 1, ld, kj, dkp, keys, w.dq.data(), dkp, nullptr);
+      const std::lock_guard<std::mutex> lock(job.locks[static_cast<std::size_t>(h) * job.query_blocks + qb]);
+      if (direct) {
+        cols_madd(rows, w.dpt.data(), 1, ld, kj, dkp, keys, job.dq.data() + qrow * d_k, d_k, w.ones.data());
+        continue;
+      }
+      for (int i = 0; i < rows; ++i) {
+        float* to = job.dq.data() + (qrow + i) * d_k;
+        const float* from = w.dq.data() + i * dkp;
+        for (int c = 0; c < d_k; ++c) to[c] += from[c];
       }
     }
   }
@@ -262,7 +291,7 @@ GradTrace cpu_fused_backward(const Problem& p, const Upstream& u) {
   g.D = (g.dout.array() * g.forward.output.array()).rowwise().sum().matrix();
   const std::vector<float> D(g.D.data(), g.D.data() + hn);
   const MatrixF& q_in = kernel_q(p, rot.get());
-  MatrixF dq = MatrixF::Zero(hn, d_k);
+  MatrixF dq(hn, d_k);  // zeroed block by block in pack_block
   g.dk.resize(static_cast<Index>(kv_heads) * m, d_k);
   g.dv.resize(static_cast<Index>(kv_heads) * m, d_v);
   const int query_blocks = (n + kQueryBlock - 1) / kQueryBlock;
@@ -271,8 +300,8 @@ GradTrace cpu_fused_backward(const Problem& p, const Upstream& u) {
   Packed packed;
   packed.dkp = padded(d_k);
   packed.dvp = padded(d_v);
-  packed.qt.resize(qblocks * d_k * kQueryBlock);
-  packed.dot.resize(qblocks * d_v * kQueryBlock);
+  packed.qt_buf.reset(new float[qblocks * d_k * kQueryBlock]);
+  packed.dot_buf.reset(new float[qblocks * d_v * kQueryBlock]);
   packed.m.resize(qblocks * kQueryBlock);
   packed.inv_l.resize(qblocks * kQueryBlock);
   packed.d.resize(qblocks * kQueryBlock);
@@ -283,7 +312,7 @@ GradTrace cpu_fused_backward(const Problem& p, const Upstream& u) {
   if (packed.dvp == d_v) packed.do_rows = g.dout.data();
   else packed.dop.assign(qblocks * kQueryBlock * packed.dvp, 0.f);
   parallel_items(qblocks, worker_count(qblocks, 4.0 * hn * (d_k + d_v)), [&](unsigned, std::size_t b) {
-    pack_block(packed, q_in, g.dout, stats, D, n, query_blocks, b);
+    pack_block(packed, q_in, g.dout, stats, D, n, query_blocks, b, dq);
   });
   const BackwardJob job{p,      q_in,  kernel_k(p, rot.get()), g.dout, stats, packed, rule, blocks,
                         score,  static_cast<float>(p.scale_value()), dq, g.dk, g.dv, locks, query_blocks};
@@ -325,7 +354,7 @@ GradTrace cpu_fused_backward(const Problem& p, const Upstream& u) {
           rope_rotate_back(g.dk.middleRows(static_cast<Index>(kv) * m, m).cast<double>(), 0, theta).cast<float>();
   }
   g.dq = std::move(dq);
-  if (!g.dq.allFinite() || !g.dk.allFinite() || !g.dv.allFinite() || !std::isfinite(g.dT))
+  if (!all_finite(g.dq) || !all_finite(g.dk) || !all_finite(g.dv) || !std::isfinite(g.dT))
     throw InputError("the backward's gradients overflow fp32 (inputs or dO too large)");
   g.backward_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   return g;

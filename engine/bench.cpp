@@ -18,6 +18,7 @@
 #include "cpu/backward.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/fused_backward.h"
+#include "cpu/online_softmax.h"
 #include "core/parallel.h"
 #include "kernels/decode.h"       // plain C++: the decode kernel's shapes
 #include "kernels/tile_config.h"  // plain C++: the bf16 kernel's head dims
@@ -399,6 +400,22 @@ float fma_chains(long steps) {
   return ei::predux(x[0]);
 }
 
+// `reps` products c (128, 64) = a (128, 64) b (64, 64) through the kernels' wide register tile,
+// operands in cache; returns an entry of c so that none is dropped.
+float tile_products(long reps) {
+  namespace on = cpu::online;
+  constexpr int rows = 128, depth = 64, cols = 64;
+  static_assert(cols % on::kWideCols == 0, "whole wide tiles");
+  std::vector<float> a(rows * depth, 0.001f), b(depth * cols, 0.002f), c(rows * cols, 0.f);
+  for (long r = 0; r < reps; ++r)
+    for (int c0 = 0; c0 < cols; c0 += on::kWideCols)
+      on::rows_madd<on::kWideVecs>(rows, a.data(), depth, 1, b.data() + c0, cols, depth, c.data() + c0, cols,
+                                   nullptr);
+  return c[rows * cols / 3];
+}
+constexpr long kTileReps = 1L << 14;
+constexpr double kTileFlops = 2.0 * 128 * 64 * 64;
+
 }  // namespace
 
 std::string Case::label() const {
@@ -736,6 +753,10 @@ const char* const kCpuSgemmRule =
 const char* const kHostReadRule =
     "every hardware thread sums its own slice of a 1 GiB fp32 buffer at once (8 independent vector "
     "sums each), one warm-up pass, best of 5; GB/s = 1 GiB / best time";
+const char* const kCpuTileRule =
+    "every hardware thread runs the fused kernels' wide register tile (rows_madd) on a (128, 64) by "
+    "(64, 64) fp32 product in its caches, 2^14 times, one warm-up, best of 5; GFLOP/s = 2 x 128 x 64 x "
+    "64 x 2^14 x threads / time";
 const char* const kCpuFmaRule =
     "every hardware thread runs 12 independent chains of vector fused multiply-adds in registers "
     "at once, 2^24 steps per chain, best of 5; GFLOP/s = 2 x lanes x chains x steps x threads / time";
@@ -776,6 +797,19 @@ double cpu_fma_peak_gflops() {
   static_cast<void>(sink);
   const double flops = 2.0 * kVecLanes * kFmaChains * static_cast<double>(steps) * threads;
   return best > 0 ? flops / best / 1e9 : 0;
+}
+
+double cpu_tile_peak_gflops() {
+  const unsigned threads = hardware_threads();
+  std::vector<float> out(threads);
+  const auto run = [&] {
+    parallel_items(threads, threads, [&](unsigned, std::size_t item) { out[item] = tile_products(kTileReps); });
+  };
+  run();  // warm-up
+  const double best = best_of_5_seconds(run);
+  volatile float sink = out[0];
+  static_cast<void>(sink);
+  return best > 0 ? kTileFlops * static_cast<double>(kTileReps) * threads / best / 1e9 : 0;
 }
 
 double host_copy_probe() { return timed_copy(1); }

@@ -192,6 +192,12 @@ extern const char* const kCpuSgemmRule;
 // thread at once, GFLOP/s (2 per lane per FMA), best of 5: the CPU roofline's compute ceiling.
 double cpu_fma_peak_gflops();
 extern const char* const kCpuFmaRule;
+// The tile probe: the fused kernels' own wide register tile (cpu/online_softmax.h, rows_madd) on
+// operands that stay in the core's caches (a (128, 64) by (64, 64) product, the backward's S
+// tile), every hardware thread at once, best of 5: the most the kernels' products reach here,
+// loads included, under the FMA peak.
+double cpu_tile_peak_gflops();
+extern const char* const kCpuTileRule;
 
 // The ceilings of one backend for the roofline; 0: not measured (why in `note`).
 struct Ceilings {

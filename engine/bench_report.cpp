@@ -164,6 +164,7 @@ std::string render_json(const Machine& m, const std::vector<Result>& results,
       {"host_read_gbs", m.host_read_gbs > 0 ? nlohmann::json(m.host_read_gbs) : nlohmann::json(nullptr)},
       {"host_read_rule", kHostReadRule},
       {"cpu_fma_peak_gflops", m.cpu_fma_gflops > 0 ? nlohmann::json(m.cpu_fma_gflops) : nlohmann::json(nullptr)},
+      {"cpu_tile_peak_gflops", m.cpu_tile_gflops > 0 ? nlohmann::json(m.cpu_tile_gflops) : nlohmann::json(nullptr)},
       {"cpu_fma_rule", kCpuFmaRule},
       {"backward_flops_rule", kBackwardFlopRule},
       {"baseline", a.baseline},
@@ -267,7 +268,12 @@ std::string render_table(const Machine& m, const std::vector<Result>& results,
     if (!r.ran || !r.c.backward() || r.c.backend != "cpu" || m.cpu_fma_gflops <= 0) continue;
     if (!peak_line)
       o << "\nbackward on the CPU against the FMA peak (" << format_number("%.0f", m.cpu_fma_gflops)
-        << " GFLOP/s, every thread):\n";
+        << " GFLOP/s, every thread"
+        << (m.cpu_tile_gflops > 0 ? "; the kernels' register tile on cached operands reaches " +
+                                        format_number("%.0f", m.cpu_tile_gflops) + " GFLOP/s = " +
+                                        format_number("%.0f", 100 * m.cpu_tile_gflops / m.cpu_fma_gflops) + " % of it"
+                                  : std::string())
+        << "):\n";
     peak_line = true;
     const double gflops = r.flops / (r.median_ms * 1e-3) / 1e9;
     o << "  " << r.c.label() << ": " << format_number("%.0f", gflops) << " GFLOP/s = "
