@@ -257,6 +257,12 @@ TEST(BenchEngine, CpuProbesMeasureSomething) {
   EXPECT_GT(c.peak_gflops, 0.0);
   EXPECT_EQ(c.compute_gflops(), c.peak_gflops);
   EXPECT_FALSE(c.peak_rule.empty());
+  // The kernels' register tile on cached operands: a rate, with loads, that a sum of FMA chains
+  // in registers bounds (a wide margin: the two probes run at different moments).
+  const double tile = bench::cpu_tile_peak_gflops();
+  EXPECT_GT(tile, 0.0);
+  EXPECT_LT(tile, 2.0 * c.peak_gflops);
+  EXPECT_FALSE(std::string(bench::kCpuTileRule).empty());
   EXPECT_GT(bench::host_read_probe_all_cores(), 0.0);
   std::string reason;
   if (!cuda_available(&reason)) {
