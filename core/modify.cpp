@@ -151,7 +151,7 @@ struct RopeTable {
     cs.resize(static_cast<std::size_t>(count) * half);
     sn.resize(cs.size());
     std::vector<double> freq(half);
-    for (int c = 0; c < half; ++c) freq[c] = std::pow(theta, -2.0 * c / d);
+    for (int c = 0; c < half; ++c) freq[c] = rope_frequency(theta, c, d);
     for (int p = 0; p < count; ++p)
       for (int c = 0; c < half; ++c) {
         const double a = static_cast<double>(first + p) * freq[c];
@@ -180,13 +180,15 @@ void rotate_rows(const float* x, float* y, int rows, int d, int pos0, const Rope
 
 }  // namespace
 
+double rope_frequency(double theta, int c, int d) { return std::pow(theta, -2.0 * c / d); }
+
 MatrixD rope_rotate(const MatrixD& x, int pos0, double theta) {
   const int d = static_cast<int>(x.cols()), half = d / 2;
   MatrixD y = x;
   for (Eigen::Index r = 0; r < x.rows(); ++r) {
     const double pos = static_cast<double>(pos0 + r);
     for (int c = 0; c < half; ++c) {
-      const double angle = pos * std::pow(theta, -2.0 * c / d);
+      const double angle = pos * rope_frequency(theta, c, d);
       const double cs = std::cos(angle), sn = std::sin(angle);
       y(r, c) = x(r, c) * cs - x(r, c + half) * sn;
       y(r, c + half) = x(r, c + half) * cs + x(r, c) * sn;

@@ -64,6 +64,10 @@ struct RotatedQK {
   MatrixF q, k;
 };
 std::shared_ptr<const RotatedQK> rotated_qk(const Problem& p);
+// RoPE's angular frequency of pair c (0 <= c < d/2: values c and c + d/2 of a row) at base θ
+// for d dimensions, θ^(-2c/d): a row at position pos turns that pair by pos times it. The one
+// definition of the angles (the rotation below, rotated_qk's tables, the viewer's tooltip).
+double rope_frequency(double theta, int c, int d);
 // The same rotation in double, of rows [row0, row0 + rows) of x whose first row is at position
 // `pos0` (what the fp64 reference and the tests use).
 MatrixD rope_rotate(const MatrixD& x, int pos0, double theta);

@@ -256,14 +256,6 @@ TEST(BackwardView, RefusedAboveItsSizeWithoutComputing) {
   EXPECT_EQ(j["backward"]["status"], "too_large");
 }
 
-// The printf conversions of a text, in order.
-std::string conversions(const char* t) {
-  std::string out;
-  for (const char* c = t; *c; ++c)
-    if (*c == '%') out += *++c;
-  return out;
-}
-
 TEST(BackwardView, RegisteredWithEveryTextInBothLanguages) {
   EXPECT_GE(viewer::view_index("backward"), 0);
   for (int i = 0; i < static_cast<int>(viewer::BT::Count_); ++i) {
@@ -271,7 +263,7 @@ TEST(BackwardView, RegisteredWithEveryTextInBothLanguages) {
     const char *en = viewer::btr(Lang::En, id), *zh = viewer::btr(Lang::Zh, id);
     EXPECT_STRNE(en, "") << i;
     EXPECT_STRNE(en, zh) << i;
-    EXPECT_EQ(conversions(en), conversions(zh)) << i;
+    EXPECT_EQ(test::printf_conversions(en), test::printf_conversions(zh)) << i;
   }
   // The caveats say what these gradients are not, and what masked positions get.
   EXPECT_NE(std::string(viewer::btr(Lang::En, viewer::BT::Caveats)).find("not of a model's training loss"),

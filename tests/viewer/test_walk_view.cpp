@@ -37,14 +37,6 @@ const BackwardWalk* show_backward(Session& s, WalkView& v) {
   return v.update_backward(s);
 }
 
-// The printf conversions of a text, in order.
-std::string conversions(const char* t) {
-  std::string out;
-  for (const char* c = t; *c; ++c)
-    if (*c == '%') out += *++c;
-  return out;
-}
-
 }  // namespace
 
 TEST(WalkView, TileChoicesAreEverySizeOnSmallProblemsAndPowersOfTwoOnLarge) {
@@ -257,7 +249,7 @@ TEST(WalkViewBackward, EveryWordInBothLanguages) {
     const char *en = wbtr(Lang::En, id), *zh = wbtr(Lang::Zh, id);
     EXPECT_STRNE(en, "") << i;
     EXPECT_STRNE(en, zh) << i;
-    EXPECT_EQ(conversions(en), conversions(zh)) << i;
+    EXPECT_EQ(test::printf_conversions(en), test::printf_conversions(zh)) << i;
   }
   EXPECT_NE(std::string(wbtr(Lang::En, WB::Caveat)).find("Only this row's dQ"), std::string::npos);
   EXPECT_NE(std::string(wbtr(Lang::Zh, WB::Caveat)).find("只有这一行的 dQ"), std::string::npos);

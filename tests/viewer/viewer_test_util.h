@@ -4,6 +4,8 @@
 
 #include "viewer/app/options.h"
 
+#include <string>
+
 namespace attnlab::test {
 
 inline viewer::ViewerOptions cpu_viewer_options() {
@@ -20,6 +22,15 @@ inline viewer::ViewerOptions cpu_random_options(int n, int d_k, int d_v, MaskKin
   o.d_v = d_v;
   o.mask = mask;
   return o;
+}
+
+// The printf conversions of a text, in order (the character after each %): a translation must
+// take the same arguments as the English it stands for.
+inline std::string printf_conversions(const char* t) {
+  std::string out;
+  for (const char* c = t; *c; ++c)
+    if (*c == '%') out += *++c;
+  return out;
 }
 
 }  // namespace attnlab::test

@@ -44,7 +44,7 @@ HeatView pan_view(HeatView v, double dx, double dy) {
   return clamp_view(v);
 }
 
-PlotGeometry place_plot(float ax, float ay, float aw, float ah, int rows, int cols, HeatView view) {
+PlotGeometry place_plot(float ax, float ay, float aw, float ah, int rows, int cols, HeatView view, float min_w) {
   PlotGeometry g;
   g.rows = rows;
   g.cols = cols;
@@ -54,12 +54,12 @@ PlotGeometry place_plot(float ax, float ay, float aw, float ah, int rows, int co
   g.vis_cols = (view.x1 - view.x0) * cols;
   if (rows <= 0 || cols <= 0 || aw < 1 || ah < 1) return g;
   // Square cells (pooled or not) so a causal diagonal runs at 45 degrees and zooming keeps the
-  // plot's shape; a matrix too skinny for that (the 4096 x 64 output) is widened to 160 px, and
+  // plot's shape; a matrix too skinny for that (the 4096 x 64 output) is widened to min_w px, and
   // one too flat (the 1 x 64 output of one token, 8 x 1024) is made 160 px tall.
   const double cell = std::min(aw / g.vis_cols, ah / g.vis_rows);
   const double h = std::clamp(cell * g.vis_rows, static_cast<double>(std::min(ah, 160.0f)),
                               static_cast<double>(ah));
-  const double w = std::clamp(cell * g.vis_cols, static_cast<double>(std::min(aw, 160.0f)),
+  const double w = std::clamp(cell * g.vis_cols, static_cast<double>(std::min(aw, min_w)),
                               static_cast<double>(aw));
   g.px_w = std::max(1, static_cast<int>(std::floor(w)));
   g.px_h = std::max(1, static_cast<int>(std::floor(h)));

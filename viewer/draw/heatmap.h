@@ -40,8 +40,10 @@ struct PlotGeometry {
 
 // Places a rows x cols matrix seen through `view` in the area (ax, ay, aw, ah), centred, with
 // square cells (less than a pixel each when pooled), as large as the area allows; never narrower
-// than min(aw, 160) pixels (the 4096 x 64 output).
-PlotGeometry place_plot(float ax, float ay, float aw, float ah, int rows, int cols, HeatView view);
+// than min(aw, min_w) pixels (the 4096 x 64 output; a matrix of tokens by dimensions asks for
+// more, so that its few columns can be told apart).
+PlotGeometry place_plot(float ax, float ay, float aw, float ah, int rows, int cols, HeatView view,
+                        float min_w = 160);
 
 // The exact cell under pixel (mx, my), or nothing outside the plot.
 struct Cell {

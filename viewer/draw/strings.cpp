@@ -512,6 +512,32 @@ constexpr Entry kTable[] = {
     {S::WalkUnitsMods,
      "Computed by the CPU fused kernel's own update step (cpu/online_softmax.h). With score modifications the kernel first turns each tile's scores into the modified scaled scores and keeps m on them; x and m are shown in logit units (× 1/T); α, l, acc are its fp32 values.",
      "由 CPU 融合内核自己的更新步骤计算（cpu/online_softmax.h）。有分数修改时，内核先把每块分数变成修改后的缩放分数，并在其上取 m；这里 x 与 m 换算为 logit 单位（× 1/T）；α、l、acc 为内核的 fp32 值。"},
+    {S::RopeQK, "QKᵀ (of the rotated Q, K)", "QKᵀ（旋转后的 Q、K）"},
+    {S::RopeQ, "Q", "Q（原值）"},
+    {S::RopeQRot, "Q rotated", "旋转后的 Q"},
+    {S::RopeQDiff, "Q rotated − Q", "旋转后的 Q − Q"},
+    {S::RopeK, "K", "K（原值）"},
+    {S::RopeKRot, "K rotated", "旋转后的 K"},
+    {S::RopeKDiff, "K rotated − K", "旋转后的 K − K"},
+    {S::RopeNote,
+     "RoPE turns each row's pairs of dimensions (c, c + d_k/2) by the angle position × θ^(−2c/d_k): the row at "
+     "position 0 is not turned, the first pair of each half turns fastest, the last ones hardly. Q and Q rotated share "
+     "one colour scale (K and K rotated another), so a flip between them changes only what the rotation changes.",
+     "RoPE 把每一行的维度对 (c, c + d_k/2) 旋转“位置 × θ^(−2c/d_k)”的角度：位置 0 的行不转，每一半的第一对转得最快，"
+     "最后几对几乎不转。Q 与旋转后的 Q 共用一个色标（K 与旋转后的 K 共用另一个），在两者之间切换时，颜色只随旋转而变。"},
+    {S::RopeNoteDiff,
+     "What the rotation changed (rotated − given), on its own colour scale: 0 in the row at position 0; the first "
+     "columns of each half (fast pairs) swing back and forth down the rows, the last ones (slow pairs) grow slowly.",
+     "旋转带来的变化（旋转后 − 原值），用它自己的色标：位置 0 的行为 0；每一半的前几列（转得快的维度对）沿行来回摆动，"
+     "后几列（转得慢的）缓慢增长。"},
+    {S::AxisDimsK, "dimensions of d_k", "d_k 的维度"},
+    {S::RopeHintK, "rows = keys ↓, columns = dimensions of d_k → · click: select the key · wheel: zoom · drag: pan",
+     "行 = 键 ↓，列 = d_k 的维度 → · 单击选择键 · 滚轮缩放 · 拖动平移"},
+    {S::TipPosition, "position", "位置"},
+    {S::TipDimPair, "dimension %d (pair %d: dimensions %d and %d)", "维度 %d（第 %d 对：维度 %d 与 %d）"},
+    {S::TipRopeAngle, "angle = position × θ^(−2c/d_k) = %d × %.6g = %.6g rad",
+     "角度 = 位置 × θ^(−2c/d_k) = %d × %.6g = %.6g 弧度"},
+    {S::TipRopeValues, "given %.6g → rotated %.6g (change %.6g)", "原值 %.6g → 旋转后 %.6g（变化 %.6g）"},
 };
 static_assert(std::size(kTable) == static_cast<std::size_t>(S::Count_), "one line per S value");
 constexpr bool in_enum_order() {

@@ -72,6 +72,9 @@ enum class S {
   Mods, ModsHint, ModRope, ModRopeTheta, ModAlibi, ModSoftcap, ModSoftcapC, ModWindow, ModWindowW, ModPrefix,
   ModPrefixP, TableQRot, TableKRot, TableBiased, TableCapped, SubShow, SubLogits, SubScaled, SubBiased,
   SubCapped, SubNote, ModBiasFile, ModDocsFile, WalkUnitsMods,
+  // step 1's RoPE matrices (issue 23)
+  RopeQK, RopeQ, RopeQRot, RopeQDiff, RopeK, RopeKRot, RopeKDiff, RopeNote, RopeNoteDiff, AxisDimsK, RopeHintK,
+  TipPosition, TipDimPair, TipRopeAngle, TipRopeValues,
   Count_
 };
 

@@ -224,6 +224,8 @@ Session::Result Session::execute(Job job) {
     if (!r.streaming) opt.stages = kept_stages(policy_, q.backend, *p, q.step);
     *worker_.progress() = 0;
     backend_for(q.backend).run_into(*p, opt, r.trace);
+    // The backend made the rotation (kept with p's inputs): here it is only looked up.
+    if (job.parts & kAll) r.rotated = rotated_qk(*p);
     if (opt.pool) job.view = *opt.pool;  // the view the pooled stages belong to
     else job.view.reset();
     if ((job.parts & kCompanion) && !r.streaming && job.companion)
@@ -434,6 +436,7 @@ void Session::adopt(Result r) {
         recycled_ = std::move(trace_);
     }
     trace_ = std::move(r.trace);
+    rotated_ = std::move(r.rotated);
     adopt_companion(r.job.companion, std::move(r.companion));
     shown_view_ = r.job.view.value_or(PoolRequest{});
     ++run_revision_;  // what belonged to the run before (a Compare) is not this one's

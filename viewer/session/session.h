@@ -29,6 +29,7 @@
 #include "core/backend.h"
 #include "core/bundle.h"
 #include "core/messages.h"
+#include "core/modify.h"
 #include "core/patterns.h"
 #include "core/problem.h"
 #include "core/stats.h"
@@ -248,6 +249,10 @@ class Session {
   const Pattern& random_pattern() const { return req_.source.pattern; }
   int random_heads() const { return req_.source.heads; }
 
+  // RoPE's Q and K of the problem on screen as every backend multiplies them (core's rotated_qk,
+  // taken on the worker with the run, so a streamed problem has them too: n x d_k and m x d_k, no
+  // N x N matrix); null without RoPE.
+  const RotatedQK* rotated() const { return rotated_.get(); }
   // The heatmap's matrix for step 1..4 (scores, logits, weights, output); null when not kept.
   const MatrixF* stage_matrix(int step) const;
   // Streamed problems: the pooled image of step 1..3 for pooled_view(); null when there is none.
@@ -321,6 +326,7 @@ class Session {
     Message error;
     double ms = 0, need_gb = 0, avail_gb = 0;
     std::shared_ptr<const CompanionResult> companion;  // of job.companion, when computed
+    std::shared_ptr<const RotatedQK> rotated;           // of problem, with RoPE (kAll runs)
   };
 
   // Posts what the requested state needs; in sync mode waits and returns whether it was adopted
@@ -345,6 +351,7 @@ class Session {
   Request shown_req_;  // what trace_ was computed for
   std::shared_ptr<const Problem> shown_;
   Trace trace_;
+  std::shared_ptr<const RotatedQK> rotated_;  // of shown_ (rotated())
   std::vector<int> queries_{kDemoDefaultQuery};  // the selected query first, then the others, ascending
   bool streaming_ = false;
   PoolRequest view_;        // the latest view the UI asked for

@@ -1,14 +1,139 @@
 // The chain view (see chain_view.h).
 #include "viewer/views/chain/chain_view.h"
 
+#include "core/modify.h"
 #include "viewer/draw/strings.h"
 #include "viewer/session/session.h"
 
+#include <algorithm>
+
 namespace attnlab::viewer {
+
+namespace {
+
+// Q or K of the problem on screen (one head: n x d_k, m x d_k) as given, and as rotated; null
+// without RoPE.
+const MatrixF* given_of(const Session& s, bool keys) {
+  if (!s.rotated()) return nullptr;
+  return keys ? &s.problem().k() : &s.problem().q();
+}
+const MatrixF* rotated_of(const Session& s, bool keys) {
+  const RotatedQK* r = s.rotated();
+  if (!r) return nullptr;
+  return keys ? &r->k : &r->q;
+}
+
+ValueRange range_of(const MatrixF& m) {
+  return finite_range(m.data(), static_cast<int>(m.rows()), static_cast<int>(m.cols()), nullptr, 0);
+}
+
+}  // namespace
 
 const char* ChainView::label(Lang lang) { return tr(lang, S::ViewChain); }
 
-void ChainView::prepare(Session& s, int step) { s.set_step(step); }
+const char* chain_rope_word(ChainRope r) {
+  switch (r) {
+    case ChainRope::QK: return "qk";
+    case ChainRope::Q: return "q";
+    case ChainRope::QRot: return "q-rot";
+    case ChainRope::QDiff: return "q-diff";
+    case ChainRope::K: return "k";
+    case ChainRope::KRot: return "k-rot";
+    case ChainRope::KDiff: return "k-diff";
+  }
+  return "qk";
+}
+
+std::optional<ChainRope> chain_rope_of(const std::string& word) {
+  for (ChainRope r : kChainRopes)
+    if (word == chain_rope_word(r)) return r;
+  return std::nullopt;
+}
+
+bool ChainView::parse_flag(const std::string& flag, const FlagValue& value, Options& o) {
+  if (flag != "--chain-rope") return false;
+  const std::string& v = value();
+  o.rope = chain_rope_of(v);
+  if (!o.rope) throw InputError("--chain-rope must be qk, q, q-rot, q-diff, k, k-rot or k-diff, got '" + v + "'");
+  return true;
+}
+
+std::string ChainView::usage() {
+  return "  --view chain: [--chain-rope qk|q|q-rot|q-diff|k|k-rot|k-diff]\n"
+         "                 (with --rope: what step 1's heatmap shows: QK^T of the rotated Q and K (qk, the\n"
+         "                 default), Q or K as given, rotated by RoPE, or rotated minus given)\n";
+}
+
+ChainView::ChainView(const ViewContext& ctx, const Options& o) {
+  if (!o.rope) return;
+  if (*o.rope != ChainRope::QK && !ctx.session.rotated())
+    throw InputError(std::string("--chain-rope ") + chain_rope_word(*o.rope) +
+                     " shows RoPE's Q or K: it needs --rope [THETA] (and an even d_k)");
+  rope = *o.rope;
+}
+
+void ChainView::prepare(Session& s, int step) {
+  s.set_step(step);
+  if (!s.rotated()) rope = ChainRope::QK;
+}
+
+ChainRope ChainView::shown_rope(const Session& s) const { return s.rotated() ? rope : ChainRope::QK; }
+
+const MatrixF* ChainView::rope_matrix(const Session& s, ChainRope r) const {
+  if (r == ChainRope::QK || !s.rotated()) return nullptr;
+  const bool keys = chain_rope_keys(r);
+  if (r == ChainRope::Q || r == ChainRope::K) return given_of(s, keys);
+  if (r == ChainRope::QRot || r == ChainRope::KRot) return rotated_of(s, keys);
+  if (cache_.revision != s.revision() || cache_.diff_of != r) {
+    cache_.diff = *rotated_of(s, keys) - *given_of(s, keys);
+    cache_.revision = s.revision();
+    cache_.diff_of = r;
+  }
+  return &cache_.diff;
+}
+
+ValueRange ChainView::rope_range(const Session& s, ChainRope r) const {
+  const MatrixF* m = rope_matrix(s, r);
+  if (!m) return {};
+  if (cache_.range_revision == s.revision() && cache_.range_of == r) return cache_.range;
+  ValueRange range = range_of(*m);
+  if (r != ChainRope::QDiff && r != ChainRope::KDiff) {
+    const bool keys = chain_rope_keys(r);
+    const ValueRange a = range_of(*given_of(s, keys)), b = range_of(*rotated_of(s, keys));
+    range = ValueRange{std::min(a.lo, b.lo), std::max(a.hi, b.hi)};
+  }
+  cache_.range = range;
+  cache_.range_of = r;
+  cache_.range_revision = s.revision();
+  return range;
+}
+
+std::optional<RopeCell> ChainView::rope_cell(const Session& s, ChainRope r, int row, int col) const {
+  const MatrixF* m = rope_matrix(s, r);
+  if (!m || row < 0 || col < 0 || row >= m->rows() || col >= m->cols()) return std::nullopt;
+  const Problem& p = s.problem();
+  const bool keys = chain_rope_keys(r);
+  const int d = static_cast<int>(m->cols()), half = d / 2;
+  RopeCell c;
+  // Key j sits at position j, query i at i + m - n (the queries are the last n positions).
+  c.pos = keys ? row : row + p.causal_offset();
+  c.pair = col % half;
+  c.partner = col < half ? col + half : col - half;
+  c.frequency = rope_frequency(p.mods.rope_theta, c.pair, d);
+  c.angle = c.pos * c.frequency;
+  c.before = (*given_of(s, keys))(row, col);
+  c.after = (*rotated_of(s, keys))(row, col);
+  c.diff = c.after - c.before;
+  return c;
+}
+
+const std::vector<std::string>& ChainView::dim_labels(int d) const {
+  if (static_cast<int>(dims_.size()) != d) {
+    dims_.clear();
+    for (int j = 0; j < d; ++j) dims_.push_back(std::to_string(j));
+  }
+  return dims_;
+}
 
 const MatrixF* chain_sub_matrix(const Session& s, ChainView::Sub sub) {
   const Trace& t = s.trace();
@@ -19,8 +144,17 @@ const MatrixF* chain_sub_matrix(const Session& s, ChainView::Sub sub) {
   return t.has_stages && m->size() > 0 ? m : nullptr;
 }
 
-void ChainView::dump(nlohmann::json& j, const Session&) const {
+void ChainView::dump(nlohmann::json& j, const Session& s) const {
   j["chain"]["sub"] = sub == Sub::Scaled ? "scaled" : sub == Sub::Biased ? "biased" : sub == Sub::Capped ? "capped" : "logits";
+  // Step 1's choice as shown (qk without RoPE), and the matrix and colour scale it draws.
+  const ChainRope r = shown_rope(s);
+  j["chain"]["rope"] = chain_rope_word(r);
+  if (const MatrixF* m = rope_matrix(s, r)) {
+    const ValueRange range = rope_range(s, r);
+    j["chain"]["rope_rows"] = m->rows();
+    j["chain"]["rope_cols"] = m->cols();
+    j["chain"]["rope_range"] = {range.lo, range.hi};
+  }
 }
 
 std::string ChainView::broken(const Session&) const {

@@ -25,14 +25,17 @@ namespace {
 
 // ---- heatmap ----------------------------------------------------------------------------------
 
-void update_texture(Shell& app, const ChainView& view, const MatrixF& m, bool masked_step, bool log_scale) {
+// `rope`: which of step 1's RoPE matrices m is (coloured on rope_range's scale), or QK for a stage of
+// the chain (coloured on its own range).
+void update_texture(Shell& app, const ChainView& view, const MatrixF& m, bool masked_step, bool log_scale,
+                    ChainRope rope) {
   const PlotGeometry& g = app.plot;
   const Trace& t = app.session.trace();
   char key[256];
-  std::snprintf(key, sizeof key, "%llu|%p|%d|%d|%d|%.9f|%.9f|%.9f|%.9f|%d|%d",
+  std::snprintf(key, sizeof key, "%llu|%p|%d|%d|%d|%.9f|%.9f|%.9f|%.9f|%d|%d|%d",
                 static_cast<unsigned long long>(app.session.revision()), static_cast<const void*>(&m),
                 g.px_w, g.px_h, static_cast<int>(app.pool), view.zoom.x0, view.zoom.y0, view.zoom.x1,
-                view.zoom.y1, masked_step ? 1 : 0, log_scale ? 1 : 0);
+                view.zoom.y1, masked_step ? 1 : 0, log_scale ? 1 : 0, static_cast<int>(rope));
   if (app.heat_tex && key == app.heat_key) return;
   const auto t0 = std::chrono::steady_clock::now();
   RasterInput in;
@@ -41,7 +44,8 @@ void update_texture(Shell& app, const ChainView& view, const MatrixF& m, bool ma
   in.cols = static_cast<int>(m.cols());
   in.mask = masked_step && t.mask.size() ? t.mask.data() : nullptr;
   in.mask_rows = static_cast<int>(t.mask.rows());
-  in.range = finite_range(in.values, in.rows, in.cols, in.mask, in.mask_rows);
+  in.range = rope != ChainRope::QK ? view.rope_range(app.session, rope)
+                                   : finite_range(in.values, in.rows, in.cols, in.mask, in.mask_rows);
   in.log_scale = log_scale;
   if (log_scale) in.range = log_range(in.range);
   in.pool = app.pool;
@@ -112,19 +116,37 @@ ImVec2 label_size(LabelSizes& s, const std::vector<std::string>& labels, int i) 
 }
 
 
+// The Show row's word of a RoPE choice.
+S rope_label(ChainRope r) {
+  switch (r) {
+    case ChainRope::QK: return S::RopeQK;
+    case ChainRope::Q: return S::RopeQ;
+    case ChainRope::QRot: return S::RopeQRot;
+    case ChainRope::QDiff: return S::RopeQDiff;
+    case ChainRope::K: return S::RopeK;
+    case ChainRope::KRot: return S::RopeKRot;
+    case ChainRope::KDiff: return S::RopeKDiff;
+  }
+  return S::RopeQK;
+}
+
 }  // namespace
 
 void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   const Lang lang = app.lang;
   Session& c = app.session;
   const int shown_step = app.play.step();
-  const std::string title =
-      fmt("%s  ·  %s###heatmap", fmt(tr(lang, S::StepOf), shown_step).c_str(), step_name(lang, shown_step));
-  begin_centre(l, title);
+  // Step 1 of a problem with RoPE: Q, K, their rotations or the rotations' change may take QKᵀ's
+  // place (n x d_k or m x d_k, kept whole even when the problem is streamed).
+  const ChainRope rope = shown_step == 1 ? view.shown_rope(c) : ChainRope::QK;
+  const MatrixF* rope_m = view.rope_matrix(c, rope);
+  std::string title = fmt("%s  ·  %s", fmt(tr(lang, S::StepOf), shown_step).c_str(), step_name(lang, shown_step));
+  if (rope_m) title += fmt("  ·  %s", tr(lang, rope_label(rope)));
+  begin_centre(l, title + "###heatmap");
   // --stages step (or auto on CUDA): the trace on screen was run for another step, and the run
   // that brings this one is on its way. The last picture stays meanwhile (under a note), so that
   // stepping through the chain does not flash an empty plot.
-  const bool pending = c.stage_pending(shown_step);
+  const bool pending = !rope_m && c.stage_pending(shown_step);
   const bool keep_last = pending && app.heat_step >= 1 && app.heat_step <= 3 && c.stage_matrix(app.heat_step);
   const int step = keep_last ? app.heat_step : shown_step;
   if (pending) {
@@ -171,15 +193,39 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
     }
   }
   const ChainView::Sub sub = subs && chain_sub_matrix(c, view.sub) ? view.sub : ChainView::Sub::Logits;
+  // Step 1 of a problem with RoPE: the matrices QKᵀ multiplied, before and after the rotation.
+  if (step == 1 && c.rotated()) {
+    ImGui::TextUnformatted(tr(lang, S::SubShow));
+    for (ChainRope r : kChainRopes) {
+      const char* word = tr(lang, rope_label(r));
+      same_line_if_fits(radio_width(word));
+      if (ImGui::RadioButton(fmt("%s###rope%d", word, static_cast<int>(r)).c_str(), view.rope == r)) view.rope = r;
+    }
+  }
+  // A RoPE matrix: rows tokens (queries, or keys for K's), columns the dimensions of d_k.
+  const bool rope_shown = step == 1 && rope_m;
+  const bool key_rows = rope_shown && chain_rope_keys(rope);
   const bool dims_axis = step == 4 || (c.stage_matrix(step) == nullptr && !c.streaming());
-  ImGui::TextColored(kDimV4, tr(lang, S::HeatHint), tr(lang, dims_axis ? S::AxisDims : S::AxisKeys));
+  if (key_rows) {
+    ImGui::TextColored(kDimV4, "%s", tr(lang, S::RopeHintK));
+  } else {
+    ImGui::TextColored(kDimV4, tr(lang, S::HeatHint),
+                       tr(lang, rope_shown ? S::AxisDimsK : dims_axis ? S::AxisDims : S::AxisKeys));
+  }
 
   // Streamed problems (N above kKeepStagesMaxTokens): steps 1-3 come as the pooled image of this
-  // view, computed block by block by the backend; the output (step 4) is kept whole.
-  const bool streamed = c.streaming() && step <= 3;
+  // view, computed block by block by the backend; the output (step 4) is kept whole, and so are
+  // RoPE's Q and K (N x d_k).
+  const bool streamed = c.streaming() && step <= 3 && !rope_shown;
   const PooledGrid* pg = streamed ? c.pooled_stage(step) : nullptr;
-  const MatrixF* mp = streamed ? nullptr : sub != ChainView::Sub::Logits ? chain_sub_matrix(c, sub) : c.stage_matrix(step);
+  const MatrixF* mp = streamed                        ? nullptr
+                      : rope_shown                    ? rope_m
+                      : sub != ChainView::Sub::Logits ? chain_sub_matrix(c, sub)
+                                                      : c.stage_matrix(step);
   if (sub != ChainView::Sub::Logits) wrapped(app, tr(lang, S::SubNote), &kDimV4);
+  if (rope_shown)
+    wrapped(app, tr(lang, rope == ChainRope::QDiff || rope == ChainRope::KDiff ? S::RopeNoteDiff : S::RopeNote),
+            &kDimV4);
   if (!streamed && !mp) {
     wrapped(app, fmt(tr(lang, S::StagesNotKept), c.stages_need_gb(), c.available_gb()));
     mp = c.stage_matrix(4);
@@ -195,23 +241,24 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   const bool masked_step = c.step_shows_mask(step) && (streamed || c.stage_matrix(step) == mp);
   const Problem& p = c.problem();
   const int col_step = step == 4 || is_output ? 4 : step;
-  const std::vector<std::string>& col_labels = c.column_labels(col_step);
-  const std::vector<std::string>& row_labels = p.query_tokens();
+  const std::vector<std::string>& col_labels = rope_shown ? view.dim_labels(p.d_k()) : c.column_labels(col_step);
+  const std::vector<std::string>& row_labels = key_rows ? p.key_tokens() : p.query_tokens();
   const float fp = app.font_px;
   // Key tokens and output dimensions keep a cache each, so playing through the steps re-measures
-  // nothing.
-  LabelSizes& col_sizes = col_step == 4 ? app.dim_sizes : app.key_sizes;
-  keep_label_sizes(app.row_sizes, c.problem_revision(), 0, row_labels.size());
-  keep_label_sizes(col_sizes, c.problem_revision(), col_step == 4 ? 2 : 1, col_labels.size());
+  // nothing (K's rows are the key tokens: the keys' cache; Q's and K's columns: the dimensions').
+  LabelSizes& row_sizes = key_rows ? app.key_sizes : app.row_sizes;
+  LabelSizes& col_sizes = rope_shown || col_step == 4 ? app.dim_sizes : app.key_sizes;
+  keep_label_sizes(row_sizes, c.problem_revision(), key_rows ? 1 : 0, row_labels.size());
+  keep_label_sizes(col_sizes, c.problem_revision(), rope_shown ? 3 : col_step == 4 ? 2 : 1, col_labels.size());
 
   // Label sizes: every label when few, the widest index otherwise.
   float row_label_w = 0;
   if (rows <= 64) {
     for (int r = 0; r < static_cast<int>(row_labels.size()); ++r) {
-      row_label_w = std::max(row_label_w, label_size(app.row_sizes, row_labels, r).x);
+      row_label_w = std::max(row_label_w, label_size(row_sizes, row_labels, r).x);
     }
   } else {
-    row_label_w = label_size(app.row_sizes, row_labels, static_cast<int>(row_labels.size()) - 1).x;
+    row_label_w = label_size(row_sizes, row_labels, static_cast<int>(row_labels.size()) - 1).x;
   }
   row_label_w += fp * 0.6f;
   const float col_label_h = fp + 4;
@@ -222,8 +269,9 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   const float chart_h = std::clamp(avail.y * 0.18f, fp * 3.5f, fp * 7.0f);
   const Rect content{origin.x, origin.y, avail.x, std::max(0.0f, avail.y - fp * 1.6f - chart_h)};
   const HeatmapFrame frame = compute_heatmap_frame(content, row_label_w, col_label_h, fp);
+  // RoPE's matrices: a few dimensions by many tokens, at least 32 px a column (not square cells).
   app.plot = place_plot(frame.plot_area.x, frame.plot_area.y, frame.plot_area.w, frame.plot_area.h,
-                        rows, cols, view.zoom);
+                        rows, cols, view.zoom, rope_shown ? std::max(160.0f, 32.0f * cols) : 160.0f);
   const PlotGeometry& g = app.plot;
   // A window made smaller than its minimum (a tiling window manager, or none) leaves no plot:
   // nothing to draw, and the label strides below would never reach a cell size of 0.
@@ -247,7 +295,7 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
     c.set_view(view);
     if (pg) update_texture_pooled(app, *pg, step, log_scale, g.cell_w >= 8 && g.cell_h >= 8);
   } else {
-    update_texture(app, view, *mp, masked_step, log_scale);
+    update_texture(app, view, *mp, masked_step, log_scale, rope_shown ? rope : ChainRope::QK);
   }
   // One cell's value and whether it is masked, where it is known exactly: every cell of a kept
   // stage; of a streamed one, the cells the current view shows one per pixel, and the query's row.
@@ -290,11 +338,13 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   if (hovered && ImGui::IsMouseReleased(ImGuiMouseButton_Left) && io.MouseDragMaxDistanceSqr[0] < 16) {
     if (auto cell = hit_test(g, io.MousePos.x, io.MousePos.y)) {
       c.clear_error();
-      if (io.KeyShift) {
+      if (key_rows) {
+        app.key_sel = cell->row;  // K's rows are the keys
+      } else if (io.KeyShift) {
         c.toggle_query(cell->row);
       } else {
         c.set_queries({cell->row});
-        if (!is_output) app.key_sel = cell->col;
+        if (!is_output && !rope_shown) app.key_sel = cell->col;
       }
     }
   }
@@ -348,23 +398,30 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   // label sits at the centre of its row's visible part, and a row cut by the plot's edge gets one
   // only while most of a line of text's height is visible.
   const int query = c.query();
-  const float qmid = row_y(g, query + 0.5);
+  // The row set apart: the query, or on K's rows the selected key (-1: none).
+  const int marked = key_rows ? app.key_sel : query;
+  const float qmid = row_y(g, marked + 0.5);
   auto row_label = [&](int r, ImU32 colour) {
+    if (r < 0 || r >= rows) return;
     const auto rs = visible_row_span(g, r);
     if (!rs || rs->size() < std::min(g.cell_h, fp * 0.8f) - 0.01f) return;
-    const ImVec2 ts = label_size(app.row_sizes, row_labels, r);
+    const ImVec2 ts = label_size(row_sizes, row_labels, r);
     dl->AddText(ImVec2(g.x - fp * 0.4f - ts.x, rs->mid() - ts.y / 2), colour, row_labels[r].c_str());
   };
   const ImU32 label_col = ImGui::GetColorU32(ImGuiCol_Text);
   int row_stride = 1;
   while (row_stride * g.cell_h < fp * 1.6f) row_stride = row_stride < 2 ? 2 : row_stride < 5 ? 5 : row_stride * 2;
   for (int r = (r0 / row_stride) * row_stride; r < r1; r += row_stride) {
-    if (r < r0 || (r != query && std::abs(row_y(g, r + 0.5) - qmid) < fp)) continue;
+    if (r < r0 || (marked >= 0 && r != marked && std::abs(row_y(g, r + 0.5) - qmid) < fp)) continue;
     row_label(r, label_col);
   }
   const std::vector<int>& queries = c.queries();
-  for (std::size_t i = 1; i < queries.size(); ++i) row_label(queries[i], query_colour(static_cast<int>(i)));
-  row_label(query, kHighlight);
+  if (key_rows) {
+    row_label(marked, IM_COL32_WHITE);
+  } else {
+    for (std::size_t i = 1; i < queries.size(); ++i) row_label(queries[i], query_colour(static_cast<int>(i)));
+    row_label(query, kHighlight);
+  }
   // Column labels (key tokens or output dimensions).
   float col_w_needed = 0;
   // Widest label over a sample of at most ~128 visible columns (index labels grow to the right).
@@ -384,17 +441,23 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
     dl->AddText(ImVec2(cs->mid() - ts.x / 2, g.y - ts.y - 4), label_col, col_labels[cc].c_str());
   }
 
+  // K's rows: the selected key's row framed in white.
+  if (key_rows && marked >= 0 && marked < rows) {
+    if (auto band = row_band(g, marked, 3))
+      dl->AddRect(ImVec2(g.x - 2, band->y0 - 2), ImVec2(g.x + g.w + 2, band->y1 + 2), IM_COL32(255, 255, 255, 220), 0,
+                  0, 2);
+  }
   // The other selected queries: frames in their colours, thinner; the selected query's on top.
-  for (std::size_t i = 1; i < queries.size(); ++i)
+  for (std::size_t i = 1; i < queries.size() && !key_rows; ++i)
     if (auto band = row_band(g, queries[i], 3))
       dl->AddRect(ImVec2(g.x - 2, band->y0 - 2), ImVec2(g.x + g.w + 2, band->y1 + 2),
                   query_colour(static_cast<int>(i)), 0, 0, 2);
   // Selected query row: an orange frame, at least 3 px tall so one row of 4096 stays visible.
-  if (auto band = row_band(g, query, 3)) {
+  if (auto band = key_rows ? std::nullopt : row_band(g, query, 3)) {
     dl->AddRect(ImVec2(g.x - 2, band->y0 - 2), ImVec2(g.x + g.w + 2, band->y1 + 2), kHighlight, 0, 0, 3);
   }
   // Selected key: a white column frame (the crosshair with the query's row), at least 3 px wide.
-  if (!is_output && app.key_sel >= 0 && app.key_sel < cols) {
+  if (!is_output && !rope_shown && app.key_sel >= 0 && app.key_sel < cols) {
     float x0 = col_x(g, app.key_sel), x1 = col_x(g, app.key_sel + 1.0);
     if (x1 - x0 < 3) {
       const float mid = (x0 + x1) / 2;
@@ -445,7 +508,7 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
     const float* wmask = nullptr;
     weights_of(query, w, wmask);
     const int m = p.m();
-    const bool keys_axis = !is_output;
+    const bool keys_axis = !is_output && !rope_shown;
     const AxisMap cmap = keys_axis ? cmap_now : map_axis(0, m, g.px_w, m);
     const float top_y = content.bottom() + fp * 1.5f, base_y = top_y + chart_h - fp * 0.2f;
     const float label_h = fp * 1.1f;
@@ -546,16 +609,28 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
         dl->PopClipRect();
       }
       ImGui::BeginTooltip();
-      ImGui::Text("%s: %s", tr(lang, S::TipStage),
-                  sub == ChainView::Sub::Scaled   ? tr(lang, S::SubScaled)
-                  : sub == ChainView::Sub::Biased ? tr(lang, S::SubBiased)
-                  : sub == ChainView::Sub::Capped ? tr(lang, S::SubCapped)
-                                                  : step_name(lang, is_output ? 4 : step));
-      ImGui::Text("%s: %s (#%d)", tr(lang, S::TipQuery), row_labels[cell->row].c_str(), cell->row);
-      if (is_output) {
-        ImGui::Text("%s: %d", tr(lang, S::TipOutputDim), cell->col);
+      const auto rc = rope_shown ? view.rope_cell(c, rope, cell->row, cell->col) : std::nullopt;
+      if (rc) {
+        // A RoPE matrix: the token and its position, the dimension's pair and angle, the value
+        // before and after the rotation.
+        ImGui::Text("%s: %s", tr(lang, S::TipStage), tr(lang, rope_label(rope)));
+        ImGui::Text("%s: %s (#%d)  ·  %s %d", tr(lang, key_rows ? S::TipKey : S::TipQuery),
+                    row_labels[cell->row].c_str(), cell->row, tr(lang, S::TipPosition), rc->pos);
+        ImGui::Text(tr(lang, S::TipDimPair), cell->col, rc->pair, std::min(cell->col, rc->partner),
+                    std::max(cell->col, rc->partner));
+        ImGui::Text(tr(lang, S::TipRopeAngle), rc->pos, rc->frequency, rc->angle);
       } else {
-        ImGui::Text("%s: %s (#%d)", tr(lang, S::TipKey), col_labels[cell->col].c_str(), cell->col);
+        ImGui::Text("%s: %s", tr(lang, S::TipStage),
+                    sub == ChainView::Sub::Scaled   ? tr(lang, S::SubScaled)
+                    : sub == ChainView::Sub::Biased ? tr(lang, S::SubBiased)
+                    : sub == ChainView::Sub::Capped ? tr(lang, S::SubCapped)
+                                                    : step_name(lang, is_output ? 4 : step));
+        ImGui::Text("%s: %s (#%d)", tr(lang, S::TipQuery), row_labels[cell->row].c_str(), cell->row);
+        if (is_output) {
+          ImGui::Text("%s: %d", tr(lang, S::TipOutputDim), cell->col);
+        } else {
+          ImGui::Text("%s: %s (#%d)", tr(lang, S::TipKey), col_labels[cell->col].c_str(), cell->col);
+        }
       }
       if (!exact) {
         ImGui::TextColored(kDimV4, "%s", tr(lang, S::TipExactNeedsRow));
@@ -564,6 +639,7 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
       } else {
         ImGui::Text("%s: %.6g", tr(lang, S::TipValue), exact->value);
       }
+      if (rc) ImGui::Text(tr(lang, S::TipRopeValues), rc->before, rc->after, rc->diff);
       if (g.pooled()) {
         const int px = std::clamp(static_cast<int>(io.MousePos.x - g.x), 0, g.px_w - 1);
         const int py = std::clamp(static_cast<int>(io.MousePos.y - g.y), 0, g.px_h - 1);
