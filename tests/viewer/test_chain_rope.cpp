@@ -6,10 +6,12 @@
 // flag with its refusals; switching RoPE off shows QKᵀ again; streamed problems keep Q and K
 // whole; every word in both languages; headless screenshots in both languages, small and streamed.
 #include "viewer_test_util.h"
+#include "core/io.h"
 #include "core/modify.h"
 #include "tests/test_util.h"
 #include "viewer/app/options.h"
 #include "viewer/draw/strings.h"
+#include "viewer/session/export.h"
 #include "viewer/session/session.h"
 #include "viewer/views/chain/chain_view.h"
 #include "viewer/views/registry.h"
@@ -203,6 +205,38 @@ TEST(ChainRope, SwitchingRopeOffShowsQkAgain) {
   v.prepare(s, 1);
   EXPECT_EQ(v.shown_rope(s), ChainRope::QK);
   ASSERT_NE(v.rope_matrix(s, ChainRope::QRot), nullptr);
+}
+
+// Export CSV writes what the heatmap draws: step 1's RoPE matrix, step 2's sub-stage, else the
+// step's stage (View::shown_matrix, the window's export through export_matrix_csv).
+TEST(ChainRope, ExportWritesTheMatrixOnScreen) {
+  Session s(rope_options(16, 8, 10000));
+  ChainView v;
+  EXPECT_EQ(v.shown_matrix(s, 1).matrix, nullptr);  // QKᵀ: the step's stage
+  v.rope = ChainRope::QRot;
+  const View::Shown shown = v.shown_matrix(s, 1);
+  ASSERT_NE(shown.matrix, nullptr);
+  EXPECT_EQ(shown.word, "q-rotated");
+  EXPECT_EQ(*shown.matrix, s.trace().q_rot);
+  const std::string stem = ::testing::TempDir() + "chain-rope-export";
+  const std::string path = export_matrix_csv(*shown.matrix, shown.word, stem);
+  EXPECT_EQ(path, stem + "-q-rotated.csv");
+  EXPECT_EQ(read_matrix(path), s.trace().q_rot);
+  v.rope = ChainRope::KDiff;
+  EXPECT_EQ(v.shown_matrix(s, 1).word, "k-rotated-minus-k");
+  EXPECT_EQ(*v.shown_matrix(s, 1).matrix, (s.trace().k_rot - s.problem().k()).eval());
+  EXPECT_EQ(v.shown_matrix(s, 3).matrix, nullptr);  // other steps: their stage
+  // Step 2 with a soft-cap: the sub-stage chosen, the logits (the stage) by default.
+  ModSettings m;
+  m.softcap = 3;
+  ASSERT_TRUE(s.set_mods(m)) << s.error();
+  EXPECT_EQ(v.shown_matrix(s, 1).matrix, nullptr);  // RoPE off: QKᵀ again
+  EXPECT_EQ(v.shown_matrix(s, 2).matrix, nullptr);
+  v.sub = ChainView::Sub::Scaled;
+  EXPECT_EQ(v.shown_matrix(s, 2).word, "scaled");
+  EXPECT_EQ(*v.shown_matrix(s, 2).matrix, s.trace().scaled);
+  v.sub = ChainView::Sub::Biased;  // no bias in this problem: the logits, the stage
+  EXPECT_EQ(v.shown_matrix(s, 2).matrix, nullptr);
 }
 
 TEST(ChainRope, StreamedProblemsKeepQAndKWhole) {

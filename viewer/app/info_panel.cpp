@@ -154,7 +154,14 @@ void export_from_window(App& app, Export what) {
     const std::string stem = export_stem(app.export_dir);
     std::string path;
     switch (what) {
-      case Export::StageCsv: path = export_stage_csv(c, app.play.step(), stem); break;
+      case Export::StageCsv: {
+        // What the heatmap draws: a view's own matrix at this step (step 1's RoPE matrices, step
+        // 2's sub-stages), else the step's stage.
+        const View::Shown shown = app.shown_view().shown_matrix(c, app.play.step());
+        path = shown.matrix ? export_matrix_csv(*shown.matrix, shown.word, stem)
+                            : export_stage_csv(c, app.play.step(), stem);
+        break;
+      }
       case Export::TraceJson: path = export_trace_json(c, lang, stem); break;
       case Export::HeatmapPng: path = export_heatmap_png(app.heat_px, app.heat_px_w, app.heat_px_h, stem); break;
     }

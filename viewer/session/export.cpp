@@ -30,6 +30,12 @@ std::string export_stage_csv(const Session& c, int step, const std::string& stem
   return path;
 }
 
+std::string export_matrix_csv(const MatrixF& m, const std::string& word, const std::string& stem) {
+  const std::string path = stem + "-" + word + ".csv";
+  write_csv(path, m);
+  return path;
+}
+
 std::string export_trace_json(const Session& c, Lang lang, const std::string& stem) {
   const auto json_command = [&c] {
     std::string cmd = c.reproduce_command();

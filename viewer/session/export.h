@@ -19,6 +19,8 @@ namespace attnlab::viewer {
 std::string export_stem(const std::string& dir = "", const char* prefix = "attnlab-view");
 // step 1..4 (scores, logits, weights, output) of the trace on screen.
 std::string export_stage_csv(const Session& c, int step, const std::string& stem);
+// A matrix the heatmap draws in place of its step's stage (View::shown_matrix): `stem-word.csv`.
+std::string export_matrix_csv(const MatrixF& m, const std::string& word, const std::string& stem);
 std::string export_trace_json(const Session& c, Lang lang, const std::string& stem);
 // px: rows of packed RGBA (colormap.h pack_rgba), w x h.
 std::string export_heatmap_png(const std::vector<std::uint32_t>& px, int w, int h, const std::string& stem);

@@ -97,6 +97,17 @@ class View {
   virtual bool info_panel() const { return true; }
   // The text it may draw beyond draw/strings.h's table, both languages: what the font atlas adds.
   virtual std::vector<std::string> texts() const { return {}; }
+  // The matrix its heatmap draws at `step` in place of the step's stage (a sub-stage, an input),
+  // with a word for the exported file's name; null: the step's own stage (what Export CSV writes).
+  struct Shown {
+    const MatrixF* matrix = nullptr;
+    std::string word;
+  };
+  virtual Shown shown_matrix(const Session& s, int step) const {
+    (void)s;
+    (void)step;
+    return {};
+  }
 };
 
 // Every text of a view's table of {id, Text} entries, English then Chinese: what its texts()

@@ -144,6 +144,27 @@ const MatrixF* chain_sub_matrix(const Session& s, ChainView::Sub sub) {
   return t.has_stages && m->size() > 0 ? m : nullptr;
 }
 
+ChainView::Sub ChainView::shown_sub(const Session& s, int step) const {
+  const bool subs = step == 2 && !s.streaming() &&
+                    (chain_sub_matrix(s, Sub::Biased) != nullptr || chain_sub_matrix(s, Sub::Capped) != nullptr);
+  return subs && chain_sub_matrix(s, sub) != nullptr ? sub : Sub::Logits;
+}
+
+View::Shown ChainView::shown_matrix(const Session& s, int step) const {
+  if (step == 1) {
+    const ChainRope r = shown_rope(s);
+    static const char* const kWords[] = {"scores", "q", "q-rotated", "q-rotated-minus-q", "k", "k-rotated",
+                                         "k-rotated-minus-k"};
+    if (const MatrixF* m = rope_matrix(s, r)) return {m, kWords[static_cast<int>(r)]};
+  }
+  if (step == 2) {
+    const Sub shown = shown_sub(s, step);
+    if (shown != Sub::Logits)
+      return {chain_sub_matrix(s, shown), shown == Sub::Scaled ? "scaled" : shown == Sub::Biased ? "biased" : "capped"};
+  }
+  return {};
+}
+
 void ChainView::dump(nlohmann::json& j, const Session& s) const {
   j["chain"]["sub"] = sub == Sub::Scaled ? "scaled" : sub == Sub::Biased ? "biased" : sub == Sub::Capped ? "capped" : "logits";
   // Step 1's choice as shown (qk without RoPE), and the matrix and colour scale it draws.

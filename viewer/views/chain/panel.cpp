@@ -192,7 +192,7 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
         view.sub = sub;
     }
   }
-  const ChainView::Sub sub = subs && chain_sub_matrix(c, view.sub) ? view.sub : ChainView::Sub::Logits;
+  const ChainView::Sub sub = view.shown_sub(c, step);
   // Step 1 of a problem with RoPE: the matrices QKᵀ multiplied, before and after the rotation.
   if (step == 1 && c.rotated()) {
     ImGui::TextUnformatted(tr(lang, S::SubShow));
