@@ -216,14 +216,14 @@ TEST(ChainRope, ExportWritesTheMatrixOnScreen) {
   v.rope = ChainRope::QRot;
   const View::Shown shown = v.shown_matrix(s, 1);
   ASSERT_NE(shown.matrix, nullptr);
-  EXPECT_EQ(shown.word, "q-rotated");
+  EXPECT_EQ(shown.word, "q-rot");
   EXPECT_EQ(*shown.matrix, s.trace().q_rot);
   const std::string stem = ::testing::TempDir() + "chain-rope-export";
   const std::string path = export_matrix_csv(*shown.matrix, shown.word, stem);
-  EXPECT_EQ(path, stem + "-q-rotated.csv");
+  EXPECT_EQ(path, stem + "-q-rot.csv");
   EXPECT_EQ(read_matrix(path), s.trace().q_rot);
   v.rope = ChainRope::KDiff;
-  EXPECT_EQ(v.shown_matrix(s, 1).word, "k-rotated-minus-k");
+  EXPECT_EQ(v.shown_matrix(s, 1).word, "k-diff");
   EXPECT_EQ(*v.shown_matrix(s, 1).matrix, (s.trace().k_rot - s.problem().k()).eval());
   EXPECT_EQ(v.shown_matrix(s, 3).matrix, nullptr);  // other steps: their stage
   // Step 2 with a soft-cap: the sub-stage chosen, the logits (the stage) by default.

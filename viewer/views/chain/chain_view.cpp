@@ -153,9 +153,7 @@ ChainView::Sub ChainView::shown_sub(const Session& s, int step) const {
 View::Shown ChainView::shown_matrix(const Session& s, int step) const {
   if (step == 1) {
     const ChainRope r = shown_rope(s);
-    static const char* const kWords[] = {"scores", "q", "q-rotated", "q-rotated-minus-q", "k", "k-rotated",
-                                         "k-rotated-minus-k"};
-    if (const MatrixF* m = rope_matrix(s, r)) return {m, kWords[static_cast<int>(r)]};
+    if (const MatrixF* m = rope_matrix(s, r)) return {m, chain_rope_word(r)};  // --chain-rope's words
   }
   if (step == 2) {
     const Sub shown = shown_sub(s, step);
