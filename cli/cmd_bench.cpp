@@ -81,7 +81,7 @@ void parse_args(BenchArgs& a) {
   a.masks = bench::word_list("--mask", a.mask_list);
   a.score_mods = bench::word_list("--score-mod", a.score_mod_list);
   a.mask_mods = bench::word_list("--mask-mod", a.mask_mod_list);
-  a.passes = a.pass == "both" ? std::vector<std::string>{"forward", "backward"} : std::vector<std::string>{a.pass};
+  a.passes = bench::parse_passes("--pass", a.pass);
   bench::check_spec(a);
   if (a.format != "table" && a.format != "json" && a.format != "csv")
     throw InputError("--format takes table, json or csv, got '" + a.format + "'");

@@ -194,12 +194,12 @@ double run_key_block(const BackwardJob& job, Scratch& w, int g, int k0, int cols
   const float softcap = job.score.softcap;
   double dt = 0;
   const int group = p.heads / p.kv_heads();
+  // Each key block starts at the query block level with it (its share of the way down) and wraps
+  // round: threads on neighbouring key blocks meet different query blocks at a time, so they
+  // seldom wait for the same dQ lock.
+  const int key_blocks = (p.m() + kKeyBlock - 1) / kKeyBlock;
+  const int first = static_cast<int>(static_cast<long long>(k0 / kKeyBlock) * job.query_blocks / key_blocks);
   for (int h = g * group; h < (g + 1) * group; ++h) {
-    // Each key block starts at the query block level with it (its share of the way down) and wraps
-    // round: threads on neighbouring key blocks meet different query blocks at a time, so they
-    // seldom wait for the same dQ lock.
-    const int key_blocks = (p.m() + kKeyBlock - 1) / kKeyBlock;
-    const int first = static_cast<int>(static_cast<long long>(k0 / kKeyBlock) * job.query_blocks / key_blocks);
     for (int step = 0; step < job.query_blocks; ++step) {
       const int qb = (first + step) % job.query_blocks;
       const BlockKind kind = job.blocks.at(qb, k0 / kKeyBlock);

@@ -462,6 +462,16 @@ std::vector<std::string> word_list(const char* name, const std::string& text) {
   return out;
 }
 
+std::vector<std::string> parse_passes(const std::string& flag, const std::string& text) {
+  if (text == "forward" || text == "backward") return {text};
+  if (text == "both") return {"forward", "backward"};
+  throw InputError(flag + " takes forward, backward or both, got '" + text + "'");
+}
+
+std::string passes_name(const std::vector<std::string>& passes) {
+  return passes.size() == 1 ? passes[0] : "both";
+}
+
 void check_spec(const Spec& a) {
   for (const auto& b : a.backends)
     if (b != "cpu" && b != "cuda")

@@ -96,7 +96,7 @@ struct Spec {
   // prefix:P), items of one value joined by '+'; RoPE's θ ("" for none).
   std::vector<std::string> score_mods{"none"}, mask_mods{"none"};
   std::string rope;
-  // The passes: forward and/or backward (the CLI's --pass both is both).
+  // The passes: forward and/or backward (parse_passes: "both" is both).
   std::vector<std::string> passes{"forward"};
   int repeat = 10;
   int warmup = 2;
@@ -112,6 +112,12 @@ std::vector<std::string> split_list(const char* name, const std::string& text);
 std::vector<int> int_list(const char* name, const std::string& text, int hi);
 // Words, no repeats (a value given twice would time the same case twice).
 std::vector<std::string> word_list(const char* name, const std::string& text);
+// "forward" | "backward" | "both" -> the spec's passes ({"forward"}, {"backward"},
+// {"forward", "backward"}); anything else: InputError naming `flag` (`attnlab bench --pass`, the
+// perf view's --perf-pass and its Pass control).
+std::vector<std::string> parse_passes(const std::string& flag, const std::string& text);
+// The passes as parse_passes reads them back ("both" for the two).
+std::string passes_name(const std::vector<std::string>& passes);
 // Refuses a backend other than cpu/cuda, a variant other than staged/fused/decode, a precision other than
 // fp32/bf16, a mask other than none/causal, a pass other than forward/backward, repeat < 1,
 // warmup < 0, max_seconds <= 0.

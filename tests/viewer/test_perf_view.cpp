@@ -334,13 +334,13 @@ TEST(PerfView, OptionsTakeTheViewTheBackendListAndThePerfFlags) {
 }
 
 TEST(PerfViewPass, TheFlagAndTheControlsValuesGiveTheSpecsPasses) {
-  EXPECT_EQ(parse_perf_pass("--perf-pass", "forward"), (std::vector<std::string>{"forward"}));
-  EXPECT_EQ(parse_perf_pass("--perf-pass", "backward"), (std::vector<std::string>{"backward"}));
-  EXPECT_EQ(parse_perf_pass("--perf-pass", "both"), (std::vector<std::string>{"forward", "backward"}));
+  EXPECT_EQ(bench::parse_passes("--perf-pass", "forward"), (std::vector<std::string>{"forward"}));
+  EXPECT_EQ(bench::parse_passes("--perf-pass", "backward"), (std::vector<std::string>{"backward"}));
+  EXPECT_EQ(bench::parse_passes("--perf-pass", "both"), (std::vector<std::string>{"forward", "backward"}));
   for (const char* name : {"forward", "backward", "both"})
-    EXPECT_EQ(perf_pass_name(parse_perf_pass("pass", name)), name) << "the control reads its value back";
+    EXPECT_EQ(bench::passes_name(bench::parse_passes("pass", name)), name) << "the control reads its value back";
   try {
-    parse_perf_pass("--perf-pass", "sideways");
+    bench::parse_passes("--perf-pass", "sideways");
     ADD_FAILURE() << "no throw";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("--perf-pass"), std::string::npos) << e.what();
@@ -357,9 +357,9 @@ TEST(PerfViewPass, TheFlagAndTheControlsValuesGiveTheSpecsPasses) {
 TEST(PerfViewPass, BothPlansABackwardCaseBesideEachForwardWithTheBackwardsRules) {
   bench::Spec spec = default_perf_spec();
   spec.backends = {"cpu"};
-  spec.passes = parse_perf_pass("pass", "both");
+  spec.passes = bench::parse_passes("pass", "both");
   const std::vector<bench::Result> plan = bench::plan(spec);
-  spec.passes = parse_perf_pass("pass", "forward");
+  spec.passes = bench::parse_passes("pass", "forward");
   const std::vector<bench::Result> forward = bench::plan(spec);
   ASSERT_EQ(plan.size(), 2 * forward.size());
   std::size_t backward = 0;
@@ -446,7 +446,7 @@ TEST(PerfViewPass, ASweepWithBothPassesTimesTheCpuBackwardAndKeepsBf16sReason) {
   bench::Spec spec = tiny_cpu_spec();
   spec.precisions = {"fp32", "bf16"};
   spec.ns = {32};
-  spec.passes = parse_perf_pass("--perf-pass", "both");
+  spec.passes = bench::parse_passes("--perf-pass", "both");
   PerfRun run;
   run.start(spec, false);
   run.join();

@@ -144,10 +144,13 @@ const MatrixF* chain_sub_matrix(const Session& s, ChainView::Sub sub) {
   return t.has_stages && m->size() > 0 ? m : nullptr;
 }
 
+bool ChainView::has_subs(const Session& s, int step) {
+  return step == 2 && !s.streaming() &&
+         (chain_sub_matrix(s, Sub::Biased) != nullptr || chain_sub_matrix(s, Sub::Capped) != nullptr);
+}
+
 ChainView::Sub ChainView::shown_sub(const Session& s, int step) const {
-  const bool subs = step == 2 && !s.streaming() &&
-                    (chain_sub_matrix(s, Sub::Biased) != nullptr || chain_sub_matrix(s, Sub::Capped) != nullptr);
-  return subs && chain_sub_matrix(s, sub) != nullptr ? sub : Sub::Logits;
+  return has_subs(s, step) && chain_sub_matrix(s, sub) != nullptr ? sub : Sub::Logits;
 }
 
 View::Shown ChainView::shown_matrix(const Session& s, int step) const {

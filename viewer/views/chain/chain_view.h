@@ -84,8 +84,10 @@ class ChainView final : public View {
   ValueRange rope_range(const Session& s, ChainRope r) const;
   // Cell (row, col) of r's matrix; nullopt for QK, without RoPE, or outside the matrix.
   std::optional<RopeCell> rope_cell(const Session& s, ChainRope r, int row, int col) const;
-  // Step 2's sub-stage as drawn: `sub` where the problem on screen keeps it (stages kept, a score
-  // mod that makes the biased or capped stage), else the logits.
+  // Whether step `step` has the sub-stages' Show row: step 2 of a problem whose stages are kept and
+  // that has a biased or capped stage.
+  static bool has_subs(const Session& s, int step);
+  // Step 2's sub-stage as drawn: `sub` where has_subs and the problem keeps it, else the logits.
   Sub shown_sub(const Session& s, int step) const;
   // Step 1's RoPE matrix or step 2's sub-stage when one is drawn instead of the step's stage.
   Shown shown_matrix(const Session& s, int step) const override;

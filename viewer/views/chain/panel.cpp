@@ -177,9 +177,7 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
     if (ImGui::RadioButton(tr(lang, S::ScaleLog), app.log_weights)) app.log_weights = true;
   }
   // Step 2 of a problem with score mods: the stages between the scaled scores and the logits.
-  const bool subs = step == 2 && !c.streaming() &&
-                    (chain_sub_matrix(c, ChainView::Sub::Biased) || chain_sub_matrix(c, ChainView::Sub::Capped));
-  if (subs) {
+  if (ChainView::has_subs(c, step)) {
     ImGui::TextUnformatted(tr(lang, S::SubShow));
     const std::pair<ChainView::Sub, S> items[] = {{ChainView::Sub::Scaled, S::SubScaled},
                                                   {ChainView::Sub::Biased, S::SubBiased},

@@ -382,11 +382,11 @@ void controls(Shell& app, PerfView& pv, const PerfSnapshot& snap) {
   for (const auto& ps : passes) pass_w += radio_width(tr(lang, ps.label));
   same_line_if_fits(pass_w);
   ImGui::TextUnformatted(tr(lang, S::PerfPass));
-  const std::string pass_now = perf_pass_name(sp.passes);
+  const std::string pass_now = bench::passes_name(sp.passes);
   for (const auto& ps : passes) {
     ImGui::SameLine();
     if (ImGui::RadioButton(fmt("%s##perf_pass_%s", tr(lang, ps.label), ps.name).c_str(), pass_now == ps.name))
-      sp.passes = parse_perf_pass("pass", ps.name);
+      sp.passes = bench::parse_passes("pass", ps.name);
   }
 
   int heads = sp.heads.empty() ? 1 : sp.heads[0], d = sp.ds.empty() ? 64 : sp.ds[0];

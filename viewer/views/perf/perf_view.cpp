@@ -85,16 +85,6 @@ std::string n_list_text(const std::vector<int>& ns) {
 
 // ---- the pass ----------------------------------------------------------------------------------
 
-std::vector<std::string> parse_perf_pass(const std::string& flag, const std::string& text) {
-  if (text == "forward" || text == "backward") return {text};
-  if (text == "both") return {"forward", "backward"};
-  throw InputError(flag + " must be forward, backward or both, got '" + text + "'");
-}
-
-std::string perf_pass_name(const std::vector<std::string>& passes) {
-  return passes.size() == 1 ? passes[0] : "both";
-}
-
 bool has_backward(const std::vector<bench::Result>& results) {
   return std::any_of(results.begin(), results.end(), [](const bench::Result& r) { return r.c.backward(); });
 }
@@ -504,7 +494,7 @@ bool PerfView::parse_flag(const std::string& a, const FlagValue& value, Options&
   } else if (a == "--perf-heads") {
     o.spec.heads = bench::int_list("--perf-heads", value(), 4096);
   } else if (a == "--perf-pass") {
-    o.spec.passes = parse_perf_pass("--perf-pass", value());
+    o.spec.passes = bench::parse_passes("--perf-pass", value());
   } else if (a == "--perf-repeat") {
     o.spec.repeat = parse_flag_int<int>(a, value(), 1, 1000);
   } else if (a == "--perf-warmup") {

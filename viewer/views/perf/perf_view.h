@@ -41,11 +41,7 @@ std::vector<int> parse_n_list(const std::string& flag, const std::string& text);
 std::string n_list_text(const std::vector<int>& ns);
 
 // ---- the pass ----------------------------------------------------------------------------------
-// "forward" | "backward" | "both" -> the spec's passes ({"forward"}, {"backward"},
-// {"forward", "backward"}); parse throws InputError naming `flag` otherwise.
-std::vector<std::string> parse_perf_pass(const std::string& flag, const std::string& text);
-// The passes as parse_perf_pass reads them back ("both" for the two).
-std::string perf_pass_name(const std::vector<std::string>& passes);
+// The passes are bench::parse_passes / passes_name (engine/bench.h), as `attnlab bench --pass`.
 // True when some result times (or would time) the backward: the view then states its FLOP rule.
 bool has_backward(const std::vector<bench::Result>& results);
 // The backward's FLOP rule as the view states it (once, under the legend), in `lang`, with the
