@@ -7,8 +7,8 @@
 // per problem, kept with its inputs: the layout a serving engine would write each new key into),
 // so the scores of 16 keys are the lanes of one FMA chain per row, with no horizontal sums; P V
 // runs in register tiles of a few rows that fold the rescale of acc in. The memory streams are
-// spread through the products a few lines at a time: the block's value rows while its scores
-// form, the next block's panels while P V runs. A bf16 cache is read as bf16 from its row-major
+// spread through the products a few lines at a time, into L2: the block's value rows while its
+// scores form, the next block's panels while P V runs. A bf16 cache is read as bf16 from its row-major
 // rows (the scores of 16 keys from 16 dot products reduced together; products from bf16 pairs
 // where the CPU has AVX-512 BF16, values widened in registers otherwise). Elsewhere the products
 // are Eigen's, on a bf16 cache after widening each block to fp32. More rows: one small GEMM per
@@ -337,8 +337,10 @@ void panel_scores(const E* q, int rows, int d, const E* pan, int shift, const E*
 
 // acc(r, :) = acc(r, :) * alpha[r] + sum_j p(r, j) V(j, :) over values [v0, v0 + 16 NV) of d_v,
 // for up to TR rows at once (their accumulators in registers, each V vector loaded once for all).
-// With `next` (the next block's key rows, d_k values each) the tile requests one of those rows
-// per value row it reads, so the key stream stays in flight while P V computes.
+// With `next` (the next block's key rows or panels) the tile requests `lines` lines of them into
+// L2 per value row it reads, so the key stream stays in flight while P V computes. Into L2, not
+// L1: a block of keys is larger than L1, and the lines requested early would only push out the
+// value rows P V is reading.
 template <int NV, int TR, class E>
 void pv_tile(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, int v0, int cols, float* acc,
              const float* alpha, Stream& next, int lines) {
@@ -347,7 +349,7 @@ void pv_tile(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, 
     for (int v = 0; v < NV; ++v) a[t][v] = _mm512_setzero_ps();
   for (int j = 0; j < cols; ++j) {
     const E* vr = vals + static_cast<std::size_t>(j) * d_v + v0;
-    next.step<3>(lines);
+    next.step<2>(lines);
     __m512 x[NV];
     for (int v = 0; v < NV; ++v) x[v] = load16(vr + 16 * v);
     for (int t = 0; t < TR; ++t) {
