@@ -5,6 +5,7 @@
 // rotation; a cell's position, pair and angle; the state dump's chain.rope and the --chain-rope
 // flag with its refusals; switching RoPE off shows QKᵀ again; streamed problems keep Q and K
 // whole; every word in both languages; headless screenshots in both languages, small and streamed.
+// Step 2's --chain-sub, its refusals and a screenshot.
 #include "viewer_test_util.h"
 #include "core/io.h"
 #include "core/modify.h"
@@ -239,6 +240,61 @@ TEST(ChainRope, ExportWritesTheMatrixOnScreen) {
   EXPECT_EQ(v.shown_matrix(s, 2).matrix, nullptr);
 }
 
+// --chain-sub: the view opens on that stage of step 2 (what the Show row would pick), the dump and
+// the export name it; a stage the problem does not have is refused with why, a bad word with the
+// choices.
+TEST(ChainSub, TheFlagOpensOnAStageOfStep2) {
+  EXPECT_EQ(parse_viewer_args({"--chain-sub", "capped"}).views.chain.sub,
+            static_cast<int>(ChainView::Sub::Capped));
+  EXPECT_FALSE(parse_viewer_args({}).views.chain.sub);
+  EXPECT_EQ(test::message_of<InputError>([] { parse_viewer_args({"--chain-sub", "cap"}); }),
+            "--chain-sub must be logits, scaled, biased or capped, got 'cap'");
+  EXPECT_NE(viewer_usage().find("--chain-sub logits|scaled|biased|capped"), std::string::npos);
+  for (ChainView::Sub sub : {ChainView::Sub::Logits, ChainView::Sub::Scaled, ChainView::Sub::Biased,
+                             ChainView::Sub::Capped})
+    EXPECT_EQ(parse_viewer_args({"--chain-sub", ChainView::sub_word(sub)}).views.chain.sub, static_cast<int>(sub));
+
+  // A soft-capped problem through the registry, as the window makes its views.
+  ViewerOptions vo = test::cpu_random_options(16, 8, 8);
+  vo.mods.softcap = 3;
+  vo.score_mods_given = true;
+  vo.views.chain.sub = static_cast<int>(ChainView::Sub::Capped);
+  vo.step = 2;
+  Session s(vo);
+  const auto views = make_views(s, vo.views, "chain", false);
+  const View::Shown shown = views.front()->shown_matrix(s, 2);
+  ASSERT_NE(shown.matrix, nullptr);
+  EXPECT_EQ(shown.word, "capped");
+  EXPECT_EQ(*shown.matrix, s.trace().capped);
+  nlohmann::json j;
+  views.front()->dump(j, s);
+  EXPECT_EQ(j["chain"]["sub"], "capped");
+
+  // Stages the problem does not have: refused with what they need; the logits always taken.
+  const auto make = [](const ViewerOptions& o, ChainView::Sub sub) {
+    Session session(o);
+    ChainView::Options co;
+    co.sub = static_cast<int>(sub);
+    return ChainView(ViewContext{session, true, true}, co).sub;
+  };
+  const auto refusal = [&](const ViewerOptions& o, ChainView::Sub sub) {
+    return test::message_of<InputError>([&] { make(o, sub); });
+  };
+  EXPECT_EQ(refusal(vo, ChainView::Sub::Biased),
+            "--chain-sub biased shows a stage of step 2 that score mods add: it needs --score-mod alibi or bias:FILE");
+  ViewerOptions plain = test::cpu_random_options(16, 8, 8);
+  EXPECT_EQ(refusal(plain, ChainView::Sub::Scaled),
+            "--chain-sub scaled shows a stage of step 2 that score mods add: it needs --score-mod alibi, softcap:C or "
+            "bias:FILE");
+  plain.mods.alibi = true;
+  plain.score_mods_given = true;
+  EXPECT_EQ(refusal(plain, ChainView::Sub::Capped),
+            "--chain-sub capped shows a stage of step 2 that score mods add: it needs --score-mod softcap:C");
+  EXPECT_EQ(make(plain, ChainView::Sub::Biased), ChainView::Sub::Biased);
+  EXPECT_EQ(make(plain, ChainView::Sub::Scaled), ChainView::Sub::Scaled);
+  EXPECT_EQ(make(test::cpu_random_options(16, 8, 8), ChainView::Sub::Logits), ChainView::Sub::Logits);
+}
+
 TEST(ChainRope, StreamedProblemsKeepQAndKWhole) {
   const int n = kKeepStagesMaxTokens + 8;
   Session s(rope_options(n, 8, 10000));
@@ -342,5 +398,17 @@ TEST(ChainRopeScreenshot, QRotatedInBothLanguagesAndStreamedK) {
   const Shot bad = shoot(dir, "bad", {"--random", "16", "--dk", "8", "--chain-rope", "q"});
   EXPECT_EQ(bad.code, 2);
   EXPECT_TRUE(test::contains(bad.err, "--chain-rope q shows RoPE's Q or K: it needs --rope")) << bad.err;
+}
+
+TEST(ChainSubScreenshot, StepTwoOpensOnTheBiasedScores) {
+  const test::TempDir dir("attnlab-chain-sub");
+  const Shot shot = shoot(dir, "biased", {"--random", "16", "--dk", "8", "--dv", "8", "--score-mod", "alibi",
+                                          "--step", "2", "--chain-sub", "biased", "--size", "1280x800"});
+  ASSERT_EQ(shot.code, 0) << shot.err;
+  EXPECT_EQ(shot.state["chain"]["sub"], "biased");
+  EXPECT_GT(distinct_colours(shot), 8);
+  const Shot bad = shoot(dir, "bad", {"--random", "16", "--dk", "8", "--step", "2", "--chain-sub", "capped"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(test::contains(bad.err, "--chain-sub capped shows a stage of step 2 that score mods add")) << bad.err;
 }
 #endif

@@ -50,7 +50,26 @@ std::optional<ChainRope> chain_rope_of(const std::string& word) {
   return std::nullopt;
 }
 
+const char* ChainView::sub_word(Sub sub) {
+  switch (sub) {
+    case Sub::Scaled: return "scaled";
+    case Sub::Biased: return "biased";
+    case Sub::Capped: return "capped";
+    case Sub::Logits: break;
+  }
+  return "logits";
+}
+
 bool ChainView::parse_flag(const std::string& flag, const FlagValue& value, Options& o) {
+  if (flag == "--chain-sub") {
+    const std::string& v = value();
+    for (Sub s : {Sub::Logits, Sub::Scaled, Sub::Biased, Sub::Capped})
+      if (v == sub_word(s)) {
+        o.sub = static_cast<int>(s);
+        return true;
+      }
+    throw InputError("--chain-sub must be logits, scaled, biased or capped, got '" + v + "'");
+  }
   if (flag != "--chain-rope") return false;
   const std::string& v = value();
   o.rope = chain_rope_of(v);
@@ -61,10 +80,26 @@ bool ChainView::parse_flag(const std::string& flag, const FlagValue& value, Opti
 std::string ChainView::usage() {
   return "  --view chain: [--chain-rope qk|q|q-rot|q-diff|k|k-rot|k-diff]\n"
          "                 (with --rope: what step 1's heatmap shows: QK^T of the rotated Q and K (qk, the\n"
-         "                 default), Q or K as given, rotated by RoPE, or rotated minus given)\n";
+         "                 default), Q or K as given, rotated by RoPE, or rotated minus given)\n"
+         "               [--chain-sub logits|scaled|biased|capped]\n"
+         "                 (with score mods: which of step 2's stages its heatmap shows: the logits (the\n"
+         "                 default), the scaled scores, with ALiBi's or the bias's term added, soft-capped)\n";
 }
 
 ChainView::ChainView(const ViewContext& ctx, const Options& o) {
+  if (o.sub) {
+    const Sub want = static_cast<Sub>(*o.sub);
+    const Problem& p = ctx.session.problem();
+    const bool biased = p.mods.alibi || p.bias().size() > 0, capped = p.mods.softcap > 0;
+    const char* needs = nullptr;
+    if (want == Sub::Biased && !biased) needs = "--score-mod alibi or bias:FILE";
+    if (want == Sub::Capped && !capped) needs = "--score-mod softcap:C";
+    if (want == Sub::Scaled && !biased && !capped) needs = "--score-mod alibi, softcap:C or bias:FILE";
+    if (needs)
+      throw InputError(std::string("--chain-sub ") + sub_word(want) +
+                       " shows a stage of step 2 that score mods add: it needs " + needs);
+    sub = want;
+  }
   if (!o.rope) return;
   if (*o.rope != ChainRope::QK && !ctx.session.rotated())
     throw InputError(std::string("--chain-rope ") + chain_rope_word(*o.rope) +
@@ -161,13 +196,13 @@ View::Shown ChainView::shown_matrix(const Session& s, int step) const {
   if (step == 2) {
     const Sub shown = shown_sub(s, step);
     if (shown != Sub::Logits)
-      return {chain_sub_matrix(s, shown), shown == Sub::Scaled ? "scaled" : shown == Sub::Biased ? "biased" : "capped"};
+      return {chain_sub_matrix(s, shown), sub_word(shown)};  // --chain-sub's words
   }
   return {};
 }
 
 void ChainView::dump(nlohmann::json& j, const Session& s) const {
-  j["chain"]["sub"] = sub == Sub::Scaled ? "scaled" : sub == Sub::Biased ? "biased" : sub == Sub::Capped ? "capped" : "logits";
+  j["chain"]["sub"] = sub_word(sub);
   // Step 1's choice as shown (qk without RoPE), and the matrix and colour scale it draws.
   const ChainRope r = shown_rope(s);
   j["chain"]["rope"] = chain_rope_word(r);

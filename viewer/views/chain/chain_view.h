@@ -4,7 +4,7 @@
 // state is the heatmap's window into the matrix (wheel zoom, drag pan), which a new input shows
 // whole again, and which stage of step 1 (RoPE's Q and K) or step 2 (the score mods) the heatmap
 // draws; the step, the selection and the picture's texture are the session's and the shell's,
-// shared with the other views. Its flag: --chain-rope.
+// shared with the other views. Its flags: --chain-rope, --chain-sub.
 #pragma once
 
 #include "viewer/draw/heatmap.h"
@@ -49,13 +49,15 @@ class ChainView final : public View {
  public:
   struct Options {
     std::optional<ChainRope> rope;  // --chain-rope
+    std::optional<int> sub;         // --chain-sub (a Sub)
   };
   static const char* label(Lang lang);
   static bool parse_flag(const std::string& flag, const FlagValue& value, Options& o);
   static void finish_options(Options&, bool, std::string&) {}
   static std::string usage();
   ChainView() = default;
-  // A RoPE matrix asked for (--chain-rope) of a problem without RoPE: InputError.
+  // A RoPE matrix asked for (--chain-rope) of a problem without RoPE, or a sub-stage of step 2
+  // (--chain-sub) the problem does not have: InputError.
   ChainView(const ViewContext& ctx, const Options& o);
 
   // The chain's step decides which stages a run brings back; a problem without RoPE shows QKᵀ at
@@ -69,6 +71,8 @@ class ChainView final : public View {
   // Step 2 with score mods (kept stages): which of the stages between QKᵀ and the logits the
   // heatmap shows, in the chain's order; the logits when the problem has no such stage.
   enum class Sub { Logits, Scaled, Biased, Capped } sub = Sub::Logits;
+  // --chain-sub's words (logits, scaled, biased, capped), also the exported file's and the dump's.
+  static const char* sub_word(Sub sub);
   // Step 1 with RoPE: QKᵀ, or Q, K, their rotations or the rotations' change.
   ChainRope rope = ChainRope::QK;
 
