@@ -70,29 +70,41 @@ inline Packet exp_nonpositive(const Packet& x) {
 // The accumulators are a fixed-size array the compiler keeps in registers. They start at 0 and
 // the old c is added at the end: a key block's sum is formed on its own, then added to the
 // running acc (one long sequential fp32 sum over all keys would lose accuracy as N grows).
+// Every loop over the tile is unrolled whole: GCC then keeps acc in registers from the first
+// zero to the last store (left to itself it unrolled only the main loop and copied acc through
+// the stack before and after it, a cost that a short depth does not hide).
 template <int R, int V = kTileVecs>
 void tile_madd(const float* a, Index a_row, Index a_k, const float* b, Index ldb, int depth,
                float* c, Index ldc, const float* col_scale) {
   Packet acc[R][V];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) acc[r][v] = ei::pzero(acc[r][v]);
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) acc[r][v] = ei::pset1<Packet>(0.f);
   for (int k = 0; k < depth; ++k) {
     Packet bk[V];
+#pragma GCC unroll 8
     for (int v = 0; v < V; ++v) bk[v] = ei::ploadu<Packet>(b + k * ldb + v * kLanes);
     const float* ak = a + k * a_k;
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const Packet ar = ei::pset1<Packet>(ak[r * a_row]);
+#pragma GCC unroll 8
       for (int v = 0; v < V; ++v) acc[r][v] = ei::pmadd(ar, bk[v], acc[r][v]);
     }
   }
   if (col_scale != nullptr) {
-    Packet s[V];
-    for (int v = 0; v < V; ++v) s[v] = ei::ploadu<Packet>(col_scale + v * kLanes);
-    for (int r = 0; r < R; ++r)
-      for (int v = 0; v < V; ++v)
-        acc[r][v] = ei::pmadd(ei::ploadu<Packet>(c + r * ldc + v * kLanes), s[v], acc[r][v]);
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) {
+      const Packet s = ei::ploadu<Packet>(col_scale + v * kLanes);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r)
+        acc[r][v] = ei::pmadd(ei::ploadu<Packet>(c + r * ldc + v * kLanes), s, acc[r][v]);
+    }
   }
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
     for (int v = 0; v < V; ++v) ei::pstoreu(c + r * ldc + v * kLanes, acc[r][v]);
 }
 
