@@ -103,6 +103,10 @@ void register_walk(CLI::App& app, int& exit_code) {
       "and fp64. The demo when no inputs are given");
   add_input_options(c, job->args, /*bundle_head=*/false);  // --head below: the head of the problem
   add_state_options(c, job->args);
+  // --split is run's with another meaning here: it asks for the split walk, without --variant decode.
+  c->get_option("--split")->description(
+      "After the walk: the same row split-KV, as the decode kernel computes it with the keys in S splits (1..m): "
+      "each split's state, each merge, the merged output against the walk and fp64 (default: none)");
   c->add_option("--tile", job->tile, "Keys per tile, 1..m (default: 2 on the demo, else 64)")
       ->type_name("B");
   c->add_option("--head", job->head, "Head of a --heads problem (default 0)")->type_name("H");

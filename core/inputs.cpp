@@ -179,8 +179,10 @@ void apply_mask_mod_spec(Problem& p, const std::string& spec) {
       if (md.window < 1) throw InputError(Msg::WindowInvalid, {arg});
     } else if (name == "prefix" && colon != std::string::npos) {
       once(prefix, "prefix");
-      md.prefix = spec_int(arg, Msg::PrefixInvalid);
-      if (md.prefix < 1) throw InputError(Msg::PrefixInvalid, {arg, std::to_string(p.m())});
+      // Whether P fits the positions is validate's (the spec may be read before the problem is
+      // made: the viewer's flags, bench's lists); here only its form.
+      md.prefix = spec_int(arg, Msg::PrefixNotWhole);
+      if (md.prefix < 1) throw InputError(Msg::PrefixNotWhole, {arg});
     } else if (name == "document" && colon != std::string::npos && !arg.empty()) {
       once(doc, "document");
       const MatrixF ids = read_matrix(arg);

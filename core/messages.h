@@ -115,6 +115,7 @@ enum class Msg : int {
   SoftcapInvalid,       // {0} the value
   WindowInvalid,        // {0} the value
   PrefixInvalid,        // {0} the value, {1} positions
+  PrefixNotWhole,       // {0} the text (a spec's P before the problem is known)
   AlibiSlopeCount,      // {0} slopes given, {1} heads
   AlibiSlopeValue,      // {0} the value
   BiasShape,            // {0} rows, {1} columns, {2} n, {3} m, {4} heads n

@@ -132,6 +132,15 @@ GradTraceT<Matrix> backward_chain(const Problem& p, TraceT<Matrix> fwd, Matrix d
   }
   g.dq = std::move(dq);
   g.dk = std::move(dk);
+  // Finite inputs and a finite dO can still overflow fp32 on the way back (a huge dO or V makes dP
+  // and D infinite, their difference NaN): refused like the fused backward, never printed.
+  if constexpr (std::is_same_v<Scalar, float>) {
+    bool finite = std::isfinite(g.dT);
+    for (const Matrix* a : {&g.dout, &g.dv, &g.dp, &g.D, &g.dlogits, &g.dcapped, &g.dbiased, &g.dscaled,
+                            &g.dscores, &g.dq_rot, &g.dk_rot, &g.dq, &g.dk})
+      finite = finite && a->allFinite();
+    if (!finite) throw InputError("the backward's gradients overflow fp32 (inputs or dO too large)");
+  }
   g.forward = std::move(fwd);
   g.backward_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   return g;

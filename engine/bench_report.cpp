@@ -226,8 +226,10 @@ std::string render_table(const Machine& m, const std::vector<Result>& results,
   o << line;
   for (const auto& r : results) {
     if (!r.ran) continue;
-    // The case's modifications after its reference, as bench's options name them.
+    // The case's decode shape and modifications after its reference, as its label names them (the
+    // columns hold neither: two cases of one row's columns differ here).
     std::string mods;
+    if (r.c.decode_shape()) mods += " q=" + std::to_string(r.c.q()) + " kv=" + std::to_string(r.c.g());
     if (r.c.score_mod != "none") mods += " score=" + r.c.score_mod;
     if (r.c.mask_mod != "none") mods += " mask=" + r.c.mask_mod;
     if (!r.c.rope.empty()) mods += " rope=" + r.c.rope;

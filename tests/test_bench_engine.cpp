@@ -328,6 +328,9 @@ TEST(BenchEngine, DecodeShapesArePlannedCountedRunAndReported) {
   const std::string table = bench::render_table(m, results, s);
   EXPECT_NE(table.find("decode: K+V of every key/value head read once"), std::string::npos) << table;
   EXPECT_NE(table.find("% of the read bandwidth"), std::string::npos) << table;
+  // The table's rows tell the shapes apart: q and kv have no column of their own.
+  EXPECT_NE(table.find("  [q=1 kv=1]\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("  [q=5 kv=1]\n"), std::string::npos) << table;
   const std::vector<std::string> csv = lines_of(bench::render_csv(results));
   EXPECT_EQ(csv[0].substr(csv[0].size() - 68), "queries,kv_heads,kv_bytes,kv_gbs,score_mod,mask_mod,rope,pass,reason") << csv[0];
   EXPECT_NE(csv[1].find(",1,1,"), std::string::npos) << csv[1];

@@ -182,6 +182,7 @@ TEST(BackwardCli, RefusalsGetOneErrorLine) {
   const test::TempDir dir;
   write_csv(dir.file("small.csv"), MatrixF::Zero(2, 2));
   write_file(dir.file("nan.csv"), "1,2\n3,nan\n4,5\n6,7\n8,9\n");
+  write_csv(dir.file("huge.csv"), MatrixF::Constant(5, 2, 3e38f));  // finite, but dO·V is not
   const struct {
     std::vector<std::string> args;
     std::string says;
@@ -197,6 +198,8 @@ TEST(BackwardCli, RefusalsGetOneErrorLine) {
       {{"--dout", dir.file("small.csv")}, "is 2 x 2, but the output O is 5 x 2"},
       {{"--dout", dir.file("nan.csv")}, "nan.csv"},
       {{"--dout", dir.file("missing.npy")}, "missing.npy"},
+      {{"--dout", dir.file("huge.csv")}, "the backward's gradients overflow fp32"},
+      {{"--dout", dir.file("huge.csv"), "--check"}, "the backward's gradients overflow fp32"},
       {{"--check", "--format", "csv"}, "--check prints its comparison with text, markdown or json, not csv"},
       // Refused from the sizes before anything is allocated (terabytes at this N), on any machine.
       {{"--random", "200000", "--check"}, "of host memory"},

@@ -393,6 +393,10 @@ TEST(WalkCli, SplitIsPrintedInBothLanguagesAndCarriedByTheJson) {
   // Without --split there is no split section.
   const test::BinaryRun plain = test::run_attnlab({"walk", "--format", "json"}, "LANG=C.UTF-8");
   EXPECT_FALSE(nlohmann::json::parse(plain.out).contains("split_kv"));
+  // walk's help says what its --split does (not run's "with --variant decode ... chosen from the cores").
+  const test::BinaryRun help = test::run_attnlab({"walk", "--help"}, "LANG=C.UTF-8");
+  EXPECT_TRUE(test::contains(help.out, "After the walk: the same row split-KV")) << help.out;
+  EXPECT_FALSE(test::contains(help.out, "With --variant decode")) << help.out;
   for (const std::string bad : {"-1", "6", "x"}) {
     const test::BinaryRun r = test::run_attnlab({"walk", "--split", bad}, "LANG=C.UTF-8");
     EXPECT_EQ(r.code, 2) << bad;

@@ -239,6 +239,31 @@ TEST(BackwardView, UpstreamFromTheSeedOrTheSumLossAndItsFlags) {
   BackwardView at_ds(viewer::parse_viewer_args({"--back-step", "ds"}).views.backward);
   ASSERT_NE(show(s, at_ds), nullptr);
   EXPECT_EQ(at_ds.current(), BackStep::Ds);
+  // A step of a modification the problem does not have: refused with what it needs, as the window
+  // makes its views; taken where the problem has it.
+  const auto refusal = [](const viewer::ViewerOptions& vo, const std::string& step) {
+    Session session(vo);
+    BackwardView::Options bo;
+    bo.step = step;
+    return test::message_of<InputError>([&] { BackwardView(viewer::ViewContext{session, true, true}, bo); });
+  };
+  viewer::ViewerOptions plain = test::cpu_random_options(16, 8, 8);
+  EXPECT_EQ(refusal(plain, "dcapped"),
+            "--back-step dcapped opens on the gradient of a stage that a modification adds: it needs --score-mod "
+            "softcap:C");
+  EXPECT_EQ(refusal(plain, "dbiased"),
+            "--back-step dbiased opens on the gradient of a stage that a modification adds: it needs --score-mod "
+            "alibi or bias:FILE");
+  EXPECT_EQ(refusal(plain, "dq_rot"),
+            "--back-step dq_rot opens on the gradient of a stage that a modification adds: it needs --rope [THETA]");
+  plain.mods.softcap = 3;
+  plain.score_mods_given = true;
+  Session capped(plain);
+  BackwardView::Options bo;
+  bo.step = "dcapped";
+  BackwardView at_capped(viewer::ViewContext{capped, true, true}, bo);
+  ASSERT_NE(show(capped, at_capped), nullptr);
+  EXPECT_EQ(at_capped.current(), BackStep::Capped);
 }
 
 TEST(BackwardView, RefusedAboveItsSizeWithoutComputing) {

@@ -380,6 +380,17 @@ BackwardView::BackwardView(const Options& o) : open_on_(o.step) {
   set_upstream(o.sum ? sum_upstream() : upstream_random(o.dout_seed));
 }
 
+BackwardView::BackwardView(const ViewContext& ctx, const Options& o) : BackwardView(o) {
+  const Problem& p = ctx.session.problem();
+  const char* needs = nullptr;
+  if (o.step == "dcapped" && !(p.mods.softcap > 0)) needs = "--score-mod softcap:C";
+  if (o.step == "dbiased" && !(p.mods.alibi || p.bias().size() > 0)) needs = "--score-mod alibi or bias:FILE";
+  if (o.step == "dq_rot" && !(p.mods.rope_theta > 0)) needs = "--rope [THETA]";
+  if (needs)
+    throw InputError("--back-step " + o.step + " opens on the gradient of a stage that a modification adds: it needs " +
+                     needs);
+}
+
 void BackwardView::set_upstream(const Upstream& u) {
   up_ = u;
   companion_ = std::make_shared<const BackwardCompanion>(u);

@@ -137,7 +137,8 @@ class BackwardView final : public View {
   static std::string usage();
   BackwardView() : BackwardView(Options{}) {}
   explicit BackwardView(const Options& o);
-  BackwardView(const ViewContext&, const Options& o) : BackwardView(o) {}
+  // Refuses a --back-step the problem on screen has no step for (dcapped, dbiased, dq_rot), with what it needs.
+  BackwardView(const ViewContext& ctx, const Options& o);
 
   std::shared_ptr<const Companion> companion() const override { return companion_; }
   // Space, ←/→ and Home step through the backward instead of the chain's steps.
