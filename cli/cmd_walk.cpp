@@ -103,6 +103,9 @@ void register_walk(CLI::App& app, int& exit_code) {
       "and fp64. The demo when no inputs are given");
   add_input_options(c, job->args, /*bundle_head=*/false);  // --head below: the head of the problem
   add_state_options(c, job->args);
+  // The walk is the fp32 fused kernel's own step: a --variant or --precision would be ignored.
+  c->remove_option(c->get_option("--variant"));
+  c->remove_option(c->get_option("--precision"));
   // --split is run's with another meaning here: it asks for the split walk, without --variant decode.
   c->get_option("--split")->description(
       "After the walk: the same row split-KV, as the decode kernel computes it with the keys in S splits (1..m): "

@@ -282,6 +282,9 @@ RunOptions run_options(const ProblemArgs& a) {
   opt.variant = parse_variant(a.variant);
   opt.precision = parse_precision(a.precision);
   opt.splits = a.splits;
+  // Only the split-KV kernel cuts the keys: elsewhere --split would be silently ignored.
+  if (a.splits != 0 && opt.variant != Variant::Decode)
+    throw InputError("--split S goes with --variant decode (the split-KV kernel), got --variant " + a.variant);
   opt.keep_stages = true;
   return opt;
 }

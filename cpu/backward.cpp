@@ -138,7 +138,7 @@ GradTraceT<Matrix> backward_chain(const Problem& p, TraceT<Matrix> fwd, Matrix d
     bool finite = std::isfinite(g.dT);
     for (const Matrix* a : {&g.dout, &g.dv, &g.dp, &g.D, &g.dlogits, &g.dcapped, &g.dbiased, &g.dscaled,
                             &g.dscores, &g.dq_rot, &g.dk_rot, &g.dq, &g.dk})
-      finite = finite && a->allFinite();
+      finite = finite && Eigen::Map<const Eigen::ArrayXf>(a->data(), a->size()).allFinite();  // storage order
     if (!finite) throw InputError("the backward's gradients overflow fp32 (inputs or dO too large)");
   }
   g.forward = std::move(fwd);

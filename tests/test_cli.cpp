@@ -438,6 +438,10 @@ TEST_F(Cli, DecodeShapesAndTheDecodeVariant) {
   expect_refused({"run", "--random", "100", "--variant", "decode", "--split", "-2", "--backend", "cpu"},
                  {"--split must be"});
   expect_refused({"run", "--random", "100", "--variant", "prefill"}, {"use staged, fused or decode"});
+  // --split cuts the keys of the split-KV kernel only: with another variant it is refused, not ignored.
+  expect_refused({"run", "--random", "100", "--split", "3"},
+                 {"--split S goes with --variant decode (the split-KV kernel), got --variant staged"});
+  expect_refused({"demo", "--variant", "fused", "--split", "2"}, {"got --variant fused"});
 }
 
 TEST_F(Cli, FullyMaskedRowNamesRowAndToken) {

@@ -258,6 +258,15 @@ TEST(WalkCli, BadTileValuesGiveOneErrorLineAndExitTwo) {
   EXPECT_EQ(test::lines_of(h.err).size(), 1u);
   const test::BinaryRun c = test::run_attnlab({"walk", "--format", "csv"}, "LANG=C.UTF-8");
   EXPECT_EQ(c.code, 2);
+  // The walk is the fp32 fused kernel's step: it takes no --variant or --precision (refused, not ignored).
+  for (const std::vector<std::string> args :
+       {std::vector<std::string>{"walk", "--precision", "bf16"}, {"walk", "--backward", "--variant", "staged"}}) {
+    const test::BinaryRun r = test::run_attnlab(args, "LANG=C.UTF-8");
+    EXPECT_EQ(r.code, 2) << args[1];
+    const auto lines = test::lines_of(r.err);
+    ASSERT_EQ(lines.size(), 1u) << r.err;
+    EXPECT_EQ(lines[0].rfind("error: ", 0), 0u) << lines[0];
+  }
 }
 
 TEST(WalkCli, JsonHasTheDocumentedShape) {
