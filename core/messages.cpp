@@ -41,7 +41,7 @@ constexpr Entry kMessages[] = {
     {Msg::OverflowScores, "QKᵀ overflows at row {0}, column {1} (inputs too large for this precision and temperature)",
      "QKᵀ 在第 {0} 行、第 {1} 列溢出（输入对当前精度和温度过大）"},
     {Msg::OverflowLogits,
-     "the logits (scaled scores / temperature) overflows at row {0}, column {1} (inputs too large for this "
+     "the logits (scaled scores / temperature) overflow at row {0}, column {1} (inputs too large for this "
      "precision and temperature)",
      "logits（缩放分数 / 温度）在第 {0} 行、第 {1} 列溢出（输入对当前精度和温度过大）"},
     {Msg::CannotOpen, "cannot open '{0}': {1}", "无法打开“{0}”：{1}"},

@@ -711,9 +711,11 @@ void cpu::decode::decode_keys(const Problem& p, int keys, const SplitPlan& plan,
       }
       const int h = g * group + r / n, i = r % n;
       // A score that overflowed fp32 leaves m, l or acc non-finite: refused as the fused kernel does.
-      if (!std::isfinite(mr) || !(lr > 0.f) || !std::isfinite(lr) || !acc.allFinite())
-        throw InputError("QKᵀ overflows in head " + std::to_string(h) + ", query row " + std::to_string(i) +
-                         " (inputs too large for fp32)");
+      const bool scores_finite = std::isfinite(mr) && lr > 0.f && std::isfinite(lr);
+      if (!scores_finite || !acc.allFinite())
+        throw InputError(std::string(scores_finite ? "P·V" : "QKᵀ") + " overflows in head " + std::to_string(h) +
+                         ", query row " + std::to_string(i) +
+                         (scores_finite ? " (V too large for fp32)" : " (inputs too large for fp32)"));
       output.row(static_cast<Eigen::Index>(h) * n + i) = acc / lr;
     }
   }

@@ -444,6 +444,20 @@ TEST_F(Cli, DecodeShapesAndTheDecodeVariant) {
   expect_refused({"demo", "--variant", "fused", "--split", "2"}, {"got --variant fused"});
 }
 
+// A V so large that the unnormalised sum of the fused kernels overflows: named as P·V, not as the
+// scores (which are small here); the staged chain, which normalises first, prints it.
+TEST_F(Cli, AHugeVOverflowsPVInTheFusedKernelsNotQK) {
+  const std::string q = file("q.csv", "0.1 0.2\n0.3 0.1\n"), k = file("k.csv", "0.2 0.1\n0.1 0.3\n");
+  const std::string v = file("v.csv", "3e38 3e38\n3e38 3e38\n");
+  for (const std::string variant : {"fused", "decode"})
+    expect_refused({"run", "--q", q, "--k", k, "--v", v, "--variant", variant, "--backend", "cpu", "--lang", "en"},
+                   {"P·V overflows in head 0", "V too large for fp32"});
+  expect_refused({"walk", "--q", q, "--k", k, "--v", v, "--tile", "2", "--lang", "en"},
+                 {"P·V overflows in head 0, query row 0"});
+  const CliResult staged = run({"run", "--q", q, "--k", k, "--v", v, "--backend", "cpu", "--lang", "en"});
+  EXPECT_EQ(staged.code, 0) << staged.err;
+}
+
 TEST_F(Cli, FullyMaskedRowNamesRowAndToken) {
   const std::string mask =
       file("mask.csv", "0 0 0 0 0\n0 0 0 0 0\n-inf -inf -inf -inf -inf\n0 0 0 0 0\n0 0 0 0 0\n");

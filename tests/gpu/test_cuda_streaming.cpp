@@ -293,8 +293,8 @@ TEST(CudaStreaming, OverflowAndMemoryAreRefused) {
     const RunOptions o = streamed(&r);
     const std::string g = test::message_of<InputError>([&] { make_backend("cuda")->run(p, o); });
     const std::string c = test::message_of<InputError>([&] { make_backend("cpu")->run(p, o); });
-    EXPECT_TRUE(test::contains(c, "the logits (scaled scores / temperature) overflows at row")) << c;
-    EXPECT_TRUE(test::contains(g, "the logits (scaled scores / temperature) overflows at row")) << g;
+    EXPECT_TRUE(test::contains(c, "the logits (scaled scores / temperature) overflow at row")) << c;
+    EXPECT_TRUE(test::contains(g, "the logits (scaled scores / temperature) overflow at row")) << g;
   }
   {
     const Problem p = test::make_problem(4096, 64, 64, 1, MaskKind::None, 1, 3);
