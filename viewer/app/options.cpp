@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <set>
 
 namespace attnlab::viewer {
 
@@ -95,8 +96,10 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
   ViewerOptions o;
   std::string backend_text;  // checked at the end: a list in the perf view, one name elsewhere
   bool pattern_given = false, head_given = false, layer_given = false;
+  std::set<std::string> seen;  // each option once, as the CLI takes them: a repeat is refused, not "last wins"
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
+    if (a.rfind("--", 0) == 0 && !seen.insert(a).second) throw InputError("option " + a + " is given twice");
     auto value = [&]() -> const std::string& {
       if (i + 1 >= args.size()) throw InputError("option " + a + " needs a value");
       return args[++i];
