@@ -347,6 +347,7 @@ std::shared_ptr<const CompanionResult> BackwardCompanion::compute(const Companio
 bool BackwardView::parse_flag(const std::string& flag, const FlagValue& value, Options& o) {
   if (flag == "--dout-seed") {
     o.dout_seed = parse_flag_int<std::uint64_t>(flag, value(), 0, std::numeric_limits<std::uint64_t>::max());
+    o.seed_given = true;
   } else if (flag == "--back-step") {
     const std::string& v = value();
     std::string all;
@@ -365,6 +366,8 @@ bool BackwardView::parse_flag(const std::string& flag, const FlagValue& value, O
   } else {
     return false;
   }
+  if (o.sum && o.seed_given)  // the CLI's line: the seed would be dropped
+    throw InputError("--dout-seed seeds the random dO; it does not apply with --loss");
   return true;
 }
 

@@ -128,6 +128,7 @@ class BackwardView final : public View {
   struct Options {
     std::uint64_t dout_seed = 0;  // --dout-seed S
     bool sum = false;             // --loss sum
+    bool seed_given = false;      // --dout-seed was given (refused with --loss, as the CLI does)
     std::string step;             // --back-step WORD: the step it opens on (back_step_word)
   };
   enum class Status { Ok, TooLarge, Computing, Failed };
