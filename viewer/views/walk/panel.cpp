@@ -189,6 +189,8 @@ void chart(const char* label, const std::vector<float>& values, int count, float
   if (hi - lo < 1e-6f) lo -= 0.5f, hi += 0.5f;
   for (float& x : v)
     if (!std::isfinite(x)) x = lo - (hi - lo);  // below the plot: not drawn inside it
+  // ImGui draws a line between points: one tile (all keys in one) is its value across the chart.
+  if (v.size() == 1) v.push_back(v[0]);
   ImGui::TextColored(kDimV4, "%s  [%s … %s]", label, value4(lo).c_str(), value4(hi).c_str());
   ImGui::PlotLines(fmt("##%s", label).c_str(), v.data(), static_cast<int>(v.size()), 0, nullptr, lo, hi,
                    ImVec2(width, height));
