@@ -87,12 +87,16 @@ void draw_panel(PositionView& v, Shell& app, const Layout& l) {
   wrapped(app, fmt(ptr(lang, PT::Title), token_label(p.query_tokens(), c.query).c_str(), c.pos), &kHighlightV4);
 
   // θ: a log slider; the problem's own θ until it is moved.
-  float theta = static_cast<float>(v.theta(s));
+  // The grab within the slider's range; the text the θ in use, which a --rope beyond the range
+  // (or beyond float) may be: a format without '%' is shown as it is.
+  const double theta_now = v.theta(s);
+  float theta = static_cast<float>(std::clamp(theta_now, kPositionThetaMin, kPositionThetaMax));
+  const std::string theta_text = short_number(theta_now);
   ImGui::TextUnformatted(ptr(lang, PT::Theta));
   ImGui::SameLine();
   ImGui::SetNextItemWidth(std::min(ImGui::GetContentRegionAvail().x, app.font_px * 16));
   if (ImGui::SliderFloat("###ptheta", &theta, static_cast<float>(kPositionThetaMin),
-                         static_cast<float>(kPositionThetaMax), "%.6g", ImGuiSliderFlags_Logarithmic))
+                         static_cast<float>(kPositionThetaMax), theta_text.c_str(), ImGuiSliderFlags_Logarithmic))
     v.set_theta(theta);
   if (p.mods.rope_theta > 0) {
     ImGui::SameLine();
