@@ -83,7 +83,8 @@ std::string ChainView::usage() {
          "                 default), Q or K as given, rotated by RoPE, or rotated minus given)\n"
          "               [--chain-sub logits|scaled|biased|capped]\n"
          "                 (with score mods: which of step 2's stages its heatmap shows: the logits (the\n"
-         "                 default), the scaled scores, with ALiBi's or the bias's term added, soft-capped)\n";
+         "                 default), the scaled scores, with ALiBi's or the bias's term added, soft-capped;\n"
+         "                 add --step 2 to open there)\n";
 }
 
 ChainView::ChainView(const ViewContext& ctx, const Options& o) {
