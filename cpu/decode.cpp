@@ -713,9 +713,7 @@ void cpu::decode::decode_keys(const Problem& p, int keys, const SplitPlan& plan,
       // A score that overflowed fp32 leaves m, l or acc non-finite: refused as the fused kernel does.
       const bool scores_finite = std::isfinite(mr) && lr > 0.f && std::isfinite(lr);
       if (!scores_finite || !acc.allFinite())
-        throw InputError(std::string(scores_finite ? "P·V" : "QKᵀ") + " overflows in head " + std::to_string(h) +
-                         ", query row " + std::to_string(i) +
-                         (scores_finite ? " (V too large for fp32)" : " (inputs too large for fp32)"));
+        throw cpu::online::overflow_error(scores_finite, h, "query row " + std::to_string(i));
       output.row(static_cast<Eigen::Index>(h) * n + i) = acc / lr;
     }
   }

@@ -176,10 +176,7 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
   const auto accq = w.acct.leftCols(rows);
   const bool scores_finite = mq.allFinite() && (lq > 0.f).all() && lq.allFinite();
   if (!scores_finite || !accq.allFinite()) {
-    // Finite scores with an infinite acc: the weighted sum of V overflowed, not the scores.
-    throw InputError(std::string(scores_finite ? "P·V" : "QKᵀ") + " overflows in head " + std::to_string(h) +
-                     ", query rows " + std::to_string(q0) + ".." + std::to_string(q0 + rows - 1) +
-                     (scores_finite ? " (V too large for fp32)" : " (inputs too large for fp32)"));
+    throw overflow_error(scores_finite, h, "query rows " + std::to_string(q0) + ".." + std::to_string(q0 + rows - 1));
   }
   job.out.middleRows(qrow, rows) = (accq.array().rowwise() / lq).matrix().transpose();
   if (job.stats != nullptr) {

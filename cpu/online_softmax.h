@@ -15,6 +15,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <utility>
 
 namespace attnlab::cpu::online {
@@ -340,6 +341,14 @@ inline void merge_states(float& m, float& l, float* acc, float m_b, float l_b, c
   l = l * f.a + l_b * f.b;
   for (int c = 0; c < d_v; ++c) acc[c] = acc[c] * f.a + acc_b[c] * f.b;
   m = f.m;
+}
+
+// The refusal of a row whose online-softmax state overflowed fp32: the scores (m or l not
+// finite) or, with finite scores, the weighted sum of V in acc. `rows`: "query row 3", "query
+// rows 0..31".
+inline InputError overflow_error(bool scores_finite, int head, const std::string& rows) {
+  return InputError(std::string(scores_finite ? "P·V" : "QKᵀ") + " overflows in head " + std::to_string(head) +
+                    ", " + rows + (scores_finite ? " (V too large for fp32)" : " (inputs too large for fp32)"));
 }
 
 }  // namespace attnlab::cpu::online

@@ -163,10 +163,8 @@ Walk walk_row(const Problem& p, int head, int query, int tile) {
   const bool scores_finite = std::isfinite(ms[0]) && ls[0] > 0.f && std::isfinite(ls[0]);
   bool finite = scores_finite;
   for (int c = 0; c < d_v; ++c) finite = finite && std::isfinite(acct[static_cast<std::size_t>(c) * ld]);
-  if (!finite)  // as the fused kernel says it: the scores, or (finite scores) the weighted sum of V
-    throw InputError(std::string(scores_finite ? "P·V" : "QKᵀ") + " overflows in head " + std::to_string(head) +
-                     ", query row " + std::to_string(query) +
-                     (scores_finite ? " (V too large for fp32)" : " (inputs too large for fp32)"));
+  if (!finite)  // as the fused kernel says it
+    throw cpu::online::overflow_error(scores_finite, head, "query row " + std::to_string(query));
   w.output = w.tiles.back().output;
   return w;
 }

@@ -330,27 +330,8 @@ TEST(ChainRope, EveryWordInBothLanguages) {
 #ifdef ATTNLAB_VIEW_BINARY
 namespace {
 
-struct Shot {
-  int code = 0;
-  std::string err;
-  Image img;
-  nlohmann::json state;
-};
-
-Shot shoot(const test::TempDir& dir, const std::string& name, std::vector<std::string> args) {
-  const std::string png = dir.file(name + ".png"), json = dir.file(name + ".json");
-  std::vector<std::string> all = {"60", test::view_binary(), "--screenshot", png, "--state-dump", json, "--backend", "cpu"};
-  all.insert(all.end(), args.begin(), args.end());
-  const test::BinaryRun r = test::run_binary("timeout", all, "SDL_VIDEODRIVER=dummy LANG=C.UTF-8");
-  Shot s;
-  s.code = r.code;
-  s.err = r.err;
-  if (r.code != 0) return s;
-  s.img = read_png(png);
-  std::ifstream in(json);
-  s.state = nlohmann::json::parse(in);
-  return s;
-}
+using Shot = test::ViewShot;
+const auto shoot = test::view_shot;
 
 // Distinct colours along a row of pixels a quarter down the plot (clear of the query's frame in
 // the middle).

@@ -267,21 +267,11 @@ TEST(WalkViewBackward, EveryWordInBothLanguages) {
 #ifdef ATTNLAB_VIEW_BINARY
 namespace {
 
-struct WalkShot {
-  Image img;
-  nlohmann::json state;
-};
-
-WalkShot shoot(const test::TempDir& dir, const std::string& name, std::vector<std::string> args) {
-  const std::string png = dir.file(name + ".png"), json = dir.file(name + ".json");
-  std::vector<std::string> all = {"60", test::view_binary(), "--screenshot", png, "--state-dump", json, "--view", "walk"};
-  all.insert(all.end(), args.begin(), args.end());
-  const test::BinaryRun r = test::run_binary("timeout", all, "SDL_VIDEODRIVER=dummy LANG=C.UTF-8");
-  EXPECT_EQ(r.code, 0) << r.err;
-  WalkShot s;
-  s.img = read_png(png);
-  std::ifstream in(json);
-  s.state = nlohmann::json::parse(in);
+// The walk view's screenshot: test::view_shot with --view walk, which must succeed.
+test::ViewShot shoot(const test::TempDir& dir, const std::string& name, std::vector<std::string> args) {
+  args.insert(args.begin(), {"--view", "walk"});
+  test::ViewShot s = test::view_shot(dir, name, args);
+  EXPECT_EQ(s.code, 0) << s.err;
   return s;
 }
 
@@ -294,7 +284,7 @@ TEST(WalkViewScreenshot, DemoInBothLanguagesFramesTheCurrentTile) {
   for (const std::string lang : {"en", "zh"}) {
     for (const std::string size : {"1280x800", "1920x1080"}) {
       SCOPED_TRACE(lang + " " + size);
-      const WalkShot s = shoot(dir, "demo-" + lang + size, {"--lang", lang, "--size", size});
+      const test::ViewShot s = shoot(dir, "demo-" + lang + size, {"--lang", lang, "--size", size});
       ASSERT_GT(s.img.width, 0);
       EXPECT_EQ(s.state["view"], "walk");
       const auto& w = s.state["walk"];
@@ -323,10 +313,10 @@ TEST(WalkViewScreenshot, DemoInBothLanguagesFramesTheCurrentTile) {
 
 TEST(WalkViewScreenshot, CausalSkippedTilesAreHatchedAndLargeProblemsWalk) {
   const test::TempDir dir("attnlab-walk-shots");
-  const WalkShot s = shoot(dir, "causal", {"--mask", "causal", "--query", "1", "--tile", "1", "--lang", "en"});
+  const test::ViewShot s = shoot(dir, "causal", {"--mask", "causal", "--query", "1", "--tile", "1", "--lang", "en"});
   EXPECT_EQ(s.state["walk"]["skipped_tiles"], 3);
   EXPECT_EQ(s.state["walk"]["tiles"], 5);
-  const WalkShot big = shoot(dir, "big", {"--random", "4096", "--mask", "causal", "--query", "3000", "--tile", "64",
+  const auto big = shoot(dir, "big", {"--random", "4096", "--mask", "causal", "--query", "3000", "--tile", "64",
                                           "--size", "1920x1080"});
   EXPECT_EQ(big.state["walk"]["tiles"], 64);
   EXPECT_EQ(big.state["walk"]["skipped_tiles"], 17);
@@ -337,8 +327,8 @@ TEST(WalkViewScreenshot, BackwardInBothLanguages) {
   const test::TempDir dir("attnlab-walk-shots");
   for (const std::string lang : {"en", "zh"}) {
     SCOPED_TRACE(lang);
-    const WalkShot s = shoot(dir, "backward-" + lang, {"--walk-pass", "backward", "--lang", lang, "--random", "256",
-                                                       "--mask", "causal", "--query", "200", "--backend", "cpu"});
+    const auto s = shoot(dir, "backward-" + lang, {"--walk-pass", "backward", "--lang", lang, "--random", "256",
+                                                       "--mask", "causal", "--query", "200"});
     const auto& w = s.state["walk"];
     EXPECT_EQ(w["pass"], "backward");
     EXPECT_EQ(w["status"], "ok");

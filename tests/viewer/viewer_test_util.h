@@ -3,6 +3,15 @@
 #pragma once
 
 #include "viewer/app/options.h"
+#ifdef ATTNLAB_VIEW_BINARY
+#include "tests/test_util.h"
+#include "viewer/draw/png_io.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <vector>
+#endif
 
 #include <string>
 
@@ -32,5 +41,30 @@ inline std::string printf_conversions(const char* t) {
     if (*c == '%') out += *++c;
   return out;
 }
+
+#ifdef ATTNLAB_VIEW_BINARY
+// The window's binary run headless on the CPU (`attnlab-view --screenshot --state-dump` plus
+// `args`, 60 s at most): its exit code and stderr, and on success the picture and the state dump.
+struct ViewShot {
+  int code = 0;
+  std::string err;
+  viewer::Image img;
+  nlohmann::json state;
+};
+inline ViewShot view_shot(const TempDir& dir, const std::string& name, const std::vector<std::string>& args) {
+  const std::string png = dir.file(name + ".png"), json = dir.file(name + ".json");
+  std::vector<std::string> all = {"60", view_binary(), "--screenshot", png, "--state-dump", json, "--backend", "cpu"};
+  all.insert(all.end(), args.begin(), args.end());
+  const BinaryRun r = run_binary("timeout", all, "SDL_VIDEODRIVER=dummy LANG=C.UTF-8");
+  ViewShot s;
+  s.code = r.code;
+  s.err = r.err;
+  if (r.code != 0) return s;
+  s.img = viewer::read_png(png);
+  std::ifstream in(json);
+  s.state = nlohmann::json::parse(in);
+  return s;
+}
+#endif
 
 }  // namespace attnlab::test

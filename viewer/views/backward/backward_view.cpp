@@ -3,6 +3,7 @@
 // backward on the session's worker, the view's dO, its flags, its state dump and its words.
 #include "viewer/views/backward/backward_view.h"
 
+#include "core/backend.h"
 #include "core/backward.h"
 #include "cpu/backward.h"
 #include "viewer/session/session.h"
@@ -385,9 +386,10 @@ BackwardView::BackwardView(const Options& o) : open_on_(o.step) {
 
 BackwardView::BackwardView(const ViewContext& ctx, const Options& o) : BackwardView(o) {
   const Problem& p = ctx.session.problem();
+  const unsigned stages = problem_stages(p);  // the core's rule of which stages a problem has
   const char* needs = nullptr;
-  if (o.step == "dcapped" && !(p.mods.softcap > 0)) needs = "--score-mod softcap:C";
-  if (o.step == "dbiased" && !(p.mods.alibi || p.bias().size() > 0)) needs = "--score-mod alibi or bias:FILE";
+  if (o.step == "dcapped" && !(stages & kStageCapped)) needs = "--score-mod softcap:C";
+  if (o.step == "dbiased" && !(stages & kStageBiased)) needs = "--score-mod alibi or bias:FILE";
   if (o.step == "dq_rot" && !(p.mods.rope_theta > 0)) needs = "--rope [THETA]";
   if (needs)
     throw InputError("--back-step " + o.step + " opens on the gradient of a stage that a modification adds: it needs " +

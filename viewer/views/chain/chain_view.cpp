@@ -1,6 +1,7 @@
 // The chain view (see chain_view.h).
 #include "viewer/views/chain/chain_view.h"
 
+#include "core/backend.h"
 #include "core/modify.h"
 #include "viewer/draw/strings.h"
 #include "viewer/session/session.h"
@@ -91,7 +92,8 @@ ChainView::ChainView(const ViewContext& ctx, const Options& o) {
   if (o.sub) {
     const Sub want = static_cast<Sub>(*o.sub);
     const Problem& p = ctx.session.problem();
-    const bool biased = p.mods.alibi || p.bias().size() > 0, capped = p.mods.softcap > 0;
+    const unsigned stages = problem_stages(p);  // the core's rule of which stages a problem has
+    const bool biased = stages & kStageBiased, capped = stages & kStageCapped;
     const char* needs = nullptr;
     if (want == Sub::Biased && !biased) needs = "--score-mod alibi or bias:FILE";
     if (want == Sub::Capped && !capped) needs = "--score-mod softcap:C";
