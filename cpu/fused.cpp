@@ -51,10 +51,10 @@ namespace {
 
 using namespace cpu::online;
 
-// A query block is a few tiles wide; a key block's S^T (kKeyBlock, kQueryBlock) stays in L1/L2
-// between the three passes over it (scores, softmax, P V).
+// A query block is a few tiles wide; a key block's S^T (kKeyBlock, kQueryBlock) stays in L1
+// between the three passes over it (scores, softmax, P V), beside the block's V rows.
 constexpr int kQueryBlock = 64;
-constexpr int kKeyBlock = 128;
+constexpr int kKeyBlock = kFusedKeyBlock;
 static_assert(kQueryBlock % kTileCols == 0, "a query block is whole tiles");
 
 // Per-thread scratch, sized once. Rows are kQueryBlock floats: one column per query.
@@ -211,13 +211,14 @@ void cpu::fused_into(const Problem& p, Trace& t, RowStats* stats) {
   const double flops = 4.0 * heads * static_cast<double>(n) * m * std::max(d_k, d_v);
   const unsigned workers = worker_count(items, flops);
 
-  // Causal blocks near the end of a head carry the most keys: hand those out first. Each worker
+  // Head by head, so that both workers read the same head's K and V while it lasts; within a
+  // head the causal blocks near the end carry the most keys: hand those out first. Each worker
   // sizes its scratch once, on its first item.
   std::vector<std::unique_ptr<Scratch>> scratch(workers);
   parallel_items(items, workers, [&](unsigned id, std::size_t it) {
     if (!scratch[id]) scratch[id] = std::make_unique<Scratch>(d_k, d_v);
-    const int h = static_cast<int>(it % heads);
-    const int qb = blocks_per_head - 1 - static_cast<int>(it / heads);
+    const int h = static_cast<int>(it / blocks_per_head);
+    const int qb = blocks_per_head - 1 - static_cast<int>(it % blocks_per_head);
     const int q0 = qb * kQueryBlock;
     run_block(job, *scratch[id], h, q0, std::min(kQueryBlock, n - q0));
   });

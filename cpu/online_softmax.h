@@ -39,6 +39,12 @@ constexpr int kTileRows = kLanes >= 16 ? 8 : 6;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
+// The CPU fused kernel's key block (cpu/fused.cpp): it walks a head's keys this many at a time.
+// Here because the walk (cpu/walk.h) reproduces the kernel bit for bit at this tile size.
+// Key blocks of 64 keep a block's Pᵀ (64 keys × 64 queries) and its V rows in L1 together while
+// P·V's tiles re-read them; 128 spilled them to L2 (see docs/PERFORMANCE.md).
+constexpr int kFusedKeyBlock = 64;
+
 // exp(x) for x <= 0 (every argument here is a score minus the running max), as Eigen's pexp
 // computes it (Cephes: x = n ln2 + r, a degree-6 polynomial in r) but without its clamping:
 // below ln(FLT_MIN) the result is exactly 0, so masked keys (-inf) and every key of a row masked

@@ -3,8 +3,9 @@
 // lane 0 of a tile of queries, the keys come in tiles of B, and after each tile the walk reads the
 // kernel's state (m, l, alpha, acc) and the weights it stored. No second implementation: what
 // `attnlab walk` and the viewer's walk view show is what the kernel computes.
-// The kernel walks the keys in blocks of 128; the walk uses the same step with any B (the step
-// takes any number of keys), so at B = 128 its numbers are the kernel's, bit for bit.
+// The kernel walks the keys in blocks of kFusedKeyBlock (64); the walk uses the same step with any
+// B (the step takes any number of keys), so at B = kFusedKeyBlock its numbers are the kernel's,
+// bit for bit.
 #pragma once
 
 #include "core/modifications.h"

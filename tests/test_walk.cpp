@@ -5,6 +5,7 @@
 // refusals of bad --tile values.
 #include "core/walk.h"
 #include "cpu/cpu_backend.h"
+#include "cpu/online_softmax.h"
 #include "cpu/walk.h"
 #include "tests/test_util.h"
 
@@ -119,14 +120,14 @@ TEST(Walk, DemoDefaultReadsAsTheIssueSays) {
   EXPECT_NE(walk_tile_sentence(w, 1, Lang::Zh).find("重新缩放"), std::string::npos);
 }
 
-// At the kernel's key block (128) the walk runs exactly the kernel's steps: the same bits.
+// At the kernel's key block (kFusedKeyBlock) the walk runs exactly the kernel's steps: the same bits.
 TEST(Walk, AtTheKernelsBlockSizeItIsTheKernelBitForBit) {
   for (MaskKind mask : {MaskKind::None, MaskKind::Causal, MaskKind::Custom}) {
     const Problem p = test::make_problem(300, 16, 8, 1, mask, 0.7, 5);
     const MatrixF fused = cpu_fused(p).output;
-    for (int q : {0, 1, 127, 128, 200, 299}) {
+    for (int q : {0, 1, 63, 64, 127, 128, 200, 299}) {
       SCOPED_TRACE(std::string(to_string(mask)) + " query " + std::to_string(q));
-      const Walk w = walk_row(p, 0, q, 128);
+      const Walk w = walk_row(p, 0, q, cpu::online::kFusedKeyBlock);
       EXPECT_EQ(w.output, row(fused, q));
     }
   }
