@@ -228,40 +228,36 @@ inline void update_tile(float* st, Index ld, int keys, const float* v_blk, int d
 // one element at a time for the bias (its rows are queries: a gather across the lanes).
 inline void modify_tile(const ScoreRule& r, float score_scale, float* st, Index ld, int h, int i0, int lanes, int k0,
                         int keys) {
+  // One pass over the tile for the scaling, ALiBi and the cap, in that order per element; a bias
+  // (added one element at a time, between ALiBi and the cap) splits it in two.
   const Packet vscale = ei::pset1<Packet>(score_scale);
-  for (int j = 0; j < keys; ++j)
+  alignas(64) float pos[kTileCols];  // ALiBi's query positions in the lanes
+  for (int l = 0; l < kTileCols; ++l) pos[l] = static_cast<float>(i0 + l + r.offset);
+  const Packet slope = ei::pset1<Packet>(r.slopes != nullptr ? r.slopes[h] : 0.f);
+  // s / C as s times 1 / C (a division per packet would cost more than the exp that follows).
+  const bool cap_now = r.softcap > 0 && r.bias == nullptr;
+  const Packet cap = ei::pset1<Packet>(r.softcap), inv = ei::pset1<Packet>(r.softcap > 0 ? 1.f / r.softcap : 0.f);
+  for (int j = 0; j < keys; ++j) {
+    const Packet key = ei::pset1<Packet>(static_cast<float>(k0 + j));
     for (int v = 0; v < kTileVecs; ++v) {
       float* at = st + j * ld + v * kLanes;
-      ei::pstoreu(at, ei::pmul(ei::ploadu<Packet>(at), vscale));
-    }
-  if (r.slopes != nullptr) {
-    // -slope |pos_i - j| with the query positions in the lanes.
-    alignas(64) float pos[kTileCols];
-    for (int l = 0; l < kTileCols; ++l) pos[l] = static_cast<float>(i0 + l + r.offset);
-    const Packet slope = ei::pset1<Packet>(r.slopes[h]);
-    for (int j = 0; j < keys; ++j) {
-      const Packet key = ei::pset1<Packet>(static_cast<float>(k0 + j));
-      for (int v = 0; v < kTileVecs; ++v) {
-        float* at = st + j * ld + v * kLanes;
-        const Packet dist = ei::pabs(ei::psub(ei::pload<Packet>(pos + v * kLanes), key));
-        ei::pstoreu(at, ei::psub(ei::ploadu<Packet>(at), ei::pmul(slope, dist)));
-      }
+      Packet x = ei::pmul(ei::ploadu<Packet>(at), vscale);
+      if (r.slopes != nullptr)  // -slope |pos_i - j|
+        x = ei::psub(x, ei::pmul(slope, ei::pabs(ei::psub(ei::pload<Packet>(pos + v * kLanes), key))));
+      if (cap_now) x = ei::pmul(ei::ptanh(ei::pmul(x, inv)), cap);
+      ei::pstoreu(at, x);
     }
   }
-  if (r.bias != nullptr) {
-    const float* b = r.bias + (static_cast<std::size_t>(r.bias_per_head ? h : 0) * r.n + i0) * r.m + k0;
-    for (int l = 0; l < lanes; ++l)
-      for (int j = 0; j < keys; ++j) st[j * ld + l] += b[static_cast<std::size_t>(l) * r.m + j];
-  }
-  if (r.softcap > 0) {
-    // s / C as s times 1 / C (a division per packet would cost more than the exp that follows).
-    const Packet cap = ei::pset1<Packet>(r.softcap), inv = ei::pset1<Packet>(1.f / r.softcap);
+  if (r.bias == nullptr) return;
+  const float* b = r.bias + (static_cast<std::size_t>(r.bias_per_head ? h : 0) * r.n + i0) * r.m + k0;
+  for (int l = 0; l < lanes; ++l)
+    for (int j = 0; j < keys; ++j) st[j * ld + l] += b[static_cast<std::size_t>(l) * r.m + j];
+  if (r.softcap > 0)
     for (int j = 0; j < keys; ++j)
       for (int v = 0; v < kTileVecs; ++v) {
         float* at = st + j * ld + v * kLanes;
         ei::pstoreu(at, ei::pmul(ei::ptanh(ei::pmul(ei::ploadu<Packet>(at), inv)), cap));
       }
-  }
 }
 
 // The same score mods on one query row's raw scores s of keys [k0, k0 + keys) (query i of head h;
