@@ -2,12 +2,16 @@
 // temperatures of the parity sweep, shapes at the edges of its query/key tiles and blocks, causal
 // block skipping, masked keys that weigh exactly nothing, rows masked through the first key
 // blocks, determinism, huge logits, the demo.
+#include "core/gcc12_avx512.h"  // first: see there
+
 #include "cpu/cpu_backend.h"
+#include "cpu/online_softmax.h"
 #include "tests/test_util.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <utility>
@@ -24,6 +28,64 @@ double rel_err(const MatrixF& out, const MatrixD& ref) {
 
 using test::make_problem;
 using test::fp32_tolerance;
+
+// The kernels' exp (cpu/online_softmax.h exp_nonpositive, in every fused kernel, the decode
+// kernel and the walks) lane by lane against the same Cephes steps written out in scalar fp32:
+// the same bits on every ISA's path (on AVX-512 2^n is applied by vscalefps instead of the
+// exponent-field multiply), exactly 0 below ln(FLT_MIN) and for -inf, NaN kept, and within
+// 2 ulp of exp in double.
+float exp_steps(float x) {
+  const float n = std::floor(std::fma(x, 1.44269504088896341f, 0.5f));
+  float r = std::fma(n, -0.693359375f, x);
+  r = std::fma(n, 2.12194440e-4f, r);
+  const float r2 = r * r, r3 = r2 * r;
+  float y = std::fma(1.9875691500e-4f, r, 1.3981999507e-3f);
+  float y1 = std::fma(4.1665795894e-2f, r, 1.6666665459e-1f);
+  const float y2 = r + 1.f;
+  y = std::fma(y, r, 8.3334519073e-3f);
+  y1 = std::fma(y1, r, 5.0000001201e-1f);
+  y = std::fma(y, r3, y1);
+  y = std::fma(y, r2, y2);
+  if (x < -87.33654f) return 0.f;
+  return y * std::ldexp(1.f, static_cast<int>(n));
+}
+
+TEST(FusedCpu, ExpIsTheCephesStepsExactlyZeroBelowFltMinAndNaNKept) {
+  using namespace cpu::online;
+  std::vector<float> xs = {0.f, -0.f, -1e-30f, -0.5f, -0.6931472f, -1.f, -20.f, -87.3f, -87.33654f, -87.3366f,
+                           -87.34f, -100.f, -1e4f, -std::numeric_limits<float>::infinity(),
+                           std::numeric_limits<float>::quiet_NaN()};
+  for (float x = 0.f; x > -90.f; x -= 0.001373f) xs.push_back(x);
+  while (xs.size() % kLanes != 0) xs.push_back(-1.f);
+  int checked = 0;
+  for (std::size_t i = 0; i < xs.size(); i += kLanes) {
+    alignas(64) float out[kLanes];
+    ei::pstoreu(out, exp_nonpositive(ei::ploadu<Packet>(xs.data() + i)));
+    for (int l = 0; l < kLanes; ++l) {
+      const float x = xs[i + l], e = out[l];
+      SCOPED_TRACE(x);
+      if (std::isnan(x)) {
+        EXPECT_TRUE(std::isnan(e));
+        continue;
+      }
+      if (x < -87.33654f) {
+        EXPECT_EQ(e, 0.f);
+        EXPECT_FALSE(std::signbit(e));
+        continue;
+      }
+#if defined(__FMA__)  // the packets' multiply-adds are fused exactly where std::fma is
+      const float want = exp_steps(x);
+      EXPECT_EQ(std::memcmp(&e, &want, sizeof e), 0) << e << " vs " << want;
+#endif
+      const double exact = std::exp(static_cast<double>(x));
+      const float ef = static_cast<float>(exact);
+      const double ulp = static_cast<double>(std::nextafter(ef, 2.f)) - ef;
+      EXPECT_LE(std::abs(e - exact), 2.0 * ulp);
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 60000);
+}
 
 TEST(FusedCpu, MatchesFp64OverTheParitySweep) {
   std::uint64_t seed = 1;
