@@ -45,7 +45,8 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // The CPU fused kernel's key block (cpu/fused.cpp): it walks a head's keys this many at a time.
 // Here because the walk (cpu/walk.h) reproduces the kernel bit for bit at this tile size.
 // Key blocks of 64 keep a block's Pᵀ (64 keys × 64 queries) and its V rows in L1 together while
-// P·V's tiles re-read them; 128 spilled them to L2 (see docs/PERFORMANCE.md).
+// P·V's tiles re-read them (at 128 they exceed L1); measured, 64 and 128 are within the noise of
+// each other (docs/PERFORMANCE.md).
 constexpr int kFusedKeyBlock = 64;
 
 // exp(x) for x <= 0 (every argument here is a score minus the running max), as Eigen's pexp
