@@ -151,7 +151,7 @@ namespace direct {
 
 constexpr int kGroup = 16;      // keys whose scores are formed together
 constexpr int kAheadGroups = 4;  // key rows prefetched this many groups ahead
-constexpr int kMaxTileVecs = 4;  // P V works on d_v in pieces of at most 8 vectors (128 values)
+constexpr int kMaxTileVecs = 4;  // P V works on d_v in pieces of at most 4 vectors (64 values)
 
 // v[0..15] summed lane-wise into one vector: lane L holds the sum of v[kOrder[L]]'s lanes. A
 // tree of 256-bit, 128-bit and in-lane shuffles, 15 additions; the order it leaves is the 4 x 4
@@ -336,45 +336,71 @@ void panel_scores(const E* q, int rows, int d, const E* pan, int shift, const E*
 
 
 // acc(r, :) = acc(r, :) * alpha[r] + sum_j p(r, j) V(j, :) over values [v0, v0 + 16 NV) of d_v,
-// for up to TR rows at once (their accumulators in registers, each V vector loaded once for all).
+// for TR rows at once (their accumulators in registers, each V vector loaded once for all rows).
+// TR and NV are compile-time and every loop over them unrolled whole, so that the TR x NV
+// accumulators stay in registers from the first zero to the last store (with a run-time row
+// count GCC kept them in a stack array: a store beside every FMA).
 // With `next` (the next block's key rows or panels) the tile requests `lines` lines of them into
 // L2 per value row it reads, so the key stream stays in flight while P V computes. Into L2, not
 // L1: a block of keys is larger than L1, and the lines requested early would only push out the
 // value rows P V is reading.
 template <int NV, int TR, class E>
-void pv_tile(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, int v0, int cols, float* acc,
+void pv_tile(const float* p, Eigen::Index ld, const E* vals, int d_v, int v0, int cols, float* acc,
              const float* alpha, Stream& next, int lines) {
+  Stream ns = next;  // in a register through the loop, not written back each key
   __m512 a[TR][NV];
+#pragma GCC unroll 8
   for (int t = 0; t < TR; ++t)
+#pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) a[t][v] = _mm512_setzero_ps();
   for (int j = 0; j < cols; ++j) {
     const E* vr = vals + static_cast<std::size_t>(j) * d_v + v0;
-    next.step<2>(lines);
+    ns.step<2>(lines);
     __m512 x[NV];
+#pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) x[v] = load16(vr + 16 * v);
+#pragma GCC unroll 8
     for (int t = 0; t < TR; ++t) {
-      if (t >= rows) break;
       const __m512 w = _mm512_set1_ps(p[t * ld + j]);
+#pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) a[t][v] = _mm512_fmadd_ps(w, x[v], a[t][v]);
     }
   }
-  for (int t = 0; t < TR && t < rows; ++t)
+#pragma GCC unroll 8
+  for (int t = 0; t < TR; ++t)
+#pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {
       float* o = acc + static_cast<std::size_t>(t) * d_v + v0 + 16 * v;
       _mm512_storeu_ps(o, _mm512_fmadd_ps(_mm512_loadu_ps(o), _mm512_set1_ps(alpha[t]), a[t][v]));
     }
+  next = ns;
 }
 
 template <int NV>
 constexpr int pv_tile_rows() { return std::min(6, 24 / NV); }  // TR * NV accumulators and NV loads in 32 registers
 
+// The rows in tiles of at most pv_tile_rows<NV>() rows, as even as they go (8 rows: two tiles of
+// 4, not 6 and 2), each tile of its own compile-time height.
 template <int NV, class E>
 void pv_rows(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, int v0, int cols, float* acc,
              const float* alpha, Stream& next, int lines) {
-  constexpr int TR = pv_tile_rows<NV>();
-  for (int r0 = 0; r0 < rows; r0 += TR)
-    pv_tile<NV, TR>(p + r0 * ld, ld, rows - r0, vals, d_v, v0, cols, acc + static_cast<std::size_t>(r0) * d_v,
-                    alpha + r0, next, lines);
+  constexpr int kMax = pv_tile_rows<NV>();
+  static_assert(kMax <= 6, "the switch below has heights 1 to 6");
+  const int tiles = (rows + kMax - 1) / kMax;
+  for (int t = 0, r0 = 0; t < tiles; ++t) {
+    const int h = (rows - r0) / (tiles - t);  // the rows left over the tiles left, the larger ones last
+    const float* pt = p + r0 * ld;
+    float* at = acc + static_cast<std::size_t>(r0) * d_v;
+    switch (h) {
+      case 1: pv_tile<NV, 1>(pt, ld, vals, d_v, v0, cols, at, alpha + r0, next, lines); break;
+      case 2: pv_tile<NV, 2>(pt, ld, vals, d_v, v0, cols, at, alpha + r0, next, lines); break;
+      case 3: pv_tile<NV, 3>(pt, ld, vals, d_v, v0, cols, at, alpha + r0, next, lines); break;
+      case 4: pv_tile<NV, std::min(4, kMax)>(pt, ld, vals, d_v, v0, cols, at, alpha + r0, next, lines); break;
+      case 5: pv_tile<NV, std::min(5, kMax)>(pt, ld, vals, d_v, v0, cols, at, alpha + r0, next, lines); break;
+      default: pv_tile<NV, kMax>(pt, ld, vals, d_v, v0, cols, at, alpha + r0, next, lines); break;
+    }
+    r0 += h;
+  }
 }
 
 // P V of a whole block into acc (rows, d_v), d_v in pieces of at most kMaxTileVecs vectors. The
@@ -387,7 +413,7 @@ void pv(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, int c
   Stream ns = next ? stream(next, count) : Stream{};
   int passes = 0;
   for (int v0 = 0; v0 < d_v; v0 += 16 * kMaxTileVecs) {
-    const int nv = std::min(kMaxTileVecs, (d_v - v0) / 16), tr = std::min(6, 24 / nv);
+    const int nv = std::min(kMaxTileVecs, (d_v - v0) / 16), tr = std::min(6, 24 / nv);  // pv_tile_rows
     passes += (rows + tr - 1) / tr;
   }
   const std::size_t total = count * sizeof(E) / 64 + 1;
@@ -397,11 +423,7 @@ void pv(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, int c
       case 1: pv_rows<1>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, ns, lines); break;
       case 2: pv_rows<2>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, ns, lines); break;
       case 3: pv_rows<3>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, ns, lines); break;
-      case 4: pv_rows<4>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, ns, lines); break;
-      case 5: pv_rows<5>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, ns, lines); break;
-      case 6: pv_rows<6>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, ns, lines); break;
-      case 7: pv_rows<7>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, ns, lines); break;
-      default: pv_rows<8>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, ns, lines); break;
+      default: pv_rows<4>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, ns, lines); break;
     }
   }
 }

@@ -83,8 +83,9 @@ TEST(DecodeCpu, MatchesFp64AndThePrefillKernelsOnDecodeShapes) {
 
 // The kernel's own AVX-512 products (head dims of whole 16-float vectors, up to 16 rows per key/
 // value head) and Eigen's (every other shape) on the shapes that reach each of their branches:
-// d_v in pieces of 8 vectors and a rest, d_k != d_v, a short last group of keys, a split shorter
-// than a group, rows from 1 to past the direct limit; fp32 against fp64, bf16 against fp64 and the
+// d_v in pieces of 4 vectors and a rest, d_k != d_v, a short last group of keys, a split shorter
+// than a group, rows from 1 to past the direct limit (P V's register tiles of every height: 1, 2,
+// 3 + 4, 4 + 4 + 5, 5 + 5 + 6 rows); fp32 against fp64, bf16 against fp64 and the
 // fused bf16 kernel (within one bf16 ulp, 2^-8: each kernel rounds every weight to bf16 against its
 // own running maximum, so a weight may round the other way).
 TEST(DecodeCpu, EveryHeadDimAndRowCountMatchesFp64InBothPrecisions) {
@@ -94,7 +95,7 @@ TEST(DecodeCpu, EveryHeadDimAndRowCountMatchesFp64InBothPrecisions) {
   for (auto [d_k, d_v] : {std::pair{16, 16}, {48, 48}, {64, 32}, {128, 128}, {144, 144}, {256, 256}, {96, 160},
                           {20, 20}, {64, 40}})
     for (int m : {5, 17, 257, 1500})
-      for (auto [heads, kv, n] : {std::tuple{1, 1, 1}, {8, 1, 2}, {17, 1, 1}})
+      for (auto [heads, kv, n] : {std::tuple{1, 1, 1}, {2, 1, 1}, {7, 1, 1}, {8, 1, 2}, {13, 1, 1}, {17, 1, 1}})
         for (MaskKind mask : {MaskKind::None, MaskKind::Causal, MaskKind::Custom}) {
           if (n > m) continue;
           Problem p = random_problem(n, m, d_k, d_v, seed++, heads, kv);
