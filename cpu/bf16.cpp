@@ -192,17 +192,20 @@ inline __m512 dp(__m512 acc, __m512i a, __m512i b) {
 template <int R>
 void qk_tile(const std::uint32_t* qw, int kp, const std::uint32_t* kg, float* s, Index ld) {
   __m512 acc[R][2];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   const std::uint32_t* kg1 = kg + static_cast<std::size_t>(kp) * 16;
   for (int t = 0; t < kp; ++t) {
     const __m512i b0 = _mm512_loadu_si512(kg + t * 16);
     const __m512i b1 = _mm512_loadu_si512(kg1 + t * 16);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512i a = _mm512_set1_epi32(static_cast<int>(qw[r * kp + t]));
       acc[r][0] = dp(acc[r][0], a, b0);
       acc[r][1] = dp(acc[r][1], a, b1);
     }
   }
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     _mm512_storeu_ps(s + r * ld, acc[r][0]);
     _mm512_storeu_ps(s + r * ld + 16, acc[r][1]);
@@ -215,19 +218,26 @@ template <int R, int G>
 void pv_tile(const std::uint32_t* pw, Index pld, int pairs, const std::uint32_t* vg, int dg,
              float* acc, Index ald, const float* corr) {
   __m512 c[R][G];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     const __m512 a = _mm512_set1_ps(corr[r]);
+#pragma GCC unroll 4
     for (int g = 0; g < G; ++g) c[r][g] = _mm512_mul_ps(_mm512_loadu_ps(acc + r * ald + 16 * g), a);
   }
   for (int jj = 0; jj < pairs; ++jj) {
     __m512i b[G];
+#pragma GCC unroll 4
     for (int g = 0; g < G; ++g) b[g] = _mm512_loadu_si512(vg + (static_cast<std::size_t>(jj) * dg + g) * 16);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512i a = _mm512_set1_epi32(static_cast<int>(pw[r * pld + jj]));
+#pragma GCC unroll 4
       for (int g = 0; g < G; ++g) c[r][g] = dp(c[r][g], a, b[g]);
     }
   }
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
     for (int g = 0; g < G; ++g) _mm512_storeu_ps(acc + r * ald + 16 * g, c[r][g]);
 }
 
