@@ -418,6 +418,7 @@ void pv(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, int c
   }
   const std::size_t total = count * sizeof(E) / 64 + 1;
   const int lines = static_cast<int>((total + static_cast<std::size_t>(passes) * cols - 1) / (static_cast<std::size_t>(passes) * cols));
+  static_assert(kMaxTileVecs == 4, "the switch below has pieces of 1 to 4 vectors");
   for (int v0 = 0; v0 < d_v; v0 += 16 * kMaxTileVecs) {  // each piece rescales its own values
     switch (std::min(kMaxTileVecs, (d_v - v0) / 16)) {
       case 1: pv_rows<1>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, ns, lines); break;
