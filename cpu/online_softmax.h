@@ -91,9 +91,12 @@ inline Packet exp_nonpositive(const Packet& x) {
 // running acc (one long sequential fp32 sum over all keys would lose accuracy as N grows).
 // Every loop over the tile is unrolled whole: GCC then keeps acc in registers from the first
 // zero to the last store (left to itself it unrolled only the main loop and copied acc through
-// the stack before and after it, a cost that a short depth does not hide).
+// the stack before and after it, a cost that a short depth does not hide). Never inlined: inlined
+// into the fused forward's block loop, GCC ran short of integer registers there and reloaded
+// the row offsets of the broadcasts from the stack in every step of the main loop; a call per tile
+// costs less.
 template <int R, int V = kTileVecs>
-void tile_madd(const float* a, Index a_row, Index a_k, const float* b, Index ldb, int depth,
+__attribute__((noinline)) void tile_madd(const float* a, Index a_row, Index a_k, const float* b, Index ldb, int depth,
                float* c, Index ldc, const float* col_scale) {
   Packet acc[R][V];
 #pragma GCC unroll 8
