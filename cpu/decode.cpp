@@ -376,17 +376,16 @@ void pv_tile(const float* p, Eigen::Index ld, const E* vals, int d_v, int v0, in
   next = ns;
 }
 
-template <int NV>
-constexpr int pv_tile_rows() { return std::min(6, 24 / NV); }  // TR * NV accumulators and NV loads in 32 registers
+// Rows per P V tile: TR * NV accumulators (at most 24), NV loads and a broadcast in 32 registers.
+constexpr int kPvTileRows = 6;
+static_assert(kPvTileRows * kMaxTileVecs <= 24, "a tile's accumulators fit beside its loads");
 
-// The rows in tiles of at most pv_tile_rows<NV>() rows, as even as they go (8 rows: two tiles of
-// 4, not 6 and 2), each tile of its own compile-time height.
+// The rows in tiles of at most kPvTileRows rows, as even as they go (8 rows: two tiles of 4, not 6
+// and 2), each tile of its own compile-time height.
 template <int NV, class E>
 void pv_rows(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, int v0, int cols, float* acc,
              const float* alpha, Stream& next, int lines) {
-  constexpr int kMax = pv_tile_rows<NV>();
-  static_assert(kMax <= 6, "the switch below has heights 1 to 6");
-  const int tiles = (rows + kMax - 1) / kMax;
+  const int tiles = (rows + kPvTileRows - 1) / kPvTileRows;
   for (int t = 0, r0 = 0; t < tiles; ++t) {
     const int h = (rows - r0) / (tiles - t);  // the rows left over the tiles left, the larger ones last
     const float* pt = p + r0 * ld;
@@ -395,9 +394,9 @@ void pv_rows(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, 
       case 1: pv_tile<NV, 1>(pt, ld, vals, d_v, v0, cols, at, alpha + r0, next, lines); break;
       case 2: pv_tile<NV, 2>(pt, ld, vals, d_v, v0, cols, at, alpha + r0, next, lines); break;
       case 3: pv_tile<NV, 3>(pt, ld, vals, d_v, v0, cols, at, alpha + r0, next, lines); break;
-      case 4: pv_tile<NV, std::min(4, kMax)>(pt, ld, vals, d_v, v0, cols, at, alpha + r0, next, lines); break;
-      case 5: pv_tile<NV, std::min(5, kMax)>(pt, ld, vals, d_v, v0, cols, at, alpha + r0, next, lines); break;
-      default: pv_tile<NV, kMax>(pt, ld, vals, d_v, v0, cols, at, alpha + r0, next, lines); break;
+      case 4: pv_tile<NV, 4>(pt, ld, vals, d_v, v0, cols, at, alpha + r0, next, lines); break;
+      case 5: pv_tile<NV, 5>(pt, ld, vals, d_v, v0, cols, at, alpha + r0, next, lines); break;
+      default: pv_tile<NV, kPvTileRows>(pt, ld, vals, d_v, v0, cols, at, alpha + r0, next, lines); break;
     }
     r0 += h;
   }
@@ -411,11 +410,8 @@ template <class E>
 void pv(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, int cols, float* acc, const float* alpha,
         const E* next, std::size_t count) {
   Stream ns = next ? stream(next, count) : Stream{};
-  int passes = 0;
-  for (int v0 = 0; v0 < d_v; v0 += 16 * kMaxTileVecs) {
-    const int nv = std::min(kMaxTileVecs, (d_v - v0) / 16), tr = std::min(6, 24 / nv);  // pv_tile_rows
-    passes += (rows + tr - 1) / tr;
-  }
+  const int pieces = (d_v / 16 + kMaxTileVecs - 1) / kMaxTileVecs;  // d_v is whole vectors here
+  const int passes = pieces * ((rows + kPvTileRows - 1) / kPvTileRows);
   const std::size_t total = count * sizeof(E) / 64 + 1;
   const int lines = static_cast<int>((total + static_cast<std::size_t>(passes) * cols - 1) / (static_cast<std::size_t>(passes) * cols));
   static_assert(kMaxTileVecs == 4, "the switch below has pieces of 1 to 4 vectors");

@@ -96,7 +96,8 @@ inline Packet exp_nonpositive(const Packet& x) {
 // the row offsets of the broadcasts from the stack in every step of the main loop; a call per tile
 // costs less.
 template <int R, int V = kTileVecs>
-__attribute__((noinline)) void tile_madd(const float* a, Index a_row, Index a_k, const float* b, Index ldb, int depth,
+__attribute__((noinline))
+void tile_madd(const float* a, Index a_row, Index a_k, const float* b, Index ldb, int depth,
                float* c, Index ldc, const float* col_scale) {
   Packet acc[R][V];
 #pragma GCC unroll 8
