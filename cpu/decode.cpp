@@ -379,6 +379,23 @@ void pv_tile(const float* p, Eigen::Index ld, const E* vals, int d_v, int v0, in
 // Rows per P V tile: TR * NV accumulators (at most 24), NV loads and a broadcast in 32 registers.
 constexpr int kPvTileRows = 6;
 static_assert(kPvTileRows * kMaxTileVecs <= 24, "a tile's accumulators fit beside its loads");
+// Seven or eight rows in one tile instead: pieces of at most kPvWideVecs vectors, so that its
+// accumulators fit as well.
+constexpr int kPvWideRows = 8, kPvWideVecs = 3;
+static_assert(kPvWideRows * kPvWideVecs <= 24 && kPvWideRows - 1 > kPvTileRows, "the wide tile's accumulators fit");
+
+// The piece of the one tile of TR rows (seven or eight) that starts at value v0: kPvWideVecs
+// vectors, or what is left of d_v.
+template <int TR, class E>
+void pv_wide_piece(const float* p, Eigen::Index ld, const E* vals, int d_v, int v0, int cols, float* acc,
+                   const float* alpha, Stream& next, int lines) {
+  static_assert(kPvWideVecs == 3, "the switch below has pieces of 1 to 3 vectors");
+  switch (std::min(kPvWideVecs, (d_v - v0) / 16)) {
+    case 1: pv_tile<1, TR>(p, ld, vals, d_v, v0, cols, acc, alpha, next, lines); break;
+    case 2: pv_tile<2, TR>(p, ld, vals, d_v, v0, cols, acc, alpha, next, lines); break;
+    default: pv_tile<3, TR>(p, ld, vals, d_v, v0, cols, acc, alpha, next, lines); break;
+  }
+}
 
 // The rows in tiles of at most kPvTileRows rows, as even as they go (8 rows: two tiles of 4, not 6
 // and 2), each tile of its own compile-time height.
@@ -410,9 +427,24 @@ template <class E>
 void pv(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, int cols, float* acc, const float* alpha,
         const E* next, std::size_t count) {
   Stream ns = next ? stream(next, count) : Stream{};
+  const std::size_t total = count * sizeof(E) / 64 + 1;
+  if (rows > kPvTileRows && rows <= kPvWideRows) {
+    // Seven or eight rows (eight query heads over one key/value head): one tile of every row in
+    // pieces of at most kPvWideVecs vectors, so that each value row is read once for all of them,
+    // not once per tile of rows (two tiles of four read every value twice from L2).
+    const int pieces = (d_v / 16 + kPvWideVecs - 1) / kPvWideVecs;
+    const int lines = static_cast<int>((total + static_cast<std::size_t>(pieces) * cols - 1) /
+                                       (static_cast<std::size_t>(pieces) * cols));
+    for (int v0 = 0; v0 < d_v; v0 += 16 * kPvWideVecs) {
+      if (rows == kPvWideRows)
+        pv_wide_piece<kPvWideRows>(p, ld, vals, d_v, v0, cols, acc, alpha, ns, lines);
+      else
+        pv_wide_piece<kPvWideRows - 1>(p, ld, vals, d_v, v0, cols, acc, alpha, ns, lines);
+    }
+    return;
+  }
   const int pieces = (d_v / 16 + kMaxTileVecs - 1) / kMaxTileVecs;  // d_v is whole vectors here
   const int passes = pieces * ((rows + kPvTileRows - 1) / kPvTileRows);
-  const std::size_t total = count * sizeof(E) / 64 + 1;
   const int lines = static_cast<int>((total + static_cast<std::size_t>(passes) * cols - 1) / (static_cast<std::size_t>(passes) * cols));
   static_assert(kMaxTileVecs == 4, "the switch below has pieces of 1 to 4 vectors");
   for (int v0 = 0; v0 < d_v; v0 += 16 * kMaxTileVecs) {  // each piece rescales its own values
