@@ -397,8 +397,8 @@ void pv_wide_piece(const float* p, Eigen::Index ld, const E* vals, int d_v, int 
   }
 }
 
-// The rows in tiles of at most kPvTileRows rows, as even as they go (8 rows: two tiles of 4, not 6
-// and 2), each tile of its own compile-time height.
+// The rows in tiles of at most kPvTileRows rows, as even as they go (13 rows: tiles of 4, 4 and 5, not
+// 6, 6 and 1), each tile of its own compile-time height.
 template <int NV, class E>
 void pv_rows(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, int v0, int cols, float* acc,
              const float* alpha, Stream& next, int lines) {
