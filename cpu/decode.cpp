@@ -382,26 +382,24 @@ static_assert(kPvTileRows * kMaxTileVecs <= 24, "a tile's accumulators fit besid
 // Seven or eight rows in one tile instead: pieces of at most kPvWideVecs vectors, so that its
 // accumulators fit as well.
 constexpr int kPvWideRows = 8, kPvWideVecs = 3;
-static_assert(kPvWideRows * kPvWideVecs <= 24 && kPvWideRows - 1 > kPvTileRows, "the wide tile's accumulators fit");
-
-// The piece of the one tile of TR rows (seven or eight) that starts at value v0: kPvWideVecs
-// vectors, or what is left of d_v.
-template <int TR, class E>
-void pv_wide_piece(const float* p, Eigen::Index ld, const E* vals, int d_v, int v0, int cols, float* acc,
-                   const float* alpha, Stream& next, int lines) {
-  static_assert(kPvWideVecs == 3, "the switch below has pieces of 1 to 3 vectors");
-  switch (std::min(kPvWideVecs, (d_v - v0) / 16)) {
-    case 1: pv_tile<1, TR>(p, ld, vals, d_v, v0, cols, acc, alpha, next, lines); break;
-    case 2: pv_tile<2, TR>(p, ld, vals, d_v, v0, cols, acc, alpha, next, lines); break;
-    default: pv_tile<3, TR>(p, ld, vals, d_v, v0, cols, acc, alpha, next, lines); break;
-  }
-}
+static_assert(kPvWideRows * kPvWideVecs <= 24 && kPvWideRows - 1 > kPvTileRows && kPvWideVecs < kMaxTileVecs,
+              "the wide tile's accumulators fit, and its pieces are narrower");
 
 // The rows in tiles of at most kPvTileRows rows, as even as they go (13 rows: tiles of 4, 4 and 5, not
-// 6, 6 and 1), each tile of its own compile-time height.
+// 6, 6 and 1), each tile of its own compile-time height; seven or eight rows in pieces of at most
+// kPvWideVecs vectors as one tile (see pv).
 template <int NV, class E>
 void pv_rows(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, int v0, int cols, float* acc,
              const float* alpha, Stream& next, int lines) {
+  if constexpr (NV <= kPvWideVecs) {
+    if (rows > kPvTileRows && rows <= kPvWideRows) {
+      if (rows == kPvWideRows)
+        pv_tile<NV, kPvWideRows>(p, ld, vals, d_v, v0, cols, acc, alpha, next, lines);
+      else
+        pv_tile<NV, kPvWideRows - 1>(p, ld, vals, d_v, v0, cols, acc, alpha, next, lines);
+      return;
+    }
+  }
   const int tiles = (rows + kPvTileRows - 1) / kPvTileRows;
   for (int t = 0, r0 = 0; t < tiles; ++t) {
     const int h = (rows - r0) / (tiles - t);  // the rows left over the tiles left, the larger ones last
@@ -419,7 +417,7 @@ void pv_rows(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, 
   }
 }
 
-// P V of a whole block into acc (rows, d_v), d_v in pieces of at most kMaxTileVecs vectors. The
+// P V of a whole block into acc (rows, d_v), d_v in pieces of a few vectors (below). The
 // next block's key rows or panels (`next`, `count` values from there; nullptr after the last
 // block) are requested a few lines per key of every tile, so that the key stream stays in flight
 // all through P V.
@@ -427,28 +425,19 @@ template <class E>
 void pv(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, int cols, float* acc, const float* alpha,
         const E* next, std::size_t count) {
   Stream ns = next ? stream(next, count) : Stream{};
+  // Seven or eight rows (eight query heads over one key/value head) make one tile of every row in
+  // pieces of at most kPvWideVecs vectors, so that each value row is read once for all of them
+  // (two tiles of four read every value twice from L2); other row counts, tiles of at most
+  // kPvTileRows rows in pieces of at most kMaxTileVecs vectors.
+  const bool one_tile = rows > kPvTileRows && rows <= kPvWideRows;
+  const int vecs = one_tile ? kPvWideVecs : kMaxTileVecs;
+  const int pieces = (d_v / 16 + vecs - 1) / vecs;  // d_v is whole vectors here
+  const int passes = pieces * (one_tile ? 1 : (rows + kPvTileRows - 1) / kPvTileRows);
   const std::size_t total = count * sizeof(E) / 64 + 1;
-  if (rows > kPvTileRows && rows <= kPvWideRows) {
-    // Seven or eight rows (eight query heads over one key/value head): one tile of every row in
-    // pieces of at most kPvWideVecs vectors, so that each value row is read once for all of them,
-    // not once per tile of rows (two tiles of four read every value twice from L2).
-    const int pieces = (d_v / 16 + kPvWideVecs - 1) / kPvWideVecs;
-    const int lines = static_cast<int>((total + static_cast<std::size_t>(pieces) * cols - 1) /
-                                       (static_cast<std::size_t>(pieces) * cols));
-    for (int v0 = 0; v0 < d_v; v0 += 16 * kPvWideVecs) {
-      if (rows == kPvWideRows)
-        pv_wide_piece<kPvWideRows>(p, ld, vals, d_v, v0, cols, acc, alpha, ns, lines);
-      else
-        pv_wide_piece<kPvWideRows - 1>(p, ld, vals, d_v, v0, cols, acc, alpha, ns, lines);
-    }
-    return;
-  }
-  const int pieces = (d_v / 16 + kMaxTileVecs - 1) / kMaxTileVecs;  // d_v is whole vectors here
-  const int passes = pieces * ((rows + kPvTileRows - 1) / kPvTileRows);
   const int lines = static_cast<int>((total + static_cast<std::size_t>(passes) * cols - 1) / (static_cast<std::size_t>(passes) * cols));
   static_assert(kMaxTileVecs == 4, "the switch below has pieces of 1 to 4 vectors");
-  for (int v0 = 0; v0 < d_v; v0 += 16 * kMaxTileVecs) {  // each piece rescales its own values
-    switch (std::min(kMaxTileVecs, (d_v - v0) / 16)) {
+  for (int v0 = 0; v0 < d_v; v0 += 16 * vecs) {  // each piece rescales its own values
+    switch (std::min(vecs, (d_v - v0) / 16)) {
       case 1: pv_rows<1>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, ns, lines); break;
       case 2: pv_rows<2>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, ns, lines); break;
       case 3: pv_rows<3>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, ns, lines); break;
