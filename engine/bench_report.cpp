@@ -81,11 +81,11 @@ const Result* plain_of(const std::vector<Result>& results, const Result& s) {
   return nullptr;
 }
 
-// The CUDA kernels' tile configurations in effect (kernels/tile_config.h), as the environment gives
-// them ("0" when unset): a run's figures belong to these.
+// The CUDA kernels' configurations in effect (kernels/tile_config.h, kernels/backward.h), as the
+// environment gives them ("0" when unset): a run's figures belong to these.
 std::vector<std::pair<std::string, std::string>> kernel_configs() {
   std::vector<std::pair<std::string, std::string>> out;
-  for (const char* var : {"ATTNLAB_FUSED_CONFIG", "ATTNLAB_STAGED_CONFIG"}) {
+  for (const char* var : {"ATTNLAB_FUSED_CONFIG", "ATTNLAB_STAGED_CONFIG", "ATTNLAB_BACKWARD_CONFIG"}) {
     const char* v = std::getenv(var);
     out.emplace_back(var, v != nullptr && *v != '\0' ? v : "0");
   }

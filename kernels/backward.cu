@@ -3,6 +3,8 @@
 // bf16 inputs, with the problem's rules (kernels/rules.h) applied exactly as the fused forward
 // applies them.
 //
+// Configuration 0 (kernels/backward.h; configuration 1 is the tensor-core kernel of
+// kernels/backward_mma.cu, which takes the statistics pass from here on its own tiles).
 // Version 1 (the only one): register-blocked FFMA, 256 threads as a 16 x 16 grid, tr = tid / 16,
 // tc = tid % 16. Every tile lives in shared memory as fp32 (bf16 inputs are widened as they are
 // loaded); rows of Q, dO, K and V are padded to an odd stride, so that 16 rows read at one column
@@ -46,30 +48,42 @@
 #include "kernels/backward.h"
 #include "kernels/launch.h"
 #include "kernels/rules.cuh"
+#include "kernels/tile_config.h"
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 namespace attnlab::cuda {
 namespace {
 
 constexpr int kThreads = 256;
 
-template <int D_>
-struct BwdTile {
+// The score tile (score_tile, the statistics pass): BQ queries by BK keys, dims padded to D. The
+// statistics pass runs on the tiles of the kernel after it: BwdTile's, or the tensor-core
+// kernel's (kMmaBackwardTile).
+template <int D_, int BQ_, int BK_>
+struct ScoreTile {
   static constexpr int D = D_;
-  static constexpr int BQ = D <= 128 ? 64 : 32;  // queries per tile
-  static constexpr int BK = D <= 64 ? 64 : 32;   // keys per block
-  static constexpr int LD = D + 1;               // row stride of Q, dO, K, V: odd
-  static constexpr int LP = BK + 16;             // row stride of P, dS: rows tr and tr + 1 in other bank halves
-  static constexpr int TM = BQ / 16;             // queries per thread (score, dP, dQ)
-  static constexpr int TN = BK / 16;             // keys per thread (score, dP)
-  static constexpr int TK = BK / 16;             // keys per thread (dK, dV)
-  static constexpr int TD = D / 16;              // columns per thread (dK, dV, dQ)
+  static constexpr int BQ = BQ_;      // queries per tile
+  static constexpr int BK = BK_;      // keys per block
+  static constexpr int LD = D + 1;    // row stride of Q, dO, K, V: odd
+  static constexpr int TM = BQ / 16;  // queries per thread (score, dP, dQ)
+  static constexpr int TN = BK / 16;  // keys per thread (score, dP)
   static_assert(BQ % 16 == 0 && BK % 32 == 0 && D % 16 == 0);
   static constexpr int stats_floats = BQ * LD + BK * LD;
+};
+
+// The CUDA-core kernel's tile of bucket D.
+template <int D_>
+struct BwdTile : ScoreTile<D_, (D_ <= 128 ? 64 : 32), (D_ <= 64 ? 64 : 32)> {
+  using S = ScoreTile<D_, (D_ <= 128 ? 64 : 32), (D_ <= 64 ? 64 : 32)>;
+  using S::BK, S::BQ, S::D, S::LD;
+  static constexpr int LP = BK + 16;  // row stride of P, dS: rows tr and tr + 1 in other bank halves
+  static constexpr int TK = BK / 16;  // keys per thread (dK, dV)
+  static constexpr int TD = D / 16;   // columns per thread (dK, dV, dQ)
   static constexpr int floats = 2 * BK * LD + 2 * BQ * LD + 2 * BQ * LP + 2 * BQ;
   // Blocks per SM the backward kernel is built for (__launch_bounds__): two where two blocks'
   // shared memory fits in an SM's 228 KB, else one: a second block could not be resident anyway,
@@ -157,9 +171,9 @@ __device__ __forceinline__ float row_sum16(float x) {
 
 // Grid: heads * ceil(n / BQ) blocks; block b: query head b % heads, query tile b / heads.
 // Writes dd and lse2 of the tile's rows (heads n).
-template <int D, class In>
+template <int D, int BQ, int BK, class In>
 __global__ void __launch_bounds__(kThreads) backward_stats_kernel(BackwardArgs a) {
-  using T = BwdTile<D>;
+  using T = ScoreTile<D, BQ, BK>;
   extern __shared__ float4 smem_f4[];
   float* Qs = reinterpret_cast<float*>(smem_f4);  // (BQ, LD)
   float* Ks = Qs + T::BQ * T::LD;                 // (BK, LD)
@@ -356,18 +370,34 @@ __global__ void __launch_bounds__(kThreads, BwdTile<D>::MINB) backward_kernel(Ba
 
 thread_local std::string last_kernel;
 
+// The statistics pass on the tiles of the kernel that follows it (their block mask is one).
 template <int D, class In>
 void launch_stats_d(const BackwardArgs& a, cudaStream_t s) {
-  using T = BwdTile<D>;
-  constexpr std::size_t bytes = T::stats_floats * sizeof(float);
-  allow_dynamic_smem<backward_stats_kernel<D, In>>(bytes);
-  const unsigned blocks = grid_1d(static_cast<long long>(a.heads) * ((a.n + T::BQ - 1) / T::BQ), "backward stats");
-  backward_stats_kernel<D, In><<<blocks, kThreads, bytes, s>>>(a);
-  ATTNLAB_CUDA_CHECK(cudaGetLastError());
+  const auto run = [&](auto tile) {
+    using T = decltype(tile);
+    constexpr std::size_t bytes = T::stats_floats * sizeof(float);
+    allow_dynamic_smem<backward_stats_kernel<D, T::BQ, T::BK, In>>(bytes);
+    const unsigned blocks = grid_1d(static_cast<long long>(a.heads) * ((a.n + T::BQ - 1) / T::BQ), "backward stats");
+    backward_stats_kernel<D, T::BQ, T::BK, In><<<blocks, kThreads, bytes, s>>>(a);
+    ATTNLAB_CUDA_CHECK(cudaGetLastError());
+  };
+  if constexpr (std::is_same_v<In, std::uint16_t>) {
+    if (backward_config(true) == 1) {
+      run(ScoreTile<D, kMmaBackwardTile.q_tile, kMmaBackwardTile.k_tile>{});
+      return;
+    }
+  }
+  run(ScoreTile<D, BwdTile<D>::BQ, BwdTile<D>::BK>{});
 }
 
 template <int D, class In>
 void launch_backward_d(const BackwardArgs& a, cudaStream_t s) {
+  if (a.bf16 && backward_config(true) == 1) {
+    last_kernel = "backward bf16 mma D=" + std::to_string(D) + " BQ=" + std::to_string(kMmaBackwardTile.q_tile) +
+                  " BK=" + std::to_string(kMmaBackwardTile.k_tile);
+    launch_backward_mma(a, s);
+    return;
+  }
   using T = BwdTile<D>;
   constexpr std::size_t bytes = T::floats * sizeof(float);
   allow_dynamic_smem<backward_kernel<D, In>>(bytes);
@@ -387,7 +417,7 @@ int checked_bucket(const BackwardArgs& a) {
   if (!backward_takes(a.d_k, a.d_v, a.bf16))
     throw InputError(std::string("fused backward: ") + (a.bf16 ? "bf16 takes d_k == d_v in {64, 128}" : "fp32 takes d_k, d_v <= 256") +
                      ", got d_k " + std::to_string(a.d_k) + ", d_v " + std::to_string(a.d_v));
-  const FusedTile t = backward_tile(a.d_k, a.d_v);
+  const FusedTile t = backward_tile(a.d_k, a.d_v, a.bf16);
   check_rules_tile(a.rules, a.n, a.m, t.q_tile, t.k_tile, "fused backward");
   const int dmax = a.d_k > a.d_v ? a.d_k : a.d_v;
   return dmax <= 32 ? 32 : dmax <= 64 ? 64 : dmax <= 128 ? 128 : 256;
@@ -422,7 +452,13 @@ struct BackwardLaunch {
 
 }  // namespace
 
-FusedTile backward_tile(int d_k, int d_v) {
+int backward_config(bool bf16) {
+  const int config = config_from_env("ATTNLAB_BACKWARD_CONFIG", kBackwardConfigs, kBackwardDefault[bf16 ? 1 : 0]);
+  return bf16 ? config : 0;
+}
+
+FusedTile backward_tile(int d_k, int d_v, bool bf16) {
+  if (bf16 && backward_config(true) == 1) return kMmaBackwardTile;
   const int dmax = d_k > d_v ? d_k : d_v;
   if (dmax <= 64) return {BwdTile<64>::BQ, BwdTile<64>::BK};
   if (dmax <= 128) return {BwdTile<128>::BQ, BwdTile<128>::BK};

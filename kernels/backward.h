@@ -50,10 +50,26 @@ struct BackwardArgs {
   KernelRules rules;     // scale = s, head0 = 0, blocks: backward_tile()'s block mask
 };
 
-// The tile (queries x keys) of the backward kernels for these head dims, which the rules' block
-// mask must use: by the bucket of max(d_k, d_v), 64 x 64 up to 64, 64 x 32 up to 128, 32 x 32 up
-// to 256.
-FusedTile backward_tile(int d_k, int d_v);
+// The kernels (ATTNLAB_BACKWARD_CONFIG, read at every launch; unset or empty = the default of
+// kBackwardDefault; any other value than 0 or 1 throws InputError):
+//   0  CUDA cores (kernels/backward.cu): fp32 arithmetic on fp32 or bf16 inputs, every head dim
+//   1  bf16 tensor cores (kernels/backward_mma.cu): mma.sync for all five products, P and dS g
+//      rounded to bf16 as the products read them; bf16 only (fp32 runs configuration 0)
+inline constexpr int kBackwardConfigs = 2;
+// The configuration each precision runs by default: the GPU round decides (scripts/gpu-check runs
+// both); until then the CUDA-core kernel.
+inline constexpr int kBackwardDefault[2] = {0, 0};  // fp32, bf16
+// The configuration a launch of this precision runs (configuration 1 only for bf16).
+int backward_config(bool bf16);
+
+// The tensor-core kernel's tile (queries x keys), at both of its head dims.
+inline constexpr FusedTile kMmaBackwardTile{64, 64};
+
+// The tile (queries x keys) of the backward kernels for these head dims and precision, which the
+// rules' block mask must use: the tensor-core kernel's when backward_config(bf16) is 1, else the
+// CUDA-core kernel's by the bucket of max(d_k, d_v): 64 x 64 up to 64, 64 x 32 up to 128, 32 x 32
+// up to 256.
+FusedTile backward_tile(int d_k, int d_v, bool bf16);
 
 // Whether the kernels take these head dims: max(d_k, d_v) <= 256 in fp32; d_k == d_v in {64, 128}
 // in bf16 (the fused bf16 forward's shapes).
@@ -62,7 +78,12 @@ bool backward_takes(int d_k, int d_v, bool bf16);
 void launch_backward_stats(const BackwardArgs& a, void* stream);
 void launch_backward(const BackwardArgs& a, void* stream);
 
-// The kernel the last backward launch on this host thread ran: "backward fp32 D=64 BQ=64 BK=64".
+// The kernel the last backward launch on this host thread ran: "backward fp32 D=64 BQ=64 BK=64",
+// "backward bf16 mma D=64 BQ=64 BK=64".
 std::string last_backward_kernel();
+
+// kernels/backward_mma.cu: the tensor-core kernel, launched by launch_backward (d_k == d_v in
+// {64, 128}, bf16, the block mask on kMmaBackwardTile).
+void launch_backward_mma(const BackwardArgs& a, void* stream);
 
 }  // namespace attnlab::cuda

@@ -1708,7 +1708,8 @@ GradTrace fused_backward(const Problem& p, const MatrixF& dout, Precision precis
   DeviceRules dr;
   DeviceBlocks db;
   upload_rules(dr, p, custom.get(), s);
-  upload_blocks(db, p, backward_tile(d_k, d_v), /*count=*/true, dr.rules, s);
+  const FusedTile tile = backward_tile(d_k, d_v, bf16);  // one reading of ATTNLAB_BACKWARD_CONFIG
+  upload_blocks(db, p, tile, /*count=*/true, dr.rules, s);
   DeviceBuffer<float> lse2(static_cast<std::size_t>(rows)), dd(static_cast<std::size_t>(rows));
   DeviceBuffer<float> dq(static_cast<std::size_t>(rows) * d_k), dk(static_cast<std::size_t>(kv_rows) * d_k),
       dv(static_cast<std::size_t>(kv_rows) * d_v);
@@ -1741,7 +1742,6 @@ GradTrace fused_backward(const Problem& p, const MatrixF& dout, Precision precis
   ATTNLAB_CUDA_CHECK(cudaMemcpyAsync(&visits, db.visits.get(), sizeof(visits), cudaMemcpyDeviceToHost, s));
   ATTNLAB_CUDA_CHECK(cudaStreamSynchronize(s));
   g.backward_ms = elapsed_ms(start, stop);
-  const FusedTile tile = backward_tile(d_k, d_v);
   last_bwd_tiles = {tile.q_tile, tile.k_tile, static_cast<long long>(visits), db.planned, db.total};
 
   g.dout = dout;

@@ -47,6 +47,7 @@
 #include "kernels/async_copy.cuh"
 #include "kernels/fused.h"
 #include "kernels/launch.h"
+#include "kernels/mma_bf16.cuh"
 #include "kernels/rules.cuh"
 #include "kernels/tile_config.h"
 
@@ -77,28 +78,6 @@ struct Bf16Tile {
   static constexpr std::size_t smem_bytes = (q_elems + 4 * kv_elems) * sizeof(std::uint16_t);
 };
 
-// Four 8x8 b16 matrices; lane i supplies the row address of matrix i/8, row i%8.
-__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-
-// c (16x8 fp32) += a (16x16 bf16, row) * b (16x8 bf16, col).
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)[4],
-                                         std::uint32_t b0, std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 __device__ __forceinline__ float fast_exp2(float x) {
   // ex2.approx maps -inf to +0, which is what masked logits need; its relative error (~2^-22)
   // is far below bf16's.
@@ -111,8 +90,7 @@ __device__ __forceinline__ float fast_exp2(float x) {
 // column of an mma fragment register. Adds the rounded values to `sum`, so the normaliser is the
 // sum of exactly the weights the tensor cores multiply.
 __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi, float& sum) {
-  std::uint32_t packed;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(hi), "f"(lo));
+  const std::uint32_t packed = to_bf16x2(lo, hi);
   sum += __uint_as_float(packed << 16) + __uint_as_float(packed & 0xffff0000u);
   return packed;
 }

@@ -3,7 +3,8 @@
 //   - fp32: no mask, causal, window, ALiBi, soft-cap, RoPE, a bias, documents, a custom mask,
 //     grouped heads (with RoPE and causal), decode shapes (n < m, grouped), head dims 3 to 256,
 //     T in {1e-3, 0.85, 50}
-//   - bf16 (d 64, 128): against fp64 on the bf16-rounded Q, K, V and dO (what the kernels read)
+//   - bf16 (d 64, 128): against fp64 on the bf16-rounded Q, K, V and dO (what the kernels read),
+//     with each kernel (ATTNLAB_BACKWARD_CONFIG 0, CUDA cores; 1, tensor cores)
 //   - keys that no query sees get exactly zero dK and dV, and the kernel computes exactly the
 //     tiles the block mask leaves (counted on the device)
 //   - a small run of each precision for compute-sanitizer (CudaBackwardSanitize.*, which
@@ -32,6 +33,10 @@
 //          units): the kernels sum dS ∘ z (core's −Σ dS ∘ logits / T is the same, as every row of
 //          dS sums to 0), whose error ε_P T in y is P's exponent's
 //   RoPE: the gradients are turned back in double, pair c with c + d/2: E(c) + E(c + d/2)
+// The tensor-core kernel (configuration 1) rounds P and dS g to bf16 before its products read them
+// (relative error u_b = 2⁻⁸ each): E_P gains u_b P in E_dV and E_g gains u_b |dS g| in E_dK and
+// E_dQ; and as the tensor cores' fp32 accumulation need not round to nearest, every γ of a sum
+// (and Δy's) is taken twice (the bound of directed rounding).
 // An entry passes when |gpu − fp64| <= 2 E (the factor 2 covers the products of two errors, as in
 // core/backward_check.h). The γ terms are worst cases: the bound cannot fail from rounding, while
 // a wrong term moves entries by their own size.
@@ -169,6 +174,16 @@ Upstream given_dout(const MatrixF& dout) {
   return u;
 }
 
+// How a kernel's arithmetic enters the bounds: operand_u, the relative rounding of P and dS g
+// before the products (0: fp32 operands); gamma_scale, the factor on every γ (2 where the
+// accumulation may round in one direction).
+struct Arith {
+  double operand_u = 0;
+  double gamma_scale = 1;
+};
+constexpr Arith kCudaCores{};
+const Arith kTensorCores{std::ldexp(1.0, -8), 2};
+
 double gamma_k(double k) {
   const double u = std::ldexp(1.0, -24);
   return k * u / (1 - k * u);
@@ -198,8 +213,9 @@ MatrixD paired(const MatrixD& e) {
 }
 
 // `out`: the forward output the backward was given (its error against r's enters through D).
-Bounds bounds(const Problem& p, const GradTraceD& r, const MatrixF& out) {
+Bounds bounds(const Problem& p, const GradTraceD& r, const MatrixF& out, const Arith& arith) {
   const double u = std::ldexp(1.0, -24);
+  const auto gamma_k = [&](double k) { return arith.gamma_scale * ::attnlab::gamma_k(k); };
   const int n = p.n(), m = p.m(), heads = p.heads, group = p.heads / p.kv_heads();
   const int d_k = p.d_k(), d_v = p.d_v();
   const double s = p.scale_value(), T = p.temperature;
@@ -256,7 +272,7 @@ Bounds bounds(const Problem& p, const GradTraceD& r, const MatrixF& out) {
         e_dS(i, j) = e;
         // |dS g| <= |dS| s / T (the soft-cap's factor is at most 1).
         dS_g(i, j) = std::abs(dS(i, j)) * s / T;
-        e_g(i, j) = s / T * (e + std::abs(dS(i, j)) * cap_term);
+        e_g(i, j) = s / T * (e + std::abs(dS(i, j)) * cap_term) + arith.operand_u * dS_g(i, j);
         const double logit = r.forward.logits(r0 + i, j);
         if (std::isfinite(logit)) {
           const double z = std::abs(logit - lse(i));
@@ -268,7 +284,7 @@ Bounds bounds(const Problem& p, const GradTraceD& r, const MatrixF& out) {
     b.dq.middleRows(r0, n) = e_g * Kg + gamma_k(m + 1) * dS_g * Kg;
     dk_terms.middleRows(k0, m) += e_g.transpose() * Qh;
     b.dk.middleRows(k0, m) += gamma_k(static_cast<double>(group) * n + 1) * dS_g.transpose() * Qh;
-    const MatrixD e_P = (eps_p * P).array() + tiny;
+    const MatrixD e_P = ((eps_p + arith.operand_u) * P).array() + tiny;
     b.dv.middleRows(k0, m) += e_P.transpose() * dO;
     dv_terms.middleRows(k0, m) += P.transpose() * dO;
   }
@@ -331,8 +347,9 @@ double worst_ratio(const MatrixF& got, const MatrixD& ref, const MatrixD& bound)
   return worst;
 }
 
-// The fused backward of p in `precision` against fp64 (on the bf16-rounded inputs and dO for bf16).
-void check_case(const Problem& p, Precision precision, std::uint64_t dout_seed) {
+// The fused backward of p in `precision` against fp64 (on the bf16-rounded inputs and dO for bf16),
+// by the kernel ATTNLAB_BACKWARD_CONFIG selects (its arithmetic in `arith`).
+void check_case(const Problem& p, Precision precision, std::uint64_t dout_seed, const Arith& arith = kCudaCores) {
   const bool bf16 = precision == Precision::BF16;
   const Eigen::Index rows = static_cast<Eigen::Index>(p.heads) * p.n();
   MatrixF dout = random_dout(rows, p.d_v(), dout_seed);
@@ -346,7 +363,7 @@ void check_case(const Problem& p, Precision precision, std::uint64_t dout_seed) 
   const double out_err = (got.forward.output.cast<double>() - ref.forward.output).cwiseAbs().maxCoeff() /
                          static_cast<double>(ref_problem.v().cwiseAbs().maxCoeff());
   EXPECT_LE(out_err, 2 * (bf16 ? 1e-2 : test::fp32_tolerance(ref_problem))) << "the forward's output";
-  const Bounds b = bounds(ref_problem, ref, got.forward.output);
+  const Bounds b = bounds(ref_problem, ref, got.forward.output, arith);
   std::string what;
   int bad = count_outside(got.dq, ref.dq, b.dq, "dQ", &what);
   bad += count_outside(got.dk, ref.dk, b.dk, "dK", &what);
@@ -358,8 +375,8 @@ void check_case(const Problem& p, Precision precision, std::uint64_t dout_seed) 
     what += "dT: got " + std::to_string(got.dT) + " fp64 " + std::to_string(ref.dT) + " bound " + std::to_string(b.dT);
   }
   EXPECT_EQ(bad, 0) << what;
-  std::printf("backward %s: worst |err| / bound: dQ %.2e, dK %.2e, dV %.2e, D %.2e, dT %.2e (dT %.6g, fp64 %.6g)\n",
-              bf16 ? "bf16" : "fp32", worst_ratio(got.dq, ref.dq, b.dq), worst_ratio(got.dk, ref.dk, b.dk),
+  std::printf("backward %s (%s): worst |err| / bound: dQ %.2e, dK %.2e, dV %.2e, D %.2e, dT %.2e (dT %.6g, fp64 %.6g)\n",
+              bf16 ? "bf16" : "fp32", cuda::last_backward_kernel().c_str(), worst_ratio(got.dq, ref.dq, b.dq), worst_ratio(got.dk, ref.dk, b.dk),
               worst_ratio(got.dv, ref.dv, b.dv), worst_ratio(got.D, ref.D, b.D), dT_err / b.dT, got.dT, ref.dT);
   EXPECT_GT(got.backward_ms, 0.0);
   EXPECT_GT(got.forward.timings.fused_ms, 0.0);
@@ -390,10 +407,21 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaBackwardFp32, ::testing::ValuesIn(fp32_cases
 
 class CudaBackwardBf16 : public ::testing::TestWithParam<BwdCase> {};
 
+#ifdef ATTNLAB_HAVE_CUDA
+// check_case under ATTNLAB_BACKWARD_CONFIG `config`, failing unless that kernel ran.
+void check_config(const Problem& p, const char* config, std::uint64_t dout_seed) {
+  test::ScopedEnv env("ATTNLAB_BACKWARD_CONFIG", config);
+  const bool mma = std::string(config) == "1";
+  SCOPED_TRACE(std::string("ATTNLAB_BACKWARD_CONFIG=") + config);
+  check_case(p, Precision::BF16, dout_seed, mma ? kTensorCores : kCudaCores);
+  EXPECT_EQ(cuda::last_backward_kernel().find("mma") != std::string::npos, mma) << cuda::last_backward_kernel();
+}
+#endif
+
 TEST_P(CudaBackwardBf16, MatchesFp64OfTheRoundedInputsWithinDerivedBounds) {
   ATTNLAB_REQUIRE_CUDA();
 #ifdef ATTNLAB_HAVE_CUDA
-  check_case(make_problem(GetParam(), 21), Precision::BF16, 6);
+  for (const char* config : {"0", "1"}) check_config(make_problem(GetParam(), 21), config, 6);
 #endif
 }
 
@@ -404,7 +432,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaBackwardBf16, ::testing::ValuesIn(bf16_cases
 TEST(CudaBackward, UnseenKeysGetExactlyZeroAndEmptyTilesAreSkipped) {
   ATTNLAB_REQUIRE_CUDA();
 #ifdef ATTNLAB_HAVE_CUDA
-  for (Precision precision : {Precision::FP32, Precision::BF16}) {
+  for (const auto& [precision, config] : {std::pair{Precision::FP32, "0"}, {Precision::BF16, "0"}, {Precision::BF16, "1"}}) {
+    test::ScopedEnv env("ATTNLAB_BACKWARD_CONFIG", config);
     BwdCase c{"decode_window", 16, 600, 4, 2, 64, 64, 0.85, [](Problem& p) {
                 p.mask = MaskKind::Causal;
                 p.mods.window = 32;
@@ -440,14 +469,18 @@ TEST(CudaBackward, RefusesWhatTheKernelsDoNotTake) {
 
 // Small runs of both kernels with rules for compute-sanitizer (memcheck, racecheck): edge tiles,
 // grouped heads, a Partial diagonal, the soft-cap and ALiBi.
+#ifdef ATTNLAB_HAVE_CUDA
+void causal_alibi_softcap(Problem& p) {
+  p.mask = MaskKind::Causal;
+  p.mods.alibi = true;
+  p.mods.softcap = 10;
+}
+#endif
+
 TEST(CudaBackwardSanitize, Fp32) {
   ATTNLAB_REQUIRE_CUDA();
 #ifdef ATTNLAB_HAVE_CUDA
-  BwdCase c{"sanitize", 70, 70, 4, 2, 64, 48, 0.85, [](Problem& p) {
-              p.mask = MaskKind::Causal;
-              p.mods.alibi = true;
-              p.mods.softcap = 10;
-            }};
+  BwdCase c{"sanitize", 70, 70, 4, 2, 64, 48, 0.85, causal_alibi_softcap};
   check_case(make_problem(c, 31), Precision::FP32, 32);
 #endif
 }
@@ -456,7 +489,19 @@ TEST(CudaBackwardSanitize, Bf16) {
   ATTNLAB_REQUIRE_CUDA();
 #ifdef ATTNLAB_HAVE_CUDA
   BwdCase c{"sanitize", 5, 70, 4, 2, 128, 128, 0.85, [](Problem& p) { p.mask = MaskKind::Causal; }};
-  check_case(make_problem(c, 33), Precision::BF16, 34);
+  check_config(make_problem(c, 33), "0", 34);
+#endif
+}
+
+// The tensor-core kernel: edge tiles at d 64 (the K and V fragments in registers) and d 128 (read
+// from shared memory), grouped heads, a Partial diagonal, more than one query tile per block.
+TEST(CudaBackwardSanitize, Bf16TensorCores) {
+  ATTNLAB_REQUIRE_CUDA();
+#ifdef ATTNLAB_HAVE_CUDA
+  BwdCase c64{"sanitize", 70, 70, 4, 2, 64, 64, 0.85, causal_alibi_softcap};
+  check_config(make_problem(c64, 35), "1", 36);
+  BwdCase c128{"sanitize", 5, 70, 4, 2, 128, 128, 0.85, [](Problem& p) { p.mask = MaskKind::Causal; }};
+  check_config(make_problem(c128, 37), "1", 38);
 #endif
 }
 
@@ -467,7 +512,8 @@ TEST(CudaBackwardSanitize, Bf16) {
 TEST(CudaBackwardBench, DISABLED_Heads8N2048D64) {
   ATTNLAB_REQUIRE_CUDA();
 #ifdef ATTNLAB_HAVE_CUDA
-  for (Precision precision : {Precision::FP32, Precision::BF16}) {
+  for (const auto& [precision, config] : {std::pair{Precision::FP32, "0"}, {Precision::BF16, "0"}, {Precision::BF16, "1"}}) {
+    test::ScopedEnv env("ATTNLAB_BACKWARD_CONFIG", config);
     for (MaskKind mask : {MaskKind::None, MaskKind::Causal}) {
       Problem p = random_problem(2048, 64, 64, 41, 8);
       p.mask = mask;
