@@ -56,7 +56,8 @@ struct BenchSample {
   std::size_t peak_bytes = 0;  // device (CUDA) or working-set (CPU) bytes the run needed
   MatrixF output;              // the output of the last repetition, for the error check
   // The kernel that ran, where a backend has several for one variant (CUDA fused: its family and
-  // tile parameters, cuda::last_fused_kernel()); empty otherwise.
+  // tile parameters, cuda::last_fused_kernel(); the CUDA backward: cuda::last_backward_kernel());
+  // empty otherwise.
   std::string kernel;
 };
 

@@ -109,6 +109,7 @@ struct GradTraceT {
   double dT = 0;           // ∂L/∂T
   std::optional<double> loss;  // L, for a loss (Sum, Mse)
   double backward_ms = 0;  // wall time of the backward alone (the forward's is in forward.timings)
+  std::string kernel;      // the CUDA backward: the kernel that ran (cuda::last_backward_kernel); else empty
 };
 
 using GradTrace = GradTraceT<MatrixF>;   // fp32: on the staged chain's run

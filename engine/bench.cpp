@@ -141,6 +141,7 @@ BenchSample bench_backward(const Case& c, const Problem& p, const Upstream& u, i
                   : fused ? cpu_fused_backward(p, u)
                           : cpu_backward(p, u);
     if (i >= warmup) s.ms.push_back(g.backward_ms);
+    s.kernel = g.kernel;
     if (i + 1 == warmup + repeat) last = std::move(g);
   }
   return s;

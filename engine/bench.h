@@ -75,7 +75,7 @@ struct Result {
   // rel_err above error_bound(c) (or not a number): the case ran but its output is wrong; the
   // CLI then exits 1, as for a device failure.
   bool inaccurate = false;
-  std::string kernel;  // BenchSample::kernel: which kernel ran (CUDA fused), else empty
+  std::string kernel;  // BenchSample::kernel: which kernel ran (CUDA fused forward or backward), else empty
   // RoPE: the one rotation of Q and K per problem (in double, rounded once; every repetition then
   // multiplies the rotated copies), timed on the host; 0 without RoPE.
   double rope_ms = 0;

@@ -1742,6 +1742,7 @@ GradTrace fused_backward(const Problem& p, const MatrixF& dout, Precision precis
   ATTNLAB_CUDA_CHECK(cudaMemcpyAsync(&visits, db.visits.get(), sizeof(visits), cudaMemcpyDeviceToHost, s));
   ATTNLAB_CUDA_CHECK(cudaStreamSynchronize(s));
   g.backward_ms = elapsed_ms(start, stop);
+  g.kernel = last_backward_kernel();
   last_bwd_tiles = {tile.q_tile, tile.k_tile, static_cast<long long>(visits), db.planned, db.total};
 
   g.dout = dout;

@@ -379,6 +379,7 @@ void check_case(const Problem& p, Precision precision, std::uint64_t dout_seed, 
               bf16 ? "bf16" : "fp32", cuda::last_backward_kernel().c_str(), worst_ratio(got.dq, ref.dq, b.dq), worst_ratio(got.dk, ref.dk, b.dk),
               worst_ratio(got.dv, ref.dv, b.dv), worst_ratio(got.D, ref.D, b.D), dT_err / b.dT, got.dT, ref.dT);
   EXPECT_GT(got.backward_ms, 0.0);
+  EXPECT_EQ(got.kernel, cuda::last_backward_kernel());
   EXPECT_GT(got.forward.timings.fused_ms, 0.0);
   EXPECT_EQ(got.forward.output.rows(), rows);
   EXPECT_EQ(got.dp.size(), 0) << "the fused backward keeps no (n, m) stage";
