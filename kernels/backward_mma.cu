@@ -67,6 +67,16 @@ struct MmaTile {
   static_assert(D % 32 == 0 && (kv_elems % 8) == 0 && (p_elems % 8) == 0, "16-byte aligned regions");
 };
 
+// Accumulator tiles (n tiles of 16 x 8, four values a lane) set to zero.
+template <int N>
+__device__ __forceinline__ void zero(float (&acc)[N][4]) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[j][e] = 0.f;
+  }
+}
+
 // The block's work items in order: item = (query head h − first head of the group) q_blocks + qb;
 // the first at or after `item` that the block mask does not rule out for key tile kb (`items` when
 // none). Every thread reads the same bytes.
@@ -115,11 +125,8 @@ __global__ void __launch_bounds__(kThreads) backward_mma_kernel(BackwardArgs a) 
   };
 
   float dv_acc[DW / 8][4], dk_acc[DW / 8][4];
-#pragma unroll
-  for (int j = 0; j < DW / 8; ++j) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) dv_acc[j][e] = dk_acc[j][e] = 0.f;
-  }
+  zero(dv_acc);
+  zero(dk_acc);
   // K and V rows 16 rg .. +15 as A fragments, chunk kc of 16 dims (in registers at D = 64).
   std::uint32_t kf[T::KVREG ? D / 16 : 1][4], vf[T::KVREG ? D / 16 : 1][4];
   const int a_row = L::a_rows_row(lane), a_col = L::a_rows_col(lane);
@@ -162,11 +169,8 @@ __global__ void __launch_bounds__(kThreads) backward_mma_kernel(BackwardArgs a) 
 
     // S^T and dP^T, keys 16 rg .. +15 by queries 32 half .. +31: n tiles j of 8 queries.
     float sacc[4][4], pacc[4][4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) sacc[j][e] = pacc[j][e] = 0.f;
-    }
+    zero(sacc);
+    zero(pacc);
 #pragma unroll
     for (int kc = 0; kc < D / 16; ++kc) {
       std::uint32_t ka[4], va[4];
@@ -247,11 +251,7 @@ __global__ void __launch_bounds__(kThreads) backward_mma_kernel(BackwardArgs a) 
     // dQ += (dS g) K: queries 16 rg .. +15 by dims DW half .. : chunks of 16 keys, dS as A through
     // ldmatrix.trans of dS^T, K as B through ldmatrix.trans.
     float dq[DW / 8][4];
-#pragma unroll
-    for (int j = 0; j < DW / 8; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dq[j][e] = 0.f;
-    }
+    zero(dq);
 #pragma unroll
     for (int kc = 0; kc < BK / 16; ++kc) {
       std::uint32_t da[4];
