@@ -190,10 +190,8 @@ __global__ void __launch_bounds__(kThreads) backward_mma_kernel(BackwardArgs a) 
         std::uint32_t qb4[4], ob4[4];
         ldmatrix_x4(qb4, Qt + off);
         ldmatrix_x4(ob4, dOt + off);
-        mma_bf16(sacc[2 * np], ka, qb4[0], qb4[1]);
-        mma_bf16(sacc[2 * np + 1], ka, qb4[2], qb4[3]);
-        mma_bf16(pacc[2 * np], va, ob4[0], ob4[1]);
-        mma_bf16(pacc[2 * np + 1], va, ob4[2], ob4[3]);
+        mma_bf16_pair(sacc[2 * np], sacc[2 * np + 1], ka, qb4);
+        mma_bf16_pair(pacc[2 * np], pacc[2 * np + 1], va, ob4);
       }
     }
 
@@ -241,10 +239,8 @@ __global__ void __launch_bounds__(kThreads) backward_mma_kernel(BackwardArgs a) 
         std::uint32_t ob4[4], qb4[4];
         ldmatrix_x4_trans(ob4, dOt + off);
         ldmatrix_x4_trans(qb4, Qt + off);
-        mma_bf16(dv_acc[2 * dp], pa, ob4[0], ob4[1]);
-        mma_bf16(dv_acc[2 * dp + 1], pa, ob4[2], ob4[3]);
-        mma_bf16(dk_acc[2 * dp], sa, qb4[0], qb4[1]);
-        mma_bf16(dk_acc[2 * dp + 1], sa, qb4[2], qb4[3]);
+        mma_bf16_pair(dv_acc[2 * dp], dv_acc[2 * dp + 1], pa, ob4);
+        mma_bf16_pair(dk_acc[2 * dp], dk_acc[2 * dp + 1], sa, qb4);
       }
     }
 
@@ -260,8 +256,7 @@ __global__ void __launch_bounds__(kThreads) backward_mma_kernel(BackwardArgs a) 
       for (int dp = 0; dp < DW / 16; ++dp) {
         std::uint32_t kb4[4];
         ldmatrix_x4_trans(kb4, Ks + (16 * kc + a_row) * RS + DW * half + 16 * dp + a_col);
-        mma_bf16(dq[2 * dp], da, kb4[0], kb4[1]);
-        mma_bf16(dq[2 * dp + 1], da, kb4[2], kb4[3]);
+        mma_bf16_pair(dq[2 * dp], dq[2 * dp + 1], da, kb4);
       }
     }
 #pragma unroll

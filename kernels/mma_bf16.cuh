@@ -32,6 +32,13 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// The two n tiles of one ldmatrix.x4 B load (registers 0, 1 and 2, 3) against one A fragment.
+__device__ __forceinline__ void mma_bf16_pair(float (&c0)[4], float (&c1)[4], const std::uint32_t (&a)[4],
+                                              const std::uint32_t (&b)[4]) {
+  mma_bf16(c0, a, b[0], b[1]);
+  mma_bf16(c1, a, b[2], b[3]);
+}
+
 // Two floats as bf16 (round to nearest even) in one register, `lo` in the low half: the
 // lower-indexed column of a fragment register.
 __device__ __forceinline__ std::uint32_t to_bf16x2(float lo, float hi) {
