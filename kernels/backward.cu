@@ -382,7 +382,7 @@ void launch_stats_d(const BackwardArgs& a, cudaStream_t s) {
     ATTNLAB_CUDA_CHECK(cudaGetLastError());
   };
   if constexpr (std::is_same_v<In, std::uint16_t>) {
-    if (backward_config(true) == 1) {
+    if (a.tensor_cores) {
       run(ScoreTile<D, kMmaBackwardTile.q_tile, kMmaBackwardTile.k_tile>{});
       return;
     }
@@ -392,7 +392,7 @@ void launch_stats_d(const BackwardArgs& a, cudaStream_t s) {
 
 template <int D, class In>
 void launch_backward_d(const BackwardArgs& a, cudaStream_t s) {
-  if (a.bf16 && backward_config(true) == 1) {
+  if (a.tensor_cores) {
     last_kernel = "backward bf16 mma D=" + std::to_string(D) + " BQ=" + std::to_string(kMmaBackwardTile.q_tile) +
                   " BK=" + std::to_string(kMmaBackwardTile.k_tile);
     launch_backward_mma(a, s);
@@ -417,7 +417,8 @@ int checked_bucket(const BackwardArgs& a) {
   if (!backward_takes(a.d_k, a.d_v, a.bf16))
     throw InputError(std::string("fused backward: ") + (a.bf16 ? "bf16 takes d_k == d_v in {64, 128}" : "fp32 takes d_k, d_v <= 256") +
                      ", got d_k " + std::to_string(a.d_k) + ", d_v " + std::to_string(a.d_v));
-  const FusedTile t = backward_tile(a.d_k, a.d_v, a.bf16);
+  if (a.tensor_cores && !a.bf16) throw InputError("fused backward: the tensor-core kernel takes bf16 inputs only");
+  const FusedTile t = backward_tile(a.d_k, a.d_v, a.tensor_cores);
   check_rules_tile(a.rules, a.n, a.m, t.q_tile, t.k_tile, "fused backward");
   const int dmax = a.d_k > a.d_v ? a.d_k : a.d_v;
   return dmax <= 32 ? 32 : dmax <= 64 ? 64 : dmax <= 128 ? 128 : 256;
@@ -457,8 +458,8 @@ int backward_config(bool bf16) {
   return bf16 ? config : 0;
 }
 
-FusedTile backward_tile(int d_k, int d_v, bool bf16) {
-  if (bf16 && backward_config(true) == 1) return kMmaBackwardTile;
+FusedTile backward_tile(int d_k, int d_v, bool tensor_cores) {
+  if (tensor_cores) return kMmaBackwardTile;
   const int dmax = d_k > d_v ? d_k : d_v;
   if (dmax <= 64) return {BwdTile<64>::BQ, BwdTile<64>::BK};
   if (dmax <= 128) return {BwdTile<128>::BQ, BwdTile<128>::BK};

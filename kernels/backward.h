@@ -45,13 +45,14 @@ struct BackwardArgs {
   double* dt = nullptr;  // one double, zeroed by the caller: Σ dS ∘ (y c − lse2) over every visible entry
   int heads = 1, kv_heads = 1, n = 0, m = 0, d_k = 0, d_v = 0;
   bool bf16 = false;
+  bool tensor_cores = false;  // the tensor-core kernel (bf16 only): backward_config(bf16) == 1, read once by the caller
   float logit_log2 = 1;  // log2(e) / T: from the modified scaled score y to the logit in log2 units
   float grad_scale = 1;  // s / T: from dlogits to dscores (the soft-cap's factor is the kernel's)
   KernelRules rules;     // scale = s, head0 = 0, blocks: backward_tile()'s block mask
 };
 
-// The kernels (ATTNLAB_BACKWARD_CONFIG, read at every launch; unset or empty = the default of
-// kBackwardDefault; any other value than 0 or 1 throws InputError):
+// The kernels (ATTNLAB_BACKWARD_CONFIG, read once per backward by cuda::fused_backward; unset or
+// empty = the default of kBackwardDefault; any other value than 0 or 1 throws InputError):
 //   0  CUDA cores (kernels/backward.cu): fp32 arithmetic on fp32 or bf16 inputs, every head dim
 //   1  bf16 tensor cores (kernels/backward_mma.cu): mma.sync for all five products, P and dS g
 //      rounded to bf16 as the products read them; bf16 only (fp32 runs configuration 0)
@@ -59,17 +60,17 @@ inline constexpr int kBackwardConfigs = 2;
 // The configuration each precision runs by default: the GPU round decides (scripts/gpu-check runs
 // both); until then the CUDA-core kernel.
 inline constexpr int kBackwardDefault[2] = {0, 0};  // fp32, bf16
-// The configuration a launch of this precision runs (configuration 1 only for bf16).
+// The configuration of this precision ATTNLAB_BACKWARD_CONFIG asks for (configuration 1 only for
+// bf16): read once per backward, by its caller, into BackwardArgs::tensor_cores.
 int backward_config(bool bf16);
 
 // The tensor-core kernel's tile (queries x keys), at both of its head dims.
 inline constexpr FusedTile kMmaBackwardTile{64, 64};
 
-// The tile (queries x keys) of the backward kernels for these head dims and precision, which the
-// rules' block mask must use: the tensor-core kernel's when backward_config(bf16) is 1, else the
-// CUDA-core kernel's by the bucket of max(d_k, d_v): 64 x 64 up to 64, 64 x 32 up to 128, 32 x 32
-// up to 256.
-FusedTile backward_tile(int d_k, int d_v, bool bf16);
+// The tile (queries x keys) of the backward kernels for these head dims, which the rules' block
+// mask must use: the tensor-core kernel's (kMmaBackwardTile) with tensor_cores, else the CUDA-core
+// kernel's by the bucket of max(d_k, d_v): 64 x 64 up to 64, 64 x 32 up to 128, 32 x 32 up to 256.
+FusedTile backward_tile(int d_k, int d_v, bool tensor_cores);
 
 // Whether the kernels take these head dims: max(d_k, d_v) <= 256 in fp32; d_k == d_v in {64, 128}
 // in bf16 (the fused bf16 forward's shapes).

@@ -1,7 +1,10 @@
 // The kernels' configuration switches (kernels/tile_config.h: ATTNLAB_FUSED_CONFIG,
-// ATTNLAB_STAGED_CONFIG), parsed on the host: valid values pick the index, anything else is
+// ATTNLAB_STAGED_CONFIG; kernels/backward.h: ATTNLAB_BACKWARD_CONFIG), parsed on the host: valid values pick the index, anything else is
 // refused with the variable, the value and the valid range; and the fused kernels' head dims.
 #include "kernels/tile_config.h"
+#ifdef ATTNLAB_HAVE_CUDA
+#include "kernels/backward.h"
+#endif
 
 #include "core/types.h"
 #include "tests/test_util.h"
@@ -92,6 +95,38 @@ TEST(TileConfig, FusedBf16TakesEqualHeadDims64Or128) {
   for (int d : {1, 8, 32, 63, 65, 96, 127, 129, 256})
     EXPECT_EQ(fused_bf16_shape_error(d, d),
               "bf16 fused attention supports d_k == d_v in {64, 128}, got " + std::to_string(d));
+}
+
+// The fused backward's kernel switch (kernels/backward.h: ATTNLAB_BACKWARD_CONFIG) and the tiles
+// each kernel's block mask uses: host code of the CUDA backend, so it runs wherever that is built.
+TEST(BackwardConfig, TheSwitchPicksTheKernelAndItsTilesAndRefusesBadValues) {
+#ifndef ATTNLAB_HAVE_CUDA
+  GTEST_SKIP() << "built without CUDA";
+#else
+  {
+    attnlab::test::ScopedEnv env("ATTNLAB_BACKWARD_CONFIG", "");
+    EXPECT_EQ(attnlab::cuda::backward_config(false), attnlab::cuda::kBackwardDefault[0]);
+    EXPECT_EQ(attnlab::cuda::backward_config(true), attnlab::cuda::kBackwardDefault[1]);
+  }
+  {
+    attnlab::test::ScopedEnv env("ATTNLAB_BACKWARD_CONFIG", "1");  // tensor cores: bf16 only
+    EXPECT_EQ(attnlab::cuda::backward_config(true), 1);
+    EXPECT_EQ(attnlab::cuda::backward_config(false), 0);
+  }
+  // CUDA cores by head-dim bucket; tensor cores 64 x 64 at both of their head dims.
+  EXPECT_EQ(attnlab::cuda::backward_tile(64, 64, false).q_tile, 64);
+  EXPECT_EQ(attnlab::cuda::backward_tile(64, 64, false).k_tile, 64);
+  EXPECT_EQ(attnlab::cuda::backward_tile(128, 128, false).q_tile, 64);
+  EXPECT_EQ(attnlab::cuda::backward_tile(128, 128, false).k_tile, 32);
+  EXPECT_EQ(attnlab::cuda::backward_tile(256, 64, false).q_tile, 32);
+  for (int d : {64, 128}) {
+    EXPECT_EQ(attnlab::cuda::backward_tile(d, d, true).q_tile, attnlab::cuda::kMmaBackwardTile.q_tile);
+    EXPECT_EQ(attnlab::cuda::backward_tile(d, d, true).k_tile, attnlab::cuda::kMmaBackwardTile.k_tile);
+  }
+  attnlab::test::ScopedEnv env("ATTNLAB_BACKWARD_CONFIG", "2");
+  EXPECT_EQ(attnlab::test::message_of<attnlab::InputError>([] { attnlab::cuda::backward_config(true); }),
+            "ATTNLAB_BACKWARD_CONFIG=2: unknown configuration; valid: 0..1");
+#endif
 }
 
 }  // namespace

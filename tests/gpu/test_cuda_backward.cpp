@@ -455,42 +455,6 @@ TEST(CudaBackward, UnseenKeysGetExactlyZeroAndEmptyTilesAreSkipped) {
 #endif
 }
 
-// The kernel switch and the tiles each kernel's block mask uses: host code, no device needed (it
-// runs wherever the CUDA code is built).
-TEST(CudaBackwardConfig, TilesFollowTheSwitchAndBadValuesAreRefused) {
-#ifndef ATTNLAB_HAVE_CUDA
-  GTEST_SKIP() << "built without CUDA";
-#else
-  {
-    test::ScopedEnv env("ATTNLAB_BACKWARD_CONFIG", "");
-    EXPECT_EQ(cuda::backward_config(false), cuda::kBackwardDefault[0]);
-    EXPECT_EQ(cuda::backward_config(true), cuda::kBackwardDefault[1]);
-  }
-  {
-    test::ScopedEnv env("ATTNLAB_BACKWARD_CONFIG", "0");
-    const cuda::FusedTile t64 = cuda::backward_tile(64, 64, true), t128 = cuda::backward_tile(128, 128, true);
-    EXPECT_EQ(t64.q_tile, 64);
-    EXPECT_EQ(t64.k_tile, 64);
-    EXPECT_EQ(t128.q_tile, 64);
-    EXPECT_EQ(t128.k_tile, 32);
-    EXPECT_EQ(cuda::backward_tile(256, 64, false).q_tile, 32);
-  }
-  {
-    test::ScopedEnv env("ATTNLAB_BACKWARD_CONFIG", "1");  // tensor cores: bf16 only
-    EXPECT_EQ(cuda::backward_config(true), 1);
-    EXPECT_EQ(cuda::backward_config(false), 0);
-    for (int d : {64, 128}) {
-      EXPECT_EQ(cuda::backward_tile(d, d, true).q_tile, cuda::kMmaBackwardTile.q_tile);
-      EXPECT_EQ(cuda::backward_tile(d, d, true).k_tile, cuda::kMmaBackwardTile.k_tile);
-    }
-    EXPECT_EQ(cuda::backward_tile(128, 128, false).k_tile, 32);  // fp32 keeps the CUDA-core tiles
-  }
-  test::ScopedEnv env("ATTNLAB_BACKWARD_CONFIG", "2");
-  EXPECT_EQ(test::message_of<InputError>([] { cuda::backward_config(true); }),
-            "ATTNLAB_BACKWARD_CONFIG=2: unknown configuration; valid: 0..1");
-#endif
-}
-
 TEST(CudaBackward, RefusesWhatTheKernelsDoNotTake) {
   ATTNLAB_REQUIRE_CUDA();
 #ifdef ATTNLAB_HAVE_CUDA
