@@ -2,16 +2,17 @@
 // per key/value head (decode proper, grouped heads, a few new tokens) each row is its own pair of
 // matrix-vector products over a block of 256 keys, vectorised along d: the block comes from
 // memory once and stays in L1/L2 between the rows (a GEMM of so few rows is slower than its rows
-// one by one). With AVX-512 and head dims that are whole vectors the products are this file's
-// own (`direct` below). An fp32 cache's keys are then read from K in panels of 16 keys (made once
+// one by one). With head dims that are whole 16-float vectors the products are this file's own
+// (`direct` below): on AVX-512 for both cache precisions, on AVX2 for an fp32 cache (its vectors
+// are 8 floats and its tiles smaller, as 16 registers allow). An fp32 cache's keys are then read from K in panels of 16 keys (made once
 // per problem, kept with its inputs: the layout a serving engine would write each new key into),
 // so the scores of 16 keys are the lanes of one FMA chain per row, with no horizontal sums; P V
 // runs in register tiles of a few rows that fold the rescale of acc in. The memory streams are
 // spread through the products a few lines at a time, into L2: the block's value rows while its
 // scores form, the next block's panels while P V runs. A bf16 cache is read as bf16 from its row-major
 // rows (the scores of 16 keys from 16 dot products reduced together; products from bf16 pairs
-// where the CPU has AVX-512 BF16, values widened in registers otherwise). Elsewhere the products
-// are Eigen's, on a bf16 cache after widening each block to fp32. More rows: one small GEMM per
+// where the CPU has AVX-512 BF16, values widened in registers otherwise; AVX-512 only). Elsewhere
+// the products are Eigen's, on a bf16 cache after widening each block to fp32. More rows: one small GEMM per
 // block and product.
 // The exp is the fused kernel's exp_nonpositive (exactly 0 for masked keys) over packets of a row
 // padded with -inf to whole packets.
@@ -30,6 +31,12 @@
 #include <algorithm>
 #if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
+#endif
+// The kernel's own products (namespace direct below): AVX-512, or AVX2 with FMA.
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#define ATTNLAB_DECODE_DIRECT 1
+#else
+#define ATTNLAB_DECODE_DIRECT 0
 #endif
 #include <chrono>
 #include <cmath>
@@ -145,13 +152,39 @@ constexpr std::size_t panel_offset(int i, int c) {
     return static_cast<std::size_t>(c / 2) * 2 * kPanel + 2 * i + c % 2;
 }
 
-#if defined(__AVX512F__)
-// The kernel's own products on AVX-512, for head dims that are whole 16-float vectors.
+#if ATTNLAB_DECODE_DIRECT
+// The kernel's own products, for head dims that are whole 16-float vectors: on AVX-512 for both
+// cache precisions, on AVX2 for an fp32 cache. One source for both widths: a vector (Packet) is
+// 16 floats on AVX-512 and 8 on AVX2, a panel row of 16 keys kPanelVecs of them, and the tiles'
+// accumulators are sized to the register file (32 vector registers; 16 on AVX2).
 namespace direct {
 
 constexpr int kGroup = 16;      // keys whose scores are formed together
 constexpr int kAheadGroups = 4;  // key rows prefetched this many groups ahead
-constexpr int kMaxTileVecs = 4;  // P V works on d_v in pieces of at most 4 vectors (64 values)
+constexpr int kPanelVecs = kGroup / kLanes;  // vectors per panel row: 1 (AVX-512), 2 (AVX2)
+constexpr bool kWide = kLanes >= 16;  // 32 vector registers
+// The accumulators a tile keeps beside its loads and a broadcast: P V's, and the scores'.
+constexpr int kAccRegs = kWide ? 24 : 12;
+constexpr int kScoreAcc = kWide ? 16 : 12;
+constexpr int kScoreRows = kWide ? 8 : 6;  // score rows per tile (each at least one panel)
+constexpr int kMaxTileVecs = kWide ? 4 : 2;  // P V works on d_v in pieces of at most 64 (AVX2: 16) values
+
+// A vector of a cache row as fp32: a float load, or bf16 widened (exact).
+inline Packet vload(const float* x) { return ei::ploadu<Packet>(x); }
+#if defined(__AVX512F__)
+inline Packet vload(const std::uint16_t* x) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+#else
+inline Packet vload(const std::uint16_t* x) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+#endif
+
+#if defined(__AVX512F__)
+// The row-major path of a bf16 cache where the CPU has no AVX-512 BF16 (AVX-512 only).
 
 // v[0..15] summed lane-wise into one vector: lane L holds the sum of v[kOrder[L]]'s lanes. A
 // tree of 256-bit, 128-bit and in-lane shuffles, 15 additions; the order it leaves is the 4 x 4
@@ -172,10 +205,7 @@ inline __m512 reduce16(const __m512* v) {
 
 // 16 values of a cache row as fp32: a float load, or 16 bf16 widened (exact).
 inline __m512 load16(const float* x) { return _mm512_loadu_ps(x); }
-inline __m512 load16(const std::uint16_t* x) {
-  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
+inline __m512 load16(const std::uint16_t* x) { return vload(x); }
 
 // The memory side of one group of keys [g, g + count) of a block: the group's value rows
 // requested into L2 (P V reads them once the block's scores are done, so both streams stay in
@@ -213,6 +243,7 @@ void scores(const float* q, int rows, int d, const E* keys, const E* vals, int d
     }
   }
 }
+#endif
 
 // The scores of `rows` query rows against keys [b0, b0 + cols) of a key/value head's K in panels
 // (panels: that head's first panel; b0 a multiple of 16). Panel b holds keys [16 b, 16 b + 16) as
@@ -239,20 +270,25 @@ Stream stream(const E* x, std::size_t count) {
 // row times a broadcast of q(r, c) (fp32) or of the pair q(r, c), q(r, c + 1) (bf16), so a row's
 // scores of a panel are the 16 lanes of one FMA chain: no horizontal sums (the row-major path's
 // shuffle tree). `vals` is requested `vlines` lines per step.
+// A panel's 16 keys are kPanelVecs vectors: accumulator a[r][b * kPanelVecs + u] holds keys
+// [16 b + u kLanes, 16 b + (u + 1) kLanes) of row r.
 template <int R, int NP, class E>
 void panel_tile(const E* q, int d, const E* pan, float* s, Eigen::Index ld, Stream& vals, int vlines) {
-  __m512 a[R][NP];
+  constexpr int NA = NP * kPanelVecs;
+  static_assert(R * NA <= kScoreAcc, "a score tile's accumulators fit beside its loads");
+  Packet a[R][NA];
   for (int r = 0; r < R; ++r)
-    for (int b = 0; b < NP; ++b) a[r][b] = _mm512_setzero_ps();
+    for (int b = 0; b < NA; ++b) a[r][b] = ei::pset1<Packet>(0.f);
   const std::size_t stride = static_cast<std::size_t>(d) * kGroup;
   if constexpr (std::is_same_v<E, float>) {
     for (int c = 0; c < d; ++c) {
       vals.step<2>(vlines);
-      __m512 k[NP];
-      for (int b = 0; b < NP; ++b) k[b] = _mm512_loadu_ps(pan + b * stride + static_cast<std::size_t>(c) * kGroup);
+      Packet k[NA];
+      for (int b = 0; b < NA; ++b)
+        k[b] = vload(pan + (b / kPanelVecs) * stride + static_cast<std::size_t>(c) * kGroup + (b % kPanelVecs) * kLanes);
       for (int r = 0; r < R; ++r) {
-        const __m512 w = _mm512_set1_ps(q[static_cast<std::size_t>(r) * d + c]);
-        for (int b = 0; b < NP; ++b) a[r][b] = _mm512_fmadd_ps(w, k[b], a[r][b]);
+        const Packet w = ei::pset1<Packet>(q[static_cast<std::size_t>(r) * d + c]);
+        for (int b = 0; b < NA; ++b) a[r][b] = ei::pmadd(w, k[b], a[r][b]);
       }
     }
   } else {
@@ -272,7 +308,7 @@ void panel_tile(const E* q, int d, const E* pan, float* s, Eigen::Index ld, Stre
 #endif
   }
   for (int r = 0; r < R; ++r)
-    for (int b = 0; b < NP; ++b) _mm512_storeu_ps(s + r * ld + b * kGroup, a[r][b]);
+    for (int b = 0; b < NA; ++b) ei::pstoreu(s + r * ld + (b / kPanelVecs) * kGroup + (b % kPanelVecs) * kLanes, a[r][b]);
 }
 
 // The scores of rows [0, R) of q against the `cols` keys of a block whose panels start at `pan`,
@@ -282,7 +318,7 @@ void panel_tile(const E* q, int d, const E* pan, float* s, Eigen::Index ld, Stre
 template <int R, class E>
 void panel_rows(const E* q, int d, const E* pan, const E* vals, int d_v, int cols, bool fetch, float* s,
                 Eigen::Index ld) {
-  constexpr int NP = std::max(1, std::min(4, 16 / R));
+  constexpr int NP = std::max(1, std::min(4, kScoreAcc / (R * kPanelVecs)));
   const std::size_t stride = static_cast<std::size_t>(d) * kGroup;
   const int np = (cols + kGroup - 1) / kGroup;
   const int steps = std::is_same_v<E, float> ? d : d / 2;
@@ -315,27 +351,28 @@ void panel_scores(const E* q, int rows, int d, const E* pan, int shift, const E*
     for (int r = 0; r < rows; ++r) std::copy_n(tmp.data() + r * tld + shift, cols, s + r * ld);
     return;
   }
-  for (int r0 = 0; r0 < rows; r0 += 8) {
+  for (int r0 = 0; r0 < rows; r0 += kScoreRows) {
     const E* qr = q + static_cast<std::size_t>(r0) * d;
     float* sr = s + r0 * ld;
     // One row alone leaves the memory to the hardware's prefetchers (its products are light, and
     // the requests would only take the core's miss buffers from them).
     const bool fetch = r0 == 0 && rows > 1;
-    switch (std::min(8, rows - r0)) {
+    static_assert(kScoreRows >= 6 && kScoreRows <= 8, "the switch below has tiles of 1 to 8 rows");
+    switch (std::min(kScoreRows, rows - r0)) {  // (the cases past kScoreRows are never reached)
       case 1: panel_rows<1>(qr, d, pan, vals, d_v, cols, fetch, sr, ld); break;
       case 2: panel_rows<2>(qr, d, pan, vals, d_v, cols, fetch, sr, ld); break;
       case 3: panel_rows<3>(qr, d, pan, vals, d_v, cols, fetch, sr, ld); break;
       case 4: panel_rows<4>(qr, d, pan, vals, d_v, cols, fetch, sr, ld); break;
       case 5: panel_rows<5>(qr, d, pan, vals, d_v, cols, fetch, sr, ld); break;
       case 6: panel_rows<6>(qr, d, pan, vals, d_v, cols, fetch, sr, ld); break;
-      case 7: panel_rows<7>(qr, d, pan, vals, d_v, cols, fetch, sr, ld); break;
-      default: panel_rows<8>(qr, d, pan, vals, d_v, cols, fetch, sr, ld); break;
+      case 7: panel_rows<std::min(7, kScoreRows)>(qr, d, pan, vals, d_v, cols, fetch, sr, ld); break;
+      default: panel_rows<kScoreRows>(qr, d, pan, vals, d_v, cols, fetch, sr, ld); break;
     }
   }
 }
 
 
-// acc(r, :) = acc(r, :) * alpha[r] + sum_j p(r, j) V(j, :) over values [v0, v0 + 16 NV) of d_v,
+// acc(r, :) = acc(r, :) * alpha[r] + sum_j p(r, j) V(j, :) over values [v0, v0 + NV kLanes) of d_v,
 // for TR rows at once (their accumulators in registers, each V vector loaded once for all rows).
 // TR and NV are compile-time and every loop over them unrolled whole, so that the TR x NV
 // accumulators stay in registers from the first zero to the last store (with a run-time row
@@ -348,41 +385,43 @@ template <int NV, int TR, class E>
 void pv_tile(const float* p, Eigen::Index ld, const E* vals, int d_v, int v0, int cols, float* acc,
              const float* alpha, Stream& next, int lines) {
   Stream ns = next;  // in a register through the loop, not written back each key
-  __m512 a[TR][NV];
+  static_assert(TR * NV <= kAccRegs, "a P V tile's accumulators fit beside its loads");
+  Packet a[TR][NV];
 #pragma GCC unroll 8
   for (int t = 0; t < TR; ++t)
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) a[t][v] = _mm512_setzero_ps();
+    for (int v = 0; v < NV; ++v) a[t][v] = ei::pset1<Packet>(0.f);
   for (int j = 0; j < cols; ++j) {
     const E* vr = vals + static_cast<std::size_t>(j) * d_v + v0;
     ns.step<2>(lines);
-    __m512 x[NV];
+    Packet x[NV];
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) x[v] = load16(vr + 16 * v);
+    for (int v = 0; v < NV; ++v) x[v] = vload(vr + kLanes * v);
 #pragma GCC unroll 8
     for (int t = 0; t < TR; ++t) {
-      const __m512 w = _mm512_set1_ps(p[t * ld + j]);
+      const Packet w = ei::pset1<Packet>(p[t * ld + j]);
 #pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) a[t][v] = _mm512_fmadd_ps(w, x[v], a[t][v]);
+      for (int v = 0; v < NV; ++v) a[t][v] = ei::pmadd(w, x[v], a[t][v]);
     }
   }
 #pragma GCC unroll 8
   for (int t = 0; t < TR; ++t)
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {
-      float* o = acc + static_cast<std::size_t>(t) * d_v + v0 + 16 * v;
-      _mm512_storeu_ps(o, _mm512_fmadd_ps(_mm512_loadu_ps(o), _mm512_set1_ps(alpha[t]), a[t][v]));
+      float* o = acc + static_cast<std::size_t>(t) * d_v + v0 + kLanes * v;
+      ei::pstoreu(o, ei::pmadd(ei::ploadu<Packet>(o), ei::pset1<Packet>(alpha[t]), a[t][v]));
     }
   next = ns;
 }
 
-// Rows per P V tile: TR * NV accumulators (at most 24), NV loads and a broadcast in 32 registers.
+// Rows per P V tile: TR * NV accumulators (at most kAccRegs), NV loads and a broadcast in the
+// register file.
 constexpr int kPvTileRows = 6;
-static_assert(kPvTileRows * kMaxTileVecs <= 24, "a tile's accumulators fit beside its loads");
+static_assert(kPvTileRows * kMaxTileVecs <= kAccRegs, "a tile's accumulators fit beside its loads");
 // Seven or eight rows in one tile instead: pieces of at most kPvWideVecs vectors, so that its
 // accumulators fit as well.
-constexpr int kPvWideRows = 8, kPvWideVecs = 3;
-static_assert(kPvWideRows * kPvWideVecs <= 24 && kPvWideRows - 1 > kPvTileRows && kPvWideVecs < kMaxTileVecs,
+constexpr int kPvWideRows = 8, kPvWideVecs = kWide ? 3 : 1;
+static_assert(kPvWideRows * kPvWideVecs <= kAccRegs && kPvWideRows - 1 > kPvTileRows && kPvWideVecs < kMaxTileVecs,
               "the wide tile's accumulators fit, and its pieces are narrower");
 
 // The rows in tiles of at most kPvTileRows rows, as even as they go (13 rows: tiles of 4, 4 and 5, not
@@ -431,17 +470,17 @@ void pv(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, int c
   // kPvTileRows rows in pieces of at most kMaxTileVecs vectors.
   const bool one_tile = rows > kPvTileRows && rows <= kPvWideRows;
   const int vecs = one_tile ? kPvWideVecs : kMaxTileVecs;
-  const int pieces = (d_v / 16 + vecs - 1) / vecs;  // d_v is whole vectors here
+  const int pieces = (d_v / kLanes + vecs - 1) / vecs;  // d_v is whole vectors here
   const int passes = pieces * (one_tile ? 1 : (rows + kPvTileRows - 1) / kPvTileRows);
   const std::size_t total = count * sizeof(E) / 64 + 1;
   const int lines = static_cast<int>((total + static_cast<std::size_t>(passes) * cols - 1) / (static_cast<std::size_t>(passes) * cols));
-  static_assert(kMaxTileVecs == 4, "the switch below has pieces of 1 to 4 vectors");
-  for (int v0 = 0; v0 < d_v; v0 += 16 * vecs) {  // each piece rescales its own values
-    switch (std::min(vecs, (d_v - v0) / 16)) {
+  static_assert(kMaxTileVecs >= 2 && kMaxTileVecs <= 4, "the switch below has pieces of 1 to 4 vectors");
+  for (int v0 = 0; v0 < d_v; v0 += kLanes * vecs) {  // each piece rescales its own values
+    switch (std::min(vecs, (d_v - v0) / kLanes)) {  // (the cases past kMaxTileVecs are never reached)
       case 1: pv_rows<1>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, ns, lines); break;
       case 2: pv_rows<2>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, ns, lines); break;
-      case 3: pv_rows<3>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, ns, lines); break;
-      default: pv_rows<4>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, ns, lines); break;
+      case 3: pv_rows<std::min(3, kMaxTileVecs)>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, ns, lines); break;
+      default: pv_rows<kMaxTileVecs>(p, ld, rows, vals, d_v, v0, cols, acc, alpha, ns, lines); break;
     }
   }
 }
@@ -451,11 +490,15 @@ void pv(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, int c
 
 }  // namespace
 
-bool direct_products(const Problem& p) {
+bool direct_products(const Problem& p, Precision precision) {
 #if defined(__AVX512F__)
+  static_cast<void>(precision);
   return p.kv_group * p.n() <= kRowsAsGemv && p.d_k() % 16 == 0 && p.d_v() % 16 == 0;
+#elif ATTNLAB_DECODE_DIRECT
+  return precision == Precision::FP32 && p.kv_group * p.n() <= kRowsAsGemv && p.d_k() % 16 == 0 && p.d_v() % 16 == 0;
 #else
   static_cast<void>(p);
+  static_cast<void>(precision);
   return false;
 #endif
 }
@@ -561,7 +604,7 @@ void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, Matrix
     const ConstRows vb(v_all + static_cast<Eigen::Index>(b0) * d_v, cols, d_v);
     RowsMap s(scratch.data(), rows, cols, Eigen::OuterStride<>(ld));
     if (direct) {
-#if defined(__AVX512F__)
+#if ATTNLAB_DECODE_DIRECT
       direct::panel_scores(q, rows, d_k, panels + static_cast<std::size_t>(b0 / 16) * 16 * d_k, b0 % 16,
                            v_all + static_cast<Eigen::Index>(b0) * d_v, d_v, cols, scratch.data(), ld, tmp);
 #endif
@@ -585,7 +628,7 @@ void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, Matrix
       alpha[r] = step_fp32(row, padded, scale, mx, out.m[r], out.l[r]);
     }
     if (direct) {
-#if defined(__AVX512F__)
+#if ATTNLAB_DECODE_DIRECT
       // The panels of the next block (from the one it starts in); none for one row (above).
       const float* next =
           b0 + cols < k1 && rows > 1 ? panels + static_cast<std::size_t>((b0 + cols) / 16) * 16 * d_k : nullptr;
@@ -626,7 +669,7 @@ void split_partial_bf16(const Problem& p, const Bf16KV& kvb, int g, int k0, int 
   const Rules rules(p, off);
   const float c = bf16_scale_log2(p);
   const Eigen::Index kv = static_cast<Eigen::Index>(g) * m;
-  const bool direct = direct_products(p);
+  const bool direct = direct_products(p, Precision::BF16);
   const std::shared_ptr<const RotatedQK> rot = rotated_qk(p);  // Q as multiplied
   const MatrixF qg = bf16_round(
       MatrixF(ConstRows(kernel_q(p, rot.get()).data() + static_cast<Eigen::Index>(g) * rows * d_k, rows, d_k)));
