@@ -203,10 +203,6 @@ inline __m512 reduce16(const __m512* v) {
   return _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], 0x44), _mm512_shuffle_ps(z[0], z[1], 0xEE));
 }
 
-// 16 values of a cache row as fp32: a float load, or 16 bf16 widened (exact).
-inline __m512 load16(const float* x) { return _mm512_loadu_ps(x); }
-inline __m512 load16(const std::uint16_t* x) { return vload(x); }
-
 // The memory side of one group of keys [g, g + count) of a block: the group's value rows
 // requested into L2 (P V reads them once the block's scores are done, so both streams stay in
 // flight), and the key rows kAheadGroups groups ahead, up to `limit`, into L1. Then the group's
@@ -237,7 +233,7 @@ void scores(const float* q, int rows, int d, const E* keys, const E* vals, int d
       for (int c = 0; c < d; c += 16) {
         const __m512 qc = _mm512_loadu_ps(qr + c);
 #pragma GCC unroll 16
-        for (int i = 0; i < kGroup; ++i) a[i] = _mm512_fmadd_ps(load16(kr[i] + c), qc, a[i]);
+        for (int i = 0; i < kGroup; ++i) a[i] = _mm512_fmadd_ps(vload(kr[i] + c), qc, a[i]);
       }
       _mm512_storeu_ps(s + r * ld + j0, reduce16(a));
     }
@@ -698,7 +694,7 @@ void split_partial_bf16(const Problem& p, const Bf16KV& kvb, int g, int k0, int 
     const std::size_t count = static_cast<std::size_t>(cols) * d;
     std::size_t i = 0;
 #if defined(__AVX512F__)
-    for (; i + 16 <= count; i += 16) _mm512_storeu_ps(dst + i, direct::load16(src + i));
+    for (; i + 16 <= count; i += 16) _mm512_storeu_ps(dst + i, direct::vload(src + i));
 #elif defined(__AVX2__)
     for (; i + 8 <= count; i += 8) {
       const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
