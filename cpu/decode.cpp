@@ -3,17 +3,18 @@
 // matrix-vector products over a block of 256 keys, vectorised along d: the block comes from
 // memory once and stays in L1/L2 between the rows (a GEMM of so few rows is slower than its rows
 // one by one). With head dims that are whole 16-float vectors the products are this file's own
-// (`direct` below): on AVX-512 for both cache precisions, on AVX2 for an fp32 cache (its vectors
-// are 8 floats and its tiles smaller, as 16 registers allow). An fp32 cache's keys are then read from K in panels of 16 keys (made once
-// per problem, kept with its inputs: the layout a serving engine would write each new key into),
-// so the scores of 16 keys are the lanes of one FMA chain per row, with no horizontal sums; P V
-// runs in register tiles of a few rows that fold the rescale of acc in. The memory streams are
-// spread through the products a few lines at a time, into L2: the block's value rows while its
-// scores form, the next block's panels while P V runs. A bf16 cache is read as bf16 from its row-major
-// rows (the scores of 16 keys from 16 dot products reduced together; products from bf16 pairs
-// where the CPU has AVX-512 BF16, values widened in registers otherwise; AVX-512 only). Elsewhere
-// the products are Eigen's, on a bf16 cache after widening each block to fp32. More rows: one small GEMM per
-// block and product.
+// (`direct` below), for both cache precisions, on AVX-512 and on AVX2 (its vectors are 8 floats
+// and its tiles smaller, as 16 registers allow). The keys are then read from K in panels of 16
+// keys (made once per problem, kept with its inputs: the layout a serving engine would write each
+// new key into), so the scores of 16 keys are the lanes of one FMA chain per row, with no
+// horizontal sums; P V runs in register tiles of a few rows that fold the rescale of acc in. The
+// memory streams are spread through the products a few lines at a time, into L2: the block's
+// value rows while its scores form, the next block's panels while P V runs. A bf16 cache's panels
+// hold bf16 pairs: their products are bf16 dot products where the CPU has AVX-512 BF16, and fp32
+// FMAs on the pairs widened in registers on AVX2; its value rows are widened in registers. On
+// AVX-512 without BF16 a bf16 cache is read from its row-major rows instead (the scores of 16 keys
+// from 16 dot products reduced together). Elsewhere the products are Eigen's, on a bf16 cache
+// after widening each block to fp32. More rows: one small GEMM per block and product.
 // The exp is the fused kernel's exp_nonpositive (exactly 0 for masked keys) over packets of a row
 // padded with -inf to whole packets.
 #include "core/gcc12_avx512.h"  // first: see there
@@ -37,6 +38,13 @@
 #define ATTNLAB_DECODE_DIRECT 1
 #else
 #define ATTNLAB_DECODE_DIRECT 0
+#endif
+// A bf16 cache's keys read from bf16 panels (AVX-512 BF16, and AVX2); AVX-512 without BF16 reads
+// its row-major rows.
+#if defined(__AVX512BF16__) || (ATTNLAB_DECODE_DIRECT && !defined(__AVX512F__))
+#define ATTNLAB_DECODE_BF16_PANELS 1
+#else
+#define ATTNLAB_DECODE_BF16_PANELS 0
 #endif
 #include <chrono>
 #include <cmath>
@@ -153,8 +161,8 @@ constexpr std::size_t panel_offset(int i, int c) {
 }
 
 #if ATTNLAB_DECODE_DIRECT
-// The kernel's own products, for head dims that are whole 16-float vectors: on AVX-512 for both
-// cache precisions, on AVX2 for an fp32 cache. One source for both widths: a vector (Packet) is
+// The kernel's own products, for head dims that are whole 16-float vectors, in both cache
+// precisions, on AVX-512 and on AVX2. One source for both widths: a vector (Packet) is
 // 16 floats on AVX-512 and 8 on AVX2, a panel row of 16 keys kPanelVecs of them, and the tiles'
 // accumulators are sized to the register file (32 vector registers; 16 on AVX2).
 namespace direct {
@@ -263,13 +271,15 @@ Stream stream(const E* x, std::size_t count) {
 }
 
 // R rows of scores against NP panels: s(r, 16 b + i) = sum_c q(r, c) K_panel_b(c, i), each panel
-// row times a broadcast of q(r, c) (fp32) or of the pair q(r, c), q(r, c + 1) (bf16), so a row's
-// scores of a panel are the 16 lanes of one FMA chain: no horizontal sums (the row-major path's
-// shuffle tree). `vals` is requested `vlines` lines per step.
+// row times a broadcast of q(r, c) (fp32), or for a bf16 cache of the pair q(r, c), q(r, c + 1)
+// (AVX-512 BF16, Q the bf16 bits of q) or of q(r, c) and then q(r, c + 1) times the panel row's
+// two halves widened (AVX2, Q fp32), so a row's scores of a panel are the 16 lanes of one FMA
+// chain: no horizontal sums (the row-major path's shuffle tree). `vals` is requested `vlines`
+// lines per step.
 // A panel's 16 keys are kPanelVecs vectors: accumulator a[r][b * kPanelVecs + u] holds keys
 // [16 b + u kLanes, 16 b + (u + 1) kLanes) of row r.
-template <int R, int NP, class E>
-void panel_tile(const E* q, int d, const E* pan, float* s, Eigen::Index ld, Stream& vals, int vlines) {
+template <int R, int NP, class Q, class E>
+void panel_tile(const Q* q, int d, const E* pan, float* s, Eigen::Index ld, Stream& vals, int vlines) {
   constexpr int NA = NP * kPanelVecs;
   static_assert(R * NA <= kScoreAcc, "a score tile's accumulators fit beside its loads");
   Packet a[R][NA];
@@ -301,6 +311,28 @@ void panel_tile(const E* q, int d, const E* pan, float* s, Eigen::Index ld, Stre
         for (int b = 0; b < NP; ++b) a[r][b] = _mm512_dpbf16_ps(a[r][b], (__m512bh)k[b], w);
       }
     }
+#elif !defined(__AVX512F__)
+    // AVX2: 8 keys' pairs of a panel row are one 256-bit load of 32-bit lanes, key i's value of c
+    // in the low half of lane i and of c + 1 in the high half; widened exactly, c's vector is the
+    // lanes shifted up 16 bits and c + 1's the lanes with the low half cleared. Each product of a
+    // bf16 key and a bf16-rounded query is exact in fp32, as in dpbf16; the sums are fp32.
+    const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+    for (int c = 0; c < d; c += 2) {
+      vals.step<2>(vlines);
+#pragma GCC unroll 2
+      for (int half = 0; half < 2; ++half) {
+        Packet k[NA];
+        for (int b = 0; b < NA; ++b) {
+          const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+              pan + (b / kPanelVecs) * stride + static_cast<std::size_t>(c) * kGroup + (b % kPanelVecs) * 2 * kLanes));
+          k[b] = _mm256_castsi256_ps(half == 0 ? _mm256_slli_epi32(x, 16) : _mm256_and_si256(x, high));
+        }
+        for (int r = 0; r < R; ++r) {
+          const Packet w = ei::pset1<Packet>(q[static_cast<std::size_t>(r) * d + c + half]);
+          for (int b = 0; b < NA; ++b) a[r][b] = ei::pmadd(w, k[b], a[r][b]);
+        }
+      }
+    }
 #endif
   }
   for (int r = 0; r < R; ++r)
@@ -311,8 +343,8 @@ void panel_tile(const E* q, int d, const E* pan, float* s, Eigen::Index ld, Stre
 // NP panels at a time (R * NP accumulators, at most 16), then the rest one by one. With `fetch`
 // (the first tile of rows of a block) the value rows of each step's keys are requested into L2 for
 // P V, a few lines per step of the products (P V in turn requests the next block's panels).
-template <int R, class E>
-void panel_rows(const E* q, int d, const E* pan, const E* vals, int d_v, int cols, bool fetch, float* s,
+template <int R, class Q, class E>
+void panel_rows(const Q* q, int d, const E* pan, const E* vals, int d_v, int cols, bool fetch, float* s,
                 Eigen::Index ld) {
   constexpr int NP = std::max(1, std::min(4, kScoreAcc / (R * kPanelVecs)));
   const std::size_t stride = static_cast<std::size_t>(d) * kGroup;
@@ -336,8 +368,8 @@ void panel_rows(const E* q, int d, const E* pan, const E* vals, int d_v, int col
 // Every row of the block's scores from the panels, rows 8 at a time. The block starts `shift` keys
 // into its first panel (a split that does not start on a panel): then the panels' scores go to
 // `tmp` (rows, kKeyBlock + 16) first and the block's own columns are copied out.
-template <class E>
-void panel_scores(const E* q, int rows, int d, const E* pan, int shift, const E* vals, int d_v, int cols, float* s,
+template <class Q, class E>
+void panel_scores(const Q* q, int rows, int d, const E* pan, int shift, const E* vals, int d_v, int cols, float* s,
                   Eigen::Index ld, MatrixF& tmp) {
   if (shift > 0) {
     if (tmp.rows() < rows || tmp.cols() < kKeyBlock + kGroup) tmp.resize(rows, kKeyBlock + kGroup);
@@ -348,7 +380,7 @@ void panel_scores(const E* q, int rows, int d, const E* pan, int shift, const E*
     return;
   }
   for (int r0 = 0; r0 < rows; r0 += kScoreRows) {
-    const E* qr = q + static_cast<std::size_t>(r0) * d;
+    const Q* qr = q + static_cast<std::size_t>(r0) * d;
     float* sr = s + r0 * ld;
     // One row alone leaves the memory to the hardware's prefetchers (its products are light, and
     // the requests would only take the core's miss buffers from them).
@@ -486,15 +518,11 @@ void pv(const float* p, Eigen::Index ld, int rows, const E* vals, int d_v, int c
 
 }  // namespace
 
-bool direct_products(const Problem& p, Precision precision) {
-#if defined(__AVX512F__)
-  static_cast<void>(precision);
+bool direct_products(const Problem& p) {
+#if ATTNLAB_DECODE_DIRECT
   return p.kv_group * p.n() <= kRowsAsGemv && p.d_k() % 16 == 0 && p.d_v() % 16 == 0;
-#elif ATTNLAB_DECODE_DIRECT
-  return precision == Precision::FP32 && p.kv_group * p.n() <= kRowsAsGemv && p.d_k() % 16 == 0 && p.d_v() % 16 == 0;
 #else
   static_cast<void>(p);
-  static_cast<void>(precision);
   return false;
 #endif
 }
@@ -583,7 +611,8 @@ void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, Matrix
   const float* v_all = p.v().data() + kv * d_v;
   const std::shared_ptr<const KPanels<float>> kp =
       direct ? k_panels(p, kernel_k(p, rot.get()).data()) : nullptr;
-  const float* panels = kp ? kp->data.data() + static_cast<std::size_t>(g) * kp->panels * d_k * 16 : nullptr;
+  [[maybe_unused]] const float* panels =
+      kp ? kp->data.data() + static_cast<std::size_t>(g) * kp->panels * d_k * 16 : nullptr;
 
   out.m.assign(rows, kNegInf);
   out.l.assign(rows, 0.f);
@@ -665,16 +694,20 @@ void split_partial_bf16(const Problem& p, const Bf16KV& kvb, int g, int k0, int 
   const Rules rules(p, off);
   const float c = bf16_scale_log2(p);
   const Eigen::Index kv = static_cast<Eigen::Index>(g) * m;
-  const bool direct = direct_products(p, Precision::BF16);
+  const bool direct = direct_products(p);
   const std::shared_ptr<const RotatedQK> rot = rotated_qk(p);  // Q as multiplied
   const MatrixF qg = bf16_round(
       MatrixF(ConstRows(kernel_q(p, rot.get()).data() + static_cast<Eigen::Index>(g) * rows * d_k, rows, d_k)));
   const std::uint16_t* k_all = kvb.k.data() + kv * d_k;
   const std::uint16_t* v_all = kvb.v.data() + kv * d_v;
+#if ATTNLAB_DECODE_BF16_PANELS
 #if defined(__AVX512BF16__)
   std::vector<std::uint16_t> qb(static_cast<std::size_t>(qg.size()));  // Q_g's bf16 bits (exact: qg is rounded)
   for (std::size_t i = 0; i < qb.size(); ++i) qb[i] = bf16_bits(qg.data()[i]);
-  // Where the CPU has AVX-512 BF16 the keys are read from the bf16 panels of K.
+#else
+  const float* qb = qg.data();  // AVX2: the rounded values, times the panels' widened halves
+#endif
+  // Where the CPU has AVX-512 BF16, or on AVX2, the keys are read from the bf16 panels of K.
   const auto kp = direct ? k_panels(p, kvb.k.data()) : nullptr;
   const std::uint16_t* panels = kp ? kp->data.data() + static_cast<std::size_t>(g) * kp->panels * d_k * 16 : nullptr;
   MatrixF tmp;  // the panels' scores of a block that starts inside a panel
@@ -710,8 +743,8 @@ void split_partial_bf16(const Problem& p, const Bf16KV& kvb, int g, int k0, int 
     const int padded = round_up(cols, kLanes);
     RowsMap s(scratch.data(), rows, cols, Eigen::OuterStride<>(ld));
     if (direct) {
-#if defined(__AVX512BF16__)
-      direct::panel_scores(qb.data(), rows, d_k, panels + static_cast<std::size_t>(b0 / 16) * 16 * d_k, b0 % 16,
+#if ATTNLAB_DECODE_BF16_PANELS
+      direct::panel_scores(&qb[0], rows, d_k, panels + static_cast<std::size_t>(b0 / 16) * 16 * d_k, b0 % 16,
                            v_all + static_cast<Eigen::Index>(b0) * d_v, d_v, cols, scratch.data(), ld, tmp);
 #elif defined(__AVX512F__)
       direct::scores(qg.data(), rows, d_k, k_all, v_all, d_v, b0, cols, k1, scratch.data(), ld);
@@ -727,8 +760,8 @@ void split_partial_bf16(const Problem& p, const Bf16KV& kvb, int g, int k0, int 
       corr[r] = step_bf16(row, padded, c, mx, out.m[r], out.l[r]);
     }
     if (direct) {
-#if defined(__AVX512F__)
-#if defined(__AVX512BF16__)
+#if ATTNLAB_DECODE_DIRECT
+#if ATTNLAB_DECODE_BF16_PANELS
       // The next block's panels (from the one it starts in); none for one row (see panel_scores).
       const std::uint16_t* next =
           b0 + cols < k1 && rows > 1 ? panels + static_cast<std::size_t>((b0 + cols) / 16) * 16 * d_k : nullptr;

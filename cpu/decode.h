@@ -71,9 +71,9 @@ void decode_keys(const Problem& p, int keys, const SplitPlan& plan, const std::a
                  Precision precision = Precision::FP32);
 
 // Whether the kernel forms its products itself rather than through Eigen (cpu/decode.cpp): d_k and
-// d_v whole 16-float vectors, at most 16 query rows per key/value head, and an AVX-512 build (either
-// cache precision) or an AVX2 build (an fp32 cache).
-bool direct_products(const Problem& p, Precision precision = Precision::FP32);
+// d_v whole 16-float vectors, at most 16 query rows per key/value head, and an AVX-512 or an AVX2
+// build (either cache precision).
+bool direct_products(const Problem& p);
 
 // The problem's K and V in bf16 (round to nearest even), made once and kept with its inputs.
 std::shared_ptr<const Bf16KV> bf16_cache(const Problem& p);
