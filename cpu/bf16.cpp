@@ -1,7 +1,9 @@
 // The bf16 chain on the CPU, staged and fused: the arithmetic of cpu/bf16.h (that of the CUDA
 // kernel kernels/fused_bf16.cu), in one place for both variants.
-//   Operands     Q, K, V rounded to bf16 once per run: as packed bf16 pairs for the AVX-512 BF16
-//                dot products, or as bf16-rounded fp32 matrices for the plain products.
+//   Operands     Q, K, V rounded to bf16: as packed bf16 pairs for the AVX-512 BF16 dot products,
+//                once per run; elsewhere as bf16-rounded fp32 values for the fp32 kernels'
+//                register tiles (exact products, fp32 sums), Q once per run, K and V in the
+//                tiles' panels once per key/value head, kept with the problem's inputs.
 //   qk_block     S (rows, keys) = Q_blk K_blkᵀ, fp32 accumulation.
 //   softmax_row  one online-softmax step of one query row over one key block: max, shift, corr,
 //                P = bf16(exp2(fma(s, c, -shift))), l = l * corr + sum P.
@@ -26,6 +28,7 @@
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -105,8 +108,65 @@ float softmax_row(float* s, int len, float c, float& m, float& l) {
 
 // ---- the operands and the two products ---------------------------------------------------------
 
-// Q, K, V of one run in bf16, in the layout the products read: K and V packed once per query
-// head (a grouped key/value head is packed for each query head that reads it).
+#if !ATTNLAB_CPU_DPBF16
+// K and V rounded to bf16 for the fp32 kernels' register tiles (exact products, fp32 sums), once
+// per key/value head: K in panels of kTileCols keys, each (d_k, kTileCols), so that a row of
+// scores is a broadcast query value times one panel row; V in panels of kTileCols of its dims,
+// each (m_pad, kTileCols). A tile's panel rows are consecutive in memory (a row-major Kᵀ or V of
+// thousands of columns would put the rows a tile reads in the same few L1 sets). Padding keys and
+// dims are zero. Made once per problem and kept with its inputs (Problem::derived), as the decode
+// kernel keeps its bf16 cache: the viewer's every slider move and bench's every repetition reuse
+// it, and a decode shape's cache of millions of values is not rounded and paged in again.
+struct KvTiles {
+  static constexpr int kTile = cpu::online::kTileCols;
+  int m_pad = 0, d_k = 0, dvp = 0;  // dvp: d_v rounded up to whole panels
+  std::unique_ptr<float[]> kt, v;
+  // Where key/value head g's panel holding key j starts in kt, and the one holding dim c in v.
+  std::size_t k_panel(int g, int j) const {
+    return (static_cast<std::size_t>(g) * (m_pad / kTile) + j / kTile) * d_k * kTile;
+  }
+  std::size_t v_panel(int g, int c) const {
+    return (static_cast<std::size_t>(g) * (dvp / kTile) + c / kTile) * m_pad * kTile;
+  }
+};
+
+// K as multiplied (rotated by RoPE where p has it) and V in KvTiles; the key/value head count
+// (the layout) and θ are part of the key.
+std::shared_ptr<const KvTiles> kv_tiles(const Problem& p, const MatrixF& K) {
+  const std::string key =
+      "kv/bf16_tiles/" + std::to_string(p.kv_heads()) + "/rope" + std::to_string(p.mods.rope_theta);
+  return p.derived<KvTiles>(key, [&](const ProblemInputs& in) {
+    constexpr int T = KvTiles::kTile;
+    const int kv_heads = p.kv_heads(), m = p.m(), d_k = p.d_k(), d_v = p.d_v();
+    KvTiles t;
+    t.m_pad = round_up(m, kKeyGroup);
+    t.d_k = d_k;
+    t.dvp = round_up(d_v, T);
+    // Left uninitialised and written whole, zeros included, by the items: one per T keys of a
+    // key/value head, so that the pages are first touched on every core.
+    t.kt.reset(new float[static_cast<std::size_t>(kv_heads) * t.m_pad * d_k]);
+    t.v.reset(new float[static_cast<std::size_t>(kv_heads) * t.m_pad * t.dvp]);
+    const int panels = t.m_pad / T;
+    const std::size_t items = static_cast<std::size_t>(kv_heads) * panels;
+    parallel_items(items, worker_count(items, 4.0 * kv_heads * m * (d_k + d_v)), [&](unsigned, std::size_t it) {
+      const int g = static_cast<int>(it / panels), j0 = static_cast<int>(it % panels) * T;
+      for (int j = j0; j < j0 + T; ++j) {
+        const Index row = static_cast<Index>(g) * m + j;
+        const bool key = j < m;
+        for (int c = 0; c < d_k; ++c)
+          t.kt[t.k_panel(g, j) + static_cast<std::size_t>(c) * T + j % T] = key ? bf16_round(K(row, c)) : 0.f;
+        for (int c = 0; c < t.dvp; ++c)
+          t.v[t.v_panel(g, c) + static_cast<std::size_t>(j) * T + c % T] =
+              key && c < d_v ? bf16_round(in.v(row, c)) : 0.f;
+      }
+    });
+    return t;
+  }, "kv/bf16_tiles/");
+}
+#endif
+
+// Q, K, V of one run in bf16, in the layout the products read: with AVX-512 BF16, K and V packed
+// once per query head (a grouped key/value head is packed for each query head that reads it).
 struct Operands {
   int heads = 0, n = 0, m = 0, d_k = 0, d_v = 0;
   int m_pad = 0;  // keys per head rounded up to kKeyGroup (padding keys are zero)
@@ -120,7 +180,11 @@ struct Operands {
   std::vector<std::uint32_t> v;  // per head, per key pair jj: (dg, 16) words, the pair
                                  // (V[2jj][d], V[2jj+1][d]) at [(h * m_pad/2 + jj) * dg + d/16] * 16 + d%16
 #else
-  MatrixF q, k, v;  // bf16-rounded values: q (heads*n, d_k), k (heads*m_pad, d_k), v (heads*m_pad, d_v)
+  // Q rounded to bf16 (heads*n, d_k), row-major, and K and V rounded in the tiles' panels, kept
+  // with the problem's inputs (KvTiles below); query head h reads key/value head h / group.
+  int group = 1;
+  MatrixF q;
+  std::shared_ptr<const KvTiles> kv;
 #endif
 };
 
@@ -142,9 +206,8 @@ Operands make_operands(const Problem& p) {
   o.d_k = p.d_k();
   o.d_v = p.d_v();
   o.m_pad = round_up(p.m(), kKeyGroup);
-  const int heads = o.heads, m = o.m, d_k = o.d_k, d_v = o.d_v, mp = o.m_pad;
 #if ATTNLAB_CPU_DPBF16
-  const int n = o.n;
+  const int heads = o.heads, n = o.n, m = o.m, d_k = o.d_k, d_v = o.d_v, mp = o.m_pad;
   o.kp = (d_k + 1) / 2;
   o.dg = (d_v + 15) / 16;
   const auto at = [](const MatrixF& a, Index r, int c, int cols) { return c < cols ? a(r, c) : 0.f; };
@@ -171,13 +234,9 @@ Operands make_operands(const Problem& p) {
       }
     }
 #else
+  o.group = p.kv_group;
   o.q = bf16_round(Q);
-  o.k = MatrixF::Zero(static_cast<Index>(heads) * mp, d_k);
-  o.v = MatrixF::Zero(static_cast<Index>(heads) * mp, d_v);
-  for (int h = 0; h < heads; ++h) {
-    o.k.middleRows(static_cast<Index>(h) * mp, m) = bf16_round(K.middleRows(p.kv_row(h), m));
-    o.v.middleRows(static_cast<Index>(h) * mp, m) = bf16_round(p.v().middleRows(p.kv_row(h), m));
-  }
+  o.kv = kv_tiles(p, K);
 #endif
   return o;
 }
@@ -265,19 +324,27 @@ constexpr std::array<std::array<PvFn, kPvRows>, 4> kPvFns = {
 // Per-thread scratch for one block of up to kQueryBlock query rows.
 struct Scratch {
   MatrixF s;     // (kQueryBlock, key columns) scores, then P
-  MatrixF acc;   // (kQueryBlock, d_v, padded to 16 on the dot-product path)
+  MatrixF acc;   // (kQueryBlock, d_v padded: to 16 on the dot-product path, else to whole tiles)
   std::vector<float> m, l, corr;  // (kQueryBlock) running max, sum, last rescale
 #if ATTNLAB_CPU_DPBF16
   std::vector<std::uint32_t> pw;  // (kQueryBlock, key columns / 2) P as bf16 pairs
+#else
+  std::vector<float> ones;  // (dvp) the column scale that makes P V's tiles accumulate
 #endif
   Scratch(const Operands& o, int key_cols)
       : s(kQueryBlock, key_cols),
-        acc(kQueryBlock, ATTNLAB_CPU_DPBF16 ? round_up(o.d_v, 16) : o.d_v),
+#if ATTNLAB_CPU_DPBF16
+        acc(kQueryBlock, round_up(o.d_v, 16)),
+#else
+        acc(kQueryBlock, o.kv->dvp),
+#endif
         m(kQueryBlock),
         l(kQueryBlock),
         corr(kQueryBlock) {
 #if ATTNLAB_CPU_DPBF16
     pw.resize(static_cast<std::size_t>(kQueryBlock) * key_cols / 2);
+#else
+    ones.assign(o.kv->dvp, 1.f);
 #endif
   }
 };
@@ -297,9 +364,13 @@ void qk_block(const Operands& o, int h, Index qrow, int rows, int k0, int cols, 
       kQkFns[rows - r0 - 1](o.q.data() + (qrow + r0) * o.kp, o.kp, kg, w.s.data() + r0 * ld + j0, ld);
   }
 #else
-  Eigen::Map<MatrixF, 0, Eigen::OuterStride<>> s(w.s.data(), rows, cols, Eigen::OuterStride<>(ld));
-  s.noalias() = o.q.middleRows(qrow, rows) *
-                o.k.middleRows(static_cast<Index>(h) * o.m_pad + k0, cols).transpose();
+  // The fp32 kernels' register tiles (cpu/online_softmax.h), a panel of keys at a time:
+  // S(r, j) = sum_c q(r, c) K_panel(c, j).
+  constexpr int T = KvTiles::kTile;
+  const KvTiles& t = *o.kv;
+  for (int j0 = 0; j0 < cols; j0 += T)
+    cpu::online::rows_madd(rows, o.q.data() + qrow * o.d_k, o.d_k, 1, t.kt.get() + t.k_panel(h / o.group, k0 + j0), T,
+                           o.d_k, w.s.data() + j0, ld, nullptr);
 #endif
 }
 
@@ -335,10 +406,17 @@ void pv_block(const Operands& o, int h, int rows, int k0, int cols, Scratch& w) 
     }
   }
 #else
-  Eigen::Map<MatrixF, 0, Eigen::OuterStride<>> pm(w.s.data(), rows, cols, Eigen::OuterStride<>(ld));
+  // acc rescaled row by row, then acc = acc · 1 + P V_blk in the fp32 kernels' register tiles, a
+  // panel of V's dims at a time.
+  constexpr int T = KvTiles::kTile;
+  const KvTiles& t = *o.kv;
   auto acc = w.acc.topRows(rows);
-  acc = Eigen::Map<const Eigen::VectorXf>(w.corr.data(), rows).asDiagonal() * acc;
-  acc.noalias() += pm * o.v.middleRows(static_cast<Index>(h) * o.m_pad + k0, cols);
+  for (int r = 0; r < rows; ++r)
+    if (w.corr[r] != 1.f) acc.row(r) *= w.corr[r];
+  for (int c0 = 0; c0 < t.dvp; c0 += T) {
+    const float* vb = t.v.get() + t.v_panel(h / o.group, c0) + static_cast<std::size_t>(k0) * T;
+    cpu::online::rows_madd(rows, w.s.data(), ld, 1, vb, T, cols, w.acc.data() + c0, w.acc.cols(), w.ones.data());
+  }
 #endif
 }
 

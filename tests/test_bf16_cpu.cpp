@@ -239,6 +239,43 @@ TEST(Bf16Cpu, OverflowAndStreamingRequestsAreRefused) {
   EXPECT_FALSE(test::message_of<InputError>([&] { make_cpu_backend()->run(ok, opt); }).empty());
 }
 
+// The products' copy of K and V is kept with the inputs (where the CPU has no AVX-512 BF16) and
+// shared by the problems that share them: a problem that reads the same K and V as fewer
+// key/value heads, rotated by RoPE, or with an edited K gets its own, never a stale one. Each run
+// equals the run of a problem with a private copy of the same data, bit for bit; breaking the
+// cache key (dropping the head count or θ from it) makes it fail.
+TEST(Bf16Cpu, KeptOperandsFollowTheHeadsTheRotationAndEdits) {
+  Problem base = random_problem(70, 70, 32, 32, 21, 4, 4);
+  base.edit().key_tokens.clear();  // no labels: the same rows may be read as other key counts
+  const auto fresh = [](const Problem& p) {
+    Problem q = p;
+    q.set_inputs(ProblemInputs(*p.inputs()));  // the same data, its own derived slot
+    return q;
+  };
+  const auto same = [&](const Problem& p) {
+    SCOPED_TRACE("heads " + std::to_string(p.heads) + "/" + std::to_string(p.kv_heads()) + " rope " +
+                 std::to_string(p.mods.rope_theta));
+    for (Variant v : {Variant::Staged, Variant::Fused})
+      EXPECT_EQ(run_cpu(p, v, Precision::BF16).output, run_cpu(fresh(p), v, Precision::BF16).output) << to_string(v);
+  };
+  same(base);
+  Problem grouped = base;  // the same K rows read as 2 key/value heads of 140 keys
+  grouped.kv_group = 2;
+  grouped.mask = MaskKind::None;
+  ASSERT_EQ(grouped.inputs(), base.inputs());
+  ASSERT_EQ(grouped.m(), 140);
+  same(grouped);
+  Problem rotated = base;
+  rotated.mods.rope_theta = 10000;
+  same(rotated);
+  rotated.mods.rope_theta = 500;
+  same(rotated);
+  Problem edited = base;
+  edited.edit().k(3, 5) += 1.f;
+  same(edited);
+  same(base);
+}
+
 TEST(Bf16Cpu, VerifyPassesWithBf16Tolerances) {
   for (Variant v : {Variant::Staged, Variant::Fused}) {
     SCOPED_TRACE(to_string(v));

@@ -73,9 +73,20 @@ TEST(DecodeCpu, MatchesFp64AndThePrefillKernelsOnDecodeShapes) {
             ASSERT_EQ(dec.variant, Variant::Decode);
             EXPECT_GE(dec.splits, 1);
             EXPECT_LE(rel_err(dec.output, ref.output), fp32_tolerance(p));
-            // The prefill kernels run the same shapes (reading the cache once per query head).
+            // The prefill kernels run the same shapes (reading the cache once per query head), in
+            // both precisions: bf16 (a grouped key/value head rounded once and read by its group)
+            // against the bf16 decode, within one bf16 ulp (each kernel rounds every weight to
+            // bf16 against its own running maximum).
             EXPECT_LE(rel_err(cpu_fused(p).output, ref.output), fp32_tolerance(p));
             EXPECT_LE(rel_err(cpu_staged(p).output, ref.output), fp32_tolerance(p));
+            RunOptions o;
+            o.variant = Variant::Decode;
+            o.precision = Precision::BF16;
+            const Trace dec_bf16 = make_cpu_backend()->run(p, o);
+            EXPECT_LE(rel_err(cpu_fused_bf16(p).output, dec_bf16.output), 0x1p-8);
+            Trace staged_bf16;
+            cpu_staged_bf16_into(p, o, staged_bf16);
+            EXPECT_LE(rel_err(staged_bf16.output, dec_bf16.output), 0x1p-8);
             ++cases;
           }
   EXPECT_EQ(cases, 216);
