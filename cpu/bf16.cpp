@@ -181,7 +181,7 @@ struct Operands {
                                  // (V[2jj][d], V[2jj+1][d]) at [(h * m_pad/2 + jj) * dg + d/16] * 16 + d%16
 #else
   // Q rounded to bf16 (heads*n, d_k), row-major, and K and V rounded in the tiles' panels, kept
-  // with the problem's inputs (KvTiles below); query head h reads key/value head h / group.
+  // with the problem's inputs (KvTiles above); query head h reads key/value head h / group.
   int group = 1;
   MatrixF q;
   std::shared_ptr<const KvTiles> kv;
