@@ -150,14 +150,15 @@ std::shared_ptr<const KvTiles> kv_tiles(const Problem& p, const MatrixF& K) {
     const std::size_t items = static_cast<std::size_t>(kv_heads) * panels;
     parallel_items(items, worker_count(items, 4.0 * kv_heads * m * (d_k + d_v)), [&](unsigned, std::size_t it) {
       const int g = static_cast<int>(it / panels), j0 = static_cast<int>(it % panels) * T;
+      float* kp = t.kt.get() + t.k_panel(g, j0);  // this item's panel of K
       for (int j = j0; j < j0 + T; ++j) {
         const Index row = static_cast<Index>(g) * m + j;
         const bool key = j < m;
-        for (int c = 0; c < d_k; ++c)
-          t.kt[t.k_panel(g, j) + static_cast<std::size_t>(c) * T + j % T] = key ? bf16_round(K(row, c)) : 0.f;
-        for (int c = 0; c < t.dvp; ++c)
-          t.v[t.v_panel(g, c) + static_cast<std::size_t>(j) * T + c % T] =
-              key && c < d_v ? bf16_round(in.v(row, c)) : 0.f;
+        for (int c = 0; c < d_k; ++c) kp[c * T + j - j0] = key ? bf16_round(K(row, c)) : 0.f;
+        for (int c0 = 0; c0 < t.dvp; c0 += T) {  // row j of each panel of V
+          float* vp = t.v.get() + t.v_panel(g, c0) + static_cast<std::size_t>(j) * T;
+          for (int c = c0; c < c0 + T; ++c) vp[c - c0] = key && c < d_v ? bf16_round(in.v(row, c)) : 0.f;
+        }
       }
     });
     return t;
