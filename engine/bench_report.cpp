@@ -82,12 +82,13 @@ const Result* plain_of(const std::vector<Result>& results, const Result& s) {
 }
 
 // The CUDA kernels' configurations in effect (kernels/tile_config.h, kernels/backward.h), as the
-// environment gives them ("0" when unset): a run's figures belong to these.
+// environment gives them ("default" when unset: each head-dim bucket's default in
+// kernels/tile_config.h, and the fused cases name the kernel that ran): a run's figures belong to these.
 std::vector<std::pair<std::string, std::string>> kernel_configs() {
   std::vector<std::pair<std::string, std::string>> out;
   for (const char* var : {"ATTNLAB_FUSED_CONFIG", "ATTNLAB_STAGED_CONFIG", "ATTNLAB_BACKWARD_CONFIG"}) {
     const char* v = std::getenv(var);
-    out.emplace_back(var, v != nullptr && *v != '\0' ? v : "0");
+    out.emplace_back(var, v != nullptr && *v != '\0' ? v : "default");
   }
   return out;
 }
@@ -208,7 +209,7 @@ std::string render_table(const Machine& m, const std::vector<Result>& results,
     o << "\n";
   }
   for (const auto& [var, value] : kernel_configs()) {
-    if (value != "0") o << "kernel configuration: " << var << "=" << value << "\n";
+    if (value != "default") o << "kernel configuration: " << var << "=" << value << "\n";
   }
   o << "repeat " << a.repeat << ", warmup " << a.warmup << ", seed " << a.seed
     << "; TFLOP/s = 4 d per visible (query, key) pair per head / median (4 N^2 d, half for causal, in "

@@ -926,9 +926,8 @@ void throw_if_overflow(const unsigned long long (&cells)[2], int n, int m) {
     if (cells[k] == kNoCell) continue;
     const auto row = static_cast<long long>(cells[k] / static_cast<unsigned long long>(m));
     const auto col = static_cast<long long>(cells[k] % static_cast<unsigned long long>(m));
-    throw InputError(std::string(k == 0 ? "QKᵀ" : "the logits (scaled scores / temperature)") +
-                     " overflows at row " + std::to_string(row % n) + ", column " +
-                     std::to_string(col) + " (inputs too large for this precision and temperature)");
+    throw InputError(k == 0 ? Msg::OverflowScores : Msg::OverflowLogits,
+                     {std::to_string(row % n), std::to_string(col)});
   }
 }
 

@@ -157,7 +157,8 @@ __global__ void __launch_bounds__(kThreads)
       const float x = ps[r * (kTile + 1) + lane];
       float mx = x;
       for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-      const float m_old = ms[r], m_new = fmaxf(m_old, mx);
+      // Lane 0 alone reads and writes the row's state; the others take it by shuffle.
+      const float m_old = __shfl_sync(0xffffffffu, lane == 0 ? ms[r] : 0.f, 0), m_new = fmaxf(m_old, mx);
       // Nothing visible so far: shift by 0, so that -inf - -inf makes no NaN; the weights and
       // alpha are then exp2(-inf) = 0.
       const float shift = m_new == -INFINITY ? 0.f : m_new;

@@ -49,10 +49,13 @@ inline constexpr int head_dim_bucket(int head_dim) {
 
 // The configuration each bucket runs when ATTNLAB_FUSED_CONFIG is unset: the fastest whose error
 // is in range in the lab GPU's last configuration sweep (scripts/gpu-check --sweep-only, its
-// "fastest with every case ok" lines; docs/PERFORMANCE.md). Configuration 0 where no sweep has
-// decided yet. bf16 has only the 64 and 128 buckets.
-inline constexpr int kFusedFp32Default[4] = {0, 0, 0, 0};
-inline constexpr int kFusedBf16Default[4] = {0, 0, 0, 0};
+// "fastest with every case ok" lines; docs/PERFORMANCE.md, "The H200 round of 2026-12-04").
+// Configuration 0 where no sweep has timed the bucket (d 32 and 256). bf16 has only the 64 and
+// 128 buckets.
+inline constexpr int kFusedFp32Default[4] = {0, 6, 6, 0};
+inline constexpr int kFusedBf16Default[4] = {0, 4, 5, 0};
+// The staged chain's GEMM stages (one switch for every head dim): the same sweep's winner.
+inline constexpr int kStagedDefault = 2;
 static_assert(kFusedFp32Default[0] < kFusedFp32Configs && kFusedFp32Default[1] < kFusedFp32Configs &&
               kFusedFp32Default[2] < kFusedFp32Configs && kFusedFp32Default[3] < kFusedFp32Configs);
 static_assert(kFusedBf16Default[1] < kFusedBf16Configs && kFusedBf16Default[2] < kFusedBf16Configs);
@@ -65,7 +68,7 @@ inline int fused_fp32_config(int head_dim) {
 inline int fused_bf16_config(int head_dim) {
   return config_from_env("ATTNLAB_FUSED_CONFIG", kFusedBf16Configs, kFusedBf16Default[head_dim_bucket(head_dim)]);
 }
-inline int staged_config() { return config_from_env("ATTNLAB_STAGED_CONFIG", kStagedConfigs); }
+inline int staged_config() { return config_from_env("ATTNLAB_STAGED_CONFIG", kStagedConfigs, kStagedDefault); }
 
 // The largest d_k or d_v the fused fp32 kernels take.
 inline constexpr int kFusedFp32MaxHeadDim = 256;

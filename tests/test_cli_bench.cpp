@@ -204,7 +204,7 @@ TEST(BenchCli, KernelConfigurationsInEffectAreRecorded) {
   ASSERT_EQ(r.code, 0) << r.err;
   const json k = json::parse(r.out)["kernel_configs"];
   EXPECT_EQ(k["ATTNLAB_FUSED_CONFIG"], "5");
-  EXPECT_EQ(k["ATTNLAB_STAGED_CONFIG"], "0");
+  EXPECT_EQ(k["ATTNLAB_STAGED_CONFIG"], "default");
   EXPECT_EQ(k["ATTNLAB_BACKWARD_CONFIG"], "1");
   const test::BinaryRun t = bench({"--backend", "cpu", "--variant", "fused", "--precision", "fp32",
                                    "--n", "16", "--d", "8", "--repeat", "1"},

@@ -335,7 +335,7 @@ TEST(CudaModsTiles, AWindowedFusedRunComputesOnlyTheNonEmptyTiles) {
     const char* config;  // ATTNLAB_FUSED_CONFIG; "" the default
     const char* kernel;  // what last_fused_kernel() starts with
   };
-  for (const Run& run : {Run{Precision::FP32, "", "fp32 D=64"}, Run{Precision::BF16, "", "bf16 D=64"},
+  for (const Run& run : {Run{Precision::FP32, "0", "fp32 D=64"}, Run{Precision::BF16, "", "bf16 D=64"},
                          Run{Precision::FP32, "5", "3xTF32 D=64 warps=4"},
                          Run{Precision::FP32, "6", "3xTF32 D=64 warps=8"}}) {
     test::ScopedEnv env("ATTNLAB_FUSED_CONFIG", run.config);

@@ -310,11 +310,12 @@ TEST(CudaDecode, MatchesFp64AndTheCpuDecodeKernel) {
   for (auto [heads, kv, n] : {std::tuple{1, 1, 1}, {8, 1, 1}, {32, 8, 2}, {4, 4, 16}, {8, 2, 4}})
     for (int m : {5, 33, 1000, 70000})
       for (int d : {64, 128})
-        for (MaskKind mask : {MaskKind::None, MaskKind::Causal})
+        for (MaskKind mask : {MaskKind::None, MaskKind::Causal}) {
+          if (n > m) continue;
+          Problem p = random_problem(n, m, d, d, seed++, heads, kv);
+          p.mask = mask;
+          const TraceD ref = reference_fp64(p);  // one reference for every split count
           for (int splits : {0, 1, 7}) {
-            if (n > m) continue;
-            Problem p = random_problem(n, m, d, d, seed++, heads, kv);
-            p.mask = mask;
             SCOPED_TRACE("heads " + std::to_string(heads) + "/" + std::to_string(kv) + " n " + std::to_string(n) +
                          " m " + std::to_string(m) + " d " + std::to_string(d) + " " +
                          std::string(to_string(mask)) + " splits " + std::to_string(splits));
@@ -325,7 +326,6 @@ TEST(CudaDecode, MatchesFp64AndTheCpuDecodeKernel) {
             ASSERT_EQ(t.variant, Variant::Decode);
             EXPECT_GE(t.splits, 1);
             if (splits > 0) EXPECT_EQ(t.splits, std::min(splits, m));
-            const TraceD ref = reference_fp64(p);
             const double err = (t.output.cast<double>() - ref.output).cwiseAbs().maxCoeff() /
                                ref.output.cwiseAbs().maxCoeff();
             EXPECT_LE(err, test::fp32_tolerance(p));
@@ -333,6 +333,7 @@ TEST(CudaDecode, MatchesFp64AndTheCpuDecodeKernel) {
                                   ref.output.cwiseAbs().maxCoeff();
             EXPECT_LE(vs_cpu, 2 * test::fp32_tolerance(p));
           }
+        }
 }
 
 // On a bf16 cache: the kernel in the lab's bf16 arithmetic (bf16 operands, weights rounded to bf16,
