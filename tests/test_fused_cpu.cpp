@@ -87,6 +87,25 @@ TEST(FusedCpu, ExpIsTheCephesStepsExactlyZeroBelowFltMinAndNaNKept) {
   EXPECT_GT(checked, 60000);
 }
 
+// The tolerance's max |s| above 2^26 cells per head comes from a bound (tests/test_util.h): it
+// must not be below the exact max, nor so loose that the tolerance stops meaning fp32. The exact
+// max is taken here in row blocks, without the (n, m) matrix the helper avoids.
+TEST(FusedCpu, LongSequenceToleranceBoundsTheExactOne) {
+  for (const int d : {8, 64}) {
+    const Problem p = make_problem(8200, d, 4, 1, MaskKind::None, 1.0, 21);
+    const MatrixF qa = p.q().cwiseAbs(), ka = p.k().cwiseAbs();
+    double smax = 0;
+    for (Eigen::Index r = 0; r < qa.rows(); r += 512) {
+      const Eigen::Index rows = std::min<Eigen::Index>(512, qa.rows() - r);
+      smax = std::max(smax, static_cast<double>((qa.middleRows(r, rows) * ka.transpose()).maxCoeff()));
+    }
+    const double exact = 1e-5 + 4.0 * std::ldexp(1.0, -24) / std::sqrt(static_cast<double>(d)) * smax;
+    const double tol = fp32_tolerance(p);
+    EXPECT_GE(tol, exact) << "d " << d;
+    EXPECT_LE(tol - 1e-5, 4.0 * (exact - 1e-5)) << "d " << d;
+  }
+}
+
 TEST(FusedCpu, MatchesFp64OverTheParitySweep) {
   std::uint64_t seed = 1;
   int cases = 0;
