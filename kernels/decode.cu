@@ -17,6 +17,16 @@
 // see (the union of MaskRule's intervals: a window skips whole splits), then every score is
 // MaskRule's and ScoreRule's (-inf, or the modified scaled score y) times log2(e) / T, so m is
 // kept in log2 units of y / T; the combine is the same.
+// Two configurations (ATTNLAB_DECODE_CONFIG, kernels/tile_config.h; the caller reads it):
+//   0  each tile's K and V loaded and stored to shared memory piece by piece, then used; the
+//      combine one block of d threads per row, walking the splits in order
+//   1  pipelined: every thread issues all its 16-byte loads of the next tile into registers before
+//      the current tile's products, so a tile's loads are in flight while the one before is
+//      computed (one memory round trip per tile, hidden, instead of one per piece, exposed); the
+//      combine one block of 256 threads per row, the splits' maxima reduced by the block and the
+//      splits summed in 256 / d strided slices, then the slices added
+//   Both compute the same products and softmax steps; 1 differs from 0 only in the order of the
+//   combine's sums.
 // A bf16 cache (q, k, v in bf16: half the bytes read) is widened to fp32 as the tiles are loaded;
 // the weights P are rounded to bf16 and l sums the rounded weights, as the lab's other bf16
 // kernels do (cpu/bf16.h); every sum and acc stay fp32. The tiles are read 16 bytes per thread
@@ -30,6 +40,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/launch.h"
 #include "kernels/rules.cuh"
+#include "kernels/tile_config.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -71,7 +82,8 @@ __device__ __forceinline__ void load16(const T* src, float (&dst)[kVec<T>]) {
 // items = kv_heads * splits, item g * splits + s. causal_off < 0: no mask; else query i sees keys
 // j <= i + causal_off. With RULES the rules' mask instead (causal_off unused) and their score mods;
 // `scale_log2` is then log2(e) / T.
-template <int D, typename T, bool RULES>
+// PIPE: configuration 1's pipelined tile loads (above).
+template <int D, typename T, bool RULES, bool PIPE>
 __global__ void __launch_bounds__(kThreads)
     decode_split_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                         float* __restrict__ part_m, float* __restrict__ part_l, float* __restrict__ part_acc,
@@ -115,28 +127,68 @@ __global__ void __launch_bounds__(kThreads)
   const T* kg = k + static_cast<size_t>(g) * m * D;
   const T* vg = v + static_cast<size_t>(g) * m * D;
   constexpr int W = kVec<T>;
-  for (int b0 = k0; b0 < k1; b0 += kTile) {
+  // Configuration 1: the thread's 16-byte pieces of a tile (piece l is element tid + l * kThreads
+  // of the tile's pieces, as in configuration 0's loop), raw until they are stored; keys past the
+  // split's end are zero.
+  constexpr int kPieces = kTile * D / W / kThreads;
+  static_assert(kPieces * kThreads * W == kTile * D, "a tile is whole pieces for every thread");
+  uint4 kraw[PIPE ? kPieces : 1], vraw[PIPE ? kPieces : 1];
+  const auto fetch = [&](int b0) {
     const int cols = min(kTile, k1 - b0);
-    // The K and V tiles, row by row, 16 bytes per thread (consecutive threads, consecutive
-    // addresses; a row of D elements is whole 16-byte pieces and cudaMalloc aligns the base);
-    // keys past the split's end are zero and masked below.
-    for (int i = tid; i < kTile * D / W; i += kThreads) {
-      const int j = i * W / D, cc = i * W % D;
-      float kx[W], vx[W];
+#pragma unroll
+    for (int l = 0; l < (PIPE ? kPieces : 0); ++l) {
+      const int i = tid + l * kThreads, j = i * W / D, cc = i * W % D;
       if (j < cols) {
-        load16(kg + static_cast<size_t>(b0 + j) * D + cc, kx);
-        load16(vg + static_cast<size_t>(b0 + j) * D + cc, vx);
+        kraw[l] = __ldg(reinterpret_cast<const uint4*>(kg + static_cast<size_t>(b0 + j) * D + cc));
+        vraw[l] = __ldg(reinterpret_cast<const uint4*>(vg + static_cast<size_t>(b0 + j) * D + cc));
       } else {
-#pragma unroll
-        for (int e = 0; e < W; ++e) kx[e] = vx[e] = 0.f;
-      }
-#pragma unroll
-      for (int e = 0; e < W; ++e) {
-        ks[j * KP + cc + e] = kx[e];
-        vs[j * D + cc + e] = vx[e];
+        kraw[l] = vraw[l] = make_uint4(0u, 0u, 0u, 0u);
       }
     }
-    __syncthreads();
+  };
+  if constexpr (PIPE) {
+    if (k0 < k1) fetch(k0);
+  }
+  for (int b0 = k0; b0 < k1; b0 += kTile) {
+    const int cols = min(kTile, k1 - b0);
+    if constexpr (PIPE) {
+      // The fetched tile into shared memory (the previous tile's readers are past the loop's
+      // last barrier), then the next tile's loads, in flight while this one is computed.
+#pragma unroll
+      for (int l = 0; l < kPieces; ++l) {
+        const int i = tid + l * kThreads, j = i * W / D, cc = i * W % D;
+        const T* ke = reinterpret_cast<const T*>(&kraw[l]);
+        const T* ve = reinterpret_cast<const T*>(&vraw[l]);
+#pragma unroll
+        for (int e = 0; e < W; ++e) {
+          ks[j * KP + cc + e] = widen(ke[e]);
+          vs[j * D + cc + e] = widen(ve[e]);
+        }
+      }
+      __syncthreads();
+      if (b0 + kTile < k1) fetch(b0 + kTile);
+    } else {
+      // The K and V tiles, row by row, 16 bytes per thread (consecutive threads, consecutive
+      // addresses; a row of D elements is whole 16-byte pieces and cudaMalloc aligns the base);
+      // keys past the split's end are zero and masked below.
+      for (int i = tid; i < kTile * D / W; i += kThreads) {
+        const int j = i * W / D, cc = i * W % D;
+        float kx[W], vx[W];
+        if (j < cols) {
+          load16(kg + static_cast<size_t>(b0 + j) * D + cc, kx);
+          load16(vg + static_cast<size_t>(b0 + j) * D + cc, vx);
+        } else {
+#pragma unroll
+          for (int e = 0; e < W; ++e) kx[e] = vx[e] = 0.f;
+        }
+#pragma unroll
+        for (int e = 0; e < W; ++e) {
+          ks[j * KP + cc + e] = kx[e];
+          vs[j * D + cc + e] = vx[e];
+        }
+      }
+      __syncthreads();
+    }
     for (int i = tid; i < R * kTile; i += kThreads) {
       const int r = i / kTile, j = i % kTile;
       float sc = 0.f;
@@ -218,7 +270,53 @@ __global__ void __launch_bounds__(D)
   o[static_cast<size_t>(row) * D + c] = a / l;
 }
 
-template <int D, typename T, bool RULES>
+// Configuration 1's combine: one block of kCombineThreads per query row (as above). The block's
+// max of the splits' m first; then thread (slice, c) sums splits slice, slice + S, ... (S = slices)
+// of column c and of l, and slice 0 adds the other slices' sums to its own.
+constexpr int kCombineThreads = 256;
+template <int D>
+__global__ void __launch_bounds__(kCombineThreads)
+    decode_combine_wide_kernel(const float* __restrict__ part_m, const float* __restrict__ part_l,
+                               const float* __restrict__ part_acc, float* __restrict__ o, int n, int group,
+                               int splits) {
+  constexpr int S = kCombineThreads / D, kWarps = kCombineThreads / 32;
+  __shared__ float warp_max[kWarps];
+  __shared__ float slice_acc[S][D];
+  __shared__ float slice_l[S];
+  const int row = blockIdx.x, h = row / n, i = row % n;
+  const int g = h / group, R = group * n, r = (h % group) * n + i;
+  const int tid = threadIdx.x, c = tid % D, slice = tid / D;
+  const size_t first = static_cast<size_t>(g) * splits * R + r;  // split s of the row: first + s * R
+  float mx = -INFINITY;
+  for (int s = tid; s < splits; s += kCombineThreads) mx = fmaxf(mx, part_m[first + static_cast<size_t>(s) * R]);
+  for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+  if (tid % 32 == 0) warp_max[tid / 32] = mx;
+  __syncthreads();
+  mx = warp_max[0];
+#pragma unroll
+  for (int w = 1; w < kWarps; ++w) mx = fmaxf(mx, warp_max[w]);
+  float l = 0.f, a = 0.f;
+#pragma unroll 4
+  for (int s = slice; s < splits; s += S) {
+    const size_t it = first + static_cast<size_t>(s) * R;
+    const float w = exp2f(part_m[it] - mx);  // a split the row sees nothing of: exp2(-inf) = 0
+    l = fmaf(part_l[it], w, l);
+    a = fmaf(part_acc[it * D + c], w, a);
+  }
+  slice_acc[slice][c] = a;
+  if (c == 0) slice_l[slice] = l;
+  __syncthreads();
+  if (slice == 0) {
+#pragma unroll
+    for (int t = 1; t < S; ++t) {
+      a += slice_acc[t][c];
+      l += slice_l[t];
+    }
+    o[static_cast<size_t>(row) * D + c] = a / l;
+  }
+}
+
+template <int D, typename T, bool RULES, bool PIPE>
 void launch(const T* q, const T* k, const T* v, float* o, float* partials, int heads, int group,
             int n, int m, int splits, float scale_log2, int causal_off, cudaStream_t st,
             const RulesArg<RULES>& rules) {
@@ -231,12 +329,32 @@ void launch(const T* q, const T* k, const T* v, float* o, float* partials, int h
   float* pa = pl + items * R;
   const size_t smem = shared_floats<D>() * sizeof(float);
   const dim3 grid(static_cast<unsigned>(eff), static_cast<unsigned>(kv_heads));
-  decode_split_kernel<D, T, RULES><<<grid, kThreads, smem, st>>>(q, k, v, pm, pl, pa, n, m, group, per, eff, scale_log2,
-                                                                 causal_off, rules);
+  decode_split_kernel<D, T, RULES, PIPE><<<grid, kThreads, smem, st>>>(q, k, v, pm, pl, pa, n, m, group, per, eff,
+                                                                       scale_log2, causal_off, rules);
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
-  decode_combine_kernel<D><<<grid_1d(static_cast<long long>(heads) * n, "decode combine"), D, 0, st>>>(
-      pm, pl, pa, o, n, group, eff);
+  const unsigned rows = grid_1d(static_cast<long long>(heads) * n, "decode combine");
+  if constexpr (PIPE)
+    decode_combine_wide_kernel<D><<<rows, kCombineThreads, 0, st>>>(pm, pl, pa, o, n, group, eff);
+  else
+    decode_combine_kernel<D><<<rows, D, 0, st>>>(pm, pl, pa, o, n, group, eff);
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+// The launch for the head dim and configuration.
+template <typename T, bool RULES>
+void launch_for(int config, int d, const T* q, const T* k, const T* v, float* o, float* partials, int heads,
+                int group, int n, int m, int splits, float scale_log2, int causal_off, cudaStream_t st,
+                const RulesArg<RULES>& rules) {
+  if (config == 1) {
+    if (d == 64)
+      launch<64, T, RULES, true>(q, k, v, o, partials, heads, group, n, m, splits, scale_log2, causal_off, st, rules);
+    else
+      launch<128, T, RULES, true>(q, k, v, o, partials, heads, group, n, m, splits, scale_log2, causal_off, st, rules);
+  } else if (d == 64) {
+    launch<64, T, RULES, false>(q, k, v, o, partials, heads, group, n, m, splits, scale_log2, causal_off, st, rules);
+  } else {
+    launch<128, T, RULES, false>(q, k, v, o, partials, heads, group, n, m, splits, scale_log2, causal_off, st, rules);
+  }
 }
 
 }  // namespace
@@ -265,42 +383,39 @@ namespace {
 template <typename T>
 void decode_attention(const T* q, const T* k, const T* v, float* o, float* partials, int heads, int kv_group,
                       int n, int m, int d, int splits, float scale, bool causal, void* stream,
-                      const KernelRules* rules) {
+                      const KernelRules* rules, int config) {
   if (heads < 1 || kv_group < 1 || heads % kv_group != 0 || n < 1 || m < n || splits < 1)
     throw InputError("decode: bad problem (heads " + std::to_string(heads) + ", kv_group " +
                      std::to_string(kv_group) + ", n " + std::to_string(n) + ", m " + std::to_string(m) +
                      ", splits " + std::to_string(splits) + ")");
   if (const std::string why = decode_shape_error(d, d, kv_group, n); !why.empty()) throw InputError(why);
   if (rules != nullptr && causal) throw InputError("decode: with rules the mask is the rules' (causal false)");
+  if (config < 0 || config >= kDecodeConfigs)
+    throw InputError("decode: unknown configuration " + std::to_string(config) + "; valid: 0.." +
+                     std::to_string(kDecodeConfigs - 1));
   const auto st = static_cast<cudaStream_t>(stream);
   const int causal_off = causal ? m - n : -1;
   const float scale_log2 = scale * kLog2e;
-  if (rules != nullptr) {
-    if (d == 64)
-      launch<64, T, true>(q, k, v, o, partials, heads, kv_group, n, m, splits, scale_log2, -1, st, *rules);
-    else
-      launch<128, T, true>(q, k, v, o, partials, heads, kv_group, n, m, splits, scale_log2, -1, st, *rules);
-  } else if (d == 64) {
-    launch<64, T, false>(q, k, v, o, partials, heads, kv_group, n, m, splits, scale_log2, causal_off, st, {});
-  } else {
-    launch<128, T, false>(q, k, v, o, partials, heads, kv_group, n, m, splits, scale_log2, causal_off, st, {});
-  }
+  if (rules != nullptr)
+    launch_for<T, true>(config, d, q, k, v, o, partials, heads, kv_group, n, m, splits, scale_log2, -1, st, *rules);
+  else
+    launch_for<T, false>(config, d, q, k, v, o, partials, heads, kv_group, n, m, splits, scale_log2, causal_off, st, {});
 }
 
 }  // namespace
 
 void decode_attention_fp32(const float* q, const float* k, const float* v, float* o, float* partials,
                            int heads, int kv_group, int n, int m, int d, int splits, float scale,
-                           bool causal, void* stream, const KernelRules* rules) {
-  decode_attention(q, k, v, o, partials, heads, kv_group, n, m, d, splits, scale, causal, stream, rules);
+                           bool causal, void* stream, const KernelRules* rules, int config) {
+  decode_attention(q, k, v, o, partials, heads, kv_group, n, m, d, splits, scale, causal, stream, rules, config);
 }
 
 void decode_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const std::uint16_t* v, float* o,
                            float* partials, int heads, int kv_group, int n, int m, int d, int splits, float scale,
-                           bool causal, void* stream, const KernelRules* rules) {
+                           bool causal, void* stream, const KernelRules* rules, int config) {
   using B = __nv_bfloat16;
   decode_attention(reinterpret_cast<const B*>(q), reinterpret_cast<const B*>(k), reinterpret_cast<const B*>(v), o,
-                   partials, heads, kv_group, n, m, d, splits, scale, causal, stream, rules);
+                   partials, heads, kv_group, n, m, d, splits, scale, causal, stream, rules, config);
 }
 
 }  // namespace attnlab::cuda
