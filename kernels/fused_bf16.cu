@@ -22,6 +22,11 @@
 // the block mask leaves the query tile (an Empty tile is never loaded), MaskRule is tested per
 // element in Partial tiles only, and the fp32 accumulators become the modified scaled scores y
 // before the online softmax, whose constant is then log2(e) / T (the running max in units of y).
+// The score mods per element are head_rule_score's (kernels/rules.h): the head's slope, bias rows
+// and 1 / C read once per block, the cap's tanh by one exp2 and a fast divide (rule_score's
+// division and tanhf made the rule path several times the plain one). Registers (ptxas, sm_90):
+// d=64 128 with a minimum of two blocks per SM, no spill (two blocks, as the plain kernel; 170
+// and one block before); d=128 215 (was 241), one block.
 //
 // Tile configurations (ATTNLAB_FUSED_CONFIG, read at every launch; unset or empty = the head-dim
 // bucket's default, kernels/tile_config.h; 0..5 = that configuration; any other value throws
@@ -131,9 +136,12 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   int first_kt = 0, k_tiles = (key_end + kBK - 1) / kBK;
   // With rules: the key tiles the block mask leaves this query tile, Empty ones skipped.
   [[maybe_unused]] const int qb = q0 / kBQ;
+  // With rules: the head's score-mod values, taken once (head_rule_score, kernels/rules.h).
+  [[maybe_unused]] HeadScoreRule head_rule;
   if constexpr (RULES) {
     key_tile_range(rules.blocks, qb, first_kt, k_tiles);
     first_kt = next_key_tile(rules.blocks, qb, first_kt, k_tiles);
+    head_rule = head_score_rule(rules, head);
   }
   const int warp_row0 = q0 + warp * 16 * MT;  // first query row of this warp
   // Row tile mt of the warp: this lane's two rows are row0 + 16 mt and row0 + 16 mt + 8.
@@ -257,7 +265,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
             for (int e = 0; e < 4; ++e) {
               const int key = k0 + 8 * j + 2 * tig + (e & 1);
               const int row = (e < 2 ? row0 : row1) + 16 * mt;
-              sacc[mt][j][e] = rule_score(rules, sacc[mt][j][e], head, row, key, n, m, partial);
+              sacc[mt][j][e] = head_rule_score(rules, head_rule, sacc[mt][j][e], row, key, n, m, partial);
             }
           }
         }
@@ -462,7 +470,7 @@ void fused_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const 
   auto s = static_cast<cudaStream_t>(stream);
   if (rules != nullptr) {  // one kernel per head dim with rules: configuration 0's tile
     if (d == 64)
-      launch_bf16<64, 8, 64, 0, 1, true, true>(q, k, v, o, heads, n, m, scale_log2, false, s, *rules);
+      launch_bf16<64, 8, 64, 2, 1, true, true>(q, k, v, o, heads, n, m, scale_log2, false, s, *rules);
     else
       launch_bf16<128, 8, 64, 0, 1, true, true>(q, k, v, o, heads, n, m, scale_log2, false, s, *rules);
     return;

@@ -10,8 +10,9 @@
 // score mod; the streaming kernels always read the mask through MaskRule (it says what MaskCode
 // said for the plain masks). Without rules every kernel runs its rule-free code, unchanged.
 // Also here, host- and device-callable, what every kernel with rules does with them: the score of
-// one element (rule_score) and the walk of a query tile's key tiles under the block mask; so that
-// tests/test_cuda_rules.cpp walks them on the CPU exactly as the kernels do.
+// one element (rule_score; in the bf16 fused kernel head_rule_score, the same step with the
+// head's values taken once and a cheaper tanh) and the walk of a query tile's key tiles under the
+// block mask; so that tests/test_cuda_rules.cpp walks them on the CPU exactly as the kernels do.
 // Plain C++ (no CUDA types): cuda_backend.cu fills it, the launchers' headers name it.
 #pragma once
 
@@ -84,6 +85,55 @@ ATTNLAB_RULES_FN float rule_score(const KernelRules& r, float s, int h, int i, i
   if (i >= n || j >= m) return -INFINITY;
   if (test_mask && !r.mask.visible(i, j)) return -INFINITY;
   return r.score.apply(s * r.scale, r.head0 + h, i, j);
+}
+
+// tanh(x) as 1 - 2 / (1 + e^{2|x|}) with the sign of x: one exp2 and one divide (on the device a
+// fast one), within about 3e-7 of tanh absolutely (|x| clamped at 10, where tanh rounds to 1).
+ATTNLAB_RULES_FN float tanh_by_exp(float x) {
+  const float e = exp2f(fminf(fabsf(x), 10.f) * 2.8853900817779268f);  // e^{2|x|}: 2 log2(e) |x|
+#if defined(__CUDA_ARCH__)
+  const float t = 1.f - __fdividef(2.f, 1.f + e);
+#else
+  const float t = 1.f - 2.f / (1.f + e);
+#endif
+  return copysignf(t, x);
+}
+
+// rule_score for one launch head, with what depends on the head alone (its ALiBi slope, its bias
+// rows, the cap's reciprocal) taken once, before a kernel's key loop, and the cap's tanh by
+// tanh_by_exp: what the bf16 fused kernel runs per element. Its own rounding (bf16 operands and
+// weights, 2^-9) is far coarser than this step's difference from rule_score (the cap's tanh within
+// about 3e-7 · C, a multiply by 1 / C for the divide). The same -inf cells as rule_score.
+struct HeadScoreRule {
+  float scale = 1, slope = 0, cap = 0, inv_cap = 0;
+  int offset = 0;
+  const float* bias = nullptr;  // the head's (n, m) rows, or null
+};
+ATTNLAB_RULES_FN HeadScoreRule head_score_rule(const KernelRules& r, int h) {
+  HeadScoreRule hs;
+  const ScoreRule& sr = r.score;
+  const int head = r.head0 + h;
+  hs.scale = r.scale;
+  hs.slope = sr.slopes != nullptr ? sr.slopes[head] : 0.f;
+  hs.cap = sr.softcap;
+  hs.inv_cap = sr.softcap > 0 ? 1.f / sr.softcap : 0.f;
+  hs.offset = sr.offset;
+  if (sr.bias != nullptr)
+    hs.bias = sr.bias + static_cast<std::size_t>(sr.bias_per_head ? head : 0) * sr.n * sr.m;
+  return hs;
+}
+ATTNLAB_RULES_FN float head_rule_score(const KernelRules& r, const HeadScoreRule& hs, float s, int i, int j, int n,
+                                       int m, bool test_mask) {
+  if (i >= n || j >= m) return -INFINITY;
+  if (test_mask && !r.mask.visible(i, j)) return -INFINITY;
+  float a = 0.f;  // ScoreRule::added's order: minus ALiBi's distance term, plus the bias
+  if (hs.slope != 0.f) {
+    const int dist = i + hs.offset - j;
+    a -= hs.slope * static_cast<float>(dist < 0 ? -dist : dist);
+  }
+  if (hs.bias != nullptr) a += hs.bias[static_cast<std::size_t>(i) * r.score.m + j];
+  const float y = s * hs.scale + a;
+  return hs.cap > 0.f ? hs.cap * tanh_by_exp(y * hs.inv_cap) : y;
 }
 
 // The keys [lo, hi) some query 0..n-1 may see under `rule`: the union of MaskRule's intervals

@@ -30,7 +30,8 @@ namespace {
 
 // The output of p as a fused kernel with rules over (qt, kt) tiles computes it (fp32, the
 // kernels' order within a row: tile by tile), and in `visited` the tiles its blocks compute.
-MatrixF emulate_fused(const Problem& p, int qt, int kt, long long& visited) {
+// head_step: score every element with head_rule_score (the bf16 kernel's step) instead.
+MatrixF emulate_fused(const Problem& p, int qt, int kt, long long& visited, bool head_step = false) {
   const int n = p.n(), m = p.m(), d_k = p.d_k(), d_v = p.d_v();
   const std::shared_ptr<const RotatedQK> rot = rotated_qk(p);
   const MatrixF& q = kernel_q(p, rot.get());
@@ -49,6 +50,7 @@ MatrixF emulate_fused(const Problem& p, int qt, int kt, long long& visited) {
   visited = 0;
   for (int h = 0; h < p.heads; ++h)
     for (int qb = 0; qb < b.q_blocks; ++qb) {
+      const cuda::HeadScoreRule hs = cuda::head_score_rule(r, h);
       // One block: qt rows (those past n are padding), their running max, sum and accumulator.
       std::vector<float> mx(qt, -INFINITY), l(qt, 0.f);
       std::vector<std::vector<float>> acc(qt, std::vector<float>(d_v, 0.f));
@@ -68,7 +70,9 @@ MatrixF emulate_fused(const Problem& p, int qt, int kt, long long& visited) {
             if (i < n && j < m)
               for (int dd = 0; dd < d_k; ++dd)
                 s = std::fma(q(static_cast<Eigen::Index>(h) * n + i, dd), k(p.kv_row(h) + j, dd), s);
-            x[e] = cuda::rule_score(r, s, h, i, j, n, m, partial) * c;
+            x[e] = (head_step ? cuda::head_rule_score(r, hs, s, i, j, n, m, partial)
+                              : cuda::rule_score(r, s, h, i, j, n, m, partial)) *
+                   c;
             tile_max = std::max(tile_max, x[e]);
           }
           const float new_max = std::max(mx[a], tile_max);
@@ -191,6 +195,61 @@ TEST(CudaRulesWalk, TheFusedWalkMatchesTheReferenceOnEveryTile) {
       EXPECT_TRUE(r.pass) << render_verify_text(r);
       EXPECT_EQ(visited, static_cast<long long>(block_mask(p, qt, kt).visited()) * p.heads);
     }
+  }
+}
+
+// The bf16 kernel's per-head step (head_rule_score, its values taken once per block, the cap by
+// tanh_by_exp): the same -inf cells as rule_score and the same scores within what its tanh and its
+// multiply by 1 / C allow, for every head of a launch that does not start at head 0, on the
+// kernel's own tiles' walk too.
+TEST(CudaRulesWalk, TheBf16KernelsHeadStepMatchesRuleScore) {
+  for (float x = -12.f; x <= 12.f; x += 0.001953125f)
+    ASSERT_NEAR(cuda::tanh_by_exp(x), std::tanh(static_cast<double>(x)), 3e-7) << x;
+  EXPECT_EQ(cuda::tanh_by_exp(0.f), 0.f);
+  EXPECT_EQ(cuda::tanh_by_exp(1e4f), 1.f);
+  EXPECT_EQ(cuda::tanh_by_exp(-1e4f), -1.f);
+
+  std::uint64_t seed = 40;
+  for (const Case& c : cases()) {
+    Problem p = random_problem(c.n, c.m, c.d, c.d, seed++, c.heads, c.kv_heads);
+    c.apply(p);
+    if (p.mods.softcap == 0) p.mods.softcap = 2.5;  // every case with the cap too
+    validate(p);
+    std::vector<float> slopes;
+    cuda::KernelRules r;
+    r.mask = mask_rule(p);
+    r.score = score_rule<float>(p, slopes);
+    r.scale = static_cast<float>(p.scale_value());
+    const int n = p.n(), m = p.m();
+    const float cap = r.score.softcap;
+    for (int head0 : {0, 1}) {
+      r.head0 = head0;
+      for (int h = 0; h + head0 < p.heads; ++h) {
+        const cuda::HeadScoreRule hs = cuda::head_score_rule(r, h);
+        for (int i = 0; i < n + 2; i += 3)
+          for (int j = 0; j < m + 2; ++j)
+            for (float s : {-40.f, -2.f, -0.01f, 0.f, 1e-4f, 0.8f, 7.f, 90.f})
+              for (bool partial : {false, true}) {
+                const float want = cuda::rule_score(r, s, h, i, j, n, m, partial);
+                const float got = cuda::head_rule_score(r, hs, s, i, j, n, m, partial);
+                if (std::isinf(want)) {
+                  ASSERT_EQ(got, want) << c.name << " h " << h << " i " << i << " j " << j;
+                } else {
+                  ASSERT_NEAR(got, want, 1e-6 * (1 + std::abs(want)) + 4e-7 * cap)
+                      << c.name << " head0 " << head0 << " h " << h << " i " << i << " j " << j << " s " << s;
+                }
+              }
+      }
+    }
+    SCOPED_TRACE(std::string(c.name) + " on the bf16 kernel's tiles, 128 x 64");
+    long long visited = 0;
+    Trace t;
+    t.backend = "emulated";
+    t.variant = Variant::Fused;
+    t.has_stages = false;
+    t.output = emulate_fused(p, 128, 64, visited, /*head_step=*/true);
+    const VerifyReport v = verify_trace(p, t, reference_fp64(p));
+    EXPECT_TRUE(v.pass) << render_verify_text(v);
   }
 }
 
