@@ -12,7 +12,8 @@
 # compare-torch without PyTorch: says it is skipped and exits 0 (with PyTorch it needs a GPU);
 #             --cpu (and --cpu --mods) says so too and exits 3 (nothing measured), or, where PyTorch
 #             imports, times one tiny case against the CPU fused kernel and prints the table;
-#             --mods without --cpu is a usage error.
+#             --mods without --cpu (the GPU's modification table) is skipped like the GPU tables;
+#             --mods --decode is a usage error.
 set -uo pipefail
 
 what=$1
@@ -45,7 +46,7 @@ case $what in
     check "exit status 3 (no device: nothing measured), got $rc" test "$rc" = 3
     for s in verify-demo ctest-mods ctest-gpu cfg-fused-fp32-5 cfg-fused-fp32-6 cfg-fused-bf16-4 cfg-fused-bf16-5 \
       cfg-staged-0 cfg-staged-1 cfg-decode-1 sanitize-mods sanitize-new sanitize-old verify-4096-causal bench-targets \
-      bench-decode view-redraw view-stream torch config-sweep ctest-backward sanitize-backward bench-backward torch-backward; do
+      bench-decode view-redraw view-stream torch config-sweep torch-mods ctest-backward sanitize-backward bench-backward torch-backward; do
       check "step $s listed" grep -q "^$s " "$tmp/out/summary.txt"
     done
     # Without a device no step may claim PASS; each runs and reports SKIP, and none fails.
@@ -129,10 +130,16 @@ case $what in
       echo "$out"
       check "--cpu --backward without PyTorch: exit status 3 (nothing measured), got $rc" test "$rc" = 3
     fi
-    out=$("$repo/scripts/compare-torch" --mods 2>&1)
+    # --mods without --cpu is the GPU's modification table: skipped like the other GPU tables
+    # where PyTorch or a CUDA device is missing.
+    out=$("$repo/scripts/compare-torch" --mods --binary "$build/cli/attnlab" 2>&1)
     rc=$?
-    check "--mods without --cpu: usage error, exit 2, got $rc" test "$rc" = 2
-    check "--mods without --cpu says so" grep -q -- "--mods goes with --cpu" <<<"$out"
+    check "--mods without --cpu (GPU table): exit 0 where it cannot run, got $rc" test "$rc" = 0
+    check "--mods without --cpu says why it is skipped" grep -Eq -- "^skipped: PyTorch (not importable|sees no CUDA device)" <<<"$out"
+    out=$("$repo/scripts/compare-torch" --mods --decode 2>&1)
+    rc=$?
+    check "--mods --decode: usage error, exit 2, got $rc" test "$rc" = 2
+    check "--mods --decode says so" grep -q -- "--mods does not go with --decode" <<<"$out"
     out=$("$repo/scripts/compare-torch" --backward 2>&1)
     rc=$?
     check "--backward without --cpu: usage error, exit 2, got $rc" test "$rc" = 2
