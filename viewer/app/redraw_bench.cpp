@@ -71,7 +71,11 @@ RedrawBench run_redraw_bench(const ViewerOptions& opts, std::ostream& log) {
         << " ms + heatmap " << h << " ms (" << px.size() << " px) = " << (b + h)
         << " ms; inside the backend: upload " << tm.upload_ms << ", QK " << tm.qk_ms
         << ", scale/mask " << tm.scale_mask_ms << ", softmax " << tm.softmax_ms << ", PV "
-        << tm.pv_ms << ", download " << tm.download_ms << ", total " << tm.total_ms << " ms\n";
+        << tm.pv_ms << ", fused " << tm.fused_ms << ", download " << tm.download_ms << ", total "
+        << tm.total_ms << " ms" << (!c.stages_kept() && c.trace().backend == "cuda"
+                ? " (streamed on CUDA: softmax = the row statistics pass, QK = the pooling pass)"
+                : "")
+        << "\n";
   }
   r.median_ms = median_of(total);
   r.min_ms = *std::min_element(total.begin(), total.end());
