@@ -506,19 +506,20 @@ TEST(CudaBackwardSanitize, Bf16TensorCores) {
 #endif
 }
 
-// The benchmark shape, 8 heads x 2048, d 64, no mask and causal: the median of 10 backward runs
+// The benchmark shape, 8 heads x 2048, d 64 and 128, no mask and causal: the median of 10 backward runs
 // (the two backward kernels, CUDA events) and of the forward, printed; the first run is checked
 // for finite gradients (the bounds above need the (n, m) fp64 run, too slow at this size).
 // Disabled: scripts/gpu-check runs it by name for its table.
-TEST(CudaBackwardBench, DISABLED_Heads8N2048D64) {
+TEST(CudaBackwardBench, DISABLED_Heads8N2048) {
   ATTNLAB_REQUIRE_CUDA();
 #ifdef ATTNLAB_HAVE_CUDA
+  for (const int d : {64, 128})
   for (const auto& [precision, config] : {std::pair{Precision::FP32, "0"}, {Precision::BF16, "0"}, {Precision::BF16, "1"}}) {
     test::ScopedEnv env("ATTNLAB_BACKWARD_CONFIG", config);
     for (MaskKind mask : {MaskKind::None, MaskKind::Causal}) {
-      Problem p = random_problem(2048, 64, 64, 41, 8);
+      Problem p = random_problem(2048, d, d, 41, 8);
       p.mask = mask;
-      const MatrixF dout = random_dout(8 * 2048, 64, 42);
+      const MatrixF dout = random_dout(8 * 2048, d, 42);
       std::vector<double> bwd, fwd;
       for (int rep = 0; rep < 11; ++rep) {
         const GradTrace g = cuda::fused_backward(p, dout, precision);
@@ -533,10 +534,10 @@ TEST(CudaBackwardBench, DISABLED_Heads8N2048D64) {
       std::sort(fwd.begin(), fwd.end());
       // FLOPs of the backward: five products of 2 n m d per head (S, dP, dV, dK, dQ) and the
       // statistics pass's one; half of each under the causal mask.
-      const double flops = 6.0 * 2 * 2048.0 * 2048.0 * 64 * 8 * (mask == MaskKind::Causal ? 0.5 : 1.0);
-      std::printf("backward-bench %s %s heads 8 n 2048 d 64: backward median %.3f ms (min %.3f, max %.3f, %.1f "
+      const double flops = 6.0 * 2 * 2048.0 * 2048.0 * d * 8 * (mask == MaskKind::Causal ? 0.5 : 1.0);
+      std::printf("backward-bench %s %s heads 8 n 2048 d %d: backward median %.3f ms (min %.3f, max %.3f, %.1f "
                   "TFLOP/s), forward median %.3f ms, kernel %s\n",
-                  precision == Precision::BF16 ? "bf16" : "fp32", mask == MaskKind::Causal ? "causal" : "none",
+                  precision == Precision::BF16 ? "bf16" : "fp32", mask == MaskKind::Causal ? "causal" : "none", d,
                   bwd[bwd.size() / 2], bwd.front(), bwd.back(), flops / (bwd[bwd.size() / 2] * 1e9),
                   fwd[fwd.size() / 2], cuda::last_backward_kernel().c_str());
     }
