@@ -60,7 +60,7 @@ struct BenchArgs : bench::Spec {
   // empty item such as the one in "64,,128" without a word).
   std::string backend_list = "cpu,cuda", variant_list = "staged,fused",
               precision_list = "fp32,bf16", n_list = "1024,4096", d_list = "64", heads_list = "1",
-              mask_list = "none", queries_list, kv_heads_list, score_mod_list = "none", mask_mod_list = "none";
+              mask_list = "none", queries_list, kv_heads_list, split_list, score_mod_list = "none", mask_mod_list = "none";
   std::string pass = "forward";
   std::string format = "table";
   std::string output_file;
@@ -75,6 +75,7 @@ void parse_args(BenchArgs& a) {
   a.heads = bench::int_list("--heads", a.heads_list, 4096);
   if (!a.queries_list.empty()) a.queries = bench::int_list("--queries", a.queries_list, 1 << 20);
   if (!a.kv_heads_list.empty()) a.kv_heads = bench::int_list("--kv-heads", a.kv_heads_list, 4096);
+  if (!a.split_list.empty()) a.splits = bench::int_list("--split", a.split_list, 1 << 20);
   a.backends = bench::word_list("--backend", a.backend_list);
   a.variants = bench::word_list("--variant", a.variant_list);
   a.precisions = bench::word_list("--precision", a.precision_list);
@@ -187,6 +188,10 @@ void register_bench(CLI::App& app, int& exit_code) {
       ->type_name("LIST");
   b->add_option("--kv-heads", a->kv_heads_list,
                 "key/value heads shared by the heads, each dividing them (default: one per head)")
+      ->type_name("LIST");
+  b->add_option("--split", a->split_list,
+                "the decode variant's key splits per key/value head, each one case (default: chosen from "
+                "the cores or SMs and the number of keys)")
       ->type_name("LIST");
   b->add_option("--pass", a->pass,
                 "forward, backward or both: the backward times the gradients for a random dO (after a "

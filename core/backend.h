@@ -57,7 +57,7 @@ struct BenchSample {
   MatrixF output;              // the output of the last repetition, for the error check
   // The kernel that ran, where a backend has several for one variant (CUDA fused: its family and
   // tile parameters, cuda::last_fused_kernel(); the CUDA backward: cuda::last_backward_kernel());
-  // empty otherwise.
+  // the decode kernels with their split count; empty otherwise.
   std::string kernel;
 };
 

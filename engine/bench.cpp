@@ -262,6 +262,7 @@ void run_case(Result& r, const Spec& a, Backend& backend, BenchProblem& b,
   opt.variant = plain ? Variant::Staged : parse_variant(c.variant);
   opt.precision = parse_precision(c.precision);
   opt.keep_stages = false;
+  opt.splits = c.splits;
   opt.cancel = cancel;  // the CPU backend's bench() checks it between repetitions
   GradTrace grads;
   const BenchSample s =
@@ -424,7 +425,8 @@ std::string Case::label() const {
          " n=" + std::to_string(n) + " d=" + std::to_string(d) +
          (decode_shape() ? " q=" + std::to_string(q()) + " kv=" + std::to_string(g()) : "") +
          (score_mod != "none" ? " score=" + score_mod : "") + (mask_mod != "none" ? " mask=" + mask_mod : "") +
-         (rope.empty() ? "" : " rope=" + rope) + (backward() ? " pass=backward" : "");
+         (rope.empty() ? "" : " rope=" + rope) + (splits > 0 ? " splits=" + std::to_string(splits) : "") +
+         (backward() ? " pass=backward" : "");
 }
 
 
@@ -511,6 +513,12 @@ void check_spec(const Spec& a) {
   if (!a.rope.empty()) {
     Problem p = random_problem(2, 2, 2, 0);
     apply_rope_spec(p, a.rope);
+  }
+  // Only the split-KV kernel cuts the keys: elsewhere --split would be silently ignored.
+  if (!a.splits.empty() && std::find(a.variants.begin(), a.variants.end(), "decode") == a.variants.end()) {
+    std::string variants;
+    for (const auto& v : a.variants) variants += (variants.empty() ? "" : ",") + v;
+    throw InputError("--split goes with --variant decode (the split-KV kernel), got --variant " + variants);
   }
   if (a.repeat < 1) throw InputError("--repeat must be >= 1, got " + std::to_string(a.repeat));
   if (a.warmup < 0) throw InputError("--warmup must be >= 0, got " + std::to_string(a.warmup));
@@ -629,10 +637,11 @@ std::vector<Result> plan(const Spec& a) {
             for (int g : a.kv_heads.empty() ? std::vector<int>{0} : a.kv_heads)
               for (int d : a.ds)
                 for (int q : a.queries.empty() ? std::vector<int>{0} : a.queries)
-                  for (int n : a.ns) {
+                  for (int n : a.ns)
+                  for (int sp : v == "decode" && !a.splits.empty() ? a.splits : std::vector<int>{0}) {
                     Result r;
                     for (const auto& pass : a.passes) {
-                    r.c = Case{b, v, pr, mk, h, n, d, q == n ? 0 : q, g == h ? 0 : g, sm, mm, a.rope, pass};
+                    r.c = Case{b, v, pr, mk, h, n, d, q == n ? 0 : q, g == h ? 0 : g, sp, sm, mm, a.rope, pass};
                     r.flops = case_flops(r.c);
                     case_bytes(r.c, r.min_bytes, r.moved_bytes);
                     r.kv_bytes = (pr == "bf16" ? 2.0 : 4.0) * r.c.g() * static_cast<double>(n) * 2.0 * d;

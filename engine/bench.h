@@ -35,6 +35,8 @@ struct Case {
   // Decode shapes: the last `queries` of the n positions (0: all n, prefill) and the key/value
   // heads the heads share (0: one each).
   int queries = 0, kv_heads = 0;
+  // The decode variant's key splits per key/value head (RunOptions::splits; 0: the machine's choice).
+  int splits = 0;
   // Modifications (core/inputs.h specs, items joined by '+'): "none" or e.g. "alibi",
   // "softcap:30"; "none" or e.g. "causal+window:256"; RoPE's θ as typed, "" for none.
   std::string score_mod = "none", mask_mod = "none", rope;
@@ -47,7 +49,8 @@ struct Case {
   int g() const { return kv_heads > 0 ? kv_heads : heads; }
   bool decode_shape() const { return q() != n || g() != heads; }
   // "cpu fused fp32 none heads=1 n=1024 d=64", then " q=1 kv=8" for a decode shape and
-  // " score=alibi mask=causal+window:256 rope=10000" for the modifications it has, " pass=backward"
+  // " score=alibi mask=causal+window:256 rope=10000" for the modifications it has, " splits=S" for
+  // a decode case with its split count given, " pass=backward"
   std::string label() const;
 };
 
@@ -91,6 +94,9 @@ struct Spec {
   // Decode shapes: each value of queries (at most n) and kv_heads (dividing heads) with every
   // other combination; empty = today's prefill (queries = n, kv_heads = heads).
   std::vector<int> queries, kv_heads;
+  // The decode variant's key splits (each value one decode case; the other variants ignore it);
+  // empty = the machine's choice.
+  std::vector<int> splits;
   // Modifications, each value with every other combination (see Case): score mods without files
   // (alibi, alibi:S, alibi:S1/S2/..., softcap:C) and mask mods without files (causal, window:W,
   // prefix:P), items of one value joined by '+'; RoPE's θ ("" for none).

@@ -33,7 +33,7 @@ nlohmann::json to_json(const Result& r) {
   nlohmann::json j = {{"backend", r.c.backend}, {"variant", r.c.variant},
                       {"precision", r.c.precision}, {"mask", r.c.mask},
                       {"heads", r.c.heads}, {"n", r.c.n}, {"d", r.c.d},
-                      {"queries", r.c.q()}, {"kv_heads", r.c.g()},
+                      {"queries", r.c.q()}, {"kv_heads", r.c.g()}, {"splits", r.c.splits},
                       {"score_mod", r.c.score_mod}, {"mask_mod", r.c.mask_mod}, {"rope", r.c.rope},
                       {"pass", r.c.pass}};
   if (!r.ran) {
@@ -119,7 +119,7 @@ std::string render_csv(const std::vector<Result>& results) {
   std::ostringstream o;
   o << "backend,variant,precision,mask,heads,n,d,status,median_ms,min_ms,max_ms,tflops,gbs,"
        "min_bytes,moved_bytes,peak_bytes,rel_err,reference,queries,kv_heads,kv_bytes,kv_gbs,score_mod,mask_mod,rope,"
-       "pass,reason\n";
+       "pass,splits,reason\n";
   for (const auto& r : results) {
     o << r.c.backend << ',' << r.c.variant << ',' << r.c.precision << ',' << r.c.mask << ','
       << r.c.heads << ',' << r.c.n << ',' << r.c.d << ',';
@@ -130,10 +130,11 @@ std::string render_csv(const std::vector<Result>& results) {
         << r.peak_bytes << ',' << format_number("%.3e", r.rel_err) << ',' << csv_field(r.reference) << ','
         << r.c.q() << ',' << r.c.g() << ',' << format_number("%.0f", r.kv_bytes) << ',' << format_number("%.6g", r.kv_gbs)
         << ',' << csv_field(r.c.score_mod) << ',' << csv_field(r.c.mask_mod) << ',' << csv_field(r.c.rope) << ','
-        << r.c.pass << ",\n";
+        << r.c.pass << ',' << r.c.splits << ",\n";
     } else {
       o << "skipped,,,,,,,,,,," << r.c.q() << ',' << r.c.g() << ",,," << csv_field(r.c.score_mod) << ','
-        << csv_field(r.c.mask_mod) << ',' << csv_field(r.c.rope) << ',' << r.c.pass << ',' << csv_field(r.reason) << '\n';
+        << csv_field(r.c.mask_mod) << ',' << csv_field(r.c.rope) << ',' << r.c.pass << ',' << r.c.splits << ','
+        << csv_field(r.reason) << '\n';
     }
   }
   return o.str();
@@ -234,6 +235,7 @@ std::string render_table(const Machine& m, const std::vector<Result>& results,
     if (r.c.score_mod != "none") mods += " score=" + r.c.score_mod;
     if (r.c.mask_mod != "none") mods += " mask=" + r.c.mask_mod;
     if (!r.c.rope.empty()) mods += " rope=" + r.c.rope;
+    if (r.c.splits > 0) mods += " splits=" + std::to_string(r.c.splits);
     if (r.c.backward()) mods += " backward";
     if (!mods.empty()) mods = "  [" + mods.substr(1) + "]";
     if (r.inaccurate) mods += "  INACCURATE: above " + format_number("%.0e", error_bound(r.c));

@@ -133,7 +133,7 @@ TEST(BenchEngine, SmallCpuSweepIsTimedCheckedAndReportedThroughTheHooks) {
   ASSERT_EQ(csv.size(), results.size() + 1);
   EXPECT_EQ(csv[0],
             "backend,variant,precision,mask,heads,n,d,status,median_ms,min_ms,max_ms,tflops,gbs,"
-            "min_bytes,moved_bytes,peak_bytes,rel_err,reference,queries,kv_heads,kv_bytes,kv_gbs,score_mod,mask_mod,rope,pass,reason");
+            "min_bytes,moved_bytes,peak_bytes,rel_err,reference,queries,kv_heads,kv_bytes,kv_gbs,score_mod,mask_mod,rope,pass,splits,reason");
   EXPECT_EQ(csv[1].rfind("cpu,staged,fp32,none,1,32,8,ok,", 0), 0u) << csv[1];
 }
 
@@ -332,7 +332,7 @@ TEST(BenchEngine, DecodeShapesArePlannedCountedRunAndReported) {
   EXPECT_NE(table.find("  [q=1 kv=1]\n"), std::string::npos) << table;
   EXPECT_NE(table.find("  [q=5 kv=1]\n"), std::string::npos) << table;
   const std::vector<std::string> csv = lines_of(bench::render_csv(results));
-  EXPECT_EQ(csv[0].substr(csv[0].size() - 68), "queries,kv_heads,kv_bytes,kv_gbs,score_mod,mask_mod,rope,pass,reason") << csv[0];
+  EXPECT_EQ(csv[0].substr(csv[0].size() - 75), "queries,kv_heads,kv_bytes,kv_gbs,score_mod,mask_mod,rope,pass,splits,reason") << csv[0];
   EXPECT_NE(csv[1].find(",1,1,"), std::string::npos) << csv[1];
 }
 

@@ -213,6 +213,48 @@ TEST(BenchCli, KernelConfigurationsInEffectAreRecorded) {
   EXPECT_NE(t.out.find("kernel configuration: ATTNLAB_STAGED_CONFIG=1\n"), std::string::npos) << t.out;
 }
 
+// --split LIST: each split count one decode case, run with that count (the kernel says so), named
+// in the label, the JSON, the CSV and the table; the other variants keep one case each; without
+// the decode variant it is refused.
+TEST(BenchCli, DecodeSplitsAreCasesOfTheirOwn) {
+  const std::vector<std::string> shape = {"--backend", "cpu", "--precision", "fp32", "--n", "3000", "--d", "8",
+                                          "--heads", "2", "--kv-heads", "1", "--queries", "1", "--repeat", "1"};
+  std::vector<std::string> args = shape;
+  for (const char* a : {"--variant", "fused,decode", "--split", "3,7", "--format", "json"}) args.push_back(a);
+  const test::BinaryRun r = bench(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json cases = json::parse(r.out)["cases"];
+  ASSERT_EQ(cases.size(), 3u) << r.out;
+  EXPECT_EQ(cases[0]["variant"], "fused");
+  EXPECT_EQ(cases[0]["splits"], 0);
+  for (int k : {1, 2}) {
+    const int splits = k == 1 ? 3 : 7;
+    EXPECT_EQ(cases[k]["variant"], "decode");
+    EXPECT_EQ(cases[k]["splits"], splits);
+    EXPECT_EQ(cases[k]["status"], "ok");
+    EXPECT_EQ(cases[k]["kernel"], "cpu split-KV decode splits=" + std::to_string(splits));
+  }
+  EXPECT_NE(r.err.find("cpu decode fp32 none heads=2 n=3000 d=8 q=1 kv=1 splits=7: "), std::string::npos) << r.err;
+  args = shape;
+  for (const char* a : {"--variant", "decode", "--split", "5", "--format", "csv"}) args.push_back(a);
+  const test::BinaryRun c = bench(args);
+  ASSERT_EQ(c.code, 0) << c.err;
+  const auto rows = lines_of(c.out);
+  ASSERT_EQ(rows.size(), 2u) << c.out;
+  EXPECT_NE(rows[0].find(",pass,splits,reason"), std::string::npos) << rows[0];
+  EXPECT_NE(rows[1].find(",forward,5,"), std::string::npos) << rows[1];
+  args = shape;
+  for (const char* a : {"--variant", "decode", "--split", "5"}) args.push_back(a);
+  const test::BinaryRun t = bench(args);
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("q=1 kv=1 splits=5]"), std::string::npos) << t.out;
+  args = shape;
+  for (const char* a : {"--variant", "fused", "--split", "5"}) args.push_back(a);
+  const test::BinaryRun bad = bench(args);
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_EQ(bad.err, "error: --split goes with --variant decode (the split-KV kernel), got --variant fused\n");
+}
+
 TEST(BenchCli, OutputFileGetsTheReport) {
   const test::TempDir dir("attnlab-bench");
   const std::string path = dir.file("report.csv");
@@ -352,7 +394,7 @@ TEST(BenchCli, BaselineTableShowsTheRatioAndCsvKeepsItsColumns) {
   ASSERT_EQ(rows.size(), 4u) << c.out;  // header, staged, plain, fused
   EXPECT_EQ(rows[0],
             "backend,variant,precision,mask,heads,n,d,status,median_ms,min_ms,max_ms,tflops,gbs,"
-            "min_bytes,moved_bytes,peak_bytes,rel_err,reference,queries,kv_heads,kv_bytes,kv_gbs,score_mod,mask_mod,rope,pass,reason");
+            "min_bytes,moved_bytes,peak_bytes,rel_err,reference,queries,kv_heads,kv_bytes,kv_gbs,score_mod,mask_mod,rope,pass,splits,reason");
   EXPECT_EQ(rows[1].rfind("cpu,staged,fp32,", 0), 0u) << rows[1];
   EXPECT_EQ(rows[2].rfind("cpu,plain,fp32,none,1,64,8,ok,", 0), 0u) << rows[2];
   EXPECT_EQ(rows[3].rfind("cpu,fused,fp32,", 0), 0u) << rows[3];
@@ -367,6 +409,7 @@ TEST(BenchCli, BadOptionsAreOneErrorLine) {
       // list items: empty, repeated, not a whole number; an --output that cannot be written
       {"--n", "64,,128"},     {"--n", ",64"},        {"--d", "8,"},          {"--n", "64,64"},
       {"--backend", "cpu,,cuda"}, {"--mask", "none,none"}, {"--n", "1e3"},   {"--heads", ""},
+      {"--split", "0"},       {"--split", "2,2"},
       {"--output", "/nonexistent-attnlab-dir/report.csv"}};
   for (const auto& args : bad) {
     const test::BinaryRun r = bench(args);
