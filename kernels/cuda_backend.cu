@@ -1208,7 +1208,6 @@ void run_streamed(const Problem& grouped, const Problem& p, const RunOptions& op
 // kernel's are). With rules (any score or mask mod, a custom mask): their data and a custom mask.
 struct DecodeDevice {
   int splits = 1;
-  int config = 0;  // ATTNLAB_DECODE_CONFIG, read once per run
   bool bf16 = false;
   bool with_rules = false;
   DeviceBuffer<float> q, k, v, out, partials, custom;
@@ -1237,10 +1236,8 @@ DecodeDevice decode_allocate(const Problem& p, const RunOptions& opt, const char
   if (opt.splits < 0)
     throw InputError("--split must be a number of key splits >= 1 (0: the machine's choice), got " +
                      std::to_string(opt.splits));
-  const int config = decode_config();
   throw_if_launch_fault(where);
   DecodeDevice dd;
-  dd.config = config;
   dd.bf16 = opt.precision == Precision::BF16;
   dd.splits = decode_splits(p.kv_heads(), p.m(), opt.splits);
   const std::size_t part = decode_partials_floats(p.heads, p.n(), p.d_v(), dd.splits);
@@ -1295,15 +1292,15 @@ void decode_launch(const DecodeDevice& dd, const Problem& p, cudaStream_t s) {
   const bool causal = !rules && p.mask == MaskKind::Causal;
   if (dd.bf16)
     decode_attention_bf16(dd.q16.get(), dd.k16.get(), dd.v16.get(), dd.out.get(), dd.partials.get(), p.heads,
-                          p.kv_group, p.n(), p.m(), p.d_k(), dd.splits, scale, causal, s, rules, dd.config);
+                          p.kv_group, p.n(), p.m(), p.d_k(), dd.splits, scale, causal, s, rules);
   else
     decode_attention_fp32(dd.q.get(), dd.k.get(), dd.v.get(), dd.out.get(), dd.partials.get(), p.heads,
-                          p.kv_group, p.n(), p.m(), p.d_k(), dd.splits, scale, causal, s, rules, dd.config);
+                          p.kv_group, p.n(), p.m(), p.d_k(), dd.splits, scale, causal, s, rules);
 }
 
 std::string decode_kernel_name(const DecodeDevice& dd, const Problem& p) {
   return std::string("split-KV decode ") + (dd.bf16 ? "bf16" : "fp32") + " D=" + std::to_string(p.d_k()) + " rows=" + std::to_string(p.kv_group * p.n()) +
-         " splits=" + std::to_string(dd.splits) + (dd.with_rules ? " rules" : "") + (dd.config == 1 ? " pipelined" : "");
+         " splits=" + std::to_string(dd.splits) + (dd.with_rules ? " rules" : "");
 }
 
 // A score that overflowed fp32 leaves inf or NaN in the output: refused as the CPU kernel does.

@@ -8,8 +8,8 @@
 //                            m_new = max(m, max_j S);  alpha = exp2(m - m_new)
 //                            P = exp2(S - m_new);  l = alpha l + sum_j P;  acc = alpha acc + P V_tile
 //                          and writes the state of each row to the partials.
-//   decode_combine_kernel  one block of d threads per query row: with M = max over the splits of
-//                          m_s, l = sum_s l_s exp2(m_s - M), acc = sum_s acc_s exp2(m_s - M) (the
+//   decode_combine_kernel  one block per query row: with M = max over the splits of m_s,
+//                          l = sum_s l_s exp2(m_s - M), acc = sum_s acc_s exp2(m_s - M) (the
 //                          log-sum-exp merge of every split at once), O = acc / l.
 // Units: m in log2-scaled logits (the scale folded with log2 e, as in the fused kernels).
 // With rules (kernels/rules.h: the problem's mask and score modifications, decode_split_kernel
@@ -17,30 +17,30 @@
 // see (the union of MaskRule's intervals: a window skips whole splits), then every score is
 // MaskRule's and ScoreRule's (-inf, or the modified scaled score y) times log2(e) / T, so m is
 // kept in log2 units of y / T; the combine is the same.
-// Two configurations (ATTNLAB_DECODE_CONFIG, kernels/tile_config.h; the caller reads it):
-//   0  each tile's K and V loaded and stored to shared memory piece by piece, then used; the
-//      combine one block of d threads per row, walking the splits in order
-//   1  pipelined: every thread issues all its 16-byte loads of the next tile into registers before
-//      the current tile's products, so a tile's loads are in flight while the one before is
-//      computed (one memory round trip per tile, hidden, instead of one per piece, exposed); the
-//      combine one block of 256 threads per row, the splits' maxima reduced by the block and the
-//      splits summed in 256 / d strided slices, then the slices added
-//   Both compute the same products and softmax steps; 1 differs from 0 only in the order of the
-//   combine's sums.
+// The tile loads are pipelined: every thread issues all its 16-byte loads of the next tile into
+// registers before the current tile's softmax and P V, so a tile's loads are in flight while the
+// one before is computed. Only V goes to shared memory; the scores come from the K pieces the
+// threads already hold in registers: a key's D values lie in L = D / (16-byte piece) consecutive
+// lanes, each lane multiplies its piece with the same columns of the query row, and the L lanes'
+// partial sums are added by shuffles, every key of the lane's pieces at once (halving: V pieces
+// need V/2 + V/4 + ... + 1 + log2(L/V) shuffles, not V log2 L). Every thread computes scores,
+// whatever the group's row count. (The H200 round of 2026-12-04 timed the kernel that stored K
+// too and gave each score one thread's serial dot product over D, with R x 32 of the 128 threads
+// busy: it was bound by shared memory and slower on every shape; docs/PERFORMANCE.md.)
+// The combine is one block of 256 threads per query row: the splits' maxima reduced by the block,
+// the splits summed in 256 / d strided slices, then the slices added.
 // A bf16 cache (q, k, v in bf16: half the bytes read) is widened to fp32 as the tiles are loaded;
 // the weights P are rounded to bf16 and l sums the rounded weights, as the lab's other bf16
 // kernels do (cpu/bf16.h); every sum and acc stay fp32. The tiles are read 16 bytes per thread
 // (4 floats or 8 bf16 values).
-// Shared memory per block (d = 128): Q_g 8 KiB, K tile 16.1 KiB (rows padded by one float: the
-// threads of a warp read one column of different keys from different banks), V tile 16 KiB, the
-// scores 2.1 KiB, the per-row state; under the 48 KiB that needs no opt-in.
+// Shared memory per block (d = 128): Q_g 8 KiB, the V tile 16 KiB, the scores 2.1 KiB, the per-row
+// state; under the 48 KiB that needs no opt-in.
 #include "kernels/decode.h"
 
 #include "core/types.h"
 #include "kernels/cuda_check.h"
 #include "kernels/launch.h"
 #include "kernels/rules.cuh"
-#include "kernels/tile_config.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -55,11 +55,13 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kTile = 32;  // keys per tile: one lane per key in the softmax step
 constexpr int kMinSplitKeys = 256;
+// Blocks per SM the split kernel is compiled for (at most 128 registers a thread): decode_splits
+// asks for about four blocks per SM, which then run in one wave.
+constexpr int kMinBlocks = 4;
 
 template <int D>
 constexpr int shared_floats() {
-  return kDecodeMaxRows * D + kTile * (D + 1) + kTile * D + kDecodeMaxRows * (kTile + 1) +
-         3 * kDecodeMaxRows;
+  return kDecodeMaxRows * D + kTile * D + kDecodeMaxRows * (kTile + 1) + 3 * kDecodeMaxRows;
 }
 
 __device__ __forceinline__ float widen(float x) { return x; }
@@ -70,26 +72,43 @@ __device__ __forceinline__ float weight(float p, __nv_bfloat16) { return __bfloa
 // Elements of T in 16 bytes, and those 16 bytes as floats.
 template <typename T>
 constexpr int kVec = 16 / static_cast<int>(sizeof(T));
-template <typename T>
-__device__ __forceinline__ void load16(const T* src, float (&dst)[kVec<T>]) {
-  const uint4 raw = *reinterpret_cast<const uint4*>(src);
-  const T* e = reinterpret_cast<const T*>(&raw);
+
+// The sum of V values over the L lanes of a group (L a power of 2, V <= L; the group
+// is L consecutive lanes and x = lane % L): S runs L/2, L/4, ..., 1. While more than one value is
+// left, lane x and lane x ^ S split them: the lower lane keeps the first half and adds the
+// partner's copy of it, the upper lane the second half; then the one value left is summed over the
+// remaining bits. On return p[0] is the group's sum of value v (v from x's upper bits; the lanes
+// that differ only in the lowest log2(L / V) bits hold the same v and sum).
+template <int CNT, int S, int V>
+__device__ __forceinline__ void group_sum_halving(float (&p)[V], int x, int& v) {
+  if constexpr (S >= 1) {
+    if constexpr (CNT > 1) {
+      const bool upper = (x & S) != 0;
 #pragma unroll
-  for (int i = 0; i < kVec<T>; ++i) dst[i] = widen(e[i]);
+      for (int t = 0; t < CNT / 2; ++t) {
+        const float send = upper ? p[t] : p[t + CNT / 2];
+        const float keep = upper ? p[t + CNT / 2] : p[t];
+        p[t] = keep + __shfl_xor_sync(0xffffffffu, send, S);
+      }
+      if (upper) v += CNT / 2;
+      group_sum_halving<CNT / 2, S / 2>(p, x, v);
+    } else {
+      p[0] += __shfl_xor_sync(0xffffffffu, p[0], S);
+      group_sum_halving<1, S / 2>(p, x, v);
+    }
+  }
 }
 
 // q (heads*n, D), k and v (kv_heads*m, D) of element type T (float or bf16); part_m, part_l (items*R), part_acc (items*R, D) with
 // items = kv_heads * splits, item g * splits + s. causal_off < 0: no mask; else query i sees keys
 // j <= i + causal_off. With RULES the rules' mask instead (causal_off unused) and their score mods;
 // `scale_log2` is then log2(e) / T.
-// PIPE: configuration 1's pipelined tile loads (above).
-template <int D, typename T, bool RULES, bool PIPE>
-__global__ void __launch_bounds__(kThreads)
+template <int D, typename T, bool RULES>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
     decode_split_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                         float* __restrict__ part_m, float* __restrict__ part_l, float* __restrict__ part_acc,
                         int n, int m, int group, int keys_per_split, int splits, float scale_log2,
                         int causal_off, RulesArg<RULES> rules) {
-  constexpr int KP = D + 1;
   constexpr int RS = kThreads / D;                     // rows sharing a thread's column: 1 or 2
   constexpr int kAcc = (kDecodeMaxRows + RS - 1) / RS;  // accumulators per thread
   const int R = group * n;
@@ -105,8 +124,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   extern __shared__ float smem[];
   float* qs = smem;                               // (R, D)
-  float* ks = qs + kDecodeMaxRows * D;            // (kTile, KP)
-  float* vs = ks + kTile * KP;                    // (kTile, D)
+  float* vs = qs + kDecodeMaxRows * D;            // (kTile, D)
   float* ps = vs + kTile * D;                     // (R, kTile + 1): scores, then P
   float* ms = ps + kDecodeMaxRows * (kTile + 1);  // (R) running max
   float* ls = ms + kDecodeMaxRows;                // (R) running sum
@@ -126,18 +144,21 @@ __global__ void __launch_bounds__(kThreads)
 
   const T* kg = k + static_cast<size_t>(g) * m * D;
   const T* vg = v + static_cast<size_t>(g) * m * D;
+  // The thread's 16-byte pieces of a tile: piece l is piece tid + l * kThreads of the tile's, key
+  // j = (tid + l * kThreads) / L at columns cc = tid % L * W (the same for every l: kThreads pieces
+  // are whole keys), raw until they are used; keys past the split's end are zero.
   constexpr int W = kVec<T>;
-  // Configuration 1: the thread's 16-byte pieces of a tile (piece l is element tid + l * kThreads
-  // of the tile's pieces, as in configuration 0's loop), raw until they are stored; keys past the
-  // split's end are zero.
+  constexpr int L = D / W;  // lanes (pieces) per key: 8, 16 or 32
   constexpr int kPieces = kTile * D / W / kThreads;
-  static_assert(kPieces * kThreads * W == kTile * D, "a tile is whole pieces for every thread");
-  uint4 kraw[PIPE ? kPieces : 1], vraw[PIPE ? kPieces : 1];
+  static_assert(kPieces * kThreads * W == kTile * D && kThreads % L == 0 && kPieces <= L,
+                "a tile is whole pieces for every thread, and kThreads pieces whole keys");
+  const int x = tid % L, cc = x * W;
+  uint4 kraw[kPieces], vraw[kPieces];
   const auto fetch = [&](int b0) {
     const int cols = min(kTile, k1 - b0);
 #pragma unroll
-    for (int l = 0; l < (PIPE ? kPieces : 0); ++l) {
-      const int i = tid + l * kThreads, j = i * W / D, cc = i * W % D;
+    for (int l = 0; l < kPieces; ++l) {
+      const int j = (tid + l * kThreads) / L;
       if (j < cols) {
         kraw[l] = __ldg(reinterpret_cast<const uint4*>(kg + static_cast<size_t>(b0 + j) * D + cc));
         vraw[l] = __ldg(reinterpret_cast<const uint4*>(vg + static_cast<size_t>(b0 + j) * D + cc));
@@ -146,75 +167,78 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   };
-  if constexpr (PIPE) {
-    if (k0 < k1) fetch(k0);
-  }
+  // The score of row r and key j of the tile at b0 (cols keys), in log2 units, or -inf.
+  const auto masked = [&](float sc, int r, int j, int b0, int cols) {
+    if constexpr (RULES) {
+      // Row r is query r % n of query head g * group + r / n; j < cols keeps the key below m.
+      return j < cols ? rule_score(rules, sc, g * group + r / n, r % n, b0 + j, n, m, true) * scale_log2 : -INFINITY;
+    } else {
+      const bool visible = j < cols && (causal_off < 0 || b0 + j <= r % n + causal_off);
+      return visible ? sc * scale_log2 : -INFINITY;
+    }
+  };
+  if (k0 < k1) fetch(k0);
   for (int b0 = k0; b0 < k1; b0 += kTile) {
     const int cols = min(kTile, k1 - b0);
-    if constexpr (PIPE) {
-      // The fetched tile into shared memory (the previous tile's readers are past the loop's
-      // last barrier), then the next tile's loads, in flight while this one is computed.
+    // The fetched tile's V into shared memory (the previous tile's readers are past the loop's
+    // last barrier), and its K pieces widened in registers.
+    float kf[kPieces][W];
+#pragma unroll
+    for (int l = 0; l < kPieces; ++l) {
+      const int j = (tid + l * kThreads) / L;
+      const T* ke = reinterpret_cast<const T*>(&kraw[l]);
+      const T* ve = reinterpret_cast<const T*>(&vraw[l]);
+#pragma unroll
+      for (int e = 0; e < W; ++e) {
+        kf[l][e] = widen(ke[e]);
+        vs[j * D + cc + e] = widen(ve[e]);
+      }
+    }
+    // The next tile's loads, in flight from here on: a bf16 tile's before the scores (kraw is
+    // widened into kf), an fp32 tile's after them, so that kf can stay the loaded registers
+    // (within 128 registers a thread).
+    constexpr bool kEarly = sizeof(T) == 2;
+    if (kEarly && b0 + kTile < k1) fetch(b0 + kTile);
+    // Every row's scores: the lane's partial dot product of each of its pieces with the row's
+    // columns cc .. cc + W, summed over the key's L lanes.
+    for (int r = 0; r < R; ++r) {  // R is the block's: every lane takes part in the shuffles
+      float qv[W];
+#pragma unroll
+      for (int e = 0; e < W; e += 4) {
+        const float4 q4 = *reinterpret_cast<const float4*>(qs + r * D + cc + e);
+        qv[e] = q4.x;
+        qv[e + 1] = q4.y;
+        qv[e + 2] = q4.z;
+        qv[e + 3] = q4.w;
+      }
+      float part[kPieces];
 #pragma unroll
       for (int l = 0; l < kPieces; ++l) {
-        const int i = tid + l * kThreads, j = i * W / D, cc = i * W % D;
-        const T* ke = reinterpret_cast<const T*>(&kraw[l]);
-        const T* ve = reinterpret_cast<const T*>(&vraw[l]);
+        float a = 0.f;
 #pragma unroll
-        for (int e = 0; e < W; ++e) {
-          ks[j * KP + cc + e] = widen(ke[e]);
-          vs[j * D + cc + e] = widen(ve[e]);
-        }
+        for (int e = 0; e < W; ++e) a = fmaf(qv[e], kf[l][e], a);
+        part[l] = a;
       }
-      __syncthreads();
-      if (b0 + kTile < k1) fetch(b0 + kTile);
-    } else {
-      // The K and V tiles, row by row, 16 bytes per thread (consecutive threads, consecutive
-      // addresses; a row of D elements is whole 16-byte pieces and cudaMalloc aligns the base);
-      // keys past the split's end are zero and masked below.
-      for (int i = tid; i < kTile * D / W; i += kThreads) {
-        const int j = i * W / D, cc = i * W % D;
-        float kx[W], vx[W];
-        if (j < cols) {
-          load16(kg + static_cast<size_t>(b0 + j) * D + cc, kx);
-          load16(vg + static_cast<size_t>(b0 + j) * D + cc, vx);
-        } else {
-#pragma unroll
-          for (int e = 0; e < W; ++e) kx[e] = vx[e] = 0.f;
-        }
-#pragma unroll
-        for (int e = 0; e < W; ++e) {
-          ks[j * KP + cc + e] = kx[e];
-          vs[j * D + cc + e] = vx[e];
-        }
-      }
-      __syncthreads();
-    }
-    for (int i = tid; i < R * kTile; i += kThreads) {
-      const int r = i / kTile, j = i % kTile;
-      float sc = 0.f;
-#pragma unroll 8
-      for (int cc = 0; cc < D; ++cc) sc = fmaf(qs[r * D + cc], ks[j * KP + cc], sc);
-      if constexpr (RULES) {
-        // Row r is query r % n of query head g * group + r / n; j < cols keeps the key below m.
-        ps[r * (kTile + 1) + j] =
-            j < cols ? rule_score(rules, sc, g * group + r / n, r % n, b0 + j, n, m, true) * scale_log2 : -INFINITY;
-      } else {
-        const bool visible = j < cols && (causal_off < 0 || b0 + j <= r % n + causal_off);
-        ps[r * (kTile + 1) + j] = visible ? sc * scale_log2 : -INFINITY;
+      int piece = 0;
+      group_sum_halving<kPieces, L / 2>(part, x, piece);
+      if (x % (L / kPieces) == 0) {
+        const int j = (tid - x + piece * kThreads) / L;  // the key of that piece
+        ps[r * (kTile + 1) + j] = masked(part[0], r, j, b0, cols);
       }
     }
+    if (!kEarly && b0 + kTile < k1) fetch(b0 + kTile);
     __syncthreads();
     // The online-softmax step: one warp per row, one lane per key of the tile.
     for (int r = warp; r < R; r += kThreads / 32) {
-      const float x = ps[r * (kTile + 1) + lane];
-      float mx = x;
+      const float sx = ps[r * (kTile + 1) + lane];
+      float mx = sx;
       for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
       // Lane 0 alone reads and writes the row's state; the others take it by shuffle.
       const float m_old = __shfl_sync(0xffffffffu, lane == 0 ? ms[r] : 0.f, 0), m_new = fmaxf(m_old, mx);
       // Nothing visible so far: shift by 0, so that -inf - -inf makes no NaN; the weights and
       // alpha are then exp2(-inf) = 0.
       const float shift = m_new == -INFINITY ? 0.f : m_new;
-      const float p = weight(exp2f(x - shift), T{});
+      const float p = weight(exp2f(sx - shift), T{});
       float sum = p;
       for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
       ps[r * (kTile + 1) + lane] = p;
@@ -250,35 +274,15 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// One block of D threads per query row (head h, query i), row h * n + i of o.
-template <int D>
-__global__ void __launch_bounds__(D)
-    decode_combine_kernel(const float* __restrict__ part_m, const float* __restrict__ part_l,
-                          const float* __restrict__ part_acc, float* __restrict__ o, int n, int group,
-                          int splits) {
-  const int row = blockIdx.x, h = row / n, i = row % n;
-  const int g = h / group, R = group * n, r = (h % group) * n + i, c = threadIdx.x;
-  float mx = -INFINITY;
-  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, part_m[(static_cast<size_t>(g) * splits + s) * R + r]);
-  float l = 0.f, a = 0.f;
-  for (int s = 0; s < splits; ++s) {
-    const size_t it = (static_cast<size_t>(g) * splits + s) * R + r;
-    const float w = exp2f(part_m[it] - mx);  // a split the row sees nothing of: exp2(-inf) = 0
-    l = fmaf(part_l[it], w, l);
-    a = fmaf(part_acc[it * D + c], w, a);
-  }
-  o[static_cast<size_t>(row) * D + c] = a / l;
-}
-
-// Configuration 1's combine: one block of kCombineThreads per query row (as above). The block's
-// max of the splits' m first; then thread (slice, c) sums splits slice, slice + S, ... (S = slices)
-// of column c and of l, and slice 0 adds the other slices' sums to its own.
+// The combine: one block of kCombineThreads per query row (head h, query i; row h * n + i of o).
+// The block's max of the splits' m first; then thread (slice, c) sums splits slice, slice + S, ...
+// (S = slices) of column c and of l, and slice 0 adds the other slices' sums to its own.
 constexpr int kCombineThreads = 256;
 template <int D>
 __global__ void __launch_bounds__(kCombineThreads)
-    decode_combine_wide_kernel(const float* __restrict__ part_m, const float* __restrict__ part_l,
-                               const float* __restrict__ part_acc, float* __restrict__ o, int n, int group,
-                               int splits) {
+    decode_combine_kernel(const float* __restrict__ part_m, const float* __restrict__ part_l,
+                          const float* __restrict__ part_acc, float* __restrict__ o, int n, int group,
+                          int splits) {
   constexpr int S = kCombineThreads / D, kWarps = kCombineThreads / 32;
   __shared__ float warp_max[kWarps];
   __shared__ float slice_acc[S][D];
@@ -316,7 +320,7 @@ __global__ void __launch_bounds__(kCombineThreads)
   }
 }
 
-template <int D, typename T, bool RULES, bool PIPE>
+template <int D, typename T, bool RULES>
 void launch(const T* q, const T* k, const T* v, float* o, float* partials, int heads, int group,
             int n, int m, int splits, float scale_log2, int causal_off, cudaStream_t st,
             const RulesArg<RULES>& rules) {
@@ -329,32 +333,22 @@ void launch(const T* q, const T* k, const T* v, float* o, float* partials, int h
   float* pa = pl + items * R;
   const size_t smem = shared_floats<D>() * sizeof(float);
   const dim3 grid(static_cast<unsigned>(eff), static_cast<unsigned>(kv_heads));
-  decode_split_kernel<D, T, RULES, PIPE><<<grid, kThreads, smem, st>>>(q, k, v, pm, pl, pa, n, m, group, per, eff,
-                                                                       scale_log2, causal_off, rules);
+  decode_split_kernel<D, T, RULES><<<grid, kThreads, smem, st>>>(q, k, v, pm, pl, pa, n, m, group, per, eff,
+                                                                 scale_log2, causal_off, rules);
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
   const unsigned rows = grid_1d(static_cast<long long>(heads) * n, "decode combine");
-  if constexpr (PIPE)
-    decode_combine_wide_kernel<D><<<rows, kCombineThreads, 0, st>>>(pm, pl, pa, o, n, group, eff);
-  else
-    decode_combine_kernel<D><<<rows, D, 0, st>>>(pm, pl, pa, o, n, group, eff);
+  decode_combine_kernel<D><<<rows, kCombineThreads, 0, st>>>(pm, pl, pa, o, n, group, eff);
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-// The launch for the head dim and configuration.
+// The launch for the head dim.
 template <typename T, bool RULES>
-void launch_for(int config, int d, const T* q, const T* k, const T* v, float* o, float* partials, int heads,
-                int group, int n, int m, int splits, float scale_log2, int causal_off, cudaStream_t st,
-                const RulesArg<RULES>& rules) {
-  if (config == 1) {
-    if (d == 64)
-      launch<64, T, RULES, true>(q, k, v, o, partials, heads, group, n, m, splits, scale_log2, causal_off, st, rules);
-    else
-      launch<128, T, RULES, true>(q, k, v, o, partials, heads, group, n, m, splits, scale_log2, causal_off, st, rules);
-  } else if (d == 64) {
-    launch<64, T, RULES, false>(q, k, v, o, partials, heads, group, n, m, splits, scale_log2, causal_off, st, rules);
-  } else {
-    launch<128, T, RULES, false>(q, k, v, o, partials, heads, group, n, m, splits, scale_log2, causal_off, st, rules);
-  }
+void launch_for(int d, const T* q, const T* k, const T* v, float* o, float* partials, int heads, int group, int n,
+                int m, int splits, float scale_log2, int causal_off, cudaStream_t st, const RulesArg<RULES>& rules) {
+  if (d == 64)
+    launch<64, T, RULES>(q, k, v, o, partials, heads, group, n, m, splits, scale_log2, causal_off, st, rules);
+  else
+    launch<128, T, RULES>(q, k, v, o, partials, heads, group, n, m, splits, scale_log2, causal_off, st, rules);
 }
 
 }  // namespace
@@ -383,39 +377,36 @@ namespace {
 template <typename T>
 void decode_attention(const T* q, const T* k, const T* v, float* o, float* partials, int heads, int kv_group,
                       int n, int m, int d, int splits, float scale, bool causal, void* stream,
-                      const KernelRules* rules, int config) {
+                      const KernelRules* rules) {
   if (heads < 1 || kv_group < 1 || heads % kv_group != 0 || n < 1 || m < n || splits < 1)
     throw InputError("decode: bad problem (heads " + std::to_string(heads) + ", kv_group " +
                      std::to_string(kv_group) + ", n " + std::to_string(n) + ", m " + std::to_string(m) +
                      ", splits " + std::to_string(splits) + ")");
   if (const std::string why = decode_shape_error(d, d, kv_group, n); !why.empty()) throw InputError(why);
   if (rules != nullptr && causal) throw InputError("decode: with rules the mask is the rules' (causal false)");
-  if (config < 0 || config >= kDecodeConfigs)
-    throw InputError("decode: unknown configuration " + std::to_string(config) + "; valid: 0.." +
-                     std::to_string(kDecodeConfigs - 1));
   const auto st = static_cast<cudaStream_t>(stream);
   const int causal_off = causal ? m - n : -1;
   const float scale_log2 = scale * kLog2e;
   if (rules != nullptr)
-    launch_for<T, true>(config, d, q, k, v, o, partials, heads, kv_group, n, m, splits, scale_log2, -1, st, *rules);
+    launch_for<T, true>(d, q, k, v, o, partials, heads, kv_group, n, m, splits, scale_log2, -1, st, *rules);
   else
-    launch_for<T, false>(config, d, q, k, v, o, partials, heads, kv_group, n, m, splits, scale_log2, causal_off, st, {});
+    launch_for<T, false>(d, q, k, v, o, partials, heads, kv_group, n, m, splits, scale_log2, causal_off, st, {});
 }
 
 }  // namespace
 
 void decode_attention_fp32(const float* q, const float* k, const float* v, float* o, float* partials,
                            int heads, int kv_group, int n, int m, int d, int splits, float scale,
-                           bool causal, void* stream, const KernelRules* rules, int config) {
-  decode_attention(q, k, v, o, partials, heads, kv_group, n, m, d, splits, scale, causal, stream, rules, config);
+                           bool causal, void* stream, const KernelRules* rules) {
+  decode_attention(q, k, v, o, partials, heads, kv_group, n, m, d, splits, scale, causal, stream, rules);
 }
 
 void decode_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const std::uint16_t* v, float* o,
                            float* partials, int heads, int kv_group, int n, int m, int d, int splits, float scale,
-                           bool causal, void* stream, const KernelRules* rules, int config) {
+                           bool causal, void* stream, const KernelRules* rules) {
   using B = __nv_bfloat16;
   decode_attention(reinterpret_cast<const B*>(q), reinterpret_cast<const B*>(k), reinterpret_cast<const B*>(v), o,
-                   partials, heads, kv_group, n, m, d, splits, scale, causal, stream, rules, config);
+                   partials, heads, kv_group, n, m, d, splits, scale, causal, stream, rules);
 }
 
 }  // namespace attnlab::cuda

@@ -41,18 +41,16 @@ std::size_t decode_partials_floats(int heads, int n, int d, int splits);
 
 // Phase 1: one block per (split, key/value head) computes the partial (m, l, acc) of every query
 // row of the group over its keys; phase 2: one block per query row merges its splits' states by
-// the log-sum-exp rule and writes O = acc / l. `config`: the kernel's configuration
-// (kernels/tile_config.h, decode_config(); 0 .. kDecodeConfigs - 1). Throws InputError for shapes
-// and configurations it does not take.
+// the log-sum-exp rule and writes O = acc / l. Throws InputError for shapes it does not take.
 void decode_attention_fp32(const float* q, const float* k, const float* v, float* o, float* partials,
                            int heads, int kv_group, int n, int m, int d, int splits, float scale,
-                           bool causal, void* stream, const KernelRules* rules = nullptr, int config = 0);
+                           bool causal, void* stream, const KernelRules* rules = nullptr);
 
 // The same on a bf16 cache: q, k and v are bf16 bit patterns (round to nearest even of the fp32
 // inputs), widened to fp32 as they are loaded; the weights are rounded to bf16 (l sums the rounded
 // weights), every sum and the output fp32.
 void decode_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const std::uint16_t* v, float* o,
                            float* partials, int heads, int kv_group, int n, int m, int d, int splits, float scale,
-                           bool causal, void* stream, const KernelRules* rules = nullptr, int config = 0);
+                           bool causal, void* stream, const KernelRules* rules = nullptr);
 
 }  // namespace attnlab::cuda

@@ -1,8 +1,6 @@
 // The tile-configuration switches of the CUDA kernels, read from the environment at every launch:
 //   ATTNLAB_FUSED_CONFIG   the fused kernels (kernels/fused_fp32.cu, kernels/fused_bf16.cu)
 //   ATTNLAB_STAGED_CONFIG  the staged chain's GEMM stages (kernels/qk.cu, kernels/pv.cu)
-//   ATTNLAB_DECODE_CONFIG  the split-KV decode kernel (kernels/decode.cu; read once per run by the
-//                          CUDA backend)
 // Each kernel file lists its configurations; they differ only in how many there are, so the
 // parsing lives here once, with the head dimensions each fused kernel takes. The CUDA backend
 // checks both before it uploads anything; the launchers check them again, for direct callers.
@@ -43,7 +41,6 @@ inline int config_from_env(const char* var, int count, int fallback = 0) {
 inline constexpr int kFusedFp32Configs = 7;  // fused_fp32.cu; 5 and 6 run fused_tf32.cu
 inline constexpr int kFusedBf16Configs = 6;  // fused_bf16.cu
 inline constexpr int kStagedConfigs = 3;     // qk.cu and pv.cu
-inline constexpr int kDecodeConfigs = 2;     // decode.cu; 1 pipelines the tile loads
 
 // The fused kernels' head-dim buckets: max(d_k, d_v) padded to 32, 64, 128 or 256 (index 0..3).
 inline constexpr int head_dim_bucket(int head_dim) {
@@ -53,9 +50,9 @@ inline constexpr int head_dim_bucket(int head_dim) {
 // The configuration each bucket runs when ATTNLAB_FUSED_CONFIG is unset: the fastest whose error
 // is in range in the lab GPU's last configuration sweep (scripts/gpu-check --sweep-only, its
 // "fastest with every case ok" lines; docs/PERFORMANCE.md, "The H200 round of 2026-12-04").
-// Configuration 0 where no sweep has timed the bucket (d 32 and 256). bf16 has only the 64 and
-// 128 buckets.
-inline constexpr int kFusedFp32Default[4] = {0, 6, 6, 0};
+// d 32 from the sweep of the second H200 round (config 5: 3xTF32 with 4 warps); configuration 0
+// at d 256, where the 3xTF32 configurations run it too. bf16 has only the 64 and 128 buckets.
+inline constexpr int kFusedFp32Default[4] = {5, 6, 6, 0};
 inline constexpr int kFusedBf16Default[4] = {0, 4, 5, 0};
 // The staged chain's GEMM stages (one switch for every head dim): the same sweep's winner.
 inline constexpr int kStagedDefault = 2;
@@ -72,9 +69,6 @@ inline int fused_bf16_config(int head_dim) {
   return config_from_env("ATTNLAB_FUSED_CONFIG", kFusedBf16Configs, kFusedBf16Default[head_dim_bucket(head_dim)]);
 }
 inline int staged_config() { return config_from_env("ATTNLAB_STAGED_CONFIG", kStagedConfigs, kStagedDefault); }
-// The decode kernel: 0 until a GPU round has run and timed configuration 1 (docs/PERFORMANCE.md).
-inline constexpr int kDecodeDefault = 0;
-inline int decode_config() { return config_from_env("ATTNLAB_DECODE_CONFIG", kDecodeConfigs, kDecodeDefault); }
 
 // The largest d_k or d_v the fused fp32 kernels take.
 inline constexpr int kFusedFp32MaxHeadDim = 256;

@@ -1,5 +1,5 @@
 // The kernels' configuration switches (kernels/tile_config.h: ATTNLAB_FUSED_CONFIG,
-// ATTNLAB_STAGED_CONFIG, ATTNLAB_DECODE_CONFIG; kernels/backward.h: ATTNLAB_BACKWARD_CONFIG), parsed on the host: valid values pick the index, anything else is
+// ATTNLAB_STAGED_CONFIG; kernels/backward.h: ATTNLAB_BACKWARD_CONFIG), parsed on the host: valid values pick the index, anything else is
 // refused with the variable, the value and the valid range; and the fused kernels' head dims.
 #include "kernels/tile_config.h"
 #ifdef ATTNLAB_HAVE_CUDA
@@ -74,22 +74,6 @@ TEST(TileConfig, AnythingElseIsRefusedWithTheRange) {
         << bad;
   }
   unsetenv(kVar);
-}
-
-// The decode kernel's switch: its default unset, 0 and 1 as set, anything else refused by name.
-TEST(TileConfig, TheDecodeSwitchPicksItsConfigurationAndRefusesOthers) {
-  using namespace attnlab::cuda;
-  {
-    attnlab::test::ScopedEnv env("ATTNLAB_DECODE_CONFIG", "");
-    EXPECT_EQ(decode_config(), kDecodeDefault);
-  }
-  for (int c = 0; c < kDecodeConfigs; ++c) {
-    attnlab::test::ScopedEnv env("ATTNLAB_DECODE_CONFIG", std::to_string(c).c_str());
-    EXPECT_EQ(decode_config(), c);
-  }
-  attnlab::test::ScopedEnv env("ATTNLAB_DECODE_CONFIG", "2");
-  EXPECT_EQ(attnlab::test::message_of<attnlab::InputError>([] { decode_config(); }),
-            "ATTNLAB_DECODE_CONFIG=2: unknown configuration; valid: 0..1");
 }
 
 // The head dims each fused kernel takes: one rule, used by the CUDA backend before it uploads

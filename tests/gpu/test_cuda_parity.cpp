@@ -302,7 +302,9 @@ TEST(CudaDecodeShapes, GroupedHeadsAndCausalDecodeMatchFp64) {
 
 // The CUDA split-KV decode kernel against fp64 and against the CPU decode kernel: one head and
 // grouped heads, a few queries, none and causal, d 64 and 128, split counts from 1 to one per 7
-// keys, caches shorter than one tile and longer than a split.
+// keys, caches shorter than one tile and longer than a split. The 70000-key caches on the shapes
+// with one or two key/value heads: at 8 the host's references took over a minute on the H200's
+// machine, beside the other tests.
 TEST(CudaDecode, MatchesFp64AndTheCpuDecodeKernel) {
   ATTNLAB_REQUIRE_CUDA();
   auto cuda = make_backend("cuda");
@@ -311,7 +313,7 @@ TEST(CudaDecode, MatchesFp64AndTheCpuDecodeKernel) {
     for (int m : {5, 33, 1000, 70000})
       for (int d : {64, 128})
         for (MaskKind mask : {MaskKind::None, MaskKind::Causal}) {
-          if (n > m) continue;
+          if (n > m || (m == 70000 && kv > 2)) continue;
           Problem p = random_problem(n, m, d, d, seed++, heads, kv);
           p.mask = mask;
           const TraceD ref = reference_fp64(p);  // one reference for every split count
