@@ -410,7 +410,7 @@ void check_options(const Problem& p, const RunOptions& opt) {
   if (opt.precision == Precision::BF16 && opt.variant == Variant::Staged)
     throw InputError("bf16 is only available with --variant fused");
   // What the launchers would refuse, refused here before anything is uploaded: the head dims and
-  // the configuration switch that applies (ATTNLAB_FUSED_CONFIG=6 is valid for fp32, not bf16).
+  // the configuration switch that applies (each fused precision has its own configurations).
   if (opt.variant == Variant::Staged) {
     staged_config();
     return;

@@ -29,7 +29,7 @@ namespace attnlab::cuda {
 std::string last_fused_kernel();
 
 // The tile (queries x keys) of the kernel a fused launch with rules runs, for the block mask the
-// caller builds (block_mask(p, q_tile, k_tile)): fp32 configurations 5 and 6 run the 3xTF32
+// caller builds (block_mask(p, q_tile, k_tile)): fp32 configurations 1 and 2 run the 3xTF32
 // kernel where it takes the shape (fused_tf32_takes) and the buffers are `aligned` (q, k, v
 // 16-byte, o 8-byte: cudaMalloc's are), every other fp32 configuration runs configuration 0's
 // CUDA-core tile; bf16 runs configuration 0's tile. Reads ATTNLAB_FUSED_CONFIG as the launch does.
@@ -45,7 +45,7 @@ void fused_attention_fp32(const float* q, const float* k, const float* v, float*
                           const float* custom_mask, void* stream, const KernelRules* rules = nullptr);
 
 // fp32 on tensor cores with error compensation (3xTF32; kernels/fused_tf32.cu), what fp32
-// configurations 5 (4 warps, `wide` false) and 6 (8 warps) run. `scale_log2` = log2(e) * scale.
+// configurations 1 (4 warps, `wide` false) and 2 (8 warps) run. `scale_log2` = log2(e) * scale.
 // Returns false, launching nothing, where the kernel does not apply: d_k or d_v not a multiple of
 // 4 or above 128 (fused_tf32_takes), or buffers not 16-byte aligned (o: 8-byte).
 bool fused_attention_tf32x3(bool wide, const float* q, const float* k, const float* v, float* o,

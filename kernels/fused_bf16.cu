@@ -3,7 +3,7 @@
 // the sm_90a target that wgmma would need.
 //
 // Version 1 (the only one). A block of 8 warps (config 0; see below) owns BQ = 128 queries of
-// one head; warp w owns query rows 16w .. 16w+15 of the tile (configs 4 and 5: two row tiles,
+// one head; warp w owns query rows 16w .. 16w+15 of the tile (configs 1 and 2: two row tiles,
 // rows 32w .. 32w+31, sharing every K and V fragment the warp loads) and keeps
 //   its Q fragments (16 x D, bf16) in registers for the whole key loop (or re-reads them from
 //   shared memory on every key tile where registers would run out),
@@ -29,23 +29,24 @@
 // and one block before); d=128 215 (was 241), one block.
 //
 // Tile configurations (ATTNLAB_FUSED_CONFIG, read at every launch; unset or empty = the head-dim
-// bucket's default, kernels/tile_config.h; 0..5 = that configuration; any other value throws
+// bucket's default, kernels/tile_config.h; 0..2 = that configuration; any other value throws
 // InputError). The same kernel template, instantiated per configuration;
-// registers from ptxas -v for sm_90 (only config 5 at d=128 spills, 4 bytes); blocks/SM =
+// registers from ptxas -v for sm_90 (only config 2 at d=128 spills, 4 bytes); blocks/SM =
 // min(64K regs, 228 KB smem) bound.
 //   0  8 warps, BQ 128, BK 64   d=64: 127 regs, 54 KB, 2 blocks   d=128: 178 regs, 102 KB, 1
-//      (the GPU-verified default. Since the row-tile parameter MT was added its machine code
+//      (the GPU-verified first kernel. Since the row-tile parameter MT was added its machine code
 //      differs from the verified build only in register numbering and instruction order: the
 //      same multiset of SASS opcodes, compared with nvdisasm)
-//   1  4 warps, BQ  64, BK 64   d=64: 127 regs, 45 KB, 4 blocks   d=128: 168 regs,  85 KB, 2
-//   2  4 warps, BQ  64, BK 32   d=64:  96 regs, 27 KB, 5 blocks   d=128: 166 regs,  51 KB, 3
-//   3  4 warps, BQ  64, BK 128  d=64: 167 regs, 81 KB, 2 blocks   d=128: runs config 0 (153 KB)
-//   4  4 warps x 2 row tiles      d=64: BK 64, 222 regs, 55 KB, 2  d=128: BK 32, Q from shared,
+//   1  4 warps x 2 row tiles      d=64: BK 64, 222 regs, 55 KB, 2  d=128: BK 32, Q from shared,
 //      (BQ 128: each K/V fragment                                       236 regs, 70 KB, 2
 //      serves 32 rows)
-//   5  as 4, other key tile       d=64: BK 32, 168 regs, 37 KB, 3  d=128: BK 64, Q from shared,
+//   2  as 1, other key tile       d=64: BK 32, 168 regs, 37 KB, 3  d=128: BK 64, Q from shared,
 //                                                                       255 regs (4 B spilled),
 //                                                                       104 KB, 2
+// (Until the H200 sweeps of 2026-12-04 three 4-warp tiles of one row tile per warp (64 queries;
+// 64-, 32- and 128-key tiles) were configurations 1-3, and these two 4 and 5. The three were
+// slower than 0 or one of these at both head dims, so they were deleted; docs/PERFORMANCE.md keeps
+// their figures under the old numbers.)
 #include "kernels/cuda_check.h"  // first: its pragma silences Eigen's nvcc notes
 
 #include "core/types.h"
@@ -404,33 +405,20 @@ void launch_bf16(const std::uint16_t* q, const std::uint16_t* k, const std::uint
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-// One head dim, one configuration (see the table in the file header); a configuration that
-// does not suit D (registers would spill) runs configuration 0 instead.
+// One head dim, one configuration (see the table in the file header).
 template <int D>
 void dispatch_bf16(int config, const std::uint16_t* q, const std::uint16_t* k,
                    const std::uint16_t* v, float* o, int heads, int n, int m, float scale_log2,
                    bool causal, cudaStream_t s) {
   switch (config) {
-    case 1:
-      launch_bf16<D, 4, 64, 0>(q, k, v, o, heads, n, m, scale_log2, causal, s);
-      return;
-    case 2:
-      launch_bf16<D, 4, 32, 0>(q, k, v, o, heads, n, m, scale_log2, causal, s);
-      return;
-    case 3:
-      if constexpr (D == 64) {
-        launch_bf16<D, 4, 128, 0>(q, k, v, o, heads, n, m, scale_log2, causal, s);
-        return;
-      }
-      break;  // D = 128: 153 KB of shared memory, one 4-warp block per SM
-    case 4:  // two row tiles per warp; at D = 128 32-key tiles, Q re-read from shared memory
+    case 1:  // two row tiles per warp; at D = 128 32-key tiles, Q re-read from shared memory
       if constexpr (D == 64) {
         launch_bf16<D, 4, 64, 0, 2, true>(q, k, v, o, heads, n, m, scale_log2, causal, s);
       } else {
         launch_bf16<D, 4, 32, 0, 2, false>(q, k, v, o, heads, n, m, scale_log2, causal, s);
       }
       return;
-    case 5:  // as 4 with the other key-tile size
+    case 2:  // as 1 with the other key-tile size
       if constexpr (D == 64) {
         launch_bf16<D, 4, 32, 0, 2, true>(q, k, v, o, heads, n, m, scale_log2, causal, s);
       } else {

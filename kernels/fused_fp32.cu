@@ -21,28 +21,19 @@
 // units, so everything after the masking step is the rule-free code. Without rules the kernels
 // are those of before (RULES false adds an empty last argument and no instruction).
 //
-// Tile configurations (ATTNLAB_FUSED_CONFIG, read at every launch; unset or empty = the head-dim
-// bucket's default, kernels/tile_config.h; 0..6 = that configuration; any other value throws
-// InputError). One kernel template (BQ queries, BK-key tiles, THREADS
-// threads = THREADS / 8 query groups of TQ = 2 or 4 queries; each thread takes BK / 8 keys in
-// float4 chunks 32 keys apart). Registers from ptxas -v for sm_90, none spills; blocks/SM =
-// min(64K regs, 228 KB smem) bound. Buckets a configuration does not suit run config 0.
-//   0  BQ 64 (32 for D=256), BK 64, 128 threads      D=32: 96 regs, 41 KB, 5 blocks
-//      (the verified default; machine code           D=64: 122 regs, 65 KB, 3
-//      byte-identical to the pre-configuration       D=128: 167 regs, 113 KB, 1-2 (smem edge)
-//      kernel)                                       D=256: 167 regs, 169 KB, 1
-//   1  BQ 128, BK 64, 256 threads (TQ 4)             D=32: 123 regs, 65 KB, 2; D=64: 122, 97 KB,
-//                                                    2; D=128: 167, 161 KB, 1; D=256: config 0
-//   2  BQ 64 (32 for D=256), BK 32, 128 threads      D=32: config 0; D=64: 96 regs, 41 KB, 5;
-//                                                    D=128: 138, 73 KB, 3; D=256: 168, 101 KB, 2
-//   3  BQ 128, BK 32, 256 threads (TQ 4)             D=64 only: 123 regs, 65 KB, 2; others
-//                                                    config 0 (D=32, 128 spill)
-//   4  BQ 128, 128 threads (TQ 8: fewer shared       D=64, BK 64: 223 regs, 97 KB, 2;
-//      loads per FFMA)                               D=128, BK 32: 239 regs, 113 KB, 1-2;
-//                                                    D=32, 256: config 0
-//   5  tensor cores, 3xTF32 (kernels/fused_tf32.cu): 4 warps, BQ 64; 64-key tiles up to D = 64,
+// Configurations (ATTNLAB_FUSED_CONFIG, read at every launch; unset or empty = the head-dim
+// bucket's default, kernels/tile_config.h; 0..2 = that configuration; any other value throws
+// InputError):
+//   0  this file's kernel: BQ 64 (32 for D=256), BK 64, 128 threads. Registers (ptxas -v, sm_90,
+//      no spill) and blocks per SM (64K registers, 228 KB shared memory): D=32 96, 41 KB, 5;
+//      D=64 122, 65 KB, 3; D=128 167, 113 KB, 1-2; D=256 167, 169 KB, 1
+//   1  tensor cores, 3xTF32 (kernels/fused_tf32.cu): 4 warps, BQ 64; 64-key tiles up to D = 64,
 //      32-key tiles at D = 128; D = 256, d not a multiple of 4 or unaligned buffers: config 0
-//   6  as 5 with 8 warps, BQ 128
+//   2  as 1 with 8 warps, BQ 128
+// (Until the H200 sweeps of 2026-12-04 four more CUDA-core tiles were configurations 1-4: 128
+// queries, 32-key tiles, 8 queries per thread. Each was slower than 3xTF32 at every head dim it
+// took, so they were deleted; docs/PERFORMANCE.md keeps their figures under their old numbers,
+// with the 3xTF32 ones as 5 and 6.)
 #include "kernels/cuda_check.h"  // first: its pragma silences Eigen's nvcc notes
 
 #include "core/types.h"
@@ -420,51 +411,14 @@ void launch_fp32(const float* q, const float* k, const float* v, float* o, int h
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-// One head-dim bucket, one configuration (see the table in the file header); a configuration
-// that does not suit D (registers or shared memory) runs configuration 0 instead.
+// One head-dim bucket on CUDA cores (configuration 0; the 256 bucket keeps its accumulators in
+// registers with 32-query blocks).
 template <int D>
-void dispatch_fp32(int config, const float* q, const float* k, const float* v, float* o,
-                   int heads, int n, int m, int dk, int dv, float scale_log2, bool causal,
-                   const float* mask, bool vec, cudaStream_t s) {
-  constexpr int BQ0 = D <= 128 ? 64 : 32;  // config 0 (256: keep acc in registers)
-  switch (config) {
-    case 1:
-      if constexpr (D <= 128) {  // D = 256: 4 queries x 32 columns of accumulators would spill
-        launch_fp32<D, 128, 64, 256, 0>(q, k, v, o, heads, n, m, dk, dv, scale_log2, causal,
-                                        mask, vec, s);
-        return;
-      }
-      break;
-    case 2:
-      if constexpr (D >= 64) {  // D = 32 with 32-key tiles: ptxas spills
-        launch_fp32<D, BQ0, 32, 128, 0>(q, k, v, o, heads, n, m, dk, dv, scale_log2, causal,
-                                        mask, vec, s);
-        return;
-      }
-      break;
-    case 3:
-      if constexpr (D == 64) {  // D = 32 and 128 spill; 256 needs too many accumulators
-        launch_fp32<D, 128, 32, 256, 0>(q, k, v, o, heads, n, m, dk, dv, scale_log2, causal,
-                                        mask, vec, s);
-        return;
-      }
-      break;
-    case 4:
-      if constexpr (D == 64) {  // 8 queries x 8 keys per thread
-        launch_fp32<D, 128, 64, 128, 0>(q, k, v, o, heads, n, m, dk, dv, scale_log2, causal,
-                                        mask, vec, s);
-        return;
-      } else if constexpr (D == 128) {  // 8 queries x 4 keys (64-key tiles would spill)
-        launch_fp32<D, 128, 32, 128, 0>(q, k, v, o, heads, n, m, dk, dv, scale_log2, causal,
-                                        mask, vec, s);
-        return;
-      }
-      break;  // D = 32 spills; D = 256 needs too many accumulators
-    default:
-      break;
-  }
-  launch_fp32<D, BQ0, 64, 128, 0>(q, k, v, o, heads, n, m, dk, dv, scale_log2, causal, mask, vec,
-                                  s);
+void dispatch_fp32(const float* q, const float* k, const float* v, float* o, int heads, int n, int m,
+                   int dk, int dv, float scale_log2, bool causal, const float* mask, bool vec,
+                   cudaStream_t s) {
+  launch_fp32<D, D <= 128 ? 64 : 32, 64, 128, 0>(q, k, v, o, heads, n, m, dk, dv, scale_log2, causal, mask,
+                                                 vec, s);
 }
 
 }  // namespace
@@ -479,9 +433,8 @@ std::string last_fused_kernel() { return last_kernel; }
 FusedTile fused_fp32_rules_tile(int d_k, int d_v, bool aligned) {
   const int dmax = d_k > d_v ? d_k : d_v;
   const int config = fused_fp32_config(dmax);
-  if ((config == 5 || config == 6) && aligned && fused_tf32_takes(d_k, d_v))
-    return fused_tf32_tile(config == 6, d_k, d_v);
-  return {dmax <= 128 ? 64 : 32, 64};  // configuration 0's tile (dispatch_fp32's BQ0, BK 64)
+  if (config != 0 && aligned && fused_tf32_takes(d_k, d_v)) return fused_tf32_tile(config == 2, d_k, d_v);
+  return {dmax <= 128 ? 64 : 32, 64};  // configuration 0's tile (dispatch_fp32's)
 }
 
 void fused_attention_fp32(const float* q, const float* k, const float* v, float* o, int heads,
@@ -506,10 +459,10 @@ void fused_attention_fp32(const float* q, const float* k, const float* v, float*
   const float scale_log2 = scale * kLog2e;
   auto s = static_cast<cudaStream_t>(stream);
   if (rules != nullptr) {
-    // One kernel per bucket with rules: configuration 0's CUDA-core tile, or 3xTF32 under 5 and 6
+    // One kernel per bucket with rules: configuration 0's CUDA-core tile, or 3xTF32 under 1 and 2
     // where it applies (fused_fp32_rules_tile says which, for the caller's block mask).
-    if ((config == 5 || config == 6) &&
-        fused_attention_tf32x3(config == 6, q, k, v, o, heads, n, m, d_k, d_v, scale_log2, false,
+    if (config != 0 &&
+        fused_attention_tf32x3(config == 2, q, k, v, o, heads, n, m, d_k, d_v, scale_log2, false,
                                nullptr, stream, rules)) {
       return;
     }
@@ -527,24 +480,20 @@ void fused_attention_fp32(const float* q, const float* k, const float* v, float*
     }
     return;
   }
-  // Configurations 5 and 6: tensor cores (3xTF32, kernels/fused_tf32.cu) where they apply.
-  if ((config == 5 || config == 6) &&
-      fused_attention_tf32x3(config == 6, q, k, v, o, heads, n, m, d_k, d_v, scale_log2, causal,
+  // Configurations 1 and 2: tensor cores (3xTF32, kernels/fused_tf32.cu) where they apply.
+  if (config != 0 &&
+      fused_attention_tf32x3(config == 2, q, k, v, o, heads, n, m, d_k, d_v, scale_log2, causal,
                              custom_mask, stream)) {
     return;
   }
   if (dmax <= 32) {
-    dispatch_fp32<32>(config, q, k, v, o, heads, n, m, d_k, d_v, scale_log2, causal, custom_mask,
-                      vec, s);
+    dispatch_fp32<32>(q, k, v, o, heads, n, m, d_k, d_v, scale_log2, causal, custom_mask, vec, s);
   } else if (dmax <= 64) {
-    dispatch_fp32<64>(config, q, k, v, o, heads, n, m, d_k, d_v, scale_log2, causal, custom_mask,
-                      vec, s);
+    dispatch_fp32<64>(q, k, v, o, heads, n, m, d_k, d_v, scale_log2, causal, custom_mask, vec, s);
   } else if (dmax <= 128) {
-    dispatch_fp32<128>(config, q, k, v, o, heads, n, m, d_k, d_v, scale_log2, causal, custom_mask,
-                      vec, s);
+    dispatch_fp32<128>(q, k, v, o, heads, n, m, d_k, d_v, scale_log2, causal, custom_mask, vec, s);
   } else {
-    dispatch_fp32<256>(config, q, k, v, o, heads, n, m, d_k, d_v, scale_log2, causal, custom_mask,
-                      vec, s);
+    dispatch_fp32<256>(q, k, v, o, heads, n, m, d_k, d_v, scale_log2, causal, custom_mask, vec, s);
   }
 }
 

@@ -1,5 +1,5 @@
 // Fused fp32 attention on tensor cores with error compensation (3xTF32), FlashAttention-2 style:
-// fp32 inputs and outputs, fp32-accurate, never materialises N x N. fp32 configurations 5 and 6
+// fp32 inputs and outputs, fp32-accurate, never materialises N x N. fp32 configurations 1 and 2
 // of kernels/fused_fp32.cu (ATTNLAB_FUSED_CONFIG) run it.
 //
 // 3xTF32 (kernels/mma_tf32.cuh): each product as three tf32 tensor-core products of split

@@ -1,14 +1,14 @@
 // Stage 4 of the staged chain: O = P V, per head (P = the attention weights).
 // Two versions, chosen by ATTNLAB_STAGED_CONFIG at every launch (kernels/tile_config.h):
-//   0 (default) shared-memory tiled, register-blocked, fp32 FMA on CUDA cores
+//   0 shared-memory tiled, register-blocked, fp32 FMA on CUDA cores
 //     (kernels/gemm_tiled.cuh, the loop shared with kernels/qk.cu). Each block
 //     computes a 128 x BN tile of O (BN = 64 for d_v <= 64, else 128) walking the key axis in
 //     slices of 16; each thread accumulates an 8 x (BN / 16) sub-tile in registers.
-//   1, 2 the same block tiles on tensor cores in 3xTF32 (kernels/gemm_tf32.cuh: 8 warps of
+//   1 (default) the same block tiles on tensor cores in 3xTF32 (kernels/gemm_tf32.cuh: 8 warps of
 //     32 x 32 (BN 64) or 64 x 32 (BN 128), keys in slices of 32 through double-buffered shared
-//     memory, each slice summed apart and added with round-to-nearest FADDs), fp32-accurate;
-//     2 asks for two blocks per SM at BN 64 (at BN 128 it would spill; there 2 runs 1). P (N x N)
-//     is read once either way;
+//     memory, each slice summed apart and added with round-to-nearest FADDs), fp32-accurate,
+//     two blocks per SM at BN 64 (at BN 128 that would spill: one). P (N x N) is read once either
+//     way;
 //     at d_v = 64 the CUDA-core version's FMAs take longer than that read, this one should not
 //     (unmeasured).
 // With a causal mask the slices right of the block's last row are skipped: softmax wrote exactly
@@ -133,12 +133,12 @@ void launch_pv(const float* weights, const float* v, float* output, int heads, i
   // A 64-wide tile for the narrow outputs (d_v <= 64) so that P is read once and few columns are
   // computed for nothing; 128 wide above, so that d_v = 128 still reads P only once.
   if (d_v <= 64) {
-    if (config == 2)
+    if (tc)
       launch_pv_tiles<64, 4, 2>(weights, v, output, heads, n, m, d_v, causal, tc, stream);
     else
       launch_pv_tiles<64, 4, 0>(weights, v, output, heads, n, m, d_v, causal, tc, stream);
   } else {
-    // Configuration 2's two blocks per SM would spill 456 bytes here: 1 and 2 are the same.
+    // Two blocks per SM would spill 456 bytes here.
     launch_pv_tiles<128, 8, 0>(weights, v, output, heads, n, m, d_v, causal, tc, stream);
   }
 }

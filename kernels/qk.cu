@@ -1,21 +1,19 @@
 // Stage 1 of the staged chain: raw scores S = Q K^T and scaled scores S / sqrt(d_k), per head.
 // Two versions, chosen by ATTNLAB_STAGED_CONFIG at every launch (kernels/tile_config.h):
-//   0 (default) shared-memory tiled, register-blocked (each block a 128 x 128 tile of S, each
-//     thread an 8 x 8 sub-tile accumulated in registers), fp32 FMA on CUDA cores
-//     (kernels/gemm_tiled.cuh, the loop shared with kernels/pv.cu).
-//   1 the same 128 x 128 block tiles on tensor cores in 3xTF32 (kernels/gemm_tf32.cuh: 8 warps of
-//     64 x 32, k in slices of 32 through double-buffered shared memory), fp32-accurate. At
-//     N = 16384, d = 64 the CUDA-core version needs about as long for its FMAs as for writing the
-//     two N x N outputs; this one should leave the stage bound by the writes (unmeasured).
-//     170 registers, 74 KB shared: one block of 8 warps per SM.
-//   2 as 1 with __launch_bounds__(256, 2): two blocks per SM, ptxas capped at 128 registers
-//     (spills 28 bytes).
-// Versions 1 and 2 above d_k = 128 sum each 32-wide k slice in fresh accumulators (SLICE_SUMS,
+//   0 shared-memory tiled, register-blocked (each block a 128 x 128 tile of S, each thread an
+//     8 x 8 sub-tile accumulated in registers), fp32 FMA on CUDA cores (kernels/gemm_tiled.cuh,
+//     the loop shared with kernels/pv.cu).
+//   1 (default) the same 128 x 128 block tiles on tensor cores in 3xTF32 (kernels/gemm_tf32.cuh:
+//     8 warps of 64 x 32, k in slices of 32 through double-buffered shared memory), fp32-accurate,
+//     with __launch_bounds__(256, 2): two blocks per SM, ptxas capped at 128 registers (spills
+//     28 bytes). (Without the cap, one block of 170 registers per SM, it was configuration 1 until
+//     the H200 sweeps of 2026-12-04 timed it slower at d 64 and 128, and was deleted.)
+// Above d_k = 128 version 1 sums each 32-wide k slice in fresh accumulators (SLICE_SUMS,
 // kernels/gemm_tf32.cuh): the tensor cores truncate their fp32 sums, and over one chain of
 // 3 d_k / 8 mma at d_k = 256 the bias passes the fp32 tolerance (scripts/tf32-model --staged-qk
 // replays that rounding on the parity tests' shapes); up to d_k = 128 the
 // chain is short enough and the extra accumulators are not spent. The sliced kernel runs without
-// version 2's register cap (one block per SM), which it could not meet without spilling.
+// the register cap (one block per SM), which it could not meet without spilling.
 // Either way the scale is applied in the epilogue, so the tile is written twice (scores, scaled)
 // but never read back. Any n, m, d_k: tiles are zero-filled past the edges and stores are guarded.
 #include "kernels/cuda_check.h"
@@ -124,7 +122,7 @@ void launch_qk_tc(const float* q, const float* k, float* scores, float* scaled, 
                   int m, int d_k, float sqrt_dk, bool vec, cudaStream_t stream) {
   if (d_k <= kQkChainedMaxDk)
     launch_qk_tc_as<QkTcChained, MINB>(q, k, scores, scaled, hc, n, m, d_k, sqrt_dk, vec, stream);
-  else  // without the register cap of version 2: under it the slice sums spill heavily
+  else  // without the register cap: under it the slice sums spill heavily
     launch_qk_tc_as<QkTcSliced, 0>(q, k, scores, scaled, hc, n, m, d_k, sqrt_dk, vec, stream);
 }
 
@@ -144,8 +142,6 @@ void launch_qk(const float* q, const float* k, float* scores, float* scaled, int
     float* sc = scores + h * n * m;
     float* ac = scaled + h * n * m;
     if (config == 1) {
-      launch_qk_tc<0>(qc, kc, sc, ac, hc, n, m, d_k, sqrt_dk, vec, stream);
-    } else if (config == 2) {
       launch_qk_tc<2>(qc, kc, sc, ac, hc, n, m, d_k, sqrt_dk, vec, stream);
     } else {
       const dim3 grid((m + QkTiled::BN - 1) / QkTiled::BN, (n + QkTiled::BM - 1) / QkTiled::BM, hc);

@@ -23,8 +23,8 @@
 namespace attnlab::cuda {
 
 // launch_qk and launch_pv read ATTNLAB_STAGED_CONFIG (staged_config() in kernels/tile_config.h):
-// 0 CUDA cores (default); 1 and 2 tensor cores in 3xTF32 (kernels/gemm_tf32.cuh), 2 with two
-// blocks per SM. The other stages have one version.
+// 0 CUDA cores; 1 (default) tensor cores in 3xTF32 (kernels/gemm_tf32.cuh), two blocks per SM
+// where the registers allow. The other stages have one version.
 
 // Mask kinds as the kernels see them (MaskKind without pulling core/ into the kernels).
 enum class MaskCode : int { None = 0, Causal = 1, Custom = 2 };

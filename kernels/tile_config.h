@@ -38,9 +38,13 @@ inline int config_from_env(const char* var, int count, int fallback = 0) {
 }
 
 // How many configurations each switch has (valid values 0 .. count - 1).
-inline constexpr int kFusedFp32Configs = 7;  // fused_fp32.cu; 5 and 6 run fused_tf32.cu
-inline constexpr int kFusedBf16Configs = 6;  // fused_bf16.cu
-inline constexpr int kStagedConfigs = 3;     // qk.cu and pv.cu
+// (Each kernel keeps its simplest configuration, 0, and the ones fastest somewhere in the H200
+// sweeps of 2026-12-04; the others were deleted and the survivors renumbered: fused fp32 5 and 6
+// are 1 and 2, bf16 4 and 5 are 1 and 2, staged 2 is 1. docs/PERFORMANCE.md keeps the sweeps'
+// figures under the old numbers.)
+inline constexpr int kFusedFp32Configs = 3;  // fused_fp32.cu; 1 and 2 run fused_tf32.cu
+inline constexpr int kFusedBf16Configs = 3;  // fused_bf16.cu
+inline constexpr int kStagedConfigs = 2;     // qk.cu and pv.cu
 
 // The fused kernels' head-dim buckets: max(d_k, d_v) padded to 32, 64, 128 or 256 (index 0..3).
 inline constexpr int head_dim_bucket(int head_dim) {
@@ -48,14 +52,15 @@ inline constexpr int head_dim_bucket(int head_dim) {
 }
 
 // The configuration each bucket runs when ATTNLAB_FUSED_CONFIG is unset: the fastest whose error
-// is in range in the lab GPU's last configuration sweep (scripts/gpu-check --sweep-only, its
-// "fastest with every case ok" lines; docs/PERFORMANCE.md, "The H200 round of 2026-12-04").
-// d 32 from the sweep of the second H200 round (config 5: 3xTF32 with 4 warps); configuration 0
-// at d 256, where the 3xTF32 configurations run it too. bf16 has only the 64 and 128 buckets.
-inline constexpr int kFusedFp32Default[4] = {5, 6, 6, 0};
-inline constexpr int kFusedBf16Default[4] = {0, 4, 5, 0};
+// is in range in the lab GPU's configuration sweeps (scripts/gpu-check --sweep-only, its
+// "fastest with every case ok" lines; docs/PERFORMANCE.md, "The H200 round of 2026-12-04" and
+// "The third H200 round"): fp32 3xTF32 with 4 warps at d <= 32, with 8 warps at d 33-128,
+// configuration 0 at d 256 (the 3xTF32 ones run it there too); bf16 has only the 64 and 128
+// buckets.
+inline constexpr int kFusedFp32Default[4] = {1, 2, 2, 0};
+inline constexpr int kFusedBf16Default[4] = {0, 1, 2, 0};
 // The staged chain's GEMM stages (one switch for every head dim): the same sweep's winner.
-inline constexpr int kStagedDefault = 2;
+inline constexpr int kStagedDefault = 1;
 static_assert(kFusedFp32Default[0] < kFusedFp32Configs && kFusedFp32Default[1] < kFusedFp32Configs &&
               kFusedFp32Default[2] < kFusedFp32Configs && kFusedFp32Default[3] < kFusedFp32Configs);
 static_assert(kFusedBf16Default[1] < kFusedBf16Configs && kFusedBf16Default[2] < kFusedBf16Configs);

@@ -164,16 +164,23 @@ TEST(Fallback, KernelOptionsAreCheckedBeforeTheMemoryEstimate) {
   EXPECT_EQ(message(d300, Variant::Fused, Precision::FP32),
             "fused fp32 supports head dims up to 256, got d_k 300, d_v 8");
   {
-    ScopedEnv config("ATTNLAB_FUSED_CONFIG", "6");  // fp32: 3xTF32, 8 warps; bf16: no such
-    EXPECT_EQ(message(d64, Variant::Fused, Precision::BF16),
-              "ATTNLAB_FUSED_CONFIG=6: unknown configuration; valid: 0..5");
-    const std::string fp32 = message(d64, Variant::Fused, Precision::FP32);
-    EXPECT_EQ(fp32.rfind("problem needs ", 0), 0u) << "fp32 config 6 is valid: " << fp32;
+    ScopedEnv config("ATTNLAB_FUSED_CONFIG", "3");
+    for (Precision precision : {Precision::FP32, Precision::BF16})
+      EXPECT_EQ(message(d64, Variant::Fused, precision), "ATTNLAB_FUSED_CONFIG=3: unknown configuration; valid: 0..2");
+    EXPECT_EQ(message(d64, Variant::Staged, Precision::FP32).rfind("problem needs ", 0), 0u)
+        << "the fused switch does not concern the staged chain";
   }
   {
-    ScopedEnv config("ATTNLAB_STAGED_CONFIG", "3");
+    ScopedEnv config("ATTNLAB_FUSED_CONFIG", "2");  // fp32: 3xTF32, 8 warps; bf16: two row tiles
+    for (Precision precision : {Precision::FP32, Precision::BF16}) {
+      const std::string why = message(d64, Variant::Fused, precision);
+      EXPECT_EQ(why.rfind("problem needs ", 0), 0u) << "config 2 is valid: " << why;
+    }
+  }
+  {
+    ScopedEnv config("ATTNLAB_STAGED_CONFIG", "2");
     EXPECT_EQ(message(d64, Variant::Staged, Precision::FP32),
-              "ATTNLAB_STAGED_CONFIG=3: unknown configuration; valid: 0..2");
+              "ATTNLAB_STAGED_CONFIG=2: unknown configuration; valid: 0..1");
     EXPECT_EQ(message(d64, Variant::Fused, Precision::FP32).rfind("problem needs ", 0), 0u)
         << "the staged switch does not concern the fused kernels";
   }

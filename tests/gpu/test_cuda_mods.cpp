@@ -11,7 +11,7 @@
 //   - streamed runs (exact rows, the output) with modifications; resident buffers shared by
 //     problems with and without them; small runs of every kernel with rules, for
 //     compute-sanitizer (scripts/gpu-check runs CudaModsSanitize.* under memcheck and racecheck)
-// gpu-check runs CudaMods* again under ATTNLAB_FUSED_CONFIG 5 and 6 (3xTF32 with rules).
+// gpu-check runs CudaMods* again under ATTNLAB_FUSED_CONFIG 1 and 2 (3xTF32 with rules).
 // Every test SKIPs ("no CUDA device: <reason>") without a device.
 #include "core/backend.h"
 #include "core/modify.h"
@@ -336,8 +336,8 @@ TEST(CudaModsTiles, AWindowedFusedRunComputesOnlyTheNonEmptyTiles) {
     const char* kernel;  // what last_fused_kernel() starts with
   };
   for (const Run& run : {Run{Precision::FP32, "0", "fp32 D=64"}, Run{Precision::BF16, "", "bf16 D=64"},
-                         Run{Precision::FP32, "5", "3xTF32 D=64 warps=4"},
-                         Run{Precision::FP32, "6", "3xTF32 D=64 warps=8"}}) {
+                         Run{Precision::FP32, "1", "3xTF32 D=64 warps=4"},
+                         Run{Precision::FP32, "2", "3xTF32 D=64 warps=8"}}) {
     test::ScopedEnv env("ATTNLAB_FUSED_CONFIG", run.config);
     SCOPED_TRACE(std::string(run.kernel));
     RunOptions o;
