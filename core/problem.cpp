@@ -8,6 +8,7 @@
 
 #include "core/format.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -16,7 +17,9 @@
 #include <sstream>
 #include <string_view>
 #include <system_error>
+#include <thread>
 #include <utility>
+#include <vector>
 
 namespace attnlab {
 namespace {
@@ -237,16 +240,49 @@ std::vector<std::string> index_tokens(int count) {
 
 void fill_standard_normal(MatrixF& a, Eigen::Index rows, Eigen::Index cols, std::mt19937_64& gen) {
   // Box-Muller on mt19937_64 written out: std::normal_distribution is implementation-defined,
-  // and the same seed must give the same numbers with any standard library.
-  auto uniform = [&gen] { return (static_cast<double>(gen() >> 11) + 0.5) * 0x1.0p-53; };
+  // and the same seed must give the same numbers with any standard library. Pair i takes draws
+  // 2i (the radius) and 2i + 1 (the angle) of the stream and fills elements 2i and 2i + 1 (the
+  // last draw of an odd count is drawn and not used). The draws are made in order, a block at a
+  // time; the transform, most of the time (a log, a square root, a cosine and a sine in double),
+  // runs on every core, each pair on its own, so the numbers do not depend on the thread count.
   a.resize(rows, cols);
   float* d = a.data();
-  const Eigen::Index count = a.size();
-  for (Eigen::Index i = 0; i < count; i += 2) {
-    const double r = std::sqrt(-2.0 * std::log(uniform()));
-    const double th = 2.0 * 3.14159265358979323846 * uniform();
-    d[i] = static_cast<float>(r * std::cos(th));
-    if (i + 1 < count) d[i + 1] = static_cast<float>(r * std::sin(th));
+  const Eigen::Index count = a.size(), pairs = (count + 1) / 2;
+  constexpr Eigen::Index kBlock = Eigen::Index{1} << 20;  // pairs per block: 16 MiB of draws
+  std::vector<std::uint64_t> draws(static_cast<std::size_t>(2 * std::min(pairs, kBlock)));
+  const auto transform = [d, count, &draws](Eigen::Index first_pair, Eigen::Index lo, Eigen::Index hi) {
+    for (Eigen::Index i = lo; i < hi; ++i) {
+      const double u1 = (static_cast<double>(draws[2 * i] >> 11) + 0.5) * 0x1.0p-53;
+      const double u2 = (static_cast<double>(draws[2 * i + 1] >> 11) + 0.5) * 0x1.0p-53;
+      const double r = std::sqrt(-2.0 * std::log(u1));
+      const double th = 2.0 * 3.14159265358979323846 * u2;
+      const Eigen::Index e = 2 * (first_pair + i);
+      d[e] = static_cast<float>(r * std::cos(th));
+      if (e + 1 < count) d[e + 1] = static_cast<float>(r * std::sin(th));
+    }
+  };
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  for (Eigen::Index p0 = 0; p0 < pairs; p0 += kBlock) {
+    const Eigen::Index np = std::min(kBlock, pairs - p0);
+    for (Eigen::Index i = 0; i < 2 * np; ++i) draws[static_cast<std::size_t>(i)] = gen();
+    // Threads only where a block is large enough to pay for them.
+    const Eigen::Index workers = std::min<Eigen::Index>(cores, std::max<Eigen::Index>(1, np / 65536));
+    if (workers == 1) {
+      transform(p0, 0, np);
+      continue;
+    }
+    std::vector<std::thread> pool;
+    const Eigen::Index per = (np + workers - 1) / workers;
+    for (Eigen::Index w = 1; w < workers; ++w) {
+      const Eigen::Index lo = std::min(np, w * per), hi = std::min(np, (w + 1) * per);
+      try {
+        pool.emplace_back(transform, p0, lo, hi);
+      } catch (const std::system_error&) {  // no thread to be had: this one does it
+        transform(p0, lo, hi);
+      }
+    }
+    transform(p0, 0, std::min(np, per));
+    for (std::thread& t : pool) t.join();
   }
 }
 
