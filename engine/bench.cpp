@@ -59,7 +59,8 @@ constexpr double kCpuStagedFlops = 8e9;
 constexpr double kCpuFusedFlops = 40e9;
 
 // A bench problem and its fp64 reference output, built once per (mask, heads, d, n) and shared by
-// every backend / variant / precision timed on it. The reference is the full fp64 chain
+// every backend / variant / precision timed on it. The reference is every row through the fp64
+// row reference (reference_fp64_row) for at most kSampleRows query rows in all, the full fp64 chain
 // (reference_fp64) up to kFullReferenceLimit head·N² entries; above that, `rows` (64 query rows of
 // head 0, evenly spread) through reference_fp64 of the sub-problem holding just those rows, their
 // mask rows as a custom mask.
@@ -168,6 +169,20 @@ BenchProblem make_bench_problem(const Case& c, std::uint64_t seed) {
     b.rope_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
   const Problem& p = b.p;
+  if (static_cast<long long>(p.heads) * p.n() <= kSampleRows) {
+    // Few query rows (decode shapes): every one through the fp64 row reference, which streams the
+    // keys in blocks. The chain below would first copy all of K and V to double (4 GiB for an fp32
+    // cache of 8 heads x 2^18 keys at d 128), which took longer than the kernel's whole timing.
+    b.ref.resize(static_cast<Eigen::Index>(p.heads) * p.n(), p.d_v());
+    for (int h = 0; h < p.heads; ++h)
+      for (int i = 0; i < p.n(); ++i) {
+        const std::vector<double> row = reference_fp64_row(p, h, i);
+        b.ref.row(static_cast<Eigen::Index>(h) * p.n() + i) =
+            Eigen::Map<const Eigen::RowVectorXd>(row.data(), p.d_v());
+      }
+    b.which = "fp64 full";
+    return b;
+  }
   if (static_cast<double>(p.heads) * p.n() * p.m() <= kFullReferenceLimit) {
     b.ref = reference_fp64(p).output;
     b.which = "fp64 full";
