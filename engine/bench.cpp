@@ -48,6 +48,7 @@ namespace {
 
 constexpr double kFullReferenceLimit = 4194304.0;  // heads * N^2 above this: sampled rows
 constexpr int kSampleRows = 64;
+constexpr int kRowReferenceRows = 64;  // query rows in all up to which every row gets the row reference
 // The backward's rel err bound in fp32: each gradient sums over every key (dQ) or every query
 // (dK, dV) and through the softmax's Jacobian; the staged check's derived bounds (core/
 // backward_check.h) reach about 1e-4 of the largest gradient at the bench's sizes.
@@ -60,7 +61,7 @@ constexpr double kCpuFusedFlops = 40e9;
 
 // A bench problem and its fp64 reference output, built once per (mask, heads, d, n) and shared by
 // every backend / variant / precision timed on it. The reference is every row through the fp64
-// row reference (reference_fp64_row) for at most kSampleRows query rows in all, the full fp64 chain
+// row reference (reference_fp64_row) for at most kRowReferenceRows query rows in all, the full fp64 chain
 // (reference_fp64) up to kFullReferenceLimit head·N² entries; above that, `rows` (64 query rows of
 // head 0, evenly spread) through reference_fp64 of the sub-problem holding just those rows, their
 // mask rows as a custom mask.
@@ -169,10 +170,10 @@ BenchProblem make_bench_problem(const Case& c, std::uint64_t seed) {
     b.rope_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
   const Problem& p = b.p;
-  if (static_cast<long long>(p.heads) * p.n() <= kSampleRows) {
+  if (static_cast<long long>(p.heads) * p.n() <= kRowReferenceRows) {
     // Few query rows (decode shapes): every one through the fp64 row reference, which streams the
-    // keys in blocks. The chain below would first copy all of K and V to double (4 GiB for an fp32
-    // cache of 8 heads x 2^18 keys at d 128), which took longer than the kernel's whole timing.
+    // keys in blocks. The chain below would first copy all of K and V to double, twice the cache's
+    // bytes, for a handful of rows.
     b.ref.resize(static_cast<Eigen::Index>(p.heads) * p.n(), p.d_v());
     for (int h = 0; h < p.heads; ++h)
       for (int i = 0; i < p.n(); ++i) {

@@ -59,8 +59,8 @@ struct BackwardArgs {
 inline constexpr int kBackwardConfigs = 2;
 // The configuration each precision runs by default: bf16 the tensor-core kernel since the H200
 // round of 2026-12-04 (every bf16 backward GPU test and both sanitizers passed under it, and it
-// took 0.61 and 0.51 of configuration 0's time at 8 heads x 2048, d 64, none and causal);
-// scripts/gpu-check times both at every round.
+// was the faster on every timed shape; docs/PERFORMANCE.md); scripts/gpu-check times both at
+// every round.
 inline constexpr int kBackwardDefault[2] = {0, 1};  // fp32, bf16
 // The configuration of this precision ATTNLAB_BACKWARD_CONFIG asks for (configuration 1 only for
 // bf16): read once per backward, by its caller, into BackwardArgs::tensor_cores.

@@ -117,11 +117,11 @@ void launch_qk_tc_as(const float* q, const float* k, float* scores, float* scale
                                                                          m, d_k, sqrt_dk, vec);
 }
 
-template <int MINB>
+// Configuration 1: two blocks per SM up to d_k = kQkChainedMaxDk, one above.
 void launch_qk_tc(const float* q, const float* k, float* scores, float* scaled, int hc, int n,
                   int m, int d_k, float sqrt_dk, bool vec, cudaStream_t stream) {
   if (d_k <= kQkChainedMaxDk)
-    launch_qk_tc_as<QkTcChained, MINB>(q, k, scores, scaled, hc, n, m, d_k, sqrt_dk, vec, stream);
+    launch_qk_tc_as<QkTcChained, 2>(q, k, scores, scaled, hc, n, m, d_k, sqrt_dk, vec, stream);
   else  // without the register cap: under it the slice sums spill heavily
     launch_qk_tc_as<QkTcSliced, 0>(q, k, scores, scaled, hc, n, m, d_k, sqrt_dk, vec, stream);
 }
@@ -142,7 +142,7 @@ void launch_qk(const float* q, const float* k, float* scores, float* scaled, int
     float* sc = scores + h * n * m;
     float* ac = scaled + h * n * m;
     if (config == 1) {
-      launch_qk_tc<2>(qc, kc, sc, ac, hc, n, m, d_k, sqrt_dk, vec, stream);
+      launch_qk_tc(qc, kc, sc, ac, hc, n, m, d_k, sqrt_dk, vec, stream);
     } else {
       const dim3 grid((m + QkTiled::BN - 1) / QkTiled::BN, (n + QkTiled::BM - 1) / QkTiled::BM, hc);
       qk_tiled<<<grid, QkTiled::kThreads, 0, stream>>>(qc, kc, sc, ac, n, m, d_k, sqrt_dk);
