@@ -9,11 +9,13 @@
 #include "cpu/bf16.h"
 #include "cpu/chains.h"
 #include "cpu/cpu_backend.h"
+#include "cpu/online_softmax.h"
 #include "cpu/walk.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -170,6 +172,60 @@ TEST(Modifications, WithoutModificationsTheKernelsAreUnchanged) {
   EXPECT_FALSE(has_modifications(q));
   EXPECT_EQ(cpu_fused(p).output, cpu_fused(q).output);
   EXPECT_EQ(cpu_staged(p).weights, cpu_staged(q).weights);
+}
+
+// The soft-cap of the fused, walk, decode and bf16 kernels (cpu/online_softmax.h soft_cap): C
+// tanh(x / C) against the same in double on every lane, whether the lane's packet is all within
+// the cap (the polynomial), all beyond it (Eigen's rational tanh) or mixed; and a lane's value is
+// the same whatever its neighbours are. The bounds in ulp of the result include x times 1 / C
+// rounded (up to an ulp of y, which tanh passes on where y is small) and the final times C:
+// 3.5 within the cap, 4.5 beyond it (Eigen's own tanh, the cap's only path before).
+TEST(Modifications, TheSoftCapIsTanhWithinAFewUlpOnEveryLaneAlone) {
+  namespace on = cpu::online;
+  namespace ei = Eigen::internal;
+  constexpr int L = on::kLanes;
+  const float C = 30.f;
+  const on::Packet inv = ei::pset1<on::Packet>(1.f / C), cap = ei::pset1<on::Packet>(C);
+  std::vector<float> xs;  // scaled scores x, so y = x / C sweeps [-12, 12] densely, and the edges
+  for (int i = -240000; i <= 240000; ++i) xs.push_back(static_cast<float>(i) * (12.f * C / 240000));
+  for (float y : {0.f, -0.f, 1e-30f, -1e-30f, 1e-8f, 0.999999f, 1.f, 1.000001f, -1.f, 7.9f, 8.f, 9.f, 50.f, -50.f})
+    xs.push_back(y * C);
+  auto ulps = [&](float got, float x) {
+    const double want = C * std::tanh(static_cast<double>(x / C));
+    const double ulp = std::max(static_cast<double>(std::nextafter(std::abs(static_cast<float>(want)), INFINITY)) -
+                                    std::abs(static_cast<float>(want)),
+                                1e-37);
+    return std::abs(static_cast<double>(got) - want) / ulp;
+  };
+  double worst_within = 0, worst_beyond = 0;
+  alignas(64) float in[L], out[L], alone[L];
+  for (std::size_t i = 0; i + L <= xs.size(); i += L) {
+    for (int l = 0; l < L; ++l) in[l] = xs[i + l];
+    ei::pstore(out, on::soft_cap(ei::pload<on::Packet>(in), inv, cap));
+    for (int l = 0; l < L; ++l) {
+      const double u = ulps(out[l], in[l]);
+      (std::abs(in[l] / C) <= 1 ? worst_within : worst_beyond) = std::max(
+          std::abs(in[l] / C) <= 1 ? worst_within : worst_beyond, u);
+      // The same lane among neighbours beyond the cap (a mixed packet), and alone among zeros.
+      alignas(64) float mixed[L];
+      for (int k = 0; k < L; ++k) mixed[k] = k == l ? in[l] : 5 * C;
+      ei::pstore(alone, on::soft_cap(ei::pload<on::Packet>(mixed), inv, cap));
+      ASSERT_EQ(alone[l], out[l]) << "x " << in[l] << " among lanes beyond the cap";
+      for (int k = 0; k < L; ++k) mixed[k] = k == l ? in[l] : 0.f;
+      ei::pstore(alone, on::soft_cap(ei::pload<on::Packet>(mixed), inv, cap));
+      ASSERT_EQ(alone[l], out[l]) << "x " << in[l] << " among lanes within the cap";
+    }
+  }
+  EXPECT_LE(worst_within, 3.5);
+  EXPECT_LE(worst_beyond, 4.5);
+  EXPECT_GT(worst_within, 0.0);  // the sweep did reach both paths
+  EXPECT_GT(worst_beyond, 0.0);
+  // A NaN stays NaN; ±inf are ±C.
+  for (int l = 0; l < L; ++l) in[l] = l == 0 ? std::numeric_limits<float>::quiet_NaN() : l == 1 ? INFINITY : -INFINITY;
+  ei::pstore(out, on::soft_cap(ei::pload<on::Packet>(in), inv, cap));
+  EXPECT_TRUE(std::isnan(out[0]));
+  EXPECT_EQ(out[1], C);
+  EXPECT_EQ(out[2], -C);
 }
 
 TEST(Modifications, StandardAlibiSlopes) {

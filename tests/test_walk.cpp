@@ -131,6 +131,15 @@ TEST(Walk, AtTheKernelsBlockSizeItIsTheKernelBitForBit) {
       EXPECT_EQ(w.output, row(fused, q));
     }
   }
+  // A soft-cap that some of a tile's scores exceed and others do not: the walk's one-query tiles
+  // hold other lanes than the kernel's, and the cap of a lane is its own (the same bits).
+  Problem p = test::make_problem(300, 16, 8, 1, MaskKind::Causal, 0.7, 5);
+  p.mods.softcap = 1.5;
+  const MatrixF fused = cpu_fused(p).output;
+  for (int q : {0, 63, 64, 200, 299}) {
+    SCOPED_TRACE("softcap 1.5, query " + std::to_string(q));
+    EXPECT_EQ(walk_row(p, 0, q, cpu::online::kFusedKeyBlock).output, row(fused, q));
+  }
 }
 
 // The checks run the kernel on the one-row problem: the row of the full run, bit for bit.
