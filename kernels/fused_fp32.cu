@@ -50,39 +50,27 @@
 namespace attnlab::cuda {
 namespace {
 
-// One tile configuration: THREADS threads own BQ_ queries (THREADS / 8 query groups of TQ
-// queries) and walk the keys in tiles of BK_ (each thread: BK_ / 8 keys, in float4 chunks 32 keys
-// apart); __launch_bounds__(THREADS_, MINB), MINB == 0 setting no minimum.
-template <int D, int BQ_, int BK_, int THREADS_, int MINB>
+// The tile of head-dim bucket D: 128 threads own BQ queries (16 query groups of TQ queries) and
+// walk the keys in tiles of 64 (each thread: 8 keys, in float4 chunks 32 keys apart). BQ is 64,
+// and 32 at D = 256, where the accumulators of 64 would not stay in registers.
+template <int D>
 struct Fp32Tile {
-  static constexpr int kThreads = THREADS_;
-  static constexpr int BQ = BQ_;                 // queries per block
-  static constexpr int kBK = BK_;                // keys per tile
+  static constexpr int kThreads = 128;
+  static constexpr int BQ = D <= 128 ? 64 : 32;   // queries per block
+  static constexpr int kBK = 64;                  // keys per tile
   static constexpr int TQ = BQ / (kThreads / 8);  // queries per thread
-  static constexpr int KC = kBK / 32;            // float4 key chunks per thread in the S phase
-  static constexpr int TV = D / 8;               // output columns per thread
-  static constexpr int PS = BQ + 4;              // P row stride: spreads the float4 stores' banks
-  static_assert(kThreads % 32 == 0 && (TQ == 2 || TQ == 4 || TQ == 8) && BQ == TQ * (kThreads / 8));
-  static_assert(kBK % 32 == 0 && MINB >= 0);
+  static constexpr int KC = kBK / 32;             // float4 key chunks per thread in the S phase
+  static constexpr int TV = D / 8;                // output columns per thread
+  static constexpr int PS = BQ + 4;               // P row stride: spreads the float4 stores' banks
+  static_assert((TQ == 2 || TQ == 4) && BQ == TQ * (kThreads / 8) && kBK % 32 == 0);
   static constexpr int smem_floats = D * BQ + D * kBK + kBK * D + kBK * PS;
   static constexpr std::size_t smem_bytes = smem_floats * sizeof(float);
 };
 
-// TQ consecutive floats from shared memory (16-byte aligned for TQ 4 and 8, 8-byte for TQ 2).
+// TQ consecutive floats from shared memory (16-byte aligned for TQ 4, 8-byte for TQ 2).
 template <int TQ>
 __device__ __forceinline__ void load_tq(const float* src, float (&dst)[TQ]) {
-  if constexpr (TQ == 8) {
-    const float4 t = *reinterpret_cast<const float4*>(src);
-    const float4 u = *reinterpret_cast<const float4*>(src + 4);
-    dst[0] = t.x;
-    dst[1] = t.y;
-    dst[2] = t.z;
-    dst[3] = t.w;
-    dst[4] = u.x;
-    dst[5] = u.y;
-    dst[6] = u.z;
-    dst[7] = u.w;
-  } else if constexpr (TQ == 4) {
+  if constexpr (TQ == 4) {
     const float4 t = *reinterpret_cast<const float4*>(src);
     dst[0] = t.x;
     dst[1] = t.y;
@@ -98,10 +86,7 @@ __device__ __forceinline__ void load_tq(const float* src, float (&dst)[TQ]) {
 
 template <int TQ>
 __device__ __forceinline__ void store_tq(float* dst, const float (&src)[TQ]) {
-  if constexpr (TQ == 8) {
-    *reinterpret_cast<float4*>(dst) = make_float4(src[0], src[1], src[2], src[3]);
-    *reinterpret_cast<float4*>(dst + 4) = make_float4(src[4], src[5], src[6], src[7]);
-  } else if constexpr (TQ == 4) {
+  if constexpr (TQ == 4) {
     *reinterpret_cast<float4*>(dst) = make_float4(src[0], src[1], src[2], src[3]);
   } else {
     *reinterpret_cast<float2*>(dst) = make_float2(src[0], src[1]);
@@ -166,17 +151,17 @@ __device__ __forceinline__ void load_rowmajor(float* dst, const float* src, int 
 }
 
 // q (heads*n, dk)  k (heads*m, dk)  v (heads*m, dv)  o (heads*n, dv)  mask (n, m) or nullptr.
-// Grid: heads * ceil(n / BQ) blocks of THREADS threads; block b works on head b % heads and
+// Grid: heads * ceil(n / BQ) blocks of 128 threads; block b works on head b % heads and
 // query tile (tiles - 1 - b / heads). `scale_log2` = log2(e) / (sqrt(d_k) T), with RULES
 // log2(e) / T (rules: the block mask, MaskRule and ScoreRule; causal false, mask null). `vec`:
 // d_k, d_v multiples of 4 and 16-byte aligned pointers, so tiles move as float4.
-template <int D, int BQ_, int BK_, int THREADS_, int MINB, bool RULES>
-__global__ void __launch_bounds__(THREADS_, MINB)
+template <int D, bool RULES>
+__global__ void __launch_bounds__(Fp32Tile<D>::kThreads)
     fused_fp32_kernel(const float* __restrict__ q, const float* __restrict__ k,
                       const float* __restrict__ v, float* __restrict__ o, int heads, int n, int m,
                       int dk, int dv, float scale_log2, bool causal,
                       const float* __restrict__ mask, bool vec, RulesArg<RULES> rules) {
-  using T = Fp32Tile<D, BQ_, BK_, THREADS_, MINB>;
+  using T = Fp32Tile<D>;
   constexpr int kThreads = T::kThreads;
   constexpr int kBK = T::kBK;
   constexpr int KC = T::KC;
@@ -394,31 +379,28 @@ __global__ void __launch_bounds__(THREADS_, MINB)
   }
 }
 
-template <int D, int BQ, int BK, int THREADS, int MINB, bool RULES = false>
+template <int D, bool RULES = false>
 void launch_fp32(const float* q, const float* k, const float* v, float* o, int heads, int n,
                  int m, int dk, int dv, float scale_log2, bool causal, const float* mask, bool vec,
                  cudaStream_t stream, const RulesArg<RULES>& rules = {}) {
-  using T = Fp32Tile<D, BQ, BK, THREADS, MINB>;
-  if constexpr (RULES) check_rules_tile(rules, n, m, BQ, BK, "fused fp32");
-  allow_dynamic_smem<fused_fp32_kernel<D, BQ, BK, THREADS, MINB, RULES>>(T::smem_bytes);
-  note_fused_kernel("fp32 D=" + std::to_string(D) + " BQ=" + std::to_string(BQ) + " BK=" + std::to_string(BK) +
-                    " threads=" + std::to_string(THREADS) + (MINB ? " minb=" + std::to_string(MINB) : "") +
-                    (RULES ? " rules" : ""));
+  using T = Fp32Tile<D>;
+  if constexpr (RULES) check_rules_tile(rules, n, m, T::BQ, T::kBK, "fused fp32");
+  allow_dynamic_smem<fused_fp32_kernel<D, RULES>>(T::smem_bytes);
+  note_fused_kernel("fp32 D=" + std::to_string(D) + " BQ=" + std::to_string(T::BQ) + " BK=" +
+                    std::to_string(T::kBK) + " threads=" + std::to_string(T::kThreads) + (RULES ? " rules" : ""));
   const unsigned blocks =
       grid_1d(static_cast<long long>(heads) * ((n + T::BQ - 1) / T::BQ), "fused fp32");
-  fused_fp32_kernel<D, BQ, BK, THREADS, MINB, RULES><<<blocks, T::kThreads, T::smem_bytes, stream>>>(
+  fused_fp32_kernel<D, RULES><<<blocks, T::kThreads, T::smem_bytes, stream>>>(
       q, k, v, o, heads, n, m, dk, dv, scale_log2, causal, mask, vec, rules);
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-// One head-dim bucket on CUDA cores (configuration 0; the 256 bucket keeps its accumulators in
-// registers with 32-query blocks).
+// One head-dim bucket on CUDA cores (configuration 0).
 template <int D>
 void dispatch_fp32(const float* q, const float* k, const float* v, float* o, int heads, int n, int m,
                    int dk, int dv, float scale_log2, bool causal, const float* mask, bool vec,
                    cudaStream_t s) {
-  launch_fp32<D, D <= 128 ? 64 : 32, 64, 128, 0>(q, k, v, o, heads, n, m, dk, dv, scale_log2, causal, mask,
-                                                 vec, s);
+  launch_fp32<D>(q, k, v, o, heads, n, m, dk, dv, scale_log2, causal, mask, vec, s);
 }
 
 }  // namespace
@@ -434,7 +416,7 @@ FusedTile fused_fp32_rules_tile(int d_k, int d_v, bool aligned) {
   const int dmax = d_k > d_v ? d_k : d_v;
   const int config = fused_fp32_config(dmax);
   if (config != 0 && aligned && fused_tf32_takes(d_k, d_v)) return fused_tf32_tile(config == 2, d_k, d_v);
-  return {dmax <= 128 ? 64 : 32, 64};  // configuration 0's tile (dispatch_fp32's)
+  return {dmax <= 128 ? Fp32Tile<128>::BQ : Fp32Tile<256>::BQ, Fp32Tile<256>::kBK};  // configuration 0's tile
 }
 
 void fused_attention_fp32(const float* q, const float* k, const float* v, float* o, int heads,
@@ -470,13 +452,13 @@ void fused_attention_fp32(const float* q, const float* k, const float* v, float*
       launch(q, k, v, o, heads, n, m, d_k, d_v, scale_log2, false, nullptr, vec, s, *rules);
     };
     if (dmax <= 32) {
-      run(launch_fp32<32, 64, 64, 128, 0, true>);
+      run(launch_fp32<32, true>);
     } else if (dmax <= 64) {
-      run(launch_fp32<64, 64, 64, 128, 0, true>);
+      run(launch_fp32<64, true>);
     } else if (dmax <= 128) {
-      run(launch_fp32<128, 64, 64, 128, 0, true>);
+      run(launch_fp32<128, true>);
     } else {
-      run(launch_fp32<256, 32, 64, 128, 0, true>);
+      run(launch_fp32<256, true>);
     }
     return;
   }
