@@ -32,6 +32,7 @@ constexpr int kLanes = ei::packet_traits<float>::size;
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wignored-attributes"
 using PacketI = ei::unpacket_traits<Packet>::integer_packet;
+using PacketSquare = ei::PacketBlock<Packet, kLanes>;  // kLanes packets, for ptranspose
 #pragma GCC diagnostic pop
 
 // The micro-tile: kTileRows rows by kTileVecs packets. Its kTileRows * kTileVecs accumulators,
@@ -262,7 +263,7 @@ inline void update_tile(float* st, Index ld, int keys, const float* v_blk, int d
 
 // The score mods (core/modifications.h) on a tile's raw scores st (keys [k0, k0 + keys) by
 // kTileCols query lanes from query i0 of head h, `lanes` of them real): st = mod(st * score_scale), one packet of queries at a time for ALiBi and the cap,
-// one element at a time for the bias (its rows are queries: a gather across the lanes).
+// the bias (its rows are queries) through transposed blocks.
 inline void modify_tile(const ScoreRule& r, float score_scale, float* st, Index ld, int h, int i0, int lanes, int k0,
                         int keys) {
   // One pass over the tile for the scaling, ALiBi and the cap, in that order per element; a bias
@@ -287,8 +288,22 @@ inline void modify_tile(const ScoreRule& r, float score_scale, float* st, Index 
   }
   if (r.bias == nullptr) return;
   const float* b = r.bias + (static_cast<std::size_t>(r.bias_per_head ? h : 0) * r.n + i0) * r.m + k0;
+  // The bias's rows are queries, the tile's lanes are: kLanes rows of kLanes keys at a time are
+  // loaded and transposed into packets of query lanes, then added, one add per element as in the
+  // loop after it (the same bits), which takes the lanes and keys left over.
+  const int whole_lanes = lanes - lanes % kLanes, whole_keys = keys - keys % kLanes;
+  for (int l0 = 0; l0 < whole_lanes; l0 += kLanes)
+    for (int j0 = 0; j0 < whole_keys; j0 += kLanes) {
+      PacketSquare block;
+      for (int l = 0; l < kLanes; ++l) block.packet[l] = ei::ploadu<Packet>(b + static_cast<std::size_t>(l0 + l) * r.m + j0);
+      ei::ptranspose(block);
+      for (int j = 0; j < kLanes; ++j) {
+        float* at = st + (j0 + j) * ld + l0;
+        ei::pstoreu(at, ei::padd(ei::ploadu<Packet>(at), block.packet[j]));
+      }
+    }
   for (int l = 0; l < lanes; ++l)
-    for (int j = 0; j < keys; ++j) st[j * ld + l] += b[static_cast<std::size_t>(l) * r.m + j];
+    for (int j = l < whole_lanes ? whole_keys : 0; j < keys; ++j) st[j * ld + l] += b[static_cast<std::size_t>(l) * r.m + j];
   if (r.softcap > 0)
     for (int j = 0; j < keys; ++j)
       for (int v = 0; v < kTileVecs; ++v) {

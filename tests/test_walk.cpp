@@ -133,12 +133,17 @@ TEST(Walk, AtTheKernelsBlockSizeItIsTheKernelBitForBit) {
   }
   // A soft-cap that some of a tile's scores exceed and others do not: the walk's one-query tiles
   // hold other lanes than the kernel's, and the cap of a lane is its own (the same bits).
+  // And a bias, which the kernel adds through transposed blocks of whole lanes and keys and the
+  // walk one element at a time.
   Problem p = test::make_problem(300, 16, 8, 1, MaskKind::Causal, 0.7, 5);
   p.mods.softcap = 1.5;
-  const MatrixF fused = cpu_fused(p).output;
-  for (int q : {0, 63, 64, 200, 299}) {
-    SCOPED_TRACE("softcap 1.5, query " + std::to_string(q));
-    EXPECT_EQ(walk_row(p, 0, q, cpu::online::kFusedKeyBlock).output, row(fused, q));
+  for (bool bias : {false, true}) {
+    if (bias) p.edit().bias = test::make_problem(300, 300, 1, 1, MaskKind::None, 1, 8).q() * 0.5f;
+    const MatrixF fused = cpu_fused(p).output;
+    for (int q : {0, 63, 64, 200, 299}) {
+      SCOPED_TRACE(std::string(bias ? "bias and " : "") + "softcap 1.5, query " + std::to_string(q));
+      EXPECT_EQ(walk_row(p, 0, q, cpu::online::kFusedKeyBlock).output, row(fused, q));
+    }
   }
 }
 
