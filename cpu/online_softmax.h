@@ -84,15 +84,6 @@ inline Packet exp_nonpositive(const Packet& x) {
   return ei::pselect(ei::pcmp_lt(x, ei::pset1<Packet>(-87.33654f)), ei::pzero(x), e);
 }
 
-// The soft-cap C tanh(x / C) of a packet of scaled scores x (inv = 1 / C, cap = C), lane by lane.
-// Within the cap (|x / C| <= 1, the usual case: a cap is set above the logits it should leave
-// alone), tanh(y) = y + y z P(z), z = y², P of degree 6 fitted to tanh's relative error on [0, 1]
-// (within 0.9 ulp of tanh in fp32); beyond it, Eigen's rational tanh (clamped at ±8, with a
-// division). A packet with no lane beyond the cap computes only the polynomial (about half the
-// instructions of the rational one, and no division); one with a lane beyond computes both and
-// takes each lane's own, so that a lane's value never depends on its neighbours (the walk's
-// one-query tiles are the kernel's tiles bit for bit, and so are the backward's). Both are
-// checked against tanh in double (tests/test_online_softmax.cpp).
 // tanh(y) = y + y z P(z), z = y²: soft_cap's polynomial for |y| <= 1.
 inline Packet tanh_within_one(const Packet& y) {
   const Packet z = ei::pmul(y, y);
@@ -105,6 +96,15 @@ inline Packet tanh_within_one(const Packet& y) {
   return ei::pmadd(ei::pmul(y, z), p, y);
 }
 
+// The soft-cap C tanh(x / C) of a packet of scaled scores x (inv = 1 / C, cap = C), lane by lane.
+// Within the cap (|x / C| <= 1, the usual case: a cap is set above the logits it should leave
+// alone), tanh(y) = y + y z P(z), z = y², P of degree 6 fitted to tanh's relative error on [0, 1]
+// (within 0.9 ulp of tanh in fp32); beyond it, Eigen's rational tanh (clamped at ±8, with a
+// division). A packet with no lane beyond the cap computes only the polynomial (about half the
+// instructions of the rational one, and no division); one with a lane beyond computes both and
+// takes each lane's own, so that a lane's value never depends on its neighbours (the walk's
+// one-query tiles are the kernel's tiles bit for bit, and so are the backward's). Both are
+// checked against tanh in double (tests/test_modifications.cpp).
 inline Packet soft_cap(const Packet& x, const Packet& inv, const Packet& cap) {
   const Packet y = ei::pmul(x, inv);
   const Packet a = ei::pabs(y), one = ei::pset1<Packet>(1.f);
