@@ -7,6 +7,7 @@
 #include "core/modify.h"
 
 #include "core/format.h"
+#include "core/parallel.h"
 
 #include <algorithm>
 #include <charconv>
@@ -265,24 +266,13 @@ void fill_standard_normal(MatrixF& a, Eigen::Index rows, Eigen::Index cols, std:
   for (Eigen::Index p0 = 0; p0 < pairs; p0 += kBlock) {
     const Eigen::Index np = std::min(kBlock, pairs - p0);
     for (Eigen::Index i = 0; i < 2 * np; ++i) draws[static_cast<std::size_t>(i)] = gen();
-    // Threads only where a block is large enough to pay for them.
-    const Eigen::Index workers = std::min<Eigen::Index>(cores, std::max<Eigen::Index>(1, np / 65536));
-    if (workers == 1) {
-      transform(p0, 0, np);
-      continue;
-    }
-    std::vector<std::thread> pool;
+    // Threads only where a block is large enough to pay for them; a slice of the block each.
+    const unsigned workers = static_cast<unsigned>(std::min<Eigen::Index>(cores, std::max<Eigen::Index>(1, np / 65536)));
     const Eigen::Index per = (np + workers - 1) / workers;
-    for (Eigen::Index w = 1; w < workers; ++w) {
-      const Eigen::Index lo = std::min(np, w * per), hi = std::min(np, (w + 1) * per);
-      try {
-        pool.emplace_back(transform, p0, lo, hi);
-      } catch (const std::system_error&) {  // no thread to be had: this one does it
-        transform(p0, lo, hi);
-      }
-    }
-    transform(p0, 0, std::min(np, per));
-    for (std::thread& t : pool) t.join();
+    parallel_items(workers, workers, [&](unsigned, std::size_t w) {
+      const Eigen::Index lo = static_cast<Eigen::Index>(w) * per;
+      transform(p0, std::min(np, lo), std::min(np, lo + per));
+    });
   }
 }
 
