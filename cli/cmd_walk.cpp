@@ -25,6 +25,7 @@ struct WalkJob {
   std::string head = "0";
   bool backward = false;
   std::string dout, loss, dout_seed;  // --backward's upstream, as `attnlab backward` takes it
+  bool split_given = false;  // --split typed (run's default 0, "automatic", is no split count here)
 };
 
 // A whole number >= 1 as typed: digits only (no sign, no spaces inside, no exponent).
@@ -59,7 +60,7 @@ void run_walk(const WalkJob& job) {
   if (!job.backward && (!job.dout.empty() || !job.loss.empty() || !job.dout_seed.empty()))
     throw InputError("--dout, --loss and --dout-seed go with --backward");
   if (job.backward) {
-    if (a.splits != 0) throw InputError("--split walks the forward's split-KV merge; it does not go with --backward");
+    if (job.split_given) throw InputError("--split walks the forward's split-KV merge; it does not go with --backward");
     if (a.backend == "cuda")
       throw InputError("walk --backward runs the CPU fused backward's step (the CUDA backward is compared by the GPU tests)");
     const Upstream u = upstream_of(job.dout, job.loss, job.dout_seed);
@@ -68,7 +69,7 @@ void run_walk(const WalkJob& job) {
   }
   Walk w = walk_row(p, head, query, tile);
   check_walk(p, w);
-  if (a.splits != 0) walk_splits(p, a.splits, w);
+  if (job.split_given) walk_splits(p, a.splits, w);  // it refuses S outside 1..m, an explicit 0 too
   // The CUDA fused kernel on the whole problem, the row read back: only where a device answers
   // and --backend is not cpu.
   std::string reason;
@@ -124,7 +125,8 @@ void register_walk(CLI::App& app, int& exit_code) {
             "  attnlab walk --random 65536 --queries 1 --heads 8 --kv-heads 2 --head 5 --mask causal --split 4\n"
             "  attnlab walk --backward --lang en\n"
             "  attnlab walk --backward --random 256 --mask causal --query 200 --tile 64 --loss sum");
-  c->callback([job, &exit_code] {
+  c->callback([job, c, &exit_code] {
+    job->split_given = c->count("--split") > 0;
     run_walk(*job);
     exit_code = 0;
   });

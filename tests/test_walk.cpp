@@ -421,7 +421,7 @@ TEST(WalkCli, SplitIsPrintedInBothLanguagesAndCarriedByTheJson) {
   const test::BinaryRun help = test::run_attnlab({"walk", "--help"}, "LANG=C.UTF-8");
   EXPECT_TRUE(test::contains(help.out, "After the walk: the same row split-KV")) << help.out;
   EXPECT_FALSE(test::contains(help.out, "With --variant decode")) << help.out;
-  for (const std::string bad : {"-1", "6", "x"}) {
+  for (const std::string bad : {"-1", "0", "6", "x"}) {
     const test::BinaryRun r = test::run_attnlab({"walk", "--split", bad}, "LANG=C.UTF-8");
     EXPECT_EQ(r.code, 2) << bad;
     EXPECT_EQ(test::lines_of(r.err).size(), 1u) << r.err;
