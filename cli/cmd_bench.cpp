@@ -211,6 +211,11 @@ void register_bench(CLI::App& app, int& exit_code) {
   b->add_flag("--baseline", a->baseline,
               "also time the plain Eigen chain (cpu_staged_plain) beside every CPU fp32 staged "
               "case, as variant 'plain', and give the staged / plain time ratio");
+  b->add_flag("--interleave", a->interleave,
+              "time the cases in turn, one run of each per round (--repeat rounds after each case's warm-up), "
+              "instead of each case's repetitions together, and give each case's time over the first case's, "
+              "round by round (median): the ratio a machine whose speed drifts leaves alone. Every case's "
+              "problem is held at once");
   b->callback([a, &exit_code] { exit_code = run_bench(*a); });
 }
 

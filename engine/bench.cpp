@@ -31,6 +31,7 @@
 #include <Eigen/Dense>
 
 #include <algorithm>
+#include <map>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -269,22 +270,31 @@ BenchSample bench_plain(const Problem& p, int warmup, int repeat, const std::ato
   return s;
 }
 
-void run_case(Result& r, const Spec& a, Backend& backend, BenchProblem& b,
-              const std::atomic<bool>* cancel) {
-  const Case& c = r.c;
-  const Problem& p = b.p;
-  const bool plain = c.variant == "plain";
+RunOptions case_options(const Case& c, const std::atomic<bool>* cancel) {
   RunOptions opt;
-  opt.variant = plain ? Variant::Staged : parse_variant(c.variant);
+  opt.variant = c.variant == "plain" ? Variant::Staged : parse_variant(c.variant);
   opt.precision = parse_precision(c.precision);
   opt.keep_stages = false;
   opt.splits = c.splits;
   opt.cancel = cancel;  // the CPU backend's bench() checks it between repetitions
-  GradTrace grads;
-  const BenchSample s =
-      c.backward() ? bench_backward(c, p, bench_upstream(a.seed), a.warmup, a.repeat, cancel, grads)
-      : plain      ? bench_plain(p, a.warmup, a.repeat, cancel)
-                   : backend.bench(p, opt, a.warmup, a.repeat);
+  return opt;
+}
+
+// `warmup` untimed then `repeat` timed runs of the case on its problem (the backward's last
+// gradients in `grads`).
+BenchSample time_case(const Case& c, const Spec& a, Backend& backend, const BenchProblem& b, int warmup, int repeat,
+                      const std::atomic<bool>* cancel, GradTrace& grads) {
+  const Problem& p = b.p;
+  return c.backward()            ? bench_backward(c, p, bench_upstream(a.seed), warmup, repeat, cancel, grads)
+         : c.variant == "plain" ? bench_plain(p, warmup, repeat, cancel)
+                                : backend.bench(p, case_options(c, cancel), warmup, repeat);
+}
+
+// The result of a case from its timed runs: the spread, the rates, the error against the shape's
+// reference, the staged stage times.
+void finish_case(Result& r, const Spec& a, BenchProblem& b, const BenchSample& s, const GradTrace& grads) {
+  const Case& c = r.c;
+  const RunOptions opt = case_options(c, nullptr);
   r.rope_ms = b.rope_ms;
   if (s.ms.empty()) throw InputError("the backend returned no timings");
   r.ran = true;
@@ -324,6 +334,12 @@ void run_case(Result& r, const Spec& a, Backend& backend, BenchProblem& b,
     r.stages[2].ms = median_stage(&StageTimings::softmax_ms);
     r.stages[3].ms = median_stage(&StageTimings::pv_ms);
   }
+}
+
+void run_case(Result& r, const Spec& a, Backend& backend, BenchProblem& b, const std::atomic<bool>* cancel) {
+  GradTrace grads;
+  const BenchSample s = time_case(r.c, a, backend, b, a.warmup, a.repeat, cancel, grads);
+  finish_case(r, a, b, s, grads);
 }
 
 // A value given twice would time the same case twice: refused.
@@ -673,16 +689,137 @@ std::vector<Result> plan(const Spec& a) {
   return results;
 }
 
+// What makes two cases share one problem and its reference.
+auto shape_of(const Case& c) { return std::make_tuple(c.mask, c.score_mod, c.mask_mod, c.heads, c.g(), c.d, c.q(), c.n); }
+
+// The median over rounds of x[k] / y[k]: two cases timed in turn, round by round.
+double paired_ratio(const std::vector<double>& x, const std::vector<double>& y) {
+  std::vector<double> r;
+  for (std::size_t k = 0; k < std::min(x.size(), y.size()); ++k)
+    if (y[k] > 0) r.push_back(x[k] / y[k]);
+  return r.empty() ? 0 : median_of(r);
+}
+
+// Spec::interleave: every problem built first (held together), each case's warm-up, then
+// `repeat` rounds in each of which every case runs once, in the lists' order. A machine whose
+// speed drifts over seconds then slows every case of a round alike, and the ratio of two cases
+// is taken round by round (Result::paired_ratio, against the first case that ran).
+Outcome run_interleaved(std::vector<Result>& results, const Spec& a, bool cuda_ok, const std::string& cuda_reason,
+                        const Hooks& hooks) {
+  std::ostream* log = hooks.log;
+  const auto cancelled = [&hooks] { return hooks.cancel && hooks.cancel->load(); };
+  std::unique_ptr<Backend> cpu, gpu;
+  std::map<decltype(shape_of(Case{})), std::unique_ptr<BenchProblem>> problems;
+  struct Active {
+    std::size_t i;
+    Backend* backend;
+    BenchProblem* problem;
+    BenchSample sample;
+    GradTrace grads;
+  };
+  std::vector<Active> active;
+  Outcome out;
+  const std::size_t total = results.size();
+  std::size_t done = 0;
+  double held = 0;  // the inputs of every problem built so far, in bytes
+  const auto left_out = [&](std::size_t i, const std::string& reason, bool failed) {
+    Result& r = results[i];
+    r.ran = false;
+    r.failed = failed;
+    r.reason = reason;
+    if (failed) out.device_failure = true;
+    if (log) *log << "[" << r.c.label() << "] " << (failed ? "FAILED (" : "skipped (") << reason << ")\n";
+    if (hooks.on_case) hooks.on_case(i, ++done, total, true);
+  };
+  // Every case's problem, then its warm-up and first timed run (a case that cannot run is left out
+  // here, before the rounds).
+  for (std::size_t i = 0; i < total && !cancelled(); ++i) {
+    Result& r = results[i];
+    if (hooks.on_case) hooks.on_case(i, done, total, false);
+    const std::string why = skip_reason(r.c, a, cuda_ok, cuda_reason);
+    if (!why.empty()) {
+      left_out(i, why, false);
+      continue;
+    }
+    try {
+      std::unique_ptr<Backend>& be = r.c.backend == "cpu" ? cpu : gpu;
+      if (!be) be = make_backend(r.c.backend);
+      std::unique_ptr<BenchProblem>& b = problems[shape_of(r.c)];
+      if (!b) {
+        held += 4.0 * (2.0 * r.c.heads * r.c.q() + 2.0 * r.c.g() * r.c.n) * r.c.d;
+        check_host_memory(held, "the inputs and outputs of every interleaved case", "try fewer cases or a smaller N");
+        b = std::make_unique<BenchProblem>(make_bench_problem(r.c, a.seed));
+      }
+      Active x{i, be.get(), b.get(), {}, {}};
+      x.sample = time_case(r.c, a, *x.backend, *x.problem, a.warmup, 1, hooks.cancel, x.grads);
+      active.push_back(std::move(x));
+    } catch (const Cancelled&) {
+      break;
+    } catch (const InputError& e) {  // ResourceError (does not fit) included
+      left_out(i, e.what(), false);
+    } catch (const std::bad_alloc&) {
+      left_out(i, "out of host memory", false);
+    } catch (const DeviceError& e) {
+      left_out(i, std::string("device error: ") + e.what(), true);
+    }
+  }
+  // The other rounds, every case once in each. A device error ends them for every case (what came
+  // after would no longer be paired); the rounds before it are kept.
+  for (int round = 1; round < a.repeat && !cancelled(); ++round) {
+    try {
+      for (Active& x : active) {
+        GradTrace grads;
+        const BenchSample s = time_case(results[x.i].c, a, *x.backend, *x.problem, 0, 1, hooks.cancel, grads);
+        x.sample.ms.insert(x.sample.ms.end(), s.ms.begin(), s.ms.end());
+        x.sample.stages.insert(x.sample.stages.end(), s.stages.begin(), s.stages.end());
+        x.sample.peak_bytes = std::max(x.sample.peak_bytes, s.peak_bytes);
+        x.sample.output = s.output;
+        x.sample.kernel = s.kernel;
+        x.grads = std::move(grads);
+      }
+    } catch (const Cancelled&) {
+      break;
+    } catch (const DeviceError& e) {
+      out.device_failure = true;
+      if (log) *log << "interleaved rounds stopped in round " << round + 1 << ": device error: " << e.what() << "\n";
+      break;
+    }
+  }
+  if (cancelled()) {
+    // Stopped inside the rounds: no case is reported half-timed (they stay not run, reason "").
+    out.cancelled = true;
+    if (log) *log << "cancelled\n";
+    return out;
+  }
+  // Every case keeps the rounds every case completed (a device error may have cut the last).
+  std::size_t rounds = active.empty() ? 0 : active.front().sample.ms.size();
+  for (const Active& x : active) rounds = std::min(rounds, x.sample.ms.size());
+  for (Active& x : active) {
+    Result& r = results[x.i];
+    x.sample.ms.resize(rounds);
+    if (!x.sample.stages.empty()) x.sample.stages.resize(rounds);
+    finish_case(r, a, *x.problem, x.sample, x.grads);
+    r.paired_ratio = paired_ratio(r.ms, results[active.front().i].ms);
+    if (r.inaccurate) ++out.inaccurate;
+    if (log)
+      *log << "[" << r.c.label() << "] " << format_number("%.4g", r.median_ms) << " ms median of " << r.repeats
+           << " interleaved, " << format_number("%.3g", r.tflops) << " TFLOP/s, rel err "
+           << format_number("%.2e", r.rel_err)
+           << (r.inaccurate ? " ABOVE THE BOUND " + format_number("%.0e", error_bound(r.c)) : std::string())
+           << ", round by round " << format_number("%.4g", r.paired_ratio) << "x the first\n";
+    if (hooks.on_case) hooks.on_case(x.i, ++done, total, true);
+  }
+  return out;
+}
+
 Outcome run_sweep(std::vector<Result>& results, const Spec& a, bool cuda_ok,
                   const std::string& cuda_reason, const Hooks& hooks) {
+  if (a.interleave) return run_interleaved(results, a, cuda_ok, cuda_reason, hooks);
   // Cases run grouped by shape (mask, heads, d, n): one problem and one fp64 reference per shape,
   // shared by every backend / variant / precision, and only one shape's held at a time (a
   // cache of them all held every input of the sweep until the end). The results keep the
   // lists' order.
-  const auto shape = [&results](std::size_t i) {
-    const Case& c = results[i].c;
-    return std::make_tuple(c.mask, c.score_mod, c.mask_mod, c.heads, c.g(), c.d, c.q(), c.n);
-  };
+  const auto shape = [&results](std::size_t i) { return shape_of(results[i].c); };
   std::vector<std::size_t> order(results.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(),

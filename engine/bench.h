@@ -82,6 +82,9 @@ struct Result {
   // RoPE: the one rotation of Q and K per problem (in double, rounded once; every repetition then
   // multiplies the rotated copies), timed on the host; 0 without RoPE.
   double rope_ms = 0;
+  // Spec::interleave: the median over rounds of this case's time over the first case's in the
+  // same round (1 for the first case); 0 when not interleaved.
+  double paired_ratio = 0;
   // Staged only: each stage's median time over the timed repetitions and the bytes it must move.
   std::vector<Stage> stages;
 };
@@ -109,6 +112,10 @@ struct Spec {
   std::uint64_t seed = 0;
   double max_seconds = 60;  // CPU cases estimated to take longer are skipped
   bool baseline = false;    // variant "plain" (cpu_staged_plain) beside every CPU fp32 staged case
+  // Every case once per round, `repeat` rounds, instead of each case's repetitions together
+  // (run_sweep: every problem is held at once); Result::paired_ratio then compares the cases
+  // round by round.
+  bool interleave = false;
 };
 
 // ---- lists, as both faces take them ------------------------------------------------------------

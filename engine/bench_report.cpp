@@ -55,6 +55,7 @@ nlohmann::json to_json(const Result& r) {
   j["gbs"] = r.gbs;
   j["kv_bytes"] = r.kv_bytes;
   if (r.rope_ms > 0) j["rope_ms"] = r.rope_ms;
+  if (r.paired_ratio > 0) j["paired_ratio"] = r.paired_ratio;
   j["kv_gbs"] = r.kv_gbs;
   j["peak_bytes"] = r.peak_bytes;
   j["rel_err"] = std::isfinite(r.rel_err) ? nlohmann::json(r.rel_err) : nlohmann::json(nullptr);
@@ -170,6 +171,10 @@ std::string render_json(const Machine& m, const std::vector<Result>& results,
       {"cpu_fma_rule", kCpuFmaRule},
       {"backward_flops_rule", kBackwardFlopRule},
       {"baseline", a.baseline},
+      {"interleave", a.interleave},
+      {"paired_ratio_rule", "with interleave: every case once per round, repeat rounds after each case's warmup; "
+                            "paired_ratio = the median over rounds of the case's time / the first timed case's time "
+                            "in the same round"},
       {"repeat", a.repeat},
       {"warmup", a.warmup},
       {"seed", a.seed},
@@ -212,8 +217,8 @@ std::string render_table(const Machine& m, const std::vector<Result>& results,
   for (const auto& [var, value] : kernel_configs()) {
     if (value != "default") o << "kernel configuration: " << var << "=" << value << "\n";
   }
-  o << "repeat " << a.repeat << ", warmup " << a.warmup << ", seed " << a.seed
-    << "; TFLOP/s = 4 d per visible (query, key) pair per head / median (4 N^2 d, half for causal, in "
+  o << "repeat " << a.repeat << (a.interleave ? " (interleaved: every case once per round)" : "") << ", warmup "
+    << a.warmup << ", seed " << a.seed << "; TFLOP/s = 4 d per visible (query, key) pair per head / median (4 N^2 d, half for causal, in "
        "a prefill); GB/s = moved bytes / median\n";
   bool any_backward = false;
   for (const auto& r : results) any_backward = any_backward || r.c.backward();
@@ -249,6 +254,15 @@ std::string render_table(const Machine& m, const std::vector<Result>& results,
   }
   for (const auto& r : results)
     if (r.ran && !r.kernel.empty()) o << "  kernel of " << r.c.label() << ": " << r.kernel << "\n";
+  const Result* first = nullptr;
+  for (const auto& r : results)
+    if (r.ran && r.paired_ratio > 0) {
+      if (!first) {
+        first = &r;
+        o << "  interleaved: each case's time over " << r.c.label() << "'s in the same round, median over rounds:\n";
+      }
+      o << "    " << r.c.label() << ": " << format_number("%.4g", r.paired_ratio) << "\n";
+    }
   for (const auto& r : results)
     if (r.ran && r.rope_ms > 0)
       o << "  rope of " << r.c.label() << ": Q and K rotated once per problem in " << format_number("%.3g", r.rope_ms)

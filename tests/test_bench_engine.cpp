@@ -12,8 +12,11 @@
 #include "engine/bench_report.h"
 #include "test_util.h"
 
+#include <nlohmann/json.hpp>
+
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <sstream>
@@ -376,6 +379,109 @@ TEST(BenchEngine, TheBackwardPassTimesTheGradientsAndChecksThemAgainstFp64) {
   bad.passes = {"sideways"};
   EXPECT_EQ(test::message_of<InputError>([&] { bench::check_spec(bad); }),
             "--pass takes forward, backward or both, got 'sideways'");
+}
+
+// --interleave: every case once per round, so each case has exactly `repeat` timings and the
+// ratio to the first case is the median of the per-round quotients (not the quotient of medians);
+// a case that cannot run is left out before the rounds, and the staged, decode and backward
+// cases are checked against fp64 as in a plain sweep.
+TEST(BenchEngine, InterleavedCasesRunRoundByRoundAndArePairedWithTheFirst) {
+  bench::Spec s = small_spec();
+  s.backends = {"cpu", "cuda"};
+  s.variants = {"fused", "staged"};
+  s.score_mods = {"none", "softcap:3"};
+  s.passes = {"forward", "backward"};
+  s.ns = {48};
+  s.repeat = 5;
+  s.warmup = 1;
+  s.interleave = true;
+  std::vector<bench::Result> results = bench::plan(s);
+  std::vector<int> started(results.size()), finished(results.size());
+  std::size_t last_done = 0;
+  bench::Hooks hooks;
+  hooks.on_case = [&](std::size_t i, std::size_t done, std::size_t total, bool fin) {
+    EXPECT_EQ(total, results.size());
+    (fin ? finished : started).at(i)++;
+    if (fin) EXPECT_EQ(done, ++last_done);
+  };
+  std::ostringstream log;
+  hooks.log = &log;
+  std::string reason;
+  const bool cuda = cuda_available(&reason);
+  const bench::Outcome out = bench::run_sweep(results, s, cuda, reason, hooks);
+  EXPECT_FALSE(out.cancelled);
+  EXPECT_FALSE(out.device_failure);
+  EXPECT_EQ(out.inaccurate, 0) << log.str();
+  const bench::Result* first = nullptr;
+  int ran = 0;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const bench::Result& r = results[i];
+    SCOPED_TRACE(r.c.label());
+    EXPECT_EQ(started[i], 1);
+    EXPECT_EQ(finished[i], 1);
+    if (!r.ran) {
+      EXPECT_FALSE(r.reason.empty()) << "left out with a reason";
+      EXPECT_EQ(r.paired_ratio, 0);
+      continue;
+    }
+    ++ran;
+    ASSERT_EQ(r.ms.size(), 5u);
+    EXPECT_EQ(r.repeats, 5);
+    EXPECT_FALSE(r.inaccurate) << r.rel_err;
+    EXPECT_GT(r.rel_err, 0);
+    if (!first) first = &r;
+    std::vector<double> q;
+    for (std::size_t k = 0; k < r.ms.size(); ++k) q.push_back(r.ms[k] / first->ms[k]);
+    std::sort(q.begin(), q.end());
+    EXPECT_DOUBLE_EQ(r.paired_ratio, q[2]);
+  }
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first->paired_ratio, 1);
+  EXPECT_EQ(first, &results[0]);
+  // The CPU's forward and backward, fused and staged, with and without the cap (the staged
+  // backward is the CPU's too); CUDA's where a device answers.
+  EXPECT_GE(ran, 8);
+  const std::string table = bench::render_table(bench::Machine{}, results, s);
+  EXPECT_NE(table.find("(interleaved: every case once per round)"), std::string::npos) << table;
+  EXPECT_NE(table.find("interleaved: each case's time over cpu fused fp32 none heads=1 n=48 d=8's in the same round"),
+            std::string::npos)
+      << table;
+  const auto j = nlohmann::json::parse(bench::render_json(bench::Machine{}, results, s));
+  EXPECT_TRUE(j["interleave"].get<bool>());
+  EXPECT_DOUBLE_EQ(j["cases"][0]["paired_ratio"].get<double>(), 1.0);
+  // Not interleaved: no paired ratio.
+  bench::Spec plain = s;
+  plain.interleave = false;
+  plain.backends = {"cpu"};
+  plain.passes = {"forward"};
+  std::vector<bench::Result> again = bench::plan(plain);
+  bench::run_sweep(again, plain, false, "none here");
+  for (const bench::Result& r : again) {
+    ASSERT_TRUE(r.ran) << r.reason;
+    EXPECT_EQ(r.paired_ratio, 0);
+  }
+}
+
+TEST(BenchEngine, ACancelDuringAnInterleavedSweepLeavesEveryCaseOut) {
+  bench::Spec s = small_spec();
+  s.backends = {"cpu"};
+  s.repeat = 200;
+  s.interleave = true;
+  std::vector<bench::Result> results = bench::plan(s);
+  std::atomic<bool> cancel{false};
+  bench::Hooks hooks;
+  hooks.cancel = &cancel;
+  std::size_t starts = 0;
+  hooks.on_case = [&](std::size_t, std::size_t, std::size_t, bool fin) {
+    // The last case's start: every problem is built and the rounds are about to run.
+    if (!fin && ++starts == results.size()) cancel = true;
+  };
+  const bench::Outcome out = bench::run_sweep(results, s, false, "none", hooks);
+  EXPECT_TRUE(out.cancelled);
+  for (const bench::Result& r : results) {
+    EXPECT_FALSE(r.ran) << r.c.label();
+    EXPECT_TRUE(r.reason.empty());
+  }
 }
 
 }  // namespace

@@ -422,5 +422,22 @@ TEST(BenchCli, BadOptionsAreOneErrorLine) {
   }
 }
 
+TEST(BenchCli, InterleaveTimesTheCasesInTurnAndGivesTheRoundByRoundRatio) {
+  const test::BinaryRun r = bench({"--backend", "cpu", "--variant", "fused", "--precision", "fp32", "--n", "64", "--d", "8",
+                                   "--score-mod", "none,softcap:5", "--repeat", "4", "--warmup", "1", "--interleave"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("repeat 4 (interleaved: every case once per round)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("interleaved: each case's time over cpu fused fp32 none heads=1 n=64 d=8's in the same round"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("    cpu fused fp32 none heads=1 n=64 d=8 score=softcap:5: "), std::string::npos) << r.out;
+  int progress = 0;
+  for (const std::string& l : lines_of(r.err))
+    if (l.find(" ms median of 4 interleaved, ") != std::string::npos) ++progress;
+  EXPECT_EQ(progress, 2) << r.err;
+  const test::BinaryRun help = test::run_attnlab({"bench", "--help"});
+  EXPECT_NE(help.out.find("--interleave"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace attnlab
