@@ -214,8 +214,9 @@ void register_bench(CLI::App& app, int& exit_code) {
   b->add_flag("--interleave", a->interleave,
               "time the cases in turn, one run of each per round (--repeat rounds after each case's warm-up), "
               "instead of each case's repetitions together, and give each case's time over the first case's, "
-              "round by round (median): the ratio a machine whose speed drifts leaves alone. Every case's "
-              "problem is held at once");
+              "round by round (median): the ratio a machine whose speed drifts leaves alone; with CPU decode "
+              "cases each round starts with one pass of the read probe, and their read rate is taken against "
+              "it round by round. Every case's problem is held at once");
   b->callback([a, &exit_code] { exit_code = run_bench(*a); });
 }
 

@@ -422,6 +422,41 @@ float sum_floats(const float* x, std::size_t count) {
   return ei::predux(acc[0]);
 }
 
+// A 1 GiB fp32 buffer, each hardware thread's slice first touched by that thread (its pages on
+// that thread's memory node), and one pass of every thread summing its slice at once.
+class HostReadProbe {
+ public:
+  static constexpr std::size_t kBytes = std::size_t{1} << 30;
+  HostReadProbe() : threads_(hardware_threads()), buf_(kBytes / sizeof(float)), sums_(threads_) {
+    each([this](std::size_t, std::size_t lo, std::size_t hi) { std::fill(buf_.begin() + lo, buf_.begin() + hi, 1.f); });
+  }
+  void pass() {
+    each([this](std::size_t item, std::size_t lo, std::size_t hi) { sums_[item] = sum_floats(buf_.data() + lo, hi - lo); });
+    volatile float sink = sums_[0];  // the sums are read, so no pass can be dropped
+    static_cast<void>(sink);
+  }
+  // One pass, timed: GB/s.
+  double pass_gbs() {
+    const auto t0 = std::chrono::steady_clock::now();
+    pass();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return s > 0 ? static_cast<double>(kBytes) / s / 1e9 : 0;
+  }
+
+ private:
+  template <class Body>
+  void each(Body&& body) {
+    const std::size_t count = buf_.size(), slice = count / threads_ / kVecLanes * kVecLanes;
+    parallel_items(threads_, threads_, [&](unsigned, std::size_t item) {
+      const std::size_t lo = item * slice, hi = item + 1 == threads_ ? count : lo + slice;
+      body(item, lo, hi);
+    });
+  }
+  unsigned threads_;
+  std::vector<float> buf_;
+  std::vector<float> sums_;
+};
+
 // kFmaChains chains of `steps` dependent FMAs each (x = x * a + b), returned summed so none is dropped.
 float fma_chains(long steps) {
   namespace ei = Eigen::internal;
@@ -700,10 +735,12 @@ double paired_ratio(const std::vector<double>& x, const std::vector<double>& y) 
   return r.empty() ? 0 : median_of(r);
 }
 
-// Spec::interleave: every problem built first (held together), each case's warm-up, then
-// `repeat` rounds in each of which every case runs once, in the lists' order. A machine whose
-// speed drifts over seconds then slows every case of a round alike, and the ratio of two cases
-// is taken round by round (Result::paired_ratio, against the first case that ran).
+// Spec::interleave: every problem built first (held together), each case's warm-up and one more
+// run (untimed: it shows the case runs), then `repeat` rounds in each of which every case runs
+// once, in the lists' order. A machine whose speed drifts over seconds then slows every case of a
+// round alike, and the ratio of two cases is taken round by round (Result::paired_ratio, against
+// the first case that ran). With CPU decode cases each round starts with one pass of the host read
+// probe, and their K+V read rate is taken against it round by round (kv_read_fraction_paired).
 Outcome run_interleaved(std::vector<Result>& results, const Spec& a, bool cuda_ok, const std::string& cuda_reason,
                         const Hooks& hooks) {
   std::ostream* log = hooks.log;
@@ -751,7 +788,7 @@ Outcome run_interleaved(std::vector<Result>& results, const Spec& a, bool cuda_o
         b = std::make_unique<BenchProblem>(make_bench_problem(r.c, a.seed));
       }
       Active x{i, be.get(), b.get(), {}, {}};
-      x.sample = time_case(r.c, a, *x.backend, *x.problem, a.warmup, 1, hooks.cancel, x.grads);
+      time_case(r.c, a, *x.backend, *x.problem, a.warmup, 1, hooks.cancel, x.grads);
       active.push_back(std::move(x));
     } catch (const Cancelled&) {
       break;
@@ -763,10 +800,26 @@ Outcome run_interleaved(std::vector<Result>& results, const Spec& a, bool cuda_o
       left_out(i, std::string("device error: ") + e.what(), true);
     }
   }
-  // The other rounds, every case once in each. A device error ends them for every case (what came
-  // after would no longer be paired); the rounds before it are kept.
-  for (int round = 1; round < a.repeat && !cancelled(); ++round) {
+  // The read probe's buffer, where a CPU decode case ran (its K+V rate is read against it).
+  std::optional<HostReadProbe> probe;
+  std::vector<double> read_gbs;  // the probe's pass of each round
+  for (const Active& x : active) {
+    const Case& c = results[x.i].c;
+    if (!probe && c.backend == "cpu" && (c.decode_shape() || c.variant == "decode")) {
+      try {
+        check_host_memory(static_cast<double>(HostReadProbe::kBytes), "the host read probe",
+                          "the decode cases' paired read fraction is left out");
+        probe.emplace();
+      } catch (const std::exception& e) {
+        if (log) *log << e.what() << "\n";
+      }
+    }
+  }
+  // The rounds, every case once in each. A device error ends them for every case (what came after
+  // would no longer be paired); the rounds before it are kept.
+  for (int round = 0; round < a.repeat && !cancelled(); ++round) {
     try {
+      if (probe) read_gbs.push_back(probe->pass_gbs());
       for (Active& x : active) {
         GradTrace grads;
         const BenchSample s = time_case(results[x.i].c, a, *x.backend, *x.problem, 0, 1, hooks.cancel, grads);
@@ -783,6 +836,9 @@ Outcome run_interleaved(std::vector<Result>& results, const Spec& a, bool cuda_o
       out.device_failure = true;
       if (log) *log << "interleaved rounds stopped in round " << round + 1 << ": device error: " << e.what() << "\n";
       break;
+    } catch (const std::exception& e) {  // host memory, or an input a case took once and not twice
+      if (log) *log << "interleaved rounds stopped in round " << round + 1 << ": " << e.what() << "\n";
+      break;
     }
   }
   if (cancelled()) {
@@ -794,12 +850,25 @@ Outcome run_interleaved(std::vector<Result>& results, const Spec& a, bool cuda_o
   // Every case keeps the rounds every case completed (a device error may have cut the last).
   std::size_t rounds = active.empty() ? 0 : active.front().sample.ms.size();
   for (const Active& x : active) rounds = std::min(rounds, x.sample.ms.size());
+  if (rounds == 0) {
+    for (const Active& x : active) left_out(x.i, "no interleaved round was completed", false);
+    return out;
+  }
   for (Active& x : active) {
     Result& r = results[x.i];
     x.sample.ms.resize(rounds);
     if (!x.sample.stages.empty()) x.sample.stages.resize(rounds);
     finish_case(r, a, *x.problem, x.sample, x.grads);
     r.paired_ratio = paired_ratio(r.ms, results[active.front().i].ms);
+    if (probe && read_gbs.size() >= rounds && r.c.backend == "cpu" && (r.c.decode_shape() || r.c.variant == "decode")) {
+      std::vector<double> f, g(read_gbs.begin(), read_gbs.begin() + static_cast<std::ptrdiff_t>(rounds));
+      for (std::size_t k = 0; k < rounds; ++k)
+        if (r.ms[k] > 0 && g[k] > 0) f.push_back(r.kv_bytes / (r.ms[k] * 1e-3) / 1e9 / g[k]);
+      if (!f.empty()) {
+        r.kv_read_fraction_paired = median_of(f);
+        r.read_gbs_rounds = std::move(g);
+      }
+    }
     if (r.inaccurate) ++out.inaccurate;
     if (log)
       *log << "[" << r.c.label() << "] " << format_number("%.4g", r.median_ms) << " ms median of " << r.repeats
@@ -935,27 +1004,10 @@ const char* const kCpuFmaRule =
     "at once, 2^24 steps per chain, best of 5; GFLOP/s = 2 x lanes x chains x steps x threads / time";
 
 double host_read_probe_all_cores() {
-  constexpr std::size_t bytes = std::size_t{1} << 30;
-  check_host_memory(static_cast<double>(bytes), "the host read probe", "the read rate is left out");
-  const unsigned threads = hardware_threads();
-  const std::size_t count = bytes / sizeof(float), slice = count / threads / kVecLanes * kVecLanes;
-  std::vector<float> buf(count);
-  std::vector<float> sums(threads);
-  const auto each = [&](auto&& body) {
-    parallel_items(threads, threads, [&](unsigned, std::size_t item) {
-      const std::size_t lo = item * slice, hi = item + 1 == threads ? count : lo + slice;
-      body(item, lo, hi);
-    });
-  };
-  // First touch by the thread that reads the slice (its pages on that thread's memory node).
-  each([&](std::size_t, std::size_t lo, std::size_t hi) { std::fill(buf.begin() + lo, buf.begin() + hi, 1.f); });
-  const auto read = [&] {
-    each([&](std::size_t item, std::size_t lo, std::size_t hi) { sums[item] = sum_floats(buf.data() + lo, hi - lo); });
-  };
-  const double best = best_of_5_seconds(read);
-  volatile float sink = sums[0];  // the sums are read, so no pass can be dropped
-  static_cast<void>(sink);
-  return best > 0 ? static_cast<double>(bytes) / best / 1e9 : 0;
+  check_host_memory(static_cast<double>(HostReadProbe::kBytes), "the host read probe", "the read rate is left out");
+  HostReadProbe probe;
+  const double best = best_of_5_seconds([&probe] { probe.pass(); });
+  return best > 0 ? static_cast<double>(HostReadProbe::kBytes) / best / 1e9 : 0;
 }
 
 double cpu_fma_peak_gflops() {

@@ -85,6 +85,11 @@ struct Result {
   // Spec::interleave: the median over rounds of this case's time over the first case's in the
   // same round (1 for the first case); 0 when not interleaved.
   double paired_ratio = 0;
+  // Spec::interleave, a CPU decode case: the host read probe's pass at the start of each round
+  // (GB/s, parallel to ms), and the median over rounds of the case's K+V read rate over the pass
+  // of its round; empty and 0 otherwise.
+  std::vector<double> read_gbs_rounds;
+  double kv_read_fraction_paired = 0;
   // Staged only: each stage's median time over the timed repetitions and the bytes it must move.
   std::vector<Stage> stages;
 };
@@ -114,7 +119,8 @@ struct Spec {
   bool baseline = false;    // variant "plain" (cpu_staged_plain) beside every CPU fp32 staged case
   // Every case once per round, `repeat` rounds, instead of each case's repetitions together
   // (run_sweep: every problem is held at once); Result::paired_ratio then compares the cases
-  // round by round.
+  // round by round, and a CPU decode case's read rate is taken against a pass of the host read
+  // probe in each round (Result::kv_read_fraction_paired).
   bool interleave = false;
 };
 

@@ -2,6 +2,7 @@
 #include "engine/bench_report.h"
 
 #include "core/format.h"
+#include "core/stats.h"
 #include "engine/registry.h"
 #ifdef ATTNLAB_HAVE_CUDA
 #include "kernels/cuda_backend.h"
@@ -152,6 +153,10 @@ std::string render_json(const Machine& m, const std::vector<Result>& results,
   for (const auto& r : results) {
     nlohmann::json c = to_json(r);
     if (const double f = kv_read_fraction(m, r); f > 0) c["kv_read_fraction"] = f;
+    if (r.kv_read_fraction_paired > 0) {
+      c["kv_read_fraction_paired"] = r.kv_read_fraction_paired;
+      c["read_gbs_rounds"] = r.read_gbs_rounds;
+    }
     if (const Result* pl = r.ran ? plain_of(results, r) : nullptr; pl != nullptr)
       c["staged_over_plain"] = r.median_ms / pl->median_ms;
     (r.ran ? cases : skipped).push_back(c);
@@ -174,7 +179,8 @@ std::string render_json(const Machine& m, const std::vector<Result>& results,
       {"interleave", a.interleave},
       {"paired_ratio_rule", "with interleave: every case once per round, repeat rounds after each case's warmup; "
                             "paired_ratio = the median over rounds of the case's time / the first timed case's time "
-                            "in the same round"},
+                            "in the same round; kv_read_fraction_paired (CPU decode) = the median over rounds of "
+                            "kv_bytes / the round's time / one pass of the host read probe at the round's start"},
       {"repeat", a.repeat},
       {"warmup", a.warmup},
       {"seed", a.seed},
@@ -280,7 +286,13 @@ std::string render_table(const Machine& m, const std::vector<Result>& results,
     const double f = kv_read_fraction(m, r);
     o << "  " << r.c.label() << ": K+V " << format_number("%.1f", r.kv_bytes / 1e6) << " MB read at "
       << format_number("%.1f", r.kv_gbs) << " GB/s"
-      << (f > 0 ? " = " + format_number("%.0f", 100 * f) + " % of the read bandwidth" : std::string()) << "\n";
+      << (f > 0 ? " = " + format_number("%.0f", 100 * f) + " % of the read bandwidth" : std::string())
+      << (r.kv_read_fraction_paired > 0
+              ? "; round by round " + format_number("%.0f", 100 * r.kv_read_fraction_paired) +
+                    " % of a read-probe pass in the same round (passes: median " +
+                    format_number("%.1f", median_of(r.read_gbs_rounds)) + " GB/s)"
+              : std::string())
+      << "\n";
   }
   bool peak_line = false;
   for (const auto& r : results) {

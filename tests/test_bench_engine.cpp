@@ -484,5 +484,54 @@ TEST(BenchEngine, ACancelDuringAnInterleavedSweepLeavesEveryCaseOut) {
   }
 }
 
+// With a CPU decode case in an interleaved sweep each round starts with one pass of the host read
+// probe, and the case's read fraction is the median of its rounds' K+V rate over its round's pass.
+TEST(BenchEngine, InterleavedDecodeReadsItsRateAgainstAProbePassOfTheSameRound) {
+  bench::Spec s = small_spec();
+  s.backends = {"cpu"};
+  s.variants = {"fused", "decode"};
+  s.ns = {4096};
+  s.ds = {64};
+  s.heads = {2};
+  s.kv_heads = {1};
+  s.queries = {1};
+  s.repeat = 3;
+  s.warmup = 1;
+  s.interleave = true;
+  std::vector<bench::Result> results = bench::plan(s);
+  ASSERT_EQ(results.size(), 2u);
+  bench::run_sweep(results, s, false, "none here");
+  for (const bench::Result& r : results) {
+    SCOPED_TRACE(r.c.label());
+    ASSERT_TRUE(r.ran) << r.reason;
+    ASSERT_EQ(r.read_gbs_rounds.size(), 3u);
+    std::vector<double> f;
+    for (std::size_t k = 0; k < 3; ++k) {
+      EXPECT_GT(r.read_gbs_rounds[k], 0);
+      f.push_back(r.kv_bytes / (r.ms[k] * 1e-3) / 1e9 / r.read_gbs_rounds[k]);
+    }
+    std::sort(f.begin(), f.end());
+    EXPECT_DOUBLE_EQ(r.kv_read_fraction_paired, f[1]);
+  }
+  // Both cases saw the same passes.
+  EXPECT_EQ(results[0].read_gbs_rounds, results[1].read_gbs_rounds);
+  const auto j = nlohmann::json::parse(bench::render_json(bench::Machine{}, results, s));
+  EXPECT_DOUBLE_EQ(j["cases"][1]["kv_read_fraction_paired"].get<double>(), results[1].kv_read_fraction_paired);
+  EXPECT_EQ(j["cases"][1]["read_gbs_rounds"].size(), 3u);
+  const std::string table = bench::render_table(bench::Machine{}, results, s);
+  EXPECT_NE(table.find(" % of a read-probe pass in the same round (passes: median "), std::string::npos) << table;
+  // A prefill case has none.
+  bench::Spec prefill = s;
+  prefill.queries.clear();
+  prefill.kv_heads.clear();
+  prefill.variants = {"fused"};
+  prefill.ns = {64};
+  std::vector<bench::Result> again = bench::plan(prefill);
+  bench::run_sweep(again, prefill, false, "none here");
+  ASSERT_TRUE(again[0].ran);
+  EXPECT_TRUE(again[0].read_gbs_rounds.empty());
+  EXPECT_EQ(again[0].kv_read_fraction_paired, 0);
+}
+
 }  // namespace
 }  // namespace attnlab
