@@ -790,6 +790,7 @@ Outcome run_interleaved(std::vector<Result>& results, const Spec& a, bool cuda_o
       Active x{i, be.get(), b.get(), {}, {}};
       time_case(r.c, a, *x.backend, *x.problem, a.warmup, 1, hooks.cancel, x.grads);
       active.push_back(std::move(x));
+      if (log) *log << "[" << r.c.label() << "] warmed up\n" << std::flush;
     } catch (const Cancelled&) {
       break;
     } catch (const InputError& e) {  // ResourceError (does not fit) included
@@ -830,6 +831,7 @@ Outcome run_interleaved(std::vector<Result>& results, const Spec& a, bool cuda_o
         x.sample.kernel = s.kernel;
         x.grads = std::move(grads);
       }
+      if (log) *log << "interleaved round " << round + 1 << "/" << a.repeat << " done\n" << std::flush;
     } catch (const Cancelled&) {
       break;
     } catch (const DeviceError& e) {

@@ -435,6 +435,9 @@ TEST(BenchCli, InterleaveTimesTheCasesInTurnAndGivesTheRoundByRoundRatio) {
   for (const std::string& l : lines_of(r.err))
     if (l.find(" ms median of 4 interleaved, ") != std::string::npos) ++progress;
   EXPECT_EQ(progress, 2) << r.err;
+  // Progress while it runs: each case once warmed up, then each round.
+  EXPECT_NE(r.err.find("[cpu fused fp32 none heads=1 n=64 d=8 score=softcap:5] warmed up\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("interleaved round 4/4 done\n"), std::string::npos) << r.err;
   const test::BinaryRun help = test::run_attnlab({"bench", "--help"});
   EXPECT_NE(help.out.find("--interleave"), std::string::npos);
 }
