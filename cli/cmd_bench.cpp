@@ -113,7 +113,7 @@ int run_bench(BenchArgs& a) {
 
   // The all-thread read rate, once, when a decode case is to run on the CPU: its yardstick.
   if (std::any_of(results.begin(), results.end(), [&](const Result& r) {
-        return r.c.backend == "cpu" && (r.c.decode_shape() || r.c.variant == "decode") &&
+        return r.c.backend == "cpu" && r.c.decode() &&
                bench::skip_reason(r.c, a, cuda_ok, cuda_reason).empty();
       })) {
     try {

@@ -768,7 +768,7 @@ Outcome run_interleaved(std::vector<Result>& results, const Spec& a, bool cuda_o
     if (log) *log << "[" << r.c.label() << "] " << (failed ? "FAILED (" : "skipped (") << reason << ")\n";
     if (hooks.on_case) hooks.on_case(i, ++done, total, true);
   };
-  // Every case's problem, then its warm-up and first timed run (a case that cannot run is left out
+  // Every case's problem, then its warm-up and one untimed run (a case that cannot run is left out
   // here, before the rounds).
   for (std::size_t i = 0; i < total && !cancelled(); ++i) {
     Result& r = results[i];
@@ -806,7 +806,7 @@ Outcome run_interleaved(std::vector<Result>& results, const Spec& a, bool cuda_o
   std::vector<double> read_gbs;  // the probe's pass of each round
   for (const Active& x : active) {
     const Case& c = results[x.i].c;
-    if (!probe && c.backend == "cpu" && (c.decode_shape() || c.variant == "decode")) {
+    if (!probe && c.backend == "cpu" && c.decode()) {
       try {
         check_host_memory(static_cast<double>(HostReadProbe::kBytes), "the host read probe",
                           "the decode cases' paired read fraction is left out");
@@ -862,7 +862,7 @@ Outcome run_interleaved(std::vector<Result>& results, const Spec& a, bool cuda_o
     if (!x.sample.stages.empty()) x.sample.stages.resize(rounds);
     finish_case(r, a, *x.problem, x.sample, x.grads);
     r.paired_ratio = paired_ratio(r.ms, results[active.front().i].ms);
-    if (probe && read_gbs.size() >= rounds && r.c.backend == "cpu" && (r.c.decode_shape() || r.c.variant == "decode")) {
+    if (probe && read_gbs.size() >= rounds && r.c.backend == "cpu" && r.c.decode()) {
       std::vector<double> f, g(read_gbs.begin(), read_gbs.begin() + static_cast<std::ptrdiff_t>(rounds));
       for (std::size_t k = 0; k < rounds; ++k)
         if (r.ms[k] > 0 && g[k] > 0) f.push_back(r.kv_bytes / (r.ms[k] * 1e-3) / 1e9 / g[k]);

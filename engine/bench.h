@@ -48,6 +48,8 @@ struct Case {
   int q() const { return queries > 0 ? queries : n; }
   int g() const { return kv_heads > 0 ? kv_heads : heads; }
   bool decode_shape() const { return q() != n || g() != heads; }
+  // A decode case, read against the memory bandwidth: a decode shape, or the decode variant.
+  bool decode() const { return decode_shape() || variant == "decode"; }
   // "cpu fused fp32 none heads=1 n=1024 d=64", then " q=1 kv=8" for a decode shape and
   // " score=alibi mask=causal+window:256 rope=10000" for the modifications it has, " splits=S" for
   // a decode case with its split count given, " pass=backward"

@@ -275,7 +275,7 @@ std::string render_table(const Machine& m, const std::vector<Result>& results,
         << " ms = " << format_number("%.1f", 100 * r.rope_ms / r.median_ms) << " % of the median\n";
   bool any_decode = false;
   for (const auto& r : results) {
-    if (!r.ran || !(r.c.decode_shape() || r.c.variant == "decode")) continue;
+    if (!r.ran || !r.c.decode()) continue;
     if (!any_decode) {
       o << "\ndecode: K+V of every key/value head read once, over the median time";
       if (m.host_read_gbs > 0) o << "; cpu read bandwidth " << format_number("%.1f", m.host_read_gbs) << " GB/s (all threads)";
