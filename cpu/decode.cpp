@@ -15,7 +15,7 @@
 // AVX-512 without BF16 a bf16 cache is read from its row-major rows instead (the scores of 16 keys
 // from 16 dot products reduced together). Elsewhere the products are Eigen's, on a bf16 cache
 // after widening each block to fp32. More rows: one small GEMM per block and product.
-// The exp is the fused kernel's exp_nonpositive (exactly 0 for masked keys) over packets of a row
+// The exp is the fused kernel's exp2_nonpositive (exactly 0 for masked keys) over packets of a row
 // padded with -inf to whole packets.
 #include "core/gcc12_avx512.h"  // first: see there
 
@@ -112,10 +112,10 @@ float step_fp32(float* row, int padded, float scale, float row_max, float& m, fl
     return 1.f;
   }
   const float alpha = m_old == kNegInf ? 0.f : std::exp((m_old - m_new) * scale);
-  const Packet shift = ei::pset1<Packet>(m_new), vscale = ei::pset1<Packet>(scale);
+  const Packet shift = ei::pset1<Packet>(m_new), vscale = ei::pset1<Packet>(scale * kLog2e);
   Packet sum = ei::pset1<Packet>(0.f);
   for (int j = 0; j < padded; j += kLanes) {
-    const Packet w = exp_nonpositive(ei::pmul(ei::psub(ei::ploadu<Packet>(row + j), shift), vscale));
+    const Packet w = exp2_nonpositive(ei::pmul(ei::psub(ei::ploadu<Packet>(row + j), shift), vscale));
     ei::pstoreu(row + j, w);
     sum = ei::padd(sum, w);
   }

@@ -25,9 +25,9 @@
 // rotated Q and K (rotated_qk, made once per problem). Work items are handed out through an
 // atomic counter, largest (last causal blocks) first, so causal's uneven rows still spread.
 // Accuracy: the max is taken on raw scores and the subtraction happens before the scaling, so the
-// exp argument for the keys that matter is small and exact to a few ulp; exp_nonpositive is the
-// Cephes polynomial Eigen uses (about 1 ulp); the error against fp64 is that of the fp32 dot
-// products (about 1e-7 relative at T = 1).
+// exp argument for the keys that matter is small and exact to a few ulp; the exp is taken in base 2
+// (exp2_nonpositive, within about 1 ulp, the scale times log2 e); the error against fp64 is that
+// of the fp32 dot products (about 1e-7 relative at T = 1).
 #include "core/gcc12_avx512.h"  // first: see there
 
 #include "cpu/cpu_backend.h"

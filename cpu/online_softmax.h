@@ -50,30 +50,31 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // each other (docs/PERFORMANCE.md).
 constexpr int kFusedKeyBlock = 64;
 
-// exp(x) for x <= 0 (every argument here is a score minus the running max), as Eigen's pexp
-// computes it (Cephes: x = n ln2 + r, a degree-6 polynomial in r) but without its clamping:
-// below ln(FLT_MIN) the result is exactly 0, so masked keys (-inf) and every key of a row masked
-// so far weigh exactly 0 on every ISA (Eigen's clamped exp returns ~1e-39 there on AVX2), and a
-// NaN (an overflowed score) stays NaN, which the final check refuses.
-inline Packet exp_nonpositive(const Packet& x) {
-  const Packet n = ei::pfloor(ei::pmadd(x, ei::pset1<Packet>(1.44269504088896341f),
-                                        ei::pset1<Packet>(0.5f)));
-  Packet r = ei::pmadd(n, ei::pset1<Packet>(-0.693359375f), x);  // ln2 in two parts
-  r = ei::pmadd(n, ei::pset1<Packet>(2.12194440e-4f), r);
-  const Packet r2 = ei::pmul(r, r);
-  const Packet r3 = ei::pmul(r2, r);
-  Packet y = ei::pmadd(ei::pset1<Packet>(1.9875691500e-4f), r, ei::pset1<Packet>(1.3981999507e-3f));
-  Packet y1 = ei::pmadd(ei::pset1<Packet>(4.1665795894e-2f), r, ei::pset1<Packet>(1.6666665459e-1f));
-  const Packet y2 = ei::padd(r, ei::pset1<Packet>(1.f));
-  y = ei::pmadd(y, r, ei::pset1<Packet>(8.3334519073e-3f));
-  y1 = ei::pmadd(y1, r, ei::pset1<Packet>(5.0000001201e-1f));
-  y = ei::pmadd(y, r3, y1);
-  y = ei::pmadd(y, r2, y2);
+// The kernels take exp(x) as 2^(x log2 e): every caller's x is a difference of scores times a
+// scale (scale * kLog2e, one rounding, once per call), so the conversion costs nothing per element.
+constexpr float kLog2e = 1.44269504088896341f;
+
+// 2^t for t <= 0 (every argument here is a score minus the running max, times the scale in
+// base 2): t = n + r with n = rint(t) and r in [-1/2, 1/2] (exact), 2^r by a degree-6 polynomial
+// fitted to it on that interval (Chebyshev nodes; within 1.3 ulp of 2^r in fp32 Horner steps),
+// times 2^n. Below -126 (2^t under FLT_MIN) the result is exactly 0, so masked keys (-inf) and
+// every key of a row masked so far weigh exactly 0 on every ISA, and a NaN (an overflowed score)
+// stays NaN, which the final check refuses. Eleven vector operations where the Cephes exp of
+// natural x (a floor, the two-part ln 2 reduction and a split polynomial) takes sixteen.
+inline Packet exp2_nonpositive(const Packet& t) {
+  const Packet n = ei::print(t);
+  const Packet r = ei::psub(t, n);
+  Packet y = ei::pmadd(ei::pset1<Packet>(1.5461444855e-4f), r, ei::pset1<Packet>(1.3400427997e-3f));
+  y = ei::pmadd(y, r, ei::pset1<Packet>(9.6180569381e-3f));
+  y = ei::pmadd(y, r, ei::pset1<Packet>(5.5503271520e-2f));
+  y = ei::pmadd(y, r, ei::pset1<Packet>(2.4022650719e-1f));
+  y = ei::pmadd(y, r, ei::pset1<Packet>(6.9314718246e-1f));
+  y = ei::pmadd(y, r, ei::pset1<Packet>(1.f));
 #if defined(__AVX512F__)
   if constexpr (kLanes == 16) {
     // y 2^n in one instruction (vscalefps: the same exact scaling as the multiply below), zeroed
-    // where x < ln(FLT_MIN); the comparison is "not less than", true for a NaN, which stays NaN.
-    const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33654f), _CMP_NLT_UQ);
+    // where t < -126; the comparison is "not less than", true for a NaN, which stays NaN.
+    const __mmask16 keep = _mm512_cmp_ps_mask(t, _mm512_set1_ps(-126.f), _CMP_NLT_UQ);
     return _mm512_maskz_scalef_ps(keep, y, n);
   }
 #endif
@@ -81,7 +82,7 @@ inline Packet exp_nonpositive(const Packet& x) {
   const PacketI bits = ei::plogical_shift_left<23>(
       ei::padd(ei::pcast<Packet, PacketI>(n), ei::pset1<PacketI>(127)));
   const Packet e = ei::pmul(y, ei::preinterpret<Packet>(bits));
-  return ei::pselect(ei::pcmp_lt(x, ei::pset1<Packet>(-87.33654f)), ei::pzero(x), e);
+  return ei::pselect(ei::pcmp_lt(t, ei::pset1<Packet>(-126.f)), ei::pzero(t), e);
 }
 
 // tanh(y) = y + y z P(z), z = y²: soft_cap's polynomial for |y| <= 1.
@@ -210,7 +211,7 @@ struct SoftmaxState {
 // and m = m_new; update_tile then rescales acc by alpha and adds P V. Together they are the
 // update the online-softmax walk shows, one tile at a time.
 inline void online_softmax_step(float* st, Index ld, int keys, float scale, const SoftmaxState& s) {
-  const Packet vscale = ei::pset1<Packet>(scale);
+  const Packet vscale = ei::pset1<Packet>(scale * kLog2e);
   const Packet neg_inf = ei::pset1<Packet>(kNegInf);
   // Four partial maxes and sums: independent chains, so the loops are not latency-bound, and
   // each sum adds a quarter of the keys (a long sequential fp32 sum would cost accuracy).
@@ -230,10 +231,10 @@ inline void online_softmax_step(float* st, Index ld, int keys, float scale, cons
     // Every key so far masked: shift by 0 instead of -inf, so -inf - -inf never makes a NaN; the
     // weights are then exactly 0 and the first unmasked key's alpha = exp(-inf) = 0 keeps them so.
     const Packet shift = ei::pselect(ei::pcmp_eq(m_new, neg_inf), ei::pzero(m_new), m_new);
-    const Packet alpha = exp_nonpositive(ei::pmul(ei::psub(m_old, shift), vscale));
+    const Packet alpha = exp2_nonpositive(ei::pmul(ei::psub(m_old, shift), vscale));
     auto weight = [&](int j) {  // P^T(j) = exp((S^T(j) - shift) * scale), stored over S^T(j)
       float* at = col + j * ld;
-      const Packet p = exp_nonpositive(ei::pmul(ei::psub(ei::ploadu<Packet>(at), shift), vscale));
+      const Packet p = exp2_nonpositive(ei::pmul(ei::psub(ei::ploadu<Packet>(at), shift), vscale));
       ei::pstoreu(at, p);
       return p;
     };
@@ -374,7 +375,7 @@ struct BackwardPair {
 };
 inline BackwardPair backward_pair(const Packet& s, const Packet& m, const Packet& inv_l, const Packet& dp,
                                   const Packet& d, const Packet& scale, float softcap) {
-  const Packet p = ei::pmul(exp_nonpositive(ei::pmul(ei::psub(s, m), scale)), inv_l);
+  const Packet p = ei::pmul(exp2_nonpositive(ei::pmul(ei::psub(s, m), ei::pmul(scale, ei::pset1<Packet>(kLog2e)))), inv_l);
   Packet ds = ei::pmul(p, ei::psub(dp, d));
   const Packet s0 = ei::pselect(ei::pcmp_eq(s, ei::pset1<Packet>(kNegInf)), ei::pzero(s), s);
   const Packet dt_term = ei::pmul(ds, s0);
