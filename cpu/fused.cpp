@@ -99,8 +99,8 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
   const Index krow = p.kv_row(h);
   constexpr Index ld = kQueryBlock;
 
-  w.qt.setZero();
-  w.qt.leftCols(rows) = job.q.middleRows(qrow, rows).transpose();
+  if (rows < kQueryBlock) w.qt.setZero();
+  transpose_into(job.q.data() + qrow * d_k, d_k, rows, d_k, w.qt.data(), ld);
   w.m.setConstant(kNegInf);
   w.l.setZero();
   w.acct.setZero();  // alpha of the first step is 0; 0 * 0 keeps it 0 (garbage could be NaN)
@@ -135,9 +135,10 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
       // element, in the same order, with fewer loads per multiply-add.
       constexpr int kPer = kWideCols / kTileCols;
       bool wide = i0 % kWideCols == 0 && i0 + kWideCols <= rows && kind != BlockKind::Empty && j1 > j0;
-      for (int u = 1; wide && u < kPer; ++u)
-        wide = job.blocks.at((q0 + i0) / kTileCols + u, k0 / kKeyBlock) == kind && tile_lo[t + u] == tile_lo[t] &&
-               tile_hi[t + u] == tile_hi[t];
+      for (int u = 1; wide && u < kPer; ++u)  // the same keys of this block (a window's tiles differ elsewhere)
+        wide = job.blocks.at((q0 + i0) / kTileCols + u, k0 / kKeyBlock) == kind &&
+               std::clamp(tile_lo[t + u] - k0, 0, cols) == j0 &&
+               std::clamp(tile_hi[t + u] - k0, std::clamp(tile_lo[t + u] - k0, 0, cols), cols) == j1;
       const int width = wide ? kWideCols : kTileCols;
       const int next = i0 + width;
       if (kind == BlockKind::Empty || j1 == j0) {  // every pair masked: the tile's state stays
@@ -171,14 +172,25 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
   }
   // A score that overflowed fp32 turns its query into inf/NaN here (a finite unmasked score
   // always contributes exp(0) = 1 to l); refuse it like the staged chain does.
+  // acc^T's columns past the block's rows hold zero queries (0 / 0 would be NaN): they are neither
+  // checked nor divided.
   const auto mq = w.m.head(rows).array();
   const auto lq = w.l.head(rows).array();
-  const auto accq = w.acct.leftCols(rows);
   const bool scores_finite = mq.allFinite() && (lq > 0.f).all() && lq.allFinite();
-  if (!scores_finite || !accq.allFinite()) {
+  bool acc_finite = true;
+  for (int c = 0; c < d_v && acc_finite; ++c) acc_finite = all_finite(w.acct.data() + c * ld, rows);
+  if (!scores_finite || !acc_finite) {
     throw overflow_error(scores_finite, h, "query rows " + std::to_string(q0) + ".." + std::to_string(q0 + rows - 1));
   }
-  job.out.middleRows(qrow, rows) = (accq.array().rowwise() / lq).matrix().transpose();
+  // O = acc / l, row by row of acc^T (the queries in the lanes), then transposed into O's rows.
+  const int whole = rows - rows % kLanes;
+  for (int c = 0; c < d_v; ++c) {
+    float* a = w.acct.data() + c * ld;
+    for (int i = 0; i < whole; i += kLanes)
+      ei::pstoreu(a + i, ei::pdiv(ei::ploadu<Packet>(a + i), ei::ploadu<Packet>(w.l.data() + i)));
+    for (int i = whole; i < rows; ++i) a[i] /= w.l[i];
+  }
+  transpose_into(w.acct.data(), ld, d_v, rows, job.out.data() + qrow * d_v, d_v);
   if (job.stats != nullptr) {
     std::copy_n(w.m.data(), rows, job.stats->m.data() + qrow);
     std::copy_n(w.l.data(), rows, job.stats->l.data() + qrow);

@@ -35,6 +35,72 @@ using PacketI = ei::unpacket_traits<Packet>::integer_packet;
 using PacketSquare = ei::PacketBlock<Packet, kLanes>;  // kLanes packets, for ptranspose
 #pragma GCC diagnostic pop
 
+// A square of kLanes packets transposed in place. With AVX-512, four rounds of sixteen shuffles
+// (pairs of floats, pairs of doubles, then 128-bit quarters twice); Eigen's ptranspose of 16 packets
+// goes through 256-bit halves at about twice the cost, which showed in the fused kernel's profile
+// when a query block meets few key blocks (a sliding window).
+inline void transpose_square(PacketSquare& b) {
+#if defined(__AVX512F__)
+  if constexpr (kLanes == 16) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+      t[i] = _mm512_unpacklo_ps(b.packet[i], b.packet[i + 1]);
+      t[i + 1] = _mm512_unpackhi_ps(b.packet[i], b.packet[i + 1]);
+    }
+    // u[4 g + j]: in its 128-bit quarter q, column 4 q + j of rows 4 g .. 4 g + 3.
+    for (int g = 0; g < 16; g += 4) {
+      const __m512d t0 = _mm512_castps_pd(t[g]), t1 = _mm512_castps_pd(t[g + 1]);
+      const __m512d t2 = _mm512_castps_pd(t[g + 2]), t3 = _mm512_castps_pd(t[g + 3]);
+      u[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+      u[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+      u[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+      u[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+    }
+    // Column 4 q + j: quarter q of u[j], u[4 + j], u[8 + j], u[12 + j].
+    for (int j = 0; j < 4; ++j) {
+      const __m512 ab02 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), ab13 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xdd);
+      const __m512 cd02 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88),
+                   cd13 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xdd);
+      b.packet[j] = _mm512_shuffle_f32x4(ab02, cd02, 0x88);
+      b.packet[8 + j] = _mm512_shuffle_f32x4(ab02, cd02, 0xdd);
+      b.packet[4 + j] = _mm512_shuffle_f32x4(ab13, cd13, 0x88);
+      b.packet[12 + j] = _mm512_shuffle_f32x4(ab13, cd13, 0xdd);
+    }
+    return;
+  }
+#endif
+  ei::ptranspose(b);
+}
+
+// dst (cols, rows) = src (rows, cols) transposed; src row r at src + r * lds, dst row c at
+// dst + c * ldd. Squares of kLanes by kLanes a packet at a time, the rest one element at a time.
+inline void transpose_into(const float* src, Index lds, int rows, int cols, float* dst, Index ldd) {
+  const int whole_r = rows - rows % kLanes, whole_c = cols - cols % kLanes;
+  for (int r0 = 0; r0 < whole_r; r0 += kLanes)
+    for (int c0 = 0; c0 < whole_c; c0 += kLanes) {
+      PacketSquare block;
+      for (int r = 0; r < kLanes; ++r) block.packet[r] = ei::ploadu<Packet>(src + (r0 + r) * lds + c0);
+      transpose_square(block);
+      for (int c = 0; c < kLanes; ++c) ei::pstoreu(dst + (c0 + c) * ldd + r0, block.packet[c]);
+    }
+  for (int r = 0; r < rows; ++r)
+    for (int c = r < whole_r ? whole_c : 0; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
+}
+
+// Whether every one of the `count` floats at x is finite (x - x is 0 exactly for those, NaN for
+// an infinity or a NaN), a packet at a time.
+inline bool all_finite(const float* x, Index count) {
+  const Index whole = count - count % kLanes;
+  Packet z = ei::pset1<Packet>(0.f);
+  for (Index i = 0; i < whole; i += kLanes) {
+    const Packet v = ei::ploadu<Packet>(x + i);
+    z = ei::padd(z, ei::psub(v, v));
+  }
+  float rest = 0.f;
+  for (Index i = whole; i < count; ++i) rest += x[i] - x[i];
+  return ei::predux(z) + rest == 0.f;
+}
+
 // The micro-tile: kTileRows rows by kTileVecs packets. Its kTileRows * kTileVecs accumulators,
 // kTileVecs loaded B packets and one broadcast fit the register file (32 zmm; 16 ymm for AVX2).
 constexpr int kTileVecs = 2;
@@ -297,7 +363,7 @@ inline void modify_tile(const ScoreRule& r, float score_scale, float* st, Index 
     for (int j0 = 0; j0 < whole_keys; j0 += kLanes) {
       PacketSquare block;
       for (int l = 0; l < kLanes; ++l) block.packet[l] = ei::ploadu<Packet>(b + static_cast<std::size_t>(l0 + l) * r.m + j0);
-      ei::ptranspose(block);
+      transpose_square(block);
       for (int j = 0; j < kLanes; ++j) {
         float* at = st + (j0 + j) * ld + l0;
         ei::pstoreu(at, ei::padd(ei::ploadu<Packet>(at), block.packet[j]));
@@ -347,19 +413,48 @@ inline void modify_row(const ScoreRule& r, float score_scale, float* s, int h, i
 }
 
 // A partial tile's element mask: query lane l (query i0 + l) keeps the keys of [k0, k0 + keys) its
-// rule lets through; the others become -inf.
+// rule lets through; the others become -inf. The intervals a packet of lanes at a time (key rows
+// that every lane keeps are not visited); the documents' and a custom mask's pairs one by one.
+// `lanes` may exceed a tile's kTileCols (the backward masks a whole query block at once).
 inline void mask_tile(const MaskRule& rule, float* st, Index ld, int i0, int lanes, int k0, int keys) {
-  for (int l = 0; l < lanes; ++l) {
-    int lo, hi;
-    rule.interval(i0 + l, lo, hi);
-    lo = std::clamp(lo - k0, 0, keys);
-    hi = std::clamp(hi - k0, lo, keys);
-    for (int j = 0; j < lo; ++j) st[j * ld + l] = kNegInf;
-    for (int j = hi; j < keys; ++j) st[j * ld + l] = kNegInf;
-    if (rule.elementwise())
-      for (int j = lo; j < hi; ++j)
-        if (!rule.visible(i0 + l, k0 + j)) st[j * ld + l] = kNegInf;
+  if (lanes > kTileCols) {
+    for (int g = 0; g < lanes; g += kTileCols)
+      mask_tile(rule, st + g, ld, i0 + g, std::min(kTileCols, lanes - g), k0, keys);
+    return;
   }
+  alignas(64) float lo_of[kTileCols], hi_of[kTileCols];  // lanes past `lanes` keep every key
+  int all_from = 0, all_to = keys;  // [all_from, all_to): key rows every lane keeps
+  for (int l = 0; l < kTileCols; ++l) {
+    int lo = 0, hi = keys;
+    if (l < lanes) {
+      rule.interval(i0 + l, lo, hi);
+      lo = std::clamp(lo - k0, 0, keys);
+      hi = std::clamp(hi - k0, lo, keys);
+    }
+    lo_of[l] = static_cast<float>(lo);
+    hi_of[l] = static_cast<float>(hi);
+    all_from = std::max(all_from, lo);
+    all_to = std::min(all_to, hi);
+  }
+  const auto cut = [&](int j) {
+    const Packet key = ei::pset1<Packet>(static_cast<float>(j));
+    for (int v = 0; v < kTileVecs; ++v) {
+      float* at = st + j * ld + v * kLanes;
+      const Packet keep = ei::pand(ei::pcmp_le(ei::pload<Packet>(lo_of + v * kLanes), key),
+                                   ei::pcmp_lt(key, ei::pload<Packet>(hi_of + v * kLanes)));
+      ei::pstoreu(at, ei::pselect(keep, ei::ploadu<Packet>(at), ei::pset1<Packet>(kNegInf)));
+    }
+  };
+  if (all_to <= all_from) {
+    for (int j = 0; j < keys; ++j) cut(j);
+  } else {
+    for (int j = 0; j < all_from; ++j) cut(j);
+    for (int j = all_to; j < keys; ++j) cut(j);
+  }
+  if (!rule.elementwise()) return;
+  for (int l = 0; l < lanes; ++l)
+    for (int j = static_cast<int>(lo_of[l]); j < static_cast<int>(hi_of[l]); ++j)
+      if (!rule.visible(i0 + l, k0 + j)) st[j * ld + l] = kNegInf;
 }
 
 // The fused backward's step for one packet of (key, query) pairs (cpu/fused_backward.cpp, and the

@@ -79,6 +79,23 @@ TEST(FusedCpu, Exp2IsThePolynomialStepsExactlyZeroBelowFltMinAndNaNKept) {
   EXPECT_GT(checked, 90000);
 }
 
+// The kernels' transposes (Q into its block's Qᵀ, acc into O, a bias into query lanes): every
+// element in its place, for squares of whole packets, the ragged edges and a single row or column.
+TEST(FusedCpu, TransposeIntoPutsEveryElementInItsPlace) {
+  using namespace cpu::online;
+  for (const auto& [rows, cols] : std::vector<std::pair<int, int>>{{16, 16}, {64, 64}, {37, 70}, {1, 33}, {48, 1}, {5, 7}}) {
+    SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(cols));
+    const Index lds = cols + 3, ldd = rows + 5;
+    std::vector<float> src(static_cast<std::size_t>(rows) * lds), dst(static_cast<std::size_t>(cols) * ldd, -1.f);
+    for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i);
+    transpose_into(src.data(), lds, rows, cols, dst.data(), ldd);
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) ASSERT_EQ(dst[c * ldd + r], src[r * lds + c]) << r << ", " << c;
+    for (int c = 0; c < cols; ++c)
+      for (Index r = rows; r < ldd; ++r) ASSERT_EQ(dst[c * ldd + r], -1.f);  // past the rows: untouched
+  }
+}
+
 // The tolerance's max |s| above 2^26 cells per head comes from a bound (tests/test_util.h): it
 // must not be below the exact max, nor so loose that the tolerance stops meaning fp32. The exact
 // max is taken here in row blocks, without the (n, m) matrix the helper avoids.
