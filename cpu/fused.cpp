@@ -108,7 +108,7 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
 
   // The keys [lo, hi) some query of each tile may see.
   std::array<int, kQueryBlock / kTileCols> tile_lo{}, tile_hi{};
-  int key_end = 0;
+  int key_begin = m, key_end = 0;  // the keys some tile may see: key blocks outside are not walked
   for (int i0 = 0; i0 < rows; i0 += kTileCols) {
     int lo = m, hi = 0;
     for (int i = q0 + i0; i < std::min(q0 + rows, q0 + i0 + kTileCols); ++i) {
@@ -118,9 +118,10 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
     }
     tile_lo[i0 / kTileCols] = lo;
     tile_hi[i0 / kTileCols] = hi;
+    key_begin = std::min(key_begin, lo);
     key_end = std::max(key_end, hi);
   }
-  for (int k0 = 0; k0 < key_end; k0 += kKeyBlock) {
+  for (int k0 = key_begin / kKeyBlock * kKeyBlock; k0 < key_end; k0 += kKeyBlock) {
     const int cols = std::min(kKeyBlock, m - k0);
     const float* kb = job.k.data() + (krow + k0) * d_k;  // K_blk (cols, d_k), row-major
     const float* vb = p.v().data() + (krow + k0) * d_v;  // V_blk (cols, d_v), row-major
