@@ -101,6 +101,13 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
 
   if (rows < kQueryBlock) w.qt.setZero();
   transpose_into(job.q.data() + qrow * d_k, d_k, rows, d_k, w.qt.data(), ld);
+  // This worker's next item is most likely two blocks down the same head (the workers take
+  // neighbouring blocks in turn): its Q rows are brought towards L2 while this block runs.
+  if (q0 >= 2 * kQueryBlock) {
+    const char* next = reinterpret_cast<const char*>(job.q.data() + (qrow - 2 * kQueryBlock) * d_k);
+    const std::size_t bytes = static_cast<std::size_t>(kQueryBlock) * d_k * sizeof(float);
+    for (std::size_t b = 0; b < bytes; b += 64) __builtin_prefetch(next + b, 0, 2);
+  }
   w.m.setConstant(kNegInf);
   w.l.setZero();
   w.acct.setZero();  // alpha of the first step is 0; 0 * 0 keeps it 0 (garbage could be NaN)
@@ -191,7 +198,10 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
       ei::pstoreu(a + i, ei::pdiv(ei::ploadu<Packet>(a + i), ei::ploadu<Packet>(w.l.data() + i)));
     for (int i = whole; i < rows; ++i) a[i] /= w.l[i];
   }
-  transpose_into(w.acct.data(), ld, d_v, rows, job.out.data() + qrow * d_v, d_v);
+  transpose_into(w.acct.data(), ld, d_v, rows, job.out.data() + qrow * d_v, d_v, /*stream=*/true);
+#if defined(__AVX512F__)
+  _mm_sfence();  // the streamed rows ordered before the item is reported done
+#endif
   if (job.stats != nullptr) {
     std::copy_n(w.m.data(), rows, job.stats->m.data() + qrow);
     std::copy_n(w.l.data(), rows, job.stats->l.data() + qrow);

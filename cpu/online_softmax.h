@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <string>
 #include <utility>
@@ -74,13 +75,21 @@ inline void transpose_square(PacketSquare& b) {
 
 // dst (cols, rows) = src (rows, cols) transposed; src row r at src + r * lds, dst row c at
 // dst + c * ldd. Squares of kLanes by kLanes a packet at a time, the rest one element at a time.
-inline void transpose_into(const float* src, Index lds, int rows, int cols, float* dst, Index ldd) {
+inline void transpose_into(const float* src, Index lds, int rows, int cols, float* dst, Index ldd,
+                           bool stream = false) {
   const int whole_r = rows - rows % kLanes, whole_c = cols - cols % kLanes;
   for (int r0 = 0; r0 < whole_r; r0 += kLanes)
     for (int c0 = 0; c0 < whole_c; c0 += kLanes) {
       PacketSquare block;
       for (int r = 0; r < kLanes; ++r) block.packet[r] = ei::ploadu<Packet>(src + (r0 + r) * lds + c0);
       transpose_square(block);
+#if defined(__AVX512F__)
+      if constexpr (kLanes == 16)
+        if (stream && reinterpret_cast<std::uintptr_t>(dst + r0) % 64 == 0 && ldd % 16 == 0) {
+          for (int c = 0; c < kLanes; ++c) _mm512_stream_ps(dst + (c0 + c) * ldd + r0, block.packet[c]);
+          continue;
+        }
+#endif
       for (int c = 0; c < kLanes; ++c) ei::pstoreu(dst + (c0 + c) * ldd + r0, block.packet[c]);
     }
   for (int r = 0; r < rows; ++r)
