@@ -1,9 +1,12 @@
-// The bf16 arithmetic's two packet steps (cpu/bf16.h), shared by the CPU bf16 kernels (the fused
-// and staged chains in cpu/bf16.cpp, the decode kernel's bf16 cache in cpu/decode.cpp): 2^x of a
-// non-positive x with CUDA's flush of results below 2^-126, and the rounding of weights to bf16.
+// Two packet steps of the CPU kernels: 2^t of a non-positive t with CUDA's flush of results below
+// 2^-126 (every kernel's exp: the fp32 fused kernel, its walk and backward in cpu/online_softmax.h,
+// the decode kernel, the bf16 chains in cpu/bf16.cpp), and the rounding of weights to bf16 (cpu/bf16.h).
 #pragma once
 
 #include <Eigen/Core>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace attnlab::bf16_packets {
 
@@ -14,24 +17,37 @@ using Packet = ei::packet_traits<float>::type;
 using PacketI = ei::unpacket_traits<Packet>::integer_packet;
 #pragma GCC diagnostic pop
 
-// 2^x for x <= 0 or -inf: x = n + f with n = floor(x + 1/2), 2^f = e^(f ln 2) by Cephes' expf
-// polynomial on |f ln 2| <= ln(2) / 2 (about 1 ulp). Results below 2^-126 are exactly 0, as
-// ex2.approx.ftz gives them on the GPU: masked keys weigh nothing and P V meets no subnormals.
-inline Packet exp2_nonpositive(const Packet& x) {
-  const Packet xc = ei::pmax(x, ei::pset1<Packet>(-127.f));  // n stays in int range
-  const Packet n = ei::pfloor(ei::padd(xc, ei::pset1<Packet>(0.5f)));
-  const Packet r = ei::pmul(ei::psub(xc, n), ei::pset1<Packet>(0.693147180559945309f));
-  Packet y = ei::pset1<Packet>(1.9875691500e-4f);
-  y = ei::pmadd(y, r, ei::pset1<Packet>(1.3981999507e-3f));
-  y = ei::pmadd(y, r, ei::pset1<Packet>(8.3334519073e-3f));
-  y = ei::pmadd(y, r, ei::pset1<Packet>(4.1665795894e-2f));
-  y = ei::pmadd(y, r, ei::pset1<Packet>(1.6666665459e-1f));
-  y = ei::pmadd(y, r, ei::pset1<Packet>(5.0000001201e-1f));
-  y = ei::pmadd(y, ei::pmul(r, r), ei::padd(r, ei::pset1<Packet>(1.f)));
+// 2^t for t <= 0 (a score minus the running max, times the scale in base 2; a rounding may leave
+// it a little above 0), the exp of every CPU kernel, fp32 and bf16: t = n + r with n = rint(t) and
+// r in [-1/2, 1/2] (exact), 2^r by a degree-6 polynomial fitted to it on that interval (Chebyshev
+// nodes; within 1.3 ulp of 2^r in fp32 Horner steps), times 2^n. Below -126 (2^t under FLT_MIN)
+// the result is exactly 0, as ex2.approx.ftz gives it on the GPU: masked keys (-inf) and every key
+// of a row masked so far weigh exactly 0 on every ISA, P V meets no subnormals, and a NaN (an
+// overflowed score) stays NaN, which the kernels' final checks refuse. Eleven vector operations
+// where the Cephes exp of natural x (a floor, the two-part ln 2 reduction, a split polynomial)
+// takes sixteen.
+inline Packet exp2_nonpositive(const Packet& t) {
+  const Packet n = ei::print(t);
+  const Packet r = ei::psub(t, n);
+  Packet y = ei::pmadd(ei::pset1<Packet>(1.5461444855e-4f), r, ei::pset1<Packet>(1.3400427997e-3f));
+  y = ei::pmadd(y, r, ei::pset1<Packet>(9.6180569381e-3f));
+  y = ei::pmadd(y, r, ei::pset1<Packet>(5.5503271520e-2f));
+  y = ei::pmadd(y, r, ei::pset1<Packet>(2.4022650719e-1f));
+  y = ei::pmadd(y, r, ei::pset1<Packet>(6.9314718246e-1f));
+  y = ei::pmadd(y, r, ei::pset1<Packet>(1.f));
+#if defined(__AVX512F__)
+  if constexpr (sizeof(Packet) == 64) {  // 16 lanes
+    // y 2^n in one instruction (vscalefps: the same exact scaling as the multiply below), zeroed
+    // where t < -126; the comparison is "not less than", true for a NaN, which stays NaN.
+    const __mmask16 keep = _mm512_cmp_ps_mask(t, _mm512_set1_ps(-126.f), _CMP_NLT_UQ);
+    return _mm512_maskz_scalef_ps(keep, y, n);
+  }
+#endif
+  // 2^n for n in [-126, 0] (1 for a t rounded a little above 0): n + 127 into the exponent field.
   const PacketI bits = ei::plogical_shift_left<23>(
       ei::padd(ei::pcast<Packet, PacketI>(n), ei::pset1<PacketI>(127)));
   const Packet e = ei::pmul(y, ei::preinterpret<Packet>(bits));
-  return ei::pselect(ei::pcmp_lt(x, ei::pset1<Packet>(-126.f)), ei::pzero(x), e);
+  return ei::pselect(ei::pcmp_lt(t, ei::pset1<Packet>(-126.f)), ei::pzero(t), e);
 }
 
 inline float exp2_nonpositive(float x) {

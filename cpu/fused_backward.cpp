@@ -55,12 +55,8 @@ static_assert(kQueryBlock % kWideCols == 0, "a query block is whole wide tiles")
 int padded(int d) { return (d + kTileCols - 1) / kTileCols * kTileCols; }
 
 // Every entry finite, read in storage order (Eigen's allFinite on a row-major matrix walks it by
-// columns, a cache miss per entry once the matrix outgrows the cache). A finite sum is the fast
-// screen; a sum that merely overflowed costs one scan.
-bool all_finite(const MatrixF& a) {
-  const Eigen::Map<const Eigen::ArrayXf> v(a.data(), a.size());
-  return std::isfinite(v.sum()) || v.allFinite();
-}
+// columns, a cache miss per entry once the matrix outgrows the cache).
+bool all_finite(const MatrixF& a) { return cpu::online::all_finite(a.data(), a.size()); }
 
 // Per-thread tiles, sized once (row-major). The (keys, queries) tiles have ld = kQueryBlock.
 struct Scratch {
@@ -158,7 +154,7 @@ void cols_madd(int rows, const float* a, Index a_row, Index a_k, const float* b,
 double recompute_tile(Scratch& w, const float* m_row, const float* inv_l_row, const float* d_row, int rows, int keys,
                       float scale, float softcap) {
   constexpr Index ld = kQueryBlock;
-  const Packet vscale = ei::pset1<Packet>(scale);
+  const Packet vscale = ei::pset1<Packet>(scale * kLog2e);  // backward_pair's exp is in base 2
   Packet dt = ei::pzero(vscale);
   // Lanes past the tiles hold another block's numbers (or none): never read.
   for (int v = 0; v < (rows + kLanes - 1) / kLanes; ++v) {

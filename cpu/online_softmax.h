@@ -10,6 +10,7 @@
 
 #include "core/modifications.h"
 #include "core/types.h"
+#include "cpu/bf16_packets.h"
 
 #include <algorithm>
 #include <array>
@@ -125,40 +126,11 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // each other (docs/PERFORMANCE.md).
 constexpr int kFusedKeyBlock = 64;
 
-// The kernels take exp(x) as 2^(x log2 e): every caller's x is a difference of scores times a
-// scale (scale * kLog2e, one rounding, once per call), so the conversion costs nothing per element.
+// The kernels take exp(x) as 2^(x log2 e) (cpu/bf16_packets.h exp2_nonpositive, every CPU kernel's
+// exp): every caller's x is a difference of scores times a scale, and the scale is multiplied by
+// kLog2e once per call (one rounding), so the conversion costs nothing per element.
 constexpr float kLog2e = 1.44269504088896341f;
-
-// 2^t for t <= 0 (every argument here is a score minus the running max, times the scale in
-// base 2): t = n + r with n = rint(t) and r in [-1/2, 1/2] (exact), 2^r by a degree-6 polynomial
-// fitted to it on that interval (Chebyshev nodes; within 1.3 ulp of 2^r in fp32 Horner steps),
-// times 2^n. Below -126 (2^t under FLT_MIN) the result is exactly 0, so masked keys (-inf) and
-// every key of a row masked so far weigh exactly 0 on every ISA, and a NaN (an overflowed score)
-// stays NaN, which the final check refuses. Eleven vector operations where the Cephes exp of
-// natural x (a floor, the two-part ln 2 reduction and a split polynomial) takes sixteen.
-inline Packet exp2_nonpositive(const Packet& t) {
-  const Packet n = ei::print(t);
-  const Packet r = ei::psub(t, n);
-  Packet y = ei::pmadd(ei::pset1<Packet>(1.5461444855e-4f), r, ei::pset1<Packet>(1.3400427997e-3f));
-  y = ei::pmadd(y, r, ei::pset1<Packet>(9.6180569381e-3f));
-  y = ei::pmadd(y, r, ei::pset1<Packet>(5.5503271520e-2f));
-  y = ei::pmadd(y, r, ei::pset1<Packet>(2.4022650719e-1f));
-  y = ei::pmadd(y, r, ei::pset1<Packet>(6.9314718246e-1f));
-  y = ei::pmadd(y, r, ei::pset1<Packet>(1.f));
-#if defined(__AVX512F__)
-  if constexpr (kLanes == 16) {
-    // y 2^n in one instruction (vscalefps: the same exact scaling as the multiply below), zeroed
-    // where t < -126; the comparison is "not less than", true for a NaN, which stays NaN.
-    const __mmask16 keep = _mm512_cmp_ps_mask(t, _mm512_set1_ps(-126.f), _CMP_NLT_UQ);
-    return _mm512_maskz_scalef_ps(keep, y, n);
-  }
-#endif
-  // 2^n for n in [-126, 0]: n + 127 written into the exponent field.
-  const PacketI bits = ei::plogical_shift_left<23>(
-      ei::padd(ei::pcast<Packet, PacketI>(n), ei::pset1<PacketI>(127)));
-  const Packet e = ei::pmul(y, ei::preinterpret<Packet>(bits));
-  return ei::pselect(ei::pcmp_lt(t, ei::pset1<Packet>(-126.f)), ei::pzero(t), e);
-}
+using bf16_packets::exp2_nonpositive;
 
 // tanh(y) = y + y z P(z), z = y²: soft_cap's polynomial for |y| <= 1.
 inline Packet tanh_within_one(const Packet& y) {
@@ -469,7 +441,8 @@ inline void mask_tile(const MaskRule& rule, float* st, Index ld, int i0, int lan
 // The fused backward's step for one packet of (key, query) pairs (cpu/fused_backward.cpp, and the
 // backward walk, cpu/walk_backward.cpp, which runs it on one lane): from the pair's raw (or
 // modified) score s, the row's forward statistics m and 1/l and D = dO · O, and dP = dO · V_j,
-//   P  = exp((s − m) · scale) / l                 the weight, recomputed
+//   P  = exp((s − m) · scale) / l                 the weight, recomputed (scale2 = scale · log2 e:
+//                                                 the exp in base 2, as the forward takes it)
 //   dS = P (dP − D)                               dlogits
 //   dS · s                                        its term of dT (0 where masked: 0 · −inf is no number)
 //   dS ∘ (1 − t)(1 + t), t = s / C                with a soft-cap C (s is the capped score): what
@@ -478,8 +451,8 @@ struct BackwardPair {
   Packet p, ds, dt_term;
 };
 inline BackwardPair backward_pair(const Packet& s, const Packet& m, const Packet& inv_l, const Packet& dp,
-                                  const Packet& d, const Packet& scale, float softcap) {
-  const Packet p = ei::pmul(exp2_nonpositive(ei::pmul(ei::psub(s, m), ei::pmul(scale, ei::pset1<Packet>(kLog2e)))), inv_l);
+                                  const Packet& d, const Packet& scale2, float softcap) {
+  const Packet p = ei::pmul(exp2_nonpositive(ei::pmul(ei::psub(s, m), scale2)), inv_l);
   Packet ds = ei::pmul(p, ei::psub(dp, d));
   const Packet s0 = ei::pselect(ei::pcmp_eq(s, ei::pset1<Packet>(kNegInf)), ei::pzero(s), s);
   const Packet dt_term = ei::pmul(ds, s0);

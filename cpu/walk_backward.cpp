@@ -87,7 +87,7 @@ BackwardWalk walk_backward_row(const Problem& p, const Upstream& u, int head, in
       for (int j = 0; j < keys; ++j) {
         const float s = st[static_cast<std::size_t>(j) * ld], dp = dpt[static_cast<std::size_t>(j) * ld];
         const BackwardPair b = backward_pair(ei::pset1<Packet>(s), ei::pset1<Packet>(mf), ei::pset1<Packet>(inv_l),
-                                             ei::pset1<Packet>(dp), ei::pset1<Packet>(D), ei::pset1<Packet>(scale),
+                                             ei::pset1<Packet>(dp), ei::pset1<Packet>(D), ei::pset1<Packet>(scale * kLog2e),
                                              score.softcap);
         const float pj = ei::pfirst(b.p), dsj = ei::pfirst(b.ds);
         r.logits.push_back(logit(s));
