@@ -7,7 +7,7 @@
 //   m_new = max(m, max_j S^T(j, i));  alpha = exp((m - m_new) * scale)
 //   P^T   = exp((S^T - m_new) * scale);  l = alpha * l + sum_j P^T(j, i)      online_softmax_step
 //   acc^T (d_v, queries)  = acc^T * alpha + V_blk^T P^T                       update_tile
-// and writes O = acc / l once at the end.
+// and writes O = acc * (1 / l) once at the end.
 // Why transposed (queries along the vector lanes): K and V are used straight from the inputs
 // (only the query block is packed, once per item, into Q^T), the softmax reductions over the keys
 // are vertical (one packet of queries per row, no horizontal sums), and the rescale by alpha is a
@@ -88,6 +88,33 @@ struct FusedJob {
   cpu::RowStats* stats;  // when given: every row's final m and l (the backward's log-sum-exp)
 };
 
+// Software prefetches of a few ranges, issued a share at a time.
+struct Prefetch {
+  std::array<const char*, 3> at{};
+  std::array<std::size_t, 3> bytes{};
+  int ranges = 0, r = 0;
+  std::size_t done = 0, share = 0;
+  void add(const float* x, std::size_t floats) {
+    at[ranges] = reinterpret_cast<const char*>(x);
+    bytes[ranges++] = floats * sizeof(float);
+  }
+  void plan(int steps) {
+    std::size_t lines = 0;
+    for (int i = 0; i < ranges; ++i) lines += (bytes[i] + 63) / 64;
+    share = (lines + steps - 1) / steps;
+  }
+  void step() {
+    for (std::size_t n = 0; n < share && r < ranges;) {
+      if (done >= bytes[r]) {
+        ++r, done = 0;
+        continue;
+      }
+      __builtin_prefetch(at[r] + done, 0, 2);
+      done += 64, ++n;
+    }
+  }
+};
+
 // One (head, query block): rows [q0, q0 + rows) of head h. Output rows written once at the end.
 // Each tile of kTileCols queries visits the key blocks the block mask does not rule out, and of
 // those only the keys some query of the tile may see (a causal diagonal stops at the tile's last
@@ -101,13 +128,6 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
 
   if (rows < kQueryBlock) w.qt.setZero();
   transpose_into(job.q.data() + qrow * d_k, d_k, rows, d_k, w.qt.data(), ld);
-  // This worker's next item is most likely two blocks down the same head (the workers take
-  // neighbouring blocks in turn): its Q rows are brought towards L2 while this block runs.
-  if (q0 >= 2 * kQueryBlock) {
-    const char* next = reinterpret_cast<const char*>(job.q.data() + (qrow - 2 * kQueryBlock) * d_k);
-    const std::size_t bytes = static_cast<std::size_t>(kQueryBlock) * d_k * sizeof(float);
-    for (std::size_t b = 0; b < bytes; b += 64) __builtin_prefetch(next + b, 0, 2);
-  }
   w.m.setConstant(kNegInf);
   w.l.setZero();
   w.acct.setZero();  // alpha of the first step is 0; 0 * 0 keeps it 0 (garbage could be NaN)
@@ -128,52 +148,76 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
     key_begin = std::min(key_begin, lo);
     key_end = std::max(key_end, hi);
   }
-  for (int k0 = key_begin / kKeyBlock * kKeyBlock; k0 < key_end; k0 += kKeyBlock) {
+  const int first_block = key_begin / kKeyBlock * kKeyBlock;
+  // This worker's next item is most likely two blocks down the same head (the workers take
+  // neighbouring blocks in turn): its Q rows and its first key block's K and V rows are brought
+  // towards L2 while this block runs, a share before each tile's products (issued together they
+  // would wait on each other's line fills). A block that meets few keys (a short window) would
+  // otherwise wait on each of them, its K and V read by no other block.
+  Prefetch ahead;
+  if (q0 >= 2 * kQueryBlock) {
+    const int nq = q0 - 2 * kQueryBlock;
+    int a0, b0, a1, b1;
+    job.rule.interval(nq, a0, b0);
+    job.rule.interval(nq + kQueryBlock - 1, a1, b1);
+    const int nk = std::min(a0, a1) / kKeyBlock * kKeyBlock, ncols = std::min(kKeyBlock, m - nk);
+    ahead.add(job.q.data() + (qrow - 2 * kQueryBlock) * d_k, static_cast<std::size_t>(kQueryBlock) * d_k);
+    ahead.add(job.k.data() + (krow + nk) * d_k, static_cast<std::size_t>(ncols) * d_k);
+    ahead.add(p.v().data() + (krow + nk) * d_v, static_cast<std::size_t>(ncols) * d_v);
+    ahead.plan(std::max(1, (key_end - first_block + kKeyBlock - 1) / kKeyBlock * (kQueryBlock / kTileCols)));
+  }
+  for (int k0 = first_block; k0 < key_end; k0 += kKeyBlock) {
     const int cols = std::min(kKeyBlock, m - k0);
     const float* kb = job.k.data() + (krow + k0) * d_k;  // K_blk (cols, d_k), row-major
     const float* vb = p.v().data() + (krow + k0) * d_v;  // V_blk (cols, d_v), row-major
     for (int i0 = 0; i0 < kQueryBlock;) {
       if (i0 >= rows) break;  // tiles of padding only
       const int t = i0 / kTileCols;
-      const BlockKind kind = job.blocks.at((q0 + i0) / kTileCols, k0 / kKeyBlock);
-      const int j0 = std::clamp(tile_lo[t] - k0, 0, cols);
-      const int j1 = std::clamp(tile_hi[t] - k0, j0, cols);
-      // kWideCols / kTileCols tiles that are all real queries and meet this key block alike (the
-      // same kind and keys) share one wide product each for S and P V: the same sums, per
-      // element, in the same order, with fewer loads per multiply-add.
+      // Each tile's kind in the block mask and the keys [j0, j1) of this block it may see.
       constexpr int kPer = kWideCols / kTileCols;
-      bool wide = i0 % kWideCols == 0 && i0 + kWideCols <= rows && kind != BlockKind::Empty && j1 > j0;
-      for (int u = 1; wide && u < kPer; ++u)  // the same keys of this block (a window's tiles differ elsewhere)
-        wide = job.blocks.at((q0 + i0) / kTileCols + u, k0 / kKeyBlock) == kind &&
-               std::clamp(tile_lo[t + u] - k0, 0, cols) == j0 &&
-               std::clamp(tile_hi[t + u] - k0, std::clamp(tile_lo[t + u] - k0, 0, cols), cols) == j1;
+      BlockKind kind[kPer]{};
+      int j0[kPer]{}, j1[kPer]{};
+      for (int u = 0; u < kPer && t + u < kQueryBlock / kTileCols; ++u) {
+        kind[u] = job.blocks.at((q0 + i0) / kTileCols + u, k0 / kKeyBlock);
+        j0[u] = std::clamp(tile_lo[t + u] - k0, 0, cols);
+        j1[u] = std::clamp(tile_hi[t + u] - k0, j0[u], cols);
+      }
+      const auto visits = [&](int u) { return kind[u] != BlockKind::Empty && j1[u] > j0[u]; };
+      // kWideCols / kTileCols tiles that are all real queries and see the same keys of this block
+      // share one wide product each for S and P V: the same sums, per element, in the same order,
+      // with fewer loads per multiply-add. Their kinds may differ (one of them Partial).
+      bool wide = i0 % kWideCols == 0 && i0 + kWideCols <= rows && visits(0);
+      for (int u = 1; wide && u < kPer; ++u) wide = visits(u) && j0[u] == j0[0] && j1[u] == j1[0];
       const int width = wide ? kWideCols : kTileCols;
       const int next = i0 + width;
-      if (kind == BlockKind::Empty || j1 == j0) {  // every pair masked: the tile's state stays
+      if (!visits(0)) {  // every pair masked: the tile's state stays
         i0 = next;
         continue;
       }
-      const int keys = j1 - j0;
+      ahead.step();
+      const int first = j0[0];
+      const int keys = j1[0] - first;
       float* st = w.st.data() + i0;
       if (wide)
-        rows_madd<kWideVecs>(keys, kb + static_cast<Index>(j0) * d_k, d_k, 1, w.qt.data() + i0, ld, d_k, st, ld,
+        rows_madd<kWideVecs>(keys, kb + static_cast<Index>(first) * d_k, d_k, 1, w.qt.data() + i0, ld, d_k, st, ld,
                              nullptr);
       else
-        rows_madd(keys, kb + static_cast<Index>(j0) * d_k, d_k, 1, w.qt.data() + i0, ld, d_k, st, ld, nullptr);
+        rows_madd(keys, kb + static_cast<Index>(first) * d_k, d_k, 1, w.qt.data() + i0, ld, d_k, st, ld, nullptr);
       for (int u = i0; u < next; u += kTileCols) {
         const int lanes = std::min(kTileCols, rows - u);
         float* su = w.st.data() + u;
-        if (job.score.any()) modify_tile(job.score, job.score_scale, su, ld, h, q0 + u, lanes, k0 + j0, keys);
-        if (kind == BlockKind::Partial) mask_tile(job.rule, su, ld, q0 + u, lanes, k0 + j0, keys);
+        if (job.score.any()) modify_tile(job.score, job.score_scale, su, ld, h, q0 + u, lanes, k0 + first, keys);
+        if (kind[(u - i0) / kTileCols] == BlockKind::Partial) mask_tile(job.rule, su, ld, q0 + u, lanes, k0 + first, keys);
         const SoftmaxState tile{state.m + u, state.l + u, state.alpha + u};
         if (!wide) {
-          update_tile(su, ld, keys, vb + static_cast<Index>(j0) * d_v, d_v, w.acct.data() + u, job.scale, tile);
+          update_tile(su, ld, keys, vb + static_cast<Index>(first) * d_v, d_v, w.acct.data() + u, job.scale, tile,
+                      k0 + first);
         } else {
-          online_softmax_step(su, ld, keys, job.scale, tile);
+          online_softmax_step(su, ld, keys, job.scale, tile, k0 + first);
         }
       }
       if (wide)  // acc^T = acc^T * alpha + V_blk^T P^T over the wide tile (update_tile's product)
-        rows_madd<kWideVecs>(d_v, vb + static_cast<Index>(j0) * d_v, 1, d_v, st, ld, keys, w.acct.data() + i0, ld,
+        rows_madd<kWideVecs>(d_v, vb + static_cast<Index>(first) * d_v, 1, d_v, st, ld, keys, w.acct.data() + i0, ld,
                              state.alpha + i0);
       i0 = next;
     }
@@ -190,15 +234,14 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
   if (!scores_finite || !acc_finite) {
     throw overflow_error(scores_finite, h, "query rows " + std::to_string(q0) + ".." + std::to_string(q0 + rows - 1));
   }
-  // O = acc / l, row by row of acc^T (the queries in the lanes), then transposed into O's rows.
+  // O = acc * (1 / l): one division per query (a division per element of acc would cost more
+  // than the block's transposes), the products taken as acc^T is transposed into O's rows.
+  alignas(64) float inv_l[kQueryBlock];
   const int whole = rows - rows % kLanes;
-  for (int c = 0; c < d_v; ++c) {
-    float* a = w.acct.data() + c * ld;
-    for (int i = 0; i < whole; i += kLanes)
-      ei::pstoreu(a + i, ei::pdiv(ei::ploadu<Packet>(a + i), ei::ploadu<Packet>(w.l.data() + i)));
-    for (int i = whole; i < rows; ++i) a[i] /= w.l[i];
-  }
-  transpose_into(w.acct.data(), ld, d_v, rows, job.out.data() + qrow * d_v, d_v, /*stream=*/true);
+  for (int i = 0; i < whole; i += kLanes)
+    ei::pstore(inv_l + i, ei::pdiv(ei::pset1<Packet>(1.f), ei::ploadu<Packet>(w.l.data() + i)));
+  for (int i = whole; i < rows; ++i) inv_l[i] = 1.f / w.l[i];
+  transpose_into(w.acct.data(), ld, d_v, rows, job.out.data() + qrow * d_v, d_v, /*stream=*/true, inv_l);
 #if defined(__AVX512F__)
   _mm_sfence();  // the streamed rows ordered before the item is reported done
 #endif

@@ -76,13 +76,18 @@ inline void transpose_square(PacketSquare& b) {
 
 // dst (cols, rows) = src (rows, cols) transposed; src row r at src + r * lds, dst row c at
 // dst + c * ldd. Squares of kLanes by kLanes a packet at a time, the rest one element at a time.
+// With col_scale (cols), dst(c, r) = src(r, c) * col_scale[c].
 inline void transpose_into(const float* src, Index lds, int rows, int cols, float* dst, Index ldd,
-                           bool stream = false) {
+                           bool stream = false, const float* col_scale = nullptr) {
   const int whole_r = rows - rows % kLanes, whole_c = cols - cols % kLanes;
   for (int r0 = 0; r0 < whole_r; r0 += kLanes)
     for (int c0 = 0; c0 < whole_c; c0 += kLanes) {
       PacketSquare block;
       for (int r = 0; r < kLanes; ++r) block.packet[r] = ei::ploadu<Packet>(src + (r0 + r) * lds + c0);
+      if (col_scale != nullptr) {
+        const Packet s = ei::ploadu<Packet>(col_scale + c0);
+        for (int r = 0; r < kLanes; ++r) block.packet[r] = ei::pmul(block.packet[r], s);
+      }
       transpose_square(block);
 #if defined(__AVX512F__)
       if constexpr (kLanes == 16)
@@ -94,7 +99,8 @@ inline void transpose_into(const float* src, Index lds, int rows, int cols, floa
       for (int c = 0; c < kLanes; ++c) ei::pstoreu(dst + (c0 + c) * ldd + r0, block.packet[c]);
     }
   for (int r = 0; r < rows; ++r)
-    for (int c = r < whole_r ? whole_c : 0; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
+    for (int c = r < whole_r ? whole_c : 0; c < cols; ++c)
+      dst[c * ldd + r] = col_scale != nullptr ? src[r * lds + c] * col_scale[c] : src[r * lds + c];
 }
 
 // Whether every one of the `count` floats at x is finite (x - x is 0 exactly for those, NaN for
@@ -257,13 +263,22 @@ struct SoftmaxState {
 //   m_new = max(m, max_j st(j)),  alpha = exp((m - m_new) * scale),  l = alpha * l + sum_j P^T(j)
 // and m = m_new; update_tile then rescales acc by alpha and adds P V. Together they are the
 // update the online-softmax walk shows, one tile at a time.
-inline void online_softmax_step(float* st, Index ld, int keys, float scale, const SoftmaxState& s) {
+// The sum runs in four chains, and a key's chain is its own index mod 4 (`first`: the index of
+// st's first key in the head's keys): a range widened by masked keys, whose weights are exactly
+// 0, then adds the same terms to the same chains in the same order. So the kernel, which visits
+// only the keys a tile may see, and the walk, which visits whole key blocks, agree bit for bit
+// however each one cuts the range.
+inline void online_softmax_step(float* st, Index ld, int keys, float scale, const SoftmaxState& s, int first = 0) {
   const Packet vscale = ei::pset1<Packet>(scale * kLog2e);
   const Packet neg_inf = ei::pset1<Packet>(kNegInf);
   // Four partial maxes and sums: independent chains, so the loops are not latency-bound, and
   // each sum adds a quarter of the keys (a long sequential fp32 sum would cost accuracy).
   constexpr int kChains = 4;
   const int whole = keys - keys % kChains;
+  // Keys [0, lead) complete the chain group st's first key falls in; [lead, body_end) are whole
+  // groups (key j + c in chain c); the rest start one more.
+  const int lead = std::min(keys, (kChains - first % kChains) % kChains);
+  const int body_end = lead + (keys - lead) / kChains * kChains;
   for (int v = 0; v < kTileVecs; ++v) {
     float* col = st + v * kLanes;
     Packet mx[kChains];
@@ -287,9 +302,10 @@ inline void online_softmax_step(float* st, Index ld, int keys, float scale, cons
     };
     Packet sum[kChains];
     for (int c = 0; c < kChains; ++c) sum[c] = ei::pzero(m_new);
-    for (int j = 0; j < whole; j += kChains)
+    for (int j = 0; j < lead; ++j) sum[(first + j) % kChains] = ei::padd(sum[(first + j) % kChains], weight(j));
+    for (int j = lead; j < body_end; j += kChains)
       for (int c = 0; c < kChains; ++c) sum[c] = ei::padd(sum[c], weight(j + c));
-    for (int j = whole; j < keys; ++j) sum[0] = ei::padd(sum[0], weight(j));
+    for (int j = body_end; j < keys; ++j) sum[j - body_end] = ei::padd(sum[j - body_end], weight(j));
     const Packet total = ei::padd(ei::padd(sum[0], sum[1]), ei::padd(sum[2], sum[3]));
     const Packet l_old = ei::ploadu<Packet>(s.l + v * kLanes);
     ei::pstoreu(s.l + v * kLanes, ei::pmadd(l_old, alpha, total));
@@ -304,8 +320,8 @@ inline void online_softmax_step(float* st, Index ld, int keys, float scale, cons
 // st (keys, kTileCols), row stride ld: the tile's masked raw scores S^T, left holding P^T;
 // v_blk (keys, d_v), row-major; acct (d_v, kTileCols), row stride ld; s: the tile's m, l, alpha.
 inline void update_tile(float* st, Index ld, int keys, const float* v_blk, int d_v, float* acct,
-                 float scale, const SoftmaxState& s) {
-  online_softmax_step(st, ld, keys, scale, s);
+                 float scale, const SoftmaxState& s, int first = 0) {
+  online_softmax_step(st, ld, keys, scale, s, first);
   rows_madd(d_v, v_blk, 1, d_v, st, ld, keys, acct, ld, s.alpha);  // a(r, j) = V_blk(j, r)
 }
 

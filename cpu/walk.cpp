@@ -144,7 +144,7 @@ Walk walk_row(const Problem& p, int head, int query, int tile) {
         tile_max = std::max(tile_max, raw);
       }
       r.tile_max = logit(tile_max);
-      update_tile(st.data(), ld, keys, vb, d_v, acct.data(), scale, state);
+      update_tile(st.data(), ld, keys, vb, d_v, acct.data(), scale, state, r.j0);
       r.alpha = alphas[0];
       r.weights.resize(keys);
       for (int j = 0; j < keys; ++j) r.weights[j] = st[static_cast<std::size_t>(j) * ld];
@@ -155,8 +155,9 @@ Walk walk_row(const Problem& p, int head, int query, int tile) {
     for (int c = 0; c < d_v; ++c) r.acc[c] = acct[static_cast<std::size_t>(c) * ld];
     if (ls[0] > 0.f) {
       r.output.resize(d_v);
-      // The kernel's final division, in fp32.
-      for (int c = 0; c < d_v; ++c) r.output[c] = acct[static_cast<std::size_t>(c) * ld] / ls[0];
+      // The kernel's final step, in fp32: acc times 1 / l.
+      const float inv_l = 1.f / ls[0];
+      for (int c = 0; c < d_v; ++c) r.output[c] = acct[static_cast<std::size_t>(c) * ld] * inv_l;
     }
     w.tiles.push_back(std::move(r));
   }
