@@ -3,6 +3,7 @@
 // against cpu_fused bit for bit, causal rows with skipped tiles, a custom mask whose first tiles
 // are fully masked for the row, N not a multiple of the tile, heads, and the CLI's renderings and
 // refusals of bad --tile values.
+#include "core/inputs.h"
 #include "core/walk.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/online_softmax.h"
@@ -144,6 +145,27 @@ TEST(Walk, AtTheKernelsBlockSizeItIsTheKernelBitForBit) {
       SCOPED_TRACE(std::string(bias ? "bias and " : "") + "softcap 1.5, query " + std::to_string(q));
       EXPECT_EQ(walk_row(p, 0, q, cpu::online::kFusedKeyBlock).output, row(fused, q));
     }
+  }
+}
+
+// Windows, a prefix and ALiBi: the kernel visits from each tile's first visible key (not a multiple
+// of four here, and different for neighbouring tiles), the walk whole key blocks with the keys
+// before masked. The softmax's sum chains follow the key's own index, so every row is still the
+// kernel's, bit for bit (they differed in the last bits of l when the chains followed the offset
+// in the visited range).
+TEST(Walk, AtTheKernelsBlockSizeItIsTheKernelBitForBitWhereverTheTilesStart) {
+  for (const char* mods : {"causal+window:38", "window:23", "causal+window:46+prefix:6"}) {
+    Problem p = test::make_problem(300, 16, 8, 1, MaskKind::None, 0.7, 5);
+    apply_mask_mod_spec(p, mods);
+    p.mods.alibi = true;
+    validate(p);
+    const MatrixF fused = cpu_fused(p).output;
+    int rows_checked = 0;
+    for (int q = 0; q < p.n(); q += 3, ++rows_checked) {
+      SCOPED_TRACE(std::string(mods) + " query " + std::to_string(q));
+      ASSERT_EQ(walk_row(p, 0, q, cpu::online::kFusedKeyBlock).output, row(fused, q));
+    }
+    EXPECT_EQ(rows_checked, 100);
   }
 }
 
