@@ -164,7 +164,7 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
     ahead.add(job.q.data() + (qrow - 2 * kQueryBlock) * d_k, static_cast<std::size_t>(kQueryBlock) * d_k);
     ahead.add(job.k.data() + (krow + nk) * d_k, static_cast<std::size_t>(ncols) * d_k);
     ahead.add(p.v().data() + (krow + nk) * d_v, static_cast<std::size_t>(ncols) * d_v);
-    ahead.plan(std::max(1, (key_end - first_block + kKeyBlock - 1) / kKeyBlock * (kQueryBlock / kTileCols)));
+    ahead.plan(std::max(1, (key_end - first_block + kKeyBlock - 1) / kKeyBlock * (kQueryBlock / kTileCols) * 3));
   }
   for (int k0 = first_block; k0 < key_end; k0 += kKeyBlock) {
     const int cols = std::min(kKeyBlock, m - k0);
@@ -203,6 +203,7 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
                              nullptr);
       else
         rows_madd(keys, kb + static_cast<Index>(first) * d_k, d_k, 1, w.qt.data() + i0, ld, d_k, st, ld, nullptr);
+      ahead.step();
       for (int u = i0; u < next; u += kTileCols) {
         const int lanes = std::min(kTileCols, rows - u);
         float* su = w.st.data() + u;
@@ -219,6 +220,7 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
       if (wide)  // acc^T = acc^T * alpha + V_blk^T P^T over the wide tile (update_tile's product)
         rows_madd<kWideVecs>(d_v, vb + static_cast<Index>(first) * d_v, 1, d_v, st, ld, keys, w.acct.data() + i0, ld,
                              state.alpha + i0);
+      ahead.step();
       i0 = next;
     }
   }
