@@ -275,8 +275,9 @@ inline void online_softmax_step(float* st, Index ld, int keys, float scale, cons
   // each sum adds a quarter of the keys (a long sequential fp32 sum would cost accuracy).
   constexpr int kChains = 4;
   const int whole = keys - keys % kChains;
-  // Keys [0, lead) complete the chain group st's first key falls in; [lead, body_end) are whole
-  // groups (key j + c in chain c); the rest start one more.
+  // Keys [0, lead) complete the group of four that st's first key falls in (key j in chain
+  // (first + j) mod 4); [lead, body_end) are whole groups (key j + c in chain c); the keys after
+  // them begin a last group (key body_end + c in chain c).
   const int lead = std::min(keys, (kChains - first % kChains) % kChains);
   const int body_end = lead + (keys - lead) / kChains * kChains;
   for (int v = 0; v < kTileVecs; ++v) {
