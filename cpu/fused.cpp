@@ -38,6 +38,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -95,6 +96,7 @@ struct Prefetch {
   int ranges = 0, r = 0;
   std::size_t done = 0, share = 0;
   void add(const float* x, std::size_t floats) {
+    assert(ranges < static_cast<int>(at.size()));
     at[ranges] = reinterpret_cast<const char*>(x);
     bytes[ranges++] = floats * sizeof(float);
   }
@@ -151,8 +153,10 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
   const int first_block = key_begin / kKeyBlock * kKeyBlock;
   // This worker's next item is most likely two blocks down the same head (the workers take
   // neighbouring blocks in turn): its Q rows and its first key block's K and V rows are brought
-  // towards L2 while this block runs, a share before each tile's products (issued together they
-  // would wait on each other's line fills). A block that meets few keys (a short window) would
+  // towards L2 while this block runs, a share at three points of each tile step, planned on
+  // three a key block (the fewest a block that visits any key takes: one wide step), so that all
+  // of them are issued by the block's end (issued together they would wait on each other's line
+  // fills). A block that meets few keys (a short window) would
   // otherwise wait on each of them, its K and V read by no other block.
   Prefetch ahead;
   if (q0 >= 2 * kQueryBlock) {
@@ -164,7 +168,7 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
     ahead.add(job.q.data() + (qrow - 2 * kQueryBlock) * d_k, static_cast<std::size_t>(kQueryBlock) * d_k);
     ahead.add(job.k.data() + (krow + nk) * d_k, static_cast<std::size_t>(ncols) * d_k);
     ahead.add(p.v().data() + (krow + nk) * d_v, static_cast<std::size_t>(ncols) * d_v);
-    ahead.plan(std::max(1, (key_end - first_block + kKeyBlock - 1) / kKeyBlock * (kQueryBlock / kTileCols) * 3));
+    ahead.plan(std::max(1, (key_end - first_block + kKeyBlock - 1) / kKeyBlock * 3));
   }
   for (int k0 = first_block; k0 < key_end; k0 += kKeyBlock) {
     const int cols = std::min(kKeyBlock, m - k0);

@@ -93,6 +93,13 @@ TEST(FusedCpu, TransposeIntoPutsEveryElementInItsPlace) {
       for (int c = 0; c < cols; ++c) ASSERT_EQ(dst[c * ldd + r], src[r * lds + c]) << r << ", " << c;
     for (int c = 0; c < cols; ++c)
       for (Index r = rows; r < ldd; ++r) ASSERT_EQ(dst[c * ldd + r], -1.f);  // past the rows: untouched
+    // With a scale per source column (the fused kernel's 1 / l per query): dst(c, r) = src(r, c) * s[c],
+    // one fp32 multiply, in the squares and at the edges alike.
+    std::vector<float> scale(static_cast<std::size_t>(cols));
+    for (int c = 0; c < cols; ++c) scale[c] = 1.f / static_cast<float>(c + 3);
+    transpose_into(src.data(), lds, rows, cols, dst.data(), ldd, /*stream=*/false, scale.data());
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) ASSERT_EQ(dst[c * ldd + r], src[r * lds + c] * scale[c]) << r << ", " << c;
   }
 }
 
@@ -117,8 +124,8 @@ TEST(FusedCpu, LongSequenceToleranceBoundsTheExactOne) {
 
 TEST(FusedCpu, MatchesFp64OverTheParitySweep) {
   std::uint64_t seed = 1;
-  double worst = 0;
   int cases = 0;
+  double worst = 0;
   for (int n : {1, 5, 31, 32, 33, 257})
     for (int d_k : {3, 16, 64})
       for (int d_v : {2, 64})

@@ -160,12 +160,10 @@ TEST(Walk, AtTheKernelsBlockSizeItIsTheKernelBitForBitWhereverTheTilesStart) {
     p.mods.alibi = true;
     validate(p);
     const MatrixF fused = cpu_fused(p).output;
-    int rows_checked = 0;
-    for (int q = 0; q < p.n(); q += 3, ++rows_checked) {
+    for (int q = 0; q < p.n(); q += 3) {
       SCOPED_TRACE(std::string(mods) + " query " + std::to_string(q));
       ASSERT_EQ(walk_row(p, 0, q, cpu::online::kFusedKeyBlock).output, row(fused, q));
     }
-    EXPECT_EQ(rows_checked, 100);
   }
 }
 
