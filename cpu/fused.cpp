@@ -117,6 +117,17 @@ struct Prefetch {
   }
 };
 
+// rows_madd a micro-tile's rows at a time, a share of the prefetches after each.
+template <int V = kTileVecs>
+void rows_madd_ahead(Prefetch& ahead, int rows, const float* a, Index a_row, Index a_k, const float* b, Index ldb,
+                     int depth, float* c, Index ldc, const float* col_scale) {
+  constexpr int kR = kRowsOf<V>;
+  for (int r0 = 0; r0 < rows; r0 += kR) {
+    rows_madd<V>(std::min(kR, rows - r0), a + r0 * a_row, a_row, a_k, b, ldb, depth, c + r0 * ldc, ldc, col_scale);
+    ahead.step();
+  }
+}
+
 // One (head, query block): rows [q0, q0 + rows) of head h. Output rows written once at the end.
 // Each tile of kTileCols queries visits the key blocks the block mask does not rule out, and of
 // those only the keys some query of the tile may see (a causal diagonal stops at the tile's last
@@ -152,23 +163,27 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
   }
   const int first_block = key_begin / kKeyBlock * kKeyBlock;
   // This worker's next item is most likely two blocks down the same head (the workers take
-  // neighbouring blocks in turn): its Q rows and its first key block's K and V rows are brought
-  // towards L2 while this block runs, a share at three points of each tile step, planned on
-  // three a key block (the fewest a block that visits any key takes: one wide step), so that all
-  // of them are issued by the block's end (issued together they would wait on each other's line
-  // fills). A block that meets few keys (a short window) would
-  // otherwise wait on each of them, its K and V read by no other block.
+  // neighbouring blocks in turn): its Q rows and the K and V rows of its key blocks before this
+  // block's first (the ones this worker has not read; at least its first block, at most two,
+  // never past its last key) are brought towards L2 while this block runs, a share at three
+  // points of each tile step, planned on three a key block (the fewest a block that visits any
+  // key takes: one wide step), so that all of them are issued by the block's end (issued
+  // together they would wait on each other's line fills). A block that meets few keys (a short
+  // window) would otherwise wait on each of them, its K and V read by no other block before.
   Prefetch ahead;
   if (q0 >= 2 * kQueryBlock) {
     const int nq = q0 - 2 * kQueryBlock;
     int a0, b0, a1, b1;
     job.rule.interval(nq, a0, b0);
     job.rule.interval(nq + kQueryBlock - 1, a1, b1);
-    const int nk = std::min(a0, a1) / kKeyBlock * kKeyBlock, ncols = std::min(kKeyBlock, m - nk);
+    const int nk = std::min(a0, a1) / kKeyBlock * kKeyBlock;
+    const int nend = std::min({m, (std::max(b0, b1) + kKeyBlock - 1) / kKeyBlock * kKeyBlock,
+                               std::max(nk + kKeyBlock, std::min(first_block, nk + 2 * kKeyBlock))});
+    const int ncols = std::max(0, nend - nk);
     ahead.add(job.q.data() + (qrow - 2 * kQueryBlock) * d_k, static_cast<std::size_t>(kQueryBlock) * d_k);
     ahead.add(job.k.data() + (krow + nk) * d_k, static_cast<std::size_t>(ncols) * d_k);
     ahead.add(p.v().data() + (krow + nk) * d_v, static_cast<std::size_t>(ncols) * d_v);
-    ahead.plan(std::max(1, (key_end - first_block + kKeyBlock - 1) / kKeyBlock * 3));
+    ahead.plan(std::max(1, (key_end - first_block + kKeyBlock - 1) / kKeyBlock * 12));
   }
   for (int k0 = first_block; k0 < key_end; k0 += kKeyBlock) {
     const int cols = std::min(kKeyBlock, m - k0);
@@ -198,16 +213,15 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
         i0 = next;
         continue;
       }
-      ahead.step();
       const int first = j0[0];
       const int keys = j1[0] - first;
       float* st = w.st.data() + i0;
       if (wide)
-        rows_madd<kWideVecs>(keys, kb + static_cast<Index>(first) * d_k, d_k, 1, w.qt.data() + i0, ld, d_k, st, ld,
-                             nullptr);
+        rows_madd_ahead<kWideVecs>(ahead, keys, kb + static_cast<Index>(first) * d_k, d_k, 1, w.qt.data() + i0, ld,
+                                   d_k, st, ld, nullptr);
       else
-        rows_madd(keys, kb + static_cast<Index>(first) * d_k, d_k, 1, w.qt.data() + i0, ld, d_k, st, ld, nullptr);
-      ahead.step();
+        rows_madd_ahead(ahead, keys, kb + static_cast<Index>(first) * d_k, d_k, 1, w.qt.data() + i0, ld, d_k, st, ld,
+                        nullptr);
       for (int u = i0; u < next; u += kTileCols) {
         const int lanes = std::min(kTileCols, rows - u);
         float* su = w.st.data() + u;
@@ -222,12 +236,15 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
         }
       }
       if (wide)  // acc^T = acc^T * alpha + V_blk^T P^T over the wide tile (update_tile's product)
-        rows_madd<kWideVecs>(d_v, vb + static_cast<Index>(first) * d_v, 1, d_v, st, ld, keys, w.acct.data() + i0, ld,
-                             state.alpha + i0);
-      ahead.step();
+        rows_madd_ahead<kWideVecs>(ahead, d_v, vb + static_cast<Index>(first) * d_v, 1, d_v, st, ld, keys,
+                                   w.acct.data() + i0, ld, state.alpha + i0);
+      else
+        ahead.step();
       i0 = next;
     }
   }
+  ahead.share = ~std::size_t{0};
+  ahead.step();
   // A score that overflowed fp32 turns its query into inf/NaN here (a finite unmasked score
   // always contributes exp(0) = 1 to l); refuse it like the staged chain does.
   // acc^T's columns past the block's rows hold zero queries (0 / 0 would be NaN): they are neither
