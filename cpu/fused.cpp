@@ -115,6 +115,10 @@ struct Prefetch {
       done += 64, ++n;
     }
   }
+  void rest() {  // every line not issued yet
+    share = ~std::size_t{0};
+    step();
+  }
 };
 
 // rows_madd a micro-tile's rows at a time, a share of the prefetches after each.
@@ -165,11 +169,12 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
   // This worker's next item is most likely two blocks down the same head (the workers take
   // neighbouring blocks in turn): its Q rows and the K and V rows of its key blocks before this
   // block's first (the ones this worker has not read; at least its first block, at most two,
-  // never past its last key) are brought towards L2 while this block runs, a share at three
-  // points of each tile step, planned on three a key block (the fewest a block that visits any
-  // key takes: one wide step), so that all of them are issued by the block's end (issued
-  // together they would wait on each other's line fills). A block that meets few keys (a short
-  // window) would otherwise wait on each of them, its K and V read by no other block before.
+  // never past its last key) are brought towards L2 while this block runs, a share after each
+  // micro-tile's rows of the products (rows_madd_ahead), planned on twelve a key block and what
+  // is left issued at the block's end: issued in larger bursts, the prefetches waited on each
+  // other's line fills (a prefetch stalls while the fill buffers are full). A block that meets
+  // few keys (a short window) would otherwise wait on each line, its K and V read by no other
+  // block before.
   Prefetch ahead;
   if (q0 >= 2 * kQueryBlock) {
     const int nq = q0 - 2 * kQueryBlock;
@@ -243,8 +248,7 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
       i0 = next;
     }
   }
-  ahead.share = ~std::size_t{0};
-  ahead.step();
+  ahead.rest();
   // A score that overflowed fp32 turns its query into inf/NaN here (a finite unmasked score
   // always contributes exp(0) = 1 to l); refuse it like the staged chain does.
   // acc^T's columns past the block's rows hold zero queries (0 / 0 would be NaN): they are neither
