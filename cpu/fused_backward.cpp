@@ -33,6 +33,7 @@
 #include "cpu/online_softmax.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -54,21 +55,38 @@ static_assert(kQueryBlock % kWideCols == 0, "a query block is whole wide tiles")
 
 int padded(int d) { return (d + kTileCols - 1) / kTileCols * kTileCols; }
 
-// Every entry finite, read in storage order (Eigen's allFinite on a row-major matrix walks it by
-// columns, a cache miss per entry once the matrix outgrows the cache).
-bool all_finite(const MatrixF& a) { return cpu::online::all_finite(a.data(), a.size()); }
+// dq and dk times `factor`, and whether every entry of dq, dk and dv is finite (read in storage
+// order: Eigen's allFinite on a row-major matrix walks it by columns, a cache miss per entry once
+// the matrix outgrows the cache), in blocks of rows over the cores.
+bool scale_and_check(MatrixF& dq, MatrixF& dk, const MatrixF& dv, float factor) {
+  constexpr Index kRows = 1024;
+  const std::array<const MatrixF*, 3> mats{&dq, &dk, &dv};
+  std::array<std::size_t, 4> first{};  // the items of each matrix: [first[i], first[i + 1])
+  for (int i = 0; i < 3; ++i) first[i + 1] = first[i] + static_cast<std::size_t>((mats[i]->rows() + kRows - 1) / kRows);
+  std::vector<char> ok(first[3], 1);
+  const double work = static_cast<double>(dq.size() + dk.size() + dv.size());
+  parallel_items(first[3], worker_count(first[3], 1e3 * work), [&](unsigned, std::size_t it) {
+    const int i = it < first[1] ? 0 : it < first[2] ? 1 : 2;
+    const MatrixF& a = *mats[i];
+    const Index r0 = static_cast<Index>(it - first[i]) * kRows, rows = std::min(kRows, a.rows() - r0);
+    if (i < 2) (i == 0 ? dq : dk).middleRows(r0, rows) *= factor;
+    ok[it] = cpu::online::all_finite(a.data() + r0 * a.cols(), rows * a.cols());
+  });
+  return std::all_of(ok.begin(), ok.end(), [](char x) { return x != 0; });
+}
 
 // Per-thread tiles, sized once (row-major). The (keys, queries) tiles have ld = kQueryBlock.
 struct Scratch {
   int dkp, dvp;    // d_k, d_v padded to whole tiles of the micro-kernel
   MatrixF kpad;    // (kKeyBlock, dkp)      K_j
+  MatrixF qt, dot; // (d_k, kQueryBlock), (d_v, kQueryBlock): Q_iᵀ, dO_iᵀ, zero lanes past the rows
   MatrixF st;      // (kKeyBlock, kQueryBlock): S, then P
   MatrixF dpt;     // (kKeyBlock, kQueryBlock): dP, then dS
   MatrixF dq;      // (kQueryBlock, dkp)    the block's share of dQ
   MatrixF dk, dv;  // (kKeyBlock, dkp), (kKeyBlock, dvp): the item's dK_j, dV_j
   Eigen::RowVectorXf ones;  // (max(dkp, dvp)): the column scale that makes a product accumulate
   Scratch(int d_k, int d_v)
-      : dkp(padded(d_k)), dvp(padded(d_v)), kpad(kKeyBlock, dkp),
+      : dkp(padded(d_k)), dvp(padded(d_v)), kpad(kKeyBlock, dkp), qt(d_k, kQueryBlock), dot(d_v, kQueryBlock),
         st(kKeyBlock, kQueryBlock), dpt(kKeyBlock, kQueryBlock),
         dq(kQueryBlock, dkp), dk(kKeyBlock, dkp), dv(kKeyBlock, dvp), ones(std::max(dkp, dvp)) {
     ones.setOnes();
@@ -76,36 +94,30 @@ struct Scratch {
   }
 };
 
-// Every query block's operands, laid out once per problem (every key block reads them again):
-// Q_iᵀ and dO_iᵀ (d, kQueryBlock) with zero lanes past the block's rows, for S and dP; Q_i and dO_i
-// as rows of dkp, dvp floats for dK and dV (the inputs themselves when d is whole tiles: no copy);
-// the rows' m, 1/l and D, lanes past the rows m = +inf and 1/l = 0 (P = 0 there). O(heads n d).
-// Qᵀ and dOᵀ are left uninitialised until pack_block writes every entry of them.
+// Every query block's operands that are laid out once per problem: Q_i and dO_i as rows of dkp,
+// dvp floats for dK and dV (the inputs themselves when d is whole tiles: no copy); the rows' m,
+// 1/l and D, lanes past the rows m = +inf and 1/l = 0 (P = 0 there). Q_iᵀ and dO_iᵀ, for S and dP,
+// are transposed by each step into its thread's tiles, where the two products find them in L1: a
+// copy of both laid out once per problem cost its fresh pages on every call, and every step read
+// its block of it back from L2 or beyond.
 struct Packed {
   int dkp = 0, dvp = 0;
-  std::unique_ptr<float[]> qt_buf, dot_buf;
   std::vector<float> qp, dop, m, inv_l, d;
   const float* q_rows = nullptr;   // Q_i of block b at q_rows + b * kQueryBlock * dkp
   const float* do_rows = nullptr;
-  const float* qt_of(std::size_t b, int d_k) const { return qt_buf.get() + b * d_k * kQueryBlock; }
-  const float* dot_of(std::size_t b, int d_v) const { return dot_buf.get() + b * d_v * kQueryBlock; }
 };
 
-// Block b = h * query_blocks + qb of the stacked rows (qb's rows of head h); its rows of dQ are
-// zeroed here, by the thread that will first touch them.
-void pack_block(Packed& k, const MatrixF& q, const MatrixF& dout, const cpu::RowStats& stats,
-                const std::vector<float>& D, int n, int query_blocks, std::size_t b, MatrixF& dq) {
+// Block b = h * query_blocks + qb of the stacked rows (qb's rows of head h): its rows of D =
+// rowsum(dO ∘ O) computed, its operands laid out, and its rows of dQ zeroed, by the thread that
+// will first touch them.
+void pack_block(Packed& k, const MatrixF& q, const MatrixF& dout, const MatrixF& out, const cpu::RowStats& stats,
+                MatrixF& D, int n, int query_blocks, std::size_t b, MatrixF& dq) {
   const int d_k = static_cast<int>(q.cols()), d_v = static_cast<int>(dout.cols());
   const int h = static_cast<int>(b / query_blocks), q0 = static_cast<int>(b % query_blocks) * kQueryBlock;
   const int rows = std::min(kQueryBlock, n - q0);
   const Index qrow = static_cast<Index>(h) * n + q0;
-  float* qt = k.qt_buf.get() + b * d_k * kQueryBlock;
-  float* dot = k.dot_buf.get() + b * d_v * kQueryBlock;
+  D.middleRows(qrow, rows) = (dout.middleRows(qrow, rows).array() * out.middleRows(qrow, rows).array()).rowwise().sum();
   std::fill_n(dq.data() + qrow * d_k, static_cast<Index>(rows) * d_k, 0.f);
-  for (int c = 0; c < d_k; ++c)
-    for (int i = 0; i < kQueryBlock; ++i) qt[c * kQueryBlock + i] = i < rows ? q(qrow + i, c) : 0.f;
-  for (int c = 0; c < d_v; ++c)
-    for (int i = 0; i < kQueryBlock; ++i) dot[c * kQueryBlock + i] = i < rows ? dout(qrow + i, c) : 0.f;
   if (!k.qp.empty())
     for (int i = 0; i < rows; ++i) std::copy_n(q.data() + (qrow + i) * d_k, d_k, k.qp.data() + (b * kQueryBlock + i) * k.dkp);
   if (!k.dop.empty())
@@ -115,7 +127,7 @@ void pack_block(Packed& k, const MatrixF& q, const MatrixF& dout, const cpu::Row
     const std::size_t at = b * kQueryBlock + i;
     k.m[at] = i < rows ? stats.m[qrow + i] : std::numeric_limits<float>::infinity();
     k.inv_l[at] = i < rows ? 1.f / stats.l[qrow + i] : 0.f;
-    k.d[at] = i < rows ? D[qrow + i] : 0.f;
+    k.d[at] = i < rows ? D(qrow + i, 0) : 0.f;
   }
 }
 
@@ -215,8 +227,11 @@ double run_key_block(const BackwardJob& job, Scratch& w, int g, int k0, int cols
 
       const std::size_t blk = static_cast<std::size_t>(h) * job.query_blocks + qb;
       const Packed& pk = job.packed;
-      const float* qt = pk.qt_of(blk, d_k);
-      const float* dot = pk.dot_of(blk, d_v);
+      if (rows < kQueryBlock) w.qt.setZero(), w.dot.setZero();
+      transpose_into(job.q.data() + qrow * d_k, d_k, rows, d_k, w.qt.data(), ld);
+      transpose_into(job.dout.data() + qrow * d_v, d_v, rows, d_v, w.dot.data(), ld);
+      const float* qt = w.qt.data();
+      const float* dot = w.dot.data();
       const float* qp = pk.qp.empty() ? pk.q_rows + qrow * dkp : pk.qp.data() + blk * kQueryBlock * dkp;
       const float* dop = pk.dop.empty() ? pk.do_rows + qrow * dvp : pk.dop.data() + blk * kQueryBlock * dvp;
       const std::size_t lane0 = blk * kQueryBlock;
@@ -284,8 +299,7 @@ GradTrace cpu_fused_backward(const Problem& p, const Upstream& u) {
   std::vector<float> slopes;
   const ScoreRule score = score_rule<float>(p, slopes);
 
-  g.D = (g.dout.array() * g.forward.output.array()).rowwise().sum().matrix();
-  const std::vector<float> D(g.D.data(), g.D.data() + hn);
+  g.D.resize(hn, 1);  // block by block in pack_block
   const MatrixF& q_in = kernel_q(p, rot.get());
   MatrixF dq(hn, d_k);  // zeroed block by block in pack_block
   g.dk.resize(static_cast<Index>(kv_heads) * m, d_k);
@@ -296,8 +310,6 @@ GradTrace cpu_fused_backward(const Problem& p, const Upstream& u) {
   Packed packed;
   packed.dkp = padded(d_k);
   packed.dvp = padded(d_v);
-  packed.qt_buf.reset(new float[qblocks * d_k * kQueryBlock]);
-  packed.dot_buf.reset(new float[qblocks * d_v * kQueryBlock]);
   packed.m.resize(qblocks * kQueryBlock);
   packed.inv_l.resize(qblocks * kQueryBlock);
   packed.d.resize(qblocks * kQueryBlock);
@@ -308,7 +320,7 @@ GradTrace cpu_fused_backward(const Problem& p, const Upstream& u) {
   if (packed.dvp == d_v) packed.do_rows = g.dout.data();
   else packed.dop.assign(qblocks * kQueryBlock * packed.dvp, 0.f);
   parallel_items(qblocks, worker_count(qblocks, 4.0 * hn * (d_k + d_v)), [&](unsigned, std::size_t b) {
-    pack_block(packed, q_in, g.dout, stats, D, n, query_blocks, b, dq);
+    pack_block(packed, q_in, g.dout, g.forward.output, stats, g.D, n, query_blocks, b, dq);
   });
   const BackwardJob job{p,      q_in,  kernel_k(p, rot.get()), g.dout, stats, packed, rule, blocks,
                         score,  static_cast<float>(p.scale_value()), dq, g.dk, g.dv, locks, query_blocks};
@@ -333,8 +345,7 @@ GradTrace cpu_fused_backward(const Problem& p, const Upstream& u) {
   // with score mods (the cap's factor is in dS already).
   const bool mods = score.any();
   const float factor = mods ? stats.scale * static_cast<float>(p.scale_value()) : stats.scale;
-  dq *= factor;
-  g.dk *= factor;
+  bool finite = scale_and_check(dq, g.dk, g.dv, factor);
   double sum = 0;
   for (double x : dt) sum += x;
   // Σ dlogits ∘ logits with logits = s · online scale.
@@ -348,9 +359,11 @@ GradTrace cpu_fused_backward(const Problem& p, const Upstream& u) {
     for (int kv = 0; kv < kv_heads; ++kv)
       g.dk.middleRows(static_cast<Index>(kv) * m, m) =
           rope_rotate_back(g.dk.middleRows(static_cast<Index>(kv) * m, m).cast<double>(), 0, theta).cast<float>();
+    // A rotated pair can outgrow fp32 where its parts did not.
+    finite = finite && cpu::online::all_finite(dq.data(), dq.size()) && cpu::online::all_finite(g.dk.data(), g.dk.size());
   }
   g.dq = std::move(dq);
-  if (!all_finite(g.dq) || !all_finite(g.dk) || !all_finite(g.dv) || !std::isfinite(g.dT))
+  if (!finite || !std::isfinite(g.dT))
     throw InputError("the backward's gradients overflow fp32 (inputs or dO too large)");
   g.backward_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   return g;
@@ -359,7 +372,7 @@ GradTrace cpu_fused_backward(const Problem& p, const Upstream& u) {
 double fused_backward_bytes(const Problem& p) {
   const double hn = static_cast<double>(p.heads) * p.n(), kvm = static_cast<double>(p.kv_heads()) * p.m();
   const double dkp = padded(p.d_k()), dvp = padded(p.d_v());
-  const double tiles = 2.0 * kKeyBlock * kQueryBlock + kQueryBlock * (2.0 * p.d_k() + 2 * p.d_v() + 3 * dkp + dvp) +
+  const double tiles = 2.0 * kKeyBlock * kQueryBlock + kQueryBlock * (3.0 * p.d_k() + 3 * p.d_v() + 3 * dkp + dvp) +
                        kKeyBlock * (2 * dkp + dvp);
   const double threads = std::max(1u, std::thread::hardware_concurrency());
   return 4.0 * (hn * (2.0 * p.d_v() + p.d_k() + 3) + kvm * (p.d_k() + p.d_v()) + threads * tiles);
