@@ -121,6 +121,12 @@ struct Prefetch {
   }
 };
 
+// The shares the next item's prefetch is planned on per key block: about the fewest micro-tile
+// steps a key block that visits keys takes (two narrow tiles over a one-key window's 32 keys take
+// ten; a wide step over a whole block of 64 keys at d_v = 64 takes 22). Blocks with more steps
+// issue everything early; what a block with fewer leaves is issued at the item's end (rest).
+constexpr int kPrefetchStepsPerKeyBlock = 12;
+
 // rows_madd a micro-tile's rows at a time, a share of the prefetches after each.
 template <int V = kTileVecs>
 void rows_madd_ahead(Prefetch& ahead, int rows, const float* a, Index a_row, Index a_k, const float* b, Index ldb,
@@ -170,8 +176,8 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
   // neighbouring blocks in turn): its Q rows and the K and V rows of its key blocks before this
   // block's first (the ones this worker has not read; at least its first block, at most two,
   // never past its last key) are brought towards L2 while this block runs, a share after each
-  // micro-tile's rows of the products (rows_madd_ahead), planned on twelve a key block and what
-  // is left issued at the block's end: issued in larger bursts, the prefetches waited on each
+  // micro-tile's rows of the products (rows_madd_ahead), planned on kPrefetchStepsPerKeyBlock a
+  // key block and what is left issued at the block's end: issued in larger bursts, the prefetches waited on each
   // other's line fills (a prefetch stalls while the fill buffers are full). A block that meets
   // few keys (a short window) would otherwise wait on each line, its K and V read by no other
   // block before.
@@ -188,7 +194,7 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
     ahead.add(job.q.data() + (qrow - 2 * kQueryBlock) * d_k, static_cast<std::size_t>(kQueryBlock) * d_k);
     ahead.add(job.k.data() + (krow + nk) * d_k, static_cast<std::size_t>(ncols) * d_k);
     ahead.add(p.v().data() + (krow + nk) * d_v, static_cast<std::size_t>(ncols) * d_v);
-    ahead.plan(std::max(1, (key_end - first_block + kKeyBlock - 1) / kKeyBlock * 12));
+    ahead.plan(std::max(1, (key_end - first_block + kKeyBlock - 1) / kKeyBlock * kPrefetchStepsPerKeyBlock));
   }
   for (int k0 = first_block; k0 < key_end; k0 += kKeyBlock) {
     const int cols = std::min(kKeyBlock, m - k0);

@@ -61,6 +61,7 @@ int padded(int d) { return (d + kTileCols - 1) / kTileCols * kTileCols; }
 bool scale_and_check(MatrixF& dq, MatrixF& dk, const MatrixF& dv, float factor) {
   constexpr Index kRows = 1024;
   const std::array<const MatrixF*, 3> mats{&dq, &dk, &dv};
+  const std::array<MatrixF*, 2> scaled{&dq, &dk};
   std::array<std::size_t, 4> first{};  // the items of each matrix: [first[i], first[i + 1])
   for (int i = 0; i < 3; ++i) first[i + 1] = first[i] + static_cast<std::size_t>((mats[i]->rows() + kRows - 1) / kRows);
   std::vector<char> ok(first[3], 1);
@@ -69,7 +70,7 @@ bool scale_and_check(MatrixF& dq, MatrixF& dk, const MatrixF& dv, float factor) 
     const int i = it < first[1] ? 0 : it < first[2] ? 1 : 2;
     const MatrixF& a = *mats[i];
     const Index r0 = static_cast<Index>(it - first[i]) * kRows, rows = std::min(kRows, a.rows() - r0);
-    if (i < 2) (i == 0 ? dq : dk).middleRows(r0, rows) *= factor;
+    if (i < 2) scaled[i]->middleRows(r0, rows) *= factor;
     ok[it] = cpu::online::all_finite(a.data() + r0 * a.cols(), rows * a.cols());
   });
   return std::all_of(ok.begin(), ok.end(), [](char x) { return x != 0; });
