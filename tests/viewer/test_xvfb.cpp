@@ -26,7 +26,10 @@ using attnlab::viewer::find_on_path;
 // it), and `move X Y` moves the pointer and waits until a frame has seen it there (mouse in the
 // dump; the warp is followed by a relative move there and back, since SDL refreshes its global
 // pointer position from XInput2 motion, which a warp alone does not send). Every key and button is pressed and released as separate events after the state showed
-// the previous one: a press never shares a frame with what it depends on. SDL counts
+// the previous one: a press never shares a frame with what it depends on. `click` presses the left
+// button, waits until a frame has seen it down (mouse.down in the dump), then releases it and waits
+// again: ImGui 1.86 drops a click whose press and release land in one frame, which a busy machine
+// made happen now and then. SDL counts
 // double-clicks itself (SDL_MOUSE_DOUBLE_CLICK_TIME, raised here so that two clicks read in one
 // slow frame or in two stay one double-click).
 attnlab::test::BinaryRun run_under_xvfb(const fs::path& dir, const std::string& flags,
@@ -53,6 +56,8 @@ attnlab::test::BinaryRun run_under_xvfb(const fs::path& dir, const std::string& 
        << "move() { xdotool mousemove --window \"$wid\" \"$1\" \"$2\" mousemove_relative 1 0 mousemove_relative -- -1 0; "
           "wait_for \"abs(j['mouse']['x']-($1))<1.5 and abs(j['mouse']['y']-($2))<1.5\"; }\n"
        << "press() { xdotool keydown \"$1\"; xdotool keyup \"$1\"; }\n"
+       << "click() { xdotool mousedown 1; wait_for \"j['mouse']['down']\"; xdotool mouseup 1; "
+          "wait_for \"not j['mouse']['down']\"; }\n"
        << "export SDL_MOUSE_DOUBLE_CLICK_TIME=5000\n"
        << "timeout -s KILL 170 '" << attnlab::test::view_binary() << "' " << flags << " --state-dump \"$dump\" &\n"
        << "pid=$!\n"
@@ -154,7 +159,7 @@ TEST(Xvfb, HelpEscUiScaleAndClickSelection) {
       "press Escape; wait_for \"not j['help_open']\"\n" +
           copy_dump(after_esc) + plot_point("1.5/j['cols']", "4.5/j['rows']") +
           "move $cx $cy\n"
-          "xdotool mousedown 1; xdotool mouseup 1; wait_for \"j['query'] == 4 and j['key_sel'] == 1\"\n"
+          "click; wait_for \"j['query'] == 4 and j['key_sel'] == 1\"\n"
           "xdotool keydown ctrl; xdotool keydown plus; xdotool keyup plus; xdotool keyup ctrl\n"
           "wait_for \"j['ui_scale'] > 1.05\"\n"
           "fp=$(python3 -c \"import json;print(json.load(open('" + after_esc.string() + "'))['font_px'])\")\n"
@@ -190,14 +195,14 @@ TEST(Xvfb, ShiftClickSelectsSeveralQueries) {
   // Shift stays down until the click's effect shows: a release read in the click's frame would
   // make it a plain click.
   const auto shift_click = [](const char* y, const std::string& queries) {
-    return std::string("move $cx $") + y + "\nxdotool keydown shift; xdotool mousedown 1; xdotool mouseup 1\n" +
+    return std::string("move $cx $") + y + "\nxdotool keydown shift; click\n" +
            "wait_for \"j['queries'] == " + queries + "\"; xdotool keyup shift\n";
   };
   const attnlab::test::BinaryRun r = run_under_xvfb(
       tmp.path(), "--lang en --size 1280x800 --step 3", dump,
       where + shift_click("y0", "[2, 0]") + shift_click("y4", "[2, 0, 4]") + shift_click("y1", "[2, 0, 1, 4]") +
           copy_dump(after_add) + shift_click("y4", "[2, 0, 1]") + copy_dump(after_remove) +
-          "move $cx $y1\nxdotool mousedown 1; xdotool mouseup 1; wait_for \"j['queries'] == [1]\"\n" +
+          "move $cx $y1\nclick; wait_for \"j['queries'] == [1]\"\n" +
           copy_dump(after_plain));
   const std::string out = r.out + r.err;
   ASSERT_EQ(r.code, 0) << out;
@@ -223,7 +228,7 @@ TEST(Xvfb, ClickingAThumbnailOpensItsHeadInTheChainView) {
   const attnlab::test::BinaryRun r = run_under_xvfb(
       tmp.path(), "--lang en --size 1280x800 --backend cpu --view heads --random 64 --heads 4 --dk 16", dump,
       "wait_for \"j['heads_grid']['done'] == 4\"\n" + click +
-          "move $cx $cy\nxdotool mousedown 1; xdotool mouseup 1; wait_for \"j['view'] == 'chain'\"\n" +
+          "move $cx $cy\nclick; wait_for \"j['view'] == 'chain'\"\n" +
           copy_dump(after));
   const std::string out = r.out + r.err;
   ASSERT_EQ(r.code, 0) << out;

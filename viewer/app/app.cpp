@@ -273,6 +273,7 @@ ViewSnapshot snapshot(const App& app) {
     s.mouse_x = ImGui::GetIO().MousePos.x;
     s.mouse_y = ImGui::GetIO().MousePos.y;
   }
+  if (ImGui::GetCurrentContext()) s.mouse_down = ImGui::GetIO().MouseDown[0];
   return s;
 }
 

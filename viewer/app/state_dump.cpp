@@ -40,7 +40,7 @@ std::string state_json(const Session& c, const ViewSnapshot& v) {
   j["font_px"] = v.font_px;
   j["help_open"] = v.help_open;
   j["key_sel"] = v.key_sel;
-  j["mouse"] = {{"x", v.mouse_x}, {"y", v.mouse_y}};
+  j["mouse"] = {{"x", v.mouse_x}, {"y", v.mouse_y}, {"down", v.mouse_down}};
   const PlotGeometry& g = v.plot;
   j["heatmap"] = {{"x", g.x}, {"y", g.y}, {"w", g.w}, {"h", g.h}, {"rows", g.rows}, {"cols", g.cols},
                   {"first_row", g.first_row}, {"first_col", g.first_col}, {"vis_rows", g.vis_rows},

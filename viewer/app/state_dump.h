@@ -33,6 +33,7 @@ struct ViewSnapshot {
   bool help_open = false;           // the F1 key help is shown
   int key_sel = -1;                 // the selected key (crosshair), -1: none
   float mouse_x = -1, mouse_y = -1; // where the window's last frame saw the pointer (-1: outside)
+  bool mouse_down = false;          // the left button, as the last frame saw it
   std::string view = "chain";       // the view shown
   nlohmann::json view_fields;       // its own fields (View::dump), beside the shared ones
 };
