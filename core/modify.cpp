@@ -142,39 +142,62 @@ long long visible_pairs(const Problem& p) {
 
 namespace {
 
-// RoPE's cos and sin of the positions [p0, p0 + count) and every pair [0, d/2), in double:
-// angle = pos · θ^(-2c/d). One table serves every head of Q and K at those positions.
-struct RopeTable {
-  int p0 = 0, half = 0;
-  std::vector<double> cs, sn;  // (count, half)
-  RopeTable(int first, int count, int d, double theta) : p0(first), half(d / 2) {
-    cs.resize(static_cast<std::size_t>(count) * half);
-    sn.resize(cs.size());
-    std::vector<double> freq(half);
-    for (int c = 0; c < half; ++c) freq[c] = rope_frequency(theta, c, d);
-    for (int p = 0; p < count; ++p)
-      for (int c = 0; c < half; ++c) {
-        const double a = static_cast<double>(first + p) * freq[c];
-        cs[static_cast<std::size_t>(p) * half + c] = std::cos(a);
-        sn[static_cast<std::size_t>(p) * half + c] = std::sin(a);
+// RoPE's cos and sin of positions [first, last] and every pair [0, d/2), in double: angle =
+// pos · θ^(-2c/d). With pos = hi + lo (hi a multiple of kFine, 0 <= lo < kFine), cos and sin of
+// the angle are those of hi · f + lo · f by the addition rule, from the cos and sin of
+// (last - first) / kFine + 2 coarse angles and kFine fine ones per pair: a few sincos calls per
+// pair instead of one per position (they were most of the rotation's time), each value within a
+// few ulp of double (fp32's rounding is 2^29 ulp of double wider). rope_rotate, the fp64
+// reference, takes its angles from here too: one definition.
+class RopeAngles {
+ public:
+  RopeAngles(int first, int last, int d, double theta)
+      : half_(d / 2), a0_(coarse(first)), cc_(static_cast<std::size_t>(coarse(last) - a0_ + 1) * half_),
+        sc_(cc_.size()), cf_(static_cast<std::size_t>(kFine) * half_), sf_(cf_.size()) {
+    for (int c = 0; c < half_; ++c) {
+      const double f = rope_frequency(theta, c, d);
+      for (std::size_t a = 0; a < cc_.size() / half_; ++a) {
+        const double x = static_cast<double>(a0_ + static_cast<int>(a)) * kFine * f;
+        cc_[a * half_ + c] = std::cos(x);
+        sc_[a * half_ + c] = std::sin(x);
       }
+      for (int b = 0; b < kFine; ++b) {
+        const double x = static_cast<double>(b) * f;
+        cf_[static_cast<std::size_t>(b) * half_ + c] = std::cos(x);
+        sf_[static_cast<std::size_t>(b) * half_ + c] = std::sin(x);
+      }
+    }
   }
+  int half() const { return half_; }
+  // cs[c], sn[c] (d/2 each): cos and sin of position pos's angles.
+  void at(int pos, double* cs, double* sn) const {
+    const int a = coarse(pos), b = pos - a * kFine;
+    const double* c1 = cc_.data() + static_cast<std::size_t>(a - a0_) * half_;
+    const double* s1 = sc_.data() + static_cast<std::size_t>(a - a0_) * half_;
+    const double* c2 = cf_.data() + static_cast<std::size_t>(b) * half_;
+    const double* s2 = sf_.data() + static_cast<std::size_t>(b) * half_;
+    for (int c = 0; c < half_; ++c) {
+      cs[c] = c1[c] * c2[c] - s1[c] * s2[c];
+      sn[c] = s1[c] * c2[c] + c1[c] * s2[c];
+    }
+  }
+
+ private:
+  static constexpr int kFine = 64;
+  // a of pos = a · kFine + b, 0 <= b < kFine (a position may be negative: the position view
+  // shifts its keys).
+  static int coarse(int pos) { return pos >= 0 ? pos / kFine : -((-pos + kFine - 1) / kFine); }
+  int half_, a0_;
+  std::vector<double> cc_, sc_, cf_, sf_;  // (coarse steps, half), (kFine, half)
 };
 
-// Rows of x (fp32) whose first row is at position pos0 (inside the table), rotated into y (fp32):
-// each value computed in double and rounded once.
-void rotate_rows(const float* x, float* y, int rows, int d, int pos0, const RopeTable& t) {
-  const int half = t.half;
-  for (int r = 0; r < rows; ++r) {
-    const float* a = x + static_cast<std::size_t>(r) * d;
-    float* b = y + static_cast<std::size_t>(r) * d;
-    const double* cs = t.cs.data() + static_cast<std::size_t>(pos0 + r - t.p0) * half;
-    const double* sn = t.sn.data() + static_cast<std::size_t>(pos0 + r - t.p0) * half;
-    for (int c = 0; c < half; ++c) {
-      const double lo = a[c], hi = a[c + half];
-      b[c] = static_cast<float>(lo * cs[c] - hi * sn[c]);
-      b[c + half] = static_cast<float>(hi * cs[c] + lo * sn[c]);
-    }
+// One row x (fp32, d values) rotated by the angles cs, sn into y (fp32): each value computed in
+// double and rounded once.
+void rotate_row(const float* x, float* y, int half, const double* cs, const double* sn) {
+  for (int c = 0; c < half; ++c) {
+    const double lo = x[c], hi = x[c + half];
+    y[c] = static_cast<float>(lo * cs[c] - hi * sn[c]);
+    y[c + half] = static_cast<float>(hi * cs[c] + lo * sn[c]);
   }
 }
 
@@ -185,13 +208,14 @@ double rope_frequency(double theta, int c, int d) { return std::pow(theta, -2.0 
 MatrixD rope_rotate(const MatrixD& x, int pos0, double theta) {
   const int d = static_cast<int>(x.cols()), half = d / 2;
   MatrixD y = x;
+  if (x.rows() == 0 || half == 0) return y;
+  const RopeAngles angles(pos0, pos0 + static_cast<int>(x.rows()) - 1, d, theta);
+  std::vector<double> cs(half), sn(half);
   for (Eigen::Index r = 0; r < x.rows(); ++r) {
-    const double pos = static_cast<double>(pos0 + r);
+    angles.at(pos0 + static_cast<int>(r), cs.data(), sn.data());
     for (int c = 0; c < half; ++c) {
-      const double angle = pos * rope_frequency(theta, c, d);
-      const double cs = std::cos(angle), sn = std::sin(angle);
-      y(r, c) = x(r, c) * cs - x(r, c + half) * sn;
-      y(r, c + half) = x(r, c + half) * cs + x(r, c) * sn;
+      y(r, c) = x(r, c) * cs[c] - x(r, c + half) * sn[c];
+      y(r, c + half) = x(r, c + half) * cs[c] + x(r, c) * sn[c];
     }
   }
   return y;
@@ -216,25 +240,30 @@ std::shared_ptr<const RotatedQK> rotated_qk(const Problem& p) {
     RotatedQK r;
     r.q.resize(in.q.rows(), in.q.cols());
     r.k.resize(in.k.rows(), in.k.cols());
-    // The positions in blocks spread over the cores: each block's table of cos and sin (bounded
-    // memory at a million positions), then every head's rows of K at those positions and of Q
-    // whose queries sit there (the queries are the last n of the m positions).
+    // The positions in blocks spread over the cores; position by position its angles, then every
+    // head's row of K at that position and of Q whose query sits there (the queries are the last
+    // n of the m positions). No table of every position's angles: one row of them at a time.
     constexpr int kBlock = 2048;
     const int blocks = (m + kBlock - 1) / kBlock;
     parallel_items(static_cast<std::size_t>(blocks),
                    worker_count(blocks, 8.0 * (heads * static_cast<double>(n) + kvh * static_cast<double>(m)) * d),
                    [&](unsigned, std::size_t it) {
                      const int p0 = static_cast<int>(it) * kBlock, p1 = std::min(m, p0 + kBlock);
-                     const RopeTable table(p0, p1 - p0, d, theta);
-                     for (int g = 0; g < kvh; ++g)
-                       rotate_rows(in.k.data() + (static_cast<std::size_t>(g) * m + p0) * d,
-                                   r.k.data() + (static_cast<std::size_t>(g) * m + p0) * d, p1 - p0, d, p0, table);
-                     const int i0 = std::max(0, p0 - off), i1 = std::min(n, p1 - off);  // queries at [p0, p1)
-                     if (i0 < i1)
-                       for (int h = 0; h < heads; ++h)
-                         rotate_rows(in.q.data() + (static_cast<std::size_t>(h) * n + i0) * d,
-                                     r.q.data() + (static_cast<std::size_t>(h) * n + i0) * d, i1 - i0, d, i0 + off,
-                                     table);
+                     const RopeAngles angles(p0, p1 - 1, d, theta);
+                     std::vector<double> cs(d / 2), sn(d / 2);
+                     for (int pos = p0; pos < p1; ++pos) {
+                       angles.at(pos, cs.data(), sn.data());
+                       for (int g = 0; g < kvh; ++g) {
+                         const std::size_t row = (static_cast<std::size_t>(g) * m + pos) * d;
+                         rotate_row(in.k.data() + row, r.k.data() + row, d / 2, cs.data(), sn.data());
+                       }
+                       const int i = pos - off;  // the query at this position, if any
+                       if (i < 0 || i >= n) continue;
+                       for (int h = 0; h < heads; ++h) {
+                         const std::size_t row = (static_cast<std::size_t>(h) * n + i) * d;
+                         rotate_row(in.q.data() + row, r.q.data() + row, d / 2, cs.data(), sn.data());
+                       }
+                     }
                    });
     return r;
   }, "rope/");

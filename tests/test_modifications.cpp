@@ -242,6 +242,30 @@ TEST(Modifications, StandardAlibiSlopes) {
   p.mods.alibi = true;
   EXPECT_EQ(alibi_slopes(one_head(p, 2)), std::vector<double>{std::exp2(-6)});
 }
+TEST(Modifications, RopeAnglesByTheAdditionRuleAreTheDirectOnesToDoublesPrecision) {
+  // rope_rotate takes cos and sin of pos · f from coarse and fine angles (core/modify.cpp
+  // RopeAngles); against cos and sin of the angle itself, at negative positions (the position
+  // view's shifted keys), across the coarse steps, and at a million positions.
+  const int d = 16;
+  MatrixD x(1, d);
+  for (int c = 0; c < d; ++c) x(0, c) = 0.25 + 0.1 * c - (c % 3 == 0 ? 1.0 : 0.0);
+  for (const double theta : {10000.0, 500.0, 1e6})
+    for (const int pos : {-130, -64, -63, -1, 0, 1, 63, 64, 65, 127, 4095, 4096, 70001, 1048575}) {
+      const MatrixD y = rope_rotate(x, pos, theta);
+      for (int c = 0; c < d / 2; ++c) {
+        const double a = pos * rope_frequency(theta, c, d), cs = std::cos(a), sn = std::sin(a);
+        // A few ulp of double, and the angle's own rounding (|a| · 2^-53): fp32 rounds at 6e-8.
+        const double tol = 2e-15 * (1 + std::abs(a)) * (std::abs(x(0, c)) + std::abs(x(0, c + d / 2)));
+        EXPECT_NEAR(y(0, c), x(0, c) * cs - x(0, c + d / 2) * sn, tol) << theta << " " << pos << " " << c;
+        EXPECT_NEAR(y(0, c + d / 2), x(0, c + d / 2) * cs + x(0, c) * sn, tol) << theta << " " << pos << " " << c;
+      }
+    }
+  // Rows from a negative first position: each row is the one-row rotation at its own position.
+  const MatrixD rows = MatrixD::Constant(200, d, 0.5) + MatrixD::Identity(200, d);
+  const MatrixD all = rope_rotate(rows, -100, 10000);
+  for (int r = 0; r < 200; r += 37) EXPECT_EQ(all.row(r), rope_rotate(rows.row(r), r - 100, 10000)) << r;
+}
+
 
 TEST(Modifications, RopeScoresDependOnTheDistanceOnly) {
   // The same query and key vectors at positions (a, b) and (a + s, b + s): the same score.
