@@ -269,6 +269,33 @@ std::shared_ptr<const RotatedQK> rotated_qk(const Problem& p) {
   }, "rope/");
 }
 
+void rope_rotate_back_rows(MatrixF& x, int blocks, int rows, int pos0, double theta) {
+  const int d = static_cast<int>(x.cols()), half = d / 2;
+  if (blocks <= 0 || rows <= 0 || half == 0) return;
+  // As rope_rotate_back writes it (with F negating a row's second half, F R(a) F), per value:
+  //   out_c = x_c cos + x_(c+d/2) sin,   out_(c+d/2) = x_(c+d/2) cos - x_c sin
+  // the same double operations up to exact negations, so the same bits once rounded.
+  constexpr int kBlock = 2048;
+  const int chunks = (rows + kBlock - 1) / kBlock;
+  parallel_items(static_cast<std::size_t>(chunks), worker_count(chunks, 8.0 * blocks * static_cast<double>(rows) * d),
+                 [&](unsigned, std::size_t it) {
+                   const int r0 = static_cast<int>(it) * kBlock, r1 = std::min(rows, r0 + kBlock);
+                   const RopeAngles angles(pos0 + r0, pos0 + r1 - 1, d, theta);
+                   std::vector<double> cs(half), sn(half);
+                   for (int r = r0; r < r1; ++r) {
+                     angles.at(pos0 + r, cs.data(), sn.data());
+                     for (int b = 0; b < blocks; ++b) {
+                       float* y = x.data() + (static_cast<std::size_t>(b) * rows + r) * d;
+                       for (int c = 0; c < half; ++c) {
+                         const double lo = y[c], hi = y[c + half];
+                         y[c] = static_cast<float>(lo * cs[c] + hi * sn[c]);
+                         y[c + half] = static_cast<float>(hi * cs[c] - lo * sn[c]);
+                       }
+                     }
+                   }
+                 });
+}
+
 void validate_modifications(const Problem& p) {
   const Modifications& md = p.mods;
   const int n = p.n(), m = p.m();

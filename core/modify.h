@@ -76,6 +76,10 @@ MatrixD rope_rotate(const MatrixD& x, int pos0, double theta);
 // through rope_rotate, so the angles have one definition: with F negating the second half of a
 // row, R(-a) = F R(a) F.
 MatrixD rope_rotate_back(const MatrixD& x, int pos0, double theta);
+// The same in place on fp32 rows: `blocks` stacked blocks of `rows` rows each (heads of dQ or dK),
+// row r of every block at position pos0 + r, each value computed in double and rounded once:
+// bit for bit rope_rotate_back(block.cast<double>(), pos0, theta).cast<float>(), over the cores.
+void rope_rotate_back_rows(MatrixF& x, int blocks, int rows, int pos0, double theta);
 // Q and K as the kernels multiply them: rotated when p has RoPE, else p's own.
 inline const MatrixF& kernel_q(const Problem& p, const RotatedQK* r) { return r ? r->q : p.q(); }
 inline const MatrixF& kernel_k(const Problem& p, const RotatedQK* r) { return r ? r->k : p.k(); }

@@ -19,7 +19,7 @@
 // scalar factors are applied to dQ and dK once at the end. dT = −(1/T) Σ dlogits ∘ logits sums each
 // tile in fp32 lanes and the tiles in double.
 // RoPE: the products use the rotated Q and K (as the forward); their gradients are turned back to
-// the inputs' frame in double at the end (rope_rotate_back).
+// the inputs' frame in double at the end (rope_rotate_back_rows, in place over the cores).
 // Order of summation: dQ's key blocks are added in whatever order the threads reach a query block,
 // so dQ may differ between runs in its last bits (within the same bound); dK and dV do not.
 #include "core/gcc12_avx512.h"  // first: see there
@@ -352,14 +352,8 @@ GradTrace cpu_fused_backward(const Problem& p, const Upstream& u) {
   // Σ dlogits ∘ logits with logits = s · online scale.
   g.dT = -sum * stats.scale / p.temperature;
   if (p.mods.rope_theta > 0) {
-    const double theta = p.mods.rope_theta;
-    for (int h = 0; h < heads; ++h)
-      dq.middleRows(static_cast<Index>(h) * n, n) =
-          rope_rotate_back(dq.middleRows(static_cast<Index>(h) * n, n).cast<double>(), p.causal_offset(), theta)
-              .cast<float>();
-    for (int kv = 0; kv < kv_heads; ++kv)
-      g.dk.middleRows(static_cast<Index>(kv) * m, m) =
-          rope_rotate_back(g.dk.middleRows(static_cast<Index>(kv) * m, m).cast<double>(), 0, theta).cast<float>();
+    rope_rotate_back_rows(dq, heads, n, p.causal_offset(), p.mods.rope_theta);
+    rope_rotate_back_rows(g.dk, kv_heads, m, 0, p.mods.rope_theta);
     // A rotated pair can outgrow fp32 where its parts did not.
     finite = finite && cpu::online::all_finite(dq.data(), dq.size()) && cpu::online::all_finite(g.dk.data(), g.dk.size());
   }

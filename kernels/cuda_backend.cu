@@ -1753,16 +1753,10 @@ GradTrace fused_backward(const Problem& p, const MatrixF& dout, Precision precis
   if (rot) {
     // The kernels' gradients are of the rotated Q and K: each pair is turned back in double, per
     // head, from the head's first position (queries at m - n, keys at 0), as the CPU backward does.
-    const double theta = p.mods.rope_theta;
-    g.dq.resize(rows, d_k);
-    g.dk.resize(kv_rows, d_k);
-    for (int h = 0; h < heads; ++h)
-      g.dq.middleRows(static_cast<Eigen::Index>(h) * n, n) =
-          rope_rotate_back(dq_h.middleRows(static_cast<Eigen::Index>(h) * n, n).cast<double>(), p.causal_offset(), theta)
-              .cast<float>();
-    for (int kv = 0; kv < kv_heads; ++kv)
-      g.dk.middleRows(static_cast<Eigen::Index>(kv) * m, m) =
-          rope_rotate_back(dk_h.middleRows(static_cast<Eigen::Index>(kv) * m, m).cast<double>(), 0, theta).cast<float>();
+    g.dq = dq_h;
+    g.dk = dk_h;
+    rope_rotate_back_rows(g.dq, heads, n, p.causal_offset(), p.mods.rope_theta);
+    rope_rotate_back_rows(g.dk, kv_heads, m, 0, p.mods.rope_theta);
     g.dq_rot = std::move(dq_h);
     g.dk_rot = std::move(dk_h);
   } else {

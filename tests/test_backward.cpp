@@ -561,6 +561,21 @@ TEST(Backward, RopeTurnedBackIsTheTransposeOfTheRotation) {
   EXPECT_LE((rope_rotate_back(rx, 3, 100) - x).cwiseAbs().maxCoeff(), 1e-14);
 }
 
+TEST(Backward, RopeTurnedBackInPlaceIsTheDoubleOneRoundedOnceBitForBit) {
+  // Three stacked heads of 4500 rows (three chunks of positions over the cores), from position 700:
+  // the in-place fp32 version (the fused backwards' last step) against rope_rotate_back per head.
+  const int blocks = 3, rows = 4500, pos0 = 700;
+  const MatrixF x = random_problem(blocks * rows, 8, 1, 16).q() * 1e3f;
+  MatrixF y = x;
+  rope_rotate_back_rows(y, blocks, rows, pos0, 5000);
+  for (int b = 0; b < blocks; ++b) {
+    const MatrixF want =
+        rope_rotate_back(x.middleRows(static_cast<Eigen::Index>(b) * rows, rows).cast<double>(), pos0, 5000).cast<float>();
+    EXPECT_EQ(y.middleRows(static_cast<Eigen::Index>(b) * rows, rows), want) << b;
+  }
+  EXPECT_NE(y, x);
+}
+
 // ---- the upstream gradient -------------------------------------------------------------------
 
 TEST(Upstream, RandomDoutIsSeededAndNotTheProblemsNumbers) {
