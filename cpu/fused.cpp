@@ -23,7 +23,8 @@
 // scores into modified scaled scores before the online softmax (modify_tile); m is then kept in
 // those units and the exp takes 1 / T (online_scale). RoPE: the kernel multiplies the problem's
 // rotated Q and K (rotated_qk, made once per problem). Work items are handed out through an
-// atomic counter, largest (last causal blocks) first, so causal's uneven rows still spread.
+// atomic counter, largest (last causal blocks) first, so causal's uneven rows still spread; under
+// a sliding window an item is a run of neighbouring blocks, which share most of their keys.
 // Accuracy: the max is taken on raw scores and the subtraction happens before the scaling, so the
 // exp argument for the keys that matter is small and exact to a few ulp; the exp is taken in base 2
 // (exp2_nonpositive, within about 1 ulp, the scale times log2 e); the error against fp64 is that
@@ -56,6 +57,7 @@ using namespace cpu::online;
 // between the three passes over it (scores, softmax, P V), beside the block's V rows.
 constexpr int kQueryBlock = 64;
 constexpr int kKeyBlock = kFusedKeyBlock;
+constexpr std::size_t kMaxChunk = 32;  // query blocks per work item at most, under a window (fused_into)
 static_assert(kQueryBlock % kTileCols == 0, "a query block is whole tiles");
 
 // Per-thread scratch, sized once. Rows are kQueryBlock floats: one column per query.
@@ -139,10 +141,11 @@ void rows_madd_ahead(Prefetch& ahead, int rows, const float* a, Index a_row, Ind
 }
 
 // One (head, query block): rows [q0, q0 + rows) of head h. Output rows written once at the end.
+// next_q0: the first query of the block this worker likely runs next, or -1.
 // Each tile of kTileCols queries visits the key blocks the block mask does not rule out, and of
 // those only the keys some query of the tile may see (a causal diagonal stops at the tile's last
 // query, a window starts at its first query's window); a Partial tile gets the element mask.
-void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
+void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows, int next_q0) {
   const Problem& p = job.p;
   const int m = p.m(), d_k = p.d_k(), d_v = p.d_v();
   const Index qrow = static_cast<Index>(h) * p.n() + q0;
@@ -172,18 +175,18 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
     key_end = std::max(key_end, hi);
   }
   const int first_block = key_begin / kKeyBlock * kKeyBlock;
-  // This worker's next item is most likely two blocks down the same head (the workers take
-  // neighbouring blocks in turn): its Q rows and the K and V rows of its key blocks before this
-  // block's first (the ones this worker has not read; at least its first block, at most two,
-  // never past its last key) are brought towards L2 while this block runs, a share after each
+  // The block this worker likely runs next (next_q0, from fused_into: two blocks down when the
+  // workers take blocks in turn, the one just below within a chunk): its Q rows and the K and V
+  // rows of its key blocks before this block's first (the ones this worker has not read; at least
+  // its first block, at most two, never past its last key) are brought towards L2 while this block runs, a share after each
   // micro-tile's rows of the products (rows_madd_ahead), planned on kPrefetchStepsPerKeyBlock a
   // key block and what is left issued at the block's end: issued in larger bursts, the prefetches waited on each
   // other's line fills (a prefetch stalls while the fill buffers are full). A block that meets
   // few keys (a short window) would otherwise wait on each line, its K and V read by no other
   // block before.
   Prefetch ahead;
-  if (q0 >= 2 * kQueryBlock) {
-    const int nq = q0 - 2 * kQueryBlock;
+  if (next_q0 >= 0) {
+    const int nq = next_q0;
     int a0, b0, a1, b1;
     job.rule.interval(nq, a0, b0);
     job.rule.interval(nq + kQueryBlock - 1, a1, b1);
@@ -191,7 +194,7 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows) {
     const int nend = std::min({m, (std::max(b0, b1) + kKeyBlock - 1) / kKeyBlock * kKeyBlock,
                                std::max(nk + kKeyBlock, std::min(first_block, nk + 2 * kKeyBlock))});
     const int ncols = std::max(0, nend - nk);
-    ahead.add(job.q.data() + (qrow - 2 * kQueryBlock) * d_k, static_cast<std::size_t>(kQueryBlock) * d_k);
+    ahead.add(job.q.data() + (qrow - q0 + nq) * d_k, static_cast<std::size_t>(kQueryBlock) * d_k);
     ahead.add(job.k.data() + (krow + nk) * d_k, static_cast<std::size_t>(ncols) * d_k);
     ahead.add(p.v().data() + (krow + nk) * d_v, static_cast<std::size_t>(ncols) * d_v);
     ahead.plan(std::max(1, (key_end - first_block + kKeyBlock - 1) / kKeyBlock * kPrefetchStepsPerKeyBlock));
@@ -313,13 +316,30 @@ void cpu::fused_into(const Problem& p, Trace& t, RowStats* stats) {
   // Head by head, so that both workers read the same head's K and V while it lasts; within a
   // head the causal blocks near the end carry the most keys: hand those out first. Each worker
   // sizes its scratch once, on its first item.
+  // Under a sliding window (a band of keys at most a quarter of them), work items of `chunk`
+  // neighbouring query blocks of a head, taken top down: a worker's next block is then mostly the
+  // one just below, whose keys are mostly the ones this block read, still in this core's L2 (the
+  // first of a chunk follows the other worker's chunk, and reads its band afresh). With blocks
+  // dealt one at a time the workers alternate, and each one's next block sees two new key blocks
+  // of its band. Several chunks per worker, so that the last ones still spread. Without a band
+  // every block reads every key (or, causal, every key below it) and blocks are dealt one by one.
+  const bool band = rule.window > 0 && 4 * (static_cast<long long>(rule.window) + kQueryBlock) <= m;
+  const int chunk = band ? static_cast<int>(std::clamp<std::size_t>(items / (16 * std::size_t{workers}), 1, kMaxChunk)) : 1;
+  const int chunks_per_head = (blocks_per_head + chunk - 1) / chunk;
   std::vector<std::unique_ptr<Scratch>> scratch(workers);
-  parallel_items(items, workers, [&](unsigned id, std::size_t it) {
+  parallel_items(static_cast<std::size_t>(heads) * chunks_per_head, workers, [&](unsigned id, std::size_t it) {
     if (!scratch[id]) scratch[id] = std::make_unique<Scratch>(d_k, d_v);
-    const int h = static_cast<int>(it / blocks_per_head);
-    const int qb = blocks_per_head - 1 - static_cast<int>(it % blocks_per_head);
-    const int q0 = qb * kQueryBlock;
-    run_block(job, *scratch[id], h, q0, std::min(kQueryBlock, n - q0));
+    const int h = static_cast<int>(it / chunks_per_head);
+    const int c = static_cast<int>(it % chunks_per_head);
+    for (int j = 0; j < chunk; ++j) {
+      const int qb = blocks_per_head - 1 - (c * chunk + j);
+      if (qb < 0) break;
+      // The next block this worker likely runs: the next of its chunk, or the first of the chunk
+      // after the one the other worker is taking (none past the head's first block).
+      const int next = j + 1 < chunk ? qb - 1 : qb - 1 - chunk;
+      const int q0 = qb * kQueryBlock;
+      run_block(job, *scratch[id], h, q0, std::min(kQueryBlock, n - q0), next >= 0 ? next * kQueryBlock : -1);
+    }
   });
 
   t.timings.total_ms =

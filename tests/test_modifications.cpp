@@ -401,6 +401,20 @@ TEST(Modifications, BlockMaskOfAWindowVisitsAboutNTimesWTiles) {
   }
 }
 
+TEST(Modifications, FusedUnderAWindowRunsOfBlocksGiveEveryHeadItsOwnRowsBitForBit) {
+  // Six heads of 20 query blocks (the last one short) under a window: the fused kernel deals runs of
+  // neighbouring blocks (cpu/fused.cpp, a chunk of 3 here, the head's last run of 2), each block
+  // computed as it would be alone; the one-head problem, dealt block by block, gives the same bits.
+  Problem p = random_problem(1250, 16, 16, 3, 6);
+  p.mask = MaskKind::Causal;
+  p.mods.window = 100;
+  const Trace all = cpu_fused(p);
+  expect_pass(p, all, "window 100, six heads");
+  for (int h = 0; h < p.heads; ++h)
+    EXPECT_EQ(all.output.middleRows(static_cast<Eigen::Index>(h) * p.n(), p.n()), cpu_fused(one_head(p, h)).output)
+        << h;
+}
+
 TEST(Modifications, WalkSkipsTheTilesTheBlockMaskRulesOutAndSaysWhy) {
   Problem p = test::make_problem(64, 8, 8, 1, MaskKind::Causal, 1.0, 5);
   p.mods.window = 10;
