@@ -178,12 +178,12 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows, int nex
   // The block this worker likely runs next (next_q0, from fused_into: two blocks down when the
   // workers take blocks in turn, the one just below within a chunk): its Q rows and the K and V
   // rows of its key blocks before this block's first (the ones this worker has not read; at least
-  // its first block, at most two, never past its last key) are brought towards L2 while this block runs, a share after each
-  // micro-tile's rows of the products (rows_madd_ahead), planned on kPrefetchStepsPerKeyBlock a
-  // key block and what is left issued at the block's end: issued in larger bursts, the prefetches waited on each
-  // other's line fills (a prefetch stalls while the fill buffers are full). A block that meets
-  // few keys (a short window) would otherwise wait on each line, its K and V read by no other
-  // block before.
+  // its first block, at most two, never past its last key) are brought towards L2 while this block
+  // runs, a share after each micro-tile's rows of the products (rows_madd_ahead), planned on
+  // kPrefetchStepsPerKeyBlock a key block and what is left issued at the block's end: issued in
+  // larger bursts, the prefetches waited on each other's line fills (a prefetch stalls while the
+  // fill buffers are full). A block that meets few keys (a short window) would otherwise wait on
+  // each line, its K and V read by no other block before.
   Prefetch ahead;
   if (next_q0 >= 0) {
     const int nq = next_q0;
@@ -324,7 +324,8 @@ void cpu::fused_into(const Problem& p, Trace& t, RowStats* stats) {
   // of its band. Several chunks per worker, so that the last ones still spread. Without a band
   // every block reads every key (or, causal, every key below it) and blocks are dealt one by one.
   const bool band = rule.window > 0 && 4 * (static_cast<long long>(rule.window) + kQueryBlock) <= m;
-  const int chunk = band ? static_cast<int>(std::clamp<std::size_t>(items / (16 * std::size_t{workers}), 1, kMaxChunk)) : 1;
+  const int chunk =
+      band ? static_cast<int>(std::clamp<std::size_t>(items / (16 * std::size_t{workers}), 1, kMaxChunk)) : 1;
   const int chunks_per_head = (blocks_per_head + chunk - 1) / chunk;
   std::vector<std::unique_ptr<Scratch>> scratch(workers);
   parallel_items(static_cast<std::size_t>(heads) * chunks_per_head, workers, [&](unsigned id, std::size_t it) {
