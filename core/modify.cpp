@@ -168,7 +168,6 @@ class RopeAngles {
       }
     }
   }
-  int half() const { return half_; }
   // cs[c], sn[c] (d/2 each): cos and sin of position pos's angles.
   void at(int pos, double* cs, double* sn) const {
     const int a = coarse(pos), b = pos - a * kFine;
@@ -191,14 +190,34 @@ class RopeAngles {
   std::vector<double> cc_, sc_, cf_, sf_;  // (coarse steps, half), (kFine, half)
 };
 
-// One row x (fp32, d values) rotated by the angles cs, sn into y (fp32): each value computed in
-// double and rounded once.
+// One row x (fp32, d values) rotated by the angles cs, sn into y (fp32, may be x): each value
+// computed in double and rounded once.
 void rotate_row(const float* x, float* y, int half, const double* cs, const double* sn) {
   for (int c = 0; c < half; ++c) {
     const double lo = x[c], hi = x[c + half];
     y[c] = static_cast<float>(lo * cs[c] - hi * sn[c]);
     y[c + half] = static_cast<float>(hi * cs[c] + lo * sn[c]);
   }
+}
+
+// fn(pos, cs, sn) for every position of [first, first + count), with the cos and sin of its angles
+// (d/2 of each; with `back`, of the angles negated: the sines negated), the positions in chunks
+// over the cores; `work`: the caller's flops, for the worker count.
+template <class Fn>
+void each_position(int first, int count, int d, double theta, bool back, double work, Fn fn) {
+  constexpr int kChunk = 2048;  // positions of an item: its coarse angles stay few
+  const int chunks = (count + kChunk - 1) / kChunk;
+  parallel_items(static_cast<std::size_t>(chunks), worker_count(chunks, work), [&](unsigned, std::size_t it) {
+    const int p0 = first + static_cast<int>(it) * kChunk, p1 = std::min(first + count, p0 + kChunk);
+    const RopeAngles angles(p0, p1 - 1, d, theta);
+    std::vector<double> cs(d / 2), sn(d / 2);
+    for (int pos = p0; pos < p1; ++pos) {
+      angles.at(pos, cs.data(), sn.data());
+      if (back)
+        for (double& x : sn) x = -x;
+      fn(pos, cs.data(), sn.data());
+    }
+  });
 }
 
 }  // namespace
@@ -240,31 +259,21 @@ std::shared_ptr<const RotatedQK> rotated_qk(const Problem& p) {
     RotatedQK r;
     r.q.resize(in.q.rows(), in.q.cols());
     r.k.resize(in.k.rows(), in.k.cols());
-    // The positions in blocks spread over the cores; position by position its angles, then every
-    // head's row of K at that position and of Q whose query sits there (the queries are the last
-    // n of the m positions). No table of every position's angles: one row of them at a time.
-    constexpr int kBlock = 2048;
-    const int blocks = (m + kBlock - 1) / kBlock;
-    parallel_items(static_cast<std::size_t>(blocks),
-                   worker_count(blocks, 8.0 * (heads * static_cast<double>(n) + kvh * static_cast<double>(m)) * d),
-                   [&](unsigned, std::size_t it) {
-                     const int p0 = static_cast<int>(it) * kBlock, p1 = std::min(m, p0 + kBlock);
-                     const RopeAngles angles(p0, p1 - 1, d, theta);
-                     std::vector<double> cs(d / 2), sn(d / 2);
-                     for (int pos = p0; pos < p1; ++pos) {
-                       angles.at(pos, cs.data(), sn.data());
-                       for (int g = 0; g < kvh; ++g) {
-                         const std::size_t row = (static_cast<std::size_t>(g) * m + pos) * d;
-                         rotate_row(in.k.data() + row, r.k.data() + row, d / 2, cs.data(), sn.data());
-                       }
-                       const int i = pos - off;  // the query at this position, if any
-                       if (i < 0 || i >= n) continue;
-                       for (int h = 0; h < heads; ++h) {
-                         const std::size_t row = (static_cast<std::size_t>(h) * n + i) * d;
-                         rotate_row(in.q.data() + row, r.q.data() + row, d / 2, cs.data(), sn.data());
-                       }
-                     }
-                   });
+    // Position by position (over the cores) its angles, then every head's row of K at that
+    // position and of Q whose query sits there (the queries are the last n of the m positions).
+    const double work = 8.0 * (heads * static_cast<double>(n) + kvh * static_cast<double>(m)) * d;
+    each_position(0, m, d, theta, /*back=*/false, work, [&](int pos, const double* cs, const double* sn) {
+      for (int g = 0; g < kvh; ++g) {
+        const std::size_t row = (static_cast<std::size_t>(g) * m + pos) * d;
+        rotate_row(in.k.data() + row, r.k.data() + row, d / 2, cs, sn);
+      }
+      const int i = pos - off;  // the query at this position, if any
+      if (i < 0 || i >= n) return;
+      for (int h = 0; h < heads; ++h) {
+        const std::size_t row = (static_cast<std::size_t>(h) * n + i) * d;
+        rotate_row(in.q.data() + row, r.q.data() + row, d / 2, cs, sn);
+      }
+    });
     return r;
   }, "rope/");
 }
@@ -272,28 +281,16 @@ std::shared_ptr<const RotatedQK> rotated_qk(const Problem& p) {
 void rope_rotate_back_rows(MatrixF& x, int blocks, int rows, int pos0, double theta) {
   const int d = static_cast<int>(x.cols()), half = d / 2;
   if (blocks <= 0 || rows <= 0 || half == 0) return;
-  // As rope_rotate_back writes it (with F negating a row's second half, F R(a) F), per value:
-  //   out_c = x_c cos + x_(c+d/2) sin,   out_(c+d/2) = x_(c+d/2) cos - x_c sin
-  // the same double operations up to exact negations, so the same bits once rounded.
-  constexpr int kBlock = 2048;
-  const int chunks = (rows + kBlock - 1) / kBlock;
-  parallel_items(static_cast<std::size_t>(chunks), worker_count(chunks, 8.0 * blocks * static_cast<double>(rows) * d),
-                 [&](unsigned, std::size_t it) {
-                   const int r0 = static_cast<int>(it) * kBlock, r1 = std::min(rows, r0 + kBlock);
-                   const RopeAngles angles(pos0 + r0, pos0 + r1 - 1, d, theta);
-                   std::vector<double> cs(half), sn(half);
-                   for (int r = r0; r < r1; ++r) {
-                     angles.at(pos0 + r, cs.data(), sn.data());
-                     for (int b = 0; b < blocks; ++b) {
-                       float* y = x.data() + (static_cast<std::size_t>(b) * rows + r) * d;
-                       for (int c = 0; c < half; ++c) {
-                         const double lo = y[c], hi = y[c + half];
-                         y[c] = static_cast<float>(lo * cs[c] + hi * sn[c]);
-                         y[c + half] = static_cast<float>(hi * cs[c] - lo * sn[c]);
-                       }
-                     }
-                   }
-                 });
+  // The turn by -angle: rotate_row with the sines negated. As rope_rotate_back writes it (F R(a) F,
+  // F negating a row's second half), per value out_c = x_c cos + x_(c+d/2) sin and out_(c+d/2) =
+  // x_(c+d/2) cos - x_c sin: the same double operations up to exact negations, the same bits.
+  each_position(pos0, rows, d, theta, /*back=*/true, 8.0 * blocks * static_cast<double>(rows) * d,
+                [&](int pos, const double* cs, const double* sn) {
+                  for (int b = 0; b < blocks; ++b) {
+                    float* y = x.data() + (static_cast<std::size_t>(b) * rows + pos - pos0) * d;
+                    rotate_row(y, y, half, cs, sn);
+                  }
+                });
 }
 
 void validate_modifications(const Problem& p) {

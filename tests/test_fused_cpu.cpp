@@ -124,8 +124,8 @@ TEST(FusedCpu, LongSequenceToleranceBoundsTheExactOne) {
 
 TEST(FusedCpu, MatchesFp64OverTheParitySweep) {
   std::uint64_t seed = 1;
-  double worst = 0;
   int cases = 0;
+  double worst = 0;
   for (int n : {1, 5, 31, 32, 33, 257})
     for (int d_k : {3, 16, 64})
       for (int d_v : {2, 64})
