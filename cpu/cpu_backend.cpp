@@ -20,6 +20,8 @@ double host_working_set_bytes(const Problem& p, const RunOptions& opt) {
   double inputs = input_copies * 4.0 * (p.q().size() + p.k().size() + p.v().size());
   // Decode: K in the kernel's panels besides (cpu/decode.cpp), in the cache's precision.
   if (opt.variant == Variant::Decode) inputs += (opt.precision == Precision::BF16 ? 2.0 : 4.0) * p.k().size();
+  // Fused fp32: V in strips for the wide tiles' P V besides, where the kernel makes them.
+  if (opt.variant == Variant::Fused && opt.precision == Precision::FP32) inputs += 4.0 * cpu::fused_v_strip_floats(p);
   const double output = 4.0 * hn * p.d_v();
   const bool kept = opt.variant == Variant::Staged && opt.keep_stages && !opt.pool;
   const double stages = kept ? 4.0 * (4.0 * hn * p.m() + 1.0 * p.n() * p.m()) : 0;

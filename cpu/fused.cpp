@@ -9,7 +9,8 @@
 //   acc^T (d_v, queries)  = acc^T * alpha + V_blk^T P^T                       update_tile
 // and writes O = acc * (1 / l) once at the end.
 // Why transposed (queries along the vector lanes): K and V are used straight from the inputs
-// (only the query block is packed, once per item, into Q^T), the softmax reductions over the keys
+// (only the query block is packed, once per item, into Q^T; past d_v = 64, V also once per run
+// into strips for the wide tiles' P V: VStrips), the softmax reductions over the keys
 // are vertical (one packet of queries per row, no horizontal sums), and the rescale by alpha is a
 // per-lane multiply folded into the load of acc. Both products are the same register-tiled
 // micro-kernel (tile_madd) written with Eigen's packet functions, so it is AVX-512 under
@@ -75,6 +76,59 @@ struct Scratch {
         alpha(kQueryBlock) {}
 };
 
+// V in strips, the wide tiles' left factor of P V (rows_madd over d_v rows of acc^T, a kWideRows
+// rows' tile broadcasting those values of each key in turn). Read in place, a tile's keys are a
+// row of V apart and the tile touches a line per key (two where its values straddle a line), at
+// a stride that grows with d_v: past d_v = 64 the product ran slower the longer V's rows (at 128
+// and above well below its speed at 64). Packed, strip s of key block b (values s kWideRows ..
+// + kWideRows − 1 of the block's kKeyBlock keys) is one run of floats, key j's values at
+// j kWideRows, zero past d_v and past the last key. The copy costs O(m d_v) once per run, so it is
+// made only where it pays: d_v > 64 and n at least four query blocks (each key block read by four
+// query blocks of a head or more, but for a causal mask's last keys). The products are the same sums in the same order: the output is the same bit for bit.
+// Narrow tiles (a causal diagonal, a window's edges, a short block) read V in place.
+struct VStrips {
+  int strips = 0, key_blocks = 0;
+  std::vector<float> data;
+  static constexpr Index kStrip = Index{kKeyBlock} * kWideRows;  // floats of one strip
+  static bool made_for(const Problem& p) { return p.d_v() > 64 && p.n() >= 4 * kQueryBlock; }
+  // Strip 0 of key/value head g's key block b; strip s follows at s kStrip.
+  const float* at(int g, int b) const { return data.data() + (static_cast<Index>(g) * key_blocks + b) * strips * kStrip; }
+};
+
+}  // namespace
+
+std::size_t cpu::fused_v_strip_floats(const Problem& p) {
+  if (!VStrips::made_for(p)) return 0;
+  const std::size_t strips = (p.d_v() + kWideRows - 1) / kWideRows, key_blocks = (p.m() + kKeyBlock - 1) / kKeyBlock;
+  return static_cast<std::size_t>(p.kv_heads()) * key_blocks * strips * VStrips::kStrip;
+}
+
+namespace {
+
+VStrips v_strips(const Problem& p) {
+  VStrips v;
+  if (!VStrips::made_for(p)) return v;
+  const int m = p.m(), d_v = p.d_v();
+  v.strips = (d_v + kWideRows - 1) / kWideRows;
+  v.key_blocks = (m + kKeyBlock - 1) / kKeyBlock;
+  const std::size_t blocks = static_cast<std::size_t>(p.kv_heads()) * v.key_blocks;
+  v.data.resize(cpu::fused_v_strip_floats(p));
+  parallel_items(blocks, worker_count(blocks, 1e3 * static_cast<double>(v.data.size())), [&](unsigned, std::size_t it) {
+    const int g = static_cast<int>(it / v.key_blocks), k0 = static_cast<int>(it % v.key_blocks) * kKeyBlock;
+    const int cols = std::min(kKeyBlock, m - k0);
+    float* to = v.data.data() + it * v.strips * VStrips::kStrip;
+    for (int s = 0; s < v.strips; ++s, to += VStrips::kStrip) {
+      const int r0 = s * kWideRows, rows = std::min(kWideRows, d_v - r0);
+      for (int j = 0; j < kKeyBlock; ++j) {
+        float* key = to + j * kWideRows;
+        const float* from = p.v().data() + (static_cast<Index>(g) * m + k0 + j) * d_v + r0;
+        for (int r = 0; r < kWideRows; ++r) key[r] = j < cols && r < rows ? from[r] : 0.f;
+      }
+    }
+  });
+  return v;
+}
+
 struct FusedJob {
   const Problem& p;
   const MatrixF& q;     // Q and K as multiplied: p's, or rotated by RoPE
@@ -89,6 +143,7 @@ struct FusedJob {
   float score_scale;
   MatrixF& out;         // (heads*n, d_v)
   cpu::RowStats* stats;  // when given: every row's final m and l (the backward's log-sum-exp)
+  const VStrips& strips;  // V in strips for the wide tiles' P V (empty: V read in place)
 };
 
 // Software prefetches of a few ranges, issued a share at a time.
@@ -129,13 +184,17 @@ struct Prefetch {
 // issue everything early; what a block with fewer leaves is issued at the item's end (rest).
 constexpr int kPrefetchStepsPerKeyBlock = 12;
 
-// rows_madd a micro-tile's rows at a time, a share of the prefetches after each.
+// rows_madd a micro-tile's rows at a time, a share of the prefetches after each. a_tile: the step
+// from one micro-tile's a to the next one's (a_row times its rows by default; a strip's size for
+// V in strips).
 template <int V = kTileVecs>
 void rows_madd_ahead(Prefetch& ahead, int rows, const float* a, Index a_row, Index a_k, const float* b, Index ldb,
-                     int depth, float* c, Index ldc, const float* col_scale) {
+                     int depth, float* c, Index ldc, const float* col_scale, Index a_tile = 0) {
   constexpr int kR = kRowsOf<V>;
+  if (a_tile == 0) a_tile = kR * a_row;
   for (int r0 = 0; r0 < rows; r0 += kR) {
-    rows_madd<V>(std::min(kR, rows - r0), a + r0 * a_row, a_row, a_k, b, ldb, depth, c + r0 * ldc, ldc, col_scale);
+    rows_madd<V>(std::min(kR, rows - r0), a + r0 / kR * a_tile, a_row, a_k, b, ldb, depth, c + r0 * ldc, ldc,
+                 col_scale);
     ahead.step();
   }
 }
@@ -150,6 +209,7 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows, int nex
   const int m = p.m(), d_k = p.d_k(), d_v = p.d_v();
   const Index qrow = static_cast<Index>(h) * p.n() + q0;
   const Index krow = p.kv_row(h);
+  const int g = p.kv_head(h);
   constexpr Index ld = kQueryBlock;
 
   if (rows < kQueryBlock) w.qt.setZero();
@@ -249,7 +309,10 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows, int nex
           online_softmax_step(su, ld, keys, job.scale, tile, k0 + first);
         }
       }
-      if (wide)  // acc^T = acc^T * alpha + V_blk^T P^T over the wide tile (update_tile's product)
+      if (wide && !job.strips.data.empty())  // the same product, V's values from its strips
+        rows_madd_ahead<kWideVecs>(ahead, d_v, job.strips.at(g, k0 / kKeyBlock) + first * kWideRows, 1, kWideRows,
+                                   st, ld, keys, w.acct.data() + i0, ld, state.alpha + i0, VStrips::kStrip);
+      else if (wide)  // acc^T = acc^T * alpha + V_blk^T P^T over the wide tile (update_tile's product)
         rows_madd_ahead<kWideVecs>(ahead, d_v, vb + static_cast<Index>(first) * d_v, 1, d_v, st, ld, keys,
                                    w.acct.data() + i0, ld, state.alpha + i0);
       else
@@ -305,8 +368,9 @@ void cpu::fused_into(const Problem& p, Trace& t, RowStats* stats) {
     stats->l.assign(static_cast<std::size_t>(heads) * n, 0.f);
     stats->scale = scale;
   }
+  const VStrips strips = v_strips(p);
   const FusedJob job{p,     kernel_q(p, rot.get()), kernel_k(p, rot.get()), rule, blocks, score, scale,
-                     static_cast<float>(p.scale_value()), t.output, stats};
+                     static_cast<float>(p.scale_value()), t.output, stats, strips};
 
   const int blocks_per_head = (n + kQueryBlock - 1) / kQueryBlock;
   const std::size_t items = static_cast<std::size_t>(heads) * blocks_per_head;
