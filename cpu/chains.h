@@ -33,7 +33,7 @@ struct RowStats {
 // The fused fp32 kernel (cpu/fused.cpp): the output only, and each row's m and l when `stats`.
 void fused_into(const Problem& p, Trace& t, RowStats* stats = nullptr);
 // The floats of the copy of V in strips that fused_into makes for p besides the inputs (0 where it
-// reads V in place): about V's size, where d_v > 64 and n is at least four query blocks.
+// reads V in place): about V's size, where d_v >= 128 and n >= 2048 (cpu/fused.cpp, VStrips).
 std::size_t fused_v_strip_floats(const Problem& p);
 // The bf16 staged chain and fused kernel (cpu/bf16.cpp).
 void staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t);

@@ -9,8 +9,8 @@
 //   acc^T (d_v, queries)  = acc^T * alpha + V_blk^T P^T                       update_tile
 // and writes O = acc * (1 / l) once at the end.
 // Why transposed (queries along the vector lanes): K and V are used straight from the inputs
-// (only the query block is packed, once per item, into Q^T; past d_v = 64, V also once per run
-// into strips for the wide tiles' P V: VStrips), the softmax reductions over the keys
+// (only the query block is packed, once per item, into Q^T; from d_v = 128 on, V also once per
+// run into strips for the wide tiles' P V: VStrips), the softmax reductions over the keys
 // are vertical (one packet of queries per row, no horizontal sums), and the rescale by alpha is a
 // per-lane multiply folded into the load of acc. Both products are the same register-tiled
 // micro-kernel (tile_madd) written with Eigen's packet functions, so it is AVX-512 under
@@ -79,20 +79,24 @@ struct Scratch {
 // V in strips, the wide tiles' left factor of P V (rows_madd over d_v rows of acc^T, a kWideRows
 // rows' tile broadcasting those values of each key in turn). Read in place, a tile's keys are a
 // row of V apart and the tile touches a line per key (two where its values straddle a line), at
-// a stride that grows with d_v: past d_v = 64 the product ran slower the longer V's rows (at 128
-// and above well below its speed at 64). Packed, strip s of key block b (values s kWideRows ..
+// a stride that grows with d_v: past d_v = 64 the product ran slower the longer V's rows, well
+// below its speed at 64 from d_v = 128 on. Packed, strip s of key block b (values s kWideRows ..
 // + kWideRows − 1 of the block's kKeyBlock keys) is one run of floats, key j's values at
-// j kWideRows, zero past d_v and past the last key. The copy costs O(m d_v) once per run, so it is
-// made only where it pays: d_v > 64 and n at least four query blocks (each key block read by four
-// query blocks of a head or more, but for a causal mask's last keys). The products are the same sums in the same order: the output is the same bit for bit.
+// j kWideRows, zero past d_v and past the last key (every float written: the buffer is not zeroed
+// first). The copy is a pass over V once per run, O(m d_v) against the kernel's O(n m d): it is
+// made only where the product gains the most and the pass is a small share of the run, d_v >= 128
+// and n at least kStripQueryBlocks query blocks (at fewer, or at d_v below 128, the pass cost about
+// what the product gained). The products are the same sums in the same order: the output is the
+// same bit for bit.
 // Narrow tiles (a causal diagonal, a window's edges, a short block) read V in place.
+constexpr int kStripQueryBlocks = 32;
 struct VStrips {
   int strips = 0, key_blocks = 0;
-  std::vector<float> data;
+  std::unique_ptr<float[]> data;  // null: V read in place
   static constexpr Index kStrip = Index{kKeyBlock} * kWideRows;  // floats of one strip
-  static bool made_for(const Problem& p) { return p.d_v() > 64 && p.n() >= 4 * kQueryBlock; }
+  static bool made_for(const Problem& p) { return p.d_v() >= 128 && p.n() >= kStripQueryBlocks * kQueryBlock; }
   // Strip 0 of key/value head g's key block b; strip s follows at s kStrip.
-  const float* at(int g, int b) const { return data.data() + (static_cast<Index>(g) * key_blocks + b) * strips * kStrip; }
+  const float* at(int g, int b) const { return data.get() + (static_cast<Index>(g) * key_blocks + b) * strips * kStrip; }
 };
 
 }  // namespace
@@ -112,11 +116,12 @@ VStrips v_strips(const Problem& p) {
   v.strips = (d_v + kWideRows - 1) / kWideRows;
   v.key_blocks = (m + kKeyBlock - 1) / kKeyBlock;
   const std::size_t blocks = static_cast<std::size_t>(p.kv_heads()) * v.key_blocks;
-  v.data.resize(cpu::fused_v_strip_floats(p));
-  parallel_items(blocks, worker_count(blocks, 1e3 * static_cast<double>(v.data.size())), [&](unsigned, std::size_t it) {
+  const std::size_t floats = cpu::fused_v_strip_floats(p);
+  v.data.reset(new float[floats]);
+  parallel_items(blocks, worker_count(blocks, 1e3 * static_cast<double>(floats)), [&](unsigned, std::size_t it) {
     const int g = static_cast<int>(it / v.key_blocks), k0 = static_cast<int>(it % v.key_blocks) * kKeyBlock;
     const int cols = std::min(kKeyBlock, m - k0);
-    float* to = v.data.data() + it * v.strips * VStrips::kStrip;
+    float* to = v.data.get() + it * v.strips * VStrips::kStrip;
     for (int s = 0; s < v.strips; ++s, to += VStrips::kStrip) {
       const int r0 = s * kWideRows, rows = std::min(kWideRows, d_v - r0);
       for (int j = 0; j < kKeyBlock; ++j) {
@@ -309,7 +314,7 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows, int nex
           online_softmax_step(su, ld, keys, job.scale, tile, k0 + first);
         }
       }
-      if (wide && !job.strips.data.empty())  // the same product, V's values from its strips
+      if (wide && job.strips.data)  // the same product, V's values from its strips
         rows_madd_ahead<kWideVecs>(ahead, d_v, job.strips.at(g, k0 / kKeyBlock) + first * kWideRows, 1, kWideRows,
                                    st, ld, keys, w.acct.data() + i0, ld, state.alpha + i0, VStrips::kStrip);
       else if (wide)  // acc^T = acc^T * alpha + V_blk^T P^T over the wide tile (update_tile's product)

@@ -168,22 +168,22 @@ TEST(Walk, AtTheKernelsBlockSizeItIsTheKernelBitForBitWhereverTheTilesStart) {
   }
 }
 
-// Where the kernel reads V from its strips (d_v > 64 and four query blocks or more: cpu/fused.cpp
-// VStrips), the wide tiles' P V takes V's values from the copy and the narrow ones (the causal
-// diagonal, a window's edges) from V itself; the walk reads V itself. Rows of value strips short of
-// a whole strip (d_v = 130), a short last key block (m = 300, and 333 keys of a decode shape), grouped
-// heads (key/value head 1 read by heads 2 and 3): every row is still the kernel's, bit for bit.
+// Where the kernel reads V from its strips (d_v >= 128 and n >= 2048: cpu/fused.cpp VStrips), the
+// wide tiles' P V takes V's values from the copy and the narrow ones (the causal diagonal, a
+// window's edges) from V itself; the walk reads V itself. A last strip short of a whole one
+// (d_v = 130), a short last key block (m = 2100, and 2133 keys of a decode shape), grouped heads
+// (key/value head 1 read by heads 2 and 3): every row is still the kernel's, bit for bit.
 TEST(Walk, AtTheKernelsBlockSizeItIsTheKernelBitForBitWithVInStrips) {
   for (const char* mods : {"none", "causal", "causal+window:70", "decode"}) {
-    Problem p = std::string(mods) == "decode" ? random_problem(260, 333, 16, 130, 5, 4, 2)
-                                              : random_problem(300, 300, 16, 130, 5, 4, 2);
+    Problem p = std::string(mods) == "decode" ? random_problem(2050, 2133, 8, 130, 5, 4, 2)
+                                              : random_problem(2100, 2100, 8, 130, 5, 4, 2);
     if (std::string(mods) != "decode") apply_mask_mod_spec(p, mods);
     p.temperature = 0.7;
     validate(p);
     ASSERT_GT(cpu::fused_v_strip_floats(p), 0u) << mods;  // the kernel makes its strips here
     const MatrixF fused = cpu_fused(p).output;
     for (int h : {0, 3})
-      for (int q : {0, 1, 63, 64, 127, 128, 200, 259}) {
+      for (int q : {0, 1, 63, 64, 127, 128, 1000, 2049}) {
         SCOPED_TRACE(std::string(mods) + " head " + std::to_string(h) + " query " + std::to_string(q));
         ASSERT_EQ(walk_row(p, h, q, cpu::online::kFusedKeyBlock).output,
                   row(fused, static_cast<int>(h * p.n() + q)));
