@@ -238,13 +238,22 @@ void HeadsRun::body(const Pending& p) {
     t.done = true;
     state_.thumbs[h] = std::move(t);
     ++state_.done;
+    // The last thumbnail and the run's end in one revision: a snapshot with every head done but the
+    // run still going would draw the progress bar a last time, and the grid below it (where a
+    // click lands, what the state dump gives) would move up a frame later.
+    if (h + 1 == p.job.heads) finish();
     ++state_.revision;
   }
+  if (p.job.heads > 0) return;
   std::lock_guard<std::mutex> lk(mu_);
   if (!current(p.id)) return;
+  finish();
+  ++state_.revision;
+}
+
+void HeadsRun::finish() {
   state_.running = false;
   state_.finished = true;
-  ++state_.revision;
 }
 
 // ---- the grid ---------------------------------------------------------------------------------

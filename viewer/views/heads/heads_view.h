@@ -113,6 +113,7 @@ class HeadsRun {
   void loop();
   void body(const Pending& p);
   bool current(std::uint64_t id) const;  // under mu_: no newer job has been started
+  void finish();                         // under mu_: the run ended (every head done, or none to do)
   std::string key_;
   std::string layer_key_;
   std::thread thread_;
