@@ -508,8 +508,9 @@ TEST(Modifications, SpecsAndTheirRefusalsInBothLanguages) {
        Msg::PrefixInvalid, "from 1 to the 6 positions, got 9"},
       // Its form alone, before the positions are known (bench's lists and the viewer's flags read
       // specs on a stand-in problem): no count of positions named.
-      {[&] { apply_mask_mod_spec(q, "prefix:x"); }, Msg::PrefixNotWhole, "the prefix P must be a whole number >= 1, got 'x'"},
-      {[&] { apply_mask_mod_spec(q, "prefix:0"); }, Msg::PrefixNotWhole, "the prefix P must be a whole number >= 1, got 0"},
+      {[&] { apply_mask_mod_spec(q, "prefix:x"); }, Msg::PrefixNotWhole, "the prefix P must be a whole number >= 1 (at most 9 digits), got 'x'"},
+      {[&] { apply_mask_mod_spec(q, "prefix:0"); }, Msg::PrefixNotWhole, "the prefix P must be a whole number >= 1 (at most 9 digits), got 0"},
+      {[&] { apply_mask_mod_spec(q, "window:99999999999"); }, Msg::WindowInvalid, "(at most 9 digits), got '99999999999'"},
       {[&] {
          Problem r = q;
          r.edit().bias = MatrixF::Zero(5, 6);
