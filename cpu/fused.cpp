@@ -91,32 +91,28 @@ struct Scratch {
 // Narrow tiles (a causal diagonal, a window's edges, a short block) read V in place.
 constexpr int kStripQueryBlocks = 32;
 struct VStrips {
-  int strips = 0, key_blocks = 0;
-  std::unique_ptr<float[]> data;  // null: V read in place
+  int strips = 0, key_blocks = 0;  // per key block of a key/value head; 0 strips: none made
+  std::unique_ptr<float[]> data;   // null: V read in place
   static constexpr Index kStrip = Index{kKeyBlock} * kWideRows;  // floats of one strip
-  static bool made_for(const Problem& p) { return p.d_v() >= 128 && p.n() >= kStripQueryBlocks * kQueryBlock; }
+  // The strips' shape for p where the kernel makes them, else none (no data yet either way).
+  static VStrips shape(const Problem& p) {
+    VStrips v;
+    if (p.d_v() < 128 || p.n() < kStripQueryBlocks * kQueryBlock) return v;
+    v.strips = (p.d_v() + kWideRows - 1) / kWideRows;
+    v.key_blocks = (p.m() + kKeyBlock - 1) / kKeyBlock;
+    return v;
+  }
+  std::size_t floats(int kv_heads) const { return static_cast<std::size_t>(kv_heads) * key_blocks * strips * kStrip; }
   // Strip 0 of key/value head g's key block b; strip s follows at s kStrip.
   const float* at(int g, int b) const { return data.get() + (static_cast<Index>(g) * key_blocks + b) * strips * kStrip; }
 };
 
-}  // namespace
-
-std::size_t cpu::fused_v_strip_floats(const Problem& p) {
-  if (!VStrips::made_for(p)) return 0;
-  const std::size_t strips = (p.d_v() + kWideRows - 1) / kWideRows, key_blocks = (p.m() + kKeyBlock - 1) / kKeyBlock;
-  return static_cast<std::size_t>(p.kv_heads()) * key_blocks * strips * VStrips::kStrip;
-}
-
-namespace {
-
 VStrips v_strips(const Problem& p) {
-  VStrips v;
-  if (!VStrips::made_for(p)) return v;
+  VStrips v = VStrips::shape(p);
+  if (v.strips == 0) return v;
   const int m = p.m(), d_v = p.d_v();
-  v.strips = (d_v + kWideRows - 1) / kWideRows;
-  v.key_blocks = (m + kKeyBlock - 1) / kKeyBlock;
   const std::size_t blocks = static_cast<std::size_t>(p.kv_heads()) * v.key_blocks;
-  const std::size_t floats = cpu::fused_v_strip_floats(p);
+  const std::size_t floats = v.floats(p.kv_heads());
   v.data.reset(new float[floats]);
   parallel_items(blocks, worker_count(blocks, 1e3 * static_cast<double>(floats)), [&](unsigned, std::size_t it) {
     const int g = static_cast<int>(it / v.key_blocks), k0 = static_cast<int>(it % v.key_blocks) * kKeyBlock;
@@ -356,6 +352,8 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows, int nex
 }
 
 }  // namespace
+
+std::size_t cpu::fused_v_strip_floats(const Problem& p) { return VStrips::shape(p).floats(p.kv_heads()); }
 
 void cpu::fused_into(const Problem& p, Trace& t, RowStats* stats) {
   const auto t0 = std::chrono::steady_clock::now();
