@@ -56,6 +56,30 @@ std::string subcommand_names(const CLI::App& app) {
   return names;
 }
 
+// CLI11's ConversionError ("Could not convert: --repeat = 1e3") says neither what the option
+// takes nor why the value failed. Every option that reaches it is a number the lab reads through
+// CLI11 (the others are read as text and checked by the lab with their own messages), so the
+// value's form tells the reason: digits alone overflowed the option's integer type; a number
+// strtod reads whole (1e3, 2.5) was refused by an integer option, as a real one would have taken
+// it; anything else is no number at all. Returns "" for any other ConversionError.
+std::string conversion_message(const std::string& what) {
+  const std::string head = "Could not convert: ";
+  const std::size_t eq = what.find(" = ");
+  if (what.rfind(head, 0) != 0 || eq == std::string::npos) return {};
+  const std::string name = what.substr(head.size(), eq - head.size());
+  const std::string value = what.substr(eq + 3);
+  const std::size_t sign = !value.empty() && (value[0] == '-' || value[0] == '+') ? 1 : 0;
+  const bool digits = value.size() > sign && value.find_first_not_of("0123456789", sign) == std::string::npos;
+  if (digits) return name + " must be a whole number of at most 9 digits, got '" + value + "'";
+  char* end = nullptr;
+  errno = 0;
+  std::strtod(value.c_str(), &end);
+  const bool real = !value.empty() && end == value.c_str() + value.size() &&
+                    !std::isspace(static_cast<unsigned char>(value[0]));
+  if (real) return name + " must be a whole number, got '" + value + "'";
+  return name + " must be a number, got '" + value + "'";
+}
+
 // CLI11 2.1 reads an empty value as "not given" or as 0 (`--random ''` ran the demo, `--seed ''`
 // seed 0) and saturates a 64-bit overflow without a word: every option that takes a value refuses
 // an empty one, and --seed refuses anything but a decimal number that fits 64 bits.
@@ -127,6 +151,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
     std::string msg = e.what();
+    if (dynamic_cast<const CLI::ConversionError*>(&e)) {
+      const std::string clear = conversion_message(msg);
+      if (!clear.empty()) msg = clear;
+    }
     if (dynamic_cast<const CLI::RequiredError*>(&e) && sub.empty())
       msg = "a subcommand is required: " + subcommand_names(app);
     return fail(lower_first(one_line(msg)) + " (see attnlab " + (sub.empty() ? "" : sub + " ") + "--help)", 2);

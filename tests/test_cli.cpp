@@ -576,6 +576,11 @@ TEST_F(Cli, UsageErrorsAreOneLine) {
   expect_refused({"run", "--random", "4", "--seed", "18446744073709551616"}, {"--seed", "18446744073709551615"});
   expect_refused({"run", "--random", "4", "--seed", "-1"}, {"--seed", "'-1'"});
   expect_refused({"bench", "--seed", "1e3"}, {"--seed", "'1e3'"});
+  // Numbers CLI11 cannot convert: what the option takes, not "could not convert".
+  expect_refused({"run", "--random", "99999999999"}, {"--random must be a whole number of at most 9 digits", "'99999999999'"});
+  expect_refused({"bench", "--repeat", "1e3"}, {"--repeat must be a whole number, got '1e3'"});
+  expect_refused({"run", "--random", "4", "--dk", "2.5"}, {"--dk must be a whole number, got '2.5'"});
+  expect_refused({"bench", "--max-seconds", "abc"}, {"--max-seconds must be a number, got 'abc'"});
   // An --output that cannot be written is refused before anything runs.
   expect_refused({"demo", "--output", dir_.path()}, {"cannot write", "Is a directory"});
   expect_refused({"demo", "--output", dir_.file("missing/out.txt")}, {"cannot write", "No such file"});
