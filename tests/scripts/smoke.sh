@@ -127,6 +127,8 @@ case $what in
         check "$what: JSON written" test -s "$tmp/$json"
       }
       cpu_table --cpu none torch-cpu.json
+      check "--cpu: MKL's SGEMM rate beside the table" grep -Eq "^MKL SGEMM \(torch.mm, 2048\^2 fp32, [0-9]+ threads\), once a round: best [0-9.]+ GFLOP/s" <<<"$out"
+      check "--cpu: the probes beside the table" grep -Eq "^probes over the run: FMA peak [0-9]+-[0-9]+ GFLOP/s, tile probe [0-9]+-[0-9]+" <<<"$out"
       cpu_table "--cpu --backward" causal torch-cpu-backward.json --backward
     else
       out=$("$repo/scripts/compare-torch" --cpu --binary "$build/cli/attnlab" 2>&1)
