@@ -68,6 +68,68 @@ std::string mask_sentence(MaskKind m, Lang lang) {
   return {};
 }
 
+namespace {
+
+// The mask mods' sentences after the mask kind's (core/modifications.h has the rules).
+std::string mask_mod_sentences(bool causal, int window, int prefix, bool documents, Lang lang) {
+  const bool zh = lang == Lang::Zh;
+  std::string out;
+  const auto add = [&](const std::string& s) { out += (out.empty() || zh ? "" : " ") + s; };
+  if (prefix > 0) {
+    const std::string p = std::to_string(prefix);
+    add(zh ? "前缀语言模型（前 " + p + " 个位置）：这 " + p +
+                 " 个位置彼此双向可见；之后的每个查询只读取当前位置及之前的键，未来位置的权重精确为 0。"
+           : "Prefix-LM over the first " + p + " positions: they see each other both ways; every later query " +
+                 "reads only its own and earlier positions, and future positions get exactly 0 weight.");
+  }
+  if (window > 0) {
+    const std::string w = std::to_string(window);
+    if (causal || prefix > 0)
+      add(zh ? "滑动窗口 " + w + "：查询只读取最近的 " + w + " 个位置（含自身），更远的键权重精确为 0。"
+             : "A sliding window of " + w + ": a query reads only the " + w +
+                   " most recent positions, its own among them; farther keys get exactly 0 weight.");
+    else
+      add(zh ? "滑动窗口 " + w + "：查询只读取两侧与它相距小于 " + w + " 个位置的键，更远的键权重精确为 0。"
+             : "A sliding window of " + w + ": a query reads only keys less than " + w +
+                   " positions away on either side; farther keys get exactly 0 weight.");
+  }
+  if (documents)
+    add(zh ? "打包文档：查询只读取同一文档内的键，其他文档的键权重精确为 0。"
+           : "Packed documents: a query reads only keys of its own document; keys of other documents get "
+             "exactly 0 weight.");
+  return out;
+}
+
+std::string mask_sentence(MaskKind kind, int window, int prefix, bool documents, Lang lang) {
+  const bool zh = lang == Lang::Zh;
+  const std::string mods = mask_mod_sentences(kind == MaskKind::Causal, window, prefix, documents, lang);
+  if (mods.empty()) return mask_sentence(kind, lang);
+  std::string base;
+  if (kind == MaskKind::Custom)
+    base = mask_sentence(kind, lang);
+  else if (kind == MaskKind::Causal && prefix == 0)
+    base = mask_sentence(kind, lang);
+  else if (kind == MaskKind::None && prefix == 0)
+    base = zh ? "未启用因果掩码：查询可以读取两侧的键，但受以下规则限制。"
+              : "No causal mask is applied: a query may read keys on both sides, within the rules that follow.";
+  return base.empty() ? mods : base + (zh ? "" : " ") + mods;
+}
+
+}  // namespace
+
+std::string mask_sentence(const Problem& p, Lang lang) {
+  return mask_sentence(p.mask, p.mods.window, p.mods.prefix, !p.documents().empty(), lang);
+}
+
+std::vector<std::string> mask_sentence_texts(Lang lang) {
+  std::vector<std::string> out;
+  for (MaskKind kind : {MaskKind::None, MaskKind::Causal, MaskKind::Custom})
+    for (int window : {0, 1})
+      for (int prefix : {0, 1})
+        for (bool documents : {false, true}) out.push_back(mask_sentence(kind, window, prefix, documents, lang));
+  return out;
+}
+
 std::string describe(const Problem& p, const Trace& t, int query, Lang lang) {
   const bool has_row = t.weights.rows() > query;
   const float* mask = has_row && t.mask.size() ? t.mask.data() + static_cast<std::size_t>(query % t.mask.rows()) * t.mask.cols() : nullptr;
@@ -135,7 +197,7 @@ std::string describe(const Problem& p, const float* weights, const float* mask, 
                     ".";
   }
   if (!zh) out += ' ';
-  out += mask_sentence(p.mask, lang);
+  out += mask_sentence(p, lang);
   out += zh ? "注意力权重不能作为模型预测的完整解释，也不等于因果贡献。"
             : " Attention weights are not a complete explanation of the model's prediction and "
               "are not causal attribution.";

@@ -39,5 +39,11 @@ std::string caveat(Lang lang);
 
 // The mask sentence: "No causal mask is applied; ..." / causal / custom, per language.
 std::string mask_sentence(MaskKind m, Lang lang);
+// The problem's: the mask kind's sentence with a sentence for each mask modification (prefix-LM,
+// the sliding window, packed documents) that says which keys a query reads.
+std::string mask_sentence(const Problem& p, Lang lang);
+// Every text mask_sentence(Problem) can produce in `lang`, with 1 for its numbers (the viewer's
+// glyph atlas).
+std::vector<std::string> mask_sentence_texts(Lang lang);
 
 }  // namespace attnlab

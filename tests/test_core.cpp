@@ -2,6 +2,7 @@
 // recomputation of every stage with plain loops in double, masks, shapes, extreme logits, the
 // description text and the registry. The problem's own checks are tests/core/test_problem.cpp.
 #include "core/backend.h"
+#include "core/inputs.h"
 #include "core/problem.h"
 #include "core/stats.h"
 #include "cpu/cpu_backend.h"
@@ -10,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <ostream>
@@ -115,6 +117,38 @@ TEST(CoreDemo, DescriptionInEnglishFollowsTheState) {
   wide.edit().v = MatrixF::Ones(3, 2);
   wide.edit().key_tokens = {"a", "b", "c"};
   EXPECT_EQ(describe(wide, cpu_staged(wide), 0, Lang::En).rfind("There is 1 query and 3 keys. ", 0), 0u);
+}
+
+// The mask mods say which keys a query reads: a prefix-LM is causal past its prefix, never
+// "bidirectional"; a window reads on both sides without causal, the latest W with it.
+TEST(CoreDemo, DescriptionNamesTheMaskMods) {
+  const auto described = [](const std::string& spec, MaskKind kind, Lang lang) {
+    Problem p = demo_problem();
+    p.mask = kind;
+    apply_mask_mod_spec(p, spec);
+    return describe(p, cpu_staged(p), 2, lang);
+  };
+  const auto has = [](const std::string& d, const std::string& what) { return d.find(what) != std::string::npos; };
+  for (Lang l : {Lang::En, Lang::Zh}) {
+    const std::string prefix = described("prefix:2", MaskKind::None, l);
+    EXPECT_FALSE(has(prefix, mask_sentence(MaskKind::None, l))) << prefix;
+    EXPECT_TRUE(has(prefix, l == Lang::En ? "Prefix-LM over the first 2 positions" : "前缀语言模型（前 2 个位置）"))
+        << prefix;
+    const std::string window = described("window:2", MaskKind::None, l);
+    EXPECT_TRUE(has(window, l == Lang::En ? "less than 2 positions away on either side" : "两侧与它相距小于 2 个位置"))
+        << window;
+    const std::string causal_window = described("window:2", MaskKind::Causal, l);
+    EXPECT_TRUE(has(causal_window, mask_sentence(MaskKind::Causal, l))) << causal_window;
+    EXPECT_TRUE(has(causal_window, l == Lang::En ? "only the 2 most recent positions" : "最近的 2 个位置（含自身）"))
+        << causal_window;
+    // Every sentence is among the texts the viewer builds its glyphs from (with its numbers 1).
+    const std::vector<std::string> texts = mask_sentence_texts(l);
+    Problem one = demo_problem();
+    apply_mask_mod_spec(one, "causal,window:1,prefix:1");
+    EXPECT_NE(std::find(texts.begin(), texts.end(), mask_sentence(one, l)), texts.end()) << mask_sentence(one, l);
+  }
+  // Without mask mods the sentence is the mask kind's, as before.
+  EXPECT_EQ(mask_sentence(demo_problem(), Lang::En), mask_sentence(MaskKind::None, Lang::En));
 }
 
 // ---- independent recomputation, plain loops in double ----------------------------------------

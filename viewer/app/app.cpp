@@ -131,7 +131,7 @@ void load_fonts(App& app, float font_px) {
   for (const std::string& t : demo.query_tokens()) add_text(t);
   for (Lang l : {Lang::Zh, Lang::En}) {
     add_text(caveat(l));
-    for (MaskKind m : {MaskKind::None, MaskKind::Causal, MaskKind::Custom}) add_text(mask_sentence(m, l));
+    for (const std::string& s : mask_sentence_texts(l)) add_text(s);
   }
   for (unsigned a = 0x20; a <= 0xFF; ++a) cps.insert(a);
   for (auto [lo, hi] : {std::pair{0x2000u, 0x206Fu}, {0x2070u, 0x209Fu}, {0x2190u, 0x21FFu},
