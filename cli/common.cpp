@@ -26,7 +26,7 @@ namespace {
 
 // Limits for --random: far beyond what the lab shows, small enough that a typo is refused with
 // a message instead of an allocation failure.
-constexpr long long kMaxRandomN = 1 << 20;
+constexpr long long kMaxRandomN = kMaxTokens;
 constexpr int kMaxDim = 1 << 16;
 constexpr int kMaxHeads = 4096;
 constexpr double kMaxInputBytes = 8.0 * (1ull << 30);
@@ -56,7 +56,7 @@ void check_random_size(const ProblemArgs& a) {
   const double rows = static_cast<double>(a.heads) * static_cast<double>(n);
   if (rows > 2147483647.0)
     throw InputError("--random " + std::to_string(n) + " with --heads " +
-                     std::to_string(a.heads) + " gives more than 2^31 rows");
+                     std::to_string(a.heads) + " gives 2^31 rows or more (heads x N must stay below 2^31)");
   const double bytes = (static_cast<double>(a.heads) * q * a.d_k + static_cast<double>(g) * n * (a.d_k + a.d_v)) *
                        sizeof(float);
   if (bytes > kMaxInputBytes)

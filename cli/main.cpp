@@ -6,12 +6,14 @@
 // Subcommands may set other codes through `exit_code` (verify: 3 on FAIL).
 #include "cli/common.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <new>
+#include <set>
 #include <string>
 
 namespace attnlab::cli { void register_walk(CLI::App& app, int& exit_code); }  // cli/cmd_walk.cpp
@@ -97,9 +99,28 @@ void refuse_empty_and_overflowing_values(CLI::App& app) {
                                          : "must be a whole number from 0 to 18446744073709551615, got '" + v + "'";
       },
       "", "seed");
+  // CLI11 reads integers in C's base 0: --seed 010 was seed 8 and --random 0x10 16 tokens. The
+  // whole-number options take decimal digits only: leading zeros are dropped ("010" is 10) and a
+  // base prefix is refused. The same names are decimal lists or text the lab reads as decimal in
+  // some subcommands (bench --heads, walk --head), where "010" stays 10.
+  const CLI::Validator decimal(
+      [](std::string& v) {
+        const std::size_t sign = !v.empty() && (v[0] == '-' || v[0] == '+') ? 1 : 0;
+        if (v.size() > sign + 1 && v[sign] == '0' && std::isalpha(static_cast<unsigned char>(v[sign + 1])))
+          return "must be a decimal whole number, got '" + v + "'";
+        if (v.size() > sign + 1 && v.find_first_not_of("0123456789", sign) == std::string::npos) {
+          const std::size_t first = std::min(v.find_first_not_of('0', sign), v.size() - 1);
+          v.erase(sign, first - sign);
+        }
+        return std::string();
+      },
+      "", "decimal");
+  const std::set<std::string> whole = {"--random", "--dk",    "--dv",     "--seed",   "--heads", "--queries",
+                                       "--kv-heads", "--split", "--head", "--repeat", "--warmup"};
   for (CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
     for (CLI::Option* opt : sub->get_options([](const CLI::Option* o) { return o->get_items_expected_min() >= 1; })) {
       opt->check(nonempty);
+      if (whole.count(opt->get_name())) opt->transform(decimal);
       if (opt->get_name() == "--seed") opt->check(seed);
     }
   }

@@ -171,7 +171,7 @@ void apply_mask_mod_spec(Problem& p, const std::string& spec) {
       continue;
     } else if (item == "causal") {
       once(causal, "causal");
-      if (p.mask == MaskKind::Custom) throw InputError(Msg::MaskModUnknown, {"causal (with a mask file)"});
+      if (p.mask == MaskKind::Custom) throw InputError(Msg::CausalWithMaskFile, {});
       p.mask = MaskKind::Causal;
     } else if (name == "window" && colon != std::string::npos) {
       once(window, "window");
@@ -190,7 +190,9 @@ void apply_mask_mod_spec(Problem& p, const std::string& spec) {
       out.clear();
       for (Eigen::Index i = 0; i < ids.size(); ++i) {
         const float x = ids.data()[i];
-        if (!(std::isfinite(x) && x == std::floor(x) && std::abs(x) < 1e9f))
+        // Ids are read as fp32, whose whole numbers are exact below 2^24: a larger one may be
+        // another id rounded (two documents read as one), so it is refused.
+        if (!(std::isfinite(x) && x == std::floor(x) && std::abs(x) < 16777216.0f))
           throw InputError(Msg::DocumentsValue, {format_number("%.9g", x), std::to_string(i)});
         out.push_back(static_cast<int>(x));
       }

@@ -192,8 +192,8 @@ constexpr Entry kMessages[] = {
      "偏置的元素必须是有限数，第 {1} 行第 {2} 列为 {0}"},
     {Msg::DocumentsLength, "there are {0} document ids but {1} positions: give one id per position",
      "文档编号有 {0} 个，但共有 {1} 个位置：每个位置需要一个编号"},
-    {Msg::DocumentsValue, "document ids must be whole numbers, got {0} at position {1}",
-     "文档编号必须是整数，位置 {1} 为 {0}"},
+    {Msg::DocumentsValue, "document ids must be whole numbers from -16777215 to 16777215, got {0} at position {1}",
+     "文档编号必须是 -16777215 到 16777215 之间的整数，位置 {1} 为 {0}"},
     {Msg::ScoreModUnknown,
      "unknown score modification '{0}': use alibi, alibi:S or alibi:S1/S2/..., softcap:C, bias:FILE, joined by ',' or '+'",
      "未知的分数修改 '{0}'：可用 alibi、alibi:S 或 alibi:S1/S2/...、softcap:C、bias:FILE，以 ',' 或 '+' 连接"},
@@ -201,6 +201,11 @@ constexpr Entry kMessages[] = {
      "unknown mask modification '{0}': use none, causal, window:W, document:FILE or prefix:P, joined by ',' or '+'",
      "未知的掩码修改 '{0}'：可用 none、causal、window:W、document:FILE 或 prefix:P，以 ',' 或 '+' 连接"},
     {Msg::ModTwice, "'{0}' is given twice", "'{0}' 给了两次"},
+    {Msg::CausalWithMaskFile,
+     "the mask modification 'causal' does not go with a mask file: put the causal blocks into the file, or use the causal mask instead of the file",
+     "掩码修改 'causal' 不能与掩码文件同用：请把因果屏蔽写进文件，或改用因果掩码代替文件"},
+    {Msg::TokensAbove, "{0} has {1} rows per head: the lab takes at most {2} tokens per head",
+     "{0} 每个头有 {1} 行：本实验室每个头最多 {2} 个 token"},
 };
 
 constexpr bool in_order() {

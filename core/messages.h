@@ -125,6 +125,8 @@ enum class Msg : int {
   ScoreModUnknown,      // {0} the item
   MaskModUnknown,       // {0} the item
   ModTwice,             // {0} the modification
+  CausalWithMaskFile,
+  TokensAbove,          // {0} Q | K, {1} rows per head, {2} the most
   Count_
 };
 

@@ -164,6 +164,8 @@ void validate(const Problem& p) {
   check_finite(p.k(), "K");
   check_finite(p.v(), "V");
   const int n = p.n(), m = p.m();
+  if (n > kMaxTokens) throw InputError(Msg::TokensAbove, {"Q", std::to_string(n), std::to_string(kMaxTokens)});
+  if (m > kMaxTokens) throw InputError(Msg::TokensAbove, {"K", std::to_string(m), std::to_string(kMaxTokens)});
   if (!p.query_tokens().empty() && static_cast<int>(p.query_tokens().size()) != n)
     throw InputError(Msg::QueryTokenCount, {std::to_string(p.query_tokens().size()), std::to_string(n)});
   if (!p.key_tokens().empty() && static_cast<int>(p.key_tokens().size()) != m)

@@ -181,6 +181,9 @@ std::optional<double> parse_plain_number(const std::string& text);
 // The page's 5-token demo: 模型 根据 上下文 分配 权重, d_k 3, d_v 2, T 0.85, mask none.
 Problem demo_problem();
 constexpr int kDemoDefaultQuery = 2;  // 上下文
+// The most queries and the most keys a problem may have per head (validate refuses more): far
+// beyond what the lab shows, and what every input path is held to (random, files, bundles).
+constexpr int kMaxTokens = 1 << 20;
 
 // Q, K, V with standard-normal entries from a fixed generator (std::mt19937_64 + Box-Muller
 // written out, so every platform and run gives the same numbers for the same seed). heads

@@ -383,6 +383,20 @@ TEST_F(Cli, IncompatibleShapesAreNamed) {
   expect_refused({"run", "--q", q, "--k", k4, "--v", v3}, {"V has 3 rows but K has 2"});
 }
 
+// Files are held to the tokens --random is held to (a fused run over 3 million keys ran on for
+// hours): one key past 2^20 is refused, 2^20 itself runs.
+TEST_F(Cli, FilesAreHeldToTheTokenLimit) {
+  const std::string q = npy("q.npy", "<f4", "(1, 1)", std::string(4, '\0'));
+  const std::string over = npy("over.npy", "<f4", "(1048577, 1)", std::string(4 * 1048577, '\0'));
+  expect_refused({"run", "--q", q, "--k", over, "--v", over, "--variant", "fused"},
+                 {"K has 1048577 rows per head", "at most 1048576 tokens"});
+  expect_refused({"run", "--q", over, "--k", over, "--v", over, "--variant", "fused"},
+                 {"Q has 1048577 rows per head"});
+  const std::string most = npy("most.npy", "<f4", "(1048576, 1)", std::string(4 * 1048576, '\0'));
+  const CliResult r = run({"run", "--q", q, "--k", most, "--v", most, "--variant", "fused"});
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
 // Causal puts the queries at the end of the keys: 2 queries of 3 keys are positions 1 and 2, so
 // query 0 sees keys 0..1 and key 2 weighs exactly 0; more queries than keys is refused.
 TEST_F(Cli, CausalPlacesTheQueriesAtTheEndOfTheKeys) {
@@ -581,6 +595,21 @@ TEST_F(Cli, UsageErrorsAreOneLine) {
   expect_refused({"bench", "--repeat", "1e3"}, {"--repeat must be a whole number, got '1e3'"});
   expect_refused({"run", "--random", "4", "--dk", "2.5"}, {"--dk must be a whole number, got '2.5'"});
   expect_refused({"bench", "--max-seconds", "abc"}, {"--max-seconds must be a number, got 'abc'"});
+  // Whole numbers are decimal: a base prefix is refused, leading zeros are dropped (CLI11 read
+  // "010" as octal 8: --seed 010 gave seed 8's problem).
+  expect_refused({"run", "--random", "0x10"}, {"--random", "decimal whole number", "'0x10'"});
+  expect_refused({"run", "--random", "4", "--seed", "0x10"}, {"--seed", "decimal whole number"});
+  expect_refused({"bench", "--repeat", "0b11"}, {"--repeat", "decimal whole number"});
+  const auto csv = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"run", "--random", "010", "--dk", "1", "--dv", "1", "--format", "csv"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliResult r = run(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return r.out;
+  };
+  EXPECT_TRUE(contains(csv({}), "\nq,9,0,")) << "--random 010 is 10 tokens";
+  EXPECT_EQ(csv({"--seed", "010"}), csv({"--seed", "10"}));
+  EXPECT_NE(csv({"--seed", "010"}), csv({"--seed", "8"}));
   // An --output that cannot be written is refused before anything runs.
   expect_refused({"demo", "--output", dir_.path()}, {"cannot write", "Is a directory"});
   expect_refused({"demo", "--output", dir_.file("missing/out.txt")}, {"cannot write", "No such file"});

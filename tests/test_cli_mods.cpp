@@ -126,5 +126,28 @@ TEST(ModsCli, WrongValuesGetOneErrorLine) {
   }
 }
 
+// Refusals that name their real cause: causal as a mask mod beside a mask file (it was "unknown
+// mask modification 'causal (with a mask file)'"), and a document id past fp32's exact whole
+// numbers (it was "must be whole numbers, got 9.9999998e+10": 16777217 read as 16777216 would
+// merge two documents).
+TEST(ModsCli, RefusalsNameTheirCause) {
+  test::TempDir dir("attnlab-mods-cli");
+  const std::string mask = test::write_file(dir.file("mask.csv"), "0 0 0 0\n0 0 0 0\n0 0 0 0\n0 0 0 0\n");
+  const std::string docs = test::write_file(dir.file("docs.csv"), "0\n0\n16777217\n16777217\n");
+  const std::string fine = test::write_file(dir.file("fine.csv"), "0\n0\n16777215\n16777215\n");
+  const auto refused = [](const std::vector<std::string>& args, const std::string& what) {
+    const test::BinaryRun r = attnlab(args);
+    EXPECT_EQ(r.code, 2) << r.err;
+    const std::vector<std::string> lines = test::lines_of(r.err);
+    ASSERT_EQ(lines.size(), 1u) << r.err;
+    EXPECT_TRUE(test::contains(lines[0], what)) << lines[0];
+  };
+  refused({"run", "--random", "4", "--mask", mask, "--mask-mod", "causal"},
+          "the mask modification 'causal' does not go with a mask file");
+  refused({"run", "--random", "4", "--mask-mod", "document:" + docs},
+          "document ids must be whole numbers from -16777215 to 16777215, got 16777216 at position 2");
+  EXPECT_EQ(attnlab({"run", "--random", "4", "--mask-mod", "document:" + fine}).code, 0);
+}
+
 }  // namespace
 }  // namespace attnlab
