@@ -37,8 +37,10 @@ MatrixD abs_diff(const MatrixF& a, const MatrixD& b) {
   return d;
 }
 
-// The entries of x (fp32) against ref (fp64), each within 2 e (e: its first-order bound).
-GradCheck compare(const std::string& name, const MatrixF& x, const MatrixD& ref, const MatrixD& e) {
+// The entries of x (fp32) against ref (fp64), each within 2 e (e: its first-order bound) plus
+// `floor`, the absolute rounding of results below fp32's normal range that a relative bound
+// cannot cover.
+GradCheck compare(const std::string& name, const MatrixF& x, const MatrixD& ref, const MatrixD& e, double floor = 0) {
   GradCheck c;
   c.name = name;
   c.elements = static_cast<std::size_t>(ref.size());
@@ -50,7 +52,7 @@ GradCheck compare(const std::string& name, const MatrixF& x, const MatrixD& ref,
   for (Eigen::Index r = 0; r < ref.rows(); ++r)
     for (Eigen::Index col = 0; col < ref.cols(); ++col) {
       const double err = std::abs(static_cast<double>(x(r, col)) - ref(r, col));
-      const double bound = 2 * e(r, col);
+      const double bound = 2 * e(r, col) + floor;
       const double ratio = std::isnan(err) ? kInf : err == 0 ? 0 : bound > 0 ? err / bound : kInf;
       c.max_abs_ref = std::max(c.max_abs_ref, std::abs(ref(r, col)));
       c.max_bound = std::max(c.max_bound, bound);
@@ -149,6 +151,9 @@ BackwardCheck check_backward(const Problem& p, const Upstream& u, const GradTrac
   const bool rope = p.mods.rope_theta > 0;
   const double T = p.temperature;
   const auto masked = [&r](int i, int j) { return std::isinf(r.mask(i, j)); };
+  // Subnormal results round by up to half of 2^-149 whatever their size (a gradient divided by a
+  // huge T): twice that per operation of the longest chain of sums an entry goes through.
+  const double tiny = (group * n + m + p.d_k() + d_v + 8) * 0x1p-149;
 
   // The forward's values (fp64) and measured errors.
   const MatrixD& P = r.weights;
@@ -232,21 +237,21 @@ BackwardCheck check_backward(const Problem& p, const Upstream& u, const GradTrac
   const MatrixD e_dQ = rope ? MatrixD(pair_sum(e_dQr) + kU * ref.dq.cwiseAbs()) : e_dQr;
   const MatrixD e_dK = rope ? MatrixD(pair_sum(e_dKr) + kU * ref.dk.cwiseAbs()) : e_dKr;
 
-  c.grads.push_back(compare("dO", g.dout, ref.dout, e_dO));
-  c.grads.push_back(compare("dV", g.dv, ref.dv, e_dV));
-  c.grads.push_back(compare("dP", g.dp, ref.dp, e_dP));
-  c.grads.push_back(compare("D", g.D, ref.D, e_D));
-  c.grads.push_back(compare("dlogits", g.dlogits, ref.dlogits, e_dl));
-  if (ref.dcapped.size() > 0) c.grads.push_back(compare("dcapped", g.dcapped, ref.dcapped, e_dcapped));
-  if (ref.dbiased.size() > 0) c.grads.push_back(compare("dbiased", g.dbiased, ref.dbiased, e_dscaled));
-  c.grads.push_back(compare("dscaled", g.dscaled, ref.dscaled, e_dscaled));
-  c.grads.push_back(compare("dscores", g.dscores, ref.dscores, e_dS));
+  c.grads.push_back(compare("dO", g.dout, ref.dout, e_dO, tiny));
+  c.grads.push_back(compare("dV", g.dv, ref.dv, e_dV, tiny));
+  c.grads.push_back(compare("dP", g.dp, ref.dp, e_dP, tiny));
+  c.grads.push_back(compare("D", g.D, ref.D, e_D, tiny));
+  c.grads.push_back(compare("dlogits", g.dlogits, ref.dlogits, e_dl, tiny));
+  if (ref.dcapped.size() > 0) c.grads.push_back(compare("dcapped", g.dcapped, ref.dcapped, e_dcapped, tiny));
+  if (ref.dbiased.size() > 0) c.grads.push_back(compare("dbiased", g.dbiased, ref.dbiased, e_dscaled, tiny));
+  c.grads.push_back(compare("dscaled", g.dscaled, ref.dscaled, e_dscaled, tiny));
+  c.grads.push_back(compare("dscores", g.dscores, ref.dscores, e_dS, tiny));
   if (rope) {
-    c.grads.push_back(compare("dQ_rot", g.dq_rot, ref.dq_rot, e_dQr));
-    c.grads.push_back(compare("dK_rot", g.dk_rot, ref.dk_rot, e_dKr));
+    c.grads.push_back(compare("dQ_rot", g.dq_rot, ref.dq_rot, e_dQr, tiny));
+    c.grads.push_back(compare("dK_rot", g.dk_rot, ref.dk_rot, e_dKr, tiny));
   }
-  c.grads.push_back(compare("dQ", g.dq, ref.dq, e_dQ));
-  c.grads.push_back(compare("dK", g.dk, ref.dk, e_dK));
+  c.grads.push_back(compare("dQ", g.dq, ref.dq, e_dQ, tiny));
+  c.grads.push_back(compare("dK", g.dk, ref.dk, e_dK, tiny));
   // dT: a scalar, held in double by both runs; compared through a float copy would lose it.
   c.grads.push_back(scalar_check("dT", g.dT, ref.dT, 2 * e_dT));
 
@@ -303,8 +308,15 @@ std::string render_backward_check_text(const BackwardCheck& c, Lang lang) {
     if (!worst || s.max_abs_err > worst->max_abs_err) worst = &s;
   o << (zh ? "前向（verify 的容差）：" : "forward (verify's tolerances): ")
     << (c.forward.pass ? (zh ? "通过" : "pass") : (zh ? "未通过" : "FAIL"));
+  // A failing forward names its first failing stage; a passing one its largest error.
+  for (const StageCheck& s : c.forward.stages)
+    if (!s.pass) {
+      worst = &s;
+      break;
+    }
   if (worst)
-    o << (zh ? "，最大误差在 " : ", largest error in ") << worst->stage << " (" << fmt(worst->max_abs_err) << ")";
+    o << (c.forward.pass ? (zh ? "，最大误差在 " : ", largest error in ") : (zh ? "，未通过的阶段 " : ", failed in "))
+      << worst->stage << " (" << fmt(worst->max_abs_err) << ")";
   o << "\n";
   o << (zh ? "每个元素的界：2 ×（前向实测误差经每个公式传播的一阶量 + 每步 fp32 舍入；k 项之和取 γ_k = k·2⁻²⁴ 乘各项绝对值之和）；见 core/backward_check.h\n"
            : "bound of an entry: 2 × (the forward's measured errors carried through each formula to first order + the "

@@ -53,6 +53,21 @@ double bf16_score_bound(const Problem& p) {
   return factor * worst;
 }
 
+// Below fp32's normal range a result's rounding is absolute, up to half of 2^-149 (the smallest
+// subnormal), however small the result: atol never drops below that for the operations a stage's
+// entry sums (d_k products and sums for a score; two more for the scale and a score mod; one for
+// 1/T; the output's m terms, twice for a fused kernel's rescaling), carried by the factors after.
+constexpr double kFp32Tiny = 0x1p-149;
+double subnormal_floor(const std::string& stage, const Problem& p) {
+  const double scores = (p.d_k() + 1) * kFp32Tiny;
+  const double scaled = scores * std::max(1.0, p.scale_value()) + 2 * kFp32Tiny;
+  if (stage == "scores") return scores;
+  if (stage == "scaled" || stage == "biased" || stage == "capped") return scaled;
+  if (stage == "logits") return scaled * std::max(1.0, 1.0 / p.temperature) + kFp32Tiny;
+  if (stage == "output") return 2.0 * (p.m() + 2) * kFp32Tiny;
+  return 0;
+}
+
 // L of the header comment: the logit error every fp32 chain may carry.
 double logit_rounding(const TraceD& ref) { return kLogitUlps * kFp32Ulp * max_abs_finite(ref.logits); }
 
@@ -132,15 +147,20 @@ Tolerance default_tolerance(const std::string& stage, const Problem& p, const Tr
       return {std::max(kBf16Tol, bf16_score_bound(p) * to_scaled / p.temperature), kBf16Tol};
     return {kBf16Tol, kBf16Tol};
   }
-  if (stage == "scores") return {kAtolFraction * max_abs_finite(ref.scores), kRtolFp32};
-  if (stage == "scaled") return {kAtolFraction * max_abs_finite(ref.scaled), kRtolFp32};
-  if (stage == "biased") return {kAtolFraction * max_abs_finite(ref.biased), kRtolFp32};
-  if (stage == "capped") return {kAtolFraction * max_abs_finite(ref.capped), kRtolFp32};
-  if (stage == "logits") return {kAtolFraction * max_abs_finite(ref.logits), kRtolFp32};
+  const auto floored = [&](const MatrixD& r) {
+    return Tolerance{std::max(kAtolFraction * max_abs_finite(r), subnormal_floor(stage, p)), kRtolFp32};
+  };
+  if (stage == "scores") return floored(ref.scores);
+  if (stage == "scaled") return floored(ref.scaled);
+  if (stage == "biased") return floored(ref.biased);
+  if (stage == "capped") return floored(ref.capped);
+  if (stage == "logits") return floored(ref.logits);
   const double l = logit_rounding(ref);
   if (stage == "weights") return {std::max(kWeightsAtolFloor, 0.5 * l), kRtolFp32};
   if (stage == "output")
-    return {kAtolFraction * max_abs_finite(ref.output) + l * max_abs_finite(p.v()), kRtolFp32};
+    return {std::max(kAtolFraction * max_abs_finite(ref.output), subnormal_floor(stage, p)) +
+                l * max_abs_finite(p.v()),
+            kRtolFp32};
   throw InputError("unknown stage '" + stage + "'");
 }
 
@@ -296,10 +316,11 @@ std::string render_verify_text(const VerifyReport& r, Lang lang) {
              : "tolerances: bf16 inputs, rtol = 2e-2, atol = 2e-2; for scores, scaled and logits "
                "the bound of bf16 rounding where larger\n");
   else
-    o << (zh ? "容差：atol = 1e-6 × 该阶段的 max|ref|；权重和输出另外允许 fp32 logits 的舍入"
-               "（最大 logit 的 8 ulp）\n"
-             : "tolerances: atol = 1e-6 * max|ref| of the stage; weights and output also allow the "
-               "rounding of fp32 logits (8 ulp of the largest logit)\n");
+    o << (zh ? "容差：atol = 1e-6 × 该阶段的 max|ref|，且不小于 fp32 次正规数的舍入（每次运算 2^-149）；"
+               "权重和输出另外允许 fp32 logits 的舍入（最大 logit 的 8 ulp）\n"
+             : "tolerances: atol = 1e-6 * max|ref| of the stage, never below the rounding of fp32 "
+               "subnormals (2^-149 per operation); weights and output also allow the rounding of fp32 "
+               "logits (8 ulp of the largest logit)\n");
   // The last line starts with PASS or FAIL in both languages, for scripts that read it.
   if (zh)
     o << (r.pass ? "PASS（全部通过）" : "FAIL（未通过）") << "\n";

@@ -15,6 +15,7 @@
 #include "core/modify.h"
 #include "cpu/backward.h"
 #include "cpu/cpu_backend.h"
+#include "cpu/fused_backward.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -495,6 +496,23 @@ TEST(Backward, TinyTemperatureSaturates) {
   EXPECT_LE(check_input(p, u, g, Input::Q, g.dq).worst_excess, 0);
   // fp32 against fp64 still holds: its bounds say how little fp32 knows of the vanished parts.
   EXPECT_TRUE(check_backward(p, u, cpu_backward(p, u), g).pass);
+}
+
+// At a huge temperature the gradients below the logits are divided by T into fp32's subnormals,
+// where rounding is absolute: the bounds allow it (they were relative only: a correct run read
+// FAIL), and a gradient moved by a normal-sized amount still fails.
+TEST(Backward, SubnormalGradientsPassAtAHugeTemperature) {
+  Problem p = random_problem(8, 8, 4, 4, 5);
+  p.temperature = 3e38;
+  const Upstream u = upstream_random(2);
+  const GradTraceD ref = reference_backward_fp64(p, u);
+  const GradTrace g = cpu_backward(p, u);
+  const BackwardCheck c = check_backward(p, u, g, ref);
+  EXPECT_TRUE(c.pass) << render_backward_check_text(c, Lang::En);
+  EXPECT_TRUE(check_fused_backward(cpu_fused_backward(p, u), ref, c).pass);
+  GradTrace bad = g;
+  bad.dq(0, 0) += 1e-30f;
+  EXPECT_FALSE(check_backward(p, u, bad, ref).pass);
 }
 
 TEST(Backward, KeysNoQuerySeesGetRowsOfExactlyZero) {

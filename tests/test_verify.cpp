@@ -71,6 +71,32 @@ TEST(Verify, FusedTraceComparesOutputOnly) {
   EXPECT_FALSE(r.weights_checked);
 }
 
+// Scores and outputs below fp32's normal range (Q and K of size 1e-20, V of 1e-40) round by a
+// subnormal's spacing whatever their size: one 2^-149 step is within the tolerance, staged and
+// fused (1e-6 of max|ref| alone sat below that step: a correct run read FAIL).
+TEST(Verify, SubnormalResultsPassAndTheirFloorIsSmall) {
+  Problem p = random_problem(6, 4, 2, 1, 3);
+  p.edit().q *= 1e-20f;
+  p.edit().k *= 1e-20f;
+  for (const Trace& t : {cpu_staged(p), cpu_fused(p)}) {
+    const VerifyReport r = verify_trace(p, t, reference_fp64(p));
+    EXPECT_TRUE(r.pass) << render_verify_text(r);
+  }
+  Problem v = random_problem(6, 4, 2, 1, 4);
+  v.edit().v *= 1e-40f;
+  for (const Trace& t : {cpu_staged(v), cpu_fused(v)}) {
+    const VerifyReport r = verify_trace(v, t, reference_fp64(v));
+    EXPECT_TRUE(r.pass) << render_verify_text(r);
+  }
+  // The floor stays far below any normal number's tolerance, and a score off by a normal-sized
+  // amount still fails.
+  const TraceD ref = reference_fp64(p);
+  EXPECT_LT(default_tolerance("scores", p, ref, Precision::FP32).atol, 1e-40);
+  Trace bad = cpu_staged(p);
+  bad.scores(1, 1) += 1e-30f;
+  EXPECT_FALSE(verify_trace(p, bad, ref).pass);
+}
+
 TEST(Verify, PerturbedScoreFailsInThatStage) {
   const Problem p = demo_problem();
   Trace t = cpu_staged(p);
