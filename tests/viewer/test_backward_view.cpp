@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <string>
@@ -148,6 +149,43 @@ TEST(BackwardView, TheDsRowSumsToZeroAndMaskedKeysGetNothing) {
     EXPECT_EQ(j["backward"]["query"], 40);
     EXPECT_LT(std::abs(j["backward"]["row_sum"].get<double>()), 1e-4);
   }
+}
+
+TEST(BackwardView, PooledMapsKeepEachBlocksLargestEntryAndShowTheCausalTriangle) {
+  // 1024 tokens in 128 x 128 pixel blocks: blocks above the diagonal are wholly masked (hatched);
+  // the others show their entry of largest |value|, which the log scales spread over the colours.
+  Problem p = random_problem(1024, 16, 16, 7);
+  p.mask = MaskKind::Causal;
+  const GradTrace g = cpu_backward(p, upstream_random(0));
+  ASSERT_EQ(g.forward.mask.rows(), 1024);
+  const viewer::AxisMap axis = viewer::map_axis(0, 1024, 128, 1024);
+  const viewer::MapPicture ds = viewer::map_picture(g.dlogits, &g.forward.mask, true, true, axis, axis);
+  const viewer::MapPicture w = viewer::map_picture(g.forward.weights, &g.forward.mask, false, true, axis, axis);
+  ASSERT_EQ(ds.cells.size(), 128u * 128u);
+  EXPECT_EQ(ds.masked_blocks, 128 * 127 / 2);
+  EXPECT_EQ(w.masked_blocks, 128 * 127 / 2);
+  int ds_coloured = 0, w_coloured = 0;
+  for (int br = 0; br < 128; ++br)
+    for (int bc = 0; bc < 128; ++bc) {
+      const std::size_t i = static_cast<std::size_t>(br) * 128 + bc;
+      ASSERT_EQ(ds.cells[i].masked, bc > br) << br << " " << bc;
+      if (bc > br) continue;
+      // The block's entry of largest |value| among the cells the query sees.
+      float best = 0;
+      for (int r = br * 8; r < br * 8 + 8; ++r)
+        for (int c = bc * 8; c < std::min(bc * 8 + 8, r + 1); ++c)
+          if (std::abs(g.dlogits(r, c)) > std::abs(best)) best = g.dlogits(r, c);
+      EXPECT_EQ(ds.cells[i].value, best) << br << " " << bc;
+      EXPECT_GT(w.cells[i].value, 0.f);
+      ds_coloured += std::abs(ds.position(ds.cells[i].value) - 0.5) > 0.15;
+      w_coloured += w.position(w.cells[i].value) > 0.3;
+    }
+  // Most blocks take a colour well away from the scale's neutral centre (dS) and its bottom (P).
+  const int shown = 128 * 129 / 2;
+  EXPECT_GT(ds_coloured, shown / 2);
+  EXPECT_GT(w_coloured, shown / 2);
+  EXPECT_DOUBLE_EQ(ds.range.lo, -ds.range.hi);
+  EXPECT_DOUBLE_EQ(ds.position(0), 0.5);
 }
 
 TEST(BackwardView, LowerTemperatureGathersTheGradientOnTheTopKeysOfTheDemo) {
@@ -321,6 +359,28 @@ TEST(BackwardView, HeadlessScreenshotsInBothLanguages) {
     EXPECT_LT(std::abs(j["backward"]["row_sum"].get<double>()), 1e-5);
     EXPECT_GT(test::read_file(png).size(), 10000u);
   }
+}
+
+TEST(BackwardView, HeadlessCausalDsMapsAreHatchedOnALogScale) {
+  const test::TempDir dir("attnlab-backward-causal");
+  const std::string png = dir.file("backward.png"), json = dir.file("backward.json");
+  const test::BinaryRun r = test::run_binary(
+      "timeout", {"120", test::view_binary(), "--screenshot", png, "--state-dump", json, "--view", "backward",
+                  "--random", "512", "--dk", "16", "--mask", "causal", "--back-step", "ds", "--lang", "en",
+                  "--backend", "cpu", "--size", "1280x720"},
+      "SDL_VIDEODRIVER=dummy LANG=C.UTF-8");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream in(json);
+  const nlohmann::json j = nlohmann::json::parse(in)["backward"];
+  ASSERT_EQ(j["current"], "ds");
+  ASSERT_EQ(j["maps"].size(), 2u);
+  for (const nlohmann::json& m : j["maps"]) {
+    EXPECT_TRUE(m["log_scale"].get<bool>());
+    // About half of the blocks lie above the diagonal, wholly masked.
+    EXPECT_GT(m["masked_blocks"].get<int>(), m["blocks"].get<int>() / 3);
+  }
+  EXPECT_FALSE(j["maps"][0]["gradient"].get<bool>());
+  EXPECT_TRUE(j["maps"][1]["gradient"].get<bool>());
 }
 #endif
 

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <string>
@@ -42,10 +43,56 @@ TEST(PositionView, CurvesAreTheChainsScores) {
   EXPECT_NEAR(c.self[25], q2 * p.scale_value(), 1e-9);
   EXPECT_DOUBLE_EQ(c.alibi[20], -c.slope * 5);
   EXPECT_FALSE(c.alibi_on);
-  EXPECT_DOUBLE_EQ(c.slope, 0.5);  // the first of 8 heads' standard slopes when ALiBi is off
   p.mods.alibi = true;
   p.mods.alibi_slopes = {0.125};
   EXPECT_DOUBLE_EQ(viewer::position_curves(p, 25, 300).slope, 0.125);
+}
+
+TEST(PositionView, TheComparisonSlopeIsTheSlopeAlibiGivesTheHead) {
+  // Off or on, one slope: what switching ALiBi on gives this head (the first standard slope of the
+  // problem's heads), so turning ALiBi on changes the scores, not the line drawn.
+  for (const int heads : {1, 4}) {
+    SCOPED_TRACE(heads);
+    Problem p = random_problem(16, 8, 8, 3, heads);
+    const PositionCurves off = viewer::position_curves(p, 5, 10000);
+    p.mods.alibi = true;
+    const PositionCurves on = viewer::position_curves(p, 5, 10000);
+    EXPECT_FALSE(off.alibi_on);
+    EXPECT_TRUE(on.alibi_on);
+    EXPECT_DOUBLE_EQ(off.slope, alibi_slopes(p)[0]);
+    EXPECT_DOUBLE_EQ(on.slope, off.slope);
+    EXPECT_EQ(off.slope_heads, heads);
+    EXPECT_FALSE(off.slope_given);
+  }
+}
+
+TEST(PositionView, ThePlotRangeFollowsTheContentCurvesNotTheAlibiLine) {
+  // At 4096 keys the ALiBi line falls far below the scores; the range holds the three content
+  // curves and 0, and leaves the line's far end out.
+  const Problem p = random_problem(4096, 16, 8, 11);
+  const PositionCurves c = viewer::position_curves(p, 2048, 10000);
+  const viewer::PlotRange r = viewer::position_plot_range(c);
+  for (const auto* cv : {&c.plain, &c.rope, &c.self})
+    for (double x : *cv) {
+      EXPECT_GE(x, r.lo);
+      EXPECT_LE(x, r.hi);
+    }
+  EXPECT_LT(r.lo, 0);
+  EXPECT_GT(r.hi, 0);
+  EXPECT_LT(*std::min_element(c.alibi.begin(), c.alibi.end()), r.lo);
+}
+
+TEST(PositionView, KeysTheMaskHidesAreFlagged) {
+  Problem p = random_problem(40, 16, 8, 5);
+  EXPECT_EQ(viewer::position_curves(p, 25, 10000).masked_keys, 0);
+  p.mask = MaskKind::Causal;
+  const PositionCurves causal = viewer::position_curves(p, 25, 10000);
+  for (int j = 0; j < 40; ++j) EXPECT_EQ(causal.masked[j] != 0, j > 25) << j;
+  EXPECT_EQ(causal.masked_keys, 14);
+  p.mods.window = 5;  // the latest 5 keys: 21..25
+  const PositionCurves window = viewer::position_curves(p, 25, 10000);
+  for (int j = 0; j < 40; ++j) EXPECT_EQ(window.masked[j] != 0, j < 21 || j > 25) << j;
+  EXPECT_EQ(window.masked_keys, 35);
 }
 
 TEST(PositionView, RopeDependsOnTheDistanceOnly) {
@@ -119,6 +166,24 @@ TEST(PositionView, HeadlessScreenshotsInBothLanguages) {
     EXPECT_EQ(j["position"]["theta"], 10000);
     EXPECT_GT(test::read_file(png).size(), 10000u);
   }
+}
+
+TEST(PositionView, HeadlessAt4096TheRangeLeavesTheAlibiLineOutAndMaskedKeysAreCounted) {
+  const test::TempDir dir("attnlab-position-4096");
+  const std::string png = dir.file("position.png"), json = dir.file("position.json");
+  const test::BinaryRun r = test::run_binary(
+      "timeout", {"120", test::view_binary(), "--screenshot", png, "--state-dump", json, "--view", "position",
+                  "--random", "4096", "--dk", "16", "--mask", "causal", "--lang", "en", "--backend", "cpu", "--size",
+                  "1024x640"},
+      "SDL_VIDEODRIVER=dummy LANG=C.UTF-8");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream in(json);
+  const nlohmann::json j = nlohmann::json::parse(in)["position"];
+  EXPECT_EQ(j["query"], 2048);
+  EXPECT_DOUBLE_EQ(j["alibi_slope"].get<double>(), 1.0 / 256);  // ALiBi's slope of one head, though off
+  EXPECT_EQ(j["alibi_slope_heads"], 1);
+  EXPECT_LT(j["alibi_min"].get<double>(), j["y_range"][0].get<double>());
+  EXPECT_EQ(j["masked_keys"], 4096 - 2049);
 }
 #endif
 

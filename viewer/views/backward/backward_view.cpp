@@ -44,7 +44,9 @@ constexpr Entry kTexts[] = {
     {BT::Failed, {"The backward could not be computed: %s", "无法计算反向传播：%s"}},
     {BT::Forward, {"forward: %s", "前向：%s"}},
     {BT::Gradient, {"gradient: %s", "梯度：%s"}},
-    {BT::Pooled, {"(block means: %d × %d cells per pixel block)", "（块均值：每个像素块 %d × %d 个单元）"}},
+    {BT::Pooled,
+     {"(each pixel: the entry of largest |value| of its block of %d × %d cells)",
+      "（每个像素：其 %d × %d 个单元的块中 |值| 最大的条目）"}},
     {BT::StepDout, {"dO = ∂L/∂O, the upstream gradient", "dO = ∂L/∂O，上游梯度"}},
     {BT::StepDv, {"the values' gradient dV = Pᵀ dO", "值的梯度 dV = Pᵀ dO"}},
     {BT::StepDp, {"the weights' gradient dP = dO Vᵀ", "权重的梯度 dP = dO Vᵀ"}},
@@ -153,7 +155,13 @@ constexpr Entry kTexts[] = {
      {"Orange at 0 at the lowest T: the top weight rounded to 1 in fp32, so its dS rounded to 0 (rounding; the "
       "math gives it half).",
       "橙线在最低温度处为 0：最大权重在 fp32 中舍入为 1，它的 dS 也舍入为 0（这是舍入；数学上它占一半）。"}},
-    {BT::Tip, {"row %d · column %d\n%s = %s\n%s = %s", "行 %d · 列 %d\n%s = %s\n%s = %s"}},
+    {BT::TipQuery, {"query “%s” (#%d)", "查询“%s”（#%d）"}},
+    {BT::TipKey, {"key “%s” (#%d)", "键“%s”（#%d）"}},
+    {BT::TipDim, {"dimension %d", "维度 %d"}},
+    {BT::LogNote,
+     {"More than 64 tokens: log colour scales over %d decades, as the chain view's weights (P by its value, a "
+      "gradient by its sign and log |value|).",
+      "超过 64 个词元：颜色按对数刻度，跨 %d 个数量级，与计算链视图的权重相同（P 按数值，梯度按符号与 log |值|）。"}},
 };
 constexpr bool texts_in_order() {
   for (std::size_t i = 0; i < std::size(kTexts); ++i)
@@ -234,19 +242,56 @@ StepPair step_pair(const Problem& p, const GradTrace& g, BackStep s, const Matri
   switch (s) {
     case BackStep::Dout: return {&f.output, &g.dout, "O", "dO"};
     case BackStep::Dv: return {&p.v(), &g.dv, "V", "dV", false};
-    case BackStep::Dp: return {&f.weights, &g.dp, "P", "dP"};
+    case BackStep::Dp: return {&f.weights, &g.dp, "P", "dP", true, true, true, true};
     case BackStep::D: return {&f.output, &g.D, "O", "D"};
-    case BackStep::Ds: return {&f.weights, &g.dlogits, "P", "dS"};
-    case BackStep::Capped: return {&f.capped, &g.dcapped, "capped", "d capped"};
-    case BackStep::Biased: return {&f.biased, &g.dbiased, "biased", "d biased"};
-    case BackStep::Scaled: return {&f.scaled, &g.dscaled, "QKᵀ·s", "d scaled"};
-    case BackStep::Scores: return {&f.scores, &g.dscores, "QKᵀ", "dS'"};
+    case BackStep::Ds: return {&f.weights, &g.dlogits, "P", "dS", true, true, true, true};
+    case BackStep::Capped: return {&f.capped, &g.dcapped, "capped", "d capped", true, true};
+    case BackStep::Biased: return {&f.biased, &g.dbiased, "biased", "d biased", true, true};
+    case BackStep::Scaled: return {&f.scaled, &g.dscaled, "QKᵀ·s", "d scaled", true, true};
+    case BackStep::Scores: return {&f.scores, &g.dscores, "QKᵀ", "dS'", true, true};
     case BackStep::Rope: return {&f.q_rot, &g.dq_rot, "RoPE(Q)", "d RoPE(Q)"};
     case BackStep::Dq: return {&p.q(), &g.dq, "Q", "dQ"};
     case BackStep::Dk: return {&p.k(), &g.dk, "K", "dK", false};
-    case BackStep::Dt: return {&f.logits, &dt, "logits", "dS ∘ (−logits / T)"};
+    case BackStep::Dt: return {&f.logits, &dt, "logits", "dS ∘ (−logits / T)", true, true, false, true};
   }
   return {};
+}
+
+double MapPicture::position(double v) const {
+  if (!gradient || !log_scale) return std::clamp(scale_pos(v, range, log_scale), 0.0, 1.0);
+  if (v == 0) return 0.5;
+  const double t = std::clamp(scale_pos(std::abs(v), log_range({0, range.hi}), true), 0.0, 1.0);
+  return 0.5 + (v > 0 ? 0.5 : -0.5) * t;
+}
+
+MapPicture map_picture(const MatrixF& m, const MatrixF* mask, bool gradient, bool log_scale, const AxisMap& rows,
+                       const AxisMap& cols) {
+  MapPicture out;
+  out.gradient = gradient;
+  out.log_scale = log_scale;
+  const int r = static_cast<int>(m.rows()), c = static_cast<int>(m.cols());
+  const float* mk = mask && mask->size() ? mask->data() : nullptr;
+  const int mask_rows = mk ? static_cast<int>(mask->rows()) : 0;
+  // The largest entry of each block and the largest of the negated: the one of larger |value|.
+  out.cells = pool_grid(m.data(), r, c, mk, mask_rows, rows, cols, PoolMode::Max);
+  const MatrixF negated = -m;
+  const std::vector<PooledCell> low = pool_grid(negated.data(), r, c, mk, mask_rows, rows, cols, PoolMode::Max);
+  for (std::size_t i = 0; i < out.cells.size(); ++i) {
+    PooledCell& cell = out.cells[i];
+    if (cell.masked) {
+      ++out.masked_blocks;
+      continue;
+    }
+    if (low[i].value > cell.value) cell.value = -low[i].value;
+  }
+  out.range = finite_range(m.data(), r, c, mk, mask_rows);
+  if (gradient) {
+    const double a = std::max({std::abs(out.range.lo), std::abs(out.range.hi), 1e-30});
+    out.range = {-a, a};
+  } else if (log_scale) {
+    out.range = log_range(out.range);
+  }
+  return out;
 }
 
 DsRow ds_row(const GradTrace& g, int query) {
@@ -507,6 +552,16 @@ void BackwardView::dump(nlohmann::json& j, const Session& s) const {
     o["top"] = r.top;
     o["top_share"] = r.top_share;
     o["top_two_share"] = r.top_two_share;
+    o["maps"] = nlohmann::json::array();
+    for (const MapPicture& m : picture) {
+      nlohmann::json mj;
+      mj["blocks"] = m.cells.size();
+      mj["masked_blocks"] = m.masked_blocks;
+      mj["log_scale"] = m.log_scale;
+      mj["gradient"] = m.gradient;
+      mj["range"] = {m.range.lo, m.range.hi};
+      o["maps"].push_back(mj);
+    }
   }
   j["backward"] = o;
 }

@@ -18,6 +18,7 @@
 #include "core/backward.h"
 #include "core/messages.h"
 #include "viewer/session/companion.h"
+#include "viewer/draw/heatmap.h"
 #include "viewer/session/options.h"
 #include "viewer/views/view.h"
 
@@ -39,7 +40,8 @@ enum class BT {
   StepDq, StepDk, StepDt,
   WhyDout, WhyDv, WhyDp, WhyD, WhyDs, WhyCapped, WhyBiased, WhyScaled, WhyScores, WhyRope, WhyDq, WhyDk, WhyDt,
   RowTitle, RowWeights, RowCentered, RowProduct, RowKey, RowSum, RowWhy, Concentration, TopKey, TopTwo,
-  Dt, TemperatureLesson, Caveats, SweepTitle, SweepAxis, SweepTop, SweepTopTwo, SweepMass, SweepNone, SweepRounding, Tip,
+  Dt, TemperatureLesson, Caveats, SweepTitle, SweepAxis, SweepTop, SweepTopTwo, SweepMass, SweepNone, SweepRounding,
+  TipQuery, TipKey, TipDim, LogNote,
   Count_
 };
 const char* btr(Lang lang, BT id);
@@ -67,8 +69,30 @@ struct StepPair {
   const char* forward_name = "";  // "O", "V", "P", ...
   const char* grad_name = "";     // "dO", "dV", ...
   bool query_rows = true;         // rows are queries (false: keys, for dV and dK)
+  // Columns are keys (the (n, m) steps, else dimensions); the mask hides cells of every such
+  // gradient (0 there; dP is multiplied by P = 0 there).
+  bool key_cols = false;
+  bool forward_weights = false;   // the forward is the weights P (a log scale above 64 tokens)
+  bool forward_masked = false;    // the mask hides cells of the forward too (P, the logits)
 };
 StepPair step_pair(const Problem& p, const GradTrace& g, BackStep s, const MatrixF& dt);
+
+// A map of the view as drawn: each pixel block's entry of largest |value| (so a lone large entry of
+// a block of thousands stays visible), the cells `mask` hides left out (a block with none left is
+// masked: hatched). A forward stage: viridis over its range, logarithmic with `log_scale` (the
+// weights P above 64 tokens, as the chain view draws them: log_range). A gradient: the diverging
+// scale over [−a, a] (a: the largest |value|); with `log_scale` symmetric-log: the sign times the
+// place of |value| on log_range([0, a]), so entries decades below the largest still take a colour.
+struct MapPicture {
+  std::vector<PooledCell> cells;  // rows.size() x cols.size(), row-major: each block's entry shown
+  ValueRange range;               // the scale's ends: the legend's bottom and top
+  bool gradient = false, log_scale = false;
+  int masked_blocks = 0;
+  double position(double v) const;  // v's place on the colour scale, in [0, 1]
+};
+// m (rows, cols) row-major; mask null or (rows, cols) of 0 / -inf.
+MapPicture map_picture(const MatrixF& m, const MatrixF* mask, bool gradient, bool log_scale, const AxisMap& rows,
+                       const AxisMap& cols);
 
 // dS ∘ (−logits / T) per entry (0 where masked), whose sum is dT. (heads n, m)
 MatrixF dt_terms(const GradTrace& g, double temperature);
@@ -182,6 +206,7 @@ class BackwardView final : public View {
   // Bumps with every backward adopted: what the panel's pictures are keyed on.
   std::uint64_t adopted() const { return adopted_; }
   std::string tex_key[2];  // what the panel's two textures show (the forward's, the gradient's)
+  MapPicture picture[2];   // and how (the legend's range, the state dump)
 
  private:
   void set_upstream(const Upstream& u);

@@ -15,6 +15,7 @@
 #include "viewer/draw/heatmap.h"
 #include "viewer/draw/layout.h"
 #include "viewer/draw/pooling.h"
+#include "viewer/draw/strings.h"
 #include "viewer/session/keymap.h"
 #include "viewer/ui/shell.h"
 
@@ -38,40 +39,59 @@ struct Placed {
   int rows = 0, cols = 0;
 };
 
-// One matrix in `area` (caption above it): its blocks' means as one texture, a linear colour
-// scale (diverging about 0 for a gradient), the numbers in the cells when they fit, the selected
-// row framed.
-Placed draw_matrix(Shell& app, const char* tex_name, std::string& tex_key, const MatrixF& m, const Rect& area,
-                   bool gradient, int highlight_row, const std::string& caption, std::uint64_t adopted) {
+// One matrix in `area` (caption above it) as map_picture draws it (each block's entry of largest
+// |value|, masked cells hatched, viridis or diverging, log above 64 tokens), its colour legend on
+// the right, the numbers in the cells when they fit, the selected row framed.
+Placed draw_matrix(Shell& app, const char* tex_name, std::string& tex_key, MapPicture& picture, const MatrixF& m,
+                   const MatrixF* mask, const Rect& area, bool gradient, bool log_scale, int highlight_row,
+                   const std::string& caption, std::uint64_t adopted) {
   Placed out;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float fp = app.font_px;
   dl->AddText(ImVec2(area.x, area.y), ImGui::GetColorU32(ImGuiCol_Text), caption.c_str());
   const int rows = static_cast<int>(m.rows()), cols = static_cast<int>(m.cols());
   if (rows == 0 || cols == 0) return out;
-  Rect r{area.x + fp * 0.7f, area.y + fp * 1.4f, area.w - fp * 1.4f, area.h - fp * 1.4f};
+  // The legend's column: the bar and the widest of its numbers.
+  const float legend_w = fp * 1.3f + ImGui::CalcTextSize("-1.234e-05").x;
+  Rect r{area.x + fp * 0.7f, area.y + fp * 1.4f, area.w - fp * 1.4f - legend_w, area.h - fp * 1.4f};
   // A column (D, or d_v = 1) is drawn narrow rather than stretched over the whole width.
   r.w = std::min(r.w, std::max(fp * 4, r.h * cols / std::max(1.0f, static_cast<float>(rows)) * 3));
   if (r.w < 4 || r.h < 4) return out;
   const int bins_r = std::min(rows, std::max(1, static_cast<int>(r.h))), bins_c = std::min(cols, std::max(1, static_cast<int>(r.w)));
   const AxisMap rmap = map_axis(0, rows, bins_r, rows), cmap = map_axis(0, cols, bins_c, cols);
-  ValueRange range = finite_range(m.data(), rows, cols, nullptr, 0);
-  if (gradient) {
-    const double a = std::max({std::abs(range.lo), std::abs(range.hi), 1e-30});
-    range = {-a, a};
-  }
   Shell::Texture& tex = app.texture(tex_name);
-  const std::string key = std::to_string(adopted) + "|" + caption + "|" + std::to_string(bins_r) + "x" + std::to_string(bins_c);
+  const std::string key = std::to_string(adopted) + "|" + caption + "|" + std::to_string(bins_r) + "x" +
+                          std::to_string(bins_c) + (log_scale ? "|log" : "") + (mask ? "|mask" : "");
   if (!tex.tex || key != tex_key) {
     // Row-major for pool_grid: Eigen's MatrixF is row-major in the lab (core/types.h).
-    const std::vector<PooledCell> cells = pool_grid(m.data(), rows, cols, nullptr, 0, rmap, cmap, PoolMode::Mean);
+    picture = map_picture(m, mask, gradient, log_scale, rmap, cmap);
+    // The cells at their places on the scale, drawn on [0, 1].
+    std::vector<PooledCell> placed = picture.cells;
+    for (PooledCell& c : placed)
+      if (!c.masked) c.value = static_cast<float>(picture.position(c.value));
     const std::vector<std::uint32_t> px =
-        rasterize_cells(cells, rmap, cmap, range, false, false, gradient ? &diverging_table() : nullptr);
+        rasterize_cells(placed, rmap, cmap, {0, 1}, false, false, gradient ? &diverging_table() : nullptr);
     if (!ensure_texture(app, tex.tex, tex.w, tex.h, bins_c, bins_r)) return out;
     SDL_UpdateTexture(tex.tex, nullptr, px.data(), bins_c * 4);
     tex_key = key;
   }
   dl->AddImage(reinterpret_cast<ImTextureID>(tex.tex), ImVec2(r.x, r.y), ImVec2(r.right(), r.bottom()));
+  // The legend: the colour bar with its ends and middle, the scale's word, the masked swatch.
+  {
+    const float bar_x = r.right() + fp * 0.4f, bar_w = fp * 0.7f, bar_h = std::min(r.h, fp * 8);
+    draw_colour_bar(dl, bar_x, r.y, bar_w, bar_h, gradient ? diverging_table() : viridis_table(),
+                    legend_labels(picture.range, log_scale && !gradient));
+    const ImU32 dim = ImGui::ColorConvertFloat4ToU32(kDimV4);
+    float y = r.y + bar_h + fp * 0.3f;
+    if (y + fp <= r.bottom()) {
+      dl->AddText(ImVec2(bar_x, y), dim, tr(app.lang, log_scale ? S::ScaleLogShort : S::ScaleLinear));
+      y += fp * 1.2f;
+    }
+    if (mask && y + fp <= r.bottom()) {
+      draw_hatch(dl, ImVec2(bar_x, y), ImVec2(bar_x + bar_w, y + fp));
+      dl->AddText(ImVec2(bar_x + bar_w + 4, y), dim, tr(app.lang, S::Masked));
+    }
+  }
   const float cw = r.w / cols, ch = r.h / rows;
   // Numbers in the cells when a cell holds one: white or black, whichever reads on its colour.
   if (cw >= ImGui::CalcTextSize("-0.00").x + 4 && ch >= fp * 1.1f) {
@@ -79,10 +99,11 @@ Placed draw_matrix(Shell& app, const char* tex_name, std::string& tex_key, const
     for (int i = 0; i < rows; ++i)
       for (int j = 0; j < cols; ++j) {
         const float v = m(i, j);
+        if (mask && (*mask)(i, j) != 0.f) continue;  // hatched: masked says it
         const std::string t = std::isfinite(v) ? cell_label(v) : (v < 0 ? "−∞" : "∞");
         const ImVec2 ts = ImGui::CalcTextSize(t.c_str());
         if (ts.x + 4 > cw) continue;  // a tiny value's "1.3e-4" where a cell holds only "0.25"
-        const Rgb8 c = table[std::clamp(static_cast<int>(scale_pos(v, range) * 255), 0, 255)];
+        const Rgb8 c = table[std::clamp(static_cast<int>(picture.position(v) * 255), 0, 255)];
         const ImU32 ink = cie_lightness(c) > 55 ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255);
         dl->AddText(ImVec2(r.x + (j + 0.5f) * cw - ts.x / 2, r.y + (i + 0.5f) * ch - ts.y / 2), ink, t.c_str());
       }
@@ -347,28 +368,48 @@ void draw_panel(BackwardView& v, Shell& app, const Layout& l) {
     const float map_h = band_h - fp * 1.4f;
     const auto sel = [&](const MatrixF* m) { return pair.query_rows && m && m->rows() == p.n() ? s.query() : -1; };
     Placed left, right;
+    // Above 64 tokens the chain view's log scale (its toggle): P by value, a gradient by sign and log |value|.
+    const bool log_scale = app.log_weights;
+    const MatrixF* mask = g->forward.mask.size() ? &g->forward.mask : nullptr;
+    const auto mask_of = [&](const MatrixF* m, bool masked) {
+      return masked && mask && m->rows() == mask->rows() && m->cols() == mask->cols() ? mask : nullptr;
+    };
     if (pair.forward)
-      left = draw_matrix(app, "backward-forward", v.tex_key[0], *pair.forward, Rect{at.x, at.y, half, map_h}, false,
-                         sel(pair.forward), fmt(btr(lang, BT::Forward), pair.forward_name), v.adopted());
+      left = draw_matrix(app, "backward-forward", v.tex_key[0], v.picture[0], *pair.forward,
+                         mask_of(pair.forward, pair.forward_masked), Rect{at.x, at.y, half, map_h}, false,
+                         log_scale && pair.forward_weights, sel(pair.forward),
+                         fmt(btr(lang, BT::Forward), pair.forward_name), v.adopted());
     if (pair.grad)
-      right = draw_matrix(app, "backward-gradient", v.tex_key[1], *pair.grad, Rect{at.x + half + fp, at.y, half, map_h},
-                          true, sel(pair.grad), fmt(btr(lang, BT::Gradient), pair.grad_name), v.adopted());
+      right = draw_matrix(app, "backward-gradient", v.tex_key[1], v.picture[1], *pair.grad,
+                          mask_of(pair.grad, pair.key_cols), Rect{at.x + half + fp, at.y, half, map_h}, true,
+                          log_scale, sel(pair.grad), fmt(btr(lang, BT::Gradient), pair.grad_name), v.adopted());
     int hr = 0, hc = 0;
     for (const Placed* pl : {&left, &right})
       if (hovered_cell(*pl, hr, hc)) {
         const auto value = [&](const MatrixF* m) {
           return m && hr < m->rows() && hc < m->cols() ? value4((*m)(hr, hc)) : std::string("—");
         };
-        ImGui::SetTooltip("%s", fmt(btr(lang, BT::Tip), hr, hc, pair.forward_name, value(pair.forward).c_str(),
-                                    pair.grad_name, value(pair.grad).c_str())
-                                    .c_str());
+        // Rows are queries or keys (dV, dK); columns keys where the matrix is queries by keys,
+        // else dimensions.
+        const std::string row_name =
+            pair.query_rows ? fmt(btr(lang, BT::TipQuery), token_label(p.query_tokens(), hr).c_str(), hr)
+                            : fmt(btr(lang, BT::TipKey), token_label(p.key_tokens(), hr).c_str(), hr);
+        const std::string col_name = pair.key_cols ? fmt(btr(lang, BT::TipKey), token_label(p.key_tokens(), hc).c_str(), hc)
+                                              : fmt(btr(lang, BT::TipDim), hc);
+        std::string tip = row_name + " · " + col_name + "\n" + pair.forward_name + " = " + value(pair.forward) + "\n" +
+                          pair.grad_name + " = " + value(pair.grad);
+        if (mask_of(pl == &left ? pair.forward : pair.grad, pl == &left ? pair.forward_masked : pair.key_cols) &&
+            (*mask)(hr, hc) != 0.f)
+          tip += std::string("\n") + tr(lang, S::TipMasked);
+        ImGui::SetTooltip("%s", tip.c_str());
       }
     ImGui::Dummy(ImVec2(maps_w, map_h));
     if (pair.grad && right.rows > 0 && (pair.grad->rows() > right.r.h || pair.grad->cols() > right.r.w))
-      ImGui::TextColored(kDimV4, "%s",
-                         fmt(btr(lang, BT::Pooled), static_cast<int>(std::ceil(pair.grad->rows() / right.r.h)),
-                             static_cast<int>(std::ceil(pair.grad->cols() / right.r.w)))
-                             .c_str());
+      wrapped(app,
+              fmt(btr(lang, BT::Pooled), static_cast<int>(std::ceil(pair.grad->rows() / right.r.h)),
+                  static_cast<int>(std::ceil(pair.grad->cols() / right.r.w))),
+              &kDimV4);
+    if (log_scale) wrapped(app, fmt(btr(lang, BT::LogNote), static_cast<int>(kLogDecades)), &kDimV4);
     ImGui::TableSetColumnIndex(1);
     section(btr(lang, BT::Concentration));
     if (r.top >= 0)

@@ -2,7 +2,9 @@
 // distance of every key, without position, with RoPE at θ (a slider), ALiBi's line and RoPE alone
 // on the query against itself; the sentences that say what each curve shows and the caveats. The
 // curves come from viewer/views/position/position_view.h; keys beyond the plot's pixel columns are
-// drawn as each column's range (min to max), so a curve of 65536 keys stays a curve.
+// drawn as each column's range (min to max), so a curve of 65536 keys stays a curve. The content
+// curves set the y-range; the ALiBi line is clipped, marked where it leaves. Keys the mask hides
+// from the query are drawn grey on every curve.
 #include "viewer/views/position/position_view.h"
 
 #include "viewer/ui/kit.h"
@@ -26,6 +28,7 @@ constexpr ImU32 kRope = kHighlight;
 constexpr ImU32 kAlibi = IM_COL32(90, 200, 120, 255);
 constexpr ImU32 kSelf = IM_COL32(90, 150, 255, 255);
 constexpr ImU32 kAxis = IM_COL32(130, 130, 130, 255);
+constexpr ImU32 kMasked = IM_COL32(110, 110, 110, 160);  // every curve over the keys the mask hides
 
 struct Curve {
   const std::vector<double>* values;
@@ -34,7 +37,8 @@ struct Curve {
 };
 
 // One curve over the plot: x = Δ = pos - j (left: keys after the query, right: keys before it),
-// each pixel column the range of the keys it covers.
+// each pixel column the range of the keys it covers; keys the mask hides in kMasked (a column
+// whose keys are all hidden).
 void draw_curve(ImDrawList* dl, const PositionCurves& c, const Curve& cv, ImVec2 a, ImVec2 b, double lo, double hi) {
   const std::vector<double>& v = *cv.values;
   if (v.empty()) return;
@@ -45,21 +49,30 @@ void draw_curve(ImDrawList* dl, const PositionCurves& c, const Curve& cv, ImVec2
   const auto y_of = [&](double y) { return b.y - static_cast<float>((y - lo) / (hi - lo)) * h; };
   const int cols = std::max(1, static_cast<int>(w));
   if (m <= cols) {
+    // One polyline per run of keys on the same side of the mask.
     std::vector<ImVec2> pts;
-    pts.reserve(m);
-    for (int j = m - 1; j >= 0; --j) pts.emplace_back(x_of(c.pos - j), y_of(v[j]));
-    dl->AddPolyline(pts.data(), static_cast<int>(pts.size()), cv.colour, 0, cv.width);
+    for (int j = m - 1; j >= 0; --j) {
+      pts.emplace_back(x_of(c.pos - j), y_of(v[j]));
+      if (j == 0 || c.masked[j - 1] != c.masked[j]) {
+        if (j > 0) pts.emplace_back(x_of(c.pos - j + 1), y_of(v[j - 1]));
+        dl->AddPolyline(pts.data(), static_cast<int>(pts.size()), c.masked[j] ? kMasked : cv.colour, 0,
+                        c.masked[j] ? 1 : cv.width);
+        pts.clear();
+      }
+    }
     return;
   }
   std::vector<double> mn(cols, std::numeric_limits<double>::infinity()), mx(cols, -std::numeric_limits<double>::infinity());
+  std::vector<char> seen(cols, 0);  // a key the query sees in the column
   for (int j = 0; j < m; ++j) {
     const int px = std::clamp(static_cast<int>((c.pos - j - dmin) / (dmax - dmin) * (cols - 1)), 0, cols - 1);
     mn[px] = std::min(mn[px], v[j]);
     mx[px] = std::max(mx[px], v[j]);
+    seen[px] |= !c.masked[j];
   }
   for (int px = 0; px < cols; ++px)
     if (mn[px] <= mx[px])
-      dl->AddLine(ImVec2(a.x + px, y_of(mn[px])), ImVec2(a.x + px, y_of(mx[px]) - 1), cv.colour, 1);
+      dl->AddLine(ImVec2(a.x + px, y_of(mn[px])), ImVec2(a.x + px, y_of(mx[px]) - 1), seen[px] ? cv.colour : kMasked, 1);
 }
 
 void legend_line(Shell& app, ImU32 colour, const std::string& text) {
@@ -117,14 +130,8 @@ void draw_panel(PositionView& v, Shell& app, const Layout& l) {
   const ImVec2 a(at.x + app.font_px * 3.5f, at.y + app.font_px * 0.5f);
   const ImVec2 b(at.x + avail.x - app.font_px * 0.5f, at.y + plot_h - app.font_px * 2);
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-  for (const auto* cv : {&c.plain, &c.rope, &c.alibi, &c.self})
-    for (double x : *cv)
-      if (std::isfinite(x)) lo = std::min(lo, x), hi = std::max(hi, x);
-  if (!(lo < hi)) lo -= 1, hi += 1;
-  const double pad = 0.05 * (hi - lo);
-  lo -= pad;
-  hi += pad;
+  // The content curves set the range; the ALiBi line is clipped to it.
+  const double lo = v.plot_range().lo, hi = v.plot_range().hi;
   dl->AddRect(a, b, kAxis);
   // Zero line and the query's own key (Δ = 0).
   const auto y_of = [&](double y) { return b.y - static_cast<float>((y - lo) / (hi - lo)) * (b.y - a.y); };
@@ -138,6 +145,16 @@ void draw_panel(PositionView& v, Shell& app, const Layout& l) {
   draw_curve(dl, c, {&c.plain, kPlain, 1.5f}, a, b, lo, hi);
   draw_curve(dl, c, {&c.rope, kRope, 2}, a, b, lo, hi);
   dl->PopClipRect();
+  // Where the ALiBi line leaves the plot: a green mark on the lower edge at ±|Δ| (lo < 0: the
+  // content range includes 0, where the line starts).
+  const double exit_distance = -lo / c.slope;
+  const bool alibi_leaves = c.slope > 0 && exit_distance < std::max(std::abs(dmin), std::abs(dmax));
+  if (alibi_leaves)
+    for (const double d : {-exit_distance, exit_distance}) {
+      if (d < dmin || d > dmax) continue;
+      const float x = x_of(d), t = app.font_px * 0.35f;
+      dl->AddTriangleFilled(ImVec2(x - t, b.y - t * 1.6f), ImVec2(x + t, b.y - t * 1.6f), ImVec2(x, b.y), kAlibi);
+    }
   // Axis labels: the ends of Δ and of the scores.
   const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
   dl->AddText(ImVec2(a.x, b.y + 2), text, std::to_string(static_cast<long long>(dmin)).c_str());
@@ -156,9 +173,10 @@ void draw_panel(PositionView& v, Shell& app, const Layout& l) {
     const auto num = [](const std::vector<double>& x, int k) {
       return x.empty() ? std::string("—") : format_number("%.4g", x[k]);
     };
-    ImGui::SetTooltip("%s", fmt(ptr(lang, PT::Tip), j, c.pos - j, num(c.plain, j).c_str(), num(c.rope, j).c_str(),
-                                num(c.alibi, j).c_str(), num(c.self, j).c_str())
-                                .c_str());
+    std::string tip = fmt(ptr(lang, PT::Tip), j, c.pos - j, num(c.plain, j).c_str(), num(c.rope, j).c_str(),
+                          num(c.alibi, j).c_str(), num(c.self, j).c_str());
+    if (c.masked[j]) tip += std::string("\n") + ptr(lang, PT::TipMasked);
+    ImGui::SetTooltip("%s", tip.c_str());
   }
 
   legend_line(app, kPlain, ptr(lang, PT::Plain));
@@ -166,10 +184,20 @@ void draw_panel(PositionView& v, Shell& app, const Layout& l) {
     legend_line(app, kRope, ptr(lang, PT::Rope));
     legend_line(app, kSelf, ptr(lang, PT::Self));
   }
-  legend_line(app, kAlibi, fmt(ptr(lang, PT::Alibi), format_number("%.4g", c.slope).c_str()));
+  const std::string slope = format_number("%.4g", c.slope);
+  const std::string slope_source =
+      c.slope_given ? std::string(ptr(lang, PT::SlopeGiven)) : fmt(ptr(lang, PT::SlopeStandard), c.slope_heads);
+  legend_line(app, kAlibi, fmt(ptr(lang, PT::Alibi), slope.c_str(), slope_source.c_str()));
+  if (c.masked_keys > 0) legend_line(app, kMasked, fmt(ptr(lang, PT::MaskedKeys), c.masked_keys, c.keys));
+  if (alibi_leaves) {
+    const auto far = std::min_element(c.alibi.begin(), c.alibi.end());
+    wrapped(app, fmt(ptr(lang, PT::AlibiLeaves), format_number("%.3g", lo).c_str(), format_number("%.4g", exit_distance).c_str(),
+                     format_number("%.4g", *far).c_str()),
+            &kDimV4);
+  }
   if (c.shift_error >= 0)
     wrapped(app, fmt(ptr(lang, PT::Shift), kPositionShift, format_number("%.2g", c.shift_error).c_str()));
-  wrapped(app, fmt(ptr(lang, c.alibi_on ? PT::Sentence : PT::SentenceAlibiOff), format_number("%.4g", c.slope).c_str()),
+  wrapped(app, fmt(ptr(lang, c.alibi_on ? PT::Sentence : PT::SentenceAlibiOff), slope.c_str(), slope_source.c_str()),
           &kDimV4);
   wrapped(app, ptr(lang, PT::Lesson));
   wrapped(app, ptr(lang, PT::Caveats), &kDimV4);

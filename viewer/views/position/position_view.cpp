@@ -29,17 +29,18 @@ constexpr Entry kTexts[] = {
     {PT::UseProblemTheta, {"the problem's θ", "问题本身的 θ"}},
     {PT::Plain, {"no position (q·k only)", "无位置（只有 q·k）"}},
     {PT::Rope, {"with RoPE", "加 RoPE"}},
-    {PT::Alibi, {"ALiBi's term −slope·|Δ| (slope %s)", "ALiBi 项 −斜率·|Δ|（斜率 %s）"}},
+    {PT::Alibi, {"ALiBi's term −slope·|Δ| (slope %s: %s)", "ALiBi 项 −斜率·|Δ|（斜率 %s：%s）"}},
     {PT::Self, {"RoPE alone: the query against itself Δ away", "只看 RoPE：查询与相距 Δ 的自身"}},
     {PT::AxisDistance, {"Δ = i − j (keys before the query →)", "Δ = i − j（查询之前的键 →）"}},
     {PT::AxisScore, {"scaled score", "缩放分数"}},
     {PT::Sentence,
-     {"ALiBi is on with slope %s: it subtracts a straight line from every score, the same whatever the "
+     {"ALiBi is on with slope %s (%s): it subtracts a straight line from every score, the same whatever the "
       "content.",
-      "ALiBi 已启用，斜率 %s：它从每个分数中减去一条直线，与内容无关。"}},
+      "ALiBi 已启用，斜率 %s（%s）：它从每个分数中减去一条直线，与内容无关。"}},
     {PT::SentenceAlibiOff,
-     {"ALiBi is off: its line is drawn with slope %s (the first of 8 heads' standard slopes) for comparison.",
-      "ALiBi 未启用：图中的直线用斜率 %s（8 个头的标准斜率中的第一个）画出，以作比较。"}},
+     {"ALiBi is off: its line is drawn for comparison with slope %s, the slope switching ALiBi on gives this head "
+      "(%s).",
+      "ALiBi 未启用：图中的直线用斜率 %s 画出以作比较，即启用 ALiBi 时这个头得到的斜率（%s）。"}},
     {PT::Shift,
      {"Moving the query and every key %d positions later changes the RoPE scores by at most %s: RoPE depends on "
       "Δ only.",
@@ -72,6 +73,16 @@ constexpr Entry kTexts[] = {
     {PT::Tip,
      {"key %d · Δ = %d\nno position: %s\nwith RoPE: %s\nALiBi term: %s\nRoPE alone: %s",
       "键 %d · Δ = %d\n无位置：%s\n加 RoPE：%s\nALiBi 项：%s\n只看 RoPE：%s"}},
+    {PT::SlopeStandard,
+     {"the first of %d head(s)' standard slopes", "%d 个头的标准斜率中的第一个"}},
+    {PT::SlopeGiven, {"the slope given for this head", "为这个头给定的斜率"}},
+    {PT::AlibiLeaves,
+     {"The ALiBi line leaves the plot (green marks on its lower edge) below %s beyond |Δ| = %s; it reaches %s at "
+      "the far end.",
+      "ALiBi 直线低于 %s，在 |Δ| = %s 之外离开绘图区（下边缘的绿色标记）；在最远处达到 %s。"}},
+    {PT::MaskedKeys,
+     {"keys the mask hides from this query (%d of %d): greyed, not read", "掩码对该查询隐藏的键（%d / %d）：灰色，不参与读取"}},
+    {PT::TipMasked, {"masked: the query cannot see this key", "已屏蔽：该查询看不到这个键"}},
 };
 static_assert(std::size(kTexts) == static_cast<std::size_t>(PT::Count_), "one entry per PT");
 
@@ -110,7 +121,16 @@ PositionCurves position_curves(const Problem& p, int query, double theta) {
   c.theta = theta;
   c.rope_possible = d % 2 == 0;
   c.alibi_on = p.mods.alibi;
-  c.slope = p.mods.alibi ? alibi_slopes(p)[0] : standard_alibi_slopes(8)[0];
+  // The slope ALiBi gives this head: the same function whether it is on or off.
+  Problem on = p;
+  on.mods.alibi = true;
+  c.slope = alibi_slopes(on)[0];
+  c.slope_given = !p.mods.alibi_slopes.empty();
+  c.slope_heads = p.heads;
+  const MaskRule rule = mask_rule(p);
+  c.masked.resize(m);
+  for (int j = 0; j < m; ++j) c.masked[j] = !rule.visible(query, j);
+  c.masked_keys = static_cast<int>(std::count(c.masked.begin(), c.masked.end(), 1));
   const double scale = p.scale_value();
   const Eigen::RowVectorXd q = p.q().row(query).cast<double>();
   const Eigen::VectorXd plain = p.k().topRows(m).cast<double>() * q.transpose() * scale;
@@ -134,6 +154,16 @@ PositionCurves position_curves(const Problem& p, int query, double theta) {
     }
   }
   return c;
+}
+
+PlotRange position_plot_range(const PositionCurves& c) {
+  double lo = 0, hi = 0;
+  for (const auto* cv : {&c.plain, &c.rope, &c.self})
+    for (double x : *cv)
+      if (std::isfinite(x)) lo = std::min(lo, x), hi = std::max(hi, x);
+  if (!(lo < hi)) lo -= 1, hi += 1;
+  const double pad = 0.05 * (hi - lo);
+  return {lo - pad, hi + pad};
 }
 
 double rope_shift_error(const Problem& p, int query, double theta, int shift) {
@@ -160,6 +190,7 @@ const PositionCurves& PositionView::update(const Session& s) {
   if (s.revision() != revision_ || s.query() != query_ || t != computed_theta_) {
     curves_ = position_curves(s.problem(), s.query(), t);
     if (curves_.rope_possible) curves_.shift_error = rope_shift_error(s.problem(), s.query(), t, kPositionShift);
+    range_ = position_plot_range(curves_);
     revision_ = s.revision();
     query_ = s.query();
     computed_theta_ = t;
@@ -179,6 +210,12 @@ void PositionView::dump(nlohmann::json& j, const Session& s) const {
     o["keys"] = curves_.keys;
     o["rope"] = curves_.rope_possible;
     o["alibi_slope"] = curves_.slope;
+    o["alibi_on"] = curves_.alibi_on;
+    o["alibi_slope_heads"] = curves_.slope_heads;
+    o["masked_keys"] = curves_.masked_keys;
+    o["y_range"] = {range_.lo, range_.hi};
+    const auto alibi_min = std::min_element(curves_.alibi.begin(), curves_.alibi.end());
+    o["alibi_min"] = alibi_min == curves_.alibi.end() ? 0.0 : *alibi_min;
   }
   j["position"] = o;
 }
