@@ -4,6 +4,7 @@
 // (one pass, fp64), the strip's weights, the settings and their refusals, play, the history, the
 // state dump; and headless screenshots of `attnlab-view --view decode` in both languages.
 #include "viewer_test_util.h"
+#include "core/stats.h"
 #include "cpu/cpu_backend.h"
 #include "tests/test_util.h"
 #include "viewer/session/session.h"
@@ -282,6 +283,9 @@ TEST(DecodeView, HeadlessScreenshotsInBothLanguages) {
     EXPECT_EQ(j["view"], "decode");
     EXPECT_EQ(j["decode"]["shown"]["tokens"], 5);
     EXPECT_EQ(j["decode"]["shown"]["within_tolerance"], true);
+    // The caveat bar names the causal mask the decode reads with, though the demo's is none.
+    EXPECT_EQ(j["mask"], "none");
+    EXPECT_EQ(j["mask_sentence"], mask_sentence(MaskKind::Causal, lang == "zh" ? Lang::Zh : Lang::En));
     const auto& st = j["decode"]["strip"];
     EXPECT_GT(st["w"].get<double>(), 200);
     // The strip's first slot holds the first token's key: a split colour, not the background.

@@ -9,6 +9,7 @@
 #include "tests/test_util.h"
 #include "viewer/session/session.h"
 #include "viewer/views/diff/diff_view.h"
+#include "viewer/draw/layout.h"
 #include "viewer/draw/pooling.h"
 #include "viewer/app/state_dump.h"
 #include "engine/registry.h"
@@ -376,3 +377,33 @@ TEST(DiffView, LargeMapsTopChangesAndSignedPoolingMatchTheirDefinitions) {
     if (!got[i].masked) EXPECT_EQ(got[i].value, lo[i].value > hi[i].value ? -lo[i].value : hi[i].value) << i;
   }
 }
+
+TEST(DiffView, TheFirstStepWhereTheSpecCanShow) {
+  EXPECT_EQ(diff_first_step(parse_diff_spec("temperature=0.5")), 2);
+  EXPECT_EQ(diff_first_step(parse_diff_spec("mask=causal,temperature=2")), 2);
+  EXPECT_EQ(diff_first_step(parse_diff_spec("temperature=0.5,backend=cpu")), 1);
+  EXPECT_EQ(diff_first_step(parse_diff_spec("precision=bf16")), 1);
+}
+
+#ifdef ATTNLAB_VIEW_BINARY
+// A temperature diff opens on the logits, where B − A is not 0 (at step 1 it is 0 by
+// construction); the view spans the centre and the right column, as the information panel is
+// not drawn beside it.
+TEST(DiffView, ATemperatureDiffOpensOnTheLogitsAndUsesTheWindowsWidth) {
+  const test::TempDir dir("attnlab-diff-shots");
+  for (const std::string lang : {"en", "zh"}) {
+    SCOPED_TRACE(lang);
+    const test::ViewShot s = test::view_shot(dir, "diff-" + lang, {"--view", "diff", "--diff", "temperature=0.5",
+                                                                   "--random", "64", "--lang", lang, "--size", "1920x1080"});
+    ASSERT_EQ(s.code, 0) << s.err;
+    const nlohmann::json& d = s.state["diff"];
+    EXPECT_EQ(d["status"], "ok");
+    EXPECT_EQ(d["step"], 2);
+    EXPECT_EQ(s.state["step"], 2);
+    EXPECT_GT(d["max_abs"].get<double>(), 0);
+    const Layout l = compute_layout(1920, 1080, s.state["font_px"].get<float>());
+    EXPECT_FLOAT_EQ(d["panel"]["x"].get<float>(), l.heatmap.x);
+    EXPECT_FLOAT_EQ(d["panel"]["x"].get<float>() + d["panel"]["w"].get<float>(), l.info.right());
+  }
+}
+#endif

@@ -10,6 +10,7 @@
 #include "viewer/draw/strings.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <string>
 #include <vector>
@@ -38,6 +39,11 @@ TEST(Keymap, TemperatureStepsByRatioWithinTheSliderRange) {
   EXPECT_DOUBLE_EQ(step_temperature(1.0, true), 1.25);
   EXPECT_DOUBLE_EQ(step_temperature(1.0, false), 0.8);
   EXPECT_DOUBLE_EQ(step_temperature(step_temperature(0.85, true), false), 0.85);
+  // ] [ [ from 0.85: exactly 0.68, which the reproduce command and the state dump print as such
+  // (the plain quotient is 0.6799999999999999).
+  const double t = step_temperature(step_temperature(step_temperature(0.85, true), false), false);
+  EXPECT_EQ(t, 0.68);
+  EXPECT_EQ(nlohmann::json(t).dump(), "0.68");
   EXPECT_DOUBLE_EQ(step_temperature(0.05, false), kTemperatureMin);
   EXPECT_DOUBLE_EQ(step_temperature(19.0, true), kTemperatureMax);
   // Typed values beyond the range: a key never moves against its direction.

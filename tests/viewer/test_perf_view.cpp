@@ -177,8 +177,13 @@ TEST(PerfView, SeriesGroupEverythingButNAndKeepSkippedReasonsForTheLegend) {
   // A second mask joins the label.
   rs.push_back(ran("cpu", "fused", 256, 0.3, "causal"));
   const std::vector<PerfSeries> m = build_series(rs);
-  EXPECT_EQ(m[0].label, "cpu staged fp32 none");
-  EXPECT_EQ(m.back().label, "cpu fused fp32 causal");
+  EXPECT_EQ(m[0].label, "cpu staged fp32 mask none");
+  EXPECT_EQ(m.back().label, "cpu fused fp32 mask causal");
+  // In Chinese the words are the controls' own.
+  rs.push_back(ran("cpu", "fused", 256, 0.5, "none", "backward"));
+  const std::vector<PerfSeries> zh = build_series(rs, Lang::Zh);
+  EXPECT_EQ(zh[0].label, "cpu 分步 fp32 掩码 无 前向");
+  EXPECT_EQ(zh.back().label, "cpu 融合 fp32 掩码 无 反向");
 }
 
 TEST(PerfView, SpeedupIsTheBaselinesTimeOverTheSeriesTime) {

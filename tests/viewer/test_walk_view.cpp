@@ -39,6 +39,21 @@ const BackwardWalk* show_backward(Session& s, WalkView& v) {
 
 }  // namespace
 
+// One tile: the chart's label prints the one value (m = 2.323, not [1.823 … 2.823]); the plot
+// still gets a band around it. Several values: their own range; none yet: nothing to print.
+TEST(WalkView, AChartLabelsTheRangeOfItsValues) {
+  const WalkChartScale one = walk_chart_scale({2.323f});
+  EXPECT_EQ(one.from, 2.323f);
+  EXPECT_EQ(one.to, 2.323f);
+  EXPECT_LT(one.lo, 2.323f);
+  EXPECT_GT(one.hi, 2.323f);
+  const WalkChartScale some = walk_chart_scale({1.5f, std::nanf(""), -2.0f});
+  EXPECT_EQ(some.from, -2.0f);
+  EXPECT_EQ(some.to, 1.5f);
+  EXPECT_EQ(some.lo, -2.0f);
+  EXPECT_EQ(some.hi, 1.5f);
+}
+
 TEST(WalkView, TileChoicesAreEverySizeOnSmallProblemsAndPowersOfTwoOnLarge) {
   EXPECT_EQ(walk_tile_choices(5), (std::vector<int>{1, 2, 3, 4, 5}));
   EXPECT_EQ(walk_tile_choices(100), (std::vector<int>{1, 2, 4, 8, 16, 32, 64, 100}));

@@ -144,6 +144,30 @@ TEST(Xvfb, AWindowSqueezedBelowItsMinimumKeepsRunning) {
   EXPECT_NE(out.find("viewer_exit=0"), std::string::npos) << out;
 }
 
+// F11 twice under a server without a window manager (which sends no size event on the way
+// back): the window, the size SDL reports and the layout drawn in it return to 1024 x 640; the
+// centre's plot lies inside the window again.
+TEST(Xvfb, LeavingFullscreenLaysOutForTheWindowSizeAgain) {
+  ATTNLAB_REQUIRE_XVFB();
+  const attnlab::test::TempDir tmp("attnlab-view-xvfb");
+  const fs::path full = tmp.path() / "full.json", back = tmp.path() / "back.json";
+  const attnlab::test::BinaryRun r = run_under_xvfb(
+      tmp.path(), "--lang en --size 1024x640", tmp.path() / "state.json",
+      "press F11; wait_for \"j['window']['w'] == 1280 and j['window']['h'] == 800\"\n" + copy_dump(full) +
+          "press F11; wait_for \"j['window']['w'] == 1024\"\n" + copy_dump(back) +
+          "xdotool getwindowgeometry \"$wid\"\n");
+  const std::string out = r.out + r.err;
+  ASSERT_EQ(r.code, 0) << out;
+  EXPECT_NE(out.find("Geometry: 1024x640"), std::string::npos) << out;
+  EXPECT_EQ(read_dump(full, out)["window"]["w"], 1280) << out;
+  const auto j = read_dump(back, out);
+  EXPECT_EQ(j["window"]["w"], 1024) << out;
+  EXPECT_EQ(j["window"]["h"], 640) << out;
+  const auto& g = j["heatmap"];
+  EXPECT_LE(g["x"].get<double>() + g["w"].get<double>(), 1024) << out;
+  EXPECT_LE(g["y"].get<double>() + g["h"].get<double>(), 640) << out;
+}
+
 // The presenter's keys through real X events: F1 opens the help and Esc closes it without
 // quitting; Ctrl + enlarges the UI (the font is rebuilt larger); a click on a cell selects its
 // query row and key. The final Escape (from run_under_xvfb) then quits.

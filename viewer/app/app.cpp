@@ -265,6 +265,7 @@ ViewSnapshot snapshot(const App& app) {
   s.view = view_names()[app.shown];
   s.view_fields = nlohmann::json::object();
   app.views[app.shown]->dump(s.view_fields, app.session);
+  s.mask_sentence = app.views[app.shown]->mask_sentence(app.session, app.lang);
   s.ui_scale = app.ui_scale;
   s.font_px = app.font_px;
   s.help_open = app.show_help;

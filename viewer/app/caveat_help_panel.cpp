@@ -29,7 +29,7 @@ void draw_caveat(App& app, const Layout& l) {
                ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
                    ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoBringToFrontOnFocus |
                    ImGuiWindowFlags_NoScrollbar);
-  const std::string line = mask_sentence(c.problem(), lang) + " " + caveat(lang);
+  const std::string line = app.shown_view().mask_sentence(c, lang) + " " + caveat(lang);
   wrapped(app, line);
   // A fresh status (screenshot saved, copied) is newer than any refusal still standing.
   if (!app.status.empty() && seconds_now() < app.status_until) {

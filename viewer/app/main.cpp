@@ -185,6 +185,8 @@ int main(int argc, char** argv) {
   // The font follows the window's height (18 px at 800, 22 px at 1080) times the UI scale; it is
   // re-rasterised whenever that size changes (a resize, F11, Ctrl + / −), never bitmap-stretched.
   app->ui_scale = opts.ui_scale;
+  // The windowed size F11 returns to (the window's size when it left it).
+  int windowed_w = opts.width, windowed_h = opts.height;
   if (opts.fullscreen) SDL_SetWindowFullscreen(window, SDL_WINDOW_FULLSCREEN_DESKTOP);
   const ImGuiStyle base_style = ImGui::GetStyle();
   auto fit_fonts = [&] {
@@ -257,7 +259,12 @@ int main(int argc, char** argv) {
     if (app->fullscreen_requested) {
       app->fullscreen_requested = false;
       const bool on = (SDL_GetWindowFlags(window) & SDL_WINDOW_FULLSCREEN_DESKTOP) != 0;
+      if (!on) SDL_GetWindowSize(window, &windowed_w, &windowed_h);
       SDL_SetWindowFullscreen(window, on ? 0 : SDL_WINDOW_FULLSCREEN_DESKTOP);
+      // Back in a window, SDL keeps the fullscreen size until the window system reports the new
+      // one, which may never come (no window manager): the size is set again, and SDL's own
+      // size, which the layout and the state dump read each frame, follows at once.
+      if (on) SDL_SetWindowSize(window, windowed_w, windowed_h);
     }
     fit_fonts();
     const Uint64 now = SDL_GetPerformanceCounter();

@@ -50,6 +50,7 @@ std::string state_json(const Session& c, const ViewSnapshot& v) {
   j["head"] = c.shown_head();
   j["heads"] = c.shown_heads();
   j["bundle"] = c.from_bundle() && c.bundle() ? c.bundle()->dir : "";
+  j["mask_sentence"] = v.mask_sentence;
   j["view"] = v.view;
   if (v.view_fields.is_object())
     for (const auto& [key, value] : v.view_fields.items()) j[key] = value;

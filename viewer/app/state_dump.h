@@ -4,7 +4,7 @@
 // temperature, lang, mode (demo | random | files | bundle), N, d_k, d_v,
 // seed, backend, backend_ran, error, window{w,h}, pool, heatmap{x,y,w,h,rows,cols,first_row,
 // first_col,vis_rows,vis_cols,cell_w,cell_h}; precision ("fp32" | "bf16"); layer, head, heads (of
-// the layer), bundle (its directory, "" when none); view (its --view word) and the shown view's own
+// the layer), bundle (its directory, "" when none); mask_sentence (the caveat bar's); view (its --view word) and the shown view's own
 // fields (View::dump): in the walk view
 // walk{tile,tiles,cursor,playing,keys,skipped,skipped_tiles,max_abs_diff,fp64_error,strip{x,y,w,h,bins}};
 // in the precision view precision_view{status,step,kind,precision,max,mean,arg_row,arg_col,zeros,
@@ -36,6 +36,7 @@ struct ViewSnapshot {
   bool mouse_down = false;          // the left button, as the last frame saw it
   std::string view = "chain";       // the view shown
   nlohmann::json view_fields;       // its own fields (View::dump), beside the shared ones
+  std::string mask_sentence;        // the caveat bar's (View::mask_sentence)
 };
 
 std::string state_json(const Session& c, const ViewSnapshot& v);

@@ -438,6 +438,10 @@ constexpr Entry kTable[] = {
     {S::DiffMaxAt, "largest at %s → %s", "最大处：%s → %s"},
     {S::DiffVariant, "Variant", "变体"},
     {S::DiffPrecision, "Precision", "精度"},
+    {S::DiffBeforeChange,
+     "The temperature and the mask act from step 2 (the logits) on: before it B − A is 0 by construction; → shows "
+     "the change.",
+     "温度和掩码从第 2 步（logits）起才起作用：在此之前 B − A 必然为 0；按 → 查看变化。"},
     // heads view (issue 15)
     {S::ViewHeads, "Heads", "多头"},
     {S::HeadsLayer, "Layer", "层"},

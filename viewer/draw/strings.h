@@ -62,7 +62,7 @@ enum class S {
   DiffA, DiffB, DiffEditor, DiffKeep, DiffApply, DiffIdentical, DiffSummary, DiffTop, DiffColQuery,
   DiffColKey, DiffLegend, DiffMaskedLegend, DiffComputing, DiffBError, DiffNeedsStages, DiffQueryNote,
   DiffDescription, DiffNoSpec, DiffTipA, DiffTipB, DiffTipDiff, SetMaskNone, SetMaskCausal, SetMaskCustom,
-  SetStaged, SetFused, SetQuery, DiffSameRun, DiffMaxAt, DiffVariant, DiffPrecision,
+  SetStaged, SetFused, SetQuery, DiffSameRun, DiffMaxAt, DiffVariant, DiffPrecision, DiffBeforeChange,
   // heads view (issue 15)
   ViewHeads, HeadsLayer, HeadsHead, HeadsCount, HeadsTitle, HeadsTitleLayer, HeadsProgress,
   HeadsCaption, HeadsCaptionKv, HeadsCaptionPending, HeadsCaptionError, HeadsTip, HeadsTipKv,

@@ -4,6 +4,7 @@
 #include "viewer/draw/layout.h"
 
 #include <algorithm>
+#include <charconv>
 
 namespace attnlab::viewer {
 
@@ -34,8 +35,14 @@ std::optional<Action> action_for_key(Key k) {
 double step_temperature(double t, bool up) {
   // A typed temperature may lie outside the slider's range: a step never moves against its
   // direction, and stops at the range's edge (or stays, when already beyond it).
-  if (up) return t >= kTemperatureMax ? t : std::min(t * kTemperatureRatio, kTemperatureMax);
-  return t <= kTemperatureMin ? t : std::max(t / kTemperatureRatio, kTemperatureMin);
+  const auto tidy = [](double x) {
+    char b[32];
+    const char* end = std::to_chars(b, b + sizeof b, x, std::chars_format::general, kTemperatureDigits).ptr;
+    std::from_chars(b, end, x);
+    return x;
+  };
+  if (up) return t >= kTemperatureMax ? t : std::min(tidy(t * kTemperatureRatio), kTemperatureMax);
+  return t <= kTemperatureMin ? t : std::max(tidy(t / kTemperatureRatio), kTemperatureMin);
 }
 
 std::optional<Action> action_for_key(Key k, bool shift, bool ctrl) {

@@ -50,7 +50,10 @@ constexpr double kTemperatureRatio = 1.25;
 constexpr double kTemperatureMin = 0.05;  // the slider's range; typed values may go beyond
 constexpr double kTemperatureMax = 20.0;
 // t * 1.25 (up) or t / 1.25 (down), stopping at the edge of [kTemperatureMin, kTemperatureMax];
-// a typed t beyond an edge stays when stepped further out, and never moves the other way.
+// a typed t beyond an edge stays when stepped further out, and never moves the other way. The
+// product is rounded to kTemperatureDigits significant digits: the division's binary noise gone,
+// the reproduce command, the controls and the state dump print the same short decimal.
+constexpr int kTemperatureDigits = 12;
 double step_temperature(double t, bool up);
 
 // (key, what it does) lines for the F1 help, in the UI language.

@@ -136,6 +136,14 @@ void begin_centre(const Layout& l, const std::string& title) {
                    ImGuiWindowFlags_NoBringToFrontOnFocus);
 }
 
+void begin_wide(const Layout& l, const std::string& title, ImGuiWindowFlags flags) {
+  ImGui::SetNextWindowPos(ImVec2(l.heatmap.x, l.heatmap.y), ImGuiCond_Always);
+  ImGui::SetNextWindowSize(ImVec2(l.info.right() - l.heatmap.x, l.heatmap.h), ImGuiCond_Always);
+  ImGui::Begin(title.c_str(), nullptr,
+               flags | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
+                   ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoScrollbar);
+}
+
 void upload_texture(Shell& app, std::vector<std::uint32_t> px, int w, int h, const std::string& key,
                     std::chrono::steady_clock::time_point t0) {
   if (!app.heat_tex || app.tex_w != w || app.tex_h != h) {

@@ -56,6 +56,9 @@ const char* step_name(Lang l, int step);
 // The centre window (the heatmap's place) of the chain, precision, diff and heads views: fixed, no
 // scrolling (the plot takes the wheel). `title` ends in "###heatmap". End it with ImGui::End().
 void begin_centre(const Layout& l, const std::string& title);
+// The centre and the right column together, for a view without the information panel
+// (View::info_panel false), with `flags` beside the fixed window's. End it with ImGui::End().
+void begin_wide(const Layout& l, const std::string& title, ImGuiWindowFlags flags = 0);
 
 // The heatmap's pixels (w x h, packed RGBA) into the one SDL texture (re-created when the size
 // changes), kept for the PNG export, with the key of what they show and the raster time.

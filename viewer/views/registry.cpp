@@ -1,7 +1,12 @@
 // The view registry (see registry.h): each function walks ATTNLAB_VIEWS.
 #include "viewer/views/registry.h"
 
+#include "core/stats.h"
+#include "viewer/session/session.h"
+
 namespace attnlab::viewer {
+
+std::string View::mask_sentence(const Session& s, Lang lang) const { return attnlab::mask_sentence(s.problem(), lang); }
 
 const std::vector<std::string>& view_names() {
   static const std::vector<std::string> names = {

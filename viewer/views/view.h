@@ -92,6 +92,9 @@ class View {
     (void)s;
     return {};
   }
+  // The mask sentence of the caveat bar: the problem's by default; a view that reads other keys
+  // than the mask on screen says which (the decode view's new token reads the keys before it).
+  virtual std::string mask_sentence(const Session& s, Lang lang) const;
   // True when the information panel is drawn in the right column beside the view (the perf view
   // takes that column for its charts; the diff view leaves it out).
   virtual bool info_panel() const { return true; }

@@ -28,13 +28,10 @@ constexpr Entry kTexts[] = {
     {DT::Building, {"building the cache…", "正在生成缓存…"}},
     {DT::Computing, {"computing…", "计算中…"}},
     {DT::SentenceInput,
-     {"Position %d, “%s”: its query reads the %d keys of the cache so far (itself and every earlier token), cut "
-      "into %d splits.",
-      "位置 %d，“%s”：它的查询读取到目前为止缓存中的 %d 个键（它自己和之前的每个词元），分成 %d 段。"}},
+     {"Position %d, “%s”: its query reads the %d keys of the cache so far (itself and every earlier token), %s.",
+      "位置 %d，“%s”：它的查询读取到目前为止缓存中的 %d 个键（它自己和之前的每个词元），%s。"}},
     {DT::SentenceCache,
-     {"Position %s: each of %d query heads reads a cache of %s keys (K and V of %d key/value heads, %s), cut into "
-      "%d splits that run in parallel.",
-      "位置 %s：%d 个查询头各自读取 %s 个键的缓存（%d 个键/值头的 K 与 V，共 %s），分成 %d 段并行计算。"}},
+     {"Position %s: %s a cache of %s (K and V of %s, %s), %s.", "位置 %s：%s%s的缓存（%s的 K 与 V，共 %s），%s。"}},
     {DT::InputNote,
      {"Decoding the input on screen: token t sees the keys of tokens 0..t, the causal mask's row t, whatever the "
       "mask is set to. The temperature is the session's.",
@@ -95,6 +92,20 @@ constexpr Entry kTexts[] = {
       "时间是 CPU 解码内核处理全部头所用的时间；校验另行计算，不计入。随机键的权重几乎均匀：长缓存展示的是字节，屏幕上的输入展示的是数值。"}},
     {DT::Refused, {"Refused: %s", "无法计算：%s"}},
     {DT::HeadPick, {"↑/↓ or a click picks the query head shown", "↑/↓ 或单击选择显示的查询头"}},
+    {DT::SentenceFirst,
+     {"Position %d, “%s”: its query reads the one key of the cache so far, its own.",
+      "位置 %d，“%s”：它的查询读取缓存中目前唯一的键，即它自己的键。"}},
+    // The counted parts of DT::SentenceInput and DT::SentenceCache, plural and singular.
+    {DT::QueryHeads, {"each of %d query heads reads", "%d 个查询头各自读取 "}},
+    {DT::QueryHead, {"%d query head reads", "%d 个查询头读取 "}},
+    {DT::CacheKeyCount, {"%s keys", "%s 个键"}},
+    {DT::CacheKeyOne, {"%s key", "%s 个键"}},
+    {DT::KvHeadCount, {"%d key/value heads", "%d 个键/值头"}},
+    {DT::KvHeadOne, {"%d key/value head", "%d 个键/值头"}},
+    {DT::SplitCount, {"cut into %d splits", "分成 %d 段"}},
+    {DT::SplitsParallel, {"cut into %d splits that run in parallel", "分成 %d 段并行计算"}},
+    {DT::SplitOne, {"in %d split", "只有 %d 段"}},
+    {DT::MergeOneKey, {"One key so far: one split, nothing to merge.", "目前只有一个键：只有一段，无需合并。"}},
 };
 static_assert(std::size(kTexts) == static_cast<std::size_t>(DT::Count_), "one entry per text");
 constexpr bool in_order() {

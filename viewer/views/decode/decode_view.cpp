@@ -8,6 +8,7 @@
 #include "core/format.h"
 #include "core/modify.h"
 #include "core/parallel.h"
+#include "core/stats.h"
 #include "core/verify.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/decode.h"
@@ -515,6 +516,10 @@ std::string DecodeView::state_json() const {
   j["strip"] = {{"x", strip.x}, {"y", strip.y}, {"w", strip.w}, {"h", strip.h}};
   j["heads_box"] = {{"x", heads_box.x}, {"y", heads_box.y}, {"w", heads_box.w}, {"h", heads_box.h}};
   return j.dump();
+}
+
+std::string DecodeView::mask_sentence(const Session&, Lang lang) const {
+  return attnlab::mask_sentence(MaskKind::Causal, lang);
 }
 
 void DecodeView::dump(nlohmann::json& j, const Session&) const { j["decode"] = nlohmann::json::parse(state_json()); }

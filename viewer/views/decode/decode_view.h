@@ -181,7 +181,8 @@ enum class DT {
   Building, Computing, SentenceInput, SentenceCache, InputNote, StripTitle, Newest, Future, HeadsTitle,
   HeadsShare, HeadsOwn, SplitsTitle, ColSplit, ColKeys, ColShare, MergeTitle, MergeM, MergeAB, MergeL,
   MergeAcc, MergeMore, MergeNone, Output, CheckOnePass, CheckFp64, Within, Outside, TimeTitle, Bytes,
-  BytesNoProbe, Tps, TpsPaused, Measured, Floor, Caveat, Refused, HeadPick,
+  BytesNoProbe, Tps, TpsPaused, Measured, Floor, Caveat, Refused, HeadPick, SentenceFirst, QueryHeads, QueryHead,
+  CacheKeyCount, CacheKeyOne, KvHeadCount, KvHeadOne, SplitCount, SplitsParallel, SplitOne, MergeOneKey,
   Count_
 };
 const char* dtr(Lang lang, DT t);
@@ -211,6 +212,8 @@ class DecodeView final : public View {
   void dump(nlohmann::json& j, const Session& s) const override;
   std::string broken(const Session& s) const override;
   bool info_panel() const override { return false; }
+  // The causal sentence whatever the mask on screen: each new token reads the keys up to its own.
+  std::string mask_sentence(const Session& s, Lang lang) const override;
   std::vector<std::string> texts() const override;
 
   // ---- what the panel and the tests drive ----

@@ -350,7 +350,7 @@ void combine(Shell& app, const DecodeToken& t) {
   const Lang lang = app.lang;
   wrapped(app, dtr(lang, DT::MergeTitle), &kDimV4);
   const std::vector<WalkMerge>& ms = t.walk.merges;
-  if (ms.empty()) wrapped(app, dtr(lang, DT::MergeNone), &kDimV4);
+  if (ms.empty()) wrapped(app, dtr(lang, t.keys == 1 ? DT::MergeOneKey : DT::MergeNone), &kDimV4);
   const int shown = std::min<int>(static_cast<int>(ms.size()), 2);
   for (int i = 0; i < shown; ++i) {
     const WalkMerge& m = ms[i];
@@ -382,7 +382,9 @@ void time_chart(Shell& app, const DecodeView& v, float height) {
   const ImVec2 at = ImGui::GetCursorScreenPos();
   const float width = std::max(40.f, ImGui::GetContentRegionAvail().x - 4);
   const float left = app.font_px * 3.2f, bottom = app.font_px * 1.3f;
-  const ImVec2 p0(at.x + left, at.y + 4), p1(at.x + width, at.y + height - bottom);
+  // The legend's two lines sit above the frame, where no point of the chart lands.
+  const float legend_h = app.font_px * 2.6f;
+  const ImVec2 p0(at.x + left, at.y + legend_h), p1(at.x + width, at.y + height - bottom);
   dl->AddRect(p0, p1, IM_COL32(200, 200, 200, 255));
   double hi = 0;
   for (const DecodePoint& p : hs) hi = std::max({hi, p.ms, p.floor_ms});
@@ -405,8 +407,8 @@ void time_chart(Shell& app, const DecodeView& v, float height) {
     const std::string span = grouped(hs.front().keys) + " … " + grouped(hs.back().keys) + " " + dtr(lang, DT::ColKeys);
     dl->AddText(ImVec2(p0.x, p1.y + 2), IM_COL32(200, 200, 200, 255), span.c_str());
   }
-  // The legend, top right inside the frame.
-  const float lx = p1.x - app.font_px * 9, ly = p0.y + 4;
+  // The legend, above the frame's right end.
+  const float lx = p1.x - app.font_px * 9, ly = at.y;
   dl->AddLine(ImVec2(lx, ly + app.font_px * 0.5f), ImVec2(lx + 16, ly + app.font_px * 0.5f), kHighlight, 2);
   dl->AddText(ImVec2(lx + 20, ly), IM_COL32(230, 230, 230, 255), dtr(lang, DT::Measured));
   dl->AddLine(ImVec2(lx, ly + app.font_px * 1.7f), ImVec2(lx + 16, ly + app.font_px * 1.7f), kFloorColour, 1.5f);
@@ -446,13 +448,7 @@ void right_column(Shell& app, DecodeView& v, const DecodeToken* t) {
 void draw_panel(DecodeView& v, Shell& app, const Layout& l) {
   const Lang lang = app.lang;
   v.tick(ImGui::GetIO().DeltaTime);
-  // The centre and the right column together.
-  const float x0 = l.heatmap.x, x1 = l.info.right();
-  ImGui::SetNextWindowPos(ImVec2(x0, l.heatmap.y), ImGuiCond_Always);
-  ImGui::SetNextWindowSize(ImVec2(x1 - x0, l.heatmap.h), ImGuiCond_Always);
-  ImGui::Begin(fmt("%s###decode", dtr(lang, DT::Label)).c_str(), nullptr,
-               ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
-                   ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoScrollbar);
+  begin_wide(l, fmt("%s###decode", dtr(lang, DT::Label)));
   controls(app, v);
   const DecodeToken* t = v.shown();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
@@ -463,11 +459,18 @@ void draw_panel(DecodeView& v, Shell& app, const Layout& l) {
   } else if (!t->error.empty()) {
     wrapped(app, fmt(dtr(lang, DT::Refused), t->error.c_str()), &kErrorV4);
   } else {
+    // A count's words, singular for one.
+    const auto counted = [lang](int n, DT many, DT one) { return fmt(dtr(lang, n == 1 ? one : many), n); };
     const std::string sentence =
-        t->job.shape.input()
-            ? fmt(dtr(lang, DT::SentenceInput), t->keys - 1, t->query_label.c_str(), t->keys, t->splits)
-            : fmt(dtr(lang, DT::SentenceCache), grouped(t->keys - 1).c_str(), t->heads, grouped(t->keys).c_str(), t->kv_heads,
-                  bytes_text(t->bytes).c_str(), t->splits);
+        !t->job.shape.input()
+            ? fmt(dtr(lang, DT::SentenceCache), grouped(t->keys - 1).c_str(),
+                  counted(t->heads, DT::QueryHeads, DT::QueryHead).c_str(),
+                  fmt(dtr(lang, t->keys == 1 ? DT::CacheKeyOne : DT::CacheKeyCount), grouped(t->keys).c_str()).c_str(),
+                  counted(t->kv_heads, DT::KvHeadCount, DT::KvHeadOne).c_str(), bytes_text(t->bytes).c_str(),
+                  counted(t->splits, DT::SplitsParallel, DT::SplitOne).c_str())
+        : t->keys == 1 ? fmt(dtr(lang, DT::SentenceFirst), t->keys - 1, t->query_label.c_str())
+                       : fmt(dtr(lang, DT::SentenceInput), t->keys - 1, t->query_label.c_str(), t->keys,
+                             counted(t->splits, DT::SplitCount, DT::SplitOne).c_str());
     wrapped(app, sentence, &kHighlightV4);
     strip(app, v, *t);
     heads(app, v, *t);

@@ -437,6 +437,7 @@ std::string DiffView::state_json(const Session& c) const {
     j["top"] = top;
     j["b_backend"] = b_trace_of(c) ? b_trace_of(c)->backend : "";
   }
+  j["panel"] = {{"x", panel.x}, {"w", panel.w}};
   return j.dump();
 }
 
@@ -484,6 +485,17 @@ bool DiffView::apply(const Session& s, const DiffSpec& d) {
 }
 
 void DiffView::prepare(Session& s, int step) { s.set_step(step); }
+
+int diff_first_step(const DiffSpec& d) {
+  const bool after_scores = d.temperature || d.mask;
+  return after_scores && !d.backend && !d.variant && !d.precision && !d.query ? 2 : 1;
+}
+
+int DiffView::open_at(int step) {
+  if (opened_ || !spec_) return step;
+  opened_ = true;
+  return std::max(step, diff_first_step(*spec_));
+}
 
 void DiffView::dump(nlohmann::json& j, const Session& s) const { j["diff"] = nlohmann::json::parse(state_json(s)); }
 

@@ -45,6 +45,10 @@ DiffSpec parse_diff_spec(const std::string& text);
 // The spec written back in the same syntax, keys in a fixed order (parse_diff_spec reads it back).
 std::string diff_spec_text(const DiffSpec& d);
 
+// The first step where B − A of `d` can differ from 0: 2 (the logits) when it changes only the
+// temperature or the mask, which act there; 1 otherwise.
+int diff_first_step(const DiffSpec& d);
+
 // A with d's changes (the query resolved against p: token or 0-based index; InputError when it is
 // neither). The temperature is validated (InputError).
 RunSetting apply_diff(RunSetting a, const DiffSpec& d, const Problem& p);
@@ -167,6 +171,9 @@ class DiffView final : public View {
   // the session first (false and edit_error() when refused).
   const std::optional<DiffSpec>& spec() const { return spec_; }
   bool apply(const Session& s, const DiffSpec& d);
+  // The step to show, given the playback's: the first time the view is drawn with a spec, at
+  // least the first step where the spec's change shows (diff_first_step); the playback's after.
+  int open_at(int step);
   DiffSpec edit;                 // the editor's fields
   const Message& edit_error() const { return edit_error_; }
 
@@ -184,6 +191,10 @@ class DiffView final : public View {
   // The view's part of the state dump: status, spec, step, rows, cols, max_abs, arg, changed,
   // masked, top.
   std::string state_json(const Session& c) const;
+  // Where the panel drew its window (the state dump), screen pixels.
+  struct Placed {
+    float x = 0, w = 0;
+  } panel;
 
  private:
   Status status_ = Status::NoSpec;
@@ -191,6 +202,7 @@ class DiffView final : public View {
   std::uint64_t revision_ = ~std::uint64_t{0};
   int asked_step_ = -1, query_ = -1;
   int computed_ = 0;
+  bool opened_ = false;
   std::optional<DiffSpec> spec_;
   Message edit_error_;
   std::shared_ptr<const Companion> companion_;

@@ -137,12 +137,15 @@ void top_table(Shell& app, const DiffView& v, const std::vector<std::string>& ro
 void draw_panel(DiffView& v, Shell& app, const Layout& l) {
   const Lang lang = app.lang;
   Session& c = app.session;
-  const int step = app.play.step();
+  const int step = v.open_at(app.play.step());
+  if (step != app.play.step()) app.play.set_step(step);
   const DiffView::Status st = v.update(c, step);
   const int shown = st == DiffView::Status::Ok ? v.step() : step;
   const std::string title = fmt("%s  ·  %s  ·  %s###heatmap", tr(lang, S::ViewDiff),
                                 fmt(tr(lang, S::StepOf), shown).c_str(), step_name(lang, shown));
-  begin_centre(l, title);
+  // The centre and the right column: the map on the left, the largest changes beside it.
+  begin_wide(l, title, ImGuiWindowFlags_NoScrollWithMouse);
+  v.panel = {ImGui::GetWindowPos().x, ImGui::GetWindowSize().x};
   editor(app, v);
   const Problem& p = c.problem();
   const RunSetting a = c.setting();
@@ -186,6 +189,7 @@ void draw_panel(DiffView& v, Shell& app, const Layout& l) {
   const std::vector<std::string>& cols = c.column_labels(shown);
   if (m.max_abs == 0) {
     wrapped(app, tr(lang, S::DiffIdentical), &kHighlightV4);
+    if (!v.query_diff() && shown < diff_first_step(r->spec)) wrapped(app, tr(lang, S::DiffBeforeChange), &kHighlightV4);
   } else {
     wrapped(app,
             fmt(tr(lang, S::DiffSummary), num(m.max_abs).c_str(), num(m.mean_abs).c_str(), m.changed,
@@ -199,8 +203,9 @@ void draw_panel(DiffView& v, Shell& app, const Layout& l) {
   const float fp = app.font_px;
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
-  const float table_h = std::clamp(avail.y * 0.28f, fp * 5, fp * 10);
-  const Rect area{origin.x, origin.y + fp * 0.3f, avail.x, std::max(0.0f, avail.y - table_h - fp * 2.2f)};
+  const float table_w = std::clamp(avail.x * 0.3f, fp * 16, fp * 28);
+  const float table_h = std::max(0.0f, avail.y - ImGui::GetTextLineHeightWithSpacing());
+  const Rect area{origin.x, origin.y + fp * 0.3f, std::max(0.0f, avail.x - table_w - fp), std::max(0.0f, avail.y - fp * 0.3f)};
   const ValueRange range = symmetric_range(m);
   char key[160];
   std::snprintf(key, sizeof key, "diff|%llu|%d|%d", static_cast<unsigned long long>(c.revision()), shown, v.computed());
@@ -232,8 +237,10 @@ void draw_panel(DiffView& v, Shell& app, const Layout& l) {
       ImGui::PopTextWrapPos();
     }
   }
-  ImGui::SetCursorScreenPos(ImVec2(origin.x, area.bottom() + fp * 0.6f));
+  ImGui::SetCursorScreenPos(ImVec2(area.right() + fp, origin.y));
+  ImGui::BeginGroup();
   top_table(app, v, rows, cols, table_h);
+  ImGui::EndGroup();
 
   if (mp.hover) {
     const auto [va, vb] = v.values(c, mp.hover->row, mp.hover->col);

@@ -367,12 +367,13 @@ void controls(Shell& app, PerfView& pv, const PerfSnapshot& snap) {
   member_checkbox("fp32", sp.precisions, "fp32", {"fp32", "bf16"});
   ImGui::SameLine();
   member_checkbox("bf16", sp.precisions, "bf16", {"fp32", "bf16"});
-  same_line_if_fits(text_width(tr(lang, S::PerfMasks)) + 2 * radio_width(tr(lang, S::MaskCausal)) + app.font_px * 2);
+  same_line_if_fits(text_width(tr(lang, S::PerfMasks)) + radio_width(tr(lang, S::MaskNone)) +
+                    radio_width(tr(lang, S::MaskCausal)) + app.font_px * 2);
   ImGui::TextUnformatted(tr(lang, S::PerfMasks));
   ImGui::SameLine();
-  member_checkbox("none", sp.masks, "none", {"none", "causal"});
+  member_checkbox(tr(lang, S::MaskNone), sp.masks, "none", {"none", "causal"});
   ImGui::SameLine();
-  member_checkbox("causal", sp.masks, "causal", {"none", "causal"});
+  member_checkbox(tr(lang, S::MaskCausal), sp.masks, "causal", {"none", "causal"});
   // The pass, as `attnlab bench --pass`: one of three.
   const struct {
     const char* name;
@@ -476,15 +477,10 @@ void controls(Shell& app, PerfView& pv, const PerfSnapshot& snap) {
 void draw_panel(PerfView& v, Shell& app, const Layout& l) {
   const Lang lang = app.lang;
   // The centre and the right column together: a chart wants the width.
-  const float x0 = l.heatmap.x, x1 = l.info.right();
-  ImGui::SetNextWindowPos(ImVec2(x0, l.heatmap.y), ImGuiCond_Always);
-  ImGui::SetNextWindowSize(ImVec2(x1 - x0, l.heatmap.h), ImGuiCond_Always);
-  ImGui::Begin(fmt("%s###perf", tr(lang, S::ViewPerf)).c_str(), nullptr,
-               ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
-                   ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoScrollbar);
+  begin_wide(l, fmt("%s###perf", tr(lang, S::ViewPerf)));
   const PerfSnapshot snap = v.run.snapshot();
   controls(app, v, snap);
-  const std::vector<PerfSeries> series = build_series(snap.results);
+  const std::vector<PerfSeries> series = build_series(snap.results, lang);
 
   // The chart chooser, and the baseline for the speed-up chart.
   const struct {

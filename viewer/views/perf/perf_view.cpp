@@ -120,7 +120,7 @@ const char* perf_chart_name(PerfChart c) {
   return "time";
 }
 
-std::vector<PerfSeries> build_series(const std::vector<bench::Result>& results) {
+std::vector<PerfSeries> build_series(const std::vector<bench::Result>& results, Lang lang) {
   // What the sweep varies besides backend, variant and precision: only those parts join the label.
   std::set<std::string> masks, passes;
   std::set<int> heads, ds;
@@ -140,12 +140,13 @@ std::vector<PerfSeries> build_series(const std::vector<bench::Result>& results) 
       PerfSeries s;
       s.proto = r.c;
       s.proto.n = 0;
-      s.label = r.c.backend + " " + r.c.variant + " " + r.c.precision;
-      if (masks.size() > 1) s.label += " " + r.c.mask;
+      s.label = r.c.backend + " " + tr(lang, r.c.variant == "fused" ? S::TermFused : S::TermStaged) + " " + r.c.precision;
+      if (masks.size() > 1) s.label += std::string(" ") + tr(lang, r.c.mask == "causal" ? S::SetMaskCausal : S::SetMaskNone);
       if (heads.size() > 1) s.label += " h=" + std::to_string(r.c.heads);
       if (ds.size() > 1) s.label += " d=" + std::to_string(r.c.d);
       // A backward series always says so; a forward one only beside backward ones.
-      if (r.c.backward() || passes.size() > 1) s.label += " " + r.c.pass;
+      if (r.c.backward() || passes.size() > 1)
+        s.label += std::string(" ") + tr(lang, r.c.backward() ? S::PerfPassBackward : S::PerfPassForward);
       it = index.emplace(key, out.size()).first;
       out.push_back(std::move(s));
     }

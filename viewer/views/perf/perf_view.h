@@ -81,8 +81,9 @@ struct PerfSeries {
 };
 
 // Series in the order their first case appears in the results (the plan's list order); a case
-// that has not run and has no reason counts as pending.
-std::vector<PerfSeries> build_series(const std::vector<bench::Result>& results);
+// that has not run and has no reason counts as pending. The labels' words (variant, mask, pass)
+// in `lang`.
+std::vector<PerfSeries> build_series(const std::vector<bench::Result>& results, Lang lang = Lang::En);
 
 // speed-up of `s` against `base` at every N both ran: base median / s median (> 1: s is faster).
 struct SpeedupPoint {

@@ -175,23 +175,23 @@ void running_table(Shell& app, WalkView& v, const Walk& w, float height) {
   ImGui::EndTable();
 }
 
-void chart(const char* label, const std::vector<float>& values, int count, float width, float height) {
+// `later`: how many charts come after this one in the column, each wanting its title's lines.
+void chart(Shell& app, const char* label, const std::vector<float>& values, int count, float width, int later) {
   // NaN (no value yet) breaks the line; the x axis always spans every tile.
   std::vector<float> v(values);
   v.resize(std::max(count, 1), std::nanf(""));
-  float lo = INFINITY, hi = -INFINITY;
-  for (float x : v)
-    if (std::isfinite(x)) {
-      lo = std::min(lo, x);
-      hi = std::max(hi, x);
-    }
-  if (!(lo <= hi)) lo = 0, hi = 1;
-  if (hi - lo < 1e-6f) lo -= 0.5f, hi += 0.5f;
+  const WalkChartScale s = walk_chart_scale(v);
+  const float lo = s.lo, hi = s.hi;
   for (float& x : v)
     if (!std::isfinite(x)) x = lo - (hi - lo);  // below the plot: not drawn inside it
   // ImGui draws a line between points: one tile (all keys in one) is its value across the chart.
   if (v.size() == 1) v.push_back(v[0]);
-  ImGui::TextColored(kDimV4, "%s  [%s … %s]", label, value4(lo).c_str(), value4(hi).c_str());
+  // The title wrapped to the column, so that its range is never cut off.
+  const std::string range = s.from == s.to ? "= " + value4(s.from) : "[" + value4(s.from) + " … " + value4(s.to) + "]";
+  wrapped(app, std::string(label) + "  " + range, &kDimV4);
+  const float title_h = 2 * ImGui::GetTextLineHeightWithSpacing();
+  const float height = std::max(app.font_px * 1.5f, (ImGui::GetContentRegionAvail().y - later * title_h) / (later + 1) -
+                                                         ImGui::GetStyle().ItemSpacing.y);
   ImGui::PlotLines(fmt("##%s", label).c_str(), v.data(), static_cast<int>(v.size()), 0, nullptr, lo, hi,
                    ImVec2(width, height));
 }
@@ -201,11 +201,12 @@ struct Series {
   std::vector<float> values;
 };
 
-// The band between the strip and the rows at the bottom (`bottom` pixels left under it): `left`
-// (a table; called with its width and height) beside a column of charts over `count` tiles.
+// The band between the strip and the rows at the bottom (`bottom` pixels left under it, `need`
+// pixels at least: the window scrolls to the rows then): `left` (a table; called with its width
+// and height) beside a column of charts over `count` tiles.
 template <class Left>
-void middle(Shell& app, float bottom, int count, const std::vector<Series>& charts, Left left) {
-  const float mid = std::max(app.font_px * 6, ImGui::GetContentRegionAvail().y - bottom);
+void middle(Shell& app, float bottom, float need, int count, const std::vector<Series>& charts, Left left) {
+  const float mid = std::max(need, ImGui::GetContentRegionAvail().y - bottom);
   const float width = ImGui::GetContentRegionAvail().x;
   const float chart_w = std::max(app.font_px * 8, width * 0.34f);
   ImGui::BeginChild("##walk_left", ImVec2(width - chart_w - 8, mid), false);
@@ -213,9 +214,8 @@ void middle(Shell& app, float bottom, int count, const std::vector<Series>& char
   ImGui::EndChild();
   ImGui::SameLine();
   ImGui::BeginChild("##walk_charts", ImVec2(chart_w, mid), false);
-  const float n = static_cast<float>(charts.size());
-  const float ch = std::max(app.font_px * 1.5f, (mid - n * app.font_px * 1.6f) / n);
-  for (const Series& c : charts) chart(c.label, c.values, count, chart_w - 4, ch);
+  const int n = static_cast<int>(charts.size());
+  for (int i = 0; i < n; ++i) chart(app, charts[i].label, charts[i].values, count, chart_w - 4, n - 1 - i);
   ImGui::EndChild();
 }
 
@@ -346,7 +346,8 @@ void draw_backward(WalkView& v, Shell& app, int tile) {
                    value4(w->D).c_str()));
   wrapped(app, fmt(wbtr(lang, WB::Upstream), (lang == Lang::Zh ? w->upstream_zh : w->upstream).c_str()), &kDimV4);
   // Under it: dQ rows, norm, final line, notes.
-  middle(app, app.font_px * (w->rope ? 12.5f : 11.f), static_cast<int>(w->tiles.size()),
+  // At least the room of the bars' caption, two labels and two plots, and of the two charts.
+  middle(app, app.font_px * (w->rope ? 12.5f : 11.f), app.font_px * 11, static_cast<int>(w->tiles.size()),
          {{wbtr(lang, WB::ChartDsSum), walk_series_ds_sum(*w, v.cursor())},
           {wbtr(lang, WB::ChartDqNorm), walk_series_dq_norm(*w, v.cursor())}},
          [&](float width, float height) {
@@ -389,7 +390,7 @@ void draw_panel(WalkView& v, Shell& app, const Layout& l) {
   strip(app, v, *w, fmt(tr(lang, S::WalkStrip), w->query_token.c_str(), w->keys, w->tile));
   wrapped(app, tr(lang, S::WalkLegend), &kDimV4);
   // Under it: output rows, final line, notes.
-  middle(app, app.font_px * 8.5f, static_cast<int>(w->tiles.size()),
+  middle(app, app.font_px * 8.5f, app.font_px * 6, static_cast<int>(w->tiles.size()),
          {{tr(lang, S::WalkChartM), walk_series_m(*w, v.cursor())},
           {tr(lang, S::WalkChartL), walk_series_l(*w, v.cursor())},
           {tr(lang, S::WalkChartErr), walk_series_convergence(*w, v.cursor())}},

@@ -71,10 +71,10 @@ constexpr Entry kTexts[] = {
     {WB::Failed, {"backward walk refused: %s", "反向游走无法计算：%s"}},
     {WB::TooLarge,
      {"The backward walk checks its dQ against the fused backward of the whole problem, which the viewer runs "
-      "beside its own run only while it keeps every stage (N ≤ %d); N = %d here. `attnlab walk --backward` "
+      "beside its own run only while it keeps every stage (N ≤ %d); N = %d here. “attnlab walk --backward” "
       "walks any N.",
       "反向游走要把它的 dQ 与整个问题的融合反向对照，查看器只在保留每个阶段时（N ≤ %d）才在自己的计算旁运行它；"
-      "当前 N = %d。`attnlab walk --backward` 可以走任意 N。"}},
+      "当前 N = %d。“attnlab walk --backward” 可以走任意 N。"}},
 };
 constexpr bool texts_in_order() {
   for (std::size_t i = 0; i < std::size(kTexts); ++i)
@@ -187,6 +187,21 @@ std::vector<float> walk_series_ds_sum(const BackwardWalk& w, int cursor) {
 
 std::vector<float> walk_series_dq_norm(const BackwardWalk& w, int cursor) {
   return series_of(w, cursor, [&](int t) { return static_cast<float>(walk_norm(walk_backward_dq_at(w, t))); });
+}
+
+WalkChartScale walk_chart_scale(const std::vector<float>& values) {
+  WalkChartScale s;
+  float lo = INFINITY, hi = -INFINITY;
+  for (float x : values)
+    if (std::isfinite(x)) {
+      lo = std::min(lo, x);
+      hi = std::max(hi, x);
+    }
+  if (!(lo <= hi)) return s;
+  s.from = s.lo = lo;
+  s.to = s.hi = hi;
+  if (hi - lo < 1e-6f) s.lo = lo - 0.5f, s.hi = hi + 0.5f;
+  return s;
 }
 
 std::vector<float> walk_bars(const std::vector<double>& values, int bins) {

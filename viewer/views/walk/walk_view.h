@@ -67,6 +67,15 @@ std::vector<float> walk_series_m(const Walk& w, int cursor);
 std::vector<float> walk_series_l(const Walk& w, int cursor);
 std::vector<float> walk_series_convergence(const Walk& w, int cursor);
 
+// A chart's scale over `values` (NaN: no value yet): the range its label prints (from == to for a
+// constant series, one tile) and the y range of the plot (a constant series sits in the middle
+// of a band of one unit around it; no value at all: [0, 1]).
+struct WalkChartScale {
+  float from = 0, to = 1;
+  float lo = 0, hi = 1;
+};
+WalkChartScale walk_chart_scale(const std::vector<float>& values);
+
 // ---- the backward pass ----
 enum class WalkPass { Forward, Backward };
 const char* walk_pass_word(WalkPass p);  // "forward" | "backward" (--walk-pass, the state dump)
