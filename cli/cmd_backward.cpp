@@ -45,11 +45,11 @@ constexpr double kRenderBytesPerNumber = 40;
 void check_options(const BackwardJob& job, Format format) {
   const ProblemArgs& a = job.args;
   const bool cuda = a.backend == "cuda";
+  // First: the advice below would send the user to a command that cannot run either.
+  std::string reason;
+  if (cuda && !cuda_available(&reason)) throw NoDeviceError(Msg::NoDevice, {reason});
   if (cuda && a.variant != "fused")
     throw InputError("backward on CUDA is the fused backward: add --variant fused (the staged backward runs on the CPU)");
-#ifndef ATTNLAB_HAVE_CUDA
-  if (cuda) throw InputError("backward --backend cuda: this attnlab was built without CUDA");
-#endif
   if (a.variant != "staged" && a.variant != "fused")
     throw InputError("backward runs --variant staged (every gradient kept as a matrix) or fused (FlashAttention-2's "
                      "backward), not " + a.variant);

@@ -106,7 +106,9 @@ int run_bench(BenchArgs& a) {
       machine.host_copy_gbs = bench::host_copy_probe();
       std::cerr << "host copy probe: " << format_number("%.1f", machine.host_copy_gbs)
                 << " GB/s (single thread, read + written)\n";
-    } catch (const std::exception& e) {  // ResourceError or bad_alloc: the run goes on without it
+    } catch (const std::bad_alloc&) {  // the run goes on without it
+      std::cerr << "bench: host copy rate not measured: out of host memory\n";
+    } catch (const std::exception& e) {  // ResourceError
       std::cerr << "bench: host copy rate not measured: " << e.what() << "\n";
     }
   }

@@ -98,8 +98,12 @@ void register_describe(CLI::App& app, int& exit_code) {
       "or --random), regenerated from the state; same options as demo and run");
   add_input_options(c, job->args);
   add_state_options(c, job->args);
+  c->get_option("--format")->description("Output format: text, json ({\"description\": ...}) or markdown")
+      ->type_name("text|json|markdown");
   c->callback([job, &exit_code] {
     const ProblemArgs& a = job->args;
+    if (parse_format(a.format) == Format::Csv)
+      throw InputError("describe prints a paragraph: --format text, markdown or json (csv is for demo and run)");
     const bool demo = !uses_inputs(a);
     const Problem p = build_problem(a, demo);
     const int query = resolve_query_arg(a, p, demo);

@@ -107,6 +107,7 @@ void register_walk(CLI::App& app, int& exit_code) {
   // The walk is the fp32 fused kernel's own step: a --variant or --precision would be ignored.
   c->remove_option(c->get_option("--variant"));
   c->remove_option(c->get_option("--precision"));
+  c->get_option("--format")->description("Output format: text, json or markdown")->type_name("text|json|markdown");
   // --split is run's with another meaning here: it asks for the split walk, without --variant decode.
   c->get_option("--split")->description(
       "After the walk: the same row split-KV, as the decode kernel computes it with the keys in S splits (1..m): "

@@ -5,6 +5,7 @@
 //   1  internal failure: DeviceError and anything else
 // Subcommands may set other codes through `exit_code` (verify: 3 on FAIL).
 #include "cli/common.h"
+#include "core/messages.h"
 
 #include <algorithm>
 #include <cctype>
@@ -48,6 +49,21 @@ std::string lower_first(std::string s) {
 int fail(const std::string& msg, int code) {
   std::cerr << "error: " << one_line(msg) << std::endl;
   return code;
+}
+
+// The language the refusals are printed in: --lang's (zh or en, wherever it stands), else $LANG's.
+// The lab's catalogued refusals (core/messages.h: inputs, files, values, modifications) follow
+// it; option-syntax errors from CLI11 and the few uncatalogued messages stay English.
+attnlab::Lang error_lang(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    std::string value;
+    if (arg == "--lang" && i + 1 < argc) value = argv[i + 1];
+    else if (arg.rfind("--lang=", 0) == 0) value = arg.substr(7);
+    if (value == "zh") return attnlab::Lang::Zh;
+    if (value == "en") return attnlab::Lang::En;
+  }
+  return attnlab::lang_from_env();
 }
 
 std::string subcommand_names(const CLI::App& app) {
@@ -155,9 +171,13 @@ int main(int argc, char** argv) {
     bool known = false;
     for (const auto* s : app.get_subcommands([](const CLI::App*) { return true; }))
       known = known || s->get_name() == arg;
+    // `attnlab --lang zh demo`: the option's value read as the subcommand.
+    const bool after_option = i > 1 && argv[i - 1][0] == '-';
     if (!known)
       return fail("unknown subcommand '" + arg + "'; choose " + subcommand_names(app) +
-                      " (see attnlab --help)",
+                      (after_option ? " (options go after it: attnlab demo " + std::string(argv[i - 1]) + " " + arg +
+                                          "; see attnlab --help)"
+                                    : " (see attnlab --help)"),
                   2);
     sub = arg;
   }
@@ -180,7 +200,7 @@ int main(int argc, char** argv) {
       msg = "a subcommand is required: " + subcommand_names(app);
     return fail(lower_first(one_line(msg)) + " (see attnlab " + (sub.empty() ? "" : sub + " ") + "--help)", 2);
   } catch (const attnlab::InputError& e) {
-    return fail(e.what(), 2);
+    return fail(attnlab::message_of(e).text(error_lang(argc, argv)), 2);
   } catch (const attnlab::DeviceError& e) {
     return fail(e.what(), 1);
   } catch (const std::bad_alloc&) {

@@ -183,18 +183,38 @@ std::string describe(const Problem& p, const float* weights, const float* mask, 
   if (weights) {
     const RowStats s = row_stats(weights, mask, m);
     constexpr int kShown = 16;
-    std::string list;
-    const int shown = m <= kShown ? m : kShown;
-    for (int c = 0; c < shown; ++c) {
-      if (c) list += zh ? "、" : ", ";
-      list += fixed(weights[c], 3);
-    }
-    if (shown < m)
-      list += zh ? "……（共 " + std::to_string(m) + " 个）" : ", … (" + std::to_string(m) + " in all)";
     const std::string atok = token_label(p.key_tokens(), s.argmax);
-    out += zh ? "当前行权重依次为 " + list + "，对“" + atok + "”的权重最高。"
-              : " The current row's weights are " + list + "; the highest weight is on " + atok +
-                    ".";
+    if (m <= kShown) {
+      std::string list;
+      for (int c = 0; c < m; ++c) {
+        if (c) list += zh ? "、" : ", ";
+        list += fixed(weights[c], 3);
+      }
+      out += zh ? "当前行权重依次为 " + list + "，对“" + atok + "”的权重最高。"
+                : " The current row's weights are " + list + "; the highest weight is on " + atok + ".";
+    } else {
+      // A long row's first keys are often masked or near zero: its largest weights say where the
+      // row reads, each with its key.
+      constexpr int kLargest = 8;
+      std::vector<int> order(m);
+      for (int c = 0; c < m; ++c) order[c] = c;
+      std::partial_sort(order.begin(), order.begin() + kLargest, order.end(),
+                        [&](int a, int b) { return weights[a] > weights[b] || (weights[a] == weights[b] && a < b); });
+      std::string list;
+      double mass = 0;
+      for (int i = 0; i < kLargest; ++i) {
+        const int c = order[i];
+        mass += weights[c];
+        if (i) list += zh ? "、" : ", ";
+        list += fixed(weights[c], 3) + (zh ? "（“" + token_label(p.key_tokens(), c) + "”）"
+                                           : " (" + token_label(p.key_tokens(), c) + ")");
+      }
+      out += zh ? "当前行 " + std::to_string(m) + " 个权重中最大的 " + std::to_string(kLargest) + " 个为 " + list +
+                      "，合计 " + fixed(mass, 3) + "；对“" + atok + "”的权重最高。"
+                : " The largest " + std::to_string(kLargest) + " of the current row's " + std::to_string(m) +
+                      " weights are " + list + ", together " + fixed(mass, 3) + "; the highest weight is on " +
+                      atok + ".";
+    }
   }
   if (!zh) out += ' ';
   out += mask_sentence(p, lang);

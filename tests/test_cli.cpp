@@ -137,6 +137,35 @@ TEST_F(Cli, DemoLanguageFollowsLangAndFlag) {
   EXPECT_TRUE(contains(forced.out, "QKᵀ（原始分数）"));
 }
 
+// The lab's catalogued refusals follow --lang, else $LANG; CLI11's option-syntax errors stay
+// English. Each is one line either way.
+TEST_F(Cli, RefusalsFollowTheLanguage) {
+  const auto error_line = [&](const std::vector<std::string>& args, const std::string& env) {
+    const CliResult r = run(args, env);
+    EXPECT_EQ(r.code, 2) << r.err;
+    const auto ls = lines_of(r.err);
+    EXPECT_EQ(ls.size(), 1u) << r.err;
+    return ls.empty() ? std::string() : ls[0];
+  };
+  const std::string zh = "error: 温度必须是大于 0 的有限数";
+  EXPECT_EQ(error_line({"demo", "--lang", "zh", "--temperature", "0"}, "LANG=C").rfind(zh, 0), 0u);
+  EXPECT_EQ(error_line({"demo", "--lang=zh", "--temperature", "0"}, "LANG=C").rfind(zh, 0), 0u);
+  EXPECT_EQ(error_line({"demo", "--temperature", "0"}, "LANG=zh_CN.UTF-8").rfind(zh, 0), 0u);
+  EXPECT_EQ(error_line({"demo", "--lang", "en", "--temperature", "0"}, "LANG=zh_CN.UTF-8"),
+            "error: temperature must be a finite number > 0, got 0");
+  EXPECT_TRUE(contains(error_line({"run", "--random", "4", "--mask-mod", "window:0", "--lang", "zh"}, "LANG=C"), "窗口"));
+  EXPECT_TRUE(contains(error_line({"demo", "--lang", "zh", "--bogus"}, "LANG=C"), "--bogus"));
+  // An option before the subcommand: its value was taken for the subcommand.
+  EXPECT_TRUE(contains(error_line({"--lang", "zh", "demo"}, "LANG=C"), "options go after it: attnlab demo --lang zh"));
+  // describe prints a paragraph: no csv, and its help (like walk's) does not offer it.
+  expect_refused({"describe", "--format", "csv"}, {"describe prints a paragraph"});
+  for (const char* sub : {"describe", "walk"}) {
+    const CliResult help = run({sub, "--help"});
+    EXPECT_TRUE(contains(help.out, "text|json|markdown")) << sub;
+    EXPECT_FALSE(contains(help.out, "text|json|csv|markdown")) << sub;
+  }
+}
+
 TEST_F(Cli, DemoJsonFollowsTheSchemaAtFullPrecision) {
   const CliResult r = run({"demo", "--format", "json", "--backend", "cpu"});
   ASSERT_EQ(r.code, 0) << r.err;
@@ -659,6 +688,8 @@ TEST_F(Cli, CudaWithoutADeviceIsRefused) {
   std::string reason;
   if (cuda_available(&reason)) GTEST_SKIP() << "a CUDA device is present; nothing to refuse";
   expect_refused({"demo", "--backend", "cuda"}, {"no CUDA device"});
+  // backward says so first, not "add --variant fused" (which could not run either).
+  expect_refused({"backward", "--backend", "cuda"}, {"no CUDA device"});
   // auto falls back to the CPU silently when there is no device.
   const CliResult r = run({"demo", "--format", "json"});
   ASSERT_EQ(r.code, 0) << r.err;

@@ -5,6 +5,7 @@
 #include "core/inputs.h"
 #include "core/io.h"
 #include "cpu/backward.h"
+#include "engine/registry.h"
 #include "tests/test_util.h"
 
 #include <gtest/gtest.h>
@@ -188,7 +189,9 @@ TEST(BackwardCli, RefusalsGetOneErrorLine) {
     std::string says;
   } cases[] = {
       {{"--variant", "decode"}, "backward runs --variant staged (every gradient kept as a matrix) or fused"},
-      {{"--backend", "cuda"}, "backward on CUDA is the fused backward: add --variant fused"},
+      // Without a device that comes first: the advice would lead to a command that cannot run.
+      {{"--backend", "cuda"},
+       cuda_available() ? "backward on CUDA is the fused backward: add --variant fused" : "no CUDA device"},
       {{"--precision", "bf16"}, "backward computes in fp32"},
       {{"--dout", dir.file("small.csv"), "--loss", "sum"}, "--dout FILE or --loss sum|mse:FILE, not both"},
       {{"--dout-seed", "3", "--loss", "sum"}, "--dout-seed seeds the random dO"},

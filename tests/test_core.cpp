@@ -2,6 +2,7 @@
 // recomputation of every stage with plain loops in double, masks, shapes, extreme logits, the
 // description text and the registry. The problem's own checks are tests/core/test_problem.cpp.
 #include "core/backend.h"
+#include "core/format.h"
 #include "core/inputs.h"
 #include "core/problem.h"
 #include "core/stats.h"
@@ -149,6 +150,32 @@ TEST(CoreDemo, DescriptionNamesTheMaskMods) {
   }
   // Without mask mods the sentence is the mask kind's, as before.
   EXPECT_EQ(mask_sentence(demo_problem(), Lang::En), mask_sentence(MaskKind::None, Lang::En));
+}
+
+// A row longer than 16 names its 8 largest weights with their keys (its first keys are often
+// masked or near zero), largest first, and their sum.
+TEST(CoreDemo, ALongRowNamesItsLargestWeights) {
+  Problem p = random_problem(64, 8, 4, 3);
+  p.mask = MaskKind::Causal;
+  const Trace t = cpu_staged(p);
+  const int query = 40;
+  std::vector<int> order(64);
+  for (int c = 0; c < 64; ++c) order[c] = c;
+  const float* w = t.weights.data() + static_cast<std::size_t>(query) * 64;
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return w[a] > w[b] || (w[a] == w[b] && a < b); });
+  ASSERT_LE(order[0], query);
+  const std::string en = describe(p, t, query, Lang::En);
+  const std::string first = format_number("%.3f", w[order[0]]) + " (" + std::to_string(order[0]) + "), " +
+                            format_number("%.3f", w[order[1]]) + " (" + std::to_string(order[1]) + ")";
+  EXPECT_NE(en.find("The largest 8 of the current row's 64 weights are " + first), std::string::npos) << en;
+  double mass = 0;
+  for (int i = 0; i < 8; ++i) mass += w[order[i]];
+  EXPECT_NE(en.find("together " + format_number("%.3f", mass)), std::string::npos) << en;
+  const std::string zh = describe(p, t, query, Lang::Zh);
+  EXPECT_NE(zh.find("当前行 64 个权重中最大的 8 个为 " + format_number("%.3f", w[order[0]]) + "（“" +
+                    std::to_string(order[0]) + "”）"),
+            std::string::npos)
+      << zh;
 }
 
 // ---- independent recomputation, plain loops in double ----------------------------------------
