@@ -218,7 +218,6 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
       // and the keys of the first query head of each group.
       p = decode_view(pattern_problem(pattern, n, a.d_k, a.d_v, a.seed, a.heads), q, g);
     }
-    if (a.head) p = one_head(p, *a.head);  // head h of the H heads, exactly as generated
   } else {
     throw InputError("run needs its inputs: --q FILE --k FILE --v FILE, --random N or --bundle DIR");
   }
@@ -231,6 +230,9 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
   if (a.rope) apply_rope_spec(p, a.rope->empty() ? "10000" : *a.rope);
   if (a.score_mod) apply_score_mod_spec(p, *a.score_mod);
   if (a.mask_mod) apply_mask_mod_spec(p, *a.mask_mod);
+  // Head h of the H random heads, exactly as generated, after the modifications: it keeps its own
+  // ALiBi slope among the H (picked first, it was a one-head problem's) and its rows of a per-head bias.
+  if (a.random_n && a.head) p = one_head(p, *a.head);
   apply_token_spec(p, a.tokens, a.tokens_file);
   return p;
 }

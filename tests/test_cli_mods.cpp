@@ -126,6 +126,17 @@ TEST(ModsCli, WrongValuesGetOneErrorLine) {
   }
 }
 
+// --head h of --heads H keeps head h's ALiBi slope among the H (picked before the modifications,
+// it was a one-head problem's 2^-8), as the viewer's session does.
+TEST(ModsCli, OneHeadKeepsItsAlibiSlopeAmongTheHeads) {
+  const test::BinaryRun r =
+      attnlab({"run", "--random", "8", "--heads", "8", "--head", "3", "--score-mod", "alibi", "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j["mods"]["alibi_slopes"].size(), 1u) << j["mods"].dump();
+  EXPECT_EQ(j["mods"]["alibi_slopes"][0].get<double>(), standard_alibi_slopes(8)[3]);
+}
+
 // Refusals that name their real cause: causal as a mask mod beside a mask file (it was "unknown
 // mask modification 'causal (with a mask file)'"), and a document id past fp32's exact whole
 // numbers (it was "must be whole numbers, got 9.9999998e+10": 16777217 read as 16777216 would

@@ -3,6 +3,7 @@
 // backend / random mode, the Compare refusal without CUDA, the state dump, and the measured redraw
 // runs of the redraw benchmark, and the worker thread of the interactive viewer.
 #include "viewer_test_util.h"
+#include "core/modify.h"
 #include "core/backend.h"
 #include "core/problem.h"
 #include "core/stats.h"
@@ -419,6 +420,30 @@ TEST(SessionStreaming, AboveTheKeptLimitTheViewAndTheRowAreStreamed) {
   ASSERT_NE(c.pooled_stage(3), nullptr);
   EXPECT_NE(c.pooled_stage(3)->cells[0].value, before);
   EXPECT_NE(compare_unavailable_reason(c), "");
+}
+
+// One head of H random heads keeps its own ALiBi slope among the H (the CLI's --head gives the
+// same), through ALiBi switched off and on again.
+TEST(Session, OneHeadOfManyKeepsItsAlibiSlope) {
+  ViewerOptions o = test::cpu_viewer_options();
+  o.random_n = 8;
+  o.d_k = o.d_v = 4;
+  o.heads = 8;
+  o.head = 3;
+  o.mods.alibi = true;
+  o.score_mods_given = true;
+  Session s(o);
+  const double slope = standard_alibi_slopes(8)[3];
+  ASSERT_EQ(alibi_slopes(s.problem()).size(), 1u);
+  EXPECT_EQ(alibi_slopes(s.problem())[0], slope);
+  ModSettings m = s.requested_mods();
+  m.alibi = false;
+  ASSERT_TRUE(s.set_mods(m)) << s.error();
+  EXPECT_TRUE(alibi_slopes(s.problem()).empty());
+  m.alibi = true;
+  ASSERT_TRUE(s.set_mods(m)) << s.error();
+  EXPECT_EQ(alibi_slopes(s.problem())[0], slope);
+  EXPECT_NE(s.reproduce_command().find("--heads 8 --head 3"), std::string::npos) << s.reproduce_command();
 }
 
 TEST(Session, OutOfRangeRandomFieldsAreRefusedWithTheReason) {

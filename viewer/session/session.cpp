@@ -24,14 +24,14 @@
 namespace attnlab::viewer {
 namespace {
 
-// The settings part of p's modifications, and p with them set (a bias and documents stay).
+// The settings part of p's modifications, and p with them set (a bias, documents and the ALiBi
+// slopes stay: they are read only while ALiBi is on, and switched back on it finds them again).
 ModSettings mods_of(const Problem& p) {
   return ModSettings{p.mods.rope_theta, p.mods.alibi, p.mods.softcap, p.mods.window, p.mods.prefix};
 }
 void set_mods_of(Problem& p, const ModSettings& m) {
   p.mods.rope_theta = m.rope_theta;
   p.mods.alibi = m.alibi;
-  if (!m.alibi) p.mods.alibi_slopes.clear();
   p.mods.softcap = m.softcap;
   p.mods.window = m.window;
   p.mods.prefix = m.prefix;
@@ -317,8 +317,10 @@ Problem Session::build(const Source& s) {
   } else if (s.demo) {
     p = demo_problem();
   } else if (s.heads > 1) {
-    // Every head from the CLI's generator (--random N --heads H), then the one shown.
+    // Every head from the CLI's generator (--random N --heads H), then the one shown, with its own
+    // ALiBi slope among the H, as the CLI's --head gives it.
     p = one_head(pattern_problem(s.pattern, s.n, s.d_k, s.d_v, s.seed, s.heads), s.head);
+    p.mods.alibi_slopes = {standard_alibi_slopes(s.heads)[static_cast<std::size_t>(s.head)]};
   } else {
     p = pattern_problem(s.pattern, s.n, s.d_k, s.d_v, s.seed);
   }
