@@ -60,8 +60,12 @@ attnlab::Lang error_lang(int argc, char** argv) {
     std::string value;
     if (arg == "--lang" && i + 1 < argc) value = argv[i + 1];
     else if (arg.rfind("--lang=", 0) == 0) value = arg.substr(7);
-    if (value == "zh") return attnlab::Lang::Zh;
-    if (value == "en") return attnlab::Lang::En;
+    else continue;
+    try {
+      return attnlab::parse_lang(value);
+    } catch (const attnlab::InputError&) {
+      break;  // the refusal is of --lang itself: the environment's language
+    }
   }
   return attnlab::lang_from_env();
 }
@@ -90,7 +94,6 @@ std::string conversion_message(const std::string& what) {
   const bool digits = value.size() > sign && value.find_first_not_of("0123456789", sign) == std::string::npos;
   if (digits) return name + " must be a whole number of at most 9 digits, got '" + value + "'";
   char* end = nullptr;
-  errno = 0;
   std::strtod(value.c_str(), &end);
   const bool real = !value.empty() && end == value.c_str() + value.size() &&
                     !std::isspace(static_cast<unsigned char>(value[0]));

@@ -13,7 +13,10 @@
 
 namespace attnlab {
 
-enum class PoolMode { Max, Mean };
+// Extreme: the block's entry of largest |value|, its sign kept (a gradient's map, whose blocks
+// hold both signs). Only the viewer's pool_grid computes it; a PoolRequest to a backend asks for
+// Max or Mean.
+enum class PoolMode { Max, Mean, Extreme };
 
 struct PooledCell {
   float value = 0;

@@ -50,6 +50,22 @@ TEST(Pooling, MaxAndMeanOfTwoByTwoBlocks) {
   for (const auto& c : mean) EXPECT_FALSE(c.masked);
 }
 
+// Extreme keeps each block's entry of largest |value| with its sign: a lone negative entry larger
+// than every positive one is the block's value; ties of |value| keep the positive one.
+TEST(Pooling, ExtremeKeepsTheEntryOfLargestMagnitudeWithItsSign) {
+  const std::vector<float> v = {1, -5, 2, 3,  //
+                                4, 2, -1, -3,  //
+                                0, 0, 7, -7,   //
+                                -1, 0, 0, 0};
+  const AxisMap rows = map_axis(0, 4, 2, 4), cols = map_axis(0, 4, 2, 4);
+  const auto ex = pool_grid(v.data(), 4, 4, nullptr, 4, rows, cols, PoolMode::Extreme);
+  ASSERT_EQ(ex.size(), 4u);
+  EXPECT_EQ(ex[0].value, -5);
+  EXPECT_EQ(ex[1].value, 3);
+  EXPECT_EQ(ex[2].value, -1);
+  EXPECT_EQ(ex[3].value, 7);
+}
+
 TEST(Pooling, MaskedCellsAreLeftOutAndAllMaskedBlocksStayMasked) {
   const auto v = iota16();
   const auto m = causal4();

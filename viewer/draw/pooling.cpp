@@ -76,18 +76,19 @@ std::vector<PooledCell> pool_grid(const float* values, [[maybe_unused]] int rows
                     (cols_map.end.empty() ? 0 : cols_map.end.back() - cols_map.begin.front());
   parallel_rows(out_h, work, [&](int py0, int py1) {
     // Per-pixel accumulators for one output row; source rows are streamed once each.
-    std::vector<float> best(out_w);
+    std::vector<float> best(out_w), low(out_w);
     std::vector<double> sum(out_w);
     std::vector<int> count(out_w);
     for (int py = py0; py < py1; ++py) {
       std::fill(best.begin(), best.end(), -std::numeric_limits<float>::infinity());
+      std::fill(low.begin(), low.end(), std::numeric_limits<float>::infinity());
       std::fill(sum.begin(), sum.end(), 0.0);
       std::fill(count.begin(), count.end(), 0);
       for (int r = rows_map.begin[py]; r < rows_map.end[py]; ++r) {
         const float* row = values + static_cast<std::size_t>(r) * cols;
         const float* mrow = mask ? mask + static_cast<std::size_t>(r % mask_rows) * cols : nullptr;
         for (int px = 0; px < out_w; ++px) {
-          float b = best[px];
+          float b = best[px], lo = low[px];
           double s = 0;
           int n = 0;
           const int c0 = cols_map.begin[px], c1 = cols_map.end[px];
@@ -96,6 +97,7 @@ std::vector<PooledCell> pool_grid(const float* values, [[maybe_unused]] int rows
               const float v = row[c];
               if (mrow[c] != 0.0f || !std::isfinite(v)) continue;
               b = std::max(b, v);
+              lo = std::min(lo, v);
               s += v;
               ++n;
             }
@@ -104,11 +106,13 @@ std::vector<PooledCell> pool_grid(const float* values, [[maybe_unused]] int rows
               const float v = row[c];
               if (!std::isfinite(v)) continue;
               b = std::max(b, v);
+              lo = std::min(lo, v);
               s += v;
               ++n;
             }
           }
           best[px] = b;
+          low[px] = lo;
           sum[px] += s;
           count[px] += n;
         }
@@ -118,7 +122,10 @@ std::vector<PooledCell> pool_grid(const float* values, [[maybe_unused]] int rows
         if (count[px] == 0) {
           o[px].masked = true;
         } else {
-          o[px].value = mode == PoolMode::Max ? best[px] : static_cast<float>(sum[px] / count[px]);
+          o[px].value = mode == PoolMode::Max    ? best[px]
+                        : mode == PoolMode::Mean ? static_cast<float>(sum[px] / count[px])
+                        : -low[px] > best[px]    ? low[px]
+                                                 : best[px];
         }
       }
     }

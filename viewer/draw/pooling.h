@@ -36,7 +36,8 @@ AxisSpan axis_span(double first, double count, int pixels, int total, int pixel)
 // Reduces `values` (rows x cols, row-major) over the blocks rows_map x cols_map. `mask` (may be null)
 // is an additive mask of mask_rows x cols (0 keeps, -inf blocks) applied to row r as mask row
 // r % mask_rows, which is how a stacked multi-head trace shares one mask. Non-finite values in the
-// data are treated as masked too. Output: rows_map.size() x cols_map.size(), row-major.
+// data are treated as masked too. Output: rows_map.size() x cols_map.size(), row-major: each block's
+// max, mean or (Extreme) entry of largest |value|.
 std::vector<PooledCell> pool_grid(const float* values, int rows, int cols, const float* mask,
                                   int mask_rows, const AxisMap& rows_map, const AxisMap& cols_map,
                                   PoolMode mode);

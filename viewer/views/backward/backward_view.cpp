@@ -272,18 +272,8 @@ MapPicture map_picture(const MatrixF& m, const MatrixF* mask, bool gradient, boo
   const int r = static_cast<int>(m.rows()), c = static_cast<int>(m.cols());
   const float* mk = mask && mask->size() ? mask->data() : nullptr;
   const int mask_rows = mk ? static_cast<int>(mask->rows()) : 0;
-  // The largest entry of each block and the largest of the negated: the one of larger |value|.
-  out.cells = pool_grid(m.data(), r, c, mk, mask_rows, rows, cols, PoolMode::Max);
-  const MatrixF negated = -m;
-  const std::vector<PooledCell> low = pool_grid(negated.data(), r, c, mk, mask_rows, rows, cols, PoolMode::Max);
-  for (std::size_t i = 0; i < out.cells.size(); ++i) {
-    PooledCell& cell = out.cells[i];
-    if (cell.masked) {
-      ++out.masked_blocks;
-      continue;
-    }
-    if (low[i].value > cell.value) cell.value = -low[i].value;
-  }
+  out.cells = pool_grid(m.data(), r, c, mk, mask_rows, rows, cols, PoolMode::Extreme);
+  for (const PooledCell& cell : out.cells) out.masked_blocks += cell.masked;
   out.range = finite_range(m.data(), r, c, mk, mask_rows);
   if (gradient) {
     const double a = std::max({std::abs(out.range.lo), std::abs(out.range.hi), 1e-30});

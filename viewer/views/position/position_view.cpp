@@ -75,7 +75,8 @@ constexpr Entry kTexts[] = {
       "键 %d · Δ = %d\n无位置：%s\n加 RoPE：%s\nALiBi 项：%s\n只看 RoPE：%s"}},
     {PT::SlopeStandard,
      {"the first of %d head(s)' standard slopes", "%d 个头的标准斜率中的第一个"}},
-    {PT::SlopeGiven, {"the slope given for this head", "为这个头给定的斜率"}},
+    {PT::SlopeGiven, {"this head's own slope (given, or its standard slope among the heads it was picked from)",
+                       "这个头自己的斜率（给定的，或它在原来各头中的标准斜率）"}},
     {PT::AlibiLeaves,
      {"The ALiBi line leaves the plot (green marks on its lower edge) below %s beyond |Δ| = %s; it reaches %s at "
       "the far end.",
