@@ -117,10 +117,11 @@ void load_fonts(App& app, float font_px) {
   app.glyphs_problem = app.session.problem_revision();
   for (const std::string& s : all_ui_text()) add_text(s);
   for (Lang l : {Lang::Zh, Lang::En})
-    for (const auto& [k, d] : key_help(l)) {
-      add_text(k);
-      add_text(d);
-    }
+    for (const auto& v : app.views)
+      for (const auto& [k, d] : key_help(l, v->step_keys_help(l))) {
+        add_text(k);
+        add_text(d);
+      }
   for (const auto& v : app.views)
     for (const std::string& s : v->texts()) add_text(s);
   // Every catalogued message (refusals, faults, the CUDA note), in both languages.
@@ -218,8 +219,10 @@ void apply_action(App& app, Action a) {
   // Any accepted action other than a state change ends the last refusal's message (a state
   // change ends it itself, or replaces it with its own).
   if (a != Action::TemperatureDown && a != Action::TemperatureUp && a != Action::ToggleMask) c.clear_error();
-  // The view first (the walk's playback keys step through its key tiles).
+  // The view first (the walk's playback keys step through its key tiles); the step keys it leaves
+  // drive the chain's playback only where the view shows the chain's steps.
   if (app.shown_view().on_action(a)) return;
+  if (is_step_action(a) && !app.shown_view().chain_steps()) return;
   switch (a) {
     case Action::TogglePlay: app.play.toggle_play(); break;
     case Action::StepNext: app.play.next(); break;
@@ -310,6 +313,8 @@ void draw_frame(App& app) {
     if (app.view != view_names()[app.shown]) app.shown = std::max(0, view_index(app.view));
     View& v = app.shown_view();
     app.session.set_companion(v.companion());
+    // The chain's playback does not move out of sight: a view without its steps pauses it.
+    if (!v.chain_steps()) app.play.set_playing(false);
     v.prepare(app.session, app.play.step());
   };
   show();

@@ -51,7 +51,7 @@ void draw_help(App& app) {
   ImGui::Begin(fmt("%s###help", tr(lang, S::Keys)).c_str(), &open,
                ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoCollapse);
   if (ImGui::BeginTable("keys", 2, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
-    for (const auto& [k, d] : key_help(lang)) {
+    for (const auto& [k, d] : key_help(lang, app.shown_view().step_keys_help(lang))) {
       ImGui::TableNextRow();
       ImGui::TableSetColumnIndex(0);
       ImGui::TextColored(kHighlightV4, "%s", k.c_str());

@@ -207,41 +207,44 @@ void draw_controls(App& app, const Layout& l) {
     }
   }
 
-  // Step playback.
-  section(tr(lang, S::Steps));
-  ImGui::TextColored(kHighlightV4, tr(lang, S::StepOf), app.play.step());
-  for (int k = 1; k <= kSteps; ++k) {
-    if (ImGui::Selectable(step_name(lang, k), app.play.step() == k)) {
-      c.clear_error();
-      app.play.set_step(k);
+  // Step playback: only in the views that show the chain's steps (the others have their own
+  // buttons, or no steps).
+  if (app.shown_view().chain_steps()) {
+    section(tr(lang, S::Steps));
+    ImGui::TextColored(kHighlightV4, tr(lang, S::StepOf), app.play.step());
+    for (int k = 1; k <= kSteps; ++k) {
+      if (ImGui::Selectable(step_name(lang, k), app.play.step() == k)) {
+        c.clear_error();
+        app.play.set_step(k);
+      }
     }
-  }
-  if (ImGui::Button(tr(lang, S::Prev))) {
-    c.clear_error();
-    app.play.prev();
-  }
-  const char* play = tr(lang, app.play.playing() ? S::Pause : S::Play);
-  same_line_if_fits(button_width(play));
-  if (ImGui::Button(fmt("%s###play", play).c_str())) {
-    c.clear_error();
-    app.play.toggle_play();
-  }
-  same_line_if_fits(button_width(tr(lang, S::Next)));
-  if (ImGui::Button(tr(lang, S::Next))) {
-    c.clear_error();
-    app.play.next();
-  }
-  same_line_if_fits(button_width(tr(lang, S::Reset)));
-  if (ImGui::Button(tr(lang, S::Reset))) {
-    c.clear_error();
-    app.play.home();
-  }
-  float speed = static_cast<float>(app.play.speed());
-  ImGui::SetNextItemWidth(-(ImGui::CalcTextSize(tr(lang, S::Speed)).x + ImGui::GetStyle().ItemInnerSpacing.x));
-  if (ImGui::SliderFloat(fmt("%s###speed", tr(lang, S::Speed)).c_str(), &speed, kMinSpeed, kMaxSpeed, "%.2f",
-                         ImGuiSliderFlags_Logarithmic)) {
-    c.clear_error();
-    app.play.set_speed(speed);
+    if (ImGui::Button(tr(lang, S::Prev))) {
+      c.clear_error();
+      app.play.prev();
+    }
+    const char* play = tr(lang, app.play.playing() ? S::Pause : S::Play);
+    same_line_if_fits(button_width(play));
+    if (ImGui::Button(fmt("%s###play", play).c_str())) {
+      c.clear_error();
+      app.play.toggle_play();
+    }
+    same_line_if_fits(button_width(tr(lang, S::Next)));
+    if (ImGui::Button(tr(lang, S::Next))) {
+      c.clear_error();
+      app.play.next();
+    }
+    same_line_if_fits(button_width(tr(lang, S::Reset)));
+    if (ImGui::Button(tr(lang, S::Reset))) {
+      c.clear_error();
+      app.play.home();
+    }
+    float speed = static_cast<float>(app.play.speed());
+    ImGui::SetNextItemWidth(-(ImGui::CalcTextSize(tr(lang, S::Speed)).x + ImGui::GetStyle().ItemInnerSpacing.x));
+    if (ImGui::SliderFloat(fmt("%s###speed", tr(lang, S::Speed)).c_str(), &speed, kMinSpeed, kMaxSpeed, "%.2f",
+                           ImGuiSliderFlags_Logarithmic)) {
+      c.clear_error();
+      app.play.set_speed(speed);
+    }
   }
 
   // Query, temperature, mask.
@@ -326,7 +329,7 @@ void draw_controls(App& app, const Layout& l) {
     const bool over_radio = ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled);
     wrapped(app, message_of(Msg::CudaUnusable, {}).text(lang), &kDimV4);
     if (over_radio || ImGui::IsItemHovered())
-      ImGui::SetTooltip("%s", fmt(tr(lang, S::CudaUnavailable), c.cuda_reason().c_str()).c_str());
+      ImGui::SetTooltip("%s", fmt(tr(lang, S::CudaUnavailable), cuda_reason_text(c.cuda_reason(), lang).c_str()).c_str());
   }
   // The run's precision (every view shows that pipeline); a refusal (bf16 on CUDA, or streamed)
   // shows as the error line above, in the UI language.

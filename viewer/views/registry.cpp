@@ -8,6 +8,12 @@ namespace attnlab::viewer {
 
 std::string View::mask_sentence(const Session& s, Lang lang) const { return attnlab::mask_sentence(s.problem(), lang); }
 
+StepKeysHelp View::step_keys_help(Lang lang) const {
+  StepKeysHelp h = chain_step_keys_help(lang);
+  if (!chain_steps()) h.play = h.step = h.home = "";
+  return h;
+}
+
 const std::vector<std::string>& view_names() {
   static const std::vector<std::string> names = {
 #define ATTNLAB_VIEW_NAME(name, Type) #name,

@@ -163,6 +163,7 @@ class DiffView final : public View {
   DiffView(const ViewContext& ctx, const Options& o);
 
   void prepare(Session& s, int step) override;
+  bool chain_steps() const override { return true; }
   std::shared_ptr<const Companion> companion() const override { return companion_; }
   void dump(nlohmann::json& j, const Session& s) const override;
   std::string broken(const Session& s) const override;
