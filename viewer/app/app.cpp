@@ -206,12 +206,17 @@ App::App(const ViewerOptions& o, bool async)
   pool = o.pool;
   state_dump_path = o.state_dump;
   log_weights = session.n() > 64;
-  views = make_views(session, o.views, o.view, !async);
+  views = make_views(session, o.views, o.view, !async, o.step_given);
   session.set_companion(shown_view().companion());
 }
 
 void input_loaded(App& app) {
   for (auto& v : app.views) v->input_loaded();
+}
+
+const char* keyboard_line(const App& app) {
+  const bool steps = !app.views[app.shown]->step_keys_help(app.lang).play.empty();
+  return tr(app.lang, steps ? S::KeyboardLine : S::KeyboardLineNoSteps);
 }
 
 void apply_action(App& app, Action a) {

@@ -37,7 +37,7 @@ void draw_caveat(App& app, const Layout& l) {
   } else if (!c.error().empty()) {
     ImGui::TextColored(kErrorV4, "%s%s", tr(lang, S::ErrorPrefix), c.error_text(lang).c_str());
   } else {
-    ImGui::TextColored(kDimV4, "%s", tr(lang, S::KeyboardLine));
+    ImGui::TextColored(kDimV4, "%s", keyboard_line(app));
   }
   ImGui::End();
 }

@@ -393,7 +393,7 @@ void draw_controls(App& app, const Layout& l) {
     }
   }
   ImGui::Separator();
-  wrapped(app, tr(lang, S::KeyboardLine), &kDimV4);
+  wrapped(app, keyboard_line(app), &kDimV4);
   ImGui::End();
 }
 

@@ -27,6 +27,8 @@ constexpr Entry kTable[] = {
      "Q 与 K 的特征维数 d_k=%d；标准缩放先除以 √d_k，再由温度调整 softmax 锐度。V 决定加权输出的内容。"},
     {S::KeyboardLine, "Keyboard: Space play/pause, ← → one step, Home reset. F1: all keys.",
      "键盘：空格播放或暂停，左右方向键单步，Home 重置。F1：全部按键。"},
+    {S::KeyboardLineNoSteps, "Keyboard: ↑ ↓ query, M mask, [ ] temperature (this view has no steps). F1: all keys.",
+     "键盘：↑↓ 查询，M 掩码，[ ] 温度（本视图没有步骤）。F1：全部按键。"},
     {S::Controls, "Controls", "控制"},
     {S::Input, "Input", "输入"},
     {S::ModeDemo, "Demo sentence (5 tokens)", "示例句子（5 个 token）"},

@@ -71,10 +71,10 @@ std::string views_usage() {
 }
 
 std::vector<std::unique_ptr<View>> make_views(Session& s, const ViewOptions& o, const std::string& shown,
-                                              bool headless) {
+                                              bool headless, bool step_given) {
   std::vector<std::unique_ptr<View>> views;
 #define ATTNLAB_VIEW_MAKE(name, Type) \
-  views.push_back(std::make_unique<Type>(ViewContext{s, headless, shown == #name}, o.name));
+  views.push_back(std::make_unique<Type>(ViewContext{s, headless, shown == #name, step_given}, o.name));
   ATTNLAB_VIEWS(ATTNLAB_VIEW_MAKE)
 #undef ATTNLAB_VIEW_MAKE
   return views;

@@ -50,6 +50,7 @@ struct ViewContext {
   Session& session;
   bool headless = false;  // --screenshot: nothing runs after the picture (the perf view sweeps first)
   bool shown = false;     // this is the view the window opens on (--view)
+  bool step_given = false;  // --step was given: a view that would open on another step keeps it
 };
 
 // A text of a view in both languages, for views that keep their words in their own folder (the
