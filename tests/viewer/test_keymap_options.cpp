@@ -145,6 +145,7 @@ TEST(Strings, KnownCudaReasonsAreTranslatedAndDriverTextStays) {
   EXPECT_EQ(cuda_reason_text("no CUDA device: attnlab was built without CUDA", Lang::Zh),
             "没有 CUDA 设备：attnlab 编译时未启用 CUDA");
   EXPECT_EQ(cuda_reason_text("no CUDA device", Lang::Zh), "没有 CUDA 设备");
+  EXPECT_EQ(cuda_reason_text("the CUDA backward is not in this build", Lang::Zh), "此构建不含 CUDA 反向");
   const std::string driver = "cudaGetDeviceCount: cudaErrorInsufficientDriver (CUDA driver version is insufficient)";
   EXPECT_EQ(cuda_reason_text(driver, Lang::Zh), driver);
   EXPECT_EQ(cuda_reason_text("no CUDA device: " + driver, Lang::Zh), "没有 CUDA 设备：" + driver);

@@ -631,7 +631,8 @@ std::vector<std::string> all_ui_text() {
       out.push_back(b);
     }
   }
-  for (const char* r : {"no CUDA device: attnlab was built without CUDA", "cudaGetDeviceCount found no device"})
+  for (const char* r : {"no CUDA device: attnlab was built without CUDA", "cudaGetDeviceCount found no device",
+                        "the CUDA backward is not in this build"})
     out.push_back(cuda_reason_text(r, Lang::Zh));
   return out;
 }
@@ -692,6 +693,7 @@ std::string cuda_reason_text(const std::string& reason, Lang lang) {
   if (reason == "no CUDA device") return "没有 CUDA 设备";
   if (reason == "attnlab was built without CUDA") return "attnlab 编译时未启用 CUDA";
   if (reason == "cudaGetDeviceCount found no device") return "cudaGetDeviceCount 未找到设备";
+  if (reason == "the CUDA backward is not in this build") return "此构建不含 CUDA 反向";
   return reason;
 }
 

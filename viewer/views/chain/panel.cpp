@@ -204,11 +204,12 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   const bool rope_shown = step == 1 && rope_m;
   const bool key_rows = rope_shown && chain_rope_keys(rope);
   const bool dims_axis = step == 4 || (c.stage_matrix(step) == nullptr && !c.streaming());
+  // Wrapped: at a large UI scale the hint is wider than the panel.
   if (key_rows) {
-    ImGui::TextColored(kDimV4, "%s", tr(lang, S::RopeHintK));
+    wrapped(app, tr(lang, S::RopeHintK), &kDimV4);
   } else {
-    ImGui::TextColored(kDimV4, tr(lang, S::HeatHint),
-                       tr(lang, rope_shown ? S::AxisDimsK : dims_axis ? S::AxisDims : S::AxisKeys));
+    wrapped(app, fmt(tr(lang, S::HeatHint), tr(lang, rope_shown ? S::AxisDimsK : dims_axis ? S::AxisDims : S::AxisKeys)),
+            &kDimV4);
   }
 
   // Streamed problems (N above kKeepStagesMaxTokens): steps 1-3 come as the pooled image of this

@@ -69,9 +69,11 @@ void controls(Shell& app, DecodeView& v) {
   const Lang lang = app.lang;
   DecodeShape s = v.shape();
   const int input_tokens = app.session.problem().n();
+  // Each combo at its width, or what is left of the line where that is less (a large UI scale).
+  const auto combo_width = [](float w) { ImGui::SetNextItemWidth(std::min(w, ImGui::GetContentRegionAvail().x)); };
   ImGui::TextUnformatted(dtr(lang, DT::Cache));
   ImGui::SameLine();
-  ImGui::SetNextItemWidth(app.font_px * 13);
+  combo_width(app.font_px * 13);
   if (ImGui::BeginCombo("##decode_cache", cache_label(lang, s.keys, input_tokens).c_str())) {
     std::vector<int> choices = {0};
     for (int k : decode_cache_choices()) choices.push_back(k);
@@ -90,10 +92,10 @@ void controls(Shell& app, DecodeView& v) {
   }
   if (!s.input()) {
   const std::string heads = fmt(dtr(lang, DT::HeadsItem), s.heads, s.kv_heads);
-  same_line_if_fits(text_width(dtr(lang, DT::Heads)) + app.font_px * 14);
+  same_line_if_fits(text_width(dtr(lang, DT::Heads)) + ImGui::GetStyle().ItemSpacing.x + app.font_px * 15);
   ImGui::TextUnformatted(dtr(lang, DT::Heads));
   ImGui::SameLine();
-  ImGui::SetNextItemWidth(app.font_px * 15);
+  combo_width(app.font_px * 15);
   if (ImGui::BeginCombo("##decode_heads", heads.c_str())) {
     for (const DecodeHeads& h : decode_heads_choices()) {
       DecodeShape t = s;
@@ -111,10 +113,10 @@ void controls(Shell& app, DecodeView& v) {
     }
     ImGui::EndCombo();
   }
-  same_line_if_fits(app.font_px * 6);
+  same_line_if_fits(text_width(dtr(lang, DT::Dim)) + ImGui::GetStyle().ItemSpacing.x + app.font_px * 4);
   ImGui::TextUnformatted(dtr(lang, DT::Dim));
   ImGui::SameLine();
-  ImGui::SetNextItemWidth(app.font_px * 4);
+  combo_width(app.font_px * 4);
   if (ImGui::BeginCombo("##decode_dim", std::to_string(s.dim).c_str())) {
     for (int d : decode_dim_choices()) {
       DecodeShape t = s;
@@ -133,7 +135,7 @@ void controls(Shell& app, DecodeView& v) {
   same_line_if_fits(text_width(dtr(lang, DT::Splits)) + app.font_px * 7);
   ImGui::TextUnformatted(dtr(lang, DT::Splits));
   ImGui::SameLine();
-  ImGui::SetNextItemWidth(app.font_px * 6);
+  combo_width(app.font_px * 6);
   if (ImGui::BeginCombo("##decode_splits", splits.c_str())) {
     for (int c : decode_split_choices())
       if (ImGui::Selectable(c == 0 ? dtr(lang, DT::SplitsAuto) : std::to_string(c).c_str(), c == v.splits()))
