@@ -385,6 +385,22 @@ TEST(DiffView, TheFirstStepWhereTheSpecCanShow) {
   EXPECT_EQ(diff_first_step(parse_diff_spec("precision=bf16")), 1);
 }
 
+// A diff of the temperature opens on step 2, unless the command line asked for a step: then that
+// step, step 1 included; later draws follow the playback either way.
+TEST(DiffView, AnExplicitStepIsWhereItOpens) {
+  for (const bool given : {false, true}) {
+    SCOPED_TRACE(given);
+    std::vector<std::string> args = {"--view", "diff", "--diff", "temperature=0.5", "--backend", "cpu"};
+    if (given) args.insert(args.end(), {"--step", "1"});
+    const ViewerOptions o = parse_viewer_args(args);
+    EXPECT_EQ(o.step_given, given);
+    Session s(o);
+    DiffView v(ViewContext{s, false, true, o.step_given}, o.views.diff);
+    EXPECT_EQ(v.open_at(1), given ? 1 : 2);
+    EXPECT_EQ(v.open_at(1), 1) << "the playback's step after the first draw";
+  }
+}
+
 #ifdef ATTNLAB_VIEW_BINARY
 // A temperature diff opens on the logits, where B − A is not 0 (at step 1 it is 0 by
 // construction); the view spans the centre and the right column, as the information panel is

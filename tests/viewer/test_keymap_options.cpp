@@ -58,7 +58,7 @@ TEST(Keymap, TemperatureStepsByRatioWithinTheSliderRange) {
 }
 
 TEST(Keymap, HelpListsTheSameKeysInBothLanguages) {
-  const auto zh = key_help(Lang::Zh), en = key_help(Lang::En);
+  const auto zh = key_help(Lang::Zh, chain_step_keys_help(Lang::Zh)), en = key_help(Lang::En, chain_step_keys_help(Lang::En));
   ASSERT_EQ(zh.size(), en.size());
   EXPECT_GE(en.size(), 10u);
   EXPECT_EQ(zh[1].first, en[1].first);  // arrows are the same symbols
@@ -138,6 +138,20 @@ TEST(Strings, EveryEntryExistsInBothLanguages) {
   EXPECT_EQ(science_notes(Lang::Zh).size(), 7u);
 }
 
+// The registry's known reasons for no CUDA are said in Chinese in the Chinese UI; the driver's own
+// words stay as they are; English keeps everything.
+TEST(Strings, KnownCudaReasonsAreTranslatedAndDriverTextStays) {
+  EXPECT_EQ(cuda_reason_text("attnlab was built without CUDA", Lang::Zh), "attnlab 编译时未启用 CUDA");
+  EXPECT_EQ(cuda_reason_text("no CUDA device: attnlab was built without CUDA", Lang::Zh),
+            "没有 CUDA 设备：attnlab 编译时未启用 CUDA");
+  EXPECT_EQ(cuda_reason_text("no CUDA device", Lang::Zh), "没有 CUDA 设备");
+  EXPECT_EQ(cuda_reason_text("the CUDA backward is not in this build", Lang::Zh), "此构建不含 CUDA 反向");
+  const std::string driver = "cudaGetDeviceCount: cudaErrorInsufficientDriver (CUDA driver version is insufficient)";
+  EXPECT_EQ(cuda_reason_text(driver, Lang::Zh), driver);
+  EXPECT_EQ(cuda_reason_text("no CUDA device: " + driver, Lang::Zh), "没有 CUDA 设备：" + driver);
+  EXPECT_EQ(cuda_reason_text("attnlab was built without CUDA", Lang::En), "attnlab was built without CUDA");
+}
+
 TEST(Strings, Utf8Codepoints) {
   EXPECT_EQ(utf8_codepoints("上下文a√"), (std::vector<unsigned>{0x4E0A, 0x4E0B, 0x6587, 'a', 0x221A}));
   EXPECT_EQ(utf8_codepoints(std::string("\xff" "b")), (std::vector<unsigned>{'b'}));
@@ -154,7 +168,7 @@ TEST(Keymap, ShiftArrowsMoveTheSelectedKeyAndEscIsDocumentedAsClosingTheHelp) {
   EXPECT_EQ(action_for_key(Key::Left, false), Action::StepPrev);
   EXPECT_EQ(action_for_key(Key::Space, true), Action::TogglePlay);
   bool esc = false, shift = false;
-  for (const auto& [k, d] : key_help(Lang::En)) {
+  for (const auto& [k, d] : key_help(Lang::En, chain_step_keys_help(Lang::En))) {
     if (k == "Esc") esc = d.find("close this key help") != std::string::npos;
     if (k.find("Shift") != std::string::npos) shift = true;
   }

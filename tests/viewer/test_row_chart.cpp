@@ -39,3 +39,38 @@ TEST(RowChart, MaskedKeysAreNeverTopAndAFullyMaskedBinIsEmpty) {
   EXPECT_FLOAT_EQ(m.bins[0], 0.9f);
   EXPECT_EQ(m.top[0].key, 0);
 }
+
+// The rank numbers over the top bars: neighbouring keys' numbers never overlap; a number that
+// meets none keeps its place; all stay inside the chart.
+TEST(RowChart, RankLabelsOfNeighbouringKeysDoNotOverlap) {
+  const auto meet = [](const LabelBox& a, const LabelBox& b) {
+    return a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
+  };
+  // Ranks 1..3 on three adjacent 2 px columns, bars of nearly the same height (labels 8 × 14 px).
+  const std::vector<LabelBox> wish{{100, 40, 8, 14}, {102, 41, 8, 14}, {98, 41, 8, 14}};
+  const std::vector<LabelBox> at = place_labels(wish, 0, 400, 10);
+  ASSERT_EQ(at.size(), 3u);
+  EXPECT_FLOAT_EQ(at[0].x, 100);
+  EXPECT_FLOAT_EQ(at[0].y, 40) << "the first keeps its place";
+  for (std::size_t i = 0; i < at.size(); ++i) {
+    EXPECT_GE(at[i].y, 10) << i;
+    EXPECT_GE(at[i].x, 0) << i;
+    EXPECT_LE(at[i].x + at[i].w, 400) << i;
+    for (std::size_t j = 0; j < i; ++j) EXPECT_FALSE(meet(at[i], at[j])) << i << " meets " << j;
+  }
+  // Far apart: each at its wish.
+  const std::vector<LabelBox> apart{{10, 40, 8, 14}, {200, 60, 8, 14}, {300, 20, 8, 14}};
+  const std::vector<LabelBox> kept = place_labels(apart, 0, 400, 10);
+  for (std::size_t i = 0; i < apart.size(); ++i) {
+    EXPECT_FLOAT_EQ(kept[i].x, apart[i].x);
+    EXPECT_FLOAT_EQ(kept[i].y, apart[i].y);
+  }
+  // At the chart's right edge, the same key three times: still apart, still inside.
+  const std::vector<LabelBox> edge{{396, 12, 8, 14}, {396, 12, 8, 14}, {396, 12, 8, 14}};
+  const std::vector<LabelBox> e = place_labels(edge, 0, 400, 10);
+  for (std::size_t i = 0; i < e.size(); ++i) {
+    EXPECT_LE(e[i].x + e[i].w, 400) << i;
+    EXPECT_GE(e[i].y, 10) << i;
+    for (std::size_t j = 0; j < i; ++j) EXPECT_FALSE(meet(e[i], e[j])) << i << " meets " << j;
+  }
+}

@@ -36,7 +36,24 @@ TEST(TextWrap, NumbersAndWordsStayWhole) {
 
 TEST(TextWrap, ChineseBreaksAroundEveryCharacterButNotBeforeClosingPunctuation) {
   EXPECT_EQ(wrap_units("上下文。"), (std::vector<std::string>{"上", "下", "文。"}));
-  EXPECT_EQ(wrap_units("权重（上）"), (std::vector<std::string>{"权", "重", "（", "上）"}));
+  EXPECT_EQ(wrap_units("权重（上）"), (std::vector<std::string>{"权", "重", "（上）"}));
+}
+
+// Opening brackets and quotes join what follows: "（" never ends a line, whether a Chinese
+// character or a word comes next.
+TEST(TextWrap, OpeningBracketsNeverEndALine) {
+  EXPECT_EQ(wrap_units("无关（log-sum-exp）"), (std::vector<std::string>{"无", "关", "（log-sum-exp）"}));
+  EXPECT_EQ(wrap_units("称为“上下文”"), (std::vector<std::string>{"称", "为", "“上", "下", "文”"}));
+  EXPECT_EQ(wrap_units("a (b) c"), (std::vector<std::string>{"a", " ", "(b)", " ", "c"}));
+  EXPECT_EQ(wrap_units("（ 空"), (std::vector<std::string>{"（", " ", "空"})) << "a space after it breaks as before";
+  // The decode panel's sentence at every width: no line ends with an opening bracket.
+  const std::string text = "合并：两个状态的合并是精确的，与顺序无关（log-sum-exp）";
+  const TextMeasure m = [](const std::string& s) { return 18.0f * static_cast<float>(utf8_codepoints(s).size()); };
+  for (float w = 18; w <= 18 * 40; w += 9)
+    for (const std::string& line : wrap_lines(text, w, m)) {
+      ASSERT_GE(line.size(), 3u);
+      EXPECT_NE(line.substr(line.size() - 3), "（") << "width " << w << ": " << line;
+    }
 }
 
 // The description of a random sequence lists thousands of weights as "0.000、0.001、…": each

@@ -91,6 +91,50 @@ TEST(Views, TheAppsViewsTheirCompanionsAndTheirPartOfTheStateDump) {
   EXPECT_THROW(make_views(s2, bad.views, bad.view, false), InputError);
 }
 
+// Every view says what the step keys act on: the chain's steps (chain, precision, diff: the
+// controls' step buttons), steps of its own (walk, decode, backward: it takes Space, ← / → and
+// Home), or nothing (heads, perf, position: the keys do nothing, the step buttons are hidden). The
+// F1 help says the same per view, in both languages.
+TEST(Views, TheStepKeysActOnlyOnTheStepsTheViewShows) {
+  ViewerOptions o = parse_viewer_args({"--backend", "cpu"});
+  Session s(o);
+  const std::vector<std::unique_ptr<View>> views = make_views(s, o.views, o.view, false);
+  const std::set<std::string> chain = {"chain", "precision", "diff"}, own = {"walk", "decode", "backward"};
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    const std::string& name = view_names()[i];
+    View& v = *views[i];
+    EXPECT_EQ(v.chain_steps(), chain.count(name) == 1) << name;
+    bool takes = true;
+    for (Action a : {Action::StepNext, Action::StepPrev, Action::StepHome, Action::TogglePlay, Action::TogglePlay})
+      takes = v.on_action(a) && takes;
+    EXPECT_EQ(takes, own.count(name) == 1) << name << ": its own steps take every step key";
+    EXPECT_FALSE(v.chain_steps() && takes) << name << ": never both";
+    for (Lang l : {Lang::En, Lang::Zh}) {
+      const StepKeysHelp h = v.step_keys_help(l);
+      EXPECT_EQ(h.play.empty(), !v.chain_steps() && !takes) << name << ": the help says the keys do nothing";
+      EXPECT_FALSE(h.query.empty()) << name;
+      const auto help = key_help(l, h);
+      ASSERT_GE(help.size(), 3u);
+      if (h.play.empty()) {
+        EXPECT_EQ(help[0].second, help[1].second) << name << ": Space and ← / → both do nothing";
+      } else {
+        EXPECT_EQ(help[0].second, h.play);
+        EXPECT_EQ(help[1].second, h.step);
+        EXPECT_EQ(help[2].second, h.home);
+      }
+    }
+    if (own.count(name)) {
+      EXPECT_NE(v.step_keys_help(Lang::En).step, chain_step_keys_help(Lang::En).step) << name << ": its own words";
+    }
+  }
+  EXPECT_TRUE(is_step_action(Action::TogglePlay));
+  EXPECT_TRUE(is_step_action(Action::StepHome));
+  EXPECT_FALSE(is_step_action(Action::QueryNext));
+  EXPECT_FALSE(is_step_action(Action::KeyNext));
+  EXPECT_EQ(views[view_index("decode")]->step_keys_help(Lang::En).query, "previous / next query head");
+  EXPECT_EQ(views[view_index("position")]->step_keys_help(Lang::En).query, chain_step_keys_help(Lang::En).query);
+}
+
 // The session runs the shown view's companion and drops another's: a view switch leaves no
 // result of the view left behind.
 TEST(Views, TheSessionKeepsOnlyTheShownViewsCompanion) {

@@ -60,7 +60,17 @@ TEST(WalkView, TileChoicesAreEverySizeOnSmallProblemsAndPowersOfTwoOnLarge) {
   EXPECT_EQ(walk_tile_choices(4096).back(), 4096);
   EXPECT_EQ(walk_tile_for(0, true, 5), 2);
   EXPECT_EQ(walk_tile_for(0, false, 4096), 64);
-  EXPECT_EQ(walk_tile_for(0, false, 40), 40);  // 64 > m: the nearest choice, the whole row
+  // Short rows: at least 4 tiles by default (a power of two), 64 from 256 keys on.
+  EXPECT_EQ(walk_tile_for(0, false, 40), 8);
+  EXPECT_EQ(walk_tile_for(0, false, 64), 16);
+  EXPECT_EQ(walk_tile_for(0, false, 255), 32);
+  EXPECT_EQ(walk_tile_for(0, false, 256), 64);
+  EXPECT_EQ(walk_tile_for(0, false, 3), 1);
+  for (int keys = 4; keys <= 256; ++keys) {
+    const int b = walk_tile_for(0, false, keys);
+    EXPECT_GE((keys + b - 1) / b, 4) << keys << " keys, tile " << b;
+  }
+  EXPECT_EQ(walk_tile_for(100, false, 40), 40);  // above m: the nearest choice, the whole row
   EXPECT_EQ(walk_tile_for(50, false, 4096), 64);
   EXPECT_EQ(walk_tile_for(9, true, 5), 5);
 }

@@ -117,10 +117,11 @@ void load_fonts(App& app, float font_px) {
   app.glyphs_problem = app.session.problem_revision();
   for (const std::string& s : all_ui_text()) add_text(s);
   for (Lang l : {Lang::Zh, Lang::En})
-    for (const auto& [k, d] : key_help(l)) {
-      add_text(k);
-      add_text(d);
-    }
+    for (const auto& v : app.views)
+      for (const auto& [k, d] : key_help(l, v->step_keys_help(l))) {
+        add_text(k);
+        add_text(d);
+      }
   for (const auto& v : app.views)
     for (const std::string& s : v->texts()) add_text(s);
   // Every catalogued message (refusals, faults, the CUDA note), in both languages.
@@ -205,7 +206,7 @@ App::App(const ViewerOptions& o, bool async)
   pool = o.pool;
   state_dump_path = o.state_dump;
   log_weights = session.n() > 64;
-  views = make_views(session, o.views, o.view, !async);
+  views = make_views(session, o.views, o.view, !async, o.step_given);
   session.set_companion(shown_view().companion());
 }
 
@@ -213,13 +214,20 @@ void input_loaded(App& app) {
   for (auto& v : app.views) v->input_loaded();
 }
 
+const char* keyboard_line(const App& app) {
+  const bool steps = !app.views[app.shown]->step_keys_help(app.lang).play.empty();
+  return tr(app.lang, steps ? S::KeyboardLine : S::KeyboardLineNoSteps);
+}
+
 void apply_action(App& app, Action a) {
   Session& c = app.session;
   // Any accepted action other than a state change ends the last refusal's message (a state
   // change ends it itself, or replaces it with its own).
   if (a != Action::TemperatureDown && a != Action::TemperatureUp && a != Action::ToggleMask) c.clear_error();
-  // The view first (the walk's playback keys step through its key tiles).
+  // The view first (the walk's playback keys step through its key tiles); the step keys it leaves
+  // drive the chain's playback only where the view shows the chain's steps.
   if (app.shown_view().on_action(a)) return;
+  if (is_step_action(a) && !app.shown_view().chain_steps()) return;
   switch (a) {
     case Action::TogglePlay: app.play.toggle_play(); break;
     case Action::StepNext: app.play.next(); break;
@@ -310,6 +318,8 @@ void draw_frame(App& app) {
     if (app.view != view_names()[app.shown]) app.shown = std::max(0, view_index(app.view));
     View& v = app.shown_view();
     app.session.set_companion(v.companion());
+    // The chain's playback does not move out of sight: a view without its steps pauses it.
+    if (!v.chain_steps()) app.play.set_playing(false);
     v.prepare(app.session, app.play.step());
   };
   show();

@@ -71,6 +71,9 @@ bool glyphs_missing(App& app);
 // A key's action: the shown view's first (View::on_action), else the app's. The temperature keys
 // are queued on the session (Session::queue_temperature_step) and asked for once a frame.
 void apply_action(App& app, Action a);
+// The keyboard line under the controls and on the caveat bar: the step keys' line where the view
+// shown has steps (the chain's or its own), the other keys' where it has none.
+const char* keyboard_line(const App& app);
 // A new input was loaded from the controls (demo, Generate, Load, the bundle): every view hears it.
 void input_loaded(App& app);
 

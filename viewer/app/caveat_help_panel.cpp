@@ -37,7 +37,7 @@ void draw_caveat(App& app, const Layout& l) {
   } else if (!c.error().empty()) {
     ImGui::TextColored(kErrorV4, "%s%s", tr(lang, S::ErrorPrefix), c.error_text(lang).c_str());
   } else {
-    ImGui::TextColored(kDimV4, "%s", tr(lang, S::KeyboardLine));
+    ImGui::TextColored(kDimV4, "%s", keyboard_line(app));
   }
   ImGui::End();
 }
@@ -51,7 +51,7 @@ void draw_help(App& app) {
   ImGui::Begin(fmt("%s###help", tr(lang, S::Keys)).c_str(), &open,
                ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoCollapse);
   if (ImGui::BeginTable("keys", 2, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
-    for (const auto& [k, d] : key_help(lang)) {
+    for (const auto& [k, d] : key_help(lang, app.shown_view().step_keys_help(lang))) {
       ImGui::TableNextRow();
       ImGui::TableSetColumnIndex(0);
       ImGui::TextColored(kHighlightV4, "%s", k.c_str());

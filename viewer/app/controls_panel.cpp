@@ -96,9 +96,9 @@ void mods_controls(App& app) {
     ImGui::SetNextItemWidth(-FLT_MIN);
     if (ImGui::InputTextWithHint(label, "", buf, sizeof buf)) text = buf;
   };
-  ImGui::TextColored(kDimV4, "%s", tr(lang, S::ModBiasFile));
+  wrapped(app, tr(lang, S::ModBiasFile), &kDimV4);
   field("###mbias", app.in_bias);
-  ImGui::TextColored(kDimV4, "%s", tr(lang, S::ModDocsFile));
+  wrapped(app, tr(lang, S::ModDocsFile), &kDimV4);
   field("###mdocs", app.in_documents);
   if (ImGui::Button(fmt("%s###mload", tr(lang, S::Load)).c_str())) c.set_mod_files(app.in_bias, app.in_documents);
   const std::string named = modifications_text(p, lang);
@@ -171,10 +171,11 @@ void draw_controls(App& app, const Layout& l) {
                ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
                    ImGuiWindowFlags_NoBringToFrontOnFocus);
   // Language.
+  // Each control goes on the line before it only where it fits (a large UI scale, a small window).
   ImGui::TextUnformatted(tr(lang, S::Language));
-  ImGui::SameLine();
+  same_line_if_fits(radio_width("中文"));
   if (ImGui::RadioButton("中文", app.lang == Lang::Zh)) app.lang = Lang::Zh;
-  ImGui::SameLine();
+  same_line_if_fits(radio_width("English"));
   if (ImGui::RadioButton("English", app.lang == Lang::En)) app.lang = Lang::En;
   // The centre panel's view: one radio button per registered view.
   ImGui::TextUnformatted(tr(lang, S::ViewLabel));
@@ -207,41 +208,44 @@ void draw_controls(App& app, const Layout& l) {
     }
   }
 
-  // Step playback.
-  section(tr(lang, S::Steps));
-  ImGui::TextColored(kHighlightV4, tr(lang, S::StepOf), app.play.step());
-  for (int k = 1; k <= kSteps; ++k) {
-    if (ImGui::Selectable(step_name(lang, k), app.play.step() == k)) {
-      c.clear_error();
-      app.play.set_step(k);
+  // Step playback: only in the views that show the chain's steps (the others have their own
+  // buttons, or no steps).
+  if (app.shown_view().chain_steps()) {
+    section(tr(lang, S::Steps));
+    ImGui::TextColored(kHighlightV4, tr(lang, S::StepOf), app.play.step());
+    for (int k = 1; k <= kSteps; ++k) {
+      if (ImGui::Selectable(step_name(lang, k), app.play.step() == k)) {
+        c.clear_error();
+        app.play.set_step(k);
+      }
     }
-  }
-  if (ImGui::Button(tr(lang, S::Prev))) {
-    c.clear_error();
-    app.play.prev();
-  }
-  const char* play = tr(lang, app.play.playing() ? S::Pause : S::Play);
-  same_line_if_fits(button_width(play));
-  if (ImGui::Button(fmt("%s###play", play).c_str())) {
-    c.clear_error();
-    app.play.toggle_play();
-  }
-  same_line_if_fits(button_width(tr(lang, S::Next)));
-  if (ImGui::Button(tr(lang, S::Next))) {
-    c.clear_error();
-    app.play.next();
-  }
-  same_line_if_fits(button_width(tr(lang, S::Reset)));
-  if (ImGui::Button(tr(lang, S::Reset))) {
-    c.clear_error();
-    app.play.home();
-  }
-  float speed = static_cast<float>(app.play.speed());
-  ImGui::SetNextItemWidth(-(ImGui::CalcTextSize(tr(lang, S::Speed)).x + ImGui::GetStyle().ItemInnerSpacing.x));
-  if (ImGui::SliderFloat(fmt("%s###speed", tr(lang, S::Speed)).c_str(), &speed, kMinSpeed, kMaxSpeed, "%.2f",
-                         ImGuiSliderFlags_Logarithmic)) {
-    c.clear_error();
-    app.play.set_speed(speed);
+    if (ImGui::Button(tr(lang, S::Prev))) {
+      c.clear_error();
+      app.play.prev();
+    }
+    const char* play = tr(lang, app.play.playing() ? S::Pause : S::Play);
+    same_line_if_fits(button_width(play));
+    if (ImGui::Button(fmt("%s###play", play).c_str())) {
+      c.clear_error();
+      app.play.toggle_play();
+    }
+    same_line_if_fits(button_width(tr(lang, S::Next)));
+    if (ImGui::Button(tr(lang, S::Next))) {
+      c.clear_error();
+      app.play.next();
+    }
+    same_line_if_fits(button_width(tr(lang, S::Reset)));
+    if (ImGui::Button(tr(lang, S::Reset))) {
+      c.clear_error();
+      app.play.home();
+    }
+    float speed = static_cast<float>(app.play.speed());
+    ImGui::SetNextItemWidth(-(ImGui::CalcTextSize(tr(lang, S::Speed)).x + ImGui::GetStyle().ItemInnerSpacing.x));
+    if (ImGui::SliderFloat(fmt("%s###speed", tr(lang, S::Speed)).c_str(), &speed, kMinSpeed, kMaxSpeed, "%.2f",
+                           ImGuiSliderFlags_Logarithmic)) {
+      c.clear_error();
+      app.play.set_speed(speed);
+    }
   }
 
   // Query, temperature, mask.
@@ -263,7 +267,7 @@ void draw_controls(App& app, const Layout& l) {
     if (ImGui::InputInt("###queryidx", &q)) c.set_query(std::clamp(q, 0, p.n() - 1));
   }
   // Several queries: a typed list (shift-click in the heatmap does the same), shown as indices.
-  ImGui::TextColored(kDimV4, "%s", tr(lang, S::QueriesLabel));
+  wrapped(app, tr(lang, S::QueriesLabel), &kDimV4);
   if (!app.queries_entry_active) {
     std::string list;
     for (int q : c.queries()) list += (list.empty() ? "" : ", ") + std::to_string(q);
@@ -294,7 +298,7 @@ void draw_controls(App& app, const Layout& l) {
     c.set_temperature_text(app.temp_text);
   }
   app.temp_entry_active = ImGui::IsItemActive();
-  ImGui::SameLine();
+  same_line_if_fits(text_width(tr(lang, S::TemperatureEntry)));
   ImGui::TextColored(kDimV4, "%s", tr(lang, S::TemperatureEntry));
   if (!c.error().empty()) {
     wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + c.error_text(lang), &kErrorV4);
@@ -316,7 +320,7 @@ void draw_controls(App& app, const Layout& l) {
   // Backend.
   ImGui::TextUnformatted(tr(lang, S::Backend));
   if (ImGui::RadioButton("CPU (Eigen)", c.backend() == "cpu")) c.set_backend("cpu");
-  ImGui::SameLine();
+  same_line_if_fits(radio_width("CUDA"));
   ImGui::BeginDisabled(!c.cuda_ok());
   if (ImGui::RadioButton("CUDA", c.backend() == "cuda")) c.set_backend("cuda");
   ImGui::EndDisabled();
@@ -326,14 +330,14 @@ void draw_controls(App& app, const Layout& l) {
     const bool over_radio = ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled);
     wrapped(app, message_of(Msg::CudaUnusable, {}).text(lang), &kDimV4);
     if (over_radio || ImGui::IsItemHovered())
-      ImGui::SetTooltip("%s", fmt(tr(lang, S::CudaUnavailable), c.cuda_reason().c_str()).c_str());
+      ImGui::SetTooltip("%s", fmt(tr(lang, S::CudaUnavailable), cuda_reason_text(c.cuda_reason(), lang).c_str()).c_str());
   }
   // The run's precision (every view shows that pipeline); a refusal (bf16 on CUDA, or streamed)
   // shows as the error line above, in the UI language.
   ImGui::TextUnformatted(tr(lang, S::RunPrecision));
-  ImGui::SameLine();
+  same_line_if_fits(radio_width("fp32"));
   if (ImGui::RadioButton("fp32###prec32", c.requested_precision() == Precision::FP32)) c.set_precision(Precision::FP32);
-  ImGui::SameLine();
+  same_line_if_fits(radio_width("bf16"));
   if (ImGui::RadioButton("bf16###prec16", c.requested_precision() == Precision::BF16)) c.set_precision(Precision::BF16);
 
   // Input: demo or random.
@@ -390,7 +394,7 @@ void draw_controls(App& app, const Layout& l) {
     }
   }
   ImGui::Separator();
-  wrapped(app, tr(lang, S::KeyboardLine), &kDimV4);
+  wrapped(app, keyboard_line(app), &kDimV4);
   ImGui::End();
 }
 

@@ -185,8 +185,11 @@ void draw_info(App& app, const Layout& l) {
   // Row statistics.
   if (ImGui::CollapsingHeader(fmt("%s###stats", tr(lang, S::RowStats)).c_str(), ImGuiTreeNodeFlags_DefaultOpen)) {
     ImGui::Text("%s: %s (#%d)", tr(lang, S::TipQuery), p.query_tokens()[c.query()].c_str(), c.query());
-    if (c.shown_heads() > 1 || c.from_bundle())
+    // A bundle's layer and head; random heads have no layers.
+    if (c.from_bundle())
       ImGui::TextColored(kHighlightV4, "%s", fmt(tr(lang, S::HeadsShown), c.shown_layer(), c.shown_head(), c.shown_heads()).c_str());
+    else if (c.shown_heads() > 1)
+      ImGui::TextColored(kHighlightV4, "%s", fmt(tr(lang, S::HeadsShownHead), c.shown_head(), c.shown_heads()).c_str());
     if (auto st = c.stats()) {
       // One decimal as on the page; significant digits below 1 %, where thousands of keys share it.
       ImGui::Text(st->max_weight < 0.01 ? "%s: %.2g%% (%s %s)" : "%s: %.1f%% (%s %s)", tr(lang, S::MaxWeight),
@@ -313,7 +316,7 @@ void draw_info(App& app, const Layout& l) {
     if (ImGui::Button(fmt("%s###comparev", tr(lang, S::CompareVariants)).c_str())) app.compare = run_variant_compare(c);
     if (!why.empty()) {
       if (!c.cuda_ok()) {
-        wrapped(app, fmt(tr(lang, S::CompareNeedsCuda), why.c_str()), &kDimV4);
+        wrapped(app, fmt(tr(lang, S::CompareNeedsCuda), cuda_reason_text(why, lang).c_str()), &kDimV4);
       } else {
         wrapped(app, tr(lang, S::CompareCpuLimit), &kDimV4);
       }

@@ -119,6 +119,7 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
         throw InputError("--step must be 1, 2, 3 or 4, got '" + v + "'");
       }
       o.step = v[0] - '0';
+      o.step_given = true;
     } else if (a == "--temperature") {
       o.temperature = parse_temperature(value());
     } else if (a == "--mask") {

@@ -29,6 +29,7 @@ constexpr int kMinWindowW = 960, kMinWindowH = 600;  // the layout's minimum (an
 // view it opens on and every view's own flags.
 struct ViewerOptions : SessionOptions {
   std::string view = "chain";         // --view NAME (a word of viewer/views/registry.h)
+  bool step_given = false;            // --step was given: the view opens on that step
   ViewOptions views;                  // each view's flags (--tile, --diff, --perf-*, ...)
   float ui_scale = 1.0f;              // --ui-scale S: text and controls S times the default
   bool fullscreen = false;            // --fullscreen

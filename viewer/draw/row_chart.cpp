@@ -26,4 +26,40 @@ RowChart row_chart(const float* w, const float* mask, int m, const AxisMap& cols
   return c;
 }
 
+std::vector<LabelBox> place_labels(const std::vector<LabelBox>& wish, float lo_x, float hi_x, float top_y) {
+  const auto meet = [](const LabelBox& a, const LabelBox& b) {
+    return a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
+  };
+  std::vector<LabelBox> out;
+  out.reserve(wish.size());
+  for (const LabelBox& want : wish) {
+    const auto fit = [&](float x, float y) {
+      LabelBox b = want;
+      b.x = std::clamp(x, lo_x, std::max(lo_x, hi_x - want.w));
+      b.y = std::max(y, top_y);
+      return b;
+    };
+    std::vector<LabelBox> cand = {fit(want.x, want.y)};
+    for (const LabelBox& p : out) {
+      cand.push_back(fit(p.x + p.w, want.y));
+      cand.push_back(fit(p.x - want.w, want.y));
+      cand.push_back(fit(want.x, p.y - want.h));
+      cand.push_back(fit(p.x + p.w, p.y - want.h));
+      cand.push_back(fit(p.x - want.w, p.y - want.h));
+    }
+    const auto dist = [&](const LabelBox& b) {
+      return (b.x - want.x) * (b.x - want.x) + (b.y - want.y) * (b.y - want.y);
+    };
+    std::stable_sort(cand.begin(), cand.end(), [&](const LabelBox& a, const LabelBox& b) { return dist(a) < dist(b); });
+    LabelBox chosen = want;
+    for (const LabelBox& c : cand)
+      if (std::none_of(out.begin(), out.end(), [&](const LabelBox& p) { return meet(c, p); })) {
+        chosen = c;
+        break;
+      }
+    out.push_back(chosen);
+  }
+  return out;
+}
+
 }  // namespace attnlab::viewer

@@ -23,4 +23,14 @@ struct RowChart {
 // w: the row's m weights; mask: its m mask entries (0 / -inf) or null; cols: the pixel columns.
 RowChart row_chart(const float* w, const float* mask, int m, const AxisMap& cols, int k);
 
+// A label's box in pixels: top-left corner and size.
+struct LabelBox {
+  float x = 0, y = 0, w = 0, h = 0;
+};
+// Where the rank numbers over the top bars go, in order: each at its wish when that box meets no
+// label placed before it, otherwise at the nearest free box beside (left, right) or on top of a
+// placed one, kept within [lo_x, hi_x] and not above top_y (neighbouring keys' numbers would be
+// drawn over each other). Where no free box is left, the wish.
+std::vector<LabelBox> place_labels(const std::vector<LabelBox>& wish, float lo_x, float hi_x, float top_y);
+
 }  // namespace attnlab::viewer

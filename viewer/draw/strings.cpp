@@ -27,6 +27,8 @@ constexpr Entry kTable[] = {
      "Q 与 K 的特征维数 d_k=%d；标准缩放先除以 √d_k，再由温度调整 softmax 锐度。V 决定加权输出的内容。"},
     {S::KeyboardLine, "Keyboard: Space play/pause, ← → one step, Home reset. F1: all keys.",
      "键盘：空格播放或暂停，左右方向键单步，Home 重置。F1：全部按键。"},
+    {S::KeyboardLineNoSteps, "Keyboard: ↑ ↓ query, M mask, [ ] temperature (this view has no steps). F1: all keys.",
+     "键盘：↑↓ 查询，M 掩码，[ ] 温度（本视图没有步骤）。F1：全部按键。"},
     {S::Controls, "Controls", "控制"},
     {S::Input, "Input", "输入"},
     {S::ModeDemo, "Demo sentence (5 tokens)", "示例句子（5 个 token）"},
@@ -55,15 +57,15 @@ constexpr Entry kTable[] = {
     {S::Reset, "Home", "重置"},
     {S::Prev, "← Back", "← 上一步"},
     {S::Next, "Next →", "下一步 →"},
-    {S::Step1, "1 · raw scores QK^T", "1 · QK^T（原始分数）"},
-    {S::Step2, "2 · logits = (QK^T/√d_k + mask) / T", "2 · Mask 后 logits（缩放分数 / 温度）"},
+    {S::Step1, "1 · raw scores QKᵀ", "1 · QKᵀ（原始分数）"},
+    {S::Step2, "2 · logits = (QKᵀ/√d_k + mask) / T", "2 · Mask 后 logits（缩放分数 / 温度）"},
     {S::Step3, "3 · softmax (attention weights)", "3 · softmax（注意力权重）"},
     {S::Step4, "4 · output = weights · V", "4 · Output = softmax(...)V（加权输出）"},
     {S::TableQ, "Q (queries)", "Q（查询）"},
     {S::TableK, "K (keys)", "K（键）"},
     {S::TableV, "V (values)", "V（值）"},
-    {S::TableScores, "QK^T (raw scores)", "QK^T（原始分数）"},
-    {S::TableScaled, "QK^T / √d_k (scaled scores, d_k=%d)", "QK^T / √d_k（缩放分数，d_k=%d）"},
+    {S::TableScores, "QKᵀ (raw scores)", "QKᵀ（原始分数）"},
+    {S::TableScaled, "QKᵀ / √d_k (scaled scores, d_k=%d)", "QKᵀ / √d_k（缩放分数，d_k=%d）"},
     {S::TableMask, "Mask (0 keeps, −∞ blocks)", "Mask（0 保留，−∞ 屏蔽）"},
     {S::TableLogits, "Masked logits (scaled scores / temperature)", "Mask 后 logits（缩放分数 / 温度）"},
     {S::TableWeights, "softmax (attention weights)", "softmax（注意力权重）"},
@@ -123,7 +125,7 @@ constexpr Entry kTable[] = {
     {S::Performance, "Performance", "性能"},
     {S::BackendRan, "Backend that ran", "实际运行的后端"},
     {S::TimeUpload, "upload", "上传"},
-    {S::TimeQk, "QK^T", "QK^T"},
+    {S::TimeQk, "QKᵀ", "QKᵀ"},
     {S::TimeScaleMask, "scale + mask + T", "缩放 + 掩码 + 温度"},
     {S::TimeSoftmax, "softmax", "softmax"},
     {S::TimePv, "P·V", "P·V"},
@@ -281,7 +283,7 @@ constexpr Entry kTable[] = {
     {S::PerfChartMemory, "Memory",
      "内存"},
     {S::PerfAxisN, "N (tokens, log scale)",
-     "N（词元数，对数刻度）"},
+     "N（token 数，对数刻度）"},
     {S::PerfAxisMs, "median time per run, min–max bars (log)",
      "每次运行的中位时间，竖线为最小–最大（对数）"},
     {S::PerfAxisTflops, "TFLOP/s = 4·N²·d per head / median (log)",
@@ -478,6 +480,7 @@ constexpr Entry kTable[] = {
      "gives each head its own.",
      "同一模式下每个头的 Q 与 K 相同（只有 V 不同），所以缩略图彼此相同；噪声模式下每个头各不相同。"},
     {S::HeadsShown, "layer %d · head %d of %d", "第 %d 层 · 第 %d 个头（共 %d 个）"},
+    {S::HeadsShownHead, "head %d of %d", "第 %d 个头（共 %d 个）"},
     {S::ModeBundle, "Bundle %s", "bundle %s"},
     {S::HeadsCaptionBare, "head %d", "头 %d"},
     {S::HeadsCaptionKvBare, "head %d · kv %d", "头 %d · kv %d"},
@@ -628,6 +631,9 @@ std::vector<std::string> all_ui_text() {
       out.push_back(b);
     }
   }
+  for (const char* r : {"no CUDA device: attnlab was built without CUDA", "cudaGetDeviceCount found no device",
+                        "the CUDA backward is not in this build"})
+    out.push_back(cuda_reason_text(r, Lang::Zh));
   return out;
 }
 
@@ -667,12 +673,35 @@ bool no_line_start(unsigned cp) {
   }
 }
 
+// Opening punctuation: it joins the piece after it, so it never ends a line.
+bool no_line_end(unsigned cp) {
+  switch (cp) {
+    case 0xFF08: case 0x300C: case 0x300E: case 0x3010: case 0x300A: case 0x3008: case 0x201C:
+    case 0x2018: case '(': case '[':
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
+
+std::string cuda_reason_text(const std::string& reason, Lang lang) {
+  if (lang != Lang::Zh) return reason;
+  static const std::string prefix = "no CUDA device: ";
+  if (reason.rfind(prefix, 0) == 0) return "没有 CUDA 设备：" + cuda_reason_text(reason.substr(prefix.size()), lang);
+  if (reason == "no CUDA device") return "没有 CUDA 设备";
+  if (reason == "attnlab was built without CUDA") return "attnlab 编译时未启用 CUDA";
+  if (reason == "cudaGetDeviceCount found no device") return "cudaGetDeviceCount 未找到设备";
+  if (reason == "the CUDA backward is not in this build") return "此构建不含 CUDA 反向";
+  return reason;
+}
 
 std::vector<std::string> wrap_units(const std::string& para) {
   enum Kind { Word, Space, Cjk };
   std::vector<std::string> units;
   Kind last_kind = Space;
+  bool glue = false;  // the last character opens a bracket or a quote: the next one joins it
   for (std::size_t i = 0; i < para.size();) {
     const unsigned char c0 = static_cast<unsigned char>(para[i]);
     const std::size_t len = c0 < 0x80 ? 1 : (c0 >> 5) == 6 ? 2 : (c0 >> 4) == 14 ? 3 : 4;
@@ -680,13 +709,17 @@ std::vector<std::string> wrap_units(const std::string& para) {
     const std::vector<unsigned> cps = utf8_codepoints(ch);
     const unsigned cp = cps.empty() ? 0 : cps[0];
     const Kind kind = ch == " " ? Space : cp >= 0x2E80 ? Cjk : Word;
-    if (!units.empty() && (no_line_start(cp) || (kind == last_kind && kind != Cjk))) {
+    if (!units.empty() && glue && kind != Space) {
+      units.back() += ch;
+      last_kind = kind;
+    } else if (!units.empty() && (no_line_start(cp) || (kind == last_kind && kind != Cjk))) {
       units.back() += ch;
       if (kind == Cjk) last_kind = Cjk;  // a line may break after Chinese punctuation
     } else {
       units.push_back(ch);
       last_kind = kind;
     }
+    glue = no_line_end(cp);
     i += len;
   }
   return units;

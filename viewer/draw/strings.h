@@ -18,7 +18,7 @@
 namespace attnlab::viewer {
 
 enum class S {
-  AppTitle, PageHeading, PageIntro, KeyboardLine,
+  AppTitle, PageHeading, PageIntro, KeyboardLine, KeyboardLineNoSteps,
   Controls, Input, ModeDemo, ModeRandom, Generate, RandomLimits, RandomOverLimit, RandomPending, Query, Temperature, TemperatureEntry,
   Mask, MaskNone, MaskCausal, Backend, CudaUnavailable, Language,
   Steps, StepOf, Play, Pause, Speed, Reset, Prev, Next,
@@ -67,7 +67,7 @@ enum class S {
   ViewHeads, HeadsLayer, HeadsHead, HeadsCount, HeadsTitle, HeadsTitleLayer, HeadsProgress,
   HeadsCaption, HeadsCaptionKv, HeadsCaptionPending, HeadsCaptionError, HeadsTip, HeadsTipKv,
   HeadsError, HeadsNote, HeadsOneHead, HeadsBundleMask,
-  HeadsPattern, HeadsShown, ModeBundle, HeadsCaptionBare, HeadsCaptionKvBare, HeadsTipMean,
+  HeadsPattern, HeadsShown, HeadsShownHead, ModeBundle, HeadsCaptionBare, HeadsCaptionKvBare, HeadsTipMean,
   // position and score modifications (issue 23)
   Mods, ModsHint, ModRope, ModRopeTheta, ModAlibi, ModSoftcap, ModSoftcapC, ModWindow, ModWindowW, ModPrefix,
   ModPrefixP, TableQRot, TableKRot, TableBiased, TableCapped, SubShow, SubLogits, SubScaled, SubBiased,
@@ -84,6 +84,12 @@ const char* tr(Lang lang, S id);
 // The scientific notes: (heading, body) pairs; bodies may hold several lines.
 std::vector<std::pair<std::string, std::string>> science_notes(Lang lang);
 
+// Why CUDA is unavailable, in `lang`: the registry's known reasons ("attnlab was built without
+// CUDA", "cudaGetDeviceCount found no device", "no CUDA device" and "no CUDA device: <reason>",
+// the bench's "the CUDA backward is not in this build")
+// translated; any other text (the driver's own words) as it is.
+std::string cuda_reason_text(const std::string& reason, Lang lang);
+
 // Every string above in both languages and the scientific notes: what the font atlas must cover
 // (with the key help, viewer/session/keymap.h, which the app adds).
 std::vector<std::string> all_ui_text();
@@ -94,8 +100,9 @@ std::vector<unsigned> utf8_codepoints(const std::string& s);
 // The pieces a line of mixed Chinese / English text may be broken between, in order (their
 // concatenation is the input): a CJK character, a run of other non-space characters (a word, a
 // number: "0.219" stays whole), or a run of spaces. Closing punctuation (，。、）… , . ; : etc.)
-// joins the piece before it, so it never starts a line; after Chinese punctuation a new piece
-// starts ("0.219、" | "0.102").
+// joins the piece before it, so it never starts a line; opening punctuation (（“《「【 ( [) joins
+// the piece after it, so it never ends a line ("无关" | "（log-sum-exp）"); after Chinese
+// punctuation a new piece starts ("0.219、" | "0.102").
 std::vector<std::string> wrap_units(const std::string& para);
 
 // The width of a piece of text in pixels. wrap_lines assumes it is additive: the width of a line is

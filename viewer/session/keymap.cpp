@@ -63,15 +63,28 @@ float step_ui_scale(float scale, bool up) {
   return std::clamp(up ? scale * kUiScaleStep : scale / kUiScaleStep, kMinUiScale, kMaxUiScale);
 }
 
-std::vector<std::pair<std::string, std::string>> key_help(Lang lang) {
+bool is_step_action(Action a) {
+  return a == Action::TogglePlay || a == Action::StepNext || a == Action::StepPrev || a == Action::StepHome;
+}
+
+StepKeysHelp chain_step_keys_help(Lang lang) {
   const bool zh = lang == Lang::Zh;
+  return {zh ? "播放 / 暂停四个步骤" : "play / pause the four steps",
+          zh ? "单步后退 / 前进（限定在步骤 1 到 4）" : "one step back / forward (clamped at 1 and 4)",
+          zh ? "回到步骤 1" : "back to step 1",
+          zh ? "上一个 / 下一个查询 token" : "previous / next query token"};
+}
+
+std::vector<std::pair<std::string, std::string>> key_help(Lang lang, const StepKeysHelp& steps) {
+  const bool zh = lang == Lang::Zh;
+  // A view without steps: the step keys are listed, saying that they do nothing there.
+  const std::string idle = zh ? "本视图中无作用（没有可播放的步骤）" : "nothing in this view (it has no steps)";
+  const auto or_idle = [&](const std::string& s) { return steps.play.empty() ? idle : s; };
   return {
-      {zh ? "空格" : "Space", zh ? "播放 / 暂停" : "play / pause"},
-      {"← / →", zh ? "单步后退 / 前进（游走视图：一块；解码视图：一个词元；反向视图：一个梯度）"
-                   : "one step back / forward (walk view: a tile; decode view: a token; backward view: a gradient)"},
-      {"Home", zh ? "重置到步骤 1（游走：第一块；解码：第一个词元；反向：dO）"
-                  : "back to step 1 (walk: the first tile; decode: the first token; backward: dO)"},
-      {"↑ / ↓", zh ? "上一个 / 下一个查询 token（解码视图：查询头）" : "previous / next query token (decode view: the query head)"},
+      {zh ? "空格" : "Space", or_idle(steps.play)},
+      {"← / →", or_idle(steps.step)},
+      {"Home", or_idle(steps.home)},
+      {"↑ / ↓", steps.query},
       {"Shift + ← / →", zh ? "移动选中的键（热力图的十字线）" : "move the selected key (the heatmap's crosshair)"},
       {"M", zh ? "切换掩码（双向 / 因果）" : "toggle the mask (none / causal)"},
       {"[ / ]", zh ? "温度 ÷ 1.25 / × 1.25" : "temperature ÷ 1.25 / × 1.25"},

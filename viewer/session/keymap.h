@@ -56,7 +56,19 @@ constexpr double kTemperatureMax = 20.0;
 constexpr int kTemperatureDigits = 12;
 double step_temperature(double t, bool up);
 
-// (key, what it does) lines for the F1 help, in the UI language.
-std::vector<std::pair<std::string, std::string>> key_help(Lang lang);
+// Space, ← / →, Home: the step keys, which act on the steps of the view shown (the chain's, or a
+// view's own), or do nothing in a view without steps.
+bool is_step_action(Action a);
+
+// What the step keys and ↑ / ↓ do in the view shown, in one language, for the F1 help; an empty
+// `play` means the step keys do nothing there.
+struct StepKeysHelp {
+  std::string play, step, home, query;
+};
+// The chain's: play / pause the four steps, one step, step 1; the previous / next query token.
+StepKeysHelp chain_step_keys_help(Lang lang);
+
+// (key, what it does) lines for the F1 help, in the UI language, with the view's step keys.
+std::vector<std::pair<std::string, std::string>> key_help(Lang lang, const StepKeysHelp& steps);
 
 }  // namespace attnlab::viewer

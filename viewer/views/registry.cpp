@@ -8,6 +8,12 @@ namespace attnlab::viewer {
 
 std::string View::mask_sentence(const Session& s, Lang lang) const { return attnlab::mask_sentence(s.problem(), lang); }
 
+StepKeysHelp View::step_keys_help(Lang lang) const {
+  StepKeysHelp h = chain_step_keys_help(lang);
+  if (!chain_steps()) h.play = h.step = h.home = "";
+  return h;
+}
+
 const std::vector<std::string>& view_names() {
   static const std::vector<std::string> names = {
 #define ATTNLAB_VIEW_NAME(name, Type) #name,
@@ -65,10 +71,10 @@ std::string views_usage() {
 }
 
 std::vector<std::unique_ptr<View>> make_views(Session& s, const ViewOptions& o, const std::string& shown,
-                                              bool headless) {
+                                              bool headless, bool step_given) {
   std::vector<std::unique_ptr<View>> views;
 #define ATTNLAB_VIEW_MAKE(name, Type) \
-  views.push_back(std::make_unique<Type>(ViewContext{s, headless, shown == #name}, o.name));
+  views.push_back(std::make_unique<Type>(ViewContext{s, headless, shown == #name, step_given}, o.name));
   ATTNLAB_VIEWS(ATTNLAB_VIEW_MAKE)
 #undef ATTNLAB_VIEW_MAKE
   return views;

@@ -56,7 +56,8 @@ void finish_view_options(ViewOptions& o, const std::string& shown, std::string& 
 // The views' lines of --help.
 std::string views_usage();
 // One view of each kind, in the registry's order (a view's refusal: InputError).
+// step_given: --step was on the command line (ViewContext::step_given).
 std::vector<std::unique_ptr<View>> make_views(Session& s, const ViewOptions& o, const std::string& shown,
-                                              bool headless);
+                                              bool headless, bool step_given = false);
 
 }  // namespace attnlab::viewer

@@ -50,6 +50,7 @@ struct ViewContext {
   Session& session;
   bool headless = false;  // --screenshot: nothing runs after the picture (the perf view sweeps first)
   bool shown = false;     // this is the view the window opens on (--view)
+  bool step_given = false;  // --step was given: a view that would open on another step keeps it
 };
 
 // A text of a view in both languages, for views that keep their words in their own folder (the
@@ -79,6 +80,14 @@ class View {
     (void)a;
     return false;
   }
+  // True when what the view shows follows the chain's steps (the playback's step 1..4): then the
+  // controls' step buttons are drawn and the step keys it does not take drive the playback. A view
+  // without (steps of its own in on_action, or none) hides those buttons, the step keys it leaves
+  // do nothing, and the playback pauses while it is shown.
+  virtual bool chain_steps() const { return false; }
+  // What the step keys and ↑ / ↓ do while the view is shown (the F1 help): the chain's when
+  // chain_steps(), otherwise nothing for the step keys; a view with steps of its own says which.
+  virtual StepKeysHelp step_keys_help(Lang lang) const;
   // A new input was loaded in the window (demo, Generate, Load, the bundle).
   virtual void input_loaded() {}
   // Its fields of the state dump (--state-dump), beside the shared ones.

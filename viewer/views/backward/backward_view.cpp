@@ -161,7 +161,7 @@ constexpr Entry kTexts[] = {
     {BT::LogNote,
      {"More than 64 tokens: log colour scales over %d decades, as the chain view's weights (P by its value, a "
       "gradient by its sign and log |value|).",
-      "超过 64 个词元：颜色按对数刻度，跨 %d 个数量级，与计算链视图的权重相同（P 按数值，梯度按符号与 log |值|）。"}},
+      "超过 64 个 token：颜色按对数刻度，跨 %d 个数量级，与计算链视图的权重相同（P 按数值，梯度按符号与 log |值|）。"}},
 };
 constexpr bool texts_in_order() {
   for (std::size_t i = 0; i < std::size(kTexts); ++i)
@@ -498,6 +498,13 @@ bool BackwardView::tick(double dt) {
 }
 
 bool BackwardView::on_action(Action a) { return take_step_keys(*this, a); }
+
+StepKeysHelp BackwardView::step_keys_help(Lang lang) const {
+  const bool zh = lang == Lang::Zh;
+  return {zh ? "播放 / 暂停反向传播（每 1.5 秒一步，循环）" : "play / pause the backward (a step every 1.5 s, wrapping)",
+          zh ? "后退 / 前进一个梯度" : "one gradient back / forward", zh ? "回到 dO" : "back to dO",
+          chain_step_keys_help(lang).query};
+}
 
 const DsRow& BackwardView::row(const Session& s) {
   if (grad_ && (row_of_ != adopted_ || row_query_ != s.query())) {

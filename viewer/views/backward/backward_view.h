@@ -168,6 +168,7 @@ class BackwardView final : public View {
   std::shared_ptr<const Companion> companion() const override { return companion_; }
   // Space, ←/→ and Home step through the backward instead of the chain's steps.
   bool on_action(Action a) override;
+  StepKeysHelp step_keys_help(Lang lang) const override;
   void dump(nlohmann::json& j, const Session& s) const override;
   std::string broken(const Session& s) const override;
   std::vector<std::string> texts() const override { return backward_texts(); }

@@ -199,11 +199,13 @@ void draw_sweep(Shell& app, const BackwardView& v, int query, float bottom) {
   const float fp = app.font_px;
   wrapped(app, fmt(btr(lang, BT::SweepTitle), static_cast<int>(sw.size())), &kDimV4);
   const ImVec2 at = ImGui::GetCursorScreenPos();
-  // The chart takes what the band leaves after its axis, the legend and the rounding note.
+  // The chart takes what the band leaves after its axis, the legend and the rounding note, but
+  // never less than room for its three labels (1, ½, 0) a line apart: at a large UI scale or in a
+  // small window the panel scrolls rather than squeeze it.
   const bool rounded = sweep_rounded_top(sw, query);
   const float line_h = ImGui::GetTextLineHeightWithSpacing();
   const float w = ImGui::GetContentRegionAvail().x;
-  const float h = std::clamp(bottom - ImGui::GetCursorScreenPos().y - line_h * (rounded ? 5.5f : 3.5f), fp * 3, fp * 6);
+  const float h = std::clamp(bottom - ImGui::GetCursorScreenPos().y - line_h * (rounded ? 5.5f : 3.5f), fp * 4.5f, fp * 6);
   const ImVec2 a(at.x + fp * 2.2f, at.y + fp * 0.3f), b(at.x + w - fp * 0.5f, at.y + h);
   ImDrawList* dl = ImGui::GetWindowDrawList();
   dl->AddRect(a, b, kAxis);

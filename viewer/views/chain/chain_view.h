@@ -63,6 +63,7 @@ class ChainView final : public View {
   // The chain's step decides which stages a run brings back; a problem without RoPE shows QKᵀ at
   // step 1 again (switching RoPE off resets the choice).
   void prepare(Session& s, int step) override;
+  bool chain_steps() const override { return true; }
   void input_loaded() override { zoom = HeatView{}; }
   std::string broken(const Session& s) const override;
   void dump(nlohmann::json& j, const Session& s) const override;

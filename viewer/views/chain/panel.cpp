@@ -204,11 +204,12 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   const bool rope_shown = step == 1 && rope_m;
   const bool key_rows = rope_shown && chain_rope_keys(rope);
   const bool dims_axis = step == 4 || (c.stage_matrix(step) == nullptr && !c.streaming());
+  // Wrapped: at a large UI scale the hint is wider than the panel.
   if (key_rows) {
-    ImGui::TextColored(kDimV4, "%s", tr(lang, S::RopeHintK));
+    wrapped(app, tr(lang, S::RopeHintK), &kDimV4);
   } else {
-    ImGui::TextColored(kDimV4, tr(lang, S::HeatHint),
-                       tr(lang, rope_shown ? S::AxisDimsK : dims_axis ? S::AxisDims : S::AxisKeys));
+    wrapped(app, fmt(tr(lang, S::HeatHint), tr(lang, rope_shown ? S::AxisDimsK : dims_axis ? S::AxisDims : S::AxisKeys)),
+            &kDimV4);
   }
 
   // Streamed problems (N above kKeepStagesMaxTokens): steps 1-3 come as the pooled image of this
@@ -536,6 +537,10 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
         dl->AddRectFilled(ImVec2(g.x + px * px_w, base_y - h), ImVec2(g.x + (px + 1) * px_w, base_y),
                           IM_COL32(70, 170, 160, 255));
       }
+      // The top bars, then their rank numbers, each over its bar where it meets no other number
+      // (neighbouring keys' numbers are moved beside or above: place_labels).
+      std::vector<LabelBox> wish;
+      std::vector<std::string> nums;
       for (std::size_t r = 0; r < rc.top.size(); ++r) {
         const RowChart::Top& t = rc.top[r];
         int px = -1;
@@ -549,11 +554,12 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
         const float h = std::max(1.0f, bar_h * t.weight / scale_max);
         const float half = std::max(1.0f, px_w / 2);
         dl->AddRectFilled(ImVec2(x - half, base_y - h), ImVec2(x + half, base_y), kHighlight);
-        const std::string num = std::to_string(r + 1);
-        const ImVec2 ts = ImGui::CalcTextSize(num.c_str());
-        dl->AddText(ImVec2(x - ts.x / 2 + (r == 1 ? ts.x : r == 2 ? -ts.x : 0), base_y - h - ts.y), kHighlight,
-                    num.c_str());
+        nums.push_back(std::to_string(r + 1));
+        const ImVec2 ts = ImGui::CalcTextSize(nums.back().c_str());
+        wish.push_back({x - ts.x / 2, base_y - h - ts.y, ts.x + fp * 0.2f, ts.y});
       }
+      const std::vector<LabelBox> at = place_labels(wish, g.x, g.x + g.w, top_y + label_h);
+      for (std::size_t r = 0; r < at.size(); ++r) dl->AddText(ImVec2(at[r].x, at[r].y), kHighlight, nums[r].c_str());
       // The other queries: the outline of each one's bars (a step line), and its token in its
       // colour at the chart's right end.
       float legend_x = g.x + g.w;

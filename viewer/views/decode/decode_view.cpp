@@ -467,14 +467,16 @@ void DecodeView::hidden() { playing_ = false; }
 
 bool DecodeView::on_action(Action a) {
   switch (a) {
-    case Action::TogglePlay: toggle_play(); return true;
-    case Action::StepNext: next(); return true;
-    case Action::StepPrev: prev(); return true;
-    case Action::StepHome: home(); return true;
     case Action::QueryPrev: set_head(head_ - 1); return true;
     case Action::QueryNext: set_head(head_ + 1); return true;
-    default: return false;
+    default: return take_step_keys(*this, a);
   }
+}
+
+StepKeysHelp DecodeView::step_keys_help(Lang lang) const {
+  const bool zh = lang == Lang::Zh;
+  return {zh ? "播放 / 暂停解码" : "play / pause decoding", zh ? "后退 / 前进一个 token" : "one token back / forward",
+          zh ? "回到第一个 token" : "back to the first token", zh ? "上一个 / 下一个查询头" : "previous / next query head"};
 }
 
 std::string DecodeView::state_json() const {

@@ -209,6 +209,7 @@ class DecodeView final : public View {
   void prepare(Session& s, int step) override;
   void hidden() override;
   bool on_action(Action a) override;
+  StepKeysHelp step_keys_help(Lang lang) const override;
   void dump(nlohmann::json& j, const Session& s) const override;
   std::string broken(const Session& s) const override;
   bool info_panel() const override { return false; }

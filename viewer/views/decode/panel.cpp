@@ -69,9 +69,11 @@ void controls(Shell& app, DecodeView& v) {
   const Lang lang = app.lang;
   DecodeShape s = v.shape();
   const int input_tokens = app.session.problem().n();
+  // Each combo at its width, or what is left of the line where that is less (a large UI scale).
+  const auto combo_width = [](float w) { ImGui::SetNextItemWidth(std::min(w, ImGui::GetContentRegionAvail().x)); };
   ImGui::TextUnformatted(dtr(lang, DT::Cache));
   ImGui::SameLine();
-  ImGui::SetNextItemWidth(app.font_px * 13);
+  combo_width(app.font_px * 13);
   if (ImGui::BeginCombo("##decode_cache", cache_label(lang, s.keys, input_tokens).c_str())) {
     std::vector<int> choices = {0};
     for (int k : decode_cache_choices()) choices.push_back(k);
@@ -90,10 +92,10 @@ void controls(Shell& app, DecodeView& v) {
   }
   if (!s.input()) {
   const std::string heads = fmt(dtr(lang, DT::HeadsItem), s.heads, s.kv_heads);
-  same_line_if_fits(text_width(dtr(lang, DT::Heads)) + app.font_px * 14);
+  same_line_if_fits(text_width(dtr(lang, DT::Heads)) + ImGui::GetStyle().ItemSpacing.x + app.font_px * 15);
   ImGui::TextUnformatted(dtr(lang, DT::Heads));
   ImGui::SameLine();
-  ImGui::SetNextItemWidth(app.font_px * 15);
+  combo_width(app.font_px * 15);
   if (ImGui::BeginCombo("##decode_heads", heads.c_str())) {
     for (const DecodeHeads& h : decode_heads_choices()) {
       DecodeShape t = s;
@@ -111,10 +113,10 @@ void controls(Shell& app, DecodeView& v) {
     }
     ImGui::EndCombo();
   }
-  same_line_if_fits(app.font_px * 6);
+  same_line_if_fits(text_width(dtr(lang, DT::Dim)) + ImGui::GetStyle().ItemSpacing.x + app.font_px * 4);
   ImGui::TextUnformatted(dtr(lang, DT::Dim));
   ImGui::SameLine();
-  ImGui::SetNextItemWidth(app.font_px * 4);
+  combo_width(app.font_px * 4);
   if (ImGui::BeginCombo("##decode_dim", std::to_string(s.dim).c_str())) {
     for (int d : decode_dim_choices()) {
       DecodeShape t = s;
@@ -133,7 +135,7 @@ void controls(Shell& app, DecodeView& v) {
   same_line_if_fits(text_width(dtr(lang, DT::Splits)) + app.font_px * 7);
   ImGui::TextUnformatted(dtr(lang, DT::Splits));
   ImGui::SameLine();
-  ImGui::SetNextItemWidth(app.font_px * 6);
+  combo_width(app.font_px * 6);
   if (ImGui::BeginCombo("##decode_splits", splits.c_str())) {
     for (int c : decode_split_choices())
       if (ImGui::Selectable(c == 0 ? dtr(lang, DT::SplitsAuto) : std::to_string(c).c_str(), c == v.splits()))
@@ -170,8 +172,9 @@ void controls(Shell& app, DecodeView& v) {
   }
 }
 
-// The strip of keys [0, keys) (the cache so far) and, when the cache is short, the room after it;
-// below it, the newest keys one slot each and the next empty slots.
+// The strip of the whole cache: keys [0, keys) (the cache so far) and the room after them, on
+// every cache (an input of thousands of tokens at its first token is one key at the left end);
+// under a long cache, the newest keys one slot each and the next empty slots.
 void strip(Shell& app, DecodeView& v, const DecodeToken& t) {
   const Lang lang = app.lang;
   wrapped(app, dtr(lang, DT::StripTitle), &kDimV4);
@@ -179,10 +182,10 @@ void strip(Shell& app, DecodeView& v, const DecodeToken& t) {
   const ImVec2 at = ImGui::GetCursorScreenPos();
   const float width = std::max(32.f, ImGui::GetContentRegionAvail().x - 4);
   const float h = app.font_px * 1.8f;
-  // A short cache (the demo) is drawn over its whole capacity, a slot per key: the room the coming
-  // tokens fill is visible. A long one spans the keys so far.
+  // The strip spans the cache's whole capacity: the room the coming tokens fill is visible. A
+  // short cache (the demo) is drawn a slot per key.
   const bool slots = t.capacity <= 64;
-  const int span = slots ? t.capacity : t.keys;
+  const int span = std::max(t.capacity, t.keys);
   const float per_key = width / static_cast<float>(std::max(1, span));
   const auto x_of = [&](double key) { return at.x + 2 + per_key * static_cast<float>(key); };
   const float y0 = at.y + 10, y1 = y0 + h;
@@ -212,6 +215,8 @@ void strip(Shell& app, DecodeView& v, const DecodeToken& t) {
     const float px = x_of((static_cast<double>(peak) + 0.5) * t.keys / bins);
     dl->AddTriangleFilled(ImVec2(px - 5, y0 - 9), ImVec2(px + 5, y0 - 9), ImVec2(px, y0 - 2), IM_COL32(255, 255, 255, 230));
   }
+  if (!slots && t.keys < t.capacity)
+    dl->AddRect(ImVec2(x_of(t.keys) + 1, y0 + 1), ImVec2(x_of(t.capacity) - 1, y1 - 1), kEmpty, 0, 0, 1);
   if (slots) {
     for (int j = t.keys; j < t.capacity; ++j)
       dl->AddRect(ImVec2(x_of(j) + 1, y0 + 1), ImVec2(x_of(j + 1) - 1, y1 - 1), kEmpty, 0, 0, 1);
@@ -235,7 +240,8 @@ void strip(Shell& app, DecodeView& v, const DecodeToken& t) {
   v.strip = {at.x + 2, y0, width, h};
   ImGui::Dummy(ImVec2(width + 4, h + 8 + (slots ? app.font_px * 1.4f : 6)));
   if (!slots) {
-    ImGui::TextColored(kDimV4, "0 … %s", grouped(t.keys - 1).c_str());
+    ImGui::TextColored(kDimV4, "0 … %s  ·  %s", grouped(t.keys - 1).c_str(),
+                       fmt(dtr(lang, DT::CacheKeyCount), grouped(t.capacity).c_str()).c_str());
     // The newest keys one slot each, then the room after them.
     ImGui::TextColored(kDimV4, "%s", dtr(lang, DT::Newest));
     const ImVec2 a2 = ImGui::GetCursorScreenPos();
@@ -404,7 +410,10 @@ void time_chart(Shell& app, const DecodeView& v, float height) {
   dl->AddText(ImVec2(at.x, p0.y), IM_COL32(200, 200, 200, 255), ms_text(hi).c_str());
   dl->AddText(ImVec2(at.x, p1.y - app.font_px), IM_COL32(200, 200, 200, 255), "0");
   if (n > 0) {
-    const std::string span = grouped(hs.front().keys) + " … " + grouped(hs.back().keys) + " " + dtr(lang, DT::ColKeys);
+    // The keys the tokens shown read: a range, or one count while one token is in.
+    const int k0 = hs.front().keys, k1 = hs.back().keys;
+    const std::string span = k0 == k1 ? fmt(dtr(lang, k1 == 1 ? DT::CacheKeyOne : DT::CacheKeyCount), grouped(k1).c_str())
+                                      : grouped(k0) + " … " + grouped(k1) + " " + dtr(lang, DT::ColKeys);
     dl->AddText(ImVec2(p0.x, p1.y + 2), IM_COL32(200, 200, 200, 255), span.c_str());
   }
   // The legend, above the frame's right end.

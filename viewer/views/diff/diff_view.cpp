@@ -462,6 +462,7 @@ DiffView::DiffView(const ViewContext& ctx, const Options& o) {
   if (!o.spec) return;
   check_diff(ctx.session, *o.spec);  // a query that is no token, CUDA without a device: exit 2
   spec_ = o.spec;
+  opened_ = ctx.step_given;  // an explicit --step is where it opens, even before the change shows
   edit = *o.spec;
   companion_ = diff_companion(*o.spec);
 }

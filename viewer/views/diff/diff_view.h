@@ -163,6 +163,7 @@ class DiffView final : public View {
   DiffView(const ViewContext& ctx, const Options& o);
 
   void prepare(Session& s, int step) override;
+  bool chain_steps() const override { return true; }
   std::shared_ptr<const Companion> companion() const override { return companion_; }
   void dump(nlohmann::json& j, const Session& s) const override;
   std::string broken(const Session& s) const override;
@@ -172,7 +173,8 @@ class DiffView final : public View {
   const std::optional<DiffSpec>& spec() const { return spec_; }
   bool apply(const Session& s, const DiffSpec& d);
   // The step to show, given the playback's: the first time the view is drawn with a spec, at
-  // least the first step where the spec's change shows (diff_first_step); the playback's after.
+  // least the first step where the spec's change shows (diff_first_step), unless --step was given
+  // with the --diff; the playback's after.
   int open_at(int step);
   DiffSpec edit;                 // the editor's fields
   const Message& edit_error() const { return edit_error_; }

@@ -332,7 +332,7 @@ void draw_legend(Shell& app, const PerfView& pv, const std::vector<PerfSeries>& 
       // "no CUDA device: <reason>" is said once above the chart; the legend keeps its first words.
       std::string why = s.skipped[k].reason;
       if (!pv.cuda_reason.empty() && why == "no CUDA device: " + pv.cuda_reason) why = "no CUDA device";
-      const std::string line = fmt(tr(lang, S::PerfSkippedN), ns.c_str(), why.c_str());
+      const std::string line = fmt(tr(lang, S::PerfSkippedN), ns.c_str(), cuda_reason_text(why, lang).c_str());
       wrapped(app, line, &kDimV4);
       k = e + 1;
     }
@@ -354,7 +354,7 @@ void controls(Shell& app, PerfView& pv, const PerfSnapshot& snap) {
   member_checkbox("CUDA", sp.backends, "cuda", {"cpu", "cuda"});
   ImGui::EndDisabled();
   if (!pv.cuda_ok && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
-    ImGui::SetTooltip("%s", fmt(tr(lang, S::PerfCudaOff), pv.cuda_reason.c_str()).c_str());
+    ImGui::SetTooltip("%s", fmt(tr(lang, S::PerfCudaOff), cuda_reason_text(pv.cuda_reason, lang).c_str()).c_str());
   same_line_if_fits(text_width(tr(lang, S::PerfVariants)) + 2 * radio_width("staged") + app.font_px * 2);
   ImGui::TextUnformatted(tr(lang, S::PerfVariants));
   ImGui::SameLine();
@@ -469,7 +469,7 @@ void controls(Shell& app, PerfView& pv, const PerfSnapshot& snap) {
   }
   if (!chosen && !running) overlay = tr(lang, S::PerfNothingChosen);
   ImGui::ProgressBar(pv.started ? frac : 0.0f, ImVec2(-1, 0), overlay.c_str());
-  if (!pv.cuda_ok) ImGui::TextColored(kDimV4, "%s", fmt(tr(lang, S::PerfCudaOff), pv.cuda_reason.c_str()).c_str());
+  if (!pv.cuda_ok) ImGui::TextColored(kDimV4, "%s", fmt(tr(lang, S::PerfCudaOff), cuda_reason_text(pv.cuda_reason, lang).c_str()).c_str());
 }
 
 }  // namespace

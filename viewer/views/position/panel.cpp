@@ -108,14 +108,19 @@ void draw_panel(PositionView& v, Shell& app, const Layout& l) {
   ImGui::TextUnformatted(ptr(lang, PT::Theta));
   ImGui::SameLine();
   ImGui::SetNextItemWidth(std::min(ImGui::GetContentRegionAvail().x, app.font_px * 16));
+  // With an odd d_k no θ changes anything drawn: the slider is greyed out, and says why.
+  ImGui::BeginDisabled(!c.rope_possible);
   if (ImGui::SliderFloat("###ptheta", &theta, static_cast<float>(kPositionThetaMin),
                          static_cast<float>(kPositionThetaMax), theta_text.c_str(), ImGuiSliderFlags_Logarithmic))
     v.set_theta(theta);
+  if (!c.rope_possible && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip("%s", fmt(ptr(lang, PT::OddDim), p.d_k()).c_str());
   if (p.mods.rope_theta > 0) {
     ImGui::SameLine();
     if (ImGui::SmallButton(fmt("%s (%s)###pown", ptr(lang, PT::UseProblemTheta), short_number(p.mods.rope_theta).c_str()).c_str()))
       v.set_theta(p.mods.rope_theta);
   }
+  ImGui::EndDisabled();
   if (c.rope_possible)
     wrapped(app, fmt(ptr(lang, PT::ThetaHint), short_number(rope_wavelength(c.theta, p.d_k() / 2 - 1, p.d_k())).c_str()),
             &kDimV4);

@@ -131,6 +131,7 @@ class PrecisionView final : public View, public WithoutFlags {
   PrecisionView(const ViewContext&, const Options&) {}
 
   void prepare(Session& s, int step) override;
+  bool chain_steps() const override { return true; }
   std::shared_ptr<const Companion> companion() const override { return companion_; }
   void dump(nlohmann::json& j, const Session& s) const override;
   std::string broken(const Session& s) const override;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -251,7 +252,11 @@ std::vector<int> walk_tile_choices(int keys) {
 }
 
 int walk_tile_for(int requested, bool demo, int keys) {
-  const int want = requested > 0 ? requested : demo ? 2 : 64;
+  // The default: 2 on the demo; otherwise 64, or on a short row the largest power of two that
+  // still gives at least 4 tiles (one tile would leave nothing to step).
+  const int want = requested > 0 ? requested
+                   : demo        ? 2
+                                 : std::min(64, static_cast<int>(std::bit_floor(static_cast<unsigned>(std::max(1, keys / 4)))));
   const std::vector<int> c = walk_tile_choices(std::max(1, keys));
   int best = c.front();
   for (int b : c)
@@ -503,19 +508,19 @@ bool WalkView::parse_flag(const std::string& flag, const FlagValue& value, Optio
 
 std::string WalkView::usage() {
   return "  --view walk: [--tile B] [--walk-pass forward|backward]\n"
-         "                 (keys per tile of the walk; default 2 on the demo, 64 otherwise; the pass it opens\n"
+         "                 (keys per tile of the walk; default 2 on the demo, 64 otherwise, fewer below\n"
+         "                 256 keys so that there are at least 4 tiles; the pass it opens\n"
          "                 on: the forward's online softmax, or the fused backward's step with dO standard\n"
          "                 normal of seed 0: P, dP and dS per tile and the row's running dQ)\n";
 }
 
-bool WalkView::on_action(Action a) {
-  switch (a) {
-    case Action::TogglePlay: toggle_play(); return true;
-    case Action::StepNext: next(); return true;
-    case Action::StepPrev: prev(); return true;
-    case Action::StepHome: home(); return true;
-    default: return false;
-  }
+bool WalkView::on_action(Action a) { return take_step_keys(*this, a); }
+
+StepKeysHelp WalkView::step_keys_help(Lang lang) const {
+  const bool zh = lang == Lang::Zh;
+  return {zh ? "播放 / 暂停游走（每秒两块，循环）" : "play / pause the walk (two tiles a second, wrapping)",
+          zh ? "后退 / 前进一块" : "one tile back / forward", zh ? "回到第一块" : "back to the first tile",
+          chain_step_keys_help(lang).query};
 }
 
 std::vector<std::string> WalkView::texts() const {

@@ -33,7 +33,8 @@ namespace attnlab::viewer {
 // (m itself added when it is not one).
 constexpr int kWalkAllSizesMax = 16;
 std::vector<int> walk_tile_choices(int keys);
-// --tile B as asked (0: the default, 2 on the demo, 64 otherwise), moved to the nearest choice.
+// --tile B as asked (0: the default, 2 on the demo, otherwise 64, or below 256 keys the largest
+// power of two giving at least 4 tiles), moved to the nearest choice.
 int walk_tile_for(int requested, bool demo, int keys);
 
 // Text the walk view draws beyond the S:: table (the sentences of every kind, both languages):
@@ -145,6 +146,7 @@ class WalkView final : public View {
   }
   // Space, ←/→ and Home step through the key tiles instead of the chain's steps.
   bool on_action(Action a) override;
+  StepKeysHelp step_keys_help(Lang lang) const override;
   void dump(nlohmann::json& j, const Session& s) const override;
   std::string broken(const Session& s) const override;
   std::vector<std::string> texts() const override;
