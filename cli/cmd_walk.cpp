@@ -77,7 +77,7 @@ void run_walk(const WalkJob& job) {
     w.cuda_note = lang == Lang::Zh ? "未运行（--backend cpu）" : "not run (--backend cpu)";
   } else if (!cuda_available(&reason)) {
     if (a.backend == "cuda") throw NoDeviceError("no CUDA device: " + reason);
-    w.cuda_note = (lang == Lang::Zh ? "没有 CUDA 设备：" : "no CUDA device: ") + reason;
+    w.cuda_note = render_message(Msg::NoDevice, {cuda_reason_text(reason, lang)}, lang);
   } else {
     RunOptions opt;
     opt.variant = Variant::Fused;

@@ -66,6 +66,17 @@ void check_random_size(const ProblemArgs& a) {
                         format_bytes(kMaxInputBytes));
 }
 
+// Records in a.given that `o` was typed.
+CLI::Option* noted(CLI::Option* o, ProblemArgs& a) {
+  return o->each([&a, name = o->get_name()](const std::string&) { a.given.insert(name); });
+}
+
+// An option of one kind of input given with another: refused, as it would be ignored.
+void refuse_given(const ProblemArgs& a, const std::vector<std::string>& names, const std::string& why) {
+  for (const std::string& name : names)
+    if (a.given.count(name)) throw InputError(name + " " + why);
+}
+
 }  // namespace
 
 void add_state_options(CLI::App* cmd, ProblemArgs& a) {
@@ -122,7 +133,7 @@ void add_bundle_options(CLI::App* cmd, ProblemArgs& a, bool head) {
                   "Instead of files: a bundle of captured attention calls (manifest.json + .npy, "
                   "written by scripts/attnlab_capture.py); its scale, mask and tokens apply")
       ->type_name("DIR");
-  cmd->add_option("--layer", a.layer, "The bundle's call to use: its index (default 0) or its name")
+  noted(cmd->add_option("--layer", a.layer, "The bundle's call to use: its index (default 0; a whole number is always the index) or its name"), a)
       ->type_name("L");
   if (head)
     cmd->add_option("--head", a.head,
@@ -140,10 +151,10 @@ void add_input_options(CLI::App* cmd, ProblemArgs& a, bool bundle_head) {
                   "Instead of files: a random problem of N positions (N keys, and N queries unless "
                   "--queries), standard-normal entries")
       ->type_name("N");
-  cmd->add_option("--dk", a.d_k, "d_k of the random problem (default 64)")->type_name("D");
-  cmd->add_option("--dv", a.d_v, "d_v of the random problem (default 64)")->type_name("D");
-  cmd->add_option("--seed", a.seed, "Seed of the random problem; same seed, same problem "
-                                    "(default 0)")
+  noted(cmd->add_option("--dk", a.d_k, "d_k of the random problem (default 64)"), a)->type_name("D");
+  noted(cmd->add_option("--dv", a.d_v, "d_v of the random problem (default 64)"), a)->type_name("D");
+  noted(cmd->add_option("--seed", a.seed, "Seed of the random problem; same seed, same problem "
+                                          "(default 0)"), a)
       ->type_name("S");
   cmd->add_option("--heads", a.heads, "Independent heads (B*H) of the random problem "
                                       "(default 1; tables show head 0)")
@@ -193,17 +204,20 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
   Problem p;
   const bool files = !a.q_file.empty() || !a.k_file.empty() || !a.v_file.empty();
   if (demo) {
+    refuse_given(a, {"--dk", "--dv", "--seed"}, "applies to --random problems only (the demo has its own values)");
     p = demo_problem();
   } else if ((files ? 1 : 0) + (a.random_n ? 1 : 0) + (a.bundle.empty() ? 0 : 1) > 1) {
     throw InputError(a.bundle.empty() ? "give either --q/--k/--v files or --random N, not both"
                                       : "give one input: --bundle DIR, --q/--k/--v files or --random N");
   } else if (!a.bundle.empty()) {
+    refuse_given(a, {"--dk", "--dv", "--seed"}, "applies to --random problems only (the bundle gives its shapes and values)");
     if (a.heads != 1) throw InputError("--heads applies to --random problems only (use --head H for one head of a bundle)");
     if (a.mask != "none")
       throw InputError("--mask does not apply to --bundle: the bundle holds each call's mask");
     const Bundle b = read_bundle(a.bundle);
     p = bundle_problem(b, resolve_layer(b, a.layer), a.head);
   } else if (files) {
+    refuse_given(a, {"--dk", "--dv", "--seed"}, "applies to --random problems only (the files give the shapes and values)");
     if (a.heads != 1 && !a.q_file.empty() && !a.k_file.empty() && !a.v_file.empty())
       throw InputError("--heads applies to --random problems only");
     p = problem_from_files(a.q_file, a.k_file, a.v_file);
@@ -221,7 +235,8 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
   } else {
     throw InputError("run needs its inputs: --q FILE --k FILE --v FILE, --random N or --bundle DIR");
   }
-  if (a.bundle.empty() && a.layer != "0") throw InputError("--layer applies to --bundle only");
+  if (a.bundle.empty() && (a.layer != "0" || a.given.count("--layer"))) throw InputError("--layer applies to --bundle only");
+  if (a.splits != 0 && parse_variant(a.variant) == Variant::Decode) check_split_count(a.splits, p.m());
 
   p.temperature = a.temperature.value_or(demo ? 0.85 : 1.0);
   // induction comes with its causal mask; --mask causal or a mask file still apply.
@@ -308,10 +323,14 @@ void check_output_path(const std::string& path) {
 void emit(const std::string& output_file, const std::string& text) {
   if (output_file.empty()) {
     std::cout << text << std::flush;
-    if (!std::cout) throw std::runtime_error("could not write to standard output");
+    if (!std::cout) throw WriteError(message_of(std::runtime_error("could not write to standard output")));
     return;
   }
-  write_file(output_file, text);
+  try {
+    write_file(output_file, text);
+  } catch (const InputError& e) {
+    throw WriteError(message_of(e));
+  }
 }
 
 }  // namespace attnlab::cli

@@ -7,6 +7,7 @@
 #include "core/backward.h"
 
 #include "core/backend.h"
+#include "core/messages.h"
 #include "core/problem.h"
 #include "core/report.h"
 
@@ -14,6 +15,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
+#include <stdexcept>
 #include <string>
 
 namespace attnlab::cli {
@@ -48,6 +51,9 @@ struct ProblemArgs {
   std::string variant = "staged";  // staged | fused | decode
   std::string precision = "fp32";
   std::string output_file;
+  // The options of the random problem and of the bundle that were typed (their defaults cannot
+  // tell "--dk 64" from nothing): --dk, --dv, --seed, --layer.
+  std::set<std::string> given;
 };
 
 // Adds --query --temperature --mask --lang --format --backend (and, when `inputs` is true,
@@ -84,7 +90,14 @@ Trace run_problem(const ProblemArgs& a, const Problem& p);
 // removed again. An empty path (stdout) passes.
 void check_output_path(const std::string& path);
 
-// Writes text to --output FILE when given, else stdout.
+// A result that could not be written once the work was done (a full disk, /dev/full, a closed
+// pipe): the command's input was fine, so main exits 1, not 2 (README, exit codes), with the
+// catalogued words of the failure.
+struct WriteError : std::runtime_error {
+  Message message;
+  explicit WriteError(Message m) : std::runtime_error(m.en), message(std::move(m)) {}
+};
+// Writes text to --output FILE when given, else stdout; throws WriteError when that fails.
 void emit(const std::string& output_file, const std::string& text);
 
 // Subcommand registration; each returns through the exit code stored in `exit_code`.

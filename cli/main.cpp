@@ -2,7 +2,7 @@
 // and is the one place that turns errors into exit codes, each with one line on stderr:
 //   0  success (and --help)
 //   2  bad input or usage: CLI11 parse errors, InputError (incl. NoDeviceError, ResourceError)
-//   1  internal failure: DeviceError and anything else
+//   1  internal failure: DeviceError, a result that could not be written (WriteError), anything else
 // Subcommands may set other codes through `exit_code` (verify: 3 on FAIL).
 #include "cli/common.h"
 #include "core/messages.h"
@@ -15,7 +15,9 @@
 #include <iostream>
 #include <new>
 #include <set>
+#include <sstream>
 #include <string>
+#include <vector>
 
 namespace attnlab::cli { void register_walk(CLI::App& app, int& exit_code); }  // cli/cmd_walk.cpp
 
@@ -99,6 +101,34 @@ std::string conversion_message(const std::string& what) {
                     !std::isspace(static_cast<unsigned char>(value[0]));
   if (real) return name + " must be a whole number, got '" + value + "'";
   return name + " must be a number, got '" + value + "'";
+}
+
+// CLI11's own wording for an option given twice ("--temperature: At Most 1 required but received
+// 2"), one without its value ("--query: 1 required TEXT missing", also for `--query=`) and words
+// it did not expect ("The following arguments were not expected: 0.5 --temp", joined in reverse)
+// in the lab's: "--temperature is given twice", "--query needs a value", "unknown option --temp"
+// (the first option among them, in the order typed). Returns "" for any other message.
+std::string syntax_message(const std::string& what) {
+  const std::size_t colon = what.find(": ");
+  const std::string name = colon == std::string::npos ? std::string() : what.substr(0, colon);
+  const std::string rest = colon == std::string::npos ? std::string() : what.substr(colon + 2);
+  const std::string at_most = "At Most ", received = " required but received ";
+  if (rest.rfind(at_most, 0) == 0 && rest.find(received) != std::string::npos) {
+    const std::string times = rest.substr(rest.find(received) + received.size());
+    return name + " is given " + (times == "2" ? std::string("twice") : times + " times");
+  }
+  if (rest.size() > 8 && rest.compare(rest.size() - 8, 8, " missing") == 0 && rest.find(" required ") != std::string::npos)
+    return name + " needs a value";
+  for (const char* head : {"The following arguments were not expected: ", "The following argument was not expected: "}) {
+    if (what.rfind(head, 0) != 0) continue;
+    std::vector<std::string> words;
+    std::istringstream in(what.substr(std::string(head).size()));
+    for (std::string w; in >> w;) words.insert(words.begin(), w);
+    for (const std::string& w : words)
+      if (w.size() > 1 && w[0] == '-') return "unknown option " + w.substr(0, w.find('='));
+    return "unexpected argument '" + (words.empty() ? std::string() : words.front()) + "'";
+  }
+  return {};
 }
 
 // CLI11 2.1 reads an empty value as "not given" or as 0 (`--random ''` ran the demo, `--seed ''`
@@ -195,13 +225,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
     std::string msg = e.what();
-    if (dynamic_cast<const CLI::ConversionError*>(&e)) {
-      const std::string clear = conversion_message(msg);
-      if (!clear.empty()) msg = clear;
-    }
+    const std::string clear = dynamic_cast<const CLI::ConversionError*>(&e) ? conversion_message(msg) : syntax_message(msg);
+    if (!clear.empty()) msg = clear;
     if (dynamic_cast<const CLI::RequiredError*>(&e) && sub.empty())
       msg = "a subcommand is required: " + subcommand_names(app);
     return fail(lower_first(one_line(msg)) + " (see attnlab " + (sub.empty() ? "" : sub + " ") + "--help)", 2);
+  } catch (const attnlab::cli::WriteError& e) {
+    return fail(e.message.text(error_lang(argc, argv)), 1);
   } catch (const attnlab::InputError& e) {
     return fail(attnlab::message_of(e).text(error_lang(argc, argv)), 2);
   } catch (const attnlab::DeviceError& e) {

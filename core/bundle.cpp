@@ -61,6 +61,12 @@ MatrixF read_array(const Bundle& b, const BundleCall& c, int layer, const std::s
   return a;
 }
 
+// The call's output: (heads*n, d_v), refused with the shapes the manifest declares and the file has.
+MatrixF read_output(const Bundle& b, const BundleCall& c, int layer) {
+  return read_array(b, c, layer, c.output, "output", static_cast<long>(c.heads) * c.n, c.d_v,
+                    "heads " + std::to_string(c.heads) + " x n " + std::to_string(c.n) + ", d_v " + std::to_string(c.d_v));
+}
+
 // The call's bias: (n, m) or (heads*n, m), every value finite (read_matrix refuses the others).
 MatrixF read_bias(const Bundle& b, const BundleCall& c, int layer) {
   const std::string path = (std::filesystem::path(b.dir) / c.bias).string();
@@ -174,16 +180,19 @@ Bundle read_bundle(const std::string& dir) {
   return b;
 }
 
+// A whole number is always an index (a call named "0" is not picked over call 0: a value has one
+// meaning whatever the bundle's names); anything else is a call's name.
 int resolve_layer(const Bundle& b, const std::string& layer) {
   const int count = static_cast<int>(b.calls.size());
-  for (int i = 0; i < count; ++i)
-    if (b.calls[i].name == layer && !layer.empty()) return i;
-  if (!layer.empty() && layer.size() < 9 && layer.find_first_not_of("0123456789") == std::string::npos) {
-    const int i = std::stoi(layer);
-    if (i < count) return i;
+  if (!layer.empty() && layer.find_first_not_of("0123456789") == std::string::npos) {
+    const std::size_t first = std::min(layer.find_first_not_of('0'), layer.size() - 1);
+    const std::string digits = layer.substr(first);
+    if (digits.size() < 9 && std::stoi(digits) < count) return std::stoi(digits);
     throw InputError("--layer " + layer + " is out of range: the bundle has " + std::to_string(count) +
                      " attention calls (0.." + std::to_string(count - 1) + ")");
   }
+  for (int i = 0; i < count; ++i)
+    if (b.calls[i].name == layer && !layer.empty()) return i;
   std::string names;
   for (int i = 0; i < count && i < 6; ++i) names += (i ? ", " : "") + b.calls[i].name;
   if (count > 6) names += ", …";
@@ -202,6 +211,9 @@ Problem bundle_problem(const Bundle& b, int layer, std::optional<int> head) {
   const MatrixF q = read_array(b, c, layer, c.q, "q", static_cast<long>(c.heads) * c.n, c.d_k, dims);
   const MatrixF k = read_array(b, c, layer, c.k, "k", static_cast<long>(c.kv_heads) * c.m, c.d_k, dims);
   const MatrixF v = read_array(b, c, layer, c.v, "v", static_cast<long>(c.kv_heads) * c.m, c.d_v, dims);
+  // The output is not part of the problem, but a declared one of the wrong shape is a broken
+  // bundle: refused here, where every command that reads the call passes, not only where it is used.
+  if (!c.output.empty()) read_output(b, c, layer);
   const int group = c.heads / c.kv_heads;
 
   Problem p;
@@ -294,9 +306,7 @@ MatrixF bundle_output(const Bundle& b, int layer, std::optional<int> head) {
   const BundleCall& c = b.calls.at(layer);
   check_head(c, head);
   if (c.output.empty()) return MatrixF();
-  const MatrixF o = read_array(b, c, layer, c.output, "output", static_cast<long>(c.heads) * c.n, c.d_v,
-                               "heads " + std::to_string(c.heads) + " x n " + std::to_string(c.n) + ", d_v " +
-                                   std::to_string(c.d_v));
+  const MatrixF o = read_output(b, c, layer);
   if (!head) return o;
   return o.middleRows(static_cast<Eigen::Index>(*head) * c.n, c.n);
 }

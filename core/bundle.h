@@ -67,7 +67,8 @@ struct Bundle {
 // what is missing or wrong.
 Bundle read_bundle(const std::string& dir);
 
-// The call named by `layer`: a 0-based index into calls, or a call's name.
+// The call named by `layer`: a whole number is a 0-based index into calls (always, even where a
+// call is named "0"); anything else is a call's name.
 int resolve_layer(const Bundle& b, const std::string& layer);
 
 // The Problem of one call: all heads stacked (head empty) or one head; the bundle's scale, mask,

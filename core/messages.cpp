@@ -206,6 +206,16 @@ constexpr Entry kMessages[] = {
      "掩码修改 'causal' 不能与掩码文件同用：请把因果屏蔽写进文件，或改用因果掩码代替文件"},
     {Msg::TokensAbove, "{0} has {1} rows per head: the lab takes at most {2} tokens per head",
      "{0} 每个头有 {1} 行：本实验室每个头最多 {2} 个 token"},
+    {Msg::OverflowScoresRow, "QKᵀ overflows in head {0}, query row {1} (inputs too large for {2})",
+     "QKᵀ 在第 {0} 个头、查询第 {1} 行溢出（输入对 {2} 过大）"},
+    {Msg::OverflowLogitsRow,
+     "the logits (scaled scores / temperature) overflow in head {0}, query row {1} (inputs too large for {2} at "
+     "this temperature)",
+     "logits（缩放分数 / 温度）在第 {0} 个头、查询第 {1} 行溢出（输入对 {2} 在当前温度下过大）"},
+    {Msg::OverflowOutputRow, "the output overflows {2} in head {0}, query row {1} (its values do not fit {2})",
+     "输出在第 {0} 个头、查询第 {1} 行超出 {2} 范围（结果无法用 {2} 表示）"},
+    {Msg::CudaNotBuilt, "attnlab was built without CUDA", "attnlab 构建时未启用 CUDA"},
+    {Msg::CudaNoDeviceFound, "cudaGetDeviceCount found no device", "cudaGetDeviceCount 没有找到设备"},
 };
 
 constexpr bool in_order() {
@@ -232,6 +242,12 @@ std::string render_message(Msg id, const std::vector<std::string>& args, Lang la
     }
   }
   return out;
+}
+
+std::string cuda_reason_text(const std::string& reason, Lang lang) {
+  for (const Msg id : {Msg::CudaNotBuilt, Msg::CudaNoDeviceFound})
+    if (reason == render_message(id, {}, Lang::En)) return render_message(id, {}, lang);
+  return reason;
 }
 
 InputError::InputError(Msg id_, std::vector<std::string> args_)

@@ -127,8 +127,19 @@ enum class Msg : int {
   ModTwice,             // {0} the modification
   CausalWithMaskFile,
   TokensAbove,          // {0} Q | K, {1} rows per head, {2} the most
+  // the command line's mends (fix/cli): the online-softmax kernels' overflows, one query row at a
+  // time, and the CUDA runtime's known reasons
+  OverflowScoresRow,    // {0} head, {1} query row, {2} fp32 | bf16
+  OverflowLogitsRow,    // {0} head, {1} query row, {2} fp32 | bf16
+  OverflowOutputRow,    // {0} head, {1} query row, {2} fp32 | bf16
+  CudaNotBuilt,
+  CudaNoDeviceFound,
   Count_
 };
+
+// The CUDA runtime's reason for having no device (engine/registry.h cuda_available) in `lang`:
+// the lab's known ones translated, the driver's own words as they are.
+std::string cuda_reason_text(const std::string& reason, Lang lang);
 
 // The text of `id` in `lang` with its arguments filled in.
 std::string render_message(Msg id, const std::vector<std::string>& args, Lang lang);

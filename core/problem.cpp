@@ -388,10 +388,20 @@ Problem decode_view(const Problem& p, int queries, int kv_heads) {
   return d;
 }
 
+void check_split_count(int splits, int keys) {
+  if (splits < 1 || splits > keys)
+    throw InputError("--split must be between 1 and the number of keys (" + std::to_string(keys) + "), got " +
+                     std::to_string(splits));
+}
+
 int resolve_query(const Problem& p, const std::string& token_or_index) {
   const int n = p.n();
-  for (int i = 0; i < static_cast<int>(p.query_tokens().size()); ++i)
-    if (p.query_tokens()[i] == token_or_index) return i;
+  // A label first, then an index: a label that names more than one row picks none of them.
+  const std::vector<std::string>& tokens = p.query_tokens();
+  const auto count = std::count(tokens.begin(), tokens.end(), token_or_index);
+  if (count > 1)
+    throw InputError("label '" + token_or_index + "' names " + std::to_string(count) + " rows; give the index");
+  if (count == 1) return static_cast<int>(std::find(tokens.begin(), tokens.end(), token_or_index) - tokens.begin());
   if (!token_or_index.empty() &&
       token_or_index.find_first_not_of("0123456789") == std::string::npos &&
       token_or_index.size() < 10) {

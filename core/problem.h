@@ -216,10 +216,16 @@ Problem expand_kv_heads(const Problem& p);
 // head of a group had the same keys (and under a causal mask, the prefill's own).
 Problem decode_view(const Problem& prefill, int queries, int kv_heads);
 
+// Refuses (InputError) a split-KV split count outside 1..keys: more splits than keys would leave
+// splits without a key, and the lab does not quietly run fewer than it was asked for.
+void check_split_count(int splits, int keys);
+
 // Default labels "0", "1", ..., "count-1".
 std::vector<std::string> index_tokens(int count);
 
-// Resolves a query given as a token label or a 0-based index; throws InputError
+// Resolves a query given as a token label or a 0-based index, the label first: with labels
+// 3,2,1,0, "1" is the row labelled 1 (row 2). Throws InputError for a label that names more than
+// one row ("label 'a' names 4 rows; give the index") and for what is neither
 // ("query '你好' is not a token of this problem; tokens are: 模型, 根据, ...").
 int resolve_query(const Problem& p, const std::string& token_or_index);
 

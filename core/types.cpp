@@ -53,9 +53,14 @@ Lang parse_lang(std::string_view s) {
   throw InputError("unknown language '" + std::string(s) + "' (use zh or en)");
 }
 
+// POSIX's precedence for messages: LC_ALL, then LC_MESSAGES, then LANG, the first one set and not
+// empty deciding.
 Lang lang_from_env() {
-  const char* lang = std::getenv("LANG");
-  return (lang != nullptr && std::string_view(lang).starts_with("zh")) ? Lang::Zh : Lang::En;
+  for (const char* name : {"LC_ALL", "LC_MESSAGES", "LANG"}) {
+    const char* v = std::getenv(name);
+    if (v != nullptr && *v != '\0') return std::string_view(v).starts_with("zh") ? Lang::Zh : Lang::En;
+  }
+  return Lang::En;
 }
 
 }  // namespace attnlab

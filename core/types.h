@@ -30,7 +30,8 @@ std::string_view to_string(Lang l);       // "zh" | "en"
 Variant parse_variant(std::string_view s);      // throws InputError on anything else
 Precision parse_precision(std::string_view s);  // throws InputError on anything else
 Lang parse_lang(std::string_view s);            // throws InputError on anything else
-// zh when $LANG starts with "zh", else en.
+// zh when the locale that names the messages' language (LC_ALL, else LC_MESSAGES, else LANG: the
+// first set and not empty) starts with "zh", else en.
 Lang lang_from_env();
 
 // The lab's messages in a translatable form (core/messages.h has the catalogue, en and zh): an

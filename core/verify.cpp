@@ -18,6 +18,7 @@ namespace {
 
 constexpr double kFp32Ulp = 1.1920928955078125e-07;  // 2^-23, the spacing of fp32 at 1.0
 constexpr double kLogitUlps = 8;
+constexpr double kBf16Unit = 0x1p-8;  // bf16's unit roundoff: half its spacing at 1.0 (8 significant bits)
 constexpr double kAtolFraction = 1e-6;
 constexpr double kWeightsAtolFloor = 1e-6;
 constexpr double kRowSumTolFp32 = 1e-6;  // issue 2: fp32 rows sum to 1 within 1e-6
@@ -70,6 +71,14 @@ double subnormal_floor(const std::string& stage, const Problem& p) {
 
 // L of the header comment: the logit error every fp32 chain may carry.
 double logit_rounding(const TraceD& ref) { return kLogitUlps * kFp32Ulp * max_abs_finite(ref.logits); }
+
+// L16 of the header comment: the logit error a bf16 chain may carry. Its scores are products of
+// bf16 values, which hold 8 significant bits: a score, and so a logit (the score times
+// 1 / (sqrt(d_k) T)), is known to about one bf16 rounding of its own size, u = 2^-8 of
+// max|logit| = max|scaled| / T. A low temperature magnifies that error as it magnifies the logits,
+// and the weights' error follows |Δlogit|: where L16 passes 2e-2, 2e-2 no longer bounds what bf16
+// delivers.
+double bf16_logit_rounding(const TraceD& ref) { return kBf16Unit * max_abs_finite(ref.logits); }
 
 StageCheck compare(const std::string& stage, const MatrixF& x, const MatrixD& ref, Tolerance tol) {
   StageCheck c;
@@ -145,6 +154,12 @@ Tolerance default_tolerance(const std::string& stage, const Problem& p, const Tr
       return {std::max(kBf16Tol, bf16_score_bound(p) * to_scaled), kBf16Tol};
     if (stage == "logits")
       return {std::max(kBf16Tol, bf16_score_bound(p) * to_scaled / p.temperature), kBf16Tol};
+    // Weights and output: 2e-2, or what bf16 logits can deliver where that is larger (L16 of the
+    // header comment), passed on as fp32's L is: at most half of it to a weight, L16 * max|V| to
+    // an output row.
+    const double l16 = bf16_logit_rounding(ref);
+    if (stage == "weights") return {std::max(kBf16Tol, 0.5 * l16), kBf16Tol};
+    if (stage == "output") return {std::max(kBf16Tol, l16 * max_abs_finite(p.v())), kBf16Tol};
     return {kBf16Tol, kBf16Tol};
   }
   const auto floored = [&](const MatrixD& r) {
@@ -312,9 +327,10 @@ std::string render_verify_text(const VerifyReport& r, Lang lang) {
   }
   if (r.precision == Precision::BF16)
     o << (zh ? "容差：bf16 输入，rtol = 2e-2，atol = 2e-2；分数、缩放分数和 logits 的 atol 取 bf16 "
-               "舍入的上界（若更大）\n"
+               "舍入的上界（若更大）；权重和输出另外取 bf16 logits 的舍入（最大 logit 的 2^-8）所传递的误差（若更大）\n"
              : "tolerances: bf16 inputs, rtol = 2e-2, atol = 2e-2; for scores, scaled and logits "
-               "the bound of bf16 rounding where larger\n");
+               "the bound of bf16 rounding where larger; for weights and output what the rounding of bf16 "
+               "logits (2^-8 of the largest logit) passes on, where larger\n");
   else
     o << (zh ? "容差：atol = 1e-6 × 该阶段的 max|ref|，且不小于 fp32 次正规数的舍入（每次运算 2^-149）；"
                "权重和输出另外允许 fp32 logits 的舍入（最大 logit 的 8 ulp）\n"

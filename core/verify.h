@@ -22,9 +22,15 @@
 //         scaled                  rtol 2e-2, atol max(2e-2, B / sqrt(d_k))
 //         logits                  rtol 2e-2, atol max(2e-2, B / (sqrt(d_k) T))
 //         mask                    exact (atol = rtol = 0)
-//         weights, output         rtol 2e-2, atol 2e-2; weight rows sum to 1 within 2e-2
+//         weights                 rtol 2e-2, atol max(2e-2, L16 / 2)
+//         output                  rtol 2e-2, atol max(2e-2, L16 * max|V|); weight rows sum to 1
+//                                 within 2e-2
 //     where B = (2u + u^2 + 1.01 d_k 2^-24) max|q_row| max|k_row| (u = 2^-9, over the heads): the
-//     rounding bound of the scores once Q and K are rounded to bf16 (bf16_score_bound).
+//     rounding bound of the scores once Q and K are rounded to bf16 (bf16_score_bound), and
+//     L16 = 2^-8 * max|ref logit|: bf16's unit roundoff (8 significant bits) at the largest logit,
+//     what logits computed from bf16 values can deliver. As for fp32's L, a softmax passes at most
+//     half of it to a weight and an output row at most L16 * max|V|; it grows as the temperature
+//     falls, where 2e-2 no longer bounds what bf16 delivers.
 // VerifyOptions' atol / rtol, when given, replace the defaults for every compared stage.
 #pragma once
 

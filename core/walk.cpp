@@ -57,6 +57,7 @@ Json walk_json(const Walk& w) {
   }
   j["tiles"] = std::move(tiles);
   j["output"] = jvec(w.output);
+  j["values_exponent"] = w.values_exponent;
   j["staged_output"] = jvec(w.staged_output);
   j["max_abs_diff"] = jnum(w.max_abs_diff);
   j["fp64_error"] = jnum(w.fp64_error);
@@ -148,6 +149,13 @@ std::string summary_line(const WalkTile& t, Lang lang) {
 std::string final_lines(const Walk& w, Lang lang, const char* bullet) {
   std::string s;
   auto line = [&](const std::string& a, const std::string& b) { s += bullet + a + b + "\n"; };
+  if (w.values_exponent > 0) {
+    const std::string e = std::to_string(w.values_exponent);
+    line(zh(lang) ? "V 缩放: " : "V scaled: ",
+         zh(lang) ? "acc 按原 V 会超出 fp32，游走用 V·2^-" + e + "（2 的幂，精确）；acc 为缩放后的和，输出乘回 2^" + e
+                  : "acc overflows fp32 with V as given, so the walk ran on V·2^-" + e +
+                        " (a power of two: exact); acc holds the scaled sums, the outputs are multiplied back by 2^" + e);
+  }
   line(zh(lang) ? "最终输出（游走）: " : "final output (walk): ", vec(w.output));
   line(zh(lang) ? "分步链输出: " : "staged output: ", vec(w.staged_output));
   line(zh(lang) ? "CPU 融合内核输出: " : "CPU fused kernel output: ", vec(w.cpu_fused_output));

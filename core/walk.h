@@ -76,6 +76,9 @@ struct WalkHeader {
 struct Walk : WalkHeader {
   std::vector<WalkTile> tiles;
   std::vector<double> output;           // (d_v) final acc / l, the kernel's fp32 division
+  // e > 0: acc overflowed fp32 with V as given, so the walk ran on V · 2^-e (cpu/values_range.h):
+  // the tiles' acc are the sums of V · 2^-e, every output is multiplied back by 2^e.
+  int values_exponent = 0;
 
   // The checks (cpu/walk.h check_walk): the same row through the staged chain, the fp64
   // reference and the CPU fused kernel itself, and, where a device ran it, the CUDA fused kernel.

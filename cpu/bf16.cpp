@@ -431,8 +431,7 @@ void check_scores(const Scratch& w, int rows, int cols, int h, Index q0) {
     for (int j = 0; j < cols; j += kLanes)
       probe = ei::padd(probe, ei::pmul(ei::ploadu<Packet>(s + j), ei::pzero(probe)));
     if (!(ei::predux(probe) == 0.f))
-      throw InputError("QKᵀ overflows in head " + std::to_string(h) + ", query row " +
-                       std::to_string(q0 + r) + " (inputs too large for bf16)");
+      cpu::online::throw_overflow(cpu::online::RowOverflow::Scores, h, static_cast<int>(q0 + r), Precision::BF16);
   }
 }
 
@@ -464,15 +463,15 @@ void modify_scores(const ScoreRule& rule, float score_scale, Scratch& w, int h, 
   for (int r = 0; r < rows; ++r) cpu::online::modify_row(rule, score_scale, w.s.data() + r * ld, h, q0 + r, k0, keys);
 }
 
-// A query row whose max, sum or output is not finite: the logits overflowed (scores times c).
+// A query row whose max, sum or output is not finite (the scores were checked): the logits (the
+// max times c) overflowed, or, with both finite, the weighted sum of V (cpu/online_softmax.h
+// row_overflow; the m it is given is the logit max, finite exactly when the scores times c are).
 void check_rows(const Scratch& w, int rows, float c, int h, int q0) {
   for (int r = 0; r < rows; ++r) {
-    const bool ok = std::isfinite(w.m[r] * c) && w.l[r] > 0.f && std::isfinite(w.l[r]) &&
-                    w.acc.row(r).allFinite();
-    if (!ok)
-      throw InputError("the logits overflow in head " + std::to_string(h) + ", query row " +
-                       std::to_string(q0 + r) +
-                       " (inputs too large for bf16 at this temperature)");
+    const auto what = cpu::online::row_overflow(w.m[r] * c, w.l[r], w.acc.row(r).allFinite());
+    if (what != cpu::online::RowOverflow::None)
+      cpu::online::throw_overflow(what == cpu::online::RowOverflow::Scores ? cpu::online::RowOverflow::Logits : what, h,
+                                  q0 + r, Precision::BF16);
   }
 }
 
@@ -495,7 +494,9 @@ unsigned workers_for(std::size_t items, const Problem& p) {
 
 }  // namespace
 
-void cpu::fused_bf16_into(const Problem& p, Trace& t) {
+namespace {
+
+void fused_bf16_into_once(const Problem& p, Trace& t) {
   const auto t0 = Clock::now();
   const int n = p.n(), m = p.m(), heads = p.heads, d_v = p.d_v();
   cpu::begin_trace(t, p, Variant::Fused, Precision::BF16, /*keep=*/false, /*output=*/true);
@@ -544,6 +545,12 @@ void cpu::fused_bf16_into(const Problem& p, Trace& t) {
   t.timings.fused_ms = t.timings.total_ms;
 }
 
+}  // namespace
+
+void cpu::fused_bf16_into(const Problem& p, Trace& t) {
+  output_in_range(p, Precision::BF16, t, [](const Problem& q, Trace& out) { fused_bf16_into_once(q, out); });
+}
+
 Trace cpu_fused_bf16(const Problem& p) {
   validate(p);
   Trace t;
@@ -551,7 +558,9 @@ Trace cpu_fused_bf16(const Problem& p) {
   return t;
 }
 
-void cpu::staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t) {
+namespace {
+
+void staged_bf16_into_once(const Problem& p, const RunOptions& opt, Trace& t) {
   if (opt.pool || !opt.rows.empty())
     throw InputError("pooled views and exact rows come from the fp32 staged chain, not the bf16 one");
   const auto t0 = Clock::now();
@@ -656,6 +665,12 @@ void cpu::staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t) {
   t.timings.softmax_ms = total[2];
   t.timings.pv_ms = total[3];
   t.timings.total_ms = ms_since(t0);
+}
+
+}  // namespace
+
+void cpu::staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t) {
+  output_in_range(p, Precision::BF16, t, [&opt](const Problem& q, Trace& out) { staged_bf16_into_once(q, opt, out); });
 }
 
 void cpu_staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t) {

@@ -823,15 +823,16 @@ void cpu::decode::decode_keys(const Problem& p, int keys, const SplitPlan& plan,
       }
       const int h = g * group + r / n, i = r % n;
       // A score that overflowed fp32 leaves m, l or acc non-finite: refused as the fused kernel does.
-      const bool scores_finite = std::isfinite(mr) && lr > 0.f && std::isfinite(lr);
-      if (!scores_finite || !acc.allFinite())
-        throw cpu::online::overflow_error(scores_finite, h, "query row " + std::to_string(i));
+      const cpu::online::RowOverflow what = cpu::online::row_overflow(mr, lr, acc.allFinite());
+      if (what != cpu::online::RowOverflow::None) cpu::online::throw_overflow(what, h, i, precision);
       output.row(static_cast<Eigen::Index>(h) * n + i) = acc / lr;
     }
   }
 }
 
-void cpu::decode_into(const Problem& p, const RunOptions& opt, Trace& t) {
+namespace {
+
+void decode_into_once(const Problem& p, const RunOptions& opt, Trace& t) {
   using namespace cpu::decode;
   const auto t0 = std::chrono::steady_clock::now();
   cpu::begin_trace(t, p, Variant::Decode, opt.precision, /*keep=*/false, /*output=*/true);
@@ -843,6 +844,12 @@ void cpu::decode_into(const Problem& p, const RunOptions& opt, Trace& t) {
   t.timings.total_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   t.timings.fused_ms = t.timings.total_ms;
+}
+
+}  // namespace
+
+void cpu::decode_into(const Problem& p, const RunOptions& opt, Trace& t) {
+  output_in_range(p, opt.precision, t, [&opt](const Problem& q, Trace& out) { decode_into_once(q, opt, out); });
 }
 
 Trace cpu_decode(const Problem& p, int splits) {

@@ -328,11 +328,16 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows, int nex
   // checked nor divided.
   const auto mq = w.m.head(rows).array();
   const auto lq = w.l.head(rows).array();
-  const bool scores_finite = mq.allFinite() && (lq > 0.f).all() && lq.allFinite();
   bool acc_finite = true;
   for (int c = 0; c < d_v && acc_finite; ++c) acc_finite = all_finite(w.acct.data() + c * ld, rows);
-  if (!scores_finite || !acc_finite) {
-    throw overflow_error(scores_finite, h, "query rows " + std::to_string(q0) + ".." + std::to_string(q0 + rows - 1));
+  if (!mq.allFinite() || !(lq > 0.f).all() || !lq.allFinite() || !acc_finite) {
+    // The first row that overflowed, named as the staged chain would name it.
+    for (int i = 0; i < rows; ++i) {
+      bool row_finite = true;
+      for (int c = 0; c < d_v; ++c) row_finite = row_finite && std::isfinite(w.acct.data()[c * ld + i]);
+      const RowOverflow what = row_overflow(w.m[i], w.l[i], row_finite);
+      if (what != RowOverflow::None) throw_overflow(what, h, q0 + i, Precision::FP32);
+    }
   }
   // O = acc * (1 / l): one division per query (a division per element of acc would cost more
   // than the block's transposes), the products taken as acc^T is transposed into O's rows.
@@ -355,7 +360,9 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows, int nex
 
 std::size_t cpu::fused_v_strip_floats(const Problem& p) { return VStrips::shape(p).floats(p.kv_heads()); }
 
-void cpu::fused_into(const Problem& p, Trace& t, RowStats* stats) {
+namespace {
+
+void fused_into_once(const Problem& p, Trace& t, cpu::RowStats* stats) {
   const auto t0 = std::chrono::steady_clock::now();
   const int n = p.n(), m = p.m(), heads = p.heads, d_k = p.d_k(), d_v = p.d_v();
   cpu::begin_trace(t, p, Variant::Fused, Precision::FP32, /*keep=*/false, /*output=*/true);
@@ -413,6 +420,12 @@ void cpu::fused_into(const Problem& p, Trace& t, RowStats* stats) {
   t.timings.total_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   t.timings.fused_ms = t.timings.total_ms;  // the blockwise kernel is the whole run
+}
+
+}  // namespace
+
+void cpu::fused_into(const Problem& p, Trace& t, RowStats* stats) {
+  output_in_range(p, Precision::FP32, t, [stats](const Problem& q, Trace& out) { fused_into_once(q, out, stats); });
 }
 
 Trace cpu_fused(const Problem& p) {

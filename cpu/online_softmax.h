@@ -8,9 +8,11 @@
 // these inline functions have one definition in the program.
 #pragma once
 
+#include "core/messages.h"
 #include "core/modifications.h"
 #include "core/types.h"
 #include "cpu/bf16_packets.h"
+#include "cpu/values_range.h"
 
 #include <algorithm>
 #include <array>
@@ -19,6 +21,7 @@
 #include <limits>
 #include <string>
 #include <utility>
+#include <vector>
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -503,12 +506,27 @@ inline void merge_states(float& m, float& l, float* acc, float m_b, float l_b, c
   m = f.m;
 }
 
-// The refusal of a row whose online-softmax state overflowed fp32: the scores (m or l not
-// finite) or, with finite scores, the weighted sum of V in acc. `rows`: "query row 3", "query
-// rows 0..31".
-inline InputError overflow_error(bool scores_finite, int head, const std::string& rows) {
-  return InputError(std::string(scores_finite ? "P·V" : "QKᵀ") + " overflows in head " + std::to_string(head) +
-                    ", " + rows + (scores_finite ? " (V too large for fp32)" : " (inputs too large for fp32)"));
+// What overflowed in one query row's online-softmax state, named as the staged chain names it:
+// the scores (the running max m, in raw scores, is not finite: Q Kᵀ or a score mod overflowed),
+// the logits at this temperature (m is finite but l is no finite sum > 0: the scale 1 / (√d_k T)
+// took the exponents out of range), or, with both finite, the weighted sum of V in acc. acc is
+// unnormalised (up to l · max |V|, l up to the number of keys), so it can overflow where the output
+// acc / l fits: cpu/values_range.h answers that by running again with V scaled.
+enum class RowOverflow { None, Scores, Logits, Values };
+inline RowOverflow row_overflow(float m, float l, bool acc_finite) {
+  if (!std::isfinite(m)) return RowOverflow::Scores;
+  if (!(l > 0.f) || !std::isfinite(l)) return RowOverflow::Logits;
+  return acc_finite ? RowOverflow::None : RowOverflow::Values;
+}
+
+// Throws the refusal of `what` (not None) in head `head`, query row `row` of a run in `precision`:
+// InputError with Msg::OverflowScoresRow or OverflowLogitsRow, or cpu::ValuesOverflow (which
+// cpu/values_range.h catches; its text, should it reach a person, says what happened).
+[[noreturn]] inline void throw_overflow(RowOverflow what, int head, int row, Precision precision) {
+  const std::vector<std::string> args = {std::to_string(head), std::to_string(row), std::string(to_string(precision))};
+  if (what == RowOverflow::Scores) throw InputError(Msg::OverflowScoresRow, args);
+  if (what == RowOverflow::Logits) throw InputError(Msg::OverflowLogitsRow, args);
+  throw cpu::ValuesOverflow("the weighted sum of V overflows " + args[2] + " in head " + args[0] + ", query row " + args[1]);
 }
 
 }  // namespace attnlab::cpu::online

@@ -83,7 +83,9 @@ WalkTile::Skip walk_tile_skip(const MaskRule& rule, int query, int j0, int j1) {
   return WalkTile::Skip::None;
 }
 
-Walk walk_row(const Problem& p, int head, int query, int tile) {
+namespace {
+
+Walk walk_row_once(const Problem& p, int head, int query, int tile) {
   if (tile < 1) throw InputError("tile must be a whole number of keys >= 1, got " + std::to_string(tile));
   check_row_args(p, head, query);
   const int n = p.n(), m = p.m(), d_k = p.d_k(), d_v = p.d_v();
@@ -161,12 +163,29 @@ Walk walk_row(const Problem& p, int head, int query, int tile) {
     }
     w.tiles.push_back(std::move(r));
   }
-  const bool scores_finite = std::isfinite(ms[0]) && ls[0] > 0.f && std::isfinite(ls[0]);
-  bool finite = scores_finite;
-  for (int c = 0; c < d_v; ++c) finite = finite && std::isfinite(acct[static_cast<std::size_t>(c) * ld]);
-  if (!finite)  // as the fused kernel says it
-    throw cpu::online::overflow_error(scores_finite, head, "query row " + std::to_string(query));
+  bool acc_finite = true;
+  for (int c = 0; c < d_v; ++c) acc_finite = acc_finite && std::isfinite(acct[static_cast<std::size_t>(c) * ld]);
+  const cpu::online::RowOverflow what = cpu::online::row_overflow(ms[0], ls[0], acc_finite);
+  if (what != cpu::online::RowOverflow::None)  // as the fused kernel says it
+    cpu::online::throw_overflow(what, head, query, Precision::FP32);
   w.output = w.tiles.back().output;
+  return w;
+}
+
+}  // namespace
+
+// Where acc overflowed with V as given, the walk of V · 2^-e (cpu/values_range.h): its acc is shown
+// as the kernel held it, its outputs multiplied back by 2^e.
+Walk walk_row(const Problem& p, int head, int query, int tile) {
+  Walk w;
+  w.values_exponent = cpu::run_values_in_range(p, [&](const Problem& q) { w = walk_row_once(q, head, query, tile); });
+  if (w.values_exponent == 0) return w;
+  const double back = std::ldexp(1.0, w.values_exponent);
+  for (WalkTile& t : w.tiles)
+    for (double& x : t.output) x *= back;
+  for (double& x : w.output) x *= back;
+  for (const double x : w.output)
+    if (!(std::abs(x) <= std::numeric_limits<float>::max())) cpu::refuse_output_row(head, query, Precision::FP32);
   return w;
 }
 
@@ -249,9 +268,7 @@ float walk_record_splits(const Problem& p, const cpu::decode::SplitPlan& plan, i
 }
 
 void walk_splits(const Problem& p, int splits, Walk& w) {
-  if (splits < 1 || splits > p.m())
-    throw InputError("--split must be between 1 and the number of keys (" + std::to_string(p.m()) + "), got " +
-                     std::to_string(splits));
+  check_split_count(splits, p.m());
   const cpu::decode::SplitPlan plan = cpu::decode::plan_splits(p, 1, splits);
   const int g = p.kv_head(w.head);
   std::vector<cpu::decode::Partial> parts(plan.splits);

@@ -1,6 +1,7 @@
 // The backend registry (see engine/registry.h).
 #include "engine/registry.h"
 
+#include "core/messages.h"
 #include "cpu/cpu_backend.h"
 
 #ifdef ATTNLAB_HAVE_CUDA
@@ -15,7 +16,7 @@ bool cuda_available(std::string* reason) {
 #ifdef ATTNLAB_HAVE_CUDA
   return cuda::device_available(reason);
 #else
-  if (reason) *reason = "attnlab was built without CUDA";
+  if (reason) *reason = render_message(Msg::CudaNotBuilt, {}, Lang::En);
   return false;
 #endif
 }

@@ -244,6 +244,26 @@ void expect_refused(const std::vector<std::string>& args, const std::string& wan
   EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
 }
 
+// A whole-number --layer is always an index, even where another call is named with that number.
+TEST(Bundle, AWholeNumberLayerIsAlwaysAnIndex) {
+  const test::TempDir d;
+  const std::string dir = d.path().string();
+  make_bundle(dir, 1, 1, 4, 4, 8, 3);
+  patch_manifest(dir, [](Json& j) {
+    Json other = j["calls"][0];
+    j["calls"][0]["name"] = "1";
+    other["name"] = "0";
+    j["calls"].push_back(other);
+  });
+  const Bundle b = read_bundle(dir);
+  EXPECT_EQ(resolve_layer(b, "0"), 0);
+  EXPECT_EQ(resolve_layer(b, "1"), 1);
+  EXPECT_EQ(resolve_layer(b, "01"), 1);
+  const auto r = test::run_attnlab({"run", "--bundle", dir, "--layer", "0", "--lang", "en"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("call 0 of 2 '1'"), std::string::npos) << r.out;
+}
+
 TEST(Bundle, BrokenBundlesGetOneErrorLine) {
   const test::TempDir d;
   const std::string dpath = d.path().string();
@@ -317,6 +337,13 @@ TEST(Bundle, BrokenBundlesGetOneErrorLine) {
   patch_manifest(dir, [](Json& j) { j["calls"][0]["rope_theta"] = nullptr; j["calls"][0]["d_k"] = 8; j["calls"][0]["notes"] = "x"; });
   expect_refused(run, "'notes' must be a list of strings");
   patch_manifest(dir, [](Json& j) { j["calls"][0]["notes"] = Json::array({"fine"}); });
+  EXPECT_EQ(test::run_attnlab(run).code, 0);
+  // An output of the wrong shape: refused by run and verify too, which do not use it.
+  patch_manifest(dir, [](Json& j) { j["calls"][0]["output"] = "out.npy"; });
+  write_npy(dir + "/out.npy", MatrixF::Zero(8, 2));
+  expect_refused(run, "out.npy: output of call 0 'blocks.0.attn' is 8x2 but the manifest says 8x3");
+  expect_refused({"verify", "--bundle", dir}, "out.npy: output of call 0 'blocks.0.attn' is 8x2 but the manifest says 8x3");
+  write_npy(dir + "/out.npy", MatrixF::Zero(8, 3));
   EXPECT_EQ(test::run_attnlab(run).code, 0);
   test::write_file(dir + "/manifest.json", "{\"calls\": [");
   expect_refused(run, "not valid JSON");

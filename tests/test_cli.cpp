@@ -151,6 +151,12 @@ TEST_F(Cli, RefusalsFollowTheLanguage) {
   EXPECT_EQ(error_line({"demo", "--lang", "zh", "--temperature", "0"}, "LANG=C").rfind(zh, 0), 0u);
   EXPECT_EQ(error_line({"demo", "--lang=zh", "--temperature", "0"}, "LANG=C").rfind(zh, 0), 0u);
   EXPECT_EQ(error_line({"demo", "--temperature", "0"}, "LANG=zh_CN.UTF-8").rfind(zh, 0), 0u);
+  // POSIX's precedence: LC_ALL, then LC_MESSAGES, then LANG (the first set and not empty).
+  EXPECT_EQ(error_line({"demo", "--temperature", "0"}, "LANG=C LC_MESSAGES=zh_CN.UTF-8").rfind(zh, 0), 0u);
+  EXPECT_EQ(error_line({"demo", "--temperature", "0"}, "LANG=C LC_ALL=zh_CN.UTF-8").rfind(zh, 0), 0u);
+  EXPECT_EQ(error_line({"demo", "--temperature", "0"}, "LANG=zh_CN.UTF-8 LC_ALL=C"),
+            "error: temperature must be a finite number > 0, got 0");
+  EXPECT_EQ(error_line({"demo", "--temperature", "0"}, "LANG=C LC_ALL= LC_MESSAGES=zh_CN.UTF-8").rfind(zh, 0), 0u);
   EXPECT_EQ(error_line({"demo", "--lang", "en", "--temperature", "0"}, "LANG=zh_CN.UTF-8"),
             "error: temperature must be a finite number > 0, got 0");
   EXPECT_TRUE(contains(error_line({"run", "--random", "4", "--mask-mod", "window:0", "--lang", "zh"}, "LANG=C"), "窗口"));
@@ -487,18 +493,65 @@ TEST_F(Cli, DecodeShapesAndTheDecodeVariant) {
   expect_refused({"demo", "--variant", "fused", "--split", "2"}, {"got --variant fused"});
 }
 
-// A V so large that the unnormalised sum of the fused kernels overflows: named as P·V, not as the
-// scores (which are small here); the staged chain, which normalises first, prints it.
-TEST_F(Cli, AHugeVOverflowsPVInTheFusedKernelsNotQK) {
+// A V so large that the unnormalised sum of the online-softmax kernels overflows fp32 while the
+// output fits: every CPU variant (fused, decode, bf16, the walk) computes it, as the staged chain
+// does, through V scaled by a power of two (cpu/values_range.h); the walk says so. An output that
+// does not fit its precision is still refused, in one line that says so.
+TEST_F(Cli, AHugeVIsComputedByEveryCpuVariantLikeStaged) {
   const std::string q = file("q.csv", "0.1 0.2\n0.3 0.1\n"), k = file("k.csv", "0.2 0.1\n0.1 0.3\n");
   const std::string v = file("v.csv", "3e38 3e38\n3e38 3e38\n");
-  for (const std::string variant : {"fused", "decode"})
-    expect_refused({"run", "--q", q, "--k", k, "--v", v, "--variant", variant, "--backend", "cpu", "--lang", "en"},
-                   {"P·V overflows in head 0", "V too large for fp32"});
-  expect_refused({"walk", "--q", q, "--k", k, "--v", v, "--tile", "2", "--lang", "en"},
-                 {"P·V overflows in head 0, query row 0"});
-  const CliResult staged = run({"run", "--q", q, "--k", k, "--v", v, "--backend", "cpu", "--lang", "en"});
-  EXPECT_EQ(staged.code, 0) << staged.err;
+  const auto output = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"run", "--q", q, "--k", k, "--v", v, "--backend", "cpu", "--format", "json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliResult r = run(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return r.code == 0 ? json::parse(r.out)["stages"]["output"] : json();
+  };
+  const json staged = output({});
+  ASSERT_FALSE(staged.is_null());
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{"--variant", "fused"},
+                                                std::vector<std::string>{"--variant", "decode"},
+                                                std::vector<std::string>{"--variant", "decode", "--split", "2"}}) {
+    const json o = output(extra);
+    ASSERT_EQ(o.size(), staged.size()) << extra[1];
+    for (std::size_t i = 0; i < o.size(); ++i)
+      for (std::size_t c = 0; c < o[i].size(); ++c)
+        EXPECT_NEAR(o[i][c].get<double>(), staged[i][c].get<double>(), 1e-6 * 3e38) << extra[1];
+  }
+  for (const char* variant : {"staged", "fused", "decode"}) {
+    const json o = output({"--variant", variant, "--precision", "bf16"});
+    ASSERT_FALSE(o.is_null()) << variant;
+    EXPECT_NEAR(o[0][0].get<double>(), 3e38, 2e-2 * 3e38) << variant;
+  }
+  const CliResult walk = run({"walk", "--q", q, "--k", k, "--v", v, "--tile", "1", "--lang", "en", "--backend", "cpu"});
+  ASSERT_EQ(walk.code, 0) << walk.err;
+  EXPECT_TRUE(contains(walk.out, "V scaled: acc overflows fp32 with V as given, so the walk ran on V·2^-")) << walk.out;
+  EXPECT_TRUE(contains(walk.out, "max |walk − staged|: 0")) << walk.out;
+  const CliResult walk_json = run({"walk", "--q", q, "--k", k, "--v", v, "--format", "json", "--backend", "cpu"});
+  ASSERT_EQ(walk_json.code, 0) << walk_json.err;
+  EXPECT_GT(json::parse(walk_json.out)["values_exponent"].get<int>(), 0);
+  // The fused backward's forward too (a small dO keeps the gradients within fp32): as staged's.
+  const std::string dout = file("dout.csv", "1e-30 1e-30\n1e-30 1e-30\n");
+  const auto backward = [&](const char* variant) {
+    const CliResult r = run({"backward", "--q", q, "--k", k, "--v", v, "--dout", dout, "--variant", variant, "--backend",
+                             "cpu", "--format", "csv"});
+    EXPECT_EQ(r.code, 0) << variant << ": " << r.err;
+    std::vector<double> outputs;  // the output's values in the CSV
+    for (const std::string& l : lines_of(r.out))
+      if (l.rfind("output,", 0) == 0) outputs.push_back(std::stod(l.substr(l.rfind(',') + 1)));
+    return outputs;
+  };
+  const std::vector<double> fused_o = backward("fused"), staged_o = backward("staged");
+  ASSERT_EQ(fused_o.size(), 4u);
+  ASSERT_EQ(staged_o.size(), 4u);
+  for (std::size_t i = 0; i < fused_o.size(); ++i) EXPECT_NEAR(fused_o[i], staged_o[i], 1e-6 * 3e38) << i;
+  // bf16 rounds fp32's largest value up past bf16's range: that output does not fit bf16.
+  const std::string vmax = file("vmax.csv", "3.4028235e38 1\n3.4028235e38 1\n");
+  expect_refused({"run", "--q", q, "--k", k, "--v", vmax, "--variant", "fused", "--precision", "bf16", "--backend",
+                  "cpu", "--lang", "en"},
+                 {"the output overflows bf16 in head 0, query row 0"});
+  const CliResult fp32 = run({"run", "--q", q, "--k", k, "--v", vmax, "--variant", "fused", "--backend", "cpu"});
+  EXPECT_EQ(fp32.code, 0) << fp32.err;
 }
 
 TEST_F(Cli, FullyMaskedRowNamesRowAndToken) {
@@ -642,9 +695,30 @@ TEST_F(Cli, UsageErrorsAreOneLine) {
   // An --output that cannot be written is refused before anything runs.
   expect_refused({"demo", "--output", dir_.path()}, {"cannot write", "Is a directory"});
   expect_refused({"demo", "--output", dir_.file("missing/out.txt")}, {"cannot write", "No such file"});
-  // A write that fails when it happens (a full device) says so in one line; an old output is
-  // replaced whole or not at all (core/io.h write_file).
-  expect_refused({"demo", "--output", "/dev/full"}, {"cannot write '/dev/full'", "No space left"});
+  // A write that fails when it happens (a full device) says so in one line, exit 1 (the input was
+  // fine) for --output and stdout alike, whichever command wrote; an old output is replaced whole
+  // or not at all (core/io.h write_file).
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"demo", "--output", "/dev/full"},
+        std::vector<std::string>{"bench", "--n", "8", "--d", "4", "--repeat", "1", "--warmup", "0", "--backend", "cpu",
+                                 "--output", "/dev/full"}}) {
+    const CliResult r = run(args);
+    EXPECT_EQ(r.code, 1) << args[0] << ": " << r.err;
+    const auto ls = lines_of(r.err);  // bench's progress lines come first
+    ASSERT_FALSE(ls.empty());
+    EXPECT_EQ(std::count_if(ls.begin(), ls.end(), [](const std::string& l) { return l.rfind("error: ", 0) == 0; }), 1);
+    EXPECT_EQ(ls.back().rfind("error: cannot write '/dev/full'", 0), 0u) << r.err;
+    EXPECT_TRUE(contains(ls.back(), "No space left")) << r.err;
+  }
+  const CliResult zh = run({"demo", "--output", "/dev/full", "--lang", "zh"});
+  EXPECT_EQ(zh.code, 1);
+  EXPECT_TRUE(contains(zh.err, "无法写入")) << zh.err;
+  const std::string streams = dir_.file("stdout-full.err");
+  const int status = std::system((test::shell_quote(test::attnlab_binary()) + " demo >/dev/full 2>" +
+                                  test::shell_quote(streams)).c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  EXPECT_EQ(test::read_file(streams), "error: could not write to standard output\n");
   const std::string old = file("old.json", "previous\n");
   const CliResult ok = run({"demo", "--format", "json", "--output", old});
   EXPECT_EQ(ok.code, 0) << ok.err;

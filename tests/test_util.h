@@ -301,7 +301,7 @@ inline std::string shell_quote(const std::string& s) {
 }
 
 // Runs `path args...` (each argument quoted as one word; a path without '/' is looked up on PATH)
-// under `env` when it is non-empty (shell text for env(1), e.g.
+// without LC_ALL and LC_MESSAGES, under `env` (shell text for env(1), e.g.
 // "LANG=C.UTF-8 ATTNLAB_CUDA_FAULT=launch" or "-u DISPLAY"), stdin from /dev/null, both streams
 // captured through files in a TempDir of its own.
 inline BinaryRun run_binary(const std::string& path, const std::vector<std::string>& args,
@@ -310,7 +310,9 @@ inline BinaryRun run_binary(const std::string& path, const std::vector<std::stri
   const TempDir streams("attnlab-run");
   const std::string out = streams.file("stdout"), err = streams.file("stderr");
   std::string cmd;
-  if (!env.empty()) cmd.append("env ").append(env).append(" ");
+  // The caller's LC_ALL and LC_MESSAGES would outrank a LANG in `env` (the lab's language follows
+  // POSIX's precedence): every run starts without them, and `env` may set them again.
+  cmd.append("env -u LC_ALL -u LC_MESSAGES ").append(env).append(" ");
   cmd += shell_quote(path);
   for (const std::string& a : args) cmd.append(" ").append(shell_quote(a));
   cmd.append(" </dev/null >").append(shell_quote(out)).append(" 2>").append(shell_quote(err));

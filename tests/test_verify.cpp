@@ -214,6 +214,38 @@ TEST(Verify, DefaultTolerances) {
   EXPECT_GT(default_tolerance("weights", cold, cold_ref, Precision::FP32).atol, 1e-5);
 }
 
+// bf16 at a low temperature: its logits are known to about one bf16 rounding of their size, so
+// the weights' and the output's allowance grows with the largest logit (L16 = 2^-8 max|logit|), as
+// fp32's does with L. The staged, fused and decode bf16 runs pass; a result moved by twice its
+// allowance fails, so the allowance is a bound and not a pass for anything.
+TEST(Verify, Bf16AtALowTemperatureIsJudgedByWhatBf16LogitsDeliver) {
+  Problem p = random_problem(33, 64, 64, 0);
+  p.temperature = 0.05;
+  const TraceD ref = reference_fp64(p);
+  const double l16 = std::ldexp(1.0, -8) * ref.logits.cwiseAbs().maxCoeff();
+  const Tolerance out = default_tolerance("output", p, ref, Precision::BF16);
+  EXPECT_DOUBLE_EQ(out.atol, std::max(2e-2, l16 * p.v().cwiseAbs().maxCoeff()));
+  EXPECT_GT(out.atol, 2e-2);
+  EXPECT_DOUBLE_EQ(default_tolerance("weights", p, ref, Precision::BF16).atol, std::max(2e-2, 0.5 * l16));
+  // It falls with the logits as the temperature rises, to 2e-2 for the demo's small ones.
+  Problem warm = p;
+  warm.temperature = 1;
+  EXPECT_LT(default_tolerance("output", warm, reference_fp64(warm), Precision::BF16).atol, out.atol / 10);
+  const Problem demo = demo_problem();
+  EXPECT_EQ(default_tolerance("output", demo, reference_fp64(demo), Precision::BF16).atol, 2e-2);
+  for (const Variant v : {Variant::Staged, Variant::Fused, Variant::Decode}) {
+    RunOptions opt;
+    opt.variant = v;
+    opt.precision = Precision::BF16;
+    Trace t = make_cpu_backend()->run(p, opt);
+    EXPECT_TRUE(verify_trace(p, t, ref).pass) << to_string(v);
+    t.output(5, 7) += static_cast<float>(2 * out.atol + 2e-2 * std::abs(ref.output(5, 7)));
+    const VerifyReport bad = verify_trace(p, t, ref);
+    EXPECT_FALSE(bad.pass) << to_string(v);
+    EXPECT_EQ(stage(bad, "output").failures, 1u) << to_string(v);
+  }
+}
+
 TEST(Verify, JsonCarriesTheSameFigures) {
   const Problem p = custom_demo();
   const VerifyReport r = verify_trace(p, cpu_staged(p), reference_fp64(p));

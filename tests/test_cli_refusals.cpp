@@ -1,0 +1,151 @@
+// The command line's refusals and messages, through the real binary: overflows named by their
+// cause (the scores, the logits at this temperature, the output) and the run's precision in every
+// CPU variant, in English and Chinese; CLI11's syntax errors in the lab's words; options that
+// would be ignored refused; a split count above the keys refused by run as by walk; a --query label
+// that names several rows; bf16 verify at a low temperature; walk's CUDA note in Chinese.
+#include "core/messages.h"
+#include "tests/test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace attnlab {
+namespace {
+
+using test::contains;
+
+// Expects exit 2, nothing on stdout and one stderr line: "error: " + `line` exactly.
+void expect_line(const std::vector<std::string>& args, const std::string& line, const std::string& env = "LANG=C.UTF-8") {
+  const test::BinaryRun r = test::run_attnlab(args, env);
+  std::string joined;
+  for (const std::string& a : args) joined += a + " ";
+  EXPECT_EQ(r.code, 2) << joined << r.err;
+  EXPECT_TRUE(r.out.empty()) << joined << r.out;
+  EXPECT_EQ(r.err, "error: " + line + "\n") << joined;
+}
+
+class CliRefusals : public ::testing::Test {
+ protected:
+  std::string file(const std::string& name, const std::string& bytes) { return test::write_file(dir_.file(name), bytes); }
+  test::TempDir dir_{"attnlab-refusals"};
+};
+
+// A temperature so small that the logits overflow (the scores are about 1): every variant names
+// the logits at this temperature, as the staged chain does, and the run's precision.
+TEST_F(CliRefusals, OverflowsNameTheirCauseAndPrecision) {
+  const std::string logits = "the logits (scaled scores / temperature) overflow in head 0, query row 0 (inputs too "
+                             "large for ";
+  for (const char* variant : {"fused", "decode"}) {
+    expect_line({"run", "--random", "8", "--temperature", "1e-44", "--variant", variant, "--backend", "cpu"},
+                logits + "fp32 at this temperature)");
+    expect_line({"run", "--random", "8", "--temperature", "1e-44", "--variant", variant, "--precision", "bf16",
+                 "--backend", "cpu"},
+                logits + "bf16 at this temperature)");
+  }
+  expect_line({"run", "--random", "8", "--temperature", "1e-44", "--precision", "bf16", "--backend", "cpu"},
+              logits + "bf16 at this temperature)");
+  const std::string q = file("q.csv", "1 0\n0 1\n");
+  expect_line({"walk", "--q", q, "--k", q, "--v", q, "--temperature", "1e-44", "--backend", "cpu"},
+              logits + "fp32 at this temperature)");
+  expect_line({"run", "--random", "8", "--temperature", "1e-44", "--variant", "fused", "--backend", "cpu", "--lang", "zh"},
+              "logits（缩放分数 / 温度）在第 0 个头、查询第 0 行溢出（输入对 fp32 在当前温度下过大）");
+  // Scores that overflow: Q Kᵀ is named, whatever the temperature.
+  const std::string big = file("big.csv", "3e38 3e38\n3e38 3e38\n");
+  for (const char* variant : {"fused", "decode"})
+    expect_line({"run", "--q", big, "--k", big, "--v", q, "--variant", variant, "--backend", "cpu"},
+                "QKᵀ overflows in head 0, query row 0 (inputs too large for fp32)");
+  expect_line({"run", "--q", big, "--k", big, "--v", q, "--variant", "fused", "--precision", "bf16", "--backend", "cpu"},
+              "QKᵀ overflows in head 0, query row 0 (inputs too large for bf16)");
+  // Q = K = 0: the logits are 0; a V of ±3e38 is computed in bf16, not called a logit overflow.
+  const std::string zero = file("zero.csv", "0 0\n0 0\n"), pm = file("pm.csv", "3e38 -3e38\n3e38 -3e38\n");
+  for (const char* variant : {"staged", "fused", "decode"}) {
+    const test::BinaryRun r = test::run_attnlab(
+        {"run", "--q", zero, "--k", zero, "--v", pm, "--precision", "bf16", "--variant", variant, "--backend", "cpu"});
+    EXPECT_EQ(r.code, 0) << variant << ": " << r.err;
+  }
+}
+
+// CLI11's own wording replaced: an option given twice, an option without its value, an unknown
+// option named first (CLI11 listed the words in reverse), a stray word; one line, exit 2, the help.
+TEST_F(CliRefusals, OptionSyntaxInTheLabsWords) {
+  expect_line({"demo", "--temperature", "1", "--temperature", "2"}, "--temperature is given twice (see attnlab demo --help)");
+  expect_line({"run", "--random", "4", "--seed", "1", "--seed", "2", "--seed", "3"},
+              "--seed is given 3 times (see attnlab run --help)");
+  expect_line({"demo", "--query"}, "--query needs a value (see attnlab demo --help)");
+  expect_line({"demo", "--temperature="}, "--temperature needs a value (see attnlab demo --help)");
+  expect_line({"demo", "--temp", "0.5"}, "unknown option --temp (see attnlab demo --help)");
+  expect_line({"demo", "--tokens", "a,b"}, "unknown option --tokens (see attnlab demo --help)");
+  expect_line({"demo", "--temp=0.5"}, "unknown option --temp (see attnlab demo --help)");
+  expect_line({"run", "--random", "4", "stray"}, "unexpected argument 'stray' (see attnlab run --help)");
+}
+
+// Options another kind of input would ignore are refused; a split count above the keys is refused
+// by run's decode as by walk, never clamped.
+TEST_F(CliRefusals, OptionsThatWouldBeIgnoredAreRefused) {
+  const std::string q = file("q.csv", "1 0\n0 1\n");
+  const std::vector<std::string> files = {"run", "--q", q, "--k", q, "--v", q};
+  const auto with = [&](std::vector<std::string> a, const std::vector<std::string>& extra) {
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const std::string from_files = "applies to --random problems only (the files give the shapes and values)";
+  expect_line(with(files, {"--dk", "4"}), "--dk " + from_files);
+  expect_line(with(files, {"--dv", "4"}), "--dv " + from_files);
+  expect_line(with(files, {"--seed", "3"}), "--seed " + from_files);
+  expect_line(with(files, {"--dk", "64"}), "--dk " + from_files);  // the default typed is still typed
+  expect_line({"walk", "--seed", "3"}, "--seed applies to --random problems only (the demo has its own values)");
+  expect_line({"run", "--random", "8", "--layer", "0"}, "--layer applies to --bundle only");
+  expect_line(with(files, {"--layer", "0"}), "--layer applies to --bundle only");
+  expect_line({"run", "--random", "8", "--variant", "decode", "--split", "100000000", "--backend", "cpu"},
+              "--split must be between 1 and the number of keys (8), got 100000000");
+  expect_line({"walk", "--random", "5", "--split", "6"}, "--split must be between 1 and the number of keys (5), got 6");
+  EXPECT_EQ(test::run_attnlab({"run", "--random", "8", "--variant", "decode", "--split", "8", "--backend", "cpu"}).code, 0);
+  EXPECT_EQ(test::run_attnlab({"run", "--random", "8", "--dk", "4", "--seed", "3"}).code, 0);
+}
+
+// --query: a label first, then an index; a label that names several rows picks none of them.
+TEST_F(CliRefusals, QueryLabelsComeFirstAndMustBeUnique) {
+  const test::BinaryRun r = test::run_attnlab({"run", "--random", "4", "--tokens", "3,2,1,0", "--query", "1", "--lang", "en"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "query 1 (row 2)")) << r.out;
+  expect_line({"run", "--random", "4", "--tokens", "a,a,a,a", "--query", "a"}, "label 'a' names 4 rows; give the index");
+  const test::BinaryRun index = test::run_attnlab({"run", "--random", "4", "--tokens", "a,a,a,a", "--query", "3", "--lang", "en"});
+  ASSERT_EQ(index.code, 0) << index.err;
+  EXPECT_TRUE(contains(index.out, "query a (row 3)")) << index.out;
+}
+
+// bf16 at T = 0.05: every CPU variant passes verify at bf16's derived allowance.
+TEST_F(CliRefusals, Bf16VerifyAtALowTemperaturePasses) {
+  for (const char* variant : {"staged", "fused", "decode"}) {
+    const test::BinaryRun r = test::run_attnlab({"verify", "--random", "33", "--dk", "64", "--dv", "64", "--temperature",
+                                                 "0.05", "--precision", "bf16", "--variant", variant, "--backend", "cpu"});
+    EXPECT_EQ(r.code, 0) << variant << "\n" << r.out << r.err;
+  }
+}
+
+// walk in Chinese: the known reasons for no CUDA device are translated too.
+TEST_F(CliRefusals, WalksCudaNoteFollowsTheLanguage) {
+  const test::BinaryRun zh = test::run_attnlab({"walk", "--lang", "zh"}, "LANG=C ATTNLAB_CUDA_FAULT=nodevice");
+  ASSERT_EQ(zh.code, 0) << zh.err;
+  const test::BinaryRun en = test::run_attnlab({"walk", "--lang", "en"}, "LANG=C ATTNLAB_CUDA_FAULT=nodevice");
+  ASSERT_EQ(en.code, 0) << en.err;
+  if (contains(en.out, "attnlab was built without CUDA")) {
+    EXPECT_TRUE(contains(zh.out, "CUDA 融合内核: 没有可用的 CUDA 设备：attnlab 构建时未启用 CUDA")) << zh.out;
+    EXPECT_FALSE(contains(zh.out, "built without")) << zh.out;
+  } else {
+    GTEST_SKIP() << "built with CUDA: the no-device reason comes from the driver";
+  }
+}
+
+TEST(CudaReason, TheLabsOwnReasonsAreTranslatedTheDriversKept) {
+  EXPECT_EQ(cuda_reason_text("attnlab was built without CUDA", Lang::Zh), "attnlab 构建时未启用 CUDA");
+  EXPECT_EQ(cuda_reason_text("cudaGetDeviceCount found no device", Lang::Zh), "cudaGetDeviceCount 没有找到设备");
+  EXPECT_EQ(cuda_reason_text("attnlab was built without CUDA", Lang::En), "attnlab was built without CUDA");
+  const std::string driver = "cudaGetDeviceCount: cudaErrorNoDevice (no CUDA-capable device is detected)";
+  EXPECT_EQ(cuda_reason_text(driver, Lang::Zh), driver);
+}
+
+}  // namespace
+}  // namespace attnlab
