@@ -21,7 +21,7 @@ namespace {
 
 struct WalkJob {
   ProblemArgs args;
-  std::string tile;  // as typed; empty = default (2 on the demo, 64 otherwise)
+  std::string tile;  // as typed; empty = default_walk_tile
   std::string head = "0";
   bool backward = false;
   std::string dout, loss, dout_seed;  // --backward's upstream, as `attnlab backward` takes it
@@ -49,7 +49,7 @@ void run_walk(const WalkJob& job) {
   const Problem p = build_problem(a, demo);
   const int query = resolve_query_arg(a, p, demo);
   const Lang lang = resolve_lang(a);
-  const int tile = tile_arg > 0 ? tile_arg : demo ? 2 : std::min(64, p.m());
+  const int tile = tile_arg > 0 ? tile_arg : default_walk_tile(demo, p.m());
   if (tile > p.m())
     throw InputError("--tile must be between 1 and the number of keys (" + std::to_string(p.m()) +
                      "), got " + std::to_string(tile));
@@ -112,7 +112,7 @@ void register_walk(CLI::App& app, int& exit_code) {
   c->get_option("--split")->description(
       "After the walk: the same row split-KV, as the decode kernel computes it with the keys in S splits (1..m): "
       "each split's state, each merge, the merged output against the walk and fp64 (default: none)");
-  c->add_option("--tile", job->tile, "Keys per tile, 1..m (default: 2 on the demo, else 64)")
+  c->add_option("--tile", job->tile, "Keys per tile, 1..m (default: 2 on the demo, else 64, or below 256 keys the largest power of two giving at least 4 tiles)")
       ->type_name("B");
   c->add_option("--head", job->head, "Head of a --heads problem (default 0)")->type_name("H");
   c->add_flag("--backward", job->backward,

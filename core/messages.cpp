@@ -216,6 +216,8 @@ constexpr Entry kMessages[] = {
      "输出在第 {0} 个头、查询第 {1} 行超出 {2} 范围（结果无法用 {2} 表示）"},
     {Msg::CudaNotBuilt, "attnlab was built without CUDA", "attnlab 构建时未启用 CUDA"},
     {Msg::CudaNoDeviceFound, "cudaGetDeviceCount found no device", "cudaGetDeviceCount 没有找到设备"},
+    {Msg::CudaNoDeviceBare, "no CUDA device", "没有可用的 CUDA 设备"},
+    {Msg::CudaBackwardNotBuilt, "the CUDA backward is not in this build", "此构建不含 CUDA 反向传播"},
 };
 
 constexpr bool in_order() {
@@ -245,7 +247,10 @@ std::string render_message(Msg id, const std::vector<std::string>& args, Lang la
 }
 
 std::string cuda_reason_text(const std::string& reason, Lang lang) {
-  for (const Msg id : {Msg::CudaNotBuilt, Msg::CudaNoDeviceFound})
+  static const std::string prefix = render_message(Msg::NoDevice, {""}, Lang::En);  // "no CUDA device: "
+  if (reason.rfind(prefix, 0) == 0)
+    return render_message(Msg::NoDevice, {cuda_reason_text(reason.substr(prefix.size()), lang)}, lang);
+  for (const Msg id : {Msg::CudaNotBuilt, Msg::CudaNoDeviceFound, Msg::CudaNoDeviceBare, Msg::CudaBackwardNotBuilt})
     if (reason == render_message(id, {}, Lang::En)) return render_message(id, {}, lang);
   return reason;
 }

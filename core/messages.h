@@ -134,11 +134,13 @@ enum class Msg : int {
   OverflowOutputRow,    // {0} head, {1} query row, {2} fp32 | bf16
   CudaNotBuilt,
   CudaNoDeviceFound,
+  CudaNoDeviceBare,     // the viewer's and bench's short form, without a reason
+  CudaBackwardNotBuilt,
   Count_
 };
 
-// The CUDA runtime's reason for having no device (engine/registry.h cuda_available) in `lang`:
-// the lab's known ones translated, the driver's own words as they are.
+// Why CUDA is unavailable (engine/registry.h cuda_available, bench's skips) in `lang`: the lab's
+// known reasons translated, also after "no CUDA device: "; the driver's own words as they are.
 std::string cuda_reason_text(const std::string& reason, Lang lang);
 
 // The text of `id` in `lang` with its arguments filled in.

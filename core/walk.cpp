@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -296,6 +297,11 @@ nlohmann::ordered_json walk_json_vector(const std::vector<double>& v) {
 }
 
 int walk_tile_count(int keys, int tile) { return tile < 1 ? 0 : (keys + tile - 1) / tile; }
+
+int default_walk_tile(bool demo, int keys) {
+  if (demo) return 2;
+  return std::min(64, static_cast<int>(std::bit_floor(static_cast<unsigned>(std::max(1, keys / 4)))));
+}
 
 std::string walk_tile_sentence(const Walk& w, int index, Lang lang) {
   const WalkTile& t = w.tiles.at(index);

@@ -105,6 +105,11 @@ struct Walk : WalkHeader {
 // Tiles covering the keys: ceil(m / tile).
 int walk_tile_count(int keys, int tile);
 
+// The walk's default keys per tile (`attnlab walk` and the walk view): 2 on the demo; otherwise
+// 64, or on a row of fewer than 256 keys the largest power of two that still gives at least 4
+// tiles (one tile would leave nothing to step through).
+int default_walk_tile(bool demo, int keys);
+
 // What happened at tile t, one sentence ("the new tile holds a larger logit, 1.43 > 1.25, so
 // everything so far is rescaled by α = 0.835").
 std::string walk_tile_sentence(const Walk& w, int t, Lang lang);

@@ -143,8 +143,13 @@ TEST(CudaReason, TheLabsOwnReasonsAreTranslatedTheDriversKept) {
   EXPECT_EQ(cuda_reason_text("attnlab was built without CUDA", Lang::Zh), "attnlab 构建时未启用 CUDA");
   EXPECT_EQ(cuda_reason_text("cudaGetDeviceCount found no device", Lang::Zh), "cudaGetDeviceCount 没有找到设备");
   EXPECT_EQ(cuda_reason_text("attnlab was built without CUDA", Lang::En), "attnlab was built without CUDA");
+  EXPECT_EQ(cuda_reason_text("no CUDA device", Lang::Zh), "没有可用的 CUDA 设备");
+  EXPECT_EQ(cuda_reason_text("the CUDA backward is not in this build", Lang::Zh), "此构建不含 CUDA 反向传播");
+  EXPECT_EQ(cuda_reason_text("no CUDA device: attnlab was built without CUDA", Lang::Zh),
+            "没有可用的 CUDA 设备：attnlab 构建时未启用 CUDA");
   const std::string driver = "cudaGetDeviceCount: cudaErrorNoDevice (no CUDA-capable device is detected)";
   EXPECT_EQ(cuda_reason_text(driver, Lang::Zh), driver);
+  EXPECT_EQ(cuda_reason_text("no CUDA device: " + driver, Lang::Zh), "没有可用的 CUDA 设备：" + driver);
 }
 
 }  // namespace

@@ -471,3 +471,15 @@ TEST(WalkCli, SplitIsPrintedInBothLanguagesAndCarriedByTheJson) {
     EXPECT_EQ(test::lines_of(r.err).size(), 1u) << r.err;
   }
 }
+
+TEST(Walk, DefaultTileGivesSeveralTilesOnShortRows) {
+  EXPECT_EQ(default_walk_tile(true, 5), 2);
+  EXPECT_EQ(default_walk_tile(false, 1), 1);
+  EXPECT_EQ(default_walk_tile(false, 3), 1);
+  EXPECT_EQ(default_walk_tile(false, 40), 8);
+  EXPECT_EQ(default_walk_tile(false, 64), 16);
+  EXPECT_EQ(default_walk_tile(false, 255), 32);
+  EXPECT_EQ(default_walk_tile(false, 256), 64);
+  EXPECT_EQ(default_walk_tile(false, 1 << 20), 64);
+  for (int keys = 4; keys < 256; ++keys) EXPECT_GE(walk_tile_count(keys, default_walk_tile(false, keys)), 4) << keys;
+}

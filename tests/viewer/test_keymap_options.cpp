@@ -138,20 +138,6 @@ TEST(Strings, EveryEntryExistsInBothLanguages) {
   EXPECT_EQ(science_notes(Lang::Zh).size(), 7u);
 }
 
-// The registry's known reasons for no CUDA are said in Chinese in the Chinese UI; the driver's own
-// words stay as they are; English keeps everything.
-TEST(Strings, KnownCudaReasonsAreTranslatedAndDriverTextStays) {
-  EXPECT_EQ(cuda_reason_text("attnlab was built without CUDA", Lang::Zh), "attnlab 编译时未启用 CUDA");
-  EXPECT_EQ(cuda_reason_text("no CUDA device: attnlab was built without CUDA", Lang::Zh),
-            "没有 CUDA 设备：attnlab 编译时未启用 CUDA");
-  EXPECT_EQ(cuda_reason_text("no CUDA device", Lang::Zh), "没有 CUDA 设备");
-  EXPECT_EQ(cuda_reason_text("the CUDA backward is not in this build", Lang::Zh), "此构建不含 CUDA 反向");
-  const std::string driver = "cudaGetDeviceCount: cudaErrorInsufficientDriver (CUDA driver version is insufficient)";
-  EXPECT_EQ(cuda_reason_text(driver, Lang::Zh), driver);
-  EXPECT_EQ(cuda_reason_text("no CUDA device: " + driver, Lang::Zh), "没有 CUDA 设备：" + driver);
-  EXPECT_EQ(cuda_reason_text("attnlab was built without CUDA", Lang::En), "attnlab was built without CUDA");
-}
-
 TEST(Strings, Utf8Codepoints) {
   EXPECT_EQ(utf8_codepoints("上下文a√"), (std::vector<unsigned>{0x4E0A, 0x4E0B, 0x6587, 'a', 0x221A}));
   EXPECT_EQ(utf8_codepoints(std::string("\xff" "b")), (std::vector<unsigned>{'b'}));

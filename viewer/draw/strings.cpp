@@ -631,9 +631,6 @@ std::vector<std::string> all_ui_text() {
       out.push_back(b);
     }
   }
-  for (const char* r : {"no CUDA device: attnlab was built without CUDA", "cudaGetDeviceCount found no device",
-                        "the CUDA backward is not in this build"})
-    out.push_back(cuda_reason_text(r, Lang::Zh));
   return out;
 }
 
@@ -685,17 +682,6 @@ bool no_line_end(unsigned cp) {
 }
 
 }  // namespace
-
-std::string cuda_reason_text(const std::string& reason, Lang lang) {
-  if (lang != Lang::Zh) return reason;
-  static const std::string prefix = "no CUDA device: ";
-  if (reason.rfind(prefix, 0) == 0) return "没有 CUDA 设备：" + cuda_reason_text(reason.substr(prefix.size()), lang);
-  if (reason == "no CUDA device") return "没有 CUDA 设备";
-  if (reason == "attnlab was built without CUDA") return "attnlab 编译时未启用 CUDA";
-  if (reason == "cudaGetDeviceCount found no device") return "cudaGetDeviceCount 未找到设备";
-  if (reason == "the CUDA backward is not in this build") return "此构建不含 CUDA 反向";
-  return reason;
-}
 
 std::vector<std::string> wrap_units(const std::string& para) {
   enum Kind { Word, Space, Cjk };

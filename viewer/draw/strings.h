@@ -84,12 +84,6 @@ const char* tr(Lang lang, S id);
 // The scientific notes: (heading, body) pairs; bodies may hold several lines.
 std::vector<std::pair<std::string, std::string>> science_notes(Lang lang);
 
-// Why CUDA is unavailable, in `lang`: the registry's known reasons ("attnlab was built without
-// CUDA", "cudaGetDeviceCount found no device", "no CUDA device" and "no CUDA device: <reason>",
-// the bench's "the CUDA backward is not in this build")
-// translated; any other text (the driver's own words) as it is.
-std::string cuda_reason_text(const std::string& reason, Lang lang);
-
 // Every string above in both languages and the scientific notes: what the font atlas must cover
 // (with the key help, viewer/session/keymap.h, which the app adds).
 std::vector<std::string> all_ui_text();

@@ -11,7 +11,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -252,11 +251,7 @@ std::vector<int> walk_tile_choices(int keys) {
 }
 
 int walk_tile_for(int requested, bool demo, int keys) {
-  // The default: 2 on the demo; otherwise 64, or on a short row the largest power of two that
-  // still gives at least 4 tiles (one tile would leave nothing to step).
-  const int want = requested > 0 ? requested
-                   : demo        ? 2
-                                 : std::min(64, static_cast<int>(std::bit_floor(static_cast<unsigned>(std::max(1, keys / 4)))));
+  const int want = requested > 0 ? requested : default_walk_tile(demo, keys);
   const std::vector<int> c = walk_tile_choices(std::max(1, keys));
   int best = c.front();
   for (int b : c)

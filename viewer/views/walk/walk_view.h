@@ -33,8 +33,7 @@ namespace attnlab::viewer {
 // (m itself added when it is not one).
 constexpr int kWalkAllSizesMax = 16;
 std::vector<int> walk_tile_choices(int keys);
-// --tile B as asked (0: the default, 2 on the demo, otherwise 64, or below 256 keys the largest
-// power of two giving at least 4 tiles), moved to the nearest choice.
+// --tile B as asked (0: core's default_walk_tile), moved to the nearest choice.
 int walk_tile_for(int requested, bool demo, int keys);
 
 // Text the walk view draws beyond the S:: table (the sentences of every kind, both languages):
