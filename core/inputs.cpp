@@ -89,10 +89,13 @@ double spec_number(const std::string& text, Msg bad) {
   throw InputError(bad, {"'" + text + "'"});
 }
 
+// A whole number of at most 9 digits; surrounding blanks are dropped, as parse_plain_number drops
+// them from the specs' other numbers ('window: 2' as 'alibi: 1').
 int spec_int(const std::string& text, Msg bad) {
-  if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos)
+  const std::string s = trim_blanks(text);
+  if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos)
     throw InputError(bad, {"'" + text + "'"});
-  return std::stoi(text);
+  return std::stoi(s);
 }
 
 }  // namespace

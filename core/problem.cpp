@@ -102,11 +102,14 @@ bool is_plain_decimal(std::string_view s) {
 
 }  // namespace
 
-std::optional<double> parse_plain_number(const std::string& text) {
+std::string trim_blanks(const std::string& text) {
   const auto first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) return std::nullopt;
-  const std::string s = text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
-  if (!is_plain_decimal(s)) return std::nullopt;
+  return first == std::string::npos ? std::string() : text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
+}
+
+std::optional<double> parse_plain_number(const std::string& text) {
+  const std::string s = trim_blanks(text);
+  if (s.empty() || !is_plain_decimal(s)) return std::nullopt;
   const std::string_view digits = s[0] == '+' ? std::string_view(s).substr(1) : std::string_view(s);
   double v = 0;
   const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), v, std::chars_format::general);
@@ -115,11 +118,7 @@ std::optional<double> parse_plain_number(const std::string& text) {
 }
 
 double parse_temperature(const std::string& text) {
-  const auto first = text.find_first_not_of(" \t\r\n");
-  const std::string s =
-      first == std::string::npos
-          ? std::string()
-          : text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
+  const std::string s = trim_blanks(text);
   const auto refuse = [&s] {
     return InputError(Msg::TemperatureInvalid, {"'" + s + "'"});
   };

@@ -177,6 +177,9 @@ void validate_temperature(double t);
 double parse_temperature(const std::string& text);
 // A number in that plain decimal notation (surrounding spaces ignored), or nothing.
 std::optional<double> parse_plain_number(const std::string& text);
+// text without its leading and trailing blanks (space, tab, CR, LF): how every number typed into
+// an option or a spec is read.
+std::string trim_blanks(const std::string& text);
 
 // The page's 5-token demo: 模型 根据 上下文 分配 权重, d_k 3, d_v 2, T 0.85, mask none.
 Problem demo_problem();

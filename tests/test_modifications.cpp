@@ -556,6 +556,22 @@ TEST(Modifications, SpecsAndTheirRefusalsInBothLanguages) {
   }
 }
 
+// Blanks around a number in a spec are dropped for every kind of number alike: a window and a
+// prefix as the soft-cap and the slopes (and the temperature).
+TEST(Modifications, BlanksAroundASpecsNumbersAreDropped) {
+  Problem a = random_problem(6, 4, 4, 1), b = a;
+  apply_mask_mod_spec(a, "window: 2,prefix:3 ");
+  apply_mask_mod_spec(b, "window:2,prefix:3");
+  EXPECT_EQ(a.mods.window, 2);
+  EXPECT_EQ(a.mods.prefix, 3);
+  apply_score_mod_spec(a, "softcap: 30");
+  EXPECT_EQ(a.mods.softcap, 30);
+  EXPECT_THROW(apply_mask_mod_spec(a, "window: "), InputError);
+  EXPECT_THROW(apply_mask_mod_spec(a, "window:2 2"), InputError);
+  EXPECT_EQ(trim_blanks(" \t1e3\r\n"), "1e3");
+  EXPECT_EQ(trim_blanks("  "), "");
+}
+
 TEST(Modifications, FilesForTheBiasAndTheDocuments) {
   test::TempDir dir;
   Problem p = test::make_problem(4, 4, 4, 1, MaskKind::None, 1, 1);
