@@ -86,6 +86,7 @@ Json walk_json(const Walk& w) {
     sp["max_abs_diff_to_walk"] = jnum(w.split_max_abs_diff);
     sp["l_ulps_to_walk"] = jnum(w.split_l_ulps);
     sp["fp64_error"] = jnum(w.split_fp64_error);
+    sp["values_exponent"] = w.split_values_exponent;
     j["split_kv"] = std::move(sp);
   }
   return j;
@@ -115,6 +116,13 @@ std::string split_lines(const Walk& w, Lang lang, const char* bullet) {
          ", b = exp(m_B − m) = " + num(mg.b) + "; l = a·l_A + b·l_B = " + num(mg.a) + "·" + num(mg.l_a) + " + " +
          num(mg.b) + "·" + num(mg.l_b) + " = " + num(mg.l) + "; acc = a·acc_A + b·acc_B = " + vec(mg.acc) + "\n";
   if (!w.merges.empty()) s += "\n";
+  if (w.split_values_exponent > w.values_exponent) {
+    const std::string e = std::to_string(w.split_values_exponent);
+    s += bullet + (z ? "V 缩放（分段）: 按原 V 各段的 acc 会超出 fp32，分段用 V·2^-" + e + "（2 的幂，精确）；acc 为缩放后的和，合并后的输出乘回 2^" + e
+                     : "V scaled (splits): the splits' acc overflow fp32 with V as given, so they ran on V·2^-" + e +
+                           " (a power of two: exact); their acc hold the scaled sums, the merged output is multiplied back by 2^" + e) +
+         "\n";
+  }
   s += bullet + std::string(z ? "合并后的输出 acc / l: " : "merged output acc / l: ") + vec(w.split_output) + "\n";
   s += bullet + std::string(z ? "与一遍游走的最大差: " : "max |merged − walk|: ") + format_number("%.3g", w.split_max_abs_diff) +
        (z ? "；l 相差 " : "; l differs by ") + format_number("%.3g", w.split_l_ulps) +

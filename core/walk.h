@@ -100,6 +100,10 @@ struct Walk : WalkHeader {
   double split_max_abs_diff = 0;
   double split_l_ulps = 0;
   double split_fp64_error = 0;          // max |merged - fp64|
+  // e > 0: the splits ran on V · 2^-e (their acc are those sums, split_output is multiplied back):
+  // the walk's own e, or, where only the splits' sums overflow (a split of many keys of nearly equal
+  // weight in a row that one key dominates), one of their own.
+  int split_values_exponent = 0;
 };
 
 // Tiles covering the keys: ceil(m / tile).

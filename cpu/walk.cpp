@@ -267,15 +267,43 @@ float walk_record_splits(const Problem& p, const cpu::decode::SplitPlan& plan, i
   return l;
 }
 
-void walk_splits(const Problem& p, int splits, Walk& w) {
-  check_split_count(splits, p.m());
-  const cpu::decode::SplitPlan plan = cpu::decode::plan_splits(p, 1, splits);
+namespace {
+
+// Every split's partial state through the decode kernel and their merge, recorded in w; returns
+// the merged l.
+float walk_splits_once(const Problem& p, const cpu::decode::SplitPlan& plan, Walk& w) {
   const int g = p.kv_head(w.head);
   std::vector<cpu::decode::Partial> parts(plan.splits);
   MatrixF scratch;
   for (int s = 0; s < plan.splits; ++s)
     cpu::decode::split_partial(p, g, plan.begin(s), plan.end(s, p.m()), parts[s], scratch);
-  const float l = walk_record_splits(p, plan, p.m(), parts.data(), w.head, w.query, w);
+  return walk_record_splits(p, plan, p.m(), parts.data(), w.head, w.query, w);
+}
+
+}  // namespace
+
+// V as the one-pass walk took it (scaled by 2^-e where its acc overflowed); where the splits' sums
+// overflow with V as given, they run on V · 2^-e of their own. Their output is multiplied back.
+void walk_splits(const Problem& p, int splits, Walk& w) {
+  check_split_count(splits, p.m());
+  const cpu::decode::SplitPlan plan = cpu::decode::plan_splits(p, 1, splits);
+  int e = w.values_exponent;
+  float l = walk_splits_once(e > 0 ? cpu::with_values_scaled(p, e) : p, plan, w);
+  const auto finite = [](const std::vector<double>& v) {
+    return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
+  };
+  if (e == 0 && !finite(w.split_output)) {
+    e = cpu::values_exponent(p);
+    l = walk_splits_once(cpu::with_values_scaled(p, e), plan, w);
+  }
+  w.split_values_exponent = e;
+  if (e > 0) {
+    const double back = std::ldexp(1.0, e);
+    for (double& x : w.split_output) {
+      x *= back;
+      if (!(std::abs(x) <= std::numeric_limits<float>::max())) cpu::refuse_output_row(w.head, w.query, Precision::FP32);
+    }
+  }
   w.split_max_abs_diff = walk_max_abs_diff(w.split_output, w.output);
   if (!w.fp64_output.empty()) w.split_fp64_error = walk_max_abs_diff(w.split_output, w.fp64_output);
   const float walk_l = static_cast<float>(w.tiles.back().l);

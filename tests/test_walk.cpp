@@ -483,3 +483,51 @@ TEST(Walk, DefaultTileGivesSeveralTilesOnShortRows) {
   EXPECT_EQ(default_walk_tile(false, 1 << 20), 64);
   for (int keys = 4; keys < 256; ++keys) EXPECT_GE(walk_tile_count(keys, default_walk_tile(false, keys)), 4) << keys;
 }
+
+// A V near fp32's largest values: the splits run on V · 2^-e as the one-pass walk does, and where
+// only the splits' sums overflow (one key dominates the row, the other split holds four keys of
+// equal weight: its acc is 4 · 3e38 with V as given) they scale V themselves; the merged output is
+// the walk's either way.
+TEST(WalkSplit, AHugeVIsScaledForTheSplitsAsForTheWalk) {
+  const auto problem = [](float lead) {
+    Problem p = random_problem(1, 8, 1, 1, 5, 1, 1);
+    ProblemInputs in;
+    in.q = MatrixF::Constant(1, 1, 1.f);
+    in.k = MatrixF::Zero(8, 1);
+    in.k(0, 0) = lead;  // key 0's score: the others score 0
+    in.v = MatrixF::Constant(8, 1, 3e38f);
+    p.set_inputs(std::move(in));
+    return p;
+  };
+  // Every key of equal weight: the walk's own acc overflows, and the splits take its exponent.
+  {
+    const Problem p = problem(0.f);
+    Walk w = walk_row(p, 0, 0, 2);
+    check_walk(p, w);
+    ASSERT_GT(w.values_exponent, 0);
+    walk_splits(p, 2, w);
+    EXPECT_EQ(w.split_values_exponent, w.values_exponent);
+    ASSERT_EQ(w.split_output.size(), 1u);
+    EXPECT_NEAR(w.split_output[0], 3e38, 1e-6 * 3e38);
+    EXPECT_LT(w.split_max_abs_diff, 1e-6 * 3e38);
+    EXPECT_TRUE(std::isfinite(w.merges.back().acc[0]));  // the scaled sums, as the kernel held them
+  }
+  // Key 0 dominates: the walk's l is about 1, its acc fits; the second split's four equal keys
+  // overflow with V as given.
+  {
+    const Problem p = problem(200.f);
+    Walk w = walk_row(p, 0, 0, 2);
+    check_walk(p, w);
+    ASSERT_EQ(w.values_exponent, 0);
+    walk_splits(p, 2, w);
+    EXPECT_GT(w.split_values_exponent, 0);
+    ASSERT_EQ(w.split_output.size(), 1u);
+    EXPECT_NEAR(w.split_output[0], 3e38, 1e-6 * 3e38);
+    EXPECT_LT(w.split_max_abs_diff, 1e-6 * 3e38);
+    EXPECT_TRUE(std::isfinite(w.split_states.back().acc[0]));
+    const std::string text = render_walk(w, Lang::En, Format::Text);
+    EXPECT_NE(text.find("V scaled (splits): the splits' acc overflow fp32 with V as given"), std::string::npos) << text;
+    EXPECT_EQ(nlohmann::json::parse(render_walk(w, Lang::En, Format::Json))["split_kv"]["values_exponent"].get<int>(),
+              w.split_values_exponent);
+  }
+}
