@@ -83,6 +83,37 @@ TEST(DecodeView, TheInputIsDecodedTokenByTokenAsTheCausalRowsOfItsChain) {
   EXPECT_EQ(e.builds(), 1) << "the cache is built once for the input";
 }
 
+// A V near fp32's largest values on screen: the kernel's acc overflows with V as given, so the token
+// runs on V · 2^-e as the CLI's decode does; the output is multiplied back, the panel says so, and
+// the fp64 check reads its bound at that scale.
+TEST(DecodeView, AHugeVIsComputedOnVScaledByAPowerOfTwo) {
+  Problem p = random_problem(8, 8, 1, 1, 3, 1, 1);
+  ProblemInputs in;
+  in.q = MatrixF::Constant(8, 1, 1.f);
+  in.k = MatrixF::Zero(8, 1);  // every key of equal weight: acc reaches 8 · 3e38
+  in.v = MatrixF::Constant(8, 1, 3e38f);
+  p.set_inputs(std::move(in));
+  auto input = std::make_shared<const Problem>(p);
+  DecodeEngine e(false);
+  DecodeJob j = job_for(DecodeShape{}, 7, 2, 0);
+  j.input = input;
+  const DecodeToken r = e.run(j);
+  ASSERT_TRUE(r.error.empty()) << r.error;
+  EXPECT_GT(r.walk.split_values_exponent, 0);
+  ASSERT_EQ(r.walk.split_output.size(), 1u);
+  EXPECT_NEAR(r.walk.split_output[0], 3e38, 1e-6 * 3e38);
+  EXPECT_TRUE(std::isfinite(r.walk.merges.back().acc[0]));  // the scaled sums, as the kernel held them
+  EXPECT_LE(r.one_pass_diff, 1e-6 * 3e38);
+  EXPECT_TRUE(r.within);
+  EXPECT_GT(r.tolerance, 0);
+  EXPECT_NE(std::string(dtr(Lang::En, DT::ValuesScaled)).find("V·2^-%d"), std::string::npos);
+  // A V that fits is not scaled.
+  DecodeEngine plain(false);
+  DecodeJob d = job_for(DecodeShape{}, 4, 2, 0, demo_problem().temperature);
+  d.input = std::make_shared<const Problem>(demo_problem());
+  EXPECT_EQ(plain.run(d).walk.split_values_exponent, 0);
+}
+
 TEST(DecodeView, ATokenOfARandomCacheIsTheDecodeKernelOnThatTokensProblem) {
   DecodeShape shape;
   shape.keys = 3000;

@@ -106,6 +106,11 @@ constexpr Entry kTexts[] = {
     {DT::SplitsParallel, {"cut into %d splits that run in parallel", "分成 %d 段并行计算"}},
     {DT::SplitOne, {"in %d split", "只有 %d 段"}},
     {DT::MergeOneKey, {"One key so far: one split, nothing to merge.", "目前只有一个键：只有一段，无需合并。"}},
+    {DT::ValuesScaled,
+     {"acc overflows fp32 with V as given (V near fp32's largest values), so the kernel ran on V·2^-%d, a power of "
+      "two: exact; acc holds the scaled sums, O is multiplied back by 2^%d.",
+      "按原 V 计算时 acc 会超出 fp32（V 接近 fp32 的最大值），所以内核用 V·2^-%d 计算（2 的幂，精确）；acc 为缩放后的和，"
+      "O 乘回 2^%d。"}},
 };
 static_assert(std::size(kTexts) == static_cast<std::size_t>(DT::Count_), "one entry per text");
 constexpr bool in_order() {

@@ -12,6 +12,7 @@
 #include "core/verify.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/decode.h"
+#include "cpu/values_range.h"
 #include "cpu/walk.h"
 #include "engine/bench.h"
 
@@ -22,6 +23,7 @@
 #include <cmath>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace attnlab::viewer {
@@ -204,7 +206,19 @@ DecodeToken DecodeEngine::run(const DecodeJob& job) {
     std::vector<Partial> partials;
     MatrixF output;
     const auto t0 = std::chrono::steady_clock::now();
-    decode_keys(p, keys, plan, cancel_, nullptr, partials, output);
+    // A V near fp32's largest values: acc overflows where the output fits, so the kernel runs again
+    // on V · 2^-e and what is linear in V is multiplied back (cpu/values_range.h), as the CLI's decode.
+    int e = 0;
+    std::optional<Problem> scaled;
+    try {
+      decode_keys(p, keys, plan, cancel_, nullptr, partials, output);
+    } catch (const cpu::ValuesOverflow&) {
+      e = cpu::values_exponent(p);
+      scaled.emplace(cpu::with_values_scaled(p, e));
+      decode_keys(*scaled, keys, plan, cancel_, nullptr, partials, output);
+    }
+    const Problem& kp = scaled ? *scaled : p;  // the problem the kernel ran
+    const double back = std::ldexp(1.0, e);
     out.kernel_ms = ms_since(t0);
     out.bytes = static_cast<double>(keys) * p.kv_heads() * (p.d_k() + p.d_v()) * sizeof(float);
     out.gbs = out.kernel_ms > 0 ? out.bytes / (out.kernel_ms * 1e6) : 0;
@@ -217,8 +231,10 @@ DecodeToken DecodeEngine::run(const DecodeJob& job) {
     out.walk.d_v = p.d_v();
     out.walk.temperature = p.temperature;
     out.walk.scale = online_scale(p);
-    out.merged_l = walk_record_splits(p, plan, keys, partials.data() + static_cast<std::size_t>(g) * plan.splits,
+    out.merged_l = walk_record_splits(kp, plan, keys, partials.data() + static_cast<std::size_t>(g) * plan.splits,
                                       head, 0, out.walk);
+    out.walk.values_exponent = out.walk.split_values_exponent = e;
+    for (double& x : out.walk.split_output) x *= back;
 
     // The two checks side by side (each one thread): one pass over every key, the same kernel
     // step as one split; and the fp64 row with its weights.
@@ -229,7 +245,7 @@ DecodeToken DecodeEngine::run(const DecodeJob& job) {
     parallel_items(2, std::min(2u, hw), [&](unsigned, std::size_t item) {
       if (item == 0) {
         MatrixF scratch;
-        split_partial(p, g, 0, keys, one, scratch, keys);
+        split_partial(kp, g, 0, keys, one, scratch, keys);
       } else {
         out.fp64 = reference_fp64_row(p, head, 0, keys, &w, &max_logit);
       }
@@ -237,7 +253,7 @@ DecodeToken DecodeEngine::run(const DecodeJob& job) {
     const int r = partial_row(p, head, 0);
     out.one_pass_l = one.l[r];
     out.one_pass.resize(p.d_v());
-    for (int c = 0; c < p.d_v(); ++c) out.one_pass[c] = one.acc(r, c) / one.l[r];
+    for (int c = 0; c < p.d_v(); ++c) out.one_pass[c] = one.acc(r, c) / one.l[r] * back;
     out.one_pass_diff = walk_max_abs_diff(out.walk.split_output, out.one_pass);
     const float ulp = std::nextafter(out.one_pass_l, std::numeric_limits<float>::infinity()) - out.one_pass_l;
     out.l_ulps = std::abs(static_cast<double>(out.merged_l) - out.one_pass_l) / ulp;
@@ -248,7 +264,7 @@ DecodeToken DecodeEngine::run(const DecodeJob& job) {
     for (double x : out.fp64) max_ref = std::max(max_ref, std::abs(x));
     const double atol = 1e-6 * max_ref + 8 * std::ldexp(1.0, -23) * max_logit * cache_->max_abs_v();
     out.within = true;
-    double worst = -1;
+    double worst = -std::numeric_limits<double>::infinity();
     for (int c = 0; c < p.d_v(); ++c) {
       const double bound = atol + kRtolFp32 * std::abs(out.fp64[c]), err = std::abs(out.walk.split_output[c] - out.fp64[c]);
       if (!(err <= bound)) out.within = false;

@@ -183,7 +183,7 @@ enum class DT {
   MergeAcc, MergeMore, MergeNone, Output, CheckOnePass, CheckFp64, Within, Outside, TimeTitle, Bytes,
   BytesNoProbe, Tps, TpsPaused, Measured, Floor, Caveat, Refused, HeadPick, SentenceFirst, QueryHeads, QueryHead,
   CacheKeyCount, CacheKeyOne, KvHeadCount, KvHeadOne, SplitCount, SplitsParallel, SplitOne, MergeOneKey,
-  Count_
+  ValuesScaled, Count_
 };
 const char* dtr(Lang lang, DT t);
 // Every text of the table in both languages (the font atlas' share of the view).

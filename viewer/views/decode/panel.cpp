@@ -369,6 +369,7 @@ void combine(Shell& app, const DecodeToken& t) {
     ImGui::Unindent();
   }
   if (static_cast<int>(ms.size()) > shown) ImGui::TextColored(kDimV4, "%s", fmt(dtr(lang, DT::MergeMore), static_cast<int>(ms.size()) - shown).c_str());
+  if (const int e = t.walk.split_values_exponent; e > 0) wrapped(app, fmt(dtr(lang, DT::ValuesScaled), e, e), &kDimV4);
   wrapped(app, fmt(dtr(lang, DT::Output), values4(t.walk.split_output, kAccShown).c_str()), &kHighlightV4);
   wrapped(app, fmt(dtr(lang, DT::CheckOnePass), format_number("%.3g", t.one_pass_diff).c_str(),
                    format_number("%.3g", t.l_ulps).c_str()));
