@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
@@ -133,6 +134,50 @@ TEST(Views, TheStepKeysActOnlyOnTheStepsTheViewShows) {
   EXPECT_FALSE(is_step_action(Action::KeyNext));
   EXPECT_EQ(views[view_index("decode")]->step_keys_help(Lang::En).query, "previous / next query head");
   EXPECT_EQ(views[view_index("position")]->step_keys_help(Lang::En).query, chain_step_keys_help(Lang::En).query);
+}
+
+// Shift + ← / → move the selected key, which only the chain view draws (its heatmap's crosshair
+// column): elsewhere they used to move it unseen (the walk, precision, diff, heads, decode... views
+// draw none) while F1 there promised the crosshair. Now they do nothing outside the chain view,
+// and F1 says so there, in both languages.
+TEST(Views, ShiftArrowsMoveTheSelectedKeyOnlyWhereAViewDrawsIt) {
+  ViewerOptions o = parse_viewer_args({"--backend", "cpu"});
+  Session s(o);
+  const std::vector<std::unique_ptr<View>> views = make_views(s, o.views, o.view, false);
+  for (Lang l : {Lang::En, Lang::Zh}) EXPECT_FALSE(chain_step_keys_help(l).key.empty());
+  EXPECT_NE(chain_step_keys_help(Lang::En).key, chain_step_keys_help(Lang::Zh).key);
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    const std::string& name = view_names()[i];
+    View& v = *views[i];
+    const bool draws = name == "chain";
+    EXPECT_EQ(v.selects_keys(), draws) << name;
+    for (Action a : {Action::KeyPrev, Action::KeyNext}) {
+      EXPECT_FALSE(v.on_action(a)) << name << ": no view takes them itself";
+      EXPECT_EQ(app_acts_on(v, a), draws) << name;
+    }
+    for (Action a : {Action::QueryNext, Action::ToggleMask, Action::TemperatureUp, Action::ToggleLanguage,
+                     Action::Screenshot, Action::ToggleHelp, Action::UiScaleUp, Action::ToggleFullscreen,
+                     Action::Quit})
+      EXPECT_TRUE(app_acts_on(v, a)) << name;
+    for (Action a : {Action::StepNext, Action::TogglePlay}) EXPECT_EQ(app_acts_on(v, a), v.chain_steps()) << name;
+    std::string line[2];
+    for (Lang l : {Lang::En, Lang::Zh}) {
+      const StepKeysHelp h = v.step_keys_help(l);
+      EXPECT_EQ(h.key.empty(), !draws) << name;
+      const auto help = key_help(l, h);
+      const auto it = std::find_if(help.begin(), help.end(), [](const auto& p) { return p.first == "Shift + ← / →"; });
+      ASSERT_NE(it, help.end()) << name;
+      if (draws) {
+        EXPECT_EQ(it->second, chain_step_keys_help(l).key) << name;
+      } else {
+        EXPECT_EQ(it->second, l == Lang::En ? "nothing in this view (it draws no selected key)"
+                                            : "本视图中无作用（没有选中键的十字线）")
+            << name;
+      }
+      line[l == Lang::Zh] = it->second;
+    }
+    EXPECT_NE(line[0], line[1]) << name << ": both languages";
+  }
 }
 
 // The session runs the shown view's companion and drops another's: a view switch leaves no

@@ -72,7 +72,8 @@ StepKeysHelp chain_step_keys_help(Lang lang) {
   return {zh ? "播放 / 暂停四个步骤" : "play / pause the four steps",
           zh ? "单步后退 / 前进（限定在步骤 1 到 4）" : "one step back / forward (clamped at 1 and 4)",
           zh ? "回到步骤 1" : "back to step 1",
-          zh ? "上一个 / 下一个查询 token" : "previous / next query token"};
+          zh ? "上一个 / 下一个查询 token" : "previous / next query token",
+          zh ? "移动选中的键（热力图的十字线）" : "move the selected key (the heatmap's crosshair)"};
 }
 
 std::vector<std::pair<std::string, std::string>> key_help(Lang lang, const StepKeysHelp& steps) {
@@ -80,12 +81,14 @@ std::vector<std::pair<std::string, std::string>> key_help(Lang lang, const StepK
   // A view without steps: the step keys are listed, saying that they do nothing there.
   const std::string idle = zh ? "本视图中无作用（没有可播放的步骤）" : "nothing in this view (it has no steps)";
   const auto or_idle = [&](const std::string& s) { return steps.play.empty() ? idle : s; };
+  // A view that draws no selected key: Shift + ← / → do nothing there, and the help says so.
+  const std::string no_key = zh ? "本视图中无作用（没有选中键的十字线）" : "nothing in this view (it draws no selected key)";
   return {
       {zh ? "空格" : "Space", or_idle(steps.play)},
       {"← / →", or_idle(steps.step)},
       {"Home", or_idle(steps.home)},
       {"↑ / ↓", steps.query},
-      {"Shift + ← / →", zh ? "移动选中的键（热力图的十字线）" : "move the selected key (the heatmap's crosshair)"},
+      {"Shift + ← / →", steps.key.empty() ? no_key : steps.key},
       {"M", zh ? "切换掩码（双向 / 因果）" : "toggle the mask (none / causal)"},
       {"[ / ]", zh ? "温度 ÷ 1.25 / × 1.25" : "temperature ÷ 1.25 / × 1.25"},
       {"L", zh ? "切换语言（中文 / English）" : "switch language (中文 / English)"},

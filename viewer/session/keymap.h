@@ -60,12 +60,15 @@ double step_temperature(double t, bool up);
 // view's own), or do nothing in a view without steps.
 bool is_step_action(Action a);
 
-// What the step keys and ↑ / ↓ do in the view shown, in one language, for the F1 help; an empty
-// `play` means the step keys do nothing there.
+// What the step keys, ↑ / ↓ and Shift + ← / → do in the view shown, in one language, for the F1
+// help; an empty `play` means the step keys do nothing there, an empty `key` that Shift + ← / →
+// do nothing there (the view draws no selected key).
 struct StepKeysHelp {
   std::string play, step, home, query;
+  std::string key = {};
 };
-// The chain's: play / pause the four steps, one step, step 1; the previous / next query token.
+// The chain's: play / pause the four steps, one step, step 1; the previous / next query token;
+// the selected key (the heatmap's crosshair).
 StepKeysHelp chain_step_keys_help(Lang lang);
 
 // (key, what it does) lines for the F1 help, in the UI language, with the view's step keys.

@@ -11,7 +11,14 @@ std::string View::mask_sentence(const Session& s, Lang lang) const { return attn
 StepKeysHelp View::step_keys_help(Lang lang) const {
   StepKeysHelp h = chain_step_keys_help(lang);
   if (!chain_steps()) h.play = h.step = h.home = "";
+  if (!selects_keys()) h.key.clear();
   return h;
+}
+
+bool app_acts_on(const View& v, Action a) {
+  if (is_step_action(a)) return v.chain_steps();
+  if (a == Action::KeyPrev || a == Action::KeyNext) return v.selects_keys();
+  return true;
 }
 
 const std::vector<std::string>& view_names() {
