@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -178,6 +180,53 @@ TEST(Views, ShiftArrowsMoveTheSelectedKeyOnlyWhereAViewDrawsIt) {
     }
     EXPECT_NE(line[0], line[1]) << name << ": both languages";
   }
+}
+
+// The F1 help's mouse lines are the shown view's: it listed the chain's (a click selects a cell's
+// query and key, Shift + click a compared query, the wheel zooms the heatmap) in every view, where
+// a click selects no cell (precision, diff, walk, perf, position, backward), opens a head (heads)
+// or selects a query head (decode), and only the chain, precision and diff views zoom a map.
+TEST(Views, TheHelpsMouseLinesSayWhatTheMouseDoesInTheViewShown) {
+  ViewerOptions o = parse_viewer_args({"--backend", "cpu"});
+  Session s(o);
+  const std::vector<std::unique_ptr<View>> views = make_views(s, o.views, o.view, false);
+  // Which of click, Shift + click and wheel / drag do something in each view.
+  const std::map<std::string, std::array<bool, 3>> acts = {
+      {"chain", {true, true, true}},      {"walk", {false, false, false}},  {"perf", {false, false, false}},
+      {"precision", {false, false, true}}, {"diff", {false, false, true}},  {"heads", {true, false, false}},
+      {"position", {false, false, false}}, {"decode", {true, false, false}}, {"backward", {false, false, false}}};
+  ASSERT_EQ(acts.size(), views.size());
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    const std::string& name = view_names()[i];
+    ASSERT_EQ(acts.count(name), 1u) << name;
+    const auto& a = acts.at(name);
+    std::array<std::string, 3> en;
+    for (Lang l : {Lang::En, Lang::Zh}) {
+      const bool zh = l == Lang::Zh;
+      const StepKeysHelp h = views[i]->step_keys_help(l);
+      EXPECT_EQ(!h.click.empty(), a[0]) << name;
+      EXPECT_EQ(!h.shift_click.empty(), a[1]) << name;
+      EXPECT_EQ(!h.wheel.empty(), a[2]) << name;
+      const auto help = key_help(l, h);
+      const auto line = [&](const std::string& key) {
+        const auto it = std::find_if(help.begin(), help.end(), [&](const auto& p) { return p.first == key; });
+        return it == help.end() ? std::string("(missing)") : it->second;
+      };
+      const std::array<std::string, 3> got = {line(zh ? "单击" : "Click"), line(zh ? "Shift + 单击" : "Shift + click"),
+                                              line(zh ? "滚轮 / 拖动" : "Wheel / drag")};
+      const std::array<std::string, 3> none = {zh ? "本视图中不选择单元格" : "selects no cell in this view",
+                                               zh ? "本视图中不选择单元格" : "selects no cell in this view",
+                                               zh ? "本视图中无作用（没有可缩放的图）" : "nothing in this view (no map to zoom)"};
+      const std::array<std::string, 3> own = {h.click, h.shift_click, h.wheel};
+      for (int k = 0; k < 3; ++k) {
+        EXPECT_EQ(got[k], a[k] ? own[k] : none[k]) << name << " line " << k;
+        if (zh) EXPECT_NE(got[k], en[k]) << name << " line " << k << ": both languages";
+        else en[k] = got[k];
+      }
+    }
+  }
+  EXPECT_EQ(views[view_index("chain")]->step_keys_help(Lang::En).click, "select the cell's query row and key");
+  EXPECT_EQ(views[view_index("precision")]->step_keys_help(Lang::Zh).wheel, zoomable_map_help(Lang::Zh));
 }
 
 // The session runs the shown view's companion and drops another's: a view switch leaves no

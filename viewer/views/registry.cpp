@@ -11,7 +11,9 @@ std::string View::mask_sentence(const Session& s, Lang lang) const { return attn
 StepKeysHelp View::step_keys_help(Lang lang) const {
   StepKeysHelp h = chain_step_keys_help(lang);
   if (!chain_steps()) h.play = h.step = h.home = "";
-  if (!selects_keys()) h.key.clear();
+  // The selected key, a click's and a Shift + click's selection and the zoomable heatmap are the
+  // chain view's; a view with a mouse of its own says so in its step_keys_help.
+  if (!selects_keys()) h.key = h.click = h.shift_click = h.wheel = "";
   return h;
 }
 

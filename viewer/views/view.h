@@ -88,9 +88,10 @@ class View {
   // True when the view draws the selected key (the chain's heatmap crosshair, Shell::key_sel):
   // then Shift + ← / → move it; elsewhere they do nothing (nothing there would show the move).
   virtual bool selects_keys() const { return false; }
-  // What the step keys, ↑ / ↓ and Shift + ← / → do while the view is shown (the F1 help): the
-  // chain's when chain_steps(), otherwise nothing for the step keys; a view with steps of its own
-  // says which; Shift + ← / → the chain's where selects_keys(), otherwise nothing.
+  // What the step keys, ↑ / ↓, Shift + ← / → and the mouse do while the view is shown (the F1
+  // help): the chain's when chain_steps(), otherwise nothing for the step keys; a view with steps
+  // of its own says which; Shift + ← / → and the mouse the chain's where selects_keys(),
+  // otherwise nothing unless the view says what its mouse does.
   virtual StepKeysHelp step_keys_help(Lang lang) const;
   // A new input was loaded in the window (demo, Generate, Load, the bundle).
   virtual void input_loaded() {}
