@@ -229,6 +229,37 @@ TEST(Views, TheHelpsMouseLinesSayWhatTheMouseDoesInTheViewShown) {
   EXPECT_EQ(views[view_index("precision")]->step_keys_help(Lang::Zh).wheel, zoomable_map_help(Lang::Zh));
 }
 
+// M and [ / ] set the controls' mask and temperature in every view; the decode view reads the keys
+// up to each token whatever the mask, and the perf view's sweep uses neither them nor the query
+// (its masks are its own checkboxes). F1 there said only "toggle the mask", "temperature ÷ 1.25",
+// "previous / next query token", as if the view followed them; it now says whose they are.
+TEST(Views, TheHelpSaysWhereMaskTemperatureAndQueryKeysOnlySetTheOtherViews) {
+  ViewerOptions o = parse_viewer_args({"--backend", "cpu"});
+  Session s(o);
+  const std::vector<std::unique_ptr<View>> views = make_views(s, o.views, o.view, false);
+  for (Lang l : {Lang::En, Lang::Zh}) {
+    const auto line = [&](const std::string& view, const std::string& key) {
+      const auto help = key_help(l, views[view_index(view)]->step_keys_help(l));
+      const auto it = std::find_if(help.begin(), help.end(), [&](const auto& p) { return p.first == key; });
+      return it == help.end() ? std::string("(missing)") : it->second;
+    };
+    const std::string mask = line("chain", "M"), temperature = line("chain", "[ / ]"), query = line("chain", "↑ / ↓");
+    EXPECT_EQ(mask, l == Lang::En ? "toggle the mask (none / causal)" : "切换掩码（双向 / 因果）");
+    for (const std::string& v : view_names()) {
+      const bool perf = v == "perf", decode = v == "decode";
+      EXPECT_EQ(line(v, "M") == mask, !perf && !decode) << v;
+      EXPECT_EQ(line(v, "[ / ]") == temperature, !perf) << v;
+      EXPECT_EQ(line(v, "↑ / ↓") == query, !perf && !decode) << v;  // decode: its query heads
+    }
+    for (const std::string& v : {"perf", "decode"}) {
+      const std::string m = line(v, "M");
+      EXPECT_NE(m.find(l == Lang::En ? "other views" : "其他视图"), std::string::npos) << v << ": " << m;
+    }
+    EXPECT_NE(line("perf", "[ / ]").find(l == Lang::En ? "other views" : "其他视图"), std::string::npos);
+    EXPECT_NE(line("perf", "↑ / ↓").find(l == Lang::En ? "other views" : "其他视图"), std::string::npos);
+  }
+}
+
 // The session runs the shown view's companion and drops another's: a view switch leaves no
 // result of the view left behind.
 TEST(Views, TheSessionKeepsOnlyTheShownViewsCompanion) {

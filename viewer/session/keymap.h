@@ -68,6 +68,9 @@ struct StepKeysHelp {
   std::string play, step, home, query;
   std::string key = {};
   std::string click = {}, shift_click = {}, wheel = {};
+  // M's and [ / ]'s lines where the view does not use the mask or the temperature it sets (they
+  // still set the controls' for the other views); empty: the usual lines.
+  std::string mask = {}, temperature = {};
 };
 // The chain's: play / pause the four steps, one step, step 1; the previous / next query token;
 // the selected key (the heatmap's crosshair); a click selects a cell's query row and key, Shift +
