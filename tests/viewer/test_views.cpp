@@ -11,6 +11,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <array>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -133,6 +136,128 @@ TEST(Views, TheStepKeysActOnlyOnTheStepsTheViewShows) {
   EXPECT_FALSE(is_step_action(Action::KeyNext));
   EXPECT_EQ(views[view_index("decode")]->step_keys_help(Lang::En).query, "previous / next query head");
   EXPECT_EQ(views[view_index("position")]->step_keys_help(Lang::En).query, chain_step_keys_help(Lang::En).query);
+}
+
+// Shift + ← / → move the selected key, which only the chain view draws (its heatmap's crosshair
+// column): elsewhere they used to move it unseen (the walk, precision, diff, heads, decode... views
+// draw none) while F1 there promised the crosshair. Now they do nothing outside the chain view,
+// and F1 says so there, in both languages.
+TEST(Views, ShiftArrowsMoveTheSelectedKeyOnlyWhereAViewDrawsIt) {
+  ViewerOptions o = parse_viewer_args({"--backend", "cpu"});
+  Session s(o);
+  const std::vector<std::unique_ptr<View>> views = make_views(s, o.views, o.view, false);
+  for (Lang l : {Lang::En, Lang::Zh}) EXPECT_FALSE(chain_step_keys_help(l).key.empty());
+  EXPECT_NE(chain_step_keys_help(Lang::En).key, chain_step_keys_help(Lang::Zh).key);
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    const std::string& name = view_names()[i];
+    View& v = *views[i];
+    const bool draws = name == "chain";
+    EXPECT_EQ(v.selects_keys(), draws) << name;
+    for (Action a : {Action::KeyPrev, Action::KeyNext}) {
+      EXPECT_FALSE(v.on_action(a)) << name << ": no view takes them itself";
+      EXPECT_EQ(app_acts_on(v, a), draws) << name;
+    }
+    for (Action a : {Action::QueryNext, Action::ToggleMask, Action::TemperatureUp, Action::ToggleLanguage,
+                     Action::Screenshot, Action::ToggleHelp, Action::UiScaleUp, Action::ToggleFullscreen,
+                     Action::Quit})
+      EXPECT_TRUE(app_acts_on(v, a)) << name;
+    for (Action a : {Action::StepNext, Action::TogglePlay}) EXPECT_EQ(app_acts_on(v, a), v.chain_steps()) << name;
+    std::string line[2];
+    for (Lang l : {Lang::En, Lang::Zh}) {
+      const StepKeysHelp h = v.step_keys_help(l);
+      EXPECT_EQ(h.key.empty(), !draws) << name;
+      const auto help = key_help(l, h);
+      const auto it = std::find_if(help.begin(), help.end(), [](const auto& p) { return p.first == "Shift + ← / →"; });
+      ASSERT_NE(it, help.end()) << name;
+      if (draws) {
+        EXPECT_EQ(it->second, chain_step_keys_help(l).key) << name;
+      } else {
+        EXPECT_EQ(it->second, l == Lang::En ? "nothing in this view (it draws no selected key)"
+                                            : "本视图中无作用（没有选中键的十字线）")
+            << name;
+      }
+      line[l == Lang::Zh] = it->second;
+    }
+    EXPECT_NE(line[0], line[1]) << name << ": both languages";
+  }
+}
+
+// The F1 help's mouse lines are the shown view's: it listed the chain's (a click selects a cell's
+// query and key, Shift + click a compared query, the wheel zooms the heatmap) in every view, where
+// a click selects no cell (precision, diff, walk, perf, position, backward), opens a head (heads)
+// or selects a query head (decode), and only the chain, precision and diff views zoom a map.
+TEST(Views, TheHelpsMouseLinesSayWhatTheMouseDoesInTheViewShown) {
+  ViewerOptions o = parse_viewer_args({"--backend", "cpu"});
+  Session s(o);
+  const std::vector<std::unique_ptr<View>> views = make_views(s, o.views, o.view, false);
+  // Which of click, Shift + click and wheel / drag do something in each view.
+  const std::map<std::string, std::array<bool, 3>> acts = {
+      {"chain", {true, true, true}},      {"walk", {false, false, false}},  {"perf", {false, false, false}},
+      {"precision", {false, false, true}}, {"diff", {false, false, true}},  {"heads", {true, false, false}},
+      {"position", {false, false, false}}, {"decode", {true, false, false}}, {"backward", {false, false, false}}};
+  ASSERT_EQ(acts.size(), views.size());
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    const std::string& name = view_names()[i];
+    ASSERT_EQ(acts.count(name), 1u) << name;
+    const auto& a = acts.at(name);
+    std::array<std::string, 3> en;
+    for (Lang l : {Lang::En, Lang::Zh}) {
+      const bool zh = l == Lang::Zh;
+      const StepKeysHelp h = views[i]->step_keys_help(l);
+      EXPECT_EQ(!h.click.empty(), a[0]) << name;
+      EXPECT_EQ(!h.shift_click.empty(), a[1]) << name;
+      EXPECT_EQ(!h.wheel.empty(), a[2]) << name;
+      const auto help = key_help(l, h);
+      const auto line = [&](const std::string& key) {
+        const auto it = std::find_if(help.begin(), help.end(), [&](const auto& p) { return p.first == key; });
+        return it == help.end() ? std::string("(missing)") : it->second;
+      };
+      const std::array<std::string, 3> got = {line(zh ? "单击" : "Click"), line(zh ? "Shift + 单击" : "Shift + click"),
+                                              line(zh ? "滚轮 / 拖动" : "Wheel / drag")};
+      const std::array<std::string, 3> none = {zh ? "本视图中不选择单元格" : "selects no cell in this view",
+                                               zh ? "本视图中不选择单元格" : "selects no cell in this view",
+                                               zh ? "本视图中无作用（没有可缩放的图）" : "nothing in this view (no map to zoom)"};
+      const std::array<std::string, 3> own = {h.click, h.shift_click, h.wheel};
+      for (int k = 0; k < 3; ++k) {
+        EXPECT_EQ(got[k], a[k] ? own[k] : none[k]) << name << " line " << k;
+        if (zh) EXPECT_NE(got[k], en[k]) << name << " line " << k << ": both languages";
+        else en[k] = got[k];
+      }
+    }
+  }
+  EXPECT_EQ(views[view_index("chain")]->step_keys_help(Lang::En).click, "select the cell's query row and key");
+  EXPECT_EQ(views[view_index("precision")]->step_keys_help(Lang::Zh).wheel, zoomable_map_help(Lang::Zh));
+}
+
+// M and [ / ] set the controls' mask and temperature in every view; the decode view reads the keys
+// up to each token whatever the mask, and the perf view's sweep uses neither them nor the query
+// (its masks are its own checkboxes). F1 there said only "toggle the mask", "temperature ÷ 1.25",
+// "previous / next query token", as if the view followed them; it now says whose they are.
+TEST(Views, TheHelpSaysWhereMaskTemperatureAndQueryKeysOnlySetTheOtherViews) {
+  ViewerOptions o = parse_viewer_args({"--backend", "cpu"});
+  Session s(o);
+  const std::vector<std::unique_ptr<View>> views = make_views(s, o.views, o.view, false);
+  for (Lang l : {Lang::En, Lang::Zh}) {
+    const auto line = [&](const std::string& view, const std::string& key) {
+      const auto help = key_help(l, views[view_index(view)]->step_keys_help(l));
+      const auto it = std::find_if(help.begin(), help.end(), [&](const auto& p) { return p.first == key; });
+      return it == help.end() ? std::string("(missing)") : it->second;
+    };
+    const std::string mask = line("chain", "M"), temperature = line("chain", "[ / ]"), query = line("chain", "↑ / ↓");
+    EXPECT_EQ(mask, l == Lang::En ? "toggle the mask (none / causal)" : "切换掩码（双向 / 因果）");
+    for (const std::string& v : view_names()) {
+      const bool perf = v == "perf", decode = v == "decode";
+      EXPECT_EQ(line(v, "M") == mask, !perf && !decode) << v;
+      EXPECT_EQ(line(v, "[ / ]") == temperature, !perf) << v;
+      EXPECT_EQ(line(v, "↑ / ↓") == query, !perf && !decode) << v;  // decode: its query heads
+    }
+    for (const std::string& v : {"perf", "decode"}) {
+      const std::string m = line(v, "M");
+      EXPECT_NE(m.find(l == Lang::En ? "other views" : "其他视图"), std::string::npos) << v << ": " << m;
+    }
+    EXPECT_NE(line("perf", "[ / ]").find(l == Lang::En ? "other views" : "其他视图"), std::string::npos);
+    EXPECT_NE(line("perf", "↑ / ↓").find(l == Lang::En ? "other views" : "其他视图"), std::string::npos);
+  }
 }
 
 // The session runs the shown view's companion and drops another's: a view switch leaves no

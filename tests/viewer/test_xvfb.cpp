@@ -205,6 +205,32 @@ TEST(Xvfb, HelpEscUiScaleAndClickSelection) {
   EXPECT_GT(ja["font_px"].get<double>(), je["font_px"].get<double>());
 }
 
+// Shift + ← / → move the selected key where the view draws it (the chain's crosshair) and nothing
+// elsewhere: in the walk view they used to move it unseen. Down (the query) after them shows that
+// the frame has read them.
+TEST(Xvfb, ShiftArrowsMoveTheSelectedKeyOnlyInTheChainView) {
+  ATTNLAB_REQUIRE_XVFB();
+  const std::string shift_right =
+      "xdotool keydown shift; xdotool keydown Right; xdotool keyup Right; xdotool keyup shift\n";
+  for (const std::string view : {"walk", "chain"}) {
+    const attnlab::test::TempDir tmp("attnlab-view-xvfb-shift");
+    const fs::path dump = tmp.path() / "state.json", after = tmp.path() / "after.json";
+    const attnlab::test::BinaryRun r = run_under_xvfb(
+        tmp.path(), "--lang en --size 1280x800 --view " + view, dump,
+        shift_right + "press Down; wait_for \"j['query'] == 3\"\n" + copy_dump(after));
+    const std::string out = r.out + r.err;
+    ASSERT_EQ(r.code, 0) << out;
+    EXPECT_NE(out.find("viewer_exit=0"), std::string::npos) << out;
+    std::ifstream a(after);
+    ASSERT_TRUE(a) << out;
+    const auto ja = nlohmann::json::parse(a);
+    // The chain: from the query row (2) one key right; the walk: no key selected.
+    EXPECT_EQ(ja["key_sel"], view == "chain" ? 3 : -1) << view << "\n" << out;
+    EXPECT_EQ(ja["step"], 1) << view << ": Shift + → is no step";
+    if (view == "walk") EXPECT_EQ(ja["walk"]["cursor"], 2) << "nor a tile of the walk";
+  }
+}
+
 // Shift + click adds rows to the queries compared and takes one out again; a plain click then
 // selects one query.
 TEST(Xvfb, ShiftClickSelectsSeveralQueries) {

@@ -225,9 +225,10 @@ void apply_action(App& app, Action a) {
   // change ends it itself, or replaces it with its own).
   if (a != Action::TemperatureDown && a != Action::TemperatureUp && a != Action::ToggleMask) c.clear_error();
   // The view first (the walk's playback keys step through its key tiles); the step keys it leaves
-  // drive the chain's playback only where the view shows the chain's steps.
+  // drive the chain's playback only where the view shows the chain's steps, and Shift + ← / →
+  // move the selected key only where the view draws it.
   if (app.shown_view().on_action(a)) return;
-  if (is_step_action(a) && !app.shown_view().chain_steps()) return;
+  if (!app_acts_on(app.shown_view(), a)) return;
   switch (a) {
     case Action::TogglePlay: app.play.toggle_play(); break;
     case Action::StepNext: app.play.next(); break;

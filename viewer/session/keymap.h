@@ -60,13 +60,25 @@ double step_temperature(double t, bool up);
 // view's own), or do nothing in a view without steps.
 bool is_step_action(Action a);
 
-// What the step keys and ↑ / ↓ do in the view shown, in one language, for the F1 help; an empty
-// `play` means the step keys do nothing there.
+// What the step keys, ↑ / ↓, Shift + ← / → and the mouse do in the view shown, in one language,
+// for the F1 help; an empty `play` means the step keys do nothing there, an empty `key` that
+// Shift + ← / → do nothing there (the view draws no selected key), an empty `click`,
+// `shift_click` or `wheel` that the mouse does not do that there.
 struct StepKeysHelp {
   std::string play, step, home, query;
+  std::string key = {};
+  std::string click = {}, shift_click = {}, wheel = {};
+  // M's and [ / ]'s lines where the view does not use the mask or the temperature it sets (they
+  // still set the controls' for the other views); empty: the usual lines.
+  std::string mask = {}, temperature = {};
 };
-// The chain's: play / pause the four steps, one step, step 1; the previous / next query token.
+// The chain's: play / pause the four steps, one step, step 1; the previous / next query token;
+// the selected key (the heatmap's crosshair); a click selects a cell's query row and key, Shift +
+// click adds or removes a compared query, the wheel and a drag zoom and pan the heatmap.
 StepKeysHelp chain_step_keys_help(Lang lang);
+// The wheel's line of a view whose map zooms like the chain's and returns to the whole matrix on
+// a double-click (the precision and diff views' maps).
+std::string zoomable_map_help(Lang lang);
 
 // (key, what it does) lines for the F1 help, in the UI language, with the view's step keys.
 std::vector<std::pair<std::string, std::string>> key_help(Lang lang, const StepKeysHelp& steps);

@@ -11,7 +11,16 @@ std::string View::mask_sentence(const Session& s, Lang lang) const { return attn
 StepKeysHelp View::step_keys_help(Lang lang) const {
   StepKeysHelp h = chain_step_keys_help(lang);
   if (!chain_steps()) h.play = h.step = h.home = "";
+  // The selected key, a click's and a Shift + click's selection and the zoomable heatmap are the
+  // chain view's; a view with a mouse of its own says so in its step_keys_help.
+  if (!selects_keys()) h.key = h.click = h.shift_click = h.wheel = "";
   return h;
+}
+
+bool app_acts_on(const View& v, Action a) {
+  if (is_step_action(a)) return v.chain_steps();
+  if (a == Action::KeyPrev || a == Action::KeyNext) return v.selects_keys();
+  return true;
 }
 
 const std::vector<std::string>& view_names() {

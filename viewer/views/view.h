@@ -85,8 +85,13 @@ class View {
   // without (steps of its own in on_action, or none) hides those buttons, the step keys it leaves
   // do nothing, and the playback pauses while it is shown.
   virtual bool chain_steps() const { return false; }
-  // What the step keys and ↑ / ↓ do while the view is shown (the F1 help): the chain's when
-  // chain_steps(), otherwise nothing for the step keys; a view with steps of its own says which.
+  // True when the view draws the selected key (the chain's heatmap crosshair, Shell::key_sel):
+  // then Shift + ← / → move it; elsewhere they do nothing (nothing there would show the move).
+  virtual bool selects_keys() const { return false; }
+  // What the step keys, ↑ / ↓, Shift + ← / → and the mouse do while the view is shown (the F1
+  // help): the chain's when chain_steps(), otherwise nothing for the step keys; a view with steps
+  // of its own says which; Shift + ← / → and the mouse the chain's where selects_keys(),
+  // otherwise nothing unless the view says what its mouse does.
   virtual StepKeysHelp step_keys_help(Lang lang) const;
   // A new input was loaded in the window (demo, Generate, Load, the bundle).
   virtual void input_loaded() {}
@@ -133,6 +138,11 @@ std::vector<std::string> texts_of(const Entry (&table)[N]) {
   }
   return out;
 }
+
+// Whether the app's own meaning of `a` (after the view's on_action left it) applies while `v` is
+// shown: the step keys only where the view shows the chain's steps, Shift + ← / → only where it
+// draws the selected key; every other action everywhere.
+bool app_acts_on(const View& v, Action a);
 
 // The chain view's step keys for a view that steps through a sequence of its own (Space play,
 // ←/→ one step, Home the first): true when `a` is one of them, done on v's toggle_play, next,

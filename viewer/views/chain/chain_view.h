@@ -64,6 +64,7 @@ class ChainView final : public View {
   // step 1 again (switching RoPE off resets the choice).
   void prepare(Session& s, int step) override;
   bool chain_steps() const override { return true; }
+  bool selects_keys() const override { return true; }  // the heatmap's crosshair column
   void input_loaded() override { zoom = HeatView{}; }
   std::string broken(const Session& s) const override;
   void dump(nlohmann::json& j, const Session& s) const override;

@@ -164,6 +164,12 @@ class DiffView final : public View {
 
   void prepare(Session& s, int step) override;
   bool chain_steps() const override { return true; }
+  // The chain's step keys; the wheel and a drag zoom and pan its map (a double-click: all of it).
+  StepKeysHelp step_keys_help(Lang lang) const override {
+    StepKeysHelp h = View::step_keys_help(lang);
+    h.wheel = zoomable_map_help(lang);
+    return h;
+  }
   std::shared_ptr<const Companion> companion() const override { return companion_; }
   void dump(nlohmann::json& j, const Session& s) const override;
   std::string broken(const Session& s) const override;

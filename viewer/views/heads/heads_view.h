@@ -175,6 +175,12 @@ class HeadsView final : public View, public WithoutFlags {
   }
   void dump(nlohmann::json& j, const Session& s) const override;
   std::string broken(const Session& s) const override;
+  // No steps; a click on a thumbnail opens its head in the chain view.
+  StepKeysHelp step_keys_help(Lang lang) const override {
+    StepKeysHelp h = View::step_keys_help(lang);
+    h.click = lang == Lang::Zh ? "在缩略图上：在分步链视图中打开该头" : "on a thumbnail: open its head in the staged chain view";
+    return h;
+  }
 
   HeadsRun run;
   HeadsSnapshot shown;                          // the copy of run's state drawn

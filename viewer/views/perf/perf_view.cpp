@@ -481,6 +481,18 @@ void write_perf_csv(const std::string& path, const std::vector<bench::Result>& r
 
 const char* PerfView::label(Lang lang) { return tr(lang, S::ViewPerf); }
 
+StepKeysHelp PerfView::step_keys_help(Lang lang) const {
+  const bool zh = lang == Lang::Zh;
+  StepKeysHelp h = View::step_keys_help(lang);
+  h.query = zh ? "其他视图的上一个 / 下一个查询 token（扫描不用查询）"
+               : "previous / next query token of the other views (the sweep has no query)";
+  h.mask = zh ? "切换其他视图的掩码（扫描的掩码见其复选框）"
+              : "toggle the other views' mask (the sweep's masks are its checkboxes)";
+  h.temperature = zh ? "其他视图的温度 ÷ 1.25 / × 1.25（扫描不用温度）"
+                     : "the other views' temperature ÷ 1.25 / × 1.25 (the sweep uses none)";
+  return h;
+}
+
 bool PerfView::parse_flag(const std::string& a, const FlagValue& value, Options& o) {
   if (a == "--perf-variant") {
     o.spec.variants = bench::word_list("--perf-variant", value());

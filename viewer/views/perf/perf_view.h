@@ -219,6 +219,9 @@ class PerfView final : public View {
   // (InputError when it cannot; DeviceError when a case failed on the device).
   PerfView(const ViewContext& ctx, const Options& o);
   bool info_panel() const override { return false; }
+  // No steps; the sweep has its own masks (its checkboxes) and uses no query and no temperature:
+  // ↑ / ↓, M and [ / ] only set the controls' for the other views, and F1 says so.
+  StepKeysHelp step_keys_help(Lang lang) const override;
 
   bench::Spec spec = default_perf_spec();  // what Run starts (the controls edit it)
   std::string n_text;                      // the N field as typed
