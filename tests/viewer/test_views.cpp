@@ -5,6 +5,7 @@
 #include "tests/test_util.h"
 #include "viewer/app/options.h"
 #include "viewer/app/state_dump.h"
+#include "viewer/draw/strings.h"
 #include "viewer/session/session.h"
 #include "viewer/views/registry.h"
 
@@ -258,6 +259,25 @@ TEST(Views, TheHelpSaysWhereMaskTemperatureAndQueryKeysOnlySetTheOtherViews) {
     EXPECT_NE(line("perf", "[ / ]").find(l == Lang::En ? "other views" : "其他视图"), std::string::npos);
     EXPECT_NE(line("perf", "↑ / ↓").find(l == Lang::En ? "other views" : "其他视图"), std::string::npos);
   }
+}
+
+// The keyboard line under each view: the step keys where it has steps, ↑ ↓ / M / [ ] where it has
+// none, and where it uses neither the mask nor the temperature (perf's sweep), that those keys set
+// the other views'.
+TEST(Views, TheKeyboardLineUnderAViewNamesTheKeysThatActThere) {
+  ViewerOptions o = parse_viewer_args({"--backend", "cpu"});
+  Session s(o);
+  const std::vector<std::unique_ptr<View>> views = make_views(s, o.views, o.view, false);
+  for (Lang l : {Lang::En, Lang::Zh})
+    for (const std::string& v : view_names()) {
+      const KeyboardLineKind k = keyboard_line_kind(views[view_index(v)]->step_keys_help(l));
+      const KeyboardLineKind want = v == "perf"                      ? KeyboardLineKind::OtherViews
+                                    : v == "heads" || v == "position" ? KeyboardLineKind::NoSteps
+                                                                      : KeyboardLineKind::Steps;
+      EXPECT_EQ(k, want) << v;
+    }
+  EXPECT_NE(std::string(viewer::tr(Lang::En, viewer::S::KeyboardLineOtherViews)).find("the other views'"), std::string::npos);
+  EXPECT_NE(std::string(viewer::tr(Lang::Zh, viewer::S::KeyboardLineOtherViews)).find("其他视图"), std::string::npos);
 }
 
 // The session runs the shown view's companion and drops another's: a view switch leaves no

@@ -215,8 +215,12 @@ void input_loaded(App& app) {
 }
 
 const char* keyboard_line(const App& app) {
-  const bool steps = !app.views[app.shown]->step_keys_help(app.lang).play.empty();
-  return tr(app.lang, steps ? S::KeyboardLine : S::KeyboardLineNoSteps);
+  switch (keyboard_line_kind(app.views[app.shown]->step_keys_help(app.lang))) {
+    case KeyboardLineKind::Steps: return tr(app.lang, S::KeyboardLine);
+    case KeyboardLineKind::NoSteps: return tr(app.lang, S::KeyboardLineNoSteps);
+    case KeyboardLineKind::OtherViews: break;
+  }
+  return tr(app.lang, S::KeyboardLineOtherViews);
 }
 
 void apply_action(App& app, Action a) {

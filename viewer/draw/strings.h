@@ -18,7 +18,7 @@
 namespace attnlab::viewer {
 
 enum class S {
-  AppTitle, PageHeading, PageIntro, KeyboardLine, KeyboardLineNoSteps,
+  AppTitle, PageHeading, PageIntro, KeyboardLine, KeyboardLineNoSteps, KeyboardLineOtherViews,
   Controls, Input, ModeDemo, ModeRandom, Generate, RandomLimits, RandomOverLimit, RandomPending, Query, Temperature, TemperatureEntry,
   Mask, MaskNone, MaskCausal, Backend, CudaUnavailable, Language,
   Steps, StepOf, Play, Pause, Speed, Reset, Prev, Next,

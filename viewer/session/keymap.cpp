@@ -83,6 +83,11 @@ std::string zoomable_map_help(Lang lang) {
   return lang == Lang::Zh ? "图的缩放 / 平移；双击回到整个矩阵" : "zoom / pan the map; double-click: the whole matrix";
 }
 
+KeyboardLineKind keyboard_line_kind(const StepKeysHelp& steps) {
+  if (!steps.play.empty()) return KeyboardLineKind::Steps;
+  return steps.mask.empty() && steps.temperature.empty() ? KeyboardLineKind::NoSteps : KeyboardLineKind::OtherViews;
+}
+
 std::vector<std::pair<std::string, std::string>> key_help(Lang lang, const StepKeysHelp& steps) {
   const bool zh = lang == Lang::Zh;
   // A view without steps: the step keys are listed, saying that they do nothing there.

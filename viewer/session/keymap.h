@@ -80,6 +80,13 @@ StepKeysHelp chain_step_keys_help(Lang lang);
 // a double-click (the precision and diff views' maps).
 std::string zoomable_map_help(Lang lang);
 
+// Which keyboard line sits under a view (the one-line reminder beside "F1: all keys"): the step
+// keys where the view has steps; ↑ ↓, M and [ ] where it has none; and, where the view itself uses
+// neither the mask nor the temperature it sets (its help says so), that those keys set the other
+// views'.
+enum class KeyboardLineKind { Steps, NoSteps, OtherViews };
+KeyboardLineKind keyboard_line_kind(const StepKeysHelp& steps);
+
 // (key, what it does) lines for the F1 help, in the UI language, with the view's step keys.
 std::vector<std::pair<std::string, std::string>> key_help(Lang lang, const StepKeysHelp& steps);
 
