@@ -15,6 +15,8 @@
 #include "core/trace.h"
 #include "core/types.h"
 
+#include <optional>
+
 namespace attnlab::cpu {
 
 // Thrown by a kernel whose acc overflowed with finite scores (cpu/online_softmax.h throw_overflow).
@@ -36,19 +38,35 @@ Problem with_values_scaled(const Problem& p, int e);
 // `precision`'s range is refused with Msg::OverflowOutputRow.
 void scale_values_back(MatrixF& out, int e, int n, Precision precision);
 
-// Runs run(p); where it throws ValuesOverflow, runs run(with_values_scaled(p, e)) and returns e
-// (0 when the first run passed). What the run made that is linear in V (the output, acc) is then
-// 2^-e times its value: the caller scales it back.
+// What run_values_in_range_kept ran: e (0 when V as given passed) and, for e > 0, the problem
+// with V · 2^-e, for a caller that reads more of what the kernel ran on afterwards.
+struct ValuesRun {
+  int e = 0;
+  std::optional<Problem> scaled;
+  const Problem& problem(const Problem& given) const { return scaled ? *scaled : given; }
+};
+
+// Runs run(p); where it throws ValuesOverflow, runs run(with_values_scaled(p, e)). What the run
+// made that is linear in V (the output, acc) is then 2^-e times its value: the caller scales it
+// back.
 template <class Run>
-int run_values_in_range(const Problem& p, Run&& run) {
+ValuesRun run_values_in_range_kept(const Problem& p, Run&& run) {
   try {
     run(p);
-    return 0;
+    return {};
   } catch (const ValuesOverflow&) {
   }
-  const int e = values_exponent(p);
-  run(with_values_scaled(p, e));
-  return e;
+  ValuesRun r;
+  r.e = values_exponent(p);
+  r.scaled.emplace(with_values_scaled(p, r.e));
+  run(*r.scaled);
+  return r;
+}
+
+// The same, returning e only (0 when the first run passed).
+template <class Run>
+int run_values_in_range(const Problem& p, Run&& run) {
+  return run_values_in_range_kept(p, run).e;
 }
 
 // run(q, t) for p into t: where acc overflowed, again on V · 2^-e, and t.output scaled back.

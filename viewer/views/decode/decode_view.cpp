@@ -23,7 +23,6 @@
 #include <cmath>
 #include <limits>
 #include <mutex>
-#include <optional>
 #include <thread>
 
 namespace attnlab::viewer {
@@ -208,16 +207,10 @@ DecodeToken DecodeEngine::run(const DecodeJob& job) {
     const auto t0 = std::chrono::steady_clock::now();
     // A V near fp32's largest values: acc overflows where the output fits, so the kernel runs again
     // on V · 2^-e and what is linear in V is multiplied back (cpu/values_range.h), as the CLI's decode.
-    int e = 0;
-    std::optional<Problem> scaled;
-    try {
-      decode_keys(p, keys, plan, cancel_, nullptr, partials, output);
-    } catch (const cpu::ValuesOverflow&) {
-      e = cpu::values_exponent(p);
-      scaled.emplace(cpu::with_values_scaled(p, e));
-      decode_keys(*scaled, keys, plan, cancel_, nullptr, partials, output);
-    }
-    const Problem& kp = scaled ? *scaled : p;  // the problem the kernel ran
+    const cpu::ValuesRun ran = cpu::run_values_in_range_kept(
+        p, [&](const Problem& q) { decode_keys(q, keys, plan, cancel_, nullptr, partials, output); });
+    const int e = ran.e;
+    const Problem& kp = ran.problem(p);  // the problem the kernel ran
     const double back = std::ldexp(1.0, e);
     out.kernel_ms = ms_since(t0);
     out.bytes = static_cast<double>(keys) * p.kv_heads() * (p.d_k() + p.d_v()) * sizeof(float);
