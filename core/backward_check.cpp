@@ -1,5 +1,7 @@
 // The fp32 backward against the fp64 one, entry by entry within the first-order bounds of
 // core/backward_check.h, with the masked zeros and the row sums of dlogits; text and JSON.
+#include "core/gcc12_avx512.h"  // first: see there
+
 #include "core/backward_check.h"
 
 #include "core/format.h"

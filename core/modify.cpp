@@ -1,5 +1,7 @@
 // A Problem's modifications as the backends read them (core/modify.h): rules, slopes, the block
 // mask, RoPE's rotated Q and K, their checks and their text.
+#include "core/gcc12_avx512.h"  // first: see there
+
 #include "core/modify.h"
 
 #include "core/format.h"
@@ -336,8 +338,10 @@ std::string modifications_text(const Problem& p, Lang lang) {
       parts.push_back(zh ? "ALiBi（标准斜率）" : "ALiBi (standard slopes)");
     } else {
       std::string s;
-      for (std::size_t i = 0; i < md.alibi_slopes.size() && i < 4; ++i)
-        s += (i ? "/" : "") + short_number(md.alibi_slopes[i]);
+      for (std::size_t i = 0; i < md.alibi_slopes.size() && i < 4; ++i) {
+        if (i) s += '/';
+        s += short_number(md.alibi_slopes[i]);
+      }
       if (md.alibi_slopes.size() > 4) s += "/…";
       parts.push_back((zh ? "ALiBi（斜率 " : "ALiBi (slopes ") + s + (zh ? "）" : ")"));
     }

@@ -2,6 +2,8 @@
 // backward_chain, over the matrix type. Each step is a whole-matrix expression or a plain loop
 // over the stacked heads, written in the order the chain runs back; grouped heads add their
 // query heads' contributions into the key/value head they share (dV, dK).
+#include "core/gcc12_avx512.h"  // first: see there
+
 #include "cpu/backward.h"
 
 #include "cpu/cpu_backend.h"
