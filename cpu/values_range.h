@@ -1,16 +1,10 @@
-// Values whose weighted sum overflows fp32 before it is normalised. The online-softmax kernels
-// (fused fp32 and bf16, decode, the walk, the fused backward's forward) keep acc = Σ_j p_j V_j with
-// weights p_j <= 1 and divide by l = Σ_j p_j only at the end, so acc reaches l · max |V| (l up to
-// the number of keys) where the output acc / l is at most max |V|: a V near fp32's largest values
-// overflows acc while the staged chain, which normalises first, computes the output. Such a run
-// throws ValuesOverflow (cpu/online_softmax.h row_overflow); run_values_in_range then runs it again
-// on V · 2^-e and the caller multiplies what is linear in V by 2^e. Powers of two change only the
-// exponent, so the result is the same to the bit except where a scaled value of V becomes
-// subnormal (|V| below 2^(e - 126)), whose low bits are lost; an output that does not fit fp32
-// even so is refused (Msg::OverflowOutputRow). One place for every CPU variant; the CUDA kernels
-// keep their own refusal.
+// The CPU kernels' side of core/output_range.h: an online-softmax kernel whose acc overflowed with
+// finite scores throws ValuesOverflow (cpu/online_softmax.h row_overflow); run_values_in_range then
+// runs it again on V · 2^-e and the caller multiplies what is linear in V by 2^e. One place for
+// every CPU variant.
 #pragma once
 
+#include "core/output_range.h"
 #include "core/problem.h"
 #include "core/trace.h"
 #include "core/types.h"
@@ -23,20 +17,6 @@ namespace attnlab::cpu {
 struct ValuesOverflow : InputError {
   using InputError::InputError;
 };
-
-// The exponent e >= 1 for which m · max |V| · 2^-e stays below half fp32's largest value: no
-// unnormalised sum over p's m keys can overflow.
-int values_exponent(const Problem& p);
-
-// p with V multiplied by 2^-e (a copy of the inputs; the derived data goes with edit()).
-Problem with_values_scaled(const Problem& p, int e);
-
-// The refusal of an output row that does not fit `precision` (Msg::OverflowOutputRow).
-[[noreturn]] void refuse_output_row(int head, int row, Precision precision);
-
-// out (rows of d_v values; row r is query r % n of head r / n) times 2^e; a row that does not fit
-// `precision`'s range is refused with Msg::OverflowOutputRow.
-void scale_values_back(MatrixF& out, int e, int n, Precision precision);
 
 // What run_values_in_range_kept ran: e (0 when V as given passed) and, for e > 0, the problem
 // with V · 2^-e, for a caller that reads more of what the kernel ran on afterwards.

@@ -185,7 +185,7 @@ Walk walk_row(const Problem& p, int head, int query, int tile) {
     for (double& x : t.output) x *= back;
   for (double& x : w.output) x *= back;
   for (const double x : w.output)
-    if (!(std::abs(x) <= std::numeric_limits<float>::max())) cpu::refuse_output_row(head, query, Precision::FP32);
+    if (!(std::abs(x) <= std::numeric_limits<float>::max())) refuse_output_row(head, query, Precision::FP32);
   return w;
 }
 
@@ -288,20 +288,20 @@ void walk_splits(const Problem& p, int splits, Walk& w) {
   check_split_count(splits, p.m());
   const cpu::decode::SplitPlan plan = cpu::decode::plan_splits(p, 1, splits);
   int e = w.values_exponent;
-  float l = walk_splits_once(e > 0 ? cpu::with_values_scaled(p, e) : p, plan, w);
+  float l = walk_splits_once(e > 0 ? with_values_scaled(p, e) : p, plan, w);
   const auto finite = [](const std::vector<double>& v) {
     return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
   };
   if (e == 0 && !finite(w.split_output)) {
-    e = cpu::values_exponent(p);
-    l = walk_splits_once(cpu::with_values_scaled(p, e), plan, w);
+    e = values_exponent(p);
+    l = walk_splits_once(with_values_scaled(p, e), plan, w);
   }
   w.split_values_exponent = e;
   if (e > 0) {
     const double back = std::ldexp(1.0, e);
     for (double& x : w.split_output) {
       x *= back;
-      if (!(std::abs(x) <= std::numeric_limits<float>::max())) cpu::refuse_output_row(w.head, w.query, Precision::FP32);
+      if (!(std::abs(x) <= std::numeric_limits<float>::max())) refuse_output_row(w.head, w.query, Precision::FP32);
     }
   }
   w.split_max_abs_diff = walk_max_abs_diff(w.split_output, w.output);
