@@ -187,7 +187,9 @@ void chart(Shell& app, const char* label, const std::vector<float>& values, int 
   // ImGui draws a line between points: one tile (all keys in one) is its value across the chart.
   if (v.size() == 1) v.push_back(v[0]);
   // The title wrapped to the column, so that its range is never cut off.
-  const std::string range = s.from == s.to ? "= " + value4(s.from) : "[" + value4(s.from) + " … " + value4(s.to) + "]";
+  std::string range = s.from == s.to ? std::string("= ") : std::string("[");
+  range += value4(s.from);
+  if (s.from != s.to) range += " … " + value4(s.to) + "]";
   wrapped(app, std::string(label) + "  " + range, &kDimV4);
   const float title_h = 2 * ImGui::GetTextLineHeightWithSpacing();
   const float height = std::max(app.font_px * 1.5f, (ImGui::GetContentRegionAvail().y - later * title_h) / (later + 1) -
