@@ -280,6 +280,25 @@ TEST(Views, TheKeyboardLineUnderAViewNamesTheKeysThatActThere) {
   EXPECT_NE(std::string(viewer::tr(Lang::Zh, viewer::S::KeyboardLineOtherViews)).find("其他视图"), std::string::npos);
 }
 
+// The controls' temperature and mask say beside them where the shown view does not use them (the
+// decode view: its new token reads the keys up to its own; the perf view: its sweep's own), from
+// the view's key help, so the panel, F1 and the keyboard line agree.
+TEST(Views, TheControlsSayWhereTheShownViewHasItsOwnMaskOrTemperature) {
+  ViewerOptions o = parse_viewer_args({"--backend", "cpu"});
+  Session s(o);
+  const std::vector<std::unique_ptr<View>> views = make_views(s, o.views, o.view, false);
+  for (Lang l : {Lang::En, Lang::Zh})
+    for (const std::string& v : view_names()) {
+      const StepKeysHelp h = views[view_index(v)]->step_keys_help(l);
+      EXPECT_EQ(!h.mask.empty(), v == "decode" || v == "perf") << v;
+      EXPECT_EQ(!h.temperature.empty(), v == "perf") << v;
+    }
+  EXPECT_NE(std::string(viewer::tr(Lang::En, viewer::S::PanelMaskOtherViews)).find("the other views'"), std::string::npos);
+  EXPECT_NE(std::string(viewer::tr(Lang::Zh, viewer::S::PanelMaskOtherViews)).find("其他视图"), std::string::npos);
+  EXPECT_NE(std::string(viewer::tr(Lang::En, viewer::S::PanelTemperatureOtherViews)).find("the other views'"), std::string::npos);
+  EXPECT_NE(std::string(viewer::tr(Lang::Zh, viewer::S::PanelTemperatureOtherViews)).find("其他视图"), std::string::npos);
+}
+
 // The session runs the shown view's companion and drops another's: a view switch leaves no
 // result of the view left behind.
 TEST(Views, TheSessionKeepsOnlyTheShownViewsCompanion) {

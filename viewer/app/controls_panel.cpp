@@ -303,6 +303,11 @@ void draw_controls(App& app, const Layout& l) {
   if (!c.error().empty()) {
     wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + c.error_text(lang), &kErrorV4);
   }
+  // A view that uses neither the temperature nor the mask set here (its key help says so: the
+  // decode view's new token reads the keys up to its own; the perf view's sweep has its own) says
+  // so beside them, as F1 and the keyboard line do.
+  const StepKeysHelp help = app.shown_view().step_keys_help(lang);
+  if (!help.temperature.empty()) wrapped(app, tr(lang, S::PanelTemperatureOtherViews), &kDimV4);
   ImGui::TextUnformatted(tr(lang, S::Mask));
   const MaskKind mk = c.requested_mask();
   ImGui::BeginDisabled(c.from_bundle());  // the CLI refuses --mask with --bundle too
@@ -315,6 +320,7 @@ void draw_controls(App& app, const Layout& l) {
   }
   ImGui::EndDisabled();
   if (c.from_bundle()) wrapped(app, tr(lang, S::HeadsBundleMask), &kDimV4);
+  if (!help.mask.empty()) wrapped(app, tr(lang, S::PanelMaskOtherViews), &kDimV4);
   mods_controls(app);
 
   // Backend.

@@ -478,6 +478,10 @@ constexpr Entry kTable[] = {
      "(attnlab-view --bundle DIR).",
      "当前问题只有一个头：生成头数更多的随机序列，或打开一个 bundle（attnlab-view --bundle DIR）。"},
     {S::HeadsBundleMask, "the bundle holds each call's mask", "bundle 自带每次调用的掩码"},
+    {S::PanelMaskOtherViews, "This view has its own mask; the one chosen here is the other views'.",
+     "本视图有自己的掩码；这里选的掩码用于其他视图。"},
+    {S::PanelTemperatureOtherViews, "This view has its own settings; this temperature is the other views'.",
+     "本视图有自己的设置；这里的温度用于其他视图。"},
     {S::HeadsPattern,
      "A pattern gives every head the same Q and K (only V differs), so its thumbnails are alike; noise "
      "gives each head its own.",

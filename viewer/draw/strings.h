@@ -66,7 +66,7 @@ enum class S {
   // heads view (issue 15)
   ViewHeads, HeadsLayer, HeadsHead, HeadsCount, HeadsTitle, HeadsTitleLayer, HeadsProgress,
   HeadsCaption, HeadsCaptionKv, HeadsCaptionPending, HeadsCaptionError, HeadsTip, HeadsTipKv,
-  HeadsError, HeadsNote, HeadsOneHead, HeadsBundleMask,
+  HeadsError, HeadsNote, HeadsOneHead, HeadsBundleMask, PanelMaskOtherViews, PanelTemperatureOtherViews,
   HeadsPattern, HeadsShown, HeadsShownHead, ModeBundle, HeadsCaptionBare, HeadsCaptionKvBare, HeadsTipMean,
   // position and score modifications (issue 23)
   Mods, ModsHint, ModRope, ModRopeTheta, ModAlibi, ModSoftcap, ModSoftcapC, ModWindow, ModWindowW, ModPrefix,
