@@ -172,6 +172,16 @@ Walk walk_row_once(const Problem& p, int head, int query, int tile) {
   return w;
 }
 
+// An output row of the walk times 2^e; a value beyond fp32's range refuses the row, as
+// scale_values_back refuses a matrix's.
+void scale_row_back(std::vector<double>& row, int e, int head, int query) {
+  const double back = std::ldexp(1.0, e);
+  for (double& x : row) {
+    x *= back;
+    if (!(std::abs(x) <= std::numeric_limits<float>::max())) refuse_output_row(head, query, Precision::FP32);
+  }
+}
+
 }  // namespace
 
 // Where acc overflowed with V as given, the walk of V · 2^-e (cpu/values_range.h): its acc is shown
@@ -183,9 +193,7 @@ Walk walk_row(const Problem& p, int head, int query, int tile) {
   const double back = std::ldexp(1.0, w.values_exponent);
   for (WalkTile& t : w.tiles)
     for (double& x : t.output) x *= back;
-  for (double& x : w.output) x *= back;
-  for (const double x : w.output)
-    if (!(std::abs(x) <= std::numeric_limits<float>::max())) refuse_output_row(head, query, Precision::FP32);
+  scale_row_back(w.output, w.values_exponent, head, query);
   return w;
 }
 
@@ -297,13 +305,7 @@ void walk_splits(const Problem& p, int splits, Walk& w) {
     l = walk_splits_once(with_values_scaled(p, e), plan, w);
   }
   w.split_values_exponent = e;
-  if (e > 0) {
-    const double back = std::ldexp(1.0, e);
-    for (double& x : w.split_output) {
-      x *= back;
-      if (!(std::abs(x) <= std::numeric_limits<float>::max())) refuse_output_row(w.head, w.query, Precision::FP32);
-    }
-  }
+  if (e > 0) scale_row_back(w.split_output, e, w.head, w.query);
   w.split_max_abs_diff = walk_max_abs_diff(w.split_output, w.output);
   if (!w.fp64_output.empty()) w.split_fp64_error = walk_max_abs_diff(w.split_output, w.fp64_output);
   const float walk_l = static_cast<float>(w.tiles.back().l);

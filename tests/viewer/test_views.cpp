@@ -264,18 +264,23 @@ TEST(Views, TheHelpSaysWhereMaskTemperatureAndQueryKeysOnlySetTheOtherViews) {
 // The keyboard line under each view: the step keys where it has steps, ↑ ↓ / M / [ ] where it has
 // none, and where it uses neither the mask nor the temperature (perf's sweep), that those keys set
 // the other views'.
-TEST(Views, TheKeyboardLineUnderAViewNamesTheKeysThatActThere) {
+// f(view name, its key help) for every view, in both languages.
+template <class F>
+void each_views_key_help(F&& f) {
   ViewerOptions o = parse_viewer_args({"--backend", "cpu"});
   Session s(o);
   const std::vector<std::unique_ptr<View>> views = make_views(s, o.views, o.view, false);
   for (Lang l : {Lang::En, Lang::Zh})
-    for (const std::string& v : view_names()) {
-      const KeyboardLineKind k = keyboard_line_kind(views[view_index(v)]->step_keys_help(l));
-      const KeyboardLineKind want = v == "perf"                      ? KeyboardLineKind::OtherViews
-                                    : v == "heads" || v == "position" ? KeyboardLineKind::NoSteps
-                                                                      : KeyboardLineKind::Steps;
-      EXPECT_EQ(k, want) << v;
-    }
+    for (const std::string& v : view_names()) f(v, views[view_index(v)]->step_keys_help(l));
+}
+
+TEST(Views, TheKeyboardLineUnderAViewNamesTheKeysThatActThere) {
+  each_views_key_help([](const std::string& v, const StepKeysHelp& h) {
+    const KeyboardLineKind want = v == "perf"                      ? KeyboardLineKind::OtherViews
+                                  : v == "heads" || v == "position" ? KeyboardLineKind::NoSteps
+                                                                    : KeyboardLineKind::Steps;
+    EXPECT_EQ(keyboard_line_kind(h), want) << v;
+  });
   EXPECT_NE(std::string(viewer::tr(Lang::En, viewer::S::KeyboardLineOtherViews)).find("the other views'"), std::string::npos);
   EXPECT_NE(std::string(viewer::tr(Lang::Zh, viewer::S::KeyboardLineOtherViews)).find("其他视图"), std::string::npos);
 }
@@ -284,15 +289,10 @@ TEST(Views, TheKeyboardLineUnderAViewNamesTheKeysThatActThere) {
 // decode view: its new token reads the keys up to its own; the perf view: its sweep's own), from
 // the view's key help, so the panel, F1 and the keyboard line agree.
 TEST(Views, TheControlsSayWhereTheShownViewHasItsOwnMaskOrTemperature) {
-  ViewerOptions o = parse_viewer_args({"--backend", "cpu"});
-  Session s(o);
-  const std::vector<std::unique_ptr<View>> views = make_views(s, o.views, o.view, false);
-  for (Lang l : {Lang::En, Lang::Zh})
-    for (const std::string& v : view_names()) {
-      const StepKeysHelp h = views[view_index(v)]->step_keys_help(l);
-      EXPECT_EQ(!h.mask.empty(), v == "decode" || v == "perf") << v;
-      EXPECT_EQ(!h.temperature.empty(), v == "perf") << v;
-    }
+  each_views_key_help([](const std::string& v, const StepKeysHelp& h) {
+    EXPECT_EQ(!h.mask.empty(), v == "decode" || v == "perf") << v;
+    EXPECT_EQ(!h.temperature.empty(), v == "perf") << v;
+  });
   EXPECT_NE(std::string(viewer::tr(Lang::En, viewer::S::PanelMaskOtherViews)).find("the other views'"), std::string::npos);
   EXPECT_NE(std::string(viewer::tr(Lang::Zh, viewer::S::PanelMaskOtherViews)).find("其他视图"), std::string::npos);
   EXPECT_NE(std::string(viewer::tr(Lang::En, viewer::S::PanelTemperatureOtherViews)).find("the other views'"), std::string::npos);
