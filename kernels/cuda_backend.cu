@@ -739,9 +739,62 @@ struct StreamPlan {
   std::vector<int> px_flat, flat_col, chunk_px;  // see PoolLayout
   std::vector<int> exact_stat;                   // per opt.rows entry, its index in `rows`
   int width = 0, height = 0;                     // pixels of the view (0 without one)
+  // The pooling's design (kernels/stream_onepass.h): 1 or 2 passes; its launches, runs of groups
+  // [launch_g[i], launch_g[i + 1]); with one pass the most state rows a launch holds.
+  int passes = 2;
+  std::vector<int> launch_g;
+  long state_rows = 0;
+  // Per entry of `rows`: whether the statistics pass computes it (with one pass the pooling
+  // computes the statistics of the view's rows, so only exact rows outside it are left).
+  std::vector<char> needs_stats;
   int groups() const { return static_cast<int>(group_begin.size()); }
   int chunks() const { return chunk_px.empty() ? 0 : static_cast<int>(chunk_px.size()) - 1; }
 };
+
+// ATTNLAB_STREAM_PASSES=1 or 2 (read on every run) forces the pooling's design where one pass is
+// possible (the tests and gpu-check run both); unset, choose_passes picks by the cells computed.
+int stream_passes_from_env() {
+  const char* e = std::getenv("ATTNLAB_STREAM_PASSES");
+  if (e == nullptr) return 0;
+  const std::string v(e);
+  return v == "1" ? 1 : v == "2" ? 2 : 0;
+}
+
+// The pooling's design and launches: runs of groups of about kLaunchFma each and, with one pass,
+// of at most onepass::kStateBytesCap of states.
+void plan_pool_launches(const Problem& p, StreamPlan& sp) {
+  namespace op = onepass;
+  const bool possible = op::one_pass_possible(p.m(), sp.flat_col, sp.group_begin, sp.group_end, sp.width);
+  sp.passes = op::choose_passes(
+      possible,
+      op::pass_cells(static_cast<long>(sp.rows.size()), p.m(), sp.group_begin, sp.group_end, sp.px_flat, sp.chunk_px),
+      stream_passes_from_env());
+  const double flat_cols = static_cast<double>(sp.flat_col.size());
+  const auto group_work = [&](int g) {
+    return static_cast<double>(sp.group_end[g] - sp.group_begin[g]) * flat_cols * p.d_k();
+  };
+  const auto state_rows = [&](int a, int b) {  // stats indices spanned by groups [a, b)
+    return static_cast<long>(sp.group_stat[b - 1]) + (sp.group_end[b - 1] - sp.group_begin[b - 1]) - sp.group_stat[a];
+  };
+  const double cap_rows = static_cast<double>(op::kStateBytesCap) / (sizeof(op::PixelState) * std::max(sp.width, 1));
+  sp.launch_g.assign(1, 0);
+  for (int g0 = 0; g0 < sp.groups();) {
+    int g1 = g0 + 1;
+    double work = group_work(g0);
+    while (g1 < sp.groups() && work < kLaunchFma &&
+           (sp.passes == 2 || static_cast<double>(state_rows(g0, g1 + 1)) <= cap_rows)) {
+      work += group_work(g1);
+      ++g1;
+    }
+    sp.launch_g.push_back(g1);
+    if (sp.passes == 1) sp.state_rows = std::max(sp.state_rows, state_rows(g0, g1));
+    g0 = g1;
+  }
+  if (sp.passes == 1)
+    for (int g = 0; g < sp.groups(); ++g)
+      for (int k = sp.group_stat[g]; k < sp.group_stat[g] + (sp.group_end[g] - sp.group_begin[g]); ++k)
+        sp.needs_stats[k] = 0;
+}
 
 StreamPlan plan_stream(const Problem& p, const RunOptions& opt) {
   StreamPlan sp;
@@ -801,8 +854,11 @@ StreamPlan plan_stream(const Problem& p, const RunOptions& opt) {
         sp.chunk_px.push_back(px);
     }
     sp.chunk_px.push_back(sp.width);
+    sp.needs_stats.assign(sp.rows.size(), 1);
+    plan_pool_launches(p, sp);
   } else {
     sp.rows = exact;
+    sp.needs_stats.assign(sp.rows.size(), 1);
   }
   for (int g : opt.rows)
     sp.exact_stat.push_back(
@@ -833,6 +889,7 @@ std::size_t stream_device_bytes(const Dims& d, const Problem& p, const RunOption
   bytes += sp.rows.size() * (i + 2 * f);
   bytes += (3 * sp.group_begin.size() + sp.px_flat.size() + sp.flat_col.size() + sp.chunk_px.size()) * i;
   bytes += 3 * static_cast<std::size_t>(sp.groups()) * sp.width * (f + 1);
+  bytes += static_cast<std::size_t>(sp.state_rows) * sp.width * sizeof(onepass::PixelState);
   bytes += opt.rows.size() * (2 * i + exact_row_stages(p) * static_cast<std::size_t>(d.m) * f);
   bytes += 6 * i + 2 * sizeof(unsigned long long);
   return bytes;
@@ -941,7 +998,8 @@ int sm_count() {
 
 // The streaming run: (1) row statistics of every listed row over all m keys, in launches of a
 // bounded number of rows; (2) the pooled grids, a launch per run of pixel-row groups of bounded
-// work; (3) the exact rows; (4) the output from the fused fp32 kernel (it never holds an (n, m)
+// work (with one pass, kernels/stream_onepass.h, these also give the view's rows' statistics, and
+// (1) covers only exact rows outside the view); (3) the exact rows; (4) the output from the fused fp32 kernel (it never holds an (n, m)
 // matrix either). Between launches: progress and cancel. Then the grids, rows and output come
 // back and are laid out as the CPU chain lays them out.
 // A CUDA fp32 run of `variant` that keeps no (n, m) stage: its name, and every stage emptied.
@@ -1031,16 +1089,23 @@ void run_streamed(const Problem& grouped, const Problem& p, const RunOptions& op
   for (int gi = 0; gi < sp.groups(); ++gi)
     pool_work += static_cast<double>(sp.group_end[gi] - sp.group_begin[gi]) * flat_cols * d.d_k;
   const double out_work = opt.output ? static_cast<double>(d.heads) * d.n * d.m * (d.d_k + d.d_v) : 0;
-  Pacer pacer(opt, s, static_cast<double>(sp.rows.size()) * row_work + pool_work +
-                          r_count * row_work + out_work);
+  const double stat_rows = static_cast<double>(std::count(sp.needs_stats.begin(), sp.needs_stats.end(), 1));
+  Pacer pacer(opt, s, stat_rows * row_work + pool_work + r_count * row_work + out_work);
 
-  // (1) statistics: a launch per run of rows of one head, at least two blocks per SM each.
+  // (1) statistics: a launch per run of rows of one head, at least two blocks per SM each (with
+  // one pass only the exact rows outside the view: the pooling computes the view's rows').
   const long min_rows = 2L * 64 * sm_count();
   const long per_launch = std::max(min_rows, static_cast<long>(kLaunchFma / std::max(row_work, 1.0)));
   for (std::size_t a = 0; a < sp.rows.size();) {
+    if (!sp.needs_stats[a]) {
+      ++a;
+      continue;
+    }
     const int head = sp.rows[a] / d.n;
     std::size_t b = a;
-    while (b < sp.rows.size() && sp.rows[b] / d.n == head && static_cast<long>(b - a) < per_launch) ++b;
+    while (b < sp.rows.size() && sp.needs_stats[b] && sp.rows[b] / d.n == head &&
+           static_cast<long>(b - a) < per_launch)
+      ++b;
     launch_row_stats(in, rows.get() + a, static_cast<int>(b - a), head, row_max.get() + a,
                      row_sum.get() + a, overflow.get(), s);
     pacer.launched(static_cast<double>(b - a) * row_work);
@@ -1048,7 +1113,9 @@ void run_streamed(const Problem& grouped, const Problem& p, const RunOptions& op
   }
   ev[2].record(s);
 
-  // (2) the pooled grids, a launch per run of groups of about kLaunchFma.
+  // (2) the pooled grids, a launch per run of groups (plan_pool_launches); with one pass each
+  // launch also writes its rows' statistics.
+  DeviceBuffer<onepass::PixelState> states(static_cast<std::size_t>(sp.state_rows) * sp.width);
   if (opt.pool) {
     PoolLayout lay;
     lay.row_begin = g_begin.get();
@@ -1060,17 +1127,20 @@ void run_streamed(const Problem& grouped, const Problem& p, const RunOptions& op
     lay.groups = sp.groups();
     lay.width = sp.width;
     lay.chunks = sp.chunks();
-    for (int g0 = 0; g0 < sp.groups();) {
-      int g1 = g0;
+    const bool mean = opt.pool->mode == PoolMode::Mean;
+    for (std::size_t li = 0; li + 1 < sp.launch_g.size(); ++li) {
+      const int g0 = sp.launch_g[li], g1 = sp.launch_g[li + 1];
       double work = 0;
-      while (g1 < sp.groups() && (g1 == g0 || work < kLaunchFma)) {
-        work += static_cast<double>(sp.group_end[g1] - sp.group_begin[g1]) * flat_cols * d.d_k;
-        ++g1;
-      }
-      launch_pool(in, opt.pool->head, lay, g0, g1, row_max.get(), row_sum.get(),
-                  opt.pool->mode == PoolMode::Mean, grid_value.get(), grid_masked.get(), range.get(), s);
+      for (int g = g0; g < g1; ++g)
+        work += static_cast<double>(sp.group_end[g] - sp.group_begin[g]) * flat_cols * d.d_k;
+      if (sp.passes == 1)
+        launch_pool_one_pass(in, opt.pool->head, lay, g0, g1, sp.group_stat[g0], states.get(), row_max.get(),
+                             row_sum.get(), mean, grid_value.get(), grid_masked.get(), range.get(),
+                             overflow.get(), s);
+      else
+        launch_pool(in, opt.pool->head, lay, g0, g1, row_max.get(), row_sum.get(), mean, grid_value.get(),
+                    grid_masked.get(), range.get(), s);
       pacer.launched(work);
-      g0 = g1;
     }
   }
   // (3) the exact rows.
@@ -1190,7 +1260,8 @@ void run_streamed(const Problem& grouped, const Problem& p, const RunOptions& op
 
   // The streaming passes compute every stage of a cell together: the statistics pass stands for
   // the softmax's reductions, the pooling and exact-row passes for the scores and everything
-  // derived from them, the fused kernel for the output.
+  // derived from them, the fused kernel for the output. With one pass the pooling holds the view's
+  // statistics too, and the statistics pass only the exact rows outside the view.
   StageTimings& tm = t.timings;
   tm = StageTimings{};
   tm.upload_ms = elapsed_ms(ev[0], ev[1]);

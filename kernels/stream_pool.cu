@@ -27,6 +27,7 @@
 #include "kernels/launch.h"
 #include "kernels/online_softmax.cuh"
 #include "kernels/rules.cuh"
+#include "kernels/stream_onepass.h"
 #include "kernels/stream_pool.h"
 
 #include <cmath>
@@ -98,8 +99,7 @@ __device__ __forceinline__ float logit_of(const StreamInputs& in, float score, i
 
 // Stage 3 for one unmasked cell of a row with (max, sum): 0 where the weight would be subnormal.
 __device__ __forceinline__ float weight_of(const StreamInputs& in, float logit, float mx, float sum) {
-  const float x = logit - mx;
-  return x < in.exp_cutoff ? 0.f : expf(x) / sum;
+  return onepass::weight(logit, mx, sum, in.exp_cutoff);
 }
 
 __device__ __forceinline__ int order_key(float f) {
@@ -182,7 +182,8 @@ template <bool kMean>
 struct PoolOps {
   using Value = std::conditional_t<kMean, double, float>;
   __device__ static Value empty() { return kMean ? Value(0) : Value(-INFINITY); }
-  __device__ static void add(Value& v, int& c, float x) {
+  template <class Count>
+  __device__ static void add(Value& v, Count& c, float x) {
     if constexpr (kMean) {
       v += x;
       ++c;
@@ -200,6 +201,28 @@ struct PoolOps {
     }
   }
 };
+
+// Writes a pixel's pooled (v, c) of one stage at `at`: masked where no cell was pooled.
+template <bool kMean, class Value, class Count>
+__device__ __forceinline__ void write_pixel(float* value, std::uint8_t* masked_out, std::size_t at, Value v,
+                                            Count c) {
+  const bool none = kMean ? c == 0 : v == Value(-INFINITY);
+  value[at] = none ? 0.f : kMean ? static_cast<float>(v / static_cast<double>(c)) : static_cast<float>(v);
+  masked_out[at] = none ? 1 : 0;
+}
+
+// The range of stage s: the warp's min and max, then one atomic per warp. Every lane calls it.
+__device__ __forceinline__ void range_out(float lo, float hi, int s, int* range) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) {
+    lo = fminf(lo, __shfl_xor_sync(0xffffffffu, lo, off));
+    hi = fmaxf(hi, __shfl_xor_sync(0xffffffffu, hi, off));
+  }
+  if (threadIdx.x % 32 == 0 && lo <= hi) {
+    atomicMin(&range[2 * s], order_key(lo));
+    atomicMax(&range[2 * s + 1], order_key(hi));
+  }
+}
 
 // Grid (chunks, groups of this launch): block (x, y) pools group g0 + y over pixel chunk x.
 // value and masked are (3, groups, width); range [6].
@@ -317,27 +340,218 @@ __global__ void __launch_bounds__(kThreads)
 
   if (tid < px1 - px0) {
 #pragma unroll
-    for (int s = 0; s < 3; ++s) {
-      const std::size_t at = (static_cast<std::size_t>(s) * lay.groups + g) * lay.width + px0 + tid;
-      const bool none = kMean ? pix_c[s] == 0 : pix_v[s] == Value(-INFINITY);
-      value[at] = none ? 0.f : kMean ? static_cast<float>(pix_v[s] / static_cast<double>(pix_c[s]))
-                                     : static_cast<float>(pix_v[s]);
-      masked_out[at] = none ? 1 : 0;
+    for (int s = 0; s < 3; ++s)
+      write_pixel<kMean>(value, masked_out, (static_cast<std::size_t>(s) * lay.groups + g) * lay.width + px0 + tid,
+                         pix_v[s], pix_c[s]);
+  }
+#pragma unroll
+  for (int s = 0; s < 3; ++s) range_out(lo[s], hi[s], s, range);
+}
+
+// ---- one pass: states, then rows and weights from them (kernels/stream_onepass.h) ---------------
+
+using onepass::PixelState;
+
+// Merges the states of aligned runs of 2 * first lanes by an xor butterfly (first 8: the 16 threads
+// of a thread row, one half-warp; 16: the whole warp). Every lane of the warp calls it.
+__device__ __forceinline__ void merge_lanes(PixelState& st, int first) {
+#pragma unroll
+  for (int off = first; off > 0; off /= 2) {
+    PixelState o;
+    o.mx = __shfl_xor_sync(0xffffffffu, st.mx, off);
+    o.sum = __shfl_xor_sync(0xffffffffu, st.sum, off);
+    o.lo = __shfl_xor_sync(0xffffffffu, st.lo, off);
+    o.count = __shfl_xor_sync(0xffffffffu, st.count, off);
+    onepass::merge(st, o);
+  }
+}
+
+// The block's pooled value (v, c) of one stage, reduced into thread 0 and returned to every
+// thread. Every thread of the block calls it.
+template <class Ops>
+__device__ __forceinline__ void block_reduce(typename Ops::Value& v, long long& c,
+                                             typename Ops::Value* red_v, long long* red_c) {
+  const int tid = threadIdx.x;
+  __syncthreads();  // the previous readers of red_v and red_c are done
+  red_v[tid] = v;
+  red_c[tid] = c;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (tid < half) Ops::merge(red_v[tid], red_c[tid], red_v[tid + half], red_c[tid + half]);
+    __syncthreads();
+  }
+  v = red_v[0];
+  c = red_c[0];
+}
+
+// Grid (chunks, groups of this launch): block (x, y) pools group g = g0 + y over the pixels of
+// chunk x, a pixel at a time (a whole view: a pixel's flat positions are its keys). For each row
+// tile of the group it walks the pixel's keys in tiles of 64 that never straddle two pixels; each
+// thread keeps the PixelState of its 4 rows over its 4 columns, the 16 threads of a row merge
+// theirs at the pixel's end, and the row's state goes to
+// states[(lay.stat[g] - state_row0 + r - rb) * width + px]. Scores and logits are pooled as
+// pool_kernel pools them (value and masked, stages 0 and 1; range[0..3]); the overflow records
+// are row_stats_kernel's.
+template <bool kMean>
+__global__ void __launch_bounds__(kThreads, 2)
+    pool_states_kernel(StreamInputs in, int head, PoolLayout lay, int g0, int state_row0,
+                       PixelState* __restrict__ states, float* __restrict__ value,
+                       std::uint8_t* __restrict__ masked_out, int* __restrict__ range,
+                       unsigned long long* __restrict__ overflow) {
+  using Ops = PoolOps<kMean>;
+  using Value = typename Ops::Value;
+  __shared__ __align__(16) Tile qs;
+  __shared__ __align__(16) Tile ks;
+  __shared__ int qidx[kT], kidx[kT];
+  __shared__ Value red_v[kThreads];
+  __shared__ long long red_c[kThreads];
+
+  const int tid = threadIdx.x, tx = tid % kSide, ty = tid / kSide;
+  const int g = g0 + blockIdx.y;
+  const int rb = lay.row_begin[g], re = lay.row_end[g];
+  const long local0 = static_cast<long>(lay.stat[g]) - state_row0;  // the state row of rb
+  const int px0 = lay.chunk_px[blockIdx.x], px1 = lay.chunk_px[blockIdx.x + 1];
+  float lo[2] = {INFINITY, INFINITY}, hi[2] = {-INFINITY, -INFINITY};
+  unsigned long long bad_score = kNoCell, bad_logit = kNoCell;
+
+  for (int px = px0; px < px1; ++px) {
+    const int k0 = lay.px_flat[px], k1 = lay.px_flat[px + 1];
+    Value pv[2] = {Ops::empty(), Ops::empty()};
+    long long pc[2] = {0, 0};
+    for (int r0 = rb; r0 < re; r0 += kT) {
+      __syncthreads();  // the previous tile's loads of qidx are done
+      if (tid < kT) qidx[tid] = r0 + tid < re ? head * in.n + r0 + tid : -1;
+      PixelState st[kSub];
+#pragma unroll
+      for (int i = 0; i < kSub; ++i) st[i] = onepass::empty_state();
+      for (int c0 = k0; c0 < k1; c0 += kT) {
+        __syncthreads();  // the previous tile's loads of kidx are done
+        if (tid < kT) kidx[tid] = c0 + tid < k1 ? head * in.m + c0 + tid : -1;
+        float acc[kSub][kSub];
+        tile_scores(in.q, in.k, in.d_k, qidx, kidx, qs, ks, acc);
+#pragma unroll
+        for (int i = 0; i < kSub; ++i) {
+          const int r = r0 + ty * kSub + i;
+          if (r >= re) continue;
+#pragma unroll
+          for (int j = 0; j < kSub; ++j) {
+            const int c = c0 + tx * kSub + j;
+            if (c >= k1) continue;
+            const float s = acc[i][j];
+            // Scores: every finite cell, the mask enters at step 2.
+            if (isfinite(s)) {
+              Ops::add(pv[0], pc[0], s);
+              lo[0] = fminf(lo[0], s), hi[0] = fmaxf(hi[0], s);
+            }
+            if (cell_masked(in, r, c)) continue;
+            const float l = logit_of(in, s, head, r, c);
+            if (!isfinite(s) || !isfinite(l)) {
+              const unsigned long long cell = static_cast<unsigned long long>(head * in.n + r) * in.m + c;
+              if (!isfinite(s))
+                bad_score = min(bad_score, cell);
+              else
+                bad_logit = min(bad_logit, cell);
+            }
+            if (isfinite(l)) {
+              Ops::add(pv[1], pc[1], l);
+              lo[1] = fminf(lo[1], l), hi[1] = fmaxf(hi[1], l);
+              onepass::add(st[i], l);
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < kSub; ++i) {
+        merge_lanes(st[i], kSide / 2);
+        const int r = r0 + ty * kSub + i;
+        if (tx == 0 && r < re) states[static_cast<std::size_t>(local0 + (r - rb)) * lay.width + px] = st[i];
+      }
+    }
+    // The pixel's scores and logits over the block.
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      block_reduce<Ops>(pv[s], pc[s], red_v, red_c);
+      if (tid == 0)
+        write_pixel<kMean>(value, masked_out, (static_cast<std::size_t>(s) * lay.groups + g) * lay.width + px,
+                           pv[s], pc[s]);
     }
   }
-  // The range: a warp's min and max, then one atomic per warp and stage.
 #pragma unroll
-  for (int s = 0; s < 3; ++s) {
-#pragma unroll
-    for (int off = 16; off > 0; off /= 2) {
-      lo[s] = fminf(lo[s], __shfl_xor_sync(0xffffffffu, lo[s], off));
-      hi[s] = fmaxf(hi[s], __shfl_xor_sync(0xffffffffu, hi[s], off));
-    }
-    if (tid % 32 == 0 && lo[s] <= hi[s]) {
-      atomicMin(&range[2 * s], order_key(lo[s]));
-      atomicMax(&range[2 * s + 1], order_key(hi[s]));
+  for (int s = 0; s < 2; ++s) range_out(lo[s], hi[s], s, range);
+  if (bad_score != kNoCell) atomicMin(&overflow[0], bad_score);
+  if (bad_logit != kNoCell) atomicMin(&overflow[1], bad_logit);
+}
+
+// Grid: the groups of this launch, a warp per row. A row's (max, sum) is the merge of its states
+// over the view's pixels, written at its index in the statistics arrays (a row without a visible
+// key: (-inf, 0), as row_stats_kernel leaves it); the weights' range (range[4], range[5]) from its
+// smallest logit and its max (whose weight is 1 / sum).
+__global__ void __launch_bounds__(kThreads)
+    rows_from_states_kernel(PoolLayout lay, int g0, int state_row0, float cutoff,
+                            const PixelState* __restrict__ states, float* __restrict__ row_max,
+                            float* __restrict__ row_sum, int* __restrict__ range) {
+  constexpr int kWarps = kThreads / 32;
+  __shared__ float wlo[kWarps], whi[kWarps];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int g = g0 + blockIdx.x;
+  const int rb = lay.row_begin[g], re = lay.row_end[g], stat0 = lay.stat[g];
+  float lo = INFINITY, hi = -INFINITY;
+  for (int r = rb + warp; r < re; r += kWarps) {
+    const PixelState* row =
+        states + static_cast<std::size_t>(static_cast<long>(stat0) - state_row0 + (r - rb)) * lay.width;
+    PixelState acc = onepass::empty_state();
+    for (int px = lane; px < lay.width; px += 32) onepass::merge(acc, row[px]);
+    merge_lanes(acc, 16);
+    if (lane == 0) {
+      row_max[stat0 + (r - rb)] = acc.mx;
+      row_sum[stat0 + (r - rb)] = acc.sum;
+      if (acc.count > 0) {
+        lo = fminf(lo, onepass::weight(acc.lo, acc.mx, acc.sum, cutoff));
+        hi = fmaxf(hi, onepass::weight(acc.mx, acc.mx, acc.sum, cutoff));
+      }
     }
   }
+  if (lane == 0) wlo[warp] = lo, whi[warp] = hi;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kWarps; ++w) lo = fminf(lo, wlo[w]), hi = fmaxf(hi, whi[w]);
+    if (lo <= hi) {
+      atomicMin(&range[4], order_key(lo));
+      atomicMax(&range[5], order_key(hi));
+    }
+  }
+}
+
+// Grid (pixel blocks, groups of this launch): a thread per (group, pixel) pools the weights of the
+// group's rows from their states and statistics into value and masked, stage 2.
+template <bool kMean>
+__global__ void __launch_bounds__(kThreads)
+    weights_from_states_kernel(PoolLayout lay, int g0, int state_row0, float cutoff,
+                               const PixelState* __restrict__ states, const float* __restrict__ row_max,
+                               const float* __restrict__ row_sum, float* __restrict__ value,
+                               std::uint8_t* __restrict__ masked_out) {
+  const int px = blockIdx.x * kThreads + threadIdx.x;
+  if (px >= lay.width) return;
+  const int g = g0 + blockIdx.y;
+  const int rb = lay.row_begin[g], re = lay.row_end[g], stat0 = lay.stat[g];
+  double sum = 0;
+  long long count = 0;
+  float mx = -INFINITY;
+  for (int r = rb; r < re; ++r) {
+    // Consecutive threads read consecutive states of one row: coalesced.
+    const PixelState st =
+        states[static_cast<std::size_t>(static_cast<long>(stat0) - state_row0 + (r - rb)) * lay.width + px];
+    if (st.count == 0) continue;
+    const float rm = row_max[stat0 + (r - rb)], rs = row_sum[stat0 + (r - rb)];
+    count += st.count;
+    if constexpr (kMean)
+      sum += onepass::weight_sum(st, rm, rs, cutoff);
+    else
+      mx = fmaxf(mx, onepass::max_weight(st, rm, rs, cutoff));
+  }
+  const std::size_t at = (2 * static_cast<std::size_t>(lay.groups) + g) * lay.width + px;
+  value[at] = count == 0 ? 0.f : kMean ? static_cast<float>(sum / static_cast<double>(count)) : mx;
+  masked_out[at] = count == 0 ? 1 : 0;
 }
 
 // ---- pass 3: exact rows -------------------------------------------------------------------------
@@ -393,6 +607,39 @@ void launch_pool(const StreamInputs& in, int head, const PoolLayout& layout, int
     else
       pool_kernel<false><<<grid, kThreads, 0, stream>>>(in, head, layout, a, row_max, row_sum, value,
                                                         masked, range);
+    ATTNLAB_CUDA_CHECK(cudaGetLastError());
+  }
+}
+
+void launch_pool_one_pass(const StreamInputs& in, int head, const PoolLayout& layout, int g0, int g1,
+                          int state_row0, onepass::PixelState* states, float* row_max, float* row_sum,
+                          bool mean, float* value, std::uint8_t* masked, int* range,
+                          unsigned long long* overflow, cudaStream_t stream) {
+  if (g1 <= g0 || layout.width <= 0) return;
+  const unsigned px_blocks = static_cast<unsigned>((layout.width + kThreads - 1) / kThreads);
+  for (int a = g0; a < g1; a += kMaxGridY) {
+    const int b = a + kMaxGridY < g1 ? a + kMaxGridY : g1;
+    const dim3 grid(static_cast<unsigned>(layout.chunks), static_cast<unsigned>(b - a));
+    if (mean)
+      pool_states_kernel<true><<<grid, kThreads, 0, stream>>>(in, head, layout, a, state_row0, states,
+                                                              value, masked, range, overflow);
+    else
+      pool_states_kernel<false><<<grid, kThreads, 0, stream>>>(in, head, layout, a, state_row0, states,
+                                                               value, masked, range, overflow);
+    ATTNLAB_CUDA_CHECK(cudaGetLastError());
+  }
+  rows_from_states_kernel<<<static_cast<unsigned>(g1 - g0), kThreads, 0, stream>>>(
+      layout, g0, state_row0, in.exp_cutoff, states, row_max, row_sum, range);
+  ATTNLAB_CUDA_CHECK(cudaGetLastError());
+  for (int a = g0; a < g1; a += kMaxGridY) {
+    const int b = a + kMaxGridY < g1 ? a + kMaxGridY : g1;
+    const dim3 grid(px_blocks, static_cast<unsigned>(b - a));
+    if (mean)
+      weights_from_states_kernel<true><<<grid, kThreads, 0, stream>>>(layout, a, state_row0, in.exp_cutoff,
+                                                                      states, row_max, row_sum, value, masked);
+    else
+      weights_from_states_kernel<false><<<grid, kThreads, 0, stream>>>(layout, a, state_row0, in.exp_cutoff,
+                                                                       states, row_max, row_sum, value, masked);
     ATTNLAB_CUDA_CHECK(cudaGetLastError());
   }
 }

@@ -9,7 +9,9 @@
 //                      weights, recomputed from Q and K, plus the range of the cells visited
 //   launch_exact_rows  scores, scaled, (biased, capped,) logits and weights of a few rows over all
 //                      m keys
-// Every score is the same sequential fmaf chain over d_k in all three kernels, so a weight is
+// Where the view covers every key once, in order, launch_pool_one_pass replaces the statistics of
+// the view's rows and launch_pool: one pass over the scores (kernels/stream_onepass.h).
+// Every score is the same sequential fmaf chain over d_k in all the kernels, so a weight is
 // computed from bit-identical logits in the stats and in the pooling pass (the row's max weight is
 // exactly 1 / sum). All pointers are DEVICE pointers, row-major, heads stacked along rows as in
 // kernels/stages.h. Launchers enqueue on `stream`, check the launch and do not synchronise.
@@ -18,6 +20,7 @@
 
 #include "kernels/rules.h"
 #include "kernels/stages.h"
+#include "kernels/stream_onepass.h"
 
 #include <cuda_runtime.h>
 
@@ -75,6 +78,17 @@ inline constexpr int kPoolChunkPixels = 64;
 void launch_pool(const StreamInputs& in, int head, const PoolLayout& layout, int g0, int g1,
                  const float* row_max, const float* row_sum, bool mean, float* value,
                  std::uint8_t* masked, int* range, cudaStream_t stream);
+
+// The one-pass pooling of groups [g0, g1) of a view whose flat columns are the keys 0 .. m - 1
+// (onepass::one_pass_possible): scores and logits into value and masked as launch_pool writes
+// them, each row's PixelState per pixel into states[(stat[g] - state_row0 + r - row_begin[g]) *
+// width + px] (the launch's rows x width), then every group row's (max, sum) into row_max and
+// row_sum at its stats index, and the weights (stage 2) from the states. range[0..5] and
+// overflow[0..1] as launch_pool and launch_row_stats lower and raise them.
+void launch_pool_one_pass(const StreamInputs& in, int head, const PoolLayout& layout, int g0, int g1,
+                          int state_row0, onepass::PixelState* states, float* row_max, float* row_sum,
+                          bool mean, float* value, std::uint8_t* masked, int* range,
+                          unsigned long long* overflow, cudaStream_t stream);
 
 // rows (count): stacked row ids, any head; stat[i] the index of rows[i] in the stats arrays.
 // scores, scaled, logits, weights are (count, m); biased and capped (count, m) or null: the score

@@ -26,6 +26,7 @@
 #pragma once
 
 #include "core/backend.h"
+#include "core/pooled.h"
 #include "core/problem.h"
 #include "core/types.h"
 
@@ -87,6 +88,20 @@ std::string message_of(F&& f, std::source_location at = std::source_location::cu
   }
   ADD_FAILURE_AT(at.file_name(), at.line()) << "the call threw nothing; an exception was expected";
   return {};
+}
+
+// Source cells [lo, hi) onto `pixels` pixels, as the viewer maps an axis: each pixel the cells
+// its span starts in, at least one (so that magnified pixels share a cell).
+inline PoolAxis pool_axis(int lo, int hi, int pixels) {
+  PoolAxis a;
+  const long len = hi - lo;
+  for (int p = 0; p < pixels; ++p) {
+    const int b = lo + static_cast<int>(p * len / pixels);
+    const int e = std::max(lo + static_cast<int>((p + 1) * len / pixels), b + 1);
+    a.begin.push_back(b);
+    a.end.push_back(std::min(e, hi));
+  }
+  return a;
 }
 
 // Sets an environment variable for one scope, restoring the previous value (or its absence).

@@ -2,7 +2,8 @@
 // stream_pool.cu) against the CPU chain's streaming runs (cpu_staged_into with the same request):
 //   - pooled grids of scores, logits and weights for max and mean, masks none / causal / custom,
 //     pooled, magnified and zoomed windows, two heads with the view on head 1; and a full view of
-//     4096 tokens whose pixels are wider than a chunk of columns
+//     4096 tokens whose pixels are wider than a chunk of columns; each under both pooling designs
+//     (kernels/stream_onepass.h: two passes, and one where the view covers every key once)
 //   - exact rows (all four stages and the mask), with and without the output; the output of a
 //     streamed run against the CPU's
 //   - the CPU's refusals: bad rows, pool axes and head (same messages), requests on the fused
@@ -39,20 +40,6 @@ namespace attnlab {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-// Source cells [lo, hi) onto `pixels` pixels, as the viewer maps an axis: each pixel the cells
-// its span starts in, at least one (so that magnified pixels share a cell).
-PoolAxis axis(int lo, int hi, int pixels) {
-  PoolAxis a;
-  const long len = hi - lo;
-  for (int p = 0; p < pixels; ++p) {
-    const int b = lo + static_cast<int>(p * len / pixels);
-    const int e = std::max(lo + static_cast<int>((p + 1) * len / pixels), b + 1);
-    a.begin.push_back(b);
-    a.end.push_back(std::min(e, hi));
-  }
-  return a;
-}
 
 Trace cpu_run(const Problem& p, const RunOptions& o) {
   Trace t;
@@ -143,8 +130,8 @@ RunOptions watched(const PoolRequest* view, const std::atomic<bool>& cancel, std
 // The whole n x n matrix on px x px pixels.
 PoolRequest whole_view(int n, int px) {
   PoolRequest r;
-  r.rows = axis(0, n, px);
-  r.cols = axis(0, n, px);
+  r.rows = test::pool_axis(0, n, px);
+  r.cols = test::pool_axis(0, n, px);
   return r;
 }
 
@@ -162,18 +149,22 @@ const Window kWindows[] = {
     {"zoomed", 120, 200, 90, 230, 50, 70},
 };
 
+// Under both pooling designs (kernels/stream_onepass.h): the default (two passes on these narrow
+// pixels) and one pass forced (ATTNLAB_STREAM_PASSES=1; only the whole view can take it).
 TEST(CudaStreaming, PooledGridsEqualTheCpu) {
   ATTNLAB_REQUIRE_CUDA();
   auto cuda = make_backend("cuda");
+  for (const char* passes : {"", "1"})
   for (MaskKind mask : {MaskKind::None, MaskKind::Causal, MaskKind::Custom}) {
+    test::ScopedEnv env("ATTNLAB_STREAM_PASSES", passes);
     const Problem p = test::make_problem(300, 24, 8, 2, mask, 0.7, 11 + static_cast<int>(mask));
     for (PoolMode mode : {PoolMode::Max, PoolMode::Mean}) {
       for (const Window& w : kWindows) {
         SCOPED_TRACE(std::string(to_string(mask)) + ", " + (mode == PoolMode::Max ? "max" : "mean") +
-                     ", " + w.name);
+                     ", " + w.name + (*passes ? ", one pass forced" : ""));
         PoolRequest r;
-        r.rows = axis(w.r0, w.r1, w.rows_px);
-        r.cols = axis(w.c0, w.c1, w.cols_px);
+        r.rows = test::pool_axis(w.r0, w.r1, w.rows_px);
+        r.cols = test::pool_axis(w.c0, w.c1, w.cols_px);
         r.mode = mode;
         r.head = 1;
         const RunOptions o = streamed(&r);
@@ -190,17 +181,21 @@ TEST(CudaStreaming, PooledGridsEqualTheCpu) {
 
 // 4096 tokens, the whole matrix on 40 x 3 pixels: each pixel column is about 1365 keys (more
 // than a chunk's 1024 flat columns, several tiles of 64), each pixel row about 102 queries
-// (two row tiles); low temperature makes the weights sharp.
+// (two row tiles); low temperature makes the weights sharp. The default pools it in one pass;
+// ATTNLAB_STREAM_PASSES=2 in two.
 TEST(CudaStreaming, FullViewWithWidePixelsEqualsTheCpu) {
   ATTNLAB_REQUIRE_CUDA();
   auto cuda = make_backend("cuda");
+  for (const char* passes : {"", "2"})
   for (MaskKind mask : {MaskKind::Causal, MaskKind::Custom}) {
+    test::ScopedEnv env("ATTNLAB_STREAM_PASSES", passes);
     const Problem p = test::make_problem(4096, 64, 16, 2, mask, 0.05, 21);
     for (PoolMode mode : {PoolMode::Max, PoolMode::Mean}) {
-      SCOPED_TRACE(std::string(to_string(mask)) + (mode == PoolMode::Max ? ", max" : ", mean"));
+      SCOPED_TRACE(std::string(to_string(mask)) + (mode == PoolMode::Max ? ", max" : ", mean") +
+                   (*passes ? ", two passes forced" : ""));
       PoolRequest r;
-      r.rows = axis(0, 4096, 40);
-      r.cols = axis(0, 4096, 3);
+      r.rows = test::pool_axis(0, 4096, 40);
+      r.cols = test::pool_axis(0, 4096, 3);
       r.mode = mode;
       r.head = 1;
       const RunOptions o = streamed(&r);
@@ -232,12 +227,17 @@ TEST(CudaStreaming, ExactRowsEqualTheCpu) {
 }
 
 // A view and a row of the same run (the viewer's request), with the output: all three as the CPU.
+// Also with one pass forced: the view's rows then get their statistics from the pooling, the exact
+// row inside the view (head 2, row 250) reads them, the one outside (head 0) its own pass's.
 TEST(CudaStreaming, ViewRowAndOutputTogether) {
   ATTNLAB_REQUIRE_CUDA();
+  for (const char* passes : {"", "1"}) {
+  SCOPED_TRACE(*passes ? "one pass forced" : "default");
+  test::ScopedEnv env("ATTNLAB_STREAM_PASSES", passes);
   const Problem p = test::make_problem(513, 32, 32, 3, MaskKind::Causal, 1.3, 9);
   PoolRequest r;
-  r.rows = axis(100, 400, 64);
-  r.cols = axis(0, 513, 90);
+  r.rows = test::pool_axis(100, 400, 64);
+  r.cols = test::pool_axis(0, 513, 90);
   r.mode = PoolMode::Mean;
   r.head = 2;
   RunOptions o = streamed(&r, true);
@@ -248,6 +248,7 @@ TEST(CudaStreaming, ViewRowAndOutputTogether) {
   expect_rows_near(p, g.rows, c.rows);
   ASSERT_EQ(g.output.rows(), c.output.rows());
   EXPECT_LE((g.output - c.output).cwiseAbs().maxCoeff(), 1e-4);
+  }
 }
 
 TEST(CudaStreaming, BadRequestsAreRefusedAsOnTheCpu) {
@@ -267,8 +268,8 @@ TEST(CudaStreaming, BadRequestsAreRefusedAsOnTheCpu) {
   o.rows = {-1};
   same_refusal(o);
   PoolRequest r;
-  r.rows = axis(0, 10, 4);
-  r.cols = axis(0, 10, 4);
+  r.rows = test::pool_axis(0, 10, 4);
+  r.cols = test::pool_axis(0, 10, 4);
   o.rows = {};
   o.pool = &r;
   r.head = 2;
@@ -276,19 +277,21 @@ TEST(CudaStreaming, BadRequestsAreRefusedAsOnTheCpu) {
   r.head = 1;
   r.rows.end[3] = 11;
   same_refusal(o);
-  r.rows = axis(0, 10, 4);
+  r.rows = test::pool_axis(0, 10, 4);
   r.cols.begin[2] = r.cols.end[2];
   same_refusal(o);
   r.cols = PoolAxis{};
   same_refusal(o);
 }
 
-// Logits beyond fp32 (a temperature of 1e-40) are refused as the CPU chain refuses them, and a
-// streamed run that does not fit (ATTNLAB_CUDA_FAULT=oom: 1 MiB free) is refused with its needs.
+// Logits beyond fp32 (a temperature of 1e-40) are refused as the CPU chain refuses them (by either
+// pooling design), and a streamed run that does not fit (ATTNLAB_CUDA_FAULT=oom: 1 MiB free) is
+// refused with its needs.
 TEST(CudaStreaming, OverflowAndMemoryAreRefused) {
   ATTNLAB_REQUIRE_CUDA();
   const PoolRequest r = whole_view(64, 8);
-  {
+  for (const char* passes : {"", "1"}) {  // the overflow records of both pooling designs
+    test::ScopedEnv env("ATTNLAB_STREAM_PASSES", passes);
     const Problem p = test::make_problem(64, 16, 16, 1, MaskKind::Causal, 1e-40, 3);
     const RunOptions o = streamed(&r);
     const std::string g = test::message_of<InputError>([&] { make_backend("cuda")->run(p, o); });
@@ -370,8 +373,8 @@ TEST(CudaStreaming, LongSequenceNeedsNoSquareMatrix) {
   const int n = 262144;
   const Problem p = test::make_problem(n, 64, 64, 1, MaskKind::Causal, 1.0, 8);
   PoolRequest r;
-  r.rows = axis(200000, 200128, 64);
-  r.cols = axis(199950, 200078, 64);
+  r.rows = test::pool_axis(200000, 200128, 64);
+  r.cols = test::pool_axis(199950, 200078, 64);
   r.mode = PoolMode::Max;
   RunOptions o = streamed(&r);
   o.rows = {200003};
