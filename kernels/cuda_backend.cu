@@ -999,8 +999,8 @@ int sm_count() {
 // The streaming run: (1) row statistics of every listed row over all m keys, in launches of a
 // bounded number of rows; (2) the pooled grids, a launch per run of pixel-row groups of bounded
 // work (with one pass, kernels/stream_onepass.h, these also give the view's rows' statistics, and
-// (1) covers only exact rows outside the view); (3) the exact rows; (4) the output from the fused fp32 kernel (it never holds an (n, m)
-// matrix either). Between launches: progress and cancel. Then the grids, rows and output come
+// (1) covers only exact rows outside the view); (3) the exact rows; (4) the output from the fused
+// fp32 kernel (it never holds an (n, m) matrix either). Between launches: progress and cancel. Then the grids, rows and output come
 // back and are laid out as the CPU chain lays them out.
 // A CUDA fp32 run of `variant` that keeps no (n, m) stage: its name, and every stage emptied.
 void name_fp32_output_run(Trace& t, Variant variant) {
