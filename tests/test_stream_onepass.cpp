@@ -6,7 +6,8 @@
 //     shuffles merge them, the rows' statistics merged from the states, the weights from the
 //     states alone), against the CPU chain's pooled weights: max and mean, masks none, causal and
 //     custom, at a temperature that makes the weights sharp (most far below the largest) and at 1
-//   - when one pass is possible, and which design choose_passes picks
+//   - when one pass is possible, and which design choose_passes picks (also for the view widths
+//     docs/PERFORMANCE.md names)
 // The kernels themselves run in tests/gpu/test_cuda_streaming.cpp (on a device).
 #include "kernels/stream_onepass.h"
 
@@ -244,6 +245,21 @@ TEST(StreamOnePass, OnePassOnlyWhereTheViewCoversEveryKeyOnceAndItPays) {
   EXPECT_FALSE(op::one_pass_possible(big, wide.flat_col, {0}, {big}, 4096))
       << "one group of a million rows on 4096 pixels: 64 GiB of states";
   EXPECT_EQ(op::choose_passes(false, cells, 1), 2) << "forcing one pass where it is impossible";
+}
+
+// The passes a whole view of n tokens on `pixels` x `pixels` gets by default.
+int default_passes(int n, int pixels) {
+  const PoolAxis a = test::pool_axis(0, n, pixels);
+  const Columns c = columns(a);
+  return op::choose_passes(op::one_pass_possible(n, c.flat_col, a.begin, a.end, pixels),
+                           op::pass_cells(n, n, a.begin, a.end, c.px_flat, c.chunk_px), 0);
+}
+
+// What docs/PERFORMANCE.md says of the choice ("The one-pass streamed pooling").
+TEST(StreamOnePass, TheChoiceTheDocsState) {
+  for (int w = 200; w <= 4180; w += 20) EXPECT_EQ(default_passes(1 << 20, w), 1) << w << " pixels";
+  EXPECT_EQ(default_passes(65536, 600), 1);
+  EXPECT_EQ(default_passes(65536, 500), 2);
 }
 
 }  // namespace
