@@ -88,7 +88,8 @@ const Result* plain_of(const std::vector<Result>& results, const Result& s) {
 // kernels/tile_config.h, and the fused cases name the kernel that ran): a run's figures belong to these.
 std::vector<std::pair<std::string, std::string>> kernel_configs() {
   std::vector<std::pair<std::string, std::string>> out;
-  for (const char* var : {"ATTNLAB_FUSED_CONFIG", "ATTNLAB_STAGED_CONFIG", "ATTNLAB_BACKWARD_CONFIG"}) {
+  for (const char* var : {"ATTNLAB_FUSED_CONFIG", "ATTNLAB_STAGED_CONFIG", "ATTNLAB_BACKWARD_CONFIG",
+                          "ATTNLAB_DECODE_CONFIG"}) {
     const char* v = std::getenv(var);
     out.emplace_back(var, v != nullptr && *v != '\0' ? v : "default");
   }

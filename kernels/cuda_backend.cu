@@ -1308,6 +1308,7 @@ DecodeDevice decode_allocate(const Problem& p, const RunOptions& opt, const char
   if (opt.splits < 0)
     throw InputError("--split must be a number of key splits >= 1 (0: the machine's choice), got " +
                      std::to_string(opt.splits));
+  decode_config();  // ATTNLAB_DECODE_CONFIG out of range: refused before anything is uploaded
   throw_if_launch_fault(where);
   DecodeDevice dd;
   dd.bf16 = opt.precision == Precision::BF16;
@@ -1372,7 +1373,8 @@ void decode_launch(const DecodeDevice& dd, const Problem& p, cudaStream_t s) {
 
 std::string decode_kernel_name(const DecodeDevice& dd, const Problem& p) {
   return std::string("split-KV decode ") + (dd.bf16 ? "bf16" : "fp32") + " D=" + std::to_string(p.d_k()) + " rows=" + std::to_string(p.kv_group * p.n()) +
-         " splits=" + std::to_string(dd.splits) + (dd.with_rules ? " rules" : "");
+         " splits=" + std::to_string(dd.splits) + (dd.with_rules ? " rules" : "") +
+         (decode_rows_grouped(p.kv_group * p.n()) ? " rows-by-four" : "");
 }
 
 void run_decode(const Problem& p, const RunOptions& opt, Trace& t) {

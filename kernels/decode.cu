@@ -27,20 +27,34 @@
 // whatever the group's row count. (The H200 round of 2026-12-04 timed the kernel that stored K
 // too and gave each score one thread's serial dot product over D, with R x 32 of the 128 threads
 // busy: it was bound by shared memory and slower on every shape; docs/PERFORMANCE.md.)
+// Two configurations (ATTNLAB_DECODE_CONFIG, kernels/tile_config.h; a single row per key/value
+// head always runs 0):
+//   0  the rows one at a time: each row's partial dot products summed over the key's L lanes by
+//      their own chain of shuffles, P kept by row (R, kTile + 1), and each P V accumulator reading
+//      its weight and its V value from shared memory for every multiply-add;
+//   1  the rows four at a time (the rows padded to a multiple of four with zero queries and -inf
+//      scores): the L lanes of a key hold 4 rows x L/4 pieces = L partial sums, which one halving
+//      sum of L - 1 shuffles reduces so that every lane ends with one whole score (independent
+//      work for the scheduler where 0 runs one short dependent chain per row); P kept by key
+//      (kTile, kPtStride), so that P V loads a key's V value once and four rows' weights in one
+//      16-byte load, for four multiply-adds. Written for the grouped-query shapes (8 query heads
+//      over one key/value head), which the third H200 round measured at a third of the copy rate
+//      or less with configuration 0.
 // The combine is one block of 256 threads per query row: the splits' maxima reduced by the block,
 // the splits summed in 256 / d strided slices, then the slices added.
 // A bf16 cache (q, k, v in bf16: half the bytes read) is widened to fp32 as the tiles are loaded;
 // the weights P are rounded to bf16 and l sums the rounded weights, as the lab's other bf16
 // kernels do (cpu/bf16.h); every sum and acc stay fp32. The tiles are read 16 bytes per thread
 // (4 floats or 8 bf16 values).
-// Shared memory per block (d = 128): Q_g 8 KiB, the V tile 16 KiB, the scores 2.1 KiB, the per-row
-// state; under the 48 KiB that needs no opt-in.
+// Shared memory per block (d = 128): Q_g 8 KiB, the V tile 16 KiB, the scores 2.1 KiB (2.5 KiB
+// under configuration 1), the per-row state; under the 48 KiB that needs no opt-in.
 #include "kernels/decode.h"
 
 #include "core/types.h"
 #include "kernels/cuda_check.h"
 #include "kernels/launch.h"
 #include "kernels/rules.cuh"
+#include "kernels/tile_config.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -59,9 +73,15 @@ constexpr int kMinSplitKeys = 256;
 // asks for about four blocks per SM, which then run in one wave.
 constexpr int kMinBlocks = 4;
 
-template <int D>
+// Configuration 1's P, by key: a row of kPtStride floats per key (the rows in 16-byte groups; a
+// stride of 20 keeps the softmax's column reads at 4-way bank conflicts).
+constexpr int kPtStride = 20;
+static_assert(kPtStride % 4 == 0 && kPtStride >= kDecodeMaxRows && kDecodeMaxRows % 4 == 0);
+
+template <int D, bool GROUPED>
 constexpr int shared_floats() {
-  return kDecodeMaxRows * D + kTile * D + kDecodeMaxRows * (kTile + 1) + 3 * kDecodeMaxRows;
+  return kDecodeMaxRows * D + kTile * D + (GROUPED ? kTile * kPtStride : kDecodeMaxRows * (kTile + 1)) +
+         3 * kDecodeMaxRows;
 }
 
 __device__ __forceinline__ float widen(float x) { return x; }
@@ -102,8 +122,8 @@ __device__ __forceinline__ void group_sum_halving(float (&p)[V], int x, int& v) 
 // q (heads*n, D), k and v (kv_heads*m, D) of element type T (float or bf16); part_m, part_l (items*R), part_acc (items*R, D) with
 // items = kv_heads * splits, item g * splits + s. causal_off < 0: no mask; else query i sees keys
 // j <= i + causal_off. With RULES the rules' mask instead (causal_off unused) and their score mods;
-// `scale_log2` is then log2(e) / T.
-template <int D, typename T, bool RULES>
+// `scale_log2` is then log2(e) / T. GROUPED: configuration 1 (R >= 2).
+template <int D, typename T, bool RULES, bool GROUPED>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     decode_split_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                         float* __restrict__ part_m, float* __restrict__ part_l, float* __restrict__ part_acc,
@@ -112,6 +132,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   constexpr int RS = kThreads / D;                     // rows sharing a thread's column: 1 or 2
   constexpr int kAcc = (kDecodeMaxRows + RS - 1) / RS;  // accumulators per thread
   const int R = group * n;
+  // The rows the block computes: R, or under GROUPED R padded to whole groups of four (the rows
+  // past R multiply zero queries, score -inf and weigh 0; nothing of them is written out).
+  const int RP = GROUPED ? (R + 3) / 4 * 4 : R;
   const int s = blockIdx.x, g = blockIdx.y;
   int k0 = s * keys_per_split, k1 = min(m, k0 + keys_per_split);
   if constexpr (RULES) {
@@ -125,18 +148,22 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   extern __shared__ float smem[];
   float* qs = smem;                               // (R, D)
   float* vs = qs + kDecodeMaxRows * D;            // (kTile, D)
-  float* ps = vs + kTile * D;                     // (R, kTile + 1): scores, then P
-  float* ms = ps + kDecodeMaxRows * (kTile + 1);  // (R) running max
+  float* ps = vs + kTile * D;  // scores, then P: (R, kTile + 1), or (kTile, kPtStride) by key under GROUPED
+  float* ms = ps + (GROUPED ? kTile * kPtStride : kDecodeMaxRows * (kTile + 1));  // (R) running max
   float* ls = ms + kDecodeMaxRows;                // (R) running sum
   float* as = ls + kDecodeMaxRows;                // (R) the tile's rescale
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const T* qg = q + static_cast<size_t>(g) * R * D;  // the group's rows are consecutive in Q
-  for (int i = tid; i < R * D; i += kThreads) qs[i] = widen(qg[i]);
-  for (int r = tid; r < R; r += kThreads) {
+  for (int i = tid; i < RP * D; i += kThreads) qs[i] = i < R * D ? widen(qg[i]) : 0.f;
+  for (int r = tid; r < RP; r += kThreads) {
     ms[r] = -INFINITY;
     ls[r] = 0.f;
   }
-  const int c = tid % D, r0 = tid / D;  // this thread's accumulator column and first row
+  // This thread's accumulator column and first row (GROUPED: rb, its runs of four rows).
+  const int c = tid % D, r0 = tid / D, rb = r0;
+  static_assert(!GROUPED || kAcc % 4 == 0, "whole runs of four rows");
+  // Where row r's score of key j lies in ps.
+  const auto at = [](int r, int j) { return GROUPED ? j * kPtStride + r : r * (kTile + 1) + j; };
   float acc[kAcc];
 #pragma unroll
   for (int t = 0; t < kAcc; ++t) acc[t] = 0.f;
@@ -200,37 +227,44 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     constexpr bool kEarly = sizeof(T) == 2;
     if (kEarly && b0 + kTile < k1) fetch(b0 + kTile);
     // Every row's scores: the lane's partial dot product of each of its pieces with the row's
-    // columns cc .. cc + W, summed over the key's L lanes.
-    for (int r = 0; r < R; ++r) {  // R is the block's: every lane takes part in the shuffles
-      float qv[W];
+    // columns cc .. cc + W, summed over the key's L lanes; RG rows at a time (GROUPED: 4, so that
+    // the RG * kPieces = L sums leave one whole score in every lane).
+    constexpr int RG = GROUPED ? 4 : 1;
+    static_assert(!GROUPED || RG * kPieces == L, "four rows' pieces are one sum per lane");
+    for (int rg = 0; rg < RP; rg += RG) {  // RP is the block's: every lane takes part in the shuffles
+      float part[RG * kPieces];
 #pragma unroll
-      for (int e = 0; e < W; e += 4) {
-        const float4 q4 = *reinterpret_cast<const float4*>(qs + r * D + cc + e);
-        qv[e] = q4.x;
-        qv[e + 1] = q4.y;
-        qv[e + 2] = q4.z;
-        qv[e + 3] = q4.w;
+      for (int rr = 0; rr < RG; ++rr) {
+        float qv[W];
+#pragma unroll
+        for (int e = 0; e < W; e += 4) {
+          const float4 q4 = *reinterpret_cast<const float4*>(qs + (rg + rr) * D + cc + e);
+          qv[e] = q4.x;
+          qv[e + 1] = q4.y;
+          qv[e + 2] = q4.z;
+          qv[e + 3] = q4.w;
+        }
+#pragma unroll
+        for (int l = 0; l < kPieces; ++l) {
+          float a = 0.f;
+#pragma unroll
+          for (int e = 0; e < W; ++e) a = fmaf(qv[e], kf[l][e], a);
+          part[rr * kPieces + l] = a;
+        }
       }
-      float part[kPieces];
-#pragma unroll
-      for (int l = 0; l < kPieces; ++l) {
-        float a = 0.f;
-#pragma unroll
-        for (int e = 0; e < W; ++e) a = fmaf(qv[e], kf[l][e], a);
-        part[l] = a;
-      }
-      int piece = 0;
-      group_sum_halving<kPieces, L / 2>(part, x, piece);
-      if (x % (L / kPieces) == 0) {
-        const int j = (tid - x + piece * kThreads) / L;  // the key of that piece
-        ps[r * (kTile + 1) + j] = masked(part[0], r, j, b0, cols);
+      int value = 0;  // which of the lane's RG * kPieces sums part[0] ends as: row value / kPieces
+      group_sum_halving<RG * kPieces, L / 2>(part, x, value);
+      if (x % (L / (RG * kPieces)) == 0) {
+        const int r = rg + value / kPieces;
+        const int j = (tid - x + value % kPieces * kThreads) / L;  // the key of that piece
+        ps[at(r, j)] = r < R ? masked(part[0], r, j, b0, cols) : -INFINITY;
       }
     }
     if (!kEarly && b0 + kTile < k1) fetch(b0 + kTile);
     __syncthreads();
     // The online-softmax step: one warp per row, one lane per key of the tile.
-    for (int r = warp; r < R; r += kThreads / 32) {
-      const float sx = ps[r * (kTile + 1) + lane];
+    for (int r = warp; r < RP; r += kThreads / 32) {
+      const float sx = ps[at(r, lane)];
       float mx = sx;
       for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
       // Lane 0 alone reads and writes the row's state; the others take it by shuffle.
@@ -241,7 +275,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
       const float p = weight(exp2f(sx - shift), T{});
       float sum = p;
       for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-      ps[r * (kTile + 1) + lane] = p;
+      ps[at(r, lane)] = p;
       if (lane == 0) {
         const float alpha = exp2f(m_old - shift);
         as[r] = alpha;
@@ -250,14 +284,42 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
       }
     }
     __syncthreads();
+    if constexpr (GROUPED) {
+      // The thread's rows in runs of four (run u: rows 4 (rb + RS u) .. + 3); a run past RP is
+      // skipped (rb is the same across a warp, so the branch is too).
 #pragma unroll
-    for (int t = 0; t < kAcc; ++t) {
-      const int r = r0 + t * RS;
-      if (r < R) {
-        float a = acc[t] * as[r];
+      for (int u = 0; u < kAcc / 4; ++u) {
+        const int r4 = 4 * (rb + RS * u);
+        if (r4 < RP) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) acc[4 * u + i] *= as[r4 + i];
+        }
+      }
+#pragma unroll 4
+      for (int j = 0; j < kTile; ++j) {
+        const float vj = vs[j * D + c];
+#pragma unroll
+        for (int u = 0; u < kAcc / 4; ++u) {
+          const int r4 = 4 * (rb + RS * u);
+          if (r4 < RP) {
+            const float4 p4 = *reinterpret_cast<const float4*>(ps + j * kPtStride + r4);
+            acc[4 * u] = fmaf(p4.x, vj, acc[4 * u]);
+            acc[4 * u + 1] = fmaf(p4.y, vj, acc[4 * u + 1]);
+            acc[4 * u + 2] = fmaf(p4.z, vj, acc[4 * u + 2]);
+            acc[4 * u + 3] = fmaf(p4.w, vj, acc[4 * u + 3]);
+          }
+        }
+      }
+    } else {
+#pragma unroll
+      for (int t = 0; t < kAcc; ++t) {
+        const int r = r0 + t * RS;
+        if (r < R) {
+          float a = acc[t] * as[r];
 #pragma unroll 8
-        for (int j = 0; j < kTile; ++j) a = fmaf(ps[r * (kTile + 1) + j], vs[j * D + c], a);
-        acc[t] = a;
+          for (int j = 0; j < kTile; ++j) a = fmaf(ps[r * (kTile + 1) + j], vs[j * D + c], a);
+          acc[t] = a;
+        }
       }
     }
     __syncthreads();  // the tiles are overwritten next
@@ -269,7 +331,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   }
 #pragma unroll
   for (int t = 0; t < kAcc; ++t) {
-    const int r = r0 + t * RS;
+    const int r = GROUPED ? 4 * (rb + RS * (t / 4)) + t % 4 : r0 + t * RS;
     if (r < R) part_acc[(base + r) * D + c] = acc[t];
   }
 }
@@ -320,7 +382,7 @@ __global__ void __launch_bounds__(kCombineThreads)
   }
 }
 
-template <int D, typename T, bool RULES>
+template <int D, typename T, bool RULES, bool GROUPED>
 void launch(const T* q, const T* k, const T* v, float* o, float* partials, int heads, int group,
             int n, int m, int splits, float scale_log2, int causal_off, cudaStream_t st,
             const RulesArg<RULES>& rules) {
@@ -331,27 +393,34 @@ void launch(const T* q, const T* k, const T* v, float* o, float* partials, int h
   float* pm = partials;
   float* pl = pm + items * R;
   float* pa = pl + items * R;
-  const size_t smem = shared_floats<D>() * sizeof(float);
+  const size_t smem = shared_floats<D, GROUPED>() * sizeof(float);
   const dim3 grid(static_cast<unsigned>(eff), static_cast<unsigned>(kv_heads));
-  decode_split_kernel<D, T, RULES><<<grid, kThreads, smem, st>>>(q, k, v, pm, pl, pa, n, m, group, per, eff,
-                                                                 scale_log2, causal_off, rules);
+  decode_split_kernel<D, T, RULES, GROUPED><<<grid, kThreads, smem, st>>>(q, k, v, pm, pl, pa, n, m, group, per,
+                                                                          eff, scale_log2, causal_off, rules);
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
   const unsigned rows = grid_1d(static_cast<long long>(heads) * n, "decode combine");
   decode_combine_kernel<D><<<rows, kCombineThreads, 0, st>>>(pm, pl, pa, o, n, group, eff);
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-// The launch for the head dim.
+// The launch for the head dim and the configuration.
 template <typename T, bool RULES>
 void launch_for(int d, const T* q, const T* k, const T* v, float* o, float* partials, int heads, int group, int n,
                 int m, int splits, float scale_log2, int causal_off, cudaStream_t st, const RulesArg<RULES>& rules) {
-  if (d == 64)
-    launch<64, T, RULES>(q, k, v, o, partials, heads, group, n, m, splits, scale_log2, causal_off, st, rules);
+  const bool grouped = decode_rows_grouped(group * n);
+  if (d == 64 && grouped)
+    launch<64, T, RULES, true>(q, k, v, o, partials, heads, group, n, m, splits, scale_log2, causal_off, st, rules);
+  else if (d == 64)
+    launch<64, T, RULES, false>(q, k, v, o, partials, heads, group, n, m, splits, scale_log2, causal_off, st, rules);
+  else if (grouped)
+    launch<128, T, RULES, true>(q, k, v, o, partials, heads, group, n, m, splits, scale_log2, causal_off, st, rules);
   else
-    launch<128, T, RULES>(q, k, v, o, partials, heads, group, n, m, splits, scale_log2, causal_off, st, rules);
+    launch<128, T, RULES, false>(q, k, v, o, partials, heads, group, n, m, splits, scale_log2, causal_off, st, rules);
 }
 
 }  // namespace
+
+bool decode_rows_grouped(int rows) { return rows >= 2 && decode_config() == 1; }
 
 int decode_splits(int kv_heads, int m, int requested) {
   int splits = requested;

@@ -32,6 +32,12 @@ inline std::string decode_shape_error(int d_k, int d_v, int kv_group, int n) {
   return "";
 }
 
+// Whether a launch with `rows` query rows per key/value head (kv_group x n) runs configuration 1,
+// the rows four at a time (kernels/decode.cu): ATTNLAB_DECODE_CONFIG (kernels/tile_config.h) asks
+// for it and there are two rows or more; a single row runs configuration 0 whatever the switch.
+// Throws InputError for a value out of range.
+bool decode_rows_grouped(int rows);
+
 // The split count for this device (SMs) and cache length: about four blocks per SM over every
 // key/value head, no split under 256 keys; `requested` > 0 asks for that many (at most one per key).
 int decode_splits(int kv_heads, int m, int requested);

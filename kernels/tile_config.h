@@ -1,6 +1,8 @@
 // The tile-configuration switches of the CUDA kernels, read from the environment at every launch:
 //   ATTNLAB_FUSED_CONFIG   the fused kernels (kernels/fused_fp32.cu, kernels/fused_bf16.cu)
 //   ATTNLAB_STAGED_CONFIG  the staged chain's GEMM stages (kernels/qk.cu, kernels/pv.cu)
+//   ATTNLAB_DECODE_CONFIG  the split-KV decode kernel (kernels/decode.cu): 0 its rows one at a
+//                          time, 1 four at a time (grouped-query shapes; a single row runs 0)
 // Each kernel file lists its configurations; they differ only in how many there are, so the
 // parsing lives here once, with the head dimensions each fused kernel takes. The CUDA backend
 // checks both before it uploads anything; the launchers check them again, for direct callers.
@@ -45,6 +47,7 @@ inline int config_from_env(const char* var, int count, int fallback = 0) {
 inline constexpr int kFusedFp32Configs = 3;  // fused_fp32.cu; 1 and 2 run fused_tf32.cu
 inline constexpr int kFusedBf16Configs = 3;  // fused_bf16.cu
 inline constexpr int kStagedConfigs = 2;     // qk.cu and pv.cu
+inline constexpr int kDecodeConfigs = 2;     // decode.cu (written after the last H200 round)
 
 // The fused kernels' head-dim buckets: max(d_k, d_v) padded to 32, 64, 128 or 256 (index 0..3).
 inline constexpr int head_dim_bucket(int head_dim) {
@@ -74,6 +77,10 @@ inline int fused_bf16_config(int head_dim) {
   return config_from_env("ATTNLAB_FUSED_CONFIG", kFusedBf16Configs, kFusedBf16Default[head_dim_bucket(head_dim)]);
 }
 inline int staged_config() { return config_from_env("ATTNLAB_STAGED_CONFIG", kStagedConfigs, kStagedDefault); }
+// The decode kernel's default: configuration 0, the one the third H200 round timed; 1 has not run
+// on a GPU yet (scripts/gpu-check tests and times it beside 0).
+inline constexpr int kDecodeDefault = 0;
+inline int decode_config() { return config_from_env("ATTNLAB_DECODE_CONFIG", kDecodeConfigs, kDecodeDefault); }
 
 // The largest d_k or d_v the fused fp32 kernels take.
 inline constexpr int kFusedFp32MaxHeadDim = 256;

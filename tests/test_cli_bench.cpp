@@ -200,13 +200,14 @@ TEST(BenchCli, CasesOverTheTimeBudgetAreSkippedWithTheEstimate) {
 TEST(BenchCli, KernelConfigurationsInEffectAreRecorded) {
   const test::BinaryRun r = bench({"--backend", "cpu", "--variant", "fused", "--precision", "fp32",
                                    "--n", "16", "--d", "8", "--repeat", "1", "--format", "json"},
-                                  "LANG=C.UTF-8 ATTNLAB_FUSED_CONFIG=2 ATTNLAB_BACKWARD_CONFIG=1");
+                                  "LANG=C.UTF-8 ATTNLAB_FUSED_CONFIG=2 ATTNLAB_BACKWARD_CONFIG=1 ATTNLAB_DECODE_CONFIG=1");
   ASSERT_EQ(r.code, 0) << r.err;
   const json k = json::parse(r.out)["kernel_configs"];
   EXPECT_EQ(k["ATTNLAB_FUSED_CONFIG"], "2");
   EXPECT_EQ(k["ATTNLAB_STAGED_CONFIG"], "default");
   EXPECT_EQ(k["ATTNLAB_BACKWARD_CONFIG"], "1");
-  EXPECT_EQ(k.size(), 3u) << k.dump();
+  EXPECT_EQ(k["ATTNLAB_DECODE_CONFIG"], "1");
+  EXPECT_EQ(k.size(), 4u) << k.dump();
   const test::BinaryRun t = bench({"--backend", "cpu", "--variant", "fused", "--precision", "fp32",
                                    "--n", "16", "--d", "8", "--repeat", "1"},
                                   "LANG=C.UTF-8 ATTNLAB_STAGED_CONFIG=1");

@@ -1,9 +1,10 @@
 // The kernels' configuration switches (kernels/tile_config.h: ATTNLAB_FUSED_CONFIG,
-// ATTNLAB_STAGED_CONFIG; kernels/backward.h: ATTNLAB_BACKWARD_CONFIG), parsed on the host: valid values pick the index, anything else is
+// ATTNLAB_STAGED_CONFIG, ATTNLAB_DECODE_CONFIG; kernels/backward.h: ATTNLAB_BACKWARD_CONFIG), parsed on the host: valid values pick the index, anything else is
 // refused with the variable, the value and the valid range; and the fused kernels' head dims.
 #include "kernels/tile_config.h"
 #ifdef ATTNLAB_HAVE_CUDA
 #include "kernels/backward.h"
+#include "kernels/decode.h"
 #endif
 
 #include "core/types.h"
@@ -127,6 +128,35 @@ TEST(BackwardConfig, TheSwitchPicksTheKernelAndItsTilesAndRefusesBadValues) {
   EXPECT_EQ(attnlab::test::message_of<attnlab::InputError>([] { attnlab::cuda::backward_config(true); }),
             "ATTNLAB_BACKWARD_CONFIG=2: unknown configuration; valid: 0..1");
 #endif
+}
+
+// The decode kernel's switch: 0 by default, 1 (the rows four at a time) only where a key/value
+// head has two query rows or more; anything else refused with the valid range.
+TEST(DecodeConfig, TheSwitchGroupsTwoRowsOrMoreAndRefusesBadValues) {
+  {
+    attnlab::test::ScopedEnv env("ATTNLAB_DECODE_CONFIG", "");
+    EXPECT_EQ(attnlab::cuda::decode_config(), attnlab::cuda::kDecodeDefault);
+#ifdef ATTNLAB_HAVE_CUDA
+    for (int rows : {1, 2, 8, 16}) EXPECT_EQ(attnlab::cuda::decode_rows_grouped(rows), attnlab::cuda::kDecodeDefault == 1 && rows >= 2);
+#endif
+  }
+  {
+    attnlab::test::ScopedEnv env("ATTNLAB_DECODE_CONFIG", "1");
+    EXPECT_EQ(attnlab::cuda::decode_config(), 1);
+#ifdef ATTNLAB_HAVE_CUDA
+    EXPECT_FALSE(attnlab::cuda::decode_rows_grouped(1));
+    for (int rows : {2, 3, 8, 13, 16}) EXPECT_TRUE(attnlab::cuda::decode_rows_grouped(rows)) << rows;
+#endif
+  }
+#ifdef ATTNLAB_HAVE_CUDA
+  {
+    attnlab::test::ScopedEnv env("ATTNLAB_DECODE_CONFIG", "0");
+    for (int rows : {1, 2, 16}) EXPECT_FALSE(attnlab::cuda::decode_rows_grouped(rows)) << rows;
+  }
+#endif
+  attnlab::test::ScopedEnv env("ATTNLAB_DECODE_CONFIG", "2");
+  EXPECT_EQ(attnlab::test::message_of<attnlab::InputError>([] { attnlab::cuda::decode_config(); }),
+            "ATTNLAB_DECODE_CONFIG=2: unknown configuration; valid: 0..1");
 }
 
 }  // namespace

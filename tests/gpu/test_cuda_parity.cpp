@@ -309,7 +309,7 @@ TEST(CudaDecode, MatchesFp64AndTheCpuDecodeKernel) {
   ATTNLAB_REQUIRE_CUDA();
   auto cuda = make_backend("cuda");
   std::uint64_t seed = 1;
-  for (auto [heads, kv, n] : {std::tuple{1, 1, 1}, {8, 1, 1}, {32, 8, 2}, {4, 4, 16}, {8, 2, 4}})
+  for (auto [heads, kv, n] : {std::tuple{1, 1, 1}, {8, 1, 1}, {32, 8, 2}, {4, 4, 16}, {8, 2, 4}, {3, 1, 1}, {6, 2, 2}})
     for (int m : {5, 33, 1000, 70000})
       for (int d : {64, 128})
         for (MaskKind mask : {MaskKind::None, MaskKind::Causal}) {
@@ -399,6 +399,65 @@ TEST(CudaDecode, RefusesWhatItDoesNotTakeAndIsTimedByBench) {
   const TraceD ref = reference_fp64(p);
   EXPECT_LE((b.output.cast<double>() - ref.output).cwiseAbs().maxCoeff() / ref.output.cwiseAbs().maxCoeff(),
             test::fp32_tolerance(p));
+  test::ScopedEnv bad("ATTNLAB_DECODE_CONFIG", "2");
+  EXPECT_EQ(test::message_of<InputError>([&] { cuda->run(p, o); }),
+            "ATTNLAB_DECODE_CONFIG=2: unknown configuration; valid: 0..1");
+}
+
+// Configuration 1 of the decode kernel (ATTNLAB_DECODE_CONFIG, the rows four at a time, padded
+// with zero queries): every row count from 2 to 16 that the grouped-query shapes give, whole
+// groups of four and not, fp32 and bf16 caches, none and causal, split counts down to one per 7
+// keys, against fp64 and against configuration 0 (the same arithmetic up to the order of each
+// score's lane sums); the kernel's name says which ran, and one row always runs configuration 0.
+TEST(CudaDecode, RowsFourAtATimeMatchFp64AndConfigurationZero) {
+  ATTNLAB_REQUIRE_CUDA();
+  auto cuda = make_backend("cuda");
+  std::uint64_t seed = 300;
+  for (auto [heads, kv, n] : {std::tuple{2, 1, 1}, {3, 1, 1}, {5, 1, 1}, {8, 1, 1}, {8, 1, 2}, {13, 1, 1}, {16, 2, 2}})
+    for (int m : {40, 3000})
+      for (int d : {64, 128})
+        for (Precision precision : {Precision::FP32, Precision::BF16})
+          for (MaskKind mask : {MaskKind::None, MaskKind::Causal}) {
+            Problem p = random_problem(n, m, d, d, seed++, heads, kv);
+            p.mask = mask;
+            const TraceD ref = reference_fp64(p);
+            const double scale = ref.output.cwiseAbs().maxCoeff();
+            for (int splits : {0, 7}) {
+              SCOPED_TRACE("heads " + std::to_string(heads) + "/" + std::to_string(kv) + " n " + std::to_string(n) +
+                           " m " + std::to_string(m) + " d " + std::to_string(d) + " " +
+                           std::string(to_string(precision)) + " " + std::string(to_string(mask)) + " splits " +
+                           std::to_string(splits));
+              RunOptions o;
+              o.variant = Variant::Decode;
+              o.precision = precision;
+              o.splits = splits;
+              BenchSample by_row, by_four;  // bench: the output with the kernel's name
+              {
+                test::ScopedEnv env("ATTNLAB_DECODE_CONFIG", "0");
+                by_row = cuda->bench(p, o, 0, 1);
+                EXPECT_EQ(by_row.kernel.find("rows-by-four"), std::string::npos) << by_row.kernel;
+              }
+              {
+                test::ScopedEnv env("ATTNLAB_DECODE_CONFIG", "1");
+                by_four = cuda->bench(p, o, 0, 1);
+                EXPECT_NE(by_four.kernel.find("rows-by-four"), std::string::npos) << by_four.kernel;
+              }
+              const double err = (by_four.output.cast<double>() - ref.output).cwiseAbs().maxCoeff() / scale;
+              const double vs_row = (by_four.output - by_row.output).cwiseAbs().maxCoeff() / scale;
+              if (precision == Precision::FP32) {
+                EXPECT_LE(err, test::fp32_tolerance(p));
+                EXPECT_LE(vs_row, 2 * test::fp32_tolerance(p));
+              } else {
+                EXPECT_LE(err, 2e-2);
+                EXPECT_LE(vs_row, 2e-3);
+              }
+            }
+          }
+  test::ScopedEnv env("ATTNLAB_DECODE_CONFIG", "1");
+  RunOptions o;
+  o.variant = Variant::Decode;
+  const BenchSample one = cuda->bench(random_problem(1, 500, 64, 64, 9, 1, 1), o, 0, 1);
+  EXPECT_EQ(one.kernel.find("rows-by-four"), std::string::npos) << one.kernel;
 }
 
 }  // namespace

@@ -45,14 +45,14 @@ case $what in
     cat "$tmp/stdout"
     check "exit status 3 (no device: nothing measured), got $rc" test "$rc" = 3
     for s in verify-demo ctest-decode ctest-mods gtest-gpu cfg-fused-fp32-0 cfg-fused-fp32-1 cfg-fused-fp32-2 cfg-fused-bf16-0 \
-      cfg-fused-bf16-1 cfg-fused-bf16-2 cfg-staged-0 sanitize-mods sanitize-new sanitize-old verify-4096-causal bench-targets \
+      cfg-fused-bf16-1 cfg-fused-bf16-2 cfg-staged-0 cfg-decode-1 sanitize-mods sanitize-new sanitize-old verify-4096-causal bench-targets \
       bench-decode view-redraw view-stream torch config-sweep torch-mods ctest-backward sanitize-backward bench-backward torch-backward; do
       check "step $s listed" grep -q "^$s " "$tmp/out/summary.txt"
     done
     # Without a device no step may claim PASS; each runs and reports SKIP, and none fails.
     check "no step passes without a device" bash -c "! grep -Eq ' PASS ' '$tmp/out/summary.txt'"
     check "no step fails" bash -c "! grep -Eq ' (FAIL|TIMEOUT|NOT RUN)' '$tmp/out/summary.txt'"
-    for s in verify-demo ctest-decode ctest-backward ctest-mods gtest-gpu bench-targets bench-decode bench-backward cfg-fused-fp32-1 cfg-staged-0 sanitize-mods \
+    for s in verify-demo ctest-decode ctest-backward ctest-mods gtest-gpu bench-targets bench-decode bench-backward cfg-fused-fp32-1 cfg-staged-0 cfg-decode-1 sanitize-mods \
       sanitize-new sanitize-old config-sweep; do
       check "step $s ran and reports SKIP" grep -Eq "^$s +SKIP \(no CUDA device" "$tmp/out/summary.txt"
     done
