@@ -52,6 +52,7 @@
 
 #include "core/types.h"
 #include "kernels/cuda_check.h"
+#include "kernels/decode_layout.h"
 #include "kernels/launch.h"
 #include "kernels/rules.cuh"
 #include "kernels/tile_config.h"
@@ -66,16 +67,14 @@
 namespace attnlab::cuda {
 namespace {
 
-constexpr int kThreads = 128;
-constexpr int kTile = 32;  // keys per tile: one lane per key in the softmax step
+using decode_layout::kPtStride;
+using decode_layout::kThreads;
+using decode_layout::kTile;  // keys per tile: one lane per key in the softmax step
 constexpr int kMinSplitKeys = 256;
 // Blocks per SM the split kernel is compiled for (at most 128 registers a thread): decode_splits
 // asks for about four blocks per SM, which then run in one wave.
 constexpr int kMinBlocks = 4;
 
-// Configuration 1's P, by key: a row of kPtStride floats per key (the rows in 16-byte groups; a
-// stride of 20 keeps the softmax's column reads at 4-way bank conflicts).
-constexpr int kPtStride = 20;
 static_assert(kPtStride % 4 == 0 && kPtStride >= kDecodeMaxRows && kDecodeMaxRows % 4 == 0);
 
 template <int D, bool GROUPED>
@@ -163,7 +162,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   const int c = tid % D, r0 = tid / D, rb = r0;
   static_assert(!GROUPED || kAcc % 4 == 0, "whole runs of four rows");
   // Where row r's score of key j lies in ps.
-  const auto at = [](int r, int j) { return GROUPED ? j * kPtStride + r : r * (kTile + 1) + j; };
+  const auto at = [](int r, int j) { return decode_layout::score_at(GROUPED, r, j); };
   float acc[kAcc];
 #pragma unroll
   for (int t = 0; t < kAcc; ++t) acc[t] = 0.f;
@@ -185,7 +184,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     const int cols = min(kTile, k1 - b0);
 #pragma unroll
     for (int l = 0; l < kPieces; ++l) {
-      const int j = (tid + l * kThreads) / L;
+      const int j = decode_layout::piece_key(tid, x, l, L);
       if (j < cols) {
         kraw[l] = __ldg(reinterpret_cast<const uint4*>(kg + static_cast<size_t>(b0 + j) * D + cc));
         vraw[l] = __ldg(reinterpret_cast<const uint4*>(vg + static_cast<size_t>(b0 + j) * D + cc));
@@ -212,7 +211,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     float kf[kPieces][W];
 #pragma unroll
     for (int l = 0; l < kPieces; ++l) {
-      const int j = (tid + l * kThreads) / L;
+      const int j = decode_layout::piece_key(tid, x, l, L);
       const T* ke = reinterpret_cast<const T*>(&kraw[l]);
       const T* ve = reinterpret_cast<const T*>(&vraw[l]);
 #pragma unroll
@@ -254,9 +253,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
       }
       int value = 0;  // which of the lane's RG * kPieces sums part[0] ends as: row value / kPieces
       group_sum_halving<RG * kPieces, L / 2>(part, x, value);
-      if (x % (L / (RG * kPieces)) == 0) {
-        const int r = rg + value / kPieces;
-        const int j = (tid - x + value % kPieces * kThreads) / L;  // the key of that piece
+      if (decode_layout::writes_sum(x, L, RG * kPieces)) {
+        const int r = rg + value / kPieces;  // value == summed_value(x, L, RG * kPieces)
+        const int j = decode_layout::piece_key(tid, x, value % kPieces, L);  // the key of that piece
         ps[at(r, j)] = r < R ? masked(part[0], r, j, b0, cols) : -INFINITY;
       }
     }
@@ -289,7 +288,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
       // skipped (rb is the same across a warp, so the branch is too).
 #pragma unroll
       for (int u = 0; u < kAcc / 4; ++u) {
-        const int r4 = 4 * (rb + RS * u);
+        const int r4 = decode_layout::acc_row(true, 4 * u, rb, RS);
         if (r4 < RP) {
 #pragma unroll
           for (int i = 0; i < 4; ++i) acc[4 * u + i] *= as[r4 + i];
@@ -300,9 +299,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         const float vj = vs[j * D + c];
 #pragma unroll
         for (int u = 0; u < kAcc / 4; ++u) {
-          const int r4 = 4 * (rb + RS * u);
+          const int r4 = decode_layout::acc_row(true, 4 * u, rb, RS);
           if (r4 < RP) {
-            const float4 p4 = *reinterpret_cast<const float4*>(ps + j * kPtStride + r4);
+            const float4 p4 = *reinterpret_cast<const float4*>(ps + decode_layout::score_at(true, r4, j));
             acc[4 * u] = fmaf(p4.x, vj, acc[4 * u]);
             acc[4 * u + 1] = fmaf(p4.y, vj, acc[4 * u + 1]);
             acc[4 * u + 2] = fmaf(p4.z, vj, acc[4 * u + 2]);
@@ -313,7 +312,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     } else {
 #pragma unroll
       for (int t = 0; t < kAcc; ++t) {
-        const int r = r0 + t * RS;
+        const int r = decode_layout::acc_row(false, t, r0, RS);
         if (r < R) {
           float a = acc[t] * as[r];
 #pragma unroll 8
@@ -331,7 +330,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   }
 #pragma unroll
   for (int t = 0; t < kAcc; ++t) {
-    const int r = GROUPED ? 4 * (rb + RS * (t / 4)) + t % 4 : r0 + t * RS;
+    const int r = decode_layout::acc_row(GROUPED, t, rb, RS);
     if (r < R) part_acc[(base + r) * D + c] = acc[t];
   }
 }
