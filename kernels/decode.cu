@@ -77,10 +77,14 @@ constexpr int kMinBlocks = 4;
 
 static_assert(kPtStride % 4 == 0 && kPtStride >= kDecodeMaxRows && kDecodeMaxRows % 4 == 0);
 
+// The scores' floats: by row (R, kTile + 1), or by key (kTile, kPtStride) under GROUPED.
+template <bool GROUPED>
+constexpr int score_floats() {
+  return GROUPED ? kTile * kPtStride : kDecodeMaxRows * (kTile + 1);
+}
 template <int D, bool GROUPED>
 constexpr int shared_floats() {
-  return kDecodeMaxRows * D + kTile * D + (GROUPED ? kTile * kPtStride : kDecodeMaxRows * (kTile + 1)) +
-         3 * kDecodeMaxRows;
+  return kDecodeMaxRows * D + kTile * D + score_floats<GROUPED>() + 3 * kDecodeMaxRows;
 }
 
 __device__ __forceinline__ float widen(float x) { return x; }
@@ -147,8 +151,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   extern __shared__ float smem[];
   float* qs = smem;                               // (R, D)
   float* vs = qs + kDecodeMaxRows * D;            // (kTile, D)
-  float* ps = vs + kTile * D;  // scores, then P: (R, kTile + 1), or (kTile, kPtStride) by key under GROUPED
-  float* ms = ps + (GROUPED ? kTile * kPtStride : kDecodeMaxRows * (kTile + 1));  // (R) running max
+  float* ps = vs + kTile * D;                     // scores, then P (decode_layout::score_at)
+  float* ms = ps + score_floats<GROUPED>();       // (R) running max
   float* ls = ms + kDecodeMaxRows;                // (R) running sum
   float* as = ls + kDecodeMaxRows;                // (R) the tile's rescale
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -158,8 +162,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     ms[r] = -INFINITY;
     ls[r] = 0.f;
   }
-  // This thread's accumulator column and first row (GROUPED: rb, its runs of four rows).
-  const int c = tid % D, r0 = tid / D, rb = r0;
+  // This thread's accumulator column and row band (its rows: decode_layout::acc_row).
+  const int c = tid % D, rb = tid / D;
   static_assert(!GROUPED || kAcc % 4 == 0, "whole runs of four rows");
   // Where row r's score of key j lies in ps.
   const auto at = [](int r, int j) { return decode_layout::score_at(GROUPED, r, j); };
@@ -312,7 +316,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     } else {
 #pragma unroll
       for (int t = 0; t < kAcc; ++t) {
-        const int r = decode_layout::acc_row(false, t, r0, RS);
+        const int r = decode_layout::acc_row(false, t, rb, RS);
         if (r < R) {
           float a = acc[t] * as[r];
 #pragma unroll 8
