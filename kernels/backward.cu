@@ -394,7 +394,7 @@ template <int D, class In>
 void launch_backward_d(const BackwardArgs& a, cudaStream_t s) {
   if (a.tensor_cores) {
     last_kernel = "backward bf16 mma D=" + std::to_string(D) + " BQ=" + std::to_string(kMmaBackwardTile.q_tile) +
-                  " BK=" + std::to_string(kMmaBackwardTile.k_tile);
+                  " BK=" + std::to_string(kMmaBackwardTile.k_tile) + (backward_mma_two_blocks(a) ? " 2 blocks/SM" : "");
     launch_backward_mma(a, s);
     return;
   }

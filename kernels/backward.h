@@ -45,25 +45,30 @@ struct BackwardArgs {
   double* dt = nullptr;  // one double, zeroed by the caller: Σ dS ∘ (y c − lse2) over every visible entry
   int heads = 1, kv_heads = 1, n = 0, m = 0, d_k = 0, d_v = 0;
   bool bf16 = false;
-  bool tensor_cores = false;  // the tensor-core kernel (bf16 only): backward_config(bf16) == 1, read once by the caller
+  bool tensor_cores = false;  // the tensor-core kernel (bf16 only): backward_config(bf16) >= 1, read once by the caller
+  bool two_blocks = false;    // and bounded to two blocks per SM: backward_config(bf16) == 2 (taken at D = 64 only)
   float logit_log2 = 1;  // log2(e) / T: from the modified scaled score y to the logit in log2 units
   float grad_scale = 1;  // s / T: from dlogits to dscores (the soft-cap's factor is the kernel's)
   KernelRules rules;     // scale = s, head0 = 0, blocks: backward_tile()'s block mask
 };
 
 // The kernels (ATTNLAB_BACKWARD_CONFIG, read once per backward by cuda::fused_backward; unset or
-// empty = the default of kBackwardDefault; any other value than 0 or 1 throws InputError):
+// empty = the default of kBackwardDefault; any other value than 0, 1 or 2 throws InputError):
 //   0  CUDA cores (kernels/backward.cu): fp32 arithmetic on fp32 or bf16 inputs, every head dim
 //   1  bf16 tensor cores (kernels/backward_mma.cu): mma.sync for all five products, P and dS g
 //      rounded to bf16 as the products read them; bf16 only (fp32 runs configuration 0)
-inline constexpr int kBackwardConfigs = 2;
+//   2  the same kernel compiled for two blocks per SM (at most 128 registers a thread, where 1
+//      takes what it needs and leaves room for one): at d = 64; at d = 128 two blocks' shared
+//      memory exceeds an SM's, and it runs 1
+inline constexpr int kBackwardConfigs = 3;
 // The configuration each precision runs by default: bf16 the tensor-core kernel since the H200
 // round of 2026-12-04 (every bf16 backward GPU test and both sanitizers passed under it, and it
 // was the faster on every timed shape; docs/PERFORMANCE.md); scripts/gpu-check times both at
 // every round.
 inline constexpr int kBackwardDefault[2] = {0, 1};  // fp32, bf16
-// The configuration of this precision ATTNLAB_BACKWARD_CONFIG asks for (configuration 1 only for
-// bf16): read once per backward, by its caller, into BackwardArgs::tensor_cores.
+// The configuration of this precision ATTNLAB_BACKWARD_CONFIG asks for (configurations 1 and 2
+// only for bf16): read once per backward, by its caller, into BackwardArgs::tensor_cores and
+// two_blocks.
 int backward_config(bool bf16);
 
 // The tensor-core kernel's tile (queries x keys), at both of its head dims.
@@ -82,8 +87,11 @@ void launch_backward_stats(const BackwardArgs& a, void* stream);
 void launch_backward(const BackwardArgs& a, void* stream);
 
 // The kernel the last backward launch on this host thread ran: "backward fp32 D=64 BQ=64 BK=64",
-// "backward bf16 mma D=64 BQ=64 BK=64".
+// "backward bf16 mma D=64 BQ=64 BK=64", "backward bf16 mma D=64 BQ=64 BK=64 2 blocks/SM".
 std::string last_backward_kernel();
+
+// Whether the tensor-core kernel runs two blocks per SM for these arguments (two_blocks at D = 64).
+inline bool backward_mma_two_blocks(const BackwardArgs& a) { return a.two_blocks && a.d_k == 64; }
 
 // kernels/backward_mma.cu: the tensor-core kernel, launched by launch_backward (d_k == d_v in
 // {64, 128}, bf16, the block mask on kMmaBackwardTile).

@@ -4,9 +4,11 @@
 // of ATTNLAB_BACKWARD_CONFIG, bf16 inputs only, d_k == d_v in {64, 128}; the statistics pass
 // (D and lse2) is backward.cu's, run on this kernel's tiles.
 //
-// Version 1 (the only one). One block of 8 warps per (key/value head, key tile of BK = 64 keys),
-// first key tiles first; K and V stay in shared memory (and, at D = 64, as A fragments in
-// registers). The block walks every query head of its group and every query tile of BQ = 64 the
+// One block of 8 warps per (key/value head, key tile of BK = 64 keys), first key tiles first; K
+// and V stay in shared memory (and, at D = 64 under configuration 1, as A fragments in registers).
+// Configuration 2 is the same code bounded to two blocks per SM at D = 64 (__launch_bounds__'s
+// minimum of 2: at most 128 registers a thread); it reads the K and V fragments from shared
+// memory as D = 128 does, since kept in registers they spill under that bound. The block walks every query head of its group and every query tile of BQ = 64 the
 // block mask leaves, Q and dO double-buffered through shared memory with cp.async. Warp w has a
 // row group r = w % 4 (16 rows) and a half c = w / 4, and per query tile
 //   S^T  = K Q^T,  dP^T = V dO^T   keys 16r .. +15 by queries 32c .. +31: K and V as A operands,
@@ -50,7 +52,7 @@ namespace L = bf16mma;
 constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
 
-template <int D_>
+template <int D_, bool KvReg = D_ <= 64>
 struct MmaTile {
   static constexpr int D = D_;
   static constexpr int BQ = kMmaBackwardTile.q_tile;  // queries per tile
@@ -58,7 +60,7 @@ struct MmaTile {
   static constexpr int RS = D + 8;                    // row stride of Q, dO, K, V (bf16): 16-byte pad
   static constexpr int RP = BQ + 8;                   // row stride of P^T, dS^T (bf16)
   static constexpr int DW = D / 2;                    // dims per warp in dV, dK, dQ
-  static constexpr bool KVREG = D <= 64;              // K and V A fragments kept in registers
+  static constexpr bool KVREG = KvReg;                // K and V A fragments kept in registers (else ldmatrix each tile)
   static constexpr int kv_elems = BK * RS, qd_elems = BQ * RS, p_elems = BK * RP;
   // K, V, Q[2], dO[2], P^T, dS^T (bf16), then lse2 and D (fp32).
   static constexpr std::size_t smem_bytes =
@@ -66,6 +68,10 @@ struct MmaTile {
   static_assert(BQ == 64 && BK == 64, "8 warps: 4 row groups of 16 by 2 halves of 32 queries or D / 2 dims");
   static_assert(D % 32 == 0 && (kv_elems % 8) == 0 && (p_elems % 8) == 0, "16-byte aligned regions");
 };
+// The tile of the kernel for MinBlocks blocks per SM: K and V fragments in registers at D = 64 with
+// one block per SM.
+template <int D, int MinBlocks>
+using MmaTileFor = MmaTile<D, D <= 64 && MinBlocks == 1>;
 
 // Accumulator tiles (n tiles of 16 x 8, four values a lane) set to zero.
 template <int N>
@@ -88,9 +94,11 @@ __device__ __forceinline__ int next_item(const DeviceBlockMask& b, int kb, int i
 }
 
 // Grid: kv_heads * ceil(m / BK) blocks; block b: key/value head b % kv_heads, key tile b / kv_heads.
-template <int D>
-__global__ void __launch_bounds__(kThreads) backward_mma_kernel(BackwardArgs a) {
-  using T = MmaTile<D>;
+// MinBlocks: the blocks per SM ptxas must leave room for (configuration 2: two, so at most 128
+// registers a thread; the same code otherwise).
+template <int D, int MinBlocks>
+__global__ void __launch_bounds__(kThreads, MinBlocks > 1 ? MinBlocks : 0) backward_mma_kernel(BackwardArgs a) {
+  using T = MmaTileFor<D, MinBlocks>;
   constexpr int BQ = T::BQ, BK = T::BK, RS = T::RS, RP = T::RP, DW = T::DW;
   extern __shared__ uint4 smem_u4[];
   std::uint16_t* Ks = reinterpret_cast<std::uint16_t*>(smem_u4);  // (BK, RS)
@@ -298,12 +306,13 @@ __global__ void __launch_bounds__(kThreads) backward_mma_kernel(BackwardArgs a) 
   }
 }
 
-template <int D>
+template <int D, int MinBlocks>
 void launch_d(const BackwardArgs& a, cudaStream_t s) {
-  using T = MmaTile<D>;
-  allow_dynamic_smem<backward_mma_kernel<D>>(T::smem_bytes);
+  using T = MmaTileFor<D, MinBlocks>;
+  static_assert(MinBlocks * (T::smem_bytes + 1024) <= 228 * 1024, "MinBlocks blocks' shared memory fits an SM");
+  allow_dynamic_smem<backward_mma_kernel<D, MinBlocks>>(T::smem_bytes);
   const unsigned blocks = grid_1d(static_cast<long long>(a.kv_heads) * ((a.m + T::BK - 1) / T::BK), "backward mma");
-  backward_mma_kernel<D><<<blocks, kThreads, T::smem_bytes, s>>>(a);
+  backward_mma_kernel<D, MinBlocks><<<blocks, kThreads, T::smem_bytes, s>>>(a);
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -315,10 +324,13 @@ void launch_backward_mma(const BackwardArgs& a, void* stream) {
   if (!aligned16(a.q) || !aligned16(a.k) || !aligned16(a.v) || !aligned16(a.dout) || !aligned16(a.dk) ||
       !aligned16(a.dv))
     throw InputError("fused backward (tensor cores): device buffers must be 16-byte aligned");
-  if (a.d_k == 64)
-    launch_d<64>(a, s);
+  // Two blocks per SM (configuration 2) at D = 64 only: at 128 two blocks' shared memory exceeds an SM's.
+  if (backward_mma_two_blocks(a))
+    launch_d<64, 2>(a, s);
+  else if (a.d_k == 64)
+    launch_d<64, 1>(a, s);
   else
-    launch_d<128>(a, s);
+    launch_d<128, 1>(a, s);
 }
 
 }  // namespace attnlab::cuda

@@ -1791,7 +1791,8 @@ GradTrace fused_backward(const Problem& p, const MatrixF& dout, Precision precis
   DeviceRules dr;
   DeviceBlocks db;
   upload_rules(dr, p, custom.get(), s);
-  const bool tensor_cores = backward_config(bf16) == 1;  // ATTNLAB_BACKWARD_CONFIG, read once
+  const int config = backward_config(bf16);  // ATTNLAB_BACKWARD_CONFIG, read once
+  const bool tensor_cores = config >= 1;
   const FusedTile tile = backward_tile(d_k, d_v, tensor_cores);
   upload_blocks(db, p, tile, /*count=*/true, dr.rules, s);
   DeviceBuffer<float> lse2(static_cast<std::size_t>(rows)), dd(static_cast<std::size_t>(rows));
@@ -1805,7 +1806,7 @@ GradTrace fused_backward(const Problem& p, const MatrixF& dout, Precision precis
   const BackwardArgs a{.q = q.kernel_ptr(bf16), .k = k.kernel_ptr(bf16), .v = v.kernel_ptr(bf16),
                        .dout = d_out.kernel_ptr(bf16), .o = o.get(), .lse2 = lse2.get(), .dd = dd.get(),
                        .dq = dq.get(), .dk = dk.get(), .dv = dv.get(), .dt = dt.get(), .heads = heads,
-                       .kv_heads = kv_heads, .n = n, .m = m, .d_k = d_k, .d_v = d_v, .bf16 = bf16, .tensor_cores = tensor_cores,
+                       .kv_heads = kv_heads, .n = n, .m = m, .d_k = d_k, .d_v = d_v, .bf16 = bf16, .tensor_cores = tensor_cores, .two_blocks = config == 2,
                        .logit_log2 = static_cast<float>(1.4426950408889634 / p.temperature),
                        .grad_scale = static_cast<float>(p.scale_value() / p.temperature),
                        .rules = dr.rules};

@@ -114,6 +114,19 @@ TEST(BackwardConfig, TheSwitchPicksTheKernelAndItsTilesAndRefusesBadValues) {
     EXPECT_EQ(attnlab::cuda::backward_config(true), 1);
     EXPECT_EQ(attnlab::cuda::backward_config(false), 0);
   }
+  {
+    attnlab::test::ScopedEnv env("ATTNLAB_BACKWARD_CONFIG", "2");  // two blocks per SM: bf16 only
+    EXPECT_EQ(attnlab::cuda::backward_config(true), 2);
+    EXPECT_EQ(attnlab::cuda::backward_config(false), 0);
+  }
+  // Two blocks per SM where asked for and at d 64 only (two blocks' shared memory at 128 exceeds an SM's).
+  attnlab::cuda::BackwardArgs a;
+  for (const bool two : {false, true})
+    for (const int d : {64, 128}) {
+      a.two_blocks = two;
+      a.d_k = a.d_v = d;
+      EXPECT_EQ(attnlab::cuda::backward_mma_two_blocks(a), two && d == 64) << two << " " << d;
+    }
   // CUDA cores by head-dim bucket; tensor cores 64 x 64 at both of their head dims.
   EXPECT_EQ(attnlab::cuda::backward_tile(64, 64, false).q_tile, 64);
   EXPECT_EQ(attnlab::cuda::backward_tile(64, 64, false).k_tile, 64);
@@ -124,9 +137,9 @@ TEST(BackwardConfig, TheSwitchPicksTheKernelAndItsTilesAndRefusesBadValues) {
     EXPECT_EQ(attnlab::cuda::backward_tile(d, d, true).q_tile, attnlab::cuda::kMmaBackwardTile.q_tile);
     EXPECT_EQ(attnlab::cuda::backward_tile(d, d, true).k_tile, attnlab::cuda::kMmaBackwardTile.k_tile);
   }
-  attnlab::test::ScopedEnv env("ATTNLAB_BACKWARD_CONFIG", "2");
+  attnlab::test::ScopedEnv env("ATTNLAB_BACKWARD_CONFIG", "3");
   EXPECT_EQ(attnlab::test::message_of<attnlab::InputError>([] { attnlab::cuda::backward_config(true); }),
-            "ATTNLAB_BACKWARD_CONFIG=2: unknown configuration; valid: 0..1");
+            "ATTNLAB_BACKWARD_CONFIG=3: unknown configuration; valid: 0..2");
 #endif
 }
 

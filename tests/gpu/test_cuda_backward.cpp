@@ -4,7 +4,8 @@
 //     grouped heads (with RoPE and causal), decode shapes (n < m, grouped), head dims 3 to 256,
 //     T in {1e-3, 0.85, 50}
 //   - bf16 (d 64, 128): against fp64 on the bf16-rounded Q, K, V and dO (what the kernels read),
-//     with each kernel (ATTNLAB_BACKWARD_CONFIG 0, CUDA cores; 1, tensor cores)
+//     with each kernel (ATTNLAB_BACKWARD_CONFIG 0, CUDA cores; 1, tensor cores; 2, tensor cores
+//     at two blocks per SM, d 64)
 //   - keys that no query sees get exactly zero dK and dV, and the kernel computes exactly the
 //     tiles the block mask leaves (counted on the device)
 //   - a small run of each precision for compute-sanitizer (CudaBackwardSanitize.*, which
@@ -409,20 +410,25 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaBackwardFp32, ::testing::ValuesIn(fp32_cases
 class CudaBackwardBf16 : public ::testing::TestWithParam<BwdCase> {};
 
 #ifdef ATTNLAB_HAVE_CUDA
-// check_case under ATTNLAB_BACKWARD_CONFIG `config`, failing unless that kernel ran.
+// check_case under ATTNLAB_BACKWARD_CONFIG `config`, failing unless that kernel ran: the tensor-core
+// kernel under 1 and 2, and under 2 with two blocks per SM at d 64 only.
 void check_config(const Problem& p, const char* config, std::uint64_t dout_seed) {
   test::ScopedEnv env("ATTNLAB_BACKWARD_CONFIG", config);
-  const bool mma = std::string(config) == "1";
+  const bool mma = std::string(config) != "0";
+  const bool two = std::string(config) == "2" && p.d_k() == 64;
   SCOPED_TRACE(std::string("ATTNLAB_BACKWARD_CONFIG=") + config);
   check_case(p, Precision::BF16, dout_seed, mma ? kTensorCores : kCudaCores);
-  EXPECT_EQ(cuda::last_backward_kernel().find("mma") != std::string::npos, mma) << cuda::last_backward_kernel();
+  const std::string kernel = cuda::last_backward_kernel();
+  EXPECT_EQ(kernel.find("mma") != std::string::npos, mma) << kernel;
+  EXPECT_EQ(kernel.find("2 blocks/SM") != std::string::npos, two) << kernel;
 }
 #endif
 
 TEST_P(CudaBackwardBf16, MatchesFp64OfTheRoundedInputsWithinDerivedBounds) {
   ATTNLAB_REQUIRE_CUDA();
 #ifdef ATTNLAB_HAVE_CUDA
-  for (const char* config : {"0", "1"}) check_config(make_problem(GetParam(), 21), config, 6);
+  for (const char* config : {"0", "1", "2"})  // 2 differs from 1 at d 64 only
+    if (config[0] != '2' || GetParam().d_k == 64) check_config(make_problem(GetParam(), 21), config, 6);
 #endif
 }
 
@@ -433,7 +439,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaBackwardBf16, ::testing::ValuesIn(bf16_cases
 TEST(CudaBackward, UnseenKeysGetExactlyZeroAndEmptyTilesAreSkipped) {
   ATTNLAB_REQUIRE_CUDA();
 #ifdef ATTNLAB_HAVE_CUDA
-  for (const auto& [precision, config] : {std::pair{Precision::FP32, "0"}, {Precision::BF16, "0"}, {Precision::BF16, "1"}}) {
+  for (const auto& [precision, config] :
+       {std::pair{Precision::FP32, "0"}, {Precision::BF16, "0"}, {Precision::BF16, "1"}, {Precision::BF16, "2"}}) {
     test::ScopedEnv env("ATTNLAB_BACKWARD_CONFIG", config);
     BwdCase c{"decode_window", 16, 600, 4, 2, 64, 64, 0.85, [](Problem& p) {
                 p.mask = MaskKind::Causal;
@@ -506,6 +513,15 @@ TEST(CudaBackwardSanitize, Bf16TensorCores) {
 #endif
 }
 
+// Configuration 2 at d 64: two blocks per SM, K and V fragments read from shared memory.
+TEST(CudaBackwardSanitize, Bf16TensorCoresTwoBlocks) {
+  ATTNLAB_REQUIRE_CUDA();
+#ifdef ATTNLAB_HAVE_CUDA
+  BwdCase c64{"sanitize", 70, 70, 4, 2, 64, 64, 0.85, causal_alibi_softcap};
+  check_config(make_problem(c64, 39), "2", 40);
+#endif
+}
+
 // The benchmark shape, 8 heads x 2048, d 64 and 128, no mask and causal: the median of 10 backward runs
 // (the two backward kernels, CUDA events) and of the forward, printed; the first run is checked
 // for finite gradients (the bounds above need the (n, m) fp64 run, too slow at this size).
@@ -514,7 +530,9 @@ TEST(CudaBackwardBench, DISABLED_Heads8N2048) {
   ATTNLAB_REQUIRE_CUDA();
 #ifdef ATTNLAB_HAVE_CUDA
   for (const int d : {64, 128})
-  for (const auto& [precision, config] : {std::pair{Precision::FP32, "0"}, {Precision::BF16, "0"}, {Precision::BF16, "1"}}) {
+  for (const auto& [precision, config] :
+       {std::pair{Precision::FP32, "0"}, {Precision::BF16, "0"}, {Precision::BF16, "1"}, {Precision::BF16, "2"}}) {
+    if (config[0] == '2' && d != 64) continue;  // at 128 configuration 2 runs 1
     test::ScopedEnv env("ATTNLAB_BACKWARD_CONFIG", config);
     for (MaskKind mask : {MaskKind::None, MaskKind::Causal}) {
       Problem p = random_problem(2048, d, d, 41, 8);
