@@ -311,6 +311,17 @@ void launch_d(const BackwardArgs& a, cudaStream_t s) {
   using T = MmaTileFor<D, MinBlocks>;
   static_assert(MinBlocks * (T::smem_bytes + 1024) <= 228 * 1024, "MinBlocks blocks' shared memory fits an SM");
   allow_dynamic_smem<backward_mma_kernel<D, MinBlocks>>(T::smem_bytes);
+  if constexpr (MinBlocks > 1) {
+    // The carveout is only a hint to the driver; asking for the most shared memory leaves no
+    // doubt that MinBlocks blocks' shared memory fits beside each other.
+    static const bool carved = [] {
+      ATTNLAB_CUDA_CHECK(cudaFuncSetAttribute(backward_mma_kernel<D, MinBlocks>,
+                                              cudaFuncAttributePreferredSharedMemoryCarveout,
+                                              cudaSharedmemCarveoutMaxShared));
+      return true;
+    }();
+    (void)carved;
+  }
   const unsigned blocks = grid_1d(static_cast<long long>(a.kv_heads) * ((a.m + T::BK - 1) / T::BK), "backward mma");
   backward_mma_kernel<D, MinBlocks><<<blocks, kThreads, T::smem_bytes, s>>>(a);
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
