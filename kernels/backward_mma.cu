@@ -8,9 +8,10 @@
 // and V stay in shared memory (and, at D = 64 under configuration 1, as A fragments in registers).
 // Configuration 2 is the same code bounded to two blocks per SM at D = 64 (__launch_bounds__'s
 // minimum of 2: at most 128 registers a thread); it reads the K and V fragments from shared
-// memory as D = 128 does, since kept in registers they spill under that bound. The block walks every query head of its group and every query tile of BQ = 64 the
-// block mask leaves, Q and dO double-buffered through shared memory with cp.async. Warp w has a
-// row group r = w % 4 (16 rows) and a half c = w / 4, and per query tile
+// memory as D = 128 does, since kept in registers they spill under that bound. The block walks
+// every query head of its group and every query tile of BQ = 64 the block mask leaves, Q and dO
+// double-buffered through shared memory with cp.async. Warp w has a row group r = w % 4 (16 rows)
+// and a half c = w / 4, and per query tile
 //   S^T  = K Q^T,  dP^T = V dO^T   keys 16r .. +15 by queries 32c .. +31: K and V as A operands,
 //                                  Q and dO rows as B (the forward's S = Q K^T pattern); both
 //                                  16 x 32 tiles in accumulators
@@ -312,8 +313,8 @@ void launch_d(const BackwardArgs& a, cudaStream_t s) {
   static_assert(MinBlocks * (T::smem_bytes + 1024) <= 228 * 1024, "MinBlocks blocks' shared memory fits an SM");
   allow_dynamic_smem<backward_mma_kernel<D, MinBlocks>>(T::smem_bytes);
   if constexpr (MinBlocks > 1) {
-    // The carveout is only a hint to the driver; asking for the most shared memory leaves no
-    // doubt that MinBlocks blocks' shared memory fits beside each other.
+    // A hint to the driver (it may choose another split of L1 and shared memory): the most
+    // shared memory, room for MinBlocks blocks side by side.
     static const bool carved = [] {
       ATTNLAB_CUDA_CHECK(cudaFuncSetAttribute(backward_mma_kernel<D, MinBlocks>,
                                               cudaFuncAttributePreferredSharedMemoryCarveout,
