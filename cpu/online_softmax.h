@@ -81,7 +81,7 @@ inline void transpose_square(PacketSquare& b) {
 // dst + c * ldd. Squares of kLanes by kLanes a packet at a time, the rest one element at a time.
 // With col_scale (cols), dst(c, r) = src(r, c) * col_scale[c].
 inline void transpose_into(const float* src, Index lds, int rows, int cols, float* dst, Index ldd,
-                           bool stream = false, const float* col_scale = nullptr) {
+                           [[maybe_unused]] bool stream = false, const float* col_scale = nullptr) {
   const int whole_r = rows - rows % kLanes, whole_c = cols - cols % kLanes;
   for (int r0 = 0; r0 < whole_r; r0 += kLanes)
     for (int c0 = 0; c0 < whole_c; c0 += kLanes) {

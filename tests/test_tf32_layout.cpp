@@ -226,8 +226,13 @@ TEST(Tf32LayoutKeyOrder, IsAPermutationOfTheChunk) {
 INSTANTIATE_TEST_SUITE_P(KernelTiles, Tf32Layout,
                          ::testing::Values(Shape{32, 64}, Shape{64, 64}, Shape{128, 32}),
                          [](const auto& info) {
-                           return "D" + std::to_string(info.param.d) + "_BK" +
-                                  std::to_string(info.param.bk);
+                           // Appended, not "D" + to_string(...): GCC 12 warns
+                           // (-Wstringop-overflow) on that operator+ here.
+                           std::string name = "D";
+                           name += std::to_string(info.param.d);
+                           name += "_BK";
+                           name += std::to_string(info.param.bk);
+                           return name;
                          });
 
 }  // namespace
