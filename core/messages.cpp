@@ -214,6 +214,8 @@ constexpr Entry kMessages[] = {
      "logits（缩放分数 / 温度）在第 {0} 个头、查询第 {1} 行溢出（输入对 {2} 在当前温度下过大）"},
     {Msg::OverflowOutputRow, "the output overflows {2} in head {0}, query row {1} (its values do not fit {2})",
      "输出在第 {0} 个头、查询第 {1} 行超出 {2} 范围（结果无法用 {2} 表示）"},
+    {Msg::OverflowGradients, "the backward's gradients overflow fp32 (inputs or dO too large)",
+     "反向传播的梯度超出 fp32 范围（输入或 dO 过大）"},
     {Msg::CudaNotBuilt, "attnlab was built without CUDA", "attnlab 构建时未启用 CUDA"},
     {Msg::CudaNoDeviceFound, "cudaGetDeviceCount found no device", "cudaGetDeviceCount 没有找到设备"},
     {Msg::CudaNoDeviceBare, "no CUDA device", "没有可用的 CUDA 设备"},

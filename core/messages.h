@@ -132,6 +132,7 @@ enum class Msg : int {
   OverflowScoresRow,    // {0} head, {1} query row, {2} fp32 | bf16
   OverflowLogitsRow,    // {0} head, {1} query row, {2} fp32 | bf16
   OverflowOutputRow,    // {0} head, {1} query row, {2} fp32 | bf16
+  OverflowGradients,    // the backward's (every backend)
   CudaNotBuilt,
   CudaNoDeviceFound,
   CudaNoDeviceBare,     // the viewer's and bench's short form, without a reason

@@ -6,6 +6,7 @@
 
 #include "cpu/backward.h"
 
+#include "core/messages.h"
 #include "cpu/cpu_backend.h"
 #include "core/modify.h"
 
@@ -141,7 +142,7 @@ GradTraceT<Matrix> backward_chain(const Problem& p, TraceT<Matrix> fwd, Matrix d
     for (const Matrix* a : {&g.dout, &g.dv, &g.dp, &g.D, &g.dlogits, &g.dcapped, &g.dbiased, &g.dscaled,
                             &g.dscores, &g.dq_rot, &g.dk_rot, &g.dq, &g.dk})
       finite = finite && Eigen::Map<const Eigen::ArrayXf>(a->data(), a->size()).allFinite();  // storage order
-    if (!finite) throw InputError("the backward's gradients overflow fp32 (inputs or dO too large)");
+    if (!finite) throw InputError(Msg::OverflowGradients, {});
   }
   g.forward = std::move(fwd);
   g.backward_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();

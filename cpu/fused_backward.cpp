@@ -359,7 +359,7 @@ GradTrace cpu_fused_backward(const Problem& p, const Upstream& u) {
   }
   g.dq = std::move(dq);
   if (!finite || !std::isfinite(g.dT))
-    throw InputError("the backward's gradients overflow fp32 (inputs or dO too large)");
+    throw InputError(Msg::OverflowGradients, {});
   g.backward_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   return g;
 }

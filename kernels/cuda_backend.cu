@@ -1839,7 +1839,7 @@ GradTrace fused_backward(const Problem& p, const MatrixF& dout, Precision precis
   // infinite, dP − D NaN): refused as the CPU backward refuses it, never printed.
   if (!std::isfinite(g.dT) || first_row_not_finite(g.D) >= 0 || first_row_not_finite(g.dv) >= 0 ||
       first_row_not_finite(dq_h) >= 0 || first_row_not_finite(dk_h) >= 0)
-    throw InputError("the backward's gradients overflow fp32 (inputs or dO too large)");
+    throw InputError(Msg::OverflowGradients, {});
   if (rot) {
     // The kernels' gradients are of the rotated Q and K: each pair is turned back in double, per
     // head, from the head's first position (queries at m - n, keys at 0), as the CPU backward does.
