@@ -62,4 +62,15 @@ void fused_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const 
                           float* o, int heads, int n, int m, int d, float scale, bool causal,
                           void* stream, const KernelRules* rules = nullptr);
 
+// Configurations 3 and 4 of the bf16 kernel (ATTNLAB_FUSED_CONFIG, from kFusedBf16WgmmaFirst on):
+// the sm_90a kernel on wgmma (kernels/sm90a/fused_wgmma.cu), without rules, the shape already
+// checked by fused_attention_bf16, which calls it. `scale_log2` = log2(e) * scale. Throws
+// InputError with wgmma_device_error's text on a GPU of another compute capability than 9.0.
+void fused_attention_bf16_wgmma(int config, const std::uint16_t* q, const std::uint16_t* k,
+                                const std::uint16_t* v, float* o, int heads, int n, int m, int d,
+                                float scale_log2, bool causal, void* stream);
+// "" when the current device runs the sm_90a kernels (compute capability 9.0); otherwise why not,
+// naming ATTNLAB_FUSED_CONFIG=config.
+std::string wgmma_device_error(int config);
+
 }  // namespace attnlab::cuda

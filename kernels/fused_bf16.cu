@@ -29,8 +29,9 @@
 // and one block before); d=128 215 (was 241), one block.
 //
 // Tile configurations (ATTNLAB_FUSED_CONFIG, read at every launch; unset or empty = the head-dim
-// bucket's default, kernels/tile_config.h; 0..2 = that configuration; any other value throws
-// InputError). The same kernel template, instantiated per configuration;
+// bucket's default, kernels/tile_config.h; 0..4 = that configuration; any other value throws
+// InputError). 3 and 4 run the sm_90a kernel on wgmma (kernels/sm90a/fused_wgmma.cu, which lists
+// them); 0..2 the same kernel template here, instantiated per configuration;
 // registers from ptxas -v for sm_90 (only config 2 at d=128 spills, 4 bytes); blocks/SM =
 // min(64K regs, 228 KB smem) bound.
 //   0  8 warps, BQ 128, BK 64   d=64: 127 regs, 54 KB, 2 blocks   d=128: 178 regs, 102 KB, 1
@@ -462,6 +463,15 @@ void fused_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const 
     else
       launch_bf16<128, 8, 64, 0, 1, true, true>(q, k, v, o, heads, n, m, scale_log2, false, s, *rules);
     return;
+  }
+  if (config >= kFusedBf16WgmmaFirst) {  // 3, 4: the sm_90a kernel
+#if defined(ATTNLAB_NO_SM90A)
+    throw InputError("ATTNLAB_FUSED_CONFIG=" + std::to_string(config) +
+                     " (bf16 on wgmma): this build has no sm_90a code (nvcc 12 or newer builds it)");
+#else
+    fused_attention_bf16_wgmma(config, q, k, v, o, heads, n, m, d, scale_log2, causal, s);
+    return;
+#endif
   }
   if (d == 64) {
     dispatch_bf16<64>(config, q, k, v, o, heads, n, m, scale_log2, causal, s);

@@ -56,6 +56,10 @@ TEST(TileConfig, UnsetRunsTheBucketsDefaultAndASetValueWins) {
   for (int d : {64, 128}) EXPECT_EQ(fused_bf16_config(d), kFusedBf16Default[head_dim_bucket(d)]) << d;
   setenv("ATTNLAB_FUSED_CONFIG", "2", 1);
   for (int d : {16, 64, 128, 256}) EXPECT_EQ(fused_fp32_config(d), 2) << d;
+  setenv("ATTNLAB_FUSED_CONFIG", "4", 1);  // bf16's last (wgmma); fp32 has three
+  for (int d : {64, 128}) EXPECT_EQ(fused_bf16_config(d), 4) << d;
+  EXPECT_THROW(fused_fp32_config(64), attnlab::InputError);
+  static_assert(kFusedBf16WgmmaFirst == 3 && kFusedBf16Configs == 5, "two wgmma configurations after the three mma.sync ones");
   if (saved)
     setenv("ATTNLAB_FUSED_CONFIG", keep.c_str(), 1);
   else

@@ -123,5 +123,41 @@ TEST(CudaFusedKernels, TheRequestedFp32ConfigurationRunsItsOwnKernel) {
 #endif
 }
 
+// The same for bf16 at both head dims: configurations 3 and 4 run the sm_90a kernel on wgmma,
+// which a GPU of another compute capability refuses with one line (InputError). gpu-check's
+// cfg-fused-bf16-N steps run this with each value of the switch.
+TEST(CudaFusedKernels, TheRequestedBf16ConfigurationRunsItsOwnKernel) {
+  ATTNLAB_REQUIRE_CUDA();
+#ifdef ATTNLAB_HAVE_CUDA
+  // [configuration][d 64, d 128]: kernels/fused_bf16.cu's dispatch and kernels/sm90a/fused_wgmma.cu's.
+  const char* const expected[][2] = {
+      {"bf16 D=64 warps=8 BK=64 MT=1 qreg=1", "bf16 D=128 warps=8 BK=64 MT=1 qreg=1"},
+      {"bf16 D=64 warps=4 BK=64 MT=2 qreg=1", "bf16 D=128 warps=4 BK=32 MT=2 qreg=0"},
+      {"bf16 D=64 warps=4 BK=32 MT=2 qreg=1", "bf16 D=128 warps=4 BK=64 MT=2 qreg=0"},
+      {"bf16 wgmma D=64 warpgroups=2 BK=128 minb=2", "bf16 wgmma D=128 warpgroups=2 BK=128"},
+      {"bf16 wgmma D=64 warpgroups=2 BK=64 minb=2", "bf16 wgmma D=128 warpgroups=2 BK=64 minb=2"}};
+  static_assert(std::size(expected) == cuda::kFusedBf16Configs, "one kernel pair per configuration");
+  RunOptions opt;
+  opt.variant = Variant::Fused;
+  opt.precision = Precision::BF16;
+  opt.keep_stages = false;
+  for (int d : {64, 128}) {
+    const int config = cuda::fused_bf16_config(d);
+    SCOPED_TRACE("d " + std::to_string(d) + ", ATTNLAB_FUSED_CONFIG " + std::to_string(config));
+    const Problem p = test::make_problem(300, d, d, 4, MaskKind::Causal, 0.85, 7 + d);
+    if (config >= cuda::kFusedBf16WgmmaFirst && !cuda::wgmma_device_error(config).empty()) {
+      EXPECT_EQ(test::message_of<InputError>([&] { make_backend("cuda")->run(p, opt); }),
+                cuda::wgmma_device_error(config));
+      continue;
+    }
+    const Trace t = make_backend("cuda")->run(p, opt);
+    const std::string kernel = cuda::last_fused_kernel();
+    EXPECT_EQ(kernel, expected[config][d == 64 ? 0 : 1]);
+    RecordProperty("kernel_d" + std::to_string(d), kernel);
+    EXPECT_LE(rel_err_to_v(t.output, reference_fp64(p).output, p.v()), 2e-2) << kernel;
+  }
+#endif
+}
+
 }  // namespace
 }  // namespace attnlab

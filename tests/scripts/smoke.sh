@@ -45,22 +45,22 @@ case $what in
     cat "$tmp/stdout"
     check "exit status 3 (no device: nothing measured), got $rc" test "$rc" = 3
     for s in verify-demo ctest-decode ctest-mods gtest-gpu cfg-fused-fp32-0 cfg-fused-fp32-1 cfg-fused-fp32-2 cfg-fused-bf16-0 \
-      cfg-fused-bf16-1 cfg-fused-bf16-2 cfg-staged-0 cfg-decode-1 sanitize-mods sanitize-new sanitize-old verify-4096-causal bench-targets \
+      cfg-fused-bf16-1 cfg-fused-bf16-2 cfg-fused-bf16-3 cfg-fused-bf16-4 cfg-staged-0 cfg-decode-1 sanitize-mods sanitize-new sanitize-old verify-4096-causal bench-targets \
       bench-decode view-redraw view-stream torch config-sweep torch-mods ctest-backward sanitize-backward bench-backward torch-backward; do
       check "step $s listed" grep -q "^$s " "$tmp/out/summary.txt"
     done
     # Without a device no step may claim PASS; each runs and reports SKIP, and none fails.
     check "no step passes without a device" bash -c "! grep -Eq ' PASS ' '$tmp/out/summary.txt'"
     check "no step fails" bash -c "! grep -Eq ' (FAIL|TIMEOUT|NOT RUN)' '$tmp/out/summary.txt'"
-    for s in verify-demo ctest-decode ctest-backward ctest-mods gtest-gpu bench-targets bench-decode bench-backward cfg-fused-fp32-1 cfg-staged-0 cfg-decode-1 sanitize-mods \
+    for s in verify-demo ctest-decode ctest-backward ctest-mods gtest-gpu bench-targets bench-decode bench-backward cfg-fused-fp32-1 cfg-fused-bf16-3 cfg-staged-0 cfg-decode-1 sanitize-mods \
       sanitize-new sanitize-old config-sweep; do
       check "step $s ran and reports SKIP" grep -Eq "^$s +SKIP \(no CUDA device" "$tmp/out/summary.txt"
     done
     check "no shell errors" bash -c "! grep -Eh 'unbound variable|command not found|syntax error' \
       '$tmp/stderr' '$tmp/out/steps.log' '$tmp/out/ctest.log'"
     n_markers=$(grep -c '"kind":"time"' "$tmp/out/configs.json")
-    check "configs.json times 3 bf16 + 3 fp32 fused + 2 staged configurations (got $n_markers)" \
-      test "$n_markers" = 8
+    check "configs.json times 5 bf16 + 3 fp32 fused + 2 staged configurations (got $n_markers)" \
+      test "$n_markers" = 10
     check "the configuration table comes last" bash -c "tail -n 3 '$tmp/stdout' | grep -q '^variant '"
     # --only: the named steps run (and report SKIP here), every other one is skipped as such.
     PATH="$tmp/bin:$PATH" "$repo/scripts/gpu-check" --only verify-demo,bench-decode "$tmp/only" "$tmp/stage" \
