@@ -85,23 +85,6 @@ struct Bf16Tile {
   static constexpr std::size_t smem_bytes = (q_elems + 4 * kv_elems) * sizeof(std::uint16_t);
 };
 
-__device__ __forceinline__ float fast_exp2(float x) {
-  // ex2.approx maps -inf to +0, which is what masked logits need; its relative error (~2^-22)
-  // is far below bf16's.
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// Packs two floats as bf16 (round to nearest even), `lo` in the low half: the lower-indexed
-// column of an mma fragment register. Adds the rounded values to `sum`, so the normaliser is the
-// sum of exactly the weights the tensor cores multiply.
-__device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi, float& sum) {
-  const std::uint32_t packed = to_bf16x2(lo, hi);
-  sum += __uint_as_float(packed << 16) + __uint_as_float(packed & 0xffff0000u);
-  return packed;
-}
-
 // q, k, v (heads*n | heads*m, D) bf16 bits; o (heads*n, D) fp32.
 // Grid: heads * ceil(n / BQ) blocks of 32 * WARPS threads; block b: head b % heads, query tile
 // (tiles - 1 - b / heads), heaviest causal tiles first. `scale_log2` = log2(e) / (sqrt(D) T), with

@@ -1,6 +1,7 @@
 // bf16 tensor-core instructions (sm_80+), shared by the fused forward (kernels/fused_bf16.cu) and
 // the tensor-core backward (kernels/backward_mma.cu): ldmatrix.x4 with and without .trans, and
-// mma.sync.m16n8k16 with fp32 accumulators. Fragment layouts: kernels/bf16_layout.h. Device code
+// mma.sync.m16n8k16 with fp32 accumulators; and the forward's exp2 and P packing, which the
+// sm_90a forward (kernels/sm90a/fused_wgmma.cu) shares. Fragment layouts: kernels/bf16_layout.h. Device code
 // only.
 #pragma once
 
@@ -44,6 +45,23 @@ __device__ __forceinline__ void mma_bf16_pair(float (&c0)[4], float (&c1)[4], co
 __device__ __forceinline__ std::uint32_t to_bf16x2(float lo, float hi) {
   std::uint32_t packed;
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(hi), "f"(lo));
+  return packed;
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  // ex2.approx maps -inf to +0, which is what masked logits need; its relative error (~2^-22)
+  // is far below bf16's.
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Packs two floats as bf16 (round to nearest even), `lo` in the low half: the lower-indexed
+// column of an mma fragment register. Adds the rounded values to `sum`, so the normaliser is the
+// sum of exactly the weights the tensor cores multiply.
+__device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi, float& sum) {
+  const std::uint32_t packed = to_bf16x2(lo, hi);
+  sum += __uint_as_float(packed << 16) + __uint_as_float(packed & 0xffff0000u);
   return packed;
 }
 

@@ -79,15 +79,6 @@ __device__ __forceinline__ void cp_async_panels(std::uint8_t* dst, const std::ui
   }
 }
 
-template <int R>
-__device__ __forceinline__ void wgmma_hold_u32(std::uint32_t (&r)[R][4]) {
-#pragma unroll
-  for (int i = 0; i < R; ++i) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
-  }
-}
-
 template <int BK>
 __device__ __forceinline__ void wgmma_scores(float (&s)[BK / 2], std::uint64_t a, std::uint64_t b,
                                              bool accumulate) {
@@ -98,12 +89,6 @@ template <int D>
 __device__ __forceinline__ void wgmma_pv(float (&o)[D / 2], const std::uint32_t (&p)[4], std::uint64_t b) {
   if constexpr (D == 64) wgmma_rs_n64(o, p, b);
   else wgmma_rs_n128(o, p, b);
-}
-
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;  // ex2.approx maps -inf to +0, what masked logits need
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
 }
 #endif
 
@@ -221,13 +206,14 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
       // All keys so far masked: shift by 0, never by -inf (-inf - -inf is NaN).
       const float shift0 = new0 == -INFINITY ? 0.f : new0 * scale_log2;
       const float shift1 = new1 == -INFINITY ? 0.f : new1 * scale_log2;
-      const float corr0 = exp2_approx(max0 * scale_log2 - shift0);
-      const float corr1 = exp2_approx(max1 * scale_log2 - shift1);
+      const float corr0 = fast_exp2(max0 * scale_log2 - shift0);
+      const float corr1 = fast_exp2(max1 * scale_log2 - shift1);
       max0 = new0;
       max1 = new1;
 
       // P (bf16) as the A fragments of O += P V, register r of keys 16 kc .. 16 kc + 15 from
-      // elements p_element(kc, r, 0) and + 1 (row0 for even r, row1 for odd).
+      // elements p_element(kc, r, 0) and + 1 (row0 for even r, row1 for odd); pack_bf16 adds the
+      // rounded weights to the row's part of the sum.
       std::uint32_t pf[BK / 16][4];
       float part0 = 0.f, part1 = 0.f;
 #pragma unroll
@@ -236,13 +222,8 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
         for (int r = 0; r < 4; ++r) {
           const int e = wgmma::p_element(kc, r, 0);
           const float shift = (r & 1) ? shift1 : shift0;
-          const std::uint32_t packed = to_bf16x2(exp2_approx(fmaf(sacc[e], scale_log2, -shift)),
-                                                 exp2_approx(fmaf(sacc[e + 1], scale_log2, -shift)));
-          // The normaliser sums exactly the weights the tensor cores multiply.
-          const float rounded = __uint_as_float(packed << 16) + __uint_as_float(packed & 0xffff0000u);
-          if (r & 1) part1 += rounded;
-          else part0 += rounded;
-          pf[kc][r] = packed;
+          pf[kc][r] = pack_bf16(fast_exp2(fmaf(sacc[e], scale_log2, -shift)),
+                                fast_exp2(fmaf(sacc[e + 1], scale_log2, -shift)), (r & 1) ? part1 : part0);
         }
       }
       sum0 = sum0 * corr0 + part0;
@@ -256,7 +237,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
       }
 
       wgmma_hold(oacc);
-      wgmma_hold_u32(pf);
+      wgmma_hold(pf);
       wgmma_fence();
 #pragma unroll
       for (int kc = 0; kc < BK / 16; ++kc) {

@@ -33,6 +33,15 @@ __device__ __forceinline__ void wgmma_hold(float (&r)[R]) {
 #pragma unroll
   for (int i = 0; i < R; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
+// The same for A fragments in registers (R k-steps of four .b32).
+template <int R>
+__device__ __forceinline__ void wgmma_hold(std::uint32_t (&r)[R][4]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
+  }
+}
 
 // d (64 x 64, fp32; 32 per thread) = or += A (64 x 16, from the descriptor) Bᵀ (B 64 x 16, K-major).
 __device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], std::uint64_t a, std::uint64_t b, bool accumulate) {
