@@ -75,13 +75,15 @@ struct MaskRule {
   }
   // Whether some key of the interval may still be blocked (documents, a custom mask).
   ATTNLAB_HD bool elementwise() const { return documents != nullptr || custom != nullptr; }
+  // Whether the documents or a custom mask block key j of query i (inside its interval or not).
+  ATTNLAB_HD bool blocked(int i, int j) const {
+    if (documents != nullptr && documents[i + offset] != documents[j]) return true;
+    return custom != nullptr && custom[static_cast<std::size_t>(i) * m + j] != 0.f;
+  }
   ATTNLAB_HD bool visible(int i, int j) const {
     int lo, hi;
     interval(i, lo, hi);
-    if (j < lo || j >= hi) return false;
-    if (documents != nullptr && documents[i + offset] != documents[j]) return false;
-    if (custom != nullptr && custom[static_cast<std::size_t>(i) * m + j] != 0.f) return false;
-    return true;
+    return j >= lo && j < hi && !blocked(i, j);
   }
 };
 

@@ -22,11 +22,14 @@
 // the block mask leaves the query tile (an Empty tile is never loaded), MaskRule is tested per
 // element in Partial tiles only, and the fp32 accumulators become the modified scaled scores y
 // before the online softmax, whose constant is then log2(e) / T (the running max in units of y).
-// The score mods per element are head_rule_score's (kernels/rules.h): the head's slope, bias rows
-// and 1 / C read once per block, the cap's tanh by one exp2 and a fast divide (rule_score's
-// division and tanhf made the rule path several times the plain one). Registers (ptxas, sm_90):
-// d=64 128 with a minimum of two blocks per SM, no spill (two blocks, as the plain kernel; 170
-// and one block before); d=128 215 (was 241), one block.
+// The score mods are head_rule_fragment's (kernels/rules.h), over each row tile's accumulator
+// fragment: the head's slope, bias rows and 1 / C read once per block, each modification one
+// pass, the cap's tanh one tanh.approx.f32, ALiBi's distances from one conversion per row, and the
+// range and mask tests on Partial and edge tiles only. (The per-element step before it took two
+// exp2, a divide and two int-to-float conversions per score on the multi-function unit beside the
+// softmax's one exp2, and ran ALiBi + soft-cap at 3.2x the plain kernel's time on the H200.)
+// Registers (ptxas, sm_90): d=64 128 with a minimum of two blocks per SM and 12 bytes spilled
+// (two blocks, as the plain kernel); d=128 208, one block.
 //
 // Tile configurations (ATTNLAB_FUSED_CONFIG, read at every launch; unset or empty = the head-dim
 // bucket's default, kernels/tile_config.h; 0..4 = that configuration; any other value throws
@@ -121,7 +124,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   int first_kt = 0, k_tiles = (key_end + kBK - 1) / kBK;
   // With rules: the key tiles the block mask leaves this query tile, Empty ones skipped.
   [[maybe_unused]] const int qb = q0 / kBQ;
-  // With rules: the head's score-mod values, taken once (head_rule_score, kernels/rules.h).
+  // With rules: the head's score-mod values, taken once (head_rule_fragment, kernels/rules.h).
   [[maybe_unused]] HeadScoreRule head_rule;
   if constexpr (RULES) {
     key_tile_range(rules.blocks, qb, first_kt, k_tiles);
@@ -243,17 +246,8 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
       // With rules: every score becomes y (or -inf), on every tile.
       if constexpr (RULES) {
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-          for (int j = 0; j < kBK / 8; ++j) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int key = k0 + 8 * j + 2 * tig + (e & 1);
-              const int row = (e < 2 ? row0 : row1) + 16 * mt;
-              sacc[mt][j][e] = head_rule_score(rules, head_rule, sacc[mt][j][e], row, key, n, m, partial);
-            }
-          }
-        }
+        for (int mt = 0; mt < MT; ++mt)
+          head_rule_fragment(rules, head_rule, sacc[mt], row0 + 16 * mt, k0 + 2 * tig, n, m, partial, FastTanh{});
       } else if (k0 + kBK > m || (causal && k0 + kBK - 1 > warp_row0)) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {

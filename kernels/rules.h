@@ -10,8 +10,8 @@
 // score mod; the streaming kernels always read the mask through MaskRule (it says what MaskCode
 // said for the plain masks). Without rules every kernel runs its rule-free code, unchanged.
 // Also here, host- and device-callable, what every kernel with rules does with them: the score of
-// one element (rule_score; in the bf16 fused kernel head_rule_score, the same step with the
-// head's values taken once and a cheaper tanh) and the walk of a query tile's key tiles under the
+// one element (rule_score; in the bf16 fused kernel head_rule_fragment, the same step over a
+// lane's accumulator fragment with the head's values taken once) and the walk of a query tile's key tiles under the
 // block mask; so that tests/test_cuda_rules.cpp walks them on the CPU exactly as the kernels do.
 // Plain C++ (no CUDA types): cuda_backend.cu fills it, the launchers' headers name it.
 #pragma once
@@ -24,11 +24,13 @@
 #include <cstdint>
 #include <vector>
 
-// Inlined into the kernels; plain inline functions on the host.
+// Inlined into the kernels, their loops over a fragment unrolled; plain inline functions on the host.
 #if defined(__CUDACC__)
 #define ATTNLAB_RULES_FN __host__ __device__ __forceinline__
+#define ATTNLAB_RULES_UNROLL _Pragma("unroll")
 #else
 #define ATTNLAB_RULES_FN inline
+#define ATTNLAB_RULES_UNROLL
 #endif
 
 namespace attnlab::cuda {
@@ -87,53 +89,117 @@ ATTNLAB_RULES_FN float rule_score(const KernelRules& r, float s, int h, int i, i
   return r.score.apply(s * r.scale, r.head0 + h, i, j);
 }
 
-// tanh(x) as 1 - 2 / (1 + e^{2|x|}) with the sign of x: one exp2 and one divide (on the device a
-// fast one), within about 3e-7 of tanh absolutely (|x| clamped at 10, where tanh rounds to 1).
-ATTNLAB_RULES_FN float tanh_by_exp(float x) {
-  const float e = exp2f(fminf(fabsf(x), 10.f) * 2.8853900817779268f);  // e^{2|x|}: 2 log2(e) |x|
+// The soft-cap's tanh in the bf16 fused kernel: the multi-function unit's tanh.approx.f32 (sm_75
+// on), one instruction where tanhf is a dozen and exp2 with a divide two of the unit's. The PTX ISA
+// bounds its relative error by 2^-10.987; so a capped score y = C tanh(s / C) is off by at most
+// |y| 2^-10.987, below an eighth of bf16's own allowance at the largest logit (verify's L16 =
+// 2^-8 max|logit|: a weight takes at most half of a logit's error, an output row the logit's
+// error times max|V|). On the host, where the tests run the step, std::tanh.
+struct FastTanh {
+  ATTNLAB_RULES_FN float operator()(float x) const {
 #if defined(__CUDA_ARCH__)
-  const float t = 1.f - __fdividef(2.f, 1.f + e);
+    float y;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
 #else
-  const float t = 1.f - 2.f / (1.f + e);
+    return std::tanh(x);
 #endif
-  return copysignf(t, x);
-}
+  }
+};
 
-// rule_score for one launch head, with what depends on the head alone (its ALiBi slope, its bias
-// rows, the cap's reciprocal) taken once, before a kernel's key loop, and the cap's tanh by
-// tanh_by_exp: what the bf16 fused kernel runs per element. Its own rounding (bf16 operands and
-// weights, 2^-9) is far coarser than this step's difference from rule_score (the cap's tanh within
-// about 3e-7 · C, a multiply by 1 / C for the divide). The same -inf cells as rule_score.
+// What depends on the launch head alone (its ALiBi slope, its bias rows, the cap and its
+// reciprocal), taken once before a kernel's key loop: head_rule_fragment's argument.
+// (The scale, the cap and the offset stay the rules' own: kernel parameters, read from the
+// constant bank where copies would hold registers.)
 struct HeadScoreRule {
-  float scale = 1, slope = 0, cap = 0, inv_cap = 0;
-  int offset = 0;
+  float slope = 0, inv_cap = 0;
   const float* bias = nullptr;  // the head's (n, m) rows, or null
 };
 ATTNLAB_RULES_FN HeadScoreRule head_score_rule(const KernelRules& r, int h) {
   HeadScoreRule hs;
   const ScoreRule& sr = r.score;
   const int head = r.head0 + h;
-  hs.scale = r.scale;
   hs.slope = sr.slopes != nullptr ? sr.slopes[head] : 0.f;
-  hs.cap = sr.softcap;
   hs.inv_cap = sr.softcap > 0 ? 1.f / sr.softcap : 0.f;
-  hs.offset = sr.offset;
   if (sr.bias != nullptr)
     hs.bias = sr.bias + static_cast<std::size_t>(sr.bias_per_head ? head : 0) * sr.n * sr.m;
   return hs;
 }
-ATTNLAB_RULES_FN float head_rule_score(const KernelRules& r, const HeadScoreRule& hs, float s, int i, int j, int n,
-                                       int m, bool test_mask) {
-  if (i >= n || j >= m) return -INFINITY;
-  if (test_mask && !r.mask.visible(i, j)) return -INFINITY;
-  float a = 0.f;  // ScoreRule::added's order: minus ALiBi's distance term, plus the bias
-  if (hs.slope != 0.f) {
-    const int dist = i + hs.offset - j;
-    a -= hs.slope * static_cast<float>(dist < 0 ? -dist : dist);
+
+// rule_score on one lane's share of an m16n8 accumulator tile (mma.sync's layout), the bf16
+// fused kernel's step: x[j][e] holds the raw product q.k of query row0 + 8 (e / 2) and key key0 + 8 j + e % 2
+// (row0 the lane's fragment row, key0 the tile's first key plus twice the lane's column pair);
+// each becomes rule_score's y, or -inf where rule_score gives -inf. Per element rule_score
+// converts the distance, tests the range and reads the head's values; here each modification is
+// one pass over the fragment under one test of the head, ALiBi's distance |i + offset - j| is the
+// row's one conversion plus a constant (integers, exact in fp32 below 2^24), MaskRule's interval
+// is taken once per row, and the range and mask pass runs only on a Partial tile (`test_mask`) or
+// one that reaches past n or m. The order of the arithmetic is rule_score's on the device:
+// y = fma(s, scale, -slope |d| + bias), then the cap, whose tanh is `tanh_of` (the kernel's
+// FastTanh; a test's own to bound its error). The fp32 kernels keep rule_score: with the exact
+// tanhf this step's passes hold more registers than its per-element sequence, and the 3xTF32
+// kernel at d 64 spilled.
+template <int NJ, class Tanh>
+ATTNLAB_RULES_FN void head_rule_fragment(const KernelRules& r, const HeadScoreRule& hs, float (&x)[NJ][4],
+                                         int row0, int key0, int n, int m, bool test_mask, Tanh tanh_of) {
+  if (hs.slope != 0.f) {  // ALiBi: x = fma(x, scale, -slope |i + offset - j|)
+    const float d0 = static_cast<float>(row0 + r.score.offset - key0);  // element (0, 0)'s distance
+    ATTNLAB_RULES_UNROLL
+    for (int j = 0; j < NJ; ++j) {
+      ATTNLAB_RULES_UNROLL
+      for (int e = 0; e < 4; ++e)
+        x[j][e] = fmaf(x[j][e], r.scale, -(hs.slope * fabsf(d0 + static_cast<float>(8 * (e >> 1) - 8 * j - (e & 1)))));
+    }
+  } else {
+    ATTNLAB_RULES_UNROLL
+    for (int j = 0; j < NJ; ++j) {
+      ATTNLAB_RULES_UNROLL
+      for (int e = 0; e < 4; ++e) x[j][e] *= r.scale;
+    }
   }
-  if (hs.bias != nullptr) a += hs.bias[static_cast<std::size_t>(i) * r.score.m + j];
-  const float y = s * hs.scale + a;
-  return hs.cap > 0.f ? hs.cap * tanh_by_exp(y * hs.inv_cap) : y;
+  if (hs.bias != nullptr) {
+    ATTNLAB_RULES_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const int i = row0 + 8 * h;
+      if (i >= n) continue;
+      const float* b = hs.bias + static_cast<std::size_t>(i) * r.score.m;
+      ATTNLAB_RULES_UNROLL
+      for (int j = 0; j < NJ; ++j) {
+        ATTNLAB_RULES_UNROLL
+        for (int e = 2 * h; e < 2 * h + 2; ++e) {
+          const int k = key0 + 8 * j + (e & 1);
+          if (k < m) x[j][e] += b[k];
+        }
+      }
+    }
+  }
+  if (r.score.softcap > 0.f) {
+    ATTNLAB_RULES_UNROLL
+    for (int j = 0; j < NJ; ++j) {
+      ATTNLAB_RULES_UNROLL
+      for (int e = 0; e < 4; ++e) x[j][e] = r.score.softcap * tanh_of(x[j][e] * hs.inv_cap);
+    }
+  }
+  if (test_mask || row0 + 8 >= n || key0 + 8 * NJ - 7 >= m) {
+    ATTNLAB_RULES_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const int i = row0 + 8 * h;
+      int lo = 0, hi = i < n ? m : 0;  // a padding row sees nothing
+      if (test_mask && i < n) {
+        r.mask.interval(i, lo, hi);
+        hi = hi < m ? hi : m;
+      }
+      const bool each = test_mask && i < n && r.mask.elementwise();
+      ATTNLAB_RULES_UNROLL
+      for (int j = 0; j < NJ; ++j) {
+        ATTNLAB_RULES_UNROLL
+        for (int e = 2 * h; e < 2 * h + 2; ++e) {
+          const int k = key0 + 8 * j + (e & 1);
+          if (k < lo || k >= hi || (each && r.mask.blocked(i, k))) x[j][e] = -INFINITY;
+        }
+      }
+    }
+  }
 }
 
 // The keys [lo, hi) some query 0..n-1 may see under `rule`: the union of MaskRule's intervals

@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,8 +31,16 @@ namespace {
 
 // The output of p as a fused kernel with rules over (qt, kt) tiles computes it (fp32, the
 // kernels' order within a row: tile by tile), and in `visited` the tiles its blocks compute.
-// head_step: score every element with head_rule_score (the bf16 kernel's step) instead.
-MatrixF emulate_fused(const Problem& p, int qt, int kt, long long& visited, bool head_step = false) {
+// tanh_of given: score the tile with head_rule_fragment (the bf16 kernel's step) instead, over the
+// 32 lanes' fragments of each 16-row group of 64-key tiles, the cap's tanh by `tanh_of`.
+using TanhFn = float (*)(float);
+struct TestTanh {
+  TanhFn f;
+  float operator()(float x) const { return f(x); }
+};
+MatrixF emulate_fused(const Problem& p, int qt, int kt, long long& visited, TanhFn tanh_of = nullptr) {
+  if (tanh_of != nullptr && (kt != 64 || qt % 16 != 0))
+    throw std::logic_error("emulate_fused: the fragment step takes 64-key tiles of 16-row groups");
   const int n = p.n(), m = p.m(), d_k = p.d_k(), d_v = p.d_v();
   const std::shared_ptr<const RotatedQK> rot = rotated_qk(p);
   const MatrixF& q = kernel_q(p, rot.get());
@@ -60,19 +69,39 @@ MatrixF emulate_fused(const Problem& p, int qt, int kt, long long& visited, bool
            t = cuda::next_key_tile(r.blocks, qb, t + 1, last)) {
         ++visited;
         const bool partial = cuda::partial_tile(r.blocks, qb, t);
+        // The tile's scores y (or -inf), row by row.
+        std::vector<float> y(static_cast<std::size_t>(qt) * kt);
         for (int a = 0; a < qt; ++a) {
           const int i = qb * qt + a;
-          std::vector<float> x(kt);
-          float tile_max = -INFINITY;
           for (int e = 0; e < kt; ++e) {
             const int j = t * kt + e;
             float s = 0.f;  // padding rows and keys hold zeros, as the kernels' tiles do
             if (i < n && j < m)
               for (int dd = 0; dd < d_k; ++dd)
                 s = std::fma(q(static_cast<Eigen::Index>(h) * n + i, dd), k(p.kv_row(h) + j, dd), s);
-            x[e] = (head_step ? cuda::head_rule_score(r, hs, s, i, j, n, m, partial)
-                              : cuda::rule_score(r, s, h, i, j, n, m, partial)) *
-                   c;
+            y[static_cast<std::size_t>(a) * kt + e] = tanh_of ? s : cuda::rule_score(r, s, h, i, j, n, m, partial);
+          }
+        }
+        if (tanh_of != nullptr)
+          for (int w = 0; w < qt / 16; ++w)
+            for (int lane = 0; lane < 32; ++lane) {
+              const int g = lane >> 2, tig = lane & 3;
+              const auto at = [&](int jj, int e) -> float& {
+                return y[static_cast<std::size_t>(16 * w + g + 8 * (e >> 1)) * kt + 8 * jj + 2 * tig + (e & 1)];
+              };
+              float frag[8][4];
+              for (int jj = 0; jj < 8; ++jj)
+                for (int e = 0; e < 4; ++e) frag[jj][e] = at(jj, e);
+              cuda::head_rule_fragment(r, hs, frag, qb * qt + 16 * w + g, t * kt + 2 * tig, n, m, partial,
+                                       TestTanh{tanh_of});
+              for (int jj = 0; jj < 8; ++jj)
+                for (int e = 0; e < 4; ++e) at(jj, e) = frag[jj][e];
+            }
+        for (int a = 0; a < qt; ++a) {
+          std::vector<float> x(kt);
+          float tile_max = -INFINITY;
+          for (int e = 0; e < kt; ++e) {
+            x[e] = y[static_cast<std::size_t>(a) * kt + e] * c;
             tile_max = std::max(tile_max, x[e]);
           }
           const float new_max = std::max(mx[a], tile_max);
@@ -198,18 +227,21 @@ TEST(CudaRulesWalk, TheFusedWalkMatchesTheReferenceOnEveryTile) {
   }
 }
 
-// The bf16 kernel's per-head step (head_rule_score, its values taken once per block, the cap by
-// tanh_by_exp): the same -inf cells as rule_score and the same scores within what its tanh and its
-// multiply by 1 / C allow, for every head of a launch that does not start at head 0, on the
-// kernel's own tiles' walk too.
-TEST(CudaRulesWalk, TheBf16KernelsHeadStepMatchesRuleScore) {
-  for (float x = -12.f; x <= 12.f; x += 0.001953125f)
-    ASSERT_NEAR(cuda::tanh_by_exp(x), std::tanh(static_cast<double>(x)), 3e-7) << x;
-  EXPECT_EQ(cuda::tanh_by_exp(0.f), 0.f);
-  EXPECT_EQ(cuda::tanh_by_exp(1e4f), 1.f);
-  EXPECT_EQ(cuda::tanh_by_exp(-1e4f), -1.f);
+// The bf16 kernel's step (head_rule_fragment: the head's values taken once per block, each score
+// mod a pass over a lane's fragment, ALiBi's distance from one conversion per row, the range and
+// mask tests on Partial and edge tiles only): element by element rule_score, the same -inf cells
+// and the same scores within their order of rounding, for every lane of every 16-row group and
+// 64-key tile over the problem and past its edges, every head of a launch that starts at head 0
+// or not, Partial and Full tiles.
+float exact_tanh(float x) { return std::tanh(x); }
+// tanh.approx.f32's error bound (the PTX ISA's 2^-10.987, rounded up), both ways.
+constexpr float kTanhApproxErr = 4.95e-4f;
+float tanh_high(float x) { return std::tanh(x) * (1.f + kTanhApproxErr); }
+float tanh_low(float x) { return std::tanh(x) * (1.f - kTanhApproxErr); }
 
+TEST(CudaRulesWalk, TheBf16KernelsFragmentStepIsRuleScore) {
   std::uint64_t seed = 40;
+  const float raw[] = {-40.f, -2.f, -0.01f, 0.f, 1e-4f, 0.8f, 7.f, 90.f};
   for (const Case& c : cases()) {
     Problem p = random_problem(c.n, c.m, c.d, c.d, seed++, c.heads, c.kv_heads);
     c.apply(p);
@@ -220,36 +252,61 @@ TEST(CudaRulesWalk, TheBf16KernelsHeadStepMatchesRuleScore) {
     r.mask = mask_rule(p);
     r.score = score_rule<float>(p, slopes);
     r.scale = static_cast<float>(p.scale_value());
-    const int n = p.n(), m = p.m();
-    const float cap = r.score.softcap;
+    long long compared = 0, masked = 0;
+    // The problem's own n and m, and a smaller n and m (the rules' data still covers them) that
+    // put a fragment's last row and last key each on the first one past the edge.
+    const int m57 = p.m() - ((p.m() - 57) % 64 + 64) % 64;
+    for (const auto [n, m] : {std::pair{p.n(), p.m()}, std::pair{std::max(1, p.n() - 7), std::max(1, m57)}})
     for (int head0 : {0, 1}) {
       r.head0 = head0;
       for (int h = 0; h + head0 < p.heads; ++h) {
         const cuda::HeadScoreRule hs = cuda::head_score_rule(r, h);
-        for (int i = 0; i < n + 2; i += 3)
-          for (int j = 0; j < m + 2; ++j)
-            for (float s : {-40.f, -2.f, -0.01f, 0.f, 1e-4f, 0.8f, 7.f, 90.f})
-              for (bool partial : {false, true}) {
-                const float want = cuda::rule_score(r, s, h, i, j, n, m, partial);
-                const float got = cuda::head_rule_score(r, hs, s, i, j, n, m, partial);
-                if (std::isinf(want)) {
-                  ASSERT_EQ(got, want) << c.name << " h " << h << " i " << i << " j " << j;
-                } else {
-                  ASSERT_NEAR(got, want, 1e-6 * (1 + std::abs(want)) + 4e-7 * cap)
-                      << c.name << " head0 " << head0 << " h " << h << " i " << i << " j " << j << " s " << s;
-                }
+        for (int q0 = 0; q0 < n + 16; q0 += 16)
+          for (int k0 = 0; k0 < m + 64; k0 += 64)
+            for (bool partial : {false, true})
+              for (int lane = 0; lane < 32; ++lane) {
+                const int row0 = q0 + (lane >> 2), key0 = k0 + 2 * (lane & 3);
+                float x[8][4], s[8][4];
+                for (int j = 0; j < 8; ++j)
+                  for (int e = 0; e < 4; ++e)
+                    x[j][e] = s[j][e] = raw[(row0 + 3 * (key0 + j) + 5 * e + h) % 8];
+                cuda::head_rule_fragment(r, hs, x, row0, key0, n, m, partial, cuda::FastTanh{});
+                for (int j = 0; j < 8; ++j)
+                  for (int e = 0; e < 4; ++e) {
+                    const int i = row0 + 8 * (e >> 1), k = key0 + 8 * j + (e & 1);
+                    const float want = cuda::rule_score(r, s[j][e], h, i, k, n, m, partial);
+                    ++compared;
+                    if (std::isinf(want)) {
+                      ++masked;
+                      ASSERT_EQ(x[j][e], want) << c.name << " h " << h << " i " << i << " j " << k << " n " << n << " m " << m << " key0 " << key0 << (partial ? " partial" : "");
+                      continue;
+                    }
+                    const double terms = std::abs(s[j][e] * r.scale) +
+                                         (i < n && k < m ? std::abs(r.score.added(h + head0, i, k)) : 0.0);
+                    ASSERT_NEAR(x[j][e], want, 1e-6 * (1 + std::abs(want) + terms))
+                        << c.name << " head0 " << head0 << " h " << h << " i " << i << " j " << k << " s "
+                        << s[j][e] << (partial ? " partial" : "");
+                  }
               }
       }
     }
-    SCOPED_TRACE(std::string(c.name) + " on the bf16 kernel's tiles, 128 x 64");
-    long long visited = 0;
-    Trace t;
-    t.backend = "emulated";
-    t.variant = Variant::Fused;
-    t.has_stages = false;
-    t.output = emulate_fused(p, 128, 64, visited, /*head_step=*/true);
-    const VerifyReport v = verify_trace(p, t, reference_fp64(p));
-    EXPECT_TRUE(v.pass) << render_verify_text(v);
+    EXPECT_GT(masked, 0) << c.name;  // the padding past n and m at least
+    EXPECT_GT(compared - masked, 0) << c.name;
+    // The kernel's walk with the step, at fp32's tolerance with the exact tanh and at bf16's with
+    // tanh.approx's worst error either way: the bf16 kernel's own rounding is what bounds it.
+    for (TanhFn f : {exact_tanh, tanh_high, tanh_low}) {
+      SCOPED_TRACE(std::string(c.name) + " on the bf16 kernel's tiles, 128 x 64" +
+                   (f == exact_tanh ? "" : f == tanh_high ? ", tanh high" : ", tanh low"));
+      long long visited = 0;
+      Trace t;
+      t.backend = "emulated";
+      t.variant = Variant::Fused;
+      t.has_stages = false;
+      t.precision = f == exact_tanh ? Precision::FP32 : Precision::BF16;
+      t.output = emulate_fused(p, 128, 64, visited, f);
+      const VerifyReport v = verify_trace(p, t, reference_fp64(p));
+      EXPECT_TRUE(v.pass) << render_verify_text(v);
+    }
   }
 }
 
