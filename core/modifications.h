@@ -99,18 +99,18 @@ struct ScoreRuleT {
   T softcap = 0;                  // C, or 0
 
   ATTNLAB_HD bool any() const { return slopes != nullptr || bias != nullptr || softcap > 0; }
-  // ALiBi's and the bias's term (what is added to s).
-  ATTNLAB_HD T added(int h, int i, int j) const {
+  // ALiBi's and the bias's term (what is added to s), with the distance i + offset - j given in T
+  // (a kernel counts it in float from one conversion per row: integers, exact below 2^24).
+  ATTNLAB_HD T added_at(int h, int i, int j, T dist) const {
     T a = 0;
-    if (slopes != nullptr) {
-      const int dist = i + offset - j;
-      a -= slopes[h] * static_cast<T>(dist < 0 ? -dist : dist);
-    }
+    if (slopes != nullptr) a -= slopes[h] * (dist < 0 ? -dist : dist);
     if (bias != nullptr)
       a += static_cast<T>(bias[(static_cast<std::size_t>(bias_per_head ? h : 0) * n + i) * m + j]);
     return a;
   }
+  ATTNLAB_HD T added(int h, int i, int j) const { return added_at(h, i, j, static_cast<T>(i + offset - j)); }
   ATTNLAB_HD T cap(T s) const { return softcap > 0 ? softcap * tanh_(s / softcap) : s; }
+  ATTNLAB_HD T apply_at(T s, int h, int i, int j, T dist) const { return cap(s + added_at(h, i, j, dist)); }
   ATTNLAB_HD T apply(T s, int h, int i, int j) const { return cap(s + added(h, i, j)); }
 
  private:

@@ -193,14 +193,18 @@ __global__ void __launch_bounds__(WARPS * 32)
 
       // Masks (only on tiles that need them): keys past m, causal future keys, a custom mask.
       // Lane holds keys k0 + 8j + acc_col(lane, e) of rows row0 (e = 0, 1) and row1 (e = 2, 3).
-      // With rules: every score becomes y (or -inf), on every tile.
+      // With rules: every score becomes y (or -inf), on every tile; ALiBi's distance row - key +
+      // offset counted in float from the lane's first element (exact integers; row1 = row0 + 8),
+      // not converted per score.
       if constexpr (RULES) {
+        const float d0 = static_cast<float>(row0 + rules.score.offset - k0 - tf32::acc_col(lane, 0));
 #pragma unroll
         for (int j = 0; j < kBK / 8; ++j) {
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int key = k0 + 8 * j + tf32::acc_col(lane, e);
-            sacc[j][e] = rule_score(rules, sacc[j][e], head, e < 2 ? row0 : row1, key, n, m, partial);
+            sacc[j][e] = rule_score_at(rules, sacc[j][e], head, e < 2 ? row0 : row1, key,
+                                       d0 + static_cast<float>(8 * (e >> 1) - 8 * j - (e & 1)), n, m, partial);
           }
         }
       } else if (k0 + kBK > m || (causal && k0 + kBK - 1 > warp_row0) || mask != nullptr) {

@@ -11,8 +11,9 @@
 // said for the plain masks). Without rules every kernel runs its rule-free code, unchanged.
 // Also here, host- and device-callable, what every kernel with rules does with them: the score of
 // one element (rule_score; in the bf16 fused kernel head_rule_fragment, the same step over a
-// lane's accumulator fragment with the head's values taken once) and the walk of a query tile's key tiles under the
-// block mask; so that tests/test_cuda_rules.cpp walks them on the CPU exactly as the kernels do.
+// lane's accumulator fragment with the head's values taken once) and the walk of a query tile's
+// key tiles under the block mask; so that tests/test_cuda_rules.cpp walks them on the CPU exactly
+// as the kernels do (the bf16 kernel's tanh aside: FastTanh).
 // Plain C++ (no CUDA types): cuda_backend.cu fills it, the launchers' headers name it.
 #pragma once
 
@@ -81,12 +82,18 @@ inline std::vector<int> key_tile_ranges(const BlockMask& b) {
 // s = q.k: -inf outside the problem (padding rows and keys of edge tiles: a bias or a document id
 // must not be read there) and, with `test_mask` (a Partial tile, or a kernel without a block
 // mask), where MaskRule hides the key; else ScoreRule's modified scaled score (+ ALiBi + bias,
-// soft-capped). The caller turns it into a logit with 1/T (and log2 e).
-ATTNLAB_RULES_FN float rule_score(const KernelRules& r, float s, int h, int i, int j, int n, int m,
-                                  bool test_mask) {
+// soft-capped). The caller turns it into a logit with 1/T (and log2 e). rule_score_at takes
+// ALiBi's distance i + offset - j in float (ScoreRule::added_at), which a kernel counts from one
+// conversion per row instead of converting it per score.
+ATTNLAB_RULES_FN float rule_score_at(const KernelRules& r, float s, int h, int i, int j, float dist, int n,
+                                     int m, bool test_mask) {
   if (i >= n || j >= m) return -INFINITY;
   if (test_mask && !r.mask.visible(i, j)) return -INFINITY;
-  return r.score.apply(s * r.scale, r.head0 + h, i, j);
+  return r.score.apply_at(s * r.scale, r.head0 + h, i, j, dist);
+}
+ATTNLAB_RULES_FN float rule_score(const KernelRules& r, float s, int h, int i, int j, int n, int m,
+                                  bool test_mask) {
+  return rule_score_at(r, s, h, i, j, static_cast<float>(i + r.score.offset - j), n, m, test_mask);
 }
 
 // The soft-cap's tanh in the bf16 fused kernel: the multi-function unit's tanh.approx.f32 (sm_75
@@ -127,18 +134,19 @@ ATTNLAB_RULES_FN HeadScoreRule head_score_rule(const KernelRules& r, int h) {
 }
 
 // rule_score on one lane's share of an m16n8 accumulator tile (mma.sync's layout), the bf16
-// fused kernel's step: x[j][e] holds the raw product q.k of query row0 + 8 (e / 2) and key key0 + 8 j + e % 2
-// (row0 the lane's fragment row, key0 the tile's first key plus twice the lane's column pair);
-// each becomes rule_score's y, or -inf where rule_score gives -inf. Per element rule_score
-// converts the distance, tests the range and reads the head's values; here each modification is
-// one pass over the fragment under one test of the head, ALiBi's distance |i + offset - j| is the
-// row's one conversion plus a constant (integers, exact in fp32 below 2^24), MaskRule's interval
-// is taken once per row, and the range and mask pass runs only on a Partial tile (`test_mask`) or
-// one that reaches past n or m. The order of the arithmetic is rule_score's on the device:
-// y = fma(s, scale, -slope |d| + bias), then the cap, whose tanh is `tanh_of` (the kernel's
-// FastTanh; a test's own to bound its error). The fp32 kernels keep rule_score: with the exact
-// tanhf this step's passes hold more registers than its per-element sequence, and the 3xTF32
-// kernel at d 64 spilled.
+// fused kernel's step: x[j][e] holds the raw product q.k of query row0 + 8 (e / 2) and key
+// key0 + 8 j + e % 2 (row0 the lane's fragment row, key0 the tile's first key plus twice the
+// lane's column pair); each becomes rule_score's y, or -inf where rule_score gives -inf. Per
+// element rule_score converts the distance, tests the range and reads the head's values; here
+// each modification is one pass over the fragment under one test of the head, ALiBi's distance
+// |i + offset - j| is the row's one conversion plus a constant (integers, exact in fp32 below
+// 2^24), MaskRule's interval is taken once per row, and the range and mask pass runs only on a
+// Partial tile (`test_mask`) or one that reaches past n or m. The arithmetic:
+// y = fma(s, scale, -slope |d|) + bias, then C tanh_of(y / C) with 1 / C taken once (rule_score
+// adds ALiBi's term and the bias before the fma: the same within fp32's rounding); tanh_of is the
+// kernel's FastTanh, or a test's own to bound its error. The fp32 kernels keep rule_score per
+// score (rule_score_at): with the exact tanhf this step's passes hold more registers than the
+// per-score sequence, and the 3xTF32 kernel at d 64 spilled.
 template <int NJ, class Tanh>
 ATTNLAB_RULES_FN void head_rule_fragment(const KernelRules& r, const HeadScoreRule& hs, float (&x)[NJ][4],
                                          int row0, int key0, int n, int m, bool test_mask, Tanh tanh_of) {
@@ -147,8 +155,10 @@ ATTNLAB_RULES_FN void head_rule_fragment(const KernelRules& r, const HeadScoreRu
     ATTNLAB_RULES_UNROLL
     for (int j = 0; j < NJ; ++j) {
       ATTNLAB_RULES_UNROLL
-      for (int e = 0; e < 4; ++e)
-        x[j][e] = fmaf(x[j][e], r.scale, -(hs.slope * fabsf(d0 + static_cast<float>(8 * (e >> 1) - 8 * j - (e & 1)))));
+      for (int e = 0; e < 4; ++e) {
+        const float dist = d0 + static_cast<float>(8 * (e >> 1) - 8 * j - (e & 1));
+        x[j][e] = fmaf(x[j][e], r.scale, -(hs.slope * fabsf(dist)));
+      }
     }
   } else {
     ATTNLAB_RULES_UNROLL

@@ -278,7 +278,8 @@ TEST(CudaRulesWalk, TheBf16KernelsFragmentStepIsRuleScore) {
                     ++compared;
                     if (std::isinf(want)) {
                       ++masked;
-                      ASSERT_EQ(x[j][e], want) << c.name << " h " << h << " i " << i << " j " << k << " n " << n << " m " << m << " key0 " << key0 << (partial ? " partial" : "");
+                      ASSERT_EQ(x[j][e], want) << c.name << " h " << h << " i " << i << " j " << k << " n " << n
+                                               << " m " << m << (partial ? " partial" : "");
                       continue;
                     }
                     const double terms = std::abs(s[j][e] * r.scale) +

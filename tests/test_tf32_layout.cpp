@@ -222,6 +222,19 @@ TEST(Tf32LayoutKeyOrder, IsAPermutationOfTheChunk) {
   EXPECT_EQ(keys, (std::set<int>{0, 1, 2, 3, 4, 5, 6, 7}));
 }
 
+// The kernel with rules counts ALiBi's distance i + offset - j of accumulator element e of n-tile j
+// as the lane's element (0, 0) distance plus 8 (e / 2) - 8 j - e % 2: what the C layout's rows and
+// columns give for every lane.
+TEST(Tf32LayoutAccumulators, TheDistanceStepsAreTheLayouts) {
+  for (int lane = 0; lane < 32; ++lane)
+    for (int j = 0; j < 8; ++j)
+      for (int e = 0; e < 4; ++e) {
+        const int d0 = t::acc_row(lane, 0) - t::acc_col(lane, 0);
+        const int d = t::acc_row(lane, e) - (8 * j + t::acc_col(lane, e));
+        EXPECT_EQ(d, d0 + 8 * (e >> 1) - 8 * j - (e & 1)) << "lane " << lane << " j " << j << " e " << e;
+      }
+}
+
 // The (D, BK) pairs kernels/fused_tf32.cu instantiates.
 INSTANTIATE_TEST_SUITE_P(KernelTiles, Tf32Layout,
                          ::testing::Values(Shape{32, 64}, Shape{64, 64}, Shape{128, 32}),
