@@ -56,6 +56,7 @@
 #include "core/types.h"
 #include "kernels/async_copy.cuh"
 #include "kernels/fused.h"
+#include "kernels/fused_block.cuh"
 #include "kernels/launch.h"
 #include "kernels/mma_bf16.cuh"
 #include "kernels/rules.cuh"
@@ -112,16 +113,14 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   const int g = lane >> 2;   // fragment row (and row + 8)
   const int tig = lane & 3;  // fragment column pair
 
-  const int q_tiles = (n + kBQ - 1) / kBQ;
-  const int head = blockIdx.x % heads;
-  const int q0 = (q_tiles - 1 - static_cast<int>(blockIdx.x) / heads) * kBQ;
-  const std::uint16_t* qh = q + (static_cast<std::size_t>(head) * n + q0) * D;
-  const std::uint16_t* kh = k + static_cast<std::size_t>(head) * m * D;
-  const std::uint16_t* vh = v + static_cast<std::size_t>(head) * m * D;
+  const FusedBlockTile tile = fused_block_tile(heads, n, m, kBQ, causal);
+  const int head = tile.head;
+  const int q0 = tile.q0;
+  const std::uint16_t* qh = tile.query_rows(q, n, D);
+  const std::uint16_t* kh = tile.key_rows(k, m, D);
+  const std::uint16_t* vh = tile.key_rows(v, m, D);
 
-  const int q_last = min(q0 + kBQ, n) - 1;
-  const int key_end = causal ? min(m, q_last + 1) : m;
-  int first_kt = 0, k_tiles = (key_end + kBK - 1) / kBK;
+  int first_kt = 0, k_tiles = (tile.key_end + kBK - 1) / kBK;
   // With rules: the key tiles the block mask leaves this query tile, Empty ones skipped.
   [[maybe_unused]] const int qb = q0 / kBQ;
   // With rules: the head's score-mod values, taken once (head_rule_fragment, kernels/rules.h).
@@ -274,19 +273,9 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
           tmax0 = fmaxf(tmax0, fmaxf(sacc[mt][j][0], sacc[mt][j][1]));
           tmax1 = fmaxf(tmax1, fmaxf(sacc[mt][j][2], sacc[mt][j][3]));
         }
-        tmax0 = fmaxf(tmax0, __shfl_xor_sync(0xffffffffu, tmax0, 1));
-        tmax0 = fmaxf(tmax0, __shfl_xor_sync(0xffffffffu, tmax0, 2));
-        tmax1 = fmaxf(tmax1, __shfl_xor_sync(0xffffffffu, tmax1, 1));
-        tmax1 = fmaxf(tmax1, __shfl_xor_sync(0xffffffffu, tmax1, 2));
-        const float new0 = fmaxf(max0[mt], tmax0);
-        const float new1 = fmaxf(max1[mt], tmax1);
-        // All keys so far masked: shift by 0, never by -inf (-inf - -inf is NaN).
-        const float shift0 = new0 == -INFINITY ? 0.f : new0 * scale_log2;
-        const float shift1 = new1 == -INFINITY ? 0.f : new1 * scale_log2;
-        const float corr0 = fast_exp2(max0[mt] * scale_log2 - shift0);
-        const float corr1 = fast_exp2(max1[mt] * scale_log2 - shift1);
-        max0[mt] = new0;
-        max1[mt] = new1;
+        float shift0, shift1, corr0, corr1;
+        quad_rows_step(max0[mt], max1[mt], tmax0, tmax1, scale_log2, [](float x) { return fast_exp2(x); }, shift0,
+                       shift1, corr0, corr1);
 
         // P = exp2(s * scale_log2 - shift), rounded to bf16 and laid out as the A operand of
         // P V: k-chunk kc2 (keys 16kc2 .. +15) = n-tiles 2kc2 (regs 0, 1) and 2kc2+1 (regs 2, 3).
@@ -341,12 +330,8 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   // Full row sums over the quad, normalise, write rows < n. Lane holds columns 8j + 2*tig, +1.
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
-    sum0[mt] += __shfl_xor_sync(0xffffffffu, sum0[mt], 1);
-    sum0[mt] += __shfl_xor_sync(0xffffffffu, sum0[mt], 2);
-    sum1[mt] += __shfl_xor_sync(0xffffffffu, sum1[mt], 1);
-    sum1[mt] += __shfl_xor_sync(0xffffffffu, sum1[mt], 2);
-    const float inv0 = 1.f / sum0[mt];
-    const float inv1 = 1.f / sum1[mt];
+    float inv0, inv1;
+    quad_rows_inverse(sum0[mt], sum1[mt], inv0, inv1);
     const int r0 = row0 + 16 * mt;
     const int r1 = row1 + 16 * mt;
     float* o0 = o + (static_cast<std::size_t>(head) * n + r0) * D;

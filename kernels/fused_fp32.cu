@@ -38,6 +38,7 @@
 
 #include "core/types.h"
 #include "kernels/fused.h"
+#include "kernels/fused_block.cuh"
 #include "kernels/launch.h"
 #include "kernels/rules.cuh"
 #include "kernels/tile_config.h"
@@ -180,13 +181,13 @@ __global__ void __launch_bounds__(Fp32Tile<D>::kThreads)
   const int kg = tid & 7;   // key group in the S phase, column group in the P.V phase
   const int qg = tid >> 3;  // query group: queries qg*TQ .. qg*TQ+TQ-1 of the tile
 
-  const int q_tiles = (n + BQ - 1) / BQ;
-  const int head = blockIdx.x % heads;
-  const int q0 = (q_tiles - 1 - static_cast<int>(blockIdx.x) / heads) * BQ;
+  const FusedBlockTile tile = fused_block_tile(heads, n, m, BQ, causal);
+  const int head = tile.head;
+  const int q0 = tile.q0;
 
-  const float* qh = q + (static_cast<std::size_t>(head) * n + q0) * dk;
-  const float* kh = k + static_cast<std::size_t>(head) * m * dk;
-  const float* vh = v + static_cast<std::size_t>(head) * m * dv;
+  const float* qh = tile.query_rows(q, n, dk);
+  const float* kh = tile.key_rows(k, m, dk);
+  const float* vh = tile.key_rows(v, m, dv);
 
   load_transposed<BQ, D, kThreads>(Qs, qh, min(BQ, n - q0), dk, dk, vec);
 
@@ -202,9 +203,7 @@ __global__ void __launch_bounds__(Fp32Tile<D>::kThreads)
   }
 
   // Causal (n == m): keys after the tile's last query are masked for every row of the tile.
-  const int q_last = min(q0 + BQ, n) - 1;
-  const int key_end = causal ? min(m, q_last + 1) : m;
-  int first_kt = 0, k_tiles = (key_end + kBK - 1) / kBK;
+  int first_kt = 0, k_tiles = (tile.key_end + kBK - 1) / kBK;
   // With rules: the key tiles the block mask leaves this query tile, Empty ones skipped.
   [[maybe_unused]] const int qb = q0 / BQ;
   if constexpr (RULES) {

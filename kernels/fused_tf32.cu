@@ -35,6 +35,7 @@
 #include "core/types.h"
 #include "kernels/async_copy.cuh"
 #include "kernels/fused.h"
+#include "kernels/fused_block.cuh"
 #include "kernels/launch.h"
 #include "kernels/mma_tf32.cuh"
 #include "kernels/rules.cuh"
@@ -96,16 +97,14 @@ __global__ void __launch_bounds__(WARPS * 32)
   const int warp = threadIdx.x >> 5;
   const int tig = tf32::thread_in_group(lane);
 
-  const int q_tiles = (n + kBQ - 1) / kBQ;
-  const int head = blockIdx.x % heads;
-  const int q0 = (q_tiles - 1 - static_cast<int>(blockIdx.x) / heads) * kBQ;
-  const float* qh = q + (static_cast<std::size_t>(head) * n + q0) * dk;
-  const float* kh = k + static_cast<std::size_t>(head) * m * dk;
-  const float* vh = v + static_cast<std::size_t>(head) * m * dv;
+  const FusedBlockTile tile = fused_block_tile(heads, n, m, kBQ, causal);
+  const int head = tile.head;
+  const int q0 = tile.q0;
+  const float* qh = tile.query_rows(q, n, dk);
+  const float* kh = tile.key_rows(k, m, dk);
+  const float* vh = tile.key_rows(v, m, dv);
 
-  const int q_last = min(q0 + kBQ, n) - 1;
-  const int key_end = causal ? min(m, q_last + 1) : m;
-  int first_kt = 0, k_tiles = (key_end + kBK - 1) / kBK;
+  int first_kt = 0, k_tiles = (tile.key_end + kBK - 1) / kBK;
   // With rules: the key tiles the block mask leaves this query tile, Empty ones skipped.
   [[maybe_unused]] const int qb = q0 / kBQ;
   if constexpr (RULES) {
@@ -230,19 +229,9 @@ __global__ void __launch_bounds__(WARPS * 32)
         tmax0 = fmaxf(tmax0, fmaxf(sacc[j][0], sacc[j][1]));
         tmax1 = fmaxf(tmax1, fmaxf(sacc[j][2], sacc[j][3]));
       }
-      tmax0 = fmaxf(tmax0, __shfl_xor_sync(0xffffffffu, tmax0, 1));
-      tmax0 = fmaxf(tmax0, __shfl_xor_sync(0xffffffffu, tmax0, 2));
-      tmax1 = fmaxf(tmax1, __shfl_xor_sync(0xffffffffu, tmax1, 1));
-      tmax1 = fmaxf(tmax1, __shfl_xor_sync(0xffffffffu, tmax1, 2));
-      const float new0 = fmaxf(max0, tmax0);
-      const float new1 = fmaxf(max1, tmax1);
-      // All keys so far masked: shift by 0, never by -inf (-inf - -inf is NaN).
-      const float shift0 = new0 == -INFINITY ? 0.f : new0 * scale_log2;
-      const float shift1 = new1 == -INFINITY ? 0.f : new1 * scale_log2;
-      const float corr0 = exp2f(max0 * scale_log2 - shift0);
-      const float corr1 = exp2f(max1 * scale_log2 - shift1);
-      max0 = new0;
-      max1 = new1;
+      float shift0, shift1, corr0, corr1;
+      quad_rows_step(max0, max1, tmax0, tmax1, scale_log2, [](float x) { return exp2f(x); }, shift0, shift1, corr0,
+                     corr1);
 
       // P = exp2(s * scale_log2 - shift) in place (fp32), and this lane's part of the row sums.
       float part0 = 0.f, part1 = 0.f;
@@ -294,12 +283,8 @@ __global__ void __launch_bounds__(WARPS * 32)
 
   // Full row sums over the quad, normalise, write rows < n and columns < dv (dv % 4 == 0, so a
   // column pair is either wholly inside or wholly outside).
-  sum0 += __shfl_xor_sync(0xffffffffu, sum0, 1);
-  sum0 += __shfl_xor_sync(0xffffffffu, sum0, 2);
-  sum1 += __shfl_xor_sync(0xffffffffu, sum1, 1);
-  sum1 += __shfl_xor_sync(0xffffffffu, sum1, 2);
-  const float inv0 = 1.f / sum0;
-  const float inv1 = 1.f / sum1;
+  float inv0, inv1;
+  quad_rows_inverse(sum0, sum1, inv0, inv1);
   float* o0 = o + (static_cast<std::size_t>(head) * n + row0) * dv;
   float* o1 = o0 + static_cast<std::size_t>(8) * dv;
 #pragma unroll

@@ -36,6 +36,7 @@
 #include "core/types.h"
 #include "kernels/async_copy.cuh"
 #include "kernels/fused.h"
+#include "kernels/fused_block.cuh"
 #include "kernels/launch.h"
 #include "kernels/mma_bf16.cuh"
 #include "kernels/sm90a/wgmma.cuh"
@@ -117,16 +118,14 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
   const int g = lane >> 2;
   const int tig = lane & 3;
 
-  const int q_tiles = (n + kBQ - 1) / kBQ;
-  const int head = blockIdx.x % heads;
-  const int q0 = (q_tiles - 1 - static_cast<int>(blockIdx.x) / heads) * kBQ;
-  const std::uint16_t* qh = q + (static_cast<std::size_t>(head) * n + q0) * D;
-  const std::uint16_t* kh = k + static_cast<std::size_t>(head) * m * D;
-  const std::uint16_t* vh = v + static_cast<std::size_t>(head) * m * D;
+  const FusedBlockTile tile = fused_block_tile(heads, n, m, kBQ, causal);
+  const int head = tile.head;
+  const int q0 = tile.q0;
+  const std::uint16_t* qh = tile.query_rows(q, n, D);
+  const std::uint16_t* kh = tile.key_rows(k, m, D);
+  const std::uint16_t* vh = tile.key_rows(v, m, D);
 
-  const int q_last = min(q0 + kBQ, n) - 1;
-  const int key_end = causal ? min(m, q_last + 1) : m;
-  const int k_tiles = (key_end + BK - 1) / BK;
+  const int k_tiles = (tile.key_end + BK - 1) / BK;
   const int wg_row0 = q0 + 64 * wg;
   const int warp_row0 = wg_row0 + 16 * (warp & 3);
   const int row0 = warp_row0 + g;  // this lane's rows: row0 and row0 + 8
@@ -197,19 +196,9 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
         tmax0 = fmaxf(tmax0, fmaxf(sacc[4 * j], sacc[4 * j + 1]));
         tmax1 = fmaxf(tmax1, fmaxf(sacc[4 * j + 2], sacc[4 * j + 3]));
       }
-      tmax0 = fmaxf(tmax0, __shfl_xor_sync(0xffffffffu, tmax0, 1));
-      tmax0 = fmaxf(tmax0, __shfl_xor_sync(0xffffffffu, tmax0, 2));
-      tmax1 = fmaxf(tmax1, __shfl_xor_sync(0xffffffffu, tmax1, 1));
-      tmax1 = fmaxf(tmax1, __shfl_xor_sync(0xffffffffu, tmax1, 2));
-      const float new0 = fmaxf(max0, tmax0);
-      const float new1 = fmaxf(max1, tmax1);
-      // All keys so far masked: shift by 0, never by -inf (-inf - -inf is NaN).
-      const float shift0 = new0 == -INFINITY ? 0.f : new0 * scale_log2;
-      const float shift1 = new1 == -INFINITY ? 0.f : new1 * scale_log2;
-      const float corr0 = fast_exp2(max0 * scale_log2 - shift0);
-      const float corr1 = fast_exp2(max1 * scale_log2 - shift1);
-      max0 = new0;
-      max1 = new1;
+      float shift0, shift1, corr0, corr1;
+      quad_rows_step(max0, max1, tmax0, tmax1, scale_log2, [](float x) { return fast_exp2(x); }, shift0, shift1, corr0,
+                     corr1);
 
       // P (bf16) as the A fragments of O += P V, register r of keys 16 kc .. 16 kc + 15 from
       // elements p_element(kc, r, 0) and + 1 (row0 for even r, row1 for odd); pack_bf16 adds the
@@ -253,12 +242,8 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
   }
 
   // Full row sums over the quad, normalise, write rows < n. Lane holds columns 8j + 2 tig, +1.
-  sum0 += __shfl_xor_sync(0xffffffffu, sum0, 1);
-  sum0 += __shfl_xor_sync(0xffffffffu, sum0, 2);
-  sum1 += __shfl_xor_sync(0xffffffffu, sum1, 1);
-  sum1 += __shfl_xor_sync(0xffffffffu, sum1, 2);
-  const float inv0 = 1.f / sum0;
-  const float inv1 = 1.f / sum1;
+  float inv0, inv1;
+  quad_rows_inverse(sum0, sum1, inv0, inv1);
   float* o0 = o + (static_cast<std::size_t>(head) * n + row0) * D;
   float* o1 = o0 + static_cast<std::size_t>(8) * D;
 #pragma unroll
