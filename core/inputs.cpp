@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -134,6 +135,9 @@ void apply_score_mod_spec(Problem& p, const std::string& spec) {
         for (std::size_t i = 0; i <= arg.size(); ++i) {
           if (i == arg.size() || arg[i] == '/') {
             md.alibi_slopes.push_back(spec_number(cur, Msg::AlibiSlopeValue));
+            // The kernels take the slope in fp32: one beyond its range would be inf there.
+            if (std::abs(md.alibi_slopes.back()) > std::numeric_limits<float>::max())
+              throw InputError(Msg::AlibiSlopeValue, {cur});
             cur.clear();
           } else {
             cur += arg[i];
@@ -143,7 +147,9 @@ void apply_score_mod_spec(Problem& p, const std::string& spec) {
     } else if (name == "softcap" && colon != std::string::npos) {
       once(cap, "softcap");
       md.softcap = spec_number(arg, Msg::SoftcapInvalid);
-      if (!(md.softcap > 0)) throw InputError(Msg::SoftcapInvalid, {arg});
+      // The kernels take C and 1 / C in fp32: both must be finite there.
+      if (!(md.softcap >= std::numeric_limits<float>::min() && md.softcap <= std::numeric_limits<float>::max()))
+        throw InputError(Msg::SoftcapInvalid, {arg});
     } else if (name == "bias" && colon != std::string::npos && !arg.empty()) {
       once(bias, "bias");
       p.edit().bias = read_matrix(arg);

@@ -468,7 +468,7 @@ void modify_scores(const ScoreRule& rule, float score_scale, Scratch& w, int h, 
 // row_overflow; the m it is given is the logit max, finite exactly when the scores times c are).
 void check_rows(const Scratch& w, int rows, float c, int h, int q0) {
   for (int r = 0; r < rows; ++r) {
-    const auto what = cpu::online::row_overflow(w.m[r] * c, w.l[r], w.acc.row(r).allFinite());
+    const auto what = cpu::online::row_overflow(w.m[r] * c, w.l[r], w.acc.row(r).allFinite(), 1.f);
     if (what != cpu::online::RowOverflow::None)
       cpu::online::throw_overflow(what == cpu::online::RowOverflow::Scores ? cpu::online::RowOverflow::Logits : what, h,
                                   q0 + r, Precision::BF16);

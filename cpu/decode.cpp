@@ -823,7 +823,7 @@ void cpu::decode::decode_keys(const Problem& p, int keys, const SplitPlan& plan,
       }
       const int h = g * group + r / n, i = r % n;
       // A score that overflowed fp32 leaves m, l or acc non-finite: refused as the fused kernel does.
-      const cpu::online::RowOverflow what = cpu::online::row_overflow(mr, lr, acc.allFinite());
+      const cpu::online::RowOverflow what = cpu::online::row_overflow(mr, lr, acc.allFinite(), scale);
       if (what != cpu::online::RowOverflow::None) cpu::online::throw_overflow(what, h, i, precision);
       output.row(static_cast<Eigen::Index>(h) * n + i) = acc / lr;
     }

@@ -323,19 +323,20 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows, int nex
   }
   ahead.rest();
   // A score that overflowed fp32 turns its query into inf/NaN here (a finite unmasked score
-  // always contributes exp(0) = 1 to l); refuse it like the staged chain does.
+  // always contributes exp(0) = 1 to l), and a row whose largest logit (m times the scale) does
+  // not fit fp32 is one the staged chain cannot form: both refused as the staged chain does.
   // acc^T's columns past the block's rows hold zero queries (0 / 0 would be NaN): they are neither
   // checked nor divided.
   const auto mq = w.m.head(rows).array();
   const auto lq = w.l.head(rows).array();
   bool acc_finite = true;
   for (int c = 0; c < d_v && acc_finite; ++c) acc_finite = all_finite(w.acct.data() + c * ld, rows);
-  if (!mq.allFinite() || !(lq > 0.f).all() || !lq.allFinite() || !acc_finite) {
+  if (!mq.allFinite() || !(mq * job.scale).allFinite() || !(lq > 0.f).all() || !lq.allFinite() || !acc_finite) {
     // The first row that overflowed, named as the staged chain would name it.
     for (int i = 0; i < rows; ++i) {
       bool row_finite = true;
       for (int c = 0; c < d_v; ++c) row_finite = row_finite && std::isfinite(w.acct.data()[c * ld + i]);
-      const RowOverflow what = row_overflow(w.m[i], w.l[i], row_finite);
+      const RowOverflow what = row_overflow(w.m[i], w.l[i], row_finite, job.scale);
       if (what != RowOverflow::None) throw_overflow(what, h, q0 + i, Precision::FP32);
     }
   }

@@ -508,14 +508,16 @@ inline void merge_states(float& m, float& l, float* acc, float m_b, float l_b, c
 
 // What overflowed in one query row's online-softmax state, named as the staged chain names it:
 // the scores (the running max m, in raw scores, is not finite: Q Kᵀ or a score mod overflowed),
-// the logits at this temperature (m is finite but l is no finite sum > 0: the scale 1 / (√d_k T)
-// took the exponents out of range), or, with both finite, the weighted sum of V in acc. acc is
+// the logits at this temperature (m is finite but the row's largest logit m · to_logit is not, as
+// the staged chain would find forming it, or l is no finite sum > 0: the scale 1 / (√d_k T) took
+// the exponents out of range), or, with both finite, the weighted sum of V in acc. to_logit is
+// the factor from m's units to logits (online_scale; 1 where m is given as a logit). acc is
 // unnormalised (up to l · max |V|, l up to the number of keys), so it can overflow where the output
 // acc / l fits: cpu/values_range.h answers that by running again with V scaled.
 enum class RowOverflow { None, Scores, Logits, Values };
-inline RowOverflow row_overflow(float m, float l, bool acc_finite) {
+inline RowOverflow row_overflow(float m, float l, bool acc_finite, float to_logit) {
   if (!std::isfinite(m)) return RowOverflow::Scores;
-  if (!(l > 0.f) || !std::isfinite(l)) return RowOverflow::Logits;
+  if (!std::isfinite(m * to_logit) || !(l > 0.f) || !std::isfinite(l)) return RowOverflow::Logits;
   return acc_finite ? RowOverflow::None : RowOverflow::Values;
 }
 

@@ -165,7 +165,7 @@ Walk walk_row_once(const Problem& p, int head, int query, int tile) {
   }
   bool acc_finite = true;
   for (int c = 0; c < d_v; ++c) acc_finite = acc_finite && std::isfinite(acct[static_cast<std::size_t>(c) * ld]);
-  const cpu::online::RowOverflow what = cpu::online::row_overflow(ms[0], ls[0], acc_finite);
+  const cpu::online::RowOverflow what = cpu::online::row_overflow(ms[0], ls[0], acc_finite, scale);
   if (what != cpu::online::RowOverflow::None)  // as the fused kernel says it
     cpu::online::throw_overflow(what, head, query, Precision::FP32);
   w.output = w.tiles.back().output;

@@ -51,6 +51,15 @@ TEST_F(CliRefusals, OverflowsNameTheirCauseAndPrecision) {
               logits + "fp32 at this temperature)");
   expect_line({"run", "--random", "8", "--temperature", "1e-44", "--variant", "fused", "--backend", "cpu", "--lang", "zh"},
               "logits（缩放分数 / 温度）在第 0 个头、查询第 0 行溢出（输入对 fp32 在当前温度下过大）");
+  // Finite scores whose largest logit does not fit fp32: the online kernels subtract the row's max
+  // before scaling, so they could weigh it, but the staged chain cannot form it; refused alike.
+  const std::string wide = file("wide.csv", "1e19 1e19\n1e19 1e19\n");
+  for (const char* variant : {"fused", "decode"})
+    expect_line({"run", "--q", wide, "--k", wide, "--v", q, "--temperature", "0.1", "--variant", variant, "--backend", "cpu"},
+                logits + "fp32 at this temperature)");
+  expect_line({"walk", "--q", wide, "--k", wide, "--v", q, "--temperature", "0.1", "--backend", "cpu"},
+              logits + "fp32 at this temperature)");
+  EXPECT_EQ(test::run_attnlab({"run", "--q", wide, "--k", wide, "--v", q, "--temperature", "0.1", "--backend", "cpu"}).code, 2);
   // Scores that overflow: Q Kᵀ is named, whatever the temperature.
   const std::string big = file("big.csv", "3e38 3e38\n3e38 3e38\n");
   for (const char* variant : {"fused", "decode"})

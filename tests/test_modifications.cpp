@@ -489,6 +489,10 @@ TEST(Modifications, SpecsAndTheirRefusalsInBothLanguages) {
        Msg::RopeOddDim, "d_k must be even, got 3"},
       {[&] { apply_score_mod_spec(q, "softcap:-1"); }, Msg::SoftcapInvalid, "got -1"},
       {[&] { apply_score_mod_spec(q, "softcap:"); }, Msg::SoftcapInvalid, "got ''"},
+      // Past fp32's range (C or 1 / C would be inf in the kernels), a slope too.
+      {[&] { apply_score_mod_spec(q, "softcap:1e39"); }, Msg::SoftcapInvalid, "got 1e39"},
+      {[&] { apply_score_mod_spec(q, "softcap:1e-39"); }, Msg::SoftcapInvalid, "got 1e-39"},
+      {[&] { apply_score_mod_spec(q, "alibi:0.5/-1e39"); }, Msg::AlibiSlopeValue, "got -1e39"},
       {[&] { apply_score_mod_spec(q, "alibi,alibi"); }, Msg::ModTwice, "'alibi' is given twice"},
       {[&] { apply_score_mod_spec(q, "tanh"); }, Msg::ScoreModUnknown, "unknown score modification 'tanh'"},
       {[&] {
