@@ -345,6 +345,7 @@ std::string render_backward_check_text(const BackwardCheck& c, Lang lang) {
     if (!g.pass && g.worst_row >= 0)
       o << (zh ? "（最差处：第 " + std::to_string(g.worst_row) + " 行，第 " + std::to_string(g.worst_col) + " 列）"
                : "  (worst at row " + std::to_string(g.worst_row) + ", column " + std::to_string(g.worst_col) + ")");
+    if (!g.informative()) o << (zh ? "（界不小于量级）" : "  (bound >= scale)");
     o << "\n";
   }
   o << "\n";
@@ -366,6 +367,14 @@ std::string render_backward_check_text(const BackwardCheck& c, Lang lang) {
            : "rows of dlogits sum to 0 (Σ_j P_ij (dP_ij − D_i) = D_i − D_i):\n");
   rows(c.rows32, "fp32");
   rows(c.rows64, "fp64");
+  std::string weak;
+  for (const GradCheck& g : c.grads)
+    if (!g.informative()) weak += (weak.empty() ? "" : (zh ? "、" : ", ")) + g.name;
+  if (!weak.empty())
+    o << (zh ? "注意：" + weak + " 的界不小于梯度本身的量级（前向的 logits 在此温度下误差过大）：全为 0 或错了一个量级的梯度也会通过，这些梯度的“通过”不说明它们正确\n"
+             : "warning: the bound of " + weak + " reaches the gradient's own scale (the forward's logits err that much "
+               "at this temperature): a gradient of zeros, or one wrong by its own size, would pass; their pass does "
+               "not say they are right\n");
   if (zh)
     o << (c.pass ? "PASS（全部通过）" : "FAIL（未通过）") << "\n";
   else
@@ -390,6 +399,7 @@ nlohmann::ordered_json backward_check_json(const BackwardCheck& c) {
                      {"worst_ratio", num(g.worst_ratio)},
                      {"worst_row", g.worst_row},
                      {"worst_col", g.worst_col},
+                     {"informative", g.informative()},
                      {"pass", g.pass}});
   j["gradients"] = std::move(grads);
   j["masked"] = c.masked;

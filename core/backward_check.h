@@ -29,8 +29,10 @@
 // (products of two errors, and the fp64 run's own rounding, some 10⁻⁹ of E). An entry whose bound
 // is 0 must match exactly: dO when given, and the rows of dK and dV of keys no query sees. The
 // γ terms are worst cases (a real sum errs about √k·u): the bound cannot fail from rounding, and
-// stays far below a gradient's scale at the lab's sizes (the tests hold it under 10⁻³ of it),
-// where a wrong term moves entries by their own size.
+// stays far below a gradient's scale at the lab's sizes and ordinary temperatures (the tests hold
+// it under 10⁻³ of it), where a wrong term moves entries by their own size. Where the forward's
+// own errors make it reach the gradient's scale (GradCheck::informative), the report warns that
+// the check can no longer tell a wrong gradient.
 //
 // Row sums. Σ_j dlogits_ij = Σ_j P_ij dP_ij − D_i Σ_j P_ij = D_i − D_i = 0 exactly in exact
 // arithmetic (Σ_j P_ij dP_ij = dO_i · (P V)_i = dO_i · O_i). In a precision of unit u the stored
@@ -59,6 +61,10 @@ struct GradCheck {
   double worst_ratio = 0;      // max |fp32 − fp64| / bound over entries (0 / 0 counts 0)
   long long worst_row = -1, worst_col = -1;
   bool pass = true;
+  // Whether the bound stays below the gradient's own scale. Where it does not (an extreme
+  // temperature, whose fp32 logits carry errors of their own size), a gradient of zeros, or one
+  // wrong by its own size, would pass: the report says so beside the verdict.
+  bool informative() const { return !(max_bound > 0 && max_bound >= max_abs_ref); }
 };
 
 struct RowSumCheck {

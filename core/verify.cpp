@@ -4,6 +4,7 @@
 
 #include "core/backend.h"
 #include "core/format.h"
+#include "core/modify.h"
 
 #include <nlohmann/json.hpp>
 
@@ -192,6 +193,12 @@ VerifyReport verify_trace(const Problem& p, const Trace& t, const TraceD& ref,
   r.d_v = p.d_v();
   r.temperature = p.temperature;
   r.mask = p.mask;
+  if (has_modifications(p)) {
+    r.modifications = modifications_text(p, Lang::En);
+    r.modifications_zh = modifications_text(p, Lang::Zh);
+  }
+  r.source = p.source;
+  r.source_zh = p.source_in(Lang::Zh);
 
   auto tol_of = [&](const std::string& stage) {
     Tolerance tol = default_tolerance(stage, p, ref, t.precision);
@@ -216,6 +223,15 @@ VerifyReport verify_trace(const Problem& p, const Trace& t, const TraceD& ref,
     check(kStageWeights, "weights", t.weights, ref.weights);
   }
   r.stages.push_back(compare("output", t.output, ref.output, tol_of("output")));
+  // What an allowance must stay below to tell a wrong value in range from the right one.
+  double v_span = 0;
+  for (Eigen::Index c = 0; c < p.v().cols(); ++c)
+    if (p.v().rows() > 0) v_span = std::max(v_span, static_cast<double>(p.v().col(c).maxCoeff() - p.v().col(c).minCoeff()));
+  for (StageCheck& c : r.stages) {
+    if (c.stage != "weights" && c.stage != "output") continue;
+    c.range = c.stage == "weights" ? 1.0 : v_span;
+    c.informative = !(c.range > 0 && c.tol.atol >= c.range);
+  }
 
   const bool weights_shape_ok =
       t.has_stages && t.weights.rows() == ref.weights.rows() && t.weights.cols() == ref.weights.cols();
@@ -249,6 +265,13 @@ VerifyReport verify_trace(const Problem& p, const Trace& t, const TraceD& ref,
   return r;
 }
 
+std::vector<std::string> VerifyReport::uninformative() const {
+  std::vector<std::string> s;
+  for (const StageCheck& c : stages)
+    if (!c.informative) s.push_back(c.stage);
+  return s;
+}
+
 std::string render_verify_text(const VerifyReport& r, Lang lang) {
   const bool zh = lang == Lang::Zh;
   const std::string T = fmt(r.temperature, "%g");
@@ -257,6 +280,8 @@ std::string render_verify_text(const VerifyReport& r, Lang lang) {
     o << "验证：后端 " << r.backend << "，" << to_string(r.variant) << "，" << to_string(r.precision)
       << "；" << r.heads << " 个头 × " << r.n << " 个查询 × " << r.m << " 个键，d_k " << r.d_k
       << "，d_v " << r.d_v << "，T " << T << "，掩码 " << to_string(r.mask) << "\n";
+    if (!r.modifications_zh.empty()) o << "修改：" << r.modifications_zh << "\n";
+    if (!r.source_zh.empty()) o << "来源：" << r.source_zh << "\n";
     o << "参照：同一组 fp32 输入上的 fp64 CPU 计算链；元素满足 |x - ref| <= atol + rtol * |ref| "
          "即为通过\n\n";
   } else {
@@ -264,6 +289,8 @@ std::string render_verify_text(const VerifyReport& r, Lang lang) {
       << to_string(r.precision) << "; " << r.heads << (r.heads == 1 ? " head" : " heads") << " x "
       << r.n << " queries x " << r.m << " keys, d_k " << r.d_k << ", d_v " << r.d_v << ", T " << T
       << ", mask " << to_string(r.mask) << "\n";
+    if (!r.modifications.empty()) o << "modifications: " << r.modifications << "\n";
+    if (!r.source.empty()) o << "source: " << r.source << "\n";
     o << "reference: the fp64 CPU chain on the same fp32 inputs; an element passes when "
          "|x - ref| <= atol + rtol * |ref|\n\n";
   }
@@ -299,6 +326,12 @@ std::string render_verify_text(const VerifyReport& r, Lang lang) {
         o << "（" << c.inf_mismatches << " 处 -inf/NaN 不一致）";
       else
         o << "  (" << c.inf_mismatches << " -inf/NaN mismatches)";
+    }
+    if (!c.informative) {
+      if (zh)
+        o << "（容差达到该阶段的整个取值范围 " << fmt(c.range) << "：范围内的任何值都会通过）";
+      else
+        o << "  (the allowance spans the stage's whole range " << fmt(c.range) << ": any value in range passes)";
     }
     // The note (e.g. a shape mismatch) is verify_trace's own English text, as in JSON.
     if (!c.note.empty()) o << (zh ? "（" + c.note + "）" : "  (" + c.note + ")");
@@ -337,6 +370,18 @@ std::string render_verify_text(const VerifyReport& r, Lang lang) {
              : "tolerances: atol = 1e-6 * max|ref| of the stage, never below the rounding of fp32 "
                "subnormals (2^-149 per operation); weights and output also allow the rounding of fp32 "
                "logits (8 ulp of the largest logit)\n");
+  const std::vector<std::string> weak = r.uninformative();
+  if (!weak.empty()) {
+    std::string names;
+    for (const std::string& s : weak) names += (names.empty() ? "" : (zh ? "、" : ", ")) + s;
+    if (zh)
+      o << "注意：在此温度下，" << to_string(r.precision) << " logits 的舍入所允许的误差已覆盖 " << names
+        << " 的整个取值范围，这些阶段的“通过”只说明数值在范围内，不说明它们正确\n";
+    else
+      o << "warning: at this temperature the error that rounding " << to_string(r.precision)
+        << " logits allows covers the whole range of " << names
+        << ": their pass says only that the values are in range, not that they are right\n";
+  }
   // The last line starts with PASS or FAIL in both languages, for scripts that read it.
   if (zh)
     o << (r.pass ? "PASS（全部通过）" : "FAIL（未通过）") << "\n";
@@ -357,6 +402,8 @@ std::string render_verify_json(const VerifyReport& r) {
   j["d_v"] = r.d_v;
   j["temperature"] = r.temperature;
   j["mask"] = std::string(to_string(r.mask));
+  if (!r.modifications.empty()) j["modifications"] = r.modifications;
+  if (!r.source.empty()) j["source"] = r.source;
   nlohmann::json stages = nlohmann::json::array();
   for (const StageCheck& c : r.stages) {
     nlohmann::json s;
@@ -370,6 +417,10 @@ std::string render_verify_json(const VerifyReport& r) {
     s["inf_mismatches"] = c.inf_mismatches;
     if (c.worst_row >= 0) s["worst"] = {{"row", c.worst_row}, {"column", c.worst_col}};
     if (!c.note.empty()) s["note"] = c.note;
+    if (c.stage == "weights" || c.stage == "output") {
+      s["range"] = c.range;
+      s["informative"] = c.informative;
+    }
     s["pass"] = c.pass;
     stages.push_back(s);
   }

@@ -17,6 +17,8 @@
 //     stores the logits (and the dot products behind them). A softmax passes at most half of a
 //     logit error on to a weight, and an output row at most (max error of its logits) * max|V|;
 //     at ordinary temperatures L is below 1e-5, at T = 1e-3 it is what fp32 logits can deliver.
+//   Where the weights' or the output's allowance reaches the stage's whole range (1; V's widest
+//   column span), the report says the check cannot tell a wrong value there (informative false).
 //   bf16  (staged and fused, CPU and CUDA)
 //         scores                  rtol 2e-2, atol max(2e-2, B)
 //         scaled                  rtol 2e-2, atol max(2e-2, B / sqrt(d_k))
@@ -64,6 +66,13 @@ struct StageCheck {
   std::size_t inf_mismatches = 0;  // -inf against finite (either way), or NaN
   long long worst_row = -1, worst_col = -1;  // first element with the largest excess, if any
   std::string note;                // e.g. a shape mismatch
+  // Weights and output only: the widest difference any value inside the stage's range can have
+  // from the reference (1 for weights in [0, 1]; for the output, the widest column span of V,
+  // since each output is a weighted mean of V's rows), and whether the allowance is below it. At
+  // an extreme temperature the bound of what fp32 (or bf16) logits can deliver reaches the whole
+  // range: the check then passes every value in range and says nothing of its correctness.
+  double range = 0;
+  bool informative = true;
   bool pass = true;
 };
 
@@ -81,6 +90,9 @@ struct VerifyReport {
   int heads = 1, n = 0, m = 0, d_k = 0, d_v = 0;
   double temperature = 1;
   MaskKind mask = MaskKind::None;
+  // modifications_text and the problem's source (a bundle, a synthetic pattern) in each language;
+  // empty where it has none.
+  std::string modifications, modifications_zh, source, source_zh;
 
   std::vector<StageCheck> stages;
 
@@ -94,6 +106,8 @@ struct VerifyReport {
   bool masked_zero = true;
 
   bool pass = true;
+  // The stages whose allowance spans their whole range (StageCheck::informative false).
+  std::vector<std::string> uninformative() const;
 };
 
 // The default tolerance of `stage` for a trace of `precision` (see the header comment).

@@ -151,6 +151,30 @@ TEST(BackwardCli, CheckPrintsPassAndItsJson) {
   EXPECT_EQ(names, (std::vector<std::string>{"dO", "dV", "dP", "D", "dlogits", "dbiased", "dscaled", "dscores", "dQ",
                                              "dK", "dT"}));
   EXPECT_TRUE(c["row_sums"]["fp32"]["pass"].get<bool>());
+  for (const json& g : c["gradients"]) EXPECT_TRUE(g["informative"].get<bool>()) << g.dump();
+  EXPECT_FALSE(test::contains(attnlab({"backward", "--check", "--lang", "en"}).out, "warning"));
+}
+
+// Where the forward's fp32 logits err by as much as the gradients are large (T = 1e-3, nearly
+// one-hot rows), the bounds reach the gradients' scale: the pass stands, with a warning that it
+// cannot tell a wrong gradient, in both languages and in the JSON.
+TEST(BackwardCli, CheckWarnsWhereABoundReachesTheGradientsScale) {
+  const std::vector<std::string> args = {"backward", "--check", "--random", "40", "--dk", "8", "--dv", "8",
+                                         "--temperature", "1e-3", "--backend", "cpu"};
+  std::vector<std::string> en = args, zh = args, js = args;
+  en.insert(en.end(), {"--lang", "en"});
+  zh.insert(zh.end(), {"--lang", "zh"});
+  js.insert(js.end(), {"--format", "json"});
+  const test::BinaryRun r = attnlab(en);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(test::contains(r.out, "dT ")) << r.out;
+  EXPECT_TRUE(test::contains(r.out, "pass  (bound >= scale)\n")) << r.out;
+  EXPECT_TRUE(test::contains(r.out, "\nwarning: the bound of ")) << r.out;
+  EXPECT_TRUE(test::contains(r.out, "dT reaches the gradient's own scale")) << r.out;
+  EXPECT_EQ(test::lines_of(r.out).back(), "PASS");
+  EXPECT_TRUE(test::contains(attnlab(zh).out, "的界不小于梯度本身的量级"));
+  const json c = json::parse(attnlab(js).out)["check"];
+  EXPECT_FALSE(c["gradients"].back()["informative"].get<bool>()) << c.dump();
 }
 
 TEST(BackwardCli, FusedGivesTheGradientsWithoutTheNByNMatricesAndChecksThem) {

@@ -2,6 +2,7 @@
 // staged and fused backends pass on the demo, causal and custom-mask problems; deliberately
 // perturbed traces fail in the stage that was touched; a non-zero masked weight, a lost -inf, a NaN
 // and a shape mismatch are all caught. `attnlab verify` exit codes (0 PASS, 3 FAIL, 2 bad input).
+#include "core/inputs.h"
 #include "core/verify.h"
 #include "cpu/cpu_backend.h"
 #include "tests/test_util.h"
@@ -244,6 +245,61 @@ TEST(Verify, Bf16AtALowTemperatureIsJudgedByWhatBf16LogitsDeliver) {
     EXPECT_FALSE(bad.pass) << to_string(v);
     EXPECT_EQ(stage(bad, "output").failures, 1u) << to_string(v);
   }
+}
+
+// At an extreme temperature the allowance of fp32 logits' rounding reaches the weights' and the
+// output's whole range: the report says those checks cannot tell a wrong value (a trace of the
+// weights turned about still passes them), and says nothing of the kind at T = 1.
+TEST(Verify, AnAllowanceThatSpansTheStagesRangeIsSaid) {
+  Problem p = random_problem(16, 8, 8, 0);
+  p.temperature = 1e-30;
+  const TraceD ref = reference_fp64(p);
+  Trace t = cpu_staged(p);
+  t.weights = t.weights.rowwise().reverse().eval();  // still in [0, 1], rows still summing to 1
+  t.output = t.weights * p.v();
+  const VerifyReport r = verify_trace(p, t, ref);
+  EXPECT_TRUE(r.pass);
+  EXPECT_FALSE(stage(r, "weights").informative);
+  EXPECT_FALSE(stage(r, "output").informative);
+  EXPECT_EQ(stage(r, "weights").range, 1.0);
+  EXPECT_TRUE(stage(r, "logits").informative);
+  EXPECT_EQ(r.uninformative(), (std::vector<std::string>{"weights", "output"}));
+  const std::string en = render_verify_text(r, Lang::En), zh = render_verify_text(r, Lang::Zh);
+  EXPECT_TRUE(test::contains(en, "warning: at this temperature the error that rounding fp32 logits allows covers the "
+                                 "whole range of weights, output"))
+      << en;
+  EXPECT_TRUE(test::contains(en, "(the allowance spans the stage's whole range 1: any value in range passes)")) << en;
+  EXPECT_TRUE(test::contains(zh, "注意：在此温度下")) << zh;
+  const auto j = nlohmann::json::parse(render_verify_json(r));
+  EXPECT_EQ(j["stages"].back()["informative"], false);
+
+  p.temperature = 1;
+  const VerifyReport warm = verify_trace(p, cpu_staged(p), reference_fp64(p));
+  EXPECT_TRUE(warm.uninformative().empty());
+  EXPECT_FALSE(test::contains(render_verify_text(warm, Lang::En), "warning"));
+  // A V whose columns are constant leaves the output nothing to tell apart: not a warning.
+  Problem flat = p;
+  flat.temperature = 1e-30;
+  flat.edit().v = MatrixF::Ones(16, 8);
+  const VerifyReport f = verify_trace(flat, cpu_staged(flat), reference_fp64(flat));
+  EXPECT_TRUE(stage(f, "output").informative);
+}
+
+// The modifications and the source are named, in text and JSON.
+TEST(Verify, NamesTheModificationsAndTheSource) {
+  Problem p = random_problem(16, 8, 8, 0);
+  apply_mask_mod_spec(p, "window:4");
+  apply_score_mod_spec(p, "alibi");
+  p.source = "synthetic pattern 'sink'";
+  p.source_zh = "合成模式 'sink'";
+  const VerifyReport r = verify_trace(p, cpu_staged(p), reference_fp64(p));
+  const std::string en = render_verify_text(r, Lang::En);
+  EXPECT_TRUE(test::contains(en, "\nmodifications: ALiBi (standard slopes); window 4\n")) << en;
+  EXPECT_TRUE(test::contains(en, "\nsource: synthetic pattern 'sink'\n")) << en;
+  EXPECT_TRUE(test::contains(render_verify_text(r, Lang::Zh), "\n来源：合成模式 'sink'\n"));
+  const auto j = nlohmann::json::parse(render_verify_json(r));
+  EXPECT_EQ(j["modifications"], "ALiBi (standard slopes); window 4");
+  EXPECT_EQ(j["source"], "synthetic pattern 'sink'");
 }
 
 TEST(Verify, JsonCarriesTheSameFigures) {
