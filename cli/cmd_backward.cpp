@@ -15,6 +15,7 @@
 #include "core/backward_report.h"
 #include "core/format.h"
 #include "core/memory.h"
+#include "core/messages.h"
 #include "cpu/backward.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/fused_backward.h"
@@ -48,20 +49,13 @@ void check_options(const BackwardJob& job, Format format) {
   // First: the advice below would send the user to a command that cannot run either.
   std::string reason;
   if (cuda && !cuda_available(&reason)) throw NoDeviceError(Msg::NoDevice, {reason});
-  if (cuda && a.variant != "fused")
-    throw InputError("backward on CUDA is the fused backward: add --variant fused (the staged backward runs on the CPU)");
-  if (a.variant != "staged" && a.variant != "fused")
-    throw InputError("backward runs --variant staged (every gradient kept as a matrix) or fused (FlashAttention-2's "
-                     "backward), not " + a.variant);
+  if (cuda && a.variant != "fused") throw InputError(Msg::BackwardCudaFused, {});
+  if (a.variant != "staged" && a.variant != "fused") throw InputError(Msg::BackwardVariant, {a.variant});
   if (a.precision != "fp32" && !(cuda && a.precision == "bf16"))
-    throw InputError("backward computes in fp32 (--check compares it with fp64; bf16 on --backend cuda only); "
-                     "--precision " + a.precision + " is not available for the backward");
-  if (job.check && a.precision == "bf16")
-    throw InputError("--check holds fp32 gradients within their derived bounds; the bf16 backward's are checked by "
-                     "the GPU tests (tests/gpu/test_cuda_backward.cpp)");
-  if (a.splits != 0) throw InputError("--split applies to --variant decode, which backward does not run");
-  if (job.check && format == Format::Csv)
-    throw InputError("--check prints its comparison with text, markdown or json, not csv");
+    throw InputError(Msg::BackwardPrecision, {a.precision});
+  if (job.check && a.precision == "bf16") throw InputError(Msg::BackwardCheckBf16, {});
+  if (a.splits != 0) throw InputError(Msg::BackwardSplit, {});
+  if (job.check && format == Format::Csv) throw InputError(Msg::BackwardCheckCsv, {});
   check_upstream_options(job.dout, job.loss, job.dout_seed);
 }
 
@@ -88,9 +82,9 @@ int run_backward(const BackwardJob& job) {
   const bool every_number = format == Format::Json || format == Format::Csv;
   if (every_number) need += kRenderBytesPerNumber * run / 4;
   check_host_memory(need,
-                    "backward (the " + std::string(fused ? "fused" : "staged") + " run, every gradient" +
-                        std::string(job.check ? ", the fp64 check" : "") + ")",
-                    every_number ? "try a smaller N, or --format text, which summarises" : "try a smaller N");
+                    job.check ? (every_number ? Msg::HostMemoryBackwardCheckAll : Msg::HostMemoryBackwardCheck)
+                              : (every_number ? Msg::HostMemoryBackwardAll : Msg::HostMemoryBackward),
+                    {fused ? "fused" : "staged"});
 
   const auto run_cuda = [&] {
     // dO from the upstream: the CPU's fused forward gives O for a loss; a file or seed needs none.
@@ -126,8 +120,12 @@ void register_backward(CLI::App& app, int& exit_code) {
   add_state_options(b, job->args);
   b->get_option("--variant")->description(
       "staged (every gradient kept as a matrix, the default) or fused (FlashAttention-2's backward: P recomputed "
-      "tile by tile from the forward's m and l; dQ, dK, dV, D and dT, memory O(N))");
-  b->get_option("--precision")->description("fp32 (the backward's precision; --check compares it with fp64)");
+      "tile by tile from the forward's m and l; dQ, dK, dV, D and dT, memory O(N))")
+      ->type_name("staged|fused");
+  // The split-KV kernel has no backward: --split is refused with its reason, and not offered.
+  b->get_option("--split")->group("");
+  b->get_option("--precision")->description(
+      "fp32 (the CPU's backward; --check compares it with fp64), or bf16 with --backend cuda --variant fused");
   b->get_option("--backend")->description(
       "auto or cpu (the CPU), or cuda (the fused backward on the device, with --variant fused; fp32 or bf16)");
   b->add_option("--dout", job->dout,

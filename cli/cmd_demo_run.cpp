@@ -103,7 +103,7 @@ void register_describe(CLI::App& app, int& exit_code) {
   c->callback([job, &exit_code] {
     const ProblemArgs& a = job->args;
     if (parse_format(a.format) == Format::Csv)
-      throw InputError("describe prints a paragraph: --format text, markdown or json (csv is for demo and run)");
+      throw InputError(Msg::DescribeFormat, {});
     const bool demo = !uses_inputs(a);
     const Problem p = build_problem(a, demo);
     const int query = resolve_query_arg(a, p, demo);

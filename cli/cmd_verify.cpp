@@ -25,8 +25,7 @@ struct VerifyJob {
 
 void check_tolerance(const char* name, const std::optional<double>& v) {
   if (v && !(std::isfinite(*v) && *v >= 0))
-    throw InputError(std::string(name) + " must be a finite number >= 0, got " +
-                     format_number("%g", *v));
+    throw InputError(Msg::ToleranceInvalid, {name, format_number("%g", *v)});
 }
 
 int run_verify(const VerifyJob& job) {
@@ -35,7 +34,7 @@ int run_verify(const VerifyJob& job) {
   check_tolerance("--rtol", job.rtol);
   const Format format = parse_format(a.format);
   if (format != Format::Text && format != Format::Json)
-    throw InputError("verify prints text or json, not '" + a.format + "'");
+    throw InputError(Msg::VerifyFormat, {a.format});
 
   const bool demo = !uses_inputs(a);
   const Problem p = build_problem(a, demo);

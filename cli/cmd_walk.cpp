@@ -45,24 +45,22 @@ void run_walk(const WalkJob& job) {
   const int tile_arg = job.tile.empty() ? 0 : parse_count("--tile", job.tile, 1, "of keys per tile >= 1");
   const int head = parse_count("--head", job.head, 0, ">= 0");
   const Format format = parse_format(a.format);
-  if (format == Format::Csv) throw InputError("walk prints text, json or markdown (--format csv is for demo and run)");
+  if (format == Format::Csv) throw InputError(Msg::WalkFormat, {});
   const Problem p = build_problem(a, demo);
   const int query = resolve_query_arg(a, p, demo);
   const Lang lang = resolve_lang(a);
   const int tile = tile_arg > 0 ? tile_arg : default_walk_tile(demo, p.m());
   if (tile > p.m())
-    throw InputError("--tile must be between 1 and the number of keys (" + std::to_string(p.m()) +
-                     "), got " + std::to_string(tile));
+    throw InputError(Msg::WalkTileRange, {std::to_string(p.m()), std::to_string(tile)});
   if (head >= p.heads)
-    throw InputError("--head must be between 0 and " + std::to_string(p.heads - 1) + ", got " +
-                     std::to_string(head));
+    throw InputError(Msg::OptionRange, {"--head", "0", std::to_string(p.heads - 1), std::to_string(head)});
 
   if (!job.backward && (!job.dout.empty() || !job.loss.empty() || !job.dout_seed.empty()))
-    throw InputError("--dout, --loss and --dout-seed go with --backward");
+    throw InputError(Msg::WalkBackwardOnly, {});
   if (job.backward) {
-    if (job.split_given) throw InputError("--split walks the forward's split-KV merge; it does not go with --backward");
+    if (job.split_given) throw InputError(Msg::WalkSplitBackward, {});
     if (a.backend == "cuda")
-      throw InputError("walk --backward runs the CPU fused backward's step (the CUDA backward is compared by the GPU tests)");
+      throw InputError(Msg::WalkBackwardCuda, {});
     const Upstream u = upstream_of(job.dout, job.loss, job.dout_seed);
     emit(a.output_file, render_backward_walk(walk_backward_row(p, u, head, query, tile), lang, format));
     return;
@@ -112,7 +110,7 @@ void register_walk(CLI::App& app, int& exit_code) {
   c->get_option("--split")->description(
       "After the walk: the same row split-KV, as the decode kernel computes it with the keys in S splits (1..m): "
       "each split's state, each merge, the merged output against the walk and fp64 (default: none)");
-  c->add_option("--tile", job->tile, "Keys per tile, 1..m (default: 2 on the demo, else 64, or below 256 keys the largest power of two giving at least 4 tiles)")
+  c->add_option("--tile", job->tile, "Keys per tile, 1..m (default: 2 on the demo, else 64, or below 256 keys the largest power of two giving at least 4 full tiles)")
       ->type_name("B");
   c->add_option("--head", job->head, "Head of a --heads problem (default 0)")->type_name("H");
   c->add_flag("--backward", job->backward,

@@ -33,37 +33,25 @@ constexpr double kMaxInputBytes = 8.0 * (1ull << 30);
 
 void check_random_size(const ProblemArgs& a) {
   const long long n = *a.random_n;
-  if (n < 1 || n > kMaxRandomN)
-    throw InputError("--random N must be between 1 and " + std::to_string(kMaxRandomN) +
-                     ", got " + std::to_string(n));
-  if (a.d_k < 1 || a.d_k > kMaxDim)
-    throw InputError("--dk must be between 1 and " + std::to_string(kMaxDim) + ", got " +
-                     std::to_string(a.d_k));
-  if (a.d_v < 1 || a.d_v > kMaxDim)
-    throw InputError("--dv must be between 1 and " + std::to_string(kMaxDim) + ", got " +
-                     std::to_string(a.d_v));
-  if (a.heads < 1 || a.heads > kMaxHeads)
-    throw InputError("--heads must be between 1 and " + std::to_string(kMaxHeads) + ", got " +
-                     std::to_string(a.heads));
+  const auto range = [](const char* option, long long most, long long got) {
+    return InputError(Msg::OptionRange, {option, "1", std::to_string(most), std::to_string(got)});
+  };
+  if (n < 1 || n > kMaxRandomN) throw range("--random N", kMaxRandomN, n);
+  if (a.d_k < 1 || a.d_k > kMaxDim) throw range("--dk", kMaxDim, a.d_k);
+  if (a.d_v < 1 || a.d_v > kMaxDim) throw range("--dv", kMaxDim, a.d_v);
+  if (a.heads < 1 || a.heads > kMaxHeads) throw range("--heads", kMaxHeads, a.heads);
   const int q = a.queries.value_or(static_cast<int>(n)), g = a.kv_heads.value_or(a.heads);
-  if (q < 1 || q > n)
-    throw InputError("--queries must be between 1 and N = " + std::to_string(n) +
-                     " (the last Q of the N positions), got " + std::to_string(q));
-  if (g < 1 || g > a.heads)
-    throw InputError("--kv-heads must be between 1 and --heads " + std::to_string(a.heads) + ", got " +
-                     std::to_string(g));
+  if (q < 1 || q > n) throw InputError(Msg::QueriesRange, {std::to_string(n), std::to_string(q)});
+  if (g < 1 || g > a.heads) throw InputError(Msg::KvHeadsRange, {std::to_string(a.heads), std::to_string(g)});
   if (a.heads % g != 0) throw InputError(Msg::KvHeads, {std::to_string(a.heads), std::to_string(g)});
   const double rows = static_cast<double>(a.heads) * static_cast<double>(n);
-  if (rows > 2147483647.0)
-    throw InputError("--random " + std::to_string(n) + " with --heads " +
-                     std::to_string(a.heads) + " gives 2^31 rows or more (heads x N must stay below 2^31)");
+  if (rows > 2147483647.0) throw InputError(Msg::RandomRows, {std::to_string(n), std::to_string(a.heads)});
   const double bytes = (static_cast<double>(a.heads) * q * a.d_k + static_cast<double>(g) * n * (a.d_k + a.d_v)) *
                        sizeof(float);
   if (bytes > kMaxInputBytes)
-    throw ResourceError("--random " + std::to_string(n) + " --dk " + std::to_string(a.d_k) +
-                        " --dv " + std::to_string(a.d_v) + " --heads " + std::to_string(a.heads) +
-                        " needs " + format_bytes(bytes) + " for Q, K and V alone; the limit is " +
-                        format_bytes(kMaxInputBytes));
+    throw ResourceError(Msg::RandomInputsLimit,
+                        {std::to_string(n), std::to_string(a.d_k), std::to_string(a.d_v), std::to_string(a.heads),
+                         format_bytes(bytes), format_bytes(kMaxInputBytes)});
 }
 
 // Records in a.given that `o` was typed.
@@ -72,9 +60,9 @@ CLI::Option* noted(CLI::Option* o, ProblemArgs& a) {
 }
 
 // An option of one kind of input given with another: refused, as it would be ignored.
-void refuse_given(const ProblemArgs& a, const std::vector<std::string>& names, const std::string& why) {
+void refuse_given(const ProblemArgs& a, const std::vector<std::string>& names, Msg why) {
   for (const std::string& name : names)
-    if (a.given.count(name)) throw InputError(name + " " + why);
+    if (a.given.count(name)) throw InputError(why, {name});
 }
 
 }  // namespace
@@ -124,7 +112,7 @@ void add_state_options(CLI::App* cmd, ProblemArgs& a) {
                   "cores and the number of keys)")
       ->type_name("S");
   cmd->add_option("--precision", a.precision,
-                  "fp32, or bf16 (the CUDA bf16 kernel's arithmetic; on CUDA fused only)")
+                  "fp32, or bf16 (bf16 operands and weights, fp32 sums: the CUDA bf16 kernels' arithmetic, in every variant)")
       ->type_name("fp32|bf16");
 }
 
@@ -192,34 +180,29 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
   parse_precision(a.precision);
   if (!a.lang.empty()) parse_lang(a.lang);
   const Pattern pattern = a.pattern.empty() ? Pattern{} : parse_pattern(a.pattern);
-  if (!a.pattern.empty() && !a.random_n)
-    throw InputError("--pattern describes a random problem: add --random N");
+  if (!a.pattern.empty() && !a.random_n) throw InputError(Msg::PatternNeedsRandom, {});
 
   if ((a.queries || a.kv_heads) && !a.random_n)
-    throw InputError(std::string(a.queries ? "--queries" : "--kv-heads") +
-                     " shapes a random problem: add --random N (a bundle carries its own key/value heads)");
-  if (a.bundle.empty() && a.head && !a.random_n)
-    throw InputError("--head applies to --bundle or to --random N --heads H");
+    throw InputError(Msg::ShapesRandom, {a.queries ? "--queries" : "--kv-heads"});
+  if (a.bundle.empty() && a.head && !a.random_n) throw InputError(Msg::HeadApplies, {});
 
   Problem p;
   const bool files = !a.q_file.empty() || !a.k_file.empty() || !a.v_file.empty();
   if (demo) {
-    refuse_given(a, {"--dk", "--dv", "--seed"}, "applies to --random problems only (the demo has its own values)");
+    refuse_given(a, {"--dk", "--dv", "--seed"}, Msg::OnlyRandomDemo);
     p = demo_problem();
   } else if ((files ? 1 : 0) + (a.random_n ? 1 : 0) + (a.bundle.empty() ? 0 : 1) > 1) {
-    throw InputError(a.bundle.empty() ? "give either --q/--k/--v files or --random N, not both"
-                                      : "give one input: --bundle DIR, --q/--k/--v files or --random N");
+    throw InputError(a.bundle.empty() ? Msg::FilesOrRandom : Msg::OneInput, {});
   } else if (!a.bundle.empty()) {
-    refuse_given(a, {"--dk", "--dv", "--seed"}, "applies to --random problems only (the bundle gives its shapes and values)");
-    if (a.heads != 1) throw InputError("--heads applies to --random problems only (use --head H for one head of a bundle)");
-    if (a.mask != "none")
-      throw InputError("--mask does not apply to --bundle: the bundle holds each call's mask");
+    refuse_given(a, {"--dk", "--dv", "--seed"}, Msg::OnlyRandomBundle);
+    if (a.heads != 1) throw InputError(Msg::HeadsBundle, {});
+    if (a.mask != "none") throw InputError(Msg::MaskBundle, {});
     const Bundle b = read_bundle(a.bundle);
     p = bundle_problem(b, resolve_layer(b, a.layer), a.head);
   } else if (files) {
-    refuse_given(a, {"--dk", "--dv", "--seed"}, "applies to --random problems only (the files give the shapes and values)");
+    refuse_given(a, {"--dk", "--dv", "--seed"}, Msg::OnlyRandomFiles);
     if (a.heads != 1 && !a.q_file.empty() && !a.k_file.empty() && !a.v_file.empty())
-      throw InputError("--heads applies to --random problems only");
+      throw InputError(Msg::HeadsRandomOnly, {});
     p = problem_from_files(a.q_file, a.k_file, a.v_file);
   } else if (a.random_n) {
     check_random_size(a);
@@ -233,9 +216,9 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
       p = decode_view(pattern_problem(pattern, n, a.d_k, a.d_v, a.seed, a.heads), q, g);
     }
   } else {
-    throw InputError("run needs its inputs: --q FILE --k FILE --v FILE, --random N or --bundle DIR");
+    throw InputError(Msg::NeedInputs, {});
   }
-  if (a.bundle.empty() && (a.layer != "0" || a.given.count("--layer"))) throw InputError("--layer applies to --bundle only");
+  if (a.bundle.empty() && (a.layer != "0" || a.given.count("--layer"))) throw InputError(Msg::LayerBundleOnly, {});
   if (a.splits != 0 && parse_variant(a.variant) == Variant::Decode) check_split_count(a.splits, p.m());
 
   p.temperature = a.temperature.value_or(demo ? 0.85 : 1.0);
@@ -259,16 +242,15 @@ std::uint64_t parse_dout_seed(const std::string& text) {
   const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
   const unsigned long long v = digits ? std::strtoull(text.c_str(), &end, 10) : 0;
   if (!digits || errno == ERANGE)
-    throw InputError("--dout-seed must be a whole number from 0 to 18446744073709551615, got '" + text + "'");
+    throw InputError(Msg::DoutSeed, {text});
   return v;
 }
 }  // namespace
 
 void check_upstream_options(const std::string& dout, const std::string& loss, const std::string& dout_seed) {
   if (!dout.empty() && !loss.empty())
-    throw InputError("give the upstream gradient once: --dout FILE or --loss sum|mse:FILE, not both");
-  if (!dout_seed.empty() && (!dout.empty() || !loss.empty()))
-    throw InputError("--dout-seed seeds the random dO; it does not apply with --dout or --loss");
+    throw InputError(Msg::UpstreamTwice, {});
+  if (!dout_seed.empty() && (!dout.empty() || !loss.empty())) throw InputError(Msg::DoutSeedWith, {});
   if (!loss.empty() && loss != "sum" && loss.rfind("mse", 0) != 0) parse_loss(loss);
   if (!dout_seed.empty()) parse_dout_seed(dout_seed);
 }
@@ -301,7 +283,7 @@ RunOptions run_options(const ProblemArgs& a) {
   opt.splits = a.splits;
   // Only the split-KV kernel cuts the keys: elsewhere --split would be silently ignored.
   if (a.splits != 0 && opt.variant != Variant::Decode)
-    throw InputError("--split S goes with --variant decode (the split-KV kernel), got --variant " + a.variant);
+    throw InputError(Msg::SplitVariant, {a.variant});
   opt.keep_stages = true;
   return opt;
 }
@@ -315,7 +297,7 @@ void check_output_path(const std::string& path) {
   std::error_code ec;
   const bool existed = std::filesystem::exists(path, ec);
   std::FILE* f = std::fopen(path.c_str(), "ab");
-  if (!f) throw InputError("cannot write '" + path + "': " + std::strerror(errno));
+  if (!f) throw InputError(Msg::CannotWrite, {path, std::strerror(errno)});
   std::fclose(f);
   if (!existed) std::filesystem::remove(path, ec);
 }

@@ -4,6 +4,7 @@
 
 #include "core/format.h"
 #include "core/io.h"
+#include "core/messages.h"
 
 #include <cmath>
 #include <random>
@@ -14,10 +15,6 @@ namespace {
 // Mixed into --dout-seed: "gradient" in ASCII. Without it, dO of seed S would be the first numbers
 // of Q of --seed S (the same generator), and equal to Q when d_v = d_k.
 constexpr std::uint64_t kDoutStream = 0x6772616469656e74ull;
-
-std::string shape_text(Eigen::Index rows, Eigen::Index cols) {
-  return std::to_string(rows) + " x " + std::to_string(cols);
-}
 
 }  // namespace
 
@@ -43,30 +40,29 @@ Upstream parse_loss(const std::string& spec) {
     return u;
   }
   if (spec == "mse" || spec == "mse:")
-    throw InputError("--loss mse needs its target: --loss mse:FILE (Y, heads·n x d_v, CSV or .npy)");
+    throw InputError(Msg::LossMseTarget, {});
   if (spec.rfind("mse:", 0) == 0) {
     u.kind = UpstreamKind::Mse;
     u.file = spec.substr(4);
     u.data = read_matrix(u.file);
     return u;
   }
-  throw InputError("unknown loss '" + spec + "': use --loss sum (L = Σ O) or --loss mse:FILE (L = ½ Σ (O − Y)², Y from FILE)");
+  throw InputError(Msg::LossUnknown, {spec});
 }
 
 void validate_upstream(const Problem& p, const Upstream& u) {
   if (u.kind != UpstreamKind::File && u.kind != UpstreamKind::Mse) return;
-  const char* what = u.kind == UpstreamKind::File ? "dO (--dout " : "the target Y (--loss mse:";
-  const std::string name = std::string(what) + u.file + ")";
+  const bool dout = u.kind == UpstreamKind::File;
   const Eigen::Index rows = static_cast<Eigen::Index>(p.heads) * p.n(), cols = p.d_v();
   if (u.data.rows() != rows || u.data.cols() != cols)
-    throw InputError(name + " is " + shape_text(u.data.rows(), u.data.cols()) + ", but the output O is " +
-                     shape_text(rows, cols) + " (heads·n x d_v: " + std::to_string(p.heads) + " x " +
-                     std::to_string(p.n()) + " query rows, " + std::to_string(cols) + " columns)");
+    throw InputError(dout ? Msg::DoutShape : Msg::TargetShape,
+                     {u.file, std::to_string(u.data.rows()), std::to_string(u.data.cols()), std::to_string(rows),
+                      std::to_string(cols), std::to_string(p.heads), std::to_string(p.n())});
   for (Eigen::Index r = 0; r < rows; ++r)
     for (Eigen::Index c = 0; c < cols; ++c)
       if (!std::isfinite(u.data(r, c)))
-        throw InputError(name + " holds " + format_number("%g", u.data(r, c)) + " at row " + std::to_string(r) +
-                         ", column " + std::to_string(c) + ": every value must be finite");
+        throw InputError(dout ? Msg::DoutNotFinite : Msg::TargetNotFinite,
+                         {u.file, format_number("%g", u.data(r, c)), std::to_string(r), std::to_string(c)});
 }
 
 MatrixF random_dout(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed) {

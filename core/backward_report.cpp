@@ -3,6 +3,7 @@
 #include "core/backward_report.h"
 
 #include "core/format.h"
+#include "core/messages.h"
 #include "core/modify.h"
 #include "core/report_parts.h"
 
@@ -340,8 +341,7 @@ std::string describe_backward(const Problem& p, const GradTrace& g, const Upstre
 std::string render_backward(const Problem& p, const GradTrace& g, const Upstream& u, int query, Lang lang, Format f,
                             const BackwardCheck* check) {
   if (query < 0 || query >= std::max(1, p.n()))
-    throw InputError("query row " + std::to_string(query) + " is out of range: there are " + std::to_string(p.n()) +
-                     " queries");
+    throw InputError(Msg::QueryRowRange, {std::to_string(query), std::to_string(p.n())});
   switch (f) {
     case Format::Text: return render_text(p, g, u, query, lang, check);
     case Format::Markdown: return render_markdown(p, g, u, query, lang, check);

@@ -5,6 +5,7 @@
 
 #include "core/format.h"
 #include "core/io.h"
+#include "core/messages.h"
 
 #include <nlohmann/json.hpp>
 
@@ -19,45 +20,65 @@ using Json = nlohmann::json;
 
 std::string manifest_path(const std::string& dir) { return (std::filesystem::path(dir) / "manifest.json").string(); }
 
-[[noreturn]] void refuse(const std::string& where, const std::string& what) { throw InputError(where + ": " + what); }
+// A call of the manifest, as its refusals name it: the manifest's path and the call's index.
+struct Where {
+  std::string manifest;
+  std::string call;
+};
 
-int get_int(const Json& c, const char* key, const std::string& where, int min) {
-  if (!c.contains(key)) refuse(where, std::string("has no '") + key + "'");
+// The refusal `id` about the call `w`: its arguments after the manifest and the call.
+[[noreturn]] void refuse(Msg id, const Where& w, std::vector<std::string> more = {}) {
+  std::vector<std::string> args{w.manifest, w.call};
+  args.insert(args.end(), more.begin(), more.end());
+  throw InputError(id, std::move(args));
+}
+
+int get_int(const Json& c, const char* key, const Where& where, int min) {
+  if (!c.contains(key)) refuse(Msg::BundleCallNoKey, where, {key});
   const Json& v = c[key];
-  if (!v.is_number_integer()) refuse(where, std::string("'") + key + "' must be a whole number");
+  if (!v.is_number_integer()) refuse(Msg::BundleCallNotWhole, where, {key});
   const long long x = v.get<long long>();
   if (x < min || x > (1 << 24))
-    refuse(where, std::string("'") + key + "' must be between " + std::to_string(min) + " and " +
-                      std::to_string(1 << 24) + ", got " + std::to_string(x));
+    refuse(Msg::BundleCallIntRange, where, {key, std::to_string(min), std::to_string(1 << 24), std::to_string(x)});
   return static_cast<int>(x);
 }
 
-std::string get_file(const Json& c, const char* key, const std::string& where, bool optional) {
+std::string get_file(const Json& c, const char* key, const Where& where, bool optional) {
   if (!c.contains(key) || c[key].is_null()) {
     if (optional) return {};
-    refuse(where, std::string("has no '") + key + "' file");
+    refuse(Msg::BundleCallNoFile, where, {key});
   }
-  if (!c[key].is_string() || c[key].get<std::string>().empty())
-    refuse(where, std::string("'") + key + "' must be a file name");
+  if (!c[key].is_string() || c[key].get<std::string>().empty()) refuse(Msg::BundleCallFileName, where, {key});
   const std::string f = c[key].get<std::string>();
   const std::filesystem::path p(f);
-  if (p.is_absolute() || f.find("..") != std::string::npos)
-    refuse(where, std::string("'") + key + "' must name a file inside the bundle, got '" + f + "'");
+  if (p.is_absolute() || f.find("..") != std::string::npos) refuse(Msg::BundleCallFileOutside, where, {key, f});
   return f;
+}
+
+// The mask or bias of call `layer` whose shape is neither (n, m), shared by every head, nor
+// (heads*n, m), one per head: refused naming both shapes, or the one shape where a call has one head.
+[[noreturn]] void refuse_shape(const std::string& path, const char* what, const BundleCall& c, int layer,
+                               const MatrixF& a) {
+  const std::string L = std::to_string(layer), r = std::to_string(a.rows()), cols = std::to_string(a.cols());
+  const std::string n = std::to_string(c.n), m = std::to_string(c.m);
+  if (c.heads == 1) throw InputError(Msg::BundleArrayShapeOne, {path, what, L, c.name, r, cols, n, m});
+  throw InputError(Msg::BundleArrayShapeHeads,
+                   {path, what, L, c.name, r, cols, n, m, std::to_string(static_cast<long long>(c.heads) * c.n)});
+}
+
+[[noreturn]] void refuse_missing(const std::string& path, const char* what, const BundleCall& c, int layer) {
+  throw InputError(Msg::BundleFileMissing, {path, what, std::to_string(layer), c.name});
 }
 
 MatrixF read_array(const Bundle& b, const BundleCall& c, int layer, const std::string& file,
                    const char* what, long rows, long cols, const std::string& expect) {
   const std::string path = (std::filesystem::path(b.dir) / file).string();
-  if (!std::filesystem::exists(path))
-    throw InputError(path + ": missing (the manifest's " + what + " of call " + std::to_string(layer) +
-                     " '" + c.name + "')");
+  if (!std::filesystem::exists(path)) refuse_missing(path, what, c, layer);
   MatrixF a = read_matrix(path);
   if (a.rows() != rows || a.cols() != cols)
-    throw InputError(path + ": " + what + " of call " + std::to_string(layer) + " '" + c.name +
-                     "' is " + std::to_string(a.rows()) + "x" + std::to_string(a.cols()) +
-                     " but the manifest says " + std::to_string(rows) + "x" + std::to_string(cols) +
-                     " (" + expect + ")");
+    throw InputError(Msg::BundleArrayShape,
+                     {path, what, std::to_string(layer), c.name, std::to_string(a.rows()), std::to_string(a.cols()),
+                      std::to_string(rows), std::to_string(cols), expect});
   return a;
 }
 
@@ -70,30 +91,29 @@ MatrixF read_output(const Bundle& b, const BundleCall& c, int layer) {
 // The call's bias: (n, m) or (heads*n, m), every value finite (read_matrix refuses the others).
 MatrixF read_bias(const Bundle& b, const BundleCall& c, int layer) {
   const std::string path = (std::filesystem::path(b.dir) / c.bias).string();
-  const std::string call = "call " + std::to_string(layer) + " '" + c.name + "'";
-  if (!std::filesystem::exists(path)) throw InputError(path + ": missing (the manifest's bias of " + call + ")");
+  if (!std::filesystem::exists(path)) refuse_missing(path, "bias", c, layer);
   MatrixF a;
   try {
     a = read_matrix(path);  // refuses values that are not finite, naming the first
   } catch (const InputError& e) {
-    const std::string what = e.what();
-    if (what.find("not finite") == std::string::npos) throw;
-    throw InputError(what + " (the bias of " + call +
-                     " holds finite numbers; keys a model blocks belong in the mask, as -inf)");
+    // The reader's refusal with what a bias is for: a CSV names file:line:column, a .npy [row, column].
+    std::vector<std::string> args = e.args;
+    args.push_back(std::to_string(layer));
+    args.push_back(c.name);
+    if (e.id == Msg::ValueNotFinite && e.args.size() == 2) throw InputError(Msg::BundleBiasNotFinite, std::move(args));
+    if (e.id == Msg::NpyValueNotFinite && e.args.size() == 4)
+      throw InputError(Msg::BundleBiasNotFiniteAt, std::move(args));
+    throw;
   }
   if (a.cols() != c.m || (a.rows() != c.n && a.rows() != static_cast<Eigen::Index>(c.heads) * c.n))
-    throw InputError(path + ": bias of " + call + " is " + std::to_string(a.rows()) + "x" +
-                     std::to_string(a.cols()) + " but the manifest says " + std::to_string(c.n) + "x" +
-                     std::to_string(c.m) + " (one for every head) or " + std::to_string(c.heads * c.n) + "x" +
-                     std::to_string(c.m) + " (one per head)");
+    refuse_shape(path, "bias", c, layer, a);
   return a;
 }
 
 void check_head(const BundleCall& c, std::optional<int> head) {
   if (head && (*head < 0 || *head >= c.heads))
-    throw InputError("--head " + std::to_string(*head) + " is out of range: call '" + c.name +
-                     "' has " + std::to_string(c.heads) + " heads (0.." +
-                     std::to_string(c.heads - 1) + ")");
+    throw InputError(Msg::BundleHeadRange,
+                     {std::to_string(*head), c.name, std::to_string(c.heads), std::to_string(c.heads - 1)});
 }
 
 }  // namespace
@@ -102,52 +122,50 @@ Bundle read_bundle(const std::string& dir) {
   Bundle b;
   b.dir = dir;
   const std::string mp = manifest_path(dir);
-  if (!std::filesystem::is_directory(dir)) throw InputError("--bundle " + dir + ": not a directory");
-  if (!std::filesystem::exists(mp)) throw InputError(mp + ": missing (a bundle holds manifest.json and .npy files)");
+  if (!std::filesystem::is_directory(dir)) throw InputError(Msg::BundleNotDir, {dir});
+  if (!std::filesystem::exists(mp)) throw InputError(Msg::BundleNoManifest, {mp});
   Json j;
   try {
     j = Json::parse(read_input_file(mp, InputFormat::Text));
   } catch (const Json::exception& e) {
-    refuse(mp, std::string("not valid JSON (") + e.what() + ")");
+    throw InputError(Msg::BundleJson, {mp, e.what()});
   }
-  if (!j.is_object()) refuse(mp, "must hold a JSON object");
-  if (j.contains("format") && j["format"] != "attnlab-bundle")
-    refuse(mp, "'format' must be \"attnlab-bundle\"");
-  if (j.contains("version") && j["version"] != 1) refuse(mp, "only version 1 is known");
+  if (!j.is_object()) throw InputError(Msg::BundleNotObject, {mp});
+  if (j.contains("format") && j["format"] != "attnlab-bundle") throw InputError(Msg::BundleFormat, {mp});
+  if (j.contains("version") && j["version"] != 1) throw InputError(Msg::BundleVersion, {mp});
   if (j.contains("model") && j["model"].is_string()) b.model = j["model"].get<std::string>();
   if (j.contains("tokens") && !j["tokens"].is_null()) {
-    if (!j["tokens"].is_array()) refuse(mp, "'tokens' must be a list of strings");
+    if (!j["tokens"].is_array()) throw InputError(Msg::BundleStrings, {mp, "tokens"});
     for (const Json& t : j["tokens"]) {
-      if (!t.is_string()) refuse(mp, "'tokens' must be a list of strings");
+      if (!t.is_string()) throw InputError(Msg::BundleStrings, {mp, "tokens"});
       b.tokens.push_back(t.get<std::string>());
     }
   }
   if (!j.contains("calls") || !j["calls"].is_array() || j["calls"].empty())
-    refuse(mp, "has no 'calls' (a list with one entry per captured attention call)");
+    throw InputError(Msg::BundleNoCalls, {mp});
   for (std::size_t i = 0; i < j["calls"].size(); ++i) {
     const Json& c = j["calls"][i];
-    const std::string where = mp + ": call " + std::to_string(i);
-    if (!c.is_object()) refuse(where, "must be an object");
+    const Where where{mp, std::to_string(i)};
+    if (!c.is_object()) refuse(Msg::BundleCallObject, where);
     BundleCall bc;
     if (c.contains("name") && c["name"].is_string()) bc.name = c["name"].get<std::string>();
     bc.heads = get_int(c, "heads", where, 1);
     bc.kv_heads = c.contains("kv_heads") ? get_int(c, "kv_heads", where, 1) : bc.heads;
     if (bc.heads % bc.kv_heads != 0)
-      refuse(where, std::to_string(bc.heads) + " query heads cannot share " +
-                        std::to_string(bc.kv_heads) + " key/value heads evenly");
+      refuse(Msg::BundleCallKvHeads, where, {std::to_string(bc.heads), std::to_string(bc.kv_heads)});
     bc.n = get_int(c, "n", where, 1);
     bc.m = get_int(c, "m", where, 1);
     bc.d_k = get_int(c, "d_k", where, 1);
     bc.d_v = get_int(c, "d_v", where, 1);
     if (c.contains("scale") && !c["scale"].is_null()) {
-      if (!c["scale"].is_number()) refuse(where, "'scale' must be a number or null");
+      if (!c["scale"].is_number()) refuse(Msg::BundleScaleType, where);
       const double s = c["scale"].get<double>();
-      if (!std::isfinite(s) || s <= 0) refuse(where, "'scale' must be a finite number > 0, got " + format_number("%.9g", s));
+      if (!std::isfinite(s) || s <= 0) refuse(Msg::BundleScaleValue, where, {format_number("%.9g", s)});
       // The default written out as a number stays the default (the lab's 1/sqrt(d_k) wording).
       if (std::abs(s * std::sqrt(static_cast<double>(bc.d_k)) - 1.0) > 1e-7) bc.scale = s;
     }
     if (c.contains("causal") && !c["causal"].is_null()) {
-      if (!c["causal"].is_boolean()) refuse(where, "'causal' must be true or false");
+      if (!c["causal"].is_boolean()) refuse(Msg::BundleCausalType, where);
       bc.causal = c["causal"].get<bool>();
     }
     bc.q = get_file(c, "q", where, false);
@@ -157,24 +175,20 @@ Bundle read_bundle(const std::string& dir) {
     bc.bias = get_file(c, "bias", where, true);
     bc.output = get_file(c, "output", where, true);
     if (c.contains("rope_theta") && !c["rope_theta"].is_null()) {
-      if (!c["rope_theta"].is_number()) refuse(where, "'rope_theta' must be a number (RoPE's base) or null");
+      if (!c["rope_theta"].is_number()) refuse(Msg::BundleRopeType, where);
       const double t = c["rope_theta"].get<double>();
-      if (!std::isfinite(t) || t <= 0)
-        refuse(where, "'rope_theta' must be a finite number > 0 (RoPE's base, such as 10000) or null, got " +
-                          format_number("%.9g", t));
-      if (bc.d_k % 2 != 0)
-        refuse(where, "'rope_theta' needs an even d_k (RoPE pairs value c with c + d_k/2), got d_k " +
-                          std::to_string(bc.d_k));
+      if (!std::isfinite(t) || t <= 0) refuse(Msg::BundleRopeValue, where, {format_number("%.9g", t)});
+      if (bc.d_k % 2 != 0) refuse(Msg::BundleRopeOdd, where, {std::to_string(bc.d_k)});
       bc.rope_theta = t;
     }
     if (c.contains("notes") && !c["notes"].is_null()) {
-      if (!c["notes"].is_array()) refuse(where, "'notes' must be a list of strings");
+      if (!c["notes"].is_array()) refuse(Msg::BundleCallStrings, where, {"notes"});
       for (const Json& t : c["notes"]) {
-        if (!t.is_string()) refuse(where, "'notes' must be a list of strings");
+        if (!t.is_string()) refuse(Msg::BundleCallStrings, where, {"notes"});
         bc.notes.push_back(t.get<std::string>());
       }
     }
-    if (bc.causal && !bc.mask.empty()) refuse(where, "has both 'causal' and a 'mask' (write the causal mask into the mask)");
+    if (bc.causal && !bc.mask.empty()) refuse(Msg::BundleCausalAndMask, where);
     b.calls.push_back(std::move(bc));
   }
   return b;
@@ -188,21 +202,19 @@ int resolve_layer(const Bundle& b, const std::string& layer) {
     const std::size_t first = std::min(layer.find_first_not_of('0'), layer.size() - 1);
     const std::string digits = layer.substr(first);
     if (digits.size() < 9 && std::stoi(digits) < count) return std::stoi(digits);
-    throw InputError("--layer " + layer + " is out of range: the bundle has " + std::to_string(count) +
-                     " attention calls (0.." + std::to_string(count - 1) + ")");
+    throw InputError(Msg::LayerRange, {layer, std::to_string(count), std::to_string(count - 1)});
   }
   for (int i = 0; i < count; ++i)
     if (b.calls[i].name == layer && !layer.empty()) return i;
   std::string names;
   for (int i = 0; i < count && i < 6; ++i) names += (i ? ", " : "") + b.calls[i].name;
   if (count > 6) names += ", …";
-  throw InputError("--layer '" + layer + "' is neither an index (0.." + std::to_string(count - 1) +
-                   ") nor a call name of the bundle (" + names + ")");
+  throw InputError(Msg::LayerUnknown, {layer, std::to_string(count - 1), names});
 }
 
 Problem bundle_problem(const Bundle& b, int layer, std::optional<int> head) {
   if (layer < 0 || layer >= static_cast<int>(b.calls.size()))
-    throw InputError("layer " + std::to_string(layer) + " is not in the bundle");
+    throw InputError(Msg::LayerOutside, {std::to_string(layer)});
   const BundleCall& c = b.calls[layer];
   check_head(c, head);
   const std::string dims = "heads " + std::to_string(c.heads) + ", kv_heads " + std::to_string(c.kv_heads) +
@@ -234,23 +246,17 @@ Problem bundle_problem(const Bundle& b, int layer, std::optional<int> head) {
 
   if (!c.mask.empty()) {
     const std::string path = (std::filesystem::path(b.dir) / c.mask).string();
-    if (!std::filesystem::exists(path))
-      throw InputError(path + ": missing (the manifest's mask of call " + std::to_string(layer) + " '" + c.name + "')");
+    if (!std::filesystem::exists(path)) refuse_missing(path, "mask", c, layer);
     const MatrixF mk = read_mask(path);
     if (mk.cols() != c.m || (mk.rows() != c.n && mk.rows() != static_cast<Eigen::Index>(c.heads) * c.n))
-      throw InputError(path + ": mask of call " + std::to_string(layer) + " '" + c.name + "' is " +
-                       std::to_string(mk.rows()) + "x" + std::to_string(mk.cols()) + " but the manifest says " +
-                       std::to_string(c.n) + "x" + std::to_string(c.m) + " (one for every head) or " +
-                       std::to_string(c.heads * c.n) + "x" + std::to_string(c.m) + " (one per head)");
+      refuse_shape(path, "mask", c, layer, mk);
     if (mk.rows() == c.n) {
       in.custom_mask = mk;
     } else {
       in.custom_mask = mk.middleRows(static_cast<Eigen::Index>(first) * c.n, c.n);
       for (int i = 1; i < count; ++i)
         if (mk.middleRows(static_cast<Eigen::Index>(first + i) * c.n, c.n) != p.custom_mask())
-          throw InputError("call " + std::to_string(layer) + " '" + c.name +
-                           "' has a different mask for each head; the lab shares one mask between "
-                           "heads: pick one head with --head");
+          throw InputError(Msg::BundleMaskPerHead, {std::to_string(layer), c.name});
     }
     p.mask = MaskKind::Custom;
   } else if (c.causal) {

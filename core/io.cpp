@@ -493,8 +493,8 @@ MatrixF parse_npy_values(std::string_view bytes, const std::string& name, Values
   const char* data = bytes.data() + data_start;
   for (std::uint64_t i = 0; i < count; ++i) {
     const double d = npy_element(data, i, item);
-    const auto where = [&] {
-      return " at [" + std::to_string(i / cols) + ", " + std::to_string(i % cols) + "]";
+    const auto at = [&](Msg id) {
+      return InputError(id, {name, format_number(d), std::to_string(i / cols), std::to_string(i % cols)});
     };
     float f = 0.0f;
     if (mode == Values::Mask) {
@@ -503,15 +503,15 @@ MatrixF parse_npy_values(std::string_view bytes, const std::string& name, Values
       } else if (std::isinf(d) && d < 0) {
         f = -std::numeric_limits<float>::infinity();
       } else {
-        throw InputError(Msg::NpyMaskEntry, {name, format_number(d), where()});
+        throw at(Msg::NpyMaskEntry);
       }
     } else {
       if (!std::isfinite(d)) {
-        throw InputError(Msg::NpyValueNotFinite, {name, format_number(d), where()});
+        throw at(Msg::NpyValueNotFinite);
       }
       f = static_cast<float>(d);
       if (std::isinf(f)) {
-        throw InputError(Msg::NpyValueOutOfRange, {name, format_number(d), where()});
+        throw at(Msg::NpyValueOutOfRange);
       }
     }
     m.data()[i] = f;
@@ -640,8 +640,9 @@ std::string read_input_file(const std::string& path, InputFormat format, std::ui
   const bool regular = S_ISREG(st.st_mode);
   if (regular && static_cast<std::uint64_t>(st.st_size) > limit) {
     const auto size = static_cast<std::uint64_t>(st.st_size);
-    const std::string in_mib = size >= (std::uint64_t{1} << 20) ? " (" + mib_text(size) + ")" : "";
-    throw InputError(Msg::FileTooLarge, {path, std::to_string(size) + " bytes" + in_mib, mib_text(limit)});
+    if (size >= (std::uint64_t{1} << 20))
+      throw InputError(Msg::FileTooLargeMiB, {path, std::to_string(size), mib_text(size), mib_text(limit)});
+    throw InputError(Msg::FileTooLarge, {path, std::to_string(size), mib_text(limit)});
   }
   std::string data;
   // A regular file is read at its size in one allocation; a stream grows the string as it comes.

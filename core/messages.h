@@ -52,9 +52,9 @@ enum class Msg : int {
   NpyRank,              // {0} file, {1} rank, {2} shape
   NpyEmpty,             // {0} file, {1} shape
   NpyTrailing,          // {0} file, {1} bytes, {2} shape
-  NpyMaskEntry,         // {0} file, {1} value, {2} " at row r, column c"
-  NpyValueNotFinite,    // {0} file, {1} value, {2} place
-  NpyValueOutOfRange,   // {0} file, {1} value, {2} place
+  NpyMaskEntry,         // {0} file, {1} value, {2} row, {3} column
+  NpyValueNotFinite,    // {0} file, {1} value, {2} row, {3} column
+  NpyValueOutOfRange,   // {0} file, {1} value, {2} row, {3} column
   MatrixNonFinite,      // {0} Q | K | V, {1} value, {2} row, {3} column
   MatrixEmpty,          // {0} Q | K | V
   QueryTokenCount,      // {0} labels, {1} rows
@@ -70,7 +70,7 @@ enum class Msg : int {
   NpyShapeTooLarge,     // {0} file, {1} shape
   NpyDataTruncated,     // {0} file, {1} shape, {2} type, {3} count, {4} item size, {5} present
   CannotWrite,          // {0} path, {1} reason
-  FileTooLarge,         // {0} path, {1} its size, {2} the limit
+  FileTooLarge,         // {0} path, {1} its size in bytes, {2} the limit
   EmptyToken,           // {0} position, {1} the list
   NoTokens,             // {0} file
   // several queries (viewer)
@@ -137,6 +137,117 @@ enum class Msg : int {
   CudaNoDeviceFound,
   CudaNoDeviceBare,     // the viewer's and bench's short form, without a reason
   CudaBackwardNotBuilt,
+  // the lab's remaining refusals, moved here so that --lang zh says them in Chinese too
+  FileTooLargeMiB,      // {0} path, {1} its size in bytes, {2} the same in MiB, {3} the limit
+  TokenLabelCountEither,  // {0} option, {1} labels, {2} n, {3} m, {4} n, {5} n + m
+  BiasShapeShared,      // {0} rows, {1} columns, {2} n, {3} m: one head, so one shape
+  // problems, heads, splits and the query (core/problem.cpp)
+  ScaleInvalid,         // {0} the value
+  HeadsMin,             // {0} heads
+  KvGroupDivide,        // {0} heads, {1} kv_group
+  RowsOverHeads,        // {0} Q rows, {1} K rows, {2} heads
+  RowsOverHeadsKv,      // {0} Q rows, {1} K rows, {2} heads, {3} key/value heads
+  RandomDims,
+  OptionRange,          // {0} the option, {1} lowest, {2} highest, {3} given
+  DecodeViewKvHeads,
+  SplitRange,           // {0} keys, {1} given
+  LabelAmbiguous,       // {0} label, {1} rows it names
+  QueryIndexRange,      // {0} index, {1} queries, {2} last index
+  QueryUnknown,         // {0} the text, {1} the first tokens
+  QueryRowRange,        // {0} query row, {1} queries
+  // synthetic patterns (core/patterns.cpp)
+  PatternUnknown,       // {0} the text
+  PatternDk,            // {0} pattern, {1} the least d_k, {2} d_k
+  PatternWindow,        // {0} W, {1} N
+  PatternNoGapWindow,   // {0} pattern, {1} N, {2} d_k
+  PatternNoGapPrevious, // {0} pattern, {1} N, {2} d_k
+  // the backward's upstream gradient (core/backward.cpp)
+  LossMseTarget,
+  LossUnknown,          // {0} the spec
+  DoutShape,            // {0} file, {1} rows, {2} columns, {3} O rows, {4} O columns, {5} heads, {6} n
+  TargetShape,          // the same for Y
+  DoutNotFinite,        // {0} file, {1} value, {2} row, {3} column
+  TargetNotFinite,      // the same for Y
+  // bundles (core/bundle.cpp): {0} the manifest's path, {1} the call's index where a call is named
+  BundleNotDir,         // {0} the directory
+  BundleNoManifest,     // {0} manifest path
+  BundleJson,           // {0} manifest path, {1} the parser's words
+  BundleNotObject,      // {0} manifest path
+  BundleFormat,         // {0} manifest path
+  BundleVersion,        // {0} manifest path
+  BundleStrings,        // {0} manifest path, {1} key
+  BundleNoCalls,        // {0} manifest path
+  BundleCallObject,     // {0}, {1}
+  BundleCallNoKey,      // {0}, {1}, {2} key
+  BundleCallNotWhole,   // {0}, {1}, {2} key
+  BundleCallIntRange,   // {0}, {1}, {2} key, {3} lowest, {4} highest, {5} given
+  BundleCallKvHeads,    // {0}, {1}, {2} query heads, {3} key/value heads
+  BundleCallNoFile,     // {0}, {1}, {2} key
+  BundleCallFileName,   // {0}, {1}, {2} key
+  BundleCallFileOutside,  // {0}, {1}, {2} key, {3} the file
+  BundleScaleType,      // {0}, {1}
+  BundleScaleValue,     // {0}, {1}, {2} the value
+  BundleCausalType,     // {0}, {1}
+  BundleRopeType,       // {0}, {1}
+  BundleRopeValue,      // {0}, {1}, {2} the value
+  BundleRopeOdd,        // {0}, {1}, {2} d_k
+  BundleCallStrings,    // {0}, {1}, {2} key
+  BundleCausalAndMask,  // {0}, {1}
+  BundleFileMissing,    // {0} path, {1} key (q, k, v, output, mask, bias), {2} call, {3} its name
+  BundleArrayShape,     // {0} path, {1} key, {2} call, {3} name, {4}x{5} found, {6}x{7} declared, {8} the dims
+  BundleArrayShapeHeads,  // {0} path, {1} key, {2} call, {3} name, {4}x{5} found, {6} n, {7} m, {8} heads n
+  BundleArrayShapeOne,  // {0} path, {1} key, {2} call, {3} name, {4}x{5} found, {6}x{7} declared
+  BundleBiasNotFinite,  // {0} file:line:column, {1} value, {2} call, {3} name
+  BundleBiasNotFiniteAt,  // {0} file, {1} value, {2} row, {3} column, {4} call, {5} name
+  BundleHeadRange,      // {0} head, {1} call name, {2} heads, {3} last head
+  LayerRange,           // {0} the text, {1} calls, {2} last index
+  LayerUnknown,         // {0} the text, {1} last index, {2} the first names
+  BundleMaskPerHead,    // {0} call, {1} name
+  // the command line's options (cli/common.cpp)
+  QueriesRange,         // {0} N, {1} given
+  KvHeadsRange,         // {0} heads, {1} given
+  RandomRows,           // {0} N, {1} heads
+  RandomInputsLimit,    // {0} N, {1} d_k, {2} d_v, {3} heads, {4} need, {5} the limit
+  OnlyRandomDemo,       // {0} the option
+  OnlyRandomBundle,     // {0} the option
+  OnlyRandomFiles,      // {0} the option
+  PatternNeedsRandom,
+  ShapesRandom,         // {0} the option
+  HeadApplies,
+  FilesOrRandom,
+  OneInput,
+  HeadsBundle,
+  HeadsRandomOnly,
+  NeedInputs,
+  LayerBundleOnly,
+  DoutSeed,             // {0} the text
+  UpstreamTwice,
+  DoutSeedWith,
+  SplitVariant,         // {0} the variant
+  // attnlab backward (cli/cmd_backward.cpp)
+  BackwardCudaFused,
+  BackwardVariant,      // {0} the variant
+  BackwardPrecision,    // {0} the precision
+  BackwardCheckBf16,
+  BackwardSplit,
+  BackwardCheckCsv,
+  HostMemoryBackward,   // {0} staged | fused, {1} need, {2} available
+  HostMemoryBackwardCheck,  // the same, with the fp64 check
+  HostMemoryBackwardAll,    // the same, every number printed (json, csv)
+  HostMemoryBackwardCheckAll,
+  // the command line's remaining value checks
+  WalkFormat,           // walk: csv
+  WalkTileRange,        // {0} keys, {1} tile
+  WalkBackwardOnly,     // --dout, --loss, --dout-seed without --backward
+  WalkSplitBackward,
+  WalkBackwardCuda,
+  ToleranceInvalid,     // {0} option, {1} value
+  VerifyFormat,         // {0} format
+  DescribeFormat,
+  MaskNeedsValue,
+  FormatUnknown,        // {0} format
+  VariantUnknown,       // {0} name
+  PrecisionUnknown,     // {0} name
   Count_
 };
 

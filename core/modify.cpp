@@ -316,6 +316,9 @@ void validate_modifications(const Problem& p) {
   }
   const MatrixF& b = p.bias();
   if (b.size() > 0) {
+    if ((b.cols() != m || b.rows() != n) && p.heads == 1)
+      throw InputError(Msg::BiasShapeShared, {std::to_string(b.rows()), std::to_string(b.cols()), std::to_string(n),
+                                              std::to_string(m)});
     if (b.cols() != m || (b.rows() != n && b.rows() != static_cast<Eigen::Index>(p.heads) * n))
       throw InputError(Msg::BiasShape, {std::to_string(b.rows()), std::to_string(b.cols()), std::to_string(n),
                                         std::to_string(m), std::to_string(static_cast<long long>(p.heads) * n)});

@@ -6,6 +6,7 @@
 // the best competitor over every offset |d| < n, so the structure holds at any n the lab accepts.
 #include "core/patterns.h"
 
+#include "core/messages.h"
 #include "core/types.h"
 
 #include <algorithm>
@@ -84,25 +85,18 @@ int induction_len(int n) { return std::max(1, n / 2); }
 
 // The exact gap check failed: the minimum is not known in closed form, so no number is promised.
 InputError no_gap(const Pattern& p, int n, int d_k) {
-  return InputError("--pattern " + pattern_name(p) + " cannot be built for N " + std::to_string(n) +
-                    " with --dk " + std::to_string(d_k) + ": the " +
-                    (p.kind == PatternKind::Local ? "window" : "previous key") +
-                    " does not stand out from the other keys; use a larger --dk" +
-                    (p.kind == PatternKind::Local ? " or a smaller W" : ""));
+  return InputError(p.kind == PatternKind::Local ? Msg::PatternNoGapWindow : Msg::PatternNoGapPrevious,
+                    {pattern_name(p), std::to_string(n), std::to_string(d_k)});
 }
 
 InputError too_small(const Pattern& p, int need, int d_k) {
-  return InputError("--pattern " + pattern_name(p) + " needs --dk >= " + std::to_string(need) +
-                    ", got " + std::to_string(d_k));
+  return InputError(Msg::PatternDk, {pattern_name(p), std::to_string(need), std::to_string(d_k)});
 }
 
 }  // namespace
 
 Pattern parse_pattern(const std::string& text) {
-  const auto refuse = [&text] {
-    return InputError("--pattern must be noise, local:W (W >= 0), sink, previous or induction, "
-                      "got '" + text + "'");
-  };
+  const auto refuse = [&text] { return InputError(Msg::PatternUnknown, {text}); };
   if (text == "noise") return {PatternKind::Noise, 0};
   if (text == "sink") return {PatternKind::Sink, 0};
   if (text == "previous") return {PatternKind::Previous, 0};
@@ -148,15 +142,13 @@ void check_pattern(const Pattern& pattern, int n, int d_k) {
   const int need = pattern_min_dk(pattern, n);
   if (d_k < need) throw too_small(pattern, need, d_k);
   if (pattern.kind == PatternKind::Local && pattern.window >= n)
-    throw InputError("--pattern local:W needs W < N, got local:" + std::to_string(pattern.window) +
-                     " with N " + std::to_string(n));
+    throw InputError(Msg::PatternWindow, {std::to_string(pattern.window), std::to_string(n)});
 }
 
 Problem pattern_problem(const Pattern& pattern, int n, int d_k, int d_v, std::uint64_t seed,
                         int heads) {
   if (pattern.kind == PatternKind::Noise) return random_problem(n, d_k, d_v, seed, heads);
-  if (n < 1 || d_k < 1 || d_v < 1 || heads < 1)
-    throw InputError("random problems need N, d_k, d_v and heads >= 1");
+  if (n < 1 || d_k < 1 || d_v < 1 || heads < 1) throw InputError(Msg::RandomDims, {});
   check_pattern(pattern, n, d_k);
 
   Normal rng(seed);

@@ -42,7 +42,7 @@ void validate_temperature(double t) {
 
 void validate_scale(double s) {
   if (!std::isfinite(s) || s <= 0)
-    throw InputError("scale must be a finite number > 0, got " + format_number("%.9g", s));
+    throw InputError(Msg::ScaleInvalid, {format_number("%.9g", s)});
 }
 
 ProblemInputs& Problem::edit() {
@@ -143,10 +143,9 @@ double parse_temperature(const std::string& text) {
 void validate(const Problem& p) {
   validate_temperature(p.temperature);
   if (p.scale) validate_scale(*p.scale);
-  if (p.heads < 1) throw InputError("heads must be >= 1, got " + std::to_string(p.heads));
+  if (p.heads < 1) throw InputError(Msg::HeadsMin, {std::to_string(p.heads)});
   if (p.kv_group < 1 || p.heads % p.kv_group != 0)
-    throw InputError("kv_group (query heads per key/value head) must divide the " +
-                     std::to_string(p.heads) + " heads, got " + std::to_string(p.kv_group));
+    throw InputError(Msg::KvGroupDivide, {std::to_string(p.heads), std::to_string(p.kv_group)});
   if (p.q().size() == 0) throw InputError(Msg::MatrixEmpty, {"Q"});
   if (p.k().size() == 0) throw InputError(Msg::MatrixEmpty, {"K"});
   if (p.v().size() == 0) throw InputError(Msg::MatrixEmpty, {"V"});
@@ -155,10 +154,9 @@ void validate(const Problem& p) {
   if (p.v().rows() != p.k().rows())
     throw InputError(Msg::ShapeVRows, {std::to_string(p.v().rows()), std::to_string(p.k().rows())});
   if (p.q().rows() % p.heads != 0 || p.k().rows() % p.kv_heads() != 0)
-    throw InputError("Q has " + std::to_string(p.q().rows()) + " rows and K has " +
-                     std::to_string(p.k().rows()) + ": neither may leave a remainder over " +
-                     std::to_string(p.heads) + " heads" +
-                     (p.kv_group > 1 ? " (" + std::to_string(p.kv_heads()) + " key/value heads)" : ""));
+    throw InputError(p.kv_group > 1 ? Msg::RowsOverHeadsKv : Msg::RowsOverHeads,
+                     {std::to_string(p.q().rows()), std::to_string(p.k().rows()), std::to_string(p.heads),
+                      std::to_string(p.kv_heads())});
   check_finite(p.q(), "Q");
   check_finite(p.k(), "K");
   check_finite(p.v(), "V");
@@ -282,8 +280,7 @@ Problem random_problem(int n, int d_k, int d_v, std::uint64_t seed, int heads) {
 }
 
 Problem random_problem(int n, int m, int d_k, int d_v, std::uint64_t seed, int heads, int kv_heads) {
-  if (n < 1 || m < 1 || d_k < 1 || d_v < 1 || heads < 1 || kv_heads < 1)
-    throw InputError("random problems need N, d_k, d_v and heads >= 1");
+  if (n < 1 || m < 1 || d_k < 1 || d_v < 1 || heads < 1 || kv_heads < 1) throw InputError(Msg::RandomDims, {});
   if (n > m) throw InputError(Msg::QueriesOverKeys, {std::to_string(n), std::to_string(m)});
   if (heads % kv_heads != 0)
     throw InputError(Msg::KvHeads, {std::to_string(heads), std::to_string(kv_heads)});
@@ -304,8 +301,7 @@ Problem random_problem(int n, int m, int d_k, int d_v, std::uint64_t seed, int h
 
 Problem one_head(const Problem& all, int head) {
   if (head < 0 || head >= all.heads)
-    throw InputError("--head must be between 0 and " + std::to_string(all.heads - 1) + ", got " +
-                     std::to_string(head));
+    throw InputError(Msg::OptionRange, {"--head", "0", std::to_string(all.heads - 1), std::to_string(head)});
   Problem p = all;
   const Eigen::Index n = all.n(), m = all.m();
   ProblemInputs in;
@@ -352,7 +348,7 @@ Problem expand_kv_heads(const Problem& p) {
 
 Problem decode_view(const Problem& p, int queries, int kv_heads) {
   const int n = p.n(), m = p.m(), heads = p.heads;
-  if (p.kv_group != 1) throw InputError("decode_view takes a problem with one key/value head per head");
+  if (p.kv_group != 1) throw InputError(Msg::DecodeViewKvHeads, {});
   if (queries < 1 || queries > n) throw InputError(Msg::QueriesOverKeys, {std::to_string(queries), std::to_string(m)});
   if (kv_heads < 1 || heads % kv_heads != 0)
     throw InputError(Msg::KvHeads, {std::to_string(heads), std::to_string(kv_heads)});
@@ -389,8 +385,7 @@ Problem decode_view(const Problem& p, int queries, int kv_heads) {
 
 void check_split_count(int splits, int keys) {
   if (splits < 1 || splits > keys)
-    throw InputError("--split must be between 1 and the number of keys (" + std::to_string(keys) + "), got " +
-                     std::to_string(splits));
+    throw InputError(Msg::SplitRange, {std::to_string(keys), std::to_string(splits)});
 }
 
 int resolve_query(const Problem& p, const std::string& token_or_index) {
@@ -399,22 +394,20 @@ int resolve_query(const Problem& p, const std::string& token_or_index) {
   const std::vector<std::string>& tokens = p.query_tokens();
   const auto count = std::count(tokens.begin(), tokens.end(), token_or_index);
   if (count > 1)
-    throw InputError("label '" + token_or_index + "' names " + std::to_string(count) + " rows; give the index");
+    throw InputError(Msg::LabelAmbiguous, {token_or_index, std::to_string(count)});
   if (count == 1) return static_cast<int>(std::find(tokens.begin(), tokens.end(), token_or_index) - tokens.begin());
   if (!token_or_index.empty() &&
       token_or_index.find_first_not_of("0123456789") == std::string::npos &&
       token_or_index.size() < 10) {
     const int i = std::stoi(token_or_index);
     if (i < n) return i;
-    throw InputError("query index " + token_or_index + " is out of range: there are " +
-                     std::to_string(n) + " queries (0.." + std::to_string(n - 1) + ")");
+    throw InputError(Msg::QueryIndexRange, {token_or_index, std::to_string(n), std::to_string(n - 1)});
   }
   std::string list;
   for (int i = 0; i < static_cast<int>(p.query_tokens().size()) && i < 12; ++i)
     list += (i ? ", " : "") + p.query_tokens()[i];
   if (p.query_tokens().size() > 12) list += ", …";
-  throw InputError("query '" + token_or_index + "' is not a token or index of this problem; " +
-                   "tokens are: " + list);
+  throw InputError(Msg::QueryUnknown, {token_or_index, list});
 }
 
 MatrixF mask_matrix(const Problem& p) {

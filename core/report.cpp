@@ -15,6 +15,7 @@
 #include "core/modify.h"
 
 #include "core/format.h"
+#include "core/messages.h"
 
 #include <nlohmann/json.hpp>
 
@@ -524,13 +525,12 @@ Format parse_format(const std::string& s) {
   if (s == "json") return Format::Json;
   if (s == "csv") return Format::Csv;
   if (s == "markdown" || s == "md") return Format::Markdown;
-  throw InputError("unknown format '" + s + "' (choose text, json, csv or markdown)");
+  throw InputError(Msg::FormatUnknown, {s});
 }
 
 std::string render(const Problem& p, const Trace& t, int query, Lang lang, Format f) {
   if (query < 0 || query >= std::max(1, p.n()))
-    throw InputError("query row " + std::to_string(query) + " is out of range: there are " +
-                     std::to_string(p.n()) + " queries");
+    throw InputError(Msg::QueryRowRange, {std::to_string(query), std::to_string(p.n())});
   switch (f) {
     case Format::Text: return render_text(p, t, query, lang);
     case Format::Markdown: return render_markdown(p, t, query, lang);

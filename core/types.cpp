@@ -1,6 +1,8 @@
 // String conversions of the lab's enums and the language default from $LANG.
 #include "core/types.h"
 
+#include "core/messages.h"
+
 #include <cstdlib>
 
 namespace attnlab {
@@ -38,13 +40,13 @@ Variant parse_variant(std::string_view s) {
   if (s == "staged") return Variant::Staged;
   if (s == "fused") return Variant::Fused;
   if (s == "decode") return Variant::Decode;
-  throw InputError("unknown variant '" + std::string(s) + "' (use staged, fused or decode)");
+  throw InputError(Msg::VariantUnknown, {std::string(s)});
 }
 
 Precision parse_precision(std::string_view s) {
   if (s == "fp32") return Precision::FP32;
   if (s == "bf16") return Precision::BF16;
-  throw InputError("unknown precision '" + std::string(s) + "' (use fp32 or bf16)");
+  throw InputError(Msg::PrecisionUnknown, {std::string(s)});
 }
 
 Lang parse_lang(std::string_view s) {

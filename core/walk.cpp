@@ -5,6 +5,7 @@
 #include "core/walk_parts.h"
 
 #include "core/format.h"
+#include "core/messages.h"
 
 #include <nlohmann/json.hpp>
 
@@ -376,7 +377,7 @@ std::string render_walk(const Walk& w, Lang lang, Format format) {
     case Format::Text: return render_text(w, lang);
     case Format::Csv: break;
   }
-  throw InputError("walk prints text, json or markdown, not csv");
+  throw InputError(Msg::WalkFormat, {});
 }
 
 void walk_json_header(const WalkHeader& w, nlohmann::ordered_json& j) {

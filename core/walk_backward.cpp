@@ -3,6 +3,7 @@
 #include "core/walk_backward.h"
 
 #include "core/format.h"
+#include "core/messages.h"
 #include "core/walk_parts.h"
 
 #include <nlohmann/json.hpp>
@@ -197,7 +198,7 @@ std::string render_backward_walk(const BackwardWalk& w, Lang lang, Format format
     case Format::Json: return render_json(w).dump(1) + "\n";
     case Format::Csv: break;
   }
-  throw InputError("walk prints text, json or markdown (--format csv is for demo and run)");
+  throw InputError(Msg::WalkFormat, {});
 }
 
 }  // namespace attnlab

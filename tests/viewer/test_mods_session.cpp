@@ -30,7 +30,7 @@ TEST(ModsSession, FlagsAreTheCommandLinesSpecs) {
   EXPECT_EQ(o.mask, MaskKind::Causal);
   EXPECT_EQ(viewer::parse_viewer_args({"--rope", "500", "--random", "8"}).mods.rope_theta, 500);
   EXPECT_EQ(test::message_of<InputError>([] { viewer::parse_viewer_args({"--score-mod", "softcap:0"}); }),
-            "the soft-cap C must be a finite number > 0, got 0");
+            "the soft-cap C must be a finite fp32 number > 0 (from 1.2e-38 to 3.4e38), got 0");
   EXPECT_EQ(test::message_of<InputError>([] { viewer::parse_viewer_args({"--mask-mod", "window"}); }),
             "unknown mask modification 'window': use none, causal, window:W, document:FILE or prefix:P, joined by ',' or '+'");
   EXPECT_NE(test::message_of<InputError>([] { viewer::parse_viewer_args({"--score-mod", "alibi:0.5"}); })
