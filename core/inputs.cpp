@@ -27,9 +27,11 @@ void apply_tokens(Problem& p, const std::vector<std::string>& tokens, const std:
     p.edit().query_tokens.assign(tokens.begin(), tokens.begin() + n);
     p.edit().key_tokens.assign(tokens.begin() + n, tokens.end());
   } else {
+    if (n == m)
+      throw InputError(Msg::TokenLabelCountEither, {opt, std::to_string(count), std::to_string(n), std::to_string(m),
+                                                    std::to_string(n), std::to_string(n + m)});
     throw InputError(Msg::TokenLabelCount,
-                     {opt, std::to_string(count), std::to_string(n), std::to_string(m),
-                      (n == m ? std::to_string(n) + " or " : std::string()) + std::to_string(n + m)});
+                     {opt, std::to_string(count), std::to_string(n), std::to_string(m), std::to_string(n + m)});
   }
 }
 
@@ -44,8 +46,14 @@ Problem problem_from_files(const std::string& q_file, const std::string& k_file,
   in.q = read_matrix(q_file);
   in.k = read_matrix(k_file);
   in.v = read_matrix(v_file);
-  in.query_tokens = index_tokens(static_cast<int>(p.q().rows()));
-  in.key_tokens = index_tokens(static_cast<int>(p.k().rows()));
+  // Labels are positions: the keys 0 … m − 1, and n < m queries the last n of them (a decode
+  // shape, as --random --queries labels it).
+  const int n = static_cast<int>(p.q().rows()), m = static_cast<int>(p.k().rows());
+  in.key_tokens = index_tokens(m);
+  if (n < m)
+    in.query_tokens.assign(in.key_tokens.end() - n, in.key_tokens.end());
+  else
+    in.query_tokens = index_tokens(n);
   return p;
 }
 
@@ -55,7 +63,7 @@ void apply_mask_spec(Problem& p, const std::string& mask) {
   } else if (mask == "causal") {
     p.mask = MaskKind::Causal;
   } else if (mask.empty()) {
-    throw InputError("--mask needs none, causal or a FILE");
+    throw InputError(Msg::MaskNeedsValue, {});
   } else {
     // A word that is not a file is most likely a mistyped mask name: say both possibilities.
     if (!std::filesystem::exists(mask) && mask.find_first_of("/.") == std::string::npos)

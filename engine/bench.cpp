@@ -680,6 +680,9 @@ std::string skip_reason(const Case& c, const Spec& a, bool cuda_ok, const std::s
     }
   }
   if (c.heads % c.g() != 0) return std::to_string(c.g()) + " key/value heads do not divide " + std::to_string(c.heads) + " heads";
+  // Never clamped without a word, as run and walk refuse it: a case runs the count it names.
+  if (c.splits > c.n)
+    return std::to_string(c.splits) + " splits over " + std::to_string(c.n) + " keys (at most one split per key)";
   if (c.backend == "cuda" && c.variant == "decode")
     if (std::string why = cuda::decode_shape_error(c.d, c.d, c.heads / c.g(), c.q()); !why.empty()) return why;
   if (c.backend == "cuda" && !cuda_ok) return "no CUDA device: " + cuda_reason;

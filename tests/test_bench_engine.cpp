@@ -300,6 +300,11 @@ TEST(BenchEngine, DecodeShapesArePlannedCountedRunAndReported) {
   std::vector<bench::Result> results = bench::plan(s);
   ASSERT_EQ(results.size(), 2u * 2 * 2 * 2);
   EXPECT_EQ(bench::skip_reason(results[2].c, s, true, ""), "3 key/value heads do not divide 4 heads");
+  // A split count above the keys is skipped, not run with fewer splits under its label.
+  bench::Case too_many{"cpu", "decode", "fp32", "none", 1, 64, 16, 1, 0, 65};
+  EXPECT_EQ(bench::skip_reason(too_many, s, true, ""), "65 splits over 64 keys (at most one split per key)");
+  too_many.splits = 64;
+  EXPECT_EQ(bench::skip_reason(too_many, s, true, ""), "");
   bench::Case cuda_dec{"cuda", "decode", "fp32", "none", 4, 3000, 8, 1, 1};
   EXPECT_EQ(bench::skip_reason(cuda_dec, s, true, "").rfind("the CUDA decode kernel takes d_k = d_v = 64 or 128", 0), 0u);
   // bf16 decode on CUDA: refused only for its shape, as fp32 is; a shape it takes runs.
