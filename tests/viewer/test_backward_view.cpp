@@ -9,6 +9,7 @@
 #include "tests/test_util.h"
 #include "tests/viewer/viewer_test_util.h"
 #include "viewer/app/options.h"
+#include "viewer/draw/png_io.h"
 #include "viewer/session/session.h"
 #include "viewer/views/backward/backward_view.h"
 #include "viewer/views/registry.h"
@@ -381,6 +382,22 @@ TEST(BackwardView, HeadlessCausalDsMapsAreHatchedOnALogScale) {
   }
   EXPECT_FALSE(j["maps"][0]["gradient"].get<bool>());
   EXPECT_TRUE(j["maps"][1]["gradient"].get<bool>());
+  // Rows thinner than a frame get an orange tick on each side of the map; the right one ends
+  // before the colour legend begins, and no orange lies on the legend's bar.
+  const viewer::Image img = viewer::read_png(png);
+  for (const nlohmann::json& m : j["maps"]) {
+    const auto& pl = m["place"];
+    const float legend_x = pl["legend_x"].get<float>(), mark_right = pl["mark_right"].get<float>();
+    EXPECT_GT(mark_right, pl["x"].get<float>() + pl["w"].get<float>()) << "the row is marked by ticks";
+    EXPECT_LT(mark_right + 2, legend_x);
+    int orange = 0;
+    for (int y = static_cast<int>(pl["y"].get<float>()); y < static_cast<int>(pl["y"].get<float>() + pl["h"].get<float>()); ++y)
+      for (int x = static_cast<int>(legend_x) + 1; x < static_cast<int>(legend_x) + 6; ++x) {
+        const std::uint8_t* p = img.at(x, y);
+        orange += p[0] >= 220 && std::abs(p[1] - 140) <= 45 && p[2] <= 70;
+      }
+    EXPECT_EQ(orange, 0);
+  }
 }
 #endif
 

@@ -297,6 +297,25 @@ TEST(DecodeView, EveryTextHasBothLanguages) {
   EXPECT_EQ(decode_texts().size(), 2u * static_cast<std::size_t>(DT::Count_));
 }
 
+// A small cache's read rate is said in a unit that shows it (80 B in 16 µs is 5.00 MB/s, not
+// "0.0 GB/s"), and so is a tiny share of the machine's rate.
+TEST(DecodeView, RatesAndSharesKeepTheirFigures) {
+  EXPECT_EQ(rate_text(80e-9 / 16e-6), "5.00 MB/s");
+  EXPECT_EQ(rate_text(512e-9 / 581e-6), "881 kB/s");
+  EXPECT_EQ(rate_text(12.34), "12.3 GB/s");
+  EXPECT_EQ(rate_text(150), "150 GB/s");
+  EXPECT_EQ(rate_text(0.5), "500 MB/s");
+  EXPECT_EQ(rate_text(0.9999), "1.00 GB/s");
+  EXPECT_EQ(rate_text(3e-10), "0.30 B/s");
+  EXPECT_EQ(rate_text(0), "0 B/s");
+  EXPECT_EQ(share_text(42.0), "42.0");
+  EXPECT_EQ(share_text(0.0417), "0.042");
+  EXPECT_EQ(share_text(0), "0");
+  // The rate's unit travels with the number: the texts themselves name none.
+  for (DT t : {DT::Bytes, DT::BytesNoProbe})
+    for (Lang l : {Lang::En, Lang::Zh}) EXPECT_EQ(std::string(dtr(l, t)).find("GB/s"), std::string::npos);
+}
+
 #ifdef ATTNLAB_VIEW_BINARY
 TEST(DecodeView, HeadlessScreenshotsInBothLanguages) {
   const test::TempDir dir("attnlab-decode-shots");

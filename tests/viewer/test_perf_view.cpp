@@ -13,6 +13,7 @@
 // N=1024; every chart renders; an all-skipped sweep exits 0 with the reason in the CSV; a bad list
 // value exits 2 with one error line; --perf-pass both writes forward and backward rows (bench's pass
 // column) and draws in both languages.
+#include "core/messages.h"
 #include "engine/bench.h"
 #include "tests/test_util.h"
 #include "viewer/app/options.h"
@@ -102,8 +103,54 @@ TEST(PerfView, LogAxisOverManyDecadesTicksDecadesOnly) {
   EXPECT_DOUBLE_EQ(a.hi, 1e6);
   for (const Tick& t : a.ticks) EXPECT_TRUE(t.major);
   EXPECT_EQ(a.ticks.size(), 5u);  // 1e-3, 1e-1, 1e1, 1e3, 1e5
-  const LogAxis b = log_axis(1e-2, 1e3);  // five decades: every decade, no 2 or 5
+  const LogAxis b = log_axis(2e-2, 5e2);  // five decades: every decade, no 2 or 5
   EXPECT_EQ(b.ticks.size(), 6u);
+}
+
+// A value on a decade is not the axis's end: the chart's smallest point (0.1 ms) would sit on the
+// bottom edge with its marker half clipped. Every value lies a pad inside the ends.
+TEST(PerfView, LogAxisEndsArePaddedBeyondValuesOnADecade) {
+  const LogAxis a = log_axis(0.1, 2);
+  EXPECT_DOUBLE_EQ(a.lo, 0.01);
+  EXPECT_DOUBLE_EQ(a.hi, 10);
+  const LogAxis b = log_axis(1e-2, 1e3);
+  EXPECT_DOUBLE_EQ(b.lo, 1e-3);
+  EXPECT_DOUBLE_EQ(b.hi, 1e4);
+  for (const auto& [lo, hi] : std::vector<std::pair<double, double>>{{0.1, 2}, {0.3, 40}, {0.99, 1.01}, {1e-2, 1e3}}) {
+    const LogAxis x = log_axis(lo, hi);
+    EXPECT_GE(std::log10(lo) - std::log10(x.lo), kLogAxisPad - 1e-12) << lo;
+    EXPECT_GE(std::log10(x.hi) - std::log10(hi), kLogAxisPad - 1e-12) << hi;
+  }
+}
+
+// The bar's "done: N cases in T": the time rounded, never up by a whole second.
+TEST(PerfView, DurationsAreRoundedNotRaisedToTheNextSecond) {
+  EXPECT_EQ(duration_text(1.1), "1.1 s");
+  EXPECT_EQ(duration_text(0.04), "0.0 s");
+  EXPECT_EQ(duration_text(9.96), "10 s");
+  EXPECT_EQ(duration_text(14.4), "14 s");
+  EXPECT_EQ(duration_text(59.6), "1 min 0 s");
+  EXPECT_EQ(duration_text(125), "2 min 5 s");
+  EXPECT_EQ(duration_text(-1), "?");
+}
+
+// Where CUDA is off, the legend gives the reason the line above the chart gives (the build has no
+// CUDA, or the device's words), for forward and backward CUDA cases alike; other reasons stay.
+TEST(PerfView, TheLegendGivesTheReasonCudaIsOff) {
+  const std::string built = "attnlab was built without CUDA";
+  EXPECT_EQ(legend_reason("cuda", "no CUDA device: " + built, false, built), built);
+  EXPECT_EQ(legend_reason("cuda", "the CUDA backward is not in this build", false, built), built);
+  EXPECT_EQ(legend_reason("cuda", "no CUDA device: cudaGetDeviceCount: x", false, "cudaGetDeviceCount: x"),
+            "cudaGetDeviceCount: x");
+  const std::string driver =
+      "cudaGetDeviceCount: cudaErrorInsufficientDriver (CUDA driver version is insufficient for CUDA runtime version)";
+  EXPECT_EQ(legend_reason("cuda", "no CUDA device: " + driver, false, driver),
+            "cudaGetDeviceCount: cudaErrorInsufficientDriver");
+  EXPECT_EQ(legend_reason("cpu", "the CPU backward is fp32", false, built), "the CPU backward is fp32");
+  EXPECT_EQ(legend_reason("cuda", "the CUDA backward is the fused one", true, ""), "the CUDA backward is the fused one");
+  // Both places say the same words in Chinese too.
+  EXPECT_EQ(cuda_reason_text(legend_reason("cuda", "no CUDA device: " + built, false, built), Lang::Zh),
+            cuda_reason_text(built, Lang::Zh));
 }
 
 TEST(PerfView, LogAxisOfOneValueWidensAndMapsLogarithmically) {

@@ -2,10 +2,13 @@
 // count for nothing, the top keys are the row's largest weights with the lowest key on ties.
 #include "viewer/draw/pooling.h"
 #include "viewer/draw/row_chart.h"
+#include "viewer/draw/strings.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 using namespace attnlab::viewer;
@@ -73,4 +76,43 @@ TEST(RowChart, RankLabelsOfNeighbouringKeysDoNotOverlap) {
     EXPECT_GE(e[i].y, 10) << i;
     for (std::size_t j = 0; j < i; ++j) EXPECT_FALSE(meet(e[i], e[j])) << i << " meets " << j;
   }
+}
+
+// A number never lies on a bar: the rank-3 key's number, wished above its short bar but wide
+// enough to reach over its taller neighbour (the rank-1 bar), moves off it; one that meets no bar
+// keeps its wish.
+TEST(RowChart, RankLabelsKeepOffTheBars) {
+  const auto meet = [](const LabelBox& a, const LabelBox& b) {
+    return a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
+  };
+  // Bars on a base line at y = 100: key columns 4 px wide; rank 1 at x 104 (60 px tall), rank 3 at
+  // x 108 (30 px tall), a short bar at x 96.
+  const std::vector<LabelBox> bars{{96, 90, 8, 10}, {104, 40, 4, 60}, {108, 70, 4, 30}};
+  // Labels 8 x 14 px centred over their bars.
+  const std::vector<LabelBox> wish{{102, 26, 8, 14}, {106, 56, 8, 14}};
+  const std::vector<LabelBox> at = place_labels(wish, 0, 400, 10, bars);
+  ASSERT_EQ(at.size(), 2u);
+  EXPECT_FLOAT_EQ(at[0].x, 102);
+  EXPECT_FLOAT_EQ(at[0].y, 26) << "above every bar: kept";
+  for (std::size_t i = 0; i < at.size(); ++i) {
+    for (const LabelBox& b : bars) EXPECT_FALSE(meet(at[i], b)) << i << " lies on a bar at x " << b.x;
+    for (std::size_t j = 0; j < i; ++j) EXPECT_FALSE(meet(at[i], at[j])) << i << " meets " << j;
+    EXPECT_GE(at[i].y, 10) << i;
+  }
+  // It stays near its bar (beside the taller one, or above it), not across the chart.
+  EXPECT_LT(std::abs(at[1].x - 106) + std::abs(at[1].y - 56), 60);
+}
+
+// The title's top weights use the statistics' percentages: one decimal, so 26 % reads "26.0%";
+// significant digits below 1 %.
+TEST(RowChart, TheTitlesPercentagesAreTheStatisticsFormat) {
+  const std::vector<float> w{0.219f, 0.102f, 0.260f, 0.165f, 0.254f};
+  const std::vector<std::string> keys{"模型", "根据", "上下文", "分配", "权重"};
+  const RowChart c = row_chart(w.data(), nullptr, 5, map_axis(0, 5, 5, 5), 3);
+  EXPECT_EQ(top_weights_text(c, keys), "  ·  1) 上下文 26.0%, 2) 权重 25.4%, 3) 模型 21.9%");
+  const std::vector<float> small{0.00563f, 0.0042f};
+  const RowChart s = row_chart(small.data(), nullptr, 2, map_axis(0, 2, 2, 2), 2);
+  EXPECT_EQ(top_weights_text(s, {"270", "4066"}), "  ·  1) 270 0.56%, 2) 4066 0.42%");
+  EXPECT_EQ(percent_text(0.26), "26.0");
+  EXPECT_EQ(percent_text(1.0), "100.0");
 }

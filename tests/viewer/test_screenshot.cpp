@@ -218,6 +218,36 @@ TEST(Screenshot, ThePictureChangesBetweenSteps) {
   EXPECT_EQ(b.state["step"], 3);
 }
 
+// The row's bar chart is over the keys. At steps 1-3 the plot's columns are the keys and the chart
+// sits under them; at step 4 they are the output's dimensions, so the chart keeps the place and
+// width of step 3's plot (its own key axis) rather than squeezing five keys under two columns.
+TEST(Screenshot, TheRowChartAtStepFourSpansTheKeysNotTheOutputColumns) {
+  for (const std::string lang : {"en", "zh"}) {
+    const Shot s3 = shoot("chart3-" + lang, {"--step", "3", "--lang", lang, "--size", "1280x800"});
+    const Shot s4 = shoot("chart4-" + lang, {"--step", "4", "--lang", lang, "--size", "1280x800"});
+    const auto& c3 = s3.state["chain"]["row_chart"];
+    const auto& c4 = s4.state["chain"]["row_chart"];
+    EXPECT_FALSE(c3["own_axis"].get<bool>());
+    EXPECT_FLOAT_EQ(c3["x"].get<float>(), s3.x);
+    EXPECT_FLOAT_EQ(c3["w"].get<float>(), s3.w);
+    EXPECT_TRUE(c4["own_axis"].get<bool>());
+    EXPECT_EQ(c4["first"], 0);
+    EXPECT_EQ(c4["end"], 5);
+    EXPECT_FLOAT_EQ(c4["x"].get<float>(), s3.x) << lang;
+    EXPECT_FLOAT_EQ(c4["w"].get<float>(), s3.w) << lang;
+    ASSERT_LT(s4.w, s3.w * 0.6f) << "the output plot is two columns of five rows";
+    // The last key's bar (权重, 25 % of 上下文's row) lies right of the output plot, under where
+    // step 3's last column is: the chart's teal there.
+    int teal = 0;
+    for (int y = static_cast<int>(s4.y + s4.h); y < s4.img.height - 80; ++y)
+      for (int x = static_cast<int>(s3.x + s3.w * 0.82f); x < static_cast<int>(s3.x + s3.w * 0.98f); ++x) {
+        const std::uint8_t* p = s4.img.at(x, y);
+        teal += std::abs(p[0] - 70) <= 6 && std::abs(p[1] - 170) <= 6 && std::abs(p[2] - 160) <= 6;
+      }
+    EXPECT_GT(teal, 100) << lang;
+  }
+}
+
 TEST(Screenshot, FourThousandTokensPoolTheCausalMask) {
   const Shot s = shoot("r4096", {"--random", "4096", "--step", "3", "--mask", "causal", "--backend", "cpu",
                                 "--lang", "en"});

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -163,6 +164,24 @@ TEST(WrapLines, EveryLineFitsUnlessItIsOneUnit) {
   }
 }
 
+// The heads view's tooltip in Chinese (now drawn with wrap_lines; ImGui's TextWrapped broke it as
+// "…为 6." | "9%…"): at every width its percentages stay whole on one line.
+TEST(WrapLines, TheHeadsTooltipsPercentagesStayWhole) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, tr(Lang::Zh, S::HeadsTip), 4, "6.9", "100.0");
+  const std::string text = buf;
+  for (float width = 40; width <= 500; width += 1) {
+    const std::vector<std::string> lines = wrap_lines(text, width, raw_width, round_up);
+    int whole = 0;
+    for (const std::string& line : lines) {
+      whole += line.find("6.9%") != std::string::npos;
+      whole += line.find("100.0%") != std::string::npos;
+      EXPECT_NE(line.back(), '.') << "width " << width << ": " << line;
+    }
+    EXPECT_EQ(whole, 2) << "width " << width;
+  }
+}
+
 TEST(WrapLines, ParagraphsSplitAtNewlinesAndEmptyOnesStay) {
   EXPECT_EQ(wrap_lines("ab\n\ncd\n", 500, raw_width), (std::vector<std::string>{"ab", "", "cd", ""}));
   EXPECT_EQ(wrap_lines("", 500, raw_width), (std::vector<std::string>{""}));
@@ -182,10 +201,16 @@ TEST(WrapLines, LeadingSpaceUnitsAreDroppedAtTheStartOfALine) {
   EXPECT_EQ(wrap_lines("   ab", 500, raw_width), (std::vector<std::string>{"ab"}));
   // The space before "cd" does not fit after "ab" (with it): it is dropped, not carried.
   EXPECT_EQ(wrap_lines("ab cd", 22, raw_width), (std::vector<std::string>{"ab", "cd"}));
-  // A unit that starts with a space (" ," : closing punctuation joins the space before it) is
-  // dropped whole at the start of a line, as the earlier loop did.
-  EXPECT_EQ(wrap_units("ab ,cd"), (std::vector<std::string>{"ab", " ,", "cd"}));
-  EXPECT_EQ(wrap_lines("ab ,cd", 20, raw_width), (std::vector<std::string>{"ab", "cd"}));
+  // Closing punctuation after a space joins the piece before the space, never the space alone: a
+  // unit " ," or " …" would be dropped whole at the start of a line, and the character with it
+  // (the walk's "[-0.02451 … 0.012]" wrapped as "[-0.02451" | "0.012]", two numbers).
+  EXPECT_EQ(wrap_units("ab ,cd"), (std::vector<std::string>{"ab ,cd"}));
+  EXPECT_EQ(wrap_units("[-0.02451 … 0.012]"), (std::vector<std::string>{"[-0.02451 …", " ", "0.012]"}));
+  for (float width = 20; width <= 200; width += 1) {
+    std::string all;
+    for (const std::string& line : wrap_lines("Σ dS [-0.02451 … 0.012]", width, raw_width)) all += line;
+    EXPECT_NE(all.find("…"), std::string::npos) << width;
+  }
   // Trailing spaces that fit stay on their line, as they did.
   EXPECT_EQ(wrap_lines("ab  ", 500, raw_width), (std::vector<std::string>{"ab  "}));
 }

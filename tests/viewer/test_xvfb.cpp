@@ -267,18 +267,20 @@ TEST(Xvfb, ShiftClickSelectsSeveralQueries) {
 }
 
 // The heads view under real X events: a click on the third thumbnail (its place from the first
-// state dump) opens head 2 in the chain view.
+// state dump) opens head 2 in the chain view, and nothing else: the release of that click lands on
+// the chain's heatmap, which must not take it for a click of its own (the query stays, no key).
 TEST(Xvfb, ClickingAThumbnailOpensItsHeadInTheChainView) {
   ATTNLAB_REQUIRE_XVFB();
   const attnlab::test::TempDir tmp("attnlab-view-xvfb4");
-  const fs::path dump = tmp.path() / "state.json", after = tmp.path() / "after.json";
+  const fs::path dump = tmp.path() / "state.json", before = tmp.path() / "before.json",
+                 after = tmp.path() / "after.json";
   const std::string click =
       "eval $(python3 -c \"import json;g=json.load(open('$dump'))['heads_grid'];h=2;print('cx=%d cy=%d' % "
       "(g['x']+(h%g['cols'])*g['step_x']+g['side']/2, g['y']+(h//g['cols'])*g['step_y']+g['side']/2))\")\n";
   const attnlab::test::BinaryRun r = run_under_xvfb(
       tmp.path(), "--lang en --size 1280x800 --backend cpu --view heads --random 64 --heads 4 --dk 16", dump,
-      "wait_for \"j['heads_grid']['done'] == 4\"\n" + click +
-          "move $cx $cy\nclick; wait_for \"j['view'] == 'chain'\"\n" +
+      "wait_for \"j['heads_grid']['done'] == 4\"\n" + click + "move $cx $cy\n" + copy_dump(before) +
+          "click; wait_for \"j['view'] == 'chain'\"\n" +
           copy_dump(after));
   const std::string out = r.out + r.err;
   ASSERT_EQ(r.code, 0) << out;
@@ -289,6 +291,10 @@ TEST(Xvfb, ClickingAThumbnailOpensItsHeadInTheChainView) {
   EXPECT_EQ(j["view"], "chain") << out;
   EXPECT_EQ(j["head"], 2) << out;
   EXPECT_EQ(j["heads"], 4);
+  const auto b = read_dump(before, out);
+  EXPECT_EQ(j["query"], b["query"]) << out;
+  EXPECT_EQ(j["queries"], b["queries"]) << out;
+  EXPECT_EQ(j["key_sel"], -1) << out;
 }
 
 // The precision view's map under real X events: the wheel over the map zooms in (fewer rows

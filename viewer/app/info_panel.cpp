@@ -5,6 +5,7 @@
 
 #include "core/format.h"
 #include "viewer/session/export.h"
+#include "viewer/session/tables.h"
 #include "viewer/draw/heatmap.h"
 #include "viewer/draw/strings.h"
 
@@ -68,7 +69,7 @@ void matrix_table(const char* id, const std::string& title, const MatrixF& m, co
   for (int c0 = 0; c0 < nc; c0 += chunk) {
     const int cn = std::min(chunk, nc - c0);
     if (nc > chunk)
-      ImGui::TextColored(kDimV4, tr(lang, S::TableColumns), c0, c0 + cn - 1, nc);
+      ImGui::TextColored(kDimV4, tr(lang, S::TableColumns), cols.at(c0).c_str(), cols.at(c0 + cn - 1).c_str(), nc);
     ImGui::PushID(c0);
     if (ImGui::BeginTable(id, cn + 1, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
       ImGui::TableSetupColumn("token");
@@ -118,7 +119,7 @@ static void draw_queries_table(App& app) {
       continue;
     }
     ImGui::TableNextColumn();
-    ImGui::Text(st->max_weight < 0.01 ? "%.2g%%" : "%.1f%%", st->max_weight * 100);
+    ImGui::Text("%s%%", percent_text(st->max_weight).c_str());
     ImGui::TableNextColumn();
     ImGui::TextUnformatted(p.key_tokens()[st->argmax].c_str());
     ImGui::TableNextColumn();
@@ -131,7 +132,7 @@ static void draw_queries_table(App& app) {
     ImGui::TableNextColumn();
     ImGui::TextUnformatted(tr(lang, S::QueriesMean));
     ImGui::TableNextColumn();
-    ImGui::Text(mean->max_weight < 0.01 ? "%.2g%%" : "%.1f%%", mean->max_weight * 100);
+    ImGui::Text("%s%%", percent_text(mean->max_weight).c_str());
     ImGui::TableNextColumn();
     ImGui::TextUnformatted("");
     ImGui::TableNextColumn();
@@ -192,16 +193,15 @@ void draw_info(App& app, const Layout& l) {
       ImGui::TextColored(kHighlightV4, "%s", fmt(tr(lang, S::HeadsShownHead), c.shown_head(), c.shown_heads()).c_str());
     if (auto st = c.stats()) {
       // One decimal as on the page; significant digits below 1 %, where thousands of keys share it.
-      ImGui::Text(st->max_weight < 0.01 ? "%s: %.2g%% (%s %s)" : "%s: %.1f%% (%s %s)", tr(lang, S::MaxWeight),
-                  st->max_weight * 100, tr(lang, S::Argmax),
-                  p.key_tokens()[st->argmax].c_str());
+      ImGui::Text("%s: %s%% (%s %s)", tr(lang, S::MaxWeight), percent_text(st->max_weight).c_str(),
+                  tr(lang, S::Argmax), p.key_tokens()[st->argmax].c_str());
       ImGui::Text("%s: %.3f", tr(lang, S::Entropy), st->entropy);
       ImGui::Text("%s: %d", tr(lang, S::Effective), st->unmasked);
       ImGui::Text("%s: %.3f", tr(lang, S::Perplexity), st->perplexity);
       ImGui::Text("%s: %.6f", tr(lang, S::WeightSum), st->weight_sum);
       // The page's own sentence (查询“上下文”对“上下文”的权重最高，为 26.0%).
       // The same digits as the max weight line above.
-      const std::string pct = fmt(st->max_weight < 0.01 ? "%.2g" : "%.1f", st->max_weight * 100);
+      const std::string pct = percent_text(st->max_weight);
       wrapped(app, fmt(tr(lang, S::PageSentence), p.query_tokens()[c.query()].c_str(),
                        p.key_tokens()[st->argmax].c_str(), pct.c_str()));
     }
@@ -258,33 +258,15 @@ void draw_info(App& app, const Layout& l) {
     } else {
       const int step = app.play.step();
       const int q = c.query();
-      std::vector<std::string> dims_k, dims_v;
-      // Dimensions and keys count from 0, as the rows (#0, #1, ...) and the heatmap do.
-      for (int j = 0; j < p.d_k(); ++j) dims_k.push_back(std::to_string(j));
-      for (int j = 0; j < p.d_v(); ++j) dims_v.push_back(std::to_string(j));
-      matrix_table("tq", tr(lang, S::TableQ), p.q(), p.query_tokens(), dims_k, q, false, lang);
-      matrix_table("tk", tr(lang, S::TableK), p.k(), p.key_tokens(), dims_k, -1, false, lang);
-      matrix_table("tv", tr(lang, S::TableV), p.v(), p.key_tokens(), dims_v, -1, step == 4, lang);
-      std::vector<std::string> key_idx;
-      for (int j = 0; j < p.m(); ++j) key_idx.push_back(std::to_string(j));
-      // RoPE: Q and K as QKᵀ multiplied them.
-      if (t.q_rot.size() > 0) {
-        matrix_table("tqr", fmt(tr(lang, S::TableQRot), short_number(p.mods.rope_theta).c_str()), t.q_rot,
-                     p.query_tokens(), dims_k, q, step == 1, lang);
-        matrix_table("tkr", tr(lang, S::TableKRot), t.k_rot, p.key_tokens(), dims_k, -1, step == 1, lang);
+      // Columns as the CLI's tables head them: the key tokens over the keys, features from 1.
+      for (const NumericTable& tb : numeric_tables(p, t)) {
+        std::string title = tr(lang, tb.title);
+        if (tb.title == S::TableQRot) title = fmt(tr(lang, S::TableQRot), short_number(p.mods.rope_theta).c_str());
+        if (tb.title == S::TableScaled) title = fmt(tr(lang, S::TableScaled), p.d_k());
+        if (tb.title == S::TableCapped) title = fmt(tr(lang, S::TableCapped), short_number(p.mods.softcap).c_str());
+        matrix_table(tb.id, title, *tb.m, tb.query_rows ? p.query_tokens() : p.key_tokens(),
+                     table_column_labels(p, tb), tb.query_rows ? q : -1, tb.step == step, lang);
       }
-      matrix_table("ts", tr(lang, S::TableScores), t.scores, p.query_tokens(), key_idx, q, step == 1, lang);
-      matrix_table("tsc", fmt(tr(lang, S::TableScaled), p.d_k()), t.scaled, p.query_tokens(), key_idx, q, step == 2, lang);
-      // The score mods' stages, in the chain's order.
-      if (t.biased.size() > 0)
-        matrix_table("tb", tr(lang, S::TableBiased), t.biased, p.query_tokens(), key_idx, q, step == 2, lang);
-      if (t.capped.size() > 0)
-        matrix_table("tc", fmt(tr(lang, S::TableCapped), short_number(p.mods.softcap).c_str()), t.capped,
-                     p.query_tokens(), key_idx, q, step == 2, lang);
-      matrix_table("tm", tr(lang, S::TableMask), t.mask, p.query_tokens(), key_idx, q, step == 2, lang);
-      matrix_table("tl", tr(lang, S::TableLogits), t.logits, p.query_tokens(), key_idx, q, step == 2, lang);
-      matrix_table("tw", tr(lang, S::TableWeights), t.weights, p.query_tokens(), key_idx, q, step == 3, lang);
-      matrix_table("to", tr(lang, S::TableOutput), t.output, p.query_tokens(), dims_v, q, step == 4, lang);
     }
   }
 

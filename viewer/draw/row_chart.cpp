@@ -1,6 +1,8 @@
 // The selected row's bar chart (see row_chart.h).
 #include "viewer/draw/row_chart.h"
 
+#include "viewer/draw/strings.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -26,7 +28,16 @@ RowChart row_chart(const float* w, const float* mask, int m, const AxisMap& cols
   return c;
 }
 
-std::vector<LabelBox> place_labels(const std::vector<LabelBox>& wish, float lo_x, float hi_x, float top_y) {
+std::string top_weights_text(const RowChart& c, const std::vector<std::string>& keys) {
+  std::string out;
+  for (std::size_t r = 0; r < c.top.size(); ++r)
+    out += (r == 0 ? "  ·  " : ", ") + std::to_string(r + 1) + ") " + keys.at(c.top[r].key) + " " +
+           percent_text(c.top[r].weight) + "%";
+  return out;
+}
+
+std::vector<LabelBox> place_labels(const std::vector<LabelBox>& wish, float lo_x, float hi_x, float top_y,
+                                   const std::vector<LabelBox>& bars) {
   const auto meet = [](const LabelBox& a, const LabelBox& b) {
     return a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
   };
@@ -39,8 +50,13 @@ std::vector<LabelBox> place_labels(const std::vector<LabelBox>& wish, float lo_x
       b.y = std::max(y, top_y);
       return b;
     };
+    // What this number must not meet: the numbers placed, and the bars within a few label widths
+    // (the candidates never move further than that).
+    std::vector<LabelBox> block = out;
+    for (const LabelBox& b : bars)
+      if (b.x < want.x + want.w * 4 && want.x - want.w * 3 < b.x + b.w) block.push_back(b);
     std::vector<LabelBox> cand = {fit(want.x, want.y)};
-    for (const LabelBox& p : out) {
+    for (const LabelBox& p : block) {
       cand.push_back(fit(p.x + p.w, want.y));
       cand.push_back(fit(p.x - want.w, want.y));
       cand.push_back(fit(want.x, p.y - want.h));
@@ -53,7 +69,7 @@ std::vector<LabelBox> place_labels(const std::vector<LabelBox>& wish, float lo_x
     std::stable_sort(cand.begin(), cand.end(), [&](const LabelBox& a, const LabelBox& b) { return dist(a) < dist(b); });
     LabelBox chosen = want;
     for (const LabelBox& c : cand)
-      if (std::none_of(out.begin(), out.end(), [&](const LabelBox& p) { return meet(c, p); })) {
+      if (std::none_of(block.begin(), block.end(), [&](const LabelBox& p) { return meet(c, p); })) {
         chosen = c;
         break;
       }

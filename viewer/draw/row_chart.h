@@ -6,6 +6,7 @@
 
 #include "viewer/draw/pooling.h"
 
+#include <string>
 #include <vector>
 
 namespace attnlab::viewer {
@@ -23,14 +24,21 @@ struct RowChart {
 // w: the row's m weights; mask: its m mask entries (0 / -inf) or null; cols: the pixel columns.
 RowChart row_chart(const float* w, const float* mask, int m, const AxisMap& cols, int k);
 
+// The title's list of the top weights: "  ·  1) 上下文 26.0%, 2) 权重 25.4%, …" (keys: the key
+// tokens), each percentage as percent_text writes it, the statistics' format.
+std::string top_weights_text(const RowChart& c, const std::vector<std::string>& keys);
+
 // A label's box in pixels: top-left corner and size.
 struct LabelBox {
   float x = 0, y = 0, w = 0, h = 0;
 };
 // Where the rank numbers over the top bars go, in order: each at its wish when that box meets no
-// label placed before it, otherwise at the nearest free box beside (left, right) or on top of a
-// placed one, kept within [lo_x, hi_x] and not above top_y (neighbouring keys' numbers would be
-// drawn over each other). Where no free box is left, the wish.
-std::vector<LabelBox> place_labels(const std::vector<LabelBox>& wish, float lo_x, float hi_x, float top_y);
+// label placed before it and none of the `bars` (the chart's bars, where a number must not be
+// drawn: a taller neighbour), otherwise at the nearest free box beside (left, right) or on top of
+// a placed label or a bar near it, kept within [lo_x, hi_x] and not above top_y (neighbouring
+// keys' numbers would be drawn over each other or over the bars). Where no free box is left, the
+// wish.
+std::vector<LabelBox> place_labels(const std::vector<LabelBox>& wish, float lo_x, float hi_x, float top_y,
+                                   const std::vector<LabelBox>& bars = {});
 
 }  // namespace attnlab::viewer

@@ -2,6 +2,8 @@
 // original page (../shared/seed/000_3263779550f4bc2b.txt) wherever the page has them.
 #include "viewer/draw/strings.h"
 
+#include "core/format.h"
+
 #include <array>
 #include <bit>
 #include <cstdint>
@@ -113,7 +115,7 @@ constexpr Entry kTable[] = {
     {S::TablesTooLarge,
      "Tables are shown for N ≤ %d (here N = %d); the command above exports every stage.",
      "数值表仅在 N ≤ %d 时显示（当前 N = %d）；上面的命令可导出全部阶段。"},
-    {S::TableColumns, "columns %d–%d of %d", "第 %d–%d 列（共 %d 列）"},
+    {S::TableColumns, "columns %s–%s of %d", "第 %s–%s 列（共 %d 列）"},
     {S::CurrentStep, "◀ current step", "◀ 当前步骤"},
     {S::StagesNotKept,
      "Intermediate stages not kept (they would need %.1f GB, %.1f GB available): only the output "
@@ -641,6 +643,10 @@ std::vector<std::string> all_ui_text() {
   return out;
 }
 
+std::string percent_text(double weight) {
+  return format_number(weight < 0.01 ? "%.2g" : "%.1f", weight * 100);
+}
+
 std::vector<unsigned> utf8_codepoints(const std::string& s) {
   std::vector<unsigned> out;
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
@@ -705,6 +711,14 @@ std::vector<std::string> wrap_units(const std::string& para) {
     if (!units.empty() && glue && kind != Space) {
       units.back() += ch;
       last_kind = kind;
+    } else if (units.size() >= 2 && last_kind == Space && no_line_start(cp)) {
+      // Closing punctuation after a space ("[-0.0245 … 0.012]"): joined to the space alone it
+      // would make a unit that starts with a space, dropped with its space at the start of a
+      // line (the "…" lost); the space and it join the piece before instead.
+      std::string space = std::move(units.back());
+      units.pop_back();
+      units.back() += space + ch;
+      last_kind = kind == Cjk ? Cjk : Word;
     } else if (!units.empty() && (no_line_start(cp) || (kind == last_kind && kind != Cjk))) {
       units.back() += ch;
       if (kind == Cjk) last_kind = Cjk;  // a line may break after Chinese punctuation

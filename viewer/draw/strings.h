@@ -88,13 +88,19 @@ std::vector<std::pair<std::string, std::string>> science_notes(Lang lang);
 // (with the key help, viewer/session/keymap.h, which the app adds).
 std::vector<std::string> all_ui_text();
 
+// A weight (0..1) as a percentage, without the "%": one decimal ("26.0"), two significant digits
+// below 1 % ("0.56", "0.0042"). Every percentage of a weight the viewer shows (the statistics,
+// the bar chart's title, the heads view) is written this way.
+std::string percent_text(double weight);
+
 // Unicode code points of UTF-8 text (invalid bytes skipped).
 std::vector<unsigned> utf8_codepoints(const std::string& s);
 
 // The pieces a line of mixed Chinese / English text may be broken between, in order (their
 // concatenation is the input): a CJK character, a run of other non-space characters (a word, a
 // number: "0.219" stays whole), or a run of spaces. Closing punctuation (，。、）… , . ; : etc.)
-// joins the piece before it, so it never starts a line; opening punctuation (（“《「【 ( [) joins
+// joins the piece before it, so it never starts a line (after a space, with the space: "0.02 …"
+// | "0.01]", never a line starting " …" whose space and ellipsis the wrapping drops); opening punctuation (（“《「【 ( [) joins
 // the piece after it, so it never ends a line ("无关" | "（log-sum-exp）"); after Chinese
 // punctuation a new piece starts ("0.219、" | "0.102").
 std::vector<std::string> wrap_units(const std::string& para);

@@ -70,7 +70,11 @@ void section(const char* text) {
 // line. The lines are cached (app.wrap_cache): the description, the notes and the caveat are drawn
 // every frame but change only with the state, the language or the panel's width.
 void wrapped(Shell& app, const std::string& text, const ImVec4* colour) {
-  const float width = std::max(40.0f, ImGui::GetContentRegionAvail().x);
+  wrapped_at(app, text, ImGui::GetContentRegionAvail().x, colour);
+}
+
+void wrapped_at(Shell& app, const std::string& text, float avail, const ImVec4* colour) {
+  const float width = std::max(40.0f, avail);
   ImFont* font = ImGui::GetFont();
   const float size = ImGui::GetFontSize();
   // Unrounded advances add up over the pieces of a line; ImGui::CalcTextSize, which the line used

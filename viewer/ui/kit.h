@@ -43,6 +43,10 @@ ImU32 okabe_ito(std::size_t i);
 void section(const char* text);
 // Text wrapped at spaces and around CJK characters (viewer/draw/strings.h wrap_lines), cached.
 void wrapped(Shell& app, const std::string& text, const ImVec4* colour = nullptr);
+// The same at `width` pixels (a tooltip, which has no width of its own until it is drawn); what
+// ImGui::TextWrapped would break anywhere in Chinese text ("6." | "9%"), this breaks between
+// wrap_units only.
+void wrapped_at(Shell& app, const std::string& text, float width, const ImVec4* colour = nullptr);
 float radio_width(const char* label);
 float button_width(const char* label);
 float text_width(const char* text);

@@ -550,8 +550,13 @@ void BackwardView::dump(nlohmann::json& j, const Session& s) const {
     o["top_share"] = r.top_share;
     o["top_two_share"] = r.top_two_share;
     o["maps"] = nlohmann::json::array();
-    for (const MapPicture& m : picture) {
+    for (int i = 0; i < 2; ++i) {
+      const MapPicture& m = picture[i];
+      const MapPlace& pl = place[i];
       nlohmann::json mj;
+      mj["place"] = {{"x", pl.x},           {"y", pl.y},
+                     {"w", pl.w},           {"h", pl.h},
+                     {"mark_right", pl.mark_right}, {"legend_x", pl.legend_x}};
       mj["blocks"] = m.cells.size();
       mj["masked_blocks"] = m.masked_blocks;
       mj["log_scale"] = m.log_scale;

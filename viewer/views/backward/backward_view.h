@@ -208,6 +208,11 @@ class BackwardView final : public View {
   std::uint64_t adopted() const { return adopted_; }
   std::string tex_key[2];  // what the panel's two textures show (the forward's, the gradient's)
   MapPicture picture[2];   // and how (the legend's range, the state dump)
+  // Where the panel drew each map last (the state dump's maps[i].place): the map, the right end
+  // of the selected row's mark beside it, and the left edge of its colour legend.
+  struct MapPlace {
+    float x = 0, y = 0, w = 0, h = 0, mark_right = 0, legend_x = 0;
+  } place[2];
 
  private:
   void set_upstream(const Upstream& u);

@@ -42,17 +42,21 @@ struct Placed {
 // One matrix in `area` (caption above it) as map_picture draws it (each block's entry of largest
 // |value|, masked cells hatched, viridis or diverging, log above 64 tokens), its colour legend on
 // the right, the numbers in the cells when they fit, the selected row framed.
-Placed draw_matrix(Shell& app, const char* tex_name, std::string& tex_key, MapPicture& picture, const MatrixF& m,
-                   const MatrixF* mask, const Rect& area, bool gradient, bool log_scale, int highlight_row,
-                   const std::string& caption, std::uint64_t adopted) {
+Placed draw_matrix(Shell& app, const char* tex_name, std::string& tex_key, MapPicture& picture,
+                   BackwardView::MapPlace& place, const MatrixF& m, const MatrixF* mask, const Rect& area,
+                   bool gradient, bool log_scale, int highlight_row, const std::string& caption,
+                   std::uint64_t adopted) {
   Placed out;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float fp = app.font_px;
   dl->AddText(ImVec2(area.x, area.y), ImGui::GetColorU32(ImGuiCol_Text), caption.c_str());
   const int rows = static_cast<int>(m.rows()), cols = static_cast<int>(m.cols());
   if (rows == 0 || cols == 0) return out;
-  // The legend's column: the bar and the widest of its numbers.
-  const float legend_w = fp * 1.3f + ImGui::CalcTextSize("-1.234e-05").x;
+  // The selected row's tick beside a map of thin rows, and the legend after it with a gap: the
+  // tick never lies on the colour bar.
+  const float tick = fp * 0.6f, legend_gap = tick + fp * 0.3f;
+  // The legend's column: the gap, the bar and the widest of its numbers.
+  const float legend_w = legend_gap + fp * 0.9f + ImGui::CalcTextSize("-1.234e-05").x;
   Rect r{area.x + fp * 0.7f, area.y + fp * 1.4f, area.w - fp * 1.4f - legend_w, area.h - fp * 1.4f};
   // A column (D, or d_v = 1) is drawn narrow rather than stretched over the whole width.
   r.w = std::min(r.w, std::max(fp * 4, r.h * cols / std::max(1.0f, static_cast<float>(rows)) * 3));
@@ -78,7 +82,8 @@ Placed draw_matrix(Shell& app, const char* tex_name, std::string& tex_key, MapPi
   dl->AddImage(reinterpret_cast<ImTextureID>(tex.tex), ImVec2(r.x, r.y), ImVec2(r.right(), r.bottom()));
   // The legend: the colour bar with its ends and middle, the scale's word, the masked swatch.
   {
-    const float bar_x = r.right() + fp * 0.4f, bar_w = fp * 0.7f, bar_h = std::min(r.h, fp * 8);
+    const float bar_x = r.right() + legend_gap, bar_w = fp * 0.7f, bar_h = std::min(r.h, fp * 8);
+    place = {r.x, r.y, r.w, r.h, r.right(), bar_x};
     draw_colour_bar(dl, bar_x, r.y, bar_w, bar_h, gradient ? diverging_table() : viridis_table(),
                     legend_labels(picture.range, log_scale && !gradient));
     const ImU32 dim = ImGui::ColorConvertFloat4ToU32(kDimV4);
@@ -116,8 +121,9 @@ Placed draw_matrix(Shell& app, const char* tex_name, std::string& tex_key, MapPi
       dl->AddRect(ImVec2(r.x - 1, y - 1), ImVec2(r.right() + 1, y + ch + 1), kHighlight, 0, 0, 2);
     } else {
       const float mid = y + ch / 2;
-      dl->AddLine(ImVec2(r.x - fp * 0.6f, mid), ImVec2(r.x - 2, mid), kHighlight, 3);
-      dl->AddLine(ImVec2(r.right() + 2, mid), ImVec2(r.right() + fp * 0.6f, mid), kHighlight, 3);
+      dl->AddLine(ImVec2(r.x - tick, mid), ImVec2(r.x - 2, mid), kHighlight, 3);
+      dl->AddLine(ImVec2(r.right() + 2, mid), ImVec2(r.right() + tick, mid), kHighlight, 3);
+      place.mark_right = r.right() + tick;
     }
   }
   dl->AddRect(ImVec2(r.x, r.y), ImVec2(r.right(), r.bottom()), kAxis);
@@ -377,12 +383,12 @@ void draw_panel(BackwardView& v, Shell& app, const Layout& l) {
       return masked && mask && m->rows() == mask->rows() && m->cols() == mask->cols() ? mask : nullptr;
     };
     if (pair.forward)
-      left = draw_matrix(app, "backward-forward", v.tex_key[0], v.picture[0], *pair.forward,
+      left = draw_matrix(app, "backward-forward", v.tex_key[0], v.picture[0], v.place[0], *pair.forward,
                          mask_of(pair.forward, pair.forward_masked), Rect{at.x, at.y, half, map_h}, false,
                          log_scale && pair.forward_weights, sel(pair.forward),
                          fmt(btr(lang, BT::Forward), pair.forward_name), v.adopted());
     if (pair.grad)
-      right = draw_matrix(app, "backward-gradient", v.tex_key[1], v.picture[1], *pair.grad,
+      right = draw_matrix(app, "backward-gradient", v.tex_key[1], v.picture[1], v.place[1], *pair.grad,
                           mask_of(pair.grad, pair.key_cols), Rect{at.x + half + fp, at.y, half, map_h}, true,
                           log_scale, sel(pair.grad), fmt(btr(lang, BT::Gradient), pair.grad_name), v.adopted());
     int hr = 0, hc = 0;

@@ -209,6 +209,9 @@ void ChainView::dump(nlohmann::json& j, const Session& s) const {
   // Step 1's choice as shown (qk without RoPE), and the matrix and colour scale it draws.
   const ChainRope r = shown_rope(s);
   j["chain"]["rope"] = chain_rope_word(r);
+  j["chain"]["row_chart"] = {{"x", chart.x},         {"w", chart.w},
+                             {"first", chart.first}, {"end", chart.end},
+                             {"own_axis", chart.own_axis}};
   if (const MatrixF* m = rope_matrix(s, r)) {
     const ValueRange range = rope_range(s, r);
     j["chain"]["rope_rows"] = m->rows();

@@ -70,6 +70,14 @@ class ChainView final : public View {
   void dump(nlohmann::json& j, const Session& s) const override;
 
   HeatView zoom;  // the heatmap's window (the whole matrix by default)
+  // Where the panel drew the row's bar chart last: its pixels across, the keys [first, end) they
+  // span, and whether it has its own key axis (the plot's columns are dimensions: step 4, RoPE's
+  // Q and K) rather than the plot's columns.
+  struct ChartSpan {
+    float x = 0, w = 0;
+    int first = 0, end = 0;
+    bool own_axis = false;
+  } chart;
   // Step 2 with score mods (kept stages): which of the stages between QKᵀ and the logits the
   // heatmap shows, in the chain's order; the logits when the problem has no such stage.
   enum class Sub { Logits, Scaled, Biased, Capped } sub = Sub::Logits;

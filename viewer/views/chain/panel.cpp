@@ -320,7 +320,9 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   // The whole plot is one invisible button: hover, drag to pan, wheel to zoom.
   ImGui::SetCursorScreenPos(ImVec2(g.x, g.y));
-  ImGui::InvisibleButton("##plot", ImVec2(std::max(1.0f, g.w), std::max(1.0f, g.h)));
+  // It reports a click only when the press was on it too: a release alone is no click here (a
+  // click on a heads-view thumbnail opens this view between its press and its release).
+  const bool clicked = ImGui::InvisibleButton("##plot", ImVec2(std::max(1.0f, g.w), std::max(1.0f, g.h)));
   const bool hovered = ImGui::IsItemHovered();
   ImGuiIO& io = ImGui::GetIO();
   if (hovered && io.MouseWheel != 0) {
@@ -334,7 +336,7 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   }
   // A click (released without dragging) selects the cell's query row and key; with Shift it adds
   // the row to the queries compared, or takes it out.
-  if (hovered && ImGui::IsMouseReleased(ImGuiMouseButton_Left) && io.MouseDragMaxDistanceSqr[0] < 16) {
+  if (clicked && io.MouseDragMaxDistanceSqr[0] < 16) {
     if (auto cell = hit_test(g, io.MousePos.x, io.MousePos.y)) {
       c.clear_error();
       if (key_rows) {
@@ -487,9 +489,11 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
     }
   }
 
-  // The selected row as a bar chart: its weights over the keys, aligned with the plot's columns at
-  // steps 1-3 (the keys), over all keys at step 4; the three largest weights named. The other
-  // selected queries are drawn over it as outlines in their colours, on the same height scale.
+  // The selected row as a bar chart: its weights over the keys, aligned with the plot's columns
+  // where they are the keys (steps 1-3); where they are dimensions (step 4, RoPE's Q and K) over
+  // every key, in the place and width the weights' plot has at step 3, with the key tokens under
+  // its axis. The three largest weights named. The other selected queries are drawn over it as
+  // outlines in their colours, on the same height scale.
   {
     const Trace& tr_ = c.trace();
     // The weights and mask entries of row q, from the kept stages or its exact streamed row.
@@ -508,12 +512,33 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
     weights_of(query, w, wmask);
     const int m = p.m();
     const bool keys_axis = !is_output && !rope_shown;
-    const AxisMap cmap = keys_axis ? cmap_now : map_axis(0, m, g.px_w, m);
-    const float top_y = content.bottom() + fp * 1.5f, base_y = top_y + chart_h - fp * 0.2f;
+    const PlotGeometry kg = keys_axis ? g
+                                      : place_plot(frame.plot_area.x, frame.plot_area.y, frame.plot_area.w,
+                                                   frame.plot_area.h, p.n(), m, HeatView{});
+    const AxisMap cmap = keys_axis ? cmap_now : map_axis(0, m, kg.px_w, m);
     const float label_h = fp * 1.1f;
-    dl->AddLine(ImVec2(g.x, base_y), ImVec2(g.x + g.w, base_y), IM_COL32(120, 120, 120, 255));
+    const float top_y = content.bottom() + fp * 1.5f,
+                base_y = top_y + chart_h - fp * 0.2f - (keys_axis ? 0.0f : label_h);
+    view.chart = ChainView::ChartSpan{kg.x, kg.w, cmap.size() ? cmap.begin.front() : 0,
+                                      cmap.size() ? cmap.end.back() : 0, !keys_axis};
+    dl->AddLine(ImVec2(kg.x, base_y), ImVec2(kg.x + kg.w, base_y), IM_COL32(120, 120, 120, 255));
+    if (!keys_axis && m > 0) {
+      // The key tokens under the axis: all when they fit, else evenly spaced.
+      const std::vector<std::string>& keys = c.column_labels(3);
+      keep_label_sizes(app.key_sizes, c.problem_revision(), 1, keys.size());
+      const float key_w = kg.w / m;
+      float need = label_size(app.key_sizes, keys, m - 1).x + 8;
+      for (int j = 0; j < m; j += std::max(1, m / 128)) need = std::max(need, label_size(app.key_sizes, keys, j).x + 8);
+      int stride = 1;
+      while (stride * key_w < need) stride = stride < 2 ? 2 : stride < 5 ? 5 : stride * 2;
+      for (int j = 0; j < m; j += stride) {
+        const ImVec2 ts = label_size(app.key_sizes, keys, j);
+        const float mid = std::clamp(kg.x + (j + 0.5f) * key_w, kg.x + ts.x / 2, kg.x + kg.w - ts.x / 2);
+        dl->AddText(ImVec2(mid - ts.x / 2, base_y + 2), label_col, keys[j].c_str());
+      }
+    }
     std::string title = fmt(tr(lang, S::RowChartTitle), row_labels[query].c_str());
-    if (w && cmap.size() == g.px_w && m > 0) {
+    if (w && cmap.size() == kg.px_w && m > 0) {
       const RowChart rc = row_chart(w, wmask, m, cmap, 3);
       std::vector<std::pair<int, RowChart>> others;  // (index in queries, chart)
       float scale_max = rc.max;
@@ -526,15 +551,13 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
         scale_max = std::max(scale_max, others.back().second.max);
       }
       // The largest weights named in the title line, numbered; their bars orange, numbered too.
-      for (std::size_t r = 0; r < rc.top.size(); ++r)
-        title += fmt("%s%d) %s %.3g%%", r == 0 ? "  ·  " : ", ", static_cast<int>(r + 1),
-                     p.key_tokens()[rc.top[r].key].c_str(), rc.top[r].weight * 100.0);
+      title += top_weights_text(rc, p.key_tokens());
       const float bar_h = base_y - top_y - label_h * 2;
-      const float px_w = g.w / std::max(1, g.px_w);
-      for (int px = 0; px < g.px_w; ++px) {
+      const float px_w = kg.w / std::max(1, kg.px_w);
+      for (int px = 0; px < kg.px_w; ++px) {
         if (scale_max <= 0 || rc.bins[px] <= 0) continue;
         const float h = std::max(1.0f, bar_h * rc.bins[px] / scale_max);
-        dl->AddRectFilled(ImVec2(g.x + px * px_w, base_y - h), ImVec2(g.x + (px + 1) * px_w, base_y),
+        dl->AddRectFilled(ImVec2(kg.x + px * px_w, base_y - h), ImVec2(kg.x + (px + 1) * px_w, base_y),
                           IM_COL32(70, 170, 160, 255));
       }
       // The top bars, then their rank numbers, each over its bar where it meets no other number
@@ -543,14 +566,17 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
       std::vector<std::string> nums;
       for (std::size_t r = 0; r < rc.top.size(); ++r) {
         const RowChart::Top& t = rc.top[r];
-        int px = -1;
+        // The pixel columns the key covers (several when magnified): the mark at their middle.
+        int px0 = -1, px1 = -1;
         for (int i = 0; i < cmap.size(); ++i)
           if (cmap.begin[i] <= t.key && t.key < cmap.end[i]) {
-            px = i;
+            if (px0 < 0) px0 = i;
+            px1 = i;
+          } else if (px0 >= 0) {
             break;
           }
-        if (px < 0) continue;  // outside the zoomed window
-        const float x = g.x + (px + 0.5f) * px_w;
+        if (px0 < 0) continue;  // outside the zoomed window
+        const float x = kg.x + (px0 + px1 + 1) * 0.5f * px_w;
         const float h = std::max(1.0f, bar_h * t.weight / scale_max);
         const float half = std::max(1.0f, px_w / 2);
         dl->AddRectFilled(ImVec2(x - half, base_y - h), ImVec2(x + half, base_y), kHighlight);
@@ -558,20 +584,30 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
         const ImVec2 ts = ImGui::CalcTextSize(nums.back().c_str());
         wish.push_back({x - ts.x / 2, base_y - h - ts.y, ts.x + fp * 0.2f, ts.y});
       }
-      const std::vector<LabelBox> at = place_labels(wish, g.x, g.x + g.w, top_y + label_h);
+      // The bars as boxes (runs of one height merged), which the numbers keep off.
+      std::vector<LabelBox> bars;
+      for (int px = 0; px < kg.px_w; ++px) {
+        if (scale_max <= 0 || rc.bins[px] <= 0) continue;
+        const float h = std::max(1.0f, bar_h * rc.bins[px] / scale_max);
+        if (!bars.empty() && bars.back().h == h && bars.back().x + bars.back().w >= kg.x + px * px_w - 0.01f)
+          bars.back().w = kg.x + (px + 1) * px_w - bars.back().x;
+        else
+          bars.push_back({kg.x + px * px_w, base_y - h, px_w, h});
+      }
+      const std::vector<LabelBox> at = place_labels(wish, kg.x, kg.x + kg.w, top_y + label_h, bars);
       for (std::size_t r = 0; r < at.size(); ++r) dl->AddText(ImVec2(at[r].x, at[r].y), kHighlight, nums[r].c_str());
       // The other queries: the outline of each one's bars (a step line), and its token in its
       // colour at the chart's right end.
-      float legend_x = g.x + g.w;
+      float legend_x = kg.x + kg.w;
       for (auto it = others.rbegin(); it != others.rend(); ++it) {
         const ImU32 col = query_colour(it->first);
         std::vector<ImVec2> line;
-        line.reserve(2 * static_cast<std::size_t>(g.px_w));
-        for (int px = 0; px < g.px_w; ++px) {
+        line.reserve(2 * static_cast<std::size_t>(kg.px_w));
+        for (int px = 0; px < kg.px_w; ++px) {
           const float v = it->second.bins[px];
           const float y = base_y - (v > 0 && scale_max > 0 ? std::max(1.0f, bar_h * v / scale_max) : 0.0f);
-          line.emplace_back(g.x + px * px_w, y);
-          line.emplace_back(g.x + (px + 1) * px_w, y);
+          line.emplace_back(kg.x + px * px_w, y);
+          line.emplace_back(kg.x + (px + 1) * px_w, y);
         }
         dl->AddPolyline(line.data(), static_cast<int>(line.size()), col, 0, 1.5f);
         const std::string& tok = row_labels[queries[it->first]];

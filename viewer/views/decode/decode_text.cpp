@@ -2,7 +2,10 @@
 // arguments; the panel fills them.
 #include "viewer/views/decode/decode_view.h"
 
+#include "core/format.h"
+
 #include <array>
+#include <cmath>
 
 namespace attnlab::viewer {
 namespace {
@@ -74,11 +77,11 @@ constexpr Entry kTexts[] = {
     {DT::Outside, {"OUTSIDE", "超出容差"}},
     {DT::TimeTitle, {"Time per token", "每个 token 的时间"}},
     {DT::Bytes,
-     {"K + V read per token: %s in %s = %s GB/s, %s%% of this machine's read rate (%s GB/s, all threads).",
-      "每个 token 读取的 K + V：%s，用时 %s = %s GB/s，达到本机读带宽的 %s%%（%s GB/s，全部线程）。"}},
+     {"K + V read per token: %s in %s = %s, %s%% of this machine's read rate (%s, all threads).",
+      "每个 token 读取的 K + V：%s，用时 %s = %s，达到本机读带宽的 %s%%（%s，全部线程）。"}},
     {DT::BytesNoProbe,
-     {"K + V read per token: %s in %s = %s GB/s (the machine's read rate is being measured).",
-      "每个 token 读取的 K + V：%s，用时 %s = %s GB/s（正在测量本机读带宽）。"}},
+     {"K + V read per token: %s in %s = %s (the machine's read rate is being measured).",
+      "每个 token 读取的 K + V：%s，用时 %s = %s（正在测量本机读带宽）。"}},
     {DT::Tps, {"%s tokens/s shown (asked %s)", "每秒显示 %s 个 token（设定 %s）"}},
     {DT::TpsPaused, {"paused: Space plays", "已暂停：按空格播放"}},
     {DT::Measured, {"kernel time", "内核时间"}},
@@ -134,6 +137,26 @@ std::vector<std::string> decode_texts() {
     out.emplace_back(e.text.zh);
   }
   return out;
+}
+
+std::string rate_text(double gbs) {
+  if (!(gbs > 0)) return "0 B/s";
+  static const char* const units[] = {"GB/s", "MB/s", "kB/s", "B/s"};
+  double v = gbs;
+  int u = 0;
+  // Down a unit while the figure would print below 1.00 (three significant digits in every unit).
+  while (u < 3 && v < 0.995) {
+    v *= 1000;
+    ++u;
+  }
+  const int decimals = v >= 100 ? 0 : v >= 10 ? 1 : 2;
+  return format_number(decimals == 0 ? "%.0f" : decimals == 1 ? "%.1f" : "%.2f", v) + " " + units[u];
+}
+
+std::string share_text(double percent) {
+  if (!(percent > 0)) return "0";
+  if (percent >= 0.995) return format_number("%.1f", percent);
+  return format_number("%.2g", percent);
 }
 
 }  // namespace attnlab::viewer

@@ -437,11 +437,11 @@ void right_column(Shell& app, DecodeView& v, const DecodeToken* t) {
   if (t && t->error.empty()) {
     if (t->read_gbs > 0)
       wrapped(app, fmt(dtr(lang, DT::Bytes), bytes_text(t->bytes).c_str(), ms_text(t->kernel_ms).c_str(),
-                       format_number("%.1f", t->gbs).c_str(), format_number("%.0f", 100 * t->gbs / t->read_gbs).c_str(),
-                       format_number("%.1f", t->read_gbs).c_str()));
+                       rate_text(t->gbs).c_str(), share_text(100 * t->gbs / t->read_gbs).c_str(),
+                       rate_text(t->read_gbs).c_str()));
     else
       wrapped(app, fmt(dtr(lang, DT::BytesNoProbe), bytes_text(t->bytes).c_str(), ms_text(t->kernel_ms).c_str(),
-                       format_number("%.1f", t->gbs).c_str()));
+                       rate_text(t->gbs).c_str()));
   }
   if (v.playing())
     ImGui::TextColored(kHighlightV4, "%s", fmt(dtr(lang, DT::Tps), format_number("%.1f", v.tokens_per_second()).c_str(),

@@ -49,7 +49,7 @@ void update_heads_texture(Shell& app, HeadsView& v) {
   v.tex_key = key;
 }
 
-std::string pct_text(double w) { return format_number(w < 0.01 ? "%.2g" : "%.1f", w * 100); }
+std::string pct_text(double w) { return percent_text(w); }
 
 }  // namespace
 
@@ -144,19 +144,17 @@ void draw_panel(HeadsView& v, Shell& app, const Layout& l) {
   if (hovered >= 0) {
     const HeadThumb& t = s.thumbs[hovered];
     ImGui::BeginTooltip();
-    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 24);
+    // The lab's line breaking, not ImGui's: numbers ("6.9%") stay whole in Chinese text.
+    const float tip_w = ImGui::GetFontSize() * 24;
     const std::string top = t.done ? pct_text(t.max_weight) : "…";
     if (t.done && t.row_max < 0)
-      ImGui::TextWrapped("%s", fmt(tr(lang, S::HeadsTipMean), hovered, top.c_str()).c_str());
+      wrapped_at(app, fmt(tr(lang, S::HeadsTipMean), hovered, top.c_str()), tip_w);
     else
-      ImGui::TextWrapped("%s", fmt(tr(lang, S::HeadsTip), hovered, t.done ? pct_text(t.row_max).c_str() : "…",
-                                   top.c_str())
-                                   .c_str());
-    if (grouped) {
-      ImGui::TextWrapped(
-          "%s", fmt(tr(lang, S::HeadsTipKv), c.kv_head_of(hovered), c.heads() / std::max(1, c.kv_heads())).c_str());
-    }
-    ImGui::PopTextWrapPos();
+      wrapped_at(app, fmt(tr(lang, S::HeadsTip), hovered, t.done ? pct_text(t.row_max).c_str() : "…", top.c_str()),
+                 tip_w);
+    if (grouped)
+      wrapped_at(app, fmt(tr(lang, S::HeadsTipKv), c.kv_head_of(hovered), c.heads() / std::max(1, c.kv_heads())),
+                 tip_w);
     ImGui::EndTooltip();
     if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) {
       c.clear_error();

@@ -40,12 +40,6 @@ ImU32 series_colour(std::size_t i) { return okabe_ito(i); }
 
 std::string g3(double v) { return format_number("%.3g", v); }
 
-std::string seconds_text(double s) {
-  if (s < 0) return "?";
-  if (s < 60) return format_number("%.0f", std::ceil(s)) + " s";
-  return format_number("%.0f", std::floor(s / 60)) + " min " + format_number("%.0f", std::fmod(s, 60)) + " s";
-}
-
 bool has(const std::vector<std::string>& v, const char* x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
 // A checkbox over membership of `value` in `list` (order kept as the engine's lists go).
@@ -329,9 +323,8 @@ void draw_legend(Shell& app, const PerfView& pv, const std::vector<PerfSeries>& 
       while (e + 1 < s.skipped.size() && s.skipped[e + 1].reason == s.skipped[k].reason) ++e;
       std::string ns = std::to_string(s.skipped[k].n);
       if (e > k) ns += "–" + std::to_string(s.skipped[e].n);
-      // "no CUDA device: <reason>" is said once above the chart; the legend keeps its first words.
-      std::string why = s.skipped[k].reason;
-      if (!pv.cuda_reason.empty() && why == "no CUDA device: " + pv.cuda_reason) why = "no CUDA device";
+      // Where CUDA is off, its cases give the reason the line above the chart gives.
+      const std::string why = legend_reason(s.proto.backend, s.skipped[k].reason, pv.cuda_ok, pv.cuda_reason);
       const std::string line = fmt(tr(lang, S::PerfSkippedN), ns.c_str(), cuda_reason_text(why, lang).c_str());
       wrapped(app, line, &kDimV4);
       k = e + 1;
@@ -459,13 +452,13 @@ void controls(Shell& app, PerfView& pv, const PerfSnapshot& snap) {
   } else if (snap.running) {
     const std::string what = snap.in_flight >= 0 ? snap.results[static_cast<std::size_t>(snap.in_flight)].c.label() : "";
     overlay = fmt(tr(lang, S::PerfProgress), static_cast<int>(snap.done), static_cast<int>(snap.total), what.c_str(),
-                  seconds_text(snap.eta_s).c_str());
+                  duration_text(snap.eta_s).c_str());
   } else if (!snap.error.empty()) {
     overlay = fmt(tr(lang, S::PerfError), snap.error.c_str());
   } else if (snap.cancelled) {
     overlay = fmt(tr(lang, S::PerfCancelled), static_cast<int>(snap.done), static_cast<int>(snap.total));
   } else {
-    overlay = fmt(tr(lang, S::PerfDone), static_cast<int>(snap.total), seconds_text(snap.elapsed_s).c_str());
+    overlay = fmt(tr(lang, S::PerfDone), static_cast<int>(snap.total), duration_text(snap.elapsed_s).c_str());
   }
   if (!chosen && !running) overlay = tr(lang, S::PerfNothingChosen);
   ImGui::ProgressBar(pv.started ? frac : 0.0f, ImVec2(-1, 0), overlay.c_str());

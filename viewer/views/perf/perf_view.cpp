@@ -227,8 +227,8 @@ LogAxis log_axis(double min, double max, TickUnit unit) {
   if (!(min > 0) || !std::isfinite(min)) min = 1;
   if (!(max > 0) || !std::isfinite(max)) max = min;
   if (max < min) std::swap(min, max);
-  int d0 = static_cast<int>(std::floor(std::log10(min) + 1e-9));
-  int d1 = static_cast<int>(std::ceil(std::log10(max) - 1e-9));
+  int d0 = static_cast<int>(std::floor(std::log10(min) - kLogAxisPad));
+  int d1 = static_cast<int>(std::ceil(std::log10(max) + kLogAxisPad));
   if (d1 <= d0) {
     --d0;
     ++d1;
@@ -344,6 +344,22 @@ int nearest_point(const std::vector<ScreenPoint>& pts, float mx, float my, float
 }
 
 // ---- the run -----------------------------------------------------------------------------------
+
+std::string duration_text(double seconds) {
+  if (!(seconds >= 0)) return "?";
+  if (seconds < 9.95) return format_number("%.1f", seconds) + " s";
+  const long long r = std::llround(seconds);
+  if (r < 60) return std::to_string(r) + " s";
+  return std::to_string(r / 60) + " min " + std::to_string(r % 60) + " s";
+}
+
+std::string legend_reason(const std::string& backend, const std::string& reason, bool cuda_ok,
+                          const std::string& cuda_reason) {
+  if (backend != "cuda" || cuda_ok || cuda_reason.empty()) return reason;
+  // The runtime's explanation in parentheses is said once, above the chart.
+  const std::size_t paren = cuda_reason.find(" (");
+  return paren == std::string::npos || paren == 0 ? cuda_reason : cuda_reason.substr(0, paren);
+}
 
 double estimate_seconds_left(const std::vector<bench::Result>& results, int in_flight, const bench::Spec& s) {
   std::map<std::string, std::pair<double, double>> seen;  // flops, seconds of timed medians

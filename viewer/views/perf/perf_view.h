@@ -110,9 +110,11 @@ struct LogAxis {
 };
 
 // An axis covering [min, max] (both > 0; min == max widens by a decade either side), its ends on
-// whole decades; ticks at 1-2-5 per decade when the axis spans at most three decades, else at
+// whole decades at least kLogAxisPad decades beyond min and max (a value on a decade would sit on
+// the chart's edge, its marker half clipped); ticks at 1-2-5 per decade when the axis spans at most three decades, else at
 // every decade (every other when more than eight). Labels by format_tick in `unit`.
 enum class TickUnit { Plain, Milliseconds, Bytes };
+inline constexpr double kLogAxisPad = 0.1;
 LogAxis log_axis(double min, double max, TickUnit unit = TickUnit::Plain);
 // The N axis: ends half a doubling beyond the smallest and largest N, a major tick at each N of
 // the sweep (labels thinned to every other when more than ten).
@@ -165,6 +167,18 @@ struct PerfSnapshot {
   std::string error;             // an exception the sweep ended with
   std::uint64_t revision = 0;    // bumped on every change
 };
+
+// A duration as the progress bar says it: "1.2 s" below 10 s (one decimal, rounded, so a sweep of
+// 1.1 s never reads "2 s"), "14 s", "2 min 5 s"; "?" when negative (unknown).
+std::string duration_text(double seconds);
+
+// The reason the legend gives for a skipped case of `backend`, in English (cuda_reason_text
+// translates it): where CUDA is off, a CUDA case's reason is why CUDA is off, `cuda_reason`, the
+// words of the line above the chart, less the runtime's explanation in parentheses that line
+// adds (not the engine's "no CUDA device: …" prefix, nor the backward's "not in this build" when
+// the whole build has no CUDA); any other case's as the engine gave it.
+std::string legend_reason(const std::string& backend, const std::string& reason, bool cuda_ok,
+                          const std::string& cuda_reason);
 
 // Estimated seconds for the cases not finished (index >= done in run order is not known here:
 // every result with ran == false, reason == "" and not `in_flight` counts, plus half the one in

@@ -186,11 +186,14 @@ void chart(Shell& app, const char* label, const std::vector<float>& values, int 
     if (!std::isfinite(x)) x = lo - (hi - lo);  // below the plot: not drawn inside it
   // ImGui draws a line between points: one tile (all keys in one) is its value across the chart.
   if (v.size() == 1) v.push_back(v[0]);
-  // The title wrapped to the column, so that its range is never cut off.
+  // The title wrapped to the column, so that its range is never cut off; the range on one line,
+  // beside the title where it fits, else under it.
   std::string range = s.from == s.to ? std::string("= ") : std::string("[");
   range += value4(s.from);
   if (s.from != s.to) range += " … " + value4(s.to) + "]";
-  wrapped(app, std::string(label) + "  " + range, &kDimV4);
+  wrapped(app, label, &kDimV4);
+  same_line_if_fits(ImGui::CalcTextSize(range.c_str()).x + ImGui::GetStyle().ItemSpacing.x);
+  ImGui::TextColored(kDimV4, "%s", range.c_str());
   const float title_h = 2 * ImGui::GetTextLineHeightWithSpacing();
   const float height = std::max(app.font_px * 1.5f, (ImGui::GetContentRegionAvail().y - later * title_h) / (later + 1) -
                                                          ImGui::GetStyle().ItemSpacing.y);

@@ -504,7 +504,7 @@ bool WalkView::parse_flag(const std::string& flag, const FlagValue& value, Optio
 std::string WalkView::usage() {
   return "  --view walk: [--tile B] [--walk-pass forward|backward]\n"
          "                 (keys per tile of the walk; default 2 on the demo, 64 otherwise, fewer below\n"
-         "                 256 keys so that there are at least 4 tiles; the pass it opens\n"
+         "                 256 keys so that there are at least 4 full tiles; the pass it opens\n"
          "                 on: the forward's online softmax, or the fused backward's step with dO standard\n"
          "                 normal of seed 0: P, dP and dS per tile and the row's running dQ)\n";
 }
