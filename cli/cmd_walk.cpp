@@ -74,7 +74,7 @@ void run_walk(const WalkJob& job) {
   if (a.backend == "cpu") {
     w.cuda_note = lang == Lang::Zh ? "未运行（--backend cpu）" : "not run (--backend cpu)";
   } else if (!cuda_available(&reason)) {
-    if (a.backend == "cuda") throw NoDeviceError("no CUDA device: " + reason);
+    if (a.backend == "cuda") throw NoDeviceError(Msg::NoDevice, {reason});
     w.cuda_note = render_message(Msg::NoDevice, {cuda_reason_text(reason, lang)}, lang);
   } else {
     RunOptions opt;

@@ -494,13 +494,7 @@ InputError::InputError(Msg id_, std::vector<std::string> args_)
 Message message_of(const std::exception& e) {
   if (const auto* ie = dynamic_cast<const InputError*>(&e); ie && ie->id != Msg::None)
     return Message{ie->id, ie->args, e.what()};
-  // A NoDeviceError made from the registry's text: its reason is one of the lab's own or the
-  // runtime's words, which render_message translates or keeps.
-  static const std::string no_device = render_message(Msg::NoDevice, {""}, Lang::En);
-  const std::string text = e.what();
-  if (dynamic_cast<const NoDeviceError*>(&e) && text.rfind(no_device, 0) == 0)
-    return Message{Msg::NoDevice, {text.substr(no_device.size())}, text};
-  return Message{Msg::None, {}, text};
+  return Message{Msg::None, {}, e.what()};
 }
 
 }  // namespace attnlab

@@ -33,7 +33,7 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
 #ifdef ATTNLAB_HAVE_CUDA
     return cuda::make_backend();
 #else
-    throw NoDeviceError("no CUDA device: attnlab was built without CUDA");
+    throw NoDeviceError(Msg::NoDevice, {render_message(Msg::CudaNotBuilt, {}, Lang::En)});
 #endif
   }
   if (cuda_available()) return make_backend("cuda");  // "auto"
@@ -61,7 +61,7 @@ GradTrace run_cuda_backward(const Problem& p, const MatrixF& dout, Precision pre
   (void)p;
   (void)dout;
   (void)precision;
-  throw NoDeviceError("no CUDA device: attnlab was built without CUDA");
+  throw NoDeviceError(Msg::NoDevice, {render_message(Msg::CudaNotBuilt, {}, Lang::En)});
 #endif
 }
 

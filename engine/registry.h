@@ -24,7 +24,7 @@ bool cuda_available(std::string* reason = nullptr);
 // CLI checks its --backend with it before reading inputs, make_backend before choosing.
 void check_backend_name(const std::string& name);
 
-// "cpu" | "cuda" | "auto". "cuda" without a device throws NoDeviceError("no CUDA device: ...").
+// "cpu" | "cuda" | "auto". "cuda" without a device throws NoDeviceError (Msg::NoDevice: "no CUDA device: ...").
 // Unknown names throw InputError (check_backend_name).
 std::unique_ptr<Backend> make_backend(const std::string& name);
 

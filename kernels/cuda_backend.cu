@@ -1858,7 +1858,7 @@ GradTrace fused_backward(const Problem& p, const MatrixF& dout, Precision precis
 
 std::unique_ptr<Backend> make_backend() {
   std::string reason;
-  if (!device_available(&reason)) throw NoDeviceError("no CUDA device: " + reason);
+  if (!device_available(&reason)) throw NoDeviceError(Msg::NoDevice, {reason});
   return std::make_unique<CudaBackend>();
 }
 

@@ -51,7 +51,7 @@ GradTrace fused_backward(const Problem& p, const MatrixF& dout, Precision precis
 // the block mask leaves (BlockMask::visited() times the heads) and all of them.
 FusedTiles last_backward_tiles();
 
-// Throws NoDeviceError("no CUDA device: <reason>") when no device answers.
+// Throws NoDeviceError (Msg::NoDevice, "no CUDA device: <reason>") when no device answers.
 std::unique_ptr<Backend> make_backend();
 
 // Device-to-device copy bandwidth in GB/s (bytes read + bytes written), median of `repeat`

@@ -72,7 +72,7 @@ bool same_view(const PoolRequest& a, const PoolRequest& b) {
 Session::Session(const SessionOptions& o, bool async)
     : policy_(o.stages), make_backend_(o.backends), worker_([this](Job job) { return execute(std::move(job)); }) {
   cuda_ok_ = cuda_available(&cuda_reason_);
-  if (o.backend == "cuda" && !cuda_ok_) throw NoDeviceError("no CUDA device: " + cuda_reason_);
+  if (o.backend == "cuda" && !cuda_ok_) throw NoDeviceError(Msg::NoDevice, {cuda_reason_});
   // bf16 keeps every stage, which only the CPU backend does in bf16: auto picks it then.
   req_.backend = o.backend == "auto" ? (cuda_ok_ && o.precision != Precision::BF16 ? "cuda" : "cpu") : o.backend;
   req_.precision = o.precision;

@@ -334,7 +334,7 @@ std::shared_ptr<const CompanionResult> DiffCompanion::compute(const CompanionInp
       if (in.main) diff_with(*in.main);
       return out;
     }
-    if (b.backend == "cuda" && !in.cuda_ok) throw NoDeviceError("no CUDA device: " + in.cuda_reason);
+    if (b.backend == "cuda" && !in.cuda_ok) throw NoDeviceError(Msg::NoDevice, {in.cuda_reason});
     if (b.backend == "cuda" && b.precision == Precision::BF16 && b.variant == Variant::Staged)
       throw InputError(Msg::Bf16StagedCuda, {});
     if (b.temperature != p.temperature || b.mask != p.mask) {
@@ -376,7 +376,7 @@ const Trace* b_trace_of(const Session& s) {
 
 void check_diff(const Session& s, const DiffSpec& d) {
   const RunSetting b = apply_diff(s.setting(), d, s.problem());  // the query, the temperature
-  if (b.backend == "cuda" && !s.cuda_ok()) throw NoDeviceError("no CUDA device: " + s.cuda_reason());
+  if (b.backend == "cuda" && !s.cuda_ok()) throw NoDeviceError(Msg::NoDevice, {s.cuda_reason()});
   if (b.backend == "cuda" && b.precision == Precision::BF16 && b.variant == Variant::Staged)
     throw InputError(Msg::Bf16StagedCuda, {});
 }
