@@ -117,6 +117,10 @@ std::string syntax_message(const std::string& what) {
     const std::string times = rest.substr(rest.find(received) + received.size());
     return name + " is given " + (times == "2" ? std::string("twice") : times + " times");
   }
+  // The lab's own validators (refuse_empty_and_overflowing_values): "--seed: must be ..." reads as
+  // the conversions' "--random must be ...".
+  if (!name.empty() && name[0] == '-' && rest.rfind("must be ", 0) == 0) return name + " " + rest;
+  if (!name.empty() && name[0] == '-' && rest == "an empty value is not allowed") return name + " needs a value";
   if (rest.size() > 8 && rest.compare(rest.size() - 8, 8, " missing") == 0 && rest.find(" required ") != std::string::npos)
     return name + " needs a value";
   for (const char* head : {"The following arguments were not expected: ", "The following argument was not expected: "}) {
@@ -154,6 +158,10 @@ void refuse_empty_and_overflowing_values(CLI::App& app) {
   // some subcommands (bench --heads, walk --head), where "010" stays 10.
   const CLI::Validator decimal(
       [](std::string& v) {
+        // Spaces around the number are dropped, as the conversion of the other whole-number
+        // options drops leading ones (" 4" is 4 everywhere).
+        const std::size_t from = v.find_first_not_of(" \t"), to = v.find_last_not_of(" \t");
+        v = from == std::string::npos ? std::string() : v.substr(from, to - from + 1);
         const std::size_t sign = !v.empty() && (v[0] == '-' || v[0] == '+') ? 1 : 0;
         if (v.size() > sign + 1 && v[sign] == '0' && std::isalpha(static_cast<unsigned char>(v[sign + 1])))
           return "must be a decimal whole number, got '" + v + "'";
@@ -214,6 +222,14 @@ int main(int argc, char** argv) {
                   2);
     sub = arg;
   }
+
+  // `--rope` alone is θ = 10000; `--rope=` (an empty value) would read the same, so it is refused
+  // as every other option's empty value is.
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--rope=")
+      return fail("--rope needs a value after '=' (give --rope alone for θ 10000; see attnlab " +
+                      (sub.empty() ? "" : sub + " ") + "--help)",
+                  2);
 
   try {
     app.parse(argc, argv);

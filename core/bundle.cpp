@@ -304,6 +304,13 @@ Problem bundle_problem(const Bundle& b, int layer, std::optional<int> head) {
                 (c.kv_heads != c.heads ? "（" + std::to_string(c.kv_heads) + " 个键/值头，每个由 " +
                                              std::to_string(group) + " 个查询头共享）"
                                        : std::string());
+  // Labels that fit neither side are not dropped without a word: the source says so.
+  if (t > 0 && t != c.n && t != c.m) {
+    p.source += "; its " + std::to_string(t) + " tokens fit neither the " + std::to_string(c.n) + " queries nor the " +
+                std::to_string(c.m) + " keys, so positions are numbered";
+    p.source_zh += "；它的 " + std::to_string(t) + " 个 token 与 " + std::to_string(c.n) + " 个查询、" +
+                   std::to_string(c.m) + " 个键都不相符，位置以编号标注";
+  }
   validate(p);
   return p;
 }

@@ -14,6 +14,10 @@ std::string format_number(const char* spec, double x) {
   return buf;
 }
 
+std::string count_text(long long n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
 std::string fixed(double x, int decimals) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, x);

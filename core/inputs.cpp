@@ -5,6 +5,7 @@
 #include "core/io.h"
 #include "core/messages.h"
 
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -35,6 +36,14 @@ void apply_tokens(Problem& p, const std::vector<std::string>& tokens, const std:
   }
 }
 
+// A document id as the refusal quotes it: the shortest text that reads back as the fp32 value,
+// or "≈" and three digits from 2^24 on, where fp32 has rounded the file's number already.
+std::string document_id_text(float x) {
+  if (std::isfinite(x) && std::abs(x) >= 16777216.0f) return "≈" + format_number("%.3g", x);
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, r.ptr);
+}
 
 }  // namespace
 
@@ -210,7 +219,7 @@ void apply_mask_mod_spec(Problem& p, const std::string& spec) {
         // Ids are read as fp32, whose whole numbers are exact below 2^24: a larger one may be
         // another id rounded (two documents read as one), so it is refused.
         if (!(std::isfinite(x) && x == std::floor(x) && std::abs(x) < 16777216.0f))
-          throw InputError(Msg::DocumentsValue, {format_number("%.9g", x), std::to_string(i)});
+          throw InputError(Msg::DocumentsValue, {document_id_text(x), std::to_string(i)});
         out.push_back(static_cast<int>(x));
       }
       md.documents_name = std::filesystem::path(arg).filename().string();

@@ -148,6 +148,7 @@ Grid grid_of(const Problem& p, const Stage& s, int query, bool mark_query, doubl
       for (std::size_t k = 0; k < ci.size(); ++k) row.push_back("…");
     } else {
       std::string lab = axis_label(p, s.rows, r);
+      if (query_rows && r == query) g.marked = static_cast<int>(g.cells.size());
       if (mark_query) lab = (query_rows && r == query ? "> " : "  ") + lab;
       row.push_back(lab);
       for (int c : ci) row.push_back(c < 0 ? "…" : table_value(static_cast<float>((*s.m)(r, c) / unit)));
@@ -198,9 +199,20 @@ std::string markdown_table(const Grid& g) {
   out += "\n|---|";
   for (std::size_t c = 1; c < g.header.size(); ++c) out += "---:|";
   out += "\n";
-  for (const auto& row : g.cells) {
+  for (std::size_t r = 0; r < g.cells.size(); ++r) {
     out += "|";
-    for (const auto& c : row) cell(out, c);
+    for (std::size_t c = 0; c < g.cells[r].size(); ++c) {
+      if (c == 0 && static_cast<int>(r) == g.marked) {
+        std::string bold;
+        for (char ch : g.cells[r][c]) {
+          if (ch == '*' || ch == '_') bold += '\\';
+          bold += ch;
+        }
+        cell(out, "**" + bold + "**");
+      } else {
+        cell(out, g.cells[r][c]);
+      }
+    }
     out += "\n";
   }
   return out;

@@ -45,10 +45,12 @@ std::vector<int> shown_indices(int count, int keep = -1);
 struct Grid {
   std::vector<std::string> header;              // first cell is the row-label header
   std::vector<std::vector<std::string>> cells;  // first cell of each row is its label
+  int marked = -1;                              // the selected query's row in cells (-1: none)
 };
 
 // Head 0 of stage s as a grid, summarised when large; `mark_query` puts "> " before the selected
-// query's row; every value is shown divided by `unit` (a table's common power of ten).
+// query's row (markdown_table sets that row's label in bold instead); every value is shown divided
+// by `unit` (a table's common power of ten).
 Grid grid_of(const Problem& p, const Stage& s, int query, bool mark_query, double unit = 1.0);
 std::string text_table(const Grid& g);
 std::string markdown_table(const Grid& g);

@@ -117,8 +117,23 @@ std::string mask_sentence(MaskKind kind, int window, int prefix, bool documents,
 
 }  // namespace
 
+namespace {
+
+// Beside the demo (which names its sentence), a problem without any mask reads every key: the
+// demo's own sentence calls itself a demo.
+std::string unmasked_sentence(Lang lang) {
+  return lang == Lang::Zh ? "未启用因果掩码：每个查询读取两侧的全部键（双向、非因果注意力）。"
+                          : "No causal mask is applied: every query reads every key on both sides "
+                            "(bidirectional, non-causal attention).";
+}
+
+}  // namespace
+
 std::string mask_sentence(const Problem& p, Lang lang) {
-  return mask_sentence(p.mask, p.mods.window, p.mods.prefix, !p.documents().empty(), lang);
+  const bool documents = !p.documents().empty();
+  if (p.mask == MaskKind::None && p.mods.window == 0 && p.mods.prefix == 0 && !documents && p.sentence.empty())
+    return unmasked_sentence(lang);
+  return mask_sentence(p.mask, p.mods.window, p.mods.prefix, documents, lang);
 }
 
 std::vector<std::string> mask_sentence_texts(Lang lang) {
@@ -127,6 +142,7 @@ std::vector<std::string> mask_sentence_texts(Lang lang) {
     for (int window : {0, 1})
       for (int prefix : {0, 1})
         for (bool documents : {false, true}) out.push_back(mask_sentence(kind, window, prefix, documents, lang));
+  out.push_back(unmasked_sentence(lang));
   return out;
 }
 
@@ -136,6 +152,14 @@ std::string describe(const Problem& p, const Trace& t, int query, Lang lang) {
   return describe(p, has_row ? t.weights.data() + static_cast<std::size_t>(query) * t.weights.cols() : nullptr, mask,
                   query, lang);
 }
+
+namespace {
+
+// A weight in a description: three decimals, as the demo's row reads, down to 0.01 and for an
+// exact zero; two significant digits below, so that a flat row's weights stay told apart.
+std::string weight_text(double w) { return w == 0 || std::fabs(w) >= 0.01 ? fixed(w, 3) : format_number("%.2g", w); }
+
+}  // namespace
 
 std::string describe(const Problem& p, const float* weights, const float* mask, int query, Lang lang) {
   const bool zh = lang == Lang::Zh;
@@ -188,7 +212,7 @@ std::string describe(const Problem& p, const float* weights, const float* mask, 
       std::string list;
       for (int c = 0; c < m; ++c) {
         if (c) list += zh ? "、" : ", ";
-        list += fixed(weights[c], 3);
+        list += weight_text(weights[c]);
       }
       out += zh ? "当前行权重依次为 " + list + "，对“" + atok + "”的权重最高。"
                 : " The current row's weights are " + list + "; the highest weight is on " + atok + ".";
@@ -206,13 +230,13 @@ std::string describe(const Problem& p, const float* weights, const float* mask, 
         const int c = order[i];
         mass += weights[c];
         if (i) list += zh ? "、" : ", ";
-        list += fixed(weights[c], 3) + (zh ? "（“" + token_label(p.key_tokens(), c) + "”）"
+        list += weight_text(weights[c]) + (zh ? "（“" + token_label(p.key_tokens(), c) + "”）"
                                            : " (" + token_label(p.key_tokens(), c) + ")");
       }
       out += zh ? "当前行 " + std::to_string(m) + " 个权重中最大的 " + std::to_string(kLargest) + " 个为 " + list +
-                      "，合计 " + fixed(mass, 3) + "；对“" + atok + "”的权重最高。"
+                      "，合计 " + weight_text(mass) + "；对“" + atok + "”的权重最高。"
                 : " The largest " + std::to_string(kLargest) + " of the current row's " + std::to_string(m) +
-                      " weights are " + list + ", together " + fixed(mass, 3) + "; the highest weight is on " +
+                      " weights are " + list + ", together " + weight_text(mass) + "; the highest weight is on " +
                       atok + ".";
     }
   }

@@ -27,8 +27,9 @@ RowStats row_stats(const float* weights, const float* mask, int m);
 double median_of(std::vector<double> v);
 
 // The description of the current picture (SPEC.md "读取当前图形说明"), regenerated from the state:
-// sentence/token count, query, d_k, temperature, the mask sentence, the row's weights to 3
-// decimals (first 16 then "…" for long rows), the argmax token, and the caveat.
+// sentence/token count, query, d_k, temperature, the mask sentence, the row's weights (to 3
+// decimals, two significant digits below 0.01; a row longer than 16 its 8 largest with their keys
+// and their sum), the argmax token, and the caveat.
 std::string describe(const Problem& p, const Trace& t, int query, Lang lang);
 // The same from the query's row alone: m weights and mask entries (weights null: no row to
 // quote, e.g. a fused run; mask null: none masked).
@@ -39,7 +40,8 @@ std::string caveat(Lang lang);
 
 // The mask sentence: "No causal mask is applied; ..." / causal / custom, per language.
 std::string mask_sentence(MaskKind m, Lang lang);
-// The problem's: the mask kind's sentence with a sentence for each mask modification (prefix-LM,
+// The problem's: the mask kind's sentence (a problem other than the demo, unmasked, is not called
+// a demo) with a sentence for each mask modification (prefix-LM,
 // the sliding window, packed documents) that says which keys a query reads.
 std::string mask_sentence(const Problem& p, Lang lang);
 // Every text mask_sentence(Problem) can produce in `lang`, with 1 for its numbers (the viewer's

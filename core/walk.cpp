@@ -100,7 +100,7 @@ std::string split_lines(const Walk& w, Lang lang, const char* bullet) {
   const bool z = zh(lang);
   std::string s = z ? "Split-KV：键分成 " + std::to_string(w.splits) + " 段（与 --variant decode --split " +
                           std::to_string(w.splits) + " 的切法相同），每段由解码内核算出自己的部分状态 (m, l, acc)，再按段序合并：\n\n"
-                    : "Split-KV: the keys in " + std::to_string(w.splits) + " splits (cut as --variant decode --split " +
+                    : "Split-KV: the keys in " + count_text(w.splits, "split", "splits") + " (cut as --variant decode --split " +
                           std::to_string(w.splits) + " cuts them); the decode kernel computes each split's partial "
                           "state (m, l, acc), then merges them in split order:\n\n";
   const auto range = [](int j0, int j1) {
@@ -119,16 +119,16 @@ std::string split_lines(const Walk& w, Lang lang, const char* bullet) {
   if (!w.merges.empty()) s += "\n";
   if (w.split_values_exponent > w.values_exponent) {
     const std::string e = std::to_string(w.split_values_exponent);
-    s += bullet + (z ? "V 缩放（分段）: 按原 V 各段的 acc 会超出 fp32，分段用 V·2^-" + e + "（2 的幂，精确）；acc 为缩放后的和，合并后的输出乘回 2^" + e
+    s += bullet + (z ? "V 缩放（分段）：按原 V 各段的 acc 会超出 fp32，分段用 V·2^-" + e + "（2 的幂，精确）；acc 为缩放后的和，合并后的输出乘回 2^" + e
                      : "V scaled (splits): the splits' acc overflow fp32 with V as given, so they ran on V·2^-" + e +
                            " (a power of two: exact); their acc hold the scaled sums, the merged output is multiplied back by 2^" + e) +
          "\n";
   }
-  s += bullet + std::string(z ? "合并后的输出 acc / l: " : "merged output acc / l: ") + vec(w.split_output) + "\n";
-  s += bullet + std::string(z ? "与一遍游走的最大差: " : "max |merged − walk|: ") + format_number("%.3g", w.split_max_abs_diff) +
+  s += bullet + std::string(z ? "合并后的输出 acc / l：" : "merged output acc / l: ") + vec(w.split_output) + "\n";
+  s += bullet + std::string(z ? "与一遍游走的最大差：" : "max |merged − walk|: ") + format_number("%.3g", w.split_max_abs_diff) +
        (z ? "；l 相差 " : "; l differs by ") + format_number("%.3g", w.split_l_ulps) +
        (z ? " ulp（同一个和，换了加法顺序）\n" : " ulp of the walk's fp32 l (the same sum, added in another order)\n");
-  s += bullet + std::string(z ? "合并结果相对 fp64 的误差: " : "merged output against fp64: ") +
+  s += bullet + std::string(z ? "合并结果相对 fp64 的误差：" : "merged output against fp64: ") +
        format_number("%.3g", w.split_fp64_error) + "\n";
   return s;
 }
@@ -161,25 +161,25 @@ std::string final_lines(const Walk& w, Lang lang, const char* bullet) {
   auto line = [&](const std::string& a, const std::string& b) { s += bullet + a + b + "\n"; };
   if (w.values_exponent > 0) {
     const std::string e = std::to_string(w.values_exponent);
-    line(zh(lang) ? "V 缩放: " : "V scaled: ",
+    line(zh(lang) ? "V 缩放：" : "V scaled: ",
          zh(lang) ? "acc 按原 V 会超出 fp32，游走用 V·2^-" + e + "（2 的幂，精确）；acc 为缩放后的和，输出乘回 2^" + e
                   : "acc overflows fp32 with V as given, so the walk ran on V·2^-" + e +
                         " (a power of two: exact); acc holds the scaled sums, the outputs are multiplied back by 2^" + e);
   }
-  line(zh(lang) ? "最终输出（游走）: " : "final output (walk): ", vec(w.output));
-  line(zh(lang) ? "分步链输出: " : "staged output: ", vec(w.staged_output));
-  line(zh(lang) ? "CPU 融合内核输出: " : "CPU fused kernel output: ", vec(w.cpu_fused_output));
+  line(zh(lang) ? "最终输出（游走）：" : "final output (walk): ", vec(w.output));
+  line(zh(lang) ? "分步链输出：" : "staged output: ", vec(w.staged_output));
+  line(zh(lang) ? "CPU 融合内核输出：" : "CPU fused kernel output: ", vec(w.cpu_fused_output));
   if (w.cuda_fused_output)
-    line(zh(lang) ? "CUDA 融合内核输出: " : "CUDA fused kernel output: ", vec(*w.cuda_fused_output));
+    line(zh(lang) ? "CUDA 融合内核输出：" : "CUDA fused kernel output: ", vec(*w.cuda_fused_output));
   else
-    line(zh(lang) ? "CUDA 融合内核: " : "CUDA fused kernel: ", w.cuda_note);
-  line(zh(lang) ? "与分步链的最大差: " : "max |walk − staged|: ", format_number("%.3g", w.max_abs_diff));
-  line(zh(lang) ? "与 CPU 融合内核的最大差: " : "max |walk − CPU fused|: ",
+    line(zh(lang) ? "CUDA 融合内核：" : "CUDA fused kernel: ", w.cuda_note);
+  line(zh(lang) ? "与分步链的最大差：" : "max |walk − staged|: ", format_number("%.3g", w.max_abs_diff));
+  line(zh(lang) ? "与 CPU 融合内核的最大差：" : "max |walk − CPU fused|: ",
        format_number("%.3g", w.cpu_fused_diff));
   if (w.cuda_fused_diff)
-    line(zh(lang) ? "与 CUDA 融合内核的最大差: " : "max |walk − CUDA fused|: ",
+    line(zh(lang) ? "与 CUDA 融合内核的最大差：" : "max |walk − CUDA fused|: ",
          format_number("%.3g", *w.cuda_fused_diff));
-  line(zh(lang) ? "相对 fp64 的误差: " : "error against fp64: ", format_number("%.3g", w.fp64_error));
+  line(zh(lang) ? "相对 fp64 的误差：" : "error against fp64: ", format_number("%.3g", w.fp64_error));
   return s;
 }
 
@@ -194,8 +194,8 @@ std::string heading(const Walk& w, Lang lang) {
              w.modifications_zh + "。logit x_j = mod(" + scaled + ")/T：内核先对缩放分数做分数修改，在修改后的分数上取最大值，再乘以 1/T = " +
              num(w.scale) + "。";
     return "Online softmax walk: query " + std::to_string(w.query) + " (" + w.query_token + "), head " +
-           std::to_string(w.head) + ", " + std::to_string(w.tile) + " keys per tile, " + std::to_string(count) +
-           " tiles; T = " + short_number(w.temperature) + ", mask " + std::string(to_string(w.mask)) +
+           std::to_string(w.head) + ", " + count_text(w.tile, "key", "keys") + " per tile, " +
+           count_text(count, "tile", "tiles") + "; T = " + short_number(w.temperature) + ", mask " + std::string(to_string(w.mask)) +
            "; modifications: " + w.modifications + ". Logits x_j = mod(" + scaled +
            ")/T: the kernel modifies the scaled scores first, takes its max on them and multiplies by 1/T = " +
            num(w.scale) + ".";
@@ -211,8 +211,8 @@ std::string heading(const Walk& w, Lang lang) {
            (w.explicit_scale ? "s/T（显式缩放 s = " + num(*w.explicit_scale) + "）" : std::string("1/(√d_k·T)")) + " = " +
            num(w.scale) + "；内核在原始分数上取最大值，这里的 m 换算成同样的 logit 单位。";
   return "Online softmax walk: query " + std::to_string(w.query) + " (" + w.query_token +
-         "), head " + std::to_string(w.head) + ", " + std::to_string(w.tile) + " keys per tile, " +
-         std::to_string(count) + " tiles; T = " + short_number(w.temperature) + ", mask " +
+         "), head " + std::to_string(w.head) + ", " + count_text(w.tile, "key", "keys") + " per tile, " +
+         count_text(count, "tile", "tiles") + "; T = " + short_number(w.temperature) + ", mask " +
          std::string(to_string(w.mask)) + mods + ". Logits x_j = q·k_j·scale, scale = " +
          (w.explicit_scale ? "s/T (explicit scale s = " + num(*w.explicit_scale) + ")" : std::string("1/(√d_k·T)")) + " = " +
          num(w.scale) + "; the kernel takes its max on raw scores, m is shown in the same logit units.";

@@ -47,8 +47,8 @@ std::string heading(const BackwardWalk& w, Lang lang) {
            "dS_j = P_j (dP_j − D)，D = dO·O = " + num(w.D) + "，并把 dS_j K_j 累加进该行的 dQ（乘以缩放" +
            (w.score_mods ? "与修改的导数" : std::string()) + "）。" + (w.rope ? "dQ 在旋转后的坐标中累加，最后用 RoPEᵀ 转回。" : "");
   return "Backward walk (FlashAttention-2's backward, seen from one query): query " + std::to_string(w.query) + " (" +
-         w.query_token + "), head " + std::to_string(w.head) + ", " + std::to_string(w.tile) + " keys per tile, " +
-         count + " tiles; T = " + short_number(w.temperature) + ", mask " + std::string(to_string(w.mask)) + mods +
+         w.query_token + "), head " + std::to_string(w.head) + ", " + count_text(w.tile, "key", "keys") + " per tile, " +
+         count_text(static_cast<long long>(w.tiles.size()), "tile", "tiles") + "; T = " + short_number(w.temperature) + ", mask " + std::string(to_string(w.mask)) + mods +
          ".\n" + w.upstream + ".\nThe forward kept the row's log-sum-exp in two parts: m = " + num(w.m) + ", l = " +
          num(w.l) + " (L = m + log l = " + num(w.lse) +
          "). The backward recomputes each tile's weights from them, P_j = exp(x_j − m) / l (no N×N P is kept "
@@ -64,7 +64,11 @@ std::string tile_sentence_of(const BackwardWalk& w, const BackwardWalkTile& t, L
                     : "Skipped: " + skip_text(t.skip, lang) + "; the block mask rules it out, it is never loaded, "
                                                               "and these keys' dS is exactly 0.";
   std::string s;
-  if (t.top >= 0) {
+  if (t.top >= 0 && t.ds[t.top - t.j0] == 0) {
+    s = zh(lang) ? "本块每个键的 dS 都为 0：梯度不移动其中任何 logit（权重为 0，或值与 dO 的吻合恰好等于平均 D）。"
+                 : "Every dS in the tile is 0: the gradient moves none of its logits (their weights are 0, or "
+                   "each value agrees with dO exactly as much as the average D).";
+  } else if (t.top >= 0) {
     const double ds = t.ds[t.top - t.j0];
     const std::string key = w.key_tokens[t.top];
     s = zh(lang) ? "本块 |dS| 最大的是键“" + key + "”（dS " + num(ds) + "）：" +
@@ -104,6 +108,12 @@ std::string final_lines(const BackwardWalk& w, Lang lang, const char* bullet) {
   if (w.fp64_dq) {
     line(zh(lang) ? "fp64 逐阶段反向的 dQ：" : "fp64 staged backward's dQ: ", vec(*w.fp64_dq));
     line(zh(lang) ? "相对 fp64 的误差：" : "error against fp64: ", format_number("%.3g", w.fp64_error));
+    if (w.fp64_error_reaches_scale())
+      s += std::string(bullet) + (zh(lang) ? "警告：误差达到 fp64 梯度的最大元素，这一行的 fp32 dQ 没有一位有效数字：在这个温度下，fp32 的"
+                      "舍入乘以缩放 1/(√d_k·T) 后超过了梯度本身（fp32 融合反向算出的也是它）。\n"
+                    : "warning: the error reaches the fp64 gradient's largest entry, so not one digit of this row's "
+                      "fp32 dQ is right: at this temperature fp32's rounding, multiplied by the scale 1/(√d_k·T), "
+                      "outweighs the gradient itself (the fp32 fused backward computes the same).\n");
   } else {
     line("fp64: ", w.fp64_note);
   }
@@ -181,11 +191,19 @@ Json render_json(const BackwardWalk& w) {
   j["fused_max_abs_diff"] = walk_json_number(w.fused_diff);
   j["fp64_dq"] = w.fp64_dq ? walk_json_vector(*w.fp64_dq) : Json(nullptr);
   j["fp64_error"] = w.fp64_dq ? walk_json_number(w.fp64_error) : Json(nullptr);
+  j["fp64_error_reaches_scale"] = w.fp64_error_reaches_scale();
   if (!w.fp64_dq) j["fp64_note"] = w.fp64_note;
   return j;
 }
 
 }  // namespace
+
+bool BackwardWalk::fp64_error_reaches_scale() const {
+  if (!fp64_dq || !(fp64_error > 0)) return false;
+  double scale = 0;
+  for (double x : *fp64_dq) scale = std::max(scale, std::fabs(x));
+  return fp64_error >= scale;
+}
 
 std::string backward_walk_tile_sentence(const BackwardWalk& w, int t, Lang lang) {
   return tile_sentence_of(w, w.tiles.at(t), lang);

@@ -93,6 +93,16 @@ TEST(Bundle, ScaleMaskCausalAndTokens) {
   EXPECT_DOUBLE_EQ(*p.scale, 0.3);
   EXPECT_EQ(p.mask, MaskKind::Causal);
   EXPECT_EQ(p.query_tokens(), (std::vector<std::string>{"w", "x", "y", "z"}));
+  EXPECT_EQ(p.source.find("fit neither"), std::string::npos) << p.source;
+  // Labels that fit neither the queries nor the keys are set aside, and the source says so.
+  patch_manifest(dpath, [](Json& j) { j["tokens"] = {"w", "x", "y"}; });
+  p = bundle_problem(read_bundle(dpath), 0, std::nullopt);
+  EXPECT_EQ(p.query_tokens(), (std::vector<std::string>{"0", "1", "2", "3"}));
+  EXPECT_NE(p.source.find("its 3 tokens fit neither the 4 queries nor the 4 keys, so positions are numbered"),
+            std::string::npos)
+      << p.source;
+  EXPECT_NE(p.source_zh.find("它的 3 个 token 与 4 个查询、4 个键都不相符"), std::string::npos) << p.source_zh;
+  patch_manifest(dpath, [](Json& j) { j["tokens"] = {"w", "x", "y", "z"}; });
   // The default scale written out as a number stays the default.
   patch_manifest(dpath, [](Json& j) { j["calls"][0]["scale"] = 0.25; });
   EXPECT_FALSE(bundle_problem(read_bundle(dpath), 0, 1).scale.has_value());

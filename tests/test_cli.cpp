@@ -238,7 +238,7 @@ TEST_F(Cli, CsvMarkdownAndOutputFile) {
   EXPECT_EQ(lines_of(csv.out).at(0), "stage,row,col,row_token,col_token,value");
   const CliResult md = run({"demo", "--format", "markdown", "--lang", "en"});
   ASSERT_EQ(md.code, 0) << md.err;
-  EXPECT_TRUE(contains(md.out, "| 上下文 | 0.22 | 0.10 | 0.26 | 0.17 | 0.25 |"));
+  EXPECT_TRUE(contains(md.out, "| **上下文** | 0.22 | 0.10 | 0.26 | 0.17 | 0.25 |"));
   const std::string out = dir_.file("demo.json");
   const CliResult f = run({"demo", "--format", "json", "--output", out});
   ASSERT_EQ(f.code, 0) << f.err;
@@ -666,9 +666,9 @@ TEST_F(Cli, UsageErrorsAreOneLine) {
                  {"nomask.csv"});
   expect_refused({"demo", "--mask", "diagonal"}, {"'diagonal'", "none, causal"});
   // Empty values (CLI11 read them as "not given" or 0) and seeds that do not fit 64 bits.
-  expect_refused({"describe", "--random", ""}, {"--random", "empty"});
-  expect_refused({"demo", "--query", ""}, {"--query", "empty"});
-  expect_refused({"run", "--random", "4", "--seed", ""}, {"--seed", "empty"});
+  expect_refused({"describe", "--random", ""}, {"--random needs a value"});
+  expect_refused({"demo", "--query", ""}, {"--query needs a value"});
+  expect_refused({"run", "--random", "4", "--seed", ""}, {"--seed needs a value"});
   expect_refused({"run", "--random", "4", "--seed", "18446744073709551616"}, {"--seed", "18446744073709551615"});
   expect_refused({"run", "--random", "4", "--seed", "-1"}, {"--seed", "'-1'"});
   expect_refused({"bench", "--seed", "1e3"}, {"--seed", "'1e3'"});

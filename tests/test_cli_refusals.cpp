@@ -7,6 +7,7 @@
 #include "tests/test_util.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <string>
 #include <vector>
@@ -88,6 +89,27 @@ TEST_F(CliRefusals, OptionSyntaxInTheLabsWords) {
   expect_line({"demo", "--tokens", "a,b"}, "unknown option --tokens (see attnlab demo --help)");
   expect_line({"demo", "--temp=0.5"}, "unknown option --temp (see attnlab demo --help)");
   expect_line({"run", "--random", "4", "stray"}, "unexpected argument 'stray' (see attnlab run --help)");
+  // The lab's validators read as the conversions do (no "--seed:"), an empty value needs one.
+  expect_line({"run", "--random", "4", "--seed", "x"},
+              "--seed must be a whole number from 0 to 18446744073709551615, got 'x' (see attnlab run --help)");
+  expect_line({"run", "--random", "0x10"}, "--random must be a decimal whole number, got '0x10' (see attnlab run --help)");
+  expect_line({"run", "--random", " "}, "--random needs a value (see attnlab run --help)");
+  // `--rope=` is not `--rope` (θ 10000) without a word.
+  expect_line({"run", "--random", "4", "--rope="},
+              "--rope needs a value after '=' (give --rope alone for θ 10000; see attnlab run --help)");
+}
+
+// Spaces around a whole number are dropped for every whole-number option alike.
+TEST_F(CliRefusals, WholeNumbersTakeSpacesAlike) {
+  const test::BinaryRun plain = test::run_attnlab({"run", "--random", "6", "--dk", "4", "--seed", "4", "--format", "json"});
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  const test::BinaryRun spaced =
+      test::run_attnlab({"run", "--random", " 6", "--dk", "4 ", "--seed", " 4 ", "--format", "json"});
+  ASSERT_EQ(spaced.code, 0) << spaced.err;
+  nlohmann::json a = nlohmann::json::parse(plain.out), b = nlohmann::json::parse(spaced.out);
+  a.erase("timings_ms");
+  b.erase("timings_ms");
+  EXPECT_EQ(a, b);
 }
 
 // Options another kind of input would ignore are refused; a split count above the keys is refused
@@ -141,7 +163,7 @@ TEST_F(CliRefusals, WalksCudaNoteFollowsTheLanguage) {
   const test::BinaryRun en = test::run_attnlab({"walk", "--lang", "en"}, "LANG=C ATTNLAB_CUDA_FAULT=nodevice");
   ASSERT_EQ(en.code, 0) << en.err;
   if (contains(en.out, "attnlab was built without CUDA")) {
-    EXPECT_TRUE(contains(zh.out, "CUDA 融合内核: 没有可用的 CUDA 设备：attnlab 构建时未启用 CUDA")) << zh.out;
+    EXPECT_TRUE(contains(zh.out, "CUDA 融合内核：没有可用的 CUDA 设备：attnlab 构建时未启用 CUDA")) << zh.out;
     EXPECT_FALSE(contains(zh.out, "built without")) << zh.out;
   } else {
     GTEST_SKIP() << "built with CUDA: the no-device reason comes from the driver";

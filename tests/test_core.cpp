@@ -178,6 +178,44 @@ TEST(CoreDemo, ALongRowNamesItsLargestWeights) {
       << zh;
 }
 
+// Weights below 0.01 keep two significant digits (a flat row's eight largest stay told apart);
+// 0.01 and above, and an exact zero, three decimals as the demo reads.
+TEST(CoreDemo, SmallWeightsKeepTwoSignificantDigits) {
+  Problem p = random_problem(4096, 16, 4, 5);
+  p.mask = MaskKind::Causal;
+  p.temperature = 4;
+  const Trace t = cpu_staged(p);
+  const int query = 2048;
+  const float* w = t.weights.data() + static_cast<std::size_t>(query) * 4096;
+  const int top = static_cast<int>(std::max_element(w, w + 4096) - w);
+  ASSERT_LT(w[top], 0.01f);
+  const std::string en = describe(p, t, query, Lang::En);
+  EXPECT_NE(en.find("weights are " + format_number("%.2g", w[top]) + " (" + std::to_string(top) + ")"),
+            std::string::npos)
+      << en;
+  EXPECT_EQ(en.find("0.001 ("), std::string::npos) << en;
+  // Masked zeros and the demo's weights read as before.
+  Problem c = demo_problem();
+  c.mask = MaskKind::Causal;
+  EXPECT_NE(describe(c, cpu_staged(c), 1, Lang::En).find("0.000"), std::string::npos);
+}
+
+// Only the demo calls itself a demo: another unmasked problem says that every query reads every key.
+TEST(CoreDemo, OnlyTheDemoIsCalledADemo) {
+  EXPECT_NE(mask_sentence(demo_problem(), Lang::En).find("attention demo"), std::string::npos);
+  Problem p = random_problem(8, 4, 4, 1);
+  for (Lang lang : {Lang::En, Lang::Zh}) {
+    const std::string s = mask_sentence(p, lang);
+    EXPECT_EQ(s.find(lang == Lang::En ? "demo" : "演示"), std::string::npos) << s;
+    EXPECT_NE(describe(p, cpu_staged(p), 0, lang).find(s), std::string::npos);
+    // The viewer's glyph atlas has every sentence.
+    const auto texts = mask_sentence_texts(lang);
+    EXPECT_NE(std::find(texts.begin(), texts.end(), s), texts.end()) << s;
+  }
+  p.mask = MaskKind::Causal;
+  EXPECT_EQ(mask_sentence(p, Lang::En), mask_sentence(MaskKind::Causal, Lang::En));
+}
+
 // ---- independent recomputation, plain loops in double ----------------------------------------
 
 struct Naive {

@@ -594,7 +594,18 @@ TEST(Modifications, FilesForTheBiasAndTheDocuments) {
     ADD_FAILURE() << "no refusal";
   } catch (const InputError& e) {
     EXPECT_EQ(e.id, Msg::DocumentsValue);
+    EXPECT_EQ(e.args.at(0), "0.5");
     EXPECT_NE(std::string(e.what()).find("got 0.5 at position 1"), std::string::npos);
+  }
+  // From 2^24 on fp32 has rounded the file's id already: the refusal says "≈", not a number the
+  // file does not hold.
+  test::write_file(dir.file("big.csv"), "0,0,99999999,1\n");
+  try {
+    apply_mask_mod_spec(p, "document:" + dir.file("big.csv"));
+    ADD_FAILURE() << "no refusal";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.id, Msg::DocumentsValue);
+    EXPECT_EQ(e.args.at(0), "≈1e+08");
   }
 }
 

@@ -236,7 +236,11 @@ TEST(Report, MarkdownTables) {
   EXPECT_TRUE(contains(md, "### QKᵀ (raw scores)"));
   EXPECT_TRUE(contains(md, "| token | 模型 | 根据 | 上下文 | 分配 | 权重 |"));
   EXPECT_TRUE(contains(md, "|---|---:|"));
-  EXPECT_TRUE(contains(md, "| 上下文 | 0.22 | 0.10 | 0.26 | 0.17 | 0.25 |"));
+  // The selected query's row label in bold (the text's "> " marker), the others plain.
+  EXPECT_TRUE(contains(md, "| **上下文** | 0.22 | 0.10 | 0.26 | 0.17 | 0.25 |"));
+  EXPECT_TRUE(contains(md, "| 模型 | 1.20 |")) << md;
+  EXPECT_FALSE(contains(md, "**模型**"));
+  EXPECT_FALSE(contains(md, "| > "));
   EXPECT_TRUE(contains(md, "26.0%"));
 }
 

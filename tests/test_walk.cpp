@@ -472,6 +472,17 @@ TEST(WalkCli, SplitIsPrintedInBothLanguagesAndCarriedByTheJson) {
   }
 }
 
+// One key, one tile and one split are counted in the singular, in both walks.
+TEST(WalkCli, CountsOfOneAreSingular) {
+  test::BinaryRun r = test::run_attnlab({"walk", "--lang", "en", "--random", "1", "--dk", "2", "--split", "1"}, "LANG=C.UTF-8");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(test::contains(r.out, ", 1 key per tile, 1 tile; T = ")) << r.out;
+  EXPECT_TRUE(test::contains(r.out, "the keys in 1 split (cut")) << r.out;
+  r = test::run_attnlab({"walk", "--lang", "en", "--random", "8", "--dk", "2", "--tile", "1", "--backward"}, "LANG=C.UTF-8");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(test::contains(r.out, ", 1 key per tile, 8 tiles; T = ")) << r.out;
+}
+
 TEST(Walk, DefaultTileGivesSeveralTilesOnShortRows) {
   EXPECT_EQ(default_walk_tile(true, 5), 2);
   EXPECT_EQ(default_walk_tile(false, 1), 1);

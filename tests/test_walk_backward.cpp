@@ -88,6 +88,36 @@ TEST(BackwardWalk, ModificationsRopeAndGroupedHeadsAgainstFp64) {
   EXPECT_LE(w.fused_diff, 1e-6 * scale_of(w.fused_dq));
 }
 
+// Where the fp32 row's error against fp64 reaches the fp64 gradient's largest entry (a one-hot row
+// at a very low temperature: fp32's rounding times the scale), the walk warns, in text and JSON;
+// a tile whose dS are all exactly zero says so instead of naming a key's direction.
+TEST(BackwardWalk, SaysWhereTheFp32RowHasNoRightDigit) {
+  const std::vector<std::string> base = {"walk", "--backward", "--random", "40", "--dk", "8", "--dv", "8"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return test::run_attnlab(a);
+  };
+  test::BinaryRun r = with({"--temperature", "1e-30", "--lang", "en"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(test::contains(r.out, "warning: the error reaches the fp64 gradient's largest entry")) << r.out;
+  EXPECT_TRUE(test::contains(r.out, "Every dS in the tile is 0")) << r.out;
+  r = with({"--temperature", "1e-30", "--lang", "zh"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(test::contains(r.out, "警告：误差达到 fp64 梯度的最大元素")) << r.out;
+  r = with({"--temperature", "1e-30", "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(nlohmann::json::parse(r.out)["fp64_error_reaches_scale"].get<bool>());
+  r = with({"--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_FALSE(j["fp64_error_reaches_scale"].get<bool>());
+  EXPECT_GT(j["fp64_error"].get<double>(), 0.0);
+  r = with({"--lang", "en"});
+  EXPECT_FALSE(test::contains(r.out, "warning")) << r.out;
+  EXPECT_FALSE(test::contains(r.out, "Every dS in the tile is 0")) << r.out;
+}
+
 TEST(BackwardWalk, CliPrintsTheWalkAndRefusesWhatDoesNotGoWithIt) {
   test::BinaryRun r = test::run_attnlab({"walk", "--backward", "--lang", "en"});
   ASSERT_EQ(r.code, 0) << r.err;
