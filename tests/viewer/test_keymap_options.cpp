@@ -188,6 +188,7 @@ TEST(Presentation, UiScaleKeysFlagsAndFontSize) {
   EXPECT_EQ(font_px_for(800, 1.0f), 18.0f);
   EXPECT_EQ(font_px_for(1080, 1.0f), 22.0f);
   EXPECT_EQ(font_px_for(600, 1.0f), 15.0f);
+  EXPECT_EQ(font_px_for(1440, 1.0f), 29.0f) << "above 1080 in proportion (more in test_fit.cpp)";
   EXPECT_EQ(font_px_for(1080, 1.5f), 33.0f);
   EXPECT_EQ(font_px_for(800, 100.0f), font_px_for(800, kMaxUiScale)) << "clamped to the largest scale";
   float s = 1;

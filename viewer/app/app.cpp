@@ -162,7 +162,9 @@ void load_fonts(App& app, float font_px) {
     }
     ImFontConfig cfg;
     cfg.FontNo = f.index;
-    cfg.OversampleH = 2;
+    // Horizontal oversampling sharpens small text only; above 32 px it would double an atlas
+    // that a 4K window at a large UI scale already fills (viewer/draw/layout.h font_px_for).
+    cfg.OversampleH = font_px >= 32 ? 1 : 2;
     cfg.OversampleV = 1;
     font = io.Fonts->AddFontFromFileTTF(f.path.c_str(), font_px, &cfg, ranges.data());
     if (font) {

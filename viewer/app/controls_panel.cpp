@@ -30,8 +30,7 @@ void mods_controls(App& app) {
   Session& c = app.session;
   const Lang lang = app.lang;
   const Problem& p = c.problem();
-  if (!ImGui::CollapsingHeader(fmt("%s###mods", tr(lang, S::Mods)).c_str(),
-                               has_modifications(p) ? ImGuiTreeNodeFlags_DefaultOpen : 0))
+  if (!header_fit(tr(lang, S::Mods), "mods", has_modifications(p) ? ImGuiTreeNodeFlags_DefaultOpen : 0))
     return;
   wrapped(app, tr(lang, S::ModsHint), &kDimV4);
   ModSettings m = c.requested_mods();
@@ -183,7 +182,7 @@ void draw_controls(App& app, const Layout& l) {
   for (std::size_t i = 0; i < names.size(); ++i) {
     const char* label = view_label(static_cast<int>(i), lang);
     if (i > 0) same_line_if_fits(radio_width(label));
-    if (ImGui::RadioButton(label, app.view == names[i])) app.view = names[i];
+    if (radio_fit(label, app.view == names[i])) app.view = names[i];
   }
   // The layer and the head every view shows, when the problem has more than one.
   if (c.layer_count() > 1 || c.heads() > 1) {
@@ -214,7 +213,7 @@ void draw_controls(App& app, const Layout& l) {
     section(tr(lang, S::Steps));
     ImGui::TextColored(kHighlightV4, tr(lang, S::StepOf), app.play.step());
     for (int k = 1; k <= kSteps; ++k) {
-      if (ImGui::Selectable(step_name(lang, k), app.play.step() == k)) {
+      if (selectable_wrapped(app, step_name(lang, k), app.play.step() == k)) {
         c.clear_error();
         app.play.set_step(k);
       }
@@ -311,12 +310,12 @@ void draw_controls(App& app, const Layout& l) {
   ImGui::TextUnformatted(tr(lang, S::Mask));
   const MaskKind mk = c.requested_mask();
   ImGui::BeginDisabled(c.from_bundle());  // the CLI refuses --mask with --bundle too
-  if (ImGui::RadioButton(tr(lang, S::MaskNone), mk == MaskKind::None)) c.set_mask(MaskKind::None);
+  if (radio_fit(tr(lang, S::MaskNone), mk == MaskKind::None)) c.set_mask(MaskKind::None);
   same_line_if_fits(radio_width(tr(lang, S::MaskCausal)));
-  if (ImGui::RadioButton(tr(lang, S::MaskCausal), mk == MaskKind::Causal)) c.set_mask(MaskKind::Causal);
+  if (radio_fit(tr(lang, S::MaskCausal), mk == MaskKind::Causal)) c.set_mask(MaskKind::Causal);
   if (c.has_custom_mask()) {
     same_line_if_fits(radio_width(tr(lang, S::MaskCustom)));
-    if (ImGui::RadioButton(tr(lang, S::MaskCustom), mk == MaskKind::Custom)) c.set_mask(MaskKind::Custom);
+    if (radio_fit(tr(lang, S::MaskCustom), mk == MaskKind::Custom)) c.set_mask(MaskKind::Custom);
   }
   ImGui::EndDisabled();
   if (c.from_bundle()) wrapped(app, tr(lang, S::HeadsBundleMask), &kDimV4);
@@ -348,8 +347,8 @@ void draw_controls(App& app, const Layout& l) {
 
   // Input: demo or random.
   section(tr(lang, S::Input));
-  if (ImGui::RadioButton(tr(lang, S::ModeDemo), app.in_mode == 0)) choose_demo(app);
-  if (ImGui::RadioButton(tr(lang, S::ModeRandom), app.in_mode == 1)) app.in_mode = 1;
+  if (radio_fit(tr(lang, S::ModeDemo), app.in_mode == 0)) choose_demo(app);
+  if (radio_fit(tr(lang, S::ModeRandom), app.in_mode == 1)) app.in_mode = 1;
   if (app.in_mode == 1) {
     ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);
     ImGui::InputInt("N", &app.in_n, 256, 1024);
@@ -373,7 +372,7 @@ void draw_controls(App& app, const Layout& l) {
     wrapped(app, tr(lang, S::RandomLimits), &kDimV4);
   }
   // Your own inputs: paths typed (CSV or .npy, as the command line takes them).
-  if (ImGui::RadioButton(tr(lang, S::ModeFiles), app.in_mode == 2)) app.in_mode = 2;
+  if (radio_fit(tr(lang, S::ModeFiles), app.in_mode == 2)) app.in_mode = 2;
   if (app.in_mode == 2) {
     const float w = ImGui::GetContentRegionAvail().x * 0.7f;
     const std::pair<const char*, std::string*> fields[] = {{"Q###fq", &app.in_files.q},
@@ -393,7 +392,7 @@ void draw_controls(App& app, const Layout& l) {
   }
   // The bundle of --bundle: back to it after another input.
   if (const Bundle* b = c.bundle()) {
-    if (ImGui::RadioButton(fmt(tr(lang, S::ModeBundle), b->dir.c_str()).c_str(), app.in_mode == 3)) {
+    if (radio_fit(fmt(tr(lang, S::ModeBundle), b->dir.c_str()).c_str(), app.in_mode == 3)) {
       app.in_mode = 3;
       app.random_error = Message{};
       if (!c.from_bundle() && c.load_bundle(0)) input_loaded(app);

@@ -184,21 +184,22 @@ void draw_info(App& app, const Layout& l) {
                    ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoTitleBar);
 
   // Row statistics.
-  if (ImGui::CollapsingHeader(fmt("%s###stats", tr(lang, S::RowStats)).c_str(), ImGuiTreeNodeFlags_DefaultOpen)) {
-    ImGui::Text("%s: %s (#%d)", tr(lang, S::TipQuery), p.query_tokens()[c.query()].c_str(), c.query());
+  if (header_fit(tr(lang, S::RowStats), "stats", ImGuiTreeNodeFlags_DefaultOpen)) {
+    // Each line wrapped: at a large UI scale a statistic's name alone may fill the column.
+    wrapped(app, fmt("%s: %s (#%d)", tr(lang, S::TipQuery), p.query_tokens()[c.query()].c_str(), c.query()));
     // A bundle's layer and head; random heads have no layers.
     if (c.from_bundle())
-      ImGui::TextColored(kHighlightV4, "%s", fmt(tr(lang, S::HeadsShown), c.shown_layer(), c.shown_head(), c.shown_heads()).c_str());
+      wrapped(app, fmt(tr(lang, S::HeadsShown), c.shown_layer(), c.shown_head(), c.shown_heads()), &kHighlightV4);
     else if (c.shown_heads() > 1)
-      ImGui::TextColored(kHighlightV4, "%s", fmt(tr(lang, S::HeadsShownHead), c.shown_head(), c.shown_heads()).c_str());
+      wrapped(app, fmt(tr(lang, S::HeadsShownHead), c.shown_head(), c.shown_heads()), &kHighlightV4);
     if (auto st = c.stats()) {
       // One decimal as on the page; significant digits below 1 %, where thousands of keys share it.
-      ImGui::Text("%s: %s%% (%s %s)", tr(lang, S::MaxWeight), percent_text(st->max_weight).c_str(),
-                  tr(lang, S::Argmax), p.key_tokens()[st->argmax].c_str());
-      ImGui::Text("%s: %.3f", tr(lang, S::Entropy), st->entropy);
-      ImGui::Text("%s: %d", tr(lang, S::Effective), st->unmasked);
-      ImGui::Text("%s: %.3f", tr(lang, S::Perplexity), st->perplexity);
-      ImGui::Text("%s: %.6f", tr(lang, S::WeightSum), st->weight_sum);
+      wrapped(app, fmt("%s: %s%% (%s %s)", tr(lang, S::MaxWeight), percent_text(st->max_weight).c_str(),
+                       tr(lang, S::Argmax), p.key_tokens()[st->argmax].c_str()));
+      wrapped(app, fmt("%s: %.3f", tr(lang, S::Entropy), st->entropy));
+      wrapped(app, fmt("%s: %d", tr(lang, S::Effective), st->unmasked));
+      wrapped(app, fmt("%s: %.3f", tr(lang, S::Perplexity), st->perplexity));
+      wrapped(app, fmt("%s: %.6f", tr(lang, S::WeightSum), st->weight_sum));
       // The page's own sentence (查询“上下文”对“上下文”的权重最高，为 26.0%).
       // The same digits as the max weight line above.
       const std::string pct = percent_text(st->max_weight);
@@ -206,12 +207,12 @@ void draw_info(App& app, const Layout& l) {
                        p.key_tokens()[st->argmax].c_str(), pct.c_str()));
     }
     if (c.queries().size() > 1) draw_queries_table(app);
-    ImGui::Text("%s: 1/√%d = %.4f", tr(lang, S::Scale), p.d_k(), 1.0 / std::sqrt(static_cast<double>(p.d_k())));
-    ImGui::Text("%s: %d×%d", tr(lang, S::OutputShape), p.n(), p.d_v());
+    wrapped(app, fmt("%s: 1/√%d = %.4f", tr(lang, S::Scale), p.d_k(), 1.0 / std::sqrt(static_cast<double>(p.d_k()))));
+    wrapped(app, fmt("%s: %d×%d", tr(lang, S::OutputShape), p.n(), p.d_v()));
   }
 
   // Description, regenerated from the current state every frame (it is cheap: one row).
-  if (ImGui::CollapsingHeader(fmt("%s###desc", tr(lang, S::Description)).c_str(), ImGuiTreeNodeFlags_DefaultOpen)) {
+  if (header_fit(tr(lang, S::Description), "desc", ImGuiTreeNodeFlags_DefaultOpen)) {
     const std::string& d = c.description(lang);
     wrapped(app, d);
     if (ImGui::Button(fmt("%s###copy", tr(lang, S::Copy)).c_str())) {
@@ -235,8 +236,8 @@ void draw_info(App& app, const Layout& l) {
   }
 
   // Numeric tables of every stage.
-  if (ImGui::CollapsingHeader(fmt("%s###tables", tr(lang, S::Tables)).c_str(),
-                              p.n() <= 8 ? ImGuiTreeNodeFlags_DefaultOpen : 0)) {
+  if (header_fit(tr(lang, S::Tables), "tables",
+                 p.n() <= 8 ? ImGuiTreeNodeFlags_DefaultOpen : 0)) {
     ImGui::TextColored(kHighlightV4, "%s", tr(lang, S::PageHeading));
     wrapped(app, fmt(tr(lang, S::PageIntro), p.d_k()));
     // The exact command of the problem on screen, to export every stage (or to check it).
@@ -271,8 +272,8 @@ void draw_info(App& app, const Layout& l) {
   }
 
   // Performance.
-  if (ImGui::CollapsingHeader(fmt("%s###perf", tr(lang, S::Performance)).c_str(), ImGuiTreeNodeFlags_DefaultOpen)) {
-    ImGui::Text("%s: %s (N=%d, d_k=%d, d_v=%d)", tr(lang, S::BackendRan), t.backend.c_str(), p.n(), p.d_k(), p.d_v());
+  if (header_fit(tr(lang, S::Performance), "perf", ImGuiTreeNodeFlags_DefaultOpen)) {
+    wrapped(app, fmt("%s: %s (N=%d, d_k=%d, d_v=%d)", tr(lang, S::BackendRan), t.backend.c_str(), p.n(), p.d_k(), p.d_v()));
     const StageTimings& tm = t.timings;
     if (ImGui::BeginTable("timings", 2, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
       const std::pair<S, double> rows[] = {{S::TimeUpload, tm.upload_ms},   {S::TimeQk, tm.qk_ms},
@@ -334,7 +335,7 @@ void draw_info(App& app, const Layout& l) {
   }
 
   // Scientific notes (SPEC.md).
-  if (ImGui::CollapsingHeader(fmt("%s###notes", tr(lang, S::Notes)).c_str())) {
+  if (header_fit(tr(lang, S::Notes), "notes")) {
     wrapped(app, tr(lang, S::NotesIntro));
     for (const auto& [heading, body] : science_notes(lang)) {
       ImGui::TextColored(kHighlightV4, "%s", heading.c_str());

@@ -182,8 +182,9 @@ int main(int argc, char** argv) {
   ImGui::GetStyle().FrameRounding = 3;
   ImGui_ImplSDL2_InitForSDLRenderer(window);
   ImGui_ImplSDLRenderer_Init(renderer);
-  // The font follows the window's height (18 px at 800, 22 px at 1080) times the UI scale; it is
-  // re-rasterised whenever that size changes (a resize, F11, Ctrl + / −), never bitmap-stretched.
+  // The font follows the window's height (18 px at 800, 22 px at 1080, 29 px at 1440: font_px_for)
+  // times the UI scale; it is re-rasterised whenever that size changes (a resize, F11, Ctrl + / −),
+  // never bitmap-stretched.
   app->ui_scale = opts.ui_scale;
   // The windowed size F11 returns to (the window's size when it left it).
   int windowed_w = opts.width, windowed_h = opts.height;

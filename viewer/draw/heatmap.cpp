@@ -111,6 +111,37 @@ std::optional<Band> row_band(const PlotGeometry& g, int row, float min_px) {
   return Band{std::max(y0, g.y), std::min(y1, g.y + g.h)};
 }
 
+int tick_stride(float cell, float need) {
+  if (!(cell > 0)) return 1;
+  int stride = 1;
+  // The cap keeps a degenerate cell (a fraction of a pixel per million columns) from overflowing.
+  while (stride * cell < need && stride < (1 << 29)) stride = stride < 2 ? 2 : stride < 5 ? 5 : stride * 2;
+  return stride;
+}
+
+ColumnLabelPlan plan_column_labels(float cell_w, float widest, float pad, float min_w) {
+  ColumnLabelPlan p;
+  const float need = widest + pad;
+  if (cell_w >= need) return p;
+  if (2 * cell_w >= need) {
+    p.lines = 2;
+    return p;
+  }
+  if (2 * cell_w - pad >= min_w) {
+    p.lines = 2;
+    p.max_w = 2 * cell_w - pad;
+    return p;
+  }
+  p.stride = tick_stride(cell_w, need);
+  return p;
+}
+
+float fit_scale(float w, float h, float box_w, float box_h, float min_scale) {
+  if (!(w > 0) || !(h > 0)) return 1;
+  const float s = std::min({1.0f, box_w / w, box_h / h});
+  return s >= min_scale ? s : 0.0f;
+}
+
 double scale_pos(double v, ValueRange r, bool log_scale) {
   if (!(r.hi > r.lo)) return 0.5;
   if (log_scale) {

@@ -72,6 +72,30 @@ struct Span {
 std::optional<Span> visible_row_span(const PlotGeometry& g, int row);
 std::optional<Span> visible_col_span(const PlotGeometry& g, int col);
 
+// Axis labels. The stride of tick labels along an axis: every label (1) while `need` pixels fit in
+// a cell of `cell` pixels, else every 2nd, 5th, 10th, 20th, 40th … (the chain view's rule, which
+// the precision and diff maps share: labels 0, 320, … 3840 at 4096 tokens).
+int tick_stride(float cell, float need);
+
+// How the column labels go above a plot whose columns are `cell_w` pixels wide, the widest
+// visible label `widest` pixels, `pad` pixels kept between neighbours:
+// - every column, on one line, where the widest fits its cell;
+// - every column, on two staggered lines (a label may then take two cells), where it fits two;
+// - every column on two staggered lines shortened to two cells less the pad (max_w: the caller
+//   ellipsizes them, strings.h ellipsize) where that leaves `min_w` pixels (a glyph and "…");
+// - else evenly spaced ticks (stride: tick_stride) of whole labels on one line.
+struct ColumnLabelPlan {
+  int stride = 1;
+  int lines = 1;     // 2: the odd columns' labels a line above the even ones'
+  float max_w = 0;   // > 0: labels wider than this are shortened to it
+};
+ColumnLabelPlan plan_column_labels(float cell_w, float widest, float pad, float min_w);
+
+// The scale (at most 1, at least min_scale) at which a text of w x h pixels fits a box of box_w x
+// box_h pixels; 0 when it does not fit even at min_scale. (The heatmap's values in cells that a
+// large UI scale made too small for them: drawn smaller rather than not at all.)
+float fit_scale(float w, float h, float box_w, float box_h, float min_scale);
+
 struct RasterInput {
   const float* values = nullptr;  // rows x cols, row-major
   int rows = 0, cols = 0;

@@ -46,7 +46,12 @@ HeatmapFrame compute_heatmap_frame(const Rect& content, float row_label_w, float
 }
 
 float font_px_for(int height, float scale) {
-  const float base = std::clamp(static_cast<float>(height) / 44.0f, 15.0f, 22.0f);
+  const float h = static_cast<float>(height);
+  // Up to 1080 px the size the layout was drawn for (15 px at 600, 18 at 800, 22 from 968 on);
+  // above, in proportion to the height, so that text takes the same share of a projector's
+  // 1440 or 2160 lines as of 1080, up to kFontTopHeight.
+  const float base = h <= 1080.0f ? std::clamp(h / 44.0f, 15.0f, 22.0f)
+                                  : 22.0f * std::min(h, kFontTopHeight) / 1080.0f;
   return std::round(base * std::clamp(scale, kMinUiScale, kMaxUiScale));
 }
 

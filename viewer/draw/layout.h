@@ -4,6 +4,9 @@
 // 1920 x 1080 and stays usable down to 960 x 600.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
+
 namespace attnlab::viewer {
 
 struct Rect {
@@ -27,11 +30,23 @@ struct Layout {
 Layout compute_layout(float width, float height, float font_px);
 
 // The UI font size for a window `height` pixels tall at UI scale `scale` (Ctrl + / Ctrl − / Ctrl
-// 0, --ui-scale): 18 px at 800, 22 px at 1080 and above, 15 px at the 600 minimum, times the
+// 0, --ui-scale): 15 px at the 600 minimum, 18 px at 800, 22 px at 1080, and above 1080 in
+// proportion to the height (29 px at 1440, 44 px at 2160 and above: kFontTopHeight), times the
 // scale (clamped to kMinUiScale..kMaxUiScale), rounded to whole pixels so the atlas is rebuilt
-// only when the size really changes.
+// only when the size really changes. The largest is 44 px times kMaxUiScale; the app builds fonts
+// of 32 px and more without horizontal oversampling, so that size's atlas stays one 4096 x 4096
+// texture.
 constexpr float kMinUiScale = 0.6f, kMaxUiScale = 3.0f;
+// The window height above which the text stops growing (a 4K screen's).
+constexpr float kFontTopHeight = 2160.0f;
 float font_px_for(int height, float scale);
+
+// What the marks the panels draw themselves (markers, legend swatches, frames, hatching, line
+// widths), given in pixels for an 18 px font, are multiplied by at font size font_px: the whole
+// number nearest font_px / 18, at least 1, so that a mark keeps its size beside the text at a large
+// UI scale or on a 4K window and its lines stay whole pixels wide (1 up to 26 px: the sizes of
+// 1080 lines and below are the ones drawn for).
+inline float mark_scale(float font_px) { return std::max(1.0f, std::round(font_px / 18.0f)); }
 
 struct HeatmapFrame {
   Rect plot_area;  // where place_plot() may put the cells

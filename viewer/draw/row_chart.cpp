@@ -29,11 +29,26 @@ RowChart row_chart(const float* w, const float* mask, int m, const AxisMap& cols
 }
 
 std::string top_weights_text(const RowChart& c, const std::vector<std::string>& keys) {
+  return top_weights_text(c, keys, c.top.size());
+}
+
+std::string top_weights_text(const RowChart& c, const std::vector<std::string>& keys, std::size_t items) {
   std::string out;
-  for (std::size_t r = 0; r < c.top.size(); ++r)
+  const std::size_t n = std::min(items, c.top.size());
+  for (std::size_t r = 0; r < n; ++r)
     out += (r == 0 ? "  ·  " : ", ") + std::to_string(r + 1) + ") " + keys.at(c.top[r].key) + " " +
            percent_text(c.top[r].weight) + "%";
+  if (n > 0 && n < c.top.size()) out += ", …";
   return out;
+}
+
+std::string fit_row_chart_title(const std::string& head, const RowChart& c, const std::vector<std::string>& keys,
+                                float width, const TextMeasure& measure) {
+  for (std::size_t k = c.top.size() + 1; k-- > 0;) {
+    const std::string t = head + top_weights_text(c, keys, k);
+    if (measure(t) <= width) return t;
+  }
+  return ellipsize(head, width, measure);
 }
 
 std::vector<LabelBox> place_labels(const std::vector<LabelBox>& wish, float lo_x, float hi_x, float top_y,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "viewer/draw/pooling.h"
+#include "viewer/draw/strings.h"
 
 #include <string>
 #include <vector>
@@ -25,8 +26,16 @@ struct RowChart {
 RowChart row_chart(const float* w, const float* mask, int m, const AxisMap& cols, int k);
 
 // The title's list of the top weights: "  ·  1) 上下文 26.0%, 2) 权重 25.4%, …" (keys: the key
-// tokens), each percentage as percent_text writes it, the statistics' format.
+// tokens), each percentage as percent_text writes it, the statistics' format. With `items`, the
+// first `items` of them, and ", …" after them where some are left out.
 std::string top_weights_text(const RowChart& c, const std::vector<std::string>& keys);
+std::string top_weights_text(const RowChart& c, const std::vector<std::string>& keys, std::size_t items);
+
+// The chart's title in `width` pixels: `head` (whose weights) with the most top weights that fit
+// (top_weights_text), none where not even the first does; `head` ellipsized where it alone is too
+// wide. A small window or a large UI scale drops whole entries, never half of one.
+std::string fit_row_chart_title(const std::string& head, const RowChart& c, const std::vector<std::string>& keys,
+                                float width, const TextMeasure& measure);
 
 // A label's box in pixels: top-left corner and size.
 struct LabelBox {

@@ -554,6 +554,10 @@ constexpr Entry kTable[] = {
     {S::TipRopeAngle, "angle = position × θ^(−2c/d_k) = %d × %.6g = %.6g rad",
      "角度 = 位置 × θ^(−2c/d_k) = %d × %.6g = %.6g 弧度"},
     {S::TipRopeValues, "given %.6g → rotated %.6g (change %.6g)", "原值 %.6g → 旋转后 %.6g（变化 %.6g）"},
+    {S::PrecLegendClamped, "%d decades: errors below %s, and 0, take the bottom colour",
+     "%d 个数量级：低于 %s 的误差及 0 取最底端颜色"},
+    {S::DiffMaskedSwatch, "masked (−∞)", "被屏蔽（−∞）"},
+    {S::DiffMaskedWhere, "in A or B", "在 A 或 B 中"},
 };
 static_assert(std::size(kTable) == static_cast<std::size_t>(S::Count_), "one line per S value");
 constexpr bool in_enum_order() {
@@ -780,6 +784,59 @@ std::vector<std::string> wrap_lines(const std::string& text, float width, const 
     para_start = para_end + 1;
   }
   return lines;
+}
+
+std::vector<std::string> wrap_balanced(const std::string& text, float width, const TextMeasure& measure,
+                                       const WidthRounding& round) {
+  std::vector<std::string> best = wrap_lines(text, width, measure, round);
+  const std::size_t lines = best.size();
+  if (lines < 2) return best;
+  // Lines of whole pixels: the narrowest whole width that keeps the count, by bisection.
+  float lo = 0, hi = std::floor(width);
+  while (hi - lo > 1) {
+    const float mid = std::floor((lo + hi) / 2);
+    std::vector<std::string> at = wrap_lines(text, mid, measure, round);
+    bool fits = at.size() <= lines;
+    for (const std::string& l : at) fits = fits && (round ? round(measure(l)) : measure(l)) <= mid;
+    if (fits) {
+      hi = mid;
+      best = std::move(at);
+    } else {
+      lo = mid;
+    }
+  }
+  return best;
+}
+
+std::string ellipsize(const std::string& text, float width, const TextMeasure& measure) {
+  static const std::string kEllipsis = "…";
+  if (measure(text) <= width) return text;
+  const auto fits = [&](const std::string& head) { return measure(head + kEllipsis) <= width; };
+  const auto trimmed = [](std::string s) {
+    while (!s.empty() && s.back() == ' ') s.pop_back();
+    return s;
+  };
+  std::string best, head;
+  for (const std::string& u : wrap_units(text)) {
+    head += u;
+    const std::string t = trimmed(head);
+    if (t.empty()) continue;
+    if (!fits(t)) break;
+    best = t;
+  }
+  if (best.empty()) {
+    // Not even the first word: its first code points (a long token, a long number).
+    const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+    for (std::size_t i = 0; i < text.size();) {
+      const unsigned c = p[i];
+      const std::size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
+      const std::string t = trimmed(text.substr(0, std::min(text.size(), i + len)));
+      if (!fits(t)) break;
+      best = t;
+      i += len;
+    }
+  }
+  return best + kEllipsis;
 }
 
 const std::vector<std::string>& WrapCache::lines(const std::string& text, float width, const void* font,

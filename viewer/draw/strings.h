@@ -75,6 +75,8 @@ enum class S {
   // step 1's RoPE matrices (issue 23)
   RopeQK, RopeQ, RopeQRot, RopeQDiff, RopeK, RopeKRot, RopeKDiff, RopeNote, RopeNoteDiff, AxisDimsK, RopeHintK,
   TipPosition, TipDimPair, TipRopeAngle, TipRopeValues,
+  // the precision map's clamped log scale, the diff legend's masked swatch in two lines
+  PrecLegendClamped, DiffMaskedSwatch, DiffMaskedWhere,
   Count_
 };
 
@@ -123,6 +125,19 @@ using WidthRounding = std::function<float(float)>;
 // text (UTF-8) -> lines, in order; as many as the paragraphs or more.
 std::vector<std::string> wrap_lines(const std::string& text, float width, const TextMeasure& measure,
                                     const WidthRounding& round = {});
+
+// wrap_lines at the narrowest width (at most `width`) that gives no more lines than at `width`:
+// lines of about one length ("当前" | "输出" rather than "当前输" | "出"), for a short label in a
+// narrow place (a table's header).
+std::vector<std::string> wrap_balanced(const std::string& text, float width, const TextMeasure& measure,
+                                       const WidthRounding& round = {});
+
+// `text` shortened to fit `width` pixels with "…": the whole text where it fits; else the longest
+// run of its first wrap_units (words, numbers, CJK characters; spaces at its end dropped) that fits
+// with "…" after it; where not even the first unit does, its longest first code points that do; "…"
+// alone where nothing fits beside it. A label too long for its place (a radio button at a large UI
+// scale, a heatmap column) ends cleanly this way instead of being cut by the clip rectangle.
+std::string ellipsize(const std::string& text, float width, const TextMeasure& measure);
 
 // wrap_lines results kept between frames: an unchanged text at an unchanged width in an unchanged
 // font costs one hash and one string compare, and no measuring. The key is everything the lines

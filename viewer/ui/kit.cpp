@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cfloat>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -92,6 +93,58 @@ void wrapped_at(Shell& app, const std::string& text, float avail, const ImVec4* 
   if (colour) ImGui::PopStyleColor();
 }
 
+namespace {
+float measure_text(const std::string& s) {
+  return ImGui::GetFont()->CalcTextSizeA(ImGui::GetFontSize(), FLT_MAX, 0.0f, s.data(), s.data() + s.size()).x;
+}
+}  // namespace
+
+std::string fit_text(const std::string& text, float width) { return ellipsize(text, width, measure_text); }
+
+bool radio_fit(const char* label, bool active) {
+  const std::string whole = label;
+  if (whole.find("##") != std::string::npos) return ImGui::RadioButton(label, active);
+  const float room = ImGui::GetContentRegionAvail().x - ImGui::GetFrameHeight() - ImGui::GetStyle().ItemInnerSpacing.x;
+  if (text_width(label) <= room) return ImGui::RadioButton(label, active);
+  const bool pressed = ImGui::RadioButton((fit_text(whole, room) + "###" + whole).c_str(), active);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", label);
+  return pressed;
+}
+
+bool header_fit(const char* label, const char* id, ImGuiTreeNodeFlags flags) {
+  // The arrow and the paddings beside the label, as ImGui 1.86 lays a framed tree node out.
+  const ImGuiStyle& st = ImGui::GetStyle();
+  const float room = ImGui::GetContentRegionAvail().x - ImGui::GetFontSize() - st.FramePadding.x * 4;
+  const bool shortened = text_width(label) > room;
+  const std::string shown = shortened ? fit_text(label, room) : std::string(label);
+  const bool open = ImGui::CollapsingHeader((shown + "###" + id).c_str(), flags);
+  if (shortened && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", label);
+  return open;
+}
+
+std::string wrapped_text(Shell& app, const std::string& text, float width, bool balanced) {
+  width = std::max(1.0f, width);
+  if (text_width(text.c_str()) <= width) return text;
+  const auto round_up = [](float w) { return static_cast<float>(static_cast<int>(w + 0.99999f)); };
+  const std::vector<std::string> lines =
+      balanced ? wrap_balanced(text, std::floor(width), measure_text, round_up)
+               : app.wrap_cache.lines(text, std::floor(width), ImGui::GetFont(), ImGui::GetFontSize(), measure_text,
+                                      round_up);
+  std::string out;
+  for (const std::string& line : lines) {
+    if (!out.empty()) out += '\n';
+    out += fit_text(line, width);
+  }
+  return out;
+}
+
+bool selectable_wrapped(Shell& app, const char* label, bool selected) {
+  const std::string whole = label;
+  const float width = std::max(40.0f, ImGui::GetContentRegionAvail().x);
+  if (text_width(label) <= width) return ImGui::Selectable(label, selected);
+  return ImGui::Selectable((wrapped_text(app, whole, width) + "###" + whole).c_str(), selected);
+}
+
 // Widths of a radio button, a button and a text with `label` (up to any "##"), as ImGui 1.86 lays
 // them out, and SameLine() only when an item that wide still fits on the current line: at the
 // minimum window (960 x 600) a row of controls wraps instead of being cut at the panel's edge.
@@ -131,10 +184,21 @@ const char* step_name(Lang l, int step) {
   return tr(l, names[std::clamp(step, 1, 4) - 1]);
 }
 
+namespace {
+// "words###id" with the words shortened with "…" to a title bar `width` pixels wide.
+std::string fit_title(const std::string& title, float width) {
+  const std::size_t id = title.find("###");
+  const std::string words = title.substr(0, id);
+  const float room = width - 2 * ImGui::GetStyle().FramePadding.x;
+  if (text_width(words.c_str()) <= room) return title;
+  return fit_text(words, room) + (id == std::string::npos ? "###" + words : title.substr(id));
+}
+}  // namespace
+
 void begin_centre(const Layout& l, const std::string& title) {
   ImGui::SetNextWindowPos(ImVec2(l.heatmap.x, l.heatmap.y), ImGuiCond_Always);
   ImGui::SetNextWindowSize(ImVec2(l.heatmap.w, l.heatmap.h), ImGuiCond_Always);
-  ImGui::Begin(title.c_str(), nullptr,
+  ImGui::Begin(fit_title(title, l.heatmap.w).c_str(), nullptr,
                ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
                    ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse |
                    ImGuiWindowFlags_NoBringToFrontOnFocus);
@@ -143,7 +207,7 @@ void begin_centre(const Layout& l, const std::string& title) {
 void begin_wide(const Layout& l, const std::string& title, ImGuiWindowFlags flags) {
   ImGui::SetNextWindowPos(ImVec2(l.heatmap.x, l.heatmap.y), ImGuiCond_Always);
   ImGui::SetNextWindowSize(ImVec2(l.info.right() - l.heatmap.x, l.heatmap.h), ImGuiCond_Always);
-  ImGui::Begin(title.c_str(), nullptr,
+  ImGui::Begin(fit_title(title, l.info.right() - l.heatmap.x).c_str(), nullptr,
                flags | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
                    ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoScrollbar);
 }
@@ -170,12 +234,12 @@ void upload_texture(Shell& app, std::vector<std::uint32_t> px, int w, int h, con
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-void draw_hatch(ImDrawList* dl, ImVec2 a, ImVec2 b) {
+void draw_hatch(ImDrawList* dl, ImVec2 a, ImVec2 b, float scale) {
   dl->AddRectFilled(a, b, IM_COL32(kMaskDark.r, kMaskDark.g, kMaskDark.b, 255));
   dl->PushClipRect(a, b, true);
-  for (float x = a.x - (b.y - a.y); x < b.x; x += 8) {
+  for (float x = a.x - (b.y - a.y); x < b.x; x += 8 * scale) {
     dl->AddLine(ImVec2(x, b.y), ImVec2(x + (b.y - a.y), a.y),
-                IM_COL32(kMaskLight.r, kMaskLight.g, kMaskLight.b, 255), 4);
+                IM_COL32(kMaskLight.r, kMaskLight.g, kMaskLight.b, 255), 4 * scale);
   }
   dl->PopClipRect();
 }
@@ -194,6 +258,64 @@ void draw_colour_bar(ImDrawList* dl, float x, float y, float w, float h, const s
   dl->AddText(ImVec2(x + w + 4, y - 2), text, labels[0].c_str());
   dl->AddText(ImVec2(x + w + 4, y + h / 2 - fp / 2), text, labels[1].c_str());
   dl->AddText(ImVec2(x + w + 4, y + h - fp), text, labels[2].c_str());
+}
+
+ColumnLabelPlan column_label_plan(const PlotGeometry& g, int labels, const std::function<float(int)>& width_of) {
+  const int c0 = std::max(0, static_cast<int>(std::floor(g.first_col)));
+  const int c1 = std::min({g.cols, labels, static_cast<int>(std::ceil(g.first_col + g.vis_cols))});
+  if (c1 <= c0 || !(g.cell_w > 0)) return {};
+  // Widest label over a sample of at most ~128 visible columns (index labels grow to the right).
+  float widest = 0;
+  const int sample_step = std::max(1, (c1 - c0) / 128);
+  for (int c = c0; c < c1; c += sample_step) widest = std::max(widest, width_of(c));
+  widest = std::max(widest, width_of(c1 - 1));
+  // A shortened label keeps at least one character and its ellipsis.
+  return plan_column_labels(g.cell_w, widest, 8, text_width("中…"));
+}
+
+float column_label_height(const ColumnLabelPlan& plan, float fp) { return fp * plan.lines + 4; }
+
+void draw_column_labels(ImDrawList* dl, const PlotGeometry& g, const std::vector<std::string>& labels,
+                        const std::function<ImVec2(int)>& size_of, const ColumnLabelPlan& plan, ImU32 colour) {
+  const int c0 = std::max(0, static_cast<int>(std::floor(g.first_col)));
+  const int c1 = std::min({g.cols, static_cast<int>(labels.size()), static_cast<int>(std::ceil(g.first_col + g.vis_cols))});
+  const int stride = std::max(1, plan.stride);
+  for (int c = (c0 / stride) * stride; c < c1; c += stride) {
+    if (c < c0) continue;
+    ImVec2 ts = size_of(c);
+    std::string shortened;
+    if (plan.max_w > 0 && ts.x > plan.max_w) {
+      shortened = fit_text(labels[c], plan.max_w);
+      ts = ImGui::CalcTextSize(shortened.c_str());
+    }
+    // Centred on the visible part, none on a sliver narrower than the label.
+    const auto cs = visible_col_span(g, c);
+    if (!cs || cs->size() < std::min(g.cell_w, ts.x + 4) - 0.01f) continue;
+    const float lift = plan.lines == 2 && c % 2 == 1 ? ts.y : 0.0f;
+    dl->AddText(ImVec2(cs->mid() - ts.x / 2, g.y - ts.y - 4 - lift), colour,
+                shortened.empty() ? labels[c].c_str() : shortened.c_str());
+  }
+}
+
+void draw_row_label(ImDrawList* dl, const PlotGeometry& g, const std::string& label, ImVec2 size, int r,
+                    ImU32 colour, float fp) {
+  if (r < 0 || r >= g.rows) return;
+  const auto rs = visible_row_span(g, r);
+  if (!rs || rs->size() < std::min(g.cell_h, fp * 0.8f) - 0.01f) return;
+  dl->AddText(ImVec2(g.x - fp * 0.4f - size.x, rs->mid() - size.y / 2), colour, label.c_str());
+}
+
+void draw_row_ticks(ImDrawList* dl, const PlotGeometry& g, const std::vector<std::string>& labels,
+                    const std::function<ImVec2(int)>& size_of, int marked, ImU32 colour, float fp) {
+  const int r0 = std::max(0, static_cast<int>(std::floor(g.first_row)));
+  const int r1 = std::min({g.rows, static_cast<int>(labels.size()), static_cast<int>(std::ceil(g.first_row + g.vis_rows))});
+  // Every row's label where a line of text fits its row with a little room; ticks 1.6 lines apart.
+  const int stride = g.cell_h >= fp * 1.15f ? 1 : tick_stride(g.cell_h, fp * 1.6f);
+  const float marked_mid = row_y(g, marked + 0.5);
+  for (int r = (r0 / stride) * stride; r < r1; r += stride) {
+    if (r < r0 || (marked >= 0 && r != marked && std::abs(row_y(g, r + 0.5) - marked_mid) < fp)) continue;
+    draw_row_label(dl, g, labels[r], size_of(r), r, colour, fp);
+  }
 }
 
 void map_view_controls(Shell& app, bool same_line) {
@@ -225,13 +347,26 @@ MapPlot draw_map(Shell& app, const Rect& area, int rows, int cols, const std::ve
     row_w = ImGui::CalcTextSize(row_labels[measured - 1].c_str()).x;
   }
   if (row_w > 0) row_w += fp * 0.6f;
-  const HeatmapFrame frame = compute_heatmap_frame(area, row_w, fp + 4, fp);
-  // A legend column wide enough for "1.23e-04" and the words under the bar.
-  Rect plot_area = frame.plot_area;
-  plot_area.w = std::max(0.0f, plot_area.w - fp * 2.5f);
-  out.legend = {plot_area.right() + fp * 0.5f, frame.legend.y, area.right() - plot_area.right() - fp * 0.5f,
-                frame.legend.h};
-  out.g = place_plot(plot_area.x, plot_area.y, plot_area.w, plot_area.h, rows, cols, view);
+  const auto col_size = [&](int c) { return ImGui::CalcTextSize(col_labels[c].c_str()); };
+  const int col_count = static_cast<int>(col_labels.size());
+  // The plot under `col_h` pixels of column labels.
+  const auto place = [&](float col_h) {
+    const HeatmapFrame frame = compute_heatmap_frame(area, row_w, col_h, fp);
+    // A legend column wide enough for "1.23e-04" and the words under the bar.
+    Rect plot_area = frame.plot_area;
+    plot_area.w = std::max(0.0f, plot_area.w - fp * 2.5f);
+    out.legend = {plot_area.right() + fp * 0.5f, frame.legend.y, area.right() - plot_area.right() - fp * 0.5f,
+                  frame.legend.h};
+    out.g = place_plot(plot_area.x, plot_area.y, plot_area.w, plot_area.h, rows, cols, view);
+    return column_label_plan(out.g, col_count, [&](int c) { return col_size(c).x; });
+  };
+  // Column labels on two staggered lines take a second line above the plot (which narrows its
+  // cells a little: the plan is made again for them).
+  ColumnLabelPlan col_plan = place(column_label_height({}, fp));
+  if (col_plan.lines == 2) {
+    col_plan = place(column_label_height(col_plan, fp));
+    col_plan.lines = std::max(col_plan.lines, col_plan.stride == 1 ? 2 : 1);
+  }
   const PlotGeometry& g = out.g;
   app.plot = g;
   if (g.px_w <= 0 || g.px_h <= 0) return out;
@@ -262,33 +397,24 @@ MapPlot draw_map(Shell& app, const Rect& area, int rows, int cols, const std::ve
   if (app.heat_tex)
     dl->AddImage(reinterpret_cast<ImTextureID>(app.heat_tex), ImVec2(g.x, g.y), ImVec2(g.x + g.w, g.y + g.h));
   const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
-  // Labels of the visible rows and columns, where a cell has room for them.
-  const int r0 = static_cast<int>(std::floor(g.first_row)), r1 = static_cast<int>(std::ceil(g.first_row + g.vis_rows));
-  const int c0 = static_cast<int>(std::floor(g.first_col)), c1 = static_cast<int>(std::ceil(g.first_col + g.vis_cols));
-  if (row_w > 0 && g.cell_h >= fp * 0.9f)
-    for (int r = std::max(0, r0); r < std::min(r1, measured); ++r) {
-      const float y = row_y(g, r + 0.5);
-      if (y < g.y || y > g.y + g.h) continue;
-      const ImVec2 ts = ImGui::CalcTextSize(row_labels[r].c_str());
-      dl->AddText(ImVec2(g.x - fp * 0.4f - ts.x, y - ts.y / 2), r == highlight_row ? kHighlight : text,
-                  row_labels[r].c_str());
-    }
-  // Only where a column is wide enough for one digit: no label is measured for a pooled axis.
-  if (g.cell_w >= fp * 0.6f)
-    for (int c = std::max(0, c0); c < std::min({c1, cols, static_cast<int>(col_labels.size())}); ++c) {
-      const float x = col_x(g, c + 0.5);
-      if (x < g.x || x > g.x + g.w) continue;
-      const ImVec2 ts = ImGui::CalcTextSize(col_labels[c].c_str());
-      if (ts.x + 4 > g.cell_w) continue;
-      dl->AddText(ImVec2(x - ts.x / 2, g.y - ts.y - 4), text, col_labels[c].c_str());
-    }
-  dl->PushClipRect(ImVec2(g.x - 3, g.y - 3), ImVec2(g.x + g.w + 3, g.y + g.h + 3), true);
+  // Labels of the visible rows and columns: all where they fit, else evenly spaced ticks (the
+  // chain's rule), the highlighted row's always.
+  if (row_w > 0) {
+    const auto row_size = [&](int r) { return ImGui::CalcTextSize(row_labels[r].c_str()); };
+    draw_row_ticks(dl, g, row_labels, row_size, highlight_row, text, fp);
+    if (highlight_row >= 0 && highlight_row < measured)
+      draw_row_label(dl, g, row_labels[highlight_row], row_size(highlight_row), highlight_row, kHighlight, fp);
+  }
+  draw_column_labels(dl, g, col_labels, col_size, col_plan, text);
+  const float s = mark(app);
+  dl->PushClipRect(ImVec2(g.x - 3 * s, g.y - 3 * s), ImVec2(g.x + g.w + 3 * s, g.y + g.h + 3 * s), true);
   if (highlight_row >= 0)
-    if (auto band = row_band(g, highlight_row, 3))
-      dl->AddRect(ImVec2(g.x - 2, band->y0 - 2), ImVec2(g.x + g.w + 2, band->y1 + 2), kHighlight, 0, 0, 3);
+    if (auto band = row_band(g, highlight_row, 3 * s))
+      dl->AddRect(ImVec2(g.x - 2 * s, band->y0 - 2 * s), ImVec2(g.x + g.w + 2 * s, band->y1 + 2 * s), kHighlight, 0, 0,
+                  3 * s);
   if (out.hover && g.cell_w >= 4 && g.cell_h >= 4)
     dl->AddRect(ImVec2(col_x(g, out.hover->col), row_y(g, out.hover->row)),
-                ImVec2(col_x(g, out.hover->col + 1), row_y(g, out.hover->row + 1)), IM_COL32_WHITE, 0, 0, 2);
+                ImVec2(col_x(g, out.hover->col + 1), row_y(g, out.hover->row + 1)), IM_COL32_WHITE, 0, 0, 2 * s);
   dl->PopClipRect();
   return out;
 }

@@ -47,6 +47,24 @@ void wrapped(Shell& app, const std::string& text, const ImVec4* colour = nullptr
 // ImGui::TextWrapped would break anywhere in Chinese text ("6." | "9%"), this breaks between
 // wrap_units only.
 void wrapped_at(Shell& app, const std::string& text, float width, const ImVec4* colour = nullptr);
+// `text` shortened with "…" to `width` pixels in the current font (strings.h ellipsize).
+std::string fit_text(const std::string& text, float width);
+// A radio button (a selectable) whose label is shortened with "…" to what is left of the window's
+// line, the whole label in its tooltip: the controls at a large UI scale in a small window. The
+// widget's id stays the label's (a label holding "##" is drawn as it is).
+bool radio_fit(const char* label, bool active);
+// A collapsing header ("label###id") whose label is shortened with "…" to the window's width,
+// the whole label in its tooltip.
+bool header_fit(const char* label, const char* id, ImGuiTreeNodeFlags flags = 0);
+// `text` broken into lines (wrap_lines, cached; wrap_balanced with `balanced`) at `width` pixels,
+// joined by '\n', each line that is still too wide (one long word) shortened with "…": a table
+// header or a selectable's label.
+std::string wrapped_text(Shell& app, const std::string& text, float width, bool balanced = false);
+// A selectable whose label is broken into lines (wrap_lines) at the window's width, the id the
+// label's: the steps' names, which the learner reads whole.
+bool selectable_wrapped(Shell& app, const char* label, bool selected);
+// What the panels' own marks (markers, swatches, frames) are multiplied by: layout.h mark_scale.
+inline float mark(const Shell& app) { return mark_scale(app.font_px); }
 float radio_width(const char* label);
 float button_width(const char* label);
 float text_width(const char* text);
@@ -58,7 +76,8 @@ bool ensure_texture(Shell& app, SDL_Texture*& tex, int& tex_w, int& tex_h, int w
 const char* step_name(Lang l, int step);
 
 // The centre window (the heatmap's place) of the chain, precision, diff and heads views: fixed, no
-// scrolling (the plot takes the wheel). `title` ends in "###heatmap". End it with ImGui::End().
+// scrolling (the plot takes the wheel). `title` ends in "###heatmap"; its words are shortened with
+// "…" where the title bar is too narrow for them. End it with ImGui::End().
 void begin_centre(const Layout& l, const std::string& title);
 // The centre and the right column together, for a view without the information panel
 // (View::info_panel false), with `flags` beside the fixed window's. End it with ImGui::End().
@@ -68,16 +87,37 @@ void begin_wide(const Layout& l, const std::string& title, ImGuiWindowFlags flag
 // changes), kept for the PNG export, with the key of what they show and the raster time.
 void upload_texture(Shell& app, std::vector<std::uint32_t> px, int w, int h, const std::string& key,
                     std::chrono::steady_clock::time_point t0);
-// Hatched swatch (the legend's "masked" entry and masked cells' look in the legend).
-void draw_hatch(ImDrawList* dl, ImVec2 a, ImVec2 b);
+// Hatched swatch (the legend's "masked" entry and masked cells' look in the legend); `scale`:
+// its stripes' width and spacing (mark).
+void draw_hatch(ImDrawList* dl, ImVec2 a, ImVec2 b, float scale = 1);
 // A vertical colour bar of `table` (its top the table's end), its three labels (top, middle,
 // bottom) to the right.
 void draw_colour_bar(ImDrawList* dl, float x, float y, float w, float h, const std::array<Rgb8, 256>& table,
                      const std::array<std::string, 3>& labels);
 
+// The labels around a placed plot, as the chain view's heatmap has them and the precision and
+// diff maps share. Columns: plan_column_labels (heatmap.h) for the visible columns, whose widths
+// width_of(c) gives (a sample of at most ~128 of them, and the last); column_label_height: the
+// room above the plot the plan needs at font size fp.
+ColumnLabelPlan column_label_plan(const PlotGeometry& g, int labels, const std::function<float(int)>& width_of);
+float column_label_height(const ColumnLabelPlan& plan, float fp);
+// Every `plan.stride`-th visible column's label above the plot (size_of(c): its measured size),
+// centred on the column's visible part, none on a sliver narrower than the label; on two staggered
+// lines, shortened with "…", as the plan says.
+void draw_column_labels(ImDrawList* dl, const PlotGeometry& g, const std::vector<std::string>& labels,
+                        const std::function<ImVec2(int)>& size_of, const ColumnLabelPlan& plan, ImU32 colour);
+// Row r's label left of the plot, centred on its visible part, where at least most of a line of
+// it is visible.
+void draw_row_label(ImDrawList* dl, const PlotGeometry& g, const std::string& label, ImVec2 size, int r,
+                    ImU32 colour, float fp);
+// The rows' labels: every row's while rows are 1.15 lines tall, else every tick_stride-th, none
+// within a line of row `marked` (-1: none), which the caller draws in its colour.
+void draw_row_ticks(ImDrawList* dl, const PlotGeometry& g, const std::vector<std::string>& labels,
+                    const std::function<ImVec2(int)>& size_of, int marked, ImU32 colour, float fp);
+
 // A matrix drawn as the chain view's heatmap is, for the precision and diff views: placed in
-// `area` with the labels of its visible rows and columns (where a cell has room) and a legend
-// column on the right, the image from `raster` (called only when `key` changes), the selected
+// `area` with the labels of its visible rows and columns (all where they fit, else ticks, as the
+// chain's) and a legend column on the right, the image from `raster` (called only when `key` changes), the selected
 // row framed in orange (-1: none). What it placed and the cell under the pointer.
 struct MapPlot {
   PlotGeometry g;

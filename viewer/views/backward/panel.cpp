@@ -93,7 +93,7 @@ Placed draw_matrix(Shell& app, const char* tex_name, std::string& tex_key, MapPi
       y += fp * 1.2f;
     }
     if (mask && y + fp <= r.bottom()) {
-      draw_hatch(dl, ImVec2(bar_x, y), ImVec2(bar_x + bar_w, y + fp));
+      draw_hatch(dl, ImVec2(bar_x, y), ImVec2(bar_x + bar_w, y + fp), mark(app));
       dl->AddText(ImVec2(bar_x + bar_w + 4, y), dim, tr(app.lang, S::Masked));
     }
   }
@@ -116,13 +116,13 @@ Placed draw_matrix(Shell& app, const char* tex_name, std::string& tex_key, MapPi
   if (highlight_row >= 0 && highlight_row < rows) {
     // A frame around a row tall enough to keep its cells visible inside; else two ticks beside
     // the map, which hide nothing.
-    const float y = r.y + highlight_row * ch;
-    if (ch >= 6) {
-      dl->AddRect(ImVec2(r.x - 1, y - 1), ImVec2(r.right() + 1, y + ch + 1), kHighlight, 0, 0, 2);
+    const float y = r.y + highlight_row * ch, ms = mark(app);
+    if (ch >= 6 * ms) {
+      dl->AddRect(ImVec2(r.x - ms, y - ms), ImVec2(r.right() + ms, y + ch + ms), kHighlight, 0, 0, 2 * ms);
     } else {
       const float mid = y + ch / 2;
-      dl->AddLine(ImVec2(r.x - tick, mid), ImVec2(r.x - 2, mid), kHighlight, 3);
-      dl->AddLine(ImVec2(r.right() + 2, mid), ImVec2(r.right() + tick, mid), kHighlight, 3);
+      dl->AddLine(ImVec2(r.x - tick, mid), ImVec2(r.x - 2 * ms, mid), kHighlight, 3 * ms);
+      dl->AddLine(ImVec2(r.right() + 2 * ms, mid), ImVec2(r.right() + tick, mid), kHighlight, 3 * ms);
       place.mark_right = r.right() + tick;
     }
   }
@@ -225,7 +225,7 @@ void draw_sweep(Shell& app, const BackwardView& v, int query, float bottom) {
   const auto line = [&](auto value, ImU32 colour) {
     std::vector<ImVec2> pts;
     const auto flush = [&] {
-      if (pts.size() > 1) dl->AddPolyline(pts.data(), static_cast<int>(pts.size()), colour, 0, 2);
+      if (pts.size() > 1) dl->AddPolyline(pts.data(), static_cast<int>(pts.size()), colour, 0, 2 * mark(app));
       pts.clear();
     };
     for (const SweepPoint& p : sw) {
@@ -235,7 +235,7 @@ void draw_sweep(Shell& app, const BackwardView& v, int query, float bottom) {
         continue;
       }
       pts.emplace_back(x_of(p.temperature), y_of(y));
-      dl->AddCircleFilled(pts.back(), 2.5f, colour);
+      dl->AddCircleFilled(pts.back(), 2.5f * mark(app), colour);
     }
     flush();
   };
@@ -263,7 +263,7 @@ void draw_sweep(Shell& app, const BackwardView& v, int query, float bottom) {
     if (!first) same_line_if_fits(fp * 1.4f + ImGui::GetStyle().ItemSpacing.x + text_width(t));
     first = false;
     const ImVec2 p = ImGui::GetCursorScreenPos();
-    dl->AddLine(ImVec2(p.x, p.y + fp * 0.55f), ImVec2(p.x + fp * 1.2f, p.y + fp * 0.55f), colour, 3);
+    dl->AddLine(ImVec2(p.x, p.y + fp * 0.55f), ImVec2(p.x + fp * 1.2f, p.y + fp * 0.55f), colour, 3 * mark(app));
     ImGui::Dummy(ImVec2(fp * 1.4f, fp));
     ImGui::SameLine();
     ImGui::TextUnformatted(t);

@@ -211,7 +211,9 @@ void ChainView::dump(nlohmann::json& j, const Session& s) const {
   j["chain"]["rope"] = chain_rope_word(r);
   j["chain"]["row_chart"] = {{"x", chart.x},         {"w", chart.w},
                              {"first", chart.first}, {"end", chart.end},
-                             {"own_axis", chart.own_axis}};
+                             {"own_axis", chart.own_axis}, {"title", chart.title}};
+  j["chain"]["col_labels"] = {{"stride", col_labels.stride}, {"lines", col_labels.lines}, {"max_w", col_labels.max_w}};
+  j["chain"]["value_px"] = value_px;
   if (const MatrixF* m = rope_matrix(s, r)) {
     const ValueRange range = rope_range(s, r);
     j["chain"]["rope_rows"] = m->rows();

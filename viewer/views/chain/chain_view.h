@@ -77,7 +77,12 @@ class ChainView final : public View {
     float x = 0, w = 0;
     int first = 0, end = 0;
     bool own_axis = false;
+    std::string title;  // the chart's title as drawn (its top weights that fit, "…")
   } chart;
+  // How the panel drew the heatmap's column labels last (heatmap.h plan_column_labels), and the
+  // size of the values in its cells (0: none drawn).
+  ColumnLabelPlan col_labels;
+  float value_px = 0;
   // Step 2 with score mods (kept stages): which of the stages between QKᵀ and the logits the
   // heatmap shows, in the chain's order; the logits when the problem has no such stage.
   enum class Sub { Logits, Scaled, Biased, Capped } sub = Sub::Logits;

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -260,18 +261,34 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
     row_label_w = label_size(row_sizes, row_labels, static_cast<int>(row_labels.size()) - 1).x;
   }
   row_label_w += fp * 0.6f;
-  const float col_label_h = fp + 4;
+  const auto row_size = [&](int r) { return label_size(row_sizes, row_labels, r); };
+  const auto col_size = [&](int cc) { return label_size(col_sizes, col_labels, cc); };
 
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   // Under the plot: one status line, then the selected row's bar chart.
   const float chart_h = std::clamp(avail.y * 0.18f, fp * 3.5f, fp * 7.0f);
   const Rect content{origin.x, origin.y, avail.x, std::max(0.0f, avail.y - fp * 1.6f - chart_h)};
-  const HeatmapFrame frame = compute_heatmap_frame(content, row_label_w, col_label_h, fp);
-  // RoPE's matrices: a few dimensions by many tokens, at least 32 px a column (not square cells).
-  app.plot = place_plot(frame.plot_area.x, frame.plot_area.y, frame.plot_area.w, frame.plot_area.h,
-                        rows, cols, view.zoom, rope_shown ? std::max(160.0f, 32.0f * cols) : 160.0f);
+  HeatmapFrame frame;
+  // The plot under `col_h` pixels of column labels, and how its column labels go.
+  const auto place = [&](float col_h) {
+    frame = compute_heatmap_frame(content, row_label_w, col_h, fp);
+    // RoPE's matrices: a few dimensions by many tokens, at least 32 px a column (not square cells).
+    app.plot = place_plot(frame.plot_area.x, frame.plot_area.y, frame.plot_area.w, frame.plot_area.h, rows, cols,
+                          view.zoom, rope_shown ? std::max(160.0f, 32.0f * cols) : 160.0f);
+    return column_label_plan(app.plot, static_cast<int>(col_labels.size()), [&](int cc) { return col_size(cc).x; });
+  };
+  // Labels on two staggered lines take a second line above the plot (which narrows its cells a
+  // little: the plan is made again for them).
+  ColumnLabelPlan col_plan = place(column_label_height({}, fp));
+  if (col_plan.lines == 2) {
+    col_plan = place(column_label_height(col_plan, fp));
+    col_plan.lines = std::max(col_plan.lines, col_plan.stride == 1 ? 2 : 1);
+  }
   const PlotGeometry& g = app.plot;
+  view.col_labels = col_plan;
+  view.value_px = 0;
+  const float ms = mark(app);
   // A window made smaller than its minimum (a tiling window manager, or none) leaves no plot:
   // nothing to draw, and the label strides below would never reach a cell size of 0.
   if (g.px_w <= 0 || g.px_h <= 0 || !(g.cell_w > 0) || !(g.cell_h > 0)) {
@@ -354,7 +371,6 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   }
 
   // Values inside cells when they fit (2 decimals, as the page's tables).
-  const float value_w = ImGui::CalcTextSize("-0.00").x + 6;
   const int r0 = std::max(0, static_cast<int>(std::floor(g.first_row)));
   const int r1 = std::min(rows, static_cast<int>(std::ceil(g.first_row + g.vis_rows)));
   const int c0 = std::max(0, static_cast<int>(std::floor(g.first_col)));
@@ -363,35 +379,68 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   // cell cut by the plot's edge when zoomed or panned).
   dl->PushClipRect(ImVec2(g.x, g.y), ImVec2(g.x + g.w, g.y + g.h), true);
   const bool scientific = !app.range_log && needs_scientific(app.range.lo, app.range.hi);
-  if (g.cell_w >= value_w && g.cell_h >= fp + 2 && (r1 - r0) * (c1 - c0) <= 4096) {
+  // Where a cell holds "-0.00" the values are drawn at the text's size. Where it does not at a UI
+  // scale above 1, they are drawn smaller, at the size the widest value in view fits its cell,
+  // down to the size the text has at scale 1.
+  const float dash_w = ImGui::CalcTextSize("-0.00").x;
+  const float min_value_scale = std::clamp(1.0f / app.ui_scale, 0.5f, 1.0f);
+  float value_scale = fit_scale(dash_w, fp, g.cell_w - 6, g.cell_h - 2, 1.0f);
+  float value_w = dash_w + 6;  // the visible part of a column that holds a value
+  struct CellText {
+    int r, cc;
+    std::string text;
+    bool masked;
+    ImU32 colour;
+  };
+  std::vector<CellText> values;
+  // (Most values are at least as wide as "0.00": cells that cannot hold it at the smallest size
+  // are not looked at.)
+  const bool may_shrink =
+      min_value_scale < 1 && fit_scale(ImGui::CalcTextSize("0.00").x, fp, g.cell_w - 4, g.cell_h - 2, min_value_scale) > 0;
+  if ((value_scale > 0 || may_shrink) && (r1 - r0) * (c1 - c0) <= 4096) {
     for (int r = r0; r < r1; ++r) {
       const auto rs = visible_row_span(g, r);
-      if (!rs || rs->size() < fp + 2) continue;
+      if (!rs) continue;
       for (int cc = c0; cc < c1; ++cc) {
         const auto cs = visible_col_span(g, cc);
-        if (!cs || cs->size() < value_w) continue;
+        if (!cs) continue;
         const auto cell = exact_cell(r, cc, cs->mid(), rs->mid());
         if (!cell) continue;
         const bool is_masked = cell->masked;
         const float v = cell->value;
-        std::string text = is_masked && step == 3 ? std::string("0") : cell_label(v, scientific);
         ImU32 colour = IM_COL32_WHITE;
         if (!is_masked) {
           const Rgb8 bg = viridis(std::clamp(scale_pos(v, app.range, app.range_log), 0.0, 1.0));
           colour = cie_lightness(bg) > 55 ? IM_COL32_BLACK : IM_COL32_WHITE;
         }
-        const ImVec2 ts = ImGui::CalcTextSize(text.c_str());
-        if (ts.x + 4 > cs->size()) continue;  // a long label (1.3e-4) waits for more zoom
-        const ImVec2 at(cs->mid() - ts.x / 2, rs->mid() - ts.y / 2);
-        if (is_masked) {
-          // The hatching's two greys give white text too little contrast; a dark box behind it
-          // makes "−∞" read at any stripe phase.
-          dl->AddRectFilled(ImVec2(at.x - 3, at.y - 1), ImVec2(at.x + ts.x + 3, at.y + ts.y + 1),
-                            IM_COL32(0, 0, 0, 200), 3);
-        }
-        dl->AddText(at, colour, text.c_str());
+        values.push_back({r, cc, is_masked && step == 3 ? std::string("0") : cell_label(v, scientific), is_masked, colour});
       }
     }
+    if (value_scale == 0 && !values.empty()) {
+      float widest = 0;
+      for (const CellText& t : values) widest = std::max(widest, ImGui::CalcTextSize(t.text.c_str()).x);
+      value_scale = fit_scale(widest, fp, g.cell_w - 4, g.cell_h - 2, min_value_scale);
+      value_w = widest * value_scale + 4;
+    }
+  }
+  const float value_px = fp * value_scale;
+  if (!values.empty()) view.value_px = value_px;
+  ImFont* font = ImGui::GetFont();
+  for (const CellText& t : value_scale > 0 ? values : std::vector<CellText>{}) {
+    const auto rs = visible_row_span(g, t.r);
+    const auto cs = visible_col_span(g, t.cc);
+    if (!rs || rs->size() < value_px + 2 || !cs || cs->size() < value_w) continue;
+    // As ImGui::CalcTextSize measures (rounded up to whole pixels), at the values' size.
+    const ImVec2 raw = font->CalcTextSizeA(value_px, FLT_MAX, 0.0f, t.text.data(), t.text.data() + t.text.size());
+    const ImVec2 ts(std::floor(raw.x + 0.99999f), raw.y);
+    if (ts.x + 4 > cs->size()) continue;  // a long label (1.3e-4) waits for more zoom
+    const ImVec2 at(cs->mid() - ts.x / 2, rs->mid() - ts.y / 2);
+    if (t.masked) {
+      // The hatching's two greys give white text too little contrast; a dark box behind it
+      // makes "−∞" read at any stripe phase.
+      dl->AddRectFilled(ImVec2(at.x - 3, at.y - 1), ImVec2(at.x + ts.x + 3, at.y + ts.y + 1), IM_COL32(0, 0, 0, 200), 3);
+    }
+    dl->AddText(font, value_px, at, t.colour, t.text.c_str());
   }
   dl->PopClipRect();
 
@@ -401,21 +450,11 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   const int query = c.query();
   // The row set apart: the query, or on K's rows the selected key (-1: none).
   const int marked = key_rows ? app.key_sel : query;
-  const float qmid = row_y(g, marked + 0.5);
   auto row_label = [&](int r, ImU32 colour) {
-    if (r < 0 || r >= rows) return;
-    const auto rs = visible_row_span(g, r);
-    if (!rs || rs->size() < std::min(g.cell_h, fp * 0.8f) - 0.01f) return;
-    const ImVec2 ts = label_size(row_sizes, row_labels, r);
-    dl->AddText(ImVec2(g.x - fp * 0.4f - ts.x, rs->mid() - ts.y / 2), colour, row_labels[r].c_str());
+    if (r >= 0 && r < rows) draw_row_label(dl, g, row_labels[r], row_size(r), r, colour, fp);
   };
   const ImU32 label_col = ImGui::GetColorU32(ImGuiCol_Text);
-  int row_stride = 1;
-  while (row_stride * g.cell_h < fp * 1.6f) row_stride = row_stride < 2 ? 2 : row_stride < 5 ? 5 : row_stride * 2;
-  for (int r = (r0 / row_stride) * row_stride; r < r1; r += row_stride) {
-    if (r < r0 || (marked >= 0 && r != marked && std::abs(row_y(g, r + 0.5) - qmid) < fp)) continue;
-    row_label(r, label_col);
-  }
+  draw_row_ticks(dl, g, row_labels, row_size, marked, label_col, fp);
   const std::vector<int>& queries = c.queries();
   if (key_rows) {
     row_label(marked, IM_COL32_WHITE);
@@ -423,51 +462,39 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
     for (std::size_t i = 1; i < queries.size(); ++i) row_label(queries[i], query_colour(static_cast<int>(i)));
     row_label(query, kHighlight);
   }
-  // Column labels (key tokens or output dimensions).
-  float col_w_needed = 0;
-  // Widest label over a sample of at most ~128 visible columns (index labels grow to the right).
-  const int sample_step = std::max(1, (c1 - c0) / 128);
-  for (int cc = c0; cc < c1; cc += sample_step) {
-    col_w_needed = std::max(col_w_needed, label_size(col_sizes, col_labels, cc).x + 8);
-  }
-  if (c1 > c0) col_w_needed = std::max(col_w_needed, label_size(col_sizes, col_labels, c1 - 1).x + 8);
-  int col_stride = 1;
-  while (col_stride * g.cell_w < col_w_needed) col_stride = col_stride < 2 ? 2 : col_stride < 5 ? 5 : col_stride * 2;
-  for (int cc = (c0 / col_stride) * col_stride; cc < c1; cc += col_stride) {
-    if (cc < c0) continue;
-    // As the row labels: centred on the visible part, none on a sliver narrower than the label.
-    const ImVec2 ts = label_size(col_sizes, col_labels, cc);
-    const auto cs = visible_col_span(g, cc);
-    if (!cs || cs->size() < std::min(g.cell_w, ts.x + 4) - 0.01f) continue;
-    dl->AddText(ImVec2(cs->mid() - ts.x / 2, g.y - ts.y - 4), label_col, col_labels[cc].c_str());
-  }
+  // Column labels (key tokens or output dimensions): every one where they fit, on one line or
+  // two, shortened where they must be; else evenly spaced ticks.
+  draw_column_labels(dl, g, col_labels, col_size, col_plan, label_col);
 
   // K's rows: the selected key's row framed in white.
+  // (Frames' sizes grow with the text: ms.)
   if (key_rows && marked >= 0 && marked < rows) {
-    if (auto band = row_band(g, marked, 3))
-      dl->AddRect(ImVec2(g.x - 2, band->y0 - 2), ImVec2(g.x + g.w + 2, band->y1 + 2), IM_COL32(255, 255, 255, 220), 0,
-                  0, 2);
+    if (auto band = row_band(g, marked, 3 * ms))
+      dl->AddRect(ImVec2(g.x - 2 * ms, band->y0 - 2 * ms), ImVec2(g.x + g.w + 2 * ms, band->y1 + 2 * ms),
+                  IM_COL32(255, 255, 255, 220), 0, 0, 2 * ms);
   }
   // The other selected queries: frames in their colours, thinner; the selected query's on top.
   for (std::size_t i = 1; i < queries.size() && !key_rows; ++i)
-    if (auto band = row_band(g, queries[i], 3))
-      dl->AddRect(ImVec2(g.x - 2, band->y0 - 2), ImVec2(g.x + g.w + 2, band->y1 + 2),
-                  query_colour(static_cast<int>(i)), 0, 0, 2);
+    if (auto band = row_band(g, queries[i], 3 * ms))
+      dl->AddRect(ImVec2(g.x - 2 * ms, band->y0 - 2 * ms), ImVec2(g.x + g.w + 2 * ms, band->y1 + 2 * ms),
+                  query_colour(static_cast<int>(i)), 0, 0, 2 * ms);
   // Selected query row: an orange frame, at least 3 px tall so one row of 4096 stays visible.
-  if (auto band = key_rows ? std::nullopt : row_band(g, query, 3)) {
-    dl->AddRect(ImVec2(g.x - 2, band->y0 - 2), ImVec2(g.x + g.w + 2, band->y1 + 2), kHighlight, 0, 0, 3);
+  if (auto band = key_rows ? std::nullopt : row_band(g, query, 3 * ms)) {
+    dl->AddRect(ImVec2(g.x - 2 * ms, band->y0 - 2 * ms), ImVec2(g.x + g.w + 2 * ms, band->y1 + 2 * ms), kHighlight, 0,
+                0, 3 * ms);
   }
   // Selected key: a white column frame (the crosshair with the query's row), at least 3 px wide.
   if (!is_output && !rope_shown && app.key_sel >= 0 && app.key_sel < cols) {
     float x0 = col_x(g, app.key_sel), x1 = col_x(g, app.key_sel + 1.0);
-    if (x1 - x0 < 3) {
+    if (x1 - x0 < 3 * ms) {
       const float mid = (x0 + x1) / 2;
-      x0 = mid - 1.5f;
-      x1 = mid + 1.5f;
+      x0 = mid - 1.5f * ms;
+      x1 = mid + 1.5f * ms;
     }
     if (x1 > g.x && x0 < g.x + g.w) {
-      dl->PushClipRect(ImVec2(g.x - 3, g.y - 3), ImVec2(g.x + g.w + 3, g.y + g.h + 3), true);
-      dl->AddRect(ImVec2(x0 - 1, g.y - 2), ImVec2(x1 + 1, g.y + g.h + 2), IM_COL32(255, 255, 255, 220), 0, 0, 2);
+      dl->PushClipRect(ImVec2(g.x - 3 * ms, g.y - 3 * ms), ImVec2(g.x + g.w + 3 * ms, g.y + g.h + 3 * ms), true);
+      dl->AddRect(ImVec2(x0 - ms, g.y - 2 * ms), ImVec2(x1 + ms, g.y + g.h + 2 * ms), IM_COL32(255, 255, 255, 220), 0,
+                  0, 2 * ms);
       dl->PopClipRect();
     }
   }
@@ -478,13 +505,13 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
     const float bar_x = L.x + 4, bar_w = fp * 0.9f;
     const float bar_top = g.y, bar_h = std::min(g.h, std::max(fp * 6, L.h * 0.55f));
     draw_colour_bar(dl, bar_x, bar_top, bar_w, bar_h, viridis_table(), legend_labels(app.range, app.range_log));
-    const float tx = bar_x + bar_w + 4;
+    const float tx = bar_x + bar_w + 4 * ms;
     float y = bar_top + bar_h + fp * 0.6f;
     dl->AddText(ImVec2(bar_x, y), label_col,
                 app.range_log ? tr(lang, S::ScaleLogShort) : tr(lang, S::Legend));
     y += fp * 1.3f;
     if (masked_step) {
-      draw_hatch(dl, ImVec2(bar_x, y), ImVec2(bar_x + bar_w, y + fp));
+      draw_hatch(dl, ImVec2(bar_x, y), ImVec2(bar_x + bar_w, y + fp), ms);
       dl->AddText(ImVec2(tx, y), label_col, tr(lang, S::Masked));
     }
   }
@@ -520,7 +547,7 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
     const float top_y = content.bottom() + fp * 1.5f,
                 base_y = top_y + chart_h - fp * 0.2f - (keys_axis ? 0.0f : label_h);
     view.chart = ChainView::ChartSpan{kg.x, kg.w, cmap.size() ? cmap.begin.front() : 0,
-                                      cmap.size() ? cmap.end.back() : 0, !keys_axis};
+                                      cmap.size() ? cmap.end.back() : 0, !keys_axis, {}};
     dl->AddLine(ImVec2(kg.x, base_y), ImVec2(kg.x + kg.w, base_y), IM_COL32(120, 120, 120, 255));
     if (!keys_axis && m > 0) {
       // The key tokens under the axis: all when they fit, else evenly spaced.
@@ -537,7 +564,10 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
         dl->AddText(ImVec2(mid - ts.x / 2, base_y + 2), label_col, keys[j].c_str());
       }
     }
-    std::string title = fmt(tr(lang, S::RowChartTitle), row_labels[query].c_str());
+    const std::string head = fmt(tr(lang, S::RowChartTitle), row_labels[query].c_str());
+    // One line at most: the top weights that fit, then "…" (the numbers over the bars stay).
+    const auto measure = [](const std::string& t) { return ImGui::CalcTextSize(t.c_str()).x; };
+    std::string title = ellipsize(head, content.w, measure);
     if (w && cmap.size() == kg.px_w && m > 0) {
       const RowChart rc = row_chart(w, wmask, m, cmap, 3);
       std::vector<std::pair<int, RowChart>> others;  // (index in queries, chart)
@@ -551,7 +581,7 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
         scale_max = std::max(scale_max, others.back().second.max);
       }
       // The largest weights named in the title line, numbered; their bars orange, numbered too.
-      title += top_weights_text(rc, p.key_tokens());
+      title = fit_row_chart_title(head, rc, p.key_tokens(), content.w, measure);
       const float bar_h = base_y - top_y - label_h * 2;
       const float px_w = kg.w / std::max(1, kg.px_w);
       for (int px = 0; px < kg.px_w; ++px) {
@@ -578,7 +608,7 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
         if (px0 < 0) continue;  // outside the zoomed window
         const float x = kg.x + (px0 + px1 + 1) * 0.5f * px_w;
         const float h = std::max(1.0f, bar_h * t.weight / scale_max);
-        const float half = std::max(1.0f, px_w / 2);
+        const float half = std::max(ms, px_w / 2);
         dl->AddRectFilled(ImVec2(x - half, base_y - h), ImVec2(x + half, base_y), kHighlight);
         nums.push_back(std::to_string(r + 1));
         const ImVec2 ts = ImGui::CalcTextSize(nums.back().c_str());
@@ -609,7 +639,7 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
           line.emplace_back(kg.x + px * px_w, y);
           line.emplace_back(kg.x + (px + 1) * px_w, y);
         }
-        dl->AddPolyline(line.data(), static_cast<int>(line.size()), col, 0, 1.5f);
+        dl->AddPolyline(line.data(), static_cast<int>(line.size()), col, 0, 1.5f * ms);
         const std::string& tok = row_labels[queries[it->first]];
         const float tw = ImGui::CalcTextSize(tok.c_str()).x;
         legend_x -= tw;
@@ -618,6 +648,7 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
       }
     }
     dl->AddText(ImVec2(content.x, top_y), label_col, title.c_str());
+    view.chart.title = title;
   }
 
   // Status lines under the plot: a run in flight, the pooling note, the streaming note.

@@ -182,13 +182,14 @@ void strip(Shell& app, DecodeView& v, const DecodeToken& t) {
   const ImVec2 at = ImGui::GetCursorScreenPos();
   const float width = std::max(32.f, ImGui::GetContentRegionAvail().x - 4);
   const float h = app.font_px * 1.8f;
+  const float ms = mark(app);  // the marks grow with the text
   // The strip spans the cache's whole capacity: the room the coming tokens fill is visible. A
   // short cache (the demo) is drawn a slot per key.
   const bool slots = t.capacity <= 64;
   const int span = std::max(t.capacity, t.keys);
   const float per_key = width / static_cast<float>(std::max(1, span));
   const auto x_of = [&](double key) { return at.x + 2 + per_key * static_cast<float>(key); };
-  const float y0 = at.y + 10, y1 = y0 + h;
+  const float y0 = at.y + 10 * ms, y1 = y0 + h;
   const int bins = static_cast<int>(t.bins.size());
   float wmax = 0;
   for (float w : t.bins) wmax = std::max(wmax, w);
@@ -213,7 +214,8 @@ void strip(Shell& app, DecodeView& v, const DecodeToken& t) {
   // The key of the largest weight, marked above the strip.
   if (bins > 0 && wmax > 0) {
     const float px = x_of((static_cast<double>(peak) + 0.5) * t.keys / bins);
-    dl->AddTriangleFilled(ImVec2(px - 5, y0 - 9), ImVec2(px + 5, y0 - 9), ImVec2(px, y0 - 2), IM_COL32(255, 255, 255, 230));
+    dl->AddTriangleFilled(ImVec2(px - 5 * ms, y0 - 9 * ms), ImVec2(px + 5 * ms, y0 - 9 * ms), ImVec2(px, y0 - 2 * ms),
+                          IM_COL32(255, 255, 255, 230));
   }
   if (!slots && t.keys < t.capacity)
     dl->AddRect(ImVec2(x_of(t.keys) + 1, y0 + 1), ImVec2(x_of(t.capacity) - 1, y1 - 1), kEmpty, 0, 0, 1);
@@ -232,13 +234,13 @@ void strip(Shell& app, DecodeView& v, const DecodeToken& t) {
   // Split boundaries.
   for (int s = 1; s < t.splits; ++s) {
     const float x = x_of(static_cast<double>(s) * t.keys_per_split);
-    dl->AddLine(ImVec2(x, y0 - 3), ImVec2(x, y1 + 3), IM_COL32(255, 255, 255, 220), 1.5f);
+    dl->AddLine(ImVec2(x, y0 - 3 * ms), ImVec2(x, y1 + 3 * ms), IM_COL32(255, 255, 255, 220), 1.5f * ms);
   }
   // The newest key: the token's own.
-  dl->AddRect(ImVec2(x_of(t.keys - 1) - 2, y0 - 2), ImVec2(std::max(x_of(t.keys), x_of(t.keys - 1) + 2) + 2, y1 + 2),
-              kHighlight, 0, 0, 3);
+  dl->AddRect(ImVec2(x_of(t.keys - 1) - 2 * ms, y0 - 2 * ms),
+              ImVec2(std::max(x_of(t.keys), x_of(t.keys - 1) + 2 * ms) + 2 * ms, y1 + 2 * ms), kHighlight, 0, 0, 3 * ms);
   v.strip = {at.x + 2, y0, width, h};
-  ImGui::Dummy(ImVec2(width + 4, h + 8 + (slots ? app.font_px * 1.4f : 6)));
+  ImGui::Dummy(ImVec2(width + 4, h + 8 * ms + (slots ? app.font_px * 1.4f : 6 * ms)));
   if (!slots) {
     ImGui::TextColored(kDimV4, "0 … %s  ·  %s", grouped(t.keys - 1).c_str(),
                        fmt(dtr(lang, DT::CacheKeyCount), grouped(t.capacity).c_str()).c_str());
@@ -253,7 +255,8 @@ void strip(Shell& app, DecodeView& v, const DecodeToken& t) {
       const int key = t.keys - tail + i;
       const ImVec2 p0(a2.x + 2 + slot * i, a2.y + 2), p1(p0.x + slot - 2, p0.y + h * 0.8f);
       dl->AddRectFilled(p0, p1, weighted(split_colour(split_of(key)), tmax > 0 ? t.tail[i] / tmax : 0));
-      if (i == tail - 1) dl->AddRect(ImVec2(p0.x - 2, p0.y - 2), ImVec2(p1.x + 2, p1.y + 2), kHighlight, 0, 0, 3);
+      if (i == tail - 1)
+        dl->AddRect(ImVec2(p0.x - 2 * ms, p0.y - 2 * ms), ImVec2(p1.x + 2 * ms, p1.y + 2 * ms), kHighlight, 0, 0, 3 * ms);
     }
     for (int i = 0; i < room; ++i) {
       const ImVec2 p0(a2.x + 2 + slot * (tail + i), a2.y + 2), p1(p0.x + slot - 2, p0.y + h * 0.8f);
@@ -293,7 +296,8 @@ void heads(Shell& app, DecodeView& v, const DecodeToken& t) {
     if (qw > app.font_px * 1.6f) dl->AddText(ImVec2(a.x + 3, a.y + 1), IM_COL32(20, 20, 20, 255), std::to_string(h).c_str());
     const int g = h / group;
     const ImVec2 to(at.x + 2 + kw * g + (kw - 4) / 2, at.y + box_h + gap);
-    dl->AddLine(ImVec2((a.x + b.x) / 2, b.y), to, sel ? kHighlight : IM_COL32(130, 130, 140, 160), sel ? 2.5f : 1.f);
+    dl->AddLine(ImVec2((a.x + b.x) / 2, b.y), to, sel ? kHighlight : IM_COL32(130, 130, 140, 160),
+                (sel ? 2.5f : 1.f) * mark(app));
     if (ImGui::IsMouseClicked(0) && mouse.x >= a.x && mouse.x < b.x && mouse.y >= a.y && mouse.y < b.y &&
         ImGui::IsWindowHovered())
       v.set_head(h);
@@ -402,12 +406,14 @@ void time_chart(Shell& app, const DecodeView& v, float height) {
   const auto x_of = [&](int i) {
     return p0.x + (n <= 1 ? 0.5f : static_cast<float>(i) / static_cast<float>(kDecodeHistory - 1)) * (p1.x - p0.x);
   };
+  const float ms = mark(app);  // lines and markers grow with the text
   for (int i = 1; i < n; ++i) {
     if (hs[i].floor_ms > 0 && hs[i - 1].floor_ms > 0)
-      dl->AddLine(ImVec2(x_of(i - 1), y_of(hs[i - 1].floor_ms)), ImVec2(x_of(i), y_of(hs[i].floor_ms)), kFloorColour, 1.5f);
-    dl->AddLine(ImVec2(x_of(i - 1), y_of(hs[i - 1].ms)), ImVec2(x_of(i), y_of(hs[i].ms)), kHighlight, 2);
+      dl->AddLine(ImVec2(x_of(i - 1), y_of(hs[i - 1].floor_ms)), ImVec2(x_of(i), y_of(hs[i].floor_ms)), kFloorColour,
+                  1.5f * ms);
+    dl->AddLine(ImVec2(x_of(i - 1), y_of(hs[i - 1].ms)), ImVec2(x_of(i), y_of(hs[i].ms)), kHighlight, 2 * ms);
   }
-  if (n == 1) dl->AddCircleFilled(ImVec2(x_of(0), y_of(hs[0].ms)), 3, kHighlight);
+  if (n == 1) dl->AddCircleFilled(ImVec2(x_of(0), y_of(hs[0].ms)), 3 * ms, kHighlight);
   dl->AddText(ImVec2(at.x, p0.y), IM_COL32(200, 200, 200, 255), ms_text(hi).c_str());
   dl->AddText(ImVec2(at.x, p1.y - app.font_px), IM_COL32(200, 200, 200, 255), "0");
   if (n > 0) {
@@ -417,12 +423,15 @@ void time_chart(Shell& app, const DecodeView& v, float height) {
                                       : grouped(k0) + " … " + grouped(k1) + " " + dtr(lang, DT::ColKeys);
     dl->AddText(ImVec2(p0.x, p1.y + 2), IM_COL32(200, 200, 200, 255), span.c_str());
   }
-  // The legend, above the frame's right end.
-  const float lx = p1.x - app.font_px * 9, ly = at.y;
-  dl->AddLine(ImVec2(lx, ly + app.font_px * 0.5f), ImVec2(lx + 16, ly + app.font_px * 0.5f), kHighlight, 2);
-  dl->AddText(ImVec2(lx + 20, ly), IM_COL32(230, 230, 230, 255), dtr(lang, DT::Measured));
-  dl->AddLine(ImVec2(lx, ly + app.font_px * 1.7f), ImVec2(lx + 16, ly + app.font_px * 1.7f), kFloorColour, 1.5f);
-  dl->AddText(ImVec2(lx + 20, ly + app.font_px * 1.2f), IM_COL32(230, 230, 230, 255), dtr(lang, DT::Floor));
+  // The legend, above the frame's right end: its swatches a line each, as long as the text is
+  // tall (and the lines as thick as the chart's).
+  const float swatch = app.font_px * 0.9f, gap = app.font_px * 0.3f;
+  const float legend_w = swatch + gap + std::max(text_width(dtr(lang, DT::Measured)), text_width(dtr(lang, DT::Floor)));
+  const float lx = std::max(at.x + left, p1.x - legend_w), ly = at.y;
+  dl->AddLine(ImVec2(lx, ly + app.font_px * 0.5f), ImVec2(lx + swatch, ly + app.font_px * 0.5f), kHighlight, 2 * ms);
+  dl->AddText(ImVec2(lx + swatch + gap, ly), IM_COL32(230, 230, 230, 255), dtr(lang, DT::Measured));
+  dl->AddLine(ImVec2(lx, ly + app.font_px * 1.7f), ImVec2(lx + swatch, ly + app.font_px * 1.7f), kFloorColour, 1.5f * ms);
+  dl->AddText(ImVec2(lx + swatch + gap, ly + app.font_px * 1.2f), IM_COL32(230, 230, 230, 255), dtr(lang, DT::Floor));
   ImGui::Dummy(ImVec2(width, height));
 }
 

@@ -224,17 +224,20 @@ void draw_panel(DiffView& v, Shell& app, const Layout& l) {
     const float bar_h = std::min(mp.g.h, std::max(fp * 6, L.h * 0.55f));
     draw_colour_bar(dl, L.x, mp.g.y, fp * 0.9f, bar_h, diverging_table(), legend_labels(range, false));
     float y = mp.g.y + bar_h + fp * 0.6f;
+    // The legend's words broken by the lab's line breaking (ImGui's breaks at spaces only: "A 或 B"
+    // | "中被屏蔽（−∞）"); the masked swatch's words in two parts, what and where, each its line.
     ImGui::SetCursorScreenPos(ImVec2(L.x, y));
-    ImGui::PushTextWrapPos(L.right() - ImGui::GetWindowPos().x);
-    ImGui::TextUnformatted(tr(lang, S::DiffLegend));
-    ImGui::PopTextWrapPos();
+    ImGui::BeginGroup();  // every line at the legend's x
+    wrapped_at(app, tr(lang, S::DiffLegend), L.w);
+    ImGui::EndGroup();
     y = ImGui::GetCursorScreenPos().y + fp * 0.2f;
     if (m.masked > 0) {
-      draw_hatch(dl, ImVec2(L.x, y), ImVec2(L.x + fp * 0.9f, y + fp));
+      draw_hatch(dl, ImVec2(L.x, y), ImVec2(L.x + fp * 0.9f, y + fp), mark(app));
       ImGui::SetCursorScreenPos(ImVec2(L.x + fp * 1.2f, y));
-      ImGui::PushTextWrapPos(L.right() - ImGui::GetWindowPos().x);
-      ImGui::TextUnformatted(tr(lang, S::DiffMaskedLegend));
-      ImGui::PopTextWrapPos();
+      ImGui::BeginGroup();
+      wrapped_at(app, tr(lang, S::DiffMaskedSwatch), L.w - fp * 1.2f);
+      wrapped_at(app, tr(lang, S::DiffMaskedWhere), L.w - fp * 1.2f, &kDimV4);
+      ImGui::EndGroup();
     }
   }
   ImGui::SetCursorScreenPos(ImVec2(area.right() + fp, origin.y));

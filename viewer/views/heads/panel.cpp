@@ -130,11 +130,13 @@ void draw_panel(HeadsView& v, Shell& app, const Layout& l) {
                        static_cast<float>(sy + t.weights.rows) / tex.h);
       dl->AddImage(reinterpret_cast<ImTextureID>(tex.tex), ImVec2(ix, iy), ImVec2(ix + iw, iy + ih), uv0, uv1);
     }
+    const float ms = mark(app);  // frames grow with the text
     if (h == shown) {
-      dl->AddRect(ImVec2(r.x - 4, r.y - 4), ImVec2(r.x + r.w + 4, r.y + r.h + 4), kHighlight, 0, 0, 3);
+      dl->AddRect(ImVec2(r.x - 4 * ms, r.y - 4 * ms), ImVec2(r.x + r.w + 4 * ms, r.y + r.h + 4 * ms), kHighlight, 0, 0,
+                  3 * ms);
     } else if (h == hovered) {
-      dl->AddRect(ImVec2(r.x - 3, r.y - 3), ImVec2(r.x + r.w + 3, r.y + r.h + 3), IM_COL32(230, 230, 230, 255), 0, 0,
-                  2);
+      dl->AddRect(ImVec2(r.x - 3 * ms, r.y - 3 * ms), ImVec2(r.x + r.w + 3 * ms, r.y + r.h + 3 * ms),
+                  IM_COL32(230, 230, 230, 255), 0, 0, 2 * ms);
     }
     const std::string cap = head_caption(lang, h, grouped ? c.kv_head_of(h) : -1, t);
     dl->PushClipRect(ImVec2(r.x, r.y + r.h), ImVec2(r.x + g.step_x, r.y + r.h + caption_h), true);

@@ -165,7 +165,7 @@ void draw_n_chart(Shell& app, const PerfSnapshot& snap, const std::vector<PerfSe
   dl->PushClipRect(p.a, p.b, true);
   if (mem_wall > 0) {
     const float yy = p.at(xa.lo, mem_wall).y;
-    dl->AddLine(ImVec2(p.a.x, yy), ImVec2(p.b.x, yy), kHighlight, 2);
+    dl->AddLine(ImVec2(p.a.x, yy), ImVec2(p.b.x, yy), kHighlight, 2 * mark(app));
     dl->AddText(ImVec2(p.a.x + 6, yy + 2), kHighlight, fmt(tr(lang, S::PerfMemWall), format_tick(mem_wall, TickUnit::Bytes).c_str()).c_str());
   }
   std::vector<ScreenPoint> hits;
@@ -182,11 +182,11 @@ void draw_n_chart(Shell& app, const PerfSnapshot& snap, const std::vector<PerfSe
       if (chart != PerfChart::Memory) {
         const double a = chart == PerfChart::Time ? pt.min_ms : pt.tflops_lo;
         const double b = chart == PerfChart::Time ? pt.max_ms : pt.tflops_hi;
-        dl->AddLine(p.at(pt.n, a), p.at(pt.n, b), col, 2);
+        dl->AddLine(p.at(pt.n, a), p.at(pt.n, b), col, 2 * mark(app));
       }
       hits.push_back({q.x, q.y, si, pi});
     }
-    if (line.size() > 1) dl->AddPolyline(line.data(), static_cast<int>(line.size()), col, 0, 2.5f);
+    if (line.size() > 1) dl->AddPolyline(line.data(), static_cast<int>(line.size()), col, 0, 2.5f * mark(app));
     for (const ImVec2& q : line) marker(dl, q, r, col, s.proto);
   }
   dl->PopClipRect();
@@ -219,7 +219,7 @@ void draw_speedup(Shell& app, const PerfView& pv, const std::vector<PerfSeries>&
   const Plot p = frame_axes(dl, r0, r1, xa, ya, tr(lang, S::PerfAxisN), title.c_str(), app.font_px);
   dl->PushClipRect(p.a, p.b, true);
   const float y1 = p.at(xa.lo, 1).y;
-  dl->AddLine(ImVec2(p.a.x, y1), ImVec2(p.b.x, y1), kRoof, 1.5f);
+  dl->AddLine(ImVec2(p.a.x, y1), ImVec2(p.b.x, y1), kRoof, 1.5f * mark(app));
   std::vector<ScreenPoint> hits;
   const float r = std::max(3.0f, app.font_px * 0.25f);
   for (std::size_t si = 0; si < series.size(); ++si) {
@@ -228,7 +228,8 @@ void draw_speedup(Shell& app, const PerfView& pv, const std::vector<PerfSeries>&
       line.push_back(p.at(ups[si][k].n, ups[si][k].speedup));
       hits.push_back({line.back().x, line.back().y, si, k});
     }
-    if (line.size() > 1) dl->AddPolyline(line.data(), static_cast<int>(line.size()), series_colour(si), 0, 2.5f);
+    if (line.size() > 1)
+      dl->AddPolyline(line.data(), static_cast<int>(line.size()), series_colour(si), 0, 2.5f * mark(app));
     for (const ImVec2& q : line) marker(dl, q, r, series_colour(si), series[si].proto);
   }
   dl->PopClipRect();
@@ -260,7 +261,7 @@ void draw_roofline(Shell& app, const PerfSnapshot& snap, const std::vector<PerfS
     const ImVec2 left = p.at(xa.lo, roof.attainable(xa.lo)), ridge = p.at(roof.ridge(), top),
                  right = p.at(xa.hi, top);
     const ImVec2 pts[] = {left, ridge, right};
-    dl->AddPolyline(pts, 3, kRoof, 0, 2.5f);
+    dl->AddPolyline(pts, 3, kRoof, 0, 2.5f * mark(app));
     const std::string gemm = fmt(tr(lang, peak ? S::PerfRoofPeak : S::PerfRoofGemm), roof.backend.c_str(), g3(top).c_str());
     if (peak && roof.ceilings.gemm_gflops > 0) {
       // The SGEMM probe: a point under the roof (what a tuned library reaches), labelled, dashed.
@@ -284,7 +285,8 @@ void draw_roofline(Shell& app, const PerfSnapshot& snap, const std::vector<PerfS
       line.push_back(p.at(pt.intensity, pt.gflops));
       hits.push_back({line.back().x, line.back().y, si, pi});
     }
-    if (line.size() > 1) dl->AddPolyline(line.data(), static_cast<int>(line.size()), series_colour(si), 0, 1.5f);
+    if (line.size() > 1)
+      dl->AddPolyline(line.data(), static_cast<int>(line.size()), series_colour(si), 0, 1.5f * mark(app));
     for (const ImVec2& q : line) marker(dl, q, r, series_colour(si), series[si].proto);
   }
   dl->PopClipRect();

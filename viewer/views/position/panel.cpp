@@ -79,7 +79,7 @@ void legend_line(Shell& app, ImU32 colour, const std::string& text) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 at = ImGui::GetCursorScreenPos();
   dl->AddLine(ImVec2(at.x, at.y + app.font_px * 0.55f), ImVec2(at.x + app.font_px * 1.5f, at.y + app.font_px * 0.55f),
-              colour, 3);
+              colour, 3 * mark(app));
   ImGui::Dummy(ImVec2(app.font_px * 1.8f, app.font_px));
   ImGui::SameLine();
   ImGui::TextUnformatted(text.c_str());
@@ -145,10 +145,11 @@ void draw_panel(PositionView& v, Shell& app, const Layout& l) {
   if (lo < 0 && hi > 0) dl->AddLine(ImVec2(a.x, y_of(0)), ImVec2(b.x, y_of(0)), kAxis);
   if (dmin <= 0 && dmax >= 0) dl->AddLine(ImVec2(x_of(0), a.y), ImVec2(x_of(0), b.y), IM_COL32(255, 255, 255, 90));
   dl->PushClipRect(a, b, true);
-  draw_curve(dl, c, {&c.alibi, kAlibi, 2}, a, b, lo, hi);
-  draw_curve(dl, c, {&c.self, kSelf, 1.5f}, a, b, lo, hi);
-  draw_curve(dl, c, {&c.plain, kPlain, 1.5f}, a, b, lo, hi);
-  draw_curve(dl, c, {&c.rope, kRope, 2}, a, b, lo, hi);
+  const float ms = mark(app);  // the curves as thick as their legend's lines, with the text
+  draw_curve(dl, c, {&c.alibi, kAlibi, 2 * ms}, a, b, lo, hi);
+  draw_curve(dl, c, {&c.self, kSelf, 1.5f * ms}, a, b, lo, hi);
+  draw_curve(dl, c, {&c.plain, kPlain, 1.5f * ms}, a, b, lo, hi);
+  draw_curve(dl, c, {&c.rope, kRope, 2 * ms}, a, b, lo, hi);
   dl->PopClipRect();
   // Where the ALiBi line leaves the plot: a green mark on the lower edge at ±|Δ| (lo < 0: the
   // content range includes 0, where the line starts).

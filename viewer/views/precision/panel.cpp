@@ -134,15 +134,22 @@ void draw_panel(PrecisionView& v, Shell& app, const Layout& l) {
     const float bar_h = std::min(mp.g.h, std::max(fp * 6, L.h * 0.55f));
     draw_colour_bar(dl, L.x, mp.g.y, fp * 0.9f, bar_h, viridis_table(), legend_labels(range, true));
     float y = mp.g.y + bar_h + fp * 0.6f;
-    for (S s : {S::PrecLegendLog, S::PrecLegendZero}) {
+    // The legend's words broken by the lab's line breaking (ImGui's breaks at spaces only, which
+    // Chinese has few of). Where the scale is clamped (kLogDecades below the largest error, as the
+    // chain's log scale), it says below what the errors take the bottom colour.
+    char lo_text[32];
+    std::snprintf(lo_text, sizeof lo_text, "%.2e", range.lo);
+    const std::string zero = m.colour_clamped() ? fmt(tr(lang, S::PrecLegendClamped), static_cast<int>(kLogDecades), lo_text)
+                                                : std::string(tr(lang, S::PrecLegendZero));
+    for (const std::string& words : {std::string(tr(lang, S::PrecLegendLog)), zero}) {
       ImGui::SetCursorScreenPos(ImVec2(L.x, y));
-      ImGui::PushTextWrapPos(L.right() - ImGui::GetWindowPos().x);
-      ImGui::TextUnformatted(tr(lang, s));
-      ImGui::PopTextWrapPos();
+      ImGui::BeginGroup();  // every line at the legend's x
+      wrapped_at(app, words, L.w);
+      ImGui::EndGroup();
       y = ImGui::GetCursorScreenPos().y + fp * 0.2f;
     }
     if (m.masked > 0) {
-      draw_hatch(dl, ImVec2(L.x, y), ImVec2(L.x + fp * 0.9f, y + fp));
+      draw_hatch(dl, ImVec2(L.x, y), ImVec2(L.x + fp * 0.9f, y + fp), mark(app));
       dl->AddText(ImVec2(L.x + fp * 1.2f, y), text, tr(lang, S::Masked));
     }
   }

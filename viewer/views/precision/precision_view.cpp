@@ -3,6 +3,7 @@
 
 #include "core/parallel.h"
 
+#include "viewer/draw/heatmap.h"
 #include "viewer/draw/strings.h"
 #include "viewer/session/session.h"
 #include "cpu/cpu_backend.h"
@@ -101,8 +102,10 @@ double row_scale(const double* ref, int cols, const float* mask, int mask_rows, 
 ValueRange ErrorMap::colour_range() const {
   if (!(max > 0) || !(min_positive > 0)) return ValueRange{1e-12, 1e-11};
   const double hi = std::min(max, static_cast<double>(FLT_MAX));
-  return min_positive < hi ? ValueRange{min_positive, hi} : ValueRange{hi / 10, hi};
+  return min_positive < hi ? log_range(ValueRange{min_positive, hi}) : ValueRange{hi / 10, hi};
 }
+
+bool ErrorMap::colour_clamped() const { return min_positive > 0 && min_positive < colour_range().lo; }
 
 ErrorMap error_map(const float* x, const double* ref, int rows, int cols, const float* mask, int mask_rows,
                    ErrorKind kind, Precision precision) {
@@ -333,6 +336,9 @@ std::string PrecisionView::state_json() const {
     j["masked"] = map_->masked;
     j["non_finite"] = map_->non_finite;
     j["hist"] = map_->hist;
+    const ValueRange r = map_->colour_range();
+    j["colour_range"] = {r.lo, r.hi};
+    j["colour_clamped"] = map_->colour_clamped();
   }
   return j.dump();
 }

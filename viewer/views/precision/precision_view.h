@@ -57,10 +57,14 @@ struct ErrorMap {
   double min_positive = 0;                    // the smallest error > 0 (0: none)
   std::array<int, kHistBins> hist{};
   float at(int r, int c) const { return err[static_cast<std::size_t>(r) * cols + c]; }
-  // The log colour scale's range: [min_positive, max] (one decade when they are equal; a
-  // placeholder [1e-12, 1e-11] when every error is 0). Cells below lo, exact zeros included, take
-  // the bottom colour.
+  // The log colour scale's range: [min_positive, max] over at most kLogDecades decades, as the
+  // chain view's log scale (log_range: lo is at least max · 10^−6, so a few errors near 0 cannot
+  // stretch the scale over dozens of decades and leave the map one colour); one decade when they
+  // are equal; a placeholder [1e-12, 1e-11] when every error is 0. Cells below lo, exact zeros
+  // included, take the bottom colour.
   ValueRange colour_range() const;
+  // Whether some errors above 0 lie below colour_range().lo (the legend says so).
+  bool colour_clamped() const;
 };
 
 // x: the run's stage, ref: the fp64 reference's, both rows x cols row-major. mask (may be null):

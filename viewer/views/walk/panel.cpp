@@ -39,11 +39,13 @@ std::string key_range(const Tile& t) {
   return t.j1 - t.j0 == 1 ? std::to_string(t.j0) : std::to_string(t.j0) + "–" + std::to_string(t.j1 - 1);
 }
 
-void hatch(ImDrawList* dl, ImVec2 a, ImVec2 b) {
+// `scale`: the stripes' width and spacing (mark).
+void hatch(ImDrawList* dl, ImVec2 a, ImVec2 b, float scale) {
   dl->AddRectFilled(a, b, IM_COL32(kMaskLight.r, kMaskLight.g, kMaskLight.b, 255));
   dl->PushClipRect(a, b, true);
-  for (float x = a.x - (b.y - a.y); x < b.x; x += 7)
-    dl->AddLine(ImVec2(x, b.y), ImVec2(x + (b.y - a.y), a.y), IM_COL32(kMaskDark.r, kMaskDark.g, kMaskDark.b, 255), 3);
+  for (float x = a.x - (b.y - a.y); x < b.x; x += 7 * scale)
+    dl->AddLine(ImVec2(x, b.y), ImVec2(x + (b.y - a.y), a.y), IM_COL32(kMaskDark.r, kMaskDark.g, kMaskDark.b, 255),
+                3 * scale);
   dl->PopClipRect();
 }
 
@@ -98,7 +100,8 @@ void strip(Shell& app, WalkView& v, const W& w, const std::string& caption) {
   const int cursor = v.cursor();
   const float per_key = width / static_cast<float>(w.keys);
   auto x_of = [&](int key) { return at.x + 2 + per_key * static_cast<float>(key); };
-  const float y0 = at.y + 2, y1 = y0 + h;
+  const float ms = mark(app);  // the frame and the stripes grow with the text
+  const float y0 = at.y + 2 * ms, y1 = y0 + h;
   for (const StripBin& b : bins) {
     const ImVec2 a(x_of(b.j0), y0), c(std::max(x_of(b.j1), x_of(b.j0) + 1), y1);
     if (w.tiles[b.tile].skipped) continue;  // hatched per tile below
@@ -112,16 +115,17 @@ void strip(Shell& app, WalkView& v, const W& w, const std::string& caption) {
   for (const auto& t : w.tiles) {
     const ImVec2 a(x_of(t.j0), y0), c(x_of(t.j1), y1);
     const TileState s = walk_tile_state(w, t.index, cursor);
-    if (s == TileState::Skipped) hatch(dl, a, c);
+    if (s == TileState::Skipped) hatch(dl, a, c, ms);
     if (s == TileState::Consumed) dl->AddRectFilled(ImVec2(a.x, y1 + 3), ImVec2(c.x - 1, y1 + 3 + bar), kConsumed);
     if (s == TileState::Pending) dl->AddRectFilled(a, c, IM_COL32(0, 0, 0, 110));  // not loaded yet
     if (per_key * static_cast<float>(w.tile) >= 6 && t.index > 0)
       dl->AddLine(ImVec2(a.x, y0), ImVec2(a.x, y1), IM_COL32(20, 20, 24, 255), 1);
   }
   const auto& cur = w.tiles[cursor];
-  dl->AddRect(ImVec2(x_of(cur.j0) - 2, y0 - 2), ImVec2(x_of(cur.j1) + 2, y1 + 2), kHighlight, 0, 0, 3);
+  dl->AddRect(ImVec2(x_of(cur.j0) - 2 * ms, y0 - 2 * ms), ImVec2(x_of(cur.j1) + 2 * ms, y1 + 2 * ms), kHighlight, 0, 0,
+              3 * ms);
   v.strip = {at.x + 2, y0, width, h, static_cast<int>(bins.size())};
-  ImGui::Dummy(ImVec2(width + 4, h + bar + 8));
+  ImGui::Dummy(ImVec2(width + 4, h + bar + 6 + 2 * ms));
   ImGui::TextColored(kDimV4, "x: %s … %s", value4(lo).c_str(), value4(hi).c_str());
 }
 
@@ -139,8 +143,26 @@ void running_table(Shell& app, WalkView& v, const Walk& w, float height) {
   ImGui::TableSetupColumn("α");
   ImGui::TableSetupColumn("l");
   ImGui::TableSetupColumn(tr(lang, S::WalkColOutput), ImGuiTableColumnFlags_WidthStretch);
-  ImGui::TableHeadersRow();
+  // The headers as TableHeadersRow draws them, the last one (the column that takes what the others
+  // leave) broken into lines at its width rather than cut.
   static int scrolled_to = -1;
+  static std::string last_header;
+  ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
+  for (int col = 0; col < 7; ++col) {
+    if (!ImGui::TableSetColumnIndex(col)) continue;
+    const char* name = ImGui::TableGetColumnName(col);
+    ImGui::PushID(col);
+    if (col < 6) {
+      ImGui::TableHeader(name);
+    } else {
+      const std::string header = wrapped_text(app, name, ImGui::GetContentRegionAvail().x, true);
+      // A header that takes another line moves the rows: the cursor's row is scrolled to again.
+      if (header != last_header) scrolled_to = -1;
+      last_header = header;
+      ImGui::TableHeader(header.c_str());
+    }
+    ImGui::PopID();
+  }
   ImGuiListClipper clip;
   clip.Begin(static_cast<int>(w.tiles.size()));
   if (scrolled_to != cursor) clip.ForceDisplayRangeByIndices(cursor, cursor + 1);
@@ -168,7 +190,16 @@ void running_table(Shell& app, WalkView& v, const Walk& w, float height) {
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(value4(t.l).c_str());
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(t.output.empty() ? tr(lang, S::WalkNothingYet) : values4(t.output, 3).c_str());
+      if (t.output.empty()) {
+        ImGui::TextUnformatted(tr(lang, S::WalkNothingYet));
+      } else {
+        // The first three values, or as many as the column holds ("[0.006022, …]"), never a number
+        // cut short ("[…]": the row under the table has them).
+        const float room = ImGui::GetContentRegionAvail().x;
+        std::string out = values4(t.output, 3);
+        for (std::size_t k = 2; k >= 1 && text_width(out.c_str()) > room; --k) out = values4(t.output, k);
+        ImGui::TextUnformatted(text_width(out.c_str()) > room ? "[…]" : out.c_str());
+      }
       if (pending) ImGui::PopStyleColor();
     }
   }
@@ -227,7 +258,10 @@ void middle(Shell& app, float bottom, float need, int count, const std::vector<S
 void output_rows(Shell& app, WalkView& v, const Walk& w) {
   const Lang lang = app.lang;
   const WalkTile& t = w.tiles[v.cursor()];
-  const int dims = std::min(w.d_v, 8);
+  // As many of the first 8 values as fit beside the longer label (as the backward's dQ rows).
+  const float label = std::max(text_width(tr(lang, S::WalkOutputNow)), text_width(tr(lang, S::WalkStaged)));
+  const float room = ImGui::GetContentRegionAvail().x - label - app.font_px;
+  const int dims = std::clamp(static_cast<int>(room / (app.font_px * 4.6f)), 1, std::min(w.d_v, 8));
   if (ImGui::BeginTable("##walk_out", dims + 1, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
     ImGui::TableNextRow();
     ImGui::TableNextColumn();

@@ -1,0 +1,192 @@
+// What keeps the window readable on a projector and in a small window: the font's size at every
+// window height (viewer/draw/layout.h font_px_for, mark_scale), labels shortened with "…" and
+// short labels broken into even lines (viewer/draw/strings.h ellipsize, wrap_balanced), the
+// heatmap's tick stride and column label plan, values drawn smaller to fit their cells
+// (viewer/draw/heatmap.h), the row chart's title (viewer/draw/row_chart.h), the precision map's
+// log scale clamped as the chain's (viewer/views/precision/precision_view.h); and, with the
+// binary, what the window did with them at 2560 x 1440 and at 960 x 600 with a large UI scale.
+#include "viewer/draw/heatmap.h"
+#include "viewer/draw/layout.h"
+#include "viewer/draw/row_chart.h"
+#include "viewer/draw/strings.h"
+#include "viewer/views/precision/precision_view.h"
+#include "tests/viewer/viewer_test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace attnlab::viewer {
+namespace {
+
+// A stand-in font: every code point 1 px wide.
+float per_code_point(const std::string& s) { return static_cast<float>(utf8_codepoints(s).size()); }
+
+TEST(Fit, FontFollowsTheWindowAboveTenEighty) {
+  // The sizes the layout was drawn for stay.
+  EXPECT_EQ(font_px_for(600, 1.0f), 15.0f);
+  EXPECT_EQ(font_px_for(800, 1.0f), 18.0f);
+  EXPECT_EQ(font_px_for(1080, 1.0f), 22.0f);
+  // Above, in proportion to the height, up to a 4K window's.
+  EXPECT_EQ(font_px_for(1440, 1.0f), 29.0f);
+  EXPECT_EQ(font_px_for(2160, 1.0f), 44.0f);
+  EXPECT_EQ(font_px_for(4320, 1.0f), 44.0f) << "no larger than a 4K window's";
+  EXPECT_EQ(font_px_for(1440, 2.0f), 59.0f);
+  EXPECT_EQ(font_px_for(2160, 100.0f), 44.0f * kMaxUiScale) << "the largest font there is";
+  float last = 0;
+  for (int h = 600; h <= 4320; h += 8) {
+    const float px = font_px_for(h, 1.0f);
+    EXPECT_GE(px, last) << "never smaller in a taller window (" << h << " px)";
+    last = px;
+  }
+}
+
+TEST(Fit, MarksGrowWithTheTextInWholeSteps) {
+  EXPECT_EQ(mark_scale(15), 1.0f);
+  EXPECT_EQ(mark_scale(font_px_for(1080, 1.0f)), 1.0f) << "as drawn at 1080 lines and below";
+  EXPECT_EQ(mark_scale(font_px_for(1440, 1.0f)), 2.0f);
+  EXPECT_EQ(mark_scale(font_px_for(2160, 1.0f)), 2.0f);
+  EXPECT_EQ(mark_scale(font_px_for(1440, 2.0f)), 3.0f);
+  EXPECT_EQ(mark_scale(44.0f * kMaxUiScale), 7.0f);
+}
+
+TEST(Fit, EllipsizeKeepsWholeWordsAndCharacters) {
+  EXPECT_EQ(ellipsize("Heads", 5, per_code_point), "Heads") << "what fits stays whole";
+  EXPECT_EQ(ellipsize("Precision (error vs fp64)", 12, per_code_point), "Precision…");
+  EXPECT_EQ(ellipsize("Precision (error vs fp64)", 19, per_code_point), "Precision (error…");
+  EXPECT_EQ(ellipsize("融合内核（在线 softmax）", 8, per_code_point), "融合内核（在线…");
+  EXPECT_EQ(ellipsize("融合内核（在线 softmax）", 5, per_code_point), "融合内核…");
+  EXPECT_EQ(ellipsize("abcdefghij", 5, per_code_point), "abcd…") << "one long word: its first letters";
+  EXPECT_EQ(ellipsize("上下文", 0.5f, per_code_point), "…");
+  for (float w = 1; w < 30; ++w) EXPECT_LE(per_code_point(ellipsize("a b c d e f g h 上下文 0.219", w, per_code_point)), w);
+}
+
+TEST(Fit, BalancedLinesOfAShortLabel) {
+  EXPECT_EQ(wrap_lines("当前输出", 3, per_code_point), (std::vector<std::string>{"当前输", "出"}));
+  EXPECT_EQ(wrap_balanced("当前输出", 3, per_code_point), (std::vector<std::string>{"当前", "输出"}));
+  EXPECT_EQ(wrap_balanced("output so far", 10, per_code_point), (std::vector<std::string>{"output", "so far"}));
+  EXPECT_EQ(wrap_balanced("tile max", 8, per_code_point), (std::vector<std::string>{"tile max"})) << "one line stays";
+}
+
+TEST(Fit, TickStrideIsTheChainsRule) {
+  EXPECT_EQ(tick_stride(30, 20), 1);
+  EXPECT_EQ(tick_stride(15, 20), 2);
+  EXPECT_EQ(tick_stride(7, 20), 5);
+  EXPECT_EQ(tick_stride(3, 20), 10);
+  // 4096 tokens on 1024 pixels, labels 47 px apart: 0, 320, 640 … 3840.
+  EXPECT_EQ(tick_stride(0.25f, 47), 320);
+  EXPECT_EQ(tick_stride(0, 47), 1) << "no cells: no loop";
+}
+
+TEST(Fit, ColumnLabelsGoOnOneLineTwoLinesShortenedOrAsTicks) {
+  // The widest label 30 px, 8 px between labels, shortened ones at least 16 px.
+  ColumnLabelPlan p = plan_column_labels(40, 30, 8, 16);
+  EXPECT_EQ(p.stride, 1);
+  EXPECT_EQ(p.lines, 1);
+  EXPECT_EQ(p.max_w, 0);
+  p = plan_column_labels(20, 30, 8, 16);
+  EXPECT_EQ(p.stride, 1);
+  EXPECT_EQ(p.lines, 2) << "staggered: a label may take two cells";
+  EXPECT_EQ(p.max_w, 0);
+  p = plan_column_labels(12, 30, 8, 16);
+  EXPECT_EQ(p.stride, 1) << "every column keeps its label, shortened";
+  EXPECT_EQ(p.lines, 2);
+  EXPECT_FLOAT_EQ(p.max_w, 16);
+  p = plan_column_labels(0.25f, 30, 8, 16);
+  EXPECT_EQ(p.lines, 1);
+  EXPECT_EQ(p.max_w, 0);
+  EXPECT_EQ(p.stride, tick_stride(0.25f, 38)) << "thousands of columns: ticks";
+}
+
+TEST(Fit, ValuesAreDrawnSmallerOnlyDownToTheLeastScale) {
+  EXPECT_EQ(fit_scale(40, 20, 50, 30, 0.5f), 1.0f) << "fits: full size";
+  EXPECT_FLOAT_EQ(fit_scale(40, 20, 30, 30, 0.5f), 0.75f);
+  EXPECT_FLOAT_EQ(fit_scale(40, 20, 50, 12, 0.5f), 0.6f) << "the height decides too";
+  EXPECT_EQ(fit_scale(40, 20, 15, 30, 0.5f), 0.0f) << "not below the least scale";
+  EXPECT_EQ(fit_scale(40, 20, 39, 30, 1.0f), 0.0f) << "a least scale of 1: full size or nothing";
+}
+
+TEST(Fit, RowChartTitleDropsWholeEntries) {
+  RowChart c;
+  c.top = {{2, 0.26f}, {4, 0.254f}, {0, 0.219f}};
+  const std::vector<std::string> keys = {"模型", "根据", "上下文", "分配", "权重"};
+  const std::string head = "查询“上下文”的权重";
+  const std::string full = head + top_weights_text(c, keys);
+  EXPECT_EQ(fit_row_chart_title(head, c, keys, 200, per_code_point), full);
+  const std::string two = head + "  ·  1) 上下文 26.0%, 2) 权重 25.4%, …";
+  EXPECT_EQ(top_weights_text(c, keys, 2), "  ·  1) 上下文 26.0%, 2) 权重 25.4%, …");
+  EXPECT_EQ(fit_row_chart_title(head, c, keys, per_code_point(full) - 1, per_code_point), two);
+  EXPECT_EQ(fit_row_chart_title(head, c, keys, per_code_point(head) + 3, per_code_point), head) << "no entry fits";
+  EXPECT_EQ(fit_row_chart_title(head, c, keys, 5, per_code_point), "查询“上…");
+}
+
+TEST(Fit, PrecisionScaleSpansAtMostTheChainsDecades) {
+  // Errors of 1e-30 and 1e-2: the scale from 1e-2 · 10^-6, as the chain's log scale.
+  const float x[] = {0.0f, 0.5f};
+  const double ref[] = {1e-30, 0.51};
+  const ErrorMap m = error_map(x, ref, 1, 2, nullptr, 0, ErrorKind::Abs, Precision::FP32);
+  EXPECT_LT(m.min_positive, 1e-20);
+  const ValueRange r = m.colour_range();
+  EXPECT_NEAR(std::log10(r.hi / r.lo), kLogDecades, 1e-9);
+  EXPECT_DOUBLE_EQ(r.lo, log_range({m.min_positive, r.hi}).lo) << "the chain's rule";
+  EXPECT_TRUE(m.colour_clamped());
+  // A map within six decades keeps its own smallest error, unclamped.
+  const double near[] = {1.25, 0.5078125};
+  const ErrorMap n = error_map(x, near, 1, 2, nullptr, 0, ErrorKind::Abs, Precision::FP32);
+  EXPECT_DOUBLE_EQ(n.colour_range().lo, n.min_positive);
+  EXPECT_FALSE(n.colour_clamped());
+}
+
+TEST(Fit, NewWordsExistInBothLanguages) {
+  for (S s : {S::PrecLegendClamped, S::DiffMaskedSwatch, S::DiffMaskedWhere}) {
+    EXPECT_STRNE(tr(Lang::En, s), tr(Lang::Zh, s));
+    EXPECT_EQ(test::printf_conversions(tr(Lang::En, s)), test::printf_conversions(tr(Lang::Zh, s)));
+  }
+}
+
+#ifdef ATTNLAB_VIEW_BINARY
+// The window itself: the font at 2560 x 1440 and 3840 x 2160; at 960 x 600 and UI scale 1.5 the
+// demo's five column labels, its values and a title that ends cleanly; the precision view's scale
+// at T = 0.05 in bf16 within six decades, and its map with ticks at 4096 tokens.
+TEST(FitWindow, TextGrowsOnLargeWindowsAndSmallWindowsKeepEveryLabel) {
+  test::TempDir dir;
+  for (const auto& [size, px] : {std::pair{"2560x1440", 29.0}, {"3840x2160", 44.0}}) {
+    const test::ViewShot s = test::view_shot(dir, std::string("big") + size, {"--size", size, "--lang", "zh"});
+    ASSERT_EQ(s.code, 0) << s.err;
+    EXPECT_EQ(s.state["font_px"].get<double>(), px) << size;
+  }
+  for (const char* lang : {"zh", "en"}) {
+    const test::ViewShot s =
+        test::view_shot(dir, std::string("small-") + lang, {"--ui-scale", "1.5", "--size", "960x600", "--lang", lang});
+    ASSERT_EQ(s.code, 0) << s.err;
+    const nlohmann::json& ch = s.state["chain"];
+    EXPECT_EQ(ch["col_labels"]["stride"], 1) << lang << ": every key's label";
+    EXPECT_GT(ch["value_px"].get<double>(), 0) << lang << ": the values in the cells";
+    const std::string title = ch["row_chart"]["title"];
+    EXPECT_TRUE(title.size() >= 3 && title.compare(title.size() - 3, 3, "…") == 0) << title;
+    // The values at scale 1.5 drawn no smaller than the text at scale 1.
+    EXPECT_GE(ch["value_px"].get<double>(), font_px_for(600, 1.0f) - 0.5);
+  }
+  const test::ViewShot roomy = test::view_shot(dir, "roomy", {"--size", "1920x1080", "--lang", "zh"});
+  ASSERT_EQ(roomy.code, 0) << roomy.err;
+  EXPECT_EQ(roomy.state["chain"]["row_chart"]["title"], "查询“上下文”的权重  ·  1) 上下文 26.0%, 2) 权重 25.4%, 3) 模型 21.9%");
+  EXPECT_EQ(roomy.state["chain"]["col_labels"]["lines"], 1);
+}
+
+TEST(FitWindow, PrecisionScaleIsClampedToSixDecades) {
+  test::TempDir dir;
+  const test::ViewShot s = test::view_shot(dir, "prec", {"--random", "256", "--temperature", "0.05", "--step", "3",
+                                                         "--view", "precision", "--precision", "bf16", "--lang", "en"});
+  ASSERT_EQ(s.code, 0) << s.err;
+  const nlohmann::json& pv = s.state["precision_view"];
+  ASSERT_EQ(pv["status"], "ok");
+  const double lo = pv["colour_range"][0], hi = pv["colour_range"][1];
+  EXPECT_NEAR(std::log10(hi / lo), kLogDecades, 1e-6);
+  EXPECT_TRUE(pv["colour_clamped"].get<bool>());
+}
+#endif
+
+}  // namespace
+}  // namespace attnlab::viewer
