@@ -186,6 +186,20 @@ TEST(FitWindow, PrecisionScaleIsClampedToSixDecades) {
   EXPECT_NEAR(std::log10(hi / lo), kLogDecades, 1e-6);
   EXPECT_TRUE(pv["colour_clamped"].get<bool>());
 }
+
+// At UI scale 2 on 2560 x 1440 the precision view's explanation is cut to a share of the window
+// and the histogram gives way, so the map keeps room (it had none: the text filled the centre).
+TEST(FitWindow, ThePrecisionMapKeepsRoomAtALargeUiScale) {
+  test::TempDir dir;
+  for (const char* lang : {"en", "zh"}) {
+    const test::ViewShot s = test::view_shot(
+        dir, std::string("prec-ui2-") + lang, {"--view", "precision", "--ui-scale", "2", "--size", "2560x1440", "--lang", lang});
+    ASSERT_EQ(s.code, 0) << s.err;
+    const nlohmann::json& h = s.state["heatmap"];
+    EXPECT_EQ(h["vis_rows"].get<double>(), 5.0) << lang;
+    EXPECT_GE(h["h"].get<double>(), 5 * s.state["font_px"].get<double>()) << lang << ": the five rows a line tall each";
+  }
+}
 #endif
 
 }  // namespace

@@ -74,23 +74,55 @@ void wrapped(Shell& app, const std::string& text, const ImVec4* colour) {
   wrapped_at(app, text, ImGui::GetContentRegionAvail().x, colour);
 }
 
-void wrapped_at(Shell& app, const std::string& text, float avail, const ImVec4* colour) {
-  const float width = std::max(40.0f, avail);
+namespace {
+
+const std::vector<std::string>& lines_at(Shell& app, const std::string& text, float width) {
   ImFont* font = ImGui::GetFont();
   const float size = ImGui::GetFontSize();
   // Unrounded advances add up over the pieces of a line; ImGui::CalcTextSize, which the line used
   // to be measured with, rounds the sum up as below (imgui.cpp 1.86). The rounded width is an
   // integer, so the lines depend on floor(width) alone: the cache key stays put while a panel's
   // width moves by a fraction of a pixel.
-  const std::vector<std::string>& lines = app.wrap_cache.lines(
+  return app.wrap_cache.lines(
       text, std::floor(width), font, size,
       [font, size](const std::string& s) {
         return font->CalcTextSizeA(size, FLT_MAX, 0.0f, s.data(), s.data() + s.size()).x;
       },
       [](float w) { return static_cast<float>(static_cast<int>(w + 0.99999f)); });
+}
+
+}  // namespace
+
+void wrapped_at(Shell& app, const std::string& text, float avail, const ImVec4* colour) {
+  const std::vector<std::string>& lines = lines_at(app, text, std::max(40.0f, avail));
   if (colour) ImGui::PushStyleColor(ImGuiCol_Text, *colour);
   for (const std::string& line : lines) ImGui::TextUnformatted(line.data(), line.data() + line.size());
   if (colour) ImGui::PopStyleColor();
+}
+
+void wrapped_capped(Shell& app, const std::string& text, float share, const ImVec4* colour) {
+  const float width = std::max(40.0f, ImGui::GetContentRegionAvail().x);
+  const std::vector<std::string>& lines = lines_at(app, text, width);
+  const float line_h = ImGui::GetTextLineHeightWithSpacing();
+  const std::size_t most =
+      static_cast<std::size_t>(std::max(1.0f, std::floor(ImGui::GetWindowHeight() * share / std::max(1.0f, line_h))));
+  if (lines.size() <= most) {
+    wrapped_at(app, text, width, colour);
+    return;
+  }
+  if (colour) ImGui::PushStyleColor(ImGuiCol_Text, *colour);
+  ImGui::BeginGroup();
+  for (std::size_t i = 0; i + 1 < most; ++i) ImGui::TextUnformatted(lines[i].data(), lines[i].data() + lines[i].size());
+  // The last line shown runs into the next one, so that "…" ends it wherever it is cut.
+  const std::string last = fit_text(lines[most - 1] + " " + lines[most], width);
+  ImGui::TextUnformatted(last.data(), last.data() + last.size());
+  ImGui::EndGroup();
+  if (colour) ImGui::PopStyleColor();
+  if (ImGui::IsItemHovered()) {
+    ImGui::BeginTooltip();
+    wrapped_at(app, text, std::min(width, app.font_px * 30));
+    ImGui::EndTooltip();
+  }
 }
 
 namespace {

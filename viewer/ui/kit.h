@@ -47,6 +47,12 @@ void wrapped(Shell& app, const std::string& text, const ImVec4* colour = nullptr
 // ImGui::TextWrapped would break anywhere in Chinese text ("6." | "9%"), this breaks between
 // wrap_units only.
 void wrapped_at(Shell& app, const std::string& text, float width, const ImVec4* colour = nullptr);
+// `wrapped` in at most `share` of the window's height (at least one line): where the text needs
+// more, the last line shown ends in "…" and the whole text is the tooltip. An explanation above a
+// plot that would otherwise push the plot out of a small window or a large UI scale.
+void wrapped_capped(Shell& app, const std::string& text, float share, const ImVec4* colour = nullptr);
+// The share of a centre window's height a map view's explanation may take (wrapped_capped).
+constexpr float kExplanationShare = 0.2f;
 // `text` shortened with "…" to `width` pixels in the current font (strings.h ellipsize).
 std::string fit_text(const std::string& text, float width);
 // A radio button (a selectable) whose label is shortened with "…" to what is left of the window's

@@ -157,7 +157,7 @@ void draw_panel(DiffView& v, Shell& app, const Layout& l) {
     if (!r->spec.query) b.query = a.query;
     wrapped(app, fmt(tr(lang, S::DiffB), setting_text(b, p, lang, &a).c_str()), &kHighlightV4);
   }
-  wrapped(app, tr(lang, S::DiffDescription), &kDimV4);
+  wrapped_capped(app, tr(lang, S::DiffDescription), kExplanationShare, &kDimV4);
   switch (st) {
     case DiffView::Status::Streamed:
       wrapped(app, fmt(tr(lang, S::DiffNeedsStages), kKeepStagesMaxTokens, c.n(), kKeepStagesMaxTokens), &kHighlightV4);

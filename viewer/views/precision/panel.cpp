@@ -70,9 +70,9 @@ void draw_panel(PrecisionView& v, Shell& app, const Layout& l) {
   same_line_if_fits(radio_width(tr(lang, S::PrecRel)));
   if (ImGui::RadioButton(tr(lang, S::PrecRel), v.kind() == ErrorKind::Rel)) v.set_kind(ErrorKind::Rel);
   map_view_controls(app, true);
-  wrapped(app, fmt(tr(lang, S::PrecDescription), prec, format_number("%.6g", c.problem().temperature).c_str()),
-          &kDimV4);
-  if (v.kind() == ErrorKind::Rel) wrapped(app, tr(lang, S::PrecRelDef), &kDimV4);
+  wrapped_capped(app, fmt(tr(lang, S::PrecDescription), prec, format_number("%.6g", c.problem().temperature).c_str()),
+                 kExplanationShare, &kDimV4);
+  if (v.kind() == ErrorKind::Rel) wrapped_capped(app, tr(lang, S::PrecRelDef), kExplanationShare / 2, &kDimV4);
   if (st == PrecisionView::Status::Streamed) {
     wrapped(app, fmt(tr(lang, S::PrecNeedsStages), kKeepStagesMaxTokens, c.n(), kKeepStagesMaxTokens), &kHighlightV4);
     ImGui::End();
@@ -110,7 +110,11 @@ void draw_panel(PrecisionView& v, Shell& app, const Layout& l) {
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float hist_h = std::clamp(avail.y * 0.2f, fp * 3, fp * 6);
-  const Rect area{origin.x, origin.y + fp * 0.3f, avail.x, std::max(0.0f, avail.y - hist_h - fp * 4.6f)};
+  // The histogram (with its title, axis and caption) only where the map keeps at least half the
+  // room: at a large UI scale in a small window the map comes first.
+  const bool show_hist = avail.y - hist_h - fp * 4.6f >= std::max(avail.y * 0.5f, fp * 6);
+  const Rect area{origin.x, origin.y + fp * 0.3f, avail.x,
+                  std::max(0.0f, show_hist ? avail.y - hist_h - fp * 4.6f : avail.y - fp * 0.6f)};
   const ValueRange range = m.colour_range();
   char key[160];
   std::snprintf(key, sizeof key, "prec|%llu|%d|%d|%d", static_cast<unsigned long long>(c.revision()), shown,
@@ -153,8 +157,10 @@ void draw_panel(PrecisionView& v, Shell& app, const Layout& l) {
       dl->AddText(ImVec2(L.x + fp * 1.2f, y), text, tr(lang, S::Masked));
     }
   }
-  ImGui::SetCursorScreenPos(ImVec2(origin.x, area.bottom() + fp * 0.6f));
-  histogram(app, m, hist_h);
+  if (show_hist) {
+    ImGui::SetCursorScreenPos(ImVec2(origin.x, area.bottom() + fp * 0.6f));
+    histogram(app, m, hist_h);
+  }
 
   if (mp.hover) {
     const CellError e = v.cell(c, mp.hover->row, mp.hover->col);
