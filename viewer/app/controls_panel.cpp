@@ -100,7 +100,7 @@ void mods_controls(App& app) {
   wrapped(app, tr(lang, S::ModDocsFile), &kDimV4);
   field("###mdocs", app.in_documents);
   if (ImGui::Button(fmt("%s###mload", tr(lang, S::Load)).c_str())) c.set_mod_files(app.in_bias, app.in_documents);
-  const std::string named = modifications_text(p, lang);
+  const std::string named = modifications_text(c.problem(), lang);  // the problem a change above may have brought
   if (!named.empty()) wrapped(app, named, &kDimV4);
 }
 

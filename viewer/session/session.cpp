@@ -360,6 +360,7 @@ bool Session::post(unsigned parts) {
 }
 
 bool Session::poll() {
+  retired_.clear();
   std::deque<Result> done = worker_.take();
   for (Result& r : done) adopt(std::move(r));
   return !done.empty();
@@ -413,6 +414,10 @@ void Session::adopt(Result r) {
   }
   if (r.job.parts & kAll) {
     const bool new_problem = !(r.job.req.source == shown_req_.source) || !shown_;
+    if (shown_ && shown_ != r.problem) {
+      retired_.push_back(shown_);
+      if (retired_.size() > kRetiredMax) retired_.pop_front();
+    }
     shown_ = r.problem;
     shown_req_ = r.job.req;
     if (from_bundle()) {

@@ -39,6 +39,7 @@
 #include "viewer/session/worker.h"
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -350,6 +351,12 @@ class Session {
   Request req_;        // requested (controls)
   Request shown_req_;  // what trace_ was computed for
   std::shared_ptr<const Problem> shown_;
+  // The problems adopt replaced since the last poll(): a panel holds `const Problem&` for its whole
+  // draw, and where a run finishes inside a request (the synchronous worker of screenshots, tests
+  // and the UI fuzzer) the replaced problem must outlive that draw. poll() (the next frame) lets
+  // them go; at most kRetiredMax are kept.
+  static constexpr std::size_t kRetiredMax = 8;
+  std::deque<std::shared_ptr<const Problem>> retired_;
   Trace trace_;
   std::shared_ptr<const RotatedQK> rotated_;  // of shown_ (rotated())
   std::vector<int> queries_{kDemoDefaultQuery};  // the selected query first, then the others, ascending
