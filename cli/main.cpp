@@ -223,13 +223,17 @@ int main(int argc, char** argv) {
     sub = arg;
   }
 
-  // `--rope` alone is θ = 10000; `--rope=` (an empty value) would read the same, so it is refused
-  // as every other option's empty value is.
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "--rope=")
-      return fail("--rope needs a value after '=' (give --rope alone for θ 10000; see attnlab " +
-                      (sub.empty() ? "" : sub + " ") + "--help)",
-                  2);
+  // An option whose value may be left out (`--rope` alone is θ = 10000) reads `--opt=` as left
+  // out too: refused, as every other option's empty value is (refuse_empty_and_overflowing_values).
+  for (const CLI::App* s : app.get_subcommands([](const CLI::App*) { return true; }))
+    for (const CLI::Option* o : s->get_options([](const CLI::Option* o) {
+           return o->get_items_expected_min() == 0 && o->get_items_expected_max() >= 1;
+         }))
+      for (int i = 1; i < argc; ++i)
+        if (std::string(argv[i]) == o->get_name() + "=")
+          return fail(o->get_name() + " needs a value after '=' (or none, without the '='; see attnlab " +
+                          (sub.empty() ? "" : sub + " ") + "--help)",
+                      2);
 
   try {
     app.parse(argc, argv);

@@ -3,6 +3,7 @@
 
 #include "core/types.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -12,6 +13,18 @@ std::string format_number(const char* spec, double x) {
   char buf[64];
   std::snprintf(buf, sizeof buf, spec, x);
   return buf;
+}
+
+std::string shortest_text(double x) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, r.ptr);
+}
+
+std::string shortest_text(float x) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, r.ptr);
 }
 
 std::string count_text(long long n, const char* one, const char* many) {

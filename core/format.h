@@ -10,9 +10,13 @@ namespace attnlab {
 
 std::string format_number(const char* spec, double x);  // one printf conversion, e.g. "%.3g"
 std::string fixed(double x, int decimals);              // "%.*f": 0.219 at 3 decimals
-std::string short_number(double x);
+std::string short_number(double x);                     // "%.6g": a temperature as typed, 0.85
+// The shortest text that reads back as the same value (std::to_chars: locale-free, unlike
+// printf): "0.85", not "0.850000024".
+std::string shortest_text(double x);
+std::string shortest_text(float x);
 // A count with its noun in English: "1 key", "4 keys" (the singular for exactly one).
-std::string count_text(long long n, const char* one, const char* many);                     // "%.6g": a temperature as typed, 0.85
+std::string count_text(long long n, const char* one, const char* many);
 std::string format_bytes(double bytes);                 // "12.3 GiB", "4.0 MiB", "512.0 KiB"
 // A matrix entry as the page's tables show it: two decimals, −∞ / +∞, "n/a" for NaN, never
 // "-0.00" (%.2e from 1e6 on). The CLI's tables and the viewer's cells and tables.

@@ -5,7 +5,6 @@
 #include "core/io.h"
 #include "core/messages.h"
 
-#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -39,10 +38,7 @@ void apply_tokens(Problem& p, const std::vector<std::string>& tokens, const std:
 // A document id as the refusal quotes it: the shortest text that reads back as the fp32 value,
 // or "≈" and three digits from 2^24 on, where fp32 has rounded the file's number already.
 std::string document_id_text(float x) {
-  if (std::isfinite(x) && std::abs(x) >= 16777216.0f) return "≈" + format_number("%.3g", x);
-  char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof buf, x);
-  return std::string(buf, r.ptr);
+  return std::isfinite(x) && std::abs(x) >= 16777216.0f ? "≈" + format_number("%.3g", x) : shortest_text(x);
 }
 
 }  // namespace

@@ -17,9 +17,11 @@
 //
 // Masks (read_mask, parse_mask) take the same formats but hold only 0 and -inf; every other
 // matrix must be finite. This file depends on nothing from core/ beyond the header-only error
-// types, so the fuzz targets can compile it on its own with clang.
+// types, the message catalogue and core/format's numbers, so the fuzz targets can compile it
+// with those two alone, with clang.
 #include "core/io.h"
 
+#include "core/format.h"
 #include "core/messages.h"
 
 #include <algorithm>
@@ -96,19 +98,6 @@ std::string quote(std::string_view token) {
   if (cut) out += "...";
   out += "'";
   return out;
-}
-
-// Shortest text that reads back as the same double; locale-free (unlike printf).
-std::string format_number(double v) {
-  char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
-}
-
-std::string format_number(float v) {
-  char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
 }
 
 // ---- files -------------------------------------------------------------------------------------
@@ -494,7 +483,7 @@ MatrixF parse_npy_values(std::string_view bytes, const std::string& name, Values
   for (std::uint64_t i = 0; i < count; ++i) {
     const double d = npy_element(data, i, item);
     const auto at = [&](Msg id) {
-      return InputError(id, {name, format_number(d), std::to_string(i / cols), std::to_string(i % cols)});
+      return InputError(id, {name, shortest_text(d), std::to_string(i / cols), std::to_string(i % cols)});
     };
     float f = 0.0f;
     if (mode == Values::Mask) {
@@ -708,7 +697,7 @@ void write_csv(const std::string& path, const MatrixF& m) {
   for (Eigen::Index r = 0; r < m.rows(); ++r) {
     for (Eigen::Index c = 0; c < m.cols(); ++c) {
       if (c > 0) out += ',';
-      out += format_number(m(r, c));
+      out += shortest_text(m(r, c));
     }
     out += '\n';
   }

@@ -261,7 +261,7 @@ std::vector<std::string> intro_lines(const Problem& p, const Trace& t, int query
               " · " + std::string(to_string(t.precision)) + " · " + fixed(t.timings.total_ms, 3) +
               " ms" +
               (t.splits > 0 ? (zh ? " · 键分成 " + std::to_string(t.splits) + " 段"
-                                  : " · keys in " + std::to_string(t.splits) + (t.splits == 1 ? " split" : " splits"))
+                                  : " · keys in " + count_text(t.splits, "split", "splits"))
                             : ""));
   if (p.heads > 1)
     l.push_back(zh ? "共 " + std::to_string(p.heads) + " 个头" +
@@ -269,8 +269,7 @@ std::vector<std::string> intro_lines(const Problem& p, const Trace& t, int query
                          "；表格只显示第 0 个头，JSON/CSV 输出包含全部。"
                    : std::to_string(p.heads) + " heads" +
                          (p.kv_heads() != p.heads
-                              ? " (sharing " + std::to_string(p.kv_heads()) +
-                                    (p.kv_heads() == 1 ? " key/value head)" : " key/value heads)")
+                              ? " (sharing " + count_text(p.kv_heads(), "key/value head", "key/value heads") + ")"
                               : "") +
                          "; the tables show head 0 only, JSON/CSV output holds every head.");
   if (p.n() > kMaxShown || p.m() > kMaxShown || p.d_k() > kMaxShown || p.d_v() > kMaxShown)

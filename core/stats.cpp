@@ -176,11 +176,11 @@ std::string describe(const Problem& p, const float* weights, const float* mask, 
               : "The sequence " + p.sentence + " has " + std::to_string(n) + " tokens.";
   } else if (n == m) {
     out += zh ? "序列共有 " + std::to_string(n) + " 个 token。"
-              : "The sequence has " + std::to_string(n) + (n == 1 ? " token." : " tokens.");
+              : "The sequence has " + count_text(n, "token", "tokens") + ".";
   } else {
     out += zh ? "共有 " + std::to_string(n) + " 个查询和 " + std::to_string(m) + " 个键。"
               : "There " + std::string(n == 1 ? "is 1 query" : "are " + std::to_string(n) + " queries") +
-                    " and " + std::to_string(m) + (m == 1 ? " key." : " keys.");
+                    " and " + count_text(m, "key", "keys") + ".";
   }
   if (p.heads > 1)
     out += zh ? "（共 " + std::to_string(p.heads) + " 个头，以下为第 0 个头。）"

@@ -286,8 +286,9 @@ std::string render_verify_text(const VerifyReport& r, Lang lang) {
          "即为通过\n\n";
   } else {
     o << "verify: backend " << r.backend << ", " << to_string(r.variant) << ", "
-      << to_string(r.precision) << "; " << r.heads << (r.heads == 1 ? " head" : " heads") << " x "
-      << count_text(r.n, "query", "queries") << " x " << count_text(r.m, "key", "keys") << ", d_k " << r.d_k << ", d_v " << r.d_v << ", T " << T
+      << to_string(r.precision) << "; " << count_text(r.heads, "head", "heads") << " x "
+      << count_text(r.n, "query", "queries") << " x " << count_text(r.m, "key", "keys") << ", d_k " << r.d_k
+      << ", d_v " << r.d_v << ", T " << T
       << ", mask " << to_string(r.mask) << "\n";
     if (!r.modifications.empty()) o << "modifications: " << r.modifications << "\n";
     if (!r.source.empty()) o << "source: " << r.source << "\n";

@@ -96,7 +96,7 @@ TEST_F(CliRefusals, OptionSyntaxInTheLabsWords) {
   expect_line({"run", "--random", " "}, "--random needs a value (see attnlab run --help)");
   // `--rope=` is not `--rope` (θ 10000) without a word.
   expect_line({"run", "--random", "4", "--rope="},
-              "--rope needs a value after '=' (give --rope alone for θ 10000; see attnlab run --help)");
+              "--rope needs a value after '=' (or none, without the '='; see attnlab run --help)");
 }
 
 // Spaces around a whole number are dropped for every whole-number option alike.

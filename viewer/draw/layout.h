@@ -34,8 +34,7 @@ Layout compute_layout(float width, float height, float font_px);
 // proportion to the height (29 px at 1440, 44 px at 2160 and above: kFontTopHeight), times the
 // scale (clamped to kMinUiScale..kMaxUiScale), rounded to whole pixels so the atlas is rebuilt
 // only when the size really changes. The largest is 44 px times kMaxUiScale; the app builds fonts
-// of 32 px and more without horizontal oversampling, so that size's atlas stays one 4096 x 4096
-// texture.
+// of 32 px and more without horizontal oversampling, which would double their atlas's width.
 constexpr float kMinUiScale = 0.6f, kMaxUiScale = 3.0f;
 // The window height above which the text stops growing (a 4K screen's).
 constexpr float kFontTopHeight = 2160.0f;

@@ -337,7 +337,7 @@ std::string head_caption(Lang lang, int head, int kv_head, const HeadThumb& t) {
   } else if (!t.error.empty()) {
     std::snprintf(buf, sizeof buf, tr(lang, S::HeadsCaptionError), head);
   } else {
-    const std::string pct = format_number(t.row_max < 0.01 ? "%.2g" : "%.1f", t.row_max * 100);
+    const std::string pct = percent_text(t.row_max);
     if (t.row_max < 0 && kv_head >= 0)
       std::snprintf(buf, sizeof buf, tr(lang, S::HeadsCaptionKvBare), head, kv_head);
     else if (t.row_max < 0)
