@@ -186,6 +186,19 @@ BackwardCheck check_backward(const Problem& p, const Upstream& u, const GradTrac
         (rows(e_dO, h) + gamma_k(d_v) * rows(adO, h)) * aV.middleRows(kv, m).transpose();
   }
   e_dV += gamma_k(group * n) * s_dV;
+  // The fused backward's own weights (check_fused_backward): relative error 2 max|Δlogit| + κ u,
+  // through dV = Σ Pᵀ dO and, by O = P V, through D = rowsum(dO ∘ O).
+  constexpr double kRecomputeUlps = 4;
+  double dz_max = 0;
+  for (Eigen::Index i = 0; i < dz.size(); ++i)
+    if (std::isfinite(dz.data()[i])) dz_max = std::max(dz_max, dz.data()[i]);
+  const double p_rel = 2 * dz_max + kRecomputeUlps * kU;
+  c.fused_dv_extra = 2 * p_rel * (s_dV.size() > 0 ? s_dV.maxCoeff() : 0.0);
+  for (int h = 0; h < heads; ++h) {
+    const MatrixD pv = rows(P, h) * aV.middleRows(p.kv_row(h), m);
+    const double d_terms = (rows(adO, h).array() * pv.array()).rowwise().sum().maxCoeff();
+    c.fused_d_extra = std::max(c.fused_d_extra, 2 * p_rel * d_terms);
+  }
 
   // D = rowsum(dO ∘ O), dlogits = P ∘ (dP − D), dT.
   const MatrixD e_D = ((e_dO.array() * aO.array() + adO.array() * dO_fwd.array()).rowwise().sum() +
@@ -287,11 +300,11 @@ BackwardCheck check_fused_backward(const GradTrace& fused, const GradTraceD& ref
       if (g.name == name) return g.max_bound;
     return 0.0;
   };
-  const auto against = [&](const std::string& name, const MatrixF& x, const MatrixD& r) {
-    c.grads.push_back(compare(name, x, r, MatrixD::Constant(r.rows(), r.cols(), bound_of(name) / 2)));
+  const auto against = [&](const std::string& name, const MatrixF& x, const MatrixD& r, double extra = 0) {
+    c.grads.push_back(compare(name, x, r, MatrixD::Constant(r.rows(), r.cols(), (bound_of(name) + extra) / 2)));
   };
-  against("dV", fused.dv, ref.dv);
-  against("D", fused.D, ref.D);
+  against("dV", fused.dv, ref.dv, staged.fused_dv_extra);
+  against("D", fused.D, ref.D, staged.fused_d_extra);
   against("dQ", fused.dq, ref.dq);
   against("dK", fused.dk, ref.dk);
   c.grads.push_back(scalar_check("dT", fused.dT, ref.dT, bound_of("dT")));
@@ -324,10 +337,11 @@ std::string render_backward_check_text(const BackwardCheck& c, Lang lang) {
            : "bound of an entry: 2 × (the forward's measured errors carried through each formula to first order + the "
              "fp32 rounding of each step; a sum of k terms γ_k = k·2⁻²⁴ times the sum of |terms|); core/backward_check.h\n");
   if (c.fused)
-    o << (zh ? "融合反向：每个梯度须在逐阶段 fp32 反向为该梯度推出的最大元素界之内（同样的公式、同样的输入，求和次序不同，P 由 m 与 l 重算）；被屏蔽位置与行和两行是逐阶段运行的\n"
+    o << (zh ? "融合反向：每个梯度须在逐阶段 fp32 反向为该梯度推出的最大元素界之内（同样的公式、同样的输入，求和次序不同，P 由 m 与 l 重算；dV 与 D 的界另加融合运行自身的权重误差，2 max|Δlogit| + 4 ulp）；被屏蔽位置与行和两行是逐阶段运行的\n"
              : "fused backward: each gradient within the largest entry bound derived for the staged fp32 backward's "
-               "(the same formulas on the same inputs, another order of summation, P recomputed from m and l); the "
-               "masked and row-sum lines are the staged run's\n");
+               "(the same formulas on the same inputs, another order of summation, P recomputed from m and l; dV "
+               "and D also allow the fused run's own weight errors, 2 max|Δlogit| + 4 ulp); the masked and row-sum "
+               "lines are the staged run's\n");
   o << "\n";
   const auto pad = [](const std::string& s, int width, bool left) {
     const int w = display_width(s);

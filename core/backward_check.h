@@ -83,6 +83,11 @@ struct BackwardCheck {
   // check_fused_backward's: the fused gradients held within the largest bound of the staged
   // run's entries; the forward, masked and row-sum parts are the staged run's.
   bool fused = false;
+  // What the fused backward's own weights may add to the largest bound of dV and of D
+  // (check_fused_backward), from check_backward: 2 (2 max|Δlogit| + κ u) times the largest sum of
+  // |terms| the weights enter, Σ_h P_hᵀ |dO_h| for dV and rowsum(|dO| ∘ (P |V|)) for D through
+  // O = P V (κ below).
+  double fused_dv_extra = 0, fused_d_extra = 0;
   bool pass = true;
 };
 
@@ -94,8 +99,17 @@ BackwardCheck check_backward(const Problem& p, const Upstream& u, const GradTrac
 // same fp64 run, each gradient within the largest entry bound `staged` (check_backward of the fp32
 // staged backward of the same problem and dO) derived for it: the fused kernel computes the same
 // formulas in fp32 from the same inputs, in another order (the γ terms hold for any order) and
-// with P recomputed from the forward's m and l (an error of the staged softmax's kind). Passes
-// when every gradient does and the staged check passes (else its bounds prove nothing); the
+// with P recomputed from the forward's m and l (an error of the staged softmax's kind). The staged
+// bound carries the staged run's measured ΔP, entry by entry; the fused run's weights come from
+// its own scores (the same dot products in another order, whose logits err as much as the staged
+// run's, max|Δlogit| measured there) and are recomputed (2^x by a polynomial within 1.3 ulp, its
+// argument's rounding, at most ln 2 · |x| 2^-|x| <= 0.54 ulp of the weight, the product with 1 / l
+// and that quotient's rounding: κ = 4 ulp), so a weight of the fused run may be off by
+// P (2 max|Δlogit| + κ u) where the staged one is not. Where a gradient has few terms (dV of one
+// query, D of a one-column V) that shows beside the bound's other parts, so dV and D get it on top
+// (fused_dv_extra, fused_d_extra). dQ, dK and dT keep the staged bound: sums over the keys, their
+// γ_m terms have covered the difference in every random draw (tests/test_random_problems.cpp and
+// its soak). Passes when every gradient does and the staged check passes (else its bounds prove nothing); the
 // forward's report, the masked count and the row sums are the staged check's.
 BackwardCheck check_fused_backward(const GradTrace& fused, const GradTraceD& ref, const BackwardCheck& staged);
 

@@ -444,6 +444,8 @@ constexpr Entry kMessages[] = {
     {Msg::VariantUnknown, "unknown variant '{0}' (use staged, fused or decode)",
      "未知的计算方式“{0}”（可用 staged、fused 或 decode）"},
     {Msg::PrecisionUnknown, "unknown precision '{0}' (use fp32 or bf16)", "未知的精度“{0}”（可用 fp32 或 bf16）"},
+    {Msg::DocumentsQueriesOverKeys, "document ids need every query at a key's position, so no more queries than keys: got {0} queries and {1} keys",
+     "文档编号要求每个查询都位于某个键的位置，因此查询数不能多于键数：当前为 {0} 个查询、{1} 个键"},
 };
 
 constexpr bool in_order() {

@@ -248,6 +248,7 @@ enum class Msg : int {
   FormatUnknown,        // {0} format
   VariantUnknown,       // {0} name
   PrecisionUnknown,     // {0} name
+  DocumentsQueriesOverKeys,  // {0} queries, {1} keys
   Count_
 };
 

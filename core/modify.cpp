@@ -262,10 +262,12 @@ std::shared_ptr<const RotatedQK> rotated_qk(const Problem& p) {
     r.q.resize(in.q.rows(), in.q.cols());
     r.k.resize(in.k.rows(), in.k.cols());
     // Position by position (over the cores) its angles, then every head's row of K at that
-    // position and of Q whose query sits there (the queries are the last n of the m positions).
+    // position and of Q whose query sits there (the queries are the last n of the m positions;
+    // with more queries than keys the first n - m of them sit at negative positions).
     const double work = 8.0 * (heads * static_cast<double>(n) + kvh * static_cast<double>(m)) * d;
-    each_position(0, m, d, theta, /*back=*/false, work, [&](int pos, const double* cs, const double* sn) {
-      for (int g = 0; g < kvh; ++g) {
+    const int first = std::min(0, off);
+    each_position(first, m - first, d, theta, /*back=*/false, work, [&](int pos, const double* cs, const double* sn) {
+      for (int g = 0; g < kvh && pos >= 0; ++g) {
         const std::size_t row = (static_cast<std::size_t>(g) * m + pos) * d;
         rotate_row(in.k.data() + row, r.k.data() + row, d / 2, cs, sn);
       }
@@ -329,6 +331,8 @@ void validate_modifications(const Problem& p) {
   }
   if (!p.documents().empty() && static_cast<int>(p.documents().size()) != m)
     throw InputError(Msg::DocumentsLength, {std::to_string(p.documents().size()), std::to_string(m)});
+  // Query i sits at position i + m - n, whose id the documents give: none for n > m.
+  if (!p.documents().empty() && n > m) throw InputError(Msg::DocumentsQueriesOverKeys, {std::to_string(n), std::to_string(m)});
 }
 
 std::string modifications_text(const Problem& p, Lang lang) {

@@ -38,21 +38,26 @@ double max_abs_finite(const MatrixF& a) {
   return mx;
 }
 
-// bf16 scores: rounding q and k to bf16 (relative error u = 2^-9 each) moves a product q_i k_i by
+// bf16 scores: rounding q and k to bf16 (relative error u = 2^-8 each: 8 significant bits) moves a product q_i k_i by
 // at most (2u + u^2) |q_i k_i|, and the fp32 sum of d_k exact products adds at most about
 // d_k 2^-24 sum |q_i k_i|. By Cauchy-Schwarz sum |q_i k_i| <= |q| |k|, so every score of a head is
 // within (2u + u^2 + d_k 2^-24) max|q_row| max|k_row| of the fp64 one: the bound returned here
 // (over the heads), an O(N d) pass where the exact sum |q| |k| would be another N^2 d product.
-double bf16_score_bound(const Problem& p) {
-  const double u = std::ldexp(1.0, -9);
-  const double factor = 2 * u + u * u + 1.01 * p.d_k() * std::ldexp(1.0, -24);
+// max over the heads of max|q_row| max|k_row|: what bounds every |score| (Cauchy-Schwarz) and
+// every sum of |q_i k_i| behind one.
+double max_norm_product(const Problem& p) {
   double worst = 0;
   for (int h = 0; h < p.heads; ++h) {
     const auto q = p.q().middleRows(static_cast<Eigen::Index>(h) * p.n(), p.n()).cast<double>();
     const auto k = p.k().middleRows(p.kv_row(h), p.m()).cast<double>();
     worst = std::max(worst, q.rowwise().norm().maxCoeff() * k.rowwise().norm().maxCoeff());
   }
-  return factor * worst;
+  return worst;
+}
+
+double bf16_score_bound(const Problem& p) {
+  const double u = std::ldexp(1.0, -8);
+  return (2 * u + u * u + 1.01 * p.d_k() * std::ldexp(1.0, -24)) * max_norm_product(p);
 }
 
 // Below fp32's normal range a result's rounding is absolute, up to half of 2^-149 (the smallest
@@ -70,8 +75,25 @@ double subnormal_floor(const std::string& stage, const Problem& p) {
   return 0;
 }
 
+// The largest logit a chain's rounding is relative to: max|logit|, or with a soft-cap the largest
+// score before the cap over T (the scores round in proportion to their own size, and the cap,
+// whose slope is at most 1, passes that error on whole while it shrinks the logits themselves),
+// over the pairs the mask leaves.
+double logit_scale(const TraceD& ref, double temperature) {
+  const double logits = max_abs_finite(ref.logits);
+  if (ref.capped.size() == 0) return logits;
+  const MatrixD& before = ref.biased.size() > 0 ? ref.biased : ref.scaled;
+  double top = 0;
+  for (Eigen::Index i = 0; i < ref.logits.rows(); ++i)
+    for (Eigen::Index j = 0; j < ref.logits.cols(); ++j)
+      if (std::isfinite(ref.logits(i, j)) && std::isfinite(before(i, j))) top = std::max(top, std::abs(before(i, j)));
+  return std::max(logits, top / temperature);
+}
+
 // L of the header comment: the logit error every fp32 chain may carry.
-double logit_rounding(const TraceD& ref) { return kLogitUlps * kFp32Ulp * max_abs_finite(ref.logits); }
+double logit_rounding(const TraceD& ref, double temperature) {
+  return kLogitUlps * kFp32Ulp * logit_scale(ref, temperature);
+}
 
 // L16 of the header comment: the logit error a bf16 chain may carry. Its scores are products of
 // bf16 values, which hold 8 significant bits: a score, and so a logit (the score times
@@ -79,7 +101,7 @@ double logit_rounding(const TraceD& ref) { return kLogitUlps * kFp32Ulp * max_ab
 // max|logit| = max|scaled| / T. A low temperature magnifies that error as it magnifies the logits,
 // and the weights' error follows |Δlogit|: where L16 passes 2e-2, 2e-2 no longer bounds what bf16
 // delivers.
-double bf16_logit_rounding(const TraceD& ref) { return kBf16Unit * max_abs_finite(ref.logits); }
+double bf16_logit_rounding(const TraceD& ref, double temperature) { return kBf16Unit * logit_scale(ref, temperature); }
 
 StageCheck compare(const std::string& stage, const MatrixF& x, const MatrixD& ref, Tolerance tol) {
   StageCheck c;
@@ -158,7 +180,7 @@ Tolerance default_tolerance(const std::string& stage, const Problem& p, const Tr
     // Weights and output: 2e-2, or what bf16 logits can deliver where that is larger (L16 of the
     // header comment), passed on as fp32's L is: at most half of it to a weight, L16 * max|V| to
     // an output row.
-    const double l16 = bf16_logit_rounding(ref);
+    const double l16 = bf16_logit_rounding(ref, p.temperature);
     if (stage == "weights") return {std::max(kBf16Tol, 0.5 * l16), kBf16Tol};
     if (stage == "output") return {std::max(kBf16Tol, l16 * max_abs_finite(p.v())), kBf16Tol};
     return {kBf16Tol, kBf16Tol};
@@ -166,12 +188,30 @@ Tolerance default_tolerance(const std::string& stage, const Problem& p, const Tr
   const auto floored = [&](const MatrixD& r) {
     return Tolerance{std::max(kAtolFraction * max_abs_finite(r), subnormal_floor(stage, p)), kRtolFp32};
   };
-  if (stage == "scores") return floored(ref.scores);
-  if (stage == "scaled") return floored(ref.scaled);
-  if (stage == "biased") return floored(ref.biased);
-  if (stage == "capped") return floored(ref.capped);
-  if (stage == "logits") return floored(ref.logits);
-  const double l = logit_rounding(ref);
+  // Scores to logits: each stage's floor, and at least what the stage before it may be off by,
+  // carried through the step between them (the scale; an added term or the soft-cap, whose slope
+  // is at most 1; 1 / T). The scores' own: 8 ulp of the largest |q| |k|, what a dot product whose
+  // terms cancel (a score far below |q| |k|) still errs by, which 1e-6 of the largest score does
+  // not cover where every score is small. Without a cap and with scores of the usual size this
+  // is each stage's own floor: the stages are multiples of each other.
+  const unsigned mods = problem_stages(p);
+  const auto carried = [&](const MatrixD& own, const char* before, double factor) {
+    Tolerance t = floored(own);
+    t.atol = std::max(t.atol, default_tolerance(before, p, ref, precision).atol * factor);
+    return t;
+  };
+  if (stage == "scores") {
+    Tolerance t = floored(ref.scores);
+    t.atol = std::max(t.atol, kLogitUlps * kFp32Ulp * max_norm_product(p));
+    return t;
+  }
+  if (stage == "scaled") return carried(ref.scaled, "scores", p.scale_value());
+  if (stage == "biased") return carried(ref.biased, "scaled", 1);
+  if (stage == "capped") return carried(ref.capped, (mods & kStageBiased) ? "biased" : "scaled", 1);
+  if (stage == "logits")
+    return carried(ref.logits, (mods & kStageCapped) ? "capped" : (mods & kStageBiased) ? "biased" : "scaled",
+                   1 / p.temperature);
+  const double l = logit_rounding(ref, p.temperature);
   if (stage == "weights") return {std::max(kWeightsAtolFloor, 0.5 * l), kRtolFp32};
   if (stage == "output")
     return {std::max(kAtolFraction * max_abs_finite(ref.output), subnormal_floor(stage, p)) +
@@ -366,10 +406,12 @@ std::string render_verify_text(const VerifyReport& r, Lang lang) {
                "the bound of bf16 rounding where larger; for weights and output what the rounding of bf16 "
                "logits (2^-8 of the largest logit) passes on, where larger\n");
   else
-    o << (zh ? "容差：atol = 1e-6 × 该阶段的 max|ref|，且不小于 fp32 次正规数的舍入（每次运算 2^-149）；"
+    o << (zh ? "容差：atol = 1e-6 × 该阶段的 max|ref|，且不小于 fp32 次正规数的舍入（每次运算 2^-149），"
+               "也不小于前一阶段的 atol 经这一步传来的量（分数本身：最大 |q||k| 的 8 ulp）；"
                "权重和输出另外允许 fp32 logits 的舍入（最大 logit 的 8 ulp）\n"
              : "tolerances: atol = 1e-6 * max|ref| of the stage, never below the rounding of fp32 "
-               "subnormals (2^-149 per operation); weights and output also allow the rounding of fp32 "
+               "subnormals (2^-149 per operation) nor below the stage before's atol carried through the step "
+               "(the scores: 8 ulp of the largest |q| |k|); weights and output also allow the rounding of fp32 "
                "logits (8 ulp of the largest logit)\n");
   const std::vector<std::string> weak = r.uninformative();
   if (!weak.empty()) {

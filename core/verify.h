@@ -9,12 +9,22 @@
 // |sum_j w_ij - 1| of the weights and whether every masked weight is exactly 0.0.
 //
 // Default tolerances (default_tolerance), printed with the figures:
-//   fp32  scores, scaled, logits  rtol 1e-5, atol 1e-6 * max|ref| of that stage
+//   fp32  scores, scaled, biased, rtol 1e-5, atol 1e-6 * max|ref| of that stage, and at least
+//         capped, logits      the stage before's atol carried through the step between them (the
+//                             scale; an added term or the soft-cap, whose slope is at most 1;
+//                             1 / T); the scores' at least 8 ulp(fp32) * max|q_row| max|k_row|
+//                             (what a dot product of cancelling terms errs by, which 1e-6 of
+//                             the largest score misses where every score is small). Without a
+//                             cap the stages are multiples of each other and so are these
+//                             floors; the cap shrinks its stage while an error before it passes
+//                             on whole
 //         mask                    exact (atol = rtol = 0)
 //         weights                 rtol 1e-5, atol max(1e-6, L / 2)
 //         output                  rtol 1e-5, atol 1e-6 * max|ref output| + L * max|V|
 //     where L = 8 ulp(fp32) * max|ref logit|: the rounding every fp32 chain must make when it
-//     stores the logits (and the dot products behind them). A softmax passes at most half of a
+//     stores the logits (and the dot products behind them); with a soft-cap, max|ref logit| is
+//     at least the largest score before the cap over T (the cap passes the scores' rounding on
+//     whole where it shrinks the logits; L16 alike). A softmax passes at most half of a
 //     logit error on to a weight, and an output row at most (max error of its logits) * max|V|;
 //     at ordinary temperatures L is below 1e-5, at T = 1e-3 it is what fp32 logits can deliver.
 //   Where the weights' or the output's allowance reaches the stage's whole range (1; V's widest
@@ -27,7 +37,7 @@
 //         weights                 rtol 2e-2, atol max(2e-2, L16 / 2)
 //         output                  rtol 2e-2, atol max(2e-2, L16 * max|V|); weight rows sum to 1
 //                                 within 2e-2
-//     where B = (2u + u^2 + 1.01 d_k 2^-24) max|q_row| max|k_row| (u = 2^-9, over the heads): the
+//     where B = (2u + u^2 + 1.01 d_k 2^-24) max|q_row| max|k_row| (u = 2^-8, over the heads): the
 //     rounding bound of the scores once Q and K are rounded to bf16 (bf16_score_bound), and
 //     L16 = 2^-8 * max|ref logit|: bf16's unit roundoff (8 significant bits) at the largest logit,
 //     what logits computed from bf16 values can deliver. As for fp32's L, a softmax passes at most

@@ -26,7 +26,7 @@
 namespace attnlab {
 namespace {
 
-const double kU = std::ldexp(1.0, -9);  // bf16's unit roundoff (8 significant bits)
+const double kU = std::ldexp(1.0, -8);  // bf16's unit roundoff (8 significant bits)
 
 float from_bits(std::uint32_t u) { return std::bit_cast<float>(u); }
 

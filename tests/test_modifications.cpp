@@ -281,6 +281,28 @@ TEST(Modifications, RopeScoresDependOnTheDistanceOnly) {
   EXPECT_EQ(rope_rotate(q, 0, theta), q);
 }
 
+// More queries than keys: query i sits at position i + m - n, before the first key for the first
+// n - m of them. RoPE turns those by their negative positions, as the fp64 reference does (it had
+// left them unrotated, and the kernels read uninitialised rows).
+TEST(Modifications, RopeTurnsQueriesThatSitBeforeTheFirstKey) {
+  Problem p = random_problem(40, 40, 16, 8, 3, 2, 2);
+  ProblemInputs& in = p.edit();
+  in.q = random_problem(100, 16, 8, 4, 2).q();
+  in.query_tokens = index_tokens(100);
+  p.mods.rope_theta = 10000;
+  ASSERT_NO_THROW(validate(p));
+  ASSERT_EQ(p.causal_offset(), -60);
+  const TraceD ref = reference_fp64(p);
+  EXPECT_TRUE(verify_trace(p, cpu_fused(p), ref).pass);
+  EXPECT_TRUE(verify_trace(p, cpu_staged(p), ref).pass);
+  EXPECT_TRUE(verify_trace(p, cpu_fused_bf16(p), ref).pass);
+  // The rotated rows are the double rotation rounded once, before the keys as after them.
+  const std::shared_ptr<const RotatedQK> rot = rotated_qk(p);
+  ASSERT_TRUE(rot);
+  const MatrixF want = rope_rotate(p.q().topRows(100).cast<double>(), -60, 10000).cast<float>();
+  EXPECT_EQ(rot->q.topRows(100), want);
+}
+
 TEST(Modifications, RotatedQAndKAreTheDoubleRotationRoundedOnce) {
   // Several blocks of positions (2048 each), queries at the end of the keys, grouped heads.
   Problem p = random_problem(700, 4500, 16, 4, 3, 4, 2);
@@ -534,6 +556,16 @@ TEST(Modifications, SpecsAndTheirRefusalsInBothLanguages) {
          validate(r);
        },
        Msg::DocumentsLength, "there are 3 document ids but 6 positions"},
+      {[&] {
+         // More queries than keys: the first queries sit before every key, at no id.
+         Problem r = test::make_problem(4, 4, 4, 1, MaskKind::None, 1, 1);
+         ProblemInputs& in = r.edit();
+         in.q = MatrixF::Ones(6, 4);
+         in.query_tokens.clear();
+         in.documents = {0, 0, 1, 1};
+         validate(r);
+       },
+       Msg::DocumentsQueriesOverKeys, "got 6 queries and 4 keys"},
       {[&] {
          // Documents and a window that leave row 3 without a key it may see.
          Problem r = q;
