@@ -13,6 +13,9 @@
 #include <cstdio>
 #include <limits>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace attnlab {
 namespace {
@@ -164,6 +167,32 @@ nlohmann::json num(double v) {
 
 }  // namespace
 
+namespace {
+
+// fp32's tolerances of the stages from the scores to the logits that p has, in the chain's order:
+// each stage's floor (1e-6 of its largest value, the subnormal floor) and at least what the stage
+// before it may be off by, carried through the step between them (the scale; an added term or the
+// soft-cap, whose slope is at most 1; 1 / T). The scores' own: 8 ulp of the largest |q| |k|, what
+// a dot product whose terms cancel (a score far below |q| |k|) still errs by, which 1e-6 of the
+// largest score does not cover where every score is small. One pass over each stage.
+std::vector<std::pair<std::string, Tolerance>> fp32_chain_tolerances(const Problem& p, const TraceD& ref) {
+  const unsigned mods = problem_stages(p);
+  std::vector<std::pair<std::string, Tolerance>> out;
+  double carried = kLogitUlps * kFp32Ulp * max_norm_product(p);
+  const auto next = [&](const char* stage, const MatrixD& own, double factor) {
+    carried = std::max({kAtolFraction * max_abs_finite(own), subnormal_floor(stage, p), carried * factor});
+    out.emplace_back(stage, Tolerance{carried, kRtolFp32});
+  };
+  next("scores", ref.scores, 1);
+  next("scaled", ref.scaled, p.scale_value());
+  if (mods & kStageBiased) next("biased", ref.biased, 1);
+  if (mods & kStageCapped) next("capped", ref.capped, 1);
+  next("logits", ref.logits, 1 / p.temperature);
+  return out;
+}
+
+}  // namespace
+
 Tolerance default_tolerance(const std::string& stage, const Problem& p, const TraceD& ref,
                             Precision precision) {
   if (stage == "mask") return {0, 0};
@@ -185,32 +214,9 @@ Tolerance default_tolerance(const std::string& stage, const Problem& p, const Tr
     if (stage == "output") return {std::max(kBf16Tol, l16 * max_abs_finite(p.v())), kBf16Tol};
     return {kBf16Tol, kBf16Tol};
   }
-  const auto floored = [&](const MatrixD& r) {
-    return Tolerance{std::max(kAtolFraction * max_abs_finite(r), subnormal_floor(stage, p)), kRtolFp32};
-  };
-  // Scores to logits: each stage's floor, and at least what the stage before it may be off by,
-  // carried through the step between them (the scale; an added term or the soft-cap, whose slope
-  // is at most 1; 1 / T). The scores' own: 8 ulp of the largest |q| |k|, what a dot product whose
-  // terms cancel (a score far below |q| |k|) still errs by, which 1e-6 of the largest score does
-  // not cover where every score is small. Without a cap and with scores of the usual size this
-  // is each stage's own floor: the stages are multiples of each other.
-  const unsigned mods = problem_stages(p);
-  const auto carried = [&](const MatrixD& own, const char* before, double factor) {
-    Tolerance t = floored(own);
-    t.atol = std::max(t.atol, default_tolerance(before, p, ref, precision).atol * factor);
-    return t;
-  };
-  if (stage == "scores") {
-    Tolerance t = floored(ref.scores);
-    t.atol = std::max(t.atol, kLogitUlps * kFp32Ulp * max_norm_product(p));
-    return t;
-  }
-  if (stage == "scaled") return carried(ref.scaled, "scores", p.scale_value());
-  if (stage == "biased") return carried(ref.biased, "scaled", 1);
-  if (stage == "capped") return carried(ref.capped, (mods & kStageBiased) ? "biased" : "scaled", 1);
-  if (stage == "logits")
-    return carried(ref.logits, (mods & kStageCapped) ? "capped" : (mods & kStageBiased) ? "biased" : "scaled",
-                   1 / p.temperature);
+  if (stage == "scores" || stage == "scaled" || stage == "biased" || stage == "capped" || stage == "logits")
+    for (const auto& [name, tol] : fp32_chain_tolerances(p, ref))
+      if (name == stage) return tol;
   const double l = logit_rounding(ref, p.temperature);
   if (stage == "weights") return {std::max(kWeightsAtolFloor, 0.5 * l), kRtolFp32};
   if (stage == "output")
@@ -240,8 +246,12 @@ VerifyReport verify_trace(const Problem& p, const Trace& t, const TraceD& ref,
   r.source = p.source;
   r.source_zh = p.source_in(Lang::Zh);
 
+  // fp32's chain of stage tolerances, made once (each carries the one before) where stages are kept.
+  const auto chain = t.has_stages && t.precision == Precision::FP32 ? fp32_chain_tolerances(p, ref)
+                                                                    : std::vector<std::pair<std::string, Tolerance>>{};
   auto tol_of = [&](const std::string& stage) {
-    Tolerance tol = default_tolerance(stage, p, ref, t.precision);
+    const auto in_chain = std::find_if(chain.begin(), chain.end(), [&](const auto& c) { return c.first == stage; });
+    Tolerance tol = in_chain != chain.end() ? in_chain->second : default_tolerance(stage, p, ref, t.precision);
     if (stage != "mask") {
       if (opt.atol) tol.atol = *opt.atol;
       if (opt.rtol) tol.rtol = *opt.rtol;

@@ -620,25 +620,30 @@ TEST(Modifications, FilesForTheBiasAndTheDocuments) {
   EXPECT_EQ(p.documents(), (std::vector<int>{0, 0, 1, 1}));
   EXPECT_EQ(modifications_text(p, Lang::En), "bias bias.csv (shared); documents docs.csv (2)");
   expect_pass(p, cpu_fused(p), "files");
-  test::write_file(dir.file("bad.csv"), "0,0.5,1,1\n");
-  try {
-    apply_mask_mod_spec(p, "document:" + dir.file("bad.csv"));
-    ADD_FAILURE() << "no refusal";
-  } catch (const InputError& e) {
-    EXPECT_EQ(e.id, Msg::DocumentsValue);
-    EXPECT_EQ(e.args.at(0), "0.5");
-    EXPECT_NE(std::string(e.what()).find("got 0.5 at position 1"), std::string::npos);
-  }
+  // The refusal of a documents file: its id, first argument and text.
+  struct Refusal {
+    Msg id = Msg::None;
+    std::string arg, text;
+  };
+  const auto refusal = [&](const char* name, const std::string& content) {
+    test::write_file(dir.file(name), content);
+    try {
+      apply_mask_mod_spec(p, "document:" + dir.file(name));
+    } catch (const InputError& e) {
+      return Refusal{e.id, e.args.empty() ? std::string() : e.args[0], e.what()};
+    }
+    ADD_FAILURE() << "no refusal of " << name;
+    return Refusal{};
+  };
+  const Refusal half = refusal("bad.csv", "0,0.5,1,1\n");
+  EXPECT_EQ(half.id, Msg::DocumentsValue);
+  EXPECT_EQ(half.arg, "0.5");
+  EXPECT_NE(half.text.find("got 0.5 at position 1"), std::string::npos);
   // From 2^24 on fp32 has rounded the file's id already: the refusal says "≈", not a number the
   // file does not hold.
-  test::write_file(dir.file("big.csv"), "0,0,99999999,1\n");
-  try {
-    apply_mask_mod_spec(p, "document:" + dir.file("big.csv"));
-    ADD_FAILURE() << "no refusal";
-  } catch (const InputError& e) {
-    EXPECT_EQ(e.id, Msg::DocumentsValue);
-    EXPECT_EQ(e.args.at(0), "≈1e+08");
-  }
+  const Refusal big = refusal("big.csv", "0,0,99999999,1\n");
+  EXPECT_EQ(big.id, Msg::DocumentsValue);
+  EXPECT_EQ(big.arg, "≈1e+08");
 }
 
 }  // namespace
