@@ -567,6 +567,16 @@ TEST(Modifications, SpecsAndTheirRefusalsInBothLanguages) {
        },
        Msg::DocumentsQueriesOverKeys, "got 6 queries and 4 keys"},
       {[&] {
+         // A prefix is causal: more queries than keys refused as with causal+prefix:P (the
+         // random problems against torch found prefix:P alone running them).
+         Problem r = test::make_problem(4, 4, 4, 1, MaskKind::None, 1, 1);
+         r.edit().q = MatrixF::Ones(6, 4);
+         r.edit().query_tokens.clear();
+         apply_mask_mod_spec(r, "prefix:2");
+         validate(r);
+       },
+       Msg::QueriesOverKeys, "there can be no more queries than keys, got 6 queries and 4 keys"},
+      {[&] {
          // Documents and a window that leave row 3 without a key it may see.
          Problem r = q;
          r.mask = MaskKind::Causal;

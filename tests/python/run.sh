@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# ctest's torch tests: a unittest module of tests/python (test_capture by default; test_backward)
+# ctest's torch tests: a unittest module of tests/python (test_capture by default; test_backward,
+# test_random_torch)
 # with the Python of scripts/torch-venv's venv ($ATTNLAB_TORCH_PYTHON overrides). Exit 77 (ctest:
 # Skipped, with the reason printed) when there is no such venv or it does not import what the
 # module needs (torch and numpy; test_capture also transformers).
