@@ -4,6 +4,7 @@
 //   2  bad input or usage: CLI11 parse errors, InputError (incl. NoDeviceError, ResourceError)
 //   1  internal failure: DeviceError, a result that could not be written (WriteError), anything else
 // Subcommands may set other codes through `exit_code` (verify: 3 on FAIL).
+#include "core/lang_args.h"
 #include "cli/common.h"
 #include "core/messages.h"
 
@@ -51,25 +52,6 @@ std::string lower_first(std::string s) {
 int fail(const std::string& msg, int code) {
   std::cerr << "error: " << one_line(msg) << std::endl;
   return code;
-}
-
-// The language the refusals are printed in: --lang's (zh or en, wherever it stands), else $LANG's.
-// The lab's catalogued refusals (core/messages.h: inputs, files, values, modifications) follow
-// it; option-syntax errors from CLI11 and the few uncatalogued messages stay English.
-attnlab::Lang error_lang(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    std::string value;
-    if (arg == "--lang" && i + 1 < argc) value = argv[i + 1];
-    else if (arg.rfind("--lang=", 0) == 0) value = arg.substr(7);
-    else continue;
-    try {
-      return attnlab::parse_lang(value);
-    } catch (const attnlab::InputError&) {
-      break;  // the refusal is of --lang itself: the environment's language
-    }
-  }
-  return attnlab::lang_from_env();
 }
 
 std::string subcommand_names(const CLI::App& app) {
@@ -251,9 +233,12 @@ int main(int argc, char** argv) {
       msg = "a subcommand is required: " + subcommand_names(app);
     return fail(lower_first(one_line(msg)) + " (see attnlab " + (sub.empty() ? "" : sub + " ") + "--help)", 2);
   } catch (const attnlab::cli::WriteError& e) {
-    return fail(e.message.text(error_lang(argc, argv)), 1);
+    // The lab's catalogued refusals (core/messages.h: inputs, files, values, modifications) in
+    // --lang's language (lang_from_args); CLI11's syntax errors above and the few uncatalogued
+    // messages stay English.
+    return fail(e.message.text(attnlab::lang_from_args(argc, argv)), 1);
   } catch (const attnlab::InputError& e) {
-    return fail(attnlab::message_of(e).text(error_lang(argc, argv)), 2);
+    return fail(attnlab::message_of(e).text(attnlab::lang_from_args(argc, argv)), 2);
   } catch (const attnlab::DeviceError& e) {
     return fail(e.what(), 1);
   } catch (const std::bad_alloc&) {

@@ -537,7 +537,7 @@ void write_file(const std::string& path, std::string_view data) {
     if (!ec) target = resolved;
   }
   const fs::file_status st = fs::status(target, ec);
-  if (fs::is_directory(st)) throw InputError(Msg::CannotWrite, {path, "it is a directory"});
+  if (fs::is_directory(st)) throw InputError(Msg::CannotWrite, {path, std::strerror(EISDIR)});
   if (fs::exists(st) && !fs::is_regular_file(st)) {
     // A device or a pipe (/dev/stdout, /dev/full) cannot be replaced: it is written as it is.
     const int fd = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);

@@ -2,6 +2,9 @@
 #include "core/messages.h"
 
 #include <array>
+#include <cerrno>
+#include <cstring>
+#include <utility>
 #include <string_view>
 
 namespace attnlab {
@@ -458,6 +461,28 @@ static_assert(in_order(), "kMessages must follow the order of enum Msg");
 
 }  // namespace
 
+namespace {
+
+// The arguments are data, left as they are (core/messages.h), but for two reasons that read in
+// the language of the rest: why there is no CUDA device (cuda_reason_text) and the system's
+// reason for a file error (strerror's words, which the lab's messages carry in English: the
+// program keeps the C locale), here in Chinese for the errors a user meets; any other
+// reason stays as the system gives it. Matched through strerror itself, not its wording.
+std::string file_reason_zh(const std::string& reason) {
+  static const std::pair<int, const char*> kReasons[] = {
+      {ENOENT, "没有这个文件或目录"}, {EACCES, "没有权限"},       {EISDIR, "这是一个目录"},
+      {ENOTDIR, "路径中有一部分不是目录"}, {ENOSPC, "设备上没有剩余空间"}, {EROFS, "只读文件系统"},
+      {ENAMETOOLONG, "文件名太长"},   {EMFILE, "打开的文件太多"}, {EFBIG, "文件太大"},
+      {EIO, "输入/输出错误"},         {EDQUOT, "超出磁盘配额"},   {EPERM, "不允许的操作"},
+      {ELOOP, "符号链接层数太多"},
+  };
+  for (const auto& [code, zh] : kReasons)
+    if (reason == std::strerror(code)) return zh;
+  return reason;
+}
+
+}  // namespace
+
 std::string render_message(Msg id, const std::vector<std::string>& args, Lang lang) {
   // The reason after "no CUDA device: " is the runtime's words, or one of the lab's own, which
   // read in the language of the rest.
@@ -465,6 +490,12 @@ std::string render_message(Msg id, const std::vector<std::string>& args, Lang la
     std::vector<std::string> said = args;
     said[0] = cuda_reason_text(said[0], lang);
     if (said[0] != args[0]) return render_message(id, said, lang);
+  }
+  // So does a file error's reason.
+  if ((id == Msg::CannotOpen || id == Msg::CannotRead || id == Msg::CannotWrite) && lang == Lang::Zh && args.size() > 1) {
+    std::vector<std::string> said = args;
+    said[1] = file_reason_zh(said[1]);
+    if (said[1] != args[1]) return render_message(id, said, lang);
   }
   const auto i = static_cast<std::size_t>(id);
   const std::string_view t = i < std::size(kMessages) ? (lang == Lang::Zh ? kMessages[i].zh : kMessages[i].en) : "{0}";

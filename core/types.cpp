@@ -1,5 +1,6 @@
 // String conversions of the lab's enums and the language default from $LANG.
 #include "core/types.h"
+#include "core/lang_args.h"
 
 #include "core/messages.h"
 
@@ -63,6 +64,20 @@ Lang lang_from_env() {
     if (v != nullptr && *v != '\0') return std::string_view(v).starts_with("zh") ? Lang::Zh : Lang::En;
   }
   return Lang::En;
+}
+
+Lang lang_from_args(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    std::string_view value;
+    if (arg == "--lang" && i + 1 < argc) value = argv[i + 1];
+    else if (arg.starts_with("--lang=")) value = arg.substr(7);
+    else continue;
+    if (value == "zh") return Lang::Zh;
+    if (value == "en") return Lang::En;
+    break;  // the refusal may be of --lang itself: the environment's language
+  }
+  return lang_from_env();
 }
 
 }  // namespace attnlab

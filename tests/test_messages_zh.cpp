@@ -188,6 +188,23 @@ TEST(MessagesZh, FileRefusalsHaveNoEnglishInside) {
   expect_chinese(refusal([&] { read_input_file(small, 99); }), {}, false);
 }
 
+// A file error's reason is the system's (strerror's English: the program keeps the C locale); in
+// Chinese the common ones read in Chinese, others stay as the system gives them.
+TEST(MessagesZh, AFileErrorsReasonReadsInChinese) {
+  const test::TempDir dir("attnlab-zh");
+  const std::string missing = (dir.path() / "missing.csv").string();
+  const Message open = refusal([&] { read_matrix(missing); });
+  EXPECT_EQ(open.id, Msg::CannotOpen);
+  EXPECT_EQ(open.en, "cannot open '" + missing + "': No such file or directory");
+  EXPECT_EQ(open.text(Lang::Zh), "无法打开“" + missing + "”：没有这个文件或目录");
+  const Message write = refusal([&] { write_file(dir.path().string(), "x"); });
+  EXPECT_EQ(write.id, Msg::CannotWrite);
+  EXPECT_EQ(write.text(Lang::Zh), "无法写入“" + dir.path().string() + "”：这是一个目录");
+  EXPECT_EQ(render_message(Msg::CannotRead, {"f", "Some other reason"}, Lang::Zh), "无法读取“f”：Some other reason");
+  const test::BinaryRun cli = test::run_attnlab({"run", "--q", missing, "--k", missing, "--v", missing, "--lang", "zh"});
+  EXPECT_EQ(cli.err, "error: 无法打开“" + missing + "”：没有这个文件或目录\n");
+}
+
 // The command line's own range and combination checks (cli/common.cpp, cli/cmd_backward.cpp).
 TEST(MessagesZh, TheCommandLinesChecksFollowTheLanguage) {
   const test::BinaryRun dk = test::run_attnlab({"run", "--random", "8", "--dk", "0", "--lang", "zh"});

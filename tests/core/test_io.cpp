@@ -711,7 +711,7 @@ TEST_F(IoFiles, AWriteReplacesTheFileWholeAndLeavesNothingBeside) {
 TEST_F(IoFiles, AFailedWriteLeavesNoPartialFileAndTheOldOneUnchanged) {
   EXPECT_EQ(error_of([] { attnlab::write_file("/dev/full", "x"); }),
             "cannot write '/dev/full': No space left on device");
-  EXPECT_EQ(error_of([&] { attnlab::write_file(dir(), "x"); }), "cannot write '" + dir() + "': it is a directory");
+  EXPECT_EQ(error_of([&] { attnlab::write_file(dir(), "x"); }), "cannot write '" + dir() + "': Is a directory");
   const std::string missing = path("no/such/folder/out.csv");
   EXPECT_EQ(error_of([&] { attnlab::write_file(missing, "x"); }),
             "cannot write '" + missing + "': No such file or directory");

@@ -7,6 +7,7 @@
 // T = 0.1) and the diff view (temperature=0.5, variant=fused, mask=causal) at two settings each,
 // and bad --diff / --precision values.
 #include "core/backend.h"
+#include "core/messages.h"
 #include "core/problem.h"
 #include "heads_test_bundle.h"
 #include "tests/test_util.h"
@@ -392,6 +393,20 @@ TEST(Screenshot, BadFlagsGiveOneErrorLineAndExitTwo) {
   }
   const std::string core = test::message_of<InputError>([] { validate_temperature(0); });
   EXPECT_EQ(run_view({"--temperature", "0"}).err, "error: " + core + "\n");
+  // A catalogued refusal in --lang's language, as attnlab's: where the flag is read (the
+  // temperature) and where the problem is made (RoPE on the demo's odd d_k, in the App).
+  const InputError t0 = [] {
+    try {
+      validate_temperature(0);
+    } catch (const InputError& e) {
+      return e;
+    }
+    return InputError("none");
+  }();
+  EXPECT_EQ(run_view({"--temperature", "0", "--lang", "zh"}).err, "error: " + message_of(t0).text(Lang::Zh) + "\n");
+  const ViewRun rope = run_view({"--screenshot", work_dir().file("bad.png"), "--rope", "--lang", "zh"});
+  EXPECT_EQ(rope.code, 2);
+  EXPECT_EQ(rope.err, "error: " + render_message(Msg::RopeOddDim, {"3"}, Lang::Zh) + "\n");
   if (!cuda_available()) {
     const ViewRun r = run_view({"--screenshot", "x.png", "--backend", "cuda"});
     EXPECT_EQ(r.code, 2);

@@ -82,8 +82,10 @@ DecodeBench run_decode_bench(const ViewerOptions& o, std::ostream& log) {
   r.median_frame_ms = median(frames);
   r.max_frame_ms = frames.empty() ? 0 : *std::max_element(frames.begin(), frames.end());
   const DecodeToken& t = *v.shown();
-  log << "decode view play: cache " << t.keys << " keys, " << t.heads << " query heads over " << t.kv_heads
-      << " key/value heads, d " << t.d_k << ", " << t.splits << " splits; built in "
+  log << "decode view play: cache " << count_text(t.keys, "key", "keys") << ", "
+      << count_text(t.heads, "query head", "query heads") << " over "
+      << count_text(t.kv_heads, "key/value head", "key/value heads") << ", d " << t.d_k << ", "
+      << count_text(t.splits, "split", "splits") << "; built in "
       << format_number("%.0f", r.build_ms) << " ms\n";
   log << r.tokens << " tokens in " << format_number("%.1f", r.seconds) << " s: "
       << format_number("%.1f", r.tokens_per_second) << " tokens/s shown (asked " << DecodeView::kMaxSpeed << ")\n";

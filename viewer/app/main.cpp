@@ -5,6 +5,7 @@
 // reverse. --screenshot renders three frames without input and writes a PNG (software renderer, so
 // it works with SDL_VIDEODRIVER=dummy and gives the same pixels everywhere); --bench-redraw needs no
 // window at all.
+#include "core/lang_args.h"
 #include "viewer/app/decode_bench.h"
 #include "viewer/app/redraw_bench.h"
 #include "viewer/session/keymap.h"
@@ -75,6 +76,10 @@ int fail(int code, const std::string& msg) {
   return code;
 }
 
+// A refusal as the command line prints it: catalogued ones (core/messages.h) in --lang's language
+// (lang_from_args, as attnlab's), the viewer's own flags' checks in English.
+int refuse(const InputError& e, int argc, char** argv) { return fail(2, message_of(e).text(lang_from_args(argc, argv))); }
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -82,7 +87,7 @@ int main(int argc, char** argv) {
   try {
     opts = parse_viewer_args(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const InputError& e) {
-    return fail(2, e.what());
+    return refuse(e, argc, argv);
   }
   if (opts.help) {
     std::fputs(viewer_usage().c_str(), stdout);
@@ -92,7 +97,7 @@ int main(int argc, char** argv) {
     try {
       return run_decode_bench(opts, std::cout).check_pass ? 0 : 1;
     } catch (const InputError& e) {
-      return fail(2, e.what());
+      return refuse(e, argc, argv);
     } catch (const std::exception& e) {
       return fail(1, e.what());
     }
@@ -101,7 +106,7 @@ int main(int argc, char** argv) {
     try {
       return run_redraw_bench(opts, std::cout).check_pass ? 0 : 1;  // wrong numbers fail, however fast
     } catch (const InputError& e) {
-      return fail(2, e.what());
+      return refuse(e, argc, argv);
     } catch (const std::exception& e) {
       return fail(1, e.what());
     }
@@ -137,7 +142,7 @@ int main(int argc, char** argv) {
   try {
     app = std::make_unique<App>(opts, !headless);
   } catch (const InputError& e) {
-    return fail(2, e.what());
+    return refuse(e, argc, argv);
   } catch (const std::exception& e) {
     return fail(1, e.what());
   }
@@ -297,7 +302,7 @@ int main(int argc, char** argv) {
       try {
         write_png(opts.screenshot, read_back(renderer));
       } catch (const std::exception& e) {
-        exit_code = fail(2, e.what());
+        exit_code = fail(2, message_of(e).text(app->lang));
       }
       break;
     }
@@ -315,7 +320,7 @@ int main(int argc, char** argv) {
     try {
       dump_state_if_changed(*app);
     } catch (const std::exception& e) {
-      exit_code = fail(2, e.what());
+      exit_code = fail(2, message_of(e).text(app->lang));
       dump_failed = true;  // said once; not again at exit
       break;
     }
@@ -338,7 +343,7 @@ int main(int argc, char** argv) {
     try {
       dump_state_if_changed(*app);
     } catch (const std::exception& e) {
-      exit_code = fail(2, e.what());
+      exit_code = fail(2, message_of(e).text(app->lang));
     }
   }
 

@@ -22,7 +22,7 @@ constexpr Entry kTexts[] = {
     {DT::CacheInput, {"the input on screen (%d tokens)", "屏幕上的输入（%d 个 token）"}},
     {DT::CacheKeys, {"random, %s keys", "随机，%s 个键"}},
     {DT::Heads, {"Heads", "头"}},
-    {DT::HeadsItem, {"%d query heads over %d key/value heads", "%d 个查询头共用 %d 个键/值头"}},
+    {DT::HeadsItem, {"%s over %s", "%s共用 %s"}},  // QueryHeadCount or One, KvHeadCount or One
     {DT::Dim, {"d", "d"}},
     {DT::Splits, {"Splits", "分段"}},
     {DT::SplitsAuto, {"auto", "自动"}},
@@ -114,6 +114,9 @@ constexpr Entry kTexts[] = {
       "two: exact; acc holds the scaled sums, O is multiplied back by 2^%d.",
       "按原 V 计算时 acc 会超出 fp32（V 接近 fp32 的最大值），所以内核用 V·2^-%d 计算（2 的幂，精确）；acc 为缩放后的和，"
       "O 乘回 2^%d。"}},
+    // The counted parts of DT::HeadsItem (with KvHeadCount and KvHeadOne).
+    {DT::QueryHeadCount, {"%d query heads", "%d 个查询头"}},
+    {DT::QueryHeadOne, {"%d query head", "%d 个查询头"}},
 };
 static_assert(std::size(kTexts) == static_cast<std::size_t>(DT::Count_), "one entry per text");
 constexpr bool in_order() {

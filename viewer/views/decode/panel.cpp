@@ -40,6 +40,15 @@ ImU32 weighted(ImU32 c, double w) {
 
 
 // 262144 as "262 144".
+// n of a thing, said with DT `one` for one and `many` otherwise.
+std::string counted(Lang lang, int n, DT many, DT one) { return fmt(dtr(lang, n == 1 ? one : many), n); }
+
+// "8 query heads over 1 key/value head".
+std::string heads_item(Lang lang, int heads, int kv_heads) {
+  return fmt(dtr(lang, DT::HeadsItem), counted(lang, heads, DT::QueryHeadCount, DT::QueryHeadOne).c_str(),
+             counted(lang, kv_heads, DT::KvHeadCount, DT::KvHeadOne).c_str());
+}
+
 std::string grouped(long long x) {
   std::string s = std::to_string(x), out;
   for (std::size_t i = 0; i < s.size(); ++i) {
@@ -91,7 +100,7 @@ void controls(Shell& app, DecodeView& v) {
     ImGui::EndCombo();
   }
   if (!s.input()) {
-  const std::string heads = fmt(dtr(lang, DT::HeadsItem), s.heads, s.kv_heads);
+  const std::string heads = heads_item(lang, s.heads, s.kv_heads);
   same_line_if_fits(text_width(dtr(lang, DT::Heads)) + ImGui::GetStyle().ItemSpacing.x + app.font_px * 15);
   ImGui::TextUnformatted(dtr(lang, DT::Heads));
   ImGui::SameLine();
@@ -103,7 +112,7 @@ void controls(Shell& app, DecodeView& v) {
       t.kv_heads = h.kv_heads;
       const std::string why = decode_shape_error(t, lang);
       if (!why.empty()) ImGui::BeginDisabled();
-      if (ImGui::Selectable(fmt(dtr(lang, DT::HeadsItem), h.heads, h.kv_heads).c_str(),
+      if (ImGui::Selectable(heads_item(lang, h.heads, h.kv_heads).c_str(),
                             h.heads == s.heads && h.kv_heads == s.kv_heads))
         v.set_shape(t);
       if (!why.empty()) {
@@ -479,17 +488,16 @@ void draw_panel(DecodeView& v, Shell& app, const Layout& l) {
     wrapped(app, fmt(dtr(lang, DT::Refused), t->error.c_str()), &kErrorV4);
   } else {
     // A count's words, singular for one.
-    const auto counted = [lang](int n, DT many, DT one) { return fmt(dtr(lang, n == 1 ? one : many), n); };
     const std::string sentence =
         !t->job.shape.input()
             ? fmt(dtr(lang, DT::SentenceCache), grouped(t->keys - 1).c_str(),
-                  counted(t->heads, DT::QueryHeads, DT::QueryHead).c_str(),
+                  counted(lang, t->heads, DT::QueryHeads, DT::QueryHead).c_str(),
                   fmt(dtr(lang, t->keys == 1 ? DT::CacheKeyOne : DT::CacheKeyCount), grouped(t->keys).c_str()).c_str(),
-                  counted(t->kv_heads, DT::KvHeadCount, DT::KvHeadOne).c_str(), bytes_text(t->bytes).c_str(),
-                  counted(t->splits, DT::SplitsParallel, DT::SplitOne).c_str())
+                  counted(lang, t->kv_heads, DT::KvHeadCount, DT::KvHeadOne).c_str(), bytes_text(t->bytes).c_str(),
+                  counted(lang, t->splits, DT::SplitsParallel, DT::SplitOne).c_str())
         : t->keys == 1 ? fmt(dtr(lang, DT::SentenceFirst), t->keys - 1, t->query_label.c_str())
                        : fmt(dtr(lang, DT::SentenceInput), t->keys - 1, t->query_label.c_str(), t->keys,
-                             counted(t->splits, DT::SplitCount, DT::SplitOne).c_str());
+                             counted(lang, t->splits, DT::SplitCount, DT::SplitOne).c_str());
     wrapped(app, sentence, &kHighlightV4);
     strip(app, v, *t);
     heads(app, v, *t);
