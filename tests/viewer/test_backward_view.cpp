@@ -325,6 +325,32 @@ TEST(BackwardView, RefusedAboveItsSizeWithoutComputing) {
   EXPECT_EQ(j["backward"]["status"], "too_large");
 }
 
+// A map's size in its box: square cells as large as fit, a narrow matrix narrow but never under
+// the least side, a square one never a stripe.
+TEST(BackwardView, MapsKeepSquareCellsAndALeastSide) {
+  using viewer::map_size;
+  const auto square = map_size(5, 5, 400, 300, 40);
+  EXPECT_FLOAT_EQ(square.w, 300);
+  EXPECT_FLOAT_EQ(square.h, 300);
+  const auto tall_box = map_size(5, 5, 100, 600, 40);
+  EXPECT_FLOAT_EQ(tall_box.w, 100);
+  EXPECT_FLOAT_EQ(tall_box.h, 100);
+  const auto column = map_size(4096, 64, 400, 500, 40);  // V or dV: narrow, at least the least side
+  EXPECT_FLOAT_EQ(column.w, 40);
+  EXPECT_FLOAT_EQ(column.h, 500);
+  const auto d = map_size(5, 1, 400, 300, 40);  // D: square cells
+  EXPECT_FLOAT_EQ(d.w, 60);
+  EXPECT_FLOAT_EQ(d.h, 300);
+  const auto wide = map_size(5, 64, 400, 300, 40);  // few rows: short, not a hairline
+  EXPECT_FLOAT_EQ(wide.w, 400);
+  EXPECT_FLOAT_EQ(wide.h, 40);
+  const auto small = map_size(5, 5, 20, 300, 40);  // the box wins over the least side
+  EXPECT_FLOAT_EQ(small.w, 20);
+  EXPECT_FLOAT_EQ(small.h, 20);
+  EXPECT_EQ(map_size(5, 5, -3, 300, 40).w, 0);
+  EXPECT_EQ(map_size(0, 5, 300, 300, 40).h, 0);
+}
+
 TEST(BackwardView, RegisteredWithEveryTextInBothLanguages) {
   EXPECT_GE(viewer::view_index("backward"), 0);
   for (int i = 0; i < static_cast<int>(viewer::BT::Count_); ++i) {
@@ -359,6 +385,29 @@ TEST(BackwardView, HeadlessScreenshotsInBothLanguages) {
     EXPECT_EQ(j["backward"]["current"], "dout");
     EXPECT_LT(std::abs(j["backward"]["row_sum"].get<double>()), 1e-5);
     EXPECT_GT(test::read_file(png).size(), 10000u);
+  }
+}
+
+// At a projector's UI scale the two maps of a square matrix stay square and readable, inside the
+// window (the right column goes under them rather than squeezing them).
+TEST(BackwardView, HeadlessMapsStaySquareAtALargeUiScale) {
+  const test::TempDir dir("attnlab-backward-scale");
+  const std::string png = dir.file("backward.png"), json = dir.file("backward.json");
+  const test::BinaryRun r = test::run_binary(
+      "timeout", {"60", test::view_binary(), "--screenshot", png, "--state-dump", json, "--view", "backward",
+                  "--back-step", "ds", "--lang", "en", "--backend", "cpu", "--size", "1920x1080", "--ui-scale", "2"},
+      "SDL_VIDEODRIVER=dummy LANG=C.UTF-8");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream in(json);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  const float fp = j["font_px"].get<float>(), window_w = j["window"]["w"].get<float>();
+  ASSERT_EQ(j["backward"]["maps"].size(), 2u);
+  for (const nlohmann::json& m : j["backward"]["maps"]) {
+    const auto& pl = m["place"];
+    const float w = pl["w"].get<float>(), h = pl["h"].get<float>();
+    EXPECT_GE(w, 4 * fp);
+    EXPECT_NEAR(w, h, 1.0f);
+    EXPECT_LT(pl["legend_x"].get<float>() + fp, window_w);
   }
 }
 

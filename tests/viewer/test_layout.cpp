@@ -57,6 +57,19 @@ INSTANTIATE_TEST_SUITE_P(Sizes, LayoutAtSize,
                                            std::make_tuple(1920.0f, 1080.0f, 22.0f),
                                            std::make_tuple(960.0f, 600.0f, 15.0f)));
 
+// The caveat bar grows to the height its lines need (caveat_px), the panels above giving it up,
+// up to two fifths of the window; a need below its usual height leaves the layout as it was.
+TEST(Layout, TheCaveatBarGrowsToItsLines) {
+  const Layout usual = compute_layout(1920, 1080, 44);
+  EXPECT_EQ(compute_layout(1920, 1080, 44, usual.caveat.h - 10).caveat.h, usual.caveat.h);
+  const Layout grown = compute_layout(1920, 1080, 44, usual.caveat.h + 50.5f);
+  EXPECT_EQ(grown.caveat.h, usual.caveat.h + 51);
+  EXPECT_EQ(grown.caveat.bottom(), 1080);
+  EXPECT_EQ(grown.heatmap.bottom(), grown.caveat.y);
+  EXPECT_EQ(grown.controls.h, grown.heatmap.h);
+  EXPECT_EQ(compute_layout(1920, 1080, 44, 5000).caveat.h, 432);
+}
+
 TEST(Layout, RectHelpers) {
   const Rect a{0, 0, 10, 10}, b{10, 0, 5, 5}, c{5, 5, 10, 10};
   EXPECT_FALSE(overlaps(a, b));

@@ -318,7 +318,7 @@ void draw_frame(App& app) {
     draw_help(app);
     return;
   }
-  const Layout l = compute_layout(ds.x, ds.y, app.font_px);
+  const Layout l = compute_layout(ds.x, ds.y, app.font_px, caveat_height(app, ds.x));
   // The shown view's companion runs (another view's are dropped) and what it asks of the session;
   // again when the controls (or a panel, last frame) chose another view, which is drawn at once.
   const auto show = [&app] {

@@ -98,6 +98,7 @@ void dump_state_if_changed(App& app);
 void draw_controls(App& app, const Layout& l);  // controls_panel.cpp
 void draw_info(App& app, const Layout& l);      // info_panel.cpp
 void draw_caveat(App& app, const Layout& l);    // caveat_help_panel.cpp
+float caveat_height(App& app, float width);     // the bar's height for its lines at `width`: compute_layout's caveat_px
 void draw_help(App& app);                       // caveat_help_panel.cpp
 
 }  // namespace attnlab::viewer

@@ -9,6 +9,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -20,25 +21,71 @@ namespace attnlab::viewer {
 
 // ---- caveat bar and help ----------------------------------------------------------------------
 
-void draw_caveat(App& app, const Layout& l) {
+namespace {
+
+// `text`'s lines at `width` pixels in the current font, as kit.cpp's wrapped() breaks them (the same
+// cache, measure and rounding), so that the bar is measured with the lines it draws.
+std::vector<std::string> caveat_lines(App& app, const std::string& text, float width) {
+  ImFont* font = ImGui::GetFont();
+  const float size = ImGui::GetFontSize();
+  return app.wrap_cache.lines(
+      text, std::floor(std::max(40.0f, width)), font, size,
+      [font, size](const std::string& s) {
+        return font->CalcTextSizeA(size, FLT_MAX, 0.0f, s.data(), s.data() + s.size()).x;
+      },
+      [](float w) { return static_cast<float>(static_cast<int>(w + 0.99999f)); });
+}
+
+// What the bar says: the mask sentence and the caveat, then the last line in its colour (a fresh
+// status, which is newer than any refusal still standing; a refusal; else the keys), each as the
+// lines it wraps into at the bar's `width`.
+struct CaveatText {
+  std::vector<std::string> text, last;
+  ImVec4 last_colour = kDimV4;
+};
+CaveatText caveat_text(App& app, float width) {
   const Lang lang = app.lang;
   Session& c = app.session;
+  CaveatText t;
+  const float inner = width - 2 * ImGui::GetStyle().WindowPadding.x;
+  t.text = caveat_lines(app, app.shown_view().mask_sentence(c, lang) + " " + caveat(lang), inner);
+  std::string last;
+  if (!app.status.empty() && seconds_now() < app.status_until) {
+    last = app.status;
+    t.last_colour = kHighlightV4;
+  } else if (!c.error().empty()) {
+    last = tr(lang, S::ErrorPrefix) + c.error_text(lang);
+    t.last_colour = kErrorV4;
+  } else {
+    last = keyboard_line(app);
+  }
+  t.last = caveat_lines(app, last, inner);
+  return t;
+}
+
+}  // namespace
+
+// The layout gives the bar this height (compute_layout's caveat_px), so that a long mask sentence
+// at a large UI scale pushes the panels up instead of cutting off the bar's last line.
+float caveat_height(App& app, float width) {
+  const CaveatText t = caveat_text(app, width);
+  const ImGuiStyle& st = ImGui::GetStyle();
+  const float lines = static_cast<float>(t.text.size() + t.last.size());
+  return lines * ImGui::GetTextLineHeight() + std::max(0.0f, lines - 1) * st.ItemSpacing.y + 2 * st.WindowPadding.y;
+}
+
+void draw_caveat(App& app, const Layout& l) {
+  const CaveatText t = caveat_text(app, l.caveat.w);
   ImGui::SetNextWindowPos(ImVec2(l.caveat.x, l.caveat.y), ImGuiCond_Always);
   ImGui::SetNextWindowSize(ImVec2(l.caveat.w, l.caveat.h), ImGuiCond_Always);
   ImGui::Begin("###caveat", nullptr,
                ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
                    ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoBringToFrontOnFocus |
                    ImGuiWindowFlags_NoScrollbar);
-  const std::string line = app.shown_view().mask_sentence(c, lang) + " " + caveat(lang);
-  wrapped(app, line);
-  // A fresh status (screenshot saved, copied) is newer than any refusal still standing.
-  if (!app.status.empty() && seconds_now() < app.status_until) {
-    ImGui::TextColored(kHighlightV4, "%s", app.status.c_str());
-  } else if (!c.error().empty()) {
-    ImGui::TextColored(kErrorV4, "%s%s", tr(lang, S::ErrorPrefix), c.error_text(lang).c_str());
-  } else {
-    ImGui::TextColored(kDimV4, "%s", keyboard_line(app));
-  }
+  for (const std::string& line : t.text) ImGui::TextUnformatted(line.data(), line.data() + line.size());
+  ImGui::PushStyleColor(ImGuiCol_Text, t.last_colour);
+  for (const std::string& line : t.last) ImGui::TextUnformatted(line.data(), line.data() + line.size());
+  ImGui::PopStyleColor();
   ImGui::End();
 }
 

@@ -10,9 +10,10 @@ bool overlaps(const Rect& a, const Rect& b) {
   return a.x < b.right() && b.x < a.right() && a.y < b.bottom() && b.y < a.bottom();
 }
 
-Layout compute_layout(float width, float height, float font_px) {
+Layout compute_layout(float width, float height, float font_px, float caveat_px) {
   Layout l;
-  const float caveat_h = std::floor(std::min(height * 0.2f, font_px * 4.4f));
+  const float caveat_h = std::floor(
+      std::max(std::min(height * 0.2f, font_px * 4.4f), std::min(std::ceil(caveat_px), height * 0.4f)));
   const float body_h = std::max(0.0f, height - caveat_h);
   // Side columns: wide enough for the Chinese labels (about 17 glyphs) but never more than a
   // quarter (controls) or 30% (info) of the window.

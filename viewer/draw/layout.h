@@ -26,8 +26,11 @@ struct Layout {
 };
 
 // font_px: the UI font size. Side columns take a share of the width within font-relative bounds;
-// the heatmap gets the rest (at least 40% of the width at 1280 px and above).
-Layout compute_layout(float width, float height, float font_px);
+// the heatmap gets the rest (at least 40% of the width at 1280 px and above). caveat_px: the
+// height the caveat bar's wrapped lines need (draw_caveat's measure; 0: none given); the bar is
+// at least its usual height and grows to that, up to two fifths of the window, so that its last
+// line (the keys, a refusal) is never cut off.
+Layout compute_layout(float width, float height, float font_px, float caveat_px = 0);
 
 // The UI font size for a window `height` pixels tall at UI scale `scale` (Ctrl + / Ctrl − / Ctrl
 // 0, --ui-scale): 15 px at the 600 minimum, 18 px at 800, 22 px at 1080, and above 1080 in

@@ -212,7 +212,6 @@ constexpr Entry kTable[] = {
     {S::ExportPng, "Export the heatmap (PNG)", "导出热力图（PNG）"},
     {S::Exported, "Written: %s", "已写入：%s"},
     {S::WalkTileSize, "Keys per tile", "每块键数"},
-    {S::WalkTileOf, "tile %d of 0–%d · keys %s", "第 %d 块（0–%d）· 键 %s"},
     {S::WalkFirst, "First tile", "第一块"},
     {S::WalkColTile, "tile", "块"},
     {S::WalkColKeys, "keys", "键"},

@@ -40,7 +40,7 @@ enum class S {
   PageSentence, Reproduce, SelectedKey, Seed,
   ModeFiles, FilesMask, FilesTokens, Load, FilesHint, MaskCustom, WindowTooSmall, RowChartTitle,
   ExportCsv, ExportJson, ExportPng, Exported,
-  WalkTileSize, WalkTileOf, WalkFirst, WalkColTile, WalkColKeys, WalkColTileMax, WalkColOutput,
+  WalkTileSize, WalkFirst, WalkColTile, WalkColKeys, WalkColTileMax, WalkColOutput,
   WalkSkipped, WalkStrip, WalkLegend, WalkChartM, WalkChartL, WalkChartErr, WalkOutputNow,
   WalkStaged, WalkFinal, WalkUnits, WalkCuda, WalkNothingYet, WalkKeysHint, WalkError,
   ViewPerf, PerfSeries, PerfBackends, PerfVariants, PerfPrecisions, PerfMasks, PerfHeads, PerfD,

@@ -264,6 +264,17 @@ double MapPicture::position(double v) const {
   return 0.5 + (v > 0 ? 0.5 : -0.5) * t;
 }
 
+ValueRange map_range(const MatrixF& m, const MatrixF* mask, bool gradient, bool log_scale) {
+  const float* mk = mask && mask->size() ? mask->data() : nullptr;
+  const int mask_rows = mk ? static_cast<int>(mask->rows()) : 0;
+  const ValueRange r = finite_range(m.data(), static_cast<int>(m.rows()), static_cast<int>(m.cols()), mk, mask_rows);
+  if (gradient) {
+    const double a = std::max({std::abs(r.lo), std::abs(r.hi), 1e-30});
+    return {-a, a};
+  }
+  return log_scale ? log_range(r) : r;
+}
+
 MapPicture map_picture(const MatrixF& m, const MatrixF* mask, bool gradient, bool log_scale, const AxisMap& rows,
                        const AxisMap& cols) {
   MapPicture out;
@@ -274,14 +285,18 @@ MapPicture map_picture(const MatrixF& m, const MatrixF* mask, bool gradient, boo
   const int mask_rows = mk ? static_cast<int>(mask->rows()) : 0;
   out.cells = pool_grid(m.data(), r, c, mk, mask_rows, rows, cols, PoolMode::Extreme);
   for (const PooledCell& cell : out.cells) out.masked_blocks += cell.masked;
-  out.range = finite_range(m.data(), r, c, mk, mask_rows);
-  if (gradient) {
-    const double a = std::max({std::abs(out.range.lo), std::abs(out.range.hi), 1e-30});
-    out.range = {-a, a};
-  } else if (log_scale) {
-    out.range = log_range(out.range);
-  }
+  out.range = map_range(m, mask, gradient, log_scale);
   return out;
+}
+
+MapSize map_size(int rows, int cols, float w, float h, float least) {
+  if (rows <= 0 || cols <= 0 || !(w > 0) || !(h > 0)) return {};
+  const float aspect = static_cast<float>(cols) / static_cast<float>(rows);
+  MapSize s{std::min(w, h * aspect), std::min(h, w / aspect)};
+  // Only the thin side is held up: a square matrix in a small box stays square.
+  if (aspect < 1) s.w = std::max(s.w, std::min(w, least));
+  else if (aspect > 1) s.h = std::max(s.h, std::min(h, least));
+  return s;
 }
 
 DsRow ds_row(const GradTrace& g, int query) {

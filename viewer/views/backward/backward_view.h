@@ -91,8 +91,19 @@ struct MapPicture {
   double position(double v) const;  // v's place on the colour scale, in [0, 1]
 };
 // m (rows, cols) row-major; mask null or (rows, cols) of 0 / -inf.
+// The scale's ends alone (map_picture's range, whatever the pooling): what sizes the legend
+// before the map's size is known.
+ValueRange map_range(const MatrixF& m, const MatrixF* mask, bool gradient, bool log_scale);
 MapPicture map_picture(const MatrixF& m, const MatrixF* mask, bool gradient, bool log_scale, const AxisMap& rows,
                        const AxisMap& cols);
+
+// The size of a map of rows x cols cells in at most w x h pixels: square cells, as large as fit,
+// its thin side at least `least` where the box allows (a column like D or dV is drawn narrow but
+// readable, a map of few rows short but not a hairline), so a square matrix never becomes a stripe.
+struct MapSize {
+  float w = 0, h = 0;
+};
+MapSize map_size(int rows, int cols, float w, float h, float least);
 
 // dS ∘ (−logits / T) per entry (0 where masked), whose sum is dT. (heads n, m)
 MatrixF dt_terms(const GradTrace& g, double temperature);
@@ -208,6 +219,10 @@ class BackwardView final : public View {
   std::uint64_t adopted() const { return adopted_; }
   std::string tex_key[2];  // what the panel's two textures show (the forward's, the gradient's)
   MapPicture picture[2];   // and how (the legend's range, the state dump)
+  // Each map's scale (map_range) and what it is of: the legend's width, known before the map is
+  // placed, computed again only when the matrix changes.
+  std::string legend_key[2];
+  ValueRange legend_range[2];
   // Where the panel drew each map last (the state dump's maps[i].place): the map, the right end
   // of the selected row's mark beside it, and the left edge of its colour legend.
   struct MapPlace {

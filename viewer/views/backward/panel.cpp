@@ -39,27 +39,35 @@ struct Placed {
   int rows = 0, cols = 0;
 };
 
-// One matrix in `area` (caption above it) as map_picture draws it (each block's entry of largest
-// |value|, masked cells hatched, viridis or diverging, log above 64 tokens), its colour legend on
-// the right, the numbers in the cells when they fit, the selected row framed.
+// The selected row's tick beside a map of thin rows, and the legend after it with a gap: the tick
+// never lies on the colour bar.
+float row_tick(float fp) { return fp * 0.6f; }
+float legend_gap(float fp) { return row_tick(fp) + fp * 0.3f; }
+
+// A map's legend column as wide as what it holds (its gap, the bar and its own labels, the scale's
+// word, the masked swatch): a range of 0.29 takes less room than one of 1.3e-05, room the map gets.
+float legend_width(Shell& app, const ValueRange& range, bool gradient, bool log_scale, bool masked) {
+  const float fp = app.font_px, bar_w = fp * 0.7f;
+  float w = text_width(tr(app.lang, log_scale ? S::ScaleLogShort : S::ScaleLinear));
+  for (const std::string& t : legend_labels(range, log_scale && !gradient)) w = std::max(w, bar_w + 4 + text_width(t.c_str()));
+  if (masked) w = std::max(w, bar_w + 4 + text_width(tr(app.lang, S::Masked)));
+  return legend_gap(fp) + w + fp * 0.2f;
+}
+
+// One matrix with its cells in `r` (caption above it) as map_picture draws it (each block's entry
+// of largest |value|, masked cells hatched, viridis or diverging, log above 64 tokens), its colour
+// legend on the right, the numbers in the cells when they fit, the selected row framed.
 Placed draw_matrix(Shell& app, const char* tex_name, std::string& tex_key, MapPicture& picture,
-                   BackwardView::MapPlace& place, const MatrixF& m, const MatrixF* mask, const Rect& area,
+                   BackwardView::MapPlace& place, const MatrixF& m, const MatrixF* mask, const Rect& r,
                    bool gradient, bool log_scale, int highlight_row, const std::string& caption,
                    std::uint64_t adopted) {
   Placed out;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float fp = app.font_px;
-  dl->AddText(ImVec2(area.x, area.y), ImGui::GetColorU32(ImGuiCol_Text), caption.c_str());
+  dl->AddText(ImVec2(r.x - fp * 0.7f, r.y - fp * 1.4f), ImGui::GetColorU32(ImGuiCol_Text), caption.c_str());
   const int rows = static_cast<int>(m.rows()), cols = static_cast<int>(m.cols());
   if (rows == 0 || cols == 0) return out;
-  // The selected row's tick beside a map of thin rows, and the legend after it with a gap: the
-  // tick never lies on the colour bar.
-  const float tick = fp * 0.6f, legend_gap = tick + fp * 0.3f;
-  // The legend's column: the gap, the bar and the widest of its numbers.
-  const float legend_w = legend_gap + fp * 0.9f + ImGui::CalcTextSize("-1.234e-05").x;
-  Rect r{area.x + fp * 0.7f, area.y + fp * 1.4f, area.w - fp * 1.4f - legend_w, area.h - fp * 1.4f};
-  // A column (D, or d_v = 1) is drawn narrow rather than stretched over the whole width.
-  r.w = std::min(r.w, std::max(fp * 4, r.h * cols / std::max(1.0f, static_cast<float>(rows)) * 3));
+  const float tick = row_tick(fp);
   if (r.w < 4 || r.h < 4) return out;
   const int bins_r = std::min(rows, std::max(1, static_cast<int>(r.h))), bins_c = std::min(cols, std::max(1, static_cast<int>(r.w)));
   const AxisMap rmap = map_axis(0, rows, bins_r, rows), cmap = map_axis(0, cols, bins_c, cols);
@@ -82,7 +90,7 @@ Placed draw_matrix(Shell& app, const char* tex_name, std::string& tex_key, MapPi
   dl->AddImage(reinterpret_cast<ImTextureID>(tex.tex), ImVec2(r.x, r.y), ImVec2(r.right(), r.bottom()));
   // The legend: the colour bar with its ends and middle, the scale's word, the masked swatch.
   {
-    const float bar_x = r.right() + legend_gap, bar_w = fp * 0.7f, bar_h = std::min(r.h, fp * 8);
+    const float bar_x = r.right() + legend_gap(fp), bar_w = fp * 0.7f, bar_h = std::min(r.h, fp * 8);
     place = {r.x, r.y, r.w, r.h, r.right(), bar_x};
     draw_colour_bar(dl, bar_x, r.y, bar_w, bar_h, gradient ? diverging_table() : viridis_table(),
                     legend_labels(picture.range, log_scale && !gradient));
@@ -356,41 +364,105 @@ void draw_panel(BackwardView& v, Shell& app, const Layout& l) {
   const StepPair pair = step_pair(p, *g, step, dt);
   const DsRow& r = v.row(s);
   const ImVec2 avail = ImGui::GetContentRegionAvail();
+  // Above 64 tokens the chain view's log scale (its toggle): P by value, a gradient by sign and log |value|.
+  const bool log_scale = app.log_weights;
+  const MatrixF* mask = g->forward.mask.size() ? &g->forward.mask : nullptr;
+  const auto mask_of = [&](const MatrixF* m, bool masked) {
+    return masked && m && mask && m->rows() == mask->rows() && m->cols() == mask->cols() ? mask : nullptr;
+  };
+  const auto sel = [&](const MatrixF* m) { return pair.query_rows && m && m->rows() == p.n() ? s.query() : -1; };
+  // The two maps: the forward's stage, its gradient; the selected query's row framed on the
+  // query side (none for K and V, whose rows are keys).
+  struct Map {
+    const MatrixF* m;
+    const MatrixF* mask;
+    bool gradient, log;
+    int row;
+    std::string caption;
+    const char* tex;
+    float legend_w = 0;
+    MapSize size;
+    int rows() const { return m ? static_cast<int>(m->rows()) : 0; }
+    int cols() const { return m ? static_cast<int>(m->cols()) : 0; }
+  };
+  Map maps[2] = {{pair.forward, mask_of(pair.forward, pair.forward_masked), false, log_scale && pair.forward_weights,
+                  sel(pair.forward), fmt(btr(lang, BT::Forward), pair.forward_name), "backward-forward", 0, {}},
+                 {pair.grad, mask_of(pair.grad, pair.key_cols), true, log_scale, sel(pair.grad),
+                  fmt(btr(lang, BT::Gradient), pair.grad_name), "backward-gradient", 0, {}}};
+  int shown = 0;
+  for (int i = 0; i < 2; ++i) {
+    Map& mp = maps[i];
+    v.place[i] = {};  // a map not drawn this frame has no place
+    if (!mp.m) continue;
+    ++shown;
+    const std::string key =
+        std::to_string(v.adopted()) + "|" + mp.caption + (mp.log ? "|log" : "") + (mp.mask ? "|mask" : "");
+    if (key != v.legend_key[i]) {
+      v.legend_range[i] = map_range(*mp.m, mp.mask, mp.gradient, mp.log);
+      v.legend_key[i] = key;
+    }
+    mp.legend_w = legend_width(app, v.legend_range[i], mp.gradient, mp.log, mp.mask != nullptr);
+  }
+  // A map's column: the row tick's margin on either side, the map, its legend.
+  const auto column_w = [&](const Map& mp, float map_w) { return mp.m ? fp * 1.4f + mp.legend_w + map_w : 0.f; };
+  const float caption_h = fp * 1.4f, notes_h = fp * 1.4f, least = fp * 4;
   // Two bands. The upper: the two maps (left) and where the row's |dS| mass sits with the sweep
   // (right, about 15 lines). The lower: the row's parts and sum (left), why it is 0 and the
   // temperature's lesson (right), then the caveats: about 13 lines at the smallest window.
-  const float right_w = std::max(fp * 15, avail.x * 0.36f);
-  const float maps_w = avail.x - right_w - fp;
-  const float band_h = std::max(fp * 15.5f, std::min(maps_w * 0.6f, avail.y - fp * (r.keys <= 12 ? 13 : 14)));
-  const float half = (maps_w - fp) / 2;
-  float at_top = ImGui::GetCursorScreenPos().y;
-  if (ImGui::BeginTable("##bw_upper", 2, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_BordersInnerV)) {
-    ImGui::TableSetupColumn("##maps", ImGuiTableColumnFlags_WidthFixed, maps_w);
-    ImGui::TableSetupColumn("##mass", ImGuiTableColumnFlags_WidthFixed, right_w);
-    ImGui::TableNextRow();
-    ImGui::TableSetColumnIndex(0);
-    // The two maps: the forward's stage, its gradient; the selected query's row framed on the
-    // query side (none for K and V, whose rows are keys).
+  // The right column gives up its share down to its 15 lines' width for the maps; where they
+  // would still be squeezed under a readable width it goes under them instead.
+  float right_w = std::max(fp * 15, avail.x * 0.36f);
+  const float band_h =
+      std::max(fp * 15.5f, std::min((avail.x - right_w - fp) * 0.6f, avail.y - fp * (r.keys <= 12 ? 13 : 14)));
+  float side_need = fp;
+  for (const Map& mp : maps)
+    side_need += column_w(mp, std::min(fp * 8, map_size(mp.rows(), mp.cols(), 1e9f, band_h - notes_h - caption_h, least).w));
+  right_w = std::max(fp * 15, std::min(right_w, avail.x - fp - side_need));
+  const bool beside = avail.x - right_w - fp >= side_need;
+  const float maps_w = beside ? avail.x - right_w - fp : avail.x;
+  // The maps' height: the band's beside the right column, else what the window shows under them,
+  // but never so little that a map is a sliver (the panel scrolls).
+  const float map_h = beside ? band_h - notes_h - caption_h
+                             : std::max(fp * 6, std::min(maps_w * 0.6f, avail.y - notes_h * 2 - caption_h));
+  // The two maps side by side while each keeps its least width, else one above the other.
+  float pair_need = fp;
+  for (const Map& mp : maps) pair_need += column_w(mp, least);
+  const bool one_row = shown < 2 || pair_need <= maps_w;
+  const float col_w = one_row && shown == 2 ? (maps_w - fp) / 2 : maps_w;
+  for (Map& mp : maps)
+    if (mp.m) mp.size = map_size(mp.rows(), mp.cols(), col_w - fp * 1.4f - mp.legend_w, map_h, least);
+  // Side by side, the rows of two maps of the same rows line up: both take the lower height.
+  if (one_row && shown == 2 && maps[0].rows() == maps[1].rows() && maps[0].size.h != maps[1].size.h) {
+    const float h = std::min(maps[0].size.h, maps[1].size.h);
+    for (Map& mp : maps) mp.size = map_size(mp.rows(), mp.cols(), col_w - fp * 1.4f - mp.legend_w, h, least);
+  }
+  bool fits = shown > 0;
+  for (const Map& mp : maps)
+    if (mp.m && (mp.size.w < 4 || mp.size.h < 4)) fits = false;
+
+  const auto draw_maps = [&] {
     const ImVec2 at = ImGui::GetCursorScreenPos();
-    at_top = at.y;
-    const float map_h = band_h - fp * 1.4f;
-    const auto sel = [&](const MatrixF* m) { return pair.query_rows && m && m->rows() == p.n() ? s.query() : -1; };
-    Placed left, right;
-    // Above 64 tokens the chain view's log scale (its toggle): P by value, a gradient by sign and log |value|.
-    const bool log_scale = app.log_weights;
-    const MatrixF* mask = g->forward.mask.size() ? &g->forward.mask : nullptr;
-    const auto mask_of = [&](const MatrixF* m, bool masked) {
-      return masked && mask && m->rows() == mask->rows() && m->cols() == mask->cols() ? mask : nullptr;
-    };
-    if (pair.forward)
-      left = draw_matrix(app, "backward-forward", v.tex_key[0], v.picture[0], v.place[0], *pair.forward,
-                         mask_of(pair.forward, pair.forward_masked), Rect{at.x, at.y, half, map_h}, false,
-                         log_scale && pair.forward_weights, sel(pair.forward),
-                         fmt(btr(lang, BT::Forward), pair.forward_name), v.adopted());
-    if (pair.grad)
-      right = draw_matrix(app, "backward-gradient", v.tex_key[1], v.picture[1], v.place[1], *pair.grad,
-                          mask_of(pair.grad, pair.key_cols), Rect{at.x + half + fp, at.y, half, map_h}, true,
-                          log_scale, sel(pair.grad), fmt(btr(lang, BT::Gradient), pair.grad_name), v.adopted());
+    if (!fits) {
+      // As the chain view: a window too small for a map says so rather than drawing captions alone.
+      wrapped(app, tr(lang, S::PlotTooSmall), &kDimV4);
+      return;
+    }
+    Placed placed[2];
+    float x = at.x, y = at.y, row_h = 0;
+    for (int i = 0; i < 2; ++i) {
+      const Map& mp = maps[i];
+      if (!mp.m) continue;
+      if (!one_row && row_h > 0) {
+        y += row_h + fp * 0.5f;
+        row_h = 0;
+      }
+      placed[i] = draw_matrix(app, mp.tex, v.tex_key[i], v.picture[i], v.place[i], *mp.m, mp.mask,
+                              Rect{x + fp * 0.7f, y + caption_h, mp.size.w, mp.size.h}, mp.gradient, mp.log, mp.row,
+                              mp.caption, v.adopted());
+      row_h = std::max(row_h, caption_h + mp.size.h);
+      if (one_row) x += col_w + fp;
+    }
+    const Placed &left = placed[0], &right = placed[1];
     int hr = 0, hc = 0;
     for (const Placed* pl : {&left, &right})
       if (hovered_cell(*pl, hr, hc)) {
@@ -406,19 +478,19 @@ void draw_panel(BackwardView& v, Shell& app, const Layout& l) {
                                               : fmt(btr(lang, BT::TipDim), hc);
         std::string tip = row_name + " · " + col_name + "\n" + pair.forward_name + " = " + value(pair.forward) + "\n" +
                           pair.grad_name + " = " + value(pair.grad);
-        if (mask_of(pl == &left ? pair.forward : pair.grad, pl == &left ? pair.forward_masked : pair.key_cols) &&
-            (*mask)(hr, hc) != 0.f)
-          tip += std::string("\n") + tr(lang, S::TipMasked);
+        if (maps[pl == &left ? 0 : 1].mask && (*mask)(hr, hc) != 0.f) tip += std::string("\n") + tr(lang, S::TipMasked);
         ImGui::SetTooltip("%s", tip.c_str());
       }
-    ImGui::Dummy(ImVec2(maps_w, map_h));
+    ImGui::Dummy(ImVec2(maps_w, y + row_h - at.y));
     if (pair.grad && right.rows > 0 && (pair.grad->rows() > right.r.h || pair.grad->cols() > right.r.w))
       wrapped(app,
               fmt(btr(lang, BT::Pooled), static_cast<int>(std::ceil(pair.grad->rows() / right.r.h)),
                   static_cast<int>(std::ceil(pair.grad->cols() / right.r.w))),
               &kDimV4);
     if (log_scale) wrapped(app, fmt(btr(lang, BT::LogNote), static_cast<int>(kLogDecades)), &kDimV4);
-    ImGui::TableSetColumnIndex(1);
+  };
+  // `bottom`: where the sweep's chart may reach down to (it keeps its least height past it).
+  const auto concentration = [&](float bottom) {
     section(btr(lang, BT::Concentration));
     if (r.top >= 0)
       wrapped(app, fmt(btr(lang, BT::TopKey), token_label(p.key_tokens(), r.top).c_str(), value4(r.p[r.top]).c_str(),
@@ -426,7 +498,20 @@ void draw_panel(BackwardView& v, Shell& app, const Layout& l) {
     wrapped(app, fmt(btr(lang, BT::TopTwo), format_number("%.1f %%", r.top_two_share * 100).c_str(),
                      value4(r.mass).c_str()));
     wrapped(app, fmt(btr(lang, BT::Dt), value4(g->dT).c_str()));
-    draw_sweep(app, v, r.query, at_top + band_h);
+    draw_sweep(app, v, r.query, bottom);
+  };
+  if (!beside) {
+    draw_maps();
+    concentration(ImGui::GetCursorScreenPos().y + ImGui::GetContentRegionAvail().y);
+  } else if (ImGui::BeginTable("##bw_upper", 2, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_BordersInnerV)) {
+    ImGui::TableSetupColumn("##maps", ImGuiTableColumnFlags_WidthFixed, maps_w);
+    ImGui::TableSetupColumn("##mass", ImGuiTableColumnFlags_WidthFixed, right_w);
+    ImGui::TableNextRow();
+    ImGui::TableSetColumnIndex(0);
+    const float at_top = ImGui::GetCursorScreenPos().y;
+    draw_maps();
+    ImGui::TableSetColumnIndex(1);
+    concentration(at_top + band_h);
     ImGui::EndTable();
   }
   if (ImGui::BeginTable("##bw_lower", 2, ImGuiTableFlags_SizingStretchSame | ImGuiTableFlags_BordersInnerV)) {

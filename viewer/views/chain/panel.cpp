@@ -106,11 +106,13 @@ void keep_label_sizes(LabelSizes& s, std::uint64_t problem, int list, std::size_
   s.h.assign(count, 0.0f);
 }
 
-// ImGui::CalcTextSize(labels[i]), measured on first use.
+// ImGui::CalcTextSize(labels[i]) at the font size `s` was kept for, measured on first use (the
+// labels may be drawn smaller meanwhile: the window's font scale does not change what is kept).
 ImVec2 label_size(LabelSizes& s, const std::vector<std::string>& labels, int i) {
   if (s.w[i] < 0) {
-    const ImVec2 ts = ImGui::CalcTextSize(labels[i].c_str());
-    s.w[i] = ts.x;
+    const std::string& t = labels[i];
+    const ImVec2 ts = ImGui::GetFont()->CalcTextSizeA(s.font_size, FLT_MAX, 0.0f, t.data(), t.data() + t.size());
+    s.w[i] = std::floor(ts.x + 0.99999f);  // rounded up as ImGui::CalcTextSize rounds
     s.h[i] = ts.y;
   }
   return ImVec2(s.w[i], s.h[i]);
@@ -205,12 +207,16 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   const bool rope_shown = step == 1 && rope_m;
   const bool key_rows = rope_shown && chain_rope_keys(rope);
   const bool dims_axis = step == 4 || (c.stage_matrix(step) == nullptr && !c.streaming());
-  // Wrapped: at a large UI scale the hint is wider than the panel.
-  if (key_rows) {
-    wrapped(app, tr(lang, S::RopeHintK), &kDimV4);
+  // Wrapped: at a large UI scale the hint is wider than the panel. There it keeps to one line (the
+  // whole in its tooltip): every line of the toolbar is taken from the plot's height.
+  const std::string hint =
+      key_rows ? std::string(tr(lang, S::RopeHintK))
+               : fmt(tr(lang, S::HeatHint), tr(lang, rope_shown ? S::AxisDimsK : dims_axis ? S::AxisDims : S::AxisKeys));
+  if (app.ui_scale > 1) {
+    wrapped_capped(app, hint, ImGui::GetTextLineHeightWithSpacing() * 1.5f / std::max(1.0f, ImGui::GetWindowHeight()),
+                   &kDimV4);
   } else {
-    wrapped(app, fmt(tr(lang, S::HeatHint), tr(lang, rope_shown ? S::AxisDimsK : dims_axis ? S::AxisDims : S::AxisKeys)),
-            &kDimV4);
+    wrapped(app, hint, &kDimV4);
   }
 
   // Streamed problems (N above kKeepStagesMaxTokens): steps 1-3 come as the pooled image of this
@@ -222,10 +228,16 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
                       : rope_shown                    ? rope_m
                       : sub != ChainView::Sub::Logits ? chain_sub_matrix(c, sub)
                                                       : c.stage_matrix(step);
-  if (sub != ChainView::Sub::Logits) wrapped(app, tr(lang, S::SubNote), &kDimV4);
-  if (rope_shown)
-    wrapped(app, tr(lang, rope == ChainRope::QDiff || rope == ChainRope::KDiff ? S::RopeNoteDiff : S::RopeNote),
-            &kDimV4);
+  // The notes on what the plot shows: at a large UI scale in half the share a map view's
+  // explanation may take (the whole in the tooltip), since the toolbar above already took lines.
+  const auto note = [&](const char* text) {
+    if (app.ui_scale > 1)
+      wrapped_capped(app, text, kExplanationShare / 2, &kDimV4);
+    else
+      wrapped(app, text, &kDimV4);
+  };
+  if (sub != ChainView::Sub::Logits) note(tr(lang, S::SubNote));
+  if (rope_shown) note(tr(lang, rope == ChainRope::QDiff || rope == ChainRope::KDiff ? S::RopeNoteDiff : S::RopeNote));
   if (!streamed && !mp) {
     wrapped(app, fmt(tr(lang, S::StagesNotKept), c.stages_need_gb(), c.available_gb()));
     mp = c.stage_matrix(4);
@@ -252,17 +264,23 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   keep_label_sizes(col_sizes, c.problem_revision(), rope_shown ? 3 : col_step == 4 ? 2 : 1, col_labels.size());
 
   // Label sizes: every label when few, the widest index otherwise.
-  float row_label_w = 0;
+  float row_widest = 0;
   if (rows <= 64) {
     for (int r = 0; r < static_cast<int>(row_labels.size()); ++r) {
-      row_label_w = std::max(row_label_w, label_size(row_sizes, row_labels, r).x);
+      row_widest = std::max(row_widest, label_size(row_sizes, row_labels, r).x);
     }
   } else {
-    row_label_w = label_size(row_sizes, row_labels, static_cast<int>(row_labels.size()) - 1).x;
+    row_widest = label_size(row_sizes, row_labels, static_cast<int>(row_labels.size()) - 1).x;
   }
-  row_label_w += fp * 0.6f;
-  const auto row_size = [&](int r) { return label_size(row_sizes, row_labels, r); };
-  const auto col_size = [&](int cc) { return label_size(col_sizes, col_labels, cc); };
+  // The labels are drawn at `label_scale` of the text's size: smaller only at a UI scale above the
+  // default, where the text grew but the window did not and full-size labels would leave a few
+  // tokens' plot small and labelled by ticks; then at the largest size, down to the text's size at
+  // the default scale (as the values in the cells), at which every visible row's and column's
+  // label shows whole.
+  float label_scale = 1;
+  const auto scaled = [&](ImVec2 v) { return ImVec2(v.x * label_scale, v.y * label_scale); };
+  const auto row_size = [&](int r) { return scaled(label_size(row_sizes, row_labels, r)); };
+  const auto col_size = [&](int cc) { return scaled(label_size(col_sizes, col_labels, cc)); };
 
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
@@ -270,20 +288,62 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   const float chart_h = std::clamp(avail.y * 0.18f, fp * 3.5f, fp * 7.0f);
   const Rect content{origin.x, origin.y, avail.x, std::max(0.0f, avail.y - fp * 1.6f - chart_h)};
   HeatmapFrame frame;
-  // The plot under `col_h` pixels of column labels, and how its column labels go.
+  // The plot under `col_h` pixels of column labels, and how its column labels go (measured in the
+  // labels' font: the caller has set the window's font scale to label_scale).
   const auto place = [&](float col_h) {
-    frame = compute_heatmap_frame(content, row_label_w, col_h, fp);
+    const float lfp = fp * label_scale;
+    frame = compute_heatmap_frame(content, row_widest * label_scale + lfp * 0.6f, col_h, fp);
     // RoPE's matrices: a few dimensions by many tokens, at least 32 px a column (not square cells).
     app.plot = place_plot(frame.plot_area.x, frame.plot_area.y, frame.plot_area.w, frame.plot_area.h, rows, cols,
                           view.zoom, rope_shown ? std::max(160.0f, 32.0f * cols) : 160.0f);
     return column_label_plan(app.plot, static_cast<int>(col_labels.size()), [&](int cc) { return col_size(cc).x; });
   };
   // Labels on two staggered lines take a second line above the plot (which narrows its cells a
-  // little: the plan is made again for them).
-  ColumnLabelPlan col_plan = place(column_label_height({}, fp));
-  if (col_plan.lines == 2) {
-    col_plan = place(column_label_height(col_plan, fp));
-    col_plan.lines = std::max(col_plan.lines, col_plan.stride == 1 ? 2 : 1);
+  // little: the plan is made again for them). Where the narrower cells then take ticks, which fit
+  // on one line, the plot is placed under one line again with ticks: the second line's room would
+  // otherwise stay empty above a smaller plot.
+  const auto place_all = [&] {
+    const float lfp = fp * label_scale;
+    ColumnLabelPlan plan = place(column_label_height({}, lfp));
+    if (plan.lines == 2) {
+      plan = place(column_label_height(plan, lfp));
+      if (plan.stride == 1) {
+        plan.lines = 2;
+      } else {
+        const int stride = plan.stride;
+        place(column_label_height({}, lfp));
+        plan = ColumnLabelPlan{};
+        plan.stride = stride;
+      }
+    }
+    return plan;
+  };
+  const float min_label_scale = std::clamp(1.0f / app.ui_scale, 0.5f, 1.0f);
+  // Every visible label whole: columns on one line or two, unshortened; rows tall enough for
+  // draw_row_ticks to label each one.
+  const auto all_labels = [&](const ColumnLabelPlan& plan) {
+    return plan.stride == 1 && plan.max_w == 0 && app.plot.cell_h >= fp * label_scale * 1.15f;
+  };
+  ColumnLabelPlan col_plan;
+  for (float s = 1;; s = std::max(min_label_scale, s - 0.05f)) {
+    label_scale = s;
+    ImGui::SetWindowFontScale(label_scale);
+    col_plan = place_all();
+    ImGui::SetWindowFontScale(1);
+    if (all_labels(col_plan) || s <= min_label_scale) break;
+  }
+  if (!all_labels(col_plan) && label_scale < 1) {
+    // No size shows them all: full-size labels, every few rows and columns, as at scale 1, unless
+    // they leave the plot too little height (below: the small labels' room may still keep one).
+    const float small = label_scale;
+    label_scale = 1;
+    col_plan = place_all();
+    if (frame.plot_area.h < 2 * fp) {
+      label_scale = small;
+      ImGui::SetWindowFontScale(label_scale);
+      col_plan = place_all();
+      ImGui::SetWindowFontScale(1);
+    }
   }
   const PlotGeometry& g = app.plot;
   view.col_labels = col_plan;
@@ -291,7 +351,9 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   const float ms = mark(app);
   // A window made smaller than its minimum (a tiling window manager, or none) leaves no plot:
   // nothing to draw, and the label strides below would never reach a cell size of 0.
-  if (g.px_w <= 0 || g.px_h <= 0 || !(g.cell_w > 0) || !(g.cell_h > 0)) {
+  // Nor is a plot less than two lines tall (a large UI scale in a small window), which place_plot
+  // would still stretch to its minimum width: a strip whose legend's numbers overlap.
+  if (g.px_w <= 0 || g.px_h <= 0 || !(g.cell_w > 0) || !(g.cell_h > 0) || frame.plot_area.h < 2 * fp) {
     ImGui::TextColored(kDimV4, "%s", tr(app.lang, S::PlotTooSmall));
     ImGui::End();
     return;
@@ -450,11 +512,15 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   const int query = c.query();
   // The row set apart: the query, or on K's rows the selected key (-1: none).
   const int marked = key_rows ? app.key_sel : query;
+  // The labels in their own size (label_scale): the window's font scale sets what the draw list
+  // writes and what the shortened labels are measured in.
+  const float label_fp = fp * label_scale;
+  ImGui::SetWindowFontScale(label_scale);
   auto row_label = [&](int r, ImU32 colour) {
-    if (r >= 0 && r < rows) draw_row_label(dl, g, row_labels[r], row_size(r), r, colour, fp);
+    if (r >= 0 && r < rows) draw_row_label(dl, g, row_labels[r], row_size(r), r, colour, label_fp);
   };
   const ImU32 label_col = ImGui::GetColorU32(ImGuiCol_Text);
-  draw_row_ticks(dl, g, row_labels, row_size, marked, label_col, fp);
+  draw_row_ticks(dl, g, row_labels, row_size, marked, label_col, label_fp);
   const std::vector<int>& queries = c.queries();
   if (key_rows) {
     row_label(marked, IM_COL32_WHITE);
@@ -465,6 +531,7 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   // Column labels (key tokens or output dimensions): every one where they fit, on one line or
   // two, shortened where they must be; else evenly spaced ticks.
   draw_column_labels(dl, g, col_labels, col_size, col_plan, label_col);
+  ImGui::SetWindowFontScale(1);
 
   // K's rows: the selected key's row framed in white.
   // (Frames' sizes grow with the text: ms.)

@@ -82,7 +82,11 @@ void legend_line(Shell& app, ImU32 colour, const std::string& text) {
               colour, 3 * mark(app));
   ImGui::Dummy(ImVec2(app.font_px * 1.8f, app.font_px));
   ImGui::SameLine();
-  ImGui::TextUnformatted(text.c_str());
+  // Wrapped beside the swatch (a group keeps the lines after the first under the first): at a
+  // large UI scale the ALiBi entry is wider than the panel.
+  ImGui::BeginGroup();
+  wrapped(app, text);
+  ImGui::EndGroup();
 }
 
 }  // namespace
@@ -116,9 +120,11 @@ void draw_panel(PositionView& v, Shell& app, const Layout& l) {
   if (!c.rope_possible && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
     ImGui::SetTooltip("%s", fmt(ptr(lang, PT::OddDim), p.d_k()).c_str());
   if (p.mods.rope_theta > 0) {
-    ImGui::SameLine();
-    if (ImGui::SmallButton(fmt("%s (%s)###pown", ptr(lang, PT::UseProblemTheta), short_number(p.mods.rope_theta).c_str()).c_str()))
-      v.set_theta(p.mods.rope_theta);
+    // Beside the slider where it fits, else under it (a large UI scale).
+    const std::string own =
+        fmt("%s (%s)###pown", ptr(lang, PT::UseProblemTheta), short_number(p.mods.rope_theta).c_str());
+    same_line_if_fits(button_width(own.c_str()));
+    if (ImGui::SmallButton(own.c_str())) v.set_theta(p.mods.rope_theta);
   }
   ImGui::EndDisabled();
   if (c.rope_possible)
@@ -128,10 +134,12 @@ void draw_panel(PositionView& v, Shell& app, const Layout& l) {
     wrapped(app, fmt(ptr(lang, PT::OddDim), p.d_k()), &kErrorV4);
 
   // The plot, then the sentences under it.
+  // The plot takes what the sentences under it leave, but never less than about half the panel:
+  // at a large UI scale the text would leave the curves a strip (the panel scrolls to the rest).
   const float text_h = app.font_px * 11;
   const ImVec2 at = ImGui::GetCursorScreenPos();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
-  const float plot_h = std::max(app.font_px * 8, avail.y - text_h);
+  const float plot_h = std::max({app.font_px * 8, ImGui::GetWindowHeight() * 0.45f, avail.y - text_h});
   const ImVec2 a(at.x + app.font_px * 3.5f, at.y + app.font_px * 0.5f);
   const ImVec2 b(at.x + avail.x - app.font_px * 0.5f, at.y + plot_h - app.font_px * 2);
   ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -161,13 +169,22 @@ void draw_panel(PositionView& v, Shell& app, const Layout& l) {
       const float x = x_of(d), t = app.font_px * 0.35f;
       dl->AddTriangleFilled(ImVec2(x - t, b.y - t * 1.6f), ImVec2(x + t, b.y - t * 1.6f), ImVec2(x, b.y), kAlibi);
     }
-  // Axis labels: the ends of Δ and of the scores.
+  // Axis labels: the ends of Δ and of the scores. Δ's title goes between the ends where it clears
+  // them, else on the line under them (shortened only where the panel is narrower than it).
   const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
-  dl->AddText(ImVec2(a.x, b.y + 2), text, std::to_string(static_cast<long long>(dmin)).c_str());
+  const std::string left = std::to_string(static_cast<long long>(dmin));
   const std::string right = std::to_string(static_cast<long long>(dmax));
-  dl->AddText(ImVec2(b.x - ImGui::CalcTextSize(right.c_str()).x, b.y + 2), text, right.c_str());
-  const char* axis = ptr(lang, PT::AxisDistance);
-  dl->AddText(ImVec2((a.x + b.x - ImGui::CalcTextSize(axis).x) / 2, b.y + 2), text, axis);
+  const float left_w = ImGui::CalcTextSize(left.c_str()).x, right_w = ImGui::CalcTextSize(right.c_str()).x;
+  dl->AddText(ImVec2(a.x, b.y + 2), text, left.c_str());
+  dl->AddText(ImVec2(b.x - right_w, b.y + 2), text, right.c_str());
+  const std::string axis = fit_text(ptr(lang, PT::AxisDistance), avail.x);
+  const float axis_w = ImGui::CalcTextSize(axis.c_str()).x, gap = app.font_px * 0.5f;
+  const float axis_x = (a.x + b.x - axis_w) / 2;
+  if (axis_x >= a.x + left_w + gap && axis_x + axis_w + gap <= b.x - right_w)
+    dl->AddText(ImVec2(axis_x, b.y + 2), text, axis.c_str());
+  else
+    dl->AddText(ImVec2(std::clamp(axis_x, at.x, at.x + avail.x - axis_w), b.y + 2 + ImGui::GetTextLineHeight()), text,
+                axis.c_str());
   dl->AddText(ImVec2(at.x, a.y), text, format_number("%.3g", hi).c_str());
   dl->AddText(ImVec2(at.x, b.y - app.font_px), text, format_number("%.3g", lo).c_str());
   // The key under the cursor: its four values.
@@ -192,7 +209,9 @@ void draw_panel(PositionView& v, Shell& app, const Layout& l) {
   }
   const std::string slope = format_number("%.4g", c.slope);
   const std::string slope_source =
-      c.slope_given ? std::string(ptr(lang, PT::SlopeGiven)) : fmt(ptr(lang, PT::SlopeStandard), c.slope_heads);
+      c.slope_given        ? std::string(ptr(lang, PT::SlopeGiven))
+      : c.slope_heads == 1 ? std::string(ptr(lang, PT::SlopeStandardOne))
+                           : fmt(ptr(lang, PT::SlopeStandard), c.slope_heads);
   legend_line(app, kAlibi, fmt(ptr(lang, PT::Alibi), slope.c_str(), slope_source.c_str()));
   if (c.masked_keys > 0) legend_line(app, kMasked, fmt(ptr(lang, PT::MaskedKeys), c.masked_keys, c.keys));
   if (alibi_leaves) {

@@ -74,7 +74,7 @@ constexpr Entry kTexts[] = {
      {"key %d · Δ = %d\nno position: %s\nwith RoPE: %s\nALiBi term: %s\nRoPE alone: %s",
       "键 %d · Δ = %d\n无位置：%s\n加 RoPE：%s\nALiBi 项：%s\n只看 RoPE：%s"}},
     {PT::SlopeStandard,
-     {"the first of %d head(s)' standard slopes", "%d 个头的标准斜率中的第一个"}},
+     {"the first of the standard slopes for %d heads", "%d 个头的标准斜率中的第一个"}},
     {PT::SlopeGiven, {"this head's own slope (given, or its standard slope among the heads it was picked from)",
                        "这个头自己的斜率（给定的，或它在原来各头中的标准斜率）"}},
     {PT::AlibiLeaves,
@@ -84,6 +84,7 @@ constexpr Entry kTexts[] = {
     {PT::MaskedKeys,
      {"keys the mask hides from this query (%d of %d): greyed, not read", "掩码对该查询隐藏的键（%d / %d）：灰色，不参与读取"}},
     {PT::TipMasked, {"masked: the query cannot see this key", "已屏蔽：该查询看不到这个键"}},
+    {PT::SlopeStandardOne, {"the standard slope for one head", "单个头的标准斜率"}},
 };
 static_assert(std::size(kTexts) == static_cast<std::size_t>(PT::Count_), "one entry per PT");
 

@@ -81,8 +81,8 @@ void tile_controls(Shell& app, WalkView& v, const W* w, int tile) {
   if (ImGui::Button(play)) v.toggle_play();
   if (w && v.cursor() < static_cast<int>(w->tiles.size())) {
     const auto& t = w->tiles[v.cursor()];
-    const std::string where = fmt(tr(lang, S::WalkTileOf), t.index, static_cast<int>(w->tiles.size()) - 1,
-                                  key_range(t).c_str());
+    const std::string where =
+        fmt(wbtr(lang, WB::TileOf), t.index, static_cast<int>(w->tiles.size()), key_range(t).c_str());
     same_line_if_fits(text_width(where.c_str()));
     ImGui::TextUnformatted(where.c_str());
   }
@@ -90,7 +90,7 @@ void tile_controls(Shell& app, WalkView& v, const W* w, int tile) {
 
 template <class W>
 void strip(Shell& app, WalkView& v, const W& w, const std::string& caption) {
-  ImGui::TextColored(kDimV4, "%s", caption.c_str());
+  wrapped(app, caption, &kDimV4);  // a long query token or a large UI scale: wrapped, never cut at the edge
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 at = ImGui::GetCursorScreenPos();
   const float width = std::max(32.f, ImGui::GetContentRegionAvail().x - 4);
@@ -297,7 +297,11 @@ void key_table(Shell& app, const BackwardWalk& w, const BackwardWalkTile& t, flo
     ImGui::TableNextRow();
     if (j == t.top) ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg1, IM_COL32(120, 70, 0, 150));
     ImGui::TableNextColumn();
-    ImGui::Text("%d %s", j, w.key_tokens[j].c_str());
+    // Random inputs name each token by its index: the number once, not twice.
+    if (w.key_tokens[j] == std::to_string(j))
+      ImGui::Text("%d", j);
+    else
+      ImGui::Text("%d %s", j, w.key_tokens[j].c_str());
     for (const double x : {t.logits[i], t.p[i], t.dp[i], t.ds[i]}) {
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(value4(x).c_str());

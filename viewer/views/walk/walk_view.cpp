@@ -26,6 +26,9 @@ constexpr Entry kTexts[] = {
     {WB::Pass, {"Pass", "方向"}},
     {WB::Forward, {"Forward", "前向"}},
     {WB::Backward, {"Backward", "反向"}},
+    // Either pass's tile under the stepping buttons: its index (from 0, as the tables and the
+    // sentences number tiles), how many tiles there are, its keys.
+    {WB::TileOf, {"tile %d of %d (numbered from 0) · keys %s", "第 %d 块（共 %d 块，从 0 编号）· 键 %s"}},
     {WB::Strip,
      {"Logits x_j of query “%s” (%d keys), the fused backward's tiles of %d",
       "查询“%s”的 logits x_j（%d 个键），融合反向的块，每块 %d 个键"}},

@@ -80,9 +80,9 @@ WalkChartScale walk_chart_scale(const std::vector<float>& values);
 enum class WalkPass { Forward, Backward };
 const char* walk_pass_word(WalkPass p);  // "forward" | "backward" (--walk-pass, the state dump)
 
-// The backward mode's words (walk_view.cpp), English and Chinese.
+// The backward mode's words and the tile under the stepping buttons (walk_view.cpp), English and Chinese.
 enum class WB {
-  Pass, Forward, Backward, Strip, Legend, Stats, Upstream, ColKey, Bars, ChartDsSum,
+  Pass, Forward, Backward, TileOf, Strip, Legend, Stats, Upstream, ColKey, Bars, ChartDsSum,
   ChartDqNorm, DqNow, DqNorm, Fused, Fp64, Final, Fp64Missing, Rope, Caveat, Computing, Failed, TooLarge,
   Count_
 };
