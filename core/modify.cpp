@@ -333,10 +333,6 @@ void validate_modifications(const Problem& p) {
     throw InputError(Msg::DocumentsLength, {std::to_string(p.documents().size()), std::to_string(m)});
   // Query i sits at position i + m - n, whose id the documents give: none for n > m.
   if (!p.documents().empty() && n > m) throw InputError(Msg::DocumentsQueriesOverKeys, {std::to_string(n), std::to_string(m)});
-  // A prefix makes the mask causal (mask_rule), and a causal mask puts the queries at the last
-  // positions of the keys: refused with more queries than keys as the causal mask is (validate),
-  // so that prefix:P alone and causal+prefix:P are one rule.
-  if (p.mods.prefix > 0 && n > m) throw InputError(Msg::QueriesOverKeys, {std::to_string(n), std::to_string(m)});
 }
 
 std::string modifications_text(const Problem& p, Lang lang) {

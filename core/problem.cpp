@@ -167,7 +167,9 @@ void validate(const Problem& p) {
     throw InputError(Msg::QueryTokenCount, {std::to_string(p.query_tokens().size()), std::to_string(n)});
   if (!p.key_tokens().empty() && static_cast<int>(p.key_tokens().size()) != m)
     throw InputError(Msg::KeyTokenCount, {std::to_string(p.key_tokens().size()), std::to_string(m)});
-  if (p.mask == MaskKind::Causal && n > m)
+  // A causal rule, the causal mask's or a prefix's (mask_rule: a prefix is causal past it), puts
+  // the queries at the last positions of the keys.
+  if ((p.mask == MaskKind::Causal || p.mods.prefix > 0) && n > m)
     throw InputError(Msg::QueriesOverKeys, {std::to_string(n), std::to_string(m)});
   if (p.mask == MaskKind::Custom) {
     if (p.custom_mask().rows() != n || p.custom_mask().cols() != m)

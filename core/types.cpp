@@ -73,9 +73,11 @@ Lang lang_from_args(int argc, const char* const* argv) {
     if (arg == "--lang" && i + 1 < argc) value = argv[i + 1];
     else if (arg.starts_with("--lang=")) value = arg.substr(7);
     else continue;
-    if (value == "zh") return Lang::Zh;
-    if (value == "en") return Lang::En;
-    break;  // the refusal may be of --lang itself: the environment's language
+    try {
+      return parse_lang(value);
+    } catch (const InputError&) {
+      break;  // the refusal is of --lang itself: the environment's language
+    }
   }
   return lang_from_env();
 }

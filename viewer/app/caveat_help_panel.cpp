@@ -66,7 +66,9 @@ CaveatText caveat_text(App& app, float width) {
 }  // namespace
 
 // The layout gives the bar this height (compute_layout's caveat_px), so that a long mask sentence
-// at a large UI scale pushes the panels up instead of cutting off the bar's last line.
+// at a large UI scale pushes the panels up instead of cutting off the bar's last line. Measured at
+// the frame's start and drawn at its end (draw_caveat makes the text again, from the wrap cache):
+// the bar then says the status or refusal a panel set during the frame.
 float caveat_height(App& app, float width) {
   const CaveatText t = caveat_text(app, width);
   const ImGuiStyle& st = ImGui::GetStyle();
