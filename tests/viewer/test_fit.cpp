@@ -187,6 +187,27 @@ TEST(FitWindow, PrecisionScaleIsClampedToSixDecades) {
   EXPECT_TRUE(pv["colour_clamped"].get<bool>());
 }
 
+// Step 2 of a problem with a score mod at UI scale 2 in a 1024 x 640 window: under the toolbar of
+// the sub-stages the row's bar chart gives its height to the heatmap, which had been refused as
+// "too small" (and would be shorter than the chart); the same step at scale 1 keeps its chart.
+TEST(FitWindow, TheChainsHeatmapTakesTheRowChartsHeightWhenTheToolbarLeavesTooLittle) {
+  test::TempDir dir;
+  for (const char* lang : {"en", "zh"}) {
+    const test::ViewShot s = test::view_shot(dir, std::string("sub-ui2-") + lang,
+                                             {"--step", "2", "--score-mod", "alibi", "--ui-scale", "2", "--size",
+                                              "1024x640", "--lang", lang});
+    ASSERT_EQ(s.code, 0) << s.err;
+    const nlohmann::json& h = s.state["heatmap"];
+    EXPECT_EQ(h["vis_rows"].get<double>(), 5.0) << lang;
+    EXPECT_GE(h["h"].get<double>(), 2 * s.state["font_px"].get<double>()) << lang << ": a plot, not the refusal";
+    EXPECT_EQ(s.state["chain"]["row_chart"]["title"], "") << lang << ": no chart";
+    const test::ViewShot one =
+        test::view_shot(dir, std::string("sub-ui1-") + lang, {"--step", "2", "--score-mod", "alibi", "--size", "1024x640", "--lang", lang});
+    ASSERT_EQ(one.code, 0) << one.err;
+    EXPECT_NE(one.state["chain"]["row_chart"]["title"], "") << lang << ": the chart at scale 1";
+  }
+}
+
 // At UI scale 2 on 2560 x 1440 the precision view's explanation is cut to a share of the window
 // and the histogram gives way, so the map keeps room (it had none: the text filled the centre).
 TEST(FitWindow, ThePrecisionMapKeepsRoomAtALargeUiScale) {

@@ -205,6 +205,28 @@ TEST(Xvfb, HelpEscUiScaleAndClickSelection) {
   EXPECT_GT(ja["font_px"].get<double>(), je["font_px"].get<double>());
 }
 
+// At UI scale 2 step 1's RoPE chooser is one combo box (radio buttons on three lines had taken the
+// plot's height): a click opens it, a click on its fifth entry shows K. Both from the rectangles in
+// the dump (chain.chooser).
+TEST(Xvfb, TheRopeChoosersComboAtALargeUiScale) {
+  ATTNLAB_REQUIRE_XVFB();
+  const attnlab::test::TempDir tmp("attnlab-view-xvfb-combo");
+  const fs::path dump = tmp.path() / "state.json", after = tmp.path() / "after.json";
+  const std::string at = "eval $(python3 -c \"import json;c=json.load(open('$dump'))['chain']['chooser'];"
+                         "r=c['items'][4] if c['items'] else c['rect'];print('cx=%d cy=%d' % (r[0]+r[2]/2, r[1]+r[3]/2))\")\n";
+  const attnlab::test::BinaryRun r = run_under_xvfb(
+      tmp.path(), "--lang en --size 1920x1080 --ui-scale 2 --random 16 --dk 8 --dv 8 --rope --chain-rope q", dump,
+      "wait_for \"j['chain']['chooser']['rect'][2] > 0 and j['chain']['rope'] == 'q'\"\n" + at +
+          "move $cx $cy\nclick; wait_for \"len(j['chain']['chooser']['items']) == 7\"\n" + at +
+          "move $cx $cy\nclick; wait_for \"j['chain']['rope'] == 'k'\"\n" + copy_dump(after));
+  const std::string out = r.out + r.err;
+  ASSERT_EQ(r.code, 0) << out;
+  EXPECT_NE(out.find("viewer_exit=0"), std::string::npos) << out;
+  const nlohmann::json j = read_dump(after, out);
+  EXPECT_EQ(j["chain"]["rope"], "k") << out;
+  EXPECT_TRUE(j["chain"]["chooser"]["items"].empty()) << "closed after the choice";
+}
+
 // Shift + ← / → move the selected key where the view draws it (the chain's crosshair) and nothing
 // elsewhere: in the walk view they used to move it unseen. Down (the query) after them shows that
 // the frame has read them.

@@ -214,6 +214,7 @@ void ChainView::dump(nlohmann::json& j, const Session& s) const {
                              {"own_axis", chart.own_axis}, {"title", chart.title}};
   j["chain"]["col_labels"] = {{"stride", col_labels.stride}, {"lines", col_labels.lines}, {"max_w", col_labels.max_w}};
   j["chain"]["value_px"] = value_px;
+  j["chain"]["chooser"] = {{"rect", chooser}, {"items", chooser_items}};
   if (const MatrixF* m = rope_matrix(s, r)) {
     const ValueRange range = rope_range(s, r);
     j["chain"]["rope_rows"] = m->rows();

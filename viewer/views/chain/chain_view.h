@@ -11,6 +11,7 @@
 #include "viewer/draw/pooling.h"
 #include "viewer/views/view.h"
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -83,6 +84,11 @@ class ChainView final : public View {
   // size of the values in its cells (0: none drawn).
   ColumnLabelPlan col_labels;
   float value_px = 0;
+  // Where the panel drew step 1's or step 2's chooser of what the heatmap shows, as a combo box (at
+  // a UI scale above the default): its x, y, w, h in pixels (all 0 where there is none), and while
+  // it is open its entries', in order. The dump has them for the Xvfb tests, which click them.
+  std::array<float, 4> chooser{};
+  std::vector<std::array<float, 4>> chooser_items;
   // Step 2 with score mods (kept stages): which of the stages between QKᵀ and the logits the
   // heatmap shows, in the chain's order; the logits when the problem has no such stage.
   enum class Sub { Logits, Scaled, Biased, Capped } sub = Sub::Logits;

@@ -139,6 +139,8 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   const Lang lang = app.lang;
   Session& c = app.session;
   const int shown_step = app.play.step();
+  view.chooser = {};
+  view.chooser_items.clear();
   // Step 1 of a problem with RoPE: Q, K, their rotations or the rotations' change may take QKᵀ's
   // place (n x d_k or m x d_k, kept whole even when the problem is streamed).
   const ChainRope rope = shown_step == 1 ? view.shown_rope(c) : ChainRope::QK;
@@ -179,29 +181,61 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
     same_line_if_fits(radio_width(tr(lang, S::ScaleLog)));
     if (ImGui::RadioButton(tr(lang, S::ScaleLog), app.log_weights)) app.log_weights = true;
   }
+  // The choosers of what step 1 (RoPE) and step 2 (score mods) show: radio buttons, or at a UI
+  // scale above the default, where they wrapped onto two or three lines taken from the plot's
+  // height, one line with a combo box. Choice i: its word (nullptr: not offered), whether it is the
+  // current one, and pick(i) to make it so.
+  const auto chooser = [&](const char* id, int count, auto&& word, auto&& current, auto&& pick) {
+    ImGui::TextUnformatted(tr(lang, S::SubShow));
+    if (app.ui_scale > 1) {
+      const char* shown = "";
+      float widest = 0;
+      for (int i = 0; i < count; ++i) {
+        if (word(i) == nullptr) continue;
+        if (current(i)) shown = word(i);
+        widest = std::max(widest, text_width(word(i)));
+      }
+      ImGui::SameLine();
+      const float width = std::min(ImGui::GetContentRegionAvail().x, widest + ImGui::GetFrameHeight() * 2);
+      const ImVec2 at = ImGui::GetCursorScreenPos();
+      view.chooser = {at.x, at.y, width, ImGui::GetFrameHeight()};
+      ImGui::SetNextItemWidth(width);
+      if (ImGui::BeginCombo(fmt("##%s", id).c_str(), shown)) {
+        for (int i = 0; i < count; ++i) {
+          if (word(i) == nullptr) continue;
+          if (ImGui::Selectable(fmt("%s##%d", word(i), i).c_str(), current(i))) pick(i);
+          const ImVec2 lo = ImGui::GetItemRectMin(), hi = ImGui::GetItemRectMax();
+          view.chooser_items.push_back({lo.x, lo.y, hi.x - lo.x, hi.y - lo.y});
+        }
+        ImGui::EndCombo();
+      }
+      return;
+    }
+    for (int i = 0; i < count; ++i) {
+      const char* w = word(i);
+      if (w == nullptr) continue;
+      same_line_if_fits(radio_width(w));
+      if (ImGui::RadioButton(fmt("%s###%s%d", w, id, i).c_str(), current(i))) pick(i);
+    }
+  };
   // Step 2 of a problem with score mods: the stages between the scaled scores and the logits.
   if (ChainView::has_subs(c, step)) {
-    ImGui::TextUnformatted(tr(lang, S::SubShow));
     const std::pair<ChainView::Sub, S> items[] = {{ChainView::Sub::Scaled, S::SubScaled},
                                                   {ChainView::Sub::Biased, S::SubBiased},
                                                   {ChainView::Sub::Capped, S::SubCapped},
                                                   {ChainView::Sub::Logits, S::SubLogits}};
-    for (const auto& [sub, label] : items) {
-      if (!chain_sub_matrix(c, sub)) continue;
-      same_line_if_fits(radio_width(tr(lang, label)));
-      if (ImGui::RadioButton(fmt("%s###sub%d", tr(lang, label), static_cast<int>(sub)).c_str(), view.sub == sub))
-        view.sub = sub;
-    }
+    chooser(
+        "sub", 4,
+        [&](int i) -> const char* { return chain_sub_matrix(c, items[i].first) ? tr(lang, items[i].second) : nullptr; },
+        [&](int i) { return view.sub == items[i].first; }, [&](int i) { view.sub = items[i].first; });
   }
   const ChainView::Sub sub = view.shown_sub(c, step);
   // Step 1 of a problem with RoPE: the matrices QKᵀ multiplied, before and after the rotation.
   if (step == 1 && c.rotated()) {
-    ImGui::TextUnformatted(tr(lang, S::SubShow));
-    for (ChainRope r : kChainRopes) {
-      const char* word = tr(lang, rope_label(r));
-      same_line_if_fits(radio_width(word));
-      if (ImGui::RadioButton(fmt("%s###rope%d", word, static_cast<int>(r)).c_str(), view.rope == r)) view.rope = r;
-    }
+    chooser(
+        "rope", static_cast<int>(std::size(kChainRopes)),
+        [&](int i) -> const char* { return tr(lang, rope_label(kChainRopes[i])); },
+        [&](int i) { return view.rope == kChainRopes[i]; }, [&](int i) { view.rope = kChainRopes[i]; });
   }
   // A RoPE matrix: rows tokens (queries, or keys for K's), columns the dimensions of d_k.
   const bool rope_shown = step == 1 && rope_m;
@@ -284,9 +318,13 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
 
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
-  // Under the plot: one status line, then the selected row's bar chart.
-  const float chart_h = std::clamp(avail.y * 0.18f, fp * 3.5f, fp * 7.0f);
-  const Rect content{origin.x, origin.y, avail.x, std::max(0.0f, avail.y - fp * 1.6f - chart_h)};
+  // Under the plot: one status line, then the selected row's bar chart (given up below when the
+  // plot would otherwise not fit: the heatmap is the step).
+  // At least its title, the rank numbers and about a line of bars; and the key tokens under the
+  // axis where it has its own (step 4, RoPE's Q and K), which at the minimum had left no bars.
+  const float chart_min = fp * (is_output || rope_shown ? 4.6f : 3.5f);
+  float chart_h = std::clamp(avail.y * 0.18f, chart_min, std::max(chart_min, fp * 7.0f));
+  Rect content{origin.x, origin.y, avail.x, std::max(0.0f, avail.y - fp * 1.6f - chart_h)};
   HeatmapFrame frame;
   // The plot under `col_h` pixels of column labels, and how its column labels go (measured in the
   // labels' font: the caller has set the window's font scale to label_scale).
@@ -325,25 +363,36 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
     return plan.stride == 1 && plan.max_w == 0 && app.plot.cell_h >= fp * label_scale * 1.15f;
   };
   ColumnLabelPlan col_plan;
-  for (float s = 1;; s = std::max(min_label_scale, s - 0.05f)) {
-    label_scale = s;
-    ImGui::SetWindowFontScale(label_scale);
-    col_plan = place_all();
-    ImGui::SetWindowFontScale(1);
-    if (all_labels(col_plan) || s <= min_label_scale) break;
-  }
-  if (!all_labels(col_plan) && label_scale < 1) {
-    // No size shows them all: full-size labels, every few rows and columns, as at scale 1, unless
-    // they leave the plot too little height (below: the small labels' room may still keep one).
-    const float small = label_scale;
-    label_scale = 1;
-    col_plan = place_all();
-    if (frame.plot_area.h < 2 * fp) {
-      label_scale = small;
+  const auto place_labelled = [&] {
+    for (float s = 1;; s = std::max(min_label_scale, s - 0.05f)) {
+      label_scale = s;
       ImGui::SetWindowFontScale(label_scale);
       col_plan = place_all();
       ImGui::SetWindowFontScale(1);
+      if (all_labels(col_plan) || s <= min_label_scale) break;
     }
+    if (!all_labels(col_plan) && label_scale < 1) {
+      // No size shows them all: full-size labels, every few rows and columns, as at scale 1, unless
+      // they leave the plot too little height (below: the small labels' room may still keep one).
+      const float small = label_scale;
+      label_scale = 1;
+      col_plan = place_all();
+      if (frame.plot_area.h < 2 * fp) {
+        label_scale = small;
+        ImGui::SetWindowFontScale(label_scale);
+        col_plan = place_all();
+        ImGui::SetWindowFontScale(1);
+      }
+    }
+  };
+  place_labelled();
+  // A plot less than two lines tall or shorter than the chart under it (a large UI scale in a
+  // small window, under a toolbar of several lines): the row's bar chart gives its height to the
+  // plot, the step's own picture.
+  if (frame.plot_area.h < std::max(2 * fp, chart_h)) {
+    chart_h = 0;
+    content.h = std::max(0.0f, avail.y - fp * 1.6f);
+    place_labelled();
   }
   const PlotGeometry& g = app.plot;
   view.col_labels = col_plan;
@@ -354,7 +403,7 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   // Nor is a plot less than two lines tall (a large UI scale in a small window), which place_plot
   // would still stretch to its minimum width: a strip whose legend's numbers overlap.
   if (g.px_w <= 0 || g.px_h <= 0 || !(g.cell_w > 0) || !(g.cell_h > 0) || frame.plot_area.h < 2 * fp) {
-    ImGui::TextColored(kDimV4, "%s", tr(app.lang, S::PlotTooSmall));
+    wrapped(app, tr(app.lang, S::PlotTooSmall), &kDimV4);
     ImGui::End();
     return;
   }
@@ -587,8 +636,9 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   // where they are the keys (steps 1-3); where they are dimensions (step 4, RoPE's Q and K) over
   // every key, in the place and width the weights' plot has at step 3, with the key tokens under
   // its axis. The three largest weights named. The other selected queries are drawn over it as
-  // outlines in their colours, on the same height scale.
-  {
+  // outlines in their colours, on the same height scale. None where the plot took its height.
+  view.chart = ChainView::ChartSpan{};
+  if (chart_h > 0) {
     const Trace& tr_ = c.trace();
     // The weights and mask entries of row q, from the kept stages or its exact streamed row.
     const auto weights_of = [&](int q, const float*& w, const float*& wmask) {
