@@ -99,7 +99,7 @@ int run_backward(const BackwardJob& job) {
   std::optional<BackwardCheck> check;
   if (job.check) {
     const GradTraceD ref = reference_backward_fp64(p, u);
-    check = fused ? check_fused_backward(g, ref, check_backward(p, u, cpu_backward(p, u), ref))
+    check = fused ? check_fused_backward(g, ref, check_backward(p, u, cpu_backward(p, u), ref, true))
                   : check_backward(p, u, g, ref);
   }
   emit(a.output_file, render_backward(p, g, u, query, lang, format, check ? &*check : nullptr));

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <limits>
 #include <sstream>
+#include <stdexcept>
 
 namespace attnlab {
 namespace {
@@ -142,7 +143,8 @@ nlohmann::ordered_json num(double v) {
 
 }  // namespace
 
-BackwardCheck check_backward(const Problem& p, const Upstream& u, const GradTrace& g, const GradTraceD& ref) {
+BackwardCheck check_backward(const Problem& p, const Upstream& u, const GradTrace& g, const GradTraceD& ref,
+                             bool fused_extras) {
   BackwardCheck c;
   c.forward = verify_trace(p, g.forward, ref.forward);
   const int n = p.n(), m = p.m(), heads = p.heads, kv_heads = p.kv_heads(), d_v = p.d_v();
@@ -188,16 +190,19 @@ BackwardCheck check_backward(const Problem& p, const Upstream& u, const GradTrac
   e_dV += gamma_k(group * n) * s_dV;
   // The fused backward's own weights (check_fused_backward): relative error 2 max|Δlogit| + κ u,
   // through dV = Σ Pᵀ dO and, by O = P V, through D = rowsum(dO ∘ O).
-  constexpr double kRecomputeUlps = 4;
-  double dz_max = 0;
-  for (Eigen::Index i = 0; i < dz.size(); ++i)
-    if (std::isfinite(dz.data()[i])) dz_max = std::max(dz_max, dz.data()[i]);
-  const double p_rel = 2 * dz_max + kRecomputeUlps * kU;
-  c.fused_dv_extra = 2 * p_rel * (s_dV.size() > 0 ? s_dV.maxCoeff() : 0.0);
-  for (int h = 0; h < heads; ++h) {
-    const MatrixD pv = rows(P, h) * aV.middleRows(p.kv_row(h), m);
-    const double d_terms = (rows(adO, h).array() * pv.array()).rowwise().sum().maxCoeff();
-    c.fused_d_extra = std::max(c.fused_d_extra, 2 * p_rel * d_terms);
+  if (fused_extras) {
+    constexpr double kRecomputeUlps = 4;
+    double dz_max = 0;
+    for (Eigen::Index i = 0; i < dz.size(); ++i)
+      if (std::isfinite(dz.data()[i])) dz_max = std::max(dz_max, dz.data()[i]);
+    const double p_rel = 2 * dz_max + kRecomputeUlps * kU;
+    c.fused_dv_extra = 2 * p_rel * (s_dV.size() > 0 ? s_dV.maxCoeff() : 0.0);
+    for (int h = 0; h < heads; ++h) {
+      const MatrixD pv = rows(P, h) * aV.middleRows(p.kv_row(h), m);
+      const double d_terms = (rows(adO, h).array() * pv.array()).rowwise().sum().maxCoeff();
+      c.fused_d_extra = std::max(c.fused_d_extra, 2 * p_rel * d_terms);
+    }
+    c.has_fused_extras = true;
   }
 
   // D = rowsum(dO ∘ O), dlogits = P ∘ (dP − D), dT.
@@ -292,6 +297,8 @@ BackwardCheck check_backward(const Problem& p, const Upstream& u, const GradTrac
 }
 
 BackwardCheck check_fused_backward(const GradTrace& fused, const GradTraceD& ref, const BackwardCheck& staged) {
+  if (!staged.has_fused_extras)
+    throw std::logic_error("check_fused_backward: the staged check was made without its fused extras");
   BackwardCheck c = staged;
   c.grads.clear();
   c.fused = true;

@@ -86,14 +86,19 @@ struct BackwardCheck {
   // What the fused backward's own weights may add to the largest bound of dV and of D
   // (check_fused_backward), from check_backward: 2 (2 max|Δlogit| + κ u) times the largest sum of
   // |terms| the weights enter, Σ_h P_hᵀ |dO_h| for dV and rowsum(|dO| ∘ (P |V|)) for D through
-  // O = P V (κ below).
+  // O = P V (κ below). Computed only when check_backward is asked for them (fused_extras), which
+  // check_fused_backward requires.
   double fused_dv_extra = 0, fused_d_extra = 0;
+  bool has_fused_extras = false;
   bool pass = true;
 };
 
 // Compares g (fp32) with ref (fp64) of the same problem and upstream gradient u (its kind says
-// whether dO carries the forward's error: mse). Never throws on a mismatch.
-BackwardCheck check_backward(const Problem& p, const Upstream& u, const GradTrace& g, const GradTraceD& ref);
+// whether dO carries the forward's error: mse). Never throws on a mismatch. fused_extras: also
+// the extras check_fused_backward adds to the bounds (a product of P and |V| per head, which a
+// staged check alone does not need).
+BackwardCheck check_backward(const Problem& p, const Upstream& u, const GradTrace& g, const GradTraceD& ref,
+                             bool fused_extras = false);
 
 // The fused backward (cpu/fused_backward.h: dV, D, dQ, dK and dT, no (n, m) matrix) against the
 // same fp64 run, each gradient within the largest entry bound `staged` (check_backward of the fp32
@@ -110,7 +115,8 @@ BackwardCheck check_backward(const Problem& p, const Upstream& u, const GradTrac
 // (fused_dv_extra, fused_d_extra). dQ, dK and dT keep the staged bound: sums over the keys, their
 // γ_m terms have covered the difference in every random draw (tests/test_random_problems.cpp and
 // its soak). Passes when every gradient does and the staged check passes (else its bounds prove nothing); the
-// forward's report, the masked count and the row sums are the staged check's.
+// forward's report, the masked count and the row sums are the staged check's. `staged` must have
+// been made with fused_extras (std::logic_error otherwise).
 BackwardCheck check_fused_backward(const GradTrace& fused, const GradTraceD& ref, const BackwardCheck& staged);
 
 // The report as text (a table, the masked and row-sum lines, PASS or FAIL last) and as JSON.

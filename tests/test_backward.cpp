@@ -24,6 +24,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -507,9 +508,11 @@ TEST(Backward, SubnormalGradientsPassAtAHugeTemperature) {
   const Upstream u = upstream_random(2);
   const GradTraceD ref = reference_backward_fp64(p, u);
   const GradTrace g = cpu_backward(p, u);
-  const BackwardCheck c = check_backward(p, u, g, ref);
+  const BackwardCheck c = check_backward(p, u, g, ref, true);
   EXPECT_TRUE(c.pass) << render_backward_check_text(c, Lang::En);
   EXPECT_TRUE(check_fused_backward(cpu_fused_backward(p, u), ref, c).pass);
+  EXPECT_THROW(check_fused_backward(cpu_fused_backward(p, u), ref, check_backward(p, u, g, ref)), std::logic_error)
+      << "a staged check without the fused extras";
   GradTrace bad = g;
   bad.dq(0, 0) += 1e-30f;
   EXPECT_FALSE(check_backward(p, u, bad, ref).pass);
