@@ -23,6 +23,7 @@
 #include "engine/bench_report.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -628,6 +629,30 @@ TEST(PerfViewHeadless, EveryChartRendersInBothLanguages) {
       EXPECT_GT(orange, 20);
       EXPECT_GT(colours, 20u);
     }
+}
+
+// UI scale 2 in a 1280 x 800 window: the settings scroll in the height the chart leaves them (Run
+// and the progress stay in view), and the chart keeps a plot, its y labels a line apart (they had
+// been written over each other on a plot a few pixels tall); at scale 1 nothing scrolls.
+TEST(PerfViewHeadless, AtALargeUiScaleTheSettingsScrollAndTheChartKeepsItsPlot) {
+  for (const auto& [lang, scale] : {std::pair{"en", "2"}, {"zh", "2"}, {"en", "1"}}) {
+    SCOPED_TRACE(std::string(lang) + " at " + scale);
+    const std::string png = work_dir().file(std::string("scale-") + lang + scale + ".png"),
+                      json = work_dir().file(std::string("scale-") + lang + scale + ".json");
+    const test::BinaryRun r =
+        run_view({"--view", "perf", "--backend", "cpu", "--perf-n", "64,128", "--perf-d", "16", "--perf-repeat", "1",
+                  "--perf-warmup", "0", "--lang", lang, "--size", "1280x800", "--ui-scale", scale, "--screenshot", png,
+                  "--state-dump", json});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const nlohmann::json state = nlohmann::json::parse(test::read_file(json));
+    const nlohmann::json& pv = state["perf"];
+    const double font = state["font_px"].get<double>();
+    EXPECT_EQ(pv["settings_scrolled"].get<bool>(), std::string(scale) == "2");
+    EXPECT_GE(pv["plot"][3].get<double>(), 2 * font) << "the plot's height";
+    const std::vector<double> ys = pv["y_labels"].get<std::vector<double>>();
+    ASSERT_GE(ys.size(), 2u);
+    for (std::size_t i = 1; i < ys.size(); ++i) EXPECT_GE(ys[i - 1] - ys[i], font) << "labels " << i - 1 << ", " << i;
+  }
 }
 
 TEST(PerfViewHeadless, AnAllSkippedSweepExitsZeroWithTheReasons) {

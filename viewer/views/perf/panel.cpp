@@ -75,6 +75,7 @@ void marker(ImDrawList* dl, ImVec2 p, float r, ImU32 col, const bench::Case& pro
 struct Plot {
   ImVec2 a, b;  // the plot rectangle (inside the axes)
   LogAxis x, y;
+  std::vector<float> y_labels;  // the middle heights of the y labels drawn
   ImVec2 at(double xv, double yv) const {
     return ImVec2(static_cast<float>(x.map(xv, a.x, b.x)), static_cast<float>(y.map(yv, b.y, a.y)));
   }
@@ -96,14 +97,20 @@ Plot frame_axes(ImDrawList* dl, ImVec2 r0, ImVec2 r1, const LogAxis& x, const Lo
   const float tw = ImGui::CalcTextSize(x_title).x;
   dl->AddText(ImVec2((p.a.x + p.b.x - tw) / 2, p.b.y + line * 1.25f), kAxis, x_title);
   dl->PushClipRect(r0, r1, true);
+  // The y labels from the bottom up, each a line above the last one drawn (a short plot, at a
+  // large UI scale in a small window, had them written over each other); the grid lines all.
+  float last_top = 1e9f;
   for (const Tick& t : y.ticks) {
     if (t.value < y.lo * 0.999 || t.value > y.hi * 1.001) continue;
     const float yy = static_cast<float>(y.map(t.value, p.b.y, p.a.y));
     dl->AddLine(ImVec2(p.a.x, yy), ImVec2(p.b.x, yy), t.major ? kGrid : kGridMinor, 1);
     if (!t.label.empty()) {
       const ImVec2 sz = ImGui::CalcTextSize(t.label.c_str());
+      if (yy + sz.y / 2 > last_top) continue;
       dl->AddText(ImVec2(p.a.x - sz.x - font_px * 0.3f, yy - sz.y / 2), t.major ? kAxis : IM_COL32(150, 150, 150, 255),
                   t.label.c_str());
+      last_top = yy - sz.y / 2;
+      p.y_labels.push_back(yy);
     }
   }
   float last_right = -1e9f;
@@ -141,7 +148,8 @@ void point_tooltip(Shell& app, const PerfSnapshot& snap, const PerfSeries& s, co
 }
 
 // Time, TFLOP/s or memory against N: one line per series, spread bars (min-max), hover.
-void draw_n_chart(Shell& app, const PerfSnapshot& snap, const std::vector<PerfSeries>& series, PerfChart chart,
+// The charts draw into r0..r1 and return their plot (frame_axes').
+Plot draw_n_chart(Shell& app, const PerfSnapshot& snap, const std::vector<PerfSeries>& series, PerfChart chart,
                   ImVec2 r0, ImVec2 r1) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const Lang lang = app.lang;
@@ -160,7 +168,7 @@ void draw_n_chart(Shell& app, const PerfSnapshot& snap, const std::vector<PerfSe
   const Plot p = frame_axes(dl, r0, r1, xa, ya, tr(lang, S::PerfAxisN), tr(lang, title), app.font_px);
   if (!any) {
     centred_note(dl, p.a, p.b, tr(lang, S::PerfNoPoints));
-    return;
+    return p;
   }
   dl->PushClipRect(p.a, p.b, true);
   if (mem_wall > 0) {
@@ -195,9 +203,10 @@ void draw_n_chart(Shell& app, const PerfSnapshot& snap, const std::vector<PerfSe
     const int h = nearest_point(hits, m.x, m.y, app.font_px);
     if (h >= 0) point_tooltip(app, snap, series[hits[h].series], series[hits[h].series].points[hits[h].point]);
   }
+  return p;
 }
 
-void draw_speedup(Shell& app, const PerfView& pv, const std::vector<PerfSeries>& series, ImVec2 r0, ImVec2 r1) {
+Plot draw_speedup(Shell& app, const PerfView& pv, const std::vector<PerfSeries>& series, ImVec2 r0, ImVec2 r1) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const Lang lang = app.lang;
   const std::size_t base = pv.baseline >= 0 && static_cast<std::size_t>(pv.baseline) < series.size()
@@ -243,9 +252,10 @@ void draw_speedup(Shell& app, const PerfView& pv, const std::vector<PerfSeries>&
                                   .c_str());
     }
   }
+  return p;
 }
 
-void draw_roofline(Shell& app, const PerfSnapshot& snap, const std::vector<PerfSeries>& series, ImVec2 r0, ImVec2 r1) {
+Plot draw_roofline(Shell& app, const PerfSnapshot& snap, const std::vector<PerfSeries>& series, ImVec2 r0, ImVec2 r1) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const Lang lang = app.lang;
   double x_lo, x_hi, y_lo, y_hi;
@@ -299,6 +309,7 @@ void draw_roofline(Shell& app, const PerfSnapshot& snap, const std::vector<PerfS
     const int h = nearest_point(hits, m.x, m.y, app.font_px);
     if (h >= 0) point_tooltip(app, snap, series[hits[h].series], series[hits[h].series].points[hits[h].point]);
   }
+  return p;
 }
 
 void draw_legend(Shell& app, const PerfView& pv, const std::vector<PerfSeries>& series) {
@@ -336,7 +347,8 @@ void draw_legend(Shell& app, const PerfView& pv, const std::vector<PerfSeries>& 
   }
 }
 
-void controls(Shell& app, PerfView& pv, const PerfSnapshot& snap) {
+// What the sweep runs: backends, variants, precisions, masks, the pass, heads, d and N.
+void settings(Shell& app, PerfView& pv, const PerfSnapshot& snap) {
   const Lang lang = app.lang;
   bench::Spec& sp = pv.spec;
   const bool running = snap.running;
@@ -395,7 +407,7 @@ void controls(Shell& app, PerfView& pv, const PerfSnapshot& snap) {
   ImGui::SameLine();
   ImGui::SetNextItemWidth(app.font_px * 6);
   if (ImGui::InputInt("##perf_d", &d, 16, 64)) sp.ds = {std::clamp(d, 1, kMaxHeadDim)};
-  ImGui::SameLine();
+  same_line_if_fits(text_width(tr(lang, S::PerfN)) + app.font_px * 10);
   ImGui::TextUnformatted(tr(lang, S::PerfN));
   ImGui::SameLine();
   char buf[256];
@@ -412,7 +424,13 @@ void controls(Shell& app, PerfView& pv, const PerfSnapshot& snap) {
   }
   ImGui::EndDisabled();
   if (!pv.n_error.empty()) ImGui::TextColored(kErrorV4, "%s", pv.n_error.c_str());
+}
 
+// Run (or Cancel), the exports and the progress, and why CUDA is off.
+void actions(Shell& app, PerfView& pv, const PerfSnapshot& snap) {
+  const Lang lang = app.lang;
+  bench::Spec& sp = pv.spec;
+  const bool running = snap.running;
   const bool chosen = !sp.backends.empty() && !sp.variants.empty() && !sp.precisions.empty() && !sp.masks.empty();
   if (running) {
     if (ImGui::Button(fmt("%s###perf_run", tr(lang, S::PerfCancel)).c_str())) pv.run.cancel();
@@ -474,7 +492,23 @@ void draw_panel(PerfView& v, Shell& app, const Layout& l) {
   // The centre and the right column together: a chart wants the width.
   begin_wide(l, fmt("%s###perf", tr(lang, S::ViewPerf)));
   const PerfSnapshot snap = v.run.snapshot();
-  controls(app, v, snap);
+  // The settings above the chart, or where with them the chart would keep less than its minimum
+  // (a large UI scale in a small window), in a scrolled region of the height left above it; Run
+  // and the progress always show. The settings' height as laid out (the previous frame's)
+  // decides, in either case the same.
+  // The chart's minimum: Run's rows and the chart chooser as laid out (below_h), the chart's
+  // title and axis labels (frame_axes: 3.8 lines) and a plot 5 lines tall.
+  const float line = ImGui::GetTextLineHeight();
+  const float chart_min = v.below_h + line * (3.8f + 5);
+  const float total = ImGui::GetContentRegionAvail().y;
+  v.settings_scrolled = v.settings_h > 0 && v.settings_h + chart_min > total;
+  if (v.settings_scrolled) ImGui::BeginChild("##perf_controls", ImVec2(0, std::max(line * 2.5f, total - chart_min)), false);
+  const float settings_top = ImGui::GetCursorPosY();
+  settings(app, v, snap);
+  v.settings_h = ImGui::GetCursorPosY() - settings_top;
+  if (v.settings_scrolled) ImGui::EndChild();
+  const float below_top = ImGui::GetCursorPosY();
+  actions(app, v, snap);
   const std::vector<PerfSeries> series = build_series(snap.results, lang);
 
   // The chart chooser, and the baseline for the speed-up chart.
@@ -505,6 +539,8 @@ void draw_panel(PerfView& v, Shell& app, const Layout& l) {
     }
   }
 
+  v.below_h = ImGui::GetCursorPosY() - below_top;
+
   // Chart on the left, legend on the right.
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float legend_w = std::clamp(avail.x * 0.28f, app.font_px * 11, app.font_px * 22);
@@ -512,11 +548,11 @@ void draw_panel(PerfView& v, Shell& app, const Layout& l) {
   const ImVec2 c0 = ImGui::GetCursorScreenPos();
   const ImVec2 c1(c0.x + avail.x - legend_w - 8, c0.y + avail.y - hint_h);
   ImGui::BeginChild("##perf_chart", ImVec2(c1.x - c0.x, c1.y - c0.y), false, ImGuiWindowFlags_NoScrollbar);
-  switch (v.chart) {
-    case PerfChart::Speedup: draw_speedup(app, v, series, c0, c1); break;
-    case PerfChart::Roofline: draw_roofline(app, snap, series, c0, c1); break;
-    default: draw_n_chart(app, snap, series, v.chart, c0, c1); break;
-  }
+  const Plot p = v.chart == PerfChart::Speedup    ? draw_speedup(app, v, series, c0, c1)
+                 : v.chart == PerfChart::Roofline ? draw_roofline(app, snap, series, c0, c1)
+                                                  : draw_n_chart(app, snap, series, v.chart, c0, c1);
+  v.plot = {p.a.x, p.a.y, p.b.x - p.a.x, p.b.y - p.a.y};
+  v.y_labels = p.y_labels;
   ImGui::EndChild();
   ImGui::SameLine();
   ImGui::BeginChild("##perf_legend", ImVec2(legend_w, c1.y - c0.y), true);

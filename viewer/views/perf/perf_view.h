@@ -17,6 +17,7 @@
 #include "engine/bench.h"
 #include "viewer/views/view.h"
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -236,6 +237,7 @@ class PerfView final : public View {
   // No steps; the sweep has its own masks (its checkboxes) and uses no query and no temperature:
   // ↑ / ↓, M and [ / ] only set the controls' for the other views, and F1 says so.
   StepKeysHelp step_keys_help(Lang lang) const override;
+  void dump(nlohmann::json& j, const Session& s) const override;
 
   bench::Spec spec = default_perf_spec();  // what Run starts (the controls edit it)
   std::string n_text;                      // the N field as typed
@@ -247,6 +249,14 @@ class PerfView final : public View {
   std::string cuda_reason;
   PerfRun run;
   bool started = false;                    // Run was pressed (or the headless sweep ran)
+  // The panel's last frame: the settings' height as laid out (what decides whether they scroll
+  // above Run and the chart), whether they scrolled, the chart's plot rectangle (x, y, w, h) and the
+  // heights of the y axis's labels it drew. In the state dump.
+  float settings_h = 0;
+  float below_h = 0;  // Run's rows and the chart chooser, between the settings and the chart
+  bool settings_scrolled = false;
+  std::array<float, 4> plot{};
+  std::vector<float> y_labels;
 };
 
 void draw_panel(PerfView& v, Shell& app, const Layout& l);
