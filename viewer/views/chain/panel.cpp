@@ -318,10 +318,10 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
 
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
-  // Under the plot: one status line, then the selected row's bar chart (given up below when the
-  // plot would otherwise not fit: the heatmap is the step).
-  // At least its title, the rank numbers and about a line of bars; and the key tokens under the
-  // axis where it has its own (step 4, RoPE's Q and K), which at the minimum had left no bars.
+  // Under the plot: one status line, then the selected row's bar chart (given up below where the
+  // plot would otherwise be too short: the heatmap is the step). The chart: at least its title,
+  // the rank numbers and about a line of bars, and the key tokens under its axis where it has its
+  // own (step 4, RoPE's Q and K; at the minimum they had left the bars no room).
   const float chart_min = fp * (is_output || rope_shown ? 4.6f : 3.5f);
   float chart_h = std::clamp(avail.y * 0.18f, chart_min, std::max(chart_min, fp * 7.0f));
   Rect content{origin.x, origin.y, avail.x, std::max(0.0f, avail.y - fp * 1.6f - chart_h)};
