@@ -323,7 +323,7 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   // the rank numbers and about a line of bars, and the key tokens under its axis where it has its
   // own (step 4, RoPE's Q and K; at the minimum they had left the bars no room).
   const float chart_min = fp * (is_output || rope_shown ? 4.6f : 3.5f);
-  float chart_h = std::clamp(avail.y * 0.18f, chart_min, std::max(chart_min, fp * 7.0f));
+  float chart_h = std::clamp(avail.y * 0.18f, chart_min, fp * 7.0f);
   Rect content{origin.x, origin.y, avail.x, std::max(0.0f, avail.y - fp * 1.6f - chart_h)};
   HeatmapFrame frame;
   // The plot under `col_h` pixels of column labels, and how its column labels go (measured in the

@@ -81,6 +81,10 @@ struct Plot {
   }
 };
 
+// The lines frame_axes keeps above the plot (the y axis's title) and below it (the x labels and
+// title).
+constexpr float kAboveLines = 1.4f, kBelowLines = 2.4f;
+
 // Axes, grid, ticks and titles inside `r0`..`r1`; returns the plot rectangle.
 Plot frame_axes(ImDrawList* dl, ImVec2 r0, ImVec2 r1, const LogAxis& x, const LogAxis& y, const char* x_title,
                 const char* y_title, float font_px) {
@@ -91,8 +95,8 @@ Plot frame_axes(ImDrawList* dl, ImVec2 r0, ImVec2 r1, const LogAxis& x, const Lo
   Plot p;
   p.x = x;
   p.y = y;
-  p.a = ImVec2(r0.x + label_w + font_px * 0.6f, r0.y + line * 1.4f);
-  p.b = ImVec2(r1.x - font_px * 0.8f, r1.y - line * 2.4f);
+  p.a = ImVec2(r0.x + label_w + font_px * 0.6f, r0.y + line * kAboveLines);
+  p.b = ImVec2(r1.x - font_px * 0.8f, r1.y - line * kBelowLines);
   dl->AddText(ImVec2(r0.x, r0.y), kAxis, y_title);
   const float tw = ImGui::CalcTextSize(x_title).x;
   dl->AddText(ImVec2((p.a.x + p.b.x - tw) / 2, p.b.y + line * 1.25f), kAxis, x_title);
@@ -497,9 +501,9 @@ void draw_panel(PerfView& v, Shell& app, const Layout& l) {
   // and the progress always show. The settings' height as laid out (the previous frame's)
   // decides, in either case the same.
   // The chart's minimum: Run's rows and the chart chooser as laid out (below_h), the chart's
-  // title and axis labels (frame_axes: 3.8 lines) and a plot 5 lines tall.
+  // titles and axis labels (frame_axes') and a plot 5 lines tall.
   const float line = ImGui::GetTextLineHeight();
-  const float chart_min = v.below_h + line * (3.8f + 5);
+  const float chart_min = v.below_h + line * (kAboveLines + kBelowLines + 5);
   const float total = ImGui::GetContentRegionAvail().y;
   v.settings_scrolled = v.settings_h > 0 && v.settings_h + chart_min > total;
   if (v.settings_scrolled) ImGui::BeginChild("##perf_controls", ImVec2(0, std::max(line * 2.5f, total - chart_min)), false);
