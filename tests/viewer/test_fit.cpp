@@ -208,6 +208,63 @@ TEST(FitWindow, TheChainsHeatmapTakesTheRowChartsHeightWhenTheToolbarLeavesTooLi
   }
 }
 
+// The pooling note under the chain's heatmap has one line of room: in Chinese at UI scale 2 on
+// 1920 x 1080 it was cut off at the panel's right edge mid-character; it now ends in "…" (whole in
+// its tooltip), and at scale 1 it is whole.
+TEST(FitWindow, TheChainsPoolingNoteEndsInAnEllipsisWhereThePanelIsNarrower) {
+  test::TempDir dir;
+  const test::ViewShot big = test::view_shot(
+      dir, "pool-ui2-zh", {"--random", "1024", "--dk", "16", "--dv", "16", "--ui-scale", "2", "--size", "1920x1080", "--lang", "zh"});
+  ASSERT_EQ(big.code, 0) << big.err;
+  const std::string cut = big.state["chain"]["status"];
+  const std::string ellipsis = "…";
+  ASSERT_GT(cut.size(), ellipsis.size());
+  EXPECT_EQ(cut.substr(cut.size() - ellipsis.size()), ellipsis) << cut;
+  EXPECT_EQ(cut.rfind("1024×1024 矩阵显示在", 0), 0u) << cut;
+  for (const char* lang : {"en", "zh"}) {
+    const test::ViewShot one = test::view_shot(dir, std::string("pool-ui1-") + lang,
+                                               {"--random", "1024", "--dk", "16", "--dv", "16", "--size", "1920x1080", "--lang", lang});
+    ASSERT_EQ(one.code, 0) << one.err;
+    const std::string whole = one.state["chain"]["status"];
+    EXPECT_EQ(whole.find(ellipsis), std::string::npos) << whole;
+    EXPECT_NE(whole.find(std::string(lang) == "en" ? "pools a block (max)" : "每个像素池化一个区块（最大值）"), std::string::npos)
+        << whole;
+  }
+}
+
+// A projector's 1280 x 800 at UI scale 2, 1024 tokens: the diff view's editor, settings and
+// explanation had left its map no room (0 px), the precision view's a strip; their headers now
+// scroll where the map would keep less than its minimum, and the diff's table of largest changes
+// keeps four columns where all six would leave the map less than its width. At scale 1 on
+// 1920 x 1080 neither scrolls and the table has all six.
+TEST(FitWindow, TheDiffAndPrecisionMapsKeepRoomAtAProjectorsUiScale) {
+  test::TempDir dir;
+  for (const char* view : {"diff", "precision"}) {
+    const bool diff = std::string(view) == "diff";
+    const std::string key = diff ? "diff" : "precision_view";
+    std::vector<std::string> input = {"--random", "1024", "--dk", "16", "--dv", "16"};
+    if (diff) input.insert(input.end(), {"--diff", "temperature=0.5"});
+    for (const char* lang : {"en", "zh"}) {
+      std::vector<std::string> args = input;
+      args.insert(args.end(), {"--view", view, "--lang", lang, "--ui-scale", "2", "--size", "1280x800"});
+      const test::ViewShot s = test::view_shot(dir, std::string(view) + "-ui2-" + lang, args);
+      ASSERT_EQ(s.code, 0) << s.err;
+      const double fp = s.state["font_px"].get<double>();
+      EXPECT_TRUE(s.state[key]["header"]["scrolled"].get<bool>()) << view << " " << lang;
+      EXPECT_GE(s.state["heatmap"]["h"].get<double>(), 4 * fp) << view << " " << lang << ": a map, not a strip";
+      EXPECT_GE(s.state["heatmap"]["w"].get<double>(), 4 * fp) << view << " " << lang;
+      if (diff) EXPECT_TRUE(s.state["diff"]["table_narrow"].get<bool>()) << lang;
+    }
+    std::vector<std::string> args = input;
+    args.insert(args.end(), {"--view", view, "--size", "1920x1080"});
+    const test::ViewShot one = test::view_shot(dir, std::string(view) + "-ui1", args);
+    ASSERT_EQ(one.code, 0) << one.err;
+    EXPECT_FALSE(one.state[key]["header"]["scrolled"].get<bool>()) << view;
+    EXPECT_GT(one.state[key]["header"]["h"].get<double>(), 0) << view;
+    if (diff) EXPECT_FALSE(one.state["diff"]["table_narrow"].get<bool>());
+  }
+}
+
 // At UI scale 2 on 2560 x 1440 the precision view's explanation is cut to a share of the window
 // and the histogram gives way, so the map keeps room (it had none: the text filled the centre).
 TEST(FitWindow, ThePrecisionMapKeepsRoomAtALargeUiScale) {

@@ -62,4 +62,12 @@ struct HeatmapFrame {
 HeatmapFrame compute_heatmap_frame(const Rect& content, float row_label_w, float col_label_h,
                                    float font_px);
 
+// A panel's header that scrolls where the plot under it would keep too little room (kit.h
+// begin_header, end_header): the panel's state from frame to frame, in the views' state dumps.
+struct ScrollHeader {
+  float h = 0;            // the header's height as last laid out
+  bool scrolled = false;  // whether it is drawn in the scrolled region this frame
+  float top = 0;          // the cursor's y where it began
+};
+
 }  // namespace attnlab::viewer

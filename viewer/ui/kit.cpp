@@ -133,6 +133,15 @@ float measure_text(const std::string& s) {
 
 std::string fit_text(const std::string& text, float width) { return ellipsize(text, width, measure_text); }
 
+std::string text_fit(const std::string& text, const ImVec4& colour) {
+  const float room = ImGui::GetContentRegionAvail().x;
+  const bool shortened = text_width(text.c_str()) > room;
+  const std::string shown = shortened ? fit_text(text, room) : text;
+  ImGui::TextColored(colour, "%s", shown.c_str());
+  if (shortened && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", text.c_str());
+  return shown;
+}
+
 bool radio_fit(const char* label, bool active) {
   const std::string whole = label;
   if (whole.find("##") != std::string::npos) return ImGui::RadioButton(label, active);
@@ -190,6 +199,18 @@ float text_width(const char* text) { return ImGui::CalcTextSize(text).x; }
 void same_line_if_fits(float width) {
   const float right_edge = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
   if (ImGui::GetItemRectMax().x + ImGui::GetStyle().ItemSpacing.x + width <= right_edge) ImGui::SameLine();
+}
+
+void begin_header(ScrollHeader& hd, const char* id, float below_min) {
+  const float total = ImGui::GetContentRegionAvail().y;
+  hd.scrolled = hd.h > 0 && hd.h + below_min > total;
+  if (hd.scrolled) ImGui::BeginChild(id, ImVec2(0, std::max(ImGui::GetTextLineHeight() * 2.5f, total - below_min)), false);
+  hd.top = ImGui::GetCursorPosY();
+}
+
+void end_header(ScrollHeader& hd) {
+  hd.h = ImGui::GetCursorPosY() - hd.top;
+  if (hd.scrolled) ImGui::EndChild();
 }
 
 double seconds_now() {
@@ -287,8 +308,14 @@ void draw_colour_bar(ImDrawList* dl, float x, float y, float w, float h, const s
   const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
   dl->AddRect(ImVec2(x, y), ImVec2(x + w, y + h), text);
   const float fp = ImGui::GetFontSize();
+  // A bar shorter than three lines keeps the labels that do not run into each other: the ends,
+  // or below two lines the range on one line ("lo ⋯ hi").
+  if (h < 2 * fp) {
+    dl->AddText(ImVec2(x + w + 4, y + h / 2 - fp / 2), text, (labels[2] + " ⋯ " + labels[0]).c_str());
+    return;
+  }
   dl->AddText(ImVec2(x + w + 4, y - 2), text, labels[0].c_str());
-  dl->AddText(ImVec2(x + w + 4, y + h / 2 - fp / 2), text, labels[1].c_str());
+  if (h >= 3 * fp) dl->AddText(ImVec2(x + w + 4, y + h / 2 - fp / 2), text, labels[1].c_str());
   dl->AddText(ImVec2(x + w + 4, y + h - fp), text, labels[2].c_str());
 }
 

@@ -55,6 +55,10 @@ void wrapped_capped(Shell& app, const std::string& text, float share, const ImVe
 constexpr float kExplanationShare = 0.2f;
 // `text` shortened with "…" to `width` pixels in the current font (strings.h ellipsize).
 std::string fit_text(const std::string& text, float width);
+// `text` on one line in `colour`, shortened with "…" to what is left of the window's line, the
+// whole text in its tooltip: a status line under a plot, which has one line of room. Returns the
+// text as drawn.
+std::string text_fit(const std::string& text, const ImVec4& colour);
 // A radio button (a selectable) whose label is shortened with "…" to what is left of the window's
 // line, the whole label in its tooltip: the controls at a large UI scale in a small window. The
 // widget's id stays the label's (a label holding "##" is drawn as it is).
@@ -89,6 +93,15 @@ void begin_centre(const Layout& l, const std::string& title);
 // (View::info_panel false), with `flags` beside the fixed window's. End it with ImGui::End().
 void begin_wide(const Layout& l, const std::string& title, ImGuiWindowFlags flags = 0);
 
+// The part of a panel above its plot (settings, explanations), in a child region of the height
+// left (at least 2.5 lines) and scrolled wherever with it what goes under it (the plot, and what
+// the panel keeps in view above the plot) would have less than `below_min` pixels: a large UI
+// scale in a small window. The header's height as last laid out (the previous frame's) decides;
+// it is the same either way, so the choice does not flip from frame to frame. begin_header, the
+// header's widgets, end_header (ScrollHeader: layout.h).
+void begin_header(ScrollHeader& hd, const char* id, float below_min);
+void end_header(ScrollHeader& hd);
+
 // The heatmap's pixels (w x h, packed RGBA) into the one SDL texture (re-created when the size
 // changes), kept for the PNG export, with the key of what they show and the raster time.
 void upload_texture(Shell& app, std::vector<std::uint32_t> px, int w, int h, const std::string& key,
@@ -97,7 +110,8 @@ void upload_texture(Shell& app, std::vector<std::uint32_t> px, int w, int h, con
 // its stripes' width and spacing (mark).
 void draw_hatch(ImDrawList* dl, ImVec2 a, ImVec2 b, float scale = 1);
 // A vertical colour bar of `table` (its top the table's end), its three labels (top, middle,
-// bottom) to the right.
+// bottom) to the right; on a bar under three lines tall the ends only, under two "bottom ⋯ top"
+// beside its middle.
 void draw_colour_bar(ImDrawList* dl, float x, float y, float w, float h, const std::array<Rgb8, 256>& table,
                      const std::array<std::string, 3>& labels);
 
@@ -135,6 +149,12 @@ struct MapPlot {
 MapPlot draw_map(Shell& app, const Rect& area, int rows, int cols, const std::vector<std::string>& row_labels,
                  const std::vector<std::string>& col_labels, int highlight_row, const std::string& key,
                  const std::function<std::vector<std::uint32_t>(const PlotGeometry&)>& raster);
+// What a map keeps under a scrolled header (begin_header), in lines: its column labels and a plot
+// 5 lines tall.
+constexpr float kMapMinLines = 7;
+// The width a map keeps at least beside a panel's other parts, in lines (font sizes): its row
+// labels, a plot 8 lines wide and its legend.
+constexpr float kMapMinWidthLines = 17;
 // "Reset view" and the zoom of Shell::map_view, on the current line when `same_line` and they fit.
 void map_view_controls(Shell& app, bool same_line);
 

@@ -215,6 +215,7 @@ void ChainView::dump(nlohmann::json& j, const Session& s) const {
   j["chain"]["col_labels"] = {{"stride", col_labels.stride}, {"lines", col_labels.lines}, {"max_w", col_labels.max_w}};
   j["chain"]["value_px"] = value_px;
   j["chain"]["chooser"] = {{"rect", chooser}, {"items", chooser_items}};
+  j["chain"]["status"] = status;
   if (const MatrixF* m = rope_matrix(s, r)) {
     const ValueRange range = rope_range(s, r);
     j["chain"]["rope_rows"] = m->rows();

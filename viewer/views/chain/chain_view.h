@@ -89,6 +89,9 @@ class ChainView final : public View {
   // it is open its entries', in order. The dump has them for the Xvfb tests, which click them.
   std::array<float, 4> chooser{};
   std::vector<std::array<float, 4>> chooser_items;
+  // The status line under the plot as drawn (a run's progress, the pooling or streaming note; "…"
+  // where the panel is narrower), empty where there is none.
+  std::string status;
   // Step 2 with score mods (kept stages): which of the stages between QKᵀ and the logits the
   // heatmap shows, in the chain's order; the logits when the problem has no such stage.
   enum class Sub { Logits, Scaled, Biased, Capped } sub = Sub::Logits;

@@ -619,7 +619,11 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   {
     const Rect& L = frame.legend;
     const float bar_x = L.x + 4, bar_w = fp * 0.9f;
-    const float bar_top = g.y, bar_h = std::min(g.h, std::max(fp * 6, L.h * 0.55f));
+    // The scale's word (and the masked swatch) under the bar stay above the status line: where
+    // the plot takes the panel's height, the bar gives them its foot.
+    const float under = fp * (masked_step ? 2.9f : 1.6f);
+    const float bar_top = g.y,
+                bar_h = std::max(fp, std::min({g.h, std::max(fp * 6, L.h * 0.55f), L.bottom() - bar_top - under}));
     draw_colour_bar(dl, bar_x, bar_top, bar_w, bar_h, viridis_table(), legend_labels(app.range, app.range_log));
     const float tx = bar_x + bar_w + 4 * ms;
     float y = bar_top + bar_h + fp * 0.6f;
@@ -768,22 +772,25 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
     view.chart.title = title;
   }
 
-  // Status lines under the plot: a run in flight, the pooling note, the streaming note.
+  // Status lines under the plot: a run in flight, the pooling note, the streaming note. One line of
+  // room: a line wider than the panel (Chinese at a large UI scale) ends in "…", whole in its tooltip.
   ImGui::SetCursorScreenPos(ImVec2(content.x, content.bottom() + fp * 0.3f));
+  view.status.clear();
   if (c.busy()) {
-    ImGui::TextColored(kHighlightV4, tr(lang, S::Computing), 100.0 * c.progress());
+    view.status = text_fit(fmt(tr(lang, S::Computing), 100.0 * c.progress()), kHighlightV4);
   } else if (g.pooled()) {
     const char* mode = tr(lang, app.pool == PoolMode::Max ? S::PoolMax : S::PoolMean);
     if (view.zoom.zoom() > 1.0001 || view.zoom.y1 - view.zoom.y0 < 0.9999) {
       const int vr0 = rmap_now.begin.front(), vr1 = rmap_now.end.back() - 1;
       const int vc0 = cmap_now.begin.front(), vc1 = cmap_now.end.back() - 1;
-      ImGui::TextColored(kDimV4, tr(lang, S::PooledNoteZoomed), span_text(lang, vr0, vr1, true).c_str(),
-                         span_text(lang, vc0, vc1, false).c_str(), rows, cols, g.px_h, g.px_w, mode);
+      view.status = text_fit(fmt(tr(lang, S::PooledNoteZoomed), span_text(lang, vr0, vr1, true).c_str(),
+                                 span_text(lang, vc0, vc1, false).c_str(), rows, cols, g.px_h, g.px_w, mode),
+                             kDimV4);
     } else {
-      ImGui::TextColored(kDimV4, tr(lang, S::PooledNote), rows, cols, g.px_h, g.px_w, mode);
+      view.status = text_fit(fmt(tr(lang, S::PooledNote), rows, cols, g.px_h, g.px_w, mode), kDimV4);
     }
   } else if (streamed) {
-    ImGui::TextColored(kDimV4, tr(lang, S::Streamed), rows, rows, cols);
+    view.status = text_fit(fmt(tr(lang, S::Streamed), rows, rows, cols), kDimV4);
   }
 
   // Hover: the exact cell (and, when pooled, what the pixel shows).

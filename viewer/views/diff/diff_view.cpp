@@ -438,6 +438,8 @@ std::string DiffView::state_json(const Session& c) const {
     j["b_backend"] = b_trace_of(c) ? b_trace_of(c)->backend : "";
   }
   j["panel"] = {{"x", panel.x}, {"w", panel.w}};
+  j["header"] = {{"h", header.h}, {"scrolled", header.scrolled}, {"below_h", below_h}};
+  j["table_narrow"] = table_narrow;
   return j.dump();
 }
 

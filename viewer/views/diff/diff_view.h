@@ -11,6 +11,7 @@
 #include "core/trace.h"
 #include "core/types.h"
 #include "core/messages.h"
+#include "viewer/draw/layout.h"
 #include "viewer/draw/pooling.h"
 #include "viewer/session/companion.h"
 #include "viewer/views/view.h"
@@ -197,12 +198,19 @@ class DiffView final : public View {
   // A's and B's value of a cell of the map (row 0 of a query diff is A's query row).
   std::pair<double, double> values(const Session& c, int row, int col) const;
   // The view's part of the state dump: status, spec, step, rows, cols, max_abs, arg, changed,
-  // masked, top.
+  // masked, top, and the panel's last frame (panel, header, table_narrow).
   std::string state_json(const Session& c) const;
   // Where the panel drew its window (the state dump), screen pixels.
   struct Placed {
     float x = 0, w = 0;
   } panel;
+  // The panel's last frame: B's editor and the settings' lines as a header that scrolls above the
+  // map (kit.h begin_header), and the height of what it keeps in view under the header (the
+  // figures, the map's controls), and whether the panel was too narrow for the map beside the
+  // whole table. In the state dump.
+  ScrollHeader header;
+  float below_h = 0;
+  bool table_narrow = false;  // the largest changes' table without its A and B columns
 
  private:
   Status status_ = Status::NoSpec;

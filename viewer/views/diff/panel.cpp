@@ -98,34 +98,48 @@ void editor(Shell& app, DiffView& v) {
     wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + v.edit_error().text(lang), &kErrorV4);
 }
 
+// The largest changes. Narrow (a panel too narrow for the map beside all six columns: a large UI
+// scale): #, query, key and B − A, with each row's A and B in the row's tooltip.
 void top_table(Shell& app, const DiffView& v, const std::vector<std::string>& rows, const std::vector<std::string>& cols,
-               float height) {
+               float height, bool narrow) {
   const Lang lang = app.lang;
   ImGui::TextColored(kHighlightV4, "%s", tr(lang, S::DiffTop));
   const ImGuiTableFlags flags = ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
                                 ImGuiTableFlags_SizingFixedFit;
-  if (!ImGui::BeginTable("##diff_top", 6, flags, ImVec2(0, height))) return;
+  if (!ImGui::BeginTable("##diff_top", narrow ? 4 : 6, flags, ImVec2(0, height))) return;
   ImGui::TableSetupScrollFreeze(0, 1);
   ImGui::TableSetupColumn("#");
   ImGui::TableSetupColumn(tr(lang, S::DiffColQuery));
   ImGui::TableSetupColumn(tr(lang, v.step() == 4 ? S::TipOutputDim : S::DiffColKey));
-  ImGui::TableSetupColumn(tr(lang, S::DiffTipA));
-  ImGui::TableSetupColumn(tr(lang, S::DiffTipB));
+  if (!narrow) {
+    ImGui::TableSetupColumn(tr(lang, S::DiffTipA));
+    ImGui::TableSetupColumn(tr(lang, S::DiffTipB));
+  }
   ImGui::TableSetupColumn(tr(lang, S::DiffTipDiff), ImGuiTableColumnFlags_WidthStretch);
   ImGui::TableHeadersRow();
   int rank = 0;
   for (const Change& t : v.top()) {
     ImGui::TableNextRow();
     ImGui::TableNextColumn();
-    ImGui::Text("%d", ++rank);
+    ++rank;
+    if (narrow) {
+      // The rank as a selectable across the row: the row's hover shows its A and B.
+      ImGui::Selectable(fmt("%d##top%d", rank, rank).c_str(), false, ImGuiSelectableFlags_SpanAllColumns);
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("%s: %s\n%s: %s", tr(lang, S::DiffTipA), num(t.a).c_str(), tr(lang, S::DiffTipB), num(t.b).c_str());
+    } else {
+      ImGui::Text("%d", rank);
+    }
     ImGui::TableNextColumn();
     ImGui::TextUnformatted(t.row < static_cast<int>(rows.size()) ? rows[t.row].c_str() : "?");
     ImGui::TableNextColumn();
     ImGui::TextUnformatted(t.col < static_cast<int>(cols.size()) ? cols[t.col].c_str() : "?");
-    ImGui::TableNextColumn();
-    ImGui::TextUnformatted(num(t.a).c_str());
-    ImGui::TableNextColumn();
-    ImGui::TextUnformatted(num(t.b).c_str());
+    if (!narrow) {
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(num(t.a).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(num(t.b).c_str());
+    }
     ImGui::TableNextColumn();
     ImGui::TextColored(t.diff > 0 ? ImVec4(1.0f, 0.55f, 0.5f, 1) : ImVec4(0.55f, 0.75f, 1.0f, 1), "%+.4g", t.diff);
   }
@@ -146,6 +160,10 @@ void draw_panel(DiffView& v, Shell& app, const Layout& l) {
   // The centre and the right column: the map on the left, the largest changes beside it.
   begin_wide(l, title, ImGuiWindowFlags_NoScrollWithMouse);
   v.panel = {ImGui::GetWindowPos().x, ImGui::GetWindowSize().x};
+  // B's editor, both settings and the explanation, scrolled where with them the map would keep
+  // less than its minimum: the figures and the map's controls as laid out (below_h), the column
+  // labels and a map 5 lines tall.
+  begin_header(v.header, "##diff_head", v.below_h + ImGui::GetTextLineHeightWithSpacing() * kMapMinLines);
   editor(app, v);
   const Problem& p = c.problem();
   const RunSetting a = c.setting();
@@ -158,6 +176,8 @@ void draw_panel(DiffView& v, Shell& app, const Layout& l) {
     wrapped(app, fmt(tr(lang, S::DiffB), setting_text(b, p, lang, &a).c_str()), &kHighlightV4);
   }
   wrapped_capped(app, tr(lang, S::DiffDescription), kExplanationShare, &kDimV4);
+  end_header(v.header);
+  const float below_top = ImGui::GetCursorPosY();
   switch (st) {
     case DiffView::Status::Streamed:
       wrapped(app, fmt(tr(lang, S::DiffNeedsStages), kKeepStagesMaxTokens, c.n(), kKeepStagesMaxTokens), &kHighlightV4);
@@ -200,10 +220,14 @@ void draw_panel(DiffView& v, Shell& app, const Layout& l) {
             &kHighlightV4);
   }
   map_view_controls(app, false);
+  v.below_h = ImGui::GetCursorPosY() - below_top;
   const float fp = app.font_px;
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
-  const float table_w = std::clamp(avail.x * 0.3f, fp * 16, fp * 28);
+  // The table beside the map, narrow where all its columns would leave the map less than its
+  // minimum width (the row labels, a plot 8 lines wide and the legend).
+  v.table_narrow = avail.x - fp * (16 + 1) < fp * kMapMinWidthLines;
+  const float table_w = v.table_narrow ? fp * 10 : std::clamp(avail.x * 0.3f, fp * 16, fp * 28);
   const float table_h = std::max(0.0f, avail.y - ImGui::GetTextLineHeightWithSpacing());
   const Rect area{origin.x, origin.y + fp * 0.3f, std::max(0.0f, avail.x - table_w - fp), std::max(0.0f, avail.y - fp * 0.3f)};
   const ValueRange range = symmetric_range(m);
@@ -242,7 +266,7 @@ void draw_panel(DiffView& v, Shell& app, const Layout& l) {
   }
   ImGui::SetCursorScreenPos(ImVec2(area.right() + fp, origin.y));
   ImGui::BeginGroup();
-  top_table(app, v, rows, cols, table_h);
+  top_table(app, v, rows, cols, table_h, v.table_narrow);
   ImGui::EndGroup();
 
   if (mp.hover) {

@@ -496,21 +496,15 @@ void draw_panel(PerfView& v, Shell& app, const Layout& l) {
   // The centre and the right column together: a chart wants the width.
   begin_wide(l, fmt("%s###perf", tr(lang, S::ViewPerf)));
   const PerfSnapshot snap = v.run.snapshot();
-  // The settings above the chart, or where with them the chart would keep less than its minimum
-  // (a large UI scale in a small window), in a scrolled region of the height left above it; Run
-  // and the progress always show. The settings' height as laid out (the previous frame's)
-  // decides, in either case the same.
+  // The settings above the chart, scrolled where with them the chart would keep less than its
+  // minimum (begin_header); Run and the progress always show.
   // The chart's minimum: Run's rows and the chart chooser as laid out (below_h), the chart's
   // titles and axis labels (frame_axes') and a plot 5 lines tall.
   const float line = ImGui::GetTextLineHeight();
   const float chart_min = v.below_h + line * (kAboveLines + kBelowLines + 5);
-  const float total = ImGui::GetContentRegionAvail().y;
-  v.settings_scrolled = v.settings_h > 0 && v.settings_h + chart_min > total;
-  if (v.settings_scrolled) ImGui::BeginChild("##perf_controls", ImVec2(0, std::max(line * 2.5f, total - chart_min)), false);
-  const float settings_top = ImGui::GetCursorPosY();
+  begin_header(v.settings_header, "##perf_controls", chart_min);
   settings(app, v, snap);
-  v.settings_h = ImGui::GetCursorPosY() - settings_top;
-  if (v.settings_scrolled) ImGui::EndChild();
+  end_header(v.settings_header);
   const float below_top = ImGui::GetCursorPosY();
   actions(app, v, snap);
   const std::vector<PerfSeries> series = build_series(snap.results, lang);

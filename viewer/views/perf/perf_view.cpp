@@ -510,7 +510,7 @@ StepKeysHelp PerfView::step_keys_help(Lang lang) const {
 }
 
 void PerfView::dump(nlohmann::json& j, const Session&) const {
-  j["perf"] = {{"settings_h", settings_h}, {"below_h", below_h}, {"settings_scrolled", settings_scrolled}, {"plot", plot}, {"y_labels", y_labels}};
+  j["perf"] = {{"settings_h", settings_header.h}, {"below_h", below_h}, {"settings_scrolled", settings_header.scrolled}, {"plot", plot}, {"y_labels", y_labels}};
 }
 
 bool PerfView::parse_flag(const std::string& a, const FlagValue& value, Options& o) {

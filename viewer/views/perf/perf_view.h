@@ -15,6 +15,7 @@
 #pragma once
 
 #include "engine/bench.h"
+#include "viewer/draw/layout.h"
 #include "viewer/views/view.h"
 
 #include <array>
@@ -249,12 +250,11 @@ class PerfView final : public View {
   std::string cuda_reason;
   PerfRun run;
   bool started = false;                    // Run was pressed (or the headless sweep ran)
-  // The panel's last frame: the settings' height as laid out (what decides whether they scroll
-  // above Run and the chart), whether they scrolled, the chart's plot rectangle (x, y, w, h) and the
-  // heights of the y axis's labels it drew. In the state dump.
-  float settings_h = 0;
+  // The panel's last frame: the settings as a header that scrolls above Run and the chart, the
+  // chart's plot rectangle (x, y, w, h) and the heights of the y axis's labels it drew. In the
+  // state dump.
+  ScrollHeader settings_header;
   float below_h = 0;  // Run's rows and the chart chooser, between the settings and the chart
-  bool settings_scrolled = false;
   std::array<float, 4> plot{};
   std::vector<float> y_labels;
 };

@@ -63,6 +63,9 @@ void draw_panel(PrecisionView& v, Shell& app, const Layout& l) {
   const std::string title = fmt("%s  ·  %s  ·  %s###heatmap", tr(lang, S::ViewPrecision),
                                 fmt(tr(lang, S::StepOf), shown).c_str(), step_name(lang, shown));
   begin_centre(l, title);
+  // The settings and the explanation, scrolled where with them the map would keep less than its
+  // minimum: the figures as laid out (below_h), the column labels and a map 5 lines tall.
+  begin_header(v.header, "##prec_head", v.below_h + ImGui::GetTextLineHeightWithSpacing() * kMapMinLines);
   const char* prec = to_string(c.precision()).data();
   ImGui::TextColored(kHighlightV4, "%s: %s", tr(lang, S::RunPrecision), prec);
   same_line_if_fits(radio_width(tr(lang, S::PrecAbs)));
@@ -73,6 +76,8 @@ void draw_panel(PrecisionView& v, Shell& app, const Layout& l) {
   wrapped_capped(app, fmt(tr(lang, S::PrecDescription), prec, format_number("%.6g", c.problem().temperature).c_str()),
                  kExplanationShare, &kDimV4);
   if (v.kind() == ErrorKind::Rel) wrapped_capped(app, tr(lang, S::PrecRelDef), kExplanationShare / 2, &kDimV4);
+  end_header(v.header);
+  const float below_top = ImGui::GetCursorPosY();
   if (st == PrecisionView::Status::Streamed) {
     wrapped(app, fmt(tr(lang, S::PrecNeedsStages), kKeepStagesMaxTokens, c.n(), kKeepStagesMaxTokens), &kHighlightV4);
     ImGui::End();
@@ -105,6 +110,7 @@ void draw_panel(PrecisionView& v, Shell& app, const Layout& l) {
             &kHighlightV4);
   }
   if (m.non_finite > 0) wrapped(app, fmt(tr(lang, S::PrecNonFinite), m.non_finite), &kErrorV4);
+  v.below_h = ImGui::GetCursorPosY() - below_top;
 
   const float fp = app.font_px;
   const ImVec2 origin = ImGui::GetCursorScreenPos();

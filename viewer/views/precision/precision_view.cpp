@@ -321,6 +321,7 @@ std::string PrecisionView::state_json() const {
   static constexpr const char* names[] = {"ok", "streamed", "computing", "failed"};
   nlohmann::json j;
   j["status"] = names[static_cast<int>(status_)];
+  j["header"] = {{"h", header.h}, {"scrolled", header.scrolled}, {"below_h", below_h}};
   if (status_ == Status::Ok) {
     j["step"] = step_;
     j["output_only"] = output_only_;

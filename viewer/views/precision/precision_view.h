@@ -10,6 +10,7 @@
 #include "core/messages.h"
 #include "core/trace.h"
 #include "core/types.h"
+#include "viewer/draw/layout.h"
 #include "viewer/draw/pooling.h"
 #include "viewer/session/companion.h"
 #include "viewer/views/view.h"
@@ -157,9 +158,14 @@ class PrecisionView final : public View, public WithoutFlags {
   int computed() const { return computed_; }  // how many maps the view computed itself (cache tests)
   // The cell under the pointer, from the matrices the map was computed from.
   CellError cell(const Session& c, int row, int col) const;
-  // The view's part of the state dump: status, step, kind, precision, max, mean, argmax, zeros,
-  // masked, hist.
+  // The view's part of the state dump: status, the header, step, kind, precision, max, mean,
+  // argmax, zeros, masked, hist.
   std::string state_json() const;
+  // The panel's last frame: the settings and the explanation as a header that scrolls above the
+  // map (kit.h begin_header), and the height of the figures it keeps in view under the header. In
+  // the state dump.
+  ScrollHeader header;
+  float below_h = 0;
 
  private:
   Status status_ = Status::Computing;
