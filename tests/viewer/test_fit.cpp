@@ -265,6 +265,39 @@ TEST(FitWindow, TheDiffAndPrecisionMapsKeepRoomAtAProjectorsUiScale) {
   }
 }
 
+// The heads view at 1280 x 800, UI scale 2, 8 heads: its explanation had left the thumbnails
+// 16 px squares with their captions cut to "hea"; the explanation now scrolls where the grid
+// would keep less than a map's minimum, and a caption wider than its thumbnail's step ends in
+// "…" (the number alone where "head h" would not fit). At scale 1 on 1920 x 1080 neither.
+TEST(FitWindow, TheHeadsThumbnailsKeepRoomAndWholeCaptionsAtAProjectorsUiScale) {
+  test::TempDir dir;
+  const std::vector<std::string> input = {"--view", "heads", "--random", "256", "--heads", "8", "--pattern", "induction"};
+  const std::string ellipsis = "…";
+  for (const char* lang : {"en", "zh"}) {
+    std::vector<std::string> args = input;
+    args.insert(args.end(), {"--lang", lang, "--ui-scale", "2", "--size", "1280x800"});
+    const test::ViewShot s = test::view_shot(dir, std::string("heads-ui2-") + lang, args);
+    ASSERT_EQ(s.code, 0) << s.err;
+    const nlohmann::json& g = s.state["heads_grid"];
+    EXPECT_TRUE(g["header"]["scrolled"].get<bool>()) << lang;
+    EXPECT_GE(g["side"].get<double>(), 2 * s.state["font_px"].get<double>()) << lang << ": thumbnails, not specks";
+    ASSERT_EQ(g["captions"].size(), 8u) << lang;
+    for (std::size_t h = 0; h < 8; ++h) {
+      const std::string cap = g["captions"][h];
+      const std::string head = (std::string(lang) == "en" ? "head " : "头 ") + std::to_string(h);
+      EXPECT_EQ(cap.rfind(head, 0), 0u) << cap << ": the head's name whole";
+      EXPECT_EQ(cap.substr(cap.size() - ellipsis.size()), ellipsis) << cap;
+    }
+    std::vector<std::string> one = input;
+    one.insert(one.end(), {"--lang", lang, "--size", "1920x1080"});
+    const test::ViewShot w = test::view_shot(dir, std::string("heads-ui1-") + lang, one);
+    ASSERT_EQ(w.code, 0) << w.err;
+    EXPECT_FALSE(w.state["heads_grid"]["header"]["scrolled"].get<bool>()) << lang;
+    for (const auto& cap : w.state["heads_grid"]["captions"])
+      EXPECT_EQ(cap.get<std::string>().find(ellipsis), std::string::npos) << cap;
+  }
+}
+
 // At UI scale 2 on 2560 x 1440 the precision view's explanation is cut to a share of the window
 // and the histogram gives way, so the map keeps room (it had none: the text filled the centre).
 TEST(FitWindow, ThePrecisionMapKeepsRoomAtALargeUiScale) {

@@ -355,7 +355,8 @@ const char* HeadsView::label(Lang lang) { return tr(lang, S::ViewHeads); }
 void HeadsView::dump(nlohmann::json& j, const Session&) const {
   j["heads_grid"] = {{"x", grid.x},           {"y", grid.y},           {"side", grid.side},
                      {"step_x", grid.step_x}, {"step_y", grid.step_y}, {"cols", grid.cols},
-                     {"rows", grid.rows},     {"done", shown.done}};
+                     {"rows", grid.rows},     {"done", shown.done},
+                     {"captions", captions},  {"header", {{"h", header.h}, {"scrolled", header.scrolled}}}};
 }
 
 std::string HeadsView::broken(const Session&) const {

@@ -9,6 +9,7 @@
 
 #include "core/pooled.h"
 #include "core/types.h"
+#include "viewer/draw/layout.h"
 #include "viewer/session/session.h"
 #include "viewer/views/view.h"
 
@@ -188,6 +189,11 @@ class HeadsView final : public View, public WithoutFlags {
   std::string tex_key;                          // what the texture holds
   int tex_cols = 1;                             // thumbnails per row in the texture
   ThumbGrid grid;                               // where they were drawn
+  // The panel's last frame: the explanation as a header that scrolls above the grid (kit.h
+  // begin_header) and the captions as drawn (shortened with "…", or the head's number alone,
+  // where a thumbnail is narrower than its caption). In the state dump.
+  ScrollHeader header;
+  std::vector<std::string> captions;
 };
 
 void draw_panel(HeadsView& v, Shell& app, const Layout& l);

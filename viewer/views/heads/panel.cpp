@@ -86,6 +86,9 @@ void draw_panel(HeadsView& v, Shell& app, const Layout& l) {
                        fmt(tr(lang, S::HeadsProgress), std::min(s.done + 1, heads), heads).c_str());
   }
   const bool log_scale = app.log_weights;
+  // The explanation, scrolled where with it the thumbnails would keep less than a map's minimum
+  // height (a large UI scale in a small window).
+  begin_header(v.header, "##heads_head", ImGui::GetTextLineHeightWithSpacing() * kMapMinLines);
   wrapped(app,
           fmt(tr(lang, S::HeadsNote), tr(lang, app.pool == PoolMode::Max ? S::PoolMax : S::PoolMean), kThumbPixels,
               kThumbPixels, tr(lang, log_scale ? S::ScaleLog : S::ScaleLinear)),
@@ -93,6 +96,7 @@ void draw_panel(HeadsView& v, Shell& app, const Layout& l) {
   if (heads <= 1) wrapped(app, tr(lang, S::HeadsOneHead), &kDimV4);
   if (!b && heads > 1 && c.random_pattern().kind != PatternKind::Noise && !c.demo() && !c.from_files())
     wrapped(app, tr(lang, S::HeadsPattern), &kDimV4);
+  end_header(v.header);
   for (int h = 0; h < heads; ++h) {
     if (s.thumbs[h].error.empty()) continue;
     wrapped(app, fmt(tr(lang, S::HeadsError), h, s.thumbs[h].error.c_str()), &kErrorV4);
@@ -115,6 +119,7 @@ void draw_panel(HeadsView& v, Shell& app, const Layout& l) {
   const int hovered = ImGui::IsWindowHovered() ? thumb_at(g, mouse.x, mouse.y) : -1;
   const int shown = c.head();
   const bool grouped = c.kv_heads() != c.heads();
+  v.captions.clear();
   for (int h = 0; h < heads; ++h) {
     const ThumbRect r = thumb_rect(g, h);
     const HeadThumb& t = s.thumbs[h];
@@ -138,7 +143,14 @@ void draw_panel(HeadsView& v, Shell& app, const Layout& l) {
       dl->AddRect(ImVec2(r.x - 3 * ms, r.y - 3 * ms), ImVec2(r.x + r.w + 3 * ms, r.y + r.h + 3 * ms),
                   IM_COL32(230, 230, 230, 255), 0, 0, 2 * ms);
     }
-    const std::string cap = head_caption(lang, h, grouped ? c.kv_head_of(h) : -1, t);
+    // The caption, shortened with "…" to the thumbnail's step; where even "head h" would not
+    // fit, the number alone (the whole caption is in the hover's tooltip).
+    std::string cap = head_caption(lang, h, grouped ? c.kv_head_of(h) : -1, t);
+    if (text_width(cap.c_str()) > g.step_x) {
+      const std::string number = std::to_string(h);
+      cap = text_width(fmt(tr(lang, S::HeadsCaptionBare), h).c_str()) > g.step_x ? number : fit_text(cap, g.step_x);
+    }
+    v.captions.push_back(cap);
     dl->PushClipRect(ImVec2(r.x, r.y + r.h), ImVec2(r.x + g.step_x, r.y + r.h + caption_h), true);
     dl->AddText(ImVec2(r.x, r.y + r.h + 7), h == shown ? kHighlight : IM_COL32(220, 220, 220, 255), cap.c_str());
     dl->PopClipRect();
