@@ -459,10 +459,6 @@ constexpr bool in_order() {
 static_assert(std::size(kMessages) == static_cast<std::size_t>(Msg::Count_), "one entry per Msg");
 static_assert(in_order(), "kMessages must follow the order of enum Msg");
 
-}  // namespace
-
-namespace {
-
 // The arguments are data, left as they are (core/messages.h), but for two reasons that read in
 // the language of the rest: why there is no CUDA device (cuda_reason_text) and the system's
 // reason for a file error (strerror's words, which the lab's messages carry in English: the

@@ -267,9 +267,11 @@ std::shared_ptr<const RotatedQK> rotated_qk(const Problem& p) {
     const double work = 8.0 * (heads * static_cast<double>(n) + kvh * static_cast<double>(m)) * d;
     const int first = std::min(0, off);
     each_position(first, m - first, d, theta, /*back=*/false, work, [&](int pos, const double* cs, const double* sn) {
-      for (int g = 0; g < kvh && pos >= 0; ++g) {
-        const std::size_t row = (static_cast<std::size_t>(g) * m + pos) * d;
-        rotate_row(in.k.data() + row, r.k.data() + row, d / 2, cs, sn);
+      if (pos >= 0) {  // a key's position
+        for (int g = 0; g < kvh; ++g) {
+          const std::size_t row = (static_cast<std::size_t>(g) * m + pos) * d;
+          rotate_row(in.k.data() + row, r.k.data() + row, d / 2, cs, sn);
+        }
       }
       const int i = pos - off;  // the query at this position, if any
       if (i < 0 || i >= n) return;

@@ -41,13 +41,9 @@ double max_abs_finite(const MatrixF& a) {
   return mx;
 }
 
-// bf16 scores: rounding q and k to bf16 (relative error u = 2^-8 each: 8 significant bits) moves a product q_i k_i by
-// at most (2u + u^2) |q_i k_i|, and the fp32 sum of d_k exact products adds at most about
-// d_k 2^-24 sum |q_i k_i|. By Cauchy-Schwarz sum |q_i k_i| <= |q| |k|, so every score of a head is
-// within (2u + u^2 + d_k 2^-24) max|q_row| max|k_row| of the fp64 one: the bound returned here
-// (over the heads), an O(N d) pass where the exact sum |q| |k| would be another N^2 d product.
 // max over the heads of max|q_row| max|k_row|: what bounds every |score| (Cauchy-Schwarz) and
-// every sum of |q_i k_i| behind one.
+// every sum of |q_i k_i| behind one; an O(N d) pass where the exact sums |q| |k| would be another
+// N^2 d product.
 double max_norm_product(const Problem& p) {
   double worst = 0;
   for (int h = 0; h < p.heads; ++h) {
@@ -58,6 +54,11 @@ double max_norm_product(const Problem& p) {
   return worst;
 }
 
+// bf16 scores: rounding q and k to bf16 (relative error u = 2^-8 each: 8 significant bits) moves a
+// product q_i k_i by at most (2u + u^2) |q_i k_i|, and the fp32 sum of d_k exact products adds at
+// most about d_k 2^-24 sum |q_i k_i|. By Cauchy-Schwarz sum |q_i k_i| <= |q| |k|, so every score
+// of a head is within (2u + u^2 + d_k 2^-24) max|q_row| max|k_row| of the fp64 one: the bound
+// returned here (over the heads).
 double bf16_score_bound(const Problem& p) {
   const double u = std::ldexp(1.0, -8);
   return (2 * u + u * u + 1.01 * p.d_k() * std::ldexp(1.0, -24)) * max_norm_product(p);
@@ -164,10 +165,6 @@ nlohmann::json num(double v) {
   if (!std::isfinite(v)) return nullptr;
   return v;
 }
-
-}  // namespace
-
-namespace {
 
 // fp32's tolerances of the stages from the scores to the logits that p has, in the chain's order:
 // each stage's floor (1e-6 of its largest value, the subnormal floor) and at least what the stage

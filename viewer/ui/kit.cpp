@@ -208,6 +208,8 @@ void begin_header(ScrollHeader& hd, const char* id, float below_min) {
   hd.top = ImGui::GetCursorPosY();
 }
 
+float map_min_height() { return ImGui::GetTextLineHeightWithSpacing() * 7; }
+
 void end_header(ScrollHeader& hd) {
   hd.h = ImGui::GetCursorPosY() - hd.top;
   if (hd.scrolled) ImGui::EndChild();

@@ -149,9 +149,9 @@ struct MapPlot {
 MapPlot draw_map(Shell& app, const Rect& area, int rows, int cols, const std::vector<std::string>& row_labels,
                  const std::vector<std::string>& col_labels, int highlight_row, const std::string& key,
                  const std::function<std::vector<std::uint32_t>(const PlotGeometry&)>& raster);
-// What a map keeps under a scrolled header (begin_header), in lines: its column labels and a plot
-// 5 lines tall.
-constexpr float kMapMinLines = 7;
+// What a map keeps under a scrolled header (begin_header), in pixels: its column labels and a plot
+// 5 lines tall, 7 lines in all.
+float map_min_height();
 // The width a map keeps at least beside a panel's other parts, in lines (font sizes): its row
 // labels, a plot 8 lines wide and its legend.
 constexpr float kMapMinWidthLines = 17;

@@ -163,7 +163,7 @@ void draw_panel(DiffView& v, Shell& app, const Layout& l) {
   // B's editor, both settings and the explanation, scrolled where with them the map would keep
   // less than its minimum: the figures and the map's controls as laid out (below_h), the column
   // labels and a map 5 lines tall.
-  begin_header(v.header, "##diff_head", v.below_h + ImGui::GetTextLineHeightWithSpacing() * kMapMinLines);
+  begin_header(v.header, "##diff_head", v.below_h + map_min_height());
   editor(app, v);
   const Problem& p = c.problem();
   const RunSetting a = c.setting();

@@ -88,7 +88,7 @@ void draw_panel(HeadsView& v, Shell& app, const Layout& l) {
   const bool log_scale = app.log_weights;
   // The explanation, scrolled where with it the thumbnails would keep less than a map's minimum
   // height (a large UI scale in a small window).
-  begin_header(v.header, "##heads_head", ImGui::GetTextLineHeightWithSpacing() * kMapMinLines);
+  begin_header(v.header, "##heads_head", map_min_height());
   wrapped(app,
           fmt(tr(lang, S::HeadsNote), tr(lang, app.pool == PoolMode::Max ? S::PoolMax : S::PoolMean), kThumbPixels,
               kThumbPixels, tr(lang, log_scale ? S::ScaleLog : S::ScaleLinear)),

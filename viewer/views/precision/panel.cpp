@@ -65,7 +65,7 @@ void draw_panel(PrecisionView& v, Shell& app, const Layout& l) {
   begin_centre(l, title);
   // The settings and the explanation, scrolled where with them the map would keep less than its
   // minimum: the figures as laid out (below_h), the column labels and a map 5 lines tall.
-  begin_header(v.header, "##prec_head", v.below_h + ImGui::GetTextLineHeightWithSpacing() * kMapMinLines);
+  begin_header(v.header, "##prec_head", v.below_h + map_min_height());
   const char* prec = to_string(c.precision()).data();
   ImGui::TextColored(kHighlightV4, "%s: %s", tr(lang, S::RunPrecision), prec);
   same_line_if_fits(radio_width(tr(lang, S::PrecAbs)));
