@@ -449,6 +449,9 @@ constexpr Entry kMessages[] = {
     {Msg::PrecisionUnknown, "unknown precision '{0}' (use fp32 or bf16)", "未知的精度“{0}”（可用 fp32 或 bf16）"},
     {Msg::DocumentsQueriesOverKeys, "document ids need every query at a key's position, so no more queries than keys: got {0} queries and {1} keys",
      "文档编号要求每个查询都位于某个键的位置，因此查询数不能多于键数：当前为 {0} 个查询、{1} 个键"},
+    {Msg::GpuMemoryBackward,
+     "the backward needs {0} of GPU memory (inputs, dO, the output and every gradient), {1} free; try smaller N",
+     "反向传播需要 {0} GPU 显存（输入、dO、输出和全部梯度），空闲 {1}；请试更小的 N"},
 };
 
 constexpr bool in_order() {

@@ -249,6 +249,7 @@ enum class Msg : int {
   VariantUnknown,       // {0} name
   PrecisionUnknown,     // {0} name
   DocumentsQueriesOverKeys,  // {0} queries, {1} keys
+  GpuMemoryBackward,    // {0} need, {1} free
   Count_
 };
 

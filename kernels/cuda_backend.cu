@@ -1775,6 +1775,27 @@ GradTrace fused_backward(const Problem& p, const MatrixF& dout, Precision precis
   // NoDeviceError without a device; the forward's own checks (an injected fault among them).
   g.forward = make_backend()->run(p, fwd);
 
+  const int config = backward_config(bf16);  // ATTNLAB_BACKWARD_CONFIG, read once
+  const bool tensor_cores = config >= 1;
+  const FusedTile tile = backward_tile(d_k, d_v, tensor_cores);
+  // Every buffer below, refused before the first is allocated, as a forward that does not fit is
+  // (the forward's own buffers are freed by now).
+  {
+    const std::size_t inputs = static_cast<std::size_t>(rows) * (d_k + d_v) + static_cast<std::size_t>(kv_rows) * (d_k + d_v);
+    const std::size_t floats = inputs + static_cast<std::size_t>(rows) * (d_v + 2 + d_k) +
+                               static_cast<std::size_t>(kv_rows) * (d_k + d_v) +
+                               (p.mask == MaskKind::Custom ? static_cast<std::size_t>(p.custom_mask().size()) : 0) +
+                               static_cast<std::size_t>(p.bias().size()) + (p.mods.alibi ? p.heads : 0) +
+                               p.documents().size();  // floats and ints alike
+    const std::size_t need = floats * sizeof(float) + (bf16 ? inputs * sizeof(std::uint16_t) : 0) +
+                             block_mask_bytes(n, m, tile) + sizeof(double);
+    std::size_t free_bytes = kOomFaultFreeBytes, total = 0;
+    if (fault_from_env() != Fault::Oom) ATTNLAB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+    if (need > free_bytes)
+      throw ResourceError(Msg::GpuMemoryBackward,
+                          {format_bytes(static_cast<double>(need)), format_bytes(static_cast<double>(free_bytes))});
+  }
+
   // Q and K as QKᵀ multiplies them (RoPE's rotation, made once per problem), the grouped K and V
   // as given: the backward kernels read grouped heads themselves.
   const std::shared_ptr<const RotatedQK> rot = rotated_qk(p);
@@ -1791,9 +1812,6 @@ GradTrace fused_backward(const Problem& p, const MatrixF& dout, Precision precis
   DeviceRules dr;
   DeviceBlocks db;
   upload_rules(dr, p, custom.get(), s);
-  const int config = backward_config(bf16);  // ATTNLAB_BACKWARD_CONFIG, read once
-  const bool tensor_cores = config >= 1;
-  const FusedTile tile = backward_tile(d_k, d_v, tensor_cores);
   upload_blocks(db, p, tile, /*count=*/true, dr.rules, s);
   DeviceBuffer<float> lse2(static_cast<std::size_t>(rows)), dd(static_cast<std::size_t>(rows));
   DeviceBuffer<float> dq(static_cast<std::size_t>(rows) * d_k), dk(static_cast<std::size_t>(kv_rows) * d_k),

@@ -20,8 +20,14 @@
 
 namespace attnlab::cuda {
 
+// The runtime also keeps a failed call's error as the thread's last error (cudaGetLastError's)
+// until something reads it: a failure that leaves the context usable (an allocation beyond the
+// free memory, an invalid value) would otherwise come back at the next run's first check after a
+// launch, and fail that run too. It is read here, once reported; an error that poisons the context
+// comes back from every later call anyway.
 [[noreturn]] inline void throw_cuda_error(cudaError_t err, const char* call, const char* file,
                                           int line) {
+  (void)cudaGetLastError();
   std::string where = file;
   // Keep the path relative to the source tree: "kernels/qk.cu", not the build machine's root.
   if (auto pos = where.rfind("kernels/"); pos != std::string::npos) where = where.substr(pos);

@@ -1,9 +1,10 @@
 // The CUDA split-KV decode kernel (Flash-Decoding, Dao et al. 2023), on an fp32 or a bf16 cache.
 // Two launches:
-//   decode_split_kernel    grid (splits, kv_heads), 128 threads: the block of (split s, key/value
-//                          head g) walks its keys in tiles of 32 and keeps the online-softmax state
-//                          (m, l, acc) of every query row of the group (kv_group heads x n queries,
-//                          at most kDecodeMaxRows), so the cache is read once per key/value head:
+//   decode_split_kernel    kv_heads x splits blocks, 128 threads: block g splits + s, of (split
+//                          s, key/value head g), walks its keys in tiles of 32 and keeps the
+//                          online-softmax state (m, l, acc) of every query row of the group
+//                          (kv_group heads x n queries, at most kDecodeMaxRows), so the cache is
+//                          read once per key/value head:
 //                            S (R, 32) = Q_g K_tileᵀ * scale log2 e      (masked keys -inf)
 //                            m_new = max(m, max_j S);  alpha = exp2(m - m_new)
 //                            P = exp2(S - m_new);  l = alpha l + sum_j P;  acc = alpha acc + P V_tile
@@ -138,7 +139,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   // The rows the block computes: R, or under GROUPED R padded to whole groups of four (the rows
   // past R multiply zero queries, score -inf and weigh 0; nothing of them is written out).
   const int RP = GROUPED ? (R + 3) / 4 * 4 : R;
-  const int s = blockIdx.x, g = blockIdx.y;
+  const int s = blockIdx.x % splits, g = blockIdx.x / splits;  // item g * splits + s
   int k0 = s * keys_per_split, k1 = min(m, k0 + keys_per_split);
   if constexpr (RULES) {
     // Only the keys some query of the group may see (every head shares the mask): the union of
@@ -397,7 +398,8 @@ void launch(const T* q, const T* k, const T* v, float* o, float* partials, int h
   float* pl = pm + items * R;
   float* pa = pl + items * R;
   const size_t smem = shared_floats<D, GROUPED>() * sizeof(float);
-  const dim3 grid(static_cast<unsigned>(eff), static_cast<unsigned>(kv_heads));
+  // One block per item, on grid.x (grid.y would stop at 65535 key/value heads).
+  const unsigned grid = grid_1d(static_cast<long long>(items), "decode splits");
   decode_split_kernel<D, T, RULES, GROUPED><<<grid, kThreads, smem, st>>>(q, k, v, pm, pl, pa, n, m, group, per,
                                                                           eff, scale_log2, causal_off, rules);
   ATTNLAB_CUDA_CHECK(cudaGetLastError());

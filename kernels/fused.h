@@ -69,8 +69,8 @@ void fused_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const 
 void fused_attention_bf16_wgmma(int config, const std::uint16_t* q, const std::uint16_t* k,
                                 const std::uint16_t* v, float* o, int heads, int n, int m, int d,
                                 float scale_log2, bool causal, void* stream);
-// "" when the current device runs the sm_90a kernels (compute capability 9.0); otherwise why not,
-// naming ATTNLAB_FUSED_CONFIG=config.
+// "" when the current device runs the sm_90a kernels (compute capability 9.0) and this build has
+// them; otherwise why not, naming ATTNLAB_FUSED_CONFIG=config.
 std::string wgmma_device_error(int config);
 
 }  // namespace attnlab::cuda

@@ -428,8 +428,7 @@ void fused_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const 
   }
   if (config >= kFusedBf16WgmmaFirst) {  // 3, 4: the sm_90a kernel
 #if defined(ATTNLAB_NO_SM90A)
-    throw InputError("ATTNLAB_FUSED_CONFIG=" + std::to_string(config) +
-                     " (bf16 on wgmma): this build has no sm_90a code (nvcc 12 or newer builds it)");
+    throw InputError(wgmma_device_error(config));
 #else
     fused_attention_bf16_wgmma(config, q, k, v, o, heads, n, m, d, scale_log2, causal, s);
     return;
@@ -440,6 +439,23 @@ void fused_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const 
   } else {
     dispatch_bf16<128>(config, q, k, v, o, heads, n, m, scale_log2, causal, s);
   }
+}
+
+// Here, not beside the sm_90a kernel: a build without sm_90a code (nvcc before 12) has it too, and
+// says so.
+std::string wgmma_device_error(int config) {
+  const std::string what = "ATTNLAB_FUSED_CONFIG=" + std::to_string(config) + " (bf16 on wgmma)";
+#if defined(ATTNLAB_NO_SM90A)
+  return what + ": this build has no sm_90a code (nvcc 12 or newer builds it)";
+#else
+  int device = 0, major = 0, minor = 0;
+  ATTNLAB_CUDA_CHECK(cudaGetDevice(&device));
+  ATTNLAB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  ATTNLAB_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (major == 9 && minor == 0) return "";
+  return what + " needs a GPU of compute capability 9.0 (H100, H200); this one is " + std::to_string(major) + "." +
+         std::to_string(minor);
+#endif
 }
 
 }  // namespace attnlab::cuda

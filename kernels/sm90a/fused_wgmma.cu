@@ -285,15 +285,4 @@ void fused_attention_bf16_wgmma(int config, const std::uint16_t* q, const std::u
   }
 }
 
-std::string wgmma_device_error(int config) {
-  int device = 0, major = 0, minor = 0;
-  ATTNLAB_CUDA_CHECK(cudaGetDevice(&device));
-  ATTNLAB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  ATTNLAB_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  if (major == 9 && minor == 0) return "";
-  return "ATTNLAB_FUSED_CONFIG=" + std::to_string(config) +
-         " (bf16 on wgmma) needs a GPU of compute capability 9.0 (H100, H200); this one is " +
-         std::to_string(major) + "." + std::to_string(minor);
-}
-
 }  // namespace attnlab::cuda

@@ -475,6 +475,25 @@ TEST(CudaBackward, RefusesWhatTheKernelsDoNotTake) {
 #endif
 }
 
+// A backward that does not fit the device (ATTNLAB_CUDA_FAULT=oom: 1 MiB free) is refused with its
+// needs before it allocates anything, where the forward of the same problem fits.
+TEST(CudaBackward, ABackwardThatDoesNotFitIsRefusedWithItsNeeds) {
+  ATTNLAB_REQUIRE_CUDA();
+#ifdef ATTNLAB_HAVE_CUDA
+  const Problem p = random_problem(768, 64, 64, 3);  // Q, K, V and O: 0.75 MiB
+  test::ScopedEnv oom("ATTNLAB_CUDA_FAULT", "oom");
+  RunOptions fwd;
+  fwd.variant = Variant::Fused;
+  EXPECT_NO_THROW(make_backend("cuda")->run(p, fwd));
+  for (Precision precision : {Precision::FP32, Precision::BF16}) {
+    const std::string what = test::message_of<ResourceError>(
+        [&] { cuda::fused_backward(p, random_dout(768, 64, 4), precision); });
+    EXPECT_TRUE(test::contains(what, "the backward needs")) << what;
+    EXPECT_TRUE(test::contains(what, "1.0 MiB free")) << what;
+  }
+#endif
+}
+
 // Small runs of both kernels with rules for compute-sanitizer (memcheck, racecheck): edge tiles,
 // grouped heads, a Partial diagonal, the soft-cap and ALiBi.
 #ifdef ATTNLAB_HAVE_CUDA

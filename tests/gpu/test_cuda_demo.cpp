@@ -1,15 +1,19 @@
 // The page's 5-token demo through the CUDA backend: the same tables the page shows (2 decimals;
-// weights 3), every stage equal to the CPU backend's, the causal variant's exact zeros, and
-// `attnlab verify --backend cuda` passing. Every test SKIPs ("no CUDA device: <reason>") without
+// weights 3), every stage equal to the CPU backend's, the causal variant's exact zeros, a failed
+// CUDA call reported by its own run alone, and `attnlab verify --backend cuda` passing. Every test SKIPs ("no CUDA device: <reason>") without
 // a device.
 #include "core/backend.h"
 #include "core/verify.h"
 #include "cpu/cpu_backend.h"
 #include "tests/test_util.h"
 #include "engine/registry.h"
+#ifdef ATTNLAB_HAVE_CUDA
+#include "kernels/cuda_check.h"
+#endif
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <limits>
 #include <string>
 
@@ -80,6 +84,22 @@ TEST(CudaDemo, CausalFutureWeightsAreExactlyZero) {
   const VerifyReport r = verify_trace(p, t, reference_fp64(p));
   EXPECT_TRUE(r.pass) << render_verify_text(r);
   EXPECT_EQ(r.masked_count, 10u);
+}
+
+// A CUDA call that fails without poisoning the context (an allocation far beyond any device) is
+// reported once: the runtime's last error is read with it, so the next run, on the same thread,
+// does not meet it again at its first check after a launch.
+TEST(CudaDemo, AFailedCallIsReportedOnceNotByTheNextRun) {
+  ATTNLAB_REQUIRE_CUDA();
+#ifdef ATTNLAB_HAVE_CUDA
+  const std::string what = test::message_of<DeviceError>([] {
+    void* p = nullptr;
+    ATTNLAB_CUDA_CHECK(cudaMalloc(&p, std::size_t{1} << 60));
+  });
+  EXPECT_TRUE(test::contains(what, "cudaErrorMemoryAllocation")) << what;
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_NO_THROW(make_backend("cuda")->run(demo_problem(), RunOptions{}));
+#endif
 }
 
 TEST(CudaDemo, AutoChoosesCuda) {

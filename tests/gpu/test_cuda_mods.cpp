@@ -544,6 +544,13 @@ TEST(CudaModsSanitize, FusedFp32) {
   sanitize_run(sanitize_decode(), Variant::Fused, Precision::FP32);
 }
 
+// Head dims above 128: the CUDA-core kernel's widest tile with rules (gpu-check's sanitize-mods
+// runs it under memcheck and racecheck with the other fused runs).
+TEST(CudaModsSanitize, FusedFp32WideHeads) {
+  ATTNLAB_REQUIRE_CUDA();
+  sanitize_run(with_everything(random_problem(130, 130, 200, 200, 22, 2, 2)), Variant::Fused, Precision::FP32);
+}
+
 TEST(CudaModsSanitize, FusedBf16) {
   ATTNLAB_REQUIRE_CUDA();
   sanitize_run(sanitize_prefill(), Variant::Fused, Precision::BF16);

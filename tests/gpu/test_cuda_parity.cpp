@@ -338,6 +338,23 @@ TEST(CudaDecode, MatchesFp64AndTheCpuDecodeKernel) {
         }
 }
 
+// More key/value heads than a grid's second dimension takes (65535): the split blocks are numbered
+// along its first, so every head is computed, the last ones too.
+TEST(CudaDecode, MoreKeyValueHeadsThanAGridsSecondDimension) {
+  ATTNLAB_REQUIRE_CUDA();
+  const int heads = 70000;
+  const Problem p = random_problem(1, 8, 64, 64, 77, heads, heads);
+  RunOptions o;
+  o.variant = Variant::Decode;
+  o.splits = 2;
+  const Trace t = make_backend("cuda")->run(p, o);
+  ASSERT_EQ(t.splits, 2);
+  const TraceD ref = reference_fp64(p);
+  const double err =
+      (t.output.cast<double>() - ref.output).cwiseAbs().maxCoeff() / ref.output.cwiseAbs().maxCoeff();
+  EXPECT_LE(err, test::fp32_tolerance(p));  // every row: a head past 65535 left unwritten fails here
+}
+
 // On a bf16 cache: the kernel in the lab's bf16 arithmetic (bf16 operands, weights rounded to bf16,
 // fp32 sums) matches the CPU decode kernel's bf16 path up to the order of the sums, and fp64 within
 // verify's bf16 bound; bench times it under its own name.

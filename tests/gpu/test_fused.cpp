@@ -20,6 +20,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace attnlab {
@@ -228,6 +229,26 @@ TEST(CudaFusedBf16, ThirtyTwoHeadsAtTheIssueSize) {
     }
   std::printf("fused bf16 B*H=32 N=4096 worst rel err: %.3e (bf16 inputs), %.3e (fp32 inputs)\n",
               worst_own, worst_user);
+}
+
+// Fewer queries than keys (decode-shaped: the last n positions) and more queries than keys (the
+// first keys of a square problem), without a mask: the shapes where the key tail and the query
+// tail fall in different tiles, down to one key and one query. Under every ATTNLAB_FUSED_CONFIG
+// (gpu-check's cfg-fused-bf16 steps), the sm_90a kernel's among them.
+TEST(CudaFusedBf16, MoreOrFewerKeysThanQueries) {
+  ATTNLAB_REQUIRE_CUDA();
+  double worst_own = 0, worst_user = 0;
+  std::uint64_t seed = 400;
+  for (int d : {64, 128})
+    for (auto [n, m] : {std::pair{77, 200}, {1, 129}, {64, 333}, {130, 65}, {300, 1}, {257, 100}}) {
+      SCOPED_TRACE("d " + std::to_string(d) + " n " + std::to_string(n) + " m " + std::to_string(m));
+      const Problem p = n <= m ? random_problem(n, m, d, d, seed++, 2, 2)
+                               : test::first_keys(make_problem(n, d, d, 2, MaskKind::None, 1.0, seed++), m);
+      ASSERT_EQ(p.n(), n);
+      ASSERT_EQ(p.m(), m);
+      check_bf16(p, worst_own, worst_user);
+    }
+  std::printf("fused bf16 n != m worst rel err: %.3e (bf16 inputs), %.3e (fp32 inputs)\n", worst_own, worst_user);
 }
 
 TEST(CudaFusedBf16, RefusesOtherHeadDims) {
