@@ -2,7 +2,8 @@
 // cuda_backend.cu and host-only tools can both include it. All pointers are DEVICE pointers,
 // row-major, heads stacked along rows:
 //   q (heads*n, d_k)  k (heads*m, d_k)  v (heads*m, d_v)  o (heads*n, d_v)
-//   custom_mask: nullptr, or (n, m) additive 0/-inf shared by all heads
+//   custom_mask: nullptr, or (n, m) additive 0/-inf shared by all heads, every row with a key
+//                left open (validate refuses a fully masked row; the kernels would write it NaN)
 // `scale` = 1 / (sqrt(d_k) * T): the logits are (q.k) * scale (+ mask / T, which is 0 or -inf).
 // `stream` is a cudaStream_t passed as void*. Launch errors throw DeviceError.
 //
