@@ -87,6 +87,21 @@ Fault fault_from_env() {
 
 constexpr std::size_t kOomFaultFreeBytes = std::size_t{1} << 20;  // 1 MiB
 
+// The device's free memory, which every memory estimate is held to: kOomFaultFreeBytes under
+// ATTNLAB_CUDA_FAULT=oom.
+std::size_t device_free_bytes() {
+  if (fault_from_env() == Fault::Oom) return kOomFaultFreeBytes;
+  std::size_t free_bytes = 0, total = 0;
+  ATTNLAB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  return free_bytes;
+}
+
+// ResourceError `id` ({0} need, {1} free) where `need` bytes exceed the device's free memory.
+void refuse_unless_it_fits(std::size_t need, Msg id) {
+  if (const std::size_t free_bytes = device_free_bytes(); need > free_bytes)
+    throw ResourceError(id, {format_bytes(static_cast<double>(need)), format_bytes(static_cast<double>(free_bytes))});
+}
+
 void throw_if_launch_fault(const char* where) {
   if (fault_from_env() == Fault::Launch)
     throw DeviceError(std::string(where) +
@@ -380,12 +395,7 @@ void check_memory(const Problem& p, const RunOptions& opt, bool bench, std::size
   const Dims d = dims_of(p);
   const BufferPlan plan = plan_buffers(d, p, opt, bench);
   const std::size_t need = plan.device_bytes();
-  std::size_t free_bytes = kOomFaultFreeBytes;
-  if (fault_from_env() != Fault::Oom) {
-    std::size_t total = 0;
-    ATTNLAB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
-  }
-  free_bytes += held;
+  const std::size_t free_bytes = device_free_bytes() + held;
   const std::string fb = format_bytes(static_cast<double>(free_bytes));
   if (need > free_bytes) {
     if (opt.variant == Variant::Staged)
@@ -907,11 +917,7 @@ std::size_t stream_host_bytes(const Dims& d, const Problem& p, const RunOptions&
 void check_stream_memory(const Problem& p, const RunOptions& opt, const StreamPlan& sp) {
   const Dims d = dims_of(p);
   const std::size_t need = stream_device_bytes(d, p, opt, sp);
-  std::size_t free_bytes = kOomFaultFreeBytes;
-  if (fault_from_env() != Fault::Oom) {
-    std::size_t total = 0;
-    ATTNLAB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
-  }
+  const std::size_t free_bytes = device_free_bytes();
   if (need > free_bytes)
     throw ResourceError(Msg::GpuMemoryStreamed,
                         {format_bytes(static_cast<double>(need)), std::to_string(sp.rows.size()),
@@ -1323,11 +1329,7 @@ DecodeDevice decode_allocate(const Problem& p, const RunOptions& opt, const char
   const std::size_t need =
       (inputs + static_cast<std::size_t>(p.heads) * p.n() * p.d_v() + part + custom + rules) * sizeof(float) +
       (dd.bf16 ? inputs * sizeof(std::uint16_t) : 0);
-  std::size_t free_bytes = kOomFaultFreeBytes, total = 0;
-  if (fault_from_env() != Fault::Oom) ATTNLAB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
-  if (need > free_bytes)
-    throw ResourceError(Msg::GpuMemoryFused,
-                        {format_bytes(static_cast<double>(need)), format_bytes(static_cast<double>(free_bytes))});
+  refuse_unless_it_fits(need, Msg::GpuMemoryFused);
   dd.q = DeviceBuffer<float>(static_cast<std::size_t>(p.q().size()));
   dd.k = DeviceBuffer<float>(static_cast<std::size_t>(p.k().size()));
   dd.v = DeviceBuffer<float>(static_cast<std::size_t>(p.v().size()));
@@ -1789,11 +1791,7 @@ GradTrace fused_backward(const Problem& p, const MatrixF& dout, Precision precis
                                p.documents().size();  // floats and ints alike
     const std::size_t need = floats * sizeof(float) + (bf16 ? inputs * sizeof(std::uint16_t) : 0) +
                              block_mask_bytes(n, m, tile) + sizeof(double);
-    std::size_t free_bytes = kOomFaultFreeBytes, total = 0;
-    if (fault_from_env() != Fault::Oom) ATTNLAB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
-    if (need > free_bytes)
-      throw ResourceError(Msg::GpuMemoryBackward,
-                          {format_bytes(static_cast<double>(need)), format_bytes(static_cast<double>(free_bytes))});
+    refuse_unless_it_fits(need, Msg::GpuMemoryBackward);
   }
 
   // Q and K as QKᵀ multiplies them (RoPE's rotation, made once per problem), the grouped K and V

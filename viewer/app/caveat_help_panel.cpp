@@ -9,7 +9,6 @@
 #include <imgui.h>
 
 #include <algorithm>
-#include <cfloat>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -23,19 +22,6 @@ namespace attnlab::viewer {
 
 namespace {
 
-// `text`'s lines at `width` pixels in the current font, as kit.cpp's wrapped() breaks them (the same
-// cache, measure and rounding), so that the bar is measured with the lines it draws.
-std::vector<std::string> caveat_lines(App& app, const std::string& text, float width) {
-  ImFont* font = ImGui::GetFont();
-  const float size = ImGui::GetFontSize();
-  return app.wrap_cache.lines(
-      text, std::floor(std::max(40.0f, width)), font, size,
-      [font, size](const std::string& s) {
-        return font->CalcTextSizeA(size, FLT_MAX, 0.0f, s.data(), s.data() + s.size()).x;
-      },
-      [](float w) { return static_cast<float>(static_cast<int>(w + 0.99999f)); });
-}
-
 // What the bar says: the mask sentence and the caveat, then the last line in its colour (a fresh
 // status, which is newer than any refusal still standing; a refusal; else the keys), each as the
 // lines it wraps into at the bar's `width`.
@@ -47,8 +33,8 @@ CaveatText caveat_text(App& app, float width) {
   const Lang lang = app.lang;
   Session& c = app.session;
   CaveatText t;
-  const float inner = width - 2 * ImGui::GetStyle().WindowPadding.x;
-  t.text = caveat_lines(app, app.shown_view().mask_sentence(c, lang) + " " + caveat(lang), inner);
+  const float inner = std::max(40.0f, width - 2 * ImGui::GetStyle().WindowPadding.x);
+  t.text = wrapped_lines(app, app.shown_view().mask_sentence(c, lang) + " " + caveat(lang), inner);
   std::string last;
   if (!app.status.empty() && seconds_now() < app.status_until) {
     last = app.status;
@@ -59,7 +45,7 @@ CaveatText caveat_text(App& app, float width) {
   } else {
     last = keyboard_line(app);
   }
-  t.last = caveat_lines(app, last, inner);
+  t.last = wrapped_lines(app, last, inner);
   return t;
 }
 

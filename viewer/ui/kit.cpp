@@ -74,9 +74,7 @@ void wrapped(Shell& app, const std::string& text, const ImVec4* colour) {
   wrapped_at(app, text, ImGui::GetContentRegionAvail().x, colour);
 }
 
-namespace {
-
-const std::vector<std::string>& lines_at(Shell& app, const std::string& text, float width) {
+const std::vector<std::string>& wrapped_lines(Shell& app, const std::string& text, float width) {
   ImFont* font = ImGui::GetFont();
   const float size = ImGui::GetFontSize();
   // Unrounded advances add up over the pieces of a line; ImGui::CalcTextSize, which the line used
@@ -91,10 +89,8 @@ const std::vector<std::string>& lines_at(Shell& app, const std::string& text, fl
       [](float w) { return static_cast<float>(static_cast<int>(w + 0.99999f)); });
 }
 
-}  // namespace
-
 void wrapped_at(Shell& app, const std::string& text, float avail, const ImVec4* colour) {
-  const std::vector<std::string>& lines = lines_at(app, text, std::max(40.0f, avail));
+  const std::vector<std::string>& lines = wrapped_lines(app, text, std::max(40.0f, avail));
   if (colour) ImGui::PushStyleColor(ImGuiCol_Text, *colour);
   for (const std::string& line : lines) ImGui::TextUnformatted(line.data(), line.data() + line.size());
   if (colour) ImGui::PopStyleColor();
@@ -102,7 +98,7 @@ void wrapped_at(Shell& app, const std::string& text, float avail, const ImVec4* 
 
 void wrapped_capped(Shell& app, const std::string& text, float share, const ImVec4* colour) {
   const float width = std::max(40.0f, ImGui::GetContentRegionAvail().x);
-  const std::vector<std::string>& lines = lines_at(app, text, width);
+  const std::vector<std::string>& lines = wrapped_lines(app, text, width);
   const float line_h = ImGui::GetTextLineHeightWithSpacing();
   const std::size_t most =
       static_cast<std::size_t>(std::max(1.0f, std::floor(ImGui::GetWindowHeight() * share / std::max(1.0f, line_h))));

@@ -47,6 +47,9 @@ void wrapped(Shell& app, const std::string& text, const ImVec4* colour = nullptr
 // ImGui::TextWrapped would break anywhere in Chinese text ("6." | "9%"), this breaks between
 // wrap_units only.
 void wrapped_at(Shell& app, const std::string& text, float width, const ImVec4* colour = nullptr);
+// The lines `text` breaks into at `width` pixels in the current font (wrapped_at's, from the
+// cache), for a caller that measures them before it draws them.
+const std::vector<std::string>& wrapped_lines(Shell& app, const std::string& text, float width);
 // `wrapped` in at most `share` of the window's height (at least one line): where the text needs
 // more, the last line shown ends in "…" and the whole text is the tooltip. An explanation above a
 // plot that would otherwise push the plot out of a small window or a large UI scale.
