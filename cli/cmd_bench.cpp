@@ -197,7 +197,7 @@ void register_bench(CLI::App& app, int& exit_code) {
       ->type_name("LIST");
   b->add_option("--pass", a->pass,
                 "forward, backward or both: the backward times the gradients for a random dO (after a "
-                "forward that keeps what they need; CPU staged and fused, fp32), FLOPs 2.5x the "
+                "forward that keeps what they need; CPU staged and fused in fp32, CUDA fused in fp32 and bf16), FLOPs 2.5x the "
                 "forward's for the fused algorithm, 2x for the staged one (default forward)")
       ->type_name("PASS");
   b->add_option("--repeat", a->repeat, "timed repetitions per case (default 10)")
@@ -205,8 +205,16 @@ void register_bench(CLI::App& app, int& exit_code) {
   b->add_option("--warmup", a->warmup, "untimed repetitions first (default 2)")->type_name("W");
   b->add_option("--seed", a->seed, "seed of the random inputs (default 0)")->type_name("S");
   b->add_option("--format", a->format, "table | json | csv (default table)")->type_name("FMT");
-  b->add_option("--max-seconds", a->max_seconds,
-                "skip CPU cases estimated to take longer than this (default 60)")
+  // Plain decimal notation, as the temperature (parse_plain_number: not "0x10", "inf", "1e400").
+  b->add_option_function<std::string>(
+       "--max-seconds",
+       [a](const std::string& s) {
+         const std::optional<double> v = parse_plain_number(s);
+         if (!v || !std::isfinite(*v) || !(*v > 0))
+           throw InputError("--max-seconds must be a finite decimal number > 0, got '" + trim_blanks(s) + "'");
+         a->max_seconds = *v;
+       },
+       "skip CPU cases estimated to take longer than this (default 60)")
       ->type_name("S");
   b->add_option("--output", a->output_file, "write the report to FILE instead of stdout")
       ->type_name("FILE");

@@ -20,18 +20,21 @@ namespace {
 
 struct VerifyJob {
   ProblemArgs args;
-  std::optional<double> atol, rtol;
+  std::optional<std::string> atol, rtol;  // as typed
 };
 
-void check_tolerance(const char* name, const std::optional<double>& v) {
-  if (v && !(std::isfinite(*v) && *v >= 0))
-    throw InputError(Msg::ToleranceInvalid, {name, format_number("%g", *v)});
+// A tolerance as typed, read as the temperature is (parse_plain_number: plain decimal notation,
+// not "0x10", "inf" or "1e400"), finite and >= 0.
+std::optional<double> check_tolerance(const char* name, const std::optional<std::string>& text) {
+  if (!text) return std::nullopt;
+  const std::optional<double> v = parse_plain_number(*text);
+  if (!v || !(std::isfinite(*v) && *v >= 0)) throw InputError(Msg::ToleranceInvalid, {name, trim_blanks(*text)});
+  return v;
 }
 
 int run_verify(const VerifyJob& job) {
   const ProblemArgs& a = job.args;
-  check_tolerance("--atol", job.atol);
-  check_tolerance("--rtol", job.rtol);
+  const std::optional<double> atol = check_tolerance("--atol", job.atol), rtol = check_tolerance("--rtol", job.rtol);
   const Format format = parse_format(a.format);
   if (format != Format::Text && format != Format::Json)
     throw InputError(Msg::VerifyFormat, {a.format});
@@ -47,8 +50,8 @@ int run_verify(const VerifyJob& job) {
   const TraceD ref = reference_fp64(p);
 
   VerifyOptions vo;
-  vo.atol = job.atol;
-  vo.rtol = job.rtol;
+  vo.atol = atol;
+  vo.rtol = rtol;
   const VerifyReport report = verify_trace(p, t, ref, vo);
   emit(a.output_file, format == Format::Json ? render_verify_json(report)
                                                  : render_verify_text(report, resolve_lang(a)));
@@ -69,11 +72,15 @@ void register_verify(CLI::App& app, int& exit_code) {
   add_state_options(v, job->args);
   // verify prints its report, not the stages: two of the shared formats apply.
   v->get_option("--format")->description("Output format: text or json")->type_name("text|json");
-  v->add_option("--atol", job->atol,
-                "Absolute tolerance for every compared stage (default: per stage, printed)")
+  // Kept as typed; check_tolerance reads them in run_verify.
+  const auto tolerance = [](std::optional<std::string>& to) { return [&to](const std::string& s) { to = s; }; };
+  v->add_option_function<std::string>("--atol", tolerance(job->atol),
+                                      "Absolute tolerance for every compared stage, a decimal number >= 0 "
+                                      "(default: per stage, printed)")
       ->type_name("A");
-  v->add_option("--rtol", job->rtol,
-                "Relative tolerance for every compared stage (default: 1e-5 fp32, 2e-2 bf16)")
+  v->add_option_function<std::string>("--rtol", tolerance(job->rtol),
+                                      "Relative tolerance for every compared stage, a decimal number >= 0 "
+                                      "(default: 1e-5 fp32, 2e-2 bf16)")
       ->type_name("R");
   v->callback([job, &exit_code] { exit_code = run_verify(*job); });
 }

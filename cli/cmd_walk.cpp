@@ -28,13 +28,13 @@ struct WalkJob {
   bool split_given = false;  // --split typed (run's default 0, "automatic", is no split count here)
 };
 
-// A whole number >= 1 as typed: digits only (no sign, no spaces inside, no exponent).
-int parse_count(const std::string& option, const std::string& text, int min, const std::string& what) {
+// A whole number >= min as typed: digits only (no sign, no spaces inside, no exponent); else
+// the refusal `refusal` (Msg::WalkTileCount, WalkHeadCount) of the text.
+int parse_count(const std::string& text, int min, Msg refusal) {
   const bool digits = !text.empty() && text.size() <= 9 &&
                       text.find_first_not_of("0123456789") == std::string::npos;
   const long long v = digits ? std::stoll(text) : -1;
-  if (!digits || v < min)
-    throw InputError(option + " must be a whole number " + what + ", got '" + text + "'");
+  if (!digits || v < min) throw InputError(refusal, {text});
   return static_cast<int>(v);
 }
 
@@ -42,8 +42,8 @@ void run_walk(const WalkJob& job) {
   const ProblemArgs& a = job.args;
   const bool demo = !uses_inputs(a);
   // Typos in --tile and --head cost nothing: checked before the problem is built.
-  const int tile_arg = job.tile.empty() ? 0 : parse_count("--tile", job.tile, 1, "of keys per tile >= 1");
-  const int head = parse_count("--head", job.head, 0, ">= 0");
+  const int tile_arg = job.tile.empty() ? 0 : parse_count(job.tile, 1, Msg::WalkTileCount);
+  const int head = parse_count(job.head, 0, Msg::WalkHeadCount);
   const Format format = parse_format(a.format);
   if (format == Format::Csv) throw InputError(Msg::WalkFormat, {});
   const Problem p = build_problem(a, demo);

@@ -95,7 +95,7 @@ void add_state_options(CLI::App* cmd, ProblemArgs& a) {
                   "document:FILE (a document id per position), prefix:P (prefix-LM: the first P positions "
                   "seen both ways, the rest causal); none")
       ->type_name("SPEC");
-  cmd->add_option("--lang", a.lang, "Language of the text: zh or en (default: from $LANG)")
+  cmd->add_option("--lang", a.lang, "Language of the text: zh or en (default: from the locale, LC_ALL, else LC_MESSAGES, else LANG)")
       ->type_name("zh|en");
   cmd->add_option("--format", a.format, "Output format: text (the page's tables), json, csv "
                                         "or markdown")
@@ -222,6 +222,8 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
   if (a.splits != 0 && parse_variant(a.variant) == Variant::Decode) check_split_count(a.splits, p.m());
 
   p.temperature = a.temperature.value_or(demo ? 0.85 : 1.0);
+  // The labels before the masks, so that a refusal of a row (fully masked) names the row's token.
+  apply_token_spec(p, a.tokens, a.tokens_file);
   // induction comes with its causal mask; --mask causal or a mask file still apply.
   if (a.bundle.empty() && !(pattern.kind == PatternKind::Induction && a.mask == "none"))
     apply_mask_spec(p, a.mask);
@@ -231,7 +233,7 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
   // Head h of the H random heads, exactly as generated, after the modifications: it keeps its own
   // ALiBi slope among the H (picked first, it was a one-head problem's) and its rows of a per-head bias.
   if (a.random_n && a.head) p = one_head(p, *a.head);
-  apply_token_spec(p, a.tokens, a.tokens_file);
+  validate(p);
   return p;
 }
 
@@ -305,7 +307,7 @@ void check_output_path(const std::string& path) {
 void emit(const std::string& output_file, const std::string& text) {
   if (output_file.empty()) {
     std::cout << text << std::flush;
-    if (!std::cout) throw WriteError(message_of(std::runtime_error("could not write to standard output")));
+    if (!std::cout) throw WriteError(message_of(Msg::WriteStdout, {}));
     return;
   }
   try {

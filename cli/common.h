@@ -45,7 +45,7 @@ struct ProblemArgs {
   std::optional<std::string> score_mod;   // --score-mod SPEC
   std::optional<std::string> mask_mod;    // --mask-mod SPEC
   std::string tokens, tokens_file;
-  std::string lang;              // zh | en; empty = from $LANG
+  std::string lang;              // zh | en; empty = from the locale (lang_from_args)
   std::string format = "text";   // text | json | csv | markdown
   std::string backend = "auto";  // auto | cpu | cuda
   std::string variant = "staged";  // staged | fused | decode

@@ -18,6 +18,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace attnlab::cli { void register_walk(CLI::App& app, int& exit_code); }  // cli/cmd_walk.cpp
@@ -67,8 +68,10 @@ std::string subcommand_names(const CLI::App& app) {
 // CLI11 (the others are read as text and checked by the lab with their own messages), so the
 // value's form tells the reason: digits alone overflowed the option's integer type; a number
 // strtod reads whole (1e3, 2.5) was refused by an integer option, as a real one would have taken
-// it; anything else is no number at all. Returns "" for any other ConversionError.
-std::string conversion_message(const std::string& what) {
+// it; anything else is no number at all. Catalogued (Msg::NumberDigits, NumberWhole, NumberAny),
+// so they read in --lang's language; an empty Message for any other ConversionError.
+attnlab::Message conversion_message(const std::string& what) {
+  using attnlab::Msg;
   const std::string head = "Could not convert: ";
   const std::size_t eq = what.find(" = ");
   if (what.rfind(head, 0) != 0 || eq == std::string::npos) return {};
@@ -76,43 +79,52 @@ std::string conversion_message(const std::string& what) {
   const std::string value = what.substr(eq + 3);
   const std::size_t sign = !value.empty() && (value[0] == '-' || value[0] == '+') ? 1 : 0;
   const bool digits = value.size() > sign && value.find_first_not_of("0123456789", sign) == std::string::npos;
-  if (digits) return name + " must be a whole number of at most 9 digits, got '" + value + "'";
+  if (digits) return attnlab::message_of(Msg::NumberDigits, {name, value});
   char* end = nullptr;
   std::strtod(value.c_str(), &end);
   const bool real = !value.empty() && end == value.c_str() + value.size() &&
                     !std::isspace(static_cast<unsigned char>(value[0]));
-  if (real) return name + " must be a whole number, got '" + value + "'";
-  return name + " must be a number, got '" + value + "'";
+  return attnlab::message_of(real ? Msg::NumberWhole : Msg::NumberAny, {name, value});
 }
+
+// The validators' refusals, as syntax_message reads them back: "<form><value>'".
+const std::string kDecimalForm = "must be a decimal whole number, got '";
+const std::string kSeedForm = "must be a whole number from 0 to 18446744073709551615, got '";
 
 // CLI11's own wording for an option given twice ("--temperature: At Most 1 required but received
 // 2"), one without its value ("--query: 1 required TEXT missing", also for `--query=`) and words
 // it did not expect ("The following arguments were not expected: 0.5 --temp", joined in reverse)
 // in the lab's: "--temperature is given twice", "--query needs a value", "unknown option --temp"
-// (the first option among them, in the order typed). Returns "" for any other message.
-std::string syntax_message(const std::string& what) {
+// (the first option among them, in the order typed), in English; the lab's validators' refusals
+// of a number's form (Msg::NumberDecimal, SeedRange) catalogued. An empty Message for any other.
+attnlab::Message syntax_message(const std::string& what) {
+  using attnlab::Msg;
+  const auto english = [](const std::string& text) { return attnlab::Message{Msg::None, {}, text}; };
   const std::size_t colon = what.find(": ");
   const std::string name = colon == std::string::npos ? std::string() : what.substr(0, colon);
   const std::string rest = colon == std::string::npos ? std::string() : what.substr(colon + 2);
   const std::string at_most = "At Most ", received = " required but received ";
   if (rest.rfind(at_most, 0) == 0 && rest.find(received) != std::string::npos) {
     const std::string times = rest.substr(rest.find(received) + received.size());
-    return name + " is given " + (times == "2" ? std::string("twice") : times + " times");
+    return english(name + " is given " + (times == "2" ? std::string("twice") : times + " times"));
   }
-  // The lab's own validators (refuse_empty_and_overflowing_values): "--seed: must be ..." reads as
-  // the conversions' "--random must be ...".
-  if (!name.empty() && name[0] == '-' && rest.rfind("must be ", 0) == 0) return name + " " + rest;
-  if (!name.empty() && name[0] == '-' && rest == "an empty value is not allowed") return name + " needs a value";
+  // The lab's own validators (refuse_empty_and_overflowing_values): "--seed: must be ..., got 'x'"
+  // reads as the conversions' "--random must be ...".
+  for (const auto& [form, id] : {std::pair<std::string, Msg>{kDecimalForm, Msg::NumberDecimal},
+                                 std::pair<std::string, Msg>{kSeedForm, Msg::SeedRange}})
+    if (!name.empty() && name[0] == '-' && rest.rfind(form, 0) == 0 && rest.size() > form.size() + 1 && rest.back() == '\'')
+      return attnlab::message_of(id, {name, rest.substr(form.size(), rest.size() - form.size() - 1)});
+  if (!name.empty() && name[0] == '-' && rest == "an empty value is not allowed") return english(name + " needs a value");
   if (rest.size() > 8 && rest.compare(rest.size() - 8, 8, " missing") == 0 && rest.find(" required ") != std::string::npos)
-    return name + " needs a value";
+    return english(name + " needs a value");
   for (const char* head : {"The following arguments were not expected: ", "The following argument was not expected: "}) {
     if (what.rfind(head, 0) != 0) continue;
     std::vector<std::string> words;
     std::istringstream in(what.substr(std::string(head).size()));
     for (std::string w; in >> w;) words.insert(words.begin(), w);
     for (const std::string& w : words)
-      if (w.size() > 1 && w[0] == '-') return "unknown option " + w.substr(0, w.find('='));
-    return "unexpected argument '" + (words.empty() ? std::string() : words.front()) + "'";
+      if (w.size() > 1 && w[0] == '-') return english("unknown option " + w.substr(0, w.find('=')));
+    return english("unexpected argument '" + (words.empty() ? std::string() : words.front()) + "'");
   }
   return {};
 }
@@ -130,8 +142,7 @@ void refuse_empty_and_overflowing_values(CLI::App& app) {
         char* end = nullptr;
         const bool digits = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
         if (digits) std::strtoull(v.c_str(), &end, 10);
-        return digits && errno != ERANGE ? std::string()
-                                         : "must be a whole number from 0 to 18446744073709551615, got '" + v + "'";
+        return digits && errno != ERANGE ? std::string() : kSeedForm + v + "'";
       },
       "", "seed");
   // CLI11 reads integers in C's base 0: --seed 010 was seed 8 and --random 0x10 16 tokens. The
@@ -146,7 +157,7 @@ void refuse_empty_and_overflowing_values(CLI::App& app) {
         v = from == std::string::npos ? std::string() : v.substr(from, to - from + 1);
         const std::size_t sign = !v.empty() && (v[0] == '-' || v[0] == '+') ? 1 : 0;
         if (v.size() > sign + 1 && v[sign] == '0' && std::isalpha(static_cast<unsigned char>(v[sign + 1])))
-          return "must be a decimal whole number, got '" + v + "'";
+          return kDecimalForm + v + "'";
         if (v.size() > sign + 1 && v.find_first_not_of("0123456789", sign) == std::string::npos) {
           const std::size_t first = std::min(v.find_first_not_of('0', sign), v.size() - 1);
           v.erase(sign, first - sign);
@@ -172,7 +183,8 @@ int main(int argc, char** argv) {
       "attnlab — a lab for scaled dot-product attention: QKᵀ, the √d_k scaling, the mask, the "
       "temperature, a stable row-wise softmax and P·V, every stage shown and checkable; Eigen on "
       "the CPU (the reference), CUDA kernels on an NVIDIA GPU.\n"
-      "Exit codes: 0 success, 2 bad input or usage, 1 internal error (verify: 3 on FAIL).",
+      "Exit codes: 0 success, 2 bad input or usage, 1 internal error, 3 verify's FAIL or backward --check's "
+      "gradient outside its bound.",
       "attnlab"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Help for every subcommand");
@@ -217,21 +229,48 @@ int main(int argc, char** argv) {
                           (sub.empty() ? "" : sub + " ") + "--help)",
                       2);
 
+  // An option that takes a value, given none: CLI11 2.1 takes the next argument as its value
+  // (`--output --check` wrote a file named "--check" and ran no check) and reads `--query= 2` as
+  // `--query 2`. The next argument that is an option (it starts with "--"; a negative number has
+  // one dash), or nothing after the '=', is no value.
+  if (!sub.empty())
+    for (const CLI::Option* o : app.get_subcommand(sub)->get_options(
+             [](const CLI::Option* o) { return o->get_items_expected_min() >= 1; }))
+      for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        if (arg == o->get_name() + "=" ||
+            (arg == o->get_name() && i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) == 0))
+          return fail(o->get_name() + " needs a value (see attnlab " + sub + " --help)", 2);
+      }
+
+  // The help printed, or one line when it could not be written (`--help > /dev/full`).
+  const auto help = [&](const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    std::cout.flush();
+    return std::cout ? code
+                     : fail(attnlab::render_message(attnlab::Msg::WriteStdout, {}, attnlab::lang_from_args(argc, argv)), 1);
+  };
   try {
     app.parse(argc, argv);
     return exit_code;
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return help(e);
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return help(e);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);
+    if (e.get_exit_code() == 0) return help(e);
     std::string msg = e.what();
-    const std::string clear = dynamic_cast<const CLI::ConversionError*>(&e) ? conversion_message(msg) : syntax_message(msg);
-    if (!clear.empty()) msg = clear;
+    const attnlab::Message clear =
+        dynamic_cast<const CLI::ConversionError*>(&e) ? conversion_message(msg) : syntax_message(msg);
+    const attnlab::Lang lang = attnlab::lang_from_args(argc, argv);
+    if (!clear.empty()) msg = clear.text(lang);
     if (dynamic_cast<const CLI::RequiredError*>(&e) && sub.empty())
       msg = "a subcommand is required: " + subcommand_names(app);
-    return fail(lower_first(one_line(msg)) + " (see attnlab " + (sub.empty() ? "" : sub + " ") + "--help)", 2);
+    const std::string help = "attnlab " + (sub.empty() ? "" : sub + " ") + "--help";
+    // A catalogued refusal in Chinese points to the help in Chinese brackets; the syntax errors'
+    // English keeps English ones.
+    const bool zh = lang == attnlab::Lang::Zh && clear.id != attnlab::Msg::None;
+    return fail(lower_first(one_line(msg)) + (zh ? "（见 " + help + "）" : " (see " + help + ")"), 2);
   } catch (const attnlab::cli::WriteError& e) {
     // The lab's catalogued refusals (core/messages.h: inputs, files, values, modifications) in
     // --lang's language (lang_from_args); CLI11's syntax errors above and the few uncatalogued

@@ -233,14 +233,17 @@ Problem bundle_problem(const Bundle& b, int layer, std::optional<int> head) {
   const int first = head ? *head : 0;
   const int count = head ? 1 : c.heads;
   p.heads = count;
-  in.q.resize(static_cast<Eigen::Index>(count) * c.n, c.d_k);
-  in.k.resize(static_cast<Eigen::Index>(count) * c.m, c.d_k);
-  in.v.resize(static_cast<Eigen::Index>(count) * c.m, c.d_v);
-  for (int i = 0; i < count; ++i) {
-    const int h = first + i, kvh = h / group;
-    in.q.middleRows(static_cast<Eigen::Index>(i) * c.n, c.n) = q.middleRows(static_cast<Eigen::Index>(h) * c.n, c.n);
-    in.k.middleRows(static_cast<Eigen::Index>(i) * c.m, c.m) = k.middleRows(static_cast<Eigen::Index>(kvh) * c.m, c.m);
-    in.v.middleRows(static_cast<Eigen::Index>(i) * c.m, c.m) = v.middleRows(static_cast<Eigen::Index>(kvh) * c.m, c.m);
+  if (head) {  // one query head and its key/value head
+    const int kvh = first / group;
+    in.q = q.middleRows(static_cast<Eigen::Index>(first) * c.n, c.n);
+    in.k = k.middleRows(static_cast<Eigen::Index>(kvh) * c.m, c.m);
+    in.v = v.middleRows(static_cast<Eigen::Index>(kvh) * c.m, c.m);
+    p.kv_group = 1;
+  } else {  // every head, the key/value heads shared by their groups as the model shares them
+    in.q = q;
+    in.k = k;
+    in.v = v;
+    p.kv_group = group;
   }
   p.scale = c.scale;
 

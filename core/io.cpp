@@ -426,9 +426,9 @@ double npy_element(const char* data, std::size_t index, std::size_t item) {
 }
 
 MatrixF parse_npy_values(std::string_view bytes, const std::string& name, Values mode) {
-  if (bytes.size() < kNpyMagic.size() + 2 || !bytes.starts_with(kNpyMagic)) {
-    throw InputError(Msg::NotNpy, {name});
-  }
+  if (!bytes.starts_with(kNpyMagic)) throw InputError(Msg::NotNpy, {name});
+  // The magic and no version bytes after it: a header cut short.
+  if (bytes.size() < kNpyMagic.size() + 2) throw InputError(Msg::NpyHeaderTruncated, {name});
   const int major = static_cast<unsigned char>(bytes[6]);
   const int minor = static_cast<unsigned char>(bytes[7]);
   if (major < 1 || major > 3) {

@@ -81,7 +81,7 @@ enum class Msg : int {
   DiffItem,             // {0} the item without '='
   DiffKeyUnknown,       // {0} key
   DiffKeyTwice,         // {0} key
-  DiffValue,            // {0} key, {1} value, {2} what the key takes
+  DiffValue,            // {0} key, {1} value, {2} the words the key takes ("none, causal")
   Bf16StagedCuda,
   Bf16Streamed,         // {0} N, {1} the largest N whose stages are kept
   RunPrecision,         // {0} the value
@@ -250,6 +250,18 @@ enum class Msg : int {
   PrecisionUnknown,     // {0} name
   DocumentsQueriesOverKeys,  // {0} queries, {1} keys
   GpuMemoryBackward,    // {0} need, {1} free
+  WalkTileCount,        // {0} text: walk --tile not a whole number >= 1
+  WalkHeadCount,        // {0} text: walk --head not a whole number >= 0
+  WriteStdout,          // standard output could not be written
+  NumberDigits,         // {0} option, {1} value: digits beyond the option's integer type
+  NumberWhole,          // {0} option, {1} value: a real number for a whole-number option
+  NumberAny,            // {0} option, {1} value: no number
+  NumberDecimal,        // {0} option, {1} value: a base prefix (0x10)
+  SeedRange,            // {0} option, {1} value: not a whole number from 0 to 2^64 - 1
+  DiffTemperature,      // {0} key, {1} value: --diff temperature= not a finite number > 0
+  DiffQuery,            // --diff query= empty
+  TemperatureFp32,      // {0} the temperature, above FLT_MAX
+  AlibiSlopeRange,      // {0} slope, {1} the largest distance: slope * distance beyond fp32
   Count_
 };
 

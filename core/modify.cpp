@@ -315,8 +315,15 @@ void validate_modifications(const Problem& p) {
     const std::size_t given = md.alibi_slopes.size();
     if (given > 1 && static_cast<int>(given) != p.heads)
       throw InputError(Msg::AlibiSlopeCount, {std::to_string(given), std::to_string(p.heads)});
-    for (double s : md.alibi_slopes)
+    // The bias -slope |i - j| is formed in fp32; the largest distance is max(n, m) - 1 (query i at
+    // i + m - n, key j at j). Half of fp32's range, so that adding it to a score cannot overflow
+    // where the score itself is no larger.
+    const double far = std::max(n, m) - 1;
+    for (double s : md.alibi_slopes) {
       if (!std::isfinite(s)) throw InputError(Msg::AlibiSlopeValue, {format_number("%.9g", s)});
+      if (std::abs(s) * far > std::numeric_limits<float>::max() / 2)
+        throw InputError(Msg::AlibiSlopeRange, {format_number("%.9g", s), std::to_string(static_cast<long long>(far))});
+    }
   }
   const MatrixF& b = p.bias();
   if (b.size() > 0) {

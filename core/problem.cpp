@@ -38,6 +38,8 @@ void check_finite(const MatrixF& a, const char* name) {
 void validate_temperature(double t) {
   if (!std::isfinite(t) || t <= 0)
     throw InputError(Msg::TemperatureInvalid, {format_number("%.9g", t)});
+  // The fp32 chains divide by T as a float: above FLT_MAX it is infinity and every logit 0.
+  if (t > std::numeric_limits<float>::max()) throw InputError(Msg::TemperatureFp32, {format_number("%.9g", t)});
 }
 
 void validate_scale(double s) {

@@ -242,6 +242,8 @@ VerifyReport verify_trace(const Problem& p, const Trace& t, const TraceD& ref,
   }
   r.source = p.source;
   r.source_zh = p.source_in(Lang::Zh);
+  r.atol_given = opt.atol;
+  r.rtol_given = opt.rtol;
 
   // fp32's chain of stage tolerances, made once (each carries the one before) where stages are kept.
   const auto chain = t.has_stages && t.precision == Precision::FP32 ? fp32_chain_tolerances(p, ref)
@@ -406,7 +408,10 @@ std::string render_verify_text(const VerifyReport& r, Lang lang) {
     o << (zh ? "行和与被屏蔽的权重：未检查（融合或解码计算不保留权重）\n"
              : "row sums and masked weights: not checked (a fused or decode run keeps no weights)\n");
   }
-  if (r.precision == Precision::BF16)
+  if (r.atol_given && r.rtol_given)
+    o << (zh ? "容差：每个比较的阶段都用给定的 atol = " : "tolerances: as given, atol = ") << fmt(*r.atol_given)
+      << (zh ? "，rtol = " : ", rtol = ") << fmt(*r.rtol_given) << (zh ? "\n" : " for every compared stage\n");
+  else if (r.precision == Precision::BF16)
     o << (zh ? "容差：bf16 输入，rtol = 2e-2，atol = 2e-2；分数、缩放分数和 logits 的 atol 取 bf16 "
                "舍入的上界（若更大）；权重和输出另外取 bf16 logits 的舍入（最大 logit 的 2^-8）所传递的误差（若更大）\n"
              : "tolerances: bf16 inputs, rtol = 2e-2, atol = 2e-2; for scores, scaled and logits "
@@ -420,6 +425,13 @@ std::string render_verify_text(const VerifyReport& r, Lang lang) {
                "subnormals (2^-149 per operation) nor below the stage before's atol carried through the step "
                "(the scores: 8 ulp of the largest |q| |k|); weights and output also allow the rounding of fp32 "
                "logits (8 ulp of the largest logit)\n");
+  if (r.atol_given.has_value() != r.rtol_given.has_value()) {
+    const bool a = r.atol_given.has_value();
+    o << (zh ? std::string("给定的 ") + (a ? "atol = " : "rtol = ") + fmt(a ? *r.atol_given : *r.rtol_given) +
+                   " 取代上面每个阶段的 " + (a ? "atol" : "rtol") + "\n"
+             : std::string("the given ") + (a ? "atol = " : "rtol = ") + fmt(a ? *r.atol_given : *r.rtol_given) +
+                   " replaces every stage's " + (a ? "atol" : "rtol") + " above\n");
+  }
   const std::vector<std::string> weak = r.uninformative();
   if (!weak.empty()) {
     std::string names;

@@ -103,6 +103,9 @@ struct VerifyReport {
   // modifications_text and the problem's source (a bundle, a synthetic pattern) in each language;
   // empty where it has none.
   std::string modifications, modifications_zh, source, source_zh;
+  // The tolerances given on the command line (--atol, --rtol), which replace the defaults for every
+  // stage but the mask; empty where the default applies.
+  std::optional<double> atol_given, rtol_given;
 
   std::vector<StageCheck> stages;
 

@@ -219,7 +219,7 @@ std::string heading(const Walk& w, Lang lang) {
 }
 
 std::string render_text(const Walk& w, Lang lang) {
-  std::string s = heading(w, lang) + "\n\n";
+  std::string s = walk_source_line(w, lang) + heading(w, lang) + "\n\n";
   for (const WalkTile& t : w.tiles) {
     s += (zh(lang) ? "第 " + std::to_string(t.index) + " 块 · 键 " : "Tile " + std::to_string(t.index) + " · keys ") +
          key_range(t) + "\n";
@@ -245,7 +245,7 @@ std::string render_text(const Walk& w, Lang lang) {
 
 std::string render_markdown(const Walk& w, Lang lang) {
   std::string s = "## " + std::string(zh(lang) ? "在线 softmax 游走" : "Online softmax walk") + "\n\n" +
-                  heading(w, lang) + "\n\n";
+                  walk_source_line(w, lang) + (w.source.empty() ? "" : "\n") + heading(w, lang) + "\n\n";
   for (const WalkTile& t : w.tiles) {
     s += "### " + (zh(lang) ? "第 " + std::to_string(t.index) + " 块 · 键 " : "Tile " + std::to_string(t.index) + " · keys ") +
          key_range(t) + "\n\n";
@@ -380,6 +380,11 @@ std::string render_walk(const Walk& w, Lang lang, Format format) {
   throw InputError(Msg::WalkFormat, {});
 }
 
+std::string walk_source_line(const WalkHeader& w, Lang lang) {
+  if (w.source.empty()) return {};
+  return (zh(lang) ? "来源：" + w.source_zh : "source: " + w.source) + "\n";
+}
+
 void walk_json_header(const WalkHeader& w, nlohmann::ordered_json& j) {
   j["query"] = w.query;
   j["head"] = w.head;
@@ -390,6 +395,7 @@ void walk_json_header(const WalkHeader& w, nlohmann::ordered_json& j) {
   j["d_k"] = w.d_k;
   j["d_v"] = w.d_v;
   j["keys"] = w.keys;
+  if (!w.source.empty()) j["source"] = w.source;
 }
 
 void walk_json_tile(int index, int j0, int j1, WalkTile::Skip skip, nlohmann::ordered_json& o) {

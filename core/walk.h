@@ -68,6 +68,9 @@ struct WalkHeader {
   // The problem's modifications (modifications_text, en and zh; empty without any). With score
   // mods the kernel works on the modified scaled scores and `scale` is 1 / T.
   std::string modifications, modifications_zh;
+  // Where the problem came from (a bundle's call and head, a pattern, one head of several; en and
+  // zh; empty for the demo, files and a plain random problem), as run's texts name it.
+  std::string source, source_zh;
   bool score_mods = false;
   std::string query_token;
   std::vector<std::string> key_tokens;  // m labels

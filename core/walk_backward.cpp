@@ -121,7 +121,7 @@ std::string final_lines(const BackwardWalk& w, Lang lang, const char* bullet) {
 }
 
 std::string render_text(const BackwardWalk& w, Lang lang) {
-  std::string s = heading(w, lang) + "\n\n";
+  std::string s = walk_source_line(w, lang) + heading(w, lang) + "\n\n";
   for (const BackwardWalkTile& t : w.tiles) {
     s += (zh(lang) ? "第 " + std::to_string(t.index) + " 块 · 键 " : "Tile " + std::to_string(t.index) + " · keys ") +
          keys_of(t) + "\n";
@@ -145,7 +145,8 @@ std::string render_text(const BackwardWalk& w, Lang lang) {
 }
 
 std::string render_markdown(const BackwardWalk& w, Lang lang) {
-  std::string s = "## " + std::string(zh(lang) ? "反向游走" : "Backward walk") + "\n\n" + heading(w, lang) + "\n\n";
+  std::string s = "## " + std::string(zh(lang) ? "反向游走" : "Backward walk") + "\n\n" + walk_source_line(w, lang) +
+                  (w.source.empty() ? "" : "\n") + heading(w, lang) + "\n\n";
   for (const BackwardWalkTile& t : w.tiles) {
     s += "### " + (zh(lang) ? "第 " + std::to_string(t.index) + " 块 · 键 " : "Tile " + std::to_string(t.index) + " · keys ") +
          keys_of(t) + "\n\n";

@@ -18,8 +18,10 @@ std::string walk_vector(const std::vector<double>& v);
 // %.9g (every float round-trips), non-finite as null.
 nlohmann::ordered_json walk_json_number(double x);
 nlohmann::ordered_json walk_json_vector(const std::vector<double>& v);
+// "source: …" and a line break, as run's texts begin (the problem's source; "" without one).
+std::string walk_source_line(const WalkHeader& w, Lang lang);
 // The row's description as both walks' JSON starts: query, head, tile, temperature, mask, the
-// modifications (when any), d_k, d_v, keys.
+// modifications (when any), d_k, d_v, keys, the source (when any).
 void walk_json_header(const WalkHeader& w, nlohmann::ordered_json& j);
 // A tile's first fields: index, keys [j0, j1), skipped and, when skipped, why (causal, window,
 // document).

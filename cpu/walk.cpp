@@ -59,6 +59,8 @@ void walk_fill_header(const Problem& p, int head, int query, int tile, float sca
   w.scale = scale;
   w.modifications = modifications_text(p, Lang::En);
   w.modifications_zh = modifications_text(p, Lang::Zh);
+  w.source = p.source;
+  w.source_zh = p.source_in(Lang::Zh);
   w.score_mods = has_score_mods(p);
   w.query_token = token_label(p.query_tokens(), query);
   w.key_tokens.reserve(p.m());

@@ -23,7 +23,7 @@ bool cuda_available(std::string* reason) {
 
 void check_backend_name(const std::string& name) {
   if (name != "auto" && name != "cpu" && name != "cuda")
-    throw InputError("unknown backend '" + name + "' (use auto, cpu or cuda)");
+    throw InputError(Msg::UnknownBackend, {name});
 }
 
 std::unique_ptr<Backend> make_backend(const std::string& name) {

@@ -20,7 +20,7 @@ namespace attnlab {
 // *reason (if given) says why ("attnlab was built without CUDA", "cudaGetDeviceCount: ...").
 bool cuda_available(std::string* reason = nullptr);
 
-// Throws InputError("unknown backend '<name>' (use auto, cpu or cuda)") for any other name: the
+// Throws InputError(Msg::UnknownBackend: "unknown backend '<name>' (use auto, cpu or cuda)") for any other name: the
 // CLI checks its --backend with it before reading inputs, make_backend before choosing.
 void check_backend_name(const std::string& name);
 

@@ -64,11 +64,15 @@ TEST(Bundle, GroupedQueryHeadsShareTheirKeyValueHead) {
   EXPECT_EQ(p.heads, 4);
   EXPECT_EQ(p.n(), 5);
   EXPECT_EQ(p.q(), a.q);
-  // Query heads 0, 1 read kv head 0; 2, 3 read kv head 1.
-  EXPECT_EQ(p.k().middleRows(0, 5), a.k.middleRows(0, 5));
-  EXPECT_EQ(p.k().middleRows(5, 5), a.k.middleRows(0, 5));
-  EXPECT_EQ(p.k().middleRows(10, 5), a.k.middleRows(5, 5));
-  EXPECT_EQ(p.v().middleRows(15, 5), a.v.middleRows(5, 5));
+  // The model's two key/value heads kept, not copied per query head (the backward's dK and dV
+  // are then the model's: one per key/value head, summed over its group): query heads 0, 1 read
+  // kv head 0; 2, 3 read kv head 1.
+  EXPECT_EQ(p.kv_heads(), 2);
+  EXPECT_EQ(p.k(), a.k);
+  EXPECT_EQ(p.v(), a.v);
+  EXPECT_EQ(p.kv_row(1), 0);
+  EXPECT_EQ(p.kv_row(2), 5);
+  EXPECT_EQ(p.kv_row(3), 5);
   const Problem h3 = bundle_problem(b, 0, 3);
   EXPECT_EQ(h3.heads, 1);
   EXPECT_EQ(h3.q(), a.q.middleRows(15, 5));

@@ -676,7 +676,7 @@ TEST_F(Cli, UsageErrorsAreOneLine) {
   expect_refused({"run", "--random", "99999999999"}, {"--random must be a whole number of at most 9 digits", "'99999999999'"});
   expect_refused({"bench", "--repeat", "1e3"}, {"--repeat must be a whole number, got '1e3'"});
   expect_refused({"run", "--random", "4", "--dk", "2.5"}, {"--dk must be a whole number, got '2.5'"});
-  expect_refused({"bench", "--max-seconds", "abc"}, {"--max-seconds must be a number, got 'abc'"});
+  expect_refused({"bench", "--max-seconds", "abc"}, {"--max-seconds must be a finite decimal number > 0, got 'abc'"});
   // Whole numbers are decimal: a base prefix is refused, leading zeros are dropped (CLI11 read
   // "010" as octal 8: --seed 010 gave seed 8's problem).
   expect_refused({"run", "--random", "0x10"}, {"--random", "decimal whole number", "'0x10'"});

@@ -85,6 +85,13 @@ TEST_F(CliRefusals, OptionSyntaxInTheLabsWords) {
               "--seed is given 3 times (see attnlab run --help)");
   expect_line({"demo", "--query"}, "--query needs a value (see attnlab demo --help)");
   expect_line({"demo", "--temperature="}, "--temperature needs a value (see attnlab demo --help)");
+  // Followed by another option, or by a word after its '=': still no value (CLI11 took the next
+  // argument: `--output --check` wrote a file named "--check" and ran no check).
+  expect_line({"backward", "--random", "4", "--output", "--check"}, "--output needs a value (see attnlab backward --help)");
+  expect_line({"walk", "--output", "--backward"}, "--output needs a value (see attnlab walk --help)");
+  expect_line({"run", "--random", "4", "--query=", "2"}, "--query needs a value (see attnlab run --help)");
+  expect_line({"run", "--random", "4", "--temperature", "--dk", "2"},
+              "--temperature needs a value (see attnlab run --help)");
   expect_line({"demo", "--temp", "0.5"}, "unknown option --temp (see attnlab demo --help)");
   expect_line({"demo", "--tokens", "a,b"}, "unknown option --tokens (see attnlab demo --help)");
   expect_line({"demo", "--temp=0.5"}, "unknown option --temp (see attnlab demo --help)");
@@ -94,6 +101,9 @@ TEST_F(CliRefusals, OptionSyntaxInTheLabsWords) {
               "--seed must be a whole number from 0 to 18446744073709551615, got 'x' (see attnlab run --help)");
   expect_line({"run", "--random", "0x10"}, "--random must be a decimal whole number, got '0x10' (see attnlab run --help)");
   expect_line({"run", "--random", " "}, "--random needs a value (see attnlab run --help)");
+  // A negative number is a value (one dash), refused for what it is.
+  expect_line({"run", "--random", "4", "--temperature", "-1"},
+              "temperature must be a finite number > 0, got -1");
   // `--rope=` is not `--rope` (θ 10000) without a word.
   expect_line({"run", "--random", "4", "--rope="},
               "--rope needs a value after '=' (or none, without the '='; see attnlab run --help)");
@@ -168,6 +178,62 @@ TEST_F(CliRefusals, WalksCudaNoteFollowsTheLanguage) {
   } else {
     GTEST_SKIP() << "built with CUDA: the no-device reason comes from the driver";
   }
+}
+
+// Found by a newcomer's tryout (session 48): refusals that had stayed English under --lang zh,
+// values read in forms the other options refuse, and values the fp32 kernels cannot take.
+TEST_F(CliRefusals, ValuesAndTheirLanguageAfterATryout) {
+  const std::string zh = "LANG=zh_CN.UTF-8";
+  expect_line({"run", "--random", "4", "--backend", "gpu"}, "未知的后端“gpu”（可用 auto、cpu 或 cuda）", zh);
+  expect_line({"walk", "--tile", "0"}, "--tile 必须是每块的键数，不小于 1 的整数，当前为“0”", zh);
+  expect_line({"walk", "--head", "-1"}, "--head 必须是不小于 0 的整数，当前为“-1”", zh);
+  expect_line({"run", "--random", "0x10"}, "--random 必须是十进制整数，当前为“0x10”（见 attnlab run --help）", zh);
+  expect_line({"run", "--random", "4", "--seed", "-1"},
+              "--seed 必须是 0 到 18446744073709551615 之间的整数，当前为“-1”（见 attnlab run --help）", zh);
+  expect_line({"run", "--random", "1e3"}, "--random 必须是整数，当前为“1e3”（见 attnlab run --help）", zh);
+  // The tolerances and bench's time limit in plain decimal notation, as the temperature.
+  expect_line({"verify", "--atol", "0x10"}, "--atol must be a finite number >= 0, got 0x10");
+  expect_line({"verify", "--rtol", "1e400"}, "--rtol must be a finite number >= 0, got 1e400");
+  expect_line({"bench", "--backend", "cpu", "--max-seconds", "inf"},
+              "--max-seconds must be a finite decimal number > 0, got 'inf'");
+  // A temperature above fp32's largest number (the kernels divide by it as a float), and ALiBi
+  // slopes whose bias overflows fp32.
+  expect_line({"run", "--random", "4", "--temperature", "1e39"},
+              "temperature 1e+39 is above fp32's largest number (3.4e38), in which the kernels divide by it");
+  expect_line({"run", "--random", "8", "--dk", "4", "--dv", "4", "--score-mod", "alibi:1e38"},
+              "ALiBi slope 1e+38 times the largest distance 7 does not fit fp32 (the bias -slope·|i - j| would overflow)");
+  // A fully masked row is named by its token.
+  const std::string qc = file("qc.csv", "1 2\n3 4\n"), mask = file("m.csv", "0 0\n-inf -inf\n");
+  expect_line({"run", "--q", qc, "--k", qc, "--v", qc, "--mask", mask, "--tokens", "x,y"},
+              "row 1 (y) is fully masked: every key is -inf, so its softmax is undefined");
+  // verify says which tolerances it used when they are given.
+  const test::BinaryRun given = test::run_attnlab({"verify", "--atol", "1", "--rtol", "0.5"});
+  EXPECT_EQ(given.code, 0) << given.err;
+  EXPECT_TRUE(contains(given.out, "tolerances: as given, atol = 1, rtol = 0.5 for every compared stage")) << given.out;
+  const test::BinaryRun one = test::run_attnlab({"verify", "--atol", "1"});
+  EXPECT_TRUE(contains(one.out, "the given atol = 1 replaces every stage's atol above")) << one.out;
+  // A truncated .npy header is called truncated, not "not a .npy file".
+  const std::string npy = file("t.npy", std::string("\x93NUMPY", 6));
+  expect_line({"run", "--q", npy, "--k", npy, "--v", npy}, npy + ": .npy header is truncated");
+}
+
+// The walks name the problem's source as run does: a synthetic pattern.
+TEST_F(CliRefusals, WalksNameTheirSource) {
+  for (const char* backward : {"", "--backward"}) {
+    std::vector<std::string> args = {"walk", "--random", "32", "--pattern", "sink", "--lang", "en"};
+    if (*backward) args.push_back(backward);
+    const test::BinaryRun text = test::run_attnlab(args);
+    ASSERT_EQ(text.code, 0) << text.err;
+    EXPECT_EQ(text.out.rfind("source: synthetic pattern 'sink'", 0), 0u) << text.out.substr(0, 200);
+    args.insert(args.end(), {"--format", "json"});
+    const test::BinaryRun json = test::run_attnlab(args);
+    ASSERT_EQ(json.code, 0) << json.err;
+    EXPECT_TRUE(contains(nlohmann::json::parse(json.out)["source"].get<std::string>(), "synthetic pattern 'sink'"));
+  }
+  const test::BinaryRun zh = test::run_attnlab({"walk", "--random", "32", "--pattern", "sink", "--lang", "zh"});
+  EXPECT_EQ(zh.out.rfind("来源：", 0), 0u) << zh.out.substr(0, 200);
+  const test::BinaryRun demo = test::run_attnlab({"walk", "--lang", "en"});
+  EXPECT_FALSE(contains(demo.out, "source:")) << "the demo names no source";
 }
 
 TEST(CudaReason, TheLabsOwnReasonsAreTranslatedTheDriversKept) {

@@ -251,15 +251,13 @@ class Backward(unittest.TestCase):
                 json.dump({"format": "attnlab-bundle", "version": 1, "model": None, "tokens": [], "calls": [call],
                            "skipped": []}, f)
             js = lab(["--bundle", d, "--dout", save(d, "do.npy", dout), "--temperature", "0.8"])
-        # A bundle's problem gives every query head its own copy of its key/value head
-        # (core/bundle.cpp), so dK and dV come per query head: torch gets the same copies.
-        self.assertEqual((js["heads"], js["kv_heads"], js["scale"]), (heads, heads, 0.2))
-        g = heads // kv_heads
-        kx = np.repeat(k.reshape(kv_heads, m, d_k), g, axis=0).reshape(heads * m, d_k)
-        vx = np.repeat(v.reshape(kv_heads, m, d_v), g, axis=0).reshape(heads * m, d_v)
+        # A bundle's problem keeps the model's key/value heads, each shared by its group of query
+        # heads (core/bundle.cpp), so dK and dV come per key/value head, summed over the group, as
+        # torch's grouped-query autograd gives them.
+        self.assertEqual((js["heads"], js["kv_heads"], js["scale"]), (heads, kv_heads, 0.2))
         keep = np.tril(np.ones((n, m), dtype=bool))
-        want, sdpa = torch_grads(q.astype(np.float64), kx.astype(np.float64), vx.astype(np.float64),
-                                 dout.astype(np.float64), heads, heads, n, m, 0.2, 0.8, keep, is_causal=True)
+        want, sdpa = torch_grads(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64),
+                                 dout.astype(np.float64), heads, kv_heads, n, m, 0.2, 0.8, keep, is_causal=True)
         self.compare(js, want)
         self.compare(js, sdpa)
         self.compare_dt(js, want)

@@ -78,19 +78,23 @@ TEST(DiffView, RefusalsNameTheKeyOrTheValue) {
                         Case{"mask", Msg::DiffItem, "'mask'"}, Case{"mask=none,", Msg::DiffItem, "''"},
                         Case{"colour=red", Msg::DiffKeyUnknown, "'colour'"},
                         Case{"mask=diagonal", Msg::DiffValue, "mask='diagonal'"},
-                        Case{"temperature=0", Msg::DiffValue, "temperature='0'"},
-                        Case{"temperature=abc", Msg::DiffValue, "temperature='abc'"},
+                        Case{"temperature=0", Msg::DiffTemperature, "temperature='0'"},
+                        Case{"temperature=abc", Msg::DiffTemperature, "temperature='abc'"},
                         Case{"backend=tpu", Msg::DiffValue, "backend='tpu'"},
                         Case{"variant=plain", Msg::DiffValue, "variant='plain'"},
                         Case{"precision=fp64", Msg::DiffValue, "precision='fp64'"},
-                        Case{"query=", Msg::DiffValue, "query=''"},
+                        Case{"query=", Msg::DiffQuery, "query=''"},
                         Case{"mask=none,mask=causal", Msg::DiffKeyTwice, "'mask'"}}) {
     SCOPED_TRACE(k.spec);
     const InputError e = refusal(k.spec);
     EXPECT_EQ(e.id, k.id);
     EXPECT_NE(std::string(e.what()).find(k.names), std::string::npos) << e.what();
     EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
-    EXPECT_NE(render_message(e.id, e.args, Lang::Zh), e.what()) << "a Chinese text too";
+    const std::string zh = render_message(e.id, e.args, Lang::Zh);
+    EXPECT_NE(zh, e.what()) << "a Chinese text too";
+    // No English words but the key, the value and the choices themselves.
+    for (const char* word : {" or ", "takes", "number", "index", "invalid"})
+      EXPECT_EQ(zh.find(word), std::string::npos) << zh;
   }
   // --diff belongs to the diff view.
   EXPECT_THROW(parse_viewer_args({"--diff", "mask=causal"}), InputError);

@@ -265,6 +265,29 @@ TEST(FitWindow, TheDiffAndPrecisionMapsKeepRoomAtAProjectorsUiScale) {
   }
 }
 
+// The diff view's table of largest changes as wide as its widest cells: at 960 x 600 its B − A
+// column had been cut mid-number ("+4.17" for 4.17e-07) in a table of a fixed third of the panel.
+TEST(FitWindow, TheDiffTablesCellsAreWhole) {
+  test::TempDir dir;
+  const std::vector<std::vector<std::string>> cases = {
+      {"--random", "64", "--diff", "variant=fused", "--step", "4", "--size", "960x600"},
+      {"--random", "512", "--diff", "query=5", "--step", "3", "--size", "1280x800"},
+      {"--diff", "query=0", "--step", "3", "--size", "1280x800", "--lang", "zh"},
+      {"--random", "64", "--diff", "variant=fused", "--size", "960x600", "--ui-scale", "2"}};
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    std::vector<std::string> args = cases[i];
+    args.insert(args.end(), {"--view", "diff"});
+    std::string name;
+    for (const std::string& a : cases[i]) name += " " + a;
+    const test::ViewShot s = test::view_shot(dir, "diff-table-" + std::to_string(i), args);
+    ASSERT_EQ(s.code, 0) << s.err;
+    const auto& d = s.state["diff"];
+    ASSERT_GT(d["top"].size(), 0u) << name;
+    EXPECT_GT(d["table"]["need"].get<double>(), 0) << name;
+    EXPECT_GE(d["table"]["w"].get<double>(), d["table"]["need"].get<double>()) << name;
+  }
+}
+
 // The heads view at 1280 x 800, UI scale 2, 8 heads: its explanation had left the thumbnails
 // 16 px squares with their captions cut to "hea"; the explanation now scrolls where the grid
 // would keep less than a map's minimum, and a caption wider than its thumbnail's step ends in

@@ -199,9 +199,13 @@ TEST(Presentation, UiScaleKeysFlagsAndFontSize) {
   const ViewerOptions o = parse_viewer_args({"--ui-scale", "1.5", "--fullscreen"});
   EXPECT_FLOAT_EQ(o.ui_scale, 1.5f);
   EXPECT_TRUE(o.fullscreen);
-  for (const char* bad : {"0", "4", "abc", "1e0", "-1", ""}) {
+  for (const char* bad : {"0", "4", "abc", "1e0", "-1", "", "0.59", "3.01"}) {
     EXPECT_THROW(parse_viewer_args({"--ui-scale", bad}), InputError) << bad;
   }
+  // The range's ends as its refusal names them (0.6 as a double is below the float kMinUiScale).
+  EXPECT_FLOAT_EQ(parse_viewer_args({"--ui-scale", "0.6"}).ui_scale, kMinUiScale);
+  EXPECT_FLOAT_EQ(parse_viewer_args({"--ui-scale", "0.60"}).ui_scale, kMinUiScale);
+  EXPECT_FLOAT_EQ(parse_viewer_args({"--ui-scale", "3"}).ui_scale, kMaxUiScale);
 }
 
 TEST(CellLabel, OneFormatPerMatrixWhenValuesReachAMillion) {

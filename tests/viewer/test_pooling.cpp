@@ -193,6 +193,11 @@ TEST(Heatmap, SmallMatricesGetSquareCentredCells) {
   EXPECT_FALSE(g.pooled());
   const PlotGeometry o = place_plot(0, 0, 500, 400, 5, 2, HeatView{});
   EXPECT_FLOAT_EQ(o.cell_w, o.cell_h);
+  // A square matrix in a short room stays square: the demo's 5 x 5 at 1024 x 640, UI scale 2, had
+  // been widened to the skinny outputs' 160 px (cells 32 x 23.4).
+  const PlotGeometry s = place_plot(0, 0, 600, 117, 5, 5, HeatView{}, 160);
+  EXPECT_FLOAT_EQ(s.cell_w, s.cell_h);
+  EXPECT_FLOAT_EQ(s.w, 117);
 }
 
 TEST(Heatmap, PooledPlotsKeepSquareCellsAndZoomKeepsTheShape) {

@@ -213,12 +213,13 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
     } else if (a == "--ui-scale") {
       const std::string& v = value();
       char* end = nullptr;
-      const double sc = std::strtod(v.c_str(), &end);
+      // Compared as the float the window keeps: kMinUiScale, 0.6f, is a little above 0.6.
+      const float sc = static_cast<float>(std::strtod(v.c_str(), &end));
       if (v.empty() || end != v.c_str() + v.size() || !(sc >= kMinUiScale && sc <= kMaxUiScale) ||
           v.find_first_not_of("0123456789.") != std::string::npos) {
         throw InputError("--ui-scale must be a decimal number from 0.6 to 3, got '" + v + "'");
       }
-      o.ui_scale = static_cast<float>(sc);
+      o.ui_scale = sc;
     } else if (a == "--fullscreen") {
       o.fullscreen = true;
     } else if (a == "--state-dump") {

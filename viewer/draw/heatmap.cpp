@@ -54,13 +54,15 @@ PlotGeometry place_plot(float ax, float ay, float aw, float ah, int rows, int co
   g.vis_cols = (view.x1 - view.x0) * cols;
   if (rows <= 0 || cols <= 0 || aw < 1 || ah < 1) return g;
   // Square cells (pooled or not) so a causal diagonal runs at 45 degrees and zooming keeps the
-  // plot's shape; a matrix too skinny for that (the 4096 x 64 output) is widened to min_w px, and
-  // one too flat (the 1 x 64 output of one token, 8 x 1024) is made 160 px tall.
+  // plot's shape; a matrix too skinny for that (more rows than columns: the 4096 x 64 output) is
+  // widened to min_w px, and one too flat (more columns than rows: the 1 x 64 output of one
+  // token, 8 x 1024) is made 160 px tall. A square matrix stays square in any room (the demo's
+  // 5 x 5 in a small window at a large UI scale had been widened to min_w).
   const double cell = std::min(aw / g.vis_cols, ah / g.vis_rows);
-  const double h = std::clamp(cell * g.vis_rows, static_cast<double>(std::min(ah, 160.0f)),
-                              static_cast<double>(ah));
-  const double w = std::clamp(cell * g.vis_cols, static_cast<double>(std::min(aw, min_w)),
-                              static_cast<double>(aw));
+  const double least_h = g.vis_cols > g.vis_rows ? std::min(ah, 160.0f) : 0.0;
+  const double least_w = g.vis_rows > g.vis_cols ? std::min(aw, min_w) : 0.0;
+  const double h = std::clamp(cell * g.vis_rows, least_h, static_cast<double>(ah));
+  const double w = std::clamp(cell * g.vis_cols, least_w, static_cast<double>(aw));
   g.px_w = std::max(1, static_cast<int>(std::floor(w)));
   g.px_h = std::max(1, static_cast<int>(std::floor(h)));
   g.w = static_cast<float>(g.px_w);

@@ -491,10 +491,12 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   dl->PushClipRect(ImVec2(g.x, g.y), ImVec2(g.x + g.w, g.y + g.h), true);
   const bool scientific = !app.range_log && needs_scientific(app.range.lo, app.range.hi);
   // Where a cell holds "-0.00" the values are drawn at the text's size. Where it does not at a UI
-  // scale above 1, they are drawn smaller, at the size the widest value in view fits its cell,
-  // down to the size the text has at scale 1.
+  // scale above 1, they are drawn smaller, at the size the widest value in view fits its cell
+  // with two pixels to spare (a column's visible span and a label's width rounded up to whole
+  // pixels then never decide, column by column, which cells keep their values), down to the size
+  // the text has at scale 1.
   const float dash_w = ImGui::CalcTextSize("-0.00").x;
-  const float min_value_scale = std::clamp(1.0f / app.ui_scale, 0.5f, 1.0f);
+  const float min_value_scale = std::clamp(1.0f / app.ui_scale, 1.0f / kMaxUiScale, 1.0f);
   float value_scale = fit_scale(dash_w, fp, g.cell_w - 6, g.cell_h - 2, 1.0f);
   float value_w = dash_w + 6;  // the visible part of a column that holds a value
   struct CellText {
@@ -530,7 +532,7 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
     if (value_scale == 0 && !values.empty()) {
       float widest = 0;
       for (const CellText& t : values) widest = std::max(widest, ImGui::CalcTextSize(t.text.c_str()).x);
-      value_scale = fit_scale(widest, fp, g.cell_w - 4, g.cell_h - 2, min_value_scale);
+      value_scale = fit_scale(widest, fp, g.cell_w - 6, g.cell_h - 2, min_value_scale);
       value_w = widest * value_scale + 4;
     }
   }

@@ -72,31 +72,31 @@ DiffSpec parse_diff_spec(const std::string& text) {
       once(d.mask.has_value());
       if (value == "none") d.mask = MaskKind::None;
       else if (value == "causal") d.mask = MaskKind::Causal;
-      else throw bad("none or causal");
+      else throw bad("none, causal");
     } else if (key == "temperature" || key == "T") {
       once(d.temperature.has_value());
       try {
         d.temperature = parse_temperature(value);
       } catch (const InputError&) {
-        throw bad("a finite number > 0");
+        throw InputError(Msg::DiffTemperature, {key, value});
       }
     } else if (key == "backend") {
       once(d.backend.has_value());
-      if (value != "cpu" && value != "cuda") throw bad("cpu or cuda");
+      if (value != "cpu" && value != "cuda") throw bad("cpu, cuda");
       d.backend = value;
     } else if (key == "variant") {
       once(d.variant.has_value());
       if (value == "staged") d.variant = Variant::Staged;
       else if (value == "fused") d.variant = Variant::Fused;
-      else throw bad("staged or fused");
+      else throw bad("staged, fused");
     } else if (key == "precision") {
       once(d.precision.has_value());
       if (value == "fp32") d.precision = Precision::FP32;
       else if (value == "bf16") d.precision = Precision::BF16;
-      else throw bad("fp32 or bf16");
+      else throw bad("fp32, bf16");
     } else if (key == "query") {
       once(d.query.has_value());
-      if (value.empty()) throw bad("a token or a 0-based index");
+      if (value.empty()) throw InputError(Msg::DiffQuery, {});
       d.query = value;
     } else {
       throw InputError(Msg::DiffKeyUnknown, {key});
@@ -440,6 +440,7 @@ std::string DiffView::state_json(const Session& c) const {
   j["panel"] = {{"x", panel.x}, {"w", panel.w}};
   j["header"] = {{"h", header.h}, {"scrolled", header.scrolled}, {"below_h", below_h}};
   j["table_narrow"] = table_narrow;
+  j["table"] = {{"w", table_w}, {"need", table_need}};
   return j.dump();
 }
 

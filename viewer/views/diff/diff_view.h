@@ -211,6 +211,7 @@ class DiffView final : public View {
   ScrollHeader header;
   float below_h = 0;
   bool table_narrow = false;  // the largest changes' table without its A and B columns
+  float table_w = 0, table_need = 0;  // its width, and the width its columns' widest cells need
 
  private:
   Status status_ = Status::NoSpec;

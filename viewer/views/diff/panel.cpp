@@ -98,8 +98,40 @@ void editor(Shell& app, DiffView& v) {
     wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + v.edit_error().text(lang), &kErrorV4);
 }
 
+// A change's B − A as the table prints it.
+std::string diff_text(const Change& t) { return format_number("%+.4g", t.diff); }
+
+// The widths the largest changes' table needs to show every cell whole: all six columns, and the
+// narrow table's four (#, query, key, B − A); each column its widest text (header or cell) with
+// the cell padding, plus the vertical scroll bar.
+struct TopWidths {
+  float full = 0, narrow = 0;
+};
+TopWidths top_table_widths(Shell& app, const DiffView& v, const std::vector<std::string>& rows,
+                           const std::vector<std::string>& cols) {
+  const Lang lang = app.lang;
+  const auto w = [](const std::string& s) { return ImGui::CalcTextSize(s.c_str()).x; };
+  float c[6] = {w("#"), w(tr(lang, S::DiffColQuery)), w(tr(lang, v.step() == 4 ? S::TipOutputDim : S::DiffColKey)),
+                w(tr(lang, S::DiffTipA)), w(tr(lang, S::DiffTipB)), w(tr(lang, S::DiffTipDiff))};
+  int rank = 0;
+  for (const Change& t : v.top()) {
+    c[0] = std::max(c[0], w(std::to_string(++rank)));
+    c[1] = std::max(c[1], w(t.row < static_cast<int>(rows.size()) ? rows[t.row] : "?"));
+    c[2] = std::max(c[2], w(t.col < static_cast<int>(cols.size()) ? cols[t.col] : "?"));
+    c[3] = std::max(c[3], w(num(t.a)));
+    c[4] = std::max(c[4], w(num(t.b)));
+    c[5] = std::max(c[5], w(diff_text(t)));
+  }
+  const ImGuiStyle& st = ImGui::GetStyle();
+  const float pad = st.CellPadding.x * 2 + 1, edge = st.ScrollbarSize + 2;
+  TopWidths out;
+  out.narrow = c[0] + c[1] + c[2] + c[5] + 4 * pad + edge;
+  out.full = out.narrow + c[3] + c[4] + 2 * pad;
+  return out;
+}
+
 // The largest changes. Narrow (a panel too narrow for the map beside all six columns: a large UI
-// scale): #, query, key and B − A, with each row's A and B in the row's tooltip.
+// scale, a small window): #, query, key and B − A, with each row's A and B in the row's tooltip.
 void top_table(Shell& app, const DiffView& v, const std::vector<std::string>& rows, const std::vector<std::string>& cols,
                float height, bool narrow) {
   const Lang lang = app.lang;
@@ -141,7 +173,8 @@ void top_table(Shell& app, const DiffView& v, const std::vector<std::string>& ro
       ImGui::TextUnformatted(num(t.b).c_str());
     }
     ImGui::TableNextColumn();
-    ImGui::TextColored(t.diff > 0 ? ImVec4(1.0f, 0.55f, 0.5f, 1) : ImVec4(0.55f, 0.75f, 1.0f, 1), "%+.4g", t.diff);
+    ImGui::TextColored(t.diff > 0 ? ImVec4(1.0f, 0.55f, 0.5f, 1) : ImVec4(0.55f, 0.75f, 1.0f, 1), "%s",
+                       diff_text(t).c_str());
   }
   ImGui::EndTable();
 }
@@ -224,10 +257,15 @@ void draw_panel(DiffView& v, Shell& app, const Layout& l) {
   const float fp = app.font_px;
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
-  // The table beside the map, narrow where all its columns would leave the map less than its
-  // minimum width (the row labels, a plot 8 lines wide and the legend).
-  v.table_narrow = avail.x - fp * (16 + 1) < fp * kMapMinWidthLines;
-  const float table_w = v.table_narrow ? fp * 10 : std::clamp(avail.x * 0.3f, fp * 16, fp * 28);
+  // The table beside the map, as wide as its cells need (a third of the panel where that is more,
+  // up to 28 lines), narrow where all its columns would leave the map less than its minimum width
+  // (the row labels, a plot 8 lines wide and the legend).
+  const TopWidths need = top_table_widths(app, v, rows, cols);
+  const float full_w = std::max(need.full, std::min(avail.x * 0.3f, fp * 28));
+  v.table_narrow = avail.x - full_w - fp < fp * kMapMinWidthLines;
+  const float table_w = v.table_narrow ? std::max(need.narrow, fp * 10) : full_w;
+  v.table_w = table_w;
+  v.table_need = v.table_narrow ? need.narrow : need.full;
   const float table_h = std::max(0.0f, avail.y - ImGui::GetTextLineHeightWithSpacing());
   const Rect area{origin.x, origin.y + fp * 0.3f, std::max(0.0f, avail.x - table_w - fp), std::max(0.0f, avail.y - fp * 0.3f)};
   const ValueRange range = symmetric_range(m);

@@ -84,7 +84,8 @@ void tile_controls(Shell& app, WalkView& v, const W* w, int tile) {
     const std::string where =
         fmt(wbtr(lang, WB::TileOf), t.index, static_cast<int>(w->tiles.size()), key_range(t).c_str());
     same_line_if_fits(text_width(where.c_str()));
-    ImGui::TextUnformatted(where.c_str());
+    // On a line of its own still wider than the panel (a large UI scale): "…", the whole in its tooltip.
+    text_fit(where, ImGui::GetStyleColorVec4(ImGuiCol_Text));
   }
 }
 
