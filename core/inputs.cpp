@@ -239,8 +239,6 @@ void apply_token_spec(Problem& p, const std::string& tokens, const std::string& 
       apply_tokens(p, split_tokens(tokens), "--tokens");
     else
       apply_tokens(p, read_tokens_file(tokens_file), "--tokens-file");
-  } else {
-    validate(p);
   }
 }
 

@@ -33,7 +33,8 @@ void apply_score_mod_spec(Problem& p, const std::string& spec);
 void apply_mask_mod_spec(Problem& p, const std::string& spec);
 
 // Token labels from a comma list or a file (at most one of the two non-empty): n labels (queries,
-// and keys when m == n) or n + m (queries first). The shapes are validated before the count is.
+// and keys when m == n) or n + m (queries first). The shapes are validated before the count is;
+// without labels nothing is done (the caller validates the whole problem once it is made).
 void apply_token_spec(Problem& p, const std::string& tokens, const std::string& tokens_file);
 
 }  // namespace attnlab

@@ -42,6 +42,11 @@ void validate_temperature(double t) {
   if (t > std::numeric_limits<float>::max()) throw InputError(Msg::TemperatureFp32, {format_number("%.9g", t)});
 }
 
+std::string source_line(const std::string& source, const std::string& source_zh, Lang lang) {
+  if (source.empty()) return {};
+  return lang == Lang::Zh ? "来源：" + (source_zh.empty() ? source : source_zh) : "source: " + source;
+}
+
 void validate_scale(double s) {
   if (!std::isfinite(s) || s <= 0)
     throw InputError(Msg::ScaleInvalid, {format_number("%.9g", s)});

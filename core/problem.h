@@ -169,6 +169,10 @@ std::string token_label(const std::vector<std::string>& tokens, int i);
 // Throws InputError unless t is finite and > 0: "temperature must be a finite number > 0, got 0".
 void validate_temperature(double t);
 
+// "source: …" ("来源：…" in Chinese, the English text where no Chinese one is kept): the line with
+// which the texts of a problem (run, verify, the walks) name its source; "" without one.
+std::string source_line(const std::string& source, const std::string& source_zh, Lang lang);
+
 // A temperature as typed (the CLI's --temperature, the viewer's flag and entry): surrounding
 // spaces ignored, the rest must be one number in plain decimal notation (optional sign, digits,
 // optional fraction and exponent: "0.85", "+2", "1e-3"; not "0x10", "inf" or "nan"), then

@@ -227,7 +227,7 @@ std::vector<std::string> intro_lines(const Problem& p, const Trace& t, int query
   const bool zh = lang == Lang::Zh;
   const std::string dk = std::to_string(p.d_k());
   std::vector<std::string> l;
-  if (!p.source.empty()) l.push_back((zh ? "来源：" : "source: ") + p.source_in(lang));
+  if (!p.source.empty()) l.push_back(source_line(p.source, p.source_zh, lang));
   if (p.scale)
     l.push_back(zh ? "Q 与 K 的特征维数 d_k=" + dk + "；缩放是显式的 " + format_number("%.6g", *p.scale) +
                          "（不是 1/√d_k），再由温度调整 softmax 锐度。V 决定加权输出的内容。"

@@ -330,7 +330,7 @@ std::string render_verify_text(const VerifyReport& r, Lang lang) {
       << "；" << r.heads << " 个头 × " << r.n << " 个查询 × " << r.m << " 个键，d_k " << r.d_k
       << "，d_v " << r.d_v << "，T " << T << "，掩码 " << to_string(r.mask) << "\n";
     if (!r.modifications_zh.empty()) o << "修改：" << r.modifications_zh << "\n";
-    if (!r.source_zh.empty()) o << "来源：" << r.source_zh << "\n";
+    if (!r.source.empty()) o << source_line(r.source, r.source_zh, Lang::Zh) << "\n";
     o << "参照：同一组 fp32 输入上的 fp64 CPU 计算链；元素满足 |x - ref| <= atol + rtol * |ref| "
          "即为通过\n\n";
   } else {
@@ -340,7 +340,7 @@ std::string render_verify_text(const VerifyReport& r, Lang lang) {
       << ", d_v " << r.d_v << ", T " << T
       << ", mask " << to_string(r.mask) << "\n";
     if (!r.modifications.empty()) o << "modifications: " << r.modifications << "\n";
-    if (!r.source.empty()) o << "source: " << r.source << "\n";
+    if (!r.source.empty()) o << source_line(r.source, r.source_zh, Lang::En) << "\n";
     o << "reference: the fp64 CPU chain on the same fp32 inputs; an element passes when "
          "|x - ref| <= atol + rtol * |ref|\n\n";
   }

@@ -381,8 +381,7 @@ std::string render_walk(const Walk& w, Lang lang, Format format) {
 }
 
 std::string walk_source_line(const WalkHeader& w, Lang lang) {
-  if (w.source.empty()) return {};
-  return (zh(lang) ? "来源：" + w.source_zh : "source: " + w.source) + "\n";
+  return w.source.empty() ? std::string() : source_line(w.source, w.source_zh, lang) + "\n";
 }
 
 void walk_json_header(const WalkHeader& w, nlohmann::ordered_json& j) {

@@ -18,7 +18,7 @@ std::string walk_vector(const std::vector<double>& v);
 // %.9g (every float round-trips), non-finite as null.
 nlohmann::ordered_json walk_json_number(double x);
 nlohmann::ordered_json walk_json_vector(const std::vector<double>& v);
-// "source: …" and a line break, as run's texts begin (the problem's source; "" without one).
+// source_line (core/problem.h) and a line break, as run's texts begin; "" without a source.
 std::string walk_source_line(const WalkHeader& w, Lang lang);
 // The row's description as both walks' JSON starts: query, head, tile, temperature, mask, the
 // modifications (when any), d_k, d_v, keys, the source (when any).

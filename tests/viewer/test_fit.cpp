@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -283,8 +284,15 @@ TEST(FitWindow, TheDiffTablesCellsAreWhole) {
     ASSERT_EQ(s.code, 0) << s.err;
     const auto& d = s.state["diff"];
     ASSERT_GT(d["top"].size(), 0u) << name;
-    EXPECT_GT(d["table"]["need"].get<double>(), 0) << name;
-    EXPECT_GE(d["table"]["w"].get<double>(), d["table"]["need"].get<double>()) << name;
+    // The width asked for holds the widest B − A as printed (digits are over 0.4 of a line wide),
+    // and the table is given it.
+    const double fp = s.state["font_px"].get<double>(), need = d["table"]["need"].get<double>();
+    for (const auto& t : d["top"]) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%+.4g", t["diff"].get<double>());
+      EXPECT_GE(need, std::string(text).size() * 0.4 * fp) << name << " " << text;
+    }
+    EXPECT_GE(d["table"]["w"].get<double>(), need) << name;
   }
 }
 

@@ -496,7 +496,7 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   // pixels then never decide, column by column, which cells keep their values), down to the size
   // the text has at scale 1.
   const float dash_w = ImGui::CalcTextSize("-0.00").x;
-  const float min_value_scale = std::clamp(1.0f / app.ui_scale, 1.0f / kMaxUiScale, 1.0f);
+  const float min_value_scale = std::min(1.0f, 1.0f / app.ui_scale);
   float value_scale = fit_scale(dash_w, fp, g.cell_w - 6, g.cell_h - 2, 1.0f);
   float value_w = dash_w + 6;  // the visible part of a column that holds a value
   struct CellText {
