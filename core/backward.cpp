@@ -72,6 +72,27 @@ MatrixF random_dout(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed) {
   return d;
 }
 
+Upstream row_upstream(const Problem& p, const Upstream& u, int head, int query) {
+  const Eigen::Index row = static_cast<Eigen::Index>(head) * p.n() + query;
+  Upstream r = u;
+  switch (u.kind) {
+    case UpstreamKind::Random: {
+      const std::vector<float> x =
+          standard_normal_range(std::mt19937_64(u.seed ^ kDoutStream), row * p.d_v(), p.d_v());
+      r.kind = UpstreamKind::File;
+      r.data = Eigen::Map<const MatrixF>(x.data(), 1, p.d_v());
+      break;
+    }
+    case UpstreamKind::File:
+    case UpstreamKind::Mse:
+      r.data = u.data.row(row);
+      break;
+    case UpstreamKind::Sum:
+      break;
+  }
+  return r;
+}
+
 std::string upstream_text(const Upstream& u, Lang lang) {
   const bool zh = lang == Lang::Zh;
   switch (u.kind) {

@@ -61,6 +61,11 @@ void validate_upstream(const Problem& p, const Upstream& u);
 // fixed constant, so that dO is never Q's numbers when --dout-seed equals the problem's --seed.
 MatrixF random_dout(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed);
 
+// The upstream of one row's problem (cpu/walk.h row_problem: query `query` of head `head` alone):
+// dO's row (a random dO's row from the same stream, without the rows before it), Y's row for mse,
+// the sum as it is. O(row d_v) time, O(d_v) memory. u validated against p.
+Upstream row_upstream(const Problem& p, const Upstream& u, int head, int query);
+
 // dO for a run whose output is `output` (heads n, d_v), in the run's precision; `loss` receives L
 // for Sum and Mse (summed in double), nothing for the others.
 template <class Matrix>

@@ -247,6 +247,20 @@ std::vector<std::string> index_tokens(int count) {
   return t;
 }
 
+namespace {
+
+// Pair i of the stream: draws 2i (the radius) and 2i + 1 (the angle), r cos θ and r sin θ.
+void box_muller(std::uint64_t radius, std::uint64_t angle, float out[2]) {
+  const double u1 = (static_cast<double>(radius >> 11) + 0.5) * 0x1.0p-53;
+  const double u2 = (static_cast<double>(angle >> 11) + 0.5) * 0x1.0p-53;
+  const double r = std::sqrt(-2.0 * std::log(u1));
+  const double th = 2.0 * 3.14159265358979323846 * u2;
+  out[0] = static_cast<float>(r * std::cos(th));
+  out[1] = static_cast<float>(r * std::sin(th));
+}
+
+}  // namespace
+
 void fill_standard_normal(MatrixF& a, Eigen::Index rows, Eigen::Index cols, std::mt19937_64& gen) {
   // Box-Muller on mt19937_64 written out: std::normal_distribution is implementation-defined,
   // and the same seed must give the same numbers with any standard library. Pair i takes draws
@@ -261,13 +275,11 @@ void fill_standard_normal(MatrixF& a, Eigen::Index rows, Eigen::Index cols, std:
   std::vector<std::uint64_t> draws(static_cast<std::size_t>(2 * std::min(pairs, kBlock)));
   const auto transform = [d, count, &draws](Eigen::Index first_pair, Eigen::Index lo, Eigen::Index hi) {
     for (Eigen::Index i = lo; i < hi; ++i) {
-      const double u1 = (static_cast<double>(draws[2 * i] >> 11) + 0.5) * 0x1.0p-53;
-      const double u2 = (static_cast<double>(draws[2 * i + 1] >> 11) + 0.5) * 0x1.0p-53;
-      const double r = std::sqrt(-2.0 * std::log(u1));
-      const double th = 2.0 * 3.14159265358979323846 * u2;
+      float pair[2];
+      box_muller(draws[2 * i], draws[2 * i + 1], pair);
       const Eigen::Index e = 2 * (first_pair + i);
-      d[e] = static_cast<float>(r * std::cos(th));
-      if (e + 1 < count) d[e + 1] = static_cast<float>(r * std::sin(th));
+      d[e] = pair[0];
+      if (e + 1 < count) d[e + 1] = pair[1];
     }
   };
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -282,6 +294,21 @@ void fill_standard_normal(MatrixF& a, Eigen::Index rows, Eigen::Index cols, std:
       transform(p0, std::min(np, lo), std::min(np, lo + per));
     });
   }
+}
+
+std::vector<float> standard_normal_range(std::mt19937_64 gen, Eigen::Index first, Eigen::Index count) {
+  std::vector<float> out(static_cast<std::size_t>(std::max<Eigen::Index>(count, 0)));
+  if (count <= 0) return out;
+  const Eigen::Index pair0 = first / 2;
+  gen.discard(static_cast<unsigned long long>(2 * pair0));
+  for (Eigen::Index e = 2 * pair0; e < first + count; e += 2) {
+    const std::uint64_t radius = gen(), angle = gen();
+    float pair[2];
+    box_muller(radius, angle, pair);
+    for (int k = 0; k < 2; ++k)
+      if (e + k >= first && e + k < first + count) out[static_cast<std::size_t>(e + k - first)] = pair[k];
+  }
+  return out;
 }
 
 Problem random_problem(int n, int d_k, int d_v, std::uint64_t seed, int heads) {

@@ -200,6 +200,9 @@ Problem random_problem(int n, int d_k, int d_v, std::uint64_t seed, int heads = 
 // standard normals from `gen`, two at a time (Box-Muller: r cos θ, then r sin θ). Every random
 // matrix of the lab (Q, K, V of a random problem, the backward's random dO) comes from here.
 void fill_standard_normal(MatrixF& a, Eigen::Index rows, Eigen::Index cols, std::mt19937_64& gen);
+// Elements first .. first + count - 1 of the stream fill_standard_normal writes from `gen` (a copy:
+// the caller's generator does not move), without the elements before them: O(first) draws, no memory.
+std::vector<float> standard_normal_range(std::mt19937_64 gen, Eigen::Index first, Eigen::Index count);
 // A decode-shaped random problem: n queries (the last n positions) against m keys, `heads` query
 // heads over kv_heads key/value heads (kv_heads divides heads). Q, K, V are filled in that order
 // from the same generator, so n == m with kv_heads == heads is random_problem(n, ...) exactly.

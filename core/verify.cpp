@@ -54,6 +54,18 @@ double max_norm_product(const Problem& p) {
   return worst;
 }
 
+// max over the output's entries of Σ_j P_ij |V_jc| (P the reference's weights): the size of the sum
+// behind an output entry, which its rounding errors scale with even where its terms cancel.
+double max_weighted_abs_v(const Problem& p, const TraceD& ref) {
+  double worst = 0;
+  for (int h = 0; h < p.heads; ++h) {
+    const MatrixD v = p.v().middleRows(p.kv_row(h), p.m()).cast<double>().cwiseAbs();
+    const MatrixD s = ref.weights.middleRows(static_cast<Eigen::Index>(h) * p.n(), p.n()) * v;
+    worst = std::max(worst, s.maxCoeff());
+  }
+  return worst;
+}
+
 // bf16 scores: rounding q and k to bf16 (relative error u = 2^-8 each: 8 significant bits) moves a
 // product q_i k_i by at most (2u + u^2) |q_i k_i|, and the fp32 sum of d_k exact products adds at
 // most about d_k 2^-24 sum |q_i k_i|. By Cauchy-Schwarz sum |q_i k_i| <= |q| |k|, so every score
@@ -205,10 +217,13 @@ Tolerance default_tolerance(const std::string& stage, const Problem& p, const Tr
       return {std::max(kBf16Tol, bf16_score_bound(p) * to_scaled / p.temperature), kBf16Tol};
     // Weights and output: 2e-2, or what bf16 logits can deliver where that is larger (L16 of the
     // header comment), passed on as fp32's L is: at most half of it to a weight, L16 * max|V| to
-    // an output row.
+    // an output row; the output also carries the rounding of V and of P to bf16, 3u of Σ P |V|
+    // (V16 of the header comment), which 2e-2 of |O| misses where the terms cancel.
     const double l16 = bf16_logit_rounding(ref, p.temperature);
     if (stage == "weights") return {std::max(kBf16Tol, 0.5 * l16), kBf16Tol};
-    if (stage == "output") return {std::max(kBf16Tol, l16 * max_abs_finite(p.v())), kBf16Tol};
+    if (stage == "output")
+      return {std::max(kBf16Tol, l16 * max_abs_finite(p.v()) + 3 * kBf16Unit * max_weighted_abs_v(p, ref)),
+              kBf16Tol};
     return {kBf16Tol, kBf16Tol};
   }
   if (stage == "scores" || stage == "scaled" || stage == "biased" || stage == "capped" || stage == "logits")
@@ -413,10 +428,12 @@ std::string render_verify_text(const VerifyReport& r, Lang lang) {
       << (zh ? "，rtol = " : ", rtol = ") << fmt(*r.rtol_given) << (zh ? "\n" : " for every compared stage\n");
   else if (r.precision == Precision::BF16)
     o << (zh ? "容差：bf16 输入，rtol = 2e-2，atol = 2e-2；分数、缩放分数和 logits 的 atol 取 bf16 "
-               "舍入的上界（若更大）；权重和输出另外取 bf16 logits 的舍入（最大 logit 的 2^-8）所传递的误差（若更大）\n"
+               "舍入的上界（若更大）；权重和输出另外取 bf16 logits 的舍入（最大 logit 的 2^-8）所传递的误差，输出再加上 V 与 P "
+               "舍入为 bf16 的误差（最大 Σ P|V| 的 3·2^-8）（若更大）\n"
              : "tolerances: bf16 inputs, rtol = 2e-2, atol = 2e-2; for scores, scaled and logits "
                "the bound of bf16 rounding where larger; for weights and output what the rounding of bf16 "
-               "logits (2^-8 of the largest logit) passes on, where larger\n");
+               "logits (2^-8 of the largest logit) passes on, and for the output the rounding of V and P to bf16 "
+               "(3·2^-8 of the largest Σ P|V|), where larger\n");
   else
     o << (zh ? "容差：atol = 1e-6 × 该阶段的 max|ref|，且不小于 fp32 次正规数的舍入（每次运算 2^-149），"
                "也不小于前一阶段的 atol 经这一步传来的量（分数本身：最大 |q||k| 的 8 ulp）；"

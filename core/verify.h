@@ -35,14 +35,17 @@
 //         logits                  rtol 2e-2, atol max(2e-2, B / (sqrt(d_k) T))
 //         mask                    exact (atol = rtol = 0)
 //         weights                 rtol 2e-2, atol max(2e-2, L16 / 2)
-//         output                  rtol 2e-2, atol max(2e-2, L16 * max|V|); weight rows sum to 1
-//                                 within 2e-2
+//         output                  rtol 2e-2, atol max(2e-2, L16 * max|V| + V16); weight rows sum
+//                                 to 1 within 2e-2
 //     where B = (2u + u^2 + 1.01 d_k 2^-24) max|q_row| max|k_row| (u = 2^-8, over the heads): the
 //     rounding bound of the scores once Q and K are rounded to bf16 (bf16_score_bound), and
 //     L16 = 2^-8 * max|ref logit|: bf16's unit roundoff (8 significant bits) at the largest logit,
 //     what logits computed from bf16 values can deliver. As for fp32's L, a softmax passes at most
 //     half of it to a weight and an output row at most L16 * max|V|; it grows as the temperature
-//     falls, where 2e-2 no longer bounds what bf16 delivers.
+//     falls, where 2e-2 no longer bounds what bf16 delivers. V16 = 3u max_ic Σ_j P_ij |V_jc|: V
+//     rounded to bf16 (u), P rounded to bf16 before P·V and l summed from the rounded P (2u), each
+//     relative to the sum behind the entry, which 2e-2 of |O| misses where the terms cancel (a
+//     large V at a high temperature: O near 0, Σ P |V| near max|V|).
 // VerifyOptions' atol / rtol, when given, replace the defaults for every compared stage.
 #pragma once
 

@@ -377,7 +377,7 @@ std::string render_walk(const Walk& w, Lang lang, Format format) {
     case Format::Text: return render_text(w, lang);
     case Format::Csv: break;
   }
-  throw InputError(Msg::WalkFormat, {});
+  throw InputError(Msg::WalkFormat, {"csv"});
 }
 
 std::string walk_source_line(const WalkHeader& w, Lang lang) {

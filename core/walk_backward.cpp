@@ -105,18 +105,14 @@ std::string final_lines(const BackwardWalk& w, Lang lang, const char* bullet) {
   line(zh(lang) ? "最终 dQ（游走）：" : "final dQ (walk): ", vec(w.dq));
   line(zh(lang) ? "CPU 融合反向的 dQ：" : "CPU fused backward's dQ: ", vec(w.fused_dq));
   line(zh(lang) ? "与融合反向的最大差：" : "max |walk − fused backward|: ", format_number("%.3g", w.fused_diff));
-  if (w.fp64_dq) {
-    line(zh(lang) ? "fp64 逐阶段反向的 dQ：" : "fp64 staged backward's dQ: ", vec(*w.fp64_dq));
-    line(zh(lang) ? "相对 fp64 的误差：" : "error against fp64: ", format_number("%.3g", w.fp64_error));
-    if (w.fp64_error_reaches_scale())
-      s += std::string(bullet) + (zh(lang) ? "警告：误差达到 fp64 梯度的最大元素，这一行的 fp32 dQ 没有一位有效数字：在这个温度下，fp32 的"
-                      "舍入乘以缩放 1/(√d_k·T) 后超过了梯度本身（fp32 融合反向算出的也是它）。\n"
-                    : "warning: the error reaches the fp64 gradient's largest entry, so not one digit of this row's "
-                      "fp32 dQ is right: at this temperature fp32's rounding, multiplied by the scale 1/(√d_k·T), "
-                      "outweighs the gradient itself (the fp32 fused backward computes the same).\n");
-  } else {
-    line("fp64: ", w.fp64_note);
-  }
+  line(zh(lang) ? "fp64 反向的 dQ：" : "fp64 backward's dQ: ", vec(w.fp64_dq));
+  line(zh(lang) ? "相对 fp64 的误差：" : "error against fp64: ", format_number("%.3g", w.fp64_error));
+  if (w.fp64_error_reaches_scale())
+    s += std::string(bullet) + (zh(lang) ? "警告：误差达到 fp64 梯度的最大元素，这一行的 fp32 dQ 没有一位有效数字：在这个温度下，fp32 的"
+                    "舍入乘以缩放 1/(√d_k·T) 后超过了梯度本身（fp32 融合反向算出的也是它）。\n"
+                  : "warning: the error reaches the fp64 gradient's largest entry, so not one digit of this row's "
+                    "fp32 dQ is right: at this temperature fp32's rounding, multiplied by the scale 1/(√d_k·T), "
+                    "outweighs the gradient itself (the fp32 fused backward computes the same).\n");
   return s;
 }
 
@@ -190,19 +186,18 @@ Json render_json(const BackwardWalk& w) {
   j["dq"] = walk_json_vector(w.dq);
   j["fused_dq"] = walk_json_vector(w.fused_dq);
   j["fused_max_abs_diff"] = walk_json_number(w.fused_diff);
-  j["fp64_dq"] = w.fp64_dq ? walk_json_vector(*w.fp64_dq) : Json(nullptr);
-  j["fp64_error"] = w.fp64_dq ? walk_json_number(w.fp64_error) : Json(nullptr);
+  j["fp64_dq"] = walk_json_vector(w.fp64_dq);
+  j["fp64_error"] = walk_json_number(w.fp64_error);
   j["fp64_error_reaches_scale"] = w.fp64_error_reaches_scale();
-  if (!w.fp64_dq) j["fp64_note"] = w.fp64_note;
   return j;
 }
 
 }  // namespace
 
 bool BackwardWalk::fp64_error_reaches_scale() const {
-  if (!fp64_dq || !(fp64_error > 0)) return false;
+  if (fp64_dq.empty() || !(fp64_error > 0)) return false;
   double scale = 0;
-  for (double x : *fp64_dq) scale = std::max(scale, std::fabs(x));
+  for (double x : fp64_dq) scale = std::max(scale, std::fabs(x));
   return fp64_error >= scale;
 }
 
@@ -217,7 +212,7 @@ std::string render_backward_walk(const BackwardWalk& w, Lang lang, Format format
     case Format::Json: return render_json(w).dump(1) + "\n";
     case Format::Csv: break;
   }
-  throw InputError(Msg::WalkFormat, {});
+  throw InputError(Msg::WalkFormat, {"csv"});
 }
 
 }  // namespace attnlab

@@ -42,12 +42,11 @@ struct BackwardWalk : WalkHeader {  // scale: the online scale (logit = s · sca
   std::vector<double> dq;          // (d_k) the walk's final dQ row, in the inputs' frame
   std::vector<double> fused_dq;    // the CPU fused backward's row
   double fused_diff = 0;           // max |walk − fused|
-  std::optional<std::vector<double>> fp64_dq;  // the fp64 staged backward's row, when it fits
+  std::vector<double> fp64_dq;     // the fp64 backward's row (cpu/backward.h reference_backward_fp64_row)
   double fp64_error = 0;           // max |walk − fp64|
   // The error reaches the fp64 row's largest |entry| (an fp64 row of zeros: any error): the fp32
   // row carries no right digit (very low temperatures, where the scale multiplies fp32's rounding).
   bool fp64_error_reaches_scale() const;
-  std::string fp64_note;           // why there is no fp64 row
 };
 
 // What tile t did, one sentence: the key it pushes most and which way, and Σ dS so far; for a

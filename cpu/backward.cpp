@@ -10,11 +10,13 @@
 #include "cpu/cpu_backend.h"
 #include "core/modify.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace attnlab {
 namespace {
@@ -186,6 +188,41 @@ GradTraceD backward_of(const Problem& p, TraceD forward, const MatrixD& dout) {
 GradTrace cpu_backward(const Problem& p, const Upstream& u) { return backward_run(p, u, cpu_staged); }
 
 GradTraceD reference_backward_fp64(const Problem& p, const Upstream& u) { return backward_run(p, u, reference_fp64); }
+
+std::vector<double> reference_backward_fp64_row(const Problem& p, const Upstream& u, int head, int query) {
+  std::vector<double> weights, modified;
+  const std::vector<double> o = reference_fp64_row(p, head, query, 0, &weights, nullptr, &modified);
+  const int m = p.m(), d_k = p.d_k(), d_v = p.d_v();
+  const MatrixD out = Eigen::Map<const MatrixD>(o.data(), 1, d_v);
+  const Eigen::RowVectorXd dout = upstream_dout(row_upstream(p, u, head, query), out, nullptr).row(0);
+  // The chain back for one row, as backward_chain runs it for all: dP_j = dO·v_j, D = dO·O,
+  // dlogits_j = P_j (dP_j − D), / T, the cap's (1 − t)(1 + t), / the divisor, then dQr = Σ dS_j kr_j
+  // and dQ = Rᵀ dQr. A key of weight 0 (masked, or underflowed) adds nothing.
+  const double D = dout.dot(out.row(0)), temperature = p.temperature, cap = p.mods.softcap;
+  const double divisor = scale_divisor<double>(p), theta = p.mods.rope_theta;
+  const Eigen::Index kv = p.kv_row(head);
+  constexpr int kBlock = 256;
+  Eigen::RowVectorXd dq = Eigen::RowVectorXd::Zero(d_k);
+  for (int j0 = 0; j0 < m; j0 += kBlock) {
+    const int cols = std::min(kBlock, m - j0);
+    if (std::all_of(weights.begin() + j0, weights.begin() + j0 + cols, [](double w) { return w == 0; })) continue;
+    MatrixD kb = p.k().middleRows(kv + j0, cols).cast<double>();
+    if (theta > 0) kb = rope_rotate(kb, j0, theta);
+    for (int j = 0; j < cols; ++j) {
+      const double w = weights[static_cast<std::size_t>(j0 + j)];
+      if (w == 0) continue;
+      const double dp = dout.dot(p.v().row(kv + j0 + j).cast<double>());
+      double ds = w * (dp - D) / temperature;
+      if (cap > 0) {
+        const double t = modified[static_cast<std::size_t>(j0 + j)] / cap;
+        ds *= (1 - t) * (1 + t);
+      }
+      dq += (ds / divisor) * kb.row(j);
+    }
+  }
+  if (theta > 0) dq = rope_rotate_back(MatrixD(dq), query + p.causal_offset(), theta).row(0);
+  return std::vector<double>(dq.data(), dq.data() + d_k);
+}
 
 double backward_bytes(const Problem& p) {
   RunOptions opt;

@@ -11,12 +11,19 @@
 
 #include "core/backward.h"
 
+#include <vector>
+
 namespace attnlab {
 
 // The fp32 staged chain's run of p and its backward for dO from `u`. Validates p and u.
 GradTrace cpu_backward(const Problem& p, const Upstream& u);
 // reference_fp64(p) and its backward in double. Validates p and u.
 GradTraceD reference_backward_fp64(const Problem& p, const Upstream& u);
+// dQ's row of query `query` of head `head` in that backward, without any matrix of the whole
+// problem: reference_fp64_row's forward of the row (RoPE and ALiBi in double at the row's own
+// positions), dO's row (row_upstream), and the chain back for that row alone. O(m d). p and u
+// validated by the caller.
+std::vector<double> reference_backward_fp64_row(const Problem& p, const Upstream& u, int head, int query);
 
 // The backward of a given forward run of p (every stage kept; p validated) for a given dO
 // (heads n, d_v). Throws std::invalid_argument for a run without stages or a dO of another shape.

@@ -31,10 +31,13 @@ TraceD reference_fp64(const Problem& p);
 // keys of its key/value head (0: all m; a causal mask places the queries at the end of those
 // keys), without any matrix of the whole problem: O(keys d). `weights` (when given) receives the
 // row's softmax weights, `max_abs_logit` the largest |logit| it saw (verify's fp32 output bound
-// reads it). What checks a long decode row (the viewer's decode view). InputError for a head or
-// query outside, or a row that sees no key.
+// reads it), `modified` the scores after the score mods and before the temperature (−∞ where
+// masked; the backward's row reads the cap's from them). What checks a long decode row (the
+// viewer's decode view) and the walks' rows. InputError for a head or query outside, or a row that
+// sees no key.
 std::vector<double> reference_fp64_row(const Problem& p, int head, int query, int keys = 0,
-                                       std::vector<double>* weights = nullptr, double* max_abs_logit = nullptr);
+                                       std::vector<double>* weights = nullptr, double* max_abs_logit = nullptr,
+                                       std::vector<double>* modified = nullptr);
 // Fused blockwise kernel (online softmax), fp32; fills only output (has_stages = false).
 // Implemented in cpu/fused.cpp.
 Trace cpu_fused(const Problem& p);

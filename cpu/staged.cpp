@@ -751,7 +751,7 @@ Trace cpu_staged_plain(const Problem& p) { return plain_chain<MatrixF>(p); }
 TraceD reference_fp64(const Problem& p) { return plain_chain<MatrixD>(p); }
 
 std::vector<double> reference_fp64_row(const Problem& p, int head, int query, int keys, std::vector<double>* weights,
-                                       double* max_abs_logit) {
+                                       double* max_abs_logit, std::vector<double>* modified) {
   const int m = keys > 0 ? std::min(keys, p.m()) : p.m(), d_v = p.d_v(), n = p.n();
   if (head < 0 || head >= p.heads || query < 0 || query >= n)
     throw InputError("head " + std::to_string(head) + " query " + std::to_string(query) + " is outside the problem");
@@ -772,6 +772,7 @@ std::vector<double> reference_fp64_row(const Problem& p, int head, int query, in
   rule.interval(query, lo, hi);
   hi = std::min(hi, m);
   std::vector<double> x(m, -std::numeric_limits<double>::infinity());
+  if (modified) modified->assign(m, -std::numeric_limits<double>::infinity());
   // Scores as the chain takes them: q . k in double (RoPE in double), / divisor, the score mods,
   // the mask, / T.
   for (Eigen::Index j0 = lo; j0 < hi; j0 += kBlock) {
@@ -782,7 +783,9 @@ std::vector<double> reference_fp64_row(const Problem& p, int head, int query, in
     for (Eigen::Index j = 0; j < cols; ++j) {
       const int key = static_cast<int>(j0 + j);
       if (rule.elementwise() && !rule.visible(query, key)) continue;
-      x[key] = score.apply(s(j) / divisor, head, query, key) / temperature;
+      const double z = score.apply(s(j) / divisor, head, query, key);
+      if (modified) (*modified)[key] = z;
+      x[key] = z / temperature;
     }
   }
   double mx = -std::numeric_limits<double>::infinity(), big = 0;

@@ -5,6 +5,7 @@
 
 #include "cpu/walk.h"
 
+#include "core/messages.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/decode.h"
 #include "cpu/online_softmax.h"
@@ -33,12 +34,6 @@ void check_row_args(const Problem& p, int head, int query) {
 }
 
 std::vector<double> row_of(const MatrixF& m, Index r) {
-  std::vector<double> v(static_cast<std::size_t>(m.cols()));
-  for (Index c = 0; c < m.cols(); ++c) v[c] = m(r, c);
-  return v;
-}
-
-std::vector<double> row_of(const MatrixD& m, Index r) {
   std::vector<double> v(static_cast<std::size_t>(m.cols()));
   for (Index c = 0; c < m.cols(); ++c) v[c] = m(r, c);
   return v;
@@ -322,11 +317,29 @@ double walk_max_abs_diff(const std::vector<double>& a, const std::vector<double>
   return d;
 }
 
+bool names_the_row(const InputError& e) {
+  return e.id == Msg::OverflowScoresRow || e.id == Msg::OverflowLogitsRow || e.id == Msg::OverflowScores ||
+         e.id == Msg::OverflowLogits;
+}
+
+void rethrow_for_row(const InputError& e, int head, int query) {
+  std::vector<std::string> args = e.args;
+  if (e.id == Msg::OverflowScoresRow || e.id == Msg::OverflowLogitsRow) {  // {head, row, precision}
+    args.at(0) = std::to_string(head);
+    args.at(1) = std::to_string(query);
+  } else {  // OverflowScores, OverflowLogits: {row, column}
+    args.at(0) = std::to_string(query);
+  }
+  throw InputError(e.id, std::move(args));
+}
+
 void check_walk(const Problem& p, Walk& w) {
   const Problem r = row_problem(p, w.head, w.query);
-  w.staged_output = row_of(cpu_staged_output_only(r).output, 0);
-  w.fp64_output = row_of(reference_fp64(r).output, 0);
-  w.cpu_fused_output = row_of(cpu_fused(r).output, 0);
+  on_row_problem(w.head, w.query, [&] {
+    w.staged_output = row_of(cpu_staged_output_only(r).output, 0);
+    w.cpu_fused_output = row_of(cpu_fused(r).output, 0);
+  });
+  w.fp64_output = reference_fp64_row(p, w.head, w.query);  // RoPE and ALiBi in double, at the row's positions
   w.max_abs_diff = walk_max_abs_diff(w.output, w.staged_output);
   w.fp64_error = walk_max_abs_diff(w.output, w.fp64_output);
   w.cpu_fused_diff = walk_max_abs_diff(w.output, w.cpu_fused_output);

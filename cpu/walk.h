@@ -25,9 +25,23 @@ Walk walk_row(const Problem& p, int head, int query, int tile);
 // mask (causal included), the same temperature and labels. O(m d).
 Problem row_problem(const Problem& p, int head, int query);
 
-// Fills w's checks from the CPU backend on row_problem: the staged chain (cpu_staged), the fp64
-// reference (reference_fp64) and the CPU fused kernel (cpu_fused), and the differences to the
-// walk's output. The CUDA output is the caller's (it needs the registry and a device).
+// Runs f, which runs kernels on row_problem(p, head, query); an overflow refusal that names the
+// one-row problem's row (query 0 of head 0) is thrown again naming (head, query) of p.
+bool names_the_row(const InputError& e);
+[[noreturn]] void rethrow_for_row(const InputError& e, int head, int query);
+template <class F>
+auto on_row_problem(int head, int query, F f) {
+  try {
+    return f();
+  } catch (const InputError& e) {
+    if (!names_the_row(e)) throw;
+    rethrow_for_row(e, head, query);
+  }
+}
+
+// Fills w's checks from the CPU backend: the staged chain (cpu_staged) and the CPU fused kernel
+// (cpu_fused) on row_problem, the fp64 reference on p's own row (reference_fp64_row: RoPE and ALiBi
+// in double, not through row_problem's fp32 copies), and the differences to the walk's output. The CUDA output is the caller's (it needs the registry and a device).
 void check_walk(const Problem& p, Walk& w);
 
 // (one row) The split-KV computation of the row: the keys cut as the decode kernel cuts them for

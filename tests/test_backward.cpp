@@ -24,6 +24,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -384,6 +385,24 @@ TEST_P(BackwardCase, MaskedEntriesCarryExactlyZeroAndRowsSumToZero) {
   }
 }
 
+// One row's fp64 backward (what the walk checks against, O(m d)) is the whole fp64 backward's row:
+// the same chain in double, RoPE and ALiBi at the row's own positions.
+TEST_P(BackwardCase, TheFp64RowIsTheWholeFp64BackwardsRow) {
+  const Case& c = GetParam();
+  const Problem p = problem_of(c);
+  const Upstream u = upstream_of(c, p);
+  const GradTraceD g = reference_backward_fp64(p, u);
+  for (int h = 0; h < p.heads; ++h)
+    for (int i = 0; i < p.n(); ++i) {
+      const Eigen::Index r = static_cast<Eigen::Index>(h) * p.n() + i;
+      const std::vector<double> row = reference_backward_fp64_row(p, u, h, i);
+      ASSERT_EQ(static_cast<int>(row.size()), p.d_k());
+      const double scale = g.dq.row(r).cwiseAbs().maxCoeff();
+      for (int k = 0; k < p.d_k(); ++k)
+        EXPECT_NEAR(row[k], g.dq(r, k), 1e-11 * scale + 1e-300) << "head " << h << " query " << i << " column " << k;
+    }
+}
+
 std::string case_name(const ::testing::TestParamInfo<Case>& info) { return info.param.name; }
 
 INSTANTIATE_TEST_SUITE_P(Cases, BackwardCase, ::testing::ValuesIn(cases()), case_name);
@@ -606,6 +625,35 @@ TEST(Upstream, RandomDoutIsSeededAndNotTheProblemsNumbers) {
   // The problem of --seed 0 starts with the same generator: dO is not its Q.
   const Problem p = random_problem(4, 3, 3, 0);
   EXPECT_NE(a, p.q());
+}
+
+// A row's upstream (the walk's one-row problem) is the whole upstream's row: a random dO's row comes
+// from the same stream without the rows before it (odd d_v: rows start inside a Box-Muller pair).
+TEST(Upstream, ARowsUpstreamIsTheWholeOnesRow) {
+  const Problem p = random_problem(5, 4, 7, 0, 3);
+  const MatrixF whole = random_dout(15, 7, 9);
+  Upstream mse;
+  mse.kind = UpstreamKind::Mse;
+  mse.data = small_matrix(15, 7, 4);
+  for (int h = 0; h < 3; ++h)
+    for (int i = 0; i < 5; ++i) {
+      const Eigen::Index r = h * 5 + i;
+      const Upstream a = row_upstream(p, upstream_random(9), h, i);
+      EXPECT_EQ(a.kind, UpstreamKind::File);
+      EXPECT_EQ(a.data, MatrixF(whole.row(r))) << "head " << h << " query " << i;
+      const Upstream b = row_upstream(p, mse, h, i);
+      EXPECT_EQ(b.kind, UpstreamKind::Mse);
+      EXPECT_EQ(b.data, MatrixF(mse.data.row(r)));
+    }
+  EXPECT_EQ(row_upstream(p, parse_loss("sum"), 2, 4).kind, UpstreamKind::Sum);
+  std::mt19937_64 gen(77);
+  MatrixF all;
+  fill_standard_normal(all, 1, 11, gen);
+  for (int first : {0, 1, 4, 7})
+    for (int count : {1, 2, 3}) {
+      const std::vector<float> part = standard_normal_range(std::mt19937_64(77), first, count);
+      for (int k = 0; k < count; ++k) EXPECT_EQ(part[k], all(0, first + k)) << first << " + " << k;
+    }
 }
 
 TEST(Upstream, LossesGiveTheirDout) {

@@ -292,6 +292,19 @@ TEST(Walk, OtherHeadsWalkTheirOwnRows) {
   EXPECT_LT(walk_max_abs_diff(w.output, row(fused, 2 * 40 + 17)), 1e-6);
 }
 
+// The checks run the kernels on the row alone; where the staged chain refuses there (a score of
+// -1e40 below the row's largest: fp32 rounds it to -inf, which the online walk weighs 0 and the
+// staged chain, keeping its scores, refuses), the refusal names the row of p, not the one-row
+// problem's row 0.
+TEST(Walk, ARefusalOfTheChecksNamesTheRowOfTheProblem) {
+  Problem p = random_problem(8, 2, 2, 1, 2);
+  p.edit().q.row(1 * 8 + 5) << 1e20f, 1.f;
+  p.edit().k.row(1 * 8 + 3) << -1e20f, 1.f;
+  Walk w = walk_row(p, 1, 5, 4);
+  EXPECT_EQ(test::message_of<InputError>([&] { check_walk(p, w); }),
+            "QKᵀ overflows at row 5, column 3 (inputs too large for this precision and temperature)");
+}
+
 TEST(Walk, BadArgumentsAreInputErrors) {
   const Problem p = demo_problem();
   EXPECT_NE(test::message_of<InputError>([&] { walk_row(p, 0, 0, 0); }).find("tile"), std::string::npos);

@@ -60,6 +60,9 @@ class Companion {
   // On the worker. May throw Cancelled (the whole job is abandoned); any other failure is the
   // result's to carry (the view says why), so that the run it belongs to is still adopted.
   virtual std::shared_ptr<const CompanionResult> compute(const CompanionInput& in) const = 0;
+  // Whether it is computed also where the session streams (its problem too large to keep every
+  // stage): only a companion whose cost does not grow with n·m, such as one row's walk.
+  virtual bool streams() const { return false; }
 };
 
 }  // namespace attnlab::viewer

@@ -197,7 +197,8 @@ Session::Result Session::execute(Job job) {
       throw InputError(Msg::Bf16Streamed, {std::to_string(p->n()), std::to_string(kKeepStagesMaxTokens)});
     if (job.parts == kCompanion) {
       // Only the companions, for the problem on screen (the main run is there already).
-      if (!r.streaming && job.companion) r.companion = job.companion->compute(companion_input(job, p, nullptr));
+      if (job.companion && (!r.streaming || job.companion->streams()))
+        r.companion = job.companion->compute(companion_input(job, p, nullptr));
       r.problem = p;
       r.job = std::move(job);
       r.ms = now_ms() - t0;
@@ -228,7 +229,7 @@ Session::Result Session::execute(Job job) {
     if (job.parts & kAll) r.rotated = rotated_qk(*p);
     if (opt.pool) job.view = *opt.pool;  // the view the pooled stages belong to
     else job.view.reset();
-    if ((job.parts & kCompanion) && !r.streaming && job.companion)
+    if ((job.parts & kCompanion) && job.companion && (!r.streaming || job.companion->streams()))
       r.companion = job.companion->compute(companion_input(job, p, &r.trace));
     r.problem = p;
     last_problem_ = p;
@@ -279,7 +280,7 @@ CompanionInput Session::companion_input(const Job& job, const std::shared_ptr<co
 }
 
 bool Session::companions_busy() const {
-  if (streaming_ || !want_) return false;
+  if (!want_ || (streaming_ && !want_->streams())) return false;
   return !(companion_ && companion_key_ == want_->key());
 }
 
@@ -302,7 +303,7 @@ void Session::set_companion(std::shared_ptr<const Companion> c) {
   companion_.reset();
   companion_key_.clear();
   ++revision_;
-  if (streaming_) return;  // the views say why there is nothing to compare
+  if (streaming_ && !want_->streams()) return;  // the views say why there is nothing to compare
   post(kCompanion);
 }
 

@@ -140,7 +140,8 @@ class Session {
   bool set_precision(Precision p);
   // The companion runs of the view on screen (null: none). One of another key is computed for the
   // state on screen (and beside every later run) on the worker; one of the same key replaces the
-  // one asked for without a run; none drops the result on screen.
+  // one asked for without a run; none drops the result on screen. Where the session streams, only
+  // a companion that streams() is computed.
   void set_companion(std::shared_ptr<const Companion> c);
   bool load_demo();
   // heads: how many heads to generate (-1: as many as now); the head shown stays when it exists.

@@ -355,14 +355,12 @@ void dq_rows(Shell& app, WalkView& v, const BackwardWalk& w) {
     };
     row(wbtr(lang, WB::DqNow), &now, true);
     row(wbtr(lang, WB::Fused), &w.fused_dq, false);
-    row(wbtr(lang, WB::Fp64), w.fp64_dq ? &*w.fp64_dq : nullptr, false);
+    row(wbtr(lang, WB::Fp64), &w.fp64_dq, false);
     ImGui::EndTable();
   }
   ImGui::TextUnformatted(fmt(wbtr(lang, WB::DqNorm), value4(walk_norm(now)).c_str(), dims, w.d_k).c_str());
   const std::string fused = format_number("%.3g", w.fused_diff);
-  wrapped(app, w.fp64_dq ? fmt(wbtr(lang, WB::Final), fused.c_str(), format_number("%.3g", w.fp64_error).c_str())
-                         : fmt(wbtr(lang, WB::Fp64Missing), fused.c_str(),
-                               format_number("%.0f", kBackwardWalkFp64Limit).c_str()));
+  wrapped(app, fmt(wbtr(lang, WB::Final), fused.c_str(), format_number("%.3g", w.fp64_error).c_str()));
 }
 
 void draw_backward(WalkView& v, Shell& app, int tile) {
@@ -371,11 +369,6 @@ void draw_backward(WalkView& v, Shell& app, int tile) {
   const BackwardWalk* w = v.update_backward(c);
   v.tick(ImGui::GetIO().DeltaTime);
   tile_controls(app, v, w, tile);
-  if (v.status() == WalkView::Status::TooLarge) {
-    wrapped(app, fmt(wbtr(lang, WB::TooLarge), kKeepStagesMaxTokens, std::max(c.problem().n(), c.problem().m())),
-            &kErrorV4);
-    return;
-  }
   if (v.status() == WalkView::Status::Failed) {
     wrapped(app, fmt(wbtr(lang, WB::Failed), v.backward_error(lang).c_str()), &kErrorV4);
     return;

@@ -53,14 +53,10 @@ constexpr Entry kTexts[] = {
     {WB::DqNow, {"dQ so far", "到此为止的 dQ"}},
     {WB::DqNorm, {"|dQ so far| = %s (first %d of %d values shown)", "当前 |dQ| = %s（显示前 %d 个值，共 %d 个）"}},
     {WB::Fused, {"fused backward's dQ", "融合反向的 dQ"}},
-    {WB::Fp64, {"fp64 staged backward's dQ", "fp64 分阶段反向的 dQ"}},
+    {WB::Fp64, {"fp64 backward's dQ", "fp64 反向的 dQ"}},
     {WB::Final,
      {"final dQ: max|walk − fused backward| = %s · error against fp64 = %s",
       "最终 dQ：max|游走 − 融合反向| = %s · 相对 fp64 的误差 = %s"}},
-    {WB::Fp64Missing,
-     {"final dQ: max|walk − fused backward| = %s · fp64 not computed: heads·n·m above %s (the fp64 staged "
-      "backward keeps every (n, m) matrix)",
-      "最终 dQ：max|游走 − 融合反向| = %s · 未计算 fp64：heads·n·m 超过 %s（fp64 分阶段反向要保留每个 (n, m) 矩阵）"}},
     {WB::Rope,
      {"With RoPE the running dQ is in the rotated frame; the final dQ is turned back by RoPEᵀ.",
       "使用 RoPE 时，运行中的 dQ 在旋转后的坐标中；最终 dQ 用 RoPEᵀ 转回。"}},
@@ -72,12 +68,6 @@ constexpr Entry kTexts[] = {
       "不是模型的损失；数值是 CPU 融合反向的 fp32 结果。"}},
     {WB::Computing, {"computing the backward walk…", "正在计算反向游走…"}},
     {WB::Failed, {"backward walk refused: %s", "反向游走无法计算：%s"}},
-    {WB::TooLarge,
-     {"The backward walk checks its dQ against the fused backward of the whole problem, which the viewer runs "
-      "beside its own run only while it keeps every stage (N ≤ %d); N = %d here. “attnlab walk --backward” "
-      "walks any N.",
-      "反向游走要把它的 dQ 与整个问题的融合反向对照，查看器只在保留每个阶段时（N ≤ %d）才在自己的计算旁运行它；"
-      "当前 N = %d。“attnlab walk --backward” 可以走任意 N。"}},
 };
 constexpr bool texts_in_order() {
   for (std::size_t i = 0; i < std::size(kTexts); ++i)
@@ -369,11 +359,6 @@ void WalkView::prepare(Session& s, int) {
 }
 
 const BackwardWalk* WalkView::update_backward(const Session& s) {
-  if (s.streaming()) {
-    status_ = Status::TooLarge;
-    bwalk_.reset();
-    return nullptr;
-  }
   const WalkBackwardResult* r = s.companion<WalkBackwardResult>();
   if (!r) {
     // Asked for and not there yet: the last one stays on screen meanwhile (it names its own query).
@@ -443,10 +428,7 @@ std::string WalkView::state_json() const {
   j["cursor"] = cursor_;
   j["playing"] = playing_;
   if (pass_ == WalkPass::Backward) {
-    j["status"] = status_ == Status::Ok         ? "ok"
-                  : status_ == Status::TooLarge ? "too_large"
-                  : status_ == Status::Failed   ? "failed"
-                                                : "computing";
+    j["status"] = status_ == Status::Ok ? "ok" : status_ == Status::Failed ? "failed" : "computing";
     j["error"] = berror_.text(Lang::En);
     j["dout_seed"] = walk_backward_upstream().seed;
     if (bwalk_ && count() > 0) {
@@ -469,7 +451,7 @@ std::string WalkView::state_json() const {
       j["final_dq"] = w.dq;
       j["fused_dq"] = w.fused_dq;
       j["fused_max_abs_diff"] = w.fused_diff;
-      j["fp64_error"] = w.fp64_dq ? nlohmann::json(w.fp64_error) : nlohmann::json(nullptr);
+      j["fp64_error"] = w.fp64_error;
     }
   } else {
     j["error"] = error_;

@@ -83,7 +83,7 @@ const char* walk_pass_word(WalkPass p);  // "forward" | "backward" (--walk-pass,
 // The backward mode's words and the tile under the stepping buttons (walk_view.cpp), English and Chinese.
 enum class WB {
   Pass, Forward, Backward, TileOf, Strip, Legend, Stats, Upstream, ColKey, Bars, ChartDsSum,
-  ChartDqNorm, DqNow, DqNorm, Fused, Fp64, Final, Fp64Missing, Rope, Caveat, Computing, Failed, TooLarge,
+  ChartDqNorm, DqNow, DqNorm, Fused, Fp64, Final, Rope, Caveat, Computing, Failed,
   Count_
 };
 const char* wbtr(Lang lang, WB id);
@@ -117,6 +117,7 @@ class WalkBackwardCompanion final : public Companion {
   WalkBackwardCompanion(int query, int tile) : query_(query), tile_(tile) {}
   std::string key() const override;
   std::shared_ptr<const CompanionResult> compute(const CompanionInput& in) const override;
+  bool streams() const override { return true; }  // one row: O(m d) at any n
   int query() const { return query_; }
   int tile() const { return tile_; }
 
@@ -130,7 +131,7 @@ class WalkView final : public View {
     int tile = 0;  // --tile B, keys per tile (0: walk_tile_for's default)
     WalkPass pass = WalkPass::Forward;  // --walk-pass
   };
-  enum class Status { Ok, TooLarge, Computing, Failed };
+  enum class Status { Ok, Computing, Failed };
   static const char* label(Lang lang);
   static bool parse_flag(const std::string& flag, const FlagValue& value, Options& o);
   static void finish_options(Options&, bool, std::string&) {}
