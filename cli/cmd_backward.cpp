@@ -54,7 +54,7 @@ void check_options(const BackwardJob& job, Format format) {
   if (a.precision != "fp32" && !(cuda && a.precision == "bf16"))
     throw InputError(Msg::BackwardPrecision, {a.precision});
   if (job.check && a.precision == "bf16") throw InputError(Msg::BackwardCheckBf16, {});
-  if (a.splits != 0) throw InputError(Msg::BackwardSplit, {});
+  if (a.split_given) throw InputError(Msg::BackwardSplit, {});
   if (job.check && format == Format::Csv) throw InputError(Msg::BackwardCheckCsv, {});
   check_upstream_options(job.dout, job.loss, job.dout_seed);
 }

@@ -102,8 +102,7 @@ void register_describe(CLI::App& app, int& exit_code) {
       ->type_name("text|json|markdown");
   c->callback([job, &exit_code] {
     const ProblemArgs& a = job->args;
-    if (parse_format(a.format) == Format::Csv)
-      throw InputError(Msg::DescribeFormat, {});
+    const Format format = parse_format_among(a.format, {Format::Text, Format::Json, Format::Markdown}, Msg::DescribeFormat);
     const bool demo = !uses_inputs(a);
     const Problem p = build_problem(a, demo);
     const int query = resolve_query_arg(a, p, demo);
@@ -111,7 +110,7 @@ void register_describe(CLI::App& app, int& exit_code) {
     const Trace t = run_problem(a, p);
     const std::string text = describe(p, t, query, lang);
     // json: {"description": "..."} for tools; every other format prints the sentence as it is.
-    if (parse_format(a.format) == Format::Json)
+    if (format == Format::Json)
       emit(a.output_file, nlohmann::json{{"description", text}}.dump(-1, ' ', false,
                                                           nlohmann::json::error_handler_t::replace) +
                   "\n");

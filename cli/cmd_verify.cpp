@@ -35,9 +35,7 @@ std::optional<double> check_tolerance(const char* name, const std::optional<std:
 int run_verify(const VerifyJob& job) {
   const ProblemArgs& a = job.args;
   const std::optional<double> atol = check_tolerance("--atol", job.atol), rtol = check_tolerance("--rtol", job.rtol);
-  const Format format = parse_format(a.format);
-  if (format != Format::Text && format != Format::Json)
-    throw InputError(Msg::VerifyFormat, {a.format});
+  const Format format = parse_format_among(a.format, {Format::Text, Format::Json}, Msg::VerifyFormat);
 
   const bool demo = !uses_inputs(a);
   const Problem p = build_problem(a, demo);

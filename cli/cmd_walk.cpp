@@ -44,8 +44,7 @@ void run_walk(const WalkJob& job) {
   // Typos in --tile and --head cost nothing: checked before the problem is built.
   const int tile_arg = job.tile.empty() ? 0 : parse_count(job.tile, 1, Msg::WalkTileCount);
   const int head = parse_count(job.head, 0, Msg::WalkHeadCount);
-  const Format format = parse_format(a.format);
-  if (format == Format::Csv) throw InputError(Msg::WalkFormat, {});
+  const Format format = parse_format_among(a.format, {Format::Text, Format::Json, Format::Markdown}, Msg::WalkFormat);
   const Problem p = build_problem(a, demo);
   const int query = resolve_query_arg(a, p, demo);
   const Lang lang = resolve_lang(a);

@@ -110,7 +110,8 @@ void add_state_options(CLI::App* cmd, ProblemArgs& a) {
   cmd->add_option("--split", a.splits,
                   "With --variant decode: key splits per key/value head (default 0: chosen from the "
                   "cores and the number of keys)")
-      ->type_name("S");
+      ->type_name("S")
+      ->each([&a](const std::string&) { a.split_given = true; });
   cmd->add_option("--precision", a.precision,
                   "fp32, or bf16 (bf16 operands and weights, fp32 sums: the CUDA bf16 kernels' arithmetic, in every variant)")
       ->type_name("fp32|bf16");
@@ -284,7 +285,7 @@ RunOptions run_options(const ProblemArgs& a) {
   opt.precision = parse_precision(a.precision);
   opt.splits = a.splits;
   // Only the split-KV kernel cuts the keys: elsewhere --split would be silently ignored.
-  if (a.splits != 0 && opt.variant != Variant::Decode)
+  if (a.split_given && opt.variant != Variant::Decode)
     throw InputError(Msg::SplitVariant, {a.variant});
   opt.keep_stages = true;
   return opt;

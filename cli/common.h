@@ -31,6 +31,7 @@ struct ProblemArgs {
   std::optional<int> queries;    // --queries Q: the last Q of the N positions (decode); default N
   std::optional<int> kv_heads;   // --kv-heads G: key/value heads shared by the heads; default heads
   int splits = 0;                // --split S of the decode variant; 0: the machine's choice
+  bool split_given = false;      // --split was given (0 included: refused beside another variant)
   std::string pattern;           // --pattern of the random problem (core/patterns.h); empty = noise
   // a captured model's bundle (core/bundle.h): directory, call (index or name), one head or all
   std::string bundle;

@@ -250,6 +250,17 @@ int main(int argc, char** argv) {
     return std::cout ? code
                      : fail(attnlab::render_message(attnlab::Msg::WriteStdout, {}, attnlab::lang_from_args(argc, argv)), 1);
   };
+  // CLI11 reads the options' values (and runs their callbacks: --temperature's check) before it
+  // looks for --help, so `demo --temperature 0 --help` was refused: with --help asked for, a value
+  // refused on the way is no reason to withhold the help.
+  bool help_asked = false, all_asked = false;
+  for (int i = 1; i < argc && std::string(argv[i]) != "--"; ++i) {
+    const std::string arg = argv[i];
+    help_asked = help_asked || arg == "-h" || arg == "--help";
+    all_asked = all_asked || arg == "--help-all";
+  }
+  const auto help_anyway = [&] { return all_asked ? help(CLI::CallForAllHelp()) : help(CLI::CallForHelp()); };
+  help_asked = help_asked || all_asked;
   try {
     app.parse(argc, argv);
     return exit_code;
@@ -259,6 +270,7 @@ int main(int argc, char** argv) {
     return help(e);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return help(e);
+    if (help_asked) return help_anyway();
     std::string msg = e.what();
     const attnlab::Message clear =
         dynamic_cast<const CLI::ConversionError*>(&e) ? conversion_message(msg) : syntax_message(msg);
@@ -277,6 +289,7 @@ int main(int argc, char** argv) {
     // messages stay English.
     return fail(e.message.text(attnlab::lang_from_args(argc, argv)), 1);
   } catch (const attnlab::InputError& e) {
+    if (help_asked) return help_anyway();
     return fail(attnlab::message_of(e).text(attnlab::lang_from_args(argc, argv)), 2);
   } catch (const attnlab::DeviceError& e) {
     return fail(e.what(), 1);

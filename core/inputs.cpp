@@ -5,6 +5,8 @@
 #include "core/io.h"
 #include "core/messages.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -80,8 +82,10 @@ void apply_mask_spec(Problem& p, const std::string& mask) {
 
 namespace {
 
-// The items of a modification spec: split at ',' and '+', surrounding spaces dropped.
-std::vector<std::string> spec_items(const std::string& spec) {
+// The items of a modification spec: split at ',' and '+', surrounding spaces dropped. The sign of
+// a number's exponent ("softcap:1e+3": a '+' after a digit and an 'e', before a digit) is the
+// number's, not a joint. "none" stands alone: beside another item it is refused (ModNoneAlone).
+std::vector<std::string> spec_items(const std::string& spec, const char* what) {
   std::vector<std::string> out;
   std::string cur;
   const auto flush = [&] {
@@ -89,11 +93,19 @@ std::vector<std::string> spec_items(const std::string& spec) {
     out.push_back(a == std::string::npos ? std::string() : cur.substr(a, b - a + 1));
     cur.clear();
   };
-  for (char ch : spec) {
-    if (ch == ',' || ch == '+') flush();
+  const auto digit = [&spec](std::size_t i) {
+    return i < spec.size() && std::isdigit(static_cast<unsigned char>(spec[i])) != 0;
+  };
+  for (std::size_t i = 0; i < spec.size(); ++i) {
+    const char ch = spec[i];
+    const bool exponent =
+        ch == '+' && i >= 2 && (spec[i - 1] == 'e' || spec[i - 1] == 'E') && digit(i - 2) && digit(i + 1);
+    if ((ch == ',' || ch == '+') && !exponent) flush();
     else cur += ch;
   }
   flush();
+  if (out.size() > 1 && std::find(out.begin(), out.end(), "none") != out.end())
+    throw InputError(Msg::ModNoneAlone, {what, spec});
   return out;
 }
 
@@ -136,11 +148,13 @@ void apply_score_mod_spec(Problem& p, const std::string& spec) {
     if (seen) throw InputError(Msg::ModTwice, {what});
     seen = true;
   };
-  for (const std::string& item : spec_items(spec)) {
+  for (const std::string& item : spec_items(spec, "--score-mod")) {
     const auto colon = item.find(':');
     const std::string name = item.substr(0, colon);
     const std::string arg = colon == std::string::npos ? std::string() : item.substr(colon + 1);
-    if (name == "alibi") {
+    if (item == "none") {  // alone (spec_items refuses it beside others), as " none "
+      continue;
+    } else if (name == "alibi") {
       once(alibi, "alibi");
       md.alibi = true;
       if (colon != std::string::npos) {
@@ -185,11 +199,11 @@ void apply_mask_mod_spec(Problem& p, const std::string& spec) {
     if (seen) throw InputError(Msg::ModTwice, {what});
     seen = true;
   };
-  for (const std::string& item : spec_items(spec)) {
+  for (const std::string& item : spec_items(spec, "--mask-mod")) {
     const auto colon = item.find(':');
     const std::string name = item.substr(0, colon);
     const std::string arg = colon == std::string::npos ? std::string() : item.substr(colon + 1);
-    if (item == "none") {
+    if (item == "none") {  // alone (spec_items refuses it beside others), as " none "
       continue;
     } else if (item == "causal") {
       once(causal, "causal");

@@ -732,6 +732,17 @@ std::string to_npy_bytes(const MatrixF& m) {
 
 void write_npy(const std::string& path, const MatrixF& m) { write_file(path, to_npy_bytes(m)); }
 
+// A label is printed in tables and on one line: a control character (a line break, a tab) in it
+// would break them, so it is refused (TokenControl), the label quoted with its escapes.
+namespace {
+void check_label(std::string_view label, std::size_t position) {
+  for (char c : label) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7F) throw InputError(Msg::TokenControl, {std::to_string(position), quote(label)});
+  }
+}
+}  // namespace
+
 std::vector<std::string> split_tokens(std::string_view csv) {
   std::vector<std::string> tokens;
   std::size_t start = 0;
@@ -742,6 +753,7 @@ std::vector<std::string> split_tokens(std::string_view csv) {
     if (item.empty()) {
       throw InputError(Msg::EmptyToken, {std::to_string(tokens.size() + 1), quote(csv)});
     }
+    check_label(item, tokens.size() + 1);
     tokens.emplace_back(item);
     if (comma == std::string_view::npos) break;
     start = comma + 1;
@@ -759,7 +771,10 @@ std::vector<std::string> read_tokens_file(const std::string& path) {
     std::size_t nl = text.find('\n', start);
     if (nl == std::string_view::npos) nl = text.size();
     const std::string_view item = trim(text.substr(start, nl - start));
-    if (!item.empty()) tokens.emplace_back(item);
+    if (!item.empty()) {
+      check_label(item, tokens.size() + 1);
+      tokens.emplace_back(item);
+    }
     start = nl + 1;
   }
   if (tokens.empty()) throw InputError(Msg::NoTokens, {path});

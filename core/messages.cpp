@@ -426,8 +426,8 @@ constexpr Entry kMessages[] = {
      "smaller N, or --format text, which summarises",
      "反向传播（{0} 运行、全部梯度及 fp64 检查）约需 {1} 主机内存，可用 {2}；请试更小的 N，或用只给摘要的 --format text"},
     // the command line's remaining value checks
-    {Msg::WalkFormat, "walk prints text, json or markdown (--format csv is for demo, run and backward)",
-     "walk 输出 text、json 或 markdown（--format csv 用于 demo、run 与 backward）"},
+    {Msg::WalkFormat, "walk prints text, json or markdown, not '{0}' (--format csv is for demo, run and backward)",
+     "walk 输出 text、json 或 markdown，不输出“{0}”（--format csv 用于 demo、run 与 backward）"},
     {Msg::WalkTileRange, "--tile must be between 1 and the number of keys ({0}), got {1}",
      "--tile 必须在 1 到键数（{0}）之间，当前为 {1}"},
     {Msg::WalkBackwardOnly, "--dout, --loss and --dout-seed go with --backward",
@@ -439,8 +439,9 @@ constexpr Entry kMessages[] = {
      "walk --backward 演示的是 CPU 融合反向的步骤（CUDA 反向由 GPU 测试比对）"},
     {Msg::ToleranceInvalid, "{0} must be a finite number >= 0, got {1}", "{0} 必须是不小于 0 的有限数，当前为 {1}"},
     {Msg::VerifyFormat, "verify prints text or json, not '{0}'", "verify 输出 text 或 json，不输出“{0}”"},
-    {Msg::DescribeFormat, "describe prints a paragraph: --format text, markdown or json (csv is for demo, run and backward)",
-     "describe 输出一段文字：--format 可为 text、markdown 或 json（csv 用于 demo、run 与 backward）"},
+    {Msg::DescribeFormat,
+     "describe prints a paragraph: --format text, markdown or json, not '{0}' (csv is for demo, run and backward)",
+     "describe 输出一段文字：--format 可为 text、markdown 或 json，不可为“{0}”（csv 用于 demo、run 与 backward）"},
     {Msg::MaskNeedsValue, "--mask needs none, causal or a FILE", "--mask 需要 none、causal 或一个文件"},
     {Msg::FormatUnknown, "unknown format '{0}' (choose text, json, csv or markdown)",
      "未知的格式“{0}”（可选 text、json、csv 或 markdown）"},
@@ -472,6 +473,14 @@ constexpr Entry kMessages[] = {
     {Msg::AlibiSlopeRange,
      "ALiBi slope {0} times the largest distance {1} does not fit fp32 (the bias -slope·|i - j| would overflow)",
      "ALiBi 斜率 {0} 乘以最大距离 {1} 超出 fp32 的范围（偏置 −slope·|i − j| 会溢出）"},
+    {Msg::ModNoneAlone, "{0} '{1}': none means no modification and stands alone, not beside others",
+     "{0}“{1}”：none 表示没有修改，只能单独使用，不能与其他修改同列"},
+    {Msg::HostMemoryCpuOnline,
+     "the problem ({0} kernel on the CPU): needs about {1} of host memory, {2} available; try a smaller N",
+     "该问题（CPU 上的 {0} 内核）约需 {1} 主机内存，可用 {2}；请试更小的 N"},
+    {Msg::TokenControl,
+     "token label {0} contains a control character (a line break or a tab), which would break the printed tables: {1}",
+     "第 {0} 个 token 标签含有控制字符（换行或制表符），会打乱输出的表格：{1}"},
 };
 
 constexpr bool in_order() {

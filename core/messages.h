@@ -236,14 +236,14 @@ enum class Msg : int {
   HostMemoryBackwardAll,    // the same, every number printed (json, csv)
   HostMemoryBackwardCheckAll,
   // the command line's remaining value checks
-  WalkFormat,           // walk: csv
+  WalkFormat,           // {0} the format given (csv, or unknown)
   WalkTileRange,        // {0} keys, {1} tile
   WalkBackwardOnly,     // --dout, --loss, --dout-seed without --backward
   WalkSplitBackward,
   WalkBackwardCuda,
   ToleranceInvalid,     // {0} option, {1} value
   VerifyFormat,         // {0} format
-  DescribeFormat,
+  DescribeFormat,       // {0} the format given
   MaskNeedsValue,
   FormatUnknown,        // {0} format
   VariantUnknown,       // {0} name
@@ -262,6 +262,9 @@ enum class Msg : int {
   DiffQuery,            // --diff query= empty
   TemperatureFp32,      // {0} the temperature, above FLT_MAX
   AlibiSlopeRange,      // {0} slope, {1} the largest distance: slope * distance beyond fp32
+  ModNoneAlone,         // {0} option (--score-mod, --mask-mod), {1} the spec: none beside other items
+  HostMemoryCpuOnline,  // {0} variant (fused, decode), {1} needed, {2} available: HostMemoryCpuRun without its hint
+  TokenControl,         // {0} the label's position (from 1), {1} the label quoted with its escapes
   Count_
 };
 

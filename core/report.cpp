@@ -539,6 +539,17 @@ Format parse_format(const std::string& s) {
   throw InputError(Msg::FormatUnknown, {s});
 }
 
+Format parse_format_among(const std::string& s, std::initializer_list<Format> allowed, Msg refusal) {
+  Format f;
+  try {
+    f = parse_format(s);
+  } catch (const InputError&) {
+    throw InputError(refusal, {s});
+  }
+  if (std::find(allowed.begin(), allowed.end(), f) == allowed.end()) throw InputError(refusal, {s});
+  return f;
+}
+
 std::string render(const Problem& p, const Trace& t, int query, Lang lang, Format f) {
   if (query < 0 || query >= std::max(1, p.n()))
     throw InputError(Msg::QueryRowRange, {std::to_string(query), std::to_string(p.n())});

@@ -8,12 +8,16 @@
 #include "core/stats.h"
 #include "core/trace.h"
 
+#include <initializer_list>
 #include <string>
 
 namespace attnlab {
 
 enum class Format { Text, Json, Csv, Markdown };
 Format parse_format(const std::string& s);  // throws InputError
+// parse_format for a command that prints only `allowed`: any other value, known or not, is refused
+// with `refusal` ({0}: the value as given), which names the command's own formats.
+Format parse_format_among(const std::string& s, std::initializer_list<Format> allowed, Msg refusal);
 
 // `query` is the selected query row (0 <= query < n). Large problems are summarised in text and
 // markdown (first/last rows and columns); JSON and CSV are always complete.

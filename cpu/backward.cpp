@@ -93,7 +93,7 @@ GradTraceT<Matrix> backward_chain(const Problem& p, TraceT<Matrix> fwd, Matrix d
       dt += static_cast<double>(g.dlogits(r, j)) * static_cast<double>(fwd.logits(r, j));
     }
   }
-  g.dT = -dt / p.temperature;
+  g.dT = -dt / p.temperature + 0.0;  // + 0.0: a sum of 0 (one key) is dT = 0, not -0
 
   // logits = (last + mask) / T: the last score stage gets dlogits / T (the mask is a constant).
   const Scalar temperature = static_cast<Scalar>(p.temperature);

@@ -350,7 +350,7 @@ GradTrace cpu_fused_backward(const Problem& p, const Upstream& u) {
   double sum = 0;
   for (double x : dt) sum += x;
   // Σ dlogits ∘ logits with logits = s · online scale.
-  g.dT = -sum * stats.scale / p.temperature;
+  g.dT = -sum * stats.scale / p.temperature + 0.0;  // + 0.0: a sum of 0 is dT = 0, not -0
   if (p.mods.rope_theta > 0) {
     rope_rotate_back_rows(dq, heads, n, p.causal_offset(), p.mods.rope_theta);
     rope_rotate_back_rows(g.dk, kv_heads, m, 0, p.mods.rope_theta);

@@ -1850,7 +1850,7 @@ GradTrace fused_backward(const Problem& p, const MatrixF& dout, Precision precis
   g.D = std::move(d_h);
   g.dv = std::move(dv_h);
   // Σ dS ∘ (y c − lse2) in log2 units back to −Σ dS ∘ y / T² (kernels/backward.h).
-  g.dT = -dt_sum * 0.6931471805599453 / p.temperature;
+  g.dT = -dt_sum * 0.6931471805599453 / p.temperature + 0.0;  // + 0.0: a sum of 0 is dT = 0, not -0
   // Finite inputs and a finite dO can still overflow fp32 on the way back (a huge dO or V makes D
   // infinite, dP − D NaN): refused as the CPU backward refuses it, never printed.
   if (!std::isfinite(g.dT) || first_row_not_finite(g.D) >= 0 || first_row_not_finite(g.dv) >= 0 ||

@@ -19,6 +19,7 @@
 #include "test_util.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -535,6 +536,18 @@ TEST(Backward, SubnormalGradientsPassAtAHugeTemperature) {
   GradTrace bad = g;
   bad.dq(0, 0) += 1e-30f;
   EXPECT_FALSE(check_backward(p, u, bad, ref).pass);
+}
+
+// With one key every weight is 1 and every dlogit 0: dT is 0, printed as 0 and not as -0.
+TEST(Backward, DtOfOneKeyIsAPlainZero) {
+  const Problem p = random_problem(1, 4, 4, 2);
+  for (const double dt : {cpu_backward(p, upstream_random(0)).dT, cpu_fused_backward(p, upstream_random(0)).dT}) {
+    EXPECT_EQ(dt, 0.0);
+    EXPECT_FALSE(std::signbit(dt));
+  }
+  const test::BinaryRun r = test::run_attnlab({"backward", "--random", "1", "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["dT"].dump(), "0.0");
 }
 
 TEST(Backward, KeysNoQuerySeesGetRowsOfExactlyZero) {

@@ -163,13 +163,46 @@ TEST_F(Cli, RefusalsFollowTheLanguage) {
   EXPECT_TRUE(contains(error_line({"demo", "--lang", "zh", "--bogus"}, "LANG=C"), "--bogus"));
   // An option before the subcommand: its value was taken for the subcommand.
   EXPECT_TRUE(contains(error_line({"--lang", "zh", "demo"}, "LANG=C"), "options go after it: attnlab demo --lang zh"));
-  // describe prints a paragraph: no csv, and its help (like walk's) does not offer it.
-  expect_refused({"describe", "--format", "csv"}, {"describe prints a paragraph"});
+  // describe prints a paragraph: no csv, and its help (like walk's) does not offer it. A format no
+  // command knows is refused in the words of the command's own formats, naming the value.
+  expect_refused({"describe", "--format", "csv"}, {"describe prints a paragraph", "not 'csv'"});
+  expect_refused({"describe", "--format", "xml"}, {"describe prints a paragraph", "not 'xml'"});
+  expect_refused({"walk", "--format", "xml"}, {"walk prints text, json or markdown, not 'xml'"});
+  expect_refused({"verify", "--format", "xml"}, {"verify prints text or json, not 'xml'"});
+  EXPECT_TRUE(contains(error_line({"walk", "--format", "xml", "--lang", "zh"}, "LANG=C"), "不输出“xml”"));
   for (const char* sub : {"describe", "walk"}) {
     const CliResult help = run({sub, "--help"});
     EXPECT_TRUE(contains(help.out, "text|json|markdown")) << sub;
     EXPECT_FALSE(contains(help.out, "text|json|csv|markdown")) << sub;
   }
+}
+
+// --split, 0 included (the machine's choice), goes with the decode variant only; --help wins over a
+// value refused on the way to it (CLI11 checks the values first); "none" stands alone in a
+// modification list; an exponent's sign is the number's, not a joint of the list.
+TEST_F(Cli, SplitHelpNoneAndExponentsInLists) {
+  expect_refused({"run", "--random", "8", "--variant", "fused", "--split", "0"}, {"--split S goes with --variant decode"});
+  expect_refused({"backward", "--random", "8", "--split", "0"}, {"--split"});
+  EXPECT_EQ(run({"run", "--random", "8", "--variant", "decode", "--split", "0"}).code, 0);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"demo", "--temperature", "0", "--help"},
+        std::vector<std::string>{"walk", "--tile", "x", "-h"}}) {
+    const CliResult r = run(args);
+    EXPECT_EQ(r.code, 0) << args[0] << ": " << r.err;
+    EXPECT_TRUE(contains(r.out, "Usage: attnlab " + args[0])) << r.out;
+    EXPECT_TRUE(r.err.empty()) << r.err;
+  }
+  // A label with a line break or a tab would break the printed tables: refused, its escapes shown.
+  expect_refused({"run", "--random", "2", "--tokens", "a\nb,c"}, {"token label 1 contains a control character", "'a\\x0Ab'"});
+  expect_refused({"run", "--random", "2", "--tokens", "a,b\tc"}, {"token label 2"});
+  expect_refused({"run", "--random", "2", "--tokens-file", file("labels.txt", "a\nb\tc\n")}, {"token label 2"});
+  expect_refused({"run", "--random", "4", "--mask-mod", "none,causal"}, {"--mask-mod 'none,causal'", "stands alone"});
+  expect_refused({"run", "--random", "4", "--score-mod", "none+alibi"}, {"--score-mod 'none+alibi'", "stands alone"});
+  EXPECT_EQ(run({"run", "--random", "4", "--mask-mod", " none "}).code, 0);
+  const CliResult e = run({"run", "--random", "8", "--score-mod", "alibi+softcap:2e+1", "--format", "json"});
+  const CliResult plain = run({"run", "--random", "8", "--score-mod", "alibi,softcap:20", "--format", "json"});
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_EQ(nlohmann::json::parse(e.out)["output"], nlohmann::json::parse(plain.out)["output"]);
 }
 
 TEST_F(Cli, DemoJsonFollowsTheSchemaAtFullPrecision) {
