@@ -253,14 +253,13 @@ int main(int argc, char** argv) {
   // CLI11 reads the options' values (and runs their callbacks: --temperature's check) before it
   // looks for --help, so `demo --temperature 0 --help` was refused: with --help asked for, a value
   // refused on the way is no reason to withhold the help.
-  bool help_asked = false, all_asked = false;
+  bool help_asked = false, all_asked = false;  // all_asked: --help-all, which help_asked includes
   for (int i = 1; i < argc && std::string(argv[i]) != "--"; ++i) {
     const std::string arg = argv[i];
-    help_asked = help_asked || arg == "-h" || arg == "--help";
     all_asked = all_asked || arg == "--help-all";
+    help_asked = help_asked || arg == "-h" || arg == "--help" || arg == "--help-all";
   }
   const auto help_anyway = [&] { return all_asked ? help(CLI::CallForAllHelp()) : help(CLI::CallForHelp()); };
-  help_asked = help_asked || all_asked;
   try {
     app.parse(argc, argv);
     return exit_code;

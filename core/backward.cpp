@@ -74,7 +74,10 @@ MatrixF random_dout(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed) {
 
 Upstream row_upstream(const Problem& p, const Upstream& u, int head, int query) {
   const Eigen::Index row = static_cast<Eigen::Index>(head) * p.n() + query;
-  Upstream r = u;
+  Upstream r;  // u's data is the whole problem's: only its row is taken
+  r.kind = u.kind;
+  r.seed = u.seed;
+  r.file = u.file;
   switch (u.kind) {
     case UpstreamKind::Random: {
       const std::vector<float> x =

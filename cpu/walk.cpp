@@ -317,18 +317,15 @@ double walk_max_abs_diff(const std::vector<double>& a, const std::vector<double>
   return d;
 }
 
-bool names_the_row(const InputError& e) {
-  return e.id == Msg::OverflowScoresRow || e.id == Msg::OverflowLogitsRow || e.id == Msg::OverflowScores ||
-         e.id == Msg::OverflowLogits;
-}
-
-void rethrow_for_row(const InputError& e, int head, int query) {
+void throw_for_row(const InputError& e, int head, int query) {
   std::vector<std::string> args = e.args;
   if (e.id == Msg::OverflowScoresRow || e.id == Msg::OverflowLogitsRow) {  // {head, row, precision}
     args.at(0) = std::to_string(head);
     args.at(1) = std::to_string(query);
-  } else {  // OverflowScores, OverflowLogits: {row, column}
+  } else if (e.id == Msg::OverflowScores || e.id == Msg::OverflowLogits) {  // {row, column}
     args.at(0) = std::to_string(query);
+  } else {
+    return;
   }
   throw InputError(e.id, std::move(args));
 }

@@ -27,15 +27,15 @@ Problem row_problem(const Problem& p, int head, int query);
 
 // Runs f, which runs kernels on row_problem(p, head, query); an overflow refusal that names the
 // one-row problem's row (query 0 of head 0) is thrown again naming (head, query) of p.
-bool names_the_row(const InputError& e);
-[[noreturn]] void rethrow_for_row(const InputError& e, int head, int query);
+// throw_for_row throws e again naming (head, query) where e names a row, else returns.
+void throw_for_row(const InputError& e, int head, int query);
 template <class F>
 auto on_row_problem(int head, int query, F f) {
   try {
     return f();
   } catch (const InputError& e) {
-    if (!names_the_row(e)) throw;
-    rethrow_for_row(e, head, query);
+    throw_for_row(e, head, query);
+    throw;
   }
 }
 
