@@ -28,9 +28,11 @@ struct WalkJob {
   bool split_given = false;  // --split typed (run's default 0, "automatic", is no split count here)
 };
 
-// A whole number >= min as typed: digits only (no sign, no spaces inside, no exponent); else
-// the refusal `refusal` (Msg::WalkTileCount, WalkHeadCount) of the text.
-int parse_count(const std::string& text, int min, Msg refusal) {
+// A whole number >= min as typed, blanks around it allowed as the other options allow them:
+// digits only (no sign, no spaces inside, no exponent); else the refusal `refusal`
+// (Msg::WalkTileCount, WalkHeadCount) of the text.
+int parse_count(const std::string& typed, int min, Msg refusal) {
+  const std::string text = trim_blanks(typed);
   const bool digits = !text.empty() && text.size() <= 9 &&
                       text.find_first_not_of("0123456789") == std::string::npos;
   const long long v = digits ? std::stoll(text) : -1;
@@ -45,13 +47,26 @@ void run_walk(const WalkJob& job) {
   const int tile_arg = job.tile.empty() ? 0 : parse_count(job.tile, 1, Msg::WalkTileCount);
   const int head = parse_count(job.head, 0, Msg::WalkHeadCount);
   const Format format = parse_format_among(a.format, {Format::Text, Format::Json, Format::Markdown}, Msg::WalkFormat);
-  const Problem p = build_problem(a, demo);
+  // A bundle's call with a different mask for each head is read one head at a time: the walk's
+  // head alone, walked as head 0 of that problem and named as the head it is (`shown`).
+  Problem p;
+  int walked = head;
+  try {
+    p = build_problem(a, demo);
+  } catch (const InputError& e) {
+    if (a.bundle.empty() || e.id != Msg::BundleMaskPerHead) throw;
+    ProblemArgs one = a;
+    one.head = head;
+    p = build_problem(one, demo);
+    walked = 0;
+  }
+  const auto shown = [head](auto& w) { w.head = head; };
   const int query = resolve_query_arg(a, p, demo);
   const Lang lang = resolve_lang(a);
   const int tile = tile_arg > 0 ? tile_arg : default_walk_tile(demo, p.m());
   if (tile > p.m())
     throw InputError(Msg::WalkTileRange, {std::to_string(p.m()), std::to_string(tile)});
-  if (head >= p.heads)
+  if (walked >= p.heads)
     throw InputError(Msg::OptionRange, {"--head", "0", std::to_string(p.heads - 1), std::to_string(head)});
 
   if (!job.backward && (!job.dout.empty() || !job.loss.empty() || !job.dout_seed.empty()))
@@ -61,12 +76,15 @@ void run_walk(const WalkJob& job) {
     if (a.backend == "cuda")
       throw InputError(Msg::WalkBackwardCuda, {});
     const Upstream u = upstream_of(job.dout, job.loss, job.dout_seed);
-    emit(a.output_file, render_backward_walk(walk_backward_row(p, u, head, query, tile), lang, format));
+    BackwardWalk w = walk_backward_row(p, u, walked, query, tile);
+    shown(w);
+    emit(a.output_file, render_backward_walk(w, lang, format));
     return;
   }
-  Walk w = walk_row(p, head, query, tile);
+  Walk w = walk_row(p, walked, query, tile);
   check_walk(p, w);
   if (job.split_given) walk_splits(p, a.splits, w);  // it refuses S outside 1..m, an explicit 0 too
+  shown(w);
   // The CUDA fused kernel on the whole problem, the row read back: only where a device answers
   // and --backend is not cpu.
   std::string reason;
@@ -80,7 +98,7 @@ void run_walk(const WalkJob& job) {
     opt.variant = Variant::Fused;
     opt.keep_stages = false;
     const Trace t = run_backend("cuda", p, opt);
-    const Eigen::Index row = static_cast<Eigen::Index>(head) * p.n() + query;
+    const Eigen::Index row = static_cast<Eigen::Index>(walked) * p.n() + query;
     std::vector<double> out(static_cast<std::size_t>(p.d_v()));
     for (int c = 0; c < p.d_v(); ++c) out[c] = t.output(row, c);
     w.cuda_fused_diff = walk_max_abs_diff(w.output, out);

@@ -191,6 +191,7 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
   const bool files = !a.q_file.empty() || !a.k_file.empty() || !a.v_file.empty();
   if (demo) {
     refuse_given(a, {"--dk", "--dv", "--seed"}, Msg::OnlyRandomDemo);
+    if (a.heads != 1) throw InputError(Msg::OnlyRandomDemo, {"--heads"});
     p = demo_problem();
   } else if ((files ? 1 : 0) + (a.random_n ? 1 : 0) + (a.bundle.empty() ? 0 : 1) > 1) {
     throw InputError(a.bundle.empty() ? Msg::FilesOrRandom : Msg::OneInput, {});
@@ -228,8 +229,22 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
   // induction comes with its causal mask; --mask causal or a mask file still apply.
   if (a.bundle.empty() && !(pattern.kind == PatternKind::Induction && a.mask == "none"))
     apply_mask_spec(p, a.mask);
-  if (a.rope) apply_rope_spec(p, a.rope->empty() ? "10000" : *a.rope);
-  if (a.score_mod) apply_score_mod_spec(p, *a.score_mod);
+  // A bundle's call keeps what it captured: its RoPE base is not replaced, and its bias stays under
+  // the score modifications typed (which add to it; a second bias is refused).
+  if (a.rope) {
+    if (!a.bundle.empty() && p.mods.rope_theta > 0) throw InputError(Msg::BundleGivesRope, {short_number(p.mods.rope_theta)});
+    apply_rope_spec(p, a.rope->empty() ? "10000" : *a.rope);
+  }
+  if (a.score_mod) {
+    const MatrixF bias = a.bundle.empty() ? MatrixF() : p.bias();
+    const std::string bias_name = p.mods.bias_name;
+    apply_score_mod_spec(p, *a.score_mod);
+    if (bias.size() > 0) {
+      if (!p.mods.bias_name.empty()) throw InputError(Msg::BundleGivesBias, {bias_name});
+      p.edit().bias = bias;
+      p.mods.bias_name = bias_name;
+    }
+  }
   if (a.mask_mod) apply_mask_mod_spec(p, *a.mask_mod);
   // Head h of the H random heads, exactly as generated, after the modifications: it keeps its own
   // ALiBi slope among the H (picked first, it was a one-head problem's) and its rows of a per-head bias.

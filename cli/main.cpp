@@ -260,6 +260,27 @@ int main(int argc, char** argv) {
     help_asked = help_asked || arg == "-h" || arg == "--help" || arg == "--help-all";
   }
   const auto help_anyway = [&] { return all_asked ? help(CLI::CallForAllHelp()) : help(CLI::CallForHelp()); };
+  // A flag given twice (`--check --check`) is refused as an option given twice is: CLI11 counts
+  // it and goes on; and a flag takes no value (CLI11 reads `--check=no` as the flag off, and
+  // `--check=x` as "must be a number"). Its names as typed, before a "--".
+  if (!sub.empty() && !help_asked)
+    for (const CLI::Option* o : app.get_subcommand(sub)->get_options(
+             [](const CLI::Option* o) { return o->get_items_expected_max() == 0; })) {
+      int times = 0;
+      for (int i = 1; i < argc && std::string(argv[i]) != "--"; ++i) {
+        const std::string arg = argv[i];
+        for (const std::string& name : o->get_lnames()) {
+          if (arg.rfind("--" + name + "=", 0) == 0)
+            return fail("--" + name + " is a flag and takes no value, got '" + arg + "' (see attnlab " + sub + " --help)", 2);
+          times += arg == "--" + name;
+        }
+        for (const std::string& name : o->get_snames()) times += arg == "-" + name;
+      }
+      if (times > 1)
+        return fail(o->get_name() + " is given " + (times == 2 ? std::string("twice") : std::to_string(times) + " times") +
+                        " (see attnlab " + sub + " --help)",
+                    2);
+    }
   try {
     app.parse(argc, argv);
     return exit_code;

@@ -133,12 +133,20 @@ Bundle read_bundle(const std::string& dir) {
   if (!j.is_object()) throw InputError(Msg::BundleNotObject, {mp});
   if (j.contains("format") && j["format"] != "attnlab-bundle") throw InputError(Msg::BundleFormat, {mp});
   if (j.contains("version") && j["version"] != 1) throw InputError(Msg::BundleVersion, {mp});
-  if (j.contains("model") && j["model"].is_string()) b.model = j["model"].get<std::string>();
+  // Names go into one-line texts (the source line, tables' titles): their control characters escaped.
+  if (j.contains("model") && j["model"].is_string()) b.model = printable(j["model"].get<std::string>());
   if (j.contains("tokens") && !j["tokens"].is_null()) {
     if (!j["tokens"].is_array()) throw InputError(Msg::BundleStrings, {mp, "tokens"});
     for (const Json& t : j["tokens"]) {
       if (!t.is_string()) throw InputError(Msg::BundleStrings, {mp, "tokens"});
-      b.tokens.push_back(t.get<std::string>());
+      // Labels as --tokens takes them: a line break or an escape code would break the tables.
+      const std::string label = t.get<std::string>();
+      try {
+        check_label(label, b.tokens.size() + 1);
+      } catch (const InputError&) {
+        throw InputError(Msg::BundleTokenLabel, {mp, std::to_string(b.tokens.size() + 1), "'" + printable(label) + "'"});
+      }
+      b.tokens.push_back(label);
     }
   }
   if (!j.contains("calls") || !j["calls"].is_array() || j["calls"].empty())
@@ -148,7 +156,7 @@ Bundle read_bundle(const std::string& dir) {
     const Where where{mp, std::to_string(i)};
     if (!c.is_object()) refuse(Msg::BundleCallObject, where);
     BundleCall bc;
-    if (c.contains("name") && c["name"].is_string()) bc.name = c["name"].get<std::string>();
+    if (c.contains("name") && c["name"].is_string()) bc.name = printable(c["name"].get<std::string>());
     bc.heads = get_int(c, "heads", where, 1);
     bc.kv_heads = c.contains("kv_heads") ? get_int(c, "kv_heads", where, 1) : bc.heads;
     if (bc.heads % bc.kv_heads != 0)
@@ -204,8 +212,16 @@ int resolve_layer(const Bundle& b, const std::string& layer) {
     if (digits.size() < 9 && std::stoi(digits) < count) return std::stoi(digits);
     throw InputError(Msg::LayerRange, {layer, std::to_string(count), std::to_string(count - 1)});
   }
+  // A name is one call's: a module called twice in one forward gives two calls of one name.
+  std::vector<int> named;
   for (int i = 0; i < count; ++i)
-    if (b.calls[i].name == layer && !layer.empty()) return i;
+    if (b.calls[i].name == layer && !layer.empty()) named.push_back(i);
+  if (named.size() == 1) return named[0];
+  if (named.size() > 1) {
+    std::string at;
+    for (std::size_t k = 0; k < named.size(); ++k) at += (k ? ", " : "") + std::to_string(named[k]);
+    throw InputError(Msg::LayerAmbiguous, {layer, std::to_string(named.size()), at});
+  }
   std::string names;
   for (int i = 0; i < count && i < 6; ++i) names += (i ? ", " : "") + b.calls[i].name;
   if (count > 6) names += ", …";
@@ -291,15 +307,15 @@ Problem bundle_problem(const Bundle& b, int layer, std::optional<int> head) {
   else
     in.query_tokens = index_tokens(c.n);
 
-  p.source = "bundle " + b.dir + (b.model.empty() ? std::string() : " (" + b.model + ")") + ", call " +
+  p.source = "bundle " + printable(b.dir) + (b.model.empty() ? std::string() : " (" + b.model + ")") + ", call " +
              std::to_string(layer) + " of " + std::to_string(b.calls.size()) +
              (c.name.empty() ? std::string() : " '" + c.name + "'") + ", " +
              (head ? "head " + std::to_string(*head) + " of " + std::to_string(c.heads)
                    : "all " + std::to_string(c.heads) + " heads") +
-             (c.kv_heads != c.heads ? " (" + std::to_string(c.kv_heads) + " key/value heads, each shared by " +
+             (c.kv_heads != c.heads ? " (" + count_text(c.kv_heads, "key/value head", "key/value heads") + ", each shared by " +
                                           std::to_string(group) + " query heads)"
                                     : std::string());
-  p.source_zh = "bundle " + b.dir + (b.model.empty() ? std::string() : "（" + b.model + "）") + "，调用 " +
+  p.source_zh = "bundle " + printable(b.dir) + (b.model.empty() ? std::string() : "（" + b.model + "）") + "，调用 " +
                 std::to_string(layer) + "（共 " + std::to_string(b.calls.size()) + " 个）" +
                 (c.name.empty() ? std::string() : "“" + c.name + "”") + "，" +
                 (head ? "头 " + std::to_string(*head) + "（共 " + std::to_string(c.heads) + " 个）"

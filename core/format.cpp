@@ -84,6 +84,50 @@ int display_width(const std::string& s) {
   return w;
 }
 
+namespace {
+// The length of the well-formed UTF-8 sequence at s[i], or 0 where there is none.
+std::size_t utf8_length(std::string_view s, std::size_t i) {
+  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char b0 = b(i);
+  if (b0 < 0x80) return 1;
+  const std::size_t len = b0 >= 0xC2 && b0 <= 0xDF ? 2 : b0 >= 0xE0 && b0 <= 0xEF ? 3 : b0 >= 0xF0 && b0 <= 0xF4 ? 4 : 0;
+  if (len == 0 || i + len > s.size()) return 0;
+  for (std::size_t k = 1; k < len; ++k)
+    if ((b(i + k) & 0xC0) != 0x80) return 0;
+  const unsigned char b1 = b(i + 1);
+  if ((b0 == 0xE0 && b1 < 0xA0) || (b0 == 0xED && b1 > 0x9F) || (b0 == 0xF0 && b1 < 0x90) || (b0 == 0xF4 && b1 > 0x8F))
+    return 0;  // overlong, a surrogate, above U+10FFFF
+  return len;
+}
+}  // namespace
+
+bool valid_utf8(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const std::size_t len = utf8_length(s, i);
+    if (len == 0) return false;
+    i += len;
+  }
+  return true;
+}
+
+std::string printable(std::string_view s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size();) {
+    const std::size_t len = utf8_length(s, i);
+    const auto u = static_cast<unsigned char>(s[i]);
+    if (len == 0 || u < 0x20 || u == 0x7F) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", u);
+      out += buf;
+      ++i;
+    } else {
+      out.append(s.substr(i, len));
+      i += len;
+    }
+  }
+  return out;
+}
+
 std::string pad_left(const std::string& s, int width) {
   const int w = display_width(s);
   return w >= width ? s : std::string(width - w, ' ') + s;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace attnlab {
@@ -26,6 +27,12 @@ std::string table_value(float x);
 // (CJK, Hangul, fullwidth punctuation, emoji), 1 otherwise (ambiguous-width characters such as ∞
 // count 1, as in non-CJK locales); an invalid byte counts as one column.
 int display_width(const std::string& s);
+// Whether s is well-formed UTF-8 (no stray continuation byte, no overlong form, no surrogate, no
+// code point above U+10FFFF, no sequence cut short).
+bool valid_utf8(std::string_view s);
+// s with its control characters (below 0x20, 0x7F) and the bytes that are no UTF-8 written as
+// \xNN: a name from a file (a bundle's model, a call's name, a file name) that goes into one line.
+std::string printable(std::string_view s);
 // s padded with spaces to `width` columns on the left (right-aligned) or the right; as is when
 // it is that wide already.
 std::string pad_left(const std::string& s, int width);

@@ -22,6 +22,8 @@ namespace {
 void apply_tokens(Problem& p, const std::vector<std::string>& tokens, const std::string& opt) {
   const int n = p.n(), m = p.m();
   const int count = static_cast<int>(tokens.size());
+  // New labels: the demo's sentence no longer names them (the texts would quote it beside them).
+  if (count == n + m || (count == n && n == m)) p.sentence.clear();
   if (count == n && n == m) {
     p.edit().query_tokens = tokens;
     p.edit().key_tokens = tokens;
@@ -180,7 +182,7 @@ void apply_score_mod_spec(Problem& p, const std::string& spec) {
     } else if (name == "bias" && colon != std::string::npos && !arg.empty()) {
       once(bias, "bias");
       p.edit().bias = read_matrix(arg);
-      md.bias_name = std::filesystem::path(arg).filename().string();
+      md.bias_name = printable(std::filesystem::path(arg).filename().string());
     } else {
       throw InputError(Msg::ScoreModUnknown, {item});
     }
@@ -222,6 +224,9 @@ void apply_mask_mod_spec(Problem& p, const std::string& spec) {
     } else if (name == "document" && colon != std::string::npos && !arg.empty()) {
       once(doc, "document");
       const MatrixF ids = read_matrix(arg);
+      // One row or one column: a matrix's entries would be read in an order the file does not say.
+      if (ids.rows() != 1 && ids.cols() != 1)
+        throw InputError(Msg::DocumentsShape, {printable(arg), std::to_string(ids.rows()), std::to_string(ids.cols())});
       std::vector<int>& out = p.edit().documents;
       out.clear();
       for (Eigen::Index i = 0; i < ids.size(); ++i) {
@@ -232,7 +237,7 @@ void apply_mask_mod_spec(Problem& p, const std::string& spec) {
           throw InputError(Msg::DocumentsValue, {document_id_text(x), std::to_string(i)});
         out.push_back(static_cast<int>(x));
       }
-      md.documents_name = std::filesystem::path(arg).filename().string();
+      md.documents_name = printable(std::filesystem::path(arg).filename().string());
     } else {
       throw InputError(Msg::MaskModUnknown, {item});
     }

@@ -733,15 +733,15 @@ std::string to_npy_bytes(const MatrixF& m) {
 void write_npy(const std::string& path, const MatrixF& m) { write_file(path, to_npy_bytes(m)); }
 
 // A label is printed in tables and on one line: a control character (a line break, a tab) in it
-// would break them, so it is refused (TokenControl), the label quoted with its escapes.
-namespace {
+// would break them, so it is refused (TokenControl), the label quoted with its escapes; bytes that
+// are no UTF-8 would make the outputs invalid text (TokenUtf8).
 void check_label(std::string_view label, std::size_t position) {
   for (char c : label) {
     const auto u = static_cast<unsigned char>(c);
     if (u < 0x20 || u == 0x7F) throw InputError(Msg::TokenControl, {std::to_string(position), quote(label)});
   }
+  if (!valid_utf8(label)) throw InputError(Msg::TokenUtf8, {std::to_string(position), "'" + printable(label) + "'"});
 }
-}  // namespace
 
 std::vector<std::string> split_tokens(std::string_view csv) {
   std::vector<std::string> tokens;

@@ -60,7 +60,10 @@ void write_csv(const std::string& path, const MatrixF& m);
 void write_npy(const std::string& path, const MatrixF& m);  // float32, C order
 std::string to_npy_bytes(const MatrixF& m);
 
-// Token labels: "a,b,c" or a file with one token per line (blank lines ignored).
+// A token label fit for the tables: no control character (Msg::TokenControl), UTF-8 (TokenUtf8);
+// `position` counts from 1 for the refusal.
+void check_label(std::string_view label, std::size_t position);
+// Token labels: "a,b,c" or a file with one token per line (blank lines ignored), each checked.
 std::vector<std::string> split_tokens(std::string_view csv);
 std::vector<std::string> read_tokens_file(const std::string& path);
 

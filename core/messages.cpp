@@ -89,8 +89,10 @@ constexpr Entry kMessages[] = {
     {Msg::MaskShape, "the mask is {0}x{1} but the scores are {2}x{3}", "掩码为 {0}x{1}，而分数矩阵为 {2}x{3}"},
     {Msg::MaskEntryAt, "mask entries must be 0 or -inf, got {0} at row {1}, column {2}",
      "掩码元素只能是 0 或 -inf，第 {1} 行、第 {2} 列为 {0}"},
-    {Msg::TokenLabelCount, "{0} gives {1} labels but the problem has {2} queries and {3} keys (give {4} labels)",
-     "{0} 给出 {1} 个标签，而问题有 {2} 个查询和 {3} 个键（应给 {4} 个标签）"},
+    {Msg::TokenLabelCount,
+     "{0}: the number of labels is {1}, but the problem has n = {2} queries and m = {3} keys: give n + m = {4} "
+     "(queries first, then keys)",
+     "{0} 给出 {1} 个标签，而问题有 {2} 个查询和 {3} 个键（应给 n + m = {4} 个标签：先查询，后键）"},
     {Msg::MaskWord, "--mask '{0}' is neither none, causal nor an existing mask file",
      "--mask '{0}' 既不是 none、causal，也不是已有的掩码文件"},
     {Msg::TokensBoth, "give either --tokens or --tokens-file, not both", "--tokens 与 --tokens-file 只能二选一"},
@@ -231,8 +233,9 @@ constexpr Entry kMessages[] = {
      "{0}: the file has {1} bytes ({2}), more than {3} (the largest input a problem can have); not read",
      "{0}：文件有 {1} 字节（{2}），超过 {3}（一个问题所能有的最大输入）；未读取"},
     {Msg::TokenLabelCountEither,
-     "{0} gives {1} labels but the problem has {2} queries and {3} keys (give {4} or {5} labels)",
-     "{0} 给出 {1} 个标签，而问题有 {2} 个查询和 {3} 个键（应给 {4} 或 {5} 个标签）"},
+     "{0}: the number of labels is {1}, but the problem has n = {2} queries and m = {3} keys: give {4} (one per "
+     "position) or n + m = {5} (queries first, then keys)",
+     "{0} 给出 {1} 个标签，而问题有 {2} 个查询和 {3} 个键（应给 {4} 个：每个位置一个；或 n + m = {5} 个：先查询，后键）"},
     {Msg::BiasShapeShared, "the bias is {0}x{1} but must be {2}x{3}", "偏置为 {0}x{1}，但必须是 {2}x{3}"},
     // problems, heads, splits and the query
     {Msg::ScaleInvalid, "scale must be a finite number > 0, got {0}", "缩放系数必须是大于 0 的有限数，当前为 {0}"},
@@ -481,6 +484,21 @@ constexpr Entry kMessages[] = {
     {Msg::TokenControl,
      "token label {0} contains a control character (a line break or a tab), which would break the printed tables: {1}",
      "第 {0} 个 token 标签含有控制字符（换行或制表符），会打乱输出的表格：{1}"},
+    {Msg::TokenUtf8, "token label {0} is not valid UTF-8 (the tables, CSV and the viewer take UTF-8 text): {1}",
+     "第 {0} 个 token 标签不是有效的 UTF-8（表格、CSV 和查看器只接受 UTF-8 文本）：{1}"},
+    {Msg::BundleTokenLabel, "{0}: token {1} contains a control character or is not valid UTF-8: {2}",
+     "{0}：第 {1} 个 token 含有控制字符或不是有效的 UTF-8：{2}"},
+    {Msg::BundleGivesRope,
+     "--rope: the bundle's call carries its own RoPE base (θ = {0}), which is not replaced",
+     "--rope：bundle 的这个调用自带 RoPE 基数（θ = {0}），不能替换"},
+    {Msg::BundleGivesBias,
+     "--score-mod bias: the bundle's call carries its own bias ({0}); the other score modifications add to it, a "
+     "second bias is refused",
+     "--score-mod bias：bundle 的这个调用自带偏置（{0}）；其他分数修改会叠加在它之上，但不能再给第二个偏置"},
+    {Msg::LayerAmbiguous, "--layer '{0}' names {1} calls ({2}): give the call's index",
+     "--layer“{0}”对应 {1} 个调用（{2}）：请给出调用的编号"},
+    {Msg::DocumentsShape, "{0}: the document ids are a {1}x{2} matrix; give them as one row or one column, one per position",
+     "{0}：文档编号是 {1}x{2} 的矩阵；请写成一行或一列，每个位置一个"},
 };
 
 constexpr bool in_order() {

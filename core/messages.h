@@ -265,6 +265,12 @@ enum class Msg : int {
   ModNoneAlone,         // {0} option (--score-mod, --mask-mod), {1} the spec: none beside other items
   HostMemoryCpuOnline,  // {0} variant (fused, decode), {1} needed, {2} available: HostMemoryCpuRun without its hint
   TokenControl,         // {0} the label's position (from 1), {1} the label quoted with its escapes
+  TokenUtf8,            // {0} the label's position (from 1), {1} the label with its bytes escaped: not UTF-8
+  BundleTokenLabel,     // {0} manifest path, {1} the token's position (from 1), {2} the token escaped
+  BundleGivesRope,      // {0} the call's θ: --rope beside a bundle call that has its own RoPE
+  BundleGivesBias,      // {0} the call's bias file: --score-mod bias: beside a bundle call with its own bias
+  LayerAmbiguous,       // {0} --layer as typed, {1} the number of calls of that name, {2} their indices
+  DocumentsShape,       // {0} file, {1} rows, {2} columns: document ids not one row or one column
   Count_
 };
 

@@ -20,11 +20,13 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace attnlab {
@@ -178,10 +180,17 @@ std::string text_table(const Grid& g) {
   return out;
 }
 
+// Markdown's inline marks in a label or a title taken as text: \ * ` | < [ ] always, _ where it
+// could open or close emphasis (not inside a word: d_k stays as it is).
 std::string md_escape(const std::string& s) {
+  const auto word = [&](std::size_t i) {
+    return i < s.size() && (std::isalnum(static_cast<unsigned char>(s[i])) || static_cast<unsigned char>(s[i]) >= 0x80);
+  };
   std::string o;
-  for (char ch : s) {
-    if (ch == '|') o += '\\';
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char ch = s[i];
+    const bool inside = ch == '_' && i > 0 && word(i - 1) && word(i + 1);
+    if (std::string_view("\\*`|<[]").find(ch) != std::string_view::npos || (ch == '_' && !inside)) o += '\\';
     o += ch;
   }
   return o;
@@ -189,10 +198,10 @@ std::string md_escape(const std::string& s) {
 
 std::string markdown_table(const Grid& g) {
   // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on `"literal" + std::string&&`.
-  auto cell = [](std::string& out, const std::string& s) {
-    out += ' ';
+  auto cell = [](std::string& out, const std::string& s, bool bold = false) {
+    out += bold ? " **" : " ";
     out += md_escape(s);
-    out += " |";
+    out += bold ? "** |" : " |";
   };
   std::string out = "|";
   for (const auto& h : g.header) cell(out, h);
@@ -202,16 +211,7 @@ std::string markdown_table(const Grid& g) {
   for (std::size_t r = 0; r < g.cells.size(); ++r) {
     out += "|";
     for (std::size_t c = 0; c < g.cells[r].size(); ++c) {
-      if (c == 0 && static_cast<int>(r) == g.marked) {
-        std::string bold;
-        for (char ch : g.cells[r][c]) {
-          if (ch == '*' || ch == '_') bold += '\\';
-          bold += ch;
-        }
-        cell(out, "**" + bold + "**");
-      } else {
-        cell(out, g.cells[r][c]);
-      }
+      cell(out, g.cells[r][c], c == 0 && static_cast<int>(r) == g.marked);
     }
     out += "\n";
   }
@@ -352,7 +352,8 @@ std::string render_text(const Problem& p, const Trace& t, int query, Lang lang) 
 std::string render_markdown(const Problem& p, const Trace& t, int query, Lang lang) {
   const bool zh = lang == Lang::Zh;
   std::string out = zh ? "## 完整计算流程\n\n" : "## Full computation chain\n\n";
-  for (const auto& l : intro_lines(p, t, query, lang)) out += l + "  \n";
+  // Every text that can hold a label (a token, a file's name) is escaped: a label "*e*" is no italics.
+  for (const auto& l : intro_lines(p, t, query, lang)) out += md_escape(l) + "  \n";
   for (const auto& s : stages_of(p, t, lang)) {
     out += "\n### " + md_escape(s.title) + "\n\n";
     out += markdown_table(grid_of(p, s, query, false));
@@ -360,10 +361,10 @@ std::string render_markdown(const Problem& p, const Trace& t, int query, Lang la
   if (has_weights(p, t, query)) {
     out += "\n### " + md_escape(stats_title(p, query, lang)) + "\n\n";
     for (const auto& st : stat_lines(p, t, query, lang))
-      out += "- **" + st.name + "**: " + st.value + "\n";
+      out += "- **" + st.name + "**: " + md_escape(st.value) + "\n";
   }
   out += zh ? "\n### 读取当前图形说明\n\n" : "\n### Description of the current picture\n\n";
-  out += describe(p, t, query, lang) + "\n\n> " + caveat(lang) + "\n";
+  out += md_escape(describe(p, t, query, lang)) + "\n\n> " + caveat(lang) + "\n";
   return out;
 }
 

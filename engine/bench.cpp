@@ -548,7 +548,7 @@ void check_spec(const Spec& a) {
       throw InputError("--backend takes cpu and/or cuda, got '" + b + "'");
   for (const auto& v : a.variants) {
     if (v == "plain")
-      throw InputError("--variant takes staged and/or fused; the plain chain is timed with "
+      throw InputError("--variant takes staged, fused and/or decode; the plain chain is timed with "
                        "--baseline, beside every CPU staged case");
     parse_variant(v);
   }
@@ -587,6 +587,16 @@ void check_spec(const Spec& a) {
     for (const auto& v : a.variants) variants += (variants.empty() ? "" : ",") + v;
     throw InputError("--split goes with --variant decode (the split-KV kernel), got --variant " + variants);
   }
+  // The plain chain is timed beside each CPU fp32 staged forward case: a sweep without one would
+  // time nothing and say nothing.
+  const auto has = [](const std::vector<std::string>& list, const char* x) {
+    return std::find(list.begin(), list.end(), x) != list.end();
+  };
+  if (a.baseline && !(has(a.backends, "cpu") && has(a.variants, "staged") && has(a.precisions, "fp32") &&
+                      has(a.passes, "forward")))
+    throw InputError("--baseline times the plain chain beside the CPU fp32 staged forward cases, and this sweep "
+                     "has none: it needs --backend cpu, --variant staged, --precision fp32 and --pass forward or "
+                     "both among its lists");
   if (a.repeat < 1) throw InputError("--repeat must be >= 1, got " + std::to_string(a.repeat));
   if (a.warmup < 0) throw InputError("--warmup must be >= 0, got " + std::to_string(a.warmup));
   if (!(a.max_seconds > 0))

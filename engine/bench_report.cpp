@@ -72,13 +72,15 @@ nlohmann::json to_json(const Result& r) {
   return j;
 }
 
-// The --baseline row timed beside staged case `s`, or null when there is none (or it was skipped).
+// The --baseline row timed beside staged forward case `s` (the plain chain is a forward: none
+// beside a backward case), or null when there is none (or it was skipped).
 const Result* plain_of(const std::vector<Result>& results, const Result& s) {
-  if (s.c.variant != "staged") return nullptr;
+  if (s.c.variant != "staged" || s.c.backward()) return nullptr;
   for (const Result& r : results)
     if (r.c.variant == "plain" && r.ran && r.c.backend == s.c.backend &&
         r.c.precision == s.c.precision && r.c.mask == s.c.mask && r.c.heads == s.c.heads &&
-        r.c.n == s.c.n && r.c.d == s.c.d)
+        r.c.n == s.c.n && r.c.d == s.c.d && r.c.q() == s.c.q() && r.c.g() == s.c.g() &&
+        r.c.score_mod == s.c.score_mod && r.c.mask_mod == s.c.mask_mod && r.c.rope == s.c.rope)
       return &r;
   return nullptr;
 }

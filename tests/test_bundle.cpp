@@ -258,6 +258,84 @@ void expect_refused(const std::vector<std::string>& args, const std::string& wan
   EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
 }
 
+// What a call captured stays: --score-mod adds to its bias (a second bias refused), --rope does not
+// replace its RoPE base; a call without them takes both.
+TEST(Bundle, TheCallsBiasAndRopeStayUnderTheOptions) {
+  const test::TempDir d;
+  const std::string dpath = d.path().string();
+  make_bundle(dpath, 2, 2, 4, 4, 8, 3, {{"bias", "bias.npy"}, {"rope_theta", 10000.0}});
+  MatrixF bias(4, 4);
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 4; ++c) bias(r, c) = -0.5f * static_cast<float>(std::abs(r - c));
+  write_npy(dpath + "/bias.npy", bias);
+  Problem p = bundle_problem(read_bundle(dpath), 0, std::nullopt);
+  p.mods.softcap = 3;
+  const TraceD ref = reference_fp64(p);
+  const auto r = test::run_attnlab({"run", "--bundle", dpath, "--score-mod", "softcap:3", "--format", "json", "--backend", "cpu"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  EXPECT_NE(j["modifications"].get<std::string>().find("bias bias.npy"), std::string::npos) << j["modifications"];
+  for (int row = 0; row < 8; ++row)
+    for (int c = 0; c < 3; ++c)
+      EXPECT_NEAR(j["stages"]["output"][row][c].get<double>(), ref.output(row, c), 1e-5) << row << "," << c;
+  write_npy(dpath + "/other.npy", bias);
+  expect_refused({"run", "--bundle", dpath, "--score-mod", "bias:" + dpath + "/other.npy"},
+                 "the bundle's call carries its own bias (bias.npy)");
+  expect_refused({"run", "--bundle", dpath, "--rope", "500"}, "carries its own RoPE base (θ = 10000)");
+  patch_manifest(dpath, [](Json& m) { m["calls"][0]["bias"] = nullptr; m["calls"][0].erase("rope_theta"); });
+  const auto both = test::run_attnlab({"run", "--bundle", dpath, "--rope", "500", "--score-mod",
+                                       "bias:" + dpath + "/other.npy", "--format", "json", "--backend", "cpu"});
+  ASSERT_EQ(both.code, 0) << both.err;
+  EXPECT_NE(Json::parse(both.out)["modifications"].get<std::string>().find("RoPE θ=500; bias other.npy"),
+            std::string::npos);
+}
+
+// Token labels from the manifest are checked as --tokens checks them; names with control
+// characters are printed with them escaped.
+TEST(Bundle, ManifestLabelsAndNamesStayOnOneLine) {
+  const test::TempDir d;
+  const std::string dpath = d.path().string();
+  make_bundle(dpath, 1, 1, 4, 4, 8, 3);
+  patch_manifest(dpath, [](Json& m) { m["tokens"] = {"a", "b\nc", "d", "e"}; });
+  expect_refused({"run", "--bundle", dpath}, "manifest.json: token 2 contains a control character or is not valid UTF-8: 'b\\x0Ac'");
+  patch_manifest(dpath, [](Json& m) {
+    m["tokens"] = {"a", "b", "c", "d"};
+    m["model"] = "to\ny";
+    m["calls"][0]["name"] = "h\t1";
+  });
+  const auto r = test::run_attnlab({"run", "--bundle", dpath, "--lang", "en", "--backend", "cpu"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("(to\\x0Ay), call 0 of 1 'h\\x091'"), std::string::npos) << r.out;
+}
+
+// A call whose heads have masks of their own is read one head at a time: walk --head H walks that
+// head (named as H), forward and backward, equal to `run --head H`'s row.
+TEST(Bundle, WalkTakesACallWithAMaskPerHead) {
+  const test::TempDir d;
+  const std::string dpath = d.path().string();
+  make_bundle(dpath, 2, 1, 4, 4, 8, 3, {{"mask", "mask.npy"}});
+  MatrixF mask = MatrixF::Zero(8, 4);
+  for (int r = 0; r < 4; ++r)
+    for (int c = r + 1; c < 4; ++c) mask(4 + r, c) = -std::numeric_limits<float>::infinity();  // head 1 causal
+  write_npy(dpath + "/mask.npy", mask);
+  expect_refused({"run", "--bundle", dpath}, "pick one head");  // all heads at once: not one mask
+  const auto run = test::run_attnlab({"run", "--bundle", dpath, "--head", "1", "--query", "1", "--format", "json", "--backend", "cpu"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const Json out = Json::parse(run.out)["stages"]["output"][1];
+  for (const bool backward : {false, true}) {
+    SCOPED_TRACE(backward);
+    std::vector<std::string> args = {"walk", "--bundle", dpath, "--head", "1", "--query", "1", "--format", "json", "--backend", "cpu"};
+    if (backward) args.push_back("--backward");
+    const auto w = test::run_attnlab(args);
+    ASSERT_EQ(w.code, 0) << w.err;
+    const Json j = Json::parse(w.out);
+    EXPECT_EQ(j["head"], 1) << w.out.substr(0, 400);
+    EXPECT_NE(j["source"].get<std::string>().find("head 1 of 2"), std::string::npos) << j["source"];
+    if (!backward)
+      for (int c = 0; c < 3; ++c) EXPECT_NEAR(j["output"][c].get<double>(), out[c].get<double>(), 1e-6);
+  }
+}
+
 // A whole-number --layer is always an index, even where another call is named with that number.
 TEST(Bundle, AWholeNumberLayerIsAlwaysAnIndex) {
   const test::TempDir d;
@@ -273,6 +351,12 @@ TEST(Bundle, AWholeNumberLayerIsAlwaysAnIndex) {
   EXPECT_EQ(resolve_layer(b, "0"), 0);
   EXPECT_EQ(resolve_layer(b, "1"), 1);
   EXPECT_EQ(resolve_layer(b, "01"), 1);
+  // A name that two calls carry is no one call's.
+  Bundle twice = b;
+  twice.calls[1].name = "attn";
+  twice.calls[0].name = "attn";
+  EXPECT_EQ(test::message_of<InputError>([&] { resolve_layer(twice, "attn"); }),
+            "--layer 'attn' names 2 calls (0, 1): give the call's index");
   const auto r = test::run_attnlab({"run", "--bundle", dir, "--layer", "0", "--lang", "en"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("call 0 of 2 '1'"), std::string::npos) << r.out;

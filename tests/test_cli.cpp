@@ -196,6 +196,9 @@ TEST_F(Cli, SplitHelpNoneAndExponentsInLists) {
   expect_refused({"run", "--random", "2", "--tokens", "a\nb,c"}, {"token label 1 contains a control character", "'a\\x0Ab'"});
   expect_refused({"run", "--random", "2", "--tokens", "a,b\tc"}, {"token label 2"});
   expect_refused({"run", "--random", "2", "--tokens-file", file("labels.txt", "a\nb\tc\n")}, {"token label 2"});
+  // Bytes that are no UTF-8 would make the outputs invalid text: refused, the bytes escaped.
+  expect_refused({"run", "--random", "2", "--tokens-file", file("latin1.txt", "a\nb\xFF\xFE\n")},
+                 {"token label 2 is not valid UTF-8", "'b\\xFF\\xFE'"});
   expect_refused({"run", "--random", "4", "--mask-mod", "none,causal"}, {"--mask-mod 'none,causal'", "stands alone"});
   expect_refused({"run", "--random", "4", "--score-mod", "none+alibi"}, {"--score-mod 'none+alibi'", "stands alone"});
   EXPECT_EQ(run({"run", "--random", "4", "--mask-mod", " none "}).code, 0);
@@ -693,7 +696,9 @@ TEST_F(Cli, UsageErrorsAreOneLine) {
   expect_refused({"run", "--random", "1000000", "--dk", "4096"}, {"GiB"});
   expect_refused({"run", "--random", "4", "--dk", "0"}, {"--dk"});
   expect_refused({"run", "--random", "4", "--heads", "0"}, {"--heads"});
-  expect_refused({"run", "--random", "4", "--tokens", "a,b"}, {"--tokens", "2 labels"});
+  expect_refused({"run", "--random", "4", "--tokens", "a,b"}, {"--tokens", "number of labels is 2"});
+  expect_refused({"run", "--random", "4", "--queries", "1", "--tokens", "a"},
+                 {"number of labels is 1,", "n = 1 queries and m = 4 keys: give n + m = 5"});
   expect_refused({"run", "--random", "4", "--q", "x.csv"}, {"not both"});
   expect_refused({"run", "--random", "4", "--mask", dir_.file("nomask.csv")},
                  {"nomask.csv"});

@@ -366,12 +366,31 @@ TEST(BenchCli, BaselineAddsAPlainRowPerCpuStagedCase) {
     EXPECT_FALSE(c.contains("staged_over_plain")) << c.dump();
   }
 
-  // Only fused cases: the flag adds nothing.
-  const test::BinaryRun f = bench({"--backend", "cpu", "--variant", "fused", "--precision", "fp32",
-                                   "--n", "48", "--d", "8", "--repeat", "1", "--baseline",
-                                   "--format", "csv"});
-  ASSERT_EQ(f.code, 0) << f.err;
-  EXPECT_EQ(lines_of(f.out).size(), 2u) << f.out;
+  // No CPU fp32 staged forward case (fused only, the backward pass only): the flag would time
+  // nothing, and is refused.
+  for (const std::vector<std::string> none :
+       {std::vector<std::string>{"--variant", "fused"}, {"--variant", "staged", "--pass", "backward"}}) {
+    std::vector<std::string> a = {"--backend", "cpu", "--precision", "fp32", "--n", "48", "--d", "8",
+                                  "--repeat", "1", "--baseline"};
+    a.insert(a.end(), none.begin(), none.end());
+    const test::BinaryRun f = bench(a);
+    EXPECT_EQ(f.code, 2) << f.out;
+    EXPECT_EQ(lines_of(f.err).size(), 1u) << f.err;
+    EXPECT_NE(f.err.find("--baseline times the plain chain beside the CPU fp32 staged forward cases"), std::string::npos);
+  }
+  // Both passes: the forward staged case gets its ratio, the backward one none (the plain chain is
+  // a forward).
+  const test::BinaryRun b = bench({"--backend", "cpu", "--variant", "staged", "--precision", "fp32", "--n", "48",
+                                   "--d", "8", "--repeat", "1", "--warmup", "0", "--baseline", "--pass", "both",
+                                   "--format", "json"});
+  ASSERT_EQ(b.code, 0) << b.err;
+  int ratios = 0;
+  const json both = json::parse(b.out);
+  for (const json& c : both["cases"]) {
+    EXPECT_EQ(c.contains("staged_over_plain"), c["variant"] == "staged" && c["pass"] == "forward") << c.dump();
+    ratios += c.contains("staged_over_plain");
+  }
+  EXPECT_EQ(ratios, 1);
 }
 
 TEST(BenchCli, BaselineTableShowsTheRatioAndCsvKeepsItsColumns) {

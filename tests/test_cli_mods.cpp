@@ -158,6 +158,12 @@ TEST(ModsCli, RefusalsNameTheirCause) {
   refused({"run", "--random", "4", "--mask-mod", "document:" + docs},
           "document ids must be whole numbers from -16777215 to 16777215, got ≈1.68e+07 at position 2");
   EXPECT_EQ(attnlab({"run", "--random", "4", "--mask-mod", "document:" + fine}).code, 0);
+  // One row or one column: a matrix's order is not the positions' (2 x 2 would be read row by row).
+  const std::string square = test::write_file(dir.file("square.csv"), "0,0\n1,1\n");
+  refused({"run", "--random", "4", "--mask-mod", "document:" + square},
+          "the document ids are a 2x2 matrix; give them as one row or one column, one per position");
+  const std::string row = test::write_file(dir.file("row.csv"), "0,0,1,1\n");
+  EXPECT_EQ(attnlab({"run", "--random", "4", "--mask-mod", "document:" + row}).code, 0);
 }
 
 }  // namespace

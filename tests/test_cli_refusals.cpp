@@ -81,6 +81,11 @@ TEST_F(CliRefusals, OverflowsNameTheirCauseAndPrecision) {
 // option named first (CLI11 listed the words in reverse), a stray word; one line, exit 2, the help.
 TEST_F(CliRefusals, OptionSyntaxInTheLabsWords) {
   expect_line({"demo", "--temperature", "1", "--temperature", "2"}, "--temperature is given twice (see attnlab demo --help)");
+  expect_line({"backward", "--check", "--check"}, "--check is given twice (see attnlab backward --help)");
+  expect_line({"backward", "--check=no"}, "--check is a flag and takes no value, got '--check=no' (see attnlab backward --help)");
+  expect_line({"bench", "--baseline", "--n", "8", "--baseline", "--baseline"},
+              "--baseline is given 3 times (see attnlab bench --help)");
+  EXPECT_EQ(test::run_attnlab({"backward", "--check", "--check", "--help"}).code, 0);  // the help still wins
   expect_line({"run", "--random", "4", "--seed", "1", "--seed", "2", "--seed", "3"},
               "--seed is given 3 times (see attnlab run --help)");
   expect_line({"demo", "--query"}, "--query needs a value (see attnlab demo --help)");
@@ -137,6 +142,9 @@ TEST_F(CliRefusals, OptionsThatWouldBeIgnoredAreRefused) {
   expect_line(with(files, {"--seed", "3"}), "--seed " + from_files);
   expect_line(with(files, {"--dk", "64"}), "--dk " + from_files);  // the default typed is still typed
   expect_line({"walk", "--seed", "3"}, "--seed applies to --random problems only (the demo has its own values)");
+  // The demo is one head: --heads beside it is refused, not ignored (walk, describe, verify, backward).
+  for (const char* cmd : {"walk", "describe", "verify", "backward"})
+    expect_line({cmd, "--heads", "2"}, "--heads applies to --random problems only (the demo has its own values)");
   expect_line({"run", "--random", "8", "--layer", "0"}, "--layer applies to --bundle only");
   expect_line(with(files, {"--layer", "0"}), "--layer applies to --bundle only");
   expect_line({"run", "--random", "8", "--variant", "decode", "--split", "100000000", "--backend", "cpu"},

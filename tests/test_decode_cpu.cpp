@@ -382,6 +382,31 @@ TEST(DecodeCpu, TheFp64RowIsTheReferenceChainsRow) {
   EXPECT_THROW(reference_fp64_row(random_problem(2, 8, 4, 4, 1), 1, 0), InputError);
 }
 
+// A score beyond fp32's range below the row's largest (q·k = -1e40) rounds to -inf and weighs 0,
+// as in fp64: the decode kernel runs the row in fp32 and in bf16 (its scores are fp32 sums of
+// bf16 products), where the bf16 staged and fused kernels refuse it (README, "overflow").
+TEST(DecodeCpu, AScoreOverflowingBelowTheRowsLargestWeighsZeroInBothPrecisions) {
+  Problem p = random_problem(2, 2, 2, 1);
+  p.edit().q << 1e20f, -1e20f, 1.f, 1.f;
+  p.edit().k << 1.f, 1.f, -1e20f, 1e20f;
+  const TraceD ref = reference_fp64(p);
+  auto cpu = make_cpu_backend();
+  for (Precision pr : {Precision::FP32, Precision::BF16}) {
+    RunOptions o;
+    o.variant = Variant::Decode;
+    o.precision = pr;
+    const Trace t = cpu->run(p, o);
+    EXPECT_TRUE(t.output.allFinite());
+    EXPECT_LE(rel_err(t.output, ref.output), pr == Precision::BF16 ? 2e-2 : 1e-6);
+  }
+  for (Variant v : {Variant::Staged, Variant::Fused}) {
+    RunOptions o;
+    o.variant = v;
+    o.precision = Precision::BF16;
+    EXPECT_NE(message_of<InputError>([&] { cpu->run(p, o); }).find("overflows"), std::string::npos);
+  }
+}
+
 // A cache stored in bf16: the kernel in the lab's bf16 arithmetic reads the problem's bf16 copy of
 // K and V (made once, kept with the inputs, dropped by an edit); its output is the fused bf16
 // kernel's on the same problem up to the order of the sums, and within verify's bf16 bound of fp64.

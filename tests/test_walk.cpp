@@ -325,6 +325,12 @@ TEST(WalkCli, BadTileValuesGiveOneErrorLineAndExitTwo) {
     EXPECT_EQ(lines[0].rfind("error: ", 0), 0u) << lines[0];
     EXPECT_TRUE(r.out.empty());
   }
+  // Blanks around a whole number are taken, as every other option takes them.
+  for (const std::vector<std::string> args :
+       {std::vector<std::string>{"walk", "--tile", " 2 "}, {"walk", "--random", "8", "--heads", "2", "--head", " 1"}}) {
+    const test::BinaryRun r = test::run_attnlab(args, "LANG=C.UTF-8");
+    EXPECT_EQ(r.code, 0) << r.err;
+  }
   const test::BinaryRun h = test::run_attnlab({"walk", "--head", "1"}, "LANG=C.UTF-8");
   EXPECT_EQ(h.code, 2);
   EXPECT_EQ(test::lines_of(h.err).size(), 1u);

@@ -68,8 +68,9 @@ TEST(Messages, FileRefusalsCarryTheirIds) {
   const Message tl = caught([&] { apply_token_spec(t, "a,b", ""); });
   // The demo has n = m: n or n + m labels would do, both named as numbers in either language.
   EXPECT_EQ(tl.id, Msg::TokenLabelCountEither);
-  EXPECT_EQ(tl.en, "--tokens gives 2 labels but the problem has 5 queries and 5 keys (give 5 or 10 labels)");
-  EXPECT_EQ(tl.text(Lang::Zh), "--tokens 给出 2 个标签，而问题有 5 个查询和 5 个键（应给 5 或 10 个标签）");
+  EXPECT_EQ(tl.en, "--tokens: the number of labels is 2, but the problem has n = 5 queries and m = 5 keys: give 5 (one per "
+            "position) or n + m = 10 (queries first, then keys)");
+  EXPECT_EQ(tl.text(Lang::Zh), "--tokens 给出 2 个标签，而问题有 5 个查询和 5 个键（应给 5 个：每个位置一个；或 n + m = 10 个：先查询，后键）");
   // An error without an id stays as it was, in English, in every language.
   const Message plain = message_of(InputError("something else"));
   EXPECT_EQ(plain.text(Lang::Zh), "something else");

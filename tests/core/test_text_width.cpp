@@ -24,6 +24,20 @@ TEST(TextWidth, ColumnsOfEachKindOfCodePoint) {
   EXPECT_EQ(display_width("\xE4\xB8"), 2);         // a truncated sequence: each byte one
 }
 
+// Labels must be UTF-8 (core/io.cpp check_label): the validator, and the escaped form of a name
+// that goes into one line.
+TEST(TextWidth, Utf8IsCheckedAndNamesPrintable) {
+  for (const char* good : {"", "abc", "上下文", "e\xCC\x81", "\xF0\x9F\x98\x80", "\xF4\x8F\xBF\xBF"})
+    EXPECT_TRUE(valid_utf8(good)) << good;
+  for (const char* bad : {"\xFF", "a\x80", "\xC0\xAF", "\xE0\x80\x80", "\xED\xA0\x80", "\xF4\x90\x80\x80",
+                          "\xE4\xB8", "\xF5\x80\x80\x80"})
+    EXPECT_FALSE(valid_utf8(bad)) << bad;
+  EXPECT_EQ(printable("上下文"), "上下文");
+  EXPECT_EQ(printable("a\nb\tc\x1b[31m"), "a\\x0Ab\\x09c\\x1B[31m");
+  EXPECT_EQ(printable("b\xFF\xFE"), "b\\xFF\\xFE");
+  EXPECT_EQ(printable("\xE4\xB8"), "\\xE4\\xB8");  // a sequence cut short: each byte escaped
+}
+
 TEST(TextWidth, PaddingCountsColumnsNotBytes) {
   EXPECT_EQ(pad_left("上下文", 8), "  上下文");
   EXPECT_EQ(pad_right("上下文", 8), "上下文  ");
