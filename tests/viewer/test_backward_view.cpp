@@ -384,6 +384,8 @@ TEST(BackwardView, HeadlessScreenshotsInBothLanguages) {
     EXPECT_EQ(j["backward"]["dout_seed"], 3);
     EXPECT_EQ(j["backward"]["current"], "dout");
     EXPECT_LT(std::abs(j["backward"]["row_sum"].get<double>()), 1e-5);
+    // Nothing masked: no "masked" swatch beside the maps (the forward keeps a mask of zeros).
+    EXPECT_FALSE(j["backward"]["any_masked"].get<bool>());
     EXPECT_GT(test::read_file(png).size(), 10000u);
   }
 }
@@ -423,6 +425,7 @@ TEST(BackwardView, HeadlessCausalDsMapsAreHatchedOnALogScale) {
   std::ifstream in(json);
   const nlohmann::json j = nlohmann::json::parse(in)["backward"];
   ASSERT_EQ(j["current"], "ds");
+  EXPECT_TRUE(j["any_masked"].get<bool>());
   ASSERT_EQ(j["maps"].size(), 2u);
   for (const nlohmann::json& m : j["maps"]) {
     EXPECT_TRUE(m["log_scale"].get<bool>());

@@ -165,7 +165,9 @@ TEST(Keymap, ShiftArrowsMoveTheSelectedKeyAndEscIsDocumentedAsClosingTheHelp) {
 TEST(CellLabel, SignificantDigitsWhereTwoDecimalsWouldShowZero) {
   EXPECT_EQ(cell_label(0.000134f), "1.3e-4");
   EXPECT_EQ(cell_label(-0.0042f), "-4.2e-3");
-  EXPECT_EQ(cell_label(0.0f), "0");
+  EXPECT_EQ(cell_label(0.0f), "0.00");  // "0" alone is the chain's mark of a masked weight
+  EXPECT_EQ(cell_label(-0.0f), "0.00");
+  EXPECT_EQ(cell_label(0.0f, true), "0");
   EXPECT_EQ(cell_label(0.26f), "0.26");
   EXPECT_EQ(cell_label(1.84f), "1.84");
   EXPECT_EQ(cell_label(0.005f), "5.0e-3") << "0.005f lies below 0.005: two decimals would say 0.00";

@@ -70,6 +70,20 @@ TEST(Layout, TheCaveatBarGrowsToItsLines) {
   EXPECT_EQ(compute_layout(1920, 1080, 44, 5000).caveat.h, 432);
 }
 
+// A bar that cannot hold every line keeps its last ones (keys, status, refusal) whole: the text
+// above gets the rest; where everything fits, the text keeps its own height.
+TEST(Layout, TheCaveatBarsLastLinesKeepTheirPlace) {
+  // 4 text lines and 1 last line of 20 px with 5 px between: 95 + 5 + 20 = 120 px.
+  EXPECT_FLOAT_EQ(caveat_text_height(120, 4, 1, 20, 5), 95);
+  EXPECT_FLOAT_EQ(caveat_text_height(500, 4, 1, 20, 5), 95);
+  // The last line's 20 + 5 come off: 75 px, which hold three whole lines (70).
+  EXPECT_FLOAT_EQ(caveat_text_height(100, 4, 1, 20, 5), 70);
+  EXPECT_FLOAT_EQ(caveat_text_height(100, 4, 3, 20, 5), 20);  // three last lines: 70 + 5; one line left
+  EXPECT_FLOAT_EQ(caveat_text_height(40, 4, 3, 20, 5), 0);    // not even the last lines fit: no text
+  EXPECT_FLOAT_EQ(caveat_text_height(100, 4, 0, 20, 5), 95);
+  EXPECT_FLOAT_EQ(caveat_text_height(100, 0, 2, 20, 5), 0);
+}
+
 TEST(Layout, RectHelpers) {
   const Rect a{0, 0, 10, 10}, b{10, 0, 5, 5}, c{5, 5, 10, 10};
   EXPECT_FALSE(overlaps(a, b));

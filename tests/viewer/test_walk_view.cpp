@@ -338,6 +338,22 @@ TEST(WalkViewScreenshot, DemoInBothLanguagesFramesTheCurrentTile) {
   }
 }
 
+// At a projector's UI scale the running table keeps the width of its seven columns: the charts
+// go under it where the panel cannot hold both side by side (at scale 1 they stand beside it).
+TEST(WalkViewScreenshot, AtALargeUiScaleTheTableTakesTheWholeWidth) {
+  const test::TempDir dir("attnlab-walk-shots");
+  for (const std::string pass : {"forward", "backward"}) {
+    SCOPED_TRACE(pass);
+    const test::ViewShot one = shoot(dir, "scale1-" + pass, {"--lang", "zh", "--size", "1920x1080", "--walk-pass", pass});
+    EXPECT_FALSE(one.state["walk"]["middle"]["stacked"].get<bool>());
+    const test::ViewShot two =
+        shoot(dir, "scale2-" + pass, {"--lang", "zh", "--size", "1920x1080", "--ui-scale", "2", "--walk-pass", pass});
+    const float fp = two.state["font_px"].get<float>();
+    EXPECT_TRUE(two.state["walk"]["middle"]["stacked"].get<bool>());
+    EXPECT_GE(two.state["walk"]["middle"]["table_w"].get<float>(), fp * (pass == "forward" ? 17 : 14));
+  }
+}
+
 TEST(WalkViewScreenshot, CausalSkippedTilesAreHatchedAndLargeProblemsWalk) {
   const test::TempDir dir("attnlab-walk-shots");
   const test::ViewShot s = shoot(dir, "causal", {"--mask", "causal", "--query", "1", "--tile", "1", "--lang", "en"});

@@ -70,9 +70,24 @@ void draw_caveat(App& app, const Layout& l) {
                ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
                    ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoBringToFrontOnFocus |
                    ImGuiWindowFlags_NoScrollbar);
-  for (const std::string& line : t.text) ImGui::TextUnformatted(line.data(), line.data() + line.size());
+  const auto lines = [](const std::vector<std::string>& ls) {
+    for (const std::string& line : ls) ImGui::TextUnformatted(line.data(), line.data() + line.size());
+  };
+  const ImGuiStyle& st = ImGui::GetStyle();
+  const float line_h = ImGui::GetTextLineHeight();
+  const float text_h = caveat_text_height(ImGui::GetContentRegionAvail().y, static_cast<int>(t.text.size()),
+                                          static_cast<int>(t.last.size()), line_h, st.ItemSpacing.y);
+  if (text_h + 0.5f >= t.text.size() * line_h + std::max<float>(0, t.text.size() - 1.0f) * st.ItemSpacing.y) {
+    lines(t.text);
+  } else {
+    // The bar at its largest cannot hold every line: the last ones (keys, status, refusal) stay
+    // in sight, and the text above them scrolls with the wheel.
+    ImGui::BeginChild("##caveat_text", ImVec2(0, std::max(1.0f, text_h)), false, ImGuiWindowFlags_NoScrollbar);
+    lines(t.text);
+    ImGui::EndChild();
+  }
   ImGui::PushStyleColor(ImGuiCol_Text, t.last_colour);
-  for (const std::string& line : t.last) ImGui::TextUnformatted(line.data(), line.data() + line.size());
+  lines(t.last);
   ImGui::PopStyleColor();
   ImGui::End();
 }

@@ -382,10 +382,13 @@ void draw_controls(App& app, const Layout& l) {
       ImGui::SetNextItemWidth(w);
       input_text(label, *text);
     }
-    ImGui::SetNextItemWidth(w);
-    input_text(fmt("%s###fmask", tr(lang, S::FilesMask)).c_str(), app.in_files.mask);
-    ImGui::SetNextItemWidth(w);
-    input_text(fmt("%s###ftok", tr(lang, S::FilesTokens)).c_str(), app.in_files.tokens);
+    // The longer labels above their fields, wrapped: beside a field they were cut at the panel's edge.
+    wrapped(app, tr(lang, S::FilesMask));
+    ImGui::SetNextItemWidth(-1);
+    input_text("###fmask", app.in_files.mask);
+    wrapped(app, tr(lang, S::FilesTokens));
+    ImGui::SetNextItemWidth(-1);
+    input_text("###ftok", app.in_files.tokens);
     if (ImGui::Button(fmt("%s###load", tr(lang, S::Load)).c_str())) load_typed_files(app);
     if (!app.random_error.empty()) wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + app.random_error.text(lang), &kErrorV4);
     wrapped(app, tr(lang, S::FilesHint), &kDimV4);

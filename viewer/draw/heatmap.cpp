@@ -210,7 +210,9 @@ std::vector<std::uint32_t> rasterize_cells(const std::vector<PooledCell>& cells,
 }
 
 std::string cell_label(float v, bool scientific) {
-  if (v == 0.f) return "0";
+  // An exact zero that is no masked weight reads as its neighbours do ("0.00"); the chain writes
+  // a masked weight's "0" itself.
+  if (v == 0.f) return scientific ? "0" : table_value(0.f);
   if (scientific && std::isfinite(v)) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.2e", static_cast<double>(v));

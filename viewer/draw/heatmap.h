@@ -128,8 +128,8 @@ double scale_value(double t, ValueRange r, bool log_scale = false);
 constexpr double kLogDecades = 6;
 ValueRange log_range(ValueRange linear);
 
-// A cell's value as its label in the heatmap: the page's two decimals (table_value), "0" for an
-// exact zero, and two significant digits ("1.3e-4") where two decimals would show 0 for a value
+// A cell's value as its label in the heatmap: the page's two decimals (table_value), an exact
+// zero too ("0.00": a bare "0" is the chain's mark of a masked weight), and two significant digits ("1.3e-4") where two decimals would show 0 for a value
 // that is not (thousands of keys share one row's weight).
 // scientific: every label of the matrix in "%.2e" (one format per matrix: a matrix whose values
 // reach 1e6, where two decimals would switch to exponents for some cells only).

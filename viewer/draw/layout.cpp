@@ -30,6 +30,16 @@ Layout compute_layout(float width, float height, float font_px, float caveat_px)
   return l;
 }
 
+float caveat_text_height(float room, int text_lines, int last_lines, float line_h, float spacing) {
+  const auto block = [&](int lines) { return lines * line_h + std::max(0, lines - 1) * spacing; };
+  const float text = block(text_lines);
+  const float last = last_lines > 0 ? block(last_lines) + (text_lines > 0 ? spacing : 0.0f) : 0.0f;
+  if (text <= room - last) return text;
+  // Whole lines only: no half line cut at the edge.
+  const int fit = static_cast<int>(std::floor((room - last + spacing) / (line_h + spacing)));
+  return fit > 0 ? block(std::min(fit, text_lines)) : 0.0f;
+}
+
 HeatmapFrame compute_heatmap_frame(const Rect& content, float row_label_w, float col_label_h,
                                    float font_px) {
   HeatmapFrame f;

@@ -32,6 +32,15 @@ struct Layout {
 // line (the keys, a refusal) is never cut off.
 Layout compute_layout(float width, float height, float font_px, float caveat_px = 0);
 
+// Where the bar's lines need more than its two fifths (a small window at a large UI scale), its
+// last lines (the keys, a status, a refusal: `last_lines` of them) keep their place at the bottom
+// and the mask sentence and caveat above them (`text_lines`) get what is left of the bar's inner
+// height `room`, scrolled with the wheel. The height the text's lines get: all of them where
+// everything fits, else the whole lines that the room less the last lines and one spacing holds
+// (no half line at the edge), possibly none. Lines are
+// `line_h` tall with `spacing` between them.
+float caveat_text_height(float room, int text_lines, int last_lines, float line_h, float spacing);
+
 // The UI font size for a window `height` pixels tall at UI scale `scale` (Ctrl + / Ctrl − / Ctrl
 // 0, --ui-scale): 15 px at the 600 minimum, 18 px at 800, 22 px at 1080, and above 1080 in
 // proportion to the height (29 px at 1440, 44 px at 2160 and above: kFontTopHeight), times the

@@ -125,8 +125,9 @@ constexpr Entry kTable[] = {
      "Bringing this step's matrix back from the backend (only the step on screen and the weights "
      "are copied; --stages all keeps every step)…",
      "正在从后端取回这一步的矩阵（只复制当前步骤和注意力权重；--stages all 保留每一步）……"},
-    {S::PlotTooSmall, "The window is too small for the heatmap; make it larger.",
-     "窗口太小，放不下热力图；请把窗口放大。"},
+    {S::PlotTooSmall, "The window is too small for the heatmap at this text size: make it larger, or press Ctrl − "
+     "for smaller text.",
+     "在当前文字大小下，窗口放不下热力图：请把窗口放大，或按 Ctrl − 缩小文字。"},
     {S::Performance, "Performance", "性能"},
     {S::BackendRan, "Backend that ran", "实际运行的后端"},
     {S::TimeUpload, "upload", "上传"},
@@ -327,6 +328,10 @@ constexpr Entry kTable[] = {
      "主机可用内存 %s"},
     {S::PerfNoPoints, "no points yet",
      "尚无数据点"},
+    {S::PerfPressRun, "Nothing timed yet: press Run to time the cases chosen above.",
+     "尚未计时：按“运行”为上面选定的用例计时。"},
+    {S::PerfNoCase, "No case gave a point (the legend says why each was skipped).",
+     "没有用例给出数据点（图例说明了每个用例被跳过的原因）。"},
     {S::PerfCudaOff, "CUDA greyed out: %s",
      "CUDA 不可用：%s"},
     {S::PerfExported, "wrote %s",
@@ -444,6 +449,7 @@ constexpr Entry kTable[] = {
     {S::DiffMaxAt, "largest at %s → %s", "最大处：%s → %s"},
     {S::DiffVariant, "Variant", "变体"},
     {S::DiffPrecision, "Precision", "精度"},
+    {S::DiffQuery, "Query", "查询"},
     {S::DiffBeforeChange,
      "The temperature and the mask act from step 2 (the logits) on: before it B − A is 0 by construction; → shows "
      "the change.",

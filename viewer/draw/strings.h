@@ -49,7 +49,7 @@ enum class S {
   PerfChartRoofline, PerfChartMemory, PerfAxisN, PerfAxisMs, PerfAxisTflops, PerfAxisSpeedup,
   PerfAxisIntensity, PerfAxisGflops, PerfAxisMemory, PerfBaseline, PerfSkippedN, PerfPending,
   PerfTip, PerfTipSpeedup, PerfRoofBw, PerfRoofGemm, PerfRoofPeak, PerfGemmPoint, PerfRoofMissing, PerfRoofHint, PerfMemWall,
-  PerfNoPoints, PerfCudaOff, PerfExported, PerfNothingChosen, PerfSpread,
+  PerfNoPoints, PerfPressRun, PerfNoCase, PerfCudaOff, PerfExported, PerfNothingChosen, PerfSpread,
   // the perf view's pass (issue 24)
   PerfPass, PerfPassForward, PerfPassBackward, PerfPassBoth, PerfBackwardRule, PerfAxisTflopsRule, PerfRoofBackward,
   // several queries at once (issue 14)
@@ -62,7 +62,7 @@ enum class S {
   DiffA, DiffB, DiffEditor, DiffKeep, DiffApply, DiffIdentical, DiffSummary, DiffTop, DiffColQuery,
   DiffColKey, DiffLegend, DiffMaskedLegend, DiffComputing, DiffBError, DiffNeedsStages, DiffQueryNote,
   DiffDescription, DiffNoSpec, DiffTipA, DiffTipB, DiffTipDiff, SetMaskNone, SetMaskCausal, SetMaskCustom,
-  SetStaged, SetFused, SetQuery, DiffSameRun, DiffMaxAt, DiffVariant, DiffPrecision, DiffBeforeChange,
+  SetStaged, SetFused, SetQuery, DiffSameRun, DiffMaxAt, DiffVariant, DiffPrecision, DiffQuery, DiffBeforeChange,
   // heads view (issue 15)
   ViewHeads, HeadsLayer, HeadsHead, HeadsCount, HeadsTitle, HeadsTitleLayer, HeadsProgress,
   HeadsCaption, HeadsCaptionKv, HeadsCaptionPending, HeadsCaptionError, HeadsTip, HeadsTipKv,

@@ -27,8 +27,8 @@ constexpr Entry kTexts[] = {
     {BT::StepOf, {"step %d / %d", "步骤 %d / %d"}},
     {BT::Play, {"Play", "播放"}},
     {BT::Pause, {"Pause", "暂停"}},
-    {BT::Prev, {"◀ back", "◀ 上一步"}},
-    {BT::Next, {"next ▶", "下一步 ▶"}},
+    {BT::Prev, {"← Back", "← 上一步"}},
+    {BT::Next, {"Next →", "下一步 →"}},
     {BT::Home, {"dO (start)", "dO（起点）"}},
     {BT::Upstream, {"upstream dO", "上游梯度 dO"}},
     {BT::UpRandom, {"random (seeded)", "随机（带种子）"}},
@@ -564,6 +564,7 @@ void BackwardView::dump(nlohmann::json& j, const Session& s) const {
     o["top"] = r.top;
     o["top_share"] = r.top_share;
     o["top_two_share"] = r.top_two_share;
+    o["any_masked"] = any_masked;  // the maps' "masked" swatch is drawn only then
     o["maps"] = nlohmann::json::array();
     for (int i = 0; i < 2; ++i) {
       const MapPicture& m = picture[i];

@@ -223,6 +223,10 @@ class BackwardView final : public View {
   // placed, computed again only when the matrix changes.
   std::string legend_key[2];
   ValueRange legend_range[2];
+  // Whether the backward on screen (adopted() == mask_checked) masks any entry: its forward keeps
+  // a mask of zeros where none is set, and hatching's swatch is shown only where a cell is hatched.
+  std::uint64_t mask_checked = ~std::uint64_t{0};
+  bool any_masked = false;
   // Where the panel drew each map last (the state dump's maps[i].place): the map, the right end
   // of the selected row's mark beside it, and the left edge of its colour legend.
   struct MapPlace {

@@ -366,7 +366,11 @@ void draw_panel(BackwardView& v, Shell& app, const Layout& l) {
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   // Above 64 tokens the chain view's log scale (its toggle): P by value, a gradient by sign and log |value|.
   const bool log_scale = app.log_weights;
-  const MatrixF* mask = g->forward.mask.size() ? &g->forward.mask : nullptr;
+  if (v.mask_checked != v.adopted()) {
+    v.mask_checked = v.adopted();
+    v.any_masked = g->forward.mask.size() && (g->forward.mask.array() != 0.f).any();
+  }
+  const MatrixF* mask = v.any_masked ? &g->forward.mask : nullptr;
   const auto mask_of = [&](const MatrixF* m, bool masked) {
     return masked && m && mask && m->rows() == mask->rows() && m->cols() == mask->cols() ? mask : nullptr;
   };

@@ -24,9 +24,10 @@
 namespace attnlab::viewer {
 namespace {
 
+// Four significant digits, trailing zeros kept, so that a column reads evenly (0.09000 beside 0.2867).
 std::string num(double v) {
   if (v == 0) return "0";
-  return format_number("%.4g", v);
+  return format_number("%#.4g", v);
 }
 
 // A combo over an optional setting: "as A" (unset) or one of the choices.
@@ -77,11 +78,11 @@ void editor(Shell& app, DiffView& v) {
     std::vector<std::pair<std::string, std::string>> queries;
     for (int i = 0; i < p.n(); ++i)
       queries.push_back({std::to_string(i), token_label(p.query_tokens(), i) + " (#" + std::to_string(i) + ")"});
-    option_combo<std::string>("##dquery", tr(lang, S::SetQuery), d.query, queries, keep, w * 1.3f);
+    option_combo<std::string>("##dquery", tr(lang, S::DiffQuery), d.query, queries, keep, w * 1.3f);
   } else {
     // Thousands of rows: an index field, as the controls' query.
     bool q_on = d.query.has_value();
-    if (ImGui::Checkbox(fmt("%s##dq", tr(lang, S::SetQuery)).c_str(), &q_on))
+    if (ImGui::Checkbox(fmt("%s##dq", tr(lang, S::DiffQuery)).c_str(), &q_on))
       d.query = q_on ? std::optional<std::string>(std::to_string(c.query())) : std::nullopt;
     if (d.query) {
       ImGui::SameLine();
@@ -99,7 +100,7 @@ void editor(Shell& app, DiffView& v) {
 }
 
 // A change's B − A as the table prints it.
-std::string diff_text(const Change& t) { return format_number("%+.4g", t.diff); }
+std::string diff_text(const Change& t) { return format_number("%+#.4g", t.diff); }
 
 // The widths the largest changes' table needs to show every cell whole: all six columns, and the
 // narrow table's four (#, query, key, B − A); each column its widest text (header or cell) with

@@ -170,10 +170,7 @@ Plot draw_n_chart(Shell& app, const PerfSnapshot& snap, const std::vector<PerfSe
   const S tflops = has_backward(snap.results) ? S::PerfAxisTflopsRule : S::PerfAxisTflops;
   const S title = chart == PerfChart::Time ? S::PerfAxisMs : chart == PerfChart::Tflops ? tflops : S::PerfAxisMemory;
   const Plot p = frame_axes(dl, r0, r1, xa, ya, tr(lang, S::PerfAxisN), tr(lang, title), app.font_px);
-  if (!any) {
-    centred_note(dl, p.a, p.b, tr(lang, S::PerfNoPoints));
-    return p;
-  }
+  if (!any) return p;  // draw_panel says why there are no points
   dl->PushClipRect(p.a, p.b, true);
   if (mem_wall > 0) {
     const float yy = p.at(xa.lo, mem_wall).y;
@@ -549,6 +546,11 @@ void draw_panel(PerfView& v, Shell& app, const Layout& l) {
   const Plot p = v.chart == PerfChart::Speedup    ? draw_speedup(app, v, series, c0, c1)
                  : v.chart == PerfChart::Roofline ? draw_roofline(app, snap, series, c0, c1)
                                                   : draw_n_chart(app, snap, series, v.chart, c0, c1);
+  // No point on any chart: before Run, say to press it; during a run, that points come; after
+  // one, that no case gave any.
+  if (std::none_of(series.begin(), series.end(), [](const PerfSeries& s) { return !s.points.empty(); }))
+    centred_note(ImGui::GetWindowDrawList(), p.a, p.b,
+                 tr(lang, !v.started ? S::PerfPressRun : snap.running ? S::PerfNoPoints : S::PerfNoCase));
   v.plot = {p.a.x, p.a.y, p.b.x - p.a.x, p.b.y - p.a.y};
   v.y_labels = p.y_labels;
   ImGui::EndChild();

@@ -127,11 +127,13 @@ void draw_panel(PositionView& v, Shell& app, const Layout& l) {
     if (ImGui::SmallButton(own.c_str())) v.set_theta(p.mods.rope_theta);
   }
   ImGui::EndDisabled();
-  if (c.rope_possible)
-    wrapped(app, fmt(ptr(lang, PT::ThetaHint), short_number(rope_wavelength(c.theta, p.d_k() / 2 - 1, p.d_k())).c_str()),
-            &kDimV4);
-  else
+  if (c.rope_possible) {
+    // A wavelength in positions: three digits when short, whole positions when long (never 2.08476e+06).
+    const double wave = rope_wavelength(c.theta, p.d_k() / 2 - 1, p.d_k());
+    wrapped(app, fmt(ptr(lang, PT::ThetaHint), format_number(wave < 100 ? "%.3g" : "%.0f", wave).c_str()), &kDimV4);
+  } else {
     wrapped(app, fmt(ptr(lang, PT::OddDim), p.d_k()), &kErrorV4);
+  }
 
   // The plot, then the sentences under it.
   // The plot takes what the sentences under it leave, but never less than about half the panel:
@@ -224,7 +226,7 @@ void draw_panel(PositionView& v, Shell& app, const Layout& l) {
     wrapped(app, fmt(ptr(lang, PT::Shift), kPositionShift, format_number("%.2g", c.shift_error).c_str()));
   wrapped(app, fmt(ptr(lang, c.alibi_on ? PT::Sentence : PT::SentenceAlibiOff), slope.c_str(), slope_source.c_str()),
           &kDimV4);
-  wrapped(app, ptr(lang, PT::Lesson));
+  wrapped(app, ptr(lang, c.rope_possible ? PT::Lesson : PT::LessonOddDim));
   wrapped(app, ptr(lang, PT::Caveats), &kDimV4);
   ImGui::End();
 }

@@ -85,6 +85,17 @@ constexpr Entry kTexts[] = {
      {"keys the mask hides from this query (%d of %d): greyed, not read", "掩码对该查询隐藏的键（%d / %d）：灰色，不参与读取"}},
     {PT::TipMasked, {"masked: the query cannot see this key", "已屏蔽：该查询看不到这个键"}},
     {PT::SlopeStandardOne, {"the standard slope for one head", "单个头的标准斜率"}},
+    // The lesson where d_k is odd and RoPE's curves are not drawn: the same words, no blue curve.
+    {PT::LessonOddDim,
+     {"RoPE turns each pair (c, c + d/2) of q and k by the position times θ^(−2c/d). A score is a sum of pair "
+      "products, and two turns combine into the turn by their difference: the score depends on i − j, never "
+      "on i or j alone. With an even d_k a blue curve shows RoPE without the content: fast pairs decorrelate "
+      "within a few positions, slow ones only after thousands, so the score's bound falls with distance on "
+      "average. ALiBi instead adds a straight penalty −slope·|Δ|: near keys win for every query.",
+      "RoPE 把 q 和 k 的每一对 (c, c + d/2) 按位置乘以 θ^(−2c/d) 的角度旋转。分数是各对乘积之和，两次旋转合成为按"
+      "位置差的一次旋转：分数只依赖 i − j，从不单独依赖 i 或 j。d_k 为偶数时，一条蓝色曲线画出去掉内容后的 RoPE："
+      "转得快的对在几个位置内就失去相关，转得慢的要到几千个位置之后，所以分数的上界平均随距离下降。ALiBi 则加上一条"
+      "直线惩罚 −斜率·|Δ|：对每个查询，近处的键都占优。"}},
 };
 static_assert(std::size(kTexts) == static_cast<std::size_t>(PT::Count_), "one entry per PT");
 

@@ -29,7 +29,7 @@ namespace attnlab::viewer {
 enum class PT {
   Label, Title, Theta, ThetaHint, UseProblemTheta, Plain, Rope, Alibi, Self, AxisDistance, AxisScore,
   Sentence, SentenceAlibiOff, Shift, OddDim, Lesson, Caveats, Wavelengths, Query, Legend, Tip,
-  SlopeStandard, SlopeGiven, AlibiLeaves, MaskedKeys, TipMasked, SlopeStandardOne,
+  SlopeStandard, SlopeGiven, AlibiLeaves, MaskedKeys, TipMasked, SlopeStandardOne, LessonOddDim,
   Count_
 };
 const char* ptr(Lang lang, PT id);

@@ -240,20 +240,27 @@ struct Series {
 
 // The band between the strip and the rows at the bottom (`bottom` pixels left under it, `need`
 // pixels at least: the window scrolls to the rows then): `left` (a table; called with its width
-// and height) beside a column of charts over `count` tiles.
+// and height) beside a column of charts over `count` tiles. Where `left` would get less than
+// `left_w` pixels beside the charts (a large UI scale), it takes the whole width and the charts
+// go under it, each band at least `need` tall (the window scrolls).
 template <class Left>
-void middle(Shell& app, float bottom, float need, int count, const std::vector<Series>& charts, Left left) {
+WalkView::Middle middle(Shell& app, float bottom, float need, float left_w, int count, const std::vector<Series>& charts,
+                        Left left) {
   const float mid = std::max(need, ImGui::GetContentRegionAvail().y - bottom);
   const float width = ImGui::GetContentRegionAvail().x;
   const float chart_w = std::max(app.font_px * 8, width * 0.34f);
-  ImGui::BeginChild("##walk_left", ImVec2(width - chart_w - 8, mid), false);
-  left(width - chart_w - 8, mid);
+  const bool stacked = width - chart_w - 8 < left_w;
+  const float lw = stacked ? width : width - chart_w - 8, cw = stacked ? width : chart_w;
+  const float lh = stacked ? std::max(need, mid * 0.5f) : mid, ch = stacked ? std::max(need, mid * 0.5f) : mid;
+  ImGui::BeginChild("##walk_left", ImVec2(lw, lh), false);
+  left(lw, lh);
   ImGui::EndChild();
-  ImGui::SameLine();
-  ImGui::BeginChild("##walk_charts", ImVec2(chart_w, mid), false);
+  if (!stacked) ImGui::SameLine();
+  ImGui::BeginChild("##walk_charts", ImVec2(cw, ch), false);
   const int n = static_cast<int>(charts.size());
-  for (int i = 0; i < n; ++i) chart(app, charts[i].label, charts[i].values, count, chart_w - 4, n - 1 - i);
+  for (int i = 0; i < n; ++i) chart(app, charts[i].label, charts[i].values, count, cw - 4, n - 1 - i);
   ImGui::EndChild();
+  return {lw, stacked};
 }
 
 void output_rows(Shell& app, WalkView& v, const Walk& w) {
@@ -384,7 +391,8 @@ void draw_backward(WalkView& v, Shell& app, int tile) {
   wrapped(app, fmt(wbtr(lang, WB::Upstream), (lang == Lang::Zh ? w->upstream_zh : w->upstream).c_str()), &kDimV4);
   // Under it: dQ rows, norm, final line, notes.
   // At least the room of the bars' caption, two labels and two plots, and of the two charts.
-  middle(app, app.font_px * (w->rope ? 12.5f : 11.f), app.font_px * 11, static_cast<int>(w->tiles.size()),
+  // The key table's five columns want about 14 lines' width.
+  v.middle = middle(app, app.font_px * (w->rope ? 12.5f : 11.f), app.font_px * 11, app.font_px * 14, static_cast<int>(w->tiles.size()),
          {{wbtr(lang, WB::ChartDsSum), walk_series_ds_sum(*w, v.cursor())},
           {wbtr(lang, WB::ChartDqNorm), walk_series_dq_norm(*w, v.cursor())}},
          [&](float width, float height) {
@@ -427,7 +435,8 @@ void draw_panel(WalkView& v, Shell& app, const Layout& l) {
   strip(app, v, *w, fmt(tr(lang, S::WalkStrip), w->query_token.c_str(), w->keys, w->tile));
   wrapped(app, tr(lang, S::WalkLegend), &kDimV4);
   // Under it: output rows, final line, notes.
-  middle(app, app.font_px * 8.5f, app.font_px * 6, static_cast<int>(w->tiles.size()),
+  // The running table's seven columns want about 17 lines' width.
+  v.middle = middle(app, app.font_px * 8.5f, app.font_px * 6, app.font_px * 17, static_cast<int>(w->tiles.size()),
          {{tr(lang, S::WalkChartM), walk_series_m(*w, v.cursor())},
           {tr(lang, S::WalkChartL), walk_series_l(*w, v.cursor())},
           {tr(lang, S::WalkChartErr), walk_series_convergence(*w, v.cursor())}},

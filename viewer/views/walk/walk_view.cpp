@@ -468,6 +468,7 @@ std::string WalkView::state_json() const {
     }
   }
   j["strip"] = {{"x", strip.x}, {"y", strip.y}, {"w", strip.w}, {"h", strip.h}, {"bins", strip.bins}};
+  j["middle"] = {{"table_w", middle.table_w}, {"stacked", middle.stacked}};
   return j.dump();
 }
 

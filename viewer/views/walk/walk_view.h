@@ -189,6 +189,12 @@ class WalkView final : public View {
     float x = 0, y = 0, w = 0, h = 0;
     int bins = 0;
   } strip;
+  // The band under it: the table's width, and whether the charts went under it (a panel too narrow
+  // for both side by side).
+  struct Middle {
+    float table_w = 0;
+    bool stacked = false;
+  } middle;
 
   // The walk part of the state dump: pass, tile, tiles, cursor, playing, current keys, diffs,
   // strip; backward: the status, m, l, L, D, the tile's P and dS, Σ dS, dQ so far, the final dQ.
