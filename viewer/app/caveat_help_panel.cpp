@@ -9,6 +9,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -75,9 +76,11 @@ void draw_caveat(App& app, const Layout& l) {
   };
   const ImGuiStyle& st = ImGui::GetStyle();
   const float line_h = ImGui::GetTextLineHeight();
-  const float text_h = caveat_text_height(ImGui::GetContentRegionAvail().y, static_cast<int>(t.text.size()),
-                                          static_cast<int>(t.last.size()), line_h, st.ItemSpacing.y);
-  if (text_h + 0.5f >= t.text.size() * line_h + std::max<float>(0, t.text.size() - 1.0f) * st.ItemSpacing.y) {
+  const int text_lines = static_cast<int>(t.text.size()), last_lines = static_cast<int>(t.last.size());
+  const float text_h =
+      caveat_text_height(ImGui::GetContentRegionAvail().y, text_lines, last_lines, line_h, st.ItemSpacing.y);
+  // All of the text's height (the room unbounded): then it is drawn as it always was.
+  if (text_h >= caveat_text_height(FLT_MAX, text_lines, last_lines, line_h, st.ItemSpacing.y)) {
     lines(t.text);
   } else {
     // The bar at its largest cannot hold every line: the last ones (keys, status, refusal) stay
