@@ -144,7 +144,7 @@ Bundle read_bundle(const std::string& dir) {
       try {
         check_label(label, b.tokens.size() + 1);
       } catch (const InputError&) {
-        throw InputError(Msg::BundleTokenLabel, {mp, std::to_string(b.tokens.size() + 1), "'" + printable(label) + "'"});
+        throw InputError(Msg::BundleTokenLabel, {mp, std::to_string(b.tokens.size() + 1), quote(label)});
       }
       b.tokens.push_back(label);
     }

@@ -22,8 +22,6 @@ namespace {
 void apply_tokens(Problem& p, const std::vector<std::string>& tokens, const std::string& opt) {
   const int n = p.n(), m = p.m();
   const int count = static_cast<int>(tokens.size());
-  // New labels: the demo's sentence no longer names them (the texts would quote it beside them).
-  if (count == n + m || (count == n && n == m)) p.sentence.clear();
   if (count == n && n == m) {
     p.edit().query_tokens = tokens;
     p.edit().key_tokens = tokens;
@@ -37,6 +35,8 @@ void apply_tokens(Problem& p, const std::vector<std::string>& tokens, const std:
     throw InputError(Msg::TokenLabelCount,
                      {opt, std::to_string(count), std::to_string(n), std::to_string(m), std::to_string(n + m)});
   }
+  // New labels: the demo's sentence no longer names them (the texts would quote it beside them).
+  p.sentence.clear();
 }
 
 // A document id as the refusal quotes it: the shortest text that reads back as the fp32 value,

@@ -73,8 +73,11 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+}  // namespace
+
 // A token as it appears in a message: quoted, at most ~40 bytes (cut on a UTF-8 boundary), control
-// bytes escaped, so that a fuzzed or binary file still gives a one-line, readable message.
+// bytes and bytes that are no UTF-8 escaped (printable), so that a fuzzed or binary file still
+// gives a one-line, readable message.
 std::string quote(std::string_view token) {
   constexpr std::size_t kMax = 40;
   bool cut = false;
@@ -84,21 +87,10 @@ std::string quote(std::string_view token) {
     token = token.substr(0, end);
     cut = true;
   }
-  std::string out = "'";
-  for (char c : token) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7F) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02X", u);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  if (cut) out += "...";
-  out += "'";
-  return out;
+  return "'" + printable(token) + (cut ? "...'" : "'");
 }
+
+namespace {
 
 // ---- files -------------------------------------------------------------------------------------
 
@@ -740,7 +732,7 @@ void check_label(std::string_view label, std::size_t position) {
     const auto u = static_cast<unsigned char>(c);
     if (u < 0x20 || u == 0x7F) throw InputError(Msg::TokenControl, {std::to_string(position), quote(label)});
   }
-  if (!valid_utf8(label)) throw InputError(Msg::TokenUtf8, {std::to_string(position), "'" + printable(label) + "'"});
+  if (!valid_utf8(label)) throw InputError(Msg::TokenUtf8, {std::to_string(position), quote(label)});
 }
 
 std::vector<std::string> split_tokens(std::string_view csv) {

@@ -60,6 +60,9 @@ void write_csv(const std::string& path, const MatrixF& m);
 void write_npy(const std::string& path, const MatrixF& m);  // float32, C order
 std::string to_npy_bytes(const MatrixF& m);
 
+// A token as a message quotes it: '…', at most about 40 bytes, control characters and bytes that
+// are no UTF-8 escaped (\xNN).
+std::string quote(std::string_view token);
 // A token label fit for the tables: no control character (Msg::TokenControl), UTF-8 (TokenUtf8);
 // `position` counts from 1 for the refusal.
 void check_label(std::string_view label, std::size_t position);

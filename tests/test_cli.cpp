@@ -196,6 +196,11 @@ TEST_F(Cli, SplitHelpNoneAndExponentsInLists) {
   expect_refused({"run", "--random", "2", "--tokens", "a\nb,c"}, {"token label 1 contains a control character", "'a\\x0Ab'"});
   expect_refused({"run", "--random", "2", "--tokens", "a,b\tc"}, {"token label 2"});
   expect_refused({"run", "--random", "2", "--tokens-file", file("labels.txt", "a\nb\tc\n")}, {"token label 2"});
+  // The demo relabelled: its sentence no longer names the labels, so the texts leave it out.
+  const CliResult relabelled = run({"describe", "--tokens", "a,b,c,d,e", "--lang", "en"});
+  EXPECT_EQ(relabelled.code, 0) << relabelled.err;
+  EXPECT_TRUE(contains(relabelled.out, "The sequence has 5 tokens. The current query is c,")) << relabelled.out;
+  EXPECT_FALSE(contains(relabelled.out, "模型根据上下文分配权重")) << relabelled.out;
   // Bytes that are no UTF-8 would make the outputs invalid text: refused, the bytes escaped.
   expect_refused({"run", "--random", "2", "--tokens-file", file("latin1.txt", "a\nb\xFF\xFE\n")},
                  {"token label 2 is not valid UTF-8", "'b\\xFF\\xFE'"});

@@ -68,13 +68,20 @@ TEST(BackwardWalk, AtTheKernelsKeyBlockTheDqIsTheKernelsBitForBit) {
   EXPECT_EQ(w.fused_diff, 0.0);
 }
 
-TEST(BackwardWalk, ModificationsRopeAndGroupedHeadsAgainstFp64) {
+// 40 decode-shaped queries over 300 keys, 8 heads on 4 key/value heads, causal, with RoPE at
+// `theta`, ALiBi, a soft-cap of 3 and a window of `window` keys.
+Problem every_modification(double theta, int window) {
   Problem p = random_problem(40, 300, 16, 16, 8, 4, 2);
   p.mask = MaskKind::Causal;
-  p.mods.rope_theta = 10000;
+  p.mods.rope_theta = theta;
   p.mods.alibi = true;
   p.mods.softcap = 3;
-  p.mods.window = 50;
+  p.mods.window = window;
+  return p;
+}
+
+TEST(BackwardWalk, ModificationsRopeAndGroupedHeadsAgainstFp64) {
+  const Problem p = every_modification(10000, 50);
   Upstream sum;
   sum.kind = UpstreamKind::Sum;
   const BackwardWalk w = walk_backward_row(p, sum, 3, 30, 64);
@@ -90,12 +97,7 @@ TEST(BackwardWalk, ModificationsRopeAndGroupedHeadsAgainstFp64) {
 // The walk runs the kernels on the row alone (row_problem): their dQ row is the fused backward's
 // row of the whole problem, with every modification and grouped, decode-shaped heads.
 TEST(BackwardWalk, TheKernelOnTheRowIsTheKernelOnTheWholeProblem) {
-  Problem p = random_problem(40, 300, 16, 16, 8, 4, 2);
-  p.mask = MaskKind::Causal;
-  p.mods.rope_theta = 500;
-  p.mods.alibi = true;
-  p.mods.softcap = 3;
-  p.mods.window = 120;
+  const Problem p = every_modification(500, 120);
   const Upstream u = upstream_random(2);
   const GradTrace whole = cpu_fused_backward(p, u);
   for (const auto& [head, query] : {std::pair{0, 0}, std::pair{3, 30}, std::pair{2, 39}}) {

@@ -251,12 +251,12 @@ WalkView::Middle middle(Shell& app, float bottom, float need, float left_w, int 
   const float chart_w = std::max(app.font_px * 8, width * 0.34f);
   const bool stacked = width - chart_w - 8 < left_w;
   const float lw = stacked ? width : width - chart_w - 8, cw = stacked ? width : chart_w;
-  const float lh = stacked ? std::max(need, mid * 0.5f) : mid, ch = stacked ? std::max(need, mid * 0.5f) : mid;
-  ImGui::BeginChild("##walk_left", ImVec2(lw, lh), false);
-  left(lw, lh);
+  const float band = stacked ? std::max(need, mid * 0.5f) : mid;  // each of the two bands' height
+  ImGui::BeginChild("##walk_left", ImVec2(lw, band), false);
+  left(lw, band);
   ImGui::EndChild();
   if (!stacked) ImGui::SameLine();
-  ImGui::BeginChild("##walk_charts", ImVec2(cw, ch), false);
+  ImGui::BeginChild("##walk_charts", ImVec2(cw, band), false);
   const int n = static_cast<int>(charts.size());
   for (int i = 0; i < n; ++i) chart(app, charts[i].label, charts[i].values, count, cw - 4, n - 1 - i);
   ImGui::EndChild();
