@@ -115,6 +115,7 @@ struct GradTraceT {
   std::optional<double> loss;  // L, for a loss (Sum, Mse)
   double backward_ms = 0;  // wall time of the backward alone (the forward's is in forward.timings)
   std::string kernel;      // the CUDA backward: the kernel that ran (cuda::last_backward_kernel); else empty
+  std::size_t device_bytes = 0;  // the CUDA backward: the device memory its buffers took (its peak); else 0
 };
 
 using GradTrace = GradTraceT<MatrixF>;   // fp32: on the staged chain's run

@@ -340,9 +340,9 @@ std::string render_backward_check_text(const BackwardCheck& c, Lang lang) {
     o << (c.forward.pass ? (zh ? "，最大误差在 " : ", largest error in ") : (zh ? "，未通过的阶段 " : ", failed in "))
       << worst->stage << " (" << fmt(worst->max_abs_err) << ")";
   o << "\n";
-  o << (zh ? "每个元素的界：2 ×（前向实测误差经每个公式传播的一阶量 + 每步 fp32 舍入；k 项之和取 γ_k = k·2⁻²⁴ 乘各项绝对值之和）；见 core/backward_check.h\n"
+  o << (zh ? "每个元素的界：2 ×（前向实测误差经每个公式传播的一阶量 + 每步 fp32 舍入；k 项之和取 γ_k = k·u/(1 − k·u)（u = 2⁻²⁴）乘各项绝对值之和）；见 core/backward_check.h\n"
            : "bound of an entry: 2 × (the forward's measured errors carried through each formula to first order + the "
-             "fp32 rounding of each step; a sum of k terms γ_k = k·2⁻²⁴ times the sum of |terms|); core/backward_check.h\n");
+             "fp32 rounding of each step; a sum of k terms γ_k = k·u/(1 − k·u), u = 2⁻²⁴, times the sum of |terms|); core/backward_check.h\n");
   if (c.fused)
     o << (zh ? "融合反向：每个梯度须在逐阶段 fp32 反向为该梯度推出的最大元素界之内（同样的公式、同样的输入，求和次序不同，P 由 m 与 l 重算；dV 与 D 的界另加融合运行自身的权重误差，2 max|Δlogit| + 4 ulp）；被屏蔽位置与行和两行是逐阶段运行的\n"
              : "fused backward: each gradient within the largest entry bound derived for the staged fp32 backward's "

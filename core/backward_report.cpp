@@ -151,9 +151,9 @@ std::vector<std::pair<std::string, std::string>> query_lines(const Problem& p, c
   std::vector<std::pair<std::string, std::string>> l = {
       {zh ? "Σ_j dlogits（精确算术中为 0）" : "Σ_j dlogits (0 in exact arithmetic)", format_number("%.2e", f.row_sum)},
       {"D = Σ_j P·dP", num(f.D)},
-      {zh ? "梯度下降最提高的 logit" : "logit descent raises most",
+      {zh ? "梯度下降使其升高最多的 logit" : "logit that gradient descent raises most",
        key(f.up) + (zh ? "（dlogits " : " (dlogits ") + num(f.up_value) + (zh ? "）" : ")")},
-      {zh ? "梯度下降最降低的 logit" : "logit descent lowers most",
+      {zh ? "梯度下降使其降低最多的 logit" : "logit that gradient descent lowers most",
        key(f.down) + (zh ? "（dlogits " : " (dlogits ") + num(f.down_value) + (zh ? "）" : ")")},
       {zh ? "|dQ 行|" : "|dQ row|", num(f.dq_norm)},
   };

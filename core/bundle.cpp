@@ -315,7 +315,7 @@ Problem bundle_problem(const Bundle& b, int layer, std::optional<int> head) {
              (c.kv_heads != c.heads ? " (" + count_text(c.kv_heads, "key/value head", "key/value heads") + ", each shared by " +
                                           std::to_string(group) + " query heads)"
                                     : std::string());
-  p.source_zh = "bundle " + printable(b.dir) + (b.model.empty() ? std::string() : "（" + b.model + "）") + "，调用 " +
+  p.source_zh = "数据包 " + printable(b.dir) + (b.model.empty() ? std::string() : "（" + b.model + "）") + "，调用 " +
                 std::to_string(layer) + "（共 " + std::to_string(b.calls.size()) + " 个）" +
                 (c.name.empty() ? std::string() : "“" + c.name + "”") + "，" +
                 (head ? "头 " + std::to_string(*head) + "（共 " + std::to_string(c.heads) + " 个）"

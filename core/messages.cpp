@@ -190,7 +190,7 @@ constexpr Entry kMessages[] = {
     {Msg::PrefixInvalid, "the prefix P must be a whole number from 1 to the {1} positions, got {0}",
      "前缀 P 必须是 1 到 {1}（位置数）之间的整数，当前为 {0}"},
     {Msg::PrefixNotWhole, "the prefix P must be a whole number >= 1 (at most 9 digits), got {0}", "前缀 P 必须是 ≥ 1 的整数（至多 9 位），当前为 {0}"},
-    {Msg::AlibiSlopeCount, "ALiBi takes one slope for every head or one per head ({1} heads), got {0}",
+    {Msg::AlibiSlopeCount, "ALiBi takes one slope shared by every head or one per head ({1} heads), got {0}",
      "ALiBi 需要一个斜率（所有头共用）或每个头一个（共 {1} 个头），当前给了 {0} 个"},
     {Msg::AlibiSlopeValue, "an ALiBi slope must be a finite fp32 number (at most 3.4e38 in magnitude), got {0}",
      "ALiBi 斜率必须是有限的 fp32 数（绝对值不超过 3.4e38），当前为 {0}"},
@@ -332,7 +332,7 @@ constexpr Entry kMessages[] = {
     {Msg::BundleArrayShape, "{0}: {1} of call {2} '{3}' is {4}x{5} but the manifest says {6}x{7} ({8})",
      "{0}：调用 {2}“{3}”的 {1} 为 {4}x{5}，但清单写的是 {6}x{7}（{8}）"},
     {Msg::BundleArrayShapeHeads,
-     "{0}: {1} of call {2} '{3}' is {4}x{5} but the manifest says {6}x{7} (one for every head) or {8}x{7} (one "
+     "{0}: {1} of call {2} '{3}' is {4}x{5} but the manifest says {6}x{7} (shared by every head) or {8}x{7} (one "
      "per head)",
      "{0}：调用 {2}“{3}”的 {1} 为 {4}x{5}，但按清单应为 {6}x{7}（所有头共用）或 {8}x{7}（每个头一份）"},
     {Msg::BundleArrayShapeOne, "{0}: {1} of call {2} '{3}' is {4}x{5} but the manifest says {6}x{7}",
@@ -490,7 +490,7 @@ constexpr Entry kMessages[] = {
      "{0}：第 {1} 个 token 含有控制字符或不是有效的 UTF-8：{2}"},
     {Msg::BundleGivesRope,
      "--rope: the bundle's call carries its own RoPE base (θ = {0}), which is not replaced",
-     "--rope：bundle 的这个调用自带 RoPE 基数（θ = {0}），不能替换"},
+     "--rope：数据包的这个调用自带 RoPE 底数（θ = {0}），不能替换"},
     {Msg::BundleGivesBias,
      "--score-mod bias: the bundle's call carries its own bias ({0}); the other score modifications add to it, a "
      "second bias is refused",

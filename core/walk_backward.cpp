@@ -109,9 +109,9 @@ std::string final_lines(const BackwardWalk& w, Lang lang, const char* bullet) {
   line(zh(lang) ? "相对 fp64 的误差：" : "error against fp64: ", format_number("%.3g", w.fp64_error));
   if (w.fp64_error_reaches_scale())
     s += std::string(bullet) + (zh(lang) ? "警告：误差达到 fp64 梯度的最大元素，这一行的 fp32 dQ 没有一位有效数字：在这个温度下，fp32 的"
-                    "舍入乘以缩放 1/(√d_k·T) 后超过了梯度本身（fp32 融合反向算出的也是它）。\n"
+                    "舍入乘以缩放与温度之比 s/T 后超过了梯度本身（fp32 融合反向算出的也是它）。\n"
                   : "warning: the error reaches the fp64 gradient's largest entry, so not one digit of this row's "
-                    "fp32 dQ is right: at this temperature fp32's rounding, multiplied by the scale 1/(√d_k·T), "
+                    "fp32 dQ is right: at this temperature fp32's rounding, multiplied by the scale over the temperature s/T, "
                     "outweighs the gradient itself (the fp32 fused backward computes the same).\n");
   return s;
 }

@@ -136,7 +136,7 @@ BenchSample bench_backward(const Case& c, const Problem& p, const Upstream& u, i
   const bool fused = c.variant == "fused", cuda = c.backend == "cuda";
   const double need = fused ? fused_backward_bytes(p) : backward_bytes(p);
   if (!cuda) check_host_memory(need, fused ? "the fused backward" : "the staged backward", "try a smaller N or fewer heads");
-  s.peak_bytes = cuda ? 0 : static_cast<std::size_t>(need);
+  s.peak_bytes = cuda ? 0 : static_cast<std::size_t>(need);  // CUDA: the run's device bytes, after the runs
   const MatrixF dout = cuda ? random_dout(static_cast<Eigen::Index>(p.heads) * p.n(), p.d_v(), u.seed) : MatrixF();
   for (int i = 0; i < warmup + repeat; ++i) {
     if (cancel && cancel->load()) throw Cancelled();
@@ -147,6 +147,7 @@ BenchSample bench_backward(const Case& c, const Problem& p, const Upstream& u, i
     s.kernel = g.kernel;
     if (i + 1 == warmup + repeat) last = std::move(g);
   }
+  if (cuda) s.peak_bytes = last.device_bytes;
   return s;
 }
 
@@ -655,8 +656,8 @@ void case_bytes(const Case& c, double& min_bytes, double& moved_bytes) {
   const double kv = in_elem * static_cast<double>(c.g()) * c.n * 2.0 * c.d;
   min_bytes = in_elem * hq * c.d + kv + 4.0 * hq * c.d;
   moved_bytes = min_bytes;
-  if (c.backward()) {  // Q, K, V, O, dO read; dQ, dK, dV written
-    min_bytes = moved_bytes = 4.0 * (3.0 * hq * c.d + 2.0 * static_cast<double>(c.g()) * c.n * c.d) + 2.0 * kv;
+  if (c.backward()) {  // Q, K, V, O, dO read once; dQ, dK, dV written once (O and the gradients fp32)
+    min_bytes = moved_bytes = in_elem * 2.0 * hq * c.d + kv + 4.0 * (2.0 * hq * c.d + 2.0 * static_cast<double>(c.g()) * c.n * c.d);
     return;
   }
   if (c.variant == "staged" || c.variant == "plain") {  // plain: the same four stages

@@ -1781,7 +1781,7 @@ GradTrace fused_backward(const Problem& p, const MatrixF& dout, Precision precis
   const bool tensor_cores = config >= 1;
   const FusedTile tile = backward_tile(d_k, d_v, tensor_cores);
   // Every buffer below, refused before the first is allocated, as a forward that does not fit is
-  // (the forward's own buffers are freed by now).
+  // (the forward's own buffers are freed by now, so these are the run's peak).
   {
     const std::size_t inputs = static_cast<std::size_t>(rows) * (d_k + d_v) + static_cast<std::size_t>(kv_rows) * (d_k + d_v);
     const std::size_t floats = inputs + static_cast<std::size_t>(rows) * (d_v + 2 + d_k) +
@@ -1792,6 +1792,7 @@ GradTrace fused_backward(const Problem& p, const MatrixF& dout, Precision precis
     const std::size_t need = floats * sizeof(float) + (bf16 ? inputs * sizeof(std::uint16_t) : 0) +
                              block_mask_bytes(n, m, tile) + sizeof(double);
     refuse_unless_it_fits(need, Msg::GpuMemoryBackward);
+    g.device_bytes = need;
   }
 
   // Q and K as QKᵀ multiplies them (RoPE's rotation, made once per problem), the grouped K and V

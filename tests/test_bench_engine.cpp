@@ -84,6 +84,18 @@ TEST(BenchEngine, FlopAndByteRules) {
   for (const auto& st : bench::staged_stage_bytes(c)) stages += st.bytes;
   EXPECT_DOUBLE_EQ(moved, stages);
   EXPECT_GT(moved, 4 * lo) << "the staged chain moves N^2 bytes";
+  // The backward: Q, K, V, O and dO read once, dQ, dK and dV written once, staged and fused alike.
+  bench::Case b{"cpu", "fused", "fp32", "causal", 4, 256, 32, 0, 2};
+  b.pass = "backward";
+  bench::case_bytes(b, lo, moved);
+  const double q_side = 4.0 * 256 * 32, kv_side = 2.0 * 256 * 32;
+  EXPECT_DOUBLE_EQ(lo, 4 * (4 * q_side + 4 * kv_side)) << "four query-side and four key-side matrices";
+  EXPECT_DOUBLE_EQ(moved, lo);
+  b.backend = "cuda";
+  b.precision = "bf16";
+  bench::case_bytes(b, lo, moved);
+  EXPECT_DOUBLE_EQ(lo, 2 * (2 * q_side + 2 * kv_side) + 4 * (2 * q_side + 2 * kv_side))
+      << "Q, dO, K and V in bf16; O and the gradients fp32";
 }
 
 TEST(BenchEngine, SmallCpuSweepIsTimedCheckedAndReportedThroughTheHooks) {

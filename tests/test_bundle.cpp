@@ -411,7 +411,7 @@ TEST(Bundle, BrokenBundlesGetOneErrorLine) {
   patch_manifest(dir, [](Json& j) { j["calls"][0]["mask"] = nullptr; j["calls"][0]["bias"] = "bias.npy"; });
   expect_refused(run, "bias.npy: missing (the manifest's bias of call 0 'blocks.0.attn')");
   write_npy(dir + "/bias.npy", MatrixF::Zero(5, 4));
-  expect_refused(run, "bias.npy: bias of call 0 'blocks.0.attn' is 5x4 but the manifest says 4x4 (one for every "
+  expect_refused(run, "bias.npy: bias of call 0 'blocks.0.attn' is 5x4 but the manifest says 4x4 (shared by every "
                       "head) or 8x4 (one per head)");
   MatrixF bad = MatrixF::Zero(8, 4);
   bad(6, 1) = -std::numeric_limits<float>::infinity();

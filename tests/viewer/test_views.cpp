@@ -281,7 +281,7 @@ TEST(Views, TheKeyboardLineUnderAViewNamesTheKeysThatActThere) {
                                                                     : KeyboardLineKind::Steps;
     EXPECT_EQ(keyboard_line_kind(h), want) << v;
   });
-  EXPECT_NE(std::string(viewer::tr(Lang::En, viewer::S::KeyboardLineOtherViews)).find("the other views'"), std::string::npos);
+  EXPECT_NE(std::string(viewer::tr(Lang::En, viewer::S::KeyboardLineOtherViews)).find("act on the other views"), std::string::npos);
   EXPECT_NE(std::string(viewer::tr(Lang::Zh, viewer::S::KeyboardLineOtherViews)).find("其他视图"), std::string::npos);
 }
 

@@ -207,7 +207,10 @@ void draw_info(App& app, const Layout& l) {
                        p.key_tokens()[st->argmax].c_str(), pct.c_str()));
     }
     if (c.queries().size() > 1) draw_queries_table(app);
-    wrapped(app, fmt("%s: 1/√%d = %.4f", tr(lang, S::Scale), p.d_k(), 1.0 / std::sqrt(static_cast<double>(p.d_k()))));
+    if (p.scale)
+      wrapped(app, fmt("%s: %s", tr(lang, S::Scale), fmt(tr(lang, S::ScaleExplicit), format_number("%.6g", *p.scale).c_str()).c_str()));
+    else
+      wrapped(app, fmt("%s: 1/√%d = %.4f", tr(lang, S::Scale), p.d_k(), 1.0 / std::sqrt(static_cast<double>(p.d_k()))));
     wrapped(app, fmt("%s: %d×%d", tr(lang, S::OutputShape), p.n(), p.d_v()));
   }
 
@@ -239,7 +242,8 @@ void draw_info(App& app, const Layout& l) {
   if (header_fit(tr(lang, S::Tables), "tables",
                  p.n() <= 8 ? ImGuiTreeNodeFlags_DefaultOpen : 0)) {
     ImGui::TextColored(kHighlightV4, "%s", tr(lang, S::PageHeading));
-    wrapped(app, fmt(tr(lang, S::PageIntro), p.d_k()));
+    wrapped(app, p.scale ? fmt(tr(lang, S::PageIntroExplicit), p.d_k(), format_number("%.6g", *p.scale).c_str())
+                         : fmt(tr(lang, S::PageIntro), p.d_k()));
     // The exact command of the problem on screen, to export every stage (or to check it).
     const std::string cmd = c.reproduce_command();
     wrapped(app, tr(lang, S::Reproduce), &kDimV4);
@@ -263,7 +267,9 @@ void draw_info(App& app, const Layout& l) {
       for (const NumericTable& tb : numeric_tables(p, t)) {
         std::string title = tr(lang, tb.title);
         if (tb.title == S::TableQRot) title = fmt(tr(lang, S::TableQRot), short_number(p.mods.rope_theta).c_str());
-        if (tb.title == S::TableScaled) title = fmt(tr(lang, S::TableScaled), p.d_k());
+        if (tb.title == S::TableScaled)
+          title = p.scale ? fmt(tr(lang, S::TableScaledExplicit), format_number("%.6g", *p.scale).c_str(), p.d_k())
+                          : fmt(tr(lang, S::TableScaled), p.d_k());
         if (tb.title == S::TableCapped) title = fmt(tr(lang, S::TableCapped), short_number(p.mods.softcap).c_str());
         matrix_table(tb.id, title, *tb.m, tb.query_rows ? p.query_tokens() : p.key_tokens(),
                      table_column_labels(p, tb), tb.query_rows ? q : -1, tb.step == step, lang);
@@ -301,7 +307,7 @@ void draw_info(App& app, const Layout& l) {
       if (!c.cuda_ok()) {
         wrapped(app, fmt(tr(lang, S::CompareNeedsCuda), cuda_reason_text(why, lang).c_str()), &kDimV4);
       } else {
-        wrapped(app, tr(lang, S::CompareCpuLimit), &kDimV4);
+        wrapped(app, fmt(tr(lang, S::CompareCpuLimit), kKeepStagesMaxTokens), &kDimV4);
       }
     }
     // A comparison belongs to the run it compared: a newer run on screen hides it.

@@ -18,15 +18,15 @@
 namespace attnlab::viewer {
 
 enum class S {
-  AppTitle, PageHeading, PageIntro, KeyboardLine, KeyboardLineNoSteps, KeyboardLineOtherViews,
+  AppTitle, PageHeading, PageIntro, PageIntroExplicit, KeyboardLine, KeyboardLineNoSteps, KeyboardLineOtherViews,
   Controls, Input, ModeDemo, ModeRandom, Generate, RandomLimits, RandomOverLimit, RandomPending, Query, Temperature, TemperatureEntry,
   Mask, MaskNone, MaskCausal, Backend, CudaUnavailable, Language,
   Steps, StepOf, Play, Pause, Speed, Reset, Prev, Next,
   Step1, Step2, Step3, Step4,
-  TableQ, TableK, TableV, TableScores, TableScaled, TableMask, TableLogits, TableWeights, TableOutput,
+  TableQ, TableK, TableV, TableScores, TableScaled, TableScaledExplicit, TableMask, TableLogits, TableWeights, TableOutput,
   Pooling, PoolMax, PoolMean, ResetView, Zoom, PooledNote, Masked, Legend, HeatHint,
   TipQuery, TipKey, TipOutputDim, TipValue, TipStage, TipMasked, TipPooled,
-  RowStats, MaxWeight, Entropy, Effective, Perplexity, Scale, OutputShape, WeightSum, Argmax,
+  RowStats, MaxWeight, Entropy, Effective, Perplexity, Scale, ScaleExplicit, OutputShape, WeightSum, Argmax,
   Description, Copy, Copied, Speak, StopSpeaking, NoEspeak, SpeakProblem,
   Tables, TablesTooLarge, TableColumns, CurrentStep, StagesNotKept, StageComing, PlotTooSmall,
   Performance, BackendRan, TimeUpload, TimeQk, TimeScaleMask, TimeSoftmax, TimePv, TimeDownload,
@@ -49,7 +49,7 @@ enum class S {
   PerfChartRoofline, PerfChartMemory, PerfAxisN, PerfAxisMs, PerfAxisTflops, PerfAxisSpeedup,
   PerfAxisIntensity, PerfAxisGflops, PerfAxisMemory, PerfBaseline, PerfSkippedN, PerfPending,
   PerfTip, PerfTipSpeedup, PerfRoofBw, PerfRoofGemm, PerfRoofPeak, PerfGemmPoint, PerfRoofMissing, PerfRoofHint, PerfMemWall,
-  PerfNoPoints, PerfPressRun, PerfNoCase, PerfCudaOff, PerfExported, PerfNothingChosen, PerfSpread,
+  PerfNoPoints, PerfPressRun, PerfNoCase, PerfNoFigure, PerfCudaOff, PerfExported, PerfNothingChosen, PerfSpread,
   // the perf view's pass (issue 24)
   PerfPass, PerfPassForward, PerfPassBackward, PerfPassBoth, PerfBackwardRule, PerfAxisTflopsRule, PerfRoofBackward,
   // several queries at once (issue 14)

@@ -51,11 +51,11 @@ constexpr Entry kTexts[] = {
     {BT::StepDv, {"the values' gradient dV = Pᵀ dO", "值的梯度 dV = Pᵀ dO"}},
     {BT::StepDp, {"the weights' gradient dP = dO Vᵀ", "权重的梯度 dP = dO Vᵀ"}},
     {BT::StepD, {"the shared part D = rowsum(dO ∘ O)", "共有部分 D = rowsum(dO ∘ O)"}},
-    {BT::StepDs, {"through the softmax: dS = P ∘ (dP − D)", "穿过 softmax：dS = P ∘ (dP − D)"}},
-    {BT::StepCapped, {"through the soft-cap", "穿过软上限"}},
-    {BT::StepBiased, {"through ALiBi / the bias", "穿过 ALiBi / 偏置"}},
-    {BT::StepScaled, {"through the temperature: ÷ T", "穿过温度：÷ T"}},
-    {BT::StepScores, {"through the scale: × 1/√d_k", "穿过缩放：× 1/√d_k"}},
+    {BT::StepDs, {"through the softmax: dS = P ∘ (dP − D)", "经过 softmax 反传：dS = P ∘ (dP − D)"}},
+    {BT::StepCapped, {"through the soft-cap", "经过软上限"}},
+    {BT::StepBiased, {"through ALiBi / the bias", "经过 ALiBi / 偏置"}},
+    {BT::StepScaled, {"through the temperature: ÷ T", "经过温度：÷ T"}},
+    {BT::StepScores, {"through the scale: × s", "经过缩放：× s"}},
     {BT::StepRope, {"dQ of the rotated Q (RoPE)", "旋转后 Q 的梯度（RoPE）"}},
     {BT::StepDq, {"the queries' gradient dQ = dS' K", "查询的梯度 dQ = dS' K"}},
     {BT::StepDk, {"the keys' gradient dK = dS'ᵀ Q", "键的梯度 dK = dS'ᵀ Q"}},
@@ -77,18 +77,18 @@ constexpr Entry kTexts[] = {
       "D_i = dO_i · O_i = Σ_j P_ij dP_ij：第 i 行所有键共有的那部分 dP。softmax 让每行之和保持为 1，不可能同时"
       "提高所有权重，所以下一步要减去 D。"}},
     {BT::WhyDs,
-     {"Through the softmax: dS = P ∘ (dP − D). A key gets gradient in proportion to its weight and to how much "
-      "better than the row's average its value would serve the loss. Masked keys have P = 0: exactly zero "
-      "gradient.",
-      "穿过 softmax：dS = P ∘ (dP − D)。一个键得到的梯度正比于它的权重，以及它的值比本行平均好多少。被屏蔽的键 "
-      "P = 0：梯度恰好为零。"}},
+     {"Through the softmax: dS = P ∘ (dP − D). A key's gradient is its weight times how far its dP_ij = dO_i · V_j "
+      "lies above (+) or below (−) the row's weighted average D_i: positive means that raising this weight would "
+      "raise the loss, so gradient descent lowers it. Masked keys have P = 0: exactly zero gradient.",
+      "经过 softmax 反传：dS = P ∘ (dP − D)。一个键的梯度等于它的权重乘以它的 dP_ij = dO_i · V_j 高于（+）或低于（−）"
+      "本行加权平均 D_i 的量：为正表示提高这个权重会增大损失，梯度下降会降低它。被屏蔽的键 P = 0：梯度恰好为零。"}},
     {BT::WhyCapped,
      {"The soft-cap C tanh(x / C) flattens large scores, so their gradient is multiplied by 1 − tanh²(x / C): "
       "near the cap almost nothing passes.",
       "软上限 C tanh(x / C) 压平大分数，梯度乘以 1 − tanh²(x / C)：接近上限时几乎没有梯度通过。"}},
     {BT::WhyBiased,
      {"ALiBi and an additive bias are added terms: the gradient passes through them unchanged.",
-      "ALiBi 和加性偏置是加上去的项：梯度原样穿过。"}},
+      "ALiBi 和加性偏置是加上去的项：梯度原样传回。"}},
     {BT::WhyScaled,
      {"logits = scaled / T: the gradient of the scaled scores is dS / T (with score mods: their gradient). "
       "A low temperature makes the gradients larger where the weights still move.",
@@ -102,9 +102,9 @@ constexpr Entry kTexts[] = {
       "give dQ and dK in the inputs' frame.",
       "使用 RoPE 时分数由旋转后的 Q 和 K 相乘得到；它们的梯度按对转回，得到输入坐标下的 dQ 和 dK。"}},
     {BT::WhyDq,
-     {"S' = QKᵀ, so dQ = dS' K: each query moves towards the keys whose scores should rise and away from the "
-      "others.",
-      "S' = QKᵀ，所以 dQ = dS' K：每个查询向分数应升高的键靠近，远离其他键。"}},
+     {"S' = QKᵀ, so dQ = dS' K: a gradient-descent step (−dQ) moves each query towards the keys whose scores "
+      "should rise and away from the others.",
+      "S' = QKᵀ，所以 dQ = dS' K：梯度下降的一步（−dQ）让每个查询向分数应升高的键靠近，远离其他键。"}},
     {BT::WhyDk,
      {"and dK = dS'ᵀ Q: each key gathers the pulls of every query that reads it.",
       "且 dK = dS'ᵀ Q：每个键汇集所有读取它的查询的拉力。"}},
@@ -124,9 +124,9 @@ constexpr Entry kTexts[] = {
       "Shifting every score of a row by the same amount changes no weight, so the gradient has no such part.",
       "为什么是 0：Σ_j P_ij (dP_ij − D_i) = Σ_j P_ij dP_ij − D_i Σ_j P_ij = D_i − D_i，因为权重之和为 1。给一行的"
       "每个分数加同一个数不改变任何权重，所以梯度没有这个方向的分量。"}},
-    {BT::Concentration, {"Where the |dS| mass sits", "|dS| 的质量在哪里"}},
+    {BT::Concentration, {"Where the |dS| mass sits", "|dS| 集中在哪里"}},
     {BT::TopKey, {"on the top key “%s” (P = %s): %s", "在最大权重的键“%s”上（P = %s）：%s"}},
-    {BT::TopTwo, {"on the top two keys: %s · row mass Σ|dS|: %s", "在权重最大的两个键上：%s · 行质量 Σ|dS|：%s"}},
+    {BT::TopTwo, {"on the top two keys: %s · row mass Σ|dS|: %s", "在权重最大的两个键上：%s · 整行总量 Σ|dS|：%s"}},
     {BT::Dt, {"dT (all rows): %s", "dT（所有行）：%s"}},
     {BT::TemperatureLesson,
      {"Lower T and the gradient gathers on the top key and its runner-up: their share of Σ|dS| grows, and "

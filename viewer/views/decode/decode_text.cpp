@@ -58,8 +58,9 @@ constexpr Entry kTexts[] = {
     {DT::ColKeys, {"keys", "键"}},
     {DT::ColShare, {"share", "份额"}},
     {DT::MergeTitle,
-     {"The combine: merging two states is exact, in any order (log-sum-exp)",
-      "合并：两个状态的合并是精确的，与顺序无关（log-sum-exp）"}},
+     {"The combine (log-sum-exp): in exact arithmetic merging two states is exact, in any order; in fp32 the order "
+      "changes only the rounding (the ulps below)",
+      "合并（log-sum-exp）：在精确算术中两个状态的合并是精确的，与顺序无关；在 fp32 中顺序只影响舍入（见下方的 ulp）"}},
     {DT::MergeM, {"merge %d: m = max(m_A, m_B) = max(%s, %s) = %s", "合并 %d：m = max(m_A, m_B) = max(%s, %s) = %s"}},
     {DT::MergeAB, {"a = exp(m_A − m) = %s   b = exp(m_B − m) = %s", "a = exp(m_A − m) = %s   b = exp(m_B − m) = %s"}},
     {DT::MergeL, {"l = a·l_A + b·l_B = %s·%s + %s·%s = %s", "l = a·l_A + b·l_B = %s·%s + %s·%s = %s"}},
@@ -87,11 +88,13 @@ constexpr Entry kTexts[] = {
     {DT::Measured, {"kernel time", "内核时间"}},
     {DT::Floor, {"bytes / read rate", "字节 / 读带宽"}},
     {DT::Caveat,
-     {"Decode is memory-bound: one query per head does 2 FLOPs per key and dimension while reading 4 bytes, so "
-      "the time follows the bytes of the cache. The time is the CPU decode kernel's for every head; the checks "
+     {"Decode is memory-bound: for each key and dimension a query does 2 FLOPs on the 4 bytes of K and 2 on the 4 "
+      "bytes of V, 0.5 FLOP/byte in fp32; the H/G query heads sharing a key/value head reuse what is read, "
+      "(H/G)·0.5 FLOP/byte (4 at 8/1), still below a machine's ridge, so the time follows the bytes of the cache. The time is the CPU decode kernel's for every head; the checks "
       "run beside it and are not counted. Random keys give nearly even weights: the long cache teaches the bytes, "
       "the input on screen the numbers.",
-      "解码受内存带宽限制：每个头只有一个查询，每个键每个维度做 2 次浮点运算却要读 4 个字节，所以时间随缓存的字节数增长。"
+      "解码受内存带宽限制：每个键每个维度，查询对 K 的 4 个字节做 2 次浮点运算，对 V 的 4 个字节再做 2 次，即 fp32 下 0.5 FLOP/字节；"
+      "共用一个键/值头的 H/G 个查询头复用读到的数据，强度为 (H/G)·0.5 FLOP/字节（8/1 时为 4），仍低于机器的屋脊，所以时间随缓存的字节数增长。"
       "时间是 CPU 解码内核处理全部头所用的时间；校验另行计算，不计入。随机键的权重几乎均匀：长缓存展示的是字节，屏幕上的输入展示的是数值。"}},
     {DT::Refused, {"Refused: %s", "无法计算：%s"}},
     {DT::HeadPick, {"↑/↓ or a click picks the query head shown", "↑/↓ 或单击选择显示的查询头"}},

@@ -186,6 +186,7 @@ Plot draw_n_chart(Shell& app, const PerfSnapshot& snap, const std::vector<PerfSe
     for (std::size_t pi = 0; pi < s.points.size(); ++pi) {
       const PerfPoint& pt = s.points[pi];
       const double v = chart == PerfChart::Time ? pt.median_ms : chart == PerfChart::Tflops ? pt.tflops : pt.peak_bytes;
+      if (!(v > 0)) continue;  // no figure (a log axis has no place for 0): the tooltip of another chart has the case
       const ImVec2 q = p.at(pt.n, v);
       line.push_back(q);
       if (chart != PerfChart::Memory) {
@@ -547,10 +548,13 @@ void draw_panel(PerfView& v, Shell& app, const Layout& l) {
                  : v.chart == PerfChart::Roofline ? draw_roofline(app, snap, series, c0, c1)
                                                   : draw_n_chart(app, snap, series, v.chart, c0, c1);
   // No point on any chart: before Run, say to press it; during a run, that points come; after
-  // one, that no case gave any.
+  // one, that no case gave any. Points, but none with a figure for this chart: say so.
+  double lo = 0, hi = 0;
   if (std::none_of(series.begin(), series.end(), [](const PerfSeries& s) { return !s.points.empty(); }))
     centred_note(ImGui::GetWindowDrawList(), p.a, p.b,
                  tr(lang, !v.started ? S::PerfPressRun : snap.running ? S::PerfNoPoints : S::PerfNoCase));
+  else if (v.chart != PerfChart::Speedup && !chart_range(series, v.chart, lo, hi))
+    centred_note(ImGui::GetWindowDrawList(), p.a, p.b, tr(lang, S::PerfNoFigure));
   v.plot = {p.a.x, p.a.y, p.b.x - p.a.x, p.b.y - p.a.y};
   v.y_labels = p.y_labels;
   ImGui::EndChild();

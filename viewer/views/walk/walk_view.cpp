@@ -23,7 +23,7 @@ struct Entry {
 };
 
 constexpr Entry kTexts[] = {
-    {WB::Pass, {"Pass", "方向"}},
+    {WB::Pass, {"Pass", "传播方向"}},
     {WB::Forward, {"Forward", "前向"}},
     {WB::Backward, {"Backward", "反向"}},
     // Either pass's tile under the stepping buttons: its index (from 0, as the tables and the
@@ -35,14 +35,14 @@ constexpr Entry kTexts[] = {
     {WB::Legend,
      {"orange frame: the tile being processed · teal bar: its dS K already in dQ · hatched: skipped (never "
       "loaded, dS = 0) · dark grey: masked",
-      "橙框：正在处理的块 · 青色条：其 dS K 已加进 dQ · 斜线：跳过（从不加载，dS = 0）· 深灰：被掩码"}},
+      "橙框：正在处理的块 · 青色条：其 dS K 已加进 dQ · 斜线：跳过（从不加载，dS = 0）· 深灰：已屏蔽"}},
     {WB::Stats,
      {"What the forward kept for the row: m = %s, l = %s, so L = m + log l = %s; and D = dO · O = %s",
       "前向为该行保存的：m = %s，l = %s，即 L = m + log l = %s；以及 D = dO · O = %s"}},
     {WB::Upstream,
-     {"%s. Each tile: P_j = exp(x_j − L) recomputed (no N × N P kept between the passes), dP_j = dO · V_j, "
+     {"%s. Each tile: P_j = exp(x_j − m) / l recomputed (no N × N P kept between the passes), dP_j = dO · V_j, "
       "dS_j = P_j (dP_j − D), then dS_j K_j (times the scale) added to the row's dQ.",
-      "%s。每一块：重算 P_j = exp(x_j − L)（前向与反向之间不保存 N × N 的 P），dP_j = dO · V_j，"
+      "%s。每一块：重算 P_j = exp(x_j − m) / l（前向与反向之间不保存 N × N 的 P），dP_j = dO · V_j，"
       "dS_j = P_j (dP_j − D)，再把 dS_j K_j（乘以缩放）加进该行的 dQ。"}},
     {WB::ColKey, {"key", "键"}},
     {WB::Bars,
