@@ -484,6 +484,22 @@ TEST(Backward, TheCheckCatchesAGradientMovedByATenThousandthOfItsScale) {
   }
 }
 
+TEST(Backward, TheCheckFailsANaNGradient) {
+  const Problem p = random_problem(8, 8, 8, 8, 2, 1, 1);
+  const Upstream u = upstream_random(3);
+  const auto [good, ref] = both(p, u);
+  ASSERT_TRUE(check_backward(p, u, good, ref).pass);
+  GradTrace bad = good;
+  bad.dq(1, 2) = std::numeric_limits<float>::quiet_NaN();
+  const BackwardCheck c = check_backward(p, u, bad, ref);
+  EXPECT_FALSE(c.pass);
+  for (const GradCheck& x : c.grads)
+    if (x.name == "dQ") {
+      EXPECT_FALSE(x.pass);
+      EXPECT_EQ(x.failures, 1u);
+    }
+}
+
 TEST(Backward, TinyTemperatureSaturates) {
   // At T = 1e-3 with scores of their natural size the logits are hundreds apart: every row's
   // weights are one key's (P = 1 there, at most e^-δ elsewhere, δ the gap between a row's two

@@ -73,6 +73,14 @@ TEST(CoreDemo, StagesMatchThePagesTables) {
     for (int c = 0; c < 5; ++c) EXPECT_EQ(t.mask(r, c), 0.0f);
 }
 
+TEST(CoreStats, TiedLargestWeightsNameTheFirstKey) {
+  // As numpy's argmax: the first of equal largest weights.
+  const float w[] = {0.2f, 0.4f, 0.4f, 0.0f};
+  const RowStats s = row_stats(w, nullptr, 4);
+  EXPECT_EQ(s.argmax, 1);
+  EXPECT_FLOAT_EQ(static_cast<float>(s.max_weight), 0.4f);
+}
+
 TEST(CoreDemo, DefaultRowStatisticsMatchThePage) {
   const Problem p = demo_problem();
   const Trace t = cpu_staged(p);

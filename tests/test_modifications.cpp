@@ -246,6 +246,12 @@ TEST(Modifications, RopeAnglesByTheAdditionRuleAreTheDirectOnesToDoublesPrecisio
   // rope_rotate takes cos and sin of pos · f from coarse and fine angles (core/modify.cpp
   // RopeAngles); against cos and sin of the angle itself, at negative positions (the position
   // view's shifted keys), across the coarse steps, and at a million positions.
+  // The frequencies themselves, pinned apart from the function that the kernels and this test share:
+  // θ^(−2c/d).
+  EXPECT_DOUBLE_EQ(rope_frequency(10000, 0, 8), 1.0);
+  EXPECT_NEAR(rope_frequency(10000, 1, 8), 0.1, 1e-16);
+  EXPECT_NEAR(rope_frequency(10000, 3, 8), 1e-3, 1e-18);
+  EXPECT_NEAR(rope_frequency(500, 4, 16), 1 / std::sqrt(500.0), 1e-16);
   const int d = 16;
   MatrixD x(1, d);
   for (int c = 0; c < d; ++c) x(0, c) = 0.25 + 0.1 * c - (c % 3 == 0 ? 1.0 : 0.0);
@@ -543,6 +549,26 @@ TEST(Modifications, SpecsAndTheirRefusalsInBothLanguages) {
          validate(r);
        },
        Msg::BiasShape, "the bias is 5x6 but must be 6x6 (shared by every head) or 12x6"},
+      // Rows right for one per head, columns not (the kernels would read past the bias).
+      {[&] {
+         Problem r = q;
+         r.edit().bias = MatrixF::Zero(12, 7);
+         validate(r);
+       },
+       Msg::BiasShape, "the bias is 12x7 but must be 6x6 (shared by every head) or 12x6"},
+      {[&] {
+         Problem r = q;
+         r.edit().bias = MatrixF::Zero(6, 5);
+         validate(r);
+       },
+       Msg::BiasShape, "the bias is 6x5 but must be 6x6"},
+      // A base θ set on the problem itself (the library's callers; --rope refuses it first).
+      {[&] {
+         Problem r = test::make_problem(6, 4, 4, 2, MaskKind::None, 1, 1);
+         r.mods.rope_theta = -10000;
+         validate(r);
+       },
+       Msg::RopeTheta, "got -10000"},
       {[&] {
          Problem r = q;
          r.edit().bias = MatrixF::Zero(6, 6);

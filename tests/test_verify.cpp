@@ -114,6 +114,21 @@ TEST(Verify, PerturbedScoreFailsInThatStage) {
   EXPECT_NE(render_verify_text(r).find("FAIL"), std::string::npos);
 }
 
+TEST(Verify, ARowWhoseWeightsEachPassButDoNotSumToOneFails) {
+  // Every weight of row 3 moved by 0.9 of the weights' tolerance: each entry passes, the row's
+  // sum is off by more than the row-sum tolerance, and the verdict says so.
+  const Problem p = random_problem(16, 16, 8, 8, 1, 1, 1);
+  const TraceD ref = reference_fp64(p);
+  Trace t = cpu_staged(p);
+  const double atol = default_tolerance("weights", p, ref, Precision::FP32).atol;
+  t.weights.row(3).array() += static_cast<float>(0.9 * atol);
+  const VerifyReport r = verify_trace(p, t, ref);
+  EXPECT_TRUE(stage(r, "weights").pass);
+  EXPECT_FALSE(r.row_sum_pass);
+  EXPECT_EQ(r.worst_row_sum_row, 3);
+  EXPECT_FALSE(r.pass);
+}
+
 TEST(Verify, OutputToleranceIsRelative1e5) {
   const Problem p = demo_problem();
   const TraceD ref = reference_fp64(p);
