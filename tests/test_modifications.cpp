@@ -543,6 +543,7 @@ TEST(Modifications, SpecsAndTheirRefusalsInBothLanguages) {
       {[&] { apply_mask_mod_spec(q, "prefix:x"); }, Msg::PrefixNotWhole, "the prefix P must be a whole number >= 1 (at most 9 digits), got 'x'"},
       {[&] { apply_mask_mod_spec(q, "prefix:0"); }, Msg::PrefixNotWhole, "the prefix P must be a whole number >= 1 (at most 9 digits), got 0"},
       {[&] { apply_mask_mod_spec(q, "window:99999999999"); }, Msg::WindowInvalid, "(at most 9 digits), got '99999999999'"},
+      {[&] { apply_mask_mod_spec(q, "window:1000000000"); }, Msg::WindowInvalid, "(at most 9 digits), got '1000000000'"},
       {[&] {
          Problem r = q;
          r.edit().bias = MatrixF::Zero(5, 6);

@@ -2,6 +2,9 @@
 // alignment by display width with CJK tokens), markdown, the long-form CSV and the JSON schema,
 // whose numbers must read back as exactly the trace's floats. Traces come from the CPU backend.
 #include "core/report.h"
+#include "core/format.h"
+#include "core/inputs.h"
+#include "core/report_parts.h"
 #include "tests/test_util.h"
 
 #include "core/stats.h"
@@ -110,6 +113,37 @@ TEST(Report, TextEnglishTitlesAndStatistics) {
     EXPECT_TRUE(contains(text, t)) << t;
   EXPECT_TRUE(contains(text, caveat(Lang::En)));
   EXPECT_FALSE(contains(text, "nan"));
+}
+
+TEST(Report, SmallNegativesSignlessQuotesDoubledAndEdgeUnderscoresEscaped) {
+  EXPECT_EQ(table_value(-0.001f), "0.00") << "no '-0.00' in a table";
+  EXPECT_EQ(table_value(-0.006f), "-0.01");
+  EXPECT_EQ(csv_field("x\"y"), "\"x\"\"y\"") << "a quote inside a field is doubled";
+  EXPECT_EQ(format_bytes(200 * 1024.0), "0.2 MiB");
+  EXPECT_EQ(report_parts::md_escape("a_"), "a\\_") << "an underscore ending a word";
+  EXPECT_EQ(report_parts::md_escape("_a"), "\\_a");
+  EXPECT_EQ(report_parts::md_escape("d_k"), "d_k") << "inside a word it stays";
+}
+
+TEST(Report, TheQueryRowIsShownAtEveryPlaceOfALongTable) {
+  // Tables of more rows than they show keep both edges and the query: the last query before the
+  // bottom edge among them.
+  const Problem p = random_problem(20, 20, 4, 4, 3);
+  const Trace t = cpu_staged(p);
+  for (int query : {0, 6, 12, 13, 14, 19}) {
+    const std::string text = render(p, t, query, Lang::En, Format::Text);
+    EXPECT_TRUE(contains(text, "> " + std::to_string(query) + " ")) << query;
+  }
+}
+
+TEST(Report, FewerQueriesThanKeysFromFilesAreTheLastPositions) {
+  test::TempDir dir;
+  const std::string q = test::write_file(dir.file("q.csv"), "1,0\n0,1\n");
+  const std::string k = test::write_file(dir.file("k.csv"), "1,0\n0,1\n1,1\n0,0\n");
+  const std::string v = test::write_file(dir.file("v.csv"), "1,2\n3,4\n5,6\n7,8\n");
+  const Problem p = problem_from_files(q, k, v);
+  EXPECT_EQ(p.query_tokens(), (std::vector<std::string>{"2", "3"}));
+  EXPECT_EQ(p.key_tokens(), (std::vector<std::string>{"0", "1", "2", "3"}));
 }
 
 // Right-aligned numeric columns under left-aligned CJK labels: every line of a table has the
