@@ -136,7 +136,6 @@ BenchSample bench_backward(const Case& c, const Problem& p, const Upstream& u, i
   const bool fused = c.variant == "fused", cuda = c.backend == "cuda";
   const double need = fused ? fused_backward_bytes(p) : backward_bytes(p);
   if (!cuda) check_host_memory(need, fused ? "the fused backward" : "the staged backward", "try a smaller N or fewer heads");
-  s.peak_bytes = cuda ? 0 : static_cast<std::size_t>(need);  // CUDA: the run's device bytes, after the runs
   const MatrixF dout = cuda ? random_dout(static_cast<Eigen::Index>(p.heads) * p.n(), p.d_v(), u.seed) : MatrixF();
   for (int i = 0; i < warmup + repeat; ++i) {
     if (cancel && cancel->load()) throw Cancelled();
@@ -147,7 +146,7 @@ BenchSample bench_backward(const Case& c, const Problem& p, const Upstream& u, i
     s.kernel = g.kernel;
     if (i + 1 == warmup + repeat) last = std::move(g);
   }
-  if (cuda) s.peak_bytes = last.device_bytes;
+  s.peak_bytes = cuda ? last.device_bytes : static_cast<std::size_t>(need);
   return s;
 }
 

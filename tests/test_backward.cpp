@@ -493,11 +493,10 @@ TEST(Backward, TheCheckFailsANaNGradient) {
   bad.dq(1, 2) = std::numeric_limits<float>::quiet_NaN();
   const BackwardCheck c = check_backward(p, u, bad, ref);
   EXPECT_FALSE(c.pass);
-  for (const GradCheck& x : c.grads)
-    if (x.name == "dQ") {
-      EXPECT_FALSE(x.pass);
-      EXPECT_EQ(x.failures, 1u);
-    }
+  const auto dq = std::find_if(c.grads.begin(), c.grads.end(), [](const GradCheck& x) { return x.name == "dQ"; });
+  ASSERT_NE(dq, c.grads.end());
+  EXPECT_FALSE(dq->pass);
+  EXPECT_EQ(dq->failures, 1u);
 }
 
 TEST(Backward, TinyTemperatureSaturates) {

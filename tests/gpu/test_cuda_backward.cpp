@@ -358,6 +358,7 @@ void check_case(const Problem& p, Precision precision, std::uint64_t dout_seed, 
   const Problem ref_problem = bf16 ? rounded_to_bf16(p) : p;
   const GradTraceD ref = reference_backward_fp64(ref_problem, given_dout(dout));
   const GradTrace got = cuda::fused_backward(p, dout, precision);
+  EXPECT_GE(got.device_bytes, static_cast<std::size_t>(rows * p.d_v() * sizeof(float))) << "its device bytes, dO's at least";
   // The forward's output is the fused forward's (its own tests hold it to fp64); held here to
   // twice the fused parity tests' tolerance (relative to max|V|, the modifications adding terms to
   // the scores) too, since the bounds below take its error as measured.

@@ -92,7 +92,8 @@ void matrix_table(const char* id, const std::string& title, const MatrixF& m, co
   }
 }
 
-
+// An explicit scale (a bundle's call gives one) as the panel writes it.
+std::string given_scale(const Problem& p) { return p.scale ? format_number("%.6g", *p.scale) : std::string(); }
 }  // namespace
 
 // The statistics of every selected query, one row each in its colour, and their mean.
@@ -208,7 +209,7 @@ void draw_info(App& app, const Layout& l) {
     }
     if (c.queries().size() > 1) draw_queries_table(app);
     if (p.scale)
-      wrapped(app, fmt("%s: %s", tr(lang, S::Scale), fmt(tr(lang, S::ScaleExplicit), format_number("%.6g", *p.scale).c_str()).c_str()));
+      wrapped(app, fmt("%s: %s", tr(lang, S::Scale), fmt(tr(lang, S::ScaleExplicit), given_scale(p).c_str()).c_str()));
     else
       wrapped(app, fmt("%s: 1/√%d = %.4f", tr(lang, S::Scale), p.d_k(), 1.0 / std::sqrt(static_cast<double>(p.d_k()))));
     wrapped(app, fmt("%s: %d×%d", tr(lang, S::OutputShape), p.n(), p.d_v()));
@@ -242,7 +243,7 @@ void draw_info(App& app, const Layout& l) {
   if (header_fit(tr(lang, S::Tables), "tables",
                  p.n() <= 8 ? ImGuiTreeNodeFlags_DefaultOpen : 0)) {
     ImGui::TextColored(kHighlightV4, "%s", tr(lang, S::PageHeading));
-    wrapped(app, p.scale ? fmt(tr(lang, S::PageIntroExplicit), p.d_k(), format_number("%.6g", *p.scale).c_str())
+    wrapped(app, p.scale ? fmt(tr(lang, S::PageIntroExplicit), p.d_k(), given_scale(p).c_str())
                          : fmt(tr(lang, S::PageIntro), p.d_k()));
     // The exact command of the problem on screen, to export every stage (or to check it).
     const std::string cmd = c.reproduce_command();
@@ -268,7 +269,7 @@ void draw_info(App& app, const Layout& l) {
         std::string title = tr(lang, tb.title);
         if (tb.title == S::TableQRot) title = fmt(tr(lang, S::TableQRot), short_number(p.mods.rope_theta).c_str());
         if (tb.title == S::TableScaled)
-          title = p.scale ? fmt(tr(lang, S::TableScaledExplicit), format_number("%.6g", *p.scale).c_str(), p.d_k())
+          title = p.scale ? fmt(tr(lang, S::TableScaledExplicit), given_scale(p).c_str(), p.d_k())
                           : fmt(tr(lang, S::TableScaled), p.d_k());
         if (tb.title == S::TableCapped) title = fmt(tr(lang, S::TableCapped), short_number(p.mods.softcap).c_str());
         matrix_table(tb.id, title, *tb.m, tb.query_rows ? p.query_tokens() : p.key_tokens(),
