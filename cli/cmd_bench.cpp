@@ -214,7 +214,8 @@ void register_bench(CLI::App& app, int& exit_code) {
            throw InputError("--max-seconds must be a finite decimal number > 0, got '" + trim_blanks(s) + "'");
          a->max_seconds = *v;
        },
-       "skip CPU cases estimated to take longer than this (default 60)")
+       "skip CPU cases whose runs, warm-up ones included, are estimated to take longer than S seconds "
+       "(default 60)")
       ->type_name("S");
   b->add_option("--output", a->output_file, "write the report to FILE instead of stdout")
       ->type_name("FILE");

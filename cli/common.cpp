@@ -10,6 +10,7 @@
 #include "core/format.h"
 #include "core/io.h"
 #include "core/messages.h"
+#include "core/modify.h"
 #include "core/patterns.h"
 #include "engine/registry.h"
 
@@ -188,6 +189,7 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
   if (a.bundle.empty() && a.head && !a.random_n) throw InputError(Msg::HeadApplies, {});
 
   Problem p;
+  int bundle_heads = 0;  // the bundle call's query heads
   const bool files = !a.q_file.empty() || !a.k_file.empty() || !a.v_file.empty();
   if (demo) {
     refuse_given(a, {"--dk", "--dv", "--seed"}, Msg::OnlyRandomDemo);
@@ -200,7 +202,9 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
     if (a.heads != 1) throw InputError(Msg::HeadsBundle, {});
     if (a.mask != "none") throw InputError(Msg::MaskBundle, {});
     const Bundle b = read_bundle(a.bundle);
-    p = bundle_problem(b, resolve_layer(b, a.layer), a.head);
+    const int layer = resolve_layer(b, a.layer);
+    p = bundle_problem(b, layer, a.head);
+    bundle_heads = b.calls[static_cast<std::size_t>(layer)].heads;
   } else if (files) {
     refuse_given(a, {"--dk", "--dv", "--seed"}, Msg::OnlyRandomFiles);
     if (a.heads != 1 && !a.q_file.empty() && !a.k_file.empty() && !a.v_file.empty())
@@ -246,6 +250,9 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
     }
   }
   if (a.mask_mod) apply_mask_mod_spec(p, *a.mask_mod);
+  // A bundle's head read alone keeps its own ALiBi slope among the call's heads (the whole call's
+  // run gives it that one), as a random problem's head does below.
+  if (!a.bundle.empty() && a.head) keep_head_slope(p, bundle_heads, *a.head);
   // Head h of the H random heads, exactly as generated, after the modifications: it keeps its own
   // ALiBi slope among the H (picked first, it was a one-head problem's) and its rows of a per-head bias.
   if (a.random_n && a.head) p = one_head(p, *a.head);

@@ -30,6 +30,16 @@ std::vector<double> standard_alibi_slopes(int heads) {
   return s;
 }
 
+void keep_head_slope(Problem& p, int heads, int head) {
+  std::vector<double>& given = p.mods.alibi_slopes;
+  if (!p.mods.alibi || given.size() == 1 || head < 0 || head >= heads) return;
+  if (given.empty()) {
+    given = {standard_alibi_slopes(heads)[static_cast<std::size_t>(head)]};
+  } else if (static_cast<int>(given.size()) == heads) {
+    given = {given[static_cast<std::size_t>(head)]};
+  }
+}
+
 std::vector<double> alibi_slopes(const Problem& p) {
   if (!p.mods.alibi) return {};
   const std::vector<double>& given = p.mods.alibi_slopes;

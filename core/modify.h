@@ -24,6 +24,11 @@ std::vector<double> standard_alibi_slopes(int heads);
 // The slope of every query head of p: given (one per head, or one for all) or standard for
 // p.heads; empty without ALiBi.
 std::vector<double> alibi_slopes(const Problem& p);
+// p is query head `head` of a call of `heads` heads read alone (a bundle's --head): ALiBi's slopes
+// become that head's own among the heads (standard for `heads`, or the given one of the head), as
+// one_head gives a head of a whole problem. One given slope for all, or none without ALiBi, stay;
+// a given count that fits neither is left to validate's refusal.
+void keep_head_slope(Problem& p, int heads, int head);
 
 // The scale the online softmax applies inside its exp: fused_scale(p) on raw scores q . k (no score
 // mods), or 1 / T on scores already scaled and modified (score_rule applied to q . k * scale).

@@ -697,10 +697,11 @@ std::string skip_reason(const Case& c, const Spec& a, bool cuda_ok, const std::s
     if (std::string why = cuda::decode_shape_error(c.d, c.d, c.heads / c.g(), c.q()); !why.empty()) return why;
   if (c.backend == "cuda" && !cuda_ok) return "no CUDA device: " + cuda_reason;
   if (c.backend == "cpu") {
+    // Every run counts, warm-up ones too: they take as long as the timed ones.
     const double seconds = case_flops(c) / cpu_rate_guess(c.variant) * (a.repeat + a.warmup);
-    if (seconds > a.max_seconds)
-      return "would take ~" + format_number("%.0f", seconds) + " s (over --max-seconds " +
-             format_number("%g", a.max_seconds) + ")";
+    if (seconds > a.max_seconds)  // two digits below 10 s, where "%.0f" would print "~0 s"
+      return "would take ~" + format_number(seconds < 10 ? "%.2g" : "%.0f", seconds) +
+             " s (over --max-seconds " + format_number("%g", a.max_seconds) + ")";
   }
   return "";
 }

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -259,6 +260,32 @@ TEST(BenchEngine, TimeBudgetSkipsWithTheEstimate) {
   EXPECT_EQ(bench::skip_reason({"cpu", "fused", "fp32", "none", 1, 64, 8}, s, false, "none"), "");
   EXPECT_EQ(bench::skip_reason({"cuda", "staged", "bf16", "none", 1, 64, 8}, s, true, ""),
             "bf16 on cuda runs only on the fused and decode kernels");
+}
+
+// The estimate counts the warm-up runs beside the timed ones, and a budget under a second prints
+// its estimate in two digits, not as "~0 s".
+TEST(BenchEngine, TimeBudgetCountsWarmUpRuns) {
+  bench::Spec s = small_spec();
+  s.repeat = 2;
+  s.warmup = 2;
+  const bench::Case c{"cpu", "staged", "fp32", "none", 8, 1024, 64};
+  const double per_run = bench::case_flops(c) / bench::cpu_rate_guess(c.variant);
+  s.max_seconds = per_run * 3;  // over the timed runs alone, under the timed and warm-up runs
+  const std::string why = bench::skip_reason(c, s, false, "none");
+  ASSERT_EQ(why.rfind("would take ~", 0), 0u) << why;
+  const double shown = std::strtod(why.c_str() + std::string("would take ~").size(), nullptr);
+  EXPECT_NEAR(shown, per_run * 4, per_run * 4 * 0.05) << why;
+  s.warmup = 0;
+  EXPECT_EQ(bench::skip_reason(c, s, false, "none"), "");
+  // A small estimate keeps its digits.
+  const bench::Case tiny{"cpu", "fused", "fp32", "none", 1, 256, 16};
+  const double tiny_run = bench::case_flops(tiny) / bench::cpu_rate_guess(tiny.variant);
+  s.repeat = 1;
+  s.max_seconds = tiny_run / 2;
+  const std::string small = bench::skip_reason(tiny, s, false, "none");
+  ASSERT_EQ(small.rfind("would take ~", 0), 0u) << small;
+  const double small_shown = std::strtod(small.c_str() + std::string("would take ~").size(), nullptr);
+  EXPECT_NEAR(small_shown, tiny_run, tiny_run * 0.05) << small;
 }
 
 TEST(BenchEngine, CpuProbesMeasureSomething) {

@@ -164,6 +164,31 @@ TEST(Bundle, TheCliRunsABundleAsTheCpuBackendWould) {
   }
 }
 
+// A head read alone (--head h) with ALiBi typed keeps its own slope among the call's heads, as the
+// whole call's run gives it (it had been a one-head problem's 2^-8, the call's last head's): its
+// output is the whole run's rows of head h, and standard or given slopes alike.
+TEST(Bundle, AHeadReadAloneKeepsItsAlibiSlopeAmongTheCallsHeads) {
+  const test::TempDir d;
+  const std::string dpath = d.path().string();
+  make_bundle(dpath, 4, 2, 6, 6, 8, 4);
+  for (const std::string spec : {"alibi", "alibi:0.5/0.25/0.125/0.0625"}) {
+    const auto all = test::run_attnlab({"run", "--bundle", dpath, "--score-mod", spec, "--format", "json", "--backend", "cpu"});
+    ASSERT_EQ(all.code, 0) << all.err;
+    const Json a = Json::parse(all.out);
+    for (int h : {0, 1, 2}) {
+      SCOPED_TRACE(spec + " head " + std::to_string(h));
+      const auto one = test::run_attnlab({"run", "--bundle", dpath, "--head", std::to_string(h), "--score-mod", spec,
+                                          "--format", "json", "--backend", "cpu"});
+      ASSERT_EQ(one.code, 0) << one.err;
+      const Json o = Json::parse(one.out);
+      ASSERT_EQ(o["stages"]["output"].size(), 6u);
+      for (int row = 0; row < 6; ++row)
+        for (int c = 0; c < 4; ++c)
+          EXPECT_FLOAT_EQ(o["stages"]["output"][row][c].get<float>(), a["stages"]["output"][h * 6 + row][c].get<float>());
+    }
+  }
+}
+
 // The attention of one head in double, written out here (not the lab's reference): q (n, d_k),
 // k (m, d_k), v (m, d_v) already rotated, plus bias (n, m) and mask (n, m) on the scaled scores.
 MatrixD attention_by_hand(const MatrixD& q, const MatrixD& k, const MatrixD& v, double scale, const MatrixD& bias,

@@ -97,6 +97,12 @@ TEST_F(CliRefusals, OptionSyntaxInTheLabsWords) {
   expect_line({"run", "--random", "4", "--query=", "2"}, "--query needs a value (see attnlab run --help)");
   expect_line({"run", "--random", "4", "--temperature", "--dk", "2"},
               "--temperature needs a value (see attnlab run --help)");
+  // A word that is no subcommand names them all, the last after "or"; a value read as the
+  // subcommand says where options go.
+  expect_line({"bogus"}, "unknown subcommand 'bogus'; choose demo, run, describe, verify, bench, walk or backward "
+                         "(see attnlab --help)");
+  expect_line({"--lang", "zh", "demo"}, "unknown subcommand 'zh'; choose demo, run, describe, verify, bench, walk or "
+                                        "backward (options go after it: attnlab demo --lang zh; see attnlab --help)");
   expect_line({"demo", "--temp", "0.5"}, "unknown option --temp (see attnlab demo --help)");
   expect_line({"demo", "--tokens", "a,b"}, "unknown option --tokens (see attnlab demo --help)");
   expect_line({"demo", "--temp=0.5"}, "unknown option --temp (see attnlab demo --help)");

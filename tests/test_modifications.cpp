@@ -20,6 +20,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace attnlab {
@@ -447,16 +448,22 @@ TEST(Modifications, WalkSkipsTheTilesTheBlockMaskRulesOutAndSaysWhy) {
   Problem p = test::make_problem(64, 8, 8, 1, MaskKind::Causal, 1.0, 5);
   p.mods.window = 10;
   p.mods.alibi = true;
-  const Walk w = walk_row(p, 0, 40, 8);  // keys 31..40: tiles [24,32) [32,40) [40,48)
-  int skipped = 0;
-  for (const WalkTile& t : w.tiles) {
-    const bool outside = t.j1 <= 31 || t.j0 > 40;
-    EXPECT_EQ(t.skipped, outside) << t.j0;
-    skipped += t.skipped;
-    if (t.j1 <= 31) EXPECT_EQ(t.skip, WalkTile::Skip::Window);
-    if (t.j0 > 40) EXPECT_EQ(t.skip, WalkTile::Skip::AfterQuery);
+  // Query 40 sees keys 31..40 (tiles [24,32) [32,40) [40,48)); query 41 sees 32..41, and the tile
+  // [24,32) ends exactly at its first key, so it is skipped whole.
+  for (const auto& [query, want_skipped] : {std::pair{40, 5}, std::pair{41, 6}}) {
+    const Walk wq = walk_row(p, 0, query, 8);
+    const int first = query - 9;
+    int skipped = 0;
+    for (const WalkTile& t : wq.tiles) {
+      const bool outside = t.j1 <= first || t.j0 > query;
+      EXPECT_EQ(t.skipped, outside) << "query " << query << " tile from " << t.j0;
+      skipped += t.skipped;
+      if (t.j1 <= first) EXPECT_EQ(t.skip, WalkTile::Skip::Window) << query << " " << t.j0;
+      if (t.j0 > query) EXPECT_EQ(t.skip, WalkTile::Skip::AfterQuery) << query << " " << t.j0;
+    }
+    EXPECT_EQ(skipped, want_skipped) << query;
   }
-  EXPECT_EQ(skipped, 5);
+  const Walk w = walk_row(p, 0, 40, 8);
   EXPECT_NE(walk_tile_sentence(w, 0, Lang::En).find("outside query 40's window"), std::string::npos);
   EXPECT_NE(walk_tile_sentence(w, 0, Lang::Zh).find("窗口之外"), std::string::npos);
   Walk checked = w;

@@ -309,6 +309,18 @@ TEST(Report, MultiHeadShowsHeadZeroAndSaysSo) {
   EXPECT_EQ(j["rows"].size(), 12u);
 }
 
+// A decode shape of two heads (two queries, eight keys): a query stage shows head 0's two query
+// rows, a key stage head 0's eight key rows (each stage holds both heads' rows, stacked).
+TEST(Report, MultiHeadDecodeTablesShowHeadZerosRowsOfEachAxis) {
+  const Problem p = random_problem(2, 8, 4, 4, 3, 2, 2);
+  const Trace t = cpu_staged(p);
+  const std::string text = render(p, t, 1, Lang::En, Format::Text);
+  EXPECT_EQ(table_under(text, "Q (queries)").size(), 3u) << text;
+  EXPECT_EQ(table_under(text, "K (keys)").size(), 9u) << text;
+  EXPECT_EQ(table_under(text, "V (values)").size(), 9u) << text;
+  EXPECT_EQ(table_under(text, "QKᵀ (raw scores)").size(), 3u) << text;
+}
+
 TEST(Report, ParseFormat) {
   EXPECT_EQ(parse_format("text"), Format::Text);
   EXPECT_EQ(parse_format("json"), Format::Json);

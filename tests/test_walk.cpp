@@ -541,6 +541,23 @@ TEST(WalkSplit, AHugeVIsScaledForTheSplitsAsForTheWalk) {
     EXPECT_NEAR(w.split_output[0], 3e38, 1e-6 * 3e38);
     EXPECT_LT(w.split_max_abs_diff, 1e-6 * 3e38);
     EXPECT_TRUE(std::isfinite(w.merges.back().acc[0]));  // the scaled sums, as the kernel held them
+    // The splits took the walk's own scaling, which the walk's text says once: no second line.
+    const std::string text = render_walk(w, Lang::En, Format::Text);
+    EXPECT_NE(text.find("V scaled: acc overflows fp32"), std::string::npos) << text;
+    EXPECT_EQ(text.find("V scaled (splits)"), std::string::npos) << text;
+  }
+  // Nothing scaled anywhere: no scaling line at all.
+  {
+    const Problem p = random_problem(16, 16, 4, 4, 5, 1, 1);
+    Walk w = walk_row(p, 0, 9, 4);
+    check_walk(p, w);
+    walk_splits(p, 2, w);
+    ASSERT_EQ(w.split_values_exponent, 0);
+    for (Lang lang : {Lang::En, Lang::Zh}) {
+      const std::string text = render_walk(w, lang, Format::Text);
+      EXPECT_EQ(text.find("V scaled"), std::string::npos) << text;
+      EXPECT_EQ(text.find("V 缩放"), std::string::npos) << text;
+    }
   }
   // Key 0 dominates: the walk's l is about 1, its acc fits; the second split's four equal keys
   // overflow with V as given.

@@ -116,6 +116,37 @@ TEST(BackwardView, StepsRunBackAndTheChainsKeysMoveThem) {
                                         "dscaled", "dscores", "dq_rot", "dq", "dk", "dT"};
   EXPECT_EQ(words(w), all);
   EXPECT_EQ(w.broken(m), "");
+  // A modification switched off or on keeps the step on screen (the list's positions move), or
+  // takes the nearest one before it that the new list has.
+  for (int i = 0; i < 7; ++i) w.next();
+  ASSERT_EQ(w.current(), BackStep::Scaled);
+  viewer::ModSettings less = m.requested_mods();
+  less.softcap = 0;
+  ASSERT_TRUE(m.set_mods(less)) << m.error();
+  ASSERT_NE(show(m, w), nullptr);
+  EXPECT_EQ(w.current(), BackStep::Scaled);
+  less.rope_theta = 0;
+  ASSERT_TRUE(m.set_mods(less)) << m.error();
+  ASSERT_NE(show(m, w), nullptr);
+  EXPECT_EQ(w.current(), BackStep::Scaled);
+  for (int i = 0; i < 2; ++i) w.next();
+  ASSERT_EQ(w.current(), BackStep::Dq);
+  viewer::ModSettings more = less;
+  more.rope_theta = 100;
+  more.softcap = 5;
+  ASSERT_TRUE(m.set_mods(more)) << m.error();
+  ASSERT_NE(show(m, w), nullptr);
+  EXPECT_EQ(w.current(), BackStep::Dq);
+  // The step's own modification gone: the one before it.
+  w.prev();
+  w.prev();
+  ASSERT_EQ(w.current(), BackStep::Scores);
+  w.next();
+  ASSERT_EQ(w.current(), BackStep::Rope);
+  more.rope_theta = 0;
+  ASSERT_TRUE(m.set_mods(more)) << m.error();
+  ASSERT_NE(show(m, w), nullptr);
+  EXPECT_EQ(w.current(), BackStep::Scores);
 }
 
 TEST(BackwardView, TheDsRowSumsToZeroAndMaskedKeysGetNothing) {

@@ -234,6 +234,24 @@ TEST(DiffView, TheWorkerComputesTheStepOnScreen) {
   }
 }
 
+// A window with mask "none" blocks cells too: at steps 2 and 3 they are masked (they had been
+// counted as unchanged weights of 0).
+TEST(DiffView, MaskModsMaskTheirCellsWithMaskNone) {
+  viewer::ViewerOptions o = test::cpu_random_options(16, 4, 4);
+  o.mods.window = 2;
+  o.mask_mods_given = true;
+  Session c(o);
+  ASSERT_EQ(c.problem().mask, MaskKind::None);
+  c.set_companion(diff_companion(parse_diff_spec("temperature=0.5")));
+  c.set_step(3);
+  ASSERT_TRUE(c.set_temperature(0.9));
+  DiffView v;
+  ASSERT_EQ(v.update(c, 3), DiffView::Status::Ok);
+  EXPECT_EQ(v.map().masked, 16 * 16 - (2 * 2 + 14 * 3));  // |i - j| < 2: three keys, two at the ends
+  ASSERT_EQ(v.update(c, 1), DiffView::Status::Ok);
+  EXPECT_EQ(v.map().masked, 0);  // the scores before the mask
+}
+
 TEST(DiffView, QueryDiffComparesTheSelectedRows) {
   Shown s("query=0", 3);
   ASSERT_EQ(s.status, DiffView::Status::Ok);

@@ -7,6 +7,7 @@
 #include "heads_test_bundle.h"
 #include "core/backend.h"
 #include "core/bundle.h"
+#include "core/modify.h"
 #include "cpu/cpu_backend.h"
 #include "tests/test_util.h"
 #include "viewer/session/session.h"
@@ -418,6 +419,64 @@ TEST(HeadsThumbnails, RandomHeadsAtTheCurrentTemperatureAndMask) {
   EXPECT_EQ(heads_key(c), key);
   ASSERT_TRUE(c.set_temperature(0.7));
   EXPECT_NE(heads_key(c), key);
+}
+
+// The thumbnails have the modifications of the head on screen: each is the weights the chain view
+// shows for that head (RoPE, ALiBi with the head's own slope among the H, the cap, a window, a
+// document file); a modification changed is a new key. They had been the plain heads.
+TEST(HeadsThumbnails, RandomHeadsHaveTheModificationsOfTheHeadOnScreen) {
+  ViewerOptions o = random_options(96, 8, 4, 3);
+  o.mods.rope_theta = 100;
+  o.rope_given = true;
+  o.mods.alibi = true;
+  o.mods.softcap = 2;
+  o.score_mods_given = true;
+  o.mods.window = 20;
+  o.mask_mods_given = true;
+  Session c(o);
+  test::TempDir dir;
+  std::string ids;
+  for (int j = 0; j < 96; ++j) ids += (j == 0 ? "" : ",") + std::to_string(j / 40);
+  ASSERT_TRUE(c.set_mod_files("", test::write_file(dir.file("docs.csv"), ids + "\n"))) << c.error();
+  const std::string key = heads_key(c);
+  const HeadsSnapshot s = run_to_end(heads_job(c));
+  for (int h = 0; h < 3; ++h) {
+    ASSERT_TRUE(c.set_head(h)) << c.error();
+    ASSERT_TRUE(s.thumbs[h].error.empty()) << s.thumbs[h].error;
+    expect_same_cells(s.thumbs[h].weights.cells, reference_thumb(c.problem(), 0), "head " + std::to_string(h));
+  }
+  EXPECT_EQ(heads_key(c), key);
+  viewer::ModSettings m = c.requested_mods();
+  m.window = 0;
+  ASSERT_TRUE(c.set_mods(m)) << c.error();
+  EXPECT_NE(heads_key(c), key);
+  // One head: the thumbnail is the problem on screen, a new key with each modification.
+  Session one(random_options(64, 8, 4, 1));
+  const std::string plain = heads_key(one);
+  m = one.requested_mods();
+  m.softcap = 1;
+  ASSERT_TRUE(one.set_mods(m)) << one.error();
+  EXPECT_NE(heads_key(one), plain);
+  expect_same_cells(run_to_end(heads_job(one)).thumbs[0].weights.cells, reference_thumb(one.problem(), 0), "one head");
+}
+
+// A bundle's head with ALiBi switched on has its own slope among the call's heads (the CLI's
+// --head gives the same), and the thumbnails are those heads as the chain view shows them.
+TEST(HeadsThumbnails, BundleHeadsWithAlibiKeepTheirOwnSlopes) {
+  const TestBundle tb;
+  Session c(bundle_options(tb.dir, "1", 0));
+  viewer::ModSettings m = c.requested_mods();
+  m.alibi = true;
+  m.window = 30;
+  ASSERT_TRUE(c.set_mods(m)) << c.error();
+  const HeadsSnapshot s = run_to_end(heads_job(c));
+  const std::vector<double> standard = standard_alibi_slopes(4);
+  for (int h = 0; h < 4; ++h) {
+    ASSERT_TRUE(c.set_head(h)) << c.error();
+    EXPECT_EQ(alibi_slopes(c.problem()), std::vector<double>{standard[static_cast<std::size_t>(h)]}) << h;
+    ASSERT_TRUE(s.thumbs[h].error.empty()) << s.thumbs[h].error;
+    expect_same_cells(s.thumbs[h].weights.cells, reference_thumb(c.problem(), 0), "head " + std::to_string(h));
+  }
 }
 
 // A new layer while the thumbnails of the old one are computed: the old run stops at its next

@@ -96,6 +96,27 @@ TEST(ModsSession, TheChainsStepTwoShowsTheStagesTheModificationsAdd) {
   EXPECT_EQ(j["chain"]["sub"], "biased");
 }
 
+// A prefix set on a longer problem covers a shorter new input's positions (the core refuses a
+// prefix beyond them; the demo had been refused and the long problem kept); a longer input
+// keeps it.
+TEST(ModsSession, APrefixLongerThanANewInputIsClampedToItsPositions) {
+  viewer::ViewerOptions o = test::cpu_random_options(64, 4, 4);
+  o.mods.prefix = 32;
+  o.mask_mods_given = true;
+  Session s(o);
+  ASSERT_EQ(s.problem().mods.prefix, 32);
+  ASSERT_TRUE(s.load_demo()) << s.error();
+  EXPECT_TRUE(s.demo());
+  EXPECT_EQ(s.problem().mods.prefix, 5);
+  EXPECT_EQ(s.requested_mods().prefix, 5);
+  EXPECT_TRUE(verify_trace(s.problem(), s.trace(), reference_fp64(s.problem())).pass);
+  // The clamped value is the request's: a temperature change runs the same problem.
+  ASSERT_TRUE(s.set_temperature(0.5)) << s.error();
+  EXPECT_EQ(s.problem().mods.prefix, 5);
+  ASSERT_TRUE(s.load_random(48, 4, 4, 2)) << s.error();
+  EXPECT_EQ(s.problem().mods.prefix, 5);
+}
+
 TEST(ModsSession, BiasAndDocumentFilesAreReadWithTheInputs) {
   test::TempDir dir;
   test::write_file(dir.file("bias.csv"), "0,1,2\n0,0,0\n-1,-2,-3\n");

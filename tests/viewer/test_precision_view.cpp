@@ -204,6 +204,22 @@ TEST(PrecisionView, ReferenceBelongsToTheStateOnScreen) {
   EXPECT_EQ(v.update(c, 3, ErrorKind::Abs), PrecisionView::Status::Computing);
 }
 
+// A window with mask "none" blocks cells too: at steps 2 and 3 they are masked, not exact zeros.
+TEST(PrecisionView, MaskModsMaskTheirCellsWithMaskNone) {
+  viewer::ViewerOptions o = test::cpu_random_options(16, 4, 4);
+  o.mods.window = 2;
+  o.mask_mods_given = true;
+  Session c(o);
+  c.set_companion(reference_companion(ErrorKind::Abs));
+  c.set_step(3);
+  ASSERT_TRUE(c.set_temperature(0.5));
+  PrecisionView v;
+  ASSERT_EQ(v.update(c, 3, ErrorKind::Abs), PrecisionView::Status::Ok);
+  EXPECT_EQ(v.map().masked, 16 * 16 - (2 * 2 + 14 * 3));  // |i - j| < 2: three keys, two at the ends
+  ASSERT_EQ(v.update(c, 4, ErrorKind::Abs), PrecisionView::Status::Ok);
+  EXPECT_EQ(v.map().masked, 0);
+}
+
 // Beside each run the worker computes the map of the step on screen in the view's kind: the view
 // then computes nothing (a temperature drag costs the UI thread no map), and the map is the one
 // the view would compute.
@@ -215,7 +231,7 @@ TEST(PrecisionView, TheWorkerComputesTheMapOfTheStepOnScreen) {
   PrecisionView v;
   ASSERT_EQ(v.update(c, 3, ErrorKind::Abs), PrecisionView::Status::Ok);
   EXPECT_EQ(v.computed(), 0) << "the worker's map";
-  const auto own = step_error_map(c.trace(), *reference_of(c), c.problem().mask, 3, ErrorKind::Abs);
+  const auto own = step_error_map(c.trace(), *reference_of(c), 3, ErrorKind::Abs);
   ASSERT_NE(own, nullptr);
   EXPECT_EQ(v.map().max, own->max);
   EXPECT_EQ(v.map().masked, own->masked);

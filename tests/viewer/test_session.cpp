@@ -446,6 +446,31 @@ TEST(Session, OneHeadOfManyKeepsItsAlibiSlope) {
   EXPECT_NE(s.reproduce_command().find("--heads 8 --head 3"), std::string::npos) << s.reproduce_command();
 }
 
+// Another head, or the modifications' files read again, keep the selected queries (a head has the
+// same rows); they had gone back to the queries of the problem's load.
+TEST(Session, AnotherHeadOrModFilesKeepTheSelectedQueries) {
+  ViewerOptions o = test::cpu_viewer_options();
+  o.random_n = 32;
+  o.d_k = o.d_v = 4;
+  o.heads = 4;
+  o.query = "10";
+  Session s(o);
+  ASSERT_EQ(s.query(), 10);
+  ASSERT_TRUE(s.set_query(13));
+  ASSERT_TRUE(s.toggle_query(20));
+  const std::vector<int> want{13, 20};
+  ASSERT_EQ(s.queries(), want);
+  ASSERT_TRUE(s.set_head(2)) << s.error();
+  EXPECT_EQ(s.queries(), want);
+  test::TempDir dir;
+  std::string ids;
+  for (int j = 0; j < 32; ++j) ids += (j == 0 ? "" : ",") + std::to_string(j / 8);
+  const std::string docs = test::write_file(dir.file("docs.csv"), ids + "\n");
+  ASSERT_TRUE(s.set_mod_files("", docs)) << s.error();
+  EXPECT_TRUE(has_mask_mods(s.problem()));
+  EXPECT_EQ(s.queries(), want);
+}
+
 TEST(Session, OutOfRangeRandomFieldsAreRefusedWithTheReason) {
   Session c(test::cpu_viewer_options());
   EXPECT_FALSE(c.load_random(0, 8, 8, 1));

@@ -214,6 +214,14 @@ App::App(const ViewerOptions& o, bool async)
 
 void input_loaded(App& app) {
   for (auto& v : app.views) v->input_loaded();
+  app.log_default_pending = true;
+  apply_input_defaults(app);
+}
+
+void apply_input_defaults(App& app) {
+  if (!app.log_default_pending || app.session.busy()) return;
+  app.log_weights = app.session.n() > 64;
+  app.log_default_pending = false;
 }
 
 const char* keyboard_line(const App& app) {
@@ -255,7 +263,8 @@ void apply_action(App& app, Action a) {
     case Action::KeyPrev:
     case Action::KeyNext: {
       const int m = c.problem().m();
-      const int from = app.key_sel < 0 ? c.query() : app.key_sel;
+      // From the selected query's own key (the last n of the m positions are the queries').
+      const int from = app.key_sel < 0 ? c.query() + m - c.problem().n() : app.key_sel;
       app.key_sel = std::clamp(from + (a == Action::KeyNext ? 1 : -1), 0, m - 1);
       break;
     }
@@ -305,6 +314,7 @@ void draw_frame(App& app) {
   // A key selected in a larger problem than the one now on screen (a new input, another layer)
   // selects nothing.
   if (app.key_sel >= app.session.problem().m()) app.key_sel = -1;
+  apply_input_defaults(app);
   const ImVec2 ds = ImGui::GetIO().DisplaySize;
   // Below the layout's minimum (nothing enforces it without a window manager) the panels would be
   // cut: one note says so instead.

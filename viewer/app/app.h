@@ -58,6 +58,9 @@ struct App : Shell {
                                     // in the UI language)
   int random_over_limit = 0;        // or the N it refused as over the backend's limit (0: none),
                                     // worded at draw time so that it follows the language
+  // A new input was asked for (input_loaded): once no run is in flight, step 3's scale takes the
+  // default of the problem then on screen (log above 64 tokens), as at startup.
+  bool log_default_pending = false;
 };
 
 // Finds a CJK font (list of known paths, then fc-match), builds the atlas from the glyphs the UI,
@@ -74,8 +77,11 @@ void apply_action(App& app, Action a);
 // The keyboard line under the controls and on the caveat bar: the step keys' line where the view
 // shown has steps (the chain's or its own), the other keys' where it has none.
 const char* keyboard_line(const App& app);
-// A new input was loaded from the controls (demo, Generate, Load, the bundle): every view hears it.
+// A new input was loaded from the controls (demo, Generate, Load, the bundle, another layer): every
+// view hears it, and step 3's log scale takes the new problem's default once it is on screen.
 void input_loaded(App& app);
+// What input_loaded left for the new problem, applied once no run is in flight (every frame).
+void apply_input_defaults(App& app);
 
 // The input's buttons of the controls panel (controls_panel.cpp), on the fields as they are: the
 // demo, Generate (the random-mode fields), Load (the typed paths). A refusal shows beside them.

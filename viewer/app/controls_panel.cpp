@@ -127,7 +127,6 @@ void choose_demo(App& app) {
   app.random_over_limit = 0;
   if (!c.demo() && c.load_demo()) {
     input_loaded(app);
-    app.log_weights = false;
   }
 }
 
@@ -140,7 +139,6 @@ void generate_random(App& app) {
     app.random_over_limit = app.in_n;
   } else if (c.load_random(app.in_n, app.in_dk, app.in_dv, app.in_seed, app.in_heads)) {
     input_loaded(app);
-    app.log_weights = app.in_n > 64;  // the new problem's size (it is adopted later)
     app.in_mode = 1;
   } else {
     app.random_error = c.error_message();
@@ -193,7 +191,7 @@ void draw_controls(App& app, const Layout& l) {
       if (ImGui::BeginCombo(fmt("%s###layer", tr(lang, S::HeadsLayer)).c_str(), layer_name(c.layer()).c_str())) {
         for (int i = 0; i < c.layer_count(); ++i) {
           const bool sel = i == c.layer();
-          if (ImGui::Selectable(layer_name(i).c_str(), sel)) c.set_layer(i);
+          if (ImGui::Selectable(layer_name(i).c_str(), sel) && !sel && c.set_layer(i)) input_loaded(app);
           if (sel) ImGui::SetItemDefaultFocus();
         }
         ImGui::EndCombo();

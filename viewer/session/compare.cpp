@@ -46,8 +46,9 @@ CompareResult run_compare(const Session& s) {
     // The chosen backend's staged run of this problem is on screen already: only the other one
     // runs (both run only when the trace kept no stages).
     Trace cpu_run, gpu_run;
-    // (Compare is fp32: a bf16 run on screen is not reused.)
-    const bool reuse = s.trace().has_stages && s.trace().variant == Variant::Staged && s.trace().precision == Precision::FP32;
+    // (Compare is fp32: a bf16 run on screen is not reused; nor one that kept only some stages,
+    // --stages step or auto above its size on CUDA, whose missing ones would compare as empty.)
+    const bool reuse = s.all_stages_kept() && s.trace().variant == Variant::Staged && s.trace().precision == Precision::FP32;
     const std::string& ran = s.trace().backend;
     const Trace& cpu =
         reuse && ran == "cpu" ? s.trace() : (cpu_run = make_backend("cpu")->run(s.problem(), opt));

@@ -169,10 +169,14 @@ Session::Result Session::execute(Job job) {
       if (q.source.bundle.empty()) np->mask = q.mask;
       p = std::move(np);
     }
-    if (!(mods_of(*p) == q.mods)) {
+    ModSettings mods = q.mods;
+    // A prefix set on a longer problem covers the new one's positions at most (the core refuses
+    // P > m); adopt() hands the clamped value back to the request, and the controls show it.
+    if (new_source) mods.prefix = std::min(mods.prefix, p->m());
+    if (!(mods_of(*p) == mods)) {
       // Only the modifications changed: the new problem shares the inputs.
       auto np = std::make_shared<Problem>(*p);
-      set_mods_of(*np, q.mods);
+      set_mods_of(*np, mods);
       p = std::move(np);
     }
     if (p->mask == MaskKind::Custom && p->custom_mask().size() == 0)
@@ -310,7 +314,11 @@ void Session::set_companion(std::shared_ptr<const Companion> c) {
 Problem Session::build(const Source& s) {
   Problem p;
   if (!s.bundle.empty()) {
-    p = bundle_problem(read_bundle(s.bundle), s.layer, s.head);
+    const Bundle b = read_bundle(s.bundle);
+    p = bundle_problem(b, s.layer, s.head);
+    // Its own ALiBi slope among the call's heads, as the CLI's --head and the heads view give it
+    // (read only while ALiBi is on).
+    p.mods.alibi_slopes = {standard_alibi_slopes(b.calls[static_cast<std::size_t>(s.layer)].heads)[static_cast<std::size_t>(s.head)]};
   } else if (!s.files.q.empty()) {
     p = problem_from_files(s.files.q, s.files.k, s.files.v);
     if (!s.files.mask.empty()) apply_mask_spec(p, s.files.mask);
@@ -431,6 +439,9 @@ void Session::adopt(Result r) {
     avail_gb_ = r.avail_gb;
     if (new_problem) {
       ++problem_revision_;
+      // The prefix as the run clamped it to the new positions.
+      shown_req_.mods.prefix = shown_->mods.prefix;
+      if (latest) req_.mods.prefix = shown_->mods.prefix;
       const int first = std::clamp(r.job.req.queries.front(), 0, shown_->n() - 1);
       queries_ = {first};  // the request's others (the command line's), those inside the rows
       for (int q : r.job.req.queries)
@@ -647,6 +658,7 @@ bool Session::set_mod_files(const std::string& bias, const std::string& document
   req_.source.bias_file = bias;
   req_.source.documents_file = documents;
   req_.source.load = ++loads_;  // read again, even under the same names
+  req_.queries = queries_;      // the same rows: the selection stays
   return post(kAll);
 }
 
@@ -785,6 +797,7 @@ bool Session::set_head(int head) {
   error_ = Message{};
   if (head == req_.source.head) return true;
   req_.source.head = head;
+  req_.queries = queries_;  // every head has the same rows: the selection stays
   return post(kAll);
 }
 

@@ -476,9 +476,17 @@ const GradTrace* BackwardView::update(const Session& s) {
     sweep_ = r->sweep;
     ++adopted_;
     on_screen_run_ = r->on_screen_run;
+    // The same step when the new backward has it (a modification switched on or off adds or
+    // takes out steps around it), else the nearest one before it that it has.
+    const std::vector<BackStep> old = std::move(steps_);
     steps_ = backward_steps(*grad_);
-    // The same step when the new backward has it, else the nearest one before it.
-    step_ = std::clamp(step_, 0, static_cast<int>(steps_.size()) - 1);
+    const auto index_of = [&](BackStep st) {
+      const auto it = std::find(steps_.begin(), steps_.end(), st);
+      return it == steps_.end() ? -1 : static_cast<int>(it - steps_.begin());
+    };
+    int at = -1;
+    for (int i = std::min(step_, static_cast<int>(old.size()) - 1); i >= 0 && at < 0; --i) at = index_of(old[i]);
+    step_ = std::clamp(at, 0, std::max(0, static_cast<int>(steps_.size()) - 1));
     for (std::size_t i = 0; i < steps_.size() && !open_on_.empty(); ++i)
       if (open_on_ == back_step_word(steps_[i])) {
         step_ = static_cast<int>(i);

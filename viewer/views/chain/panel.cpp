@@ -687,7 +687,9 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
         dl->AddText(ImVec2(mid - ts.x / 2, base_y + 2), label_col, keys[j].c_str());
       }
     }
-    const std::string head = fmt(tr(lang, S::RowChartTitle), row_labels[query].c_str());
+    // The row chart is a query's (row_labels are the keys' while K's rotated rows are shown).
+    const std::vector<std::string>& query_labels = p.query_tokens();
+    const std::string head = fmt(tr(lang, S::RowChartTitle), query_labels[query].c_str());
     // One line at most: the top weights that fit, then "…" (the numbers over the bars stay).
     const auto measure = [](const std::string& t) { return ImGui::CalcTextSize(t.c_str()).x; };
     std::string title = ellipsize(head, content.w, measure);
@@ -763,7 +765,7 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
           line.emplace_back(kg.x + (px + 1) * px_w, y);
         }
         dl->AddPolyline(line.data(), static_cast<int>(line.size()), col, 0, 1.5f * ms);
-        const std::string& tok = row_labels[queries[it->first]];
+        const std::string& tok = query_labels[queries[it->first]];
         const float tw = ImGui::CalcTextSize(tok.c_str()).x;
         legend_x -= tw;
         dl->AddText(ImVec2(legend_x, top_y + label_h), col, tok.c_str());

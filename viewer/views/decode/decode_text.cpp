@@ -120,6 +120,12 @@ constexpr Entry kTexts[] = {
     // The counted parts of DT::HeadsItem (with KvHeadCount and KvHeadOne).
     {DT::QueryHeadCount, {"%d query heads", "%d 个查询头"}},
     {DT::QueryHeadOne, {"%d query head", "%d 个查询头"}},
+    {DT::InputModsNote,
+     {"The input's position and score modifications (RoPE, ALiBi, the soft-cap, a window, a prefix, a bias, "
+      "documents) are not applied here: each token's row is the plain attention of its query over its keys, so its "
+      "numbers differ from the chain view's.",
+      "屏幕上输入的位置与分数修改（RoPE、ALiBi、软上限、窗口、前缀、偏置、文档）在此视图中不生效：每个 token 的行是其查询对其键的普通注意力，"
+      "数值因此与链式视图不同。"}},
 };
 static_assert(std::size(kTexts) == static_cast<std::size_t>(DT::Count_), "one entry per text");
 constexpr bool in_order() {

@@ -183,7 +183,7 @@ enum class DT {
   MergeAcc, MergeMore, MergeNone, Output, CheckOnePass, CheckFp64, Within, Outside, TimeTitle, Bytes,
   BytesNoProbe, Tps, TpsPaused, Measured, Floor, Caveat, Refused, HeadPick, SentenceFirst, QueryHeads, QueryHead,
   CacheKeyCount, CacheKeyOne, KvHeadCount, KvHeadOne, SplitCount, SplitsParallel, SplitOne, MergeOneKey,
-  ValuesScaled, QueryHeadCount, QueryHeadOne, Count_
+  ValuesScaled, QueryHeadCount, QueryHeadOne, InputModsNote, Count_
 };
 const char* dtr(Lang lang, DT t);
 // A read rate in GB/s said with its unit where it shows three significant digits: "12.3 GB/s",

@@ -12,6 +12,7 @@
 #include "viewer/ui/kit.h"
 
 #include "core/format.h"
+#include "core/modify.h"
 #include "viewer/draw/colormap.h"
 #include "viewer/draw/strings.h"
 
@@ -468,7 +469,10 @@ void right_column(Shell& app, DecodeView& v, const DecodeToken* t) {
     ImGui::TextColored(kDimV4, "%s", dtr(lang, DT::TpsPaused));
   ImGui::Spacing();
   wrapped(app, dtr(lang, DT::Caveat), &kDimV4);
-  if (v.shape().input()) wrapped(app, dtr(lang, DT::InputNote), &kDimV4);
+  if (v.shape().input()) {
+    wrapped(app, dtr(lang, DT::InputNote), &kDimV4);
+    if (has_modifications(app.session.problem())) wrapped(app, dtr(lang, DT::InputModsNote), &kHighlightV4);
+  }
 }
 
 }  // namespace

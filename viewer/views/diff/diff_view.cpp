@@ -276,9 +276,10 @@ const MatrixF& stage_of(const Trace& t, int step) {
   }
 }
 
-// The mask of a run at a step that shows it (steps 2 and 3 with a mask), else null.
-const MatrixF* mask_of(const Trace& t, MaskKind m, int step) {
-  return (step == 2 || step == 3) && m != MaskKind::None && t.mask.size() > 0 ? &t.mask : nullptr;
+// The kept mask of a run at a step that shows it (steps 2 and 3: the mask's cells and those the
+// mask mods block, a window's with mask "none" too), else null.
+const MatrixF* mask_of(const Trace& t, int step) {
+  return (step == 2 || step == 3) && t.mask.size() > 0 ? &t.mask : nullptr;
 }
 
 }  // namespace
@@ -298,8 +299,8 @@ std::shared_ptr<const StepDiff> step_diff(const Trace& a, const Trace& b, const 
   d->query_diff = sa.same_run(sb) && rows_differ;
   const int rows = static_cast<int>(ma.rows()), cols = static_cast<int>(ma.cols());
   if (ma.size() == 0 || mb.rows() != ma.rows() || mb.cols() != ma.cols()) return nullptr;
-  const MatrixF* mka = mask_of(a, sa.mask, s);
-  const MatrixF* mkb = mask_of(b, sb.mask, s);
+  const MatrixF* mka = mask_of(a, s);
+  const MatrixF* mkb = mask_of(b, s);
   if (d->query_diff) {
     d->map = diff_rows(ma.data(), rows, cols, sa.query, sb.query, mka ? mka->data() : nullptr,
                        mka ? static_cast<int>(mka->rows()) : 0);

@@ -28,12 +28,43 @@ std::string heads_layer_key(const Session& session) {
          s.files.tokens + "|" + s.files.tokens_file;
 }
 
+namespace {
+
+std::string exact(double x) {  // a double as its exact bits
+  char bits[32];
+  std::snprintf(bits, sizeof bits, "%a", x);
+  return bits;
+}
+
+// The shown problem's modifications on every head's problem: the settings (RoPE, ALiBi, the cap,
+// the window, the prefix) and what the modifications' files gave (a bias and the documents, both
+// shared by the heads). ALiBi's slopes stay the problem's own: the H heads' standard slopes for a
+// random problem of H heads (the shown head holds its one slope), a bundle's given ones.
+void take_mods(Problem& p, const Problem& shown, const Source& s) {
+  p.mods.rope_theta = shown.mods.rope_theta;
+  p.mods.alibi = shown.mods.alibi;
+  p.mods.softcap = shown.mods.softcap;
+  p.mods.window = shown.mods.window;
+  p.mods.prefix = shown.mods.prefix;
+  if (!s.bias_file.empty()) {
+    p.edit().bias = shown.bias();
+    p.mods.bias_name = shown.mods.bias_name;
+  }
+  if (!s.documents_file.empty()) {
+    p.edit().documents = shown.documents();
+    p.mods.documents_name = shown.mods.documents_name;
+  }
+}
+
+}  // namespace
+
 std::string heads_key(const Session& session) {
-  // The temperature as its exact bits.
-  char t_bits[32];
-  std::snprintf(t_bits, sizeof t_bits, "%a", session.problem().temperature);
-  return heads_layer_key(session) + "|" + t_bits + "|" + std::string(to_string(session.problem().mask)) + "|" +
-         session.ran_backend();
+  const Problem& p = session.problem();
+  const Source& s = session.shown_source();
+  return heads_layer_key(session) + "|" + exact(p.temperature) + "|" + std::string(to_string(p.mask)) + "|" +
+         session.ran_backend() + "|mods " + exact(p.mods.rope_theta) + "|" + std::to_string(p.mods.alibi) + "|" +
+         exact(p.mods.softcap) + "|" + std::to_string(p.mods.window) + "|" + std::to_string(p.mods.prefix) + "|" +
+         s.bias_file + "|" + s.documents_file + "|" + std::to_string(s.load);
 }
 
 HeadsJob heads_job(const Session& session) {
@@ -45,6 +76,7 @@ HeadsJob heads_job(const Session& session) {
   job.heads = session.shown_heads();
   const double t = session.problem().temperature;
   const MaskKind mask = session.problem().mask;
+  const std::shared_ptr<const Problem> shown = session.shared_problem();
   if (!s.bundle.empty()) {
     // The call's files read once, every head stacked; a call with a different mask per head
     // (which one Problem cannot hold) is read one head at a time.
@@ -55,9 +87,10 @@ HeadsJob heads_job(const Session& session) {
       bool per_head = false;
     };
     auto loaded = std::make_shared<Loaded>();
-    job.load = [b, layer, t, loaded](int h) {
-      const auto ready = [t](Problem p) {
+    job.load = [b, layer, t, loaded, shown, s](int h) {
+      const auto ready = [t, &shown, &s](Problem p) {
         p.temperature = t;
+        take_mods(p, *shown, s);
         validate(p);
         return std::make_shared<const Problem>(std::move(p));
       };
@@ -74,11 +107,12 @@ HeadsJob heads_job(const Session& session) {
   } else if (job.heads > 1) {
     // Every head generated once (as the CLI does) and shared by the thumbnails.
     auto all = std::make_shared<std::shared_ptr<const Problem>>();
-    job.load = [s, t, mask, all](int h) {
+    job.load = [s, t, mask, all, shown](int h) {
       if (!*all) {
         Problem p = pattern_problem(s.pattern, s.n, s.d_k, s.d_v, s.seed, s.heads);
         p.temperature = t;
         p.mask = mask;
+        take_mods(p, *shown, s);
         validate(p);
         *all = std::make_shared<const Problem>(std::move(p));
       }

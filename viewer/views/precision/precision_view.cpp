@@ -227,7 +227,7 @@ struct StagePair {
   const MatrixF* mask = nullptr;
 };
 
-StagePair stage_pair(const Trace& t, const TraceD& r, MaskKind mask, int step) {
+StagePair stage_pair(const Trace& t, const TraceD& r, int step) {
   StagePair s;
   switch (step) {
     case 1: s = {&t.scores, &r.scores}; break;
@@ -235,15 +235,16 @@ StagePair stage_pair(const Trace& t, const TraceD& r, MaskKind mask, int step) {
     case 3: s = {&t.weights, &r.weights}; break;
     default: s = {&t.output, &r.output}; break;
   }
-  if ((step == 2 || step == 3) && mask != MaskKind::None && t.mask.size() > 0) s.mask = &t.mask;
+  // The run's kept mask: the mask's cells and those the mask mods block (a window with mask
+  // "none" blocks cells too); 0 where nothing is blocked.
+  if ((step == 2 || step == 3) && t.mask.size() > 0) s.mask = &t.mask;
   return s;
 }
 
 }  // namespace
 
-std::shared_ptr<const ErrorMap> step_error_map(const Trace& t, const TraceD& ref, MaskKind mask, int step,
-                                               ErrorKind kind) {
-  const StagePair p = stage_pair(t, ref, mask, step);
+std::shared_ptr<const ErrorMap> step_error_map(const Trace& t, const TraceD& ref, int step, ErrorKind kind) {
+  const StagePair p = stage_pair(t, ref, step);
   if (p.x->rows() != p.ref->rows() || p.x->cols() != p.ref->cols() || p.x->size() == 0) return nullptr;
   return std::make_shared<const ErrorMap>(error_map(p.x->data(), p.ref->data(), static_cast<int>(p.x->rows()),
                                                     static_cast<int>(p.x->cols()), p.mask ? p.mask->data() : nullptr,
@@ -257,7 +258,7 @@ std::shared_ptr<const CompanionResult> ReferenceCompanion::compute(const Compani
     if (in.main) {
       out->map_step = in.main->has_stages ? in.step : 4;
       out->map_kind = kind_;
-      out->map = step_error_map(*in.main, *out->reference, in.problem->mask, out->map_step, kind_);
+      out->map = step_error_map(*in.main, *out->reference, out->map_step, kind_);
     }
   } catch (const std::exception& e) {
     out->reference.reset();
@@ -295,7 +296,7 @@ PrecisionView::Status PrecisionView::update(const Session& c, int step, ErrorKin
   // The worker's map, when it computed this one beside the run; else computed here.
   std::shared_ptr<const ErrorMap> m = worker_error_map(c, s, kind);
   if (!m) {
-    m = step_error_map(c.trace(), *ref, c.problem().mask, s, kind);
+    m = step_error_map(c.trace(), *ref, s, kind);
     if (!m) return status_ = Status::Computing;
     ++computed_;
   }
@@ -310,7 +311,7 @@ PrecisionView::Status PrecisionView::update(const Session& c, int step, ErrorKin
 CellError PrecisionView::cell(const Session& c, int row, int col) const {
   const TraceD* ref = reference_of(c);
   if (status_ != Status::Ok || !ref) return CellError{};
-  const StagePair p = stage_pair(c.trace(), *ref, c.problem().mask, step_);
+  const StagePair p = stage_pair(c.trace(), *ref, step_);
   if (p.x->size() == 0 || p.x->rows() != p.ref->rows() || p.x->cols() != p.ref->cols()) return CellError{};
   return cell_error(p.x->data(), p.ref->data(), static_cast<int>(p.x->rows()), static_cast<int>(p.x->cols()),
                     p.mask ? p.mask->data() : nullptr, p.mask ? static_cast<int>(p.mask->rows()) : 0,

@@ -76,12 +76,11 @@ ErrorMap error_map(const float* x, const double* ref, int rows, int cols, const 
                    ErrorKind kind, Precision precision);
 
 // The error map of step 1..4 (scores, logits, weights, output) of `t` against `ref` as the view
-// shows it: the mask applies at steps 2 and 3 when `mask` is not None; the precision is t's. Null
+// shows it: t's kept mask (the mask and the mask mods) applies at steps 2 and 3; the precision is t's. Null
 // when t lacks that step's matrix or its shape differs from ref's. What the view computes for a
 // step change, and the session's worker beside each run (ReferenceCompanion) for the step on screen (so that a new
 // temperature costs the UI thread nothing).
-std::shared_ptr<const ErrorMap> step_error_map(const Trace& t, const TraceD& ref, MaskKind mask, int step,
-                                               ErrorKind kind);
+std::shared_ptr<const ErrorMap> step_error_map(const Trace& t, const TraceD& ref, int step, ErrorKind kind);
 
 // The view's companion run (viewer/session/companion.h): the fp64 reference chain of the problem
 // on screen and, beside a run, the error map of the run's step (of step 4 when the run kept only
