@@ -469,10 +469,7 @@ void right_column(Shell& app, DecodeView& v, const DecodeToken* t) {
     ImGui::TextColored(kDimV4, "%s", dtr(lang, DT::TpsPaused));
   ImGui::Spacing();
   wrapped(app, dtr(lang, DT::Caveat), &kDimV4);
-  if (v.shape().input()) {
-    wrapped(app, dtr(lang, DT::InputNote), &kDimV4);
-    if (has_modifications(app.session.problem())) wrapped(app, dtr(lang, DT::InputModsNote), &kHighlightV4);
-  }
+  if (v.shape().input()) wrapped(app, dtr(lang, DT::InputNote), &kDimV4);
 }
 
 }  // namespace
@@ -503,6 +500,9 @@ void draw_panel(DecodeView& v, Shell& app, const Layout& l) {
                        : fmt(dtr(lang, DT::SentenceInput), t->keys - 1, t->query_label.c_str(), t->keys,
                              counted(lang, t->splits, DT::SplitCount, DT::SplitOne).c_str());
     wrapped(app, sentence, &kHighlightV4);
+    // Under the sentence, where it is read before the numbers it qualifies.
+    if (t->job.shape.input() && has_modifications(app.session.problem()))
+      wrapped(app, dtr(lang, DT::InputModsNote), &kErrorV4);
     strip(app, v, *t);
     heads(app, v, *t);
     split_table(app, *t);
