@@ -12,6 +12,7 @@
 //  - the upstream gradient: the random dO, the losses' dO, and every refusal.
 #include "core/backward.h"
 #include "core/backward_check.h"
+#include "core/backward_report.h"
 #include "core/modify.h"
 #include "cpu/backward.h"
 #include "cpu/cpu_backend.h"
@@ -645,6 +646,29 @@ TEST(Backward, RopeTurnedBackInPlaceIsTheDoubleOneRoundedOnceBitForBit) {
 }
 
 // ---- the upstream gradient -------------------------------------------------------------------
+
+// The report's two keys: descent raises most the logit of the most negative dlogits and lowers
+// most that of the most positive one (they had been taken from one end, the same key twice).
+TEST(Backward, TheReportNamesTheKeysAtBothEndsOfTheRow) {
+  const Problem p = test::make_problem(8, 4, 4, 1, MaskKind::None, 1.0, 3);
+  const Upstream u = upstream_random(0);
+  const GradTrace g = cpu_backward(p, u);
+  const int query = 5;
+  Eigen::Index lo = 0, hi = 0;
+  g.dlogits.row(query).minCoeff(&lo);
+  g.dlogits.row(query).maxCoeff(&hi);
+  ASSERT_NE(lo, hi);
+  const std::string text = render_backward(p, g, u, query, Lang::En, Format::Text);
+  const auto key_after = [&](const std::string& label) {
+    const std::size_t at = text.find(label);
+    if (at == std::string::npos) return std::string("(missing)");
+    std::size_t b = at + label.size();
+    while (b < text.size() && (text[b] == ' ' || text[b] == ':')) ++b;
+    return text.substr(b, text.find(' ', b) - b);
+  };
+  EXPECT_EQ(key_after("logit that gradient descent raises most"), token_label(p.key_tokens(), static_cast<int>(lo))) << text;
+  EXPECT_EQ(key_after("logit that gradient descent lowers most"), token_label(p.key_tokens(), static_cast<int>(hi))) << text;
+}
 
 TEST(Upstream, RandomDoutIsSeededAndNotTheProblemsNumbers) {
   const MatrixF a = random_dout(4, 3, 0), b = random_dout(4, 3, 0), c = random_dout(4, 3, 1);

@@ -222,6 +222,7 @@ TEST(BackwardCli, RefusalsGetOneErrorLine) {
       {{"--dout-seed", "x3"}, "--dout-seed must be a whole number"},
       {{"--loss", "l1"}, "unknown loss 'l1'"},
       {{"--loss", "mse"}, "--loss mse needs its target"},
+      {{"--loss", "mse:"}, "--loss mse needs its target"},
       {{"--dout", dir.file("small.csv")}, "is 2 x 2, but the output O is 5 x 2"},
       {{"--dout", dir.file("nan.csv")}, "nan.csv"},
       {{"--dout", dir.file("missing.npy")}, "missing.npy"},

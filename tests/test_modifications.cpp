@@ -483,6 +483,16 @@ TEST(Modifications, WalkSkipsTheTilesTheBlockMaskRulesOutAndSaysWhy) {
   EXPECT_NE(walk_tile_sentence(wd, 0, Lang::En).find("other documents"), std::string::npos);
 }
 
+// A prefix of every position is accepted (P = m: the whole sequence both ways, no row causal).
+TEST(Modifications, APrefixOfEveryPositionIsAccepted) {
+  Problem p = test::make_problem(4, 4, 4, 1, MaskKind::None, 1, 1);
+  apply_mask_mod_spec(p, "prefix:4");
+  EXPECT_NO_THROW(validate(p));
+  const Trace t = cpu_staged(p);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) EXPECT_FALSE(std::isinf(t.mask(i, j))) << i << "," << j;
+}
+
 TEST(Modifications, SpecsAndTheirRefusalsInBothLanguages) {
   Problem p = test::make_problem(6, 4, 4, 2, MaskKind::None, 1, 1);
   apply_score_mod_spec(p, "alibi+softcap:30");
@@ -600,6 +610,13 @@ TEST(Modifications, SpecsAndTheirRefusalsInBothLanguages) {
          validate(r);
        },
        Msg::DocumentsQueriesOverKeys, "got 6 queries and 4 keys"},
+      {[&] {
+         // One past the positions (P = m is all of them, accepted below).
+         Problem r = test::make_problem(4, 4, 4, 1, MaskKind::None, 1, 1);
+         apply_mask_mod_spec(r, "prefix:5");
+         validate(r);
+       },
+       Msg::PrefixInvalid, "got 5"},
       {[&] {
          // A prefix is causal: more queries than keys refused as with causal+prefix:P (the
          // random problems against torch found prefix:P alone running them).

@@ -93,6 +93,9 @@ TEST(Patterns, LocalWindowHoldsTheRowsWeight) {
 TEST(Patterns, SinkTakesMostOfEveryRow) {
   const MatrixF w = weights_of(pattern_problem(parse_pattern("sink"), kN, kD, kD, 2));
   for (int i = 0; i < kN; ++i) ASSERT_GE(w(i, 0), 0.5) << "row " << i;
+  // On a short row too, key 0 takes nearly all of it (its lead grows with log N).
+  const MatrixF s = weights_of(pattern_problem(parse_pattern("sink"), 16, 8, 2, 0));
+  for (int i = 0; i < 16; ++i) EXPECT_GE(s(i, 0), 0.9) << "row " << i;
 }
 
 TEST(Patterns, PreviousAttendsToTheKeyBefore) {
@@ -142,6 +145,8 @@ TEST(Patterns, DkTooSmallIsRefusedWithTheMinimum) {
             "--pattern previous needs --dk >= 16, got 8");
   EXPECT_EQ(test::message_of<InputError>([] { pattern_problem(parse_pattern("sink"), kN, 1, 8, 0); }),
             "--pattern sink needs --dk >= 2, got 1");
+  EXPECT_EQ(test::message_of<InputError>([] { pattern_problem(parse_pattern("induction"), 3, 1, 2, 0); }),
+            "--pattern induction needs --dk >= 2, got 1");
   const std::string m = test::message_of<InputError>(
       [] { pattern_problem(parse_pattern("induction"), 4096, 16, 8, 0); });
   EXPECT_NE(m.find("--pattern induction needs --dk >= "), std::string::npos) << m;

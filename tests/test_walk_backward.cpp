@@ -6,11 +6,14 @@
 #include "cpu/backward.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/fused_backward.h"
+#include "core/format.h"
+#include "core/walk_backward.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 #include <string>
@@ -54,8 +57,44 @@ TEST(BackwardWalk, EveryTileIsTheStagedBackwardsRowAndTheSumOfDsIsZero) {
   EXPECT_NEAR(w.tiles.back().ds_sum, 0.0, 1e-5) << "Σ P (dP − D) = D − D";
   EXPECT_NEAR(w.D, staged.D(row, 0), 1e-6);
   EXPECT_NEAR(w.lse, std::log(w.l) + w.m, 1e-12);
+  // m in logit units: the row's largest logit (T = 0.7 here, so the scale is not 1).
+  double largest = -INFINITY;
+  for (int j = 0; j <= query; ++j) largest = std::max(largest, static_cast<double>(staged.forward.logits(row, j)));
+  EXPECT_NEAR(w.m, largest, 1e-5 * std::max(1.0, std::abs(largest)));
   EXPECT_LE(w.fp64_error, 1e-5 * scale_of(w.fp64_dq));
   EXPECT_LE(w.fused_diff, 1e-6 * scale_of(w.fused_dq));
+}
+
+// The texts follow the numbers: a tile of one key is named by it alone; the sentence's direction
+// follows dS's sign (a positive dS: descent lowers the logit); the final Σ dS is the last tile's.
+TEST(BackwardWalk, TheTextsFollowTheNumbers) {
+  const Problem p = test::make_problem(8, 4, 4, 1, MaskKind::None, 1.0, 3);
+  const BackwardWalk one = walk_backward_row(p, upstream_random(2), 0, 5, 1);
+  EXPECT_NE(render_backward_walk(one, Lang::En, Format::Text).find("keys 0\n"), std::string::npos)
+      << render_backward_walk(one, Lang::En, Format::Text);
+  EXPECT_EQ(render_backward_walk(one, Lang::En, Format::Text).find("0–0"), std::string::npos);
+  const BackwardWalk w = walk_backward_row(p, upstream_random(2), 0, 5, 4);
+  int positive = 0, negative = 0;
+  for (int t = 0; t < static_cast<int>(w.tiles.size()); ++t) {
+    const BackwardWalkTile& tile = w.tiles[static_cast<std::size_t>(t)];
+    if (tile.top < 0) continue;
+    const double ds = tile.ds[static_cast<std::size_t>(tile.top - tile.j0)];
+    for (Lang lang : {Lang::En, Lang::Zh}) {
+      const std::string s = backward_walk_tile_sentence(w, t, lang);
+      const bool lowers = s.find(lang == Lang::En ? "gradient descent lowers" : "梯度下降会降低") != std::string::npos;
+      const bool raises = s.find(lang == Lang::En ? "gradient descent raises" : "梯度下降会提高") != std::string::npos;
+      EXPECT_EQ(lowers, ds > 0) << s;
+      EXPECT_EQ(raises, ds < 0) << s;
+    }
+    (ds > 0 ? positive : negative) += 1;
+  }
+  EXPECT_GT(positive + negative, 1);
+  const std::string text = render_backward_walk(w, Lang::En, Format::Text);
+  const std::string label = "Σ_j dS (0 in exact arithmetic: Σ P·dP = D): ";
+  const std::size_t at = text.find(label);
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_EQ(text.substr(at + label.size(), text.find('\n', at) - at - label.size()),
+            format_number("%.2e", w.tiles.back().ds_sum));
 }
 
 TEST(BackwardWalk, AtTheKernelsKeyBlockTheDqIsTheKernelsBitForBit) {

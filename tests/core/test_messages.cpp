@@ -94,6 +94,10 @@ TEST(Messages, MemoryRefusalsCarryTheirIds) {
   if (host_available_bytes() <= 0) GTEST_SKIP() << "no MemAvailable here: nothing is refused";
   const Message m = caught([] { check_host_memory(1e18, Msg::HostMemoryCpuRun, {"staged"}); });
   EXPECT_EQ(m.id, Msg::HostMemoryCpuRun);
+  // Refused above nine tenths of what is available (the rest keeps the machine usable), not only
+  // above all of it.
+  EXPECT_EQ(caught([] { check_host_memory(0.95 * host_available_bytes(), Msg::HostMemoryCpuRun, {"staged"}); }).id,
+            Msg::HostMemoryCpuRun);
   ASSERT_EQ(m.args.size(), 3u);
   EXPECT_EQ(m.args[1], format_bytes(1e18));
   EXPECT_EQ(m.en.rfind("the problem (staged chain on the CPU): needs about " + format_bytes(1e18) + " of host memory, ", 0),
