@@ -22,10 +22,7 @@
 #include <utility>
 
 namespace attnlab::viewer {
-namespace {
 
-// The settings part of p's modifications, and p with them set (a bias, documents and the ALiBi
-// slopes stay: they are read only while ALiBi is on, and switched back on it finds them again).
 ModSettings mods_of(const Problem& p) {
   return ModSettings{p.mods.rope_theta, p.mods.alibi, p.mods.softcap, p.mods.window, p.mods.prefix};
 }
@@ -36,8 +33,6 @@ void set_mods_of(Problem& p, const ModSettings& m) {
   p.mods.window = m.window;
   p.mods.prefix = m.prefix;
 }
-
-}  // namespace
 
 namespace {
 

@@ -84,6 +84,11 @@ struct Source {
 // it, the mask.
 unsigned kept_stages(StagePolicy policy, const std::string& backend, const Problem& p, int step);
 
+// The settings part of p's modifications, and p with them set (a bias, documents and the ALiBi
+// slopes stay: they are read only while ALiBi is on, and switched back on it finds them again).
+ModSettings mods_of(const Problem& p);
+void set_mods_of(Problem& p, const ModSettings& m);
+
 // "3, 7, 9" (indices or tokens, as --query takes them) for `p`: the first stays first, the others
 // ascending and distinct. InputError for an empty item, a query outside, or more than kMaxQueries.
 std::vector<int> parse_query_list(const Problem& p, const std::string& text);

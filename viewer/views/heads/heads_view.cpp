@@ -41,11 +41,7 @@ std::string exact(double x) {  // a double as its exact bits
 // shared by the heads). ALiBi's slopes stay the problem's own: the H heads' standard slopes for a
 // random problem of H heads (the shown head holds its one slope), a bundle's given ones.
 void take_mods(Problem& p, const Problem& shown, const Source& s) {
-  p.mods.rope_theta = shown.mods.rope_theta;
-  p.mods.alibi = shown.mods.alibi;
-  p.mods.softcap = shown.mods.softcap;
-  p.mods.window = shown.mods.window;
-  p.mods.prefix = shown.mods.prefix;
+  set_mods_of(p, mods_of(shown));
   if (!s.bias_file.empty()) {
     p.edit().bias = shown.bias();
     p.mods.bias_name = shown.mods.bias_name;
