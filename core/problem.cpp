@@ -61,12 +61,16 @@ ProblemInputs& Problem::edit() {
   return *in_;
 }
 
-MatrixF& Problem::edit_q() {
+ProblemInputs& Problem::edit_keeping_kv() {
   if (in_.use_count() != 1) in_ = std::make_shared<ProblemInputs>(*in_);
   std::lock_guard<std::mutex> lk(in_->derived.mu);
   std::erase_if(in_->derived.items, [](const auto& kv) { return kv.first.rfind("kv/", 0) != 0; });
-  return in_->q;
+  return *in_;
 }
+
+MatrixF& Problem::edit_q() { return edit_keeping_kv().q; }
+
+MatrixF& Problem::edit_bias() { return edit_keeping_kv().bias; }
 
 void Problem::set_inputs(ProblemInputs in) { in_ = std::make_shared<ProblemInputs>(std::move(in)); }
 

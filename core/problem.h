@@ -81,6 +81,8 @@ struct Problem {
   // when shared, like edit(), but the derived data of K and V alone (keys "kv/…": the bf16 copy of
   // the cache, the decode kernel's panels) stays.
   MatrixF& edit_q();
+  // The bias alone, as edit_q (the decode view's next token: its row of the input's bias).
+  MatrixF& edit_bias();
   // Data derived from the inputs, made by `make` the first time `key` is asked for (one thread
   // makes it, the others wait) and kept with the inputs until they are edited: a KV cache stored
   // in bf16, which the decode kernel's bf16 path reads at half the bytes; K in the decode
@@ -139,6 +141,7 @@ struct Problem {
   double scale_value() const { return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(d_k())); }
 
  private:
+  ProblemInputs& edit_keeping_kv();  // edit_q's and edit_bias's copy on write
   std::shared_ptr<ProblemInputs> in_ = std::make_shared<ProblemInputs>();
 };
 

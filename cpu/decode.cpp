@@ -593,6 +593,21 @@ std::shared_ptr<const KPanels<E>> k_panels(const Problem& p, const E* k) {
   }, std::is_same_v<E, float> ? "kv/decode_k_panels/" : "kv/decode_k_panels_bf16/");
 }
 
+// Q_g (the kv_group query heads of key/value head g, consecutive rows) as the kernel multiplies
+// it. rotated_qk turns the queries at the end of all m keys; when the kernel reads only the first
+// off + n (a cache with room for more keys, as the viewer's decode view grows it) the queries sit
+// at off + i, and RoPE turns Q_g's rows here at those positions, into `local`.
+const float* queries_of(const Problem& p, const RotatedQK* rot, int g, int off, MatrixF& local) {
+  const int n = p.n(), rows = p.kv_group * n, d = p.d_k();
+  const Eigen::Index first = static_cast<Eigen::Index>(g) * rows;
+  if (!rot || off == p.causal_offset()) return kernel_q(p, rot).data() + first * d;
+  local.resize(rows, d);
+  for (int r = 0; r < rows; ++r)
+    local.row(r) = rope_rotate(MatrixD(p.q().row(first + r).cast<double>()), off + r % n, p.mods.rope_theta)
+                       .cast<float>();
+  return local.data();
+}
+
 }  // namespace
 
 void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, MatrixF& scratch, int keys) {
@@ -605,7 +620,8 @@ void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, Matrix
   // Q and K as multiplied (rotated by RoPE where p has it); Q_g: the kv_group query heads of
   // key/value head g are consecutive rows of Q.
   const std::shared_ptr<const RotatedQK> rot = rotated_qk(p);
-  const float* q = kernel_q(p, rot.get()).data() + static_cast<Eigen::Index>(g) * rows * d_k;
+  MatrixF turned;
+  const float* q = queries_of(p, rot.get(), g, off, turned);
   const ConstRows qg(q, rows, d_k);
   const float* k_all = kernel_k(p, rot.get()).data() + kv * d_k;
   const float* v_all = p.v().data() + kv * d_v;
@@ -696,8 +712,8 @@ void split_partial_bf16(const Problem& p, const Bf16KV& kvb, int g, int k0, int 
   const Eigen::Index kv = static_cast<Eigen::Index>(g) * m;
   const bool direct = direct_products(p);
   const std::shared_ptr<const RotatedQK> rot = rotated_qk(p);  // Q as multiplied
-  const MatrixF qg = bf16_round(
-      MatrixF(ConstRows(kernel_q(p, rot.get()).data() + static_cast<Eigen::Index>(g) * rows * d_k, rows, d_k)));
+  MatrixF turned;
+  const MatrixF qg = bf16_round(MatrixF(ConstRows(queries_of(p, rot.get(), g, off, turned), rows, d_k)));
   const std::uint16_t* k_all = kvb.k.data() + kv * d_k;
   const std::uint16_t* v_all = kvb.v.data() + kv * d_v;
 #if ATTNLAB_DECODE_BF16_PANELS

@@ -355,6 +355,38 @@ TEST(DecodeCpu, TheKernelOverTheFirstKeysIsTheKernelOnThoseKeysAlone) {
   }
 }
 
+// The same with the modifications (the viewer decodes its input with them): the queries sit at
+// the end of the keys in use, so RoPE turns Q by that position, not by the cache's last (it did),
+// and ALiBi, the window, the documents and the bias's row count from there; fp32 and bf16.
+TEST(DecodeCpu, TheKernelOverTheFirstKeysKeepsTheModificationsAtTheQueriesPositions) {
+  Problem p = decode_problem(2, 1200, 32, 4, 2, MaskKind::Causal, 17);
+  p.mods.rope_theta = 500;
+  p.mods.alibi = true;
+  p.mods.softcap = 6;
+  p.mods.window = 300;
+  ProblemInputs& in = p.edit();
+  in.bias = MatrixF::Random(static_cast<Eigen::Index>(p.heads) * p.n(), p.m());
+  in.documents.resize(p.m());
+  for (int j = 0; j < p.m(); ++j) in.documents[j] = j < 100 ? 0 : 1 + (j % 7 == 0);
+  for (Precision precision : {Precision::FP32, Precision::BF16})
+    for (int keys : {150, 700}) {
+      SCOPED_TRACE(std::to_string(keys) + " keys, " + std::string(to_string(precision)));
+      const cpu::decode::SplitPlan plan = cpu::decode::plan_splits(p, 2, 3, keys);
+      std::vector<cpu::decode::Partial> parts;
+      MatrixF out;
+      cpu::decode::decode_keys(p, keys, plan, nullptr, nullptr, parts, out, precision);
+      const Problem alone = first_keys(p, keys);
+      validate(alone);
+      MatrixF whole;
+      std::vector<cpu::decode::Partial> whole_parts;
+      cpu::decode::decode_keys(alone, keys, plan, nullptr, nullptr, whole_parts, whole, precision);
+      EXPECT_TRUE(out == whole) << (out - whole).cwiseAbs().maxCoeff();
+      // And the fp64 row over the first keys (what the viewer checks a token against).
+      const TraceD ref = reference_fp64(alone);
+      EXPECT_LT((out.cast<double>() - ref.output).cwiseAbs().maxCoeff(), precision == Precision::BF16 ? 2e-2 : 1e-5);
+    }
+}
+
 // The fp64 row is the fp64 chain's row, over every key or the first ones, under every mask.
 TEST(DecodeCpu, TheFp64RowIsTheReferenceChainsRow) {
   for (MaskKind mask : {MaskKind::None, MaskKind::Causal, MaskKind::Custom}) {

@@ -276,8 +276,9 @@ inline Problem make_problem(int n, int d_k, int d_v, int heads, MaskKind mask, d
   return p;
 }
 
-// The first `keys` keys of every key/value head of p (and of a custom mask's columns), as a
-// problem of its own: what a decode over a cache's first keys must equal.
+// The first `keys` keys of every key/value head of p (and of a custom mask's and a bias's
+// columns, the documents of those positions), as a problem of its own: what a decode over a
+// cache's first keys must equal.
 inline Problem first_keys(const Problem& p, int keys) {
   Problem r = p;
   ProblemInputs in;
@@ -290,6 +291,8 @@ inline Problem first_keys(const Problem& p, int keys) {
     in.v.middleRows(static_cast<Eigen::Index>(g) * keys, keys) = p.v().middleRows(static_cast<Eigen::Index>(g) * m, keys);
   }
   if (p.mask == MaskKind::Custom) in.custom_mask = p.custom_mask().leftCols(keys);
+  if (p.bias().size() > 0) in.bias = p.bias().leftCols(keys);
+  if (!p.documents().empty()) in.documents.assign(p.documents().begin(), p.documents().begin() + keys);
   r.set_inputs(std::move(in));
   return r;
 }

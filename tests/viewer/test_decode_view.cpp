@@ -83,6 +83,58 @@ TEST(DecodeView, TheInputIsDecodedTokenByTokenAsTheCausalRowsOfItsChain) {
   EXPECT_EQ(e.builds(), 1) << "the cache is built once for the input";
 }
 
+// An input with modifications: each token's row is the causal chain's row with them (RoPE and
+// ALiBi at the token's position, the cap, the bias's row, a window, the documents), where the
+// view decoded plain attention before; a prefix's positions are the prompt, and decoding starts at
+// the prefix's last position.
+TEST(DecodeView, TheInputsModificationsApplyAtEachTokensPosition) {
+  struct Case {
+    const char* what;
+    int prefix;
+  };
+  for (const Case c : {Case{"every modification", 0}, Case{"a prefix", 7}}) {
+    SCOPED_TRACE(c.what);
+    Problem p = random_problem(9, 12, 8, 6, 29, 1, 1);  // 9 queries at the end of 12 keys
+    p.temperature = 0.8;
+    p.mods.rope_theta = 50;
+    p.mods.alibi = true;
+    p.mods.alibi_slopes = {0.3};
+    p.mods.softcap = 3;
+    p.mods.prefix = c.prefix;
+    if (c.prefix == 0) {
+      p.mods.window = 5;
+      ProblemInputs& in = p.edit();
+      in.bias = MatrixF::Random(p.n(), p.m());
+      in.documents = {0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2};
+    }
+    validate(p);
+    Problem causal = p;
+    causal.mask = MaskKind::Causal;
+    const TraceD ref = reference_fp64(causal);
+    auto cache = DecodeCache::from_input(p);
+    // With the prefix, positions 0..6 are the prompt: the first token is the query at position 6.
+    const int first = c.prefix ? c.prefix - 1 - (p.m() - p.n()) : 0;
+    ASSERT_EQ(cache->first_query(), first);
+    ASSERT_EQ(cache->tokens(), p.n() - first);
+    EXPECT_EQ(cache->keys_at(0), p.m() - p.n() + first + 1);
+    EXPECT_EQ(cache->query_label(0), std::to_string(p.m() - p.n() + first));  // a random query is named by its position
+    auto input = std::make_shared<const Problem>(p);
+    DecodeEngine e(/*probe=*/false);
+    for (int t = 0; t < cache->tokens(); ++t) {
+      DecodeJob j = job_for(DecodeShape{}, t, 2, 0, p.temperature);
+      j.input = input;
+      const DecodeToken r = e.run(j);
+      ASSERT_TRUE(r.error.empty()) << r.error;
+      EXPECT_EQ(r.first_query, first);
+      const int row = first + t;
+      for (int c2 = 0; c2 < p.d_v(); ++c2) EXPECT_NEAR(r.walk.split_output[c2], ref.output(row, c2), 1e-5) << t;
+      EXPECT_TRUE(r.within) << t;
+      EXPECT_LE(r.one_pass_diff, 1e-6);
+      for (int k = 0; k < r.keys; ++k) EXPECT_NEAR(r.bins[k], ref.weights(row, k), 1e-6) << t << " " << k;
+    }
+  }
+}
+
 // A V near fp32's largest values on screen: the kernel's acc overflows with V as given, so the token
 // runs on V · 2^-e as the CLI's decode does; the output is multiplied back, the panel says so, and
 // the fp64 check reads its bound at that scale.
@@ -317,6 +369,37 @@ TEST(DecodeView, RatesAndSharesKeepTheirFigures) {
 }
 
 #ifdef ATTNLAB_VIEW_BINARY
+// The viewer's flags reach the decode view's input: the demo with ALiBi, a cap and a prefix of 3
+// decodes its last three tokens with them, within verify's bound.
+TEST(DecodeView, TheInputsFlagsReachTheDecodeView) {
+  const test::TempDir dir("attnlab-decode-mods");
+  const std::string png = dir.file("decode.png"), json = dir.file("decode.json");
+  const test::BinaryRun r = test::run_binary(
+      "timeout",
+      {"60", test::view_binary(), "--screenshot", png, "--state-dump", json, "--view", "decode", "--lang", "en",
+       "--backend", "cpu", "--size", "1024x700", "--score-mod", "alibi,softcap:5", "--mask-mod", "prefix:3",
+       "--token", "1"},
+      "SDL_VIDEODRIVER=dummy LANG=C.UTF-8");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream in(json);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  const auto& shown = j["decode"]["shown"];
+  EXPECT_EQ(shown["first_query"], 2);
+  EXPECT_EQ(shown["tokens"], 3);
+  EXPECT_EQ(shown["keys"], 4);
+  EXPECT_EQ(shown["within_tolerance"], true);
+  // Token 1 is the demo's query 3 (分配) under those modifications, causal (the demo's one head
+  // takes ALiBi's one-head slope).
+  Problem causal = demo_problem();
+  causal.mask = MaskKind::Causal;
+  causal.mods.alibi = true;
+  causal.mods.softcap = 5;
+  causal.mods.prefix = 3;
+  const TraceD ref = reference_fp64(causal);
+  ASSERT_EQ(shown["output"].size(), static_cast<std::size_t>(causal.d_v()));
+  for (int c = 0; c < causal.d_v(); ++c) EXPECT_NEAR(shown["output"][c].get<double>(), ref.output(3, c), 1e-6);
+}
+
 TEST(DecodeView, HeadlessScreenshotsInBothLanguages) {
   const test::TempDir dir("attnlab-decode-shots");
   for (const std::string lang : {"en", "zh"}) {

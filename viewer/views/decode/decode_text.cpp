@@ -121,11 +121,15 @@ constexpr Entry kTexts[] = {
     {DT::QueryHeadCount, {"%d query heads", "%d 个查询头"}},
     {DT::QueryHeadOne, {"%d query head", "%d 个查询头"}},
     {DT::InputModsNote,
-     {"The input's position and score modifications (RoPE, ALiBi, the soft-cap, a window, a prefix, a bias, "
-      "documents) are not applied here: each token's row is the plain attention of its query over its keys, so its "
-      "numbers differ from the chain view's.",
-      "屏幕上输入的位置与分数修改（RoPE、ALiBi、软上限、窗口、前缀、偏置、文档）在此视图中不生效：每个 token 的行是其查询对其键的普通注意力，"
-      "数值因此与链式视图不同。"}},
+     {"The input's modifications apply at each token's own position: %s.",
+      "输入的修改在每个 token 自己的位置上生效：%s。"}},
+    {DT::PrefixPrompt,
+     {"Positions 0 to %d are the prefix: the prompt, read in one prefill where each of its queries sees all of it. "
+      "Decoding starts at its last position, %d.",
+      "位置 0 到 %d 是前缀：即提示，在一次预填充中读取，其中每个查询都能看到整个前缀。解码从它的最后一个位置 %d 开始。"}},
+    {DT::CustomMaskNote,
+     {"The input's mask file does not apply here: each token reads the keys up to its own.",
+      "输入的掩码文件在此不生效：每个 token 读取它及之前的键。"}},
 };
 static_assert(std::size(kTexts) == static_cast<std::size_t>(DT::Count_), "one entry per text");
 constexpr bool in_order() {

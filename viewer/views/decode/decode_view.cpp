@@ -94,13 +94,26 @@ std::unique_ptr<DecodeCache> DecodeCache::from_input(const Problem& head) {
   in.v = head.v();
   in.query_tokens = head.query_tokens();
   in.key_tokens = head.key_tokens();
+  // The modifications at each token's position (the kernel places the one query at the end of
+  // the keys it reads): RoPE, ALiBi (the head's slope), the cap, a window, the documents of every
+  // position, a prefix; the bias is the token's row of the input's (at()).
+  in.documents = head.documents();
+  if (head.bias().size() > 0) {
+    in.bias = MatrixF::Zero(1, m);
+    c->bias_rows_ = head.bias();
+  }
   c->problem_.set_inputs(std::move(in));
   c->problem_.scale = head.scale;
+  c->problem_.mods = head.mods;
   c->problem_.source = head.source;
   c->problem_.source_zh = head.source_zh;
-  c->queries_ = head.q();
-  c->tokens_ = n;
-  c->first_keys_ = m - n + 1;
+  // A prefix's positions are the prompt, read in one prefill where each sees all of the prefix:
+  // decoding starts at the prefix's last position, the first whose row sees only keys before it.
+  const int prefix_last = head.mods.prefix > 0 ? head.mods.prefix - 1 - (m - n) : 0;
+  c->first_query_ = std::clamp(prefix_last, 0, n - 1);
+  c->tokens_ = n - c->first_query_;
+  c->queries_ = head.q().bottomRows(c->tokens_);
+  c->first_keys_ = m - n + 1 + c->first_query_;
   c->labelled_ = true;
   c->max_abs_v_ = c->problem_.v().cwiseAbs().maxCoeff();
   return c;
@@ -131,12 +144,13 @@ const Problem& DecodeCache::at(int token, double temperature) {
   // copy) stays with it from token to token.
   MatrixF& q = problem_.edit_q();
   for (int h = 0; h < problem_.heads; ++h) q.row(h) = queries_.row(static_cast<Eigen::Index>(h) * tokens_ + token);
+  if (bias_rows_.size() > 0) problem_.edit_bias().row(0) = bias_rows_.row(first_query_ + token);
   problem_.temperature = temperature;
   return problem_;
 }
 
 std::string DecodeCache::query_label(int token) const {
-  return labelled_ ? token_label(problem_.query_tokens(), token) : std::to_string(keys_at(token) - 1);
+  return labelled_ ? token_label(problem_.query_tokens(), first_query_ + token) : std::to_string(keys_at(token) - 1);
 }
 
 // ---- one token ---------------------------------------------------------------------------------
@@ -195,6 +209,7 @@ DecodeToken DecodeEngine::run(const DecodeJob& job) {
   out.kv_head = p.kv_head(head);
   out.query_label = cache_->query_label(token);
   out.token = token;
+  out.first_query = cache_->first_query();
 
   using namespace cpu::decode;
   try {
@@ -204,6 +219,9 @@ DecodeToken DecodeEngine::run(const DecodeJob& job) {
     out.keys_per_split = plan.keys_per_split;
     std::vector<Partial> partials;
     MatrixF output;
+    // RoPE's turn of K comes with the cache (a serving engine turns a key once, when it writes
+    // it): made before the clock starts, so the time is the kernel's.
+    if (p.mods.rope_theta > 0) rotated_qk(p);
     const auto t0 = std::chrono::steady_clock::now();
     // A V near fp32's largest values: acc overflows where the output fits, so the kernel runs again
     // on V · 2^-e and what is linear in V is multiplied back (cpu/values_range.h), as the CLI's decode.
@@ -511,6 +529,7 @@ std::string DecodeView::state_json() const {
   if (shown_) {
     const DecodeToken& t = *shown_;
     j["shown"] = {{"token", t.token},
+                  {"first_query", t.first_query},
                   {"tokens", t.tokens},
                   {"keys", t.keys},
                   {"capacity", t.capacity},
@@ -521,6 +540,7 @@ std::string DecodeView::state_json() const {
                   {"head", t.head},
                   {"kv_head", t.kv_head},
                   {"error", t.error},
+                  {"output", t.walk.split_output},
                   {"one_pass_max_abs_diff", t.one_pass_diff},
                   {"l_ulps", t.l_ulps},
                   {"fp64_error", t.fp64_error},

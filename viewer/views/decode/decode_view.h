@@ -72,13 +72,17 @@ std::string decode_shape_error(const DecodeShape& s, Lang lang);
 // (the view's worker).
 class DecodeCache {
  public:
-  // The input on screen (`head` is one head, n <= m): token t is query row t against keys
-  // [0, t + m - n] (the causal mask's row). InputError when n > m.
+  // The input on screen (`head` is one head, n <= m): token t is query row first_query() + t
+  // against keys [0, first_query() + t + m - n] (the causal mask's row), with the input's
+  // modifications at that position (RoPE, ALiBi, the cap, the bias's row, a window, the
+  // documents, a prefix). A prefix of P positions is the prompt, prefilled: the first token is the
+  // query at position P - 1 (0 without a prefix). InputError when n > m.
   static std::unique_ptr<DecodeCache> from_input(const Problem& head);
   // A random prompt (shape.keys keys) and kDecodeGrow tokens after it: token t's queries against
   // keys [0, shape.keys + t]. The same shape gives the same numbers.
   static std::unique_ptr<DecodeCache> random(const DecodeShape& shape);
   int tokens() const { return tokens_; }
+  int first_query() const { return first_query_; }
   int keys_at(int token) const { return first_keys_ + token; }
   int capacity() const { return problem_.m(); }
   // The problem with token t's queries in place (its Q replaced: nothing else holds it).
@@ -91,6 +95,8 @@ class DecodeCache {
   MatrixF queries_;        // every token's queries: head h's of token t at row h * tokens_ + t
   int tokens_ = 0;
   int first_keys_ = 1;     // keys token 0 reads
+  int first_query_ = 0;    // the input's query of token 0
+  MatrixF bias_rows_;      // the input's bias (n, m), or empty: token t's row is first_query_ + t
   bool labelled_ = false;  // the input's labels (else positions)
   double max_abs_v_ = 0;
 };
@@ -118,6 +124,7 @@ struct DecodeToken {
   std::string error;    // why nothing was computed (a refused shape, an overflow), else ""
   bool cancelled = false;
   int token = 0;        // the token computed (the job's, within the cache's tokens)
+  int first_query = 0;  // the input's query of token 0 (after a prefix's prompt)
   int tokens = 0, keys = 0, capacity = 0;
   int heads = 1, kv_heads = 1, d_k = 0, d_v = 0;
   int splits = 1, keys_per_split = 0;
@@ -183,7 +190,7 @@ enum class DT {
   MergeAcc, MergeMore, MergeNone, Output, CheckOnePass, CheckFp64, Within, Outside, TimeTitle, Bytes,
   BytesNoProbe, Tps, TpsPaused, Measured, Floor, Caveat, Refused, HeadPick, SentenceFirst, QueryHeads, QueryHead,
   CacheKeyCount, CacheKeyOne, KvHeadCount, KvHeadOne, SplitCount, SplitsParallel, SplitOne, MergeOneKey,
-  ValuesScaled, QueryHeadCount, QueryHeadOne, InputModsNote, Count_
+  ValuesScaled, QueryHeadCount, QueryHeadOne, InputModsNote, PrefixPrompt, CustomMaskNote, Count_
 };
 const char* dtr(Lang lang, DT t);
 // A read rate in GB/s said with its unit where it shows three significant digits: "12.3 GB/s",

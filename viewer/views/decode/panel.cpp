@@ -500,9 +500,18 @@ void draw_panel(DecodeView& v, Shell& app, const Layout& l) {
                        : fmt(dtr(lang, DT::SentenceInput), t->keys - 1, t->query_label.c_str(), t->keys,
                              counted(lang, t->splits, DT::SplitCount, DT::SplitOne).c_str());
     wrapped(app, sentence, &kHighlightV4);
-    // Under the sentence, where it is read before the numbers it qualifies.
-    if (t->job.shape.input() && has_modifications(app.session.problem()))
-      wrapped(app, dtr(lang, DT::InputModsNote), &kErrorV4);
+    // Under the sentence, where it is read before the numbers it qualifies: what the input's
+    // modifications and mask do to each token's row.
+    if (t->job.shape.input() && t->job.input) {
+      const Problem& in = *t->job.input;
+      if (has_modifications(in))
+        wrapped(app, fmt(dtr(lang, DT::InputModsNote), modifications_text(in, lang).c_str()), &kDimV4);
+      if (t->first_query > 0) {
+        const int last = t->first_query + in.m() - in.n();
+        wrapped(app, fmt(dtr(lang, DT::PrefixPrompt), last, last), &kDimV4);
+      }
+      if (in.mask == MaskKind::Custom) wrapped(app, dtr(lang, DT::CustomMaskNote), &kErrorV4);
+    }
     strip(app, v, *t);
     heads(app, v, *t);
     split_table(app, *t);
