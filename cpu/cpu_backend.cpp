@@ -18,6 +18,8 @@ double host_working_set_bytes(const Problem& p, const RunOptions& opt) {
   // bf16: the inputs' bf16 copies besides (packed pairs or rounded fp32; at most 4 bytes each).
   const double input_copies = opt.precision == Precision::BF16 ? 2.0 : 1.0;
   double inputs = input_copies * 4.0 * (p.q().size() + p.k().size() + p.v().size());
+  // RoPE: Q and K turned (rotated_qk), kept with the inputs.
+  if (p.mods.rope_theta > 0) inputs += 4.0 * (p.q().size() + p.k().size());
   // Decode: K in the kernel's panels besides (cpu/decode.cpp), in the cache's precision.
   if (opt.variant == Variant::Decode) inputs += (opt.precision == Precision::BF16 ? 2.0 : 4.0) * p.k().size();
   // Fused fp32: V in strips for the wide tiles' P V besides, where the kernel makes them.

@@ -370,7 +370,9 @@ double fused_backward_bytes(const Problem& p) {
   const double tiles = 2.0 * kKeyBlock * kQueryBlock + kQueryBlock * (3.0 * p.d_k() + 3 * p.d_v() + 3 * dkp + dvp) +
                        kKeyBlock * (2 * dkp + dvp);
   const double threads = std::max(1u, std::thread::hardware_concurrency());
-  return 4.0 * (hn * (2.0 * p.d_v() + p.d_k() + 3) + kvm * (p.d_k() + p.d_v()) + threads * tiles);
+  // RoPE: Q and K turned (rotated_qk) besides; the gradients turn back in place.
+  const double turned = p.mods.rope_theta > 0 ? (hn + kvm) * p.d_k() : 0;
+  return 4.0 * (hn * (2.0 * p.d_v() + p.d_k() + 3) + kvm * (p.d_k() + p.d_v()) + turned + threads * tiles);
 }
 
 }  // namespace attnlab

@@ -750,3 +750,22 @@ TEST(Upstream, BadValuesAreRefusedWithOneClearLine) {
 
 }  // namespace
 }  // namespace attnlab
+
+namespace attnlab {
+
+// Under a causal mask query 0 sees key 0 alone: its weight is 1 whatever the logits, so its
+// description says no gradient reaches its Q through the scores; query 1 sees two keys and gets
+// the row's account instead. Both languages.
+TEST(Backward, ACausalFirstQuerySeesOneKeyOnlyAndItsDescriptionSaysSo) {
+  Problem p = demo_problem();
+  p.mask = MaskKind::Causal;
+  const Upstream u = upstream_random(3);
+  const GradTrace g = cpu_backward(p, u);
+  EXPECT_NEAR(g.dlogits(0, 0), 0.f, 1e-6) << "a lone key's dlogits";
+  EXPECT_NE(describe_backward(p, g, u, 0, Lang::En).find("sees one key only"), std::string::npos);
+  EXPECT_NE(describe_backward(p, g, u, 0, Lang::Zh).find("只看见一个键"), std::string::npos);
+  EXPECT_EQ(describe_backward(p, g, u, 1, Lang::En).find("sees one key only"), std::string::npos);
+  EXPECT_NE(describe_backward(p, g, u, 1, Lang::En).find("dlogits = P ∘ (dP − D)"), std::string::npos);
+}
+
+}  // namespace attnlab

@@ -153,6 +153,63 @@ TEST(BenchEngine, SmallCpuSweepIsTimedCheckedAndReportedThroughTheHooks) {
   EXPECT_EQ(csv[1].rfind("cpu,staged,fp32,none,1,32,8,ok,", 0), 0u) << csv[1];
 }
 
+// The report's rows, built by hand: a skipped row has the header's fields (its queries, kv_heads,
+// modifications and reason in their own columns), and staged_over_plain is each staged case's
+// median over the --baseline row of the same case (its mask too), staged over plain.
+TEST(BenchEngine, TheReportsRowsKeepTheirColumnsAndEachStagedCaseItsOwnBaseline) {
+  std::vector<bench::Result> results;
+  const auto ran = [&](const char* variant, const char* mask, double ms) {
+    bench::Result r;
+    r.c = bench::Case{"cpu", variant, "fp32", mask, 2, 64, 16};
+    r.ran = true;
+    r.median_ms = r.min_ms = r.max_ms = ms;
+    r.ms = {ms};
+    r.repeats = 1;
+    results.push_back(r);
+  };
+  ran("staged", "none", 6);
+  ran("staged", "causal", 10);
+  ran("plain", "none", 3);
+  ran("plain", "causal", 4);
+  bench::Result skipped;
+  skipped.c = bench::Case{"cpu", "fused", "fp32", "causal", 2, 64, 16};
+  skipped.c.queries = 1;
+  skipped.c.kv_heads = 1;
+  skipped.c.mask_mod = "window:8";
+  skipped.reason = "needs more memory than there is";
+  results.push_back(skipped);
+
+  const std::vector<std::string> csv = lines_of(bench::render_csv(results));
+  ASSERT_EQ(csv.size(), results.size() + 1);
+  const auto fields = [](const std::string& line) {
+    std::vector<std::string> f(1);
+    for (char ch : line) {
+      if (ch == ',') f.emplace_back();
+      else f.back() += ch;
+    }
+    return f;
+  };
+  const std::vector<std::string> header = fields(csv[0]);
+  const auto column = [&](const std::string& name) {
+    return static_cast<std::size_t>(std::find(header.begin(), header.end(), name) - header.begin());
+  };
+  for (std::size_t i = 1; i < csv.size(); ++i) EXPECT_EQ(fields(csv[i]).size(), header.size()) << csv[i];
+  const std::vector<std::string> row = fields(csv.back());
+  EXPECT_EQ(row[column("status")], "skipped");
+  EXPECT_EQ(row[column("queries")], "1");
+  EXPECT_EQ(row[column("kv_heads")], "1");
+  EXPECT_EQ(row[column("mask_mod")], "window:8");
+  EXPECT_EQ(row[column("pass")], "forward");
+  EXPECT_EQ(row[column("reason")], "needs more memory than there is");
+
+  const auto j = nlohmann::json::parse(bench::render_json(bench::Machine{}, results, small_spec()));
+  ASSERT_EQ(j["cases"].size(), 4u);
+  EXPECT_DOUBLE_EQ(j["cases"][0]["staged_over_plain"].get<double>(), 2.0);  // 6 / 3
+  EXPECT_DOUBLE_EQ(j["cases"][1]["staged_over_plain"].get<double>(), 2.5);  // 10 / 4, the causal baseline
+  EXPECT_FALSE(j["cases"][2].contains("staged_over_plain"));
+  ASSERT_EQ(j["skipped"].size(), 1u);
+}
+
 TEST(BenchEngine, CancelBetweenCasesLeavesTheRestNotRun) {
   bench::Spec s = small_spec();
   s.backends = {"cpu"};

@@ -4,6 +4,7 @@
 #include "core/backend.h"
 #include "core/format.h"
 #include "core/inputs.h"
+#include "core/output_range.h"
 #include "core/problem.h"
 #include "core/stats.h"
 #include "cpu/cpu_backend.h"
@@ -424,4 +425,35 @@ TEST(CoreBackend, BenchReportsRepeatsAndOutput) {
 }
 
 }  // namespace
+}  // namespace attnlab
+
+namespace attnlab {
+
+// The exponent V is scaled by where a kernel's unnormalised sums would overflow: the least e >= 1
+// for which m max|V| 2^-e stays within half of fp32's largest value (the room a sum needs to add
+// one more term without overflowing).
+TEST(CoreOutputRange, TheValuesExponentIsTheLeastThatLeavesHalfOfFp32sRange) {
+  const double room = 0.5 * static_cast<double>(std::numeric_limits<float>::max());
+  for (const float v : {1.f, 1e37f, 4e37f, 1e38f, 3e38f}) {
+    for (const int m : {1, 4, 1000}) {
+      Problem p = random_problem(1, m, 2, 2, 3, 1, 1);
+      ProblemInputs& in = p.edit();
+      in.q.setZero();
+      in.k.setZero();
+      in.v.setConstant(1.f);
+      in.v(0, 0) = v;
+      const int e = values_exponent(p);
+      const double bound = static_cast<double>(m) * v;
+      SCOPED_TRACE(std::to_string(v) + " x " + std::to_string(m) + " keys: e " + std::to_string(e));
+      EXPECT_GE(e, 1);
+      EXPECT_LE(std::ldexp(bound, -e), room);
+      if (e > 1) EXPECT_GT(std::ldexp(bound, -(e - 1)), room);
+    }
+  }
+  // 4 keys and a value of 3e38: 1.2e39 over 1.7e38 is 7.05, so e = 3 (2 within all of fp32's range).
+  Problem p = random_problem(4, 4, 2, 2, 3, 1, 1);
+  p.edit().v.row(0) << 3e38f, 1.f;
+  EXPECT_EQ(values_exponent(p), 3);
+}
+
 }  // namespace attnlab

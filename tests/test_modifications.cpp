@@ -6,9 +6,11 @@
 #include "core/messages.h"
 #include "core/modify.h"
 #include "core/verify.h"
+#include "cpu/backward.h"
 #include "cpu/bf16.h"
 #include "cpu/chains.h"
 #include "cpu/cpu_backend.h"
+#include "cpu/fused_backward.h"
 #include "cpu/online_softmax.h"
 #include "cpu/walk.h"
 #include "test_util.h"
@@ -491,6 +493,48 @@ TEST(Modifications, APrefixOfEveryPositionIsAccepted) {
   const Trace t = cpu_staged(p);
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 4; ++j) EXPECT_FALSE(std::isinf(t.mask(i, j))) << i << "," << j;
+}
+
+// ALiBi's largest distance is max(n, m) - 1: with more queries than keys it is the first query's,
+// n - 1 keys past the last key (a slope that would fit m - 1 alone is refused).
+TEST(Modifications, AlibisRangeCountsTheQueriesBeyondTheKeys) {
+  Problem p;  // 3 queries, 2 keys (as files may give them): query 0 sits at -1
+  ProblemInputs in;
+  in.q = MatrixF::Random(3, 2);
+  in.k = MatrixF::Random(2, 2);
+  in.v = MatrixF::Random(2, 2);
+  p.set_inputs(std::move(in));
+  ASSERT_NO_THROW(validate(p));
+  p.mods.alibi = true;
+  p.mods.alibi_slopes = {1e38};  // 1e38 * 1 fits half of fp32's range, 1e38 * 2 does not
+  try {
+    validate(p);
+    ADD_FAILURE() << "a slope of 1e38 over a distance of 2 was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.id, Msg::AlibiSlopeRange);
+    ASSERT_EQ(e.args.size(), 2u);
+    EXPECT_EQ(e.args[1], "2") << e.what();  // the distance named
+  }
+  p.mods.alibi_slopes = {5e37};
+  EXPECT_NO_THROW(validate(p));
+}
+
+// Q and K turned by RoPE are held beside the inputs (rotated_qk), in the forward's estimate and
+// the backward's, whose gradients of Q and K are held in both frames.
+TEST(Modifications, TheMemoryEstimatesCountRopesTurnedQAndK) {
+  Problem p = random_problem(24, 40, 16, 8, 3, 4, 2);
+  Problem rope = p;
+  rope.mods.rope_theta = 10000;
+  const std::shared_ptr<const RotatedQK> r = rotated_qk(rope);
+  ASSERT_TRUE(r);
+  const double turned = 4.0 * static_cast<double>(r->q.size() + r->k.size());
+  for (Variant v : {Variant::Staged, Variant::Fused, Variant::Decode}) {
+    RunOptions opt;
+    opt.variant = v;
+    EXPECT_DOUBLE_EQ(host_working_set_bytes(rope, opt) - host_working_set_bytes(p, opt), turned) << to_string(v);
+  }
+  EXPECT_DOUBLE_EQ(backward_bytes(rope) - backward_bytes(p), 2 * turned);
+  EXPECT_DOUBLE_EQ(fused_backward_bytes(rope) - fused_backward_bytes(p), turned);
 }
 
 TEST(Modifications, SpecsAndTheirRefusalsInBothLanguages) {

@@ -154,6 +154,10 @@ TEST(Patterns, DkTooSmallIsRefusedWithTheMinimum) {
                 [] { pattern_problem(parse_pattern("local:300"), kN, kD, 8, 0); })
                 .find("needs W < N"),
             std::string::npos);
+  // W = N itself is refused (every key in the window: nothing stands out), N - 1 is not.
+  EXPECT_EQ(test::message_of<InputError>([] { check_pattern(parse_pattern("local:64"), 64, 64); }),
+            "--pattern local:W needs W < N, got local:64 with N 64");
+  EXPECT_NO_THROW(check_pattern(parse_pattern("local:63"), 64, 64));
 }
 
 TEST(Patterns, HeadsShareThePatternAndDifferInV) {

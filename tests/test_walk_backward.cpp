@@ -7,6 +7,7 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/fused_backward.h"
 #include "core/format.h"
+#include "core/modify.h"
 #include "core/walk_backward.h"
 #include "test_util.h"
 
@@ -131,6 +132,17 @@ TEST(BackwardWalk, ModificationsRopeAndGroupedHeadsAgainstFp64) {
   EXPECT_GE(window_skips, 2) << "keys before position 290 − 49 lie outside the window";
   EXPECT_LE(w.fp64_error, 1e-5 * scale_of(w.fp64_dq));
   EXPECT_LE(w.fused_diff, 1e-6 * scale_of(w.fused_dq));
+  // The tiles' running dQ (times the scale) is in the rotated frame, as the kernel sums dS K with K
+  // turned: the last loaded tile's, turned back at the query's position, is the row's dQ.
+  const BackwardWalkTile* last = nullptr;
+  for (const BackwardWalkTile& t : w.tiles)
+    if (!t.skipped) last = &t;
+  ASSERT_NE(last, nullptr);
+  ASSERT_EQ(static_cast<int>(last->dq.size()), p.d_k());
+  MatrixD turned(1, p.d_k());
+  for (int c = 0; c < p.d_k(); ++c) turned(0, c) = last->dq[c];
+  turned = rope_rotate_back(turned, 30 + p.causal_offset(), p.mods.rope_theta);
+  for (int c = 0; c < p.d_k(); ++c) EXPECT_NEAR(turned(0, c), w.dq[c], 1e-6 * scale_of(w.dq)) << c;
 }
 
 // The walk runs the kernels on the row alone (row_problem): their dQ row is the fused backward's
