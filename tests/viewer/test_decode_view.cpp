@@ -6,6 +6,7 @@
 #include "viewer_test_util.h"
 #include "core/stats.h"
 #include "cpu/cpu_backend.h"
+#include "cpu/walk.h"
 #include "tests/test_util.h"
 #include "viewer/session/session.h"
 #include "viewer/views/decode/decode_view.h"
@@ -307,6 +308,25 @@ TEST(DecodeView, StepsPlayAndTheHistoryFollowTheTokens) {
   v.sync(s);
   EXPECT_EQ(v.shown()->job.temperature, 0.5);
   EXPECT_EQ(v.broken(s), "");
+  // So does a modification ticked on the input (the problem's revision stays: the same tokens):
+  // the token on screen is the causal chain's row with it.
+  const std::vector<double> plain = v.shown()->walk.split_output;
+  ModSettings cap;
+  cap.alibi = true;
+  cap.softcap = 0.5;
+  ASSERT_TRUE(s.set_mods(cap));
+  v.sync(s);
+  ASSERT_TRUE(v.shown()->error.empty()) << v.shown()->error;
+  EXPECT_TRUE(v.shown()->job.mods == cap);
+  Problem capped = s.problem();
+  capped.mask = MaskKind::Causal;
+  const TraceD ref = reference_fp64(capped);
+  const int row = v.shown()->token;
+  EXPECT_GT(walk_max_abs_diff(v.shown()->walk.split_output, plain), 1e-3) << "the cap changes the row";
+  for (int c2 = 0; c2 < capped.d_v(); ++c2) EXPECT_NEAR(v.shown()->walk.split_output[c2], ref.output(row, c2), 1e-6);
+  ASSERT_TRUE(s.set_mods(ModSettings{}));
+  v.sync(s);
+  EXPECT_LT(walk_max_abs_diff(v.shown()->walk.split_output, plain), 1e-12) << "and unticked, the plain row again";
   // A random cache; ↑/↓ pick the query head; its split count is its own.
   DecodeShape c;
   c.keys = 4096;

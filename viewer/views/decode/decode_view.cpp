@@ -173,13 +173,14 @@ DecodeToken DecodeEngine::run(const DecodeJob& job) {
   DecodeToken out;
   out.job = job;
   const bool rebuild = !cache_ || !(job.shape == shape_) ||
-                       (job.shape.input() && job.input_revision != input_revision_);
+                       (job.shape.input() && (job.input_revision != input_revision_ || !(job.mods == mods_)));
   if (rebuild) {
     const auto t0 = std::chrono::steady_clock::now();
     cache_.reset();
     cache_error_.clear();
     shape_ = job.shape;
     input_revision_ = job.input_revision;
+    mods_ = job.mods;
     try {
       if (job.shape.input() && !job.input) throw InputError("there is no input on screen");
       cache_ = job.shape.input() ? DecodeCache::from_input(*job.input) : DecodeCache::random(job.shape);
@@ -379,6 +380,7 @@ DecodeJob DecodeView::wanted(const Session& s) const {
   if (shape_.input()) {
     j.input = s.shared_problem();
     j.input_revision = s.problem_revision();
+    j.mods = mods_of(s.problem());
   }
   j.temperature = s.problem().temperature;
   j.token = token_;
@@ -407,7 +409,9 @@ void DecodeView::adopt(DecodeToken t) {
   const std::uint64_t key = std::hash<std::string>{}(
       std::to_string(t.job.shape.keys) + "/" + std::to_string(t.job.shape.heads) + "/" +
       std::to_string(t.job.shape.kv_heads) + "/" + std::to_string(t.job.shape.dim) + "/" +
-      std::to_string(t.job.input_revision) + "/" + std::to_string(t.job.splits) + "/" +
+      std::to_string(t.job.input_revision) + "/" + format_number("%.17g", t.job.mods.rope_theta) + "/" +
+      std::to_string(t.job.mods.alibi) + "/" + format_number("%.17g", t.job.mods.softcap) + "/" +
+      std::to_string(t.job.mods.window) + "/" + std::to_string(t.job.mods.prefix) + "/" + std::to_string(t.job.splits) + "/" +
       format_number("%.17g", t.job.temperature));
   if (key != history_key_) history_.clear();
   history_key_ = key;

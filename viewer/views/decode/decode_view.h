@@ -106,6 +106,7 @@ struct DecodeJob {
   DecodeShape shape;
   std::shared_ptr<const Problem> input;  // shape.input(): the session's head on screen
   std::uint64_t input_revision = 0;      // Session::problem_revision of `input`
+  ModSettings mods;                      // the input's modifications (a toggle keeps the revision)
   int token = 0;
   double temperature = 1;
   int splits = 0;  // 0: the machine's plan (plan_splits)
@@ -113,7 +114,7 @@ struct DecodeJob {
   unsigned parts = 1;
   // The same request (the input by revision, not by pointer).
   bool same(const DecodeJob& b) const {
-    return shape == b.shape && input_revision == b.input_revision && token == b.token &&
+    return shape == b.shape && input_revision == b.input_revision && mods == b.mods && token == b.token &&
            temperature == b.temperature && splits == b.splits && head == b.head;
   }
 };
@@ -168,6 +169,7 @@ class DecodeEngine {
   std::unique_ptr<DecodeCache> cache_;
   DecodeShape shape_;
   std::uint64_t input_revision_ = ~std::uint64_t{0};
+  ModSettings mods_;
   std::string cache_error_;
   bool probe_ = true;
   const std::atomic<bool>* cancel_ = nullptr;
