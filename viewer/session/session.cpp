@@ -26,6 +26,12 @@ namespace attnlab::viewer {
 ModSettings mods_of(const Problem& p) {
   return ModSettings{p.mods.rope_theta, p.mods.alibi, p.mods.softcap, p.mods.window, p.mods.prefix};
 }
+std::string mods_key(const ModSettings& m) {
+  char bits[80];
+  std::snprintf(bits, sizeof bits, "%a|%d|%a|%d|%d", m.rope_theta, m.alibi ? 1 : 0, m.softcap, m.window, m.prefix);
+  return bits;
+}
+
 void set_mods_of(Problem& p, const ModSettings& m) {
   p.mods.rope_theta = m.rope_theta;
   p.mods.alibi = m.alibi;

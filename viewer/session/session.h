@@ -88,6 +88,8 @@ unsigned kept_stages(StagePolicy policy, const std::string& backend, const Probl
 // slopes stay: they are read only while ALiBi is on, and switched back on it finds them again).
 ModSettings mods_of(const Problem& p);
 void set_mods_of(Problem& p, const ModSettings& m);
+// The settings as text, the doubles as their exact bits: what the views' caches are keyed on.
+std::string mods_key(const ModSettings& m);
 
 // "3, 7, 9" (indices or tokens, as --query takes them) for `p`: the first stays first, the others
 // ascending and distinct. InputError for an empty item, a query outside, or more than kMaxQueries.

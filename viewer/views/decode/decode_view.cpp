@@ -409,9 +409,7 @@ void DecodeView::adopt(DecodeToken t) {
   const std::uint64_t key = std::hash<std::string>{}(
       std::to_string(t.job.shape.keys) + "/" + std::to_string(t.job.shape.heads) + "/" +
       std::to_string(t.job.shape.kv_heads) + "/" + std::to_string(t.job.shape.dim) + "/" +
-      std::to_string(t.job.input_revision) + "/" + format_number("%.17g", t.job.mods.rope_theta) + "/" +
-      std::to_string(t.job.mods.alibi) + "/" + format_number("%.17g", t.job.mods.softcap) + "/" +
-      std::to_string(t.job.mods.window) + "/" + std::to_string(t.job.mods.prefix) + "/" + std::to_string(t.job.splits) + "/" +
+      std::to_string(t.job.input_revision) + "/" + mods_key(t.job.mods) + "/" + std::to_string(t.job.splits) + "/" +
       format_number("%.17g", t.job.temperature));
   if (key != history_key_) history_.clear();
   history_key_ = key;

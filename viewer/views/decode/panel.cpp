@@ -506,10 +506,8 @@ void draw_panel(DecodeView& v, Shell& app, const Layout& l) {
       const Problem& in = *t->job.input;
       if (has_modifications(in))
         wrapped(app, fmt(dtr(lang, DT::InputModsNote), modifications_text(in, lang).c_str()), &kDimV4);
-      if (t->first_query > 0) {
-        const int last = t->first_query + in.m() - in.n();
-        wrapped(app, fmt(dtr(lang, DT::PrefixPrompt), last, last), &kDimV4);
-      }
+      if (t->first_query > 0)  // decoding starts at the prefix's last position
+        wrapped(app, fmt(dtr(lang, DT::PrefixPrompt), in.mods.prefix - 1, in.mods.prefix - 1), &kDimV4);
       if (in.mask == MaskKind::Custom) wrapped(app, dtr(lang, DT::CustomMaskNote), &kErrorV4);
     }
     strip(app, v, *t);

@@ -58,9 +58,8 @@ std::string heads_key(const Session& session) {
   const Problem& p = session.problem();
   const Source& s = session.shown_source();
   return heads_layer_key(session) + "|" + exact(p.temperature) + "|" + std::string(to_string(p.mask)) + "|" +
-         session.ran_backend() + "|mods " + exact(p.mods.rope_theta) + "|" + std::to_string(p.mods.alibi) + "|" +
-         exact(p.mods.softcap) + "|" + std::to_string(p.mods.window) + "|" + std::to_string(p.mods.prefix) + "|" +
-         s.bias_file + "|" + s.documents_file + "|" + std::to_string(s.load);
+         session.ran_backend() + "|mods " + mods_key(mods_of(p)) + "|" + s.bias_file + "|" + s.documents_file + "|" +
+         std::to_string(s.load);
 }
 
 HeadsJob heads_job(const Session& session) {
