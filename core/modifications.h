@@ -73,6 +73,21 @@ struct MaskRule {
     if (hi > m) hi = m;
     if (lo > hi) lo = hi;
   }
+  // The keys [lo, hi) some query 0..n-1 may see: the union of their intervals (one range, as a
+  // query's interval moves with its position; hi <= lo when none). What the decode kernels narrow
+  // their key splits to.
+  ATTNLAB_HD void union_interval(int n, int& lo, int& hi) const {
+    lo = m;
+    hi = 0;
+    for (int i = 0; i < n; ++i) {
+      int a, b;
+      interval(i, a, b);
+      if (a < b) {
+        lo = a < lo ? a : lo;
+        hi = b > hi ? b : hi;
+      }
+    }
+  }
   // Whether some key of the interval may still be blocked (documents, a custom mask).
   ATTNLAB_HD bool elementwise() const { return documents != nullptr || custom != nullptr; }
   // Whether the documents or a custom mask block key j of query i (inside its interval or not).

@@ -527,22 +527,53 @@ bool direct_products(const Problem& p) {
 #endif
 }
 
+namespace {
+
+// The keys [lo, hi) the kernel reads for the queries at the end of the first `used` keys: those
+// some query may see (MaskRule::union_interval), lo rounded down to a panel of 16 keys so that
+// the blocks start on panels; lo = hi = used when no query sees a key.
+void keys_read(const Problem& p, int used, int& lo, int& hi) {
+  MaskRule rule = mask_rule(p);
+  rule.offset = used - p.n();
+  rule.union_interval(p.n(), lo, hi);
+  hi = std::min(hi, used);
+  if (lo >= hi) {
+    lo = hi = used;
+    return;
+  }
+  lo -= lo % 16;
+}
+
+}  // namespace
+
+int first_key_read(const Problem& p, int keys) {
+  int lo, hi;
+  keys_read(p, keys > 0 ? std::min(keys, p.m()) : p.m(), lo, hi);
+  return lo;
+}
+
 SplitPlan plan_splits(const Problem& p, unsigned workers, int requested, int keys) {
   if (requested < 0)
     throw InputError("--split must be a number of key splits >= 1 (0: the machine's choice), got " +
                      std::to_string(requested));
   const int m = keys > 0 ? std::min(keys, p.m()) : p.m();
+  // The keys cut: all of them for a requested plan; the machine's plan, only those read.
+  int lo = 0, hi = m;
+  if (requested == 0) keys_read(p, m, lo, hi);
+  if (hi <= lo) lo = 0, hi = m;
+  const int span = hi - lo;
   int splits = requested;
   if (splits == 0) {
     const int want = (static_cast<int>(std::max(1u, workers)) * kItemsPerWorker + p.kv_heads() - 1) / p.kv_heads();
-    splits = std::clamp(want, 1, std::max(1, m / kMinSplitKeys));
+    splits = std::clamp(want, 1, std::max(1, span / kMinSplitKeys));
   }
-  splits = std::min(splits, m);
+  splits = std::min(splits, span);
   SplitPlan plan;
+  plan.first = lo;
   // Whole key blocks per split when the splits are long enough, so only the last block is short.
-  const int per = (m + splits - 1) / splits;
+  const int per = (span + splits - 1) / splits;
   plan.keys_per_split = per >= 4 * kKeyBlock ? round_up(per, kKeyBlock) : per;
-  plan.splits = (m + plan.keys_per_split - 1) / plan.keys_per_split;
+  plan.splits = (span + plan.keys_per_split - 1) / plan.keys_per_split;
   return plan;
 }
 
@@ -633,6 +664,12 @@ void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, Matrix
   out.m.assign(rows, kNegInf);
   out.l.assign(rows, 0.f);
   out.acc.setZero(rows, d_v);
+  {  // only the keys read (a window's); none: the empty state
+    int lo, hi;
+    keys_read(p, off + n, lo, hi);
+    k0 = std::max(k0, lo);
+    k1 = std::min(k1, hi);
+  }
   if (scratch.rows() < rows || scratch.cols() < kKeyBlock) scratch.resize(rows, kKeyBlock);
   const Eigen::Index ld = scratch.cols();
   std::vector<float> alpha(rows);
@@ -732,6 +769,12 @@ void split_partial_bf16(const Problem& p, const Bf16KV& kvb, int g, int k0, int 
   out.m.assign(rows, kNegInf);
   out.l.assign(rows, 0.f);
   out.acc.setZero(rows, d_v);
+  {  // only the keys read (a window's); none: the empty state
+    int lo, hi;
+    keys_read(p, off + n, lo, hi);
+    k0 = std::max(k0, lo);
+    k1 = std::min(k1, hi);
+  }
   if (scratch.rows() < rows || scratch.cols() < kKeyBlock) scratch.resize(rows, kKeyBlock);
   if (!direct && (kbuf.rows() < kKeyBlock || kbuf.cols() < std::max(d_k, d_v)))
     kbuf.resize(kKeyBlock, std::max(d_k, d_v));

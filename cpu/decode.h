@@ -23,18 +23,28 @@
 namespace attnlab::cpu::decode {
 
 // How the m keys of every key/value head are cut: split s holds keys
-// [s * keys_per_split, min(m, (s + 1) * keys_per_split)).
+// [first + s * keys_per_split, min(m, first + (s + 1) * keys_per_split)).
 struct SplitPlan {
   int splits = 1;
   int keys_per_split = 0;
-  int begin(int s) const { return s * keys_per_split; }
-  int end(int s, int m) const { return std::min(m, (s + 1) * keys_per_split); }
+  int first = 0;  // the first key cut: 0, or where the keys some query may see begin (plan_splits)
+  int begin(int s) const { return first + s * keys_per_split; }
+  int end(int s, int m) const { return std::min(m, first + (s + 1) * keys_per_split); }
 };
+
+// The first key the kernel reads for the queries at the end of the first `keys` keys (0: p.m()):
+// where the keys some query may see begin (MaskRule::union_interval: a window's first key; 0
+// without a window), rounded down to a panel of 16 keys (the cache length where no query sees a
+// key). Every split reads from there on only.
+int first_key_read(const Problem& p, int keys = 0);
 
 // The split count the machine and the cache length ask for: enough items for every worker
 // (a few each, so uneven splits still spread) but no split shorter than a few thousand keys;
 // `requested` > 0 asks for that many (at most one per key). `keys` is the cache length in use
-// (0: p.m(); see decode_keys). Throws InputError for requested < 0.
+// (0: p.m(); see decode_keys). The machine's plan cuts only the keys from first_key_read on (a
+// window's: its split count follows the window's length, not the cache's); a requested plan
+// cuts them all, and its splits before a window's first key read nothing (their states are
+// empty). Throws InputError for requested < 0.
 SplitPlan plan_splits(const Problem& p, unsigned workers, int requested = 0, int keys = 0);
 
 // The online-softmax state of the R = kv_group * n query rows of one key/value head over one key
@@ -45,7 +55,9 @@ struct Partial {
   MatrixF acc;              // (R, d_v), unnormalised
 };
 
-// The partial state of key/value head g over keys [k0, k1) (the item's loop above), into `out`.
+// The partial state of key/value head g over keys [k0, k1) (the item's loop above), into `out`:
+// of those keys, only the ones from first_key_read on up to the last one a query may see are read
+// (none: the empty state).
 // `scratch` is the caller's block of scores, reused between calls. `keys` is the cache length in
 // use (0: p.m()), where a causal mask places the queries.
 void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, MatrixF& scratch, int keys = 0);

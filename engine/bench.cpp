@@ -609,20 +609,39 @@ double error_bound(const Case& c) {
   return c.precision == "bf16" ? kBf16Tol : kRtolFp32;
 }
 
+namespace {
+
+// One head of the case's shape with its mask and mask mods, d = 1 (bench's mask mods have no
+// files: intervals only): what the rules are asked about.
+Problem mask_shape(const Case& c) {
+  Problem shape;
+  shape.edit().q = MatrixF(c.q(), 1);
+  shape.edit().k = MatrixF(c.n, 1);
+  shape.edit().v = MatrixF(c.n, 1);
+  shape.mask = c.mask == "causal" ? MaskKind::Causal : MaskKind::None;
+  if (c.mask_mod != "none") apply_mask_mod_spec(shape, c.mask_mod);
+  return shape;
+}
+
+}  // namespace
+
 double case_flops(const Case& c) {
   const double q = c.q(), n = c.n;
   double pairs = c.mask == "causal" ? q * n - q * q / 2 : q * n;
-  if (c.mask_mod != "none") {
-    // The pairs the mask's rule lets through (bench's mask mods have no files: intervals only).
-    Problem shape;
-    shape.edit().q = MatrixF(c.q(), 1);
-    shape.edit().k = MatrixF(c.n, 1);
-    shape.edit().v = MatrixF(c.n, 1);
-    shape.mask = c.mask == "causal" ? MaskKind::Causal : MaskKind::None;
-    apply_mask_mod_spec(shape, c.mask_mod);
-    pairs = static_cast<double>(visible_pairs(shape));
-  }
+  // The pairs the mask's rule lets through.
+  if (c.mask_mod != "none") pairs = static_cast<double>(visible_pairs(mask_shape(c)));
   return 4.0 * c.heads * pairs * c.d * backward_flop_factor(c);
+}
+
+double case_kv_bytes(const Case& c) {
+  double keys = c.n;
+  if (c.mask_mod != "none") {
+    const Problem shape = mask_shape(c);
+    int lo, hi;
+    mask_rule(shape).union_interval(shape.n(), lo, hi);
+    keys = std::max(0, hi - lo);
+  }
+  return (c.precision == "bf16" ? 2.0 : 4.0) * c.g() * keys * 2.0 * c.d;
 }
 
 double backward_flop_factor(const Case& c) {
@@ -725,7 +744,7 @@ std::vector<Result> plan(const Spec& a) {
                     r.c = Case{b, v, pr, mk, h, n, d, q == n ? 0 : q, g == h ? 0 : g, sp, sm, mm, a.rope, pass};
                     r.flops = case_flops(r.c);
                     case_bytes(r.c, r.min_bytes, r.moved_bytes);
-                    r.kv_bytes = (pr == "bf16" ? 2.0 : 4.0) * r.c.g() * static_cast<double>(n) * 2.0 * d;
+                    r.kv_bytes = case_kv_bytes(r.c);
                     results.push_back(r);
                     // The baseline row right after its staged case: CPU, fp32, staged forward only.
                     if (a.baseline && b == "cpu" && v == "staged" && pr == "fp32" && !r.c.backward()) {

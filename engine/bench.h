@@ -71,8 +71,9 @@ struct Result {
   std::vector<double> ms;  // every timed repetition, in order (the spread)
   double flops = 0, tflops = 0;
   double min_bytes = 0, moved_bytes = 0, gbs = 0;
-  // The key/value cache's bytes (K and V read once) and their read rate at the median time: the
-  // yardstick of decode, read against the machine's read bandwidth.
+  // The key/value cache's bytes (case_kv_bytes: K and V of the keys some query may see, read
+  // once) and their read rate at the median time: the yardstick of decode, read against the
+  // machine's read bandwidth.
   double kv_bytes = 0, kv_gbs = 0;
   std::size_t peak_bytes = 0;
   double rel_err = std::numeric_limits<double>::quiet_NaN();
@@ -149,6 +150,10 @@ void check_spec(const Spec& s);
 // a prefill); with mask mods, the pairs their rule lets through (a window of W: about q W).
 // The backward: backward_flop_factor times that.
 double case_flops(const Case& c);
+// The bytes of K and V a decode kernel must read: the keys some query may see (all of them
+// without a window: MaskRule::union_interval) of every key/value head, once, at the precision's
+// element size.
+double case_kv_bytes(const Case& c);
 // The backward's products against the forward's two (S = Q Kᵀ and P V), 2 d FLOPs each per pair:
 // the fused backward computes five (S again, dP = dO Vᵀ, dV += Pᵀ dO, dK += dSᵀ Q, dQ += dS K):
 // 2.5; the staged backward keeps S and P from its forward and computes four: 2. 1 for a forward.

@@ -193,7 +193,7 @@ std::string render_json(const Machine& m, const std::vector<Result>& results,
          return k;
        }()},
       {"flops_rule", "4*d per visible (query, key) pair per query head: q*N pairs, q*N - q^2/2 causal (N^2/2 for a prefill)"},
-      {"kv_rule", "kv_bytes: K and V of every key/value head read once; kv_gbs = kv_bytes / median; kv_read_fraction = kv_gbs / host_read_gbs (cpu) or / copy_bandwidth_gbs (cuda)"},
+      {"kv_rule", "kv_bytes: K and V of the keys some query may see (all without a window) of every key/value head, read once; kv_gbs = kv_bytes / median; kv_read_fraction = kv_gbs / host_read_gbs (cpu) or / copy_bandwidth_gbs (cuda)"},
       {"bytes_rule",
        "min_bytes: inputs read once + output written once; moved_bytes: min for fused; for staged "
        "the sum over its four kernels of what each must read once and write once (scores and "
@@ -280,7 +280,7 @@ std::string render_table(const Machine& m, const std::vector<Result>& results,
   for (const auto& r : results) {
     if (!r.ran || !r.c.decode()) continue;
     if (!any_decode) {
-      o << "\ndecode: K+V of every key/value head read once, over the median time";
+      o << "\ndecode: K+V of every key/value head read once (the keys some query may see), over the median time";
       if (m.host_read_gbs > 0) o << "; cpu read bandwidth " << format_number("%.1f", m.host_read_gbs) << " GB/s (all threads)";
       if (m.copy_gbs > 0) o << "; device copy " << format_number("%.0f", m.copy_gbs) << " GB/s";
       o << ":\n";

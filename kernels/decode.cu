@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     // Only the keys some query of the group may see (every head shares the mask): the union of
     // the rows' intervals. A split outside it computes nothing and leaves the empty state.
     int lo, hi;
-    union_interval(rules.mask, n, lo, hi);
+    rules.mask.union_interval(n, lo, hi);
     k0 = max(k0, lo);
     k1 = min(k1, hi);
   }

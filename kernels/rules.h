@@ -212,21 +212,6 @@ ATTNLAB_RULES_FN void head_rule_fragment(const KernelRules& r, const HeadScoreRu
   }
 }
 
-// The keys [lo, hi) some query 0..n-1 may see under `rule`: the union of MaskRule's intervals
-// (hi <= lo when none). What a split of the decode kernel narrows its keys to.
-ATTNLAB_RULES_FN void union_interval(const MaskRule& rule, int n, int& lo, int& hi) {
-  lo = rule.m;
-  hi = 0;
-  for (int i = 0; i < n; ++i) {
-    int a, b;
-    rule.interval(i, a, b);
-    if (a < b) {
-      lo = a < lo ? a : lo;
-      hi = b > hi ? b : hi;
-    }
-  }
-}
-
 // The key tiles query tile qb walks under the block mask: [first, last), of which the Empty ones
 // are skipped (next_key_tile).
 ATTNLAB_RULES_FN void key_tile_range(const DeviceBlockMask& b, int qb, int& first, int& last) {

@@ -587,6 +587,34 @@ TEST(BenchEngine, ACancelDuringAnInterleavedSweepLeavesEveryCaseOut) {
 
 // With a CPU decode case in an interleaved sweep each round starts with one pass of the host read
 // probe, and the case's read fraction is the median of its rounds' K+V rate over its round's pass.
+// K+V read: the keys some query may see, of every key/value head, at the precision's size; a
+// window's decode reads the window (and the queries' extra keys), a plain one the whole cache.
+TEST(BenchEngine, TheKvBytesAreTheKeysSomeQueryMaySee) {
+  bench::Case c{"cpu", "decode", "fp32", "causal", 8, 262144, 128, 1, 2};
+  EXPECT_DOUBLE_EQ(bench::case_kv_bytes(c), 4.0 * 2 * 262144 * 2 * 128);
+  c.mask_mod = "window:4096";
+  EXPECT_DOUBLE_EQ(bench::case_kv_bytes(c), 4.0 * 2 * 4096 * 2 * 128);
+  c.queries = 4;  // the first of the 4 sees 3 keys before the last one's window
+  EXPECT_DOUBLE_EQ(bench::case_kv_bytes(c), 4.0 * 2 * 4099 * 2 * 128);
+  c.precision = "bf16";
+  EXPECT_DOUBLE_EQ(bench::case_kv_bytes(c), 2.0 * 2 * 4099 * 2 * 128);
+  c.mask_mod = "prefix:100";  // a prefix of the cache: every key is still seen
+  EXPECT_DOUBLE_EQ(bench::case_kv_bytes(c), 2.0 * 2 * 262144 * 2 * 128);
+  bench::Spec s;
+  s.backends = {"cpu"};
+  s.variants = {"decode"};
+  s.precisions = {"fp32"};
+  s.masks = {"causal"};
+  s.mask_mods = {"window:256"};
+  s.heads = {1};
+  s.ns = {4096};
+  s.ds = {16};
+  s.queries = {1};
+  const std::vector<bench::Result> results = bench::plan(s);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_DOUBLE_EQ(results[0].kv_bytes, 4.0 * 256 * 2 * 16);
+}
+
 TEST(BenchEngine, InterleavedDecodeReadsItsRateAgainstAProbePassOfTheSameRound) {
   bench::Spec s = small_spec();
   s.backends = {"cpu"};

@@ -7,7 +7,7 @@
 // tile ranges, the walk, the edge padding, the head index and the units of the running max are
 // checked on a machine without a device; the GPU tests (tests/gpu/test_cuda_mods.cpp) check the
 // kernels themselves. Every modification alone and combined, decode shapes, the kernels' tiles;
-// and the decode kernel's narrowing of its splits (union_interval).
+// and the decode kernels' narrowing of their splits (MaskRule::union_interval).
 #include "core/modify.h"
 #include "core/verify.h"
 #include "cpu/cpu_backend.h"
@@ -343,7 +343,7 @@ TEST(CudaRulesWalk, TheUnionIntervalHoldsEveryVisibleKey) {
     c.apply(p);
     const MaskRule rule = mask_rule(p);
     int lo, hi;
-    cuda::union_interval(rule, p.n(), lo, hi);
+    rule.union_interval(p.n(), lo, hi);
     int seen_lo = p.m(), seen_hi = 0;
     for (int i = 0; i < p.n(); ++i)
       for (int j = 0; j < p.m(); ++j)

@@ -387,6 +387,65 @@ TEST(DecodeCpu, TheKernelOverTheFirstKeysKeepsTheModificationsAtTheQueriesPositi
     }
 }
 
+// A window: the kernel reads the keys some query may see, from the window's first key rounded down
+// to a panel of 16, and no other (K and V before it are NaN here, which any read would carry into
+// the output: 0 times NaN); the machine's plan cuts only those keys, so its split count follows
+// the window's length; a requested plan cuts the whole cache, its splits before the window empty.
+TEST(DecodeCpu, AWindowIsTheOnlyPartOfTheCacheRead) {
+  using cpu::decode::first_key_read;
+  using cpu::decode::plan_splits;
+  for (MaskKind mask : {MaskKind::Causal, MaskKind::None}) {
+    Problem clean = decode_problem(2, 20000, 32, 4, 2, mask, 23);
+    clean.mods.window = 1000;
+    // The last query sits at 19999; the first at 19998 sees keys from 19998 - 999 = 18999 on.
+    EXPECT_EQ(first_key_read(clean), 18992);
+    EXPECT_EQ(first_key_read(clean, 10000), 8992);  // the queries at the end of 10000 keys
+    const cpu::decode::SplitPlan own = plan_splits(clean, 2);
+    EXPECT_EQ(own.first, 18992);
+    EXPECT_EQ(own.splits, 1);  // 1008 keys: one split, not the cache's 4
+    EXPECT_EQ(own.end(0, clean.m()), clean.m());
+    EXPECT_EQ(plan_splits(clean, 2, 3).first, 0);
+    for (int keys : {20000, 10000}) {
+      const int first = first_key_read(clean, keys);
+      Problem bad = clean;
+      ProblemInputs& in = bad.edit();
+      for (int g = 0; g < bad.kv_heads(); ++g) {
+        in.k.middleRows(static_cast<Eigen::Index>(g) * bad.m(), first).setConstant(std::nanf(""));
+        in.v.middleRows(static_cast<Eigen::Index>(g) * bad.m(), first).setConstant(std::nanf(""));
+      }
+      const TraceD ref = reference_fp64(first_keys(clean, keys));
+      for (Precision precision : {Precision::FP32, Precision::BF16})
+        for (int splits : {0, 3}) {
+          SCOPED_TRACE(std::string(to_string(mask)) + ", " + std::to_string(keys) + " keys, " +
+                       std::string(to_string(precision)) + ", " + std::to_string(splits) + " splits");
+          const cpu::decode::SplitPlan plan = plan_splits(bad, 2, splits, keys);
+          std::vector<cpu::decode::Partial> parts;
+          MatrixF out;
+          cpu::decode::decode_keys(bad, keys, plan, nullptr, nullptr, parts, out, precision);
+          ASSERT_TRUE(out.allFinite());
+          EXPECT_LT((out.cast<double>() - ref.output).cwiseAbs().maxCoeff(),
+                    precision == Precision::BF16 ? 2e-2 : 1e-5);
+          if (splits == 3) {  // splits 0 and 1 end before the window: empty states
+            EXPECT_EQ(parts[0].m[0], kNegInf);
+            EXPECT_EQ(parts[0].l[0], 0.f);
+          }
+        }
+    }
+  }
+  // A long window over a longer cache on 16 workers: the splits the window's 50000 keys allow
+  // (24 asked, no split under 2048 keys; 22 of 9 whole key blocks each), where the whole cache
+  // takes 64 asked (61 of 13 blocks).
+  Problem longp = decode_problem(1, 200000, 4, 1, 1, MaskKind::Causal, 1);
+  EXPECT_EQ(plan_splits(longp, 16).splits, 61);
+  longp.mods.window = 50000;
+  const cpu::decode::SplitPlan plan = plan_splits(longp, 16);
+  EXPECT_EQ(plan.first, 150000);
+  EXPECT_EQ(plan.splits, 22);
+  EXPECT_EQ(plan.keys_per_split, 9 * 256);
+  EXPECT_EQ(plan.begin(0), 150000);
+  EXPECT_EQ(plan.end(plan.splits - 1, longp.m()), longp.m());
+}
+
 // The fp64 row is the fp64 chain's row, over every key or the first ones, under every mask.
 TEST(DecodeCpu, TheFp64RowIsTheReferenceChainsRow) {
   for (MaskKind mask : {MaskKind::None, MaskKind::Causal, MaskKind::Custom}) {

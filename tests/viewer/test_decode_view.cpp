@@ -391,6 +391,35 @@ TEST(DecodeView, RatesAndSharesKeepTheirFigures) {
 #ifdef ATTNLAB_VIEW_BINARY
 // The viewer's flags reach the decode view's input: the demo with ALiBi, a cap and a prefix of 3
 // decodes its last three tokens with them, within verify's bound.
+// A window on the input: the kernel reads from the window's first key (rounded down to a panel
+// of 16) on, so the bytes per token stop growing with the cache; the machine's plan cuts only
+// those keys, a requested one the whole cache; the output is still the causal window's row.
+TEST(DecodeView, AWindowsTokensReadTheWindowOnly) {
+  Problem p = random_problem(40, 100, 16, 16, 31, 1, 1);  // 40 queries at the end of 100 keys
+  p.mods.window = 20;
+  validate(p);
+  Problem causal = p;
+  causal.mask = MaskKind::Causal;
+  const TraceD ref = reference_fp64(causal);
+  auto input = std::make_shared<const Problem>(p);
+  DecodeEngine e(/*probe=*/false);
+  for (int splits : {0, 2})
+    for (int t : {0, 17, 39}) {
+      SCOPED_TRACE(std::to_string(splits) + " splits, token " + std::to_string(t));
+      DecodeJob j = job_for(DecodeShape{}, t, splits, 0, p.temperature);
+      j.input = input;
+      const DecodeToken r = e.run(j);
+      ASSERT_TRUE(r.error.empty()) << r.error;
+      const int keys = 60 + t + 1, first = (keys - 20) / 16 * 16;
+      EXPECT_EQ(r.keys, keys);
+      EXPECT_EQ(r.first_key, first);
+      EXPECT_EQ(r.split_first, splits == 0 ? first : 0);
+      EXPECT_DOUBLE_EQ(r.bytes, (keys - first) * (16 + 16) * 4.0);
+      for (int c = 0; c < p.d_v(); ++c) EXPECT_NEAR(r.walk.split_output[c], ref.output(t, c), 1e-5);
+      EXPECT_TRUE(r.within);
+    }
+}
+
 TEST(DecodeView, TheInputsFlagsReachTheDecodeView) {
   const test::TempDir dir("attnlab-decode-mods");
   const std::string png = dir.file("decode.png"), json = dir.file("decode.json");

@@ -130,6 +130,14 @@ constexpr Entry kTexts[] = {
     {DT::CustomMaskNote,
      {"The input's mask file does not apply here: each token reads the keys up to its own.",
       "输入的掩码文件在此不生效：每个 token 读取它及之前的键。"}},
+    {DT::Unread,
+     {"Keys 0 … %s are not read: no query sees them (the window). The kernel starts at key %s, on a panel of 16 "
+      "keys, so the bytes per token stop growing with the cache.",
+      "键 0 … %s 不被读取：没有查询能看到它们（窗口之外）。内核从键 %s 开始读（对齐到 16 个键的面板），所以每个 token "
+      "读取的字节不再随缓存增长。"}},
+    {DT::SentenceWindow,
+     {"Position %d, “%s”: of the %d keys of the cache so far, its query sees the last %d (the window), %s.",
+      "位置 %d，“%s”：到目前为止缓存中有 %d 个键，它的查询只看到最后 %d 个（窗口），%s。"}},
 };
 static_assert(std::size(kTexts) == static_cast<std::size_t>(DT::Count_), "one entry per text");
 constexpr bool in_order() {

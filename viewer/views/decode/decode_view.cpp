@@ -218,6 +218,8 @@ DecodeToken DecodeEngine::run(const DecodeJob& job) {
     const SplitPlan plan = plan_splits(p, hw, std::min(job.splits, keys), keys);
     out.splits = plan.splits;
     out.keys_per_split = plan.keys_per_split;
+    out.split_first = plan.first;
+    out.first_key = first_key_read(p, keys);
     std::vector<Partial> partials;
     MatrixF output;
     // RoPE's turn of K comes with the cache (a serving engine turns a key once, when it writes
@@ -232,7 +234,7 @@ DecodeToken DecodeEngine::run(const DecodeJob& job) {
     const Problem& kp = ran.problem(p);  // the problem the kernel ran
     const double back = std::ldexp(1.0, e);
     out.kernel_ms = ms_since(t0);
-    out.bytes = static_cast<double>(keys) * p.kv_heads() * (p.d_k() + p.d_v()) * sizeof(float);
+    out.bytes = static_cast<double>(keys - out.first_key) * p.kv_heads() * (p.d_k() + p.d_v()) * sizeof(float);
     out.gbs = out.kernel_ms > 0 ? out.bytes / (out.kernel_ms * 1e6) : 0;
 
     // The selected head's row as the kernel combined it, split by split.
@@ -539,6 +541,8 @@ std::string DecodeView::state_json() const {
                   {"kv_heads", t.kv_heads},
                   {"d", t.d_k},
                   {"splits", t.splits},
+                  {"split_first", t.split_first},
+                  {"first_key", t.first_key},
                   {"head", t.head},
                   {"kv_head", t.kv_head},
                   {"error", t.error},

@@ -129,6 +129,8 @@ struct DecodeToken {
   int tokens = 0, keys = 0, capacity = 0;
   int heads = 1, kv_heads = 1, d_k = 0, d_v = 0;
   int splits = 1, keys_per_split = 0;
+  int split_first = 0;  // split s holds keys [split_first + s keys_per_split, ...) (SplitPlan::first)
+  int first_key = 0;    // the first key the kernel reads (cpu::decode::first_key_read: a window's)
   int head = 0, kv_head = 0;
   std::string query_label;
   // The selected head's row: split_states, merges and split_output (the kernel's combine); l of
@@ -147,7 +149,7 @@ struct DecodeToken {
   std::vector<float> bins;          // the row's weights over keys [0, keys), max-pooled
   std::vector<float> tail;          // the weights of the last min(keys, kDecodeTail) keys
   double kernel_ms = 0;             // decode_keys for every head (the time per token)
-  double bytes = 0;                 // K + V read by the kernel: keys * G * (d_k + d_v) * 4
+  double bytes = 0;                 // K + V read by the kernel: (keys - first_key) * G * (d_k + d_v) * 4
   double gbs = 0;                   // bytes / kernel time
   double read_gbs = 0;              // the machine's measured read rate (0: not measured)
   double build_ms = 0;              // the cache was built for this token (0: reused)
@@ -192,7 +194,7 @@ enum class DT {
   MergeAcc, MergeMore, MergeNone, Output, CheckOnePass, CheckFp64, Within, Outside, TimeTitle, Bytes,
   BytesNoProbe, Tps, TpsPaused, Measured, Floor, Caveat, Refused, HeadPick, SentenceFirst, QueryHeads, QueryHead,
   CacheKeyCount, CacheKeyOne, KvHeadCount, KvHeadOne, SplitCount, SplitsParallel, SplitOne, MergeOneKey,
-  ValuesScaled, QueryHeadCount, QueryHeadOne, InputModsNote, PrefixPrompt, CustomMaskNote, Count_
+  ValuesScaled, QueryHeadCount, QueryHeadOne, InputModsNote, PrefixPrompt, CustomMaskNote, Unread, SentenceWindow, Count_
 };
 const char* dtr(Lang lang, DT t);
 // A read rate in GB/s said with its unit where it shows three significant digits: "12.3 GB/s",

@@ -204,7 +204,9 @@ void strip(Shell& app, DecodeView& v, const DecodeToken& t) {
   float wmax = 0;
   for (float w : t.bins) wmax = std::max(wmax, w);
   const auto split_of = [&](long long key) {
-    return t.keys_per_split > 0 ? static_cast<int>(std::min<long long>(key / t.keys_per_split, t.splits - 1)) : 0;
+    return t.keys_per_split > 0 && key >= t.split_first
+               ? static_cast<int>(std::min<long long>((key - t.split_first) / t.keys_per_split, t.splits - 1))
+               : 0;
   };
   // The bins pooled again to the pixel columns there are (max), so a peak stays visible.
   const int columns = std::max(1, std::min(bins, static_cast<int>(x_of(t.keys) - x_of(0))));
@@ -241,9 +243,12 @@ void strip(Shell& app, DecodeView& v, const DecodeToken& t) {
                   label.c_str());
     }
   }
+  // The keys the kernel does not read (before a window's first key), shaded.
+  if (t.first_key > 0)
+    dl->AddRectFilled(ImVec2(x_of(0), y0), ImVec2(x_of(t.first_key), y1), IM_COL32(20, 20, 24, 200));
   // Split boundaries.
-  for (int s = 1; s < t.splits; ++s) {
-    const float x = x_of(static_cast<double>(s) * t.keys_per_split);
+  for (int s = t.split_first > 0 ? 0 : 1; s < t.splits; ++s) {
+    const float x = x_of(t.split_first + static_cast<double>(s) * t.keys_per_split);
     dl->AddLine(ImVec2(x, y0 - 3 * ms), ImVec2(x, y1 + 3 * ms), IM_COL32(255, 255, 255, 220), 1.5f * ms);
   }
   // The newest key: the token's own.
@@ -251,6 +256,8 @@ void strip(Shell& app, DecodeView& v, const DecodeToken& t) {
               ImVec2(std::max(x_of(t.keys), x_of(t.keys - 1) + 2 * ms) + 2 * ms, y1 + 2 * ms), kHighlight, 0, 0, 3 * ms);
   v.strip = {at.x + 2, y0, width, h};
   ImGui::Dummy(ImVec2(width + 4, h + 8 * ms + (slots ? app.font_px * 1.4f : 6 * ms)));
+  if (t.first_key > 0)
+    wrapped(app, fmt(dtr(lang, DT::Unread), grouped(t.first_key - 1).c_str(), grouped(t.first_key).c_str()), &kDimV4);
   if (!slots) {
     ImGui::TextColored(kDimV4, "0 … %s  ·  %s", grouped(t.keys - 1).c_str(),
                        fmt(dtr(lang, DT::CacheKeyCount), grouped(t.capacity).c_str()).c_str());
@@ -488,7 +495,8 @@ void draw_panel(DecodeView& v, Shell& app, const Layout& l) {
   } else if (!t->error.empty()) {
     wrapped(app, fmt(dtr(lang, DT::Refused), t->error.c_str()), &kErrorV4);
   } else {
-    // A count's words, singular for one.
+    // A count's words, singular for one. Under a window the input's token sees its last keys only.
+    const int window = t->job.shape.input() && t->job.input ? t->job.input->mods.window : 0;
     const std::string sentence =
         !t->job.shape.input()
             ? fmt(dtr(lang, DT::SentenceCache), grouped(t->keys - 1).c_str(),
@@ -497,6 +505,9 @@ void draw_panel(DecodeView& v, Shell& app, const Layout& l) {
                   counted(lang, t->kv_heads, DT::KvHeadCount, DT::KvHeadOne).c_str(), bytes_text(t->bytes).c_str(),
                   counted(lang, t->splits, DT::SplitsParallel, DT::SplitOne).c_str())
         : t->keys == 1 ? fmt(dtr(lang, DT::SentenceFirst), t->keys - 1, t->query_label.c_str())
+        : window > 0 && t->keys > window
+            ? fmt(dtr(lang, DT::SentenceWindow), t->keys - 1, t->query_label.c_str(), t->keys, window,
+                  counted(lang, t->splits, DT::SplitCount, DT::SplitOne).c_str())
                        : fmt(dtr(lang, DT::SentenceInput), t->keys - 1, t->query_label.c_str(), t->keys,
                              counted(lang, t->splits, DT::SplitCount, DT::SplitOne).c_str());
     wrapped(app, sentence, &kHighlightV4);
