@@ -671,7 +671,7 @@ std::vector<Stage> staged_stage_bytes(const Case& c) {
 void case_bytes(const Case& c, double& min_bytes, double& moved_bytes) {
   const double in_elem = c.precision == "bf16" ? 2.0 : 4.0;
   const double hq = static_cast<double>(c.heads) * c.q();
-  const double kv = in_elem * static_cast<double>(c.g()) * c.n * 2.0 * c.d;
+  const double kv = case_kv_bytes(c);  // the keys some query may see (a decode window's only)
   min_bytes = in_elem * hq * c.d + kv + 4.0 * hq * c.d;
   moved_bytes = min_bytes;
   if (c.backward()) {  // Q, K, V, O, dO read once; dQ, dK, dV written once (O and the gradients fp32)

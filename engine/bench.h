@@ -165,6 +165,8 @@ extern const char* const kBackwardFlopRule;
 double error_bound(const Case& c);
 // The four staged kernels' bytes (qk, scale_mask, softmax, pv), ms left 0.
 std::vector<Stage> staged_stage_bytes(const Case& c);
+// The fewest bytes a case must move, each input read once (K and V: case_kv_bytes, so a decode
+// window's keys only) and each output written once; moved: the staged chain's four kernels' sum.
 void case_bytes(const Case& c, double& min_bytes, double& moved_bytes);
 // Why the case cannot run before anything is built, or "": CUDA bf16 off the fused kernel's rules,
 // no CUDA device, a CPU case estimated over s.max_seconds.

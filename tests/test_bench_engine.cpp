@@ -613,6 +613,8 @@ TEST(BenchEngine, TheKvBytesAreTheKeysSomeQueryMaySee) {
   const std::vector<bench::Result> results = bench::plan(s);
   ASSERT_EQ(results.size(), 1u);
   EXPECT_DOUBLE_EQ(results[0].kv_bytes, 4.0 * 256 * 2 * 16);
+  // The case's fewest bytes too: Q and O of the one query, K and V of the window.
+  EXPECT_DOUBLE_EQ(results[0].min_bytes, 4.0 * 16 + 4.0 * 256 * 2 * 16 + 4.0 * 16);
 }
 
 TEST(BenchEngine, InterleavedDecodeReadsItsRateAgainstAProbePassOfTheSameRound) {
