@@ -544,6 +544,14 @@ void keys_read(const Problem& p, int used, int& lo, int& hi) {
   lo -= lo % 16;
 }
 
+// A split's keys [k0, k1) narrowed to those keys_read (k0 >= k1: nothing to read).
+void narrow_to_keys_read(const Problem& p, int used, int& k0, int& k1) {
+  int lo, hi;
+  keys_read(p, used, lo, hi);
+  k0 = std::max(k0, lo);
+  k1 = std::min(k1, hi);
+}
+
 }  // namespace
 
 int first_key_read(const Problem& p, int keys) {
@@ -664,12 +672,7 @@ void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, Matrix
   out.m.assign(rows, kNegInf);
   out.l.assign(rows, 0.f);
   out.acc.setZero(rows, d_v);
-  {  // only the keys read (a window's); none: the empty state
-    int lo, hi;
-    keys_read(p, off + n, lo, hi);
-    k0 = std::max(k0, lo);
-    k1 = std::min(k1, hi);
-  }
+  narrow_to_keys_read(p, off + n, k0, k1);  // a window's keys only; none: the empty state
   if (scratch.rows() < rows || scratch.cols() < kKeyBlock) scratch.resize(rows, kKeyBlock);
   const Eigen::Index ld = scratch.cols();
   std::vector<float> alpha(rows);
@@ -769,12 +772,7 @@ void split_partial_bf16(const Problem& p, const Bf16KV& kvb, int g, int k0, int 
   out.m.assign(rows, kNegInf);
   out.l.assign(rows, 0.f);
   out.acc.setZero(rows, d_v);
-  {  // only the keys read (a window's); none: the empty state
-    int lo, hi;
-    keys_read(p, off + n, lo, hi);
-    k0 = std::max(k0, lo);
-    k1 = std::min(k1, hi);
-  }
+  narrow_to_keys_read(p, off + n, k0, k1);  // a window's keys only; none: the empty state
   if (scratch.rows() < rows || scratch.cols() < kKeyBlock) scratch.resize(rows, kKeyBlock);
   if (!direct && (kbuf.rows() < kKeyBlock || kbuf.cols() < std::max(d_k, d_v)))
     kbuf.resize(kKeyBlock, std::max(d_k, d_v));
