@@ -652,6 +652,11 @@ const float* queries_of(const Problem& p, const RotatedQK* rot, int g, int off, 
 void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, MatrixF& scratch, int keys) {
   const int n = p.n(), group = p.kv_group, rows = group * n, d_k = p.d_k(), d_v = p.d_v();
   const int m = p.m(), off = (keys > 0 ? keys : m) - n;
+  out.m.assign(rows, kNegInf);
+  out.l.assign(rows, 0.f);
+  out.acc.setZero(rows, d_v);
+  narrow_to_keys_read(p, off + n, k0, k1);  // a window's keys only
+  if (k0 >= k1) return;                     // none: the empty state, nothing made for it
   const Rules rules(p, off);
   const float scale = online_scale(p);
   const Eigen::Index kv = static_cast<Eigen::Index>(g) * m;
@@ -669,10 +674,6 @@ void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, Matrix
   [[maybe_unused]] const float* panels =
       kp ? kp->data.data() + static_cast<std::size_t>(g) * kp->panels * d_k * 16 : nullptr;
 
-  out.m.assign(rows, kNegInf);
-  out.l.assign(rows, 0.f);
-  out.acc.setZero(rows, d_v);
-  narrow_to_keys_read(p, off + n, k0, k1);  // a window's keys only; none: the empty state
   if (scratch.rows() < rows || scratch.cols() < kKeyBlock) scratch.resize(rows, kKeyBlock);
   const Eigen::Index ld = scratch.cols();
   std::vector<float> alpha(rows);
@@ -747,6 +748,11 @@ void split_partial_bf16(const Problem& p, const Bf16KV& kvb, int g, int k0, int 
                         MatrixF& kbuf, int keys) {
   const int n = p.n(), group = p.kv_group, rows = group * n, d_k = p.d_k(), d_v = p.d_v();
   const int m = p.m(), off = (keys > 0 ? keys : m) - n;
+  out.m.assign(rows, kNegInf);
+  out.l.assign(rows, 0.f);
+  out.acc.setZero(rows, d_v);
+  narrow_to_keys_read(p, off + n, k0, k1);  // a window's keys only
+  if (k0 >= k1) return;                     // none: the empty state, nothing made for it
   const Rules rules(p, off);
   const float c = bf16_scale_log2(p);
   const Eigen::Index kv = static_cast<Eigen::Index>(g) * m;
@@ -769,10 +775,6 @@ void split_partial_bf16(const Problem& p, const Bf16KV& kvb, int g, int k0, int 
   MatrixF tmp;  // the panels' scores of a block that starts inside a panel
 #endif
 
-  out.m.assign(rows, kNegInf);
-  out.l.assign(rows, 0.f);
-  out.acc.setZero(rows, d_v);
-  narrow_to_keys_read(p, off + n, k0, k1);  // a window's keys only; none: the empty state
   if (scratch.rows() < rows || scratch.cols() < kKeyBlock) scratch.resize(rows, kKeyBlock);
   if (!direct && (kbuf.rows() < kKeyBlock || kbuf.cols() < std::max(d_k, d_v)))
     kbuf.resize(kKeyBlock, std::max(d_k, d_v));
