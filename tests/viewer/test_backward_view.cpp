@@ -444,6 +444,91 @@ TEST(BackwardView, HeadlessMapsStaySquareAtALargeUiScale) {
   }
 }
 
+// Pixels of `img` in [x0, x1) x [y0, y1) that are text: light grey to white, or the selected
+// row's orange.
+struct TextInk {
+  int light = 0, orange = 0;
+};
+TextInk ink_in(const viewer::Image& img, float x0, float x1, float y0, float y1) {
+  TextInk t;
+  for (int y = std::max(0, static_cast<int>(y0)); y < std::min(img.height, static_cast<int>(y1)); ++y)
+    for (int x = std::max(0, static_cast<int>(x0)); x < std::min(img.width, static_cast<int>(x1)); ++x) {
+      const std::uint8_t* p = img.at(x, y);
+      t.light += p[0] >= 170 && p[1] >= 170 && p[2] >= 170;
+      t.orange += p[0] >= 220 && std::abs(p[1] - 140) <= 45 && p[2] <= 70;
+    }
+  return t;
+}
+
+// Both maps name their rows and columns: at 5 tokens every row's token left of the map (the
+// selected query's in orange) and every key's above P and dS; on dV's rows the keys (none
+// orange) and its columns the dimensions; at 512 tokens evenly spaced ticks.
+TEST(BackwardView, HeadlessMapsNameTheirRowsAndColumns) {
+  const test::TempDir dir("attnlab-backward-labels");
+  struct Case {
+    std::vector<std::string> args;
+    bool every, query_rows;
+    int rows, cols;
+  };
+  const Case cases[] = {
+      {{"--back-step", "ds", "--lang", "zh"}, true, true, 5, 5},
+      {{"--back-step", "dv", "--lang", "en"}, true, false, 5, 2},
+      {{"--back-step", "ds", "--lang", "en", "--random", "512", "--dk", "16"}, false, true, 512, 512},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args[1] + " " + c.args[3] + " " + std::to_string(c.rows));
+    const std::string png = dir.file("labels.png"), json = dir.file("labels.json");
+    std::vector<std::string> args = {"120", test::view_binary(), "--screenshot", png, "--state-dump", json, "--view",
+                                     "backward", "--backend", "cpu", "--size", "1280x800"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    const test::BinaryRun r = test::run_binary("timeout", args, "SDL_VIDEODRIVER=dummy LANG=C.UTF-8");
+    ASSERT_EQ(r.code, 0) << r.err;
+    std::ifstream in(json);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    const float fp = j["font_px"].get<float>();
+    const int query = j["backward"]["query"].get<int>();
+    const viewer::Image img = viewer::read_png(png);
+    ASSERT_EQ(j["backward"]["maps"].size(), 2u);
+    float left_legend = 0;
+    for (const nlohmann::json& m : j["backward"]["maps"]) {
+      const auto& pl = m["place"];
+      const float x = pl["x"].get<float>(), y = pl["y"].get<float>(), w = pl["w"].get<float>(), h = pl["h"].get<float>();
+      const float label_x = pl["label_x"].get<float>(), labels_top = pl["labels_top"].get<float>();
+      // The labels' room lies left of and above the map, clear of the map on its left.
+      EXPECT_GT(label_x, left_legend);
+      EXPECT_LT(label_x + fp, x);
+      EXPECT_LT(labels_top + fp, y);
+      left_legend = pl["legend_x"].get<float>() + fp;
+      const int row_stride = m["labels"]["row_stride"].get<int>(), col_stride = m["labels"]["col_stride"].get<int>();
+      if (c.every) {
+        EXPECT_EQ(row_stride, 1);
+        EXPECT_EQ(col_stride, 1);
+      } else {
+        EXPECT_GT(row_stride, 1);
+        EXPECT_GT(col_stride, 1);
+      }
+      // Ink left of every row (the labels end before the selected row's tick); with ticks, left
+      // of the first row. The selected query's label orange; none orange where rows are keys.
+      for (int i = 0; i < (c.every ? c.rows : 1); ++i) {
+        const float mid = y + h * (i + 0.5f) / c.rows;
+        const TextInk t = ink_in(img, label_x, x - fp * 0.9f, mid - fp * 0.4f, mid + fp * 0.4f);
+        EXPECT_GT(t.light + t.orange, 0) << "row " << i;
+      }
+      if (c.query_rows) {
+        const float mid = y + h * (query + 0.5f) / c.rows;
+        EXPECT_GT(ink_in(img, label_x, x - fp * 0.9f, mid - 2, mid + 2).orange, 0) << "the query's label";
+      } else {
+        EXPECT_EQ(ink_in(img, label_x, x - fp * 0.9f, y, y + h).orange, 0);
+      }
+      // Ink above every column (with ticks, the first), about its middle.
+      for (int k = 0; k < (c.every ? c.cols : 1); ++k) {
+        const float mid = x + w * (k + 0.5f) / c.cols, half = c.every ? w / c.cols / 2 : fp * 0.5f;
+        EXPECT_GT(ink_in(img, mid - half, mid + half, labels_top, y - 1).light, 0) << "column " << k;
+      }
+    }
+  }
+}
+
 TEST(BackwardView, HeadlessCausalDsMapsAreHatchedOnALogScale) {
   const test::TempDir dir("attnlab-backward-causal");
   const std::string png = dir.file("backward.png"), json = dir.file("backward.json");

@@ -665,6 +665,14 @@ std::string percent_text(double weight) {
   return format_number(weight < 0.01 ? "%.2g" : "%.1f", weight * 100);
 }
 
+const std::vector<std::string>& index_labels(std::vector<std::string>& cache, int n) {
+  if (static_cast<int>(cache.size()) != n) {
+    cache.clear();
+    for (int j = 0; j < n; ++j) cache.push_back(std::to_string(j));
+  }
+  return cache;
+}
+
 std::vector<unsigned> utf8_codepoints(const std::string& s) {
   std::vector<unsigned> out;
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());

@@ -95,6 +95,10 @@ std::vector<std::string> all_ui_text();
 // the bar chart's title, the heads view) is written this way.
 std::string percent_text(double weight);
 
+// "0".."n-1" (a matrix's dimensions as its columns' labels) in `cache`, made again only when n
+// changes.
+const std::vector<std::string>& index_labels(std::vector<std::string>& cache, int n);
+
 // Unicode code points of UTF-8 text (invalid bytes skipped).
 std::vector<unsigned> utf8_codepoints(const std::string& s);
 

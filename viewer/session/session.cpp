@@ -9,6 +9,7 @@
 #include "core/inputs.h"
 #include "core/messages.h"
 #include "engine/registry.h"
+#include "viewer/draw/strings.h"
 #include "viewer/session/keymap.h"
 
 #include <algorithm>
@@ -892,13 +893,7 @@ const RowStages* Session::row_of(int q) const {
 }
 
 const std::vector<std::string>& Session::column_labels(int step) const {
-  if (step == 4) {
-    if (static_cast<int>(dim_labels_.size()) != shown_->d_v()) {
-      dim_labels_.clear();
-      for (int j = 0; j < shown_->d_v(); ++j) dim_labels_.push_back(std::to_string(j));
-    }
-    return dim_labels_;
-  }
+  if (step == 4) return index_labels(dim_labels_, shown_->d_v());
   return shown_->key_tokens();
 }
 

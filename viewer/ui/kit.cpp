@@ -362,12 +362,16 @@ void draw_row_label(ImDrawList* dl, const PlotGeometry& g, const std::string& la
   dl->AddText(ImVec2(g.x - fp * 0.4f - size.x, rs->mid() - size.y / 2), colour, label.c_str());
 }
 
+int row_tick_stride(const PlotGeometry& g, float fp) {
+  // Every row's label where a line of text fits its row with a little room; ticks 1.6 lines apart.
+  return g.cell_h >= fp * 1.15f ? 1 : tick_stride(g.cell_h, fp * 1.6f);
+}
+
 void draw_row_ticks(ImDrawList* dl, const PlotGeometry& g, const std::vector<std::string>& labels,
                     const std::function<ImVec2(int)>& size_of, int marked, ImU32 colour, float fp) {
   const int r0 = std::max(0, static_cast<int>(std::floor(g.first_row)));
   const int r1 = std::min({g.rows, static_cast<int>(labels.size()), static_cast<int>(std::ceil(g.first_row + g.vis_rows))});
-  // Every row's label where a line of text fits its row with a little room; ticks 1.6 lines apart.
-  const int stride = g.cell_h >= fp * 1.15f ? 1 : tick_stride(g.cell_h, fp * 1.6f);
+  const int stride = row_tick_stride(g, fp);
   const float marked_mid = row_y(g, marked + 0.5);
   for (int r = (r0 / stride) * stride; r < r1; r += stride) {
     if (r < r0 || (marked >= 0 && r != marked && std::abs(row_y(g, r + 0.5) - marked_mid) < fp)) continue;

@@ -133,7 +133,9 @@ void draw_column_labels(ImDrawList* dl, const PlotGeometry& g, const std::vector
 // it is visible.
 void draw_row_label(ImDrawList* dl, const PlotGeometry& g, const std::string& label, ImVec2 size, int r,
                     ImU32 colour, float fp);
-// The rows' labels: every row's while rows are 1.15 lines tall, else every tick_stride-th, none
+// Every how many rows draw_row_ticks labels: 1 while rows are 1.15 lines tall, else tick_stride's.
+int row_tick_stride(const PlotGeometry& g, float fp);
+// The rows' labels: every row_tick_stride-th (every row's while rows are 1.15 lines tall), none
 // within a line of row `marked` (-1: none), which the caller draws in its colour.
 void draw_row_ticks(ImDrawList* dl, const PlotGeometry& g, const std::vector<std::string>& labels,
                     const std::function<ImVec2(int)>& size_of, int marked, ImU32 colour, float fp);

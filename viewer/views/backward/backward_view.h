@@ -218,6 +218,7 @@ class BackwardView final : public View {
   // Bumps with every backward adopted: what the panel's pictures are keyed on.
   std::uint64_t adopted() const { return adopted_; }
   std::string tex_key[2];  // what the panel's two textures show (the forward's, the gradient's)
+  std::vector<std::string> dims[2];  // their columns' labels where the columns are dimensions (index_labels)
   MapPicture picture[2];   // and how (the legend's range, the state dump)
   // Each map's scale (map_range) and what it is of: the legend's width, known before the map is
   // placed, computed again only when the matrix changes.
@@ -228,9 +229,12 @@ class BackwardView final : public View {
   std::uint64_t mask_checked = ~std::uint64_t{0};
   bool any_masked = false;
   // Where the panel drew each map last (the state dump's maps[i].place): the map, the right end
-  // of the selected row's mark beside it, and the left edge of its colour legend.
+  // of the selected row's mark beside it, the left edge of its colour legend; its edge labels:
+  // the left edge of the row labels' room and the top of the column labels', every how many rows
+  // and columns carry one, and the column labels' lines (2: staggered).
   struct MapPlace {
-    float x = 0, y = 0, w = 0, h = 0, mark_right = 0, legend_x = 0;
+    float x = 0, y = 0, w = 0, h = 0, mark_right = 0, legend_x = 0, label_x = 0, labels_top = 0;
+    int row_stride = 0, col_stride = 0, col_lines = 0;
   } place[2];
 
  private:

@@ -54,17 +54,63 @@ float legend_width(Shell& app, const ValueRange& range, bool gradient, bool log_
   return legend_gap(fp) + w + fp * 0.2f;
 }
 
-// One matrix with its cells in `r` (caption above it) as map_picture draws it (each block's entry
-// of largest |value|, masked cells hatched, viridis or diverging, log above 64 tokens), its colour
-// legend on the right, the numbers in the cells when they fit, the selected row framed.
+// A map's edge labels: its rows' (query or key tokens) left of the selected row's tick, its
+// columns' (key tokens or dimensions) above it as `plan` says, `col_h` pixels tall.
+struct EdgeLabels {
+  const std::vector<std::string>* rows = nullptr;
+  const std::vector<std::string>* cols = nullptr;
+  float row_w = 0;  // the row labels' room: the widest label (the last index above 64 rows) and its gap
+  ColumnLabelPlan plan;
+  float col_h = 0;
+};
+
+// The room of a map's row labels: every label's width up to 64 rows, else the last (an index).
+float row_labels_width(const std::vector<std::string>& labels, int rows, float fp) {
+  const int n = std::min(rows, static_cast<int>(labels.size()));
+  float w = 0;
+  if (n <= 64)
+    for (int i = 0; i < n; ++i) w = std::max(w, ImGui::CalcTextSize(labels[i].c_str()).x);
+  else
+    w = ImGui::CalcTextSize(labels[n - 1].c_str()).x;
+  return w > 0 ? w + fp * 0.4f : 0.f;
+}
+
+// The whole matrix in `r`: what the shared label drawers (kit.h) place labels by.
+PlotGeometry whole_plot(const Rect& r, int rows, int cols) {
+  PlotGeometry g;
+  g.x = r.x;
+  g.y = r.y;
+  g.w = r.w;
+  g.h = r.h;
+  g.rows = rows;
+  g.cols = cols;
+  g.vis_rows = rows;
+  g.vis_cols = cols;
+  g.cell_w = cols > 0 ? r.w / cols : 0;
+  g.cell_h = rows > 0 ? r.h / rows : 0;
+  g.px_w = static_cast<int>(r.w);
+  g.px_h = static_cast<int>(r.h);
+  return g;
+}
+
+ColumnLabelPlan column_plan(const Rect& r, int rows, int cols, const std::vector<std::string>& labels) {
+  return column_label_plan(whole_plot(r, rows, cols), static_cast<int>(labels.size()),
+                           [&](int c) { return ImGui::CalcTextSize(labels[c].c_str()).x; });
+}
+
+// One matrix with its cells in `r` (caption at `caption_x` above its column labels) as
+// map_picture draws it (each block's entry of largest |value|, masked cells hatched, viridis or
+// diverging, log above 64 tokens), its colour legend on the right, the numbers in the cells when
+// they fit, the rows' and columns' labels (all where they fit, else ticks, as the chain view's),
+// the selected row framed and its label in orange.
 Placed draw_matrix(Shell& app, const char* tex_name, std::string& tex_key, MapPicture& picture,
                    BackwardView::MapPlace& place, const MatrixF& m, const MatrixF* mask, const Rect& r,
-                   bool gradient, bool log_scale, int highlight_row, const std::string& caption,
-                   std::uint64_t adopted) {
+                   bool gradient, bool log_scale, int highlight_row, const std::string& caption, float caption_x,
+                   const EdgeLabels& labels, std::uint64_t adopted) {
   Placed out;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float fp = app.font_px;
-  dl->AddText(ImVec2(r.x - fp * 0.7f, r.y - fp * 1.4f), ImGui::GetColorU32(ImGuiCol_Text), caption.c_str());
+  dl->AddText(ImVec2(caption_x, r.y - labels.col_h - fp * 1.4f), ImGui::GetColorU32(ImGuiCol_Text), caption.c_str());
   const int rows = static_cast<int>(m.rows()), cols = static_cast<int>(m.cols());
   if (rows == 0 || cols == 0) return out;
   const float tick = row_tick(fp);
@@ -135,6 +181,28 @@ Placed draw_matrix(Shell& app, const char* tex_name, std::string& tex_key, MapPi
     }
   }
   dl->AddRect(ImVec2(r.x, r.y), ImVec2(r.right(), r.bottom()), kAxis);
+  // The edge labels: the rows' end left of the selected row's tick (their geometry's left edge
+  // moved there), the columns' above the map.
+  const PlotGeometry g = whole_plot(r, rows, cols);
+  PlotGeometry left = g;
+  left.x = r.x - tick;
+  const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
+  if (labels.rows && labels.row_w > 0) {
+    const std::vector<std::string>& rl = *labels.rows;
+    const auto row_size = [&](int i) { return ImGui::CalcTextSize(rl[i].c_str()); };
+    draw_row_ticks(dl, left, rl, row_size, highlight_row, text, fp);
+    if (highlight_row >= 0 && highlight_row < std::min(rows, static_cast<int>(rl.size())))
+      draw_row_label(dl, left, rl[highlight_row], row_size(highlight_row), highlight_row, kHighlight, fp);
+    place.label_x = left.x - labels.row_w;
+    place.row_stride = row_tick_stride(g, fp);
+  }
+  if (labels.cols) {
+    const std::vector<std::string>& cl = *labels.cols;
+    draw_column_labels(dl, g, cl, [&](int c) { return ImGui::CalcTextSize(cl[c].c_str()); }, labels.plan, text);
+    place.labels_top = r.y - labels.col_h;
+    place.col_stride = labels.plan.stride;
+    place.col_lines = labels.plan.lines;
+  }
   out.r = r;
   out.rows = rows;
   out.cols = cols;
@@ -386,6 +454,7 @@ void draw_panel(BackwardView& v, Shell& app, const Layout& l) {
     const char* tex;
     float legend_w = 0;
     MapSize size;
+    EdgeLabels labels;
     int rows() const { return m ? static_cast<int>(m->rows()) : 0; }
     int cols() const { return m ? static_cast<int>(m->cols()) : 0; }
   };
@@ -406,9 +475,16 @@ void draw_panel(BackwardView& v, Shell& app, const Layout& l) {
       v.legend_key[i] = key;
     }
     mp.legend_w = legend_width(app, v.legend_range[i], mp.gradient, mp.log, mp.mask != nullptr);
+    // Rows: the queries, or the keys (dV, dK); columns: the keys where the matrix is queries by
+    // keys, else the dimensions.
+    mp.labels.rows = pair.query_rows ? &p.query_tokens() : &p.key_tokens();
+    mp.labels.cols = pair.key_cols && mp.cols() == p.m() ? &p.key_tokens() : &index_labels(v.dims[i], mp.cols());
+    mp.labels.row_w = row_labels_width(*mp.labels.rows, mp.rows(), fp);
   }
-  // A map's column: the row tick's margin on either side, the map, its legend.
-  const auto column_w = [&](const Map& mp, float map_w) { return mp.m ? fp * 1.4f + mp.legend_w + map_w : 0.f; };
+  // A map's column: its row labels, the row tick's margin on either side, the map, its legend.
+  const auto column_w = [&](const Map& mp, float map_w) {
+    return mp.m ? mp.labels.row_w + fp * 1.4f + mp.legend_w + map_w : 0.f;
+  };
   const float caption_h = fp * 1.4f, notes_h = fp * 1.4f, least = fp * 4;
   // Two bands. The upper: the two maps (left) and where the row's |dS| mass sits with the sweep
   // (right, about 15 lines). The lower: the row's parts and sum (left), why it is 0 and the
@@ -424,22 +500,45 @@ void draw_panel(BackwardView& v, Shell& app, const Layout& l) {
   right_w = std::max(fp * 15, std::min(right_w, avail.x - fp - side_need));
   const bool beside = avail.x - right_w - fp >= side_need;
   const float maps_w = beside ? avail.x - right_w - fp : avail.x;
-  // The maps' height: the band's beside the right column, else what the window shows under them,
-  // but never so little that a map is a sliver (the panel scrolls).
-  const float map_h = beside ? band_h - notes_h - caption_h
-                             : std::max(fp * 6, std::min(maps_w * 0.6f, avail.y - notes_h * 2 - caption_h));
+  // The maps' height under `col_h` pixels of column labels: the band's beside the right column,
+  // else what the window shows under them, but never so little that a map is a sliver (the panel
+  // scrolls).
+  const auto map_h = [&](float col_h) {
+    return beside ? band_h - notes_h - caption_h - col_h
+                  : std::max(fp * 6, std::min(maps_w * 0.6f, avail.y - notes_h * 2 - caption_h - col_h));
+  };
   // The two maps side by side while each keeps its least width, else one above the other.
   float pair_need = fp;
   for (const Map& mp : maps) pair_need += column_w(mp, least);
   const bool one_row = shown < 2 || pair_need <= maps_w;
   const float col_w = one_row && shown == 2 ? (maps_w - fp) / 2 : maps_w;
-  for (Map& mp : maps)
-    if (mp.m) mp.size = map_size(mp.rows(), mp.cols(), col_w - fp * 1.4f - mp.legend_w, map_h, least);
-  // Side by side, the rows of two maps of the same rows line up: both take the lower height.
-  if (one_row && shown == 2 && maps[0].rows() == maps[1].rows() && maps[0].size.h != maps[1].size.h) {
-    const float h = std::min(maps[0].size.h, maps[1].size.h);
-    for (Map& mp : maps) mp.size = map_size(mp.rows(), mp.cols(), col_w - fp * 1.4f - mp.legend_w, h, least);
+  // The maps under `col_h` pixels of column labels, and the labels' plans for their cells.
+  const auto place_maps = [&](float col_h) {
+    const auto width = [&](const Map& mp) { return col_w - mp.labels.row_w - fp * 1.4f - mp.legend_w; };
+    for (Map& mp : maps)
+      if (mp.m) mp.size = map_size(mp.rows(), mp.cols(), width(mp), map_h(col_h), least);
+    // Side by side, the rows of two maps of the same rows line up: both take the lower height.
+    if (one_row && shown == 2 && maps[0].rows() == maps[1].rows() && maps[0].size.h != maps[1].size.h) {
+      const float h = std::min(maps[0].size.h, maps[1].size.h);
+      for (Map& mp : maps) mp.size = map_size(mp.rows(), mp.cols(), width(mp), h, least);
+    }
+    bool two_lines = false;
+    for (Map& mp : maps)
+      if (mp.m) {
+        mp.labels.plan = column_plan(Rect{0, 0, mp.size.w, mp.size.h}, mp.rows(), mp.cols(), *mp.labels.cols);
+        two_lines = two_lines || mp.labels.plan.lines == 2;
+      }
+    return two_lines;
+  };
+  // Staggered column labels take a second line above the maps (which shrinks their cells a
+  // little: the plans are made again for them, as the chain view's heatmap does).
+  float col_h = column_label_height({}, fp);
+  if (place_maps(col_h)) {
+    col_h = column_label_height(ColumnLabelPlan{1, 2, 0}, fp);
+    place_maps(col_h);
+    for (Map& mp : maps) mp.labels.plan.lines = std::max(mp.labels.plan.lines, mp.labels.plan.stride == 1 ? 2 : 1);
   }
+  for (Map& mp : maps) mp.labels.col_h = col_h;
   bool fits = shown > 0;
   for (const Map& mp : maps)
     if (mp.m && (mp.size.w < 4 || mp.size.h < 4)) fits = false;
@@ -461,9 +560,9 @@ void draw_panel(BackwardView& v, Shell& app, const Layout& l) {
         row_h = 0;
       }
       placed[i] = draw_matrix(app, mp.tex, v.tex_key[i], v.picture[i], v.place[i], *mp.m, mp.mask,
-                              Rect{x + fp * 0.7f, y + caption_h, mp.size.w, mp.size.h}, mp.gradient, mp.log, mp.row,
-                              mp.caption, v.adopted());
-      row_h = std::max(row_h, caption_h + mp.size.h);
+                              Rect{x + mp.labels.row_w + fp * 0.7f, y + caption_h + col_h, mp.size.w, mp.size.h},
+                              mp.gradient, mp.log, mp.row, mp.caption, x, mp.labels, v.adopted());
+      row_h = std::max(row_h, caption_h + col_h + mp.size.h);
       if (one_row) x += col_w + fp;
     }
     const Placed &left = placed[0], &right = placed[1];

@@ -165,13 +165,7 @@ std::optional<RopeCell> ChainView::rope_cell(const Session& s, ChainRope r, int 
   return c;
 }
 
-const std::vector<std::string>& ChainView::dim_labels(int d) const {
-  if (static_cast<int>(dims_.size()) != d) {
-    dims_.clear();
-    for (int j = 0; j < d; ++j) dims_.push_back(std::to_string(j));
-  }
-  return dims_;
-}
+const std::vector<std::string>& ChainView::dim_labels(int d) const { return index_labels(dims_, d); }
 
 const MatrixF* chain_sub_matrix(const Session& s, ChainView::Sub sub) {
   const Trace& t = s.trace();
