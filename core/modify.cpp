@@ -232,6 +232,19 @@ void each_position(int first, int count, int d, double theta, bool back, double 
   });
 }
 
+// `blocks` stacked blocks of `rows` rows (heads), row r of every block at position pos0 + r, turned
+// by RoPE's angles (negated with `back`) from x into y (may be x), over the cores. A position's
+// angles do not depend on the range turned: rows turned apart are the bits they are turned together.
+void turn_rows(const float* x, float* y, int blocks, int rows, int d, int pos0, double theta, bool back) {
+  each_position(pos0, rows, d, theta, back, 8.0 * blocks * static_cast<double>(rows) * d,
+                [&](int pos, const double* cs, const double* sn) {
+                  for (int b = 0; b < blocks; ++b) {
+                    const std::size_t row = (static_cast<std::size_t>(b) * rows + pos - pos0) * d;
+                    rotate_row(x + row, y + row, d / 2, cs, sn);
+                  }
+                });
+}
+
 }  // namespace
 
 double rope_frequency(double theta, int c, int d) { return std::pow(theta, -2.0 * c / d); }
@@ -264,34 +277,29 @@ MatrixD rope_rotate_back(const MatrixD& x, int pos0, double theta) {
 std::shared_ptr<const RotatedQK> rotated_qk(const Problem& p) {
   if (p.mods.rope_theta <= 0) return nullptr;
   const double theta = p.mods.rope_theta;
-  const int n = p.n(), m = p.m(), heads = p.heads, kvh = p.kv_heads(), off = p.causal_offset(), d = p.d_k();
-  const std::string key = "rope/" + format_number("%.17g", theta) + "/" + std::to_string(heads) + "/" +
-                          std::to_string(kvh);
-  return p.derived<RotatedQK>(key, [&](const ProblemInputs& in) {  // one θ kept (family "rope/")
+  const int n = p.n(), m = p.m(), heads = p.heads, kvh = p.kv_heads(), d = p.d_k();
+  const std::string angle = format_number("%.17g", theta);
+  // K (key j at position j) is kept with K and V: a new Q against the same cache turns Q alone.
+  // One θ kept in each family.
+  const std::shared_ptr<const MatrixF> k = p.derived<MatrixF>(
+      "kv/rope_k/" + angle + "/" + std::to_string(kvh),
+      [&](const ProblemInputs& in) {
+        MatrixF r(in.k.rows(), in.k.cols());
+        turn_rows(in.k.data(), r.data(), kvh, m, d, 0, theta, /*back=*/false);
+        return r;
+      },
+      "kv/rope_k/");
+  // Q: the queries are the last n of the m positions (with more queries than keys the first
+  // n - m of them sit at negative positions).
+  const auto make = [&](const ProblemInputs& in) {
     RotatedQK r;
+    r.k_kept = k;
     r.q.resize(in.q.rows(), in.q.cols());
-    r.k.resize(in.k.rows(), in.k.cols());
-    // Position by position (over the cores) its angles, then every head's row of K at that
-    // position and of Q whose query sits there (the queries are the last n of the m positions;
-    // with more queries than keys the first n - m of them sit at negative positions).
-    const double work = 8.0 * (heads * static_cast<double>(n) + kvh * static_cast<double>(m)) * d;
-    const int first = std::min(0, off);
-    each_position(first, m - first, d, theta, /*back=*/false, work, [&](int pos, const double* cs, const double* sn) {
-      if (pos >= 0) {  // a key's position
-        for (int g = 0; g < kvh; ++g) {
-          const std::size_t row = (static_cast<std::size_t>(g) * m + pos) * d;
-          rotate_row(in.k.data() + row, r.k.data() + row, d / 2, cs, sn);
-        }
-      }
-      const int i = pos - off;  // the query at this position, if any
-      if (i < 0 || i >= n) return;
-      for (int h = 0; h < heads; ++h) {
-        const std::size_t row = (static_cast<std::size_t>(h) * n + i) * d;
-        rotate_row(in.q.data() + row, r.q.data() + row, d / 2, cs, sn);
-      }
-    });
+    turn_rows(in.q.data(), r.q.data(), heads, n, d, p.causal_offset(), theta, /*back=*/false);
     return r;
-  }, "rope/");
+  };
+  return p.derived<RotatedQK>("rope/" + angle + "/" + std::to_string(heads) + "/" + std::to_string(kvh), make,
+                              "rope/");
 }
 
 void rope_rotate_back_rows(MatrixF& x, int blocks, int rows, int pos0, double theta) {
@@ -300,13 +308,7 @@ void rope_rotate_back_rows(MatrixF& x, int blocks, int rows, int pos0, double th
   // The turn by -angle: rotate_row with the sines negated. As rope_rotate_back writes it (F R(a) F,
   // F negating a row's second half), per value out_c = x_c cos + x_(c+d/2) sin and out_(c+d/2) =
   // x_(c+d/2) cos - x_c sin: the same double operations up to exact negations, the same bits.
-  each_position(pos0, rows, d, theta, /*back=*/true, 8.0 * blocks * static_cast<double>(rows) * d,
-                [&](int pos, const double* cs, const double* sn) {
-                  for (int b = 0; b < blocks; ++b) {
-                    float* y = x.data() + (static_cast<std::size_t>(b) * rows + pos - pos0) * d;
-                    rotate_row(y, y, half, cs, sn);
-                  }
-                });
+  turn_rows(x.data(), x.data(), blocks, rows, d, pos0, theta, /*back=*/true);
 }
 
 void validate_modifications(const Problem& p) {

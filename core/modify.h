@@ -64,9 +64,12 @@ long long visible_pairs(const Problem& p);
 // Q and K rotated by RoPE at p's θ: Q (heads n, d_k) with query i at position i + m - n, K
 // (kv_heads m, d_k) with key j at position j, each value computed in double and rounded once to
 // fp32. Made on first use and kept with p's inputs (Problem::derived); every fp32 and bf16 kernel
-// multiplies these. Null without RoPE.
+// multiplies these. The rotated K is kept as K and V's own ("kv/…"), so a new Q against the same
+// cache (Problem::edit_q: the decode view's next token) turns Q alone. Null without RoPE.
 struct RotatedQK {
-  MatrixF q, k;
+  MatrixF q;
+  std::shared_ptr<const MatrixF> k_kept;
+  const MatrixF& k() const { return *k_kept; }
 };
 std::shared_ptr<const RotatedQK> rotated_qk(const Problem& p);
 // RoPE's angular frequency of pair c (0 <= c < d/2: values c and c + d/2 of a row) at base θ
@@ -87,7 +90,7 @@ MatrixD rope_rotate_back(const MatrixD& x, int pos0, double theta);
 void rope_rotate_back_rows(MatrixF& x, int blocks, int rows, int pos0, double theta);
 // Q and K as the kernels multiply them: rotated when p has RoPE, else p's own.
 inline const MatrixF& kernel_q(const Problem& p, const RotatedQK* r) { return r ? r->q : p.q(); }
-inline const MatrixF& kernel_k(const Problem& p, const RotatedQK* r) { return r ? r->k : p.k(); }
+inline const MatrixF& kernel_k(const Problem& p, const RotatedQK* r) { return r ? r->k() : p.k(); }
 
 // Throws InputError (catalogued, both languages) for a modification that cannot apply: θ <= 0 or
 // not finite, RoPE with an odd d_k, C <= 0, W < 1, P < 1 or P > m, ALiBi slopes neither one nor

@@ -721,7 +721,7 @@ void cpu::begin_trace(Trace& t, const Problem& p, Variant variant, Precision pre
   else t.capped = MatrixF();
   if (const auto rot = keep ? rotated_qk(p) : nullptr) {
     t.q_rot = rot->q;
-    t.k_rot = rot->k;
+    t.k_rot = rot->k();
   } else {
     t.q_rot = t.k_rot = MatrixF();
   }

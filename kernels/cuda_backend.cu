@@ -494,7 +494,7 @@ struct KernelQK {
 
   // `p` is what the kernels run: the problem as given or its expanded copy.
   const MatrixF& q(const Problem& p) const { return rot ? rot->q : p.q(); }
-  const MatrixF& k(const Problem& p) const { return !rot ? p.k() : k_expanded.size() > 0 ? k_expanded : rot->k; }
+  const MatrixF& k(const Problem& p) const { return !rot ? p.k() : k_expanded.size() > 0 ? k_expanded : rot->k(); }
 };
 
 // grouped (heads n, ...) as given; expanded: what the kernels run (expand_kv_heads(grouped), or
@@ -506,7 +506,7 @@ KernelQK kernel_qk(const Problem& grouped, const Problem& expanded) {
     const Eigen::Index m = grouped.m();
     r.k_expanded.resize(static_cast<Eigen::Index>(grouped.heads) * m, grouped.d_k());
     for (int h = 0; h < grouped.heads; ++h)
-      r.k_expanded.middleRows(h * m, m) = r.rot->k.middleRows(grouped.kv_row(h), m);
+      r.k_expanded.middleRows(h * m, m) = r.rot->k().middleRows(grouped.kv_row(h), m);
   }
   return r;
 }
@@ -1603,7 +1603,7 @@ class CudaBackend final : public Backend {
     // RoPE: the rotated Q and K the kernels multiplied, with the stages (the host's matrices).
     if (t.has_stages && qk.rot) {
       t.q_rot = qk.rot->q;
-      t.k_rot = qk.rot->k;
+      t.k_rot = qk.rot->k();
     } else {
       t.q_rot = t.k_rot = MatrixF();
     }

@@ -325,13 +325,33 @@ TEST(Modifications, RotatedQAndKAreTheDoubleRotationRoundedOnce) {
   }
   for (int g = 0; g < 2; ++g) {
     const MatrixF want = rope_rotate(p.k().middleRows(g * 4500, 4500).cast<double>(), 0, 5000).cast<float>();
-    EXPECT_EQ(r->k.middleRows(g * 4500, 4500), want) << g;
+    EXPECT_EQ(r->k().middleRows(g * 4500, 4500), want) << g;
   }
   // Kept with the problem, one θ at a time.
   EXPECT_EQ(rotated_qk(p).get(), r.get());
   Problem q = p;
   q.mods.rope_theta = 7000;
   EXPECT_NE(rotated_qk(q).get(), r.get());
+  EXPECT_NE(rotated_qk(q)->k_kept.get(), r->k_kept.get());
+}
+
+TEST(Modifications, ANewQueryTurnsQAloneAgainstTheTurnedCache) {
+  // The decode view's next token: edit_q keeps RoPE's turned K (it depends on K alone) and turns
+  // the new Q, bit for bit what a problem made afresh from the same inputs turns.
+  Problem p = random_problem(3, 300, 16, 16, 5, 4, 2);
+  p.mods.rope_theta = 10000;
+  const std::shared_ptr<const RotatedQK> before = rotated_qk(p);
+  for (Eigen::Index i = 0; i < p.q().size(); ++i) p.edit_q().data()[i] *= -0.5f;
+  const std::shared_ptr<const RotatedQK> after = rotated_qk(p);
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->k_kept.get(), before->k_kept.get());
+  EXPECT_NE(after->q, before->q);
+  Problem fresh = p;
+  fresh.set_inputs(ProblemInputs(*p.inputs()));  // the same values, nothing derived
+  const std::shared_ptr<const RotatedQK> made = rotated_qk(fresh);
+  EXPECT_NE(made->k_kept.get(), after->k_kept.get());
+  EXPECT_EQ(after->q, made->q);
+  EXPECT_EQ(after->k(), made->k());
 }
 
 TEST(Modifications, DerivedDataOfKAndVOutlivesANewQuery) {
@@ -527,7 +547,7 @@ TEST(Modifications, TheMemoryEstimatesCountRopesTurnedQAndK) {
   rope.mods.rope_theta = 10000;
   const std::shared_ptr<const RotatedQK> r = rotated_qk(rope);
   ASSERT_TRUE(r);
-  const double turned = 4.0 * static_cast<double>(r->q.size() + r->k.size());
+  const double turned = 4.0 * static_cast<double>(r->q.size() + r->k().size());
   for (Variant v : {Variant::Staged, Variant::Fused, Variant::Decode}) {
     RunOptions opt;
     opt.variant = v;

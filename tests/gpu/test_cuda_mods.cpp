@@ -399,7 +399,7 @@ TEST(CudaModsStages, BiasedAndCappedComeBackAsAskedAndEqualTheReference) {
   const std::shared_ptr<const RotatedQK> rot = rotated_qk(p);
   ASSERT_TRUE(rot);
   EXPECT_EQ(all.q_rot, rot->q);
-  EXPECT_EQ(all.k_rot, rot->k);
+  EXPECT_EQ(all.k_rot, rot->k());
 
   RunOptions some;
   some.stages = kStageCapped | kStageWeights;

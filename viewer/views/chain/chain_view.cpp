@@ -21,7 +21,7 @@ const MatrixF* given_of(const Session& s, bool keys) {
 const MatrixF* rotated_of(const Session& s, bool keys) {
   const RotatedQK* r = s.rotated();
   if (!r) return nullptr;
-  return keys ? &r->k : &r->q;
+  return keys ? &r->k() : &r->q;
 }
 
 ValueRange range_of(const MatrixF& m) {

@@ -223,7 +223,8 @@ DecodeToken DecodeEngine::run(const DecodeJob& job) {
     std::vector<Partial> partials;
     MatrixF output;
     // RoPE's turn of K comes with the cache (a serving engine turns a key once, when it writes
-    // it): made before the clock starts, so the time is the kernel's.
+    // it): made with the first token and kept (edit_q keeps it), the new Q's turn before the clock
+    // starts, so the time is the kernel's.
     if (p.mods.rope_theta > 0) rotated_qk(p);
     const auto t0 = std::chrono::steady_clock::now();
     // A V near fp32's largest values: acc overflows where the output fits, so the kernel runs again
