@@ -670,6 +670,34 @@ TEST(Backward, TheReportNamesTheKeysAtBothEndsOfTheRow) {
   EXPECT_EQ(key_after("logit that gradient descent lowers most"), token_label(p.key_tokens(), static_cast<int>(hi))) << text;
 }
 
+// A table of gradients all below 0.5 in size is printed times a power of ten that brings its
+// largest to [1, 10) (two decimals keep about three digits), and says so; one that reaches 0.5 is
+// printed as it is.
+TEST(Backward, TheReportScalesOnlyTablesBelowAHalf) {
+  const Problem p = test::make_problem(8, 4, 4, 1, MaskKind::None, 1.0, 3);
+  const std::string title = "dO = ∂L/∂O (the upstream gradient)";
+  const auto dout_table = [&](float largest) {
+    Upstream u;
+    u.kind = UpstreamKind::File;
+    u.file = "dout.csv";
+    u.data = MatrixF::Constant(8, 4, 0.03125f);
+    u.data(2, 1) = -largest;
+    const std::string text = render_backward(p, cpu_backward(p, u), u, 0, Lang::En, Format::Text);
+    const std::size_t at = text.find(title);
+    return at == std::string::npos ? std::string("(missing)") : text.substr(at, text.find("\n\n", at) - at);
+  };
+  const std::string half = dout_table(0.5f);
+  EXPECT_EQ(half.substr(0, half.find('\n')), title) << half;
+  EXPECT_TRUE(test::contains(half, "-0.50")) << half;
+  const std::string below = dout_table(0.4375f);
+  EXPECT_EQ(below.substr(0, below.find('\n')), title + "  [values × 1e-1]") << below;
+  EXPECT_TRUE(test::contains(below, "-4.38")) << below;
+  EXPECT_TRUE(test::contains(below, "0.31")) << below;
+  const std::string small = dout_table(0.0625f);
+  EXPECT_EQ(small.substr(0, small.find('\n')), title + "  [values × 1e-2]") << small;
+  EXPECT_TRUE(test::contains(small, "-6.25")) << small;
+}
+
 TEST(Upstream, RandomDoutIsSeededAndNotTheProblemsNumbers) {
   const MatrixF a = random_dout(4, 3, 0), b = random_dout(4, 3, 0), c = random_dout(4, 3, 1);
   EXPECT_EQ(a, b);
