@@ -362,6 +362,17 @@ void draw_row_label(ImDrawList* dl, const PlotGeometry& g, const std::string& la
   dl->AddText(ImVec2(g.x - fp * 0.4f - size.x, rs->mid() - size.y / 2), colour, label.c_str());
 }
 
+float row_labels_width(const std::vector<std::string>& labels, int rows) {
+  const int n = std::min(rows, static_cast<int>(labels.size()));
+  float w = 0;
+  if (rows <= 64) {
+    for (int r = 0; r < n; ++r) w = std::max(w, ImGui::CalcTextSize(labels[r].c_str()).x);
+  } else if (n > 0) {
+    w = ImGui::CalcTextSize(labels[n - 1].c_str()).x;
+  }
+  return w;
+}
+
 int row_tick_stride(const PlotGeometry& g, float fp) {
   // Every row's label where a line of text fits its row with a little room; ticks 1.6 lines apart.
   return g.cell_h >= fp * 1.15f ? 1 : tick_stride(g.cell_h, fp * 1.6f);
@@ -400,13 +411,8 @@ MapPlot draw_map(Shell& app, const Rect& area, int rows, int cols, const std::ve
   }
   // Row labels: every one when few, else room for the widest index (the last), shown once zoomed
   // in far enough.
-  float row_w = 0;
   const int measured = std::min(rows, static_cast<int>(row_labels.size()));
-  if (rows <= 64) {
-    for (int r = 0; r < measured; ++r) row_w = std::max(row_w, ImGui::CalcTextSize(row_labels[r].c_str()).x);
-  } else if (measured > 0) {
-    row_w = ImGui::CalcTextSize(row_labels[measured - 1].c_str()).x;
-  }
+  float row_w = row_labels_width(row_labels, rows);
   if (row_w > 0) row_w += fp * 0.6f;
   const auto col_size = [&](int c) { return ImGui::CalcTextSize(col_labels[c].c_str()); };
   const int col_count = static_cast<int>(col_labels.size());

@@ -64,17 +64,6 @@ struct EdgeLabels {
   float col_h = 0;
 };
 
-// The room of a map's row labels: every label's width up to 64 rows, else the last (an index).
-float row_labels_width(const std::vector<std::string>& labels, int rows, float fp) {
-  const int n = std::min(rows, static_cast<int>(labels.size()));
-  float w = 0;
-  if (n <= 64)
-    for (int i = 0; i < n; ++i) w = std::max(w, ImGui::CalcTextSize(labels[i].c_str()).x);
-  else
-    w = ImGui::CalcTextSize(labels[n - 1].c_str()).x;
-  return w > 0 ? w + fp * 0.4f : 0.f;
-}
-
 // The whole matrix in `r`: what the shared label drawers (kit.h) place labels by.
 PlotGeometry whole_plot(const Rect& r, int rows, int cols) {
   PlotGeometry g;
@@ -479,7 +468,8 @@ void draw_panel(BackwardView& v, Shell& app, const Layout& l) {
     // keys, else the dimensions.
     mp.labels.rows = pair.query_rows ? &p.query_tokens() : &p.key_tokens();
     mp.labels.cols = pair.key_cols && mp.cols() == p.m() ? &p.key_tokens() : &index_labels(v.dims[i], mp.cols());
-    mp.labels.row_w = row_labels_width(*mp.labels.rows, mp.rows(), fp);
+    const float widest = row_labels_width(*mp.labels.rows, mp.rows());
+    mp.labels.row_w = widest > 0 ? widest + fp * 0.4f : 0.f;  // draw_row_label's gap
   }
   // A map's column: its row labels, the row tick's margin on either side, the map, its legend.
   const auto column_w = [&](const Map& mp, float map_w) {
