@@ -96,11 +96,13 @@ struct Problem {
     std::lock_guard<std::mutex> lk(in_->derived.mu);
     auto& items = in_->derived.items;
     if (auto it = items.find(key); it != items.end()) return std::static_pointer_cast<const T>(it->second);
+    // Made before anything is stored: a `make` that throws (memory, a refusal) leaves no entry, and
+    // the next call makes it again.
+    auto made = std::make_shared<const T>(make(*in_));
     if (!family.empty())
       std::erase_if(items, [&](const auto& kv) { return kv.first.rfind(family, 0) == 0; });
-    std::shared_ptr<const void>& slot = items[key];
-    slot = std::make_shared<const T>(make(*in_));
-    return std::static_pointer_cast<const T>(slot);
+    items[key] = made;
+    return made;
   }
   // Replaces the inputs (a problem built from new data: a head of several, a file read).
   void set_inputs(ProblemInputs in);

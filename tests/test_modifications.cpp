@@ -21,6 +21,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -375,6 +376,12 @@ TEST(Modifications, DerivedDataOfKAndVOutlivesANewQuery) {
   const auto a = p.derived<int>("rope/a", make, "rope/");
   p.derived<int>("rope/b", make, "rope/");
   EXPECT_NE(p.derived<int>("rope/a", make, "rope/"), a);
+  // A make that throws stores nothing: the next call makes the entry (no null left behind).
+  const auto fails = [](const ProblemInputs&) -> int { throw std::bad_alloc(); };
+  EXPECT_THROW(p.derived<int>("kv/turned", fails), std::bad_alloc);
+  const auto again = p.derived<int>("kv/turned", make);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(*again, made);
 }
 
 TEST(Modifications, MaskRuleIntervals) {

@@ -462,18 +462,21 @@ TextInk ink_in(const viewer::Image& img, float x0, float x1, float y0, float y1)
 
 // Both maps name their rows and columns: at 5 tokens every row's token left of the map (the
 // selected query's in orange) and every key's above P and dS; on dV's rows the keys (none
-// orange) and its columns the dimensions; at 512 tokens evenly spaced ticks.
+// orange) and its columns the dimensions; D's single column no label; at 512 tokens evenly spaced
+// ticks. The row labels stay right of the map on their left's legend.
 TEST(BackwardView, HeadlessMapsNameTheirRowsAndColumns) {
   const test::TempDir dir("attnlab-backward-labels");
   struct Case {
     std::vector<std::string> args;
     bool every, query_rows;
-    int rows, cols;
+    int rows;
+    int cols[2];  // each map's columns; 0: no column labels
   };
   const Case cases[] = {
-      {{"--back-step", "ds", "--lang", "zh"}, true, true, 5, 5},
-      {{"--back-step", "dv", "--lang", "en"}, true, false, 5, 2},
-      {{"--back-step", "ds", "--lang", "en", "--random", "512", "--dk", "16"}, false, true, 512, 512},
+      {{"--back-step", "ds", "--lang", "zh"}, true, true, 5, {5, 5}},
+      {{"--back-step", "dv", "--lang", "en"}, true, false, 5, {2, 2}},
+      {{"--back-step", "D", "--lang", "en"}, true, true, 5, {2, 0}},
+      {{"--back-step", "ds", "--lang", "en", "--random", "512", "--dk", "16"}, false, true, 512, {512, 512}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args[1] + " " + c.args[3] + " " + std::to_string(c.rows));
@@ -490,40 +493,45 @@ TEST(BackwardView, HeadlessMapsNameTheirRowsAndColumns) {
     const viewer::Image img = viewer::read_png(png);
     ASSERT_EQ(j["backward"]["maps"].size(), 2u);
     float left_legend = 0;
-    for (const nlohmann::json& m : j["backward"]["maps"]) {
+    for (int i = 0; i < 2; ++i) {
+      const nlohmann::json& m = j["backward"]["maps"][i];
       const auto& pl = m["place"];
       const float x = pl["x"].get<float>(), y = pl["y"].get<float>(), w = pl["w"].get<float>(), h = pl["h"].get<float>();
       const float label_x = pl["label_x"].get<float>(), labels_top = pl["labels_top"].get<float>();
-      // The labels' room lies left of and above the map, clear of the map on its left.
-      EXPECT_GT(label_x, left_legend);
-      EXPECT_LT(label_x + fp, x);
-      EXPECT_LT(labels_top + fp, y);
-      left_legend = pl["legend_x"].get<float>() + fp;
+      EXPECT_GT(label_x, left_legend) << "the row labels begin after the left map's legend";
+      left_legend = pl["legend_right"].get<float>();
       const int row_stride = m["labels"]["row_stride"].get<int>(), col_stride = m["labels"]["col_stride"].get<int>();
-      if (c.every) {
-        EXPECT_EQ(row_stride, 1);
-        EXPECT_EQ(col_stride, 1);
-      } else {
-        EXPECT_GT(row_stride, 1);
-        EXPECT_GT(col_stride, 1);
-      }
-      // Ink left of every row (the labels end before the selected row's tick); with ticks, left
-      // of the first row. The selected query's label orange; none orange where rows are keys.
-      for (int i = 0; i < (c.every ? c.rows : 1); ++i) {
-        const float mid = y + h * (i + 0.5f) / c.rows;
+      EXPECT_EQ(row_stride == 1, c.every);
+      EXPECT_GE(row_stride, 1);
+      // Ink left of the labelled rows (the labels end before the selected row's tick): every row,
+      // or with ticks the first three ticks' rows but one within a line of the query (left out).
+      const float query_mid = y + h * (query + 0.5f) / c.rows;
+      for (int k = 0; k < (c.every ? c.rows : 3); ++k) {
+        const int row = k * row_stride;
+        const float mid = y + h * (row + 0.5f) / c.rows;
+        if (!c.every && std::abs(mid - query_mid) < fp) continue;
         const TextInk t = ink_in(img, label_x, x - fp * 0.9f, mid - fp * 0.4f, mid + fp * 0.4f);
-        EXPECT_GT(t.light + t.orange, 0) << "row " << i;
+        EXPECT_GT(t.light + t.orange, 0) << "row " << row;
       }
       if (c.query_rows) {
-        const float mid = y + h * (query + 0.5f) / c.rows;
-        EXPECT_GT(ink_in(img, label_x, x - fp * 0.9f, mid - 2, mid + 2).orange, 0) << "the query's label";
+        EXPECT_GT(ink_in(img, label_x, x - fp * 0.9f, query_mid - 2, query_mid + 2).orange, 0) << "the query's label";
       } else {
         EXPECT_EQ(ink_in(img, label_x, x - fp * 0.9f, y, y + h).orange, 0);
       }
-      // Ink above every column (with ticks, the first), about its middle.
-      for (int k = 0; k < (c.every ? c.cols : 1); ++k) {
-        const float mid = x + w * (k + 0.5f) / c.cols, half = c.every ? w / c.cols / 2 : fp * 0.5f;
-        EXPECT_GT(ink_in(img, mid - half, mid + half, labels_top, y - 1).light, 0) << "column " << k;
+      // Ink above the labelled columns, about their middles: every column, or the first three
+      // ticks'; none above a single column.
+      const int cols = c.cols[i];
+      if (cols == 0) {
+        EXPECT_EQ(col_stride, 0);
+        EXPECT_EQ(ink_in(img, x, x + w, y - fp * 1.5f, y - 1).light, 0);
+        continue;
+      }
+      EXPECT_EQ(col_stride == 1, c.every);
+      EXPECT_GE(col_stride, 1);
+      for (int k = 0; k < (c.every ? cols : 3); ++k) {
+        const int col = k * col_stride;
+        const float mid = x + w * (col + 0.5f) / cols, half = c.every ? w / cols / 2 : fp * 0.5f;
+        EXPECT_GT(ink_in(img, mid - half, mid + half, labels_top, y - 1).light, 0) << "column " << col;
       }
     }
   }

@@ -133,8 +133,8 @@ void draw_column_labels(ImDrawList* dl, const PlotGeometry& g, const std::vector
 // it is visible.
 void draw_row_label(ImDrawList* dl, const PlotGeometry& g, const std::string& label, ImVec2 size, int r,
                     ImU32 colour, float fp);
-// The width the labels of a plot's `rows` rows need: the widest up to 64 rows, else the last's (an
-// index, the widest there); 0 without labels.
+// The width the labels of a plot's `rows` rows need: the widest up to 64 rows, else the widest of
+// a sample of about 128 and the last (an index, the widest of indices); 0 without labels.
 float row_labels_width(const std::vector<std::string>& labels, int rows);
 // Every how many rows draw_row_ticks labels: 1 while rows are 1.15 lines tall, else tick_stride's.
 int row_tick_stride(const PlotGeometry& g, float fp);

@@ -580,7 +580,7 @@ void BackwardView::dump(nlohmann::json& j, const Session& s) const {
       nlohmann::json mj;
       mj["place"] = {{"x", pl.x},           {"y", pl.y},
                      {"w", pl.w},           {"h", pl.h},
-                     {"mark_right", pl.mark_right}, {"legend_x", pl.legend_x},
+                     {"mark_right", pl.mark_right}, {"legend_x", pl.legend_x}, {"legend_right", pl.legend_right},
                      {"label_x", pl.label_x},       {"labels_top", pl.labels_top}};
       mj["labels"] = {{"row_stride", pl.row_stride}, {"col_stride", pl.col_stride}, {"col_lines", pl.col_lines}};
       mj["blocks"] = m.cells.size();

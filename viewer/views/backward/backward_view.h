@@ -229,11 +229,11 @@ class BackwardView final : public View {
   std::uint64_t mask_checked = ~std::uint64_t{0};
   bool any_masked = false;
   // Where the panel drew each map last (the state dump's maps[i].place): the map, the right end
-  // of the selected row's mark beside it, the left edge of its colour legend; its edge labels:
-  // the left edge of the row labels' room and the top of the column labels', every how many rows
-  // and columns carry one, and the column labels' lines (2: staggered).
+  // of the selected row's mark beside it, the left and right edges of its colour legend; its edge
+  // labels: the left edge of the row labels' room and the top of the column labels', every how
+  // many rows and columns carry one (0: none), and the column labels' lines (2: staggered).
   struct MapPlace {
-    float x = 0, y = 0, w = 0, h = 0, mark_right = 0, legend_x = 0, label_x = 0, labels_top = 0;
+    float x = 0, y = 0, w = 0, h = 0, mark_right = 0, legend_x = 0, legend_right = 0, label_x = 0, labels_top = 0;
     int row_stride = 0, col_stride = 0, col_lines = 0;
   } place[2];
 

@@ -179,10 +179,14 @@ Placed draw_matrix(Shell& app, const char* tex_name, std::string& tex_key, MapPi
   if (labels.rows && labels.row_w > 0) {
     const std::vector<std::string>& rl = *labels.rows;
     const auto row_size = [&](int i) { return ImGui::CalcTextSize(rl[i].c_str()); };
+    // Inside their room: a token wider than the sample measured is cut, never drawn over the
+    // map or the legend on its left.
+    place.label_x = left.x - labels.row_w;
+    dl->PushClipRect(ImVec2(place.label_x, r.y - fp), ImVec2(left.x, r.bottom() + fp), true);
     draw_row_ticks(dl, left, rl, row_size, highlight_row, text, fp);
     if (highlight_row >= 0 && highlight_row < std::min(rows, static_cast<int>(rl.size())))
       draw_row_label(dl, left, rl[highlight_row], row_size(highlight_row), highlight_row, kHighlight, fp);
-    place.label_x = left.x - labels.row_w;
+    dl->PopClipRect();
     place.row_stride = row_tick_stride(g, fp);
   }
   if (labels.cols) {
@@ -465,9 +469,9 @@ void draw_panel(BackwardView& v, Shell& app, const Layout& l) {
     }
     mp.legend_w = legend_width(app, v.legend_range[i], mp.gradient, mp.log, mp.mask != nullptr);
     // Rows: the queries, or the keys (dV, dK); columns: the keys where the matrix is queries by
-    // keys, else the dimensions.
+    // keys, else the dimensions (none on a single column: D, one value per row).
     mp.labels.rows = pair.query_rows ? &p.query_tokens() : &p.key_tokens();
-    mp.labels.cols = pair.key_cols && mp.cols() == p.m() ? &p.key_tokens() : &index_labels(v.dims[i], mp.cols());
+    mp.labels.cols = pair.key_cols ? &p.key_tokens() : mp.cols() > 1 ? &index_labels(v.dims[i], mp.cols()) : nullptr;
     const float widest = row_labels_width(*mp.labels.rows, mp.rows());
     mp.labels.row_w = widest > 0 ? widest + fp * 0.4f : 0.f;  // draw_row_label's gap
   }
@@ -514,19 +518,23 @@ void draw_panel(BackwardView& v, Shell& app, const Layout& l) {
     }
     bool two_lines = false;
     for (Map& mp : maps)
-      if (mp.m) {
+      if (mp.m && mp.labels.cols) {
         mp.labels.plan = column_plan(Rect{0, 0, mp.size.w, mp.size.h}, mp.rows(), mp.cols(), *mp.labels.cols);
         two_lines = two_lines || mp.labels.plan.lines == 2;
       }
     return two_lines;
   };
   // Staggered column labels take a second line above the maps (which shrinks their cells a
-  // little: the plans are made again for them, as the chain view's heatmap does).
+  // little: the plans are made again for them, as the chain view's heatmap does); a map that
+  // needed two lines keeps them while every label still shows.
   float col_h = column_label_height({}, fp);
   if (place_maps(col_h)) {
+    bool staggered[2];
+    for (int i = 0; i < 2; ++i) staggered[i] = maps[i].labels.plan.lines == 2;
     col_h = column_label_height(ColumnLabelPlan{1, 2, 0}, fp);
     place_maps(col_h);
-    for (Map& mp : maps) mp.labels.plan.lines = std::max(mp.labels.plan.lines, mp.labels.plan.stride == 1 ? 2 : 1);
+    for (int i = 0; i < 2; ++i)
+      if (staggered[i] && maps[i].labels.plan.stride == 1) maps[i].labels.plan.lines = 2;
   }
   for (Map& mp : maps) mp.labels.col_h = col_h;
   bool fits = shown > 0;
@@ -549,9 +557,10 @@ void draw_panel(BackwardView& v, Shell& app, const Layout& l) {
         y += row_h + fp * 0.5f;
         row_h = 0;
       }
-      placed[i] = draw_matrix(app, mp.tex, v.tex_key[i], v.picture[i], v.place[i], *mp.m, mp.mask,
-                              Rect{x + mp.labels.row_w + fp * 0.7f, y + caption_h + col_h, mp.size.w, mp.size.h},
-                              mp.gradient, mp.log, mp.row, mp.caption, x, mp.labels, v.adopted());
+      const Rect r{x + mp.labels.row_w + fp * 0.7f, y + caption_h + col_h, mp.size.w, mp.size.h};
+      placed[i] = draw_matrix(app, mp.tex, v.tex_key[i], v.picture[i], v.place[i], *mp.m, mp.mask, r, mp.gradient,
+                              mp.log, mp.row, mp.caption, x, mp.labels, v.adopted());
+      v.place[i].legend_right = r.right() + mp.legend_w;
       row_h = std::max(row_h, caption_h + col_h + mp.size.h);
       if (one_row) x += col_w + fp;
     }
