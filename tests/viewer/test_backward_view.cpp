@@ -444,6 +444,38 @@ TEST(BackwardView, HeadlessMapsStaySquareAtALargeUiScale) {
   }
 }
 
+// Every step's two maps are labelled by what their rows and columns are: as many query or key
+// tokens as the matrix has rows, as many key tokens or dimensions as it has columns, none on a
+// single column. n != m, d_k != d_v and every modification tell the kinds apart.
+TEST(BackwardView, EveryMapIsLabelledByWhatItsRowsAndColumnsAre) {
+  Problem p = random_problem(4, 7, 6, 3, 5, 1, 1);
+  p.mods.rope_theta = 10000;
+  p.mods.alibi = true;
+  p.mods.softcap = 20;
+  const GradTrace g = cpu_backward(p, upstream_random(0));
+  const MatrixF dt = viewer::dt_terms(g, p.temperature);
+  const std::vector<BackStep> steps = viewer::backward_steps(g);
+  ASSERT_EQ(steps.size(), 13u);
+  for (BackStep s : steps) {
+    SCOPED_TRACE(viewer::back_step_word(s));
+    const viewer::StepPair pair = viewer::step_pair(p, g, s, dt);
+    for (const MatrixF* m : {pair.forward, pair.grad}) {
+      ASSERT_NE(m, nullptr);
+      const viewer::MapEdges e = viewer::map_edges(pair, *m);
+      ASSERT_TRUE(e.rows == viewer::Edge::Queries || e.rows == viewer::Edge::Keys);
+      EXPECT_EQ(m->rows(), e.rows == viewer::Edge::Queries ? p.n() : p.m());
+      switch (e.cols) {
+        case viewer::Edge::Keys: EXPECT_EQ(m->cols(), p.m()); break;
+        case viewer::Edge::Dims:
+          EXPECT_TRUE(m->cols() == p.d_k() || m->cols() == p.d_v()) << m->cols();
+          break;
+        case viewer::Edge::None: EXPECT_EQ(m->cols(), 1); break;
+        case viewer::Edge::Queries: ADD_FAILURE() << "columns are never queries"; break;
+      }
+    }
+  }
+}
+
 // Pixels of `img` in [x0, x1) x [y0, y1) that are text: light grey to white, or the selected
 // row's orange.
 struct TextInk {

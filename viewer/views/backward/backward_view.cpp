@@ -257,6 +257,10 @@ StepPair step_pair(const Problem& p, const GradTrace& g, BackStep s, const Matri
   return {};
 }
 
+MapEdges map_edges(const StepPair& pair, const MatrixF& m) {
+  return {pair.query_rows ? Edge::Queries : Edge::Keys, pair.key_cols ? Edge::Keys : m.cols() > 1 ? Edge::Dims : Edge::None};
+}
+
 double MapPicture::position(double v) const {
   if (!gradient || !log_scale) return std::clamp(scale_pos(v, range, log_scale), 0.0, 1.0);
   if (v == 0) return 0.5;

@@ -77,6 +77,15 @@ struct StepPair {
 };
 StepPair step_pair(const Problem& p, const GradTrace& g, BackStep s, const MatrixF& dt);
 
+// What a map's edges are labelled with: its rows' the query or the key tokens, its columns' the
+// key tokens, the dimensions, or nothing on a single column (D, one value per row).
+enum class Edge { Queries, Keys, Dims, None };
+struct MapEdges {
+  Edge rows = Edge::Queries, cols = Edge::None;
+};
+// The edges of matrix m, the forward's or the gradient of a step's pair.
+MapEdges map_edges(const StepPair& pair, const MatrixF& m);
+
 // A map of the view as drawn: each pixel block's entry of largest |value| (so a lone large entry of
 // a block of thousands stays visible), the cells `mask` hides left out (a block with none left is
 // masked: hatched). A forward stage: viridis over its range, logarithmic with `log_scale` (the

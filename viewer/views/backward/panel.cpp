@@ -468,10 +468,11 @@ void draw_panel(BackwardView& v, Shell& app, const Layout& l) {
       v.legend_key[i] = key;
     }
     mp.legend_w = legend_width(app, v.legend_range[i], mp.gradient, mp.log, mp.mask != nullptr);
-    // Rows: the queries, or the keys (dV, dK); columns: the keys where the matrix is queries by
-    // keys, else the dimensions (none on a single column: D, one value per row).
-    mp.labels.rows = pair.query_rows ? &p.query_tokens() : &p.key_tokens();
-    mp.labels.cols = pair.key_cols ? &p.key_tokens() : mp.cols() > 1 ? &index_labels(v.dims[i], mp.cols()) : nullptr;
+    const MapEdges edges = map_edges(pair, *mp.m);
+    mp.labels.rows = edges.rows == Edge::Queries ? &p.query_tokens() : &p.key_tokens();
+    mp.labels.cols = edges.cols == Edge::Keys   ? &p.key_tokens()
+                     : edges.cols == Edge::Dims ? &index_labels(v.dims[i], mp.cols())
+                                                : nullptr;
     const float widest = row_labels_width(*mp.labels.rows, mp.rows());
     mp.labels.row_w = widest > 0 ? widest + fp * 0.4f : 0.f;  // draw_row_label's gap
   }
