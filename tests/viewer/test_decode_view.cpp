@@ -39,6 +39,17 @@ DecodeJob job_for(const DecodeShape& shape, int token, int splits, int head, dou
   return j;
 }
 
+// A random cache: `keys` keys, `heads` query heads over `kv_heads` key/value heads of size `dim`.
+DecodeShape random_cache(int keys, int heads, int kv_heads, int dim, std::uint64_t seed = 0) {
+  DecodeShape shape;
+  shape.keys = keys;
+  shape.heads = heads;
+  shape.kv_heads = kv_heads;
+  shape.dim = dim;
+  shape.seed = seed;
+  return shape;
+}
+
 std::vector<double> row(const MatrixF& m, Eigen::Index r) {
   std::vector<double> v(m.cols());
   for (Eigen::Index c = 0; c < m.cols(); ++c) v[c] = m(r, c);
@@ -168,12 +179,7 @@ TEST(DecodeView, AHugeVIsComputedOnVScaledByAPowerOfTwo) {
 }
 
 TEST(DecodeView, ATokenOfARandomCacheIsTheDecodeKernelOnThatTokensProblem) {
-  DecodeShape shape;
-  shape.keys = 3000;
-  shape.heads = 4;
-  shape.kv_heads = 2;
-  shape.dim = 16;
-  shape.seed = 7;
+  DecodeShape shape = random_cache(3000, 4, 2, 16, 7);
   auto cache = DecodeCache::random(shape);
   EXPECT_EQ(cache->tokens(), kDecodeGrow);
   EXPECT_EQ(cache->capacity(), 3000 + kDecodeGrow);
@@ -208,6 +214,105 @@ TEST(DecodeView, ATokenOfARandomCacheIsTheDecodeKernelOnThatTokensProblem) {
   DecodeEngine again(false);
   shape.seed = 7;
   EXPECT_EQ(again.run(job_for(shape, 5, 3, 3, 0.7)).walk.split_output, r.walk.split_output);
+}
+
+// A random cache takes the session's modifications at each token's position: under a window the
+// kernel reads from the window's first key (on a panel of 16) and the machine's plan cuts only
+// those keys; with RoPE, ALiBi (the standard slopes of the cache's heads) and a cap the token is
+// the decode kernel on that token's problem with them, bit for bit, and within verify's bound of
+// fp64. A change of modifications keeps the cache.
+TEST(DecodeView, ARandomCacheTakesTheSessionsModifications) {
+  DecodeShape shape = random_cache(3000, 4, 2, 16, 7);
+  DecodeEngine e(false);
+  const DecodeToken plain = e.run(job_for(shape, 5, 0, 3));
+  ASSERT_TRUE(plain.error.empty()) << plain.error;
+  EXPECT_EQ(plain.first_key, 0);
+  EXPECT_DOUBLE_EQ(plain.bytes, 3006.0 * 2 * 32 * 4);
+
+  DecodeJob windowed = job_for(shape, 5, 0, 3);
+  windowed.mods.window = 500;
+  const DecodeToken w = e.run(windowed);
+  ASSERT_TRUE(w.error.empty()) << w.error;
+  const int first = (3006 - 500) / 16 * 16;
+  EXPECT_EQ(w.first_key, first);
+  EXPECT_EQ(w.split_first, first) << "the machine's plan cuts the window's keys only";
+  EXPECT_EQ(w.walk.split_states.back().j1, 3006);
+  EXPECT_DOUBLE_EQ(w.bytes, (3006.0 - first) * 2 * 32 * 4);
+  EXPECT_TRUE(w.within) << w.fp64_error << " > " << w.tolerance;
+  EXPECT_GT(walk_max_abs_diff(w.walk.split_output, plain.walk.split_output), 1e-3);
+
+  DecodeJob mods = job_for(shape, 5, 3, 3, 0.7);
+  mods.mods.rope_theta = 500;
+  mods.mods.alibi = true;
+  mods.mods.softcap = 2;
+  mods.mods.window = 700;
+  const DecodeToken r = e.run(mods);
+  ASSERT_TRUE(r.error.empty()) << r.error;
+  EXPECT_TRUE(r.within) << r.fp64_error << " > " << r.tolerance;
+  EXPECT_EQ(e.builds(), 1) << "the same keys and values under other modifications";
+  // The same token built as a problem of its own, with the modifications, run through the kernel
+  // whole: the same bits.
+  auto cache = DecodeCache::random(shape);
+  cache->set_mods(mods.mods);
+  const Problem whole = test::first_keys(cache->at(5, 0.7), 3006);
+  EXPECT_TRUE(whole.mods.alibi_slopes.empty()) << "the standard slopes of the cache's heads";
+  EXPECT_EQ(whole.mods.rope_theta, 500);
+  const Trace t = cpu_decode(whole, 3);
+  EXPECT_EQ(r.walk.split_output, row(t.output, 3));
+  // And without them the plain token again.
+  EXPECT_EQ(e.run(job_for(shape, 5, 0, 3)).walk.split_output, plain.walk.split_output);
+
+  // A prefix changes no token of a random cache: each comes after the prompt, where a query
+  // reads the keys up to its own (a prefix past the cache's keys too: none after them is read).
+  for (int prefix : {100, 3005, 100000}) {
+    DecodeJob j = windowed;
+    j.mods.prefix = prefix;
+    const DecodeToken p = e.run(j);
+    ASSERT_TRUE(p.error.empty()) << p.error;
+    EXPECT_EQ(p.first_key, first);
+    EXPECT_EQ(p.walk.split_output, w.walk.split_output) << prefix;
+  }
+}
+
+// The view asks a random cache for the session's modifications too, says when the input brings
+// a bias or documents that a random cache does not take, and its caveat bar names the window.
+TEST(DecodeView, TheSessionsModificationsReachARandomCache) {
+  const test::TempDir dir("attnlab-decode-cache-mods");
+  const std::string ids = dir.file("documents.txt");
+  {
+    std::ofstream f(ids);
+    for (int i = 0; i < 64; ++i) f << (i < 30 ? 0 : 1) << "\n";
+  }
+  viewer::ViewerOptions o = test::cpu_random_options(64, 16, 16);
+  o.documents_file = ids;
+  Session s(o);
+  ASSERT_EQ(s.problem().documents().size(), 64u);
+  DecodeView v(ViewContext{s, true, true}, DecodeView::Options{}, /*probe=*/false);
+  DecodeShape c = random_cache(4096, 8, 1, 64);
+  v.set_shape(c);
+  ModSettings mods;
+  mods.alibi = true;
+  mods.window = 300;
+  ASSERT_TRUE(s.set_mods(mods));
+  v.sync(s);
+  ASSERT_NE(v.shown(), nullptr);
+  ASSERT_TRUE(v.shown()->error.empty()) << v.shown()->error;
+  EXPECT_TRUE(v.shown()->job.mods == mods);
+  EXPECT_TRUE(v.shown()->job.input_extras) << "the input's documents are not the cache's";
+  EXPECT_EQ(v.shown()->first_key, (4097 - 300) / 16 * 16);
+  EXPECT_TRUE(v.shown()->within);
+  Problem windowed;
+  windowed.mask = MaskKind::Causal;
+  windowed.mods.window = 300;
+  for (Lang l : {Lang::En, Lang::Zh}) EXPECT_EQ(v.mask_sentence(s, l), mask_sentence(windowed, l));
+  // Back on the input, its documents are its own: the caveat bar says so.
+  v.set_shape(DecodeShape{});
+  v.sync(s);
+  EXPECT_FALSE(v.shown()->job.input_extras);
+  Problem input = s.problem();
+  input.mask = MaskKind::Causal;
+  EXPECT_EQ(v.mask_sentence(s, Lang::En), mask_sentence(input, Lang::En));
+  EXPECT_NE(v.mask_sentence(s, Lang::En), mask_sentence(windowed, Lang::En));
 }
 
 TEST(DecodeView, ShapesThatDoNotFitAreRefusedInBothLanguages) {
@@ -328,11 +433,7 @@ TEST(DecodeView, StepsPlayAndTheHistoryFollowTheTokens) {
   v.sync(s);
   EXPECT_LT(walk_max_abs_diff(v.shown()->walk.split_output, plain), 1e-12) << "and unticked, the plain row again";
   // A random cache; ↑/↓ pick the query head; its split count is its own.
-  DecodeShape c;
-  c.keys = 4096;
-  c.heads = 8;
-  c.kv_heads = 1;
-  c.dim = 64;
+  DecodeShape c = random_cache(4096, 8, 1, 64);
   v.set_shape(c);
   EXPECT_EQ(v.splits(), 0);
   v.sync(s);

@@ -138,6 +138,15 @@ constexpr Entry kTexts[] = {
     {DT::SentenceWindow,
      {"Position %d, “%s”: of the %d keys of the cache so far, its query sees the last %d (the window), %s.",
       "位置 %d，“%s”：到目前为止缓存中有 %d 个键，它的查询只看到最后 %d 个（窗口），%s。"}},
+    {DT::SentenceCacheWindow,
+     {"Position %s: %s, of a cache of %s, the last %s (the window; K and V of %s, %s), %s.",
+      "位置 %s：%s%s的缓存中的最后 %s（窗口；%s的 K 与 V，共 %s），%s。"}},
+    {DT::CacheModsNote,
+     {"The modifications set in the controls apply at each token's own position: %s.",
+      "控制面板中设置的修改在每个 token 自己的位置上生效：%s。"}},
+    {DT::CacheExtrasNote,
+     {"The input's bias and document ids belong to its own positions: a random cache takes neither.",
+      "输入的偏置与文档编号属于它自己的位置：随机缓存不使用它们。"}},
 };
 static_assert(std::size(kTexts) == static_cast<std::size_t>(DT::Count_), "one entry per text");
 constexpr bool in_order() {

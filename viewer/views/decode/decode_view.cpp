@@ -136,7 +136,14 @@ std::unique_ptr<DecodeCache> DecodeCache::random(const DecodeShape& s) {
   c->tokens_ = kDecodeGrow;
   c->first_keys_ = s.keys + 1;
   c->max_abs_v_ = c->problem_.v().cwiseAbs().maxCoeff();
+  c->random_ = true;
   return c;
+}
+
+void DecodeCache::set_mods(const ModSettings& m) {
+  if (!random_) return;
+  set_mods_of(problem_, m);
+  problem_.mods.alibi_slopes.clear();  // the standard slopes of the cache's heads
 }
 
 const Problem& DecodeCache::at(int token, double temperature) {
@@ -197,6 +204,7 @@ DecodeToken DecodeEngine::run(const DecodeJob& job) {
   out.read_gbs = decode_read_gbs(probe_);
 
   const int token = std::clamp(job.token, 0, cache_->tokens() - 1);
+  cache_->set_mods(job.mods);  // a random cache's: the same keys under the session's modifications
   const Problem& p = cache_->at(token, job.temperature);
   const int keys = cache_->keys_at(token), head = std::clamp(job.head, 0, p.heads - 1);
   out.tokens = cache_->tokens();
@@ -380,10 +388,12 @@ std::vector<std::string> DecodeView::texts() const { return decode_texts(); }
 DecodeJob DecodeView::wanted(const Session& s) const {
   DecodeJob j;
   j.shape = shape_;
+  j.mods = mods_of(s.problem());
   if (shape_.input()) {
     j.input = s.shared_problem();
     j.input_revision = s.problem_revision();
-    j.mods = mods_of(s.problem());
+  } else {
+    j.input_extras = s.problem().bias().size() > 0 || !s.problem().documents().empty();
   }
   j.temperature = s.problem().temperature;
   j.token = token_;
@@ -562,8 +572,14 @@ std::string DecodeView::state_json() const {
   return j.dump();
 }
 
-std::string DecodeView::mask_sentence(const Session&, Lang lang) const {
-  return attnlab::mask_sentence(MaskKind::Causal, lang);
+std::string DecodeView::mask_sentence(const Session& s, Lang lang) const {
+  // Causal, with the session's window and prefix (the input's or a random cache's) and the input's
+  // documents (a random cache has none).
+  Problem causal = shape_.input() ? s.problem() : Problem{};  // a copy shares the inputs
+  causal.mask = MaskKind::Causal;
+  causal.mods.window = s.problem().mods.window;
+  causal.mods.prefix = s.problem().mods.prefix;
+  return attnlab::mask_sentence(causal, lang);
 }
 
 void DecodeView::dump(nlohmann::json& j, const Session&) const { j["decode"] = nlohmann::json::parse(state_json()); }

@@ -81,6 +81,10 @@ class DecodeCache {
   // A random prompt (shape.keys keys) and kDecodeGrow tokens after it: token t's queries against
   // keys [0, shape.keys + t]. The same shape gives the same numbers.
   static std::unique_ptr<DecodeCache> random(const DecodeShape& shape);
+  // A random cache's modifications: the session's (RoPE, ALiBi with the standard slopes of the
+  // cache's heads, the cap, a window, a prefix), at each token's own position as on the input;
+  // the keys and values stay. The input's come with it (from_input): ignored there.
+  void set_mods(const ModSettings& m);
   int tokens() const { return tokens_; }
   int first_query() const { return first_query_; }
   int keys_at(int token) const { return first_keys_ + token; }
@@ -98,6 +102,7 @@ class DecodeCache {
   int first_query_ = 0;    // the input's query of token 0
   MatrixF bias_rows_;      // the input's bias (n, m), or empty: token t's row is first_query_ + t
   bool labelled_ = false;  // the input's labels (else positions)
+  bool random_ = false;    // a random cache (set_mods takes the session's modifications)
   double max_abs_v_ = 0;
 };
 
@@ -106,7 +111,10 @@ struct DecodeJob {
   DecodeShape shape;
   std::shared_ptr<const Problem> input;  // shape.input(): the session's head on screen
   std::uint64_t input_revision = 0;      // Session::problem_revision of `input`
-  ModSettings mods;                      // the input's modifications (a toggle keeps the revision)
+  ModSettings mods;                      // the session's modifications (a toggle keeps the revision)
+  // A random cache: the session's input has a bias or document ids, which belong to the input's
+  // positions and which a random cache does not take (the panel says so).
+  bool input_extras = false;
   int token = 0;
   double temperature = 1;
   int splits = 0;  // 0: the machine's plan (plan_splits)
@@ -114,8 +122,9 @@ struct DecodeJob {
   unsigned parts = 1;
   // The same request (the input by revision, not by pointer).
   bool same(const DecodeJob& b) const {
-    return shape == b.shape && input_revision == b.input_revision && mods == b.mods && token == b.token &&
-           temperature == b.temperature && splits == b.splits && head == b.head;
+    return shape == b.shape && input_revision == b.input_revision && mods == b.mods &&
+           input_extras == b.input_extras && token == b.token && temperature == b.temperature && splits == b.splits &&
+           head == b.head;
   }
 };
 
@@ -194,7 +203,8 @@ enum class DT {
   MergeAcc, MergeMore, MergeNone, Output, CheckOnePass, CheckFp64, Within, Outside, TimeTitle, Bytes,
   BytesNoProbe, Tps, TpsPaused, Measured, Floor, Caveat, Refused, HeadPick, SentenceFirst, QueryHeads, QueryHead,
   CacheKeyCount, CacheKeyOne, KvHeadCount, KvHeadOne, SplitCount, SplitsParallel, SplitOne, MergeOneKey,
-  ValuesScaled, QueryHeadCount, QueryHeadOne, InputModsNote, PrefixPrompt, CustomMaskNote, Unread, SentenceWindow, Count_
+  ValuesScaled, QueryHeadCount, QueryHeadOne, InputModsNote, PrefixPrompt, CustomMaskNote, Unread, SentenceWindow,
+  SentenceCacheWindow, CacheModsNote, CacheExtrasNote, Count_
 };
 const char* dtr(Lang lang, DT t);
 // A read rate in GB/s said with its unit where it shows three significant digits: "12.3 GB/s",

@@ -495,13 +495,20 @@ void draw_panel(DecodeView& v, Shell& app, const Layout& l) {
   } else if (!t->error.empty()) {
     wrapped(app, fmt(dtr(lang, DT::Refused), t->error.c_str()), &kErrorV4);
   } else {
-    // A count's words, singular for one. Under a window the input's token sees its last keys only.
-    const int window = t->job.shape.input() && t->job.input ? t->job.input->mods.window : 0;
+    // A count's words, singular for one. Under a window a token sees the cache's last keys only.
+    const int window = t->job.mods.window;
+    const auto keys_text = [&](int keys) {
+      return fmt(dtr(lang, keys == 1 ? DT::CacheKeyOne : DT::CacheKeyCount), grouped(keys).c_str());
+    };
     const std::string sentence =
-        !t->job.shape.input()
+        !t->job.shape.input() && window > 0 && t->keys > window
+            ? fmt(dtr(lang, DT::SentenceCacheWindow), grouped(t->keys - 1).c_str(),
+                  counted(lang, t->heads, DT::QueryHeads, DT::QueryHead).c_str(), keys_text(t->keys).c_str(),
+                  keys_text(window).c_str(), counted(lang, t->kv_heads, DT::KvHeadCount, DT::KvHeadOne).c_str(),
+                  bytes_text(t->bytes).c_str(), counted(lang, t->splits, DT::SplitsParallel, DT::SplitOne).c_str())
+        : !t->job.shape.input()
             ? fmt(dtr(lang, DT::SentenceCache), grouped(t->keys - 1).c_str(),
-                  counted(lang, t->heads, DT::QueryHeads, DT::QueryHead).c_str(),
-                  fmt(dtr(lang, t->keys == 1 ? DT::CacheKeyOne : DT::CacheKeyCount), grouped(t->keys).c_str()).c_str(),
+                  counted(lang, t->heads, DT::QueryHeads, DT::QueryHead).c_str(), keys_text(t->keys).c_str(),
                   counted(lang, t->kv_heads, DT::KvHeadCount, DT::KvHeadOne).c_str(), bytes_text(t->bytes).c_str(),
                   counted(lang, t->splits, DT::SplitsParallel, DT::SplitOne).c_str())
         : t->keys == 1 ? fmt(dtr(lang, DT::SentenceFirst), t->keys - 1, t->query_label.c_str())
@@ -520,6 +527,13 @@ void draw_panel(DecodeView& v, Shell& app, const Layout& l) {
       if (t->first_query > 0)  // decoding starts at the prefix's last position
         wrapped(app, fmt(dtr(lang, DT::PrefixPrompt), in.mods.prefix - 1, in.mods.prefix - 1), &kDimV4);
       if (in.mask == MaskKind::Custom) wrapped(app, dtr(lang, DT::CustomMaskNote), &kErrorV4);
+    } else {
+      // A random cache takes the session's modifications, not the input's bias or documents.
+      Problem mods;
+      set_mods_of(mods, t->job.mods);
+      if (has_modifications(mods))
+        wrapped(app, fmt(dtr(lang, DT::CacheModsNote), modifications_text(mods, lang).c_str()), &kDimV4);
+      if (t->job.input_extras) wrapped(app, dtr(lang, DT::CacheExtrasNote), &kDimV4);
     }
     strip(app, v, *t);
     heads(app, v, *t);
