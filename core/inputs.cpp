@@ -137,7 +137,7 @@ void apply_rope_spec(Problem& p, const std::string& theta) {
   if (!(p.mods.rope_theta > 0)) throw InputError(Msg::RopeTheta, {theta});
 }
 
-void apply_score_mod_spec(Problem& p, const std::string& spec) {
+void apply_score_mod_spec(Problem& p, const std::string& spec, SpecFiles files) {
   Modifications& md = p.mods;
   md.alibi = false;
   md.alibi_slopes.clear();
@@ -181,7 +181,7 @@ void apply_score_mod_spec(Problem& p, const std::string& spec) {
         throw InputError(Msg::SoftcapInvalid, {arg});
     } else if (name == "bias" && colon != std::string::npos && !arg.empty()) {
       once(bias, "bias");
-      p.edit().bias = read_matrix(arg);
+      if (files == SpecFiles::Read) p.edit().bias = read_matrix(arg);
       md.bias_name = printable(std::filesystem::path(arg).filename().string());
     } else {
       throw InputError(Msg::ScoreModUnknown, {item});
@@ -189,7 +189,7 @@ void apply_score_mod_spec(Problem& p, const std::string& spec) {
   }
 }
 
-void apply_mask_mod_spec(Problem& p, const std::string& spec) {
+void apply_mask_mod_spec(Problem& p, const std::string& spec, SpecFiles files) {
   Modifications& md = p.mods;
   md.window = 0;
   md.prefix = 0;
@@ -223,6 +223,8 @@ void apply_mask_mod_spec(Problem& p, const std::string& spec) {
       if (md.prefix < 1) throw InputError(Msg::PrefixNotWhole, {arg});
     } else if (name == "document" && colon != std::string::npos && !arg.empty()) {
       once(doc, "document");
+      md.documents_name = printable(std::filesystem::path(arg).filename().string());
+      if (files == SpecFiles::NamesOnly) continue;
       const MatrixF ids = read_matrix(arg);
       // One row or one column: a matrix's entries would be read in an order the file does not say.
       if (ids.rows() != 1 && ids.cols() != 1)
@@ -237,7 +239,6 @@ void apply_mask_mod_spec(Problem& p, const std::string& spec) {
           throw InputError(Msg::DocumentsValue, {document_id_text(x), std::to_string(i)});
         out.push_back(static_cast<int>(x));
       }
-      md.documents_name = printable(std::filesystem::path(arg).filename().string());
     } else {
       throw InputError(Msg::MaskModUnknown, {item});
     }

@@ -27,10 +27,13 @@ void apply_mask_spec(Problem& p, const std::string& mask);
 // Each replaces the modifications of its kind (a spec is the whole set); `causal` sets the mask
 // kind and is not undone by a later spec (the mask is --mask's). Unknown items, bad numbers and
 // repeated items are refused with a catalogued message; the values themselves are checked by
-// validate() (validate_modifications).
+// validate() (validate_modifications). SpecFiles::NamesOnly checks a spec's form and keeps the
+// files' names (bias_name, documents_name) without reading them: the viewer's flags, whose files
+// are read once, with the inputs (a pipe can be read only once).
+enum class SpecFiles { Read, NamesOnly };
 void apply_rope_spec(Problem& p, const std::string& theta);
-void apply_score_mod_spec(Problem& p, const std::string& spec);
-void apply_mask_mod_spec(Problem& p, const std::string& spec);
+void apply_score_mod_spec(Problem& p, const std::string& spec, SpecFiles files = SpecFiles::Read);
+void apply_mask_mod_spec(Problem& p, const std::string& spec, SpecFiles files = SpecFiles::Read);
 
 // Token labels from a comma list or a file (at most one of the two non-empty): n labels (queries,
 // and keys when m == n) or n + m (queries first). The shapes are validated before the count is;

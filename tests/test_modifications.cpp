@@ -777,5 +777,24 @@ TEST(Modifications, FilesForTheBiasAndTheDocuments) {
   EXPECT_EQ(big.arg, "≈1e+08");
 }
 
+// Names only (the viewer's flags, whose files are read once, with the inputs): the spec's form and
+// its repeats are checked and the files' names kept, but no file is opened.
+TEST(Modifications, ASpecsFormIsCheckedWithoutReadingItsFiles) {
+  Problem p = test::make_problem(4, 4, 4, 1, MaskKind::None, 1, 1);
+  apply_score_mod_spec(p, "alibi,bias:/no/such/dir/b.csv", SpecFiles::NamesOnly);
+  apply_mask_mod_spec(p, "window:2+document:/no/such/dir/d.csv", SpecFiles::NamesOnly);
+  EXPECT_TRUE(p.mods.alibi);
+  EXPECT_EQ(p.mods.window, 2);
+  EXPECT_EQ(p.mods.bias_name, "b.csv");
+  EXPECT_EQ(p.mods.documents_name, "d.csv");
+  EXPECT_EQ(p.bias().size(), 0);
+  EXPECT_TRUE(p.documents().empty());
+  EXPECT_THROW(apply_score_mod_spec(p, "bias:/x/a.csv,bias:/x/b.csv", SpecFiles::NamesOnly), InputError);
+  EXPECT_THROW(apply_mask_mod_spec(p, "document:/x/a.csv+document:/x/b.csv", SpecFiles::NamesOnly), InputError);
+  EXPECT_THROW(apply_score_mod_spec(p, "bias:", SpecFiles::NamesOnly), InputError);
+  // Read, the same spec opens its file.
+  EXPECT_THROW(apply_score_mod_spec(p, "bias:/no/such/dir/b.csv"), InputError);
+}
+
 }  // namespace
 }  // namespace attnlab

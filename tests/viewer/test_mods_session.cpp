@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace attnlab {
@@ -138,6 +140,29 @@ TEST(ModsSession, BiasAndDocumentFilesAreReadWithTheInputs) {
   ASSERT_TRUE(s.load_random(5, 4, 4, 1));
   EXPECT_EQ(s.problem().bias().size(), 0);
 }
+
+#ifdef ATTNLAB_VIEW_BINARY
+// The flags' bias and document files are read once, with the inputs (the flags' check reads no
+// file), so a pipe serves as it does for attnlab run: the documents reach the caveat bar, the bias
+// the chain's stages.
+TEST(ModsSession, TheFlagsFilesAreReadOnceSoAPipeServes) {
+  test::TempDir dir;
+  const std::string png = dir.file("p.png"), json = dir.file("p.json");
+  const auto run = [&](const std::string& lines, const std::string& flag, const std::string& spec) {
+    const std::string cmd = "printf '" + lines + "' | SDL_VIDEODRIVER=dummy LANG=C.UTF-8 timeout 60 '" +
+                            test::view_binary() + "' --screenshot '" + png + "' --state-dump '" + json +
+                            "' --backend cpu --lang en --random 3 --dk 4 --dv 4 " + flag + " " + spec;
+    const test::BinaryRun r = test::run_binary("sh", {"-c", cmd});
+    EXPECT_EQ(r.code, 0) << r.err;
+    std::ifstream in(json);
+    return r.code == 0 ? nlohmann::json::parse(in) : nlohmann::json{};
+  };
+  const nlohmann::json docs = run("0\\n0\\n1\\n", "--mask-mod", "document:/dev/stdin");
+  EXPECT_TRUE(test::contains(docs.value("mask_sentence", ""), "Packed documents")) << docs.dump();
+  const nlohmann::json bias = run("0,1,2\\n0,0,0\\n-1,-2,-3\\n", "--score-mod", "bias:/dev/stdin");
+  EXPECT_TRUE(test::contains(bias.dump(), "biased")) << bias.dump();
+}
+#endif
 
 TEST(ModsSession, RefusalsKeepTheStateAndSpeakBothLanguages) {
   Session s(test::cpu_viewer_options());  // the demo: d_k = 3

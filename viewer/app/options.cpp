@@ -55,13 +55,14 @@ std::string viewer_usage() {
 namespace {
 
 // --score-mod / --mask-mod as the CLI takes them (core/inputs.h specs, their refusals): the
-// settings into o.mods, the files (bias:FILE, document:FILE) into o's file names (read with the
-// inputs), causal into the mask. Given ALiBi slopes are the command line's (attnlab run).
+// settings into o.mods, the files (bias:FILE, document:FILE) into o's file names (read once, with
+// the inputs: not here, where a pipe's one read would be spent), causal into the mask. Given ALiBi
+// slopes are the command line's (attnlab run).
 void take_mod_spec(ViewerOptions& o, const std::string& flag, const std::string& spec) {
   Problem scratch = demo_problem();
   const bool score = flag == "--score-mod";
-  if (score) apply_score_mod_spec(scratch, spec);
-  else apply_mask_mod_spec(scratch, spec);
+  if (score) apply_score_mod_spec(scratch, spec, SpecFiles::NamesOnly);
+  else apply_mask_mod_spec(scratch, spec, SpecFiles::NamesOnly);
   std::string item;
   const auto take_file = [&] {
     const auto a = item.find_first_not_of(" \t");
