@@ -223,22 +223,24 @@ void apply_mask_mod_spec(Problem& p, const std::string& spec, SpecFiles files) {
       if (md.prefix < 1) throw InputError(Msg::PrefixNotWhole, {arg});
     } else if (name == "document" && colon != std::string::npos && !arg.empty()) {
       once(doc, "document");
-      md.documents_name = printable(std::filesystem::path(arg).filename().string());
-      if (files == SpecFiles::NamesOnly) continue;
-      const MatrixF ids = read_matrix(arg);
-      // One row or one column: a matrix's entries would be read in an order the file does not say.
-      if (ids.rows() != 1 && ids.cols() != 1)
-        throw InputError(Msg::DocumentsShape, {printable(arg), std::to_string(ids.rows()), std::to_string(ids.cols())});
-      std::vector<int>& out = p.edit().documents;
-      out.clear();
-      for (Eigen::Index i = 0; i < ids.size(); ++i) {
-        const float x = ids.data()[i];
-        // Ids are read as fp32, whose whole numbers are exact below 2^24: a larger one may be
-        // another id rounded (two documents read as one), so it is refused.
-        if (!(std::isfinite(x) && x == std::floor(x) && std::abs(x) < 16777216.0f))
-          throw InputError(Msg::DocumentsValue, {document_id_text(x), std::to_string(i)});
-        out.push_back(static_cast<int>(x));
+      if (files == SpecFiles::Read) {
+        const MatrixF ids = read_matrix(arg);
+        // One row or one column: a matrix's entries would be read in an order the file does not say.
+        if (ids.rows() != 1 && ids.cols() != 1)
+          throw InputError(Msg::DocumentsShape,
+                           {printable(arg), std::to_string(ids.rows()), std::to_string(ids.cols())});
+        std::vector<int>& out = p.edit().documents;
+        out.clear();
+        for (Eigen::Index i = 0; i < ids.size(); ++i) {
+          const float x = ids.data()[i];
+          // Ids are read as fp32, whose whole numbers are exact below 2^24: a larger one may be
+          // another id rounded (two documents read as one), so it is refused.
+          if (!(std::isfinite(x) && x == std::floor(x) && std::abs(x) < 16777216.0f))
+            throw InputError(Msg::DocumentsValue, {document_id_text(x), std::to_string(i)});
+          out.push_back(static_cast<int>(x));
+        }
       }
+      md.documents_name = printable(std::filesystem::path(arg).filename().string());
     } else {
       throw InputError(Msg::MaskModUnknown, {item});
     }

@@ -220,7 +220,7 @@ TEST(DecodeView, ATokenOfARandomCacheIsTheDecodeKernelOnThatTokensProblem) {
 // kernel reads from the window's first key (on a panel of 16) and the machine's plan cuts only
 // those keys; with RoPE, ALiBi (the standard slopes of the cache's heads) and a cap the token is
 // the decode kernel on that token's problem with them, bit for bit, and within verify's bound of
-// fp64. A change of modifications keeps the cache.
+// fp64. A change of modifications keeps the cache, but for RoPE turned off (its turned K goes).
 TEST(DecodeView, ARandomCacheTakesTheSessionsModifications) {
   DecodeShape shape = random_cache(3000, 4, 2, 16, 7);
   DecodeEngine e(false);
@@ -255,27 +255,39 @@ TEST(DecodeView, ARandomCacheTakesTheSessionsModifications) {
   auto cache = DecodeCache::random(shape);
   cache->set_mods(mods.mods);
   const Problem whole = test::first_keys(cache->at(5, 0.7), 3006);
-  EXPECT_TRUE(whole.mods.alibi_slopes.empty()) << "the standard slopes of the cache's heads";
   EXPECT_EQ(whole.mods.rope_theta, 500);
   const Trace t = cpu_decode(whole, 3);
   EXPECT_EQ(r.walk.split_output, row(t.output, 3));
-  // And without them the plain token again.
+  // And without them the plain token again, from the cache made again: RoPE's turned K goes with
+  // RoPE (the same numbers).
   EXPECT_EQ(e.run(job_for(shape, 5, 0, 3)).walk.split_output, plain.walk.split_output);
+  EXPECT_EQ(e.builds(), 2);
+  EXPECT_EQ(e.run(windowed).walk.split_output, w.walk.split_output);
+  EXPECT_EQ(e.builds(), 2) << "a window alone keeps the cache";
+  // RoPE on an odd head size is refused, in both languages.
+  DecodeShape odd = shape;
+  odd.dim = 15;
+  DecodeJob rope = job_for(odd, 0, 0, 0);
+  rope.mods.rope_theta = 10000;
+  const DecodeToken refused = e.run(rope);
+  EXPECT_EQ(refused.refusal.id, Msg::RopeOddDim);
+  EXPECT_EQ(refused.error, "RoPE turns pairs of values: d_k must be even, got 15");
+  EXPECT_EQ(refused.refusal.text(Lang::Zh), "RoPE 成对旋转数值：d_k 必须是偶数，当前为 15");
 
-  // A prefix changes no token of a random cache: each comes after the prompt, where a query
-  // reads the keys up to its own (a prefix past the cache's keys too: none after them is read).
-  for (int prefix : {100, 3005, 100000}) {
-    DecodeJob j = windowed;
-    j.mods.prefix = prefix;
-    const DecodeToken p = e.run(j);
-    ASSERT_TRUE(p.error.empty()) << p.error;
-    EXPECT_EQ(p.first_key, first);
-    EXPECT_EQ(p.walk.split_output, w.walk.split_output) << prefix;
-  }
+  // A random cache takes no prefix (every token comes after its prompt), and says so.
+  DecodeJob prefix = windowed;
+  prefix.mods.prefix = 100;
+  cache->set_mods(prefix.mods);
+  EXPECT_EQ(cache->at(5, 1.0).mods.prefix, 0);
+  EXPECT_EQ(cache->at(5, 1.0).mods.window, 500);
+  EXPECT_EQ(cache_mods_text(prefix, Lang::En), "window 500");
+  prefix.mods.window = 0;
+  EXPECT_EQ(cache_mods_text(prefix, Lang::En), "");
 }
 
 // The view asks a random cache for the session's modifications too, says when the input brings
-// a bias or documents that a random cache does not take, and its caveat bar names the window.
+// documents that a random cache does not take, and its caveat bar names the window (on the input,
+// the input's prefix and documents too).
 TEST(DecodeView, TheSessionsModificationsReachARandomCache) {
   const test::TempDir dir("attnlab-decode-cache-mods");
   const std::string ids = dir.file("documents.txt");
@@ -293,12 +305,14 @@ TEST(DecodeView, TheSessionsModificationsReachARandomCache) {
   ModSettings mods;
   mods.alibi = true;
   mods.window = 300;
+  mods.prefix = 10;  // the input's: a random cache takes none
   ASSERT_TRUE(s.set_mods(mods));
   v.sync(s);
   ASSERT_NE(v.shown(), nullptr);
   ASSERT_TRUE(v.shown()->error.empty()) << v.shown()->error;
   EXPECT_TRUE(v.shown()->job.mods == mods);
-  EXPECT_TRUE(v.shown()->job.input_extras) << "the input's documents are not the cache's";
+  EXPECT_TRUE(v.shown()->job.input_documents) << "the input's documents are not the cache's";
+  EXPECT_FALSE(v.shown()->job.input_bias);
   EXPECT_EQ(v.shown()->first_key, (4097 - 300) / 16 * 16);
   EXPECT_TRUE(v.shown()->within);
   Problem windowed;
@@ -308,7 +322,7 @@ TEST(DecodeView, TheSessionsModificationsReachARandomCache) {
   // Back on the input, its documents are its own: the caveat bar says so.
   v.set_shape(DecodeShape{});
   v.sync(s);
-  EXPECT_FALSE(v.shown()->job.input_extras);
+  EXPECT_FALSE(v.shown()->job.input_documents);
   Problem input = s.problem();
   input.mask = MaskKind::Causal;
   EXPECT_EQ(v.mask_sentence(s, Lang::En), mask_sentence(input, Lang::En));

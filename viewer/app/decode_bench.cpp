@@ -87,6 +87,13 @@ DecodeBench run_decode_bench(const ViewerOptions& o, std::ostream& log) {
       << count_text(t.kv_heads, "key/value head", "key/value heads") << ", d " << t.d_k << ", "
       << count_text(t.splits, "split", "splits") << "; built in "
       << format_number("%.0f", r.build_ms) << " ms\n";
+  // A random cache's modifications, and under a window the keys its tokens read.
+  std::string mods = t.job.shape.input() ? std::string() : cache_mods_text(t.job, Lang::En);
+  if (!mods.empty()) mods = "modifications: " + mods;
+  if (t.first_key > 0)
+    mods += (mods.empty() ? "" : "; ") + std::string("the last token read keys ") + std::to_string(t.first_key) +
+            " … " + std::to_string(t.keys - 1);
+  if (!mods.empty()) log << mods << "\n";
   log << r.tokens << " tokens in " << format_number("%.1f", r.seconds) << " s: "
       << format_number("%.1f", r.tokens_per_second) << " tokens/s shown (asked " << DecodeView::kMaxSpeed << ")\n";
   log << "kernel per token: median " << format_number("%.2f", r.median_kernel_ms) << " ms (min "

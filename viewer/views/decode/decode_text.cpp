@@ -144,9 +144,12 @@ constexpr Entry kTexts[] = {
     {DT::CacheModsNote,
      {"The modifications set in the controls apply at each token's own position: %s.",
       "控制面板中设置的修改在每个 token 自己的位置上生效：%s。"}},
-    {DT::CacheExtrasNote,
-     {"The input's bias and document ids belong to its own positions: a random cache takes neither.",
-      "输入的偏置与文档编号属于它自己的位置：随机缓存不使用它们。"}},
+    {DT::CacheBiasNote,
+     {"The input's bias belongs to its own positions: a random cache does not take it.",
+      "输入的偏置属于它自己的位置：随机缓存不使用它。"}},
+    {DT::CacheDocumentsNote,
+     {"The input's document ids belong to its own positions: a random cache does not take them.",
+      "输入的文档编号属于它自己的位置：随机缓存不使用它们。"}},
 };
 static_assert(std::size(kTexts) == static_cast<std::size_t>(DT::Count_), "one entry per text");
 constexpr bool in_order() {

@@ -142,8 +142,17 @@ std::unique_ptr<DecodeCache> DecodeCache::random(const DecodeShape& s) {
 
 void DecodeCache::set_mods(const ModSettings& m) {
   if (!random_) return;
-  set_mods_of(problem_, m);
-  problem_.mods.alibi_slopes.clear();  // the standard slopes of the cache's heads
+  if (m.rope_theta > 0 && problem_.d_k() % 2 != 0) throw InputError(Msg::RopeOddDim, {std::to_string(problem_.d_k())});
+  ModSettings cache = m;
+  cache.prefix = 0;
+  set_mods_of(problem_, cache);  // no slopes given: the standard ones of the cache's heads
+}
+
+std::string cache_mods_text(const DecodeJob& j, Lang lang) {
+  Problem mods;
+  set_mods_of(mods, j.mods);
+  mods.mods.prefix = 0;
+  return has_modifications(mods) ? modifications_text(mods, lang) : std::string();
 }
 
 const Problem& DecodeCache::at(int token, double temperature) {
@@ -179,12 +188,15 @@ double decode_read_gbs(bool measure) {
 DecodeToken DecodeEngine::run(const DecodeJob& job) {
   DecodeToken out;
   out.job = job;
+  // A random cache is made again (the same numbers) when RoPE is turned off: its turned K goes.
   const bool rebuild = !cache_ || !(job.shape == shape_) ||
-                       (job.shape.input() && (job.input_revision != input_revision_ || !(job.mods == mods_)));
+                       (job.shape.input() && (job.input_revision != input_revision_ || !(job.mods == mods_))) ||
+                       (!job.shape.input() && rope_kept_ && !(job.mods.rope_theta > 0));
   if (rebuild) {
     const auto t0 = std::chrono::steady_clock::now();
     cache_.reset();
-    cache_error_.clear();
+    cache_error_ = Message{};
+    rope_kept_ = false;
     shape_ = job.shape;
     input_revision_ = job.input_revision;
     mods_ = job.mods;
@@ -193,18 +205,25 @@ DecodeToken DecodeEngine::run(const DecodeJob& job) {
       cache_ = job.shape.input() ? DecodeCache::from_input(*job.input) : DecodeCache::random(job.shape);
       ++builds_;
     } catch (const std::exception& e) {
-      cache_error_ = e.what();
+      cache_error_ = message_of(e);
     }
     out.build_ms = ms_since(t0);
   }
   if (!cache_) {
-    out.error = cache_error_;
+    out.error = cache_error_.en;
+    out.refusal = cache_error_;
     return out;
   }
   out.read_gbs = decode_read_gbs(probe_);
 
   const int token = std::clamp(job.token, 0, cache_->tokens() - 1);
-  cache_->set_mods(job.mods);  // a random cache's: the same keys under the session's modifications
+  try {
+    cache_->set_mods(job.mods);  // a random cache's: the same keys under the session's modifications
+  } catch (const std::exception& e) {
+    out.error = e.what();
+    out.refusal = message_of(e);
+    return out;
+  }
   const Problem& p = cache_->at(token, job.temperature);
   const int keys = cache_->keys_at(token), head = std::clamp(job.head, 0, p.heads - 1);
   out.tokens = cache_->tokens();
@@ -233,7 +252,10 @@ DecodeToken DecodeEngine::run(const DecodeJob& job) {
     // RoPE's turn of K comes with the cache (a serving engine turns a key once, when it writes
     // it): made with the first token and kept (edit_q keeps it), the new Q's turn before the clock
     // starts, so the time is the kernel's.
-    if (p.mods.rope_theta > 0) rotated_qk(p);
+    if (p.mods.rope_theta > 0) {
+      rotated_qk(p);
+      rope_kept_ = true;
+    }
     const auto t0 = std::chrono::steady_clock::now();
     // A V near fp32's largest values: acc overflows where the output fits, so the kernel runs again
     // on V · 2^-e and what is linear in V is multiplied back (cpu/values_range.h), as the CLI's decode.
@@ -319,6 +341,7 @@ DecodeToken DecodeEngine::run(const DecodeJob& job) {
     out.cancelled = true;
   } catch (const std::exception& e) {
     out.error = e.what();
+    out.refusal = message_of(e);
   }
   return out;
 }
@@ -393,7 +416,8 @@ DecodeJob DecodeView::wanted(const Session& s) const {
     j.input = s.shared_problem();
     j.input_revision = s.problem_revision();
   } else {
-    j.input_extras = s.problem().bias().size() > 0 || !s.problem().documents().empty();
+    j.input_bias = s.problem().bias().size() > 0;
+    j.input_documents = !s.problem().documents().empty();
   }
   j.temperature = s.problem().temperature;
   j.token = token_;
@@ -573,12 +597,11 @@ std::string DecodeView::state_json() const {
 }
 
 std::string DecodeView::mask_sentence(const Session& s, Lang lang) const {
-  // Causal, with the session's window and prefix (the input's or a random cache's) and the input's
-  // documents (a random cache has none).
+  // Causal, with the session's window, and the input's prefix and documents (a random cache takes
+  // neither: DecodeCache::set_mods).
   Problem causal = shape_.input() ? s.problem() : Problem{};  // a copy shares the inputs
   causal.mask = MaskKind::Causal;
   causal.mods.window = s.problem().mods.window;
-  causal.mods.prefix = s.problem().mods.prefix;
   return attnlab::mask_sentence(causal, lang);
 }
 

@@ -81,9 +81,11 @@ class DecodeCache {
   // A random prompt (shape.keys keys) and kDecodeGrow tokens after it: token t's queries against
   // keys [0, shape.keys + t]. The same shape gives the same numbers.
   static std::unique_ptr<DecodeCache> random(const DecodeShape& shape);
-  // A random cache's modifications: the session's (RoPE, ALiBi with the standard slopes of the
-  // cache's heads, the cap, a window, a prefix), at each token's own position as on the input;
-  // the keys and values stay. The input's come with it (from_input): ignored there.
+  // A random cache's modifications: the session's RoPE, ALiBi (the standard slopes of the cache's
+  // heads), cap and window, at each token's own position as on the input; the keys and values
+  // stay. Not a prefix: every token of a random cache comes after its prompt and reads the keys
+  // up to its own, which a prefix would not change. InputError for RoPE on an odd head size. The
+  // input's modifications come with it (from_input): ignored there.
   void set_mods(const ModSettings& m);
   int tokens() const { return tokens_; }
   int first_query() const { return first_query_; }
@@ -112,9 +114,9 @@ struct DecodeJob {
   std::shared_ptr<const Problem> input;  // shape.input(): the session's head on screen
   std::uint64_t input_revision = 0;      // Session::problem_revision of `input`
   ModSettings mods;                      // the session's modifications (a toggle keeps the revision)
-  // A random cache: the session's input has a bias or document ids, which belong to the input's
+  // A random cache: the session's input has a bias, document ids, which belong to the input's
   // positions and which a random cache does not take (the panel says so).
-  bool input_extras = false;
+  bool input_bias = false, input_documents = false;
   int token = 0;
   double temperature = 1;
   int splits = 0;  // 0: the machine's plan (plan_splits)
@@ -123,15 +125,20 @@ struct DecodeJob {
   // The same request (the input by revision, not by pointer).
   bool same(const DecodeJob& b) const {
     return shape == b.shape && input_revision == b.input_revision && mods == b.mods &&
-           input_extras == b.input_extras && token == b.token && temperature == b.temperature && splits == b.splits &&
+           input_bias == b.input_bias && input_documents == b.input_documents && token == b.token && temperature == b.temperature && splits == b.splits &&
            head == b.head;
   }
 };
+
+// The modifications a random cache takes from the job (DecodeCache::set_mods: no prefix) as
+// modifications_text says them in `lang`; "" when there are none.
+std::string cache_mods_text(const DecodeJob& j, Lang lang);
 
 // One token's result.
 struct DecodeToken {
   DecodeJob job;        // as asked
   std::string error;    // why nothing was computed (a refused shape, an overflow), else ""
+  Message refusal;      // the same with its id and arguments where the error had them (both languages)
   bool cancelled = false;
   int token = 0;        // the token computed (the job's, within the cache's tokens)
   int first_query = 0;  // the input's query of token 0 (after a prefix's prompt)
@@ -181,7 +188,8 @@ class DecodeEngine {
   DecodeShape shape_;
   std::uint64_t input_revision_ = ~std::uint64_t{0};
   ModSettings mods_;
-  std::string cache_error_;
+  Message cache_error_;
+  bool rope_kept_ = false;  // the random cache holds RoPE's turned K (run: dropped with RoPE)
   bool probe_ = true;
   const std::atomic<bool>* cancel_ = nullptr;
   int builds_ = 0;
@@ -204,7 +212,7 @@ enum class DT {
   BytesNoProbe, Tps, TpsPaused, Measured, Floor, Caveat, Refused, HeadPick, SentenceFirst, QueryHeads, QueryHead,
   CacheKeyCount, CacheKeyOne, KvHeadCount, KvHeadOne, SplitCount, SplitsParallel, SplitOne, MergeOneKey,
   ValuesScaled, QueryHeadCount, QueryHeadOne, InputModsNote, PrefixPrompt, CustomMaskNote, Unread, SentenceWindow,
-  SentenceCacheWindow, CacheModsNote, CacheExtrasNote, Count_
+  SentenceCacheWindow, CacheModsNote, CacheBiasNote, CacheDocumentsNote, Count_
 };
 const char* dtr(Lang lang, DT t);
 // A read rate in GB/s said with its unit where it shows three significant digits: "12.3 GB/s",

@@ -493,7 +493,8 @@ void draw_panel(DecodeView& v, Shell& app, const Layout& l) {
   if (!t) {
     ImGui::TextColored(kDimV4, "%s", dtr(lang, DT::Building));
   } else if (!t->error.empty()) {
-    wrapped(app, fmt(dtr(lang, DT::Refused), t->error.c_str()), &kErrorV4);
+    wrapped(app, fmt(dtr(lang, DT::Refused), t->refusal.empty() ? t->error.c_str() : t->refusal.text(lang).c_str()),
+            &kErrorV4);
   } else {
     // A count's words, singular for one. Under a window a token sees the cache's last keys only.
     const int window = t->job.mods.window;
@@ -528,12 +529,12 @@ void draw_panel(DecodeView& v, Shell& app, const Layout& l) {
         wrapped(app, fmt(dtr(lang, DT::PrefixPrompt), in.mods.prefix - 1, in.mods.prefix - 1), &kDimV4);
       if (in.mask == MaskKind::Custom) wrapped(app, dtr(lang, DT::CustomMaskNote), &kErrorV4);
     } else {
-      // A random cache takes the session's modifications, not the input's bias or documents.
-      Problem mods;
-      set_mods_of(mods, t->job.mods);
-      if (has_modifications(mods))
-        wrapped(app, fmt(dtr(lang, DT::CacheModsNote), modifications_text(mods, lang).c_str()), &kDimV4);
-      if (t->job.input_extras) wrapped(app, dtr(lang, DT::CacheExtrasNote), &kDimV4);
+      // A random cache takes the session's modifications but a prefix (DecodeCache::set_mods), and
+      // not the input's bias or documents.
+      if (const std::string mods = cache_mods_text(t->job, lang); !mods.empty())
+        wrapped(app, fmt(dtr(lang, DT::CacheModsNote), mods.c_str()), &kDimV4);
+      if (t->job.input_bias) wrapped(app, dtr(lang, DT::CacheBiasNote), &kDimV4);
+      if (t->job.input_documents) wrapped(app, dtr(lang, DT::CacheDocumentsNote), &kDimV4);
     }
     strip(app, v, *t);
     heads(app, v, *t);
