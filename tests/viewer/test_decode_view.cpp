@@ -41,13 +41,7 @@ DecodeJob job_for(const DecodeShape& shape, int token, int splits, int head, dou
 
 // A random cache: `keys` keys, `heads` query heads over `kv_heads` key/value heads of size `dim`.
 DecodeShape random_cache(int keys, int heads, int kv_heads, int dim, std::uint64_t seed = 0) {
-  DecodeShape shape;
-  shape.keys = keys;
-  shape.heads = heads;
-  shape.kv_heads = kv_heads;
-  shape.dim = dim;
-  shape.seed = seed;
-  return shape;
+  return DecodeShape{keys, heads, kv_heads, dim, seed};
 }
 
 std::vector<double> row(const MatrixF& m, Eigen::Index r) {

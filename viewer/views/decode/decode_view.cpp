@@ -114,7 +114,7 @@ std::unique_ptr<DecodeCache> DecodeCache::from_input(const Problem& head) {
   c->tokens_ = n - c->first_query_;
   c->queries_ = head.q().bottomRows(c->tokens_);
   c->first_keys_ = m - n + 1 + c->first_query_;
-  c->labelled_ = true;
+  c->input_ = true;
   c->max_abs_v_ = c->problem_.v().cwiseAbs().maxCoeff();
   return c;
 }
@@ -136,12 +136,11 @@ std::unique_ptr<DecodeCache> DecodeCache::random(const DecodeShape& s) {
   c->tokens_ = kDecodeGrow;
   c->first_keys_ = s.keys + 1;
   c->max_abs_v_ = c->problem_.v().cwiseAbs().maxCoeff();
-  c->random_ = true;
   return c;
 }
 
 void DecodeCache::set_mods(const ModSettings& m) {
-  if (!random_) return;
+  if (input_) return;
   if (m.rope_theta > 0 && problem_.d_k() % 2 != 0) throw InputError(Msg::RopeOddDim, {std::to_string(problem_.d_k())});
   ModSettings cache = m;
   cache.prefix = 0;
@@ -166,7 +165,7 @@ const Problem& DecodeCache::at(int token, double temperature) {
 }
 
 std::string DecodeCache::query_label(int token) const {
-  return labelled_ ? token_label(problem_.query_tokens(), first_query_ + token) : std::to_string(keys_at(token) - 1);
+  return input_ ? token_label(problem_.query_tokens(), first_query_ + token) : std::to_string(keys_at(token) - 1);
 }
 
 // ---- one token ---------------------------------------------------------------------------------

@@ -103,8 +103,7 @@ class DecodeCache {
   int first_keys_ = 1;     // keys token 0 reads
   int first_query_ = 0;    // the input's query of token 0
   MatrixF bias_rows_;      // the input's bias (n, m), or empty: token t's row is first_query_ + t
-  bool labelled_ = false;  // the input's labels (else positions)
-  bool random_ = false;    // a random cache (set_mods takes the session's modifications)
+  bool input_ = false;     // the input on screen (its labels); else a random cache (positions)
   double max_abs_v_ = 0;
 };
 
