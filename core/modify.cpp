@@ -64,6 +64,24 @@ MaskRule mask_rule(const Problem& p) {
   return r;
 }
 
+void decode_keys_read(const Problem& p, int used, int& lo, int& hi) {
+  MaskRule rule = mask_rule(p);
+  rule.offset = used - p.n();
+  rule.union_interval(p.n(), lo, hi);
+  hi = std::min(hi, used);
+  if (lo >= hi) {
+    lo = hi = used;
+    return;
+  }
+  lo -= lo % 16;
+}
+
+int decode_first_key(const Problem& p, int keys) {
+  int lo, hi;
+  decode_keys_read(p, keys > 0 ? std::min(keys, p.m()) : p.m(), lo, hi);
+  return lo;
+}
+
 std::size_t BlockMask::visited() const {
   return static_cast<std::size_t>(std::count_if(kind.begin(), kind.end(), [](BlockKind k) { return k != BlockKind::Empty; }));
 }

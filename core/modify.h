@@ -36,6 +36,15 @@ float online_scale(const Problem& p);
 
 // p's mask rule (pointers into p's inputs: valid while p lives).
 MaskRule mask_rule(const Problem& p);
+
+// The keys [lo, hi) a decode kernel reads for the queries at the end of the first `used` keys
+// (0 < used <= p.m(): a cache in use): those some query may see (MaskRule::union_interval: a
+// window's), lo rounded down to 16 keys (the CPU kernel's panels); lo = hi = used when no query
+// sees a key. The CPU and CUDA decode kernels' machine plans cut only these.
+void decode_keys_read(const Problem& p, int used, int& lo, int& hi);
+// decode_keys_read's lo for the cache's first `keys` keys (0: p.m()): where every split's reads
+// begin (0 without a window; the cache length where no query sees a key).
+int decode_first_key(const Problem& p, int keys = 0);
 // p's score rule in T; `slopes` receives the ALiBi slopes the rule points at (keep it alive).
 template <class T>
 ScoreRuleT<T> score_rule(const Problem& p, std::vector<T>& slopes) {

@@ -529,36 +529,15 @@ bool direct_products(const Problem& p) {
 
 namespace {
 
-// The keys [lo, hi) the kernel reads for the queries at the end of the first `used` keys: those
-// some query may see (MaskRule::union_interval), lo rounded down to a panel of 16 keys so that
-// the blocks start on panels; lo = hi = used when no query sees a key.
-void keys_read(const Problem& p, int used, int& lo, int& hi) {
-  MaskRule rule = mask_rule(p);
-  rule.offset = used - p.n();
-  rule.union_interval(p.n(), lo, hi);
-  hi = std::min(hi, used);
-  if (lo >= hi) {
-    lo = hi = used;
-    return;
-  }
-  lo -= lo % 16;
-}
-
-// A split's keys [k0, k1) narrowed to those keys_read (k0 >= k1: nothing to read).
+// A split's keys [k0, k1) narrowed to those decode_keys_read (k0 >= k1: nothing to read).
 void narrow_to_keys_read(const Problem& p, int used, int& k0, int& k1) {
   int lo, hi;
-  keys_read(p, used, lo, hi);
+  decode_keys_read(p, used, lo, hi);
   k0 = std::max(k0, lo);
   k1 = std::min(k1, hi);
 }
 
 }  // namespace
-
-int first_key_read(const Problem& p, int keys) {
-  int lo, hi;
-  keys_read(p, keys > 0 ? std::min(keys, p.m()) : p.m(), lo, hi);
-  return lo;
-}
 
 SplitPlan plan_splits(const Problem& p, unsigned workers, int requested, int keys) {
   if (requested < 0)
@@ -567,7 +546,7 @@ SplitPlan plan_splits(const Problem& p, unsigned workers, int requested, int key
   const int m = keys > 0 ? std::min(keys, p.m()) : p.m();
   // The keys cut: all of them for a requested plan; the machine's plan, only those read.
   int lo = 0, hi = m;
-  if (requested == 0) keys_read(p, m, lo, hi);
+  if (requested == 0) decode_keys_read(p, m, lo, hi);
   if (hi <= lo) lo = 0, hi = m;
   const int span = hi - lo;
   int splits = requested;

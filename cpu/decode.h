@@ -32,16 +32,10 @@ struct SplitPlan {
   int end(int s, int m) const { return std::min(m, first + (s + 1) * keys_per_split); }
 };
 
-// The first key the kernel reads for the queries at the end of the first `keys` keys (0: p.m()):
-// where the keys some query may see begin (MaskRule::union_interval: a window's first key; 0
-// without a window), rounded down to a panel of 16 keys (the cache length where no query sees a
-// key). Every split reads from there on only.
-int first_key_read(const Problem& p, int keys = 0);
-
 // The split count the machine and the cache length ask for: enough items for every worker
 // (a few each, so uneven splits still spread) but no split shorter than a few thousand keys;
 // `requested` > 0 asks for that many (at most one per key). `keys` is the cache length in use
-// (0: p.m(); see decode_keys). The machine's plan cuts only the keys from first_key_read on (a
+// (0: p.m(); see decode_keys). The machine's plan cuts only the keys from decode_first_key on (a
 // window's: its split count follows the window's length, not the cache's); a requested plan
 // cuts them all, and its splits before a window's first key read nothing (their states are
 // empty). Throws InputError for requested < 0.
@@ -56,7 +50,7 @@ struct Partial {
 };
 
 // The partial state of key/value head g over keys [k0, k1) (the item's loop above), into `out`:
-// of those keys, only the ones from first_key_read on up to the last one a query may see are read
+// of those keys, only the ones from decode_first_key (core/modify.h) on up to the last one a query may see are read
 // (none: the empty state).
 // `scratch` is the caller's block of scores, reused between calls. `keys` is the cache length in
 // use (0: p.m()), where a causal mask places the queries.

@@ -1285,6 +1285,7 @@ void run_streamed(const Problem& grouped, const Problem& p, const RunOptions& op
 // copies of the inputs (made on the device from the uploaded fp32 ones, as the fused bf16
 // kernel's are). With rules (any score or mask mod, a custom mask): their data and a custom mask.
 struct DecodeDevice {
+  int first = 0;  // the first key the splits cut
   int splits = 1;
   bool bf16 = false;
   bool with_rules = false;
@@ -1318,7 +1319,11 @@ DecodeDevice decode_allocate(const Problem& p, const RunOptions& opt, const char
   throw_if_launch_fault(where);
   DecodeDevice dd;
   dd.bf16 = opt.precision == Precision::BF16;
-  dd.splits = decode_splits(p.kv_heads(), p.m(), opt.splits);
+  // The machine's plan cuts only the keys some query may see (a window's); a requested one cuts
+  // them all, as the CPU's does (cpu/decode.h).
+  dd.first = opt.splits == 0 ? decode_first_key(p) : 0;
+  if (dd.first >= p.m()) dd.first = 0;  // no query sees a key
+  dd.splits = decode_splits(p.kv_heads(), p.m() - dd.first, opt.splits);
   const std::size_t part = decode_partials_floats(p.heads, p.n(), p.d_v(), dd.splits);
   const std::size_t inputs = static_cast<std::size_t>(p.q().size() + p.k().size() + p.v().size());
   dd.with_rules = decode_uses_rules(p);
@@ -1367,15 +1372,16 @@ void decode_launch(const DecodeDevice& dd, const Problem& p, cudaStream_t s) {
   const bool causal = !rules && p.mask == MaskKind::Causal;
   if (dd.bf16)
     decode_attention_bf16(dd.q16.get(), dd.k16.get(), dd.v16.get(), dd.out.get(), dd.partials.get(), p.heads,
-                          p.kv_group, p.n(), p.m(), p.d_k(), dd.splits, scale, causal, s, rules);
+                          p.kv_group, p.n(), p.m(), p.d_k(), dd.first, dd.splits, scale, causal, s, rules);
   else
     decode_attention_fp32(dd.q.get(), dd.k.get(), dd.v.get(), dd.out.get(), dd.partials.get(), p.heads,
-                          p.kv_group, p.n(), p.m(), p.d_k(), dd.splits, scale, causal, s, rules);
+                          p.kv_group, p.n(), p.m(), p.d_k(), dd.first, dd.splits, scale, causal, s, rules);
 }
 
 std::string decode_kernel_name(const DecodeDevice& dd, const Problem& p) {
   return std::string("split-KV decode ") + (dd.bf16 ? "bf16" : "fp32") + " D=" + std::to_string(p.d_k()) + " rows=" + std::to_string(p.kv_group * p.n()) +
-         " splits=" + std::to_string(dd.splits) + (dd.with_rules ? " rules" : "") +
+         " splits=" + std::to_string(dd.splits) + (dd.first > 0 ? " from key " + std::to_string(dd.first) : "") +
+         (dd.with_rules ? " rules" : "") +
          (decode_rows_grouped(p.kv_group * p.n()) ? " rows-by-four" : "");
 }
 

@@ -14,8 +14,10 @@
 //                          log-sum-exp merge of every split at once), O = acc / l.
 // Units: m in log2-scaled logits (the scale folded with log2 e, as in the fused kernels).
 // With rules (kernels/rules.h: the problem's mask and score modifications, decode_split_kernel
-// instantiated with RULES): a block first narrows its split to the keys some row of the group may
-// see (the union of MaskRule's intervals: a window skips whole splits), then every score is
+// instantiated with RULES): the host's own plan cuts only the keys from decode_first_key on (a
+// window's: every block works inside the window), and a block first narrows its split to the keys
+// some row of the group may see (the union of MaskRule's intervals: under a requested plan, which
+// cuts every key, the splits before a window compute nothing), then every score is
 // MaskRule's and ScoreRule's (-inf, or the modified scaled score y) times log2(e) / T, so m is
 // kept in log2 units of y / T; the combine is the same.
 // The tile loads are pipelined: every thread issues all its 16-byte loads of the next tile into
@@ -61,7 +63,6 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -71,7 +72,6 @@ namespace {
 using decode_layout::kPtStride;
 using decode_layout::kThreads;
 using decode_layout::kTile;  // keys per tile: one lane per key in the softmax step
-constexpr int kMinSplitKeys = 256;
 // Blocks per SM the split kernel is compiled for (at most 128 registers a thread): decode_splits
 // asks for about four blocks per SM, which then run in one wave.
 constexpr int kMinBlocks = 4;
@@ -131,7 +131,7 @@ template <int D, typename T, bool RULES, bool GROUPED>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     decode_split_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                         float* __restrict__ part_m, float* __restrict__ part_l, float* __restrict__ part_acc,
-                        int n, int m, int group, int keys_per_split, int splits, float scale_log2,
+                        int n, int m, int group, int first, int keys_per_split, int splits, float scale_log2,
                         int causal_off, RulesArg<RULES> rules) {
   constexpr int RS = kThreads / D;                     // rows sharing a thread's column: 1 or 2
   constexpr int kAcc = (kDecodeMaxRows + RS - 1) / RS;  // accumulators per thread
@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   // past R multiply zero queries, score -inf and weigh 0; nothing of them is written out).
   const int RP = GROUPED ? (R + 3) / 4 * 4 : R;
   const int s = blockIdx.x % splits, g = blockIdx.x / splits;  // item g * splits + s
-  int k0 = s * keys_per_split, k1 = min(m, k0 + keys_per_split);
+  int k0 = first + s * keys_per_split, k1 = min(m, k0 + keys_per_split);
   if constexpr (RULES) {
     // Only the keys some query of the group may see (every head shares the mask): the union of
     // the rows' intervals. A split outside it computes nothing and leaves the empty state.
@@ -388,11 +388,11 @@ __global__ void __launch_bounds__(kCombineThreads)
 
 template <int D, typename T, bool RULES, bool GROUPED>
 void launch(const T* q, const T* k, const T* v, float* o, float* partials, int heads, int group,
-            int n, int m, int splits, float scale_log2, int causal_off, cudaStream_t st,
+            int n, int m, int first, int splits, float scale_log2, int causal_off, cudaStream_t st,
             const RulesArg<RULES>& rules) {
-  const int kv_heads = heads / group, R = group * n;
-  const int per = (m + splits - 1) / splits;
-  const int eff = (m + per - 1) / per;  // no empty split
+  const int kv_heads = heads / group, R = group * n, keys = m - first;
+  const int per = (keys + splits - 1) / splits;
+  const int eff = (keys + per - 1) / per;  // no empty split
   const size_t items = static_cast<size_t>(kv_heads) * eff;
   float* pm = partials;
   float* pl = pm + items * R;
@@ -400,8 +400,8 @@ void launch(const T* q, const T* k, const T* v, float* o, float* partials, int h
   const size_t smem = shared_floats<D, GROUPED>() * sizeof(float);
   // One block per item, on grid.x (grid.y would stop at 65535 key/value heads).
   const unsigned grid = grid_1d(static_cast<long long>(items), "decode splits");
-  decode_split_kernel<D, T, RULES, GROUPED><<<grid, kThreads, smem, st>>>(q, k, v, pm, pl, pa, n, m, group, per,
-                                                                          eff, scale_log2, causal_off, rules);
+  decode_split_kernel<D, T, RULES, GROUPED><<<grid, kThreads, smem, st>>>(q, k, v, pm, pl, pa, n, m, group, first,
+                                                                          per, eff, scale_log2, causal_off, rules);
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
   const unsigned rows = grid_1d(static_cast<long long>(heads) * n, "decode combine");
   decode_combine_kernel<D><<<rows, kCombineThreads, 0, st>>>(pm, pl, pa, o, n, group, eff);
@@ -411,34 +411,31 @@ void launch(const T* q, const T* k, const T* v, float* o, float* partials, int h
 // The launch for the head dim and the configuration.
 template <typename T, bool RULES>
 void launch_for(int d, const T* q, const T* k, const T* v, float* o, float* partials, int heads, int group, int n,
-                int m, int splits, float scale_log2, int causal_off, cudaStream_t st, const RulesArg<RULES>& rules) {
+                int m, int first, int splits, float scale_log2, int causal_off, cudaStream_t st,
+                const RulesArg<RULES>& rules) {
   const bool grouped = decode_rows_grouped(group * n);
   if (d == 64 && grouped)
-    launch<64, T, RULES, true>(q, k, v, o, partials, heads, group, n, m, splits, scale_log2, causal_off, st, rules);
+    launch<64, T, RULES, true>(q, k, v, o, partials, heads, group, n, m, first, splits, scale_log2, causal_off, st, rules);
   else if (d == 64)
-    launch<64, T, RULES, false>(q, k, v, o, partials, heads, group, n, m, splits, scale_log2, causal_off, st, rules);
+    launch<64, T, RULES, false>(q, k, v, o, partials, heads, group, n, m, first, splits, scale_log2, causal_off, st, rules);
   else if (grouped)
-    launch<128, T, RULES, true>(q, k, v, o, partials, heads, group, n, m, splits, scale_log2, causal_off, st, rules);
+    launch<128, T, RULES, true>(q, k, v, o, partials, heads, group, n, m, first, splits, scale_log2, causal_off, st, rules);
   else
-    launch<128, T, RULES, false>(q, k, v, o, partials, heads, group, n, m, splits, scale_log2, causal_off, st, rules);
+    launch<128, T, RULES, false>(q, k, v, o, partials, heads, group, n, m, first, splits, scale_log2, causal_off, st, rules);
 }
 
 }  // namespace
 
 bool decode_rows_grouped(int rows) { return rows >= 2 && decode_config() == 1; }
 
-int decode_splits(int kv_heads, int m, int requested) {
-  int splits = requested;
-  if (splits <= 0) {
-    int dev = 0, sms = 1;
+int decode_splits(int kv_heads, int keys, int requested) {
+  int sms = 1;
+  if (requested <= 0) {
+    int dev = 0;
     ATTNLAB_CUDA_CHECK(cudaGetDevice(&dev));
     ATTNLAB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    const int want = (4 * sms + kv_heads - 1) / std::max(1, kv_heads);
-    splits = std::clamp(want, 1, std::max(1, m / kMinSplitKeys));
   }
-  splits = std::min(splits, m);
-  const int per = (m + splits - 1) / splits;
-  return (m + per - 1) / per;
+  return decode_split_count(sms, kv_heads, keys, requested);
 }
 
 std::size_t decode_partials_floats(int heads, int n, int d, int splits) {
@@ -450,37 +447,39 @@ namespace {
 
 template <typename T>
 void decode_attention(const T* q, const T* k, const T* v, float* o, float* partials, int heads, int kv_group,
-                      int n, int m, int d, int splits, float scale, bool causal, void* stream,
+                      int n, int m, int d, int first, int splits, float scale, bool causal, void* stream,
                       const KernelRules* rules) {
-  if (heads < 1 || kv_group < 1 || heads % kv_group != 0 || n < 1 || m < n || splits < 1)
+  if (heads < 1 || kv_group < 1 || heads % kv_group != 0 || n < 1 || m < n || first < 0 || first >= m ||
+      splits < 1)
     throw InputError("decode: bad problem (heads " + std::to_string(heads) + ", kv_group " +
                      std::to_string(kv_group) + ", n " + std::to_string(n) + ", m " + std::to_string(m) +
-                     ", splits " + std::to_string(splits) + ")");
+                     ", first key " + std::to_string(first) + ", splits " + std::to_string(splits) + ")");
   if (const std::string why = decode_shape_error(d, d, kv_group, n); !why.empty()) throw InputError(why);
   if (rules != nullptr && causal) throw InputError("decode: with rules the mask is the rules' (causal false)");
   const auto st = static_cast<cudaStream_t>(stream);
   const int causal_off = causal ? m - n : -1;
   const float scale_log2 = scale * kLog2e;
   if (rules != nullptr)
-    launch_for<T, true>(d, q, k, v, o, partials, heads, kv_group, n, m, splits, scale_log2, -1, st, *rules);
+    launch_for<T, true>(d, q, k, v, o, partials, heads, kv_group, n, m, first, splits, scale_log2, -1, st, *rules);
   else
-    launch_for<T, false>(d, q, k, v, o, partials, heads, kv_group, n, m, splits, scale_log2, causal_off, st, {});
+    launch_for<T, false>(d, q, k, v, o, partials, heads, kv_group, n, m, first, splits, scale_log2, causal_off, st,
+                         {});
 }
 
 }  // namespace
 
 void decode_attention_fp32(const float* q, const float* k, const float* v, float* o, float* partials,
-                           int heads, int kv_group, int n, int m, int d, int splits, float scale,
+                           int heads, int kv_group, int n, int m, int d, int first, int splits, float scale,
                            bool causal, void* stream, const KernelRules* rules) {
-  decode_attention(q, k, v, o, partials, heads, kv_group, n, m, d, splits, scale, causal, stream, rules);
+  decode_attention(q, k, v, o, partials, heads, kv_group, n, m, d, first, splits, scale, causal, stream, rules);
 }
 
 void decode_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const std::uint16_t* v, float* o,
-                           float* partials, int heads, int kv_group, int n, int m, int d, int splits, float scale,
-                           bool causal, void* stream, const KernelRules* rules) {
+                           float* partials, int heads, int kv_group, int n, int m, int d, int first, int splits,
+                           float scale, bool causal, void* stream, const KernelRules* rules) {
   using B = __nv_bfloat16;
   decode_attention(reinterpret_cast<const B*>(q), reinterpret_cast<const B*>(k), reinterpret_cast<const B*>(v), o,
-                   partials, heads, kv_group, n, m, d, splits, scale, causal, stream, rules);
+                   partials, heads, kv_group, n, m, d, first, splits, scale, causal, stream, rules);
 }
 
 }  // namespace attnlab::cuda

@@ -11,6 +11,7 @@
 
 #include "kernels/rules.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -38,25 +39,39 @@ inline std::string decode_shape_error(int d_k, int d_v, int kv_group, int n) {
 // Throws InputError for a value out of range.
 bool decode_rows_grouped(int rows);
 
-// The split count for this device (SMs) and cache length: about four blocks per SM over every
-// key/value head, no split under 256 keys; `requested` > 0 asks for that many (at most one per key).
-int decode_splits(int kv_heads, int m, int requested);
+// The split count for `sms` SMs and `keys` keys cut: about four blocks per SM over every
+// key/value head, no split under kDecodeMinSplitKeys keys; `requested` > 0 asks for that many (at
+// most one per key); no split left empty. Pure, so that host tests check it.
+inline constexpr int kDecodeMinSplitKeys = 256;
+inline int decode_split_count(int sms, int kv_heads, int keys, int requested) {
+  int splits = requested;
+  if (splits <= 0)
+    splits = std::clamp((4 * sms + kv_heads - 1) / std::max(1, kv_heads), 1, std::max(1, keys / kDecodeMinSplitKeys));
+  splits = std::min(splits, keys);
+  const int per = (keys + splits - 1) / splits;
+  return (keys + per - 1) / per;
+}
+// decode_split_count with this device's SM count.
+int decode_splits(int kv_heads, int keys, int requested);
 
 // Scratch floats the kernel needs for `splits` splits: (m, l, acc) of every row of every split.
 std::size_t decode_partials_floats(int heads, int n, int d, int splits);
 
 // Phase 1: one block per (split, key/value head) computes the partial (m, l, acc) of every query
 // row of the group over its keys; phase 2: one block per query row merges its splits' states by
-// the log-sum-exp rule and writes O = acc / l. Throws InputError for shapes it does not take.
+// the log-sum-exp rule and writes O = acc / l. The splits cut the keys [first, m) (0 <= first <
+// m; the keys before `first` are not read: decode_first_key, core/modify.h, for a window's plan),
+// `splits` of them as decode_splits gives for m - first keys. Throws InputError for shapes it does
+// not take.
 void decode_attention_fp32(const float* q, const float* k, const float* v, float* o, float* partials,
-                           int heads, int kv_group, int n, int m, int d, int splits, float scale,
+                           int heads, int kv_group, int n, int m, int d, int first, int splits, float scale,
                            bool causal, void* stream, const KernelRules* rules = nullptr);
 
 // The same on a bf16 cache: q, k and v are bf16 bit patterns (round to nearest even of the fp32
 // inputs), widened to fp32 as they are loaded; the weights are rounded to bf16 (l sums the rounded
 // weights), every sum and the output fp32.
 void decode_attention_bf16(const std::uint16_t* q, const std::uint16_t* k, const std::uint16_t* v, float* o,
-                           float* partials, int heads, int kv_group, int n, int m, int d, int splits, float scale,
-                           bool causal, void* stream, const KernelRules* rules = nullptr);
+                           float* partials, int heads, int kv_group, int n, int m, int d, int first, int splits,
+                           float scale, bool causal, void* stream, const KernelRules* rules = nullptr);
 
 }  // namespace attnlab::cuda

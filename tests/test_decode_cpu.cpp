@@ -3,6 +3,7 @@
 // prefill kernels (staged, fused) on the same problems; the split plan; the merge of partial
 // states (order, identity, exactness against fp64 and against the one-pass state); the last rows
 // of a prefill; refusals.
+#include "core/modify.h"
 #include "cpu/bf16.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/decode.h"
@@ -392,21 +393,21 @@ TEST(DecodeCpu, TheKernelOverTheFirstKeysKeepsTheModificationsAtTheQueriesPositi
 // the output: 0 times NaN); the machine's plan cuts only those keys, so its split count follows
 // the window's length; a requested plan cuts the whole cache, its splits before the window empty.
 TEST(DecodeCpu, AWindowIsTheOnlyPartOfTheCacheRead) {
-  using cpu::decode::first_key_read;
+  using attnlab::decode_first_key;
   using cpu::decode::plan_splits;
   for (MaskKind mask : {MaskKind::Causal, MaskKind::None}) {
     Problem clean = decode_problem(2, 20000, 32, 4, 2, mask, 23);
     clean.mods.window = 1000;
     // The last query sits at 19999; the first at 19998 sees keys from 19998 - 999 = 18999 on.
-    EXPECT_EQ(first_key_read(clean), 18992);
-    EXPECT_EQ(first_key_read(clean, 10000), 8992);  // the queries at the end of 10000 keys
+    EXPECT_EQ(decode_first_key(clean), 18992);
+    EXPECT_EQ(decode_first_key(clean, 10000), 8992);  // the queries at the end of 10000 keys
     const cpu::decode::SplitPlan own = plan_splits(clean, 2);
     EXPECT_EQ(own.first, 18992);
     EXPECT_EQ(own.splits, 1);  // 1008 keys: one split, not the cache's 4
     EXPECT_EQ(own.end(0, clean.m()), clean.m());
     EXPECT_EQ(plan_splits(clean, 2, 3).first, 0);
     for (int keys : {20000, 10000}) {
-      const int first = first_key_read(clean, keys);
+      const int first = decode_first_key(clean, keys);
       Problem bad = clean;
       ProblemInputs& in = bad.edit();
       for (int g = 0; g < bad.kv_heads(); ++g) {

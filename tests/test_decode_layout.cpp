@@ -10,7 +10,8 @@
 //     the padded rows score -inf;
 //   - P V: every thread's accumulators (acc_row) over the weights read where score_at says give
 //     every (row, column) of the output exactly once, equal to P V computed directly.
-// The kernel itself runs in tests/gpu/test_cuda_parity.cpp (CudaDecode.*, on a device).
+// And the split count the host asks for (decode_split_count). The kernel itself runs in
+// tests/gpu/test_cuda_parity.cpp (CudaDecode.*, on a device).
 #include "kernels/decode_layout.h"
 #include "kernels/decode.h"
 
@@ -196,3 +197,19 @@ TEST(DecodeLayout, TheConstantsFitTheRowsAndTheTile) {
 }
 
 }  // namespace
+
+// The split count for an H100's 132 SMs: four blocks per SM over the key/value heads, no split
+// under 256 keys and none empty; a requested count, at most one per key. Under a window the
+// backend asks for the window's keys only (m - decode_first_key), so the count follows the window.
+TEST(DecodeLayout, TheSplitCountFollowsTheKeysCut) {
+  using attnlab::cuda::decode_split_count;
+  EXPECT_EQ(decode_split_count(132, 1, 262144, 0), 528);
+  EXPECT_EQ(decode_split_count(132, 8, 262144, 0), 66);
+  EXPECT_EQ(decode_split_count(132, 2, 5000, 0), 19);   // 5000 / 256
+  EXPECT_EQ(decode_split_count(132, 1, 4096 + 16, 0), 16);  // a window of 4096, its first key on a panel
+  EXPECT_EQ(decode_split_count(132, 2, 344, 0), 1);
+  EXPECT_EQ(decode_split_count(1, 64, 100000, 0), 1);  // fewer blocks than key/value heads
+  EXPECT_EQ(decode_split_count(132, 1, 5000, 7), 7);
+  EXPECT_EQ(decode_split_count(132, 1, 10, 40), 10);  // one per key
+  EXPECT_EQ(decode_split_count(132, 1, 10, 6), 5);    // 2 keys each: a sixth would be empty
+}

@@ -478,7 +478,9 @@ TEST(CudaModsStreamed, ExactRowsAndOutputMatchTheReference) {
   EXPECT_TRUE(r.pass) << render_verify_text(r);
 }
 
-// The decode kernel with rules at several split counts, a window skipping whole splits.
+// The decode kernel with rules at several split counts, a window skipping whole splits; the
+// machine's plan cuts only the window's keys (the queries at 4998 and 4999 see keys from 4666 on,
+// 4656 on a panel of 16: 344 keys, one split where the whole cache takes 19).
 TEST(CudaModsDecode, SplitsAndWindowsMatchTheReference) {
   ATTNLAB_REQUIRE_CUDA();
   auto cuda = make_backend("cuda");
@@ -496,6 +498,11 @@ TEST(CudaModsDecode, SplitsAndWindowsMatchTheReference) {
       const Trace t = cuda->run(p, o);
       const VerifyReport r = verify_trace(p, t, reference_fp64(p));
       EXPECT_TRUE(r.pass) << render_verify_text(r);
+      EXPECT_EQ(t.splits, splits == 0 ? 1 : splits);
+      if (splits == 0) {
+        const BenchSample b = cuda->bench(p, o, 0, 1);
+        EXPECT_NE(b.kernel.find("splits=1 from key 4656"), std::string::npos) << b.kernel;
+      }
     }
 }
 

@@ -245,7 +245,7 @@ DecodeToken DecodeEngine::run(const DecodeJob& job) {
     out.splits = plan.splits;
     out.keys_per_split = plan.keys_per_split;
     out.split_first = plan.first;
-    out.first_key = first_key_read(p, keys);
+    out.first_key = decode_first_key(p, keys);
     std::vector<Partial> partials;
     MatrixF output;
     // RoPE's turn of K comes with the cache (a serving engine turns a key once, when it writes

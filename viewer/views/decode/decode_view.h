@@ -145,7 +145,7 @@ struct DecodeToken {
   int heads = 1, kv_heads = 1, d_k = 0, d_v = 0;
   int splits = 1, keys_per_split = 0;
   int split_first = 0;  // split s holds keys [split_first + s keys_per_split, ...) (SplitPlan::first)
-  int first_key = 0;    // the first key the kernel reads (cpu::decode::first_key_read: a window's)
+  int first_key = 0;    // the first key the kernel reads (decode_first_key, core/modify.h: a window's)
   int head = 0, kv_head = 0;
   std::string query_label;
   // The selected head's row: split_states, merges and split_output (the kernel's combine); l of
