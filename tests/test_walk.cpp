@@ -578,3 +578,29 @@ TEST(WalkSplit, AHugeVIsScaledForTheSplitsAsForTheWalk) {
               w.split_values_exponent);
   }
 }
+
+// Seven keys of equal weight whose values are all fp32's largest: the walk's sums run on V · 2^-e
+// (its acc would overflow), and its output multiplied back by 2^e rounds a step past fp32's
+// largest value: the row is refused, with the words the fused kernel refuses it with (at the
+// kernel's key block the walk is the kernel). Six keys round to fp32's largest itself: a row.
+TEST(Walk, AnOutputPastFp32IsRefusedAsTheKernelRefusesIt) {
+  const auto problem = [](int keys) {
+    Problem p = random_problem(1, keys, 1, 1, 5, 1, 1);
+    ProblemInputs in;
+    in.q = MatrixF::Constant(1, 1, 1.f);
+    in.k = MatrixF::Zero(keys, 1);
+    in.v = MatrixF::Constant(keys, 1, std::numeric_limits<float>::max());
+    p.set_inputs(std::move(in));
+    return p;
+  };
+  const std::string why = "the output overflows fp32 in head 0, query row 0 (its values do not fit fp32)";
+  const Problem seven = problem(7);
+  EXPECT_EQ(test::message_of<InputError>([&] { cpu_fused(seven); }), why);
+  EXPECT_EQ(test::message_of<InputError>([&] { walk_row(seven, 0, 0, cpu::online::kFusedKeyBlock); }), why);
+  const Problem six = problem(6);
+  const Walk w = walk_row(six, 0, 0, cpu::online::kFusedKeyBlock);
+  EXPECT_GT(w.values_exponent, 0);
+  EXPECT_EQ(w.output, row(cpu_fused(six).output, 0));
+  EXPECT_EQ(w.output[0], static_cast<double>(std::numeric_limits<float>::max()));
+}
+

@@ -489,9 +489,12 @@ void draw_panel(BackwardView& v, Shell& app, const Layout& l) {
   float right_w = std::max(fp * 15, avail.x * 0.36f);
   const float band_h =
       std::max(fp * 15.5f, std::min((avail.x - right_w - fp) * 0.6f, avail.y - fp * (r.keys <= 12 ? 13 : 14)));
+  // The maps beside the right column stand under one line of column labels at least (map_h).
+  float col_h = column_label_height({}, fp);
   float side_need = fp;
   for (const Map& mp : maps)
-    side_need += column_w(mp, std::min(fp * 8, map_size(mp.rows(), mp.cols(), 1e9f, band_h - notes_h - caption_h, least).w));
+    side_need += column_w(
+        mp, std::min(fp * 8, map_size(mp.rows(), mp.cols(), 1e9f, band_h - notes_h - caption_h - col_h, least).w));
   right_w = std::max(fp * 15, std::min(right_w, avail.x - fp - side_need));
   const bool beside = avail.x - right_w - fp >= side_need;
   const float maps_w = beside ? avail.x - right_w - fp : avail.x;
@@ -528,7 +531,6 @@ void draw_panel(BackwardView& v, Shell& app, const Layout& l) {
   // Staggered column labels take a second line above the maps (which shrinks their cells a
   // little: the plans are made again for them, as the chain view's heatmap does); a map that
   // needed two lines keeps them while every label still shows.
-  float col_h = column_label_height({}, fp);
   if (place_maps(col_h)) {
     bool staggered[2];
     for (int i = 0; i < 2; ++i) staggered[i] = maps[i].labels.plan.lines == 2;
