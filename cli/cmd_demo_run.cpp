@@ -33,10 +33,8 @@ void check_rendering_fits(const ProblemArgs& a, const Problem& p, Format format)
   // What is rendered is what the run holds: inputs, output and the kept stages, all fp32.
   const double run_bytes = host_working_set_bytes(p, opt);
   const double numbers = run_bytes / sizeof(float);
-  check_host_memory(run_bytes + kRenderBytesPerNumber * numbers,
-                    "writing every stage as " + a.format + " (" + format_number("%.3g", numbers) +
-                        " numbers)",
-                    "use --format text, which summarises, --variant fused, or a smaller N");
+  check_host_memory(run_bytes + kRenderBytesPerNumber * numbers, Msg::HostMemoryRender,
+                    {a.format, format_number("%.3g", numbers)});
 }
 
 void run_and_render(const Job& job) {

@@ -39,11 +39,9 @@ int run_verify(const VerifyJob& job) {
 
   const bool demo = !uses_inputs(a);
   const Problem p = build_problem(a, demo);
-  resolve_query_arg(a, p, demo);  // verify checks every row; a bad --query is still an error
   // The backend checks its own run; the fp64 reference of every stage comes on top.
-  check_host_memory(host_working_set_bytes(p, run_options(a)) + reference_fp64_bytes(p),
-                    "verify (the " + a.variant + " run and the fp64 reference of every stage)",
-                    "try a smaller N");
+  check_host_memory(host_working_set_bytes(p, run_options(a)) + reference_fp64_bytes(p), Msg::HostMemoryVerify,
+                    {a.variant});
   const Trace t = run_problem(a, p);
   const TraceD ref = reference_fp64(p);
 
@@ -68,6 +66,9 @@ void register_verify(CLI::App& app, int& exit_code) {
       "(exit 3)");
   add_input_options(v, job->args);
   add_state_options(v, job->args);
+  // verify checks every row and prints no table: a query to select and token labels would change
+  // nothing in its report, so they are not taken (an unknown option, not one silently ignored).
+  for (const char* name : {"--query", "--tokens", "--tokens-file"}) v->remove_option(v->get_option(name));
   // verify prints its report, not the stages: two of the shared formats apply.
   v->get_option("--format")->description("Output format: text or json")->type_name("text|json");
   // Kept as typed; check_tolerance reads them in run_verify.

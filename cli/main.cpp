@@ -314,7 +314,7 @@ int main(int argc, char** argv) {
   } catch (const attnlab::DeviceError& e) {
     return fail(e.what(), 1);
   } catch (const std::bad_alloc&) {
-    return fail("out of host memory (try a smaller problem)", 1);
+    return fail(attnlab::render_message(attnlab::Msg::OutOfHostMemory, {}, attnlab::lang_from_args(argc, argv)), 1);
   } catch (const std::exception& e) {
     return fail(e.what(), 1);
   } catch (...) {

@@ -179,7 +179,9 @@ void apply_score_mod_spec(Problem& p, const std::string& spec, SpecFiles files) 
       // The kernels take C and 1 / C in fp32: both must be finite there.
       if (!(md.softcap >= std::numeric_limits<float>::min() && md.softcap <= std::numeric_limits<float>::max()))
         throw InputError(Msg::SoftcapInvalid, {arg});
-    } else if (name == "bias" && colon != std::string::npos && !arg.empty()) {
+    } else if (name == "bias" && arg.empty()) {
+      throw InputError(Msg::ModFileMissing, {item, "bias:FILE"});
+    } else if (name == "bias") {
       once(bias, "bias");
       if (files == SpecFiles::Read) p.edit().bias = read_matrix(arg);
       md.bias_name = printable(std::filesystem::path(arg).filename().string());
@@ -221,7 +223,9 @@ void apply_mask_mod_spec(Problem& p, const std::string& spec, SpecFiles files) {
       // made: the viewer's flags, bench's lists); here only its form.
       md.prefix = spec_int(arg, Msg::PrefixNotWhole);
       if (md.prefix < 1) throw InputError(Msg::PrefixNotWhole, {arg});
-    } else if (name == "document" && colon != std::string::npos && !arg.empty()) {
+    } else if (name == "document" && arg.empty()) {
+      throw InputError(Msg::ModFileMissing, {item, "document:FILE"});
+    } else if (name == "document") {
       once(doc, "document");
       if (files == SpecFiles::Read) {
         const MatrixF ids = read_matrix(arg);

@@ -4,20 +4,99 @@
 #include "core/format.h"
 #include "core/types.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <fstream>
+#include <iterator>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace attnlab {
 
-double host_available_bytes() {
-  std::ifstream in("/proc/meminfo");
+namespace {
+
+// The first number of a file (a cgroup's limit or usage); nullopt where it cannot be read or
+// says "max".
+std::optional<double> file_number(const std::string& path) {
+  std::ifstream in(path);
+  double v = 0;
+  if (in >> v) return v;
+  return std::nullopt;
+}
+
+// VmSize of this process in bytes (its address space), 0 where /proc/self/status cannot be read.
+double address_space_bytes() {
+  std::ifstream in("/proc/self/status");
   std::string key, unit;
-  double kib = 0;
-  while (in >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024.0;
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmSize:", 0) == 0) {
+      std::istringstream words(line.substr(7));
+      double kib = 0;
+      if (words >> kib) return kib * 1024.0;
+    }
   return 0;
+}
+
+}  // namespace
+
+std::optional<double> cgroup_room_bytes(const std::string& proc_cgroup, const std::string& root) {
+  // Limits at or above 2^60 bytes are "no limit" (v1 writes one near 2^63).
+  constexpr double kNoLimit = 1152921504606846976.0;
+  std::istringstream lines(proc_cgroup);
+  for (std::string line; std::getline(lines, line);) {
+    // "0::PATH" (v2) or "N:memory:PATH" (v1, a controller list naming memory).
+    const std::size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    const bool v2 = line.compare(0, a, "0") == 0 && controllers.empty();
+    bool v1 = false;
+    for (std::size_t i = 0; !v2 && i <= controllers.size();) {
+      const std::size_t comma = std::min(controllers.find(',', i), controllers.size());
+      v1 = v1 || controllers.compare(i, comma - i, "memory") == 0;
+      i = comma + 1;
+    }
+    if (!v2 && !v1) continue;
+    const std::string mount = root + (v2 ? "" : "/memory");
+    const char* limit_file = v2 ? "/memory.max" : "/memory.limit_in_bytes";
+    const char* usage_file = v2 ? "/memory.current" : "/memory.usage_in_bytes";
+    // The process's own group, else the mount's root (a container sees its group there).
+    for (const std::string& dir : {mount + path, mount}) {
+      const std::optional<double> limit = file_number(dir + limit_file);
+      if (!limit && std::ifstream(dir + limit_file).good()) break;  // "max": no limit here
+      if (!limit) continue;
+      if (*limit >= kNoLimit) break;
+      return std::max(0.0, *limit - file_number(dir + usage_file).value_or(0.0));
+    }
+  }
+  return std::nullopt;
+}
+
+double host_available_bytes() {
+  double avail = 0;
+  {
+    std::ifstream in("/proc/meminfo");
+    std::string key, unit;
+    double kib = 0;
+    while (in >> key >> kib >> unit)
+      if (key == "MemAvailable:") {
+        avail = kib * 1024.0;
+        break;
+      }
+  }
+  // The room an allocation really has: under a cap on the address space (ulimit -v) and a
+  // cgroup's memory limit (a container) as well as the machine's.
+  const auto cap = [&avail](double room) { avail = avail > 0 ? std::min(avail, room) : room; };
+  rlimit rl{};
+  if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    cap(std::max(0.0, static_cast<double>(rl.rlim_cur) - address_space_bytes()));
+  std::ifstream self("/proc/self/cgroup");
+  const std::string groups((std::istreambuf_iterator<char>(self)), std::istreambuf_iterator<char>());
+  if (const std::optional<double> room = cgroup_room_bytes(groups, "/sys/fs/cgroup")) cap(*room);
+  return avail;
 }
 
 void check_host_memory(double need, const std::string& what, const std::string& advice) {

@@ -4,13 +4,22 @@
 
 #include "core/messages.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace attnlab {
 
-// MemAvailable from /proc/meminfo in bytes; 0 where it cannot be read (then nothing is refused).
+// The bytes this process may still allocate: MemAvailable from /proc/meminfo, lowered to the room
+// under a cap on its address space (RLIMIT_AS, ulimit -v: the cap less VmSize) and under its
+// cgroup's memory limit (cgroup_room_bytes); 0 where none of them can be read (then nothing is
+// refused).
 double host_available_bytes();
+// The room under the memory limit of the cgroup that `proc_cgroup` (the text of /proc/self/cgroup)
+// names, with cgroupfs mounted at `root` (v2: memory.max less memory.current; v1: root/memory's
+// memory.limit_in_bytes less memory.usage_in_bytes), in the process's own group or else at the
+// mount's root, as a container sees it; nullopt where no limit is set or none can be read.
+std::optional<double> cgroup_room_bytes(const std::string& proc_cgroup, const std::string& root);
 // Refuses with ResourceError, before anything is allocated, `need` bytes (for `what`) that would
 // not fit in 90 % of MemAvailable: "<what>: needs about X of host memory, Y available; <advice>".
 // Where MemAvailable cannot be read, nothing is refused.

@@ -499,6 +499,16 @@ constexpr Entry kMessages[] = {
      "--layer“{0}”对应 {1} 个调用（{2}）：请给出调用的编号"},
     {Msg::DocumentsShape, "{0}: the document ids are a {1}x{2} matrix; give them as one row or one column, one per position",
      "{0}：文档编号是 {1}x{2} 的矩阵；请写成一行或一列，每个位置一个"},
+    {Msg::ModFileMissing, "'{0}' names no file: give {1}", "“{0}”没有给出文件：请写成 {1}"},
+    {Msg::HostMemoryVerify,
+     "verify (the {0} run and the fp64 reference of every stage): needs about {1} of host memory, {2} available; "
+     "try a smaller N",
+     "verify（{0} 运行及每个阶段的 fp64 参考）约需 {1} 主机内存，可用 {2}；请试更小的 N"},
+    {Msg::HostMemoryRender,
+     "writing every stage as {0} ({1} numbers): needs about {2} of host memory, {3} available; use --format text, "
+     "which summarises, --variant fused, or a smaller N",
+     "把每个阶段写成 {0}（{1} 个数）约需 {2} 主机内存，可用 {3}；请用只给摘要的 --format text、--variant fused 或更小的 N"},
+    {Msg::OutOfHostMemory, "out of host memory (try a smaller problem)", "主机内存不足（请试更小的问题）"},
 };
 
 constexpr bool in_order() {

@@ -271,6 +271,10 @@ enum class Msg : int {
   BundleGivesBias,      // {0} the call's bias file: --score-mod bias: beside a bundle call with its own bias
   LayerAmbiguous,       // {0} --layer as typed, {1} the number of calls of that name, {2} their indices
   DocumentsShape,       // {0} file, {1} rows, {2} columns: document ids not one row or one column
+  ModFileMissing,       // {0} the item as typed, {1} its form (bias:FILE, document:FILE): no file named
+  HostMemoryVerify,     // {0} variant, {1} need, {2} available
+  HostMemoryRender,     // {0} format, {1} numbers, {2} need, {3} available
+  OutOfHostMemory,      // an allocation failed
   Count_
 };
 

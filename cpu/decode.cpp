@@ -557,6 +557,9 @@ SplitPlan plan_splits(const Problem& p, unsigned workers, int requested, int key
   splits = std::min(splits, span);
   SplitPlan plan;
   plan.first = lo;
+  plan.span = span;
+  plan.splits = splits;
+  if (requested > 0) return plan;  // near-equal parts: the count asked for
   // Whole key blocks per split when the splits are long enough, so only the last block is short.
   const int per = (span + splits - 1) / splits;
   plan.keys_per_split = per >= 4 * kKeyBlock ? round_up(per, kKeyBlock) : per;

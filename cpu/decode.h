@@ -22,19 +22,31 @@
 
 namespace attnlab::cpu::decode {
 
-// How the m keys of every key/value head are cut: split s holds keys
-// [first + s * keys_per_split, min(m, first + (s + 1) * keys_per_split)).
+// How the keys of every key/value head are cut: split s holds keys [begin(s), end(s, m)). The
+// machine's plan: splits of keys_per_split keys from `first` (whole key blocks when they are
+// long), the last one shorter; a requested count (keys_per_split 0): the `span` keys from `first`
+// in `splits` parts whose lengths differ by one key at most, so that --split S runs S splits.
 struct SplitPlan {
   int splits = 1;
-  int keys_per_split = 0;
+  int keys_per_split = 0;  // 0: near-equal parts
   int first = 0;  // the first key cut: 0, or where the keys some query may see begin (plan_splits)
-  int begin(int s) const { return first + s * keys_per_split; }
-  int end(int s, int m) const { return std::min(m, first + (s + 1) * keys_per_split); }
+  int span = 0;   // the keys cut, from `first`
+  int begin(int s) const {
+    return first + (keys_per_split > 0 ? s * keys_per_split
+                                       : static_cast<int>(static_cast<long long>(s) * span / splits));
+  }
+  int end(int s, int m) const { return std::min(m, begin(s + 1)); }
+  // The split that holds key j (a key before `first`: split 0; past the last split: the last).
+  int split_of(int j) const {
+    const long long x = std::max(0, j - first);
+    const long long s = keys_per_split > 0 ? x / keys_per_split : ((x + 1) * splits - 1) / std::max(1, span);
+    return static_cast<int>(std::min<long long>(s, splits - 1));
+  }
 };
 
 // The split count the machine and the cache length ask for: enough items for every worker
 // (a few each, so uneven splits still spread) but no split shorter than a few thousand keys;
-// `requested` > 0 asks for that many (at most one per key). `keys` is the cache length in use
+// `requested` > 0 asks for exactly that many (at most one per key). `keys` is the cache length in use
 // (0: p.m(); see decode_keys). The machine's plan cuts only the keys from decode_first_key on (a
 // window's: its split count follows the window's length, not the cache's); a requested plan
 // cuts them all, and its splits before a window's first key read nothing (their states are

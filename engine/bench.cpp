@@ -654,18 +654,19 @@ const char* const kBackwardFlopRule =
     "products: S again, dP, dV, dK, dQ; the forward's two) and 2 for the staged one (S and P kept)";
 
 // The fewest bytes each staged kernel must move in fp32, each input read once and each output
-// written once (heads*n rows of m = n keys, d = d_k = d_v):
+// written once (heads*q query rows against n keys of kv_heads key/value heads, d = d_k = d_v):
 //   qk          Q, K read; scores and scaled written
 //   scale_mask  scaled read; logits written (bench masks are none or causal, which the kernels
 //               compute from (row, col) rather than read)
 //   softmax     logits read; weights written
 //   pv          weights and V read; output written
 std::vector<Stage> staged_stage_bytes(const Case& c) {
-  const double hn = static_cast<double>(c.heads) * c.n, nn = hn * c.n, f = 4.0;
-  return {{"qk", 0, f * (2 * hn * c.d + 2 * nn)},
-          {"scale_mask", 0, f * 2 * nn},
-          {"softmax", 0, f * 2 * nn},
-          {"pv", 0, f * (nn + 2 * hn * c.d)}};
+  const double hq = static_cast<double>(c.heads) * c.q(), kv = static_cast<double>(c.g()) * c.n;
+  const double qn = hq * c.n, f = 4.0;  // the score matrices' entries
+  return {{"qk", 0, f * ((hq + kv) * c.d + 2 * qn)},
+          {"scale_mask", 0, f * 2 * qn},
+          {"softmax", 0, f * 2 * qn},
+          {"pv", 0, f * (qn + (kv + hq) * c.d)}};
 }
 
 void case_bytes(const Case& c, double& min_bytes, double& moved_bytes) {

@@ -131,7 +131,7 @@ template <int D, typename T, bool RULES, bool GROUPED>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     decode_split_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                         float* __restrict__ part_m, float* __restrict__ part_l, float* __restrict__ part_acc,
-                        int n, int m, int group, int first, int keys_per_split, int splits, float scale_log2,
+                        int n, int m, int group, int first, int keys, int splits, float scale_log2,
                         int causal_off, RulesArg<RULES> rules) {
   constexpr int RS = kThreads / D;                     // rows sharing a thread's column: 1 or 2
   constexpr int kAcc = (kDecodeMaxRows + RS - 1) / RS;  // accumulators per thread
@@ -140,7 +140,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   // past R multiply zero queries, score -inf and weigh 0; nothing of them is written out).
   const int RP = GROUPED ? (R + 3) / 4 * 4 : R;
   const int s = blockIdx.x % splits, g = blockIdx.x / splits;  // item g * splits + s
-  int k0 = first + s * keys_per_split, k1 = min(m, k0 + keys_per_split);
+  // Split s of the `keys` keys from `first`: near-equal parts (their lengths differ by one at most).
+  int k0 = first + static_cast<int>(static_cast<long long>(s) * keys / splits);
+  int k1 = first + static_cast<int>(static_cast<long long>(s + 1) * keys / splits);
   if constexpr (RULES) {
     // Only the keys some query of the group may see (every head shares the mask): the union of
     // the rows' intervals. A split outside it computes nothing and leaves the empty state.
@@ -390,10 +392,8 @@ template <int D, typename T, bool RULES, bool GROUPED>
 void launch(const T* q, const T* k, const T* v, float* o, float* partials, int heads, int group,
             int n, int m, int first, int splits, float scale_log2, int causal_off, cudaStream_t st,
             const RulesArg<RULES>& rules) {
-  const int kv_heads = heads / group, R = group * n, keys = m - first;
-  const int per = (keys + splits - 1) / splits;
-  const int eff = (keys + per - 1) / per;  // no empty split
-  const size_t items = static_cast<size_t>(kv_heads) * eff;
+  const int kv_heads = heads / group, R = group * n;
+  const size_t items = static_cast<size_t>(kv_heads) * splits;
   float* pm = partials;
   float* pl = pm + items * R;
   float* pa = pl + items * R;
@@ -401,10 +401,11 @@ void launch(const T* q, const T* k, const T* v, float* o, float* partials, int h
   // One block per item, on grid.x (grid.y would stop at 65535 key/value heads).
   const unsigned grid = grid_1d(static_cast<long long>(items), "decode splits");
   decode_split_kernel<D, T, RULES, GROUPED><<<grid, kThreads, smem, st>>>(q, k, v, pm, pl, pa, n, m, group, first,
-                                                                          per, eff, scale_log2, causal_off, rules);
+                                                                          m - first, splits, scale_log2, causal_off,
+                                                                          rules);
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
   const unsigned rows = grid_1d(static_cast<long long>(heads) * n, "decode combine");
-  decode_combine_kernel<D><<<rows, kCombineThreads, 0, st>>>(pm, pl, pa, o, n, group, eff);
+  decode_combine_kernel<D><<<rows, kCombineThreads, 0, st>>>(pm, pl, pa, o, n, group, splits);
   ATTNLAB_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -450,7 +451,7 @@ void decode_attention(const T* q, const T* k, const T* v, float* o, float* parti
                       int n, int m, int d, int first, int splits, float scale, bool causal, void* stream,
                       const KernelRules* rules) {
   if (heads < 1 || kv_group < 1 || heads % kv_group != 0 || n < 1 || m < n || first < 0 || first >= m ||
-      splits < 1)
+      splits < 1 || splits > m - first)
     throw InputError("decode: bad problem (heads " + std::to_string(heads) + ", kv_group " +
                      std::to_string(kv_group) + ", n " + std::to_string(n) + ", m " + std::to_string(m) +
                      ", first key " + std::to_string(first) + ", splits " + std::to_string(splits) + ")");

@@ -40,16 +40,14 @@ inline std::string decode_shape_error(int d_k, int d_v, int kv_group, int n) {
 bool decode_rows_grouped(int rows);
 
 // The split count for `sms` SMs and `keys` keys cut: about four blocks per SM over every
-// key/value head, no split under kDecodeMinSplitKeys keys; `requested` > 0 asks for that many (at
-// most one per key); no split left empty. Pure, so that host tests check it.
+// key/value head, no split under kDecodeMinSplitKeys keys; `requested` > 0 asks for exactly that
+// many (at most one per key). Pure, so that host tests check it.
 inline constexpr int kDecodeMinSplitKeys = 256;
 inline int decode_split_count(int sms, int kv_heads, int keys, int requested) {
   int splits = requested;
   if (splits <= 0)
     splits = std::clamp((4 * sms + kv_heads - 1) / std::max(1, kv_heads), 1, std::max(1, keys / kDecodeMinSplitKeys));
-  splits = std::min(splits, keys);
-  const int per = (keys + splits - 1) / splits;
-  return (keys + per - 1) / per;
+  return std::min(splits, keys);
 }
 // decode_split_count with this device's SM count.
 int decode_splits(int kv_heads, int keys, int requested);
@@ -59,10 +57,10 @@ std::size_t decode_partials_floats(int heads, int n, int d, int splits);
 
 // Phase 1: one block per (split, key/value head) computes the partial (m, l, acc) of every query
 // row of the group over its keys; phase 2: one block per query row merges its splits' states by
-// the log-sum-exp rule and writes O = acc / l. The splits cut the keys [first, m) (0 <= first <
-// m; the keys before `first` are not read: decode_first_key, core/modify.h, for a window's plan),
-// `splits` of them as decode_splits gives for m - first keys. Throws InputError for shapes it does
-// not take.
+// the log-sum-exp rule and writes O = acc / l. The keys [first, m) (0 <= first < m; the keys
+// before `first` are not read: decode_first_key, core/modify.h, for a window's plan) are cut into
+// `splits` parts of near-equal length (1 <= splits <= m - first; decode_splits gives the device's
+// count). Throws InputError for shapes it does not take.
 void decode_attention_fp32(const float* q, const float* k, const float* v, float* o, float* partials,
                            int heads, int kv_group, int n, int m, int d, int first, int splits, float scale,
                            bool causal, void* stream, const KernelRules* rules = nullptr);

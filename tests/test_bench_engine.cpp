@@ -85,6 +85,13 @@ TEST(BenchEngine, FlopAndByteRules) {
   for (const auto& st : bench::staged_stage_bytes(c)) stages += st.bytes;
   EXPECT_DOUBLE_EQ(moved, stages);
   EXPECT_GT(moved, 4 * lo) << "the staged chain moves N^2 bytes";
+  // Decode shapes: the score matrices are heads x q x n, K and V those of the key/value heads
+  // (2 query rows, 128 keys of one key/value head here): Q, K, V, O and seven score matrices.
+  bench::Case one = c;
+  one.queries = 1;
+  one.kv_heads = 1;
+  bench::case_bytes(one, lo, moved);
+  EXPECT_DOUBLE_EQ(moved, 4.0 * (2 * (2 + 128) * 16 + 7 * (2 * 128)));
   // The backward: Q, K, V, O and dO read once, dQ, dK and dV written once, staged and fused alike.
   bench::Case b{"cpu", "fused", "fp32", "causal", 4, 256, 32, 0, 2};
   b.pass = "backward";

@@ -783,21 +783,28 @@ TEST_F(Cli, CompleteRenderingsThatCannotFitAreRefusedFirst) {
   EXPECT_FALSE(std::filesystem::exists(dir_.file("never.json"))) << "the output check leaves no file";
 }
 
-// Memory that runs out inside a run (the estimate passed: the machine has it, the process may not
-// take it; here an address-space limit of about 400 MB) ends in one line and exit 1, no core dump.
-TEST_F(Cli, MemoryThatRunsOutInsideARunIsOneLineAndExitOne) {
-  const CliResult r = test::run_binary(
-      "bash", {"-c", "ulimit -c 0 -v 400000 && exec \"$0\" \"$@\"", test::attnlab_binary(), "run", "--random",
-               "8192", "--backend", "cpu"});
-  EXPECT_TRUE(r.out.empty()) << r.out.substr(0, 200);
-  const auto ls = lines_of(r.err);
-  ASSERT_EQ(ls.size(), 1u) << r.err;
-  if (r.code == 2) {
-    // A machine with under a gigabyte free is refused by the estimate first.
-    EXPECT_TRUE(contains(ls[0], "of host memory")) << ls[0];
-  } else {
-    EXPECT_EQ(r.code, 1) << r.err;
-    EXPECT_EQ(ls[0], "error: out of host memory (try a smaller problem)");
+// A cap on the process's address space (ulimit -v; here about 400 MB) is memory the machine has
+// and the process may not take: the estimate counts the room under the cap, so the run is
+// refused before it allocates (one line, exit 2, in --lang's language), not stopped by a failed
+// allocation; and the room it names is under the cap, not the machine's MemAvailable.
+TEST_F(Cli, ACapOnTheAddressSpaceIsTheRoomTheEstimateCounts) {
+  for (const char* lang : {"en", "zh"}) {
+    const CliResult r = test::run_binary(
+        "bash", {"-c", "ulimit -c 0 -v 400000 && exec \"$0\" \"$@\"", test::attnlab_binary(), "run", "--random",
+                 "8192", "--backend", "cpu", "--lang", lang});
+    EXPECT_TRUE(r.out.empty()) << r.out.substr(0, 200);
+    EXPECT_EQ(r.code, 2) << r.err;
+    const auto ls = lines_of(r.err);
+    ASSERT_EQ(ls.size(), 1u) << r.err;
+    const bool zh = std::string(lang) == "zh";
+    EXPECT_TRUE(contains(ls[0], zh ? "主机内存，可用 " : "of host memory, ")) << ls[0];
+    // The room named ("…, 85.2 MiB available" / "可用 85.2 MiB；") is under the cap's 390.6 MiB:
+    // MiB or KiB, never the machine's GiB.
+    const std::string after = zh ? "可用 " : "of host memory, ";
+    std::string room = ls[0].substr(ls[0].find(after) + after.size());
+    room = room.substr(0, room.find(zh ? "；" : " available"));
+    EXPECT_TRUE(room.size() > 4 && (room.substr(room.size() - 4) == " MiB" || room.substr(room.size() - 4) == " KiB"))
+        << ls[0];
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -137,13 +138,15 @@ TEST(DecodeCpu, EveryHeadDimAndRowCountMatchesFp64InBothPrecisions) {
 #endif
 }
 
-// However the keys are cut, the merged result is the same computation (to rounding).
+// However the keys are cut, the merged result is the same computation (to rounding); the count
+// asked for is the count run, also where equal whole-key lengths could not give it (6001 splits of
+// 10000 keys: parts of one and two keys).
 TEST(DecodeCpu, AnySplitCountGivesTheSameOutput) {
   const Problem p = decode_problem(4, 10000, 64, 8, 2, MaskKind::Causal, 5);
   const TraceD ref = reference_fp64(p);
   const Trace one = cpu_decode(p, 1);
   EXPECT_EQ(one.splits, 1);
-  for (int s : {2, 3, 7, 40, 10000}) {
+  for (int s : {2, 3, 7, 40, 6001, 9999, 10000}) {
     const Trace t = cpu_decode(p, s);
     EXPECT_EQ(t.splits, s) << s;
     EXPECT_LE(rel_err(t.output, ref.output), fp32_tolerance(p)) << s;
@@ -164,19 +167,28 @@ TEST(DecodeCpu, TheSplitPlanFollowsTheCoresAndTheCacheLength) {
   // A short cache is one split: no split shorter than a few thousand keys.
   const Problem shortp = decode_problem(1, 1000, 4, 1, 1, MaskKind::None, 1);
   EXPECT_EQ(plan_splits(shortp, 16).splits, 1);
-  // Asked for: that many, at most one per key; the splits cover every key once, in order.
+  // Asked for: exactly that many, at most one per key, in parts whose lengths differ by one key
+  // at most; the splits cover every key once, in order, and split_of finds each key's.
   EXPECT_EQ(plan_splits(shortp, 2, 7).splits, 7);
+  EXPECT_EQ(plan_splits(shortp, 2, 600).splits, 600);
   EXPECT_EQ(plan_splits(shortp, 2, 5000).splits, 1000);
   for (const Problem* p : {&longp, &gqa, &shortp})
-    for (int req : {0, 1, 3, 13}) {
+    for (int req : {0, 1, 3, 13, 600, 999}) {
+      SCOPED_TRACE(std::to_string(p->m()) + " keys, " + std::to_string(req) + " asked");
       const auto plan = plan_splits(*p, 2, req);
-      int next = 0;
+      if (req > 0) EXPECT_EQ(plan.splits, req);
+      int next = 0, shortest = p->m(), longest = 0;
       for (int s = 0; s < plan.splits; ++s) {
         EXPECT_EQ(plan.begin(s), next);
         EXPECT_GT(plan.end(s, p->m()), plan.begin(s));
         next = plan.end(s, p->m());
+        EXPECT_EQ(plan.split_of(plan.begin(s)), s);
+        EXPECT_EQ(plan.split_of(next - 1), s);
+        shortest = std::min(shortest, next - plan.begin(s));
+        longest = std::max(longest, next - plan.begin(s));
       }
       EXPECT_EQ(next, p->m());
+      if (req > 0) EXPECT_LE(longest - shortest, 1);
     }
   EXPECT_NE(message_of<InputError>([&] { plan_splits(shortp, 2, -1); }).find("--split must be"), std::string::npos);
 }

@@ -199,7 +199,7 @@ TEST(DecodeLayout, TheConstantsFitTheRowsAndTheTile) {
 }  // namespace
 
 // The split count for an H100's 132 SMs: four blocks per SM over the key/value heads, no split
-// under 256 keys and none empty; a requested count, at most one per key. Under a window the
+// under 256 keys; a requested count exactly, at most one per key. Under a window the
 // backend asks for the window's keys only (m - decode_first_key), so the count follows the window.
 TEST(DecodeLayout, TheSplitCountFollowsTheKeysCut) {
   using attnlab::cuda::decode_split_count;
@@ -211,5 +211,5 @@ TEST(DecodeLayout, TheSplitCountFollowsTheKeysCut) {
   EXPECT_EQ(decode_split_count(1, 64, 100000, 0), 1);  // fewer blocks than key/value heads
   EXPECT_EQ(decode_split_count(132, 1, 5000, 7), 7);
   EXPECT_EQ(decode_split_count(132, 1, 10, 40), 10);  // one per key
-  EXPECT_EQ(decode_split_count(132, 1, 10, 6), 5);    // 2 keys each: a sixth would be empty
+  EXPECT_EQ(decode_split_count(132, 1, 10, 6), 6);    // exactly as asked: parts of one or two keys
 }

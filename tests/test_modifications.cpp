@@ -619,6 +619,10 @@ TEST(Modifications, SpecsAndTheirRefusalsInBothLanguages) {
       {[&] { apply_mask_mod_spec(q, "window:0"); }, Msg::WindowInvalid, "got 0"},
       {[&] { apply_mask_mod_spec(q, "window:-2"); }, Msg::WindowInvalid, "got '-2'"},
       {[&] { apply_mask_mod_spec(q, "sliding"); }, Msg::MaskModUnknown, "unknown mask modification 'sliding'"},
+      // A file's form without the file: said so, not "unknown".
+      {[&] { apply_mask_mod_spec(q, "document:"); }, Msg::ModFileMissing, "'document:' names no file: give document:FILE"},
+      {[&] { apply_mask_mod_spec(q, "causal,document"); }, Msg::ModFileMissing, "'document' names no file"},
+      {[&] { apply_score_mod_spec(q, "bias:"); }, Msg::ModFileMissing, "'bias:' names no file: give bias:FILE"},
       {[&] {
          Problem r = q;
          apply_mask_mod_spec(r, "prefix:9");

@@ -447,7 +447,10 @@ TEST(VerifyCli, ZeroToleranceFailsWithExit3) {
 TEST(VerifyCli, BadInputExits2) {
   for (const char* args : {"verify --backend cpu --temperature 0", "verify --format csv",
                            "verify --backend cpu --atol -1", "verify --backend nope",
-                           "verify --backend cpu --query 5", "verify --random 4 --dk 2 --dv 2 --query x"}) {
+                           "verify --backend cpu --query 5", "verify --random 4 --dk 2 --dv 2 --query x",
+                           // They would change nothing in its report: not taken, not ignored.
+                           "verify --random 4 --dk 2 --dv 2 --query 1", "verify --tokens a,b,c,d,e",
+                           "verify --random 2 --dk 2 --dv 2 --tokens-file /dev/null"}) {
     std::vector<std::string> argv;
     std::istringstream words(args);
     for (std::string w; words >> w;) argv.push_back(w);
@@ -465,6 +468,10 @@ TEST(VerifyCli, ReferenceThatCannotFitIsRefusedWithTheEstimate) {
   EXPECT_EQ(c.err.rfind("error: verify (the fused run and the fp64 reference of every stage): needs about ", 0), 0u)
       << c.err;
   EXPECT_NE(c.err.find("available; try a smaller N"), std::string::npos) << c.err;
+  const BinaryRun zh = run_attnlab(
+      {"verify", "--backend", "cpu", "--variant", "fused", "--random", "200000", "--dk", "4", "--dv", "4", "--lang", "zh"});
+  EXPECT_EQ(zh.code, 2) << zh.err;
+  EXPECT_EQ(zh.err.rfind("error: verify（fused 运行及每个阶段的 fp64 参考）约需 ", 0), 0u) << zh.err;
 }
 #endif  // ATTNLAB_BINARY
 

@@ -467,6 +467,9 @@ TEST(WalkCli, SplitIsPrintedInBothLanguagesAndCarriedByTheJson) {
   ASSERT_EQ(zh.code, 0) << zh.err;
   EXPECT_TRUE(test::contains(zh.out, "### Split-KV"));
   EXPECT_TRUE(test::contains(zh.out, "合并第 2 段"));
+  // The count asked for, where equal lengths could not give it (4 of the demo's 5 keys).
+  const test::BinaryRun four = test::run_attnlab({"walk", "--lang", "en", "--split", "4"}, "LANG=C.UTF-8");
+  EXPECT_TRUE(test::contains(four.out, "Split-KV: the keys in 4 splits")) << four.out;
   const test::BinaryRun js = test::run_attnlab({"walk", "--split", "2", "--format", "json"}, "LANG=C.UTF-8");
   ASSERT_EQ(js.code, 0) << js.err;
   const auto j = nlohmann::json::parse(js.out);

@@ -11,6 +11,10 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
 namespace attnlab {
 namespace {
 
@@ -104,6 +108,36 @@ TEST(Messages, MemoryRefusalsCarryTheirIds) {
             0u)
       << m.en;
   EXPECT_NE(m.text(Lang::Zh).find("主机内存"), std::string::npos) << m.text(Lang::Zh);
+}
+
+// A container's memory limit is the room an allocation has (MemAvailable is the machine's): the
+// limit less the usage of the process's cgroup, v2 or v1, in its own group or at the mount's root
+// (as a container sees it); none where the group sets no limit ("max", or v1's near 2^63).
+TEST(Messages, ACgroupsLimitIsTheRoomUnderIt) {
+  const test::TempDir root("attnlab-cgroup");
+  const auto put = [&](const std::string& rel, const std::string& text) {
+    const std::filesystem::path f = root.path() / rel;
+    std::filesystem::create_directories(f.parent_path());
+    std::ofstream(f) << text;
+  };
+  const std::string r = root.path().string();
+  EXPECT_FALSE(cgroup_room_bytes("0::/\n", r).has_value());  // nothing written: no limit read
+  put("memory.max", "max\n");
+  put("memory.current", "1000\n");
+  EXPECT_FALSE(cgroup_room_bytes("0::/\n", r).has_value());
+  put("box/memory.max", "5000\n");
+  put("box/memory.current", "1200\n");
+  EXPECT_EQ(cgroup_room_bytes("0::/box\n", r), 3800.0);
+  EXPECT_EQ(cgroup_room_bytes("0::/elsewhere\n", r), std::nullopt);  // the root's "max"
+  put("memory.max", "8000\n");
+  EXPECT_EQ(cgroup_room_bytes("0::/elsewhere\n", r), 7000.0);  // a container: its root
+  // v1: the memory controller's own line (alone or with others), under root/memory.
+  put("memory/memory.limit_in_bytes", "9223372036854771712\n");
+  EXPECT_EQ(cgroup_room_bytes("4:memory:/job\n1:cpu:/\n", r), std::nullopt);
+  put("memory/job/memory.limit_in_bytes", "6000\n");
+  put("memory/job/memory.usage_in_bytes", "7000\n");
+  EXPECT_EQ(cgroup_room_bytes("1:cpu:/\n4:cpuacct,memory:/job\n", r), 0.0);  // over its limit: no room
+  EXPECT_EQ(cgroup_room_bytes("1:cpu:/job\n", r), std::nullopt);  // no memory controller named
 }
 
 }  // namespace

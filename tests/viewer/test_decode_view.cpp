@@ -73,9 +73,9 @@ TEST(DecodeView, TheInputIsDecodedTokenByTokenAsTheCausalRowsOfItsChain) {
     ASSERT_TRUE(r.error.empty()) << r.error;
     EXPECT_EQ(r.token, t);
     EXPECT_EQ(r.keys, t + 1);
-    EXPECT_EQ(r.splits, std::min(2, t + 1));
-    EXPECT_EQ(static_cast<int>(r.walk.split_states.size()), r.splits);
-    EXPECT_EQ(static_cast<int>(r.walk.merges.size()), r.splits - 1);
+    EXPECT_EQ(r.plan.splits, std::min(2, t + 1));
+    EXPECT_EQ(static_cast<int>(r.walk.split_states.size()), r.plan.splits);
+    EXPECT_EQ(static_cast<int>(r.walk.merges.size()), r.plan.splits - 1);
     for (int c = 0; c < demo.d_v(); ++c) EXPECT_NEAR(r.walk.split_output[c], ref.output(t, c), 1e-6) << t;
     EXPECT_TRUE(r.within);
     EXPECT_LE(r.l_ulps, 2);
@@ -182,7 +182,7 @@ TEST(DecodeView, ATokenOfARandomCacheIsTheDecodeKernelOnThatTokensProblem) {
   const DecodeToken r = e.run(job_for(shape, 5, 3, 3, 0.7));
   ASSERT_TRUE(r.error.empty()) << r.error;
   EXPECT_EQ(r.keys, 3006);
-  EXPECT_EQ(r.splits, 3);
+  EXPECT_EQ(r.plan.splits, 3);
   EXPECT_EQ(r.kv_head, 1);
   EXPECT_EQ(r.heads, 4);
   EXPECT_EQ(r.kv_heads, 2);
@@ -190,7 +190,7 @@ TEST(DecodeView, ATokenOfARandomCacheIsTheDecodeKernelOnThatTokensProblem) {
   const Problem whole = test::first_keys(cache->at(5, 0.7), 3006);
   const Trace t = cpu_decode(whole, 3);
   EXPECT_EQ(r.walk.split_output, row(t.output, 3));
-  EXPECT_EQ(r.walk.split_states.front().j1, r.keys_per_split);
+  EXPECT_EQ(r.walk.split_states.front().j1, 1002);  // 3006 keys in three parts
   EXPECT_EQ(r.walk.split_states.back().j1, 3006);
   EXPECT_TRUE(r.within) << r.fp64_error << " > " << r.tolerance;
   EXPECT_LE(r.l_ulps, 2);
@@ -229,7 +229,7 @@ TEST(DecodeView, ARandomCacheTakesTheSessionsModifications) {
   ASSERT_TRUE(w.error.empty()) << w.error;
   const int first = (3006 - 500) / 16 * 16;
   EXPECT_EQ(w.first_key, first);
-  EXPECT_EQ(w.split_first, first) << "the machine's plan cuts the window's keys only";
+  EXPECT_EQ(w.plan.first, first) << "the machine's plan cuts the window's keys only";
   EXPECT_EQ(w.walk.split_states.back().j1, 3006);
   EXPECT_DOUBLE_EQ(w.bytes, (3006.0 - first) * 2 * 32 * 4);
   EXPECT_TRUE(w.within) << w.fp64_error << " > " << w.tolerance;
@@ -522,7 +522,7 @@ TEST(DecodeView, AWindowsTokensReadTheWindowOnly) {
       const int keys = 60 + t + 1, first = (keys - 20) / 16 * 16;
       EXPECT_EQ(r.keys, keys);
       EXPECT_EQ(r.first_key, first);
-      EXPECT_EQ(r.split_first, splits == 0 ? first : 0);
+      EXPECT_EQ(r.plan.first, splits == 0 ? first : 0);
       EXPECT_DOUBLE_EQ(r.bytes, (keys - first) * (16 + 16) * 4.0);
       for (int c = 0; c < p.d_v(); ++c) EXPECT_NEAR(r.walk.split_output[c], ref.output(t, c), 1e-5);
       EXPECT_TRUE(r.within);

@@ -37,8 +37,8 @@ CaveatText caveat_text(App& app, float width) {
   const float inner = std::max(40.0f, width - 2 * ImGui::GetStyle().WindowPadding.x);
   t.text = wrapped_lines(app, app.shown_view().mask_sentence(c, lang) + " " + caveat(lang), inner);
   std::string last;
-  if (!app.status.empty() && seconds_now() < app.status_until) {
-    last = app.status;
+  if (app.status && seconds_now() < app.status_until) {
+    last = app.status(lang);
     t.last_colour = kHighlightV4;
   } else if (!c.error().empty()) {
     last = tr(lang, S::ErrorPrefix) + c.error_text(lang);

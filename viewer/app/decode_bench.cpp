@@ -85,7 +85,7 @@ DecodeBench run_decode_bench(const ViewerOptions& o, std::ostream& log) {
   log << "decode view play: cache " << count_text(t.keys, "key", "keys") << ", "
       << count_text(t.heads, "query head", "query heads") << " over "
       << count_text(t.kv_heads, "key/value head", "key/value heads") << ", d " << t.d_k << ", "
-      << count_text(t.splits, "split", "splits") << "; built in "
+      << count_text(t.plan.splits, "split", "splits") << "; built in "
       << format_number("%.0f", r.build_ms) << " ms\n";
   // A random cache's modifications, and under a window the keys its tokens read.
   std::string mods = t.job.shape.input() ? std::string() : cache_mods_text(t.job, Lang::En);

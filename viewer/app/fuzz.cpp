@@ -270,7 +270,7 @@ void Fuzzer::apply(const FuzzEvent& e) {
     case FuzzKind::Export: {
       app_.export_dir = destinations_[e.slot / 3];
       export_from_window(app_, static_cast<Export>(e.slot % 3));
-      refused("export", app_.status.rfind(error_prefix, 0) == 0);
+      refused("export", app_.status && app_.status(app_.lang).rfind(error_prefix, 0) == 0);
       app_.export_dir = exports_;
       exported_ = true;
       break;

@@ -167,9 +167,9 @@ void export_from_window(App& app, Export what) {
       case Export::TraceJson: path = export_trace_json(c, lang, stem); break;
       case Export::HeatmapPng: path = export_heatmap_png(app.heat_px, app.heat_px_w, app.heat_px_h, stem); break;
     }
-    set_status(app, fmt(tr(lang, S::Exported), path.c_str()));
+    set_status(app, [path](Lang l) { return fmt(tr(l, S::Exported), path.c_str()); });
   } catch (const std::exception& e) {
-    set_status(app, std::string(tr(lang, S::ErrorPrefix)) + message_of(e).text(lang));
+    set_status(app, [m = message_of(e)](Lang l) { return std::string(tr(l, S::ErrorPrefix)) + m.text(l); });
   }
 }
 
@@ -222,7 +222,7 @@ void draw_info(App& app, const Layout& l) {
     if (ImGui::Button(fmt("%s###copy", tr(lang, S::Copy)).c_str())) {
       c.clear_error();
       SDL_SetClipboardText(d.c_str());
-      set_status(app, tr(lang, S::Copied));
+      set_status(app, [](Lang l) { return std::string(tr(l, S::Copied)); });
     }
     ImGui::SameLine();
     ImGui::BeginDisabled(!app.speaker.available());
@@ -252,7 +252,7 @@ void draw_info(App& app, const Layout& l) {
     if (ImGui::Button(fmt("%s###copycmd", tr(lang, S::Copy)).c_str())) {
       c.clear_error();
       SDL_SetClipboardText(cmd.c_str());
-      set_status(app, tr(lang, S::Copied));
+      set_status(app, [](Lang l) { return std::string(tr(l, S::Copied)); });
     }
     if (ImGui::Button(fmt("%s###excsv", tr(lang, S::ExportCsv)).c_str())) export_from_window(app, Export::StageCsv);
     same_line_if_fits(button_width(tr(lang, S::ExportJson)));

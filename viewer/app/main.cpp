@@ -311,9 +311,9 @@ int main(int argc, char** argv) {
       const std::string name = export_stem(app->export_dir) + ".png";
       try {
         write_png(name, read_back(renderer));
-        set_status(*app, fmt(tr(app->lang, S::ScreenshotSaved), name.c_str()));
+        set_status(*app, [name](Lang l) { return fmt(tr(l, S::ScreenshotSaved), name.c_str()); });
       } catch (const std::exception& e) {
-        set_status(*app, message_of(e).text(app->lang));  // in the UI language
+        set_status(*app, [m = message_of(e)](Lang l) { return m.text(l); });  // in the UI language
       }
     }
     SDL_RenderPresent(renderer);

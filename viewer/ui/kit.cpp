@@ -485,9 +485,13 @@ MapPlot draw_map(Shell& app, const Rect& area, int rows, int cols, const std::ve
   return out;
 }
 
-void set_status(Shell& app, const std::string& text) {
-  app.status = text;
+void set_status(Shell& app, std::function<std::string(Lang)> text) {
+  app.status = std::move(text);
   app.status_until = seconds_now() + 4;
+}
+
+void set_status(Shell& app, const std::string& text) {
+  set_status(app, [text](Lang) { return text; });
 }
 
 }  // namespace attnlab::viewer

@@ -166,7 +166,9 @@ constexpr float kMapMinWidthLines = 17;
 // "Reset view" and the zoom of Shell::map_view, on the current line when `same_line` and they fit.
 void map_view_controls(Shell& app, bool same_line);
 
-// The transient status line (saved, copied, a refusal worded for the user), for 4 seconds.
+// The transient status line (saved, copied, a refusal worded for the user), for 4 seconds, worded
+// when it is drawn in the language shown; a plain string (SDL's own words) in every language.
+void set_status(Shell& app, std::function<std::string(Lang)> text);
 void set_status(Shell& app, const std::string& text);
 
 }  // namespace attnlab::viewer

@@ -16,6 +16,7 @@
 #include <SDL.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -56,7 +57,9 @@ struct Shell {
   // read the events: two presses read in one slow frame still make one; ImGui, which samples the
   // button once a frame, would see one click). draw_map takes either.
   bool double_click = false;
-  std::string status;        // transient message (screenshot saved, copied)
+  // The transient message (screenshot saved, copied; set_status) worded in a language: drawn in
+  // the one shown, also after L while it shows.
+  std::function<std::string(Lang)> status;
   double status_until = 0;   // seconds (SDL_GetTicks64 / 1000) when it disappears
 
   SDL_Window* window = nullptr;

@@ -242,9 +242,7 @@ DecodeToken DecodeEngine::run(const DecodeJob& job) {
   try {
     const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
     const SplitPlan plan = plan_splits(p, hw, std::min(job.splits, keys), keys);
-    out.splits = plan.splits;
-    out.keys_per_split = plan.keys_per_split;
-    out.split_first = plan.first;
+    out.plan = plan;
     out.first_key = decode_first_key(p, keys);
     std::vector<Partial> partials;
     MatrixF output;
@@ -574,8 +572,8 @@ std::string DecodeView::state_json() const {
                   {"heads", t.heads},
                   {"kv_heads", t.kv_heads},
                   {"d", t.d_k},
-                  {"splits", t.splits},
-                  {"split_first", t.split_first},
+                  {"splits", t.plan.splits},
+                  {"split_first", t.plan.first},
                   {"first_key", t.first_key},
                   {"head", t.head},
                   {"kv_head", t.kv_head},

@@ -19,6 +19,7 @@
 
 #include "core/problem.h"
 #include "core/walk.h"
+#include "cpu/decode.h"
 #include "viewer/session/session.h"
 #include "viewer/session/worker.h"
 #include "viewer/views/view.h"
@@ -143,8 +144,7 @@ struct DecodeToken {
   int first_query = 0;  // the input's query of token 0 (after a prefix's prompt)
   int tokens = 0, keys = 0, capacity = 0;
   int heads = 1, kv_heads = 1, d_k = 0, d_v = 0;
-  int splits = 1, keys_per_split = 0;
-  int split_first = 0;  // split s holds keys [split_first + s keys_per_split, ...) (SplitPlan::first)
+  cpu::decode::SplitPlan plan;  // the token's splits: how many, where each begins
   int first_key = 0;    // the first key the kernel reads (decode_first_key, core/modify.h: a window's)
   int head = 0, kv_head = 0;
   std::string query_label;

@@ -140,7 +140,7 @@ void controls(Shell& app, DecodeView& v) {
   }
   }
   const DecodeToken* t = v.shown();
-  const std::string splits = v.splits() == 0 ? std::string(dtr(lang, DT::SplitsAuto)) + (t ? " (" + std::to_string(t->splits) + ")" : "")
+  const std::string splits = v.splits() == 0 ? std::string(dtr(lang, DT::SplitsAuto)) + (t ? " (" + std::to_string(t->plan.splits) + ")" : "")
                                              : std::to_string(v.splits());
   same_line_if_fits(text_width(dtr(lang, DT::Splits)) + app.font_px * 7);
   ImGui::TextUnformatted(dtr(lang, DT::Splits));
@@ -203,11 +203,6 @@ void strip(Shell& app, DecodeView& v, const DecodeToken& t) {
   const int bins = static_cast<int>(t.bins.size());
   float wmax = 0;
   for (float w : t.bins) wmax = std::max(wmax, w);
-  const auto split_of = [&](long long key) {
-    return t.keys_per_split > 0 && key >= t.split_first
-               ? static_cast<int>(std::min<long long>((key - t.split_first) / t.keys_per_split, t.splits - 1))
-               : 0;
-  };
   // The bins pooled again to the pixel columns there are (max), so a peak stays visible.
   const int columns = std::max(1, std::min(bins, static_cast<int>(x_of(t.keys) - x_of(0))));
   int peak = 0;
@@ -219,7 +214,7 @@ void strip(Shell& app, DecodeView& v, const DecodeToken& t) {
     float w = 0;
     for (int b = b0; b < b1; ++b) w = std::max(w, t.bins[b]);
     const double k0 = static_cast<double>(b0) * t.keys / bins, k1 = static_cast<double>(b1) * t.keys / bins;
-    const int s = split_of(static_cast<long long>((k0 + k1) / 2));
+    const int s = t.plan.split_of(static_cast<int>((k0 + k1) / 2));
     dl->AddRectFilled(ImVec2(x_of(k0), y0), ImVec2(std::max(x_of(k1), x_of(k0) + 1), y1),
                       weighted(split_colour(s), wmax > 0 ? w / wmax : 0));
   }
@@ -247,8 +242,8 @@ void strip(Shell& app, DecodeView& v, const DecodeToken& t) {
   if (t.first_key > 0)
     dl->AddRectFilled(ImVec2(x_of(0), y0), ImVec2(x_of(t.first_key), y1), IM_COL32(20, 20, 24, 200));
   // Split boundaries.
-  for (int s = t.split_first > 0 ? 0 : 1; s < t.splits; ++s) {
-    const float x = x_of(t.split_first + static_cast<double>(s) * t.keys_per_split);
+  for (int s = t.plan.first > 0 ? 0 : 1; s < t.plan.splits; ++s) {
+    const float x = x_of(t.plan.begin(s));
     dl->AddLine(ImVec2(x, y0 - 3 * ms), ImVec2(x, y1 + 3 * ms), IM_COL32(255, 255, 255, 220), 1.5f * ms);
   }
   // The newest key: the token's own.
@@ -271,7 +266,7 @@ void strip(Shell& app, DecodeView& v, const DecodeToken& t) {
     for (int i = 0; i < tail; ++i) {
       const int key = t.keys - tail + i;
       const ImVec2 p0(a2.x + 2 + slot * i, a2.y + 2), p1(p0.x + slot - 2, p0.y + h * 0.8f);
-      dl->AddRectFilled(p0, p1, weighted(split_colour(split_of(key)), tmax > 0 ? t.tail[i] / tmax : 0));
+      dl->AddRectFilled(p0, p1, weighted(split_colour(t.plan.split_of(key)), tmax > 0 ? t.tail[i] / tmax : 0));
       if (i == tail - 1)
         dl->AddRect(ImVec2(p0.x - 2 * ms, p0.y - 2 * ms), ImVec2(p1.x + 2 * ms, p1.y + 2 * ms), kHighlight, 0, 0, 3 * ms);
     }
@@ -506,18 +501,18 @@ void draw_panel(DecodeView& v, Shell& app, const Layout& l) {
             ? fmt(dtr(lang, DT::SentenceCacheWindow), grouped(t->keys - 1).c_str(),
                   counted(lang, t->heads, DT::QueryHeads, DT::QueryHead).c_str(), keys_text(t->keys).c_str(),
                   keys_text(window).c_str(), counted(lang, t->kv_heads, DT::KvHeadCount, DT::KvHeadOne).c_str(),
-                  bytes_text(t->bytes).c_str(), counted(lang, t->splits, DT::SplitsParallel, DT::SplitOne).c_str())
+                  bytes_text(t->bytes).c_str(), counted(lang, t->plan.splits, DT::SplitsParallel, DT::SplitOne).c_str())
         : !t->job.shape.input()
             ? fmt(dtr(lang, DT::SentenceCache), grouped(t->keys - 1).c_str(),
                   counted(lang, t->heads, DT::QueryHeads, DT::QueryHead).c_str(), keys_text(t->keys).c_str(),
                   counted(lang, t->kv_heads, DT::KvHeadCount, DT::KvHeadOne).c_str(), bytes_text(t->bytes).c_str(),
-                  counted(lang, t->splits, DT::SplitsParallel, DT::SplitOne).c_str())
+                  counted(lang, t->plan.splits, DT::SplitsParallel, DT::SplitOne).c_str())
         : t->keys == 1 ? fmt(dtr(lang, DT::SentenceFirst), t->keys - 1, t->query_label.c_str())
         : window > 0 && t->keys > window
             ? fmt(dtr(lang, DT::SentenceWindow), t->keys - 1, t->query_label.c_str(), t->keys, window,
-                  counted(lang, t->splits, DT::SplitCount, DT::SplitOne).c_str())
+                  counted(lang, t->plan.splits, DT::SplitCount, DT::SplitOne).c_str())
                        : fmt(dtr(lang, DT::SentenceInput), t->keys - 1, t->query_label.c_str(), t->keys,
-                             counted(lang, t->splits, DT::SplitCount, DT::SplitOne).c_str());
+                             counted(lang, t->plan.splits, DT::SplitCount, DT::SplitOne).c_str());
     wrapped(app, sentence, &kHighlightV4);
     // Under the sentence, where it is read before the numbers it qualifies: what the input's
     // modifications and mask do to each token's row.

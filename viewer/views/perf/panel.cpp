@@ -455,9 +455,9 @@ void actions(Shell& app, PerfView& pv, const PerfSnapshot& snap) {
     const std::string name = export_stem(app.export_dir, "attnlab-perf") + ".csv";
     try {
       write_perf_csv(name, snap.results);
-      set_status(app, fmt(tr(lang, S::PerfExported), name.c_str()));
+      set_status(app, [name](Lang l) { return fmt(tr(l, S::PerfExported), name.c_str()); });
     } catch (const std::exception& e) {
-      set_status(app, e.what());
+      set_status(app, [m = message_of(e)](Lang l) { return m.text(l); });
     }
   }
   ImGui::EndDisabled();
