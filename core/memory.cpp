@@ -31,13 +31,22 @@ std::optional<double> file_number(const std::string& path) {
 // VmSize of this process in bytes (its address space), 0 where /proc/self/status cannot be read.
 double address_space_bytes() {
   std::ifstream in("/proc/self/status");
-  std::string key, unit;
   for (std::string line; std::getline(in, line);)
     if (line.rfind("VmSize:", 0) == 0) {
       std::istringstream words(line.substr(7));
       double kib = 0;
       if (words >> kib) return kib * 1024.0;
     }
+  return 0;
+}
+
+// The value of `key` in a cgroup's memory.stat ("key value" lines), 0 where it is not there.
+double stat_value(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  std::string k;
+  double v = 0;
+  while (in >> k >> v)
+    if (k == key) return v;
   return 0;
 }
 
@@ -63,20 +72,25 @@ std::optional<double> cgroup_room_bytes(const std::string& proc_cgroup, const st
     const std::string mount = root + (v2 ? "" : "/memory");
     const char* limit_file = v2 ? "/memory.max" : "/memory.limit_in_bytes";
     const char* usage_file = v2 ? "/memory.current" : "/memory.usage_in_bytes";
-    // The process's own group, else the mount's root (a container sees its group there).
+    // Inactive file pages count in the usage but are reclaimed under pressure (MemAvailable
+    // counts them free too): a container whose page cache filled it to its limit still has them.
+    const char* reclaimable = v2 ? "inactive_file" : "total_inactive_file";
+    // The process's own group, else the mount's root (a container sees its group there). A "max"
+    // in the group ends the search: its parents' limits are not read.
     for (const std::string& dir : {mount + path, mount}) {
       const std::optional<double> limit = file_number(dir + limit_file);
       if (!limit && std::ifstream(dir + limit_file).good()) break;  // "max": no limit here
       if (!limit) continue;
       if (*limit >= kNoLimit) break;
-      return std::max(0.0, *limit - file_number(dir + usage_file).value_or(0.0));
+      const double used = file_number(dir + usage_file).value_or(0.0) - stat_value(dir + "/memory.stat", reclaimable);
+      return std::max(0.0, *limit - std::max(0.0, used));
     }
   }
   return std::nullopt;
 }
 
-double host_available_bytes() {
-  double avail = 0;
+std::optional<double> host_available_bytes() {
+  std::optional<double> avail;
   {
     std::ifstream in("/proc/meminfo");
     std::string key, unit;
@@ -89,7 +103,7 @@ double host_available_bytes() {
   }
   // The room an allocation really has: under a cap on the address space (ulimit -v) and a
   // cgroup's memory limit (a container) as well as the machine's.
-  const auto cap = [&avail](double room) { avail = avail > 0 ? std::min(avail, room) : room; };
+  const auto cap = [&avail](double room) { avail = avail ? std::min(*avail, room) : room; };
   rlimit rl{};
   if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
     cap(std::max(0.0, static_cast<double>(rl.rlim_cur) - address_space_bytes()));
@@ -100,17 +114,17 @@ double host_available_bytes() {
 }
 
 void check_host_memory(double need, const std::string& what, const std::string& advice) {
-  const double avail = host_available_bytes();
-  if (avail > 0 && need > 0.9 * avail)
+  const std::optional<double> avail = host_available_bytes();
+  if (avail && need > 0.9 * *avail)
     throw ResourceError(what + ": needs about " + format_bytes(need) + " of host memory, " +
-                        format_bytes(avail) + " available; " + advice);
+                        format_bytes(*avail) + " available; " + advice);
 }
 
 void check_host_memory(double need, Msg id, std::vector<std::string> args) {
-  const double avail = host_available_bytes();
-  if (avail > 0 && need > 0.9 * avail) {
+  const std::optional<double> avail = host_available_bytes();
+  if (avail && need > 0.9 * *avail) {
     args.push_back(format_bytes(need));
-    args.push_back(format_bytes(avail));
+    args.push_back(format_bytes(*avail));
     throw ResourceError(id, std::move(args));
   }
 }

@@ -95,12 +95,12 @@ TEST(Messages, EveryIdHasBothLanguages) {
 // Memory refusals carry their ids, so that the viewer says them in Chinese too; the sizes are the
 // arguments, the need and MemAvailable last.
 TEST(Messages, MemoryRefusalsCarryTheirIds) {
-  if (host_available_bytes() <= 0) GTEST_SKIP() << "no MemAvailable here: nothing is refused";
+  if (!host_available_bytes()) GTEST_SKIP() << "no MemAvailable here: nothing is refused";
   const Message m = caught([] { check_host_memory(1e18, Msg::HostMemoryCpuRun, {"staged"}); });
   EXPECT_EQ(m.id, Msg::HostMemoryCpuRun);
   // Refused above nine tenths of what is available (the rest keeps the machine usable), not only
   // above all of it.
-  EXPECT_EQ(caught([] { check_host_memory(0.95 * host_available_bytes(), Msg::HostMemoryCpuRun, {"staged"}); }).id,
+  EXPECT_EQ(caught([] { check_host_memory(0.95 * *host_available_bytes(), Msg::HostMemoryCpuRun, {"staged"}); }).id,
             Msg::HostMemoryCpuRun);
   ASSERT_EQ(m.args.size(), 3u);
   EXPECT_EQ(m.args[1], format_bytes(1e18));
@@ -112,8 +112,9 @@ TEST(Messages, MemoryRefusalsCarryTheirIds) {
 
 // A container's memory limit is the room an allocation has (MemAvailable is the machine's): the
 // limit less the usage of the process's cgroup, v2 or v1, in its own group or at the mount's root
-// (as a container sees it); none where the group sets no limit ("max", or v1's near 2^63).
-TEST(Messages, ACgroupsLimitIsTheRoomUnderIt) {
+// (as a container sees it), the usage less its inactive file pages (reclaimed under pressure);
+// none where the group sets no limit ("max", or v1's near 2^63).
+TEST(HostMemory, ACgroupsLimitIsTheRoomUnderIt) {
   const test::TempDir root("attnlab-cgroup");
   const auto put = [&](const std::string& rel, const std::string& text) {
     const std::filesystem::path f = root.path() / rel;
@@ -128,6 +129,8 @@ TEST(Messages, ACgroupsLimitIsTheRoomUnderIt) {
   put("box/memory.max", "5000\n");
   put("box/memory.current", "1200\n");
   EXPECT_EQ(cgroup_room_bytes("0::/box\n", r), 3800.0);
+  put("box/memory.stat", "anon 700\ninactive_file 500\nactive_file 0\n");
+  EXPECT_EQ(cgroup_room_bytes("0::/box\n", r), 4300.0);  // a page cache of 500 the kernel takes back
   EXPECT_EQ(cgroup_room_bytes("0::/elsewhere\n", r), std::nullopt);  // the root's "max"
   put("memory.max", "8000\n");
   EXPECT_EQ(cgroup_room_bytes("0::/elsewhere\n", r), 7000.0);  // a container: its root
@@ -137,6 +140,8 @@ TEST(Messages, ACgroupsLimitIsTheRoomUnderIt) {
   put("memory/job/memory.limit_in_bytes", "6000\n");
   put("memory/job/memory.usage_in_bytes", "7000\n");
   EXPECT_EQ(cgroup_room_bytes("1:cpu:/\n4:cpuacct,memory:/job\n", r), 0.0);  // over its limit: no room
+  put("memory/job/memory.stat", "cache 3000\ntotal_inactive_file 2500\n");
+  EXPECT_EQ(cgroup_room_bytes("4:memory:/job\n", r), 1500.0);
   EXPECT_EQ(cgroup_room_bytes("1:cpu:/job\n", r), std::nullopt);  // no memory controller named
 }
 

@@ -194,11 +194,11 @@ Session::Result Session::execute(Job job) {
     // once while a new one is built (the old one stays on screen).
     const double cells = static_cast<double>(p->q().rows()) * p->m();
     const double need = 4.0 * (4.0 * cells + static_cast<double>(p->n()) * p->m());
-    const double avail = host_available_bytes();
+    const std::optional<double> avail = host_available_bytes();
     r.need_gb = need / 1e9;
-    r.avail_gb = avail / 1e9;
+    r.avail_gb = avail.value_or(0) / 1e9;
     r.streaming = p->n() > kKeepStagesMaxTokens || p->m() > kKeepStagesMaxTokens ||
-                  (avail > 0 && 2 * need >= 0.7 * avail);
+                  (avail && 2 * need >= 0.7 * *avail);
     if (r.streaming && q.precision == Precision::BF16)
       throw InputError(Msg::Bf16Streamed, {std::to_string(p->n()), std::to_string(kKeepStagesMaxTokens)});
     if (job.parts == kCompanion) {

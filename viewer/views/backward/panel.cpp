@@ -104,27 +104,28 @@ Placed draw_matrix(Shell& app, const char* tex_name, std::string& tex_key, MapPi
   if (rows == 0 || cols == 0) return out;
   const float tick = row_tick(fp);
   if (r.w < 4 || r.h < 4) return out;
-  const int bins_r = std::min(rows, std::max(1, static_cast<int>(r.h))), bins_c = std::min(cols, std::max(1, static_cast<int>(r.w)));
+  // The texture has the map's pixels: magnified cells (a small problem) span several, so that a
+  // masked cell's hatching has the chain view's 4-pixel stripes, not one stripe per cell; pooled
+  // ones (thousands of tokens) are one bin a pixel.
+  const int px_h = static_cast<int>(r.h), px_w = static_cast<int>(r.w);
+  const int bins_r = std::min(rows, px_h), bins_c = std::min(cols, px_w);
   const AxisMap rmap = map_axis(0, rows, bins_r, rows), cmap = map_axis(0, cols, bins_c, cols);
   Shell::Texture& tex = app.texture(tex_name);
-  // The texture has the map's pixels: magnified cells (a small problem) span several, so that a
-  // masked cell's hatching has the chain view's 4-pixel stripes, not one stripe per cell.
-  const int px_h = std::max(bins_r, static_cast<int>(r.h)), px_w = std::max(bins_c, static_cast<int>(r.w));
-  const std::string key = std::to_string(adopted) + "|" + caption + "|" + std::to_string(bins_r) + "x" +
-                          std::to_string(bins_c) + "|" + std::to_string(px_h) + "x" + std::to_string(px_w) +
+  const std::string key = std::to_string(adopted) + "|" + caption + "|" + std::to_string(rows) + "x" +
+                          std::to_string(cols) + "|" + std::to_string(px_h) + "x" + std::to_string(px_w) +
                           (log_scale ? "|log" : "") + (mask ? "|mask" : "");
   if (!tex.tex || key != tex_key) {
     // Row-major for pool_grid: Eigen's MatrixF is row-major in the lab (core/types.h).
     picture = map_picture(m, mask, gradient, log_scale, rmap, cmap);
-    // The cells at their places on the scale, drawn on [0, 1], each pixel its cell's.
+    // The cells at their places on the scale, drawn on [0, 1]; then each pixel its cell's.
+    std::vector<PooledCell> cells = picture.cells;
+    for (PooledCell& c : cells)
+      if (!c.masked) c.value = static_cast<float>(picture.position(c.value));
     const AxisMap pr = map_axis(0, bins_r, px_h, bins_r), pc = map_axis(0, bins_c, px_w, bins_c);
     std::vector<PooledCell> placed(static_cast<std::size_t>(px_h) * px_w);
     for (int y = 0; y < px_h; ++y)
-      for (int x = 0; x < px_w; ++x) {
-        PooledCell c = picture.cells[static_cast<std::size_t>(pr.begin[y]) * bins_c + pc.begin[x]];
-        if (!c.masked) c.value = static_cast<float>(picture.position(c.value));
-        placed[static_cast<std::size_t>(y) * px_w + x] = c;
-      }
+      for (int x = 0; x < px_w; ++x)
+        placed[static_cast<std::size_t>(y) * px_w + x] = cells[static_cast<std::size_t>(pr.begin[y]) * bins_c + pc.begin[x]];
     const std::vector<std::uint32_t> px =
         rasterize_cells(placed, pr, pc, {0, 1}, false, false, gradient ? &diverging_table() : nullptr);
     if (!ensure_texture(app, tex.tex, tex.w, tex.h, px_w, px_h)) return out;

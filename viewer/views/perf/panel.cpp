@@ -159,7 +159,7 @@ Plot draw_n_chart(Shell& app, const PerfSnapshot& snap, const std::vector<PerfSe
   const Lang lang = app.lang;
   double lo = 0, hi = 0;
   const bool any = chart_range(series, chart, lo, hi);
-  const double mem_wall = chart == PerfChart::Memory ? host_available_bytes() : 0;
+  const double mem_wall = chart == PerfChart::Memory ? host_available_bytes().value_or(0) : 0;
   if (chart == PerfChart::Memory && mem_wall > 0 && any) hi = std::max(hi, mem_wall);
   const TickUnit unit = chart == PerfChart::Time ? TickUnit::Milliseconds
                         : chart == PerfChart::Memory ? TickUnit::Bytes
