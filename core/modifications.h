@@ -102,6 +102,13 @@ struct MaskRule {
   }
 };
 
+// Where part s of `count` keys cut into `parts` near-equal parts begins (s = parts: the end): their
+// lengths differ by one key at most, none empty while parts <= count. How the decode kernels cut
+// their keys into splits (cpu/decode.h's requested counts, kernels/decode.cu's every count).
+ATTNLAB_HD inline int near_equal_begin(int s, int count, int parts) {
+  return static_cast<int>(static_cast<long long>(s) * count / parts);
+}
+
 // The score mods of query head h, query i, key j on a scaled score s (T: float in the kernels,
 // double in the fp64 reference).
 template <class T>

@@ -69,8 +69,9 @@ void decode_keys_read(const Problem& p, int used, int& lo, int& hi) {
   rule.offset = used - p.n();
   rule.union_interval(p.n(), lo, hi);
   hi = std::min(hi, used);
-  if (lo >= hi) {
-    lo = hi = used;
+  if (lo >= hi) {  // no query sees a key: every key (whose element masks then block them all)
+    lo = 0;
+    hi = used;
     return;
   }
   lo -= lo % 16;

@@ -39,11 +39,12 @@ MaskRule mask_rule(const Problem& p);
 
 // The keys [lo, hi) a decode kernel reads for the queries at the end of the first `used` keys
 // (0 < used <= p.m(): a cache in use): those some query may see (MaskRule::union_interval: a
-// window's), lo rounded down to 16 keys (the CPU kernel's panels); lo = hi = used when no query
-// sees a key. The CPU and CUDA decode kernels' machine plans cut only these.
+// window's), lo rounded down to 16 keys (the CPU kernel's panels); all `used` keys where no query
+// sees one (never for queries at the end of the keys: each sees itself). The CPU and CUDA decode
+// kernels' machine plans cut only these.
 void decode_keys_read(const Problem& p, int used, int& lo, int& hi);
 // decode_keys_read's lo for the cache's first `keys` keys (0: p.m()): where every split's reads
-// begin (0 without a window; the cache length where no query sees a key).
+// begin (0 without a window).
 int decode_first_key(const Problem& p, int keys = 0);
 // p's score rule in T; `slopes` receives the ALiBi slopes the rule points at (keep it alive).
 template <class T>

@@ -547,7 +547,6 @@ SplitPlan plan_splits(const Problem& p, unsigned workers, int requested, int key
   // The keys cut: all of them for a requested plan; the machine's plan, only those read.
   int lo = 0, hi = m;
   if (requested == 0) decode_keys_read(p, m, lo, hi);
-  if (hi <= lo) lo = 0, hi = m;
   const int span = hi - lo;
   int splits = requested;
   if (splits == 0) {

@@ -15,6 +15,7 @@
 #pragma once
 
 #include "core/backend.h"
+#include "core/modifications.h"
 
 #include <algorithm>
 #include <atomic>
@@ -32,8 +33,7 @@ struct SplitPlan {
   int first = 0;  // the first key cut: 0, or where the keys some query may see begin (plan_splits)
   int span = 0;   // the keys cut, from `first`
   int begin(int s) const {
-    return first + (keys_per_split > 0 ? s * keys_per_split
-                                       : static_cast<int>(static_cast<long long>(s) * span / splits));
+    return first + (keys_per_split > 0 ? s * keys_per_split : near_equal_begin(s, span, splits));
   }
   int end(int s, int m) const { return std::min(m, begin(s + 1)); }
   // The split that holds key j (a key before `first`: split 0; past the last split: the last).

@@ -1322,7 +1322,6 @@ DecodeDevice decode_allocate(const Problem& p, const RunOptions& opt, const char
   // The machine's plan cuts only the keys some query may see (a window's); a requested one cuts
   // them all, as the CPU's does (cpu/decode.h).
   dd.first = opt.splits == 0 ? decode_first_key(p) : 0;
-  if (dd.first >= p.m()) dd.first = 0;  // no query sees a key
   dd.splits = decode_splits(p.kv_heads(), p.m() - dd.first, opt.splits);
   const std::size_t part = decode_partials_floats(p.heads, p.n(), p.d_v(), dd.splits);
   const std::size_t inputs = static_cast<std::size_t>(p.q().size() + p.k().size() + p.v().size());

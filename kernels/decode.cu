@@ -141,8 +141,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   const int RP = GROUPED ? (R + 3) / 4 * 4 : R;
   const int s = blockIdx.x % splits, g = blockIdx.x / splits;  // item g * splits + s
   // Split s of the `keys` keys from `first`: near-equal parts (their lengths differ by one at most).
-  int k0 = first + static_cast<int>(static_cast<long long>(s) * keys / splits);
-  int k1 = first + static_cast<int>(static_cast<long long>(s + 1) * keys / splits);
+  int k0 = first + near_equal_begin(s, keys, splits), k1 = first + near_equal_begin(s + 1, keys, splits);
   if constexpr (RULES) {
     // Only the keys some query of the group may see (every head shares the mask): the union of
     // the rows' intervals. A split outside it computes nothing and leaves the empty state.
