@@ -75,16 +75,21 @@ std::optional<double> cgroup_room_bytes(const std::string& proc_cgroup, const st
     // Inactive file pages count in the usage but are reclaimed under pressure (MemAvailable
     // counts them free too): a container whose page cache filled it to its limit still has them.
     const char* reclaimable = v2 ? "inactive_file" : "total_inactive_file";
-    // The process's own group, else the mount's root (a container sees its group there). A "max"
-    // in the group ends the search: its parents' limits are not read.
-    for (const std::string& dir : {mount + path, mount}) {
-      const std::optional<double> limit = file_number(dir + limit_file);
-      if (!limit && std::ifstream(dir + limit_file).good()) break;  // "max": no limit here
-      if (!limit) continue;
-      if (*limit >= kNoLimit) break;
-      const double used = file_number(dir + usage_file).value_or(0.0) - stat_value(dir + "/memory.stat", reclaimable);
-      return std::max(0.0, *limit - std::max(0.0, used));
+    // The process's group and each group above it up to the mount's root (a container sees its
+    // own group there, under a path that may not exist in its view): the tightest room of them.
+    std::optional<double> room;
+    for (std::string rel = path;;) {
+      const std::string dir = mount + rel;
+      const std::optional<double> limit = file_number(dir + limit_file);  // nullopt: "max" or absent
+      if (limit && *limit < kNoLimit) {
+        const double used = file_number(dir + usage_file).value_or(0.0) - stat_value(dir + "/memory.stat", reclaimable);
+        const double here = std::max(0.0, *limit - std::max(0.0, used));
+        room = room ? std::min(*room, here) : here;
+      }
+      if (rel.empty() || rel == "/") break;
+      rel.erase(std::min(rel.size(), rel.find_last_of('/')));
     }
+    if (room) return room;
   }
   return std::nullopt;
 }

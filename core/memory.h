@@ -19,8 +19,9 @@ std::optional<double> host_available_bytes();
 // The room under the memory limit of the cgroup that `proc_cgroup` (the text of /proc/self/cgroup)
 // names, with cgroupfs mounted at `root` (v2: memory.max less memory.current; v1: root/memory's
 // memory.limit_in_bytes less memory.usage_in_bytes; the usage less its inactive file pages, which
-// are reclaimed under pressure), in the process's own group or else at the mount's root, as a
-// container sees it; nullopt where no limit is set or none can be read.
+// are reclaimed under pressure): the tightest such room of the process's group and each group
+// above it up to the mount's root (where a container sees its own group); nullopt where no limit
+// is set or none can be read.
 std::optional<double> cgroup_room_bytes(const std::string& proc_cgroup, const std::string& root);
 // Refuses with ResourceError, before anything is allocated, `need` bytes (for `what`) that would
 // not fit in 90 % of host_available_bytes: "<what>: needs about X of host memory, Y available;

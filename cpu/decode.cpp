@@ -554,16 +554,10 @@ SplitPlan plan_splits(const Problem& p, unsigned workers, int requested, int key
     splits = std::clamp(want, 1, std::max(1, span / kMinSplitKeys));
   }
   splits = std::min(splits, span);
-  SplitPlan plan;
-  plan.first = lo;
-  plan.span = span;
-  plan.splits = splits;
-  if (requested > 0) return plan;  // near-equal parts: the count asked for
-  // Whole key blocks per split when the splits are long enough, so only the last block is short.
-  const int per = (span + splits - 1) / splits;
-  plan.keys_per_split = per >= 4 * kKeyBlock ? round_up(per, kKeyBlock) : per;
-  plan.splits = (span + plan.keys_per_split - 1) / plan.keys_per_split;
-  return plan;
+  // The machine's splits are whole key blocks when they are long enough, so only the last block
+  // is short; a requested count cuts single keys.
+  const int unit = requested == 0 && span / splits >= 4 * kKeyBlock ? kKeyBlock : 1;
+  return SplitPlan{.splits = splits, .first = lo, .span = span, .unit = unit};
 }
 
 namespace {

@@ -23,23 +23,22 @@
 
 namespace attnlab::cpu::decode {
 
-// How the keys of every key/value head are cut: split s holds keys [begin(s), end(s, m)). The
-// machine's plan: splits of keys_per_split keys from `first` (whole key blocks when they are
-// long), the last one shorter; a requested count (keys_per_split 0): the `span` keys from `first`
-// in `splits` parts whose lengths differ by one key at most, so that --split S runs S splits.
+// How the keys of every key/value head are cut: split s holds keys [begin(s), end(s, m)), the
+// `span` keys from `first` in `splits` near-equal parts counted in units of `unit` keys (the
+// machine's plan: whole key blocks when its splits are long, only the last block short; a
+// requested count: single keys, so --split S runs S splits whose lengths differ by one key at most).
 struct SplitPlan {
   int splits = 1;
-  int keys_per_split = 0;  // 0: near-equal parts
   int first = 0;  // the first key cut: 0, or where the keys some query may see begin (plan_splits)
   int span = 0;   // the keys cut, from `first`
-  int begin(int s) const {
-    return first + (keys_per_split > 0 ? s * keys_per_split : near_equal_begin(s, span, splits));
-  }
+  int unit = 1;   // keys per unit: a split begins on a unit from `first`
+  int units() const { return (span + unit - 1) / unit; }
+  int begin(int s) const { return first + std::min(span, unit * near_equal_begin(s, units(), splits)); }
   int end(int s, int m) const { return std::min(m, begin(s + 1)); }
   // The split that holds key j (a key before `first`: split 0; past the last split: the last).
   int split_of(int j) const {
-    const long long x = std::max(0, j - first);
-    const long long s = keys_per_split > 0 ? x / keys_per_split : ((x + 1) * splits - 1) / std::max(1, span);
+    const long long u = std::max(0, j - first) / unit;
+    const long long s = ((u + 1) * splits - 1) / std::max(1, units());
     return static_cast<int>(std::min<long long>(s, splits - 1));
   }
 };

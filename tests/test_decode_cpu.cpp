@@ -446,16 +446,21 @@ TEST(DecodeCpu, AWindowIsTheOnlyPartOfTheCacheRead) {
     }
   }
   // A long window over a longer cache on 16 workers: the splits the window's 50000 keys allow
-  // (24 asked, no split under 2048 keys; 22 of 9 whole key blocks each), where the whole cache
-  // takes 64 asked (61 of 13 blocks).
+  // (24, no split under 2048 keys; 8 or 9 whole key blocks of 256 each), where the whole cache
+  // takes 64 (12 or 13 blocks).
   Problem longp = decode_problem(1, 200000, 4, 1, 1, MaskKind::Causal, 1);
-  EXPECT_EQ(plan_splits(longp, 16).splits, 61);
+  EXPECT_EQ(plan_splits(longp, 16).splits, 64);
   longp.mods.window = 50000;
   const cpu::decode::SplitPlan plan = plan_splits(longp, 16);
   EXPECT_EQ(plan.first, 150000);
-  EXPECT_EQ(plan.splits, 22);
-  EXPECT_EQ(plan.keys_per_split, 9 * 256);
+  EXPECT_EQ(plan.splits, 24);
+  EXPECT_EQ(plan.unit, 256);
   EXPECT_EQ(plan.begin(0), 150000);
+  for (int s = 0; s < plan.splits; ++s) {
+    EXPECT_EQ((plan.begin(s) - plan.first) % 256, 0) << s;
+    if (s + 1 < plan.splits) EXPECT_TRUE(plan.end(s, longp.m()) - plan.begin(s) == 8 * 256 ||
+                                         plan.end(s, longp.m()) - plan.begin(s) == 9 * 256) << s;
+  }
   EXPECT_EQ(plan.end(plan.splits - 1, longp.m()), longp.m());
 }
 

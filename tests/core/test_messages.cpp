@@ -134,6 +134,10 @@ TEST(HostMemory, ACgroupsLimitIsTheRoomUnderIt) {
   EXPECT_EQ(cgroup_room_bytes("0::/elsewhere\n", r), std::nullopt);  // the root's "max"
   put("memory.max", "8000\n");
   EXPECT_EQ(cgroup_room_bytes("0::/elsewhere\n", r), 7000.0);  // a container: its root
+  put("box/inner/memory.max", "max\n");
+  EXPECT_EQ(cgroup_room_bytes("0::/box/inner\n", r), 4300.0);  // no limit of its own: its parent's
+  put("memory.current", "7500\n");
+  EXPECT_EQ(cgroup_room_bytes("0::/box/inner\n", r), 500.0);  // the tightest room above it
   // v1: the memory controller's own line (alone or with others), under root/memory.
   put("memory/memory.limit_in_bytes", "9223372036854771712\n");
   EXPECT_EQ(cgroup_room_bytes("4:memory:/job\n1:cpu:/\n", r), std::nullopt);

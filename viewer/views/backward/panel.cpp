@@ -499,12 +499,13 @@ void draw_panel(BackwardView& v, Shell& app, const Layout& l) {
   float right_w = std::max(fp * 15, avail.x * 0.36f);
   const float band_h =
       std::max(fp * 15.5f, std::min((avail.x - right_w - fp) * 0.6f, avail.y - fp * (r.keys <= 12 ? 13 : 14)));
-  // The maps beside the right column stand under one line of column labels at least (map_h).
+  // The maps' height in the band beside the right column, under `col_h` pixels of column labels;
+  // they stand under one line of labels at least.
+  const auto band_map_h = [&](float col_h) { return band_h - notes_h - caption_h - col_h; };
   float col_h = column_label_height({}, fp);
   float side_need = fp;
   for (const Map& mp : maps)
-    side_need += column_w(
-        mp, std::min(fp * 8, map_size(mp.rows(), mp.cols(), 1e9f, band_h - notes_h - caption_h - col_h, least).w));
+    side_need += column_w(mp, std::min(fp * 8, map_size(mp.rows(), mp.cols(), 1e9f, band_map_h(col_h), least).w));
   right_w = std::max(fp * 15, std::min(right_w, avail.x - fp - side_need));
   const bool beside = avail.x - right_w - fp >= side_need;
   const float maps_w = beside ? avail.x - right_w - fp : avail.x;
@@ -512,7 +513,7 @@ void draw_panel(BackwardView& v, Shell& app, const Layout& l) {
   // else what the window shows under them, but never so little that a map is a sliver (the panel
   // scrolls).
   const auto map_h = [&](float col_h) {
-    return beside ? band_h - notes_h - caption_h - col_h
+    return beside ? band_map_h(col_h)
                   : std::max(fp * 6, std::min(maps_w * 0.6f, avail.y - notes_h * 2 - caption_h - col_h));
   };
   // The two maps side by side while each keeps its least width, else one above the other.

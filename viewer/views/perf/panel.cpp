@@ -14,7 +14,6 @@
 
 #include "core/backend.h"
 #include "core/format.h"
-#include "core/memory.h"
 #include "viewer/draw/strings.h"
 #include "viewer/session/export.h"
 #include "engine/registry.h"
@@ -159,7 +158,7 @@ Plot draw_n_chart(Shell& app, const PerfSnapshot& snap, const std::vector<PerfSe
   const Lang lang = app.lang;
   double lo = 0, hi = 0;
   const bool any = chart_range(series, chart, lo, hi);
-  const double mem_wall = chart == PerfChart::Memory ? host_available_bytes().value_or(0) : 0;
+  const double mem_wall = chart == PerfChart::Memory ? snap.host_room : 0;
   if (chart == PerfChart::Memory && mem_wall > 0 && any) hi = std::max(hi, mem_wall);
   const TickUnit unit = chart == PerfChart::Time ? TickUnit::Milliseconds
                         : chart == PerfChart::Memory ? TickUnit::Bytes

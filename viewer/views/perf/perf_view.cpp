@@ -5,6 +5,7 @@
 #include "core/backend.h"
 #include "core/format.h"
 #include "core/io.h"
+#include "core/memory.h"
 #include "engine/registry.h"
 #include "engine/bench_report.h"
 #include "viewer/draw/strings.h"
@@ -393,6 +394,7 @@ void PerfRun::start(const bench::Spec& spec, bool measure_ceilings) {
   join();
   spec_ = spec;
   cancel_ = false;
+  const double room = host_available_bytes().value_or(0);
   {
     std::lock_guard<std::mutex> lock(mu_);
     const std::uint64_t rev = state_.revision;
@@ -402,6 +404,7 @@ void PerfRun::start(const bench::Spec& spec, bool measure_ceilings) {
     state_.total = state_.results.size();
     state_.running = true;
     state_.measuring = measure_ceilings;
+    state_.host_room = room;
   }
   started_ = now_s();
   thread_ = std::thread([this, measure_ceilings] { body(measure_ceilings); });

@@ -160,6 +160,7 @@ int nearest_point(const std::vector<ScreenPoint>& pts, float mx, float my, float
 struct PerfSnapshot {
   std::vector<bench::Result> results;
   std::vector<Roof> roofs;       // measured before the first case (cpu, cuda where it ran)
+  double host_room = 0;          // host_available_bytes when the sweep started (0: unknown), the Memory chart's line
   bool running = false, finished = false, cancelled = false, device_failure = false;
   bool measuring = false;        // the probes are running
   std::size_t done = 0, total = 0;
