@@ -6,6 +6,7 @@
 
 #include "core/bundle.h"
 #include "core/inputs.h"
+#include "core/memory.h"
 
 #include "core/format.h"
 #include "core/io.h"
@@ -53,6 +54,9 @@ void check_random_size(const ProblemArgs& a) {
     throw ResourceError(Msg::RandomInputsLimit,
                         {std::to_string(n), std::to_string(a.d_k), std::to_string(a.d_v), std::to_string(a.heads),
                          format_bytes(bytes), format_bytes(kMaxInputBytes)});
+  // Under the limit, the room this process has (ulimit -v, a container): refused before generating.
+  check_host_memory(bytes, Msg::RandomInputsHost,
+                    {std::to_string(n), std::to_string(a.d_k), std::to_string(a.d_v), std::to_string(a.heads)});
 }
 
 // Records in a.given that `o` was typed.
@@ -314,7 +318,7 @@ RunOptions run_options(const ProblemArgs& a) {
 }
 
 Trace run_problem(const ProblemArgs& a, const Problem& p) {
-  return run_backend(a.backend, p, run_options(a));
+  return run_backend(a.backend, p, run_options(a), resolve_lang(a));
 }
 
 void check_output_path(const std::string& path) {

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -125,16 +126,26 @@ Bundle read_bundle(const std::string& dir) {
   if (!std::filesystem::is_directory(dir)) throw InputError(Msg::BundleNotDir, {dir});
   if (!std::filesystem::exists(mp)) throw InputError(Msg::BundleNoManifest, {mp});
   Json j;
+  const std::string text = read_input_file(mp, InputFormat::Text);
   try {
-    j = Json::parse(read_input_file(mp, InputFormat::Text));
-  } catch (const Json::exception& e) {
-    throw InputError(Msg::BundleJson, {mp, e.what()});
+    j = Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    // The parser's byte is the 1-based index of the last character it read: its line and column.
+    const std::size_t at = std::min<std::size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());
+    const std::size_t line_start = at == 0 ? 0 : text.rfind('\n', at - 1) + 1;  // npos + 1 = 0
+    const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n');
+    throw InputError(Msg::BundleJson, {mp, std::to_string(line), std::to_string(at - line_start + 1)});
+  } catch (const Json::exception&) {  // a number JSON allows but a double cannot hold (1e400)
+    throw InputError(Msg::BundleJsonValue, {mp});
   }
   if (!j.is_object()) throw InputError(Msg::BundleNotObject, {mp});
   if (j.contains("format") && j["format"] != "attnlab-bundle") throw InputError(Msg::BundleFormat, {mp});
   if (j.contains("version") && j["version"] != 1) throw InputError(Msg::BundleVersion, {mp});
   // Names go into one-line texts (the source line, tables' titles): their control characters escaped.
-  if (j.contains("model") && j["model"].is_string()) b.model = printable(j["model"].get<std::string>());
+  if (j.contains("model") && !j["model"].is_null()) {
+    if (!j["model"].is_string()) throw InputError(Msg::BundleString, {mp, "model"});
+    b.model = printable(j["model"].get<std::string>());
+  }
   if (j.contains("tokens") && !j["tokens"].is_null()) {
     if (!j["tokens"].is_array()) throw InputError(Msg::BundleStrings, {mp, "tokens"});
     for (const Json& t : j["tokens"]) {
@@ -156,7 +167,10 @@ Bundle read_bundle(const std::string& dir) {
     const Where where{mp, std::to_string(i)};
     if (!c.is_object()) refuse(Msg::BundleCallObject, where);
     BundleCall bc;
-    if (c.contains("name") && c["name"].is_string()) bc.name = printable(c["name"].get<std::string>());
+    if (c.contains("name") && !c["name"].is_null()) {
+      if (!c["name"].is_string()) refuse(Msg::BundleCallString, where, {"name"});
+      bc.name = printable(c["name"].get<std::string>());
+    }
     bc.heads = get_int(c, "heads", where, 1);
     bc.kv_heads = c.contains("kv_heads") ? get_int(c, "kv_heads", where, 1) : bc.heads;
     if (bc.heads % bc.kv_heads != 0)

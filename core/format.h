@@ -12,6 +12,7 @@ namespace attnlab {
 std::string format_number(const char* spec, double x);  // one printf conversion, e.g. "%.3g"
 std::string fixed(double x, int decimals);              // "%.*f": 0.219 at 3 decimals
 std::string short_number(double x);                     // "%.6g": a temperature as typed, 0.85
+std::string two_digits(double x);                       // two significant digits, a 0 kept: 0.50, 0.0042
 // The shortest text that reads back as the same value (std::to_chars: locale-free, unlike
 // printf): "0.85", not "0.850000024".
 std::string shortest_text(double x);

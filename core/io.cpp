@@ -279,41 +279,41 @@ class NpyHeaderParser {
       expect(':');
       skip_ws();
       if (key == "descr") {
-        if (have_descr) fail("duplicate key 'descr'");
-        if (peek() == '[') fail("structured dtypes are not supported; save a plain float array");
+        if (have_descr) fail(Msg::NpyDuplicateKey, quote(key));
+        if (peek() == '[') fail(Msg::NpyStructured);
         h.descr = string_literal();
         have_descr = true;
       } else if (key == "fortran_order") {
-        if (have_order) fail("duplicate key 'fortran_order'");
+        if (have_order) fail(Msg::NpyDuplicateKey, quote(key));
         h.fortran_order = boolean();
         have_order = true;
       } else if (key == "shape") {
-        if (have_shape) fail("duplicate key 'shape'");
+        if (have_shape) fail(Msg::NpyDuplicateKey, quote(key));
         h.shape = tuple();
         have_shape = true;
       } else {
-        fail("unexpected key " + quote(key));
+        fail(Msg::NpyUnexpectedKey, quote(key));
       }
       skip_ws();
       if (peek() == ',') {
         ++pos_;
         continue;
       }
-      if (peek() != '}') fail("expected ',' or '}'");
+      if (peek() != '}') fail(Msg::NpyExpected, "',' / '}'");
     }
     expect('}');
     // numpy pads the header with spaces and ends it with '\n'; anything else is not a header.
     skip_ws();
-    if (pos_ != s_.size()) fail("unexpected bytes after the dictionary");
-    if (!have_descr) fail("missing key 'descr'");
-    if (!have_order) fail("missing key 'fortran_order'");
-    if (!have_shape) fail("missing key 'shape'");
+    if (pos_ != s_.size()) fail(Msg::NpyTrailingBytes);
+    if (!have_descr) fail(Msg::NpyMissingKey, quote("descr"));
+    if (!have_order) fail(Msg::NpyMissingKey, quote("fortran_order"));
+    if (!have_shape) fail(Msg::NpyMissingKey, quote("shape"));
     return h;
   }
 
  private:
-  [[noreturn]] void fail(const std::string& what) const {
-    throw InputError(Msg::NpyMalformed, {name_, what});
+  [[noreturn]] void fail(Msg id, const std::string& arg = {}) const {
+    throw InputError(id, arg.empty() ? std::vector<std::string>{name_} : std::vector<std::string>{name_, arg});
   }
   // '\0' stands for "end of header"; a literal NUL inside the header is rejected wherever it lands.
   char peek() const { return pos_ < s_.size() ? s_[pos_] : '\0'; }
@@ -321,12 +321,12 @@ class NpyHeaderParser {
     while (pos_ < s_.size() && (is_space(s_[pos_]) || s_[pos_] == '\n')) ++pos_;
   }
   void expect(char c) {
-    if (peek() != c || pos_ >= s_.size()) fail(std::string("expected '") + c + "'");
+    if (peek() != c || pos_ >= s_.size()) fail(Msg::NpyExpected, std::string("'") + c + "'");
     ++pos_;
   }
   std::string string_literal() {
     const char q = peek();
-    if (pos_ >= s_.size() || (q != '\'' && q != '"')) fail("expected a quoted string");
+    if (pos_ >= s_.size() || (q != '\'' && q != '"')) fail(Msg::NpyExpectedString);
     ++pos_;
     std::string out;
     while (pos_ < s_.size() && s_[pos_] != q) {
@@ -336,7 +336,7 @@ class NpyHeaderParser {
       }
       out += s_[pos_++];
     }
-    if (pos_ >= s_.size()) fail("unterminated string");
+    if (pos_ >= s_.size()) fail(Msg::NpyUnterminated);
     ++pos_;
     return out;
   }
@@ -350,7 +350,7 @@ class NpyHeaderParser {
       pos_ += 5;
       return false;
     }
-    fail("fortran_order must be True or False");
+    fail(Msg::NpyFortranValue);
   }
   std::vector<std::uint64_t> tuple() {
     // More dimensions than this is certainly not a matrix; the cap keeps the vector small.
@@ -360,14 +360,14 @@ class NpyHeaderParser {
     for (;;) {
       skip_ws();
       if (peek() == ')') break;
-      if (dims.size() == kMaxRank) fail("shape has more than 32 dimensions");
+      if (dims.size() == kMaxRank) fail(Msg::NpyRankTooHigh, std::to_string(kMaxRank));
       dims.push_back(integer());
       skip_ws();
       if (peek() == ',') {
         ++pos_;
         continue;
       }
-      if (peek() != ')') fail("expected ',' or ')' in shape");
+      if (peek() != ')') fail(Msg::NpyExpected, "',' / ')'");
     }
     expect(')');
     return dims;
@@ -377,8 +377,8 @@ class NpyHeaderParser {
     const char* last = s_.data() + s_.size();
     std::uint64_t v = 0;
     auto r = std::from_chars(first, last, v);
-    if (r.ec == std::errc::result_out_of_range) fail("shape dimension is too large");
-    if (r.ec != std::errc()) fail("shape dimensions must be non-negative integers");
+    if (r.ec == std::errc::result_out_of_range) fail(Msg::NpyDimTooLarge);
+    if (r.ec != std::errc()) fail(Msg::NpyDimNotInteger);
     pos_ += static_cast<std::size_t>(r.ptr - first);
     if (peek() == 'L') ++pos_;
     return v;

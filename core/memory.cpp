@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <optional>
@@ -75,10 +76,12 @@ std::optional<double> cgroup_room_bytes(const std::string& proc_cgroup, const st
     // Inactive file pages count in the usage but are reclaimed under pressure (MemAvailable
     // counts them free too): a container whose page cache filled it to its limit still has them.
     const char* reclaimable = v2 ? "inactive_file" : "total_inactive_file";
-    // The process's group and each group above it up to the mount's root (a container sees its
-    // own group there, under a path that may not exist in its view): the tightest room of them.
+    // The process's group and each group above it up to the mount's root: the tightest room of
+    // them. A path not under the mount (a container without its own cgroup namespace sees the
+    // host's path, its own group at the mount's root) is the root alone: its prefixes there would
+    // be other groups.
     std::optional<double> room;
-    for (std::string rel = path;;) {
+    for (std::string rel = std::filesystem::is_directory(mount + path) ? path : "";;) {
       const std::string dir = mount + rel;
       const std::optional<double> limit = file_number(dir + limit_file);  // nullopt: "max" or absent
       if (limit && *limit < kNoLimit) {

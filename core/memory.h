@@ -20,8 +20,8 @@ std::optional<double> host_available_bytes();
 // names, with cgroupfs mounted at `root` (v2: memory.max less memory.current; v1: root/memory's
 // memory.limit_in_bytes less memory.usage_in_bytes; the usage less its inactive file pages, which
 // are reclaimed under pressure): the tightest such room of the process's group and each group
-// above it up to the mount's root (where a container sees its own group); nullopt where no limit
-// is set or none can be read.
+// above it up to the mount's root, or of that root alone where the group's path is not under the
+// mount (a container sees its own group there); nullopt where no limit is set or none can be read.
 std::optional<double> cgroup_room_bytes(const std::string& proc_cgroup, const std::string& root);
 // Refuses with ResourceError, before anything is allocated, `need` bytes (for `what`) that would
 // not fit in 90 % of host_available_bytes: "<what>: needs about X of host memory, Y available;

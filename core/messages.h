@@ -65,7 +65,19 @@ enum class Msg : int {
   MaskWord,             // {0} the word
   TokensBoth,
   OnlyComments,         // {0} file
-  NpyMalformed,         // {0} file, {1} what the parser found
+  // a malformed .npy header (core/io.cpp's parser): {0} file
+  NpyExpected,          // {0}, {1} the characters that may come there, quoted
+  NpyExpectedString,    // {0}
+  NpyUnterminated,      // {0}
+  NpyDuplicateKey,      // {0}, {1} key
+  NpyUnexpectedKey,     // {0}, {1} key
+  NpyMissingKey,        // {0}, {1} key
+  NpyStructured,        // {0}
+  NpyTrailingBytes,     // {0}
+  NpyFortranValue,      // {0}
+  NpyRankTooHigh,       // {0}, {1} the most dimensions
+  NpyDimTooLarge,       // {0}
+  NpyDimNotInteger,     // {0}
   NpyHeaderClaims,      // {0} file, {1} claimed bytes, {2} present
   NpyShapeTooLarge,     // {0} file, {1} shape
   NpyDataTruncated,     // {0} file, {1} shape, {2} type, {3} count, {4} item size, {5} present
@@ -171,11 +183,13 @@ enum class Msg : int {
   // bundles (core/bundle.cpp): {0} the manifest's path, {1} the call's index where a call is named
   BundleNotDir,         // {0} the directory
   BundleNoManifest,     // {0} manifest path
-  BundleJson,           // {0} manifest path, {1} the parser's words
+  BundleJson,           // {0} manifest path, {1} line, {2} column
+  BundleJsonValue,      // {0} manifest path
   BundleNotObject,      // {0} manifest path
   BundleFormat,         // {0} manifest path
   BundleVersion,        // {0} manifest path
   BundleStrings,        // {0} manifest path, {1} key
+  BundleString,         // {0} manifest path, {1} key
   BundleNoCalls,        // {0} manifest path
   BundleCallObject,     // {0}, {1}
   BundleCallNoKey,      // {0}, {1}, {2} key
@@ -192,6 +206,7 @@ enum class Msg : int {
   BundleRopeValue,      // {0}, {1}, {2} the value
   BundleRopeOdd,        // {0}, {1}, {2} d_k
   BundleCallStrings,    // {0}, {1}, {2} key
+  BundleCallString,     // {0}, {1}, {2} key
   BundleCausalAndMask,  // {0}, {1}
   BundleFileMissing,    // {0} path, {1} key (q, k, v, output, mask, bias), {2} call, {3} its name
   BundleArrayShape,     // {0} path, {1} key, {2} call, {3} name, {4}x{5} found, {6}x{7} declared, {8} the dims
@@ -208,6 +223,7 @@ enum class Msg : int {
   KvHeadsRange,         // {0} heads, {1} given
   RandomRows,           // {0} N, {1} heads
   RandomInputsLimit,    // {0} N, {1} d_k, {2} d_v, {3} heads, {4} need, {5} the limit
+  RandomInputsHost,     // {0} N, {1} d_k, {2} d_v, {3} heads, {4} need, {5} room
   OnlyRandomDemo,       // {0} the option
   OnlyRandomBundle,     // {0} the option
   OnlyRandomFiles,      // {0} the option
@@ -275,6 +291,14 @@ enum class Msg : int {
   HostMemoryVerify,     // {0} variant, {1} need, {2} available
   HostMemoryRender,     // {0} format, {1} numbers, {2} need, {3} available
   OutOfHostMemory,      // an allocation failed
+  CudaFallback,         // {0} the device's error
+  CudaRefusedFallback,  // {0} why CUDA refused the problem
+  // which fp64 reference a bench case's error is against (engine/bench.cpp)
+  BenchRefFull,
+  BenchRefRows,         // {0} rows
+  BenchRefBackwardFull,
+  BenchRefBackwardDq,
+  BenchRefBackwardNone,
   Count_
 };
 

@@ -104,7 +104,8 @@ struct MaskRule {
 
 // Where part s of `count` keys cut into `parts` near-equal parts begins (s = parts: the end): their
 // lengths differ by one key at most, none empty while parts <= count. How the decode kernels cut
-// their keys into splits (cpu/decode.h's requested counts, kernels/decode.cu's every count).
+// their keys into splits (cpu/decode.h's SplitPlan, in units of whole key blocks or of keys;
+// kernels/decode.cu's, in keys).
 ATTNLAB_HD inline int near_equal_begin(int s, int count, int parts) {
   return static_cast<int>(static_cast<long long>(s) * count / parts);
 }

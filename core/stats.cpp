@@ -156,8 +156,8 @@ std::string describe(const Problem& p, const Trace& t, int query, Lang lang) {
 namespace {
 
 // A weight in a description: three decimals, as the demo's row reads, down to 0.01 and for an
-// exact zero; two significant digits below, so that a flat row's weights stay told apart.
-std::string weight_text(double w) { return w == 0 || std::fabs(w) >= 0.01 ? fixed(w, 3) : format_number("%.2g", w); }
+// exact zero; two significant digits below ("0.0050"), so that a flat row's weights stay told apart.
+std::string weight_text(double w) { return w == 0 || std::fabs(w) >= 0.01 ? fixed(w, 3) : two_digits(w); }
 
 }  // namespace
 

@@ -73,7 +73,7 @@ struct StageCheck {
   std::string stage;               // scores | scaled | mask | logits | weights | output
   Tolerance tol;
   double max_abs_err = 0;          // over elements where both are finite
-  double max_rel_err = 0;          // over finite elements with |ref| > atol (0 when none)
+  std::optional<double> max_rel_err;  // over finite elements with |ref| > atol; none where no element is
   std::size_t elements = 0;
   std::size_t failures = 0;        // elements outside tolerance, -inf / NaN mismatches included
   std::size_t inf_mismatches = 0;  // -inf against finite (either way), or NaN
@@ -125,6 +125,11 @@ struct VerifyReport {
   // The stages whose allowance spans their whole range (StageCheck::informative false).
   std::vector<std::string> uninformative() const;
 };
+
+// max over the output's entries of Σ_j P_ij |V_jc| (P the reference's weights): the size of the sum
+// behind an output entry, which its rounding errors scale with even where its terms cancel (the
+// output then near 0).
+double max_weighted_abs_v(const Problem& p, const TraceD& ref);
 
 // The default tolerance of `stage` for a trace of `precision` (see the header comment).
 Tolerance default_tolerance(const std::string& stage, const Problem& p, const TraceD& ref,

@@ -32,12 +32,14 @@ TraceD reference_fp64(const Problem& p);
 // keys), without any matrix of the whole problem: O(keys d). `weights` (when given) receives the
 // row's softmax weights, `max_abs_logit` the largest |logit| it saw (verify's fp32 output bound
 // reads it), `modified` the scores after the score mods and before the temperature (−∞ where
-// masked; the backward's row reads the cap's from them). What checks a long decode row (the
+// masked; the backward's row reads the cap's from them), `weighted_abs_v` Σ_j w_j |V_jc| for each of
+// the d_v columns (the size of the sums behind the row's output). What checks a long decode row (the
 // viewer's decode view) and the walks' rows. InputError for a head or query outside, or a row that
 // sees no key.
 std::vector<double> reference_fp64_row(const Problem& p, int head, int query, int keys = 0,
                                        std::vector<double>* weights = nullptr, double* max_abs_logit = nullptr,
-                                       std::vector<double>* modified = nullptr);
+                                       std::vector<double>* modified = nullptr,
+                                       std::vector<double>* weighted_abs_v = nullptr);
 // Fused blockwise kernel (online softmax), fp32; fills only output (has_stages = false).
 // Implemented in cpu/fused.cpp.
 Trace cpu_fused(const Problem& p);

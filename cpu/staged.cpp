@@ -751,7 +751,8 @@ Trace cpu_staged_plain(const Problem& p) { return plain_chain<MatrixF>(p); }
 TraceD reference_fp64(const Problem& p) { return plain_chain<MatrixD>(p); }
 
 std::vector<double> reference_fp64_row(const Problem& p, int head, int query, int keys, std::vector<double>* weights,
-                                       double* max_abs_logit, std::vector<double>* modified) {
+                                       double* max_abs_logit, std::vector<double>* modified,
+                                       std::vector<double>* weighted_abs_v) {
   const int m = keys > 0 ? std::min(keys, p.m()) : p.m(), d_v = p.d_v(), n = p.n();
   if (head < 0 || head >= p.heads || query < 0 || query >= n)
     throw InputError("head " + std::to_string(head) + " query " + std::to_string(query) + " is outside the problem");
@@ -803,12 +804,15 @@ std::vector<double> reference_fp64_row(const Problem& p, int head, int query, in
     sum += v;
   }
   for (double& v : x) v /= sum;
-  Eigen::RowVectorXd out = Eigen::RowVectorXd::Zero(d_v);
+  Eigen::RowVectorXd out = Eigen::RowVectorXd::Zero(d_v), abs_out = Eigen::RowVectorXd::Zero(weighted_abs_v ? d_v : 0);
   for (Eigen::Index j0 = 0; j0 < m; j0 += kBlock) {
     const Eigen::Index cols = std::min<Eigen::Index>(kBlock, m - j0);
     const Eigen::Map<const Eigen::RowVectorXd> w(x.data() + j0, cols);
-    out.noalias() += w * p.v().middleRows(kv + j0, cols).cast<double>();
+    const MatrixD vb = p.v().middleRows(kv + j0, cols).cast<double>();
+    out.noalias() += w * vb;
+    if (weighted_abs_v) abs_out.noalias() += w * vb.cwiseAbs();
   }
+  if (weighted_abs_v) weighted_abs_v->assign(abs_out.data(), abs_out.data() + d_v);
   if (weights) *weights = std::move(x);
   return std::vector<double>(out.data(), out.data() + d_v);
 }

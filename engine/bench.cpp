@@ -70,12 +70,15 @@ struct BenchProblem {
   Problem p;
   std::vector<int> rows;  // empty: ref covers every row
   MatrixD ref;
-  std::string which;      // "fp64 full" or "fp64 64 rows of head 0"
+  // max_weighted_abs_v over the rows ref covers: the size of the sums behind the output, what the
+  // error is taken relative to (check_error).
+  double magnitude = 0;
+  Message which;          // "fp64 full" or "fp64 64 rows of head 0"
   double rope_ms = 0;     // RoPE: the once-per-problem rotation of Q and K (rotated_qk), timed
   // The backward's fp64 reference, made on the shape's first backward case (grad_reference).
   struct Grads {
     MatrixD dq, dk, dv;  // dk, dv empty when only head 0's dQ is covered
-    std::string which;   // "fp64 backward full", "fp64 backward, dQ of head 0", or why none
+    Message which;       // "fp64 backward full", "fp64 backward, dQ of head 0", or why none
   };
   std::optional<Grads> grads;
 };
@@ -96,16 +99,16 @@ const BenchProblem::Grads& grad_reference(BenchProblem& b, std::uint64_t seed) {
     g.dq = std::move(r.dq);
     g.dk = std::move(r.dk);
     g.dv = std::move(r.dv);
-    g.which = "fp64 backward full";
+    g.which = message_of(Msg::BenchRefBackwardFull, {});
   } else if (static_cast<double>(p.n()) * p.m() <= 4 * kFullReferenceLimit) {
     Upstream u;
     u.kind = UpstreamKind::File;
     u.file = "dO of head 0";
     u.data = random_dout(static_cast<Eigen::Index>(p.heads) * p.n(), p.d_v(), seed).topRows(p.n());
     g.dq = reference_backward_fp64(one_head(p, 0), u).dq;
-    g.which = "fp64 backward, dQ of head 0";
+    g.which = message_of(Msg::BenchRefBackwardDq, {});
   } else {
-    g.which = "none (one head's N x N over the fp64 backward's limit)";
+    g.which = message_of(Msg::BenchRefBackwardNone, {});
   }
   b.grads = std::move(g);
   return *b.grads;
@@ -157,6 +160,15 @@ void apply_case_mods(const Case& c, Problem& p) {
   if (c.mask_mod != "none") apply_mask_mod_spec(p, c.mask_mod);
 }
 
+// Query `query` of head `head` through the fp64 row reference into row `at` of b.ref, the size of
+// its sums (Σ_j w_j |V_jc|) into b.magnitude.
+void reference_row(BenchProblem& b, int head, int query, Eigen::Index at) {
+  std::vector<double> sums;
+  const std::vector<double> row = reference_fp64_row(b.p, head, query, 0, nullptr, nullptr, nullptr, &sums);
+  b.ref.row(at) = Eigen::Map<const Eigen::RowVectorXd>(row.data(), b.p.d_v());
+  b.magnitude = std::max(b.magnitude, *std::max_element(sums.begin(), sums.end()));
+}
+
 BenchProblem make_bench_problem(const Case& c, std::uint64_t seed) {
   BenchProblem b;
   b.p = random_problem(c.q(), c.n, c.d, c.d, seed, c.heads, c.g());
@@ -177,17 +189,16 @@ BenchProblem make_bench_problem(const Case& c, std::uint64_t seed) {
     // bytes, for a handful of rows.
     b.ref.resize(static_cast<Eigen::Index>(p.heads) * p.n(), p.d_v());
     for (int h = 0; h < p.heads; ++h)
-      for (int i = 0; i < p.n(); ++i) {
-        const std::vector<double> row = reference_fp64_row(p, h, i);
-        b.ref.row(static_cast<Eigen::Index>(h) * p.n() + i) =
-            Eigen::Map<const Eigen::RowVectorXd>(row.data(), p.d_v());
-      }
-    b.which = "fp64 full";
+      for (int i = 0; i < p.n(); ++i)
+        reference_row(b, h, i, static_cast<Eigen::Index>(h) * p.n() + i);
+    b.which = message_of(Msg::BenchRefFull, {});
     return b;
   }
   if (static_cast<double>(p.heads) * p.n() * p.m() <= kFullReferenceLimit) {
-    b.ref = reference_fp64(p).output;
-    b.which = "fp64 full";
+    const TraceD ref = reference_fp64(p);
+    b.ref = ref.output;
+    b.magnitude = max_weighted_abs_v(p, ref);
+    b.which = message_of(Msg::BenchRefFull, {});
     return b;
   }
   const int count = std::min(kSampleRows, p.n());
@@ -198,11 +209,8 @@ BenchProblem make_bench_problem(const Case& c, std::uint64_t seed) {
     // Each sampled row through the fp64 row reference, which knows every modification at the
     // row's own position (a sub-problem of the rows would move them).
     b.ref.resize(count, p.d_v());
-    for (int r = 0; r < count; ++r) {
-      const std::vector<double> row = reference_fp64_row(p, 0, b.rows[r]);
-      b.ref.row(r) = Eigen::Map<const Eigen::RowVectorXd>(row.data(), p.d_v());
-    }
-    b.which = "fp64 " + std::to_string(count) + " rows of head 0";
+    for (int r = 0; r < count; ++r) reference_row(b, 0, b.rows[r], r);
+    b.which = message_of(Msg::BenchRefRows, {std::to_string(count)});
     return b;
   }
   Problem sub;
@@ -221,12 +229,16 @@ BenchProblem make_bench_problem(const Case& c, std::uint64_t seed) {
   in.key_tokens = p.key_tokens();
   sub.temperature = p.temperature;
   sub.mask = MaskKind::Custom;
-  b.ref = reference_fp64(sub).output;
-  b.which = "fp64 " + std::to_string(count) + " rows of head 0";
+  const TraceD ref = reference_fp64(sub);
+  b.ref = ref.output;
+  b.magnitude = max_weighted_abs_v(sub, ref);
+  b.which = message_of(Msg::BenchRefRows, {std::to_string(count)});
   return b;
 }
 
-// max |out - ref| / max |ref| over the rows the reference covers.
+// max |out - ref| over the rows the reference covers, relative to the size of the sums behind
+// them (b.magnitude, at least max |ref|): where V's terms cancel the output is near 0 while every
+// rounding still scales with the sum of |terms|.
 double check_error(const BenchProblem& b, const MatrixF& out) {
   double err = 0;
   if (b.rows.empty()) {
@@ -237,7 +249,8 @@ double check_error(const BenchProblem& b, const MatrixF& out) {
                               .cwiseAbs()
                               .maxCoeff());
   }
-  return err / std::max(b.ref.cwiseAbs().maxCoeff(), 1e-300);
+  // In exact arithmetic max |ref| <= b.magnitude; the max guards the two roundings.
+  return err / std::max({b.magnitude, b.ref.cwiseAbs().maxCoeff(), 1e-300});
 }
 
 // The --baseline row: cpu_staged_plain timed as the CPU backend's bench() times the staged chain

@@ -10,13 +10,15 @@
 //   bytes  "min" = every input read once and the output written once (the fused kernels' floor);
 //          "moved" = what the variant must move: min for fused; for staged the sum of what each
 //          of its four kernels must read once and write once (staged_stage_bytes)
-//   error  max |out - ref| / max |ref|; ref is the full fp64 chain when heads*N^2 <= 2^22, else 64
-//          query rows of head 0, spread evenly, recomputed in double
+//   error  max |out - ref| / max_ic Σ_j P_ij |V_jc| (the size of the sums behind the output); ref
+//          is the full fp64 chain when heads*N^2 <= 2^22, else 64 query rows of head 0, spread
+//          evenly, recomputed in double
 // Also here: the machine probes the numbers are read against (a single-thread host copy, an
 // all-core read, an FMA peak and an Eigen SGEMM on the CPU; cuBLAS SGEMM and the device copy on CUDA)
 // (the reports both faces write are engine/bench_report.h's).
 #pragma once
 
+#include "core/messages.h"
 #include "core/types.h"
 
 #include <atomic>
@@ -77,7 +79,7 @@ struct Result {
   double kv_bytes = 0, kv_gbs = 0;
   std::size_t peak_bytes = 0;
   double rel_err = std::numeric_limits<double>::quiet_NaN();
-  std::string reference;
+  Message reference;  // which fp64 reference the error is against (its English words in CSV and JSON)
   // rel_err above error_bound(c) (or not a number): the case ran but its output is wrong; the
   // CLI then exits 1, as for a device failure.
   bool inaccurate = false;
@@ -159,7 +161,8 @@ double case_kv_bytes(const Case& c);
 // 2.5; the staged backward keeps S and P from its forward and computes four: 2. 1 for a forward.
 double backward_flop_factor(const Case& c);
 extern const char* const kBackwardFlopRule;
-// The largest rel_err a case may have: 1e-5 in fp32 (the project's fp32 goal, 3xTF32 included)
+// The largest rel_err a case may have (a forward's: max |out - ref| over the largest Σ_j P_ij |V_jc|
+// of the rows checked, verify.h's max_weighted_abs_v): 1e-5 in fp32 (the project's fp32 goal, 3xTF32 included)
 // and 2e-2 in bf16 (verify's bf16 tolerance); 1e-4 for the fp32 backward (its gradients, see bench.cpp), 4e-2 for
 // the bf16 one (dO rounded to bf16 too).
 double error_bound(const Case& c);

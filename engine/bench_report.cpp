@@ -60,7 +60,7 @@ nlohmann::json to_json(const Result& r) {
   j["kv_gbs"] = r.kv_gbs;
   j["peak_bytes"] = r.peak_bytes;
   j["rel_err"] = std::isfinite(r.rel_err) ? nlohmann::json(r.rel_err) : nlohmann::json(nullptr);
-  j["reference"] = r.reference;
+  j["reference"] = r.reference.en;
   if (!r.stages.empty()) {
     nlohmann::json st = nlohmann::json::array();
     for (const auto& x : r.stages)
@@ -132,7 +132,7 @@ std::string render_csv(const std::vector<Result>& results) {
       o << (r.inaccurate ? "inaccurate," : "ok,") << format_number("%.6g", r.median_ms) << ',' << format_number("%.6g", r.min_ms) << ','
         << format_number("%.6g", r.max_ms) << ',' << format_number("%.6g", r.tflops) << ',' << format_number("%.6g", r.gbs)
         << ',' << format_number("%.0f", r.min_bytes) << ',' << format_number("%.0f", r.moved_bytes) << ','
-        << r.peak_bytes << ',' << format_number("%.3e", r.rel_err) << ',' << csv_field(r.reference) << ','
+        << r.peak_bytes << ',' << format_number("%.3e", r.rel_err) << ',' << csv_field(r.reference.en) << ','
         << r.c.q() << ',' << r.c.g() << ',' << format_number("%.0f", r.kv_bytes) << ',' << format_number("%.6g", r.kv_gbs)
         << ',' << csv_field(r.c.score_mod) << ',' << csv_field(r.c.mask_mod) << ',' << csv_field(r.c.rope) << ','
         << r.c.pass << ',' << r.c.splits << ",\n";
@@ -258,7 +258,7 @@ std::string render_table(const Machine& m, const std::vector<Result>& results,
                   r.c.backend.c_str(), r.c.variant.c_str(), r.c.precision.c_str(),
                   r.c.mask.c_str(), r.c.heads, r.c.n, r.c.d, r.median_ms, r.min_ms, r.max_ms,
                   r.tflops, r.gbs, r.min_bytes / 1e6, r.moved_bytes / 1e6,
-                  static_cast<double>(r.peak_bytes) / 1e6, r.rel_err, r.reference.c_str(), mods.c_str());
+                  static_cast<double>(r.peak_bytes) / 1e6, r.rel_err, r.reference.en.c_str(), mods.c_str());
     o << line;
   }
   for (const auto& r : results)

@@ -40,15 +40,15 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
   return make_cpu_backend();
 }
 
-void run_backend_into(const std::string& name, const Problem& p, const RunOptions& opt, Trace& out) {
+void run_backend_into(const std::string& name, const Problem& p, const RunOptions& opt, Trace& out, Lang lang) {
   std::unique_ptr<Backend> backend = make_backend(name);
   if (name != "auto" || backend->name() == "cpu") return backend->run_into(p, opt, out);
   try {
     return backend->run_into(p, opt, out);
   } catch (const DeviceError& e) {
-    std::cerr << "attnlab: CUDA failed (" << e.what() << "); falling back to the CPU\n";
+    std::cerr << "attnlab: " << render_message(Msg::CudaFallback, {message_of(e).text(lang)}, lang) << "\n";
   } catch (const ResourceError& e) {
-    std::cerr << "attnlab: CUDA refused the problem (" << e.what() << "); falling back to the CPU\n";
+    std::cerr << "attnlab: " << render_message(Msg::CudaRefusedFallback, {message_of(e).text(lang)}, lang) << "\n";
   }
   // The CPU runs the requested precision (bf16 included: the CUDA bf16 kernel's arithmetic).
   make_cpu_backend()->run_into(p, opt, out);
@@ -65,9 +65,9 @@ GradTrace run_cuda_backward(const Problem& p, const MatrixF& dout, Precision pre
 #endif
 }
 
-Trace run_backend(const std::string& name, const Problem& p, const RunOptions& opt) {
+Trace run_backend(const std::string& name, const Problem& p, const RunOptions& opt, Lang lang) {
   Trace t;
-  run_backend_into(name, p, opt, t);
+  run_backend_into(name, p, opt, t, lang);
   return t;
 }
 

@@ -29,10 +29,12 @@ void check_backend_name(const std::string& name);
 std::unique_ptr<Backend> make_backend(const std::string& name);
 
 // Runs the problem on the named backend. Under "auto", a DeviceError from CUDA (out of memory,
-// launch failure) makes it print one line on stderr and run on the CPU instead.
-Trace run_backend(const std::string& name, const Problem& p, const RunOptions& opt = {});
+// launch failure) or its refusal of the problem makes it print one line on stderr, in `lang`, and
+// run on the CPU instead.
+Trace run_backend(const std::string& name, const Problem& p, const RunOptions& opt = {}, Lang lang = Lang::En);
 // The same through Backend::run_into (same fallback rule).
-void run_backend_into(const std::string& name, const Problem& p, const RunOptions& opt, Trace& out);
+void run_backend_into(const std::string& name, const Problem& p, const RunOptions& opt, Trace& out,
+                      Lang lang = Lang::En);
 
 // The CUDA fused backward (kernels/cuda_backend.h cuda::fused_backward) for a given dO, fp32 or
 // bf16: what `attnlab backward --backend cuda` and bench's CUDA backward cases run. NoDeviceError

@@ -21,7 +21,8 @@ bundle's 0 / -inf mask; the finite rest, such as ALiBi's distances or a relative
 becomes its "bias"), broadcast masks, an explicit scale, grouped-query attention (fewer key/value
 heads, enable_gqa), batch > 1 (element `batch` is kept). Calls the lab cannot represent (query
 heads that do not share key/value heads evenly, MultiheadAttention's bias_k, a mask with NaN or
-+inf) are listed under "skipped" in the manifest with the reason, and named on stderr.
++inf, a query row that sees no key, as left padding under a causal mask gives) are listed under
+"skipped" in the manifest with the reason, and named on stderr.
 
 RoPE, where the capture can see it: while the model runs, every module-level
 ``apply_rotary_pos_emb(q, k, cos, sin, ...)`` of the model's Python modules (Hugging Face's LLaMA,
@@ -399,6 +400,17 @@ class _Recorder:
             if causal:  # torch refuses both; kept for completeness
                 add = add + torch.triu(torch.full((n, m), -math.inf), 1)
                 entry["causal"] = False
+            # A query row that sees no key (left padding under a causal mask): torch writes 0, NaN or
+            # (under a mask of the dtype's lowest value) the mean of V there; the lab refuses the
+            # row, so the call could not be replayed.
+            unseeing = torch.isinf(add).all(dim=-1).any(dim=0)
+            if bool(unseeing.any()):
+                rows = [int(i) for i in torch.nonzero(unseeing).flatten()]
+                shown = ", ".join(map(str, rows[:8])) + (", ..." if len(rows) > 8 else "")
+                self._skip(name, f"{len(rows)} query row(s) of batch element {b} see no key (rows {shown}: "
+                                 "padding?); torch gives them 0, NaN or the mean of V, the lab refuses such a row; capture "
+                                 "an element without padding (batch=...)")
+                return
             if bool(torch.isinf(add).any()):
                 same = bool((add == add[:1]).all())
                 arrays["mask"] = add[0] if same else add.reshape(heads * n, m)
@@ -561,7 +573,10 @@ def capture(model, *args, out: str, tokens=None, batch: int = 0, model_name: str
                 rec.handles.append(mod.register_forward_hook(_mha_post(rec)))
         with torch.no_grad():
             result = model(*args, **kwargs)
-    if not rec.calls:
+    if not rec.calls and rec.skipped:
+        print(f"attnlab_capture: every attention call was skipped ({len(rec.skipped)}; the reasons are above "
+              "and under 'skipped' in the manifest)", file=sys.stderr)
+    elif not rec.calls:
         print("attnlab_capture: no attention call was recorded (does the model use "
               "scaled_dot_product_attention or nn.MultiheadAttention?)", file=sys.stderr)
     name = model_name or type(model).__name__

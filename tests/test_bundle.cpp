@@ -459,7 +459,11 @@ TEST(Bundle, BrokenBundlesGetOneErrorLine) {
   expect_refused(run, "'rope_theta' needs an even d_k (RoPE pairs value c with c + d_k/2), got d_k 7");
   patch_manifest(dir, [](Json& j) { j["calls"][0]["rope_theta"] = nullptr; j["calls"][0]["d_k"] = 8; j["calls"][0]["notes"] = "x"; });
   expect_refused(run, "'notes' must be a list of strings");
-  patch_manifest(dir, [](Json& j) { j["calls"][0]["notes"] = Json::array({"fine"}); });
+  patch_manifest(dir, [](Json& j) { j["calls"][0]["notes"] = Json::array({"fine"}); j["calls"][0]["name"] = 5; });
+  expect_refused(run, "call 0: 'name' must be a string");
+  patch_manifest(dir, [](Json& j) { j["calls"][0]["name"] = "blocks.0.attn"; j["model"] = Json::array({"m"}); });
+  expect_refused(run, "manifest.json: 'model' must be a string");
+  patch_manifest(dir, [](Json& j) { j["model"] = "test"; });
   EXPECT_EQ(test::run_attnlab(run).code, 0);
   // An output of the wrong shape: refused by run and verify too, which do not use it.
   patch_manifest(dir, [](Json& j) { j["calls"][0]["output"] = "out.npy"; });
@@ -469,9 +473,14 @@ TEST(Bundle, BrokenBundlesGetOneErrorLine) {
   write_npy(dir + "/out.npy", MatrixF::Zero(8, 3));
   EXPECT_EQ(test::run_attnlab(run).code, 0);
   test::write_file(dir + "/manifest.json", "{\"calls\": [");
-  expect_refused(run, "not valid JSON");
+  expect_refused(run, "manifest.json: not valid JSON (line 1, column 12)");
+  test::write_file(dir + "/manifest.json", "{\n  \"calls\": [\n    1,,\n");
+  expect_refused(run, "manifest.json: not valid JSON (line 3, column 7)");
+  expect_refused({"run", "--bundle", dir, "--lang", "zh"}, "manifest.json：不是有效的 JSON（第 3 行第 7 列）");
+  test::write_file(dir + "/manifest.json", "{\"calls\": [], \"version\": 1e400}");
+  expect_refused(run, "manifest.json: not valid here: a number out of a double's range");
   test::write_file(dir + "/manifest.json", "{\"calls\": []}");
-  expect_refused(run, "has no 'calls'");
+  expect_refused(run, "has no calls ('calls' must be a list");
   fs::remove(dir + "/manifest.json");
   expect_refused(run, "manifest.json: missing");
   expect_refused({"run", "--bundle", dir + "/nothing"}, "not a directory");

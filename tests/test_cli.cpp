@@ -806,6 +806,14 @@ TEST_F(Cli, ACapOnTheAddressSpaceIsTheRoomTheEstimateCounts) {
     EXPECT_TRUE(room.size() > 4 && (room.substr(room.size() - 4) == " MiB" || room.substr(room.size() - 4) == " KiB"))
         << ls[0];
   }
+  // Random inputs that would not fit under the cap are refused before they are generated (an
+  // allocation failing halfway said only "out of host memory", exit 1).
+  const CliResult r = test::run_binary(
+      "bash", {"-c", "ulimit -c 0 -v 400000 && exec \"$0\" \"$@\"", test::attnlab_binary(), "run", "--random",
+               "524288", "--dk", "64", "--variant", "fused", "--backend", "cpu", "--lang", "en"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  ASSERT_EQ(lines_of(r.err).size(), 1u) << r.err;
+  EXPECT_TRUE(contains(r.err, "--random 524288 --dk 64 --dv 64 --heads 1: Q, K and V alone need about")) << r.err;
 }
 
 TEST_F(Cli, CudaWithoutADeviceIsRefused) {

@@ -127,6 +127,10 @@ TEST(CoreDemo, DescriptionInEnglishFollowsTheState) {
   wide.edit().v = MatrixF::Ones(3, 2);
   wide.edit().key_tokens = {"a", "b", "c"};
   EXPECT_EQ(describe(wide, cpu_staged(wide), 0, Lang::En).rfind("There is 1 query and 3 keys. ", 0), 0u);
+  // A weight below 0.01 keeps two significant digits, a 0 second one too.
+  const float small[5] = {0.005f, 0.2f, 0.3f, 0.295f, 0.2f};
+  const std::string s = describe(demo_problem(), small, nullptr, 0, Lang::En);
+  EXPECT_NE(s.find("0.0050, 0.200, 0.300, 0.295, 0.200"), std::string::npos) << s;
 }
 
 // The mask mods say which keys a query reads: a prefix-LM is causal past its prefix, never

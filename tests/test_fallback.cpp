@@ -204,6 +204,12 @@ TEST(FallbackCli, AutoDemoFallsBackWithOneLine) {
   EXPECT_EQ(count_lines(c.err), 1) << c.err;
   EXPECT_NE(c.err.find("falling back to the CPU"), std::string::npos) << c.err;
   EXPECT_FALSE(c.out.empty());
+  // The line follows --lang; the device's own words stay as it gave them.
+  const test::BinaryRun zh = run_cli("launch", {"demo", "--backend", "auto", "--lang", "zh"});
+  EXPECT_EQ(zh.code, 0) << zh.err;
+  EXPECT_EQ(count_lines(zh.err), 1) << zh.err;
+  EXPECT_NE(zh.err.find("改用 CPU 运行"), std::string::npos) << zh.err;
+  EXPECT_NE(zh.err.find("ATTNLAB_CUDA_FAULT=launch"), std::string::npos) << zh.err;
 }
 
 TEST(FallbackCli, AutoVerifyFallsBackAndPasses) {

@@ -59,8 +59,28 @@ TEST(Verify, CpuStagedPassesOnDemoCausalAndCustom) {
     EXPECT_EQ(r.masked_count, c.masked);
     EXPECT_TRUE(r.masked_zero);
     EXPECT_LE(r.worst_row_sum_dev, 1e-6);
-    for (const StageCheck& s : r.stages) EXPECT_LE(s.max_rel_err, 1e-5) << s.stage;
+    for (const StageCheck& s : r.stages) EXPECT_LE(s.max_rel_err.value_or(0.0), 1e-5) << s.stage;
   }
+}
+
+// Where no entry of a stage is above its atol (V all 0: an output of zeros) no relative error is
+// defined: none, printed "-" and null, not 0, which would read as "no error".
+TEST(Verify, ARelativeErrorOverNoEntryIsNone) {
+  Problem p = demo_problem();
+  p.edit().v.setZero();
+  const VerifyReport r = verify_trace(p, cpu_fused(p), reference_fp64(p));
+  EXPECT_TRUE(r.pass) << render_verify_text(r);
+  EXPECT_FALSE(stage(r, "output").max_rel_err.has_value());
+  const std::string text = render_verify_text(r);
+  std::istringstream lines(text);
+  std::string line, stage_name, abs_err, rel_err;
+  while (std::getline(lines, line) && line.rfind("output ", 0) != 0) {
+  }
+  std::istringstream(line) >> stage_name >> abs_err >> rel_err;
+  EXPECT_EQ(rel_err, "-") << text;
+  EXPECT_TRUE(nlohmann::json::parse(render_verify_json(r))["stages"][0]["max_rel_err"].is_null());
+  EXPECT_TRUE(stage(verify_trace(demo_problem(), cpu_fused(demo_problem()), reference_fp64(demo_problem())), "output")
+                  .max_rel_err.has_value());
 }
 
 TEST(Verify, FusedTraceComparesOutputOnly) {

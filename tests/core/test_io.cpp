@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/io.h"
+#include "core/messages.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -398,7 +399,32 @@ TEST(IoNpy, RejectsBadMagicVersionAndHeader) {
         "{'descr: '<f4', 'fortran_order': False, 'shape': (1, 1)}"}) {
     e = npy_error(npy_bytes(dict, std::string(4, '\0')));
     EXPECT_NE(e.find("x.npy: malformed .npy header"), std::string::npos) << dict << " -> " << e;
+    // Under --lang zh the whole line is Chinese: each finding is a catalogued message.
+    try {
+      attnlab::parse_npy(npy_bytes(dict, std::string(4, '\0')), "x.npy");
+      ADD_FAILURE() << dict << " was taken";
+    } catch (const InputError& ie) {
+      const std::string zh = attnlab::render_message(ie.id, ie.args, attnlab::Lang::Zh);
+      EXPECT_EQ(zh.rfind("x.npy：.npy 文件头格式错误：", 0), 0u) << dict << " -> " << zh;
+      EXPECT_EQ(zh.find("expected"), std::string::npos) << zh;
+      EXPECT_EQ(zh.find("missing"), std::string::npos) << zh;
+    }
   }
+  const auto zh_of = [](const std::string& dict) {
+    try {
+      attnlab::parse_npy(npy_bytes(dict, std::string(4, '\0')), "x.npy");
+    } catch (const InputError& ie) {
+      return attnlab::render_message(ie.id, ie.args, attnlab::Lang::Zh);
+    }
+    return std::string();
+  };
+  EXPECT_EQ(zh_of("{'descr': '<f4', 'shape': (1, 1)}"), "x.npy：.npy 文件头格式错误：缺少键 'fortran_order'");
+  EXPECT_EQ(zh_of("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,)}"),
+            "x.npy：.npy 文件头格式错误：不支持结构化 dtype；请保存普通浮点数组");
+  EXPECT_EQ(zh_of("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1), 'x': 1}"),
+            "x.npy：.npy 文件头格式错误：多余的键 'x'");
+  EXPECT_EQ(zh_of("{'descr': '<f4' 'fortran_order': False, 'shape': (1, 1)}"),
+            "x.npy：.npy 文件头格式错误：此处应为 ',' / '}'");
 }
 
 TEST(IoNpy, RejectsNonFiniteAndOutOfRangeValues) {

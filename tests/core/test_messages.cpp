@@ -111,9 +111,10 @@ TEST(Messages, MemoryRefusalsCarryTheirIds) {
 }
 
 // A container's memory limit is the room an allocation has (MemAvailable is the machine's): the
-// limit less the usage of the process's cgroup, v2 or v1, in its own group or at the mount's root
-// (as a container sees it), the usage less its inactive file pages (reclaimed under pressure);
-// none where the group sets no limit ("max", or v1's near 2^63).
+// limit less the usage of a cgroup, v2 or v1, the usage less its inactive file pages (reclaimed
+// under pressure); the tightest of the process's group and every group above it, or of the mount's
+// root alone where the group's path is not under the mount (as a container sees it); none where
+// no group sets a limit ("max", or v1's near 2^63).
 TEST(HostMemory, ACgroupsLimitIsTheRoomUnderIt) {
   const test::TempDir root("attnlab-cgroup");
   const auto put = [&](const std::string& rel, const std::string& text) {
@@ -136,6 +137,7 @@ TEST(HostMemory, ACgroupsLimitIsTheRoomUnderIt) {
   EXPECT_EQ(cgroup_room_bytes("0::/elsewhere\n", r), 7000.0);  // a container: its root
   put("box/inner/memory.max", "max\n");
   EXPECT_EQ(cgroup_room_bytes("0::/box/inner\n", r), 4300.0);  // no limit of its own: its parent's
+  EXPECT_EQ(cgroup_room_bytes("0::/box/gone\n", r), 7000.0);   // not under the mount: its root alone
   put("memory.current", "7500\n");
   EXPECT_EQ(cgroup_room_bytes("0::/box/inner\n", r), 500.0);  // the tightest room above it
   // v1: the memory controller's own line (alone or with others), under root/memory.

@@ -399,6 +399,20 @@ class HuggingFace(unittest.TestCase):
             for layer, call in enumerate(man["calls"]):
                 got, _ = lab_output(d, layer)
                 np.testing.assert_allclose(got, np.load(os.path.join(d, call["output"])), atol=ATOL, rtol=0)
+        # Left padding under the causal mask: the padded element's first rows see no key. Its calls
+        # are listed as skipped with the reason, not written as bundles the lab refuses to replay.
+        left = torch.tensor([[3, 17, 5, 9, 22], [0, 0, 4, 8, 6]])
+        att = torch.tensor([[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]])
+        with tempfile.TemporaryDirectory() as d:
+            attnlab_capture.capture(model, input_ids=left, attention_mask=att, out=d, batch=0)
+            self.assertEqual((len(manifest(d)["calls"]), manifest(d)["skipped"]), (2, []))
+        with tempfile.TemporaryDirectory() as d:
+            attnlab_capture.capture(model, input_ids=left, attention_mask=att, out=d, batch=1, log=None)
+            man = manifest(d)
+            self.assertEqual(man["calls"], [])
+            self.assertEqual(len(man["skipped"]), 2, man["skipped"])
+            for s in man["skipped"]:
+                self.assertIn("query row(s) of batch element 1 see no key (rows 0, 1: padding?)", s["reason"])
 
     def test_hf_command_on_a_local_model(self):
         from tokenizers import Tokenizer, models, pre_tokenizers

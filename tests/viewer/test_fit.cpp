@@ -176,6 +176,28 @@ TEST(FitWindow, TextGrowsOnLargeWindowsAndSmallWindowsKeepEveryLabel) {
   EXPECT_EQ(roomy.state["chain"]["col_labels"]["lines"], 1);
 }
 
+// Several queries: the row chart's rank numbers meet neither the other queries' outlines over the
+// bars nor their tokens at the chart's right end (which had covered the number over 权重).
+TEST(FitWindow, TheRankNumbersKeepOffTheOtherQueriesOutlinesAndTokens) {
+  test::TempDir dir;
+  for (const auto& [size, lang] : {std::pair{"1280x800", "en"}, {"1920x1080", "zh"}, {"960x600", "zh"}}) {
+    const test::ViewShot s =
+        test::view_shot(dir, std::string("ranks-") + size + lang, {"--queries", "2,0,4", "--step", "3", "--size", size, "--lang", lang});
+    ASSERT_EQ(s.code, 0) << s.err;
+    const nlohmann::json& rc = s.state["chain"]["row_chart"];
+    ASSERT_EQ(rc["ranks"].size(), 3u) << size;
+    ASSERT_GT(rc["keep_off"].size(), 2u) << size;
+    for (const auto& r : rc["ranks"])
+      for (const auto& k : rc["keep_off"]) {
+        const bool apart = r[0].get<double>() + r[2].get<double>() <= k[0].get<double>() + 0.01 ||
+                           k[0].get<double>() + k[2].get<double>() <= r[0].get<double>() + 0.01 ||
+                           r[1].get<double>() + r[3].get<double>() <= k[1].get<double>() + 0.01 ||
+                           k[1].get<double>() + k[3].get<double>() <= r[1].get<double>() + 0.01;
+        EXPECT_TRUE(apart) << size << " " << lang << ": rank " << r.dump() << " meets " << k.dump();
+      }
+  }
+}
+
 TEST(FitWindow, PrecisionScaleIsClampedToSixDecades) {
   test::TempDir dir;
   const test::ViewShot s = test::view_shot(dir, "prec", {"--random", "256", "--temperature", "0.05", "--step", "3",

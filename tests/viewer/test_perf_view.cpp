@@ -223,6 +223,8 @@ TEST(PerfView, SeriesGroupEverythingButNAndKeepSkippedReasonsForTheLegend) {
   EXPECT_DOUBLE_EQ(p.intensity, rs[0].flops / rs[0].moved_bytes);
   EXPECT_DOUBLE_EQ(p.gflops, rs[0].tflops * 1e3);
   EXPECT_EQ(all_ns(s), (std::vector<int>{256, 1024, 16384}));
+  EXPECT_EQ(all_ns(s, {64, 128}), (std::vector<int>{256, 1024, 16384})) << "the sweep's points, once there are some";
+  EXPECT_EQ(all_ns({}, {64, 128}), (std::vector<int>{64, 128})) << "before a run: the N the sweep will time";
   // A second mask joins the label.
   rs.push_back(ran("cpu", "fused", 256, 0.3, "causal"));
   const std::vector<PerfSeries> m = build_series(rs);
@@ -524,7 +526,7 @@ TEST(PerfViewPass, ASweepWithBothPassesTimesTheCpuBackwardAndKeepsBf16sReason) {
     ++backward_ran;
     EXPECT_EQ(r.repeats, 2);
     EXPECT_FALSE(r.inaccurate) << r.c.label() << " " << r.rel_err;
-    EXPECT_NE(r.reference.find("backward"), std::string::npos) << r.reference;
+    EXPECT_NE(r.reference.en.find("backward"), std::string::npos) << r.reference.en;
   }
   EXPECT_EQ(backward_ran, 2u);
   // The legend: the bf16 backward series has no point and says why.
@@ -671,6 +673,21 @@ TEST(PerfViewHeadless, AnAllSkippedSweepExitsZeroWithTheReasons) {
     EXPECT_NE(rows[i].back().find("no CUDA device"), std::string::npos) << rows[i].back();
   }
   EXPECT_GT(read_png(png).width, 0);
+  // Not named by --backend, CUDA without a device is unticked (its box greyed out): no case is
+  // planned for it; named beside the CPU, its cases are listed with the reason, as asked.
+  for (const char* backend : {"", "auto", "cpu,cuda"}) {
+    std::vector<std::string> args = {"--view", "perf", "--perf-n", "64", "--perf-d", "16", "--perf-repeat", "1",
+                                     "--perf-warmup", "0", "--perf-output", csv, "--screenshot", png};
+    if (*backend) args.insert(args.end(), {"--backend", backend});
+    const test::BinaryRun both = run_view(args, "ATTNLAB_CUDA_FAULT=nodevice");
+    ASSERT_EQ(both.code, 0) << both.err;
+    const auto cases = csv_rows(test::read_file(csv));
+    const bool named = std::string(backend) == "cpu,cuda";
+    ASSERT_EQ(cases.size(), named ? 5u : 3u) << backend;  // staged and fused, fp32, one N, per backend
+    std::size_t cuda = 0;
+    for (std::size_t i = 1; i < cases.size(); ++i) cuda += cases[i][0] == "cuda";
+    EXPECT_EQ(cuda, named ? 2u : 0u) << backend;
+  }
 }
 
 TEST(PerfViewHeadless, ABadListValueIsOneErrorLineAndExitTwo) {
@@ -718,6 +735,25 @@ TEST(PerfViewHeadless, BothPassesWriteForwardAndBackwardRowsAndDrawInBothLanguag
     EXPECT_GT(orange, 20);
     EXPECT_GT(colours, 20u);
   }
+  // In the smallest window the legend's names are whole, wrapped at the panel's width (their pass
+  // last), never cut at its edge.
+  const std::string png = work_dir().file("pass-small.png"), json = work_dir().file("pass-small.json");
+  const test::BinaryRun r = run_view({"--view", "perf", "--backend", "cpu", "--perf-pass", "both", "--perf-mask",
+                                      "none,causal", "--perf-n", "64", "--perf-d", "16", "--perf-repeat", "1",
+                                      "--perf-warmup", "0", "--lang", "en", "--size", "960x600", "--screenshot", png,
+                                      "--state-dump", json});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto labels =
+      nlohmann::json::parse(test::read_file(json))["perf"]["legend"].get<std::vector<std::vector<std::string>>>();
+  ASSERT_EQ(labels.size(), 8u);
+  std::size_t wrapped = 0;
+  for (const std::vector<std::string>& lines : labels) {
+    std::string whole;
+    for (const std::string& l : lines) whole += (whole.empty() ? "" : " ") + l;
+    EXPECT_TRUE(whole.starts_with("cpu ") && (whole.ends_with(" forward") || whole.ends_with(" backward"))) << whole;
+    wrapped += lines.size() > 1;
+  }
+  EXPECT_GT(wrapped, 0u) << "960 pixels leave no room for the longest names on one line";
 }
 
 #endif  // ATTNLAB_VIEW_BINARY

@@ -115,4 +115,6 @@ TEST(RowChart, TheTitlesPercentagesAreTheStatisticsFormat) {
   EXPECT_EQ(top_weights_text(s, {"270", "4066"}), "  ·  1) 270 0.56%, 2) 4066 0.42%");
   EXPECT_EQ(percent_text(0.26), "26.0");
   EXPECT_EQ(percent_text(1.0), "100.0");
+  EXPECT_EQ(percent_text(0.005), "0.50") << "two significant digits, the second a 0";
+  EXPECT_EQ(percent_text(0.00004), "0.0040");
 }

@@ -517,6 +517,16 @@ TEST(Screenshot, DiffViewTemperatureAndFused) {
   EXPECT_LT(f.state["diff"]["max_abs"].get<double>(), 1e-5);
   const Shot m = shoot("diff-causal", {"--view", "diff", "--diff", "mask=causal", "--backend", "cpu", "--step", "3"});
   EXPECT_GT(m.state["diff"]["max_abs"].get<double>(), 0.5);
+  // At step 2 only B's mask differs: the cells it masks are not said to agree.
+  for (const char* lang : {"en", "zh"}) {
+    const Shot l = shoot(std::string("diff-logits-") + lang,
+                         {"--view", "diff", "--diff", "mask=causal", "--backend", "cpu", "--step", "2", "--lang", lang});
+    ASSERT_EQ(l.state["diff"]["max_abs"], 0);
+    EXPECT_EQ(l.state["diff"]["summary"],
+              std::string(lang) == "en"
+                  ? "B − A = 0 in every cell neither run masks; 10 cells are masked (hatched) in A or B."
+                  : "两次运行都未屏蔽的格子，B − A 都是 0；另有 10 个格子在 A 或 B 中被屏蔽（斜线）。");
+  }
 }
 
 TEST(Screenshot, BadDiffAndPrecisionValuesGiveOneErrorLineAndExitTwo) {

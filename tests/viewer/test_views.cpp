@@ -46,6 +46,8 @@ TEST(Views, ViewAndItsFlagsAreParsedThroughTheRegistry) {
             "--tile must be an integer from 1 to 1048576, got '0'");
   EXPECT_EQ(test::message_of<InputError>([] { parse_viewer_args({"--perf-bogus", "1"}); }),
             "unknown option '--perf-bogus' (see attnlab-view --help)");
+  EXPECT_EQ(test::message_of<InputError>([] { parse_viewer_args({"--bogus"}, "attnlab-view-bench"); }),
+            "unknown option '--bogus' (see attnlab-view-bench --help)");
   // A view's cross-checks run after every flag, whatever their order.
   EXPECT_EQ(test::message_of<InputError>([] { parse_viewer_args({"--diff", "temperature=2"}); }),
             "--diff describes the diff view's B: add --view diff");

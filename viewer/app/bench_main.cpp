@@ -13,8 +13,13 @@
 int main(int argc, char** argv) {
   using namespace attnlab;
   try {
-    viewer::ViewerOptions opts = viewer::parse_viewer_args(std::vector<std::string>(argv + 1, argv + argc));
+    viewer::ViewerOptions opts =
+        viewer::parse_viewer_args(std::vector<std::string>(argv + 1, argv + argc), "attnlab-view-bench");
     if (opts.help) {
+      std::fputs("usage: attnlab-view-bench [attnlab-view's flags, below]\n"
+                 "attnlab-view --bench-redraw (the default) and --bench-decode S without SDL, for machines\n"
+                 "without display libraries.\n\n",
+                 stdout);
       std::fputs(viewer::viewer_usage().c_str(), stdout);
       return 0;
     }

@@ -93,7 +93,7 @@ void take_mod_spec(ViewerOptions& o, const std::string& flag, const std::string&
 
 }  // namespace
 
-ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
+ViewerOptions parse_viewer_args(const std::vector<std::string>& args, const std::string& program) {
   ViewerOptions o;
   std::string backend_text;  // checked at the end: a list in the perf view, one name elsewhere
   bool pattern_given = false, head_given = false, layer_given = false;
@@ -239,7 +239,7 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args) {
     } else if (a == "--repeat") {
       o.repeat = parse_flag_int<int>(a, value(), 1, 1000);
     } else if (!parse_view_flag(a, value, o.views)) {
-      throw InputError("unknown option '" + a + "' (see attnlab-view --help)");
+      throw InputError("unknown option '" + a + "' (see " + program + " --help)");
     }
   }
   // A view may read a shared flag its own way (the perf view's --backend list): it takes it here.

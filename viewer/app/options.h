@@ -49,7 +49,7 @@ struct ViewerOptions : SessionOptions {
 
 // Throws InputError ("unknown option '--foo'", "--step must be 1, 2, 3 or 4, got '7'",
 // "temperature must be a finite number > 0, got 0", ...).
-ViewerOptions parse_viewer_args(const std::vector<std::string>& args);
+ViewerOptions parse_viewer_args(const std::vector<std::string>& args, const std::string& program = "attnlab-view");
 
 std::string viewer_usage();
 

@@ -422,6 +422,9 @@ constexpr Entry kTable[] = {
     {S::DiffApply, "Apply", "应用"},
     {S::DiffIdentical, "B − A = 0 in every cell: the two runs agree exactly at this step.",
      "每个格子的 B − A 都是 0：两次运行在这一步完全一致。"},
+    {S::DiffIdenticalMasked,
+     "B − A = 0 in every cell neither run masks; %d cells are masked (hatched) in A or B.",
+     "两次运行都未屏蔽的格子，B − A 都是 0；另有 %d 个格子在 A 或 B 中被屏蔽（斜线）。"},
     {S::DiffSummary, "max |B − A| = %s · mean |B − A| = %s · %d of %d cells changed",
      "max |B − A| = %s · 平均 |B − A| = %s · %d / %d 个格子有变化"},
     {S::DiffTop, "Largest changes", "变化最大的格子"},
@@ -662,7 +665,7 @@ std::vector<std::string> all_ui_text() {
 }
 
 std::string percent_text(double weight) {
-  return format_number(weight < 0.01 ? "%.2g" : "%.1f", weight * 100);
+  return weight < 0.01 ? two_digits(weight * 100) : format_number("%.1f", weight * 100);
 }
 
 const std::vector<std::string>& index_labels(std::vector<std::string>& cache, int n) {

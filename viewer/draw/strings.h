@@ -59,7 +59,7 @@ enum class S {
   ViewPrecision, ViewDiff, RunPrecision, PrecAbs, PrecRel, PrecRelDef, PrecDescription, PrecSummary,
   PrecExact, PrecLegendLog, PrecLegendZero, PrecHist, PrecHistAxis, PrecTipRun, PrecTipFp64, PrecTipAbs,
   PrecTipRel, PrecTipUlps, PrecNeedsStages, PrecComputing, PrecRefError, PrecNonFinite, FusedOnlyOutput,
-  DiffA, DiffB, DiffEditor, DiffKeep, DiffApply, DiffIdentical, DiffSummary, DiffTop, DiffColQuery,
+  DiffA, DiffB, DiffEditor, DiffKeep, DiffApply, DiffIdentical, DiffIdenticalMasked, DiffSummary, DiffTop, DiffColQuery,
   DiffColKey, DiffLegend, DiffMaskedLegend, DiffComputing, DiffBError, DiffNeedsStages, DiffQueryNote,
   DiffDescription, DiffNoSpec, DiffTipA, DiffTipB, DiffTipDiff, SetMaskNone, SetMaskCausal, SetMaskCustom,
   SetStaged, SetFused, SetQuery, DiffSameRun, DiffMaxAt, DiffVariant, DiffPrecision, DiffQuery, DiffBeforeChange,

@@ -203,9 +203,15 @@ void ChainView::dump(nlohmann::json& j, const Session& s) const {
   // Step 1's choice as shown (qk without RoPE), and the matrix and colour scale it draws.
   const ChainRope r = shown_rope(s);
   j["chain"]["rope"] = chain_rope_word(r);
+  const auto boxes = [](const std::vector<LabelBox>& v) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const LabelBox& b : v) a.push_back({b.x, b.y, b.w, b.h});
+    return a;
+  };
   j["chain"]["row_chart"] = {{"x", chart.x},         {"w", chart.w},
                              {"first", chart.first}, {"end", chart.end},
-                             {"own_axis", chart.own_axis}, {"title", chart.title}};
+                             {"own_axis", chart.own_axis}, {"title", chart.title},
+                             {"ranks", boxes(chart.ranks)}, {"keep_off", boxes(chart.keep_off)}};
   j["chain"]["col_labels"] = {{"stride", col_labels.stride}, {"lines", col_labels.lines}, {"max_w", col_labels.max_w}};
   j["chain"]["value_px"] = value_px;
   j["chain"]["chooser"] = {{"rect", chooser}, {"items", chooser_items}};

@@ -9,6 +9,7 @@
 
 #include "viewer/draw/heatmap.h"
 #include "viewer/draw/pooling.h"
+#include "viewer/draw/row_chart.h"
 #include "viewer/views/view.h"
 
 #include <array>
@@ -79,6 +80,9 @@ class ChainView final : public View {
     int first = 0, end = 0;
     bool own_axis = false;
     std::string title;  // the chart's title as drawn (its top weights that fit, "…")
+    // The rank numbers' boxes as drawn, and what they keep off: the bars with the other queries'
+    // outlines over them, and those queries' tokens.
+    std::vector<LabelBox> ranks, keep_off;
   } chart;
   // How the panel drew the heatmap's column labels last (heatmap.h plan_column_labels), and the
   // size of the values in its cells (0: none drawn).

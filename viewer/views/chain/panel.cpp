@@ -708,10 +708,12 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
       // The largest weights named in the title line, numbered; their bars orange, numbered too.
       title = fit_row_chart_title(head, rc, p.key_tokens(), content.w, measure);
       const float bar_h = base_y - top_y - label_h * 2;
+      // A weight's bar height on the chart's scale (at least a pixel; 0 for none).
+      const auto height = [&](float v) { return v > 0 && scale_max > 0 ? std::max(1.0f, bar_h * v / scale_max) : 0.0f; };
       const float px_w = kg.w / std::max(1, kg.px_w);
       for (int px = 0; px < kg.px_w; ++px) {
-        if (scale_max <= 0 || rc.bins[px] <= 0) continue;
-        const float h = std::max(1.0f, bar_h * rc.bins[px] / scale_max);
+        const float h = height(rc.bins[px]);
+        if (h <= 0) continue;
         dl->AddRectFilled(ImVec2(kg.x + px * px_w, base_y - h), ImVec2(kg.x + (px + 1) * px_w, base_y),
                           IM_COL32(70, 170, 160, 255));
       }
@@ -732,45 +734,53 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
           }
         if (px0 < 0) continue;  // outside the zoomed window
         const float x = kg.x + (px0 + px1 + 1) * 0.5f * px_w;
-        const float h = std::max(1.0f, bar_h * t.weight / scale_max);
+        const float h = height(t.weight);
         const float half = std::max(ms, px_w / 2);
         dl->AddRectFilled(ImVec2(x - half, base_y - h), ImVec2(x + half, base_y), kHighlight);
         nums.push_back(std::to_string(r + 1));
         const ImVec2 ts = ImGui::CalcTextSize(nums.back().c_str());
         wish.push_back({x - ts.x / 2, base_y - h - ts.y, ts.x + fp * 0.2f, ts.y});
       }
-      // The bars as boxes (runs of one height merged), which the numbers keep off.
-      std::vector<LabelBox> bars;
-      for (int px = 0; px < kg.px_w; ++px) {
-        if (scale_max <= 0 || rc.bins[px] <= 0) continue;
-        const float h = std::max(1.0f, bar_h * rc.bins[px] / scale_max);
-        if (!bars.empty() && bars.back().h == h && bars.back().x + bars.back().w >= kg.x + px * px_w - 0.01f)
-          bars.back().w = kg.x + (px + 1) * px_w - bars.back().x;
-        else
-          bars.push_back({kg.x + px * px_w, base_y - h, px_w, h});
-      }
-      const std::vector<LabelBox> at = place_labels(wish, kg.x, kg.x + kg.w, top_y + label_h, bars);
-      for (std::size_t r = 0; r < at.size(); ++r) dl->AddText(ImVec2(at[r].x, at[r].y), kHighlight, nums[r].c_str());
       // The other queries: the outline of each one's bars (a step line), and its token in its
       // colour at the chart's right end.
+      std::vector<LabelBox> keep_off;  // where the numbers must not go: bars, outlines, tokens
       float legend_x = kg.x + kg.w;
       for (auto it = others.rbegin(); it != others.rend(); ++it) {
         const ImU32 col = query_colour(it->first);
         std::vector<ImVec2> line;
         line.reserve(2 * static_cast<std::size_t>(kg.px_w));
         for (int px = 0; px < kg.px_w; ++px) {
-          const float v = it->second.bins[px];
-          const float y = base_y - (v > 0 && scale_max > 0 ? std::max(1.0f, bar_h * v / scale_max) : 0.0f);
+          const float y = base_y - height(it->second.bins[px]);
           line.emplace_back(kg.x + px * px_w, y);
           line.emplace_back(kg.x + (px + 1) * px_w, y);
         }
         dl->AddPolyline(line.data(), static_cast<int>(line.size()), col, 0, 1.5f * ms);
         const std::string& tok = query_labels[queries[it->first]];
-        const float tw = ImGui::CalcTextSize(tok.c_str()).x;
-        legend_x -= tw;
+        const ImVec2 ts = ImGui::CalcTextSize(tok.c_str());
+        legend_x -= ts.x;
         dl->AddText(ImVec2(legend_x, top_y + label_h), col, tok.c_str());
+        keep_off.push_back({legend_x, top_y + label_h, ts.x, ts.y});
         legend_x -= fp * 0.6f;
       }
+      // The bars with the outlines over them as boxes (runs of one height merged): each column up
+      // to the higher of its bar and the outlines (with their line's width).
+      for (int px = 0; px < kg.px_w; ++px) {
+        float h = height(rc.bins[px]);
+        for (const auto& o : others)
+          if (o.second.bins[px] > 0) h = std::max(h, height(o.second.bins[px]) + ms);
+        if (h <= 0) continue;
+        if (keep_off.size() > others.size() && keep_off.back().h == h &&
+            keep_off.back().x + keep_off.back().w >= kg.x + px * px_w - 0.01f)
+          keep_off.back().w = kg.x + (px + 1) * px_w - keep_off.back().x;
+        else
+          keep_off.push_back({kg.x + px * px_w, base_y - h, px_w, h});
+      }
+      // The rank numbers last, over everything: each over its bar where it meets nothing, else
+      // moved beside or above (place_labels).
+      const std::vector<LabelBox> at = place_labels(wish, kg.x, kg.x + kg.w, top_y + label_h, keep_off);
+      for (std::size_t r = 0; r < at.size(); ++r) dl->AddText(ImVec2(at[r].x, at[r].y), kHighlight, nums[r].c_str());
+      view.chart.ranks = at;
+      view.chart.keep_off = keep_off;
     }
     dl->AddText(ImVec2(content.x, top_y), label_col, title.c_str());
     view.chart.title = title;

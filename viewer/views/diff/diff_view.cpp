@@ -433,6 +433,7 @@ std::string DiffView::state_json(const Session& c) const {
     j["arg_col"] = d_->map.arg_col;
     j["changed"] = d_->map.changed;
     j["masked"] = d_->map.masked;
+    j["summary"] = summary;
     nlohmann::json top = nlohmann::json::array();
     for (const Change& t : d_->top) top.push_back({{"row", t.row}, {"col", t.col}, {"a", t.a}, {"b", t.b}, {"diff", t.diff}});
     j["top"] = top;

@@ -210,6 +210,7 @@ class DiffView final : public View {
   // whole table. In the state dump.
   ScrollHeader header;
   float below_h = 0;
+  std::string summary;  // the line that sums B − A up, as the panel drew it last (the state dump)
   bool table_narrow = false;  // the largest changes' table without its A and B columns
   float table_w = 0, table_need = 0;  // its width, and the width its columns' widest cells need
 

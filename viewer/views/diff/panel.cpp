@@ -242,16 +242,17 @@ void draw_panel(DiffView& v, Shell& app, const Layout& l) {
   const std::vector<std::string>& rows = v.query_diff() ? one_row : p.query_tokens();
   const std::vector<std::string>& cols = c.column_labels(shown);
   if (m.max_abs == 0) {
-    wrapped(app, tr(lang, S::DiffIdentical), &kHighlightV4);
+    // Where a mask differs, the cells it masks are not "the same": the sentence says which agree.
+    v.summary = m.masked > 0 ? fmt(tr(lang, S::DiffIdenticalMasked), m.masked) : std::string(tr(lang, S::DiffIdentical));
+    wrapped(app, v.summary, &kHighlightV4);
     if (!v.query_diff() && shown < diff_first_step(r->spec)) wrapped(app, tr(lang, S::DiffBeforeChange), &kHighlightV4);
   } else {
-    wrapped(app,
-            fmt(tr(lang, S::DiffSummary), num(m.max_abs).c_str(), num(m.mean_abs).c_str(), m.changed,
-                m.rows * m.cols - m.masked) +
+    v.summary = fmt(tr(lang, S::DiffSummary), num(m.max_abs).c_str(), num(m.mean_abs).c_str(), m.changed,
+                    m.rows * m.cols - m.masked) +
                 "  ·  " +
                 fmt(tr(lang, S::DiffMaxAt), rows[m.arg_row].c_str(),
-                    m.arg_col < static_cast<int>(cols.size()) ? cols[m.arg_col].c_str() : "?"),
-            &kHighlightV4);
+                    m.arg_col < static_cast<int>(cols.size()) ? cols[m.arg_col].c_str() : "?");
+    wrapped(app, v.summary, &kHighlightV4);
   }
   map_view_controls(app, false);
   v.below_h = ImGui::GetCursorPosY() - below_top;

@@ -144,7 +144,7 @@ void point_tooltip(Shell& app, const PerfSnapshot& snap, const PerfSeries& s, co
   ImGui::TextUnformatted(fmt(tr(app.lang, S::PerfTip), s.label.c_str(), p.n, format_number("%.4g", r.median_ms).c_str(),
                              format_number("%.4g", r.min_ms).c_str(), format_number("%.4g", r.max_ms).c_str(), r.repeats,
                              format_number("%.3g", r.tflops).c_str(), format_number("%.3g", r.gbs).c_str(),
-                             format_bytes(static_cast<double>(r.peak_bytes)).c_str(), r.reference.c_str(),
+                             format_bytes(static_cast<double>(r.peak_bytes)).c_str(), r.reference.text(app.lang).c_str(),
                              format_number("%.2e", r.rel_err).c_str(), format_number("%.3g", p.intensity).c_str())
                              .c_str());
   ImGui::EndTooltip();
@@ -152,8 +152,9 @@ void point_tooltip(Shell& app, const PerfSnapshot& snap, const PerfSeries& s, co
 
 // Time, TFLOP/s or memory against N: one line per series, spread bars (min-max), hover.
 // The charts draw into r0..r1 and return their plot (frame_axes').
-Plot draw_n_chart(Shell& app, const PerfSnapshot& snap, const std::vector<PerfSeries>& series, PerfChart chart,
+Plot draw_n_chart(Shell& app, const PerfView& pv, const PerfSnapshot& snap, const std::vector<PerfSeries>& series,
                   ImVec2 r0, ImVec2 r1) {
+  const PerfChart chart = pv.chart;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const Lang lang = app.lang;
   double lo = 0, hi = 0;
@@ -164,7 +165,7 @@ Plot draw_n_chart(Shell& app, const PerfSnapshot& snap, const std::vector<PerfSe
                         : chart == PerfChart::Memory ? TickUnit::Bytes
                                                      : TickUnit::Plain;
   const LogAxis ya = any ? log_axis(lo, hi, unit) : log_axis(1, 10, unit);
-  const LogAxis xa = n_axis(all_ns(series));
+  const LogAxis xa = n_axis(all_ns(series, pv.spec.ns));
   // TFLOP/s: the forward's rule in the title; with backward cases the rule is under the legend.
   const S tflops = has_backward(snap.results) ? S::PerfAxisTflopsRule : S::PerfAxisTflops;
   const S title = chart == PerfChart::Time ? S::PerfAxisMs : chart == PerfChart::Tflops ? tflops : S::PerfAxisMemory;
@@ -223,7 +224,7 @@ Plot draw_speedup(Shell& app, const PerfView& pv, const std::vector<PerfSeries>&
     }
   }
   const LogAxis ya = log_axis(lo, hi);
-  const LogAxis xa = n_axis(all_ns(series));
+  const LogAxis xa = n_axis(all_ns(series, pv.spec.ns));
   const std::string title = std::string(tr(lang, S::PerfAxisSpeedup)) +
                             (base < series.size() ? " · " + series[base].label : std::string());
   const Plot p = frame_axes(dl, r0, r1, xa, ya, tr(lang, S::PerfAxisN), title.c_str(), app.font_px);
@@ -313,7 +314,8 @@ Plot draw_roofline(Shell& app, const PerfSnapshot& snap, const std::vector<PerfS
   return p;
 }
 
-void draw_legend(Shell& app, const PerfView& pv, const std::vector<PerfSeries>& series) {
+void draw_legend(Shell& app, PerfView& pv, const std::vector<PerfSeries>& series) {
+  pv.legend_lines.clear();
   const Lang lang = app.lang;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float sw = ImGui::GetTextLineHeight();
@@ -325,11 +327,12 @@ void draw_legend(Shell& app, const PerfView& pv, const std::vector<PerfSeries>& 
            s.proto);
     ImGui::Dummy(ImVec2(sw, sw));
     ImGui::SameLine();
-    if (none) {
-      ImGui::TextColored(kDimV4, "%s", s.label.c_str());
-    } else {
-      ImGui::TextUnformatted(s.label.c_str());
-    }
+    // Wrapped at the panel's width, beside the marker: the whole name, its pass last, stays read.
+    const float width = std::max(40.0f, ImGui::GetContentRegionAvail().x);
+    ImGui::BeginGroup();
+    wrapped_at(app, s.label, width, none ? &kDimV4 : nullptr);
+    ImGui::EndGroup();
+    pv.legend_lines.push_back(wrapped_lines(app, s.label, width));
     ImGui::Indent(sw * 1.2f);
     // Skipped N with their reasons; consecutive N with one reason are listed once.
     for (std::size_t k = 0; k < s.skipped.size();) {
@@ -545,7 +548,7 @@ void draw_panel(PerfView& v, Shell& app, const Layout& l) {
   ImGui::BeginChild("##perf_chart", ImVec2(c1.x - c0.x, c1.y - c0.y), false, ImGuiWindowFlags_NoScrollbar);
   const Plot p = v.chart == PerfChart::Speedup    ? draw_speedup(app, v, series, c0, c1)
                  : v.chart == PerfChart::Roofline ? draw_roofline(app, snap, series, c0, c1)
-                                                  : draw_n_chart(app, snap, series, v.chart, c0, c1);
+                                                  : draw_n_chart(app, v, snap, series, c0, c1);
   // No point on any chart: before Run, say to press it; during a run, that points come; after
   // one, that no case gave any. Points, but none with a figure for this chart: say so.
   double lo = 0, hi = 0;

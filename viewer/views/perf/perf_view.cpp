@@ -279,12 +279,13 @@ bool chart_range(const std::vector<PerfSeries>& series, PerfChart chart, double&
   return hi > 0 && std::isfinite(lo);
 }
 
-std::vector<int> all_ns(const std::vector<PerfSeries>& series) {
+std::vector<int> all_ns(const std::vector<PerfSeries>& series, const std::vector<int>& planned) {
   std::set<int> ns;
   for (const PerfSeries& s : series) {
     for (const PerfPoint& p : s.points) ns.insert(p.n);
     for (const PerfSkip& k : s.skipped) ns.insert(k.n);
   }
+  if (ns.empty()) ns.insert(planned.begin(), planned.end());
   return {ns.begin(), ns.end()};
 }
 
@@ -513,7 +514,7 @@ StepKeysHelp PerfView::step_keys_help(Lang lang) const {
 }
 
 void PerfView::dump(nlohmann::json& j, const Session&) const {
-  j["perf"] = {{"settings_h", settings_header.h}, {"below_h", below_h}, {"settings_scrolled", settings_header.scrolled}, {"plot", plot}, {"y_labels", y_labels}};
+  j["perf"] = {{"settings_h", settings_header.h}, {"below_h", below_h}, {"settings_scrolled", settings_header.scrolled}, {"plot", plot}, {"y_labels", y_labels}, {"legend", legend_lines}};
 }
 
 bool PerfView::parse_flag(const std::string& a, const FlagValue& value, Options& o) {
@@ -558,6 +559,7 @@ void PerfView::finish_options(Options& o, bool shown, std::string& backend) {
     for (const std::string& b : o.spec.backends)
       if (b != "cpu" && b != "cuda")
         throw InputError("--backend in the perf view takes cpu, cuda or cpu,cuda, got '" + b + "'");
+    o.cuda_named = backend != "auto" && std::find(o.spec.backends.begin(), o.spec.backends.end(), "cuda") != o.spec.backends.end();
     backend.clear();
   }
   for (const std::string& v : o.spec.variants)
@@ -584,6 +586,10 @@ PerfView::PerfView(const ViewContext& ctx, const Options& o) {
   n_text = n_list_text(o.spec.ns);
   chart = o.chart;
   cuda_ok = cuda_available(&cuda_reason);
+  // Without a device the CUDA box is greyed out, so it is unticked too: a sweep plans no case that
+  // cannot run (the line above the chart says why). CUDA named by --backend stays, as asked, its
+  // legend giving the reason.
+  if (!cuda_ok && !o.cuda_named) std::erase(spec.backends, std::string("cuda"));
   if (!ctx.headless || !ctx.shown) return;
   // Headless: the whole sweep before the picture, then bench's CSV.
   check_writable(o.output);

@@ -128,8 +128,9 @@ std::string format_tick(double v, TickUnit unit);
 // [min, max] of the chart's values over every series (time: min_ms..max_ms, TFLOP/s: lo..hi, memory:
 // peak bytes), false when there is nothing to show.
 bool chart_range(const std::vector<PerfSeries>& series, PerfChart chart, double& lo, double& hi);
-// The N values of every point and skip, ascending, once each.
-std::vector<int> all_ns(const std::vector<PerfSeries>& series);
+// The N values of every point and skip, ascending, once each; where there is none yet (before a
+// run), `planned` (the sweep's N, ascending): the axis the sweep will fill.
+std::vector<int> all_ns(const std::vector<PerfSeries>& series, const std::vector<int>& planned = {});
 
 // ---- roofline ----------------------------------------------------------------------------------
 struct Roof {
@@ -225,6 +226,7 @@ class PerfView final : public View {
     bench::Spec spec = default_perf_spec();  // --backend (a list here), --perf-*
     std::string output;                      // --perf-output FILE.csv (bench's CSV, its pass column too)
     PerfChart chart = PerfChart::Time;       // --perf-chart time|tflops|speedup|roofline|memory
+    bool cuda_named = false;                 // --backend named cuda (not auto): kept without a device
   };
   static const char* label(Lang lang);
   static bool parse_flag(const std::string& flag, const FlagValue& value, Options& o);
@@ -258,6 +260,7 @@ class PerfView final : public View {
   float below_h = 0;  // Run's rows and the chart chooser, between the settings and the chart
   std::array<float, 4> plot{};
   std::vector<float> y_labels;
+  std::vector<std::vector<std::string>> legend_lines;  // each series' name as the legend drew it, by line
 };
 
 void draw_panel(PerfView& v, Shell& app, const Layout& l);
