@@ -651,7 +651,7 @@ TEST(HeadsGrid, CaptionsNameTheHeadItsKeyValueHeadAndItsMaxWeight) {
   EXPECT_EQ(head_caption(Lang::En, 3, 1, t), "head 3 · kv 1 · rows 93.1%");
   EXPECT_EQ(head_caption(Lang::Zh, 3, 1, t), "头 3 · kv 1 · 行最大 93.1%");
   t.row_max = 0.004;
-  EXPECT_EQ(head_caption(Lang::En, 0, -1, t), "head 0 · rows 0.4%");
+  EXPECT_EQ(head_caption(Lang::En, 0, -1, t), "head 0 · rows 0.40%");  // two significant digits
   t.row_max = -1;  // mean pooling
   EXPECT_EQ(head_caption(Lang::En, 0, -1, t), "head 0");
   EXPECT_EQ(head_caption(Lang::Zh, 5, 2, t), "头 5 · kv 2");
