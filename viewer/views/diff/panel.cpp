@@ -314,7 +314,11 @@ void draw_panel(DiffView& v, Shell& app, const Layout& l) {
     const float dv = m.at(mp.hover->row, mp.hover->col);
     ImGui::BeginTooltip();
     ImGui::Text("%s: %s", tr(lang, S::TipStage), step_name(lang, shown));
-    ImGui::Text("%s: %s", tr(lang, S::TipQuery), rows[mp.hover->row].c_str());
+    // The query with its index, as the key (a query diff's one row is "B's token − A's token").
+    if (v.query_diff())
+      ImGui::Text("%s: %s", tr(lang, S::TipQuery), rows[mp.hover->row].c_str());
+    else
+      ImGui::Text("%s: %s (#%d)", tr(lang, S::TipQuery), rows[mp.hover->row].c_str(), mp.hover->row);
     ImGui::Text("%s: %s (#%d)", tr(lang, shown == 4 ? S::TipOutputDim : S::TipKey),
                 mp.hover->col < static_cast<int>(cols.size()) ? cols[mp.hover->col].c_str() : "?", mp.hover->col);
     ImGui::Text("%s: %.9g", tr(lang, S::DiffTipA), va);

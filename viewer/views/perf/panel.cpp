@@ -486,7 +486,9 @@ void actions(Shell& app, PerfView& pv, const PerfSnapshot& snap) {
   }
   if (!chosen && !running) overlay = tr(lang, S::PerfNothingChosen);
   ImGui::ProgressBar(pv.started ? frac : 0.0f, ImVec2(-1, 0), overlay.c_str());
-  if (!pv.cuda_ok) ImGui::TextColored(kDimV4, "%s", fmt(tr(lang, S::PerfCudaOff), cuda_reason_text(pv.cuda_reason, lang).c_str()).c_str());
+  // One line, shortened with "…" where the panel is narrower (Chinese at a large UI scale), whole in
+  // its tooltip.
+  if (!pv.cuda_ok) text_fit(fmt(tr(lang, S::PerfCudaOff), cuda_reason_text(pv.cuda_reason, lang).c_str()), kDimV4);
 }
 
 }  // namespace
