@@ -8,6 +8,7 @@
 #include "core/memory.h"
 #include "core/stats.h"
 #include "cpu/cpu_backend.h"
+#include "engine/registry.h"
 
 #include <nlohmann/json.hpp>
 
@@ -27,24 +28,35 @@ struct Job {
 // Text and markdown summarise large problems.
 constexpr double kRenderBytesPerNumber = 40;
 
-void check_rendering_fits(const ProblemArgs& a, const Problem& p, Format format) {
+void check_rendering_fits(const ProblemArgs& a, const ProblemSize& s, Format format) {
   if (format != Format::Json && format != Format::Csv) return;
   const RunOptions opt = run_options(a);
   // What is rendered is what the run holds: inputs, output and the kept stages, all fp32.
-  const double run_bytes = host_working_set_bytes(p, opt);
+  const double run_bytes = host_working_set_bytes(s, opt);
   const double numbers = run_bytes / sizeof(float);
   check_host_memory(run_bytes + kRenderBytesPerNumber * numbers, Msg::HostMemoryRender,
                     {a.format, format_number("%.3g", numbers)});
 }
 
+// A random problem that could not be rendered or run (on the CPU) is refused from its sizes, in
+// that order as for what was built, before its inputs are generated, which takes seconds at a
+// million tokens; the rendering and the backend check again what was built.
+void check_random_fits(const ProblemArgs& a, Format format) {
+  const std::optional<ProblemSize> s = random_size(a);
+  if (!s) return;
+  check_rendering_fits(a, *s, format);
+  if (a.backend == "cpu" || (a.backend == "auto" && !cuda_available())) check_cpu_run_fits(*s, run_options(a));
+}
+
 void run_and_render(const Job& job) {
   const ProblemArgs& a = job.args;
   const bool demo = job.demo && !uses_inputs(a);  // demo --bundle DIR shows the bundle
+  const Format format = parse_format(a.format);
+  check_random_fits(a, format);
   const Problem p = build_problem(a, demo);
   const int query = resolve_query_arg(a, p, demo);
   const Lang lang = resolve_lang(a);
-  const Format format = parse_format(a.format);
-  check_rendering_fits(a, p, format);
+  check_rendering_fits(a, size_of(p), format);
   const Trace t = run_problem(a, p);
   emit(a.output_file, render(p, t, query, lang, format));
 }
@@ -102,6 +114,7 @@ void register_describe(CLI::App& app, int& exit_code) {
     const ProblemArgs& a = job->args;
     const Format format = parse_format_among(a.format, {Format::Text, Format::Json, Format::Markdown}, Msg::DescribeFormat);
     const bool demo = !uses_inputs(a);
+    check_random_fits(a, Format::Text);  // the run's refusal alone: the description is a sentence
     const Problem p = build_problem(a, demo);
     const int query = resolve_query_arg(a, p, demo);
     const Lang lang = resolve_lang(a);

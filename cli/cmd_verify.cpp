@@ -38,10 +38,15 @@ int run_verify(const VerifyJob& job) {
   const Format format = parse_format_among(a.format, {Format::Text, Format::Json}, Msg::VerifyFormat);
 
   const bool demo = !uses_inputs(a);
+  // The backend checks its own run; the fp64 reference of every stage comes on top. A random
+  // problem is checked from its sizes first, before its inputs are generated.
+  const auto check_fits = [&a](const ProblemSize& s) {
+    check_host_memory(host_working_set_bytes(s, run_options(a)) + reference_fp64_bytes(s), Msg::HostMemoryVerify,
+                      {a.variant});
+  };
+  if (const std::optional<ProblemSize> s = random_size(a)) check_fits(*s);
   const Problem p = build_problem(a, demo);
-  // The backend checks its own run; the fp64 reference of every stage comes on top.
-  check_host_memory(host_working_set_bytes(p, run_options(a)) + reference_fp64_bytes(p), Msg::HostMemoryVerify,
-                    {a.variant});
+  check_fits(size_of(p));
   const Trace t = run_problem(a, p);
   const TraceD ref = reference_fp64(p);
 

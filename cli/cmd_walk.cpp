@@ -47,6 +47,17 @@ void run_walk(const WalkJob& job) {
   const int tile_arg = job.tile.empty() ? 0 : parse_count(job.tile, 1, Msg::WalkTileCount);
   const int head = parse_count(job.head, 0, Msg::WalkHeadCount);
   const Format format = parse_format_among(a.format, {Format::Text, Format::Json, Format::Markdown}, Msg::WalkFormat);
+  const auto head_range = [head](int heads) {
+    return InputError(Msg::OptionRange, {"--head", "0", std::to_string(heads - 1), std::to_string(head)});
+  };
+  const auto tile_range = [](int m, int tile) {
+    return InputError(Msg::WalkTileRange, {std::to_string(m), std::to_string(tile)});
+  };
+  // A random problem's head and tile are checked against its sizes before its inputs are generated.
+  if (const std::optional<ProblemSize> s = random_size(a)) {
+    if (head >= s->heads) throw head_range(s->heads);
+    if (tile_arg > s->m) throw tile_range(s->m, tile_arg);
+  }
   // A bundle's call with a different mask for each head is read one head at a time: the walk's
   // head alone, walked as head 0 of that problem and named as the head it is (`shown`).
   Problem p;
@@ -64,10 +75,8 @@ void run_walk(const WalkJob& job) {
   const int query = resolve_query_arg(a, p, demo);
   const Lang lang = resolve_lang(a);
   const int tile = tile_arg > 0 ? tile_arg : default_walk_tile(demo, p.m());
-  if (tile > p.m())
-    throw InputError(Msg::WalkTileRange, {std::to_string(p.m()), std::to_string(tile)});
-  if (walked >= p.heads)
-    throw InputError(Msg::OptionRange, {"--head", "0", std::to_string(p.heads - 1), std::to_string(head)});
+  if (tile > p.m()) throw tile_range(p.m(), tile);
+  if (walked >= p.heads) throw head_range(p.heads);
 
   if (!job.backward && (!job.dout.empty() || !job.loss.empty() || !job.dout_seed.empty()))
     throw InputError(Msg::WalkBackwardOnly, {});

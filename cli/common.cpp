@@ -46,6 +46,9 @@ void check_random_size(const ProblemArgs& a) {
   if (q < 1 || q > n) throw InputError(Msg::QueriesRange, {std::to_string(n), std::to_string(q)});
   if (g < 1 || g > a.heads) throw InputError(Msg::KvHeadsRange, {std::to_string(a.heads), std::to_string(g)});
   if (a.heads % g != 0) throw InputError(Msg::KvHeads, {std::to_string(a.heads), std::to_string(g)});
+  // One head of the H (one_head's refusal), before all H are generated.
+  if (a.head && (*a.head < 0 || *a.head >= a.heads))
+    throw InputError(Msg::OptionRange, {"--head", "0", std::to_string(a.heads - 1), std::to_string(*a.head)});
   const double rows = static_cast<double>(a.heads) * static_cast<double>(n);
   if (rows > 2147483647.0) throw InputError(Msg::RandomRows, {std::to_string(n), std::to_string(a.heads)});
   const double bytes = (static_cast<double>(a.heads) * q * a.d_k + static_cast<double>(g) * n * (a.d_k + a.d_v)) *
@@ -262,6 +265,22 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
   if (a.random_n && a.head) p = one_head(p, *a.head);
   validate(p);
   return p;
+}
+
+std::optional<ProblemSize> random_size(const ProblemArgs& a) {
+  if (!a.random_n || !a.bundle.empty() || !a.q_file.empty() || !a.k_file.empty() || !a.v_file.empty())
+    return std::nullopt;  // not random, or refused by build_problem
+  check_random_size(a);
+  const int n = static_cast<int>(*a.random_n);
+  ProblemSize s;
+  s.heads = a.head ? 1 : a.heads;
+  s.kv_heads = a.head ? 1 : a.kv_heads.value_or(a.heads);
+  s.n = a.queries.value_or(n);
+  s.m = n;
+  s.d_k = a.d_k;
+  s.d_v = a.d_v;
+  s.rope = a.rope.has_value();
+  return s;
 }
 
 namespace {

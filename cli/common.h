@@ -10,6 +10,7 @@
 #include "core/messages.h"
 #include "core/problem.h"
 #include "core/report.h"
+#include "cpu/cpu_backend.h"
 
 #include <CLI/CLI.hpp>
 
@@ -68,6 +69,10 @@ void add_bundle_options(CLI::App* cmd, ProblemArgs& a, bool head = true);
 // Builds and validates the Problem: the demo when `demo` is true, else files, --random or
 // --bundle (exactly one of them; otherwise InputError). Applies temperature, mask and tokens.
 Problem build_problem(const ProblemArgs& a, bool demo);
+// A random problem's sizes from its options (the options checked as build_problem checks them),
+// before its inputs are generated: the sizes of what runs (one head with --head). nullopt for
+// every other input.
+std::optional<ProblemSize> random_size(const ProblemArgs& a);
 Lang resolve_lang(const ProblemArgs& a);
 
 // The upstream gradient of `backward` and `walk --backward`, from --dout FILE, --loss sum|mse:FILE

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <system_error>
 #include <limits>
 
 namespace attnlab {
@@ -123,7 +124,9 @@ Bundle read_bundle(const std::string& dir) {
   Bundle b;
   b.dir = dir;
   const std::string mp = manifest_path(dir);
-  if (!std::filesystem::is_directory(dir)) throw InputError(Msg::BundleNotDir, {dir});
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec)) throw InputError(Msg::BundleMissing, {dir});
+  if (!std::filesystem::is_directory(dir, ec)) throw InputError(Msg::BundleNotDir, {dir});
   if (!std::filesystem::exists(mp)) throw InputError(Msg::BundleNoManifest, {mp});
   Json j;
   const std::string text = read_input_file(mp, InputFormat::Text);
@@ -207,7 +210,8 @@ Bundle read_bundle(const std::string& dir) {
       if (!c["notes"].is_array()) refuse(Msg::BundleCallStrings, where, {"notes"});
       for (const Json& t : c["notes"]) {
         if (!t.is_string()) refuse(Msg::BundleCallStrings, where, {"notes"});
-        bc.notes.push_back(t.get<std::string>());
+        // A blank note says nothing: dropped (it would end the source line with "note: ").
+        if (!trim_blanks(t.get<std::string>()).empty()) bc.notes.push_back(t.get<std::string>());
       }
     }
     if (bc.causal && !bc.mask.empty()) refuse(Msg::BundleCausalAndMask, where);
@@ -343,6 +347,12 @@ Problem bundle_problem(const Bundle& b, int layer, std::optional<int> head) {
                 std::to_string(c.m) + " keys, so positions are numbered";
     p.source_zh += "；它的 " + std::to_string(t) + " 个 token 与 " + std::to_string(c.n) + " 个查询、" +
                    std::to_string(c.m) + " 个键都不相符，位置以编号标注";
+  }
+  // The capture's notes (what it did or could not do, in its own words) follow the source into
+  // every text that names it: run, verify, describe, the walks and the viewer.
+  for (const std::string& note : c.notes) {
+    p.source += "; note: " + printable(note);
+    p.source_zh += "；备注：" + printable(note);
   }
   validate(p);
   return p;

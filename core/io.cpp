@@ -65,6 +65,11 @@ bool ends_with_npy(const std::string& path) {
   return ext == ".npy";
 }
 
+// .npy by the name, else by the magic (a pipe has no name to go by).
+bool is_npy(std::string_view bytes, const std::string& name) {
+  return ends_with_npy(name) || bytes.starts_with(kNpyMagic);
+}
+
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\v' || c == '\f' || c == '\r'; }
 
 std::string_view trim(std::string_view s) {
@@ -625,13 +630,18 @@ std::string read_input_file(const std::string& path, InputFormat format, std::ui
       throw InputError(Msg::FileTooLargeMiB, {path, std::to_string(size), mib_text(size), mib_text(limit)});
     throw InputError(Msg::FileTooLarge, {path, std::to_string(size), mib_text(limit)});
   }
+  // A regular file is read at its size in one allocation. A stream comes in pieces, joined once
+  // at its end as each piece is freed: its peak stays near its size, where one string doubling
+  // as it came would hold its old and new buffers at once (half as much again at the limit).
+  constexpr std::size_t kStreamPiece = std::size_t{16} << 20;
   std::string data;
-  // A regular file is read at its size in one allocation; a stream grows the string as it comes.
+  std::vector<std::string> pieces;
   if (regular) data.reserve(static_cast<std::size_t>(st.st_size));
+  std::uint64_t total = 0;
   char buf[1 << 16];
   for (;;) {
     // At most one byte past the limit is asked for: enough to know the input is too large.
-    const std::uint64_t room = limit - data.size();
+    const std::uint64_t room = limit - total;
     const std::size_t want = room >= sizeof buf ? sizeof buf : static_cast<std::size_t>(room) + 1;
     const ssize_t got = ::read(f.fd, buf, want);
     if (got < 0) {
@@ -639,22 +649,34 @@ std::string read_input_file(const std::string& path, InputFormat format, std::ui
       throw InputError(Msg::CannotRead, {path, std::strerror(errno)});
     }
     if (got == 0) break;
-    // The byte past the limit is never stored, so the string never grows beyond `limit`. A
-    // regular file that grew while it was read is refused like a stream.
+    // The byte past the limit is never stored, so nothing held grows beyond `limit`. A regular
+    // file that grew while it was read is refused like a stream.
     const auto n = static_cast<std::size_t>(got);
+    // A matrix is .npy or text by its first byte.
+    if (format == InputFormat::Matrix) format = buf[0] == kNpyMagic[0] ? InputFormat::Npy : InputFormat::Text;
     // Bytes that cannot be the format end the read at once.
     if (format == InputFormat::Text) {
       if (const void* nul = std::memchr(buf, '\0', n))
-        throw InputError(Msg::NotText, {path, std::to_string(data.size() + (static_cast<const char*>(nul) - buf))});
-    } else if (format == InputFormat::Npy && data.size() < kNpyMagic.size()) {
-      const std::size_t k = std::min(n, kNpyMagic.size() - data.size());
-      if (std::string_view(buf, k) != kNpyMagic.substr(data.size(), k)) throw InputError(Msg::NotNpy, {path});
+        throw InputError(Msg::NotText, {path, std::to_string(total + (static_cast<const char*>(nul) - buf))});
+    } else if (format == InputFormat::Npy && total < kNpyMagic.size()) {
+      const std::size_t k = std::min<std::size_t>(n, kNpyMagic.size() - total);
+      if (std::string_view(buf, k) != kNpyMagic.substr(total, k)) throw InputError(Msg::NotNpy, {path});
     }
-    if (data.size() + n > limit) throw InputError(Msg::InputTooLarge, {path, mib_text(limit)});
-    if (data.size() + n > data.capacity())
-      data.reserve(static_cast<std::size_t>(
-          std::min<std::uint64_t>(limit, std::max<std::uint64_t>(2 * data.capacity(), data.size() + n))));
-    data.append(buf, n);
+    if (total + n > limit) throw InputError(Msg::InputTooLarge, {path, mib_text(limit)});
+    total += n;
+    if (regular) {
+      data.append(buf, n);
+      continue;
+    }
+    if (pieces.empty() || pieces.back().size() + n > kStreamPiece) pieces.emplace_back().reserve(kStreamPiece);
+    pieces.back().append(buf, n);
+  }
+  if (!regular) {
+    data.reserve(static_cast<std::size_t>(total));
+    for (std::string& piece : pieces) {
+      data += piece;
+      std::string().swap(piece);
+    }
   }
   return data;
 }
@@ -668,17 +690,16 @@ MatrixF parse_npy(std::string_view bytes, const std::string& name) {
 }
 
 MatrixF parse_mask(std::string_view bytes, const std::string& name) {
-  return ends_with_npy(name) ? parse_npy_values(bytes, name, Values::Mask)
-                             : parse_csv_values(bytes, name, Values::Mask);
+  return is_npy(bytes, name) ? parse_npy_values(bytes, name, Values::Mask) : parse_csv_values(bytes, name, Values::Mask);
 }
 
 MatrixF read_matrix(const std::string& path) {
-  const std::string bytes = read_input_file(path, ends_with_npy(path) ? InputFormat::Npy : InputFormat::Text);
-  return ends_with_npy(path) ? parse_npy(bytes, path) : parse_csv(bytes, path);
+  const std::string bytes = read_input_file(path, ends_with_npy(path) ? InputFormat::Npy : InputFormat::Matrix);
+  return is_npy(bytes, path) ? parse_npy(bytes, path) : parse_csv(bytes, path);
 }
 
 MatrixF read_mask(const std::string& path) {
-  return parse_mask(read_input_file(path, ends_with_npy(path) ? InputFormat::Npy : InputFormat::Text), path);
+  return parse_mask(read_input_file(path, ends_with_npy(path) ? InputFormat::Npy : InputFormat::Matrix), path);
 }
 
 // (rows, cols) -> one line per row, values comma separated. Each value is the shortest text that

@@ -34,11 +34,13 @@ std::string read_input_file(const std::string& path, std::uint64_t limit = kMaxI
 // What the bytes must be, checked as they arrive so that input which cannot be that format is
 // refused at its first wrong bytes instead of after reading up to the limit (a device such as
 // /dev/zero, a binary file given as CSV): Text holds no NUL byte (CSV, token lists, a bundle's
-// manifest), Npy starts with the magic \x93NUMPY. Bytes: anything.
-enum class InputFormat { Bytes, Text, Npy };
+// manifest), Npy starts with the magic \x93NUMPY. Matrix: Npy where the first byte is the magic's,
+// else Text (a matrix whose name does not say .npy: a pipe, a FIFO, another name). Bytes: anything.
+enum class InputFormat { Bytes, Text, Npy, Matrix };
 std::string read_input_file(const std::string& path, InputFormat format, std::uint64_t limit = kMaxInputFileBytes);
 
-// Reads CSV or .npy by extension (".npy" -> npy, anything else -> CSV).
+// Reads CSV or .npy: .npy by its extension or, under any other name (a pipe, a FIFO), by its magic;
+// anything else is CSV.
 MatrixF read_matrix(const std::string& path);
 // Parses CSV text; `name` is used in messages.
 MatrixF parse_csv(std::string_view text, const std::string& name);
@@ -46,7 +48,8 @@ MatrixF parse_csv(std::string_view text, const std::string& name);
 MatrixF parse_npy(std::string_view bytes, const std::string& name);
 // Mask files may hold -inf ("-inf", "-Infinity", "−∞") besides 0; same formats.
 MatrixF read_mask(const std::string& path);
-// Mask bytes already in memory (CSV or .npy by `name`'s extension): values 0 or -inf only.
+// Mask bytes already in memory (.npy by `name`'s extension or the bytes' magic, else CSV): values 0
+// or -inf only.
 MatrixF parse_mask(std::string_view bytes, const std::string& name);
 
 // Writes `data` to `path`, replacing it atomically: into a temporary file beside it, renamed over it

@@ -163,9 +163,9 @@ constexpr Entry kMessages[] = {
     {Msg::GpuMemoryFused, "problem needs {0} of GPU memory (fused: inputs and output), {1} free; try smaller N",
      "该问题需要 {0} GPU 显存（融合内核：输入和输出），空闲 {1}；请试更小的 N"},
     {Msg::HostMemoryStages,
-     "problem needs {0} of host memory to bring back the stages ({1} x {2} x {3} x {4} fp32), {5} available; try "
+     "problem needs {4} of host memory to bring back the stages ({0} x {1} x {2} x {3} fp32), {5} available; try "
      "--variant fused or smaller N",
-     "取回各阶段需要 {0} 主机内存（{1} x {2} x {3} x {4} 的 fp32），可用 {5}；请试 --variant fused 或更小的 N"},
+     "取回各阶段需要 {4} 主机内存（{0} x {1} x {2} x {3} 的 fp32），可用 {5}；请试 --variant fused 或更小的 N"},
     {Msg::GpuMemoryStreamed,
      "the streamed view needs {0} of GPU memory (the inputs, {1} row statistics, the pooled grids, {2} exact rows of "
      "{3} keys), {4} free; try smaller N",
@@ -310,6 +310,7 @@ constexpr Entry kMessages[] = {
     {Msg::TargetNotFinite, "the target Y (--loss mse:{0}) holds {1} at row {2}, column {3}: every value must be finite",
      "目标 Y（--loss mse:{0}）在第 {2} 行、第 {3} 列为 {1}：每个值都必须是有限数"},
     // bundles
+    {Msg::BundleMissing, "--bundle {0}: no such directory", "--bundle {0}：目录不存在"},
     {Msg::BundleNotDir, "--bundle {0}: not a directory", "--bundle {0}：不是目录"},
     {Msg::BundleNoManifest, "{0}: missing (a bundle holds manifest.json and .npy files)",
      "{0}：文件不存在（数据包由 manifest.json 和 .npy 文件组成）"},
@@ -366,9 +367,9 @@ constexpr Entry kMessages[] = {
      "{0}: value {1} at [{2}, {3}] is not finite (the bias of call {4} '{5}' holds finite numbers; keys a model "
      "blocks belong in the mask, as -inf)",
      "{0}：位置 [{2}, {3}] 的数值 {1} 不是有限数（调用 {4}“{5}”的偏置只含有限数；模型屏蔽的键应写进掩码，记为 -inf）"},
-    {Msg::BundleHeadRange, "--head {0} is out of range: call '{1}' has {2} heads (0..{3})",
+    {Msg::BundleHeadRange, "--head {0} is out of range: call '{1}' has heads 0..{3} ({2} in all)",
      "--head {0} 超出范围：调用“{1}”有 {2} 个头（0..{3}）"},
-    {Msg::LayerRange, "--layer {0} is out of range: the bundle has {1} attention calls (0..{2})",
+    {Msg::LayerRange, "--layer {0} is out of range: the bundle's attention calls are 0..{2} ({1} in all)",
      "--layer {0} 超出范围：数据包有 {1} 次注意力调用（0..{2}）"},
     {Msg::LayerUnknown, "--layer '{0}' is neither an index (0..{1}) nor a call name of the bundle ({2})",
      "--layer 的值“{0}”既不是序号（0..{1}），也不是数据包中调用的名字（{2}）"},

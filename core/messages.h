@@ -102,7 +102,7 @@ enum class Msg : int {
   GpuMemoryStaged,      // {0} need, {1} heads, {2} n, {3} m, {4} free
   GpuMemoryStagedMask,  // the same, with the (n, m) mask on the device
   GpuMemoryFused,       // {0} need, {1} free
-  HostMemoryStages,     // {0} need, {1} stages, {2} heads, {3} n, {4} m, {5} available
+  HostMemoryStages,     // {0} stages, {1} heads, {2} n, {3} m, {4} need, {5} available
   GpuMemoryStreamed,    // {0} need, {1} row statistics, {2} exact rows, {3} m, {4} free
   HostMemoryStreamed,   // {0} need, {1} available
   HeadsRange,           // {0} the most, {1} given
@@ -181,6 +181,7 @@ enum class Msg : int {
   DoutNotFinite,        // {0} file, {1} value, {2} row, {3} column
   TargetNotFinite,      // the same for Y
   // bundles (core/bundle.cpp): {0} the manifest's path, {1} the call's index where a call is named
+  BundleMissing,        // {0} the directory
   BundleNotDir,         // {0} the directory
   BundleNoManifest,     // {0} manifest path
   BundleJson,           // {0} manifest path, {1} line, {2} column

@@ -428,7 +428,9 @@ void check_split_count(int splits, int keys) {
     throw InputError(Msg::SplitRange, {std::to_string(keys), std::to_string(splits)});
 }
 
-int resolve_query(const Problem& p, const std::string& token_or_index) {
+int resolve_query(const Problem& p, const std::string& typed) {
+  // Blanks around it dropped, as around the labels themselves and the other options' values.
+  const std::string token_or_index = trim_blanks(typed);
   const int n = p.n();
   // A label first, then an index: a label that names more than one row picks none of them.
   const std::vector<std::string>& tokens = p.query_tokens();

@@ -241,7 +241,8 @@ std::vector<std::string> index_tokens(int count);
 // Resolves a query given as a token label or a 0-based index, the label first: with labels
 // 3,2,1,0, "1" is the row labelled 1 (row 2). Throws InputError for a label that names more than
 // one row ("label 'a' names 4 rows; give the index") and for what is neither
-// ("query '你好' is not a token of this problem; tokens are: 模型, 根据, ...").
+// ("query '你好' is not a token of this problem; tokens are: 模型, 根据, ..."). Blanks around the
+// text are dropped, as around the labels.
 int resolve_query(const Problem& p, const std::string& token_or_index);
 
 // The effective additive mask of one head, (n, m): 0 keeps, -inf blocks: the mask kind and the

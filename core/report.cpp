@@ -245,15 +245,13 @@ std::vector<std::string> intro_lines(const Problem& p, const Trace& t, int query
   if (!p.sentence.empty())
     seq = zh ? "序列“" + p.sentence + "”，" : "Sequence " + p.sentence + ", ";
   const std::string mask = std::string(to_string(p.mask));
-  const std::string mask_zh = p.mask == MaskKind::None     ? "无（双向）"
-                              : p.mask == MaskKind::Causal ? "因果"
-                                                           : "自定义";
+  const std::string mask_zh(mask_name(p.mask, Lang::Zh));
   l.push_back(zh ? seq + "n=" + std::to_string(p.n()) + " 个查询，m=" + std::to_string(p.m()) +
                        " 个键，d_v=" + std::to_string(p.d_v()) + "；当前查询“" +
                        token_label(p.query_tokens(), query) + "”（第 " + std::to_string(query) +
                        " 行）；温度 T=" + short_number(p.temperature) + "；掩码：" + mask_zh
-                 : seq + "n=" + std::to_string(p.n()) + " queries, m=" + std::to_string(p.m()) +
-                       " keys, d_v=" + std::to_string(p.d_v()) + "; query " +
+                 : seq + "n=" + count_text(p.n(), "query", "queries") + ", m=" + count_text(p.m(), "key", "keys") +
+                       ", d_v=" + std::to_string(p.d_v()) + "; query " +
                        token_label(p.query_tokens(), query) + " (row " + std::to_string(query) +
                        "); temperature T=" + short_number(p.temperature) + "; mask: " + mask);
   if (has_modifications(p)) l.push_back((zh ? "修改：" : "modifications: ") + modifications_text(p, lang));

@@ -17,6 +17,16 @@ std::string_view to_string(MaskKind m) {
   return "none";
 }
 
+std::string_view mask_name(MaskKind m, Lang lang) {
+  if (lang == Lang::En) return to_string(m);
+  switch (m) {
+    case MaskKind::None: return "无（双向）";
+    case MaskKind::Causal: return "因果";
+    case MaskKind::Custom: return "自定义";
+  }
+  return "无（双向）";
+}
+
 std::string_view to_string(Variant v) {
   switch (v) {
     case Variant::Staged: return "staged";

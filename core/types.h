@@ -27,6 +27,8 @@ std::string_view to_string(MaskKind m);   // "none" | "causal" | "custom"
 std::string_view to_string(Variant v);    // "staged" | "fused" | "decode"
 std::string_view to_string(Precision p);  // "fp32" | "bf16" | "fp64"
 std::string_view to_string(Lang l);       // "zh" | "en"
+// A mask's name in a sentence: the option's word in English, "无（双向）", "因果", "自定义" in Chinese.
+std::string_view mask_name(MaskKind m, Lang lang);
 Variant parse_variant(std::string_view s);      // throws InputError on anything else
 Precision parse_precision(std::string_view s);  // throws InputError on anything else
 Lang parse_lang(std::string_view s);            // throws InputError on anything else

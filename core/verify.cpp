@@ -341,7 +341,7 @@ std::string render_verify_text(const VerifyReport& r, Lang lang) {
   if (zh) {
     o << "验证：后端 " << r.backend << "，" << to_string(r.variant) << "，" << to_string(r.precision)
       << "；" << r.heads << " 个头 × " << r.n << " 个查询 × " << r.m << " 个键，d_k " << r.d_k
-      << "，d_v " << r.d_v << "，T " << T << "，掩码 " << to_string(r.mask) << "\n";
+      << "，d_v " << r.d_v << "，T " << T << "，掩码 " << mask_name(r.mask, Lang::Zh) << "\n";
     if (!r.modifications_zh.empty()) o << "修改：" << r.modifications_zh << "\n";
     if (!r.source.empty()) o << source_line(r.source, r.source_zh, Lang::Zh) << "\n";
     o << "参照：同一组 fp32 输入上的 fp64 CPU 计算链；元素满足 |x - ref| <= atol + rtol * |ref| "

@@ -190,7 +190,7 @@ std::string heading(const Walk& w, Lang lang) {
     if (zh(lang))
       return "在线 softmax 游走：查询 " + std::to_string(w.query) + "（" + w.query_token + "），头 " +
              std::to_string(w.head) + "，每块 " + std::to_string(w.tile) + " 个键，共 " + std::to_string(count) +
-             " 块；T = " + short_number(w.temperature) + "，掩码 " + std::string(to_string(w.mask)) + "；修改：" +
+             " 块；T = " + short_number(w.temperature) + "，掩码 " + std::string(mask_name(w.mask, Lang::Zh)) + "；修改：" +
              w.modifications_zh + "。logit x_j = mod(" + scaled + ")/T：内核先对缩放分数做分数修改，在修改后的分数上取最大值，再乘以 1/T = " +
              num(w.scale) + "。";
     return "Online softmax walk: query " + std::to_string(w.query) + " (" + w.query_token + "), head " +
@@ -207,7 +207,7 @@ std::string heading(const Walk& w, Lang lang) {
     return "在线 softmax 游走：查询 " + std::to_string(w.query) + "（" + w.query_token + "），头 " +
            std::to_string(w.head) + "，每块 " + std::to_string(w.tile) + " 个键，共 " +
            std::to_string(count) + " 块；T = " + short_number(w.temperature) + "，掩码 " +
-           std::string(to_string(w.mask)) + mods + "。logit x_j = q·k_j·scale，scale = " +
+           std::string(mask_name(w.mask, Lang::Zh)) + mods + "。logit x_j = q·k_j·scale，scale = " +
            (w.explicit_scale ? "s/T（显式缩放 s = " + num(*w.explicit_scale) + "）" : std::string("1/(√d_k·T)")) + " = " +
            num(w.scale) + "；内核在原始分数上取最大值，这里的 m 换算成同样的 logit 单位。";
   return "Online softmax walk: query " + std::to_string(w.query) + " (" + w.query_token +

@@ -41,7 +41,7 @@ std::string heading(const BackwardWalk& w, Lang lang) {
   if (zh(lang))
     return "反向游走（FlashAttention-2 的反向，按一个查询看）：查询 " + std::to_string(w.query) + "（" + w.query_token +
            "），头 " + std::to_string(w.head) + "，每块 " + std::to_string(w.tile) + " 个键，共 " + count + " 块；T = " +
-           short_number(w.temperature) + "，掩码 " + std::string(to_string(w.mask)) + mods + "。\n" + w.upstream_zh +
+           short_number(w.temperature) + "，掩码 " + std::string(mask_name(w.mask, Lang::Zh)) + mods + "。\n" + w.upstream_zh +
            "。\n前向为该行保存了 log-sum-exp 的两部分：m = " + num(w.m) + "，l = " + num(w.l) + "（L = m + log l = " +
            num(w.lse) + "）。反向逐块由它们重算权重 P_j = exp(x_j − m) / l（前向与反向之间不保存 N×N 的 P），再算 dP_j = dO·V_j、"
            "dS_j = P_j (dP_j − D)，D = dO·O = " + num(w.D) + "，并把 dS_j K_j 累加进该行的 dQ（乘以缩放" +

@@ -236,7 +236,7 @@ double reference_backward_bytes(const Problem& p) {
   const double hn = static_cast<double>(p.heads) * p.n();
   const unsigned mods = problem_stages(p);
   const double mod_stages = ((mods & kStageBiased) ? 1 : 0) + ((mods & kStageCapped) ? 1 : 0);
-  return reference_fp64_bytes(p) + 8.0 * mod_stages * hn * p.m() + gradient_bytes(p, 8.0);
+  return reference_fp64_bytes(size_of(p)) + 8.0 * mod_stages * hn * p.m() + gradient_bytes(p, 8.0);
 }
 
 }  // namespace attnlab

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "core/backend.h"
+#include "cpu/cpu_backend.h"
 
 #include <cstddef>
 #include <vector>
@@ -34,7 +35,7 @@ struct RowStats {
 void fused_into(const Problem& p, Trace& t, RowStats* stats = nullptr);
 // The floats of the copy of V in strips that fused_into makes for p besides the inputs (0 where it
 // reads V in place): about V's size, where d_v >= 128 and n >= 2048 (cpu/fused.cpp, VStrips).
-std::size_t fused_v_strip_floats(const Problem& p);
+std::size_t fused_v_strip_floats(const ProblemSize& s);
 // The bf16 staged chain and fused kernel (cpu/bf16.cpp).
 void staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t);
 void fused_bf16_into(const Problem& p, Trace& t);

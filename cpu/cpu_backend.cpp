@@ -13,43 +13,56 @@
 
 namespace attnlab {
 
-double host_working_set_bytes(const Problem& p, const RunOptions& opt) {
-  const double hn = static_cast<double>(p.heads) * p.n();
+ProblemSize size_of(const Problem& p) {
+  return {p.heads, p.kv_heads(), p.n(), p.m(), p.d_k(), p.d_v(), p.mods.rope_theta > 0};
+}
+
+double host_working_set_bytes(const ProblemSize& s, const RunOptions& opt) {
+  const double hn = static_cast<double>(s.heads) * s.n, kvm = static_cast<double>(s.kv_heads) * s.m;
+  const double q = hn * s.d_k, k = kvm * s.d_k, v = kvm * s.d_v;
   // bf16: the inputs' bf16 copies besides (packed pairs or rounded fp32; at most 4 bytes each).
   const double input_copies = opt.precision == Precision::BF16 ? 2.0 : 1.0;
-  double inputs = input_copies * 4.0 * (p.q().size() + p.k().size() + p.v().size());
+  double inputs = input_copies * 4.0 * (q + k + v);
   // RoPE: Q and K turned (rotated_qk), kept with the inputs.
-  if (p.mods.rope_theta > 0) inputs += 4.0 * (p.q().size() + p.k().size());
+  if (s.rope) inputs += 4.0 * (q + k);
   // Decode: K in the kernel's panels besides (cpu/decode.cpp), in the cache's precision.
-  if (opt.variant == Variant::Decode) inputs += (opt.precision == Precision::BF16 ? 2.0 : 4.0) * p.k().size();
+  if (opt.variant == Variant::Decode) inputs += (opt.precision == Precision::BF16 ? 2.0 : 4.0) * k;
   // Fused fp32: V in strips for the wide tiles' P V besides, where the kernel makes them.
-  if (opt.variant == Variant::Fused && opt.precision == Precision::FP32) inputs += 4.0 * cpu::fused_v_strip_floats(p);
-  const double output = 4.0 * hn * p.d_v();
+  if (opt.variant == Variant::Fused && opt.precision == Precision::FP32) inputs += 4.0 * cpu::fused_v_strip_floats(s);
+  const double output = 4.0 * hn * s.d_v;
   const bool kept = opt.variant == Variant::Staged && opt.keep_stages && !opt.pool;
-  const double stages = kept ? 4.0 * (4.0 * hn * p.m() + 1.0 * p.n() * p.m()) : 0;
+  const double stages = kept ? kept_stage_bytes(s) : 0;
   // Without kept stages the staged chain holds a few rows of every stage per worker.
   const double workers = std::max(1u, std::thread::hardware_concurrency());
-  double scratch = opt.variant == Variant::Staged && !kept ? 4.0 * 64 * p.m() * workers : 0;
+  double scratch = opt.variant == Variant::Staged && !kept ? 4.0 * 64 * s.m * workers : 0;
   // bf16 staged, kept stages or not: a block of 64 rows of scores (padded to 32 keys) and of
   // their bf16 pairs per worker.
   if (opt.variant == Variant::Staged && opt.precision == Precision::BF16)
-    scratch = 6.0 * 64 * (p.m() + 32) * workers;
+    scratch = 6.0 * 64 * (s.m + 32) * workers;
   return inputs + output + stages + scratch;
 }
 
-double reference_fp64_bytes(const Problem& p) {
-  const double hn = static_cast<double>(p.heads) * p.n();
-  return 8.0 * (4.0 * hn * p.m() + 1.0 * p.n() * p.m() + hn * p.d_v());
+double host_working_set_bytes(const Problem& p, const RunOptions& opt) {
+  return host_working_set_bytes(size_of(p), opt);
 }
 
-namespace {
+double kept_stage_bytes(const ProblemSize& s) {
+  return 4.0 * (4.0 * s.heads * s.n * static_cast<double>(s.m) + 1.0 * s.n * s.m);
+}
 
-void check_fits(const Problem& p, const RunOptions& opt) {
+void check_cpu_run_fits(const ProblemSize& s, const RunOptions& opt) {
   // The staged chain's refusal suggests the fused kernel; the online kernels' has no lighter variant to name.
-  check_host_memory(host_working_set_bytes(p, opt),
+  check_host_memory(host_working_set_bytes(s, opt),
                     opt.variant == Variant::Staged ? Msg::HostMemoryCpuRun : Msg::HostMemoryCpuOnline,
                     {std::string(to_string(opt.variant))});
 }
+
+double reference_fp64_bytes(const ProblemSize& s) {
+  const double hn = static_cast<double>(s.heads) * s.n;
+  return 8.0 * (4.0 * hn * s.m + 1.0 * s.n * s.m + hn * s.d_v);
+}
+
+namespace {
 
 class CpuBackend final : public Backend {
  public:
@@ -59,7 +72,7 @@ class CpuBackend final : public Backend {
     if (opt.precision != Precision::FP32 && opt.precision != Precision::BF16)
       throw InputError("the CPU backend computes in fp32 or bf16 (fp64 is the reference)");
     validate(p);
-    check_fits(p, opt);
+    check_cpu_run_fits(size_of(p), opt);
   }
 
   // A run of a problem check() accepted: the chains do not validate it again.

@@ -53,11 +53,26 @@ void cpu_staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t);
 // The fused bf16 kernel: only `output` (has_stages = false). Validates first.
 Trace cpu_fused_bf16(const Problem& p);
 
+// A problem's sizes, all its memory estimates need: known before its inputs are made (a random
+// problem's from its options), so that a run too large is refused before they are generated.
+struct ProblemSize {
+  int heads = 1, kv_heads = 1, n = 0, m = 0, d_k = 0, d_v = 0;  // n queries, m keys per head
+  bool rope = false;                                           // Q and K turned besides
+};
+ProblemSize size_of(const Problem& p);
+
 // Host bytes a run of `p` holds at its peak: inputs, output and, for the staged chain, the four
 // (heads*n, m) stages plus the mask. What the CPU backend checks against MemAvailable; also what
 // the CUDA backend's Trace brings back.
+double host_working_set_bytes(const ProblemSize& s, const RunOptions& opt);
 double host_working_set_bytes(const Problem& p, const RunOptions& opt);
+// Of those, the staged chain's kept stages: scores, scaled, logits and weights of every head and
+// the (n, m) mask, all fp32.
+double kept_stage_bytes(const ProblemSize& s);
+// The CPU backend's refusal (ResourceError) of a run whose working set would not fit in the
+// host's room; what every CPU run checks before it allocates.
+void check_cpu_run_fits(const ProblemSize& s, const RunOptions& opt);
 // Host bytes reference_fp64(p) holds: every stage and the output in double.
-double reference_fp64_bytes(const Problem& p);
+double reference_fp64_bytes(const ProblemSize& s);
 
 }  // namespace attnlab

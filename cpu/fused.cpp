@@ -94,12 +94,13 @@ struct VStrips {
   int strips = 0, key_blocks = 0;  // per key block of a key/value head; 0 strips: none made
   std::unique_ptr<float[]> data;   // null: V read in place
   static constexpr Index kStrip = Index{kKeyBlock} * kWideRows;  // floats of one strip
-  // The strips' shape for p where the kernel makes them, else none (no data yet either way).
-  static VStrips shape(const Problem& p) {
+  // The strips' shape for a problem of size s where the kernel makes them, else none (no data yet
+  // either way).
+  static VStrips shape(const ProblemSize& s) {
     VStrips v;
-    if (p.d_v() < 128 || p.n() < kStripQueryBlocks * kQueryBlock) return v;
-    v.strips = (p.d_v() + kWideRows - 1) / kWideRows;
-    v.key_blocks = (p.m() + kKeyBlock - 1) / kKeyBlock;
+    if (s.d_v < 128 || s.n < kStripQueryBlocks * kQueryBlock) return v;
+    v.strips = (s.d_v + kWideRows - 1) / kWideRows;
+    v.key_blocks = (s.m + kKeyBlock - 1) / kKeyBlock;
     return v;
   }
   std::size_t floats(int kv_heads) const { return static_cast<std::size_t>(kv_heads) * key_blocks * strips * kStrip; }
@@ -108,7 +109,7 @@ struct VStrips {
 };
 
 VStrips v_strips(const Problem& p) {
-  VStrips v = VStrips::shape(p);
+  VStrips v = VStrips::shape(size_of(p));
   if (v.strips == 0) return v;
   const int m = p.m(), d_v = p.d_v();
   const std::size_t blocks = static_cast<std::size_t>(p.kv_heads()) * v.key_blocks;
@@ -359,7 +360,7 @@ void run_block(const FusedJob& job, Scratch& w, int h, int q0, int rows, int nex
 
 }  // namespace
 
-std::size_t cpu::fused_v_strip_floats(const Problem& p) { return VStrips::shape(p).floats(p.kv_heads()); }
+std::size_t cpu::fused_v_strip_floats(const ProblemSize& s) { return VStrips::shape(s).floats(s.kv_heads); }
 
 namespace {
 

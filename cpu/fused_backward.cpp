@@ -372,7 +372,8 @@ double fused_backward_bytes(const Problem& p) {
   const double threads = std::max(1u, std::thread::hardware_concurrency());
   // RoPE: Q and K turned (rotated_qk) besides; the gradients turn back in place.
   const double turned = p.mods.rope_theta > 0 ? (hn + kvm) * p.d_k() : 0;
-  return 4.0 * (hn * (2.0 * p.d_v() + p.d_k() + 3) + kvm * (p.d_k() + p.d_v()) + turned + threads * tiles);
+  // Q, K, V; O, dO, dQ, dK, dV; D, m, l.
+  return 4.0 * (hn * (2.0 * p.d_v() + 2.0 * p.d_k() + 3) + 2.0 * kvm * (p.d_k() + p.d_v()) + turned + threads * tiles);
 }
 
 }  // namespace attnlab

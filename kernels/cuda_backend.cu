@@ -405,10 +405,9 @@ void check_memory(const Problem& p, const RunOptions& opt, bool bench, std::size
     throw ResourceError(Msg::GpuMemoryFused, {format_bytes(static_cast<double>(need)), fb});
   }
   const std::size_t host_need = host_bytes_needed(d, p, opt, bench);
-  if (const std::optional<double> avail = host_available_bytes(); avail && static_cast<double>(host_need) > *avail)
-    throw ResourceError(Msg::HostMemoryStages,
-                        {format_bytes(static_cast<double>(host_need)), std::to_string(stages_brought_back(opt, p)),
-                         std::to_string(d.heads), std::to_string(d.n), std::to_string(d.m), format_bytes(*avail)});
+  check_host_memory(static_cast<double>(host_need), Msg::HostMemoryStages,
+                    {std::to_string(stages_brought_back(opt, p)), std::to_string(d.heads), std::to_string(d.n),
+                     std::to_string(d.m)});
 }
 
 // ---- option checks ---------------------------------------------------------------------------------
@@ -924,8 +923,7 @@ void check_stream_memory(const Problem& p, const RunOptions& opt, const StreamPl
                          std::to_string(opt.rows.size()), std::to_string(d.m),
                          format_bytes(static_cast<double>(free_bytes))});
   const std::size_t host_need = stream_host_bytes(d, p, opt, sp);
-  if (const std::optional<double> avail = host_available_bytes(); avail && static_cast<double>(host_need) > *avail)
-    throw ResourceError(Msg::HostMemoryStreamed, {format_bytes(static_cast<double>(host_need)), format_bytes(*avail)});
+  check_host_memory(static_cast<double>(host_need), Msg::HostMemoryStreamed, {});
 }
 
 void check_cancel(const RunOptions& opt) {

@@ -8,7 +8,9 @@
 #include "engine/bench.h"
 #include "core/problem.h"
 #include "core/verify.h"
+#include "cpu/backward.h"
 #include "cpu/cpu_backend.h"
+#include "cpu/fused_backward.h"
 #include "engine/registry.h"
 #include "engine/bench_report.h"
 #include "test_util.h"
@@ -515,6 +517,26 @@ TEST(BenchEngine, TheBackwardPassTimesTheGradientsAndChecksThemAgainstFp64) {
   bad.passes = {"sideways"};
   EXPECT_EQ(test::message_of<InputError>([&] { bench::check_spec(bad); }),
             "--pass takes forward, backward or both, got 'sideways'");
+}
+
+// The backward's peak counts everything its minimum bytes read and write (the inputs among them),
+// for both variants; at a long sequence the threads' tiles cannot make up for a missing input.
+TEST(BenchEngine, TheBackwardsPeakHoldsAtLeastItsMinimumBytes) {
+  const Problem p = random_problem(16384, 16384, 64, 64, 1, 1, 1);
+  for (const std::string variant : {"staged", "fused"}) {
+    bench::Case c;
+    c.backend = "cpu";
+    c.variant = variant;
+    c.precision = "fp32";
+    c.mask = "none";
+    c.n = 16384;
+    c.d = 64;
+    c.pass = "backward";
+    double min_bytes = 0, moved_bytes = 0;
+    bench::case_bytes(c, min_bytes, moved_bytes);
+    ASSERT_GT(min_bytes, 0);
+    EXPECT_GE(variant == "fused" ? fused_backward_bytes(p) : backward_bytes(p), min_bytes) << variant;
+  }
 }
 
 // --interleave: every case once per round, so each case has exactly `repeat` timings and the

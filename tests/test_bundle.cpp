@@ -206,7 +206,7 @@ TEST(Bundle, BiasAndRopeThetaBecomeTheProblemsModifications) {
   const std::string dpath = d.path().string();
   // 2 query heads over 1 key/value head, 3 queries at the end of 5 keys, a bias per head.
   const Made a = make_bundle(dpath, 2, 1, 3, 5, 4, 2,
-                             {{"bias", "bias.npy"}, {"rope_theta", 500.0}, {"notes", {"captured by hand"}}});
+                             {{"bias", "bias.npy"}, {"rope_theta", 500.0}, {"notes", {"", "captured by hand", " "}}});
   MatrixF bias(6, 5);
   for (int r = 0; r < 6; ++r)
     for (int c = 0; c < 5; ++c) bias(r, c) = -0.25f * static_cast<float>(r % 3 + 2 - c) + (r >= 3 ? 0.5f : 0.f);
@@ -214,8 +214,11 @@ TEST(Bundle, BiasAndRopeThetaBecomeTheProblemsModifications) {
   const Bundle b = read_bundle(dpath);
   EXPECT_EQ(b.calls[0].bias, "bias.npy");
   EXPECT_EQ(b.calls[0].rope_theta, 500.0);
-  EXPECT_EQ(b.calls[0].notes, (std::vector<std::string>{"captured by hand"}));
+  EXPECT_EQ(b.calls[0].notes, (std::vector<std::string>{"captured by hand"}));  // blank notes dropped
   const Problem p = bundle_problem(b, 0, std::nullopt);
+  // The capture's note goes with the source, in both languages.
+  EXPECT_NE(p.source.find("; note: captured by hand"), std::string::npos) << p.source;
+  EXPECT_NE(p.source_zh.find("；备注：captured by hand"), std::string::npos) << p.source_zh;
   EXPECT_EQ(p.bias(), bias);
   EXPECT_EQ(p.mods.bias_name, "bias.npy");
   EXPECT_EQ(p.mods.rope_theta, 500.0);
@@ -483,7 +486,9 @@ TEST(Bundle, BrokenBundlesGetOneErrorLine) {
   expect_refused(run, "has no calls ('calls' must be a list");
   fs::remove(dir + "/manifest.json");
   expect_refused(run, "manifest.json: missing");
-  expect_refused({"run", "--bundle", dir + "/nothing"}, "not a directory");
+  expect_refused({"run", "--bundle", dir + "/nothing"}, "/nothing: no such directory");
+  test::write_file(dir + "/file", "x");
+  expect_refused({"run", "--bundle", dir + "/file"}, "/file: not a directory");
   expect_refused({"run", "--bundle", dir, "--random", "4"}, "give one input");
 }
 

@@ -649,7 +649,9 @@ TEST_F(Cli, MalformedNpyIsRefused) {
 // An input that never ends, or a file larger than the largest input a problem can have, is
 // refused with one line: at its first byte when that byte cannot be the format (/dev/zero is no
 // CSV), else after reading at most one byte past the bound (the real one: this run reads 1 GiB of
-// CSV text from a pipe), under timeout(1) so that a regression fails instead of hanging.
+// CSV text from a pipe, under a cap on the address space of 1.4 GiB: what it holds stays near the
+// bytes read, where a string doubling as they came would hold 1.5 GiB at the end), under timeout(1)
+// so that a regression fails instead of hanging.
 TEST_F(Cli, EndlessOrHugeInputsAreRefusedAtTheBound) {
   CliResult r = test::run_binary("timeout", {"60", test::attnlab_binary(), "run", "--q", "/dev/zero", "--k",
                                              "/dev/zero", "--v", "/dev/zero"},
@@ -660,7 +662,8 @@ TEST_F(Cli, EndlessOrHugeInputsAreRefusedAtTheBound) {
   EXPECT_EQ(r.err, "error: /dev/zero: byte 0 is a NUL byte, so this is no CSV or text file (binary data?); "
                    "not read further\n");
   const std::string small = file("small.csv", "1,0\n0,1\n");
-  r = test::run_binary("sh", {"-c", "yes 1,2 | timeout 60 '" + test::attnlab_binary() + "' run --q /dev/stdin --k '" +
+  r = test::run_binary("sh", {"-c", "ulimit -v 1450000 && yes 1,2 | timeout 60 '" + test::attnlab_binary() +
+                                         "' run --q /dev/stdin --k '" +
                                          small + "' --v '" + small + "'"},
                        "LANG=C.UTF-8");
   EXPECT_EQ(r.code, 2) << r.err;
@@ -814,6 +817,35 @@ TEST_F(Cli, ACapOnTheAddressSpaceIsTheRoomTheEstimateCounts) {
   EXPECT_EQ(r.code, 2) << r.err;
   ASSERT_EQ(lines_of(r.err).size(), 1u) << r.err;
   EXPECT_TRUE(contains(r.err, "--random 524288 --dk 64 --dv 64 --heads 1: Q, K and V alone need about")) << r.err;
+}
+
+// A random problem whose run could not fit, or whose --head or walk --tile it does not have, is
+// refused from its sizes, before its inputs are generated: under a limit of a few seconds of CPU
+// time, which generating a million tokens' Q, K and V exceeds (the process would die of SIGXCPU),
+// run, describe, verify and walk answer with the refusal.
+TEST_F(Cli, ARandomRunTooLargeIsRefusedBeforeItsInputsAreMade) {
+  const auto refused = [](std::vector<std::string> args, const std::string& lang, const std::string& want) {
+    args.insert(args.begin(), {"-c", "ulimit -c 0 -t 4 && exec \"$0\" \"$@\"", test::attnlab_binary()});
+    for (const char* more : {"--backend", "cpu", "--lang"}) args.push_back(more);
+    args.push_back(lang);
+    const CliResult r = test::run_binary("bash", args);
+    EXPECT_EQ(r.code, 2) << r.err;
+    ASSERT_EQ(lines_of(r.err).size(), 1u) << r.err;
+    EXPECT_TRUE(contains(r.err, want)) << r.err;
+  };
+  for (const char* cmd : {"run", "describe"}) {
+    SCOPED_TRACE(cmd);
+    refused({cmd, "--random", "1048576"}, "en", "the problem (staged chain on the CPU): needs about ");
+    refused({cmd, "--random", "1048576"}, "zh", "该问题（CPU 上的 staged 计算链）约需 ");
+  }
+  refused({"verify", "--random", "1048576"}, "en", "verify (the staged run and the fp64 reference of every stage): needs about ");
+  for (const char* cmd : {"run", "verify"})
+    refused({cmd, "--random", "1048576", "--queries", "1", "--heads", "8", "--head", "9", "--variant", "fused"}, "en",
+            "--head must be between 0 and 7, got 9");
+  refused({"walk", "--random", "1048576", "--queries", "1", "--heads", "8", "--head", "9"}, "en",
+          "--head must be between 0 and 7, got 9");
+  refused({"walk", "--random", "1048576", "--tile", "2000000"}, "en",
+          "--tile must be between 1 and the number of keys (1048576), got 2000000");
 }
 
 TEST_F(Cli, CudaWithoutADeviceIsRefused) {

@@ -130,7 +130,7 @@ TEST(MessagesZh, TheQueryAndItsHeadsAndSplits) {
 TEST(MessagesZh, BundlesAndPatterns) {
   const test::TempDir dir("attnlab-zh");
   const Message missing = refusal([&] { read_bundle(dir.file("nothere")); });
-  EXPECT_EQ(missing.en, "--bundle " + dir.file("nothere") + ": not a directory");
+  EXPECT_EQ(missing.en, "--bundle " + dir.file("nothere") + ": no such directory");
   expect_chinese(missing);
   expect_chinese(refusal([&] { read_bundle(dir.path().string()); }), {"manifest.json", ".npy"});
   test::write_file(dir.path() / "manifest.json", "{\"calls\": [");
@@ -142,8 +142,13 @@ TEST(MessagesZh, BundlesAndPatterns) {
   Bundle b;
   b.calls.resize(2);
   const Message layer = refusal([&] { resolve_layer(b, "5"); });
-  EXPECT_EQ(layer.en, "--layer 5 is out of range: the bundle has 2 attention calls (0..1)");
+  EXPECT_EQ(layer.en, "--layer 5 is out of range: the bundle's attention calls are 0..1 (2 in all)");
   expect_chinese(layer);
+  b.calls.resize(1);
+  b.calls[0].name = "attn";
+  EXPECT_EQ(refusal([&] { resolve_layer(b, "7"); }).en,
+            "--layer 7 is out of range: the bundle's attention calls are 0..0 (1 in all)");
+  EXPECT_EQ(refusal([&] { bundle_problem(b, 0, 1); }).en, "--head 1 is out of range: call 'attn' has heads 0..0 (1 in all)");
 
   const Message dk = refusal([] { check_pattern(parse_pattern("induction"), 512, 4); });
   EXPECT_EQ(dk.en.rfind("--pattern induction needs --dk >= ", 0), 0u) << dk.en;

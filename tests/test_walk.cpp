@@ -4,6 +4,7 @@
 // are fully masked for the row, N not a multiple of the tile, heads, and the CLI's renderings and
 // refusals of bad --tile values.
 #include "core/inputs.h"
+#include "core/verify.h"
 #include "core/walk.h"
 #include "cpu/chains.h"
 #include "cpu/cpu_backend.h"
@@ -180,7 +181,7 @@ TEST(Walk, AtTheKernelsBlockSizeItIsTheKernelBitForBitWithVInStrips) {
     if (std::string(mods) != "decode") apply_mask_mod_spec(p, mods);
     p.temperature = 0.7;
     validate(p);
-    ASSERT_GT(cpu::fused_v_strip_floats(p), 0u) << mods;  // the kernel makes its strips here
+    ASSERT_GT(cpu::fused_v_strip_floats(size_of(p)), 0u) << mods;  // the kernel makes its strips here
     const MatrixF fused = cpu_fused(p).output;
     for (int h : {0, 3})
       for (int q : {0, 1, 63, 64, 127, 128, 1000, 2049}) {
@@ -607,3 +608,15 @@ TEST(Walk, AnOutputPastFp32IsRefusedAsTheKernelRefusesIt) {
   EXPECT_EQ(w.output[0], static_cast<double>(std::numeric_limits<float>::max()));
 }
 
+// The Chinese header names the mask in Chinese ("掩码 因果"), as run's text does; English keeps the
+// option's word. verify's header likewise.
+TEST(Walk, TheChineseHeaderNamesTheMaskInChinese) {
+  Problem p = demo_problem();
+  p.mask = MaskKind::Causal;
+  const Walk w = walk_row(p, 0, 2, 2);
+  EXPECT_TRUE(test::contains(render_walk(w, Lang::Zh, Format::Text), "，掩码 因果"));
+  EXPECT_TRUE(test::contains(render_walk(w, Lang::En, Format::Text), ", mask causal"));
+  const VerifyReport r = verify_trace(p, cpu_staged(p), reference_fp64(p));
+  EXPECT_TRUE(test::contains(render_verify_text(r, Lang::Zh), "，掩码 因果\n"));
+  EXPECT_TRUE(test::contains(render_verify_text(r, Lang::En), ", mask causal\n"));
+}

@@ -457,10 +457,11 @@ TEST_F(IoNpyFile, ExtensionIsCaseInsensitive) {
   const std::string p = path("M.NPY");
   attnlab::write_npy(p, m);
   expect_bit_equal(attnlab::read_matrix(p), m);
-  // Anything else is CSV, so a .npy under another name fails as CSV (its binary header holds a
-  // NUL byte), not silently.
-  const std::string q = write("m.dat", attnlab::to_npy_bytes(m));
-  EXPECT_NE(error_of([&] { attnlab::read_matrix(q); }).find(q + ": byte "), std::string::npos);
+  // Under another name a .npy is known by its magic; other binary bytes still fail as CSV (a NUL
+  // byte), not silently.
+  expect_bit_equal(attnlab::read_matrix(write("m.dat", attnlab::to_npy_bytes(m))), m);
+  const std::string q = write("b.dat", std::string("1,2\n\0", 5));
+  EXPECT_NE(error_of([&] { attnlab::read_matrix(q); }).find(q + ": byte 4"), std::string::npos);
   EXPECT_NE(error_of([&] { attnlab::read_matrix(q); }).find("no CSV or text file"), std::string::npos);
 }
 
@@ -689,6 +690,24 @@ TEST_F(IoBound, FiniteFifoIsRead) {
   ASSERT_EQ(m.rows(), 6);
   ASSERT_EQ(m.cols(), 2);
   EXPECT_EQ(m(5, 1), 4.0f);
+}
+
+// A .npy under a name that does not say so (a pipe's /dev/stdin, a FIFO, a file renamed) is known
+// by its magic; a mask too. Text under such a name is still CSV.
+TEST_F(IoBound, ANpyUnderAnotherNameIsKnownByItsMagic) {
+  const MatrixF m = rows_of({{1, 2}, {3, 4}});
+  const std::string npy = path("m.npy");
+  attnlab::write_npy(npy, m);
+  const std::string bytes = attnlab::read_input_file(npy);
+  const std::string p = fifo("q");
+  FifoWriter writer(p, bytes, 1);
+  expect_bit_equal(attnlab::read_matrix(p), m);
+  writer.join();
+  expect_bit_equal(attnlab::read_matrix(write("renamed.csv", bytes)), m);
+  const MatrixF mask = rows_of({{0, -std::numeric_limits<float>::infinity()}});
+  attnlab::write_npy(npy, mask);
+  expect_bit_equal(attnlab::read_mask(write("mask", attnlab::read_input_file(npy))), mask);
+  expect_bit_equal(attnlab::read_matrix(write("plain", "1,2\n3,4\n")), m);
 }
 
 // A FIFO of exactly the bound is accepted; one byte more is not.

@@ -160,6 +160,8 @@ TEST(CoreProblem, QueriesResolveByTokenOrIndex) {
   const Problem p = demo_problem();
   EXPECT_EQ(resolve_query(p, "上下文"), 2);
   EXPECT_EQ(resolve_query(p, "4"), 4);
+  EXPECT_EQ(resolve_query(p, " 上下文 "), 2);  // blanks around it dropped, as around the labels
+  EXPECT_EQ(resolve_query(p, "\t4 "), 4);
   EXPECT_THROW(resolve_query(p, "5"), InputError);
   EXPECT_THROW(resolve_query(p, "你好"), InputError);
   EXPECT_THROW(resolve_query(p, "-1"), InputError);

@@ -13,6 +13,7 @@
 #include "viewer/session/session.h"
 #include "viewer/views/heads/heads_view.h"
 #include "viewer/app/options.h"
+#include "viewer/draw/colormap.h"
 #include "viewer/draw/pooling.h"
 
 #include <gtest/gtest.h>
@@ -351,7 +352,9 @@ TEST(HeadsThumbnails, EachEqualsItsHeadsWeightsPooledIndependently) {
         std::sort(best.begin(), best.end());
         EXPECT_NEAR(t.row_max, (best[n / 2 - 1] + best[n / 2]) / 2, 1e-6) << "head " << h;
       }
-      EXPECT_EQ(thumb_pixels(t, false).size(), t.weights.cells.size());
+      const int k = thumb_zoom(t.weights);
+      EXPECT_EQ(k, layer == 0 ? kThumbPixels / n : 1);  // a small head magnified, a pooled one not
+      EXPECT_EQ(thumb_pixels(t, false).size(), t.weights.cells.size() * k * k);
     }
     // The heads differ (each its own pattern), so a thumbnail of the wrong head would fail above.
     for (int h = 1; h < 4; ++h) {
@@ -367,6 +370,38 @@ TEST(HeadsThumbnails, EachEqualsItsHeadsWeightsPooledIndependently) {
 // A call's files are read once for all its thumbnails, every head stacked; a call with a different
 // mask per head (which one stacked problem cannot hold) is read one head at a time, and each
 // thumbnail still shows its own head under its own mask.
+// A small head's masked cell is hatched in stripes inside the cell (both greys in every masked
+// cell of the 5-token causal demo), not one grey for the whole cell.
+TEST(HeadsThumbnails, ASmallHeadsMaskedCellsAreHatchedWithinTheCell) {
+  HeadThumb t;
+  t.weights.rows = t.weights.cols = 5;
+  t.weights.cells.resize(25);
+  for (int i = 0; i < 5; ++i)
+    for (int j = 0; j < 5; ++j) {
+      PooledCell& c = t.weights.cells[i * 5 + j];
+      c.masked = j > i;
+      c.value = c.masked ? 0.f : 0.2f;
+    }
+  t.weights.lo = 0.2;
+  t.weights.hi = 0.2;
+  t.weights.has_range = true;
+  const int k = thumb_zoom(t.weights);
+  EXPECT_EQ(k, kThumbPixels / 5);
+  const std::vector<std::uint32_t> px = thumb_pixels(t, false);
+  ASSERT_EQ(px.size(), static_cast<std::size_t>(25 * k * k));
+  const int w = 5 * k;
+  for (int i = 0; i < 5; ++i)
+    for (int j = i + 1; j < 5; ++j) {
+      bool dark = false, light = false;
+      for (int y = i * k; y < (i + 1) * k; ++y)
+        for (int x = j * k; x < (j + 1) * k; ++x) {
+          dark |= px[static_cast<std::size_t>(y) * w + x] == pack_rgba(kMaskDark);
+          light |= px[static_cast<std::size_t>(y) * w + x] == pack_rgba(kMaskLight);
+        }
+      EXPECT_TRUE(dark && light) << "cell (" << i << ", " << j << ")";
+    }
+}
+
 TEST(HeadsThumbnails, ACallWithAMaskPerHeadIsReadHeadByHead) {
   const test::TempDir tmp("attnlab-heads-masks");
   const std::string dir = tmp.path().string();

@@ -113,6 +113,9 @@ TEST(Options, RefusesBadFlagsWithAMessage) {
   EXPECT_NE(error_of({"--backend", "tpu"}).find("--backend must be"), std::string::npos);
   EXPECT_NE(error_of({"--dk", "8"}).find("add --random N"), std::string::npos);
   EXPECT_NE(error_of({"--temperature", "abc"}).find("temperature must be a finite number > 0"), std::string::npos);
+  // An export folder that is not there is refused at once, not at the first export.
+  EXPECT_EQ(error_of({"--export-dir", "/nonexistent/x"}), "--export-dir '/nonexistent/x' is not a folder (missing?)");
+  EXPECT_EQ(parse({"--export-dir", "."}).export_dir, ".");
   // An option given twice is refused, as the CLI refuses it (not "the last one wins").
   EXPECT_EQ(error_of({"--perf-pass", "both", "--perf-pass", "forward"}), "option --perf-pass is given twice");
   EXPECT_EQ(error_of({"--lang", "en", "--step", "2", "--lang", "zh"}), "option --lang is given twice");

@@ -8,9 +8,13 @@
 #include "viewer/draw/layout.h"
 
 #include <charconv>
+#include <filesystem>
 #include <cmath>
 #include <cstdlib>
 #include <set>
+#include <system_error>
+
+#include <unistd.h>
 
 namespace attnlab::viewer {
 
@@ -45,7 +49,7 @@ std::string viewer_usage() {
          "without a window, for --random N (default 4096), and prints milliseconds. --bench-decode S plays\n"
          "the decode view (its --cache flags) for S seconds without a window and prints the tokens shown\n"
          "per second, the kernel's time and read rate per token and the UI thread's time per frame.\n"
-         "--export-dir DIR: where the window's exports and screenshots go (default: the current folder).\n"
+         "--export-dir DIR: an existing folder for the window's exports and screenshots (default: here).\n"
          "--fuzz-events N: the UI event fuzzer (docs/VIEWER.md): N seeded input events (keys, text,\n"
          "clicks, drags, wheel, resizes, view switches, Load/Generate/Export with good and bad paths)\n"
          "through the real event loop without a window, the state checked after every frame; exit 1\n"
@@ -228,6 +232,12 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args, const std:
     } else if (a == "--export-dir") {
       o.export_dir = value();
       if (o.export_dir.empty()) throw InputError("--export-dir needs a folder");
+      // Refused here, as --perf-output is, rather than at the first export (S, the buttons).
+      std::error_code ec;
+      if (!std::filesystem::is_directory(o.export_dir, ec))
+        throw InputError("--export-dir '" + o.export_dir + "' is not a folder (missing?)");
+      if (::access(o.export_dir.c_str(), W_OK) != 0)
+        throw InputError("cannot write in --export-dir '" + o.export_dir + "' (no permission)");
     } else if (a == "--fuzz-events") {
       o.fuzz_events = parse_flag_int<long>(a, value(), 1, 100'000'000);
     } else if (a == "--fuzz-seed") {

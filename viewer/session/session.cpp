@@ -7,6 +7,7 @@
 #include "core/format.h"
 #include "core/memory.h"
 #include "core/inputs.h"
+#include "cpu/cpu_backend.h"
 #include "core/messages.h"
 #include "engine/registry.h"
 #include "viewer/draw/strings.h"
@@ -192,8 +193,7 @@ Session::Result Session::execute(Job job) {
     opt.progress = worker_.progress();
     // Kept stages: scores, scaled, logits, weights (+ mask, one head) as fp32. Two traces live at
     // once while a new one is built (the old one stays on screen).
-    const double cells = static_cast<double>(p->q().rows()) * p->m();
-    const double need = 4.0 * (4.0 * cells + static_cast<double>(p->n()) * p->m());
+    const double need = kept_stage_bytes(size_of(*p));
     const std::optional<double> avail = host_available_bytes();
     r.need_gb = need / 1e9;
     r.avail_gb = avail.value_or(0) / 1e9;

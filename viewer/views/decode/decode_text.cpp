@@ -19,7 +19,7 @@ constexpr Entry kTexts[] = {
     {DT::Label, {"Decode", "解码"}},
     {DT::First, {"First token", "第一个 token"}},
     {DT::Cache, {"Cache", "缓存"}},
-    {DT::CacheInput, {"the input on screen (%d tokens)", "屏幕上的输入（%d 个 token）"}},
+    {DT::CacheInput, {"the input on screen (%s tokens)", "屏幕上的输入（%s 个 token）"}},
     {DT::CacheKeys, {"random, %s keys", "随机，%s 个键"}},
     {DT::Heads, {"Heads", "头"}},
     {DT::HeadsItem, {"%s over %s", "%s共用 %s"}},  // QueryHeadCount or One, KvHeadCount or One
@@ -27,7 +27,7 @@ constexpr Entry kTexts[] = {
     {DT::Splits, {"Splits", "分段"}},
     {DT::SplitsAuto, {"auto", "自动"}},
     {DT::Speed, {"tokens/s", "token/秒"}},
-    {DT::TokenOf, {"token %d of %d", "第 %d 个 token，共 %d 个"}},  // 1-based
+    {DT::TokenOf, {"token %s of %s", "第 %s 个 token，共 %s 个"}},  // 1-based, digits grouped
     {DT::Building, {"building the cache…", "正在生成缓存…"}},
     {DT::Computing, {"computing…", "计算中…"}},
     {DT::SentenceInput,

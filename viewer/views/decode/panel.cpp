@@ -72,7 +72,8 @@ std::string ms_text(double ms) {
 }
 
 std::string cache_label(Lang lang, int keys, int input_tokens) {
-  return keys == 0 ? fmt(dtr(lang, DT::CacheInput), input_tokens) : fmt(dtr(lang, DT::CacheKeys), grouped(keys).c_str());
+  return keys == 0 ? fmt(dtr(lang, DT::CacheInput), grouped(input_tokens).c_str())
+                   : fmt(dtr(lang, DT::CacheKeys), grouped(keys).c_str());
 }
 
 void controls(Shell& app, DecodeView& v) {
@@ -171,7 +172,7 @@ void controls(Shell& app, DecodeView& v) {
   ImGui::SameLine();
   ImGui::TextUnformatted(dtr(lang, DT::Speed));
   if (t && t->error.empty()) {
-    const std::string where = fmt(dtr(lang, DT::TokenOf), t->token + 1, t->tokens);
+    const std::string where = fmt(dtr(lang, DT::TokenOf), grouped(t->token + 1).c_str(), grouped(t->tokens).c_str());
     same_line_if_fits(text_width(where.c_str()));
     ImGui::TextUnformatted(where.c_str());
   }

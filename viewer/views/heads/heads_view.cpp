@@ -345,18 +345,25 @@ double median_row_max(const PooledGrid& g) {
   return (*std::max_element(best.begin(), best.begin() + mid) + hi) / 2;
 }
 
+int thumb_zoom(const PooledGrid& g) { return std::max(1, kThumbPixels / std::max({g.rows, g.cols, 1})); }
+
 std::vector<std::uint32_t> thumb_pixels(const HeadThumb& t, bool log_scale) {
   const PooledGrid& g = t.weights;
   if (g.cells.empty()) return {};
+  const int k = thumb_zoom(g), h = g.rows * k, w = g.cols * k;
+  std::vector<PooledCell> cells(static_cast<std::size_t>(h) * w);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x)
+      cells[static_cast<std::size_t>(y) * w + x] = g.cells[static_cast<std::size_t>(y / k) * g.cols + x / k];
   // rasterize_cells reads only the sizes of the maps when no grid is drawn.
   AxisMap rows, cols;
-  rows.begin.assign(g.rows, 0);
-  rows.end.assign(g.rows, 1);
-  cols.begin.assign(g.cols, 0);
-  cols.end.assign(g.cols, 1);
+  rows.begin.assign(h, 0);
+  rows.end.assign(h, 1);
+  cols.begin.assign(w, 0);
+  cols.end.assign(w, 1);
   ValueRange range = g.has_range ? ValueRange{g.lo, g.hi} : ValueRange{};
   if (log_scale) range = log_range(range);
-  return rasterize_cells(g.cells, rows, cols, range, log_scale, false);
+  return rasterize_cells(cells, rows, cols, range, log_scale, false);
 }
 
 std::string head_caption(Lang lang, int head, int kv_head, const HeadThumb& t) {

@@ -146,9 +146,14 @@ ThumbRect thumb_rect(const ThumbGrid& g, int head);
 // The head whose thumbnail holds (mx, my), -1 when none.
 int thumb_at(const ThumbGrid& g, float mx, float my);
 
-// The thumbnail's RGBA pixels (weights.cols x weights.rows, packed as the heatmap's): the chain
-// view's colours for step 3 over the head's own range, on the log scale when log_scale (the chain
-// view's default above 64 tokens), masked blocks hatched. Empty while the head has no weights.
+// How many texture pixels a thumbnail's cell spans each way: a small head's cells are magnified
+// to fill most of kThumbPixels, so that its masked cells' hatching has the stripes of a pooled
+// one (the chain view's 4-pixel stripes), not one stripe per cell; 1 for a pooled head.
+int thumb_zoom(const PooledGrid& g);
+// The thumbnail's RGBA pixels (weights.cols x weights.rows cells of thumb_zoom pixels each way,
+// packed as the heatmap's): the chain view's colours for step 3 over the head's own range, on the
+// log scale when log_scale (the chain view's default above 64 tokens), masked cells hatched. Empty
+// while the head has no weights.
 std::vector<std::uint32_t> thumb_pixels(const HeadThumb& t, bool log_scale);
 
 // The median of the pixel rows' largest weights (HeadThumb::row_max) of a pooled grid; 0 when

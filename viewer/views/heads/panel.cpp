@@ -40,9 +40,9 @@ void update_heads_texture(Shell& app, HeadsView& v) {
     const std::vector<std::uint32_t> px = thumb_pixels(t, app.log_weights);
     if (px.empty()) continue;
     const int x0 = (i % cols) * kThumbPixels, y0 = (i / cols) * kThumbPixels;
-    for (int y = 0; y < t.weights.rows; ++y)
-      std::copy_n(px.data() + static_cast<std::size_t>(y) * t.weights.cols, t.weights.cols,
-                  atlas.data() + static_cast<std::size_t>(y0 + y) * w + x0);
+    const int k = thumb_zoom(t.weights), pw = t.weights.cols * k;
+    for (int y = 0; y < t.weights.rows * k; ++y)
+      std::copy_n(px.data() + static_cast<std::size_t>(y) * pw, pw, atlas.data() + static_cast<std::size_t>(y0 + y) * w + x0);
   }
   SDL_UpdateTexture(tex.tex, nullptr, atlas.data(), w * 4);
   v.tex_cols = cols;
@@ -131,8 +131,9 @@ void draw_panel(HeadsView& v, Shell& app, const Layout& l) {
       const float ix = r.x + (r.w - iw) / 2, iy = r.y + (r.h - ih) / 2;
       const int sx = (h % v.tex_cols) * kThumbPixels, sy = (h / v.tex_cols) * kThumbPixels;
       const ImVec2 uv0(static_cast<float>(sx) / tex.w, static_cast<float>(sy) / tex.h);
-      const ImVec2 uv1(static_cast<float>(sx + t.weights.cols) / tex.w,
-                       static_cast<float>(sy + t.weights.rows) / tex.h);
+      const int k = thumb_zoom(t.weights);
+      const ImVec2 uv1(static_cast<float>(sx + t.weights.cols * k) / tex.w,
+                       static_cast<float>(sy + t.weights.rows * k) / tex.h);
       dl->AddImage(reinterpret_cast<ImTextureID>(tex.tex), ImVec2(ix, iy), ImVec2(ix + iw, iy + ih), uv0, uv1);
     }
     const float ms = mark(app);  // frames grow with the text

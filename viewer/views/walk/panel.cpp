@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -130,12 +131,21 @@ void strip(Shell& app, WalkView& v, const W& w, const std::string& caption) {
   ImGui::TextColored(kDimV4, "x: %s … %s", value4(lo).c_str(), value4(hi).c_str());
 }
 
+// A table of `rows` rows under a header no taller than `height`: a short walk's table ends under
+// its last row instead of drawing its column lines through an empty band (one row's height spare
+// for a header that wraps).
+float table_height(int rows, float height) {
+  const float row = ImGui::GetTextLineHeight() + 2 * ImGui::GetStyle().CellPadding.y;
+  return std::min(height, (static_cast<float>(rows) + 2) * row + 2);
+}
+
 void running_table(Shell& app, WalkView& v, const Walk& w, float height) {
   const Lang lang = app.lang;
   const int cursor = v.cursor();
   const ImGuiTableFlags flags = ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
                                 ImGuiTableFlags_SizingFixedFit;
-  if (!ImGui::BeginTable("##walk_table", 7, flags, ImVec2(0, height))) return;
+  if (!ImGui::BeginTable("##walk_table", 7, flags, ImVec2(0, table_height(static_cast<int>(w.tiles.size()), height))))
+    return;
   ImGui::TableSetupScrollFreeze(0, 1);
   ImGui::TableSetupColumn(tr(lang, S::WalkColTile));
   ImGui::TableSetupColumn(tr(lang, S::WalkColKeys));
@@ -168,6 +178,7 @@ void running_table(Shell& app, WalkView& v, const Walk& w, float height) {
   clip.Begin(static_cast<int>(w.tiles.size()));
   if (scrolled_to != cursor) clip.ForceDisplayRangeByIndices(cursor, cursor + 1);
   while (clip.Step()) {
+    std::optional<std::size_t> shown;  // the values each output cell of this step shows
     for (int i = clip.DisplayStart; i < clip.DisplayEnd; ++i) {
       const WalkTile& t = w.tiles[i];
       ImGui::TableNextRow();
@@ -194,12 +205,19 @@ void running_table(Shell& app, WalkView& v, const Walk& w, float height) {
       if (t.output.empty()) {
         ImGui::TextUnformatted(tr(lang, S::WalkNothingYet));
       } else {
-        // The first three values, or as many as the column holds ("[0.006022, …]"), never a number
-        // cut short ("[…]": the row under the table has them).
-        const float room = ImGui::GetContentRegionAvail().x;
-        std::string out = values4(t.output, 3);
-        for (std::size_t k = 2; k >= 1 && text_width(out.c_str()) > room; --k) out = values4(t.output, k);
-        ImGui::TextUnformatted(text_width(out.c_str()) > room ? "[…]" : out.c_str());
+        // The first three values, or as many as the column holds on every row in view, the same
+        // count on each ("[0.006022, …]"); never a number cut short ("[…]": the row under the table
+        // has them). Decided at the first such cell of the clipper's step, where the column's width
+        // is known.
+        if (!shown) {
+          const float room = ImGui::GetContentRegionAvail().x;
+          shown = 3;
+          for (int r = clip.DisplayStart; r < clip.DisplayEnd; ++r) {
+            const std::vector<double>& out = w.tiles[r].output;
+            while (*shown > 0 && !out.empty() && text_width(values4(out, *shown).c_str()) > room) --*shown;
+          }
+        }
+        ImGui::TextUnformatted(*shown == 0 ? "[…]" : values4(t.output, *shown).c_str());
       }
       if (pending) ImGui::PopStyleColor();
     }
