@@ -75,10 +75,12 @@ int run_backward(const BackwardJob& job) {
   // and a complete rendering: refused before anything is allocated when it cannot fit.
   const bool fused = a.variant == "fused";
   const double hnm = static_cast<double>(p.heads) * p.n() * p.m();
-  const double run = fused ? fused_backward_bytes(p) : backward_bytes(p);
+  const double run = fused ? fused_backward_bytes(size_of(p)) : backward_bytes(p);
   double need = run;
-  // The fused --check holds the fused gradients within the staged check's bounds: both runs.
-  if (job.check) need += reference_backward_bytes(p) + 10 * 8.0 * hnm + (fused ? backward_bytes(p) : 0);
+  // The fused --check holds the fused gradients within the staged check's bounds: both runs, which
+  // share the inputs.
+  const double inputs = 4.0 * static_cast<double>(p.q().size() + p.k().size() + p.v().size());
+  if (job.check) need += reference_backward_bytes(p) + 10 * 8.0 * hnm + (fused ? backward_bytes(p) - inputs : 0);
   const bool every_number = format == Format::Json || format == Format::Csv;
   if (every_number) need += kRenderBytesPerNumber * run / 4;
   check_host_memory(need,

@@ -38,22 +38,21 @@ void check_rendering_fits(const ProblemArgs& a, const ProblemSize& s, Format for
                     {a.format, format_number("%.3g", numbers)});
 }
 
-// A random problem that could not be rendered or run (on the CPU) is refused from its sizes, in
-// that order as for what was built, before its inputs are generated, which takes seconds at a
-// million tokens; the rendering and the backend check again what was built.
-void check_random_fits(const ProblemArgs& a, Format format) {
-  const std::optional<ProblemSize> s = random_size(a);
-  if (!s) return;
-  check_rendering_fits(a, *s, format);
-  if (a.backend == "cpu" || (a.backend == "auto" && !cuda_available())) check_cpu_run_fits(*s, run_options(a));
+// A random problem that could not be rendered or run (on the CPU) is refused from its sizes
+// (build_problem's hook), in that order as for what was built; the rendering and the backend check
+// again what was built.
+std::function<void(const ProblemSize&)> random_fits(const ProblemArgs& a, Format format) {
+  return [&a, format](const ProblemSize& s) {
+    check_rendering_fits(a, s, format);
+    if (a.backend == "cpu" || (a.backend == "auto" && !cuda_available())) check_cpu_run_fits(s, run_options(a));
+  };
 }
 
 void run_and_render(const Job& job) {
   const ProblemArgs& a = job.args;
   const bool demo = job.demo && !uses_inputs(a);  // demo --bundle DIR shows the bundle
   const Format format = parse_format(a.format);
-  check_random_fits(a, format);
-  const Problem p = build_problem(a, demo);
+  const Problem p = build_problem(a, demo, random_fits(a, format));
   const int query = resolve_query_arg(a, p, demo);
   const Lang lang = resolve_lang(a);
   check_rendering_fits(a, size_of(p), format);
@@ -114,8 +113,8 @@ void register_describe(CLI::App& app, int& exit_code) {
     const ProblemArgs& a = job->args;
     const Format format = parse_format_among(a.format, {Format::Text, Format::Json, Format::Markdown}, Msg::DescribeFormat);
     const bool demo = !uses_inputs(a);
-    check_random_fits(a, Format::Text);  // the run's refusal alone: the description is a sentence
-    const Problem p = build_problem(a, demo);
+    // The run's refusal alone: the description is a sentence.
+    const Problem p = build_problem(a, demo, random_fits(a, Format::Text));
     const int query = resolve_query_arg(a, p, demo);
     const Lang lang = resolve_lang(a);
     const Trace t = run_problem(a, p);

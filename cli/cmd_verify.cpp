@@ -44,8 +44,7 @@ int run_verify(const VerifyJob& job) {
     check_host_memory(host_working_set_bytes(s, run_options(a)) + reference_fp64_bytes(s), Msg::HostMemoryVerify,
                       {a.variant});
   };
-  if (const std::optional<ProblemSize> s = random_size(a)) check_fits(*s);
-  const Problem p = build_problem(a, demo);
+  const Problem p = build_problem(a, demo, check_fits);
   check_fits(size_of(p));
   const Trace t = run_problem(a, p);
   const TraceD ref = reference_fp64(p);

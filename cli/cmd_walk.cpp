@@ -54,16 +54,16 @@ void run_walk(const WalkJob& job) {
     return InputError(Msg::WalkTileRange, {std::to_string(m), std::to_string(tile)});
   };
   // A random problem's head and tile are checked against its sizes before its inputs are generated.
-  if (const std::optional<ProblemSize> s = random_size(a)) {
-    if (head >= s->heads) throw head_range(s->heads);
-    if (tile_arg > s->m) throw tile_range(s->m, tile_arg);
-  }
+  const auto fits = [&](const ProblemSize& s) {
+    if (head >= s.heads) throw head_range(s.heads);
+    if (tile_arg > s.m) throw tile_range(s.m, tile_arg);
+  };
   // A bundle's call with a different mask for each head is read one head at a time: the walk's
   // head alone, walked as head 0 of that problem and named as the head it is (`shown`).
   Problem p;
   int walked = head;
   try {
-    p = build_problem(a, demo);
+    p = build_problem(a, demo, fits);
   } catch (const InputError& e) {
     if (a.bundle.empty() || e.id != Msg::BundleMaskPerHead) throw;
     ProblemArgs one = a;
@@ -75,8 +75,8 @@ void run_walk(const WalkJob& job) {
   const int query = resolve_query_arg(a, p, demo);
   const Lang lang = resolve_lang(a);
   const int tile = tile_arg > 0 ? tile_arg : default_walk_tile(demo, p.m());
-  if (tile > p.m()) throw tile_range(p.m(), tile);
   if (walked >= p.heads) throw head_range(p.heads);
+  if (tile > p.m()) throw tile_range(p.m(), tile);
 
   if (!job.backward && (!job.dout.empty() || !job.loss.empty() || !job.dout_seed.empty()))
     throw InputError(Msg::WalkBackwardOnly, {});

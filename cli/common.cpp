@@ -180,7 +180,26 @@ void add_input_options(CLI::App* cmd, ProblemArgs& a, bool bundle_head) {
       ->type_name("FILE");
 }
 
-Problem build_problem(const ProblemArgs& a, bool demo) {
+namespace {
+
+// The sizes of the random problem a's options describe (checked by check_random_size), of what
+// runs: one head with --head.
+ProblemSize random_size(const ProblemArgs& a) {
+  const int n = static_cast<int>(*a.random_n);
+  ProblemSize s;
+  s.heads = a.head ? 1 : a.heads;
+  s.kv_heads = a.head ? 1 : a.kv_heads.value_or(a.heads);
+  s.n = a.queries.value_or(n);
+  s.m = n;
+  s.d_k = a.d_k;
+  s.d_v = a.d_v;
+  s.rope = a.rope && *a.rope != "none";
+  return s;
+}
+
+}  // namespace
+
+Problem build_problem(const ProblemArgs& a, bool demo, const std::function<void(const ProblemSize&)>& fits) {
   // Option values that do not depend on the inputs are checked first, so a typo costs nothing.
   check_backend_name(a.backend);
   check_output_path(a.output_file);
@@ -219,6 +238,7 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
     p = problem_from_files(a.q_file, a.k_file, a.v_file);
   } else if (a.random_n) {
     check_random_size(a);
+    if (fits) fits(random_size(a));
     const int n = static_cast<int>(*a.random_n);
     const int q = a.queries.value_or(n), g = a.kv_heads.value_or(a.heads);
     if (pattern.kind == PatternKind::Noise) {
@@ -265,22 +285,6 @@ Problem build_problem(const ProblemArgs& a, bool demo) {
   if (a.random_n && a.head) p = one_head(p, *a.head);
   validate(p);
   return p;
-}
-
-std::optional<ProblemSize> random_size(const ProblemArgs& a) {
-  if (!a.random_n || !a.bundle.empty() || !a.q_file.empty() || !a.k_file.empty() || !a.v_file.empty())
-    return std::nullopt;  // not random, or refused by build_problem
-  check_random_size(a);
-  const int n = static_cast<int>(*a.random_n);
-  ProblemSize s;
-  s.heads = a.head ? 1 : a.heads;
-  s.kv_heads = a.head ? 1 : a.kv_heads.value_or(a.heads);
-  s.n = a.queries.value_or(n);
-  s.m = n;
-  s.d_k = a.d_k;
-  s.d_v = a.d_v;
-  s.rope = a.rope.has_value();
-  return s;
 }
 
 namespace {

@@ -10,11 +10,11 @@
 #include "core/messages.h"
 #include "core/problem.h"
 #include "core/report.h"
-#include "cpu/cpu_backend.h"
 
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -68,11 +68,10 @@ void add_bundle_options(CLI::App* cmd, ProblemArgs& a, bool head = true);
 
 // Builds and validates the Problem: the demo when `demo` is true, else files, --random or
 // --bundle (exactly one of them; otherwise InputError). Applies temperature, mask and tokens.
-Problem build_problem(const ProblemArgs& a, bool demo);
-// A random problem's sizes from its options (the options checked as build_problem checks them),
-// before its inputs are generated: the sizes of what runs (one head with --head). nullopt for
-// every other input.
-std::optional<ProblemSize> random_size(const ProblemArgs& a);
+// `fits`, where given, is called with a random problem's sizes (of what runs: one head with
+// --head) once its options are checked and before its inputs are generated: what a command could
+// not hold is refused there, not after seconds of generating (at a million tokens).
+Problem build_problem(const ProblemArgs& a, bool demo, const std::function<void(const ProblemSize&)>& fits = {});
 Lang resolve_lang(const ProblemArgs& a);
 
 // The upstream gradient of `backward` and `walk --backward`, from --dout FILE, --loss sum|mse:FILE

@@ -124,9 +124,11 @@ Bundle read_bundle(const std::string& dir) {
   Bundle b;
   b.dir = dir;
   const std::string mp = manifest_path(dir);
+  // "No such directory" only when the system says so (a folder that may not be read is not missing).
   std::error_code ec;
-  if (!std::filesystem::exists(dir, ec)) throw InputError(Msg::BundleMissing, {dir});
-  if (!std::filesystem::is_directory(dir, ec)) throw InputError(Msg::BundleNotDir, {dir});
+  const std::filesystem::file_status st = std::filesystem::status(dir, ec);
+  if (st.type() == std::filesystem::file_type::not_found) throw InputError(Msg::BundleMissing, {dir});
+  if (st.type() != std::filesystem::file_type::directory) throw InputError(Msg::BundleNotDir, {dir});
   if (!std::filesystem::exists(mp)) throw InputError(Msg::BundleNoManifest, {mp});
   Json j;
   const std::string text = read_input_file(mp, InputFormat::Text);
@@ -210,8 +212,9 @@ Bundle read_bundle(const std::string& dir) {
       if (!c["notes"].is_array()) refuse(Msg::BundleCallStrings, where, {"notes"});
       for (const Json& t : c["notes"]) {
         if (!t.is_string()) refuse(Msg::BundleCallStrings, where, {"notes"});
-        // A blank note says nothing: dropped (it would end the source line with "note: ").
-        if (!trim_blanks(t.get<std::string>()).empty()) bc.notes.push_back(t.get<std::string>());
+        // Kept without blanks around it; a blank note says nothing and is dropped (it would end
+        // the source line with "note: ").
+        if (std::string note = trim_blanks(t.get<std::string>()); !note.empty()) bc.notes.push_back(std::move(note));
       }
     }
     if (bc.causal && !bc.mask.empty()) refuse(Msg::BundleCausalAndMask, where);

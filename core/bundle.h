@@ -28,8 +28,8 @@
 // are (a model whose rotation the capture could not see leaves them rotated and says so in a note).
 // bias sets the Problem's bias (Problem::mods.bias_name is the file name), applied after the scale
 // and before the soft-cap and the mask, as torch adds attn_mask to the scaled scores.
-// notes: free text for a person (what the capture did or could not do); the lab keeps them (but
-// blank ones) in BundleCall::notes, writes them after the problem's source ("; note: …", every text that names
+// notes: free text for a person (what the capture did or could not do); the lab keeps them (blanks
+// around each dropped, blank ones left out) in BundleCall::notes, writes them after the problem's source ("; note: …", every text that names
 // the source shows them) and computes nothing from them.
 //
 // One call is one "layer" of the lab: --layer takes its index in "calls" or its name. Query head

@@ -65,9 +65,11 @@ bool ends_with_npy(const std::string& path) {
   return ext == ".npy";
 }
 
-// .npy by the name, else by the magic (a pipe has no name to go by).
+// .npy by the name, else by the magic's first byte (a pipe has no name to go by): the rule by
+// which read_input_file's InputFormat::Matrix chose what to check, so that a cut-short magic is
+// parsed (and refused) as a .npy, not as CSV.
 bool is_npy(std::string_view bytes, const std::string& name) {
-  return ends_with_npy(name) || bytes.starts_with(kNpyMagic);
+  return ends_with_npy(name) || (!bytes.empty() && bytes[0] == kNpyMagic[0]);
 }
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\v' || c == '\f' || c == '\r'; }
@@ -631,8 +633,9 @@ std::string read_input_file(const std::string& path, InputFormat format, std::ui
     throw InputError(Msg::FileTooLarge, {path, std::to_string(size), mib_text(limit)});
   }
   // A regular file is read at its size in one allocation. A stream comes in pieces, joined once
-  // at its end as each piece is freed: its peak stays near its size, where one string doubling
-  // as it came would hold its old and new buffers at once (half as much again at the limit).
+  // at its end as each piece is freed: while it comes the reader holds about what has come (one
+  // refused at the limit, the limit), where one string doubling as it came would hold its old and
+  // new buffers at once (half as much again); the join briefly holds the pieces and the whole.
   constexpr std::size_t kStreamPiece = std::size_t{16} << 20;
   std::string data;
   std::vector<std::string> pieces;

@@ -208,7 +208,7 @@ constexpr Entry kMessages[] = {
     {Msg::PrefixInvalid, "the prefix P must be a whole number from 1 to the {1} positions, got {0}",
      "前缀 P 必须是 1 到 {1}（位置数）之间的整数，当前为 {0}"},
     {Msg::PrefixNotWhole, "the prefix P must be a whole number >= 1 (at most 9 digits), got {0}", "前缀 P 必须是 ≥ 1 的整数（至多 9 位），当前为 {0}"},
-    {Msg::AlibiSlopeCount, "ALiBi takes one slope shared by every head or one per head ({1} heads), got {0}",
+    {Msg::AlibiSlopeCount, "ALiBi takes one slope shared by every head or one per head ({1} in all), got {0}",
      "ALiBi 需要一个斜率（所有头共用）或每个头一个（共 {1} 个头），当前给了 {0} 个"},
     {Msg::AlibiSlopeValue, "an ALiBi slope must be a finite fp32 number (at most 3.4e38 in magnitude), got {0}",
      "ALiBi 斜率必须是有限的 fp32 数（绝对值不超过 3.4e38），当前为 {0}"},

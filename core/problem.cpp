@@ -339,6 +339,10 @@ Problem random_problem(int n, int m, int d_k, int d_v, std::uint64_t seed, int h
   return p;
 }
 
+ProblemSize size_of(const Problem& p) {
+  return {p.heads, p.kv_heads(), p.n(), p.m(), p.d_k(), p.d_v(), p.mods.rope_theta > 0};
+}
+
 Problem one_head(const Problem& all, int head) {
   if (head < 0 || head >= all.heads)
     throw InputError(Msg::OptionRange, {"--head", "0", std::to_string(all.heads - 1), std::to_string(head)});

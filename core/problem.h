@@ -220,6 +220,15 @@ Problem random_problem(int n, int m, int d_k, int d_v, std::uint64_t seed, int h
 // ("--head must be between 0 and 7, got 9") outside 0..heads-1.
 Problem one_head(const Problem& all, int head);
 
+// A problem's sizes, all its memory estimates need (cpu/cpu_backend.h): known before its inputs
+// are made (a random problem's from its options), so that a run too large is refused before they
+// are generated.
+struct ProblemSize {
+  int heads = 1, kv_heads = 1, n = 0, m = 0, d_k = 0, d_v = 0;  // n queries, m keys per head
+  bool rope = false;                                           // Q and K turned besides
+};
+ProblemSize size_of(const Problem& p);
+
 // The same problem with every query head given its own copy of its key/value head (kv_group 1):
 // K (heads*m, d_k), V (heads*m, d_v). What a backend whose kernels know no grouped heads runs, at
 // the cost that it reads the shared cache once per query head. p itself when kv_group is 1.

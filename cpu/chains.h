@@ -5,7 +5,6 @@
 #pragma once
 
 #include "core/backend.h"
-#include "cpu/cpu_backend.h"
 
 #include <cstddef>
 #include <vector>

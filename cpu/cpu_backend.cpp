@@ -13,10 +13,6 @@
 
 namespace attnlab {
 
-ProblemSize size_of(const Problem& p) {
-  return {p.heads, p.kv_heads(), p.n(), p.m(), p.d_k(), p.d_v(), p.mods.rope_theta > 0};
-}
-
 double host_working_set_bytes(const ProblemSize& s, const RunOptions& opt) {
   const double hn = static_cast<double>(s.heads) * s.n, kvm = static_cast<double>(s.kv_heads) * s.m;
   const double q = hn * s.d_k, k = kvm * s.d_k, v = kvm * s.d_v;
@@ -58,8 +54,8 @@ void check_cpu_run_fits(const ProblemSize& s, const RunOptions& opt) {
 }
 
 double reference_fp64_bytes(const ProblemSize& s) {
-  const double hn = static_cast<double>(s.heads) * s.n;
-  return 8.0 * (4.0 * hn * s.m + 1.0 * s.n * s.m + hn * s.d_v);
+  // The kept stages in double, and the output.
+  return 2.0 * kept_stage_bytes(s) + 8.0 * s.heads * s.n * static_cast<double>(s.d_v);
 }
 
 namespace {

@@ -53,14 +53,6 @@ void cpu_staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t);
 // The fused bf16 kernel: only `output` (has_stages = false). Validates first.
 Trace cpu_fused_bf16(const Problem& p);
 
-// A problem's sizes, all its memory estimates need: known before its inputs are made (a random
-// problem's from its options), so that a run too large is refused before they are generated.
-struct ProblemSize {
-  int heads = 1, kv_heads = 1, n = 0, m = 0, d_k = 0, d_v = 0;  // n queries, m keys per head
-  bool rope = false;                                           // Q and K turned besides
-};
-ProblemSize size_of(const Problem& p);
-
 // Host bytes a run of `p` holds at its peak: inputs, output and, for the staged chain, the four
 // (heads*n, m) stages plus the mask. What the CPU backend checks against MemAvailable; also what
 // the CUDA backend's Trace brings back.

@@ -364,16 +364,16 @@ GradTrace cpu_fused_backward(const Problem& p, const Upstream& u) {
   return g;
 }
 
-double fused_backward_bytes(const Problem& p) {
-  const double hn = static_cast<double>(p.heads) * p.n(), kvm = static_cast<double>(p.kv_heads()) * p.m();
-  const double dkp = padded(p.d_k()), dvp = padded(p.d_v());
-  const double tiles = 2.0 * kKeyBlock * kQueryBlock + kQueryBlock * (3.0 * p.d_k() + 3 * p.d_v() + 3 * dkp + dvp) +
+double fused_backward_bytes(const ProblemSize& s) {
+  const double hn = static_cast<double>(s.heads) * s.n, kvm = static_cast<double>(s.kv_heads) * s.m;
+  const double dkp = padded(s.d_k), dvp = padded(s.d_v);
+  const double tiles = 2.0 * kKeyBlock * kQueryBlock + kQueryBlock * (3.0 * s.d_k + 3 * s.d_v + 3 * dkp + dvp) +
                        kKeyBlock * (2 * dkp + dvp);
   const double threads = std::max(1u, std::thread::hardware_concurrency());
   // RoPE: Q and K turned (rotated_qk) besides; the gradients turn back in place.
-  const double turned = p.mods.rope_theta > 0 ? (hn + kvm) * p.d_k() : 0;
+  const double turned = s.rope ? (hn + kvm) * s.d_k : 0;
   // Q, K, V; O, dO, dQ, dK, dV; D, m, l.
-  return 4.0 * (hn * (2.0 * p.d_v() + 2.0 * p.d_k() + 3) + 2.0 * kvm * (p.d_k() + p.d_v()) + turned + threads * tiles);
+  return 4.0 * (hn * (2.0 * s.d_v + 2.0 * s.d_k + 3) + 2.0 * kvm * (s.d_k + s.d_v) + turned + threads * tiles);
 }
 
 }  // namespace attnlab

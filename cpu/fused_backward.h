@@ -24,6 +24,6 @@ GradTrace cpu_fused_backward(const Problem& p, const Upstream& u);
 
 // Host bytes cpu_fused_backward(p) holds at its peak, as backward_bytes counts the staged one's:
 // the inputs, O, dO, dQ, dK, dV, D, m, l, and the threads' tiles.
-double fused_backward_bytes(const Problem& p);
+double fused_backward_bytes(const ProblemSize& s);
 
 }  // namespace attnlab

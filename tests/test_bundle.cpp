@@ -206,7 +206,7 @@ TEST(Bundle, BiasAndRopeThetaBecomeTheProblemsModifications) {
   const std::string dpath = d.path().string();
   // 2 query heads over 1 key/value head, 3 queries at the end of 5 keys, a bias per head.
   const Made a = make_bundle(dpath, 2, 1, 3, 5, 4, 2,
-                             {{"bias", "bias.npy"}, {"rope_theta", 500.0}, {"notes", {"", "captured by hand", " "}}});
+                             {{"bias", "bias.npy"}, {"rope_theta", 500.0}, {"notes", {"", " captured by hand ", " "}}});
   MatrixF bias(6, 5);
   for (int r = 0; r < 6; ++r)
     for (int c = 0; c < 5; ++c) bias(r, c) = -0.25f * static_cast<float>(r % 3 + 2 - c) + (r >= 3 ? 0.5f : 0.f);

@@ -820,12 +820,13 @@ TEST_F(Cli, ACapOnTheAddressSpaceIsTheRoomTheEstimateCounts) {
 }
 
 // A random problem whose run could not fit, or whose --head or walk --tile it does not have, is
-// refused from its sizes, before its inputs are generated: under a limit of a few seconds of CPU
-// time, which generating a million tokens' Q, K and V exceeds (the process would die of SIGXCPU),
-// run, describe, verify and walk answer with the refusal.
+// refused from its sizes, before its inputs are generated: under a limit of one second of CPU time,
+// which generating a million tokens' Q, K and V (about 200 million normal draws) far exceeds (the
+// process would die of SIGXCPU), run, describe, verify and walk answer with the refusal. The
+// option's own typos still come first.
 TEST_F(Cli, ARandomRunTooLargeIsRefusedBeforeItsInputsAreMade) {
   const auto refused = [](std::vector<std::string> args, const std::string& lang, const std::string& want) {
-    args.insert(args.begin(), {"-c", "ulimit -c 0 -t 4 && exec \"$0\" \"$@\"", test::attnlab_binary()});
+    args.insert(args.begin(), {"-c", "ulimit -c 0 -t 1 && exec \"$0\" \"$@\"", test::attnlab_binary()});
     for (const char* more : {"--backend", "cpu", "--lang"}) args.push_back(more);
     args.push_back(lang);
     const CliResult r = test::run_binary("bash", args);
@@ -846,6 +847,7 @@ TEST_F(Cli, ARandomRunTooLargeIsRefusedBeforeItsInputsAreMade) {
           "--head must be between 0 and 7, got 9");
   refused({"walk", "--random", "1048576", "--tile", "2000000"}, "en",
           "--tile must be between 1 and the number of keys (1048576), got 2000000");
+  refused({"run", "--random", "1048576", "--pattern", "loca:5"}, "en", "--pattern");
 }
 
 TEST_F(Cli, CudaWithoutADeviceIsRefused) {

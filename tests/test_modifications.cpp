@@ -560,7 +560,7 @@ TEST(Modifications, TheMemoryEstimatesCountRopesTurnedQAndK) {
     EXPECT_DOUBLE_EQ(host_working_set_bytes(rope, opt) - host_working_set_bytes(p, opt), turned) << to_string(v);
   }
   EXPECT_DOUBLE_EQ(backward_bytes(rope) - backward_bytes(p), 2 * turned);
-  EXPECT_DOUBLE_EQ(fused_backward_bytes(rope) - fused_backward_bytes(p), turned);
+  EXPECT_DOUBLE_EQ(fused_backward_bytes(size_of(rope)) - fused_backward_bytes(size_of(p)), turned);
 }
 
 TEST(Modifications, SpecsAndTheirRefusalsInBothLanguages) {
@@ -615,7 +615,7 @@ TEST(Modifications, SpecsAndTheirRefusalsInBothLanguages) {
          apply_score_mod_spec(r, "alibi:1/2/3");
          validate(r);
        },
-       Msg::AlibiSlopeCount, "one per head (2 heads), got 3"},
+       Msg::AlibiSlopeCount, "one per head (2 in all), got 3"},
       {[&] { apply_mask_mod_spec(q, "window:0"); }, Msg::WindowInvalid, "got 0"},
       {[&] { apply_mask_mod_spec(q, "window:-2"); }, Msg::WindowInvalid, "got '-2'"},
       {[&] { apply_mask_mod_spec(q, "sliding"); }, Msg::MaskModUnknown, "unknown mask modification 'sliding'"},

@@ -236,7 +236,7 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args, const std:
       std::error_code ec;
       if (!std::filesystem::is_directory(o.export_dir, ec))
         throw InputError("--export-dir '" + o.export_dir + "' is not a folder (missing?)");
-      if (::access(o.export_dir.c_str(), W_OK) != 0)
+      if (::access(o.export_dir.c_str(), W_OK | X_OK) != 0)
         throw InputError("cannot write in --export-dir '" + o.export_dir + "' (no permission)");
     } else if (a == "--fuzz-events") {
       o.fuzz_events = parse_flag_int<long>(a, value(), 1, 100'000'000);

@@ -508,12 +508,13 @@ void draw_panel(DecodeView& v, Shell& app, const Layout& l) {
                   counted(lang, t->heads, DT::QueryHeads, DT::QueryHead).c_str(), keys_text(t->keys).c_str(),
                   counted(lang, t->kv_heads, DT::KvHeadCount, DT::KvHeadOne).c_str(), bytes_text(t->bytes).c_str(),
                   counted(lang, t->plan.splits, DT::SplitsParallel, DT::SplitOne).c_str())
-        : t->keys == 1 ? fmt(dtr(lang, DT::SentenceFirst), t->keys - 1, t->query_label.c_str())
+        : t->keys == 1 ? fmt(dtr(lang, DT::SentenceFirst), grouped(t->keys - 1).c_str(), t->query_label.c_str())
         : window > 0 && t->keys > window
-            ? fmt(dtr(lang, DT::SentenceWindow), t->keys - 1, t->query_label.c_str(), t->keys, window,
+            ? fmt(dtr(lang, DT::SentenceWindow), grouped(t->keys - 1).c_str(), t->query_label.c_str(),
+                  grouped(t->keys).c_str(), grouped(window).c_str(),
                   counted(lang, t->plan.splits, DT::SplitCount, DT::SplitOne).c_str())
-                       : fmt(dtr(lang, DT::SentenceInput), t->keys - 1, t->query_label.c_str(), t->keys,
-                             counted(lang, t->plan.splits, DT::SplitCount, DT::SplitOne).c_str());
+            : fmt(dtr(lang, DT::SentenceInput), grouped(t->keys - 1).c_str(), t->query_label.c_str(),
+                  grouped(t->keys).c_str(), counted(lang, t->plan.splits, DT::SplitCount, DT::SplitOne).c_str());
     wrapped(app, sentence, &kHighlightV4);
     // Under the sentence, where it is read before the numbers it qualifies: what the input's
     // modifications and mask do to each token's row.

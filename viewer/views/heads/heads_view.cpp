@@ -351,10 +351,13 @@ std::vector<std::uint32_t> thumb_pixels(const HeadThumb& t, bool log_scale) {
   const PooledGrid& g = t.weights;
   if (g.cells.empty()) return {};
   const int k = thumb_zoom(g), h = g.rows * k, w = g.cols * k;
-  std::vector<PooledCell> cells(static_cast<std::size_t>(h) * w);
-  for (int y = 0; y < h; ++y)
-    for (int x = 0; x < w; ++x)
-      cells[static_cast<std::size_t>(y) * w + x] = g.cells[static_cast<std::size_t>(y / k) * g.cols + x / k];
+  std::vector<PooledCell> magnified;  // a pooled head's cells are its pixels as they are
+  if (k > 1) {
+    magnified.resize(static_cast<std::size_t>(h) * w);
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x)
+        magnified[static_cast<std::size_t>(y) * w + x] = g.cells[static_cast<std::size_t>(y / k) * g.cols + x / k];
+  }
   // rasterize_cells reads only the sizes of the maps when no grid is drawn.
   AxisMap rows, cols;
   rows.begin.assign(h, 0);
@@ -363,7 +366,7 @@ std::vector<std::uint32_t> thumb_pixels(const HeadThumb& t, bool log_scale) {
   cols.end.assign(w, 1);
   ValueRange range = g.has_range ? ValueRange{g.lo, g.hi} : ValueRange{};
   if (log_scale) range = log_range(range);
-  return rasterize_cells(cells, rows, cols, range, log_scale, false);
+  return rasterize_cells(k > 1 ? magnified : g.cells, rows, cols, range, log_scale, false);
 }
 
 std::string head_caption(Lang lang, int head, int kv_head, const HeadThumb& t) {

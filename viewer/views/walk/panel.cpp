@@ -177,8 +177,8 @@ void running_table(Shell& app, WalkView& v, const Walk& w, float height) {
   ImGuiListClipper clip;
   clip.Begin(static_cast<int>(w.tiles.size()));
   if (scrolled_to != cursor) clip.ForceDisplayRangeByIndices(cursor, cursor + 1);
+  std::optional<std::size_t> shown;  // the values each output cell shows this frame
   while (clip.Step()) {
-    std::optional<std::size_t> shown;  // the values each output cell of this step shows
     for (int i = clip.DisplayStart; i < clip.DisplayEnd; ++i) {
       const WalkTile& t = w.tiles[i];
       ImGui::TableNextRow();
@@ -205,17 +205,24 @@ void running_table(Shell& app, WalkView& v, const Walk& w, float height) {
       if (t.output.empty()) {
         ImGui::TextUnformatted(tr(lang, S::WalkNothingYet));
       } else {
-        // The first three values, or as many as the column holds on every row in view, the same
-        // count on each ("[0.006022, …]"); never a number cut short ("[…]": the row under the table
-        // has them). Decided at the first such cell of the clipper's step, where the column's width
-        // is known.
+        // The first three values, or as many as the column holds on every row in view and the
+        // cursor's, the same count on each ("[0.006022, …]"); never a number cut short ("[…]": the
+        // row under the table has them). Decided once a frame at the first such cell, where the
+        // column's width is known, over the rows the table's scroll shows (not the clipper's step,
+        // whose first is row 0 alone).
         if (!shown) {
           const float room = ImGui::GetContentRegionAvail().x;
+          const float row_h = ImGui::GetTextLineHeight() + 2 * ImGui::GetStyle().CellPadding.y;
+          const int tiles = static_cast<int>(w.tiles.size());
+          const int first = std::max(0, static_cast<int>(ImGui::GetScrollY() / row_h) - 1);
+          const int last = std::min(tiles, first + static_cast<int>(ImGui::GetWindowHeight() / row_h) + 2);
           shown = 3;
-          for (int r = clip.DisplayStart; r < clip.DisplayEnd; ++r) {
+          const auto fit = [&](int r) {
             const std::vector<double>& out = w.tiles[r].output;
             while (*shown > 0 && !out.empty() && text_width(values4(out, *shown).c_str()) > room) --*shown;
-          }
+          };
+          for (int r = first; r < last; ++r) fit(r);
+          fit(cursor);
         }
         ImGui::TextUnformatted(*shown == 0 ? "[…]" : values4(t.output, *shown).c_str());
       }
