@@ -79,8 +79,8 @@ int run_backward(const BackwardJob& job) {
   double need = run;
   // The fused --check holds the fused gradients within the staged check's bounds: both runs, which
   // share the inputs.
-  const double inputs = 4.0 * static_cast<double>(p.q().size() + p.k().size() + p.v().size());
-  if (job.check) need += reference_backward_bytes(p) + 10 * 8.0 * hnm + (fused ? backward_bytes(p) - inputs : 0);
+  if (job.check)
+    need += reference_backward_bytes(p) + 10 * 8.0 * hnm + (fused ? backward_bytes(p) - input_bytes(size_of(p)) : 0);
   const bool every_number = format == Format::Json || format == Format::Csv;
   if (every_number) need += kRenderBytesPerNumber * run / 4;
   check_host_memory(need,

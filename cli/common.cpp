@@ -51,13 +51,21 @@ void check_random_size(const ProblemArgs& a) {
     throw InputError(Msg::OptionRange, {"--head", "0", std::to_string(a.heads - 1), std::to_string(*a.head)});
   const double rows = static_cast<double>(a.heads) * static_cast<double>(n);
   if (rows > 2147483647.0) throw InputError(Msg::RandomRows, {std::to_string(n), std::to_string(a.heads)});
-  const double bytes = (static_cast<double>(a.heads) * q * a.d_k + static_cast<double>(g) * n * (a.d_k + a.d_v)) *
-                       sizeof(float);
+  // Every head's inputs are generated, also where --head keeps one of them.
+  ProblemSize all;
+  all.heads = a.heads;
+  all.kv_heads = g;
+  all.n = q;
+  all.m = static_cast<int>(n);
+  all.d_k = a.d_k;
+  all.d_v = a.d_v;
+  const double bytes = input_bytes(all);
   if (bytes > kMaxInputBytes)
     throw ResourceError(Msg::RandomInputsLimit,
                         {std::to_string(n), std::to_string(a.d_k), std::to_string(a.d_v), std::to_string(a.heads),
                          format_bytes(bytes), format_bytes(kMaxInputBytes)});
-  // Under the limit, the room this process has (ulimit -v, a container): refused before generating.
+  // Under the limit, the room this process has (ulimit -v, a container): refused before generating
+  // (the inputs alone: a command's own estimate, build_problem's hook, counts the run on top).
   check_host_memory(bytes, Msg::RandomInputsHost,
                     {std::to_string(n), std::to_string(a.d_k), std::to_string(a.d_v), std::to_string(a.heads)});
 }

@@ -343,6 +343,10 @@ ProblemSize size_of(const Problem& p) {
   return {p.heads, p.kv_heads(), p.n(), p.m(), p.d_k(), p.d_v(), p.mods.rope_theta > 0};
 }
 
+double input_bytes(const ProblemSize& s) {
+  return 4.0 * (static_cast<double>(s.heads) * s.n * s.d_k + static_cast<double>(s.kv_heads) * s.m * (s.d_k + s.d_v));
+}
+
 Problem one_head(const Problem& all, int head) {
   if (head < 0 || head >= all.heads)
     throw InputError(Msg::OptionRange, {"--head", "0", std::to_string(all.heads - 1), std::to_string(head)});

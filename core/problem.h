@@ -228,6 +228,8 @@ struct ProblemSize {
   bool rope = false;                                           // Q and K turned besides
 };
 ProblemSize size_of(const Problem& p);
+// Q, K and V of a problem of size s, in fp32 bytes.
+double input_bytes(const ProblemSize& s);
 
 // The same problem with every query head given its own copy of its key/value head (kv_group 1):
 // K (heads*m, d_k), V (heads*m, d_v). What a backend whose kernels know no grouped heads runs, at

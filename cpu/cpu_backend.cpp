@@ -15,10 +15,10 @@ namespace attnlab {
 
 double host_working_set_bytes(const ProblemSize& s, const RunOptions& opt) {
   const double hn = static_cast<double>(s.heads) * s.n, kvm = static_cast<double>(s.kv_heads) * s.m;
-  const double q = hn * s.d_k, k = kvm * s.d_k, v = kvm * s.d_v;
+  const double q = hn * s.d_k, k = kvm * s.d_k;
   // bf16: the inputs' bf16 copies besides (packed pairs or rounded fp32; at most 4 bytes each).
   const double input_copies = opt.precision == Precision::BF16 ? 2.0 : 1.0;
-  double inputs = input_copies * 4.0 * (q + k + v);
+  double inputs = input_copies * input_bytes(s);
   // RoPE: Q and K turned (rotated_qk), kept with the inputs.
   if (s.rope) inputs += 4.0 * (q + k);
   // Decode: K in the kernel's panels besides (cpu/decode.cpp), in the cache's precision.

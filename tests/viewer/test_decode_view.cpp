@@ -491,6 +491,7 @@ TEST(DecodeView, RatesAndSharesKeepTheirFigures) {
   EXPECT_EQ(rate_text(0), "0 B/s");
   EXPECT_EQ(share_text(42.0), "42.0");
   EXPECT_EQ(share_text(0.0417), "0.042");
+  EXPECT_EQ(share_text(0.5), "0.50");  // two significant digits kept, as percent_text keeps them
   EXPECT_EQ(share_text(0), "0");
   // The rate's unit travels with the number: the texts themselves name none.
   for (DT t : {DT::Bytes, DT::BytesNoProbe})

@@ -192,7 +192,7 @@ std::string rate_text(double gbs) {
 std::string share_text(double percent) {
   if (!(percent > 0)) return "0";
   if (percent >= 0.995) return format_number("%.1f", percent);
-  return format_number("%.2g", percent);
+  return two_digits(percent);
 }
 
 }  // namespace attnlab::viewer

@@ -218,7 +218,7 @@ const char* dtr(Lang lang, DT t);
 // "5.00 MB/s", "312 kB/s" (decimal units, as bench's), so a small cache's rate never reads
 // "0.0 GB/s"; "0 B/s" for 0 or less.
 std::string rate_text(double gbs);
-// A percentage: one decimal from 1 %, two significant digits below ("0.042"), "0" for 0.
+// A percentage: one decimal from 1 %, two significant digits below ("0.042", "0.50"), "0" for 0.
 std::string share_text(double percent);
 // Every text of the table in both languages (the font atlas' share of the view).
 std::vector<std::string> decode_texts();

@@ -134,9 +134,10 @@ void strip(Shell& app, WalkView& v, const W& w, const std::string& caption) {
 // A table of `rows` rows under a header no taller than `height`: a short walk's table ends under
 // its last row instead of drawing its column lines through an empty band (one row's height spare
 // for a header that wraps).
+float table_row_height() { return ImGui::GetTextLineHeight() + 2 * ImGui::GetStyle().CellPadding.y; }
+
 float table_height(int rows, float height) {
-  const float row = ImGui::GetTextLineHeight() + 2 * ImGui::GetStyle().CellPadding.y;
-  return std::min(height, (static_cast<float>(rows) + 2) * row + 2);
+  return std::min(height, (static_cast<float>(rows) + 2) * table_row_height() + 2);
 }
 
 void running_table(Shell& app, WalkView& v, const Walk& w, float height) {
@@ -212,7 +213,7 @@ void running_table(Shell& app, WalkView& v, const Walk& w, float height) {
         // whose first is row 0 alone).
         if (!shown) {
           const float room = ImGui::GetContentRegionAvail().x;
-          const float row_h = ImGui::GetTextLineHeight() + 2 * ImGui::GetStyle().CellPadding.y;
+          const float row_h = table_row_height();
           const int tiles = static_cast<int>(w.tiles.size());
           const int first = std::max(0, static_cast<int>(ImGui::GetScrollY() / row_h) - 1);
           const int last = std::min(tiles, first + static_cast<int>(ImGui::GetWindowHeight() / row_h) + 2);
