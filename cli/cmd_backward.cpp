@@ -59,34 +59,38 @@ void check_options(const BackwardJob& job, Format format) {
   check_upstream_options(job.dout, job.loss, job.dout_seed);
 }
 
-int run_backward(const BackwardJob& job) {
-  const ProblemArgs& a = job.args;
-  const Format format = parse_format(a.format);
-  check_options(job, format);
-
-  const bool demo = !uses_inputs(a);
-  const Problem p = build_problem(a, demo);
-  const int query = resolve_query_arg(a, p, demo);
-  const Lang lang = resolve_lang(a);
-  const Upstream u = upstream_of(job.dout, job.loss, job.dout_seed);
-  validate_upstream(p, u);
-
-  // The run, its gradients, with --check the same in fp64 and a few (heads n, m) bound matrices,
-  // and a complete rendering: refused before anything is allocated when it cannot fit.
-  const bool fused = a.variant == "fused";
-  const double hnm = static_cast<double>(p.heads) * p.n() * p.m();
-  const double run = fused ? fused_backward_bytes(size_of(p)) : backward_bytes(p);
+// The run, its gradients, with --check the same in fp64 and a few (heads n, m) bound matrices,
+// and a complete rendering, for a problem of size s: refused before anything is allocated when it
+// cannot fit (a random problem's before its inputs are made: build_problem's hook).
+void check_backward_fits(const BackwardJob& job, Format format, const ProblemSize& s) {
+  const bool fused = job.args.variant == "fused";
+  const double hnm = static_cast<double>(s.heads) * s.n * s.m;
+  const double run = fused ? fused_backward_bytes(s) : backward_bytes(s);
   double need = run;
   // The fused --check holds the fused gradients within the staged check's bounds: both runs, which
   // share the inputs.
-  if (job.check)
-    need += reference_backward_bytes(p) + 10 * 8.0 * hnm + (fused ? backward_bytes(p) - input_bytes(size_of(p)) : 0);
+  if (job.check) need += reference_backward_bytes(s) + 10 * 8.0 * hnm + (fused ? backward_bytes(s) - input_bytes(s) : 0);
   const bool every_number = format == Format::Json || format == Format::Csv;
   if (every_number) need += kRenderBytesPerNumber * run / 4;
   check_host_memory(need,
                     job.check ? (every_number ? Msg::HostMemoryBackwardCheckAll : Msg::HostMemoryBackwardCheck)
                               : (every_number ? Msg::HostMemoryBackwardAll : Msg::HostMemoryBackward),
                     {fused ? "fused" : "staged"});
+}
+
+int run_backward(const BackwardJob& job) {
+  const ProblemArgs& a = job.args;
+  const Format format = parse_format(a.format);
+  check_options(job, format);
+
+  const bool demo = !uses_inputs(a);
+  const Problem p = build_problem(a, demo, [&](const ProblemSize& s) { check_backward_fits(job, format, s); });
+  const int query = resolve_query_arg(a, p, demo);
+  const Lang lang = resolve_lang(a);
+  const Upstream u = upstream_of(job.dout, job.loss, job.dout_seed);
+  validate_upstream(p, u);
+  check_backward_fits(job, format, size_of(p));
+  const bool fused = a.variant == "fused";
 
   const auto run_cuda = [&] {
     // dO from the upstream: the CPU's fused forward gives O for a loss; a file or seed needs none.

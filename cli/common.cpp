@@ -4,6 +4,7 @@
 // InputError with a message naming the option, so main() can print one line and exit 2.
 #include "cli/common.h"
 
+#include "core/backend.h"
 #include "core/bundle.h"
 #include "core/inputs.h"
 #include "core/memory.h"
@@ -15,6 +16,7 @@
 #include "core/patterns.h"
 #include "engine/registry.h"
 
+#include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -202,6 +204,11 @@ ProblemSize random_size(const ProblemArgs& a) {
   s.d_k = a.d_k;
   s.d_v = a.d_v;
   s.rope = a.rope && *a.rope != "none";
+  if (a.score_mod) {  // the spec's form and names (its files are read with the inputs)
+    Problem named;
+    apply_score_mod_spec(named, *a.score_mod, SpecFiles::NamesOnly);
+    s.score_stages = std::popcount(score_mod_stages(named.mods, !named.mods.bias_name.empty()));
+  }
   return s;
 }
 

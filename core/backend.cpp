@@ -33,10 +33,12 @@ std::vector<std::string> stage_names(unsigned stages) {
 }
 
 unsigned problem_stages(const Problem& p) {
-  unsigned s = kStageScores | kStageScaled | kStageMask | kStageLogits | kStageWeights;
-  if (p.mods.alibi || p.bias().size() > 0) s |= kStageBiased;
-  if (p.mods.softcap > 0) s |= kStageCapped;
-  return s;
+  return kStageScores | kStageScaled | kStageMask | kStageLogits | kStageWeights |
+         score_mod_stages(p.mods, p.bias().size() > 0);
+}
+
+unsigned score_mod_stages(const Modifications& md, bool bias) {
+  return ((md.alibi || bias) ? kStageBiased : 0u) | (md.softcap > 0 ? kStageCapped : 0u);
 }
 
 unsigned present_stages(const Trace& t) {

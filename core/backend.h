@@ -89,6 +89,9 @@ unsigned present_stages(const Trace& t);
 // The stages a run of p that keeps every stage brings back: the five of the chain, and biased /
 // capped when p has those score mods.
 unsigned problem_stages(const Problem& p);
+// The score mods' part of that rule: kStageBiased with ALiBi or a bias (`bias`: the problem has or
+// names a bias matrix), kStageCapped with a soft-cap.
+unsigned score_mod_stages(const Modifications& md, bool bias);
 
 // Empties the (n, m) stages of a kept-stage trace that `opt.stages` does not ask for (what a
 // backend that computes every stage anyway does before it returns).

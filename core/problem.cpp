@@ -2,6 +2,7 @@
 // Validation is the one place that turns a malformed problem into a message a learner can act on;
 // every backend calls validate() before computing anything.
 #include "core/problem.h"
+#include "core/backend.h"
 
 #include "core/messages.h"
 #include "core/modify.h"
@@ -10,6 +11,7 @@
 #include "core/parallel.h"
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -81,6 +83,10 @@ float fused_scale(const Problem& p) {
 
 std::string token_label(const std::vector<std::string>& tokens, int i) {
   return i >= 0 && i < static_cast<int>(tokens.size()) ? tokens[i] : std::to_string(i);
+}
+
+std::string indexed_label(const std::vector<std::string>& tokens, int i) {
+  return token_label(tokens, i) + " (#" + std::to_string(i) + ")";
 }
 
 namespace {
@@ -340,7 +346,8 @@ Problem random_problem(int n, int m, int d_k, int d_v, std::uint64_t seed, int h
 }
 
 ProblemSize size_of(const Problem& p) {
-  return {p.heads, p.kv_heads(), p.n(), p.m(), p.d_k(), p.d_v(), p.mods.rope_theta > 0};
+  return {p.heads, p.kv_heads(), p.n(), p.m(), p.d_k(), p.d_v(), p.mods.rope_theta > 0,
+          std::popcount(score_mod_stages(p.mods, p.bias().size() > 0))};
 }
 
 double input_bytes(const ProblemSize& s) {

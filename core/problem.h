@@ -170,6 +170,8 @@ void validate(const Problem& p);
 
 // The label of position i: tokens[i], or "i" when there is no such label.
 std::string token_label(const std::vector<std::string>& tokens, int i);
+// That label with its index, as the viewer names a query or a key: "上下文 (#2)".
+std::string indexed_label(const std::vector<std::string>& tokens, int i);
 
 // Throws InputError unless t is finite and > 0: "temperature must be a finite number > 0, got 0".
 void validate_temperature(double t);
@@ -226,6 +228,7 @@ Problem one_head(const Problem& all, int head);
 struct ProblemSize {
   int heads = 1, kv_heads = 1, n = 0, m = 0, d_k = 0, d_v = 0;  // n queries, m keys per head
   bool rope = false;                                           // Q and K turned besides
+  int score_stages = 0;  // the score mods' (n, m) stages a staged chain keeps besides (biased, capped)
 };
 ProblemSize size_of(const Problem& p);
 // Q, K and V of a problem of size s, in fp32 bytes.

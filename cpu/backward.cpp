@@ -165,14 +165,13 @@ auto backward_run(const Problem& p, const Upstream& u, Forward forward) {
   return g;
 }
 
-double gradient_bytes(const Problem& p, double scalar_bytes) {
-  const double hn = static_cast<double>(p.heads) * p.n(), kvm = static_cast<double>(p.kv_heads()) * p.m();
-  const unsigned mods = problem_stages(p);
+double gradient_bytes(const ProblemSize& s, double scalar_bytes) {
+  const double hn = static_cast<double>(s.heads) * s.n, kvm = static_cast<double>(s.kv_heads) * s.m;
   // dP, dlogits, dscaled, dscores, and dcapped / dbiased with those mods; the stages of the run
   // beside (scores, scaled, logits, weights and the mods' own, the mask) are counted by the caller.
-  const double nm = 4.0 + ((mods & kStageBiased) ? 1 : 0) + ((mods & kStageCapped) ? 1 : 0);
-  const double rope = p.mods.rope_theta > 0 ? 2 : 1;
-  return scalar_bytes * (nm * hn * p.m() + hn * (2.0 + p.d_v() + rope * p.d_k()) + kvm * (p.d_v() + rope * p.d_k()));
+  const double nm = 4.0 + s.score_stages;
+  const double rope = s.rope ? 2 : 1;
+  return scalar_bytes * (nm * hn * s.m + hn * (2.0 + s.d_v + rope * s.d_k) + kvm * (s.d_v + rope * s.d_k));
 }
 
 }  // namespace
@@ -224,19 +223,8 @@ std::vector<double> reference_backward_fp64_row(const Problem& p, const Upstream
   return std::vector<double>(dq.data(), dq.data() + d_k);
 }
 
-double backward_bytes(const Problem& p) {
-  RunOptions opt;
-  const double hn = static_cast<double>(p.heads) * p.n();
-  const unsigned mods = problem_stages(p);
-  const double mod_stages = ((mods & kStageBiased) ? 1 : 0) + ((mods & kStageCapped) ? 1 : 0);
-  return host_working_set_bytes(p, opt) + 4.0 * mod_stages * hn * p.m() + gradient_bytes(p, 4.0);
-}
+double backward_bytes(const ProblemSize& s) { return host_working_set_bytes(s, RunOptions{}) + gradient_bytes(s, 4.0); }
 
-double reference_backward_bytes(const Problem& p) {
-  const double hn = static_cast<double>(p.heads) * p.n();
-  const unsigned mods = problem_stages(p);
-  const double mod_stages = ((mods & kStageBiased) ? 1 : 0) + ((mods & kStageCapped) ? 1 : 0);
-  return reference_fp64_bytes(size_of(p)) + 8.0 * mod_stages * hn * p.m() + gradient_bytes(p, 8.0);
-}
+double reference_backward_bytes(const ProblemSize& s) { return reference_fp64_bytes(s) + gradient_bytes(s, 8.0); }
 
 }  // namespace attnlab

@@ -6,7 +6,7 @@
 // Both sum dT in double (a scalar over every visible entry of every head), and both turn the
 // gradients of RoPE's rotated Q and K back in double (rope_rotate_back), as the forward rotates
 // them in double. The fused backward (FlashAttention-2's, P recomputed from the log-sum-exp) is
-// not here yet.
+// cpu/fused_backward.h.
 #pragma once
 
 #include "core/backward.h"
@@ -30,9 +30,9 @@ std::vector<double> reference_backward_fp64_row(const Problem& p, const Upstream
 GradTrace backward_of(const Problem& p, Trace forward, const MatrixF& dout);
 GradTraceD backward_of(const Problem& p, TraceD forward, const MatrixD& dout);
 
-// Host bytes cpu_backward(p) holds at its peak: the forward's kept stages and the gradients
-// (fp32); and reference_backward_fp64(p)'s (fp64).
-double backward_bytes(const Problem& p);
-double reference_backward_bytes(const Problem& p);
+// Host bytes cpu_backward(p) holds at its peak for a problem of size s: the forward's kept stages
+// and the gradients (fp32); and reference_backward_fp64(p)'s (fp64).
+double backward_bytes(const ProblemSize& s);
+double reference_backward_bytes(const ProblemSize& s);
 
 }  // namespace attnlab

@@ -43,7 +43,7 @@ double host_working_set_bytes(const Problem& p, const RunOptions& opt) {
 }
 
 double kept_stage_bytes(const ProblemSize& s) {
-  return 4.0 * (4.0 * s.heads * s.n * static_cast<double>(s.m) + 1.0 * s.n * s.m);
+  return 4.0 * ((4.0 + s.score_stages) * s.heads * s.n * static_cast<double>(s.m) + 1.0 * s.n * s.m);
 }
 
 void check_cpu_run_fits(const ProblemSize& s, const RunOptions& opt) {

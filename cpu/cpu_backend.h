@@ -53,13 +53,13 @@ void cpu_staged_bf16_into(const Problem& p, const RunOptions& opt, Trace& t);
 // The fused bf16 kernel: only `output` (has_stages = false). Validates first.
 Trace cpu_fused_bf16(const Problem& p);
 
-// Host bytes a run of `p` holds at its peak: inputs, output and, for the staged chain, the four
+// Host bytes a run of `p` holds at its peak: inputs, output and, for the staged chain, its
 // (heads*n, m) stages plus the mask. What the CPU backend checks against MemAvailable; also what
 // the CUDA backend's Trace brings back.
 double host_working_set_bytes(const ProblemSize& s, const RunOptions& opt);
 double host_working_set_bytes(const Problem& p, const RunOptions& opt);
-// Of those, the staged chain's kept stages: scores, scaled, logits and weights of every head and
-// the (n, m) mask, all fp32.
+// Of those, the staged chain's kept stages: scores, scaled, logits and weights of every head, the
+// score mods' (biased, capped) and the (n, m) mask, all fp32.
 double kept_stage_bytes(const ProblemSize& s);
 // The CPU backend's refusal (ResourceError) of a run whose working set would not fit in the
 // host's room; what every CPU run checks before it allocates.

@@ -137,7 +137,8 @@ BenchSample bench_backward(const Case& c, const Problem& p, const Upstream& u, i
                            const std::atomic<bool>* cancel, GradTrace& last) {
   BenchSample s;
   const bool fused = c.variant == "fused", cuda = c.backend == "cuda";
-  const double need = fused ? fused_backward_bytes(size_of(p)) : backward_bytes(p);
+  const ProblemSize size = size_of(p);
+  const double need = fused ? fused_backward_bytes(size) : backward_bytes(size);
   if (!cuda) check_host_memory(need, fused ? "the fused backward" : "the staged backward", "try a smaller N or fewer heads");
   const MatrixF dout = cuda ? random_dout(static_cast<Eigen::Index>(p.heads) * p.n(), p.d_v(), u.seed) : MatrixF();
   for (int i = 0; i < warmup + repeat; ++i) {

@@ -102,6 +102,15 @@ TEST(MessagesZh, EveryIdHasBothTemplatesWithTheSamePlaceholders) {
   }
 }
 
+// A value quoted in Chinese takes the Chinese quotation marks, in every message alike (a JSON
+// string's own double quotes stay what the file holds).
+TEST(MessagesZh, EveryChineseTemplateQuotesWithChineseMarks) {
+  for (int i = 1; i < static_cast<int>(Msg::Count_); ++i) {
+    const std::string zh = render_message(static_cast<Msg>(i), {}, Lang::Zh);
+    EXPECT_EQ(zh.find('\''), std::string::npos) << "id " << i << ": " << zh;
+  }
+}
+
 TEST(MessagesZh, TheQueryAndItsHeadsAndSplits) {
   Problem p = random_problem(8, 4, 4, 0);
   const Message index = refusal([&] { resolve_query(p, "9"); });

@@ -164,6 +164,32 @@ TEST(Modifications, KeptStagesHoldTheBiasedAndCappedScores) {
   EXPECT_EQ(problem_stages(test::make_problem(4, 2, 2, 1, MaskKind::None, 1, 1)), 31u);
 }
 
+// The staged chain's estimate of its kept stages is what a run keeps: the score mods' stages
+// (biased, capped) with the chain's four and the mask, in fp32 and in the fp64 reference.
+TEST(Modifications, TheKeptStagesEstimateCountsTheScoreModsStages) {
+  Problem plain = test::make_problem(24, 16, 8, 4, MaskKind::Causal, 1.0, 2);  // n = m = 24
+  Problem alibi = plain, capped = plain, both = plain, bias = plain;
+  alibi.mods.alibi = true;
+  capped.mods.softcap = 5;
+  both.mods.alibi = true;
+  both.mods.softcap = 5;
+  bias.edit().bias = MatrixF::Constant(24, 24, 0.5f);
+  for (const Problem* p : {&plain, &alibi, &capped, &both, &bias}) {
+    const Trace t = cpu_staged(*p);
+    const TraceD ref = reference_fp64(*p);
+    const auto stage_floats = [](const auto& t) {
+      return static_cast<double>(t.scores.size() + t.scaled.size() + t.mask.size() + t.logits.size() +
+                                 t.weights.size() + t.biased.size() + t.capped.size());
+    };
+    const double kept = kept_stage_bytes(size_of(*p));
+    SCOPED_TRACE(stage_floats(t));
+    EXPECT_DOUBLE_EQ(kept, 4 * stage_floats(t));
+    EXPECT_DOUBLE_EQ(reference_fp64_bytes(size_of(*p)) - 8.0 * ref.output.size(), 8 * stage_floats(ref));
+  }
+  EXPECT_EQ(size_of(both).score_stages, 2);
+  EXPECT_EQ(size_of(bias).score_stages, 1);
+}
+
 TEST(Modifications, WithoutModificationsTheKernelsAreUnchanged) {
   // No modification: the fused kernel's path is the one before them, so the causal, custom and
   // plain problems give what fp64 gives to the bit-identical tolerance of before (unchanged
@@ -559,7 +585,7 @@ TEST(Modifications, TheMemoryEstimatesCountRopesTurnedQAndK) {
     opt.variant = v;
     EXPECT_DOUBLE_EQ(host_working_set_bytes(rope, opt) - host_working_set_bytes(p, opt), turned) << to_string(v);
   }
-  EXPECT_DOUBLE_EQ(backward_bytes(rope) - backward_bytes(p), 2 * turned);
+  EXPECT_DOUBLE_EQ(backward_bytes(size_of(rope)) - backward_bytes(size_of(p)), 2 * turned);
   EXPECT_DOUBLE_EQ(fused_backward_bytes(size_of(rope)) - fused_backward_bytes(size_of(p)), turned);
 }
 

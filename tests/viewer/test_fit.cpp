@@ -186,9 +186,17 @@ TEST(FitWindow, TheRankNumbersKeepOffTheOtherQueriesOutlinesAndTokens) {
     ASSERT_EQ(s.code, 0) << s.err;
     const nlohmann::json& rc = s.state["chain"]["row_chart"];
     ASSERT_EQ(rc["ranks"].size(), 3u) << size;
-    ASSERT_GT(rc["keep_off"].size(), 2u) << size;
+    // The two other queries' tokens, side by side at the chart's right end, and the bars under them.
+    ASSERT_EQ(rc["legend"].size(), 2u) << size;
+    const double chart_end = rc["x"].get<double>() + rc["w"].get<double>();
+    EXPECT_NEAR(rc["legend"][0][0].get<double>() + rc["legend"][0][2].get<double>(), chart_end, 1.0) << size;
+    EXPECT_LT(rc["legend"][1][0].get<double>() + rc["legend"][1][2].get<double>(), rc["legend"][0][0].get<double>())
+        << size;
+    ASSERT_FALSE(rc["bars"].empty()) << size;
+    nlohmann::json keep_off = rc["legend"];
+    for (const auto& b : rc["bars"]) keep_off.push_back(b);
     for (const auto& r : rc["ranks"])
-      for (const auto& k : rc["keep_off"]) {
+      for (const auto& k : keep_off) {
         const bool apart = r[0].get<double>() + r[2].get<double>() <= k[0].get<double>() + 0.01 ||
                            k[0].get<double>() + k[2].get<double>() <= r[0].get<double>() + 0.01 ||
                            r[1].get<double>() + r[3].get<double>() <= k[1].get<double>() + 0.01 ||

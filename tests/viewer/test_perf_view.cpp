@@ -22,6 +22,7 @@
 #include "viewer/draw/png_io.h"
 #include "viewer/draw/strings.h"
 #include "engine/bench_report.h"
+#include "engine/registry.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -657,6 +658,14 @@ TEST(PerfViewHeadless, AtALargeUiScaleTheSettingsScrollAndTheChartKeepsItsPlot) 
     const std::vector<double> ys = pv["y_labels"].get<std::vector<double>>();
     ASSERT_GE(ys.size(), 2u);
     for (std::size_t i = 1; i < ys.size(); ++i) EXPECT_GE(ys[i - 1] - ys[i], font) << "labels " << i - 1 << ", " << i;
+    // Without a device, the line saying why CUDA is off is one line within the panel (shortened
+    // with "…" where it is narrower: Chinese at scale 2).
+    if (!cuda_available()) {
+      const nlohmann::json& off = pv["cuda_off"];
+      EXPECT_FALSE(off["text"].get<std::string>().empty());
+      EXPECT_GT(off["room"].get<double>(), 0);
+      EXPECT_LE(off["w"].get<double>(), off["room"].get<double>()) << off.dump();
+    }
   }
 }
 

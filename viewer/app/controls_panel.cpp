@@ -249,12 +249,12 @@ void draw_controls(App& app, const Layout& l) {
   section(tr(lang, S::Query));
   const Problem& p = c.problem();
   if (p.n() <= 256) {
-    const std::string cur = fmt("%s (#%d)", p.query_tokens()[c.query()].c_str(), c.query());
+    const std::string cur = indexed_label(p.query_tokens(), c.query());
     ImGui::SetNextItemWidth(-FLT_MIN);
     if (ImGui::BeginCombo("###query", cur.c_str())) {
       for (int i = 0; i < p.n(); ++i) {
         const bool sel = i == c.query();
-        if (ImGui::Selectable(fmt("%s (#%d)###q%d", p.query_tokens()[i].c_str(), i, i).c_str(), sel)) c.set_query(i);
+        if (ImGui::Selectable(fmt("%s###q%d", indexed_label(p.query_tokens(), i).c_str(), i).c_str(), sel)) c.set_query(i);
         if (sel) ImGui::SetItemDefaultFocus();
       }
       ImGui::EndCombo();

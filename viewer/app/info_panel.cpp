@@ -112,8 +112,8 @@ static void draw_queries_table(App& app) {
     const int q = c.queries()[i];
     ImGui::TableNextRow();
     ImGui::TableNextColumn();
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(query_colour(static_cast<int>(i))), "%s (#%d)",
-                       p.query_tokens()[q].c_str(), q);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(query_colour(static_cast<int>(i))), "%s",
+                       indexed_label(p.query_tokens(), q).c_str());
     const auto st = c.stats_of(q);
     if (!st) {
       missing = true;
@@ -187,7 +187,7 @@ void draw_info(App& app, const Layout& l) {
   // Row statistics.
   if (header_fit(tr(lang, S::RowStats), "stats", ImGuiTreeNodeFlags_DefaultOpen)) {
     // Each line wrapped: at a large UI scale a statistic's name alone may fill the column.
-    wrapped(app, fmt("%s: %s (#%d)", tr(lang, S::TipQuery), p.query_tokens()[c.query()].c_str(), c.query()));
+    wrapped(app, fmt("%s: %s", tr(lang, S::TipQuery), indexed_label(p.query_tokens(), c.query()).c_str()));
     // A bundle's layer and head; random heads have no layers.
     if (c.from_bundle())
       wrapped(app, fmt(tr(lang, S::HeadsShown), c.shown_layer(), c.shown_head(), c.shown_heads()), &kHighlightV4);

@@ -211,7 +211,7 @@ void ChainView::dump(nlohmann::json& j, const Session& s) const {
   j["chain"]["row_chart"] = {{"x", chart.x},         {"w", chart.w},
                              {"first", chart.first}, {"end", chart.end},
                              {"own_axis", chart.own_axis}, {"title", chart.title},
-                             {"ranks", boxes(chart.ranks)}, {"keep_off", boxes(chart.keep_off)}};
+                             {"ranks", boxes(chart.ranks)}, {"legend", boxes(chart.legend)}, {"bars", boxes(chart.bars)}};
   j["chain"]["col_labels"] = {{"stride", col_labels.stride}, {"lines", col_labels.lines}, {"max_w", col_labels.max_w}};
   j["chain"]["value_px"] = value_px;
   j["chain"]["chooser"] = {{"rect", chooser}, {"items", chooser_items}};

@@ -80,9 +80,9 @@ class ChainView final : public View {
     int first = 0, end = 0;
     bool own_axis = false;
     std::string title;  // the chart's title as drawn (its top weights that fit, "…")
-    // The rank numbers' boxes as drawn, and what they keep off: the bars with the other queries'
-    // outlines over them, and those queries' tokens.
-    std::vector<LabelBox> ranks, keep_off;
+    // The rank numbers' boxes as drawn, and what they keep off: the other queries' tokens at the
+    // chart's right end (legend) and the bars with those queries' outlines over them (bars).
+    std::vector<LabelBox> ranks, legend, bars;
   } chart;
   // How the panel drew the heatmap's column labels last (heatmap.h plan_column_labels), and the
   // size of the values in its cells (0: none drawn).

@@ -743,7 +743,7 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
       }
       // The other queries: the outline of each one's bars (a step line), and its token in its
       // colour at the chart's right end.
-      std::vector<LabelBox> keep_off;  // where the numbers must not go: bars, outlines, tokens
+      std::vector<LabelBox> legend;  // the other queries' tokens
       float legend_x = kg.x + kg.w;
       for (auto it = others.rbegin(); it != others.rend(); ++it) {
         const ImU32 col = query_colour(it->first);
@@ -759,28 +759,31 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
         const ImVec2 ts = ImGui::CalcTextSize(tok.c_str());
         legend_x -= ts.x;
         dl->AddText(ImVec2(legend_x, top_y + label_h), col, tok.c_str());
-        keep_off.push_back({legend_x, top_y + label_h, ts.x, ts.y});
+        legend.push_back({legend_x, top_y + label_h, ts.x, ts.y});
         legend_x -= fp * 0.6f;
       }
       // The bars with the outlines over them as boxes (runs of one height merged): each column up
       // to the higher of its bar and the outlines (with their line's width).
+      std::vector<LabelBox> bars;
       for (int px = 0; px < kg.px_w; ++px) {
         float h = height(rc.bins[px]);
         for (const auto& o : others)
           if (o.second.bins[px] > 0) h = std::max(h, height(o.second.bins[px]) + ms);
         if (h <= 0) continue;
-        if (keep_off.size() > others.size() && keep_off.back().h == h &&
-            keep_off.back().x + keep_off.back().w >= kg.x + px * px_w - 0.01f)
-          keep_off.back().w = kg.x + (px + 1) * px_w - keep_off.back().x;
+        if (!bars.empty() && bars.back().h == h && bars.back().x + bars.back().w >= kg.x + px * px_w - 0.01f)
+          bars.back().w = kg.x + (px + 1) * px_w - bars.back().x;
         else
-          keep_off.push_back({kg.x + px * px_w, base_y - h, px_w, h});
+          bars.push_back({kg.x + px * px_w, base_y - h, px_w, h});
       }
+      std::vector<LabelBox> keep_off = legend;  // where the numbers must not go
+      keep_off.insert(keep_off.end(), bars.begin(), bars.end());
       // The rank numbers last, over everything: each over its bar where it meets nothing, else
       // moved beside or above (place_labels).
       const std::vector<LabelBox> at = place_labels(wish, kg.x, kg.x + kg.w, top_y + label_h, keep_off);
       for (std::size_t r = 0; r < at.size(); ++r) dl->AddText(ImVec2(at[r].x, at[r].y), kHighlight, nums[r].c_str());
       view.chart.ranks = at;
-      view.chart.keep_off = keep_off;
+      view.chart.legend = std::move(legend);
+      view.chart.bars = std::move(bars);
     }
     dl->AddText(ImVec2(content.x, top_y), label_col, title.c_str());
     view.chart.title = title;

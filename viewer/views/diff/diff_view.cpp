@@ -148,7 +148,7 @@ std::string setting_text(const RunSetting& s, const Problem& p, Lang lang, const
        tr(lang, s.variant == Variant::Staged ? S::SetStaged : S::SetFused);
   t += " · " + mark(from && from->precision != s.precision) + std::string(to_string(s.precision));
   t += " · " + mark(from && from->query != s.query) + tr(lang, S::SetQuery) + " " +
-       token_label(p.query_tokens(), s.query) + " (#" + std::to_string(s.query) + ")";
+       indexed_label(p.query_tokens(), s.query);
   return t;
 }
 

@@ -77,7 +77,7 @@ void editor(Shell& app, DiffView& v) {
   if (p.n() <= 256) {
     std::vector<std::pair<std::string, std::string>> queries;
     for (int i = 0; i < p.n(); ++i)
-      queries.push_back({std::to_string(i), token_label(p.query_tokens(), i) + " (#" + std::to_string(i) + ")"});
+      queries.push_back({std::to_string(i), indexed_label(p.query_tokens(), i)});
     option_combo<std::string>("##dquery", tr(lang, S::DiffQuery), d.query, queries, keep, w * 1.3f);
   } else {
     // Thousands of rows: an index field, as the controls' query.

@@ -488,7 +488,10 @@ void actions(Shell& app, PerfView& pv, const PerfSnapshot& snap) {
   ImGui::ProgressBar(pv.started ? frac : 0.0f, ImVec2(-1, 0), overlay.c_str());
   // One line, shortened with "…" where the panel is narrower (Chinese at a large UI scale), whole in
   // its tooltip.
-  if (!pv.cuda_ok) text_fit(fmt(tr(lang, S::PerfCudaOff), cuda_reason_text(pv.cuda_reason, lang).c_str()), kDimV4);
+  pv.cuda_off_room = pv.cuda_ok ? 0 : ImGui::GetContentRegionAvail().x;
+  pv.cuda_off = pv.cuda_ok ? std::string()
+                           : text_fit(fmt(tr(lang, S::PerfCudaOff), cuda_reason_text(pv.cuda_reason, lang).c_str()), kDimV4);
+  pv.cuda_off_w = pv.cuda_ok ? 0 : text_width(pv.cuda_off.c_str());
 }
 
 }  // namespace

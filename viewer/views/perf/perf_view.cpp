@@ -514,7 +514,8 @@ StepKeysHelp PerfView::step_keys_help(Lang lang) const {
 }
 
 void PerfView::dump(nlohmann::json& j, const Session&) const {
-  j["perf"] = {{"settings_h", settings_header.h}, {"below_h", below_h}, {"settings_scrolled", settings_header.scrolled}, {"plot", plot}, {"y_labels", y_labels}, {"legend", legend_lines}};
+  j["perf"] = {{"settings_h", settings_header.h}, {"below_h", below_h}, {"settings_scrolled", settings_header.scrolled}, {"plot", plot}, {"y_labels", y_labels}, {"legend", legend_lines},
+               {"cuda_off", {{"text", cuda_off}, {"w", cuda_off_w}, {"room", cuda_off_room}}}};
 }
 
 bool PerfView::parse_flag(const std::string& a, const FlagValue& value, Options& o) {

@@ -261,6 +261,10 @@ class PerfView final : public View {
   std::array<float, 4> plot{};
   std::vector<float> y_labels;
   std::vector<std::vector<std::string>> legend_lines;  // each series' name as the legend drew it, by line
+  // The line saying why CUDA is off as drawn, its width and the room the panel had (empty, 0, 0
+  // with a device).
+  std::string cuda_off;
+  float cuda_off_w = 0, cuda_off_room = 0;
 };
 
 void draw_panel(PerfView& v, Shell& app, const Layout& l);

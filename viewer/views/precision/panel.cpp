@@ -172,7 +172,7 @@ void draw_panel(PrecisionView& v, Shell& app, const Layout& l) {
     const CellError e = v.cell(c, mp.hover->row, mp.hover->col);
     ImGui::BeginTooltip();
     ImGui::Text("%s: %s", tr(lang, S::TipStage), step_name(lang, shown));
-    ImGui::Text("%s: %s (#%d)", tr(lang, S::TipQuery), token_label(p.query_tokens(), e.row).c_str(), e.row);
+    ImGui::Text("%s: %s", tr(lang, S::TipQuery), indexed_label(p.query_tokens(), e.row).c_str());
     ImGui::Text("%s: %s (#%d)", tr(lang, shown == 4 ? S::TipOutputDim : S::TipKey),
                 e.col < static_cast<int>(cols.size()) ? cols[e.col].c_str() : "?", e.col);
     if (e.masked) {
