@@ -16,7 +16,7 @@
 // The chain's factors: dS is dlogits; dlogits → the scores QKᵀ multiplies by the online scale (no
 // score mods: logits = s · scale / T), or by (1 − tanh²) per element for a soft-cap and then 1/T
 // and the scale (score mods). ALiBi and a bias add terms without inputs: nothing to multiply. The
-// scalar factors are applied to dQ and dK once at the end. dT = −(1/T) Σ dlogits ∘ logits sums each
+// scalar factors are applied once: to a key block's dK as it writes it out, to dQ at the end. dT = −(1/T) Σ dlogits ∘ logits sums each
 // tile in fp32 lanes and the tiles in double.
 // RoPE: the products use the rotated Q and K (as the forward); their gradients are turned back to
 // the inputs' frame in double at the end (rope_rotate_back_rows, in place over the cores).
@@ -55,26 +55,29 @@ static_assert(kQueryBlock % kWideCols == 0, "a query block is whole wide tiles")
 
 int padded(int d) { return (d + kTileCols - 1) / kTileCols * kTileCols; }
 
-// dq and dk times `factor`, and whether every entry of dq, dk and dv is finite (read in storage
-// order: Eigen's allFinite on a row-major matrix walks it by columns, a cache miss per entry once
-// the matrix outgrows the cache), in blocks of rows over the cores.
-bool scale_and_check(MatrixF& dq, MatrixF& dk, const MatrixF& dv, float factor) {
+// dq times `factor`, and whether every entry is finite (read in storage order: Eigen's allFinite on
+// a row-major matrix walks it by columns, a cache miss per entry once the matrix outgrows the
+// cache), in blocks of rows over the cores.
+bool scale_and_check(MatrixF& dq, float factor) {
   constexpr Index kRows = 1024;
-  const std::array<const MatrixF*, 3> mats{&dq, &dk, &dv};
-  const std::array<MatrixF*, 2> scaled{&dq, &dk};
-  std::array<std::size_t, 4> first{};  // the items of each matrix: [first[i], first[i + 1])
-  for (int i = 0; i < 3; ++i) first[i + 1] = first[i] + static_cast<std::size_t>((mats[i]->rows() + kRows - 1) / kRows);
-  std::vector<char> ok(first[3], 1);
-  const double work = static_cast<double>(dq.size() + dk.size() + dv.size());
-  parallel_items(first[3], worker_count(first[3], 1e3 * work), [&](unsigned, std::size_t it) {
-    const int i = it < first[1] ? 0 : it < first[2] ? 1 : 2;
-    const MatrixF& a = *mats[i];
-    const Index r0 = static_cast<Index>(it - first[i]) * kRows, rows = std::min(kRows, a.rows() - r0);
-    if (i < 2) scaled[i]->middleRows(r0, rows) *= factor;
-    ok[it] = cpu::online::all_finite(a.data() + r0 * a.cols(), rows * a.cols());
+  const std::size_t items = static_cast<std::size_t>((dq.rows() + kRows - 1) / kRows);
+  std::vector<char> ok(items, 1);
+  parallel_items(items, worker_count(items, 1e3 * static_cast<double>(dq.size())), [&](unsigned, std::size_t it) {
+    const Index r0 = static_cast<Index>(it) * kRows, rows = std::min(kRows, dq.rows() - r0);
+    dq.middleRows(r0, rows) *= factor;
+    ok[it] = cpu::online::all_finite(dq.data() + r0 * dq.cols(), rows * dq.cols());
   });
   return std::all_of(ok.begin(), ok.end(), [](char x) { return x != 0; });
 }
+
+// A partial tile's pairs as ranges, tile-local: query lane i sees at most the keys [klo[i], khi[i])
+// (the mask rule's interval; documents and a custom mask may block more), key j is seen by at most
+// the lanes [qlo[j], qhi[j]). A product's terms outside them are exact zeros (P and dS of masked
+// pairs), so they are left out.
+struct TileRanges {
+  std::array<int, kQueryBlock> klo, khi;
+  std::array<int, kKeyBlock> qlo, qhi;
+};
 
 // Per-thread tiles, sized once (row-major). The (keys, queries) tiles have ld = kQueryBlock.
 struct Scratch {
@@ -86,6 +89,7 @@ struct Scratch {
   MatrixF dq;      // (kQueryBlock, dkp)    the block's share of dQ
   MatrixF dk, dv;  // (kKeyBlock, dkp), (kKeyBlock, dvp): the item's dK_j, dV_j
   Eigen::RowVectorXf ones;  // (max(dkp, dvp)): the column scale that makes a product accumulate
+  TileRanges ranges;        // the current partial tile's
   Scratch(int d_k, int d_v)
       : dkp(padded(d_k)), dvp(padded(d_v)), kpad(kKeyBlock, dkp), qt(d_k, kQueryBlock), dot(d_v, kQueryBlock),
         st(kKeyBlock, kQueryBlock), dpt(kKeyBlock, kQueryBlock),
@@ -143,6 +147,7 @@ struct BackwardJob {
   const BlockMask& blocks;  // (query blocks of kQueryBlock, key blocks of kKeyBlock)
   const ScoreRule& score;
   float score_scale;
+  float factor;  // dlogits → dscores' scalar factor: dK's as it is written, dQ's at the end
   MatrixF& dq;  // (heads n, d_k), added to under locks[h * query blocks + block]
   MatrixF& dk;  // (kv_heads m, d_k)
   MatrixF& dv;  // (kv_heads m, d_v)
@@ -150,13 +155,55 @@ struct BackwardJob {
   int query_blocks;
 };
 
-// c (rows, ldc) = a b (+ c · col_scale) over ldc columns (whole kTileCols): wide tiles, then narrow.
+// The ranges of the tile of queries [q0, q0 + rows) by keys [k0, k0 + keys), when the intervals
+// grow with the query (the causal rule, windows and prefixes, alone or together: then the lanes
+// that see a key are one run of them); false where they do not.
+bool tile_ranges(const MaskRule& rule, int q0, int rows, int k0, int keys, TileRanges& t) {
+  for (int i = 0; i < rows; ++i) {
+    int a, b;
+    rule.interval(q0 + i, a, b);
+    t.klo[i] = std::clamp(a - k0, 0, keys);
+    t.khi[i] = std::clamp(b - k0, t.klo[i], keys);
+    if (i > 0 && (t.klo[i] < t.klo[i - 1] || t.khi[i] < t.khi[i - 1])) return false;
+  }
+  // Key j: from the first lane whose interval ends after it to the last that starts at or before it.
+  int from = 0, to = 0;
+  for (int j = 0; j < keys; ++j) {
+    while (from < rows && t.khi[from] <= j) ++from;
+    while (to < rows && t.klo[to] <= j) ++to;
+    t.qlo[j] = from;
+    t.qhi[j] = std::max(from, to);
+  }
+  return true;
+}
+
+// rows_madd where row r's terms are only those in [lo[r], hi[r]) of the depth (lo null: all): each
+// tile of rows runs over the union of its rows' ranges (none: depth 0, which keeps c with
+// col_scale and zeroes it without).
+template <int V>
+void ranged_rows_madd(int rows, const float* a, Index a_row, Index a_k, const float* b, Index ldb, int depth, float* c,
+                      Index ldc, const float* col_scale, const int* lo, const int* hi) {
+  if (lo == nullptr) return rows_madd<V>(rows, a, a_row, a_k, b, ldb, depth, c, ldc, col_scale);
+  constexpr int kR = kRowsOf<V>;
+  for (int r0 = 0; r0 < rows; r0 += kR) {
+    const int count = std::min(kR, rows - r0);
+    int from = depth, to = 0;
+    for (int r = r0; r < r0 + count; ++r) from = std::min(from, lo[r]), to = std::max(to, hi[r]);
+    to = std::max(to, from);
+    kTileFns<V>[count - 1](a + r0 * a_row + from * a_k, a_row, a_k, b + from * ldb, ldb, to - from, c + r0 * ldc, ldc,
+                           col_scale);
+  }
+}
+
+// c (rows, ldc) = a b (+ c · col_scale) over ldc columns (whole kTileCols): wide tiles, then narrow;
+// row r's terms in [lo[r], hi[r]) of the depth only, when lo is given.
 void cols_madd(int rows, const float* a, Index a_row, Index a_k, const float* b, int ldb, int depth, float* c, int ldc,
-               const float* col_scale) {
+               const float* col_scale, const int* lo = nullptr, const int* hi = nullptr) {
   int c0 = 0;
   for (; c0 + kWideCols <= ldc; c0 += kWideCols)
-    rows_madd<kWideVecs>(rows, a, a_row, a_k, b + c0, ldb, depth, c + c0, ldc, col_scale);
-  for (; c0 < ldc; c0 += kTileCols) rows_madd(rows, a, a_row, a_k, b + c0, ldb, depth, c + c0, ldc, col_scale);
+    ranged_rows_madd<kWideVecs>(rows, a, a_row, a_k, b + c0, ldb, depth, c + c0, ldc, col_scale, lo, hi);
+  for (; c0 < ldc; c0 += kTileCols)
+    ranged_rows_madd<kTileVecs>(rows, a, a_row, a_k, b + c0, ldb, depth, c + c0, ldc, col_scale, lo, hi);
 }
 
 // P and dS of the first `rows` queries of a block (whole packets: the tiles rows_madd filled) by
@@ -186,9 +233,14 @@ double recompute_tile(Scratch& w, const float* m_row, const float* inv_l_row, co
   return static_cast<double>(ei::predux(dt));
 }
 
+struct KeyBlockSums {
+  double dt = 0;        // Σ dlogits ∘ s
+  bool finite = false;  // every entry of its dK and dV rows
+};
+
 // One key block [k0, k0 + cols) of key/value head g, against every query block of the heads that
-// read it. Returns its Σ dlogits ∘ s.
-double run_key_block(const BackwardJob& job, Scratch& w, int g, int k0, int cols) {
+// read it.
+KeyBlockSums run_key_block(const BackwardJob& job, Scratch& w, int g, int k0, int cols) {
   const Problem& p = job.p;
   const int n = p.n(), d_k = p.d_k(), d_v = p.d_v();
   const int dkp = w.dkp, dvp = w.dvp;
@@ -253,18 +305,24 @@ double run_key_block(const BackwardJob& job, Scratch& w, int g, int k0, int cols
       dt += recompute_tile(w, pk.m.data() + lane0, pk.inv_l.data() + lane0, pk.d.data() + lane0, rows, keys, scale,
                            softcap);
 
-      // dV_j += Pᵀ dO_i, dK_j += dSᵀ Q_i (rows of the tiles: keys; depth: the block's queries).
-      cols_madd(keys, w.st.data(), ld, 1, dop, dvp, rows, w.dv.data() + j0 * dvp, dvp, w.ones.data());
-      cols_madd(keys, w.dpt.data(), ld, 1, qp, dkp, rows, w.dk.data() + j0 * dkp, dkp, w.ones.data());
+      // dV_j += Pᵀ dO_i, dK_j += dSᵀ Q_i (rows of the tiles: keys; depth: the block's queries); a
+      // partial tile's over the pairs its mask may let through.
+      TileRanges& tr = w.ranges;
+      const bool ranged = kind == BlockKind::Partial && tile_ranges(job.rule, q0, rows, k0 + j0, keys, tr);
+      const int* qlo = ranged ? tr.qlo.data() : nullptr;
+      const int* klo = ranged ? tr.klo.data() : nullptr;
+      cols_madd(keys, w.st.data(), ld, 1, dop, dvp, rows, w.dv.data() + j0 * dvp, dvp, w.ones.data(), qlo, tr.qhi.data());
+      cols_madd(keys, w.dpt.data(), ld, 1, qp, dkp, rows, w.dk.data() + j0 * dkp, dkp, w.ones.data(), qlo, tr.qhi.data());
       // dQ_i's share: dS K_j (rows: queries; depth: the keys), added under the block's lock: straight
       // into dQ's rows when they are whole tiles (c = c · 1 + dS K_j, the same sum as adding the
       // share afterwards), else through the thread's tile.
       const float* kj = w.kpad.data() + j0 * dkp;
       const bool direct = dkp == d_k;
-      if (!direct) cols_madd(rows, w.dpt.data(), 1, ld, kj, dkp, keys, w.dq.data(), dkp, nullptr);
+      if (!direct) cols_madd(rows, w.dpt.data(), 1, ld, kj, dkp, keys, w.dq.data(), dkp, nullptr, klo, tr.khi.data());
       const std::lock_guard<std::mutex> lock(job.locks[static_cast<std::size_t>(h) * job.query_blocks + qb]);
       if (direct) {
-        cols_madd(rows, w.dpt.data(), 1, ld, kj, dkp, keys, job.dq.data() + qrow * d_k, d_k, w.ones.data());
+        cols_madd(rows, w.dpt.data(), 1, ld, kj, dkp, keys, job.dq.data() + qrow * d_k, d_k, w.ones.data(), klo,
+                  tr.khi.data());
         continue;
       }
       for (int i = 0; i < rows; ++i) {
@@ -274,11 +332,15 @@ double run_key_block(const BackwardJob& job, Scratch& w, int g, int k0, int cols
       }
     }
   }
+  // dK_j times the factor and dV_j, written once and checked while they are in the cache.
   for (int j = 0; j < cols; ++j) {
-    std::copy_n(w.dk.data() + j * dkp, d_k, job.dk.data() + (krow + j) * d_k);
+    const float* from = w.dk.data() + j * dkp;
+    float* to = job.dk.data() + (krow + j) * d_k;
+    for (int c = 0; c < d_k; ++c) to[c] = from[c] * job.factor;
     std::copy_n(w.dv.data() + j * dvp, d_v, job.dv.data() + (krow + j) * d_v);
   }
-  return dt;
+  return {dt, cpu::online::all_finite(job.dk.data() + krow * d_k, static_cast<Index>(cols) * d_k) &&
+                  cpu::online::all_finite(job.dv.data() + krow * d_v, static_cast<Index>(cols) * d_v)};
 }
 
 }  // namespace
@@ -323,8 +385,11 @@ GradTrace cpu_fused_backward(const Problem& p, const Upstream& u) {
   parallel_items(qblocks, worker_count(qblocks, 4.0 * hn * (d_k + d_v)), [&](unsigned, std::size_t b) {
     pack_block(packed, q_in, g.dout, g.forward.output, stats, g.D, n, query_blocks, b, dq);
   });
-  const BackwardJob job{p,      q_in,  kernel_k(p, rot.get()), g.dout, stats, packed, rule, blocks,
-                        score,  static_cast<float>(p.scale_value()), dq, g.dk, g.dv, locks, query_blocks};
+  // The scalar factors of dlogits → dscores: the online scale (scale / T), or 1 / T and the scale
+  // with score mods (the cap's factor is in dS already).
+  const float factor = score.any() ? stats.scale * static_cast<float>(p.scale_value()) : stats.scale;
+  const BackwardJob job{p,     q_in,   kernel_k(p, rot.get()), g.dout, stats, packed, rule,  blocks, score,
+                        static_cast<float>(p.scale_value()), factor, dq, g.dk, g.dv, locks, query_blocks};
 
   // Items: the key blocks of one key/value head after another, each head's first key blocks first
   // (under a causal mask they meet the most queries): the threads share one head's query blocks
@@ -334,21 +399,17 @@ GradTrace cpu_fused_backward(const Problem& p, const Upstream& u) {
   const double flops = 10.0 * heads * static_cast<double>(n) * m * std::max(d_k, d_v);
   const unsigned workers = worker_count(items, flops);
   std::vector<std::unique_ptr<Scratch>> scratch(workers);
-  std::vector<double> dt(items, 0.0);
+  std::vector<KeyBlockSums> sums(items);
   parallel_items(items, workers, [&](unsigned id, std::size_t it) {
     if (!scratch[id]) scratch[id] = std::make_unique<Scratch>(d_k, d_v);
     const int kv = static_cast<int>(it / key_blocks), kb = static_cast<int>(it % key_blocks);
     const int k0 = kb * kKeyBlock;
-    dt[it] = run_key_block(job, *scratch[id], kv, k0, std::min(kKeyBlock, m - k0));
+    sums[it] = run_key_block(job, *scratch[id], kv, k0, std::min(kKeyBlock, m - k0));
   });
 
-  // The scalar factors of dlogits → dscores: the online scale (scale / T), or 1 / T and the scale
-  // with score mods (the cap's factor is in dS already).
-  const bool mods = score.any();
-  const float factor = mods ? stats.scale * static_cast<float>(p.scale_value()) : stats.scale;
-  bool finite = scale_and_check(dq, g.dk, g.dv, factor);
+  bool finite = scale_and_check(dq, factor);
   double sum = 0;
-  for (double x : dt) sum += x;
+  for (const KeyBlockSums& s : sums) sum += s.dt, finite = finite && s.finite;
   // Σ dlogits ∘ logits with logits = s · online scale.
   g.dT = -sum * stats.scale / p.temperature + 0.0;  // + 0.0: a sum of 0 is dT = 0, not -0
   if (p.mods.rope_theta > 0) {
