@@ -59,17 +59,21 @@ void check_options(const BackwardJob& job, Format format) {
   check_upstream_options(job.dout, job.loss, job.dout_seed);
 }
 
-// The run, its gradients, with --check the same in fp64 and a few (heads n, m) bound matrices,
-// and a complete rendering, for a problem of size s: refused before anything is allocated when it
+// The run, its gradients, with --check the same in fp64 and its bound matrices in double (a few of
+// each stage's (heads n, m) and of the inputs' and gradients' shapes: core/backward_check.cpp), and
+// a complete rendering, for a problem of size s: refused before anything is allocated when it
 // cannot fit (a random problem's before its inputs are made: build_problem's hook).
 void check_backward_fits(const BackwardJob& job, Format format, const ProblemSize& s) {
   const bool fused = job.args.variant == "fused";
   const double hnm = static_cast<double>(s.heads) * s.n * s.m;
+  const double rows = static_cast<double>(s.heads) * s.n + static_cast<double>(s.kv_heads) * s.m;
   const double run = fused ? fused_backward_bytes(s) : backward_bytes(s);
   double need = run;
   // The fused --check holds the fused gradients within the staged check's bounds: both runs, which
   // share the inputs.
-  if (job.check) need += reference_backward_bytes(s) + 10 * 8.0 * hnm + (fused ? backward_bytes(s) - input_bytes(s) : 0);
+  if (job.check)
+    need += reference_backward_bytes(s) + 8.0 * (10 * hnm + 6 * rows * (s.d_k + s.d_v)) +
+            (fused ? backward_bytes(s) - input_bytes(s) : 0);
   const bool every_number = format == Format::Json || format == Format::Csv;
   if (every_number) need += kRenderBytesPerNumber * run / 4;
   check_host_memory(need,
@@ -89,7 +93,8 @@ int run_backward(const BackwardJob& job) {
   const Lang lang = resolve_lang(a);
   const Upstream u = upstream_of(job.dout, job.loss, job.dout_seed);
   validate_upstream(p, u);
-  check_backward_fits(job, format, size_of(p));
+  // A random problem's was checked before its inputs took their room.
+  if (!a.random_n) check_backward_fits(job, format, size_of(p));
   const bool fused = a.variant == "fused";
 
   const auto run_cuda = [&] {

@@ -99,15 +99,6 @@ void register_demo_and_run(CLI::App& app, int& exit_code) {
   });
 }
 
-// What describe runs: the staged fp32 chain streams the selected row alone (its weights and mask
-// are all the sentence quotes: no (n, m) matrix is made); bf16's staged chain, which streams no
-// rows, keeps its stages; the online kernels keep no weights to quote.
-RunOptions describe_options(const ProblemArgs& a) {
-  RunOptions opt = run_options(a);
-  if (opt.variant == Variant::Staged && opt.precision == Precision::FP32) opt.keep_stages = opt.output = false;
-  return opt;
-}
-
 void register_describe(CLI::App& app, int& exit_code) {
   auto job = std::make_shared<Job>();
   CLI::App* c = app.add_subcommand(
@@ -123,18 +114,11 @@ void register_describe(CLI::App& app, int& exit_code) {
     const Format format = parse_format_among(a.format, {Format::Text, Format::Json, Format::Markdown}, Msg::DescribeFormat);
     const bool demo = !uses_inputs(a);
     // The run's refusal alone: the description is a sentence.
-    RunOptions opt = describe_options(a);
-    const Problem p = build_problem(a, demo, [&](const ProblemSize& s) {
-      if (a.backend == "cpu" || (a.backend == "auto" && !cuda_available())) check_cpu_run_fits(s, opt);
-    });
+    const Problem p = build_problem(a, demo, random_fits(a, Format::Text));
     const int query = resolve_query_arg(a, p, demo);
     const Lang lang = resolve_lang(a);
-    const bool streamed = !opt.keep_stages;
-    if (streamed) opt.rows = {query};  // head 0's row
-    const Trace t = run_backend(a.backend, p, opt, lang);
-    const RowStages* row = streamed ? &t.rows.at(0) : nullptr;
-    const std::string text = row ? describe(p, row->weights.data(), row->mask.empty() ? nullptr : row->mask.data(), query, lang)
-                                 : describe(p, t, query, lang);
+    const Trace t = run_problem(a, p);
+    const std::string text = describe(p, t, query, lang);
     // json: {"description": "..."} for tools; every other format prints the sentence as it is.
     if (format == Format::Json)
       emit(a.output_file, nlohmann::json{{"description", text}}.dump(-1, ' ', false,

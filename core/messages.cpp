@@ -1,6 +1,7 @@
 // The message catalogue (see messages.h).
 #include "core/messages.h"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -593,7 +594,12 @@ std::string render_message(Msg id, const std::vector<std::string>& args, Lang la
   for (std::size_t k = 0; k < t.size(); ++k) {
     if (t[k] == '{' && k + 2 < t.size() && t[k + 2] == '}' && t[k + 1] >= '0' && t[k + 1] <= '9') {
       const std::size_t a = static_cast<std::size_t>(t[k + 1] - '0');
-      if (a < args.size()) out += args[a];
+      // A value the code quoted ('0x10', a CSV token, a dtype) takes the Chinese marks in Chinese
+      // (one with quotes of its own inside, such as ',' / '}', stays as it is).
+      const bool quoted = a < args.size() && args[a].size() >= 2 && args[a].front() == '\'' &&
+                          args[a].back() == '\'' && std::count(args[a].begin(), args[a].end(), '\'') == 2;
+      if (quoted && lang == Lang::Zh) out += "“" + args[a].substr(1, args[a].size() - 2) + "”";
+      else if (a < args.size()) out += args[a];
       k += 2;
     } else {
       out += t[k];

@@ -444,15 +444,19 @@ void check_split_count(int splits, int keys) {
 }
 
 int resolve_query(const Problem& p, const std::string& typed) {
-  // Blanks around it dropped, as around the labels themselves and the other options' values.
-  const std::string token_or_index = trim_blanks(typed);
   const int n = p.n();
-  // A label first, then an index: a label that names more than one row picks none of them.
+  // A label first, then an index: a label that names more than one row picks none of them. The
+  // label as typed (a bundle's tokens keep their blanks: " cat"), else with the blanks around it
+  // dropped, as around the labels the lab reads itself and the other options' values.
   const std::vector<std::string>& tokens = p.query_tokens();
-  const auto count = std::count(tokens.begin(), tokens.end(), token_or_index);
-  if (count > 1)
-    throw InputError(Msg::LabelAmbiguous, {token_or_index, std::to_string(count)});
-  if (count == 1) return static_cast<int>(std::find(tokens.begin(), tokens.end(), token_or_index) - tokens.begin());
+  const auto label = [&tokens](const std::string& t) {
+    const auto count = std::count(tokens.begin(), tokens.end(), t);
+    if (count > 1) throw InputError(Msg::LabelAmbiguous, {t, std::to_string(count)});
+    return count == 1 ? static_cast<int>(std::find(tokens.begin(), tokens.end(), t) - tokens.begin()) : -1;
+  };
+  if (const int i = label(typed); i >= 0) return i;
+  const std::string token_or_index = trim_blanks(typed);
+  if (const int i = label(token_or_index); i >= 0) return i;
   if (!token_or_index.empty() &&
       token_or_index.find_first_not_of("0123456789") == std::string::npos &&
       token_or_index.size() < 10) {

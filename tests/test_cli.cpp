@@ -315,33 +315,6 @@ TEST_F(Cli, DescribePrintsOnlyTheDescription) {
   EXPECT_TRUE(contains(zh.out, "因果"));
 }
 
-// describe computes the selected row alone on the staged fp32 chain: the sentence run gives from
-// its kept stages, and under a cap on the address space that those stages would not fit in.
-TEST_F(Cli, DescribeComputesOnlyTheSelectedRow) {
-  for (const char* lang : {"en", "zh"}) {
-    const std::vector<std::string> problem = {"--random", "300", "--dk", "16", "--query", "217", "--mask", "causal",
-                                              "--score-mod", "alibi,softcap:20", "--heads", "2", "--backend", "cpu",
-                                              "--lang", lang};
-    std::vector<std::string> r = {"run", "--format", "json"}, d = {"describe"};
-    r.insert(r.end(), problem.begin(), problem.end());
-    d.insert(d.end(), problem.begin(), problem.end());
-    const CliResult ran = run(r), described = run(d);
-    ASSERT_EQ(ran.code, 0) << ran.err;
-    ASSERT_EQ(described.code, 0) << described.err;
-    EXPECT_EQ(described.out, json::parse(ran.out)["description"].get<std::string>() + "\n") << lang;
-  }
-  // 16384 tokens: the kept stages take about 5 GB, the streamed row a few MB.
-  const auto capped = [](const char* cmd) {
-    return test::run_binary("bash", {"-c", "ulimit -c 0 -v 3000000 && exec \"$0\" \"$@\"", test::attnlab_binary(), cmd,
-                                     "--random", "16384", "--query", "5", "--backend", "cpu", "--lang", "en"});
-  };
-  const CliResult whole = capped("run"), row = capped("describe");
-  EXPECT_EQ(whole.code, 2) << whole.err;
-  EXPECT_TRUE(contains(whole.err, "needs about")) << whole.err;
-  ASSERT_EQ(row.code, 0) << row.err;
-  EXPECT_TRUE(contains(row.out, "The sequence has 16384 tokens. The current query is 5")) << row.out;
-}
-
 TEST_F(Cli, HelpDocumentsEveryOptionAndExitsZero) {
   const CliResult top = run({"--help"});
   EXPECT_EQ(top.code, 0) << top.err;
@@ -850,7 +823,7 @@ TEST_F(Cli, ACapOnTheAddressSpaceIsTheRoomTheEstimateCounts) {
 // refused from its sizes, before its inputs are generated: under a limit of one second of CPU time,
 // which generating a million tokens' Q, K and V (about 200 million normal draws) far exceeds (the
 // process would die of SIGXCPU), run, describe, verify, backward and walk answer with the refusal.
-// The option's own typos still come first. (describe in bf16: in fp32 it streams its one row.)
+// The option's own typos still come first.
 TEST_F(Cli, ARandomRunTooLargeIsRefusedBeforeItsInputsAreMade) {
   const auto refused = [](std::vector<std::string> args, const std::string& lang, const std::string& want) {
     args.insert(args.begin(), {"-c", "ulimit -c 0 -t 1 && exec \"$0\" \"$@\"", test::attnlab_binary()});
@@ -861,16 +834,21 @@ TEST_F(Cli, ARandomRunTooLargeIsRefusedBeforeItsInputsAreMade) {
     ASSERT_EQ(lines_of(r.err).size(), 1u) << r.err;
     EXPECT_TRUE(contains(r.err, want)) << r.err;
   };
-  for (const std::vector<std::string>& cmd : {std::vector<std::string>{"run"}, {"describe", "--precision", "bf16"}}) {
-    SCOPED_TRACE(cmd[0]);
-    std::vector<std::string> args = cmd;
-    args.insert(args.end(), {"--random", "1048576"});
-    refused(args, "en", "the problem (staged chain on the CPU): needs about ");
-    refused(args, "zh", "该问题（CPU 上的 staged 计算链）约需 ");
+  for (const char* cmd : {"run", "describe"}) {
+    SCOPED_TRACE(cmd);
+    refused({cmd, "--random", "1048576"}, "en", "the problem (staged chain on the CPU): needs about ");
+    refused({cmd, "--random", "1048576"}, "zh", "该问题（CPU 上的 staged 计算链）约需 ");
   }
   refused({"verify", "--random", "1048576"}, "en", "verify (the staged run and the fp64 reference of every stage): needs about ");
   refused({"backward", "--random", "1048576"}, "en", "backward (the staged run, every gradient): needs about ");
   refused({"backward", "--random", "1048576", "--score-mod", "alibi"}, "zh", "反向传播（staged 运行及全部梯度）约需 ");
+  // The fp64 check of a decode shape holds bound matrices of the keys' shape, (heads m, d) in
+  // double: about 10 GiB here, refused under a cap of 6 GB (once counted at a third of that).
+  const CliResult check = test::run_binary(
+      "bash", {"-c", "ulimit -c 0 -t 1 -v 6000000 && exec \"$0\" \"$@\"", test::attnlab_binary(), "backward", "--random",
+               "262144", "--queries", "1", "--heads", "6", "--check", "--backend", "cpu", "--lang", "en"});
+  EXPECT_EQ(check.code, 2) << check.err;
+  EXPECT_TRUE(contains(check.err, "backward (the staged run, every gradient, the fp64 check): needs about ")) << check.err;
   for (const char* cmd : {"run", "verify"})
     refused({cmd, "--random", "1048576", "--queries", "1", "--heads", "8", "--head", "9", "--variant", "fused"}, "en",
             "--head must be between 0 and 7, got 9");

@@ -102,13 +102,26 @@ TEST(MessagesZh, EveryIdHasBothTemplatesWithTheSamePlaceholders) {
   }
 }
 
-// A value quoted in Chinese takes the Chinese quotation marks, in every message alike (a JSON
-// string's own double quotes stay what the file holds).
+// A value quoted in Chinese takes the Chinese quotation marks, in every message alike: in the
+// templates, and where the code quoted the value itself (a JSON string's own double quotes stay
+// what the file holds).
 TEST(MessagesZh, EveryChineseTemplateQuotesWithChineseMarks) {
   for (int i = 1; i < static_cast<int>(Msg::Count_); ++i) {
     const std::string zh = render_message(static_cast<Msg>(i), {}, Lang::Zh);
     EXPECT_EQ(zh.find('\''), std::string::npos) << "id " << i << ": " << zh;
   }
+  Problem p = random_problem(4, 4, 4, 0);
+  for (const auto& [mask_mod, spec] : {std::pair{true, "window:abc"}, {false, "softcap:0x10"}, {false, "alibi:nan"}}) {
+    const Message m = refusal([&, mask_mod = mask_mod, spec = spec] {
+      if (mask_mod) apply_mask_mod_spec(p, spec);
+      else apply_score_mod_spec(p, spec);
+    });
+    EXPECT_EQ(m.text(Lang::Zh).find('\''), std::string::npos) << m.text(Lang::Zh);
+    EXPECT_NE(m.text(Lang::Zh).find("“"), std::string::npos) << m.text(Lang::Zh);
+    EXPECT_NE(m.en.find('\''), std::string::npos) << m.en;
+  }
+  const Message temperature = refusal([] { parse_temperature("0x10"); });
+  EXPECT_NE(temperature.text(Lang::Zh).find("当前为 “0x10”"), std::string::npos) << temperature.text(Lang::Zh);
 }
 
 TEST(MessagesZh, TheQueryAndItsHeadsAndSplits) {
@@ -125,6 +138,12 @@ TEST(MessagesZh, TheQueryAndItsHeadsAndSplits) {
 
   Problem labelled = random_problem(4, 4, 4, 0);
   apply_token_spec(labelled, "a,a,a,a", "");
+  // A label with blanks of its own (a bundle's " cat") is found as typed, others without them.
+  Problem spaced = random_problem(3, 4, 4, 0);
+  spaced.edit().query_tokens = {"The", " cat", " sat"};
+  EXPECT_EQ(resolve_query(spaced, " sat"), 2);
+  EXPECT_EQ(resolve_query(spaced, " The "), 0);
+
   const Message twice = refusal([&] { resolve_query(labelled, "a"); });
   EXPECT_EQ(twice.en, "label 'a' names 4 rows; give the index");
   EXPECT_EQ(twice.text(Lang::Zh), "标签“a”对应 4 行；请给出序号");

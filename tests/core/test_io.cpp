@@ -418,11 +418,11 @@ TEST(IoNpy, RejectsBadMagicVersionAndHeader) {
     }
     return std::string();
   };
-  EXPECT_EQ(zh_of("{'descr': '<f4', 'shape': (1, 1)}"), "x.npy：.npy 文件头格式错误：缺少键 'fortran_order'");
+  EXPECT_EQ(zh_of("{'descr': '<f4', 'shape': (1, 1)}"), "x.npy：.npy 文件头格式错误：缺少键 “fortran_order”");
   EXPECT_EQ(zh_of("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,)}"),
             "x.npy：.npy 文件头格式错误：不支持结构化 dtype；请保存普通浮点数组");
   EXPECT_EQ(zh_of("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1), 'x': 1}"),
-            "x.npy：.npy 文件头格式错误：多余的键 'x'");
+            "x.npy：.npy 文件头格式错误：多余的键 “x”");
   EXPECT_EQ(zh_of("{'descr': '<f4' 'fortran_order': False, 'shape': (1, 1)}"),
             "x.npy：.npy 文件头格式错误：此处应为 ',' / '}'");
 }

@@ -32,7 +32,7 @@ TEST(Messages, EnglishIsTheCommandLinesSentenceAndChineseFollows) {
   const Message t = caught([] { parse_temperature("abc"); });
   EXPECT_EQ(t.id, Msg::TemperatureInvalid);
   EXPECT_EQ(t.en, "temperature must be a finite number > 0, got 'abc'");
-  EXPECT_EQ(t.text(Lang::Zh), "温度必须是大于 0 的有限数，当前为 'abc'");
+  EXPECT_EQ(t.text(Lang::Zh), "温度必须是大于 0 的有限数，当前为 “abc”");
   Problem p = random_problem(4, 3, 2, 1);
   p.edit().k = random_problem(4, 5, 2, 2).k();
   const Message s = caught([&] { validate(p); });
