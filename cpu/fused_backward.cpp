@@ -16,8 +16,8 @@
 // The chain's factors: dS is dlogits; dlogits → the scores QKᵀ multiplies by the online scale (no
 // score mods: logits = s · scale / T), or by (1 − tanh²) per element for a soft-cap and then 1/T
 // and the scale (score mods). ALiBi and a bias add terms without inputs: nothing to multiply. The
-// scalar factors are applied once: to a key block's dK as it writes it out, to dQ at the end. dT = −(1/T) Σ dlogits ∘ logits sums each
-// tile in fp32 lanes and the tiles in double.
+// scalar factors are applied once: to a key block's dK as it writes it out, to dQ at the end.
+// dT = −(1/T) Σ dlogits ∘ logits sums each tile in fp32 lanes and the tiles in double.
 // RoPE: the products use the rotated Q and K (as the forward); their gradients are turned back to
 // the inputs' frame in double at the end (rope_rotate_back_rows, in place over the cores).
 // Order of summation: dQ's key blocks are added in whatever order the threads reach a query block,
