@@ -121,18 +121,29 @@ std::optional<double> host_available_bytes() {
   return avail;
 }
 
-void check_host_memory(double need, const std::string& what, const std::string& advice) {
+namespace {
+
+// The room a run may take: nine tenths of what is free (the rest for what no estimate counts). It
+// is the room a refusal names, so that a refused need always reads above it.
+std::optional<double> usable_room() {
   const std::optional<double> avail = host_available_bytes();
-  if (avail && need > 0.9 * *avail)
-    throw ResourceError(what + ": needs about " + format_bytes(need) + " of host memory, " +
-                        format_bytes(*avail) + " available; " + advice);
+  return avail ? std::optional<double>(0.9 * *avail) : std::nullopt;
+}
+
+}  // namespace
+
+void check_host_memory(double need, const std::string& what, const std::string& advice) {
+  const std::optional<double> room = usable_room();
+  if (room && need > *room)
+    throw ResourceError(what + ": needs about " + format_bytes(need) + " of host memory, " + format_bytes(*room) +
+                        " available; " + advice);
 }
 
 void check_host_memory(double need, Msg id, std::vector<std::string> args) {
-  const std::optional<double> avail = host_available_bytes();
-  if (avail && need > 0.9 * *avail) {
+  const std::optional<double> room = usable_room();
+  if (room && need > *room) {
     args.push_back(format_bytes(need));
-    args.push_back(format_bytes(*avail));
+    args.push_back(format_bytes(*room));
     throw ResourceError(id, std::move(args));
   }
 }

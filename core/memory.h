@@ -25,7 +25,8 @@ std::optional<double> host_available_bytes();
 std::optional<double> cgroup_room_bytes(const std::string& proc_cgroup, const std::string& root);
 // Refuses with ResourceError, before anything is allocated, `need` bytes (for `what`) that would
 // not fit in 90 % of host_available_bytes: "<what>: needs about X of host memory, Y available;
-// <advice>". Where no room can be read, nothing is refused.
+// <advice>", Y being those 90 % (the room the run may take; the rest is left for what no estimate
+// counts). Where no room can be read, nothing is refused.
 void check_host_memory(double need, const std::string& what, const std::string& advice);
 // The same with a catalogued message (core/messages.h): `args`, then the need and the room.
 void check_host_memory(double need, Msg id, std::vector<std::string> args);

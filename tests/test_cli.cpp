@@ -808,6 +808,15 @@ TEST_F(Cli, ACapOnTheAddressSpaceIsTheRoomTheEstimateCounts) {
     room = room.substr(0, room.find(zh ? "；" : " available"));
     EXPECT_TRUE(room.size() > 4 && (room.substr(room.size() - 4) == " MiB" || room.substr(room.size() - 4) == " KiB"))
         << ls[0];
+    // The room named is the one the need was refused against: the need reads above it.
+    const std::string about = zh ? "约需 " : "needs about ";
+    std::string need = ls[0].substr(ls[0].find(about) + about.size());
+    need = need.substr(0, need.find(zh ? " 主机内存" : " of host memory"));
+    const auto bytes = [](const std::string& t) {
+      const double unit = t.find("GiB") != std::string::npos ? 1 << 30 : t.find("MiB") != std::string::npos ? 1 << 20 : 1 << 10;
+      return std::stod(t) * unit;
+    };
+    EXPECT_GT(bytes(need), bytes(room)) << ls[0];
   }
   // Random inputs that would not fit under the cap are refused before they are generated (an
   // allocation failing halfway said only "out of host memory", exit 1).

@@ -93,15 +93,20 @@ TEST(Messages, EveryIdHasBothLanguages) {
 }
 
 // Memory refusals carry their ids, so that the viewer says them in Chinese too; the sizes are the
-// arguments, the need and MemAvailable last.
+// arguments, the need and the room (nine tenths of MemAvailable) last.
 TEST(Messages, MemoryRefusalsCarryTheirIds) {
   if (!host_available_bytes()) GTEST_SKIP() << "no MemAvailable here: nothing is refused";
   const Message m = caught([] { check_host_memory(1e18, Msg::HostMemoryCpuRun, {"staged"}); });
   EXPECT_EQ(m.id, Msg::HostMemoryCpuRun);
   // Refused above nine tenths of what is available (the rest keeps the machine usable), not only
-  // above all of it.
-  EXPECT_EQ(caught([] { check_host_memory(0.95 * *host_available_bytes(), Msg::HostMemoryCpuRun, {"staged"}); }).id,
-            Msg::HostMemoryCpuRun);
+  // above all of it; the room named is those nine tenths, below the need.
+  const double free = *host_available_bytes();
+  const Message near = caught([free] { check_host_memory(0.95 * free, Msg::HostMemoryCpuRun, {"staged"}); });
+  EXPECT_EQ(near.id, Msg::HostMemoryCpuRun);
+  ASSERT_EQ(near.args.size(), 3u);
+  EXPECT_EQ(near.args[1], format_bytes(0.95 * free));
+  EXPECT_NE(near.args[2], format_bytes(free)) << near.en;
+  EXPECT_NE(near.args[2], near.args[1]) << near.en;
   ASSERT_EQ(m.args.size(), 3u);
   EXPECT_EQ(m.args[1], format_bytes(1e18));
   EXPECT_EQ(m.en.rfind("the problem (staged chain on the CPU): needs about " + format_bytes(1e18) + " of host memory, ", 0),
