@@ -310,19 +310,20 @@ KeyBlockSums run_key_block(const BackwardJob& job, Scratch& w, int g, int k0, in
       TileRanges& tr = w.ranges;
       const bool ranged = kind == BlockKind::Partial && tile_ranges(job.rule, q0, rows, k0 + j0, keys, tr);
       const int* qlo = ranged ? tr.qlo.data() : nullptr;
+      const int* qhi = ranged ? tr.qhi.data() : nullptr;
       const int* klo = ranged ? tr.klo.data() : nullptr;
-      cols_madd(keys, w.st.data(), ld, 1, dop, dvp, rows, w.dv.data() + j0 * dvp, dvp, w.ones.data(), qlo, tr.qhi.data());
-      cols_madd(keys, w.dpt.data(), ld, 1, qp, dkp, rows, w.dk.data() + j0 * dkp, dkp, w.ones.data(), qlo, tr.qhi.data());
+      const int* khi = ranged ? tr.khi.data() : nullptr;
+      cols_madd(keys, w.st.data(), ld, 1, dop, dvp, rows, w.dv.data() + j0 * dvp, dvp, w.ones.data(), qlo, qhi);
+      cols_madd(keys, w.dpt.data(), ld, 1, qp, dkp, rows, w.dk.data() + j0 * dkp, dkp, w.ones.data(), qlo, qhi);
       // dQ_i's share: dS K_j (rows: queries; depth: the keys), added under the block's lock: straight
       // into dQ's rows when they are whole tiles (c = c · 1 + dS K_j, the same sum as adding the
       // share afterwards), else through the thread's tile.
       const float* kj = w.kpad.data() + j0 * dkp;
       const bool direct = dkp == d_k;
-      if (!direct) cols_madd(rows, w.dpt.data(), 1, ld, kj, dkp, keys, w.dq.data(), dkp, nullptr, klo, tr.khi.data());
+      if (!direct) cols_madd(rows, w.dpt.data(), 1, ld, kj, dkp, keys, w.dq.data(), dkp, nullptr, klo, khi);
       const std::lock_guard<std::mutex> lock(job.locks[static_cast<std::size_t>(h) * job.query_blocks + qb]);
       if (direct) {
-        cols_madd(rows, w.dpt.data(), 1, ld, kj, dkp, keys, job.dq.data() + qrow * d_k, d_k, w.ones.data(), klo,
-                  tr.khi.data());
+        cols_madd(rows, w.dpt.data(), 1, ld, kj, dkp, keys, job.dq.data() + qrow * d_k, d_k, w.ones.data(), klo, khi);
         continue;
       }
       for (int i = 0; i < rows; ++i) {
