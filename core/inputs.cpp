@@ -143,6 +143,7 @@ void apply_score_mod_spec(Problem& p, const std::string& spec, SpecFiles files) 
   md.alibi_slopes.clear();
   md.softcap = 0;
   md.bias_name.clear();
+  md.bias_head = -1;
   if (p.bias().size() > 0) p.edit().bias = MatrixF();
   if (spec.empty() || spec == "none") return;
   bool alibi = false, cap = false, bias = false;

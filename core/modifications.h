@@ -47,6 +47,7 @@ struct Modifications {
   int window = 0;                    // W >= 1: |pos_i - j| < W; 0: none
   int prefix = 0;                    // P >= 1: prefix-LM over the first P positions; 0: none
   std::string bias_name;             // where the bias came from (file name), for the texts
+  int bias_head = -1;                // h: the bias is head h's rows of a per-head one (one_head); -1 not
   std::string documents_name;        // where the document ids came from
 };
 

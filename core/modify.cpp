@@ -375,6 +375,13 @@ void validate_modifications(const Problem& p) {
   if (!p.documents().empty() && n > m) throw InputError(Msg::DocumentsQueriesOverKeys, {std::to_string(n), std::to_string(m)});
 }
 
+std::string mask_text(MaskKind mask, int prefix, Lang lang) {
+  const bool zh = lang == Lang::Zh;
+  if (prefix < 1) return std::string(mask_name(mask, lang));
+  const std::string lm = zh ? "前缀 LM" : "prefix-LM";
+  return mask == MaskKind::Custom ? std::string(mask_name(mask, lang)) + " + " + lm : lm;
+}
+
 std::string modifications_text(const Problem& p, Lang lang) {
   const bool zh = lang == Lang::Zh;
   const Modifications& md = p.mods;
@@ -394,10 +401,12 @@ std::string modifications_text(const Problem& p, Lang lang) {
     }
   }
   if (p.bias().size() > 0) {
-    const bool per_head = p.bias().rows() != p.n();
     const std::string name = md.bias_name.empty() ? std::string() : " " + md.bias_name;
+    const std::string h = std::to_string(md.bias_head);
     parts.push_back((zh ? "偏置" : "bias") + name +
-                    (per_head ? (zh ? "（每个头一份）" : " (per head)") : (zh ? "（所有头共用）" : " (shared)")));
+                    (md.bias_head >= 0           ? (zh ? "（每个头一份，这里是头 " + h + " 的）" : " (one per head, head " + h + "'s)")
+                     : p.bias().rows() != p.n() ? (zh ? "（每个头一份）" : " (per head)")
+                                                : (zh ? "（所有头共用）" : " (shared)")));
   }
   if (md.softcap > 0) parts.push_back((zh ? "软上限 C=" : "soft-cap C=") + short_number(md.softcap));
   if (md.window > 0) parts.push_back((zh ? "窗口 " : "window ") + std::to_string(md.window));

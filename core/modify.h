@@ -109,6 +109,11 @@ inline const MatrixF& kernel_k(const Problem& p, const RotatedQK* r) { return r 
 // validate() as a fully masked row. Part of validate().
 void validate_modifications(const Problem& p);
 
+// The mask the queries see, named for the texts: mask_name of the kind, or prefix-LM where a
+// prefix rule P >= 1 makes it (a prefix implies causal: the first P positions are seen both ways,
+// the rest causally), with a custom mask as well: "custom + prefix-LM".
+std::string mask_text(MaskKind mask, int prefix, Lang lang);
+
 // One line naming p's modifications ("RoPE θ=10000; ALiBi (standard slopes); soft-cap C=30;
 // window 256"), empty without any; in Chinese for Lang::Zh.
 std::string modifications_text(const Problem& p, Lang lang);

@@ -366,7 +366,9 @@ Problem one_head(const Problem& all, int head) {
   in.query_tokens = all.query_tokens();
   in.key_tokens = all.key_tokens();
   in.custom_mask = all.custom_mask();
-  in.bias = all.bias().rows() == n || all.bias().size() == 0 ? all.bias() : MatrixF(all.bias().middleRows(head * n, n));
+  const bool bias_per_head = all.bias().size() > 0 && all.bias().rows() != n;
+  in.bias = bias_per_head ? MatrixF(all.bias().middleRows(head * n, n)) : all.bias();
+  if (bias_per_head) p.mods.bias_head = head;
   in.documents = all.documents();
   p.set_inputs(std::move(in));
   if (p.mods.alibi) p.mods.alibi_slopes = {alibi_slopes(all)[head]};  // the head keeps its own slope

@@ -244,8 +244,8 @@ std::vector<std::string> intro_lines(const Problem& p, const Trace& t, int query
   std::string seq;
   if (!p.sentence.empty())
     seq = zh ? "序列“" + p.sentence + "”，" : "Sequence " + p.sentence + ", ";
-  const std::string mask = std::string(to_string(p.mask));
-  const std::string mask_zh(mask_name(p.mask, Lang::Zh));
+  const std::string mask = mask_text(p.mask, p.mods.prefix, Lang::En);
+  const std::string mask_zh = mask_text(p.mask, p.mods.prefix, Lang::Zh);
   l.push_back(zh ? seq + "n=" + std::to_string(p.n()) + " 个查询，m=" + std::to_string(p.m()) +
                        " 个键，d_v=" + std::to_string(p.d_v()) + "；当前查询“" +
                        token_label(p.query_tokens(), query) + "”（第 " + std::to_string(query) +
@@ -460,7 +460,10 @@ void add_mods_json(Json& j, const Problem& p) {
   Json mods = Json::object();
   if (p.mods.rope_theta > 0) mods["rope_theta"] = p.mods.rope_theta;
   if (p.mods.alibi) mods["alibi_slopes"] = alibi_slopes(p);
-  if (p.bias().size() > 0) mods["bias"] = {{"file", p.mods.bias_name}, {"per_head", p.bias().rows() != p.n()}};
+  if (p.bias().size() > 0) {
+    mods["bias"] = {{"file", p.mods.bias_name}, {"per_head", p.mods.bias_head >= 0 || p.bias().rows() != p.n()}};
+    if (p.mods.bias_head >= 0) mods["bias"]["head"] = p.mods.bias_head;  // this head's rows of the file
+  }
   if (p.mods.softcap > 0) mods["softcap"] = p.mods.softcap;
   if (p.mods.window > 0) mods["window"] = p.mods.window;
   if (!p.documents().empty()) mods["documents"] = {{"file", p.mods.documents_name}, {"positions", p.documents().size()}};

@@ -249,6 +249,7 @@ VerifyReport verify_trace(const Problem& p, const Trace& t, const TraceD& ref,
   r.d_v = p.d_v();
   r.temperature = p.temperature;
   r.mask = p.mask;
+  r.prefix = p.mods.prefix;
   if (has_modifications(p)) {
     r.modifications = modifications_text(p, Lang::En);
     r.modifications_zh = modifications_text(p, Lang::Zh);
@@ -341,7 +342,7 @@ std::string render_verify_text(const VerifyReport& r, Lang lang) {
   if (zh) {
     o << "验证：后端 " << r.backend << "，" << to_string(r.variant) << "，" << to_string(r.precision)
       << "；" << r.heads << " 个头 × " << r.n << " 个查询 × " << r.m << " 个键，d_k " << r.d_k
-      << "，d_v " << r.d_v << "，T " << T << "，掩码 " << mask_name(r.mask, Lang::Zh) << "\n";
+      << "，d_v " << r.d_v << "，T " << T << "，掩码 " << mask_text(r.mask, r.prefix, Lang::Zh) << "\n";
     if (!r.modifications_zh.empty()) o << "修改：" << r.modifications_zh << "\n";
     if (!r.source.empty()) o << source_line(r.source, r.source_zh, Lang::Zh) << "\n";
     o << "参照：同一组 fp32 输入上的 fp64 CPU 计算链；元素满足 |x - ref| <= atol + rtol * |ref| "
@@ -351,7 +352,7 @@ std::string render_verify_text(const VerifyReport& r, Lang lang) {
       << to_string(r.precision) << "; " << count_text(r.heads, "head", "heads") << " x "
       << count_text(r.n, "query", "queries") << " x " << count_text(r.m, "key", "keys") << ", d_k " << r.d_k
       << ", d_v " << r.d_v << ", T " << T
-      << ", mask " << to_string(r.mask) << "\n";
+      << ", mask " << mask_text(r.mask, r.prefix, Lang::En) << "\n";
     if (!r.modifications.empty()) o << "modifications: " << r.modifications << "\n";
     if (!r.source.empty()) o << source_line(r.source, r.source_zh, Lang::En) << "\n";
     o << "reference: the fp64 CPU chain on the same fp32 inputs; an element passes when "

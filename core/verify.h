@@ -103,6 +103,7 @@ struct VerifyReport {
   int heads = 1, n = 0, m = 0, d_k = 0, d_v = 0;
   double temperature = 1;
   MaskKind mask = MaskKind::None;
+  int prefix = 0;  // the prefix rule's P (mask_text), 0 none
   // modifications_text and the problem's source (a bundle, a synthetic pattern) in each language;
   // empty where it has none.
   std::string modifications, modifications_zh, source, source_zh;

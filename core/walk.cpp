@@ -6,6 +6,7 @@
 
 #include "core/format.h"
 #include "core/messages.h"
+#include "core/modify.h"
 
 #include <nlohmann/json.hpp>
 
@@ -190,12 +191,12 @@ std::string heading(const Walk& w, Lang lang) {
     if (zh(lang))
       return "在线 softmax 游走：查询 " + std::to_string(w.query) + "（" + w.query_token + "），头 " +
              std::to_string(w.head) + "，每块 " + std::to_string(w.tile) + " 个键，共 " + std::to_string(count) +
-             " 块；T = " + short_number(w.temperature) + "，掩码 " + std::string(mask_name(w.mask, Lang::Zh)) + "；修改：" +
+             " 块；T = " + short_number(w.temperature) + "，掩码 " + mask_text(w.mask, w.prefix, Lang::Zh) + "；修改：" +
              w.modifications_zh + "。logit x_j = mod(" + scaled + ")/T：内核先对缩放分数做分数修改，在修改后的分数上取最大值，再乘以 1/T = " +
              num(w.scale) + "。";
     return "Online softmax walk: query " + std::to_string(w.query) + " (" + w.query_token + "), head " +
            std::to_string(w.head) + ", " + count_text(w.tile, "key", "keys") + " per tile, " +
-           count_text(count, "tile", "tiles") + "; T = " + short_number(w.temperature) + ", mask " + std::string(to_string(w.mask)) +
+           count_text(count, "tile", "tiles") + "; T = " + short_number(w.temperature) + ", mask " + mask_text(w.mask, w.prefix, Lang::En) +
            "; modifications: " + w.modifications + ". Logits x_j = mod(" + scaled +
            ")/T: the kernel modifies the scaled scores first, takes its max on them and multiplies by 1/T = " +
            num(w.scale) + ".";
@@ -207,13 +208,13 @@ std::string heading(const Walk& w, Lang lang) {
     return "在线 softmax 游走：查询 " + std::to_string(w.query) + "（" + w.query_token + "），头 " +
            std::to_string(w.head) + "，每块 " + std::to_string(w.tile) + " 个键，共 " +
            std::to_string(count) + " 块；T = " + short_number(w.temperature) + "，掩码 " +
-           std::string(mask_name(w.mask, Lang::Zh)) + mods + "。logit x_j = q·k_j·scale，scale = " +
+           mask_text(w.mask, w.prefix, Lang::Zh) + mods + "。logit x_j = q·k_j·scale，scale = " +
            (w.explicit_scale ? "s/T（显式缩放 s = " + num(*w.explicit_scale) + "）" : std::string("1/(√d_k·T)")) + " = " +
            num(w.scale) + "；内核在原始分数上取最大值，这里的 m 换算成同样的 logit 单位。";
   return "Online softmax walk: query " + std::to_string(w.query) + " (" + w.query_token +
          "), head " + std::to_string(w.head) + ", " + count_text(w.tile, "key", "keys") + " per tile, " +
          count_text(count, "tile", "tiles") + "; T = " + short_number(w.temperature) + ", mask " +
-         std::string(to_string(w.mask)) + mods + ". Logits x_j = q·k_j·scale, scale = " +
+         mask_text(w.mask, w.prefix, Lang::En) + mods + ". Logits x_j = q·k_j·scale, scale = " +
          (w.explicit_scale ? "s/T (explicit scale s = " + num(*w.explicit_scale) + ")" : std::string("1/(√d_k·T)")) + " = " +
          num(w.scale) + "; the kernel takes its max on raw scores, m is shown in the same logit units.";
 }

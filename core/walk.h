@@ -63,6 +63,7 @@ struct WalkHeader {
   int d_k = 0, d_v = 0;
   double temperature = 1;
   MaskKind mask = MaskKind::None;
+  int prefix = 0;                // the prefix rule's P (mask_text), 0 none
   double scale = 1;              // 1 / (sqrt(d_k) T) or s / T, the fp32 value the kernel uses
   std::optional<double> explicit_scale;  // the problem's explicit scale s; empty = 1/sqrt(d_k)
   // The problem's modifications (modifications_text, en and zh; empty without any). With score

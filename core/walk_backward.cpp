@@ -4,6 +4,7 @@
 
 #include "core/format.h"
 #include "core/messages.h"
+#include "core/modify.h"
 #include "core/walk_parts.h"
 
 #include <nlohmann/json.hpp>
@@ -41,14 +42,14 @@ std::string heading(const BackwardWalk& w, Lang lang) {
   if (zh(lang))
     return "反向游走（FlashAttention-2 的反向，按一个查询看）：查询 " + std::to_string(w.query) + "（" + w.query_token +
            "），头 " + std::to_string(w.head) + "，每块 " + std::to_string(w.tile) + " 个键，共 " + count + " 块；T = " +
-           short_number(w.temperature) + "，掩码 " + std::string(mask_name(w.mask, Lang::Zh)) + mods + "。\n" + w.upstream_zh +
+           short_number(w.temperature) + "，掩码 " + mask_text(w.mask, w.prefix, Lang::Zh) + mods + "。\n" + w.upstream_zh +
            "。\n前向为该行保存了 log-sum-exp 的两部分：m = " + num(w.m) + "，l = " + num(w.l) + "（L = m + log l = " +
            num(w.lse) + "）。反向逐块由它们重算权重 P_j = exp(x_j − m) / l（前向与反向之间不保存 N×N 的 P），再算 dP_j = dO·V_j、"
            "dS_j = P_j (dP_j − D)，D = dO·O = " + num(w.D) + "，并把 dS_j K_j 累加进该行的 dQ（乘以缩放" +
            (w.score_mods ? "与修改的导数" : std::string()) + "）。" + (w.rope ? "dQ 在旋转后的坐标中累加，最后用 RoPEᵀ 转回。" : "");
   return "Backward walk (FlashAttention-2's backward, seen from one query): query " + std::to_string(w.query) + " (" +
          w.query_token + "), head " + std::to_string(w.head) + ", " + count_text(w.tile, "key", "keys") + " per tile, " +
-         count_text(static_cast<long long>(w.tiles.size()), "tile", "tiles") + "; T = " + short_number(w.temperature) + ", mask " + std::string(to_string(w.mask)) + mods +
+         count_text(static_cast<long long>(w.tiles.size()), "tile", "tiles") + "; T = " + short_number(w.temperature) + ", mask " + mask_text(w.mask, w.prefix, Lang::En) + mods +
          ".\n" + w.upstream + ".\nThe forward kept the row's log-sum-exp in two parts: m = " + num(w.m) + ", l = " +
          num(w.l) + " (L = m + log l = " + num(w.lse) +
          "). The backward recomputes each tile's weights from them, P_j = exp(x_j − m) / l (no N×N P is kept "

@@ -51,6 +51,7 @@ void walk_fill_header(const Problem& p, int head, int query, int tile, float sca
   w.temperature = p.temperature;
   w.explicit_scale = p.scale;
   w.mask = p.mask;
+  w.prefix = p.mods.prefix;
   w.scale = scale;
   w.modifications = modifications_text(p, Lang::En);
   w.modifications_zh = modifications_text(p, Lang::Zh);

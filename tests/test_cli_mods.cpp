@@ -137,6 +137,63 @@ TEST(ModsCli, OneHeadKeepsItsAlibiSlopeAmongTheHeads) {
   EXPECT_EQ(j["mods"]["alibi_slopes"][0].get<double>(), standard_alibi_slopes(8)[3]);
 }
 
+// --head h of a per-head bias: the head's rows of the file, named so (it read "(shared)": the one
+// head's problem holds n rows), and the same output as head h of the whole run.
+TEST(ModsCli, OneHeadOfAPerHeadBiasIsNamedAsThatHeadsRows) {
+  test::TempDir dir("attnlab-mods-cli");
+  std::string csv;
+  for (int r = 0; r < 12; ++r)
+    for (int c = 0; c < 6; ++c) csv += std::to_string((r * 7 + c * 3) % 11 - 5) + (c == 5 ? "\n" : ",");
+  test::write_file(dir.file("b.csv"), csv);
+  const auto run = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = {"run",  "--random", "6", "--heads", "2", "--dk", "4", "--dv", "4",
+                                     "--score-mod", "bias:" + dir.file("b.csv")};
+    args.insert(args.end(), more.begin(), more.end());
+    return attnlab(args);
+  };
+  const test::BinaryRun h = run({"--head", "1", "--format", "json"}), all = run({"--format", "json"});
+  ASSERT_EQ(h.code, 0) << h.err;
+  ASSERT_EQ(all.code, 0) << all.err;
+  const json jh = json::parse(h.out), ja = json::parse(all.out);
+  EXPECT_EQ(jh["modifications"], "bias b.csv (one per head, head 1's)");
+  EXPECT_EQ(jh["mods"]["bias"]["per_head"], true);
+  EXPECT_EQ(jh["mods"]["bias"]["head"], 1);
+  EXPECT_EQ(ja["modifications"], "bias b.csv (per head)");
+  EXPECT_FALSE(ja["mods"]["bias"].contains("head"));
+  for (int i = 0; i < 6; ++i)
+    for (int c = 0; c < 4; ++c)
+      EXPECT_EQ(jh["stages"]["output"][i][c], ja["stages"]["output"][6 + i][c]) << i << "," << c;
+  const test::BinaryRun z = run({"--head", "1", "--lang", "zh"});
+  ASSERT_EQ(z.code, 0) << z.err;
+  EXPECT_TRUE(test::contains(z.out, "修改：偏置 b.csv（每个头一份，这里是头 1 的）")) << z.out;
+}
+
+// A prefix rule is prefix-LM (it implies causal): every header names that mask, where run's said
+// "mask: none" for a prefix alone and "causal" beside --mask causal. JSON keeps the kind given.
+TEST(ModsCli, APrefixIsNamedPrefixLMInEveryHeader) {
+  EXPECT_EQ(mask_text(MaskKind::Custom, 2, Lang::En), "custom + prefix-LM");
+  EXPECT_EQ(mask_text(MaskKind::Causal, 0, Lang::Zh), "因果");
+  const std::vector<std::string> mask_alone = {"--random", "8", "--dk", "4", "--dv", "4", "--mask-mod", "prefix:3"};
+  std::vector<std::string> with_causal = mask_alone;
+  with_causal.insert(with_causal.end(), {"--mask", "causal"});
+  for (const auto& common : {mask_alone, with_causal}) {
+    const auto run = [&](std::vector<std::string> head, std::vector<std::string> tail = {}) {
+      head.insert(head.end(), common.begin(), common.end());
+      head.insert(head.end(), tail.begin(), tail.end());
+      const test::BinaryRun r = attnlab(head);
+      EXPECT_EQ(r.code, 0) << r.err;
+      return r.out;
+    };
+    EXPECT_TRUE(test::contains(run({"run"}), "; mask: prefix-LM\n"));
+    EXPECT_TRUE(test::contains(run({"run", "--lang", "zh"}), "；掩码：前缀 LM\n"));
+    EXPECT_TRUE(test::contains(run({"verify"}), ", mask prefix-LM\n"));
+    EXPECT_TRUE(test::contains(run({"verify", "--lang", "zh"}), "，掩码 前缀 LM\n"));
+    EXPECT_TRUE(test::contains(run({"walk", "--query", "5", "--tile", "4"}), ", mask prefix-LM;"));
+    EXPECT_TRUE(test::contains(run({"walk", "--backward", "--query", "5", "--tile", "4", "--lang", "zh"}), "，掩码 前缀 LM；"));
+    EXPECT_EQ(json::parse(run({"run", "--format", "json"}))["mask"], common.size() == mask_alone.size() ? "none" : "causal");
+  }
+}
+
 // Refusals that name their real cause: causal as a mask mod beside a mask file (it was "unknown
 // mask modification 'causal (with a mask file)'"), and a document id past fp32's exact whole
 // numbers (it was "must be whole numbers, got 9.9999998e+10": 16777217 read as 16777216 would

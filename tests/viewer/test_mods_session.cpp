@@ -9,6 +9,7 @@
 #include "viewer/app/options.h"
 #include "viewer/session/session.h"
 #include "viewer/views/chain/chain_view.h"
+#include "viewer/views/heads/heads_view.h"
 
 #include <gtest/gtest.h>
 
@@ -139,6 +140,27 @@ TEST(ModsSession, BiasAndDocumentFilesAreReadWithTheInputs) {
   // A new input drops the files of the old one's shape.
   ASSERT_TRUE(s.load_random(5, 4, 4, 1));
   EXPECT_EQ(s.problem().bias().size(), 0);
+}
+
+// A per-head bias for --heads H: the shown head takes its rows, named so, as the CLI's --head does
+// (it was refused: the file was read into the one head's problem); the heads view's problem holds
+// the H heads' rows.
+TEST(ModsSession, APerHeadBiasGivesTheShownHeadItsRows) {
+  test::TempDir dir;
+  test::write_file(dir.file("bias.csv"), "0,1,2\n0,0,0\n-1,-2,-3\n5,6,7\n8,9,10\n11,12,13\n");
+  viewer::ViewerOptions o = test::cpu_random_options(3, 4, 4);
+  o.heads = 2;
+  o.head = 1;
+  Session s(o);
+  ASSERT_TRUE(s.set_mod_files(dir.file("bias.csv"), "")) << s.error();
+  ASSERT_EQ(s.problem().bias().rows(), 3);
+  EXPECT_EQ(s.problem().bias()(0, 0), 5.f);
+  EXPECT_EQ(s.problem().bias()(2, 2), 13.f);
+  EXPECT_TRUE(test::contains(s.description(Lang::En), "bias bias.csv (one per head, head 1's)")) << s.description(Lang::En);
+  EXPECT_TRUE(verify_trace(s.problem(), s.trace(), reference_fp64(s.problem())).pass);
+  const viewer::HeadProblem all = viewer::heads_job(s).load(0);
+  ASSERT_EQ(all.problem->bias().rows(), 6);
+  EXPECT_EQ(all.problem->bias()(4, 1), 9.f);
 }
 
 #ifdef ATTNLAB_VIEW_BINARY

@@ -42,6 +42,19 @@ void set_mods_of(Problem& p, const ModSettings& m) {
   p.mods.prefix = m.prefix;
 }
 
+void read_mod_files(Problem& p, const Source& s) {
+  if (!s.bias_file.empty()) {
+    const ModSettings keep = mods_of(p);
+    apply_score_mod_spec(p, "bias:" + s.bias_file);
+    set_mods_of(p, keep);
+  }
+  if (!s.documents_file.empty()) {
+    const ModSettings keep = mods_of(p);
+    apply_mask_mod_spec(p, "document:" + s.documents_file);
+    set_mods_of(p, keep);
+  }
+}
+
 namespace {
 
 double now_ms() {
@@ -328,24 +341,18 @@ Problem Session::build(const Source& s) {
   } else if (s.demo) {
     p = demo_problem();
   } else if (s.heads > 1) {
-    // Every head from the CLI's generator (--random N --heads H), then the one shown, with its own
-    // ALiBi slope among the H, as the CLI's --head gives it.
-    p = one_head(pattern_problem(s.pattern, s.n, s.d_k, s.d_v, s.seed, s.heads), s.head);
+    // Every head from the CLI's generator (--random N --heads H) with the files (a per-head bias
+    // is the H heads'), then the one shown, with its own ALiBi slope among the H and its rows of
+    // such a bias, as the CLI's --head gives them.
+    p = pattern_problem(s.pattern, s.n, s.d_k, s.d_v, s.seed, s.heads);
+    read_mod_files(p, s);
+    p = one_head(p, s.head);
     p.mods.alibi_slopes = {standard_alibi_slopes(s.heads)[static_cast<std::size_t>(s.head)]};
+    return p;
   } else {
     p = pattern_problem(s.pattern, s.n, s.d_k, s.d_v, s.seed);
   }
-  // The modifications' files, read as the CLI reads them (the settings are the request's).
-  if (!s.bias_file.empty()) {
-    const ModSettings keep = mods_of(p);
-    apply_score_mod_spec(p, "bias:" + s.bias_file);
-    set_mods_of(p, keep);
-  }
-  if (!s.documents_file.empty()) {
-    const ModSettings keep = mods_of(p);
-    apply_mask_mod_spec(p, "document:" + s.documents_file);
-    set_mods_of(p, keep);
-  }
+  read_mod_files(p, s);
   return p;
 }
 

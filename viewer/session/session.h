@@ -88,6 +88,9 @@ unsigned kept_stages(StagePolicy policy, const std::string& backend, const Probl
 // slopes stay: they are read only while ALiBi is on, and switched back on it finds them again).
 ModSettings mods_of(const Problem& p);
 void set_mods_of(Problem& p, const ModSettings& m);
+// The source's modification files (a bias, document ids) read into p as the CLI reads them; p's
+// settings stay.
+void read_mod_files(Problem& p, const Source& s);
 // The settings as text, the doubles as their exact bits: what the views' caches are keyed on.
 std::string mods_key(const ModSettings& m);
 

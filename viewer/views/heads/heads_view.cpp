@@ -37,19 +37,12 @@ std::string exact(double x) {  // a double as its exact bits
 }
 
 // The shown problem's modifications on every head's problem: the settings (RoPE, ALiBi, the cap,
-// the window, the prefix) and what the modifications' files gave (a bias and the documents, both
-// shared by the heads). ALiBi's slopes stay the problem's own: the H heads' standard slopes for a
-// random problem of H heads (the shown head holds its one slope), a bundle's given ones.
+// the window, the prefix) and the modifications' files (a bias, shared or one per head, and the
+// documents). ALiBi's slopes stay the problem's own: the H heads' standard slopes for a random
+// problem of H heads (the shown head holds its one slope), a bundle's given ones.
 void take_mods(Problem& p, const Problem& shown, const Source& s) {
   set_mods_of(p, mods_of(shown));
-  if (!s.bias_file.empty()) {
-    p.edit().bias = shown.bias();
-    p.mods.bias_name = shown.mods.bias_name;
-  }
-  if (!s.documents_file.empty()) {
-    p.edit().documents = shown.documents();
-    p.mods.documents_name = shown.mods.documents_name;
-  }
+  read_mod_files(p, s);
 }
 
 }  // namespace
