@@ -624,6 +624,11 @@ const float* queries_of(const Problem& p, const RotatedQK* rot, int g, int off, 
 
 }  // namespace
 
+void prepare_keys(const Problem& p) {
+  const std::shared_ptr<const RotatedQK> rot = rotated_qk(p);
+  if (direct_products(p)) k_panels(p, kernel_k(p, rot.get()).data());
+}
+
 void split_partial(const Problem& p, int g, int k0, int k1, Partial& out, MatrixF& scratch, int keys) {
   const int n = p.n(), group = p.kv_group, rows = group * n, d_k = p.d_k(), d_v = p.d_v();
   const int m = p.m(), off = (keys > 0 ? keys : m) - n;

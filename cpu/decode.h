@@ -92,6 +92,12 @@ void decode_keys(const Problem& p, int keys, const SplitPlan& plan, const std::a
 // build (either cache precision).
 bool direct_products(const Problem& p);
 
+// K in the kernel's layout (its panels, where direct_products holds), made and kept with p's inputs
+// as split_partial makes it on its first call: for a caller that times tokens one by one (the
+// viewer's decode view), before the clock, as a serving engine lays out each key when it is
+// written, not when a token reads it. RoPE's turn of K (rotated_qk) comes with it.
+void prepare_keys(const Problem& p);
+
 // The problem's K and V in bf16 (round to nearest even), made once and kept with its inputs.
 std::shared_ptr<const Bf16KV> bf16_cache(const Problem& p);
 

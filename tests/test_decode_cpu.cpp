@@ -368,6 +368,33 @@ TEST(DecodeCpu, TheKernelOverTheFirstKeysIsTheKernelOnThoseKeysAlone) {
   }
 }
 
+// prepare_keys lays out K as the kernel reads it (and turns it by RoPE) ahead of a token, so the
+// viewer's clock holds the kernel alone: the kernel's call finds the layout made and makes none.
+TEST(DecodeCpu, PreparedKeysAreTheLayoutTheKernelReads) {
+  for (const double theta : {0.0, 500.0}) {
+    Problem p = decode_problem(2, 3000, 64, 4, 2, MaskKind::Causal, 5);
+    p.mods.rope_theta = theta;
+    if (!cpu::decode::direct_products(p)) GTEST_SKIP() << "the kernel forms no panels in this build";
+    const auto& items = p.inputs()->derived.items;
+    const auto count = [&items](const std::string& prefix) {
+      return std::count_if(items.begin(), items.end(), [&](const auto& kv) { return kv.first.rfind(prefix, 0) == 0; });
+    };
+    cpu::decode::prepare_keys(p);
+    EXPECT_EQ(count("kv/decode_k_panels/"), 1);
+    EXPECT_EQ(count("kv/rope_k/"), theta > 0 ? 1 : 0);
+    const std::size_t made = items.size();
+    const cpu::decode::SplitPlan plan = cpu::decode::plan_splits(p, 2, 2, 2500);
+    std::vector<cpu::decode::Partial> parts;
+    MatrixF out;
+    cpu::decode::decode_keys(p, 2500, plan, nullptr, nullptr, parts, out);
+    EXPECT_EQ(items.size(), made);
+    MatrixF whole;
+    std::vector<cpu::decode::Partial> whole_parts;
+    cpu::decode::decode_keys(first_keys(p, 2500), 2500, plan, nullptr, nullptr, whole_parts, whole);
+    EXPECT_TRUE(out == whole);
+  }
+}
+
 // The same with the modifications (the viewer decodes its input with them): the queries sit at
 // the end of the keys in use, so RoPE turns Q by that position, not by the cache's last (it did),
 // and ALiBi, the window, the documents and the bias's row count from there; fp32 and bf16.

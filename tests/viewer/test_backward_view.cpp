@@ -395,6 +395,29 @@ TEST(BackwardView, RegisteredWithEveryTextInBothLanguages) {
   EXPECT_NE(std::string(viewer::btr(Lang::En, viewer::BT::Caveats)).find("not of a model's training loss"),
             std::string::npos);
   EXPECT_NE(std::string(viewer::btr(Lang::Zh, viewer::BT::Caveats)).find("梯度恰好为零"), std::string::npos);
+  // The maps' names: symbols, or words with their Chinese ("前向：capped" had shown in Chinese);
+  // logits is the Chinese texts' own term.
+  Problem p = random_problem(4, 4, 4, 1);
+  p.mods.softcap = 3;
+  p.mods.alibi = true;
+  p.mods.rope_theta = 100;
+  const GradTrace g = cpu_backward(p, Upstream{});
+  const MatrixF dt = viewer::dt_terms(g, p.temperature);
+  for (int s = 0; s <= static_cast<int>(viewer::BackStep::Dt); ++s) {
+    const viewer::StepPair pair = viewer::step_pair(p, g, static_cast<viewer::BackStep>(s), dt);
+    for (const char* name : {pair.forward_name.in(Lang::Zh), pair.grad_name.in(Lang::Zh)}) {
+      std::string word;
+      for (const char* c = name;; ++c) {
+        if (*c >= 'a' && *c <= 'z') {
+          word += *c;
+          continue;
+        }
+        EXPECT_TRUE(word.size() < 3 || word == "logits") << s << ": " << name;
+        word.clear();
+        if (!*c) break;
+      }
+    }
+  }
 }
 
 #ifdef ATTNLAB_VIEW_BINARY
@@ -417,7 +440,27 @@ TEST(BackwardView, HeadlessScreenshotsInBothLanguages) {
     EXPECT_LT(std::abs(j["backward"]["row_sum"].get<double>()), 1e-5);
     // Nothing masked: no "masked" swatch beside the maps (the forward keeps a mask of zeros).
     EXPECT_FALSE(j["backward"]["any_masked"].get<bool>());
+    EXPECT_TRUE(j["backward"]["row_table"].get<bool>());  // the demo's 5 keys: a table of numbers
     EXPECT_GT(test::read_file(png).size(), 10000u);
+  }
+}
+
+// The dS row is a table of numbers only where every number fits the panel: 12 keys at 1280 x 800
+// had cut them to "0.(" in columns of one character; they are strips there, a table when wide.
+TEST(BackwardView, TheDsRowIsATableOnlyWhereItsNumbersFit) {
+  const test::TempDir dir("attnlab-backward-row");
+  for (const auto& [size, table] : {std::pair<std::string, bool>{"1280x800", false}, {"2560x1440", true}}) {
+    SCOPED_TRACE(size);
+    const std::string png = dir.file("b.png"), json = dir.file("b.json");
+    const test::BinaryRun r = test::run_binary(
+        "timeout", {"60", test::view_binary(), "--screenshot", png, "--state-dump", json, "--view", "backward",
+                    "--random", "12", "--mask", "causal", "--back-step", "ds", "--lang", "en", "--backend", "cpu",
+                    "--size", size},
+        "SDL_VIDEODRIVER=dummy LANG=C.UTF-8");
+    ASSERT_EQ(r.code, 0) << r.err;
+    std::ifstream in(json);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    EXPECT_EQ(j["backward"]["row_table"].get<bool>(), table);
   }
 }
 

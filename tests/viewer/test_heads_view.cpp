@@ -119,7 +119,7 @@ TEST(HeadsOptions, BadCombinationsAreRefusedWithTheReason) {
       {{"--random", "8", "--heads", "0"}, "--heads must be an integer from 1 to 64, got '0'"},
       {{"--random", "8", "--heads", "65"}, "--heads must be an integer from 1 to 64"},
       {{"--random", "8", "--head", "-1", "--heads", "2"}, "--head must be an integer from 0"},
-      {{"--bundle", ""}, "--bundle needs a directory"},
+      {{"--bundle", ""}, "option --bundle needs a value"},
       {{"--view", "head"}, "--view must be chain, walk, heads, perf, precision, diff, decode, position or backward, got 'head'"},
       {{"--random", "65536", "--heads", "64", "--dk", "1024"}, "the viewer's limit is 2.0 GiB"},
   };

@@ -32,6 +32,23 @@ TEST(ModsSession, FlagsAreTheCommandLinesSpecs) {
   EXPECT_EQ(o.mods.window, 6);
   EXPECT_EQ(o.mask, MaskKind::Causal);
   EXPECT_EQ(viewer::parse_viewer_args({"--rope", "500", "--random", "8"}).mods.rope_theta, 500);
+  // An empty value as the CLI reads it: a bare --rope, and no spec for the others (they read as
+  // none, in silence).
+  EXPECT_EQ(viewer::parse_viewer_args({"--rope", "", "--random", "8"}).mods.rope_theta, 10000);
+  EXPECT_EQ(test::message_of<InputError>([] { viewer::parse_viewer_args({"--score-mod", ""}); }),
+            "option --score-mod needs a value");
+  EXPECT_EQ(test::message_of<InputError>([] { viewer::parse_viewer_args({"--mask-mod", "", "--random", "8"}); }),
+            "option --mask-mod needs a value");
+  // RoPE on the decode view's random cache: its head size even, and an input that takes RoPE too.
+  EXPECT_EQ(test::message_of<InputError>([] {
+              viewer::parse_viewer_args({"--view", "decode", "--cache", "64", "--cache-dim", "7", "--random", "8", "--rope"});
+            }),
+            "--cache-dim 7 with --rope: RoPE turns pairs of values, so the cache's head size must be even");
+  EXPECT_TRUE(test::contains(
+      test::message_of<InputError>([] { viewer::parse_viewer_args({"--view", "decode", "--cache", "64", "--rope"}); }),
+      "the demo's d_k is 3 (odd): add an input of an even d_k"));
+  EXPECT_EQ(viewer::parse_viewer_args({"--view", "decode", "--cache", "64", "--rope", "--random", "8"}).mods.rope_theta,
+            10000);
   EXPECT_EQ(test::message_of<InputError>([] { viewer::parse_viewer_args({"--score-mod", "softcap:0"}); }),
             "the soft-cap C must be a finite fp32 number > 0 (from 1.2e-38 to 3.4e38), got 0");
   EXPECT_EQ(test::message_of<InputError>([] { viewer::parse_viewer_args({"--mask-mod", "window"}); }),
@@ -201,6 +218,43 @@ TEST(ModsSession, RefusalsKeepTheStateAndSpeakBothLanguages) {
   m.prefix = 2;
   EXPECT_TRUE(s.set_mods(m)) << s.error();
   EXPECT_EQ(s.problem().mods.prefix, 2);
+}
+
+// A slider's value typed as 0 (Ctrl+click) is refused with the CLI's line for that spec, where it
+// had switched the modification off in silence (0 is "none" in the settings); a value the core
+// refuses otherwise says the value typed (1e40, not fp32's inf). The settings stay.
+TEST(ModsSession, ASliderValueThatReadsAsOffIsRefused) {
+  Session s(test::cpu_random_options(16, 8, 8));
+  ModSettings on;
+  on.rope_theta = 500;
+  on.softcap = 5;
+  on.window = 4;
+  on.prefix = 3;
+  ASSERT_TRUE(s.set_mods(on)) << s.error();
+  using Knob = Session::ModKnob;
+  const auto refused = [&](Knob k, double v) {
+    EXPECT_FALSE(s.set_mod_value(k, v));
+    EXPECT_EQ(s.requested_mods(), on);
+    EXPECT_EQ(s.problem().mods.window, 4);
+    return s.error();
+  };
+  EXPECT_EQ(refused(Knob::RopeTheta, 0), "RoPE's base θ must be a finite number > 0, got 0");
+  EXPECT_EQ(s.error_message().id, Msg::RopeTheta);
+  EXPECT_EQ(refused(Knob::RopeTheta, -3), "RoPE's base θ must be a finite number > 0, got -3");
+  refused(Knob::Softcap, 0);
+  EXPECT_EQ(s.error_message().id, Msg::SoftcapInvalid);
+  EXPECT_TRUE(test::contains(refused(Knob::Softcap, 1e40), "got 1e+40")) << s.error();
+  refused(Knob::Window, 0);
+  EXPECT_EQ(s.error_message().id, Msg::WindowInvalid);
+  refused(Knob::Prefix, 0);
+  EXPECT_EQ(s.error_message().id, Msg::PrefixNotWhole);
+  // Values the core takes are one request each, kept as typed.
+  ASSERT_TRUE(s.set_mod_value(Knob::RopeTheta, 0.001)) << s.error();
+  EXPECT_EQ(s.problem().mods.rope_theta, 0.001);
+  ASSERT_TRUE(s.set_mod_value(Knob::Softcap, 1e30)) << s.error();
+  EXPECT_EQ(s.problem().mods.softcap, 1e30);
+  ASSERT_TRUE(s.set_mod_value(Knob::Window, 7)) << s.error();
+  EXPECT_EQ(s.problem().mods.window, 7);
 }
 
 }  // namespace

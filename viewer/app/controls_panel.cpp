@@ -35,19 +35,20 @@ void mods_controls(App& app) {
   wrapped(app, tr(lang, S::ModsHint), &kDimV4);
   ModSettings m = c.requested_mods();
   bool changed = false;
+  // A slider's value, typed (Ctrl+click) or dragged, is one request (set_mod_value refuses what a
+  // setting cannot hold, 0 among them); a checkbox changes `m`.
+  using Knob = Session::ModKnob;
   bool rope = m.rope_theta > 0;
   if (ImGui::Checkbox(fmt("%s###mrope", tr(lang, S::ModRope)).c_str(), &rope)) {
     m.rope_theta = rope ? 10000 : 0;
     changed = true;
   }
   if (rope) {
-    float theta = static_cast<float>(m.rope_theta);
+    double theta = m.rope_theta;
     ImGui::SetNextItemWidth(-(ImGui::CalcTextSize(tr(lang, S::ModRopeTheta)).x + ImGui::GetStyle().ItemInnerSpacing.x));
-    if (ImGui::SliderFloat(fmt("%s###mtheta", tr(lang, S::ModRopeTheta)).c_str(), &theta, 10.f, 1e6f, "%.6g",
-                           ImGuiSliderFlags_Logarithmic)) {
-      m.rope_theta = theta;
-      changed = true;
-    }
+    if (slider_double(fmt("%s###mtheta", tr(lang, S::ModRopeTheta)).c_str(), theta, 10, 1e6, "%.6g",
+                      ImGuiSliderFlags_Logarithmic))
+      c.set_mod_value(Knob::RopeTheta, theta);
   }
   if (ImGui::Checkbox(fmt("%s###malibi", tr(lang, S::ModAlibi)).c_str(), &m.alibi)) changed = true;
   bool cap = m.softcap > 0;
@@ -56,13 +57,11 @@ void mods_controls(App& app) {
     changed = true;
   }
   if (cap) {
-    float cv = static_cast<float>(m.softcap);
+    double cv = m.softcap;
     ImGui::SetNextItemWidth(-(ImGui::CalcTextSize(tr(lang, S::ModSoftcapC)).x + ImGui::GetStyle().ItemInnerSpacing.x));
-    if (ImGui::SliderFloat(fmt("%s###mcapc", tr(lang, S::ModSoftcapC)).c_str(), &cv, 0.1f, 100.f, "%.3g",
-                           ImGuiSliderFlags_Logarithmic)) {
-      m.softcap = cv;
-      changed = true;
-    }
+    if (slider_double(fmt("%s###mcapc", tr(lang, S::ModSoftcapC)).c_str(), cv, 0.1, 100, "%.3g",
+                      ImGuiSliderFlags_Logarithmic))
+      c.set_mod_value(Knob::Softcap, cv);
   }
   const int positions = std::max(1, p.m());
   bool window = m.window > 0;
@@ -71,10 +70,11 @@ void mods_controls(App& app) {
     changed = true;
   }
   if (window) {
+    int w = m.window;
     ImGui::SetNextItemWidth(-(ImGui::CalcTextSize(tr(lang, S::ModWindowW)).x + ImGui::GetStyle().ItemInnerSpacing.x));
-    if (ImGui::SliderInt(fmt("%s###mwinw", tr(lang, S::ModWindowW)).c_str(), &m.window, 1, positions, "%d",
+    if (ImGui::SliderInt(fmt("%s###mwinw", tr(lang, S::ModWindowW)).c_str(), &w, 1, positions, "%d",
                          positions > 64 ? ImGuiSliderFlags_Logarithmic : 0))
-      changed = true;
+      c.set_mod_value(Knob::Window, w);
   }
   bool prefix = m.prefix > 0;
   if (ImGui::Checkbox(fmt("%s###mpre", tr(lang, S::ModPrefix)).c_str(), &prefix)) {
@@ -82,10 +82,11 @@ void mods_controls(App& app) {
     changed = true;
   }
   if (prefix) {
+    int pv = m.prefix;
     ImGui::SetNextItemWidth(-(ImGui::CalcTextSize(tr(lang, S::ModPrefixP)).x + ImGui::GetStyle().ItemInnerSpacing.x));
-    if (ImGui::SliderInt(fmt("%s###mprep", tr(lang, S::ModPrefixP)).c_str(), &m.prefix, 1, positions, "%d",
+    if (ImGui::SliderInt(fmt("%s###mprep", tr(lang, S::ModPrefixP)).c_str(), &pv, 1, positions, "%d",
                          positions > 64 ? ImGuiSliderFlags_Logarithmic : 0))
-      changed = true;
+      c.set_mod_value(Knob::Prefix, pv);
   }
   if (changed) c.set_mods(m);
   // The files: a bias, document ids (Load reads both again).
@@ -282,12 +283,10 @@ void draw_controls(App& app, const Layout& l) {
   ImGui::TextUnformatted(tr(lang, S::Temperature));
   // Live at every size: each value the slider reports is a request, run off this thread; the
   // latest one wins and the picture follows as fast as the backend does.
-  float t = static_cast<float>(c.requested_temperature());
+  double t = c.requested_temperature();
   ImGui::SetNextItemWidth(-FLT_MIN);
-  if (ImGui::SliderFloat("###tslider", &t, static_cast<float>(kTemperatureMin), static_cast<float>(kTemperatureMax),
-                         "%.6g", ImGuiSliderFlags_Logarithmic)) {
+  if (slider_double("###tslider", t, kTemperatureMin, kTemperatureMax, "%.6g", ImGuiSliderFlags_Logarithmic))
     c.set_temperature(t);
-  }
   // The typed entry follows the state whenever the user is not typing in it.
   if (!app.temp_entry_active) std::snprintf(app.temp_text, sizeof app.temp_text, "%.6g", c.requested_temperature());
   ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.5f);

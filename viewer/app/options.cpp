@@ -106,7 +106,8 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args, const std:
     const std::string& a = args[i];
     if (a.rfind("--", 0) == 0 && !seen.insert(a).second) throw InputError("option " + a + " is given twice");
     auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw InputError("option " + a + " needs a value");
+      // An empty value is refused, as the CLI refuses it (`--score-mod ""` had read as none).
+      if (i + 1 >= args.size() || args[i + 1].empty()) throw InputError("option " + a + " needs a value");
       return args[++i];
     };
     if (a == "--help" || a == "-h") {
@@ -140,10 +141,12 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args, const std:
         o.mask_file = v;
       }
     } else if (a == "--rope") {
-      // As the CLI's: a value is optional (10000 without one).
+      // As the CLI's: a value is optional (10000 without one, or with an empty one).
       const bool has = i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0;
+      const bool bare = !has || args[i + 1].empty();
+      if (has && bare) ++i;
       Problem scratch = demo_problem();  // only the spec is checked here; the problem validates θ with d_k
-      apply_rope_spec(scratch, has ? value() : "10000");
+      apply_rope_spec(scratch, bare ? "10000" : value());
       o.mods.rope_theta = scratch.mods.rope_theta;
       o.rope_given = true;
     } else if (a == "--score-mod" || a == "--mask-mod") {
@@ -170,7 +173,6 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args, const std:
       head_given = true;
     } else if (a == "--bundle") {
       o.bundle = value();
-      if (o.bundle.empty()) throw InputError("--bundle needs a directory");
     } else if (a == "--layer") {
       o.layer = value();
       layer_given = true;
@@ -190,7 +192,6 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args, const std:
       o.height = parse_flag_int<int>("--size height", v.substr(x + 1), kMinWindowH, 4320);
     } else if (a == "--backend") {
       backend_text = value();
-      if (backend_text.empty()) throw InputError("--backend must be auto, cpu or cuda, got ''");
     } else if (a == "--pool") {
       const std::string& v = value();
       if (v == "max") {
@@ -231,7 +232,6 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args, const std:
       o.state_dump = value();
     } else if (a == "--export-dir") {
       o.export_dir = value();
-      if (o.export_dir.empty()) throw InputError("--export-dir needs a folder");
       // Refused here, as --perf-output is, rather than at the first export (S, the buttons).
       std::error_code ec;
       if (!std::filesystem::is_directory(o.export_dir, ec))
@@ -295,6 +295,16 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args, const std:
     throw InputError("--fuzz-events runs the window's loop: not with --screenshot or --bench-redraw");
   if ((o.d_k != 64 || o.d_v != 64 || o.seed != 0) && !o.random_n && !o.bench_redraw) {
     throw InputError("--dk, --dv and --seed describe a random problem: add --random N");
+  }
+  // RoPE with the decode view's random cache: the cache's head size must be even, and the input on
+  // screen takes RoPE as well (the demo's d_k is 3).
+  if ((o.view == "decode" || o.bench_decode_seconds > 0) && o.views.decode.keys > 0 && o.mods.rope_theta > 0) {
+    if (o.views.decode.dim % 2 != 0)
+      throw InputError("--cache-dim " + std::to_string(o.views.decode.dim) +
+                       " with --rope: RoPE turns pairs of values, so the cache's head size must be even");
+    if (o.bundle.empty() && !files && !o.random_n)
+      throw InputError("--rope applies to the input on screen as well as to the cache, and the demo's d_k is 3 "
+                       "(odd): add an input of an even d_k, such as --random 64");
   }
   return o;
 }

@@ -663,6 +663,33 @@ bool Session::set_mods(const ModSettings& m) {
   return post(kAll);
 }
 
+bool Session::set_mod_value(ModKnob knob, double value) {
+  // The value checked as the CLI's spec of it (its every digit; a whole number for W and P), which
+  // refuses what the settings would read as "off" and a C beyond fp32; then set as given.
+  const bool real = knob == ModKnob::RopeTheta || knob == ModKnob::Softcap;
+  const std::string v = real ? shortest_text(value) : std::to_string(static_cast<long long>(std::floor(value)));
+  Problem scratch;
+  try {
+    switch (knob) {
+      case ModKnob::RopeTheta: apply_rope_spec(scratch, v); break;
+      case ModKnob::Softcap: apply_score_mod_spec(scratch, "softcap:" + v); break;
+      case ModKnob::Window: apply_mask_mod_spec(scratch, "window:" + v); break;
+      case ModKnob::Prefix: apply_mask_mod_spec(scratch, "prefix:" + v); break;
+    }
+  } catch (const InputError& e) {
+    error_ = message_of(e);
+    return false;
+  }
+  ModSettings m = req_.mods;
+  switch (knob) {
+    case ModKnob::RopeTheta: m.rope_theta = value; break;
+    case ModKnob::Softcap: m.softcap = value; break;
+    case ModKnob::Window: m.window = static_cast<int>(value); break;
+    case ModKnob::Prefix: m.prefix = static_cast<int>(value); break;
+  }
+  return set_mods(m);
+}
+
 bool Session::set_mod_files(const std::string& bias, const std::string& documents) {
   req_.source.bias_file = bias;
   req_.source.documents_file = documents;

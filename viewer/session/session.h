@@ -134,6 +134,12 @@ class Session {
   // catalogued message (θ, C, W or P out of range, RoPE with an odd d_k, a row left without a
   // key) before any run.
   bool set_mods(const ModSettings& m);
+  // One setting's value as a slider gives it (typed with Ctrl+click, too): θ, C, W or P of a
+  // modification that is on. A value the settings would read as "off" (θ or C <= 0, W or P < 1)
+  // is refused with the CLI's line for the same spec (--rope 0, softcap:0, window:0, prefix:0),
+  // as any other value the core refuses; the settings stay.
+  enum class ModKnob { RopeTheta, Softcap, Window, Prefix };
+  bool set_mod_value(ModKnob knob, double value);
   const ModSettings& requested_mods() const { return req_.mods; }
   // The modifications' files (an additive bias, one document id per position; empty: none), read
   // with the problem on screen's inputs again (Load reads them again even when the names are the

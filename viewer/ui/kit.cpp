@@ -148,6 +148,17 @@ bool radio_fit(const char* label, bool active) {
   return pressed;
 }
 
+float table_row_height() { return ImGui::GetTextLineHeight() + 2 * ImGui::GetStyle().CellPadding.y; }
+
+float table_fit_height(int rows, float limit) {
+  return std::min(limit, static_cast<float>(rows) * table_row_height() + 2);
+}
+
+bool slider_double(const char* label, double& v, double lo, double hi, const char* format,
+                   ImGuiSliderFlags flags) {
+  return ImGui::SliderScalar(label, ImGuiDataType_Double, &v, &lo, &hi, format, flags);
+}
+
 bool header_fit(const char* label, const char* id, ImGuiTreeNodeFlags flags) {
   // The arrow and the paddings beside the label, as ImGui 1.86 lays a framed tree node out.
   const ImGuiStyle& st = ImGui::GetStyle();

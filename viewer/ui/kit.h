@@ -66,6 +66,15 @@ std::string text_fit(const std::string& text, const ImVec4& colour);
 // line, the whole label in its tooltip: the controls at a large UI scale in a small window. The
 // widget's id stays the label's (a label holding "##" is drawn as it is).
 bool radio_fit(const char* label, bool active);
+// A table row of one text line (ImGui's: the line and the cell padding above and below it), and
+// the height of a table of `rows` such rows, its header rows among them, at most `limit`: a short
+// table ends under its last row instead of drawing its column lines through an empty band.
+float table_row_height();
+float table_fit_height(int rows, float limit);
+// A slider over a double (ImGui's SliderScalar): a value typed into it (Ctrl+click) is kept as
+// typed, where a float slider would round it to fp32 (1e30 as 1.0000000150474662e+30, 1e40 as inf).
+bool slider_double(const char* label, double& v, double lo, double hi, const char* format,
+                   ImGuiSliderFlags flags = 0);
 // A collapsing header ("label###id") whose label is shortened with "…" to the window's width,
 // the whole label in its tooltip.
 bool header_fit(const char* label, const char* id, ImGuiTreeNodeFlags flags = 0);

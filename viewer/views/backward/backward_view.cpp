@@ -245,9 +245,9 @@ StepPair step_pair(const Problem& p, const GradTrace& g, BackStep s, const Matri
     case BackStep::Dp: return {&f.weights, &g.dp, "P", "dP", true, true, true, true};
     case BackStep::D: return {&f.output, &g.D, "O", "D"};
     case BackStep::Ds: return {&f.weights, &g.dlogits, "P", "dS", true, true, true, true};
-    case BackStep::Capped: return {&f.capped, &g.dcapped, "capped", "d capped", true, true};
-    case BackStep::Biased: return {&f.biased, &g.dbiased, "biased", "d biased", true, true};
-    case BackStep::Scaled: return {&f.scaled, &g.dscaled, "QKᵀ·s", "d scaled", true, true};
+    case BackStep::Capped: return {&f.capped, &g.dcapped, {"capped", "软上限后"}, {"d capped", "d 软上限后"}, true, true};
+    case BackStep::Biased: return {&f.biased, &g.dbiased, {"biased", "加偏置后"}, {"d biased", "d 加偏置后"}, true, true};
+    case BackStep::Scaled: return {&f.scaled, &g.dscaled, "QKᵀ·s", {"d scaled", "d 缩放分数"}, true, true};
     case BackStep::Scores: return {&f.scores, &g.dscores, "QKᵀ", "dS'", true, true};
     case BackStep::Rope: return {&f.q_rot, &g.dq_rot, "RoPE(Q)", "d RoPE(Q)"};
     case BackStep::Dq: return {&p.q(), &g.dq, "Q", "dQ"};
@@ -577,6 +577,7 @@ void BackwardView::dump(nlohmann::json& j, const Session& s) const {
     o["top_share"] = r.top_share;
     o["top_two_share"] = r.top_two_share;
     o["any_masked"] = any_masked;  // the maps' "masked" swatch is drawn only then
+    o["row_table"] = row_table;
     o["maps"] = nlohmann::json::array();
     for (int i = 0; i < 2; ++i) {
       const MapPicture& m = picture[i];

@@ -64,10 +64,17 @@ BT back_step_why(BackStep s);
 // The forward's stage (left: p's inputs for dV, dQ, dK) and the gradient (right) a step shows;
 // `dt` is the dT step's matrix (dt_terms). For RoPE the pair is (rotated Q, its gradient).
 struct StepPair {
+  // A matrix's name: a symbol both languages write alike ("dO"), or a word with its Chinese.
+  struct Name {
+    Name(const char* en_, const char* zh_ = nullptr) : en(en_), zh(zh_) {}
+    const char* in(Lang lang) const { return lang == Lang::Zh && zh ? zh : en; }
+    const char* en;
+    const char* zh;
+  };
   const MatrixF* forward = nullptr;
   const MatrixF* grad = nullptr;
-  const char* forward_name = "";  // "O", "V", "P", ...
-  const char* grad_name = "";     // "dO", "dV", ...
+  Name forward_name = "";         // "O", "V", "P", ...
+  Name grad_name = "";            // "dO", "dV", ...
   bool query_rows = true;         // rows are queries (false: keys, for dV and dK)
   // Columns are keys (the (n, m) steps, else dimensions); the mask hides cells of every such
   // gradient (0 there; dP is multiplied by P = 0 there).
@@ -245,6 +252,8 @@ class BackwardView final : public View {
     float x = 0, y = 0, w = 0, h = 0, mark_right = 0, legend_x = 0, legend_right = 0, label_x = 0, labels_top = 0;
     int row_stride = 0, col_stride = 0, col_lines = 0;
   } place[2];
+  // How the panel drew the dS row last: a table of numbers, or strips (the state dump's row_table).
+  bool row_table = false;
 
  private:
   void set_upstream(const Upstream& u);

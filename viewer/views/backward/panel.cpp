@@ -221,10 +221,24 @@ bool hovered_cell(const Placed& p, int& row, int& col) {
   return true;
 }
 
-// The dS row: a table of the three parts (few keys), else three strips over the keys.
-void draw_row(Shell& app, const Problem& p, const DsRow& r) {
+// The dS row: a table of the three parts (few keys, where every number fits the panel's width),
+// else three strips over the keys. True for the table.
+bool draw_row(Shell& app, const Problem& p, const DsRow& r) {
   const Lang lang = app.lang;
-  if (r.keys <= 12) {
+  const auto cell = [&r](const std::vector<double>& v, int j) {
+    return r.p[j] == 0 ? std::string("0") : format_number("%.4f", v[j]);
+  };
+  bool table = r.keys <= 12;
+  if (table) {
+    const float pad = ImGui::GetStyle().CellPadding.x * 2 + 1;  // a column's padding and its border
+    float need = pad;
+    for (BT n : {BT::RowKey, BT::RowWeights, BT::RowCentered, BT::RowProduct}) need = std::max(need, text_width(btr(lang, n)) + pad);
+    for (int j = 0; j < r.keys; ++j)
+      need += pad + std::max({text_width(token_label(p.key_tokens(), j).c_str()), text_width(cell(r.p, j).c_str()),
+                              text_width(cell(r.centered, j).c_str()), text_width(cell(r.ds, j).c_str())});
+    table = need <= ImGui::GetContentRegionAvail().x;
+  }
+  if (table) {
     if (ImGui::BeginTable("##bw_row", r.keys + 1, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
       ImGui::TableNextRow();
       ImGui::TableSetColumnIndex(0);
@@ -242,7 +256,7 @@ void draw_row(Shell& app, const Problem& p, const DsRow& r) {
         ImGui::TextUnformatted(btr(lang, name));
         for (int j = 0; j < r.keys; ++j) {
           ImGui::TableSetColumnIndex(j + 1);
-          ImGui::TextUnformatted(r.p[j] == 0 ? "0" : format_number("%.4f", v[j]).c_str());
+          ImGui::TextUnformatted(cell(v, j).c_str());
         }
       };
       line(BT::RowWeights, r.p);
@@ -250,7 +264,7 @@ void draw_row(Shell& app, const Problem& p, const DsRow& r) {
       line(BT::RowProduct, r.ds);
       ImGui::EndTable();
     }
-    return;
+    return true;
   }
   // The names in a column of their own, the strips beside them (keys left to right).
   float name_w = 0;
@@ -271,6 +285,7 @@ void draw_row(Shell& app, const Problem& p, const DsRow& r) {
   strip(BT::RowWeights, r.p, kWeights);
   strip(BT::RowCentered, r.centered, kCentered);
   strip(BT::RowProduct, r.ds, kHighlight);
+  return false;
 }
 
 // The sweep of the selected row: where its |dS| mass sits against log T, the T on screen marked.
@@ -397,10 +412,9 @@ void draw_panel(BackwardView& v, Shell& app, const Layout& l) {
   same_line_if_fits(text_width(btr(lang, BT::Temperature)) + fp * 14);
   ImGui::TextUnformatted(btr(lang, BT::Temperature));
   ImGui::SameLine();
-  float t = static_cast<float>(s.requested_temperature());
+  double t = s.requested_temperature();
   ImGui::SetNextItemWidth(fp * 12);
-  if (ImGui::SliderFloat("###bw_t", &t, static_cast<float>(kBackwardTMin), static_cast<float>(kBackwardTMax), "%.3g",
-                         ImGuiSliderFlags_Logarithmic))
+  if (slider_double("###bw_t", t, kBackwardTMin, kBackwardTMax, "%.3g", ImGuiSliderFlags_Logarithmic))
     s.set_temperature(t);
 
   if (v.status() == BackwardView::Status::TooLarge) {
@@ -462,9 +476,9 @@ void draw_panel(BackwardView& v, Shell& app, const Layout& l) {
     int cols() const { return m ? static_cast<int>(m->cols()) : 0; }
   };
   Map maps[2] = {{pair.forward, mask_of(pair.forward, pair.forward_masked), false, log_scale && pair.forward_weights,
-                  sel(pair.forward), fmt(btr(lang, BT::Forward), pair.forward_name), "backward-forward", 0, {}},
+                  sel(pair.forward), fmt(btr(lang, BT::Forward), pair.forward_name.in(lang)), "backward-forward", 0, {}},
                  {pair.grad, mask_of(pair.grad, pair.key_cols), true, log_scale, sel(pair.grad),
-                  fmt(btr(lang, BT::Gradient), pair.grad_name), "backward-gradient", 0, {}}};
+                  fmt(btr(lang, BT::Gradient), pair.grad_name.in(lang)), "backward-gradient", 0, {}}};
   int shown = 0;
   for (int i = 0; i < 2; ++i) {
     Map& mp = maps[i];
@@ -592,8 +606,8 @@ void draw_panel(BackwardView& v, Shell& app, const Layout& l) {
                             : fmt(btr(lang, BT::TipKey), token_label(p.key_tokens(), hr).c_str(), hr);
         const std::string col_name = pair.key_cols ? fmt(btr(lang, BT::TipKey), token_label(p.key_tokens(), hc).c_str(), hc)
                                               : fmt(btr(lang, BT::TipDim), hc);
-        std::string tip = row_name + " · " + col_name + "\n" + pair.forward_name + " = " + value(pair.forward) + "\n" +
-                          pair.grad_name + " = " + value(pair.grad);
+        std::string tip = row_name + " · " + col_name + "\n" + pair.forward_name.in(lang) + " = " + value(pair.forward) + "\n" +
+                          pair.grad_name.in(lang) + " = " + value(pair.grad);
         if (maps[pl == &left ? 0 : 1].mask && (*mask)(hr, hc) != 0.f) tip += std::string("\n") + tr(lang, S::TipMasked);
         ImGui::SetTooltip("%s", tip.c_str());
       }
@@ -634,7 +648,7 @@ void draw_panel(BackwardView& v, Shell& app, const Layout& l) {
     ImGui::TableNextRow();
     ImGui::TableSetColumnIndex(0);
     section(fmt(btr(lang, BT::RowTitle), token_label(p.query_tokens(), r.query).c_str()).c_str());
-    draw_row(app, p, r);
+    v.row_table = draw_row(app, p, r);
     wrapped(app, fmt(btr(lang, BT::RowSum), format_number("%.2g", r.row_sum).c_str(), value4(r.D).c_str(),
                      value4(r.p_dp).c_str()));
     ImGui::TableSetColumnIndex(1);

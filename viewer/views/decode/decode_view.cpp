@@ -246,13 +246,12 @@ DecodeToken DecodeEngine::run(const DecodeJob& job) {
     out.first_key = decode_first_key(p, keys);
     std::vector<Partial> partials;
     MatrixF output;
-    // RoPE's turn of K comes with the cache (a serving engine turns a key once, when it writes
-    // it): made with the first token and kept (edit_q keeps it), the new Q's turn before the clock
-    // starts, so the time is the kernel's.
-    if (p.mods.rope_theta > 0) {
-      rotated_qk(p);
-      rope_kept_ = true;
-    }
+    // RoPE's turn of K and the kernel's layout of K come with the cache (a serving engine turns
+    // and lays out a key once, when it writes it): made with the first token and kept (edit_q
+    // keeps them), the new Q's turn before the clock starts, so the time is the kernel's (the
+    // first token's had held the layout of the whole cache).
+    prepare_keys(p);
+    if (p.mods.rope_theta > 0) rope_kept_ = true;
     const auto t0 = std::chrono::steady_clock::now();
     // A V near fp32's largest values: acc overflows where the output fits, so the kernel runs again
     // on V · 2^-e and what is linear in V is multiplied back (cpu/values_range.h), as the CLI's decode.

@@ -328,8 +328,8 @@ void split_table(Shell& app, const DecodeToken& t) {
   const Lang lang = app.lang;
   wrapped(app, fmt(dtr(lang, DT::SplitsTitle), t.head), &kDimV4);
   const int rows = static_cast<int>(t.walk.split_states.size());
-  const float row_h = ImGui::GetTextLineHeightWithSpacing() + 4;
-  const float height = row_h * (static_cast<float>(std::min(rows, 8)) + 0.7f) + 4;
+  // The header and up to 8 rows (more scroll), ending under the last.
+  const float height = table_fit_height(std::min(rows, 8) + 1, FLT_MAX);
   const ImGuiTableFlags flags = ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
                                 ImGuiTableFlags_SizingFixedFit;
   if (!ImGui::BeginTable("##decode_splits_table", 6, flags, ImVec2(0, height))) return;

@@ -107,15 +107,15 @@ void draw_panel(PositionView& v, Shell& app, const Layout& l) {
   // The grab within the slider's range; the text the θ in use, which a --rope beyond the range
   // (or beyond float) may be: a format without '%' is shown as it is.
   const double theta_now = v.theta(s);
-  float theta = static_cast<float>(std::clamp(theta_now, kPositionThetaMin, kPositionThetaMax));
+  double theta = std::clamp(theta_now, kPositionThetaMin, kPositionThetaMax);
   const std::string theta_text = short_number(theta_now);
   ImGui::TextUnformatted(ptr(lang, PT::Theta));
   ImGui::SameLine();
   ImGui::SetNextItemWidth(std::min(ImGui::GetContentRegionAvail().x, app.font_px * 16));
   // With an odd d_k no θ changes anything drawn: the slider is greyed out, and says why.
   ImGui::BeginDisabled(!c.rope_possible);
-  if (ImGui::SliderFloat("###ptheta", &theta, static_cast<float>(kPositionThetaMin),
-                         static_cast<float>(kPositionThetaMax), theta_text.c_str(), ImGuiSliderFlags_Logarithmic))
+  if (slider_double("###ptheta", theta, kPositionThetaMin, kPositionThetaMax, theta_text.c_str(),
+                    ImGuiSliderFlags_Logarithmic))
     v.set_theta(theta);
   if (!c.rope_possible && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
     ImGui::SetTooltip("%s", fmt(ptr(lang, PT::OddDim), p.d_k()).c_str());

@@ -131,21 +131,18 @@ void strip(Shell& app, WalkView& v, const W& w, const std::string& caption) {
   ImGui::TextColored(kDimV4, "x: %s … %s", value4(lo).c_str(), value4(hi).c_str());
 }
 
-// A table of `rows` rows under a header no taller than `height`: a short walk's table ends under
-// its last row instead of drawing its column lines through an empty band (one row's height spare
-// for a header that wraps).
-float table_row_height() { return ImGui::GetTextLineHeight() + 2 * ImGui::GetStyle().CellPadding.y; }
-
-float table_height(int rows, float height) {
-  return std::min(height, (static_cast<float>(rows) + 2) * table_row_height() + 2);
-}
-
 void running_table(Shell& app, WalkView& v, const Walk& w, float height) {
   const Lang lang = app.lang;
   const int cursor = v.cursor();
   const ImGuiTableFlags flags = ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
                                 ImGuiTableFlags_SizingFixedFit;
-  if (!ImGui::BeginTable("##walk_table", 7, flags, ImVec2(0, table_height(static_cast<int>(w.tiles.size()), height))))
+  // The last column's header as the last frame broke it into lines (one until it is drawn): the
+  // table ends under its last row.
+  static int scrolled_to = -1;
+  static std::string last_header;
+  const int header_lines = 1 + static_cast<int>(std::count(last_header.begin(), last_header.end(), '\n'));
+  if (!ImGui::BeginTable("##walk_table", 7, flags,
+                         ImVec2(0, table_fit_height(static_cast<int>(w.tiles.size()) + header_lines, height))))
     return;
   ImGui::TableSetupScrollFreeze(0, 1);
   ImGui::TableSetupColumn(tr(lang, S::WalkColTile));
@@ -157,8 +154,6 @@ void running_table(Shell& app, WalkView& v, const Walk& w, float height) {
   ImGui::TableSetupColumn(tr(lang, S::WalkColOutput), ImGuiTableColumnFlags_WidthStretch);
   // The headers as TableHeadersRow draws them, the last one (the column that takes what the others
   // leave) broken into lines at its width rather than cut.
-  static int scrolled_to = -1;
-  static std::string last_header;
   ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
   for (int col = 0; col < 7; ++col) {
     if (!ImGui::TableSetColumnIndex(col)) continue;
@@ -321,7 +316,7 @@ void output_rows(Shell& app, WalkView& v, const Walk& w) {
 void key_table(Shell& app, const BackwardWalk& w, const BackwardWalkTile& t, float height) {
   const ImGuiTableFlags flags = ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
                                 ImGuiTableFlags_SizingFixedFit;
-  if (!ImGui::BeginTable("##walk_back_keys", 5, flags, ImVec2(0, height))) return;
+  if (!ImGui::BeginTable("##walk_back_keys", 5, flags, ImVec2(0, table_fit_height(t.j1 - t.j0 + 1, height)))) return;
   ImGui::TableSetupScrollFreeze(0, 1);
   ImGui::TableSetupColumn(wbtr(app.lang, WB::ColKey));
   for (const char* h : {"x_j", "P_j", "dP_j", "dS_j"}) ImGui::TableSetupColumn(h);
