@@ -96,8 +96,9 @@ TEST(DiffView, RefusalsNameTheKeyOrTheValue) {
     for (const char* word : {" or ", "takes", "number", "index", "invalid"})
       EXPECT_EQ(zh.find(word), std::string::npos) << zh;
   }
-  // --diff belongs to the diff view.
-  EXPECT_THROW(parse_viewer_args({"--diff", "mask=causal"}), InputError);
+  // --diff without --view diff presets the diff view, checked all the same.
+  EXPECT_TRUE(parse_viewer_args({"--diff", "mask=causal"}).views.diff.spec);
+  EXPECT_THROW(parse_viewer_args({"--diff", "mask=diagonal"}), InputError);
   EXPECT_THROW(parse_viewer_args({"--view", "diff", "--diff", ""}), InputError);
   const ViewerOptions o = parse_viewer_args({"--view", "diff", "--diff", "temperature=0.5"});
   EXPECT_EQ(o.view, "diff");

@@ -534,7 +534,7 @@ TEST(Screenshot, BadDiffAndPrecisionValuesGiveOneErrorLineAndExitTwo) {
       {"--view", "diff", "--diff", "colour=red"}, {"--view", "diff", "--diff", "mask=diagonal"},
       {"--view", "diff", "--diff", ""},           {"--view", "diff", "--diff", "temperature=0"},
       {"--view", "diff", "--diff", "mask"},       {"--view", "diff", "--diff", "query=你好"},
-      {"--diff", "mask=causal"},                  {"--precision", "fp64"},
+      {"--diff", "mask=diagonal"},                {"--precision", "fp64"},
       {"--random", "5000", "--precision", "bf16", "--dk", "8"}};
   for (std::vector<std::string> args : bad) {
     std::string what;

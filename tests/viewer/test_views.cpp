@@ -49,9 +49,13 @@ TEST(Views, ViewAndItsFlagsAreParsedThroughTheRegistry) {
   EXPECT_EQ(test::message_of<InputError>([] { parse_viewer_args({"--bogus"}, "attnlab-view-bench"); }),
             "unknown option '--bogus' (see attnlab-view-bench --help)");
   // A view's cross-checks run after every flag, whatever their order.
-  EXPECT_EQ(test::message_of<InputError>([] { parse_viewer_args({"--diff", "temperature=2"}); }),
-            "--diff describes the diff view's B: add --view diff");
+  EXPECT_TRUE(test::contains(
+      test::message_of<InputError>([] { parse_viewer_args({"--cache-dim", "512", "--cache", "1048576"}); }), "--cache: "));
+  // A view's flags without --view for it preset the view (it opens with them when shown), as every
+  // view's do: --diff among them (it was refused alone).
+  EXPECT_TRUE(parse_viewer_args({"--diff", "temperature=2"}).views.diff.spec);
   EXPECT_TRUE(parse_viewer_args({"--diff", "temperature=2", "--view", "diff"}).views.diff.spec);
+  EXPECT_EQ(parse_viewer_args({"--cache", "4096"}).views.decode.keys, 4096);
   // The perf view takes --backend as its list; elsewhere it is the session's one backend.
   const ViewerOptions perf = parse_viewer_args({"--backend", "cpu", "--view", "perf"});
   EXPECT_EQ(perf.views.perf.spec.backends, std::vector<std::string>{"cpu"});

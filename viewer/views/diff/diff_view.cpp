@@ -454,10 +454,6 @@ bool DiffView::parse_flag(const std::string& flag, const FlagValue& value, Optio
   return true;
 }
 
-void DiffView::finish_options(Options& o, bool shown, std::string&) {
-  if (o.spec && !shown) throw InputError("--diff describes the diff view's B: add --view diff");
-}
-
 std::string DiffView::usage() {
   return "  --view diff: [--diff KEY=VALUE[,KEY=VALUE...]]  (B's changes; keys: mask, temperature, backend,\n"
          "               variant, precision, query)\n";

@@ -157,7 +157,7 @@ class DiffView final : public View {
   };
   static const char* label(Lang lang);
   static bool parse_flag(const std::string& flag, const FlagValue& value, Options& o);
-  static void finish_options(Options& o, bool shown, std::string& backend);
+  static void finish_options(Options&, bool, std::string&) {}
   static std::string usage();
   DiffView() = default;
   // Checks --diff against the problem on screen (check_diff: InputError, exit 2).
