@@ -135,11 +135,15 @@ Bundle read_bundle(const std::string& dir) {
   try {
     j = Json::parse(text);
   } catch (const Json::parse_error& e) {
-    // The parser's byte is the 1-based index of the last character it read: its line and column.
+    // The parser's byte is the 1-based index of the last character it read: its line, and its
+    // column in characters as an editor counts them (UTF-8's continuation bytes not counted).
     const std::size_t at = std::min<std::size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());
     const std::size_t line_start = at == 0 ? 0 : text.rfind('\n', at - 1) + 1;  // npos + 1 = 0
     const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n');
-    throw InputError(Msg::BundleJson, {mp, std::to_string(line), std::to_string(at - line_start + 1)});
+    const auto column = 1 + std::count_if(text.begin() + static_cast<std::ptrdiff_t>(line_start),
+                                          text.begin() + static_cast<std::ptrdiff_t>(at),
+                                          [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
+    throw InputError(Msg::BundleJson, {mp, std::to_string(line), std::to_string(column)});
   } catch (const Json::exception&) {  // a number JSON allows but a double cannot hold (1e400)
     throw InputError(Msg::BundleJsonValue, {mp});
   }

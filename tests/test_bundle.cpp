@@ -480,6 +480,10 @@ TEST(Bundle, BrokenBundlesGetOneErrorLine) {
   test::write_file(dir + "/manifest.json", "{\n  \"calls\": [\n    1,,\n");
   expect_refused(run, "manifest.json: not valid JSON (line 3, column 7)");
   expect_refused({"run", "--bundle", dir, "--lang", "zh"}, "manifest.json：不是有效的 JSON（第 3 行第 7 列）");
+  // The column counts characters, as an editor does: a token of two Chinese characters is four
+  // (it counted their bytes: eight).
+  test::write_file(dir + "/manifest.json", "{\"tokens\": [\"模型\", \"根据\",,");
+  expect_refused(run, "manifest.json: not valid JSON (line 1, column 24)");
   test::write_file(dir + "/manifest.json", "{\"calls\": [], \"version\": 1e400}");
   expect_refused(run, "manifest.json: not valid here: a number out of a double's range");
   test::write_file(dir + "/manifest.json", "{\"calls\": []}");
