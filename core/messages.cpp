@@ -192,6 +192,8 @@ constexpr Entry kMessages[] = {
      "--random {0} --dk {1} --dv {2} --heads {3} 仅 Q、K、V 就需要 {4}；查看器的上限是 {5}"},
     {Msg::MaskBundle, "--mask does not apply to --bundle: the bundle holds each call's mask",
      "--mask 不适用于 --bundle：数据包里每次调用都带着自己的掩码"},
+    {Msg::MaskBundleFixed, "a bundle's call holds its own mask: it cannot be switched here",
+     "数据包里的调用带着自己的掩码：这里不能切换"},
     {Msg::HeadOutside, "head {0} is out of range: 0..{1}", "头 {0} 超出范围：0..{1}"},
     {Msg::LayerOutside, "layer {0} is not in the bundle", "层 {0} 不在数据包中"},
     {Msg::RunOutOfMemory, "the run needed more memory than this machine has left; the picture is the last state that ran",

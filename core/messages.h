@@ -115,6 +115,7 @@ enum class Msg : int {
   // the viewer's problem controls
   RandomInputsTooLarge, // {0} N, {1} d_k, {2} d_v, {3} heads, {4} need, {5} the limit
   MaskBundle,
+  MaskBundleFixed,      // the viewer's mask control (M, the radio) on a bundle's call
   HeadOutside,          // {0} head, {1} last head
   LayerOutside,         // {0} layer
   // a run that failed on the viewer's worker (the state on screen stays)

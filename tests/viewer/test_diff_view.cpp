@@ -277,6 +277,29 @@ TEST(DiffView, QueryDiffComparesTheSelectedRows) {
   EXPECT_EQ(s.v.map().max_abs, 0);
 }
 
+// The query with another change: one row, B's row of B's run minus A's row of A's (the map had
+// been the whole temperature change, the query left out while B's line named it).
+TEST(DiffView, AQueryWithAnotherChangeComparesTheRowsOfTheTwoRuns) {
+  Shown s("query=0,temperature=0.5", 3);
+  ASSERT_EQ(s.status, DiffView::Status::Ok);
+  EXPECT_TRUE(s.v.query_diff());
+  EXPECT_FALSE(s.v.same_run());
+  const Trace* b = b_trace_of(s.c);
+  ASSERT_NE(b, nullptr);
+  ASSERT_NE(b, &s.c.trace());
+  const DiffMap& m = s.v.map();
+  ASSERT_EQ(m.rows, 1);
+  ASSERT_EQ(m.cols, 5);
+  const MatrixF& wa = s.c.trace().weights;
+  const MatrixF& wb = b->weights;
+  for (int j = 0; j < 5; ++j) EXPECT_FLOAT_EQ(m.at(0, j), wb(0, j) - wa(2, j)) << j;
+  const auto [va, vb] = s.v.values(s.c, 0, 1);
+  EXPECT_FLOAT_EQ(static_cast<float>(va), wa(2, 1));
+  EXPECT_FLOAT_EQ(static_cast<float>(vb), wb(0, 1));
+  // B's row is the demo's row 0 at T = 0.5, not A's at 0.85.
+  EXPECT_GT(std::abs(wb(0, 0) - wa(0, 0)), 1e-3);
+}
+
 TEST(DiffView, StagedAgainstFusedShowsTheOutputAndAgreesToRounding) {
   Shown s("variant=fused", 2);
   ASSERT_EQ(s.status, DiffView::Status::Ok);

@@ -193,6 +193,11 @@ TEST(FitWindow, TheRankNumbersKeepOffTheOtherQueriesOutlinesAndTokens) {
     EXPECT_LT(rc["legend"][1][0].get<double>() + rc["legend"][1][2].get<double>(), rc["legend"][0][0].get<double>())
         << size;
     ASSERT_FALSE(rc["bars"].empty()) << size;
+    // The outlines stay under the tokens (they had run through their glyphs).
+    for (const auto& l : rc["legend"])
+      for (const auto& b : rc["bars"])
+        EXPECT_LE(l[1].get<double>() + l[3].get<double>(), b[1].get<double>() + 0.01)
+            << size << " " << lang << ": token " << l.dump() << " over bar " << b.dump();
     nlohmann::json keep_off = rc["legend"];
     for (const auto& b : rc["bars"]) keep_off.push_back(b);
     for (const auto& r : rc["ranks"])

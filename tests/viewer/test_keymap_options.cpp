@@ -35,6 +35,16 @@ TEST(Keymap, EveryDocumentedKeyHasItsAction) {
   EXPECT_FALSE(action_for_key(Key::Other));
 }
 
+// A refusal stays on screen for S (pressed to capture it: the screenshot had lost it), F1, L (it
+// is said in the other language), the UI scale and full screen; a step or a query move ends it.
+TEST(Keymap, ShowingTheWindowKeepsTheRefusalOnScreen) {
+  for (Action a : {Action::Screenshot, Action::ToggleHelp, Action::ToggleLanguage, Action::UiScaleUp,
+                   Action::ToggleFullscreen, Action::ToggleMask, Action::TemperatureUp})
+    EXPECT_TRUE(keeps_refusal(a)) << static_cast<int>(a);
+  for (Action a : {Action::StepNext, Action::QueryNext, Action::TogglePlay})
+    EXPECT_FALSE(keeps_refusal(a)) << static_cast<int>(a);
+}
+
 TEST(Keymap, TemperatureStepsByRatioWithinTheSliderRange) {
   EXPECT_DOUBLE_EQ(step_temperature(1.0, true), 1.25);
   EXPECT_DOUBLE_EQ(step_temperature(1.0, false), 0.8);

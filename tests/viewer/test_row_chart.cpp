@@ -26,6 +26,11 @@ TEST(RowChart, BinsTakeTheMaxAndTopKeysComeFromTheWholeRow) {
   EXPECT_EQ(c.top[0].key, 1);
   EXPECT_EQ(c.top[1].key, 3) << "a tie goes to the lower key";
   EXPECT_EQ(c.top[2].key, 5);
+  // Without a top list (another query's outline) the max is the row's all the same: it sets the
+  // chart's scale, which had left that row's peak above the chart.
+  const RowChart outline = row_chart(w.data(), mask.data(), 8, cols, 0);
+  EXPECT_TRUE(outline.top.empty());
+  EXPECT_FLOAT_EQ(outline.max, 0.30f);
 }
 
 TEST(RowChart, MaskedKeysAreNeverTopAndAFullyMaskedBinIsEmpty) {

@@ -7,12 +7,14 @@
 #include "viewer/app/state_dump.h"
 #include "viewer/draw/strings.h"
 #include "viewer/session/session.h"
+#include "viewer/views/decode/decode_view.h"
 #include "viewer/views/registry.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <array>
 #include <map>
 #include <set>
@@ -303,6 +305,21 @@ TEST(Views, TheControlsSayWhereTheShownViewHasItsOwnMaskOrTemperature) {
   EXPECT_NE(std::string(viewer::tr(Lang::Zh, viewer::S::PanelMaskOtherViews)).find("其他视图"), std::string::npos);
   EXPECT_NE(std::string(viewer::tr(Lang::En, viewer::S::PanelTemperatureOtherViews)).find("the other views'"), std::string::npos);
   EXPECT_NE(std::string(viewer::tr(Lang::Zh, viewer::S::PanelTemperatureOtherViews)).find("其他视图"), std::string::npos);
+}
+
+// Chinese names a head or a layer, counted from 0, by its number ("头 0"), never as an ordinal
+// ("第 0 个头" reads "the zeroth"); the diff's summary has no English word.
+TEST(Views, ChineseNamesHeadsAndLayersByNumber) {
+  const auto fmt = [](const char* f, auto... args) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, f, args...);
+    return std::string(buf);
+  };
+  EXPECT_EQ(fmt(viewer::tr(Lang::Zh, viewer::S::HeadsShown), 0, 2, 4), "层 0 · 头 2（共 4 个）");
+  EXPECT_EQ(fmt(viewer::tr(Lang::Zh, viewer::S::HeadsShownHead), 0, 4), "头 0（共 4 个）");
+  EXPECT_EQ(fmt(viewer::tr(Lang::Zh, viewer::S::HeadsTitleLayer), 1, "blocks.1", 4), "层 1“blocks.1”：4 个头 · 注意力权重（第 3 步）");
+  EXPECT_EQ(fmt(viewer::dtr(Lang::Zh, viewer::DT::SplitsTitle), 0).rfind("头 0 ", 0), 0u);
+  EXPECT_EQ(std::string(viewer::tr(Lang::Zh, viewer::S::DiffSummary)).find("max"), std::string::npos);
 }
 
 // The session runs the shown view's companion and drops another's: a view switch leaves no

@@ -235,9 +235,7 @@ const char* keyboard_line(const App& app) {
 
 void apply_action(App& app, Action a) {
   Session& c = app.session;
-  // Any accepted action other than a state change ends the last refusal's message (a state
-  // change ends it itself, or replaces it with its own).
-  if (a != Action::TemperatureDown && a != Action::TemperatureUp && a != Action::ToggleMask) c.clear_error();
+  if (!keeps_refusal(a)) c.clear_error();
   // The view first (the walk's playback keys step through its key tiles); the step keys it leaves
   // drive the chain's playback only where the view shows the chain's steps, and Shift + ← / →
   // move the selected key only where the view draws it.

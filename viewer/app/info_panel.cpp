@@ -14,6 +14,7 @@
 #include <functional>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -103,43 +104,50 @@ static void draw_queries_table(App& app) {
   const Problem& p = c.problem();
   ImGui::Spacing();
   ImGui::TextUnformatted(tr(lang, S::QueriesTable));
-  const ImGuiTableFlags flags = ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit;
-  if (!ImGui::BeginTable("###queries", 5, flags)) return;
-  for (S h : {S::TipQuery, S::QueriesColMax, S::Argmax, S::QueriesColEntropy, S::QueriesColPerplexity}) ImGui::TableSetupColumn(tr(lang, h));
-  ImGui::TableHeadersRow();
+  // The cells first: a table wider than the panel scrolls sideways rather than cut its numbers.
+  std::vector<std::array<std::string, 5>> rows;
   bool missing = false;
-  for (std::size_t i = 0; i < c.queries().size(); ++i) {
-    const int q = c.queries()[i];
-    ImGui::TableNextRow();
-    ImGui::TableNextColumn();
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(query_colour(static_cast<int>(i))), "%s",
-                       indexed_label(p.query_tokens(), q).c_str());
+  for (const int q : c.queries()) {
+    std::array<std::string, 5>& r = rows.emplace_back();
+    r[0] = indexed_label(p.query_tokens(), q);
     const auto st = c.stats_of(q);
     if (!st) {
       missing = true;
       continue;
     }
-    ImGui::TableNextColumn();
-    ImGui::Text("%s%%", percent_text(st->max_weight).c_str());
-    ImGui::TableNextColumn();
-    ImGui::TextUnformatted(p.key_tokens()[st->argmax].c_str());
-    ImGui::TableNextColumn();
-    ImGui::Text("%.3f", st->entropy);
-    ImGui::TableNextColumn();
-    ImGui::Text("%.3f", st->perplexity);
+    r[1] = percent_text(st->max_weight) + "%";
+    r[2] = p.key_tokens()[st->argmax];
+    r[3] = format_number("%.3f", st->entropy);
+    r[4] = format_number("%.3f", st->perplexity);
   }
-  if (const auto mean = c.mean_stats()) {
+  const auto mean = c.mean_stats();
+  if (mean)
+    rows.push_back({tr(lang, S::QueriesMean), percent_text(mean->max_weight) + "%", "", format_number("%.3f", mean->entropy),
+                    format_number("%.3f", mean->perplexity)});
+  const S heads[5] = {S::TipQuery, S::QueriesColMax, S::Argmax, S::QueriesColEntropy, S::QueriesColPerplexity};
+  float need = 0;
+  for (int col = 0; col < 5; ++col) {
+    float w = text_width(tr(lang, heads[col]));
+    for (const auto& r : rows) w = std::max(w, text_width(r[col].c_str()));
+    need += w + ImGui::GetStyle().CellPadding.x * 2 + 1;
+  }
+  const bool scroll = need > ImGui::GetContentRegionAvail().x;
+  const ImGuiTableFlags flags = ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit |
+                                (scroll ? ImGuiTableFlags_ScrollX : 0);
+  const float height = scroll ? table_fit_height(static_cast<int>(rows.size()) + 1, FLT_MAX) + ImGui::GetStyle().ScrollbarSize : 0;
+  if (!ImGui::BeginTable("###queries", 5, flags, ImVec2(0, height))) return;
+  for (S h : heads) ImGui::TableSetupColumn(tr(lang, h));
+  ImGui::TableHeadersRow();
+  for (std::size_t i = 0; i < rows.size(); ++i) {
     ImGui::TableNextRow();
-    ImGui::TableNextColumn();
-    ImGui::TextUnformatted(tr(lang, S::QueriesMean));
-    ImGui::TableNextColumn();
-    ImGui::Text("%s%%", percent_text(mean->max_weight).c_str());
-    ImGui::TableNextColumn();
-    ImGui::TextUnformatted("");
-    ImGui::TableNextColumn();
-    ImGui::Text("%.3f", mean->entropy);
-    ImGui::TableNextColumn();
-    ImGui::Text("%.3f", mean->perplexity);
+    const bool query_row = i < c.queries().size();
+    for (int col = 0; col < 5; ++col) {
+      ImGui::TableNextColumn();
+      if (col == 0 && query_row)
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(query_colour(static_cast<int>(i))), "%s", rows[i][0].c_str());
+      else
+        ImGui::TextUnformatted(rows[i][col].c_str());
+    }
   }
   ImGui::EndTable();
   if (missing) ImGui::TextColored(kDimV4, "%s", tr(lang, S::QueriesNeedRows));

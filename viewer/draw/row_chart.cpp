@@ -24,7 +24,9 @@ RowChart row_chart(const float* w, const float* mask, int m, const AxisMap& cols
   std::partial_sort(idx.begin(), idx.begin() + take, idx.end(),
                     [&](int a, int b) { return w[a] > w[b] || (w[a] == w[b] && a < b); });
   for (int i = 0; i < take; ++i) c.top.push_back({idx[i], w[idx[i]]});
-  c.max = c.top.empty() ? 0.f : c.top.front().weight;
+  // The row's largest weight, with or without a top list (k = 0: another query's outline, whose
+  // peak had been left out of the chart's scale and drawn above it).
+  for (int j : idx) c.max = std::max(c.max, w[j]);
   return c;
 }
 

@@ -426,7 +426,7 @@ constexpr Entry kTable[] = {
      "B − A = 0 in every cell neither run masks; %d cells are masked (hatched) in A or B.",
      "两次运行都未屏蔽的格子，B − A 都是 0；另有 %d 个格子在 A 或 B 中被屏蔽（斜线）。"},
     {S::DiffSummary, "max |B − A| = %s · mean |B − A| = %s · %d of %d cells changed",
-     "max |B − A| = %s · 平均 |B − A| = %s · %d / %d 个格子有变化"},
+     "最大 |B − A| = %s · 平均 |B − A| = %s · %d / %d 个格子有变化"},
     {S::DiffTop, "Largest changes", "变化最大的格子"},
     {S::DiffColQuery, "query", "查询"},
     {S::DiffColKey, "key", "键"},
@@ -438,8 +438,8 @@ constexpr Entry kTable[] = {
      "This view needs every stage kept (N ≤ %d); N = %d is streamed into pooled pictures, so there is no cell by "
      "cell difference. Generate N ≤ %d to see it.",
      "此视图需要保留全部阶段（N ≤ %d）；N = %d 以流式计算为池化图像，无法逐格求差。请生成 N ≤ %d 的序列。"},
-    {S::DiffQueryNote, "B is the same run with another query: one row, B's selected row minus A's.",
-     "B 是同一次运行、换了查询：只有一行，B 所选行减去 A 所选行。"},
+    {S::DiffQueryNote, "B has another query: one row, B's selected row minus A's (B's run has the spec's other changes too).",
+     "B 换了查询：只有一行，B 所选行减去 A 所选行（B 的运行同时带有规格中的其他改动）。"},
     {S::DiffDescription,
      "Each cell is B − A at the current step: the same inputs run with B's settings minus the run on screen (A). "
      "Blue: B is lower, red: B is higher, white: equal. Two backends or two variants compared this way show how "
@@ -472,7 +472,7 @@ constexpr Entry kTable[] = {
     {S::HeadsCount, "heads", "头数"},
     {S::HeadsTitle, "heads: %d · softmax weights (step 3)", "%d 个头 · 注意力权重（第 3 步）"},
     {S::HeadsTitleLayer, "Layer %d “%s” · heads: %d · softmax weights (step 3)",
-     "第 %d 层“%s”：%d 个头 · 注意力权重（第 3 步）"},
+     "层 %d“%s”：%d 个头 · 注意力权重（第 3 步）"},
     {S::HeadsProgress, "computing head %d of %d…", "正在计算第 %d / %d 个头…"},
     {S::HeadsCaption, "head %d · rows %s%%", "头 %d · 行最大 %s%%"},
     {S::HeadsCaptionKv, "head %d · kv %d · rows %s%%", "头 %d · kv %d · 行最大 %s%%"},
@@ -504,8 +504,8 @@ constexpr Entry kTable[] = {
      "A pattern gives every head the same Q and K (only V differs), so its thumbnails are alike; noise "
      "gives each head its own.",
      "同一模式下每个头的 Q 与 K 相同（只有 V 不同），所以缩略图彼此相同；噪声模式下每个头各不相同。"},
-    {S::HeadsShown, "layer %d · head %d of %d", "第 %d 层 · 第 %d 个头（共 %d 个）"},
-    {S::HeadsShownHead, "head %d of %d", "第 %d 个头（共 %d 个）"},
+    {S::HeadsShown, "layer %d · head %d of %d", "层 %d · 头 %d（共 %d 个）"},
+    {S::HeadsShownHead, "head %d of %d", "头 %d（共 %d 个）"},
     {S::ModeBundle, "Bundle %s", "数据包 %s"},
     {S::HeadsCaptionBare, "head %d", "头 %d"},
     {S::HeadsCaptionKvBare, "head %d · kv %d", "头 %d · kv %d"},

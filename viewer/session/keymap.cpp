@@ -67,6 +67,22 @@ bool is_step_action(Action a) {
   return a == Action::TogglePlay || a == Action::StepNext || a == Action::StepPrev || a == Action::StepHome;
 }
 
+bool keeps_refusal(Action a) {
+  switch (a) {
+    case Action::TemperatureDown:
+    case Action::TemperatureUp:
+    case Action::ToggleMask:
+    case Action::Screenshot:
+    case Action::ToggleHelp:
+    case Action::ToggleLanguage:
+    case Action::UiScaleUp:
+    case Action::UiScaleDown:
+    case Action::UiScaleReset:
+    case Action::ToggleFullscreen: return true;
+    default: return false;
+  }
+}
+
 StepKeysHelp chain_step_keys_help(Lang lang) {
   const bool zh = lang == Lang::Zh;
   return {zh ? "播放 / 暂停四个步骤" : "play / pause the four steps",

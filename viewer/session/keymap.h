@@ -60,6 +60,12 @@ double step_temperature(double t, bool up);
 // view's own), or do nothing in a view without steps.
 bool is_step_action(Action a);
 
+// Whether an action leaves the last refusal's message on screen: a state change (which ends it
+// itself, or replaces it) and what only shows the window (a screenshot, which is to capture it,
+// the help, the other language, which says the refusal in it, the UI scale, full screen). Any
+// other ends it.
+bool keeps_refusal(Action a);
+
 // What the step keys, ↑ / ↓, Shift + ← / → and the mouse do in the view shown, in one language,
 // for the F1 help; an empty `play` means the step keys do nothing there, an empty `key` that
 // Shift + ← / → do nothing there (the view draws no selected key), an empty `click`,

@@ -633,7 +633,7 @@ bool Session::set_mask(MaskKind m) {
     return true;
   }
   if (!req_.source.bundle.empty()) {
-    error_ = message_of(Msg::MaskBundle, {});
+    error_ = message_of(Msg::MaskBundleFixed, {});
     return false;
   }
   if (m == MaskKind::Custom && !has_custom_mask()) {

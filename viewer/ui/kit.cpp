@@ -389,13 +389,17 @@ int row_tick_stride(const PlotGeometry& g, float fp) {
 }
 
 void draw_row_ticks(ImDrawList* dl, const PlotGeometry& g, const std::vector<std::string>& labels,
-                    const std::function<ImVec2(int)>& size_of, int marked, ImU32 colour, float fp) {
+                    const std::function<ImVec2(int)>& size_of, const std::vector<int>& marked, ImU32 colour, float fp) {
   const int r0 = std::max(0, static_cast<int>(std::floor(g.first_row)));
   const int r1 = std::min({g.rows, static_cast<int>(labels.size()), static_cast<int>(std::ceil(g.first_row + g.vis_rows))});
   const int stride = row_tick_stride(g, fp);
-  const float marked_mid = row_y(g, marked + 0.5);
+  const auto near_marked = [&](int r) {
+    for (int m : marked)
+      if (m >= 0 && r != m && std::abs(row_y(g, r + 0.5) - row_y(g, m + 0.5)) < fp) return true;
+    return false;
+  };
   for (int r = (r0 / stride) * stride; r < r1; r += stride) {
-    if (r < r0 || (marked >= 0 && r != marked && std::abs(row_y(g, r + 0.5) - marked_mid) < fp)) continue;
+    if (r < r0 || near_marked(r)) continue;
     draw_row_label(dl, g, labels[r], size_of(r), r, colour, fp);
   }
 }
@@ -478,7 +482,7 @@ MapPlot draw_map(Shell& app, const Rect& area, int rows, int cols, const std::ve
   // chain's rule), the highlighted row's always.
   if (row_w > 0) {
     const auto row_size = [&](int r) { return ImGui::CalcTextSize(row_labels[r].c_str()); };
-    draw_row_ticks(dl, g, row_labels, row_size, highlight_row, text, fp);
+    draw_row_ticks(dl, g, row_labels, row_size, {highlight_row}, text, fp);
     if (highlight_row >= 0 && highlight_row < measured)
       draw_row_label(dl, g, row_labels[highlight_row], row_size(highlight_row), highlight_row, kHighlight, fp);
   }

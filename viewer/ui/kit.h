@@ -148,9 +148,10 @@ float row_labels_width(const std::vector<std::string>& labels, int rows);
 // Every how many rows draw_row_ticks labels: 1 while rows are 1.15 lines tall, else tick_stride's.
 int row_tick_stride(const PlotGeometry& g, float fp);
 // The rows' labels: every row_tick_stride-th (every row's while rows are 1.15 lines tall), none
-// within a line of row `marked` (-1: none), which the caller draws in its colour.
+// within a line of a `marked` row (-1: none; the selected queries), which the caller draws in
+// its colour.
 void draw_row_ticks(ImDrawList* dl, const PlotGeometry& g, const std::vector<std::string>& labels,
-                    const std::function<ImVec2(int)>& size_of, int marked, ImU32 colour, float fp);
+                    const std::function<ImVec2(int)>& size_of, const std::vector<int>& marked, ImU32 colour, float fp);
 
 // A matrix drawn as the chain view's heatmap is, for the precision and diff views: placed in
 // `area` with the labels of its visible rows and columns (all where they fit, else ticks, as the

@@ -193,7 +193,7 @@ Placed draw_matrix(Shell& app, const char* tex_name, std::string& tex_key, MapPi
     // map or the legend on its left.
     place.label_x = left.x - labels.row_w;
     dl->PushClipRect(ImVec2(place.label_x, r.y - fp), ImVec2(left.x, r.bottom() + fp), true);
-    draw_row_ticks(dl, left, rl, row_size, highlight_row, text, fp);
+    draw_row_ticks(dl, left, rl, row_size, {highlight_row}, text, fp);
     if (highlight_row >= 0 && highlight_row < std::min(rows, static_cast<int>(rl.size())))
       draw_row_label(dl, left, rl[highlight_row], row_size(highlight_row), highlight_row, kHighlight, fp);
     dl->PopClipRect();
@@ -476,9 +476,9 @@ void draw_panel(BackwardView& v, Shell& app, const Layout& l) {
     int cols() const { return m ? static_cast<int>(m->cols()) : 0; }
   };
   Map maps[2] = {{pair.forward, mask_of(pair.forward, pair.forward_masked), false, log_scale && pair.forward_weights,
-                  sel(pair.forward), fmt(btr(lang, BT::Forward), pair.forward_name.in(lang)), "backward-forward", 0, {}},
+                  sel(pair.forward), fmt(btr(lang, BT::Forward), pair.forward_name.in(lang)), "backward-forward", 0, {}, {}},
                  {pair.grad, mask_of(pair.grad, pair.key_cols), true, log_scale, sel(pair.grad),
-                  fmt(btr(lang, BT::Gradient), pair.grad_name.in(lang)), "backward-gradient", 0, {}}};
+                  fmt(btr(lang, BT::Gradient), pair.grad_name.in(lang)), "backward-gradient", 0, {}, {}}};
   int shown = 0;
   for (int i = 0; i < 2; ++i) {
     Map& mp = maps[i];

@@ -571,8 +571,9 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
     if (r >= 0 && r < rows) draw_row_label(dl, g, row_labels[r], row_size(r), r, colour, label_fp);
   };
   const ImU32 label_col = ImGui::GetColorU32(ImGuiCol_Text);
-  draw_row_ticks(dl, g, row_labels, row_size, marked, label_col, label_fp);
+  // The ticks keep off every labelled row: the marked one, and the other selected queries.
   const std::vector<int>& queries = c.queries();
+  draw_row_ticks(dl, g, row_labels, row_size, key_rows ? std::vector<int>{marked} : queries, label_col, label_fp);
   if (key_rows) {
     row_label(marked, IM_COL32_WHITE);
   } else {
@@ -707,7 +708,11 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
       }
       // The largest weights named in the title line, numbered; their bars orange, numbered too.
       title = fit_row_chart_title(head, rc, p.key_tokens(), content.w, measure);
-      const float bar_h = base_y - top_y - label_h * 2;
+      // The bars under the title line and, with other queries, under their tokens' line and the
+      // width of their outlines (the outlines had run through the tokens' glyphs).
+      float legend_h = 0;
+      for (const auto& o : others) legend_h = std::max(legend_h, ImGui::CalcTextSize(query_labels[queries[o.first]].c_str()).y);
+      const float bar_h = base_y - top_y - label_h * 2 - (others.empty() ? 0.0f : std::max(0.0f, legend_h - label_h) + 2 * ms);
       // A weight's bar height on the chart's scale (at least a pixel; 0 for none).
       const auto height = [&](float v) { return v > 0 && scale_max > 0 ? std::max(1.0f, bar_h * v / scale_max) : 0.0f; };
       const float px_w = kg.w / std::max(1, kg.px_w);

@@ -53,7 +53,7 @@ constexpr Entry kTexts[] = {
       "每个查询头都有自己的键/值头：每个 token 读取 %s 的 K 与 V。"}},
     {DT::SplitsTitle,
      {"Each split's partial state for head %d (m in logit units; acc unnormalised)",
-      "第 %d 个头在各段上的部分状态（m 以 logit 为单位；acc 未归一化）"}},
+      "头 %d 在各段上的部分状态（m 以 logit 为单位；acc 未归一化）"}},
     {DT::ColSplit, {"split", "段"}},
     {DT::ColKeys, {"keys", "键"}},
     {DT::ColShare, {"share", "份额"}},

@@ -176,16 +176,16 @@ DiffMap diff_map(const float* a, const float* b, int rows, int cols, const float
   return m;
 }
 
-DiffMap diff_rows(const float* m, int rows, int cols, int qa, int qb, const float* mask, int mask_rows) {
-  (void)rows;
-  const float* a = m + static_cast<std::size_t>(qa) * cols;
-  const float* b = m + static_cast<std::size_t>(qb) * cols;
+DiffMap diff_rows(const float* ma, const float* mb, int cols, int qa, int qb, const float* mask_a, const float* mask_b,
+                  int mask_rows) {
+  const float* a = ma + static_cast<std::size_t>(qa) * cols;
+  const float* b = mb + static_cast<std::size_t>(qb) * cols;
   DiffMap out;
   out.rows = 1;
   out.cols = cols;
   out.d.resize(cols);
   for (int c = 0; c < cols; ++c) {
-    const bool both = masked_at(mask, mask_rows, cols, qa, c) && masked_at(mask, mask_rows, cols, qb, c);
+    const bool both = masked_at(mask_a, mask_rows, cols, qa, c) && masked_at(mask_b, mask_rows, cols, qb, c);
     out.d[c] = both || !std::isfinite(a[c]) || !std::isfinite(b[c]) ? std::numeric_limits<float>::quiet_NaN()
                                                                       : b[c] - a[c];
   }
@@ -293,22 +293,24 @@ std::shared_ptr<const StepDiff> step_diff(const Trace& a, const Trace& b, const 
   d->query = sa.query;
   const MatrixF& ma = stage_of(a, s);
   const MatrixF& mb = stage_of(b, s);
-  // Only a spec that names the query compares two rows; B's query is that one, A's the current.
+  // Only a spec that names the query compares two rows: B's query row of B's run (the same run, or
+  // one with the spec's other changes too) minus A's current row of A's.
   const bool rows_differ = query_named && sa.query != sb.query;
   d->same_run = sa.same_run(sb) && !rows_differ;
-  d->query_diff = sa.same_run(sb) && rows_differ;
+  d->query_diff = rows_differ;
   const int rows = static_cast<int>(ma.rows()), cols = static_cast<int>(ma.cols());
   if (ma.size() == 0 || mb.rows() != ma.rows() || mb.cols() != ma.cols()) return nullptr;
   const MatrixF* mka = mask_of(a, s);
   const MatrixF* mkb = mask_of(b, s);
+  const int mask_rows = mka ? static_cast<int>(mka->rows()) : mkb ? static_cast<int>(mkb->rows()) : 0;
   if (d->query_diff) {
-    d->map = diff_rows(ma.data(), rows, cols, sa.query, sb.query, mka ? mka->data() : nullptr,
-                       mka ? static_cast<int>(mka->rows()) : 0);
+    d->map = diff_rows(ma.data(), mb.data(), cols, sa.query, sb.query, mka ? mka->data() : nullptr,
+                       mkb ? mkb->data() : nullptr, mask_rows);
     d->top = top_changes(d->map, ma.data() + static_cast<std::size_t>(sa.query) * cols,
-                         ma.data() + static_cast<std::size_t>(sb.query) * cols, DiffView::kTop);
+                         mb.data() + static_cast<std::size_t>(sb.query) * cols, DiffView::kTop);
   } else {
     d->map = diff_map(ma.data(), mb.data(), rows, cols, mka ? mka->data() : nullptr, mkb ? mkb->data() : nullptr,
-                      mka ? static_cast<int>(mka->rows()) : mkb ? static_cast<int>(mkb->rows()) : 0);
+                      mask_rows);
     d->top = top_changes(d->map, ma.data(), mb.data(), DiffView::kTop);
   }
   return d;
@@ -410,7 +412,7 @@ std::pair<double, double> DiffView::values(const Session& c, int row, int col) c
   const Trace* b = b_trace_of(c);
   if (status_ != Status::Ok || !b) return {0, 0};
   const MatrixF& ma = stage_of(c.trace(), d_->step);
-  if (d_->query_diff) return {ma(c.setting().query, col), ma(diff_of(c)->b_setting.query, col)};
+  if (d_->query_diff) return {ma(c.setting().query, col), stage_of(*b, d_->step)(diff_of(c)->b_setting.query, col)};
   return {ma(row, col), stage_of(*b, d_->step)(row, col)};
 }
 

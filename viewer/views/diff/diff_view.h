@@ -78,8 +78,10 @@ struct DiffMap {
 // mask is masked (the weights there are exactly 0 in both, which says nothing).
 DiffMap diff_map(const float* a, const float* b, int rows, int cols, const float* mask_a, const float* mask_b,
                  int mask_rows);
-// The query diff: one row, B's selected row qb minus A's qa of the same matrix (rows x cols).
-DiffMap diff_rows(const float* m, int rows, int cols, int qa, int qb, const float* mask, int mask_rows);
+// The query diff: one row, B's selected row qb of mb minus A's qa of ma (the same matrix where only
+// the query differs), each side's mask (mask_rows of them, or null) for its row.
+DiffMap diff_rows(const float* ma, const float* mb, int cols, int qa, int qb, const float* mask_a, const float* mask_b,
+                  int mask_rows);
 
 // The signed colour range: ±max_abs (±1 when the map is all zeros, so a flat map is the centre
 // colour).
@@ -107,7 +109,7 @@ struct StepDiff {
   int step = 0;               // the step shown (4 when a side kept only the output)
   int query = -1;             // A's query it was computed for
   bool output_only = false;   // a fused run on one side: step 4 shown
-  bool query_diff = false;    // one row: B's query row minus A's
+  bool query_diff = false;    // one row: B's query row minus A's (of B's run, with the spec's other changes)
   bool same_run = false;      // B is A (the spec changes nothing)
   DiffMap map;
   std::vector<Change> top;

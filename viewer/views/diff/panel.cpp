@@ -64,8 +64,10 @@ void editor(Shell& app, DiffView& v) {
   if (d.temperature) {
     ImGui::SameLine();
     ImGui::SetNextItemWidth(w);
+    // Any value typed: Apply refuses one the core does not take, with its message (a T <= 0 had
+    // been dropped in silence).
     double t = *d.temperature;
-    if (ImGui::InputDouble("##dTv", &t, 0, 0, "%.6g") && std::isfinite(t) && t > 0) d.temperature = t;
+    if (ImGui::InputDouble("##dTv", &t, 0, 0, "%.6g")) d.temperature = t;
   }
   same_line_if_fits(w * 2);
   option_combo<std::string>("##dbackend", tr(lang, S::Backend), d.backend, {{"cpu", "CPU"}, {"cuda", "CUDA"}}, keep, w);
