@@ -74,12 +74,12 @@ void draw_panel(HeadsView& v, Shell& app, const Layout& l) {
   const HeadsSnapshot& s = v.shown;
   const int heads = static_cast<int>(s.thumbs.size());
   const Bundle* b = c.from_bundle() ? c.bundle() : nullptr;
+  // The title on one line, shortened with "…" where the panel is narrow (the whole in its tooltip).
   if (b) {
     const int layer = c.shown_layer();
-    ImGui::TextColored(kHighlightV4, "%s",
-                       fmt(tr(lang, S::HeadsTitleLayer), layer, b->calls[layer].name.c_str(), heads).c_str());
+    text_fit(fmt(tr(lang, S::HeadsTitleLayer), layer, b->calls[layer].name.c_str(), heads), kHighlightV4);
   } else {
-    ImGui::TextColored(kHighlightV4, "%s", fmt(tr(lang, S::HeadsTitle), heads).c_str());
+    text_fit(fmt(tr(lang, S::HeadsTitle), heads), kHighlightV4);
   }
   if (s.running) {
     ImGui::ProgressBar(s.progress, ImVec2(-FLT_MIN, 0),
@@ -144,12 +144,16 @@ void draw_panel(HeadsView& v, Shell& app, const Layout& l) {
       dl->AddRect(ImVec2(r.x - 3 * ms, r.y - 3 * ms), ImVec2(r.x + r.w + 3 * ms, r.y + r.h + 3 * ms),
                   IM_COL32(230, 230, 230, 255), 0, 0, 2 * ms);
     }
-    // The caption, shortened with "…" to the thumbnail's step; where even "head h" would not
-    // fit, the number alone (the whole caption is in the hover's tooltip).
+    // The caption, shortened with "…" to the thumbnail's step less a gap (captions side by side
+    // had run together), never into "head h": that alone where "head h…" would not fit, the
+    // number alone where even "head h" would not (the whole caption is in the hover's tooltip).
+    const float room = g.step_x - app.font_px * 0.3f;
     std::string cap = head_caption(lang, h, grouped ? c.kv_head_of(h) : -1, t);
-    if (text_width(cap.c_str()) > g.step_x) {
-      const std::string number = std::to_string(h);
-      cap = text_width(fmt(tr(lang, S::HeadsCaptionBare), h).c_str()) > g.step_x ? number : fit_text(cap, g.step_x);
+    if (text_width(cap.c_str()) > room) {
+      const std::string bare = fmt(tr(lang, S::HeadsCaptionBare), h);
+      cap = text_width(bare.c_str()) > room                 ? std::to_string(h)
+            : text_width((bare + "…").c_str()) > room ? bare
+                                                           : fit_text(cap, room);
     }
     v.captions.push_back(cap);
     dl->PushClipRect(ImVec2(r.x, r.y + r.h), ImVec2(r.x + g.step_x, r.y + r.h + caption_h), true);
