@@ -224,20 +224,33 @@ std::string describe(const Problem& p, const float* weights, const float* mask, 
       for (int c = 0; c < m; ++c) order[c] = c;
       std::partial_sort(order.begin(), order.begin() + kLargest, order.end(),
                         [&](int a, int b) { return weights[a] > weights[b] || (weights[a] == weights[b] && a < b); });
+      // Only weights above 0: where fewer than 8 are (a causal row's first queries, a low
+      // temperature whose other weights underflow fp32), the rest are said to be 0 rather than
+      // listed as "largest".
+      int shown = 0;
+      while (shown < kLargest && weights[order[shown]] > 0) ++shown;
       std::string list;
       double mass = 0;
-      for (int i = 0; i < kLargest; ++i) {
+      for (int i = 0; i < shown; ++i) {
         const int c = order[i];
         mass += weights[c];
         if (i) list += zh ? "、" : ", ";
         list += weight_text(weights[c]) + (zh ? "（“" + token_label(p.key_tokens(), c) + "”）"
                                            : " (" + token_label(p.key_tokens(), c) + ")");
       }
-      out += zh ? "当前行 " + std::to_string(m) + " 个权重中最大的 " + std::to_string(kLargest) + " 个为 " + list +
-                      "，合计 " + weight_text(mass) + "；对“" + atok + "”的权重最高。"
-                : " The largest " + std::to_string(kLargest) + " of the current row's " + std::to_string(m) +
-                      " weights are " + list + ", together " + weight_text(mass) + "; the highest weight is on " +
-                      atok + ".";
+      const std::string zeros = std::to_string(m - shown);
+      if (shown < kLargest)
+        out += zh ? "当前行 " + std::to_string(m) + " 个权重中有 " + zeros + " 个恰好为 0（被屏蔽，或小到 fp32 无法表示），其余为 " +
+                        list + "；对“" + atok + "”的权重最高。"
+                  : " Of the current row's " + std::to_string(m) + " weights, " + zeros +
+                        " are exactly 0 (masked, or too small for fp32); " + (shown == 1 ? "the other is " : "the others are ") + list +
+                        "; the highest weight is on " + atok + ".";
+      else
+        out += zh ? "当前行 " + std::to_string(m) + " 个权重中最大的 " + std::to_string(kLargest) + " 个为 " + list +
+                        "，合计 " + weight_text(mass) + "；对“" + atok + "”的权重最高。"
+                  : " The largest " + std::to_string(kLargest) + " of the current row's " + std::to_string(m) +
+                        " weights are " + list + ", together " + weight_text(mass) + "; the highest weight is on " +
+                        atok + ".";
     }
   }
   if (!zh) out += ' ';

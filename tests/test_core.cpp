@@ -189,6 +189,14 @@ TEST(CoreDemo, ALongRowNamesItsLargestWeights) {
                     std::to_string(order[0]) + "”）"),
             std::string::npos)
       << zh;
+  // Fewer than 8 weights above 0 (query 2 of a causal row: three keys): the others are said to be
+  // 0, not listed among the largest.
+  const std::string few = describe(p, t, 2, Lang::En);
+  EXPECT_NE(few.find("Of the current row's 64 weights, 61 are exactly 0 (masked, or too small for fp32); the others are "),
+            std::string::npos)
+      << few;
+  EXPECT_EQ(few.find("The largest 8"), std::string::npos) << few;
+  EXPECT_NE(describe(p, t, 2, Lang::Zh).find("当前行 64 个权重中有 61 个恰好为 0"), std::string::npos);
 }
 
 // Weights below 0.01 keep two significant digits (a flat row's eight largest stay told apart);

@@ -169,7 +169,9 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args, const std:
     } else if (a == "--heads") {
       o.heads = parse_flag_int<int>(a, value(), 1, kMaxRandomHeads);
     } else if (a == "--head") {
-      o.head = parse_flag_int<int>(a, value(), 0, 1 << 20);
+      // Its range is the heads' (checked below, for a bundle against the call's): a negative one is
+      // refused there with it.
+      o.head = parse_flag_int<int>(a, value(), -(1 << 20), 1 << 20);
       head_given = true;
     } else if (a == "--bundle") {
       o.bundle = value();
@@ -269,13 +271,15 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args, const std:
   if (!o.bundle.empty()) {
     if (o.heads != 1)
       throw InputError("--heads applies to --random problems only (use --head H for one head of a bundle)");
+    if (o.head < 0)
+      throw InputError("--head must be between 0 and the call's last head, got " + std::to_string(o.head));
     if (o.mask != MaskKind::None)
       throw InputError("--mask does not apply to --bundle: the bundle holds each call's mask");
   } else {
     if (layer_given) throw InputError("--layer applies to --bundle only");
     if (o.heads != 1 && !o.random_n) throw InputError("--heads applies to --random problems only");
     if (head_given && !o.random_n) throw InputError("--head applies to --bundle or to --random N --heads H");
-    if (o.head >= o.heads)
+    if (o.head < 0 || o.head >= o.heads)
       throw InputError("--head must be between 0 and " + std::to_string(o.heads - 1) + ", got " +
                        std::to_string(o.head));
   }
