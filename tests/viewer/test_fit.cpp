@@ -377,6 +377,18 @@ TEST(FitWindow, ThePrecisionMapKeepsRoomAtALargeUiScale) {
     EXPECT_EQ(h["vis_rows"].get<double>(), 5.0) << lang;
     EXPECT_GE(h["h"].get<double>(), 5 * s.state["font_px"].get<double>()) << lang << ": the five rows a line tall each";
   }
+  // In a small window at that scale the map's labels shrink, as the chain's do, down to the
+  // default scale's size, so every token labels its row and column (one label a side had shown).
+  for (const char* lang : {"en", "zh"}) {
+    const test::ViewShot s = test::view_shot(dir, std::string("prec-small-") + lang,
+                                             {"--view", "precision", "--step", "3", "--precision", "bf16", "--ui-scale",
+                                              "2", "--size", "960x600", "--lang", lang});
+    ASSERT_EQ(s.code, 0) << s.err;
+    const nlohmann::json& labels = s.state["precision_view"]["map_labels"];
+    EXPECT_TRUE(labels["all"].get<bool>()) << lang << " " << labels.dump();
+    EXPECT_LT(labels["scale"].get<double>(), 1.0) << lang;
+    EXPECT_GE(labels["scale"].get<double>(), 0.5) << lang;
+  }
 }
 #endif
 

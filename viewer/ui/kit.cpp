@@ -424,10 +424,13 @@ MapPlot draw_map(Shell& app, const Rect& area, int rows, int cols, const std::ve
     app.map_view_problem = app.session.problem_revision();
   }
   // Row labels: every one when few, else room for the widest index (the last), shown once zoomed
-  // in far enough.
+  // in far enough. The labels are measured and drawn at `label_scale` of the text's size, as the
+  // chain's are: smaller only at a UI scale above the default, down to the default's size, at the
+  // largest size that shows every visible row's and column's label whole (at a projector's scale
+  // in a small window a few tokens' map had kept one label a side); the window's font scale is
+  // label_scale while they are measured and drawn.
   const int measured = std::min(rows, static_cast<int>(row_labels.size()));
-  float row_w = row_labels_width(row_labels, rows);
-  if (row_w > 0) row_w += fp * 0.6f;
+  float label_scale = 1, row_w = 0;
   const auto col_size = [&](int c) { return ImGui::CalcTextSize(col_labels[c].c_str()); };
   const int col_count = static_cast<int>(col_labels.size());
   // The plot under `col_h` pixels of column labels.
@@ -443,11 +446,34 @@ MapPlot draw_map(Shell& app, const Rect& area, int rows, int cols, const std::ve
   };
   // Column labels on two staggered lines take a second line above the plot (which narrows its
   // cells a little: the plan is made again for them).
-  ColumnLabelPlan col_plan = place(column_label_height({}, fp));
-  if (col_plan.lines == 2) {
-    col_plan = place(column_label_height(col_plan, fp));
-    col_plan.lines = std::max(col_plan.lines, col_plan.stride == 1 ? 2 : 1);
+  ColumnLabelPlan col_plan;
+  const auto place_all = [&] {
+    const float lfp = fp * label_scale;
+    ImGui::SetWindowFontScale(label_scale);
+    row_w = row_labels_width(row_labels, rows);
+    if (row_w > 0) row_w += lfp * 0.6f;
+    col_plan = place(column_label_height({}, lfp));
+    if (col_plan.lines == 2) {
+      col_plan = place(column_label_height(col_plan, lfp));
+      col_plan.lines = std::max(col_plan.lines, col_plan.stride == 1 ? 2 : 1);
+    }
+    ImGui::SetWindowFontScale(1);
+  };
+  const float min_label_scale = std::clamp(1.0f / app.ui_scale, 0.5f, 1.0f);
+  const auto all_labels = [&] {
+    return col_plan.stride == 1 && col_plan.max_w == 0 && out.g.cell_h >= fp * label_scale * 1.15f;
+  };
+  for (float s = 1;; s = std::max(min_label_scale, s - 0.05f)) {
+    label_scale = s;
+    place_all();
+    if (all_labels() || s <= min_label_scale) break;
   }
+  if (!all_labels() && label_scale < 1) {  // no size shows them all: full-size ticks, as at scale 1
+    label_scale = 1;
+    place_all();
+  }
+  out.label_scale = label_scale;
+  out.all_labels = all_labels();
   const PlotGeometry& g = out.g;
   app.plot = g;
   if (g.px_w <= 0 || g.px_h <= 0) return out;
@@ -480,13 +506,16 @@ MapPlot draw_map(Shell& app, const Rect& area, int rows, int cols, const std::ve
   const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
   // Labels of the visible rows and columns: all where they fit, else evenly spaced ticks (the
   // chain's rule), the highlighted row's always.
+  ImGui::SetWindowFontScale(label_scale);
   if (row_w > 0) {
+    const float lfp = fp * label_scale;
     const auto row_size = [&](int r) { return ImGui::CalcTextSize(row_labels[r].c_str()); };
-    draw_row_ticks(dl, g, row_labels, row_size, {highlight_row}, text, fp);
+    draw_row_ticks(dl, g, row_labels, row_size, {highlight_row}, text, lfp);
     if (highlight_row >= 0 && highlight_row < measured)
-      draw_row_label(dl, g, row_labels[highlight_row], row_size(highlight_row), highlight_row, kHighlight, fp);
+      draw_row_label(dl, g, row_labels[highlight_row], row_size(highlight_row), highlight_row, kHighlight, lfp);
   }
   draw_column_labels(dl, g, col_labels, col_size, col_plan, text);
+  ImGui::SetWindowFontScale(1);
   const float s = mark(app);
   dl->PushClipRect(ImVec2(g.x - 3 * s, g.y - 3 * s), ImVec2(g.x + g.w + 3 * s, g.y + g.h + 3 * s), true);
   if (highlight_row >= 0)

@@ -161,6 +161,8 @@ struct MapPlot {
   PlotGeometry g;
   Rect legend;
   std::optional<Cell> hover;
+  float label_scale = 1;    // the labels' size, a share of the text's
+  bool all_labels = false;  // every visible row's and column's label shown whole
 };
 // Wheel zooms, drag pans, double-click shows the whole matrix again (Shell::map_view, shared by
 // the precision and diff views); map_view_controls draws the reset button and the zoom.

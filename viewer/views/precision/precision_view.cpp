@@ -341,6 +341,7 @@ std::string PrecisionView::state_json() const {
     const ValueRange r = map_->colour_range();
     j["colour_range"] = {r.lo, r.hi};
     j["colour_clamped"] = map_->colour_clamped();
+    j["map_labels"] = {{"scale", map_label_scale}, {"all", map_all_labels}};
   }
   return j.dump();
 }

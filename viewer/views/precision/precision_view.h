@@ -165,6 +165,8 @@ class PrecisionView final : public View, public WithoutFlags {
   // the state dump.
   ScrollHeader header;
   float below_h = 0;
+  float map_label_scale = 1;  // the map's labels (MapPlot)
+  bool map_all_labels = false;
 
  private:
   Status status_ = Status::Computing;
