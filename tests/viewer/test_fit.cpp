@@ -365,6 +365,14 @@ TEST(FitWindow, TheHeadsThumbnailsKeepRoomAndWholeCaptionsAtAProjectorsUiScale) 
   }
 }
 
+// The dump writes the UI scale as given (1.1, where the float's double read 1.100000023841858).
+TEST(FitWindow, TheDumpWritesTheUiScaleAsGiven) {
+  test::TempDir dir;
+  const test::ViewShot s = test::view_shot(dir, "scale", {"--ui-scale", "1.1", "--size", "1280x800"});
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_EQ(s.state["ui_scale"].get<double>(), 1.1);
+}
+
 // At UI scale 2 on 2560 x 1440 the precision view's explanation is cut to a share of the window
 // and the histogram gives way, so the map keeps room (it had none: the text filled the centre).
 TEST(FitWindow, ThePrecisionMapKeepsRoomAtALargeUiScale) {

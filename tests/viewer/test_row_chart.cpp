@@ -31,6 +31,12 @@ TEST(RowChart, BinsTakeTheMaxAndTopKeysComeFromTheWholeRow) {
   const RowChart outline = row_chart(w.data(), mask.data(), 8, cols, 0);
   EXPECT_TRUE(outline.top.empty());
   EXPECT_FLOAT_EQ(outline.max, 0.30f);
+  // Weights of exactly 0 (underflowed at a low temperature) are never top keys: a row with one
+  // weight above 0 names that one alone (it had named keys "0.0%" second and third).
+  const std::vector<float> sharp{0, 0, 1, 0};
+  const RowChart one = row_chart(sharp.data(), nullptr, 4, map_axis(0, 4, 4, 4), 3);
+  ASSERT_EQ(one.top.size(), 1u);
+  EXPECT_EQ(one.top[0].key, 2);
 }
 
 TEST(RowChart, MaskedKeysAreNeverTopAndAFullyMaskedBinIsEmpty) {

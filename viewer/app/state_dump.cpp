@@ -1,6 +1,7 @@
 // State dump as JSON (see state_dump.h).
 #include "viewer/app/state_dump.h"
 
+#include "core/format.h"
 #include "core/io.h"
 
 #include <nlohmann/json.hpp>
@@ -36,7 +37,7 @@ std::string state_json(const Session& c, const ViewSnapshot& v) {
   j["stages"] = stage_names(present_stages(c.trace()));  // all, or the step's and the weights
   j["window"] = {{"w", v.width}, {"h", v.height}};
   j["pool"] = v.pool == PoolMode::Max ? "max" : "mean";
-  j["ui_scale"] = v.ui_scale;
+  j["ui_scale"] = std::stod(shortest_text(v.ui_scale));  // as the float reads (1.1, not 1.100000023841858)
   j["font_px"] = v.font_px;
   j["help_open"] = v.help_open;
   j["key_sel"] = v.key_sel;

@@ -18,8 +18,9 @@ RowChart row_chart(const float* w, const float* mask, int m, const AxisMap& cols
       if (usable(j)) c.bins[px] = std::max(c.bins[px], w[j]);
   std::vector<int> idx;
   idx.reserve(m);
+  // The top keys among the weights above 0 (a low temperature's underflowed ones are no "top").
   for (int j = 0; j < m; ++j)
-    if (usable(j)) idx.push_back(j);
+    if (usable(j) && w[j] > 0) idx.push_back(j);
   const int take = std::min<int>(k, static_cast<int>(idx.size()));
   std::partial_sort(idx.begin(), idx.begin() + take, idx.end(),
                     [&](int a, int b) { return w[a] > w[b] || (w[a] == w[b] && a < b); });
