@@ -37,12 +37,25 @@ std::string exact(double x) {  // a double as its exact bits
 }
 
 // The shown problem's modifications on every head's problem: the settings (RoPE, ALiBi, the cap,
-// the window, the prefix) and the modifications' files (a bias, shared or one per head, and the
-// documents). ALiBi's slopes stay the problem's own: the H heads' standard slopes for a random
+// the window, the prefix) and what the modifications' files gave: the shown problem's own data
+// where it is every head's (a shared bias, the documents), and a per-head bias, of which the shown
+// head holds its rows alone, read again for the H heads (once: a random problem's heads are made
+// together). ALiBi's slopes stay the problem's own: the H heads' standard slopes for a random
 // problem of H heads (the shown head holds its one slope), a bundle's given ones.
 void take_mods(Problem& p, const Problem& shown, const Source& s) {
   set_mods_of(p, mods_of(shown));
-  read_mod_files(p, s);
+  if (shown.mods.bias_head >= 0) {
+    read_mod_files(p, s);
+    return;
+  }
+  if (!s.bias_file.empty()) {
+    p.edit().bias = shown.bias();
+    p.mods.bias_name = shown.mods.bias_name;
+  }
+  if (!s.documents_file.empty()) {
+    p.edit().documents = shown.documents();
+    p.mods.documents_name = shown.mods.documents_name;
+  }
 }
 
 }  // namespace
