@@ -189,8 +189,8 @@ GradTrace cpu_backward(const Problem& p, const Upstream& u) { return backward_ru
 GradTraceD reference_backward_fp64(const Problem& p, const Upstream& u) { return backward_run(p, u, reference_fp64); }
 
 std::vector<double> reference_backward_fp64_row(const Problem& p, const Upstream& u, int head, int query) {
-  std::vector<double> weights, modified;
-  const std::vector<double> o = reference_fp64_row(p, head, query, 0, &weights, nullptr, &modified);
+  const RowReference row = reference_fp64_row(p, head, query);
+  const std::vector<double>&o = row.output, &weights = row.weights, &modified = row.modified;
   const int m = p.m(), d_k = p.d_k(), d_v = p.d_v();
   const MatrixD out = Eigen::Map<const MatrixD>(o.data(), 1, d_v);
   const Eigen::RowVectorXd dout = upstream_dout(row_upstream(p, u, head, query), out, nullptr).row(0);

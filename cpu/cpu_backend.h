@@ -27,19 +27,21 @@ Trace cpu_staged_output_only(const Problem& p);
 Trace cpu_staged_plain(const Problem& p);
 // The same chain in double precision on the fp32 inputs (upcast). Validates first.
 TraceD reference_fp64(const Problem& p);
-// One output row of the fp64 chain, for query `query` of query head `head` over the first `keys`
-// keys of its key/value head (0: all m; a causal mask places the queries at the end of those
-// keys), without any matrix of the whole problem: O(keys d). `weights` (when given) receives the
-// row's softmax weights, `max_abs_logit` the largest |logit| it saw (verify's fp32 output bound
-// reads it), `modified` the scores after the score mods and before the temperature (−∞ where
-// masked; the backward's row reads the cap's from them), `weighted_abs_v` Σ_j w_j |V_jc| for each of
-// the d_v columns (the size of the sums behind the row's output). What checks a long decode row (the
-// viewer's decode view) and the walks' rows. InputError for a head or query outside, or a row that
-// sees no key.
-std::vector<double> reference_fp64_row(const Problem& p, int head, int query, int keys = 0,
-                                       std::vector<double>* weights = nullptr, double* max_abs_logit = nullptr,
-                                       std::vector<double>* modified = nullptr,
-                                       std::vector<double>* weighted_abs_v = nullptr);
+// One row of the fp64 chain, for query `query` of query head `head` over the first `keys` keys of
+// its key/value head (0: all m; a causal mask places the queries at the end of those keys), without
+// any matrix of the whole problem: O(keys d). What checks a long decode row (the viewer's decode
+// view), the walks' rows and bench's large cases. InputError for a head or query outside, or a row
+// that sees no key.
+struct RowReference {
+  std::vector<double> output;          // d_v
+  std::vector<double> weights;         // the row's softmax weights, one per key
+  std::vector<double> modified;        // the scores after the score mods and before the temperature,
+                                       // −∞ where masked (the backward's row reads the cap's from them)
+  double max_abs_logit = 0;            // the largest |logit| (verify's fp32 output bound reads it)
+  std::vector<double> weighted_abs_v;  // Σ_j w_j |V_jc| per column (the size of the sums behind the
+                                       // output); only with `sums`, which costs a second pass over V
+};
+RowReference reference_fp64_row(const Problem& p, int head, int query, int keys = 0, bool sums = false);
 // Fused blockwise kernel (online softmax), fp32; fills only output (has_stages = false).
 // Implemented in cpu/fused.cpp.
 Trace cpu_fused(const Problem& p);

@@ -750,9 +750,7 @@ Trace cpu_staged_plain(const Problem& p) { return plain_chain<MatrixF>(p); }
 
 TraceD reference_fp64(const Problem& p) { return plain_chain<MatrixD>(p); }
 
-std::vector<double> reference_fp64_row(const Problem& p, int head, int query, int keys, std::vector<double>* weights,
-                                       double* max_abs_logit, std::vector<double>* modified,
-                                       std::vector<double>* weighted_abs_v) {
+RowReference reference_fp64_row(const Problem& p, int head, int query, int keys, bool sums) {
   const int m = keys > 0 ? std::min(keys, p.m()) : p.m(), d_v = p.d_v(), n = p.n();
   if (head < 0 || head >= p.heads || query < 0 || query >= n)
     throw InputError("head " + std::to_string(head) + " query " + std::to_string(query) + " is outside the problem");
@@ -772,8 +770,10 @@ std::vector<double> reference_fp64_row(const Problem& p, int head, int query, in
   int lo, hi;
   rule.interval(query, lo, hi);
   hi = std::min(hi, m);
-  std::vector<double> x(m, -std::numeric_limits<double>::infinity());
-  if (modified) modified->assign(m, -std::numeric_limits<double>::infinity());
+  RowReference ref;
+  std::vector<double>& x = ref.weights;
+  x.assign(m, -std::numeric_limits<double>::infinity());
+  ref.modified.assign(m, -std::numeric_limits<double>::infinity());
   // Scores as the chain takes them: q . k in double (RoPE in double), / divisor, the score mods,
   // the mask, / T.
   for (Eigen::Index j0 = lo; j0 < hi; j0 += kBlock) {
@@ -785,7 +785,7 @@ std::vector<double> reference_fp64_row(const Problem& p, int head, int query, in
       const int key = static_cast<int>(j0 + j);
       if (rule.elementwise() && !rule.visible(query, key)) continue;
       const double z = score.apply(s(j) / divisor, head, query, key);
-      if (modified) (*modified)[key] = z;
+      ref.modified[key] = z;
       x[key] = z / temperature;
     }
   }
@@ -795,7 +795,7 @@ std::vector<double> reference_fp64_row(const Problem& p, int head, int query, in
       mx = std::max(mx, v);
       big = std::max(big, std::abs(v));
     }
-  if (max_abs_logit) *max_abs_logit = big;
+  ref.max_abs_logit = big;
   if (!std::isfinite(mx)) throw InputError("the row of head " + std::to_string(head) + ", query " +
                                            std::to_string(query) + " sees no key, or its scores overflow");
   double sum = 0;
@@ -804,17 +804,17 @@ std::vector<double> reference_fp64_row(const Problem& p, int head, int query, in
     sum += v;
   }
   for (double& v : x) v /= sum;
-  Eigen::RowVectorXd out = Eigen::RowVectorXd::Zero(d_v), abs_out = Eigen::RowVectorXd::Zero(weighted_abs_v ? d_v : 0);
+  Eigen::RowVectorXd out = Eigen::RowVectorXd::Zero(d_v), abs_out = Eigen::RowVectorXd::Zero(sums ? d_v : 0);
   for (Eigen::Index j0 = 0; j0 < m; j0 += kBlock) {
     const Eigen::Index cols = std::min<Eigen::Index>(kBlock, m - j0);
     const Eigen::Map<const Eigen::RowVectorXd> w(x.data() + j0, cols);
     const MatrixD vb = p.v().middleRows(kv + j0, cols).cast<double>();
     out.noalias() += w * vb;
-    if (weighted_abs_v) abs_out.noalias() += w * vb.cwiseAbs();
+    if (sums) abs_out.noalias() += w * vb.cwiseAbs();
   }
-  if (weighted_abs_v) weighted_abs_v->assign(abs_out.data(), abs_out.data() + d_v);
-  if (weights) *weights = std::move(x);
-  return std::vector<double>(out.data(), out.data() + d_v);
+  ref.weighted_abs_v.assign(abs_out.data(), abs_out.data() + abs_out.size());
+  ref.output.assign(out.data(), out.data() + d_v);
+  return ref;
 }
 
 }  // namespace attnlab

@@ -337,7 +337,7 @@ void check_walk(const Problem& p, Walk& w) {
     w.staged_output = row_of(cpu_staged_output_only(r).output, 0);
     w.cpu_fused_output = row_of(cpu_fused(r).output, 0);
   });
-  w.fp64_output = reference_fp64_row(p, w.head, w.query);  // RoPE and ALiBi in double, at the row's positions
+  w.fp64_output = reference_fp64_row(p, w.head, w.query).output;  // RoPE and ALiBi in double, at the row's positions
   w.max_abs_diff = walk_max_abs_diff(w.output, w.staged_output);
   w.fp64_error = walk_max_abs_diff(w.output, w.fp64_output);
   w.cpu_fused_diff = walk_max_abs_diff(w.output, w.cpu_fused_output);

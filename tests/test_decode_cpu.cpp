@@ -501,9 +501,9 @@ TEST(DecodeCpu, TheFp64RowIsTheReferenceChainsRow) {
       const TraceD ref = reference_fp64(q);
       for (int h : {0, 3})
         for (int i : {0, 3}) {
-          std::vector<double> w;
-          double big = 0;
-          const std::vector<double> row = reference_fp64_row(p, h, i, keys, &w, &big);
+          const RowReference ref_row = reference_fp64_row(p, h, i, keys);
+          const std::vector<double>&row = ref_row.output, &w = ref_row.weights;
+          const double big = ref_row.max_abs_logit;
           const Eigen::Index r = static_cast<Eigen::Index>(h) * p.n() + i;
           for (int c = 0; c < p.d_v(); ++c) EXPECT_NEAR(row[c], ref.output(r, c), 1e-12);
           ASSERT_EQ(static_cast<Eigen::Index>(w.size()), q.m());

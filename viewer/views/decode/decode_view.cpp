@@ -281,16 +281,17 @@ DecodeToken DecodeEngine::run(const DecodeJob& job) {
     // step as one split; and the fp64 row with its weights.
     if (cancel_ && cancel_->load()) throw Cancelled();
     Partial one;
-    std::vector<double> w;
-    double max_logit = 0;
+    RowReference ref;
     parallel_items(2, std::min(2u, hw), [&](unsigned, std::size_t item) {
       if (item == 0) {
         MatrixF scratch;
         split_partial(kp, g, 0, keys, one, scratch, keys);
       } else {
-        out.fp64 = reference_fp64_row(p, head, 0, keys, &w, &max_logit);
+        ref = reference_fp64_row(p, head, 0, keys);
       }
     });
+    out.fp64 = std::move(ref.output);
+    const std::vector<double>& w = ref.weights;
     const int r = partial_row(p, head, 0);
     out.one_pass_l = one.l[r];
     out.one_pass.resize(p.d_v());
@@ -303,7 +304,7 @@ DecodeToken DecodeEngine::run(const DecodeJob& job) {
     out.fp64_error = walk_max_abs_diff(out.walk.split_output, out.fp64);
     double max_ref = 0;
     for (double x : out.fp64) max_ref = std::max(max_ref, std::abs(x));
-    const double atol = 1e-6 * max_ref + 8 * std::ldexp(1.0, -23) * max_logit * cache_->max_abs_v();
+    const double atol = 1e-6 * max_ref + 8 * std::ldexp(1.0, -23) * ref.max_abs_logit * cache_->max_abs_v();
     out.within = true;
     double worst = -std::numeric_limits<double>::infinity();
     for (int c = 0; c < p.d_v(); ++c) {
