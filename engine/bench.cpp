@@ -164,10 +164,9 @@ void apply_case_mods(const Case& c, Problem& p) {
 // Query `query` of head `head` through the fp64 row reference into row `at` of b.ref, the size of
 // its sums (Σ_j w_j |V_jc|) into b.magnitude.
 void reference_row(BenchProblem& b, int head, int query, Eigen::Index at) {
-  std::vector<double> sums;
-  const std::vector<double> row = reference_fp64_row(b.p, head, query, 0, nullptr, nullptr, nullptr, &sums);
-  b.ref.row(at) = Eigen::Map<const Eigen::RowVectorXd>(row.data(), b.p.d_v());
-  b.magnitude = std::max(b.magnitude, *std::max_element(sums.begin(), sums.end()));
+  const RowReference row = reference_fp64_row(b.p, head, query, 0, true);
+  b.ref.row(at) = Eigen::Map<const Eigen::RowVectorXd>(row.output.data(), b.p.d_v());
+  b.magnitude = std::max(b.magnitude, *std::max_element(row.weighted_abs_v.begin(), row.weighted_abs_v.end()));
 }
 
 BenchProblem make_bench_problem(const Case& c, std::uint64_t seed) {
@@ -683,6 +682,21 @@ std::vector<Stage> staged_stage_bytes(const Case& c) {
           {"pv", 0, f * (qn + (kv + hq) * c.d)}};
 }
 
+double staged_backward_bytes(const Case& c) {
+  const double hq = static_cast<double>(c.heads) * c.q(), kv = static_cast<double>(c.g()) * c.n, d = c.d;
+  const bool capped = c.score_mod.find("softcap") != std::string::npos;
+  const bool biased = c.score_mod.find("alibi") != std::string::npos || c.score_mod.find("bias") != std::string::npos;
+  // Passes over the score-sized matrices: dV/dP 2, dlogits 4, / T 2, / divisor 2, dQ/dK 2; the
+  // cap 5 and the bias's copy 2; the finite check one read of dP, dlogits, dscaled, dscores and of
+  // dcapped, dbiased where they exist.
+  const double score_passes = 12 + (capped ? 5 : 0) + (biased ? 2 : 0) + 4 + (capped ? 1 : 0) + (biased ? 1 : 0);
+  const double vectors = (2 + 1) * hq * d + 2 * kv * d  // dV/dP: dO twice, dQ/dK: Q; V and K
+                         + 2 * hq * d + hq              // D
+                         + hq * d + 2 * kv * d          // dQ, dV, dK written
+                         + (c.rope.empty() ? 0 : 4 * (hq + kv) * d);
+  return 4.0 * (score_passes * hq * c.n + vectors);
+}
+
 void case_bytes(const Case& c, double& min_bytes, double& moved_bytes) {
   const double in_elem = c.precision == "bf16" ? 2.0 : 4.0;
   const double hq = static_cast<double>(c.heads) * c.q();
@@ -691,6 +705,7 @@ void case_bytes(const Case& c, double& min_bytes, double& moved_bytes) {
   moved_bytes = min_bytes;
   if (c.backward()) {  // Q, K, V, O, dO read once; dQ, dK, dV written once (O and the gradients fp32)
     min_bytes = moved_bytes = in_elem * 2.0 * hq * c.d + kv + 4.0 * (2.0 * hq * c.d + 2.0 * static_cast<double>(c.g()) * c.n * c.d);
+    if (c.variant == "staged") moved_bytes = staged_backward_bytes(c);
     return;
   }
   if (c.variant == "staged" || c.variant == "plain") {  // plain: the same four stages

@@ -9,7 +9,8 @@
 //   FLOPs  4 N^2 d per head (QK^T and PV, 2 per multiply-add), half for causal
 //   bytes  "min" = every input read once and the output written once (the fused kernels' floor);
 //          "moved" = what the variant must move: min for fused; for staged the sum of what each
-//          of its four kernels must read once and write once (staged_stage_bytes)
+//          of its four kernels must read once and write once (staged_stage_bytes), for the staged
+//          backward the same sum over its passes (staged_backward_bytes)
 //   error  max |out - ref| / max_ic Σ_j P_ij |V_jc| (the size of the sums behind the output); ref
 //          is the full fp64 chain when heads*N^2 <= 2^22, else 64 query rows of head 0, spread
 //          evenly, recomputed in double
@@ -169,8 +170,22 @@ double error_bound(const Case& c);
 // The four staged kernels' bytes (qk, scale_mask, softmax, pv), ms left 0.
 std::vector<Stage> staged_stage_bytes(const Case& c);
 // The fewest bytes a case must move, each input read once (K and V: case_kv_bytes, so a decode
-// window's keys only) and each output written once; moved: the staged chain's four kernels' sum.
+// window's keys only) and each output written once; moved: the staged chain's four kernels' sum,
+// the staged backward's passes' sum.
 void case_bytes(const Case& c, double& min_bytes, double& moved_bytes);
+// The staged backward (cpu/backward.cpp's chain, the timed part), counted as the forward's stages
+// are: each pass reads its inputs once and writes its output once, the score-sized matrices
+// (heads q, n) of fp32 entries —
+//   dV = Pᵀ dO, dP = dO Vᵀ     P, dO (each product), V read; dV, dP written
+//   D = rowsum(dO ∘ O)         dO, O read; D written
+//   dlogits = P ∘ (dP − D)     P, dP, the logits (for dT) read; dlogits written
+//   / T, then / the divisor    two passes, each one matrix read and one written
+//   the cap's (1 − t²)         where the case caps: dcapped kept (a copy), it and capped read, one written
+//   the bias                   where the case adds one (ALiBi or a file): its copy kept
+//   dQ = dS K, dK = dSᵀ Q      dS (each product), K, Q read; dQ, dK written
+//   the check that every gradient stage is finite (one read of each score-sized stage)
+//   RoPE                       dQr and dKr kept (copies), then turned back (one read, one write)
+double staged_backward_bytes(const Case& c);
 // Why the case cannot run before anything is built, or "": CUDA bf16 off the fused kernel's rules,
 // no CUDA device, a CPU case estimated over s.max_seconds.
 std::string skip_reason(const Case& c, const Spec& s, bool cuda_ok, const std::string& cuda_reason);

@@ -198,7 +198,9 @@ std::string render_json(const Machine& m, const std::vector<Result>& results,
        "min_bytes: inputs read once + output written once; moved_bytes: min for fused; for staged "
        "the sum over its four kernels of what each must read once and write once (scores and "
        "scaled written, scaled read and logits written, logits read and weights written, "
-       "weights + V read and output written); gbs uses moved_bytes"},
+       "weights + V read and output written); for the staged backward the same sum over its passes "
+       "(dV and dP, D, dS, / T, / the divisor, the cap's and the bias's where the case has them, dQ and "
+       "dK, the check that every stage is finite); gbs uses moved_bytes"},
       {"baseline_rule",
        "variant plain (with --baseline): cpu_staged_plain, the obvious Eigen chain with one "
        "whole-matrix expression per stage and fresh matrices each run, fp32, timed beside every "

@@ -100,7 +100,18 @@ TEST(BenchEngine, FlopAndByteRules) {
   bench::case_bytes(b, lo, moved);
   const double q_side = 4.0 * 256 * 32, kv_side = 2.0 * 256 * 32;
   EXPECT_DOUBLE_EQ(lo, 4 * (4 * q_side + 4 * kv_side)) << "four query-side and four key-side matrices";
-  EXPECT_DOUBLE_EQ(moved, lo);
+  EXPECT_DOUBLE_EQ(moved, lo) << "the fused backward moves the minimum";
+  // The staged backward's passes (staged_backward_bytes): 16 over the (4 x 256, 256) score
+  // matrices, the cap adding 6 and a bias 3; Q, K, V, O, dO, dQ, dK, dV and D beside them.
+  b.variant = "staged";
+  const double scores = 4.0 * 256 * 256, vectors = 6 * q_side + 4 * kv_side + 4.0 * 256;
+  bench::case_bytes(b, lo, moved);
+  EXPECT_DOUBLE_EQ(moved, 4 * (16 * scores + vectors));
+  b.score_mod = "alibi+softcap:30";
+  EXPECT_DOUBLE_EQ(bench::staged_backward_bytes(b), 4 * (25 * scores + vectors));
+  b.rope = "10000";
+  EXPECT_DOUBLE_EQ(bench::staged_backward_bytes(b), 4 * (25 * scores + vectors + 4 * (q_side + kv_side)));
+  b.variant = "fused";
   b.backend = "cuda";
   b.precision = "bf16";
   bench::case_bytes(b, lo, moved);
