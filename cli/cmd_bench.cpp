@@ -94,6 +94,9 @@ int run_bench(BenchArgs& a) {
   std::string cuda_reason;
   const bool want_cuda = std::find(a.backends.begin(), a.backends.end(), "cuda") != a.backends.end();
   const bool cuda_ok = want_cuda && cuda_available(&cuda_reason);
+  // CUDA alone and no device: nothing would be timed, so it is refused as every other command
+  // refuses --backend cuda (beside the CPU, the CUDA cases are listed as skipped with the reason).
+  if (want_cuda && !cuda_ok && a.backends.size() == 1) throw NoDeviceError(Msg::NoDevice, {cuda_reason});
   bench::Machine machine = bench::machine_of(cuda_ok, &std::cerr);
 
   std::vector<Result> results = bench::plan(a);

@@ -126,8 +126,8 @@ void add_state_options(CLI::App* cmd, ProblemArgs& a) {
                   "(split-KV: the keys cut into splits whose partial softmax states are merged)")
       ->type_name("staged|fused|decode");
   cmd->add_option("--split", a.splits,
-                  "With --variant decode: key splits per key/value head (default 0: chosen from the "
-                  "cores and the number of keys)")
+                  "With --variant decode: key splits per key/value head, 1 to the number of keys "
+                  "(left out: chosen from the cores and the number of keys)")
       ->type_name("S")
       ->each([&a](const std::string&) { a.split_given = true; });
   cmd->add_option("--precision", a.precision,
@@ -267,7 +267,8 @@ Problem build_problem(const ProblemArgs& a, bool demo, const std::function<void(
     throw InputError(Msg::NeedInputs, {});
   }
   if (a.bundle.empty() && (a.layer != "0" || a.given.count("--layer"))) throw InputError(Msg::LayerBundleOnly, {});
-  if (a.splits != 0 && parse_variant(a.variant) == Variant::Decode) check_split_count(a.splits, p.m());
+  // A typed --split is a count, 0 included (left out, the kernel chooses).
+  if (a.split_given && parse_variant(a.variant) == Variant::Decode) check_split_count(a.splits, p.m());
 
   p.temperature = a.temperature.value_or(demo ? 0.85 : 1.0);
   // The labels before the masks, so that a refusal of a row (fully masked) names the row's token.

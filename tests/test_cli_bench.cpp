@@ -45,6 +45,21 @@ const std::vector<std::string> kSweep = {
     "--repeat", "3", "--warmup", "1"};
 constexpr int kCombinations = 2 * 2 * 2 * 2 * 2 * 2 * 2;
 
+// CUDA alone without a device times nothing: refused as run's --backend cuda is, where beside the
+// CPU its cases are listed as skipped (above). It had exited 0 with a table of skipped rows.
+TEST(BenchCli, CudaAloneWithoutADeviceIsRefused) {
+  std::string reason;
+  if (cuda_available(&reason)) GTEST_SKIP() << "a CUDA device answers";
+  for (const bool zh : {false, true}) {
+    const test::BinaryRun r =
+        bench({"--backend", "cuda", "--n", "64", "--repeat", "1"}, zh ? "LANG=zh_CN.UTF-8" : "LANG=C.UTF-8");
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_EQ(lines_of(r.err).size(), 1u) << r.err;
+    EXPECT_EQ(r.err.rfind(zh ? "error: 没有可用的 CUDA 设备：" : "error: no CUDA device: ", 0), 0u) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+}
+
 TEST(BenchCli, EveryCombinationIsTimedOrSkippedWithItsReason) {
   std::vector<std::string> args = kSweep;
   args.insert(args.end(), {"--format", "json"});
@@ -302,10 +317,10 @@ TEST(BenchCli, HostCopyRateIsInTheHeaderAndJsonOfACpuRun) {
   EXPECT_NE(rule.find("bytes read + bytes written"), std::string::npos) << rule;
   EXPECT_EQ(j["baseline"], false);
 
-  // No CPU case to run (CUDA cases only: skipped without a device, run on a GPU): no probe, the
-  // key is null on either kind of machine.
-  const test::BinaryRun n = bench({"--backend", "cuda", "--variant", "fused", "--precision", "fp32",
-                                   "--n", "32", "--d", "8", "--repeat", "1", "--format", "json"});
+  // No CPU case to run (the CPU's over the time budget; CUDA's skipped without a device, run on a
+  // GPU): no probe, the key is null on either kind of machine.
+  const test::BinaryRun n = bench({"--backend", "cpu,cuda", "--variant", "fused", "--precision", "fp32", "--n", "32",
+                                   "--d", "8", "--repeat", "1", "--max-seconds", "1e-9", "--format", "json"});
   ASSERT_EQ(n.code, 0) << n.err;
   EXPECT_TRUE(json::parse(n.out)["host_copy_gbs"].is_null()) << n.out;
 }
