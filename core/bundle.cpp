@@ -53,7 +53,9 @@ std::string get_file(const Json& c, const char* key, const Where& where, bool op
   if (!c[key].is_string() || c[key].get<std::string>().empty()) refuse(Msg::BundleCallFileName, where, {key});
   const std::string f = c[key].get<std::string>();
   const std::filesystem::path p(f);
-  if (p.is_absolute() || f.find("..") != std::string::npos) refuse(Msg::BundleCallFileOutside, where, {key, f});
+  // "." and "dir/" name no file (the bundle's folder, a folder in it).
+  if (p.is_absolute() || f.find("..") != std::string::npos || p.lexically_normal() == "." || !p.has_filename())
+    refuse(Msg::BundleCallFileOutside, where, {key, f});
   return f;
 }
 
@@ -169,8 +171,16 @@ Bundle read_bundle(const std::string& dir) {
       b.tokens.push_back(label);
     }
   }
-  if (!j.contains("calls") || !j["calls"].is_array() || j["calls"].empty())
+  if (!j.contains("calls") || !j["calls"].is_array() || j["calls"].empty()) {
+    // A capture whose every call was skipped writes its reasons under "skipped": the first one said.
+    const Json* first = j.contains("skipped") && j["skipped"].is_array() && !j["skipped"].empty() ? &j["skipped"][0] : nullptr;
+    if (first && first->is_object() && first->contains("name") && (*first)["name"].is_string() &&
+        first->contains("reason") && (*first)["reason"].is_string())
+      throw InputError(Msg::BundleAllSkipped, {mp, std::to_string(j["skipped"].size()),
+                                               printable((*first)["name"].get<std::string>()),
+                                               printable((*first)["reason"].get<std::string>())});
     throw InputError(Msg::BundleNoCalls, {mp});
+  }
   for (std::size_t i = 0; i < j["calls"].size(); ++i) {
     const Json& c = j["calls"][i];
     const Where where{mp, std::to_string(i)};
@@ -294,6 +304,9 @@ Problem bundle_problem(const Bundle& b, int layer, std::optional<int> head) {
     const MatrixF mk = read_mask(path);
     if (mk.cols() != c.m || (mk.rows() != c.n && mk.rows() != static_cast<Eigen::Index>(c.heads) * c.n))
       refuse_shape(path, "mask", c, layer, mk);
+    for (Eigen::Index r = 0; r < mk.rows(); ++r)
+      if (mk.row(r).array().isInf().all())  // read_mask takes 0 and -inf only
+        throw InputError(Msg::BundleMaskRowBlocked, {path, std::to_string(r), std::to_string(layer), c.name});
     if (mk.rows() == c.n) {
       in.custom_mask = mk;
     } else {

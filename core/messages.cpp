@@ -327,6 +327,9 @@ constexpr Entry kMessages[] = {
     {Msg::BundleString, "{0}: '{1}' must be a string", "{0}：“{1}”必须是字符串"},
     {Msg::BundleNoCalls, "{0}: has no calls ('calls' must be a list with one entry per captured attention call)",
      "{0}：没有调用（“calls”必须是每次捕获的注意力调用各占一项的列表）"},
+    {Msg::BundleAllSkipped,
+     "{0}: has no calls: every attention call ({1}) was skipped when it was captured, the first, '{2}', because: {3}",
+     "{0}：没有调用：捕获时每个注意力调用（{1} 个）都被跳过了，第一个“{2}”的原因：{3}"},
     {Msg::BundleCallObject, "{0}: call {1}: must be an object", "{0}：调用 {1}：必须是对象"},
     {Msg::BundleCallNoKey, "{0}: call {1}: has no '{2}'", "{0}：调用 {1}：缺少“{2}”"},
     {Msg::BundleCallNotWhole, "{0}: call {1}: '{2}' must be a whole number", "{0}：调用 {1}：“{2}”必须是整数"},
@@ -381,6 +384,9 @@ constexpr Entry kMessages[] = {
      "call {0} '{1}' has a different mask for each head; the lab shares one mask between heads: pick one head with "
      "--head",
      "调用 {0}“{1}”的每个头有各自的掩码，而本实验室让所有头共用一个掩码：请用 --head 选一个头"},
+    {Msg::BundleMaskRowBlocked,
+     "{0}: row {1} blocks every key (the mask of call {2} '{3}'): that query's softmax is undefined",
+     "{0}：第 {1} 行屏蔽了所有键（调用 {2}“{3}”的掩码）：该查询的 softmax 无定义"},
     // the command line's options
     {Msg::QueriesRange, "--queries must be between 1 and N = {0} (the last Q of the N positions), got {1}",
      "--queries 必须在 1 到 N = {0} 之间（N 个位置中的最后 Q 个），当前为 {1}"},

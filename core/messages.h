@@ -193,6 +193,7 @@ enum class Msg : int {
   BundleStrings,        // {0} manifest path, {1} key
   BundleString,         // {0} manifest path, {1} key
   BundleNoCalls,        // {0} manifest path
+  BundleAllSkipped,     // {0} manifest path, {1} how many skipped, {2} the first's name, {3} its reason
   BundleCallObject,     // {0}, {1}
   BundleCallNoKey,      // {0}, {1}, {2} key
   BundleCallNotWhole,   // {0}, {1}, {2} key
@@ -220,6 +221,7 @@ enum class Msg : int {
   LayerRange,           // {0} the text, {1} calls, {2} last index
   LayerUnknown,         // {0} the text, {1} last index, {2} the first names
   BundleMaskPerHead,    // {0} call, {1} name
+  BundleMaskRowBlocked, // {0} the mask file, {1} its row, {2} call, {3} name
   // the command line's options (cli/common.cpp)
   QueriesRange,         // {0} N, {1} given
   KvHeadsRange,         // {0} heads, {1} given

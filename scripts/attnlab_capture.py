@@ -7,8 +7,10 @@ As a module:
     result = capture(model, input_ids, out="bundle", tokens=["The", " cat"])
 
 runs ``model(*args, **kwargs)`` once (under torch.no_grad) while recording every call of
-``torch.nn.functional.scaled_dot_product_attention`` and every ``nn.MultiheadAttention``
-module, then writes DIR/manifest.json and float32 .npy files. It returns what the model returned.
+``torch.nn.functional.scaled_dot_product_attention`` (however the model reached it: through ``F``,
+a name imported from it, or ``torch._C._nn``; a torch function mode sees the call itself) and
+every ``nn.MultiheadAttention`` module, then writes DIR/manifest.json and float32 .npy files. It
+returns what the model returned.
 
 As a command (on a machine that has the model's weights):
 
@@ -19,7 +21,11 @@ What is handled: is_causal, attn_mask (boolean: True keeps; additive float: -inf
 or below half the dtype's lowest, such as torch.finfo(dtype).min, block the key and become the
 bundle's 0 / -inf mask; the finite rest, such as ALiBi's distances or a relative-position bias,
 becomes its "bias"), broadcast masks, an explicit scale, grouped-query attention (fewer key/value
-heads, enable_gqa), batch > 1 (element `batch` is kept). Calls the lab cannot represent (query
+heads, enable_gqa; key/value heads the model repeated before the call, as Hugging Face's repeat_kv
+does whenever it passes a mask, are stored once, so a grouped-query model keeps its groups), batch
+> 1 (element `batch` is kept). Notes say what the replay cannot repeat: dropout in training mode
+(sdpa's dropout_p, MultiheadAttention's dropout), a model that ran in another dtype than float32
+(the bundle holds its values widened to float32). Calls the lab cannot represent (query
 heads that do not share key/value heads evenly, MultiheadAttention's bias_k, a mask with NaN or
 +inf, a query row that sees no key, as left padding under a causal mask gives) are listed under
 "skipped" in the manifest with the reason, and named on stderr.
@@ -55,6 +61,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
 FORMAT = "attnlab-bundle"
 VERSION = 1
@@ -92,6 +99,38 @@ def _fp32_cos_sin(rows: int, pos0: int, d: int, theta: float):
     inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
     angle = (pos0 + torch.arange(rows, dtype=torch.int64)).float()[:, None] * inv[None, :]
     return angle.cos().double().numpy(), angle.sin().double().numpy()
+
+
+def _shared_heads(k: torch.Tensor, v: torch.Tensor) -> int:
+    """The fewest key/value heads that k and v, (heads, m, d), are repeat_interleave'd copies of
+    (each head once per query head of its group, as repeat_kv writes them): heads when none repeat."""
+    heads = k.shape[0]
+    for g in range(1, heads):
+        if heads % g:
+            continue
+        rep = heads // g
+        if all(torch.equal(t.reshape(g, rep, *t.shape[1:]),
+                           t.reshape(g, rep, *t.shape[1:])[:, :1].expand(g, rep, *t.shape[1:])) for t in (k, v)):
+            return g
+    return heads
+
+
+class _SdpaMode(TorchFunctionMode):
+    """Routes every call of the scaled_dot_product_attention builtin to the recorder (the mode is
+    off while its handler runs, so the recorder's own call of it goes straight to torch)."""
+
+    def __init__(self, rec):
+        super().__init__()
+        self.rec = rec
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is _SDPA:
+            return self.rec._sdpa(*args, **kwargs)
+        return func(*args, **kwargs)
+
+
+_SDPA = torch._C._nn.scaled_dot_product_attention
 
 
 def _rel_err(got: np.ndarray, want: np.ndarray) -> float:
@@ -173,7 +212,8 @@ class _Recorder:
         self.names: dict[str, int] = {}
         self.handles: list[Any] = []
         self.in_mha = 0
-        self.original = F.scaled_dot_product_attention
+        self.original = _SDPA
+        self.mode = _SdpaMode(self)
         self.modules = dict(model.named_modules())
         # RoPE: the Python modules whose apply_rotary_pos_emb is wrapped (module -> original), the
         # last rotation seen inside each running module (by name), rotations whose form the
@@ -206,11 +246,11 @@ class _Recorder:
             if pymod is not None and pymod not in self.rope_patched and callable(fn):
                 self.rope_patched[pymod] = fn
                 setattr(pymod, "apply_rotary_pos_emb", self._rope_wrapper(fn, pymod.__name__))
-        F.scaled_dot_product_attention = self._sdpa
+        self.mode.__enter__()
         return self
 
     def __exit__(self, *exc):
-        F.scaled_dot_product_attention = self.original
+        self.mode.__exit__(None, None, None)
         for pymod, fn in self.rope_patched.items():
             setattr(pymod, "apply_rotary_pos_emb", fn)
         for h in self.handles:
@@ -349,10 +389,16 @@ class _Recorder:
         self.skipped.append({"name": name, "reason": reason})
         self.say(f"skipped '{name}': {reason}")
 
-    def _record(self, name, q, k, v, mask, causal, scale, out, dropout_p=0.0, owner=None):
+    def _record(self, name, q, k, v, mask, causal, scale, out, dropout_p=0.0, owner=None, dropout_note=None):
         notes = []
-        if dropout_p:
+        if dropout_note:
+            notes.append(dropout_note)
+        elif dropout_p:
             notes.append(f"dropout_p={dropout_p} (the model was training?); the lab computes without dropout")
+        if q.dtype != torch.float32:
+            kind = str(q.dtype).replace("torch.", "")
+            notes.append(f"the model ran in {kind}: the bundle holds its {kind} Q, K, V and output widened to "
+                         f"float32, so an fp32 replay differs from that output by about {kind}'s rounding")
 
         def four(t):  # (..., L, E) -> (B, H, L, E)
             if t.dim() == 2:
@@ -431,6 +477,14 @@ class _Recorder:
                            f"model's to {rel:.1e})")
             elif note is not None:
                 notes.append(note)
+        # Key/value heads the model repeated before the call (repeat_kv): stored once each.
+        shared = _shared_heads(arrays["k"].reshape(kv_heads, m, d_k), arrays["v"].reshape(kv_heads, m, d_v))
+        if shared < kv_heads:
+            did.append(f"key/value heads {shared}, each repeated {kv_heads // shared} times by the model before the "
+                       "call (stored once)")
+            arrays["k"] = arrays["k"].reshape(shared, kv_heads // shared, m, d_k)[:, 0].reshape(shared * m, d_k)
+            arrays["v"] = arrays["v"].reshape(shared, kv_heads // shared, m, d_v)[:, 0].reshape(shared * m, d_v)
+            kv_heads = entry["kv_heads"] = shared
         if notes:
             entry["notes"] = notes
         self.say(f"call {len(self.calls)} '{name}': {heads} heads"
@@ -493,7 +547,11 @@ class _Recorder:
         else:
             mask_for_sdpa, is_causal = mask, False
         out = self.original(q, k, v, attn_mask=mask_for_sdpa, is_causal=is_causal)
-        self._record(name, q, k, v, mask_for_sdpa, is_causal, None, out)
+        drop = None
+        if mod.training and mod.dropout > 0:
+            drop = (f"MultiheadAttention dropout={mod.dropout:g} in training mode (the model was training?); the "
+                    "output stored and the lab's are without dropout")
+        self._record(name, q, k, v, mask_for_sdpa, is_causal, None, out, dropout_note=drop)
 
 
 

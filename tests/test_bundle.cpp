@@ -433,6 +433,18 @@ TEST(Bundle, BrokenBundlesGetOneErrorLine) {
   expect_refused(run, "0 or -inf");
   write_npy(dir + "/mask.npy", MatrixF::Zero(3, 4));
   expect_refused(run, "mask of call 0 'blocks.0.attn' is 3x4");
+  // A row that blocks every key, named with its file and call (it had been "row 2 (2) is fully
+  // masked", naming neither).
+  MatrixF blocked = MatrixF::Zero(4, 4);
+  blocked.row(2).setConstant(-std::numeric_limits<float>::infinity());
+  write_npy(dir + "/mask.npy", blocked);
+  expect_refused(run, "mask.npy: row 2 blocks every key (the mask of call 0 'blocks.0.attn'): that query's softmax is "
+                      "undefined");
+  expect_refused({"run", "--bundle", dir, "--lang", "zh"}, "mask.npy：第 2 行屏蔽了所有键（调用 0“blocks.0.attn”的掩码）");
+  patch_manifest(dir, [](Json& j) { j["calls"][0]["mask"] = "."; });
+  expect_refused(run, "'mask' must name a file inside the bundle, got '.'");
+  patch_manifest(dir, [](Json& j) { j["calls"][0]["mask"] = "sub/"; });
+  expect_refused(run, "'mask' must name a file inside the bundle, got 'sub/'");
   patch_manifest(dir, [](Json& j) { j["calls"][0]["mask"] = "../../etc/passwd"; });
   expect_refused(run, "inside the bundle");
   // A bias: missing, of the wrong shape, with a value that is not finite, outside the bundle.
@@ -488,6 +500,13 @@ TEST(Bundle, BrokenBundlesGetOneErrorLine) {
   expect_refused(run, "manifest.json: not valid here: a number out of a double's range");
   test::write_file(dir + "/manifest.json", "{\"calls\": []}");
   expect_refused(run, "has no calls ('calls' must be a list");
+  // A capture whose every call was skipped: its first reason, not a corrupt-sounding manifest.
+  test::write_file(dir + "/manifest.json",
+                   "{\"calls\": [], \"skipped\": [{\"name\": \"layers.0.attn\", \"reason\": \"additive mask with NaN "
+                   "or +inf values\"}, {\"name\": \"layers.1.attn\", \"reason\": \"x\"}]}");
+  expect_refused(run, "manifest.json: has no calls: every attention call (2) was skipped when it was captured, the "
+                      "first, 'layers.0.attn', because: additive mask with NaN or +inf values");
+  expect_refused({"run", "--bundle", dir, "--lang", "zh"}, "manifest.json：没有调用：捕获时每个注意力调用（2 个）都被跳过了");
   fs::remove(dir + "/manifest.json");
   expect_refused(run, "manifest.json: missing");
   expect_refused({"run", "--bundle", dir + "/nothing"}, "/nothing: no such directory");

@@ -22,6 +22,7 @@ import unittest
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.nn.functional import scaled_dot_product_attention as imported_sdpa
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
@@ -57,6 +58,13 @@ class Sdpa(torch.nn.Module):
 
     def forward(self, q, k, v):
         return F.scaled_dot_product_attention(q, k, v, **self.kw)
+
+
+class ImportedSdpa(torch.nn.Module):
+    """Calls the function through a name imported before the capture began, as model code does."""
+
+    def forward(self, q, k, v):
+        return imported_sdpa(q, k, v, is_causal=True)
 
 
 def stacked(t):  # (H, L, E) -> (H*L, E)
@@ -170,6 +178,36 @@ class SmallModels(unittest.TestCase):
         q = torch.randn(1, 2, 3, 8, generator=g)
         k, v = (torch.randn(1, 2, 7, 8, generator=g) for _ in range(2))
         self.check(Sdpa(is_causal=True), q, k, v, expect={"n": 3, "m": 7, "causal": True})
+
+    def test_a_name_imported_from_torch_is_seen(self):
+        """The capture sees the function however the model reached it (it had seen only calls through
+        F and said the model used no attention)."""
+        g = torch.Generator().manual_seed(9)
+        q, k, v = (torch.randn(1, 2, 6, 8, generator=g) for _ in range(3))
+        self.check(ImportedSdpa(), q, k, v, expect={"causal": True, "heads": 2})
+
+    def test_training_dropout_and_other_dtypes_are_noted(self):
+        """What the replay cannot repeat is said: MultiheadAttention's dropout in training mode, as
+        sdpa's dropout_p is, and a model that ran in bfloat16 (its rounded values are what the bundle
+        holds)."""
+        torch.manual_seed(10)
+        mha = torch.nn.MultiheadAttention(16, 4, dropout=0.5, batch_first=True).train()
+        x = torch.randn(1, 5, 16)
+        with tempfile.TemporaryDirectory() as d:
+            attnlab_capture.capture(mha, x, x, x, out=d, log=None)
+            notes = manifest(d)["calls"][0]["notes"]
+            self.assertEqual(len(notes), 1, notes)
+            self.assertIn("MultiheadAttention dropout=0.5 in training mode", notes[0])
+            got, _ = lab_output(d, 0)  # the stored output is the capture's own, without dropout
+            np.testing.assert_allclose(got, np.load(os.path.join(d, manifest(d)["calls"][0]["output"])),
+                                       atol=ATOL, rtol=0)
+        g = torch.Generator().manual_seed(11)
+        q, k, v = (torch.randn(1, 2, 6, 8, generator=g).to(torch.bfloat16) for _ in range(3))
+        with tempfile.TemporaryDirectory() as d:
+            attnlab_capture.capture(Sdpa(), q, k, v, out=d, log=None)
+            notes = manifest(d)["calls"][0]["notes"]
+            self.assertEqual(len(notes), 1, notes)
+            self.assertIn("the model ran in bfloat16", notes[0])
 
     def test_multihead_attention_module(self):
         torch.manual_seed(8)
@@ -296,6 +334,26 @@ class RotaryEmbeddings(unittest.TestCase):
                 self.assertLessEqual(rel_err(got, want), REL)
                 got_h, _ = lab_output(d, layer, head=3)
                 self.assertLessEqual(rel_err(got_h, want[27:36]), REL)
+
+    def test_repeated_key_value_heads_are_stored_once(self):
+        """Hugging Face repeats the key/value heads before the call whenever it passes a mask
+        (repeat_kv): the bundle stores each once, so a grouped-query model keeps its groups (it had
+        written 4 key/value heads for 4 query heads over 2)."""
+        model = tiny_llama(num_key_value_heads=2, rope_theta=500.0)
+        with tempfile.TemporaryDirectory() as d:
+            log = io.StringIO()
+            ids = torch.cat([self.IDS, self.IDS.flip(1)])
+            mask = torch.ones_like(ids)
+            mask[1, 6:] = 0  # the second element padded: the model passes a mask
+            attnlab_capture.capture(model, input_ids=ids, attention_mask=mask, out=d, log=log, batch=0)
+            man = manifest(d)
+            self.assertEqual(len(man["calls"]), 2, man)
+            for layer, call in enumerate(man["calls"]):
+                self.assertEqual((call["heads"], call["kv_heads"], call["rope_theta"]), (4, 2, 500.0), log.getvalue())
+                self.assertEqual(np.load(os.path.join(d, call["k"])).shape, (2 * 9, 16))
+                got, _ = lab_output(d, layer)
+                self.assertLessEqual(rel_err(got, np.load(os.path.join(d, call["output"]))), REL)
+            self.assertIn("key/value heads 2, each repeated 2 times by the model", log.getvalue())
 
     def check_kept_rotated(self, model, why):
         with tempfile.TemporaryDirectory() as d:
