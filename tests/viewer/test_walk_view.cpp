@@ -54,6 +54,28 @@ TEST(WalkView, AChartLabelsTheRangeOfItsValues) {
   EXPECT_EQ(some.hi, 1.5f);
 }
 
+// The charts' x axis spans every tile and their line ends at the cursor: a tile not walked yet has
+// no point (PlotLines had drawn those tiles on its bottom edge, a drop after the current tile).
+TEST(WalkView, AChartsLineEndsAtTheLastTileWithAValue) {
+  const std::vector<float> values = {1.0f, std::nanf(""), 2.0f};  // three tiles walked, m = -inf at the second
+  const WalkChartScale s = walk_chart_scale(values);
+  const std::vector<WalkChartPoint> p = walk_chart_points(values, 5, s, 100, 40);
+  ASSERT_EQ(p.size(), 5u);
+  EXPECT_TRUE(p[0].has);
+  EXPECT_FALSE(p[1].has);
+  EXPECT_TRUE(p[2].has);
+  EXPECT_FALSE(p[3].has) << "not walked yet";
+  EXPECT_FALSE(p[4].has);
+  for (int i = 0; i < 5; ++i) EXPECT_FLOAT_EQ(p[i].x, 25.0f * i);
+  EXPECT_FLOAT_EQ(p[0].y, 40) << "the smallest value at the bottom";
+  EXPECT_FLOAT_EQ(p[2].y, 0) << "the largest at the top";
+  const std::vector<WalkChartPoint> one = walk_chart_points({3.0f}, 1, walk_chart_scale({3.0f}), 100, 40);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_TRUE(one[0].has);
+  EXPECT_FLOAT_EQ(one[0].x, 50);
+  EXPECT_FLOAT_EQ(one[0].y, 20) << "a constant in the middle of its band";
+}
+
 TEST(WalkView, TileChoicesAreEverySizeOnSmallProblemsAndPowersOfTwoOnLarge) {
   EXPECT_EQ(walk_tile_choices(5), (std::vector<int>{1, 2, 3, 4, 5}));
   EXPECT_EQ(walk_tile_choices(100), (std::vector<int>{1, 2, 4, 8, 16, 32, 64, 100}));

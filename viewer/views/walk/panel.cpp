@@ -230,15 +230,9 @@ void running_table(Shell& app, WalkView& v, const Walk& w, float height) {
 
 // `later`: how many charts come after this one in the column, each wanting its title's lines.
 void chart(Shell& app, const char* label, const std::vector<float>& values, int count, float width, int later) {
-  // NaN (no value yet) breaks the line; the x axis always spans every tile.
-  std::vector<float> v(values);
-  v.resize(std::max(count, 1), std::nanf(""));
-  const WalkChartScale s = walk_chart_scale(v);
-  const float lo = s.lo, hi = s.hi;
-  for (float& x : v)
-    if (!std::isfinite(x)) x = lo - (hi - lo);  // below the plot: not drawn inside it
-  // ImGui draws a line between points: one tile (all keys in one) is its value across the chart.
-  if (v.size() == 1) v.push_back(v[0]);
+  // The x axis always spans every tile; the line ends at the last tile with a value (the cursor).
+  count = std::max(count, 1);
+  const WalkChartScale s = walk_chart_scale(values);
   // The title wrapped to the column, so that its range is never cut off; the range on one line,
   // beside the title where it fits, else under it.
   std::string range = s.from == s.to ? std::string("= ") : std::string("[");
@@ -250,8 +244,31 @@ void chart(Shell& app, const char* label, const std::vector<float>& values, int 
   const float title_h = 2 * ImGui::GetTextLineHeightWithSpacing();
   const float height = std::max(app.font_px * 1.5f, (ImGui::GetContentRegionAvail().y - later * title_h) / (later + 1) -
                                                          ImGui::GetStyle().ItemSpacing.y);
-  ImGui::PlotLines(fmt("##%s", label).c_str(), v.data(), static_cast<int>(v.size()), 0, nullptr, lo, hi,
-                   ImVec2(width, height));
+  // PlotLines' frame and colours, drawn here: PlotLines clamps a missing value onto its bottom edge.
+  const ImGuiStyle& st = ImGui::GetStyle();
+  const ImVec2 p0 = ImGui::GetCursorScreenPos(), p1(p0.x + width, p0.y + height);
+  ImGui::InvisibleButton(fmt("##%s", label).c_str(), ImVec2(width, height));
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  dl->AddRectFilled(p0, p1, ImGui::GetColorU32(ImGuiCol_FrameBg), st.FrameRounding);
+  const ImVec2 in0(p0.x + st.FramePadding.x, p0.y + st.FramePadding.y);
+  const std::vector<WalkChartPoint> pts = walk_chart_points(values, count, s, std::max(1.0f, width - 2 * st.FramePadding.x),
+                                                            std::max(1.0f, height - 2 * st.FramePadding.y));
+  const ImU32 col = ImGui::GetColorU32(ImGuiCol_PlotLines);
+  const auto at = [&](const WalkChartPoint& q) { return ImVec2(in0.x + q.x, in0.y + q.y); };
+  if (count == 1 && pts[0].has) {  // one tile (all keys in one): its value across the chart
+    dl->AddLine(ImVec2(p0.x + st.FramePadding.x, at(pts[0]).y), ImVec2(p1.x - st.FramePadding.x, at(pts[0]).y), col);
+  }
+  for (std::size_t i = 0; i + 1 < pts.size(); ++i)
+    if (pts[i].has && pts[i + 1].has) dl->AddLine(at(pts[i]), at(pts[i + 1]), col);
+  for (const WalkChartPoint& q : pts)
+    if (q.has) dl->AddCircleFilled(at(q), std::max(1.5f, app.font_px * 0.1f), col);
+  if (ImGui::IsItemHovered()) {  // the nearest tile's value, as PlotLines' tooltip gave it
+    const float x = ImGui::GetIO().MousePos.x - in0.x;
+    std::size_t best = 0;
+    for (std::size_t i = 1; i < pts.size(); ++i)
+      if (std::abs(pts[i].x - x) < std::abs(pts[best].x - x)) best = i;
+    if (pts[best].has) ImGui::SetTooltip("%d: %s", static_cast<int>(best), value4(values[best]).c_str());
+  }
 }
 
 struct Series {

@@ -197,6 +197,20 @@ WalkChartScale walk_chart_scale(const std::vector<float>& values) {
   return s;
 }
 
+std::vector<WalkChartPoint> walk_chart_points(const std::vector<float>& values, int count, const WalkChartScale& s,
+                                              float w, float h) {
+  std::vector<WalkChartPoint> out(static_cast<std::size_t>(std::max(count, 0)));
+  for (int i = 0; i < count; ++i) {
+    WalkChartPoint& p = out[static_cast<std::size_t>(i)];
+    p.x = count == 1 ? w / 2 : w * static_cast<float>(i) / static_cast<float>(count - 1);
+    const float v = i < static_cast<int>(values.size()) ? values[static_cast<std::size_t>(i)] : NAN;
+    if (!std::isfinite(v)) continue;
+    p.has = true;
+    p.y = h - std::clamp((v - s.lo) / (s.hi - s.lo), 0.0f, 1.0f) * h;
+  }
+  return out;
+}
+
 std::vector<float> walk_bars(const std::vector<double>& values, int bins) {
   std::vector<float> out;
   const int n = static_cast<int>(values.size());

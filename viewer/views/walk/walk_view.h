@@ -75,6 +75,17 @@ struct WalkChartScale {
   float lo = 0, hi = 1;
 };
 WalkChartScale walk_chart_scale(const std::vector<float>& values);
+// Where each of a chart's `count` tiles sits in a box of w × h pixels (y down): x spread over every
+// tile (one tile: the middle), y from the scale's lo (bottom) to hi (top); `has` false for a tile
+// without a value (NaN, or past `values`: a tile not walked yet), which the chart leaves out, so
+// the line ends at the current tile (ImGui's PlotLines had drawn the tiles to come on its bottom
+// edge, a drop that never happened).
+struct WalkChartPoint {
+  float x = 0, y = 0;
+  bool has = false;
+};
+std::vector<WalkChartPoint> walk_chart_points(const std::vector<float>& values, int count, const WalkChartScale& s,
+                                              float w, float h);
 
 // ---- the backward pass ----
 enum class WalkPass { Forward, Backward };
