@@ -553,6 +553,21 @@ constexpr Entry kMessages[] = {
     {Msg::BenchRefBackwardDq, "fp64 backward, dQ of head 0", "fp64 反向，头 0 的 dQ"},
     {Msg::BenchRefBackwardNone, "none (one head's N x N over the fp64 backward's limit)",
      "无（单个头的 N×N 超过 fp64 反向的上限）"},
+    {Msg::BenchSkipBf16Cuda, "bf16 on cuda runs only on the fused and decode kernels", "cuda 上的 bf16 只在融合和解码内核上运行"},
+    {Msg::BenchSkipQueries, "more queries than keys", "查询多于键"},
+    {Msg::BenchSkipBackwardDecode, "the backward runs on the staged and fused variants", "反向传播只在分步和融合变体上运行"},
+    {Msg::BenchSkipCpuBackwardBf16, "the CPU backward is fp32", "CPU 反向传播只有 fp32"},
+    {Msg::BenchSkipCudaBackwardBuild, "the CUDA backward is not in this build", "本构建不含 CUDA 反向传播"},
+    {Msg::BenchSkipCudaBackwardFused, "the CUDA backward is the fused one", "CUDA 反向传播只有融合内核"},
+    {Msg::BenchSkipCudaBackwardBf16D, "the CUDA bf16 backward takes d 64 or 128", "CUDA bf16 反向传播只接受 d 为 64 或 128"},
+    {Msg::BenchSkipCudaBackwardFp32D, "the CUDA fp32 backward takes d up to 256", "CUDA fp32 反向传播只接受不超过 256 的 d"},
+    {Msg::BenchSkipKvHeads, "{0} key/value heads do not divide {1} heads", "{0} 个键/值头不能整除 {1} 个头"},
+    {Msg::BenchSkipSplits, "{0} splits over {1} keys (at most one split per key)", "{1} 个键分成 {0} 份（每个键至多一份）"},
+    {Msg::BenchSkipBudget, "would take ~{0} s (over {1} {2})", "约需 {0} 秒（超过 {1} {2}）"},
+    {Msg::BenchSkipHostMemory, "out of host memory", "主机内存不足"},
+    {Msg::BenchSkipNoRound, "no interleaved round was completed", "没有完成任何一轮交替计时"},
+    {Msg::BenchCancelled, "cancelled", "已取消"},
+    {Msg::BenchDeviceError, "device error: {0}", "设备错误：{0}"},
 };
 
 constexpr bool in_order() {

@@ -303,6 +303,22 @@ enum class Msg : int {
   BenchRefBackwardFull,
   BenchRefBackwardDq,
   BenchRefBackwardNone,
+  // why bench leaves a case out (engine/bench.cpp skip_reason, run_cases; the perf view's legend)
+  BenchSkipBf16Cuda,
+  BenchSkipQueries,
+  BenchSkipBackwardDecode,
+  BenchSkipCpuBackwardBf16,
+  BenchSkipCudaBackwardBuild,
+  BenchSkipCudaBackwardFused,
+  BenchSkipCudaBackwardBf16D,
+  BenchSkipCudaBackwardFp32D,
+  BenchSkipKvHeads,     // {0} key/value heads, {1} heads
+  BenchSkipSplits,      // {0} splits, {1} keys
+  BenchSkipBudget,      // {0} seconds, {1} the budget's flag, {2} the budget
+  BenchSkipHostMemory,
+  BenchSkipNoRound,
+  BenchCancelled,
+  BenchDeviceError,     // {0} the device's error
   Count_
 };
 

@@ -718,41 +718,42 @@ double cpu_rate_guess(const std::string& variant) {
   return variant == "staged" || variant == "plain" ? kCpuStagedFlops : kCpuFusedFlops;
 }
 
-std::string skip_reason(const Case& c, const Spec& a, bool cuda_ok, const std::string& cuda_reason) {
+Message skip_reason(const Case& c, const Spec& a, bool cuda_ok, const std::string& cuda_reason) {
+  const auto said = [](Msg id, std::vector<std::string> args = {}) { return message_of(id, std::move(args)); };
+  const auto kernel = [](const std::string& why) { return Message{Msg::None, {}, why}; };  // the kernels' own words
   // bf16: the CPU runs it staged, fused and decode at any head dim; CUDA with its fused and
   // decode kernels.
   if (c.precision == "bf16" && c.backend == "cuda" && c.variant != "fused" && c.variant != "decode")
-    return "bf16 on cuda runs only on the fused and decode kernels";
+    return said(Msg::BenchSkipBf16Cuda);
   if (c.precision == "bf16" && c.backend == "cuda" && c.variant == "fused")
-    if (std::string why = cuda::fused_bf16_shape_error(c.d, c.d); !why.empty()) return why;
-  if (c.q() > c.n) return "more queries than keys";
+    if (std::string why = cuda::fused_bf16_shape_error(c.d, c.d); !why.empty()) return kernel(why);
+  if (c.q() > c.n) return said(Msg::BenchSkipQueries);
   if (c.backward()) {
-    if (c.variant == "decode") return "the backward runs on the staged and fused variants";
-    if (c.backend == "cpu" && c.precision == "bf16") return "the CPU backward is fp32";
+    if (c.variant == "decode") return said(Msg::BenchSkipBackwardDecode);
+    if (c.backend == "cpu" && c.precision == "bf16") return said(Msg::BenchSkipCpuBackwardBf16);
     if (c.backend == "cuda") {
 #ifndef ATTNLAB_HAVE_CUDA
-      return "the CUDA backward is not in this build";
+      return said(Msg::BenchSkipCudaBackwardBuild);
 #endif
-      if (c.variant != "fused") return "the CUDA backward is the fused one";
-      if (c.precision == "bf16" && c.d != 64 && c.d != 128) return "the CUDA bf16 backward takes d 64 or 128";
-      if (c.precision == "fp32" && c.d > 256) return "the CUDA fp32 backward takes d up to 256";
+      if (c.variant != "fused") return said(Msg::BenchSkipCudaBackwardFused);
+      if (c.precision == "bf16" && c.d != 64 && c.d != 128) return said(Msg::BenchSkipCudaBackwardBf16D);
+      if (c.precision == "fp32" && c.d > 256) return said(Msg::BenchSkipCudaBackwardFp32D);
     }
   }
-  if (c.heads % c.g() != 0) return std::to_string(c.g()) + " key/value heads do not divide " + std::to_string(c.heads) + " heads";
+  if (c.heads % c.g() != 0) return said(Msg::BenchSkipKvHeads, {std::to_string(c.g()), std::to_string(c.heads)});
   // Never clamped without a word, as run and walk refuse it: a case runs the count it names.
-  if (c.splits > c.n)
-    return std::to_string(c.splits) + " splits over " + std::to_string(c.n) + " keys (at most one split per key)";
+  if (c.splits > c.n) return said(Msg::BenchSkipSplits, {std::to_string(c.splits), std::to_string(c.n)});
   if (c.backend == "cuda" && c.variant == "decode")
-    if (std::string why = cuda::decode_shape_error(c.d, c.d, c.heads / c.g(), c.q()); !why.empty()) return why;
-  if (c.backend == "cuda" && !cuda_ok) return "no CUDA device: " + cuda_reason;
+    if (std::string why = cuda::decode_shape_error(c.d, c.d, c.heads / c.g(), c.q()); !why.empty()) return kernel(why);
+  if (c.backend == "cuda" && !cuda_ok) return said(Msg::NoDevice, {cuda_reason});
   if (c.backend == "cpu") {
     // Every run counts, warm-up ones too: they take as long as the timed ones.
     const double seconds = case_flops(c) / cpu_rate_guess(c.variant) * (a.repeat + a.warmup);
     if (seconds > a.max_seconds)  // two digits below 10 s, where "%.0f" would print "~0 s"
-      return "would take ~" + format_number(seconds < 10 ? "%.2g" : "%.0f", seconds) +
-             " s (over --max-seconds " + format_number("%g", a.max_seconds) + ")";
+      return said(Msg::BenchSkipBudget, {format_number(seconds < 10 ? "%.2g" : "%.0f", seconds), a.max_seconds_flag,
+                                         format_number("%g", a.max_seconds)});
   }
-  return "";
+  return {};
 }
 
 std::vector<Result> plan(const Spec& a) {
@@ -822,13 +823,13 @@ Outcome run_interleaved(std::vector<Result>& results, const Spec& a, bool cuda_o
   const std::size_t total = results.size();
   std::size_t done = 0;
   double held = 0;  // the inputs of every problem built so far, in bytes
-  const auto left_out = [&](std::size_t i, const std::string& reason, bool failed) {
+  const auto left_out = [&](std::size_t i, const Message& reason, bool failed) {
     Result& r = results[i];
     r.ran = false;
     r.failed = failed;
     r.reason = reason;
     if (failed) out.device_failure = true;
-    if (log) *log << "[" << r.c.label() << "] " << (failed ? "FAILED (" : "skipped (") << reason << ")\n";
+    if (log) *log << "[" << r.c.label() << "] " << (failed ? "FAILED (" : "skipped (") << reason.en << ")\n";
     if (hooks.on_case) hooks.on_case(i, ++done, total, true);
   };
   // Every case's problem, then its warm-up and one untimed run (a case that cannot run is left out
@@ -836,7 +837,7 @@ Outcome run_interleaved(std::vector<Result>& results, const Spec& a, bool cuda_o
   for (std::size_t i = 0; i < total && !cancelled(); ++i) {
     Result& r = results[i];
     if (hooks.on_case) hooks.on_case(i, done, total, false);
-    const std::string why = skip_reason(r.c, a, cuda_ok, cuda_reason);
+    const Message why = skip_reason(r.c, a, cuda_ok, cuda_reason);
     if (!why.empty()) {
       left_out(i, why, false);
       continue;
@@ -857,11 +858,11 @@ Outcome run_interleaved(std::vector<Result>& results, const Spec& a, bool cuda_o
     } catch (const Cancelled&) {
       break;
     } catch (const InputError& e) {  // ResourceError (does not fit) included
-      left_out(i, e.what(), false);
+      left_out(i, message_of(e), false);
     } catch (const std::bad_alloc&) {
-      left_out(i, "out of host memory", false);
+      left_out(i, message_of(Msg::BenchSkipHostMemory, {}), false);
     } catch (const DeviceError& e) {
-      left_out(i, std::string("device error: ") + e.what(), true);
+      left_out(i, message_of(Msg::BenchDeviceError, {e.what()}), true);
     }
   }
   // The read probe's buffer, where a CPU decode case ran (its K+V rate is read against it).
@@ -916,7 +917,7 @@ Outcome run_interleaved(std::vector<Result>& results, const Spec& a, bool cuda_o
   std::size_t rounds = active.empty() ? 0 : active.front().sample.ms.size();
   for (const Active& x : active) rounds = std::min(rounds, x.sample.ms.size());
   if (rounds == 0) {
-    for (const Active& x : active) left_out(x.i, "no interleaved round was completed", false);
+    for (const Active& x : active) left_out(x.i, message_of(Msg::BenchSkipNoRound, {}), false);
     return out;
   }
   for (Active& x : active) {
@@ -978,7 +979,7 @@ Outcome run_sweep(std::vector<Result>& results, const Spec& a, bool cuda_ok,
         "[" + std::to_string(done + 1) + "/" + std::to_string(total) + "] " + r.c.label() + ": ";
     r.reason = skip_reason(r.c, a, cuda_ok, cuda_reason);
     if (!r.reason.empty()) {
-      if (log) *log << prefix << "skipped (" << r.reason << ")\n";
+      if (log) *log << prefix << "skipped (" << r.reason.en << ")\n";
       if (hooks.on_case) hooks.on_case(i, done + 1, total, true);
       continue;
     }
@@ -1015,20 +1016,20 @@ Outcome run_sweep(std::vector<Result>& results, const Spec& a, bool cuda_ok,
       break;
     } catch (const InputError& e) {  // ResourceError (does not fit) included
       r.ran = false;
-      r.reason = e.what();
-      if (log) *log << "skipped (" << r.reason << ")\n";
+      r.reason = message_of(e);
+      if (log) *log << "skipped (" << r.reason.en << ")\n";
     } catch (const std::bad_alloc&) {
       // Host memory ran out building the inputs, the reference or the run: this case does not
       // fit; the sweep goes on with the next (what it held is freed by now).
       r.ran = false;
-      r.reason = "out of host memory";
-      if (log) *log << "skipped (" << r.reason << ")\n";
+      r.reason = message_of(Msg::BenchSkipHostMemory, {});
+      if (log) *log << "skipped (" << r.reason.en << ")\n";
     } catch (const DeviceError& e) {
       // A device failure is a defect, not a property of the case: list it and exit 1 at the end.
       r.ran = false;
       r.failed = true;
-      r.reason = std::string("device error: ") + e.what();
-      if (log) *log << "FAILED (" << r.reason << ")\n";
+      r.reason = message_of(Msg::BenchDeviceError, {e.what()});
+      if (log) *log << "FAILED (" << r.reason.en << ")\n";
       out.device_failure = true;
     }
     if (hooks.on_case) hooks.on_case(i, done + 1, total, true);

@@ -68,7 +68,8 @@ struct Result {
   Case c;
   bool ran = false;
   bool failed = false;  // a device error (a defect, not a property of the case)
-  std::string reason;   // why it was skipped (or failed)
+  Message reason;       // why it was skipped (or failed): its English words in the reports, the
+                        // perf view's legend in the UI's language
   double median_ms = 0, min_ms = 0, max_ms = 0;
   int repeats = 0;
   std::vector<double> ms;  // every timed repetition, in order (the spread)
@@ -122,6 +123,7 @@ struct Spec {
   int warmup = 2;
   std::uint64_t seed = 0;
   double max_seconds = 60;  // CPU cases estimated to take longer are skipped
+  std::string max_seconds_flag = "--max-seconds";  // how the face names it in that skip's reason
   bool baseline = false;    // variant "plain" (cpu_staged_plain) beside every CPU fp32 staged case
   // Every case once per round, `repeat` rounds, instead of each case's repetitions together
   // (run_sweep: every problem is held at once); Result::paired_ratio then compares the cases
@@ -188,7 +190,7 @@ void case_bytes(const Case& c, double& min_bytes, double& moved_bytes);
 double staged_backward_bytes(const Case& c);
 // Why the case cannot run before anything is built, or "": CUDA bf16 off the fused kernel's rules,
 // no CUDA device, a CPU case estimated over s.max_seconds.
-std::string skip_reason(const Case& c, const Spec& s, bool cuda_ok, const std::string& cuda_reason);
+Message skip_reason(const Case& c, const Spec& s, bool cuda_ok, const std::string& cuda_reason);
 // Rough sustained rates (FLOP/s) of the CPU paths, deliberately pessimistic: the time budget's
 // estimate, and the perf view's first guess of the time left.
 double cpu_rate_guess(const std::string& variant);

@@ -39,7 +39,7 @@ nlohmann::json to_json(const Result& r) {
                       {"pass", r.c.pass}};
   if (!r.ran) {
     j["status"] = "skipped";
-    j["reason"] = r.reason;
+    j["reason"] = r.reason.en;
     return j;
   }
   j["status"] = r.inaccurate ? "inaccurate" : "ok";
@@ -139,7 +139,7 @@ std::string render_csv(const std::vector<Result>& results) {
     } else {
       o << "skipped,,,,,,,,,,," << r.c.q() << ',' << r.c.g() << ",,," << csv_field(r.c.score_mod) << ','
         << csv_field(r.c.mask_mod) << ',' << csv_field(r.c.rope) << ',' << r.c.pass << ',' << r.c.splits << ','
-        << csv_field(r.reason) << '\n';
+        << csv_field(r.reason.en) << '\n';
     }
   }
   return o.str();
@@ -340,7 +340,7 @@ std::string render_table(const Machine& m, const std::vector<Result>& results,
     if (r.ran) continue;
     if (!any_skipped) o << "\nskipped:\n";
     any_skipped = true;
-    o << "  " << r.c.label() << ": " << r.reason << "\n";
+    o << "  " << r.c.label() << ": " << r.reason.en << "\n";
   }
   return o.str();
 }

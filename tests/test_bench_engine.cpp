@@ -146,7 +146,7 @@ TEST(BenchEngine, SmallCpuSweepIsTimedCheckedAndReportedThroughTheHooks) {
     EXPECT_EQ(finished[i], 1);
     const bench::Result& r = results[i];
     if (r.c.backend == "cpu" || cuda) {
-      ASSERT_TRUE(r.ran) << r.reason;
+      ASSERT_TRUE(r.ran) << r.reason.en;
       EXPECT_EQ(r.repeats, 2);
       ASSERT_EQ(r.ms.size(), 2u);
       EXPECT_LE(r.min_ms, r.median_ms);
@@ -159,7 +159,7 @@ TEST(BenchEngine, SmallCpuSweepIsTimedCheckedAndReportedThroughTheHooks) {
       EXPECT_EQ(r.stages.size(), r.c.variant == "staged" ? 4u : 0u);
     } else {
       EXPECT_FALSE(r.ran);
-      EXPECT_EQ(r.reason, "no CUDA device: " + reason);
+      EXPECT_EQ(r.reason.en, "no CUDA device: " + reason);
     }
   }
   // One progress line per case, as `attnlab bench` prints them.
@@ -197,7 +197,7 @@ TEST(BenchEngine, TheReportsRowsKeepTheirColumnsAndEachStagedCaseItsOwnBaseline)
   skipped.c.queries = 1;
   skipped.c.kv_heads = 1;
   skipped.c.mask_mod = "window:8";
-  skipped.reason = "needs more memory than there is";
+  skipped.reason = Message{Msg::None, {}, "needs more memory than there is"};
   results.push_back(skipped);
 
   const std::vector<std::string> csv = lines_of(bench::render_csv(results));
@@ -330,7 +330,7 @@ TEST(BenchEngine, TheErrorIsRelativeToTheSumsBehindTheOutput) {
   const bench::Outcome out = bench::run_sweep(results, s, false, "", {});
   EXPECT_EQ(out.inaccurate, 0);
   for (const bench::Result& r : results) {
-    ASSERT_TRUE(r.ran) << r.c.label() << ": " << r.reason;
+    ASSERT_TRUE(r.ran) << r.c.label() << ": " << r.reason.en;
     EXPECT_GT(r.rel_err, 0.0) << r.c.label();
     EXPECT_LE(r.rel_err, bench::error_bound(r.c)) << r.c.label();
   }
@@ -358,11 +358,11 @@ TEST(BenchEngine, TimeBudgetSkipsWithTheEstimate) {
   bench::Spec s = small_spec();
   s.max_seconds = 1;
   const bench::Case big{"cpu", "staged", "fp32", "none", 64, 16384, 128};
-  const std::string why = bench::skip_reason(big, s, false, "none");
+  const std::string why = bench::skip_reason(big, s, false, "none").en;
   EXPECT_NE(why.find("would take ~"), std::string::npos) << why;
   EXPECT_NE(why.find("--max-seconds 1"), std::string::npos) << why;
-  EXPECT_EQ(bench::skip_reason({"cpu", "fused", "fp32", "none", 1, 64, 8}, s, false, "none"), "");
-  EXPECT_EQ(bench::skip_reason({"cuda", "staged", "bf16", "none", 1, 64, 8}, s, true, ""),
+  EXPECT_EQ(bench::skip_reason({"cpu", "fused", "fp32", "none", 1, 64, 8}, s, false, "none").en, "");
+  EXPECT_EQ(bench::skip_reason({"cuda", "staged", "bf16", "none", 1, 64, 8}, s, true, "").en,
             "bf16 on cuda runs only on the fused and decode kernels");
 }
 
@@ -375,18 +375,18 @@ TEST(BenchEngine, TimeBudgetCountsWarmUpRuns) {
   const bench::Case c{"cpu", "staged", "fp32", "none", 8, 1024, 64};
   const double per_run = bench::case_flops(c) / bench::cpu_rate_guess(c.variant);
   s.max_seconds = per_run * 3;  // over the timed runs alone, under the timed and warm-up runs
-  const std::string why = bench::skip_reason(c, s, false, "none");
+  const std::string why = bench::skip_reason(c, s, false, "none").en;
   ASSERT_EQ(why.rfind("would take ~", 0), 0u) << why;
   const double shown = std::strtod(why.c_str() + std::string("would take ~").size(), nullptr);
   EXPECT_NEAR(shown, per_run * 4, per_run * 4 * 0.05) << why;
   s.warmup = 0;
-  EXPECT_EQ(bench::skip_reason(c, s, false, "none"), "");
+  EXPECT_EQ(bench::skip_reason(c, s, false, "none").en, "");
   // A small estimate keeps its digits.
   const bench::Case tiny{"cpu", "fused", "fp32", "none", 1, 256, 16};
   const double tiny_run = bench::case_flops(tiny) / bench::cpu_rate_guess(tiny.variant);
   s.repeat = 1;
   s.max_seconds = tiny_run / 2;
-  const std::string small = bench::skip_reason(tiny, s, false, "none");
+  const std::string small = bench::skip_reason(tiny, s, false, "none").en;
   ASSERT_EQ(small.rfind("would take ~", 0), 0u) << small;
   const double small_shown = std::strtod(small.c_str() + std::string("would take ~").size(), nullptr);
   EXPECT_NEAR(small_shown, tiny_run, tiny_run * 0.05) << small;
@@ -442,30 +442,30 @@ TEST(BenchEngine, DecodeShapesArePlannedCountedRunAndReported) {
   s.kv_heads = {1, 3};
   std::vector<bench::Result> results = bench::plan(s);
   ASSERT_EQ(results.size(), 2u * 2 * 2 * 2);
-  EXPECT_EQ(bench::skip_reason(results[2].c, s, true, ""), "3 key/value heads do not divide 4 heads");
+  EXPECT_EQ(bench::skip_reason(results[2].c, s, true, "").en, "3 key/value heads do not divide 4 heads");
   // A split count above the keys is skipped, not run with fewer splits under its label.
   bench::Case too_many{"cpu", "decode", "fp32", "none", 1, 64, 16, 1, 0, 65};
-  EXPECT_EQ(bench::skip_reason(too_many, s, true, ""), "65 splits over 64 keys (at most one split per key)");
+  EXPECT_EQ(bench::skip_reason(too_many, s, true, "").en, "65 splits over 64 keys (at most one split per key)");
   too_many.splits = 64;
-  EXPECT_EQ(bench::skip_reason(too_many, s, true, ""), "");
+  EXPECT_EQ(bench::skip_reason(too_many, s, true, "").en, "");
   bench::Case cuda_dec{"cuda", "decode", "fp32", "none", 4, 3000, 8, 1, 1};
-  EXPECT_EQ(bench::skip_reason(cuda_dec, s, true, "").rfind("the CUDA decode kernel takes d_k = d_v = 64 or 128", 0), 0u);
+  EXPECT_EQ(bench::skip_reason(cuda_dec, s, true, "").en.rfind("the CUDA decode kernel takes d_k = d_v = 64 or 128", 0), 0u);
   // bf16 decode on CUDA: refused only for its shape, as fp32 is; a shape it takes runs.
   bench::Case cuda_dec16{"cuda", "decode", "bf16", "none", 4, 3000, 8, 1, 1};
-  EXPECT_EQ(bench::skip_reason(cuda_dec16, s, true, "").rfind("the CUDA decode kernel takes d_k = d_v = 64 or 128", 0), 0u);
+  EXPECT_EQ(bench::skip_reason(cuda_dec16, s, true, "").en.rfind("the CUDA decode kernel takes d_k = d_v = 64 or 128", 0), 0u);
   cuda_dec16.d = 64;
-  EXPECT_EQ(bench::skip_reason(cuda_dec16, s, true, ""), "");
+  EXPECT_EQ(bench::skip_reason(cuda_dec16, s, true, "").en, "");
   cuda_dec.d = 64;
-  EXPECT_EQ(bench::skip_reason(cuda_dec, s, true, ""), "");
+  EXPECT_EQ(bench::skip_reason(cuda_dec, s, true, "").en, "");
   bench::Case over{"cpu", "decode", "fp32", "none", 1, 30, 8, 31, 1};
-  EXPECT_EQ(bench::skip_reason(over, s, true, ""), "more queries than keys");
+  EXPECT_EQ(bench::skip_reason(over, s, true, "").en, "more queries than keys");
   std::string reason;
   const bool cuda = cuda_available(&reason);
   bench::run_sweep(results, s, cuda, reason);
   int ran = 0;
   for (const auto& r : results) {
     if (r.c.backend != "cpu" || r.c.g() == 3) continue;
-    ASSERT_TRUE(r.ran) << r.c.label() << ": " << r.reason;
+    ASSERT_TRUE(r.ran) << r.c.label() << ": " << r.reason.en;
     EXPECT_FALSE(r.inaccurate) << r.c.label() << " " << r.rel_err;
     EXPECT_DOUBLE_EQ(r.kv_bytes, 4.0 * r.c.g() * 3000 * 2 * 8);
     EXPECT_GT(r.kv_gbs, 0.0);
@@ -510,10 +510,10 @@ TEST(BenchEngine, TheBackwardPassTimesTheGradientsAndChecksThemAgainstFp64) {
     if (!r.c.backward()) continue;
     if (r.c.precision == "bf16") {
       EXPECT_FALSE(r.ran);
-      EXPECT_EQ(r.reason, "the CPU backward is fp32") << r.c.label();
+      EXPECT_EQ(r.reason.en, "the CPU backward is fp32") << r.c.label();
       continue;
     }
-    ASSERT_TRUE(r.ran) << r.c.label() << ": " << r.reason;
+    ASSERT_TRUE(r.ran) << r.c.label() << ": " << r.reason.en;
     ++timed;
     EXPECT_EQ(r.reference.en, "fp64 backward full");
     EXPECT_FALSE(r.inaccurate) << r.c.label() << " rel err " << r.rel_err;
@@ -625,7 +625,7 @@ TEST(BenchEngine, InterleavedCasesRunRoundByRoundAndArePairedWithTheFirst) {
   std::vector<bench::Result> again = bench::plan(plain);
   bench::run_sweep(again, plain, false, "none here");
   for (const bench::Result& r : again) {
-    ASSERT_TRUE(r.ran) << r.reason;
+    ASSERT_TRUE(r.ran) << r.reason.en;
     EXPECT_EQ(r.paired_ratio, 0);
   }
 }
@@ -701,7 +701,7 @@ TEST(BenchEngine, InterleavedDecodeReadsItsRateAgainstAProbePassOfTheSameRound) 
   bench::run_sweep(results, s, false, "none here");
   for (const bench::Result& r : results) {
     SCOPED_TRACE(r.c.label());
-    ASSERT_TRUE(r.ran) << r.reason;
+    ASSERT_TRUE(r.ran) << r.reason.en;
     ASSERT_EQ(r.read_gbs_rounds.size(), 3u);
     std::vector<double> f;
     for (std::size_t k = 0; k < 3; ++k) {

@@ -18,6 +18,9 @@
 #include "tests/test_util.h"
 #include "viewer/app/options.h"
 #include "viewer/views/perf/perf_view.h"
+#include "viewer/session/playback.h"
+#include "viewer/session/session.h"
+#include "tests/viewer/viewer_test_util.h"
 #include "core/memory.h"
 #include "viewer/draw/png_io.h"
 #include "viewer/draw/strings.h"
@@ -63,7 +66,7 @@ bench::Result ran(const std::string& backend, const std::string& variant, int n,
 bench::Result skipped(const std::string& backend, const std::string& variant, int n, const std::string& why) {
   bench::Result r;
   r.c = bench::Case{backend, variant, "fp32", "none", 1, n, 64};
-  r.reason = why;
+  r.reason = Message{Msg::None, {}, why};
   return r;
 }
 
@@ -141,19 +144,30 @@ TEST(PerfView, DurationsAreRoundedNotRaisedToTheNextSecond) {
 // CUDA, or the device's words), for forward and backward CUDA cases alike; other reasons stay.
 TEST(PerfView, TheLegendGivesTheReasonCudaIsOff) {
   const std::string built = "attnlab was built without CUDA";
-  EXPECT_EQ(legend_reason("cuda", "no CUDA device: " + built, false, built), built);
-  EXPECT_EQ(legend_reason("cuda", "the CUDA backward is not in this build", false, built), built);
-  EXPECT_EQ(legend_reason("cuda", "no CUDA device: cudaGetDeviceCount: x", false, "cudaGetDeviceCount: x"),
+  const auto en = [](Msg id, std::vector<std::string> args = {}) { return message_of(id, std::move(args)); };
+  EXPECT_EQ(legend_reason("cuda", en(Msg::NoDevice, {built}), false, built, Lang::En), built);
+  EXPECT_EQ(legend_reason("cuda", en(Msg::BenchSkipCudaBackwardBuild), false, built, Lang::En), built);
+  EXPECT_EQ(legend_reason("cuda", en(Msg::NoDevice, {"cudaGetDeviceCount: x"}), false, "cudaGetDeviceCount: x", Lang::En),
             "cudaGetDeviceCount: x");
   const std::string driver =
       "cudaGetDeviceCount: cudaErrorInsufficientDriver (CUDA driver version is insufficient for CUDA runtime version)";
-  EXPECT_EQ(legend_reason("cuda", "no CUDA device: " + driver, false, driver),
+  EXPECT_EQ(legend_reason("cuda", en(Msg::NoDevice, {driver}), false, driver, Lang::En),
             "cudaGetDeviceCount: cudaErrorInsufficientDriver");
-  EXPECT_EQ(legend_reason("cpu", "the CPU backward is fp32", false, built), "the CPU backward is fp32");
-  EXPECT_EQ(legend_reason("cuda", "the CUDA backward is the fused one", true, ""), "the CUDA backward is the fused one");
+  EXPECT_EQ(legend_reason("cpu", en(Msg::BenchSkipCpuBackwardBf16), false, built, Lang::En), "the CPU backward is fp32");
+  EXPECT_EQ(legend_reason("cuda", en(Msg::BenchSkipCudaBackwardFused), true, "", Lang::En),
+            "the CUDA backward is the fused one");
   // Both places say the same words in Chinese too.
-  EXPECT_EQ(cuda_reason_text(legend_reason("cuda", "no CUDA device: " + built, false, built), Lang::Zh),
-            cuda_reason_text(built, Lang::Zh));
+  EXPECT_EQ(legend_reason("cuda", en(Msg::NoDevice, {built}), false, built, Lang::Zh), cuda_reason_text(built, Lang::Zh));
+  // The engine's reasons read in the UI's language (they had stayed English in the Chinese
+  // legend), the time budget's naming the viewer's flag.
+  EXPECT_EQ(legend_reason("cpu", en(Msg::BenchSkipCpuBackwardBf16), false, built, Lang::Zh), "CPU 反向传播只有 fp32");
+  bench::Case big{"cpu", "staged", "fp32", "none", 16, 8192, 64};
+  const bench::Spec perf = default_perf_spec();
+  const Message budget = bench::skip_reason(big, perf, false, built);
+  EXPECT_EQ(budget.id, Msg::BenchSkipBudget);
+  EXPECT_NE(budget.en.find("(over --perf-max-seconds 30)"), std::string::npos) << budget.en;
+  EXPECT_NE(legend_reason("cpu", budget, false, built, Lang::Zh).find("（超过 --perf-max-seconds 30）"), std::string::npos);
+  EXPECT_EQ(legend_reason("cpu", en(Msg::BenchCancelled), false, built, Lang::Zh), "已取消");
 }
 
 TEST(PerfView, LogAxisOfOneValueWidensAndMapsLogarithmically) {
@@ -213,7 +227,7 @@ TEST(PerfView, SeriesGroupEverythingButNAndKeepSkippedReasonsForTheLegend) {
   EXPECT_EQ(s[0].points[1].result, 0u);
   ASSERT_EQ(s[0].skipped.size(), 1u);
   EXPECT_EQ(s[0].skipped[0].n, 16384);
-  EXPECT_NE(s[0].skipped[0].reason.find("max-seconds"), std::string::npos);
+  EXPECT_NE(s[0].skipped[0].reason.en.find("max-seconds"), std::string::npos);
   EXPECT_EQ(s[1].pending, 1u);
   EXPECT_TRUE(s[2].points.empty());
   EXPECT_EQ(s[2].skipped.size(), 2u);
@@ -327,11 +341,31 @@ TEST(PerfView, RunFinishesOnItsThreadWithEveryCase) {
   EXPECT_EQ(s.done, 4u);
   EXPECT_EQ(s.total, 4u);
   EXPECT_TRUE(s.error.empty()) << s.error;
-  for (const auto& r : s.results) EXPECT_TRUE(r.ran) << r.c.label() << ": " << r.reason;
+  for (const auto& r : s.results) EXPECT_TRUE(r.ran) << r.c.label() << ": " << r.reason.en;
   EXPECT_TRUE(s.roofs.empty()) << "no probes asked for";
   // The Memory chart's line is the room read once as the sweep starts, not each frame.
   if (host_available_bytes()) EXPECT_GT(s.host_room, 0.0);
   EXPECT_THROW(run.start(bench::Spec{.backends = {"tpu"}}, false), InputError);
+}
+
+// While its sweep runs the view says it is measuring, and the window's loop then waits longer
+// between frames (drawing had taken a fifth of a core from the timed runs on two).
+TEST(PerfView, ASweepInFlightIsMeasuringAndSlowsTheRedraws) {
+  Session s(test::cpu_random_options(16, 8, 8));
+  PerfView v(ViewContext{s, false, false}, PerfView::Options{});
+  EXPECT_FALSE(v.measuring());
+  bench::Spec spec = tiny_cpu_spec();
+  spec.ns = {32, 64, 128, 256, 512};
+  spec.repeat = 400;  // long enough to be seen running
+  v.run.start(spec, false);
+  EXPECT_TRUE(v.measuring());
+  v.run.cancel();
+  v.run.join();
+  EXPECT_FALSE(v.measuring());
+  EXPECT_EQ(frame_wait_ms(true, true, true), 250);
+  EXPECT_EQ(frame_wait_ms(false, true, false), 16);
+  EXPECT_EQ(frame_wait_ms(false, false, true), 16);
+  EXPECT_EQ(frame_wait_ms(false, false, false), 50);
 }
 
 TEST(PerfView, CancelStopsTheSweepAndMarksTheRest) {
@@ -353,7 +387,7 @@ TEST(PerfView, CancelStopsTheSweepAndMarksTheRest) {
       ++ran_count;
       EXPECT_EQ(r.repeats, 400) << "a timed case is whole";
     } else {
-      EXPECT_EQ(r.reason, "cancelled");
+      EXPECT_EQ(r.reason.en, "cancelled");
       ++cancelled;
     }
   }
@@ -362,7 +396,7 @@ TEST(PerfView, CancelStopsTheSweepAndMarksTheRest) {
   EXPECT_EQ(ran_count + cancelled, s.results.size());
   // The legend shows them as skipped with the reason.
   for (const PerfSeries& ser : build_series(s.results))
-    for (const PerfSkip& k : ser.skipped) EXPECT_EQ(k.reason, "cancelled");
+    for (const PerfSkip& k : ser.skipped) EXPECT_EQ(k.reason.en, "cancelled");
 }
 
 TEST(PerfView, OptionsTakeTheViewTheBackendListAndThePerfFlags) {
@@ -515,15 +549,15 @@ TEST(PerfViewPass, ASweepWithBothPassesTimesTheCpuBackwardAndKeepsBf16sReason) {
   std::size_t backward_ran = 0;
   for (const bench::Result& r : snap.results) {
     if (!r.c.backward()) {
-      EXPECT_TRUE(r.ran) << r.c.label() << ": " << r.reason;
+      EXPECT_TRUE(r.ran) << r.c.label() << ": " << r.reason.en;
       continue;
     }
     if (r.c.precision == "bf16") {
       EXPECT_FALSE(r.ran);
-      EXPECT_EQ(r.reason, "the CPU backward is fp32");
+      EXPECT_EQ(r.reason.en, "the CPU backward is fp32");
       continue;
     }
-    ASSERT_TRUE(r.ran) << r.c.label() << ": " << r.reason;
+    ASSERT_TRUE(r.ran) << r.c.label() << ": " << r.reason.en;
     ++backward_ran;
     EXPECT_EQ(r.repeats, 2);
     EXPECT_FALSE(r.inaccurate) << r.c.label() << " " << r.rel_err;
@@ -540,7 +574,7 @@ TEST(PerfViewPass, ASweepWithBothPassesTimesTheCpuBackwardAndKeepsBf16sReason) {
       ++skipped_series;
       EXPECT_TRUE(s.points.empty());
       ASSERT_EQ(s.skipped.size(), 1u);
-      EXPECT_EQ(s.skipped[0].reason, "the CPU backward is fp32");
+      EXPECT_EQ(s.skipped[0].reason.en, "the CPU backward is fp32");
     }
   }
   EXPECT_EQ(skipped_series, 2u);
@@ -653,7 +687,8 @@ TEST(PerfViewHeadless, AtALargeUiScaleTheSettingsScrollAndTheChartKeepsItsPlot) 
     const nlohmann::json state = nlohmann::json::parse(test::read_file(json));
     const nlohmann::json& pv = state["perf"];
     const double font = state["font_px"].get<double>();
-    EXPECT_EQ(pv["settings_scrolled"].get<bool>(), std::string(scale) == "2");
+    // At scale 2 the settings scroll, or (too little room even for their strip) the whole panel.
+    EXPECT_EQ(pv["settings_scrolled"].get<bool>() || pv["panel_scrolls"].get<bool>(), std::string(scale) == "2");
     EXPECT_GE(pv["plot"][3].get<double>(), 2 * font) << "the plot's height";
     const std::vector<double> ys = pv["y_labels"].get<std::vector<double>>();
     ASSERT_GE(ys.size(), 2u);
@@ -667,6 +702,25 @@ TEST(PerfViewHeadless, AtALargeUiScaleTheSettingsScrollAndTheChartKeepsItsPlot) 
       EXPECT_LE(off["w"].get<double>(), off["room"].get<double>()) << off.dump();
     }
   }
+}
+
+// A window too small for the settings' strip and the chart's minimum (1024 x 768 at scale 2, both
+// passes: the chart had shrunk to one line, its title cut mid-word): the whole panel scrolls, the
+// chart keeps a plot five lines tall and the screenshot shows it.
+TEST(PerfViewHeadless, InACrampedWindowThePanelScrollsAndTheChartKeepsItsMinimum) {
+  const std::string png = work_dir().file("cramped.png"), json = work_dir().file("cramped.json");
+  const test::BinaryRun r = run_view({"--view", "perf", "--backend", "cpu", "--perf-variant", "staged,fused",
+                                      "--perf-precision", "fp32,bf16", "--perf-n", "64,128", "--perf-d", "16",
+                                      "--perf-repeat", "1", "--perf-warmup", "0", "--perf-pass", "both", "--lang", "en",
+                                      "--size", "1024x768", "--ui-scale", "2", "--screenshot", png, "--state-dump", json});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json state = nlohmann::json::parse(test::read_file(json));
+  const nlohmann::json& pv = state["perf"];
+  const double font = state["font_px"].get<double>();
+  EXPECT_TRUE(pv["panel_scrolls"].get<bool>());
+  EXPECT_GE(pv["plot"][3].get<double>(), 4.9 * font) << "the plot's height";
+  EXPECT_GT(pv["plot"][1].get<double>(), 0) << "scrolled down to the chart: its plot is in the window";
+  EXPECT_LT(pv["plot"][1].get<double>() + pv["plot"][3].get<double>(), 768);
 }
 
 TEST(PerfViewHeadless, AnAllSkippedSweepExitsZeroWithTheReasons) {

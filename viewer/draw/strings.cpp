@@ -338,6 +338,8 @@ constexpr Entry kTable[] = {
      "尚未计时：按“运行”为上面选定的用例计时。"},
     {S::PerfNoCase, "No case gave a point (the legend says why each was skipped).",
      "没有用例给出数据点（图例说明了每个用例被跳过的原因）。"},
+    {S::PerfCancelledNone, "Cancelled before any case was timed.",
+     "在任何用例计时之前已取消。"},
     {S::PerfNoFigure, "No case here has a figure for this chart.",
      "这里没有用例给出这张图的数值。"},
     {S::PerfCudaOff, "CUDA greyed out: %s",

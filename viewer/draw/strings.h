@@ -49,7 +49,7 @@ enum class S {
   PerfChartRoofline, PerfChartMemory, PerfAxisN, PerfAxisMs, PerfAxisTflops, PerfAxisSpeedup,
   PerfAxisIntensity, PerfAxisGflops, PerfAxisMemory, PerfBaseline, PerfSkippedN, PerfPending,
   PerfTip, PerfTipSpeedup, PerfRoofBw, PerfRoofGemm, PerfRoofPeak, PerfGemmPoint, PerfRoofMissing, PerfRoofHint, PerfMemWall,
-  PerfNoPoints, PerfPressRun, PerfNoCase, PerfNoFigure, PerfCudaOff, PerfExported, PerfNothingChosen, PerfSpread,
+  PerfNoPoints, PerfPressRun, PerfNoCase, PerfCancelledNone, PerfNoFigure, PerfCudaOff, PerfExported, PerfNothingChosen, PerfSpread,
   // the perf view's pass (issue 24)
   PerfPass, PerfPassForward, PerfPassBackward, PerfPassBoth, PerfBackwardRule, PerfAxisTflopsRule, PerfRoofBackward,
   // several queries at once (issue 14)

@@ -10,6 +10,13 @@ constexpr int kSteps = 4;
 constexpr double kMinSpeed = 0.25;  // steps per second
 constexpr double kMaxSpeed = 4.0;
 
+// How long the window's loop waits for an event before it draws again, in ms: 250 while a view
+// times something (View::measuring: its runs keep the cores), 16 while the steps play or a run is
+// computed, 50 otherwise. An event ends the wait at once, so input is never slowed.
+constexpr int frame_wait_ms(bool measuring, bool playing, bool busy) {
+  return measuring ? 250 : playing || busy ? 16 : 50;
+}
+
 class Playback {
  public:
   int step() const { return step_; }

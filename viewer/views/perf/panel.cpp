@@ -96,9 +96,12 @@ Plot frame_axes(ImDrawList* dl, ImVec2 r0, ImVec2 r1, const LogAxis& x, const Lo
   p.y = y;
   p.a = ImVec2(r0.x + label_w + font_px * 0.6f, r0.y + line * kAboveLines);
   p.b = ImVec2(r1.x - font_px * 0.8f, r1.y - line * kBelowLines);
-  dl->AddText(ImVec2(r0.x, r0.y), kAxis, y_title);
-  const float tw = ImGui::CalcTextSize(x_title).x;
-  dl->AddText(ImVec2((p.a.x + p.b.x - tw) / 2, p.b.y + line * 1.25f), kAxis, x_title);
+  // The title shortened with "…" where the chart is narrower (a large UI scale), never cut mid-glyph.
+  dl->AddText(ImVec2(r0.x, r0.y), kAxis, fit_text(y_title, r1.x - r0.x).c_str());
+  // The x title centred under the plot, moved left to stay inside the chart, "…" where wider.
+  const std::string xt = fit_text(x_title, r1.x - r0.x);
+  const float tw = ImGui::CalcTextSize(xt.c_str()).x;
+  dl->AddText(ImVec2(std::clamp((p.a.x + p.b.x - tw) / 2, r0.x, r1.x - tw), p.b.y + line * 1.25f), kAxis, xt.c_str());
   dl->PushClipRect(r0, r1, true);
   // The y labels from the bottom up, each a line above the last one drawn (a short plot, at a
   // large UI scale in a small window, had them written over each other); the grid lines all.
@@ -174,8 +177,9 @@ Plot draw_n_chart(Shell& app, const PerfView& pv, const PerfSnapshot& snap, cons
   dl->PushClipRect(p.a, p.b, true);
   if (mem_wall > 0) {
     const float yy = p.at(xa.lo, mem_wall).y;
-    dl->AddLine(ImVec2(p.a.x, yy), ImVec2(p.b.x, yy), kHighlight, 2 * mark(app));
-    dl->AddText(ImVec2(p.a.x + 6, yy + 2), kHighlight, fmt(tr(lang, S::PerfMemWall), format_tick(mem_wall, TickUnit::Bytes).c_str()).c_str());
+    // A ceiling, drawn as the roofline's are (white, dashed): the series' colours are the cases'.
+    for (float x = p.a.x; x < p.b.x; x += 12) dl->AddLine(ImVec2(x, yy), ImVec2(std::min(x + 6, p.b.x), yy), kRoof, 2 * mark(app));
+    dl->AddText(ImVec2(p.a.x + 6, yy + 2), kRoof, fmt(tr(lang, S::PerfMemWall), format_tick(mem_wall, TickUnit::Bytes).c_str()).c_str());
   }
   std::vector<ScreenPoint> hits;
   const float r = std::max(3.0f, app.font_px * 0.25f);
@@ -266,6 +270,9 @@ Plot draw_roofline(Shell& app, const PerfSnapshot& snap, const std::vector<PerfS
   const Plot p = frame_axes(dl, r0, r1, xa, ya, tr(lang, S::PerfAxisIntensity), tr(lang, S::PerfAxisGflops), app.font_px);
   dl->PushClipRect(p.a, p.b, true);
   float label_y = p.a.y + 4;
+  // The roofs' labels go on top of the series, each on a dark plate: a point under a label had
+  // turned "GFLOP/s" into "G□LOP/s".
+  std::vector<std::pair<ImVec2, std::string>> labels;
   for (const Roof& roof : snap.roofs) {
     if (roof.ridge() <= 0) continue;
     const double top = roof.ceilings.compute_gflops();
@@ -280,12 +287,12 @@ Plot draw_roofline(Shell& app, const PerfSnapshot& snap, const std::vector<PerfS
       const float gy = p.at(xa.lo, roof.ceilings.gemm_gflops).y;
       for (float x = p.a.x; x < p.b.x; x += 12) dl->AddLine(ImVec2(x, gy), ImVec2(std::min(x + 6, p.b.x), gy), kRoof, 1.0f);
       const std::string pt = fmt(tr(lang, S::PerfGemmPoint), roof.backend.c_str(), g3(roof.ceilings.gemm_gflops).c_str());
-      dl->AddText(ImVec2(p.b.x - ImGui::CalcTextSize(pt.c_str()).x - 6, gy + 2), kRoof, pt.c_str());
+      labels.push_back({ImVec2(p.b.x - ImGui::CalcTextSize(pt.c_str()).x - 6, gy + 2), pt});
     }
     const std::string bw = fmt(tr(lang, S::PerfRoofBw), roof.backend.c_str(), g3(roof.ceilings.bandwidth_gbs).c_str());
     const float gw = ImGui::CalcTextSize(gemm.c_str()).x;
-    dl->AddText(ImVec2(std::max(ridge.x, p.b.x - gw - 6), ridge.y - ImGui::GetTextLineHeight() - 2), kRoof, gemm.c_str());
-    dl->AddText(ImVec2(p.a.x + 6, label_y), kRoof, bw.c_str());
+    labels.push_back({ImVec2(std::max(ridge.x, p.b.x - gw - 6), ridge.y - ImGui::GetTextLineHeight() - 2), gemm});
+    labels.push_back({ImVec2(p.a.x + 6, label_y), bw});
     label_y += ImGui::GetTextLineHeight();
   }
   std::vector<ScreenPoint> hits;
@@ -300,6 +307,11 @@ Plot draw_roofline(Shell& app, const PerfSnapshot& snap, const std::vector<PerfS
     if (line.size() > 1)
       dl->AddPolyline(line.data(), static_cast<int>(line.size()), series_colour(si), 0, 1.5f * mark(app));
     for (const ImVec2& q : line) marker(dl, q, r, series_colour(si), series[si].proto);
+  }
+  for (const auto& [at, text] : labels) {
+    const ImVec2 sz = ImGui::CalcTextSize(text.c_str());
+    dl->AddRectFilled(ImVec2(at.x - 2, at.y), ImVec2(at.x + sz.x + 2, at.y + sz.y), IM_COL32(20, 20, 24, 200), 2);
+    dl->AddText(at, kRoof, text.c_str());
   }
   dl->PopClipRect();
   for (const Roof& roof : snap.roofs)
@@ -337,12 +349,12 @@ void draw_legend(Shell& app, PerfView& pv, const std::vector<PerfSeries>& series
     // Skipped N with their reasons; consecutive N with one reason are listed once.
     for (std::size_t k = 0; k < s.skipped.size();) {
       std::size_t e = k;
-      while (e + 1 < s.skipped.size() && s.skipped[e + 1].reason == s.skipped[k].reason) ++e;
+      while (e + 1 < s.skipped.size() && s.skipped[e + 1].reason.en == s.skipped[k].reason.en) ++e;
       std::string ns = std::to_string(s.skipped[k].n);
       if (e > k) ns += "–" + std::to_string(s.skipped[e].n);
       // Where CUDA is off, its cases give the reason the line above the chart gives.
-      const std::string why = legend_reason(s.proto.backend, s.skipped[k].reason, pv.cuda_ok, pv.cuda_reason);
-      const std::string line = fmt(tr(lang, S::PerfSkippedN), ns.c_str(), cuda_reason_text(why, lang).c_str());
+      const std::string why = legend_reason(s.proto.backend, s.skipped[k].reason, pv.cuda_ok, pv.cuda_reason, lang);
+      const std::string line = fmt(tr(lang, S::PerfSkippedN), ns.c_str(), why.c_str());
       wrapped(app, line, &kDimV4);
       k = e + 1;
     }
@@ -506,10 +518,22 @@ void draw_panel(PerfView& v, Shell& app, const Layout& l) {
   // The chart's minimum: Run's rows and the chart chooser as laid out (below_h), the chart's
   // titles and axis labels (frame_axes') and a plot 5 lines tall.
   const float line = ImGui::GetTextLineHeight();
-  const float chart_min = v.below_h + line * (kAboveLines + kBelowLines + 5);
-  begin_header(v.settings_header, "##perf_controls", chart_min);
-  settings(app, v, snap);
-  end_header(v.settings_header);
+  const float plot_min = line * (kAboveLines + kBelowLines + 5);
+  const float chart_min = v.below_h + plot_min;
+  // A window too small for both the settings' scrolled strip (two and a half lines) and that
+  // minimum (a large UI scale in a small window): the whole panel scrolls instead, the settings
+  // whole at its top and the chart at its minimum under them (the chart had shrunk to a line).
+  const bool scrolled_before = v.panel_scrolls;
+  v.panel_scrolls = v.below_h > 0 && ImGui::GetContentRegionAvail().y < line * 2.5f + chart_min;
+  if (v.panel_scrolls) {
+    ImGui::BeginChild("##perf_panel", ImVec2(0, 0), false);
+    settings(app, v, snap);
+    v.settings_header.scrolled = false;
+  } else {
+    begin_header(v.settings_header, "##perf_controls", chart_min);
+    settings(app, v, snap);
+    end_header(v.settings_header);
+  }
   const float below_top = ImGui::GetCursorPosY();
   actions(app, v, snap);
   const std::vector<PerfSeries> series = build_series(snap.results, lang);
@@ -549,7 +573,7 @@ void draw_panel(PerfView& v, Shell& app, const Layout& l) {
   const float legend_w = std::clamp(avail.x * 0.28f, app.font_px * 11, app.font_px * 22);
   const float hint_h = v.chart == PerfChart::Roofline ? ImGui::GetTextLineHeightWithSpacing() * 3 : 0;
   const ImVec2 c0 = ImGui::GetCursorScreenPos();
-  const ImVec2 c1(c0.x + avail.x - legend_w - 8, c0.y + avail.y - hint_h);
+  const ImVec2 c1(c0.x + avail.x - legend_w - 8, c0.y + std::max(avail.y - hint_h, plot_min));
   ImGui::BeginChild("##perf_chart", ImVec2(c1.x - c0.x, c1.y - c0.y), false, ImGuiWindowFlags_NoScrollbar);
   const Plot p = v.chart == PerfChart::Speedup    ? draw_speedup(app, v, series, c0, c1)
                  : v.chart == PerfChart::Roofline ? draw_roofline(app, snap, series, c0, c1)
@@ -559,7 +583,10 @@ void draw_panel(PerfView& v, Shell& app, const Layout& l) {
   double lo = 0, hi = 0;
   if (std::none_of(series.begin(), series.end(), [](const PerfSeries& s) { return !s.points.empty(); }))
     centred_note(ImGui::GetWindowDrawList(), p.a, p.b,
-                 tr(lang, !v.started ? S::PerfPressRun : snap.running ? S::PerfNoPoints : S::PerfNoCase));
+                 tr(lang, !v.started     ? S::PerfPressRun
+                          : snap.running ? S::PerfNoPoints
+                          : snap.cancelled && snap.done == 0 ? S::PerfCancelledNone
+                                                             : S::PerfNoCase));
   else if (v.chart != PerfChart::Speedup && !chart_range(series, v.chart, lo, hi))
     centred_note(ImGui::GetWindowDrawList(), p.a, p.b, tr(lang, S::PerfNoFigure));
   v.plot = {p.a.x, p.a.y, p.b.x - p.a.x, p.b.y - p.a.y};
@@ -576,6 +603,10 @@ void draw_panel(PerfView& v, Shell& app, const Layout& l) {
   }
   ImGui::EndChild();
   if (hint_h > 0) wrapped(app, tr(lang, S::PerfRoofHint), &kDimV4);
+  if (v.panel_scrolls) {
+    if (!scrolled_before) ImGui::SetScrollHereY(1.0f);  // on becoming a scroll: down to the chart
+    ImGui::EndChild();
+  }
   ImGui::End();
 }
 

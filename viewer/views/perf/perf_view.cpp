@@ -6,6 +6,7 @@
 #include "core/format.h"
 #include "core/io.h"
 #include "core/memory.h"
+#include "core/problem.h"
 #include "engine/registry.h"
 #include "engine/bench_report.h"
 #include "viewer/draw/strings.h"
@@ -56,6 +57,7 @@ bench::Spec default_perf_spec() {
   s.repeat = 5;
   s.warmup = 1;
   s.max_seconds = 30;
+  s.max_seconds_flag = "--perf-max-seconds";
   return s;
 }
 
@@ -355,12 +357,12 @@ std::string duration_text(double seconds) {
   return std::to_string(r / 60) + " min " + std::to_string(r % 60) + " s";
 }
 
-std::string legend_reason(const std::string& backend, const std::string& reason, bool cuda_ok,
-                          const std::string& cuda_reason) {
-  if (backend != "cuda" || cuda_ok || cuda_reason.empty()) return reason;
+std::string legend_reason(const std::string& backend, const Message& reason, bool cuda_ok, const std::string& cuda_reason,
+                          Lang lang) {
+  if (backend != "cuda" || cuda_ok || cuda_reason.empty()) return reason.text(lang);
   // The runtime's explanation in parentheses is said once, above the chart.
   const std::size_t paren = cuda_reason.find(" (");
-  return paren == std::string::npos || paren == 0 ? cuda_reason : cuda_reason.substr(0, paren);
+  return cuda_reason_text(paren == std::string::npos || paren == 0 ? cuda_reason : cuda_reason.substr(0, paren), lang);
 }
 
 double estimate_seconds_left(const std::vector<bench::Result>& results, int in_flight, const bench::Spec& s) {
@@ -465,7 +467,7 @@ void PerfRun::body(bool measure_ceilings) {
     std::lock_guard<std::mutex> lock(mu_);
     if (out.cancelled)
       for (auto& r : work)
-        if (!r.ran && r.reason.empty()) r.reason = "cancelled";
+        if (!r.ran && r.reason.empty()) r.reason = message_of(Msg::BenchCancelled, {});
     state_.results = work;
     state_.cancelled = out.cancelled;
     state_.device_failure = out.device_failure;
@@ -514,7 +516,7 @@ StepKeysHelp PerfView::step_keys_help(Lang lang) const {
 }
 
 void PerfView::dump(nlohmann::json& j, const Session&) const {
-  j["perf"] = {{"settings_h", settings_header.h}, {"below_h", below_h}, {"settings_scrolled", settings_header.scrolled}, {"plot", plot}, {"y_labels", y_labels}, {"legend", legend_lines},
+  j["perf"] = {{"settings_h", settings_header.h}, {"below_h", below_h}, {"settings_scrolled", settings_header.scrolled}, {"panel_scrolls", panel_scrolls}, {"plot", plot}, {"y_labels", y_labels}, {"legend", legend_lines},
                {"cuda_off", {{"text", cuda_off}, {"w", cuda_off_w}, {"room", cuda_off_room}}}};
 }
 
@@ -538,7 +540,12 @@ bool PerfView::parse_flag(const std::string& a, const FlagValue& value, Options&
   } else if (a == "--perf-warmup") {
     o.spec.warmup = parse_flag_int<int>(a, value(), 0, 100);
   } else if (a == "--perf-max-seconds") {
-    o.spec.max_seconds = parse_flag_int<int>(a, value(), 1, 86400);
+    // A decimal, as bench's --max-seconds takes it.
+    const std::optional<double> s = parse_plain_number(value());
+    if (!s || !(*s > 0) || *s > 86400)
+      throw InputError("--perf-max-seconds must be a decimal number of seconds from above 0 to 86400, got '" +
+                       trim_blanks(value()) + "'");
+    o.spec.max_seconds = *s;
   } else if (a == "--perf-chart") {
     o.chart = parse_perf_chart(value());
   } else if (a == "--perf-output") {

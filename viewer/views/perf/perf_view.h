@@ -69,7 +69,7 @@ struct PerfPoint {
 
 struct PerfSkip {
   int n = 0;
-  std::string reason;
+  Message reason;
 };
 
 struct PerfSeries {
@@ -176,13 +176,14 @@ struct PerfSnapshot {
 // 1.1 s never reads "2 s"), "14 s", "2 min 5 s"; "?" when negative (unknown).
 std::string duration_text(double seconds);
 
-// The reason the legend gives for a skipped case of `backend`, in English (cuda_reason_text
-// translates it): where CUDA is off, a CUDA case's reason is why CUDA is off, `cuda_reason`, the
-// words of the line above the chart, less the runtime's explanation in parentheses that line
-// adds (not the engine's "no CUDA device: …" prefix, nor the backward's "not in this build" when
-// the whole build has no CUDA); any other case's as the engine gave it.
-std::string legend_reason(const std::string& backend, const std::string& reason, bool cuda_ok,
-                          const std::string& cuda_reason);
+// The reason the legend gives for a skipped case of `backend`, in `lang`: where CUDA is off, a CUDA
+// case's reason is why CUDA is off, `cuda_reason`, the words of the line above the chart, less the
+// runtime's explanation in parentheses that line adds (not the engine's "no CUDA device: …"
+// prefix, nor the backward's "not in this build" when the whole build has no CUDA), as
+// cuda_reason_text says it; any other case's as the engine gave it, in `lang` (the kernels' own
+// shape rules stay in English).
+std::string legend_reason(const std::string& backend, const Message& reason, bool cuda_ok, const std::string& cuda_reason,
+                          Lang lang);
 
 // Estimated seconds for the cases not finished (index >= done in run order is not known here:
 // every result with ran == false, reason == "" and not `in_flight` counts, plus half the one in
@@ -238,6 +239,7 @@ class PerfView final : public View {
   // (InputError when it cannot; DeviceError when a case failed on the device).
   PerfView(const ViewContext& ctx, const Options& o);
   bool info_panel() const override { return false; }
+  bool measuring() const override { return run.running(); }
   // No steps; the sweep has its own masks (its checkboxes) and uses no query and no temperature:
   // ↑ / ↓, M and [ / ] only set the controls' for the other views, and F1 says so.
   StepKeysHelp step_keys_help(Lang lang) const override;
@@ -260,6 +262,7 @@ class PerfView final : public View {
   float below_h = 0;  // Run's rows and the chart chooser, between the settings and the chart
   std::array<float, 4> plot{};
   std::vector<float> y_labels;
+  bool panel_scrolls = false;  // the whole panel scrolls (too small for the settings' strip and the chart)
   std::vector<std::vector<std::string>> legend_lines;  // each series' name as the legend drew it, by line
   // The line saying why CUDA is off as drawn, its width and the room the panel had (empty, 0, 0
   // with a device).
