@@ -148,6 +148,14 @@ std::vector<std::pair<std::string, std::string>> query_lines(const Problem& p, c
   const QueryFigures f = query_figures(p, g, query);
   const auto key = [&](int j) { return token_label(p.key_tokens(), j); };
   if (f.visible < 0) return {{"D = Σ_j P·dP", num(f.D)}, {zh ? "|dQ 行|" : "|dQ row|", num(f.dq_norm)}};
+  // One key: its weight is 1 whatever the logits, its dlogits exactly 0 (backward_chain): no key's
+  // logit to raise or lower (the same key had been named for both, at its rounding noise).
+  if (f.visible <= 1)
+    return {{zh ? "Σ_j dlogits（精确算术中为 0）" : "Σ_j dlogits (0 in exact arithmetic)", format_number("%.2e", f.row_sum)},
+            {"D = Σ_j P·dP", num(f.D)},
+            {zh ? "梯度下降升高或降低的 logit" : "logit that gradient descent raises or lowers",
+             zh ? "无：该行只看见一个键" : "none: the row sees one key"},
+            {zh ? "|dQ 行|" : "|dQ row|", num(f.dq_norm)}};
   std::vector<std::pair<std::string, std::string>> l = {
       {zh ? "Σ_j dlogits（精确算术中为 0）" : "Σ_j dlogits (0 in exact arithmetic)", format_number("%.2e", f.row_sum)},
       {"D = Σ_j P·dP", num(f.D)},
@@ -332,7 +340,7 @@ std::string describe_backward(const Problem& p, const GradTrace& g, const Upstre
                  "): the softmax's gradient only moves weight between keys, it cannot change the total.";
   }
   if (u.kind == UpstreamKind::Random)
-    s += zh ? " dO 是随机的：这些梯度展示计算链如何把梯度传回，而不是训练好的模型会学到什么。"
+    s += zh ? "dO 是随机的：这些梯度展示计算链如何把梯度传回，而不是训练好的模型会学到什么。"
             : " dO is random: these gradients show how the chain carries a gradient back, not what a trained model "
               "would learn.";
   return s;

@@ -243,6 +243,8 @@ VerifyReport verify_trace(const Problem& p, const Trace& t, const TraceD& ref,
   r.variant = t.variant;
   r.precision = t.precision;
   r.heads = p.heads;
+  r.kv_heads = p.kv_heads();
+  r.splits = t.splits;
   r.n = p.n();
   r.m = p.m();
   r.d_k = p.d_k();
@@ -341,7 +343,9 @@ std::string render_verify_text(const VerifyReport& r, Lang lang) {
   std::ostringstream o;
   if (zh) {
     o << "验证：后端 " << r.backend << "，" << to_string(r.variant) << "，" << to_string(r.precision)
-      << "；" << r.heads << " 个头 × " << r.n << " 个查询 × " << r.m << " 个键，d_k " << r.d_k
+      << "；" << r.heads << " 个头" << (r.kv_heads < r.heads ? "（共用 " + std::to_string(r.kv_heads) + " 个键/值头）" : "")
+      << " × " << r.n << " 个查询 × " << r.m << " 个键" << (r.splits > 0 ? "（分成 " + std::to_string(r.splits) + " 份）" : "")
+      << "，d_k " << r.d_k
       << "，d_v " << r.d_v << "，T " << T << "，掩码 " << mask_text(r.mask, r.prefix, Lang::Zh) << "\n";
     if (!r.modifications_zh.empty()) o << "修改：" << r.modifications_zh << "\n";
     if (!r.source.empty()) o << source_line(r.source, r.source_zh, Lang::Zh) << "\n";
@@ -349,8 +353,10 @@ std::string render_verify_text(const VerifyReport& r, Lang lang) {
          "即为通过\n\n";
   } else {
     o << "verify: backend " << r.backend << ", " << to_string(r.variant) << ", "
-      << to_string(r.precision) << "; " << count_text(r.heads, "head", "heads") << " x "
-      << count_text(r.n, "query", "queries") << " x " << count_text(r.m, "key", "keys") << ", d_k " << r.d_k
+      << to_string(r.precision) << "; " << count_text(r.heads, "head", "heads")
+      << (r.kv_heads < r.heads ? " (sharing " + count_text(r.kv_heads, "key/value head", "key/value heads") + ")" : "")
+      << " x " << count_text(r.n, "query", "queries") << " x " << count_text(r.m, "key", "keys")
+      << (r.splits > 0 ? " (in " + count_text(r.splits, "split", "splits") + ")" : "") << ", d_k " << r.d_k
       << ", d_v " << r.d_v << ", T " << T
       << ", mask " << mask_text(r.mask, r.prefix, Lang::En) << "\n";
     if (!r.modifications.empty()) o << "modifications: " << r.modifications << "\n";
@@ -474,6 +480,8 @@ std::string render_verify_json(const VerifyReport& r) {
   j["variant"] = std::string(to_string(r.variant));
   j["precision"] = std::string(to_string(r.precision));
   j["heads"] = r.heads;
+  j["kv_heads"] = r.kv_heads;
+  if (r.splits > 0) j["splits"] = r.splits;  // as run's JSON: the decode variant's
   j["n"] = r.n;
   j["m"] = r.m;
   j["d_k"] = r.d_k;

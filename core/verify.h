@@ -101,6 +101,8 @@ struct VerifyReport {
   Variant variant = Variant::Staged;
   Precision precision = Precision::FP32;
   int heads = 1, n = 0, m = 0, d_k = 0, d_v = 0;
+  int kv_heads = 1;  // the key/value heads the query heads share (the header says so where fewer)
+  int splits = 0;    // the decode run's key splits per key/value head (0: another variant)
   double temperature = 1;
   MaskKind mask = MaskKind::None;
   int prefix = 0;  // the prefix rule's P (mask_text), 0 none

@@ -128,7 +128,7 @@ std::string split_lines(const Walk& w, Lang lang, const char* bullet) {
   s += bullet + std::string(z ? "合并后的输出 acc / l：" : "merged output acc / l: ") + vec(w.split_output) + "\n";
   s += bullet + std::string(z ? "与一遍游走的最大差：" : "max |merged − walk|: ") + format_number("%.3g", w.split_max_abs_diff) +
        (z ? "；l 相差 " : "; l differs by ") + format_number("%.3g", w.split_l_ulps) +
-       (z ? " ulp（同一个和，换了加法顺序）\n" : " ulp of the walk's fp32 l (the same sum, added in another order)\n");
+       (z ? " ulp（以游走的 fp32 l 计；同一个和，换了加法顺序）\n" : " ulp of the walk's fp32 l (the same sum, added in another order)\n");
   s += bullet + std::string(z ? "合并结果相对 fp64 的误差：" : "merged output against fp64: ") +
        format_number("%.3g", w.split_fp64_error) + "\n";
   return s;
@@ -319,17 +319,17 @@ std::string walk_tile_sentence(const Walk& w, int index, Lang lang) {
   if (t.skipped) {
     const bool one = t.j1 - t.j0 == 1;
     if (t.skip == WalkTile::Skip::Window)
-      return zh(lang) ? "键 " + keys + " 全在查询 " + std::to_string(w.query) +
+      return zh(lang) ? "键 " + keys + (one ? " 在查询 " : " 全在查询 ") + std::to_string(w.query) +
                             " 的窗口之外：块掩码跳过这一块，从未加载，m、l 和 acc 不变。"
                       : (one ? "Key " + keys + " lies" : "Keys " + keys + " all lie") + " outside query " +
                             std::to_string(w.query) +
                             "'s window: the block mask skips this tile, never loaded; m, l and acc stay.";
     if (t.skip == WalkTile::Skip::Document)
-      return zh(lang) ? "键 " + keys + " 全属于其他文档：块掩码跳过这一块，从未加载，m、l 和 acc 不变。"
+      return zh(lang) ? "键 " + keys + (one ? " 属于" : " 全属于") + "其他文档：块掩码跳过这一块，从未加载，m、l 和 acc 不变。"
                       : (one ? "Key " + keys + " belongs" : "Keys " + keys + " all belong") +
                             " to other documents: the block mask skips this tile, never loaded; m, l and acc "
                             "stay.";
-    return zh(lang) ? "键 " + keys + " 全在查询 " + std::to_string(w.query) +
+    return zh(lang) ? "键 " + keys + (one ? " 在查询 " : " 全在查询 ") + std::to_string(w.query) +
                           " 之后：因果掩码下这一块从未加载，m、l 和 acc 不变。"
                     : (one ? "Key " + keys + " comes" : "Keys " + keys + " all come") +
                           " after query " + std::to_string(w.query) +

@@ -65,7 +65,19 @@ std::string tile_sentence_of(const BackwardWalk& w, const BackwardWalkTile& t, L
                     : "Skipped: " + skip_text(t.skip, lang) + "; the block mask rules it out, it is never loaded, "
                                                               "and these keys' dS is exactly 0.";
   std::string s;
-  if (t.top >= 0 && t.ds[t.top - t.j0] == 0) {
+  // The row's visible keys over every tile: with one, dS is 0 in exact arithmetic (P = 1 and
+  // D = dO·O = dP of that key) and what the kernel computes is rounding.
+  int visible = 0;
+  for (const BackwardWalkTile& u : w.tiles)
+    for (double x : u.logits) visible += std::isinf(x) ? 0 : 1;
+  if (t.top >= 0 && visible == 1) {
+    const std::string ds = num(t.ds[t.top - t.j0]);
+    s = zh(lang) ? "该行只看见键“" + w.key_tokens[t.top] + "”：P = 1，D = dO·O 即它的 dP，所以 dS 在精确算术中为 0；内核算出的 " + ds +
+                       " 只是舍入（同样的乘积按不同顺序求和两次）。"
+                 : "The row sees key " + w.key_tokens[t.top] + " only: P = 1 and D = dO·O is its dP, so its dS is 0 in "
+                   "exact arithmetic; the kernel's " + ds + " is rounding (the same products summed twice, in other "
+                   "orders).";
+  } else if (t.top >= 0 && t.ds[t.top - t.j0] == 0) {
     s = zh(lang) ? "本块每个键的 dS 都为 0：梯度不移动其中任何 logit（权重为 0，或值与 dO 的吻合恰好等于平均 D）。"
                  : "Every dS in the tile is 0: the gradient moves none of its logits (their weights are 0, or "
                    "each value agrees with dO exactly as much as the average D).";
@@ -79,7 +91,7 @@ std::string tile_sentence_of(const BackwardWalk& w, const BackwardWalkTile& t, L
                        (ds > 0 ? "its value agrees with dO more than the average D, so gradient descent lowers its logit."
                                : "its value agrees with dO less than the average D, so gradient descent raises its logit.");
   }
-  s += zh(lang) ? " 到此为止 Σ dS = " + num(t.ds_sum) + "。" : " Σ dS so far = " + num(t.ds_sum) + ".";
+  s += zh(lang) ? "到此为止 Σ dS = " + num(t.ds_sum) + "。" : " Σ dS so far = " + num(t.ds_sum) + ".";  // no space after 。
   return s;
 }
 

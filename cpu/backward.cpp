@@ -81,11 +81,19 @@ GradTraceT<Matrix> backward_chain(const Problem& p, TraceT<Matrix> fwd, Matrix d
   g.D = (g.dout.array() * fwd.output.array()).rowwise().sum().matrix();
   g.dlogits.resize(hn, m);
   double dt = 0;
+  // A row that sees one key: its dlogits sum to 0 exactly, so the one entry is 0 (P = 1, O = V_j,
+  // D = dP_j); computed, it would be the rounding of two sums of the same products in other orders.
+  std::vector<char> one_key(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    int visible = 0;
+    for (int j = 0; j < m && visible < 2; ++j) visible += masked(i, j) ? 0 : 1;
+    one_key[static_cast<std::size_t>(i)] = visible == 1;
+  }
   for (Eigen::Index r = 0; r < hn; ++r) {
     const int i = static_cast<int>(r % n);
     const Scalar d = g.D(r, 0);
     for (int j = 0; j < m; ++j) {
-      if (masked(i, j)) {
+      if (masked(i, j) || one_key[static_cast<std::size_t>(i)]) {
         g.dlogits(r, j) = Scalar(0);
         continue;
       }

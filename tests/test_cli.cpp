@@ -497,6 +497,26 @@ TEST_F(Cli, CausalPlacesTheQueriesAtTheEndOfTheKeys) {
                  {"no more queries than keys", "3 queries", "2 keys"});
 }
 
+// verify's header names the shared key/value heads and the decode run's splits as run's does, in
+// both languages and in the JSON (it had said "4 heads x 1 query x 64 keys" alone).
+TEST_F(Cli, VerifyNamesTheSharedKeyValueHeadsAndTheSplits) {
+  const std::vector<std::string> args = {"verify", "--random", "64", "--queries", "1", "--heads", "4", "--kv-heads",
+                                         "1", "--dk", "8", "--dv", "8", "--variant", "decode", "--split", "3"};
+  std::vector<std::string> en = args, zh = args, js = args;
+  en.insert(en.end(), {"--lang", "en"});
+  zh.insert(zh.end(), {"--lang", "zh"});
+  js.insert(js.end(), {"--format", "json"});
+  const CliResult e = run(en), z = run(zh), j = run(js);
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_TRUE(contains(e.out, "4 heads (sharing 1 key/value head) x 1 query x 64 keys (in 3 splits), d_k 8")) << e.out;
+  ASSERT_EQ(z.code, 0) << z.err;
+  EXPECT_TRUE(contains(z.out, "4 个头（共用 1 个键/值头） × 1 个查询 × 64 个键（分成 3 份）")) << z.out;
+  ASSERT_EQ(j.code, 0) << j.err;
+  const nlohmann::json v = nlohmann::json::parse(j.out);
+  EXPECT_EQ(v["kv_heads"], 1);
+  EXPECT_EQ(v["splits"], 3);
+}
+
 // Decode shapes from the command line: --queries and --kv-heads shape a random problem, the decode
 // variant prints its split count, the JSON carries heads, kv_heads and splits; wrong values get
 // one error line each.

@@ -44,6 +44,27 @@ TEST(BackwardCli, DemoPrintsEveryGradientInBothLanguages) {
     EXPECT_TRUE(test::contains(zh.out, s)) << s;
 }
 
+// A row that sees one key: its dlogits are exactly 0 (they sum to 0; the one entry is the sum), no
+// gradient reaches its Q through the scores, and no key is named to raise or lower (the stats had
+// named key 0 for both, at the rounding of dP - D, beside a text saying the row is 0).
+TEST(BackwardCli, ARowOfOneKeyHasNoGradientAndNamesNoKey) {
+  const test::BinaryRun j = attnlab({"backward", "--random", "16", "--seed", "3", "--mask", "causal", "--format", "json"});
+  ASSERT_EQ(j.code, 0) << j.err;
+  const json g = json::parse(j.out);
+  const MatrixF dlogits = matrix_of(g["gradients"]["dlogits"]), dq = matrix_of(g["gradients"]["dQ"]);
+  for (Eigen::Index c = 0; c < dlogits.cols(); ++c) EXPECT_EQ(dlogits(0, c), 0.0f) << c;
+  for (Eigen::Index c = 0; c < dq.cols(); ++c) EXPECT_EQ(dq(0, c), 0.0f) << c;
+  for (const char* lang : {"en", "zh"}) {
+    const test::BinaryRun r = attnlab({"backward", "--random", "16", "--seed", "3", "--mask", "causal", "--query", "0",
+                                       "--lang", lang});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const bool en = std::string(lang) == "en";
+    EXPECT_TRUE(test::contains(r.out, en ? "none: the row sees one key" : "无：该行只看见一个键")) << r.out;
+    EXPECT_FALSE(test::contains(r.out, en ? "raises most" : "升高最多")) << r.out;
+    EXPECT_FALSE(test::contains(r.out, "。 ")) << "no space after a Chinese full stop";
+  }
+}
+
 TEST(BackwardCli, ModificationsNameTheirGradients) {
   const test::BinaryRun r = attnlab({"backward", "--random", "6", "--dk", "4", "--dv", "2", "--lang", "en", "--rope",
                                      "--score-mod", "alibi,softcap:3", "--mask", "causal"});

@@ -68,6 +68,19 @@ TEST(BackwardWalk, EveryTileIsTheStagedBackwardsRowAndTheSumOfDsIsZero) {
 
 // The texts follow the numbers: a tile of one key is named by it alone; the sentence's direction
 // follows dS's sign (a positive dS: descent lowers the logit); the final Σ dS is the last tile's.
+// A row that sees one key (causal query 0): its dS is rounding, and the tile says so rather than
+// reading a direction into it; in Chinese without a space after the full stop.
+TEST(BackwardWalk, ARowOfOneKeySaysItsDsIsRounding) {
+  const Problem p = test::make_problem(16, 4, 4, 1, MaskKind::Causal, 1.0, 3);
+  const BackwardWalk w = walk_backward_row(p, upstream_random(2), 0, 0, 4);
+  const std::string en = backward_walk_tile_sentence(w, 0, Lang::En), zh = backward_walk_tile_sentence(w, 0, Lang::Zh);
+  EXPECT_NE(en.find("sees key 0 only: P = 1 and D = dO·O is its dP, so its dS is 0 in exact arithmetic"), std::string::npos)
+      << en;
+  EXPECT_EQ(en.find("gradient descent"), std::string::npos) << en;
+  EXPECT_NE(zh.find("所以 dS 在精确算术中为 0"), std::string::npos) << zh;
+  EXPECT_EQ(zh.find("。 "), std::string::npos) << zh;
+}
+
 TEST(BackwardWalk, TheTextsFollowTheNumbers) {
   const Problem p = test::make_problem(8, 4, 4, 1, MaskKind::None, 1.0, 3);
   const BackwardWalk one = walk_backward_row(p, upstream_random(2), 0, 5, 1);
