@@ -290,6 +290,7 @@ TEST(FitWindow, TheDiffAndPrecisionMapsKeepRoomAtAProjectorsUiScale) {
       EXPECT_GE(s.state["heatmap"]["h"].get<double>(), 4 * fp) << view << " " << lang << ": a map, not a strip";
       EXPECT_GE(s.state["heatmap"]["w"].get<double>(), 4 * fp) << view << " " << lang;
       if (diff) EXPECT_TRUE(s.state["diff"]["table_narrow"].get<bool>()) << lang;
+      EXPECT_FALSE(s.state[key]["map_too_small"].get<bool>()) << view << " " << lang;
     }
     std::vector<std::string> args = input;
     args.insert(args.end(), {"--view", view, "--size", "1920x1080"});
@@ -298,6 +299,23 @@ TEST(FitWindow, TheDiffAndPrecisionMapsKeepRoomAtAProjectorsUiScale) {
     EXPECT_FALSE(one.state[key]["header"]["scrolled"].get<bool>()) << view;
     EXPECT_GT(one.state[key]["header"]["h"].get<double>(), 0) << view;
     if (diff) EXPECT_FALSE(one.state["diff"]["table_narrow"].get<bool>());
+  }
+}
+
+// A window too small for any map at its UI scale (1024 x 768 at scale 2: 512 x 384 at scale 1):
+// the precision and diff views say so, as the chain does, where the map had shrunk to a few pixels
+// or nothing and its colour bar to a strip.
+TEST(FitWindow, TheDiffAndPrecisionViewsSayWhenNoMapFits) {
+  test::TempDir dir;
+  for (const char* view : {"diff", "precision"}) {
+    const bool diff = std::string(view) == "diff";
+    for (const char* lang : {"en", "zh"}) {
+      std::vector<std::string> args = {"--view", view, "--lang", lang, "--ui-scale", "2", "--size", "1024x768"};
+      if (diff) args.insert(args.end(), {"--diff", "temperature=0.5"});
+      const test::ViewShot s = test::view_shot(dir, std::string(view) + "-tiny-" + lang, args);
+      ASSERT_EQ(s.code, 0) << s.err;
+      EXPECT_TRUE(s.state[diff ? "diff" : "precision_view"]["map_too_small"].get<bool>()) << view << " " << lang;
+    }
   }
 }
 

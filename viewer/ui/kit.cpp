@@ -476,7 +476,13 @@ MapPlot draw_map(Shell& app, const Rect& area, int rows, int cols, const std::ve
   out.all_labels = all_labels();
   const PlotGeometry& g = out.g;
   app.plot = g;
-  if (g.px_w <= 0 || g.px_h <= 0) return out;
+  if (g.px_w <= 0 || g.px_h <= 0 || g.h < 2 * fp) {
+    out.too_small = true;
+    out.g.px_w = out.g.px_h = 0;
+    ImGui::SetCursorScreenPos(ImVec2(area.x, area.y));
+    wrapped_at(app, tr(app.lang, S::PlotTooSmall), area.w, &kDimV4);
+    return out;
+  }
   char win[96];
   std::snprintf(win, sizeof win, "|%dx%d|%.9f|%.9f|%.9f|%.9f", g.px_w, g.px_h, view.x0, view.y0, view.x1, view.y1);
   const std::string full_key = key + win;

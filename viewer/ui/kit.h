@@ -163,6 +163,10 @@ struct MapPlot {
   std::optional<Cell> hover;
   float label_scale = 1;    // the labels' size, a share of the text's
   bool all_labels = false;  // every visible row's and column's label shown whole
+  // Less than two lines of plot (a large UI scale in a small window): no map, the chain's note
+  // (make the window larger, or Ctrl −) in its place, g.px_w 0. The map had shrunk to a few pixels
+  // or nothing, its colour bar to a strip.
+  bool too_small = false;
 };
 // Wheel zooms, drag pans, double-click shows the whole matrix again (Shell::map_view, shared by
 // the precision and diff views); map_view_controls draws the reset button and the zoom.

@@ -444,6 +444,7 @@ std::string DiffView::state_json(const Session& c) const {
   j["panel"] = {{"x", panel.x}, {"w", panel.w}};
   j["header"] = {{"h", header.h}, {"scrolled", header.scrolled}, {"below_h", below_h}};
   j["table_narrow"] = table_narrow;
+  j["map_too_small"] = map_too_small;
   j["table"] = {{"w", table_w}, {"need", table_need}};
   return j.dump();
 }

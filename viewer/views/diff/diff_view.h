@@ -214,6 +214,7 @@ class DiffView final : public View {
   float below_h = 0;
   std::string summary;  // the line that sums B − A up, as the panel drew it last (the state dump)
   bool table_narrow = false;  // the largest changes' table without its A and B columns
+  bool map_too_small = false;  // MapPlot::too_small
   float table_w = 0, table_need = 0;  // its width, and the width its columns' widest cells need
 
  private:

@@ -284,6 +284,7 @@ void draw_panel(DiffView& v, Shell& app, const Layout& l) {
       });
   app.range = range;
   app.range_log = false;
+  v.map_too_small = mp.too_small;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   if (mp.g.px_w > 0) {
     const Rect& L = mp.legend;

@@ -141,6 +141,7 @@ void draw_panel(PrecisionView& v, Shell& app, const Layout& l) {
   const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
   v.map_label_scale = mp.label_scale;
   v.map_all_labels = mp.all_labels;
+  v.map_too_small = mp.too_small;
   if (mp.g.px_w > 0) {
     const Rect& L = mp.legend;
     const float bar_h = std::min(mp.g.h, std::max(fp * 6, L.h * 0.55f));

@@ -342,6 +342,7 @@ std::string PrecisionView::state_json() const {
     j["colour_range"] = {r.lo, r.hi};
     j["colour_clamped"] = map_->colour_clamped();
     j["map_labels"] = {{"scale", map_label_scale}, {"all", map_all_labels}};
+    j["map_too_small"] = map_too_small;
   }
   return j.dump();
 }

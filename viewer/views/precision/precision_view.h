@@ -167,6 +167,7 @@ class PrecisionView final : public View, public WithoutFlags {
   float below_h = 0;
   float map_label_scale = 1;  // the map's labels (MapPlot)
   bool map_all_labels = false;
+  bool map_too_small = false;  // MapPlot::too_small
 
  private:
   Status status_ = Status::Computing;
