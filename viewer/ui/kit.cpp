@@ -41,6 +41,22 @@ std::string values4(const std::vector<double>& v, std::size_t max_items) {
   return s + "]";
 }
 
+std::size_t values_fitting(int rows, int also, std::size_t most,
+                           const std::function<const std::vector<double>&(int)>& row) {
+  const float room = ImGui::GetContentRegionAvail().x;
+  const float row_h = table_row_height();
+  const int first = std::max(0, static_cast<int>(ImGui::GetScrollY() / row_h) - 1);
+  const int last = std::min(rows, first + static_cast<int>(ImGui::GetWindowHeight() / row_h) + 2);
+  std::size_t shown = most;
+  const auto fit = [&](int r) {
+    const std::vector<double>& v = row(r);
+    while (shown > 0 && !v.empty() && text_width(values4(v, shown).c_str()) > room) --shown;
+  };
+  for (int r = first; r < last; ++r) fit(r);
+  if (also >= 0 && also < rows) fit(also);
+  return shown;
+}
+
 ImU32 okabe_ito(std::size_t i) {
   static constexpr ImU32 kPalette[] = {IM_COL32(230, 159, 0, 255),   IM_COL32(86, 180, 233, 255),
                                        IM_COL32(0, 158, 115, 255),   IM_COL32(240, 228, 66, 255),

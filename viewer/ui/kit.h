@@ -36,6 +36,12 @@ std::string fmt(const char* f, ...);
 std::string value4(double x);
 // "[a, b, c, …]": the first max_items values of v by value4 ("—" when empty).
 std::string values4(const std::vector<double>& v, std::size_t max_items);
+// How many values (most at most) values4 can show in a table column's cells, the same count on
+// every row the table's scroll shows and on row `also` (-1: none), each within the column's width:
+// 0 where not even one fits (the cell shows "[…]", never a number cut short). Called at the
+// column's first cell of a frame, where its width is known; `row(i)` gives row i's values.
+std::size_t values_fitting(int rows, int also, std::size_t most,
+                           const std::function<const std::vector<double>&(int)>& row);
 // The i-th colour of the Okabe-Ito palette (told apart with the common colour-vision
 // deficiencies and on a projector): the perf view's series, the decode view's splits.
 ImU32 okabe_ito(std::size_t i);

@@ -343,6 +343,7 @@ void split_table(Shell& app, const DecodeToken& t) {
   ImGui::TableHeadersRow();
   ImGuiListClipper clip;
   clip.Begin(rows);
+  std::optional<std::size_t> shown;  // the values each acc cell shows this frame (values_fitting)
   while (clip.Step()) {
     for (int i = clip.DisplayStart; i < clip.DisplayEnd; ++i) {
       const WalkSplit& s = t.walk.split_states[i];
@@ -363,7 +364,12 @@ void split_table(Shell& app, const DecodeToken& t) {
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(i < static_cast<int>(t.shares.size()) ? (format_number("%.1f", 100 * t.shares[i]) + "%").c_str() : "—");
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(values4(s.acc, kAccShown).c_str());
+      // As many values as every row's cell holds, "[…]" where not one does (a large UI scale in a
+      // small window had cut the last number short: "[0.9, 0").
+      if (!shown)
+        shown = values_fitting(rows, -1, kAccShown,
+                               [&](int r) -> const std::vector<double>& { return t.walk.split_states[r].acc; });
+      ImGui::TextUnformatted(*shown == 0 ? "[…]" : values4(s.acc, *shown).c_str());
     }
   }
   ImGui::EndTable();

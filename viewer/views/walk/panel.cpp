@@ -206,20 +206,9 @@ void running_table(Shell& app, WalkView& v, const Walk& w, float height) {
         // row under the table has them). Decided once a frame at the first such cell, where the
         // column's width is known, over the rows the table's scroll shows (not the clipper's step,
         // whose first is row 0 alone).
-        if (!shown) {
-          const float room = ImGui::GetContentRegionAvail().x;
-          const float row_h = table_row_height();
-          const int tiles = static_cast<int>(w.tiles.size());
-          const int first = std::max(0, static_cast<int>(ImGui::GetScrollY() / row_h) - 1);
-          const int last = std::min(tiles, first + static_cast<int>(ImGui::GetWindowHeight() / row_h) + 2);
-          shown = 3;
-          const auto fit = [&](int r) {
-            const std::vector<double>& out = w.tiles[r].output;
-            while (*shown > 0 && !out.empty() && text_width(values4(out, *shown).c_str()) > room) --*shown;
-          };
-          for (int r = first; r < last; ++r) fit(r);
-          fit(cursor);
-        }
+        if (!shown)
+          shown = values_fitting(static_cast<int>(w.tiles.size()), cursor, 3,
+                                 [&](int r) -> const std::vector<double>& { return w.tiles[r].output; });
         ImGui::TextUnformatted(*shown == 0 ? "[…]" : values4(t.output, *shown).c_str());
       }
       if (pending) ImGui::PopStyleColor();
