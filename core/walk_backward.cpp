@@ -65,12 +65,9 @@ std::string tile_sentence_of(const BackwardWalk& w, const BackwardWalkTile& t, L
                     : "Skipped: " + skip_text(t.skip, lang) + "; the block mask rules it out, it is never loaded, "
                                                               "and these keys' dS is exactly 0.";
   std::string s;
-  // The row's visible keys over every tile: with one, dS is 0 in exact arithmetic (P = 1 and
-  // D = dO·O = dP of that key) and what the kernel computes is rounding.
-  int visible = 0;
-  for (const BackwardWalkTile& u : w.tiles)
-    for (double x : u.logits) visible += std::isinf(x) ? 0 : 1;
-  if (t.top >= 0 && visible == 1) {
+  // A row that sees one key: dS is 0 in exact arithmetic (P = 1 and D = dO·O = dP of that key),
+  // and what the kernel computes is rounding.
+  if (t.top >= 0 && w.visible == 1) {
     const std::string ds = num(t.ds[t.top - t.j0]);
     s = zh(lang) ? "该行只看见键“" + w.key_tokens[t.top] + "”：P = 1，D = dO·O 即它的 dP，所以 dS 在精确算术中为 0；内核算出的 " + ds +
                        " 只是舍入（同样的乘积按不同顺序求和两次）。"

@@ -37,6 +37,7 @@ struct BackwardWalk : WalkHeader {  // scale: the online scale (logit = s · sca
   double m = 0, l = 0;             // the forward's row statistics (m in logit units)
   double lse = 0;                  // L = m + log l: P_j = exp(x_j − L)
   double D = 0;                    // dO · O
+  int visible = 0;                 // the keys the row sees (1: its dS is 0 in exact arithmetic)
   std::vector<double> dout;        // (d_v) the row's dO
   std::vector<BackwardWalkTile> tiles;
   std::vector<double> dq;          // (d_k) the walk's final dQ row, in the inputs' frame

@@ -93,6 +93,7 @@ BackwardWalk walk_backward_row(const Problem& p, const Upstream& u, int head, in
                                               ei::pset1<Packet>(scale * kLog2e), score.softcap);
         const float pj = ei::pfirst(bp.p), dsj = ei::pfirst(bp.ds);
         b.logits.push_back(logit(s));
+        if (!std::isinf(s)) ++w.visible;
         b.p.push_back(pj);
         b.dp.push_back(dp);
         // dlogits as the kernel sums it into dT (before a soft-cap's factor): P (dP − D).

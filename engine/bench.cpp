@@ -686,10 +686,10 @@ double staged_backward_bytes(const Case& c) {
   const double hq = static_cast<double>(c.heads) * c.q(), kv = static_cast<double>(c.g()) * c.n, d = c.d;
   const bool capped = c.score_mod.find("softcap") != std::string::npos;
   const bool biased = c.score_mod.find("alibi") != std::string::npos || c.score_mod.find("bias") != std::string::npos;
-  // Passes over the score-sized matrices: dV/dP 2, dlogits 4, / T 2, / divisor 2, dQ/dK 2; the
-  // cap 5 and the bias's copy 2; the finite check one read of dP, dlogits, dscaled, dscores and of
-  // dcapped, dbiased where they exist.
-  const double score_passes = 12 + (capped ? 5 : 0) + (biased ? 2 : 0) + 4 + (capped ? 1 : 0) + (biased ? 1 : 0);
+  // Passes over the score-sized matrices: dV/dP 2, dlogits 4, / T 2, / divisor 2, dQ/dK 2 and the
+  // finite check's read of dP, dlogits, dscaled, dscores: 16; the cap 5 and its check 1; the bias's
+  // copy 2 and its check 1.
+  const double score_passes = 16 + (capped ? 6 : 0) + (biased ? 3 : 0);
   const double vectors = (2 + 1) * hq * d + 2 * kv * d  // dV/dP: dO twice, dQ/dK: Q; V and K
                          + 2 * hq * d + hq              // D
                          + hq * d + 2 * kv * d          // dQ, dV, dK written

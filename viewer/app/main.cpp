@@ -335,9 +335,9 @@ int main(int argc, char** argv) {
       }
       continue;
     }
-    // Sleep until an event arrives (50 ms idle, 16 ms while playing or computing, 250 ms while a view
-    // times something: View::measuring) instead of spinning: the software renderer has no vsync to
-    // pace the loop.
+    // Sleep until an event arrives, or for frame_wait_ms (longer while a view measures, shorter
+    // while playing or computing), instead of spinning: the software renderer has no vsync to pace
+    // the loop.
     const bool measuring = std::any_of(app->views.begin(), app->views.end(), [](const auto& v) { return v->measuring(); });
     SDL_WaitEventTimeout(nullptr, frame_wait_ms(measuring, app->play.playing(), app->session.busy()));
   }

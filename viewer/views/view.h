@@ -77,7 +77,7 @@ class View {
   virtual void hidden() {}
   // True while the view times something on this machine (the perf view's sweep): the window then
   // redraws a few times a second rather than twenty, on input at once, so that drawing takes little
-  // of the cores the timed runs use (on a 2-core laptop, redrawing had taken a fifth of one).
+  // of the cores the timed runs use.
   virtual bool measuring() const { return false; }
   // A key's action while the view is shown, before the app's own meaning: true when taken.
   virtual bool on_action(Action a) {
