@@ -27,6 +27,9 @@ struct Job {
 // with GNU time: 0.80 GB for N = 2048, d = 16, staged, 21 million numbers, either format).
 // Text and markdown summarise large problems.
 constexpr double kRenderBytesPerNumber = 40;
+// JSON's `rows` besides: an object of seven fields per query row of every head (its tree and its
+// text), whatever the run keeps.
+constexpr double kJsonBytesPerRow = 1024;
 
 void check_rendering_fits(const ProblemArgs& a, const ProblemSize& s, Format format) {
   if (format != Format::Json && format != Format::Csv) return;
@@ -34,7 +37,8 @@ void check_rendering_fits(const ProblemArgs& a, const ProblemSize& s, Format for
   // What is rendered is what the run holds: inputs, output and the kept stages, all fp32.
   const double run_bytes = host_working_set_bytes(s, opt);
   const double numbers = run_bytes / sizeof(float);
-  check_host_memory(run_bytes + kRenderBytesPerNumber * numbers, Msg::HostMemoryRender,
+  const double rows = format == Format::Json ? static_cast<double>(s.heads) * s.n : 0;
+  check_host_memory(run_bytes + kRenderBytesPerNumber * numbers + kJsonBytesPerRow * rows, Msg::HostMemoryRender,
                     {a.format, format_number("%.3g", numbers)});
 }
 

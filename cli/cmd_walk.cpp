@@ -7,6 +7,8 @@
 #include "cli/common.h"
 
 #include "core/backend.h"
+#include "core/format.h"
+#include "core/memory.h"
 #include "core/walk.h"
 #include "cpu/walk.h"
 #include "cpu/walk_backward.h"
@@ -38,6 +40,18 @@ int parse_count(const std::string& typed, int min, Msg refusal) {
   const long long v = digits ? std::stoll(text) : -1;
   if (!digits || v < min) throw InputError(refusal, {text});
   return static_cast<int>(v);
+}
+
+// The walk is rendered in memory before it is written: each key's logit, exp and weight (P, dP
+// and dS backward), and per tile its acc and output (its dQ backward) and a few figures; the bytes
+// a number takes at the process's peak, JSON's tree and text's lines, were measured with GNU time.
+// Refused before the row is walked where that would not fit (it had run out of memory half-way,
+// a JSON tree's destructor then ending the process).
+void check_walk_fits(const Problem& p, int tile, bool backward, Format format, const std::string& word) {
+  const double keys = p.m(), tiles = walk_tile_count(p.m(), tile);
+  const double numbers = 3 * keys + tiles * ((backward ? p.d_k() : 2.0 * p.d_v()) + 10);
+  check_host_memory(numbers * (format == Format::Json ? 100 : 20), Msg::HostMemoryWalk,
+                    {word, format_number("%.3g", numbers)});
 }
 
 void run_walk(const WalkJob& job) {
@@ -77,6 +91,7 @@ void run_walk(const WalkJob& job) {
   const int tile = tile_arg > 0 ? tile_arg : default_walk_tile(demo, p.m());
   if (walked >= p.heads) throw head_range(p.heads);
   if (tile > p.m()) throw tile_range(p.m(), tile);
+  check_walk_fits(p, tile, job.backward, format, a.format);
 
   if (!job.backward && (!job.dout.empty() || !job.loss.empty() || !job.dout_seed.empty()))
     throw InputError(Msg::WalkBackwardOnly, {});

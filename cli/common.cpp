@@ -100,7 +100,7 @@ void add_state_options(CLI::App* cmd, ProblemArgs& a) {
       ->type_name("none|causal|FILE");
   cmd->add_option("--rope", a.rope,
                   "Rotary position embedding of Q and K before QKᵀ, with base THETA (default 10000 when "
-                  "given without a value)")
+                  "given without a value); rotate-half: value c turns with value c + d_k/2 (Hugging Face's convention)")
       ->expected(0, 1)
       ->type_name("[THETA]");
   cmd->add_option("--score-mod", a.score_mod,

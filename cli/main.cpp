@@ -6,11 +6,13 @@
 // Subcommands may set other codes through `exit_code` (verify: 3 on FAIL).
 #include "core/lang_args.h"
 #include "cli/common.h"
+#include "core/format.h"
 #include "core/messages.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <exception>
 #include <iostream>
@@ -50,9 +52,27 @@ std::string lower_first(std::string s) {
   return s;
 }
 
+// One line, its control bytes and invalid UTF-8 escaped (\x1B): an argument echoed in a refusal
+// is printed as the terminal would not act on it.
 int fail(const std::string& msg, int code) {
-  std::cerr << "error: " << one_line(msg) << std::endl;
+  std::cerr << "error: " << attnlab::printable(one_line(msg)) << std::endl;
   return code;
+}
+
+// Memory kept back for the way out of a failed allocation. nlohmann::json's destructor allocates
+// (its stack of the children it frees) while the exception unwinds; failing there, inside a
+// noexcept destructor, would end the process in std::terminate instead of the one line "out of
+// host memory". The first failure frees this before its bad_alloc is thrown (or, where it happens
+// while unwinding, frees it and lets the allocation try again).
+constexpr std::size_t kReserveBytes = std::size_t{64} << 20;
+char* g_reserve = nullptr;
+
+void release_reserve() {
+  const bool unwinding = std::uncaught_exceptions() > 0;
+  delete[] g_reserve;
+  g_reserve = nullptr;
+  std::set_new_handler(nullptr);
+  if (!unwinding) throw std::bad_alloc();
 }
 
 std::string subcommand_names(const CLI::App& app) {
@@ -179,6 +199,11 @@ void refuse_empty_and_overflowing_values(CLI::App& app) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  g_reserve = new (std::nothrow) char[kReserveBytes];
+  if (g_reserve) std::set_new_handler(release_reserve);
+  // A reader that closed the pipe (attnlab run | head) is a write that failed: the one error
+  // line and exit 1, as for any other (the signal would end the process without a word).
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{
       "attnlab — a lab for scaled dot-product attention: QKᵀ, the √d_k scaling, the mask, the "
       "temperature, a stable row-wise softmax and P·V, every stage shown and checkable; Eigen on "

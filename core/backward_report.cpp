@@ -120,6 +120,9 @@ struct QueryFigures {
   double row_sum = 0, D = 0, dq_norm = 0;
   int visible = 0, up = -1, down = -1;  // keys whose logit descent raises / lowers most
   double up_value = 0, down_value = 0;
+  bool saturated = false;  // one weight of the row is 1 in fp32
+  // Several keys, every dlogits exactly 0 (a saturated softmax): no key to name as raised or lowered.
+  bool flat() const { return visible > 1 && up_value == 0 && down_value == 0; }
 };
 
 // The fused backward keeps no (n, m) matrix: its figures are D and dQ's row only (visible -1).
@@ -139,6 +142,7 @@ QueryFigures query_figures(const Problem& p, const GradTrace& g, int query) {
     f.row_sum += x;
     if (f.up < 0 || x < f.up_value) f.up = j, f.up_value = x;
     if (f.down < 0 || x > f.down_value) f.down = j, f.down_value = x;
+    f.saturated = f.saturated || g.forward.weights(query, j) == 1.f;
   }
   return f;
 }
@@ -155,6 +159,14 @@ std::vector<std::pair<std::string, std::string>> query_lines(const Problem& p, c
             {"D = Σ_j P·dP", num(f.D)},
             {zh ? "梯度下降升高或降低的 logit" : "logit that gradient descent raises or lowers",
              zh ? "无：该行只看见一个键" : "none: the row sees one key"},
+            {zh ? "|dQ 行|" : "|dQ row|", num(f.dq_norm)}};
+  // Every dlogits 0: naming a key for both would read as the key that moves most (it had been).
+  if (f.flat())
+    return {{zh ? "Σ_j dlogits（精确算术中为 0）" : "Σ_j dlogits (0 in exact arithmetic)", format_number("%.2e", f.row_sum)},
+            {"D = Σ_j P·dP", num(f.D)},
+            {zh ? "梯度下降升高或降低的 logit" : "logit that gradient descent raises or lowers",
+             f.saturated ? (zh ? "无：softmax 已饱和，该行的 dlogits 全为 0" : "none: the softmax saturated, every dlogits of the row is 0")
+                         : (zh ? "无：该行的 dlogits 全为 0" : "none: every dlogits of the row is 0")},
             {zh ? "|dQ 行|" : "|dQ row|", num(f.dq_norm)}};
   std::vector<std::pair<std::string, std::string>> l = {
       {zh ? "Σ_j dlogits（精确算术中为 0）" : "Σ_j dlogits (0 in exact arithmetic)", format_number("%.2e", f.row_sum)},
@@ -324,6 +336,17 @@ std::string describe_backward(const Problem& p, const GradTrace& g, const Upstre
     s = zh ? "查询“" + q + "”只看见一个键：无论 logits 如何，它的权重都是 1，所以该行的 dlogits 为 0，梯度不会经由分数到达它的 Q。"
            : "Query " + q + " sees one key only: its weight is 1 whatever the logits, so its row of dlogits is 0 "
                             "and no gradient reaches its Q through the scores.";
+  } else if (f.flat() && f.saturated) {
+    s = zh ? "查询“" + q + "”的 softmax 已饱和：fp32 中一个键的权重为 1，其余都是 0，所以 dlogits = P ∘ (dP − D) 在每个键上都是 0"
+                 "（最大的键上 dP − D 为 0，其余键上 P 为 0），梯度不会经由分数到达它的 Q。温度更高或分数更小时它才会学到东西。"
+           : "Query " + q + "'s softmax has saturated: one key holds weight 1 in fp32 and every other key 0, so "
+                            "dlogits = P ∘ (dP − D) is 0 on every key (dP − D is 0 on the top key, P on the others) and "
+                            "no gradient reaches its Q through the scores. A higher temperature, or smaller scores, "
+                            "would let it learn.";
+  } else if (f.flat()) {
+    s = zh ? "查询“" + q + "”的 dlogits 在每个键上都是 0：它读取的每个键都有 dP − D = 0 或 P = 0，梯度不会经由分数到达它的 Q。"
+           : "Query " + q + "'s dlogits are 0 on every key: each key it reads has dP − D = 0 or P = 0, so no "
+                            "gradient reaches its Q through the scores.";
   } else {
     s = zh ? "对查询“" + q + "”，dlogits = P ∘ (dP − D) 衡量每个键的值与 dO 的一致程度（dP_ij = dO_i·V_j）比该行按权重的平均 D = " +
                  num(f.D) + " 高出多少：高于平均的键梯度为正，低于平均的为负。梯度下降沿梯度的反方向走，把权重移向低于平均的键——最多移向键“" +

@@ -201,7 +201,7 @@ Bundle read_bundle(const std::string& dir) {
     if (c.contains("scale") && !c["scale"].is_null()) {
       if (!c["scale"].is_number()) refuse(Msg::BundleScaleType, where);
       const double s = c["scale"].get<double>();
-      if (!std::isfinite(s) || s <= 0) refuse(Msg::BundleScaleValue, where, {format_number("%.9g", s)});
+      if (!scale_fits(s)) refuse(Msg::BundleScaleValue, where, {format_number("%.9g", s)});
       // The default written out as a number stays the default (the lab's 1/sqrt(d_k) wording).
       if (std::abs(s * std::sqrt(static_cast<double>(bc.d_k)) - 1.0) > 1e-7) bc.scale = s;
     }
@@ -333,6 +333,8 @@ Problem bundle_problem(const Bundle& b, int layer, std::optional<int> head) {
     in.bias = bias.rows() == c.n ? bias : MatrixF(bias.middleRows(static_cast<Eigen::Index>(first) * c.n,
                                                                     static_cast<Eigen::Index>(count) * c.n));
     p.mods.bias_name = c.bias;
+    // One head of a per-head bias: its rows, named as one_head names them ("head 1's"), not shared.
+    if (bias.rows() != c.n && count == 1) p.mods.bias_head = first;
   }
   p.mods.rope_theta = c.rope_theta;
 

@@ -41,6 +41,10 @@ std::string short_number(double x) { return format_number("%.6g", x); }
 
 std::string two_digits(double x) { return format_number("%#.2g", x); }
 
+std::string percent_text(double weight) {
+  return weight < 0.01 ? two_digits(weight * 100) : format_number("%.1f", weight * 100);
+}
+
 std::string format_bytes(double bytes) {
   constexpr double kKiB = 1024.0, kMiB = kKiB * 1024, kGiB = kMiB * 1024;
   if (bytes >= kGiB) return format_number("%.1f GiB", bytes / kGiB);

@@ -13,6 +13,10 @@ std::string format_number(const char* spec, double x);  // one printf conversion
 std::string fixed(double x, int decimals);              // "%.*f": 0.219 at 3 decimals
 std::string short_number(double x);                     // "%.6g": a temperature as typed, 0.85
 std::string two_digits(double x);                       // two significant digits, a 0 kept: 0.50, 0.0042
+// A weight (0..1) as a percentage, without the "%": one decimal ("26.0"), two significant digits
+// below 1 % ("0.56", "0.0042", never "0.0"). Every percentage of a weight the viewer and the CLI's
+// statistics show is written this way.
+std::string percent_text(double weight);
 // The shortest text that reads back as the same value (std::to_chars: locale-free, unlike
 // printf): "0.85", not "0.850000024".
 std::string shortest_text(double x);

@@ -104,16 +104,35 @@ namespace {
 // ---- numbers -----------------------------------------------------------------------------------
 
 // from_chars reports both overflow and underflow as result_out_of_range. Underflow is harmless
-// (the value is 0 at float precision anyway); overflow is an error. Decide by the exponent's sign,
-// or, without an exponent, by whether a nonzero digit precedes the decimal point.
+// (the value is 0 at float precision anyway); overflow is an error. Decide by the order of
+// magnitude of the first nonzero digit: its place in the digits (10^2 in "123.4", 10^-3 in
+// "0.001") plus the exponent, below 0 for an underflow ("1000...0e-410" is an overflow, and
+// "0.000...1e+10" an underflow, whatever the exponent's sign).
 bool is_underflow(std::string_view t) {
-  const std::size_t e = t.find_first_of("eE");
-  if (e != std::string_view::npos) return e + 1 < t.size() && t[e + 1] == '-';
-  for (char c : t) {
-    if (c == '.') return true;
-    if (c >= '1' && c <= '9') return false;
+  const std::size_t e = std::min(t.find_first_of("eE"), t.size());
+  long long place = 0;  // of the first nonzero digit, once seen
+  bool point = false, nonzero = false;
+  for (char c : t.substr(0, e)) {
+    if (c == '.') {
+      point = true;
+    } else if (c >= '0' && c <= '9') {
+      if (!nonzero && c != '0') {
+        nonzero = true;
+        place = point ? place - 1 : 0;
+      } else if (nonzero && !point) {
+        ++place;
+      } else if (!nonzero && point) {
+        --place;
+      }
+    }
   }
-  return true;
+  long long exponent = 0;  // saturated: only its sign against the place matters
+  bool negative = false;
+  for (char c : e < t.size() ? t.substr(e + 1) : std::string_view()) {
+    if (c == '-') negative = true;
+    if (c >= '0' && c <= '9') exponent = std::min(exponent * 10 + (c - '0'), 1000000000LL);
+  }
+  return place + (negative ? -exponent : exponent) < 0;
 }
 
 enum class NumStatus { Ok, NotANumber, OutOfRange };

@@ -70,7 +70,7 @@ constexpr Entry kMessages[] = {
      "{0}：不支持 .npy 格式版本 {1}.{2}（支持 1.0、2.0 和 3.0）"},
     {Msg::NpyHeaderTruncated, "{0}: .npy header is truncated", "{0}：.npy 文件头不完整"},
     {Msg::NpyDtype, "{0}: dtype {1} is not supported; expected little-endian float32 '<f4' or float64 '<f8'",
-     "{0}：不支持数据类型 {1}；应为小端 float32 “<f4” 或 float64 “<f8”"},
+     "{0}：不支持数据类型 {1}；应为小端 float32 “<f4”或 float64 “<f8”"},
     {Msg::NpyFortran, "{0}: Fortran-order arrays are not supported; save with np.ascontiguousarray",
      "{0}：不支持 Fortran 顺序的数组；请用 np.ascontiguousarray 保存"},
     {Msg::NpyRank, "{0}: expected a 2-D array, got rank {1} (shape {2})", "{0}：应为二维数组，当前为 {1} 维（形状 {2}）"},
@@ -95,7 +95,7 @@ constexpr Entry kMessages[] = {
      "(queries first, then keys)",
      "{0} 给出 {1} 个标签，而问题有 {2} 个查询和 {3} 个键（应给 n + m = {4} 个标签：先查询，后键）"},
     {Msg::MaskWord, "--mask '{0}' is neither none, causal nor an existing mask file",
-     "--mask “{0}” 既不是 none、causal，也不是已有的掩码文件"},
+     "--mask “{0}”既不是 none、causal，也不是已有的掩码文件"},
     {Msg::TokensBoth, "give either --tokens or --tokens-file, not both", "--tokens 与 --tokens-file 只能二选一"},
     {Msg::OnlyComments, "{0}: no numbers (only blank lines and comments)", "{0}：没有数字（只有空行和注释）"},
     {Msg::NpyExpected, "{0}: malformed .npy header: expected {1}", "{0}：.npy 文件头格式错误：此处应为 {1}"},
@@ -126,10 +126,10 @@ constexpr Entry kMessages[] = {
     {Msg::FileTooLarge, "{0}: the file has {1} bytes, more than {2} (the largest input a problem can have); not read",
      "{0}：文件有 {1} 字节，超过 {2}（一个问题所能有的最大输入）；未读取"},
     {Msg::EmptyToken, "empty token at position {0} in {1} (tokens are comma separated, e.g. 'a,b,c')",
-     "{1} 中第 {0} 个 token 为空（token 用逗号分隔，例如 “a,b,c”）"},
+     "{1} 中第 {0} 个 token 为空（token 用逗号分隔，例如“a,b,c”）"},
     {Msg::NoTokens, "{0}: no tokens (the file is empty or blank)", "{0}：没有 token（文件为空或只有空白）"},
     {Msg::QueryListEmptyItem, "a list of queries takes indices or tokens separated by commas, got '{0}'",
-     "查询列表应是用逗号分隔的序号或 token，收到 “{0}”"},
+     "查询列表应是用逗号分隔的序号或 token，收到“{0}”"},
     {Msg::QueryListTooLong, "at most {0} queries at once, got {1}", "最多同时选择 {0} 个查询，收到 {1} 个"},
     // precision and diff views (issue 14)
     {Msg::DiffEmpty,
@@ -175,7 +175,7 @@ constexpr Entry kMessages[] = {
      "the streamed view needs {0} of host memory (pooled grids, exact rows, output), {1} available; try fewer rows "
      "or smaller N",
      "流式视图需要 {0} 主机内存（池化网格、精确行、输出），可用 {1}；请减少行数或用更小的 N"},
-    {Msg::HeadsRange, "--heads must be an integer from 1 to {0}, got '{1}'", "--heads 必须是 1 到 {0} 的整数，当前为 “{1}”"},
+    {Msg::HeadsRange, "--heads must be an integer from 1 to {0}, got '{1}'", "--heads 必须是 1 到 {0} 的整数，当前为“{1}”"},
     {Msg::ExportStreamed, "this stage is not kept (N = {0} is streamed); export it with: {1}",
      "这一阶段未保留（N = {0} 为流式计算）；请用此命令导出：{1}"},
     {Msg::ExportPending, "this step's matrix is still being brought back from the backend; export it in a moment",
@@ -225,14 +225,14 @@ constexpr Entry kMessages[] = {
      "文档编号必须是 -16777215 到 16777215 之间的整数，位置 {1} 为 {0}"},
     {Msg::ScoreModUnknown,
      "unknown score modification '{0}': use alibi, alibi:S or alibi:S1/S2/..., softcap:C, bias:FILE, joined by ',' or '+'",
-     "未知的分数修改 “{0}”：可用 alibi、alibi:S 或 alibi:S1/S2/...、softcap:C、bias:FILE，以 “,” 或 “+” 连接"},
+     "未知的分数修改“{0}”：可用 alibi、alibi:S 或 alibi:S1/S2/...、softcap:C、bias:FILE，以“,”或“+”连接"},
     {Msg::MaskModUnknown,
      "unknown mask modification '{0}': use none, causal, window:W, document:FILE or prefix:P, joined by ',' or '+'",
-     "未知的掩码修改 “{0}”：可用 none、causal、window:W、document:FILE 或 prefix:P，以 “,” 或 “+” 连接"},
-    {Msg::ModTwice, "'{0}' is given twice", "“{0}” 给了两次"},
+     "未知的掩码修改“{0}”：可用 none、causal、window:W、document:FILE 或 prefix:P，以“,”或“+”连接"},
+    {Msg::ModTwice, "'{0}' is given twice", "“{0}”给了两次"},
     {Msg::CausalWithMaskFile,
      "the mask modification 'causal' does not go with a mask file: put the causal blocks into the file, or use the causal mask instead of the file",
-     "掩码修改 “causal” 不能与掩码文件同用：请把因果屏蔽写进文件，或改用因果掩码代替文件"},
+     "掩码修改“causal”不能与掩码文件同用：请把因果屏蔽写进文件，或改用因果掩码代替文件"},
     {Msg::TokensAbove, "{0} has {1} rows per head: the lab takes at most {2} tokens per head",
      "{0} 每个头有 {1} 行：本实验室每个头最多 {2} 个 token"},
     {Msg::OverflowScoresRow, "QKᵀ overflows in head {0}, query row {1} (inputs too large for {2})",
@@ -259,7 +259,8 @@ constexpr Entry kMessages[] = {
      "{0} 给出 {1} 个标签，而问题有 {2} 个查询和 {3} 个键（应给 {4} 个：每个位置一个；或 n + m = {5} 个：先查询，后键）"},
     {Msg::BiasShapeShared, "the bias is {0}x{1} but must be {2}x{3}", "偏置为 {0}x{1}，但必须是 {2}x{3}"},
     // problems, heads, splits and the query
-    {Msg::ScaleInvalid, "scale must be a finite number > 0, got {0}", "缩放系数必须是大于 0 的有限数，当前为 {0}"},
+    {Msg::ScaleInvalid, "scale must be a finite number > 0 and at most fp32's largest (3.40282347e+38), got {0}",
+     "缩放系数必须是大于 0 且不超过 fp32 最大值（3.40282347e+38）的有限数，当前为 {0}"},
     {Msg::HeadsMin, "heads must be >= 1, got {0}", "头数必须 ≥ 1，当前为 {0}"},
     {Msg::KvGroupDivide, "kv_group (query heads per key/value head) must divide the {0} heads, got {1}",
      "kv_group（每个键/值头对应的查询头数）必须整除头数 {0}，当前为 {1}"},
@@ -342,8 +343,9 @@ constexpr Entry kMessages[] = {
     {Msg::BundleCallFileOutside, "{0}: call {1}: '{2}' must name a file inside the bundle, got '{3}'",
      "{0}：调用 {1}：“{2}”必须是数据包内的文件，当前为“{3}”"},
     {Msg::BundleScaleType, "{0}: call {1}: 'scale' must be a number or null", "{0}：调用 {1}：“scale”必须是数字或 null"},
-    {Msg::BundleScaleValue, "{0}: call {1}: 'scale' must be a finite number > 0, got {2}",
-     "{0}：调用 {1}：“scale”必须是大于 0 的有限数，当前为 {2}"},
+    {Msg::BundleScaleValue,
+     "{0}: call {1}: 'scale' must be a finite number > 0 and at most fp32's largest (3.40282347e+38), got {2}",
+     "{0}：调用 {1}：“scale”必须是大于 0 且不超过 fp32 最大值（3.40282347e+38）的有限数，当前为 {2}"},
     {Msg::BundleCausalType, "{0}: call {1}: 'causal' must be true or false", "{0}：调用 {1}：“causal”必须是 true 或 false"},
     {Msg::BundleRopeType, "{0}: call {1}: 'rope_theta' must be a number (RoPE's base) or null",
      "{0}：调用 {1}：“rope_theta”必须是数字（RoPE 的底数）或 null"},
@@ -568,6 +570,14 @@ constexpr Entry kMessages[] = {
     {Msg::BenchSkipNoRound, "no interleaved round was completed", "没有完成任何一轮交替计时"},
     {Msg::BenchCancelled, "cancelled", "已取消"},
     {Msg::BenchDeviceError, "device error: {0}", "设备错误：{0}"},
+    {Msg::OverflowBiased,
+     "the scores with ALiBi or the bias added overflow at row {0}, column {1} (inputs or bias too large for this "
+     "precision)",
+     "加上 ALiBi 或偏置后的分数在第 {0} 行、第 {1} 列溢出（输入或偏置对当前精度过大）"},
+    {Msg::HostMemoryWalk,
+     "writing the walk as {0} ({1} numbers): needs about {2} of host memory, {3} available; use a larger --tile, "
+     "--format text or a smaller N",
+     "把游走写成 {0}（{1} 个数）约需 {2} 主机内存，可用 {3}；请用更大的 --tile、--format text 或更小的 N"},
 };
 
 constexpr bool in_order() {
@@ -622,8 +632,18 @@ std::string render_message(Msg id, const std::vector<std::string>& args, Lang la
       // (one with quotes of its own inside, such as ',' / '}', stays as it is).
       const bool quoted = a < args.size() && args[a].size() >= 2 && args[a].front() == '\'' &&
                           args[a].back() == '\'' && std::count(args[a].begin(), args[a].end(), '\'') == 2;
-      if (quoted && lang == Lang::Zh) out += "“" + args[a].substr(1, args[a].size() - 2) + "”";
-      else if (a < args.size()) out += args[a];
+      // The Chinese marks take no blank beside a Chinese character: "当前为 {0}" keeps its blank
+      // before a number and drops it before “abc”.
+      const auto chinese_at = [](std::string_view s, std::size_t at) {
+        return at < s.size() && static_cast<unsigned char>(s[at]) >= 0x80;
+      };
+      if (quoted && lang == Lang::Zh) {
+        if (out.size() >= 2 && out.back() == ' ' && chinese_at(out, out.size() - 2)) out.pop_back();
+        out += "“" + args[a].substr(1, args[a].size() - 2) + "”";
+        if (k + 4 < t.size() && t[k + 3] == ' ' && chinese_at(t, k + 4)) ++k;
+      } else if (a < args.size()) {
+        out += args[a];
+      }
       k += 2;
     } else {
       out += t[k];

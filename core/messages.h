@@ -319,6 +319,8 @@ enum class Msg : int {
   BenchSkipNoRound,
   BenchCancelled,
   BenchDeviceError,     // {0} the device's error
+  OverflowBiased,       // {0} row, {1} column
+  HostMemoryWalk,       // {0} the format, {1} the numbers, {2} the need, {3} the room
   Count_
 };
 

@@ -49,9 +49,8 @@ std::string source_line(const std::string& source, const std::string& source_zh,
   return lang == Lang::Zh ? "来源：" + (source_zh.empty() ? source : source_zh) : "source: " + source;
 }
 
-void validate_scale(double s) {
-  if (!std::isfinite(s) || s <= 0)
-    throw InputError(Msg::ScaleInvalid, {format_number("%.9g", s)});
+bool scale_fits(double s) {
+  return std::isfinite(s) && s > 0 && s <= std::numeric_limits<float>::max();
 }
 
 ProblemInputs& Problem::edit() {
@@ -159,7 +158,7 @@ double parse_temperature(const std::string& text) {
 
 void validate(const Problem& p) {
   validate_temperature(p.temperature);
-  if (p.scale) validate_scale(*p.scale);
+  if (p.scale && !scale_fits(*p.scale)) throw InputError(Msg::ScaleInvalid, {format_number("%.9g", *p.scale)});
   if (p.heads < 1) throw InputError(Msg::HeadsMin, {std::to_string(p.heads)});
   if (p.kv_group < 1 || p.heads % p.kv_group != 0)
     throw InputError(Msg::KvGroupDivide, {std::to_string(p.heads), std::to_string(p.kv_group)});

@@ -159,8 +159,9 @@ T scale_divisor(const Problem& p) {
 // for the default scale, *scale / T otherwise.
 float fused_scale(const Problem& p);
 
-// Throws InputError unless s is finite and > 0: "scale must be a finite number > 0, got -1".
-void validate_scale(double s);
+// Whether s can be a problem's scale: finite, > 0 and at most fp32's largest number (the kernels
+// multiply by it in fp32).
+bool scale_fits(double s);
 
 // Throws InputError naming what is wrong: temperature not finite or <= 0; empty inputs;
 // "K has 3 columns but Q has 4"; V rows != K rows; causal with n > m; kv_group not dividing heads; custom mask shape or

@@ -59,9 +59,13 @@ std::vector<Stage> stages_of(const Problem& p, const Trace& t, Lang lang) {
   const std::string sc = p.scale ? format_number("%.6g", *p.scale) : std::string();
   const std::string theta = short_number(p.mods.rope_theta), cap = short_number(p.mods.softcap);
   const bool bias = p.bias().size() > 0;
-  const std::string added = p.mods.alibi && bias ? (zh ? "ALiBi 与偏置" : "ALiBi and the bias")
-                            : p.mods.alibi       ? "ALiBi"
-                                                 : (zh ? "偏置" : "the bias");
+  const std::string biased = p.mods.alibi && bias ? (zh ? "加上 ALiBi 与偏置后的分数" : "scores with ALiBi and the bias added")
+                             : p.mods.alibi       ? (zh ? "加上 ALiBi 后的分数" : "scores with ALiBi added")
+                                                  : (zh ? "加上偏置后的分数" : "scores with the bias added");
+  // What the logits divide: the last of the scaled, biased and capped scores the problem has.
+  const std::string into = p.mods.softcap > 0           ? (zh ? "软上限后的分数" : "soft-capped scores")
+                           : p.mods.alibi || bias ? biased
+                                                  : (zh ? "缩放分数" : "scaled scores");
   std::vector<Stage> all = {
       {"q", zh ? "Q（查询）" : "Q (queries)", &p.q(), Axis::Query, Axis::Feature},
       {"k", zh ? "K（键）" : "K (keys)", &p.k(), Axis::Key, Axis::Feature},
@@ -75,15 +79,14 @@ std::vector<Stage> stages_of(const Problem& p, const Trace& t, Lang lang) {
                      : "QKᵀ × " + sc + " (scaled scores, explicit scale " + sc + ", d_k=" + dk + ")")
        : zh ? "QKᵀ / √d_k（缩放分数，d_k=" + dk + "）" : "QKᵀ / √d_k (scaled scores, d_k=" + dk + ")",
        &t.scaled, Axis::Query, Axis::Key},
-      {"biased", zh ? "加上 " + added + " 后的分数" : "scores with " + added + " added", &t.biased, Axis::Query,
-       Axis::Key},
+      {"biased", biased, &t.biased, Axis::Query, Axis::Key},
       {"capped", zh ? "软上限 C·tanh(s/C)，C=" + cap : "soft-capped C·tanh(s/C), C=" + cap, &t.capped, Axis::Query,
        Axis::Key},
       {"mask", zh ? "Mask（0 保留，−∞ 屏蔽）" : "Mask (0 keeps, −∞ blocks)", &t.mask, Axis::Query,
        Axis::Key},
       {"logits",
-       zh ? "Mask 后 logits（(缩放分数 + mask) / 温度，T=" + temp + "）"
-          : "Masked logits ((scaled scores + mask) / temperature, T=" + temp + ")",
+       zh ? "Mask 后 logits（(" + into + " + mask) / 温度，T=" + temp + "）"
+          : "Masked logits ((" + into + " + mask) / temperature, T=" + temp + ")",
        &t.logits, Axis::Query, Axis::Key},
       {"weights", zh ? "softmax（注意力权重）" : "softmax (attention weights)", &t.weights,
        Axis::Query, Axis::Key},
@@ -305,7 +308,7 @@ std::vector<StatLine> stat_lines(const Problem& p, const Trace& t, int query, La
   const std::string atok = token_label(p.key_tokens(), s.argmax);
   return {
       {zh ? "最大权重" : "max weight",
-       fixed(100.0 * s.max_weight, 1) + "%" + (zh ? "（“" + atok + "”）" : " (" + atok + ")")},
+       percent_text(s.max_weight) + "%" + (zh ? "（“" + atok + "”）" : " (" + atok + ")")},
       {zh ? "熵" : "entropy", fixed(s.entropy, 3) + (zh ? "（自然对数）" : " (natural log)")},
       {zh ? "有效位置" : "effective positions",
        std::to_string(s.unmasked) + (zh ? "（未屏蔽的键）" : " (unmasked keys)")},

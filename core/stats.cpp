@@ -77,14 +77,22 @@ std::string mask_mod_sentences(bool causal, int window, int prefix, bool documen
   const auto add = [&](const std::string& s) { out += (out.empty() || zh ? "" : " ") + s; };
   if (prefix > 0) {
     const std::string p = std::to_string(prefix);
-    add(zh ? "前缀语言模型（前 " + p + " 个位置）：这 " + p +
-                 " 个位置彼此双向可见；之后的每个查询只读取当前位置及之前的键，未来位置的权重精确为 0。"
-           : "Prefix-LM over the first " + p + " positions: they see each other both ways; every later query " +
-                 "reads only its own and earlier positions, and future positions get exactly 0 weight.");
+    add(zh ? "前缀语言模型（前 " + p + " 个位置）：这 " + p + " 个位置彼此双向可见" + (window > 0 ? "（在下面的窗口之内）" : "") +
+                 "；之后的每个查询只读取当前位置及之前的键，未来位置的权重精确为 0。"
+           : "Prefix-LM over the first " + p + " positions: they see each other both ways" +
+                 (window > 0 ? " (within the window below)" : "") +
+                 "; every later query reads only its own and earlier positions, and future positions get exactly 0 "
+                 "weight.");
   }
   if (window > 0) {
     const std::string w = std::to_string(window);
-    if (causal || prefix > 0)
+    if (prefix > 0)  // the prefix reads both ways, within the window as well
+      add(zh ? "滑动窗口 " + w + "：查询只读取与它相距小于 " + w + " 个位置的键——前缀之后是最近的 " + w +
+                   " 个位置（含自身），前缀之内两侧都算；更远的键权重精确为 0。"
+             : "A sliding window of " + w + ": a query reads only keys less than " + w +
+                   " positions away — after the prefix the " + w + " most recent positions, its own among them, "
+                   "inside the prefix on either side; farther keys get exactly 0 weight.");
+    else if (causal)
       add(zh ? "滑动窗口 " + w + "：查询只读取最近的 " + w + " 个位置（含自身），更远的键权重精确为 0。"
              : "A sliding window of " + w + ": a query reads only the " + w +
                    " most recent positions, its own among them; farther keys get exactly 0 weight.");
@@ -121,7 +129,12 @@ namespace {
 
 // Beside the demo (which names its sentence), a problem without any mask reads every key: the
 // demo's own sentence calls itself a demo.
-std::string unmasked_sentence(Lang lang) {
+// One query at the end of its keys has none after it: it reads them all, as under a causal mask.
+std::string unmasked_sentence(bool one_query, Lang lang) {
+  if (one_query)
+    return lang == Lang::Zh ? "未启用掩码：该查询读取全部键，它们都位于查询的位置及之前，结果与因果掩码相同。"
+                            : "No mask is applied: the query reads every key, all of them at or before its position, "
+                              "so it reads what a causal mask would let it.";
   return lang == Lang::Zh ? "未启用因果掩码：每个查询读取两侧的全部键（双向、非因果注意力）。"
                           : "No causal mask is applied: every query reads every key on both sides "
                             "(bidirectional, non-causal attention).";
@@ -132,7 +145,7 @@ std::string unmasked_sentence(Lang lang) {
 std::string mask_sentence(const Problem& p, Lang lang) {
   const bool documents = !p.documents().empty();
   if (p.mask == MaskKind::None && p.mods.window == 0 && p.mods.prefix == 0 && !documents && p.sentence.empty())
-    return unmasked_sentence(lang);
+    return unmasked_sentence(p.n() == 1, lang);
   return mask_sentence(p.mask, p.mods.window, p.mods.prefix, documents, lang);
 }
 
@@ -142,7 +155,7 @@ std::vector<std::string> mask_sentence_texts(Lang lang) {
     for (int window : {0, 1})
       for (int prefix : {0, 1})
         for (bool documents : {false, true}) out.push_back(mask_sentence(kind, window, prefix, documents, lang));
-  out.push_back(unmasked_sentence(lang));
+  for (bool one_query : {false, true}) out.push_back(unmasked_sentence(one_query, lang));
   return out;
 }
 
@@ -203,6 +216,11 @@ std::string describe(const Problem& p, const float* weights, const float* mask, 
   if (has_modifications(p))
     out += zh ? "这次计算带有修改：" + modifications_text(p, lang) + "。"
               : " The chain is modified: " + modifications_text(p, lang) + ".";
+  // Where the modifications act in the sentence above's chain.
+  if (p.mods.rope_theta > 0) out += zh ? "RoPE 在 QKᵀ 之前旋转 Q 和 K。" : " RoPE rotates Q and K before QKᵀ.";
+  if (has_score_mods(p))
+    out += zh ? "分数修改作用于缩放后的分数，在除以温度之前。"
+              : " The score mods act on the scaled scores, before the division by the temperature.";
 
   if (weights) {
     const RowStats s = row_stats(weights, mask, m);

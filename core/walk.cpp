@@ -318,21 +318,29 @@ std::string walk_tile_sentence(const Walk& w, int index, Lang lang) {
   const std::string keys = key_range(t);
   if (t.skipped) {
     const bool one = t.j1 - t.j0 == 1;
+    // The query as the header names it: its row and its token (a decode row's position).
+    const std::string query = std::to_string(w.query) + (zh(lang) ? "（" + w.query_token + "）" : " (" + w.query_token + ")");
     if (t.skip == WalkTile::Skip::Window)
-      return zh(lang) ? "键 " + keys + (one ? " 在查询 " : " 全在查询 ") + std::to_string(w.query) +
-                            " 的窗口之外：块掩码跳过这一块，从未加载，m、l 和 acc 不变。"
-                      : (one ? "Key " + keys + " lies" : "Keys " + keys + " all lie") + " outside query " +
-                            std::to_string(w.query) +
+      return zh(lang) ? "键 " + keys + (one ? " 在查询 " : " 全在查询 ") + query +
+                            "的窗口之外：块掩码跳过这一块，从未加载，m、l 和 acc 不变。"
+                      : (one ? "Key " + keys + " lies" : "Keys " + keys + " all lie") + " outside query " + query +
                             "'s window: the block mask skips this tile, never loaded; m, l and acc stay.";
     if (t.skip == WalkTile::Skip::Document)
       return zh(lang) ? "键 " + keys + (one ? " 属于" : " 全属于") + "其他文档：块掩码跳过这一块，从未加载，m、l 和 acc 不变。"
                       : (one ? "Key " + keys + " belongs" : "Keys " + keys + " all belong") +
                             " to other documents: the block mask skips this tile, never loaded; m, l and acc "
                             "stay.";
-    return zh(lang) ? "键 " + keys + (one ? " 在查询 " : " 全在查询 ") + std::to_string(w.query) +
-                          " 之后：因果掩码下这一块从未加载，m、l 和 acc 不变。"
+    // After the query: the causal mask's rule, or the prefix-LM's past its prefix.
+    if (w.mask != MaskKind::Causal && w.prefix > 0)
+      return zh(lang) ? "键 " + keys + (one ? " 在查询 " : " 全在查询 ") + query + "之后：前缀语言模型在前 " +
+                            std::to_string(w.prefix) + " 个位置之后是因果的，这一块从未加载，m、l 和 acc 不变。"
+                      : (one ? "Key " + keys + " comes" : "Keys " + keys + " all come") + " after query " + query +
+                            ": past its first " + std::to_string(w.prefix) +
+                            " positions the prefix-LM is causal, so this tile is never loaded; m, l and acc stay.";
+    return zh(lang) ? "键 " + keys + (one ? " 在查询 " : " 全在查询 ") + query +
+                          "之后：因果掩码下这一块从未加载，m、l 和 acc 不变。"
                     : (one ? "Key " + keys + " comes" : "Keys " + keys + " all come") +
-                          " after query " + std::to_string(w.query) +
+                          " after query " + query +
                           ": under the causal mask this tile is never loaded; m, l and acc stay.";
   }
   const int size = t.j1 - t.j0;

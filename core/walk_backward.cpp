@@ -26,11 +26,14 @@ std::string keys_of(const BackwardWalkTile& t) {
   return t.j1 - t.j0 == 1 ? std::to_string(t.j0) : std::to_string(t.j0) + "–" + std::to_string(t.j1 - 1);
 }
 
-std::string skip_text(WalkTile::Skip s, Lang lang) {
+std::string skip_text(const BackwardWalk& w, WalkTile::Skip s, Lang lang) {
   switch (s) {
     case WalkTile::Skip::Window: return zh(lang) ? "在窗口之外" : "outside the window";
     case WalkTile::Skip::Document: return zh(lang) ? "属于其他文档" : "other documents' keys";
-    default: return zh(lang) ? "在查询之后（因果）" : "after the query (causal)";
+    default:
+      if (w.mask != MaskKind::Causal && w.prefix > 0)
+        return zh(lang) ? "在查询之后（前缀之后是因果的）" : "after the query (causal past the prefix)";
+      return zh(lang) ? "在查询之后（因果）" : "after the query (causal)";
   }
 }
 
@@ -45,7 +48,7 @@ std::string heading(const BackwardWalk& w, Lang lang) {
            short_number(w.temperature) + "，掩码 " + mask_text(w.mask, w.prefix, Lang::Zh) + mods + "。\n" + w.upstream_zh +
            "。\n前向为该行保存了 log-sum-exp 的两部分：m = " + num(w.m) + "，l = " + num(w.l) + "（L = m + log l = " +
            num(w.lse) + "）。反向逐块由它们重算权重 P_j = exp(x_j − m) / l（前向与反向之间不保存 N×N 的 P），再算 dP_j = dO·V_j、"
-           "dS_j = P_j (dP_j − D)，D = dO·O = " + num(w.D) + "，并把 dS_j K_j 累加进该行的 dQ（乘以缩放" +
+           "dS_j = P_j (dP_j − D)，D = dO·O = " + num(w.D) + "，并把 dS_j K_j 累加进该行的 dQ（乘以 s/T，即缩放除以温度" +
            (w.score_mods ? "与修改的导数" : std::string()) + "）。" + (w.rope ? "dQ 在旋转后的坐标中累加，最后用 RoPEᵀ 转回。" : "");
   return "Backward walk (FlashAttention-2's backward, seen from one query): query " + std::to_string(w.query) + " (" +
          w.query_token + "), head " + std::to_string(w.head) + ", " + count_text(w.tile, "key", "keys") + " per tile, " +
@@ -54,15 +57,15 @@ std::string heading(const BackwardWalk& w, Lang lang) {
          num(w.l) + " (L = m + log l = " + num(w.lse) +
          "). The backward recomputes each tile's weights from them, P_j = exp(x_j − m) / l (no N×N P is kept "
          "between the passes), then dP_j = dO·V_j and dS_j = P_j (dP_j − D) with D = dO·O = " +
-         num(w.D) + ", and adds dS_j K_j into the row's dQ (times the scale" +
+         num(w.D) + ", and adds dS_j K_j into the row's dQ (times s/T, the scale over the temperature" +
          (w.score_mods ? " and the modifications' derivative" : std::string()) + ")." +
          (w.rope ? " dQ accumulates in the rotated frame and is turned back by RoPEᵀ at the end." : "");
 }
 
 std::string tile_sentence_of(const BackwardWalk& w, const BackwardWalkTile& t, Lang lang) {
   if (t.skipped)
-    return zh(lang) ? "跳过：" + skip_text(t.skip, lang) + "，块掩码排除了它，从不加载；这些键的 dS 恰为 0。"
-                    : "Skipped: " + skip_text(t.skip, lang) + "; the block mask rules it out, it is never loaded, "
+    return zh(lang) ? "跳过：" + skip_text(w, t.skip, lang) + "，块掩码排除了它，从不加载；这些键的 dS 恰为 0。"
+                    : "Skipped: " + skip_text(w, t.skip, lang) + "; the block mask rules it out, it is never loaded, "
                                                               "and these keys' dS is exactly 0.";
   std::string s;
   // A row that sees one key: dS is 0 in exact arithmetic (P = 1 and D = dO·O = dP of that key),

@@ -169,6 +169,9 @@ TraceT<Matrix> plain_chain(const Problem& p) {
     for (Eigen::Index r = 0; r < t.scaled.rows(); ++r)
       for (int c = 0; c < m; ++c)
         t.biased(r, c) = t.scaled(r, c) + rule.added(static_cast<int>(r / n), static_cast<int>(r % n), c);
+    // An added term can overflow where the scaled scores fit; the cap would hide it from the
+    // logits' check (tanh of ±inf is ±1), so the sums are checked themselves.
+    if (!std::isfinite(t.biased.cwiseAbs().maxCoeff())) locate_overflow(t.biased, 0, n, masked, Msg::OverflowBiased);
     last = &t.biased;
   }
   if (rule.softcap > 0) {
@@ -299,6 +302,9 @@ void chain_block(const Chain& c, int head, int i0, int rows, float* S, float* C,
       const float* in = C + r * ld;
       float* o = B + r * ld;
       for (int j = 0; j < m; ++j) o[j] = in[j] + c.score.added(head, i0 + r, j);
+      // Checked themselves: the cap would hide an overflowed sum from the logits' check.
+      const Eigen::Map<const Eigen::Matrix<float, 1, Eigen::Dynamic>> sums(o, m);
+      if (!std::isfinite(sums.cwiseAbs().maxCoeff())) locate_overflow(sums, qrow + r, c.n, masked, Msg::OverflowBiased);
     }
     last = B;
     if (sink) sink->biased(head, i0, rows, B, ld);

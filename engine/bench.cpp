@@ -616,7 +616,7 @@ void check_spec(const Spec& a) {
     throw InputError("--max-seconds must be > 0, got " + format_number("%g", a.max_seconds));
 }
 
-// 4 N^2 d per head (QK^T and PV, 2 flops per multiply-add each); causal computes half.
+// The bound a case's error is held to: verify's fp32 or bf16 tolerance, the backward's own.
 double error_bound(const Case& c) {
   if (c.backward()) return c.precision == "bf16" ? 2 * kBf16Tol : kBackwardRtolFp32;
   return c.precision == "bf16" ? kBf16Tol : kRtolFp32;
@@ -638,6 +638,8 @@ Problem mask_shape(const Case& c) {
 
 }  // namespace
 
+// 4 d per visible (query, key) pair per query head (QK^T and PV, 2 flops per multiply-add each),
+// times the backward's factor.
 double case_flops(const Case& c) {
   const double q = c.q(), n = c.n;
   double pairs = c.mask == "causal" ? q * n - q * q / 2 : q * n;

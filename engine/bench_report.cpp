@@ -193,6 +193,11 @@ std::string render_json(const Machine& m, const std::vector<Result>& results,
          return k;
        }()},
       {"flops_rule", "4*d per visible (query, key) pair per query head: q*N pairs, q*N - q^2/2 causal (N^2/2 for a prefill)"},
+      {"error_rule",
+       "forward: max |out - ref| / max sum_j P_ij |V_jc| against fp64 (the full chain when heads*N^2 <= 2^22, "
+       "else 64 rows of head 0); backward: max |x - ref| / max |ref| over dQ, dK, dV against the fp64 staged "
+       "backward when heads*n*m <= 2^22, else dQ of head 0 while n*m <= 2^24, else none (rel_err null); "
+       "bound: error_bound per case"},
       {"kv_rule", "kv_bytes: K and V of the keys some query may see (all without a window) of every key/value head, read once; kv_gbs = kv_bytes / median; kv_read_fraction = kv_gbs / host_read_gbs (cpu) or / copy_bandwidth_gbs (cuda)"},
       {"bytes_rule",
        "min_bytes: inputs read once + output written once; moved_bytes: min for fused; for staged "

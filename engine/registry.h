@@ -1,8 +1,8 @@
 // The backend registry, the layer above cpu/ and kernels/: which backends this build offers
 // (core/backend.h is their interface), "auto" = CUDA when a device answers, else the CPU, and the
 // one place where a CUDA failure under "auto" becomes a CPU run with one line on stderr.
-//   "cpu"  — Eigen (cpu/): staged chain and fused blockwise kernel, fp32 and bf16
-//   "cuda" — CUDA kernels (kernels/): staged and fused, fp32 and bf16; only when compiled in
+//   "cpu"  — Eigen (cpu/): staged chain, fused blockwise kernel and split-KV decode, fp32 and bf16
+//   "cuda" — CUDA kernels (kernels/): staged (fp32), fused and decode (fp32 and bf16); only when compiled in
 //   "auto" — cuda when a device answers, else cpu
 // The fp64 reference (reference_fp64 in cpu/cpu_backend.h) is not a registry backend: it is what
 // every backend is checked against.

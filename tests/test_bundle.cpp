@@ -227,6 +227,9 @@ TEST(Bundle, BiasAndRopeThetaBecomeTheProblemsModifications) {
   // One head: its rows of a per-head bias.
   const Problem h1 = bundle_problem(b, 0, 1);
   EXPECT_EQ(h1.bias(), bias.middleRows(3, 3));
+  // and it says so: head 1's rows of a per-head bias (it had been named shared).
+  EXPECT_EQ(h1.mods.bias_head, 1);
+  EXPECT_TRUE(test::contains(modifications_text(h1, Lang::En), "(one per head, head 1's)")) << modifications_text(h1, Lang::En);
   EXPECT_EQ(h1.mods.rope_theta, 500.0);
 
   // The fp64 reference of the call is RoPE (query i at position i + m - n, key j at j), then the
@@ -243,6 +246,7 @@ TEST(Bundle, BiasAndRopeThetaBecomeTheProblemsModifications) {
   // A bias shared by every head stays (n, m) for one head too; null and absent keys mean none.
   write_npy(dpath + "/bias.npy", bias.topRows(3));
   EXPECT_EQ(bundle_problem(read_bundle(dpath), 0, 1).bias(), bias.topRows(3));
+  EXPECT_EQ(bundle_problem(read_bundle(dpath), 0, 1).mods.bias_head, -1);
   patch_manifest(dpath, [](Json& j) {
     j["calls"][0]["bias"] = nullptr;
     j["calls"][0].erase("rope_theta");
@@ -463,8 +467,16 @@ TEST(Bundle, BrokenBundlesGetOneErrorLine) {
   expect_refused(run, "bias.npy: value nan at [6, 1] is not finite (the bias of call 0");
   patch_manifest(dir, [](Json& j) { j["calls"][0]["bias"] = "/tmp/bias.npy"; });
   expect_refused(run, "'bias' must name a file inside the bundle");
+  // scale: a number above 0 that fp32 holds, refused when the bundle opens (one beyond fp32 had
+  // been refused only by the run, as an overflow naming neither the bundle nor the scale).
+  patch_manifest(dir, [](Json& j) { j["calls"][0]["bias"] = nullptr; j["calls"][0]["scale"] = 1e300; });
+  expect_refused(run, "manifest.json: call 0: 'scale' must be a finite number > 0 and at most fp32's largest "
+                      "(3.40282347e+38), got 1e+300");
+  expect_refused({"run", "--bundle", dir, "--lang", "zh"}, "：调用 0：“scale”必须是大于 0 且不超过 fp32 最大值");
+  patch_manifest(dir, [](Json& j) { j["calls"][0]["scale"] = -1; });
+  expect_refused(run, "got -1");
   // rope_theta: a finite number > 0 with an even d_k, or null.
-  patch_manifest(dir, [](Json& j) { j["calls"][0]["bias"] = nullptr; j["calls"][0]["rope_theta"] = 0; });
+  patch_manifest(dir, [](Json& j) { j["calls"][0]["scale"] = nullptr; j["calls"][0]["rope_theta"] = 0; });
   expect_refused(run, "call 0: 'rope_theta' must be a finite number > 0 (RoPE's base, such as 10000) or null, got 0");
   patch_manifest(dir, [](Json& j) { j["calls"][0]["rope_theta"] = -5.5; });
   expect_refused(run, "got -5.5");

@@ -853,6 +853,39 @@ TEST_F(Cli, ACapOnTheAddressSpaceIsTheRoomTheEstimateCounts) {
   EXPECT_TRUE(contains(r.err, "--random 524288 --dk 64 --dv 64 --heads 1: Q, K and V alone need about")) << r.err;
 }
 
+// A walk's rendering is counted too: as JSON each of a long row's one-key tiles is an object with
+// its acc and output, and under the cap it is refused before the row is walked (it had run out of
+// memory half-way, a JSON tree's destructor ending the process, exit 134).
+TEST_F(Cli, AWalkThatCouldNotBeRenderedIsRefusedFirst) {
+  for (const char* lang : {"en", "zh"}) {
+    const CliResult r = test::run_binary(
+        "bash", {"-c", "ulimit -c 0 -v 400000 && exec \"$0\" \"$@\"", test::attnlab_binary(), "walk", "--random",
+                 "131072", "--dk", "1", "--dv", "64", "--tile", "1", "--format", "json", "--backend", "cpu", "--lang", lang});
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_TRUE(r.out.empty());
+    ASSERT_EQ(lines_of(r.err).size(), 1u) << r.err;
+    EXPECT_TRUE(contains(r.err, std::string(lang) == "en" ? "writing the walk as json (" : "把游走写成 json（")) << r.err;
+  }
+}
+
+// A reader that closes the pipe early is a write that failed: one line and exit 1 (SIGPIPE had
+// ended the process without a word, exit 141).
+TEST_F(Cli, AClosedPipeIsAFailedWrite) {
+  const CliResult r = test::run_binary(
+      "bash", {"-c", "\"$0\" run --random 600 --format csv --backend cpu 2>\"$1\" | head -c 10 > /dev/null; "
+                     "echo \"${PIPESTATUS[0]}\"; cat \"$1\"",
+               test::attnlab_binary(), dir_.file("pipe-err.txt")});
+  EXPECT_EQ(r.out, "1\nerror: could not write to standard output\n") << r.err;
+}
+
+// Arguments echoed in a refusal are printed with their control bytes and invalid UTF-8 escaped.
+TEST_F(Cli, EchoedArgumentsAreEscaped) {
+  const CliResult r = test::run_binary(test::attnlab_binary(), {"run", "--random", "4", "--query", "\xff\x1b[31mRED"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "query '\\xFF\\x1B[31mRED' is not a token")) << r.err;
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos);
+}
+
 // A random problem whose run could not fit, or whose --head or walk --tile it does not have, is
 // refused from its sizes, before its inputs are generated: under a limit of one second of CPU time,
 // which generating a million tokens' Q, K and V (about 200 million normal draws) far exceeds (the

@@ -65,6 +65,31 @@ TEST(BackwardCli, ARowOfOneKeyHasNoGradientAndNamesNoKey) {
   }
 }
 
+// A saturated row (T = 0.001: one weight 1 in fp32, the others 0): every dlogits is 0 and the text
+// says why, naming no key (it had named key 0 as both raised most and lowered most, at dlogits 0).
+TEST(BackwardCli, ASaturatedRowNamesNoKey) {
+  const std::vector<std::string> args = {"backward", "--random", "10", "--dk", "8", "--dv", "4", "--seed", "4",
+                                         "--temperature", "0.001", "--query", "5"};
+  std::vector<std::string> as_json = args;
+  as_json.insert(as_json.end(), {"--format", "json"});
+  const test::BinaryRun j = attnlab(as_json);
+  ASSERT_EQ(j.code, 0) << j.err;
+  const MatrixF dlogits = matrix_of(json::parse(j.out)["gradients"]["dlogits"]);
+  for (Eigen::Index c = 0; c < dlogits.cols(); ++c) ASSERT_EQ(dlogits(5, c), 0.0f) << c;
+  for (const char* lang : {"en", "zh"}) {
+    std::vector<std::string> a = args;
+    a.insert(a.end(), {"--lang", lang});
+    const test::BinaryRun r = attnlab(a);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const bool en = std::string(lang) == "en";
+    EXPECT_TRUE(test::contains(r.out, en ? "none: the softmax saturated, every dlogits of the row is 0"
+                                         : "无：softmax 已饱和，该行的 dlogits 全为 0")) << r.out;
+    EXPECT_TRUE(test::contains(r.out, en ? "softmax has saturated" : "softmax 已饱和：")) << r.out;
+    EXPECT_FALSE(test::contains(r.out, en ? "raises most" : "升高最多")) << r.out;
+    EXPECT_FALSE(test::contains(r.out, en ? "most toward key" : "最多移向键")) << r.out;
+  }
+}
+
 TEST(BackwardCli, ModificationsNameTheirGradients) {
   const test::BinaryRun r = attnlab({"backward", "--random", "6", "--dk", "4", "--dv", "2", "--lang", "en", "--rope",
                                      "--score-mod", "alibi,softcap:3", "--mask", "causal"});

@@ -155,6 +155,13 @@ TEST(CoreDemo, DescriptionNamesTheMaskMods) {
     EXPECT_TRUE(has(causal_window, mask_sentence(MaskKind::Causal, l))) << causal_window;
     EXPECT_TRUE(has(causal_window, l == Lang::En ? "only the 2 most recent positions" : "最近的 2 个位置（含自身）"))
         << causal_window;
+    // A prefix with a window: the prefix reads both ways within the window (it had said "the 2 most
+    // recent positions" and "both ways" unbounded, where query 1 reads keys 0 to 2 of prefix:4).
+    const std::string prefix_window = described("prefix:4,window:2", MaskKind::None, l);
+    EXPECT_TRUE(has(prefix_window, l == Lang::En ? "both ways (within the window below)" : "彼此双向可见（在下面的窗口之内）"))
+        << prefix_window;
+    EXPECT_TRUE(has(prefix_window, l == Lang::En ? "inside the prefix on either side" : "前缀之内两侧都算"))
+        << prefix_window;
     // Every sentence is among the texts the viewer builds its glyphs from (with its numbers 1).
     const std::vector<std::string> texts = mask_sentence_texts(l);
     Problem one = demo_problem();
@@ -163,6 +170,16 @@ TEST(CoreDemo, DescriptionNamesTheMaskMods) {
   }
   // Without mask mods the sentence is the mask kind's, as before.
   EXPECT_EQ(mask_sentence(demo_problem(), Lang::En), mask_sentence(MaskKind::None, Lang::En));
+  // One query at the end of its keys (a decode shape) reads none after it: not "both sides".
+  const Problem decode = random_problem(1, 6, 4, 2, 2, 1, 1);
+  for (Lang l : {Lang::En, Lang::Zh}) {
+    const std::string one = mask_sentence(decode, l);
+    EXPECT_TRUE(has(one, l == Lang::En ? "all of them at or before its position" : "都位于查询的位置及之前")) << one;
+    EXPECT_FALSE(has(one, l == Lang::En ? "both sides" : "两侧")) << one;
+    const std::vector<std::string> texts = mask_sentence_texts(l);
+    EXPECT_NE(std::find(texts.begin(), texts.end(), one), texts.end()) << one;
+  }
+  EXPECT_TRUE(has(mask_sentence(random_problem(2, 6, 4, 2, 2, 1, 1), Lang::En), "both sides"));
 }
 
 // A row longer than 16 names its 8 largest weights with their keys (its first keys are often

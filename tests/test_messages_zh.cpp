@@ -18,6 +18,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <set>
 #include <string>
@@ -109,6 +110,15 @@ TEST(MessagesZh, EveryChineseTemplateQuotesWithChineseMarks) {
   for (int i = 1; i < static_cast<int>(Msg::Count_); ++i) {
     const std::string zh = render_message(static_cast<Msg>(i), {}, Lang::Zh);
     EXPECT_EQ(zh.find('\''), std::string::npos) << "id " << i << ": " << zh;
+    // and no blank between them and a Chinese character ("当前为 “{1}”" had one, "当前为“{0}”" not;
+    // rendered with a number in each place, as "调用 {2}“{3}”" reads)
+    const std::string with = render_message(static_cast<Msg>(i), std::vector<std::string>(10, "1"), Lang::Zh);
+    for (const char* blank : {" “", "” "})
+      for (std::size_t at = with.find(blank); at != std::string::npos; at = with.find(blank, at + 1)) {
+        const std::size_t beside = blank[0] == ' ' ? at - 1 : at + std::strlen(blank);
+        EXPECT_FALSE(at > 0 && beside < with.size() && static_cast<unsigned char>(with[beside]) >= 0x80)
+            << "id " << i << ": " << with;
+      }
   }
   Problem p = random_problem(4, 4, 4, 0);
   for (const auto& [mask_mod, spec] : {std::pair{true, "window:abc"}, {false, "softcap:0x10"}, {false, "alibi:nan"}}) {
@@ -121,7 +131,7 @@ TEST(MessagesZh, EveryChineseTemplateQuotesWithChineseMarks) {
     EXPECT_NE(m.en.find('\''), std::string::npos) << m.en;
   }
   const Message temperature = refusal([] { parse_temperature("0x10"); });
-  EXPECT_NE(temperature.text(Lang::Zh).find("当前为 “0x10”"), std::string::npos) << temperature.text(Lang::Zh);
+  EXPECT_NE(temperature.text(Lang::Zh).find("当前为“0x10”"), std::string::npos) << temperature.text(Lang::Zh);
 }
 
 TEST(MessagesZh, TheQueryAndItsHeadsAndSplits) {

@@ -164,6 +164,28 @@ TEST(Modifications, KeptStagesHoldTheBiasedAndCappedScores) {
   EXPECT_EQ(problem_stages(test::make_problem(4, 2, 2, 1, MaskKind::None, 1, 1)), 31u);
 }
 
+// A sum of the scaled scores and the bias beyond fp32 is refused with where it is, also where the
+// cap would bring it back into range (tanh of +inf is 1: the run had gone on with +∞ in its biased
+// stage, and verify then failed on the lab's own run).
+TEST(Modifications, AnOverflowingBiasedScoreIsRefusedBehindTheCap) {
+  Problem p = test::make_problem(3, 4, 2, 1, MaskKind::None, 1.0, 5);
+  p.edit().q.row(0).setZero();
+  p.edit().q(0, 0) = 2e38f;  // with k's first column 1: a score of 2e38, scaled 1e38
+  p.edit().k.col(0).setOnes();
+  p.edit().bias = MatrixF::Zero(3, 3);
+  p.edit().bias.row(0).setConstant(3e38f);
+  for (const double cap : {5.0, 0.0}) {
+    SCOPED_TRACE(cap);
+    p.mods.softcap = cap;
+    // The chain's blocks kept and streamed, and the plain chain.
+    for (const auto& run : std::vector<std::function<void()>>{[&] { cpu_staged(p); }, [&] { cpu_staged_output_only(p); },
+                                                              [&] { cpu_staged_plain(p); }}) {
+      const std::string m = test::message_of<InputError>(run);
+      EXPECT_NE(m.find("the scores with ALiBi or the bias added overflow at row 0, column 0"), std::string::npos) << m;
+    }
+  }
+}
+
 // The staged chain's estimate of its kept stages is what a run keeps: the score mods' stages
 // (biased, capped) with the chain's four and the mask, in fp32 and in the fp64 reference.
 TEST(Modifications, TheKeptStagesEstimateCountsTheScoreModsStages) {
@@ -518,7 +540,7 @@ TEST(Modifications, WalkSkipsTheTilesTheBlockMaskRulesOutAndSaysWhy) {
     EXPECT_EQ(skipped, want_skipped) << query;
   }
   const Walk w = walk_row(p, 0, 40, 8);
-  EXPECT_NE(walk_tile_sentence(w, 0, Lang::En).find("outside query 40's window"), std::string::npos);
+  EXPECT_NE(walk_tile_sentence(w, 0, Lang::En).find("outside query 40 (40)'s window"), std::string::npos);
   EXPECT_NE(walk_tile_sentence(w, 0, Lang::Zh).find("窗口之外"), std::string::npos);
   Walk checked = w;
   check_walk(p, checked);

@@ -113,6 +113,18 @@ TEST(Report, TextEnglishTitlesAndStatistics) {
     EXPECT_TRUE(contains(text, t)) << t;
   EXPECT_TRUE(contains(text, caveat(Lang::En)));
   EXPECT_FALSE(contains(text, "nan"));
+  // A row's largest weight below 1 % keeps two significant digits, as the viewer's statistics
+  // (a flat row of 512 keys had read "max weight: 0.0%").
+  Problem flat = random_problem(512, 4, 2, 1);
+  flat.temperature = 1000;
+  const Trace ft = cpu_staged(flat);
+  const std::string s = render(flat, ft, 0, Lang::En, Format::Text);
+  const RowStats st = row_stats(ft, 0);
+  ASSERT_LT(st.max_weight, 0.01);
+  const std::size_t at = s.find("max weight:");
+  ASSERT_NE(at, std::string::npos);
+  const std::string line = s.substr(at, s.find('\n', at) - at);
+  EXPECT_EQ(line.substr(line.find_first_not_of(' ', 11)).rfind(percent_text(st.max_weight) + "%", 0), 0u) << line;
 }
 
 TEST(Report, SmallNegativesSignlessQuotesDoubledAndEdgeUnderscoresEscaped) {

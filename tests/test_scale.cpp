@@ -90,7 +90,7 @@ TEST(Scale, WalkUsesTheScaleAndSaysSo) {
 
 TEST(Scale, ValidationRefusesBadScales) {
   for (double s : {0.0, -1.0, std::numeric_limits<double>::infinity(),
-                   std::numeric_limits<double>::quiet_NaN()}) {
+                   std::numeric_limits<double>::quiet_NaN(), 1e300}) {
     Problem p = random_problem(3, 2, 2, 1);
     p.scale = s;
     const std::string msg = test::message_of<InputError>([&] { validate(p); });

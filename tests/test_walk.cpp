@@ -231,6 +231,30 @@ TEST(Walk, CausalRowsSkipTilesAfterTheQuery) {
   for (int c = 0; c < p.d_v(); ++c) EXPECT_NEAR(first.output[c], p.v()(0, c), 1e-6);
 }
 
+// A skipped tile names its query as the header does, with its token: a decode row's position (it
+// had named row 0 where the keys came after position 8); past a prefix-LM's prefix the reason is
+// the prefix-LM's causal rule, not a causal mask the problem does not have.
+TEST(Walk, SkippedTilesNameTheQuerysPositionAndTheirRule) {
+  Problem decode = random_problem(2, 10, 4, 3, 3, 1, 1);  // queries at positions 8 and 9
+  decode.mask = MaskKind::Causal;
+  const Walk w = walk_row(decode, 0, 0, 3);  // tiles [0,3) [3,6) [6,9) [9,10)
+  ASSERT_TRUE(w.tiles[3].skipped);
+  EXPECT_NE(walk_tile_sentence(w, 3, Lang::En).find("Key 9 comes after query 0 (8): under the causal mask"),
+            std::string::npos) << walk_tile_sentence(w, 3, Lang::En);
+  EXPECT_NE(walk_tile_sentence(w, 3, Lang::Zh).find("键 9 在查询 0（8）之后：因果掩码下"), std::string::npos)
+      << walk_tile_sentence(w, 3, Lang::Zh);
+  Problem prefix = test::make_problem(10, 4, 3, 1, MaskKind::None, 1.0, 3);
+  apply_mask_mod_spec(prefix, "prefix:3");
+  const Walk pw = walk_row(prefix, 0, 4, 3);
+  ASSERT_TRUE(pw.tiles[2].skipped);
+  for (Lang l : {Lang::En, Lang::Zh}) {
+    const std::string s = walk_tile_sentence(pw, 2, l);
+    EXPECT_NE(s.find(l == Lang::En ? "past its first 3 positions the prefix-LM is causal" : "前缀语言模型在前 3 个位置之后是因果的"),
+              std::string::npos) << s;
+    EXPECT_EQ(s.find(l == Lang::En ? "causal mask" : "因果掩码"), std::string::npos) << s;
+  }
+}
+
 TEST(Walk, CustomMaskWhoseFirstTilesAreFullyMaskedForTheRow) {
   Problem p = test::make_problem(8, 4, 3, 1, MaskKind::None, 0.9, 11);
   p.mask = MaskKind::Custom;

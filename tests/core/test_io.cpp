@@ -203,6 +203,14 @@ TEST(IoCsv, OutOfFloatRangeRejected) {
   e = csv_error("-1e400\n");
   EXPECT_NE(e.find("q.csv:1:1:"), std::string::npos) << e;
   EXPECT_NE(e.find("out of float32 range"), std::string::npos) << e;
+  // Beyond double's range the digits' place counts with the exponent: 1 and 400 zeros times
+  // 1e-10 is 1e390 (it had been read as 0, its exponent being negative) ...
+  e = csv_error("1" + std::string(400, '0') + "e-10\n");
+  EXPECT_NE(e.find("out of float32 range"), std::string::npos) << e;
+  // ... and 0.000...1 times 1e10 is 1e-391, below range: 0 (it had been refused).
+  const MatrixF tiny = attnlab::parse_csv("0." + std::string(400, '0') + "1e+10 2", "q.csv");
+  EXPECT_EQ(tiny(0, 0), 0.0f);
+  EXPECT_EQ(tiny(0, 1), 2.0f);
 }
 
 TEST(IoCsv, LongOrBinaryTokensAreShortenedAndEscaped) {
@@ -418,11 +426,11 @@ TEST(IoNpy, RejectsBadMagicVersionAndHeader) {
     }
     return std::string();
   };
-  EXPECT_EQ(zh_of("{'descr': '<f4', 'shape': (1, 1)}"), "x.npy：.npy 文件头格式错误：缺少键 “fortran_order”");
+  EXPECT_EQ(zh_of("{'descr': '<f4', 'shape': (1, 1)}"), "x.npy：.npy 文件头格式错误：缺少键“fortran_order”");
   EXPECT_EQ(zh_of("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,)}"),
             "x.npy：.npy 文件头格式错误：不支持结构化 dtype；请保存普通浮点数组");
   EXPECT_EQ(zh_of("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1), 'x': 1}"),
-            "x.npy：.npy 文件头格式错误：多余的键 “x”");
+            "x.npy：.npy 文件头格式错误：多余的键“x”");
   EXPECT_EQ(zh_of("{'descr': '<f4' 'fortran_order': False, 'shape': (1, 1)}"),
             "x.npy：.npy 文件头格式错误：此处应为 ',' / '}'");
 }

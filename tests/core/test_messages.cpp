@@ -32,7 +32,10 @@ TEST(Messages, EnglishIsTheCommandLinesSentenceAndChineseFollows) {
   const Message t = caught([] { parse_temperature("abc"); });
   EXPECT_EQ(t.id, Msg::TemperatureInvalid);
   EXPECT_EQ(t.en, "temperature must be a finite number > 0, got 'abc'");
-  EXPECT_EQ(t.text(Lang::Zh), "温度必须是大于 0 的有限数，当前为 “abc”");
+  EXPECT_EQ(t.text(Lang::Zh), "温度必须是大于 0 的有限数，当前为“abc”");
+  // The Chinese quote marks take no blank beside a Chinese character; a number keeps its blank.
+  EXPECT_EQ(caught([] { parse_temperature("0"); }).text(Lang::Zh), "温度必须是大于 0 的有限数，当前为 0");
+  EXPECT_EQ(render_message(Msg::ModTwice, {"causal"}, Lang::Zh), "“causal”给了两次");
   Problem p = random_problem(4, 3, 2, 1);
   p.edit().k = random_problem(4, 5, 2, 2).k();
   const Message s = caught([&] { validate(p); });

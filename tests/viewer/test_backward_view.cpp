@@ -92,6 +92,10 @@ TEST(BackwardView, StepsRunBackAndTheChainsKeysMoveThem) {
   EXPECT_EQ(v.step(), 0);
   v.toggle_play();
   EXPECT_FALSE(v.tick(10));
+  // Hidden, it stops playing (it had frozen and resumed when shown again).
+  v.toggle_play();
+  v.hidden();
+  EXPECT_FALSE(v.playing());
   // Each step pairs a forward stage with a gradient of the same shape (D: one value per row).
   for (BackStep b : v.steps()) {
     const viewer::StepPair pair = viewer::step_pair(s.problem(), *show(s, v), b, v.dt_matrix());
@@ -116,6 +120,24 @@ TEST(BackwardView, StepsRunBackAndTheChainsKeysMoveThem) {
                                         "dscaled", "dscores", "dq_rot", "dq", "dk", "dT"};
   EXPECT_EQ(words(w), all);
   EXPECT_EQ(w.broken(m), "");
+  // Each step's texts say what its gradient came back through, the forward's next stage: d capped
+  // through ÷ T, d biased through the cap, d scaled through ALiBi (they had been one step late:
+  // "passes through unchanged" beside the map the cap had shrunk).
+  const auto texts = [](BackStep b, const GradTrace& g) {
+    const viewer::StepTexts t = viewer::back_step_texts(b, g);
+    return std::pair{t.title, t.why};
+  };
+  const GradTrace& gm = *show(m, w);
+  EXPECT_EQ(texts(BackStep::Capped, gm), std::pair(viewer::BT::StepTemperature, viewer::BT::WhyTemperature));
+  EXPECT_EQ(texts(BackStep::Biased, gm), std::pair(viewer::BT::StepCapped, viewer::BT::WhyCapped));
+  EXPECT_EQ(texts(BackStep::Scaled, gm), std::pair(viewer::BT::StepBiased, viewer::BT::WhyBiased));
+  EXPECT_EQ(texts(BackStep::Ds, gm), std::pair(viewer::BT::StepDs, viewer::BT::WhyDs));
+  // and the maps agree: d capped is dS / T, d scaled is d biased.
+  const float t = static_cast<float>(m.problem().temperature);
+  EXPECT_TRUE(gm.dcapped.isApprox(gm.dlogits / t, 1e-6f));
+  EXPECT_EQ(gm.dscaled, gm.dbiased);
+  const GradTrace& gp = *show(s, v);  // no mods: d scaled through ÷ T
+  EXPECT_EQ(texts(BackStep::Scaled, gp), std::pair(viewer::BT::StepTemperature, viewer::BT::WhyTemperature));
   // A modification switched off or on keeps the step on screen (the list's positions move), or
   // takes the nearest one before it that the new list has.
   for (int i = 0; i < 7; ++i) w.next();
@@ -173,6 +195,9 @@ TEST(BackwardView, TheDsRowSumsToZeroAndMaskedKeysGetNothing) {
     if (causal) {
       for (int j = 41; j < 64; ++j) {
         EXPECT_EQ(r.ds[j], 0.0) << j;
+        // A masked key keeps its dP − D (it had shown 0): its dS is 0 because its P is.
+        EXPECT_EQ(r.p[j], 0.0) << j;
+        EXPECT_DOUBLE_EQ(r.centered[j], static_cast<double>(g->dp(40, j)) - r.D) << j;
         EXPECT_EQ(v.dt_matrix()(40, j), 0.0f) << j;
       }
     }
@@ -446,10 +471,11 @@ TEST(BackwardView, HeadlessScreenshotsInBothLanguages) {
 }
 
 // The dS row is a table of numbers only where every number fits the panel: 12 keys at 1280 x 800
-// had cut them to "0.(" in columns of one character; they are strips there, a table when wide.
+// had cut them to "0.(" in columns of one character; they are strips there, a table when wide
+// (the masked keys' dP − D are numbers too: a wide window, not only a large one).
 TEST(BackwardView, TheDsRowIsATableOnlyWhereItsNumbersFit) {
   const test::TempDir dir("attnlab-backward-row");
-  for (const auto& [size, table] : {std::pair<std::string, bool>{"1280x800", false}, {"2560x1440", true}}) {
+  for (const auto& [size, table] : {std::pair<std::string, bool>{"1280x800", false}, {"3840x1200", true}}) {
     SCOPED_TRACE(size);
     const std::string png = dir.file("b.png"), json = dir.file("b.json");
     const test::BinaryRun r = test::run_binary(

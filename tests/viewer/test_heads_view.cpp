@@ -138,7 +138,7 @@ TEST(HeadsOptions, TheWindowsHeadsRefusalSpeaksBothLanguages) {
   Session c(test::cpu_viewer_options());
   EXPECT_FALSE(c.load_random(8, 4, 4, 0, kMaxRandomHeads + 1));
   EXPECT_EQ(c.error(), "--heads must be an integer from 1 to 64, got '65'");
-  EXPECT_EQ(c.error_text(Lang::Zh), "--heads 必须是 1 到 64 的整数，当前为 “65”");
+  EXPECT_EQ(c.error_text(Lang::Zh), "--heads 必须是 1 到 64 的整数，当前为“65”");
   EXPECT_TRUE(c.demo());
   // Q, K and V over the viewer's limit: the flag's sentence too (one check for both).
   EXPECT_FALSE(c.load_random(65536, 1024, 1024, 0, 64));

@@ -39,7 +39,7 @@ TEST(Keymap, EveryDocumentedKeyHasItsAction) {
 // is said in the other language), the UI scale and full screen; a step or a query move ends it.
 TEST(Keymap, ShowingTheWindowKeepsTheRefusalOnScreen) {
   for (Action a : {Action::Screenshot, Action::ToggleHelp, Action::ToggleLanguage, Action::UiScaleUp,
-                   Action::ToggleFullscreen, Action::ToggleMask, Action::TemperatureUp})
+                   Action::ToggleFullscreen, Action::ToggleMask, Action::TemperatureUp, Action::Quit})
     EXPECT_TRUE(keeps_refusal(a)) << static_cast<int>(a);
   for (Action a : {Action::StepNext, Action::QueryNext, Action::TogglePlay})
     EXPECT_FALSE(keeps_refusal(a)) << static_cast<int>(a);
@@ -168,7 +168,7 @@ TEST(Keymap, ShiftArrowsMoveTheSelectedKeyAndEscIsDocumentedAsClosingTheHelp) {
   EXPECT_EQ(action_for_key(Key::Space, true), Action::TogglePlay);
   bool esc = false, shift = false;
   for (const auto& [k, d] : key_help(Lang::En, chain_step_keys_help(Lang::En))) {
-    if (k == "Esc") esc = d.find("close this key help") != std::string::npos;
+    if (k == "Esc") esc = d.find("close an open list or this key help") != std::string::npos;
     if (k.find("Shift") != std::string::npos) shift = true;
   }
   EXPECT_TRUE(esc);

@@ -125,7 +125,7 @@ TEST(PositionView, ThetaFollowsTheProblemUntilMovedAndTheCacheHolds) {
   v.update(s);
   EXPECT_EQ(v.computed(), 3);
   v.set_theta(1);  // clamped to the slider's range
-  EXPECT_EQ(v.theta(s), viewer::kPositionThetaMin);
+  EXPECT_EQ(v.theta(s), viewer::kRopeThetaMin);
   EXPECT_EQ(v.broken(s), "");
   nlohmann::json j;
   v.dump(j, s);

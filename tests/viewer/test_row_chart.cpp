@@ -2,6 +2,7 @@
 // count for nothing, the top keys are the row's largest weights with the lowest key on ties.
 #include "viewer/draw/pooling.h"
 #include "viewer/draw/row_chart.h"
+#include "core/format.h"
 #include "viewer/draw/strings.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <vector>
 
 using namespace attnlab::viewer;
+using attnlab::percent_text;
 
 TEST(RowChart, BinsTakeTheMaxAndTopKeysComeFromTheWholeRow) {
   const float inf = std::numeric_limits<float>::infinity();

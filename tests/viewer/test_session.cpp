@@ -569,7 +569,7 @@ TEST(Session, RefusalsReadInTheUiLanguage) {
   Session c(test::cpu_viewer_options());
   EXPECT_FALSE(c.set_temperature_text("abc"));
   EXPECT_EQ(c.error(), "temperature must be a finite number > 0, got 'abc'");
-  EXPECT_EQ(c.error_text(Lang::Zh), "温度必须是大于 0 的有限数，当前为 “abc”");
+  EXPECT_EQ(c.error_text(Lang::Zh), "温度必须是大于 0 的有限数，当前为“abc”");
   EXPECT_FALSE(c.load_random(kCpuMaxTokens + 1, 8, 8, 1));
   EXPECT_NE(c.error_text(Lang::Zh).find("超过查看器在 CPU 上的上限"), std::string::npos) << c.error_text(Lang::Zh);
   EXPECT_FALSE(c.set_query(99));

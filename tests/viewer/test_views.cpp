@@ -193,8 +193,9 @@ TEST(Views, ShiftArrowsMoveTheSelectedKeyOnlyWhereAViewDrawsIt) {
 
 // The F1 help's mouse lines are the shown view's: it listed the chain's (a click selects a cell's
 // query and key, Shift + click a compared query, the wheel zooms the heatmap) in every view, where
-// a click selects no cell (precision, diff, walk, perf, position, backward), opens a head (heads)
-// or selects a query head (decode), and only the chain, precision and diff views zoom a map.
+// a click selects no cell (precision, diff, walk, perf, position, backward), opens a head (heads,
+// Shift + click too) or selects a query head (decode), and only the chain, precision and diff
+// views zoom a map.
 TEST(Views, TheHelpsMouseLinesSayWhatTheMouseDoesInTheViewShown) {
   ViewerOptions o = parse_viewer_args({"--backend", "cpu"});
   Session s(o);
@@ -202,7 +203,7 @@ TEST(Views, TheHelpsMouseLinesSayWhatTheMouseDoesInTheViewShown) {
   // Which of click, Shift + click and wheel / drag do something in each view.
   const std::map<std::string, std::array<bool, 3>> acts = {
       {"chain", {true, true, true}},      {"walk", {false, false, false}},  {"perf", {false, false, false}},
-      {"precision", {false, false, true}}, {"diff", {false, false, true}},  {"heads", {true, false, false}},
+      {"precision", {false, false, true}}, {"diff", {false, false, true}},  {"heads", {true, true, false}},
       {"position", {false, false, false}}, {"decode", {true, false, false}}, {"backward", {false, false, false}}};
   ASSERT_EQ(acts.size(), views.size());
   for (std::size_t i = 0; i < views.size(); ++i) {

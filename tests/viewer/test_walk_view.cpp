@@ -142,7 +142,8 @@ TEST(WalkView, CursorStartsAtTheEndAndTheKeysMoveIt) {
   v.tick(0.6);
   v.tick(0.6);
   EXPECT_EQ(v.cursor(), 0);  // wraps
-  v.toggle_play();
+  v.hidden();  // another view shown: it stops playing
+  EXPECT_FALSE(v.playing());
   // A stepped cursor survives a temperature change; a new tile size goes back to the end.
   v.next();
   ASSERT_TRUE(c.set_temperature(0.7));

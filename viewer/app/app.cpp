@@ -235,12 +235,17 @@ const char* keyboard_line(const App& app) {
 
 void apply_action(App& app, Action a) {
   Session& c = app.session;
-  if (!keeps_refusal(a)) c.clear_error();
   // The view first (the walk's playback keys step through its key tiles); the step keys it leaves
   // drive the chain's playback only where the view shows the chain's steps, and Shift + ← / →
-  // move the selected key only where the view draws it.
-  if (app.shown_view().on_action(a)) return;
+  // move the selected key only where the view draws it. A key that does nothing leaves a refusal
+  // on screen; one that acts ends it unless it keeps it (keeps_refusal).
+  const std::string before = c.error();
+  if (app.shown_view().on_action(a)) {
+    if (!keeps_refusal(a) && c.error() == before) c.clear_error();  // not a refusal the view just made
+    return;
+  }
   if (!app_acts_on(app.shown_view(), a)) return;
+  if (!keeps_refusal(a)) c.clear_error();
   switch (a) {
     case Action::TogglePlay: app.play.toggle_play(); break;
     case Action::StepNext: app.play.next(); break;

@@ -100,16 +100,31 @@ void draw_help(App& app) {
   const Lang lang = app.lang;
   const ImVec2 ds = ImGui::GetIO().DisplaySize;
   ImGui::SetNextWindowPos(ImVec2(ds.x / 2, ds.y / 2), ImGuiCond_Always, ImVec2(0.5f, 0.5f));
+  // Within the window: at a large UI scale the descriptions wrap and the table scrolls (a line
+  // had been cut off at the right, out of reach).
+  const ImVec2 most(ds.x * 0.96f, ds.y * 0.96f);
+  ImGui::SetNextWindowSizeConstraints(ImVec2(0, 0), most);
   bool open = true;
   ImGui::Begin(fmt("%s###help", tr(lang, S::Keys)).c_str(), &open,
                ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoCollapse);
+  const auto lines = key_help(lang, app.shown_view().step_keys_help(lang));
+  float key_w = 0, desc_w = 0;
+  for (const auto& [k, d] : lines) {
+    key_w = std::max(key_w, ImGui::CalcTextSize(k.c_str()).x);
+    desc_w = std::max(desc_w, ImGui::CalcTextSize(d.c_str()).x);
+  }
+  const ImGuiStyle& st = ImGui::GetStyle();
+  const float frame = 2 * st.WindowPadding.x + 4 * st.CellPadding.x + 3 + st.ScrollbarSize;
+  desc_w = std::max(ImGui::GetFontSize() * 8, std::min(desc_w, most.x - frame - key_w));
   if (ImGui::BeginTable("keys", 2, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
-    for (const auto& [k, d] : key_help(lang, app.shown_view().step_keys_help(lang))) {
+    ImGui::TableSetupColumn("key", ImGuiTableColumnFlags_WidthFixed, key_w);
+    ImGui::TableSetupColumn("does", ImGuiTableColumnFlags_WidthFixed, desc_w);
+    for (const auto& [k, d] : lines) {
       ImGui::TableNextRow();
       ImGui::TableSetColumnIndex(0);
       ImGui::TextColored(kHighlightV4, "%s", k.c_str());
       ImGui::TableSetColumnIndex(1);
-      ImGui::TextUnformatted(d.c_str());
+      ImGui::TextWrapped("%s", d.c_str());
     }
     ImGui::EndTable();
   }

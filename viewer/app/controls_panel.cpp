@@ -46,7 +46,7 @@ void mods_controls(App& app) {
   if (rope) {
     double theta = m.rope_theta;
     ImGui::SetNextItemWidth(-(ImGui::CalcTextSize(tr(lang, S::ModRopeTheta)).x + ImGui::GetStyle().ItemInnerSpacing.x));
-    if (slider_double(fmt("%s###mtheta", tr(lang, S::ModRopeTheta)).c_str(), theta, 10, 1e6, "%.6g",
+    if (slider_double(fmt("%s###mtheta", tr(lang, S::ModRopeTheta)).c_str(), theta, kRopeThetaMin, kRopeThetaMax, "%.6g",
                       ImGuiSliderFlags_Logarithmic))
       c.set_mod_value(Knob::RopeTheta, theta);
   }
@@ -212,7 +212,7 @@ void draw_controls(App& app, const Layout& l) {
     section(tr(lang, S::Steps));
     ImGui::TextColored(kHighlightV4, tr(lang, S::StepOf), app.play.step());
     for (int k = 1; k <= kSteps; ++k) {
-      if (selectable_wrapped(app, step_name(lang, k), app.play.step() == k)) {
+      if (selectable_wrapped(app, step_name(lang, k, c.problem()), app.play.step() == k)) {
         c.clear_error();
         app.play.set_step(k);
       }

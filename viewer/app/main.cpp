@@ -19,6 +19,7 @@
 
 #include <SDL.h>
 #include <imgui.h>
+#include <imgui_internal.h>  // ClosePopupToLevel: Esc closing an open list
 #include <imgui_impl_sdl.h>
 #include <imgui_impl_sdlrenderer.h>
 
@@ -237,6 +238,7 @@ int main(int argc, char** argv) {
   int frames = 0;
   Uint64 last = SDL_GetPerformanceCounter();
   Lang title_lang = app->lang;
+  bool close_lists = false;  // Esc pressed while a list was open
   while (!app->quit) {
     if (fuzz) fuzz->feed();
     SDL_Event ev;
@@ -256,6 +258,12 @@ int main(int argc, char** argv) {
                                 k == Key::LeftBracket || k == Key::RightBracket || k == Key::Plus ||
                                 k == Key::Minus;
         if (ev.key.repeat && !repeatable) continue;
+        // Esc with a list open (a combo's, the layers') closes the list, and no more (ImGui
+        // leaves it open without keyboard navigation; it had quit the lab).
+        if (k == Key::Escape && ImGui::IsPopupOpen("", ImGuiPopupFlags_AnyPopupId | ImGuiPopupFlags_AnyPopupLevel)) {
+          close_lists = true;
+          continue;
+        }
         if (auto a = action_for_key(k, (ev.key.keysym.mod & KMOD_SHIFT) != 0, (ev.key.keysym.mod & KMOD_CTRL) != 0))
           apply_action(*app, *a);
       }
@@ -287,6 +295,8 @@ int main(int argc, char** argv) {
     if (fuzz) fuzz->pointer_to_imgui();
     io.DisplayFramebufferScale = ImVec2(1, 1);
     ImGui::NewFrame();
+    if (close_lists) ImGui::ClosePopupToLevel(0, true);
+    close_lists = false;
     draw_frame(*app);
     ImGui::Render();
     app->double_click = false;

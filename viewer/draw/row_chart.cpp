@@ -1,6 +1,7 @@
 // The selected row's bar chart (see row_chart.h).
 #include "viewer/draw/row_chart.h"
 
+#include "core/format.h"
 #include "viewer/draw/strings.h"
 
 #include <algorithm>

@@ -67,7 +67,8 @@ constexpr Entry kTable[] = {
     {S::Prev, "← Back", "← 上一步"},
     {S::Next, "Next →", "下一步 →"},
     {S::Step1, "1 · raw scores QKᵀ", "1 · QKᵀ（原始分数）"},
-    {S::Step2, "2 · logits = (scaled scores + mask) / T", "2 · Mask 后 logits（缩放分数 / 温度）"},
+    {S::Step2, "2 · logits = (scaled scores + mask) / T", "2 · Mask 后 logits（(缩放分数 + mask) / 温度）"},
+    {S::Step2Mods, "2 · logits = (scores after the score mods + mask) / T", "2 · Mask 后 logits（(分数修改后的分数 + mask) / 温度）"},
     {S::Step3, "3 · softmax (attention weights)", "3 · softmax（注意力权重）"},
     {S::Step4, "4 · output = weights · V", "4 · Output = softmax(...)V（加权输出）"},
     {S::TableQ, "Q (queries)", "Q（查询）"},
@@ -481,18 +482,21 @@ constexpr Entry kTable[] = {
     {S::HeadsCaptionPending, "head %d · …", "头 %d · …"},
     {S::HeadsCaptionError, "head %d · refused", "头 %d · 无法计算"},
     {S::HeadsTip,
-     "Head %d: a typical row's largest weight is %s%% (the median over the thumbnail's rows), the largest "
+     "Head %d: a typical pixel row's largest weight is %s%% (the median over the thumbnail's pixel rows; "
+     "where a pixel row pools several query rows it is their largest, above a single row's), the largest "
      "anywhere %s%%. Click to open it in the chain view.",
-     "头 %d：典型一行的最大权重为 %s%%（缩略图各行的中位数），全头最大权重为 %s%%。点击在分步链视图中打开。"},
+     "头 %d：典型一个像素行的最大权重为 %s%%（缩略图各像素行的中位数；一个像素行汇集多个查询行时取其中最大者，"
+     "高于单独一行的值），全头最大权重为 %s%%。点击在分步链视图中打开。"},
     {S::HeadsTipKv, "It reads key/value head %d (grouped-query attention: %d query heads share it).",
      "它读取键/值头 %d（分组查询注意力：%d 个查询头共用它）。"},
     {S::HeadsError, "head %d refused: %s", "头 %d 无法计算：%s"},
     {S::HeadsNote,
      "Each thumbnail: one head's softmax weights (queries down, keys across), pooled (%s) to at most "
-     "%d×%d pixels, on its own colour scale (%s); “rows” (max pooling): the median of each row's largest weight. "
+     "%d×%d pixels, on its own colour scale (%s); “rows” (max pooling): the median of each pixel row's largest "
+     "weight (a pixel row of a long sequence pools several query rows). "
      "Framed: the head the other views show.",
      "每个缩略图：一个头的注意力权重（行为查询，列为键），池化（%s）到至多 %d×%d 像素，使用各自的色标（%s）；"
-     "“行最大”（最大值池化时）：各行最大权重的中位数。带框的是其他视图显示的头。"},
+     "“行最大”（最大值池化时）：各像素行最大权重的中位数（长序列的一个像素行汇集多个查询行）。带框的是其他视图显示的头。"},
     {S::HeadsOneHead,
      "This problem has one head: generate a random sequence with more heads, or open a bundle "
      "(attnlab-view --bundle DIR).",
@@ -664,10 +668,6 @@ std::vector<std::string> all_ui_text() {
     }
   }
   return out;
-}
-
-std::string percent_text(double weight) {
-  return weight < 0.01 ? two_digits(weight * 100) : format_number("%.1f", weight * 100);
 }
 
 const std::vector<std::string>& index_labels(std::vector<std::string>& cache, int n) {

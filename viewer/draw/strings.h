@@ -22,7 +22,7 @@ enum class S {
   Controls, Input, ModeDemo, ModeRandom, Generate, RandomLimits, RandomOverLimit, RandomPending, Query, Temperature, TemperatureEntry,
   Mask, MaskNone, MaskCausal, Backend, CudaUnavailable, Language,
   Steps, StepOf, Play, Pause, Speed, Reset, Prev, Next,
-  Step1, Step2, Step3, Step4,
+  Step1, Step2, Step2Mods, Step3, Step4,
   TableQ, TableK, TableV, TableScores, TableScaled, TableScaledExplicit, TableMask, TableLogits, TableWeights, TableOutput,
   Pooling, PoolMax, PoolMean, ResetView, Zoom, PooledNote, Masked, Legend, HeatHint,
   TipQuery, TipKey, TipOutputDim, TipValue, TipStage, TipMasked, TipPooled,
@@ -89,11 +89,6 @@ std::vector<std::pair<std::string, std::string>> science_notes(Lang lang);
 // Every string above in both languages and the scientific notes: what the font atlas must cover
 // (with the key help, viewer/session/keymap.h, which the app adds).
 std::vector<std::string> all_ui_text();
-
-// A weight (0..1) as a percentage, without the "%": one decimal ("26.0"), two significant digits
-// below 1 % ("0.56", "0.0042"). Every percentage of a weight the viewer shows (the statistics,
-// the bar chart's title, the heads view) is written this way.
-std::string percent_text(double weight);
 
 // "0".."n-1" (a matrix's dimensions as its columns' labels) in `cache`, made again only when n
 // changes.

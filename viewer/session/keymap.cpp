@@ -78,7 +78,8 @@ bool keeps_refusal(Action a) {
     case Action::UiScaleUp:
     case Action::UiScaleDown:
     case Action::UiScaleReset:
-    case Action::ToggleFullscreen: return true;
+    case Action::ToggleFullscreen:
+    case Action::Quit: return true;  // Esc closing the help, as F1 does; or the window ends
     default: return false;
   }
 }
@@ -128,7 +129,8 @@ std::vector<std::pair<std::string, std::string>> key_help(Lang lang, const StepK
       {"F1", zh ? "显示 / 隐藏按键说明" : "show / hide this key help"},
       {"Ctrl + / Ctrl − / Ctrl 0", zh ? "放大 / 缩小 / 还原界面（投影演示）" : "larger / smaller / default UI size (projector)"},
       {"F11", zh ? "全屏 / 退出全屏" : "fullscreen on / off"},
-      {"Esc", zh ? "关闭按键说明；未打开时退出" : "close this key help; quit when it is closed"},
+      {"Esc", zh ? "关闭打开的下拉列表或按键说明；都未打开时退出"
+                 : "close an open list or this key help; quit when neither is open"},
       {zh ? "单击" : "Click", or_else(steps.click, no_cell)},
       {zh ? "Shift + 单击" : "Shift + click", or_else(steps.shift_click, no_cell)},
       {zh ? "滚轮 / 拖动" : "Wheel / drag", or_else(steps.wheel, no_zoom)},

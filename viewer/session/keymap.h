@@ -62,8 +62,9 @@ bool is_step_action(Action a);
 
 // Whether an action leaves the last refusal's message on screen: a state change (which ends it
 // itself, or replaces it) and what only shows the window (a screenshot, which is to capture it,
-// the help, the other language, which says the refusal in it, the UI scale, full screen). Any
-// other ends it.
+// the help, the other language, which says the refusal in it, the UI scale, full screen; Esc,
+// which closes the help or quits). Any other ends it, where it acts at all: a key that does
+// nothing in the view shown leaves it (viewer/app/app.cpp apply_action).
 bool keeps_refusal(Action a);
 
 // What the step keys, ↑ / ↓, Shift + ← / → and the mouse do in the view shown, in one language,

@@ -46,6 +46,9 @@ constexpr int kKeepStagesMaxTokens = 4096;  // every stage kept up to this N; st
 // kMaxQueries - 1 more, compared in the statistics and overlaid in the row chart.
 constexpr int kMaxQueries = 8;
 
+// RoPE's θ sliders' range, logarithmic (the controls' and the position view's).
+constexpr double kRopeThetaMin = 10, kRopeThetaMax = 1e7;
+
 // The modifications that are settings of a run (core/modifications.h), as the controls change them;
 // a bias and document ids are files of the source (Source::bias_file, documents_file).
 struct ModSettings {

@@ -3,6 +3,7 @@
 
 #include "viewer/draw/layout.h"
 #include "core/format.h"
+#include "core/modify.h"
 #include "viewer/draw/strings.h"
 
 #include <algorithm>
@@ -257,8 +258,9 @@ bool ensure_texture(Shell& app, SDL_Texture*& tex, int& tex_w, int& tex_h, int w
   return true;
 }
 
-const char* step_name(Lang l, int step) {
+const char* step_name(Lang l, int step, const Problem& p) {
   static constexpr S names[] = {S::Step1, S::Step2, S::Step3, S::Step4};
+  if (step == 2 && has_score_mods(p)) return tr(l, S::Step2Mods);
   return tr(l, names[std::clamp(step, 1, 4) - 1]);
 }
 

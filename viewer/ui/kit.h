@@ -101,7 +101,8 @@ double seconds_now();
 // `tex` as a streaming RGBA texture of w x h pixels with nearest-pixel scaling, re-created when
 // its size (tex_w, tex_h) changes; false (and the reason on the status line) when SDL refuses.
 bool ensure_texture(Shell& app, SDL_Texture*& tex, int& tex_w, int& tex_h, int w, int h);
-const char* step_name(Lang l, int step);
+// Step 1 … 4's name; step 2's names the score mods where p has them.
+const char* step_name(Lang l, int step, const Problem& p);
 
 // The centre window (the heatmap's place) of the chain, precision, diff and heads views: fixed, no
 // scrolling (the plot takes the wheel). `title` ends in "###heatmap"; its words are shortened with

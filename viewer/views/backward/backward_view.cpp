@@ -54,7 +54,7 @@ constexpr Entry kTexts[] = {
     {BT::StepDs, {"through the softmax: dS = P ∘ (dP − D)", "经过 softmax 反传：dS = P ∘ (dP − D)"}},
     {BT::StepCapped, {"through the soft-cap", "经过软上限"}},
     {BT::StepBiased, {"through ALiBi / the bias", "经过 ALiBi / 偏置"}},
-    {BT::StepScaled, {"through the temperature: ÷ T", "经过温度：÷ T"}},
+    {BT::StepTemperature, {"through the temperature: ÷ T", "经过温度：÷ T"}},
     {BT::StepScores, {"through the scale: × s", "经过缩放：× s"}},
     {BT::StepRope, {"dQ of the rotated Q (RoPE)", "旋转后 Q 的梯度（RoPE）"}},
     {BT::StepDq, {"the queries' gradient dQ = dS' K", "查询的梯度 dQ = dS' K"}},
@@ -83,17 +83,18 @@ constexpr Entry kTexts[] = {
       "经过 softmax 反传：dS = P ∘ (dP − D)。一个键的梯度等于它的权重乘以它的 dP_ij = dO_i · V_j 高于（+）或低于（−）"
       "本行加权平均 D_i 的量：为正表示提高这个权重会增大损失，梯度下降会降低它。被屏蔽的键 P = 0：梯度恰好为零。"}},
     {BT::WhyCapped,
-     {"The soft-cap C tanh(x / C) flattens large scores, so their gradient is multiplied by 1 − tanh²(x / C): "
-      "near the cap almost nothing passes.",
-      "软上限 C tanh(x / C) 压平大分数，梯度乘以 1 − tanh²(x / C)：接近上限时几乎没有梯度通过。"}},
+     {"The soft-cap C tanh(x / C) flattens large scores, so the gradient of its input x is the capped scores' "
+      "gradient times 1 − tanh²(x / C): near the cap almost nothing passes.",
+      "软上限 C tanh(x / C) 压平大分数，所以它的输入 x 的梯度是软上限后分数的梯度乘以 1 − tanh²(x / C)：接近上限时"
+      "几乎没有梯度通过。"}},
     {BT::WhyBiased,
      {"ALiBi and an additive bias are added terms: the gradient passes through them unchanged.",
       "ALiBi 和加性偏置是加上去的项：梯度原样传回。"}},
-    {BT::WhyScaled,
-     {"logits = scaled / T: the gradient of the scaled scores is dS / T (with score mods: their gradient). "
-      "A low temperature makes the gradients larger where the weights still move.",
-      "logits = 缩放分数 / T：缩放分数的梯度是 dS / T（有分数修改时是它们的梯度）。温度低时，在权重仍会变化的地方梯度"
-      "更大。"}},
+    {BT::WhyTemperature,
+     {"logits = x / T, x the scaled scores (after the score mods where the problem has them): x's gradient is "
+      "dS / T. A low temperature makes the gradients larger where the weights still move.",
+      "logits = x / T，x 为缩放分数（问题有分数修改时为修改后的分数）：x 的梯度是 dS / T。温度低时，在权重仍会变化的"
+      "地方梯度更大。"}},
     {BT::WhyScores,
      {"scaled = QKᵀ · s: the raw scores' gradient dS' = dscaled · s (s = %s).",
       "缩放分数 = QKᵀ · s：原始分数的梯度 dS' = dscaled · s（s = %s）。"}},
@@ -130,10 +131,12 @@ constexpr Entry kTexts[] = {
     {BT::Dt, {"dT (all rows): %s", "dT（所有行）：%s"}},
     {BT::TemperatureLesson,
      {"Lower T and the gradient gathers on the top key and its runner-up: their share of Σ|dS| grows, and "
-      "the top key holds at most half (its dS is minus the others' sum). The whole row's |dS| also shrinks as "
-      "the softmax saturates: a confident row learns little.",
+      "the top key holds at most half (its dS is minus the others' sum). The row's Σ|dS| shrinks as the "
+      "softmax saturates, but what reaches Q and K is dS / T, which grows as T falls until the row saturates: "
+      "only a saturated row (its top weight 1) learns nothing.",
       "降低 T，梯度就聚集到权重最大的键及其次大的键上：它们在 Σ|dS| 中的份额增大，而最大的键最多占一半（它的 dS 是"
-      "其余各项之和的相反数）。softmax 趋于饱和时整行的 |dS| 也在缩小：很确定的行学到的很少。"}},
+      "其余各项之和的相反数）。softmax 趋于饱和时整行的 Σ|dS| 在缩小，但到达 Q 和 K 的是 dS / T，它随 T 降低而增大，"
+      "直到该行饱和：只有饱和的行（最大权重为 1）什么也学不到。"}},
     {BT::Caveats,
      {"Caveats: these are the gradients of this one toy loss (a random dO, or L = Σ O), not of a model's "
       "training loss; masked positions get exactly zero gradient; the numbers are fp32 from the staged "
@@ -181,9 +184,10 @@ constexpr StepInfo kSteps[] = {
     {BackStep::Dp, "dp", BT::StepDp, BT::WhyDp},
     {BackStep::D, "D", BT::StepD, BT::WhyD},
     {BackStep::Ds, "ds", BT::StepDs, BT::WhyDs},
-    {BackStep::Capped, "dcapped", BT::StepCapped, BT::WhyCapped},
-    {BackStep::Biased, "dbiased", BT::StepBiased, BT::WhyBiased},
-    {BackStep::Scaled, "dscaled", BT::StepScaled, BT::WhyScaled},
+    // These three came back through ÷ T, the cap or the bias: back_step_texts picks which.
+    {BackStep::Capped, "dcapped", BT::StepTemperature, BT::WhyTemperature},
+    {BackStep::Biased, "dbiased", BT::StepTemperature, BT::WhyTemperature},
+    {BackStep::Scaled, "dscaled", BT::StepTemperature, BT::WhyTemperature},
     {BackStep::Scores, "dscores", BT::StepScores, BT::WhyScores},
     {BackStep::Rope, "dq_rot", BT::StepRope, BT::WhyRope},
     {BackStep::Dq, "dq", BT::StepDq, BT::WhyDq},
@@ -224,8 +228,12 @@ std::vector<BackStep> backward_steps(const GradTrace& g) {
 }
 
 const char* back_step_word(BackStep s) { return info(s).word; }
-BT back_step_title(BackStep s) { return info(s).title; }
-BT back_step_why(BackStep s) { return info(s).why; }
+StepTexts back_step_texts(BackStep s, const GradTrace& g) {
+  const bool biased = g.dbiased.size() != 0, capped = g.dcapped.size() != 0;
+  if (s == BackStep::Scaled && biased) return {BT::StepBiased, BT::WhyBiased};
+  if ((s == BackStep::Scaled || s == BackStep::Biased) && capped) return {BT::StepCapped, BT::WhyCapped};
+  return {info(s).title, info(s).why};
+}
 
 MatrixF dt_terms(const GradTrace& g, double temperature) {
   const MatrixF& logits = g.forward.logits;
@@ -316,7 +324,7 @@ DsRow ds_row(const GradTrace& g, int query) {
   for (int j = 0; j < m; ++j) {
     const double p = g.forward.weights(query, j), dp = g.dp(query, j), ds = g.dlogits(query, j);
     r.p[j] = p;
-    r.centered[j] = p > 0 ? dp - r.D : 0;  // masked keys: no part (P = 0, dS exactly 0)
+    r.centered[j] = dp - r.D;  // a masked key's too: its dS is 0 because its P is
     r.ds[j] = ds;
     r.p_dp += p * dp;
     r.row_sum += ds;

@@ -36,9 +36,9 @@ class Session;
 enum class BT {
   Label, Title, StepOf, Play, Pause, Prev, Next, Home, Upstream, UpRandom, UpSum, Seed, Temperature,
   NeedsStages, Computing, Failed, Forward, Gradient, Pooled,
-  StepDout, StepDv, StepDp, StepD, StepDs, StepCapped, StepBiased, StepScaled, StepScores, StepRope,
+  StepDout, StepDv, StepDp, StepD, StepDs, StepCapped, StepBiased, StepTemperature, StepScores, StepRope,
   StepDq, StepDk, StepDt,
-  WhyDout, WhyDv, WhyDp, WhyD, WhyDs, WhyCapped, WhyBiased, WhyScaled, WhyScores, WhyRope, WhyDq, WhyDk, WhyDt,
+  WhyDout, WhyDv, WhyDp, WhyD, WhyDs, WhyCapped, WhyBiased, WhyTemperature, WhyScores, WhyRope, WhyDq, WhyDk, WhyDt,
   RowTitle, RowWeights, RowCentered, RowProduct, RowKey, RowSum, RowWhy, Concentration, TopKey, TopTwo,
   Dt, TemperatureLesson, Caveats, SweepTitle, SweepAxis, SweepTop, SweepTopTwo, SweepMass, SweepNone, SweepRounding,
   TipQuery, TipKey, TipDim, LogNote,
@@ -58,8 +58,13 @@ enum class BackStep { Dout, Dv, Dp, D, Ds, Capped, Biased, Scaled, Scores, Rope,
 // problem has them (their gradient is not empty).
 std::vector<BackStep> backward_steps(const GradTrace& g);
 const char* back_step_word(BackStep s);  // "dout", "dv", ... (the state dump)
-BT back_step_title(BackStep s);
-BT back_step_why(BackStep s);
+// A step's title and why: how its gradient came back, through the forward's stage after the
+// step's own. After the scaled scores come ALiBi / the bias, the cap and ÷ T, each where g has it:
+// d capped comes through ÷ T, d biased through the cap (or ÷ T), d scaled through the first of them.
+struct StepTexts {
+  BT title, why;
+};
+StepTexts back_step_texts(BackStep s, const GradTrace& g);
 
 // The forward's stage (left: p's inputs for dV, dQ, dK) and the gradient (right) a step shows;
 // `dt` is the dT step's matrix (dt_terms). For RoPE the pair is (rotated Q, its gradient).
@@ -219,6 +224,7 @@ class BackwardView final : public View {
   void home();
   void toggle_play();
   bool playing() const { return playing_; }
+  void hidden() override { playing_ = false; }  // stops, as the decode view does (it had frozen and resumed)
   // Playing: one step per kBackwardStepSeconds, wrapping from the last to the first. True on change.
   bool tick(double dt);
 

@@ -225,17 +225,21 @@ bool hovered_cell(const Placed& p, int& row, int& col) {
 // else three strips over the keys. True for the table.
 bool draw_row(Shell& app, const Problem& p, const DsRow& r) {
   const Lang lang = app.lang;
-  const auto cell = [&r](const std::vector<double>& v, int j) {
-    return r.p[j] == 0 ? std::string("0") : format_number("%.4f", v[j]);
-  };
   bool table = r.keys <= 12;
+  // The table's cells, formatted once: P and dS where P is 0 (a masked key) are exactly 0; dP − D
+  // is what it is.
+  std::vector<std::string> cells[3];
   if (table) {
+    const std::vector<double>* rows[3] = {&r.p, &r.centered, &r.ds};
+    for (int k = 0; k < 3; ++k)
+      for (int j = 0; j < r.keys; ++j)
+        cells[k].push_back(k != 1 && r.p[j] == 0 ? std::string("0") : format_number("%.4f", (*rows[k])[j]));
     const float pad = ImGui::GetStyle().CellPadding.x * 2 + 1;  // a column's padding and its border
     float need = pad;
     for (BT n : {BT::RowKey, BT::RowWeights, BT::RowCentered, BT::RowProduct}) need = std::max(need, text_width(btr(lang, n)) + pad);
     for (int j = 0; j < r.keys; ++j)
-      need += pad + std::max({text_width(token_label(p.key_tokens(), j).c_str()), text_width(cell(r.p, j).c_str()),
-                              text_width(cell(r.centered, j).c_str()), text_width(cell(r.ds, j).c_str())});
+      need += pad + std::max({text_width(token_label(p.key_tokens(), j).c_str()), text_width(cells[0][j].c_str()),
+                              text_width(cells[1][j].c_str()), text_width(cells[2][j].c_str())});
     table = need <= ImGui::GetContentRegionAvail().x;
   }
   if (table) {
@@ -250,18 +254,18 @@ bool draw_row(Shell& app, const Problem& p, const DsRow& r) {
         else
           ImGui::TextUnformatted(token_label(p.key_tokens(), j).c_str());
       }
-      const auto line = [&](BT name, const std::vector<double>& v) {
+      const auto line = [&](BT name, const std::vector<std::string>& v) {
         ImGui::TableNextRow();
         ImGui::TableSetColumnIndex(0);
         ImGui::TextUnformatted(btr(lang, name));
         for (int j = 0; j < r.keys; ++j) {
           ImGui::TableSetColumnIndex(j + 1);
-          ImGui::TextUnformatted(cell(v, j).c_str());
+          ImGui::TextUnformatted(v[j].c_str());
         }
       };
-      line(BT::RowWeights, r.p);
-      line(BT::RowCentered, r.centered);
-      line(BT::RowProduct, r.ds);
+      line(BT::RowWeights, cells[0]);
+      line(BT::RowCentered, cells[1]);
+      line(BT::RowProduct, cells[2]);
       ImGui::EndTable();
     }
     return true;
@@ -435,9 +439,10 @@ void draw_panel(BackwardView& v, Shell& app, const Layout& l) {
   }
   const Problem& p = v.problem();
   const BackStep step = v.current();
-  wrapped(app, fmt(btr(lang, BT::Title), v.step() + 1, static_cast<int>(v.steps().size()), btr(lang, back_step_title(step))),
+  const StepTexts texts = back_step_texts(step, *g);
+  wrapped(app, fmt(btr(lang, BT::Title), v.step() + 1, static_cast<int>(v.steps().size()), btr(lang, texts.title)),
           &kHighlightV4);
-  const BT why = back_step_why(step);
+  const BT why = texts.why;
   const std::string why_text = why == BT::WhyDout     ? fmt(btr(lang, why), upstream_text(v.upstream(), lang).c_str())
                                : why == BT::WhyScores ? fmt(btr(lang, why), value4(p.scale_value()).c_str())
                                : why == BT::WhyDt     ? fmt(btr(lang, why), value4(g->dT).c_str())
@@ -622,11 +627,12 @@ void draw_panel(BackwardView& v, Shell& app, const Layout& l) {
   // `bottom`: where the sweep's chart may reach down to (it keeps its least height past it).
   const auto concentration = [&](float bottom) {
     section(btr(lang, BT::Concentration));
+    // A row without |dS| mass (saturated, or one key) has no shares: "—", not 0 %.
+    const auto share = [&r](double s) { return r.mass > 0 ? format_number("%.1f %%", s * 100) : std::string("—"); };
     if (r.top >= 0)
       wrapped(app, fmt(btr(lang, BT::TopKey), token_label(p.key_tokens(), r.top).c_str(), value4(r.p[r.top]).c_str(),
-                       format_number("%.1f %%", r.top_share * 100).c_str()));
-    wrapped(app, fmt(btr(lang, BT::TopTwo), format_number("%.1f %%", r.top_two_share * 100).c_str(),
-                     value4(r.mass).c_str()));
+                       share(r.top_share).c_str()));
+    wrapped(app, fmt(btr(lang, BT::TopTwo), share(r.top_two_share).c_str(), value4(r.mass).c_str()));
     wrapped(app, fmt(btr(lang, BT::Dt), value4(g->dT).c_str()));
     draw_sweep(app, v, r.query, bottom);
   };

@@ -145,7 +145,7 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
   // place (n x d_k or m x d_k, kept whole even when the problem is streamed).
   const ChainRope rope = shown_step == 1 ? view.shown_rope(c) : ChainRope::QK;
   const MatrixF* rope_m = view.rope_matrix(c, rope);
-  std::string title = fmt("%s  ·  %s", fmt(tr(lang, S::StepOf), shown_step).c_str(), step_name(lang, shown_step));
+  std::string title = fmt("%s  ·  %s", fmt(tr(lang, S::StepOf), shown_step).c_str(), step_name(lang, shown_step, c.problem()));
   if (rope_m) title += fmt("  ·  %s", tr(lang, rope_label(rope)));
   begin_centre(l, title + "###heatmap");
   // --stages step (or auto on CUDA): the trace on screen was run for another step, and the run
@@ -841,7 +841,7 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
                     sub == ChainView::Sub::Scaled   ? tr(lang, S::SubScaled)
                     : sub == ChainView::Sub::Biased ? tr(lang, S::SubBiased)
                     : sub == ChainView::Sub::Capped ? tr(lang, S::SubCapped)
-                                                    : step_name(lang, is_output ? 4 : step));
+                                                    : step_name(lang, is_output ? 4 : step, c.problem()));
         ImGui::Text("%s: %s (#%d)", tr(lang, S::TipQuery), row_labels[cell->row].c_str(), cell->row);
         if (is_output) {
           ImGui::Text("%s: %d", tr(lang, S::TipOutputDim), cell->col);

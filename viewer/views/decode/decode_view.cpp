@@ -539,7 +539,9 @@ bool DecodeView::on_action(Action a) {
 StepKeysHelp DecodeView::step_keys_help(Lang lang) const {
   const bool zh = lang == Lang::Zh;
   return {zh ? "播放 / 暂停解码" : "play / pause decoding", zh ? "后退 / 前进一个 token" : "one token back / forward",
-          zh ? "回到第一个 token" : "back to the first token", zh ? "上一个 / 下一个查询头" : "previous / next query head",
+          zh ? "回到第一个 token" : "back to the first token",
+          shape_.heads > 1 ? (zh ? "上一个 / 下一个查询头" : "previous / next query head")
+                           : (zh ? "无（缓存只有一个查询头）" : "nothing (the cache has one query head)"),
           {},  // no selected key
           zh ? "在头示意图的查询头上：选中该头" : "on a query head of the heads diagram: select that head",
           {},  // no Shift + click

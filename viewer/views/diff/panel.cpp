@@ -192,7 +192,7 @@ void draw_panel(DiffView& v, Shell& app, const Layout& l) {
   const DiffView::Status st = v.update(c, step);
   const int shown = st == DiffView::Status::Ok ? v.step() : step;
   const std::string title = fmt("%s  ·  %s  ·  %s###heatmap", tr(lang, S::ViewDiff),
-                                fmt(tr(lang, S::StepOf), shown).c_str(), step_name(lang, shown));
+                                fmt(tr(lang, S::StepOf), shown).c_str(), step_name(lang, shown, c.problem()));
   // The centre and the right column: the map on the left, the largest changes beside it.
   begin_wide(l, title, ImGuiWindowFlags_NoScrollWithMouse);
   v.panel = {ImGui::GetWindowPos().x, ImGui::GetWindowSize().x};
@@ -316,7 +316,7 @@ void draw_panel(DiffView& v, Shell& app, const Layout& l) {
     const auto [va, vb] = v.values(c, mp.hover->row, mp.hover->col);
     const float dv = m.at(mp.hover->row, mp.hover->col);
     ImGui::BeginTooltip();
-    ImGui::Text("%s: %s", tr(lang, S::TipStage), step_name(lang, shown));
+    ImGui::Text("%s: %s", tr(lang, S::TipStage), step_name(lang, shown, c.problem()));
     // The query with its index, as the key (a query diff's one row is "B's token − A's token").
     if (v.query_diff())
       ImGui::Text("%s: %s", tr(lang, S::TipQuery), rows[mp.hover->row].c_str());

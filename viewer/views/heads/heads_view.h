@@ -185,6 +185,7 @@ class HeadsView final : public View, public WithoutFlags {
   StepKeysHelp step_keys_help(Lang lang) const override {
     StepKeysHelp h = View::step_keys_help(lang);
     h.click = lang == Lang::Zh ? "在缩略图上：在分步链视图中打开该头" : "on a thumbnail: open its head in the staged chain view";
+    h.shift_click = lang == Lang::Zh ? "与单击相同" : "the same as a click";
     return h;
   }
 

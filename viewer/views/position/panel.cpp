@@ -107,14 +107,14 @@ void draw_panel(PositionView& v, Shell& app, const Layout& l) {
   // The grab within the slider's range; the text the θ in use, which a --rope beyond the range
   // (or beyond float) may be: a format without '%' is shown as it is.
   const double theta_now = v.theta(s);
-  double theta = std::clamp(theta_now, kPositionThetaMin, kPositionThetaMax);
+  double theta = std::clamp(theta_now, kRopeThetaMin, kRopeThetaMax);
   const std::string theta_text = short_number(theta_now);
   ImGui::TextUnformatted(ptr(lang, PT::Theta));
   ImGui::SameLine();
   ImGui::SetNextItemWidth(std::min(ImGui::GetContentRegionAvail().x, app.font_px * 16));
   // With an odd d_k no θ changes anything drawn: the slider is greyed out, and says why.
   ImGui::BeginDisabled(!c.rope_possible);
-  if (slider_double("###ptheta", theta, kPositionThetaMin, kPositionThetaMax, theta_text.c_str(),
+  if (slider_double("###ptheta", theta, kRopeThetaMin, kRopeThetaMax, theta_text.c_str(),
                     ImGuiSliderFlags_Logarithmic))
     v.set_theta(theta);
   if (!c.rope_possible && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
@@ -189,6 +189,13 @@ void draw_panel(PositionView& v, Shell& app, const Layout& l) {
                 axis.c_str());
   dl->AddText(ImVec2(at.x, a.y), text, format_number("%.3g", hi).c_str());
   dl->AddText(ImVec2(at.x, b.y - app.font_px), text, format_number("%.3g", lo).c_str());
+  // The score axis: its title inside the plot's top-left corner (the margin holds its two ends),
+  // and its 0 beside the zero line where that clears them.
+  dl->AddText(ImVec2(a.x + gap * 0.5f, a.y + 2), ImGui::ColorConvertFloat4ToU32(kDimV4), fit_text(ptr(lang, PT::AxisScore), b.x - a.x - gap).c_str());
+  if (lo < 0 && hi > 0) {
+    const float y0 = y_of(0) - app.font_px * 0.5f;
+    if (y0 > a.y + app.font_px * 1.2f && y0 < b.y - app.font_px * 2.2f) dl->AddText(ImVec2(at.x, y0), text, "0");
+  }
   // The key under the cursor: its four values.
   ImGui::InvisibleButton("##pplot", ImVec2(avail.x, plot_h));
   if (ImGui::IsItemHovered() && c.keys > 0) {

@@ -52,12 +52,13 @@ constexpr Entry kTexts[] = {
      {"RoPE turns each pair (c, c + d/2) of q and k by the position times θ^(−2c/d). A score is a sum of pair "
       "products, and two turns combine into the turn by their difference: the score depends on i − j, never "
       "on i or j alone. The blue curve removes the content: fast pairs decorrelate within a few positions, "
-      "slow ones only after thousands, so the score's bound falls with distance on average. ALiBi instead "
-      "adds a straight penalty −slope·|Δ|: near keys win for every query.",
+      "slow ones only after their wavelength (the line above; thousands at θ = 10000), so the score's bound "
+      "falls with distance on average. ALiBi instead adds a straight penalty −slope·|Δ|: the farther the key, "
+      "the larger the penalty, whatever the content (a strong score can still outweigh it).",
       "RoPE 把 q 和 k 的每一对 (c, c + d/2) 按位置乘以 θ^(−2c/d) 的角度旋转。分数是各对乘积之和，两次旋转合成为按"
       "位置差的一次旋转：分数只依赖 i − j，从不单独依赖 i 或 j。蓝色曲线去掉了内容：转得快的对在几个位置内就失去"
-      "相关，转得慢的要到几千个位置之后，所以分数的上界平均随距离下降。ALiBi 则加上一条直线惩罚 −斜率·|Δ|：对每个"
-      "查询，近处的键都占优。"}},
+      "相关，转得慢的要过了它的波长（上面那一行；θ = 10000 时为几千个位置）才失去相关，所以分数的上界平均随距离下降。"
+      "ALiBi 则加上一条直线惩罚 −斜率·|Δ|：键越远惩罚越大，与内容无关（很大的分数仍可能压过它）。"}},
     {PT::Caveats,
      {"Caveats: RoPE guarantees that scores depend on relative position, not that they fall with distance — "
       "the decay is of an upper bound on average, and a trained q and k can prefer far keys. A larger θ "
@@ -90,12 +91,14 @@ constexpr Entry kTexts[] = {
      {"RoPE turns each pair (c, c + d/2) of q and k by the position times θ^(−2c/d). A score is a sum of pair "
       "products, and two turns combine into the turn by their difference: the score depends on i − j, never "
       "on i or j alone. With an even d_k a blue curve shows RoPE without the content: fast pairs decorrelate "
-      "within a few positions, slow ones only after thousands, so the score's bound falls with distance on "
-      "average. ALiBi instead adds a straight penalty −slope·|Δ|: near keys win for every query.",
+      "within a few positions, slow ones only after their wavelength (thousands at θ = 10000), "
+      "so the score's bound falls with distance on average. ALiBi instead adds a straight penalty −slope·|Δ|: "
+      "the farther the key, the larger the penalty, whatever the content (a strong score can still outweigh it).",
       "RoPE 把 q 和 k 的每一对 (c, c + d/2) 按位置乘以 θ^(−2c/d) 的角度旋转。分数是各对乘积之和，两次旋转合成为按"
       "位置差的一次旋转：分数只依赖 i − j，从不单独依赖 i 或 j。d_k 为偶数时，一条蓝色曲线画出去掉内容后的 RoPE："
-      "转得快的对在几个位置内就失去相关，转得慢的要到几千个位置之后，所以分数的上界平均随距离下降。ALiBi 则加上一条"
-      "直线惩罚 −斜率·|Δ|：对每个查询，近处的键都占优。"}},
+      "转得快的对在几个位置内就失去相关，转得慢的要过了它的波长（θ = 10000 时为几千个位置）才失去相关，"
+      "所以分数的上界平均随距离下降。ALiBi 则加上一条直线惩罚 −斜率·|Δ|：键越远惩罚越大，与内容无关（很大的分数"
+      "仍可能压过它）。"}},
 };
 static_assert(std::size(kTexts) == static_cast<std::size_t>(PT::Count_), "one entry per PT");
 
@@ -194,7 +197,7 @@ double PositionView::theta(const Session& s) const {
 }
 
 void PositionView::set_theta(double t) {
-  theta_ = std::clamp(t, kPositionThetaMin, kPositionThetaMax);
+  theta_ = std::clamp(t, kRopeThetaMin, kRopeThetaMax);
   theta_moved_ = true;
 }
 
@@ -235,7 +238,7 @@ void PositionView::dump(nlohmann::json& j, const Session& s) const {
 
 std::string PositionView::broken(const Session& s) const {
   const double t = theta(s);
-  if (!(t >= kPositionThetaMin && t <= kPositionThetaMax) && !(s.problem().mods.rope_theta > 0))
+  if (!(t >= kRopeThetaMin && t <= kRopeThetaMax) && !(s.problem().mods.rope_theta > 0))
     return "position view: θ " + std::to_string(t) + " outside its range";
   if (query_ >= 0 && revision_ == s.revision() && static_cast<int>(curves_.plain.size()) != curves_.keys)
     return "position view: curves of another size than their keys";

@@ -35,7 +35,6 @@ enum class PT {
 const char* ptr(Lang lang, PT id);
 std::vector<std::string> position_texts();
 
-constexpr double kPositionThetaMin = 10, kPositionThetaMax = 1e7;
 constexpr int kPositionShift = 1000;  // the shift the view checks RoPE's invariance with
 
 struct PositionCurves {

@@ -61,7 +61,7 @@ void draw_panel(PrecisionView& v, Shell& app, const Layout& l) {
   const PrecisionView::Status st = v.update(c, step, v.kind());
   const int shown = st == PrecisionView::Status::Ok ? v.step() : step;
   const std::string title = fmt("%s  ·  %s  ·  %s###heatmap", tr(lang, S::ViewPrecision),
-                                fmt(tr(lang, S::StepOf), shown).c_str(), step_name(lang, shown));
+                                fmt(tr(lang, S::StepOf), shown).c_str(), step_name(lang, shown, c.problem()));
   begin_centre(l, title);
   // The settings and the explanation, scrolled where with them the map would keep less than its
   // minimum: the figures as laid out (below_h), the column labels and a map 5 lines tall.
@@ -174,7 +174,7 @@ void draw_panel(PrecisionView& v, Shell& app, const Layout& l) {
   if (mp.hover) {
     const CellError e = v.cell(c, mp.hover->row, mp.hover->col);
     ImGui::BeginTooltip();
-    ImGui::Text("%s: %s", tr(lang, S::TipStage), step_name(lang, shown));
+    ImGui::Text("%s: %s", tr(lang, S::TipStage), step_name(lang, shown, c.problem()));
     ImGui::Text("%s: %s", tr(lang, S::TipQuery), indexed_label(p.query_tokens(), e.row).c_str());
     ImGui::Text("%s: %s (#%d)", tr(lang, shown == 4 ? S::TipOutputDim : S::TipKey),
                 e.col < static_cast<int>(cols.size()) ? cols[e.col].c_str() : "?", e.col);

@@ -41,9 +41,9 @@ constexpr Entry kTexts[] = {
       "前向为该行保存的：m = %s，l = %s，即 L = m + log l = %s；以及 D = dO · O = %s"}},
     {WB::Upstream,
      {"%s. Each tile: P_j = exp(x_j − m) / l recomputed (no N × N P kept between the passes), dP_j = dO · V_j, "
-      "dS_j = P_j (dP_j − D), then dS_j K_j (times the scale) added to the row's dQ.",
+      "dS_j = P_j (dP_j − D), then dS_j K_j (times s/T, the scale over the temperature) added to the row's dQ.",
       "%s。每一块：重算 P_j = exp(x_j − m) / l（前向与反向之间不保存 N × N 的 P），dP_j = dO · V_j，"
-      "dS_j = P_j (dP_j − D)，再把 dS_j K_j（乘以缩放）加进该行的 dQ。"}},
+      "dS_j = P_j (dP_j − D)，再把 dS_j K_j（乘以 s/T，即缩放除以温度）加进该行的 dQ。"}},
     {WB::ColKey, {"key", "键"}},
     {WB::Bars,
      {"%d keys, too many for a table: P_j (top) and dS_j (bottom) in %d bars, each the key of largest |value|",

@@ -191,6 +191,7 @@ class WalkView final : public View {
   void prev();
   void home();
   void toggle_play();
+  void hidden() override { playing_ = false; }  // stops, as the decode view does (it had frozen and resumed)
   // Playing: one tile per 1 / speed seconds, wrapping from the last to the first. True on change.
   bool tick(double dt);
   double speed() const { return speed_; }
