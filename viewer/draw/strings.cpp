@@ -581,6 +581,10 @@ constexpr Entry kTable[] = {
      "%d 个数量级：低于 %s 的误差及 0 取最底端颜色"},
     {S::DiffMaskedSwatch, "masked (−∞)", "被屏蔽（−∞）"},
     {S::DiffMaskedWhere, "in A or B", "在 A 或 B 中"},
+    {S::MapPooled, "pooled: each pixel a block of %d × %d cells, showing %s",
+     "已池化：每个像素是 %d × %d 个单元的区块，显示%s"},
+    {S::PoolLargestError, "its largest error", "其中最大的误差"},
+    {S::PoolLargestChange, "its largest |B − A|, with its sign", "其中 |B − A| 最大者（带符号）"},
 };
 static_assert(std::size(kTable) == static_cast<std::size_t>(S::Count_), "one line per S value");
 constexpr bool in_enum_order() {

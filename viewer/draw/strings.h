@@ -77,6 +77,8 @@ enum class S {
   TipPosition, TipDimPair, TipRopeAngle, TipRopeValues,
   // the precision map's clamped log scale, the diff legend's masked swatch in two lines
   PrecLegendClamped, DiffMaskedSwatch, DiffMaskedWhere,
+  // a pooled precision or diff map's note under its legend, and what its pixels show
+  MapPooled, PoolLargestError, PoolLargestChange,
   Count_
 };
 

@@ -258,6 +258,16 @@ bool ensure_texture(Shell& app, SDL_Texture*& tex, int& tex_w, int& tex_h, int w
   return true;
 }
 
+void pooled_map_note(Shell& app, const PlotGeometry& g, float x, float y, float width, const char* what) {
+  if (!g.pooled() || g.px_w <= 0 || g.px_h <= 0) return;
+  const int rows = std::max(1, static_cast<int>(std::ceil(g.vis_rows / g.px_h)));
+  const int cols = std::max(1, static_cast<int>(std::ceil(g.vis_cols / g.px_w)));
+  ImGui::SetCursorScreenPos(ImVec2(x, y));
+  ImGui::BeginGroup();
+  wrapped_at(app, fmt(tr(app.lang, S::MapPooled), rows, cols, what), width, &kDimV4);
+  ImGui::EndGroup();
+}
+
 const char* step_name(Lang l, int step, const Problem& p) {
   static constexpr S names[] = {S::Step1, S::Step2, S::Step3, S::Step4};
   if (step == 2 && has_score_mods(p)) return tr(l, S::Step2Mods);

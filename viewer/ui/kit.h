@@ -53,6 +53,9 @@ void wrapped(Shell& app, const std::string& text, const ImVec4* colour = nullptr
 // ImGui::TextWrapped would break anywhere in Chinese text ("6." | "9%"), this breaks between
 // wrap_units only.
 void wrapped_at(Shell& app, const std::string& text, float width, const ImVec4* colour = nullptr);
+// Under a map's legend at (x, y), `width` wide, where g pools cells into pixels: how many a pixel
+// holds and what it shows of them (`what`), dim (the chain says the same under its heatmap).
+void pooled_map_note(Shell& app, const PlotGeometry& g, float x, float y, float width, const char* what);
 // The lines `text` breaks into at `width` pixels in the current font (wrapped_at's, from the
 // cache), for a caller that measures them before it draws them.
 const std::vector<std::string>& wrapped_lines(Shell& app, const std::string& text, float width);

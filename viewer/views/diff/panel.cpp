@@ -305,7 +305,9 @@ void draw_panel(DiffView& v, Shell& app, const Layout& l) {
       wrapped_at(app, tr(lang, S::DiffMaskedSwatch), L.w - fp * 1.2f);
       wrapped_at(app, tr(lang, S::DiffMaskedWhere), L.w - fp * 1.2f, &kDimV4);
       ImGui::EndGroup();
+      y = ImGui::GetCursorScreenPos().y + fp * 0.2f;
     }
+    pooled_map_note(app, mp.g, L.x, y, L.w, tr(lang, S::PoolLargestChange));
   }
   ImGui::SetCursorScreenPos(ImVec2(area.right() + fp, origin.y));
   ImGui::BeginGroup();

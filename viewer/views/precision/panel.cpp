@@ -164,7 +164,9 @@ void draw_panel(PrecisionView& v, Shell& app, const Layout& l) {
     if (m.masked > 0) {
       draw_hatch(dl, ImVec2(L.x, y), ImVec2(L.x + fp * 0.9f, y + fp), mark(app));
       dl->AddText(ImVec2(L.x + fp * 1.2f, y), text, tr(lang, S::Masked));
+      y += fp * 1.4f;
     }
+    pooled_map_note(app, mp.g, L.x, y, L.w, tr(lang, S::PoolLargestError));
   }
   if (show_hist) {
     ImGui::SetCursorScreenPos(ImVec2(origin.x, area.bottom() + fp * 0.6f));
