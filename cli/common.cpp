@@ -304,11 +304,14 @@ Problem build_problem(const ProblemArgs& a, bool demo, const std::function<void(
 }
 
 namespace {
+// Blanks around the number are dropped, as every number option's (README).
 std::uint64_t parse_dout_seed(const std::string& text) {
   errno = 0;
   char* end = nullptr;
-  const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
-  const unsigned long long v = digits ? std::strtoull(text.c_str(), &end, 10) : 0;
+  const std::size_t b = text.find_first_not_of(" \t"), e = text.find_last_not_of(" \t");
+  const std::string core = b == std::string::npos ? std::string() : text.substr(b, e - b + 1);
+  const bool digits = !core.empty() && core.find_first_not_of("0123456789") == std::string::npos;
+  const unsigned long long v = digits ? std::strtoull(core.c_str(), &end, 10) : 0;
   if (!digits || errno == ERANGE)
     throw InputError(Msg::DoutSeed, {text});
   return v;

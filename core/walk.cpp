@@ -219,11 +219,25 @@ std::string heading(const Walk& w, Lang lang) {
          num(w.scale) + "; the kernel takes its max on raw scores, m is shown in the same logit units.";
 }
 
+std::string tile_sentence(const Walk& w, const WalkTile& t, int tiles, Lang lang);
+
+// Tiles [i, end) skipped alike, as one tile: the first's, its keys running to the last's end and
+// its state the last's (a skipped tile leaves m, l and acc as they were).
+WalkTile skipped_run(const Walk& w, std::size_t i, std::size_t end) {
+  WalkTile t = w.tiles[end - 1];
+  t.index = w.tiles[i].index;
+  t.j0 = w.tiles[i].j0;
+  return t;
+}
+
 std::string render_text(const Walk& w, Lang lang) {
   std::string s = walk_source_line(w, lang) + heading(w, lang) + "\n\n";
-  for (const WalkTile& t : w.tiles) {
-    s += (zh(lang) ? "第 " + std::to_string(t.index) + " 块 · 键 " : "Tile " + std::to_string(t.index) + " · keys ") +
-         key_range(t) + "\n";
+  for (std::size_t i = 0; i < w.tiles.size();) {
+    const std::size_t end = skipped_run_end(w.tiles, i);
+    const WalkTile t = skipped_run(w, i, end);
+    const int run = static_cast<int>(end - i);
+    i = end;
+    s += walk_tiles_heading(t.index, t.index + run - 1, t.j0, t.j1, lang) + "\n";
     const std::vector<Row> rows = tile_rows(w, t, lang);
     if (!rows.empty()) {
       const std::string key = zh(lang) ? "键" : "key";
@@ -237,7 +251,7 @@ std::string render_text(const Walk& w, Lang lang) {
     }
     s += "  " + summary_line(t, lang) + "\n";
     s += "  acc " + vec(t.acc) + " · " + (zh(lang) ? "输出 " : "output ") + vec(t.output) + "\n";
-    s += "  " + walk_tile_sentence(w, t.index, lang) + "\n\n";
+    s += "  " + tile_sentence(w, t, run, lang) + "\n\n";
   }
   s += final_lines(w, lang, "");
   if (w.splits > 0) s += "\n" + split_lines(w, lang, "");
@@ -247,9 +261,12 @@ std::string render_text(const Walk& w, Lang lang) {
 std::string render_markdown(const Walk& w, Lang lang) {
   std::string s = "## " + std::string(zh(lang) ? "在线 softmax 游走" : "Online softmax walk") + "\n\n" +
                   walk_source_line(w, lang) + (w.source.empty() ? "" : "\n") + heading(w, lang) + "\n\n";
-  for (const WalkTile& t : w.tiles) {
-    s += "### " + (zh(lang) ? "第 " + std::to_string(t.index) + " 块 · 键 " : "Tile " + std::to_string(t.index) + " · keys ") +
-         key_range(t) + "\n\n";
+  for (std::size_t i = 0; i < w.tiles.size();) {
+    const std::size_t end = skipped_run_end(w.tiles, i);
+    const WalkTile t = skipped_run(w, i, end);
+    const int run = static_cast<int>(end - i);
+    i = end;
+    s += "### " + walk_tiles_heading(t.index, t.index + run - 1, t.j0, t.j1, lang) + "\n\n";
     const std::vector<Row> rows = tile_rows(w, t, lang);
     if (!rows.empty()) {
       s += std::string("| ") + (zh(lang) ? "键" : "key") + " | x_j | exp(x_j − m) |\n|---|---:|---:|\n";
@@ -261,7 +278,7 @@ std::string render_markdown(const Walk& w, Lang lang) {
     s += "| " + (t.skipped ? std::string("—") : num(t.tile_max)) + " | " + num(t.m) + " | " +
          (t.skipped ? std::string("—") : num(t.alpha)) + " | " + num(t.l) + " | " + vec(t.acc) + " | " +
          vec(t.output) + " |\n\n";
-    s += walk_tile_sentence(w, t.index, lang) + "\n\n";
+    s += tile_sentence(w, t, run, lang) + "\n\n";
   }
   s += final_lines(w, lang, "- ");
   if (w.splits > 0) s += "\n### Split-KV\n\n" + split_lines(w, lang, "- ");
@@ -313,35 +330,37 @@ int default_walk_tile(bool demo, int keys) {
   return std::min(64, static_cast<int>(std::bit_floor(static_cast<unsigned>(std::max(1, keys / 4)))));
 }
 
-std::string walk_tile_sentence(const Walk& w, int index, Lang lang) {
-  const WalkTile& t = w.tiles.at(index);
+namespace {
+
+// A tile's sentence; a skipped one may stand for a run of `tiles` skipped alike (t's keys theirs).
+std::string tile_sentence(const Walk& w, const WalkTile& t, int tiles, Lang lang) {
   const std::string keys = key_range(t);
   if (t.skipped) {
     const bool one = t.j1 - t.j0 == 1;
+    const std::string subject = walk_tiles_subject(tiles, lang), is = tiles == 1 ? " is" : " are";
     // The query as the header names it: its row and its token (a decode row's position).
     const std::string query = std::to_string(w.query) + (zh(lang) ? "（" + w.query_token + "）" : " (" + w.query_token + ")");
     if (t.skip == WalkTile::Skip::Window)
       return zh(lang) ? "键 " + keys + (one ? " 在查询 " : " 全在查询 ") + query +
-                            "的窗口之外：块掩码跳过这一块，从未加载，m、l 和 acc 不变。"
+                            "的窗口之外：块掩码跳过" + subject + "，从未加载，m、l 和 acc 不变。"
                       : (one ? "Key " + keys + " lies" : "Keys " + keys + " all lie") + " outside query " + query +
-                            "'s window: the block mask skips this tile, never loaded; m, l and acc stay.";
+                            "'s window: the block mask skips " + subject + ", never loaded; m, l and acc stay.";
     if (t.skip == WalkTile::Skip::Document)
-      return zh(lang) ? "键 " + keys + (one ? " 属于" : " 全属于") + "其他文档：块掩码跳过这一块，从未加载，m、l 和 acc 不变。"
+      return zh(lang) ? "键 " + keys + (one ? " 属于" : " 全属于") + "其他文档：块掩码跳过" + subject + "，从未加载，m、l 和 acc 不变。"
                       : (one ? "Key " + keys + " belongs" : "Keys " + keys + " all belong") +
-                            " to other documents: the block mask skips this tile, never loaded; m, l and acc "
-                            "stay.";
+                            " to other documents: the block mask skips " + subject + ", never loaded; m, l and acc stay.";
     // After the query: the causal mask's rule, or the prefix-LM's past its prefix.
     if (w.mask != MaskKind::Causal && w.prefix > 0)
       return zh(lang) ? "键 " + keys + (one ? " 在查询 " : " 全在查询 ") + query + "之后：前缀语言模型在前 " +
-                            std::to_string(w.prefix) + " 个位置之后是因果的，这一块从未加载，m、l 和 acc 不变。"
+                            std::to_string(w.prefix) + " 个位置之后是因果的，" + subject + "从未加载，m、l 和 acc 不变。"
                       : (one ? "Key " + keys + " comes" : "Keys " + keys + " all come") + " after query " + query +
                             ": past its first " + std::to_string(w.prefix) +
-                            " positions the prefix-LM is causal, so this tile is never loaded; m, l and acc stay.";
+                            " positions the prefix-LM is causal, so " + subject + is + " never loaded; m, l and acc stay.";
     return zh(lang) ? "键 " + keys + (one ? " 在查询 " : " 全在查询 ") + query +
-                          "之后：因果掩码下这一块从未加载，m、l 和 acc 不变。"
+                          "之后：因果掩码下" + subject + "从未加载，m、l 和 acc 不变。"
                     : (one ? "Key " + keys + " comes" : "Keys " + keys + " all come") +
                           " after query " + query +
-                          ": under the causal mask this tile is never loaded; m, l and acc stay.";
+                          ": under the causal mask " + subject + is + " never loaded; m, l and acc stay.";
   }
   const int size = t.j1 - t.j0;
   std::string masked;
@@ -377,6 +396,24 @@ std::string walk_tile_sentence(const Walk& w, int index, Lang lang) {
                   : "The tile max " + num(t.tile_max) + " ≤ m = " + num(t.m) + ": m stays, α = " +
                         num(t.alpha) + ", the tile's weights are simply added to l and acc" +
                         masked + "; l = " + num(t.l) + ".";
+}
+
+}  // namespace
+
+std::string walk_tile_sentence(const Walk& w, int index, Lang lang) { return tile_sentence(w, w.tiles.at(index), 1, lang); }
+
+std::string walk_tiles_heading(int first, int last, int j0, int j1, Lang lang) {
+  const std::string keys = j1 - j0 == 1 ? std::to_string(j0) : std::to_string(j0) + "–" + std::to_string(j1 - 1);
+  if (first == last)
+    return zh(lang) ? "第 " + std::to_string(first) + " 块 · 键 " + keys : "Tile " + std::to_string(first) + " · keys " + keys;
+  const std::string tiles = std::to_string(first) + "–" + std::to_string(last), n = std::to_string(last - first + 1);
+  return zh(lang) ? "第 " + tiles + " 块 · 键 " + keys + "（共 " + n + " 块）"
+                  : "Tiles " + tiles + " · keys " + keys + " (" + n + " tiles)";
+}
+
+std::string walk_tiles_subject(int tiles, Lang lang) {
+  if (tiles == 1) return zh(lang) ? "这一块" : "this tile";
+  return zh(lang) ? "这 " + std::to_string(tiles) + " 块" : "these " + std::to_string(tiles) + " tiles";
 }
 
 std::string render_walk(const Walk& w, Lang lang, Format format) {

@@ -22,10 +22,6 @@ bool zh(Lang l) { return l == Lang::Zh; }
 std::string num(double x) { return walk_number(x); }
 std::string vec(const std::vector<double>& v) { return walk_vector(v); }
 
-std::string keys_of(const BackwardWalkTile& t) {
-  return t.j1 - t.j0 == 1 ? std::to_string(t.j0) : std::to_string(t.j0) + "–" + std::to_string(t.j1 - 1);
-}
-
 std::string skip_text(const BackwardWalk& w, WalkTile::Skip s, Lang lang) {
   switch (s) {
     case WalkTile::Skip::Window: return zh(lang) ? "在窗口之外" : "outside the window";
@@ -62,11 +58,13 @@ std::string heading(const BackwardWalk& w, Lang lang) {
          (w.rope ? " dQ accumulates in the rotated frame and is turned back by RoPEᵀ at the end." : "");
 }
 
-std::string tile_sentence_of(const BackwardWalk& w, const BackwardWalkTile& t, Lang lang) {
+// A skipped tile's sentence may stand for a run of `tiles` skipped alike.
+std::string tile_sentence_of(const BackwardWalk& w, const BackwardWalkTile& t, Lang lang, int tiles = 1) {
   if (t.skipped)
-    return zh(lang) ? "跳过：" + skip_text(w, t.skip, lang) + "，块掩码排除了它，从不加载；这些键的 dS 恰为 0。"
-                    : "Skipped: " + skip_text(w, t.skip, lang) + "; the block mask rules it out, it is never loaded, "
-                                                              "and these keys' dS is exactly 0.";
+    return zh(lang) ? "跳过：" + skip_text(w, t.skip, lang) + "，块掩码排除了" + walk_tiles_subject(tiles, lang) +
+                          "，从不加载；这些键的 dS 恰为 0。"
+                    : "Skipped: " + skip_text(w, t.skip, lang) + "; the block mask rules out " +
+                          walk_tiles_subject(tiles, lang) + ", never loaded, and these keys' dS is exactly 0.";
   std::string s;
   // A row that sees one key: dS is 0 in exact arithmetic (P = 1 and D = dO·O = dP of that key),
   // and what the kernel computes is rounding.
@@ -129,11 +127,23 @@ std::string final_lines(const BackwardWalk& w, Lang lang, const char* bullet) {
   return s;
 }
 
+// Tiles [i, end) skipped alike, as one tile: the first's, its keys running to the last's end and
+// its dQ the last's (a skipped tile adds nothing).
+BackwardWalkTile skipped_run(const BackwardWalk& w, std::size_t i, std::size_t end) {
+  BackwardWalkTile t = w.tiles[end - 1];
+  t.index = w.tiles[i].index;
+  t.j0 = w.tiles[i].j0;
+  return t;
+}
+
 std::string render_text(const BackwardWalk& w, Lang lang) {
   std::string s = walk_source_line(w, lang) + heading(w, lang) + "\n\n";
-  for (const BackwardWalkTile& t : w.tiles) {
-    s += (zh(lang) ? "第 " + std::to_string(t.index) + " 块 · 键 " : "Tile " + std::to_string(t.index) + " · keys ") +
-         keys_of(t) + "\n";
+  for (std::size_t i = 0; i < w.tiles.size();) {
+    const std::size_t end = skipped_run_end(w.tiles, i);
+    const BackwardWalkTile t = skipped_run(w, i, end);
+    const int run = static_cast<int>(end - i);
+    i = end;
+    s += walk_tiles_heading(t.index, t.index + run - 1, t.j0, t.j1, lang) + "\n";
     const std::vector<KeyRow> rows = key_rows(w, t);
     if (!rows.empty()) {
       int wk = display_width(zh(lang) ? "键" : "key"), wn = 9;
@@ -148,7 +158,7 @@ std::string render_text(const BackwardWalk& w, Lang lang) {
              pad_left(r.dp, wn) + "  " + pad_left(r.ds, wn) + "\n";
     }
     if (!t.skipped) s += "  dQ " + vec(t.dq) + "\n";
-    s += "  " + tile_sentence_of(w, t, lang) + "\n\n";
+    s += "  " + tile_sentence_of(w, t, lang, run) + "\n\n";
   }
   return s + final_lines(w, lang, "");
 }
@@ -156,9 +166,12 @@ std::string render_text(const BackwardWalk& w, Lang lang) {
 std::string render_markdown(const BackwardWalk& w, Lang lang) {
   std::string s = "## " + std::string(zh(lang) ? "反向游走" : "Backward walk") + "\n\n" + walk_source_line(w, lang) +
                   (w.source.empty() ? "" : "\n") + heading(w, lang) + "\n\n";
-  for (const BackwardWalkTile& t : w.tiles) {
-    s += "### " + (zh(lang) ? "第 " + std::to_string(t.index) + " 块 · 键 " : "Tile " + std::to_string(t.index) + " · keys ") +
-         keys_of(t) + "\n\n";
+  for (std::size_t i = 0; i < w.tiles.size();) {
+    const std::size_t end = skipped_run_end(w.tiles, i);
+    const BackwardWalkTile t = skipped_run(w, i, end);
+    const int run = static_cast<int>(end - i);
+    i = end;
+    s += "### " + walk_tiles_heading(t.index, t.index + run - 1, t.j0, t.j1, lang) + "\n\n";
     const std::vector<KeyRow> rows = key_rows(w, t);
     if (!rows.empty()) {
       s += std::string("| ") + (zh(lang) ? "键" : "key") + " | x_j | P_j | dP_j | dS_j |\n|---|---:|---:|---:|---:|\n";
@@ -166,7 +179,7 @@ std::string render_markdown(const BackwardWalk& w, Lang lang) {
       s += "\n";
     }
     if (!t.skipped) s += "dQ " + vec(t.dq) + "\n\n";
-    s += tile_sentence_of(w, t, lang) + "\n\n";
+    s += tile_sentence_of(w, t, lang, run) + "\n\n";
   }
   return s + final_lines(w, lang, "- ");
 }

@@ -27,4 +27,21 @@ void walk_json_header(const WalkHeader& w, nlohmann::ordered_json& j);
 // document).
 void walk_json_tile(int index, int j0, int j1, WalkTile::Skip skip, nlohmann::ordered_json& o);
 
+// The texts tell a run of skipped tiles with one reason as one entry (a window of 256 over 65536
+// keys had printed a thousand identical notes around a few tiles read): the end of the run that
+// starts at tiles[i], i + 1 where tiles[i] is read or its neighbour differs.
+template <class Tile>
+std::size_t skipped_run_end(const std::vector<Tile>& tiles, std::size_t i) {
+  std::size_t end = i + 1;
+  if (!tiles[i].skipped) return end;
+  while (end < tiles.size() && tiles[end].skipped && tiles[end].skip == tiles[i].skip) ++end;
+  return end;
+}
+// The heading of tiles [first, last]: "Tile 3 · keys 192–255" or "Tiles 4–1023 · keys 256–65535
+// (1020 tiles)", in the language's words; keys [j0, j1).
+std::string walk_tiles_heading(int first, int last, int j0, int j1, Lang lang);
+// The subject of a skipped run's sentence: "this tile" / "these 1020 tiles" and its verb's "is" /
+// "are"; "这一块" / "这 1020 块".
+std::string walk_tiles_subject(int tiles, Lang lang);
+
 }  // namespace attnlab

@@ -175,6 +175,7 @@ TEST(BackwardCli, DoutAndLossFiles) {
   };
   EXPECT_EQ(dout_of("3"), dout_of("3"));
   EXPECT_NE(dout_of("3"), dout_of("4"));
+  EXPECT_EQ(dout_of(" 3 "), dout_of("3")) << "blanks around a number are dropped, as every option's";
 }
 
 TEST(BackwardCli, CheckPrintsPassAndItsJson) {

@@ -255,6 +255,27 @@ TEST(Walk, SkippedTilesNameTheQuerysPositionAndTheirRule) {
   }
 }
 
+// The texts tell a run of tiles skipped alike as one entry, its keys and its count (a window of 256
+// over 65536 keys had printed a thousand identical notes); the JSON keeps every tile.
+TEST(Walk, ARunOfSkippedTilesIsOneEntryOfTheTexts) {
+  const Problem p = test::make_problem(64, 4, 2, 1, MaskKind::Causal, 1.0, 3);
+  const Walk w = walk_row(p, 0, 10, 4);  // tiles 3..15 (keys 12..63) after the query
+  ASSERT_EQ(w.tiles.size(), 16u);
+  for (const Format f : {Format::Text, Format::Markdown}) {
+    const std::string en = render_walk(w, Lang::En, f), zh = render_walk(w, Lang::Zh, f);
+    EXPECT_NE(en.find("Tiles 3–15 · keys 12–63 (13 tiles)"), std::string::npos) << en;
+    EXPECT_NE(en.find("Keys 12–63 all come after query 10 (10): under the causal mask these 13 tiles are never loaded"),
+              std::string::npos) << en;
+    EXPECT_EQ(en.find("Tile 4 "), std::string::npos) << "inside the run";
+    EXPECT_NE(en.find("Tile 2 · keys 8–11"), std::string::npos) << "a tile read stays its own";
+    EXPECT_NE(zh.find("第 3–15 块 · 键 12–63（共 13 块）"), std::string::npos) << zh;
+    EXPECT_NE(zh.find("因果掩码下这 13 块从未加载"), std::string::npos) << zh;
+  }
+  EXPECT_EQ(nlohmann::json::parse(render_walk(w, Lang::En, Format::Json))["tiles"].size(), 16u);
+  // One tile alone keeps its own words.
+  EXPECT_NE(walk_tile_sentence(w, 15, Lang::En).find("under the causal mask this tile is never loaded"), std::string::npos);
+}
+
 TEST(Walk, CustomMaskWhoseFirstTilesAreFullyMaskedForTheRow) {
   Problem p = test::make_problem(8, 4, 3, 1, MaskKind::None, 0.9, 11);
   p.mask = MaskKind::Custom;

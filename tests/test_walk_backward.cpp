@@ -29,6 +29,16 @@ double scale_of(const std::vector<double>& v) {
   return s;
 }
 
+// A run of tiles skipped alike is one entry of the texts, as the forward walk's.
+TEST(BackwardWalk, ARunOfSkippedTilesIsOneEntryOfTheTexts) {
+  const Problem p = test::make_problem(64, 4, 2, 1, MaskKind::Causal, 1.0, 3);
+  const BackwardWalk w = walk_backward_row(p, upstream_random(1), 0, 10, 4);
+  const std::string en = render_backward_walk(w, Lang::En, Format::Text);
+  EXPECT_NE(en.find("Tiles 3–15 · keys 12–63 (13 tiles)"), std::string::npos) << en;
+  EXPECT_NE(en.find("the block mask rules out these 13 tiles, never loaded"), std::string::npos) << en;
+  EXPECT_NE(render_backward_walk(w, Lang::Zh, Format::Markdown).find("块掩码排除了这 13 块"), std::string::npos);
+}
+
 TEST(BackwardWalk, EveryTileIsTheStagedBackwardsRowAndTheSumOfDsIsZero) {
   Problem p = test::make_problem(150, 16, 12, 2, MaskKind::Causal, 0.7, 5);
   const Upstream u = upstream_random(4);

@@ -627,7 +627,10 @@ void draw_panel(ChainView& view, Shell& app, const Layout& l) {
     const float under = fp * (masked_step ? 2.9f : 1.6f);
     const float bar_top = g.y,
                 bar_h = std::max(fp, std::min({g.h, std::max(fp * 6, L.h * 0.55f), L.bottom() - bar_top - under}));
-    draw_colour_bar(dl, bar_x, bar_top, bar_w, bar_h, viridis_table(), legend_labels(app.range, app.range_log));
+    // A streamed problem before its first picture has no range yet: "…", not a scale of zeros.
+    const std::array<std::string, 3> labels =
+        streamed && !pg ? std::array<std::string, 3>{"…", "", "…"} : legend_labels(app.range, app.range_log);
+    draw_colour_bar(dl, bar_x, bar_top, bar_w, bar_h, viridis_table(), labels);
     const float tx = bar_x + bar_w + 4 * ms;
     float y = bar_top + bar_h + fp * 0.6f;
     dl->AddText(ImVec2(bar_x, y), label_col,
