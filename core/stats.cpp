@@ -217,10 +217,17 @@ std::string describe(const Problem& p, const float* weights, const float* mask, 
     out += zh ? "这次计算带有修改：" + modifications_text(p, lang) + "。"
               : " The chain is modified: " + modifications_text(p, lang) + ".";
   // Where the modifications act in the sentence above's chain.
-  if (p.mods.rope_theta > 0) out += zh ? "RoPE 在 QKᵀ 之前旋转 Q 和 K。" : " RoPE rotates Q and K before QKᵀ.";
+  if (p.mods.rope_theta > 0)
+    out += zh ? "RoPE 在 QKᵀ 之前旋转 Q 和 K，所以分数只依赖位置差 i − j；这并不保证分数随距离下降。"
+              : " RoPE rotates Q and K before QKᵀ, so the scores depend on the positions' difference i − j alone; "
+                "that does not make them fall with distance.";
   if (has_score_mods(p))
     out += zh ? "分数修改作用于缩放后的分数，在除以温度之前。"
               : " The score mods act on the scaled scores, before the division by the temperature.";
+  if (p.mods.alibi)
+    out += zh ? "ALiBi 从每个分数中减去 斜率·|i − j|，每个头一个斜率：键越远惩罚越大，但分数大的键仍可能胜出。"
+              : " ALiBi subtracts slope·|i − j| from each score, one slope per head: the farther the key, the larger "
+                "the penalty, though a key with a large score can still win.";
 
   if (weights) {
     const RowStats s = row_stats(weights, mask, m);

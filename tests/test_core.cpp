@@ -180,6 +180,16 @@ TEST(CoreDemo, DescriptionNamesTheMaskMods) {
     EXPECT_NE(std::find(texts.begin(), texts.end(), one), texts.end()) << one;
   }
   EXPECT_TRUE(has(mask_sentence(random_problem(2, 6, 4, 2, 2, 1, 1), Lang::En), "both sides"));
+  // The modifications are explained where they act, with what RoPE does not guarantee.
+  Problem mods = random_problem(6, 4, 2, 3);
+  mods.mods.rope_theta = 10000;
+  mods.mods.alibi = true;
+  for (Lang l : {Lang::En, Lang::Zh}) {
+    const std::string d = describe(mods, cpu_staged(mods), 2, l);
+    EXPECT_TRUE(has(d, l == Lang::En ? "that does not make them fall with distance" : "这并不保证分数随距离下降")) << d;
+    EXPECT_TRUE(has(d, l == Lang::En ? "before the division by the temperature" : "在除以温度之前")) << d;
+    EXPECT_TRUE(has(d, l == Lang::En ? "one slope per head" : "每个头一个斜率")) << d;
+  }
 }
 
 // A row longer than 16 names its 8 largest weights with their keys (its first keys are often
