@@ -39,9 +39,12 @@ int get_int(const Json& c, const char* key, const Where& where, int min) {
   if (!c.contains(key)) refuse(Msg::BundleCallNoKey, where, {key});
   const Json& v = c[key];
   if (!v.is_number_integer()) refuse(Msg::BundleCallNotWhole, where, {key});
+  // Printed as the manifest wrote it (a number above 2^63 had read back as -1).
+  const std::string written = v.dump();
+  if (v.is_number_unsigned() && v.get<unsigned long long>() > static_cast<unsigned long long>(1 << 24))
+    refuse(Msg::BundleCallIntRange, where, {key, std::to_string(min), std::to_string(1 << 24), written});
   const long long x = v.get<long long>();
-  if (x < min || x > (1 << 24))
-    refuse(Msg::BundleCallIntRange, where, {key, std::to_string(min), std::to_string(1 << 24), std::to_string(x)});
+  if (x < min || x > (1 << 24)) refuse(Msg::BundleCallIntRange, where, {key, std::to_string(min), std::to_string(1 << 24), written});
   return static_cast<int>(x);
 }
 

@@ -613,12 +613,18 @@ namespace {
 
 // A byte count as the size refusals print it: whole MiB when it is a multiple of one (the real
 // bound), else one decimal place ("1.5 MiB"), and plain bytes below 1 MiB (a test's bound).
-std::string mib_text(std::uint64_t bytes) {
+// "1024 MiB", "3.5 MiB", "512 bytes"; a size just above `above` (a limit) with as many decimals as
+// tell it from the limit ("1024.000001 MiB, more than 1024 MiB", not "1024.0 MiB, more than ...").
+std::string mib_text(std::uint64_t bytes, std::uint64_t above = 0) {
   constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
   if (bytes % kMiB == 0) return std::to_string(bytes / kMiB) + " MiB";
   if (bytes < kMiB) return std::to_string(bytes) + " bytes";
+  const double mib = static_cast<double>(bytes) / static_cast<double>(kMiB);
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / static_cast<double>(kMiB));
+  for (int decimals = 1; decimals <= 7; ++decimals) {
+    std::snprintf(buf, sizeof buf, "%.*f MiB", decimals, mib);
+    if (bytes <= above || std::strtod(buf, nullptr) * static_cast<double>(kMiB) > static_cast<double>(above)) break;
+  }
   return buf;
 }
 
@@ -648,7 +654,7 @@ std::string read_input_file(const std::string& path, InputFormat format, std::ui
   if (regular && static_cast<std::uint64_t>(st.st_size) > limit) {
     const auto size = static_cast<std::uint64_t>(st.st_size);
     if (size >= (std::uint64_t{1} << 20))
-      throw InputError(Msg::FileTooLargeMiB, {path, std::to_string(size), mib_text(size), mib_text(limit)});
+      throw InputError(Msg::FileTooLargeMiB, {path, std::to_string(size), mib_text(size, limit), mib_text(limit)});
     throw InputError(Msg::FileTooLarge, {path, std::to_string(size), mib_text(limit)});
   }
   // A regular file is read at its size in one allocation. A stream comes in pieces, joined once

@@ -27,8 +27,8 @@ void walk_json_header(const WalkHeader& w, nlohmann::ordered_json& j);
 // document).
 void walk_json_tile(int index, int j0, int j1, WalkTile::Skip skip, nlohmann::ordered_json& o);
 
-// The texts tell a run of skipped tiles with one reason as one entry (a window of 256 over 65536
-// keys had printed a thousand identical notes around a few tiles read): the end of the run that
+// The texts tell a run of skipped tiles with one reason as one entry (a narrow window over a long
+// row had printed a note per tile, all alike, around the few tiles read): the end of the run that
 // starts at tiles[i], i + 1 where tiles[i] is read or its neighbour differs.
 template <class Tile>
 std::size_t skipped_run_end(const std::vector<Tile>& tiles, std::size_t i) {

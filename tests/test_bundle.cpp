@@ -413,6 +413,11 @@ TEST(Bundle, BrokenBundlesGetOneErrorLine) {
   expect_refused({"run", "--random", "4", "--heads", "3", "--head", "3"}, "--head must be between 0 and 2, got 3");
   expect_refused({"run", "--q", "q.csv", "--k", "k.csv", "--v", "v.csv", "--head", "0"},
                  "--head applies to --bundle or to --random N --heads H");
+  // A count out of range is printed as the manifest wrote it (above 2^63 it had read "got -1").
+  patch_manifest(dir, [](Json& j) { j["calls"][0]["n"] = 18446744073709551615ULL; });
+  expect_refused(run, "call 0: 'n' must be between 1 and 16777216, got 18446744073709551615");
+  patch_manifest(dir, [](Json& j) { j["calls"][0]["n"] = -3; });
+  expect_refused(run, "call 0: 'n' must be between 1 and 16777216, got -3");
   // The manifest lies about n.
   patch_manifest(dir, [](Json& j) { j["calls"][0]["n"] = 5; });
   expect_refused(run, "q.npy: q of call 0 'blocks.0.attn' is 8x8 but the manifest says 10x8");

@@ -223,7 +223,7 @@ TEST(MessagesZh, FileRefusalsHaveNoEnglishInside) {
 
   const std::string big = test::write_file(dir.path() / "big.csv", std::string((1u << 20) + 1, '1'));
   const Message size = refusal([&] { read_input_file(big, std::uint64_t{1} << 20); });
-  EXPECT_EQ(size.en, big + ": the file has 1048577 bytes (1.0 MiB), more than 1 MiB (the largest input a problem can "
+  EXPECT_EQ(size.en, big + ": the file has 1048577 bytes (1.000001 MiB), more than 1 MiB (the largest input a problem can "
                            "have); not read");
   expect_chinese(size);
   // A bound below a MiB (tests only) is written in bytes: an argument.

@@ -628,7 +628,7 @@ TEST_F(IoBound, RegularFilesAboveTheBoundAreRefusedFromTheirSize) {
   const std::string npy = sparse_file(path("huge.npy"), over);
   const std::string tokens = sparse_file(path("huge.txt"), over);
   const std::string expected = ": the file has " + std::to_string(over) +
-                               " bytes (1024.0 MiB), more than 1024 MiB (the largest input a "
+                               " bytes (1024.000001 MiB), more than 1024 MiB (the largest input a "
                                "problem can have); not read";
   EXPECT_EQ(error_of([&] { attnlab::read_matrix(csv); }), csv + expected);
   EXPECT_EQ(error_of([&] { attnlab::read_matrix(npy); }), npy + expected);
