@@ -225,9 +225,9 @@ std::string describe(const Problem& p, const float* weights, const float* mask, 
     out += zh ? "分数修改作用于缩放后的分数，在除以温度之前。"
               : " The score mods act on the scaled scores, before the division by the temperature.";
   if (p.mods.alibi)
-    out += zh ? "ALiBi 从每个分数中减去 斜率·|i − j|，每个头一个斜率：键越远惩罚越大，但分数大的键仍可能胜出。"
-              : " ALiBi subtracts slope·|i − j| from each score, one slope per head: the farther the key, the larger "
-                "the penalty, though a key with a large score can still win.";
+    out += zh ? "ALiBi 从每个分数中减去 斜率·|i − j|：键越远惩罚越大，但分数大的键仍可能胜出。"
+              : " ALiBi subtracts slope·|i − j| from each score: the farther the key, the larger the penalty, "
+                "though a key with a large score can still win.";
 
   if (weights) {
     const RowStats s = row_stats(weights, mask, m);

@@ -188,7 +188,7 @@ TEST(CoreDemo, DescriptionNamesTheMaskMods) {
     const std::string d = describe(mods, cpu_staged(mods), 2, l);
     EXPECT_TRUE(has(d, l == Lang::En ? "that does not make them fall with distance" : "这并不保证分数随距离下降")) << d;
     EXPECT_TRUE(has(d, l == Lang::En ? "before the division by the temperature" : "在除以温度之前")) << d;
-    EXPECT_TRUE(has(d, l == Lang::En ? "one slope per head" : "每个头一个斜率")) << d;
+    EXPECT_TRUE(has(d, l == Lang::En ? "the farther the key, the larger the penalty" : "键越远惩罚越大")) << d;
   }
 }
 
