@@ -221,22 +221,10 @@ std::string heading(const Walk& w, Lang lang) {
 
 std::string tile_sentence(const Walk& w, const WalkTile& t, int tiles, Lang lang);
 
-// Tiles [i, end) skipped alike, as one tile: the first's, its keys running to the last's end and
-// its state the last's (a skipped tile leaves m, l and acc as they were).
-WalkTile skipped_run(const Walk& w, std::size_t i, std::size_t end) {
-  WalkTile t = w.tiles[end - 1];
-  t.index = w.tiles[i].index;
-  t.j0 = w.tiles[i].j0;
-  return t;
-}
-
 std::string render_text(const Walk& w, Lang lang) {
   std::string s = walk_source_line(w, lang) + heading(w, lang) + "\n\n";
   for (std::size_t i = 0; i < w.tiles.size();) {
-    const std::size_t end = skipped_run_end(w.tiles, i);
-    const WalkTile t = skipped_run(w, i, end);
-    const int run = static_cast<int>(end - i);
-    i = end;
+    const auto [t, run] = walk_entry(w.tiles, i);
     s += walk_tiles_heading(t.index, t.index + run - 1, t.j0, t.j1, lang) + "\n";
     const std::vector<Row> rows = tile_rows(w, t, lang);
     if (!rows.empty()) {
@@ -262,10 +250,7 @@ std::string render_markdown(const Walk& w, Lang lang) {
   std::string s = "## " + std::string(zh(lang) ? "在线 softmax 游走" : "Online softmax walk") + "\n\n" +
                   walk_source_line(w, lang) + (w.source.empty() ? "" : "\n") + heading(w, lang) + "\n\n";
   for (std::size_t i = 0; i < w.tiles.size();) {
-    const std::size_t end = skipped_run_end(w.tiles, i);
-    const WalkTile t = skipped_run(w, i, end);
-    const int run = static_cast<int>(end - i);
-    i = end;
+    const auto [t, run] = walk_entry(w.tiles, i);
     s += "### " + walk_tiles_heading(t.index, t.index + run - 1, t.j0, t.j1, lang) + "\n\n";
     const std::vector<Row> rows = tile_rows(w, t, lang);
     if (!rows.empty()) {

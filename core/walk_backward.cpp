@@ -127,22 +127,10 @@ std::string final_lines(const BackwardWalk& w, Lang lang, const char* bullet) {
   return s;
 }
 
-// Tiles [i, end) skipped alike, as one tile: the first's, its keys running to the last's end and
-// its dQ the last's (a skipped tile adds nothing).
-BackwardWalkTile skipped_run(const BackwardWalk& w, std::size_t i, std::size_t end) {
-  BackwardWalkTile t = w.tiles[end - 1];
-  t.index = w.tiles[i].index;
-  t.j0 = w.tiles[i].j0;
-  return t;
-}
-
 std::string render_text(const BackwardWalk& w, Lang lang) {
   std::string s = walk_source_line(w, lang) + heading(w, lang) + "\n\n";
   for (std::size_t i = 0; i < w.tiles.size();) {
-    const std::size_t end = skipped_run_end(w.tiles, i);
-    const BackwardWalkTile t = skipped_run(w, i, end);
-    const int run = static_cast<int>(end - i);
-    i = end;
+    const auto [t, run] = walk_entry(w.tiles, i);
     s += walk_tiles_heading(t.index, t.index + run - 1, t.j0, t.j1, lang) + "\n";
     const std::vector<KeyRow> rows = key_rows(w, t);
     if (!rows.empty()) {
@@ -167,10 +155,7 @@ std::string render_markdown(const BackwardWalk& w, Lang lang) {
   std::string s = "## " + std::string(zh(lang) ? "反向游走" : "Backward walk") + "\n\n" + walk_source_line(w, lang) +
                   (w.source.empty() ? "" : "\n") + heading(w, lang) + "\n\n";
   for (std::size_t i = 0; i < w.tiles.size();) {
-    const std::size_t end = skipped_run_end(w.tiles, i);
-    const BackwardWalkTile t = skipped_run(w, i, end);
-    const int run = static_cast<int>(end - i);
-    i = end;
+    const auto [t, run] = walk_entry(w.tiles, i);
     s += "### " + walk_tiles_heading(t.index, t.index + run - 1, t.j0, t.j1, lang) + "\n\n";
     const std::vector<KeyRow> rows = key_rows(w, t);
     if (!rows.empty()) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace attnlab {
@@ -36,6 +37,19 @@ std::size_t skipped_run_end(const std::vector<Tile>& tiles, std::size_t i) {
   if (!tiles[i].skipped) return end;
   while (end < tiles.size() && tiles[end].skipped && tiles[end].skip == tiles[i].skip) ++end;
   return end;
+}
+// The texts' next entry from tiles[i], i moved past it: the tile that stands for the run (the
+// first's index, keys from the first's j0 to the last's j1, the last's state: a skipped tile
+// changes nothing) and how many tiles it stands for.
+template <class Tile>
+std::pair<Tile, int> walk_entry(const std::vector<Tile>& tiles, std::size_t& i) {
+  const std::size_t end = skipped_run_end(tiles, i);
+  Tile t = tiles[end - 1];
+  t.index = tiles[i].index;
+  t.j0 = tiles[i].j0;
+  const int run = static_cast<int>(end - i);
+  i = end;
+  return {std::move(t), run};
 }
 // The heading of tiles [first, last]: "Tile 3 · keys 192–255" or "Tiles 4–1023 · keys 256–65535
 // (1020 tiles)", in the language's words; keys [j0, j1).
