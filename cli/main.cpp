@@ -59,22 +59,6 @@ int fail(const std::string& msg, int code) {
   return code;
 }
 
-// Memory kept back for the way out of a failed allocation. nlohmann::json's destructor allocates
-// (its stack of the children it frees) while the exception unwinds; failing there, inside a
-// noexcept destructor, would end the process in std::terminate instead of the one line "out of
-// host memory". The first failure frees this before its bad_alloc is thrown (or, where it happens
-// while unwinding, frees it and lets the allocation try again).
-constexpr std::size_t kReserveBytes = std::size_t{64} << 20;
-char* g_reserve = nullptr;
-
-void release_reserve() {
-  const bool unwinding = std::uncaught_exceptions() > 0;
-  delete[] g_reserve;
-  g_reserve = nullptr;
-  std::set_new_handler(nullptr);
-  if (!unwinding) throw std::bad_alloc();
-}
-
 std::string subcommand_names(const CLI::App& app) {
   std::string names;
   const auto subs = app.get_subcommands([](const CLI::App*) { return true; });
@@ -199,8 +183,6 @@ void refuse_empty_and_overflowing_values(CLI::App& app) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  g_reserve = new (std::nothrow) char[kReserveBytes];
-  if (g_reserve) std::set_new_handler(release_reserve);
   // A reader that closed the pipe (attnlab run | head) is a write that failed: the one error
   // line and exit 1, as for any other (the signal would end the process without a word).
   std::signal(SIGPIPE, SIG_IGN);
