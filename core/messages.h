@@ -321,6 +321,38 @@ enum class Msg : int {
   BenchDeviceError,     // {0} the device's error
   OverflowBiased,       // {0} row, {1} column
   HostMemoryWalk,       // {0} the format, {1} the numbers, {2} the need, {3} the room
+  // the viewer's own flags' values and combinations (viewer/app/options.cpp, the views' flags)
+  OptionWords,          // {0} option, {1} the words it takes ("max, mean"), {2} given
+  OptionWordList,       // {0} option, {1} the words a comma-separated list takes, {2} the item given
+  IntRange,             // {0} option, {1} lowest, {2} highest, {3} given
+  DecimalRange,         // {0} option, {1} lowest, {2} highest, {3} given
+  SecondsRange,         // {0} option, {1} highest, {2} given
+  SizeForm,             // {0} given
+  ExportDirMissing,     // {0} folder
+  ExportDirDenied,      // {0} folder
+  MaskFileNeedsFiles,   // {0} the file given
+  TokensNeedFiles,
+  FuzzSeedAlone,
+  BenchDecodeAlone,
+  FuzzAlone,
+  CacheDimRope,         // {0} --cache-dim
+  RopeDemoOdd,
+  AlibiViewerSlopes,
+  HeadBundleRange,      // {0} given
+  DecodeNoInput,
+  CacheHeadsDivide,     // {0} given
+  DecodeCacheKeys,      // {0} the most, {1} given
+  DecodeHeadDim,        // {0} the most, {1} given
+  DecodeHeadsMultiple,  // {0} query heads, {1} key/value heads
+  DecodeCacheBytes,     // {0} GB of the cache, {1} GB the view holds
+  ViewLossSum,          // {0} given
+  BackStepNeeds,        // {0} step word, {1} the option it needs
+  ChainSubNeeds,        // {0} stage word, {1} the option it needs
+  ChainRopeNeeds,       // {0} what it shows
+  PerfSizesForm,        // {0} option, {1} given
+  PerfRangeDown,        // {0} option, {1} given
+  QueryAndQueries,
+  RepeatAlone,
   Count_
 };
 
@@ -345,6 +377,10 @@ inline Message message_of(Msg id, std::vector<std::string> args) {
   Message m{id, std::move(args), {}};
   m.en = render_message(m.id, m.args, Lang::En);
   return m;
+}
+// The refusal m thrown again: with its id and arguments where it has them.
+inline InputError error_of(const Message& m) {
+  return m.id == Msg::None ? InputError(m.en) : InputError(m.id, m.args);
 }
 
 }  // namespace attnlab

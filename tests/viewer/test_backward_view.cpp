@@ -324,14 +324,14 @@ TEST(BackwardView, UpstreamFromTheSeedOrTheSumLossAndItsFlags) {
   EXPECT_FALSE(o.views.backward.sum);
   EXPECT_TRUE(viewer::parse_viewer_args({"--loss", "sum"}).views.backward.sum);
   EXPECT_EQ(test::message_of<InputError>([] { viewer::parse_viewer_args({"--loss", "mse:y.csv"}); }),
-            "--loss in the viewer takes 'sum' (dO = 1 everywhere), got 'mse:y.csv'");
+            "--loss in the viewer takes sum (dO = 1 everywhere), got 'mse:y.csv'");
   EXPECT_EQ(BackwardView(o.views.backward).upstream().seed, 12u);
   EXPECT_NE(viewer::viewer_usage().find("--dout-seed"), std::string::npos);
   // A seed beside --loss sum would be dropped: refused in either order, with the CLI's line.
   for (const std::vector<std::string> args : {std::vector<std::string>{"--loss", "sum", "--dout-seed", "3"},
                                               {"--dout-seed", "3", "--loss", "sum"}})
     EXPECT_EQ(test::message_of<InputError>([&] { viewer::parse_viewer_args(args); }),
-              "--dout-seed seeds the random dO; it does not apply with --loss");
+              "--dout-seed seeds the random dO; it does not apply with --dout or --loss");
   // --back-step: the step it opens on, once the backward has it.
   EXPECT_EQ(test::message_of<InputError>([] { viewer::parse_viewer_args({"--back-step", "dx"}); }),
             "--back-step must be one of dout, dv, dp, D, ds, dcapped, dbiased, dscaled, dscores, dq_rot, dq, dk, dT, "
@@ -353,7 +353,7 @@ TEST(BackwardView, UpstreamFromTheSeedOrTheSumLossAndItsFlags) {
             "softcap:C");
   EXPECT_EQ(refusal(plain, "dbiased"),
             "--back-step dbiased opens on the gradient of a stage that a modification adds: it needs --score-mod "
-            "alibi or bias:FILE");
+            "alibi | bias:FILE");
   EXPECT_EQ(refusal(plain, "dq_rot"),
             "--back-step dq_rot opens on the gradient of a stage that a modification adds: it needs --rope [THETA]");
   plain.mods.softcap = 3;

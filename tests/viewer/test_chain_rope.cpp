@@ -148,7 +148,7 @@ TEST(ChainRope, TheStateDumpAndTheFlag) {
   EXPECT_EQ(parse_viewer_args({"--chain-rope", "k-diff", "--rope"}).views.chain.rope, ChainRope::KDiff);
   EXPECT_FALSE(parse_viewer_args({"--rope"}).views.chain.rope);
   EXPECT_EQ(test::message_of<InputError>([] { parse_viewer_args({"--chain-rope", "rot"}); }),
-            "--chain-rope must be qk, q, q-rot, q-diff, k, k-rot or k-diff, got 'rot'");
+            "--chain-rope must be one of qk, q, q-rot, q-diff, k, k-rot, k-diff, got 'rot'");
   EXPECT_NE(viewer_usage().find("--chain-rope qk|q|q-rot|q-diff|k|k-rot|k-diff"), std::string::npos);
   for (ChainRope r : kChainRopes) EXPECT_EQ(chain_rope_of(chain_rope_word(r)), r);
   // Given with RoPE: the view opens on it; the dump names it and the matrix it draws.
@@ -248,7 +248,7 @@ TEST(ChainSub, TheFlagOpensOnAStageOfStep2) {
             static_cast<int>(ChainView::Sub::Capped));
   EXPECT_FALSE(parse_viewer_args({}).views.chain.sub);
   EXPECT_EQ(test::message_of<InputError>([] { parse_viewer_args({"--chain-sub", "cap"}); }),
-            "--chain-sub must be logits, scaled, biased or capped, got 'cap'");
+            "--chain-sub must be one of logits, scaled, biased, capped, got 'cap'");
   EXPECT_NE(viewer_usage().find("--chain-sub logits|scaled|biased|capped"), std::string::npos);
   for (ChainView::Sub sub : {ChainView::Sub::Logits, ChainView::Sub::Scaled, ChainView::Sub::Biased,
                              ChainView::Sub::Capped})
@@ -281,10 +281,10 @@ TEST(ChainSub, TheFlagOpensOnAStageOfStep2) {
     return test::message_of<InputError>([&] { make(o, sub); });
   };
   EXPECT_EQ(refusal(vo, ChainView::Sub::Biased),
-            "--chain-sub biased shows a stage of step 2 that score mods add: it needs --score-mod alibi or bias:FILE");
+            "--chain-sub biased shows a stage of step 2 that score mods add: it needs --score-mod alibi | bias:FILE");
   ViewerOptions plain = test::cpu_random_options(16, 8, 8);
   EXPECT_EQ(refusal(plain, ChainView::Sub::Scaled),
-            "--chain-sub scaled shows a stage of step 2 that score mods add: it needs --score-mod alibi, softcap:C or "
+            "--chain-sub scaled shows a stage of step 2 that score mods add: it needs --score-mod alibi | softcap:C | "
             "bias:FILE");
   plain.mods.alibi = true;
   plain.score_mods_given = true;

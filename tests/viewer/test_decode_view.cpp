@@ -325,26 +325,26 @@ TEST(DecodeView, TheSessionsModificationsReachARandomCache) {
 
 TEST(DecodeView, ShapesThatDoNotFitAreRefusedInBothLanguages) {
   DecodeShape s;
-  EXPECT_EQ(decode_shape_error(s, Lang::En), "") << "the input on screen";
+  EXPECT_EQ(decode_shape_error(s).text(Lang::En), "") << "the input on screen";
   s.keys = 1048576;
   s.heads = 8;
   s.kv_heads = 8;
   s.dim = 128;
-  EXPECT_NE(decode_shape_error(s, Lang::En).find("more than the view holds"), std::string::npos);
-  EXPECT_NE(decode_shape_error(s, Lang::Zh).find("超过本视图的上限"), std::string::npos);
+  EXPECT_NE(decode_shape_error(s).text(Lang::En).find("more than the view holds"), std::string::npos);
+  EXPECT_NE(decode_shape_error(s).text(Lang::Zh).find("超过本视图的上限"), std::string::npos);
   s.kv_heads = 3;
-  EXPECT_NE(decode_shape_error(s, Lang::En).find("multiple of the key/value heads"), std::string::npos);
+  EXPECT_NE(decode_shape_error(s).text(Lang::En).find("multiple of the key/value heads"), std::string::npos);
   s.kv_heads = 1;
-  EXPECT_EQ(decode_shape_error(s, Lang::En), "") << "a million keys of one key/value head at d = 128: within";
+  EXPECT_EQ(decode_shape_error(s).text(Lang::En), "") << "a million keys of one key/value head at d = 128: within";
   s.keys = kDecodeMaxKeys + 1;
-  EXPECT_NE(decode_shape_error(s, Lang::En), "");
+  EXPECT_NE(decode_shape_error(s).text(Lang::En), "");
   // Every offered cache fits with one key/value head at d = 128.
   for (int keys : decode_cache_choices()) {
     DecodeShape c;
     c.keys = keys;
     c.heads = 8;
     c.kv_heads = 1;
-    EXPECT_EQ(decode_shape_error(c, Lang::En), "") << keys;
+    EXPECT_EQ(decode_shape_error(c).text(Lang::En), "") << keys;
   }
   // The engine refuses what the view would not ask for, with the reason.
   DecodeShape big;

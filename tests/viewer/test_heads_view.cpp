@@ -121,7 +121,7 @@ TEST(HeadsOptions, BadCombinationsAreRefusedWithTheReason) {
       {{"--random", "8", "--head", "-1", "--heads", "2"}, "--head must be between 0 and 1, got -1"},
       {{"--bundle", "d", "--head", "-1"}, "--head must be between 0 and the call's last head, got -1"},
       {{"--bundle", ""}, "option --bundle needs a value"},
-      {{"--view", "head"}, "--view must be chain, walk, heads, perf, precision, diff, decode, position or backward, got 'head'"},
+      {{"--view", "head"}, "--view must be one of chain, walk, heads, perf, precision, diff, decode, position, backward, got 'head'"},
       {{"--random", "65536", "--heads", "64", "--dk", "1024"}, "the viewer's limit is 2.0 GiB"},
   };
   for (const auto& [args, want] : bad) {

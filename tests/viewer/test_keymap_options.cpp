@@ -8,10 +8,13 @@
 #include "viewer/app/options.h"
 #include "viewer/app/speech.h"
 #include "viewer/draw/strings.h"
+#include "viewer/views/perf/perf_view.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -110,18 +113,29 @@ TEST(Options, ParsesEveryStateFlag) {
 
 TEST(Options, RefusesBadFlagsWithAMessage) {
   EXPECT_NE(error_of({"--bogus"}).find("unknown option '--bogus'"), std::string::npos);
-  EXPECT_NE(error_of({"--step", "7"}).find("--step must be 1, 2, 3 or 4"), std::string::npos);
+  EXPECT_NE(error_of({"--step", "7"}).find("--step must be one of 1, 2, 3, 4"), std::string::npos);
   EXPECT_NE(error_of({"--step"}).find("needs a value"), std::string::npos);
+  // An option where the value should be is not taken for it (a file named --fullscreen had been
+  // written), and a value is read once (the refusal had quoted the next word).
+  EXPECT_EQ(error_of({"--screenshot", "--fullscreen"}), "option --screenshot needs a value");
+  // --flag=value as attnlab takes it; an empty one is a missing value.
+  EXPECT_EQ(parse({"--temperature=2", "--diff=mask=causal"}).temperature, 2.0);
+  EXPECT_EQ(error_of({"--temperature="}), "option --temperature needs a value");
+  EXPECT_EQ(error_of({"--temperature", "--lang", "zh"}), "option --temperature needs a value");
+  EXPECT_EQ(error_of({"--perf-max-seconds", "0", "--random", "8"}),
+            "--perf-max-seconds must be a decimal number of seconds above 0 and at most 86400, got '0'");
   EXPECT_NE(error_of({"--mask", "diag"}).find("--mask must be none or causal"), std::string::npos);
   EXPECT_NE(error_of({"--random", "0"}).find("--random must be an integer from 1"), std::string::npos);
   EXPECT_NE(error_of({"--random", "abc"}).find("got 'abc'"), std::string::npos);
   EXPECT_NE(error_of({"--size", "big"}).find("--size must be WxH"), std::string::npos);
   // Below the layout's minimum the window would be drawn at 960 x 600 anyway: refused instead.
-  EXPECT_NE(error_of({"--size", "640x480"}).find("--size width"), std::string::npos);
-  EXPECT_NE(error_of({"--size", "1280x599"}).find("--size height"), std::string::npos);
+  EXPECT_NE(error_of({"--size", "640x480"}).find("--size W must be"), std::string::npos);
+  EXPECT_NE(error_of({"--size", "1280x599"}).find("--size H must be"), std::string::npos);
   EXPECT_NE(error_of({"--lang", "fr"}), "");
-  EXPECT_NE(error_of({"--backend", "tpu"}).find("--backend must be"), std::string::npos);
-  EXPECT_NE(error_of({"--dk", "8"}).find("add --random N"), std::string::npos);
+  EXPECT_NE(error_of({"--backend", "tpu"}).find("unknown backend 'tpu' (use auto, cpu or cuda)"), std::string::npos);
+  EXPECT_EQ(error_of({"--dk", "8"}), "--dk applies to --random problems only (the demo has its own values)");
+  EXPECT_EQ(error_of({"--bundle", "d", "--seed", "3"}),
+            "--seed applies to --random problems only (the bundle gives its shapes and values)");
   EXPECT_NE(error_of({"--temperature", "abc"}).find("temperature must be a finite number > 0"), std::string::npos);
   // An export folder that is not there is refused at once, not at the first export.
   EXPECT_EQ(error_of({"--export-dir", "/nonexistent/x"}), "--export-dir '/nonexistent/x' is not a folder (missing?)");
@@ -129,6 +143,57 @@ TEST(Options, RefusesBadFlagsWithAMessage) {
   // An option given twice is refused, as the CLI refuses it (not "the last one wins").
   EXPECT_EQ(error_of({"--perf-pass", "both", "--perf-pass", "forward"}), "option --perf-pass is given twice");
   EXPECT_EQ(error_of({"--lang", "en", "--step", "2", "--lang", "zh"}), "option --lang is given twice");
+}
+
+// The flags' values and combinations are refused in the catalogue's words (core/messages.h), so
+// that --lang zh prints them in Chinese as attnlab does; only the options' syntax (an unknown
+// option, a missing value, an option given twice) stays in English, as README says.
+TEST(Options, TheFlagsRefusalsAreCatalogued) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"--step", "7"}, {"--pool", "x"}, {"--stages", "x"}, {"--view", "x"}, {"--ui-scale", "9"},
+      {"--size", "big"}, {"--size", "640x480"}, {"--random", "0"}, {"--export-dir", "/nonexistent/x"},
+      {"--backend", "tpu"}, {"--bundle", "d", "--random", "8"}, {"--q", "q.csv", "--random", "8"},
+      {"--bundle", "d", "--heads", "2"}, {"--bundle", "d", "--head", "-1"}, {"--bundle", "d", "--mask", "causal"},
+      {"--layer", "1"}, {"--heads", "2"}, {"--head", "1"}, {"--random", "8", "--heads", "2", "--head", "5"},
+      {"--mask", "m.csv"}, {"--tokens", "a,b"}, {"--pattern", "sink"}, {"--fuzz-seed", "1"},
+      {"--bench-decode", "1", "--bench-redraw"}, {"--fuzz-events", "1", "--bench-redraw"}, {"--dk", "8"},
+      {"--view", "decode", "--cache", "4096", "--cache-dim", "7", "--rope"},
+      {"--view", "decode", "--cache", "4096", "--rope"}, {"--score-mod", "alibi:1"}, {"--walk-pass", "x"},
+      {"--tile", "0"}, {"--back-step", "x"}, {"--loss", "mse"}, {"--loss", "sum", "--dout-seed", "1"},
+      {"--chain-sub", "x"}, {"--chain-rope", "x"}, {"--view", "perf", "--perf-n", "512..256"},
+      {"--perf-chart", "x"}, {"--perf-max-seconds", "0"},
+      {"--view", "perf", "--backend", "tpu"}, {"--view", "perf", "--perf-variant", "decode"},
+      {"--view", "perf", "--perf-precision", "fp64"}, {"--view", "perf", "--perf-mask", "x"},
+      {"--query", "1", "--queries", "0,1"}, {"--repeat", "3"}, {"--cache-heads", "8/3"}, {"--cache", "1048576", "--cache-dim", "512"}, {"--cache", "16", "--cache-dim", "0"}};
+  std::vector<std::function<void()>> refused;
+  for (const std::vector<std::string>& args : bad) refused.push_back([args] { parse_viewer_args(args); });
+  // --perf-output, checked when the perf view opens, and the Export field's path
+  for (const char* path : {"/nonexistent/p.csv", "/"}) refused.push_back([path] { check_writable(path); });
+  for (std::size_t i = 0; i < refused.size(); ++i) {
+    const std::string joined = i < bad.size() ? bad[i][0] + " " + bad[i].back() : "check_writable";
+    try {
+      refused[i]();
+      ADD_FAILURE() << "accepted: " << joined;
+    } catch (const InputError& e) {
+      const Message m = message_of(e);
+      EXPECT_NE(m.id, Msg::None) << joined << "-> " << e.what();
+      const std::string zh = m.text(Lang::Zh);
+      EXPECT_TRUE(std::any_of(zh.begin(), zh.end(), [](char c) { return static_cast<unsigned char>(c) >= 0xE4; }))
+          << joined << "-> " << zh;
+      for (const char* english : {" must ", " got ", " or ", " takes "})
+        EXPECT_EQ(zh.find(english), std::string::npos) << joined << "-> " << zh;
+    }
+  }
+  // The syntax stays in English.
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--bogus"}, {"--step"}, {"--step", "1", "--step", "2"}}) {
+    try {
+      parse_viewer_args(args);
+      ADD_FAILURE() << "accepted: " << args[0];
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.id, Msg::None) << e.what();
+    }
+  }
 }
 
 TEST(Options, TemperatureMessageIsTheCoreOne) {

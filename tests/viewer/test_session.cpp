@@ -482,6 +482,12 @@ TEST(Session, OutOfRangeRandomFieldsAreRefusedWithTheReason) {
   EXPECT_FALSE(c.load_random(8, 8, kMaxHeadDim + 1, 1));
   EXPECT_NE(c.error().find("d_v must be 1..1024, got 1025"), std::string::npos) << c.error();
   EXPECT_TRUE(c.demo());
+  // A new input's refusal, which the controls show beside Generate (and the bottom bar and the
+  // state dump as every refusal); another action's is not one.
+  EXPECT_TRUE(c.input_refused());
+  EXPECT_FALSE(c.set_temperature_text("0"));
+  EXPECT_FALSE(c.error().empty());
+  EXPECT_FALSE(c.input_refused());
 }
 
 // The command the Tables section offers reproduces the problem on screen exactly.
@@ -536,6 +542,7 @@ TEST(SessionFiles, LoadsFilesWithTokensAndAMaskFileAndKeepsTheLastValidStateOnRe
   EXPECT_NE(c.error().find("fully masked"), std::string::npos) << c.error();
   EXPECT_FALSE(c.load_files({q, k, (dir.path() / "missing.csv").string(), "", "", ""}));
   EXPECT_NE(c.error().find("missing.csv"), std::string::npos) << c.error();
+  EXPECT_TRUE(c.input_refused()) << "files that do not read: beside Load, not the temperature";
   EXPECT_FALSE(c.load_files({q, k, "", "", "", ""}));
   EXPECT_NE(c.error().find("missing --v"), std::string::npos) << c.error();
   EXPECT_EQ(c.problem().key_tokens(), (std::vector<std::string>{"x", "y", "z"}));

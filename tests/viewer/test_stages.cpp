@@ -160,6 +160,6 @@ TEST(Stages, OptionIsParsedAndCheckedAsTheOthers) {
     parse_viewer_args({"--stages", "some"});
     ADD_FAILURE() << "accepted --stages some";
   } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()), "--stages must be auto, all or step, got 'some'");
+    EXPECT_EQ(std::string(e.what()), "--stages must be one of auto, all, step, got 'some'");
   }
 }

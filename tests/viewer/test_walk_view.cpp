@@ -280,7 +280,7 @@ TEST(WalkViewBackward, TheFlagAndItsRefusals) {
   EXPECT_EQ(parse_viewer_args({"--view", "walk", "--walk-pass", "backward"}).views.walk.pass, WalkPass::Backward);
   EXPECT_EQ(parse_viewer_args({"--walk-pass", "forward"}).views.walk.pass, WalkPass::Forward);
   EXPECT_EQ(test::message_of<InputError>([] { parse_viewer_args({"--walk-pass", "back"}); }),
-            "--walk-pass must be forward or backward, got 'back'");
+            "--walk-pass must be one of forward, backward, got 'back'");
   EXPECT_NE(viewer_usage().find("--walk-pass forward|backward"), std::string::npos);
   // Above what the session keeps (it streams), the row's walk is still computed: it costs O(m d).
   Session big(test::cpu_random_options(kKeepStagesMaxTokens + 8, 8, 8));

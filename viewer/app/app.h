@@ -54,10 +54,6 @@ struct App : Shell {
   int in_mode;                      // 0 demo, 1 random, 2 files, 3 the bundle (the radio's value)
   InputFiles in_files;              // the file fields, applied by Load
   std::string in_bias, in_documents;  // the modifications' file fields, applied by their Load
-  Message random_error;             // why the last Generate or Load was refused (shown beside it,
-                                    // in the UI language)
-  int random_over_limit = 0;        // or the N it refused as over the backend's limit (0: none),
-                                    // worded at draw time so that it follows the language
   // A new input was asked for (input_loaded): once no run is in flight, step 3's scale takes the
   // default of the problem then on screen (log above 64 tokens), as at startup.
   bool log_default_pending = false;
@@ -84,10 +80,11 @@ void input_loaded(App& app);
 void apply_input_defaults(App& app);
 
 // The input's buttons of the controls panel (controls_panel.cpp), on the fields as they are: the
-// demo, Generate (the random-mode fields), Load (the typed paths). A refusal shows beside them.
+// demo, Generate (the random-mode fields), Load (the typed paths): false when refused at once (the
+// session's refusal, shown beside them; files that do not read are refused when their run ends).
 void choose_demo(App& app);
-void generate_random(App& app);
-void load_typed_files(App& app);
+bool generate_random(App& app);
+bool load_typed_files(App& app);
 // The information panel's export buttons (info_panel.cpp): into Shell::export_dir, the file's
 // name or why it was refused on the status line.
 enum class Export { StageCsv, TraceJson, HeatmapPng };

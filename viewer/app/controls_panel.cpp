@@ -124,38 +124,24 @@ void input_text(const char* label, std::string& text) {
 void choose_demo(App& app) {
   Session& c = app.session;
   app.in_mode = 0;
-  app.random_error = Message{};
-  app.random_over_limit = 0;
   if (!c.demo() && c.load_demo()) {
     input_loaded(app);
   }
 }
 
-void generate_random(App& app) {
-  Session& c = app.session;
-  app.random_error = Message{};
-  app.random_over_limit = 0;
-  if (app.in_n > c.max_tokens()) {
-    // Refused here, beside the button that asked; worded below, in the UI's language.
-    app.random_over_limit = app.in_n;
-  } else if (c.load_random(app.in_n, app.in_dk, app.in_dv, app.in_seed, app.in_heads)) {
-    input_loaded(app);
-    app.in_mode = 1;
-  } else {
-    app.random_error = c.error_message();
-    c.clear_error();
-  }
+// A refusal stays the session's (the bottom bar, the state dump); the controls show it beside
+// the button that asked (Session::input_refused).
+bool generate_random(App& app) {
+  if (!app.session.load_random(app.in_n, app.in_dk, app.in_dv, app.in_seed, app.in_heads)) return false;
+  input_loaded(app);
+  app.in_mode = 1;
+  return true;
 }
 
-void load_typed_files(App& app) {
-  Session& c = app.session;
-  app.random_error = Message{};
-  if (c.load_files(app.in_files)) {
-    input_loaded(app);
-  } else {
-    app.random_error = c.error_message();
-    c.clear_error();
-  }
+bool load_typed_files(App& app) {
+  if (!app.session.load_files(app.in_files)) return false;
+  input_loaded(app);
+  return true;
 }
 
 // ---- controls ---------------------------------------------------------------------------------
@@ -296,7 +282,9 @@ void draw_controls(App& app, const Layout& l) {
   app.temp_entry_active = ImGui::IsItemActive();
   same_line_if_fits(text_width(tr(lang, S::TemperatureEntry)));
   ImGui::TextColored(kDimV4, "%s", tr(lang, S::TemperatureEntry));
-  if (!c.error().empty()) {
+  // A new input's refusal is shown beside Generate or Load instead, when they are open.
+  const bool beside_input = c.input_refused() && (app.in_mode == 1 || app.in_mode == 2);
+  if (!c.error().empty() && !beside_input) {
     wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + c.error_text(lang), &kErrorV4);
   }
   // A view that uses neither the temperature nor the mask set here (its key help says so: the
@@ -361,10 +349,7 @@ void draw_controls(App& app, const Layout& l) {
     // Out-of-range values stay in the fields as typed and are refused by Generate, with the
     // reason (they used to be clamped silently).
     if (ImGui::Button(tr(lang, S::Generate))) generate_random(app);
-    if (app.random_over_limit > 0)
-      app.random_error.en = fmt(tr(lang, S::RandomOverLimit), app.random_over_limit,
-                                c.backend() == "cuda" ? "CUDA" : "CPU", c.max_tokens());
-    if (!app.random_error.empty()) wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + app.random_error.text(lang), &kErrorV4);
+    if (c.input_refused()) wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + c.error_text(lang), &kErrorV4);
     if (c.demo()) wrapped(app, tr(lang, S::RandomPending), &kDimV4);
     wrapped(app, tr(lang, S::RandomLimits), &kDimV4);
   }
@@ -387,14 +372,13 @@ void draw_controls(App& app, const Layout& l) {
     ImGui::SetNextItemWidth(-1);
     input_text("###ftok", app.in_files.tokens);
     if (ImGui::Button(fmt("%s###load", tr(lang, S::Load)).c_str())) load_typed_files(app);
-    if (!app.random_error.empty()) wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + app.random_error.text(lang), &kErrorV4);
+    if (c.input_refused()) wrapped(app, std::string(tr(lang, S::ErrorPrefix)) + c.error_text(lang), &kErrorV4);
     wrapped(app, tr(lang, S::FilesHint), &kDimV4);
   }
   // The bundle of --bundle: back to it after another input.
   if (const Bundle* b = c.bundle()) {
     if (radio_fit(fmt(tr(lang, S::ModeBundle), b->dir.c_str()).c_str(), app.in_mode == 3)) {
       app.in_mode = 3;
-      app.random_error = Message{};
       if (!c.from_bundle() && c.load_bundle(0)) input_loaded(app);
     }
   }

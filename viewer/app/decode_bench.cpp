@@ -40,7 +40,7 @@ DecodeBench run_decode_bench(const ViewerOptions& o, std::ostream& log) {
     std::this_thread::sleep_for(frame);
   }
   r.build_ms = ms_between(b0, Clock::now());
-  if (!v.shown()->error.empty()) throw InputError(v.shown()->error);
+  if (!v.shown()->error.empty()) throw error_of(v.shown()->refusal);
   v.set_speed(DecodeView::kMaxSpeed);
   v.toggle_play();
   std::vector<double> kernel, gbs, frames;

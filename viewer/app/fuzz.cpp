@@ -251,8 +251,7 @@ void Fuzzer::apply(const FuzzEvent& e) {
     case FuzzKind::Load:
       app_.in_mode = 2;
       app_.in_files = loads_[e.slot];
-      load_typed_files(app_);
-      refused("load", !app_.random_error.empty());
+      refused("load", !load_typed_files(app_));
       break;
     case FuzzKind::Generate: {
       const auto to_int = [](long v) { return static_cast<int>(std::clamp<long>(v, INT_MIN, INT_MAX)); };
@@ -262,8 +261,7 @@ void Fuzzer::apply(const FuzzEvent& e) {
       app_.in_dv = to_int(e.d_v);
       app_.in_heads = to_int(e.heads);
       app_.in_seed = e.seed;
-      generate_random(app_);
-      refused("generate", !app_.random_error.empty() || app_.random_over_limit > 0);
+      refused("generate", !generate_random(app_));
       break;
     }
     case FuzzKind::Demo: choose_demo(app_); break;

@@ -82,8 +82,7 @@ void take_mod_spec(ViewerOptions& o, const std::string& flag, const std::string&
   take_file();
   if (score) {
     if (!scratch.mods.alibi_slopes.empty())
-      throw InputError("attnlab-view takes alibi with the standard slopes of the heads; given slopes: attnlab run "
-                       "--score-mod alibi:S1/S2/...");
+      throw InputError(Msg::AlibiViewerSlopes, {});
     o.mods.alibi = scratch.mods.alibi;
     o.mods.softcap = scratch.mods.softcap;
     o.score_mods_given = true;
@@ -97,7 +96,19 @@ void take_mod_spec(ViewerOptions& o, const std::string& flag, const std::string&
 
 }  // namespace
 
-ViewerOptions parse_viewer_args(const std::vector<std::string>& args, const std::string& program) {
+ViewerOptions parse_viewer_args(const std::vector<std::string>& typed, const std::string& program) {
+  // --flag=value reads as --flag value, as attnlab takes it (a value may hold '=' of its own:
+  // --diff=mask=causal).
+  std::vector<std::string> args;
+  for (const std::string& a : typed) {
+    const std::size_t eq = a.rfind("--", 0) == 0 ? a.find('=') : std::string::npos;
+    if (eq == std::string::npos) {
+      args.push_back(a);
+    } else {
+      args.push_back(a.substr(0, eq));
+      args.push_back(a.substr(eq + 1));
+    }
+  }
   ViewerOptions o;
   std::string backend_text;  // checked at the end: a list in the perf view, one name elsewhere
   bool pattern_given = false, head_given = false, layer_given = false;
@@ -106,8 +117,10 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args, const std:
     const std::string& a = args[i];
     if (a.rfind("--", 0) == 0 && !seen.insert(a).second) throw InputError("option " + a + " is given twice");
     auto value = [&]() -> const std::string& {
-      // An empty value is refused, as the CLI refuses it (`--score-mod ""` had read as none).
-      if (i + 1 >= args.size() || args[i + 1].empty()) throw InputError("option " + a + " needs a value");
+      // An empty value is refused, as the CLI refuses it (`--score-mod ""` had read as none), and so
+      // is an option in its place (`--screenshot --fullscreen` had written a file named --fullscreen).
+      if (i + 1 >= args.size() || args[i + 1].empty() || args[i + 1].rfind("--", 0) == 0)
+        throw InputError("option " + a + " needs a value");
       return args[++i];
     };
     if (a == "--help" || a == "-h") {
@@ -122,7 +135,7 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args, const std:
     } else if (a == "--step") {
       const std::string& v = value();
       if (v != "1" && v != "2" && v != "3" && v != "4") {
-        throw InputError("--step must be 1, 2, 3 or 4, got '" + v + "'");
+        throw InputError(Msg::OptionWords, {a, "1, 2, 3, 4", v});
       }
       o.step = v[0] - '0';
       o.step_given = true;
@@ -134,8 +147,6 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args, const std:
         o.mask = MaskKind::None;
       } else if (v == "causal") {
         o.mask = MaskKind::Causal;
-      } else if (v.empty()) {
-        throw InputError("--mask needs none, causal or a FILE");
       } else {
         o.mask = MaskKind::Custom;  // a mask file, read with the inputs (core/inputs.h)
         o.mask_file = v;
@@ -189,9 +200,9 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args, const std:
     } else if (a == "--size") {
       const std::string& v = value();
       const auto x = v.find('x');
-      if (x == std::string::npos) throw InputError("--size must be WxH (e.g. 1280x800), got '" + v + "'");
-      o.width = parse_flag_int<int>("--size width", v.substr(0, x), kMinWindowW, 7680);
-      o.height = parse_flag_int<int>("--size height", v.substr(x + 1), kMinWindowH, 4320);
+      if (x == std::string::npos) throw InputError(Msg::SizeForm, {v});
+      o.width = parse_flag_int<int>("--size W", v.substr(0, x), kMinWindowW, 7680);
+      o.height = parse_flag_int<int>("--size H", v.substr(x + 1), kMinWindowH, 4320);
     } else if (a == "--backend") {
       backend_text = value();
     } else if (a == "--pool") {
@@ -201,17 +212,17 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args, const std:
       } else if (v == "mean") {
         o.pool = PoolMode::Mean;
       } else {
-        throw InputError("--pool must be max or mean, got '" + v + "'");
+        throw InputError(Msg::OptionWords, {a, "max, mean", v});
       }
     } else if (a == "--stages") {
       const std::string& v = value();
       if (v == "auto") o.stages = StagePolicy::Auto;
       else if (v == "all") o.stages = StagePolicy::All;
       else if (v == "step") o.stages = StagePolicy::Step;
-      else throw InputError("--stages must be auto, all or step, got '" + v + "'");
+      else throw InputError(Msg::OptionWords, {a, "auto, all, step", v});
     } else if (a == "--view") {
       const std::string& v = value();
-      if (view_index(v) < 0) throw InputError("--view must be " + view_names_text() + ", got '" + v + "'");
+      if (view_index(v) < 0) throw InputError(Msg::OptionWords, {a, view_names_text(), v});
       o.view = v;
     } else if (a == "--precision") {
       const std::string& v = value();
@@ -225,7 +236,7 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args, const std:
       const float sc = static_cast<float>(std::strtod(v.c_str(), &end));
       if (v.empty() || end != v.c_str() + v.size() || !(sc >= kMinUiScale && sc <= kMaxUiScale) ||
           v.find_first_not_of("0123456789.") != std::string::npos) {
-        throw InputError("--ui-scale must be a decimal number from 0.6 to 3, got '" + v + "'");
+        throw InputError(Msg::DecimalRange, {a, "0.6", "3", v});
       }
       o.ui_scale = sc;
     } else if (a == "--fullscreen") {
@@ -237,9 +248,9 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args, const std:
       // Refused here, as --perf-output is, rather than at the first export (S, the buttons).
       std::error_code ec;
       if (!std::filesystem::is_directory(o.export_dir, ec))
-        throw InputError("--export-dir '" + o.export_dir + "' is not a folder (missing?)");
+        throw InputError(Msg::ExportDirMissing, {o.export_dir});
       if (::access(o.export_dir.c_str(), W_OK | X_OK) != 0)
-        throw InputError("cannot write in --export-dir '" + o.export_dir + "' (no permission)");
+        throw InputError(Msg::ExportDirDenied, {o.export_dir});
     } else if (a == "--fuzz-events") {
       o.fuzz_events = parse_flag_int<long>(a, value(), 1, 100'000'000);
     } else if (a == "--fuzz-seed") {
@@ -259,56 +270,56 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& args, const std:
   if (!backend_text.empty()) {
     o.backend = backend_text;
     if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda") {
-      throw InputError("--backend must be auto, cpu or cuda, got '" + o.backend + "'");
+      throw InputError(Msg::UnknownBackend, {o.backend});
     }
   }
   const bool files = !o.q_file.empty() || !o.k_file.empty() || !o.v_file.empty();
   // The same sentences as the CLI's (cli/common.cpp) for the same mistakes.
   if (!o.bundle.empty() && (files || o.random_n))
-    throw InputError("give one input: --bundle DIR, --q/--k/--v files or --random N");
+    throw InputError(Msg::OneInput, {});
   if (files && o.random_n)
-    throw InputError("give either --q/--k/--v files or --random N, not both");
+    throw InputError(Msg::FilesOrRandom, {});
   if (!o.bundle.empty()) {
     if (o.heads != 1)
-      throw InputError("--heads applies to --random problems only (use --head H for one head of a bundle)");
+      throw InputError(Msg::HeadsBundle, {});
     if (o.head < 0)
-      throw InputError("--head must be between 0 and the call's last head, got " + std::to_string(o.head));
+      throw InputError(Msg::HeadBundleRange, {std::to_string(o.head)});
     if (o.mask != MaskKind::None)
-      throw InputError("--mask does not apply to --bundle: the bundle holds each call's mask");
+      throw InputError(Msg::MaskBundle, {});
   } else {
-    if (layer_given) throw InputError("--layer applies to --bundle only");
-    if (o.heads != 1 && !o.random_n) throw InputError("--heads applies to --random problems only");
-    if (head_given && !o.random_n) throw InputError("--head applies to --bundle or to --random N --heads H");
+    if (layer_given) throw InputError(Msg::LayerBundleOnly, {});
+    if (o.heads != 1 && !o.random_n) throw InputError(Msg::HeadsRandomOnly, {});
+    if (head_given && !o.random_n) throw InputError(Msg::HeadApplies, {});
     if (o.head < 0 || o.head >= o.heads)
-      throw InputError("--head must be between 0 and " + std::to_string(o.heads - 1) + ", got " +
-                       std::to_string(o.head));
+      throw InputError(Msg::OptionRange, {"--head", "0", std::to_string(o.heads - 1), std::to_string(o.head)});
   }
   if (o.random_n) check_random_inputs(*o.random_n, o.d_k, o.d_v, o.heads);
   if (!files && !o.mask_file.empty())
-    throw InputError("--mask must be none or causal, or a mask FILE together with --q, --k and --v; got '" +
-                     o.mask_file + "'");
+    throw InputError(Msg::MaskFileNeedsFiles, {o.mask_file});
   if (!files && (!o.tokens.empty() || !o.tokens_file.empty()))
-    throw InputError("--tokens and --tokens-file label file inputs: add --q, --k and --v");
+    throw InputError(Msg::TokensNeedFiles, {});
   if (pattern_given && !o.random_n)
-    throw InputError("--pattern describes a random problem: add --random N");
+    throw InputError(Msg::PatternNeedsRandom, {});
   if (o.random_n) check_pattern(o.pattern, *o.random_n, o.d_k);
-  if (o.fuzz_seed && !o.fuzz_events) throw InputError("--fuzz-seed seeds --fuzz-events N: add it");
+  if (o.fuzz_seed && !o.fuzz_events) throw InputError(Msg::FuzzSeedAlone, {});
+  if (seen.count("--repeat") && !o.bench_redraw) throw InputError(Msg::RepeatAlone, {});
+  if (seen.count("--query") && seen.count("--queries")) throw InputError(Msg::QueryAndQueries, {});
   if (o.bench_decode_seconds > 0 && (o.bench_redraw || !o.screenshot.empty() || o.fuzz_events))
-    throw InputError("--bench-decode runs alone: not with --bench-redraw, --screenshot or --fuzz-events");
+    throw InputError(Msg::BenchDecodeAlone, {});
   if (o.fuzz_events && (!o.screenshot.empty() || o.bench_redraw))
-    throw InputError("--fuzz-events runs the window's loop: not with --screenshot or --bench-redraw");
+    throw InputError(Msg::FuzzAlone, {});
   if ((o.d_k != 64 || o.d_v != 64 || o.seed != 0) && !o.random_n && !o.bench_redraw) {
-    throw InputError("--dk, --dv and --seed describe a random problem: add --random N");
+    // The CLI's sentences (cli/common.cpp): the first of them given, and what gives the values instead.
+    const char* flag = o.d_k != 64 ? "--dk" : o.d_v != 64 ? "--dv" : "--seed";
+    throw InputError(!o.bundle.empty() ? Msg::OnlyRandomBundle : files ? Msg::OnlyRandomFiles : Msg::OnlyRandomDemo, {flag});
   }
   // RoPE with the decode view's random cache: the cache's head size must be even, and the input on
   // screen takes RoPE as well (the demo's d_k is 3).
   if ((o.view == "decode" || o.bench_decode_seconds > 0) && o.views.decode.keys > 0 && o.mods.rope_theta > 0) {
     if (o.views.decode.dim % 2 != 0)
-      throw InputError("--cache-dim " + std::to_string(o.views.decode.dim) +
-                       " with --rope: RoPE turns pairs of values, so the cache's head size must be even");
+      throw InputError(Msg::CacheDimRope, {std::to_string(o.views.decode.dim)});
     if (o.bundle.empty() && !files && !o.random_n)
-      throw InputError("--rope applies to the input on screen as well as to the cache, and the demo's d_k is 3 "
-                       "(odd): add an input of an even d_k, such as --random 64");
+      throw InputError(Msg::RopeDemoOdd, {});
   }
   return o;
 }

@@ -42,7 +42,7 @@ RedrawBench run_redraw_bench(const ViewerOptions& opts, std::ostream& log) {
     // Alternate up and down like a learner pressing [ and ].
     t = i % 2 ? t / 1.25 : t * 1.25;
     const auto t0 = clock::now();
-    if (!c.set_temperature(t)) throw InputError(c.error());
+    if (!c.set_temperature(t)) throw error_of(c.error_message());
     const auto t1 = clock::now();
     std::vector<std::uint32_t> px;
     if (const PooledGrid* pg = c.pooled_stage(3)) {

@@ -45,8 +45,6 @@ constexpr Entry kTable[] = {
     {S::Generate, "Generate", "生成"},
     {S::RandomLimits, "N ≤ 65536 on CPU, ≤ 1048576 on CUDA (stages kept up to 4096); d_k, d_v ≤ 1024",
      "CPU 上 N ≤ 65536，CUDA 上 N ≤ 1048576（N ≤ 4096 时保留全部阶段）；d_k、d_v ≤ 1024"},
-    {S::RandomOverLimit, "N = %d is above the %s limit of %d tokens; the current sequence stays",
-     "N = %d 超过 %s 的上限 %d 个 token；保留当前序列"},
     {S::RandomPending, "Set N, d_k, d_v and seed, then Generate; the demo stays until then",
      "设置 N、d_k、d_v 和种子后点击“生成”；在此之前仍显示演示句"},
     {S::Query, "Query token", "查询 token"},

@@ -19,7 +19,7 @@ namespace attnlab::viewer {
 
 enum class S {
   AppTitle, PageHeading, PageIntro, PageIntroExplicit, KeyboardLine, KeyboardLineNoSteps, KeyboardLineOtherViews,
-  Controls, Input, ModeDemo, ModeRandom, Generate, RandomLimits, RandomOverLimit, RandomPending, Query, Temperature, TemperatureEntry,
+  Controls, Input, ModeDemo, ModeRandom, Generate, RandomLimits, RandomPending, Query, Temperature, TemperatureEntry,
   Mask, MaskNone, MaskCausal, Backend, CudaUnavailable, Language,
   Steps, StepOf, Play, Pause, Speed, Reset, Prev, Next,
   Step1, Step2, Step2Mods, Step3, Step4,

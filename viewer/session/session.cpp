@@ -67,10 +67,6 @@ Message limit_message(int n, const std::string& backend) {
   return message_of(Msg::LimitCpu, {std::to_string(n), std::to_string(kCpuMaxTokens), std::to_string(kCudaMaxTokens)});
 }
 
-InputError error_of(const Message& m) {
-  return m.id == Msg::None ? InputError(m.en) : InputError(m.id, m.args);
-}
-
 // A view fits a problem when its intervals lie inside the problem's rows and keys (a view the UI
 // made for the previous problem does not).
 bool view_fits(const PoolRequest& v, const Problem& p) {
@@ -113,8 +109,10 @@ Session::Session(const SessionOptions& o, bool async)
     req_.source.heads = o.heads;
     req_.source.head = o.head;
     if (req_.source.n > max_tokens()) throw error_of(limit_message(req_.source.n, req_.backend));
-  } else if (!o.mask_file.empty() || !o.tokens.empty() || !o.tokens_file.empty()) {
-    throw InputError("--mask FILE, --tokens and --tokens-file describe file inputs: add --q, --k and --v");
+  } else if (!o.mask_file.empty()) {
+    throw InputError(Msg::MaskFileNeedsFiles, {o.mask_file});
+  } else if (!o.tokens.empty() || !o.tokens_file.empty()) {
+    throw InputError(Msg::TokensNeedFiles, {});
   }
   req_.source.bias_file = o.bias_file;
   req_.source.documents_file = o.documents_file;
@@ -368,7 +366,7 @@ bool Session::post(unsigned parts) {
   job.companion = want_;
   if (have_view_) job.view = view_;
   job.id = ++posted_;
-  if (!worker_.async()) error_ = Message{};
+  if (!worker_.async()) set_error({});
   // Sync: the run is done here; async: it is queued (a newer job supersedes it) and poll() adopts it.
   if (std::optional<Result> r = worker_.post(std::move(job))) {
     adopt(std::move(*r));
@@ -426,7 +424,7 @@ void Session::adopt(Result r) {
   const bool latest = r.job.id == posted_;
   if (r.cancelled) return;
   if (!r.error.empty()) {
-    error_ = r.error;
+    set_error(r.error, !(r.job.req.source == shown_req_.source));  // a new input's refusal
     if (latest) revert_request();
     return;
   }
@@ -483,7 +481,7 @@ void Session::adopt(Result r) {
     last_run_ms_ = r.ms;
   }
   ++revision_;
-  if (latest) error_ = Message{};
+  if (latest) set_error({});
 }
 
 void Session::adopt_companion(const std::shared_ptr<const Companion>& asked,
@@ -505,11 +503,11 @@ bool Session::set_temperature(double t) {
   try {
     validate_temperature(t);
   } catch (const InputError& e) {
-    error_ = message_of(e);
+    set_error(message_of(e));
     return false;
   }
   if (t == req_.temperature) {
-    error_ = Message{};  // an accepted action ends the last refusal's message
+    set_error(Message{});  // an accepted action ends the last refusal's message
     return true;
   }
   req_.temperature = t;
@@ -531,17 +529,17 @@ bool Session::set_temperature_text(const std::string& text) {
   try {
     return set_temperature(parse_temperature(text));
   } catch (const InputError& e) {
-    error_ = message_of(e);
+    set_error(message_of(e));
     return false;
   }
 }
 
 bool Session::set_query(int q) {
   if (q < 0 || q >= n()) {
-    error_ = message_of(Msg::QueryOutside, {std::to_string(q), std::to_string(n() - 1)});
+    set_error(message_of(Msg::QueryOutside, {std::to_string(q), std::to_string(n() - 1)}));
     return false;
   }
-  error_ = Message{};
+  set_error(Message{});
   if (q == query()) return true;
   std::vector<int> rest(queries_.begin() + 1, queries_.end());
   std::erase(rest, q);
@@ -583,20 +581,20 @@ std::vector<int> parse_query_list(const Problem& p, const std::string& text) {
 
 bool Session::set_queries(const std::vector<int>& qs) {
   if (qs.empty()) {
-    error_ = message_of(Msg::QueryListEmptyItem, {""});
+    set_error(message_of(Msg::QueryListEmptyItem, {""}));
     return false;
   }
   for (int q : qs)
     if (q < 0 || q >= n()) {
-      error_ = message_of(Msg::QueryOutside, {std::to_string(q), std::to_string(n() - 1)});
+      set_error(message_of(Msg::QueryOutside, {std::to_string(q), std::to_string(n() - 1)}));
       return false;
     }
   const std::vector<int> sel = normalised_queries(qs);
   if (static_cast<int>(sel.size()) > kMaxQueries) {
-    error_ = message_of(Msg::QueryListTooLong, {std::to_string(kMaxQueries), std::to_string(sel.size())});
+    set_error(message_of(Msg::QueryListTooLong, {std::to_string(kMaxQueries), std::to_string(sel.size())}));
     return false;
   }
-  error_ = Message{};
+  set_error(Message{});
   if (sel == queries_) return true;
   queries_ = sel;
   if (streaming_) return post(kRow);
@@ -607,7 +605,7 @@ bool Session::set_queries_text(const std::string& text) {
   try {
     return set_queries(parse_query_list(*shown_, text));
   } catch (const InputError& e) {
-    error_ = message_of(e);
+    set_error(message_of(e));
     return false;
   }
 }
@@ -615,7 +613,7 @@ bool Session::set_queries_text(const std::string& text) {
 bool Session::toggle_query(int q) {
   std::vector<int> sel = queries_;
   if (q == query()) {
-    error_ = Message{};
+    set_error(Message{});
     return true;  // the selected query stays
   }
   if (std::find(sel.begin(), sel.end(), q) != sel.end()) std::erase(sel, q);
@@ -629,15 +627,15 @@ bool Session::move_query(int delta) {
 
 bool Session::set_mask(MaskKind m) {
   if (m == req_.mask) {
-    error_ = Message{};
+    set_error(Message{});
     return true;
   }
   if (!req_.source.bundle.empty()) {
-    error_ = message_of(Msg::MaskBundleFixed, {});
+    set_error(message_of(Msg::MaskBundleFixed, {}));
     return false;
   }
   if (m == MaskKind::Custom && !has_custom_mask()) {
-    error_ = message_of(Msg::NoCustomMask, {});
+    set_error(message_of(Msg::NoCustomMask, {}));
     return false;
   }
   req_.mask = m;
@@ -646,7 +644,7 @@ bool Session::set_mask(MaskKind m) {
 
 bool Session::set_mods(const ModSettings& m) {
   if (m == req_.mods) {
-    error_ = Message{};
+    set_error(Message{});
     return true;
   }
   // Checked on the problem on screen with the new settings (its inputs shared, nothing copied):
@@ -656,7 +654,7 @@ bool Session::set_mods(const ModSettings& m) {
   try {
     validate(check);
   } catch (const InputError& e) {
-    error_ = message_of(e);
+    set_error(message_of(e));
     return false;
   }
   req_.mods = m;
@@ -677,7 +675,7 @@ bool Session::set_mod_value(ModKnob knob, double value) {
       case ModKnob::Prefix: apply_mask_mod_spec(scratch, "prefix:" + v); break;
     }
   } catch (const InputError& e) {
-    error_ = message_of(e);
+    set_error(message_of(e));
     return false;
   }
   ModSettings m = req_.mods;
@@ -708,23 +706,23 @@ bool Session::toggle_mask() {
 
 bool Session::set_backend(const std::string& name) {
   if (name == req_.backend) {
-    error_ = Message{};
+    set_error(Message{});
     return true;
   }
   if (name == "cuda" && !cuda_ok_) {
-    error_ = message_of(Msg::NoDevice, {cuda_reason_});
+    set_error(message_of(Msg::NoDevice, {cuda_reason_}));
     return false;
   }
   if (name != "cpu" && name != "cuda") {
-    error_ = message_of(Msg::UnknownBackend, {name});
+    set_error(message_of(Msg::UnknownBackend, {name}));
     return false;
   }
   if (name == "cuda" && req_.precision == Precision::BF16) {
-    error_ = message_of(Msg::Bf16StagedCuda, {});
+    set_error(message_of(Msg::Bf16StagedCuda, {}));
     return false;
   }
   if (name == "cpu" && n() > kCpuMaxTokens) {
-    error_ = limit_message(n(), "cpu");
+    set_error(limit_message(n(), "cpu"));
     return false;
   }
   req_.backend = name;
@@ -733,19 +731,19 @@ bool Session::set_backend(const std::string& name) {
 
 bool Session::set_precision(Precision p) {
   if (p == req_.precision) {
-    error_ = Message{};
+    set_error(Message{});
     return true;
   }
   if (p != Precision::FP32 && p != Precision::BF16) {
-    error_ = message_of(Msg::RunPrecision, {std::string(to_string(p))});
+    set_error(message_of(Msg::RunPrecision, {std::string(to_string(p))}));
     return false;
   }
   if (p == Precision::BF16 && req_.backend == "cuda") {
-    error_ = message_of(Msg::Bf16StagedCuda, {});
+    set_error(message_of(Msg::Bf16StagedCuda, {}));
     return false;
   }
   if (p == Precision::BF16 && streaming_) {
-    error_ = message_of(Msg::Bf16Streamed, {std::to_string(n()), std::to_string(kKeepStagesMaxTokens)});
+    set_error(message_of(Msg::Bf16Streamed, {std::to_string(n()), std::to_string(kKeepStagesMaxTokens)}));
     return false;
   }
   req_.precision = p;
@@ -767,16 +765,17 @@ bool Session::load_demo() {
 bool Session::load_random(int n_tokens, int d_k, int d_v, std::uint64_t seed, int heads) {
   if (heads < 0) heads = req_.source.heads;
   if (heads < 1 || heads > kMaxRandomHeads) {
-    error_ = message_of(Msg::HeadsRange, {std::to_string(kMaxRandomHeads), std::to_string(heads)});
+    set_error(message_of(Msg::HeadsRange, {std::to_string(kMaxRandomHeads), std::to_string(heads)}), true);
     return false;
   }
   if (n_tokens < 1 || n_tokens > max_tokens()) {
-    error_ = n_tokens < 1 ? message_of(Msg::NMin, {std::to_string(n_tokens)}) : limit_message(n_tokens, req_.backend);
+    set_error(n_tokens < 1 ? message_of(Msg::NMin, {std::to_string(n_tokens)}) : limit_message(n_tokens, req_.backend),
+              true);
     return false;
   }
   for (const auto& [name, d] : {std::pair{"d_k", d_k}, std::pair{"d_v", d_v}}) {
     if (d < 1 || d > kMaxHeadDim) {
-      error_ = message_of(Msg::HeadDimRange, {name, std::to_string(kMaxHeadDim), std::to_string(d)});
+      set_error(message_of(Msg::HeadDimRange, {name, std::to_string(kMaxHeadDim), std::to_string(d)}), true);
       return false;
     }
   }
@@ -784,7 +783,7 @@ bool Session::load_random(int n_tokens, int d_k, int d_v, std::uint64_t seed, in
     check_pattern(req_.source.pattern, n_tokens, d_k);
     check_random_inputs(n_tokens, d_k, d_v, heads);
   } catch (const InputError& e) {
-    error_ = message_of(e);
+    set_error(message_of(e), true);
     return false;
   }
   const int head = req_.source.bundle.empty() && req_.source.head < heads ? req_.source.head : 0;
@@ -805,7 +804,7 @@ bool Session::load_random(int n_tokens, int d_k, int d_v, std::uint64_t seed, in
 
 bool Session::load_files(const InputFiles& f) {
   if (f.q.empty() || f.k.empty() || f.v.empty()) {
-    error_ = message_of(Msg::FilesTogether, {f.q.empty() ? "--q" : f.k.empty() ? "--k" : "--v"});
+    set_error(message_of(Msg::FilesTogether, {f.q.empty() ? "--q" : f.k.empty() ? "--k" : "--v"}), true);
     return false;
   }
   req_.source.demo = false;
@@ -827,10 +826,10 @@ bool Session::load_files(const InputFiles& f) {
 
 bool Session::set_head(int head) {
   if (head < 0 || head >= heads()) {
-    error_ = message_of(Msg::HeadOutside, {std::to_string(head), std::to_string(heads() - 1)});
+    set_error(message_of(Msg::HeadOutside, {std::to_string(head), std::to_string(heads() - 1)}));
     return false;
   }
-  error_ = Message{};
+  set_error(Message{});
   if (head == req_.source.head) return true;
   req_.source.head = head;
   req_.queries = queries_;  // every head has the same rows: the selection stays
@@ -839,10 +838,10 @@ bool Session::set_head(int head) {
 
 bool Session::set_layer(int layer) {
   if (req_.source.bundle.empty() || !bundle_ || layer < 0 || layer >= layer_count()) {
-    error_ = message_of(Msg::LayerOutside, {std::to_string(layer)});
+    set_error(message_of(Msg::LayerOutside, {std::to_string(layer)}));
     return false;
   }
-  error_ = Message{};
+  set_error(Message{});
   if (layer == req_.source.layer) return true;
   req_.source.layer = layer;
   if (req_.source.head >= bundle_->calls[layer].heads) req_.source.head = 0;
@@ -852,7 +851,7 @@ bool Session::set_layer(int layer) {
 
 bool Session::load_bundle(int layer) {
   if (!bundle_ || layer < 0 || layer >= static_cast<int>(bundle_->calls.size())) {
-    error_ = message_of(Msg::LayerOutside, {std::to_string(layer)});
+    set_error(message_of(Msg::LayerOutside, {std::to_string(layer)}));
     return false;
   }
   // The random problem's settings stay, for a later Generate.

@@ -175,7 +175,7 @@ class Session {
   // The heatmap's pixels (streamed problems): pixel rows / columns and the source interval each
   // covers, and the pooling. A new view is computed in the background; a no-op when unchanged.
   void set_view(const PoolRequest& view);
-  void clear_error() { error_ = Message{}; }
+  void clear_error() { set_error({}); }
 
   // ---- the worker ----
   bool poll();  // adopts finished runs; true when what is on screen changed
@@ -237,6 +237,9 @@ class Session {
   // The refusal in the UI language (the core's catalogue, core/messages.h).
   std::string error_text(Lang lang) const { return error_.text(lang); }
   const Message& error_message() const { return error_; }
+  // The refusal on screen is of a new input (Generate, Load, a bundle's call, files that do not
+  // read): the controls show it beside the button that asked.
+  bool input_refused() const { return error_input_ && !error_.empty(); }
   int max_tokens() const { return max_tokens(req_.backend); }
   static int max_tokens(const std::string& backend) {
     return backend == "cuda" ? kCudaMaxTokens : kCpuMaxTokens;
@@ -384,6 +387,11 @@ class Session {
   bool cuda_ok_ = false;
   std::string cuda_reason_;
   Message error_;
+  bool error_input_ = false;  // error_ refused a new input
+  void set_error(Message m, bool input = false) {
+    error_ = std::move(m);
+    error_input_ = input;
+  }
   std::optional<Bundle> bundle_;  // the manifest of --bundle (read once, at start)
   std::optional<double> pending_temperature_;  // queue_temperature_step's, until applied
   std::uint64_t loads_ = 0;  // load_files calls (Source::load)

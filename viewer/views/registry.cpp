@@ -43,7 +43,7 @@ std::string view_names_text() {
   const std::vector<std::string>& names = view_names();
   std::string s;
   for (std::size_t i = 0; i < names.size(); ++i)
-    s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+    s += (i == 0 ? "" : ", ") + names[i];
   return s;
 }
 

@@ -45,7 +45,7 @@ struct ViewOptions {
 const std::vector<std::string>& view_names();
 // The index of a view's word, -1 when there is none.
 int view_index(const std::string& name);
-// "chain, walk, heads, perf, precision, diff, decode, position or backward".
+// "chain, walk, heads, perf, precision, diff, decode, position, backward".
 std::string view_names_text();
 // The radio button's text of view i.
 const char* view_label(int i, Lang lang);

@@ -24,7 +24,7 @@
 //   void draw_panel(T&, Shell&, const Layout&);
 #pragma once
 
-#include "core/types.h"
+#include "core/messages.h"
 #include "viewer/session/companion.h"
 #include "viewer/session/keymap.h"
 
@@ -177,8 +177,7 @@ Int parse_flag_int(const std::string& flag, const std::string& text, Int lo, Int
   const auto* end = text.data() + text.size();
   const auto [p, ec] = std::from_chars(text.data(), end, v);
   if (ec != std::errc() || p != end || v < lo || v > hi) {
-    throw InputError(flag + " must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi) +
-                     ", got '" + text + "'");
+    throw InputError(Msg::IntRange, {flag, std::to_string(lo), std::to_string(hi), text});
   }
   return v;
 }

@@ -421,16 +421,16 @@ bool BackwardView::parse_flag(const std::string& flag, const FlagValue& value, O
       }
       all += std::string(all.empty() ? "" : ", ") + i.word;
     }
-    throw InputError("--back-step must be one of " + all + ", got '" + v + "'");
+    throw InputError(Msg::OptionWords, {flag, all, v});
   } else if (flag == "--loss") {
     const std::string& v = value();
-    if (v != "sum") throw InputError("--loss in the viewer takes 'sum' (dO = 1 everywhere), got '" + v + "'");
+    if (v != "sum") throw InputError(Msg::ViewLossSum, {v});
     o.sum = true;
   } else {
     return false;
   }
   if (o.sum && o.seed_given)  // the CLI's line: the seed would be dropped
-    throw InputError("--dout-seed seeds the random dO; it does not apply with --loss");
+    throw InputError(Msg::DoutSeedWith, {});
   return true;
 }
 
@@ -451,11 +451,10 @@ BackwardView::BackwardView(const ViewContext& ctx, const Options& o) : BackwardV
   const unsigned stages = problem_stages(p);  // the core's rule of which stages a problem has
   const char* needs = nullptr;
   if (o.step == "dcapped" && !(stages & kStageCapped)) needs = "--score-mod softcap:C";
-  if (o.step == "dbiased" && !(stages & kStageBiased)) needs = "--score-mod alibi or bias:FILE";
+  if (o.step == "dbiased" && !(stages & kStageBiased)) needs = "--score-mod alibi | bias:FILE";
   if (o.step == "dq_rot" && !(p.mods.rope_theta > 0)) needs = "--rope [THETA]";
   if (needs)
-    throw InputError("--back-step " + o.step + " opens on the gradient of a stage that a modification adds: it needs " +
-                     needs);
+    throw InputError(Msg::BackStepNeeds, {o.step, needs});
 }
 
 void BackwardView::set_upstream(const Upstream& u) {

@@ -69,12 +69,12 @@ bool ChainView::parse_flag(const std::string& flag, const FlagValue& value, Opti
         o.sub = static_cast<int>(s);
         return true;
       }
-    throw InputError("--chain-sub must be logits, scaled, biased or capped, got '" + v + "'");
+    throw InputError(Msg::OptionWords, {flag, "logits, scaled, biased, capped", v});
   }
   if (flag != "--chain-rope") return false;
   const std::string& v = value();
   o.rope = chain_rope_of(v);
-  if (!o.rope) throw InputError("--chain-rope must be qk, q, q-rot, q-diff, k, k-rot or k-diff, got '" + v + "'");
+  if (!o.rope) throw InputError(Msg::OptionWords, {flag, "qk, q, q-rot, q-diff, k, k-rot, k-diff", v});
   return true;
 }
 
@@ -95,18 +95,16 @@ ChainView::ChainView(const ViewContext& ctx, const Options& o) {
     const unsigned stages = problem_stages(p);  // the core's rule of which stages a problem has
     const bool biased = stages & kStageBiased, capped = stages & kStageCapped;
     const char* needs = nullptr;
-    if (want == Sub::Biased && !biased) needs = "--score-mod alibi or bias:FILE";
+    if (want == Sub::Biased && !biased) needs = "--score-mod alibi | bias:FILE";
     if (want == Sub::Capped && !capped) needs = "--score-mod softcap:C";
-    if (want == Sub::Scaled && !biased && !capped) needs = "--score-mod alibi, softcap:C or bias:FILE";
+    if (want == Sub::Scaled && !biased && !capped) needs = "--score-mod alibi | softcap:C | bias:FILE";
     if (needs)
-      throw InputError(std::string("--chain-sub ") + sub_word(want) +
-                       " shows a stage of step 2 that score mods add: it needs " + needs);
+      throw InputError(Msg::ChainSubNeeds, {sub_word(want), needs});
     sub = want;
   }
   if (!o.rope) return;
   if (*o.rope != ChainRope::QK && !ctx.session.rotated())
-    throw InputError(std::string("--chain-rope ") + chain_rope_word(*o.rope) +
-                     " shows RoPE's Q or K: it needs --rope [THETA] (and an even d_k)");
+    throw InputError(Msg::ChainRopeNeeds, {chain_rope_word(*o.rope)});
   rope = *o.rope;
 }
 

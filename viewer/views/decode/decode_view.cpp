@@ -58,27 +58,17 @@ double decode_cache_bytes(const DecodeShape& s) {
   return (static_cast<double>(s.keys) + kDecodeGrow) * s.kv_heads * 2.0 * s.dim * sizeof(float);
 }
 
-std::string decode_shape_error(const DecodeShape& s, Lang lang) {
-  const bool zh = lang == Lang::Zh;
+Message decode_shape_error(const DecodeShape& s) {
   if (s.input()) return {};
   if (s.keys < 1 || s.keys > kDecodeMaxKeys)
-    return zh ? "缓存的键数须在 1 到 " + std::to_string(kDecodeMaxKeys) + " 之间，实际为 " + std::to_string(s.keys)
-              : "the cache must hold 1 to " + std::to_string(kDecodeMaxKeys) + " keys, got " + std::to_string(s.keys);
-  if (s.dim < 1 || s.dim > 512)
-    return zh ? "头维度 d 须在 1 到 512 之间，实际为 " + std::to_string(s.dim)
-              : "the head size d must be from 1 to 512, got " + std::to_string(s.dim);
+    return message_of(Msg::DecodeCacheKeys, {std::to_string(kDecodeMaxKeys), std::to_string(s.keys)});
+  if (s.dim < 1 || s.dim > 512) return message_of(Msg::DecodeHeadDim, {"512", std::to_string(s.dim)});
   if (s.heads < 1 || s.heads > 64 || s.kv_heads < 1 || s.heads % s.kv_heads != 0)
-    return zh ? "查询头数（1 到 64）须是键/值头数的整数倍，实际为 " + std::to_string(s.heads) + "/" +
-                    std::to_string(s.kv_heads)
-              : "the query heads (1 to 64) must be a multiple of the key/value heads, got " +
-                    std::to_string(s.heads) + "/" + std::to_string(s.kv_heads);
+    return message_of(Msg::DecodeHeadsMultiple, {std::to_string(s.heads), std::to_string(s.kv_heads)});
   const double bytes = decode_cache_bytes(s);
   if (bytes > kDecodeMaxCacheBytes)
-    return zh ? "缓存的 K 与 V 共 " + format_number("%.2f", bytes / 1e9) + " GB，超过本视图的上限 " +
-                    format_number("%.2f", kDecodeMaxCacheBytes / 1e9) + " GB：请减少键数、键/值头数或 d"
-              : "a cache of " + format_number("%.2f", bytes / 1e9) + " GB of K and V is more than the view holds (" +
-                    format_number("%.2f", kDecodeMaxCacheBytes / 1e9) +
-                    " GB): fewer keys, key/value heads or a smaller d";
+    return message_of(Msg::DecodeCacheBytes,
+                      {format_number("%.2f", bytes / 1e9), format_number("%.2f", kDecodeMaxCacheBytes / 1e9)});
   return {};
 }
 
@@ -86,7 +76,7 @@ std::string decode_shape_error(const DecodeShape& s, Lang lang) {
 
 std::unique_ptr<DecodeCache> DecodeCache::from_input(const Problem& head) {
   const int n = head.n(), m = head.m();
-  if (n > m) throw InputError("the input has more queries (" + std::to_string(n) + ") than keys (" + std::to_string(m) + ")");
+  if (n > m) throw InputError(Msg::QueriesOverKeys, {std::to_string(n), std::to_string(m)});
   auto c = std::make_unique<DecodeCache>();
   ProblemInputs in;
   in.q = MatrixF::Zero(1, head.d_k());
@@ -120,8 +110,7 @@ std::unique_ptr<DecodeCache> DecodeCache::from_input(const Problem& head) {
 }
 
 std::unique_ptr<DecodeCache> DecodeCache::random(const DecodeShape& s) {
-  const std::string e = decode_shape_error(s, Lang::En);
-  if (!e.empty()) throw InputError(e);
+  if (const Message e = decode_shape_error(s); !e.empty()) throw error_of(e);
   auto c = std::make_unique<DecodeCache>();
   Problem r = random_problem(kDecodeGrow, s.keys + kDecodeGrow, s.dim, s.dim, s.seed, s.heads, s.kv_heads);
   ProblemInputs in;
@@ -200,7 +189,7 @@ DecodeToken DecodeEngine::run(const DecodeJob& job) {
     input_revision_ = job.input_revision;
     mods_ = job.mods;
     try {
-      if (job.shape.input() && !job.input) throw InputError("there is no input on screen");
+      if (job.shape.input() && !job.input) throw InputError(Msg::DecodeNoInput, {});
       cache_ = job.shape.input() ? DecodeCache::from_input(*job.input) : DecodeCache::random(job.shape);
       ++builds_;
     } catch (const std::exception& e) {
@@ -371,7 +360,7 @@ bool DecodeView::parse_flag(const std::string& flag, const FlagValue& value, Opt
     o.heads = parse_flag_int<int>(flag, v.substr(0, slash), 1, 64);
     o.kv_heads = slash == std::string::npos ? o.heads : parse_flag_int<int>(flag, v.substr(slash + 1), 1, 64);
     if (o.heads % o.kv_heads != 0)
-      throw InputError("--cache-heads H/G needs G dividing H (G key/value heads shared by H query heads), got '" + v + "'");
+      throw InputError(Msg::CacheHeadsDivide, {v});
   } else if (flag == "--cache-dim") {
     o.dim = parse_flag_int<int>(flag, value(), 1, 512);
   } else if (flag == "--token") {
@@ -390,8 +379,7 @@ void DecodeView::finish_options(Options& o, bool, std::string&) {
   s.heads = o.heads;
   s.kv_heads = o.kv_heads;
   s.dim = o.dim;
-  const std::string e = decode_shape_error(s, Lang::En);
-  if (!e.empty()) throw InputError("--cache: " + e);
+  if (const Message e = decode_shape_error(s); !e.empty()) throw error_of(e);
 }
 
 std::string DecodeView::usage() {
@@ -503,7 +491,7 @@ void DecodeView::set_head(int h) {
 }
 
 void DecodeView::set_shape(const DecodeShape& s) {
-  if (s == shape_ || !decode_shape_error(s, Lang::En).empty()) return;
+  if (s == shape_ || !decode_shape_error(s).empty()) return;
   shape_ = s;
   token_ = 0;
   set_head(head_);
@@ -612,7 +600,7 @@ std::string DecodeView::broken(const Session&) const {
   if (head_ < 0 || head_ >= heads)
     return "the decode view's head " + std::to_string(head_) + " is outside its " + std::to_string(heads) + " heads";
   if (splits() < 0 || splits() > kDecodeMaxSplits) return "the decode view's split count is outside 0..64";
-  if (!decode_shape_error(shape_, Lang::En).empty()) return "the decode view holds a refused shape";
+  if (!decode_shape_error(shape_).empty()) return "the decode view holds a refused shape";
   if (shown_ && !pending_ && shown_->error.empty() && shown_->tokens > 0 && token_ >= shown_->tokens)
     return "the decode view's token " + std::to_string(token_) + " is outside its " + std::to_string(shown_->tokens) +
            " tokens";

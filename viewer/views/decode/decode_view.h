@@ -64,9 +64,9 @@ struct DecodeShape {
 };
 // K + V of a random shape's cache at its full length (prompt + kDecodeGrow keys), fp32 bytes.
 double decode_cache_bytes(const DecodeShape& s);
-// Why the view refuses a shape ("" when it does not): more than kDecodeMaxCacheBytes, kv_heads
-// not dividing heads, keys or dim outside their range.
-std::string decode_shape_error(const DecodeShape& s, Lang lang);
+// Why the view refuses a shape (an empty Message when it does not): more than kDecodeMaxCacheBytes,
+// kv_heads not dividing heads, keys or dim outside their range.
+Message decode_shape_error(const DecodeShape& s);
 
 // The cache and the queries of its tokens. The problem the kernel runs has one query per head and
 // the cache's full length of keys; token t reads its first keys_at(t). Used by one thread at a time

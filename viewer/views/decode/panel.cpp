@@ -91,7 +91,7 @@ void controls(Shell& app, DecodeView& v) {
     for (int k : choices) {
       DecodeShape t = s;
       t.keys = k;
-      const std::string why = decode_shape_error(t, lang);
+      const std::string why = decode_shape_error(t).text(lang);
       if (!why.empty()) ImGui::BeginDisabled();
       if (ImGui::Selectable(cache_label(lang, k, input_tokens).c_str(), k == s.keys)) v.set_shape(t);
       if (!why.empty()) {
@@ -112,7 +112,7 @@ void controls(Shell& app, DecodeView& v) {
       DecodeShape t = s;
       t.heads = h.heads;
       t.kv_heads = h.kv_heads;
-      const std::string why = decode_shape_error(t, lang);
+      const std::string why = decode_shape_error(t).text(lang);
       if (!why.empty()) ImGui::BeginDisabled();
       if (ImGui::Selectable(heads_item(lang, h.heads, h.kv_heads).c_str(),
                             h.heads == s.heads && h.kv_heads == s.kv_heads))
@@ -132,7 +132,7 @@ void controls(Shell& app, DecodeView& v) {
     for (int d : decode_dim_choices()) {
       DecodeShape t = s;
       t.dim = d;
-      const std::string why = decode_shape_error(t, lang);
+      const std::string why = decode_shape_error(t).text(lang);
       if (!why.empty()) ImGui::BeginDisabled();
       if (ImGui::Selectable(std::to_string(d).c_str(), d == s.dim)) v.set_shape(t);
       if (!why.empty()) ImGui::EndDisabled();

@@ -13,6 +13,7 @@
 #include "viewer/session/options.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -70,8 +71,8 @@ std::vector<int> parse_n_list(const std::string& flag, const std::string& text) 
   const std::vector<int> lo = bench::int_list(flag.c_str(), text.substr(0, dots), kMaxN);
   const std::vector<int> hi = bench::int_list(flag.c_str(), text.substr(dots + 2), kMaxN);
   if (lo.size() != 1 || hi.size() != 1)
-    throw InputError(flag + " takes a list (256,512,1024) or a doubling range (256..16384), got '" + text + "'");
-  if (hi[0] < lo[0]) throw InputError(flag + " range " + text + " must go up");
+    throw InputError(Msg::PerfSizesForm, {flag, text});
+  if (hi[0] < lo[0]) throw InputError(Msg::PerfRangeDown, {flag, text});
   std::vector<int> ns;
   for (long long n = lo[0]; n <= hi[0]; n *= 2) ns.push_back(static_cast<int>(n));
   return ns;
@@ -109,7 +110,7 @@ std::string backward_flop_rule_text(Lang lang) {
 PerfChart parse_perf_chart(const std::string& s) {
   for (PerfChart c : {PerfChart::Time, PerfChart::Tflops, PerfChart::Speedup, PerfChart::Roofline, PerfChart::Memory})
     if (s == perf_chart_name(c)) return c;
-  throw InputError("--perf-chart must be time, tflops, speedup, roofline or memory, got '" + s + "'");
+  throw InputError(Msg::OptionWords, {"--perf-chart", "time, tflops, speedup, roofline, memory", s});
 }
 
 const char* perf_chart_name(PerfChart c) {
@@ -489,10 +490,11 @@ void check_writable(const std::string& path) {
   if (path.empty()) return;
   struct stat st{};
   const bool existed = stat(path.c_str(), &st) == 0;
-  if (existed && S_ISDIR(st.st_mode)) throw InputError("cannot write '" + path + "': it is a directory");
+  if (existed && S_ISDIR(st.st_mode)) throw InputError(Msg::CannotWrite, {path, std::strerror(EISDIR)});
   {
+    errno = 0;
     std::ofstream f(path, std::ios::app);
-    if (!f) throw InputError("cannot write '" + path + "' (missing folder or no permission)");
+    if (!f) throw InputError(Msg::CannotWrite, {path, std::strerror(errno ? errno : EACCES)});
   }
   if (!existed) std::remove(path.c_str());
 }
@@ -541,10 +543,9 @@ bool PerfView::parse_flag(const std::string& a, const FlagValue& value, Options&
     o.spec.warmup = parse_flag_int<int>(a, value(), 0, 100);
   } else if (a == "--perf-max-seconds") {
     // A decimal, as bench's --max-seconds takes it.
-    const std::optional<double> s = parse_plain_number(value());
-    if (!s || !(*s > 0) || *s > 86400)
-      throw InputError("--perf-max-seconds must be a decimal number of seconds from above 0 to 86400, got '" +
-                       trim_blanks(value()) + "'");
+    const std::string& text = value();  // read once: each call takes the next word
+    const std::optional<double> s = parse_plain_number(text);
+    if (!s || !(*s > 0) || *s > 86400) throw InputError(Msg::SecondsRange, {a, "86400", trim_blanks(text)});
     o.spec.max_seconds = *s;
   } else if (a == "--perf-chart") {
     o.chart = parse_perf_chart(value());
@@ -566,16 +567,16 @@ void PerfView::finish_options(Options& o, bool shown, std::string& backend) {
         backend == "auto" ? std::vector<std::string>{"cpu", "cuda"} : bench::word_list("--backend", backend);
     for (const std::string& b : o.spec.backends)
       if (b != "cpu" && b != "cuda")
-        throw InputError("--backend in the perf view takes cpu, cuda or cpu,cuda, got '" + b + "'");
+        throw InputError(Msg::OptionWordList, {"--backend", "cpu, cuda", b});
     o.cuda_named = backend != "auto" && std::find(o.spec.backends.begin(), o.spec.backends.end(), "cuda") != o.spec.backends.end();
     backend.clear();
   }
   for (const std::string& v : o.spec.variants)
-    if (v != "staged" && v != "fused") throw InputError("--perf-variant takes staged and/or fused, got '" + v + "'");
+    if (v != "staged" && v != "fused") throw InputError(Msg::OptionWordList, {"--perf-variant", "staged, fused", v});
   for (const std::string& p : o.spec.precisions)
-    if (p != "fp32" && p != "bf16") throw InputError("--perf-precision takes fp32 and/or bf16, got '" + p + "'");
+    if (p != "fp32" && p != "bf16") throw InputError(Msg::OptionWordList, {"--perf-precision", "fp32, bf16", p});
   for (const std::string& m : o.spec.masks)
-    if (m != "none" && m != "causal") throw InputError("--perf-mask takes none and/or causal, got '" + m + "'");
+    if (m != "none" && m != "causal") throw InputError(Msg::OptionWordList, {"--perf-mask", "none, causal", m});
   bench::check_spec(o.spec);
 }
 

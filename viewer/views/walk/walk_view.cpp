@@ -497,7 +497,7 @@ bool WalkView::parse_flag(const std::string& flag, const FlagValue& value, Optio
   const std::string& v = value();
   if (v == "forward") o.pass = WalkPass::Forward;
   else if (v == "backward") o.pass = WalkPass::Backward;
-  else throw InputError("--walk-pass must be forward or backward, got '" + v + "'");
+  else throw InputError(Msg::OptionWords, {"--walk-pass", "forward, backward", v});
   return true;
 }
 
