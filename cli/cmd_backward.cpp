@@ -57,6 +57,7 @@ void check_options(const BackwardJob& job, Format format) {
   if (a.split_given) throw InputError(Msg::BackwardSplit, {});
   if (job.check && format == Format::Csv) throw InputError(Msg::BackwardCheckCsv, {});
   check_upstream_options(job.dout, job.loss, job.dout_seed);
+  check_output_not_input(a.output_file, upstream_files(job.dout, job.loss));
 }
 
 // The run, its gradients, with --check the same in fp64 and its bound matrices in double (a few of

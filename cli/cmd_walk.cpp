@@ -99,6 +99,7 @@ void run_walk(const WalkJob& job) {
     if (job.split_given) throw InputError(Msg::WalkSplitBackward, {});
     if (a.backend == "cuda")
       throw InputError(Msg::WalkBackwardCuda, {});
+    check_output_not_input(a.output_file, upstream_files(job.dout, job.loss));
     const Upstream u = upstream_of(job.dout, job.loss, job.dout_seed);
     BackwardWalk w = walk_backward_row(p, u, walked, query, tile);
     shown(w);

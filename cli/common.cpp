@@ -218,6 +218,24 @@ Problem build_problem(const ProblemArgs& a, bool demo, const std::function<void(
   // Option values that do not depend on the inputs are checked first, so a typo costs nothing.
   check_backend_name(a.backend);
   check_output_path(a.output_file);
+  {
+    // The files a problem reads: its matrices, a mask, labels, and a modification's bias or documents.
+    std::vector<std::pair<std::string, std::string>> inputs = {
+        {"--q", a.q_file}, {"--k", a.k_file}, {"--v", a.v_file}, {"--mask", a.mask}, {"--tokens-file", a.tokens_file}};
+    for (const auto& [option, spec] : {std::pair{"--score-mod", a.score_mod}, std::pair{"--mask-mod", a.mask_mod}}) {
+      std::string item;
+      for (const char ch : (spec ? *spec : std::string()) + ",") {
+        if (ch != ',' && ch != '+') {
+          item += ch;
+          continue;
+        }
+        for (const char* form : {"bias:", "document:"})
+          if (item.rfind(form, 0) == 0) inputs.emplace_back(option, item.substr(std::strlen(form)));
+        item.clear();
+      }
+    }
+    check_output_not_input(a.output_file, inputs);
+  }
   parse_format(a.format);
   parse_variant(a.variant);
   parse_precision(a.precision);
@@ -371,6 +389,19 @@ void check_output_path(const std::string& path) {
   if (!f) throw InputError(Msg::CannotWrite, {path, std::strerror(errno)});
   std::fclose(f);
   if (!existed) std::filesystem::remove(path, ec);
+}
+
+void check_output_not_input(const std::string& output, const std::vector<std::pair<std::string, std::string>>& inputs) {
+  if (output.empty()) return;
+  for (const auto& [option, path] : inputs) {
+    std::error_code ec;
+    if (!path.empty() && std::filesystem::equivalent(output, path, ec) && !ec)
+      throw InputError(Msg::OutputIsInput, {output, option});
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> upstream_files(const std::string& dout, const std::string& loss) {
+  return {{"--dout", dout}, {"--loss", loss.rfind("mse:", 0) == 0 ? loss.substr(4) : std::string()}};
 }
 
 void emit(const std::string& output_file, const std::string& text) {

@@ -94,6 +94,11 @@ Trace run_problem(const ProblemArgs& a, const Problem& p);
 // no permission), before any work: the file is opened for appending and, when it did not exist,
 // removed again. An empty path (stdout) passes.
 void check_output_path(const std::string& path);
+// Refuses an --output FILE that is one of the files the command reads (`inputs`: the option and its
+// path), as the same file by any name (a link, ./q.csv): the result would replace its own input.
+void check_output_not_input(const std::string& output, const std::vector<std::pair<std::string, std::string>>& inputs);
+// The files of --dout FILE and --loss mse:FILE, for check_output_not_input.
+std::vector<std::pair<std::string, std::string>> upstream_files(const std::string& dout, const std::string& loss);
 
 // A result that could not be written once the work was done (a full disk, /dev/full, a closed
 // pipe): the command's input was fine, so main exits 1, not 2 (README, exit codes), with the

@@ -364,7 +364,7 @@ std::string render_backward_check_text(const BackwardCheck& c, Lang lang) {
       << " " << pad(fmt(g.max_abs_ref), 13, false) << " " << pad(fmt(g.worst_ratio), 16, false) << " "
       << pad(std::to_string(g.failures), 9, false) << "  " << (g.pass ? (zh ? "通过" : "pass") : (zh ? "未通过" : "FAIL"));
     if (!g.pass && g.worst_row >= 0)
-      o << (zh ? "（最差处：第 " + std::to_string(g.worst_row) + " 行，第 " + std::to_string(g.worst_col) + " 列）"
+      o << (zh ? "（最差处：行 " + std::to_string(g.worst_row) + "、列 " + std::to_string(g.worst_col) + "）"
                : "  (worst at row " + std::to_string(g.worst_row) + ", column " + std::to_string(g.worst_col) + ")");
     if (!g.informative()) o << (zh ? "（界不小于量级）" : "  (bound >= scale)");
     o << "\n";
@@ -380,7 +380,7 @@ std::string render_backward_check_text(const BackwardCheck& c, Lang lang) {
       << "\n";
   const auto rows = [&](const RowSumCheck& r, const char* name) {
     o << "  " << name << (zh ? "：最差 |Σ_j dlogits| = " : ": worst |Σ_j dlogits| = ") << fmt(r.worst)
-      << (zh ? "（第 " + std::to_string(r.worst_row) + " 行），最差 |Σ|/界 = "
+      << (zh ? "（行 " + std::to_string(r.worst_row) + "），最差 |Σ|/界 = "
              : " (row " + std::to_string(r.worst_row) + "), worst |Σ|/bound = ")
       << fmt(r.worst_ratio) << (zh ? "：" : ": ") << (r.pass ? (zh ? "通过" : "pass") : (zh ? "未通过" : "FAIL")) << "\n";
   };

@@ -181,8 +181,8 @@ std::vector<std::pair<std::string, std::string>> query_lines(const Problem& p, c
 }
 
 std::string query_title(const Problem& p, int query, Lang lang) {
-  return lang == Lang::Zh ? "查询“" + token_label(p.query_tokens(), query) + "”（第 " + std::to_string(query) +
-                                " 行）的梯度"
+  return lang == Lang::Zh ? "查询“" + token_label(p.query_tokens(), query) + "”（行 " + std::to_string(query) +
+                                "）的梯度"
                           : "Gradients of query " + token_label(p.query_tokens(), query) + " (row " +
                                 std::to_string(query) + ")";
 }

@@ -353,6 +353,7 @@ enum class Msg : int {
   PerfRangeDown,        // {0} option, {1} given
   QueryAndQueries,
   RepeatAlone,
+  OutputIsInput,        // {0} --output, {1} the option that reads it
   Count_
 };
 

@@ -251,8 +251,8 @@ std::vector<std::string> intro_lines(const Problem& p, const Trace& t, int query
   const std::string mask_zh = mask_text(p.mask, p.mods.prefix, Lang::Zh);
   l.push_back(zh ? seq + "n=" + std::to_string(p.n()) + " 个查询，m=" + std::to_string(p.m()) +
                        " 个键，d_v=" + std::to_string(p.d_v()) + "；当前查询“" +
-                       token_label(p.query_tokens(), query) + "”（第 " + std::to_string(query) +
-                       " 行）；温度 T=" + short_number(p.temperature) + "；掩码：" + mask_zh
+                       token_label(p.query_tokens(), query) + "”（行 " + std::to_string(query) +
+                       "）；温度 T=" + short_number(p.temperature) + "；掩码：" + mask_zh
                  : seq + "n=" + count_text(p.n(), "query", "queries") + ", m=" + count_text(p.m(), "key", "keys") +
                        ", d_v=" + std::to_string(p.d_v()) + "; query " +
                        token_label(p.query_tokens(), query) + " (row " + std::to_string(query) +
@@ -321,8 +321,8 @@ std::vector<StatLine> stat_lines(const Problem& p, const Trace& t, int query, La
 }
 
 std::string stats_title(const Problem& p, int query, Lang lang) {
-  return lang == Lang::Zh ? "查询“" + token_label(p.query_tokens(), query) + "”（第 " +
-                                std::to_string(query) + " 行）的统计"
+  return lang == Lang::Zh ? "查询“" + token_label(p.query_tokens(), query) + "”（行 " +
+                                std::to_string(query) + "）的统计"
                           : "Statistics of query " + token_label(p.query_tokens(), query) + " (row " +
                                 std::to_string(query) + ")";
 }

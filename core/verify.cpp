@@ -387,7 +387,7 @@ std::string render_verify_text(const VerifyReport& r, Lang lang) {
     o << line;
     if (!c.pass && c.worst_row >= 0) {
       if (zh)
-        o << "（最差处：第 " << c.worst_row << " 行，第 " << c.worst_col << " 列）";
+        o << "（最差处：行 " << c.worst_row << "、列 " << c.worst_col << "）";
       else
         o << "  (worst at row " << c.worst_row << ", column " << c.worst_col << ")";
     }
@@ -411,8 +411,8 @@ std::string render_verify_text(const VerifyReport& r, Lang lang) {
   const char* row_pass = r.row_sum_pass ? pass_word : fail_word;
   if (r.weights_checked) {
     if (zh) {
-      o << "行和：最差 |sum - 1| = " << fmt(r.worst_row_sum_dev) << "（第 " << r.worst_row_sum_row
-        << " 行），容差 " << fmt(r.row_sum_tol) << "：" << row_pass << "\n";
+      o << "行和：最差 |sum - 1| = " << fmt(r.worst_row_sum_dev) << "（行 " << r.worst_row_sum_row
+        << "），容差 " << fmt(r.row_sum_tol) << "：" << row_pass << "\n";
       o << "被屏蔽的权重恰为 0：" << (r.masked_zero ? "是" : "否") << "（"
         << r.masked_count << " 个被屏蔽的位置中有 " << (r.masked_count - r.masked_nonzero)
         << " 个为 0）\n";

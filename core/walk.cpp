@@ -38,11 +38,14 @@ std::string key_range(const WalkTile& t) {
 Json walk_json(const Walk& w) {
   Json j;
   walk_json_header(w, j);
-  j["units"] = std::string("logits x_j = q.k_j * scale (scale = ") +
-               (w.explicit_scale ? "s/T, s = " + format_number("%.9g", *w.explicit_scale)
-                                 : std::string("1/(sqrt(d_k) T)")) +
-               "); m in the same units "
-               "(the kernel's raw-score max times scale); alpha, l, acc, weights: the kernel's fp32";
+  // With score mods the kernel multiplies the modified scaled scores by 1/T (walk.h).
+  const std::string s = w.explicit_scale ? "s = " + format_number("%.9g", *w.explicit_scale) : "s = 1/sqrt(d_k)";
+  j["units"] = (w.score_mods ? "logits x_j = mod(q.k_j * s) * scale (" + s +
+                                   ", scale = 1/T; mod: the score mods, ALiBi or the bias added, then the cap)"
+                             : std::string("logits x_j = q.k_j * scale (scale = ") +
+                                   (w.explicit_scale ? "s/T, " + s : std::string("1/(sqrt(d_k) T)")) + ")") +
+               "; m in the same units (the kernel's max of the scores times scale); weights: exp(x_j - m) "
+               "against the running m, before the division by l; alpha, l, acc, weights: the kernel's fp32";
   j["scale"] = jnum(w.scale);
   Json tiles = Json::array();
   for (const WalkTile& t : w.tiles) {
@@ -108,12 +111,12 @@ std::string split_lines(const Walk& w, Lang lang, const char* bullet) {
     return j1 - j0 == 1 ? std::to_string(j0) : std::to_string(j0) + "–" + std::to_string(j1 - 1);
   };
   for (const WalkSplit& st : w.split_states)
-    s += bullet + std::string(z ? "第 " + std::to_string(st.index) + " 段 · 键 " : "split " + std::to_string(st.index) + " · keys ") +
+    s += bullet + std::string(z ? "段 " + std::to_string(st.index) + " · 键 " : "split " + std::to_string(st.index) + " · keys ") +
          range(st.j0, st.j1) + ": m " + num(st.m) + " · l " + num(st.l) + " · acc " + vec(st.acc) +
          (st.l == 0 ? (z ? "（这一段的键对该查询全部不可见：空状态）" : " (no key of the split is visible to the row: an empty state)") : "") + "\n";
   s += "\n";
   for (const WalkMerge& mg : w.merges)
-    s += bullet + std::string(z ? "合并第 " + std::to_string(mg.index) + " 段：" : "merge split " + std::to_string(mg.index) + ": ") +
+    s += bullet + std::string(z ? "合并段 " + std::to_string(mg.index) + "：" : "merge split " + std::to_string(mg.index) + ": ") +
          "m = max(" + num(mg.m_a) + ", " + num(mg.m_b) + ") = " + num(mg.m) + "; a = exp(m_A − m) = " + num(mg.a) +
          ", b = exp(m_B − m) = " + num(mg.b) + "; l = a·l_A + b·l_B = " + num(mg.a) + "·" + num(mg.l_a) + " + " +
          num(mg.b) + "·" + num(mg.l_b) + " = " + num(mg.l) + "; acc = a·acc_A + b·acc_B = " + vec(mg.acc) + "\n";
@@ -390,9 +393,9 @@ std::string walk_tile_sentence(const Walk& w, int index, Lang lang) { return til
 std::string walk_tiles_heading(int first, int last, int j0, int j1, Lang lang) {
   const std::string keys = j1 - j0 == 1 ? std::to_string(j0) : std::to_string(j0) + "–" + std::to_string(j1 - 1);
   if (first == last)
-    return zh(lang) ? "第 " + std::to_string(first) + " 块 · 键 " + keys : "Tile " + std::to_string(first) + " · keys " + keys;
+    return zh(lang) ? "块 " + std::to_string(first) + " · 键 " + keys : "Tile " + std::to_string(first) + " · keys " + keys;
   const std::string tiles = std::to_string(first) + "–" + std::to_string(last), n = std::to_string(last - first + 1);
-  return zh(lang) ? "第 " + tiles + " 块 · 键 " + keys + "（共 " + n + " 块）"
+  return zh(lang) ? "块 " + tiles + " · 键 " + keys + "（共 " + n + " 块）"
                   : "Tiles " + tiles + " · keys " + keys + " (" + n + " tiles)";
 }
 

@@ -449,7 +449,7 @@ TEST(Bundle, BrokenBundlesGetOneErrorLine) {
   write_npy(dir + "/mask.npy", blocked);
   expect_refused(run, "mask.npy: row 2 blocks every key (the mask of call 0 'blocks.0.attn'): that query's softmax is "
                       "undefined");
-  expect_refused({"run", "--bundle", dir, "--lang", "zh"}, "mask.npy：第 2 行屏蔽了所有键（调用 0“blocks.0.attn”的掩码）");
+  expect_refused({"run", "--bundle", dir, "--lang", "zh"}, "mask.npy：行 2 屏蔽了所有键（调用 0“blocks.0.attn”的掩码）");
   patch_manifest(dir, [](Json& j) { j["calls"][0]["mask"] = "."; });
   expect_refused(run, "'mask' must name a file inside the bundle, got '.'");
   patch_manifest(dir, [](Json& j) { j["calls"][0]["mask"] = "sub/"; });

@@ -766,6 +766,17 @@ TEST_F(Cli, UsageErrorsAreOneLine) {
   // An --output that cannot be written is refused before anything runs.
   expect_refused({"demo", "--output", dir_.path()}, {"cannot write", "Is a directory"});
   expect_refused({"demo", "--output", dir_.file("missing/out.txt")}, {"cannot write", "No such file"});
+  // nor one that is an input (by any name): the result would replace what it was computed from
+  const std::string q = file("q.csv", "1,0\n0,1\n"), k = file("k.csv", "1,0\n0,1\n"), v = file("v.csv", "1\n2\n");
+  const std::string y = file("y.csv", "0\n0\n");
+  const std::string q_alias = (dir_.path() / "." / "q.csv").string();
+  expect_refused({"run", "--q", q, "--k", k, "--v", v, "--format", "csv", "--output", q_alias},
+                 {"--output", "is the file that --q reads"});
+  expect_refused({"backward", "--q", q, "--k", k, "--v", v, "--loss", "mse:" + y, "--output", y},
+                 {"is the file that --loss reads"});
+  expect_refused({"walk", "--backward", "--q", q, "--k", k, "--v", v, "--dout", y, "--output", y},
+                 {"is the file that --dout reads"});
+  EXPECT_EQ(test::read_file(q), "1,0\n0,1\n");
   // A write that fails when it happens (a full device) says so in one line, exit 1 (the input was
   // fine) for --output and stdout alike, whichever command wrote; an old output is replaced whole
   // or not at all (core/io.h write_file).

@@ -40,7 +40,7 @@ TEST(BackwardCli, DemoPrintsEveryGradientInBothLanguages) {
   const test::BinaryRun zh = attnlab({"backward", "--lang", "zh", "--loss", "sum"});
   ASSERT_EQ(zh.code, 0) << zh.err;
   for (const char* s : {"反向传播", "损失 L = Σ O（dO 全为 1）", "dV = Pᵀ·dO（值的梯度）", "dP = dO·Vᵀ（权重的梯度）",
-                        "dlogits = P ∘ (dP − D)（logits 的梯度", "查询“上下文”（第 2 行）的梯度", "梯度下降"})
+                        "dlogits = P ∘ (dP − D)（logits 的梯度", "查询“上下文”（行 2）的梯度", "梯度下降"})
     EXPECT_TRUE(test::contains(zh.out, s)) << s;
 }
 

@@ -51,7 +51,7 @@ TEST_F(CliRefusals, OverflowsNameTheirCauseAndPrecision) {
   expect_line({"walk", "--q", q, "--k", q, "--v", q, "--temperature", "1e-44", "--backend", "cpu"},
               logits + "fp32 at this temperature)");
   expect_line({"run", "--random", "8", "--temperature", "1e-44", "--variant", "fused", "--backend", "cpu", "--lang", "zh"},
-              "logits（缩放分数 / 温度）在第 0 个头、查询第 0 行溢出（输入对 fp32 在当前温度下过大）");
+              "logits（缩放分数 / 温度）在头 0、查询行 0 溢出（输入对 fp32 在当前温度下过大）");
   // Finite scores whose largest logit does not fit fp32: the online kernels subtract the row's max
   // before scaling, so they could weigh it, but the staged chain cannot form it; refused alike.
   const std::string wide = file("wide.csv", "1e19 1e19\n1e19 1e19\n");

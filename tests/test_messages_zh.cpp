@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -100,6 +101,20 @@ TEST(MessagesZh, EveryIdHasBothTemplatesWithTheSamePlaceholders) {
         << "id " << i << ":\n  en: " << render_message(id, {}, Lang::En)
         << "\n  zh: " << render_message(id, {}, Lang::Zh);
     EXPECT_FALSE(render_message(id, {}, Lang::Zh).empty()) << i;
+  }
+}
+
+// Rows, columns and heads count from 0 in the lab, and Chinese names them by their number ("行 2",
+// "头 0"): "第 2 行" reads as the second row, one off (the row-statistics title had said "第 2 行"
+// of the demo's third row). The ordinals left count from 1: a file's lines, a JSON's line and column.
+TEST(MessagesZh, RowsColumnsAndHeadsAreNamedByTheirNumber) {
+  const std::regex ordinal("第 \\{[0-9]\\} (行|列|个头)");
+  for (int i = 1; i < static_cast<int>(Msg::Count_); ++i) {
+    const Msg id = static_cast<Msg>(i);
+    if (id == Msg::RowLength || id == Msg::BundleJson) continue;
+    const std::string zh = render_message(id, {}, Lang::Zh);
+    EXPECT_FALSE(std::regex_search(render_message(id, {"{0}", "{1}", "{2}", "{3}"}, Lang::Zh), ordinal))
+        << "id " << i << ": " << zh;
   }
 }
 

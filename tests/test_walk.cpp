@@ -268,7 +268,7 @@ TEST(Walk, ARunOfSkippedTilesIsOneEntryOfTheTexts) {
               std::string::npos) << en;
     EXPECT_EQ(en.find("Tile 4 "), std::string::npos) << "inside the run";
     EXPECT_NE(en.find("Tile 2 · keys 8–11"), std::string::npos) << "a tile read stays its own";
-    EXPECT_NE(zh.find("第 3–15 块 · 键 12–63（共 13 块）"), std::string::npos) << zh;
+    EXPECT_NE(zh.find("块 3–15 · 键 12–63（共 13 块）"), std::string::npos) << zh;
     EXPECT_NE(zh.find("因果掩码下这 13 块从未加载"), std::string::npos) << zh;
   }
   EXPECT_EQ(nlohmann::json::parse(render_walk(w, Lang::En, Format::Json))["tiles"].size(), 16u);
@@ -417,6 +417,24 @@ TEST(WalkCli, JsonHasTheDocumentedShape) {
   EXPECT_TRUE(j["cuda_fused_output"].is_null());  // --backend cpu
 }
 
+// The JSON's units say what its scale multiplies: q.k_j by 1/(sqrt(d_k) T) on the plain chain,
+// the modified scaled scores by 1/T with score mods (it had given the plain formula beside 1/T).
+TEST(WalkCli, TheJsonsUnitsFollowTheScoreMods) {
+  const test::BinaryRun plain = test::run_attnlab({"walk", "--format", "json", "--backend", "cpu"}, "LANG=C.UTF-8");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  const auto p = nlohmann::json::parse(plain.out);
+  EXPECT_NEAR(p["scale"].get<double>(), 1 / (std::sqrt(3.0) * 0.85), 1e-6);
+  EXPECT_TRUE(test::contains(p["units"].get<std::string>(), "x_j = q.k_j * scale (scale = 1/(sqrt(d_k) T))"));
+  const test::BinaryRun capped = test::run_attnlab(
+      {"walk", "--format", "json", "--backend", "cpu", "--score-mod", "softcap:5", "--temperature", "0.5"}, "LANG=C.UTF-8");
+  ASSERT_EQ(capped.code, 0) << capped.err;
+  const auto c = nlohmann::json::parse(capped.out);
+  EXPECT_EQ(c["scale"].get<double>(), 2.0);
+  EXPECT_TRUE(test::contains(c["units"].get<std::string>(),
+                             "x_j = mod(q.k_j * s) * scale (s = 1/sqrt(d_k), scale = 1/T; mod: the score mods"))
+      << c["units"];
+}
+
 TEST(WalkCli, TextAndMarkdownInBothLanguages) {
   const test::BinaryRun en = test::run_attnlab({"walk", "--lang", "en", "--mask", "causal", "--query", "1"}, "LANG=C.UTF-8");
   ASSERT_EQ(en.code, 0) << en.err;
@@ -425,7 +443,7 @@ TEST(WalkCli, TextAndMarkdownInBothLanguages) {
   EXPECT_TRUE(test::contains(en.out, "error against fp64"));
   const test::BinaryRun zh = test::run_attnlab({"walk", "--lang", "zh", "--format", "markdown"}, "LANG=C.UTF-8");
   ASSERT_EQ(zh.code, 0) << zh.err;
-  EXPECT_TRUE(test::contains(zh.out, "### 第 1 块 · 键 2–3"));
+  EXPECT_TRUE(test::contains(zh.out, "### 块 1 · 键 2–3"));
   EXPECT_TRUE(test::contains(zh.out, "| 块最大值 | m | α | l | acc | 输出 |"));
   const test::BinaryRun big = test::run_attnlab(
       {"walk", "--random", "300", "--dk", "16", "--dv", "8", "--mask", "causal", "--query", "200", "--format", "json"},
@@ -512,7 +530,7 @@ TEST(WalkCli, SplitIsPrintedInBothLanguagesAndCarriedByTheJson) {
   const test::BinaryRun zh = test::run_attnlab({"walk", "--lang", "zh", "--split", "3", "--format", "markdown"}, "LANG=C.UTF-8");
   ASSERT_EQ(zh.code, 0) << zh.err;
   EXPECT_TRUE(test::contains(zh.out, "### Split-KV"));
-  EXPECT_TRUE(test::contains(zh.out, "合并第 2 段"));
+  EXPECT_TRUE(test::contains(zh.out, "合并段 2"));
   // The count asked for, where equal lengths could not give it (4 of the demo's 5 keys).
   const test::BinaryRun four = test::run_attnlab({"walk", "--lang", "en", "--split", "4"}, "LANG=C.UTF-8");
   EXPECT_TRUE(test::contains(four.out, "Split-KV: the keys in 4 splits")) << four.out;

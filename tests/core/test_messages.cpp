@@ -47,7 +47,7 @@ TEST(Messages, EnglishIsTheCommandLinesSentenceAndChineseFollows) {
   f.edit().custom_mask.row(1).setConstant(-std::numeric_limits<float>::infinity());
   const Message fm = caught([&] { validate(f); });
   EXPECT_EQ(fm.id, Msg::FullyMaskedRow);
-  EXPECT_NE(fm.text(Lang::Zh).find("第 1 行（根据）被完全屏蔽"), std::string::npos) << fm.text(Lang::Zh);
+  EXPECT_NE(fm.text(Lang::Zh).find("行 1（根据）被完全屏蔽"), std::string::npos) << fm.text(Lang::Zh);
 }
 
 TEST(Messages, FileRefusalsCarryTheirIds) {

@@ -589,3 +589,19 @@ TEST(DecodeView, HeadlessScreenshotsInBothLanguages) {
   }
 }
 #endif
+
+// The combine shows the merges that bring keys in: a window leaves the first splits empty, whose
+// merges change nothing (they had filled both places, and the one merge that mattered was "… 1
+// more merges").
+TEST(DecodeView, TheCombineShowsTheMergesThatBringKeysIn) {
+  std::vector<WalkMerge> ms(3);
+  for (int i = 0; i < 3; ++i) ms[i].index = i + 1;
+  ms[2].l_b = 5.0;
+  EXPECT_EQ(merges_shown(ms, 2), (std::vector<int>{0, 2}));
+  ms[1].l_b = 2.0;
+  ms[2].l_a = 2.0;
+  EXPECT_EQ(merges_shown(ms, 2), (std::vector<int>{1, 2}));
+  EXPECT_EQ(merges_shown(ms, 5), (std::vector<int>{0, 1, 2}));
+  EXPECT_TRUE(merges_shown({}, 2).empty());
+  EXPECT_STREQ(dtr(Lang::En, DT::MergeMoreOne), "… 1 other merge, the same rule");
+}

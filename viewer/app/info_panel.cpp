@@ -353,10 +353,10 @@ void draw_info(App& app, const Layout& l) {
   if (header_fit(tr(lang, S::Notes), "notes")) {
     wrapped(app, tr(lang, S::NotesIntro));
     for (const auto& [heading, body] : science_notes(lang)) {
-      ImGui::TextColored(kHighlightV4, "%s", heading.c_str());
+      wrapped(app, heading, &kHighlightV4);  // a heading or the last line wraps as the text does
       wrapped(app, body);
     }
-    ImGui::TextColored(kDimV4, "%s", tr(lang, S::NotesRelated));
+    wrapped(app, tr(lang, S::NotesRelated), &kDimV4);
   }
   ImGui::End();
 }

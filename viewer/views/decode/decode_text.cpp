@@ -4,6 +4,7 @@
 
 #include "core/format.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
@@ -38,7 +39,7 @@ constexpr Entry kTexts[] = {
     {DT::InputNote,
      {"Decoding the input on screen: token t sees the keys of tokens 0..t, the causal mask's row t, whatever the "
       "mask is set to. The temperature is the session's.",
-      "对屏幕上的输入逐 token 解码：第 t 个 token 看到第 0..t 个 token 的键，即因果掩码的第 t 行，与掩码设置无关。温度沿用当前设置。"}},
+      "对屏幕上的输入逐 token 解码：token t 看到 token 0..t 的键，即因果掩码的行 t，与掩码设置无关。温度沿用当前设置。"}},
     {DT::StripTitle,
      {"The cache: keys in order, coloured by split; brighter = more weight for the selected head (▼ its largest)",
       "缓存：按顺序排列的键，颜色表示所属分段；越亮表示所选头给它的权重越大（▼ 为最大者）"}},
@@ -65,7 +66,8 @@ constexpr Entry kTexts[] = {
     {DT::MergeAB, {"a = exp(m_A − m) = %s   b = exp(m_B − m) = %s", "a = exp(m_A − m) = %s   b = exp(m_B − m) = %s"}},
     {DT::MergeL, {"l = a·l_A + b·l_B = %s·%s + %s·%s = %s", "l = a·l_A + b·l_B = %s·%s + %s·%s = %s"}},
     {DT::MergeAcc, {"acc = a·acc_A + b·acc_B = %s", "acc = a·acc_A + b·acc_B = %s"}},
-    {DT::MergeMore, {"… %d more merges, the same rule", "… 另有 %d 次合并，规则相同"}},
+    {DT::MergeMore, {"… %d other merges, the same rule", "… 另有 %d 次合并，规则相同"}},
+    {DT::MergeMoreOne, {"… 1 other merge, the same rule", "… 另有 1 次合并，规则相同"}},
     {DT::MergeNone,
      {"One split: nothing to merge (more splits: the Splits menu).", "只有一段：无需合并（更多分段：见“分段”菜单）。"}},
     {DT::Output, {"O = acc / l = %s", "O = acc / l = %s"}},
@@ -187,6 +189,16 @@ std::string rate_text(double gbs) {
   }
   const int decimals = v >= 100 ? 0 : v >= 10 ? 1 : 2;
   return format_number(decimals == 0 ? "%.0f" : decimals == 1 ? "%.1f" : "%.2f", v) + " " + units[u];
+}
+
+std::vector<int> merges_shown(const std::vector<WalkMerge>& ms, int most) {
+  std::vector<int> order(ms.size());
+  for (std::size_t i = 0; i < ms.size(); ++i) order[i] = static_cast<int>(i);
+  const auto weight = [&](int i) { return (ms[i].l_a > 0 ? 1 : 0) + (ms[i].l_b > 0 ? 1 : 0); };
+  std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return weight(x) > weight(y); });
+  order.resize(std::min<std::size_t>(order.size(), static_cast<std::size_t>(std::max(most, 0))));
+  std::sort(order.begin(), order.end());
+  return order;
 }
 
 std::string share_text(double percent) {

@@ -207,7 +207,7 @@ enum class DT {
   Label, First, Cache, CacheInput, CacheKeys, Heads, HeadsItem, Dim, Splits, SplitsAuto, Speed, TokenOf,
   Building, Computing, SentenceInput, SentenceCache, InputNote, StripTitle, Newest, Future, HeadsTitle,
   HeadsShare, HeadsOwn, SplitsTitle, ColSplit, ColKeys, ColShare, MergeTitle, MergeM, MergeAB, MergeL,
-  MergeAcc, MergeMore, MergeNone, Output, CheckOnePass, CheckFp64, Within, Outside, TimeTitle, Bytes,
+  MergeAcc, MergeMore, MergeMoreOne, MergeNone, Output, CheckOnePass, CheckFp64, Within, Outside, TimeTitle, Bytes,
   BytesNoProbe, Tps, TpsPaused, Measured, Floor, Caveat, Refused, HeadPick, SentenceFirst, QueryHeads, QueryHead,
   CacheKeyCount, CacheKeyOne, KvHeadCount, KvHeadOne, SplitCount, SplitsParallel, SplitOne, MergeOneKey,
   ValuesScaled, QueryHeadCount, QueryHeadOne, InputModsNote, PrefixPrompt, CustomMaskNote, Unread, SentenceWindow,
@@ -220,6 +220,10 @@ const char* dtr(Lang lang, DT t);
 std::string rate_text(double gbs);
 // A percentage: one decimal from 1 %, two significant digits below ("0.042", "0.50"), "0" for 0.
 std::string share_text(double percent);
+// Which of a row's merges the combine shows, at most `most`, in order: those that bring visible keys
+// together first (both states not empty), then those that bring a split's keys in at all; a merge
+// of empty states changes nothing (a window's splits before it).
+std::vector<int> merges_shown(const std::vector<WalkMerge>& ms, int most);
 // Every text of the table in both languages (the font atlas' share of the view).
 std::vector<std::string> decode_texts();
 

@@ -380,8 +380,8 @@ void combine(Shell& app, const DecodeToken& t) {
   wrapped(app, dtr(lang, DT::MergeTitle), &kDimV4);
   const std::vector<WalkMerge>& ms = t.walk.merges;
   if (ms.empty()) wrapped(app, dtr(lang, t.keys == 1 ? DT::MergeOneKey : DT::MergeNone), &kDimV4);
-  const int shown = std::min<int>(static_cast<int>(ms.size()), 2);
-  for (int i = 0; i < shown; ++i) {
+  const std::vector<int> shown = merges_shown(ms, 2);
+  for (const int i : shown) {
     const WalkMerge& m = ms[i];
     wrapped(app, fmt(dtr(lang, DT::MergeM), m.index, value4(m.m_a).c_str(), value4(m.m_b).c_str(), value4(m.m).c_str()));
     ImGui::Indent();
@@ -391,7 +391,9 @@ void combine(Shell& app, const DecodeToken& t) {
     wrapped(app, fmt(dtr(lang, DT::MergeAcc), values4(m.acc, kAccShown).c_str()));
     ImGui::Unindent();
   }
-  if (static_cast<int>(ms.size()) > shown) ImGui::TextColored(kDimV4, "%s", fmt(dtr(lang, DT::MergeMore), static_cast<int>(ms.size()) - shown).c_str());
+  const int more = static_cast<int>(ms.size() - shown.size());
+  if (more == 1) ImGui::TextColored(kDimV4, "%s", dtr(lang, DT::MergeMoreOne));
+  if (more > 1) ImGui::TextColored(kDimV4, "%s", fmt(dtr(lang, DT::MergeMore), more).c_str());
   if (const int e = t.walk.split_values_exponent; e > 0) wrapped(app, fmt(dtr(lang, DT::ValuesScaled), e, e), &kDimV4);
   wrapped(app, fmt(dtr(lang, DT::Output), values4(t.walk.split_output, kAccShown).c_str()), &kHighlightV4);
   wrapped(app, fmt(dtr(lang, DT::CheckOnePass), format_number("%.3g", t.one_pass_diff).c_str(),
