@@ -295,10 +295,7 @@ std::string render_json(const Problem& p, const GradTrace& g, const Upstream& u,
   j["scale"] = p.scale_value();
   j["scale_explicit"] = p.scale.has_value();
   if (!p.source.empty()) j["source"] = p.source;
-  Json up = {{"kind", upstream_kind_name(u.kind)}};
-  if (u.kind == UpstreamKind::Random) up["seed"] = u.seed;
-  if (u.kind == UpstreamKind::File || u.kind == UpstreamKind::Mse) up["file"] = u.file;
-  j["upstream"] = std::move(up);
+  j["upstream"] = upstream_json(u);
   if (g.loss) j["loss"] = *g.loss;
   j["dT"] = g.dT;
   std::map<std::string, const MatrixF*> matrices;
@@ -320,6 +317,13 @@ std::string render_json(const Problem& p, const GradTrace& g, const Upstream& u,
 }
 
 }  // namespace
+
+Json report_parts::upstream_json(const Upstream& u) {
+  Json up = {{"kind", upstream_kind_name(u.kind)}};
+  if (u.kind == UpstreamKind::Random) up["seed"] = u.seed;
+  if (u.kind == UpstreamKind::File || u.kind == UpstreamKind::Mse) up["file"] = u.file;
+  return up;
+}
 
 std::string describe_backward(const Problem& p, const GradTrace& g, const Upstream& u, int query, Lang lang) {
   const bool zh = lang == Lang::Zh;

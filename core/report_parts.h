@@ -5,6 +5,7 @@
 // matrices row by row.
 #pragma once
 
+#include "core/backward.h"
 #include "core/problem.h"
 #include "core/trace.h"
 
@@ -66,6 +67,9 @@ void add_mods_json(Json& j, const Problem& p);
 // The first keys of a run's JSON, in this order: tokens, key_tokens, d_k, d_v, temperature, mask,
 // the modifications (add_mods_json), backend, precision, variant, heads, kv_heads.
 void add_run_json(Json& j, const Problem& p, const Trace& t);
+// What dO is, as backward's and walk --backward's JSON name it: {"kind": "random", "seed": S},
+// {"kind": "sum"}, {"kind": "file" | "mse", "file": F}.
+Json upstream_json(const Upstream& u);
 // Row r of m as a JSON array (float_for_json numbers, null for −inf), appended to `out`.
 void append_json_row(std::string& out, const MatrixF& m, Eigen::Index r);
 // `j` laid out one top-level key per line; an entry "<key>/<name>" of `matrices` fills the

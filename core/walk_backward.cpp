@@ -5,6 +5,7 @@
 #include "core/format.h"
 #include "core/messages.h"
 #include "core/modify.h"
+#include "core/report_parts.h"
 #include "core/walk_parts.h"
 
 #include <nlohmann/json.hpp>
@@ -174,7 +175,7 @@ Json render_json(const BackwardWalk& w) {
   j["pass"] = "backward";
   walk_json_header(w, j);
   j["scale"] = walk_json_number(w.scale);
-  j["upstream"] = w.upstream;
+  j["upstream"] = report_parts::upstream_json(w.dout_source);  // as backward's JSON names it
   j["units"] = "logits x_j = s_j * scale; m in logit units; P_j = exp(x_j - m) / l; dS_j = P_j (dP_j - D)";
   j["m"] = walk_json_number(w.m);
   j["l"] = walk_json_number(w.l);

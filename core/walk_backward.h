@@ -7,6 +7,7 @@
 // only holds and prints them. Units as the forward walk (core/walk.h): logits x_j = s_j · scale.
 #pragma once
 
+#include "core/backward.h"
 #include "core/report.h"
 #include "core/types.h"
 #include "core/walk.h"
@@ -28,12 +29,14 @@ struct BackwardWalkTile {
   std::vector<double> ds;          // dS_j = P_j (dP_j − D) (dlogits; exactly 0 where masked)
   double ds_sum = 0;               // Σ_j dS_j over the keys so far (→ 0 at the end)
   int top = -1;                    // the key of the tile with the largest |dS| (-1: none)
-  std::vector<double> dq;          // (d_k) the row's dQ after the tile (scaled, in the kernel's frame)
+  std::vector<double> dq;          // (d_k) the row's dQ after the tile (scaled, in the kernel's frame;
+                                   // a skipped tile carries it over, as the forward's carries m, l, acc)
 };
 
 struct BackwardWalk : WalkHeader {  // scale: the online scale (logit = s · scale)
   bool rope = false;
   std::string upstream, upstream_zh;  // what dO is (upstream_text)
+  Upstream dout_source;            // the same for the JSON: its kind, seed or file (no data)
   double m = 0, l = 0;             // the forward's row statistics (m in logit units)
   double lse = 0;                  // L = m + log l: P_j = exp(x_j − L)
   double D = 0;                    // dO · O

@@ -51,6 +51,7 @@ BackwardWalk walk_backward_row(const Problem& p, const Upstream& u, int head, in
   w.rope = p.mods.rope_theta > 0;
   w.upstream = upstream_text(u, Lang::En);
   w.upstream_zh = upstream_text(u, Lang::Zh);
+  w.dout_source = Upstream{u.kind, u.seed, u.file, {}};
   w.m = static_cast<double>(mf) * scale;
   w.l = lf;
   w.lse = w.m + std::log(static_cast<double>(lf));
@@ -104,8 +105,8 @@ BackwardWalk walk_backward_row(const Problem& p, const Upstream& u, int head, in
         for (int c = 0; c < d_k; ++c) share[c] = std::fma(dsj, kb[static_cast<Index>(j) * d_k + c], share[c]);
       }
       for (int c = 0; c < d_k; ++c) dq[c] += share[c];
-      for (int c = 0; c < d_k; ++c) b.dq.push_back(static_cast<double>(dq[c] * factor));
     }
+    for (int c = 0; c < d_k; ++c) b.dq.push_back(static_cast<double>(dq[c] * factor));  // carried over a skip
     b.ds_sum = ds_sum;
     w.tiles.push_back(std::move(b));
   }

@@ -163,8 +163,8 @@ const char* walk_pass_word(WalkPass p) { return p == WalkPass::Backward ? "backw
 Upstream walk_backward_upstream() { return upstream_random(0); }
 
 std::vector<double> walk_backward_dq_at(const BackwardWalk& w, int cursor) {
-  for (int t = std::min(cursor, static_cast<int>(w.tiles.size()) - 1); t >= 0; --t)
-    if (!w.tiles[t].dq.empty()) return w.tiles[t].dq;
+  const int t = std::min(cursor, static_cast<int>(w.tiles.size()) - 1);
+  if (t >= 0) return w.tiles[t].dq;  // a skipped tile's is the one before it
   return std::vector<double>(static_cast<std::size_t>(std::max(0, w.d_k)), 0.0);
 }
 
