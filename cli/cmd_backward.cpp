@@ -77,9 +77,13 @@ void check_backward_fits(const BackwardJob& job, Format format, const ProblemSiz
             (fused ? backward_bytes(s) - input_bytes(s) : 0);
   const bool every_number = format == Format::Json || format == Format::Csv;
   if (every_number) need += kRenderBytesPerNumber * run / 4;
+  // The staged run's N x N gradients are what the fused one does without (its --check keeps the
+  // staged reference, so the hint is for runs without it).
   check_host_memory(need,
-                    job.check ? (every_number ? Msg::HostMemoryBackwardCheckAll : Msg::HostMemoryBackwardCheck)
-                              : (every_number ? Msg::HostMemoryBackwardAll : Msg::HostMemoryBackward),
+                    job.check      ? (every_number ? Msg::HostMemoryBackwardCheckAll : Msg::HostMemoryBackwardCheck)
+                    : !fused       ? Msg::HostMemoryBackwardStaged
+                    : every_number ? Msg::HostMemoryBackwardAll
+                                   : Msg::HostMemoryBackward,
                     {fused ? "fused" : "staged"});
 }
 

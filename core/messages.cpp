@@ -638,6 +638,11 @@ constexpr Entry kMessages[] = {
      "--repeat R 是 --bench-redraw 的温度改变次数：请加上 --bench-redraw"},
     {Msg::OutputIsInput, "--output '{0}' is the file that {1} reads: the result would overwrite an input; name another file",
      "--output “{0}”正是 {1} 读取的文件：结果会覆盖输入；请换一个文件名"},
+    {Msg::HostMemoryBackwardStaged,
+     "backward (the {0} run, every gradient as a heads·n x m matrix): needs about {1} of host memory, {2} available; "
+     "--variant fused computes the same gradients without those matrices, or try a smaller N",
+     "反向传播（{0} 运行，每个梯度都是头数·n x m 的矩阵）约需 {1} 主机内存，可用 {2}；--variant fused "
+     "不存这些矩阵也能算出同样的梯度，或请试更小的 N"},
 };
 
 constexpr bool in_order() {

@@ -354,6 +354,7 @@ enum class Msg : int {
   QueryAndQueries,
   RepeatAlone,
   OutputIsInput,        // {0} --output, {1} the option that reads it
+  HostMemoryBackwardStaged,  // {0} staged, {1} need, {2} available
   Count_
 };
 

@@ -918,8 +918,9 @@ TEST_F(Cli, ARandomRunTooLargeIsRefusedBeforeItsInputsAreMade) {
     refused({cmd, "--random", "1048576"}, "zh", "该问题（CPU 上的 staged 计算链）约需 ");
   }
   refused({"verify", "--random", "1048576"}, "en", "verify (the staged run and the fp64 reference of every stage): needs about ");
-  refused({"backward", "--random", "1048576"}, "en", "backward (the staged run, every gradient): needs about ");
-  refused({"backward", "--random", "1048576", "--score-mod", "alibi"}, "zh", "反向传播（staged 运行及全部梯度）约需 ");
+  refused({"backward", "--random", "1048576"}, "en",
+          "backward (the staged run, every gradient as a heads·n x m matrix): needs about ");
+  refused({"backward", "--random", "1048576", "--score-mod", "alibi"}, "zh", "反向传播（staged 运行，每个梯度都是头数·n x m 的矩阵）约需 ");
   // The fp64 check of a decode shape holds bound matrices of the keys' shape, (heads m, d) in
   // double: about 10 GiB here, refused under a cap of 6 GB (once counted at a third of that).
   const CliResult check = test::run_binary(
