@@ -99,23 +99,6 @@ std::vector<Stage> forward_shown(const Problem& p, const GradTrace& g, Lang lang
   return out;
 }
 
-// The power of ten (as its exponent) that brings a table of small gradients, all below 0.5 in
-// size, to a largest value between 1 and 10, so that two decimals keep about three digits where
-// they would show 0.00 and 0.01; 0 otherwise.
-int table_exponent(const MatrixF& m) {
-  double mx = 0;
-  for (Eigen::Index i = 0; i < m.size(); ++i)
-    if (std::isfinite(m.data()[i])) mx = std::max(mx, std::abs(static_cast<double>(m.data()[i])));
-  if (mx == 0 || mx >= 0.5) return 0;
-  return static_cast<int>(std::floor(std::log10(mx)));
-}
-
-std::string unit_suffix(int exponent, Lang lang) {
-  if (exponent == 0) return "";
-  const std::string u = "1e" + std::to_string(exponent);
-  return lang == Lang::Zh ? "  [数值 × " + u + "]" : "  [values × " + u + "]";
-}
-
 struct QueryFigures {
   double row_sum = 0, D = 0, dq_norm = 0;
   int visible = 0, up = -1, down = -1;  // keys whose logit descent raises / lowers most
@@ -216,10 +199,13 @@ std::string render_text(const Problem& p, const GradTrace& g, const Upstream& u,
   std::string out = zh ? "反向传播\n" : "Backward pass\n";
   for (const auto& l : header_lines(p, g, u, query, lang)) out += l + "\n";
   out += zh ? "\n—— 前向（公式读取的矩阵）——\n" : "\n-- forward (the matrices the formulas read) --\n";
-  for (const auto& s : forward_shown(p, g, lang)) out += "\n" + s.title + "\n" + text_table(grid_of(p, s, query, true));
+  for (const auto& s : forward_shown(p, g, lang)) {
+    const int e = table_exponent(p, s, query, kSmallForward);
+    out += "\n" + s.title + unit_suffix(e, lang) + "\n" + text_table(grid_of(p, s, query, true, std::pow(10.0, e)));
+  }
   out += zh ? "\n—— 反向（按计算链倒序）——\n" : "\n-- backward (the chain in reverse) --\n";
   for (const auto& s : grads_of(p, g, lang)) {
-    const int e = table_exponent(*s.m);
+    const int e = table_exponent(p, s, query, kSmallGradients);
     out += "\n" + s.title + unit_suffix(e, lang) + "\n" + text_table(grid_of(p, s, query, true, std::pow(10.0, e)));
   }
   out += "\n" + dt_line(g, lang) + "\n";
@@ -240,11 +226,14 @@ std::string render_markdown(const Problem& p, const GradTrace& g, const Upstream
   std::string out = zh ? "## 反向传播\n\n" : "## Backward pass\n\n";
   for (const auto& l : header_lines(p, g, u, query, lang)) out += l + "  \n";
   out += zh ? "\n### 前向（公式读取的矩阵）\n" : "\n### Forward (the matrices the formulas read)\n";
-  for (const auto& s : forward_shown(p, g, lang))
-    out += "\n#### " + md_escape(s.title) + "\n\n" + markdown_table(grid_of(p, s, query, false));
+  for (const auto& s : forward_shown(p, g, lang)) {
+    const int e = table_exponent(p, s, query, kSmallForward);
+    out += "\n#### " + md_escape(s.title + unit_suffix(e, lang)) + "\n\n" +
+           markdown_table(grid_of(p, s, query, false, std::pow(10.0, e)));
+  }
   out += zh ? "\n### 反向（按计算链倒序）\n" : "\n### Backward (the chain in reverse)\n";
   for (const auto& s : grads_of(p, g, lang)) {
-    const int e = table_exponent(*s.m);
+    const int e = table_exponent(p, s, query, kSmallGradients);
     out += "\n#### " + md_escape(s.title + unit_suffix(e, lang)) + "\n\n" +
            markdown_table(grid_of(p, s, query, false, std::pow(10.0, e)));
   }

@@ -137,6 +137,22 @@ int head_rows(const Problem& p, const Stage& s) {
 }
 
 
+int table_exponent(const Problem& p, const Stage& s, int query, double below) {
+  const int rows = std::min<int>(head_rows(p, s), static_cast<int>(s.m->rows()));
+  double mx = 0;
+  for (int r : shown_indices(rows, s.rows == Axis::Query ? query : -1))
+    for (int c : shown_indices(static_cast<int>(s.m->cols())))
+      if (r >= 0 && c >= 0 && std::isfinite((*s.m)(r, c))) mx = std::max(mx, std::abs(static_cast<double>((*s.m)(r, c))));
+  if (mx == 0 || mx >= below) return 0;
+  return static_cast<int>(std::floor(std::log10(mx)));
+}
+
+std::string unit_suffix(int exponent, Lang lang) {
+  if (exponent == 0) return "";
+  const std::string u = "1e" + std::to_string(exponent);
+  return lang == Lang::Zh ? "  [数值 × " + u + "]" : "  [values × " + u + "]";
+}
+
 Grid grid_of(const Problem& p, const Stage& s, int query, bool mark_query, double unit) {
   Grid g;
   const int rows = std::min<int>(head_rows(p, s), static_cast<int>(s.m->rows()));
@@ -334,8 +350,9 @@ std::string render_text(const Problem& p, const Trace& t, int query, Lang lang) 
   std::string out = zh ? "完整计算流程\n" : "Full computation chain\n";
   for (const auto& l : intro_lines(p, t, query, lang)) out += l + "\n";
   for (const auto& s : stages_of(p, t, lang)) {
-    out += "\n" + s.title + "\n";
-    out += text_table(grid_of(p, s, query, true));
+    const int e = table_exponent(p, s, query, kSmallForward);
+    out += "\n" + s.title + unit_suffix(e, lang) + "\n";
+    out += text_table(grid_of(p, s, query, true, std::pow(10.0, e)));
   }
   if (has_weights(p, t, query)) {
     out += "\n" + stats_title(p, query, lang) + "\n";
@@ -356,8 +373,9 @@ std::string render_markdown(const Problem& p, const Trace& t, int query, Lang la
   // Every text that can hold a label (a token, a file's name) is escaped: a label "*e*" is no italics.
   for (const auto& l : intro_lines(p, t, query, lang)) out += md_escape(l) + "  \n";
   for (const auto& s : stages_of(p, t, lang)) {
-    out += "\n### " + md_escape(s.title) + "\n\n";
-    out += markdown_table(grid_of(p, s, query, false));
+    const int e = table_exponent(p, s, query, kSmallForward);
+    out += "\n### " + md_escape(s.title + unit_suffix(e, lang)) + "\n\n";
+    out += markdown_table(grid_of(p, s, query, false, std::pow(10.0, e)));
   }
   if (has_weights(p, t, query)) {
     out += "\n### " + md_escape(stats_title(p, query, lang)) + "\n\n";

@@ -53,6 +53,15 @@ struct Grid {
 // query's row (markdown_table sets that row's label in bold instead); every value is shown divided
 // by `unit` (a table's common power of ten).
 Grid grid_of(const Problem& p, const Stage& s, int query, bool mark_query, double unit = 1.0);
+// The power of ten, as its exponent, that grid_of's cells are divided by when every finite cell it
+// shows is below `below` in size: their largest then reads between 1 and 10 with two decimals,
+// where it would read 0.00 (the weights of thousands of keys) or 0.01; 0 otherwise, and for cells
+// that are all 0 or masked. kSmallForward: the forward's tables (the demo's weights, up to 0.26,
+// read as the page's); kSmallGradients: the gradients, which are small as a rule.
+constexpr double kSmallForward = 0.05, kSmallGradients = 0.5;
+int table_exponent(const Problem& p, const Stage& s, int query, double below);
+// "  [values × 1e-3]" after a table's title (empty for exponent 0).
+std::string unit_suffix(int exponent, Lang lang);
 std::string text_table(const Grid& g);
 std::string markdown_table(const Grid& g);
 std::string md_escape(const std::string& s);

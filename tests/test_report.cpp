@@ -307,6 +307,30 @@ TEST(Report, LargeProblemsAreSummarisedInTextButCompleteInJson) {
   EXPECT_EQ(j["stages"]["weights"][0].size(), 40u);
 }
 
+// The weights of thousands of keys read 0.00 with two decimals: the table prints them times a
+// power of ten that its title names; the demo's weights (up to 0.26) stay as the page prints them.
+TEST(Report, ATableOfSmallValuesNamesItsPowerOfTen) {
+  Problem p = random_problem(2048, 8, 8, 3);
+  const Trace t = cpu_staged(p);
+  for (const Format f : {Format::Text, Format::Markdown}) {
+    const std::string text = render(p, t, 0, Lang::En, f);
+    const std::size_t title = text.find("softmax (attention weights)  ");  // "\\[" in markdown
+    const std::size_t at = text.find("values × 1e-", title);
+    ASSERT_NE(title, std::string::npos);
+    ASSERT_LT(at, title + 40) << text.substr(title, 200);
+    const int e = std::stoi(text.substr(text.find("1e-", at) + 2));
+    // the table's first weight, as printed, is the weight times 10^-e
+    const std::string row = text.substr(text.find(f == Format::Text ? "\n> 0 " : "| **0** |", at));
+    std::istringstream in(row.substr(f == Format::Text ? 4 : 9));
+    std::string cell;
+    in >> cell;
+    if (cell == "|") in >> cell;
+    EXPECT_NEAR(std::stod(cell), t.weights(0, 0) / std::pow(10.0, e), 0.006) << row.substr(0, 80);
+  }
+  const DemoRun d = demo_run();
+  EXPECT_EQ(render(d.p, d.t, 2, Lang::En, Format::Text).find("[values ×"), std::string::npos);
+}
+
 TEST(Report, MultiHeadShowsHeadZeroAndSaysSo) {
   Problem p = random_problem(4, 3, 2, 9, 3);
   const Trace t = cpu_staged(p);
