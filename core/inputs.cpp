@@ -229,7 +229,7 @@ void apply_mask_mod_spec(Problem& p, const std::string& spec, SpecFiles files) {
     } else if (name == "document") {
       once(doc, "document");
       if (files == SpecFiles::Read) {
-        const MatrixF ids = read_matrix(arg);
+        const MatrixF ids = read_vector(arg);
         // One row or one column: a matrix's entries would be read in an order the file does not say.
         if (ids.rows() != 1 && ids.cols() != 1)
           throw InputError(Msg::DocumentsShape,

@@ -435,15 +435,39 @@ std::uint32_t read_le(std::string_view bytes, std::size_t at, int count) {
 
 // Element `index` of the data, assembled byte by byte so that neither alignment nor the host's
 // byte order matters.
-double npy_element(const char* data, std::size_t index, std::size_t item) {
+// The dtypes read: little-endian floats and integers (np.save of document ids, or of a matrix of
+// whole numbers, writes '<i8'), one byte's either order.
+struct NpyType {
+  std::size_t item = 0;  // 0: not read
+  char kind = 'f';       // 'f' float, 'i' signed, 'u' unsigned
+};
+NpyType npy_type(const std::string& descr) {
+  if (descr.size() != 3 || !(descr[0] == '<' || (descr[0] == '|' && descr[2] == '1'))) return {};
+  const char kind = descr[1];
+  const std::size_t item = static_cast<std::size_t>(descr[2] - '0');
+  if (kind == 'f' && descr[0] == '<' && (item == 4 || item == 8)) return {item, kind};
+  if ((kind == 'i' || kind == 'u') && (item == 1 || item == 2 || item == 4 || item == 8)) return {item, kind};
+  return {};
+}
+
+std::string npy_type_name(NpyType t) {
+  return std::string(t.kind == 'f' ? "float" : t.kind == 'i' ? "int" : "uint") + std::to_string(8 * t.item);
+}
+
+double npy_element(const char* data, std::size_t index, NpyType t) {
   std::uint64_t bits = 0;
-  const auto* p = reinterpret_cast<const unsigned char*>(data + index * item);
-  for (std::size_t b = item; b-- > 0;) bits = (bits << 8) | p[b];
-  if (item == 4) return std::bit_cast<float>(static_cast<std::uint32_t>(bits));
+  const auto* p = reinterpret_cast<const unsigned char*>(data + index * t.item);
+  for (std::size_t b = t.item; b-- > 0;) bits = (bits << 8) | p[b];
+  if (t.kind == 'u') return static_cast<double>(bits);
+  if (t.kind == 'i') {
+    const unsigned shift = static_cast<unsigned>(64 - 8 * t.item);  // sign-extend from the item's width
+    return static_cast<double>(static_cast<std::int64_t>(bits << shift) >> shift);
+  }
+  if (t.item == 4) return std::bit_cast<float>(static_cast<std::uint32_t>(bits));
   return std::bit_cast<double>(bits);
 }
 
-MatrixF parse_npy_values(std::string_view bytes, const std::string& name, Values mode) {
+MatrixF parse_npy_values(std::string_view bytes, const std::string& name, Values mode, bool vector_ok = false) {
   if (!bytes.starts_with(kNpyMagic)) throw InputError(Msg::NotNpy, {name});
   // The magic and no version bytes after it: a header cut short.
   if (bytes.size() < kNpyMagic.size() + 2) throw InputError(Msg::NpyHeaderTruncated, {name});
@@ -463,19 +487,19 @@ MatrixF parse_npy_values(std::string_view bytes, const std::string& name, Values
   }
   const NpyHeader h = NpyHeaderParser(bytes.substr(header_start, header_len), name).parse();
 
-  std::size_t item = 0;
-  if (h.descr == "<f4") item = 4;
-  if (h.descr == "<f8") item = 8;
+  const NpyType type = npy_type(h.descr);
+  const std::size_t item = type.item;
   if (item == 0) {
     throw InputError(Msg::NpyDtype, {name, quote(h.descr)});
   }
   if (h.fortran_order) {
     throw InputError(Msg::NpyFortran, {name});
   }
-  if (h.shape.size() != 2) {
+  // A vector where one is asked for (document ids) reads as one row.
+  if (h.shape.size() != 2 && !(vector_ok && h.shape.size() == 1)) {
     throw InputError(Msg::NpyRank, {name, std::to_string(h.shape.size()), shape_text(h.shape)});
   }
-  const std::uint64_t rows = h.shape[0], cols = h.shape[1];
+  const std::uint64_t rows = h.shape.size() == 1 ? 1 : h.shape[0], cols = h.shape.back();
   if (rows == 0 || cols == 0) {
     throw InputError(Msg::NpyEmpty, {name, shape_text(h.shape)});
   }
@@ -489,7 +513,7 @@ MatrixF parse_npy_values(std::string_view bytes, const std::string& name, Values
   const std::size_t data_start = header_start + header_len;
   const std::size_t present = bytes.size() - data_start;
   if (count > present / item) {
-    throw InputError(Msg::NpyDataTruncated, {name, shape_text(h.shape), item == 4 ? "float32" : "float64",
+    throw InputError(Msg::NpyDataTruncated, {name, shape_text(h.shape), npy_type_name(type),
                                              std::to_string(count), std::to_string(item), std::to_string(present)});
   }
   if (count * item != present) {
@@ -499,7 +523,7 @@ MatrixF parse_npy_values(std::string_view bytes, const std::string& name, Values
   MatrixF m(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
   const char* data = bytes.data() + data_start;
   for (std::uint64_t i = 0; i < count; ++i) {
-    const double d = npy_element(data, i, item);
+    const double d = npy_element(data, i, type);
     const auto at = [&](Msg id) {
       return InputError(id, {name, shortest_text(d), std::to_string(i / cols), std::to_string(i % cols)});
     };
@@ -724,6 +748,11 @@ MatrixF parse_mask(std::string_view bytes, const std::string& name) {
 MatrixF read_matrix(const std::string& path) {
   const std::string bytes = read_input_file(path, ends_with_npy(path) ? InputFormat::Npy : InputFormat::Matrix);
   return is_npy(bytes, path) ? parse_npy(bytes, path) : parse_csv(bytes, path);
+}
+
+MatrixF read_vector(const std::string& path) {
+  const std::string bytes = read_input_file(path, ends_with_npy(path) ? InputFormat::Npy : InputFormat::Matrix);
+  return is_npy(bytes, path) ? parse_npy_values(bytes, path, Values::Finite, true) : parse_csv(bytes, path);
 }
 
 MatrixF read_mask(const std::string& path) {

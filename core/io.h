@@ -40,8 +40,10 @@ enum class InputFormat { Bytes, Text, Npy, Matrix };
 std::string read_input_file(const std::string& path, InputFormat format, std::uint64_t limit = kMaxInputFileBytes);
 
 // Reads CSV or .npy: .npy by its extension or, under any other name (a pipe, a FIFO), by its magic;
-// anything else is CSV.
+// anything else is CSV. .npy: little-endian float32, float64 or integers, 2-D, C order.
 MatrixF read_matrix(const std::string& path);
+// The same, where a vector is asked for (document ids): a 1-D .npy reads as one row.
+MatrixF read_vector(const std::string& path);
 // Parses CSV text; `name` is used in messages.
 MatrixF parse_csv(std::string_view text, const std::string& name);
 // Parses .npy bytes; `name` is used in messages.

@@ -69,8 +69,10 @@ constexpr Entry kMessages[] = {
     {Msg::NpyVersion, "{0}: .npy format version {1}.{2} is not supported (1.0, 2.0 and 3.0 are)",
      "{0}：不支持 .npy 格式版本 {1}.{2}（支持 1.0、2.0 和 3.0）"},
     {Msg::NpyHeaderTruncated, "{0}: .npy header is truncated", "{0}：.npy 文件头不完整"},
-    {Msg::NpyDtype, "{0}: dtype {1} is not supported; expected little-endian float32 '<f4' or float64 '<f8'",
-     "{0}：不支持数据类型 {1}；应为小端 float32 “<f4”或 float64 “<f8”"},
+    {Msg::NpyDtype,
+     "{0}: dtype {1} is not supported; expected little-endian float32 '<f4', float64 '<f8' or integers ('<i8', "
+     "'<i4', '|u1', ...)",
+     "{0}：不支持数据类型 {1}；应为小端 float32 “<f4”、float64 “<f8”或整数（“<i8”、“<i4”、“|u1”等）"},
     {Msg::NpyFortran, "{0}: Fortran-order arrays are not supported; save with np.ascontiguousarray",
      "{0}：不支持 Fortran 顺序的数组；请用 np.ascontiguousarray 保存"},
     {Msg::NpyRank, "{0}: expected a 2-D array, got rank {1} (shape {2})", "{0}：应为二维数组，当前为 {1} 维（形状 {2}）"},

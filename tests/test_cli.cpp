@@ -658,8 +658,8 @@ TEST_F(Cli, MalformedNpyIsRefused) {
   expect_refused({"run", "--q", file("junk.npy", "this is not numpy"), "--k", k, "--v", v},
                  {"junk.npy"});
   expect_refused(
-      {"run", "--q", npy("int.npy", "<i4", "(2, 2)", std::string(16, '\0')), "--k", k, "--v", v},
-      {"int.npy", "dtype"});
+      {"run", "--q", npy("big.npy", ">i4", "(2, 2)", std::string(16, '\0')), "--k", k, "--v", v},
+      {"big.npy", "dtype"});
   expect_refused({"run", "--q", npy("fortran.npy", "<f4", "(2, 2)", std::string(16, '\0'), true),
                   "--k", k, "--v", v},
                  {"fortran.npy", "Fortran"});

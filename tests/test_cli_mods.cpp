@@ -221,6 +221,16 @@ TEST(ModsCli, RefusalsNameTheirCause) {
           "the document ids are a 2x2 matrix; give them as one row or one column, one per position");
   const std::string row = test::write_file(dir.file("row.csv"), "0,0,1,1\n");
   EXPECT_EQ(attnlab({"run", "--random", "4", "--mask-mod", "document:" + row}).code, 0);
+  // np.save(np.array([0, 0, 1, 1])): a 1-D array of int64, the ids as numpy writes them
+  std::string ids;
+  for (const char id : {0, 0, 1, 1}) ids += std::string(1, id) + std::string(7, '\0');
+  const std::string saved = test::write_file(dir.file("ids.npy"), test::npy_bytes(test::npy_dict("(4,)", "<i8"), ids));
+  const test::BinaryRun r = attnlab({"run", "--random", "4", "--mask-mod", "document:" + saved, "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["mods"]["documents"]["positions"], 4);
+  EXPECT_TRUE(j["stages"]["weights"][0][2] == 0.0 && j["stages"]["weights"][2][1] == 0.0) << "documents 0, 0 | 1, 1";
+  EXPECT_GT(j["stages"]["weights"][3][2].get<double>(), 0.0);
 }
 
 }  // namespace

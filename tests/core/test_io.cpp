@@ -342,8 +342,27 @@ TEST(IoNpy, RejectsFortranOrder) {
       << e;
 }
 
+// Integers as np.save writes them (document ids, whole-number matrices): read exactly, signed ones
+// sign-extended from their width.
+TEST(IoNpy, ReadsLittleEndianIntegers) {
+  const std::string i8 = npy_bytes(npy_dict("(1, 3)", "<i8"), std::string("\x05\0\0\0\0\0\0\0", 8) +
+                                                                 std::string(8, '\xff') + std::string("\0\0\0\0\0\0\x10\0", 8));
+  const MatrixF a = attnlab::parse_npy(i8, "x.npy");
+  EXPECT_EQ(a(0, 0), 5.f);
+  EXPECT_EQ(a(0, 1), -1.f);
+  EXPECT_EQ(a(0, 2), static_cast<float>(std::ldexp(1.0, 52)));
+  const MatrixF b = attnlab::parse_npy(npy_bytes(npy_dict("(2, 1)", "|i1"), std::string("\x80\x7f", 2)), "x.npy");
+  EXPECT_EQ(b(0, 0), -128.f);
+  EXPECT_EQ(b(1, 0), 127.f);
+  const MatrixF c = attnlab::parse_npy(npy_bytes(npy_dict("(1, 2)", "<u2"), std::string("\xff\xff\x01\0", 4)), "x.npy");
+  EXPECT_EQ(c(0, 0), 65535.f);
+  EXPECT_EQ(c(0, 1), 1.f);
+  const MatrixF d = attnlab::parse_npy(npy_bytes(npy_dict("(1, 1)", "<i4"), std::string("\xfe\xff\xff\xff", 4)), "x.npy");
+  EXPECT_EQ(d(0, 0), -2.f);
+}
+
 TEST(IoNpy, RejectsOtherDtypes) {
-  for (const char* descr : {">f8", ">f4", "<i4", "|u1", "<f2", "<c8", "=f4"}) {
+  for (const char* descr : {">f8", ">f4", ">i4", "|b1", "<f2", "<c8", "=f4", "<i3"}) {
     const std::string e = npy_error(npy_bytes(npy_dict("(1, 1)", descr), std::string(8, '\0')));
     EXPECT_NE(e.find("x.npy:"), std::string::npos) << e;
     EXPECT_NE(e.find(std::string("dtype '") + descr + "'"), std::string::npos) << e;
