@@ -282,6 +282,8 @@ void draw_info(App& app, const Layout& l) {
         if (tb.title == S::TableCapped) title = fmt(tr(lang, S::TableCapped), short_number(p.mods.softcap).c_str());
         matrix_table(tb.id, title, *tb.m, tb.query_rows ? p.query_tokens() : p.key_tokens(),
                      table_column_labels(p, tb), tb.query_rows ? q : -1, tb.step == step, lang);
+        // The demo's QKᵀ against the page it comes from (README says the same under the CLI's).
+        if (tb.title == S::TableScores && c.demo()) wrapped(app, tr(lang, S::DemoTies), &kDimV4);
       }
     }
   }

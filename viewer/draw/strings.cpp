@@ -79,6 +79,13 @@ constexpr Entry kTable[] = {
     {S::TableLogits, "Masked logits (scaled scores / temperature)", "Mask 后 logits（缩放分数 / 温度）"},
     {S::TableWeights, "softmax (attention weights)", "softmax（注意力权重）"},
     {S::TableOutput, "Output = softmax(...)V", "Output = softmax(...)V（加权输出）"},
+    {S::DemoTies,
+     "Six cells differ from the original page in the last digit: 模型 0.50 and 1.00, 上下文 2.11 and 1.43, 分配 1.49, "
+     "权重 1.12 (the page: 0.49, 0.99, 2.10, 1.44, 1.48, 1.11). Each is an exact decimal tie (0.12 + 0.2 + 0.175 = "
+     "0.495) that the page's doubles and the lab's fp32 land on opposite sides of before rounding.",
+     "有六个格子与原网页在最后一位不同：模型 0.50 与 1.00、上下文 2.11 与 1.43、分配 1.49、权重 1.12（网页为 0.49、"
+     "0.99、2.10、1.44、1.48、1.11）。每个都恰是十进制的中点（0.12 + 0.2 + 0.175 = 0.495），网页的双精度与本实验室的 "
+     "fp32 在舍入前落在中点的两侧。"},
     {S::Pooling, "Pooling", "池化"},
     {S::PoolMax, "max", "最大值"},
     {S::PoolMean, "mean", "平均值"},

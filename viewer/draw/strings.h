@@ -23,7 +23,7 @@ enum class S {
   Mask, MaskNone, MaskCausal, Backend, CudaUnavailable, Language,
   Steps, StepOf, Play, Pause, Speed, Reset, Prev, Next,
   Step1, Step2, Step2Mods, Step3, Step4,
-  TableQ, TableK, TableV, TableScores, TableScaled, TableScaledExplicit, TableMask, TableLogits, TableWeights, TableOutput,
+  TableQ, TableK, TableV, TableScores, TableScaled, TableScaledExplicit, TableMask, TableLogits, TableWeights, TableOutput, DemoTies,
   Pooling, PoolMax, PoolMean, ResetView, Zoom, PooledNote, Masked, Legend, HeatHint,
   TipQuery, TipKey, TipOutputDim, TipValue, TipStage, TipMasked, TipPooled,
   RowStats, MaxWeight, Entropy, Effective, Perplexity, Scale, ScaleExplicit, OutputShape, WeightSum, Argmax,
