@@ -70,7 +70,7 @@ TEST(DecodeView, TheInputIsDecodedTokenByTokenAsTheCausalRowsOfItsChain) {
     DecodeJob j = job_for(DecodeShape{}, t, 2, 0, demo.temperature);
     j.input = input;
     const DecodeToken r = e.run(j);
-    ASSERT_TRUE(r.error.empty()) << r.error;
+    ASSERT_TRUE(r.refusal.empty()) << r.refusal.en;
     EXPECT_EQ(r.token, t);
     EXPECT_EQ(r.keys, t + 1);
     EXPECT_EQ(r.plan.splits, std::min(2, t + 1));
@@ -130,7 +130,7 @@ TEST(DecodeView, TheInputsModificationsApplyAtEachTokensPosition) {
       DecodeJob j = job_for(DecodeShape{}, t, 2, 0, p.temperature);
       j.input = input;
       const DecodeToken r = e.run(j);
-      ASSERT_TRUE(r.error.empty()) << r.error;
+      ASSERT_TRUE(r.refusal.empty()) << r.refusal.en;
       EXPECT_EQ(r.first_query, first);
       const int row = first + t;
       for (int c2 = 0; c2 < p.d_v(); ++c2) EXPECT_NEAR(r.walk.split_output[c2], ref.output(row, c2), 1e-5) << t;
@@ -156,7 +156,7 @@ TEST(DecodeView, AHugeVIsComputedOnVScaledByAPowerOfTwo) {
   DecodeJob j = job_for(DecodeShape{}, 7, 2, 0);
   j.input = input;
   const DecodeToken r = e.run(j);
-  ASSERT_TRUE(r.error.empty()) << r.error;
+  ASSERT_TRUE(r.refusal.empty()) << r.refusal.en;
   EXPECT_GT(r.walk.split_values_exponent, 0);
   ASSERT_EQ(r.walk.split_output.size(), 1u);
   EXPECT_NEAR(r.walk.split_output[0], 3e38, 1e-6 * 3e38);
@@ -180,7 +180,7 @@ TEST(DecodeView, ATokenOfARandomCacheIsTheDecodeKernelOnThatTokensProblem) {
   EXPECT_EQ(cache->keys_at(5), 3006);
   DecodeEngine e(false);
   const DecodeToken r = e.run(job_for(shape, 5, 3, 3, 0.7));
-  ASSERT_TRUE(r.error.empty()) << r.error;
+  ASSERT_TRUE(r.refusal.empty()) << r.refusal.en;
   EXPECT_EQ(r.keys, 3006);
   EXPECT_EQ(r.plan.splits, 3);
   EXPECT_EQ(r.kv_head, 1);
@@ -219,14 +219,14 @@ TEST(DecodeView, ARandomCacheTakesTheSessionsModifications) {
   DecodeShape shape = random_cache(3000, 4, 2, 16, 7);
   DecodeEngine e(false);
   const DecodeToken plain = e.run(job_for(shape, 5, 0, 3));
-  ASSERT_TRUE(plain.error.empty()) << plain.error;
+  ASSERT_TRUE(plain.refusal.empty()) << plain.refusal.en;
   EXPECT_EQ(plain.first_key, 0);
   EXPECT_DOUBLE_EQ(plain.bytes, 3006.0 * 2 * 32 * 4);
 
   DecodeJob windowed = job_for(shape, 5, 0, 3);
   windowed.mods.window = 500;
   const DecodeToken w = e.run(windowed);
-  ASSERT_TRUE(w.error.empty()) << w.error;
+  ASSERT_TRUE(w.refusal.empty()) << w.refusal.en;
   const int first = (3006 - 500) / 16 * 16;
   EXPECT_EQ(w.first_key, first);
   EXPECT_EQ(w.plan.first, first) << "the machine's plan cuts the window's keys only";
@@ -241,7 +241,7 @@ TEST(DecodeView, ARandomCacheTakesTheSessionsModifications) {
   mods.mods.softcap = 2;
   mods.mods.window = 700;
   const DecodeToken r = e.run(mods);
-  ASSERT_TRUE(r.error.empty()) << r.error;
+  ASSERT_TRUE(r.refusal.empty()) << r.refusal.en;
   EXPECT_TRUE(r.within) << r.fp64_error << " > " << r.tolerance;
   EXPECT_EQ(e.builds(), 1) << "the same keys and values under other modifications";
   // The same token built as a problem of its own, with the modifications, run through the kernel
@@ -265,7 +265,7 @@ TEST(DecodeView, ARandomCacheTakesTheSessionsModifications) {
   rope.mods.rope_theta = 10000;
   const DecodeToken refused = e.run(rope);
   EXPECT_EQ(refused.refusal.id, Msg::RopeOddDim);
-  EXPECT_EQ(refused.error, "RoPE turns pairs of values: d_k must be even, got 15");
+  EXPECT_EQ(refused.refusal.en, "RoPE turns pairs of values: d_k must be even, got 15");
   EXPECT_EQ(refused.refusal.text(Lang::Zh), "RoPE 成对旋转数值：d_k 必须是偶数，当前为 15");
 
   // A random cache takes no prefix (every token comes after its prompt), and says so.
@@ -303,7 +303,7 @@ TEST(DecodeView, TheSessionsModificationsReachARandomCache) {
   ASSERT_TRUE(s.set_mods(mods));
   v.sync(s);
   ASSERT_NE(v.shown(), nullptr);
-  ASSERT_TRUE(v.shown()->error.empty()) << v.shown()->error;
+  ASSERT_TRUE(v.shown()->refusal.empty()) << v.shown()->refusal.en;
   EXPECT_TRUE(v.shown()->job.mods == mods);
   EXPECT_TRUE(v.shown()->job.input_documents) << "the input's documents are not the cache's";
   EXPECT_FALSE(v.shown()->job.input_bias);
@@ -352,7 +352,7 @@ TEST(DecodeView, ShapesThatDoNotFitAreRefusedInBothLanguages) {
   big.heads = big.kv_heads = 8;
   DecodeEngine e(false);
   const DecodeToken r = e.run(job_for(big, 0, 0, 0));
-  EXPECT_NE(r.error.find("more than the view holds"), std::string::npos);
+  EXPECT_NE(r.refusal.en.find("more than the view holds"), std::string::npos);
   // The input on screen with more queries than keys cannot be decoded.
   Problem wide = random_problem(2, 2, 4, 4, 1, 1, 1);
   ProblemInputs in;
@@ -429,7 +429,7 @@ TEST(DecodeView, StepsPlayAndTheHistoryFollowTheTokens) {
   cap.softcap = 0.5;
   ASSERT_TRUE(s.set_mods(cap));
   v.sync(s);
-  ASSERT_TRUE(v.shown()->error.empty()) << v.shown()->error;
+  ASSERT_TRUE(v.shown()->refusal.empty()) << v.shown()->refusal.en;
   EXPECT_TRUE(v.shown()->job.mods == cap);
   Problem capped = s.problem();
   capped.mask = MaskKind::Causal;
@@ -519,7 +519,7 @@ TEST(DecodeView, AWindowsTokensReadTheWindowOnly) {
       DecodeJob j = job_for(DecodeShape{}, t, splits, 0, p.temperature);
       j.input = input;
       const DecodeToken r = e.run(j);
-      ASSERT_TRUE(r.error.empty()) << r.error;
+      ASSERT_TRUE(r.refusal.empty()) << r.refusal.en;
       const int keys = 60 + t + 1, first = (keys - 20) / 16 * 16;
       EXPECT_EQ(r.keys, keys);
       EXPECT_EQ(r.first_key, first);

@@ -459,6 +459,26 @@ TEST(HeadsThumbnails, RandomHeadsAtTheCurrentTemperatureAndMask) {
   EXPECT_NE(heads_key(c), key);
 }
 
+// A mask file given with --random N --heads H masks every head's thumbnail as the chain view's
+// head (they had been computed without its matrix).
+TEST(HeadsThumbnails, RandomHeadsTakeTheMaskFile) {
+  test::TempDir dir;
+  std::string rows;
+  for (int i = 0; i < 40; ++i) {
+    for (int j = 0; j < 40; ++j) rows += std::string(j == 0 ? "" : ",") + (j <= i && (i - j) % 3 == 0 ? "0" : "-inf");
+    rows += "\n";
+  }
+  const std::string mask = test::write_file(dir.file("m.csv"), rows);
+  Session c(parse_viewer_args({"--random", "40", "--dk", "8", "--dv", "4", "--heads", "3", "--mask", mask, "--backend", "cpu"}));
+  ASSERT_EQ(c.problem().mask, MaskKind::Custom);
+  const HeadsSnapshot s = run_to_end(heads_job(c));
+  for (int h = 0; h < 3; ++h) {
+    ASSERT_TRUE(c.set_head(h)) << c.error();
+    ASSERT_TRUE(s.thumbs[h].error.empty()) << s.thumbs[h].error;
+    expect_same_cells(s.thumbs[h].weights.cells, reference_thumb(c.problem(), 0), "head " + std::to_string(h));
+  }
+}
+
 // The thumbnails have the modifications of the head on screen: each is the weights the chain view
 // shows for that head (RoPE, ALiBi with the head's own slope among the H, the cap, a window, a
 // document file); a modification changed is a new key. They had been the plain heads.

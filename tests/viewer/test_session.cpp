@@ -5,6 +5,7 @@
 #include "viewer_test_util.h"
 #include "core/modify.h"
 #include "core/backend.h"
+#include "core/inputs.h"
 #include "core/problem.h"
 #include "core/stats.h"
 #include "tests/test_util.h"
@@ -569,6 +570,33 @@ TEST(SessionFiles, CommandLineFilesOpenTheViewerOnThem) {
   EXPECT_EQ((*c.stage_matrix(3))(0, 2), 0.f);
   EXPECT_THROW(Session(parse_viewer_args({"--mask", "m.csv", "--backend", "cpu"})), InputError);
   EXPECT_THROW(parse_viewer_args({"--q", "a", "--k", "b", "--v", "c", "--random", "8"}), InputError);
+}
+
+// A mask file and token labels go with random inputs as with files, as `attnlab run --random N`
+// takes them (the viewer had refused both); on the demo they are still refused, naming both inputs.
+TEST(SessionFiles, RandomInputsTakeAMaskFileAndTokenLabels) {
+  const test::TempDir dir("attnlab-ctl-random-mask");
+  const std::string mask = test::write_file(dir.path() / "m.csv", "0 -inf -inf\n0 0 -inf\n0 0 0\n");
+  Session c(parse_viewer_args({"--random", "3", "--dk", "4", "--dv", "2", "--mask", mask, "--tokens", "a,b,c",
+                               "--backend", "cpu"}));
+  EXPECT_EQ(c.problem().mask, MaskKind::Custom);
+  EXPECT_EQ(c.problem().query_tokens(), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ((*c.stage_matrix(3))(0, 1), 0.f);
+  EXPECT_GT((*c.stage_matrix(3))(1, 0), 0.f);
+  // The same problem as the CLI's: its random inputs under the file's mask.
+  Problem cli = random_problem(3, 4, 2, 0);
+  apply_mask_spec(cli, mask);
+  EXPECT_EQ(c.problem().custom_mask(), cli.custom_mask());
+  EXPECT_EQ(c.problem().q(), cli.q());
+  // Several heads: the head shown carries them too.
+  Session h(parse_viewer_args({"--random", "3", "--dk", "4", "--heads", "2", "--head", "1", "--mask", mask,
+                               "--tokens-file", test::write_file(dir.path() / "t.txt", "x\ny\nz\n"), "--backend", "cpu"}));
+  EXPECT_EQ(h.problem().mask, MaskKind::Custom);
+  EXPECT_EQ(h.problem().key_tokens(), (std::vector<std::string>{"x", "y", "z"}));
+  // A mask of the wrong shape is the CLI's refusal.
+  EXPECT_THROW(Session(parse_viewer_args({"--random", "4", "--mask", mask, "--backend", "cpu"})), InputError);
+  EXPECT_EQ(test::message_of<InputError>([] { parse_viewer_args({"--tokens", "a,b"}); }),
+            "--tokens and --tokens-file label file or random inputs: add --q, --k and --v, or --random N");
 }
 
 // Every message the viewer shows follows the UI language, the core's refusals included.

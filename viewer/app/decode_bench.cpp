@@ -40,7 +40,7 @@ DecodeBench run_decode_bench(const ViewerOptions& o, std::ostream& log) {
     std::this_thread::sleep_for(frame);
   }
   r.build_ms = ms_between(b0, Clock::now());
-  if (!v.shown()->error.empty()) throw error_of(v.shown()->refusal);
+  if (!v.shown()->refusal.empty()) throw error_of(v.shown()->refusal);
   v.set_speed(DecodeView::kMaxSpeed);
   v.toggle_play();
   std::vector<double> kernel, gbs, frames;
@@ -56,7 +56,7 @@ DecodeBench run_decode_bench(const ViewerOptions& o, std::ostream& log) {
     frames.push_back(ms_between(f0, f1));
     prev = f0;
     const DecodeToken* t = v.shown();
-    if (t && t->token != last_token && t->error.empty()) {
+    if (t && t->token != last_token && t->refusal.empty()) {
       ++r.tokens;
       kernel.push_back(t->kernel_ms);
       gbs.push_back(t->gbs);

@@ -23,7 +23,8 @@ std::string viewer_usage() {
          "                    [--temperature T] [--mask none|causal|FILE] [--random N] [--dk D] [--dv D]\n"
          "                    [--rope [THETA]] [--score-mod SPEC] [--mask-mod SPEC]\n"
          "                    [--pattern noise|local:W|sink|previous|induction]\n"
-         "                    [--q FILE --k FILE --v FILE [--tokens a,b,c | --tokens-file FILE]]\n"
+         "                    [--q FILE --k FILE --v FILE] [--tokens a,b,c | --tokens-file FILE]\n"
+         "                    (a mask FILE and the tokens go with the files or --random N)\n"
          "                    [--heads H] [--bundle DIR [--layer L]] [--head H]\n"
          "                    [--seed S] [--lang zh|en] [--size WxH] [--backend auto|cpu|cuda]\n"
          "                    [--pool max|mean] [--state-dump FILE.json]\n"
@@ -294,9 +295,10 @@ ViewerOptions parse_viewer_args(const std::vector<std::string>& typed, const std
       throw InputError(Msg::OptionRange, {"--head", "0", std::to_string(o.heads - 1), std::to_string(o.head)});
   }
   if (o.random_n) check_random_inputs(*o.random_n, o.d_k, o.d_v, o.heads);
-  if (!files && !o.mask_file.empty())
+  // A mask file and token labels go with file inputs and random ones, as the CLI takes them.
+  if (!files && !o.random_n && !o.mask_file.empty())
     throw InputError(Msg::MaskFileNeedsFiles, {o.mask_file});
-  if (!files && (!o.tokens.empty() || !o.tokens_file.empty()))
+  if (!files && !o.random_n && (!o.tokens.empty() || !o.tokens_file.empty()))
     throw InputError(Msg::TokensNeedFiles, {});
   if (pattern_given && !o.random_n)
     throw InputError(Msg::PatternNeedsRandom, {});

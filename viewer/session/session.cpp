@@ -105,6 +105,9 @@ Session::Session(const SessionOptions& o, bool async)
     req_.source.files = InputFiles{o.q_file, o.k_file, o.v_file, o.mask_file, o.tokens, o.tokens_file};
   } else if (o.random_n) {
     req_.source.demo = false;
+    req_.source.files.mask = o.mask_file;
+    req_.source.files.tokens = o.tokens;
+    req_.source.files.tokens_file = o.tokens_file;
     req_.source.n = *o.random_n;
     req_.source.heads = o.heads;
     req_.source.head = o.head;
@@ -332,23 +335,23 @@ Problem Session::build(const Source& s) {
     // Its own ALiBi slope among the call's heads, as the CLI's --head and the heads view give it
     // (read only while ALiBi is on).
     p.mods.alibi_slopes = {standard_alibi_slopes(b.calls[static_cast<std::size_t>(s.layer)].heads)[static_cast<std::size_t>(s.head)]};
-  } else if (!s.files.q.empty()) {
-    p = problem_from_files(s.files.q, s.files.k, s.files.v);
-    if (!s.files.mask.empty()) apply_mask_spec(p, s.files.mask);
-    apply_token_spec(p, s.files.tokens, s.files.tokens_file);
   } else if (s.demo) {
     p = demo_problem();
-  } else if (s.heads > 1) {
-    // Every head from the CLI's generator (--random N --heads H) with the files (a per-head bias
-    // is the H heads'), then the one shown, with its own ALiBi slope among the H and its rows of
-    // such a bias, as the CLI's --head gives them.
-    p = pattern_problem(s.pattern, s.n, s.d_k, s.d_v, s.seed, s.heads);
-    read_mod_files(p, s);
-    p = one_head(p, s.head);
-    p.mods.alibi_slopes = {standard_alibi_slopes(s.heads)[static_cast<std::size_t>(s.head)]};
-    return p;
   } else {
-    p = pattern_problem(s.pattern, s.n, s.d_k, s.d_v, s.seed);
+    // Files, or every head from the CLI's generator (--random N --heads H); then, as the CLI
+    // applies them, the labels before the mask file (a refused row names its token).
+    p = !s.files.q.empty() ? problem_from_files(s.files.q, s.files.k, s.files.v)
+                           : pattern_problem(s.pattern, s.n, s.d_k, s.d_v, s.seed, s.heads);
+    apply_token_spec(p, s.files.tokens, s.files.tokens_file);
+    if (!s.files.mask.empty()) apply_mask_spec(p, s.files.mask);
+    if (s.files.q.empty() && s.heads > 1) {
+      // With the files (a per-head bias is the H heads'), the head shown, with its own ALiBi slope
+      // among the H and its rows of such a bias, as the CLI's --head gives them.
+      read_mod_files(p, s);
+      p = one_head(p, s.head);
+      p.mods.alibi_slopes = {standard_alibi_slopes(s.heads)[static_cast<std::size_t>(s.head)]};
+      return p;
+    }
   }
   read_mod_files(p, s);
   return p;

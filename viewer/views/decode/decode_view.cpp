@@ -198,7 +198,6 @@ DecodeToken DecodeEngine::run(const DecodeJob& job) {
     out.build_ms = ms_since(t0);
   }
   if (!cache_) {
-    out.error = cache_error_.en;
     out.refusal = cache_error_;
     return out;
   }
@@ -208,7 +207,6 @@ DecodeToken DecodeEngine::run(const DecodeJob& job) {
   try {
     cache_->set_mods(job.mods);  // a random cache's: the same keys under the session's modifications
   } catch (const std::exception& e) {
-    out.error = e.what();
     out.refusal = message_of(e);
     return out;
   }
@@ -326,7 +324,6 @@ DecodeToken DecodeEngine::run(const DecodeJob& job) {
   } catch (const Cancelled&) {
     out.cancelled = true;
   } catch (const std::exception& e) {
-    out.error = e.what();
     out.refusal = message_of(e);
   }
   return out;
@@ -435,7 +432,7 @@ void DecodeView::adopt(DecodeToken t) {
       format_number("%.17g", t.job.temperature));
   if (key != history_key_) history_.clear();
   history_key_ = key;
-  if (t.error.empty()) {
+  if (t.refusal.empty()) {
     if (!history_.empty() && history_.back().token >= t.token) history_.clear();  // rewound
     DecodePoint pt;
     pt.token = t.token;
@@ -567,7 +564,7 @@ std::string DecodeView::state_json() const {
                   {"first_key", t.first_key},
                   {"head", t.head},
                   {"kv_head", t.kv_head},
-                  {"error", t.error},
+                  {"error", t.refusal.en},
                   {"output", t.walk.split_output},
                   {"one_pass_max_abs_diff", t.one_pass_diff},
                   {"l_ulps", t.l_ulps},
@@ -601,7 +598,7 @@ std::string DecodeView::broken(const Session&) const {
     return "the decode view's head " + std::to_string(head_) + " is outside its " + std::to_string(heads) + " heads";
   if (splits() < 0 || splits() > kDecodeMaxSplits) return "the decode view's split count is outside 0..64";
   if (!decode_shape_error(shape_).empty()) return "the decode view holds a refused shape";
-  if (shown_ && !pending_ && shown_->error.empty() && shown_->tokens > 0 && token_ >= shown_->tokens)
+  if (shown_ && !pending_ && shown_->refusal.empty() && shown_->tokens > 0 && token_ >= shown_->tokens)
     return "the decode view's token " + std::to_string(token_) + " is outside its " + std::to_string(shown_->tokens) +
            " tokens";
   return {};

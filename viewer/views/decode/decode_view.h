@@ -137,8 +137,9 @@ std::string cache_mods_text(const DecodeJob& j, Lang lang);
 // One token's result.
 struct DecodeToken {
   DecodeJob job;        // as asked
-  std::string error;    // why nothing was computed (a refused shape, an overflow), else ""
-  Message refusal;      // the same with its id and arguments where the error had them (both languages)
+  // Why nothing was computed (a refused shape, an overflow), with its id and arguments where the
+  // error had them (both languages); empty when the token was computed.
+  Message refusal;
   bool cancelled = false;
   int token = 0;        // the token computed (the job's, within the cache's tokens)
   int first_query = 0;  // the input's query of token 0 (after a prefix's prompt)

@@ -171,7 +171,7 @@ void controls(Shell& app, DecodeView& v) {
     v.set_speed(speed);
   ImGui::SameLine();
   ImGui::TextUnformatted(dtr(lang, DT::Speed));
-  if (t && t->error.empty()) {
+  if (t && t->refusal.empty()) {
     const std::string where = fmt(dtr(lang, DT::TokenOf), grouped(t->token + 1).c_str(), grouped(t->tokens).c_str());
     same_line_if_fits(text_width(where.c_str()));
     ImGui::TextUnformatted(where.c_str());
@@ -458,13 +458,13 @@ void time_chart(Shell& app, const DecodeView& v, float height) {
 
 void right_column(Shell& app, DecodeView& v, const DecodeToken* t) {
   const Lang lang = app.lang;
-  if (t && t->error.empty()) {
+  if (t && t->refusal.empty()) {
     combine(app, *t);
     ImGui::Spacing();
   }
   const float chart_h = std::max(app.font_px * 8, ImGui::GetContentRegionAvail().y * 0.45f);
   time_chart(app, v, chart_h);
-  if (t && t->error.empty()) {
+  if (t && t->refusal.empty()) {
     if (t->read_gbs > 0)
       wrapped(app, fmt(dtr(lang, DT::Bytes), bytes_text(t->bytes).c_str(), ms_text(t->kernel_ms).c_str(),
                        rate_text(t->gbs).c_str(), share_text(100 * t->gbs / t->read_gbs).c_str(),
@@ -496,8 +496,8 @@ void draw_panel(DecodeView& v, Shell& app, const Layout& l) {
   ImGui::BeginChild("##decode_left", ImVec2(avail.x - right_w - 8, avail.y), false);
   if (!t) {
     ImGui::TextColored(kDimV4, "%s", dtr(lang, DT::Building));
-  } else if (!t->error.empty()) {
-    wrapped(app, fmt(dtr(lang, DT::Refused), t->refusal.empty() ? t->error.c_str() : t->refusal.text(lang).c_str()),
+  } else if (!t->refusal.empty()) {
+    wrapped(app, fmt(dtr(lang, DT::Refused), t->refusal.text(lang).c_str()),
             &kErrorV4);
   } else {
     // A count's words, singular for one. Under a window a token sees the cache's last keys only.

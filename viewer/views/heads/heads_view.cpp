@@ -111,6 +111,10 @@ HeadsJob heads_job(const Session& session) {
     job.load = [s, t, mask, all, shown](int h) {
       if (!*all) {
         Problem p = pattern_problem(s.pattern, s.n, s.d_k, s.d_v, s.seed, s.heads);
+        // Token labels and a mask file's matrix describe every head alike: the shown head's.
+        p.edit().query_tokens = shown->query_tokens();
+        p.edit().key_tokens = shown->key_tokens();
+        p.edit().custom_mask = shown->custom_mask();
         p.temperature = t;
         p.mask = mask;
         take_mods(p, *shown, s);
