@@ -84,8 +84,10 @@ void parse_args(BenchArgs& a) {
   a.mask_mods = bench::word_list("--mask-mod", a.mask_mod_list);
   a.passes = bench::parse_passes("--pass", a.pass);
   bench::check_spec(a);
+  // text: the word the other commands use for their people's format, which is bench's table.
+  if (a.format == "text") a.format = "table";
   if (a.format != "table" && a.format != "json" && a.format != "csv")
-    throw InputError("--format takes table, json or csv, got '" + a.format + "'");
+    throw InputError("--format takes table (or text), json or csv, got '" + a.format + "'");
   check_output_path(a.output_file);
 }
 
@@ -207,7 +209,7 @@ void register_bench(CLI::App& app, int& exit_code) {
       ->type_name("R");
   b->add_option("--warmup", a->warmup, "untimed repetitions first (default 2)")->type_name("W");
   b->add_option("--seed", a->seed, "seed of the random inputs (default 0)")->type_name("S");
-  b->add_option("--format", a->format, "table | json | csv (default table)")->type_name("FMT");
+  b->add_option("--format", a->format, "table (or text) | json | csv (default table)")->type_name("FMT");
   // Plain decimal notation, as the temperature (parse_plain_number: not "0x10", "inf", "1e400").
   b->add_option_function<std::string>(
        "--max-seconds",

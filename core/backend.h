@@ -59,6 +59,7 @@ struct BenchSample {
   // tile parameters, cuda::last_fused_kernel(); the CUDA backward: cuda::last_backward_kernel());
   // the decode kernels with their split count; empty otherwise.
   std::string kernel;
+  int splits = 0;  // the decode kernels: the split count that ran (given, or the kernel's choice)
 };
 
 class Backend {

@@ -136,7 +136,10 @@ class CpuBackend final : public Backend {
       if (o.variant == Variant::Staged) s.stages.push_back(t.timings);
     }
     // The decode kernel's split count (opt.splits, or the cores' and the cache's choice).
-    if (o.variant == Variant::Decode) s.kernel = "cpu split-KV decode splits=" + std::to_string(t.splits);
+    if (o.variant == Variant::Decode) {
+      s.kernel = "cpu split-KV decode splits=" + std::to_string(t.splits);
+      s.splits = t.splits;
+    }
     s.output = std::move(t.output);
     return s;
   }

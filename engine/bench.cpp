@@ -321,6 +321,7 @@ void finish_case(Result& r, const Spec& a, BenchProblem& b, const BenchSample& s
   r.gbs = r.moved_bytes / (r.median_ms * 1e-3) / 1e9;
   r.kv_gbs = r.kv_bytes / (r.median_ms * 1e-3) / 1e9;
   r.kernel = s.kernel;
+  r.splits = s.splits;
   if (c.backward()) {
     const BenchProblem::Grads& ref = grad_reference(b, a.seed);
     r.rel_err = grad_error(ref, grads);
@@ -895,6 +896,7 @@ Outcome run_interleaved(std::vector<Result>& results, const Spec& a, bool cuda_o
         x.sample.peak_bytes = std::max(x.sample.peak_bytes, s.peak_bytes);
         x.sample.output = s.output;
         x.sample.kernel = s.kernel;
+        x.sample.splits = s.splits;
         x.grads = std::move(grads);
       }
       if (log) *log << "interleaved round " << round + 1 << "/" << a.repeat << " done\n" << std::flush;

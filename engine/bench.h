@@ -86,6 +86,9 @@ struct Result {
   // CLI then exits 1, as for a device failure.
   bool inaccurate = false;
   std::string kernel;  // BenchSample::kernel: which kernel ran (CUDA fused forward or backward), else empty
+  // The decode variant: the split count that ran (Case::splits, or the kernel's own choice where
+  // that is 0); 0 for the kernels that do not split the keys and for a case that did not run.
+  int splits = 0;
   // RoPE: the one rotation of Q and K per problem (in double, rounded once; every repetition then
   // multiplies the rotated copies), timed on the host; 0 without RoPE.
   double rope_ms = 0;

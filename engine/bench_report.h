@@ -18,6 +18,7 @@ struct Machine {
   double host_read_gbs = 0;  // host_read_probe_all_cores (decode's yardstick); 0: not measured
   double cpu_fma_gflops = 0;  // cpu_fma_peak_gflops (the CPU backward's yardstick); 0: not measured
   double cpu_tile_gflops = 0;  // cpu_tile_peak_gflops (what the kernels' products reach); 0: not measured
+  double cpu_llc_bytes = 0;    // the host's last-level cache as the C library reports it; 0: not known
 };
 // Today's date, the host CPU (host_cpu) and, when cuda_ok, the device and its device-to-device copy
 // rate (a probe that fails says why on `log`, when given, and leaves the rate 0).

@@ -1427,6 +1427,7 @@ BenchSample bench_decode(const Problem& p, const RunOptions& opt, int warmup, in
   download(out.output, dd.out.get(), static_cast<Eigen::Index>(p.heads) * p.n(), p.d_v(), s);
   ATTNLAB_CUDA_CHECK(cudaStreamSynchronize(s));
   out.kernel = decode_kernel_name(dd, p);
+  out.splits = dd.splits;
   return out;
 }
 

@@ -479,6 +479,23 @@ TEST(BenchEngine, DecodeShapesArePlannedCountedRunAndReported) {
   const std::string table = bench::render_table(m, results, s);
   EXPECT_NE(table.find("decode: K+V of every key/value head read once"), std::string::npos) << table;
   EXPECT_NE(table.find("% of the read bandwidth"), std::string::npos) << table;
+  EXPECT_EQ(table.find("(above it:"), std::string::npos) << table;
+  // A rate above the probe's says why: a cache that fits in the last-level cache, else the load.
+  m.host_read_gbs = first.kv_gbs / 2;
+  m.cpu_llc_bytes = 512.0 * (1 << 20);
+  std::string above = bench::render_table(m, results, s);
+  EXPECT_NE(above.find("= 200 % of the read bandwidth (above it: these K+V fit in the host's 512 MiB last-level cache"),
+            std::string::npos) << above;
+  m.cpu_llc_bytes = first.kv_bytes / 2;
+  above = bench::render_table(m, results, s);
+  EXPECT_NE(above.find("= 200 % of the read bandwidth (above it: the probe may have run under load"), std::string::npos)
+      << above;
+  // The split count each decode case ran, though none was given (the kernel chose it).
+  for (const auto& r : results)
+    if (r.ran && r.c.variant == "decode") {
+      EXPECT_GT(r.splits, 0) << r.c.label();
+      EXPECT_EQ(r.kernel, "cpu split-KV decode splits=" + std::to_string(r.splits));
+    }
   // The table's rows tell the shapes apart: q and kv have no column of their own.
   EXPECT_NE(table.find("  [q=1 kv=1]\n"), std::string::npos) << table;
   EXPECT_NE(table.find("  [q=5 kv=1]\n"), std::string::npos) << table;

@@ -247,12 +247,14 @@ TEST(BenchCli, DecodeSplitsAreCasesOfTheirOwn) {
   ASSERT_EQ(cases.size(), 3u) << r.out;
   EXPECT_EQ(cases[0]["variant"], "fused");
   EXPECT_EQ(cases[0]["splits"], 0);
+  EXPECT_FALSE(cases[0].contains("splits_chosen"));
   for (int k : {1, 2}) {
     const int splits = k == 1 ? 3 : 7;
     EXPECT_EQ(cases[k]["variant"], "decode");
     EXPECT_EQ(cases[k]["splits"], splits);
     EXPECT_EQ(cases[k]["status"], "ok");
     EXPECT_EQ(cases[k]["kernel"], "cpu split-KV decode splits=" + std::to_string(splits));
+    EXPECT_EQ(cases[k]["splits_chosen"], "given");
   }
   EXPECT_NE(r.err.find("cpu decode fp32 none heads=2 n=3000 d=8 q=1 kv=1 splits=7: "), std::string::npos) << r.err;
   args = shape;
@@ -273,6 +275,31 @@ TEST(BenchCli, DecodeSplitsAreCasesOfTheirOwn) {
   const test::BinaryRun bad = bench(args);
   EXPECT_EQ(bad.code, 2);
   EXPECT_EQ(bad.err, "error: --split goes with --variant decode (the split-KV kernel), got --variant fused\n");
+  // Without --split the kernel chooses, and the JSON gives the count that ran (it had said 0).
+  args = shape;
+  for (const char* a : {"--variant", "decode", "--format", "json"}) args.push_back(a);
+  const test::BinaryRun chosen = bench(args);
+  ASSERT_EQ(chosen.code, 0) << chosen.err;
+  const json only = json::parse(chosen.out)["cases"][0];
+  EXPECT_GT(only["splits"].get<int>(), 0) << only.dump();
+  EXPECT_EQ(only["kernel"], "cpu split-KV decode splits=" + std::to_string(only["splits"].get<int>()));
+  EXPECT_EQ(only["splits_chosen"], "kernel");
+}
+
+// --format text, the word every other command takes for its people's format, is bench's table
+// (it had been refused).
+TEST(BenchCli, FormatTextIsTheTable) {
+  const std::vector<std::string> args = {"--backend", "cpu", "--variant", "fused", "--precision", "fp32",
+                                         "--n", "16", "--d", "8", "--repeat", "1", "--format"};
+  std::vector<std::string> text = args;
+  text.push_back("text");
+  const test::BinaryRun r = bench(text);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("attnlab bench  ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("cpu   fused  fp32 none"), std::string::npos) << r.out;
+  std::vector<std::string> bad = args;
+  bad.push_back("markdown");
+  EXPECT_EQ(bench(bad).err, "error: --format takes table (or text), json or csv, got 'markdown'\n");
 }
 
 TEST(BenchCli, OutputFileGetsTheReport) {
