@@ -8,6 +8,7 @@
 #include "core/inputs.h"
 #include "core/problem.h"
 #include "core/stats.h"
+#include "cpu/cpu_backend.h"
 #include "tests/test_util.h"
 #include "viewer/app/redraw_bench.h"
 #include "viewer/session/compare.h"
@@ -20,6 +21,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <cmath>
 #include <iostream>
 #include <limits>
@@ -421,6 +423,78 @@ TEST(SessionStreaming, AboveTheKeptLimitTheViewAndTheRowAreStreamed) {
   ASSERT_NE(c.pooled_stage(3), nullptr);
   EXPECT_NE(c.pooled_stage(3)->cells[0].value, before);
   EXPECT_NE(compare_unavailable_reason(c), "");
+}
+
+namespace {
+// The CPU backend, counting the runs that computed the output and those that pooled a view.
+class CountingBackend final : public Backend {
+ public:
+  explicit CountingBackend(std::shared_ptr<std::atomic<int>> outputs, std::shared_ptr<std::atomic<int>> pools)
+      : outputs_(std::move(outputs)), pools_(std::move(pools)) {}
+  std::string name() const override { return "cpu"; }
+  Trace run(const Problem& p, const RunOptions& opt) override {
+    Trace t;
+    run_into(p, opt, t);
+    return t;
+  }
+  void run_into(const Problem& p, const RunOptions& opt, Trace& out) override {
+    if (opt.output) ++*outputs_;
+    if (opt.pool) ++*pools_;
+    inner_->run_into(p, opt, out);
+  }
+  BenchSample bench(const Problem& p, const RunOptions& opt, int warmup, int repeat) override {
+    return inner_->bench(p, opt, warmup, repeat);
+  }
+
+ private:
+  std::shared_ptr<std::atomic<int>> outputs_, pools_;
+  std::unique_ptr<Backend> inner_ = make_cpu_backend();
+};
+}  // namespace
+
+// The window's session computes a streamed problem's first output in the pass that pools the
+// heatmap's first view: one pass over the keys, not two (the first had computed the output
+// alone, then the view's pass came). Where no view asks, the second poll brings the output.
+TEST(SessionStreaming, TheFirstOutputComesWithTheFirstViewInOnePass) {
+  for (const bool view_asks : {true, false}) {
+    auto outputs = std::make_shared<std::atomic<int>>(0), pools = std::make_shared<std::atomic<int>>(0);
+    ViewerOptions o = test::cpu_random_options(kKeepStagesMaxTokens + 100, 8, 4);
+    o.output_with_first_view = true;
+    o.backends = [outputs, pools](const std::string&) { return std::make_unique<CountingBackend>(outputs, pools); };
+    Session c(o);
+    ASSERT_TRUE(c.streaming());
+    EXPECT_EQ(c.stage_matrix(4), nullptr) << "left to the first view's pass";
+    ASSERT_TRUE(c.stats()) << "the selected row is there at once";
+    EXPECT_TRUE(c.busy()) << "the output is owed";
+    EXPECT_EQ(outputs->load(), 0);
+    if (view_asks) {
+      PoolRequest v;
+      const int n = c.n();
+      for (int k = 0; k < 20; ++k) {
+        v.rows.begin.push_back(n * k / 20);
+        v.rows.end.push_back(n * (k + 1) / 20);
+      }
+      v.cols = v.rows;
+      c.poll();  // the first frame's
+      c.set_view(v);
+      ASSERT_NE(c.pooled_stage(3), nullptr);
+      EXPECT_EQ(pools->load(), 1);
+    } else {
+      c.poll();
+      EXPECT_TRUE(c.busy());
+      c.poll();
+      EXPECT_EQ(pools->load(), 0);
+    }
+    EXPECT_FALSE(c.busy());
+    EXPECT_EQ(outputs->load(), 1) << "one pass";
+    ASSERT_NE(c.stage_matrix(4), nullptr);
+    const Trace ref = make_cpu_backend()->run(c.problem(), RunOptions{});
+    EXPECT_LT((*c.stage_matrix(4) - ref.output).cwiseAbs().maxCoeff(), 1e-6f);
+  }
+  // Without the option (the tests' sessions) the output is there at once.
+  Session plain(test::cpu_random_options(kKeepStagesMaxTokens + 100, 8, 4));
+  EXPECT_NE(plain.stage_matrix(4), nullptr);
+  EXPECT_FALSE(plain.busy());
 }
 
 // One head of H random heads keeps its own ALiBi slope among the H (the CLI's --head gives the

@@ -140,6 +140,8 @@ int main(int argc, char** argv) {
   const bool x11_only = !fuzzing && !driver_chosen && env_set("DISPLAY") && !env_set("WAYLAND_DISPLAY");
   if (x11_only) SDL_setenv("SDL_VIDEODRIVER", "x11", 1);
   std::unique_ptr<App> app;
+  // A streamed problem's first output comes in the pass that pools the heatmap (one pass, not two).
+  opts.output_with_first_view = true;
   try {
     app = std::make_unique<App>(opts, !headless);
   } catch (const InputError& e) {

@@ -78,7 +78,7 @@ struct SessionOptions {
   Pattern pattern;                    // --pattern P of the random problem (core/patterns.h)
   std::string q_file, k_file, v_file;  // file inputs (CSV or .npy), all three or none
   std::string mask_file;              // --mask FILE (then mask == Custom)
-  std::string tokens, tokens_file;    // labels of file inputs
+  std::string tokens, tokens_file;    // labels of file or random inputs
   int d_k = 64, d_v = 64;
   std::uint64_t seed = 0;
   int heads = 1;                      // --heads H of the random problem (the CLI's generator)
@@ -90,6 +90,11 @@ struct SessionOptions {
   // The backends the session's worker runs, by name ("cpu" | "cuda"); empty: the registry's
   // (engine/registry.h make_backend). Tests hand in one that fails on demand.
   std::function<std::unique_ptr<Backend>(const std::string&)> backends;
+  // The window's session: a first run that streams computes the selected rows only and leaves the
+  // output to the pass that pools the heatmap's first view (set_view, or the second poll() when
+  // no view asks for one), so that the two make one pass over the keys; otherwise (the tests) the
+  // first run computes the output at once.
+  bool output_with_first_view = false;
 };
 
 }  // namespace attnlab::viewer

@@ -147,11 +147,13 @@ Session::Session(const SessionOptions& o, bool async)
   Job job;
   job.req = req_;
   job.id = ++posted_;
+  job.output_later = o.output_with_first_view;
   Result r = execute(job);
   // The first run's failures are the command line's, as the CLI reports them.
   if (r.error.id == Msg::RunDeviceFailed) throw DeviceError(r.error.args.at(0));
   if (r.error.id == Msg::RunOutOfMemory) throw std::bad_alloc();
   if (!r.error.empty()) throw error_of(r.error);
+  if (o.output_with_first_view && r.streaming) owed_ = kAll;
   adopt(std::move(r));
   if (async) worker_.start();
 }
@@ -226,7 +228,7 @@ Session::Result Session::execute(Job job) {
     }
     if (r.streaming) {
       opt.keep_stages = false;
-      opt.output = (job.parts & kAll) != 0;
+      opt.output = (job.parts & kAll) != 0 && !job.output_later;
       if (job.view && (job.parts & (kAll | kView)) && view_fits(*job.view, *p)) opt.pool = &*job.view;
       if (job.parts & (kAll | kRow)) {
         const int first = std::clamp(q.queries.front(), 0, p->n() - 1);
@@ -358,6 +360,8 @@ Problem Session::build(const Source& s) {
 }
 
 bool Session::post(unsigned parts) {
+  parts |= owed_;
+  owed_ = 0;
   // Every selected query's row; a new problem keeps the one query its load chose.
   if (req_.source == shown_req_.source) req_.queries = queries_;
   Job job;
@@ -382,6 +386,8 @@ bool Session::poll() {
   retired_.clear();
   std::deque<Result> done = worker_.take();
   for (Result& r : done) adopt(std::move(r));
+  // A frame went by and no heatmap asked for its view: the output the first run left.
+  if (owed_ && ++owed_polls_ >= 2 && post(kAll) && !worker_.async()) return true;
   return !done.empty();
 }
 
@@ -895,7 +901,8 @@ void Session::set_view(const PoolRequest& view) {
   if (have_view_ && same_view(view, view_)) return;
   view_ = view;
   have_view_ = true;
-  if (streaming_ && view_fits(view, *shown_)) post(kView);
+  // The output the first run left comes in the same pass (execute pools only a view that fits).
+  if (streaming_ && (owed_ || view_fits(view, *shown_))) post(kView);
 }
 
 // ---- what the UI shows ----------------------------------------------------------------------

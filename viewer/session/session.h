@@ -180,7 +180,7 @@ class Session {
   // ---- the worker ----
   bool poll();  // adopts finished runs; true when what is on screen changed
   void wait();  // until nothing is queued or running, then poll()
-  bool busy() const { return worker_.busy(); }  // a run is queued or in flight
+  bool busy() const { return worker_.busy() || owed_ != 0; }  // a run is queued, in flight or owed
   float progress() const { return worker_.progress_value(); }  // of the run in flight, 0..1
   bool async() const { return worker_.async(); }
 
@@ -337,6 +337,7 @@ class Session {
     std::optional<PoolRequest> view;
     std::uint64_t id = 0;
     std::shared_ptr<const Companion> companion;  // computed beside the run when parts has kCompanion
+    bool output_later = false;  // a streamed kAll run: the rows only (SessionOptions::output_with_first_view)
   };
   struct Result {
     Job job;
@@ -399,6 +400,10 @@ class Session {
   std::uint64_t run_revision_ = 0;
   std::uint64_t problem_revision_ = 0;
   std::uint64_t posted_ = 0;  // id of the newest job
+  // The parts the first run left to the first view (SessionOptions::output_with_first_view): the
+  // next post() takes them, and poll() posts them itself at its second call.
+  unsigned owed_ = 0;
+  int owed_polls_ = 0;
   struct DescriptionCache {
     std::uint64_t revision = ~std::uint64_t{0};
     int query = -1;
