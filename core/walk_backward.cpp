@@ -80,7 +80,12 @@ std::string tile_sentence_of(const BackwardWalk& w, const BackwardWalkTile& t, L
     s = zh(lang) ? "本块每个键的 dS 都为 0：梯度不移动其中任何 logit（权重为 0，或值与 dO 的吻合恰好等于平均 D）。"
                  : "Every dS in the tile is 0: the gradient moves none of its logits (their weights are 0, or "
                    "each value agrees with dO exactly as much as the average D).";
-  } else if (t.top >= 0) {
+  } else if (t.top < 0) {
+    // Loaded and masked whole: a mask file's tile, which the block mask does not rule out.
+    s = zh(lang) ? "本块每个键都被掩码（块掩码没有排除它，仍被加载）：P = 0，所以这些键的 dS 恰为 0。"
+                 : "Every key of the tile is masked (loaded: the block mask does not rule it out): P = 0, so "
+                   "these keys' dS is exactly 0.";
+  } else {
     const double ds = t.ds[t.top - t.j0];
     const std::string key = w.key_tokens[t.top];
     s = zh(lang) ? "本块 |dS| 最大的是键“" + key + "”（dS " + num(ds) + "）：" +

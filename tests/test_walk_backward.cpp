@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 #include <string>
 #include <vector>
@@ -89,6 +90,24 @@ TEST(BackwardWalk, ARowOfOneKeySaysItsDsIsRounding) {
   EXPECT_EQ(en.find("gradient descent"), std::string::npos) << en;
   EXPECT_NE(zh.find("所以 dS 在精确算术中为 0"), std::string::npos) << zh;
   EXPECT_EQ(zh.find("。 "), std::string::npos) << zh;
+}
+
+// A tile that a mask file masks whole is loaded (the block mask does not rule it out) and says
+// why its dS are 0 (it had said only "Σ dS so far", after a blank).
+TEST(BackwardWalk, ATileMaskedWholeByAMaskFileSaysWhyItsDsIsZero) {
+  Problem p = test::make_problem(16, 4, 4, 1, MaskKind::None, 1.0, 3);
+  MatrixF mask = MatrixF::Zero(16, 16);
+  for (int j : {0, 1, 2, 3, 8, 9, 10, 11}) mask(5, j) = -std::numeric_limits<float>::infinity();
+  p.edit().custom_mask = mask;
+  p.mask = MaskKind::Custom;
+  const BackwardWalk w = walk_backward_row(p, upstream_random(2), 0, 5, 4);
+  for (int t : {0, 2}) {
+    ASSERT_FALSE(w.tiles[t].skipped);
+    const std::string en = backward_walk_tile_sentence(w, t, Lang::En), zh = backward_walk_tile_sentence(w, t, Lang::Zh);
+    EXPECT_EQ(en.rfind("Every key of the tile is masked (loaded: the block mask does not rule it out): P = 0", 0), 0u) << en;
+    EXPECT_EQ(zh.rfind("本块每个键都被掩码", 0), 0u) << zh;
+  }
+  EXPECT_EQ(backward_walk_tile_sentence(w, 1, Lang::En).rfind("The tile's largest |dS| is key", 0), 0u);
 }
 
 TEST(BackwardWalk, TheTextsFollowTheNumbers) {

@@ -92,9 +92,15 @@ TEST(WalkView, TileChoicesAreEverySizeOnSmallProblemsAndPowersOfTwoOnLarge) {
     const int b = walk_tile_for(0, false, keys);
     EXPECT_GE((keys + b - 1) / b, 4) << keys << " keys, tile " << b;
   }
-  EXPECT_EQ(walk_tile_for(100, false, 40), 40);  // above m: the nearest choice, the whole row
-  EXPECT_EQ(walk_tile_for(50, false, 4096), 64);
+  EXPECT_EQ(walk_tile_for(100, false, 40), 40);  // above m: the whole row
   EXPECT_EQ(walk_tile_for(9, true, 5), 5);
+  // A typed size is the CLI's walk --tile B, not moved to a power of two (it had been: --tile 6
+  // over 37 keys walked tiles of 4 without a word), and the box lists it in its place.
+  EXPECT_EQ(walk_tile_for(50, false, 4096), 50);
+  EXPECT_EQ(walk_tile_for(6, false, 37), 6);
+  EXPECT_EQ(walk_tile_choices(37, 6), (std::vector<int>{1, 2, 4, 6, 8, 16, 32, 37}));
+  EXPECT_EQ(walk_tile_choices(37, 8), walk_tile_choices(37));
+  EXPECT_EQ(walk_tile_choices(5, 3), walk_tile_choices(5));
 }
 
 TEST(WalkView, CachesByRevisionQueryAndTile) {

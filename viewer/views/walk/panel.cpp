@@ -61,7 +61,7 @@ void tile_controls(Shell& app, WalkView& v, const W* w, int tile) {
     ImGui::SameLine();
     if (ImGui::RadioButton(word, v.pass() == p)) v.set_pass(p);
   }
-  const std::vector<int> choices = walk_tile_choices(app.session.problem().m());
+  const std::vector<int> choices = walk_tile_choices(app.session.problem().m(), tile);
   same_line_if_fits(text_width(tr(lang, S::WalkTileSize)) + app.font_px * 6);
   ImGui::TextUnformatted(tr(lang, S::WalkTileSize));
   ImGui::SameLine();

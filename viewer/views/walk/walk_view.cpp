@@ -246,7 +246,7 @@ std::shared_ptr<const CompanionResult> WalkBackwardCompanion::compute(const Comp
   return out;
 }
 
-std::vector<int> walk_tile_choices(int keys) {
+std::vector<int> walk_tile_choices(int keys, int current) {
   std::vector<int> c;
   if (keys <= kWalkAllSizesMax) {
     for (int b = 1; b <= keys; ++b) c.push_back(b);
@@ -254,16 +254,14 @@ std::vector<int> walk_tile_choices(int keys) {
   }
   for (int b = 1; b <= keys; b *= 2) c.push_back(b);
   if (c.back() != keys) c.push_back(keys);
+  if (current >= 1 && current <= keys && !std::binary_search(c.begin(), c.end(), current))
+    c.insert(std::lower_bound(c.begin(), c.end(), current), current);
   return c;
 }
 
 int walk_tile_for(int requested, bool demo, int keys) {
-  const int want = requested > 0 ? requested : default_walk_tile(demo, keys);
-  const std::vector<int> c = walk_tile_choices(std::max(1, keys));
-  int best = c.front();
-  for (int b : c)
-    if (std::abs(b - want) < std::abs(best - want)) best = b;
-  return best;
+  // As the CLI's walk --tile B: kept as given (core's default when 0), the whole row above the keys.
+  return std::min(requested > 0 ? requested : default_walk_tile(demo, keys), std::max(1, keys));
 }
 
 std::vector<std::string> walk_ui_text() {

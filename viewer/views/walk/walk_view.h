@@ -30,10 +30,10 @@
 namespace attnlab::viewer {
 
 // Every size 1..m on small problems (m <= kWalkAllSizesMax), powers of two up to m otherwise
-// (m itself added when it is not one).
+// (m itself added when it is not one), and `current` (the size on screen, a typed --tile B) in its place.
 constexpr int kWalkAllSizesMax = 16;
-std::vector<int> walk_tile_choices(int keys);
-// --tile B as asked (0: core's default_walk_tile), moved to the nearest choice.
+std::vector<int> walk_tile_choices(int keys, int current = 0);
+// --tile B as asked (0: core's default_walk_tile), as the CLI's walk takes it: at most the keys.
 int walk_tile_for(int requested, bool demo, int keys);
 
 // Text the walk view draws beyond the S:: table (the sentences of every kind, both languages):
