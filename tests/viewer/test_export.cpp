@@ -33,6 +33,15 @@ TEST(Export, StageCsvTraceJsonAndHeatmapPng) {
   EXPECT_EQ(img.at(2, 1)[0], 255);
   EXPECT_EQ(img.at(2, 1)[1], 0);
   EXPECT_THROW(export_heatmap_png({}, 0, 0, stem), InputError);
+  // A second export of a kind in the same second (the same stem) keeps the first file.
+  ASSERT_TRUE(c.set_temperature(2));
+  const std::string again = export_stage_csv(c, 3, stem), third = export_stage_csv(c, 3, stem);
+  EXPECT_EQ(again, stem + "-weights-2.csv");
+  EXPECT_EQ(third, stem + "-weights-3.csv");
+  EXPECT_TRUE(read_matrix(csv) == back) << "the first export stays";
+  EXPECT_LT((read_matrix(again) - *c.stage_matrix(3)).cwiseAbs().maxCoeff(), 1e-6f);
+  EXPECT_EQ(export_heatmap_png(px, 3, 2, stem), stem + "-heatmap-2.png");
+  EXPECT_EQ(export_trace_json(c, Lang::En, stem), stem + "-trace-2.json");
 }
 
 TEST(Export, StreamedStagesAndLargeTracesPointToTheCommandLine) {

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
+#include <utility>
 
 namespace attnlab::viewer {
 namespace {
@@ -267,8 +268,14 @@ void Fuzzer::apply(const FuzzEvent& e) {
     case FuzzKind::Demo: choose_demo(app_); break;
     case FuzzKind::Export: {
       app_.export_dir = destinations_[e.slot / 3];
-      export_from_window(app_, static_cast<Export>(e.slot % 3));
-      refused("export", app_.status && app_.status(app_.lang).rfind(error_prefix, 0) == 0);
+      const Export what = static_cast<Export>(e.slot % 3);
+      export_from_window(app_, what);
+      const bool was_refused = app_.status && app_.status(app_.lang).rfind(error_prefix, 0) == 0;
+      refused("export", was_refused);
+      // A stage or a heatmap written from a view that shows neither is a file of something not on screen.
+      if (!was_refused && what != Export::TraceJson && !app_.shown_view().chain_steps())
+        wrong_export_ = std::string(what == Export::StageCsv ? "Export CSV" : "Export PNG") + " wrote a file in the " +
+                        app_.view + " view, which shows no step's stage";
       app_.export_dir = exports_;
       exported_ = true;
       break;
@@ -288,6 +295,7 @@ bool Fuzzer::check() {
   std::vector<std::string> broken = state_broken(state_json(app_.session, snapshot(app_)));
   for (const auto& v : app_.views)
     if (std::string b = v->broken(app_.session); !b.empty()) broken.push_back(b);
+  if (!wrong_export_.empty()) broken.push_back(std::exchange(wrong_export_, std::string()));
   if (exported_) {
     exported_ = false;
     for (const std::string& f : leftovers(dir_)) broken.push_back("a refused or finished export left " + f);

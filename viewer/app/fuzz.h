@@ -84,6 +84,7 @@ class Fuzzer {
   std::vector<std::string> views_shown_;
   std::vector<std::string> recent_;  // the last events, for the report
   bool exported_ = false;            // an export ran this frame (its folders are checked)
+  std::string wrong_export_;         // an export that wrote what the view does not show
 };
 
 }  // namespace attnlab::viewer

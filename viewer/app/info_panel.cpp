@@ -163,6 +163,15 @@ void export_from_window(App& app, Export what) {
   try {
     const std::string stem = export_stem(app.export_dir);
     std::string path;
+    // The views without the chain's steps (heads, walk, …) draw no stage of a step, and their
+    // pictures are not the centre's heatmap: refused rather than a file of something not on screen.
+    const bool own_picture = what == Export::HeatmapPng && app.heat_px_view != app.view;
+    if ((what == Export::StageCsv && !app.shown_view().chain_steps()) || own_picture) {
+      set_status(app, [own_picture](Lang l) {
+        return std::string(tr(l, S::ErrorPrefix)) + tr(l, own_picture ? S::ExportNoHeatmapHere : S::ExportNoStageHere);
+      });
+      return;
+    }
     switch (what) {
       case Export::StageCsv: {
         // What the heatmap draws: a view's own matrix at this step (step 1's RoPE matrices, step

@@ -320,7 +320,7 @@ int main(int argc, char** argv) {
     }
     if (app->screenshot_requested) {
       app->screenshot_requested = false;
-      const std::string name = export_stem(app->export_dir) + ".png";
+      const std::string name = unused_name(export_stem(app->export_dir), ".png");
       try {
         write_png(name, read_back(renderer));
         set_status(*app, [name](Lang l) { return fmt(tr(l, S::ScreenshotSaved), name.c_str()); });

@@ -590,6 +590,12 @@ constexpr Entry kTable[] = {
      "已池化：每个像素是 %d × %d 个单元的区块，显示%s"},
     {S::PoolLargestError, "its largest error", "其中最大的误差"},
     {S::PoolLargestChange, "its largest |B − A|, with its sign", "其中 |B − A| 最大者（带符号）"},
+    {S::ExportNoStageHere,
+     "this view shows no step's stage to write as CSV (the chain and precision views do; the trace JSON has every stage)",
+     "此视图没有显示某一步的阶段可写成 CSV（链视图和精度视图有；轨迹 JSON 含全部阶段）"},
+    {S::ExportNoHeatmapHere,
+     "this view's pictures are not one heatmap to write as PNG (the chain and precision views' are; S saves the window)",
+     "此视图的图不是一张可写成 PNG 的热图（链视图和精度视图的是；按 S 保存整个窗口）"},
 };
 static_assert(std::size(kTable) == static_cast<std::size_t>(S::Count_), "one line per S value");
 constexpr bool in_enum_order() {

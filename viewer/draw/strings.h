@@ -79,6 +79,8 @@ enum class S {
   PrecLegendClamped, DiffMaskedSwatch, DiffMaskedWhere,
   // a pooled precision or diff map's note under its legend, and what its pixels show
   MapPooled, PoolLargestError, PoolLargestChange,
+  // Export CSV / PNG in a view that shows no step's stage / no centre heatmap
+  ExportNoStageHere, ExportNoHeatmapHere,
   Count_
 };
 

@@ -17,6 +17,9 @@ namespace attnlab::viewer {
 // "attnlab-view-20261201-104700" from the local time (`prefix` first), in `dir` ("dir/attnlab-...")
 // when it is not empty (--export-dir), else in the current directory.
 std::string export_stem(const std::string& dir = "", const char* prefix = "attnlab-view");
+// `base` + `ext` where no file has that name, else the first free of base-2, base-3, …: two
+// exports of one kind within the same second each keep their file.
+std::string unused_name(const std::string& base, const std::string& ext);
 // step 1..4 (scores, logits, weights, output) of the trace on screen.
 std::string export_stage_csv(const Session& c, int step, const std::string& stem);
 // A matrix the heatmap draws in place of its step's stage (View::shown_matrix): `stem-word.csv`.

@@ -319,6 +319,7 @@ void upload_texture(Shell& app, std::vector<std::uint32_t> px, int w, int h, con
   app.heat_px = std::move(px);
   app.heat_px_w = w;
   app.heat_px_h = h;
+  app.heat_px_view = app.view;
   app.heat_key = key;
   app.last_raster_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

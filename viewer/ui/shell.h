@@ -75,6 +75,7 @@ struct Shell {
   double last_raster_ms = 0;
   std::vector<std::uint32_t> heat_px;  // the texture's pixels, for the PNG export
   int heat_px_w = 0, heat_px_h = 0;
+  std::string heat_px_view;  // the view that drew them (Export PNG writes them only in that view)
   HeatView map_view;  // the precision and diff views' window into their map (draw_map)
   std::uint64_t map_view_problem = 0;  // the problem it belongs to: a new one shows the whole map
   WrapCache wrap_cache;      // wrapped text's lines, kept between frames

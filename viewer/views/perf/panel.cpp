@@ -466,7 +466,7 @@ void actions(Shell& app, PerfView& pv, const PerfSnapshot& snap) {
   ImGui::SameLine();
   ImGui::BeginDisabled(snap.results.empty() || running);
   if (ImGui::Button(tr(lang, S::PerfExportCsv))) {
-    const std::string name = export_stem(app.export_dir, "attnlab-perf") + ".csv";
+    const std::string name = unused_name(export_stem(app.export_dir, "attnlab-perf"), ".csv");
     try {
       write_perf_csv(name, snap.results);
       set_status(app, [name](Lang l) { return fmt(tr(l, S::PerfExported), name.c_str()); });
