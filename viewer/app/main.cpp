@@ -325,7 +325,7 @@ int main(int argc, char** argv) {
         write_png(name, read_back(renderer));
         set_status(*app, [name](Lang l) { return fmt(tr(l, S::ScreenshotSaved), name.c_str()); });
       } catch (const std::exception& e) {
-        set_status(*app, [m = message_of(e)](Lang l) { return m.text(l); });  // in the UI language
+        set_status(*app, [m = message_of(e)](Lang l) { return std::string(tr(l, S::ErrorPrefix)) + m.text(l); });
       }
     }
     SDL_RenderPresent(renderer);

@@ -565,8 +565,11 @@ MapPlot draw_map(Shell& app, const Rect& area, int rows, int cols, const std::ve
 }
 
 void set_status(Shell& app, std::function<std::string(Lang)> text) {
+  // Four seconds, longer for a long line (a refusal that names a whole command to run instead):
+  // time to read it at about fifteen bytes a second.
+  const double read_s = static_cast<double>(text(app.lang).size()) / 15;
   app.status = std::move(text);
-  app.status_until = seconds_now() + 4;
+  app.status_until = seconds_now() + std::max(4.0, read_s);
 }
 
 void set_status(Shell& app, const std::string& text) {

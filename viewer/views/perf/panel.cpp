@@ -471,7 +471,7 @@ void actions(Shell& app, PerfView& pv, const PerfSnapshot& snap) {
       write_perf_csv(name, snap.results);
       set_status(app, [name](Lang l) { return fmt(tr(l, S::PerfExported), name.c_str()); });
     } catch (const std::exception& e) {
-      set_status(app, [m = message_of(e)](Lang l) { return m.text(l); });
+      set_status(app, [m = message_of(e)](Lang l) { return std::string(tr(l, S::ErrorPrefix)) + m.text(l); });
     }
   }
   ImGui::EndDisabled();
