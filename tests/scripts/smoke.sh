@@ -7,13 +7,16 @@
 #
 # gpu-check   --sweep against gpu-stage's copy of BUILD_DIR: every step runs and is listed as SKIP
 #             (no device: none may claim PASS), none fails, exit 3; no shell error in the logs; the
-#             configuration sweep covers every configuration; the table comes last.
+#             configuration sweep covers every configuration; the table comes last. gpu-stage refuses
+#             a STAGE_DIR whose removal would lose the build tree (on a stand-in tree) and takes a
+#             relative one; gpu-check refuses an unknown option and words after its arguments.
 # bench-sweep a tiny CPU sweep: the CSV has every case, and the two charts are PNG files.
 # compare-torch without PyTorch: says it is skipped and exits 0 (with PyTorch it needs a GPU);
 #             --cpu (and --cpu --mods) says so too and exits 3 (nothing measured), or, where PyTorch
 #             imports, times one tiny case against the CPU fused kernel and prints the table;
 #             --mods without --cpu (the GPU's modification table) is skipped like the GPU tables;
-#             --mods --decode is a usage error.
+#             --mods --decode is a usage error; so are an option the mode ignores, a bad --max-load or
+#             --load-wait, and an --output that is --binary, a folder or in a missing folder.
 set -uo pipefail
 
 what=$1
@@ -76,6 +79,29 @@ case $what in
     rc=$?
     check "--only with a name that is no step: exit status 1, got $rc" test "$rc" = 1
     check "--only names the unknown step" grep -q "no step is called no-such-step" "$tmp/typo.stdout"
+    # Refusals, each one line on stderr and exit 2 (nothing run, OUTDIR not made).
+    one_line_2() {  # one_line_2 COMMAND...: exit 2 with exactly one line of output
+      local out rc
+      out=$("$@" 2>&1)
+      rc=$?
+      [ "$rc" = 2 ] && [ "$(printf '%s\n' "$out" | wc -l)" = 1 ]
+    }
+    check "gpu-check --bogus OUT: unknown option" one_line_2 "$repo/scripts/gpu-check" --bogus "$tmp/bogus"
+    check "gpu-check OUT STAGE --sweep: words after the arguments" \
+      one_line_2 "$repo/scripts/gpu-check" "$tmp/late" "$tmp/stage" --sweep
+    check "gpu-check made no OUTDIR for them" bash -c "[ ! -e '$tmp/bogus' ] && [ ! -e '$tmp/late' ]"
+    # gpu-stage on a stand-in build tree: a STAGE_DIR that is, holds or lies in it is refused, and
+    # the tree survives; a relative STAGE_DIR is copied into.
+    mkdir -p "$tmp/outer/bg/cli"
+    touch "$tmp/outer/bg/CMakeCache.txt"
+    printf '#!/bin/sh\n' >"$tmp/outer/bg/cli/attnlab"
+    chmod +x "$tmp/outer/bg/cli/attnlab"
+    check "gpu-stage bg bg: refused" one_line_2 "$repo/scripts/gpu-stage" "$tmp/outer/bg" "$tmp/outer/bg"
+    check "gpu-stage bg outer: refused" one_line_2 "$repo/scripts/gpu-stage" "$tmp/outer/bg" "$tmp/outer"
+    check "gpu-stage bg bg/x: refused" one_line_2 "$repo/scripts/gpu-stage" "$tmp/outer/bg" "$tmp/outer/bg/x"
+    check "gpu-stage left the build tree" test -x "$tmp/outer/bg/cli/attnlab"
+    check "gpu-stage with a relative STAGE_DIR" bash -c \
+      "cd '$tmp/outer' && '$repo/scripts/gpu-stage' bg rel-stage >/dev/null 2>&1 && test -x rel-stage/cli/attnlab"
     ;;
   bench-sweep)
     "$repo/scripts/bench-sweep" --binary "$build/cli/attnlab" --out "$tmp" --repeat 1 \
@@ -160,6 +186,28 @@ case $what in
     rc=$?
     check "--backward without --cpu: usage error, exit 2, got $rc" test "$rc" = 2
     check "--backward without --cpu says so" grep -q -- "--backward goes with --cpu" <<<"$out"
+    # Usage errors, refused before anything runs: exit 2 and one line. A stand-in --binary, so
+    # that a regression overwrites nothing of value.
+    printf '#!/bin/sh\nexit 1\n' >"$tmp/fake-attnlab"
+    chmod +x "$tmp/fake-attnlab"
+    usage_error() {  # usage_error WHAT GREP FLAGS...
+      local what="$1" says="$2"
+      shift 2
+      out=$("$repo/scripts/compare-torch" "$@" 2>&1)
+      rc=$?
+      check "$what: usage error, exit 2, got $rc" test "$rc" = 2
+      check "$what: one line that says so" bash -c 'test "$(printf "%s\n" "$1" | wc -l)" = 1 && grep -q -- "$2" <<<"$1"' \
+        _ "$out" "$says"
+    }
+    usage_error "--output equal to --binary" "would be overwritten" --cpu --binary "$tmp/fake-attnlab" --output "$tmp/fake-attnlab"
+    check "--output equal to --binary: the binary is kept" grep -q "exit 1" "$tmp/fake-attnlab"
+    usage_error "--output in a missing folder" "no folder" --cpu --binary "$tmp/fake-attnlab" --output "$tmp/no/such.json"
+    usage_error "--output a folder" "is a folder" --cpu --binary "$tmp/fake-attnlab" --output "$tmp"
+    usage_error "--cpu --decode --n" "--n is ignored by --cpu --decode" --cpu --decode --n 64
+    usage_error "--n without --cpu" "--n is ignored without --cpu" --n 64
+    usage_error "--window without --mods" "--window is ignored by --cpu" --cpu --window 8
+    usage_error "--load-wait -1" "--load-wait must be" --cpu --mods --load-wait -1
+    usage_error "--max-load nan" "--max-load must be > 0" --cpu --mods --max-load nan
     ;;
   *)
     echo "usage: $0 gpu-check|bench-sweep|compare-torch BUILD_DIR" >&2
