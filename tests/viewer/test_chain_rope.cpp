@@ -219,7 +219,8 @@ TEST(ChainRope, ExportWritesTheMatrixOnScreen) {
   ASSERT_NE(shown.matrix, nullptr);
   EXPECT_EQ(shown.word, "q-rot");
   EXPECT_EQ(*shown.matrix, s.trace().q_rot);
-  const std::string stem = ::testing::TempDir() + "chain-rope-export";
+  const test::TempDir dir("attnlab-chain-rope-export");
+  const std::string stem = (dir.path() / "chain-rope-export").string();
   const std::string path = export_matrix_csv(*shown.matrix, shown.word, stem);
   EXPECT_EQ(path, stem + "-q-rot.csv");
   EXPECT_EQ(read_matrix(path), s.trace().q_rot);

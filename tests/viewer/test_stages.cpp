@@ -115,12 +115,14 @@ TEST(Stages, SmallProblemsAndStreamedOnesAreUnchanged) {
 
 TEST(Stages, ExportsSayWhatTheyNeed) {
   Session c(step_options(64, 3));
+  const test::TempDir dir("attnlab-stages-export");
+  const std::string stem = (dir.path() / "stages").string();
   EXPECT_NO_THROW({
-    const std::string path = export_stage_csv(c, 3, ::testing::TempDir() + "stages");
+    const std::string path = export_stage_csv(c, 3, stem);
     EXPECT_FALSE(path.empty());
   });
   try {
-    export_trace_json(c, Lang::En, ::testing::TempDir() + "stages");
+    export_trace_json(c, Lang::En, stem);
     ADD_FAILURE() << "JSON export of a trace without every stage";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("--stages all"), std::string::npos) << e.what();
