@@ -26,37 +26,19 @@ namespace {
 enum class Fault { None, Device, Memory, Refusal };
 
 // The CPU backend, failing the next run the way `next` says (once).
-class FaultyBackend final : public Backend {
- public:
-  explicit FaultyBackend(std::shared_ptr<std::atomic<Fault>> next) : next_(std::move(next)) {}
-  std::string name() const override { return "cpu"; }
-  Trace run(const Problem& p, const RunOptions& opt) override {
-    Trace t;
-    run_into(p, opt, t);
-    return t;
-  }
-  void run_into(const Problem& p, const RunOptions& opt, Trace& out) override {
-    switch (next_->exchange(Fault::None)) {
-      case Fault::Device: throw DeviceError("cudaMalloc: out of memory (injected)");
-      case Fault::Memory: throw std::bad_alloc();
-      case Fault::Refusal: throw ResourceError(Msg::HostMemoryCpuRun, {"staged", "9 EiB", "1 GiB"});
-      case Fault::None: break;
-    }
-    inner_->run_into(p, opt, out);
-  }
-  BenchSample bench(const Problem& p, const RunOptions& opt, int warmup, int repeat) override {
-    return inner_->bench(p, opt, warmup, repeat);
-  }
-
- private:
-  std::shared_ptr<std::atomic<Fault>> next_;
-  std::unique_ptr<Backend> inner_ = make_cpu_backend();
-};
-
 struct Faulty {
   std::shared_ptr<std::atomic<Fault>> next = std::make_shared<std::atomic<Fault>>(Fault::None);
   ViewerOptions options(ViewerOptions o = test::cpu_viewer_options()) const {
-    o.backends = [next = next](const std::string&) { return std::make_unique<FaultyBackend>(next); };
+    o.backends = [next = next](const std::string&) {
+      return std::make_unique<test::HookedCpuBackend>([next](const Problem&, const RunOptions&) {
+        switch (next->exchange(Fault::None)) {
+          case Fault::Device: throw DeviceError("cudaMalloc: out of memory (injected)");
+          case Fault::Memory: throw std::bad_alloc();
+          case Fault::Refusal: throw ResourceError(Msg::HostMemoryCpuRun, {"staged", "9 EiB", "1 GiB"});
+          case Fault::None: break;
+        }
+      });
+    };
     return o;
   }
 };

@@ -425,32 +425,6 @@ TEST(SessionStreaming, AboveTheKeptLimitTheViewAndTheRowAreStreamed) {
   EXPECT_NE(compare_unavailable_reason(c), "");
 }
 
-namespace {
-// The CPU backend, counting the runs that computed the output and those that pooled a view.
-class CountingBackend final : public Backend {
- public:
-  explicit CountingBackend(std::shared_ptr<std::atomic<int>> outputs, std::shared_ptr<std::atomic<int>> pools)
-      : outputs_(std::move(outputs)), pools_(std::move(pools)) {}
-  std::string name() const override { return "cpu"; }
-  Trace run(const Problem& p, const RunOptions& opt) override {
-    Trace t;
-    run_into(p, opt, t);
-    return t;
-  }
-  void run_into(const Problem& p, const RunOptions& opt, Trace& out) override {
-    if (opt.output) ++*outputs_;
-    if (opt.pool) ++*pools_;
-    inner_->run_into(p, opt, out);
-  }
-  BenchSample bench(const Problem& p, const RunOptions& opt, int warmup, int repeat) override {
-    return inner_->bench(p, opt, warmup, repeat);
-  }
-
- private:
-  std::shared_ptr<std::atomic<int>> outputs_, pools_;
-  std::unique_ptr<Backend> inner_ = make_cpu_backend();
-};
-}  // namespace
 
 // The window's session computes a streamed problem's first output in the pass that pools the
 // heatmap's first view: one pass over the keys, not two (the first had computed the output
@@ -460,7 +434,12 @@ TEST(SessionStreaming, TheFirstOutputComesWithTheFirstViewInOnePass) {
     auto outputs = std::make_shared<std::atomic<int>>(0), pools = std::make_shared<std::atomic<int>>(0);
     ViewerOptions o = test::cpu_random_options(kKeepStagesMaxTokens + 100, 8, 4);
     o.output_with_first_view = true;
-    o.backends = [outputs, pools](const std::string&) { return std::make_unique<CountingBackend>(outputs, pools); };
+    o.backends = [outputs, pools](const std::string&) {
+      return std::make_unique<test::HookedCpuBackend>([outputs, pools](const Problem&, const RunOptions& opt) {
+        if (opt.output) ++*outputs;
+        if (opt.pool) ++*pools;
+      });
+    };
     Session c(o);
     ASSERT_TRUE(c.streaming());
     EXPECT_EQ(c.stage_matrix(4), nullptr) << "left to the first view's pass";

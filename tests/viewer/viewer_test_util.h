@@ -13,9 +13,39 @@
 #include <vector>
 #endif
 
+#include "core/backend.h"
+#include "cpu/cpu_backend.h"
+
+#include <functional>
+#include <memory>
 #include <string>
 
 namespace attnlab::test {
+
+// The CPU backend with a hook before every run (SessionOptions::backends): a test's fault to
+// inject, or its count of what the runs asked for.
+class HookedCpuBackend final : public Backend {
+ public:
+  using Hook = std::function<void(const Problem&, const RunOptions&)>;
+  explicit HookedCpuBackend(Hook before) : before_(std::move(before)) {}
+  std::string name() const override { return "cpu"; }
+  Trace run(const Problem& p, const RunOptions& opt) override {
+    Trace t;
+    run_into(p, opt, t);
+    return t;
+  }
+  void run_into(const Problem& p, const RunOptions& opt, Trace& out) override {
+    before_(p, opt);
+    inner_->run_into(p, opt, out);
+  }
+  BenchSample bench(const Problem& p, const RunOptions& opt, int warmup, int repeat) override {
+    return inner_->bench(p, opt, warmup, repeat);
+  }
+
+ private:
+  Hook before_;
+  std::unique_ptr<Backend> inner_ = make_cpu_backend();
+};
 
 inline viewer::ViewerOptions cpu_viewer_options() {
   viewer::ViewerOptions o;
