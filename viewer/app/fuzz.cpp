@@ -275,7 +275,7 @@ void Fuzzer::apply(const FuzzEvent& e) {
       // A stage or a heatmap written from a view that shows neither is a file of something not on screen.
       if (!was_refused && what != Export::TraceJson && !app_.shown_view().chain_steps())
         wrong_export_ = std::string(what == Export::StageCsv ? "Export CSV" : "Export PNG") + " wrote a file in the " +
-                        app_.view + " view, which shows no step's stage";
+                        view_names()[app_.shown] + " view, which shows no step's stage";
       app_.export_dir = exports_;
       exported_ = true;
       break;

@@ -8,6 +8,7 @@
 #include "viewer/session/tables.h"
 #include "viewer/draw/heatmap.h"
 #include "viewer/draw/strings.h"
+#include "viewer/views/registry.h"
 
 #include <imgui.h>
 
@@ -165,7 +166,8 @@ void export_from_window(App& app, Export what) {
     std::string path;
     // The views without the chain's steps (heads, walk, …) draw no stage of a step, and their
     // pictures are not the centre's heatmap: refused rather than a file of something not on screen.
-    const bool own_picture = what == Export::HeatmapPng && app.heat_px_view != app.view;
+    // The view on screen (app.view may already name the next one, drawn from the next frame on).
+    const bool own_picture = what == Export::HeatmapPng && app.heat_px_view != view_names()[app.shown];
     if ((what == Export::StageCsv && !app.shown_view().chain_steps()) || own_picture) {
       set_status(app, [own_picture](Lang l) {
         return std::string(tr(l, S::ErrorPrefix)) + tr(l, own_picture ? S::ExportNoHeatmapHere : S::ExportNoStageHere);
