@@ -387,7 +387,7 @@ bool Session::poll() {
   std::deque<Result> done = worker_.take();
   for (Result& r : done) adopt(std::move(r));
   // A frame went by and no heatmap asked for its view: the output the first run left.
-  if (owed_ && ++owed_polls_ >= 2 && post(kAll) && !worker_.async()) return true;
+  if (owed_ && ++owed_polls_ >= 2) post(kAll);
   return !done.empty();
 }
 
